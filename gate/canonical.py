@@ -1,0 +1,313 @@
+"""Canonical JSON `json.sort_deep.v1` and the sha256 helpers: the only place hash bytes are made.
+
+The rule (reference facts §1): recursively, arrays keep their order and object keys are ordered
+by JavaScript's `String.prototype.localeCompare` with no locale (ICU root collation); the text
+is what `JSON.stringify` writes, without whitespace. `JSON.stringify` also writes integer-like
+keys (canonical array indices, "0" … "4294967294") first, in ascending numeric order.
+
+Collation uses the Unicode Collation Algorithm with the default table (`pyuca`), which the
+reference facts measured to reproduce Node's order; sort keys are cached because keys repeat.
+
+`parse_strict` is the way untrusted JSON enters the system. It rejects what the reference
+would silently round or mangle (NaN, ±Infinity, duplicate keys, integers beyond ±(2^53−1)),
+so nothing ambiguous is ever hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from pyuca import Collator
+
+from gate.constants import MAX_SAFE_INTEGER
+
+__all__ = [
+    "CanonicalJSONError",
+    "canonical_bytes",
+    "canonical_text",
+    "parse_strict",
+    "sha256_hex",
+    "sha256_bytes_hex",
+    "key_order",
+    "collation_sorted",
+]
+
+_COLLATOR = Collator()
+_MAX_ARRAY_INDEX = 2**32 - 2
+_SORT_KEY_CACHE: dict[str, tuple] = {}
+_ORDER_CACHE: dict[tuple, list[str]] = {}
+_CACHE_LIMIT = 200_000
+
+_encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
+
+
+class CanonicalJSONError(ValueError):
+    """Input that cannot be canonicalised without changing its meaning.
+
+    `code` is a stable machine string (`JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`,
+    `JSON_UNSAFE_INTEGER`, `JSON_INVALID`, `JSON_UNSUPPORTED_TYPE`, `JSON_TOO_DEEP`);
+    `path` points at the offending member (`$.context.inputs.amount`) when known.
+    """
+
+    def __init__(self, code: str, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.path = path
+
+
+# --------------------------------------------------------------------------- key order
+
+
+def _array_index(key: str) -> int | None:
+    """Return the numeric value when `key` is a canonical array index, else None."""
+    if not key or not key.isdigit() or not key.isascii():
+        return None
+    if len(key) > 1 and key[0] == "0":
+        return None
+    value = int(key)
+    return value if value <= _MAX_ARRAY_INDEX else None
+
+
+def _sort_key(key: str) -> tuple:
+    cached = _SORT_KEY_CACHE.get(key)
+    if cached is None:
+        index = _array_index(key)
+        if index is not None:
+            cached = (0, index, ())
+        else:
+            # Ties under the collation (rare: only fully ignorable differences) fall back to
+            # code-point order so the result is a total order.
+            cached = (1, _COLLATOR.sort_key(key), key)
+        if len(_SORT_KEY_CACHE) >= _CACHE_LIMIT:
+            _SORT_KEY_CACHE.clear()
+        _SORT_KEY_CACHE[key] = cached
+    return cached
+
+
+def collation_sorted(keys) -> list[str]:
+    """Keys ordered as `a.localeCompare(b)` orders them (no array-index rule)."""
+    return sorted(keys, key=lambda key: (_COLLATOR.sort_key(key), key))
+
+
+def key_order(keys) -> list[str]:
+    """Keys in `json.sort_deep.v1` order (array-index keys first, then collation order)."""
+    signature = tuple(keys)
+    order = _ORDER_CACHE.get(signature)
+    if order is None:
+        order = sorted(signature, key=_sort_key)
+        if len(_ORDER_CACHE) >= _CACHE_LIMIT:
+            _ORDER_CACHE.clear()
+        _ORDER_CACHE[signature] = order
+    return order
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _format_float(value: float) -> str:
+    """ECMAScript Number::toString for a finite double (shortest round-trip digits)."""
+    if value == 0:
+        return "0"  # also -0
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exponent = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    # n: position of the decimal point counted from the first digit of `digits`.
+    point = len(whole) + (int(exponent) if exponent else 0)
+    significant = digits.lstrip("0")
+    point -= len(digits) - len(significant)
+    digits = significant.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    exp = n - 1
+    exp_text = ("+" if exp >= 0 else "-") + str(abs(exp))
+    if k == 1:
+        return sign + digits + "e" + exp_text
+    return sign + digits[0] + "." + digits[1:] + "e" + exp_text
+
+
+def _format_number(value: int | float) -> str:
+    if isinstance(value, int):
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return str(value)
+        # Beyond the safe range JavaScript holds a double; write what it would write.
+        return _format_float(float(value))
+    if not math.isfinite(value):
+        raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", "NaN and Infinity have no canonical form")
+    return _format_float(value)
+
+
+# --------------------------------------------------------------------------- strings
+
+
+def _encode_text(value: str) -> str:
+    text = _encode_string(value)
+    # Lone surrogates survive encode_basestring raw; JSON.stringify escapes them.
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        text = "".join(
+            "\\u%04x" % ord(ch) if "\ud800" <= ch <= "\udfff" else ch for ch in text
+        )
+    return text
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def _write(value: Any, out: list[str]) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_text(value))
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        out.append("{")
+        first = True
+        for key in key_order(value):
+            if not first:
+                out.append(",")
+            first = False
+            if type(key) is not str:
+                raise CanonicalJSONError("JSON_UNSUPPORTED_TYPE", "object keys must be strings")
+            out.append(_encode_text(key))
+            out.append(":")
+            _write(value[key], out)
+        out.append("}")
+    elif kind is list or kind is tuple:
+        if not value:
+            out.append("[]")
+            return
+        out.append("[")
+        first = True
+        for item in value:
+            if not first:
+                out.append(",")
+            first = False
+            _write(item, out)
+        out.append("]")
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif kind is int or kind is float:
+        out.append(_format_number(value))
+    elif isinstance(value, str):
+        out.append(_encode_text(str(value)))
+    elif isinstance(value, dict):
+        _write(dict(value), out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(_format_number(value))
+    else:
+        raise CanonicalJSONError(
+            "JSON_UNSUPPORTED_TYPE", f"{type(value).__name__} has no JSON form"
+        )
+
+
+def canonical_text(value: Any) -> str:
+    """The `json.sort_deep.v1` text of `value`."""
+    out: list[str] = []
+    _write(value, out)
+    return "".join(out)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes of the canonical text (lone surrogates are escaped, so this never fails)."""
+    return canonical_text(value).encode("utf-8")
+
+
+def sha256_bytes_hex(data: bytes) -> str:
+    """Bare lowercase hex sha256 of raw bytes (no `sha256:` prefix)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_hex(value: Any) -> str:
+    """Bare lowercase hex sha256 of the canonical bytes of `value`."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+# --------------------------------------------------------------------------- strict parsing
+
+
+def _reject_constant(name: str):
+    raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"{name} is not allowed in JSON input")
+
+
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise CanonicalJSONError(
+            "JSON_UNSAFE_INTEGER",
+            f"integer {text} is outside ±(2^53−1) and cannot be hashed without rounding",
+        )
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise CanonicalJSONError(
+            "JSON_NON_FINITE_NUMBER", f"number {text} overflows to Infinity"
+        )
+    # A literal with a fraction or exponent is a double in every implementation, so it hashes
+    # the same everywhere; only integer literals beyond ±(2^53−1) would be silently rounded.
+    return value
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise CanonicalJSONError(
+                    "JSON_DUPLICATE_KEY", f"duplicate object key {key!r}"
+                )
+            seen.add(key)
+    return result
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs,
+    parse_constant=_reject_constant,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
+)
+
+
+def parse_strict(data: bytes | str) -> Any:
+    """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
+
+    Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
+    `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`.
+    """
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CanonicalJSONError("JSON_INVALID", f"body is not UTF-8: {exc.reason}") from exc
+    try:
+        return _DECODER.decode(data)
+    except CanonicalJSONError:
+        raise
+    except RecursionError as exc:
+        raise CanonicalJSONError("JSON_TOO_DEEP", "JSON nesting is too deep") from exc
+    except json.JSONDecodeError as exc:
+        raise CanonicalJSONError(
+            "JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc

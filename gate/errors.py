@@ -1,0 +1,100 @@
+"""Domain errors: a stable code, a message, and extra body members.
+
+The core raises these; `api/errors.py` is the only table from code to HTTP status and body.
+Expected verification failures are not errors: they are values (see `gate.verify`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GateError(Exception):
+    """A fail-closed refusal with a stable machine `code` and extra body `details`."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"{type(self).__name__}({self.code!r}, {self.message!r})"
+
+
+class RulebookInvalid(GateError):
+    """Rulebook failed validation; `details["errors"]` lists `{field, code, message}`."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        first = errors[0]["message"] if errors else "rulebook is invalid"
+        super().__init__(
+            "RULEBOOK_INVALID",
+            f"Rulebook v1 validation failed: {first}",
+            errors=errors,
+        )
+
+
+class SigningUnavailable(GateError):
+    """Signing is required but no usable key is configured: no record may be produced."""
+
+    def __init__(self, message: str = "receipt signing is required but no signing key is configured") -> None:
+        super().__init__("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", message)
+
+
+class LedgerUnavailable(GateError):
+    """The ledger could not be read or written; nothing was stored."""
+
+    def __init__(self, message: str = "the decision ledger is unavailable; nothing was stored") -> None:
+        super().__init__("LEDGER_UNAVAILABLE", message)
+
+
+class MonthlyCapExceeded(GateError):
+    """The key's monthly record cap is used up; no record was created."""
+
+    def __init__(self, cap: int, period: str) -> None:
+        super().__init__(
+            "SVC_API_MONTHLY_CAP_EXCEEDED",
+            f"monthly record cap of {cap} for {period} is exhausted",
+            monthly_cap=cap,
+            period=period,
+        )
+
+
+class RulebookVersionConflict(GateError):
+    """A (rulebook_id, version) pair is already bound to another hash in this scope.
+
+    SECURITY: spec compatibility rule 2 — a pair can never silently rebind to a new hash.
+    """
+
+    def __init__(self, rulebook_id: str, version: str, registered_hash: str, supplied_hash: str) -> None:
+        super().__init__(
+            "RULEBOOK_VERSION_CONFLICT",
+            f"rulebook {rulebook_id!r} version {version!r} is already registered with another hash; "
+            "publish the change under a new version",
+            rulebook_id=rulebook_id,
+            version=version,
+            registered_hash=registered_hash,
+            supplied_hash=supplied_hash,
+        )
+
+
+class IdempotencyConflict(GateError):
+    """Same idempotency key, different canonical payload: nothing was created."""
+
+    def __init__(self, idempotency_key: str, decision_id: str, input_hash: str, existing_input_hash: str) -> None:
+        super().__init__(
+            "SVC_API_IDEMPOTENCY_CONFLICT",
+            "this idempotency key was already used with a different payload",
+            idempotency_key=idempotency_key,
+            decision_id=decision_id,
+            input_hash=input_hash,
+            existing_input_hash=existing_input_hash,
+        )
+
+
+class DuplicateIdempotencyKey(Exception):
+    """Internal: a concurrent writer stored this (scope, idempotency_key) first."""
+
+
+class SnapshotRace(Exception):
+    """Internal: a concurrent writer registered the rulebook snapshot first; rebuild with it."""
