@@ -1,0 +1,41 @@
+"""The result of evaluating a compiled Rulebook v1 over facts.
+
+This is the contract between the evaluator and the record builder: a frozen value, the same
+for the same rulebook hash and facts (spec, evaluation rule 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """Outcome of one evaluation.
+
+    status: "ok" when the facts satisfied `input_schema`, "needs_input" otherwise.
+    decision: normalized verdict, "yes" | "no" | "review".
+    application_verdict, action, reason_code: from the matched rule, the default outcome,
+        or the needs_input path (NEEDS_INPUT / collect_required_input / INPUT_SCHEMA_FAILED).
+    matched_rule_id: the first matching rule's id; None for default outcome or needs_input.
+    matched: True when a rule matched.
+    checks: trace of evaluated leaves in evaluation order, each
+        {"rule_id", "field", "operator", "passed"}.
+    missing_fields / invalid_fields: input_schema failures (sorted), empty when status is "ok".
+    """
+
+    status: str
+    decision: str
+    application_verdict: str
+    action: str
+    reason_code: str
+    matched_rule_id: str | None
+    matched: bool
+    checks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    missing_fields: tuple[str, ...] = ()
+    invalid_fields: tuple[str, ...] = ()
+
+    def trace(self) -> dict[str, Any]:
+        """The record's `evaluation` member: `{matched, checks}`."""
+        return {"matched": self.matched, "checks": [dict(c) for c in self.checks]}
