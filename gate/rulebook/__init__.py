@@ -1,0 +1,27 @@
+"""Rulebook v1: validation with exact error paths, compilation to a fast evaluator, evaluation.
+
+Public interface (reference facts §2 is the contract):
+
+- `validate_rulebook(obj, base_path="rulebook") -> list[dict]`: `[]` when valid, else
+  `{field, code, message}` errors in a deterministic order.
+- `get_evaluator(rulebook, rulebook_hash) -> CompiledRulebook`: validates (raising
+  `gate.errors.RulebookInvalid`), compiles once per hash, caches (bounded LRU, thread-safe).
+- `CompiledRulebook.evaluate(facts) -> Evaluation`: pure, deterministic, never raises.
+- `schema_bytes()`, `schema_hash()`, `SCHEMA_PATH`: the published JSON Schema file.
+"""
+
+from gate.rulebook.cache import get_evaluator
+from gate.rulebook.compile import CompiledRulebook
+from gate.rulebook.evaluation import Evaluation
+from gate.rulebook.schema import SCHEMA_PATH, schema_bytes, schema_hash
+from gate.rulebook.validate import validate_rulebook
+
+__all__ = [
+    "validate_rulebook",
+    "get_evaluator",
+    "CompiledRulebook",
+    "Evaluation",
+    "schema_bytes",
+    "schema_hash",
+    "SCHEMA_PATH",
+]

@@ -1,0 +1,33 @@
+"""The published Rulebook v1 JSON Schema file: its raw bytes and their hash.
+
+The file `schemas/rulebook-v1.schema.json` is served unchanged at `{schema_url}` and
+`rulebook_contract.schema_hash` is the sha256 of its raw bytes (reference facts §2), so the
+bytes are read once and never re-serialised. `GATE_SCHEMAS_DIR` overrides the directory
+(read at import time).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from gate.canonical import sha256_bytes_hex
+from gate.constants import RULEBOOK_SCHEMA_FILE
+
+__all__ = ["SCHEMA_PATH", "schema_bytes", "schema_hash"]
+
+SCHEMAS_DIR = Path(os.environ.get("GATE_SCHEMAS_DIR") or Path(__file__).resolve().parents[2] / "schemas")
+SCHEMA_PATH = SCHEMAS_DIR / RULEBOOK_SCHEMA_FILE
+
+
+@functools.lru_cache(maxsize=1)
+def schema_bytes() -> bytes:
+    """The raw bytes of the Rulebook v1 JSON Schema file (read once)."""
+    return SCHEMA_PATH.read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def schema_hash() -> str:
+    """Bare lowercase hex sha256 of `schema_bytes()`."""
+    return sha256_bytes_hex(schema_bytes())
