@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any
 
 from pyuca import Collator
@@ -154,13 +155,18 @@ def _format_number(value: int | float) -> str:
 # --------------------------------------------------------------------------- strings
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """JSON.stringify writes lone surrogates as `\\udXXX`; encode_basestring leaves them raw."""
+    return _SURROGATE.sub(lambda match: "\\u%04x" % ord(match.group()), text)
+
+
 def _encode_text(value: str) -> str:
     text = _encode_string(value)
-    # Lone surrogates survive encode_basestring raw; JSON.stringify escapes them.
-    if any("\ud800" <= ch <= "\udfff" for ch in value):
-        text = "".join(
-            "\\u%04x" % ord(ch) if "\ud800" <= ch <= "\udfff" else ch for ch in text
-        )
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _escape_surrogates(text)
     return text
 
 
@@ -219,8 +225,63 @@ def _write(value: Any, out: list[str]) -> None:
         )
 
 
+class _SlowPath(Exception):
+    """The fast path met a value only the full writer formats (or rejects) correctly."""
+
+
+def _prepare(value: Any) -> Any:
+    """Copy `value` with keys in canonical order and numbers the C encoder writes as JS does.
+
+    Python's float repr equals ECMAScript's text for finite non-integral doubles printed
+    without an exponent (1e-4 ≤ |x| < 1e16); integral doubles below 2^53 print as integers in
+    both. Anything else (exponents, unsafe integers, subclasses, non-string keys) takes the
+    slow path.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is dict:
+        try:
+            order = key_order(value)
+        except (AttributeError, TypeError) as exc:
+            raise _SlowPath from exc
+        return {key: _prepare(value[key]) for key in order}
+    if kind is list or kind is tuple:
+        return [_prepare(item) for item in value]
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _SlowPath
+    if kind is float:
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value)
+        elif math.isfinite(value) and 1e-4 <= abs(value) < 1e16:
+            return value
+    raise _SlowPath
+
+
+_FAST_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+)
+
+
 def canonical_text(value: Any) -> str:
-    """The `json.sort_deep.v1` text of `value`."""
+    """The `json.sort_deep.v1` text of `value`.
+
+    Fast path: reorder keys in Python, then let the C encoder write; the full writer below
+    handles every other case and is the reference the tests compare the fast path against.
+    """
+    try:
+        text = _FAST_ENCODER.encode(_prepare(value))
+    except _SlowPath:
+        return _canonical_text_slow(value)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _escape_surrogates(text)
+    return text
+
+
+def _canonical_text_slow(value: Any) -> str:
     out: list[str] = []
     _write(value, out)
     return "".join(out)

@@ -115,3 +115,19 @@ def _same(a, b) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b
+
+
+@settings(max_examples=500, deadline=None)
+@given(json_values)
+def test_fast_path_equals_the_full_writer(value):
+    from gate.canonical import _canonical_text_slow
+
+    assert canonical_text(value) == _canonical_text_slow(value)
+
+
+@pytest.mark.parametrize("value", [1e-5, 1.5e-7, 1e16 + 0.5, 2.5e20, 123456.789, 0.0001, 9999999999999998.0,
+                                   {"k": [1e-4, 1.0000000000000002]}, "\ud800", {"\udfff": 1}])
+def test_fast_path_boundaries(value):
+    from gate.canonical import _canonical_text_slow
+
+    assert canonical_text(value) == _canonical_text_slow(value)
