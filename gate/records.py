@@ -390,7 +390,8 @@ def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | No
     present), record_hash, receipt_hash, replay_url, verify_url, and
     ``signature: {algorithm, key_id, public_key_fingerprint?}``.
     """
-    sealed = {k: copy.deepcopy(v) for k, v in record.items()
+    # A shallow copy: sealing only sets top-level members, nested values are shared.
+    sealed = {k: v for k, v in record.items()
               if k not in ("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS)}
     sealed["record_hash"] = record_hash(sealed)
     sealed["receipt_hash"] = receipt_hash(sealed)
@@ -705,7 +706,10 @@ STANDARD_VIEW_MEMBERS: frozenset[str] = MINIMAL_VIEW_MEMBERS | frozenset(
 
 
 def project_view(record: Mapping[str, Any], view: str) -> dict[str, Any]:
-    """The `minimal`, `standard` or `full` projection of a stored record (copies).
+    """The `minimal`, `standard` or `full` projection of a stored record.
+
+    A shallow projection: nested values are shared with `record` (responses are serialised
+    at once; copy before mutating).
 
     `full` is the whole record. The others keep the listed members that the record has, in
     the record's own member order. Only the full view can be verified offline (the others
@@ -714,7 +718,7 @@ def project_view(record: Mapping[str, Any], view: str) -> dict[str, Any]:
     if view not in VIEWS:
         raise ValueError(f"unknown response view {view!r}; expected one of {VIEWS}")
     if view == VIEW_FULL:
-        return copy.deepcopy(dict(record))
+        return dict(record)
     members = MINIMAL_VIEW_MEMBERS if view == VIEW_MINIMAL else STANDARD_VIEW_MEMBERS
     assert view in (VIEW_MINIMAL, VIEW_STANDARD)
-    return {k: copy.deepcopy(v) for k, v in record.items() if k in members}
+    return {k: v for k, v in record.items() if k in members}

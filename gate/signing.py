@@ -245,6 +245,7 @@ class Ed25519Key:
 
     key_id: str
     seed: bytes = field(repr=False)
+    _cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, (bytes, bytearray)) or len(self.seed) != 32:
@@ -270,15 +271,26 @@ class Ed25519Key:
 
     @property
     def _signing_key(self) -> nacl.signing.SigningKey:
-        return nacl.signing.SigningKey(self.seed)
+        # Derived once per key object: deriving the key pair costs as much as a signature.
+        return self._derived()[0]
+
+    def _derived(self) -> tuple:
+        derived = self._cache
+        if derived is None:
+            signing_key = nacl.signing.SigningKey(self.seed)
+            raw = bytes(signing_key.verify_key)
+            pem = public_key_pem_from_raw(raw)
+            derived = (signing_key, raw, pem, public_key_fingerprint(pem))
+            object.__setattr__(self, "_cache", derived)
+        return derived
 
     @property
     def public_key_raw(self) -> bytes:
-        return bytes(self._signing_key.verify_key)
+        return self._derived()[1]
 
     @property
     def public_key_pem(self) -> str:
-        return public_key_pem_from_raw(self.public_key_raw)
+        return self._derived()[2]
 
     @property
     def private_key_pem(self) -> str:
@@ -286,7 +298,7 @@ class Ed25519Key:
 
     @property
     def fingerprint(self) -> str:
-        return public_key_fingerprint(self.public_key_pem)
+        return self._derived()[3]
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte detached Ed25519 signature of `message`."""
