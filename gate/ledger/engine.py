@@ -1,0 +1,64 @@
+"""Engine construction for the two supported ledgers: an SQLite file (embedded default) and PostgreSQL.
+
+SQLite: WAL journal, `synchronous=FULL` (a commit is on disk before the response is sent, so an
+acknowledged record survives a power cut, not only a crash), a busy timeout, and write
+transactions opened with `BEGIN IMMEDIATE` so two processes never deadlock upgrading a read lock.
+PostgreSQL: psycopg 3, pre-ping, READ COMMITTED; concurrency safety comes from unique
+constraints and row locks, never from process memory.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+
+WRITE_OPTION = "gate_write"
+
+
+def normalize_url(url: str) -> str:
+    """Accept `postgres://` and `postgresql://` and select the psycopg 3 driver."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
+def make_engine(url: str, *, pool_size: int = 5) -> Engine:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            pool_size=pool_size,
+            max_overflow=10,
+        )
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=10,
+        pool_pre_ping=True,
+        isolation_level="READ COMMITTED",
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):  # pragma: no cover - driver callback
+        # Take transaction control away from pysqlite so BEGIN is ours.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):  # pragma: no cover - driver callback
+        if connection.get_execution_options().get(WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")

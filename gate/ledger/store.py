@@ -1,0 +1,314 @@
+"""The ledger repository: every read and write of stored state goes through `Ledger`.
+
+Guarantees:
+- A decision, its first-use rulebook snapshot and its monthly-usage charge are written in one
+  transaction: either all exist afterwards or none does.
+- Idempotency holds across processes and hosts because `(scope, idempotency_key)` is a unique
+  constraint: a concurrent duplicate fails in the database, never in process memory.
+- The monthly cap is charged with a conditional UPDATE (`used < cap`) in that same transaction,
+  so concurrent requests can never overshoot it and refused requests charge nothing.
+- Driver errors are wrapped once, here, as `LedgerUnavailable` (the API answers 503).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import and_, bindparam, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+
+from gate.errors import (
+    DuplicateIdempotencyKey,
+    LedgerUnavailable,
+    MonthlyCapExceeded,
+    RulebookVersionConflict,
+    SnapshotRace,
+)
+from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
+from gate.ledger.tables import api_keys, decisions, rulebook_snapshots, usage_counters
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+# Hot-path statements, built once (executed with parameter dicts).
+_INSERT_DECISION = insert(decisions)
+_KEY_BY_HASH = select(api_keys).where(api_keys.c.key_hash == bindparam("key_hash"))
+
+
+@dataclass(frozen=True, slots=True)
+class CapCharge:
+    """Charge one record to `key_id` for `period` (YYYY-MM), refusing beyond `cap`."""
+
+    key_id: str
+    period: str
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDecision:
+    decision_id: str
+    scope: str
+    idempotency_key: str | None
+    input_hash: str
+    record_hash: str
+    receipt_hash: str
+    created_at: str
+    record_json: str
+    request_json: str
+
+
+class Ledger:
+    """Repository over an SQLAlchemy engine (SQLite file or PostgreSQL)."""
+
+    def __init__(self, url: str, *, pool_size: int = 5, engine: Engine | None = None) -> None:
+        self.url = normalize_url(url)
+        self.engine = engine or make_engine(self.url, pool_size=pool_size)
+        self.dialect = self.engine.dialect.name
+        self._charge_sql = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def upgrade(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> bool:
+        try:
+            with self.engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            return True
+        except SQLAlchemyError:
+            return False
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (BEGIN IMMEDIATE on SQLite); commits on success."""
+        try:
+            with self.engine.connect() as connection:
+                connection = connection.execution_options(**{WRITE_OPTION: True})
+                with connection.begin():
+                    yield connection
+        except IntegrityError:
+            raise
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise LedgerUnavailable(f"ledger write failed: {type(exc).__name__}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as connection:
+                with connection.begin():
+                    yield connection
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
+
+    def _insert_ignore(self, table, values: dict[str, Any]):
+        """INSERT … ON CONFLICT DO NOTHING for either dialect."""
+        dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+        return dialect_insert(table).values(**values).on_conflict_do_nothing()
+
+    # ------------------------------------------------------------------ API keys
+
+    def insert_api_key(self, row: dict[str, Any]) -> None:
+        with self.write() as connection:
+            connection.execute(insert(api_keys).values(**row))
+
+    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+        with self.read() as connection:
+            row = connection.execute(_KEY_BY_HASH, {"key_hash": key_hash}).mappings().first()
+        return dict(row) if row else None
+
+    def api_key(self, key_id: str) -> dict[str, Any] | None:
+        with self.read() as connection:
+            row = connection.execute(
+                select(api_keys).where(api_keys.c.key_id == key_id)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def list_api_keys(self) -> list[dict[str, Any]]:
+        with self.read() as connection:
+            rows = connection.execute(select(api_keys).order_by(api_keys.c.created_at)).mappings()
+            return [dict(row) for row in rows]
+
+    def set_api_key_status(self, key_id: str, status: str, at: str) -> bool:
+        with self.write() as connection:
+            result = connection.execute(
+                update(api_keys)
+                .where(api_keys.c.key_id == key_id)
+                .values(status=status, disabled_at=at if status == "disabled" else None)
+            )
+        return result.rowcount == 1
+
+    def monthly_usage(self, key_id: str, period: str) -> int:
+        with self.read() as connection:
+            used = connection.execute(
+                select(usage_counters.c.used).where(
+                    and_(usage_counters.c.key_id == key_id, usage_counters.c.period == period)
+                )
+            ).scalar()
+        return int(used or 0)
+
+    # ------------------------------------------------------------------ rulebook snapshots
+
+    def rulebook_snapshot(
+        self, scope: str, *, rulebook_id: str | None = None, version: str | None = None,
+        rulebook_hash: str | None = None,
+    ) -> dict[str, Any] | None:
+        """The scope's snapshot by (id, version) or by hash (first registered), or None."""
+        query = select(rulebook_snapshots).where(rulebook_snapshots.c.scope == scope)
+        if rulebook_hash is not None:
+            query = query.where(rulebook_snapshots.c.rulebook_hash == rulebook_hash)
+        else:
+            query = query.where(
+                and_(
+                    rulebook_snapshots.c.rulebook_id == rulebook_id,
+                    rulebook_snapshots.c.version == version,
+                )
+            )
+        query = query.order_by(rulebook_snapshots.c.snapshot_id).limit(1)
+        with self.read() as connection:
+            row = connection.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    # ------------------------------------------------------------------ decisions
+
+    def decision(self, scope: str, decision_id: str) -> StoredDecision | None:
+        """The decision if it belongs to `scope` (another scope's decision reads as absent)."""
+        with self.read() as connection:
+            row = connection.execute(
+                select(decisions).where(
+                    and_(decisions.c.decision_id == decision_id, decisions.c.scope == scope)
+                )
+            ).mappings().first()
+        return _stored(row)
+
+    def decision_by_idempotency(self, scope: str, idempotency_key: str) -> StoredDecision | None:
+        with self.read() as connection:
+            row = connection.execute(
+                select(decisions).where(
+                    and_(
+                        decisions.c.scope == scope,
+                        decisions.c.idempotency_key == idempotency_key,
+                    )
+                )
+            ).mappings().first()
+        return _stored(row)
+
+    def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, Any] | None:
+        """First decision that carries this policy bundle hash (any scope; hashes only)."""
+        with self.read() as connection:
+            row = connection.execute(
+                select(
+                    decisions.c.policy_bundle_hash,
+                    decisions.c.policy_id,
+                    decisions.c.policy_version,
+                    decisions.c.rulebook_hash,
+                    decisions.c.created_at,
+                )
+                .where(decisions.c.policy_bundle_hash == policy_bundle_hash)
+                .order_by(decisions.c.created_at)
+                .limit(1)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def store_decision(
+        self,
+        row: dict[str, Any],
+        *,
+        snapshot: dict[str, Any] | None,
+        charge: CapCharge | None,
+    ) -> int | None:
+        """Store one decision atomically with its snapshot and usage charge.
+
+        Returns the monthly usage after the charge (None without a charge). Raises
+        DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
+        LedgerUnavailable; in every case nothing was written.
+        """
+        try:
+            with self.write() as connection:
+                if snapshot is not None:
+                    self._bind_snapshot(connection, snapshot)
+                connection.execute(_INSERT_DECISION, row)
+                return self._charge(connection, charge) if charge else None
+        except IntegrityError as exc:
+            if row.get("idempotency_key") is not None and _is_idempotency_violation(exc):
+                raise DuplicateIdempotencyKey(row["idempotency_key"]) from exc
+            raise LedgerUnavailable("ledger write failed: integrity error") from exc
+
+    def _bind_snapshot(self, connection: Connection, snapshot: dict[str, Any]) -> None:
+        connection.execute(self._insert_ignore(rulebook_snapshots, snapshot))
+        stored = connection.execute(
+            select(rulebook_snapshots.c.rulebook_hash, rulebook_snapshots.c.registry_json).where(
+                and_(
+                    rulebook_snapshots.c.scope == snapshot["scope"],
+                    rulebook_snapshots.c.rulebook_id == snapshot["rulebook_id"],
+                    rulebook_snapshots.c.version == snapshot["version"],
+                )
+            )
+        ).first()
+        if stored.rulebook_hash != snapshot["rulebook_hash"]:
+            raise RulebookVersionConflict(
+                snapshot["rulebook_id"], snapshot["version"], stored.rulebook_hash,
+                snapshot["rulebook_hash"],
+            )
+        if stored.registry_json != snapshot["registry_json"]:
+            raise SnapshotRace(snapshot["rulebook_id"])
+
+    def _charge(self, connection: Connection, charge: CapCharge) -> int:
+        """One atomic upsert: create the month's counter at 1, or add 1 while below the cap."""
+        used = connection.execute(
+            self._charge_statement(),
+            {"key_id": charge.key_id, "period": charge.period, "cap": charge.cap},
+        ).scalar()
+        if used is None:
+            raise MonthlyCapExceeded(charge.cap, charge.period)
+        return int(used)
+
+    def _charge_statement(self):
+        if self._charge_sql is None:
+            dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
+            statement = dialect_insert(usage_counters).values(
+                key_id=bindparam("key_id"), period=bindparam("period"), used=1
+            )
+            self._charge_sql = statement.on_conflict_do_update(
+                index_elements=[usage_counters.c.key_id, usage_counters.c.period],
+                set_={"used": usage_counters.c.used + 1},
+                where=usage_counters.c.used < bindparam("cap"),
+            ).returning(usage_counters.c.used)
+        return self._charge_sql
+
+
+def _stored(row) -> StoredDecision | None:
+    if row is None:
+        return None
+    return StoredDecision(
+        decision_id=row["decision_id"],
+        scope=row["scope"],
+        idempotency_key=row["idempotency_key"],
+        input_hash=row["input_hash"],
+        record_hash=row["record_hash"],
+        receipt_hash=row["receipt_hash"],
+        created_at=row["created_at"],
+        record_json=row["record_json"],
+        request_json=row["request_json"],
+    )
+
+
+def _is_idempotency_violation(exc: IntegrityError) -> bool:
+    message = str(exc.orig).lower()
+    return "idempotency_key" in message or "uq_decisions_scope_idempotency_key" in message

@@ -1,0 +1,94 @@
+"""Ledger tables (SQLAlchemy Core). The Alembic migrations under `migrations/` build exactly these.
+
+Timestamps are stored as the ISO 8601 UTC text that is hashed into records
+(`2026-05-21T00:00:00.000Z`); that text sorts chronologically, so "newest first" is an
+ORDER BY on it. JSON documents are stored as their canonical text, byte for byte what was hashed.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# API keys: only the sha256 of the key is stored (SECURITY: a leaked table reveals no key).
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", String(40), primary_key=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("scope", String(120), nullable=False, index=True),
+    Column("plan", String(40), nullable=False),
+    Column("rate_limit", Integer, nullable=True),
+    Column("monthly_cap", Integer, nullable=True),
+    Column("status", String(16), nullable=False),
+    Column("label", String(200), nullable=True),
+    Column("created_at", String(32), nullable=False),
+    Column("disabled_at", String(32), nullable=True),
+)
+
+# Monthly record usage per key; incremented in the same transaction as the record it counts.
+usage_counters = Table(
+    "usage_counters",
+    metadata,
+    Column("key_id", String(40), primary_key=True),
+    Column("period", String(7), primary_key=True),
+    Column("used", Integer, nullable=False),
+)
+
+# Immutable per-scope rulebook snapshots: (scope, rulebook_id, version) binds one hash forever.
+rulebook_snapshots = Table(
+    "rulebook_snapshots",
+    metadata,
+    Column("snapshot_id", Integer, primary_key=True, autoincrement=True),
+    Column("scope", String(120), nullable=False),
+    Column("rulebook_id", String(120), nullable=False),
+    Column("version", String(80), nullable=False),
+    Column("rulebook_hash", String(64), nullable=False),
+    Column("evaluator_version", String(40), nullable=False),
+    Column("schema_hash", String(64), nullable=False),
+    Column("registered_at", String(32), nullable=False),
+    Column("body_json", Text, nullable=False),
+    Column("registry_json", Text, nullable=False),
+    UniqueConstraint("scope", "rulebook_id", "version"),
+    Index("ix_rulebook_snapshots_scope_hash", "scope", "rulebook_hash"),
+)
+
+# Decision Records: the full record and the canonical request, both as hashed.
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("scope", String(120), nullable=False),
+    Column("key_id", String(40), nullable=False),
+    Column("idempotency_key", String(300), nullable=True),
+    Column("input_hash", String(64), nullable=False),
+    Column("record_hash", String(64), nullable=False),
+    Column("receipt_hash", String(64), nullable=False),
+    Column("policy_bundle_hash", String(64), nullable=True),
+    Column("rulebook_hash", String(64), nullable=True),
+    Column("policy_id", String(120), nullable=True),
+    Column("policy_version", String(80), nullable=True),
+    Column("verdict", String(16), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("record_json", Text, nullable=False),
+    Column("request_json", Text, nullable=False),
+    UniqueConstraint("scope", "idempotency_key"),
+    Index("ix_decisions_scope_created", "scope", "created_at"),
+    Index("ix_decisions_policy_bundle_hash", "policy_bundle_hash"),
+)
