@@ -1,0 +1,74 @@
+"""Flask application factory: `create_app(settings)` wires the core into the HTTP shell."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, request
+from werkzeug.exceptions import HTTPException
+
+from api.auth import Authenticator
+from api.errors import error_response
+from api.limits import make_rate_limiter
+from api.runtime import GateRuntime
+from api.settings import Settings
+from gate.adapters import AdapterRegistry
+from gate.clock import Clock, IdSource
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger
+from gate.service import DecisionService
+
+log = logging.getLogger("gate.api")
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    ledger: Ledger | None = None,
+    clock: Clock | None = None,
+    ids: IdSource | None = None,
+    limiter=None,
+    signing: SigningSetup | None = None,
+) -> Flask:
+    settings = settings or Settings.from_env()
+    ledger = ledger or Ledger(settings.database_url)
+    if settings.auto_migrate:
+        ledger.upgrade()
+    signing = signing or SigningSetup.load(
+        settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing
+    )
+    service = DecisionService(
+        ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
+        adapters=AdapterRegistry(),
+    )
+    app = Flask("decision_gate")
+    app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
+    app.json.sort_keys = False
+    app.extensions["gate"] = GateRuntime(
+        settings=settings,
+        ledger=ledger,
+        signing=signing,
+        service=service,
+        limiter=limiter or make_rate_limiter(settings.redis_url),
+        auth=Authenticator(ledger, settings.plans),
+    )
+
+    from api.routes import decide, decisions, meta, registries
+
+    for module in (decide, decisions, registries, meta):
+        app.register_blueprint(module.bp)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException):
+        if error.code == 404:
+            return error_response("NOT_FOUND", f"no route for {request.method} {request.path}")
+        if error.code == 405:
+            return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}")
+        return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception):  # SECURITY: a crash is a 500, never an approval
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response("INTERNAL_ERROR", "internal error; nothing was approved")
+
+    return app

@@ -1,0 +1,79 @@
+"""The one table from error code to HTTP status and body (spec "Errors"; reference facts §3, §7).
+
+Every error body has the same shape: `{c: "unclear", v: <short word>, error: <CODE>,
+message: <text>, …details}`. `c` is always "unclear" so that no client can read an error as an
+approval. `tests/test_error_bodies.py` pins every entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response
+
+from gate.errors import GateError
+
+# code → (HTTP status, v)
+ERROR_TABLE: dict[str, tuple[int, str]] = {
+    # Malformed input: nothing is hashed or stored.
+    "JSON_INVALID": (400, "Invalid JSON body"),
+    "JSON_NON_FINITE_NUMBER": (400, "Invalid JSON body"),
+    "JSON_DUPLICATE_KEY": (400, "Invalid JSON body"),
+    "JSON_UNSAFE_INTEGER": (400, "Invalid JSON body"),
+    "JSON_TOO_DEEP": (400, "Invalid JSON body"),
+    "REQUEST_INVALID": (400, "invalid_request"),
+    "REQUEST_TOO_LARGE": (413, "request_too_large"),
+    # Auth and limits.
+    "SVC_API_UNAUTHORIZED": (401, "unauthorized"),
+    "SVC_API_RATE_LIMITED": (429, "rate_limited"),
+    "SVC_API_MONTHLY_CAP_EXCEEDED": (429, "monthly_cap_exceeded"),
+    # Rulebook mode refusals.
+    "LEGACY_MODE_UNAVAILABLE": (422, "advisory_mode_unavailable"),
+    "RULEBOOK_INVALID": (422, "rulebook_invalid"),
+    "RULEBOOK_BINDING_MODE_UNSUPPORTED": (422, "binding_mode_unsupported"),
+    "RULEBOOK_BINDING_MODE_CONFLICT": (422, "binding_mode_conflict"),
+    "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": (422, "output_material_forbidden"),
+    "RULEBOOK_VERSION_CONFLICT": (409, "rulebook_version_conflict"),
+    "TRUSTED_ADAPTER_INVALID": (422, "trusted_adapter_invalid"),
+    "TRUSTED_ADAPTER_NOT_REGISTERED": (422, "trusted_adapter_not_registered"),
+    # Idempotency.
+    "SVC_API_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    # Reads and registries.
+    "DECISION_NOT_FOUND": (404, "not_found"),
+    "RULEBOOK_NOT_FOUND": (404, "not_found"),
+    "RULEBOOK_LOOKUP_INVALID": (400, "invalid_request"),
+    "POLICY_BUNDLE_NOT_FOUND": (404, "not_found"),
+    "NOT_FOUND": (404, "not_found"),
+    "METHOD_NOT_ALLOWED": (405, "method_not_allowed"),
+    # Unavailable: nothing was stored, nothing approved.
+    "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED": (503, "unavailable"),
+    "LEDGER_UNAVAILABLE": (503, "unavailable"),
+    "RATE_LIMITER_UNAVAILABLE": (503, "unavailable"),
+    "INTERNAL_ERROR": (500, "internal_error"),
+}
+
+
+def error_body(code: str, message: str, **details: Any) -> tuple[int, dict[str, Any]]:
+    status, word = ERROR_TABLE[code]
+    body: dict[str, Any] = {"c": "unclear", "v": word, "error": code, "message": message}
+    body.update(details)
+    return status, body
+
+
+def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
+    return error_body(error.code, error.message, **error.details)
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    from api.jsonio import dumps
+
+    response = Response(dumps(body), status=status, mimetype="application/json")
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+def error_response(code: str, message: str, *, status: int | None = None,
+                   headers: dict[str, str] | None = None, **details: Any) -> Response:
+    table_status, body = error_body(code, message, **details)
+    return json_response(status or table_status, body, headers)

@@ -1,0 +1,39 @@
+"""JSON in and out at the HTTP boundary.
+
+Requests are parsed with `gate.canonical.parse_strict` (NaN, ±Infinity, duplicate keys and
+unsafe integers are refused with 400 before anything is hashed). Responses are written with the
+C encoder; they need not be canonical because hashes are computed from the stored record.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Request
+
+from gate.canonical import CanonicalJSONError, parse_strict
+from gate.errors import GateError
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def dumps(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+def read_json(request: Request, max_bytes: int, *, optional: bool = False) -> Any:
+    """The request body as strict JSON; `None` for an empty body when `optional`."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise GateError("REQUEST_TOO_LARGE", f"request body exceeds {max_bytes} bytes", max_bytes=max_bytes)
+    data = request.get_data(cache=True)
+    if len(data) > max_bytes:
+        raise GateError("REQUEST_TOO_LARGE", f"request body exceeds {max_bytes} bytes", max_bytes=max_bytes)
+    if optional and not data.strip():
+        return None
+    try:
+        return parse_strict(data)
+    except CanonicalJSONError as exc:
+        details = {"path": exc.path} if exc.path else {}
+        raise GateError(exc.code, exc.message, **details) from exc

@@ -1,0 +1,297 @@
+"""`/openapi.json` (OpenAPI 3.1) and `/docs.json`, generated from one endpoint table.
+
+Adding a route means adding one `Endpoint` here; `tests/test_openapi.py` fails when a
+registered route, an error code of `api.errors.ERROR_TABLE` or a spec header is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from api.errors import ERROR_TABLE
+from gate import constants as C
+
+RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
+DECIDE_HEADERS = (
+    "x-decision-id",
+    "x-decision-record-hash",
+    "x-decision-receipt-hash",
+    "x-decision-confidence-score",
+    "x-decision-confidence-level",
+    "x-decision-confidence-hash",
+    "x-idempotency-status",
+    "x-decision-verify-url",
+    "x-decision-receipt-signature",
+    "X-Usage-Monthly-Remaining",
+    "Preference-Applied",
+    *RATE_HEADERS,
+)
+REQUEST_HEADERS = {
+    "x-api-key": "API key (server-side only). `Authorization: Bearer <key>` is accepted too.",
+    "x-idempotency-key": "Retry handle, 1–300 visible ASCII characters.",
+    "x-request-id": "Optional caller trace id (1–160 of A–Z a–z 0–9 . _ : -); becomes the record's request_id.",
+    "Prefer": "`return=minimal|standard|full` chooses the response view.",
+    "x-decision-response-view": "`minimal`, `standard` or `full` (400 when anything else).",
+}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    summary: str
+    auth: bool
+    responses: dict[int, str]
+    errors: tuple[str, ...] = ()
+    query: tuple[tuple[str, str, str], ...] = ()  # (name, type, description)
+    request_body: str | None = None
+    response_headers: tuple[str, ...] = ()
+    request_headers: tuple[str, ...] = ()
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+
+AUTH_ERRORS = ("SVC_API_UNAUTHORIZED",)
+BODY_ERRORS = (
+    "JSON_INVALID", "JSON_NON_FINITE_NUMBER", "JSON_DUPLICATE_KEY", "JSON_UNSAFE_INTEGER",
+    "JSON_TOO_DEEP", "REQUEST_INVALID", "REQUEST_TOO_LARGE",
+)
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(
+        "post", "/api/decide", "Create a signed Decision Record (rulebook mode) or replay one.",
+        True,
+        {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
+         403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
+         422: "rulebook refused (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
+        errors=AUTH_ERRORS + BODY_ERRORS + (
+            "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
+            "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
+            "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
+            "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
+            "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "LEDGER_UNAVAILABLE", "RATE_LIMITER_UNAVAILABLE", "INTERNAL_ERROR",
+        ),
+        request_body="DecisionRequest",
+        response_headers=DECIDE_HEADERS + ("Retry-After",),
+        request_headers=tuple(REQUEST_HEADERS),
+        tags=("decisions",),
+    ),
+    Endpoint(
+        "get", "/api/decision/status", "Readiness: signing, ledger, idempotency, limits, auth, registries.",
+        False, {200: "ready", 503: "degraded (same body shape)"}, tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/receipt-keys", "Public receipt key registry (active and retired Ed25519 keys).",
+        False, {200: "key registry"}, tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/policy-bundles", "Policy bundle registry; `?hash=` resolves one bundle.",
+        False, {200: "registry or one bundle", 400: "malformed hash", 404: "unknown bundle hash"},
+        errors=("REQUEST_INVALID", "POLICY_BUNDLE_NOT_FOUND"),
+        query=(("hash", "string", "64-hex bundle hash to resolve"),), tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/rulebooks", "Rulebook snapshot metadata in the caller's scope (never the body).",
+        True, {200: "{ok, rulebook}", 400: "lookup needs exactly hash, or rulebook_id and version",
+               401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + ("RULEBOOK_LOOKUP_INVALID", "RULEBOOK_NOT_FOUND"),
+        query=(("hash", "string", "rulebook hash"), ("rulebook_id", "string", "with version"),
+               ("version", "string", "with rulebook_id")),
+        tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/verify", "Describe exported-record verification.", False,
+        {200: "endpoint metadata"}, tags=("verification",),
+    ),
+    Endpoint(
+        "post", "/api/decision/verify",
+        "Verify an exported record `{record, input?, public_key?}` without a ledger lookup. "
+        "A key in the request is never a trust anchor.",
+        False, {200: "verification result", 400: "malformed body", 413: "body too large"},
+        errors=BODY_ERRORS, request_body="RecordVerificationRequest", tags=("verification",),
+    ),
+    Endpoint(
+        "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for).",
+        True, {200: "Decision Record", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",),
+        query=(("response_view", "string", "minimal, standard or full"),), tags=("decisions",),
+    ),
+    Endpoint(
+        "get", "/api/decision/{decision_id}/verify",
+        "Recompute the stored record's hashes and signatures, and its ledger row and input.",
+        True, {200: "verification result", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",), tags=("verification",),
+    ),
+    Endpoint(
+        "post", "/api/decision/{decision_id}/verify",
+        "Verify a supplied record (`{record?, input?}`) against the stored one, or the stored one.",
+        True, {200: "verification result", 400: "malformed body", 401: "missing or invalid key",
+               403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + BODY_ERRORS + ("DECISION_NOT_FOUND",),
+        request_body="RecordVerificationRequest", tags=("verification",),
+    ),
+    Endpoint(
+        "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
+        False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",),
+    ),
+    Endpoint("get", "/openapi.json", "This OpenAPI 3.1 document.", False, {200: "OpenAPI"}, tags=("contract",)),
+    Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
+             tags=("contract",)),
+)
+
+SCHEMAS: dict[str, Any] = {
+    "ErrorBody": {
+        "type": "object",
+        "required": ["c", "v", "error", "message"],
+        "properties": {
+            "c": {"const": "unclear", "description": "Always unclear: an error is never an approval."},
+            "v": {"type": "string"},
+            "error": {"type": "string", "enum": sorted(ERROR_TABLE)},
+            "message": {"type": "string"},
+            "errors": {"type": "array", "items": {"type": "object", "properties": {
+                "field": {"type": "string"}, "code": {"type": "string"}, "message": {"type": "string"}}}},
+            "retry_after": {"type": "integer"},
+        },
+        "additionalProperties": True,
+    },
+    "DecisionRequest": {
+        "type": "object",
+        "required": ["mode", "rulebook"],
+        "properties": {
+            "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES]},
+            "question": {"type": "string", "description": "Descriptive metadata in rulebook mode."},
+            "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
+            "binding_mode": {"enum": list(C.SUPPORTED_BINDING_MODES)},
+            "adapter": {"type": "object", "required": ["adapter_id", "version", "manifest_hash", "input"]},
+            "context": {"type": "object", "properties": {"inputs": {"type": "object"}}},
+            "response_view": {"enum": list(C.VIEWS)},
+        },
+    },
+    "DecisionRecord": {
+        "type": "object",
+        "required": ["decision_record_version", "decision_id", "verdict", "record_hash", "receipt_hash"],
+        "properties": {
+            "decision_record_version": {"const": C.DECISION_RECORD_VERSION},
+            "c": {"enum": ["yes", "no", "unclear"]},
+            "verdict": {"enum": list(C.VERDICTS)},
+            "record_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "receipt_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        },
+        "additionalProperties": True,
+    },
+    "RecordVerificationRequest": {
+        "type": "object",
+        "properties": {
+            "record": {"$ref": "#/components/schemas/DecisionRecord"},
+            "input": {"type": "object", "description": "The original request, checked against input_hash."},
+            "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
+        },
+    },
+}
+
+
+def _operation(endpoint: Endpoint) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": endpoint.summary,
+        "tags": list(endpoint.tags),
+        "operationId": endpoint.method + endpoint.path.replace("/", "_").replace("{", "").replace("}", ""),
+        "responses": {},
+    }
+    if endpoint.auth:
+        operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
+    else:
+        operation["security"] = []
+    parameters = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in ("decision_id", "name") if "{" + name + "}" in endpoint.path
+    ]
+    parameters += [
+        {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": text}
+        for name, kind, text in endpoint.query
+    ]
+    parameters += [
+        {"name": name, "in": "header", "required": False, "schema": {"type": "string"},
+         "description": REQUEST_HEADERS[name]}
+        for name in endpoint.request_headers
+    ]
+    if parameters:
+        operation["parameters"] = parameters
+    if endpoint.request_body:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
+        }
+    for status, description in sorted(endpoint.responses.items()):
+        response: dict[str, Any] = {"description": description}
+        if status >= 400:
+            codes = [code for code in endpoint.errors if ERROR_TABLE[code][0] == status
+                     or (status == 403 and code.endswith("_UNAUTHORIZED"))]
+            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+            if codes:
+                response["x-error-codes"] = codes
+        if status == 200 and endpoint.response_headers:
+            response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
+        operation["responses"][str(status)] = response
+    undocumented = [code for code in endpoint.errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
+    if undocumented:
+        operation["x-other-error-codes"] = undocumented
+    return operation
+
+
+@lru_cache(maxsize=1)
+def openapi_document() -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for endpoint in ENDPOINTS:
+        paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Decision Gate",
+            "version": C.INTERFACE_VERSION,
+            "description": "Binding decisions from declarative Rulebook v1, as signed, hashed Decision Records. "
+                           "Only `yes` lets an action proceed; every error body has `c: unclear`.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+                "Bearer": {"type": "http", "scheme": "bearer"},
+            },
+        },
+        "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
+    }
+
+
+@lru_cache(maxsize=1)
+def docs_document() -> dict[str, Any]:
+    return {
+        "service": "decision-gate",
+        "interface_version": C.INTERFACE_VERSION,
+        "versions": {
+            "protocol": C.DECISION_PROTOCOL_VERSION,
+            "record": C.DECISION_RECORD_VERSION,
+            "rulebook_schema": C.RULEBOOK_SCHEMA_VERSION,
+            "evaluator": C.EVALUATOR_VERSION,
+            "rulebook_registry": C.RULEBOOK_REGISTRY_VERSION,
+            "registry_attestation": C.REGISTRY_ATTESTATION_VERSION,
+            "canonicalization": C.CANONICALIZATION,
+        },
+        "endpoints": [
+            {"method": e.method.upper(), "path": e.path, "auth": "api_key" if e.auth else "public",
+             "summary": e.summary, "error_codes": list(e.errors)}
+            for e in ENDPOINTS
+        ],
+        "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH, "openapi": "/openapi.json"},
+        "request_headers": REQUEST_HEADERS,
+        "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
+        "limits": {
+            "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
+            "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
+            "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES)",
+            "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
+            "json": "NaN, ±Infinity, duplicate keys and integers beyond ±(2^53−1) are refused with 400",
+        },
+        "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
+    }

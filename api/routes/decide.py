@@ -1,0 +1,97 @@
+"""POST /api/decide: create (or idempotently replay) a signed Decision Record."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from flask import Blueprint, request
+
+from api.errors import error_response, gate_error_body, json_response
+from api.jsonio import read_json
+from api.runtime import (
+    caller_request_id,
+    idempotency_key_header,
+    keyed,
+    requested_view,
+    runtime,
+)
+from gate.errors import GateError, MonthlyCapExceeded
+from gate.records import project_view
+from gate.service import Caller
+
+bp = Blueprint("decide", __name__)
+
+
+def _seconds_to_next_month(now: datetime) -> int:
+    """Whole seconds until the monthly cap resets (first instant of next month, UTC)."""
+    year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    return max(1, math.ceil((start - now).total_seconds()))
+
+
+@bp.post("/api/decide")
+@keyed("SVC_API_UNAUTHORIZED")
+def decide(caller: Caller):
+    rt = runtime()
+    try:
+        rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
+    except GateError as error:
+        status, body = gate_error_body(error)
+        return json_response(status, body)
+    headers = rate.headers()
+    if not rate.allowed:
+        # SECURITY: a refused request creates nothing and is never an approval.
+        return error_response(
+            "SVC_API_RATE_LIMITED",
+            f"rate limit of {rate.limit} decisions per minute exceeded for this key",
+            headers=headers,
+            retry_after=rate.retry_after,
+        )
+    try:
+        idempotency_key = idempotency_key_header()
+        body = read_json(request, rt.settings.max_body_bytes)
+        body_view = body.get("response_view") if isinstance(body, dict) else None
+        view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
+        result = rt.service.decide(
+            caller, body, idempotency_key=idempotency_key, request_id=caller_request_id()
+        )
+    except MonthlyCapExceeded as error:
+        now = rt.service.clock.now()
+        retry = _seconds_to_next_month(now)
+        headers.update({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
+        status, body = gate_error_body(error)
+        body["retry_after"] = retry
+        return json_response(status, body, headers)
+    except GateError as error:
+        status, body = gate_error_body(error)
+        return json_response(status, body, headers)
+
+    used = result.monthly_used
+    if used is None:
+        used = rt.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
+    record = result.record
+    headers.update(
+        {
+            "X-Usage-Monthly-Remaining": str(max(0, caller.monthly_cap - used)),
+            "x-decision-id": record["decision_id"],
+            "x-decision-record-hash": record["record_hash"],
+            "x-decision-receipt-hash": record["receipt_hash"],
+            "x-idempotency-status": result.idempotency_status,
+            "x-decision-verify-url": record["verify_url"],
+        }
+    )
+    if record.get("receipt_signature"):
+        headers["x-decision-receipt-signature"] = record["receipt_signature"]
+    confidence = record.get("decision_confidence")
+    if isinstance(confidence, dict):
+        headers["x-decision-confidence-score"] = str(confidence.get("score"))
+        headers["x-decision-confidence-level"] = str(confidence.get("level"))
+        headers["x-decision-confidence-hash"] = str(confidence.get("confidence_hash"))
+    if prefer_applied:
+        headers["Preference-Applied"] = f"return={view}"
+    headers["Vary"] = "Prefer, x-decision-response-view"
+    request_id = caller_request_id()
+    if request_id:
+        headers["x-request-id"] = request_id
+    return json_response(200, project_view(record, view), headers)

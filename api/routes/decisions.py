@@ -1,0 +1,139 @@
+"""Stored decisions and verification: read, verify stored, verify exported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, request
+
+from api.errors import error_response, gate_error_body, json_response
+from api.jsonio import read_json
+from api.runtime import keyed, requested_view, runtime
+from gate import constants as C
+from gate.canonical import sha256_hex
+from gate.errors import GateError
+from gate.records import project_view, record_hash
+from gate.service import Caller
+from gate.verify import verify_record
+
+bp = Blueprint("decisions", __name__)
+
+VERIFY_DESCRIPTION = {
+    "ok": True,
+    "endpoint": "/api/decision/verify",
+    "method": "POST",
+    "auth": "public",
+    "request": {
+        "record": "the exported Decision Record (full view)",
+        "input": "optional: the original request body, checked against input_hash",
+        "public_key": "optional PEM: used for a diagnostic check only, never as a trust anchor",
+    },
+    "result": ["verified", "integrity_valid", "authenticity_valid", "key_source", "checks",
+               "failed_checks", "expected", "actual"],
+    "trust": "authenticity needs a key from this gate's receipt-key registry or its HMAC secret",
+    "canonicalization": C.CANONICALIZATION,
+    "hash_algorithm": C.HASH_ALGORITHM,
+    "algorithm_document": "docs/verification.md",
+}
+
+
+def _body_fields(body: Any) -> tuple[Any, Any, Any]:
+    if body is None:
+        return None, None, None
+    if not isinstance(body, dict):
+        raise GateError("REQUEST_INVALID", "body must be a JSON object {record, input?, public_key?}",
+                        errors=[{"field": "$", "code": "invalid_type", "message": "object expected"}])
+    unknown = sorted(set(body) - {"record", "input", "public_key"})
+    if unknown:
+        raise GateError("REQUEST_INVALID", f"unknown member(s): {', '.join(unknown)}",
+                        errors=[{"field": name, "code": "unknown_field", "message": "not accepted"}
+                                for name in unknown])
+    record, original, public_key = body.get("record"), body.get("input"), body.get("public_key")
+    if record is not None and not isinstance(record, dict):
+        raise GateError("REQUEST_INVALID", "record must be a JSON object",
+                        errors=[{"field": "record", "code": "invalid_type", "message": "object expected"}])
+    if original is not None and not isinstance(original, dict):
+        raise GateError("REQUEST_INVALID", "input must be a JSON object",
+                        errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
+    if public_key is not None and not isinstance(public_key, str):
+        raise GateError("REQUEST_INVALID", "public_key must be a PEM string",
+                        errors=[{"field": "public_key", "code": "invalid_type", "message": "string expected"}])
+    return record, original, public_key
+
+
+@bp.get("/api/decision/verify")
+def describe_verify():
+    return json_response(200, VERIFY_DESCRIPTION)
+
+
+@bp.post("/api/decision/verify")
+def verify_exported():
+    rt = runtime()
+    try:
+        body = read_json(request, rt.settings.max_body_bytes)
+        record, original, public_key = _body_fields(body)
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    if record is None:
+        return error_response("REQUEST_INVALID", "record is required",
+                              errors=[{"field": "record", "code": "missing_field", "message": "required"}])
+    result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
+                           request_public_key=public_key)
+    return json_response(200, {"ok": True, **result.to_dict()})
+
+
+@bp.get("/api/decision/<decision_id>")
+@keyed("SVC_API_UNAUTHORIZED")
+def read_decision(caller: Caller, decision_id: str):
+    rt = runtime()
+    try:
+        view, _ = requested_view(request.args.get("response_view"))
+        if view not in C.VIEWS:
+            raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
+        record = rt.service.stored_record(caller, decision_id)
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    if record is None:
+        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+    headers = {"x-decision-id": record["decision_id"], "x-decision-record-hash": record["record_hash"],
+               "x-decision-receipt-hash": record["receipt_hash"]}
+    return json_response(200, project_view(record, view), headers)
+
+
+@bp.route("/api/decision/<decision_id>/verify", methods=["GET", "POST"])
+@keyed("SVC_API_UNAUTHORIZED")
+def verify_stored(caller: Caller, decision_id: str):
+    rt = runtime()
+    try:
+        body = read_json(request, rt.settings.max_body_bytes, optional=True) if request.method == "POST" else None
+        supplied, original, public_key = _body_fields(body)
+        stored = rt.service.stored_decision(caller, decision_id)
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    if stored is None:
+        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+    import json
+
+    stored_record = json.loads(stored.record_json)
+    stored_request = json.loads(stored.request_json)
+    record = supplied if supplied is not None else stored_record
+    result = verify_record(record, anchors=rt.signing.trust_anchors(),
+                           original_input=original if original is not None else stored_request,
+                           request_public_key=public_key)
+    body = {"ok": True, **result.to_dict(), "decision_id": decision_id, "source": "supplied" if supplied is not None else "ledger"}
+    # Ledger consistency: the row's indexed hashes must match what the stored record recomputes to,
+    # and a supplied record must be the stored one.
+    ledger_checks = {
+        "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
+        "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
+        "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
+    }
+    if supplied is not None:
+        ledger_checks["matches_ledger"] = supplied.get("record_hash") == stored.record_hash and record_hash(supplied) == stored.record_hash
+    body["checks"] = {**body["checks"], **ledger_checks}
+    failed = sorted(set(body.get("failed_checks", [])) | {name for name, ok in ledger_checks.items() if ok is False})
+    body["failed_checks"] = failed
+    if any(ok is False for ok in ledger_checks.values()):
+        body["integrity_valid"] = False
+        body["verified"] = False
+    return json_response(200, body)

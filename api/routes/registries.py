@@ -1,0 +1,183 @@
+"""Public registries and readiness: status, receipt keys, policy bundles; keyed rulebook metadata."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from flask import Blueprint, request
+
+from api.errors import error_response, json_response
+from api.runtime import keyed, runtime
+from gate import constants as C
+from gate.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate.rulebook import schema_hash
+from gate.service import Caller
+
+bp = Blueprint("registries", __name__)
+
+_HASH = re.compile(r"^[0-9a-f]{64}$")
+
+
+def rulebook_contract() -> dict:
+    return {
+        "schema_version": C.RULEBOOK_SCHEMA_VERSION,
+        "schema_url": runtime().settings.schema_url,
+        "schema_hash": schema_hash(),
+        "evaluator_version": C.EVALUATOR_VERSION,
+    }
+
+
+@bp.get("/api/decision/status")
+def status():
+    rt = runtime()
+    ledger_ok = rt.ledger.ping()
+    limiter_ok = rt.limiter.ping()
+    signer = rt.signing.receipt_signer()
+    signing_ok = rt.signing.ready()
+    problems = []
+    if not ledger_ok:
+        problems.append("ledger is not reachable")
+    if not limiter_ok:
+        problems.append("rate limiter backend is not reachable")
+    if not signing_ok:
+        problems.append(rt.signing.problem or "no receipt signing key is configured")
+    ready = not problems
+    body = {
+        "ok": ready,
+        "status": "ready" if ready else "degraded",
+        "interface_version": C.INTERFACE_VERSION,
+        "decision_protocol_version": C.DECISION_PROTOCOL_VERSION,
+        "decision_record_version": C.DECISION_RECORD_VERSION,
+        "rulebook_contract": rulebook_contract(),
+        "supported_modes": [C.MODE_RULEBOOK],
+        "supported_binding_modes": list(C.SUPPORTED_BINDING_MODES),
+        "signing": {
+            "ready": signing_ok,
+            "required": rt.signing.required,
+            "receipt_signature_algorithm": signer.algorithm if signer else None,
+            "receipt_key_id": signer.key_id if signer else None,
+            "registry_signing": rt.signing.attestation_key() is not None,
+        },
+        "ledger": {"ready": ledger_ok, "dialect": rt.ledger.dialect},
+        "idempotency": {"ready": ledger_ok, "backend": "ledger_unique_constraint"},
+        "rate_limits": {"ready": limiter_ok, "backend": rt.limiter.backend, "window_seconds": 60},
+        "auth": {"ready": ledger_ok, "scheme": "api_key", "headers": ["x-api-key", "Authorization: Bearer"]},
+        "registries": {
+            "receipt_keys": "/api/decision/receipt-keys",
+            "policy_bundles": "/api/decision/policy-bundles",
+            "rulebooks": "/api/decision/rulebooks",
+        },
+        "problems": problems,
+    }
+    return json_response(200 if ready else 503, body)
+
+
+@bp.get("/api/decision/receipt-keys")
+def receipt_keys():
+    rt = runtime()
+    signer = rt.signing.receipt_signer()
+    body = {
+        "ok": True,
+        "receipt_key_registry_version": C.RECEIPT_KEY_REGISTRY_VERSION,
+        "active_receipt_key_id": signer.key_id if signer else None,
+        "active_receipt_signature_algorithm": signer.algorithm if signer else None,
+        "keys": rt.signing.registry_entries(),
+    }
+    if rt.signing.hmac_key is not None:
+        # The secret is never disclosed: HMAC receipts are verifiable only by its holders.
+        body["hmac_keys"] = [
+            {"key_id": rt.signing.hmac_key.key_id, "algorithm": C.SIG_HMAC_SHA256, "status": "active"}
+        ]
+    return json_response(200, body)
+
+
+@lru_cache(maxsize=4)
+def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
+    """Operator-published rulebooks (GATE_POLICY_DIR), as policy bundle entries."""
+    if not policy_dir:
+        return ()
+    bundles = []
+    for path in sorted(Path(policy_dir).glob("*.json")):
+        try:
+            rulebook = parse_strict(path.read_bytes())
+        except (OSError, CanonicalJSONError):
+            continue
+        if not isinstance(rulebook, dict) or rulebook.get("schema_version") != C.RULEBOOK_SCHEMA_VERSION:
+            continue
+        bundles.append(
+            {
+                "id": rulebook.get("rulebook_id"),
+                "version": rulebook.get("version"),
+                "hash": sha256_hex(rulebook),
+                "hash_algorithm": C.HASH_ALGORITHM,
+                "canonicalization": C.CANONICALIZATION,
+                "source": f"rulebook:{path.name}",
+                "kind": "published_rulebook",
+                "status": "active",
+            }
+        )
+    return tuple(bundles)
+
+
+@bp.get("/api/decision/policy-bundles")
+def policy_bundles():
+    rt = runtime()
+    policy_dir = str(rt.settings.policy_dir) if rt.settings.policy_dir else None
+    bundles = list(_published_bundles(policy_dir))
+    wanted = request.args.get("hash")
+    if wanted is None:
+        return json_response(200, {"ok": True, "count": len(bundles), "policy_bundles": bundles})
+    wanted = wanted.strip().lower()
+    if not _HASH.match(wanted):
+        return error_response("REQUEST_INVALID", "hash must be 64 lowercase hex characters",
+                              errors=[{"field": "hash", "code": "invalid_value",
+                                       "message": "64 hex characters"}])
+    for bundle in bundles:
+        if bundle["hash"] == wanted:
+            return json_response(200, {"ok": True, "policy_bundle": bundle})
+    known = rt.ledger.bundle_hash_known(wanted)
+    if known is not None:
+        # Decision bundle attestation hashes resolve to lineage only; no tenant data.
+        bundle = {
+            "hash": wanted,
+            "hash_algorithm": C.HASH_ALGORITHM,
+            "canonicalization": C.CANONICALIZATION,
+            "kind": "rulebook_attestation_bundle",
+            "id": known["policy_id"],
+            "version": known["policy_version"],
+            "rulebook_hash": known["rulebook_hash"],
+            "first_seen_at": known["created_at"],
+            "status": "historical",
+        }
+        return json_response(200, {"ok": True, "policy_bundle": bundle})
+    return error_response("POLICY_BUNDLE_NOT_FOUND", "no policy bundle has this hash")
+
+
+@bp.get("/api/decision/rulebooks")
+@keyed("SVC_API_UNAUTHORIZED")
+def rulebooks(caller: Caller):
+    rt = runtime()
+    wanted_hash = request.args.get("hash")
+    rulebook_id = request.args.get("rulebook_id")
+    version = request.args.get("version")
+    by_hash = wanted_hash is not None and rulebook_id is None and version is None
+    by_pair = wanted_hash is None and rulebook_id is not None and version is not None
+    if not (by_hash or by_pair):
+        return error_response(
+            "RULEBOOK_LOOKUP_INVALID",
+            "look up a rulebook by exactly `hash`, or by both `rulebook_id` and `version`",
+        )
+    if by_hash:
+        snapshot = rt.ledger.rulebook_snapshot(caller.scope, rulebook_hash=wanted_hash.strip().lower())
+    else:
+        snapshot = rt.ledger.rulebook_snapshot(caller.scope, rulebook_id=rulebook_id, version=version)
+    if snapshot is None:
+        return error_response("RULEBOOK_NOT_FOUND", "no rulebook snapshot matches in this scope")
+    metadata = json.loads(snapshot["registry_json"])
+    # SECURITY: the snapshot body is never disclosed (spec "Registries and patterns").
+    metadata["snapshot"] = {"stored": True, "body_disclosed": False, "schema_hash": snapshot["schema_hash"]}
+    metadata["trusted_adapter_dependency"] = None
+    return json_response(200, {"ok": True, "rulebook": metadata})

@@ -1,0 +1,120 @@
+"""The per-app wiring (ledger, service, signing, limits, auth) and request helpers shared by routes."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, Callable
+
+from flask import current_app, request
+
+from api.auth import REALM, AuthFailure, Authenticator
+from api.errors import error_response
+from api.settings import Settings
+from gate import constants as C
+from gate.errors import GateError
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger
+from gate.service import Caller, DecisionService
+
+
+@dataclass
+class GateRuntime:
+    settings: Settings
+    ledger: Ledger
+    signing: SigningSetup
+    service: DecisionService
+    limiter: Any
+    auth: Authenticator
+
+    def now_ms(self) -> int:
+        return int(self.service.clock.now().timestamp() * 1000)
+
+
+def runtime() -> GateRuntime:
+    return current_app.extensions["gate"]
+
+
+def keyed(unauthorized_code: str = "SVC_API_UNAUTHORIZED") -> Callable:
+    """Require an active API key; the route receives the resolved `Caller` first."""
+
+    def decorate(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapper(*args, **kwargs):
+            try:
+                caller = runtime().auth.authenticate(request)
+            except AuthFailure as failure:
+                headers = {"WWW-Authenticate": REALM} if failure.status == 401 else None
+                return error_response(
+                    unauthorized_code, failure.message, status=failure.status, headers=headers
+                )
+            return view(caller, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+_TOKEN = re.compile(r"^[\x21-\x7e]{1,300}$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,160}$")
+
+
+def idempotency_key_header() -> str | None:
+    """`x-idempotency-key`: 1–300 visible ASCII characters, or absent."""
+    value = request.headers.get("x-idempotency-key")
+    if value is None:
+        return None
+    value = value.strip()
+    if not _TOKEN.match(value):
+        raise GateError(
+            "REQUEST_INVALID",
+            "x-idempotency-key must be 1 to 300 visible ASCII characters",
+            errors=[{"field": "x-idempotency-key", "code": "invalid_value",
+                     "message": "1 to 300 visible ASCII characters"}],
+        )
+    return value
+
+
+def caller_request_id() -> str | None:
+    """The caller's `x-request-id` when it is a short safe token; otherwise the gate makes one."""
+    value = (request.headers.get("x-request-id") or "").strip()
+    return value if _REQUEST_ID.match(value) else None
+
+
+def requested_view(body_view: str | None) -> tuple[str, bool]:
+    """The response view: body `response_view`, else `x-decision-response-view`, else
+    `Prefer: return=<view>`, else full. Returns (view, prefer_applied).
+
+    An unknown `x-decision-response-view` is a 400; an unknown `Prefer` value is ignored, as
+    RFC 7240 asks of preferences a server does not understand.
+    """
+    if body_view:
+        return body_view, False
+    header = request.headers.get("x-decision-response-view")
+    if header is not None:
+        header = header.strip().lower()
+        if header not in C.VIEWS:
+            raise GateError(
+                "REQUEST_INVALID",
+                f"x-decision-response-view must be one of {', '.join(C.VIEWS)}",
+                errors=[{"field": "x-decision-response-view", "code": "invalid_value",
+                         "message": f"one of {', '.join(C.VIEWS)}"}],
+            )
+        return header, False
+    for preference in request.headers.get("Prefer", "").split(","):
+        name, _, value = preference.strip().partition("=")
+        if name.strip().lower() == "return" and value.strip().strip('"').lower() in C.VIEWS:
+            return value.strip().strip('"').lower(), True
+    return C.DEFAULT_VIEW, False
+
+
+__all__ = [
+    "Caller",
+    "GateRuntime",
+    "caller_request_id",
+    "idempotency_key_header",
+    "keyed",
+    "requested_view",
+    "runtime",
+]

@@ -1,0 +1,88 @@
+"""Service configuration, read from the environment (documented in README "Configuration").
+
+Secrets (the HMAC receipt secret) come only from the environment; signing keys only from
+key files. Nothing here is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+DEFAULT_PLANS: dict[str, dict[str, int]] = {
+    "starter": {"rate_limit": 20, "monthly_cap": 10_000},
+    "growth": {"rate_limit": 120, "monthly_cap": 250_000},
+    "scale": {"rate_limit": 1_200, "monthly_cap": 5_000_000},
+}
+
+
+class SettingsError(ValueError):
+    """A configuration value is unusable; the service refuses to start."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    database_url: str
+    signing_key_file: Path
+    hmac_secret: bytes | None = None
+    hmac_key_id: str = "hmac-receipt-v1"
+    require_signing: bool = True
+    redis_url: str | None = None
+    plans: dict[str, dict[str, int]] = field(default_factory=lambda: dict(DEFAULT_PLANS))
+    max_body_bytes: int = 1_048_576
+    schema_url: str = "/schemas/rulebook-v1.schema.json"
+    policy_dir: Path | None = None
+    auto_migrate: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        home = Path(env.get("GATE_HOME", "var")).resolve()
+        database_url = env.get("GATE_DATABASE_URL") or f"sqlite:///{home / 'gate.db'}"
+        plans = dict(DEFAULT_PLANS)
+        if env.get("GATE_PLANS"):
+            try:
+                extra = json.loads(env["GATE_PLANS"])
+                for name, limits in extra.items():
+                    plans[name] = {"rate_limit": int(limits["rate_limit"]), "monthly_cap": int(limits["monthly_cap"])}
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise SettingsError(f"GATE_PLANS is not valid JSON of plan limits: {exc}") from exc
+        secret = env.get("GATE_RECEIPT_HMAC_SECRET")
+        if secret is not None and len(secret) < 32:
+            raise SettingsError("GATE_RECEIPT_HMAC_SECRET must be at least 32 characters")
+        policy_dir = env.get("GATE_POLICY_DIR")
+        return cls(
+            home=home,
+            database_url=database_url,
+            signing_key_file=Path(env.get("GATE_SIGNING_KEY_FILE") or home / "signing-keys.json"),
+            hmac_secret=secret.encode("utf-8") if secret else None,
+            hmac_key_id=env.get("GATE_RECEIPT_HMAC_KEY_ID", "hmac-receipt-v1"),
+            require_signing=_flag(env.get("GATE_REQUIRE_SIGNING", "true"), "GATE_REQUIRE_SIGNING"),
+            redis_url=env.get("GATE_REDIS_URL") or None,
+            plans=plans,
+            max_body_bytes=int(env.get("GATE_MAX_BODY_BYTES", "1048576")),
+            schema_url=env.get("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json"),
+            policy_dir=Path(policy_dir) if policy_dir else _default_policy_dir(),
+            auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
+        )
+
+    def with_(self, **changes) -> "Settings":
+        return replace(self, **changes)
+
+
+def _flag(value: str, name: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name} must be true or false, not {value!r}")
+
+
+def _default_policy_dir() -> Path | None:
+    candidate = Path(__file__).resolve().parent.parent / "data" / "rulebooks"
+    return candidate if candidate.is_dir() else None

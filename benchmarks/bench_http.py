@@ -1,0 +1,171 @@
+"""POST /api/decide under load: gunicorn (2 workers) on loopback, driven by `wrk`.
+
+For each ledger (SQLite file; PostgreSQL when it answers) this starts a real `gate serve`,
+issues a key with a high rate limit, runs `wrk` against `/api/decide` with the sample request,
+then counts the stored records (every 200 must be a stored, signed record) and verifies a few.
+The baseline, measured in the same run on the same server, is `GET /openapi.json`: a cached
+document with no I/O, i.e. the ceiling of the HTTP stack itself. Figures are reported as
+ratios to it.
+
+Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 16]
+Needs: wrk (Debian package `wrk`), Redis on 127.0.0.1:6379 (shared rate limits for 2 workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GATE = str(Path(sys.executable).parent / "gate")
+PG_ADMIN = os.environ.get("GATE_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS = os.environ.get("GATE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+WRK_POST = """
+wrk.method = "POST"
+wrk.headers["content-type"] = "application/json"
+wrk.headers["x-api-key"] = "{key}"
+wrk.body = [==[{body}]==]
+"""
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(url: str) -> None:
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not become ready")
+
+
+def _parse_wrk(text: str) -> dict:
+    def latency_ms(value: str) -> float:
+        number, unit = re.match(r"([\d.]+)(\w+)", value).groups()
+        return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0}[unit]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    percentiles = {p: latency_ms(v) for p, v in re.findall(r"^\s+(50|75|90|99)%\s+(\S+)", text, re.M)}
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+    total = int(re.search(r"(\d+) requests in", text).group(1))
+    errors = re.search(r"Socket errors: .*", text)
+    return {"requests_per_second": rps, "p50_ms": percentiles.get("50"), "p90_ms": percentiles.get("90"),
+            "p99_ms": percentiles.get("99"), "requests": total, "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+            "socket_errors": errors.group(0) if errors else None}
+
+
+def _wrk(url: str, script: Path | None, duration: int, connections: int) -> dict:
+    args = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "5s"]
+    if script:
+        args += ["-s", str(script)]
+    done = subprocess.run(args + [url], capture_output=True, text=True, check=True)
+    return _parse_wrk(done.stdout)
+
+
+def _database(kind: str, home: Path) -> tuple[str, callable]:
+    if kind == "sqlite":
+        return f"sqlite:///{home / 'gate.db'}", lambda: None
+    import psycopg
+
+    name = f"gate_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop():
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return PG_ADMIN.rsplit("/", 1)[0] + "/" + name, drop
+
+
+def run_backend(kind: str, duration: int, connections: int) -> dict:
+    home = Path(tempfile.mkdtemp(prefix=f"gate-bench-{kind}-"))
+    url, drop = _database(kind, home)
+    env = {**os.environ, "GATE_HOME": str(home), "GATE_DATABASE_URL": url, "GATE_REDIS_URL": REDIS,
+           "GATE_SIGNING_KEY_FILE": str(home / "keys.json")}
+    server = None
+    try:
+        subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True)
+        key = json.loads(subprocess.run([GATE, "keys", "create", "--scope", "bench", "--rate-limit", "100000000",
+                                         "--monthly-cap", "100000000", "--json"], env=env, check=True,
+                                        capture_output=True, text=True).stdout)["api_key"]
+        port = _port()
+        server = subprocess.Popen([GATE, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        base = f"http://127.0.0.1:{port}"
+        _wait(base + "/api/decision/status")
+        body = json.dumps(json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text()))
+        script = home / "post.lua"
+        script.write_text(WRK_POST.format(key=key, body=body))
+        _wrk(base + "/api/decide", script, 2, connections)  # warm-up (also warms the compile cache)
+        baseline = _wrk(base + "/openapi.json", None, duration, connections)
+        decide = _wrk(base + "/api/decide", script, duration, connections)
+        from sqlalchemy import create_engine, text
+
+        from gate.ledger.engine import normalize_url
+
+        engine = create_engine(normalize_url(url))
+        with engine.connect() as conn:
+            stored = conn.execute(text("SELECT count(*) FROM decisions")).scalar()
+            sample = conn.execute(text("SELECT record_json FROM decisions ORDER BY created_at DESC LIMIT 1")).scalar()
+        engine.dispose()
+        request = urllib.request.Request(base + "/api/decision/verify", method="POST",
+                                         data=json.dumps({"record": json.loads(sample)}).encode(),
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request) as response:
+            verified = json.loads(response.read())["verified"]
+        return {"backend": kind, "baseline_openapi": baseline, "decide": decide, "stored_records": stored,
+                "sample_verified": verified,
+                "ratio_rps_vs_baseline": round(decide["requests_per_second"] / baseline["requests_per_second"], 3)}
+    finally:
+        if server:
+            server.terminate()
+            server.wait(timeout=15)
+        drop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    results = [run_backend(kind, args.duration, args.connections) for kind in args.backends.split(",")]
+    print(f"{'backend':12} {'decide rps':>11} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'stored':>8} "
+          f"{'baseline rps':>13} {'ratio':>6}")
+    for r in results:
+        d, b = r["decide"], r["baseline_openapi"]
+        print(f"{r['backend']:12} {d['requests_per_second']:11.0f} {d['p50_ms']:8.2f} {d['p99_ms']:8.2f} "
+              f"{d['non_2xx']:8d} {r['stored_records']:8d} {b['requests_per_second']:13.0f} "
+              f"{r['ratio_rps_vs_baseline']:6.3f}  verified={r['sample_verified']}")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "http.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

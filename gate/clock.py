@@ -1,0 +1,53 @@
+"""Time and identifiers, passed into the core so tests and replays are deterministic."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timezone
+from typing import Protocol
+
+
+def iso_ms(moment: datetime) -> str:
+    """ISO 8601 UTC with milliseconds and `Z`, as JavaScript's toISOString writes it."""
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)
+
+
+class FixedClock:
+    """A clock that returns `start` and then moves forward by `step_ms` on every call."""
+
+    def __init__(self, start: datetime, step_ms: int = 0) -> None:
+        self._current = start
+        self._step_ms = step_ms
+
+    def now(self) -> datetime:
+        from datetime import timedelta
+
+        current = self._current
+        self._current = current + timedelta(milliseconds=self._step_ms)
+        return current
+
+
+class IdSource(Protocol):
+    def decision_id(self) -> str: ...
+
+    def request_id(self) -> str: ...
+
+
+class RandomIds:
+    """Unguessable ids: 96 bits for decisions, 64 bits for request handles."""
+
+    def decision_id(self) -> str:
+        return "dec_" + secrets.token_hex(12)
+
+    def request_id(self) -> str:
+        return "req_" + secrets.token_hex(8)

@@ -1,0 +1,244 @@
+"""Application services: the one place a use case is orchestrated in a transaction.
+
+`DecisionService.decide` turns a request into a stored, signed Decision Record:
+prepare (fail-closed checks) → input hash → idempotency fast path → compile/evaluate the
+rulebook → bind the rulebook snapshot → build and sign the record → store it atomically with
+its usage charge. The record is stored before it is returned; if the write fails nothing is
+returned but an error, and nothing is approved.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gate import constants as C
+from gate.adapters import AdapterRegistry
+from gate.attestation import registry_entry, sign_registry_entry
+from gate.canonical import canonical_text, sha256_bytes_hex, sha256_hex
+from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
+from gate.errors import (
+    DuplicateIdempotencyKey,
+    GateError,
+    IdempotencyConflict,
+    RulebookVersionConflict,
+    SigningUnavailable,
+    SnapshotRace,
+)
+from gate.ledger import CapCharge, Ledger, StoredDecision
+from gate.records import build_rulebook_record
+from gate.requests import prepare_decision_request
+from gate.rulebook import get_evaluator, schema_hash
+from gate.keyconfig import SigningSetup
+
+CREATED = "created"
+REPLAYED = "replayed"
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated API key, resolved to its scope and effective limits."""
+
+    key_id: str
+    scope: str
+    plan: str
+    rate_limit: int
+    monthly_cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecideResult:
+    record: dict[str, Any]
+    idempotency_status: str  # created | replayed
+    monthly_used: int | None
+    response_view: str | None
+
+
+class DecisionService:
+    """Decide and read decisions for authenticated callers."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        signing: SigningSetup,
+        *,
+        schema_url: str = C.RULEBOOK_SCHEMA_PATH,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        adapters: AdapterRegistry | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.signing = signing
+        self.schema_url = schema_url
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self.adapters = adapters or AdapterRegistry()
+        self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    # ------------------------------------------------------------------ decide
+
+    def decide(
+        self,
+        caller: Caller,
+        body: Any,
+        *,
+        idempotency_key: str | None = None,
+        request_id: str | None = None,
+    ) -> DecideResult:
+        prepared = prepare_decision_request(body)
+        request_text = canonical_text(prepared.request)
+        input_hash = sha256_bytes_hex(request_text.encode("utf-8"))
+
+        if idempotency_key is not None:
+            existing = self.ledger.decision_by_idempotency(caller.scope, idempotency_key)
+            if existing is not None:
+                return self._replay(existing, idempotency_key, input_hash, prepared.response_view)
+
+        if prepared.adapter is not None:
+            # Raises TRUSTED_ADAPTER_INVALID / _NOT_REGISTERED: no adapter runs unregistered.
+            self.adapters.resolve(prepared.adapter)
+        facts = prepared.facts if prepared.facts is not None else {}
+
+        rulebook_hash = sha256_hex(prepared.rulebook)
+        evaluator = get_evaluator(prepared.rulebook, rulebook_hash)  # raises RULEBOOK_INVALID
+
+        # SECURITY: reference facts §3 — when signing is required and no key is usable,
+        # refuse (503) rather than emit an unsigned record.
+        receipt_signer = self.signing.receipt_signer()
+        if receipt_signer is None and self.signing.required:
+            raise SigningUnavailable()
+
+        evaluation = evaluator.evaluate(facts)
+        for attempt in range(2):
+            try:
+                return self._store_new(
+                    caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
+                    idempotency_key, request_id, receipt_signer,
+                )
+            except SnapshotRace:
+                if attempt:
+                    raise GateError("LEDGER_UNAVAILABLE", "rulebook snapshot registration raced twice")
+            except DuplicateIdempotencyKey:
+                existing = self.ledger.decision_by_idempotency(caller.scope, idempotency_key or "")
+                if existing is None:  # pragma: no cover - the winner's row must be visible
+                    raise GateError("LEDGER_UNAVAILABLE", "idempotency claim could not be read")
+                return self._replay(existing, idempotency_key or "", input_hash, prepared.response_view)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _store_new(
+        self, caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
+        idempotency_key, request_id, receipt_signer,
+    ) -> DecideResult:
+        created_at = iso_ms(self.clock.now())
+        registry, snapshot_row = self._registry_for(caller.scope, prepared.rulebook, rulebook_hash, created_at)
+        decision_id = self.ids.decision_id()
+        record = build_rulebook_record(
+            decision_id=decision_id,
+            request_id=request_id or self.ids.request_id(),
+            idempotency_key=idempotency_key,
+            created_at=created_at,
+            input_hash=input_hash,
+            facts=facts,
+            rulebook=prepared.rulebook,
+            rulebook_hash=rulebook_hash,
+            evaluation=evaluation,
+            binding_mode=prepared.binding_mode,
+            rulebook_registry=registry,
+            schema_url=self.schema_url,
+            schema_hash=schema_hash(),
+            context=prepared.context,
+            attestation_key=self.signing.attestation_key(),
+            receipt_signer=receipt_signer,
+        )
+        row = {
+            "decision_id": decision_id,
+            "scope": caller.scope,
+            "key_id": caller.key_id,
+            "idempotency_key": idempotency_key,
+            "input_hash": input_hash,
+            "record_hash": record["record_hash"],
+            "receipt_hash": record["receipt_hash"],
+            "policy_bundle_hash": record.get("policy_bundle_hash"),
+            "rulebook_hash": rulebook_hash,
+            "policy_id": record.get("policy_id"),
+            "policy_version": record.get("policy_version"),
+            "verdict": record["verdict"],
+            "created_at": created_at,
+            "record_json": json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+            "request_json": request_text,
+        }
+        used = self.ledger.store_decision(
+            row,
+            snapshot=snapshot_row,
+            charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
+        )
+        return DecideResult(record, CREATED, used, prepared.response_view)
+
+    def _registry_for(
+        self, scope: str, rulebook: dict, rulebook_hash: str, now: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The scope's registry entry for this rulebook, and a snapshot row when it is new."""
+        rulebook_id, version = rulebook["rulebook_id"], rulebook["version"]
+        stored = self._snapshot(scope, rulebook_id, version)
+        if stored is not None:
+            if stored["rulebook_hash"] != rulebook_hash:
+                raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash)
+            return json.loads(stored["registry_json"]), None
+        registry = sign_registry_entry(
+            registry_entry(
+                rulebook_id=rulebook_id,
+                version=version,
+                rulebook_hash=rulebook_hash,
+                scope_hash=scope_hash(scope),
+                registered_at=now,
+            ),
+            self.signing.attestation_key(),
+        )
+        snapshot_row = {
+            "scope": scope,
+            "rulebook_id": rulebook_id,
+            "version": version,
+            "rulebook_hash": rulebook_hash,
+            "evaluator_version": C.EVALUATOR_VERSION,
+            "schema_hash": schema_hash(),
+            "registered_at": now,
+            "body_json": canonical_text(rulebook),
+            "registry_json": canonical_text(registry),
+        }
+        return registry, snapshot_row
+
+    def _snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+        """The bound snapshot for (scope, id, version). Bindings are immutable once stored
+        (compatibility rule 2), so a found binding is cached in-process; absence is not."""
+        cache_key = (scope, rulebook_id, version)
+        stored = self._snapshots.get(cache_key)
+        if stored is None:
+            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook_id, version=version)
+            if stored is not None:
+                if len(self._snapshots) >= 4096:
+                    self._snapshots.clear()
+                self._snapshots[cache_key] = stored
+        return stored
+
+    def _replay(
+        self, existing: StoredDecision, idempotency_key: str, input_hash: str, view: str | None
+    ) -> DecideResult:
+        if existing.input_hash != input_hash:
+            raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
+        return DecideResult(json.loads(existing.record_json), REPLAYED, None, view)
+
+    # ------------------------------------------------------------------ reads
+
+    def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
+        """The full stored record, or None when absent or in another scope."""
+        stored = self.ledger.decision(caller.scope, decision_id)
+        return json.loads(stored.record_json) if stored else None
+
+    def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
+        return self.ledger.decision(caller.scope, decision_id)
+
+
+def scope_hash(scope: str) -> str:
+    """Public, non-reversible handle of a tenant scope: sha256 of its UTF-8 name."""
+    return sha256_bytes_hex(scope.encode("utf-8"))

@@ -1,0 +1,97 @@
+"""`gate verify FILE`: offline verification of an exported Decision Record with the core only.
+
+Trust comes from the operator, never from the file: `--key-registry` (a registry URL or a saved
+registry JSON file), `--public-key` (a PEM file) or `--hmac-secret-env` (the name of an
+environment variable holding the HMAC secret). Without any of them only integrity is checked
+and the exit code is non-zero, because authenticity is unproven.
+Exit codes: 0 verified, 1 verification failed, 2 unusable input (unreadable file, bad key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from gate.canonical import CanonicalJSONError, parse_strict
+from gate.errors import GateError
+from gate.verify import TrustAnchors, verify_record
+
+
+def add_verify_parser(sub) -> None:
+    p = sub.add_parser("verify", help="verify an exported Decision Record offline")
+    p.add_argument("file", help="the exported record (JSON)")
+    p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file")
+    p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key")
+    p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret")
+    p.add_argument("--input", help="the original request body (JSON), checked against input_hash")
+    p.add_argument("--json", action="store_true", help="print the verification result as JSON")
+    p.set_defaults(func=cmd_verify)
+
+
+def _read_json(path: str, what: str):
+    try:
+        return parse_strict(Path(path).read_bytes())
+    except OSError as exc:
+        raise GateError("VERIFY_INPUT_UNREADABLE", f"cannot read {what} {path}: {exc.strerror}") from exc
+    except CanonicalJSONError as exc:
+        raise GateError("VERIFY_INPUT_UNREADABLE", f"{what} {path} is not valid JSON: {exc.message}") from exc
+
+
+def _registry_body(location: str) -> bytes:
+    if location.startswith(("http://", "https://")):
+        with urllib.request.urlopen(location, timeout=10) as response:  # noqa: S310 - operator-chosen URL
+            return response.read()
+    return Path(location).read_bytes()
+
+
+def load_anchors(args) -> TrustAnchors:
+    anchors = TrustAnchors()
+    if args.key_registry:
+        try:
+            anchors = anchors + TrustAnchors.from_registry_body(_registry_body(args.key_registry))
+        except OSError as exc:
+            raise GateError("VERIFY_KEY_UNAVAILABLE", f"cannot load key registry {args.key_registry}: {exc}") from exc
+    if args.public_key:
+        try:
+            pem = Path(args.public_key).read_text()
+        except OSError as exc:
+            raise GateError("VERIFY_KEY_UNAVAILABLE", f"cannot read {args.public_key}: {exc.strerror}") from exc
+        anchors = anchors + TrustAnchors.from_public_key_pem(pem)
+    if args.hmac_secret_env:
+        secret = os.environ.get(args.hmac_secret_env)
+        if not secret:
+            raise GateError("VERIFY_KEY_UNAVAILABLE", f"environment variable {args.hmac_secret_env} is empty or unset")
+        anchors = anchors + TrustAnchors.from_hmac_secret(secret)
+    return anchors
+
+
+def report(result: dict) -> str:
+    lines = [f"decision {result.get('decision_id')}: " + ("VERIFIED" if result["verified"] else "NOT VERIFIED")]
+    lines.append(f"  integrity    {'valid' if result['integrity_valid'] else 'INVALID'}")
+    source = result.get("key_source") or "no trusted key"
+    lines.append(f"  authenticity {'valid' if result['authenticity_valid'] else 'NOT PROVEN'} ({source})")
+    for name, outcome in sorted(result["checks"].items()):
+        mark = {True: "ok  ", False: "FAIL", None: "skip"}[outcome]
+        lines.append(f"  [{mark}] {name}")
+    for name in result["failed_checks"]:
+        if name in result.get("expected", {}):
+            lines.append(f"  {name}: expected {result['expected'][name]} got {result['actual'].get(name)}")
+    return "\n".join(lines)
+
+
+def cmd_verify(args) -> int:
+    try:
+        record = _read_json(args.file, "record")
+        original = _read_json(args.input, "input") if args.input else None
+        anchors = load_anchors(args)
+        if not isinstance(record, dict):
+            raise GateError("VERIFY_INPUT_UNREADABLE", f"{args.file} does not hold a JSON object")
+        result = verify_record(record, anchors=anchors, original_input=original).to_dict()
+    except GateError as exc:
+        print(f"gate verify: {exc.message}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if args.json else report(result))
+    return 0 if result["verified"] else 1

@@ -1,0 +1,177 @@
+"""Shared fixtures: apps on a fresh SQLite ledger (always) or PostgreSQL (where it answers).
+
+`gate_app(backend=...)` builds a real app through `create_app` with its own home folder,
+generated Ed25519 keyring and ledger; `api_key(...)` issues keys through the same code as
+`gate keys create`. PostgreSQL tests use a throw-away database created for the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN_URL = os.environ.get("GATE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
+SAMPLE_REQUEST = ROOT / "data" / "requests" / "pricing-exception.json"
+SAMPLE_RULEBOOK = ROOT / "data" / "rulebooks" / "pricing-exception.json"
+
+
+def _pg_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=2):
+            return True
+    except Exception:
+        return False
+
+
+PG_AVAILABLE = _pg_available()
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database for this test session (dropped at the end)."""
+    if not PG_AVAILABLE:
+        pytest.skip("PostgreSQL does not answer at " + PG_ADMIN_URL)
+    import psycopg
+
+    name = f"gate_test_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    from gate.ledger import Ledger
+
+    ledger = Ledger(url)
+    ledger.upgrade()
+    ledger.dispose()
+    yield url
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _truncate_pg(url: str) -> None:
+    from sqlalchemy import text
+
+    from gate.ledger import Ledger
+    from gate.ledger.tables import metadata
+
+    ledger = Ledger(url, pool_size=1)
+    names = ", ".join(table.name for table in metadata.sorted_tables)
+    with ledger.engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    ledger.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory):
+    """An upgraded SQLite ledger file, copied for each test (faster than migrating each time)."""
+    from gate.ledger import Ledger
+
+    path = tmp_path_factory.mktemp("template") / "gate.db"
+    ledger = Ledger(f"sqlite:///{path}")
+    ledger.upgrade()
+    ledger.dispose()
+    return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def backend(request):
+    """Parametrize a test over both ledgers (PostgreSQL skipped where it does not answer)."""
+    return request.param
+
+
+@pytest.fixture
+def database_url(request, tmp_path, sqlite_template):
+    """SQLite by default; PostgreSQL when the test also uses the `backend` fixture with that value."""
+    kind = request.getfixturevalue("backend") if "backend" in request.fixturenames else "sqlite"
+    if kind == "postgresql":
+        url = request.getfixturevalue("pg_database")
+        _truncate_pg(url)
+        return url
+    path = tmp_path / "gate.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def gate_env(tmp_path, database_url):
+    """Environment for a gate process or app: its own home, ledger and signing keyring."""
+    from gate.signing import generate_keyring
+
+    home = tmp_path / "home"
+    home.mkdir()
+    keyring = home / "signing-keys.json"
+    generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
+    return {
+        "GATE_HOME": str(home),
+        "GATE_DATABASE_URL": database_url,
+        "GATE_SIGNING_KEY_FILE": str(keyring),
+        "GATE_POLICY_DIR": str(ROOT / "data" / "rulebooks"),
+    }
+
+
+@pytest.fixture
+def make_app(gate_env):
+    """Build apps on this test's ledger; keyword overrides change Settings fields."""
+    from api.app import create_app
+    from api.settings import Settings
+
+    apps = []
+
+    def factory(env: dict | None = None, **overrides):
+        settings = Settings.from_env({**gate_env, **(env or {})})
+        if overrides:
+            settings = settings.with_(**overrides)
+        app = create_app(settings)
+        app.testing = True
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        app.extensions["gate"].ledger.dispose()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def issue_key(gate_env):
+    """Create an API key the way `gate keys create` does; returns its one-time JSON."""
+    from api.settings import Settings
+    from gate_cli.main import create_key
+
+    def factory(scope: str = "tenant_a", plan: str = "starter", rate_limit: int | None = 10_000,
+                monthly_cap: int | None = None) -> dict:
+        return create_key(Settings.from_env(gate_env), scope, plan, rate_limit, monthly_cap)
+
+    return factory
+
+
+@pytest.fixture
+def api_key(issue_key):
+    return issue_key()["api_key"]
+
+
+@pytest.fixture
+def sample_request() -> dict:
+    return json.loads(SAMPLE_REQUEST.read_text())
+
+
+@pytest.fixture
+def sample_rulebook() -> dict:
+    return json.loads(SAMPLE_RULEBOOK.read_text())

@@ -1,0 +1,198 @@
+"""Every error code in `api.errors.ERROR_TABLE`, triggered over HTTP, with its exact status and body.
+
+A code added to the table without a case here fails `test_every_code_is_pinned`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from api.errors import ERROR_TABLE
+
+RULEBOOK_REQUEST_ERRORS = {
+    "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
+    "RULEBOOK_BINDING_MODE_UNSUPPORTED",
+    "RULEBOOK_BINDING_MODE_CONFLICT",
+}
+
+
+def _decide(client, key, body, **headers):
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return client.post("/api/decide", data=data, headers={"x-api-key": key, "content-type": "application/json", **headers})
+
+
+def _with(sample, **changes):
+    body = copy.deepcopy(sample)
+    body.update(changes)
+    return body
+
+
+# Each case: code → function(ctx) returning the response. `ctx` has client, key, sample, make_app, issue_key.
+CASES = {
+    "JSON_INVALID": lambda c: _decide(c.client, c.key, b'{"mode": "rulebook",'),
+    "JSON_NON_FINITE_NUMBER": lambda c: _decide(c.client, c.key, b'{"mode": "rulebook", "x": NaN}'),
+    "JSON_DUPLICATE_KEY": lambda c: _decide(c.client, c.key, b'{"mode": "rulebook", "mode": "single"}'),
+    "JSON_UNSAFE_INTEGER": lambda c: _decide(c.client, c.key, b'{"context": {"inputs": {"n": 9007199254740993}}}'),
+    "JSON_TOO_DEEP": lambda c: _decide(c.client, c.key, ("[" * 50_000 + "]" * 50_000).encode()),
+    "REQUEST_INVALID": lambda c: _decide(c.client, c.key, b"[1, 2]"),
+    "REQUEST_TOO_LARGE": lambda c: _decide(
+        c.make_app({"GATE_MAX_BODY_BYTES": "64"}).test_client(), c.key, c.sample),
+    "SVC_API_UNAUTHORIZED": lambda c: c.client.post("/api/decide", json=c.sample),
+    "SVC_API_RATE_LIMITED": lambda c: _exhaust(c, rate_limit=1),
+    "SVC_API_MONTHLY_CAP_EXCEEDED": lambda c: _exhaust(c, monthly_cap=1),
+    "LEGACY_MODE_UNAVAILABLE": lambda c: _decide(c.client, c.key, {"question": "Refund?", "mode": "single"}),
+    "RULEBOOK_INVALID": lambda c: _decide(c.client, c.key, _with(c.sample, rulebook={**c.sample["rulebook"], "code": "x"})),
+    "RULEBOOK_BINDING_MODE_UNSUPPORTED": lambda c: _decide(
+        c.client, c.key, _with(c.sample, binding_mode="customer_executable_rulebook")),
+    "RULEBOOK_BINDING_MODE_CONFLICT": lambda c: _decide(
+        c.client, c.key, _with(c.sample, binding_mode="trusted_adapter_facts_then_declarative_rulebook")),
+    "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": lambda c: _decide(
+        c.client, c.key, _with(c.sample, action="apply_discount", runtime_binding={})),
+    "RULEBOOK_VERSION_CONFLICT": lambda c: _rebind(c),
+    "TRUSTED_ADAPTER_INVALID": lambda c: _decide(c.client, c.key, _adapter(c.sample, {"adapter_id": "crm"})),
+    "TRUSTED_ADAPTER_NOT_REGISTERED": lambda c: _decide(c.client, c.key, _adapter(c.sample, {
+        "adapter_id": "crm_account_facts", "version": "1.0.0", "manifest_hash": "a" * 64, "input": {}})),
+    "SVC_API_IDEMPOTENCY_CONFLICT": lambda c: _conflict(c),
+    "DECISION_NOT_FOUND": lambda c: c.client.get("/api/decision/dec_missing", headers={"x-api-key": c.key}),
+    "RULEBOOK_NOT_FOUND": lambda c: c.client.get("/api/decision/rulebooks?hash=" + "0" * 64, headers={"x-api-key": c.key}),
+    "RULEBOOK_LOOKUP_INVALID": lambda c: c.client.get("/api/decision/rulebooks?rulebook_id=x", headers={"x-api-key": c.key}),
+    "POLICY_BUNDLE_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-bundles?hash=" + "0" * 64),
+    "NOT_FOUND": lambda c: c.client.get("/api/nothing-here"),
+    "METHOD_NOT_ALLOWED": lambda c: c.client.get("/api/decide"),
+    "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED": lambda c: _decide(
+        c.make_app({"GATE_SIGNING_KEY_FILE": "/nonexistent/keys.json"}).test_client(), c.key, c.sample),
+    "LEDGER_UNAVAILABLE": lambda c: _broken_ledger(c),
+    "RATE_LIMITER_UNAVAILABLE": lambda c: _decide(
+        c.make_app({"GATE_REDIS_URL": "redis://127.0.0.1:1/0"}).test_client(), c.key, c.sample),
+    "INTERNAL_ERROR": lambda c: _crash(c),
+}
+
+# Extra members each body must carry (beyond c, v, error, message).
+DETAILS = {
+    "SVC_API_RATE_LIMITED": {"retry_after"},
+    "SVC_API_MONTHLY_CAP_EXCEEDED": {"retry_after", "monthly_cap", "period"},
+    "SVC_API_IDEMPOTENCY_CONFLICT": {"idempotency_key", "decision_id", "input_hash", "existing_input_hash"},
+    "RULEBOOK_INVALID": {"errors"},
+    "RULEBOOK_BINDING_MODE_UNSUPPORTED": {"binding_mode", "supported_binding_modes"},
+    "RULEBOOK_BINDING_MODE_CONFLICT": {"binding_mode", "inferred_binding_mode"},
+    "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": {"forbidden_fields"},
+    "RULEBOOK_VERSION_CONFLICT": {"rulebook_id", "version", "registered_hash", "supplied_hash"},
+    "TRUSTED_ADAPTER_INVALID": {"errors"},
+    "TRUSTED_ADAPTER_NOT_REGISTERED": {"adapter_id", "version"},
+    "REQUEST_INVALID": {"errors"},
+    "REQUEST_TOO_LARGE": {"max_bytes"},
+    "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
+}
+
+
+def _adapter(sample, adapter):
+    body = copy.deepcopy(sample)
+    del body["context"]["inputs"]
+    body["binding_mode"] = "trusted_adapter_facts_then_declarative_rulebook"
+    body["adapter"] = adapter
+    return body
+
+
+def _exhaust(c, **limits):
+    key = c.issue_key(**limits)["api_key"]
+    _decide(c.client, key, c.sample)
+    return _decide(c.client, key, c.sample)
+
+
+def _rebind(c):
+    _decide(c.client, c.key, c.sample)
+    changed = copy.deepcopy(c.sample)
+    changed["rulebook"]["default_outcome"]["reason_code"] = "CHANGED"
+    return _decide(c.client, c.key, changed)
+
+
+def _conflict(c):
+    _decide(c.client, c.key, c.sample, **{"x-idempotency-key": "same"})
+    changed = copy.deepcopy(c.sample)
+    changed["question"] = "different"
+    return _decide(c.client, c.key, changed, **{"x-idempotency-key": "same"})
+
+
+def _broken_ledger(c):
+    from sqlalchemy import text
+
+    app = c.make_app()
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(text("DROP TABLE decisions"))
+    return _decide(app.test_client(), c.key, c.sample)
+
+
+def _crash(c):
+    app = c.make_app()
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    app.extensions["gate"].service.decide = explode
+    return _decide(app.test_client(), c.key, c.sample)
+
+
+class Ctx:
+    def __init__(self, client, key, sample, make_app, issue_key):
+        self.client, self.key, self.sample, self.make_app, self.issue_key = client, key, sample, make_app, issue_key
+
+
+def test_every_code_is_pinned():
+    assert set(CASES) == set(ERROR_TABLE)
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_error_body(code, client, api_key, sample_request, make_app, issue_key):
+    response = CASES[code](Ctx(client, api_key, sample_request, make_app, issue_key))
+    status, word = ERROR_TABLE[code]
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.json
+    assert body["c"] == "unclear"
+    assert body["v"] == word
+    assert body["error"] == code
+    assert isinstance(body["message"], str) and body["message"]
+    assert DETAILS.get(code, set()) <= set(body)
+    # SECURITY: an error never carries a verdict or decision material.
+    assert not {"verdict", "record_hash", "receipt_signature", "application_verdict"} & set(body)
+    assert response.mimetype == "application/json"
+
+
+def test_forbidden_fields_are_listed_in_reference_order(client, api_key, sample_request):
+    body = copy.deepcopy(sample_request)
+    body.update(action="x", trusted_adapter={}, runtime_binding={})
+    body["context"]["inputs"]["audit"] = {"rulebook_attestation": {}, "nested": [{"adapter_facts": 1}]}
+    response = _decide(client, api_key, body)
+    assert response.json["forbidden_fields"] == [
+        "runtime_binding", "trusted_adapter", "action",
+        "context.inputs.audit.nested[0].adapter_facts", "context.inputs.audit.rulebook_attestation"]
+
+
+def test_unsupported_binding_mode_lists_the_supported_pair(client, api_key, sample_request):
+    body = _decide(client, api_key, _with(sample_request, binding_mode="customer_executable_rulebook")).json
+    assert body["binding_mode"] == "customer_executable_rulebook"
+    assert body["supported_binding_modes"] == [
+        "direct_declarative_rulebook", "trusted_adapter_facts_then_declarative_rulebook"]
+
+
+def test_rulebook_invalid_names_exact_paths(client, api_key, sample_request):
+    rulebook = copy.deepcopy(sample_request["rulebook"])
+    rulebook["rules"][0]["condition"]["function"] = "return true"
+    rulebook["rules"][1]["condition"]["operator"] = "matches"
+    body = _decide(client, api_key, _with(sample_request, rulebook=rulebook)).json
+    fields = {(e["field"], e["code"]) for e in body["errors"]}
+    assert ("rulebook.rules[0].condition.function", "unknown_field") in fields
+    assert ("rulebook.rules[1].condition.operator", "unsupported_operator") in fields
+
+
+@pytest.mark.parametrize("mode", [None, "single", "multi", "runtime"])
+def test_every_legacy_mode_is_refused_without_a_verdict(client, api_key, mode):
+    body = {"question": "Approve?", "context": {"x": 1}}
+    if mode:
+        body["mode"] = mode
+    response = _decide(client, api_key, body)
+    assert response.status_code == 422
+    assert response.json["error"] == "LEGACY_MODE_UNAVAILABLE"
+    assert response.json["mode"] == (mode or "single")
