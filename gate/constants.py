@@ -94,3 +94,8 @@ RULEBOOK_SCHEMA_PATH = "/schemas/" + RULEBOOK_SCHEMA_FILE
 
 # JSON safety limits (our decision: reject, never round; reference facts §1).
 MAX_SAFE_INTEGER = 2**53 - 1
+
+# Audit chain entries and signed Merkle checkpoints (gate/chain.py, gate/merkle.py).
+CHAIN_ENTRY_TYPE_DECISION = "decision"
+CHAIN_CHECKPOINT_VERSION = "decision_chain_checkpoint_v1"
+CHAIN_TREE_ALGORITHM = "rfc6962_sha256"
