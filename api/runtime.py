@@ -66,7 +66,7 @@ def idempotency_key_header() -> str | None:
     if value is None:
         return None
     value = value.strip()
-    if not _TOKEN.match(value):
+    if not _TOKEN.fullmatch(value):
         raise GateError(
             "REQUEST_INVALID",
             "x-idempotency-key must be 1 to 300 visible ASCII characters",
@@ -79,7 +79,7 @@ def idempotency_key_header() -> str | None:
 def caller_request_id() -> str | None:
     """The caller's `x-request-id` when it is a short safe token; otherwise the gate makes one."""
     value = (request.headers.get("x-request-id") or "").strip()
-    return value if _REQUEST_ID.match(value) else None
+    return value if _REQUEST_ID.fullmatch(value) else None
 
 
 def requested_view(body_view: str | None) -> tuple[str, bool]:

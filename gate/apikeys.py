@@ -34,7 +34,7 @@ def new_api_key() -> NewApiKey:
 
 
 def well_formed(api_key: str) -> bool:
-    return bool(_KEY_SHAPE.match(api_key))
+    return bool(_KEY_SHAPE.fullmatch(api_key))
 
 
 def hashes_match(stored_hash: str, presented_key: str) -> bool:

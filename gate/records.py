@@ -434,7 +434,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _require_hex(name: str, value: Any) -> str:
-    if not isinstance(value, str) or not _HEX64.match(value):
+    if not isinstance(value, str) or not _HEX64.fullmatch(value):
         raise ValueError(f"{name} must be 64 lowercase hex characters")
     return value
 

@@ -122,7 +122,7 @@ def b64url_decode(text: str) -> bytes:
     `=` padding, `+`/`/`) is rejected, so no two signature strings are accepted for one value.
     Raises ValueError.
     """
-    if not isinstance(text, str) or not _B64URL_RE.match(text) or len(text) % 4 == 1:
+    if not isinstance(text, str) or not _B64URL_RE.fullmatch(text) or len(text) % 4 == 1:
         raise ValueError("not unpadded base64url text")
     try:
         data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

@@ -19,7 +19,7 @@ _SCHEMA_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*\.json$")
 def schema(name: str):
     # SECURITY: only plain file names inside the schemas folder; no path traversal.
     path = SCHEMA_PATH.parent / name
-    if not _SCHEMA_NAME.match(name) or not path.is_file():
+    if not _SCHEMA_NAME.fullmatch(name) or not path.is_file():
         return error_response("NOT_FOUND", f"no schema named {name}")
     return Response(path.read_bytes(), status=200, mimetype="application/schema+json")
 

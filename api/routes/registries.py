@@ -131,7 +131,7 @@ def policy_bundles():
     if wanted is None:
         return json_response(200, {"ok": True, "count": len(bundles), "policy_bundles": bundles})
     wanted = wanted.strip().lower()
-    if not _HASH.match(wanted):
+    if not _HASH.fullmatch(wanted):
         return error_response("REQUEST_INVALID", "hash must be 64 lowercase hex characters",
                               errors=[{"field": "hash", "code": "invalid_value",
                                        "message": "64 hex characters"}])

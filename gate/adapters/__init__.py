@@ -26,9 +26,9 @@ def validate_invocation(adapter: dict[str, Any]) -> None:
             errors.append({"field": f"adapter.{key}", "code": "unknown_field",
                            "message": f"unknown adapter invocation member {key!r}"})
     checks = (
-        ("adapter_id", lambda v: isinstance(v, str) and _ADAPTER_ID.match(v)),
-        ("version", lambda v: isinstance(v, str) and _VERSION.match(v)),
-        ("manifest_hash", lambda v: isinstance(v, str) and _HASH.match(v)),
+        ("adapter_id", lambda v: isinstance(v, str) and _ADAPTER_ID.fullmatch(v)),
+        ("version", lambda v: isinstance(v, str) and _VERSION.fullmatch(v)),
+        ("manifest_hash", lambda v: isinstance(v, str) and _HASH.fullmatch(v)),
         ("input", lambda v: isinstance(v, dict)),
     )
     for key, ok in checks:

@@ -94,3 +94,7 @@ def test_schema_is_served_byte_for_byte(client):
     assert hashlib.sha256(response.data).hexdigest() == schema_hash()
     assert client.get("/schemas/..%2Fpyproject.toml").status_code == 404
     assert client.get("/schemas/missing.json").status_code == 404
+
+
+def test_anchored_patterns_refuse_a_trailing_newline(client):
+    assert client.get("/api/decision/policy-bundles?hash=" + "0" * 64 + "%0A").status_code == 400
