@@ -1,0 +1,160 @@
+"""Hash preimages of execution receipts, outcome records and CRM sync records.
+
+Reference facts §6: each hash is ``sha256(canonical(compact(pick(receipt, MEMBERS))))`` where
+
+* ``pick`` keeps only the listed members that the receipt has (any other member, including the
+  hash member itself, is not hashed);
+* ``compact`` drops, at the top level only, members whose value is ``null``, ``""`` or ``{}``
+  (``false``, ``0`` and arrays are values and are kept);
+* ``canonical`` is ``json.sort_deep.v1`` (`gate.canonical`), and the hash is the bare
+  lowercase hex sha256 of its UTF-8 bytes.
+
+Receipts built by this gate never contain null, "", {} or [] at any depth, so the top-level
+compaction above and the deep compaction of `gate.records.compact_deep` give the same preimage
+for them; only foreign receipts could tell the two apart, and for those we follow the
+reference's top-level rule literally.
+
+The member lists are part of the contract: changing one changes every hash. The CRM list is
+ours (the reference facts do not list it) and is written out in docs/receipts.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gate.canonical import sha256_hex
+
+__all__ = [
+    "EXECUTION_HASH_MEMBERS",
+    "OUTCOME_HASH_MEMBERS",
+    "SYNC_HASH_MEMBERS",
+    "compact",
+    "hash_preimage",
+    "execution_hash_of",
+    "outcome_hash_of",
+    "sync_hash_of",
+]
+
+EXECUTION_HASH_MEMBERS = (
+    "decision_protocol_version",
+    "decision_execution_version",
+    "execution_receipt_id",
+    "decision_id",
+    "idempotency_key",
+    "execution_status",
+    "execution_result",
+    "action_taken",
+    "target_system",
+    "target_object_id",
+    "mutation",
+    "external_ref",
+    "execution_id",
+    "executor",
+    "decision_record_hash",
+    "decision_receipt_hash",
+    "decision_verdict",
+    "decision_action",
+    "policy_id",
+    "policy_version",
+    "policy_bundle_hash",
+    "action_binding",
+    "action_binding_hash",
+    "action_binding_match",
+    "state_before_hash",
+    "state_after_hash",
+    "state_before_ref",
+    "state_after_ref",
+    "evidence_refs",
+    "execution_input_hash",
+    "executed_at",
+    "reported_at",
+    "decision_found",
+)
+
+OUTCOME_HASH_MEMBERS = (
+    "decision_protocol_version",
+    "decision_outcome_version",
+    "outcome_id",
+    "decision_id",
+    "idempotency_key",
+    "outcome_status",
+    "action_executed",
+    "action_taken",
+    "target_system",
+    "target_object_id",
+    "mutation",
+    "external_ref",
+    "decision_record_hash",
+    "decision_receipt_hash",
+    "decision_verdict",
+    "decision_action",
+    "policy_id",
+    "policy_version",
+    "policy_bundle_hash",
+    "action_binding",
+    "observed_metrics",
+    "evidence_refs",
+    "outcome_input_hash",
+    "executed_at",
+    "reported_at",
+    "decision_found",
+)
+
+# Ours, by analogy with the two lists above (docs/receipts.md, "CRM sync hash").
+SYNC_HASH_MEMBERS = (
+    "decision_protocol_version",
+    "decision_crm_sync_version",
+    "sync_id",
+    "decision_id",
+    "idempotency_key",
+    "sync_status",
+    "sync_direction",
+    "crm_provider",
+    "crm_object_type",
+    "crm_object_id",
+    "crm_record_url",
+    "field_mapping",
+    "external_ref",
+    "decision_record_hash",
+    "decision_receipt_hash",
+    "decision_verdict",
+    "decision_action",
+    "policy_id",
+    "policy_version",
+    "policy_bundle_hash",
+    "sync_input_hash",
+    "synced_at",
+    "reported_at",
+    "decision_found",
+)
+
+
+def _is_dropped(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value == "") or (
+        isinstance(value, Mapping) and len(value) == 0
+    )
+
+
+def compact(members: Mapping[str, Any]) -> dict[str, Any]:
+    """Top-level compaction of §6: drop members whose value is null, "" or {}."""
+    return {name: value for name, value in members.items() if not _is_dropped(value)}
+
+
+def hash_preimage(source: Mapping[str, Any], members: tuple[str, ...]) -> dict[str, Any]:
+    """``compact(pick(source, members))``, in `members` order."""
+    return compact({name: source[name] for name in members if name in source})
+
+
+def execution_hash_of(receipt: Mapping[str, Any]) -> str:
+    """Recompute `execution_hash` from a stored or exported execution receipt."""
+    return sha256_hex(hash_preimage(receipt, EXECUTION_HASH_MEMBERS))
+
+
+def outcome_hash_of(outcome: Mapping[str, Any]) -> str:
+    """Recompute `outcome_hash` from a stored or exported Outcome Record."""
+    return sha256_hex(hash_preimage(outcome, OUTCOME_HASH_MEMBERS))
+
+
+def sync_hash_of(sync: Mapping[str, Any]) -> str:
+    """Recompute `sync_hash` from a stored or exported CRM sync record."""
+    return sha256_hex(hash_preimage(sync, SYNC_HASH_MEMBERS))

@@ -1,0 +1,183 @@
+"""Packet verification step 3: receipts and records checked against their Decision Record.
+
+`verify_receipt_links(record, executions, outcomes, syncs)` returns the list of failures as
+values (`LinkFailure`), [] when every receipt is intact and linked. It does not verify the
+record itself (step 2 does); it trusts the record's stated `decision_id`, `record_hash`,
+`receipt_hash`, `verdict`, `action`, policy members and `action_binding`.
+
+Checks, per receipt, each named as in `LinkFailure.name` (``execution_receipts[0].execution_hash``):
+
+* ``shape``: the receipt is a JSON object (nothing else is checked when it is not);
+* ``versions``: `decision_protocol_version` and the kind's version label are ours;
+* ``<status member>``: the status (and `sync_direction`) is in its closed value set;
+* ``<hash member>``: the stated hash equals the recomputed one (`gate.receipts.hashing`);
+* ``unhashed_members``: the receipt has no member outside its hash preimage and the hash
+  member (an unhashed member could be changed without detection, so it is refused);
+* ``decision_id``, ``decision_record_hash``, ``decision_receipt_hash``,
+  ``decision_verdict``, ``decision_action``, ``policy_id``, ``policy_version``,
+  ``policy_bundle_hash``: equal to the record's `decision_id`, `record_hash`,
+  `receipt_hash`, `verdict`, `action`, `policy_id`, `policy_version`,
+  `policy_bundle_hash` (a member absent on both sides is equal);
+* ``decision_found``: true;
+* execution receipts: ``action_binding_hash`` = sha256 of the receipt's `action_binding`
+  ({} when absent) and ``action_binding_match`` = the match rule recomputed from the record's
+  and the receipt's bindings (`gate.receipts.binding`);
+* Outcome Records: ``action_binding`` equals the record's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
+from gate.constants import (
+    DECISION_CRM_SYNC_VERSION,
+    DECISION_EXECUTION_VERSION,
+    DECISION_OUTCOME_VERSION,
+    DECISION_PROTOCOL_VERSION,
+)
+from gate.receipts.binding import action_binding_match
+from gate.receipts.hashing import (
+    EXECUTION_HASH_MEMBERS,
+    OUTCOME_HASH_MEMBERS,
+    SYNC_HASH_MEMBERS,
+    compact,
+    execution_hash_of,
+    outcome_hash_of,
+    sync_hash_of,
+)
+from gate.receipts.values import EXECUTION_STATUSES, OUTCOME_STATUSES, SYNC_DIRECTIONS, SYNC_STATUSES
+
+__all__ = ["LinkFailure", "verify_receipt_links"]
+
+
+@dataclass(frozen=True, slots=True)
+class LinkFailure:
+    """One failed check: where (`artifact`, `index`), what (`check`), and the two values."""
+
+    artifact: str  # "execution_receipts", "outcome_records" or "crm_syncs"
+    index: int
+    check: str
+    expected: Any
+    actual: Any
+
+    @property
+    def name(self) -> str:
+        return f"{self.artifact}[{self.index}].{self.check}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "artifact": self.artifact, "index": self.index,
+                "check": self.check, "expected": self.expected, "actual": self.actual}
+
+    def __str__(self) -> str:
+        return f"{self.name}: expected {self.expected!r}, got {self.actual!r}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    artifact: str
+    version_member: str
+    version: str
+    hash_member: str
+    members: tuple[str, ...]
+    hash_of: Callable[[Mapping[str, Any]], str]
+    value_sets: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+_EXECUTION = _Kind("execution_receipts", "decision_execution_version", DECISION_EXECUTION_VERSION,
+                   "execution_hash", EXECUTION_HASH_MEMBERS, execution_hash_of,
+                   (("execution_status", EXECUTION_STATUSES),))
+_OUTCOME = _Kind("outcome_records", "decision_outcome_version", DECISION_OUTCOME_VERSION,
+                 "outcome_hash", OUTCOME_HASH_MEMBERS, outcome_hash_of,
+                 (("outcome_status", OUTCOME_STATUSES),))
+_SYNC = _Kind("crm_syncs", "decision_crm_sync_version", DECISION_CRM_SYNC_VERSION,
+              "sync_hash", SYNC_HASH_MEMBERS, sync_hash_of,
+              (("sync_status", SYNC_STATUSES), ("sync_direction", SYNC_DIRECTIONS)))
+
+# receipt member → record member it repeats.
+_RECORD_LINKS = (
+    ("decision_id", "decision_id"),
+    ("decision_record_hash", "record_hash"),
+    ("decision_receipt_hash", "receipt_hash"),
+    ("decision_verdict", "verdict"),
+    ("decision_action", "action"),
+    ("policy_id", "policy_id"),
+    ("policy_version", "policy_version"),
+    ("policy_bundle_hash", "policy_bundle_hash"),
+)
+
+
+def _canon(value: Any) -> str | None:
+    """Canonical text of a compacted value (absent, null, "" and {} are all None)."""
+    value = compact({"v": value}).get("v")
+    if value is None:
+        return None
+    try:
+        return canonical_text(value)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return "<not JSON>"
+
+
+def _safe_hash(fn: Callable[..., str], *args: Any) -> str | None:
+    try:
+        return fn(*args)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any]) -> list[LinkFailure]:
+    failures: list[LinkFailure] = []
+
+    def fail(check: str, expected: Any, actual: Any) -> None:
+        failures.append(LinkFailure(kind.artifact, index, check, expected, actual))
+
+    if not isinstance(receipt, Mapping):
+        fail("shape", "object", type(receipt).__name__)
+        return failures
+    versions = {"decision_protocol_version": DECISION_PROTOCOL_VERSION, kind.version_member: kind.version}
+    stated = {name: receipt.get(name) for name in versions}
+    if stated != versions:
+        fail("versions", versions, stated)
+    for member, allowed in kind.value_sets:
+        if receipt.get(member) not in allowed:
+            fail(member, list(allowed), receipt.get(member))
+    recomputed = _safe_hash(kind.hash_of, receipt)
+    if recomputed is None or receipt.get(kind.hash_member) != recomputed:
+        fail(kind.hash_member, recomputed, receipt.get(kind.hash_member))
+    extra = sorted(set(receipt) - set(kind.members) - {kind.hash_member})
+    if extra:
+        fail("unhashed_members", [], extra)
+    for member, source in _RECORD_LINKS:
+        if _canon(receipt.get(member)) != _canon(record.get(source)):
+            fail(member, record.get(source), receipt.get(member))
+    if receipt.get("decision_found") is not True:
+        fail("decision_found", True, receipt.get("decision_found"))
+
+    binding = receipt.get("action_binding")
+    if kind is _EXECUTION:
+        binding_hash = _safe_hash(sha256_hex, {} if binding is None else binding)
+        if binding_hash is None or receipt.get("action_binding_hash") != binding_hash:
+            fail("action_binding_hash", binding_hash, receipt.get("action_binding_hash"))
+        match = action_binding_match(record.get("action_binding"), {} if binding is None else binding)
+        if receipt.get("action_binding_match") is not match:
+            fail("action_binding_match", match, receipt.get("action_binding_match"))
+    elif kind is _OUTCOME and _canon(binding) != _canon(record.get("action_binding")):
+        fail("action_binding", record.get("action_binding"), binding)
+    return failures
+
+
+def verify_receipt_links(
+    record: Mapping[str, Any],
+    executions: Iterable[Any] = (),
+    outcomes: Iterable[Any] = (),
+    syncs: Iterable[Any] = (),
+) -> list[LinkFailure]:
+    """Every failed link check of the receipts against `record`, in input order; [] when none."""
+    if not isinstance(record, Mapping):
+        raise TypeError("record must be a Decision Record object")
+    failures: list[LinkFailure] = []
+    for kind, items in ((_EXECUTION, executions), (_OUTCOME, outcomes), (_SYNC, syncs)):
+        for index, receipt in enumerate(items or ()):
+            failures.extend(_check_one(kind, index, receipt, record))
+    return failures

@@ -1,0 +1,28 @@
+"""The closed value sets and their classifications."""
+
+from __future__ import annotations
+
+from gate import receipts
+from gate.receipts.values import EFFECT_EXCLUDED, EFFECT_FAILURE, EFFECT_OPEN, EFFECT_SUCCESS
+
+
+def test_execution_status_is_exactly_the_spec_seven():
+    assert receipts.EXECUTION_STATUSES == (
+        "executed", "queued", "skipped", "failed", "blocked", "reviewed", "reverted")
+    assert receipts.EXECUTION_TERMINAL_STATUSES == set(receipts.EXECUTION_STATUSES) - {"queued", "reviewed"}
+    assert receipts.EXECUTION_MUTATED_STATUSES == {"executed", "reverted"}
+
+
+def test_outcome_statuses_include_the_spec_named_ones_and_classify_every_value():
+    assert {"succeeded", "failed", "pending", "review", "reverted"} <= set(receipts.OUTCOME_STATUSES)
+    assert set(receipts.OUTCOME_EFFECTIVENESS_CLASS) == set(receipts.OUTCOME_STATUSES)
+    assert set(receipts.OUTCOME_EFFECTIVENESS_CLASS.values()) == {
+        EFFECT_SUCCESS, EFFECT_FAILURE, EFFECT_EXCLUDED, EFFECT_OPEN}
+    assert receipts.OUTCOME_TERMINAL_STATUSES == {"succeeded", "failed", "reverted", "cancelled"}
+
+
+def test_sync_values():
+    assert "written" in receipts.SYNC_STATUSES
+    assert receipts.SYNC_TERMINAL_STATUSES < set(receipts.SYNC_STATUSES)
+    assert receipts.SYNC_DIRECTIONS == ("writeback", "inbound")
+    assert receipts.SYNC_DIRECTION_DEFAULT in receipts.SYNC_DIRECTIONS
