@@ -26,7 +26,9 @@ from gate.errors import (
     SigningUnavailable,
     SnapshotRace,
 )
-from gate.ledger import CapCharge, Ledger, StoredDecision
+from gate.chain import new_link, record_audit_chain
+from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, StoredDecision
+from gate.merkle import CompactRange
 from gate.records import build_rulebook_record
 from gate.requests import prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
@@ -165,13 +167,35 @@ class DecisionService:
             "policy_version": record.get("policy_version"),
             "verdict": record["verdict"],
             "created_at": created_at,
-            "record_json": json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+            "record_json": "",  # written by `seal` once the chain position is known
             "request_json": request_text,
         }
+        chain_id = chain_id_for(caller.scope)
+
+        def seal(head: ChainHead):
+            """Runs under the chain head lock: link the record and complete its tree nodes."""
+            link = new_link(
+                chain_id=chain_id,
+                chain_position=head.size + 1,
+                previous_link_hash=head.head_link_hash,
+                previous_merkle_root=head.merkle_root,
+                decision_id=decision_id,
+                record_hash=record["record_hash"],
+                receipt_hash=record["receipt_hash"],
+                policy_id=record.get("policy_id"),
+                policy_version=record.get("policy_version"),
+                created_at=created_at,
+            )
+            record["audit_chain"] = record_audit_chain(link)
+            tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
+            sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+            return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
+
         used = self.ledger.store_decision(
             row,
             snapshot=snapshot_row,
             charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
+            chain=ChainAppend(chain_id, caller.scope, seal),
         )
         return DecideResult(record, CREATED, used, prepared.response_view)
 
@@ -237,6 +261,11 @@ class DecisionService:
 
     def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
         return self.ledger.decision(caller.scope, decision_id)
+
+
+def chain_id_for(scope: str) -> str:
+    """A scope's audit chain id: derived from the scope hash, so it reveals no tenant name."""
+    return "chain_" + scope_hash(scope)[:32]
 
 
 def scope_hash(scope: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from flask import Blueprint, request
@@ -11,6 +12,7 @@ from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
 from gate import constants as C
 from gate.canonical import sha256_hex
+from gate.audit import link_checks_for
 from gate.errors import GateError
 from gate.records import project_view, record_hash
 from gate.service import Caller
@@ -112,8 +114,6 @@ def verify_stored(caller: Caller, decision_id: str):
         return json_response(*gate_error_body(error))
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    import json
-
     stored_record = json.loads(stored.record_json)
     stored_request = json.loads(stored.request_json)
     record = supplied if supplied is not None else stored_record
@@ -128,6 +128,7 @@ def verify_stored(caller: Caller, decision_id: str):
         "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
         "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
     }
+    ledger_checks.update(link_checks_for(rt.ledger, stored_record))
     if supplied is not None:
         ledger_checks["matches_ledger"] = supplied.get("record_hash") == stored.record_hash and record_hash(supplied) == stored.record_hash
     body["checks"] = {**body["checks"], **ledger_checks}

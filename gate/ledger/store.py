@@ -12,6 +12,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,16 @@ from gate.errors import (
     SnapshotRace,
 )
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
-from gate.ledger.tables import api_keys, decisions, rulebook_snapshots, usage_counters
+from gate.ledger.tables import (
+    api_keys,
+    chain_checkpoints,
+    chain_heads,
+    chain_links,
+    decisions,
+    merkle_nodes,
+    rulebook_snapshots,
+    usage_counters,
+)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
@@ -46,6 +56,29 @@ class CapCharge:
     key_id: str
     period: str
     cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChainHead:
+    """A chain's head as read under its row lock (size 0 for a new chain)."""
+
+    chain_id: str
+    size: int
+    head_link_hash: str | None
+    merkle_root: str | None
+    tree_peaks: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainAppend:
+    """What one decision adds to its chain: computed by the caller from the locked head.
+
+    `seal(head)` returns (decision_row, link, merkle_nodes[(level, idx, hash)], new_peaks).
+    """
+
+    chain_id: str
+    scope: str
+    seal: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +265,7 @@ class Ledger:
         *,
         snapshot: dict[str, Any] | None,
         charge: CapCharge | None,
+        chain: ChainAppend | None = None,
     ) -> int | None:
         """Store one decision atomically with its snapshot and usage charge.
 
@@ -241,14 +275,128 @@ class Ledger:
         """
         try:
             with self.write() as connection:
+                # The chain head lock comes first: every writer of a scope takes the same lock
+                # in the same order, so snapshot and usage rows can never deadlock.
+                head = self._lock_chain_head(connection, chain) if chain else None
                 if snapshot is not None:
                     self._bind_snapshot(connection, snapshot)
+                if chain is not None:
+                    row = self._append_link(connection, chain, head, row)
                 connection.execute(_INSERT_DECISION, row)
                 return self._charge(connection, charge) if charge else None
         except IntegrityError as exc:
             if row.get("idempotency_key") is not None and _is_idempotency_violation(exc):
                 raise DuplicateIdempotencyKey(row["idempotency_key"]) from exc
             raise LedgerUnavailable("ledger write failed: integrity error") from exc
+
+    def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
+        connection.execute(self._insert_ignore(chain_heads, {
+            "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
+            "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
+        }))
+        row = connection.execute(
+            select(chain_heads).where(chain_heads.c.chain_id == chain.chain_id).with_for_update()
+        ).mappings().first()
+        return ChainHead(row["chain_id"], row["size"], row["head_link_hash"], row["merkle_root"],
+                         tuple(json.loads(row["tree_peaks"])))
+
+    def _append_link(self, connection: Connection, chain: ChainAppend, head: ChainHead,
+                     row: dict[str, Any]) -> dict[str, Any]:
+        row, link, nodes, peaks = chain.seal(head)
+        connection.execute(insert(chain_links), {
+            "chain_id": chain.chain_id, "chain_position": link["chain_position"],
+            "decision_id": link["decision_id"], "leaf_hash": link["leaf_hash"],
+            "link_hash": link["link_hash"], "link_json": json.dumps(link, separators=(",", ":")),
+        })
+        connection.execute(insert(merkle_nodes), [
+            {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest}
+            for level, idx, digest in nodes
+        ])
+        connection.execute(
+            update(chain_heads).where(chain_heads.c.chain_id == chain.chain_id).values(
+                size=link["chain_position"], head_link_hash=link["link_hash"],
+                merkle_root=link["merkle_root"], tree_peaks=json.dumps(list(peaks)),
+                updated_at=link["created_at"],
+            )
+        )
+        return row
+
+    # ------------------------------------------------------------------ chain reads
+
+    def chain_head(self, chain_id: str) -> dict[str, Any] | None:
+        with self.read() as connection:
+            row = connection.execute(
+                select(chain_heads).where(chain_heads.c.chain_id == chain_id)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def chain_links_window(self, chain_id: str, first: int, last: int) -> list[dict[str, Any]]:
+        """Stored links with positions first..last (ascending), as stored JSON plus row columns."""
+        with self.read() as connection:
+            rows = connection.execute(
+                select(chain_links)
+                .where(and_(chain_links.c.chain_id == chain_id,
+                            chain_links.c.chain_position >= first,
+                            chain_links.c.chain_position <= last))
+                .order_by(chain_links.c.chain_position)
+            ).mappings().all()
+        return [dict(row) for row in rows]
+
+    def chain_link_for(self, decision_id: str) -> dict[str, Any] | None:
+        with self.read() as connection:
+            row = connection.execute(
+                select(chain_links).where(chain_links.c.decision_id == decision_id)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """The stored subtree hashes for `refs` in one query."""
+        if not refs:
+            return {}
+        from sqlalchemy import or_, tuple_
+
+        if self.dialect == "postgresql":
+            condition = tuple_(merkle_nodes.c.level, merkle_nodes.c.idx).in_(list(refs))
+        else:
+            condition = or_(*[and_(merkle_nodes.c.level == level, merkle_nodes.c.idx == idx)
+                              for level, idx in refs])
+        with self.read() as connection:
+            rows = connection.execute(
+                select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
+                .where(and_(merkle_nodes.c.chain_id == chain_id, condition))
+            ).all()
+        return {(row.level, row.idx): row.hash for row in rows}
+
+    def decision_hashes(self, decision_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """record_hash, receipt_hash and the stored record JSON of the given decisions."""
+        if not decision_ids:
+            return {}
+        with self.read() as connection:
+            rows = connection.execute(
+                select(decisions.c.decision_id, decisions.c.record_hash, decisions.c.receipt_hash,
+                       decisions.c.record_json)
+                .where(decisions.c.decision_id.in_(decision_ids))
+            ).mappings().all()
+        return {row["decision_id"]: dict(row) for row in rows}
+
+    def checkpoint(self, chain_id: str, tree_size: int) -> str | None:
+        with self.read() as connection:
+            return connection.execute(
+                select(chain_checkpoints.c.checkpoint_json).where(and_(
+                    chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))
+            ).scalar()
+
+    def store_checkpoint(self, chain_id: str, tree_size: int, checkpoint_json: str) -> str:
+        """Keep the first checkpoint stored for (chain, size); returns the one that is stored."""
+        with self.write() as connection:
+            connection.execute(self._insert_ignore(chain_checkpoints, {
+                "chain_id": chain_id, "tree_size": tree_size, "checkpoint_json": checkpoint_json}))
+            return connection.execute(
+                select(chain_checkpoints.c.checkpoint_json).where(and_(
+                    chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))
+            ).scalar()
+
+    # ------------------------------------------------------------------ snapshots (write side)
 
     def _bind_snapshot(self, connection: Connection, snapshot: dict[str, Any]) -> None:
         connection.execute(self._insert_ignore(rulebook_snapshots, snapshot))

@@ -92,3 +92,79 @@ decisions = Table(
     Index("ix_decisions_scope_created", "scope", "created_at"),
     Index("ix_decisions_policy_bundle_hash", "policy_bundle_hash"),
 )
+
+# Audit chain per scope. The head row is the per-chain lock: appends take it FOR UPDATE first
+# in the decide transaction, so positions are contiguous and appends serialize per chain.
+chain_heads = Table(
+    "chain_heads",
+    metadata,
+    Column("chain_id", String(80), primary_key=True),
+    Column("scope", String(120), nullable=False, unique=True),
+    Column("size", Integer, nullable=False),
+    Column("head_link_hash", String(64), nullable=True),
+    Column("merkle_root", String(64), nullable=True),
+    Column("tree_peaks", Text, nullable=False),  # JSON list: RFC 6962 compact range of the tree
+    Column("updated_at", String(32), nullable=False),
+)
+
+chain_links = Table(
+    "chain_links",
+    metadata,
+    Column("chain_id", String(80), primary_key=True),
+    Column("chain_position", Integer, primary_key=True),
+    Column("decision_id", String(64), nullable=False, unique=True),
+    Column("leaf_hash", String(64), nullable=False),
+    Column("link_hash", String(64), nullable=False),
+    Column("link_json", Text, nullable=False),
+)
+
+# Hashes of complete aligned subtrees: (level, idx) covers leaves [idx·2^level, (idx+1)·2^level).
+merkle_nodes = Table(
+    "merkle_nodes",
+    metadata,
+    Column("chain_id", String(80), primary_key=True),
+    Column("level", Integer, primary_key=True),
+    Column("idx", Integer, primary_key=True),
+    Column("hash", String(64), nullable=False),
+)
+
+# Signed checkpoints, one per (chain, tree size) once requested; never re-signed.
+chain_checkpoints = Table(
+    "chain_checkpoints",
+    metadata,
+    Column("chain_id", String(80), primary_key=True),
+    Column("tree_size", Integer, primary_key=True),
+    Column("checkpoint_json", Text, nullable=False),
+)
+
+# Lifecycle receipts (execution receipts, outcome records, CRM sync records), one table.
+lifecycle_receipts = Table(
+    "lifecycle_receipts",
+    metadata,
+    Column("receipt_id", String(64), primary_key=True),
+    Column("kind", String(16), nullable=False),  # execution | outcome | crm_sync
+    Column("decision_id", String(64), nullable=False),
+    Column("scope", String(120), nullable=False),
+    Column("idempotency_key", String(300), nullable=True),
+    Column("input_hash", String(64), nullable=False),
+    Column("receipt_hash", String(64), nullable=False),
+    Column("reported_at", String(32), nullable=False),
+    Column("receipt_json", Text, nullable=False),
+    Index("ix_lifecycle_receipts_decision", "decision_id", "kind", "reported_at"),
+)
+
+# Idempotency claims for the lifecycle writes: claimed atomically (unique key) before the
+# receipt is written, completed in the receipt's own transaction, removed when the write fails.
+idempotency_claims = Table(
+    "idempotency_claims",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("idempotency_key", String(300), primary_key=True),
+    Column("decision_id", String(64), nullable=False),
+    Column("input_hash", String(64), nullable=False),
+    Column("state", String(16), nullable=False),  # pending | done
+    Column("claim_token", String(64), nullable=False),
+    Column("claimed_at", String(32), nullable=False),
+    Column("receipt_id", String(64), nullable=True),
+)

@@ -1,0 +1,229 @@
+"""Audit chain reads: the chain view, record inclusion proofs and signed checkpoints.
+
+Everything here recomputes from storage; nothing is trusted because it was stored. The chain
+view's `verification` re-derives each retained link (leaf, rolling root, link hash, linkage),
+checks the links against the decisions they name (their stored record and receipt hashes, and
+the record hash recomputed from the stored record), and checks the head row and the RFC 6962
+tree root against the stored Merkle nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gate import constants as C
+from gate.canonical import canonical_text
+from gate.chain import verify_links
+from gate.clock import Clock, iso_ms
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger
+from gate.merkle import (
+    CompactRange,
+    checkpoint_body,
+    inclusion_proof_from_nodes,
+    leaf_node,
+    nodes_needed_for_inclusion,
+    nodes_needed_for_root,
+    root_from_nodes,
+    sign_checkpoint,
+)
+from gate.records import record_hash
+
+MAX_CHAIN_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RecordProof:
+    """A decision's link, its window of retained links, and its inclusion proof at a checkpoint."""
+
+    chain_id: str
+    head: dict[str, Any]
+    links: list[dict[str, Any]]
+    window_previous_link_hash: str | None
+    window_previous_merkle_root: str | None
+    record_position: int
+    proof: list[str]
+    checkpoint: dict[str, Any]
+
+
+class AuditChainService:
+    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock) -> None:
+        self.ledger = ledger
+        self.signing = signing
+        self.clock = clock
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> dict[str, Any]:
+        """The signed checkpoint for (chain, size), made once and then served as stored."""
+        stored = self.ledger.checkpoint(chain_id, tree_size)
+        if stored is None:
+            body = checkpoint_body(chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
+            key = self.signing.attestation_key()
+            # Without an Ed25519 key (HMAC-only setups) the checkpoint is stated but unsigned.
+            made = sign_checkpoint(body, key) if key is not None else {**body, "signature": None}
+            stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
+        return json.loads(stored)
+
+    # ------------------------------------------------------------------ reads
+
+    def _node_getter(self, chain_id: str, refs: list[tuple[int, int]]):
+        nodes = self.ledger.merkle_nodes(chain_id, refs)
+        return lambda level, idx: nodes[(level, idx)]
+
+    def tree_root(self, chain_id: str, size: int) -> str:
+        refs = [tuple(ref) for ref in nodes_needed_for_root(size)]
+        return root_from_nodes(size, self._node_getter(chain_id, refs))
+
+    def record_proof(self, decision_id: str, chain_limit: int) -> RecordProof | None:
+        """Inclusion proof of a decision's leaf at the current head, with a link window of at
+        most `chain_limit` links ending at the decision's own link."""
+        link_row = self.ledger.chain_link_for(decision_id)
+        if link_row is None:
+            return None
+        chain_id = link_row["chain_id"]
+        head = self.ledger.chain_head(chain_id)
+        position = link_row["chain_position"]
+        first = max(1, position - chain_limit + 1)
+        rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), position)
+        links = [json.loads(row["link_json"]) for row in rows]
+        previous = links.pop(0) if first > 1 and links and links[0]["chain_position"] == first - 1 else None
+        size = head["size"]
+        refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+        proof = inclusion_proof_from_nodes(position - 1, size, self._node_getter(chain_id, refs))
+        root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+        return RecordProof(
+            chain_id=chain_id,
+            head=head,
+            links=links,
+            window_previous_link_hash=previous["link_hash"] if previous else None,
+            window_previous_merkle_root=previous["merkle_root"] if previous else None,
+            record_position=position,
+            proof=proof,
+            checkpoint=self.checkpoint(chain_id, size, root),
+        )
+
+    def chain_view(self, scope: str, chain_id: str, limit: int) -> dict[str, Any] | None:
+        """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
+        verification recomputed from storage. None when the chain is not the caller's."""
+        head = self.ledger.chain_head(chain_id)
+        if head is None or head["scope"] != scope:
+            return None
+        size = head["size"]
+        first = max(1, size - limit + 1)
+        rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
+        stored_links = [json.loads(row["link_json"]) for row in rows]
+        previous = stored_links.pop(0) if first > 1 and stored_links else None
+        rows = rows[1:] if previous is not None else rows
+        checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
+        peaks_root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+        try:
+            nodes_root = self.tree_root(chain_id, size)
+        except KeyError:
+            nodes_root = None
+        checks["tree_root"] = nodes_root == peaks_root
+        if not checks["tree_root"]:
+            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        return {
+            "ok": True,
+            "chain_id": chain_id,
+            "decision_chain_version": C.DECISION_CHAIN_VERSION,
+            "merkle_strategy": C.CHAIN_MERKLE_STRATEGY,
+            "chain_size": size,
+            "merkle_root": head["merkle_root"],
+            "head_link_hash": head["head_link_hash"],
+            "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
+            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if size else None,
+            "links": stored_links,
+            "window": {
+                "first_position": stored_links[0]["chain_position"] if stored_links else None,
+                "last_position": stored_links[-1]["chain_position"] if stored_links else None,
+                "previous_link_hash": previous["link_hash"] if previous else None,
+                "previous_merkle_root": previous["merkle_root"] if previous else None,
+            },
+            "verification": {
+                "valid": all(checks.values()),
+                "checked_links": len(stored_links),
+                "checks": checks,
+                "failures": failures,
+            },
+        }
+
+    def _verify_window(self, chain_id, head, rows, links, previous):
+        result = verify_links(
+            links,
+            expected_start_previous_link_hash=previous["link_hash"] if previous else None,
+            expected_start_previous_root=previous["merkle_root"] if previous else None,
+        )
+        failures = list(result.failures)
+        checks = {"links": result.valid}
+        # Row columns must agree with the link JSON they index.
+        rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
+                      and row["decision_id"] == link.get("decision_id") and row["chain_position"] == link.get("chain_position")
+                      for row, link in zip(rows, links))
+        checks["link_rows"] = rows_ok
+        if not rows_ok:
+            failures.append({"check": "link_rows", "expected": "row columns equal the stored link", "actual": "differ"})
+        # Links must name the decisions as stored, and those decisions must still hash to it.
+        decisions = self.ledger.decision_hashes([link.get("decision_id") for link in links])
+        decisions_ok = True
+        for link in links:
+            stored = decisions.get(link.get("decision_id"))
+            recomputed = record_hash(json.loads(stored["record_json"])) if stored else None
+            if not stored or not (stored["record_hash"] == link.get("record_hash") == recomputed
+                                  and stored["receipt_hash"] == link.get("receipt_hash")):
+                decisions_ok = False
+                failures.append({"chain_position": link.get("chain_position"), "check": "decision_hashes",
+                                 "expected": link.get("record_hash"), "actual": recomputed})
+        checks["decision_hashes"] = decisions_ok
+        # The head row must be the last link.
+        last = links[-1] if links else None
+        head_ok = (last is None and head["size"] == 0) or (
+            last is not None and last.get("chain_position") == head["size"]
+            and last.get("link_hash") == head["head_link_hash"] and last.get("merkle_root") == head["merkle_root"])
+        checks["head"] = head_ok
+        if not head_ok:
+            failures.append({"check": "head", "expected": head["head_link_hash"],
+                             "actual": last.get("link_hash") if last else None})
+        # The stored leaf nodes must be the leaves of these links.
+        refs = [(0, link["chain_position"] - 1) for link in links if isinstance(link.get("chain_position"), int)]
+        nodes = self.ledger.merkle_nodes(chain_id, refs)
+        leaves_ok = all(nodes.get((0, link["chain_position"] - 1)) == leaf_node(link.get("leaf_hash", ""))
+                        for link in links if isinstance(link.get("chain_position"), int))
+        checks["tree_leaves"] = leaves_ok
+        if not leaves_ok:
+            failures.append({"check": "tree_leaves", "expected": "leaf nodes equal the links' leaves", "actual": "differ"})
+        return checks, failures
+
+
+def link_checks_for(ledger: Ledger, record: dict[str, Any]) -> dict[str, bool]:
+    """Checks that the decision's stored chain link is intact and names this record.
+
+    `chain_link`: the link recomputes (leaf, rolling root, link hash) and follows its stored
+    predecessor; `chain_link_matches_record`: it names the record's decision id, record hash and
+    receipt hash, and equals the record's own `audit_chain` member.
+    """
+    row = ledger.chain_link_for(record.get("decision_id", ""))
+    if row is None:
+        return {"chain_link": False, "chain_link_matches_record": False}
+    link = json.loads(row["link_json"])
+    position = row["chain_position"]
+    previous = None
+    if position > 1:
+        before = ledger.chain_links_window(row["chain_id"], position - 1, position - 1)
+        previous = json.loads(before[0]["link_json"]) if before else {}
+    result = verify_links(
+        [link],
+        expected_start_previous_link_hash=previous.get("link_hash") if previous is not None else None,
+        expected_start_previous_root=previous.get("merkle_root") if previous is not None else None,
+    )
+    row_ok = row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
+    own = record.get("audit_chain") or {}
+    matches = (link.get("decision_id") == record.get("decision_id")
+               and link.get("record_hash") == record.get("record_hash")
+               and link.get("receipt_hash") == record.get("receipt_hash")
+               and all(own.get(name) == link.get(name) for name in
+                       ("chain_id", "chain_position", "leaf_hash", "link_hash", "merkle_root")))
+    return {"chain_link": result.valid and row_ok, "chain_link_matches_record": matches}

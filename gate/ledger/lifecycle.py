@@ -1,0 +1,158 @@
+"""Storage of lifecycle receipts and their idempotency claims.
+
+The claim protocol (spec idempotency table, "POST …/execution with key"):
+1. `claim` inserts (scope, kind, key) as `pending` in its own transaction. The primary key
+   makes the claim atomic across processes and hosts; a loser reads the existing claim.
+2. `complete` inserts the receipt and flips the claim to `done` in one transaction, only while
+   the claim still carries this writer's token.
+3. `release` deletes a pending claim after a failed write, so no claim survives without its
+   receipt and a retry can proceed.
+A pending claim older than `stale_after` seconds (its writer died) can be taken over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from gate.errors import LedgerUnavailable
+from gate.ledger.store import Ledger
+from gate.ledger.tables import idempotency_claims, lifecycle_receipts
+
+PENDING = "pending"
+DONE = "done"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    decision_id: str
+    input_hash: str
+    state: str
+    claim_token: str
+    claimed_at: str
+    receipt_id: str | None
+
+
+class ClaimLost(Exception):
+    """Internal: the pending claim was taken over before this writer completed it."""
+
+
+def _claim_filter(scope: str, kind: str, key: str):
+    return and_(idempotency_claims.c.scope == scope, idempotency_claims.c.kind == kind,
+                idempotency_claims.c.idempotency_key == key)
+
+
+class LifecycleStore:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # ------------------------------------------------------------------ claims
+
+    def claim(self, *, scope: str, kind: str, key: str, decision_id: str, input_hash: str,
+              token: str, now: str) -> Claim | None:
+        """Claim the key; None when claimed now, else the existing claim (nothing written)."""
+        row = {"scope": scope, "kind": kind, "idempotency_key": key, "decision_id": decision_id,
+               "input_hash": input_hash, "state": PENDING, "claim_token": token, "claimed_at": now,
+               "receipt_id": None}
+        try:
+            with self.ledger.write() as connection:
+                connection.execute(insert(idempotency_claims), row)
+            return None
+        except IntegrityError:
+            existing = self.existing_claim(scope, kind, key)
+            if existing is None:  # released between our insert and read: claim again
+                return self.claim(scope=scope, kind=kind, key=key, decision_id=decision_id,
+                                  input_hash=input_hash, token=token, now=now)
+            return existing
+
+    def existing_claim(self, scope: str, kind: str, key: str) -> Claim | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(idempotency_claims).where(_claim_filter(scope, kind, key))
+            ).mappings().first()
+        if row is None:
+            return None
+        return Claim(row["decision_id"], row["input_hash"], row["state"], row["claim_token"],
+                     row["claimed_at"], row["receipt_id"])
+
+    def take_over(self, *, scope: str, kind: str, key: str, stale: Claim, token: str, now: str,
+                  input_hash: str, decision_id: str) -> bool:
+        """Replace a stale pending claim (its writer is gone); False if someone else did."""
+        with self.ledger.write() as connection:
+            result = connection.execute(
+                update(idempotency_claims)
+                .where(and_(_claim_filter(scope, kind, key), idempotency_claims.c.state == PENDING,
+                            idempotency_claims.c.claim_token == stale.claim_token))
+                .values(claim_token=token, claimed_at=now, input_hash=input_hash, decision_id=decision_id)
+            )
+        return result.rowcount == 1
+
+    def release(self, *, scope: str, kind: str, key: str, token: str) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(
+                delete(idempotency_claims).where(and_(
+                    _claim_filter(scope, kind, key), idempotency_claims.c.state == PENDING,
+                    idempotency_claims.c.claim_token == token))
+            )
+
+    # ------------------------------------------------------------------ receipts
+
+    def store(self, row: dict[str, Any], *, claim_token: str | None) -> None:
+        """Insert a receipt; with a claim, complete it in the same transaction (or raise ClaimLost).
+
+        Any storage failure surfaces as LedgerUnavailable, with nothing written."""
+        try:
+            self._store(row, claim_token)
+        except IntegrityError as exc:
+            raise LedgerUnavailable("receipt write failed: integrity error") from exc
+
+    def _store(self, row: dict[str, Any], claim_token: str | None) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(insert(lifecycle_receipts), row)
+            if claim_token is not None:
+                result = connection.execute(
+                    update(idempotency_claims)
+                    .where(and_(_claim_filter(row["scope"], row["kind"], row["idempotency_key"]),
+                                idempotency_claims.c.state == PENDING,
+                                idempotency_claims.c.claim_token == claim_token))
+                    .values(state=DONE, receipt_id=row["receipt_id"])
+                )
+                if result.rowcount != 1:
+                    raise ClaimLost(row["idempotency_key"])
+
+    def receipt(self, receipt_id: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(lifecycle_receipts).where(lifecycle_receipts.c.receipt_id == receipt_id)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def receipts(self, decision_id: str, kind: str, *, limit: int,
+                 before: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+        """Newest first (reported_at, then receipt_id, descending); `before` is a page cursor."""
+        query = select(lifecycle_receipts).where(and_(
+            lifecycle_receipts.c.decision_id == decision_id, lifecycle_receipts.c.kind == kind))
+        if before is not None:
+            at, receipt_id = before
+            query = query.where(or_(
+                lifecycle_receipts.c.reported_at < at,
+                and_(lifecycle_receipts.c.reported_at == at, lifecycle_receipts.c.receipt_id < receipt_id)))
+        query = query.order_by(lifecycle_receipts.c.reported_at.desc(),
+                               lifecycle_receipts.c.receipt_id.desc()).limit(limit)
+        with self.ledger.read() as connection:
+            return [dict(row) for row in connection.execute(query).mappings().all()]
+
+    def count(self, decision_id: str, kind: str) -> int:
+        from sqlalchemy import func
+
+        with self.ledger.read() as connection:
+            return int(connection.execute(
+                select(func.count()).select_from(lifecycle_receipts).where(and_(
+                    lifecycle_receipts.c.decision_id == decision_id, lifecycle_receipts.c.kind == kind))
+            ).scalar())
+
+
+__all__ = ["Claim", "ClaimLost", "LifecycleStore", "LedgerUnavailable", "DONE", "PENDING"]

@@ -1,0 +1,123 @@
+"""The audit chain over HTTP: appends in the decide transaction, the chain view, tampering."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import text, update
+
+from gate.ledger.tables import chain_links, decisions, merkle_nodes
+from gate.merkle import verify_checkpoint, verify_inclusion
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def decide_many(client, key, body, n):
+    return [client.post("/api/decide", json=body, headers={"x-api-key": key}).json for _ in range(n)]
+
+
+def test_every_decision_is_linked_contiguously(client, api_key, sample_request):
+    records = decide_many(client, api_key, sample_request, 6)
+    chain_ids = {r["audit_chain"]["chain_id"] for r in records}
+    assert len(chain_ids) == 1
+    assert [r["audit_chain"]["chain_position"] for r in records] == [1, 2, 3, 4, 5, 6]
+    assert records[0]["audit_chain"]["merkle_root"] == records[0]["audit_chain"]["leaf_hash"]
+    view = client.get(f"/api/decision/chains/{chain_ids.pop()}?limit=4", headers={"x-api-key": api_key}).json
+    assert view["chain_size"] == 6 and len(view["links"]) == 4
+    assert [link["chain_position"] for link in view["links"]] == [3, 4, 5, 6]
+    assert view["head_link_hash"] == records[-1]["audit_chain"]["link_hash"]
+    assert view["merkle_root"] == records[-1]["audit_chain"]["merkle_root"]
+    assert view["verification"]["valid"] is True, view["verification"]
+    assert view["window"]["previous_link_hash"] == records[1]["audit_chain"]["link_hash"]
+
+
+def test_checkpoint_is_signed_and_stable(client, api_key, sample_request):
+    records = decide_many(client, api_key, sample_request, 3)
+    url = f"/api/decision/chains/{records[0]['audit_chain']['chain_id']}"
+    first = client.get(url, headers={"x-api-key": api_key}).json
+    again = client.get(url, headers={"x-api-key": api_key}).json
+    assert first["checkpoint"] == again["checkpoint"]
+    checkpoint = first["checkpoint"]
+    assert checkpoint["tree_size"] == 3 and checkpoint["root_hash"] == first["tree"]["root_hash"]
+    registry = client.get("/api/decision/receipt-keys").json
+    assert verify_checkpoint(checkpoint, registry["keys"][0]["public_key"])
+
+
+def test_scopes_have_separate_chains(client, issue_key, sample_request):
+    a, b = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
+    ra = decide_many(client, a, sample_request, 2)
+    rb = decide_many(client, b, sample_request, 1)
+    assert ra[0]["audit_chain"]["chain_id"] != rb[0]["audit_chain"]["chain_id"]
+    assert rb[0]["audit_chain"]["chain_position"] == 1
+    url = f"/api/decision/chains/{ra[0]['audit_chain']['chain_id']}"
+    hidden = client.get(url, headers={"x-api-key": b})
+    assert hidden.status_code == 404 and hidden.json["error"] == "CHAIN_NOT_FOUND"
+    assert client.get(url).json["error"] == "SVC_CHAIN_UNAUTHORIZED"
+    for bad in ("0", "1001", "x"):
+        assert client.get(url + f"?limit={bad}", headers={"x-api-key": a}).status_code == 400
+
+
+def _tamper(app, statement):
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(statement)
+
+
+@pytest.mark.parametrize("what", ["record", "link", "node"])
+def test_editing_stored_rows_is_reported(app, client, api_key, sample_request, what):
+    records = decide_many(client, api_key, sample_request, 4)
+    target = records[2]
+    if what == "record":
+        edited = dict(target, verdict="no")
+        _tamper(app, update(decisions).where(decisions.c.decision_id == target["decision_id"])
+                .values(record_json=json.dumps(edited)))
+        expected = "decision_hashes"
+    elif what == "link":
+        row_link = dict(target["audit_chain"])
+        link = json.loads(app.extensions["gate"].ledger.chain_link_for(target["decision_id"])["link_json"])
+        link["policy_version"] = "forged"
+        _tamper(app, update(chain_links).where(chain_links.c.decision_id == target["decision_id"])
+                .values(link_json=json.dumps(link)))
+        assert row_link["chain_position"] == 3
+        expected = "links"
+    else:
+        _tamper(app, update(merkle_nodes).where(merkle_nodes.c.level == 0).where(merkle_nodes.c.idx == 2)
+                .values(hash="0" * 64))
+        expected = "tree_leaves"
+    view = client.get(f"/api/decision/chains/{target['audit_chain']['chain_id']}", headers={"x-api-key": api_key}).json
+    assert view["verification"]["valid"] is False
+    assert view["verification"]["checks"][expected] is False
+    hosted = client.get(f"/api/decision/{target['decision_id']}/verify", headers={"x-api-key": api_key}).json
+    if what != "node":
+        assert hosted["verified"] is False
+        assert {"record": "record_hash", "link": "chain_link"}[what] in hosted["failed_checks"]
+
+
+def test_inclusion_proof_from_stored_nodes(app, client, api_key, sample_request):
+    records = decide_many(client, api_key, sample_request, 7)
+    audit = app.extensions["gate"].audit
+    for index, record in enumerate(records):
+        proof = audit.record_proof(record["decision_id"], chain_limit=3)
+        assert proof.record_position == index + 1
+        assert [link["chain_position"] for link in proof.links][-1] == index + 1
+        assert verify_inclusion(index, proof.checkpoint["tree_size"], record["audit_chain"]["leaf_hash"],
+                                proof.proof, proof.checkpoint["root_hash"])
+
+
+def test_failed_decide_leaves_the_chain_untouched(app, client, api_key, sample_request):
+    first = decide_many(client, api_key, sample_request, 1)[0]
+    ledger = app.extensions["gate"].ledger
+    with ledger.engine.begin() as connection:
+        if ledger.dialect == "sqlite":
+            connection.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON decisions BEGIN SELECT RAISE(FAIL, 'x'); END"))
+        else:
+            connection.execute(text("CREATE OR REPLACE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'x'; END $$ LANGUAGE plpgsql"))
+            connection.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON decisions FOR EACH ROW EXECUTE FUNCTION refuse()"))
+    assert client.post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).status_code == 503
+    with ledger.engine.begin() as connection:
+        connection.execute(text("DROP TRIGGER refuse" + ("" if ledger.dialect == "sqlite" else " ON decisions")))
+    second = decide_many(client, api_key, sample_request, 1)[0]
+    assert second["audit_chain"]["chain_position"] == 2
+    assert second["audit_chain"]["merkle_root"] != first["audit_chain"]["merkle_root"]
+    view = client.get(f"/api/decision/chains/{first['audit_chain']['chain_id']}", headers={"x-api-key": api_key}).json
+    assert view["verification"]["valid"] is True
