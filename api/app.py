@@ -13,6 +13,8 @@ from api.limits import make_rate_limiter
 from api.runtime import GateRuntime
 from api.settings import Settings
 from gate.adapters import AdapterRegistry
+from gate.audit import AuditChainService
+from gate.lifecycle import LifecycleService
 from gate.clock import Clock, IdSource
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger
@@ -51,11 +53,13 @@ def create_app(
         service=service,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans),
+        lifecycle=LifecycleService(ledger, service.clock),
+        audit=AuditChainService(ledger, signing, service.clock),
     )
 
-    from api.routes import decide, decisions, meta, registries
+    from api.routes import decide, decisions, lifecycle, meta, registries
 
-    for module in (decide, decisions, registries, meta):
+    for module in (decide, decisions, lifecycle, registries, meta):
         app.register_blueprint(module.bp)
 
     @app.errorhandler(HTTPException)

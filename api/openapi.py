@@ -131,6 +131,51 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         errors=AUTH_ERRORS + BODY_ERRORS + ("DECISION_NOT_FOUND",),
         request_body="RecordVerificationRequest", tags=("verification",),
     ),
+    *[
+        endpoint
+        for path, code, wrapper, id_header in (
+            ("execution", "SVC_EXECUTION", "execution", "x-decision-execution"),
+            ("outcome", "SVC_OUTCOME", "outcome", "x-decision-outcome"),
+            ("crm-sync", "SVC_CRM_SYNC", "crm_sync", "x-decision-crm-sync"),
+        )
+        for endpoint in (
+            Endpoint(
+                "post", f"/api/decision/{{decision_id}}/{path}",
+                f"Record a hashed {wrapper.replace('_', ' ')} receipt linked to the decision "
+                f"(`{{ok, {wrapper}}}`); idempotent with x-idempotency-key.",
+                True,
+                {201: "created", 200: "idempotent replay (identical body)", 400: "malformed body",
+                 401: "missing or invalid key", 403: "disabled key", 404: "decision not in scope",
+                 409: "idempotency conflict, in progress, or record mismatch", 413: "body too large",
+                 422: "credentials offered (CRM sync)", 503: "claim or storage failure: nothing recorded"},
+                errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", f"{code}_IDEMPOTENCY_CONFLICT",
+                        f"{code}_IDEMPOTENCY_IN_PROGRESS", f"{code}_RECORD_MISMATCH", f"{code}_UNAVAILABLE")
+                + BODY_ERRORS + (("SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN",) if path == "crm-sync" else ()),
+                request_body=f"{wrapper.title().replace('_', '')}Request",
+                response_headers=(f"{id_header}-id", f"{id_header}-hash", "x-idempotency-status"),
+                request_headers=("x-api-key", "x-idempotency-key", "x-request-id"),
+                tags=("lifecycle",),
+            ),
+            Endpoint(
+                "get", f"/api/decision/{{decision_id}}/{path}",
+                f"List the decision's {wrapper.replace('_', ' ')} receipts, newest first, paged.",
+                True, {200: "page", 400: "bad limit or cursor", 401: "missing or invalid key",
+                       403: "disabled key", 404: "decision not in scope"},
+                errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", "REQUEST_INVALID"),
+                query=(("limit", "integer", "1-100, default 20"), ("cursor", "string", "next_cursor of the previous page")),
+                tags=("lifecycle",),
+            ),
+        )
+    ],
+    Endpoint(
+        "get", "/api/decision/chains/{chain_id}",
+        "The caller's audit chain: retained links, chain_size, rolling merkle_root, head_link_hash, "
+        "RFC 6962 tree root, signed checkpoint and verification recomputed from storage.",
+        True, {200: "chain view", 400: "bad limit", 401: "missing or invalid key", 403: "disabled key",
+               404: "not in scope"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
+        query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
+    ),
     Endpoint(
         "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
         False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",),
@@ -140,7 +185,28 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              tags=("contract",)),
 )
 
+def _receipt_request(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": required, "properties": properties, "additionalProperties": False}
+
+
 SCHEMAS: dict[str, Any] = {
+    "ExecutionRequest": _receipt_request(["execution_status", "decision_record_hash", "decision_receipt_hash"], {
+        name: {"type": "string"} for name in (
+            "execution_status", "action_taken", "target_system", "target_object_id", "mutation", "execution_id",
+            "external_ref", "decision_record_hash", "decision_receipt_hash", "state_before_hash", "state_after_hash")
+    } | {"action_binding": {"type": "object"}, "executor": {"type": "object"}}),
+    "OutcomeRequest": _receipt_request(["outcome_status"], {
+        name: {"type": "string"} for name in (
+            "outcome_status", "action_taken", "target_system", "target_object_id", "mutation", "external_ref",
+            "decision_record_hash", "decision_receipt_hash")
+    } | {"action_executed": {"type": "boolean"}, "observed_metrics": {"type": "object",
+                                                                        "additionalProperties": {"type": "number"}}}),
+    "CrmSyncRequest": _receipt_request(["sync_status", "crm_provider"], {
+        name: {"type": "string"} for name in (
+            "sync_status", "sync_direction", "crm_provider", "crm_object_type", "crm_object_id", "crm_record_url",
+            "decision_record_hash", "decision_receipt_hash", "decision_verdict", "decision_action", "policy_id",
+            "policy_version")
+    } | {"field_mapping": {"type": "object", "additionalProperties": {"type": "string"}}}),
     "ErrorBody": {
         "type": "object",
         "required": ["c", "v", "error", "message"],
@@ -204,7 +270,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         operation["security"] = []
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in ("decision_id", "name") if "{" + name + "}" in endpoint.path
+        for name in ("decision_id", "chain_id", "name") if "{" + name + "}" in endpoint.path
     ]
     parameters += [
         {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": text}
@@ -230,7 +296,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
             response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
             if codes:
                 response["x-error-codes"] = codes
-        if status == 200 and endpoint.response_headers:
+        if status in (200, 201) and endpoint.response_headers:
             response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
         operation["responses"][str(status)] = response
     undocumented = [code for code in endpoint.errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]

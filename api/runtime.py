@@ -27,6 +27,8 @@ class GateRuntime:
     service: DecisionService
     limiter: Any
     auth: Authenticator
+    lifecycle: Any = None
+    audit: Any = None
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

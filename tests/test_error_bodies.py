@@ -68,7 +68,18 @@ CASES = {
     "RATE_LIMITER_UNAVAILABLE": lambda c: _decide(
         c.make_app({"GATE_REDIS_URL": "redis://127.0.0.1:1/0"}).test_client(), c.key, c.sample),
     "INTERNAL_ERROR": lambda c: _crash(c),
+    "CHAIN_NOT_FOUND": lambda c: c.client.get("/api/decision/chains/chain_nope", headers={"x-api-key": c.key}),
+    "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
+    "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
 }
+
+LIFECYCLE = {"execution": "SVC_EXECUTION", "outcome": "SVC_OUTCOME", "crm-sync": "SVC_CRM_SYNC"}
+for _path, _prefix in LIFECYCLE.items():
+    CASES[f"{_prefix}_UNAUTHORIZED"] = lambda c, p=_path: c.client.post(f"/api/decision/dec_x/{p}", json={})
+    CASES[f"{_prefix}_IDEMPOTENCY_CONFLICT"] = lambda c, p=_path: _lifecycle_conflict(c, p)
+    CASES[f"{_prefix}_IDEMPOTENCY_IN_PROGRESS"] = lambda c, p=_path: _lifecycle_in_progress(c, p)
+    CASES[f"{_prefix}_RECORD_MISMATCH"] = lambda c, p=_path: _lifecycle(c, p, extra={"decision_record_hash": "e" * 64})
+    CASES[f"{_prefix}_UNAVAILABLE"] = lambda c, p=_path: _lifecycle_broken(c, p)
 
 # Extra members each body must carry (beyond c, v, error, message).
 DETAILS = {
@@ -85,7 +96,64 @@ DETAILS = {
     "REQUEST_INVALID": {"errors"},
     "REQUEST_TOO_LARGE": {"max_bytes"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
+    "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
+    **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
+       for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
+    **{f"{p}_RECORD_MISMATCH": {"expected", "supplied"} for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
 }
+
+
+def _lifecycle_body(path, record, extra=None):
+    body = {
+        "execution": {"execution_status": "executed", "decision_record_hash": record["record_hash"],
+                      "decision_receipt_hash": record["receipt_hash"]},
+        "outcome": {"outcome_status": "succeeded"},
+        "crm-sync": {"sync_status": "written", "crm_provider": "hubspot", "crm_object_id": "deal_1"},
+    }[path]
+    return {**body, **(extra or {})}
+
+
+def _lifecycle(c, path, extra=None, key=None, client=None):
+    client = client or c.client
+    record = _decide(client, c.key, c.sample).json
+    headers = {"x-api-key": c.key, **({"x-idempotency-key": key} if key else {})}
+    return client.post(f"/api/decision/{record['decision_id']}/{path}",
+                       json=_lifecycle_body(path, record, extra), headers=headers)
+
+
+def _lifecycle_conflict(c, path):
+    record = _decide(c.client, c.key, c.sample).json
+    url = f"/api/decision/{record['decision_id']}/{path}"
+    headers = {"x-api-key": c.key, "x-idempotency-key": "k"}
+    c.client.post(url, json=_lifecycle_body(path, record), headers=headers)
+    return c.client.post(url, json=_lifecycle_body(path, record, {"external_ref": "other"}), headers=headers)
+
+
+def _lifecycle_in_progress(c, path):
+    from gate.clock import SystemClock, iso_ms
+    from gate.ledger.tables import idempotency_claims
+    from gate.receipts import request_input_hash
+
+    record = _decide(c.client, c.key, c.sample).json
+    body = _lifecycle_body(path, record)
+    app = c.client.application
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(idempotency_claims.insert().values(
+            scope="tenant_a", kind=path.replace("-", "_"), idempotency_key="busy",
+            decision_id=record["decision_id"], input_hash=request_input_hash(body), state="pending",
+            claim_token="t" * 32, claimed_at=iso_ms(SystemClock().now()), receipt_id=None))
+    return c.client.post(f"/api/decision/{record['decision_id']}/{path}", json=body,
+                         headers={"x-api-key": c.key, "x-idempotency-key": "busy"})
+
+
+def _lifecycle_broken(c, path):
+    from sqlalchemy import text
+
+    record = _decide(c.client, c.key, c.sample).json
+    with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(text("DROP TABLE lifecycle_receipts"))
+    return c.client.post(f"/api/decision/{record['decision_id']}/{path}",
+                         json=_lifecycle_body(path, record), headers={"x-api-key": c.key})
 
 
 def _adapter(sample, adapter):

@@ -96,5 +96,11 @@ def test_schema_is_served_byte_for_byte(client):
     assert client.get("/schemas/missing.json").status_code == 404
 
 
-def test_anchored_patterns_refuse_a_trailing_newline(client):
-    assert client.get("/api/decision/policy-bundles?hash=" + "0" * 64 + "%0A").status_code == 400
+def test_anchored_patterns_refuse_a_trailing_newline(client, api_key, sample_request):
+    del sample_request["context"]["inputs"]
+    sample_request["binding_mode"] = "trusted_adapter_facts_then_declarative_rulebook"
+    sample_request["adapter"] = {"adapter_id": "crm_facts", "version": "1.0.0", "manifest_hash": "a" * 64 + "\n",
+                                 "input": {}}
+    body = client.post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).json
+    assert body["error"] == "TRUSTED_ADAPTER_INVALID"
+    assert {"field": "adapter.manifest_hash", "code": "invalid_value"}.items() <= body["errors"][0].items()

@@ -1,0 +1,80 @@
+"""Execution receipts, outcome records and CRM sync records: POST to record, GET to list."""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from api.errors import error_response, gate_error_body, json_response
+from api.jsonio import read_json
+from api.runtime import idempotency_key_header, keyed, runtime
+from gate.errors import GateError
+from gate.lifecycle import KINDS, Kind
+from gate.service import Caller
+
+bp = Blueprint("lifecycle", __name__)
+
+HEADER_PREFIX = {"execution": "x-decision-execution", "outcome": "x-decision-outcome",
+                 "crm_sync": "x-decision-crm-sync"}
+PATHS = {"execution": "execution", "outcome": "outcome", "crm_sync": "crm-sync"}
+
+
+def _page_limit() -> int:
+    raw = request.args.get("limit", "20")
+    if not raw.isdigit() or not 1 <= int(raw) <= 100:
+        raise GateError("REQUEST_INVALID", "limit must be an integer from 1 to 100",
+                        errors=[{"field": "limit", "code": "invalid_value", "message": "1 to 100"}])
+    return int(raw)
+
+
+def _endpoint(kind: Kind):
+    @keyed(f"{kind.code}_UNAUTHORIZED")
+    def view(caller: Caller, decision_id: str):
+        rt = runtime()
+        try:
+            record = rt.service.stored_record(caller, decision_id)
+            if record is None:
+                return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+            if request.method == "GET":
+                body = rt.lifecycle.list(kind, decision_id, limit=_page_limit(),
+                                         cursor=request.args.get("cursor"))
+                return json_response(200, body)
+            idempotency_key = idempotency_key_header()
+            payload = read_json(request, rt.settings.max_body_bytes)
+            result = rt.lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
+                                         body=payload, idempotency_key=idempotency_key)
+        except GateError as error:
+            return json_response(*gate_error_body(error))
+        receipt = result.receipt
+        prefix = HEADER_PREFIX[kind.name]
+        headers = {
+            f"{prefix}-id": receipt[kind.id_field],
+            f"{prefix}-hash": receipt[kind.hash_field],
+            "x-idempotency-status": result.idempotency_status,
+        }
+        status = 201 if result.idempotency_status == "created" else 200
+        return json_response(status, {"ok": True, kind.wrapper: receipt}, headers)
+
+    view.__name__ = f"{kind.name}_receipts"
+    return view
+
+
+for _kind in KINDS.values():
+    bp.add_url_rule(f"/api/decision/<decision_id>/{PATHS[_kind.name]}", view_func=_endpoint(_kind),
+                    methods=["GET", "POST"])
+
+
+@bp.get("/api/decision/chains/<chain_id>")
+@keyed("SVC_CHAIN_UNAUTHORIZED")
+def chain(caller: Caller, chain_id: str):
+    rt = runtime()
+    raw = request.args.get("limit", "20")
+    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+        return error_response("REQUEST_INVALID", "limit must be an integer from 1 to 1000",
+                              errors=[{"field": "limit", "code": "invalid_value", "message": "1 to 1000"}])
+    try:
+        view = rt.audit.chain_view(caller.scope, chain_id, int(raw))
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    if view is None:
+        return error_response("CHAIN_NOT_FOUND", "no audit chain with this id in your scope")
+    return json_response(200, view)
