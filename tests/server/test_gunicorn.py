@@ -7,75 +7,17 @@ the ledger, the second through Redis. Runs on SQLite and, where it answers, Post
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from tests.server.support import call
+
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("backend")]
-
-REDIS_URL = os.environ.get("GATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-def _redis_available() -> bool:
-    try:
-        import redis
-
-        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except Exception:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def call(method: str, url: str, body=None, headers=None, timeout: float = 30):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, dict(response.headers), json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), json.loads(error.read())
-
-
-@pytest.fixture
-def server(gate_env, tmp_path):
-    if not _redis_available():
-        pytest.skip("Redis does not answer at " + REDIS_URL)
-    port = _free_port()
-    env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL}
-    log = open(tmp_path / "server.log", "w")
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gate"), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "3"],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            if call("GET", base + "/api/decision/status", timeout=2)[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail("server did not start:\n" + (tmp_path / "server.log").read_text())
-    yield base
-    process.terminate()
-    process.wait(timeout=15)
-    log.close()
-
 
 def test_32_parallel_requests_with_one_key_create_exactly_one_record(server, issue_key, sample_request, gate_env):
     key = issue_key()["api_key"]

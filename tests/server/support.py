@@ -1,0 +1,104 @@
+"""Real `gate serve` processes for the server tests: start, call, kill -9, restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REDIS_URL = os.environ.get("GATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+GATE = str(Path(sys.executable).parent / "gate")
+
+
+def redis_available() -> bool:
+    try:
+        import redis
+
+        return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
+    except Exception:
+        return False
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def call(method: str, url: str, body=None, headers=None, timeout: float = 30):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+class Server:
+    """One `gate serve --workers N` in its own process group."""
+
+    def __init__(self, env: dict, log_path: Path, workers: int = 3) -> None:
+        self.env, self.log_path, self.workers = env, log_path, workers
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.process = None
+
+    def start(self) -> "Server":
+        log = open(self.log_path, "a")
+        self.process = subprocess.Popen(
+            [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                if call("GET", self.base + "/api/decision/status", timeout=2)[0] == 200:
+                    return self
+            except OSError:
+                time.sleep(0.2)
+        self.kill()
+        raise RuntimeError("server did not start:\n" + self.log_path.read_text())
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: master and every worker, mid-request."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+
+
+@pytest.fixture
+def server_factory(gate_env, tmp_path):
+    if not redis_available():
+        pytest.skip("Redis does not answer at " + REDIS_URL)
+    servers = []
+
+    def start(workers: int = 3) -> Server:
+        env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL}
+        server = Server(env, tmp_path / "server.log", workers).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def server(server_factory):
+    return server_factory().base
