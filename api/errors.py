@@ -57,6 +57,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_OUTCOME_UNAVAILABLE": (503, "unavailable"),
     "SVC_CRM_SYNC_UNAVAILABLE": (503, "unavailable"),
     "CHAIN_NOT_FOUND": (404, "not_found"),
+    "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
     # Reads and registries.
     "DECISION_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_NOT_FOUND": (404, "not_found"),

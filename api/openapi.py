@@ -177,6 +177,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
     ),
     Endpoint(
+        "get", "/api/decision/{decision_id}/packet",
+        "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs and the audit-chain "
+        "excerpt with its inclusion proof and signed checkpoint. Never partial: 503 when a source cannot be read.",
+        True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
+               404: "not in scope", 503: "a packet source cannot be read"},
+        errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE"),
+        query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
+               ("include_intelligence", "boolean", "default true"), ("execution_limit", "integer", "1-1000, default 20"),
+               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20")),
+        response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",),
+    ),
+    Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,
+             {200: "endpoint metadata"}, tags=("verification",)),
+    Endpoint(
+        "post", "/api/decision/packet/verify",
+        "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, report "
+        "hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never trusted.",
+        False, {200: "verification result", 400: "malformed body", 413: "body too large"},
+        errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",),
+    ),
+    Endpoint(
         "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
         False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",),
     ),
@@ -245,6 +266,12 @@ SCHEMAS: dict[str, Any] = {
             "receipt_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         },
         "additionalProperties": True,
+    },
+    "PacketVerificationRequest": {
+        "type": "object",
+        "required": ["packet"],
+        "properties": {"packet": {"type": "object"}, "input": {"type": "object"}},
+        "additionalProperties": False,
     },
     "RecordVerificationRequest": {
         "type": "object",

@@ -34,6 +34,7 @@ class Settings:
     redis_url: str | None = None
     plans: dict[str, dict[str, int]] = field(default_factory=lambda: dict(DEFAULT_PLANS))
     max_body_bytes: int = 1_048_576
+    max_packet_bytes: int = 16_777_216
     schema_url: str = "/schemas/rulebook-v1.schema.json"
     policy_dir: Path | None = None
     auto_migrate: bool = True
@@ -65,6 +66,7 @@ class Settings:
             redis_url=env.get("GATE_REDIS_URL") or None,
             plans=plans,
             max_body_bytes=int(env.get("GATE_MAX_BODY_BYTES", "1048576")),
+            max_packet_bytes=int(env.get("GATE_MAX_PACKET_BYTES", "16777216")),
             schema_url=env.get("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json"),
             policy_dir=Path(policy_dir) if policy_dir else _default_policy_dir(),
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),

@@ -22,6 +22,7 @@ from gate.ledger import Ledger
 from gate.merkle import (
     CompactRange,
     checkpoint_body,
+    checkpoint_hash,
     inclusion_proof_from_nodes,
     leaf_node,
     nodes_needed_for_inclusion,
@@ -63,7 +64,8 @@ class AuditChainService:
             body = checkpoint_body(chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
             key = self.signing.attestation_key()
             # Without an Ed25519 key (HMAC-only setups) the checkpoint is stated but unsigned.
-            made = sign_checkpoint(body, key) if key is not None else {**body, "signature": None}
+            made = (sign_checkpoint(body, key) if key is not None
+                    else {**body, "checkpoint_hash": checkpoint_hash(body), "signature": None})
             stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
         return json.loads(stored)
 
@@ -227,3 +229,31 @@ def link_checks_for(ledger: Ledger, record: dict[str, Any]) -> dict[str, bool]:
                and all(own.get(name) == link.get(name) for name in
                        ("chain_id", "chain_position", "leaf_hash", "link_hash", "merkle_root")))
     return {"chain_link": result.valid and row_ok, "chain_link_matches_record": matches}
+
+
+def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_limit: int):
+    """The packet's chain part, read under one head: the window of `chain_window`, the audit
+    path of the record's leaf at the head's tree size, and the signed checkpoint of that size."""
+    from gate.packets import ChainExcerpt, chain_window
+
+    ledger = service.ledger
+    link_row = ledger.chain_link_for(decision_id)
+    if link_row is None:
+        return None
+    chain_id = link_row["chain_id"]
+    head = ledger.chain_head(chain_id)
+    size, position = head["size"], link_row["chain_position"]
+    first, last = chain_window(position, size, chain_limit)
+    links = [json.loads(row["link_json"]) for row in ledger.chain_links_window(chain_id, first, last)]
+    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+    return ChainExcerpt.from_store(
+        chain_id=chain_id,
+        chain_size=size,
+        head_link_hash=head["head_link_hash"],
+        merkle_root=head["merkle_root"],
+        record_position=position,
+        links=links,
+        get_node=service._node_getter(chain_id, refs),
+        checkpoint=service.checkpoint(chain_id, size, root),
+    )

@@ -89,6 +89,7 @@ SOURCE_HMAC_SECRET = "hmac_secret"
 
 # Check names, by what they establish. Every name is always present in `checks`.
 INTEGRITY_CHECKS = (
+    "record_members",
     "record_hash",
     "receipt_hash",
     "input_hash",
@@ -380,6 +381,16 @@ def verify_record(
     get = record.get
     rulebook_mode = "rulebook_attestation" in record or "rulebook" in record
 
+    # 0. A rulebook record is a closed object: every member the gate always writes is present
+    #    and nothing unknown was added (so deleting an unhashed member, such as the evaluation
+    #    trace, or renaming one, is caught by name).
+    if rulebook_mode:
+        present = set(record)
+        checks["record_members"] = RULEBOOK_RECORD_REQUIRED <= present <= RULEBOOK_RECORD_ALLOWED
+        if not checks["record_members"]:
+            expected["record_members"] = sorted(RULEBOOK_RECORD_REQUIRED - present)
+            actual["record_members"] = sorted(present - RULEBOOK_RECORD_ALLOWED)
+
     # 1. record_hash, then receipt_hash over the *recomputed* record_hash: every expected
     #    value derives from the record's content, never from a stated hash.
     expected["record_hash"] = _safe(record_hash, record)
@@ -484,6 +495,22 @@ def verify_request_body(body: Any, *, anchors: TrustAnchors | None = None) -> Ve
 
 
 # --------------------------------------------------------------------------- individual checks
+
+# Members `gate.records.build_rulebook_record` always writes, and those it may add.
+RULEBOOK_RECORD_REQUIRED = frozenset({
+    "decision_protocol_version", "decision_record_version", "status", "c", "v", "verdict",
+    "application_verdict", "reason_code", "matched_rule_id", "engine", "evaluator_version", "evaluation",
+    "rulebook", "rulebook_contract", "runtime_binding", "rulebook_registry", "rulebook_attestation",
+    "request_id", "decision_id", "evidence", "evidence_manifest", "action", "action_binding", "policy_id",
+    "policy_version", "policy_hash", "source_hash", "policy_bundle", "policy_bundle_hash", "input_hash",
+    "output_hash", "record_hash", "receipt_hash", "replay_url", "verify_url", "decision_url", "integrity",
+    "created_at",
+})
+RULEBOOK_RECORD_ALLOWED = RULEBOOK_RECORD_REQUIRED | {
+    "idempotency_key", "missing_fields", "invalid_fields", "trusted_adapter", "adapter_facts",
+    "receipt_key_id", "receipt_signature", "receipt_signature_algorithm", "receipt_public_key_fingerprint",
+    "decision_confidence", "confidence_hash", "audit_chain",
+}
 
 _INTEGRITY_MIRRORED = (
     "decision_protocol_version",

@@ -1,4 +1,5 @@
-"""`gate verify FILE`: offline verification of an exported Decision Record with the core only.
+"""`gate verify FILE`: offline verification of an exported Decision Record or Decision Packet,
+with the core only (the same `gate.verify` / `gate.packets` code the API runs).
 
 Trust comes from the operator, never from the file: `--key-registry` (a registry URL or a saved
 registry JSON file), `--public-key` (a PEM file) or `--hmac-secret-env` (the name of an
@@ -17,12 +18,14 @@ from pathlib import Path
 
 from gate.canonical import CanonicalJSONError, parse_strict
 from gate.errors import GateError
+from gate.packets import verify_packet
 from gate.verify import TrustAnchors, verify_record
+from gate_cli.packet_report import is_packet, packet_report
 
 
 def add_verify_parser(sub) -> None:
-    p = sub.add_parser("verify", help="verify an exported Decision Record offline")
-    p.add_argument("file", help="the exported record (JSON)")
+    p = sub.add_parser("verify", help="verify an exported Decision Record or Decision Packet offline")
+    p.add_argument("file", help="the exported record or packet (JSON)")
     p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file")
     p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key")
     p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret")
@@ -89,9 +92,14 @@ def cmd_verify(args) -> int:
         anchors = load_anchors(args)
         if not isinstance(record, dict):
             raise GateError("VERIFY_INPUT_UNREADABLE", f"{args.file} does not hold a JSON object")
-        result = verify_record(record, anchors=anchors, original_input=original).to_dict()
+        packet = is_packet(record)
+        verify = verify_packet if packet else verify_record
+        result = verify(record, anchors=anchors, original_input=original).to_dict()
     except GateError as exc:
         print(f"gate verify: {exc.message}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2) if args.json else report(result))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(packet_report(result) if packet else report(result))
     return 0 if result["verified"] else 1

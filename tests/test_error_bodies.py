@@ -71,6 +71,7 @@ CASES = {
     "CHAIN_NOT_FOUND": lambda c: c.client.get("/api/decision/chains/chain_nope", headers={"x-api-key": c.key}),
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
+    "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
 }
 
 LIFECYCLE = {"execution": "SVC_EXECUTION", "outcome": "SVC_OUTCOME", "crm-sync": "SVC_CRM_SYNC"}
@@ -154,6 +155,15 @@ def _lifecycle_broken(c, path):
         connection.execute(text("DROP TABLE lifecycle_receipts"))
     return c.client.post(f"/api/decision/{record['decision_id']}/{path}",
                          json=_lifecycle_body(path, record), headers={"x-api-key": c.key})
+
+
+def _packet_without_chain_nodes(c):
+    from sqlalchemy import text
+
+    record = [_decide(c.client, c.key, c.sample).json for _ in range(3)][0]  # its proof needs stored nodes
+    with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(text("DROP TABLE merkle_nodes"))
+    return c.client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": c.key})
 
 
 def _adapter(sample, adapter):

@@ -59,6 +59,15 @@ def test_tampered_exports_fail_on_the_named_check(client, record, mutate, failed
     assert failed in result["failed_checks"]
 
 
+@pytest.mark.parametrize("member", ["evaluation", "engine", "integrity", "decision_url", "source_hash"])
+def test_deleting_or_renaming_an_unhashed_member_is_named(client, record, member):
+    dropped = {k: v for k, v in record.items() if k != member}
+    result = client.post("/api/decision/verify", json={"record": dropped}).json
+    assert result["verified"] is False and "record_members" in result["failed_checks"]
+    renamed = dict(dropped, **{member + "_x": record[member]})
+    assert "record_members" in client.post("/api/decision/verify", json={"record": renamed}).json["failed_checks"]
+
+
 def test_wrong_input_fails_input_hash(client, record, sample_request):
     sample_request["context"]["inputs"]["discount_percent"] = 5
     result = client.post("/api/decision/verify", json={"record": record, "input": sample_request}).json

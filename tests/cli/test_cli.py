@@ -99,3 +99,22 @@ def test_verify_runs_with_only_the_core_importable(client, api_key, sample_reque
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr  # integrity valid, authenticity unproven without a key
     assert json.loads(done.stdout)["integrity_valid"] is True
+
+
+def test_packet_verifies_offline_and_names_tampering(client, api_key, sample_request, tmp_path):
+    records = [client.post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).json for _ in range(3)]
+    record = records[0]
+    client.post(f"/api/decision/{record['decision_id']}/execution", headers={"x-api-key": api_key}, json={
+        "execution_status": "executed", "decision_record_hash": record["record_hash"],
+        "decision_receipt_hash": record["receipt_hash"]})
+    packet = client.get(f"/api/decision/{record['decision_id']}/packet?include_input=true",
+                        headers={"x-api-key": api_key}).json
+    (tmp_path / "reg.json").write_text(json.dumps(client.get("/api/decision/receipt-keys").json))
+    (tmp_path / "p.json").write_text(json.dumps(packet))
+    ok = run(["verify", str(tmp_path / "p.json"), "--key-registry", str(tmp_path / "reg.json")], {})
+    assert "FAIL" not in ok.stdout
+    packet["execution_receipts"][0]["execution_status"] = "failed"
+    (tmp_path / "t.json").write_text(json.dumps(packet))
+    bad = run(["verify", str(tmp_path / "t.json"), "--key-registry", str(tmp_path / "reg.json"), "--json"], {}, check=False)
+    assert bad.returncode == 1
+    assert "execution_receipts[0].execution_hash" in json.loads(bad.stdout)["failed_checks"]

@@ -1,0 +1,99 @@
+"""Decision Packets: export (keyed) and verification (public)."""
+
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, request
+
+from api.errors import error_response, gate_error_body, json_response
+from api.jsonio import read_json
+from api.runtime import keyed, runtime
+from gate import constants as C
+from gate.audit import packet_chain_excerpt
+from gate.clock import iso_ms
+from gate.errors import GateError, LedgerUnavailable
+from gate.lifecycle import KINDS
+from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.service import Caller
+
+bp = Blueprint("packets", __name__)
+
+PACKET_VERIFY_DESCRIPTION = {
+    "ok": True,
+    "endpoint": "/api/decision/packet/verify",
+    "method": "POST",
+    "auth": "public",
+    "request": {"packet": "an exported decision_packet_v1", "input": "optional original request body"},
+    "steps": [
+        "packet_hash over the canonical packet without packet_hash",
+        "the embedded record's hashes, bundle hash and signatures",
+        "execution, outcome and CRM sync hashes against the record's ids, hashes and action binding",
+        "intelligence report hashes; retained audit-chain links, the RFC 6962 inclusion proof and "
+        "the signed checkpoint",
+    ],
+    "trust": "signatures are checked only with this gate's keys; a key inside the packet is never trusted",
+    "algorithm_document": "docs/verification.md",
+}
+
+
+@bp.get("/api/decision/<decision_id>/packet")
+@keyed("SVC_API_UNAUTHORIZED")
+def export_packet(caller: Caller, decision_id: str):
+    rt = runtime()
+    try:
+        options = PacketOptions.from_query(
+            {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+        stored = rt.service.stored_decision(caller, decision_id)
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    if stored is None:
+        return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+    try:
+        parts, totals = {}, {}
+        for name, kind in KINDS.items():
+            limit = options.limit_for(kind.list_name)
+            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+        chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
+        if options.include_chain and chain is None:
+            raise PacketSourceError("the decision's audit chain link cannot be read")
+        packet = build_packet(
+            record=json.loads(stored.record_json),
+            exported_at=iso_ms(rt.service.clock.now()),
+            options=options,
+            original_input=json.loads(stored.request_json) if options.include_input else None,
+            executions=parts["execution"],
+            outcomes=parts["outcome"],
+            crm_syncs=parts["crm_sync"],
+            totals=totals,
+            chain=chain,
+            intelligence_reports=None,  # the analytics engines provide reports in a later issue
+        )
+    except (LedgerUnavailable, PacketSourceError, KeyError) as error:
+        # SECURITY: spec — never return partial proof material.
+        message = getattr(error, "message", None) or "a packet source could not be read"
+        return error_response("PACKET_SOURCE_UNAVAILABLE", f"{message}; no packet was produced")
+    headers = {"x-decision-packet-version": C.DECISION_PACKET_VERSION, "x-decision-packet-hash": packet["packet_hash"]}
+    return json_response(200, packet, headers)
+
+
+@bp.get("/api/decision/packet/verify")
+def describe_packet_verify():
+    return json_response(200, PACKET_VERIFY_DESCRIPTION)
+
+
+@bp.post("/api/decision/packet/verify")
+def verify_exported_packet():
+    rt = runtime()
+    try:
+        body = read_json(request, rt.settings.max_packet_bytes)
+        if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
+            raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
+                            errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
+        if body.get("input") is not None and not isinstance(body["input"], dict):
+            raise GateError("REQUEST_INVALID", "input must be a JSON object",
+                            errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
+    except GateError as error:
+        return json_response(*gate_error_body(error))
+    result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))
+    return json_response(200, {"ok": True, **result.to_dict()})
