@@ -33,7 +33,7 @@ from gate.attestation import (
     rulebook_attestation_bundle,
     rulebook_reference,
 )
-from gate.canonical import canonical_text, sha256_hex
+from gate.canonical import canonical_bytes, canonical_text, sha256_hex
 from gate.constants import (
     ADAPTER_AUTHORITY,
     BINDING_ADAPTER,
@@ -376,6 +376,26 @@ def action_binding_from_context(context: Mapping[str, Any] | None) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- sealing
+
+
+def audit_chain_signature_payload(decision_id: Any, key_id: Any, audit_chain: Mapping[str, Any]) -> bytes:
+    """What `audit_chain_signature` signs: canon({audit_chain_hash, decision_id, key_id}) with
+    audit_chain_hash = sha256(canon(audit_chain)). The chain member is outside record_hash
+    (reference facts §5), so the gate signs it on its own once the chain position is known."""
+    return canonical_bytes({"decision_id": decision_id, "key_id": key_id,
+                            "audit_chain_hash": sha256_hex(dict(audit_chain))})
+
+
+def attach_audit_chain(record: dict[str, Any], audit_chain: Mapping[str, Any],
+                       receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
+    """Give a sealed record its `audit_chain` member and, with a signer, `audit_chain_signature`
+    (signed with the receipt key, so it verifies wherever the receipt does). Mutates `record`."""
+    record["audit_chain"] = dict(audit_chain)
+    record.pop("audit_chain_signature", None)
+    if receipt_signer is not None:
+        record["audit_chain_signature"] = receipt_signer.sign_payload(
+            audit_chain_signature_payload(record.get("decision_id"), receipt_signer.key_id, audit_chain))
+    return record
 
 
 def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | None = None) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from gate.errors import (
 from gate.chain import new_link, record_audit_chain
 from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, StoredDecision
 from gate.merkle import CompactRange
-from gate.records import build_rulebook_record
+from gate.records import attach_audit_chain, build_rulebook_record
 from gate.requests import prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.keyconfig import SigningSetup
@@ -186,7 +186,8 @@ class DecisionService:
                 policy_version=record.get("policy_version"),
                 created_at=created_at,
             )
-            record["audit_chain"] = record_audit_chain(link)
+            # The chain member is outside record_hash: it is signed on its own (gate.verify).
+            attach_audit_chain(record, record_audit_chain(link), receipt_signer)
             tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
             sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
             return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks

@@ -19,6 +19,7 @@ See docs/verification.md for the algorithm written out step by step.
 from __future__ import annotations
 
 import hmac
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -30,8 +31,11 @@ from gate.attestation import (
     verify_hash_text_signature,
 )
 from gate.canonical import CanonicalJSONError, canonical_bytes, parse_strict, sha256_hex
+from gate.chain import AUDIT_CHAIN_MEMBERS
+from gate.chain import leaf_hash as chain_leaf_hash
 from gate.constants import (
     ATTESTATION_SIGNATURE_ALGORITHM,
+    CHAIN_ENTRY_TYPE_DECISION,
     CANONICALIZATION,
     COMPACT_FOR_VERDICT,
     HASH_ALGORITHM,
@@ -45,6 +49,7 @@ from gate.constants import (
 )
 from gate.errors import GateError
 from gate.records import (
+    audit_chain_signature_payload,
     decision_urls,
     receipt_hash,
     record_hash,
@@ -105,9 +110,11 @@ INTEGRITY_CHECKS = (
     "rulebook_registry_consistency",
     "registry_attestation_hash",
     "confidence_hash",
+    "audit_chain",
 )
 AUTHENTICITY_CHECKS = (
     "receipt_signature",
+    "audit_chain_signature",
     "receipt_public_key_fingerprint",
     "rulebook_attestation_signature",
     "registry_attestation_signature",
@@ -444,7 +451,11 @@ def verify_record(
     if isinstance(confidence, Mapping) and "confidence_hash" in record:
         checks["confidence_hash"] = get("confidence_hash") == confidence.get("confidence_hash")
 
-    # 11. receipt signature against trust anchors.
+    # 11. the audit_chain member (outside record_hash) and its own signature.
+    _check_audit_chain(record, expected["record_hash"], expected["receipt_hash"], checks)
+    _check_audit_chain_signature(record, anchors, checks)
+
+    # 12. receipt signature against trust anchors.
     key_source = _check_receipt_signature(
         record, anchors, request_public_key, expected["record_hash"], expected["receipt_hash"], checks, notes
     )
@@ -509,7 +520,7 @@ RULEBOOK_RECORD_REQUIRED = frozenset({
 RULEBOOK_RECORD_ALLOWED = RULEBOOK_RECORD_REQUIRED | {
     "idempotency_key", "missing_fields", "invalid_fields", "trusted_adapter", "adapter_facts",
     "receipt_key_id", "receipt_signature", "receipt_signature_algorithm", "receipt_public_key_fingerprint",
-    "decision_confidence", "confidence_hash", "audit_chain",
+    "decision_confidence", "confidence_hash", "audit_chain", "audit_chain_signature",
 }
 
 _INTEGRITY_MIRRORED = (
@@ -531,12 +542,22 @@ _INTEGRITY_SIGNATURE_MIRRORED = {
 
 
 def _check_integrity_block(record: Mapping[str, Any]) -> bool | None:
+    """`integrity` mirrors the top level exactly: the members `seal_record` writes, no others."""
     block = record.get("integrity")
     if block is None:
         return None
     if not isinstance(block, Mapping):
         return False
     fixed = {"canonicalization": CANONICALIZATION, "hash_algorithm": HASH_ALGORITHM}
+    required = set(fixed) | {name for name in _INTEGRITY_MIRRORED if name != "policy_bundle_hash"}
+    if record.get("policy_bundle_hash") not in (None, ""):
+        required.add("policy_bundle_hash")
+    signed = "receipt_signature" in record
+    if signed:
+        required.add("signature")
+    allowed = required | {"decision_protocol_version"}
+    if not required <= set(block) <= allowed:
+        return False
     for name, value in block.items():
         if name in fixed:
             if value != fixed[name]:
@@ -547,10 +568,71 @@ def _check_integrity_block(record: Mapping[str, Any]) -> bool | None:
         elif name == "signature":
             if not isinstance(value, Mapping):
                 return False
+            wanted = {inner for inner, top in _INTEGRITY_SIGNATURE_MIRRORED.items() if top in record}
+            if set(value) != wanted:
+                return False
             for inner, top in _INTEGRITY_SIGNATURE_MIRRORED.items():
                 if inner in value and value[inner] != record.get(top):
                     return False
     return True
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any, expected_receipt_hash: Any,
+                       checks: dict[str, bool | None]) -> None:
+    """The record's `audit_chain` member: what a record alone can prove of it.
+
+    Its leaf is recomputed from the record; a first link's rolling root is its leaf; the member
+    set is closed. Its placement (link hash, later roots) is proven by a packet's chain excerpt.
+    """
+    member = record.get("audit_chain")
+    if member is None:
+        if "audit_chain_signature" in record:
+            checks["audit_chain"] = False
+        return
+    if not isinstance(member, Mapping) or set(member) != set(AUDIT_CHAIN_MEMBERS):
+        checks["audit_chain"] = False
+        return
+    position = member.get("chain_position")
+    leaf = _safe(chain_leaf_hash, record.get("decision_id"), expected_record_hash, expected_receipt_hash)
+    ok = (
+        leaf is not None and member.get("leaf_hash") == leaf
+        and member.get("entry_type") == CHAIN_ENTRY_TYPE_DECISION
+        and type(position) is int and position >= 1
+        and isinstance(member.get("chain_id"), str) and member["chain_id"] != ""
+        and all(_HEX64.fullmatch(member.get(name) or "") for name in ("link_hash", "merkle_root"))
+        and (position != 1 or member.get("merkle_root") == leaf)
+    )
+    checks["audit_chain"] = bool(ok)
+
+
+def _check_audit_chain_signature(record: Mapping[str, Any], anchors: "TrustAnchors",
+                                 checks: dict[str, bool | None]) -> None:
+    """`audit_chain_signature`: the receipt key's signature over the audit_chain member."""
+    member = record.get("audit_chain")
+    if member is None:
+        return
+    signature = record.get("audit_chain_signature")
+    algorithm, key_id = record.get("receipt_signature_algorithm"), record.get("receipt_key_id")
+    if not isinstance(signature, str) or algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) \
+            or not signature.startswith(f"{algorithm}:") or not isinstance(member, Mapping):
+        checks["audit_chain_signature"] = False
+        return
+    payload = _safe(audit_chain_signature_payload, record.get("decision_id"), key_id, member)
+    body = signature[len(algorithm) + 1:]
+    if payload is None:
+        checks["audit_chain_signature"] = False
+    elif algorithm == SIG_HMAC_SHA256:
+        secret = anchors.select_hmac(key_id)
+        checks["audit_chain_signature"] = None if secret is None else _digest_equal(
+            hmac.new(secret.secret, payload, "sha256").hexdigest(), body)
+    else:
+        key = anchors.select_ed25519(key_id, record.get("receipt_public_key_fingerprint"))
+        raw = _safe(b64url_decode, body)
+        checks["audit_chain_signature"] = None if key is None else bool(
+            raw is not None and len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw))
 
 
 def _check_urls(record: Mapping[str, Any]) -> bool | None:

@@ -24,6 +24,7 @@ from gate import constants as C
 from gate.attestation import registry_entry, sign_registry_entry
 from gate.canonical import sha256_hex
 from gate.chain import new_link, record_audit_chain
+from gate.records import attach_audit_chain
 from gate.merkle import CompactRange, checkpoint_body, sign_checkpoint
 from gate.packets import ChainExcerpt, PacketOptions, build_packet, chain_window
 from gate.receipts import build_crm_sync_record, build_execution_receipt, build_outcome_record
@@ -154,12 +155,16 @@ class Chain:
         )
 
 
-def chained_record(chain: Chain, record: dict) -> dict:
-    """Append `record` to `chain` and give it its `audit_chain` member, as the service does."""
+def chained_record(chain: Chain, record: dict, signer=None) -> dict:
+    """Append `record` to `chain` and give it its signed `audit_chain` member, as the service
+    does (`signer` defaults to the Ed25519 key that signed the record's receipt)."""
     link = chain.append(decision_id=record["decision_id"], record_hash=record["record_hash"],
                         receipt_hash=record["receipt_hash"], policy_id=record.get("policy_id"),
                         policy_version=record.get("policy_version"), created_at=record["created_at"])
-    return dict(record, audit_chain=record_audit_chain(link))
+    if signer is None:
+        key = next(k for k in (ACTIVE, RETIRED, ATTACKER) if k.key_id == record["receipt_key_id"])
+        signer = Ed25519ReceiptSigner(key)
+    return attach_audit_chain(dict(record), record_audit_chain(link), signer)
 
 
 def executions(record: dict, count: int) -> list[dict]:

@@ -292,8 +292,10 @@ def test_hmac_signed_record_needs_the_secret():
 
     s = scenario(include_chain=False)
     key = HmacKey("hmac-ops-1", b"operator-secret-please-rotate")
+    from gate.records import attach_audit_chain
+
     record = seal_record(s.record, receipt_signer=HmacReceiptSigner(key))
-    record["audit_chain"] = s.record["audit_chain"]
+    attach_audit_chain(record, s.record["audit_chain"], HmacReceiptSigner(key))
     packet = build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False))
     assert not verify_packet(packet, anchors=ANCHORS).verified
     trusted = ANCHORS + TrustAnchors.from_hmac_key(key)
