@@ -7,7 +7,7 @@ The baseline, measured in the same run on the same server, is `GET /openapi.json
 document with no I/O, i.e. the ceiling of the HTTP stack itself. Figures are reported as
 ratios to it.
 
-Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 16]
+Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 4]
 Needs: wrk (Debian package `wrk`), Redis on 127.0.0.1:6379 (shared rate limits for 2 workers).
 """
 
@@ -147,7 +147,7 @@ def run_backend(kind: str, duration: int, connections: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--connections", type=int, default=4, help="wrk connections (2 per sync worker by default)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     args = parser.parse_args()
     if not shutil.which("wrk"):

@@ -32,10 +32,9 @@ Ed25519 over the UTF-8 bytes of that hex text (base64url, no padding) or null wh
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from gate.canonical import sha256_hex
+from gate.canonical import clone, sha256_hex
 from gate.constants import (
     ATTESTATION_SIGNATURE_ALGORITHM,
     CANONICALIZATION,
@@ -134,11 +133,11 @@ def rulebook_attestation_bundle(
     return {
         "engine": engine,
         "evaluator_version": evaluator_version,
-        "rulebook": copy.deepcopy(rulebook_ref),
+        "rulebook": clone(rulebook_ref),
         "input_hash": facts_hash,
-        "outcome": copy.deepcopy(outcome),
-        "runtime_binding": copy.deepcopy(runtime_binding),
-        "trusted_adapter": copy.deepcopy(trusted_adapter) if trusted_adapter else None,
+        "outcome": clone(outcome),
+        "runtime_binding": clone(runtime_binding),
+        "trusted_adapter": clone(trusted_adapter) if trusted_adapter else None,
     }
 
 
@@ -166,7 +165,7 @@ def build_rulebook_attestation(bundle: dict[str, Any], key: Ed25519Key | None) -
     return {
         "schema_version": RULEBOOK_ATTESTATION_VERSION,
         "bundle_hash": digest,
-        "bundle": copy.deepcopy(bundle),
+        "bundle": clone(bundle),
         "signature": rulebook_attestation_signature(digest, key),
     }
 
@@ -209,7 +208,7 @@ def sign_registry_entry(entry: dict[str, Any], key: Ed25519Key | None) -> dict[s
 
     Any `registry_attestation` already on `entry` is replaced (it is excluded from the hash).
     """
-    result = {k: copy.deepcopy(v) for k, v in entry.items() if k != "registry_attestation"}
+    result = {k: clone(v) for k, v in entry.items() if k != "registry_attestation"}
     digest = registry_attestation_hash(result)
     signed = key is not None
     result["registry_attestation"] = {

@@ -34,6 +34,7 @@ __all__ = [
     "sha256_bytes_hex",
     "key_order",
     "collation_sorted",
+    "clone",
 ]
 
 _COLLATOR = Collator()
@@ -300,6 +301,17 @@ def sha256_bytes_hex(data: bytes) -> str:
 def sha256_hex(value: Any) -> str:
     """Bare lowercase hex sha256 of the canonical bytes of `value`."""
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): several times faster than
+    copy.deepcopy, which must handle arbitrary objects and memoise shared references."""
+    kind = type(value)
+    if kind is dict:
+        return {key: clone(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [clone(item) for item in value]
+    return value
 
 
 # --------------------------------------------------------------------------- strict parsing

@@ -22,7 +22,6 @@ mode, through a recomputed ``output_hash`` (see `rulebook_output_hash`).
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any, Iterable, Mapping
 from urllib.parse import quote
@@ -33,7 +32,7 @@ from gate.attestation import (
     rulebook_attestation_bundle,
     rulebook_reference,
 )
-from gate.canonical import canonical_bytes, canonical_text, sha256_hex
+from gate.canonical import clone, canonical_bytes, canonical_text, sha256_hex
 from gate.constants import (
     ADAPTER_AUTHORITY,
     BINDING_ADAPTER,
@@ -624,15 +623,15 @@ def build_rulebook_record(
             "schema_hash": schema_hash,
             "evaluator_version": EVALUATOR_VERSION,
         },
-        runtime_binding=copy.deepcopy(runtime_binding),
+        runtime_binding=clone(runtime_binding),
     )
     if rulebook_registry:
-        record["rulebook_registry"] = copy.deepcopy(dict(rulebook_registry))
+        record["rulebook_registry"] = clone(dict(rulebook_registry))
     record["rulebook_attestation"] = attestation
     if trusted_adapter:
-        record["trusted_adapter"] = copy.deepcopy(dict(trusted_adapter))
+        record["trusted_adapter"] = clone(dict(trusted_adapter))
     if adapter_facts:
-        record["adapter_facts"] = copy.deepcopy(dict(adapter_facts))
+        record["adapter_facts"] = clone(dict(adapter_facts))
     record["request_id"] = request_id
     record["decision_id"] = decision_id
     if key:

@@ -47,6 +47,12 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Hot-path statements, built once (executed with parameter dicts).
 _INSERT_DECISION = insert(decisions)
 _KEY_BY_HASH = select(api_keys).where(api_keys.c.key_hash == bindparam("key_hash"))
+_HEAD_FOR_UPDATE = select(chain_heads).where(chain_heads.c.chain_id == bindparam("chain_id")).with_for_update()
+_INSERT_LINK = insert(chain_links)
+_INSERT_NODES = insert(merkle_nodes)
+_UPDATE_HEAD = update(chain_heads).where(chain_heads.c.chain_id == bindparam("head_chain_id")).values(
+    size=bindparam("size"), head_link_hash=bindparam("head_link_hash"), merkle_root=bindparam("merkle_root"),
+    tree_peaks=bindparam("tree_peaks"), updated_at=bindparam("updated_at"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,35 +296,33 @@ class Ledger:
             raise LedgerUnavailable("ledger write failed: integrity error") from exc
 
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
-        connection.execute(self._insert_ignore(chain_heads, {
-            "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
-            "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
-        }))
-        row = connection.execute(
-            select(chain_heads).where(chain_heads.c.chain_id == chain.chain_id).with_for_update()
-        ).mappings().first()
+        row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
+        if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
+            connection.execute(self._insert_ignore(chain_heads, {
+                "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
+                "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
+            }))
+            row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
         return ChainHead(row["chain_id"], row["size"], row["head_link_hash"], row["merkle_root"],
                          tuple(json.loads(row["tree_peaks"])))
 
     def _append_link(self, connection: Connection, chain: ChainAppend, head: ChainHead,
                      row: dict[str, Any]) -> dict[str, Any]:
         row, link, nodes, peaks = chain.seal(head)
-        connection.execute(insert(chain_links), {
+        connection.execute(_INSERT_LINK, {
             "chain_id": chain.chain_id, "chain_position": link["chain_position"],
             "decision_id": link["decision_id"], "leaf_hash": link["leaf_hash"],
             "link_hash": link["link_hash"], "link_json": json.dumps(link, separators=(",", ":")),
         })
-        connection.execute(insert(merkle_nodes), [
+        connection.execute(_INSERT_NODES, [
             {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest}
             for level, idx, digest in nodes
         ])
-        connection.execute(
-            update(chain_heads).where(chain_heads.c.chain_id == chain.chain_id).values(
-                size=link["chain_position"], head_link_hash=link["link_hash"],
-                merkle_root=link["merkle_root"], tree_peaks=json.dumps(list(peaks)),
-                updated_at=link["created_at"],
-            )
-        )
+        connection.execute(_UPDATE_HEAD, {
+            "head_chain_id": chain.chain_id, "size": link["chain_position"], "head_link_hash": link["link_hash"],
+            "merkle_root": link["merkle_root"], "tree_peaks": json.dumps(list(peaks)),
+            "updated_at": link["created_at"],
+        })
         return row
 
     # ------------------------------------------------------------------ chain reads
