@@ -7,6 +7,8 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import one_character_edit
+
 from crypto_support import HMAC_KEY_ID, HMAC_SECRET, key_a, make_record, needs_input_evaluation
 from gate.verify import TrustAnchors, verify_record
 
@@ -62,19 +64,7 @@ def test_single_character_mutation_is_detected(data):
     name, path = data.draw(st.sampled_from(TARGETS), label="target")
     record = copy.deepcopy(RECORDS[name])
     text = _get(record, path)
-    operation = data.draw(st.sampled_from(["replace", "insert", "delete"]) if text else st.just("insert"))
-    if operation == "delete":
-        index = data.draw(st.integers(0, len(text) - 1), label="index")
-        mutated = text[:index] + text[index + 1:]
-    else:
-        index = data.draw(st.integers(0, len(text) - (1 if operation == "replace" else 0)), label="index")
-        char = data.draw(st.characters(), label="char")
-        if operation == "replace":
-            if char == text[index]:
-                char = "x" if text[index] != "x" else "y"
-            mutated = text[:index] + char + text[index + 1:]
-        else:
-            mutated = text[:index] + char + text[index:]
+    mutated = one_character_edit(data, text)
     assert mutated != text
     _set(record, path, mutated)
     result = verify_record(record, anchors=ANCHORS)

@@ -19,6 +19,8 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.strategies import one_character_edit
+
 from gate.canonical import sha256_hex
 from gate.packets import verify_packet
 from packet_support import anchors, scenario
@@ -162,19 +164,7 @@ def test_random_single_character_edits_are_caught(data):
     packet = copy.deepcopy(PACKET)
     value = _get(packet, path)
     if isinstance(value, str):
-        operation = data.draw(st.sampled_from(["replace", "insert", "delete"]) if value else st.just("insert"))
-        if operation == "delete":
-            index = data.draw(st.integers(0, len(value) - 1), label="index")
-            mutated = value[:index] + value[index + 1:]
-        else:
-            index = data.draw(st.integers(0, len(value) - (1 if operation == "replace" else 0)), label="index")
-            char = data.draw(st.characters(), label="char")
-            if operation == "replace":
-                if char == value[index]:
-                    char = "x" if value[index] != "x" else "y"
-                mutated = value[:index] + char + value[index + 1:]
-            else:
-                mutated = value[:index] + char + value[index:]
+        mutated = one_character_edit(data, value)
     else:
         delta = data.draw(st.integers(-1000, 1000).filter(bool), label="delta")
         mutated = value + delta
