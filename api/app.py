@@ -57,9 +57,9 @@ def create_app(
         audit=AuditChainService(ledger, signing, service.clock),
     )
 
-    from api.routes import decide, decisions, lifecycle, meta, packets, registries
+    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries
 
-    for module in (decide, decisions, lifecycle, packets, registries, meta):
+    for module in (decide, decisions, lifecycle, chains, packets, registries, meta):
         app.register_blueprint(module.bp)
 
     @app.errorhandler(HTTPException)

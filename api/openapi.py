@@ -177,6 +177,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
     ),
     Endpoint(
+        "get", "/api/decision/chains/{chain_id}/inclusion",
+        "RFC 6962 inclusion proof of a decision's leaf at a tree size (default: the head), with the signed "
+        "checkpoint of that size.",
+        True, {200: "inclusion proof", 400: "missing decision_id or bad tree_size", 401: "missing or invalid key",
+               403: "disabled key", 404: "chain or decision not in scope"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
+        query=(("decision_id", "string", "required"), ("tree_size", "integer", "record position … chain size")),
+        tags=("audit",),
+    ),
+    Endpoint(
+        "get", "/api/decision/chains/{chain_id}/consistency",
+        "RFC 6962 consistency proof between two tree sizes (second defaults to the head), both roots "
+        "recomputed from stored nodes, and both signed checkpoints.",
+        True, {200: "consistency proof", 400: "bad sizes", 401: "missing or invalid key", 403: "disabled key",
+               404: "chain not in scope"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
+        query=(("first", "integer", "required, ≥ 1"), ("second", "integer", "first … chain size")),
+        tags=("audit",),
+    ),
+    Endpoint(
         "get", "/api/decision/{decision_id}/packet",
         "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs and the audit-chain "
         "excerpt with its inclusion proof and signed checkpoint. Never partial: 503 when a source cannot be read.",

@@ -17,14 +17,17 @@ from gate import constants as C
 from gate.canonical import canonical_text
 from gate.chain import verify_links
 from gate.clock import Clock, iso_ms
+from gate.errors import GateError
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger
 from gate.merkle import (
     CompactRange,
     checkpoint_body,
     checkpoint_hash,
+    consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
     leaf_node,
+    nodes_needed_for_consistency,
     nodes_needed_for_inclusion,
     nodes_needed_for_root,
     root_from_nodes,
@@ -257,3 +260,63 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
         get_node=service._node_getter(chain_id, refs),
         checkpoint=service.checkpoint(chain_id, size, root),
     )
+
+
+def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decision_id: str,
+                  tree_size: int | None) -> dict[str, Any] | None:
+    """RFC 6962 inclusion proof of a decision's leaf in the tree of `tree_size` leaves (default:
+    the current head), with the signed checkpoint of that size. None when not in scope."""
+    head = service.ledger.chain_head(chain_id)
+    link = service.ledger.chain_link_for(decision_id)
+    if head is None or head["scope"] != scope or link is None or link["chain_id"] != chain_id:
+        return None
+    size = head["size"] if tree_size is None else tree_size
+    position = link["chain_position"]
+    if not position <= size <= head["size"]:
+        raise GateError("REQUEST_INVALID", f"tree_size must be between {position} and {head['size']}",
+                        errors=[{"field": "tree_size", "code": "out_of_range",
+                                 "message": f"{position} to {head['size']}"}])
+    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    proof = inclusion_proof_from_nodes(position - 1, size, service._node_getter(chain_id, refs))
+    root = service.tree_root(chain_id, size)
+    return {
+        "ok": True,
+        "chain_id": chain_id,
+        "decision_id": decision_id,
+        "tree_algorithm": C.CHAIN_TREE_ALGORITHM,
+        "leaf_index": position - 1,
+        "leaf_hash": link["leaf_hash"],
+        "tree_size": size,
+        "proof": proof,
+        "root_hash": root,
+        "checkpoint": service.checkpoint(chain_id, size, root),
+    }
+
+
+def consistency_for(service: AuditChainService, scope: str, chain_id: str, first: int,
+                    second: int | None) -> dict[str, Any] | None:
+    """RFC 6962 consistency proof between tree sizes `first` and `second` (default: the head),
+    with both roots recomputed from stored nodes and both signed checkpoints."""
+    head = service.ledger.chain_head(chain_id)
+    if head is None or head["scope"] != scope:
+        return None
+    second = head["size"] if second is None else second
+    if not 1 <= first <= second <= head["size"]:
+        raise GateError("REQUEST_INVALID", f"need 1 <= first <= second <= {head['size']}",
+                        errors=[{"field": "first", "code": "out_of_range",
+                                 "message": f"1 <= first <= second <= {head['size']}"}])
+    refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+    proof = consistency_proof_from_nodes(first, second, service._node_getter(chain_id, refs))
+    first_root, second_root = service.tree_root(chain_id, first), service.tree_root(chain_id, second)
+    return {
+        "ok": True,
+        "chain_id": chain_id,
+        "tree_algorithm": C.CHAIN_TREE_ALGORITHM,
+        "first": first,
+        "second": second,
+        "first_root": first_root,
+        "second_root": second_root,
+        "proof": proof,
+        "first_checkpoint": service.checkpoint(chain_id, first, first_root),
+        "second_checkpoint": service.checkpoint(chain_id, second, second_root),
+    }

@@ -61,20 +61,3 @@ def _endpoint(kind: Kind):
 for _kind in KINDS.values():
     bp.add_url_rule(f"/api/decision/<decision_id>/{PATHS[_kind.name]}", view_func=_endpoint(_kind),
                     methods=["GET", "POST"])
-
-
-@bp.get("/api/decision/chains/<chain_id>")
-@keyed("SVC_CHAIN_UNAUTHORIZED")
-def chain(caller: Caller, chain_id: str):
-    rt = runtime()
-    raw = request.args.get("limit", "20")
-    if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-        return error_response("REQUEST_INVALID", "limit must be an integer from 1 to 1000",
-                              errors=[{"field": "limit", "code": "invalid_value", "message": "1 to 1000"}])
-    try:
-        view = rt.audit.chain_view(caller.scope, chain_id, int(raw))
-    except GateError as error:
-        return json_response(*gate_error_body(error))
-    if view is None:
-        return error_response("CHAIN_NOT_FOUND", "no audit chain with this id in your scope")
-    return json_response(200, view)

@@ -121,3 +121,38 @@ def test_failed_decide_leaves_the_chain_untouched(app, client, api_key, sample_r
     assert second["audit_chain"]["merkle_root"] != first["audit_chain"]["merkle_root"]
     view = client.get(f"/api/decision/chains/{first['audit_chain']['chain_id']}", headers={"x-api-key": api_key}).json
     assert view["verification"]["valid"] is True
+
+
+def test_inclusion_and_consistency_proofs_over_http(client, api_key, sample_request, issue_key):
+    from gate.merkle import verify_consistency
+
+    records = decide_many(client, api_key, sample_request, 7)
+    chain_id = records[0]["audit_chain"]["chain_id"]
+    headers = {"x-api-key": api_key}
+    key = client.get("/api/decision/receipt-keys").json["keys"][0]["public_key"]
+    for index, record in enumerate(records):
+        for size in range(index + 1, 8):
+            body = client.get(f"/api/decision/chains/{chain_id}/inclusion?decision_id={record['decision_id']}"
+                              f"&tree_size={size}", headers=headers).json
+            assert body["tree_size"] == size and body["leaf_index"] == index
+            assert verify_inclusion(index, size, record["audit_chain"]["leaf_hash"], body["proof"], body["root_hash"])
+            assert body["checkpoint"]["root_hash"] == body["root_hash"] and verify_checkpoint(body["checkpoint"], key)
+    roots = {}
+    for first in range(1, 8):
+        for second in range(first, 8):
+            body = client.get(f"/api/decision/chains/{chain_id}/consistency?first={first}&second={second}",
+                              headers=headers).json
+            assert verify_consistency(first, second, body["first_root"], body["second_root"], body["proof"])
+            roots.setdefault(second, body["second_root"])
+            assert roots[second] == body["second_root"]
+    head = client.get(f"/api/decision/chains/{chain_id}", headers=headers).json
+    assert roots[7] == head["tree"]["root_hash"]
+    for query in ("inclusion", f"inclusion?decision_id={records[0]['decision_id']}&tree_size=99",
+                  "consistency", "consistency?first=0", "consistency?first=5&second=3", "consistency?first=x"):
+        response = client.get(f"/api/decision/chains/{chain_id}/{query}", headers=headers)
+        assert response.status_code == 400, query
+    stranger = issue_key("scope_b")["api_key"]
+    hidden = client.get(f"/api/decision/chains/{chain_id}/consistency?first=1", headers={"x-api-key": stranger})
+    assert hidden.status_code == 404
+    other = client.get(f"/api/decision/chains/{chain_id}/inclusion?decision_id=dec_nope", headers=headers)
+    assert other.status_code == 404
