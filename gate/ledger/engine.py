@@ -3,7 +3,7 @@
 SQLite: WAL journal, `synchronous=FULL` (a commit is on disk before the response is sent, so an
 acknowledged record survives a power cut, not only a crash), a busy timeout, and write
 transactions opened with `BEGIN IMMEDIATE` so two processes never deadlock upgrading a read lock.
-PostgreSQL: psycopg 3, pre-ping, READ COMMITTED; concurrency safety comes from unique
+PostgreSQL: psycopg 3, READ COMMITTED, autocommit single-statement reads; concurrency safety comes from unique
 constraints and row locks, never from process memory.
 """
 
@@ -39,7 +39,10 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
         url,
         pool_size=pool_size,
         max_overflow=10,
-        pool_pre_ping=True,
+        # No pre-ping round trip per checkout: a dead connection fails its request with 503
+        # (never an approval), and SQLAlchemy then invalidates the whole pool.
+        pool_pre_ping=False,
+        pool_recycle=1800,
         isolation_level="READ COMMITTED",
     )
 

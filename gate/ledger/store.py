@@ -149,8 +149,13 @@ class Ledger:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
+        """A read. On PostgreSQL reads run in autocommit (no BEGIN/COMMIT round trips): each
+        is one statement, and the writes they race are atomic transactions."""
         try:
             with self.engine.connect() as connection:
+                if self.dialect == "postgresql":
+                    yield connection.execution_options(isolation_level="AUTOCOMMIT")
+                    return
                 with connection.begin():
                     yield connection
         except (DBAPIError, SQLAlchemyError) as exc:
