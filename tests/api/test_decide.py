@@ -294,3 +294,22 @@ def test_caller_request_id_becomes_the_record_request_id(client, api_key, sample
     assert response.headers["x-request-id"] == "trace-77"
     unsafe = post(client, sample_request, api_key, **{"x-request-id": "bad id with spaces"})
     assert unsafe.json["request_id"].startswith("req_")
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_database_connections_dropped_under_the_app_fail_closed_then_recover(app, client, api_key, sample_request, backend):
+    from sqlalchemy import text
+
+    assert post(client, sample_request, api_key).status_code == 200
+    ledger = app.extensions["gate"].ledger
+    from gate.ledger import Ledger
+
+    admin = Ledger(ledger.url, pool_size=1)
+    with admin.engine.connect() as connection:
+        connection.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+    admin.dispose()
+    statuses = [post(client, sample_request, api_key).status_code for _ in range(4)]
+    assert set(statuses) <= {200, 503}, statuses  # never a 500, never an approval without a record
+    assert statuses[-1] == 200
+    assert count_decisions(app) == 1 + statuses.count(200)
