@@ -8,7 +8,7 @@ from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
-from api.errors import error_response
+from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
 from api.runtime import GateRuntime
 from api.settings import Settings
@@ -16,6 +16,7 @@ from gate.adapters import AdapterRegistry
 from gate.audit import AuditChainService
 from gate.lifecycle import LifecycleService
 from gate.clock import Clock, IdSource
+from gate.errors import GateError
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger
 from gate.service import DecisionService
@@ -69,6 +70,10 @@ def create_app(
         if error.code == 405:
             return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}")
         return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
+
+    @app.errorhandler(GateError)
+    def _gate_error(error: GateError):  # any refusal a route did not answer itself
+        return json_response(*gate_error_body(error))
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):  # SECURITY: a crash is a 500, never an approval

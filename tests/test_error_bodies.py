@@ -274,3 +274,18 @@ def test_every_legacy_mode_is_refused_without_a_verdict(client, api_key, mode):
     assert response.status_code == 422
     assert response.json["error"] == "LEGACY_MODE_UNAVAILABLE"
     assert response.json["mode"] == (mode or "single")
+
+
+def test_an_unreadable_ledger_on_any_keyed_read_is_503(make_app, api_key):
+    from sqlalchemy import text
+
+    app = make_app()
+    client = app.test_client()
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(text("DROP TABLE rulebook_snapshots"))
+        connection.execute(text("DROP TABLE decisions"))
+    for url in ("/api/decision/rulebooks?hash=" + "0" * 64, "/api/decision/policy-bundles?hash=" + "1" * 64,
+                "/api/decision/dec_x", "/api/decision/dec_x/packet"):
+        response = client.get(url, headers={"x-api-key": api_key})
+        assert response.status_code == 503, url
+        assert response.json["error"] == "LEDGER_UNAVAILABLE" and response.json["c"] == "unclear"
