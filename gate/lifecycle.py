@@ -160,6 +160,22 @@ class LifecycleService:
             "next_cursor": f"{page[-1]['reported_at']}|{page[-1]['receipt_id']}" if more else None,
         }
 
+    def integrity_failures(self, decision_id: str, record: dict[str, Any], limit: int = 1000) -> list[str]:
+        """Named failures of the decision's stored receipts (newest `limit` of each kind): each
+        receipt's hash and its links to the record recomputed (packet step 3), and each row's
+        indexed hash and decision id equal to the receipt it stores."""
+        parsed: dict[str, list[dict[str, Any]]] = {}
+        failures: list[str] = []
+        for kind in KINDS.values():
+            rows = self.store.receipts(decision_id, kind.name, limit=limit)
+            parsed[kind.name] = [json.loads(row["receipt_json"]) for row in rows]
+            for index, (row, receipt) in enumerate(zip(rows, parsed[kind.name])):
+                if row["receipt_hash"] != receipt.get(kind.hash_field) or row["receipt_id"] != receipt.get(kind.id_field) \
+                        or row["decision_id"] != receipt.get("decision_id"):
+                    failures.append(f"{kind.list_name}[{index}].ledger_row")
+        links = R.verify_receipt_links(record, parsed["execution"], parsed["outcome"], parsed["crm_sync"])
+        return sorted(set(failures) | {failure.name for failure in links})
+
     def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)

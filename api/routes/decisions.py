@@ -129,11 +129,14 @@ def verify_stored(caller: Caller, decision_id: str):
         "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
     }
     ledger_checks.update(link_checks_for(rt.ledger, stored_record))
+    receipt_failures = rt.lifecycle.integrity_failures(decision_id, stored_record)
+    ledger_checks["lifecycle_receipts"] = not receipt_failures
     if supplied is not None:
         ledger_checks["matches_ledger"] = supplied.get("record_hash") == stored.record_hash and record_hash(supplied) == stored.record_hash
     body["checks"] = {**body["checks"], **ledger_checks}
     failed = sorted(set(body.get("failed_checks", [])) | {name for name, ok in ledger_checks.items() if ok is False})
     body["failed_checks"] = failed
+    body["receipt_failures"] = receipt_failures
     if any(ok is False for ok in ledger_checks.values()):
         body["integrity_valid"] = False
         body["verified"] = False

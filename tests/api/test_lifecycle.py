@@ -198,3 +198,27 @@ def test_auth_and_scope(client, issue_key, record, path, code):
     for method in ("get", "post"):
         response = getattr(client, method)(url, json={}, headers={"x-api-key": stranger})
         assert response.status_code == 404 and response.json["error"] == "DECISION_NOT_FOUND"
+
+
+@pytest.mark.parametrize("edit", ["json", "column"])
+def test_editing_a_stored_receipt_row_is_reported_by_hosted_verify(app, client, api_key, record, edit):
+    import json
+
+    from sqlalchemy import update
+
+    url = f"/api/decision/{record['decision_id']}"
+    headers = {"x-api-key": api_key}
+    receipt = client.post(url + "/execution", json=execution_body(record), headers=headers).json["execution"]
+    client.post(url + "/outcome", json={"outcome_status": "succeeded"}, headers=headers)
+    assert client.get(url + "/verify", headers=headers).json["verified"] is True
+    if edit == "json":
+        values = {"receipt_json": json.dumps(dict(receipt, execution_status="failed"))}
+    else:
+        values = {"receipt_hash": "0" * 64}
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(update(lifecycle_receipts)
+                           .where(lifecycle_receipts.c.receipt_id == receipt["execution_receipt_id"]).values(**values))
+    body = client.get(url + "/verify", headers=headers).json
+    assert body["verified"] is False and "lifecycle_receipts" in body["failed_checks"]
+    expected = "execution_receipts[0].execution_hash" if edit == "json" else "execution_receipts[0].ledger_row"
+    assert expected in body["receipt_failures"]
