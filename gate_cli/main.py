@@ -145,6 +145,8 @@ def serve(settings, host: str, port: int, workers: int) -> None:
             self.cfg.set("worker_class", "sync")
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)
+            # No shared control socket in $HOME: several gates (and tests) run side by side.
+            self.cfg.set("control_socket_disable", True)
 
         def load(self):
             return create_app(settings)
