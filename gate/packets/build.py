@@ -1,0 +1,216 @@
+"""`build_packet`: the packet for one stored record, from the parts the service read.
+
+It raises `PacketSourceError` rather than emit inconsistent proof material (never partial proof
+material) and checks its own output's `exported_at` with the verifier's step.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from gate.canonical import sha256_hex
+from gate.chain import LINK_HASH_MEMBERS, record_audit_chain, verify_links
+from gate.constants import (
+    CANONICALIZATION,
+    CHAIN_MERKLE_STRATEGY,
+    CHAIN_TREE_ALGORITHM,
+    DECISION_CHAIN_VERSION,
+    DECISION_PACKET_VERSION,
+    HASH_ALGORITHM,
+)
+from gate.merkle import verify_inclusion
+from gate.packets.common import (
+    _COMPONENT_NAMES,
+    _LINK_MEMBERS,
+    _LISTED,
+    REPORT_TYPES,
+    VERIFICATION_HINTS,
+    PacketSourceError,
+    _canon_equal,
+    _is_int,
+    _is_iso_ms,
+    report_hash,
+)
+from gate.packets.envelope import _check_exported_at
+from gate.packets.excerpt import ChainExcerpt, chain_window
+from gate.packets.options import PacketOptions
+from gate.packets.result import _State
+from gate.signing import iso_timestamp
+
+
+def _link_view(link: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: copy.deepcopy(link.get(name)) for name in (*LINK_HASH_MEMBERS, "link_hash")}
+
+
+def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_limit: int) -> dict[str, Any]:
+    """The packet's `audit_chain`; PacketSourceError when the excerpt is not self-consistent."""
+    try:
+        first, last = chain_window(chain.record_position, chain.chain_size, chain_limit)
+    except ValueError as exc:
+        raise PacketSourceError(f"audit chain excerpt: {exc}") from exc
+    if not all(isinstance(link, Mapping) and _LINK_MEMBERS <= set(link) for link in chain.links):
+        raise PacketSourceError("audit chain links must carry every link member (parse the stored link JSON)")
+    links = [_link_view(link) for link in chain.links]
+    positions = [link["chain_position"] for link in links]
+    if positions != list(range(first, last + 1)):
+        raise PacketSourceError(f"audit chain excerpt must hold the links {first}..{last}")
+    if not verify_links(links).valid or any(link["chain_id"] != chain.chain_id for link in links):
+        raise PacketSourceError("the stored audit chain links do not verify")
+    record_link = links[chain.record_position - first]
+    for member, source in (("decision_id", "decision_id"), ("record_hash", "record_hash"),
+                           ("receipt_hash", "receipt_hash")):
+        if record_link.get(member) != record.get(source):
+            raise PacketSourceError(f"the link at position {chain.record_position} is not this record's")
+    if record.get("audit_chain") is not None and not _canon_equal(record["audit_chain"], record_audit_chain(record_link)):
+        raise PacketSourceError("the record's audit_chain member is not its stored link")
+    if last == chain.chain_size and (links[-1]["link_hash"] != chain.head_link_hash
+                                     or links[-1]["merkle_root"] != chain.merkle_root):
+        raise PacketSourceError("the last link is not the chain head")
+    checkpoint = copy.deepcopy(dict(chain.checkpoint))
+    if checkpoint.get("chain_id") != chain.chain_id or checkpoint.get("tree_size") != chain.chain_size:
+        raise PacketSourceError("the checkpoint is not for this chain and size")
+    leaf = record_link["leaf_hash"]
+    proof = list(chain.inclusion_proof)
+    if not verify_inclusion(chain.record_position - 1, chain.chain_size, leaf, proof, checkpoint.get("root_hash")):
+        raise PacketSourceError("the inclusion proof does not lead to the checkpoint root")
+    return {
+        "chain_id": chain.chain_id,
+        "decision_chain_version": DECISION_CHAIN_VERSION,
+        "merkle_strategy": CHAIN_MERKLE_STRATEGY,
+        "chain_size": chain.chain_size,
+        "merkle_root": chain.merkle_root,
+        "head_link_hash": chain.head_link_hash,
+        "links": links,
+        "window": {
+            "first_position": first,
+            "last_position": last,
+            "previous_link_hash": links[0]["previous_link_hash"],
+            "previous_merkle_root": links[0]["previous_merkle_root"],
+        },
+        "record_position": chain.record_position,
+        "inclusion_proof": {
+            "tree_algorithm": CHAIN_TREE_ALGORITHM,
+            "leaf_index": chain.record_position - 1,
+            "tree_size": chain.chain_size,
+            "leaf_hash": leaf,
+            "proof": proof,
+        },
+        "checkpoint": checkpoint,
+        "verification_hints": dict(VERIFICATION_HINTS),
+    }
+
+
+def _report_entry(report: Mapping[str, Any], index: int) -> dict[str, Any]:
+    report_type = report.get("report_type")
+    if report_type not in REPORT_TYPES:
+        raise PacketSourceError(f"intelligence report {index}: report_type must be one of {REPORT_TYPES}")
+    entry = copy.deepcopy(dict(report))
+    hash_member = f"{report_type}_hash"
+    expected = report_hash(entry)
+    if hash_member not in entry:
+        entry[hash_member] = expected
+    elif entry[hash_member] != expected:
+        raise PacketSourceError(f"intelligence report {index}: {hash_member} does not match the report")
+    return entry
+
+
+def build_packet(
+    *,
+    record: Mapping[str, Any],
+    exported_at: str | datetime,
+    options: PacketOptions,
+    original_input: Any = None,
+    executions: Sequence[Mapping[str, Any]] = (),
+    outcomes: Sequence[Mapping[str, Any]] = (),
+    crm_syncs: Sequence[Mapping[str, Any]] = (),
+    totals: Mapping[str, int] | None = None,
+    chain: ChainExcerpt | None = None,
+    intelligence_reports: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The packet for the stored `record` (the full record, exactly as stored).
+
+    * `executions`, `outcomes`, `crm_syncs`: newest first; the first `options` limit of each is
+      exported (`execution_limit` also limits CRM sync records). Pass the whole stored lists,
+      or just the newest ones with the stored counts in `totals` (keys `execution_receipts`,
+      `outcome_records`, `crm_sync_records`; default: the lengths given).
+    * `original_input`: the stored request body; required when `options.include_input`.
+    * `chain`: required when `options.include_chain` (every stored record is chained); its
+      window must be `chain_window(position, size, options.chain_limit)`.
+    * `intelligence_reports`: each with `report_type` (one of `REPORT_TYPES`) and optionally its
+      `<type>_hash` (added when absent, checked when present); exported when
+      `options.include_intelligence` and not None.
+    * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
+    Raises PacketSourceError when a part is missing or inconsistent.
+    """
+    if not isinstance(record, Mapping) or not all(
+        isinstance(record.get(name), str) for name in ("decision_id", "record_hash", "receipt_hash")
+    ):
+        raise PacketSourceError("the stored decision record is missing or malformed")
+    if not isinstance(options, PacketOptions):
+        raise TypeError("options must be a PacketOptions")
+    if isinstance(exported_at, datetime):
+        exported_at = iso_timestamp(exported_at)
+    if not _is_iso_ms(exported_at):
+        raise ValueError("exported_at must be ISO 8601 UTC with milliseconds and Z")
+    if options.include_input and original_input is None:
+        raise PacketSourceError("the original input was requested but is not available")
+    if options.include_chain and chain is None:
+        raise PacketSourceError("the audit chain was requested but is not available")
+
+    given = {"execution_receipts": list(executions), "outcome_records": list(outcomes),
+             "crm_sync_records": list(crm_syncs)}
+    stated_totals = dict(totals) if totals is not None else {}
+    parts: dict[str, list] = {}
+    components: dict[str, int] = {"decision_record": 1, "original_input": 1 if options.include_input else 0}
+    packet_totals: dict[str, int] = {}
+    truncated: dict[str, bool] = {}
+    for part in _LISTED:
+        limit = options.limit_for(part)
+        total = stated_totals.get(part, len(given[part]))
+        chosen = [copy.deepcopy(dict(item)) for item in given[part][:limit]]
+        if not _is_int(total) or total < len(chosen) or len(chosen) != min(limit, total):
+            raise PacketSourceError(f"{part}: {len(chosen)} records read do not fit the stored total {total!r}")
+        parts[part] = chosen
+        components[part] = len(chosen)
+        packet_totals[part] = total
+        truncated[part] = len(chosen) < total
+
+    audit_chain = _audit_chain_member(record, chain, options.chain_limit) if options.include_chain else None
+    components["audit_chain_links"] = len(audit_chain["links"]) if audit_chain else 0
+    intelligence = None
+    if options.include_intelligence and intelligence_reports is not None:
+        intelligence = {"reports": [_report_entry(r, i) for i, r in enumerate(intelligence_reports)]}
+    components["intelligence_reports"] = len(intelligence["reports"]) if intelligence else 0
+
+    packet: dict[str, Any] = {
+        "decision_packet_version": DECISION_PACKET_VERSION,
+        "decision_id": record["decision_id"],
+        "record_hash": record["record_hash"],
+        "receipt_hash": record["receipt_hash"],
+        "exported_at": exported_at,
+        "packet_manifest": {
+            "canonicalization": CANONICALIZATION,
+            "hash_algorithm": HASH_ALGORITHM,
+            "options": options.to_dict(),
+            "components": {name: components[name] for name in _COMPONENT_NAMES},
+            "totals": packet_totals,
+            "truncated": truncated,
+        },
+        "decision_record": copy.deepcopy(dict(record)),
+    }
+    if options.include_input:
+        packet["original_input"] = copy.deepcopy(original_input)
+    packet.update(parts)
+    if intelligence is not None:
+        packet["intelligence"] = intelligence
+    if audit_chain is not None:
+        packet["audit_chain"] = audit_chain
+    check = _State()
+    _check_exported_at(check, packet, packet["decision_record"])
+    if check.checks["exported_at"] is False:
+        raise PacketSourceError("; ".join(check.details["exported_at"]))
+    packet["packet_hash"] = sha256_hex(packet)
+    return packet

@@ -1,0 +1,189 @@
+"""The `decision_packet_v1` format shared by the builder and the verifier: member and check names,
+the fixed verification hints, the errors, and small value helpers."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
+from gate.chain import LINK_HASH_MEMBERS
+from gate.errors import GateError
+from gate.merkle import CHECKPOINT_BODY_MEMBERS
+from gate.verify import VerificationInputError
+
+LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20
+
+# Intelligence report types; a report of type T carries `T_hash`.
+REPORT_TYPES = ("effectiveness", "confidence", "anomaly", "benchmark", "pattern")
+
+# Top-level members, in the order the builder writes them.
+_REQUIRED_MEMBERS = (
+    "decision_packet_version",
+    "decision_id",
+    "record_hash",
+    "receipt_hash",
+    "exported_at",
+    "packet_manifest",
+    "decision_record",
+    "execution_receipts",
+    "outcome_records",
+    "crm_sync_records",
+    "packet_hash",
+)
+_OPTIONAL_MEMBERS = ("original_input", "intelligence", "audit_chain")
+PACKET_MEMBERS = frozenset(_REQUIRED_MEMBERS + _OPTIONAL_MEMBERS)
+
+_OPTION_NAMES = ("include_input", "include_chain", "include_intelligence",
+                 "execution_limit", "outcome_limit", "chain_limit")
+_COMPONENT_NAMES = ("decision_record", "original_input", "execution_receipts", "outcome_records",
+                    "crm_sync_records", "audit_chain_links", "intelligence_reports")
+_LISTED = ("execution_receipts", "outcome_records", "crm_sync_records")
+# The option that limits each listed part. The spec has three limits; CRM sync records are
+# write receipts of the action like execution receipts and share `execution_limit`.
+_LIMIT_OF = {"execution_receipts": "execution_limit", "outcome_records": "outcome_limit",
+             "crm_sync_records": "execution_limit"}
+_MANIFEST_MEMBERS = frozenset({"canonicalization", "hash_algorithm", "options", "components", "totals", "truncated"})
+_CHAIN_MEMBERS = frozenset({
+    "chain_id", "decision_chain_version", "merkle_strategy", "chain_size", "merkle_root",
+    "head_link_hash", "links", "window", "record_position", "inclusion_proof", "checkpoint",
+    "verification_hints",
+})
+_WINDOW_MEMBERS = frozenset({"first_position", "last_position", "previous_link_hash", "previous_merkle_root"})
+_PROOF_MEMBERS = frozenset({"tree_algorithm", "leaf_index", "tree_size", "leaf_hash", "proof"})
+_LINK_MEMBERS = frozenset(LINK_HASH_MEMBERS) | {"link_hash"}
+_CHECKPOINT_MEMBERS = frozenset(CHECKPOINT_BODY_MEMBERS) | {"checkpoint_hash", "signature"}
+_CHECKPOINT_SIGNATURE_MEMBERS = frozenset({"algorithm", "key_id", "public_key_fingerprint", "signature"})
+# verify_checkpoint checks, split into integrity (content) and authenticity (key, signature).
+_CHECKPOINT_INTEGRITY = ("members", "checkpoint_version", "algorithms", "tree_size", "root_hash", "checkpoint_hash")
+_CHECKPOINT_AUTHENTICITY = ("public_key", "signature_algorithm", "public_key_fingerprint", "signature")
+
+# Fixed prose (part of the v1 format: a verifier compares it exactly, so it cannot be edited
+# into misleading instructions).
+VERIFICATION_HINTS = {
+    "links": "Recompute leaf_hash, merkle_root and link_hash of every link (gate.chain.verify_links) "
+             "starting from window.previous_link_hash and window.previous_merkle_root; positions run "
+             "from window.first_position to window.last_position without a gap.",
+    "record_link": "The link at record_position names the record's decision_id, record_hash and "
+                   "receipt_hash and equals the record's own audit_chain member.",
+    "head": "When window.last_position equals chain_size, the last link's link_hash and merkle_root "
+            "are head_link_hash and merkle_root.",
+    "inclusion_proof": "RFC 6962: verify_inclusion(leaf_index, tree_size, leaf_hash, proof, "
+                       "checkpoint.root_hash) with leaf_hash recomputed from the record and "
+                       "leaf_index = record_position - 1.",
+    "checkpoint": "Recompute checkpoint_hash and check its Ed25519 signature with a key you already "
+                  "trust, chosen by signature.key_id; never with a key found in the packet. "
+                  "checkpoint.tree_size equals chain_size.",
+}
+
+# Every named check; dynamic per-item names (`execution_receipts[2].execution_hash`,
+# `record.receipt_signature`, ...) are added when they fail.
+PACKET_CHECKS = (
+    "packet_members",
+    "packet_hash",
+    "packet_version",
+    "packet_manifest",
+    "exported_at",
+    "original_input",
+    "record",
+    "record_audit_chain",
+    "execution_receipts",
+    "outcome_records",
+    "crm_sync_records",
+    "intelligence_reports",
+    "audit_chain",
+    "audit_chain.window",
+    "audit_chain.links",
+    "audit_chain.record_link",
+    "audit_chain.head",
+    "audit_chain.inclusion_proof",
+    "audit_chain.checkpoint",
+    "audit_chain.checkpoint_signature",
+)
+_AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature"})
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ISO_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
+
+
+class PacketSourceError(GateError):
+    """The parts read for a packet are missing or contradict each other: no packet is built
+    (the spec's 503 "a required packet source cannot be read"; never partial proof material)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("PACKET_SOURCE_UNAVAILABLE", message)
+
+
+class PacketInputError(VerificationInputError):
+    """The thing to verify is not a JSON object (or a packet verify body lacks one)."""
+
+    def __init__(self, message: str) -> None:
+        GateError.__init__(self, "VERIFY_PACKET_INVALID", message)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_hex64(value: Any) -> bool:
+    return isinstance(value, str) and bool(_HEX64.fullmatch(value))
+
+
+def _is_iso_ms(value: Any) -> bool:
+    if not isinstance(value, str) or not _ISO_MS.fullmatch(value):
+        return False
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        return False
+    return True
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _canon(value: Any) -> str | None:
+    try:
+        return canonical_text(value)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def _canon_equal(a: Any, b: Any) -> bool:
+    text = _canon(a)
+    return text is not None and text == _canon(b)
+
+
+def _digest_equal(a: Any, b: Any) -> bool:
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
+def report_hash(report: Mapping[str, Any], report_type: str | None = None) -> str:
+    """`<type>_hash` of an intelligence report: sha256 of the report without that member and
+    without the packet's `report_type` label (so the hash a report endpoint published stays
+    valid inside a packet). Raises on non-JSON content."""
+    report_type = report.get("report_type") if report_type is None else report_type
+    hash_member = f"{report_type}_hash"
+    return sha256_hex({k: v for k, v in report.items() if k not in (hash_member, "report_type")})
+
+
+def _exact_members(problems: list[str], label: str, value: Any, members: frozenset[str]) -> bool:
+    if not isinstance(value, Mapping):
+        problems.append(f"{label} must be an object")
+        return False
+    extra, missing = sorted(set(value) - members, key=str), sorted(members - set(value))
+    if extra:
+        problems.append(f"{label} has unknown members {extra}")
+    if missing:
+        problems.append(f"{label} lacks members {missing}")
+    return not extra and not missing

@@ -1,0 +1,169 @@
+"""Record checks that need no key: the integrity block, URLs, policy identity and the record's
+`audit_chain` member; and the comparison helpers every check uses."""
+
+from __future__ import annotations
+
+import hmac
+import re
+from typing import Any, Callable, Mapping
+
+from gate.canonical import CanonicalJSONError, canonical_bytes
+from gate.chain import AUDIT_CHAIN_MEMBERS
+from gate.chain import leaf_hash as chain_leaf_hash
+from gate.constants import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
+from gate.records import decision_urls
+from gate.signing import KeyMaterialError
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _digest_equal(a: Any, b: Any) -> bool:
+    """Constant-time equality of two strings; False unless both are strings."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return False
+    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
+
+
+def _canon_equal(a: Any, b: Any) -> bool:
+    """Equal as canonical JSON (so 1 == 1.0, key order irrelevant, True != 1)."""
+    try:
+        return canonical_bytes(a) == canonical_bytes(b)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return False
+
+
+def _safe(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a hash computation over untrusted data; None when the data cannot be hashed."""
+    try:
+        return fn(*args)
+    except (CanonicalJSONError, KeyMaterialError, TypeError, ValueError, AttributeError, RecursionError):
+        return None
+
+
+# --------------------------------------------------------------------------- individual checks
+
+
+_INTEGRITY_MIRRORED = (
+    "decision_protocol_version",
+    "input_hash",
+    "output_hash",
+    "policy_hash",
+    "policy_bundle_hash",
+    "record_hash",
+    "receipt_hash",
+    "replay_url",
+    "verify_url",
+)
+_INTEGRITY_SIGNATURE_MIRRORED = {
+    "algorithm": "receipt_signature_algorithm",
+    "key_id": "receipt_key_id",
+    "public_key_fingerprint": "receipt_public_key_fingerprint",
+}
+
+
+def _check_integrity_block(record: Mapping[str, Any]) -> bool | None:
+    """`integrity` mirrors the top level exactly: the members `seal_record` writes, no others."""
+    block = record.get("integrity")
+    if block is None:
+        return None
+    if not isinstance(block, Mapping):
+        return False
+    fixed = {"canonicalization": CANONICALIZATION, "hash_algorithm": HASH_ALGORITHM}
+    required = set(fixed) | {name for name in _INTEGRITY_MIRRORED if name != "policy_bundle_hash"}
+    if record.get("policy_bundle_hash") not in (None, ""):
+        required.add("policy_bundle_hash")
+    signed = "receipt_signature" in record
+    if signed:
+        required.add("signature")
+    allowed = required | {"decision_protocol_version"}
+    if not required <= set(block) <= allowed:
+        return False
+    for name, value in block.items():
+        if name in fixed:
+            if value != fixed[name]:
+                return False
+        elif name in _INTEGRITY_MIRRORED:
+            if value != record.get(name):
+                return False
+        elif name == "signature":
+            if not isinstance(value, Mapping):
+                return False
+            wanted = {inner for inner, top in _INTEGRITY_SIGNATURE_MIRRORED.items() if top in record}
+            if set(value) != wanted:
+                return False
+            for inner, top in _INTEGRITY_SIGNATURE_MIRRORED.items():
+                if inner in value and value[inner] != record.get(top):
+                    return False
+    return True
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any, expected_receipt_hash: Any,
+                       checks: dict[str, bool | None]) -> None:
+    """The record's `audit_chain` member: what a record alone can prove of it.
+
+    Its leaf is recomputed from the record; a first link's rolling root is its leaf; the member
+    set is closed. Its placement (link hash, later roots) is proven by a packet's chain excerpt.
+    """
+    member = record.get("audit_chain")
+    if member is None:
+        if "audit_chain_signature" in record:
+            checks["audit_chain"] = False
+        return
+    if not isinstance(member, Mapping) or set(member) != set(AUDIT_CHAIN_MEMBERS):
+        checks["audit_chain"] = False
+        return
+    position = member.get("chain_position")
+    leaf = _safe(chain_leaf_hash, record.get("decision_id"), expected_record_hash, expected_receipt_hash)
+    ok = (
+        leaf is not None and member.get("leaf_hash") == leaf
+        and member.get("entry_type") == CHAIN_ENTRY_TYPE_DECISION
+        and type(position) is int and position >= 1
+        and isinstance(member.get("chain_id"), str) and member["chain_id"] != ""
+        and all(_HEX64.fullmatch(member.get(name) or "") for name in ("link_hash", "merkle_root"))
+        and (position != 1 or member.get("merkle_root") == leaf)
+    )
+    checks["audit_chain"] = bool(ok)
+
+
+def _check_urls(record: Mapping[str, Any]) -> bool | None:
+    results = []
+    if "decision_url" in record:
+        decision_id = record.get("decision_id")
+        urls = _safe(decision_urls, decision_id) if isinstance(decision_id, str) else None
+        results.append(urls is not None and record.get("decision_url") == urls["decision_url"])
+    if "replay" in record:  # legacy alias of replay_url
+        results.append(record.get("replay") == record.get("replay_url"))
+    return all(results) if results else None
+
+
+def _check_policy_consistency(record: Mapping[str, Any], rulebook_mode: bool) -> bool | None:
+    results = []
+    if "source_hash" in record:
+        results.append(record.get("source_hash") == record.get("policy_hash"))
+    rulebook = record.get("rulebook")
+    if rulebook_mode:
+        if not isinstance(rulebook, Mapping):
+            return False
+        bundle = record.get("policy_bundle")
+        results += [
+            record.get("policy_id") == rulebook.get("id"),
+            record.get("policy_version") == rulebook.get("version"),
+            record.get("policy_hash") == rulebook.get("hash"),
+        ]
+        if bundle is not None:
+            results.append(
+                isinstance(bundle, Mapping)
+                and bundle.get("hash") == rulebook.get("hash")
+                and bundle.get("id") == rulebook.get("id")
+                and bundle.get("version") == rulebook.get("version")
+            )
+        contract = record.get("rulebook_contract")
+        if contract is not None:
+            results.append(
+                isinstance(contract, Mapping)
+                and contract.get("evaluator_version") == record.get("evaluator_version")
+            )
+    return all(results) if results else None

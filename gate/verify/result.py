@@ -1,0 +1,76 @@
+"""What `verify_record` reports: the check names, by what they establish, and the result value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gate.constants import VERIFICATION_RESULT_VERSION
+
+# Check names, by what they establish. Every name is always present in `checks`.
+INTEGRITY_CHECKS = (
+    "record_members",
+    "record_hash",
+    "receipt_hash",
+    "input_hash",
+    "output_hash",
+    "compact_verdict",
+    "integrity_block",
+    "urls",
+    "policy_consistency",
+    "policy_bundle_hash",
+    "rulebook_attestation_bundle_hash",
+    "rulebook_attestation_consistency",
+    "rulebook_attestation_input_hash",
+    "rulebook_registry_consistency",
+    "registry_attestation_hash",
+    "confidence_hash",
+    "audit_chain",
+)
+AUTHENTICITY_CHECKS = (
+    "receipt_signature",
+    "audit_chain_signature",
+    "receipt_public_key_fingerprint",
+    "rulebook_attestation_signature",
+    "registry_attestation_signature",
+)
+# Informational only: never part of integrity, authenticity or failed_checks.
+DIAGNOSTIC_CHECKS = (
+    "signature_matches_untrusted_key",
+    "rulebook_attestation_signature_matches_untrusted_key",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VerificationResult:
+    verified: bool
+    integrity_valid: bool
+    authenticity_valid: bool
+    key_source: str | None
+    checks: dict[str, bool | None]
+    failed_checks: tuple[str, ...]
+    expected: dict[str, Any]
+    actual: dict[str, Any]
+    decision_id: Any = None
+    record_kind: str = "legacy"
+    signature_algorithm: Any = None
+    key_id: Any = None
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verification_version": VERIFICATION_RESULT_VERSION,
+            "verified": self.verified,
+            "integrity_valid": self.integrity_valid,
+            "authenticity_valid": self.authenticity_valid,
+            "key_source": self.key_source,
+            "decision_id": self.decision_id,
+            "record_kind": self.record_kind,
+            "signature_algorithm": self.signature_algorithm,
+            "key_id": self.key_id,
+            "checks": dict(self.checks),
+            "failed_checks": list(self.failed_checks),
+            "expected": dict(self.expected),
+            "actual": dict(self.actual),
+            "notes": list(self.notes),
+        }
