@@ -77,7 +77,6 @@ def test_wrong_input_fails_input_hash(client, record, sample_request):
 
 def test_a_key_in_the_request_is_never_a_trust_anchor(make_app, client, api_key, sample_request):
     # A record signed by some other gate's key, with that key offered in the request.
-    from api.settings import Settings  # noqa: F401
     from gate.records import seal_record
     from gate.signing import receipt_signer_for
 
