@@ -10,7 +10,7 @@ from typing import Any, Callable
 from flask import current_app, request
 
 from api.auth import REALM, AuthFailure, Authenticator
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response
 from api.settings import Settings
 from gate import constants as C
 from gate.errors import GateError
@@ -51,8 +51,6 @@ def keyed(unauthorized_code: str = "SVC_API_UNAUTHORIZED") -> Callable:
                 return error_response(
                     unauthorized_code, failure.message, status=failure.status, headers=headers
                 )
-            except GateError as error:  # the key store could not be read: 503, never a pass
-                return json_response(*gate_error_body(error))
             return view(caller, *args, **kwargs)
 
         return wrapper

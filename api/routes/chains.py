@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, json_response
 from api.runtime import keyed, runtime
 from gate.audit import consistency_for, inclusion_for
 from gate.errors import GateError
@@ -33,35 +33,26 @@ def _answer(body):
 @bp.get("/api/decision/chains/<chain_id>")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 def chain(caller: Caller, chain_id: str):
-    try:
-        limit = _int_arg("limit", high=1000, default=20)
-        return _answer(runtime().audit.chain_view(caller.scope, chain_id, limit))
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    limit = _int_arg("limit", high=1000, default=20)
+    return _answer(runtime().audit.chain_view(caller.scope, chain_id, limit))
 
 
 @bp.get("/api/decision/chains/<chain_id>/inclusion")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 def inclusion(caller: Caller, chain_id: str):
-    try:
-        decision_id = request.args.get("decision_id")
-        if not decision_id:
-            raise GateError("REQUEST_INVALID", "decision_id is required",
-                            errors=[{"field": "decision_id", "code": "missing_field", "message": "required"}])
-        body = inclusion_for(runtime().audit, caller.scope, chain_id, decision_id, _int_arg("tree_size"))
-        return _answer(body)
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    decision_id = request.args.get("decision_id")
+    if not decision_id:
+        raise GateError("REQUEST_INVALID", "decision_id is required",
+                        errors=[{"field": "decision_id", "code": "missing_field", "message": "required"}])
+    body = inclusion_for(runtime().audit, caller.scope, chain_id, decision_id, _int_arg("tree_size"))
+    return _answer(body)
 
 
 @bp.get("/api/decision/chains/<chain_id>/consistency")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 def consistency(caller: Caller, chain_id: str):
-    try:
-        first = _int_arg("first")
-        if first is None:
-            raise GateError("REQUEST_INVALID", "first is required",
-                            errors=[{"field": "first", "code": "missing_field", "message": "required"}])
-        return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, _int_arg("second")))
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    first = _int_arg("first")
+    if first is None:
+        raise GateError("REQUEST_INVALID", "first is required",
+                        errors=[{"field": "first", "code": "missing_field", "message": "required"}])
+    return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, _int_arg("second")))

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
 from gate import constants as C
@@ -71,11 +71,8 @@ def describe_verify():
 @bp.post("/api/decision/verify")
 def verify_exported():
     rt = runtime()
-    try:
-        body = read_json(request, rt.settings.max_body_bytes)
-        record, original, public_key = _body_fields(body)
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    body = read_json(request, rt.settings.max_body_bytes)
+    record, original, public_key = _body_fields(body)
     if record is None:
         return error_response("REQUEST_INVALID", "record is required",
                               errors=[{"field": "record", "code": "missing_field", "message": "required"}])
@@ -88,13 +85,10 @@ def verify_exported():
 @keyed("SVC_API_UNAUTHORIZED")
 def read_decision(caller: Caller, decision_id: str):
     rt = runtime()
-    try:
-        view, _ = requested_view(request.args.get("response_view"))
-        if view not in C.VIEWS:
-            raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
-        record = rt.service.stored_record(caller, decision_id)
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    view, _ = requested_view(request.args.get("response_view"))
+    if view not in C.VIEWS:
+        raise GateError("REQUEST_INVALID", f"response_view must be one of {', '.join(C.VIEWS)}")
+    record = rt.service.stored_record(caller, decision_id)
     if record is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     headers = {"x-decision-id": record["decision_id"], "x-decision-record-hash": record["record_hash"],
@@ -106,12 +100,9 @@ def read_decision(caller: Caller, decision_id: str):
 @keyed("SVC_API_UNAUTHORIZED")
 def verify_stored(caller: Caller, decision_id: str):
     rt = runtime()
-    try:
-        body = read_json(request, rt.settings.max_body_bytes, optional=True) if request.method == "POST" else None
-        supplied, original, public_key = _body_fields(body)
-        stored = rt.service.stored_decision(caller, decision_id)
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    body = read_json(request, rt.settings.max_body_bytes, optional=True) if request.method == "POST" else None
+    supplied, original, public_key = _body_fields(body)
+    stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     stored_record = json.loads(stored.record_json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import idempotency_key_header, keyed, runtime
 from gate.errors import GateError
@@ -30,20 +30,17 @@ def _endpoint(kind: Kind):
     @keyed(f"{kind.code}_UNAUTHORIZED")
     def view(caller: Caller, decision_id: str):
         rt = runtime()
-        try:
-            record = rt.service.stored_record(caller, decision_id)
-            if record is None:
-                return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-            if request.method == "GET":
-                body = rt.lifecycle.list(kind, decision_id, limit=_page_limit(),
-                                         cursor=request.args.get("cursor"))
-                return json_response(200, body)
-            idempotency_key = idempotency_key_header()
-            payload = read_json(request, rt.settings.max_body_bytes)
-            result = rt.lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
-                                         body=payload, idempotency_key=idempotency_key)
-        except GateError as error:
-            return json_response(*gate_error_body(error))
+        record = rt.service.stored_record(caller, decision_id)
+        if record is None:
+            return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
+        if request.method == "GET":
+            body = rt.lifecycle.list(kind, decision_id, limit=_page_limit(),
+                                     cursor=request.args.get("cursor"))
+            return json_response(200, body)
+        idempotency_key = idempotency_key_header()
+        payload = read_json(request, rt.settings.max_body_bytes)
+        result = rt.lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
+                                     body=payload, idempotency_key=idempotency_key)
         receipt = result.receipt
         prefix = HEADER_PREFIX[kind.name]
         headers = {

@@ -6,7 +6,7 @@ import json
 
 from flask import Blueprint, request
 
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
 from gate import constants as C
@@ -41,12 +41,9 @@ PACKET_VERIFY_DESCRIPTION = {
 @keyed("SVC_API_UNAUTHORIZED")
 def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
-    try:
-        options = PacketOptions.from_query(
-            {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
-        stored = rt.service.stored_decision(caller, decision_id)
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    options = PacketOptions.from_query(
+        {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+    stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     try:
@@ -85,15 +82,12 @@ def describe_packet_verify():
 @bp.post("/api/decision/packet/verify")
 def verify_exported_packet():
     rt = runtime()
-    try:
-        body = read_json(request, rt.settings.max_packet_bytes)
-        if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
-            raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
-                            errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
-        if body.get("input") is not None and not isinstance(body["input"], dict):
-            raise GateError("REQUEST_INVALID", "input must be a JSON object",
-                            errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
-    except GateError as error:
-        return json_response(*gate_error_body(error))
+    body = read_json(request, rt.settings.max_packet_bytes)
+    if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
+        raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
+                        errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
+    if body.get("input") is not None and not isinstance(body["input"], dict):
+        raise GateError("REQUEST_INVALID", "input must be a JSON object",
+                        errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
     result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))
     return json_response(200, {"ok": True, **result.to_dict()})
