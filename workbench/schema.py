@@ -83,3 +83,14 @@ TABLES: dict[str, pa.Schema] = {
     "crm_syncs": CRM_SYNCS,
     "chain_links": CHAIN_LINKS,
 }
+
+# The lifecycle receipt kind of the ledger stored in each receipt table.
+RECEIPT_TABLE_KIND = {"executions": "execution", "outcomes": "outcome", "crm_syncs": "crm_sync"}
+# The partition columns as a reader of the dataset gets them back (appended, in this order).
+PARTITION_FIELDS = [pa.field("scope", pa.string(), nullable=False), pa.field("month", pa.string(), nullable=False)]
+
+
+def with_partitions(schema: pa.Schema) -> pa.Schema:
+    """`schema` plus the `scope` and `month` partition columns, appended: the shape a reader of
+    the dataset (and the live-ledger loader) sees, and what `workbench.convert` returns."""
+    return pa.schema(list(schema) + PARTITION_FIELDS)

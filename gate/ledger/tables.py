@@ -151,6 +151,8 @@ lifecycle_receipts = Table(
     Column("reported_at", String(32), nullable=False),
     Column("receipt_json", Text, nullable=False),
     Index("ix_lifecycle_receipts_decision", "decision_id", "kind", "reported_at"),
+    # The keyset of the export's receipt stream (gate.ledger.stream.iter_receipts).
+    Index("ix_lifecycle_receipts_scope_kind_reported", "scope", "kind", "reported_at", "receipt_id"),
 )
 
 # Idempotency claims for the lifecycle writes: claimed atomically (unique key) before the
