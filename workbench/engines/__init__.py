@@ -1,0 +1,11 @@
+"""Pure Polars engines over the dataset contract (`workbench.schema`).
+
+Each engine takes LazyFrames of decisions and outcomes (with `scope` and `month` columns, as a
+dataset read or the live-ledger loader yields them) and the outcome-status → effectiveness
+class mapping, and returns a plain JSON-ready report body. Each is built as partial → merge →
+finalize (see `workbench.engines.common`), is deterministic and reads no database: callers load
+the frames (`workbench.load`) and wrap the body in its envelope (`gate.reports`).
+
+Modules: `effectiveness`, `anomalies` (with `facts`), `benchmarks`, `counterfactuals`.
+Formulas: docs/intelligence.md. Only Polars and the standard library are imported here.
+"""
