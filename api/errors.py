@@ -23,6 +23,12 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "JSON_TOO_DEEP": (400, "Invalid JSON body"),
     "REQUEST_INVALID": (400, "invalid_request"),
     "REQUEST_TOO_LARGE": (413, "request_too_large"),
+    # Refused by the HTTP server before the application (api.serving), in the same shape.
+    "REQUEST_TIMEOUT": (408, "request_timeout"),
+    "REQUEST_URI_TOO_LONG": (414, "uri_too_long"),
+    "REQUEST_HEADERS_TOO_LARGE": (431, "headers_too_large"),
+    "EXPECTATION_FAILED": (417, "expectation_failed"),
+    "TRANSFER_CODING_UNSUPPORTED": (501, "transfer_coding_unsupported"),
     # Auth and limits.
     "SVC_API_UNAUTHORIZED": (401, "unauthorized"),
     "SVC_API_RATE_LIMITED": (429, "rate_limited"),

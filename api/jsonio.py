@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Request
 
+from api.bodies import read_body
 from gate.canonical import CanonicalJSONError, parse_strict
 from gate.errors import GateError
 
@@ -24,12 +25,7 @@ def dumps(value: Any) -> str:
 
 def read_json(request: Request, max_bytes: int, *, optional: bool = False) -> Any:
     """The request body as strict JSON; `None` for an empty body when `optional`."""
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise GateError("REQUEST_TOO_LARGE", f"request body exceeds {max_bytes} bytes", max_bytes=max_bytes)
-    data = request.get_data(cache=True)
-    if len(data) > max_bytes:
-        raise GateError("REQUEST_TOO_LARGE", f"request body exceeds {max_bytes} bytes", max_bytes=max_bytes)
+    data = read_body(request, max_bytes)  # the limit holds while the body streams in
     if optional and not data.strip():
         return None
     try:

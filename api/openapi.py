@@ -57,6 +57,11 @@ BODY_ERRORS = (
     "JSON_INVALID", "JSON_NON_FINITE_NUMBER", "JSON_DUPLICATE_KEY", "JSON_UNSAFE_INTEGER",
     "JSON_TOO_DEEP", "REQUEST_INVALID", "REQUEST_TOO_LARGE",
 )
+# Refused by the HTTP server itself (api.serving) on any route, in the same JSON error shape.
+SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUEST_READ_TIMEOUT",
+                    414: "request line too long", 431: "request headers too large or too many"}
+SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO_LARGE",
+                 "EXPECTATION_FAILED", "TRANSFER_CODING_UNSUPPORTED")
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -335,10 +340,11 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
             "required": True,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
         }
-    for status, description in sorted(endpoint.responses.items()):
+    errors = endpoint.errors + SERVER_ERRORS
+    for status, description in sorted({**SERVER_RESPONSES, **endpoint.responses}.items()):
         response: dict[str, Any] = {"description": description}
         if status >= 400:
-            codes = [code for code in endpoint.errors if ERROR_TABLE[code][0] == status
+            codes = [code for code in errors if ERROR_TABLE[code][0] == status
                      or (status == 403 and code.endswith("_UNAUTHORIZED"))]
             response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
             if codes:
@@ -346,7 +352,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         if status in (200, 201) and endpoint.response_headers:
             response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
         operation["responses"][str(status)] = response
-    undocumented = [code for code in endpoint.errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
+    undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
     if undocumented:
         operation["x-other-error-codes"] = undocumented
     return operation
@@ -402,7 +408,8 @@ def docs_document() -> dict[str, Any]:
         "limits": {
             "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
             "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
-            "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES)",
+            "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
+            "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
             "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
             "json": "NaN, ±Infinity, duplicate keys and integers beyond ±(2^53−1) are refused with 400",
         },

@@ -38,6 +38,7 @@ class Settings:
     schema_url: str = "/schemas/rulebook-v1.schema.json"
     policy_dir: Path | None = None
     auto_migrate: bool = True
+    request_read_timeout: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -70,6 +71,7 @@ class Settings:
             schema_url=env.get("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json"),
             policy_dir=Path(policy_dir) if policy_dir else _default_policy_dir(),
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
+            request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -83,6 +85,16 @@ def _flag(value: str, name: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {value!r}")
+
+
+def _seconds(value: str, name: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 600:  # also refuses NaN
+        raise SettingsError(f"{name} must be a number of seconds in (0, 600], not {value!r}")
+    return seconds
 
 
 def _default_policy_dir() -> Path | None:

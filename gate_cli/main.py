@@ -127,34 +127,18 @@ def cmd_keys(args) -> int:
 # --------------------------------------------------------------------------- serve / demo
 
 
-def serve(settings, host: str, port: int, workers: int) -> None:
-    from gunicorn.app.base import BaseApplication
-
-    from api.app import create_app
+def serve(settings, host: str, port: int, workers: int, threads: int | None = None) -> None:
+    from api.serving import DEFAULT_THREADS, GateServer
 
     if workers > 1 and not settings.redis_url:
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
         raise SystemExit("gate: more than one worker needs GATE_REDIS_URL for shared rate limits")
     _ledger(settings).dispose()  # migrate once, before workers fork
-
-    class _Server(BaseApplication):
-        def load_config(self):
-            self.cfg.set("bind", f"{host}:{port}")
-            self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "sync")
-            self.cfg.set("accesslog", None)
-            self.cfg.set("graceful_timeout", 10)
-            # No shared control socket in $HOME: several gates (and tests) run side by side.
-            self.cfg.set("control_socket_disable", True)
-
-        def load(self):
-            return create_app(settings)
-
-    _Server().run()
+    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS).run()
 
 
 def cmd_serve(args) -> int:
-    serve(_settings(), args.host, args.port, args.workers)
+    serve(_settings(), args.host, args.port, args.workers, args.threads)
     return 0
 
 
@@ -199,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--threads", type=int, default=None,
+                   help="request threads per worker process (default 8); see README 'Production topology'")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it")

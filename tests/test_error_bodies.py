@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 
 import pytest
 
 from api.errors import ERROR_TABLE
+from tests.server.support import Server, raw_exchange
 
 RULEBOOK_REQUEST_ERRORS = {
     "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
@@ -72,6 +75,16 @@ CASES = {
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
+    # Answered by the HTTP server (api.serving) before or while the application reads the request.
+    "REQUEST_TIMEOUT": lambda c: _served(c, b"POST /api/decision/verify HTTP/1.1\r\nHost: t\r\n"
+                                            b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"),
+    "REQUEST_URI_TOO_LONG": lambda c: _served(c, b"GET /" + b"a" * 5000 + b" HTTP/1.1\r\nHost: t\r\n\r\n"),
+    "REQUEST_HEADERS_TOO_LARGE": lambda c: _served(
+        c, b"GET /api/decision/status HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n"),
+    "EXPECTATION_FAILED": lambda c: _served(
+        c, b"POST /api/decide HTTP/1.1\r\nHost: t\r\nExpect: nonsense\r\nContent-Length: 0\r\n\r\n"),
+    "TRANSFER_CODING_UNSUPPORTED": lambda c: _served(
+        c, b"POST /api/decide HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: br\r\n\r\n"),
 }
 
 LIFECYCLE = {"execution": "SVC_EXECUTION", "outcome": "SVC_OUTCOME", "crm-sync": "SVC_CRM_SYNC"}
@@ -213,9 +226,30 @@ def _crash(c):
     return _decide(app.test_client(), c.key, c.sample)
 
 
+def _served(c, payload: bytes):
+    return raw_exchange(c.request.getfixturevalue("served").port, payload)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, sqlite_template):
+    """One real `gate serve` (1 worker, 1 s read timeout) for the codes the HTTP server answers."""
+    from gate.signing import generate_keyring
+
+    home = tmp_path_factory.mktemp("served")
+    shutil.copyfile(sqlite_template, home / "gate.db")
+    generate_keyring(home / "signing-keys.json", "2026-11-01T00:00:00.000Z")
+    env = {**os.environ, "GATE_HOME": str(home), "GATE_DATABASE_URL": f"sqlite:///{home / 'gate.db'}",
+           "GATE_SIGNING_KEY_FILE": str(home / "signing-keys.json"), "GATE_REQUEST_READ_TIMEOUT": "1"}
+    env.pop("GATE_REDIS_URL", None)
+    server = Server(env, home / "server.log", workers=1).start()
+    yield server
+    server.stop()
+
+
 class Ctx:
-    def __init__(self, client, key, sample, make_app, issue_key):
+    def __init__(self, client, key, sample, make_app, issue_key, request):
         self.client, self.key, self.sample, self.make_app, self.issue_key = client, key, sample, make_app, issue_key
+        self.request = request
 
 
 def test_every_code_is_pinned():
@@ -223,8 +257,8 @@ def test_every_code_is_pinned():
 
 
 @pytest.mark.parametrize("code", sorted(CASES))
-def test_error_body(code, client, api_key, sample_request, make_app, issue_key):
-    response = CASES[code](Ctx(client, api_key, sample_request, make_app, issue_key))
+def test_error_body(code, client, api_key, sample_request, make_app, issue_key, request):
+    response = CASES[code](Ctx(client, api_key, sample_request, make_app, issue_key, request))
     status, word = ERROR_TABLE[code]
     assert response.status_code == status, response.get_data(as_text=True)
     body = response.json

@@ -45,11 +45,65 @@ def call(method: str, url: str, body=None, headers=None, timeout: float = 30):
         return error.code, dict(error.headers), json.loads(error.read())
 
 
-class Server:
-    """One `gate serve --workers N` in its own process group."""
+class RawResponse:
+    """An HTTP response read off a raw socket, with the attributes tests use on Flask's."""
 
-    def __init__(self, env: dict, log_path: Path, workers: int = 3) -> None:
-        self.env, self.log_path, self.workers = env, log_path, workers
+    def __init__(self, raw: bytes) -> None:
+        head, _, self.body = raw.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        self.status_code = int(lines[0].split()[1])
+        self.headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        self.mimetype = self.headers.get("content-type", "").split(";")[0]
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+    def get_data(self, as_text: bool = False):
+        return self.body.decode() if as_text else self.body
+
+
+def raw_exchange(port: int, payload: bytes, timeout: float = 10) -> RawResponse:
+    """Send raw bytes (possibly not even HTTP) and read until the server closes or stops sending."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        try:
+            sock.sendall(payload)
+        except OSError:
+            pass  # the server may refuse and close before taking everything
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+                raw = b"".join(chunks)
+                head, sep, body = raw.partition(b"\r\n\r\n")
+                length = [int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                          if line.startswith(b"content-length:")]
+                if sep and length and len(body) >= length[0]:
+                    break
+        except ConnectionResetError:
+            pass
+    return RawResponse(b"".join(chunks))
+
+
+def worker_pids(master_pid: int) -> list[int]:
+    """The gunicorn worker processes of a `gate serve` master."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+def peak_rss_kib(pid: int) -> int:
+    """Peak resident set size (VmHWM) of a process, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+class Server:
+    """One `gate serve --workers N [--threads T]` in its own process group."""
+
+    def __init__(self, env: dict, log_path: Path, workers: int = 3, threads: int | None = None) -> None:
+        self.env, self.log_path, self.workers, self.threads = env, log_path, workers, threads
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.process = None
@@ -57,7 +111,8 @@ class Server:
     def start(self) -> "Server":
         log = open(self.log_path, "a")
         self.process = subprocess.Popen(
-            [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)],
+            [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
+            + (["--threads", str(self.threads)] if self.threads else []),
             env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.time() + 30
@@ -88,9 +143,9 @@ def server_factory(gate_env, tmp_path):
         pytest.skip("Redis does not answer at " + REDIS_URL)
     servers = []
 
-    def start(workers: int = 3) -> Server:
-        env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL}
-        server = Server(env, tmp_path / "server.log", workers).start()
+    def start(workers: int = 3, threads: int | None = None, env: dict | None = None) -> Server:
+        env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL, **(env or {})}
+        server = Server(env, tmp_path / "server.log", workers, threads).start()
         servers.append(server)
         return server
 

@@ -1,0 +1,186 @@
+"""The served configuration: gunicorn with a threaded worker that slow clients cannot hold.
+
+`gate serve` runs gunicorn's `gthread` worker class, extended here in three ways:
+
+- A new connection waits for its first bytes in the worker's event loop, not in a thread; one
+  that sends nothing is closed after the keep-alive time (`SERVE_KEEPALIVE_S`).
+- Reading one request (request line, headers and body) has one deadline, `read_timeout`
+  seconds from its first byte (`GATE_REQUEST_READ_TIMEOUT`). A client that trickles its head or
+  body is answered 408 `REQUEST_TIMEOUT` and disconnected; it held one of the worker's threads
+  for at most that long, never the whole worker (the sync worker was held until gunicorn's
+  30 s kill).
+- Every error gunicorn answers itself, before the application sees the request (414 request
+  line too long, 431 headers too large, 400 malformed HTTP, 501 transfer coding, 417 expectation),
+  has the JSON error shape `{c: "unclear", v, error, message}` of `api.errors`, not HTML.
+
+For traffic from the public internet the README's production topology puts a buffering proxy
+in front as well; this worker is what keeps the service sound when that proxy is absent or
+misconfigured.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import selectors
+import socket
+import time
+from functools import partial
+
+from gunicorn.app.base import BaseApplication
+from gunicorn.http import errors as http_errors
+from gunicorn.util import write_nonblock
+from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from api.bodies import ClientTooSlow
+from api.errors import error_body
+
+log = logging.getLogger("gate.serve")
+
+SERVE_KEEPALIVE_S = 5
+DEFAULT_THREADS = 8
+
+# gunicorn's pre-application refusals → (error code, message). Anything else it raises is a 500.
+_PARSE_ERRORS: tuple[tuple[type[BaseException], str, str], ...] = (
+    (ClientTooSlow, "REQUEST_TIMEOUT", "the request did not arrive within the read timeout"),
+    (http_errors.LimitRequestLine, "REQUEST_URI_TOO_LONG", "the request line is too long"),
+    (http_errors.LimitRequestHeaders, "REQUEST_HEADERS_TOO_LARGE", "the request headers are too large or too many"),
+    (http_errors.UnsupportedTransferCoding, "TRANSFER_CODING_UNSUPPORTED", "only the chunked transfer coding is supported"),
+    (http_errors.ExpectationFailed, "EXPECTATION_FAILED", "only `Expect: 100-continue` is supported"),
+    (http_errors.ConfigurationProblem, "INTERNAL_ERROR", "internal error; nothing was approved"),
+    (http_errors.ParseException, "REQUEST_INVALID", "malformed HTTP request"),
+)
+_REASONS = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 417: "Expectation Failed",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented"}
+
+
+def error_bytes(code: str, message: str) -> bytes:
+    """A complete HTTP/1.1 error response in the API's JSON error shape; the connection closes."""
+    from api.jsonio import dumps
+
+    status, body = error_body(code, message)
+    payload = dumps(body).encode("utf-8")
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
+    return head.encode("latin-1") + payload
+
+
+class DeadlineSocket(socket.socket):
+    """A client socket whose reads share one deadline per request, counted from its first read."""
+
+    budget: float | None = None
+    deadline: float | None = None
+    expired = False
+
+    @classmethod
+    def adopt(cls, sock: socket.socket) -> "DeadlineSocket":
+        return cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+
+    def arm(self, budget: float) -> None:
+        self.budget, self.deadline, self.expired = budget, None, False
+
+    def disarm(self) -> None:
+        self.budget = self.deadline = None
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        if self.budget is None:
+            return super().recv(size, flags)
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.budget
+        remaining = self.deadline - now
+        if remaining <= 0:
+            self.expired = True
+            raise ClientTooSlow()
+        prior = self.gettimeout()
+        self.settimeout(remaining if prior is None else min(prior, remaining))
+        try:
+            return super().recv(size, flags)
+        except TimeoutError:
+            if time.monotonic() >= self.deadline:
+                self.expired = True
+                raise ClientTooSlow() from None
+            raise
+        finally:
+            self.settimeout(prior)
+
+
+class GateWorker(ThreadWorker):
+    """gthread with event-loop waits for first bytes, a per-request read deadline and JSON errors."""
+
+    @property
+    def read_timeout(self) -> float:
+        return float(getattr(self.app, "read_timeout", 10.0))
+
+    def accept(self, listener) -> None:
+        try:
+            client, address = listener.accept()
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED):
+                return  # another worker took it, or the client gave up
+            raise
+        self.nr_conns += 1
+        conn = TConn(self.cfg, DeadlineSocket.adopt(client), address, listener.getsockname())
+        # SECURITY: wait for the first bytes in the event loop; an idle connection holds no thread.
+        conn.timeout = time.monotonic() + self.cfg.keepalive
+        self.pending_conns.append(conn)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
+
+    def handle(self, conn):
+        if isinstance(conn.sock, DeadlineSocket):
+            conn.sock.arm(self.read_timeout)  # SECURITY: one request, one bounded read
+        try:
+            return super().handle(conn)
+        finally:
+            if isinstance(conn.sock, DeadlineSocket):
+                conn.sock.disarm()
+
+    def handle_request(self, req, conn):
+        keep_alive = super().handle_request(req, conn)
+        sock = conn.sock
+        expired = isinstance(sock, DeadlineSocket) and sock.expired
+        if isinstance(sock, DeadlineSocket):
+            sock.disarm()  # the response is out; gunicorn's own bounded drain follows
+        return keep_alive and not expired
+
+    def handle_error(self, req, client, addr, exc) -> None:
+        code, message = "INTERNAL_ERROR", "internal error; nothing was approved"
+        for kind, known_code, known_message in _PARSE_ERRORS:
+            if isinstance(exc, kind) and not isinstance(exc, (http_errors.InvalidResponseHeader,
+                                                              http_errors.InvalidResponseHeaderName)):
+                code, message = known_code, known_message
+                break
+        if code == "INTERNAL_ERROR":
+            log.exception("unhandled error before or around the application")
+        else:
+            # The exception text can quote request bytes (headers, keys): name its class only.
+            log.warning("refused a request from %s: %s (%s)", (addr or ("",))[0], code, type(exc).__name__)
+        try:
+            write_nonblock(client, error_bytes(code, message))
+        except Exception:
+            log.debug("could not send the error response")
+
+
+class GateServer(BaseApplication):
+    """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
+
+    def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS) -> None:
+        self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
+        self.read_timeout = settings.request_read_timeout
+        super().__init__()
+
+    def load_config(self) -> None:
+        self.cfg.set("bind", self.bind)
+        self.cfg.set("workers", self.workers)
+        self.cfg.set("worker_class", "api.serving.GateWorker")
+        self.cfg.set("threads", self.threads)
+        self.cfg.set("keepalive", SERVE_KEEPALIVE_S)
+        self.cfg.set("accesslog", None)
+        self.cfg.set("graceful_timeout", 10)
+        # No shared control socket in $HOME: several gates (and tests) run side by side.
+        self.cfg.set("control_socket_disable", True)
+
+    def load(self):
+        from api.app import create_app
+
+        return create_app(self.settings)
