@@ -40,6 +40,9 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RULEBOOK_BINDING_MODE_CONFLICT": (422, "binding_mode_conflict"),
     "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": (422, "output_material_forbidden"),
     "RULEBOOK_VERSION_CONFLICT": (409, "rulebook_version_conflict"),
+    # Bounded evaluation cost (gate/rulebook/budget.py): refused before evaluating.
+    "EVALUATION_INPUT_TOO_LARGE": (422, "evaluation_limit_exceeded"),
+    "EVALUATION_TOO_COSTLY": (422, "evaluation_limit_exceeded"),
     "TRUSTED_ADAPTER_INVALID": (422, "trusted_adapter_invalid"),
     "TRUSTED_ADAPTER_NOT_REGISTERED": (422, "trusted_adapter_not_registered"),
     # Idempotency.

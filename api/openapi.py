@@ -12,6 +12,7 @@ from typing import Any
 
 from api.errors import ERROR_TABLE
 from gate import constants as C
+from gate.rulebook import budget as B
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -69,12 +70,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True,
         {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
          403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
-         422: "rulebook refused (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
+         422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
             "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
             "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
             "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
             "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
+            "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
             "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "LEDGER_UNAVAILABLE", "RATE_LIMITER_UNAVAILABLE", "INTERNAL_ERROR",
         ),
         request_body="DecisionRequest",
@@ -411,6 +413,12 @@ def docs_document() -> dict[str, Any]:
             "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
             "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
             "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
+            "evaluation": {
+                "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
+                "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
+                "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
+                              "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
+            },
             "json": "NaN, ±Infinity, duplicate keys and integers beyond ±(2^53−1) are refused with 400",
         },
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},

@@ -75,6 +75,9 @@ CASES = {
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
+    "EVALUATION_INPUT_TOO_LARGE": lambda c: _decide(c.client, c.key, _with(
+        c.sample, context={"inputs": {**c.sample["context"]["inputs"], "items": [0] * 10_001}})),
+    "EVALUATION_TOO_COSTLY": lambda c: _decide(c.client, c.key, _costly(c.sample)),
     # Answered by the HTTP server (api.serving) before or while the application reads the request.
     "REQUEST_TIMEOUT": lambda c: _served(c, b"POST /api/decision/verify HTTP/1.1\r\nHost: t\r\n"
                                             b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"),
@@ -109,6 +112,8 @@ DETAILS = {
     "TRUSTED_ADAPTER_NOT_REGISTERED": {"adapter_id", "version"},
     "REQUEST_INVALID": {"errors"},
     "REQUEST_TOO_LARGE": {"max_bytes"},
+    "EVALUATION_INPUT_TOO_LARGE": {"limit", "maximum"},
+    "EVALUATION_TOO_COSTLY": {"work", "maximum"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
@@ -184,6 +189,14 @@ def _adapter(sample, adapter):
     del body["context"]["inputs"]
     body["binding_mode"] = "trusted_adapter_facts_then_declarative_rulebook"
     body["adapter"] = adapter
+    return body
+
+
+def _costly(sample):
+    body = copy.deepcopy(sample)
+    body["context"]["inputs"]["items"] = [0] * 10_000
+    leaves = [{"field": "items", "operator": "contains", "value": i} for i in range(1, 31)]
+    body["rulebook"]["rules"][0]["condition"] = {"any": [body["rulebook"]["rules"][0]["condition"], *leaves]}
     return body
 
 

@@ -1,0 +1,169 @@
+"""A bounded cost for every evaluation: limits on the facts, and on the work a rulebook may do over them.
+
+The compiled evaluator is linear in what it touches, but what it touches multiplies: each
+`contains` leaf walks its whole array, so 8 rules × 31 leaves over one 460,000-element array
+(a 936 KB body) cost 26 s of a worker. Two checks, both in time linear in the facts plus the
+rulebook, refuse with 422 (nothing evaluated, nothing stored); the service runs the first right
+after the request envelope checks, before anything is hashed, and the second before evaluating:
+
+1. `EVALUATION_INPUT_TOO_LARGE`: the facts (`context.inputs`) hold at most `MAX_FACT_VALUES`
+   JSON values in all (each object, array, string, number, boolean and null counts one), no
+   array longer than `MAX_FACT_ARRAY_LENGTH` and no string or object key longer than
+   `MAX_FACT_STRING_LENGTH` characters.
+2. `EVALUATION_TOO_COSTLY`: an upper bound of the evaluator's work over these facts is at most
+   `MAX_EVALUATION_WORK` units. Per leaf: one unit per field path part; for `contains` and
+   `not_contains` over an array, its length times the size of the needle (elements are compared
+   with the needle by strict equality, which visits at most the needle); for `in`, `not_in`,
+   `eq` and `neq`, the size of the rulebook's value. Short-circuiting only lowers the real work.
+
+Under these limits evaluation is exactly what it was: the checks refuse or pass, they never
+change a verdict. The limits are documented in `docs.json` and the README.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from gate.errors import GateError
+from gate.rulebook.semantics import MISSING
+
+__all__ = [
+    "MAX_FACT_VALUES", "MAX_FACT_ARRAY_LENGTH", "MAX_FACT_STRING_LENGTH", "MAX_EVALUATION_WORK",
+    "check_facts", "evaluation_work", "check_evaluation_cost",
+]
+
+MAX_FACT_VALUES = 100_000
+MAX_FACT_ARRAY_LENGTH = 10_000
+MAX_FACT_STRING_LENGTH = 65_536
+MAX_EVALUATION_WORK = 250_000
+
+_ARRAY_OPERATORS = frozenset({"contains", "not_contains"})
+_VALUE_OPERATORS = frozenset({"in", "not_in", "eq", "neq"})
+
+# Leaf profiles per rulebook hash (the same key as the evaluator cache, and as bounded).
+_PROFILE_CACHE_SIZE = 512
+_lock = threading.Lock()
+_profiles: OrderedDict[str, tuple[tuple[tuple[str, ...], bool, int], ...]] = OrderedDict()
+
+
+def _too_large(limit: str, message: str, maximum: int) -> GateError:
+    return GateError("EVALUATION_INPUT_TOO_LARGE", f"context.inputs {message}; at most {maximum} allowed",
+                     limit=limit, maximum=maximum)
+
+
+def check_facts(facts: Any) -> int:
+    """The number of JSON values in `facts`; raises `EVALUATION_INPUT_TOO_LARGE` past a limit."""
+    count = 0
+    stack = [facts]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_FACT_VALUES:  # SECURITY: stop walking at the limit
+            raise _too_large("values", f"holds more than {MAX_FACT_VALUES} values", MAX_FACT_VALUES)
+        kind = type(value)
+        if kind is str:
+            if len(value) > MAX_FACT_STRING_LENGTH:
+                raise _too_large("string_length", f"holds a string of {len(value)} characters",
+                                 MAX_FACT_STRING_LENGTH)
+        elif kind is list:
+            if len(value) > MAX_FACT_ARRAY_LENGTH:
+                raise _too_large("array_length", f"holds an array of {len(value)} elements",
+                                 MAX_FACT_ARRAY_LENGTH)
+            stack.extend(value)
+        elif kind is dict:
+            for key in value:
+                if len(key) > MAX_FACT_STRING_LENGTH:
+                    raise _too_large("string_length", f"holds an object key of {len(key)} characters",
+                                     MAX_FACT_STRING_LENGTH)
+            stack.extend(value.values())
+    return count
+
+
+def _size(value: Any) -> int:
+    """JSON values in `value` (a rulebook constant, already bounded by validation and the body limit)."""
+    count, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return count
+
+
+def _leaves(node: dict):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if "all" in current or "any" in current:
+            stack.extend(current.get("all") or current.get("any") or ())
+        elif "not" in current:
+            child = current["not"]
+            stack.extend(child if isinstance(child, list) else [child])
+        else:
+            yield current
+
+
+def _profile(rulebook: dict, rulebook_hash: str) -> tuple[tuple[tuple[str, ...], bool, int], ...]:
+    """Per leaf: (path parts, walks an array of the facts, static units or needle size)."""
+    with _lock:
+        cached = _profiles.get(rulebook_hash)
+        if cached is not None:
+            _profiles.move_to_end(rulebook_hash)
+            return cached
+    profile = []
+    for rule in rulebook["rules"]:
+        for leaf in _leaves(rule["condition"]):
+            parts = tuple(leaf["field"].split("."))
+            operator = leaf["operator"]
+            if operator in _ARRAY_OPERATORS:
+                profile.append((parts, True, _size(leaf.get("value"))))
+            elif operator in _VALUE_OPERATORS:
+                profile.append((parts, False, _size(leaf.get("value"))))
+            else:
+                profile.append((parts, False, 1))
+    result = tuple(profile)
+    with _lock:
+        _profiles[rulebook_hash] = result
+        while len(_profiles) > _PROFILE_CACHE_SIZE:
+            _profiles.popitem(last=False)
+    return result
+
+
+def _resolve(facts: dict, parts: tuple[str, ...]) -> Any:
+    value: Any = facts
+    for part in parts:
+        if not isinstance(value, dict):
+            return MISSING
+        value = value.get(part, MISSING)
+    return value
+
+
+def evaluation_work(rulebook: dict, rulebook_hash: str, facts: Any) -> int:
+    """An upper bound of the work units evaluating the (validated) rulebook over `facts` costs."""
+    facts = facts if isinstance(facts, dict) else {}
+    work = 0
+    for parts, walks_array, units in _profile(rulebook, rulebook_hash):
+        work += len(parts)
+        if walks_array:
+            target = _resolve(facts, parts)
+            work += len(target) * units if isinstance(target, list) else 1
+        else:
+            work += units
+    return work
+
+
+def check_evaluation_cost(rulebook: dict, rulebook_hash: str, facts: Any) -> None:
+    """Raise 422 `EVALUATION_TOO_COSTLY` past the work limit (facts already passed `check_facts`)."""
+    work = evaluation_work(rulebook, rulebook_hash, facts)
+    if work > MAX_EVALUATION_WORK:
+        # SECURITY: fail closed before evaluating; one key cannot hold a worker for seconds.
+        raise GateError(
+            "EVALUATION_TOO_COSTLY",
+            f"evaluating this rulebook over these inputs would cost up to {work} work units; "
+            f"at most {MAX_EVALUATION_WORK} allowed (mostly contains over long arrays)",
+            work=work, maximum=MAX_EVALUATION_WORK,
+        )
