@@ -54,7 +54,7 @@ def create_app(
         service=service,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans),
-        lifecycle=LifecycleService(ledger, service.clock),
+        lifecycle=LifecycleService(ledger, service.clock, signing),
         audit=AuditChainService(ledger, signing, service.clock),
     )
 

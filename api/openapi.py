@@ -119,14 +119,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         errors=BODY_ERRORS, request_body="RecordVerificationRequest", tags=("verification",),
     ),
     Endpoint(
-        "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for).",
+        "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for). "
+        "A row whose record is not bound to it (another id or scope) reads as absent.",
         True, {200: "Decision Record", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
         errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",),
         query=(("response_view", "string", "minimal, standard or full"),), tags=("decisions",),
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}/verify",
-        "Recompute the stored record's hashes and signatures, and its ledger row and input.",
+        "Recompute the stored record's hashes and signatures, and bind it to its ledger row: id, scope, "
+        "chain position, indexed columns, the row seal and the decision's receipt chain (docs/verification.md §9).",
         True, {200: "verification result", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
         errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",), tags=("verification",),
     ),

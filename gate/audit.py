@@ -34,6 +34,7 @@ from gate.merkle import (
     sign_checkpoint,
 )
 from gate.records import record_hash
+from gate.service import chain_id_for
 
 MAX_CHAIN_LIMIT = 1000
 
@@ -114,7 +115,7 @@ class AuditChainService:
         """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
         verification recomputed from storage. None when the chain is not the caller's."""
         head = self.ledger.chain_head(chain_id)
-        if head is None or head["scope"] != scope:
+        if not _owns(head, scope, chain_id):
             return None
         size = head["size"]
         first = max(1, size - limit + 1)
@@ -177,8 +178,11 @@ class AuditChainService:
         for link in links:
             stored = decisions.get(link.get("decision_id"))
             recomputed = record_hash(json.loads(stored["record_json"])) if stored else None
+            # The decision's row must still be filed in this chain's scope (a row moved to
+            # another scope leaves this chain, and the other scope would read it).
             if not stored or not (stored["record_hash"] == link.get("record_hash") == recomputed
-                                  and stored["receipt_hash"] == link.get("receipt_hash")):
+                                  and stored["receipt_hash"] == link.get("receipt_hash")
+                                  and stored["scope"] == head["scope"]):
                 decisions_ok = False
                 failures.append({"chain_position": link.get("chain_position"), "check": "decision_hashes",
                                  "expected": link.get("record_hash"), "actual": recomputed})
@@ -201,6 +205,13 @@ class AuditChainService:
         if not leaves_ok:
             failures.append({"check": "tree_leaves", "expected": "leaf nodes equal the links' leaves", "actual": "differ"})
         return checks, failures
+
+
+def _owns(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
+    """SECURITY: the chain is the caller's only when its head row names the caller's scope AND
+    its id is the one derived from that scope, so editing a head's scope column hands the
+    chain to nobody else."""
+    return head is not None and head["scope"] == scope and chain_id == chain_id_for(scope)
 
 
 def link_checks_for(ledger: Ledger, record: dict[str, Any]) -> dict[str, bool]:
@@ -268,7 +279,7 @@ def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decisio
     the current head), with the signed checkpoint of that size. None when not in scope."""
     head = service.ledger.chain_head(chain_id)
     link = service.ledger.chain_link_for(decision_id)
-    if head is None or head["scope"] != scope or link is None or link["chain_id"] != chain_id:
+    if not _owns(head, scope, chain_id) or link is None or link["chain_id"] != chain_id:
         return None
     size = head["size"] if tree_size is None else tree_size
     position = link["chain_position"]
@@ -298,7 +309,7 @@ def consistency_for(service: AuditChainService, scope: str, chain_id: str, first
     """RFC 6962 consistency proof between tree sizes `first` and `second` (default: the head),
     with both roots recomputed from stored nodes and both signed checkpoints."""
     head = service.ledger.chain_head(chain_id)
-    if head is None or head["scope"] != scope:
+    if not _owns(head, scope, chain_id):
         return None
     second = head["size"] if second is None else second
     if not 1 <= first <= second <= head["size"]:

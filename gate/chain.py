@@ -24,13 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.canonical import CanonicalJSONError, sha256_hex
+from gate.canonical import CanonicalJSONError, sha256_bytes_hex, sha256_hex
 from gate.constants import CHAIN_ENTRY_TYPE_DECISION, CHAIN_MERKLE_STRATEGY, DECISION_CHAIN_VERSION
 
 __all__ = [
     "LINK_HASH_MEMBERS",
     "AUDIT_CHAIN_MEMBERS",
     "ChainCheck",
+    "chain_id_for",
+    "scope_hash",
     "leaf_hash",
     "rolling_root",
     "link_hash",
@@ -108,6 +110,19 @@ def link_hash(link: dict[str, Any]) -> str:
     Members outside the list (`link_hash` itself, anything a store adds) are not hashed.
     """
     return sha256_hex({name: link.get(name) for name in LINK_HASH_MEMBERS})
+
+
+# --------------------------------------------------------------------------- identity
+
+
+def scope_hash(scope: str) -> str:
+    """Public, non-reversible handle of a tenant scope: sha256 of its UTF-8 name."""
+    return sha256_bytes_hex(scope.encode("utf-8"))
+
+
+def chain_id_for(scope: str) -> str:
+    """A scope's audit chain id: derived from the scope hash, so it reveals no tenant name."""
+    return "chain_" + scope_hash(scope)[:32]
 
 
 # --------------------------------------------------------------------------- building

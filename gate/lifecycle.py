@@ -26,7 +26,9 @@ from gate import receipts as R
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.ledger import Ledger
+from gate.keyconfig import SigningSetup
 from gate.ledger.lifecycle import DONE, ClaimLost, LifecycleStore
+from gate.rowseal import receipt_head_payload
 
 STALE_CLAIM_SECONDS = 30
 CREATED = "created"
@@ -69,9 +71,18 @@ class LifecycleResult:
 
 
 class LifecycleService:
-    def __init__(self, ledger: Ledger, clock: Clock) -> None:
-        self.store = LifecycleStore(ledger)
+    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None = None) -> None:
+        self.store = LifecycleStore(ledger, self._sign_head)
         self.clock = clock
+        self.signing = signing
+
+    def _sign_head(self, decision_id: str, count: int, head_row_hash: str) -> tuple[str | None, str | None]:
+        """The receipt key's signature over the decision's new receipt head (gate.rowseal)."""
+        signer = self.signing.receipt_signer() if self.signing is not None else None
+        if signer is None:
+            return None, None
+        return signer.key_id, signer.sign_payload(
+            receipt_head_payload(decision_id, count, head_row_hash, signer.key_id))
 
     def record(self, kind: Kind, *, scope: str, decision_id: str, record: dict[str, Any],
                body: Any, idempotency_key: str | None) -> LifecycleResult:

@@ -26,11 +26,12 @@ from gate.errors import (
     SigningUnavailable,
     SnapshotRace,
 )
-from gate.chain import new_link, record_audit_chain
+from gate.chain import chain_id_for, new_link, record_audit_chain, scope_hash  # noqa: F401 (re-exported)
 from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, StoredDecision
 from gate.merkle import CompactRange
 from gate.records import attach_audit_chain, build_rulebook_record
 from gate.requests import prepare_decision_request
+from gate.rowseal import decision_row_hash, row_signature_payload
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
 from gate.keyconfig import SigningSetup
@@ -173,6 +174,10 @@ class DecisionService:
             "record_json": "",  # written by `seal` once the chain position is known
             "request_json": request_text,
         }
+        # The row's own seal: its columns hashed, and signed with the receipt key (gate.rowseal).
+        row["row_hash"] = decision_row_hash(row)
+        row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
+                                if receipt_signer is not None else None)
         chain_id = chain_id_for(caller.scope)
 
         def seal(head: ChainHead):
@@ -259,19 +264,39 @@ class DecisionService:
     # ------------------------------------------------------------------ reads
 
     def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
-        """The full stored record, or None when absent or in another scope."""
-        stored = self.ledger.decision(caller.scope, decision_id)
+        """The full stored record, or None when absent, in another scope, or not bound to its row."""
+        stored = self.bound_decision(caller, decision_id)
         return json.loads(stored.record_json) if stored else None
 
     def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
+        """The row filed under this id in the caller's scope, as stored (hosted verify reads it
+        whatever it holds, and names what does not bind)."""
         return self.ledger.decision(caller.scope, decision_id)
 
+    def bound_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
+        """The row, only when the record it holds is the one it is filed as (`record_bound_to_row`).
 
-def chain_id_for(scope: str) -> str:
-    """A scope's audit chain id: derived from the scope hash, so it reveals no tenant name."""
-    return "chain_" + scope_hash(scope)[:32]
+        SECURITY: a row holding another decision's record, or a row moved in from another
+        scope, reads as absent (404), so no scope is served a record under a foreign id or
+        another tenant's record. Hosted verify names the failure."""
+        stored = self.ledger.decision(caller.scope, decision_id)
+        if stored is None:
+            return None
+        try:
+            record = json.loads(stored.record_json)
+        except ValueError:
+            return None
+        return stored if record_bound_to_row(record, stored.decision_id, stored.scope) else None
 
 
-def scope_hash(scope: str) -> str:
-    """Public, non-reversible handle of a tenant scope: sha256 of its UTF-8 name."""
-    return sha256_bytes_hex(scope.encode("utf-8"))
+def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
+    """Cheap identity binding of a stored record to its row: the record's `decision_id` is the
+    row's, its signed `audit_chain.chain_id` is the row scope's chain, and its registry entry
+    names the row scope. Integrity (hashes, signatures) is hosted verify's work."""
+    if not isinstance(record, dict) or record.get("decision_id") != decision_id:
+        return False
+    chain = record.get("audit_chain")
+    if not isinstance(chain, dict) or chain.get("chain_id") != chain_id_for(scope):
+        return False
+    registry = record.get("rulebook_registry")
+    return not isinstance(registry, dict) or registry.get("scope_hash") == scope_hash(scope)

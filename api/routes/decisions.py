@@ -17,6 +17,7 @@ from gate.errors import GateError
 from gate.records import project_view, record_hash
 from gate.service import Caller
 from gate.verify import verify_record
+from gate.verify.ledger_rows import RECEIPT_CHAIN_WINDOW, decision_row_checks, receipt_chain_failures
 
 bp = Blueprint("decisions", __name__)
 
@@ -120,14 +121,28 @@ def verify_stored(caller: Caller, decision_id: str):
         "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
     }
     ledger_checks.update(link_checks_for(rt.ledger, stored_record))
+    # The row itself: the record it stores is the one it files (id, scope, chain position),
+    # its indexed columns copy the record, and its seal recomputes and is signed.
+    anchors = rt.signing.trust_anchors()
+    link_row = rt.ledger.chain_link_for(stored.decision_id)
+    chain_head = rt.ledger.chain_head(link_row["chain_id"]) if link_row else None
+    row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
+                                                 chain_head, anchors)
+    ledger_checks.update(row_checks)
     receipt_failures = rt.lifecycle.integrity_failures(decision_id, stored_record)
     ledger_checks["lifecycle_receipts"] = not receipt_failures
+    chained, total = rt.lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
+    chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
+                                            rt.lifecycle.store.receipt_head(decision_id), stored_record, anchors)
+    ledger_checks["receipt_chain"] = not chain_failures
+    receipt_failures = sorted(set(receipt_failures) | set(chain_failures))
     if supplied is not None:
         ledger_checks["matches_ledger"] = supplied.get("record_hash") == stored.record_hash and record_hash(supplied) == stored.record_hash
     body["checks"] = {**body["checks"], **ledger_checks}
     failed = sorted(set(body.get("failed_checks", [])) | {name for name, ok in ledger_checks.items() if ok is False})
     body["failed_checks"] = failed
     body["receipt_failures"] = receipt_failures
+    body["ledger_column_mismatches"] = mismatched
     if any(ok is False for ok in ledger_checks.values()):
         body["integrity_valid"] = False
         body["verified"] = False

@@ -43,7 +43,7 @@ def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
     options = PacketOptions.from_query(
         {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
-    stored = rt.service.stored_decision(caller, decision_id)
+    stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     try:

@@ -8,19 +8,29 @@ The claim protocol (spec idempotency table, "POST …/execution with key"):
 3. `release` deletes a pending claim after a failed write, so no claim survives without its
    receipt and a retry can proceed.
 A pending claim older than `stale_after` seconds (its writer died) can be taken over.
+
+Every receipt row is also appended to its decision's receipt chain (`gate.rowseal`) in the
+same transaction: the decision's `receipt_heads` row is locked first, the receipt gets the
+next `sequence` and the head's `row_hash` as `previous_row_hash`, and the head is advanced
+and re-signed. So sequences are contiguous per decision and the head always names the newest
+row, whatever writes race.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import LedgerUnavailable
 from gate.ledger.store import Ledger
-from gate.ledger.tables import idempotency_claims, lifecycle_receipts
+from gate.ledger.tables import idempotency_claims, lifecycle_receipts, receipt_heads
+from gate.rowseal import receipt_row_hash
+
+# (decision_id, count, head_row_hash) -> (key_id, signature), both None without a signer.
+HeadSigner = Callable[[str, int, str], tuple[str | None, str | None]]
 
 PENDING = "pending"
 DONE = "done"
@@ -45,9 +55,14 @@ def _claim_filter(scope: str, kind: str, key: str):
                 idempotency_claims.c.idempotency_key == key)
 
 
+def _unsigned_head(decision_id: str, count: int, head_row_hash: str) -> tuple[None, None]:
+    return None, None
+
+
 class LifecycleStore:
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, sign_head: HeadSigner = _unsigned_head) -> None:
         self.ledger = ledger
+        self.sign_head = sign_head
 
     # ------------------------------------------------------------------ claims
 
@@ -111,6 +126,7 @@ class LifecycleStore:
 
     def _store(self, row: dict[str, Any], claim_token: str | None) -> None:
         with self.ledger.write() as connection:
+            row = self._chain(connection, row)
             connection.execute(insert(lifecycle_receipts), row)
             if claim_token is not None:
                 result = connection.execute(
@@ -122,6 +138,45 @@ class LifecycleStore:
                 )
                 if result.rowcount != 1:
                     raise ClaimLost(row["idempotency_key"])
+
+    def _chain(self, connection, row: dict[str, Any]) -> dict[str, Any]:
+        """Lock the decision's receipt head, give `row` its place in the chain, advance the head."""
+        decision_id = row["decision_id"]
+        connection.execute(self.ledger._insert_ignore(receipt_heads, {
+            "decision_id": decision_id, "count": 0, "head_row_hash": None, "key_id": None,
+            "signature": None, "updated_at": row["reported_at"]}))
+        head = connection.execute(
+            select(receipt_heads).where(receipt_heads.c.decision_id == decision_id).with_for_update()
+        ).mappings().first()
+        row = dict(row, sequence=head["count"] + 1, previous_row_hash=head["head_row_hash"])
+        row["row_hash"] = receipt_row_hash(row)
+        key_id, signature = self.sign_head(decision_id, row["sequence"], row["row_hash"])
+        connection.execute(
+            update(receipt_heads).where(receipt_heads.c.decision_id == decision_id).values(
+                count=row["sequence"], head_row_hash=row["row_hash"], key_id=key_id, signature=signature,
+                updated_at=row["reported_at"]))
+        return row
+
+    def receipt_head(self, decision_id: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(receipt_heads).where(receipt_heads.c.decision_id == decision_id)
+            ).mappings().first()
+        return dict(row) if row else None
+
+    def chained(self, decision_id: str, *, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The decision's newest `limit` receipt rows by sequence (ascending), and the count of
+        all its rows (any kind, sequenced or not)."""
+        with self.ledger.read() as connection:
+            rows = connection.execute(
+                select(lifecycle_receipts).where(lifecycle_receipts.c.decision_id == decision_id)
+                .order_by(lifecycle_receipts.c.sequence.desc()).limit(limit)
+            ).mappings().all()
+            total = connection.execute(
+                select(func.count()).select_from(lifecycle_receipts)
+                .where(lifecycle_receipts.c.decision_id == decision_id)
+            ).scalar()
+        return [dict(row) for row in reversed(rows)], int(total)
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
         with self.ledger.read() as connection:

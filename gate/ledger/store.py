@@ -44,6 +44,7 @@ from gate.ledger.tables import (
 )
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+BUNDLE_CANDIDATES = 8
 
 # Hot-path statements, built once (executed with parameter dicts).
 _INSERT_DECISION = insert(decisions)
@@ -99,6 +100,8 @@ class StoredDecision:
     created_at: str
     record_json: str
     request_json: str
+    # Every other column, as stored (what `gate.rowseal` seals and verify compares).
+    columns: dict[str, Any]
 
 
 class Ledger:
@@ -255,21 +258,31 @@ class Ledger:
         return _stored(row)
 
     def bundle_hash_known(self, policy_bundle_hash: str) -> dict[str, Any] | None:
-        """First decision that carries this policy bundle hash (any scope; hashes only)."""
+        """First decision that carries this policy bundle hash (any scope; hashes only).
+
+        The indexed column only finds candidates: every value returned is read from the stored
+        record itself, and a row whose record does not carry this bundle hash is skipped
+        (SECURITY: an edited column can neither invent a bundle nor relabel one). At most
+        `BUNDLE_CANDIDATES` rows are read."""
         with self.read() as connection:
-            row = connection.execute(
-                select(
-                    decisions.c.policy_bundle_hash,
-                    decisions.c.policy_id,
-                    decisions.c.policy_version,
-                    decisions.c.rulebook_hash,
-                    decisions.c.created_at,
-                )
+            rows = connection.execute(
+                select(decisions.c.record_json)
                 .where(decisions.c.policy_bundle_hash == policy_bundle_hash)
                 .order_by(decisions.c.created_at)
-                .limit(1)
-            ).mappings().first()
-        return dict(row) if row else None
+                .limit(BUNDLE_CANDIDATES)
+            ).all()
+        found = []
+        for (record_json,) in rows:
+            try:
+                record = json.loads(record_json)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("policy_bundle_hash") == policy_bundle_hash \
+                    and isinstance(record.get("created_at"), str):
+                found.append({"policy_bundle_hash": policy_bundle_hash, "policy_id": record.get("policy_id"),
+                              "policy_version": record.get("policy_version"),
+                              "rulebook_hash": record.get("policy_hash"), "created_at": record["created_at"]})
+        return min(found, key=lambda known: known["created_at"]) if found else None
 
     def store_decision(
         self,
@@ -403,13 +416,13 @@ class Ledger:
         return {(row.level, row.idx): row.hash for row in rows}
 
     def decision_hashes(self, decision_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """record_hash, receipt_hash and the stored record JSON of the given decisions."""
+        """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""
         if not decision_ids:
             return {}
         with self.read() as connection:
             rows = connection.execute(
-                select(decisions.c.decision_id, decisions.c.record_hash, decisions.c.receipt_hash,
-                       decisions.c.record_json)
+                select(decisions.c.decision_id, decisions.c.scope, decisions.c.record_hash,
+                       decisions.c.receipt_hash, decisions.c.record_json)
                 .where(decisions.c.decision_id.in_(decision_ids))
             ).mappings().all()
         return {row["decision_id"]: dict(row) for row in rows}
@@ -508,6 +521,7 @@ def _stored(row) -> StoredDecision | None:
         created_at=row["created_at"],
         record_json=row["record_json"],
         request_json=row["request_json"],
+        columns={name: row[name] for name in row.keys() if name not in ("record_json", "request_json")},
     )
 
 

@@ -88,6 +88,10 @@ decisions = Table(
     Column("created_at", String(32), nullable=False),
     Column("record_json", Text, nullable=False),
     Column("request_json", Text, nullable=False),
+    # The row's seal (gate.rowseal): hash of the columns above, and the receipt key's signature.
+    # Nullable only because rows written before migration 0005 have none; verify fails them.
+    Column("row_hash", String(64), nullable=True),
+    Column("row_signature", Text, nullable=True),
     UniqueConstraint("scope", "idempotency_key"),
     Index("ix_decisions_scope_created", "scope", "created_at"),
     Index("ix_decisions_policy_bundle_hash", "policy_bundle_hash"),
@@ -150,9 +154,27 @@ lifecycle_receipts = Table(
     Column("receipt_hash", String(64), nullable=False),
     Column("reported_at", String(32), nullable=False),
     Column("receipt_json", Text, nullable=False),
+    # Per-decision hash chain of receipt rows (gate.rowseal); null only on rows from before migration 0005.
+    Column("sequence", Integer, nullable=True),
+    Column("previous_row_hash", String(64), nullable=True),
+    Column("row_hash", String(64), nullable=True),
     Index("ix_lifecycle_receipts_decision", "decision_id", "kind", "reported_at"),
     # The keyset of the export's receipt stream (gate.ledger.stream.iter_receipts).
     Index("ix_lifecycle_receipts_scope_kind_reported", "scope", "kind", "reported_at", "receipt_id"),
+    UniqueConstraint("decision_id", "sequence"),
+)
+
+# Per-decision head of the receipt chain: the count and newest row hash, signed with the
+# receipt key. Receipt writes lock this row first, so sequences are contiguous per decision.
+receipt_heads = Table(
+    "receipt_heads",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("head_row_hash", String(64), nullable=True),
+    Column("key_id", String(120), nullable=True),
+    Column("signature", Text, nullable=True),
+    Column("updated_at", String(32), nullable=False),
 )
 
 # Idempotency claims for the lifecycle writes: claimed atomically (unique key) before the

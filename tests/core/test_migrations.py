@@ -10,6 +10,24 @@ from alembic.migration import MigrationContext
 from gate.ledger import Ledger
 from gate.ledger.tables import metadata
 
+def _single_head() -> str:
+    """The one head of the migration history (several heads would mean a forked history)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from gate.ledger.store import MIGRATIONS_DIR
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    heads = ScriptDirectory.from_config(config).get_heads()
+    assert len(heads) == 1, f"migration history has several heads: {heads}"
+    return heads[0]
+
+
+def test_the_history_is_linear():
+    assert _single_head()
+
+
 @pytest.mark.usefixtures("backend")
 def test_migrated_schema_equals_the_models(database_url):
     ledger = Ledger(database_url)
@@ -18,7 +36,7 @@ def test_migrated_schema_equals_the_models(database_url):
         with ledger.engine.connect() as connection:
             assert compare_metadata(MigrationContext.configure(connection), metadata) == []
             head = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
-        assert head == "0004_receipt_stream_index"
+        assert head == _single_head()
     finally:
         ledger.dispose()
 

@@ -72,10 +72,16 @@ def test_supplied_references_must_match_the_record(build, body, code, fields):
 def test_matching_references_are_accepted_everywhere():
     refs = {"decision_id": RECORD["decision_id"], "decision_record_hash": RECORD["record_hash"],
             "decision_receipt_hash": RECORD["receipt_hash"]}
-    _execute(execution_body(**refs))
-    _outcome(outcome_body(**refs))
-    _sync(crm_body(**refs, decision_verdict="yes", decision_action="apply_discount",
-                   policy_id="pricing_exception", policy_version="v3"))
+    # Accepted means bound: each receipt carries the matching references back (issue 12 gap 7).
+    stated = {"decision_id": RECORD["decision_id"], "decision_record_hash": RECORD["record_hash"]}
+    execution = _execute(execution_body(**refs))
+    assert execution == {**execution, **stated, "decision_receipt_hash": RECORD["receipt_hash"]}
+    outcome = _outcome(outcome_body(**refs))
+    assert outcome == {**outcome, **stated}
+    sync = _sync(crm_body(**refs, decision_verdict="yes", decision_action="apply_discount",
+                          policy_id="pricing_exception", policy_version="v3"))
+    assert sync == {**sync, **stated, "decision_verdict": "yes", "decision_action": "apply_discount",
+                    "policy_id": "pricing_exception", "policy_version": "v3"}
 
 
 def test_validation_comes_before_the_mismatch_check():

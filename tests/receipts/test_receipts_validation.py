@@ -150,7 +150,10 @@ def test_error_message_counts_problems_and_names_the_first():
                    crm_record_url="https://crm.example/" + "p" * 780)),
 ])
 def test_values_at_the_limits_are_accepted(validator, body):
-    validator(body)
+    # Accepted means kept: every value at its limit comes back unchanged (issue 12 gap 7); the
+    # only addition is the CRM default direction.
+    defaults = {"sync_direction": "writeback"} if validator is CRM else {}
+    assert validator(body) == {**defaults, **body}
 
 
 def test_normalization_trims_text_and_drops_absent_members():

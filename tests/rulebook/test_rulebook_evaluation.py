@@ -377,3 +377,16 @@ def test_concurrent_get_evaluator_returns_one_object(build):
     for thread in threads:
         thread.join()
     assert len({id(c) for c, _ in results}) == 1 and all(m for _, m in results)
+
+
+@pytest.mark.parametrize("wrap", [lambda leaf: leaf, lambda leaf: {"not": leaf}, lambda leaf: {"any": [leaf]}])
+def test_the_compiler_refuses_an_operator_it_does_not_know(build, wrap):
+    # Issue 12 gap 7: validation keeps unknown operators out, but if one ever reached the
+    # compiler it must fail loudly; a silently false leaf would make `not(leaf)` true.
+    from gate.rulebook.compile import compile_rulebook, generate
+
+    rulebook = build.single(wrap({"field": "f", "operator": "regex", "value": ".*"}))
+    with pytest.raises(ValueError, match="unsupported operator 'regex'"):
+        generate(rulebook)
+    with pytest.raises(ValueError, match="unsupported operator"):
+        compile_rulebook(rulebook, "0" * 64)

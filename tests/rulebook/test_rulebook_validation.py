@@ -10,7 +10,7 @@ import pytest
 
 from gate.rulebook import validate_rulebook
 from gate.rulebook.contract import ERROR_CODES, MAX_ERRORS
-from rulebook_support import build  # noqa: F401  (pytest fixtures)
+from rulebook_support import build, evaluate  # noqa: F401  (pytest fixtures)
 
 
 def _codes(errors):
@@ -59,6 +59,23 @@ def test_depth_limit_8(build, combinator):
     step = ".not" if combinator == "not" else f".{combinator}[0]"
     path = "rulebook.rules[0].condition" + step * 8
     assert _codes(validate_rulebook(_nested(build, 9, combinator))) == [(path, "too_deep")]
+
+
+def _nested_list_not(build, depth):
+    node = _leaf()
+    for _ in range(depth - 1):
+        node = {"not": [node]}
+    return build.single(node)
+
+
+def test_depth_limit_8_counts_the_list_form_of_not(build, evaluate):
+    # Issue 12 gap 4: `not: [c]` adds one level exactly as `not: c` does.
+    assert validate_rulebook(_nested_list_not(build, 8)) == []
+    path = "rulebook.rules[0].condition" + ".not[0]" * 8
+    assert _codes(validate_rulebook(_nested_list_not(build, 9))) == [(path, "too_deep")]
+    # 250 nested list-form nots are one too_deep error, never a RecursionError in the evaluator.
+    assert _codes(validate_rulebook(_nested_list_not(build, 250))) == [(path, "too_deep")]
+    assert evaluate(_nested_list_not(build, 8), {"f0": 0}).matched is False  # 7 nots of a true leaf
 
 
 def test_depth_limit_reported_once_per_deep_node_without_descending(build):
