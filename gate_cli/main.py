@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, verify.
+"""The `gate` console script: serve, keys, db, demo, export, verify.
 
 It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
 the core installed); every other subcommand imports the server packages lazily.
@@ -215,8 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     ksub.add_parser("signing-rotate", help="new active signing key; the old one stays as retired")
     keys.set_defaults(func=cmd_keys)
 
+    from gate_cli.export_cmd import add_export_parser
     from gate_cli.verify_cmd import add_verify_parser
 
+    add_export_parser(sub)
     add_verify_parser(sub)
     return parser
 
