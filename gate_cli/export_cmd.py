@@ -9,36 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
-
-class ProgressBar:
-    """A one-line progress bar on a terminal stream; silent when the stream is not a TTY."""
-
-    WIDTH = 30
-
-    def __init__(self, stream=None, label: str = "export") -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
-        self.label = label
-        self.started = time.monotonic()
-        self._last = 0.0
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        fraction = done / total if total else 1.0
-        filled = int(self.WIDTH * fraction)
-        rate = done / max(now - self.started, 1e-6)
-        self.stream.write(f"\r{self.label} {fraction:4.0%} |{'#' * filled}{'.' * (self.WIDTH - filled)}| "
-                          f"{done:,}/{total:,} rows  {rate:,.0f} rows/s")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
+from gate_cli.progress import ProgressBar
 
 
 def cmd_export(args) -> int:
@@ -80,7 +52,9 @@ def cmd_export(args) -> int:
     elif result.run is None:
         print(f"nothing new since export run {manifest['runs']}; {args.out} is unchanged")
     else:
-        added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items())
+        added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items() if name != "facts")
+        facts = result.new_rows["facts"]
+        added += f", facts +{sum(facts.values()):,} ({len(facts)} rulebooks)"
         print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files)")
     return 0
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -38,6 +39,7 @@ from gate.canonical import sha256_hex
 from gate.clock import iso_ms
 from gate.ledger import Ledger, stream
 from workbench import convert
+from workbench.facts import FACTS_DIR, facts_tables
 from workbench.dataset import (
     MANIFEST,
     DatasetError,
@@ -51,7 +53,8 @@ from workbench.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
 
 SETTLE_SECONDS = 120
 
-__all__ = ["ExportResult", "SETTLE_SECONDS", "export_ledger", "new_manifest"]
+__all__ = ["ExportResult", "SETTLE_SECONDS", "export_ledger", "facts_table_name", "ledger_head", "new_manifest",
+           "record_files"]
 
 Progress = Callable[[int, int], None]  # (rows done, rows to do)
 
@@ -78,10 +81,27 @@ def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> dict[st
         "updated_at": created_at,
         "runs": 0,
         "tables": {name: {"rows": 0, "files": []} for name in TABLES},
+        "facts": {},
         "chains": {},
         "watermarks": {},
         "ledger_head": ledger_head({}, {name: 0 for name in TABLES}),
     }
+
+
+def facts_table_name(rulebook_id: str) -> str:
+    """The writer's table name of one rulebook's typed facts (`facts/rulebook_id=<id>`)."""
+    return f"{FACTS_DIR}/rulebook_id={quote(rulebook_id, safe='')}"
+
+
+def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int) -> None:
+    """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`)."""
+    for entry in files:
+        item = {"path": entry["path"], "rows": entry["rows"], "run": run}
+        if entry["table"] in TABLES:
+            manifest["tables"][entry["table"]]["files"].append(item)
+        else:
+            rulebook_id = unquote(entry["table"].split("rulebook_id=", 1)[1])
+            manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["files"].append(item)
 
 
 def ledger_head(chains: dict[str, dict[str, Any]], rows: dict[str, int]) -> dict[str, Any]:
@@ -106,7 +126,7 @@ def _prepare(location: Location) -> dict[str, Any] | None:
             entries = location.fs.get_file_info(pafs.FileSelector(location.root)) \
                 if info.type == pafs.FileType.Directory else []
             # Only table directories (a first run that died before its manifest) may be there.
-            if any(entry.base_name not in TABLES for entry in entries):
+            if any(entry.base_name not in (*TABLES, FACTS_DIR) for entry in entries):
                 raise DatasetError(f"{location.uri} is not empty and has no {MANIFEST}: "
                                    "export into a new or empty location")
         except (OSError, pa.ArrowException) as exc:
@@ -127,7 +147,7 @@ def _prepare(location: Location) -> dict[str, Any] | None:
 def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     """Delete part files of runs the manifest has not committed (a failed run's leftovers)."""
     removed = 0
-    for table in TABLES:
+    for table in (*TABLES, FACTS_DIR):
         if not location.exists(table):
             continue
         selector = pafs.FileSelector(location.path(table), recursive=True)
@@ -192,7 +212,8 @@ def export_ledger(
                 "watermark were stored after it and are not in this dataset; export into a new "
                 "location to include them"
                 for name, item in plan.items() for kind, count in item["late"].items()]
-    new_rows = {name: 0 for name in TABLES}
+    new_rows: dict[str, Any] = {name: 0 for name in TABLES}
+    new_rows["facts"] = {}
     if total == 0:
         return ExportResult(uri, None, new_rows, [], manifest, warnings)
 
@@ -228,11 +249,11 @@ def export_ledger(
             raise DatasetError(f"writing {location.uri} failed: {exc}") from exc
         raise
 
-    for entry in files:
-        table = manifest["tables"][entry["table"]]
-        table["files"].append({"path": entry["path"], "rows": entry["rows"], "run": run})
-    for name, count in new_rows.items():
-        manifest["tables"][name]["rows"] += count
+    record_files(manifest, files, run)
+    for name in TABLES:
+        manifest["tables"][name]["rows"] += new_rows[name]
+    for rulebook_id, count in new_rows["facts"].items():
+        manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["rows"] += count
     manifest["runs"] = run
     manifest["updated_at"] = iso_ms(now)
     manifest["last_run"] = {"run": run, "at": iso_ms(now), "new_rows": new_rows,
@@ -251,6 +272,9 @@ def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, adv
                                                 upto_position=head["size"], batch_size=batch_size):
             decisions = convert.decisions_table(rows)
             writer.add("decisions", decisions)
+            for rulebook_id, facts in facts_tables(decisions).items():
+                writer.add(facts_table_name(rulebook_id), facts)
+                new_rows["facts"][rulebook_id] = new_rows["facts"].get(rulebook_id, 0) + facts.num_rows
             writer.add("chain_links", convert.chain_links_table(rows))
             new_rows["decisions"] += len(rows)
             new_rows["chain_links"] += len(rows)

@@ -9,7 +9,10 @@ n = the file's number within its partition and run), so the files of a run are r
 and a failed run's leftovers can be removed by the next one.
 
 Files are written without the partition columns (they are in the directory names), Zstandard
-compressed, with the exact schema of `workbench.schema`.
+compressed, with the exact schema of `workbench.schema`. A table outside `workbench.schema`
+(the typed `facts` tables, `facts/rulebook_id=<id>`, whose columns depend on the facts seen)
+is written flexibly: buffers are concatenated with missing columns filled with nulls and every
+flush writes a file of its own.
 """
 
 from __future__ import annotations
@@ -71,18 +74,18 @@ class PartitionedWriter:
         """Queue `batch` (schema `with_partitions(TABLES[table])`) for writing."""
         if batch.num_rows == 0:
             return
-        scopes = batch.column("scope")
-        months = batch.column("month")
-        pairs = pa.Table.from_arrays([scopes, months], names=["scope", "month"]).group_by(
-            ["scope", "month"]).aggregate([]).to_pylist()
+        keys = batch.select(["scope", "month"])
+        pairs = keys.group_by(["scope", "month"]).aggregate([([], "count_all")]) \
+            .sort_by([("scope", "ascending"), ("month", "ascending")]).to_pylist()
         data = batch.drop_columns(["scope", "month"])
+        if len(pairs) > 1:  # one sort, then contiguous slices (not one filter per partition)
+            order = pc.sort_indices(keys, sort_keys=[("scope", "ascending"), ("month", "ascending")])
+            data = data.take(order)
+        offset = 0
         for pair in pairs:
-            if len(pairs) == 1:
-                part = data
-            else:
-                mask = pc.and_(pc.equal(scopes, pair["scope"]), pc.equal(months, pair["month"]))
-                part = data.filter(mask)
-            self._queue(table, pair["scope"], pair["month"], part)
+            count = pair["count_all"]
+            self._queue(table, pair["scope"], pair["month"], data.slice(offset, count))
+            offset += count
         while self._buffered > self.buffer_rows:
             largest = max(self._partitions.values(), key=lambda p: p.buffered_rows)
             self._flush(largest)
@@ -101,7 +104,14 @@ class PartitionedWriter:
     def _flush(self, partition: _Partition) -> None:
         if not partition.buffered_rows:
             return
-        data = pa.concat_tables(partition.buffered).cast(TABLES[partition.table])
+        schema = TABLES.get(partition.table)
+        if schema is None:
+            data = pa.concat_tables(partition.buffered, promote_options="default")
+            if partition.writer is not None:
+                self._close_file(partition)
+            schema = data.schema
+        else:
+            data = pa.concat_tables(partition.buffered).cast(schema)
         self._buffered -= partition.buffered_rows
         partition.buffered, partition.buffered_rows = [], 0
         if partition.writer is not None and partition.file_rows + data.num_rows > self.file_rows:
@@ -111,7 +121,7 @@ class PartitionedWriter:
                        f"{part_name(self.run, partition.file_index)}"
             self.location.fs.create_dir(self.location.path(relative.rsplit('/', 1)[0]), recursive=True)
             partition.path = relative
-            partition.writer = pq.ParquetWriter(self.location.path(relative), TABLES[partition.table],
+            partition.writer = pq.ParquetWriter(self.location.path(relative), schema,
                                                 filesystem=self.location.fs, compression="zstd")
         partition.writer.write_table(data, row_group_size=max(self.group_rows, data.num_rows))
         partition.file_rows += data.num_rows

@@ -72,6 +72,16 @@ def test_dataset_reads_with_pyarrow_alone_and_matches_the_ledger(writer, tmp_pat
     for name in TABLES:
         table = table_dataset(location, name, read_manifest(location)).to_table()
         assert table.num_rows == manifest["tables"][name]["rows"]
+    # Typed facts per rulebook, for column-wise evaluation (workbench.facts).
+    facts = pads.dataset(str(out / "facts" / "rulebook_id=pricing_exception"), format="parquet",
+                         partitioning="hive").to_table()
+    assert facts.num_rows == 24 == manifest["facts"]["pricing_exception"]["rows"]
+    assert set(facts.column("facts_state").to_pylist()) == {"typed"}
+    by_id = dict(zip(decisions.column("decision_id").to_pylist(), decisions.column("facts_json").to_pylist()))
+    for row in facts.select(["decision_id", "discount_percent::n", "owner_approved::b"]).to_pylist():
+        stored = json.loads(by_id[row["decision_id"]])
+        assert row["discount_percent::n"] == stored["discount_percent"] and row["owner_approved::b"] is True
+    assert sum(entry["rows"] for entry in manifest["facts"]["pricing_exception"]["files"]) == 24
     links = table_dataset(location, "chain_links").to_table().to_pylist()
     acme_last = max((link for link in links if link["scope"] == "acme"), key=lambda link: link["chain_position"])
     assert acme_last["merkle_root"] == manifest["chains"]["acme"]["merkle_root"]
@@ -135,7 +145,8 @@ def test_receipts_inside_the_settle_window_wait_for_the_next_run(writer, tmp_pat
     first = export_ledger(writer.ledger, str(out), now=NOW, settle_seconds=120)
     assert first.new_rows["decisions"] == 1 and first.new_rows["outcomes"] == 0
     later = export_ledger(writer.ledger, str(out), now=datetime(2026, 6, 1, 0, 5, tzinfo=timezone.utc))
-    assert later.new_rows == {"decisions": 0, "executions": 0, "outcomes": 1, "crm_syncs": 0, "chain_links": 0}
+    assert later.new_rows == {"decisions": 0, "executions": 0, "outcomes": 1, "crm_syncs": 0, "chain_links": 0,
+                              "facts": {}}
 
 
 def test_a_failed_runs_files_are_removed_by_the_next_run(writer, tmp_path):
