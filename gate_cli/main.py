@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, verify.
+"""The `gate` console script: serve, keys, db, demo, export, verify.
 
 It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
 the core installed); every other subcommand imports the server packages lazily.
@@ -146,10 +146,13 @@ def cmd_demo(args) -> int:
     """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once."""
     from gate.signing import generate_keyring
 
+    from gate_cli.demo_cmd import seed_on_first_run
+
     settings = _settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, _now())
+    seed_on_first_run(settings, args.seed_decisions)
     key = create_key(settings, "demo", "starter", None, None, "demo key")
     request_file = Path(__file__).resolve().parent.parent / "data" / "requests" / "pricing-exception.json"
     base = f"http://{args.host}:{args.port}"
@@ -187,10 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="request threads per worker process (default 8); see README 'Production topology'")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.set_defaults(func=cmd_demo)
+    from gate_cli.demo_cmd import add_demo_parser
+
+    add_demo_parser(sub, cmd_demo)
 
     p = sub.add_parser("db", help="ledger schema")
     p.add_argument("db_command", choices=["upgrade"])
@@ -215,8 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     ksub.add_parser("signing-rotate", help="new active signing key; the old one stays as retired")
     keys.set_defaults(func=cmd_keys)
 
+    from gate_cli.export_cmd import add_export_parser
     from gate_cli.verify_cmd import add_verify_parser
 
+    add_export_parser(sub)
     add_verify_parser(sub)
     return parser
 

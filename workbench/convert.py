@@ -16,8 +16,8 @@ What each column is read from (see docs/dataset.md for the meaning of every colu
   the facts the rulebook saw: the request's `context.inputs` in direct mode, the record's
   `adapter_facts` in adapter mode; null when neither is stored.
 * executions / outcomes / crm_syncs: the receipt row; `status` is the receipt's
-  `execution_status`, `outcome_status` or `sync_status`; `receipt_json` is the receipt in
-  canonical JSON (the bytes its hash covers).
+  `execution_status`, `outcome_status` or `sync_status`; `receipt_json` is the receipt's JSON
+  text as the gate stored and returned it (canonicalize it to recompute its hash).
 * chain_links: the link row; `merkle_root` and `created_at` from the stored link.
 
 Timestamps are parsed from the stored ISO 8601 text (`2026-05-21T00:00:00.000Z`) into UTC
@@ -139,7 +139,7 @@ def receipts_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
         columns["status"].append(receipt[STATUS_FIELD[row["kind"]]])
         columns["receipt_hash"].append(row["receipt_hash"])
         columns["idempotency_key"].append(row.get("idempotency_key"))
-        columns["receipt_json"].append(canonical_text(receipt))
+        columns["receipt_json"].append(row["receipt_json"])
         columns["scope"].append(row["scope"])
         columns["month"].append(month_of(row["reported_at"]))
     return _table(EXECUTIONS, columns)

@@ -59,7 +59,7 @@ RECEIPT_COLUMNS = [
     pa.field("status", pa.string(), nullable=False),
     pa.field("receipt_hash", pa.string(), nullable=False),
     pa.field("idempotency_key", pa.string()),
-    pa.field("receipt_json", pa.string(), nullable=False),  # the receipt as hashed (canonical)
+    pa.field("receipt_json", pa.string(), nullable=False),  # the receipt's JSON text as stored
 ]
 EXECUTIONS = pa.schema(RECEIPT_COLUMNS)
 OUTCOMES = pa.schema(RECEIPT_COLUMNS)

@@ -191,6 +191,29 @@ def iter_receipts(
     return _pages(ledger, build, lambda row: (row["scope"], row["reported_at"], row["receipt_id"]))
 
 
+def count_receipts(
+    ledger: Ledger,
+    kind: str,
+    *,
+    scope: str | None = None,
+    after: tuple[str, str, str] | None = None,
+    reported_before: str | None = None,
+) -> int:
+    """How many receipts `iter_receipts` would yield with the same arguments (no policy filter)."""
+    if kind not in RECEIPT_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(RECEIPT_KINDS)}")
+    table = lifecycle_receipts
+    query = select(func.count()).select_from(table).where(table.c.kind == kind)
+    if scope is not None:
+        query = query.where(table.c.scope == scope)
+    if after is not None:
+        query = query.where(_after([table.c.scope, table.c.reported_at, table.c.receipt_id], after))
+    if reported_before is not None:
+        query = query.where(table.c.reported_at < reported_before)
+    with ledger.read() as connection:
+        return int(connection.execute(query).scalar())
+
+
 def scopes(ledger: Ledger) -> list[str]:
     """Every scope that has at least one decision, sorted."""
     with ledger.read() as connection:
@@ -225,6 +248,6 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
 
 __all__ = [
     "DECISION_COLUMNS", "DEFAULT_BATCH", "MAX_BATCH", "RECEIPT_COLUMNS", "RECEIPT_KINDS",
-    "chain_heads_of", "chain_id_of", "iter_chain_decisions", "iter_decisions", "iter_receipts",
+    "chain_heads_of", "chain_id_of", "count_receipts", "iter_chain_decisions", "iter_decisions", "iter_receipts",
     "receipt_counts", "scopes",
 ]

@@ -10,6 +10,7 @@ import pytest
 
 from gate.canonical import canonical_text
 from gate.ledger import stream
+from gate.receipts import outcome_hash_of
 from workbench import convert
 from workbench.schema import CHAIN_LINKS, DECISIONS, EXECUTIONS, TABLES, with_partitions
 from tests.workbench.ledger_support import LedgerWriter, at
@@ -75,7 +76,8 @@ def test_receipts_and_chain_links_tables(writer):
     [row] = outcomes.to_pylist()
     assert row["receipt_id"] == outcome["outcome_id"] and row["status"] == "reverted"
     assert row["receipt_hash"] == outcome["outcome_hash"] and row["month"] == "2026-03"
-    assert row["receipt_json"] == canonical_text(outcome) and row["decision_id"] == record["decision_id"]
+    assert json.loads(row["receipt_json"]) == outcome and row["decision_id"] == record["decision_id"]
+    assert outcome_hash_of(json.loads(row["receipt_json"])) == row["receipt_hash"]
     [srow] = convert.receipts_table(rows_of(stream.iter_receipts(writer.ledger, "crm_sync"))).to_pylist()
     assert srow["status"] == "conflict" and srow["receipt_id"] == sync["sync_id"]
     links = convert.chain_links_table(rows_of(stream.iter_chain_decisions(writer.ledger, "globex")))

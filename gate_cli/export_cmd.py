@@ -1,0 +1,72 @@
+"""`gate export --out DIR [--scope S]`: the ledger into the Parquet dataset, incrementally.
+
+Exit status: 0 after a run (also when there was nothing new), 2 when the dataset location
+cannot be used or the ledger cannot be read (the message on stderr says why; nothing was
+written). A progress bar is drawn on stderr when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from gate_cli.progress import ProgressBar
+
+
+def cmd_export(args) -> int:
+    from api.settings import Settings
+    from gate.errors import LedgerUnavailable
+    from gate.ledger import Ledger
+    from workbench.dataset import DatasetError
+    from workbench.export import export_ledger
+
+    if args.batch_size < 1 or args.batch_size > 50_000:
+        print("gate export: --batch-size must be from 1 to 50000", file=sys.stderr)
+        return 2
+    if args.settle_seconds < 0:
+        print("gate export: --settle-seconds must be 0 or more", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    ledger = Ledger(settings.database_url)
+    try:
+        ledger.upgrade()
+        result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
+                               settle_seconds=args.settle_seconds, progress=ProgressBar())
+    except DatasetError as exc:
+        print(f"gate export: {exc}", file=sys.stderr)
+        return 2
+    except LedgerUnavailable as exc:
+        print(f"gate export: the ledger cannot be read: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        ledger.dispose()
+    manifest = result.manifest
+    for warning in result.warnings:
+        print(f"gate export: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"out": args.out, "run": result.run, "new_rows": result.new_rows,
+                          "files": [entry["path"] for entry in result.files],
+                          "rows": {name: table["rows"] for name, table in manifest["tables"].items()},
+                          "ledger_head": manifest["ledger_head"],
+                          "warnings": result.warnings}, sort_keys=True))
+    elif result.run is None:
+        print(f"nothing new since export run {manifest['runs']}; {args.out} is unchanged")
+    else:
+        added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items() if name != "facts")
+        facts = result.new_rows["facts"]
+        added += f", facts +{sum(facts.values()):,} ({len(facts)} rulebooks)"
+        print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files)")
+    return 0
+
+
+def add_export_parser(sub) -> None:
+    p = sub.add_parser("export", help="export the ledger into a Hive-partitioned Parquet dataset",
+                       description="Stream what is new in the ledger since the last export into "
+                                   "DIR (a path or an object-store URL); see docs/dataset.md.")
+    p.add_argument("--out", required=True, metavar="DIR", help="dataset location: a path, file://, s3://, gs://")
+    p.add_argument("--scope", default=None, help="export one scope only (default: every scope)")
+    p.add_argument("--batch-size", type=int, default=2000, help="ledger rows per read (1 to 50000)")
+    p.add_argument("--settle-seconds", type=int, default=120,
+                   help="export receipts reported at least this long ago (default 120)")
+    p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+    p.set_defaults(func=cmd_export)

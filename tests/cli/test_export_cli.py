@@ -1,0 +1,91 @@
+"""`gate export` as a subprocess: runs, incremental reruns, JSON summary, progress bar on a
+terminal, and clear errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as pads
+import pytest
+
+from tests.workbench.ledger_support import LedgerWriter, at
+
+GATE = str(Path(sys.executable).parent / "gate")
+
+
+def gate(args, env, **kwargs):
+    return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=120, **kwargs)
+
+
+@pytest.fixture
+def seeded(gate_env):
+    writer = LedgerWriter(gate_env["GATE_DATABASE_URL"], Path(gate_env["GATE_SIGNING_KEY_FILE"]))
+    for index in range(6):
+        record = writer.decide(("acme", "globex")[index % 2], at(1 + index, 3))
+        writer.receipt("outcome", ("acme", "globex")[index % 2], record, at(2 + index, 4), "succeeded")
+    writer.close()
+    return gate_env
+
+
+def test_export_then_rerun_then_json(seeded, tmp_path):
+    out = tmp_path / "ds"
+    done = gate(["export", "--out", str(out)], seeded)
+    assert done.returncode == 0, done.stderr
+    assert "export run 1" in done.stdout and "decisions +6" in done.stdout
+    assert done.stderr == ""  # no progress bar when stderr is not a terminal
+    table = pads.dataset(str(out / "outcomes"), format="parquet", partitioning="hive").to_table()
+    assert table.num_rows == 6
+    manifest = (out / "manifest.json").read_bytes()
+    again = gate(["export", "--out", f"file://{out}"], seeded)
+    assert again.returncode == 0 and "nothing new since export run 1" in again.stdout
+    assert (out / "manifest.json").read_bytes() == manifest
+    summary = json.loads(gate(["export", "--out", str(out), "--json"], seeded).stdout)
+    assert summary["run"] is None and summary["rows"]["decisions"] == 6
+    scoped = json.loads(gate(["export", "--out", str(tmp_path / "one"), "--scope", "acme", "--json"],
+                             seeded).stdout)
+    assert scoped["new_rows"]["decisions"] == 3 and scoped["run"] == 1
+    assert all("scope=acme" in path for path in scoped["files"])
+
+
+def test_progress_bar_on_a_terminal(seeded, tmp_path):
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([GATE, "export", "--out", str(tmp_path / "ds")], env={**os.environ, **seeded},
+                              stdout=subprocess.PIPE, stderr=slave, timeout=120)
+        os.close(slave)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            drawn += chunk
+    finally:
+        os.close(master)
+    assert done.returncode == 0
+    assert b"100% |" in drawn and b"12/12 rows" in drawn
+
+
+def test_errors_exit_2_with_a_message_and_write_nothing(seeded, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = gate(["export", "--out", str(blocker / "ds")], seeded)
+    assert done.returncode == 2 and done.stderr.startswith("gate export: cannot write")
+    other = tmp_path / "v0"
+    other.mkdir()
+    (other / "manifest.json").write_text('{"dataset_schema_version": "decision_dataset_v0"}')
+    done = gate(["export", "--out", str(other)], seeded)
+    assert done.returncode == 2 and "decision_dataset_v0" in done.stderr and "new location" in done.stderr
+    assert sorted(path.name for path in other.iterdir()) == ["manifest.json"]
+    done = gate(["export", "--out", str(tmp_path / "x"), "--batch-size", "0"], seeded)
+    assert done.returncode == 2 and "--batch-size" in done.stderr and not (tmp_path / "x").exists()
+    done = gate(["export"], seeded)
+    assert done.returncode == 2 and "--out" in done.stderr

@@ -1,0 +1,90 @@
+"""`gate demo seed`'s library: a deterministic ledger written through the real services
+(signed, chained, verifiable), refusing a ledger that already holds decisions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger, stream
+from gate.signing import generate_keyring
+from gate.verify import verify_record
+from workbench.demo import scenario as S
+from workbench.demo.seed import SeedError, seed_ledger, seed_ledger_at
+
+
+@pytest.fixture
+def signing(tmp_path):
+    path = tmp_path / "keys.json"
+    generate_keyring(path, "2026-01-01T00:00:00.000Z")
+    return SigningSetup.load(path, None, "hmac")
+
+
+def history(url: str) -> tuple[list, list]:
+    ledger = Ledger(url)
+    try:
+        decisions = [(row["decision_id"], row["scope"], row["created_at"], row["verdict"], row["policy_version"],
+                      json.loads(row["request_json"])["context"]["inputs"])
+                     for batch in stream.iter_decisions(ledger) for row in batch]
+        receipts = [(row["decision_id"], kind, row["reported_at"], json.loads(row["receipt_json"]).get(
+                     {"execution": "execution_status", "outcome": "outcome_status", "crm_sync": "sync_status"}[kind]))
+                    for kind in stream.RECEIPT_KINDS for batch in stream.iter_receipts(ledger, kind) for row in batch]
+        return decisions, receipts
+    finally:
+        ledger.dispose()
+
+
+def test_same_seed_same_ledger_other_seed_other_ledger(tmp_path, signing):
+    urls = [f"sqlite:///{tmp_path / name}.db" for name in ("a", "b", "c")]
+    progress = []
+    first = seed_ledger_at(urls[0], signing, decisions=80, seed=11, progress=lambda d, t: progress.append((d, t)))
+    seed_ledger_at(urls[1], signing, decisions=80, seed=11)
+    seed_ledger_at(urls[2], signing, decisions=80, seed=12)
+    a, b, c = history(urls[0]), history(urls[1]), history(urls[2])
+    assert a == b
+    assert a[0] != c[0]
+    assert first.decisions == 80 == len(a[0]) and first.receipts == len(a[1]) > 80
+    assert progress[0] == (0, 80 + first.receipts) and progress[-1] == (80 + first.receipts,) * 2
+    assert {row[1] for row in a[0]} <= set(S.SCOPES) and len({row[1] for row in a[0]}) >= 4
+    assert {row[3] for row in a[0]} == {"yes", "no", "review"}
+    months = {row[2][:7] for row in a[0]}
+    assert len(months) >= 5 and min(months) == "2026-05"
+
+
+def test_seeded_records_are_signed_chained_and_verify(tmp_path, signing):
+    url = f"sqlite:///{tmp_path / 'seed.db'}"
+    seed_ledger_at(url, signing, decisions=40, seed=3)
+    ledger = Ledger(url)
+    try:
+        rows = [row for batch in stream.iter_decisions(ledger) for row in batch]
+        for row in rows[:10]:
+            record = json.loads(row["record_json"])
+            result = verify_record(record, anchors=signing.trust_anchors(),
+                                   original_input=json.loads(row["request_json"]))
+            assert result.integrity_valid and result.authenticity_valid, result.to_dict()
+        heads = {head["scope"]: head["size"] for head in stream.chain_heads_of(ledger)}
+        for scope, size in heads.items():
+            positions = sorted(row["chain_position"] for row in rows if row["scope"] == scope)
+            assert positions == list(range(1, size + 1))
+        with pytest.raises(SeedError, match="already holds decisions"):
+            seed_ledger(ledger, signing, decisions=5)
+        assert sum(heads.values()) == 40
+    finally:
+        ledger.dispose()
+
+
+@pytest.mark.parametrize("kwargs, message", [({"decisions": 0}, "decisions"), ({"decisions": "9"}, "decisions"),
+                                             ({"seed": -1}, "seed")])
+def test_bad_arguments_write_nothing(tmp_path, signing, kwargs, message):
+    url = f"sqlite:///{tmp_path / 'bad.db'}"
+    with pytest.raises(SeedError, match=message):
+        seed_ledger_at(url, signing, **kwargs)
+    assert history(url) == ([], [])
+
+
+def test_unsigned_gate_is_refused(tmp_path):
+    with pytest.raises(SeedError, match="signing"):
+        seed_ledger_at(f"sqlite:///{tmp_path / 'x.db'}", SigningSetup(None, None), decisions=3)

@@ -1,0 +1,209 @@
+"""`gate demo seed`: the demo scenario written into a ledger through the real services.
+
+Every decision goes through `DecisionService.decide` (validated, evaluated, signed, chained,
+charged) and every receipt through `LifecycleService.record`, with an injected clock that
+walks the scenario's six months, so the ledger is indistinguishable from one an API filled:
+`gate verify`, packets, chain proofs and the export all work on it.
+
+Determinism: the same `decisions` and `seed` give the same decision ids, facts, verdicts and
+receipt statuses in the same order (receipt ids are random, as the service makes them).
+Before writing, each decision's verdict is computed with the scalar evaluator, because the
+receipts to write depend on it; the stored record is checked to agree.
+
+Speed: on an SQLite ledger the seed connection runs with `PRAGMA synchronous=OFF` (a crash
+while seeding loses the seed, never a real decision: seeding refuses a ledger that has any).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+import numpy as np
+from sqlalchemy import event
+
+from gate.canonical import sha256_hex
+from gate.clock import FixedClock
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger, stream
+from gate.ledger.engine import make_engine
+from gate.lifecycle import KINDS, LifecycleService
+from gate.rulebook import get_evaluator
+from gate.service import Caller, DecisionService
+from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
+from workbench.demo import scenario as S
+
+MAX_DECISIONS = 1_000_000
+
+Progress = Callable[[int, int], None]
+
+__all__ = ["DEFAULT_DECISIONS", "DEFAULT_SEED", "SeedError", "SeedResult", "plan_verdicts", "seed_ledger",
+           "seed_ledger_at"]
+
+
+class SeedError(Exception):
+    """The ledger cannot be seeded as asked (the message says why); nothing was written."""
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    decisions: int
+    receipts: int
+    scopes: tuple[str, ...]
+    seconds: float
+
+
+class _Clock(FixedClock):
+    def set_ms(self, at_ms: int) -> None:
+        self._current = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
+
+
+class _SeedIds:
+    """Deterministic decision and request ids for one seed."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.index = 0
+
+    def decision_id(self) -> str:
+        self.index += 1
+        return "dec_" + hashlib.sha256(f"demo-seed:{self.seed}:{self.index}".encode()).hexdigest()[:24]
+
+    def request_id(self) -> str:
+        return "req_" + hashlib.sha256(f"demo-request:{self.seed}:{self.index}".encode()).hexdigest()[:16]
+
+
+def plan_verdicts(plan: S.DecisionPlan) -> tuple[np.ndarray, np.ndarray]:
+    """Verdict and matched rule id ("" for the default outcome) of every planned decision,
+    with the scalar evaluator the service uses."""
+    verdict = np.empty(len(plan), dtype=object)
+    rule = np.empty(len(plan), dtype=object)
+    for (policy, version) in S.RULEBOOK_FILES:
+        rulebook = S.load_rulebook(policy, version)
+        evaluator = get_evaluator(rulebook, sha256_hex(rulebook))
+        for index in np.flatnonzero((plan.policy == S.POLICIES.index(policy)) & (plan.version == version)):
+            result = evaluator.evaluate(plan.facts_of(index))
+            verdict[index], rule[index] = result.decision, result.matched_rule_id or ""
+    return verdict.astype(str), rule.astype(str)
+
+
+_CONTEXT = {
+    "pricing_exception": ("billing_discount_gate", "apply_discount", "billing", "discount.create", "sub_"),
+    "refund_approval": ("support_refund_gate", "issue_refund", "payments", "refund.create", "ord_"),
+    "agent_action_gate": ("ai_agent_action_gate", "run_agent_action", "agent_runtime", "tool.invoke", "task_"),
+}
+_QUESTION = {
+    "pricing_exception": "Approve this discount exception before the billing update?",
+    "refund_approval": "Issue this refund automatically?",
+    "agent_action_gate": "May the agent run this action?",
+}
+
+
+def _request(policy: str, rulebook: dict, facts: dict, index: int) -> dict:
+    workflow, action, system, mutation, prefix = _CONTEXT[policy]
+    target = f"{prefix}{100000 + index}"
+    return {
+        "question": _QUESTION[policy], "mode": "rulebook", "binding_mode": "direct_declarative_rulebook",
+        "rulebook": rulebook,
+        "context": {"workflow": workflow, "source_record_id": target, "requested_action": action,
+                    "actor": f"user_ops_{index % 37}", "target_system": system, "target_object_id": target,
+                    "mutation": mutation, "inputs": facts},
+    }
+
+
+def _receipt_body(kind: str, status: str, record: dict, policy: str) -> dict:
+    _, _, system, mutation, _ = _CONTEXT[policy]
+    target = record.get("action_binding", {}).get("target_object_id") or record["decision_id"]
+    if kind == "execution":
+        return {"execution_status": status, "action_taken": record["action"],
+                "decision_record_hash": record["record_hash"], "decision_receipt_hash": record["receipt_hash"],
+                "target_system": system, "target_object_id": target, "mutation": mutation,
+                "executor": {"type": "worker", "id": f"{system}-worker"}}
+    if kind == "outcome":
+        return {"outcome_status": status, "action_executed": status != "cancelled",
+                "decision_record_hash": record["record_hash"]}
+    return {"sync_status": status, "sync_direction": "writeback", "crm_provider": "hubspot",
+            "crm_object_type": "deal", "crm_object_id": f"deal_{target}",
+            "field_mapping": {"verdict": "gate_verdict__c", "reason_code": "gate_reason__c"}}
+
+
+def seed_ledger_at(url: str, signing: SigningSetup, **kwargs) -> SeedResult:
+    """`seed_ledger` on the ledger at `url`, through a seed-only engine (see module doc)."""
+    engine = make_engine(url, pool_size=1)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _fast(dbapi_connection, _record):  # pragma: no cover - driver callback
+            dbapi_connection.execute("PRAGMA synchronous=OFF")
+    ledger = Ledger(url, engine=engine)
+    try:
+        ledger.upgrade()
+        return seed_ledger(ledger, signing, **kwargs)
+    finally:
+        ledger.dispose()
+
+
+def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAULT_DECISIONS,
+                seed: int = DEFAULT_SEED, progress: Progress | None = None) -> SeedResult:
+    """Write the scenario's `decisions` decisions and their receipts into an empty ledger."""
+    if not isinstance(decisions, int) or not 1 <= decisions <= MAX_DECISIONS:
+        raise SeedError(f"decisions must be an integer from 1 to {MAX_DECISIONS:,}")
+    if not isinstance(seed, int) or seed < 0:
+        raise SeedError("seed must be a non-negative integer")
+    existing = stream.scopes(ledger)
+    if existing:
+        # SECURITY: never mix invented history into a ledger that holds real decisions.
+        raise SeedError(f"the ledger already holds decisions (scopes: {', '.join(existing[:5])}); "
+                        "seed an empty ledger")
+    if signing.receipt_signer() is None:
+        raise SeedError("no signing key is configured; the demo ledger is signed like any other")
+    started = time.monotonic()
+    plan = S.draw_decisions(decisions, seed)
+    verdict, rule = plan_verdicts(plan)
+    events = S.draw_events(plan, verdict, rule, seed)
+
+    clock = _Clock(S.START)
+    service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
+    lifecycle = LifecycleService(ledger, clock)
+    rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
+    callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
+               for index, scope in enumerate(S.SCOPES)}
+    remaining = np.bincount(events.decision, minlength=len(plan))
+    records: dict[int, dict] = {}
+
+    # Decisions and receipts in time order (a decision sorts before a receipt at the same ms).
+    times = np.concatenate([plan.at_ms, events.at_ms])
+    tags = np.concatenate([np.zeros(len(plan), np.int8), np.ones(len(events), np.int8)])
+    rows = np.concatenate([np.arange(len(plan)), np.arange(len(events))])
+    order = np.lexsort((tags, times))
+    total, done = len(order), 0
+    if progress is not None:
+        progress(0, total)
+    for position in order:
+        clock.set_ms(int(times[position]))
+        row = int(rows[position])
+        if tags[position] == 0:
+            policy = S.POLICIES[plan.policy[row]]
+            body = _request(policy, rulebooks[(policy, int(plan.version[row]))], plan.facts_of(row), row)
+            record = service.decide(callers[S.SCOPES[plan.scope[row]]], body).record
+            if record["verdict"] != verdict[row]:  # pragma: no cover - the evaluator is deterministic
+                raise SeedError(f"decision {row}: stored verdict {record['verdict']} != planned {verdict[row]}")
+            if remaining[row]:
+                records[row] = record
+        else:
+            decision = int(events.decision[row])
+            record = records[decision]
+            kind = str(events.kind[row])
+            lifecycle.record(KINDS[kind], scope=S.SCOPES[plan.scope[decision]], decision_id=record["decision_id"],
+                             record=record, body=_receipt_body(kind, str(events.status[row]), record,
+                                                               S.POLICIES[plan.policy[decision]]),
+                             idempotency_key=None)
+            remaining[decision] -= 1
+            if not remaining[decision]:
+                del records[decision]
+        done += 1
+        if progress is not None and (done % 50 == 0 or done == total):
+            progress(done, total)
+    return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)
