@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
+from urllib.parse import unquote
 
 import polars as pl
 
@@ -51,19 +53,20 @@ def empty(table: str) -> pl.LazyFrame:
 
 
 def most_recent(decisions: pl.LazyFrame, limit: int | None) -> pl.LazyFrame:
-    """The `limit` most recent decisions (by created_at, then decision_id), or all of them."""
+    """Per scope, the `limit` most recent decisions (by created_at, then decision_id), or all."""
     if limit is None:
         return decisions
-    return decisions.sort(["created_at", "decision_id"], descending=True).head(limit)
+    return (decisions.sort(["created_at", "decision_id"], descending=True)
+            .group_by("scope", maintain_order=True).head(limit).select(decisions.collect_schema().names()))
 
 
-def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scope: str | None, policy_id: str | None,
-           policy_version: str | None, limit: int | None) -> Frames:
-    """Filter to one scope / policy / version, keep the `limit` most recent decisions, and only
-    the outcomes of those decisions."""
-    if scope is not None:
-        decisions = decisions.filter(pl.col("scope") == scope)
-        outcomes = outcomes.filter(pl.col("scope") == scope)
+def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[str] | None,
+           policy_id: str | None, policy_version: str | None, limit: int | None) -> Frames:
+    """Filter to some scopes / one policy / one version, keep each scope's `limit` most recent
+    decisions, and only the outcomes of those decisions."""
+    if scopes is not None:
+        decisions = decisions.filter(pl.col("scope").is_in(list(scopes)))
+        outcomes = outcomes.filter(pl.col("scope").is_in(list(scopes)))
     if policy_id is not None:
         decisions = decisions.filter(pl.col("policy_id") == policy_id)
     if policy_version is not None:
@@ -91,11 +94,13 @@ def read_manifest(root: str | Path) -> dict:
     return manifest
 
 
-def scan_table(root: str | Path, table: str, scope: str | None = None) -> pl.LazyFrame:
-    """One table of the dataset as a LazyFrame in the contract (empty when it has no files)."""
+def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame:
+    """One table of the dataset as a LazyFrame in the contract (empty when it has no files);
+    with `scopes`, only those scopes' partition directories are read."""
     base = Path(root) / table
-    if scope is not None:
-        matches = [p for p in base.glob("scope=*") if _unescape(p.name[len("scope="):]) == scope]
+    if scopes is not None:
+        wanted = set(scopes)
+        matches = [p for p in base.glob("scope=*") if unquote(p.name[len("scope="):]) in wanted]
         files = sorted(str(f) for d in matches for f in d.glob("month=*/*.parquet"))
     else:
         files = sorted(str(f) for f in base.glob("scope=*/month=*/*.parquet"))
@@ -105,14 +110,27 @@ def scan_table(root: str | Path, table: str, scope: str | None = None) -> pl.Laz
     return conform(scanned, table)
 
 
-def _unescape(text: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(text)
-
-
-def from_dataset(root: str | Path, *, scope: str | None = None, policy_id: str | None = None,
+def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
                  policy_version: str | None = None, limit: int | None = None) -> Frames:
+    """Frames from an exported dataset (every scope when `scopes` is None)."""
     read_manifest(root)
-    return select(scan_table(root, "decisions", scope), scan_table(root, "outcomes", scope), scope=scope,
+    return select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
                   policy_id=policy_id, policy_version=policy_version, limit=limit)
+
+
+# --------------------------------------------------------------------------- live ledger
+
+
+def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
+                cohort_scopes: Sequence[str] = ()) -> Frames:
+    """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
+    (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,
+    converted by `workbench.convert` into exactly the dataset contract."""
+    from gate.ledger.reports import receipts_of, recent_decisions
+    from workbench.convert import decisions_table, receipts_table
+
+    rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
+                            policy_version=policy_version)
+    outcomes = receipts_of(ledger, "outcome", rows)
+    decisions = conform(pl.from_arrow(decisions_table(rows)), "decisions")
+    return Frames(decisions, conform(pl.from_arrow(receipts_table(outcomes)), "outcomes"))

@@ -83,6 +83,7 @@ def write_dataset(root, decisions: list[dict], outcomes: list[dict], *, version:
     from workbench.schema import DATASET_SCHEMA_VERSION, TABLES
 
     root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
     for table, rows in (("decisions", decisions), ("outcomes", outcomes)):
         groups: dict[tuple[str, str], list[dict]] = {}
         for row in rows:
