@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import polars as pl
 
-from workbench.engines import facts as factlib
+from workbench.engines import fact_moments as factlib
 from workbench.engines.common import (
     DEFAULT_RULE,
     FAILURE,
@@ -49,13 +49,19 @@ SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
 VERSION_HOW = {"decisions": "sum", "first_at": "min"}
 
 
+COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *SEGMENT_DIMENSIONS, "facts_json")
+
+
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str]) -> dict[str, pl.DataFrame]:
-    joined = with_latest_outcome(decisions, outcomes).with_columns(class_expr(classes))
+    """The additive state of one partition. The decision–outcome join runs once; every
+    aggregate below reads its in-memory result."""
+    joined = with_latest_outcome(decisions.select(COLUMNS), outcomes).with_columns(class_expr(classes)).collect()
+    frame = joined.lazy()
     segments, failed = [], []
     for dim in (*SEGMENT_DIMENSIONS, "policy_version"):
         fill = DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE
-        seg = joined.select(pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
-                            "effect", "created_at", "decision_id")
+        seg = frame.select(pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
+                           "effect", "created_at", "decision_id")
         segments.append(seg.group_by("dimension", "value").agg(
             pl.len().cast(pl.Int64).alias("decisions"),
             (pl.col("effect") == SUCCESS).sum().cast(pl.Int64).alias("success"),
@@ -64,23 +70,23 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
         failed.append(top_per_group(seg.filter(pl.col("effect") == FAILURE)
                                     .select("dimension", "value", "created_at", "decision_id"),
                                     ["dimension", "value"]))
-    versioned = joined.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
+    versioned = frame.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
     versions = versioned.group_by("policy_version", "verdict").agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first_at"))
     by_verdict = top_per_group(versioned.select("policy_version", "verdict", "created_at", "decision_id"),
                                ["policy_version", "verdict"])
-    months = joined.group_by("month").agg(pl.len().cast(pl.Int64).alias("decisions"))
+    months = frame.group_by("month").agg(pl.len().cast(pl.Int64).alias("decisions"))
     seg_df, failed_df, versions_df, by_verdict_df, months_df = pl.collect_all(
         [pl.concat(segments), pl.concat(failed), versions, by_verdict, months])
     state = {
-        "sample": sample_partial(joined),
+        "sample": sample_partial(frame),
         "segments": merge_frames([seg_df], ["dimension", "value"], SEGMENT_HOW),
         "failed": failed_df,
         "versions": merge_frames([versions_df], ["policy_version", "verdict"], VERSION_HOW),
         "by_verdict": by_verdict_df,
         "months": merge_frames([months_df], ["month"], {"decisions": "sum"}),
     }
-    state.update(factlib.facts_partial(decisions))
+    state.update(factlib.facts_partial(joined))
     return state
 
 

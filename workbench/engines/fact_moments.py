@@ -37,11 +37,12 @@ def _field_expr(chain: list[str]) -> pl.Expr:
     return expr
 
 
-def facts_partial(decisions: pl.LazyFrame) -> dict[str, pl.DataFrame]:
+def facts_partial(decisions: pl.LazyFrame | pl.DataFrame) -> dict[str, pl.DataFrame]:
     """`facts` (fact, month → n, total, total_sq, non_numeric), `fact_high` / `fact_low`
-    (the EVIDENCE_IDS largest / smallest values per fact and month, with their decision)."""
+    (the EVIDENCE_IDS largest / smallest values per fact and month, with their decision).
+    One JSON decode and one grouped pass over the rows, whatever the number of facts."""
     rows = (
-        decisions.filter(pl.col("facts_json").is_not_null())
+        decisions.lazy().filter(pl.col("facts_json").is_not_null())
         .select("decision_id", "month", "facts_json")
         .collect()
     )
@@ -52,37 +53,52 @@ def facts_partial(decisions: pl.LazyFrame) -> dict[str, pl.DataFrame]:
     }
     if not rows.height:
         return empty
-    decoded = rows.with_columns(pl.Series("facts", rows["facts_json"].str.json_decode(infer_schema_length=None)))
+    decoded = rows.select("decision_id", "month",
+                          rows["facts_json"].str.json_decode(infer_schema_length=None).alias("facts"))
     if not isinstance(decoded.schema["facts"], pl.Struct):
         return empty
-    stats, values = [], []
+    numeric, other = [], []
     for path, dtype, chain in _leaves(decoded.schema["facts"], ""):
-        column = _field_expr(chain)
         if dtype.is_numeric():
-            v = column.cast(pl.Float64)
-            stats.append(decoded.lazy().group_by("month").agg(
-                pl.lit(path).alias("fact"),
-                v.is_not_null().sum().cast(pl.Float64).alias("n"),
-                v.sum().alias("total"),
-                (v * v).sum().alias("total_sq"),
-                pl.lit(0.0).alias("non_numeric"),
-            ))
-            values.append(decoded.lazy().select(
-                pl.lit(path).alias("fact"), "month", v.alias("value"), "decision_id"
-            ).filter(pl.col("value").is_not_null()))
+            numeric.append((path, _field_expr(chain).cast(pl.Float64)))
         elif dtype != pl.Null:
-            stats.append(decoded.lazy().group_by("month").agg(
-                pl.lit(path).alias("fact"), pl.lit(0.0).alias("n"), pl.lit(0.0).alias("total"),
-                pl.lit(0.0).alias("total_sq"), column.is_not_null().sum().cast(pl.Float64).alias("non_numeric"),
-            ))
-    if not stats:
+            other.append((path, _field_expr(chain)))
+    if not numeric and not other:
         return empty
-    facts = pl.concat(pl.collect_all(stats), how="vertical_relaxed").select("fact", "month", *FACTS_HOW)
-    out = {"facts": merge_frames([facts], ["fact", "month"], FACTS_HOW)}
-    if values:
-        allv = pl.concat(values)
-        out["fact_high"] = extremes(allv, descending=True).collect()
-        out["fact_low"] = extremes(allv, descending=False).collect()
+    values = decoded.select("decision_id", "month", *[expr.alias(f"n{i}") for i, (_, expr) in enumerate(numeric)],
+                            *[expr.is_not_null().alias(f"o{i}") for i, (_, expr) in enumerate(other)])
+    aggs = []
+    for i in range(len(numeric)):
+        v = pl.col(f"n{i}")
+        aggs += [v.is_not_null().sum().cast(pl.Float64).alias(f"n{i}:n"), v.sum().alias(f"n{i}:total"),
+                 (v * v).sum().alias(f"n{i}:total_sq")]
+    aggs += [pl.col(f"o{i}").sum().cast(pl.Float64).alias(f"o{i}:non_numeric") for i in range(len(other))]
+    grouped = values.group_by("month").agg(aggs)
+    parts = []
+    for i, (path, _) in enumerate(numeric):
+        parts.append(grouped.select(pl.lit(path).alias("fact"), "month", pl.col(f"n{i}:n").alias("n"),
+                                    pl.col(f"n{i}:total").alias("total"), pl.col(f"n{i}:total_sq").alias("total_sq"),
+                                    pl.lit(0.0).alias("non_numeric")))
+    for i, (path, _) in enumerate(other):
+        parts.append(grouped.select(pl.lit(path).alias("fact"), "month", pl.lit(0.0).alias("n"),
+                                    pl.lit(0.0).alias("total"), pl.lit(0.0).alias("total_sq"),
+                                    pl.col(f"o{i}:non_numeric").alias("non_numeric")))
+    out = {"facts": merge_frames(parts, ["fact", "month"], FACTS_HOW)}
+    high, low = [], []
+    for i, (path, _) in enumerate(numeric):
+        v = pl.col(f"n{i}")
+        base = values.lazy().select(pl.lit(path).alias("fact"), "month", v.alias("value"), "decision_id") \
+            .filter(pl.col("value").is_not_null())
+        # Cost: only the rows at or beyond each month's k-th extreme reach the sort
+        high.append(extremes(base.filter(pl.col("value") >= pl.col("value").top_k(EVIDENCE_IDS).min().over("month")),
+                             descending=True))
+        low.append(extremes(base.filter(pl.col("value") <= pl.col("value").bottom_k(EVIDENCE_IDS).max().over("month")),
+                            descending=False))
+    if numeric:
+        collected = pl.collect_all([*high, *low])
+        out["fact_high"] = pl.concat(collected[:len(high)]).sort(["fact", "month", "value", "decision_id"],
+                                                                  descending=[False, False, True, False])
+        out["fact_low"] = pl.concat(collected[len(high):]).sort(["fact", "month", "value", "decision_id"])
     else:
         out["fact_high"], out["fact_low"] = empty["fact_high"], empty["fact_low"]
     return out
