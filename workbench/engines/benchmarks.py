@@ -46,7 +46,8 @@ DELTA_BAND = 0.05
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
             own_scope: str) -> dict[str, pl.DataFrame]:
-    joined = with_latest_outcome(decisions, outcomes).with_columns(class_expr(classes))
+    joined = (with_latest_outcome(decisions.select("decision_id", "scope", "created_at"), outcomes)
+              .with_columns(class_expr(classes)).collect().lazy())  # one join, two aggregates
     per_scope = joined.group_by("scope").agg(
         pl.len().cast(pl.Int64).alias("decisions"),
         *[(pl.col("effect") == c).sum().cast(pl.Int64).alias(c) for c in (SUCCESS, FAILURE, EXCLUDED, OPEN)],

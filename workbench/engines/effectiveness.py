@@ -40,7 +40,7 @@ MONITOR_AT = 0.6
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> dict[str, pl.DataFrame]:
     """The additive state of one partition: decisions per latest outcome status."""
-    return {"sample": sample_partial(with_latest_outcome(decisions, outcomes))}
+    return {"sample": sample_partial(with_latest_outcome(decisions.select("decision_id", "created_at"), outcomes))}
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
