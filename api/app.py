@@ -58,9 +58,9 @@ def create_app(
         audit=AuditChainService(ledger, signing, service.clock),
     )
 
-    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries
+    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries, reports
 
-    for module in (decide, decisions, lifecycle, chains, packets, registries, meta):
+    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, meta):
         app.register_blueprint(module.bp)
 
     @app.errorhandler(HTTPException)

@@ -67,6 +67,10 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_CRM_SYNC_UNAVAILABLE": (503, "unavailable"),
     "CHAIN_NOT_FOUND": (404, "not_found"),
     "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
+    # Policy reports (effectiveness, anomalies, benchmarks).
+    "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": (401, "unauthorized"),
+    "SVC_POLICY_ANOMALIES_UNAUTHORIZED": (401, "unauthorized"),
+    "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": (401, "unauthorized"),
     # Reads and registries.
     "DECISION_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_NOT_FOUND": (404, "not_found"),

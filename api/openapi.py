@@ -13,6 +13,8 @@ from typing import Any
 from api.errors import ERROR_TABLE
 from gate import constants as C
 from gate.rulebook import budget as B
+from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
+from workbench.policy_reports import PARAMS as REPORT_PARAMS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -226,6 +228,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         False, {200: "verification result", 400: "malformed body", 413: "body too large"},
         errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",),
     ),
+    *[
+        Endpoint(
+            "get", f"/api/decision/policies/{{policy_id}}/{kind}",
+            summary + " Computed from the live ledger by the same engines as `gate report` (docs/intelligence.md); "
+            "only the caller's scope is read, so a policy without decisions in it answers an empty sample.",
+            True, {200: "sealed report", 400: "bad query parameter", 401: "missing or invalid key", 403: "disabled key",
+                   503: "ledger unavailable"},
+            errors=(f"SVC_POLICY_{kind.upper()}_UNAUTHORIZED", "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+            query=tuple((name, REPORT_PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
+                         .replace("str", "string"), REPORT_PARAMS[name].describe()) for name in REPORT_KIND_PARAMS[kind]),
+            tags=("intelligence",),
+        )
+        for kind, summary in (
+            ("effectiveness", "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): "
+                              "effectiveness_score, confidence, recommendation from the latest outcome per decision."),
+            ("anomalies", "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, "
+                          "verdict-mix and fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
+            ("benchmarks", "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, "
+                           "cross_customer percentiles, comparison.success_rate_delta_vs_p50."),
+        )
+    ],
     Endpoint(
         "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
         False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",),
@@ -326,7 +349,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         operation["security"] = []
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in ("decision_id", "chain_id", "name") if "{" + name + "}" in endpoint.path
+        for name in ("decision_id", "chain_id", "policy_id", "name") if "{" + name + "}" in endpoint.path
     ]
     parameters += [
         {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": text}

@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, export, verify.
+"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes.
 
 It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
 the core installed); every other subcommand imports the server packages lazily.
@@ -222,6 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_export_parser(sub)
     add_verify_parser(sub)
+    from gate_cli.report_cmd import add_report_parser
+    from gate_cli.scopes_cmd import add_scopes_parser
+
+    add_report_parser(sub)
+    add_scopes_parser(sub)
     return parser
 
 

@@ -73,6 +73,9 @@ CASES = {
     "INTERNAL_ERROR": lambda c: _crash(c),
     "CHAIN_NOT_FOUND": lambda c: c.client.get("/api/decision/chains/chain_nope", headers={"x-api-key": c.key}),
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
+    "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/effectiveness"),
+    "SVC_POLICY_ANOMALIES_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/anomalies"),
+    "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/benchmarks"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
     "EVALUATION_INPUT_TOO_LARGE": lambda c: _decide(c.client, c.key, _with(

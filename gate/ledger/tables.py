@@ -192,3 +192,14 @@ idempotency_claims = Table(
     Column("claimed_at", String(32), nullable=False),
     Column("receipt_id", String(64), nullable=True),
 )
+
+# Operator setting per scope: does it opt in to anonymized cross-customer benchmarks?
+# Revocable at any time (`gate scopes benchmarks --scope S --opt-out`); a scope without a row
+# has not opted in.
+scope_benchmark_settings = Table(
+    "scope_benchmark_settings",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("opted_in", Integer, nullable=False),
+    Column("updated_at", String(32), nullable=False),
+)

@@ -6,6 +6,8 @@ class mapping, and returns a plain JSON-ready report body. Each is built as part
 finalize (see `workbench.engines.common`), is deterministic and reads no database: callers load
 the frames (`workbench.load`) and wrap the body in its envelope (`gate.reports`).
 
-Modules: `effectiveness`, `anomalies` (with `facts`), `benchmarks`, `counterfactuals`.
-Formulas: docs/intelligence.md. Only Polars and the standard library are imported here.
+Modules: `effectiveness`, `anomalies` (with `fact_moments`), `benchmarks`, `counterfactuals`
+(formulas: docs/intelligence.md); `rulebook_polars` and `fact_columns` compile a rulebook to
+Polars expressions over the typed facts table (docs/dataset-facts.md). Only Polars and the
+standard library are imported here.
 """

@@ -1,0 +1,92 @@
+"""Policy reports from the live ledger: effectiveness, anomalies and benchmarks.
+
+`GET /api/decision/policies/{policy_id}/{effectiveness|anomalies|benchmarks}` load the caller's
+most recent decisions of the policy (and their outcomes) from the ledger, run the same engines
+as the CLI and the workbench (`workbench.policy_reports`), and answer the sealed report.
+
+Scoping: a report only ever reads the caller's own scope (benchmarks add anonymized cohorts of
+opted-in scopes, never their names or records). A policy id the caller has no decisions for,
+whether it exists in another scope or nowhere, answers 200 with an empty sample
+(`decisions_considered: 0`): the answer is the same in both cases, so it reveals nothing about
+other scopes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from flask import Blueprint, request
+
+from api.errors import json_response
+from api.runtime import keyed, runtime
+from gate.errors import GateError
+from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from gate.service import Caller
+from workbench.load import from_ledger
+from workbench.policy_reports import (
+    anomaly_report,
+    benchmark_report,
+    effectiveness_report,
+    parse_params,
+)
+
+bp = Blueprint("reports", __name__)
+
+UNAUTHORIZED = {
+    "effectiveness": "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED",
+    "anomalies": "SVC_POLICY_ANOMALIES_UNAUTHORIZED",
+    "benchmarks": "SVC_POLICY_BENCHMARKS_UNAUTHORIZED",
+}
+MAX_POLICY_ID = 120
+
+
+def _policy_id(policy_id: str) -> str:
+    if not 1 <= len(policy_id) <= MAX_POLICY_ID or not policy_id.isprintable():
+        raise GateError("REQUEST_INVALID", f"policy_id must be 1 to {MAX_POLICY_ID} printable characters",
+                        errors=[{"field": "policy_id", "code": "invalid_value",
+                                 "message": f"1 to {MAX_POLICY_ID} printable characters"}])
+    return policy_id
+
+
+def _args(kind: str):
+    return parse_params(kind, request.args.to_dict(flat=True))
+
+
+@bp.get("/api/decision/policies/<policy_id>/effectiveness")
+@keyed(UNAUTHORIZED["effectiveness"])
+def effectiveness(caller: Caller, policy_id: str):
+    policy_id, params = _policy_id(policy_id), _args("effectiveness")
+    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
+                         limit=params.limit)
+    return json_response(200, effectiveness_report(frames, policy_id, params))
+
+
+@bp.get("/api/decision/policies/<policy_id>/anomalies")
+@keyed(UNAUTHORIZED["anomalies"])
+def anomalies(caller: Caller, policy_id: str):
+    policy_id, params = _policy_id(policy_id), _args("anomalies")
+    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
+                         limit=params.limit)
+    return json_response(200, anomaly_report(frames, policy_id, params))
+
+
+def cohort_scopes(opted_in: set[str], own_scope: str) -> list[str]:
+    """The other opted-in scopes read for a cohort: all of them up to MAX_SCOPES − 1, else that
+    many chosen by the sha256 of the scope name (deterministic, not biased by naming)."""
+    # SECURITY: a scope that has not opted in never reads anyone else's data.
+    if own_scope not in opted_in:
+        return []
+    others = sorted(opted_in - {own_scope}, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
+    return others[:MAX_SCOPES - 1]
+
+
+@bp.get("/api/decision/policies/<policy_id>/benchmarks")
+@keyed(UNAUTHORIZED["benchmarks"])
+def benchmarks(caller: Caller, policy_id: str):
+    policy_id, params = _policy_id(policy_id), _args("benchmarks")
+    ledger = runtime().ledger
+    opted_in = benchmark_opt_ins(ledger)
+    frames = from_ledger(ledger, caller.scope, policy_id, policy_version=params.policy_version,
+                         limit=params.limit, cohort_scopes=cohort_scopes(opted_in, caller.scope))
+    return json_response(200, benchmark_report(frames, policy_id, params, own_scope=caller.scope,
+                                               opted_in=opted_in))

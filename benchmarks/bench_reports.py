@@ -1,0 +1,326 @@
+"""Policy reports over a large Parquet dataset: our Polars engines against the same aggregate
+in SQL on PostgreSQL and in DuckDB over the same Parquet files, in one run.
+
+    .venv/bin/python benchmarks/bench_reports.py                     # 10,000,000 decisions
+    .venv/bin/python benchmarks/bench_reports.py --decisions 1000000 # smaller run
+    .venv/bin/python benchmarks/bench_reports.py --skip-postgres     # no PostgreSQL load
+
+The dataset is synthesized straight into the contract's schema (vectorized, seeded): 20
+scopes, 12 months, one policy with two versions (v2 from month 9 blocks more), four rules,
+numeric facts that drift in the last month, 0–2 outcome records per decision with timestamp
+ties. Its manifest says `synthetic: true`. It is generated once per size and kept under
+benchmarks/results/ (git-ignored).
+
+What is timed (best of `--repeat` runs, wall clock, load average printed beside):
+
+* ours: `workbench.policy_reports` over `workbench.load.from_dataset` (scan, filter, engines,
+  envelope and hash), one figure per report: effectiveness, anomalies, benchmarks;
+* DuckDB: the aggregates the engines compute, in SQL over the same Parquet files;
+* PostgreSQL: the same SQL over the same rows COPYed into tables with the obvious indexes (the
+  load is not timed).
+
+Each SQL result is checked against the engines' numbers before anything is reported.
+Figures are ratios to our time in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from workbench.load import conform, from_dataset, polars_schema  # noqa: E402
+from workbench.policy_reports import (  # noqa: E402
+    CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
+from workbench.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
+
+POLICY = "pricing_exception"
+SCOPES = [f"tenant_{i:02d}" for i in range(20)]
+MONTHS = [f"2026-{m:02d}" for m in range(1, 13)]
+RULES = np.array(["block_deep_discount", "review_thin_margin", "approve_owner_backed", "approve_small", None], dtype=object)
+VERDICT_OF_RULE = np.array(["no", "review", "yes", "yes", "review"], dtype=object)
+REASON_OF_RULE = np.array(["DISCOUNT_ABOVE_CEILING", "MARGIN_BELOW_FLOOR", "WITHIN_DISCOUNT_POLICY",
+                           "SMALL_DISCOUNT", "NO_RULE_MATCHED"], dtype=object)
+ACTION_OF_RULE = np.array(["reject_discount", "route_to_finance", "apply_discount", "apply_discount",
+                           "route_to_finance"], dtype=object)
+STATUSES = np.array(list(CLASSES), dtype=object)
+
+
+def _pick(values, index: np.ndarray) -> pl.Series:
+    """values[index] as a String series (vectorized, nulls allowed)."""
+    return pl.Series(index).replace_strict({i: v for i, v in enumerate(values)}, return_dtype=pl.String)
+
+
+def _hex(ids: pl.Series, salt: int) -> pl.Series:
+    h = ids.hash(seed=salt).cast(pl.String).str.zfill(20)
+    return pl.select(pl.concat_str([h, h, h, h]).str.slice(0, 64)).to_series()
+
+
+def _scope_frames(scope_index: int, n: int, rng: np.random.Generator) -> tuple[pl.DataFrame, pl.DataFrame]:
+    scope = SCOPES[scope_index]
+    start = np.datetime64("2026-01-01T00:00:00", "ms").astype(np.int64)
+    span = 365 * 24 * 3600 * 1000
+    created = np.sort(start + rng.integers(0, span, n))
+    month_index = ((created - start) // (span // 12)).clip(0, 11)
+    version = np.where(month_index >= 8, "v2", "v1").astype(object)
+    rule_index = rng.choice(5, n, p=[0.1, 0.2, 0.45, 0.15, 0.1])
+    rule_index = np.where((version == "v2") & (rng.random(n) < 0.15), 0, rule_index)  # v2 blocks more
+    amount = rng.gamma(4.0, 50.0, n).round(2) + np.where(month_index == 11, 40.0, 0.0)
+    margin = rng.normal(28, 6, n).round(1)
+    tier = rng.integers(1, 4, n)
+    ids = pl.Series("decision_id", [f"dec_{scope_index:02d}_{i:09d}" for i in range(n)])
+    facts = pl.format('{{"amount":{},"margin_percent":{},"tier":{}}}', pl.lit(pl.Series(amount)),
+                      pl.lit(pl.Series(margin)), pl.lit(pl.Series(tier)))
+    decisions = pl.DataFrame({
+        "decision_id": ids,
+        "created_at": pl.Series(created).cast(pl.Datetime("ms", "UTC")),
+        "chain_position": pl.Series(np.arange(1, n + 1)),
+        "policy_id": pl.Series([POLICY] * n),
+        "policy_version": _pick(["v1", "v2"], (month_index >= 8).astype(np.int64)),
+        "rulebook_hash": pl.Series(["a" * 64] * n),
+        "policy_bundle_hash": pl.Series([None] * n, dtype=pl.String),
+        "verdict": _pick(VERDICT_OF_RULE, rule_index),
+        "application_verdict": _pick(VERDICT_OF_RULE, rule_index).str.to_uppercase(),
+        "reason_code": _pick(REASON_OF_RULE, rule_index),
+        "matched_rule_id": _pick(RULES, rule_index),
+        "action": _pick(ACTION_OF_RULE, rule_index),
+        "evidence": _pick(REASON_OF_RULE, rule_index).to_frame("r")
+        .select(pl.concat_list("r")).to_series(),
+        "binding_mode": pl.Series(["direct_declarative_rulebook"] * n),
+        "record_hash": _hex(ids, 2),
+        "receipt_hash": _hex(ids, 3),
+        "input_hash": _hex(ids, 4),
+        "scope": pl.Series([scope] * n),
+        "month": _pick(MONTHS, month_index),
+    }).with_columns(pl.select(facts).to_series().alias("facts_json"))
+    # outcomes: 0 (10%), 1 (75%) or 2 (15%) records; failure odds grow on thin margins and in v2
+    count = rng.choice(3, n, p=[0.1, 0.75, 0.15])
+    owner = np.repeat(np.arange(n), count)
+    m = len(owner)
+    fail_p = 0.12 + 0.25 * (rule_index[owner] == 1) + 0.08 * (version[owner] == "v2")
+    draw = rng.random(m)
+    status = np.where(draw < fail_p, 1, np.where(draw < fail_p + 0.05, 4, 0))  # failed / pending / succeeded
+    status = np.where(rng.random(m) < 0.03, 3, status)  # cancelled
+    lag = rng.integers(3_600_000, 40 * 86_400_000, m) // 1000 * 1000  # whole seconds: ties happen
+    reported = created[owner] + lag
+    receipt_ids = pl.Series([f"out_{scope_index:02d}_{i:09d}" for i in range(m)])
+    outcomes = pl.DataFrame({
+        "receipt_id": receipt_ids,
+        "decision_id": ids.gather(owner),
+        "reported_at": pl.Series(reported).cast(pl.Datetime("ms", "UTC")),
+        "status": _pick(list(STATUSES), status),
+        "receipt_hash": _hex(receipt_ids, 5),
+        "idempotency_key": pl.Series([None] * m, dtype=pl.String),
+        "receipt_json": pl.Series(['{"decision_outcome_version":"decision_outcome_v1"}'] * m),
+        "scope": pl.Series([scope] * m),
+        "month": pl.Series(reported.astype("datetime64[ms]").astype("datetime64[M]").astype(str)).str.slice(0, 7),
+    })
+    return conform(decisions, "decisions").collect(), conform(outcomes, "outcomes").collect()
+
+
+def generate(root: Path, total: int, seed: int = 7) -> None:
+    if (root / "manifest.json").exists():
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    rng = np.random.default_rng(seed)
+    per_scope = total // len(SCOPES)
+    rows = {"decisions": 0, "outcomes": 0}
+    for index in range(len(SCOPES)):
+        decisions, outcomes = _scope_frames(index, per_scope, rng)
+        for table, frame in (("decisions", decisions), ("outcomes", outcomes)):
+            rows[table] += frame.height
+            arrow = frame.to_arrow().cast(pa.schema(list(TABLES[table]) + [pa.field("scope", pa.string()),
+                                                                            pa.field("month", pa.string())]))
+            pads.write_dataset(arrow, root / table, format="parquet", partitioning=["scope", "month"],
+                               partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
+                               basename_template=f"part-{index:02d}-{{i}}.parquet")
+        print(f"  generated {SCOPES[index]}: {rows['decisions']:,} decisions, {rows['outcomes']:,} outcomes", flush=True)
+    (root / "manifest.json").write_text(json.dumps({"dataset_schema_version": DATASET_SCHEMA_VERSION,
+                                                    "synthetic": True, "rows": rows, "seed": seed}))
+
+
+def calibration() -> float:
+    """A fixed Polars workload (group-by of 2,000,000 integer keys), timed in the same run: the
+    machine's speed at that moment, so figures from loaded and idle machines can be compared."""
+    rng = np.random.default_rng(1)
+    frame = pl.DataFrame({"k": rng.integers(0, 100_000, 2_000_000), "v": rng.random(2_000_000)})
+    return best(lambda: frame.group_by("k").agg(pl.col("v").sum()), 3)[0]
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), result
+
+
+# --------------------------------------------------------------------------- SQL baselines
+
+LATEST_SQL = """
+WITH ranked AS (
+  SELECT decision_id, status,
+         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r,
+         count(*) OVER (PARTITION BY decision_id) AS n
+  FROM {outcomes})
+SELECT d.scope, l.status, count(*) AS decisions, sum(coalesce(l.n, 0)) AS outcome_records
+FROM {decisions} d LEFT JOIN (SELECT decision_id, status, n FROM ranked WHERE r = 1) l USING (decision_id)
+WHERE d.policy_id = 'pricing_exception'
+GROUP BY d.scope, l.status
+"""
+SEGMENT_SQL = """
+WITH ranked AS (
+  SELECT decision_id, status,
+         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r
+  FROM {outcomes})
+SELECT coalesce(d.matched_rule_id, '(default_outcome)') AS value, d.policy_version, d.verdict,
+       count(*) AS decisions,
+       sum(CASE WHEN l.status = 'succeeded' THEN 1 ELSE 0 END) AS success,
+       sum(CASE WHEN l.status IN ('failed', 'reverted') THEN 1 ELSE 0 END) AS failure
+FROM {decisions} d LEFT JOIN (SELECT decision_id, status FROM ranked WHERE r = 1) l USING (decision_id)
+WHERE d.policy_id = 'pricing_exception'
+GROUP BY 1, 2, 3
+"""
+
+
+def _counts_from_sql(rows) -> dict[str | None, int]:
+    out: dict[str | None, int] = {}
+    for _scope, status, decisions, _records in rows:
+        out[status] = out.get(status, 0) + int(decisions)
+    return out
+
+
+def duckdb_queries(root: Path):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {os.cpu_count()}")
+    d = f"read_parquet('{root}/decisions/*/*/*.parquet', hive_partitioning = true)"
+    o = f"read_parquet('{root}/outcomes/*/*/*.parquet', hive_partitioning = true)"
+    return {
+        "effectiveness": lambda: con.execute(LATEST_SQL.format(decisions=d, outcomes=o)).fetchall(),
+        "anomalies": lambda: con.execute(SEGMENT_SQL.format(decisions=d, outcomes=o)).fetchall(),
+    }
+
+
+def postgres_queries(root: Path, url: str):
+    import psycopg
+
+    name = "gate_bench_reports"
+    with psycopg.connect(url, autocommit=True) as admin:
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    conn = psycopg.connect(url.rsplit("/", 1)[0] + "/" + name, autocommit=True)
+    stamp = (root / "manifest.json").read_text()
+    loaded = conn.execute("SELECT to_regclass('bench_manifest') IS NOT NULL").fetchone()[0] and \
+        conn.execute("SELECT body FROM bench_manifest").fetchone()[0] == stamp
+    if not loaded:
+        print("  loading PostgreSQL (not timed) ...", flush=True)
+        conn.execute("DROP TABLE IF EXISTS decisions, outcomes, bench_manifest")
+        conn.execute("CREATE TABLE decisions (decision_id text PRIMARY KEY, scope text, created_at timestamptz, "
+                     "policy_id text, policy_version text, verdict text, matched_rule_id text)")
+        conn.execute("CREATE TABLE outcomes (receipt_id text PRIMARY KEY, decision_id text, reported_at timestamptz, "
+                     "status text)")
+        for table, columns in (("decisions", ["decision_id", "scope", "created_at", "policy_id", "policy_version",
+                                              "verdict", "matched_rule_id"]),
+                               ("outcomes", ["receipt_id", "decision_id", "reported_at", "status"])):
+            frame = pl.scan_parquet(f"{root}/{table}/*/*/*.parquet", hive_partitioning=True).select(columns)
+            for batch in frame.collect().iter_slices(500_000):
+                with conn.cursor().copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                    for row in batch.iter_rows():
+                        copy.write_row(row)
+        conn.execute("CREATE INDEX ON outcomes (decision_id, reported_at DESC, receipt_id DESC)")
+        conn.execute("CREATE INDEX ON decisions (policy_id, scope)")
+        conn.execute("VACUUM ANALYZE decisions")
+        conn.execute("VACUUM ANALYZE outcomes")
+        conn.execute("CREATE TABLE bench_manifest (body text)")
+        conn.execute("INSERT INTO bench_manifest VALUES (%s)", (stamp,))
+    conn.execute("SET max_parallel_workers_per_gather = 2")
+    conn.execute("SET work_mem = '256MB'")
+    return {
+        "effectiveness": lambda: conn.execute(LATEST_SQL.format(decisions="decisions", outcomes="outcomes")).fetchall(),
+        "anomalies": lambda: conn.execute(SEGMENT_SQL.format(decisions="decisions", outcomes="outcomes")).fetchall(),
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--decisions", type=int, default=10_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--pg-url", default=os.environ.get("GATE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
+    args = parser.parse_args()
+    results_dir = ROOT / "benchmarks" / "results"
+    root = results_dir / f"reports-dataset-{args.decisions}"
+    t0 = time.perf_counter()
+    generate(root, args.decisions)
+    print(f"dataset {root} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
+
+    calibrate = calibration()
+    print(f"calibration (Polars group-by of 2M rows) {calibrate:.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+    every = ReportParams(limit=None, min_sample=10)
+    scopes = SCOPES
+
+    def frames():
+        return from_dataset(root, policy_id=POLICY, limit=None)
+
+    ours = {
+        "effectiveness": lambda: effectiveness_report(frames(), POLICY, every),
+        "anomalies": lambda: anomaly_report(frames(), POLICY, every),
+        "benchmarks": lambda: benchmark_report(frames(), POLICY, every, own_scope=scopes[0], opted_in=set(scopes)),
+    }
+    figures: dict[str, dict[str, float]] = {}
+    reports = {}
+    for kind, fn in ours.items():
+        seconds, reports[kind] = best(fn, args.repeat)
+        figures[kind] = {"ours": seconds}
+        print(f"ours  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+    sample = reports["effectiveness"]["sample"]
+    expected = dict(sample["latest_outcome_counts"])
+    expected[None] = sample["decisions_considered"] - sample["decisions_with_outcome"]
+    engines = {"duckdb": duckdb_queries(root)}
+    if not args.skip_postgres:
+        engines["postgresql"] = postgres_queries(root, args.pg_url)
+    for engine, queries in engines.items():
+        for kind, fn in queries.items():
+            seconds, rows = best(fn, args.repeat)
+            if kind == "effectiveness":
+                assert _counts_from_sql(rows) == expected, (engine, _counts_from_sql(rows), expected)
+            figures[kind][engine] = seconds
+            print(f"{engine:10} {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+    figures["benchmarks"].update({k: v for k, v in figures["effectiveness"].items() if k != "ours"})
+    print()
+    print(f"| report ({sample['decisions_considered']:,} decisions, {sample['outcome_records']:,} outcomes) "
+          "| ours | × ours: DuckDB | × ours: PostgreSQL |")
+    print("|---|---:|---:|---:|")
+    for kind, row in figures.items():
+        ratios = [f"{row[e] / row['ours']:.2f}" if e in row else "-" for e in ("duckdb", "postgresql")]
+        print(f"| {kind} | {row['ours']:.3f} s | {ratios[0]} | {ratios[1]} |")
+    print(f"calibration {calibrate:.3f} s (an idle 2-CPU machine: about 0.03 s); "
+          f"load average {os.getloadavg()}, {os.cpu_count()} CPUs")
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "reports.json").write_text(json.dumps({"decisions": args.decisions, "figures": figures,
+                                                          "calibration_s": calibrate, "load": os.getloadavg()},
+                                                         indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

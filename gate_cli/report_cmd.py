@@ -1,0 +1,102 @@
+"""`gate report KIND --policy ID [--scope S] [--dataset DIR] [--json]`: the policy reports of
+the API on the terminal, from the live ledger (default) or from an exported Parquet dataset.
+
+The numbers are the API's: the same loader contract, engines and envelopes
+(`workbench.policy_reports`). Readable text by default; `--json` prints the sealed report
+exactly as the endpoint answers it. Exit status 2 on bad input (unknown parameter values, a
+dataset of another schema version), with the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+
+KINDS = ("effectiveness", "anomalies", "benchmarks")
+OPTIONS = ("policy_version", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
+           "min_cohort_decisions")
+DATASET_LIMIT = 1_000_000_000
+
+
+def add_report_parser(sub) -> None:
+    p = sub.add_parser("report", help="print a policy report (effectiveness, anomalies, benchmarks)")
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("--policy", required=True, help="policy id (the rulebook id)")
+    p.add_argument("--scope", help="the scope whose decisions are reported (required for the ledger and benchmarks)")
+    p.add_argument("--dataset", help="read an exported dataset (path or URL) instead of the live ledger")
+    p.add_argument("--json", action="store_true", help="print the sealed report as JSON")
+    for name in OPTIONS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
+                       help=f"as the endpoint's {name} query parameter"
+                       + ("; with --dataset up to 1e9, or 'all'" if name == "limit" else ""))
+    p.set_defaults(func=cmd_report)
+
+
+def _fail(message: str) -> int:
+    print(f"gate report: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_report(args) -> int:
+    from gate.errors import GateError
+    from workbench.load import DatasetError, from_dataset, from_ledger
+    from workbench.policy_reports import (
+        anomaly_report,
+        benchmark_report,
+        effectiveness_report,
+        parse_params,
+    )
+
+    raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
+    every = raw.get("limit") == "all"
+    if every and not args.dataset:
+        return _fail("--limit all reads a whole dataset; the ledger allows 1 to 10000")
+    if every:
+        del raw["limit"]
+    try:
+        params = parse_params(args.kind, raw, limit_high=DATASET_LIMIT if args.dataset else None)
+    except GateError as error:
+        return _fail(error.message)
+    if every:
+        params = replace(params, limit=None)
+    if args.scope is None and (args.dataset is None or args.kind == "benchmarks"):
+        return _fail("--scope is required (reports from the ledger and benchmarks are per scope)")
+    ledger = None
+    try:
+        if args.kind == "benchmarks" or not args.dataset:
+            from gate_cli.main import _ledger, _settings
+
+            ledger = _ledger(_settings())
+        opted_in: set[str] = set()
+        cohort: list[str] = []
+        if args.kind == "benchmarks":
+            from api.routes.reports import cohort_scopes
+            from gate.ledger.reports import benchmark_opt_ins
+
+            opted_in = benchmark_opt_ins(ledger)
+            cohort = cohort_scopes(opted_in, args.scope)
+        if args.dataset:
+            frames = from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort],
+                                  policy_id=args.policy, policy_version=params.policy_version, limit=params.limit)
+        else:
+            frames = from_ledger(ledger, args.scope, args.policy, policy_version=params.policy_version,
+                                 limit=params.limit, cohort_scopes=cohort)
+        if args.kind == "effectiveness":
+            report = effectiveness_report(frames, args.policy, params)
+        elif args.kind == "anomalies":
+            report = anomaly_report(frames, args.policy, params)
+        else:
+            report = benchmark_report(frames, args.policy, params, own_scope=args.scope, opted_in=opted_in)
+    except DatasetError as error:
+        return _fail(str(error))
+    finally:
+        if ledger is not None:
+            ledger.dispose()
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        from gate_cli.report_text import render
+
+        print(render(args.kind, report, source=args.dataset or "live ledger"))
+    return 0

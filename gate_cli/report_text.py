@@ -1,0 +1,87 @@
+"""Readable terminal text for the policy reports (`gate report`, without --json)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _pct(value: Any) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f}%"
+
+
+def _sample(sample: Mapping[str, Any]) -> list[str]:
+    counts = ", ".join(f"{status} {n}" for status, n in sample["latest_outcome_counts"].items()) or "none"
+    window = (f"{sample['first_decision_at']} .. {sample['last_decision_at']}"
+              if sample["first_decision_at"] else "no decisions")
+    return [
+        f"Sample: {sample['decisions_considered']} decisions, {sample['decisions_with_outcome']} with outcomes "
+        f"({sample['outcome_records']} outcome records)",
+        f"  latest outcome by status: {counts}",
+        f"  decisions from {window}",
+    ]
+
+
+def _header(title: str, report: Mapping[str, Any], source: str) -> list[str]:
+    version = report.get("policy_version") or "all versions"
+    params = "  ".join(f"{k}={v}" for k, v in report["parameters"].items() if k != "policy_version")
+    return [f"{title} of policy {report['policy_id']} ({version}) from the {source}" if source == "live ledger"
+            else f"{title} of policy {report['policy_id']} ({version}) from dataset {source}", f"  {params}", ""]
+
+
+def _effectiveness(report: Mapping[str, Any]) -> list[str]:
+    m = report["metrics"]
+    score = report["effectiveness_score"]
+    return [
+        f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
+        f"recommendation: {report['recommendation']}",
+        f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
+        f"excluded {_pct(m['excluded_rate'])}",
+        f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
+        f"resolved decisions {m['resolved_decisions']}",
+        "",
+    ]
+
+
+def _anomalies(report: Mapping[str, Any]) -> list[str]:
+    lines = [f"{report['anomaly_count']} anomalies   recommendation: {report['recommendation']}"]
+    for item in report["anomalies"]:
+        lines.append(f"  [{item['severity']}] {item['anomaly_score']:.4f}  {item['kind']}  {item['dimension']} = {item['value']}")
+        lines.extend(f"      {reason}" for reason in item["reasons"])
+        if item["decision_ids"]:
+            shown = ", ".join(item["decision_ids"][:3]) + (" ..." if len(item["decision_ids"]) > 3 else "")
+            lines.append(f"      decisions: {shown}")
+    checks = report["checks"]
+    lines.append(f"  versions compared: {checks['policy_versions']['previous'] or '-'} -> "
+                 f"{checks['policy_versions']['current'] or '-'};  recent month {checks['facts']['recent_month'] or '-'}, "
+                 f"{checks['facts']['numeric_facts']} numeric facts")
+    return lines + [""]
+
+
+def _benchmarks(report: Mapping[str, Any]) -> list[str]:
+    mine = report["your_metrics"]
+    cross = report["cross_customer"]
+    lines = [
+        f"Your metrics: success {_pct(mine['success_rate'])}  failure {_pct(mine['failure_rate'])}  "
+        f"still open {_pct(mine['review_rate'])}  terminal coverage {_pct(mine['terminal_coverage'])}  "
+        f"({mine['decisions']} decisions, {mine['resolved_decisions']} resolved)",
+        f"Cross-customer: {cross['status']} - {cross['reason']}",
+    ]
+    for metric, values in cross["percentiles"].items():
+        lines.append(f"  {metric:18} p25 {_pct(values['p25'])}  p50 {_pct(values['p50'])}  p75 {_pct(values['p75'])}")
+    delta = report["comparison"]["success_rate_delta_vs_p50"]
+    if delta is not None:
+        lines.append(f"  your success rate vs the cohort median: {delta * 100:+.1f} points")
+    lines.append(f"Recommendation: {report['recommendation']}")
+    return lines + [""]
+
+
+TITLES = {"effectiveness": ("Effectiveness", _effectiveness, "effectiveness_hash"),
+          "anomalies": ("Anomalies", _anomalies, "anomaly_hash"),
+          "benchmarks": ("Benchmarks", _benchmarks, "benchmark_hash")}
+
+
+def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
+    title, body, hash_member = TITLES[kind]
+    lines = _header(title, report, source) + body(report) + _sample(report["sample"])
+    lines.append(f"{hash_member} {report[hash_member]}")
+    return "\n".join(lines)

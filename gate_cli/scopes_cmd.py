@@ -1,0 +1,45 @@
+"""`gate scopes benchmarks --scope S --opt-in|--opt-out|--status`: the operator's per-scope
+setting for anonymized cross-customer benchmarks (revocable; a scope never set is opted out)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def add_scopes_parser(sub) -> None:
+    scopes = sub.add_parser("scopes", help="per-scope operator settings")
+    ssub = scopes.add_subparsers(dest="scopes_command", required=True)
+    b = ssub.add_parser("benchmarks", help="opt a scope in to or out of anonymized benchmarks")
+    b.add_argument("--scope", required=True)
+    choice = b.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--opt-in", dest="action", action="store_const", const="opt-in")
+    choice.add_argument("--opt-out", dest="action", action="store_const", const="opt-out")
+    choice.add_argument("--status", dest="action", action="store_const", const="status")
+    b.add_argument("--json", action="store_true")
+    scopes.set_defaults(func=cmd_scopes)
+
+
+def cmd_scopes(args) -> int:
+    from gate.ledger.reports import benchmark_setting, set_benchmark_opt_in
+    from gate_cli.main import _ledger, _now, _settings
+
+    if not args.scope or len(args.scope) > 120:
+        print("gate scopes: --scope must be 1 to 120 characters", file=sys.stderr)
+        return 2
+    ledger = _ledger(_settings())
+    try:
+        if args.action == "status":
+            setting = benchmark_setting(ledger, args.scope) or {"scope": args.scope, "opted_in": False,
+                                                                 "updated_at": None}
+        else:
+            setting = set_benchmark_opt_in(ledger, args.scope, args.action == "opt-in", _now())
+    finally:
+        ledger.dispose()
+    if args.json:
+        print(json.dumps(setting))
+    else:
+        state = "opted in to" if setting["opted_in"] else "not opted in to"
+        since = f" (since {setting['updated_at']})" if setting["updated_at"] else ""
+        print(f"scope {setting['scope']} is {state} anonymized benchmarks{since}")
+    return 0

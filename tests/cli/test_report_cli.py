@@ -1,0 +1,100 @@
+"""`gate report` and `gate scopes benchmarks` as subprocesses: the API's sealed reports on the
+terminal, from the live ledger and from a Parquet dataset (same hash), and their refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gate.ledger import Ledger
+from tests.workbench.ledger_support import LedgerWriter, at
+from tests.workbench.workbench_support import write_dataset
+from workbench.load import from_ledger
+from workbench.policy_reports import ReportParams, effectiveness_report
+
+GATE = str(Path(sys.executable).parent / "gate")
+POLICY = "pricing_exception"
+
+
+def gate(args, env):
+    return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def seeded(gate_env, tmp_path):
+    writer = LedgerWriter(gate_env["GATE_DATABASE_URL"], tmp_path / "writer-keys.json")
+    for i in range(15):
+        for scope in ("tenant_a", "peer_1", "peer_2", "peer_3"):
+            record = writer.decide(scope, at(1 + i % 3, 1 + i, ms=i), discount=10 + i % 4, margin=15 + i % 3 * 8)
+            writer.receipt("outcome", scope, record, at(4, 1 + i), ("succeeded", "failed", "pending")[i % 3])
+    writer.close()
+    return gate_env
+
+
+def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path):
+    done = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    ledger = Ledger(seeded["GATE_DATABASE_URL"])
+    frames = from_ledger(ledger, "tenant_a", POLICY, limit=1000)
+    assert report == effectiveness_report(frames, POLICY, ReportParams())
+    write_dataset(tmp_path / "ds", frames.decisions.collect().to_dicts(), frames.outcomes.collect().to_dicts())
+    ledger.dispose()
+    from_files = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset",
+                       str(tmp_path / "ds"), "--json"], seeded)
+    assert from_files.returncode == 0, from_files.stderr
+    assert json.loads(from_files.stdout)["effectiveness_hash"] == report["effectiveness_hash"]
+
+
+def test_readable_text_by_default(seeded):
+    text = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a"], seeded)
+    assert text.returncode == 0, text.stderr
+    assert "Effectiveness score" in text.stdout and "Sample: 15 decisions" in text.stdout
+    assert "effectiveness_hash " in text.stdout
+    anomalies = gate(["report", "anomalies", "--policy", POLICY, "--scope", "tenant_a", "--min-sample", "3",
+                      "--threshold", "0"], seeded)
+    assert anomalies.returncode == 0, anomalies.stderr
+    assert "anomalies   recommendation:" in anomalies.stdout and "anomaly_hash " in anomalies.stdout
+
+
+def test_scopes_opt_in_drives_benchmarks(seeded):
+    def bench():
+        done = gate(["report", "benchmarks", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert bench()["cross_customer"]["status"] == "not_opted_in"
+    status = gate(["scopes", "benchmarks", "--scope", "tenant_a", "--status", "--json"], seeded)
+    assert json.loads(status.stdout)["opted_in"] is False
+    for scope in ("tenant_a", "peer_1", "peer_2", "peer_3"):
+        done = gate(["scopes", "benchmarks", "--scope", scope, "--opt-in"], seeded)
+        assert done.returncode == 0 and "is opted in to" in done.stdout
+    report = bench()
+    assert report["cross_customer"]["status"] == "available" and "peer" not in json.dumps(report)
+    text = gate(["report", "benchmarks", "--policy", POLICY, "--scope", "tenant_a"], seeded).stdout
+    assert "Cross-customer: available" in text and "success_rate" in text
+    assert gate(["scopes", "benchmarks", "--scope", "peer_3", "--opt-out"], seeded).returncode == 0
+    assert bench()["cross_customer"]["status"] == "insufficient_cohort"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["report", "effectiveness", "--policy", POLICY, "--scope", "a", "--limit", "0"], "limit must be"),
+    (["report", "effectiveness", "--policy", POLICY, "--scope", "a", "--limit", "all"], "--limit all"),
+    (["report", "effectiveness", "--policy", POLICY], "--scope is required"),
+    (["report", "anomalies", "--policy", POLICY, "--scope", "a", "--threshold", "7"], "threshold must be"),
+    (["report", "effectiveness", "--policy", POLICY, "--scope", "a", "--threshold", "0.5"], "not a parameter"),
+])
+def test_bad_input_exits_2_with_the_reason(gate_env, args, message):
+    done = gate(args, gate_env)
+    assert done.returncode == 2 and message in done.stderr and done.stdout == ""
+
+
+def test_dataset_of_another_schema_version_is_refused(gate_env, tmp_path):
+    write_dataset(tmp_path / "old", [], [], version="decision_dataset_v0")
+    done = gate(["report", "effectiveness", "--policy", POLICY, "--dataset", str(tmp_path / "old")], gate_env)
+    assert done.returncode == 2 and "decision_dataset_v0" in done.stderr

@@ -1,0 +1,59 @@
+"""Report parameters (ranges, defaults, refusals) and the sealed reports over synthetic frames."""
+
+from __future__ import annotations
+
+import pytest
+
+from gate.errors import GateError
+from gate.reports import verify
+from workbench.policy_reports import (
+    KIND_PARAMS,
+    ReportParams,
+    anomaly_report,
+    benchmark_report,
+    effectiveness_report,
+    parse_params,
+)
+from workbench_support import frames, random_ledger
+
+
+def test_defaults_are_the_reference_typical_queries():
+    p = parse_params("anomalies", {})
+    assert (p.limit, p.min_sample, p.threshold, p.max_items) == (1000, 10, 0.35, 5)
+    b = parse_params("benchmarks", {})
+    assert (b.min_cohort_scopes, b.min_cohort_decisions) == (3, 30)
+    assert parse_params("effectiveness", {"limit": "50", "policy_version": "v2"}) == \
+        ReportParams(limit=50, policy_version="v2")
+    assert parse_params("anomalies", {"threshold": "0.5", "max_items": "100"}).threshold == 0.5
+
+
+@pytest.mark.parametrize("kind,name,value", [
+    ("effectiveness", "limit", "0"), ("effectiveness", "limit", "10001"), ("effectiveness", "limit", "-1"),
+    ("effectiveness", "limit", "1e3"), ("effectiveness", "limit", "abc"), ("effectiveness", "min_sample", ""),
+    ("anomalies", "threshold", "1.5"), ("anomalies", "threshold", "nan"), ("anomalies", "threshold", "inf"),
+    ("anomalies", "max_items", "0"), ("anomalies", "max_items", "101"),
+    ("benchmarks", "min_cohort_scopes", "2"), ("benchmarks", "min_cohort_decisions", "29"),
+    ("effectiveness", "policy_version", ""), ("effectiveness", "policy_version", "x" * 81),
+    ("effectiveness", "threshold", "0.5"),  # not a parameter of this report
+    ("benchmarks", "min_sample", "10"), ("effectiveness", "verdict", "yes"),
+    ("effectiveness", "limit", "\u0661\u0662"),  # non-ASCII digits
+])
+def test_bad_values_are_refused_with_the_field(kind, name, value):
+    with pytest.raises(GateError) as raised:
+        parse_params(kind, {name: value})
+    assert raised.value.code == "REQUEST_INVALID"
+    assert raised.value.details["errors"][0]["field"] == name
+
+
+def test_reports_are_sealed_and_state_their_parameters():
+    f = frames(*random_ledger(4))
+    params = ReportParams(limit=1000)
+    for build, kind in ((effectiveness_report, "effectiveness"), (anomaly_report, "anomaly")):
+        report = build(f, "pricing", params)
+        assert verify(kind, report)
+        assert report["policy_id"] == "pricing" and report["policy_version"] is None
+        assert set(report["parameters"]) == set(KIND_PARAMS["effectiveness" if kind == "effectiveness" else "anomalies"])
+        assert report["sample"]["decisions_considered"] == 600
+    bench = benchmark_report(f, "pricing", params, own_scope="tenant_a", opted_in=set())
+    assert verify("benchmark", bench) and bench["cross_customer"]["status"] == "not_opted_in"
+    assert effectiveness_report(f, "pricing", params) == effectiveness_report(f, "pricing", params)

@@ -1,0 +1,304 @@
+"""Explainable anomalies of one policy: deterministic statistics, no model predictions.
+
+Three detectors (formulas in docs/intelligence.md, "Anomalies"):
+
+* `failure_rate_shift` by matched rule, reason code and action: a segment's failure rate
+  against the rest of the same policy (its own baseline), and by policy version: the newest
+  version against the one before it;
+* `verdict_mix_shift`: the share of each verdict (yes / no / review) in the newest policy
+  version against the version before it;
+* `fact_drift`: the mean of a numeric fact in the newest month of the sample against all
+  earlier months.
+
+Each finding has `anomaly_score` = effect × evidence in [0, 1] (effect = 1 − 1/odds ratio for
+rates and shares, 1 − e^−|d| for a mean moved by d baseline standard deviations; evidence =
+min(1, |z| / 3)), a `severity`, human-readable `reasons` and the decision ids that drive it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import polars as pl
+
+from workbench.engines import fact_moments as factlib
+from workbench.engines.common import (
+    DEFAULT_RULE,
+    FAILURE,
+    SUCCESS,
+    class_counts,
+    class_expr,
+    evidence,
+    merge_frames,
+    merge_sample,
+    merge_top,
+    odds_shift,
+    r4,
+    sample_block,
+    sample_partial,
+    severity,
+    top_per_group,
+    with_latest_outcome,
+)
+
+SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
+VERDICTS = ("yes", "no", "review")
+NONE_VALUE = "(none)"
+SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
+VERSION_HOW = {"decisions": "sum", "first_at": "min"}
+
+
+COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *SEGMENT_DIMENSIONS, "facts_json")
+
+
+def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str]) -> dict[str, pl.DataFrame]:
+    """The additive state of one partition. The decision–outcome join runs once; every
+    aggregate below reads its in-memory result."""
+    joined = with_latest_outcome(decisions.select(COLUMNS), outcomes).with_columns(class_expr(classes)).collect()
+    frame = joined.lazy()
+    segments, failed = [], []
+    for dim in (*SEGMENT_DIMENSIONS, "policy_version"):
+        fill = DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE
+        seg = frame.select(pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
+                           "effect", "created_at", "decision_id")
+        segments.append(seg.group_by("dimension", "value").agg(
+            pl.len().cast(pl.Int64).alias("decisions"),
+            (pl.col("effect") == SUCCESS).sum().cast(pl.Int64).alias("success"),
+            (pl.col("effect") == FAILURE).sum().cast(pl.Int64).alias("failure"),
+        ))
+        failed.append(top_per_group(seg.filter(pl.col("effect") == FAILURE)
+                                    .select("dimension", "value", "created_at", "decision_id"),
+                                    ["dimension", "value"]))
+    versioned = frame.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
+    versions = versioned.group_by("policy_version", "verdict").agg(
+        pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first_at"))
+    by_verdict = top_per_group(versioned.select("policy_version", "verdict", "created_at", "decision_id"),
+                               ["policy_version", "verdict"])
+    months = frame.group_by("month").agg(pl.len().cast(pl.Int64).alias("decisions"))
+    seg_df, failed_df, versions_df, by_verdict_df, months_df = pl.collect_all(
+        [pl.concat(segments), pl.concat(failed), versions, by_verdict, months])
+    state = {
+        "sample": sample_partial(frame),
+        "segments": merge_frames([seg_df], ["dimension", "value"], SEGMENT_HOW),
+        "failed": failed_df,
+        "versions": merge_frames([versions_df], ["policy_version", "verdict"], VERSION_HOW),
+        "by_verdict": by_verdict_df,
+        "months": merge_frames([months_df], ["month"], {"decisions": "sum"}),
+    }
+    state.update(factlib.facts_partial(joined))
+    return state
+
+
+def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    return {
+        "sample": merge_sample([p["sample"] for p in partials]),
+        "segments": merge_frames([p["segments"] for p in partials], ["dimension", "value"], SEGMENT_HOW),
+        "failed": merge_top([p["failed"] for p in partials], ["dimension", "value"]),
+        "versions": merge_frames([p["versions"] for p in partials], ["policy_version", "verdict"], VERSION_HOW),
+        "by_verdict": merge_top([p["by_verdict"] for p in partials], ["policy_version", "verdict"]),
+        "months": merge_frames([p["months"] for p in partials], ["month"], {"decisions": "sum"}),
+        **factlib.merge_facts([{k: p[k] for k in ("facts", "fact_high", "fact_low")} for p in partials]),
+    }
+
+
+def _ids(frame: pl.DataFrame, **keys: str) -> list[str]:
+    if not frame.height:
+        return []
+    for name, value in keys.items():
+        frame = frame.filter(pl.col(name) == value)
+    return frame["decision_id"].to_list()
+
+
+def _finding(kind: str, dimension: str, value: str, score: float, reasons: list[str], ids: list[str],
+             baseline: dict, observed: dict) -> dict:
+    return {
+        "anomaly_id": f"{kind}:{dimension}:{value}",
+        "kind": kind,
+        "dimension": dimension,
+        "value": value,
+        "anomaly_score": r4(score),
+        "severity": severity(round(score, 4)),
+        "reasons": reasons,
+        "decision_ids": ids,
+        "baseline": baseline,
+        "observed": observed,
+    }
+
+
+def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: int, against: str,
+                   ids: list[str]) -> dict | None:
+    odds, z = odds_shift(f1, n1, f0, n0)
+    if odds <= 1 or z <= 0:
+        return None
+    score = (1 - 1 / odds) * evidence(z)
+    p1, p0 = f1 / n1, f0 / n0
+    reasons = [
+        f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
+        f"against {p0:.1%} ({f0} of {n0}) for {against}",
+        f"odds of failure x{odds:.2f}, z = {z:.2f}",
+    ]
+    return _finding("failure_rate_shift", dimension, value, score, reasons, ids,
+                    {"failure_rate": r4(p0), "resolved": n0, "failures": f0},
+                    {"failure_rate": r4(p1), "resolved": n1, "failures": f1, "odds_ratio": r4(odds), "z": r4(z)})
+
+
+def _segment_findings(state, min_sample: int, s_tot: int, f_tot: int) -> list[dict]:
+    out = []
+    for row in state["segments"].filter(pl.col("dimension") != "policy_version").iter_rows(named=True):
+        s1, f1 = row["success"], row["failure"]
+        s0, f0 = s_tot - s1, f_tot - f1
+        if s1 + f1 < min_sample or s0 + f0 < min_sample:
+            continue
+        ids = _ids(state["failed"], dimension=row["dimension"], value=row["value"])
+        found = _failure_shift(row["dimension"], row["value"], f1, s1 + f1, f0, s0 + f0,
+                               "the rest of the policy", ids)
+        if found:
+            out.append(found)
+    return out
+
+
+def _versions(state) -> list[tuple[str, object]]:
+    """Versions by the time they were first seen (ties by version text), oldest first."""
+    v = state["versions"]
+    if not v.height:
+        return []
+    firsts = v.group_by("policy_version").agg(pl.col("first_at").min()).sort(["first_at", "policy_version"])
+    return list(firsts.iter_rows())
+
+
+def _version_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+    order = _versions(state)
+    info = {"current": order[-1][0] if order else None, "previous": order[-2][0] if len(order) > 1 else None}
+    if len(order) < 2:
+        return [], info
+    current, previous = info["current"], info["previous"]
+    out = []
+    seg = state["segments"].filter(pl.col("dimension") == "policy_version")
+    rows = {r["value"]: r for r in seg.iter_rows(named=True)}
+    cur, prev = rows.get(current), rows.get(previous)
+    if cur and prev and min(cur["success"] + cur["failure"], prev["success"] + prev["failure"]) >= min_sample:
+        ids = _ids(state["failed"], dimension="policy_version", value=current)
+        found = _failure_shift("policy_version", current, cur["failure"], cur["success"] + cur["failure"],
+                               prev["failure"], prev["success"] + prev["failure"],
+                               f"the previous version '{previous}'", ids)
+        if found:
+            out.append(found)
+    mix = {(r["policy_version"], r["verdict"]): r["decisions"] for r in state["versions"].iter_rows(named=True)}
+    n1 = sum(c for (v, _), c in mix.items() if v == current)
+    n0 = sum(c for (v, _), c in mix.items() if v == previous)
+    if n1 >= min_sample and n0 >= min_sample:
+        best, rose = None, None
+        for verdict in VERDICTS:
+            h1, h0 = mix.get((current, verdict), 0), mix.get((previous, verdict), 0)
+            odds, z = odds_shift(h1, n1, h0, n0)
+            score = (1 - 1 / max(odds, 1 / odds)) * evidence(z)
+            if best is None or score > best[0]:
+                best = (score, verdict, h1, h0, odds, z)
+            delta = h1 / n1 - h0 / n0
+            if rose is None or delta > rose[0]:
+                rose = (delta, verdict)
+        score, verdict, h1, h0, odds, z = best
+        shares = ", ".join(
+            f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
+        reasons = [
+            f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
+            f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'",
+            f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
+        ]
+        ids = _ids(state["by_verdict"], policy_version=current, verdict=rose[1])
+        out.append(_finding(
+            "verdict_mix_shift", "policy_version", current, score, reasons, ids,
+            {"policy_version": previous, "decisions": n0,
+             "verdict_shares": {v: r4(mix.get((previous, v), 0) / n0) for v in VERDICTS}},
+            {"policy_version": current, "decisions": n1,
+             "verdict_shares": {v: r4(mix.get((current, v), 0) / n1) for v in VERDICTS},
+             "odds_ratio": r4(odds), "z": r4(z)},
+        ))
+    return out, info
+
+
+def _moments(rows: list[dict]) -> tuple[float, float, float]:
+    n = sum(r["n"] for r in rows)
+    total = sum(r["total"] for r in rows)
+    total_sq = sum(r["total_sq"] for r in rows)
+    if n == 0:
+        return 0.0, 0.0, 0.0
+    mean = total / n
+    var = max(0.0, (total_sq - n * mean * mean) / (n - 1)) if n > 1 else 0.0
+    return n, mean, var
+
+
+def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+    months = state["months"]
+    recent = max(months["month"].to_list()) if months.height else None
+    facts = state["facts"]
+    info = {"recent_month": recent, "numeric_facts": 0}
+    if recent is None or not facts.height:
+        return [], info
+    excluded = set(facts.group_by("fact").agg(pl.col("non_numeric").sum())
+                   .filter(pl.col("non_numeric") > 0)["fact"].to_list())
+    out = []
+    for fact in sorted(set(facts["fact"].to_list()) - excluded):
+        info["numeric_facts"] += 1
+        rows = facts.filter(pl.col("fact") == fact)
+        nb, mb, vb = _moments(rows.filter(pl.col("month") != recent).to_dicts())
+        nr, mr, vr = _moments(rows.filter(pl.col("month") == recent).to_dicts())
+        if nb < min_sample or nr < min_sample or mb == mr:
+            continue
+        sd = math.sqrt(vb) or math.sqrt((vb * (nb - 1) + vr * (nr - 1)) / max(1, nb + nr - 2))
+        d = (mr - mb) / sd if sd else math.copysign(math.inf, mr - mb)
+        se = math.sqrt(vb / nb + vr / nr)
+        z = (mr - mb) / se if se else math.copysign(math.inf, mr - mb)
+        score = (1 - math.exp(-abs(d))) * evidence(z)
+        side = "fact_high" if mr > mb else "fact_low"
+        ids = _ids(state[side], fact=fact, month=recent)
+        shown_d = f"{d:+.2f}" if math.isfinite(d) else "more than any"
+        reasons = [
+            f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
+            f"to {mr:.4g} ({int(nr)} values in {recent})",
+            f"shift of {shown_d} baseline standard deviations, z = {z:.2f}" if math.isfinite(z)
+            else "the baseline and recent values do not vary, so any change is a full shift",
+        ]
+        out.append(_finding("fact_drift", "fact", fact, score, reasons, ids,
+                            {"months": "before " + recent, "values": int(nb), "mean": r4(mb), "stddev": r4(math.sqrt(vb))},
+                            {"month": recent, "values": int(nr), "mean": r4(mr), "stddev": r4(math.sqrt(vr)),
+                             "shift_stddevs": r4(d) if math.isfinite(d) else None}))
+    return out, info
+
+
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int,
+             threshold: float, max_items: int) -> dict:
+    block = sample_block(state["sample"], classes)
+    counts = class_counts(state["sample"], classes)
+    found = _segment_findings(state, min_sample, counts[SUCCESS], counts[FAILURE])
+    version_found, versions = _version_findings(state, min_sample)
+    fact_found, facts_info = _fact_findings(state, min_sample)
+    every = [a for a in (*found, *version_found, *fact_found) if a["anomaly_score"] >= threshold]
+    every.sort(key=lambda a: (-a["anomaly_score"], a["anomaly_id"]))
+    if block["decisions_considered"] < min_sample:
+        recommendation = "insufficient_data"
+    elif not every:
+        recommendation = "stable"
+    elif any(a["severity"] == "high" for a in every):
+        recommendation = "investigate"
+    else:
+        recommendation = "monitor"
+    return {
+        "anomaly_count": len(every),
+        "recommendation": recommendation,
+        "anomalies": every[:max_items],
+        "checks": {
+            "segments": {dim: int((state["segments"]["dimension"] == dim).sum()) if state["segments"].height else 0
+                         for dim in SEGMENT_DIMENSIONS},
+            "policy_versions": versions,
+            "facts": facts_info,
+        },
+        "sample": block,
+    }
+
+
+def anomalies(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
+              min_sample: int, threshold: float, max_items: int) -> dict:
+    return finalize(merge([partial(decisions, outcomes, classes)]), classes,
+                    min_sample=min_sample, threshold=threshold, max_items=max_items)

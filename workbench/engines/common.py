@@ -1,0 +1,225 @@
+"""Shared pieces of the engines: the latest outcome per decision, partial-aggregate merging,
+the sample block every report states, and the small statistics the formulas use.
+
+Every engine is written as three pure steps so it can run partition by partition:
+
+    partial(decisions, outcomes, …) → dict of small DataFrames (additive state)
+    merge([partial, …])              → one partial of the same shape
+    finalize(partial, …)             → the report body (plain JSON-ready dict)
+
+A partition is a set of decisions (the dataset's `scope=/month=` directories) together with
+*all* outcome records of those decisions: outcomes are joined to their decision by
+`decision_id`, so a distributed engine co-partitions (shuffles) outcomes by decision. With that
+rule, `finalize(merge(partials))` equals `finalize(partial(whole))` (a test proves it).
+
+Only Polars and the standard library are imported here (import-linter contract).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import polars as pl
+
+# The effectiveness classes of outcome statuses (gate.receipts.values holds the mapping; the
+# caller passes it in, the engines only know the class names).
+SUCCESS, FAILURE, EXCLUDED, OPEN = "success", "failure", "excluded", "open"
+CLASSES = (SUCCESS, FAILURE, EXCLUDED, OPEN)
+UNCLASSIFIED = "unclassified"
+NO_OUTCOME = "none"
+
+DEFAULT_RULE = "(default_outcome)"  # matched_rule_id is null when the default outcome decided
+EVIDENCE_IDS = 10  # decision ids kept as evidence per finding
+Z_FULL = 3.0  # |z| at which statistical evidence counts fully
+
+
+# --------------------------------------------------------------------------- latest outcome
+
+
+def latest_outcomes(outcomes: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per decision: `status` of its latest outcome record, ordered by
+    (`reported_at`, `receipt_id`) so equal timestamps still give one deterministic answer,
+    and `outcome_records`, how many outcome records the decision has."""
+    return outcomes.group_by("decision_id").agg(
+        pl.col("status").sort_by(["reported_at", "receipt_id"]).last(),
+        pl.len().cast(pl.Int64).alias("outcome_records"),
+    )
+
+
+def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFrame:
+    """The decisions, each with `status` (null when it has no outcome) and `outcome_records`."""
+    return decisions.join(latest_outcomes(outcomes), on="decision_id", how="left").with_columns(
+        pl.col("outcome_records").fill_null(0)
+    )
+
+
+def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:
+    """The effectiveness class of a latest status: `none` without an outcome, `unclassified`
+    for a status the mapping does not know (never silently counted as success or failure)."""
+    known = {status: effect for status, effect in classes.items()}
+    return (
+        pl.when(pl.col(column).is_null())
+        .then(pl.lit(NO_OUTCOME))
+        .otherwise(pl.col(column).replace_strict(known, default=UNCLASSIFIED, return_dtype=pl.String))
+        .alias("effect")
+    )
+
+
+# --------------------------------------------------------------------------- partials
+
+
+def merge_frames(frames: Sequence[pl.DataFrame], keys: Sequence[str], how: Mapping[str, str]) -> pl.DataFrame:
+    """Merge partial tables: rows with equal `keys` combine column by column with `how`
+    (`sum`, `min` or `max`), sorted by the keys so the result does not depend on order."""
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return frames_empty_like(keys, how)
+    combined = pl.concat(frames, how="vertical_relaxed")
+    aggs = [getattr(pl.col(name), op)().alias(name) for name, op in how.items()]
+    return combined.group_by(list(keys)).agg(aggs).sort(list(keys), nulls_last=True)
+
+
+def frames_empty_like(keys: Sequence[str], how: Mapping[str, str]) -> pl.DataFrame:
+    return pl.DataFrame(schema={**{k: pl.String for k in keys}, **{c: pl.Int64 for c in how}})
+
+
+def merge_top(frames: Sequence[pl.DataFrame], keys: Sequence[str], k: int = EVIDENCE_IDS) -> pl.DataFrame:
+    """Merge evidence tables (`keys`, `created_at`, `decision_id`): keep, per key, the `k`
+    newest decisions (ties by decision id). Top-k of a union is the top-k of the tops."""
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return pl.DataFrame()
+    return top_per_group(pl.concat(frames, how="vertical_relaxed").lazy(), keys, k).collect()
+
+
+def top_per_group(frame: pl.LazyFrame, keys: Sequence[str], k: int = EVIDENCE_IDS) -> pl.LazyFrame:
+    return (
+        frame.sort(["created_at", "decision_id"], descending=[True, False])
+        .group_by(list(keys), maintain_order=True)
+        .head(k)
+        .sort([*keys, "created_at", "decision_id"], descending=[*([False] * len(keys)), True, False],
+              nulls_last=True)
+    )
+
+
+# --------------------------------------------------------------------------- sample
+
+
+SAMPLE_HOW = {"decisions": "sum", "outcome_records": "sum", "first_at": "min", "last_at": "max"}
+
+
+def sample_partial(joined: pl.LazyFrame) -> pl.DataFrame:
+    """Per latest status (null = no outcome): decisions, outcome records, first/last decision time."""
+    return (
+        joined.group_by("status")
+        .agg(
+            pl.len().cast(pl.Int64).alias("decisions"),
+            pl.col("outcome_records").sum().cast(pl.Int64),
+            pl.col("created_at").min().alias("first_at"),
+            pl.col("created_at").max().alias("last_at"),
+        )
+        .sort("status", nulls_last=True)
+        .collect()
+    )
+
+
+def merge_sample(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return pl.DataFrame()
+    return merge_frames(frames, ["status"], SAMPLE_HOW)
+
+
+def class_counts(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, int]:
+    counts = {c: 0 for c in (*CLASSES, UNCLASSIFIED, NO_OUTCOME)}
+    for row in sample.iter_rows(named=True) if sample.height else ():
+        status = row["status"]
+        effect = NO_OUTCOME if status is None else classes.get(status, UNCLASSIFIED)
+        counts[effect] += int(row["decisions"])
+    return counts
+
+
+def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict:
+    """What every report states about its sample: decisions considered, outcome counts by
+    (latest) status and by effectiveness class, and the time window of the decisions."""
+    rows = list(sample.iter_rows(named=True)) if sample.height else []
+    by_status = {r["status"]: int(r["decisions"]) for r in rows if r["status"] is not None}
+    decisions = sum(int(r["decisions"]) for r in rows)
+    firsts = [r["first_at"] for r in rows if r["first_at"] is not None]
+    lasts = [r["last_at"] for r in rows if r["last_at"] is not None]
+    counts = class_counts(sample, classes)
+    return {
+        "decisions_considered": decisions,
+        "decisions_with_outcome": decisions - counts[NO_OUTCOME],
+        "outcome_records": sum(int(r["outcome_records"]) for r in rows),
+        "latest_outcome_counts": dict(sorted(by_status.items())),
+        "outcome_classes": {c: counts[c] for c in (*CLASSES, UNCLASSIFIED)},
+        "first_decision_at": iso(min(firsts)) if firsts else None,
+        "last_decision_at": iso(max(lasts)) if lasts else None,
+    }
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def iso(value) -> str | None:
+    """UTC timestamp text with milliseconds, the ledger's format (2026-05-21T00:00:00.000Z)."""
+    if value is None:
+        return None
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return None if not denominator else numerator / denominator
+
+
+def r4(value: float | None) -> float | None:
+    """Reported numbers are rounded to 4 decimals (finite, canonical-JSON safe)."""
+    if value is None:
+        return None
+    if math.isinf(value) or math.isnan(value):
+        raise ValueError("a report number must be finite")
+    rounded = round(value, 4)
+    return 0.0 if rounded == 0 else rounded
+
+
+def wilson(successes: int, trials: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of a proportion (95% by default); None without trials."""
+    if trials <= 0:
+        return None
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def odds_shift(hit1: int, n1: int, hit0: int, n0: int) -> tuple[float, float]:
+    """(odds ratio, z) of a proportion hit1/n1 against hit0/n0, with the Haldane–Anscombe
+    correction (+0.5 per cell) so empty cells stay finite. z = ln(OR) / SE(ln OR)."""
+    a, b = hit1 + 0.5, (n1 - hit1) + 0.5
+    c, d = hit0 + 0.5, (n0 - hit0) + 0.5
+    log_or = math.log((a * d) / (b * c))
+    se = math.sqrt(1 / a + 1 / b + 1 / c + 1 / d)
+    return math.exp(log_or), log_or / se
+
+
+def evidence(z: float) -> float:
+    """Statistical evidence in [0, 1]: |z| / 3, saturating at three standard errors."""
+    return min(1.0, abs(z) / Z_FULL)
+
+
+def severity(score: float) -> str:
+    return "high" if score >= 0.75 else "medium" if score >= 0.5 else "low"
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (Hyndman–Fan type 7, numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    h = (len(ordered) - 1) * q
+    low = math.floor(h)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (h - low) * (ordered[high] - ordered[low])

@@ -1,0 +1,92 @@
+"""Policy effectiveness: how the decisions of a policy turned out, from the latest Outcome
+Record of each decision (spec: "Effectiveness uses the latest Outcome Record per decision").
+
+Formulas (docs/intelligence.md, "Effectiveness"): with S, F, X, O the decisions whose latest
+outcome is in the success, failure, excluded and open class, N the decisions considered and
+R = S + F the resolved ones,
+
+    success_rate = S / R        failure_rate = F / R
+    review_rate = O / (decisions with an outcome)         terminal_coverage = (S + F + X) / N
+    effectiveness_score = success_rate
+    confidence = (1 − width of the 95% Wilson interval of S / R) × terminal_coverage
+    recommendation = insufficient_data (R < min_sample) | healthy (score ≥ 0.8)
+                     | monitor (score ≥ 0.6) | review_policy
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import polars as pl
+
+from workbench.engines.common import (
+    EXCLUDED,
+    FAILURE,
+    OPEN,
+    SUCCESS,
+    class_counts,
+    merge_sample,
+    r4,
+    ratio,
+    sample_block,
+    sample_partial,
+    wilson,
+    with_latest_outcome,
+)
+
+HEALTHY_AT = 0.8
+MONITOR_AT = 0.6
+
+
+def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> dict[str, pl.DataFrame]:
+    """The additive state of one partition: decisions per latest outcome status."""
+    return {"sample": sample_partial(with_latest_outcome(decisions.select("decision_id", "created_at"), outcomes))}
+
+
+def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    return {"sample": merge_sample([p["sample"] for p in partials])}
+
+
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int) -> dict:
+    """The report body (without envelope or hash)."""
+    sample = state["sample"]
+    counts = class_counts(sample, classes)
+    block = sample_block(sample, classes)
+    n = block["decisions_considered"]
+    with_outcome = block["decisions_with_outcome"]
+    s, f, x, o = counts[SUCCESS], counts[FAILURE], counts[EXCLUDED], counts[OPEN]
+    resolved = s + f
+    success_rate = ratio(s, resolved)
+    coverage = ratio(s + f + x, n)
+    interval = wilson(s, resolved)
+    confidence = 0.0 if interval is None else (1 - (interval[1] - interval[0])) * (coverage or 0.0)
+    if resolved < min_sample:
+        recommendation = "insufficient_data"
+    elif success_rate >= HEALTHY_AT:
+        recommendation = "healthy"
+    elif success_rate >= MONITOR_AT:
+        recommendation = "monitor"
+    else:
+        recommendation = "review_policy"
+    return {
+        "effectiveness_score": r4(success_rate),
+        "confidence": r4(confidence),
+        "recommendation": recommendation,
+        "metrics": {
+            "success_rate": r4(success_rate),
+            "failure_rate": r4(ratio(f, resolved)),
+            "review_rate": r4(ratio(o, with_outcome)),
+            "excluded_rate": r4(ratio(x, with_outcome)),
+            "terminal_coverage": r4(coverage),
+            "outcome_coverage": r4(ratio(with_outcome, n)),
+            "success_rate_interval": None if interval is None else [r4(interval[0]), r4(interval[1])],
+            "resolved_decisions": resolved,
+        },
+        "sample": block,
+    }
+
+
+def effectiveness(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
+                  min_sample: int) -> dict:
+    """Whole-sample effectiveness: finalize(merge([partial(all)]))."""
+    return finalize(merge([partial(decisions, outcomes)]), classes, min_sample=min_sample)

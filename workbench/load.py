@@ -1,0 +1,136 @@
+"""LazyFrames in the dataset contract, from a Parquet dataset or from the live ledger.
+
+Both sources yield exactly the same columns and types (`workbench.schema` plus the `scope`
+and `month` partition keys, as strings), so the engines cannot tell them apart:
+
+* `from_dataset(DIR, …)` scans the Hive-partitioned dataset lazily (only the partitions of the
+  requested scope are read) and refuses a dataset whose manifest names another schema version;
+* `from_ledger(ledger, scope, …)` reads one scope's most recent decisions (optionally of one
+  policy) and their receipts from the ledger, bounded by `limit`.
+
+`Frames.decisions` / `Frames.outcomes` are what the engines take.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import unquote
+
+import polars as pl
+
+from workbench.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
+
+MANIFEST = "manifest.json"
+
+
+class DatasetError(ValueError):
+    """The dataset cannot be read as this contract (missing, another schema version)."""
+
+
+@dataclass(frozen=True)
+class Frames:
+    decisions: pl.LazyFrame
+    outcomes: pl.LazyFrame
+
+
+def polars_schema(table: str) -> pl.Schema:
+    """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
+    empty = pl.from_arrow(TABLES[table].empty_table())
+    return pl.Schema({**empty.schema, **{key: pl.String for key in PARTITION_KEYS}})
+
+
+def conform(frame: pl.LazyFrame | pl.DataFrame, table: str) -> pl.LazyFrame:
+    """Exactly the table's columns, in order, cast to their types (extra columns dropped)."""
+    schema = polars_schema(table)
+    return frame.lazy().select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+
+def empty(table: str) -> pl.LazyFrame:
+    return pl.LazyFrame(schema=polars_schema(table))
+
+
+def most_recent(decisions: pl.LazyFrame, limit: int | None) -> pl.LazyFrame:
+    """Per scope, the `limit` most recent decisions (by created_at, then decision_id), or all."""
+    if limit is None:
+        return decisions
+    return (decisions.sort(["created_at", "decision_id"], descending=True)
+            .group_by("scope", maintain_order=True).head(limit).select(decisions.collect_schema().names()))
+
+
+def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[str] | None,
+           policy_id: str | None, policy_version: str | None, limit: int | None) -> Frames:
+    """Filter to some scopes / one policy / one version, keep each scope's `limit` most recent
+    decisions, and only the outcomes of those decisions."""
+    if scopes is not None:
+        decisions = decisions.filter(pl.col("scope").is_in(list(scopes)))
+        outcomes = outcomes.filter(pl.col("scope").is_in(list(scopes)))
+    if policy_id is not None:
+        decisions = decisions.filter(pl.col("policy_id") == policy_id)
+    if policy_version is not None:
+        decisions = decisions.filter(pl.col("policy_version") == policy_version)
+    decisions = most_recent(decisions, limit)
+    outcomes = outcomes.join(decisions.select("decision_id"), on="decision_id", how="semi")
+    return Frames(decisions, outcomes)
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def read_manifest(root: str | Path) -> dict:
+    path = Path(root) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset") from None
+    except (OSError, ValueError) as error:
+        raise DatasetError(f"{path}: unreadable manifest ({error})") from None
+    version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
+    if version != DATASET_SCHEMA_VERSION:
+        raise DatasetError(
+            f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
+    return manifest
+
+
+def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame:
+    """One table of the dataset as a LazyFrame in the contract (empty when it has no files);
+    with `scopes`, only those scopes' partition directories are read."""
+    base = Path(root) / table
+    if scopes is not None:
+        wanted = set(scopes)
+        matches = [p for p in base.glob("scope=*") if unquote(p.name[len("scope="):]) in wanted]
+        files = sorted(str(f) for d in matches for f in d.glob("month=*/*.parquet"))
+    else:
+        files = sorted(str(f) for f in base.glob("scope=*/month=*/*.parquet"))
+    if not files:
+        return empty(table)
+    scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema={k: pl.String for k in PARTITION_KEYS})
+    return conform(scanned, table)
+
+
+def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
+                 policy_version: str | None = None, limit: int | None = None) -> Frames:
+    """Frames from an exported dataset (every scope when `scopes` is None)."""
+    read_manifest(root)
+    return select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
+                  policy_id=policy_id, policy_version=policy_version, limit=limit)
+
+
+# --------------------------------------------------------------------------- live ledger
+
+
+def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
+                cohort_scopes: Sequence[str] = ()) -> Frames:
+    """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
+    (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,
+    converted by `workbench.convert` into exactly the dataset contract."""
+    from gate.ledger.reports import receipts_of, recent_decisions
+    from workbench.convert import decisions_table, receipts_table
+
+    rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
+                            policy_version=policy_version)
+    outcomes = receipts_of(ledger, "outcome", rows)
+    decisions = conform(pl.from_arrow(decisions_table(rows)), "decisions")
+    return Frames(decisions, conform(pl.from_arrow(receipts_table(outcomes)), "outcomes"))

@@ -1,0 +1,138 @@
+"""The policy reports (effectiveness, anomalies, benchmarks) as the API and the CLI serve them.
+
+This is the one place that binds the pure engines to the gate's meaning of outcome statuses
+(`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`), checks the query parameters against their
+documented ranges, and seals each body in its envelope (`gate.reports`). The frames come from
+`workbench.load` (a Parquet dataset or the live ledger), so the same numbers come out of both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import AbstractSet, Any, Mapping
+
+from gate.errors import GateError
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.reports import seal
+from workbench.engines import anomalies as anomaly_engine
+from workbench.engines import benchmarks as benchmark_engine
+from workbench.engines import effectiveness as effectiveness_engine
+
+CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
+KINDS = ("effectiveness", "anomalies", "benchmarks")
+REPORT_KIND = {"effectiveness": "effectiveness", "anomalies": "anomaly", "benchmarks": "benchmark"}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: type
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    doc: str = ""
+
+    def describe(self) -> str:
+        bounds = f"{self.low:g} to {self.high:g}" if self.type is not str else f"{self.low:g} to {self.high:g} characters"
+        default = "none (every version)" if self.default is None else f"{self.default:g}" if self.type is not str else self.default
+        return f"{self.doc} Range {bounds}; default {default}."
+
+
+# Ranges are ours (the spec leaves them open); defaults are the reference's typical queries.
+PARAMS: dict[str, Param] = {p.name: p for p in (
+    Param("policy_version", str, None, 1, 80, "Only decisions made under this policy version."),
+    Param("limit", int, 1000, 1, 10_000, "The most recent decisions considered."),
+    Param("min_sample", int, 10, 1, 10_000, "Fewest resolved decisions (or values) before a rate is judged."),
+    Param("threshold", float, 0.35, 0, 1, "Smallest anomaly_score reported."),
+    Param("max_items", int, 5, 1, 100, "Most anomalies listed (anomaly_count counts them all)."),
+    # SECURITY: the anonymity floors: a caller may raise them, never lower them below 3 / 30.
+    Param("min_cohort_scopes", int, 3, 3, 1000, "Fewest other opted-in scopes before percentiles are shown."),
+    Param("min_cohort_decisions", int, 30, 30, 1_000_000, "Fewest cohort decisions before percentiles are shown."),
+)}
+KIND_PARAMS = {
+    "effectiveness": ("policy_version", "limit", "min_sample"),
+    "anomalies": ("policy_version", "limit", "min_sample", "threshold", "max_items"),
+    "benchmarks": ("policy_version", "limit", "min_cohort_scopes", "min_cohort_decisions"),
+}
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    policy_version: str | None = None
+    limit: int = 1000
+    min_sample: int = 10
+    threshold: float = 0.35
+    max_items: int = 5
+    min_cohort_scopes: int = 3
+    min_cohort_decisions: int = 30
+
+    def for_kind(self, kind: str) -> dict[str, Any]:
+        values = asdict(self)
+        return {name: values[name] for name in KIND_PARAMS[kind]}
+
+
+def _invalid(name: str, message: str) -> GateError:
+    return GateError("REQUEST_INVALID", f"{name} {message}",
+                     errors=[{"field": name, "code": "invalid_value", "message": message}])
+
+
+def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = None) -> ReportParams:
+    """Query-string values → ReportParams, refusing (REQUEST_INVALID) anything out of range or
+    not meant for this report kind. `limit_high` lets a local dataset read raise the limit."""
+    known = set(KIND_PARAMS[kind])
+    for name in raw:
+        if name not in known:
+            raise _invalid(name, f"is not a parameter of the {kind} report (accepted: {', '.join(KIND_PARAMS[kind])})")
+    values: dict[str, Any] = {}
+    for name in KIND_PARAMS[kind]:
+        if name not in raw:
+            continue
+        p, text = PARAMS[name], raw[name]
+        high = limit_high if name == "limit" and limit_high else p.high
+        if p.type is str:
+            if not (p.low <= len(text) <= high) or not text.isprintable():
+                raise _invalid(name, f"must be {p.low:g} to {high:g} printable characters")
+            values[name] = text
+            continue
+        try:
+            if p.type is int:
+                if not text.isascii() or not text.isdigit() or len(text) > 10:
+                    raise ValueError
+                number: float = int(text)
+            else:
+                if len(text) > 20:
+                    raise ValueError
+                number = float(text)
+                if number != number or number in (float("inf"), float("-inf")):
+                    raise ValueError
+        except ValueError:
+            raise _invalid(name, f"must be {'an integer' if p.type is int else 'a number'} from {p.low:g} to {high:g}") from None
+        if not (p.low <= number <= high):
+            raise _invalid(name, f"must be from {p.low:g} to {high:g}")
+        values[name] = number
+    return ReportParams(**values)
+
+
+def _envelope(kind: str, policy_id: str, params: ReportParams, body: dict) -> dict:
+    return seal(REPORT_KIND[kind], {"policy_id": policy_id, "policy_version": params.policy_version,
+                                    "parameters": params.for_kind(kind), **body})
+
+
+def effectiveness_report(frames, policy_id: str, params: ReportParams) -> dict:
+    body = effectiveness_engine.effectiveness(frames.decisions, frames.outcomes, CLASSES,
+                                              min_sample=params.min_sample)
+    return _envelope("effectiveness", policy_id, params, body)
+
+
+def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
+    body = anomaly_engine.anomalies(frames.decisions, frames.outcomes, CLASSES, min_sample=params.min_sample,
+                                    threshold=params.threshold, max_items=params.max_items)
+    return _envelope("anomalies", policy_id, params, body)
+
+
+def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope: str,
+                     opted_in: AbstractSet[str]) -> dict:
+    body = benchmark_engine.benchmarks(frames.decisions, frames.outcomes, CLASSES, own_scope=own_scope,
+                                       opted_in=opted_in, min_cohort_scopes=params.min_cohort_scopes,
+                                       min_cohort_decisions=params.min_cohort_decisions)
+    return _envelope("benchmarks", policy_id, params, body)
