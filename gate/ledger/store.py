@@ -356,6 +356,16 @@ class Ledger:
             raise MonthlyCapExceeded(charge.cap, charge.period)
         return int(used)
 
+    # ------------------------------------------------------------------ confidence counters
+
+    def confidence_counts(self, bucket):
+        """The decision-confidence counts of `bucket` (one indexed query), or None when the
+        scope has no Outcome Record for the policy (see gate.ledger.confidence)."""
+        from gate.ledger.confidence import read_counts
+
+        with self.read() as connection:
+            return read_counts(connection, bucket)
+
     # ------------------------------------------------------------------ chain reads
 
     def chain_head(self, chain_id: str) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ def test_migrated_schema_equals_the_models(database_url):
         with ledger.engine.connect() as connection:
             assert compare_metadata(MigrationContext.configure(connection), metadata) == []
             head = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
-        assert head == "0004_receipt_stream_index"
+        assert head == "0005_confidence"
     finally:
         ledger.dispose()
 
