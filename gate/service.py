@@ -72,6 +72,7 @@ class DecisionService:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         adapters: AdapterRegistry | None = None,
+        confidence: bool = True,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -79,6 +80,7 @@ class DecisionService:
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
+        self.confidence = confidence
         self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ decide
@@ -160,7 +162,8 @@ class DecisionService:
             attestation_key=self.signing.attestation_key(),
             receipt_signer=receipt_signer,
         )
-        self._attach_confidence(caller.scope, record, receipt_signer)
+        if self.confidence:
+            self._attach_confidence(caller.scope, record, receipt_signer)
         row = {
             "decision_id": decision_id,
             "scope": caller.scope,

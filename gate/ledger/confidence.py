@@ -110,18 +110,27 @@ def apply_outcome(connection: Connection, dialect: str, move: OutcomeMove) -> bo
     return True
 
 
-def counts_query(bucket: Bucket):
-    """The one query decide runs: the bucket's row, its version roll-up and the policy roll-up."""
+def _build_counts_query():
     c = confidence_counters.c
     return select(c.verdict, c.action, c.policy_version, *[c[name] for name in _COUNT_COLUMNS]).where(and_(
-        c.scope == bucket.scope, c.policy_id == bucket.policy_id,
-        or_(and_(c.verdict == bucket.verdict, c.action == bucket.action,
-                 c.policy_version.in_([bucket.policy_version, ALL])),
+        c.scope == bindparam("scope"), c.policy_id == bindparam("policy_id"),
+        or_(and_(c.verdict == bindparam("verdict"), c.action == bindparam("action"),
+                 or_(c.policy_version == bindparam("policy_version"), c.policy_version == ALL)),
             and_(c.verdict == ALL, c.action == ALL, c.policy_version == ALL))))
 
 
+# The one query decide runs (built once: it is on the hot path): the bucket's row, its version
+# roll-up and the policy roll-up, all by primary-key prefix.
+COUNTS_QUERY = _build_counts_query()
+
+
+def counts_params(bucket: Bucket) -> dict[str, str]:
+    return {"scope": bucket.scope, "policy_id": bucket.policy_id, "verdict": bucket.verdict,
+            "action": bucket.action, "policy_version": bucket.policy_version}
+
+
 def counts_from_rows(bucket: Bucket, rows) -> ConfidenceCounts | None:
-    """ConfidenceCounts from `counts_query` rows; None when the scope has no Outcome Record for
+    """ConfidenceCounts from `COUNTS_QUERY` rows; None when the scope has no Outcome Record for
     the policy (then the record carries no `decision_confidence`)."""
     by_key = {(row.verdict, row.action, row.policy_version): row for row in rows}
     policy = by_key.get((ALL, ALL, ALL))
@@ -137,4 +146,4 @@ def counts_from_rows(bucket: Bucket, rows) -> ConfidenceCounts | None:
 
 
 def read_counts(connection: Connection, bucket: Bucket) -> ConfidenceCounts | None:
-    return counts_from_rows(bucket, connection.execute(counts_query(bucket)).all())
+    return counts_from_rows(bucket, connection.execute(COUNTS_QUERY, counts_params(bucket)).all())

@@ -144,3 +144,12 @@ def test_parallel_outcomes_keep_the_counters_exact(app, api_key, sample_request)
     expected = expected_counters(app)
     assert sum(n for key, n in expected.items() if key[2] == "") == len(records)
     assert stored_counters(app) == expected
+
+
+def test_the_block_can_be_switched_off(make_app, api_key, sample_request):
+    client = make_app().test_client()
+    outcome(client, api_key, decide(client, api_key, sample_request).json, "succeeded")
+    assert "decision_confidence" in decide(client, api_key, sample_request).json
+    off = make_app(decide_confidence=False).test_client()
+    response = decide(off, api_key, sample_request)
+    assert "decision_confidence" not in response.json and "x-decision-confidence-score" not in response.headers
