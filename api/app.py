@@ -42,7 +42,7 @@ def create_app(
     )
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
-        adapters=AdapterRegistry(),
+        adapters=AdapterRegistry(), confidence=settings.decide_confidence,
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body

@@ -39,6 +39,7 @@ class Settings:
     policy_dir: Path | None = None
     auto_migrate: bool = True
     request_read_timeout: float = 10.0
+    decide_confidence: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -72,6 +73,7 @@ class Settings:
             policy_dir=Path(policy_dir) if policy_dir else _default_policy_dir(),
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
             request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
+            decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
         )
 
     def with_(self, **changes) -> "Settings":

@@ -27,7 +27,9 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.ledger import Ledger
 from gate.keyconfig import SigningSetup
+from gate.ledger.confidence import Bucket, OutcomeMove
 from gate.ledger.lifecycle import DONE, ClaimLost, LifecycleStore
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rowseal import receipt_head_payload
 
 STALE_CLAIM_SECONDS = 30
@@ -106,7 +108,7 @@ class LifecycleService:
             "receipt_json": json.dumps(receipt, ensure_ascii=False, separators=(",", ":")),
         }
         try:
-            self.store.store(row, claim_token=token)
+            self.store.store(row, claim_token=token, outcome=_outcome_move(kind, scope, record, receipt, row))
         except ClaimLost as exc:
             raise self._in_progress(kind, idempotency_key) from exc
         except LedgerUnavailable as exc:
@@ -190,6 +192,18 @@ class LifecycleService:
     def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
+
+
+def _outcome_move(kind: Kind, scope: str, record: dict[str, Any], receipt: dict[str, Any],
+                  row: dict[str, Any]) -> OutcomeMove | None:
+    """How an Outcome Record moves its decision in the confidence counters (None for the other
+    kinds, and for records without a policy). The bucket is the decision's own record."""
+    if kind.name != "outcome" or not isinstance(record.get("policy_id"), str):
+        return None
+    bucket = Bucket(scope, record["policy_id"], str(record.get("verdict")), str(record.get("action")),
+                    str(record.get("policy_version")))
+    return OutcomeMove(bucket, row["decision_id"], row["reported_at"], row["receipt_id"],
+                       OUTCOME_EFFECTIVENESS_CLASS[receipt["outcome_status"]])
 
 
 def _parse_cursor(cursor: str) -> tuple[str, str]:

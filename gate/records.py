@@ -15,7 +15,8 @@ Hash preimages (reference facts §5; all hashes are bare lowercase sha256 hex of
 
 Not covered by `record_hash`: ``c``, ``v``, ``status``, ``missing_fields``,
 ``invalid_fields``, ``engine``, ``evaluation``, ``source_hash``, ``decision_url``,
-``integrity``, ``receipt_*``, ``decision_confidence``, ``confidence_hash``, ``audit_chain``.
+``integrity``, ``receipt_*``, ``decision_confidence``, ``confidence_hash``,
+``confidence_signature``, ``audit_chain``, ``audit_chain_signature``.
 The verifier (`gate.verify`) binds the first ones through consistency checks and, in rulebook
 mode, through a recomputed ``output_hash`` (see `rulebook_output_hash`).
 """
@@ -698,6 +699,7 @@ MINIMAL_VIEW_MEMBERS: frozenset[str] = frozenset(
         *RECEIPT_FIELDS,
         "decision_confidence",
         "confidence_hash",
+        "confidence_signature",
         "verify_url",
         "decision_url",
         "replay_url",

@@ -27,6 +27,8 @@ from gate.errors import (
     SnapshotRace,
 )
 from gate.chain import chain_id_for, new_link, record_audit_chain, scope_hash  # noqa: F401 (re-exported)
+from gate.confidence import attach_confidence, confidence_block
+from gate.ledger.confidence import Bucket
 from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, StoredDecision
 from gate.merkle import CompactRange
 from gate.records import attach_audit_chain, build_rulebook_record
@@ -71,6 +73,7 @@ class DecisionService:
         clock: Clock | None = None,
         ids: IdSource | None = None,
         adapters: AdapterRegistry | None = None,
+        confidence: bool = True,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -78,6 +81,7 @@ class DecisionService:
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
+        self.confidence = confidence
         self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     # ------------------------------------------------------------------ decide
@@ -157,6 +161,8 @@ class DecisionService:
             attestation_key=self.signing.attestation_key(),
             receipt_signer=receipt_signer,
         )
+        if self.confidence:
+            self._attach_confidence(caller.scope, record, receipt_signer)
         row = {
             "decision_id": decision_id,
             "scope": caller.scope,
@@ -207,6 +213,16 @@ class DecisionService:
             chain=ChainAppend(chain_id, caller.scope, seal),
         )
         return DecideResult(record, CREATED, used, prepared.response_view)
+
+    def _attach_confidence(self, scope: str, record: dict[str, Any], receipt_signer) -> None:
+        """`decision_confidence` from the scope's outcome counters for this policy, verdict and
+        action (one indexed read; absent while the scope has no Outcome Record for the policy).
+        The block is outside record_hash, so it is signed on its own (gate.confidence)."""
+        bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
+        counts = self.ledger.confidence_counts(bucket)
+        if counts is not None:
+            block = confidence_block(counts, policy_version=record["policy_version"])
+            attach_confidence(record, block, receipt_signer)
 
     def _registry_for(
         self, scope: str, rulebook: dict, rulebook_hash: str, now: str

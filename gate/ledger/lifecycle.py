@@ -25,6 +25,7 @@ from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import LedgerUnavailable
+from gate.ledger.confidence import OutcomeMove, apply_outcome
 from gate.ledger.store import Ledger
 from gate.ledger.tables import idempotency_claims, lifecycle_receipts, receipt_heads
 from gate.rowseal import receipt_row_hash
@@ -115,19 +116,23 @@ class LifecycleStore:
 
     # ------------------------------------------------------------------ receipts
 
-    def store(self, row: dict[str, Any], *, claim_token: str | None) -> None:
-        """Insert a receipt; with a claim, complete it in the same transaction (or raise ClaimLost).
+    def store(self, row: dict[str, Any], *, claim_token: str | None,
+              outcome: OutcomeMove | None = None) -> None:
+        """Insert a receipt; with a claim, complete it in the same transaction (or raise ClaimLost);
+        with `outcome` (Outcome Records), update the confidence counters in that transaction too.
 
         Any storage failure surfaces as LedgerUnavailable, with nothing written."""
         try:
-            self._store(row, claim_token)
+            self._store(row, claim_token, outcome)
         except IntegrityError as exc:
             raise LedgerUnavailable("receipt write failed: integrity error") from exc
 
-    def _store(self, row: dict[str, Any], claim_token: str | None) -> None:
+    def _store(self, row: dict[str, Any], claim_token: str | None, outcome: OutcomeMove | None) -> None:
         with self.ledger.write() as connection:
             row = self._chain(connection, row)
             connection.execute(insert(lifecycle_receipts), row)
+            if outcome is not None:
+                apply_outcome(connection, self.ledger.dialect, outcome)
             if claim_token is not None:
                 result = connection.execute(
                     update(idempotency_claims)

@@ -31,6 +31,7 @@ from gate.errors import (
     RulebookVersionConflict,
     SnapshotRace,
 )
+from gate.ledger.confidence import read_counts
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.tables import (
     api_keys,
@@ -368,6 +369,14 @@ class Ledger:
         if used is None:
             raise MonthlyCapExceeded(charge.cap, charge.period)
         return int(used)
+
+    # ------------------------------------------------------------------ confidence counters
+
+    def confidence_counts(self, bucket):
+        """The decision-confidence counts of `bucket` (one indexed query), or None when the
+        scope has no Outcome Record for the policy (see gate.ledger.confidence)."""
+        with self.read() as connection:
+            return read_counts(connection, bucket)
 
     # ------------------------------------------------------------------ chain reads
 

@@ -203,3 +203,34 @@ scope_benchmark_settings = Table(
     Column("opted_in", Integer, nullable=False),
     Column("updated_at", String(32), nullable=False),
 )
+
+# Decision confidence counters (gate.confidence): per (scope, policy_id, verdict, action,
+# policy_version) the number of decisions whose latest Outcome Record is of each effectiveness
+# class. The empty string in verdict/action/policy_version is the roll-up over that column
+# ('' is never a stored value: verdicts are yes|no|review, actions and versions are non-empty).
+# Maintained in the outcome's own transaction (gate.ledger.confidence).
+confidence_counters = Table(
+    "confidence_counters",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("policy_id", String(120), primary_key=True),
+    Column("verdict", String(16), primary_key=True),
+    Column("action", String(200), primary_key=True),
+    Column("policy_version", String(80), primary_key=True),
+    Column("n_success", Integer, nullable=False),
+    Column("n_failure", Integer, nullable=False),
+    Column("n_excluded", Integer, nullable=False),
+    Column("n_open", Integer, nullable=False),
+)
+
+# The latest Outcome Record of each decision (by reported_at, then receipt_id) and its class:
+# the row a newer outcome locks to move its decision from one counter class to another.
+outcome_latest = Table(
+    "outcome_latest",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("scope", String(120), nullable=False),
+    Column("reported_at", String(32), nullable=False),
+    Column("receipt_id", String(64), nullable=False),
+    Column("effect", String(16), nullable=False),  # success | failure | excluded | open | '' (none yet)
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from gate.canonical import sha256_hex
+from gate.confidence import confidence_hash
 from gate.constants import COMPACT_FOR_VERDICT
 from gate.errors import GateError
 from gate.records import receipt_hash, record_hash, rulebook_output_hash
@@ -19,7 +20,11 @@ from gate.verify.checks import (
     _safe,
 )
 from gate.verify.result import AUTHENTICITY_CHECKS, DIAGNOSTIC_CHECKS, INTEGRITY_CHECKS, VerificationResult
-from gate.verify.signatures import _check_audit_chain_signature, _check_receipt_signature
+from gate.verify.signatures import (
+    _check_audit_chain_signature,
+    _check_confidence_signature,
+    _check_receipt_signature,
+)
 
 
 class VerificationInputError(GateError):
@@ -42,7 +47,7 @@ RULEBOOK_RECORD_REQUIRED = frozenset({
 RULEBOOK_RECORD_ALLOWED = RULEBOOK_RECORD_REQUIRED | {
     "idempotency_key", "missing_fields", "invalid_fields", "trusted_adapter", "adapter_facts",
     "receipt_key_id", "receipt_signature", "receipt_signature_algorithm", "receipt_public_key_fingerprint",
-    "decision_confidence", "confidence_hash", "audit_chain", "audit_chain_signature",
+    "decision_confidence", "confidence_hash", "confidence_signature", "audit_chain", "audit_chain_signature",
 }
 
 
@@ -129,10 +134,17 @@ def verify_record(
     # 9. rulebook registry and its attestation.
     _check_registry(record, anchors, checks, expected, actual, notes)
 
-    # 10. confidence hash copy.
-    confidence = get("decision_confidence")
-    if isinstance(confidence, Mapping) and "confidence_hash" in record:
-        checks["confidence_hash"] = get("confidence_hash") == confidence.get("confidence_hash")
+    # 10. the confidence block (outside record_hash): its hash recomputed, the top-level copy
+    #     equal to it, and (step 12) its own signature.
+    if "decision_confidence" in record or "confidence_hash" in record:
+        confidence = get("decision_confidence")
+        expected["confidence_hash"] = _safe(confidence_hash, confidence) if isinstance(confidence, Mapping) else None
+        actual["confidence_hash"] = get("confidence_hash")
+        checks["confidence_hash"] = bool(
+            isinstance(confidence, Mapping)
+            and _digest_equal(expected["confidence_hash"], confidence.get("confidence_hash"))
+            and _digest_equal(expected["confidence_hash"], get("confidence_hash")))
+    _check_confidence_signature(record, anchors, checks)
 
     # 11. the audit_chain member (outside record_hash) and its own signature.
     _check_audit_chain(record, expected["record_hash"], expected["receipt_hash"], checks)

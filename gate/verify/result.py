@@ -30,6 +30,7 @@ INTEGRITY_CHECKS = (
 AUTHENTICITY_CHECKS = (
     "receipt_signature",
     "audit_chain_signature",
+    "confidence_signature",
     "receipt_public_key_fingerprint",
     "rulebook_attestation_signature",
     "registry_attestation_signature",

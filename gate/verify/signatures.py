@@ -1,11 +1,13 @@
 """Signature checks against trust anchors: the receipt signature (with its key fingerprint and the
-untrusted-key diagnostic) and the signature over the record's `audit_chain` member."""
+untrusted-key diagnostic) and the signatures over the record's `audit_chain` and
+`decision_confidence` members (both outside record_hash, both signed with the receipt key)."""
 
 from __future__ import annotations
 
 import hmac
 from typing import Any, Mapping
 
+from gate.confidence import confidence_hash, confidence_signature_payload
 from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
 from gate.records import audit_chain_signature_payload
 from gate.signing import b64url_decode, ed25519_verify, raw_public_key_from_pem, receipt_signature_payload
@@ -19,25 +21,45 @@ def _check_audit_chain_signature(record: Mapping[str, Any], anchors: "TrustAncho
     member = record.get("audit_chain")
     if member is None:
         return
-    signature = record.get("audit_chain_signature")
-    algorithm, key_id = record.get("receipt_signature_algorithm"), record.get("receipt_key_id")
-    if not isinstance(signature, str) or algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) \
-            or not signature.startswith(f"{algorithm}:") or not isinstance(member, Mapping):
-        checks["audit_chain_signature"] = False
+    payload = _safe(audit_chain_signature_payload, record.get("decision_id"), record.get("receipt_key_id"),
+                    member) if isinstance(member, Mapping) else None
+    checks["audit_chain_signature"] = _member_signature(record, anchors, "audit_chain_signature", payload)
+
+
+def _check_confidence_signature(record: Mapping[str, Any], anchors: "TrustAnchors",
+                                checks: dict[str, bool | None]) -> None:
+    """`confidence_signature`: the receipt key's signature over the confidence block's hash.
+
+    It signs the hash *recomputed* from `decision_confidence`, so editing the block, or its
+    stated `confidence_hash`, breaks the signature."""
+    member = record.get("decision_confidence")
+    if member is None:
         return
-    payload = _safe(audit_chain_signature_payload, record.get("decision_id"), key_id, member)
+    payload = None
+    if isinstance(member, Mapping):
+        payload = _safe(confidence_signature_payload, record.get("decision_id"), record.get("receipt_key_id"),
+                        _safe(confidence_hash, member))
+    checks["confidence_signature"] = _member_signature(record, anchors, "confidence_signature", payload)
+
+
+def _member_signature(record: Mapping[str, Any], anchors: "TrustAnchors", name: str,
+                      payload: bytes | None) -> bool | None:
+    """A signature member made with the record's receipt key (same algorithm and key id).
+    False when missing, malformed or wrong; None when no trusted key can check it."""
+    signature = record.get(name)
+    algorithm, key_id = record.get("receipt_signature_algorithm"), record.get("receipt_key_id")
+    # SECURITY: fail closed — a member without its signature, or signed some other way, fails.
+    if payload is None or not isinstance(signature, str) or algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) \
+            or not signature.startswith(f"{algorithm}:"):
+        return False
     body = signature[len(algorithm) + 1:]
-    if payload is None:
-        checks["audit_chain_signature"] = False
-    elif algorithm == SIG_HMAC_SHA256:
+    if algorithm == SIG_HMAC_SHA256:
         secret = anchors.select_hmac(key_id)
-        checks["audit_chain_signature"] = None if secret is None else _digest_equal(
-            hmac.new(secret.secret, payload, "sha256").hexdigest(), body)
-    else:
-        key = anchors.select_ed25519(key_id, record.get("receipt_public_key_fingerprint"))
-        raw = _safe(b64url_decode, body)
-        checks["audit_chain_signature"] = None if key is None else bool(
-            raw is not None and len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw))
+        return None if secret is None else _digest_equal(hmac.new(secret.secret, payload, "sha256").hexdigest(), body)
+    key = anchors.select_ed25519(key_id, record.get("receipt_public_key_fingerprint"))
+    raw = _safe(b64url_decode, body)
+    return None if key is None else bool(
+        raw is not None and len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw))
 
 
 def _check_receipt_signature(record, anchors, request_public_key, expected_record_hash,

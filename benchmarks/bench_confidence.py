@@ -1,0 +1,127 @@
+"""POST /api/decide with decide-time confidence on vs off, on one ledger, driven by `wrk`.
+
+For each ledger (SQLite file; PostgreSQL when it answers): one key and scope, 200 decisions of
+the sample request with Outcome Records (so every new decision of that policy, verdict and
+action carries a signed `decision_confidence` block), then `gate serve` (2 workers) is started
+alternately with `GATE_DECIDE_CONFIDENCE=false` (the baseline: no counter read, no block) and
+`true`, `--rounds` times each, and `wrk` posts the sample request. The figure is the ratio of
+the median decide throughput with confidence to the median without, with `uptime` load beside
+it. The target (issue 9): the ratio stays at or above 0.90.
+
+Run: .venv/bin/python benchmarks/bench_confidence.py [--duration 8] [--rounds 3]
+Needs: wrk, Redis on 127.0.0.1:6379 (shared rate limits for 2 workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_http import GATE, REDIS, ROOT, WRK_POST, _database, _port, _wait, _wrk  # noqa: E402
+
+OUTCOMES = ("succeeded", "succeeded", "succeeded", "failed", "succeeded")
+
+
+def _post(url: str, body: dict, key: str) -> dict:
+    request = urllib.request.Request(url, method="POST", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "x-api-key": key})
+    with urllib.request.urlopen(request) as response:
+        return {"body": json.loads(response.read()), "headers": dict(response.headers)}
+
+
+def _serve(env: dict, confidence: bool) -> tuple[subprocess.Popen, str]:
+    port = _port()
+    server = subprocess.Popen(
+        [GATE, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        env={**env, "GATE_DECIDE_CONFIDENCE": "true" if confidence else "false"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    _wait(base + "/api/decision/status")
+    return server, base
+
+
+def _stop(server: subprocess.Popen) -> None:
+    server.terminate()
+    server.wait(timeout=15)
+
+
+def run_backend(kind: str, duration: int, rounds: int, connections: int) -> dict:
+    home = Path(tempfile.mkdtemp(prefix=f"gate-bench-conf-{kind}-"))
+    url, drop = _database(kind, home)
+    env = {**os.environ, "GATE_HOME": str(home), "GATE_DATABASE_URL": url, "GATE_REDIS_URL": REDIS,
+           "GATE_SIGNING_KEY_FILE": str(home / "keys.json")}
+    try:
+        subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True)
+        key = json.loads(subprocess.run([GATE, "keys", "create", "--scope", "bench", "--rate-limit", "100000000",
+                                         "--monthly-cap", "100000000", "--json"], env=env, check=True,
+                                        capture_output=True, text=True).stdout)["api_key"]
+        request = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+        server, base = _serve(env, True)
+        try:
+            for index in range(200):
+                record = _post(base + "/api/decide", request, key)["body"]
+                _post(f"{base}/api/decision/{record['decision_id']}/outcome",
+                      {"outcome_status": OUTCOMES[index % len(OUTCOMES)], "action_executed": True,
+                       "decision_record_hash": record["record_hash"]}, key)
+            probe = _post(base + "/api/decide", request, key)
+            block = probe["body"]["decision_confidence"]
+        finally:
+            _stop(server)
+        script = home / "post.lua"
+        script.write_text(WRK_POST.format(key=key, body=json.dumps(request)))
+        runs: dict[str, list[float]] = {"off": [], "on": []}
+        loads = []
+        for _ in range(rounds):
+            for label in ("off", "on"):
+                server, base = _serve(env, label == "on")
+                try:
+                    _wrk(base + "/api/decide", script, 2, connections)  # warm-up
+                    result = _wrk(base + "/api/decide", script, duration, connections)
+                    if result["non_2xx"]:
+                        raise RuntimeError(f"{result['non_2xx']} non-2xx answers with confidence {label}")
+                    runs[label].append(result["requests_per_second"])
+                finally:
+                    _stop(server)
+                loads.append(os.getloadavg()[0])
+        off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
+        return {"backend": kind, "rps_without_confidence": runs["off"], "rps_with_confidence": runs["on"],
+                "median_without": off, "median_with": on, "ratio_with_vs_without": round(on / off, 3),
+                "load_1min": [round(value, 2) for value in loads],
+                "block_sample": {k: block[k] for k in ("score", "level", "similar_decisions", "policy_stability")}}
+    finally:
+        drop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    results = [run_backend(kind, args.duration, args.rounds, args.connections) for kind in args.backends.split(",")]
+    print(f"{'backend':12} {'rps off':>9} {'rps on':>9} {'on/off':>7}  load (1 min) per run")
+    for r in results:
+        print(f"{r['backend']:12} {r['median_without']:9.0f} {r['median_with']:9.0f} "
+              f"{r['ratio_with_vs_without']:7.3f}  {r['load_1min']}")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "confidence.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
