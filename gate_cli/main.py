@@ -1,7 +1,7 @@
-"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes.
+"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook.
 
-It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
-the core installed); every other subcommand imports the server packages lazily.
+It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
+offline with only the core installed); every other subcommand imports the server packages lazily.
 """
 
 from __future__ import annotations
@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_report_parser(sub)
     add_scopes_parser(sub)
+    from gate_cli.rulebook_cmd import add_rulebook_parser
+
+    add_rulebook_parser(sub)
     return parser
 
 
