@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, verify.
+"""The `gate` console script: serve, keys, db, demo, verify, dry-run.
 
 It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
 the core installed); every other subcommand imports the server packages lazily.
@@ -218,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gate_cli.verify_cmd import add_verify_parser
 
     add_verify_parser(sub)
+
+    from gate_cli.dry_run_cmd import add_dry_run_parser
+
+    add_dry_run_parser(sub)
     return parser
 
 
