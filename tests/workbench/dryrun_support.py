@@ -77,8 +77,10 @@ def write_dataset(root: Path, decisions: list[dict], outcomes: list[dict], *, ve
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.Table.from_pylist(rows, schema=OUTCOMES), folder / "part-000001-0000.parquet")
     if facts:
-        batch = pa.Table.from_pylist([{k: r[k] for k in ("decision_id", "policy_id", "facts_json", "scope", "month")}
-                                      for r in decisions])
+        keep = ("decision_id", "created_at", "policy_id", "verdict", "application_verdict", "action", "reason_code",
+                "matched_rule_id", "facts_json", "scope", "month")
+        schema = pa.schema([DECISIONS.field(k) if k in DECISIONS.names else pa.field(k, pa.string()) for k in keep])
+        batch = pa.Table.from_pylist([{k: r[k] for k in keep} for r in decisions], schema=schema)
         write_facts(root, batch, "000001-0000")
     (root / "manifest.json").write_text(json.dumps({"dataset_schema_version": version, "synthetic": True}))
     return root

@@ -46,16 +46,35 @@ _HIVE = {"scope": pl.String, "month": pl.String}
 
 @dataclass(frozen=True)
 class History:
-    """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `facts` (decision_id,
-    facts_state and typed columns), `outcomes` (OUTCOME_COLUMNS) and `source` (JSON-ready:
-    kind, location, `hash` of what was read, schema version)."""
+    """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
+    decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
+    (OUTCOME_COLUMNS) and `source` (JSON-ready: kind, location, `hash` of what was read)."""
 
     rulebook_id: str
     scope: str | None
     decisions: pl.LazyFrame
-    facts: pl.LazyFrame
+    base: pl.LazyFrame
     outcomes: pl.LazyFrame
     source: dict[str, Any]
+
+
+# The replay base: the stored (old) side of each decision and its facts state.
+OLD_NAMES = {"verdict": "old_verdict", "matched_rule_id": "old_rule", "reason_code": "old_reason",
+             "application_verdict": "old_application_verdict", "action": "old_action"}
+REPLAY_COLUMNS = ["decision_id", "created_at", "scope", "month", *OLD_NAMES.values(), fc.STATE_COLUMN, "facts_json"]
+
+
+def replay_base(decisions: pl.LazyFrame, facts: pl.LazyFrame, covered: bool) -> pl.LazyFrame:
+    """The replay base. `covered`: every decision has a facts row, so the facts table (which
+    repeats the stored outcome) is the base and no join is needed; otherwise the decisions are
+    joined with their facts rows, and a decision without one is replayed from its `facts_json`
+    by the scalar evaluator (`facts_state` partial) or is unreplayable (no facts at all)."""
+    if covered:
+        return facts.rename(OLD_NAMES)
+    typed = [name for name in facts.collect_schema().names() if "::" in name]
+    joined = decisions.rename(OLD_NAMES).join(facts.select("decision_id", fc.STATE_COLUMN, *typed),
+                                              on="decision_id", how="left")
+    return joined.with_columns(pl.col(fc.STATE_COLUMN).fill_null(fc.STATE_PARTIAL))
 
 
 def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str, pl.DataType] = _HIVE) -> pl.LazyFrame:
@@ -106,19 +125,24 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
     decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
-    facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, **fc.path_schema(list(paths))}
+    facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
+                    "created_at": pl.Datetime("ms", "UTC"),
+                    **{name: pl.String for name in OLD_NAMES}, **fc.path_schema(list(paths))}
     facts_root = root / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}"
     facts_files = [str(p) for p in sorted(facts_root.glob("**/*.parquet"))]
     facts_hive = {"rulebook_id": pl.String, **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
+    facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
     if scope is not None:
         decisions = decisions.filter(pl.col("scope") == scope)
         outcomes = outcomes.filter(pl.col("scope") == scope)
         facts = facts.filter(pl.col("scope") == scope)
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
-    return History(rulebook_id, scope, decisions, facts.drop("scope", "month"), outcomes, source)
+    counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+    covered = counts[0].item() == counts[1].item()
+    return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source)
 
 
 def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
@@ -133,10 +157,12 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
         decision_frames.append(pl.from_arrow(table).select([*DECISION_COLUMNS, "scope", "month"]))
         facts = facts_tables(table).get(rulebook_id)
         if facts is not None:
-            fact_frames.append(pl.from_arrow(facts).drop("scope", "month"))
+            fact_frames.append(pl.from_arrow(facts))
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         outcome_frames.append(pl.from_arrow(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
-    empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String})
+    empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
+                                       "created_at": pl.Datetime("ms", "UTC"), **{n: pl.String for n in OLD_NAMES},
+                                       **_HIVE})
     decisions = (pl.concat(decision_frames) if decision_frames
                  else pl.DataFrame(schema={**DECISION_COLUMNS, **_HIVE}))
     outcomes = (pl.concat(outcome_frames) if outcome_frames
@@ -145,7 +171,9 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
     source = {"kind": "ledger", "location": ledger_location(ledger),
               "hash": sha256_hex({"chain_heads": heads}), "chain_heads": len(heads),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
-    return History(rulebook_id, scope, decisions.lazy(), facts.lazy(), outcomes.lazy(), source)
+    # Every decision of the rulebook got a facts row from the same batch: the base is covered.
+    return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
+                   outcomes.lazy(), source)
 
 
 def ledger_location(ledger) -> str:

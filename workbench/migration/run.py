@@ -59,8 +59,9 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
         return everything
     if dataset is not None:
         return from_dataset(dataset, rulebook_id, scope, paths)
-    return History(rulebook_id, scope, everything.decisions.filter(pl.col("scope") == scope),
-                   everything.facts, everything.outcomes.filter(pl.col("scope") == scope), everything.source)
+    in_scope = pl.col("scope") == scope
+    return History(rulebook_id, scope, everything.decisions.filter(in_scope), everything.base.filter(in_scope),
+                   everything.outcomes.filter(in_scope), everything.source)
 
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,

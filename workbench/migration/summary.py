@@ -79,13 +79,13 @@ def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, 
     return _rows(merged.select(name, "before", "after", "delta"))
 
 
-def _outcomes(replayed: pl.DataFrame) -> dict[str, Any]:
+def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
     cells = []
     for old in VERDICTS:
         for new in VERDICTS:
             if old == new:
                 continue
-            cell = replayed.filter((pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))
+            cell = outcome_cube.filter((pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))
             by_class = {name: _count(cell, pl.col("outcome_class") == name) for name in OUTCOME_CLASSES}
             cells.append({"from": old, "to": new, "count": _count(cell), **by_class})
     cell = {(c["from"], c["to"]): c for c in cells}
@@ -167,7 +167,7 @@ def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResul
         rule_transitions=rule_transitions,
         drift_by_rule=_drift(replayed, "old_rule", "new_rule", "rule_id"),
         drift_by_reason=_drift(replayed, "old_reason", "new_reason", "reason_code"),
-        outcomes=_outcomes(replayed),
+        outcomes=_outcomes(computed.outcome_cube),
         review_load=_review_load(replayed, computed.months),
         unreplayable={"count": _count(unreplayable),
                       "by_verdict": {v: _count(unreplayable, pl.col("old_verdict") == v) for v in VERDICTS}},
