@@ -71,13 +71,14 @@ def dataset(n: int) -> Path:
     return root
 
 
-def end_to_end(root: Path, draft: dict, out: Path, signer) -> float:
-    started = time.perf_counter()
+def end_to_end(root: Path, draft: dict, out: Path, signer) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all threads)."""
+    started, cpu = time.perf_counter(), time.process_time()
     flips = out / "flips.parquet"
     out.mkdir(parents=True, exist_ok=True)
     run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=root, created_at=NOW, flips_path=flips)
     write_dry_run(out, run.manifest, signer)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
 def sample_rows(root: Path, n: int, size: int) -> pl.DataFrame:
@@ -88,12 +89,12 @@ def sample_rows(root: Path, n: int, size: int) -> pl.DataFrame:
             .select("decision_id", "verdict", "matched_rule_id", "reason_code", "facts_json").collect())
 
 
-def scalar_replay(rows: pl.DataFrame, evaluate) -> tuple[float, dict]:
-    """One by one, as a scalar dry-run would: parse, evaluate, tally. Returns (seconds, results)."""
+def scalar_replay(rows: pl.DataFrame, evaluate) -> tuple[float, float, dict]:
+    """One by one, as a scalar dry-run would: parse, evaluate, tally. Returns (wall, CPU, results)."""
     transitions, rules, reasons = Counter(), Counter(), Counter()
     results = {}
     data = rows.rows()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for decision_id, verdict, rule, reason, text in data:
         if text is None:
             continue
@@ -102,7 +103,7 @@ def scalar_replay(rows: pl.DataFrame, evaluate) -> tuple[float, dict]:
         rules[(rule, e.matched_rule_id)] += 1
         reasons[(reason, e.reason_code)] += 1
         results[decision_id] = (e.status, e.decision, e.application_verdict, e.action, e.reason_code, e.matched_rule_id)
-    return time.perf_counter() - started, results
+    return time.perf_counter() - started, time.process_time() - cpu, results
 
 
 def vector_results(root: Path, draft: dict, ids: list[str]) -> dict:
@@ -154,15 +155,19 @@ def main() -> int:
     signer = Ed25519ReceiptSigner(Ed25519Key.generate())
     out = RESULTS / "dry-run-1m"
     end_to_end(root, draft, out, signer)  # warm-up (file cache, compiled rulebooks)
-    times = [end_to_end(root, draft, out, signer) for _ in range(3)]
+    runs = [end_to_end(root, draft, out, signer) for _ in range(3)]
+    times = [wall for wall, _ in runs]
     vector_s = statistics.median(times)
+    vector_cpu = statistics.median(cpu for _, cpu in runs)
 
     rows = sample_rows(root, args.decisions, args.sample)
     compiled = load_draft(draft, dryrun_data.RULEBOOK_ID)
-    scalar_s, scalar = scalar_replay(rows, compiled.scalar.evaluate)
+    scalar_s, scalar_cpu, scalar = scalar_replay(rows, compiled.scalar.evaluate)
     scalar_per = scalar_s / max(len(scalar), 1)
+    scalar_cpu_full = scalar_cpu / max(len(scalar), 1)
     replayable = json.loads((out / "migration.json").read_text())["dry_run"]["decisions_evaluated"]
     scalar_full_s = scalar_per * replayable
+    scalar_full_cpu = scalar_cpu_full * replayable
     vector = vector_results(root, draft, rows["decision_id"].to_list())
     identical = vector == scalar
     mismatches = [k for k in scalar if vector.get(k) != scalar[k]][:5]
@@ -178,6 +183,8 @@ def main() -> int:
         "scalar_scaled_s": round(scalar_full_s, 3),
         "scalar_note": f"scalar replay timed on {len(scalar):,} sampled decisions and scaled linearly to {replayable:,}",
         "speedup": round(scalar_full_s / vector_s, 1), "identical_on_sample": identical,
+        "vectorized_cpu_s": round(vector_cpu, 4), "scalar_scaled_cpu_s": round(scalar_full_cpu, 3),
+        "speedup_cpu": round(scalar_full_cpu / vector_cpu, 1),
         "big": big, "load_before": load_before, "load_after": load_after, "cpus": os.cpu_count(),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -187,6 +194,8 @@ def main() -> int:
     print(f"  scalar one by one       {scalar_full_s:8.3f} s   ({scalar_per * 1e6:.2f} µs/decision on a "
           f"{len(scalar):,}-decision sample, scaled)")
     print(f"  speedup                 {scalar_full_s / vector_s:8.1f}×")
+    print(f"  CPU time (all threads)  {vector_cpu:8.3f} s vectorized vs {scalar_full_cpu:.3f} s scalar (scaled): "
+          f"{scalar_full_cpu / vector_cpu:.1f}×")
     print(f"  identical results       {identical} on {len(scalar):,} sampled decisions {mismatches or ''}")
     if big:
         print(f"  {big['decisions']:,} decisions: {big['seconds']:.2f} s, peak RSS {big['peak_rss_bytes'] / 2**30:.2f} GiB")

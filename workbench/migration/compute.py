@@ -110,10 +110,16 @@ def latest_outcomes(outcomes: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
-    """Run the dry-run's one pass; `flips_path` also writes every flip as Parquet."""
+    """Run the dry-run: one aggregating pass over the history and one over its flips (the
+    flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet."""
     evaluated, scalar_rows = replay(history, draft)
     replayed = pl.col("replay") != rp.REPLAY_NONE
-    cube = evaluated.group_by(CUBE_KEYS).agg(pl.len().cast(pl.Int64).alias("count"))
+    fine_keys = [*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]
+    fine = evaluated.with_columns(
+        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
+        .alias("application_verdict_changed"),
+        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
+    ).group_by(fine_keys).agg(pl.len().cast(pl.Int64).alias("count"))
     flip = replayed & (pl.col("old_verdict") != pl.col("new_verdict"))
     flipped = evaluated.filter(flip).select(
         "decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason",
@@ -124,31 +130,35 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
         .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
         .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
         .alias("outcome_class")).select(FLIP_COLUMNS)
-    outcome_cube = flips_known.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
-        pl.len().cast(pl.Int64).alias("count"))
-    months = evaluated.group_by("month").agg(
-        pl.len().alias("decisions"),
-        replayed.sum().alias("replayed"),
-        (replayed & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
-        (replayed & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
-    )
-    listed = flips_known.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
     versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
         pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
-    changes = evaluated.filter(replayed).select(
-        # The record stores no status; a stored needs_input decision carries its reason code.
-        ((pl.col("new_status") == rp.NEEDS_INPUT_STATUS) != (pl.col("old_reason") == rp.NEEDS_INPUT_REASON))
-        .sum().alias("status"),
-        pl.col("old_verdict").ne_missing(pl.col("new_verdict")).sum().alias("verdict"),
-        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict")).sum()
-        .alias("application_verdict"),
-        pl.col("old_action").ne_missing(pl.col("new_action")).sum().alias("action"),
-        pl.col("old_reason").ne_missing(pl.col("new_reason")).sum().alias("reason_code"),
-        pl.col("old_rule").ne_missing(pl.col("new_rule")).sum().alias("matched_rule_id"),
-    )
-    frames = [cube, outcome_cube, months, listed, versions, changes]
+    fine, flips, versions = pl.collect_all([fine, flips_known, versions], engine="streaming")
     if flips_path is not None:
-        frames.append(flips_known.sink_parquet(flips_path, lazy=True))
-    results = pl.collect_all(frames, engine="streaming")
-    changed = {name: int(value or 0) for name, value in results[5].row(0, named=True).items()}
-    return Computed(results[0], results[1], results[2], results[3], results[4], changed, scalar_rows, flips_limit)
+        flips.write_parquet(flips_path)
+    cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
+    in_fine = pl.col("replay") != rp.REPLAY_NONE
+    months = fine.group_by("month").agg(
+        pl.col("count").sum().alias("decisions"),
+        pl.col("count").filter(in_fine).sum().alias("replayed"),
+        pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
+        pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
+    )
+    done = fine.filter(in_fine)
+
+    def changed(condition: pl.Expr) -> int:
+        return int(done.filter(condition)["count"].sum())
+
+    changes = {
+        # The record stores no status; a stored needs_input decision carries its reason code.
+        "status": changed((pl.col("new_status") == rp.NEEDS_INPUT_STATUS)
+                          != (pl.col("old_reason") == rp.NEEDS_INPUT_REASON)),
+        "verdict": changed(pl.col("old_verdict").ne_missing(pl.col("new_verdict"))),
+        "application_verdict": changed(pl.col("application_verdict_changed")),
+        "action": changed(pl.col("action_changed")),
+        "reason_code": changed(pl.col("old_reason").ne_missing(pl.col("new_reason"))),
+        "matched_rule_id": changed(pl.col("old_rule").ne_missing(pl.col("new_rule"))),
+    }
+    outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
+        pl.len().cast(pl.Int64).alias("count"))
+    listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)
