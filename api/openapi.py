@@ -429,7 +429,8 @@ def docs_document() -> dict[str, Any]:
              "summary": e.summary, "error_codes": list(e.errors)}
             for e in ENDPOINTS
         ],
-        "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH, "openapi": "/openapi.json"},
+        "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
+                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json"},
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {

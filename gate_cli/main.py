@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook.
+"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook, dry-run.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages lazily.
@@ -230,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     from gate_cli.rulebook_cmd import add_rulebook_parser
 
     add_rulebook_parser(sub)
+
+    from gate_cli.dry_run_cmd import add_dry_run_parser
+
+    add_dry_run_parser(sub)
     return parser
 
 

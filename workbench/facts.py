@@ -5,8 +5,10 @@ rulebook (a draft in a dry-run, a batch counterfactual) column-wise, the export 
 
     DIR/facts/rulebook_id=<id>/scope=<scope>/month=<YYYY-MM>/part-<name>.parquet
 
-with one row per decision of that rulebook (its `policy_id`): `decision_id`, `facts_state`
-and, for every field path the decision's facts hold, the six typed columns of
+with one row per decision of that rulebook (its `policy_id`): `decision_id`, `facts_state`,
+`facts_json` (partial rows only), the decision's stored outcome (`created_at`, `verdict`,
+`application_verdict`, `action`, `reason_code`, `matched_rule_id`: a replay reads this one
+table, no join) and, for every field path the decision's facts hold, the six typed columns of
 `workbench.engines.fact_columns` (`<path>::t|b|n|s|j|e`). Every object path is flattened, not
 only the paths the rulebook of the day read, because a draft may read any of them; a path
 that no file holds is missing in every row (its columns are inserted as null on read).
@@ -16,7 +18,7 @@ that no file holds is missing in every row (its columns are inserted as null on 
 - `typed`: every path a field path can reach is in the typed columns, exactly;
 - `partial`: some value is not stored exactly (an integer beyond ±(2^53−1), a string with a
   lone surrogate, more than `MAX_PATHS` distinct paths in the batch): the dry-run evaluates
-  this row with the scalar evaluator over `facts_json`;
+  this row with the scalar evaluator over its `facts_json` (kept in this table for such rows);
 - `absent`: the record carries no facts (`facts_json` null): the decision cannot be replayed.
 
 Column types never depend on the data (Int8, Boolean, Float64, String, String,
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.engines import fact_columns as fc
+from workbench.schema import TS
 
 __all__ = ["MAX_PATHS", "FACTS_DIR", "facts_tables", "facts_table", "write_facts", "flatten", "partition_dir"]
 
@@ -96,18 +99,25 @@ def _cells(value: Any) -> tuple:
     return fc.KIND_OBJECT, None, None, None, fc.strict_key(value), None
 
 
-def facts_table(decision_ids: list[str], facts_json: list[str | None], scopes: list[str],
-                months: list[str], max_paths: int = MAX_PATHS) -> pa.Table:
-    """The typed facts rows of one rulebook's decisions (parallel lists, one item per decision).
+STORED_COLUMNS = ("created_at", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id")
 
-    Columns: `decision_id`, `facts_state`, the typed columns of every path (sorted by path),
-    then the `scope` and `month` partition columns. Pure and deterministic: the same input
-    gives the same table. When the decisions hold more than `max_paths` distinct paths, the
-    most frequent ones are kept (ties by path) and rows with another path are `partial`.
+
+def facts_table(decisions: pa.Table, max_paths: int = MAX_PATHS) -> pa.Table:
+    """The typed facts rows of one rulebook's decisions.
+
+    `decisions`: a table with `decision_id`, `facts_json`, `scope`, `month` and the stored
+    outcome columns `STORED_COLUMNS` (null when absent), as in the decisions schema.
+    Columns out: `decision_id`, `facts_state`, `facts_json` (only for `partial` rows, which a
+    reader evaluates with the scalar evaluator), the decision's stored `created_at`, `verdict`,
+    `application_verdict`, `action`, `reason_code`, `matched_rule_id` (so a replay reads one
+    table), the typed columns of every path (sorted by path), then `scope` and `month`. Pure and
+    deterministic. When the decisions hold more than `max_paths` distinct paths, the most
+    frequent ones are kept (ties by path) and rows with another path are `partial`.
     """
+    texts = decisions.column("facts_json").to_pylist()
     flat: list[tuple[dict[str, Any], str]] = []
     counts: Counter[str] = Counter()
-    for text in facts_json:
+    for text in texts:
         if text is None:
             flat.append(({}, fc.STATE_ABSENT))
             continue
@@ -119,41 +129,47 @@ def facts_table(decision_ids: list[str], facts_json: list[str | None], scopes: l
     kept = sorted(counts, key=lambda p: (-counts[p], p))[:max_paths]
     kept_set = set(kept)
     columns: dict[str, list] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
-    states = []
+    states, partial_json = [], []
     empty = (None,) * 6
-    for paths, state in flat:
+    for (paths, state), text in zip(flat, texts):
         if state == fc.STATE_TYPED and not kept_set.issuperset(paths):
             state = fc.STATE_PARTIAL
         states.append(state)
+        partial_json.append(text if state == fc.STATE_PARTIAL else None)
         for path in sorted(kept):
             cells = _cells(paths[path]) if state == fc.STATE_TYPED and path in paths else empty
             for part, cell in zip(fc.PARTS, cells):
                 columns[fc.column(path, part)].append(cell)
-    arrays = [pa.array(decision_ids, pa.string()), pa.array(states, pa.string())]
-    fields = [pa.field("decision_id", pa.string(), nullable=False), pa.field(fc.STATE_COLUMN, pa.string(), nullable=False)]
+    rows = decisions.num_rows
+    arrays = [decisions.column("decision_id").cast(pa.string()), pa.array(states, pa.string()),
+              pa.array(partial_json, pa.string())]
+    fields = [pa.field("decision_id", pa.string(), nullable=False), pa.field(fc.STATE_COLUMN, pa.string(), nullable=False),
+              pa.field("facts_json", pa.string())]
+    for name in STORED_COLUMNS:
+        kind = TS if name == "created_at" else pa.string()
+        values = decisions.column(name).cast(kind) if name in decisions.column_names else pa.nulls(rows, kind)
+        arrays.append(values)
+        fields.append(pa.field(name, kind))
     for name, values in columns.items():
         kind = _ARROW_TYPES[name.rsplit("::", 1)[1]]
         arrays.append(pa.array(values, kind))
         fields.append(pa.field(name, kind))
-    arrays += [pa.array(scopes, pa.string()), pa.array(months, pa.string())]
+    arrays += [decisions.column("scope").cast(pa.string()), decisions.column("month").cast(pa.string())]
     fields += [pa.field("scope", pa.string(), nullable=False), pa.field("month", pa.string(), nullable=False)]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return pa.Table.from_arrays([a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
+                                schema=pa.schema(fields))
 
 
 def facts_tables(decisions: pa.Table, max_paths: int = MAX_PATHS) -> dict[str, pa.Table]:
     """A decisions batch (the `decisions` schema plus `scope` and `month`) → one typed facts
     table per rulebook id (`policy_id`); decisions without a policy id are left out."""
-    columns = decisions.select(["decision_id", "policy_id", "facts_json", "scope", "month"]).to_pydict()
+    policy = decisions.column("policy_id").to_pylist()
     groups: dict[str, list[int]] = {}
-    for index, policy_id in enumerate(columns["policy_id"]):
+    for index, policy_id in enumerate(policy):
         if policy_id is not None:
             groups.setdefault(policy_id, []).append(index)
-    out = {}
-    for rulebook_id in sorted(groups):
-        rows = groups[rulebook_id]
-        pick = lambda name: [columns[name][i] for i in rows]  # noqa: E731
-        out[rulebook_id] = facts_table(pick("decision_id"), pick("facts_json"), pick("scope"), pick("month"), max_paths)
-    return out
+    return {rulebook_id: facts_table(decisions.take(pa.array(groups[rulebook_id])), max_paths)
+            for rulebook_id in sorted(groups)}
 
 
 def partition_dir(root: str | Path, rulebook_id: str, scope: str, month: str) -> Path:

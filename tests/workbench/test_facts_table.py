@@ -15,7 +15,8 @@ def decisions_batch(rows):
     """rows: (decision_id, policy_id, facts or None, scope, month)."""
     return pa.table({
         "decision_id": [r[0] for r in rows], "policy_id": [r[1] for r in rows],
-        "facts_json": [None if r[2] is None else canonical_text(r[2]) for r in rows],
+        "facts_json": pa.array([None if r[2] is None else canonical_text(r[2]) for r in rows], pa.string()),
+        "verdict": ["yes"] * len(rows), "reason_code": ["R_" + r[0].upper() for r in rows],
         "scope": [r[3] for r in rows], "month": [r[4] for r in rows],
     })
 
@@ -45,6 +46,10 @@ def test_tables_per_rulebook_with_states_and_fixed_types():
     assert a["x::n"] == [1.0, None, None] and a["x::s"] == [None, "1", None]
     assert a["y.z::s"] == ["s", None, None] and a["y::j"] == ['{"z":"s"}', None, None]
     assert tables["book_b"].column("facts_state").to_pylist() == ["partial"]
+    assert tables["book_b"].column("facts_json").to_pylist() == ['{"x":1152921504606846976}']
+    assert a["facts_json"] == [None, None, None]  # only partial rows keep their JSON
+    assert a["reason_code"] == ["R_D1", "R_D2", "R_D3"] and a["verdict"] == ["yes"] * 3
+    assert a["matched_rule_id"] == [None] * 3
     schema = tables["book_a"].schema
     assert schema.field("x::t").type == pa.int8() and schema.field("y::e").type == pa.list_(pa.string())
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,7 +33,9 @@ def polars_results(rulebook, facts_list, max_paths=512):
     """Evaluate through the writer and the compiled expressions; one dict per row."""
     texts = [None if f is _NO_FACTS else canonical_text(f) for f in facts_list]
     ids = [f"d{i}" for i in range(len(texts))]
-    table = facts_table(ids, texts, ["s"] * len(ids), ["2026-01"] * len(ids), max_paths=max_paths)
+    batch = pa.table({"decision_id": ids, "facts_json": pa.array(texts, pa.string()), "scope": ["s"] * len(ids),
+                      "month": ["2026-01"] * len(ids)})
+    table = facts_table(batch, max_paths=max_paths)
     compiled = rp.compile_rulebook(rulebook, [r["rule_id"] for r in rule_order(rulebook["rules"])])
     out = rp.evaluate(pl.from_arrow(table).lazy(), compiled).collect()
     return out.select(rp.RESULT_COLUMNS).to_dicts()

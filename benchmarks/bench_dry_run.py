@@ -1,0 +1,217 @@
+"""Rulebook migration dry-run: vectorized replay against a one-by-one scalar replay, and memory at 10M.
+
+Measured in one run, on a synthetic history generated vectorized into the dataset contract
+(`benchmarks/dryrun_data.py`: 12 rules over every operator kind, type-mismatched and nested
+facts, 0.5% decisions without facts, 0.1% partial rows for the scalar evaluator):
+
+- vectorized: `workbench.migration.dry_run(...)` + `write_dry_run(...)` end to end from the
+  dataset (scan, replay, scalar rows, outcomes, every aggregate, `flips.parquet`, signed
+  `migration.json`, both reports), in process, median of 3 runs after one warm-up;
+- scalar baseline: the same decisions replayed one by one (`json.loads(facts_json)` then the
+  compiled scalar evaluator, then the tallies a dry-run needs), timed on a sample of decisions
+  spread over the whole history and scaled linearly to the full size (said so in the output).
+  Reading the sample from Parquet is not timed, which flatters the baseline;
+- identical results: every sampled decision's new verdict, application verdict, action, reason
+  code, matched rule and status from the vectorized replay equal the scalar evaluator's;
+- 10M: the same dry-run over ten million decisions in a child process, its peak RSS read from
+  `getrusage(RUSAGE_CHILDREN)` (Polars' streaming engine keeps only aggregates in memory).
+
+Targets (`--check` exits 1 when missed): 1M end to end < 2 s; ≥ 30× the scaled scalar replay;
+10M peak RSS < 2 GiB. Results: table on stdout and `benchmarks/results/dry_run.json`, with the
+machine's `uptime` load before and after (other work on the machine slows both sides).
+
+Run: .venv/bin/python benchmarks/bench_dry_run.py [--decisions N] [--big N|0] [--sample N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import polars as pl  # noqa: E402
+
+import dryrun_data  # noqa: E402
+from gate.signing import Ed25519Key, Ed25519ReceiptSigner  # noqa: E402
+from workbench.migration import dry_run, write_dry_run  # noqa: E402
+from workbench.migration.compute import replay  # noqa: E402
+from workbench.migration.run import load_history  # noqa: E402
+from workbench.migration.draft import load_draft  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+NOW = "2026-11-22T00:00:00.000Z"
+TARGET_SECONDS, TARGET_RATIO, TARGET_RSS = 2.0, 30.0, 2 * 1024**3
+
+
+def load() -> str:
+    return os.getloadavg().__repr__()
+
+
+def dataset(n: int) -> Path:
+    root = RESULTS / "data" / f"dryrun-{n}"
+    manifest = root / "manifest.json"
+    if manifest.exists() and json.loads(manifest.read_text()).get("decisions") == n:
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    started = time.perf_counter()
+    dryrun_data.generate(root, n)
+    print(f"generated {n:,} decisions in {time.perf_counter() - started:.1f} s at {root}", flush=True)
+    return root
+
+
+def end_to_end(root: Path, draft: dict, out: Path, signer) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process, all threads)."""
+    started, cpu = time.perf_counter(), time.process_time()
+    flips = out / "flips.parquet"
+    out.mkdir(parents=True, exist_ok=True)
+    run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=root, created_at=NOW, flips_path=flips)
+    write_dry_run(out, run.manifest, signer)
+    return time.perf_counter() - started, time.process_time() - cpu
+
+
+def sample_rows(root: Path, n: int, size: int) -> pl.DataFrame:
+    step = max(1, n // size)
+    frame = pl.scan_parquet(str(root / "decisions" / "**" / "*.parquet"), hive_partitioning=True)
+    ids = [f"dec_{i:010d}" for i in range(0, n, step)][:size]
+    return (frame.filter(pl.col("decision_id").is_in(ids))
+            .select("decision_id", "verdict", "matched_rule_id", "reason_code", "facts_json").collect())
+
+
+def scalar_replay(rows: pl.DataFrame, evaluate) -> tuple[float, float, dict]:
+    """One by one, as a scalar dry-run would: parse, evaluate, tally. Returns (wall, CPU, results)."""
+    transitions, rules, reasons = Counter(), Counter(), Counter()
+    results = {}
+    data = rows.rows()
+    started, cpu = time.perf_counter(), time.process_time()
+    for decision_id, verdict, rule, reason, text in data:
+        if text is None:
+            continue
+        e = evaluate(json.loads(text))
+        transitions[(verdict, e.decision)] += 1
+        rules[(rule, e.matched_rule_id)] += 1
+        reasons[(reason, e.reason_code)] += 1
+        results[decision_id] = (e.status, e.decision, e.application_verdict, e.action, e.reason_code, e.matched_rule_id)
+    return time.perf_counter() - started, time.process_time() - cpu, results
+
+
+def vector_results(root: Path, draft: dict, ids: list[str]) -> dict:
+    compiled = load_draft(draft, dryrun_data.RULEBOOK_ID)
+    history = load_history(dryrun_data.RULEBOOK_ID, None, dataset=root, ledger=None, paths=compiled.polars.paths)
+    evaluated, _ = replay(history, compiled)
+    frame = (evaluated.filter(pl.col("decision_id").is_in(ids) & (pl.col("replay") != "unreplayable"))
+             .select("decision_id", "new_status", "new_verdict", "new_application_verdict", "new_action",
+                     "new_reason", "new_rule").collect(engine="streaming"))
+    return {row[0]: tuple(row[1:]) for row in frame.iter_rows()}
+
+
+def big_run(n: int) -> dict:
+    """The dry-run over `n` decisions in a child process: wall time and peak RSS."""
+    root = dataset(n)
+    code = (
+        "import sys, time; sys.path[:0] = [%r, %r]\n"
+        "import dryrun_data\n"
+        "from workbench.migration import dry_run, write_dry_run\n"
+        "from pathlib import Path\n"
+        "_, draft = dryrun_data.rulebooks()\n"
+        "out = Path(%r); out.mkdir(parents=True, exist_ok=True)\n"
+        "t = time.perf_counter()\n"
+        "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=%r, created_at='2026-11-22T00:00:00.000Z',"
+        " flips_path=out / 'flips.parquet')\n"
+        "write_dry_run(out, run.manifest, None)\n"
+        "print(time.perf_counter() - t, run.result.decisions_total, run.result.decisions_changed)\n"
+    ) % (str(ROOT), str(ROOT / "benchmarks"), str(RESULTS / "dry-run-big"), str(root))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    seconds, total, changed = done.stdout.split()
+    return {"decisions": int(total), "changed": int(changed), "seconds": round(float(seconds), 3),
+            "peak_rss_bytes": peak_kib * 1024, "peak_rss_note": "max RSS of any child so far" if before else "child"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--decisions", type=int, default=1_000_000)
+    parser.add_argument("--big", type=int, default=10_000_000, help="0 skips the memory run")
+    parser.add_argument("--sample", type=int, default=20_000)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    load_before = load()
+    _, draft = dryrun_data.rulebooks()
+    root = dataset(args.decisions)
+    signer = Ed25519ReceiptSigner(Ed25519Key.generate())
+    out = RESULTS / "dry-run-1m"
+    end_to_end(root, draft, out, signer)  # warm-up (file cache, compiled rulebooks)
+    runs = [end_to_end(root, draft, out, signer) for _ in range(3)]
+    times = [wall for wall, _ in runs]
+    vector_s = statistics.median(times)
+    vector_cpu = statistics.median(cpu for _, cpu in runs)
+
+    rows = sample_rows(root, args.decisions, args.sample)
+    compiled = load_draft(draft, dryrun_data.RULEBOOK_ID)
+    scalar_s, scalar_cpu, scalar = scalar_replay(rows, compiled.scalar.evaluate)
+    scalar_per = scalar_s / max(len(scalar), 1)
+    scalar_cpu_full = scalar_cpu / max(len(scalar), 1)
+    replayable = json.loads((out / "migration.json").read_text())["dry_run"]["decisions_evaluated"]
+    scalar_full_s = scalar_per * replayable
+    scalar_full_cpu = scalar_cpu_full * replayable
+    vector = vector_results(root, draft, rows["decision_id"].to_list())
+    identical = vector == scalar
+    mismatches = [k for k in scalar if vector.get(k) != scalar[k]][:5]
+
+    big = big_run(args.big) if args.big else None
+    load_after = load()
+    manifest = json.loads((out / "migration.json").read_text())
+    result = {
+        "decisions": args.decisions, "replayed": replayable,
+        "decisions_changed": manifest["dry_run"]["decisions_changed"],
+        "vectorized_end_to_end_s": round(vector_s, 4), "vectorized_runs_s": [round(t, 4) for t in times],
+        "scalar_sample": len(scalar), "scalar_per_decision_us": round(scalar_per * 1e6, 3),
+        "scalar_scaled_s": round(scalar_full_s, 3),
+        "scalar_note": f"scalar replay timed on {len(scalar):,} sampled decisions and scaled linearly to {replayable:,}",
+        "speedup": round(scalar_full_s / vector_s, 1), "identical_on_sample": identical,
+        "vectorized_cpu_s": round(vector_cpu, 4), "scalar_scaled_cpu_s": round(scalar_full_cpu, 3),
+        "speedup_cpu": round(scalar_full_cpu / vector_cpu, 1),
+        "big": big, "load_before": load_before, "load_after": load_after, "cpus": os.cpu_count(),
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "dry_run.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"dry-run over {args.decisions:,} decisions ({replayable:,} replayable), load {load_before} → {load_after}")
+    print(f"  vectorized end to end   {vector_s:8.3f} s   (median of {times})")
+    print(f"  scalar one by one       {scalar_full_s:8.3f} s   ({scalar_per * 1e6:.2f} µs/decision on a "
+          f"{len(scalar):,}-decision sample, scaled)")
+    print(f"  speedup                 {scalar_full_s / vector_s:8.1f}×")
+    print(f"  CPU time (all threads)  {vector_cpu:8.3f} s vectorized vs {scalar_full_cpu:.3f} s scalar (scaled): "
+          f"{scalar_full_cpu / vector_cpu:.1f}×")
+    print(f"  identical results       {identical} on {len(scalar):,} sampled decisions {mismatches or ''}")
+    if big:
+        print(f"  {big['decisions']:,} decisions: {big['seconds']:.2f} s, peak RSS {big['peak_rss_bytes'] / 2**30:.2f} GiB")
+    missed = []
+    if vector_s >= TARGET_SECONDS:
+        missed.append(f"end to end {vector_s:.2f} s ≥ {TARGET_SECONDS} s")
+    if scalar_full_s / vector_s < TARGET_RATIO:
+        missed.append(f"speedup {scalar_full_s / vector_s:.1f}× < {TARGET_RATIO}×")
+    if not identical:
+        missed.append("results differ")
+    if big and big["peak_rss_bytes"] >= TARGET_RSS:
+        missed.append(f"10M peak RSS {big['peak_rss_bytes'] / 2**30:.2f} GiB ≥ 2 GiB")
+    for line in missed:
+        print("  MISSED:", line)
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""`gate dry-run`: re-evaluate a rulebook's history under a draft, or verify a dry-run's manifest.
+
+    gate dry-run --rulebook-id ID --draft FILE [--scope S] [--dataset DIR] --out DIR [--json]
+    gate dry-run --verify DIR|migration.json [--draft FILE] [--dataset DIR] [--public-key PEM]
+
+Without `--dataset` the live ledger (GATE_DATABASE_URL) is read. The manifest is signed with
+the service's receipt key (GATE_SIGNING_KEY_FILE keyring, or GATE_RECEIPT_HMAC_SECRET); with
+GATE_REQUIRE_SIGNING=true (the default) and no key, nothing runs. `--verify` checks the
+manifest against the published schema, its result and migration hashes and its signature by
+a key this gate trusts (its keyring and HMAC secret, plus `--public-key`), and, when given,
+that `--draft` is the draft it tested and `--dataset` the history it ran on.
+
+Exit codes: 0 done (or verified), 1 not verified, 2 bad input (nothing written; the message
+names the problem, and for an invalid draft every `{field, code, message}` with its exact
+schema path).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["add_dry_run_parser", "cmd_dry_run"]
+
+
+def add_dry_run_parser(sub) -> None:
+    p = sub.add_parser("dry-run", help="re-evaluate a rulebook's history under a draft (or --verify a result)")
+    p.add_argument("--rulebook-id", help="the rulebook whose historical decisions are replayed")
+    p.add_argument("--draft", help="the draft rulebook (JSON file)")
+    p.add_argument("--scope", default=None, help="only this scope's decisions (default: every scope)")
+    p.add_argument("--dataset", default=None, help="an exported dataset folder (default: the live ledger)")
+    p.add_argument("--out", help="folder for migration.json, report.md, report.html, flips.parquet")
+    p.add_argument("--flips-limit", type=int, default=200, help="flips listed in the reports (all are in flips.parquet)")
+    p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead")
+    p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key")
+    p.add_argument("--json", action="store_true", help="print the result (or the verification) as JSON")
+    p.set_defaults(func=cmd_dry_run)
+
+
+def _fail(error, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(error.to_dict(), indent=2), file=sys.stderr)
+    else:
+        print(f"gate dry-run: {error.code}: {error.message}", file=sys.stderr)
+        for item in error.errors:
+            print(f"  {item['field']}: {item['code']}: {item['message']}", file=sys.stderr)
+    return 2
+
+
+def _signing():
+    from api.settings import Settings
+    from gate.keyconfig import SigningSetup
+
+    settings = Settings.from_env()
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    return settings, setup
+
+
+def _run(args) -> int:
+    from gate.clock import SystemClock, iso_ms
+    from workbench.migration import DryRunError, dry_run, write_dry_run
+    from workbench.migration.draft import read_draft_file
+
+    missing = [name for name in ("rulebook_id", "draft", "out") if not getattr(args, name)]
+    if missing:
+        raise DryRunError("USAGE", "missing " + ", ".join("--" + m.replace("_", "-") for m in missing))
+    if args.flips_limit < 0 or args.flips_limit > 100_000:
+        raise DryRunError("USAGE", "--flips-limit must be between 0 and 100000")
+    settings, setup = _signing()
+    signer = setup.receipt_signer()
+    if signer is None and settings.require_signing:
+        raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
+                          "(or set GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned result")
+    draft = read_draft_file(args.draft)
+    ledger = None
+    if args.dataset is None:
+        from gate.ledger import Ledger
+
+        ledger = Ledger(settings.database_url)
+        ledger.upgrade()
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise DryRunError("USAGE", f"--out {out} exists and is not a folder")
+    # Bad input raises above or inside dry_run before anything is written; flips.parquet is
+    # written to a temporary name while the history is replayed and renamed with the others.
+    staging_dir = Path(tempfile.mkdtemp(prefix="gate-dry-run-"))
+    staging = staging_dir / "flips.parquet"
+    try:
+        run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
+                      created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging)
+        manifest = write_dry_run(out, run.manifest, signer)
+        shutil.move(staging, out / "flips.parquet")
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
+        if ledger is not None:
+            ledger.dispose()
+    d = manifest["dry_run"]
+    if args.json:
+        print(json.dumps({"out": str(out), "migration_hash": manifest.get("migration_hash"), **{
+            k: d[k] for k in ("decisions_total", "decisions_evaluated", "decisions_changed", "decisions_unreplayable",
+                              "transitions", "result_hash")}}, indent=2))
+    else:
+        print(f"dry-run of {args.rulebook_id} under draft {manifest['to']['version']} "
+              f"(sha256 {manifest['to']['rulebook_hash'][:16]}…)")
+        print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
+              f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
+        print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; "
+              f"caught failures {d['outcomes']['caught_failures']:,}")
+        print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
+    return 0
+
+
+def _verify(args) -> int:
+    from gate.verify.anchors import TrustAnchorError, TrustAnchors
+    from workbench.migration import DryRunError, verify_manifest
+    from workbench.migration.draft import read_draft_file
+
+    path = Path(args.verify)
+    path = path / "migration.json" if path.is_dir() else path
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DryRunError("USAGE", f"cannot read {path}: {exc}") from exc
+    _, setup = _signing()
+    anchors = setup.trust_anchors()
+    if args.public_key:
+        try:
+            anchors = anchors + TrustAnchors.from_public_key_pem(Path(args.public_key).read_text())
+        except (OSError, TrustAnchorError) as exc:
+            raise DryRunError("USAGE", f"cannot use --public-key {args.public_key}: {exc}") from exc
+    draft = read_draft_file(args.draft) if args.draft else None
+    dataset_manifest = None
+    if args.dataset:
+        try:
+            dataset_manifest = (Path(args.dataset) / "manifest.json").read_bytes()
+        except OSError as exc:
+            raise DryRunError("DATASET_INVALID", f"cannot read {args.dataset}/manifest.json: {exc}") from exc
+    result = verify_manifest(manifest, anchors, draft=draft, dataset_manifest=dataset_manifest)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"{path}: " + ("VERIFIED" if result["valid"] else "NOT VERIFIED"))
+        for name, passed in result["checks"].items():
+            print(f"  [{'ok  ' if passed else 'FAIL'}] {name}")
+        for problem in result["problems"]:
+            print(f"  {problem}")
+    return 0 if result["valid"] else 1
+
+
+def cmd_dry_run(args) -> int:
+    from workbench.migration import DryRunError
+
+    try:
+        return _verify(args) if args.verify else _run(args)
+    except DryRunError as error:
+        return _fail(error, args.json)

@@ -1,0 +1,54 @@
+"""A dry-run over the live ledger: decisions made through the real API, replayed under a draft."""
+
+from __future__ import annotations
+
+import copy
+
+from gate.ledger import Ledger
+from workbench.migration import DryRunError, dry_run
+
+NOW = "2026-11-22T00:00:00.000Z"
+
+
+def test_dry_run_reads_the_live_ledger(client, api_key, sample_request, gate_env, backend):
+    inputs = [
+        {"discount_percent": 15, "margin_percent": 31, "owner_approved": True, "account_tier": "annual"},
+        {"discount_percent": 22, "margin_percent": 31, "owner_approved": True, "account_tier": "annual"},
+        {"discount_percent": 30, "margin_percent": 31, "owner_approved": True, "account_tier": "annual"},
+        {"discount_percent": 15, "margin_percent": 18, "owner_approved": True, "account_tier": "annual"},
+        {"discount_percent": 15, "margin_percent": 31, "owner_approved": False},
+        {"discount_percent": 18, "margin_percent": 31, "owner_approved": True, "account_tier": "enterprise"},
+    ]
+    records = []
+    for facts in inputs:
+        body = copy.deepcopy(sample_request)
+        body["context"]["inputs"] = facts
+        response = client.post("/api/decide", json=body, headers={"x-api-key": api_key})
+        assert response.status_code == 200, response.json
+        records.append(response.json)
+    failed = records[5]
+    client.post(f"/api/decision/{failed['decision_id']}/outcome", headers={"x-api-key": api_key},
+                json={"outcome_status": "failed"})
+    draft = copy.deepcopy(sample_request["rulebook"])
+    draft["version"] = "2026-12-01"
+    draft["rules"][0]["condition"]["value"] = 16  # block discounts above 16%
+    ledger = Ledger(gate_env["GATE_DATABASE_URL"])
+    try:
+        run = dry_run(draft, "pricing_exception", ledger=ledger, created_at=NOW)
+        result = run.result
+        assert result.decisions_total == 6 and result.decisions_unreplayable == 0
+        moved = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]}
+        # 22% (review by default: not within 20%) and 18% enterprise (yes) now hit the ceiling.
+        assert moved[("yes", "no")] == 1 and moved[("review", "no")] == 1
+        assert result.outcomes["caught_failures"] == 1
+        assert result.source["kind"] == "ledger" and len(result.source["hash"]) == 64
+        assert "password" not in result.source["location"]
+        scoped = dry_run(draft, "pricing_exception", scope="tenant_a", ledger=ledger, created_at=NOW).result
+        assert scoped.transitions == result.transitions
+        try:
+            dry_run(draft, "pricing_exception", scope="tenant_b", ledger=ledger, created_at=NOW)
+            raise AssertionError("an empty history must be refused")
+        except DryRunError as error:
+            assert error.code == "HISTORY_EMPTY"
+    finally:
+        ledger.dispose()

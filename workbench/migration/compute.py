@@ -1,0 +1,164 @@
+"""The vectorized dry-run: every historical decision of a rulebook re-evaluated under a draft.
+
+Steps (all lazy until the one `collect_all`, run on Polars' streaming engine so memory stays
+bounded by the aggregates, not by the history):
+
+1. `replay`: the replay base (`History.base`: each decision's stored verdict, rule and reason,
+   the *old* side, with its typed facts) evaluated by the compiled draft
+   (`rulebook_polars.evaluate`).
+2. Rows the typed columns cannot hold exactly (`facts_state` partial, or no facts row) are
+   read back with their `facts_json` and evaluated one by one by the scalar evaluator (the
+   ground truth); their results are patched in. Rows without facts stay `unreplayable`.
+3. Each flipped decision gets its latest outcome (by `reported_at`, then `receipt_id`) and its
+   effectiveness class (`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`: success, failure,
+   excluded, open), `none` when no outcome was reported, and `unobservable` when the stored
+   verdict was `no`: a blocked decision was never executed, so what a flip to `yes` would
+   have done has no observed outcome.
+4. A small cube (old/new verdict × old/new rule × old/new reason × new status × replay →
+   count), the flips' outcome classes, a per-month review count, per-field change counts and
+   the most recent flips. Everything in the result is derived from these
+   (`workbench.migration.summary`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from workbench.engines import fact_columns as fc
+from workbench.engines import rulebook_polars as rp
+from workbench.migration.draft import Draft
+from workbench.migration.history import History
+
+__all__ = ["Computed", "compute", "CUBE_KEYS"]
+
+CUBE_KEYS = ["old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason", "new_reason", "new_status", "replay"]
+FLIP_COLUMNS = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
+                "old_reason", "new_reason", "outcome_status", "outcome_class"]
+UNOBSERVABLE, NO_OUTCOME = "unobservable", "none"
+_RESULT = ["replay", "status", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id"]
+
+
+class Computed:
+    """The frames a dry-run's summary is built from (all small)."""
+
+    def __init__(self, cube: pl.DataFrame, outcome_cube: pl.DataFrame, months: pl.DataFrame, flips: pl.DataFrame,
+                 versions: pl.DataFrame, changes: dict[str, int], scalar_rows: int, flips_limit: int) -> None:
+        self.cube = cube
+        self.outcome_cube = outcome_cube
+        self.months = months
+        self.flips = flips
+        self.versions = versions
+        self.changes = changes
+        self.scalar_rows = scalar_rows
+        self.flips_limit = flips_limit
+
+
+_OLD = ["old_verdict", "old_rule", "old_reason", "old_application_verdict", "old_action"]
+_KEEP = ["decision_id", "created_at", "scope", "month", *_OLD]
+_NEW = {"status": "new_status", "verdict": "new_verdict", "reason_code": "new_reason", "matched_rule_id": "new_rule",
+        "application_verdict": "new_application_verdict", "action": "new_action"}
+
+
+def _scalar_rows(history: History, draft: Draft) -> pl.DataFrame:
+    """The rows whose facts are not fully typed, evaluated one by one by the scalar evaluator
+    (`replay` scalar), or `unreplayable` when they carry no facts at all."""
+    pending = (history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+               .select(*_KEEP, "facts_json").collect(engine="streaming"))
+    results: dict[str, list] = {name: [] for name in _RESULT}
+    evaluate = draft.scalar.evaluate
+    for text in pending["facts_json"]:
+        if text is None:
+            results["replay"].append(rp.REPLAY_NONE)
+            for name in _RESULT[1:]:
+                results[name].append(None)
+            continue
+        e = evaluate(json.loads(text))
+        results["replay"].append(rp.REPLAY_SCALAR)
+        results["status"].append(e.status)
+        results["verdict"].append(e.decision)
+        results["application_verdict"].append(e.application_verdict)
+        results["action"].append(e.action)
+        results["reason_code"].append(e.reason_code)
+        results["matched_rule_id"].append(e.matched_rule_id)
+    return pending.drop("facts_json").with_columns(
+        [pl.Series(name, values, dtype=pl.String) for name, values in results.items()])
+
+
+def replay(history: History, draft: Draft) -> tuple[pl.LazyFrame, int]:
+    """Every decision with old and new outcome columns (`new_verdict`, `new_rule`,
+    `new_reason`, `new_status`, `new_application_verdict`, `new_action`) and `replay`
+    (vector | scalar | unreplayable); and how many rows went to the scalar evaluator."""
+    evaluated = rp.evaluate(history.base, draft.polars).select(*_KEEP, *_RESULT)
+    scalar = _scalar_rows(history, draft)
+    if scalar.height:
+        # The vector pass leaves these rows null; the scalar evaluator's rows replace them.
+        evaluated = pl.concat([evaluated.filter(pl.col("replay") != rp.REPLAY_SCALAR),
+                               scalar.lazy().select(evaluated.collect_schema().names())],
+                              how="vertical_relaxed")
+    scalar_count = int((scalar["replay"] == rp.REPLAY_SCALAR).sum()) if scalar.height else 0
+    return evaluated.rename(_NEW), scalar_count
+
+
+def latest_outcomes(outcomes: pl.LazyFrame) -> pl.LazyFrame:
+    """The latest outcome status per decision (by reported_at, then receipt_id)."""
+    return outcomes.group_by("decision_id").agg(
+        pl.col("status").sort_by(["reported_at", "receipt_id"]).last().alias("outcome_status"))
+
+
+def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
+    """Run the dry-run: one aggregating pass over the history and one over its flips (the
+    flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet."""
+    evaluated, scalar_rows = replay(history, draft)
+    replayed = pl.col("replay") != rp.REPLAY_NONE
+    fine_keys = [*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]
+    fine = evaluated.with_columns(
+        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
+        .alias("application_verdict_changed"),
+        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
+    ).group_by(fine_keys).agg(pl.len().cast(pl.Int64).alias("count"))
+    flip = replayed & (pl.col("old_verdict") != pl.col("new_verdict"))
+    flipped = evaluated.filter(flip).select(
+        "decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason",
+        "new_reason")
+    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
+    flips_known = flipped.join(latest_outcomes(history.outcomes), on="decision_id", how="left").with_columns(
+        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
+        .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
+        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
+        .alias("outcome_class")).select(FLIP_COLUMNS)
+    versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
+        pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
+    fine, flips, versions = pl.collect_all([fine, flips_known, versions], engine="streaming")
+    if flips_path is not None:
+        flips.write_parquet(flips_path)
+    cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
+    in_fine = pl.col("replay") != rp.REPLAY_NONE
+    months = fine.group_by("month").agg(
+        pl.col("count").sum().alias("decisions"),
+        pl.col("count").filter(in_fine).sum().alias("replayed"),
+        pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
+        pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
+    )
+    done = fine.filter(in_fine)
+
+    def changed(condition: pl.Expr) -> int:
+        return int(done.filter(condition)["count"].sum())
+
+    changes = {
+        # The record stores no status; a stored needs_input decision carries its reason code.
+        "status": changed((pl.col("new_status") == rp.NEEDS_INPUT_STATUS)
+                          != (pl.col("old_reason") == rp.NEEDS_INPUT_REASON)),
+        "verdict": changed(pl.col("old_verdict").ne_missing(pl.col("new_verdict"))),
+        "application_verdict": changed(pl.col("application_verdict_changed")),
+        "action": changed(pl.col("action_changed")),
+        "reason_code": changed(pl.col("old_reason").ne_missing(pl.col("new_reason"))),
+        "matched_rule_id": changed(pl.col("old_rule").ne_missing(pl.col("new_rule"))),
+    }
+    outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
+        pl.len().cast(pl.Int64).alias("count"))
+    listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)

@@ -1,0 +1,30 @@
+"""The one error a dry-run raises for bad input, before it writes anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DryRunError(Exception):
+    """Bad input to a dry-run: nothing was computed or written.
+
+    `code` is a stable machine string: `DRAFT_UNREADABLE` (not a file of JSON),
+    `DRAFT_INVALID` (`errors` holds the validator's `{field, code, message}` with exact paths),
+    `DRAFT_RULEBOOK_MISMATCH` (the draft is of another rulebook id), `RULEBOOK_UNKNOWN` (no
+    decision of that rulebook id anywhere in the history), `HISTORY_EMPTY` (none in the chosen
+    scope), `DATASET_INVALID` (no manifest, unreadable, or another schema version),
+    `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `USAGE` (a
+    command-line argument is missing or out of range).
+    """
+
+    def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.errors = errors or []
+
+    def to_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.errors:
+            body["errors"] = self.errors
+        return body

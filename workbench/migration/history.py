@@ -1,0 +1,184 @@
+"""The history a dry-run replays: one rulebook's decisions, their typed facts and outcomes.
+
+Two sources give the same `History` (LazyFrames in the dataset contract, plus the identity of
+what was read, which the migration manifest names and signs):
+
+- `from_dataset(location, rulebook_id, scope)`: an exported dataset (`gate export`). Its
+  `manifest.json` must be of `DATASET_SCHEMA_VERSION`; the source identity is the sha256 of
+  the manifest's raw bytes. The typed facts come from `facts/rulebook_id=<id>/…`
+  (`workbench.facts`); a decision without a facts row is replayed from its `facts_json`.
+  Scans are lazy: only the columns and partitions the dry-run needs are read.
+- `from_ledger(ledger, rulebook_id, scope)`: the live ledger, read with the export's own
+  streams and converters (`gate.ledger.stream`, `workbench.convert`, `workbench.facts`), so a
+  number means the same thing on both paths. Held in memory (the rulebook's decisions only);
+  the source identity is the sha256 of the chain heads read before the decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import polars as pl
+
+from gate.canonical import sha256_bytes_hex, sha256_hex
+from workbench.engines import fact_columns as fc
+from workbench.facts import FACTS_DIR, facts_tables
+from workbench.migration.errors import DryRunError
+from workbench.schema import DATASET_SCHEMA_VERSION
+
+__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS"]
+
+MANIFEST = "manifest.json"
+DECISION_COLUMNS = {
+    "decision_id": pl.String, "created_at": pl.Datetime("ms", "UTC"), "policy_id": pl.String,
+    "policy_version": pl.String, "rulebook_hash": pl.String, "verdict": pl.String,
+    "application_verdict": pl.String, "reason_code": pl.String, "matched_rule_id": pl.String,
+    "action": pl.String, "facts_json": pl.String,
+}
+OUTCOME_COLUMNS = {"receipt_id": pl.String, "decision_id": pl.String,
+                   "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String}
+_HIVE = {"scope": pl.String, "month": pl.String}
+
+
+@dataclass(frozen=True)
+class History:
+    """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
+    decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
+    (OUTCOME_COLUMNS) and `source` (JSON-ready: kind, location, `hash` of what was read)."""
+
+    rulebook_id: str
+    scope: str | None
+    decisions: pl.LazyFrame
+    base: pl.LazyFrame
+    outcomes: pl.LazyFrame
+    source: dict[str, Any]
+
+
+# The replay base: the stored (old) side of each decision and its facts state.
+OLD_NAMES = {"verdict": "old_verdict", "matched_rule_id": "old_rule", "reason_code": "old_reason",
+             "application_verdict": "old_application_verdict", "action": "old_action"}
+REPLAY_COLUMNS = ["decision_id", "created_at", "scope", "month", *OLD_NAMES.values(), fc.STATE_COLUMN, "facts_json"]
+
+
+def replay_base(decisions: pl.LazyFrame, facts: pl.LazyFrame, covered: bool) -> pl.LazyFrame:
+    """The replay base. `covered`: every decision has a facts row, so the facts table (which
+    repeats the stored outcome) is the base and no join is needed; otherwise the decisions are
+    joined with their facts rows, and a decision without one is replayed from its `facts_json`
+    by the scalar evaluator (`facts_state` partial) or is unreplayable (no facts at all)."""
+    if covered:
+        return facts.rename(OLD_NAMES)
+    typed = [name for name in facts.collect_schema().names() if "::" in name]
+    joined = decisions.rename(OLD_NAMES).join(facts.select("decision_id", fc.STATE_COLUMN, *typed),
+                                              on="decision_id", how="left")
+    return joined.with_columns(pl.col(fc.STATE_COLUMN).fill_null(fc.STATE_PARTIAL))
+
+
+def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str, pl.DataType] = _HIVE) -> pl.LazyFrame:
+    return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
+                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
+
+
+def _table_files(root: Path, manifest: dict, table: str) -> list[str] | None:
+    """The files the manifest lists for a table (a consistent snapshot), else None."""
+    entry = manifest.get("tables", {}).get(table) if isinstance(manifest.get("tables"), dict) else None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
+        return [str(root / f["path"]) for f in files]
+    return None
+
+
+def _scan_table(root: Path, manifest: dict, table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+    files = _table_files(root, manifest, table)
+    if files is None:
+        files = [str(p) for p in sorted((root / table).glob("**/*.parquet"))]
+    if not files:
+        return pl.LazyFrame(schema={**schema, **_HIVE})
+    return _scan(files, schema)
+
+
+def read_manifest(root: Path) -> tuple[dict, bytes]:
+    path = root / MANIFEST
+    try:
+        raw = path.read_bytes()
+        manifest = json.loads(raw.decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise DryRunError("DATASET_INVALID", f"{root} has no {MANIFEST}: it is not an exported dataset") from exc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DryRunError("DATASET_INVALID", f"cannot read {path}: {exc}") from exc
+    version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
+    if version != DATASET_SCHEMA_VERSION:
+        raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
+                          f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
+    return manifest, raw
+
+
+def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = None,
+                 paths: tuple[str, ...] = ()) -> History:
+    """The history of `rulebook_id` (in `scope`, or every scope) in an exported dataset.
+    `paths`: the fact paths whose typed columns the caller will read."""
+    root = Path(location)
+    manifest, raw = read_manifest(root)
+    decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
+    decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
+    outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
+    facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
+                    "created_at": pl.Datetime("ms", "UTC"),
+                    **{name: pl.String for name in OLD_NAMES}, **fc.path_schema(list(paths))}
+    facts_root = root / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}"
+    facts_files = [str(p) for p in sorted(facts_root.glob("**/*.parquet"))]
+    facts_hive = {"rulebook_id": pl.String, **_HIVE}
+    facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
+             else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
+    facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
+    if scope is not None:
+        decisions = decisions.filter(pl.col("scope") == scope)
+        outcomes = outcomes.filter(pl.col("scope") == scope)
+        facts = facts.filter(pl.col("scope") == scope)
+    source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
+              "dataset_schema_version": DATASET_SCHEMA_VERSION}
+    counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+    covered = counts[0].item() == counts[1].item()
+    return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source)
+
+
+def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
+    """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
+    from gate.ledger import stream
+    from workbench.convert import decisions_table, receipts_table
+
+    heads = stream.chain_heads_of(ledger, scope)
+    decision_frames, fact_frames, outcome_frames = [], [], []
+    for rows in stream.iter_decisions(ledger, scope=scope, policy_id=rulebook_id, batch_size=batch_size):
+        table = decisions_table(rows)
+        decision_frames.append(pl.from_arrow(table).select([*DECISION_COLUMNS, "scope", "month"]))
+        facts = facts_tables(table).get(rulebook_id)
+        if facts is not None:
+            fact_frames.append(pl.from_arrow(facts))
+    for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
+        outcome_frames.append(pl.from_arrow(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
+    empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
+                                       "created_at": pl.Datetime("ms", "UTC"), **{n: pl.String for n in OLD_NAMES},
+                                       **_HIVE})
+    decisions = (pl.concat(decision_frames) if decision_frames
+                 else pl.DataFrame(schema={**DECISION_COLUMNS, **_HIVE}))
+    outcomes = (pl.concat(outcome_frames) if outcome_frames
+                else pl.DataFrame(schema={**OUTCOME_COLUMNS, **_HIVE}))
+    facts = pl.concat(fact_frames, how="diagonal") if fact_frames else empty_facts
+    source = {"kind": "ledger", "location": ledger_location(ledger),
+              "hash": sha256_hex({"chain_heads": heads}), "chain_heads": len(heads),
+              "dataset_schema_version": DATASET_SCHEMA_VERSION}
+    # Every decision of the rulebook got a facts row from the same batch: the base is covered.
+    return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
+                   outcomes.lazy(), source)
+
+
+def ledger_location(ledger) -> str:
+    """The ledger's URL without credentials (never a password in a manifest)."""
+    url = getattr(getattr(ledger, "engine", None), "url", None)
+    if url is None:
+        return "ledger"
+    return url.render_as_string(hide_password=True) if hasattr(url, "render_as_string") else str(url)

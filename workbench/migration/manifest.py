@@ -1,0 +1,148 @@
+"""The `rulebook_migration_v1` manifest of a dry-run: built, hashed, signed and verified.
+
+The manifest names what was tested against what: `to.rulebook_hash` (the draft, sha256 of its
+canonical JSON) and `dry_run.source.hash` (the sha256 of the dataset manifest's raw bytes, or
+of the ledger's chain heads). `dry_run.result_hash` is the sha256 of the canonical dry-run
+result without it: the same draft over the same history always gives the same result hash.
+
+Signing: `migration_hash` = sha256(canon(manifest without `migration_hash` and `signature`));
+the service's receipt key (`gate.keyconfig.SigningSetup.receipt_signer`, Ed25519 from the
+keyring or the HMAC secret) signs canon({key_id, migration_hash}), in the same
+`<algorithm>:<signature>` form as a receipt signature. `verify_manifest` recomputes every
+hash and checks the signature against trust anchors only (never a key carried by the file).
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from gate.canonical import canonical_bytes, sha256_hex
+from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
+from gate.signing import ReceiptSigner, b64url_decode, ed25519_verify
+from gate.verify.anchors import TrustAnchors
+from workbench.migration.summary import DryRunResult
+
+__all__ = ["MIGRATION_SCHEMA_VERSION", "SCHEMA_FILE", "build_manifest", "sign_manifest", "verify_manifest",
+           "migration_schema", "signature_payload"]
+
+MIGRATION_SCHEMA_VERSION = "rulebook_migration_v1"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "rulebook-migration-v1.schema.json"
+_DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id")
+
+
+@functools.lru_cache(maxsize=1)
+def migration_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def _unsigned(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in manifest.items() if k not in ("migration_hash", "signature")}
+
+
+def build_manifest(result: DryRunResult, changes: dict[str, int], created_at: str) -> dict[str, Any]:
+    """The unsigned manifest of a dry-run result. `changes`: how many replayed decisions each
+    outcome field changed for (the fields that drift are those with a nonzero count)."""
+    dry_run = result.to_dict()
+    dry_run["field_changes"] = {name: int(changes.get(name, 0)) for name in _DRIFT_FIELDS}
+    dry_run["result_hash"] = sha256_hex(dry_run)
+    drifting = [name for name in _DRIFT_FIELDS if changes.get(name, 0)]
+    migration_id = "mig_" + sha256_hex({"draft": result.draft["rulebook_hash"], "source": result.source["hash"],
+                                        "scope": result.scope})[:24]
+    return {
+        "schema_version": MIGRATION_SCHEMA_VERSION,
+        "migration_id": migration_id,
+        "rulebook_id": result.rulebook_id,
+        "status": "proposed",
+        "compatibility_class": "rulebook",
+        "from": {"rulebook_id": result.rulebook_id,
+                 "versions": [{"policy_version": v["policy_version"], "rulebook_hash": v["rulebook_hash"],
+                               "decisions": v["decisions"]} for v in result.history_versions]},
+        "to": {"rulebook_id": result.draft["rulebook_id"], "version": result.draft["version"],
+               "rulebook_hash": result.draft["rulebook_hash"]},
+        "expected_drift": {"policy": "requires_approval" if drifting else "none", "fields": drifting},
+        "approval": {"status": "pending" if drifting else "not_required"},
+        "created_at": created_at,
+        "dry_run": dry_run,
+    }
+
+
+def signature_payload(key_id: str, migration_hash: str) -> bytes:
+    return canonical_bytes({"key_id": key_id, "migration_hash": migration_hash})
+
+
+def sign_manifest(manifest: dict[str, Any], signer: ReceiptSigner) -> dict[str, Any]:
+    """A copy with `migration_hash` and the receipt key's `signature`."""
+    unsigned = _unsigned(manifest)
+    digest = sha256_hex(unsigned)
+    signature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "migration_hash",
+                 "value": signer.sign_payload(signature_payload(signer.key_id, digest))}
+    if signer.algorithm == SIG_ED25519 and signer.public_key_fingerprint:
+        signature["public_key_fingerprint"] = signer.public_key_fingerprint
+    return {**unsigned, "migration_hash": digest, "signature": signature}
+
+
+def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[bool, str | None]:
+    if not isinstance(signature, dict):
+        return False, "the manifest is not signed"
+    algorithm, key_id, value = signature.get("algorithm"), signature.get("key_id"), signature.get("value")
+    if algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) or not isinstance(key_id, str) \
+            or not isinstance(value, str) or not value.startswith(algorithm + ":"):
+        return False, "signature fields are malformed"
+    payload, body = signature_payload(key_id, digest), value[len(algorithm) + 1:]
+    if algorithm == SIG_HMAC_SHA256:
+        secret = anchors.select_hmac(key_id)
+        if secret is None:
+            return False, f"no trusted HMAC secret for key id {key_id!r}"
+        expected = hmac.new(secret.secret, payload, "sha256").hexdigest()
+        return hmac.compare_digest(expected, body), None
+    key = anchors.select_ed25519(key_id, signature.get("public_key_fingerprint"))
+    if key is None:
+        return False, f"no trusted Ed25519 key for key id {key_id!r}"
+    try:
+        raw = b64url_decode(body)
+    except (ValueError, TypeError):
+        return False, "signature is not base64url"
+    return len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw), None
+
+
+def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
+                    dataset_manifest: bytes | None = None) -> dict[str, Any]:
+    """Check a migration manifest: `{valid, checks, problems}`.
+
+    checks: `schema` (valid against the published schema), `result_hash`, `migration_hash`,
+    `signature` (by a trusted key), and, when given, `draft_hash` (the draft file is the one
+    tested) and `dataset_hash` (the dataset manifest's bytes are the history it ran on).
+    """
+    checks: dict[str, bool] = {}
+    problems: list[str] = []
+    if not isinstance(manifest, dict):
+        return {"valid": False, "checks": {"schema": False}, "problems": ["the manifest is not a JSON object"]}
+    schema_errors = sorted(jsonschema.Draft202012Validator(migration_schema()).iter_errors(manifest), key=str)
+    checks["schema"] = not schema_errors
+    problems += [f"schema: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in schema_errors[:5]]
+    dry_run = manifest.get("dry_run") if isinstance(manifest.get("dry_run"), dict) else {}
+    stated = dry_run.get("result_hash")
+    checks["result_hash"] = stated == sha256_hex({k: v for k, v in dry_run.items() if k != "result_hash"})
+    digest = sha256_hex(_unsigned(manifest))
+    checks["migration_hash"] = manifest.get("migration_hash") == digest
+    ok, why = _signature_ok(manifest.get("signature"), digest, anchors)
+    checks["signature"] = ok
+    if why:
+        problems.append(why)
+    if draft is not None:
+        checks["draft_hash"] = sha256_hex(draft) == (manifest.get("to") or {}).get("rulebook_hash") \
+            == (dry_run.get("draft") or {}).get("rulebook_hash")
+    if dataset_manifest is not None:
+        from gate.canonical import sha256_bytes_hex
+
+        checks["dataset_hash"] = sha256_bytes_hex(dataset_manifest) == (dry_run.get("source") or {}).get("hash")
+    for name, passed in checks.items():
+        if not passed and not any(p.startswith(name) for p in problems):
+            problems.append(f"{name} does not match")
+    return {"valid": all(checks.values()), "checks": checks, "problems": problems}

@@ -1,0 +1,99 @@
+"""The dry-run as one library call (the CLI and the dashboard call this), and its writer.
+
+`dry_run(draft, rulebook_id, scope=…, dataset=… | ledger=…)` checks every input before any
+work (draft with exact schema paths, history source, rulebook known, history not empty) and
+returns a `DryRun`: the typed result and its unsigned `rulebook_migration_v1` manifest.
+`write_dry_run(out, run, signer)` signs the manifest and writes `migration.json`,
+`report.md` and `report.html` (and `flips.parquet`, every decision whose verdict flips).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from gate.signing import ReceiptSigner
+from workbench.migration.compute import compute
+from workbench.migration.draft import Draft, load_draft
+from workbench.migration.errors import DryRunError
+from workbench.migration.history import History, from_dataset, from_ledger
+from workbench.migration.manifest import build_manifest, sign_manifest
+from workbench.migration.summary import DryRunResult, summarize
+from workbench.reports.dry_run import render_html, render_markdown
+
+__all__ = ["DryRun", "dry_run", "write_dry_run", "load_history"]
+
+OUTPUT_FILES = ("migration.json", "report.md", "report.html", "flips.parquet")
+
+
+@dataclass(frozen=True)
+class DryRun:
+    result: DryRunResult
+    manifest: dict[str, Any]  # unsigned
+    history: History
+    draft: Draft
+
+
+def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | None, ledger: Any,
+                 paths: tuple[str, ...]) -> History:
+    """The rulebook's history in `scope`, refusing an unknown rulebook and an empty history."""
+    if dataset is not None:
+        everything = from_dataset(dataset, rulebook_id, None, paths)
+    elif ledger is not None:
+        everything = from_ledger(ledger, rulebook_id, None)
+    else:
+        raise ValueError("give a dataset or a ledger")
+    per_scope = dict(everything.decisions.group_by("scope").agg(pl.len()).collect().iter_rows())
+    if not per_scope:
+        raise DryRunError("RULEBOOK_UNKNOWN", f"no decision of rulebook {rulebook_id!r} in the history "
+                          f"({everything.source['kind']} {everything.source['location']})")
+    if scope is not None and not per_scope.get(scope):
+        raise DryRunError("HISTORY_EMPTY", f"rulebook {rulebook_id!r} has no decision in scope {scope!r} "
+                          f"(it has decisions in {len(per_scope)} other scope(s))")
+    if scope is None:
+        return everything
+    if dataset is not None:
+        return from_dataset(dataset, rulebook_id, scope, paths)
+    in_scope = pl.col("scope") == scope
+    return History(rulebook_id, scope, everything.decisions.filter(in_scope), everything.base.filter(in_scope),
+                   everything.outcomes.filter(in_scope), everything.source)
+
+
+def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
+            ledger: Any = None, created_at: str, flips_limit: int = 200,
+            flips_path: Path | None = None) -> DryRun:
+    """Re-evaluate every historical decision of `rulebook_id` under `draft` (a parsed rulebook).
+
+    Raises DryRunError for bad input before reading any history. `created_at` is the
+    manifest's timestamp (the caller's clock); everything else is a function of the draft and
+    the history, so the same inputs give the same `dry_run.result_hash`.
+    """
+    compiled = load_draft(draft, rulebook_id)
+    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths)
+    computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path)
+    result = summarize(history, compiled, computed)
+    return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
+
+
+def write_dry_run(out: str | Path, manifest: dict[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
+    """Sign (when a signer is given) and write `migration.json`, `report.md`, `report.html`
+    into `out` (created if needed; each file written to a temporary name, then renamed).
+    Returns the manifest as written."""
+    final = sign_manifest(manifest, signer) if signer is not None else manifest
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "migration.json": json.dumps(final, indent=2, ensure_ascii=False, sort_keys=True) + "\n",
+        "report.md": render_markdown(final),
+        "report.html": render_html(final),
+    }
+    for name, text in files.items():
+        temporary = out / f".{name}.{os.getpid()}.tmp"
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, out / name)
+    return final

@@ -1,0 +1,179 @@
+"""The dry-run's typed, serializable result, derived from the computed cube.
+
+`DryRunResult` holds only JSON-ready values (the manifest's `dry_run` member is
+`result.to_dict()`), so the reports render it without touching Polars, and the same result is
+signed, written and shown everywhere.
+
+Counts are over decisions of the rulebook in the chosen scope. *Replayed* decisions are the
+ones with facts (vector or scalar); *unreplayable* ones (no facts in the record) are counted in
+their own bucket and take no part in transitions, drift or the review forecast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import polars as pl
+
+from workbench.engines import rulebook_polars as rp
+from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
+from workbench.migration.draft import Draft
+from workbench.migration.history import History
+
+__all__ = ["DryRunResult", "summarize", "VERDICTS"]
+
+VERDICTS = ("yes", "no", "review")
+OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
+DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
+
+
+@dataclass(frozen=True)
+class DryRunResult:
+    rulebook_id: str
+    scope: str | None
+    draft: dict[str, Any]
+    source: dict[str, Any]
+    history_versions: list[dict[str, Any]]
+    decisions_total: int
+    decisions_evaluated: int
+    decisions_unreplayable: int
+    decisions_scalar: int
+    decisions_changed: int
+    decisions_reason_changed: int
+    decisions_rule_changed: int
+    needs_input: int
+    transitions: list[dict[str, Any]]
+    rule_transitions: list[dict[str, Any]]
+    drift_by_rule: list[dict[str, Any]]
+    drift_by_reason: list[dict[str, Any]]
+    outcomes: dict[str, Any]
+    review_load: dict[str, Any]
+    unreplayable: dict[str, Any]
+    rules: list[dict[str, Any]]
+    rules_never_fired_in_history: list[str]
+    rules_never_firing_under_draft: list[str]
+    flips: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dicts()
+
+
+def _count(cube: pl.DataFrame, expr: pl.Expr | None = None) -> int:
+    frame = cube if expr is None else cube.filter(expr)
+    return int(frame["count"].sum()) if frame.height else 0
+
+
+def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, Any]]:
+    before = cube.group_by(old).agg(pl.col("count").sum().alias("before")).rename({old: name})
+    after = cube.group_by(new).agg(pl.col("count").sum().alias("after")).rename({new: name})
+    merged = before.join(after, on=name, how="full", coalesce=True, nulls_equal=True)
+    merged = merged.with_columns(pl.col("before").fill_null(0), pl.col("after").fill_null(0))
+    merged = merged.with_columns((pl.col("after") - pl.col("before")).alias("delta"))
+    merged = merged.sort([pl.col("delta").abs(), name], descending=[True, False], nulls_last=True)
+    return _rows(merged.select(name, "before", "after", "delta"))
+
+
+def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
+    cells = []
+    for old in VERDICTS:
+        for new in VERDICTS:
+            if old == new:
+                continue
+            cell = outcome_cube.filter((pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))
+            by_class = {name: _count(cell, pl.col("outcome_class") == name) for name in OUTCOME_CLASSES}
+            cells.append({"from": old, "to": new, "count": _count(cell), **by_class})
+    cell = {(c["from"], c["to"]): c for c in cells}
+    return {
+        "by_transition": cells,
+        # yes→no on a decision that later failed: the draft would have caught the failure.
+        "caught_failures": cell[("yes", "no")]["failure"] + cell[("review", "no")]["failure"],
+        # yes→no on a decision that later succeeded: the draft would have blocked a success.
+        "blocked_successes": cell[("yes", "no")]["success"] + cell[("review", "no")]["success"],
+        # no→yes: approvals of decisions that were blocked, whose outcome was never observed.
+        "unobserved_new_approvals": cell[("no", "yes")]["count"],
+        "unobserved_new_reviews": cell[("no", "review")]["count"],
+        "flips_without_outcome": sum(c[NO_OUTCOME] for c in cells),
+    }
+
+
+def _review_load(replayed: pl.DataFrame, months: pl.DataFrame) -> dict[str, Any]:
+    before = _count(replayed, pl.col("old_verdict") == "review")
+    after = _count(replayed, pl.col("new_verdict") == "review")
+    per_month = _rows(months.sort("month").select("month", "replayed", "review_before", "review_after"))
+    count = len(per_month) or 1
+    return {
+        "before": before, "after": after, "delta": after - before,
+        "relative_change": None if before == 0 else round((after - before) / before, 6),
+        "months": len(per_month),
+        "per_month_before": round(before / count, 3), "per_month_after": round(after / count, 3),
+        "by_month": per_month,
+    }
+
+
+def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResult:
+    cube = computed.cube
+    replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
+    unreplayable = cube.filter(pl.col("replay") == rp.REPLAY_NONE)
+    transitions = [{"from": old, "to": new,
+                    "count": _count(replayed, (pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))}
+                   for old in VERDICTS for new in VERDICTS]
+    rule_cells = (replayed.group_by(["old_verdict", "new_verdict", "old_rule", "new_rule"])
+                  .agg(pl.col("count").sum()).sort(["count", "old_rule", "new_rule", "old_verdict", "new_verdict"],
+                                                   descending=[True, False, False, False, False], nulls_last=True))
+    rule_transitions = [{"from": r["old_verdict"], "to": r["new_verdict"], "old_rule": r["old_rule"],
+                         "new_rule": r["new_rule"], "count": r["count"]} for r in rule_cells.iter_rows(named=True)]
+    fired_history = {r["old_rule"]: r["count"] for r in
+                     cube.group_by("old_rule").agg(pl.col("count").sum()).iter_rows(named=True)}
+    fired_draft = {r["new_rule"]: r["count"] for r in
+                   replayed.group_by("new_rule").agg(pl.col("count").sum()).iter_rows(named=True)}
+    by_id = {rule["rule_id"]: rule for rule in draft.rulebook["rules"]}
+    rules = [{"rule_id": rule_id, "priority": int(by_id[rule_id].get("priority", 0)),
+              "fired_in_history": int(fired_history.get(rule_id, 0)),
+              "fires_under_draft": int(fired_draft.get(rule_id, 0))} for rule_id in draft.order]
+    flips = computed.flips.with_columns(pl.col("created_at").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"))
+    changed = _count(replayed, pl.col("old_verdict") != pl.col("new_verdict"))
+    versions = computed.versions.sort("first").with_columns(
+        pl.col("first").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"), pl.col("last").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"))
+    notes = [
+        "A decision whose stored verdict was no was blocked and never executed: for a flip from no "
+        "the outcome the draft's verdict would have had cannot be observed (outcome class unobservable).",
+        "Outcome classes are those of the latest outcome record per decision; none means no outcome "
+        "was reported for that decision.",
+        "Decisions without stored facts cannot be replayed; they are counted under unreplayable and "
+        "take no part in transitions, drift or the review forecast.",
+    ]
+    return DryRunResult(
+        rulebook_id=history.rulebook_id,
+        scope=history.scope,
+        draft={"rulebook_id": draft.rulebook["rulebook_id"], "version": draft.rulebook["version"],
+               "rulebook_hash": draft.rulebook_hash, "rule_order": list(draft.order)},
+        source=dict(history.source),
+        history_versions=_rows(versions),
+        decisions_total=_count(cube),
+        decisions_evaluated=_count(replayed),
+        decisions_unreplayable=_count(unreplayable),
+        decisions_scalar=computed.scalar_rows,
+        decisions_changed=changed,
+        decisions_reason_changed=_count(replayed, pl.col("old_reason").ne_missing(pl.col("new_reason"))),
+        decisions_rule_changed=_count(replayed, pl.col("old_rule").ne_missing(pl.col("new_rule"))),
+        needs_input=_count(replayed, pl.col("new_status") == rp.NEEDS_INPUT_STATUS),
+        transitions=transitions,
+        rule_transitions=rule_transitions,
+        drift_by_rule=_drift(replayed, "old_rule", "new_rule", "rule_id"),
+        drift_by_reason=_drift(replayed, "old_reason", "new_reason", "reason_code"),
+        outcomes=_outcomes(computed.outcome_cube),
+        review_load=_review_load(replayed, computed.months),
+        unreplayable={"count": _count(unreplayable),
+                      "by_verdict": {v: _count(unreplayable, pl.col("old_verdict") == v) for v in VERDICTS}},
+        rules=rules,
+        rules_never_fired_in_history=[r["rule_id"] for r in rules if r["fired_in_history"] == 0],
+        rules_never_firing_under_draft=[r["rule_id"] for r in rules if r["fires_under_draft"] == 0],
+        flips={"count": changed, "listed": _rows(flips), "listed_limit": computed.flips_limit},
+        notes=notes,
+    )

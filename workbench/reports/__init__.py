@@ -1,0 +1,1 @@
+"""Renderers of computed, serializable results (HTML with inline SVG plots, Markdown)."""

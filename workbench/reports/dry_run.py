@@ -1,0 +1,160 @@
+"""Markdown and self-contained HTML for a rulebook migration dry-run.
+
+Both render the signed manifest (`workbench.migration.manifest`), never a recomputation, so
+what a reviewer reads is exactly what was signed. The HTML holds its charts as inline SVG and
+its style inline: it opens offline, with no script and no network request.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from workbench.reports import svg
+
+__all__ = ["render_markdown", "render_html"]
+
+VERDICTS = ("yes", "no", "review")
+_TOP = 15
+
+
+def _rule(rule_id: Any) -> str:
+    return "(default outcome)" if rule_id is None else str(rule_id)
+
+
+def _pct(part: int, whole: int) -> str:
+    return "n/a" if not whole else f"{100 * part / whole:.2f}%"
+
+
+def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
+    d = m["dry_run"]
+    review, outcomes = d["review_load"], d["outcomes"]
+    change = review["relative_change"]
+    return [
+        ("Rulebook", f"{m['rulebook_id']} → draft version {m['to']['version']}"),
+        ("Scope", d["scope"] or "all scopes"),
+        ("Draft hash", m["to"]["rulebook_hash"]),
+        ("History", f"{d['source']['kind']} {d['source']['location']} (sha256 {d['source']['hash']})"),
+        ("Decisions in history", f"{d['decisions_total']:,}"),
+        ("Replayed", f"{d['decisions_evaluated']:,} ({d['decisions_scalar']:,} by the scalar evaluator)"),
+        ("Could not replay (no facts)", f"{d['decisions_unreplayable']:,}"),
+        ("Verdict changed", f"{d['decisions_changed']:,} ({_pct(d['decisions_changed'], d['decisions_evaluated'])})"),
+        ("Caught failures (yes/review → no, later failed)", f"{outcomes['caught_failures']:,}"),
+        ("Blocked successes (yes/review → no, later succeeded)", f"{outcomes['blocked_successes']:,}"),
+        ("New approvals of blocked decisions (no → yes, outcome unobservable)", f"{outcomes['unobserved_new_approvals']:,}"),
+        ("Review queue", f"{review['before']:,} → {review['after']:,} "
+                         f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
+                         f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)"),
+        ("Expected drift", f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
+                           f"approval {m['approval']['status']}"),
+        ("Signed", f"{m['signature']['algorithm']} key {m['signature']['key_id']}" if m.get("signature") else "unsigned"),
+    ]
+
+
+def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out + [""]
+
+
+def render_markdown(m: dict[str, Any]) -> str:
+    d = m["dry_run"]
+    lines = [f"# Dry-run of a draft of `{m['rulebook_id']}`", ""]
+    lines += _md_table(["", ""], [[k, v] for k, v in _headline(m)])
+    matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
+    lines += ["## Verdict transitions (history → draft)", ""]
+    lines += _md_table(["from \\ to", *VERDICTS], [[v, *[f"{matrix.get((v, w), 0):,}" for w in VERDICTS]] for v in VERDICTS])
+    lines += ["### By rule (old rule → new rule, largest first)", ""]
+    lines += _md_table(["from", "to", "old rule", "new rule", "decisions"],
+                       [[c["from"], c["to"], _rule(c["old_rule"]), _rule(c["new_rule"]), f"{c['count']:,}"]
+                        for c in d["rule_transitions"][:40]])
+    lines += ["## Drift by rule", ""]
+    lines += _md_table(["rule", "history", "draft", "delta"],
+                       [[_rule(r["rule_id"]), r["before"], r["after"], f"{r['delta']:+,}"] for r in d["drift_by_rule"]])
+    lines += ["## Drift by reason code", ""]
+    lines += _md_table(["reason code", "history", "draft", "delta"],
+                       [[r["reason_code"], r["before"], r["after"], f"{r['delta']:+,}"] for r in d["drift_by_reason"]])
+    lines += ["## Flips and their known outcomes", ""]
+    lines += _md_table(["from", "to", "decisions", "success", "failure", "excluded", "open", "no outcome", "unobservable"],
+                       [[c["from"], c["to"], c["count"], c["success"], c["failure"], c["excluded"], c["open"],
+                         c["none"], c["unobservable"]] for c in d["outcomes"]["by_transition"]])
+    lines += [f"- {note}" for note in d["notes"]] + [""]
+    lines += [f"Most recent flips ({len(d['flips']['listed'])} of {d['flips']['count']:,}):", ""]
+    lines += _md_table(["decision", "created", "from", "to", "old rule", "new rule", "outcome"],
+                       [[f["decision_id"], f["created_at"], f["old_verdict"], f["new_verdict"], _rule(f["old_rule"]),
+                         _rule(f["new_rule"]), f"{f['outcome_class']} ({f['outcome_status'] or '-'})"]
+                        for f in d["flips"]["listed"][:50]])
+    lines += ["## Review-queue forecast", ""]
+    lines += _md_table(["month", "replayed", "reviews (history)", "reviews (draft)"],
+                       [[r["month"], r["replayed"], r["review_before"], r["review_after"]] for r in d["review_load"]["by_month"]])
+    lines += ["## Rules", ""]
+    lines += _md_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
+                       [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]])
+    lines += [f"Never fired in history: {', '.join(d['rules_never_fired_in_history']) or 'none'}.",
+              f"Never fires under the draft over this history: {', '.join(d['rules_never_firing_under_draft']) or 'none'}.", ""]
+    by_verdict = d["unreplayable"]["by_verdict"]
+    lines += ["## Could not replay", "",
+              f"{d['unreplayable']['count']:,} decisions carry no facts in their record "
+              f"(yes {by_verdict['yes']:,}, no {by_verdict['no']:,}, review {by_verdict['review']:,}).", ""]
+    lines += ["## Attribution", "", f"- migration hash: `{m.get('migration_hash')}`",
+              f"- result hash: `{d['result_hash']}`", f"- draft hash: `{m['to']['rulebook_hash']}`",
+              f"- history hash: `{d['source']['hash']}`",
+              "- check with: `gate dry-run --verify <this folder>`", ""]
+    return "\n".join(lines)
+
+
+def _html_table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2rem;max-width:1100px;color:#111}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #d0d7de;padding:.25rem .5rem;
+text-align:left;font-size:.9rem}th{background:#f4f6f8}code{font-size:.85rem}.charts{display:flex;flex-wrap:wrap;gap:2rem}
+.note{color:#555}"""
+
+
+def render_html(m: dict[str, Any]) -> str:
+    d = m["dry_run"]
+    matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
+    drift = [(_rule(r["rule_id"]), r["before"], r["after"]) for r in d["drift_by_rule"][:_TOP]]
+    reasons = [(str(r["reason_code"]), r["before"], r["after"]) for r in d["drift_by_reason"][:_TOP]]
+    months = [(r["month"], r["review_before"], r["review_after"]) for r in d["review_load"]["by_month"]]
+    parts = [
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>Dry-run of {escape(m['rulebook_id'])}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Dry-run of a draft of <code>{escape(m['rulebook_id'])}</code></h1>",
+        _html_table(["", ""], [[k, v] for k, v in _headline(m)]),
+        "<div class=\"charts\">",
+        svg.heatmap(list(VERDICTS), list(VERDICTS), matrix, "Verdict transitions (history → draft)"),
+        svg.grouped_bars(drift, "Decisions by matched rule"),
+        svg.grouped_bars(reasons, "Decisions by reason code"),
+        svg.paired_series(months, "Review queue by month"),
+        "</div>",
+        "<h2>Transitions by rule</h2>",
+        _html_table(["from", "to", "old rule", "new rule", "decisions"],
+                    [[c["from"], c["to"], _rule(c["old_rule"]), _rule(c["new_rule"]), f"{c['count']:,}"]
+                     for c in d["rule_transitions"][:100]]),
+        "<h2>Flips and their known outcomes</h2>",
+        _html_table(["from", "to", "decisions", "success", "failure", "excluded", "open", "no outcome", "unobservable"],
+                    [[c["from"], c["to"], c["count"], c["success"], c["failure"], c["excluded"], c["open"],
+                      c["none"], c["unobservable"]] for c in d["outcomes"]["by_transition"]]),
+        "".join(f"<p class=\"note\">{escape(note)}</p>" for note in d["notes"]),
+        f"<h3>Most recent flips ({len(d['flips']['listed'])} of {d['flips']['count']:,})</h3>",
+        _html_table(["decision", "created", "from", "to", "old rule", "new rule", "outcome"],
+                    [[f["decision_id"], f["created_at"], f["old_verdict"], f["new_verdict"], _rule(f["old_rule"]),
+                      _rule(f["new_rule"]), f"{f['outcome_class']} ({f['outcome_status'] or '-'})"]
+                     for f in d["flips"]["listed"]]),
+        "<h2>Rules</h2>",
+        _html_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
+                    [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]]),
+        f"<p>Never fired in history: {escape(', '.join(d['rules_never_fired_in_history']) or 'none')}. "
+        f"Never fires under the draft: {escape(', '.join(d['rules_never_firing_under_draft']) or 'none')}.</p>",
+        "<h2>Attribution</h2>",
+        _html_table(["", ""], [["migration hash", m.get("migration_hash")], ["result hash", d["result_hash"]],
+                               ["draft hash", m["to"]["rulebook_hash"]], ["history hash", d["source"]["hash"]],
+                               ["verify", "gate dry-run --verify <this folder>"]]),
+        "</body></html>",
+    ]
+    return "\n".join(parts)
