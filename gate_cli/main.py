@@ -1,7 +1,7 @@
-"""The `gate` console script: serve, keys, db, demo, verify.
+"""The `gate` console script: serve, keys, db, demo, verify, rulebook.
 
-It is composed outside the core: `gate verify` imports only `gate` (it works offline with only
-the core installed); every other subcommand imports the server packages lazily.
+It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
+offline with only the core installed); every other subcommand imports the server packages lazily.
 """
 
 from __future__ import annotations
@@ -218,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gate_cli.verify_cmd import add_verify_parser
 
     add_verify_parser(sub)
+    from gate_cli.rulebook_cmd import add_rulebook_parser
+
+    add_rulebook_parser(sub)
     return parser
 
 

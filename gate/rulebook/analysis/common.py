@@ -1,0 +1,67 @@
+"""Pieces shared by lint, diff and flips: comparison keys, evaluators, regions with witnesses.
+
+`compare` says when two evaluations count as different:
+- "outcome" (default): status, decision, application verdict, action or reason_code differ;
+- "decision": only the normalized yes/no/review decision differs;
+- "rule": the outcome or the matched rule id differs.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gate.canonical import sha256_hex
+from gate.rulebook.analysis.describe import describe
+from gate.rulebook.analysis.model import Label
+from gate.rulebook.analysis.space import Space
+from gate.rulebook.cache import get_evaluator
+
+COMPARE_MODES = ("outcome", "decision", "rule")
+
+
+def compare_key(mode: str) -> Callable[[Label], tuple]:
+    if mode == "outcome":
+        return Label.outcome_key
+    if mode == "decision":
+        return lambda label: (label.decision,)
+    if mode == "rule":
+        return lambda label: (label.rule_id,) + label.outcome_key()
+    raise ValueError(f"compare must be one of {', '.join(COMPARE_MODES)}, not {mode!r}")
+
+
+def evaluator(rulebook: dict) -> Callable[[Any], Any]:
+    """The scalar evaluator (validates; raises gate.errors.RulebookInvalid when invalid)."""
+    return get_evaluator(rulebook, sha256_hex(rulebook)).evaluate
+
+
+def label_of(evaluate: Callable[[Any], Any], facts: Any) -> Label:
+    return Label.of_evaluation(evaluate(facts))
+
+
+@dataclass
+class Region:
+    """A cube of a space with a concrete witness fact set inside it."""
+
+    space: Space
+    cube: dict
+    witness: dict
+
+    def contains(self, facts: Any) -> bool:
+        """Is this fact set inside the region?"""
+        return self.space.contains(self.cube, self.space.locate(facts))
+
+    def to_json(self) -> dict:
+        where = describe(self.space, self.cube)
+        return {"where": where,
+                "text": "; ".join(f"{w['field']}: {w['text']}" for w in where) or "any input",
+                "witness": copy.deepcopy(self.witness)}
+
+
+def region(space: Space, cube: dict) -> Region | None:
+    """The region of a cube with a witness, or None when no fact set lies in it."""
+    facts = space.witness(cube)
+    if facts is None:
+        return None
+    return Region(space, cube, copy.deepcopy(facts))

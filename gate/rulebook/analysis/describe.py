@@ -1,0 +1,159 @@
+"""Human and JSON descriptions of regions (cubes) of a `Space`.
+
+A region is described field by field; an unconstrained field is left out. For one field, the
+allowed atoms are listed by kind:
+
+    {"field": "amount", "text": "number in (25, 40] or missing",
+     "allows": {"missing": true, "null": false, "booleans": [],
+                "numbers": [{"min": 25, "min_inclusive": false, "max": 40, "max_inclusive": true}],
+                "strings": {"values": [], "other": []}, "arrays": {...}, "objects": {...}}}
+
+`numbers` is a list of intervals (`min`/`max` null when unbounded; an extra `"integers": true`
+or `false` when only the integral or only the non-integral members of a gap are allowed, which
+happens for fields declared `integer`). `strings.other` (and `arrays.other`) lists the groups of
+strings other than the listed constants that are allowed, each as the `contains` needles they
+hold and those they do not (`{"contains": [...], "not_contains": [...]}`); `"any_other": true`
+stands for all of them. `objects` has `values` (constants) and `any_other`. `excluded` lists the
+constants of that kind the region leaves out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gate.rulebook.analysis.space import Field, Space
+
+
+def _bits(mask: int, n: int) -> list[int]:
+    return [i for i in range(n) if (mask >> i) & 1]
+
+
+def _interval_text(lo: Any, lo_closed: bool, hi: Any, hi_closed: bool) -> str:
+    if lo is not None and lo == hi:
+        return json.dumps(lo)
+    left = "[" if lo_closed else "("
+    right = "]" if hi_closed else ")"
+    return f"{left}{'-inf' if lo is None else json.dumps(lo)}, {'+inf' if hi is None else json.dumps(hi)}{right}"
+
+
+def _fits(point: Any, tag: Any) -> bool:
+    return tag is None or tag == "point" or float(point).is_integer() == tag
+
+
+def _numbers(f: Field, mask: int) -> list[dict]:
+    """Allowed numbers as merged intervals, in order.
+
+    A gap of a field declared `integer` may be allowed only for its integers (tag True) or
+    only for its non-integers (tag False); neighbouring pieces merge when their tags agree.
+    """
+    out: list[dict] = []
+    for whole, a_int, a_frac in f.number_atoms:
+        parts = [a for a in (whole, a_int, a_frac) if a >= 0]
+        allowed = [a for a in parts if (mask >> a) & 1]
+        if not allowed:
+            continue
+        atom = f.atoms[allowed[0]]
+        lo, lo_closed, hi, hi_closed = atom.interval
+        if atom.point:
+            tag: Any = "point"
+        else:
+            tag = None if len(allowed) == len(parts) or whole >= 0 else atom.integral
+        prev = out[-1] if out else None
+        if prev is not None and lo is not None and prev["max"] == lo and prev["max_inclusive"] != lo_closed:
+            if tag == "point" and _fits(lo, prev["tag"]):
+                prev.update(max=hi, max_inclusive=hi_closed)
+                continue
+            if tag != "point" and (prev["tag"] == tag or prev["tag"] == "point" and _fits(prev["min"], tag)):
+                prev.update(max=hi, max_inclusive=hi_closed, tag=tag)
+                continue
+        out.append({"min": lo, "min_inclusive": lo_closed, "max": hi, "max_inclusive": hi_closed, "tag": tag})
+    for item in out:
+        tag = item.pop("tag")
+        if tag in (True, False):
+            item["integers"] = tag
+    return out
+
+
+def _others(f: Field, mask: int, sigs: dict, needles: list) -> dict:
+    atoms = list(sigs.values())
+    allowed = [a for a in atoms if (mask >> a) & 1]
+    if allowed and len(allowed) == len(atoms):
+        return {"any_other": True, "other": []}
+    groups = []
+    for a in allowed:
+        sig = set(f.atoms[a].signature)
+        groups.append({"contains": [needles[i] for i in sorted(sig)],
+                       "not_contains": [needles[i] for i in range(len(needles)) if i not in sig]})
+    return {"any_other": False, "other": groups}
+
+
+def field_allows(space: Space, index: int, mask: int) -> dict:
+    f = space.fields[index]
+    atoms = f.atoms
+    strings = [v for v, a in f.strings.items() if (mask >> a) & 1]
+    return {
+        "missing": bool(mask & 1),
+        "null": bool(mask & 2),
+        "booleans": [v for v, bit in ((True, 4), (False, 8)) if mask & bit],
+        "numbers": _numbers(f, mask),
+        "strings": {"values": strings, "excluded": [v for v, a in f.strings.items() if not (mask >> a) & 1],
+                    **_others(f, mask, f.string_sigs, f.string_needles)},
+        "arrays": {"values": [v for v, a in f.arrays if (mask >> a) & 1],
+                   "excluded": [v for v, a in f.arrays if not (mask >> a) & 1],
+                   **_others(f, mask, f.array_sigs, f.array_needles)},
+        "objects": {"values": [v for v, a in f.objects if (mask >> a) & 1],
+                    "excluded": [v for v, a in f.objects if not (mask >> a) & 1],
+                    "any_other": bool((mask >> f.other_object) & 1)},
+    } if atoms else {}
+
+
+def field_text(allows: dict) -> str:
+    """A short reading of one field's allowed values."""
+    parts = []
+    if allows["missing"]:
+        parts.append("missing")
+    if allows["null"]:
+        parts.append("null")
+    parts.extend(json.dumps(b) for b in allows["booleans"])
+    for item in allows["numbers"]:
+        if item["min"] is None and item["max"] is None:
+            text = "any number"
+        else:
+            text = "number " + ("= " if item["min"] is not None and item["min"] == item["max"] else "in ")
+            text += _interval_text(item["min"], item["min_inclusive"], item["max"], item["max_inclusive"])
+        if "integers" in item:
+            text += " (integers)" if item["integers"] else " (non-integers)"
+        parts.append(text)
+    for kind, key in (("string", "strings"), ("array", "arrays"), ("object", "objects")):
+        group = allows[key]
+        if group["any_other"]:
+            parts.append(f"any {kind}" + (f" except {json.dumps(group['excluded'])}" if group["excluded"] else ""))
+        elif group["values"]:
+            parts.append(f"{kind} in {json.dumps(group['values'])}")
+        if kind == "object":
+            continue
+        for other in group["other"]:
+            bits = []
+            if other["contains"]:
+                bits.append(f"containing {json.dumps(other['contains'])}")
+            if other["not_contains"]:
+                bits.append(f"not containing {json.dumps(other['not_contains'])}")
+            parts.append(f"other {kind} " + " and ".join(bits) if bits else f"other {kind}")
+    return " or ".join(parts) if parts else "nothing"
+
+
+def describe(space: Space, cube: dict) -> list[dict]:
+    """The constrained fields of a cube, in field path order."""
+    out = []
+    for index in sorted(cube, key=lambda i: space.fields[i].path):
+        mask = cube[index]
+        if mask == space.full[index]:
+            continue
+        allows = field_allows(space, index, mask)
+        text = field_text(allows)
+        inverse = space.full[index] & ~mask
+        if bin(inverse).count("1") < bin(mask).count("1"):
+            text = "anything but (" + field_text(field_allows(space, index, inverse)) + ")"
+        out.append({"field": space.fields[index].path, "text": text, "allows": allows})
+    return out

@@ -1,0 +1,170 @@
+"""Minimal flips: for one decision, the smallest change of a single fact that changes its result.
+
+For every field the rulebook reads (conditions and `input_schema`), the other facts stay as
+they are and the field is moved into each of its other atoms (see `space`). Within an atom
+every leaf has the same truth value, so one member per atom decides the result for the whole
+atom, and the member nearest to the current value is the smallest change into it. Each
+candidate is run through the scalar evaluator, so every flip reported is real.
+
+"Smallest": for a number moving to another number, the distance; a flip at an open threshold
+(`gt 25` from 20) reports the threshold (`{"value": 25, "inclusive": false}`) and, as the new
+value, the nearest representable number past it (the next integer when the field is declared
+`integer`, else the next float). Numbers get up to two flips (one increasing, one decreasing).
+Other changes (a type change, a different string, removing or adding the fact) have no
+distance; one is reported per field, preferring a value of the same kind, then any present
+value, then removing the fact. A flip that keeps the input valid (status ok) is always
+preferred to one that only makes the input fail `input_schema` (needs_input).
+
+Exact (`exact: true`) when the space is exact and no read field nests inside another; with
+many `contains` values on a field the candidates for that field come from samples too.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gate.rulebook.analysis.common import compare_key, evaluator, label_of
+from gate.rulebook.analysis.model import Label
+from gate.rulebook.analysis.sampling import samples
+from gate.rulebook.analysis.space import Atom, Space, is_number, resolve
+from gate.rulebook.semantics import MISSING
+
+
+@dataclass
+class Flip:
+    field: str
+    old_value: Any  # MISSING when the fact was absent
+    new_value: Any  # MISSING when the flip removes the fact
+    change: str  # increase | decrease | set | remove
+    distance: float | int | None
+    threshold: dict | None
+    old: Label
+    new: Label
+    facts: dict
+    exact: bool
+
+    def to_json(self) -> dict:
+        out = {"field": self.field, "change": self.change,
+               "from_missing": self.old_value is MISSING, "to_missing": self.new_value is MISSING,
+               "from": None if self.old_value is MISSING else self.old_value,
+               "to": None if self.new_value is MISSING else self.new_value,
+               "distance": self.distance, "threshold": self.threshold,
+               "old": self.old.to_json(), "new": self.new.to_json(), "facts": self.facts, "exact": self.exact}
+        return out
+
+
+def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
+    """The member of a number atom nearest to the number x, and the threshold crossed."""
+    lo, lo_closed, hi, hi_closed = atom.interval
+    if atom.point:
+        return atom.rep, {"value": atom.rep, "inclusive": True}
+    want = atom.integral
+    if lo is not None and x <= lo:
+        value = math.floor(lo) + 1 if want else math.nextafter(lo, math.inf)
+        bound = {"value": lo, "inclusive": False}
+    elif hi is not None and x >= hi:
+        value = math.ceil(hi) - 1 if want else math.nextafter(hi, -math.inf)
+        bound = {"value": hi, "inclusive": False}
+    else:  # same gap, other integrality: the nearest integer / non-integer to x
+        value = (math.floor(x) if x - math.floor(x) <= math.ceil(x) - x else math.ceil(x)) if want \
+            else math.nextafter(x, math.inf)
+        bound = None
+    inside = (lo is None or value > lo) and (hi is None or value < hi)
+    if not inside or (want is not None and float(value).is_integer() != want):
+        return atom.rep, None
+    if isinstance(value, float) and value.is_integer() and isinstance(x, int) and abs(value) < 2**53:
+        value = int(value)
+    return value, bound
+
+
+def _with(facts: dict, path: str, value: Any) -> dict:
+    out = copy.deepcopy(facts)
+    parts = path.split(".")
+    target = out
+    for part in parts[:-1]:
+        if not isinstance(target.get(part), dict):
+            if value is MISSING:
+                return out
+            target[part] = {}
+        target = target[part]
+    if value is MISSING:
+        target.pop(parts[-1], None)
+    else:
+        target[parts[-1]] = copy.deepcopy(value)
+    return out
+
+
+def _rank(flip: Flip, size: Any) -> tuple:
+    """Prefer flips to a valid input (status ok) over flips into needs_input, then by size."""
+    return (flip.new.status != "ok", size)
+
+
+def _kind(x: Any) -> str:
+    if x is MISSING:
+        return "missing"
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "boolean"
+    if is_number(x):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(x), "other")
+
+
+def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[Flip]:
+    """The smallest single-fact changes that change this decision's result, per field.
+
+    Raises gate.errors.RulebookInvalid for an invalid rulebook.
+    """
+    key = compare_key(compare)
+    run = evaluator(rulebook)
+    facts = copy.deepcopy(facts) if isinstance(facts, dict) else {}
+    space = Space([rulebook])
+    nested = any(p >= 0 for p in space.parent)
+    current = label_of(run, facts)
+    extra: dict[int, list] = {}
+    if not space.exact:
+        inexact = {item["field"] for item in space.inexact}
+        for sample in samples(space, 500):
+            for i, f in enumerate(space.fields):
+                if f.path in inexact:
+                    value = resolve(sample, f.path)
+                    if value is not MISSING:
+                        extra.setdefault(i, []).append(value)
+    flips: list[Flip] = []
+    for i, f in enumerate(space.fields):
+        x = resolve(facts, f.path)
+        here = space.atom_of(i, x)
+        numeric: dict[str, Flip] = {}
+        other: list[tuple[int, Flip]] = []
+        candidates = [(a, atom) for a, atom in enumerate(f.atoms) if a != here]
+        candidates += [(-1, Atom(_kind(v), v)) for v in extra.get(i, [])]
+        for a, atom in candidates:
+            threshold = None
+            if atom.kind == "number" and is_number(x):
+                value, threshold = _nearest(atom, x)
+            else:
+                value = atom.rep
+            changed = _with(facts, f.path, value)
+            new = label_of(run, changed)
+            if key(new) == key(current):
+                continue
+            exact = space.exact and not nested and a >= 0
+            if is_number(x) and is_number(value):
+                change = "increase" if value > x else "decrease"
+                flip = Flip(f.path, x, value, change, abs(value - x), threshold, current, new, changed, exact)
+                best = numeric.get(change)
+                if best is None or _rank(flip, flip.distance) < _rank(best, best.distance):
+                    numeric[change] = flip
+            else:
+                change = "remove" if value is MISSING else "set"
+                flip = Flip(f.path, x, value, change, None, threshold, current, new, changed, exact)
+                other.append((_rank(flip, 0 if _kind(value) == _kind(x) else 1 if value is not MISSING else 2), flip))
+        if numeric:
+            flips.extend(numeric[c] for c in ("decrease", "increase") if c in numeric)
+        elif other:
+            flips.append(min(other, key=lambda item: item[0])[1])
+    return flips

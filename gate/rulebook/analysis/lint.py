@@ -1,0 +1,168 @@
+"""Lint of one rulebook: dead rules, overlaps, fall-through regions, undeclared fields.
+
+Findings (each `{code, severity, message, ...}`):
+
+- `unsatisfiable` (warning): no input that passes `input_schema` satisfies the rule's condition.
+- `shadowed` (warning): the condition can hold, but every such input is taken by
+  higher-priority rules (listed in `by`) or by needs_input: the rule can never match.
+- `undeclared_field` (warning): the rule reads a field path that `input_schema` does not
+  declare (reported only when the rulebook has an `input_schema`).
+- `overlap` (info): two rules with different outcomes both match some input; `winner` is the
+  one evaluation order picks, with a region and a witness.
+- `falls_through` (info): a region of valid inputs that no rule matches (the default outcome).
+- `no_input_schema` (info): the rulebook declares no inputs.
+
+Exact when the space is exact (see `space`); otherwise the rulebook is run on samples and the
+dead-rule findings become `not_observed` (info: a rule no sample matched), overlaps and
+fall-through are reported from samples with their witness, and the report says `exact: false`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.rulebook.analysis.common import evaluator, region
+from gate.rulebook.analysis.model import decision_list
+from gate.rulebook.analysis.regions import Budget, BudgetExceeded, merge, meet, partition
+from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
+from gate.rulebook.analysis.space import Space, leaves_of
+from gate.rulebook.compile import rule_order
+
+WARNING, INFO = "warning", "info"
+
+
+@dataclass
+class LintReport:
+    rulebook_ref: dict
+    exact: bool
+    findings: list[dict] = field(default_factory=list)
+    inexact: list[dict] = field(default_factory=list)
+    samples: int | None = None
+
+    @property
+    def warnings(self) -> list[dict]:
+        return [f for f in self.findings if f["severity"] == WARNING]
+
+    def to_json(self) -> dict:
+        counts = {WARNING: len(self.warnings), INFO: len(self.findings) - len(self.warnings)}
+        return {"kind": "rulebook_lint", "rulebook": self.rulebook_ref, "exact": self.exact,
+                "method": "exact" if self.exact else "sampling", "inexact": self.inexact,
+                "samples": self.samples, "counts": counts, "findings": self.findings}
+
+
+def lint(rulebook: dict, *, budget: int = 3_000_000, sample_count: int = DEFAULT_SAMPLES) -> LintReport:
+    """Lint a valid Rulebook v1 (raises gate.errors.RulebookInvalid when it is not)."""
+    run = evaluator(rulebook)
+    space = Space([rulebook])
+    report = LintReport({"rulebook_id": rulebook["rulebook_id"], "version": rulebook["version"]},
+                        exact=space.exact, inexact=list(space.inexact))
+    report.findings.extend(_declarations(rulebook))
+    if space.exact:
+        try:
+            report.findings.extend(_exact(space, rulebook, Budget(budget)))
+        except BudgetExceeded as exc:
+            report.exact = False
+            report.inexact.append({"field": None, "operators": [], "reason": str(exc)})
+    if not report.exact:
+        report.findings.extend(_sampled(space, rulebook, run, sample_count))
+        report.samples = sample_count
+    return report
+
+
+def _declarations(rulebook: dict) -> list[dict]:
+    if "input_schema" not in rulebook:
+        return [{"code": "no_input_schema", "severity": INFO,
+                 "message": "the rulebook declares no input_schema, so no input is checked before evaluation"}]
+    schema = rulebook["input_schema"]
+    declared = set(schema.get("required", ())) | set(schema.get("properties", {}))
+    out = []
+    for rule in rule_order(rulebook["rules"]):
+        for path in sorted({leaf["field"] for leaf in leaves_of(rule["condition"])} - declared):
+            out.append({"code": "undeclared_field", "severity": WARNING, "rule_id": rule["rule_id"], "field": path,
+                        "message": f"rule {rule['rule_id']} reads {path}, which input_schema does not declare"})
+    return out
+
+
+def _exact(space: Space, rulebook: dict, budget: Budget) -> list[dict]:
+    book = decision_list(space, rulebook, budget)
+    pieces: dict[Any, list[dict]] = {}
+    for cube, label in partition(book.items(), book.default, {}, space.full, budget):
+        pieces.setdefault(label, []).append(cube)
+    findings: list[dict] = []
+    ok = book.ok_cube
+    valid = [[c for cube in conds if (c := meet(cube, ok)) is not None and space.witness(c) is not None]
+             for conds in book.conditions]
+    overlaps: dict[int, list[str]] = {}
+    for j, label_j in enumerate(book.labels):
+        for i in range(j):
+            label_i = book.labels[i]
+            hits = [c for a in valid[i] for b in valid[j] if (c := meet(a, b)) is not None]
+            budget.spend(len(valid[i]) * len(valid[j]) + 1)
+            found = next((r for c in hits if (r := region(space, c)) is not None), None)
+            if found is None:
+                continue
+            overlaps.setdefault(j, []).append(label_i.rule_id)
+            if label_i.outcome_key() != label_j.outcome_key():
+                findings.append({"code": "overlap", "severity": INFO, "rule_ids": [label_i.rule_id, label_j.rule_id],
+                                 "winner": label_i.rule_id,
+                                 "message": f"rules {label_i.rule_id} and {label_j.rule_id} both match some inputs "
+                                            f"with different outcomes; {label_i.rule_id} wins by evaluation order",
+                                 **found.to_json()})
+    dead = []
+    for j, label in enumerate(book.labels):
+        if any(region(space, c) is not None for c in pieces.get(label, [])):
+            continue
+        rule_id = label.rule_id
+        if not valid[j]:
+            dead.append({"code": "unsatisfiable", "severity": WARNING, "rule_id": rule_id,
+                         "message": f"rule {rule_id} matches no input that passes input_schema"})
+        else:
+            by = overlaps.get(j, [])
+            dead.append({"code": "shadowed", "severity": WARNING, "rule_id": rule_id, "by": by,
+                         "message": f"rule {rule_id} can never match: higher-priority rules "
+                                    f"({', '.join(by)}) take every input it matches"})
+    for cube in merge(pieces.get(book.default, []), space.full):
+        found = region(space, cube)
+        if found is not None:
+            findings.append({"code": "falls_through", "severity": INFO,
+                             "outcome": book.default.to_json(),
+                             "message": "inputs here match no rule and get the default outcome",
+                             **found.to_json()})
+    return dead + findings
+
+
+def _sampled(space: Space, rulebook: dict, run, count: int) -> list[dict]:
+    ordered = rule_order(rulebook["rules"])
+    single = [evaluator({**rulebook, "rules": [rule]}) for rule in ordered]
+    hit: set[int] = set()
+    pairs: dict[tuple, dict] = {}
+    fall: dict | None = None
+    for facts in samples(space, count):
+        result = run(facts)
+        if result.status != "ok":
+            continue
+        matched = [i for i, one in enumerate(single) if one(facts).matched]
+        hit.update(matched[:1])
+        if not matched and fall is None:
+            fall = facts
+        for x in range(len(matched)):
+            for y in range(x + 1, len(matched)):
+                i, j = matched[x], matched[y]
+                a, b = ordered[i]["outcome"], ordered[j]["outcome"]
+                if a != b and (i, j) not in pairs:
+                    pairs[(i, j)] = facts
+    out = [{"code": "not_observed", "severity": INFO, "rule_id": rule["rule_id"],
+            "message": f"no sample matched rule {rule['rule_id']} (sampling cannot prove it unreachable)"}
+           for i, rule in enumerate(ordered) if i not in hit]
+    for (i, j), facts in sorted(pairs.items()):
+        out.append({"code": "overlap", "severity": INFO,
+                    "rule_ids": [ordered[i]["rule_id"], ordered[j]["rule_id"]], "winner": ordered[i]["rule_id"],
+                    "message": f"rules {ordered[i]['rule_id']} and {ordered[j]['rule_id']} both match a sample "
+                               f"with different outcomes; {ordered[i]['rule_id']} wins by evaluation order",
+                    "where": None, "text": None, "witness": facts})
+    if fall is not None:
+        out.append({"code": "falls_through", "severity": INFO,
+                    "message": "a sample matched no rule and got the default outcome",
+                    "where": None, "text": None, "witness": fall})
+    return out

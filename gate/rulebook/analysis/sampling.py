@@ -1,0 +1,55 @@
+"""Sampling: the fallback when a rulebook is beyond the exact analysis (never silence).
+
+Used when a field has more `contains` values than the atom partition handles, or when the
+cube budget runs out. Facts are drawn from a seeded generator (the same rulebooks give the
+same samples): every atom's representative of every field (so all constants, the points
+around every numeric threshold, every type), MISSING, and for fields with many `contains`
+values, strings and arrays built from random subsets of those values. The samples are run
+through the scalar evaluator itself, so every reported witness is real; what sampling cannot
+do is prove that nothing else exists, and the reports say so (`exact: false`).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any, Iterator
+
+from gate.rulebook.analysis.space import Space, set_path
+
+DEFAULT_SAMPLES = 4000
+
+
+def _value(space: Space, index: int, rng: random.Random) -> Any:
+    f = space.fields[index]
+    roll = rng.random()
+    if roll < 0.15:
+        return _MISSING_SAMPLE
+    if f.sample_needles and roll < 0.45:
+        chosen = [n for n in f.sample_needles if rng.random() < 0.3]
+        if rng.random() < 0.5:
+            return copy.deepcopy(chosen)
+        strings = [n for n in chosen if isinstance(n, str)]
+        return space.separator.join(strings) if strings else rng.choice([s for s in f.sample_needles
+                                                                          if isinstance(s, str)] or [""])
+    return copy.deepcopy(rng.choice(f.atoms).rep)  # a private copy: nested paths write into it
+
+
+class _MissingSample:
+    __slots__ = ()
+
+
+_MISSING_SAMPLE = _MissingSample()
+
+
+def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict]:
+    """`count` fact sets over the space's fields (deterministic for a seed)."""
+    rng = random.Random(seed)
+    order = sorted(range(len(space.fields)), key=lambda i: space.fields[i].path)
+    for _ in range(count):
+        facts: dict = {}
+        for index in order:
+            value = _value(space, index, rng)
+            if value is not _MISSING_SAMPLE:
+                set_path(facts, space.fields[index].path, value)
+        yield facts
