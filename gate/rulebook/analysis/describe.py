@@ -150,10 +150,22 @@ def describe(space: Space, cube: dict) -> list[dict]:
         mask = cube[index]
         if mask == space.full[index]:
             continue
+        out.append(_describe_field(space, index, mask))
+    return out
+
+
+def _describe_field(space: Space, index: int, mask: int) -> dict:
+    """One field's description; cached per space (regions repeat the same masks).
+
+    The nested `allows` member is shared between the regions of one report: read-only.
+    """
+    cache = space.descriptions
+    found = cache.get((index, mask))
+    if found is None:
         allows = field_allows(space, index, mask)
         text = field_text(allows)
         inverse = space.full[index] & ~mask
         if bin(inverse).count("1") < bin(mask).count("1"):
             text = "anything but (" + field_text(field_allows(space, index, inverse)) + ")"
-        out.append({"field": space.fields[index].path, "text": text, "allows": allows})
-    return out
+        found = cache[(index, mask)] = {"field": space.fields[index].path, "text": text, "allows": allows}
+    return dict(found)

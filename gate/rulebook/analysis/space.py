@@ -216,7 +216,11 @@ class Space:
             self.fields.append(self._build(path, constants[path]))
         self.full = [f.full for f in self.fields]
         self.parent = self._parents()
+        self.children: dict[int, list[int]] = {}
+        for i, parent in enumerate(self.parent):
+            self.children.setdefault(parent, []).append(i)
         self._leaf_cache: dict = {}
+        self.descriptions: dict = {}  # (field, mask) -> description, filled by `describe`
 
     @property
     def exact(self) -> bool:
@@ -362,10 +366,10 @@ class Space:
     def witness(self, cube: dict) -> dict | None:
         """A fact set inside `cube`, or None when nested paths make the region empty."""
         facts: dict = {}
-        children: dict[int, list[int]] = {}
-        for i, parent in enumerate(self.parent):
-            children.setdefault(parent, []).append(i)
+        children = self.children
         for root in children.get(-1, []):
+            if root not in cube and root not in children:
+                continue  # unconstrained and nothing nested: leave it missing
             value = self._solve(root, cube, children)
             if value is _FAIL:
                 return None
