@@ -4,7 +4,7 @@ For each ledger (SQLite file; PostgreSQL when it answers): one key and scope, 20
 the sample request with Outcome Records (so every new decision of that policy, verdict and
 action carries a signed `decision_confidence` block), then `gate serve` (2 workers) is started
 alternately with `GATE_DECIDE_CONFIDENCE=false` (the baseline: no counter read, no block) and
-`true`, `--rounds` times each, and `wrk` posts the sample request. The figure is the ratio of
+`true` (order off-on, on-off, … so a load trend favours neither), `--rounds` times each, and `wrk` posts the sample request. The figure is the ratio of
 the median decide throughput with confidence to the median without, with `uptime` load beside
 it. The target (issue 9): the ratio stays at or above 0.90.
 
@@ -80,8 +80,9 @@ def run_backend(kind: str, duration: int, rounds: int, connections: int) -> dict
         script.write_text(WRK_POST.format(key=key, body=json.dumps(request)))
         runs: dict[str, list[float]] = {"off": [], "on": []}
         loads = []
-        for _ in range(rounds):
-            for label in ("off", "on"):
+        for index in range(rounds):
+            # ABBA order: a load trend on a busy machine does not favour either side.
+            for label in (("off", "on") if index % 2 == 0 else ("on", "off")):
                 server, base = _serve(env, label == "on")
                 try:
                     _wrk(base + "/api/decide", script, 2, connections)  # warm-up

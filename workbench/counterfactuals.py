@@ -35,8 +35,7 @@ def draft_replay(draft: Mapping[str, Any]):
         if not rows.height:
             return rows.lazy().with_columns(pl.lit(None, pl.String).alias("new_verdict"),
                                             pl.lit(None, pl.String).alias("new_rule_id"))
-        facts = pl.from_arrow(facts_table(rows["decision_id"].to_list(), rows["facts_json"].to_list(),
-                                          rows["scope"].to_list(), rows["month"].to_list()))
+        facts = pl.from_arrow(facts_table(rows.to_arrow()))
         result = evaluate(facts.lazy(), compiled).select("decision_id", "replay", "verdict", "matched_rule_id").collect()
         scalar_ids = set(result.filter(pl.col("replay") == REPLAY_SCALAR)["decision_id"].to_list())
         fixes = []

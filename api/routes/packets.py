@@ -64,7 +64,7 @@ def export_packet(caller: Caller, decision_id: str):
             crm_syncs=parts["crm_sync"],
             totals=totals,
             chain=chain,
-            intelligence_reports=None,  # the analytics engines provide reports in a later issue
+            policy_intelligence=None,  # the policy reports are wired in with the report endpoints
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

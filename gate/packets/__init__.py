@@ -2,7 +2,8 @@
 
 A packet carries one Decision Record with everything needed to check it offline: optionally
 the original request, the newest execution receipts, Outcome Records and CRM sync records, the
-intelligence reports, and an excerpt of the caller's audit chain with an RFC 6962 inclusion
+policy intelligence reports (`policy_intelligence.{effectiveness, anomalies, confidence,
+benchmarks}`, each a sealed report with its own hash), and an excerpt of the caller's audit chain with an RFC 6962 inclusion
 proof against a signed checkpoint. `packet_hash = sha256(canonical(packet without
 packet_hash))` (reference facts §6).
 
@@ -34,6 +35,7 @@ from gate.packets.common import (
     LIMIT_MAX,
     LIMIT_MIN,
     PACKET_CHECKS,
+    INTELLIGENCE_SECTIONS,
     PACKET_MEMBERS,
     REPORT_TYPES,
     VERIFICATION_HINTS,
@@ -53,6 +55,7 @@ __all__ = [
     "LIMIT_MAX",
     "LIMIT_DEFAULT",
     "REPORT_TYPES",
+    "INTELLIGENCE_SECTIONS",
     "PACKET_MEMBERS",
     "PACKET_CHECKS",
     "VERIFICATION_HINTS",

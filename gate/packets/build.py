@@ -26,13 +26,12 @@ from gate.packets.common import (
     _COMPONENT_NAMES,
     _LINK_MEMBERS,
     _LISTED,
-    REPORT_TYPES,
     VERIFICATION_HINTS,
     PacketSourceError,
     _canon_equal,
     _is_int,
     _is_iso_ms,
-    report_hash,
+    sealed_report_problem,
 )
 from gate.packets.envelope import _check_exported_at
 from gate.packets.excerpt import ChainExcerpt, chain_window
@@ -103,18 +102,15 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
     }
 
 
-def _report_entry(report: Mapping[str, Any], index: int) -> dict[str, Any]:
-    report_type = report.get("report_type")
-    if report_type not in REPORT_TYPES:
-        raise PacketSourceError(f"intelligence report {index}: report_type must be one of {REPORT_TYPES}")
-    entry = copy.deepcopy(dict(report))
-    hash_member = f"{report_type}_hash"
-    expected = report_hash(entry)
-    if hash_member not in entry:
-        entry[hash_member] = expected
-    elif entry[hash_member] != expected:
-        raise PacketSourceError(f"intelligence report {index}: {hash_member} does not match the report")
-    return entry
+def _intelligence_section(record: Mapping[str, Any], section: Any, report: Any) -> dict[str, Any]:
+    """One sealed report for `policy_intelligence`; PacketSourceError unless it is a report of
+    the record's policy with its version label and a matching hash."""
+    problem = sealed_report_problem(section, report)
+    if problem is not None:
+        raise PacketSourceError(f"policy_intelligence.{section}: {problem}")
+    if report.get("policy_id") != record.get("policy_id"):
+        raise PacketSourceError(f"policy_intelligence.{section}: a report about another policy")
+    return copy.deepcopy(dict(report))
 
 
 def build_packet(
@@ -128,7 +124,7 @@ def build_packet(
     crm_syncs: Sequence[Mapping[str, Any]] = (),
     totals: Mapping[str, int] | None = None,
     chain: ChainExcerpt | None = None,
-    intelligence_reports: Sequence[Mapping[str, Any]] | None = None,
+    policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -139,9 +135,9 @@ def build_packet(
     * `original_input`: the stored request body; required when `options.include_input`.
     * `chain`: required when `options.include_chain` (every stored record is chained); its
       window must be `chain_window(position, size, options.chain_limit)`.
-    * `intelligence_reports`: each with `report_type` (one of `REPORT_TYPES`) and optionally its
-      `<type>_hash` (added when absent, checked when present); exported when
-      `options.include_intelligence` and not None.
+    * `policy_intelligence`: section (`effectiveness`, `anomalies`, `confidence`, `benchmarks`)
+      → a sealed report about the record's policy (version label, `<kind>_hash`); exported when
+      `options.include_intelligence` and not None (reference facts §6 layout).
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
@@ -181,9 +177,10 @@ def build_packet(
     audit_chain = _audit_chain_member(record, chain, options.chain_limit) if options.include_chain else None
     components["audit_chain_links"] = len(audit_chain["links"]) if audit_chain else 0
     intelligence = None
-    if options.include_intelligence and intelligence_reports is not None:
-        intelligence = {"reports": [_report_entry(r, i) for i, r in enumerate(intelligence_reports)]}
-    components["intelligence_reports"] = len(intelligence["reports"]) if intelligence else 0
+    if options.include_intelligence and policy_intelligence is not None:
+        intelligence = {section: _intelligence_section(record, section, report)
+                        for section, report in policy_intelligence.items()}
+    components["intelligence_reports"] = len(intelligence) if intelligence else 0
 
     packet: dict[str, Any] = {
         "decision_packet_version": DECISION_PACKET_VERSION,
@@ -204,8 +201,8 @@ def build_packet(
     if options.include_input:
         packet["original_input"] = copy.deepcopy(original_input)
     packet.update(parts)
-    if intelligence is not None:
-        packet["intelligence"] = intelligence
+    if intelligence:
+        packet["policy_intelligence"] = intelligence
     if audit_chain is not None:
         packet["audit_chain"] = audit_chain
     check = _State()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,12 +14,34 @@ from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.chain import LINK_HASH_MEMBERS
 from gate.errors import GateError
 from gate.merkle import CHECKPOINT_BODY_MEMBERS
+from gate.constants import DECISION_CONFIDENCE_VERSION
 from gate.verify import VerificationInputError
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20
 
-# Intelligence report types; a report of type T carries `T_hash`.
-REPORT_TYPES = ("effectiveness", "confidence", "anomaly", "benchmark", "pattern")
+# The packet's intelligence part (reference facts §6): `policy_intelligence.<section>` holds one
+# sealed report of the record's policy, exactly as its endpoint serves it: its version label
+# first and `<kind>_hash` = sha256(report without that member) last. The reference verifier
+# reads `effectiveness` and `anomalies`; the others sit beside them.
+@dataclass(frozen=True)
+class IntelligenceSection:
+    kind: str             # effectiveness | anomaly | confidence | benchmark
+    version_member: str
+    version: str
+
+    @property
+    def hash_member(self) -> str:
+        return f"{self.kind}_hash"
+
+
+INTELLIGENCE_SECTIONS: dict[str, IntelligenceSection] = {
+    "effectiveness": IntelligenceSection("effectiveness", "decision_effectiveness_report_version",
+                                         "decision_effectiveness_report_v1"),
+    "anomalies": IntelligenceSection("anomaly", "decision_anomaly_report_version", "decision_anomaly_report_v1"),
+    "confidence": IntelligenceSection("confidence", "decision_confidence_version", DECISION_CONFIDENCE_VERSION),
+    "benchmarks": IntelligenceSection("benchmark", "decision_benchmark_version", "decision_benchmark_v1"),
+}
+REPORT_TYPES = tuple(section.kind for section in INTELLIGENCE_SECTIONS.values())
 
 # Top-level members, in the order the builder writes them.
 _REQUIRED_MEMBERS = (
@@ -34,7 +57,7 @@ _REQUIRED_MEMBERS = (
     "crm_sync_records",
     "packet_hash",
 )
-_OPTIONAL_MEMBERS = ("original_input", "intelligence", "audit_chain")
+_OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain")
 PACKET_MEMBERS = frozenset(_REQUIRED_MEMBERS + _OPTIONAL_MEMBERS)
 
 _OPTION_NAMES = ("include_input", "include_chain", "include_intelligence",
@@ -168,13 +191,29 @@ def _digest_equal(a: Any, b: Any) -> bool:
     return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
 
 
-def report_hash(report: Mapping[str, Any], report_type: str | None = None) -> str:
-    """`<type>_hash` of an intelligence report: sha256 of the report without that member and
-    without the packet's `report_type` label (so the hash a report endpoint published stays
-    valid inside a packet). Raises on non-JSON content."""
-    report_type = report.get("report_type") if report_type is None else report_type
-    hash_member = f"{report_type}_hash"
-    return sha256_hex({k: v for k, v in report.items() if k not in (hash_member, "report_type")})
+def report_hash(report: Mapping[str, Any], kind: str) -> str:
+    """`<kind>_hash` of an intelligence report: sha256 of the report without that member, so the
+    hash a report endpoint published stays valid inside a packet. Raises on non-JSON content."""
+    member = f"{kind}_hash"
+    return sha256_hex({k: v for k, v in report.items() if k != member})
+
+
+def sealed_report_problem(section: str, report: Any) -> str | None:
+    """Why `report` cannot be `policy_intelligence.<section>` (None when it can, policy aside)."""
+    spec = INTELLIGENCE_SECTIONS.get(section)
+    if spec is None:
+        return f"not one of {sorted(INTELLIGENCE_SECTIONS)}"
+    if not isinstance(report, Mapping):
+        return "a report must be an object"
+    if report.get(spec.version_member) != spec.version:
+        return f"{spec.version_member} must be {spec.version}"
+    try:
+        expected = report_hash(report, spec.kind)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return "the report is not canonical JSON"
+    if not _digest_equal(expected, report.get(spec.hash_member)):
+        return f"{spec.hash_member} is not the sha256 of the report without it"
+    return None
 
 
 def _exact_members(problems: list[str], label: str, value: Any, members: frozenset[str]) -> bool:

@@ -1,5 +1,5 @@
 """Packet verification steps 3 and 4a: the listed receipts (linked to the record, newest first,
-no duplicates) and the intelligence report hashes."""
+no duplicates) and the policy intelligence reports (labels, hashes, policy)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gate.canonical import CanonicalJSONError
-from gate.packets.common import REPORT_TYPES, _LISTED, _canon, _digest_equal, _exact_members, _short, report_hash
+from gate.packets.common import INTELLIGENCE_SECTIONS, _LISTED, _canon, _digest_equal, _short, report_hash
 from gate.packets.receipts_fast import _KINDS, _BindingCache, _fast_receipt_ok, _ReceiptTexts
 from gate.packets.result import _State
 from gate.receipts import verify_receipt_links
@@ -64,36 +64,38 @@ def _order_and_duplicates(part: str, items: list) -> list[str]:
 
 
 def _check_intelligence(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any]) -> None:
-    if "intelligence" not in packet:
+    """`policy_intelligence`: known sections only, each a report of the record's policy with its
+    version label and its recomputed `<kind>_hash` (named `policy_intelligence.<section>.*`)."""
+    if "policy_intelligence" not in packet:
         return
-    intelligence = packet["intelligence"]
+    intelligence = packet["policy_intelligence"]
     problems: list[str] = []
-    if not _exact_members(problems, "intelligence", intelligence, frozenset({"reports"})) \
-            or not isinstance(intelligence.get("reports"), list):
-        problems.append("intelligence.reports must be an array")
-        state.conclude("intelligence_reports", problems)
+    if not isinstance(intelligence, Mapping) or not intelligence:
+        state.conclude("intelligence_reports", ["policy_intelligence must be a non-empty object"])
         return
-    for index, report in enumerate(intelligence["reports"]):
-        prefix = f"intelligence_reports[{index}]"
+    for section, report in intelligence.items():
+        prefix = f"policy_intelligence.{section}"
+        spec = INTELLIGENCE_SECTIONS.get(section)
+        if spec is None:
+            state.fail(f"{prefix}.section", f"the sections are {sorted(INTELLIGENCE_SECTIONS)}")
+            problems.append(f"{prefix} is not a known section")
+            continue
         if not isinstance(report, Mapping):
             state.fail(f"{prefix}.shape", "a report must be an object")
             problems.append(f"{prefix} is not an object")
             continue
-        report_type = report.get("report_type")
-        if report_type not in REPORT_TYPES:
-            state.fail(f"{prefix}.report_type", f"report_type must be one of {list(REPORT_TYPES)}")
-            problems.append(f"{prefix}.report_type is {report_type!r}")
-            continue
-        hash_member = f"{report_type}_hash"
+        if report.get(spec.version_member) != spec.version:
+            state.fail(f"{prefix}.{spec.version_member}", f"{spec.version_member} must be {spec.version}")
+            problems.append(f"{prefix}.{spec.version_member} is not {spec.version}")
         try:
-            expected = report_hash(report)
+            expected = report_hash(report, spec.kind)
         except (CanonicalJSONError, TypeError, ValueError, RecursionError):
             expected = None
-        state.value(f"{prefix}.{hash_member}", expected, report.get(hash_member))
-        if not _digest_equal(expected, report.get(hash_member)):
-            state.fail(f"{prefix}.{hash_member}", f"{hash_member} is not the sha256 of the report without it")
-            problems.append(f"{prefix}.{hash_member} does not match")
-        if "policy_id" in report and report.get("policy_id") != record.get("policy_id"):
+        state.value(f"{prefix}.{spec.hash_member}", expected, report.get(spec.hash_member))
+        if not _digest_equal(expected, report.get(spec.hash_member)):
+            state.fail(f"{prefix}.{spec.hash_member}", f"{spec.hash_member} is not the sha256 of the report without it")
+            problems.append(f"{prefix}.{spec.hash_member} does not match")
+        if report.get("policy_id") != record.get("policy_id"):
             state.fail(f"{prefix}.policy_id", "the report is about another policy than the record's")
             problems.append(f"{prefix}.policy_id differs from the record's")
     state.conclude("intelligence_reports", problems)

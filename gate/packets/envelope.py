@@ -83,19 +83,18 @@ def _check_manifest(state: _State, packet: Mapping[str, Any], record: Mapping[st
             if options[option] != (member in packet):
                 problems.append(f"options.{option} is {options[option]} but {member} is "
                                 f"{'present' if member in packet else 'absent'}")
-        if "intelligence" in packet and options["include_intelligence"] is not True:
-            problems.append("intelligence is present but options.include_intelligence is false")
+        if "policy_intelligence" in packet and options["include_intelligence"] is not True:
+            problems.append("policy_intelligence is present but options.include_intelligence is false")
 
     components = manifest.get("components")
     if _exact_members(problems, "components", components, frozenset(_COMPONENT_NAMES)):
         chain = packet.get("audit_chain")
-        intelligence = packet.get("intelligence")
+        intelligence = packet.get("policy_intelligence")
         actual_counts = {
             "decision_record": 1,
             "original_input": 1 if "original_input" in packet else 0,
             "audit_chain_links": len(chain["links"]) if isinstance(chain, Mapping) and isinstance(chain.get("links"), list) else 0,
-            "intelligence_reports": len(intelligence["reports"])
-            if isinstance(intelligence, Mapping) and isinstance(intelligence.get("reports"), list) else 0,
+            "intelligence_reports": len(intelligence) if isinstance(intelligence, Mapping) else 0,
         }
         for part in _LISTED:
             actual_counts[part] = len(packet[part]) if isinstance(packet.get(part), list) else 0

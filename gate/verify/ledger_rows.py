@@ -21,7 +21,7 @@ from gate.rowseal import (
     receipt_row_hash,
     row_signature_payload,
 )
-from gate.service import chain_id_for, scope_hash
+from gate.chain import chain_id_for, scope_hash
 from gate.signing import b64url_decode, ed25519_verify
 from gate.verify.anchors import TrustAnchors
 

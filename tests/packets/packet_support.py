@@ -26,7 +26,7 @@ from gate.canonical import sha256_hex
 from gate.chain import new_link, record_audit_chain
 from gate.records import attach_audit_chain
 from gate.merkle import CompactRange, checkpoint_body, sign_checkpoint
-from gate.packets import ChainExcerpt, PacketOptions, build_packet, chain_window
+from gate.packets import INTELLIGENCE_SECTIONS, ChainExcerpt, PacketOptions, build_packet, chain_window, report_hash
 from gate.receipts import build_crm_sync_record, build_execution_receipt, build_outcome_record
 from gate.records import build_rulebook_record
 from gate.rulebook import get_evaluator, schema_hash
@@ -215,17 +215,23 @@ def crm_syncs(record: dict, count: int) -> list[dict]:
     return items[::-1]
 
 
-def intelligence_reports(record: dict) -> list[dict]:
+def seal(kind: str, body: dict) -> dict:
+    """A report as its endpoint serves it: version label first, `<kind>_hash` last."""
+    spec = next(section for section in INTELLIGENCE_SECTIONS.values() if section.kind == kind)
+    report = {spec.version_member: spec.version, **body}
+    report[spec.hash_member] = report_hash(report, kind)
+    return report
+
+
+def intelligence_reports(record: dict) -> dict[str, dict]:
+    """`policy_intelligence` sections: sealed reports of the record's policy (gate.reports)."""
     effectiveness = {"policy_id": record["policy_id"], "policy_version": record["policy_version"],
                      "effectiveness_score": 0.82, "confidence": "medium", "recommendation": "healthy",
                      "sample_size": 57, "based_on": {"outcomes": 57, "terminal": 49}}
-    anomaly = {"report_version": "decision_anomaly_report_v1", "policy_id": record["policy_id"],
-               "anomaly_count": 1, "recommendation": "stable", "threshold": 0.35,
+    anomaly = {"policy_id": record["policy_id"], "anomaly_count": 1, "recommendation": "stable",
+               "threshold": 0.35,
                "anomalies": [{"severity": "low", "anomaly_score": 0.41, "reasons": ["refund_rate_up"]}]}
-    return [
-        dict(effectiveness, report_type="effectiveness", effectiveness_hash=sha256_hex(effectiveness)),
-        dict(anomaly, report_type="anomaly"),  # the builder adds anomaly_hash
-    ]
+    return {"effectiveness": seal("effectiveness", effectiveness), "anomalies": seal("anomaly", anomaly)}
 
 
 @dataclass
@@ -259,7 +265,7 @@ def scenario(*, record_key: Ed25519Key = ACTIVE, checkpoint_key: Ed25519Key = AC
         record=record, exported_at=at(7200), options=options,
         original_input=copy.deepcopy(REQUEST) if include_input else None,
         chain=chain.excerpt(before + 1, options.chain_limit, key=checkpoint_key) if include_chain else None,
-        intelligence_reports=intelligence_reports(record) if reports else None,
+        policy_intelligence=intelligence_reports(record) if reports else None,
         **parts,
     )
     return Scenario(packet, record, chain, REQUEST, parts)

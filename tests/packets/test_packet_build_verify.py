@@ -23,6 +23,7 @@ from gate.packets import (
 )
 from gate.verify import TrustAnchors
 from packet_support import (
+    seal,
     ACTIVE,
     ATTACKER,
     REQUEST,
@@ -73,7 +74,7 @@ def test_packet_shape(base):
     assert list(packet) == [
         "decision_packet_version", "decision_id", "record_hash", "receipt_hash", "exported_at",
         "packet_manifest", "decision_record", "original_input", "execution_receipts",
-        "outcome_records", "crm_sync_records", "intelligence", "audit_chain", "packet_hash",
+        "outcome_records", "crm_sync_records", "policy_intelligence", "audit_chain", "packet_hash",
     ]
     assert packet["packet_hash"] == sha256_hex({k: v for k, v in packet.items() if k != "packet_hash"})
     assert packet["decision_record"] == base.record
@@ -96,9 +97,10 @@ def test_packet_shape(base):
     assert chain["inclusion_proof"]["leaf_index"] == 24 and chain["inclusion_proof"]["tree_size"] == 40
     assert chain["checkpoint"]["tree_size"] == 40
     assert chain["verification_hints"] == VERIFICATION_HINTS
-    reports = packet["intelligence"]["reports"]
-    assert [r["report_type"] for r in reports] == ["effectiveness", "anomaly"]
-    assert reports[1]["anomaly_hash"] == report_hash(reports[1])
+    reports = packet["policy_intelligence"]
+    assert list(reports) == ["effectiveness", "anomalies"]
+    assert reports["anomalies"]["anomaly_hash"] == report_hash(reports["anomalies"], "anomaly")
+    assert reports["effectiveness"]["decision_effectiveness_report_version"] == "decision_effectiveness_report_v1"
 
 
 def test_truncated_flags_follow_the_limits():
@@ -156,8 +158,9 @@ def test_supplied_input_must_agree_with_the_packets(base):
 
 def test_intelligence_requested_but_not_available_is_omitted():
     s = scenario(reports=False)
-    assert "intelligence" not in s.packet
+    assert "policy_intelligence" not in s.packet
     assert s.packet["packet_manifest"]["options"]["include_intelligence"] is True
+    assert s.packet["packet_manifest"]["components"]["intelligence_reports"] == 0
     assert verify_packet(s.packet, anchors=ANCHORS).verified
 
 
@@ -252,12 +255,19 @@ def test_build_refuses_missing_or_inconsistent_sources(base):
     for excerpt in (bad_window, bad_proof, other_record, bad_checkpoint, bad_head):
         with pytest.raises(PacketSourceError):
             build_packet(record=record, exported_at=at(7200), options=PacketOptions(), chain=excerpt)
-    with pytest.raises(PacketSourceError):
-        build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False),
-                     intelligence_reports=[{"report_type": "astrology", "policy_id": "x"}])
-    with pytest.raises(PacketSourceError):
-        build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False),
-                     intelligence_reports=[{"report_type": "benchmark", "benchmark_hash": "0" * 64}])
+    good_report = seal("benchmark", {"policy_id": record["policy_id"], "recommendation": "x"})
+    for sections in ({"astrology": good_report},
+                     {"benchmarks": dict(good_report, benchmark_hash="0" * 64)},
+                     {"benchmarks": dict(good_report, decision_benchmark_version="v0")},
+                     {"benchmarks": seal("benchmark", {"policy_id": "other_policy"})},
+                     {"anomalies": good_report},
+                     {"benchmarks": "report"}):
+        with pytest.raises(PacketSourceError):
+            build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False),
+                         policy_intelligence=sections)
+    built = build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False),
+                         policy_intelligence={"benchmarks": good_report})
+    assert built["policy_intelligence"] == {"benchmarks": good_report}
 
 
 def test_chain_window_rule():
@@ -338,3 +348,14 @@ def test_unsigned_checkpoint_is_intact_but_not_authentic(base):
     packet = build_packet(record=base.record, exported_at=at(7200), options=PacketOptions(),
                           chain=ChainExcerpt(**{**good.__dict__, "checkpoint": without_hash}))
     assert "audit_chain.checkpoint" in verify_packet(packet, anchors=ANCHORS).failed_checks
+
+
+def test_the_intelligence_part_verifies_under_the_reference_rules(base):
+    """The reference's public verifier: packet_hash over the packet without it, and
+    effectiveness_hash / anomaly_hash over policy_intelligence.effectiveness / .anomalies."""
+    packet = base.packet
+    assert packet["packet_hash"] == sha256_hex({k: v for k, v in packet.items() if k != "packet_hash"})
+    for section, member in (("effectiveness", "effectiveness_hash"), ("anomalies", "anomaly_hash")):
+        report = packet["policy_intelligence"][section]
+        assert report[member] == sha256_hex({k: v for k, v in report.items() if k != member})
+    assert packet["packet_manifest"]["components"]["intelligence_reports"] == len(packet["policy_intelligence"])

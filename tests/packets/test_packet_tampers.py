@@ -76,11 +76,11 @@ def _checkpoint_by_attacker(p):
 
 
 def _report_policy(p):
-    report = p["intelligence"]["reports"][0]
+    report = p["policy_intelligence"]["effectiveness"]
     report["policy_id"] = "refund_review"
     from gate.packets import report_hash
 
-    report["effectiveness_hash"] = report_hash(report)
+    report["effectiveness_hash"] = report_hash(report, "effectiveness")
 
 
 def _receipt_signature(p):
@@ -118,11 +118,19 @@ TAMPERS = {
     "outcome binding": (_outcome_binding, {"outcome_records", "outcome_records[0].action_binding"}, True),
     "crm sync hash": (lambda p: p["crm_sync_records"][1].__setitem__("sync_hash", "2" * 64),
                       {"crm_sync_records", "crm_sync_records[1].sync_hash"}, True),
-    "report number": (lambda p: p["intelligence"]["reports"][0].__setitem__("effectiveness_score", 0.99),
-                      {"intelligence_reports", "intelligence_reports[0].effectiveness_hash"}, True),
-    "report type": (lambda p: p["intelligence"]["reports"][1].__setitem__("report_type", "anomalies"),
-                    {"intelligence_reports", "intelligence_reports[1].report_type"}, True),
-    "report of another policy": (_report_policy, {"intelligence_reports", "intelligence_reports[0].policy_id"}, True),
+    "report number": (lambda p: p["policy_intelligence"]["effectiveness"].__setitem__("effectiveness_score", 0.99),
+                      {"intelligence_reports", "policy_intelligence.effectiveness.effectiveness_hash"}, True),
+    "report section": (lambda p: p["policy_intelligence"].__setitem__("patterns", p["policy_intelligence"].pop("anomalies")),
+                       {"intelligence_reports", "policy_intelligence.patterns.section"}, True),
+    "report swapped into another section": (
+        lambda p: p["policy_intelligence"].__setitem__("confidence", p["policy_intelligence"].pop("anomalies")),
+        {"intelligence_reports", "policy_intelligence.confidence.decision_confidence_version",
+         "policy_intelligence.confidence.confidence_hash"}, True),
+    "report label": (lambda p: p["policy_intelligence"]["anomalies"].__setitem__(
+        "decision_anomaly_report_version", "decision_anomaly_report_v2"),
+        {"intelligence_reports", "policy_intelligence.anomalies.decision_anomaly_report_version",
+         "policy_intelligence.anomalies.anomaly_hash"}, True),
+    "report of another policy": (_report_policy, {"intelligence_reports", "policy_intelligence.effectiveness.policy_id"}, True),
     "chain link member": (_link_created, {"audit_chain.links"}, True),
     "chain link dropped": (_drop_link, {"audit_chain.window", "audit_chain.links", "packet_manifest"}, True),
     "chain hints": (lambda p: p["audit_chain"]["verification_hints"].__setitem__("checkpoint", "Use the key in the packet."),
@@ -195,7 +203,8 @@ def test_malformed_parts_never_raise():
         lambda p: p["packet_manifest"].__setitem__("options", []),
         lambda p: p.__setitem__("execution_receipts", {"0": {}}),
         lambda p: p["execution_receipts"].__setitem__(0, None),
-        lambda p: p.__setitem__("intelligence", {"reports": [None, 3, {"report_type": None}]}),
+        lambda p: p.__setitem__("policy_intelligence", {"effectiveness": None, "anomalies": 3, "x": {}}),
+        lambda p: p.__setitem__("policy_intelligence", []),
         lambda p: p.__setitem__("exported_at", 20261103),
         lambda p: p["decision_record"].__setitem__("audit_chain", "x"),
         lambda p: p["packet_manifest"]["options"].__setitem__("chain_limit", float("nan")),

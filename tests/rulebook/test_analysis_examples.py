@@ -211,3 +211,15 @@ def test_minimal_flips_for_categories_and_missing_facts():
     assert flips["flags"].to_json()["from_missing"] is True and "vip" in flips["flags"].new_value
     removed = {f.field: f for f in minimal_flips(rb, {"tier": "gold"})}["tier"]
     assert removed.new.rule_id is None
+
+
+def test_a_condition_with_too_many_regions_falls_back_to_sampling():
+    blowup = {"all": [{"any": [leaf(f"f{i}_{j}", "gt", j) for j in range(4)]} for i in range(7)]}
+    old = book(rule("r1", blowup, **BLOCK))
+    new = copy.deepcopy(old)
+    new["rules"][0]["condition"]["all"][0]["any"][0]["value"] = 7
+    report = semantic_diff(old, new)
+    assert not report.exact and report.inexact[-1]["reason"] == "a condition needs more than 4096 regions"
+    assert report.verdict == "different"
+    for difference in report.differences:
+        assert evaluator(old)(difference.witness).matched and not evaluator(new)(difference.witness).matched

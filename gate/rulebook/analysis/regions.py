@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 Cube = dict
+MAX_CUBES = 4096  # regions one condition may need (its normal form); more falls back to sampling
+ABSORB_LIMIT = 256  # above this many cubes, absorption only removes exact repeats
 
 
 class BudgetExceeded(Exception):
@@ -32,7 +34,7 @@ class Budget:
 
     __slots__ = ("left",)
 
-    def __init__(self, operations: int = 3_000_000) -> None:
+    def __init__(self, operations: int = 1_000_000) -> None:
         self.left = operations
 
     def spend(self, n: int = 1) -> None:
@@ -81,10 +83,17 @@ def subset(a: Cube, b: Cube, full: list[int]) -> bool:
     return all(not (a.get(f, full[f]) & ~m) for f, m in b.items())
 
 
-def absorb(cubes: list[Cube], full: list[int]) -> list[Cube]:
+def absorb(cubes: list[Cube], full: list[int], budget: Budget) -> list[Cube]:
     """Drop cubes contained in another cube of the list (keeping one of equal cubes)."""
     if len(cubes) < 2:
         return cubes
+    if len(cubes) > MAX_CUBES:
+        raise BudgetExceeded(f"a condition needs more than {MAX_CUBES} regions")
+    if len(cubes) > ABSORB_LIMIT:  # pairwise containment would cost more than it saves: only drop repeats
+        budget.spend(len(cubes))
+        unique = {tuple(sorted(c.items())): c for c in cubes}
+        return list(unique.values())
+    budget.spend(len(cubes) * len(cubes) // 2)
     kept: list[Cube] = []
     for cube in sorted(cubes, key=len):
         if not any(subset(cube, other, full) for other in kept):
@@ -106,13 +115,13 @@ def condition_cubes(space: Any, node: dict, budget: Budget, negate: bool = False
             result: list[Cube] = [{}]
             for part in sorted(parts, key=len):
                 budget.spend(len(result) * len(part))
-                result = absorb([c for a in result for b in part if (c := meet(a, b)) is not None], space.full)
+                result = absorb([c for a in result for b in part if (c := meet(a, b)) is not None], space.full, budget)
                 if not result:
                     return []
             return result
         union = [cube for part in parts for cube in part]
         budget.spend(len(union))
-        return absorb(union, space.full)
+        return absorb(union, space.full, budget)
     index = space.index[node["field"]]
     mask = space.leaf_mask(node)
     if negate:
@@ -158,6 +167,7 @@ def partition(items: list[tuple[Any, list[Cube]]], default: Any, root: Cube, ful
                     continue
                 result.append((hit, label))
                 left = [p for q in left for p in subtract(q, cube, full)]
+                budget.spend(len(left))
             rest.extend(left)
         remaining = rest
     result.extend((piece, default) for piece in remaining)

@@ -20,10 +20,10 @@ from gate.rulebook.analysis.space import Space, set_path
 DEFAULT_SAMPLES = 4000
 
 
-def _value(space: Space, index: int, rng: random.Random) -> Any:
+def _value(space: Space, index: int, rng: random.Random, preferred: list) -> Any:
     f = space.fields[index]
     roll = rng.random()
-    if roll < 0.15:
+    if roll < 0.1:
         return _MISSING_SAMPLE
     if f.sample_needles and roll < 0.45:
         chosen = [n for n in f.sample_needles if rng.random() < 0.3]
@@ -32,7 +32,23 @@ def _value(space: Space, index: int, rng: random.Random) -> Any:
         strings = [n for n in chosen if isinstance(n, str)]
         return space.separator.join(strings) if strings else rng.choice([s for s in f.sample_needles
                                                                           if isinstance(s, str)] or [""])
-    return copy.deepcopy(rng.choice(f.atoms).rep)  # a private copy: nested paths write into it
+    pool = preferred if preferred and roll < 0.8 else f.atoms
+    return copy.deepcopy(rng.choice(pool).rep)  # a private copy: nested paths write into it
+
+
+def _preferred(f) -> list:
+    """The atoms a field's leaves single out: constants, the gaps between numeric thresholds,
+    and the needle groups of strings and arrays (random atoms alone would mostly pick types
+    no rule looks at)."""
+    out = []
+    for atom in f.atoms:
+        if atom.point and atom.kind not in ("null", "boolean"):
+            out.append(atom)
+        elif atom.kind == "number" and f.points:
+            out.append(atom)
+        elif atom.kind == "string" and f.string_needles or atom.kind == "array" and f.array_needles:
+            out.append(atom)
+    return out
 
 
 class _MissingSample:
@@ -46,10 +62,11 @@ def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterat
     """`count` fact sets over the space's fields (deterministic for a seed)."""
     rng = random.Random(seed)
     order = sorted(range(len(space.fields)), key=lambda i: space.fields[i].path)
+    preferred = [_preferred(f) for f in space.fields]
     for _ in range(count):
         facts: dict = {}
         for index in order:
-            value = _value(space, index, rng)
+            value = _value(space, index, rng, preferred[index])
             if value is not _MISSING_SAMPLE:
                 set_path(facts, space.fields[index].path, value)
         yield facts

@@ -3,16 +3,16 @@
 Rows written before this revision get no seal (the new columns are null); hosted verify
 reports them as unsealed (`ledger_row_hash`, `receipt_chain`) rather than trusting them.
 
-Revision ID: 0005_row_seals
-Revises: 0004_receipt_stream_index
+Revision ID: 0006_row_seals
+Revises: 0005_confidence
 Create Date: 2026-11-22
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005_row_seals"
-down_revision = "0004_receipt_stream_index"
+revision = "0006_row_seals"
+down_revision = "0005_confidence"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Decision-confidence counters and each decision's latest outcome, backfilled from the ledger.
 
-Revision ID: 0007_confidence
-Revises: 0006_scope_benchmark_settings
+Revision ID: 0005_confidence
+Revises: 0004_receipt_stream_index
 Create Date: 2026-11-22
 """
 
@@ -10,8 +10,8 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007_confidence"
-down_revision = "0006_scope_benchmark_settings"
+revision = "0005_confidence"
+down_revision = "0004_receipt_stream_index"
 branch_labels = None
 depends_on = None
 

@@ -1,15 +1,15 @@
 """Per-scope operator setting: does the scope opt in to anonymized cross-customer benchmarks?
 
-Revision ID: 0006_scope_benchmark_settings
-Revises: 0004_receipt_stream_index
+Revision ID: 0007_scope_benchmark_settings
+Revises: 0006_row_seals
 Create Date: 2026-11-22
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_scope_benchmark_settings"
-down_revision = "0005_row_seals"
+revision = "0007_scope_benchmark_settings"
+down_revision = "0006_row_seals"
 branch_labels = None
 depends_on = None
 
