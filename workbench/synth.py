@@ -32,6 +32,7 @@ from workbench.demo import DEFAULT_SEED
 from workbench.demo import scenario as S
 from workbench.demo.vector_rules import evaluate
 from workbench.engines import fact_columns as fc
+from workbench.facts import STORED_COLUMNS
 from workbench.export import facts_table_name, ledger_head, new_manifest, record_files
 from workbench.partwriter import PartitionedWriter
 from workbench.schema import TABLES, TS
@@ -105,15 +106,19 @@ def facts_json_column(fields: dict[str, np.ndarray], index: np.ndarray) -> pa.Ar
     return _json_object(rendered)
 
 
-def facts_columns_table(fields: dict[str, np.ndarray], rows: np.ndarray, decision_ids: pa.Array,
-                        scope: pa.Array, month: pa.Array) -> pa.Table:
+def facts_columns_table(fields: dict[str, np.ndarray], rows: np.ndarray, decisions: pa.Table) -> pa.Table:
     """The typed facts table (`workbench.facts.facts_table`'s exact schema and values) of the
-    given rows, built column-wise: the scenario's facts are flat scalars, so each path has one
-    kind and `j`/`e` are null."""
+    given rows (`decisions`: those rows of the decisions table), built column-wise: the
+    scenario's facts are flat scalars, so each path has one kind and `j`/`e` are null."""
     n = len(rows)
-    arrays = [decision_ids, pa.array(np.full(n, fc.STATE_TYPED), pa.string())]
+    arrays = [decisions.column("decision_id"), pa.array(np.full(n, fc.STATE_TYPED), pa.string()),
+              pa.nulls(n, pa.string())]
     names = [pa.field("decision_id", pa.string(), nullable=False),
-             pa.field(fc.STATE_COLUMN, pa.string(), nullable=False)]
+             pa.field(fc.STATE_COLUMN, pa.string(), nullable=False), pa.field("facts_json", pa.string())]
+    for name in STORED_COLUMNS:
+        kind = decisions.schema.field(name).type
+        arrays.append(decisions.column(name))
+        names.append(pa.field(name, kind))
     for path in sorted(fields):
         values = fields[path][rows]
         if values.dtype == bool:
@@ -126,9 +131,10 @@ def facts_columns_table(fields: dict[str, np.ndarray], rows: np.ndarray, decisio
         for part, arrow_type in FACT_PART_TYPES.items():
             arrays.append(cells.get(part, pa.nulls(n, arrow_type)))
             names.append(pa.field(fc.column(path, part), arrow_type))
-    arrays += [scope, month]
+    arrays += [decisions.column("scope"), decisions.column("month")]
     names += [pa.field("scope", pa.string(), nullable=False), pa.field("month", pa.string(), nullable=False)]
-    return pa.Table.from_arrays(arrays, schema=pa.schema(names))
+    return pa.Table.from_arrays([a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays],
+                                schema=pa.schema(names))
 
 
 def decide_plan(plan: S.DecisionPlan) -> tuple[np.ndarray, np.ndarray]:
@@ -217,9 +223,7 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
             rows_of = np.flatnonzero(plan.policy == index)
             if len(rows_of):
                 picked = pa.array(rows_of)
-                table = facts_columns_table(plan.facts[policy], rows_of, ids.take(picked),
-                                            decisions_table.column("scope").take(picked),
-                                            decisions_table.column("month").take(picked))
+                table = facts_columns_table(plan.facts[policy], rows_of, decisions_table.take(picked))
                 writer.add(facts_table_name(policy), table)
                 facts_rows[policy] = facts_rows.get(policy, 0) + table.num_rows
         writer.add("chain_links", links)
