@@ -4,7 +4,9 @@ Everything here runs before any hash is computed or anything is stored. Order of
 first failing one answers):
 1. the body is a JSON object and `mode`, `response_view`, `context` are well-formed (400);
 2. legacy or missing `mode` (422 `LEGACY_MODE_UNAVAILABLE` until the advisory modes land);
-3. response-only material in the request (422 `RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN`);
+3. `context.inputs` within the evaluation size limits (422 `EVALUATION_INPUT_TOO_LARGE`,
+   `gate.rulebook.budget`), then response-only material in the request (422
+   `RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN`);
 4. `binding_mode` outside the supported pair (422 `RULEBOOK_BINDING_MODE_UNSUPPORTED`);
 5. facts from both or neither source, or a binding mode that contradicts the facts source
    (422 `RULEBOOK_BINDING_MODE_CONFLICT`);
@@ -19,6 +21,7 @@ from typing import Any
 
 from gate import constants as C
 from gate.errors import GateError
+from gate.rulebook.budget import check_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,10 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             supported_modes=[C.MODE_RULEBOOK],
         )
 
+    inputs = context.get("inputs")
+    # SECURITY: bounded facts (422 EVALUATION_INPUT_TOO_LARGE) before any walk over them.
+    check_facts(inputs if isinstance(inputs, dict) else {})
+
     forbidden = forbidden_output_fields(body)
     if forbidden:
         # SECURITY: spec, Decision Request rule 2 — callers may not preload response material.
@@ -120,7 +127,6 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
         )
 
     adapter = body.get("adapter")
-    inputs = context.get("inputs")
     has_adapter = "adapter" in body and adapter is not None
     has_inputs = "inputs" in context and inputs is not None
     inferred = C.BINDING_ADAPTER if has_adapter else C.BINDING_DIRECT

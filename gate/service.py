@@ -34,7 +34,7 @@ from gate.merkle import CompactRange
 from gate.records import attach_audit_chain, build_rulebook_record
 from gate.requests import prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
-from gate.rulebook.budget import check_evaluation_cost, check_facts
+from gate.rulebook.budget import check_evaluation_cost
 from gate.keyconfig import SigningSetup
 
 CREATED = "created"
@@ -94,8 +94,6 @@ class DecisionService:
         request_id: str | None = None,
     ) -> DecideResult:
         prepared = prepare_decision_request(body)
-        # SECURITY: bounded facts (422) before the request is hashed or evaluated.
-        check_facts(prepared.facts if prepared.facts is not None else {})
         request_text = canonical_text(prepared.request)
         input_hash = sha256_bytes_hex(request_text.encode("utf-8"))
 
