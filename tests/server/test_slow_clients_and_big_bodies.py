@@ -115,8 +115,8 @@ def test_slow_clients_hold_neither_the_worker_nor_a_thread_for_long(server_facto
     try:
         for _ in range(5):  # others are served meanwhile, promptly
             started = time.monotonic()
-            status, _, body = call("GET", server.base + "/api/decision/status", timeout=3)
-            assert status == 200 and time.monotonic() - started < 1.5
+            status, _, body = call("GET", server.base + "/api/decision/status", timeout=5)
+            assert status == 200 and time.monotonic() - started < 4  # a held sync worker: 30 s
         for thread in slow:
             thread.join(timeout=15)
     finally:
@@ -127,5 +127,5 @@ def test_slow_clients_hold_neither_the_worker_nor_a_thread_for_long(server_facto
         # Each slow client got the JSON 408 once the read timeout had passed, and no later than shortly after.
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert b'"error":"REQUEST_TIMEOUT"' in answer and b'"c":"unclear"' in answer
-        assert read_timeout - 0.5 < elapsed < read_timeout + 2.5, elapsed
+        assert read_timeout - 0.5 < elapsed < read_timeout + 5, elapsed
     assert call("GET", server.base + "/api/decision/status")[0] == 200
