@@ -13,7 +13,7 @@ from typing import Any
 from flask import Request
 
 from api.bodies import read_body
-from gate.canonical import CanonicalJSONError, parse_strict
+from gate.canonical import MAX_JSON_DEPTH, CanonicalJSONError, parse_strict
 from gate.errors import GateError
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -23,13 +23,18 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
-def read_json(request: Request, max_bytes: int, *, optional: bool = False) -> Any:
-    """The request body as strict JSON; `None` for an empty body when `optional`."""
+def read_json(request: Request, max_bytes: int, *, optional: bool = False,
+              max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The request body as strict JSON; `None` for an empty body when `optional`.
+
+    Bodies nested deeper than `max_depth` are a 400 `JSON_TOO_DEEP` (records and packets sent
+    back for verification pass `MAX_DOCUMENT_DEPTH`: they embed client bodies).
+    """
     data = read_body(request, max_bytes)  # the limit holds while the body streams in
     if optional and not data.strip():
         return None
     try:
-        return parse_strict(data)
+        return parse_strict(data, max_depth=max_depth)
     except CanonicalJSONError as exc:
         details = {"path": exc.path} if exc.path else {}
         raise GateError(exc.code, exc.message, **details) from exc

@@ -6,7 +6,14 @@ is what `JSON.stringify` writes, without whitespace. `JSON.stringify` also write
 keys (canonical array indices, "0" … "4294967294") first, in ascending numeric order.
 
 Collation uses the Unicode Collation Algorithm with the default table (`pyuca`), which the
-reference facts measured to reproduce Node's order; sort keys are cached because keys repeat.
+reference facts measured to reproduce Node's order; `gate.collation` computes the same order in
+time linear in the key's length. Sort keys and key orders of short keys are cached because keys
+repeat; the caches are bounded in bytes, so attacker-chosen keys cannot grow a worker.
+
+Nesting is bounded: `parse_strict` refuses documents nested deeper than its `max_depth`
+(`MAX_JSON_DEPTH` for request bodies, `MAX_DOCUMENT_DEPTH` for records and packets that embed
+them) before decoding, and the writer refuses anything deeper than `MAX_WRITE_DEPTH`, so no
+nesting ever reaches Python's recursion limit.
 
 `parse_strict` is the way untrusted JSON enters the system. It rejects what the reference
 would silently round or mangle (NaN, ±Infinity, duplicate keys, integers beyond ±(2^53−1)),
@@ -19,10 +26,10 @@ import hashlib
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any
 
-from pyuca import Collator
-
+from gate.collation import collation_key  # noqa: F401  (re-exported for benchmarks)
 from gate.constants import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -35,13 +42,27 @@ __all__ = [
     "key_order",
     "collation_sorted",
     "clone",
+    "MAX_JSON_DEPTH",
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_WRITE_DEPTH",
 ]
 
-_COLLATOR = Collator()
+# Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so
+# that every recursive walk of a value (writer, clone, validators) stays far from Python's
+# recursion limit; deeper input is a 400 JSON_TOO_DEEP, never a crash.
+MAX_JSON_DEPTH = 64  # request bodies a client writes (decide, receipts)
+MAX_DOCUMENT_DEPTH = 96  # records and packets handed back for verification: they embed bodies
+MAX_WRITE_DEPTH = 128  # anything hashed
+
 _MAX_ARRAY_INDEX = 2**32 - 2
+# SECURITY: caches hold only short keys and small objects, and are emptied when their estimated
+# size passes a byte budget, so memory does not grow with what requests send (issue 6, defect 2).
+_CACHED_KEY_CHARS = 64
+_CACHED_ORDER_KEYS = 64
+_CACHE_BUDGET_BYTES = 4 * 1024 * 1024
 _SORT_KEY_CACHE: dict[str, tuple] = {}
 _ORDER_CACHE: dict[tuple, list[str]] = {}
-_CACHE_LIMIT = 200_000
+_cache_bytes = [0, 0]  # estimated bytes held by _SORT_KEY_CACHE, _ORDER_CACHE
 
 _encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
 
@@ -74,6 +95,14 @@ def _array_index(key: str) -> int | None:
     return value if value <= _MAX_ARRAY_INDEX else None
 
 
+def _remember(cache: dict, slot: int, key, value, size: int) -> None:
+    if _cache_bytes[slot] + size > _CACHE_BUDGET_BYTES:
+        cache.clear()
+        _cache_bytes[slot] = 0
+    cache[key] = value
+    _cache_bytes[slot] += size
+
+
 def _sort_key(key: str) -> tuple:
     cached = _SORT_KEY_CACHE.get(key)
     if cached is None:
@@ -83,16 +112,16 @@ def _sort_key(key: str) -> tuple:
         else:
             # Ties under the collation (rare: only fully ignorable differences) fall back to
             # code-point order so the result is a total order.
-            cached = (1, _COLLATOR.sort_key(key), key)
-        if len(_SORT_KEY_CACHE) >= _CACHE_LIMIT:
-            _SORT_KEY_CACHE.clear()
-        _SORT_KEY_CACHE[key] = cached
+            cached = (1, collation_key(key), key)
+        if len(key) <= _CACHED_KEY_CHARS:
+            # key + three weight strings (≤ 2 weights per character each) + object overheads
+            _remember(_SORT_KEY_CACHE, 0, key, cached, 32 * len(key) + 400)
     return cached
 
 
 def collation_sorted(keys) -> list[str]:
     """Keys ordered as `a.localeCompare(b)` orders them (no array-index rule)."""
-    return sorted(keys, key=lambda key: (_COLLATOR.sort_key(key), key))
+    return sorted(keys, key=lambda key: (collation_key(key), key))
 
 
 def key_order(keys) -> list[str]:
@@ -101,9 +130,10 @@ def key_order(keys) -> list[str]:
     order = _ORDER_CACHE.get(signature)
     if order is None:
         order = sorted(signature, key=_sort_key)
-        if len(_ORDER_CACHE) >= _CACHE_LIMIT:
-            _ORDER_CACHE.clear()
-        _ORDER_CACHE[signature] = order
+        if len(signature) <= _CACHED_ORDER_KEYS and all(
+            type(key) is str and len(key) <= _CACHED_KEY_CHARS for key in signature
+        ):
+            _remember(_ORDER_CACHE, 1, signature, order, 200 + 120 * len(signature))
     return order
 
 
@@ -174,11 +204,17 @@ def _encode_text(value: str) -> str:
 # --------------------------------------------------------------------------- writer
 
 
-def _write(value: Any, out: list[str]) -> None:
+def _too_deep() -> CanonicalJSONError:
+    return CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting deeper than {MAX_WRITE_DEPTH} levels")
+
+
+def _write(value: Any, out: list[str], depth: int = 0) -> None:
     kind = type(value)
     if kind is str:
         out.append(_encode_text(value))
     elif kind is dict:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _too_deep()
         if not value:
             out.append("{}")
             return
@@ -192,9 +228,11 @@ def _write(value: Any, out: list[str]) -> None:
                 raise CanonicalJSONError("JSON_UNSUPPORTED_TYPE", "object keys must be strings")
             out.append(_encode_text(key))
             out.append(":")
-            _write(value[key], out)
+            _write(value[key], out, depth + 1)
         out.append("}")
     elif kind is list or kind is tuple:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _too_deep()
         if not value:
             out.append("[]")
             return
@@ -204,7 +242,7 @@ def _write(value: Any, out: list[str]) -> None:
             if not first:
                 out.append(",")
             first = False
-            _write(item, out)
+            _write(item, out, depth + 1)
         out.append("]")
     elif value is None:
         out.append("null")
@@ -217,7 +255,7 @@ def _write(value: Any, out: list[str]) -> None:
     elif isinstance(value, str):
         out.append(_encode_text(str(value)))
     elif isinstance(value, dict):
-        _write(dict(value), out)
+        _write(dict(value), out, depth)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         out.append(_format_number(value))
     else:
@@ -230,7 +268,7 @@ class _SlowPath(Exception):
     """The fast path met a value only the full writer formats (or rejects) correctly."""
 
 
-def _prepare(value: Any) -> Any:
+def _prepare(value: Any, depth: int = 0) -> Any:
     """Copy `value` with keys in canonical order and numbers the C encoder writes as JS does.
 
     Python's float repr equals ECMAScript's text for finite non-integral doubles printed
@@ -242,13 +280,19 @@ def _prepare(value: Any) -> Any:
     if kind is str or kind is bool or value is None:
         return value
     if kind is dict:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _SlowPath  # the full writer names the error
         try:
             order = key_order(value)
         except (AttributeError, TypeError) as exc:
             raise _SlowPath from exc
-        return {key: _prepare(value[key]) for key in order}
+        depth += 1
+        return {key: _prepare(value[key], depth) for key in order}
     if kind is list or kind is tuple:
-        return [_prepare(item) for item in value]
+        if depth >= MAX_WRITE_DEPTH:
+            raise _SlowPath
+        depth += 1
+        return [_prepare(item, depth) for item in value]
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
@@ -363,17 +407,38 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def parse_strict(data: bytes | str) -> Any:
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nesting_depth(text: str, limit: int) -> int:
+    """The deepest container nesting in JSON `text`, or a lower bound above `limit`.
+
+    Linear: string literals and everything but brackets are removed with regular expressions,
+    then a running sum of ±1 gives the depth. Text with at most `limit` brackets cannot be
+    deeper than `limit`, so most documents skip the scan.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return 0
+    brackets = _NOT_BRACKET.sub("", _STRING_LITERAL.sub("", text))
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
     """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
 
     Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
-    `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`.
+    `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`
+    (containers nested more than `max_depth` levels).
     """
     if isinstance(data, (bytes, bytearray)):
         try:
             data = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CanonicalJSONError("JSON_INVALID", f"body is not UTF-8: {exc.reason}") from exc
+    if _nesting_depth(data, max_depth) > max_depth:
+        raise CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting is deeper than {max_depth} levels")
     try:
         return _DECODER.decode(data)
     except CanonicalJSONError:

@@ -11,7 +11,7 @@ from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
 from gate import constants as C
-from gate.canonical import sha256_hex
+from gate.canonical import MAX_DOCUMENT_DEPTH, sha256_hex
 from gate.audit import link_checks_for
 from gate.errors import GateError
 from gate.records import project_view, record_hash
@@ -72,7 +72,7 @@ def describe_verify():
 @bp.post("/api/decision/verify")
 def verify_exported():
     rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes)
+    body = read_json(request, rt.settings.max_body_bytes, max_depth=MAX_DOCUMENT_DEPTH)
     record, original, public_key = _body_fields(body)
     if record is None:
         return error_response("REQUEST_INVALID", "record is required",
@@ -101,7 +101,8 @@ def read_decision(caller: Caller, decision_id: str):
 @keyed("SVC_API_UNAUTHORIZED")
 def verify_stored(caller: Caller, decision_id: str):
     rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes, optional=True) if request.method == "POST" else None
+    body = read_json(request, rt.settings.max_body_bytes, optional=True,
+                                max_depth=MAX_DOCUMENT_DEPTH) if request.method == "POST" else None
     supplied, original, public_key = _body_fields(body)
     stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:

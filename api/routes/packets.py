@@ -11,6 +11,7 @@ from api.jsonio import read_json
 from api.runtime import keyed, runtime
 from gate import constants as C
 from gate.audit import packet_chain_excerpt
+from gate.canonical import MAX_DOCUMENT_DEPTH
 from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.lifecycle import KINDS
@@ -82,7 +83,7 @@ def describe_packet_verify():
 @bp.post("/api/decision/packet/verify")
 def verify_exported_packet():
     rt = runtime()
-    body = read_json(request, rt.settings.max_packet_bytes)
+    body = read_json(request, rt.settings.max_packet_bytes, max_depth=MAX_DOCUMENT_DEPTH)
     if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
         raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
                         errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
