@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
@@ -22,6 +23,7 @@ from gate.ledger import Ledger
 from gate.service import DecisionService
 
 log = logging.getLogger("gate.api")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
 def create_app(
@@ -62,6 +64,18 @@ def create_app(
 
     for module in (decide, decisions, lifecycle, chains, packets, registries, reports, meta):
         app.register_blueprint(module.bp)
+
+    @app.before_request
+    def _refuse_control_characters():
+        # SECURITY: one rule on both ledgers (issue 6, defect 10). No identifier the gate issues
+        # or stores holds a control character, and PostgreSQL cannot even compare NUL, so a
+        # path or query value with one is a 400 before any lookup, on SQLite and PostgreSQL alike.
+        values = [request.path, *request.args.keys(), *request.args.values()]
+        if any(_CONTROL.search(value) for value in values):
+            return error_response("REQUEST_INVALID", "path and query values must not contain control characters",
+                                  errors=[{"field": "url", "code": "invalid_value",
+                                           "message": "control characters (U+0000-U+001F, U+007F-U+009F)"}])
+        return None
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):

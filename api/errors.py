@@ -29,6 +29,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "REQUEST_HEADERS_TOO_LARGE": (431, "headers_too_large"),
     "EXPECTATION_FAILED": (417, "expectation_failed"),
     "TRANSFER_CODING_UNSUPPORTED": (501, "transfer_coding_unsupported"),
+    "UNSUPPORTED_MEDIA_TYPE": (415, "unsupported_media_type"),
     # Auth and limits.
     "SVC_API_UNAUTHORIZED": (401, "unauthorized"),
     "SVC_API_RATE_LIMITED": (429, "rate_limited"),

@@ -23,6 +23,27 @@ def dumps(value: Any) -> str:
     return _ENCODER.encode(value)
 
 
+def _require_json_media_type(request: Request) -> None:
+    """`application/json` or `application/*+json`, UTF-8 (the only JSON encoding, RFC 8259).
+
+    An absent Content-Type is read as JSON (many clients omit it); any other declared media
+    type, or a charset other than UTF-8, is a 415 before the body is read: a body sent as
+    text/plain, form fields or UTF-16 is not what the caller thinks it is.
+    """
+    declared = request.headers.get("Content-Type")
+    if declared is None or not declared.strip():
+        return
+    mimetype = request.mimetype
+    charset = request.mimetype_params.get("charset")
+    is_json = mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+    if not is_json or (charset is not None and charset.strip().lower() not in ("utf-8", "utf8")):
+        raise GateError(
+            "UNSUPPORTED_MEDIA_TYPE",
+            "the body must be JSON sent as Content-Type: application/json (UTF-8)",
+            content_type=declared[:200],
+        )
+
+
 def read_json(request: Request, max_bytes: int, *, optional: bool = False,
               max_depth: int = MAX_JSON_DEPTH) -> Any:
     """The request body as strict JSON; `None` for an empty body when `optional`.
@@ -30,6 +51,7 @@ def read_json(request: Request, max_bytes: int, *, optional: bool = False,
     Bodies nested deeper than `max_depth` are a 400 `JSON_TOO_DEEP` (records and packets sent
     back for verification pass `MAX_DOCUMENT_DEPTH`: they embed client bodies).
     """
+    _require_json_media_type(request)
     data = read_body(request, max_bytes)  # the limit holds while the body streams in
     if optional and not data.strip():
         return None

@@ -15,6 +15,7 @@ from gate import constants as C
 from gate.rulebook import budget as B
 from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.policy_reports import PARAMS as REPORT_PARAMS
+from gate.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -58,13 +59,14 @@ class Endpoint:
 AUTH_ERRORS = ("SVC_API_UNAUTHORIZED",)
 BODY_ERRORS = (
     "JSON_INVALID", "JSON_NON_FINITE_NUMBER", "JSON_DUPLICATE_KEY", "JSON_UNSAFE_INTEGER",
-    "JSON_TOO_DEEP", "REQUEST_INVALID", "REQUEST_TOO_LARGE",
+    "JSON_TOO_DEEP", "REQUEST_INVALID", "REQUEST_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE",
 )
 # Refused by the HTTP server itself (api.serving) on any route, in the same JSON error shape.
 SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUEST_READ_TIMEOUT",
                     414: "request line too long", 431: "request headers too large or too many"}
 SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO_LARGE",
                  "EXPECTATION_FAILED", "TRANSFER_CODING_UNSUPPORTED")
+MEDIA = "body not sent as application/json (or +json) in UTF-8"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -72,7 +74,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True,
         {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
          403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
-         422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
+         415: MEDIA, 422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
             "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
             "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
@@ -117,14 +119,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "post", "/api/decision/verify",
         "Verify an exported record `{record, input?, public_key?}` without a ledger lookup. "
         "A key in the request is never a trust anchor.",
-        False, {200: "verification result", 400: "malformed body", 413: "body too large"},
+        False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS, request_body="RecordVerificationRequest", tags=("verification",),
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for). "
         "A row whose record is not bound to it (another id or scope) reads as absent.",
-        True, {200: "Decision Record", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
-        errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",),
+        True, {200: "Decision Record", 400: "response_view is not minimal, standard or full",
+               401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + ("DECISION_NOT_FOUND", "REQUEST_INVALID"),
         query=(("response_view", "string", "minimal, standard or full"),), tags=("decisions",),
     ),
     Endpoint(
@@ -138,7 +141,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "post", "/api/decision/{decision_id}/verify",
         "Verify a supplied record (`{record?, input?}`) against the stored one, or the stored one.",
         True, {200: "verification result", 400: "malformed body", 401: "missing or invalid key",
-               403: "disabled key", 404: "not in scope"},
+               403: "disabled key", 404: "not in scope", 413: "body too large", 415: MEDIA},
         errors=AUTH_ERRORS + BODY_ERRORS + ("DECISION_NOT_FOUND",),
         request_body="RecordVerificationRequest", tags=("verification",),
     ),
@@ -158,7 +161,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 {201: "created", 200: "idempotent replay (identical body)", 400: "malformed body",
                  401: "missing or invalid key", 403: "disabled key", 404: "decision not in scope",
                  409: "idempotency conflict, in progress, or record mismatch", 413: "body too large",
-                 422: "credentials offered (CRM sync)", 503: "claim or storage failure: nothing recorded"},
+                 415: MEDIA, 422: "credentials offered (CRM sync)", 503: "claim or storage failure: nothing recorded"},
                 errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", f"{code}_IDEMPOTENCY_CONFLICT",
                         f"{code}_IDEMPOTENCY_IN_PROGRESS", f"{code}_RECORD_MISMATCH", f"{code}_UNAVAILABLE")
                 + BODY_ERRORS + (("SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN",) if path == "crm-sync" else ()),
@@ -225,7 +228,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "post", "/api/decision/packet/verify",
         "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, report "
         "hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never trusted.",
-        False, {200: "verification result", 400: "malformed body", 413: "body too large"},
+        False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",),
     ),
     *[
@@ -362,13 +365,18 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     ]
     if parameters:
         operation["parameters"] = parameters
+    responses = {**SERVER_RESPONSES, **endpoint.responses}
+    errors = endpoint.errors + SERVER_ERRORS
+    if any(p["in"] in ("path", "query") for p in parameters) and 400 not in responses:
+        # Every route refuses control characters in path and query values (api.app).
+        responses[400] = "control characters in a path or query value"
+        errors = errors + ("REQUEST_INVALID",)
     if endpoint.request_body:
         operation["requestBody"] = {
             "required": True,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
         }
-    errors = endpoint.errors + SERVER_ERRORS
-    for status, description in sorted({**SERVER_RESPONSES, **endpoint.responses}.items()):
+    for status, description in sorted(responses.items()):
         response: dict[str, Any] = {"description": description}
         if status >= 400:
             codes = [code for code in errors if ERROR_TABLE[code][0] == status
@@ -445,7 +453,15 @@ def docs_document() -> dict[str, Any]:
                 "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
                               "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
             },
-            "json": "NaN, ±Infinity, duplicate keys and integers beyond ±(2^53−1) are refused with 400",
+            "json": "NaN, ±Infinity, numbers that overflow or underflow a double (1e400, 1e-400), duplicate "
+                    "keys, integers beyond ±(2^53−1) and lone surrogates are refused with 400",
+            "json_depth": {"request_bodies": MAX_JSON_DEPTH, "verified_records_and_packets": MAX_DOCUMENT_DEPTH,
+                           "error": "JSON_TOO_DEEP"},
+            "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
+            "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
+                          "is read as JSON); anything else is 415",
+            "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
+                           "values (400) and in rulebook version and action (422)",
         },
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }

@@ -375,12 +375,19 @@ def _parse_int(text: str) -> int:
     return value
 
 
+_NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise CanonicalJSONError(
             "JSON_NON_FINITE_NUMBER", f"number {text} overflows to Infinity"
         )
+    if value == 0 and _NONZERO_MANTISSA.match(text):
+        # SECURITY: 1e-400 must not silently become 0 (and, say, pass a `<=` rule); refused
+        # like its overflowing mirror 1e400.
+        raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"number {text} underflows to 0")
     # A literal with a fraction or exponent is a double in every implementation, so it hashes
     # the same everywhere; only integer literals beyond ±(2^53−1) would be silently rounded.
     return value
@@ -425,12 +432,35 @@ def _nesting_depth(text: str, limit: int) -> int:
     return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate_path(value: Any) -> str | None:
+    """JSON path of the first string or member name holding a lone surrogate, else None."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if type(item) is str:
+            if _SURROGATE.search(item):
+                return path
+        elif type(item) is dict:
+            for key, child in item.items():
+                if _SURROGATE.search(key):
+                    return f"{path}.{key.encode('utf-8', 'backslashreplace').decode('ascii')}"
+                stack.append((child, f"{path}.{key}"))
+        elif type(item) is list:
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+    return None
+
+
 def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
     """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
 
     Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
     `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`
-    (containers nested more than `max_depth` levels).
+    (containers nested more than `max_depth` levels). A lone surrogate (`"\\ud800"` not
+    followed by a low surrogate) is `JSON_INVALID`: it is not Unicode text, cannot be stored
+    as UTF-8 and would hash differently in other implementations (issue 6, defect 7).
     """
     if isinstance(data, (bytes, bytearray)):
         try:
@@ -440,7 +470,7 @@ def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> A
     if _nesting_depth(data, max_depth) > max_depth:
         raise CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting is deeper than {max_depth} levels")
     try:
-        return _DECODER.decode(data)
+        value = _DECODER.decode(data)
     except CanonicalJSONError:
         raise
     except RecursionError as exc:
@@ -449,3 +479,9 @@ def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> A
         raise CanonicalJSONError(
             "JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
+    if _SURROGATE_ESCAPE.search(data) or _SURROGATE.search(data):
+        path = _lone_surrogate_path(value)
+        if path is not None:
+            path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise CanonicalJSONError("JSON_INVALID", "a lone surrogate is not Unicode text", path=path)
+    return value

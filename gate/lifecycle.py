@@ -9,6 +9,7 @@
 | same key while another request holds the claim | `SVC_*_IDEMPOTENCY_IN_PROGRESS` (409) |
 | same key, different payload (or decision) | `SVC_*_IDEMPOTENCY_CONFLICT` (409) |
 | claim or storage failure | `SVC_*_UNAVAILABLE` (503); the claim is released, no receipt exists |
+| any other failure while storing | the error propagates (500); the claim is still released |
 
 Validation and record-reference errors are raised before any claim is taken, so a refused
 request leaves nothing behind.
@@ -118,6 +119,12 @@ class LifecycleService:
                 self._release_quietly(kind, scope, idempotency_key, token)
             raise GateError(f"{kind.code}_UNAVAILABLE",
                             f"the {kind.name} receipt could not be stored; nothing was recorded") from exc
+        except BaseException:
+            # SECURITY: whatever else failed (a driver error, a crash), the claim is ours and no
+            # receipt exists: release it, or every retry would be "in progress" until takeover.
+            if token is not None:
+                self._release_quietly(kind, scope, idempotency_key, token)
+            raise
         return LifecycleResult(receipt, CREATED)
 
     def _claim(self, kind, scope, decision_id, key, input_hash, token, now) -> LifecycleResult | None:

@@ -64,6 +64,8 @@ CASES = {
     "RULEBOOK_LOOKUP_INVALID": lambda c: c.client.get("/api/decision/rulebooks?rulebook_id=x", headers={"x-api-key": c.key}),
     "POLICY_BUNDLE_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-bundles?hash=" + "0" * 64),
     "NOT_FOUND": lambda c: c.client.get("/api/nothing-here"),
+    "UNSUPPORTED_MEDIA_TYPE": lambda c: c.client.post(
+        "/api/decide", data=json.dumps(c.sample), headers={"x-api-key": c.key, "content-type": "text/plain"}),
     "METHOD_NOT_ALLOWED": lambda c: c.client.get("/api/decide"),
     "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED": lambda c: _decide(
         c.make_app({"GATE_SIGNING_KEY_FILE": "/nonexistent/keys.json"}).test_client(), c.key, c.sample),
@@ -117,6 +119,7 @@ DETAILS = {
     "REQUEST_TOO_LARGE": {"max_bytes"},
     "EVALUATION_INPUT_TOO_LARGE": {"limit", "maximum"},
     "EVALUATION_TOO_COSTLY": {"work", "maximum"},
+    "UNSUPPORTED_MEDIA_TYPE": {"content_type"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}

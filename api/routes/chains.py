@@ -5,23 +5,13 @@ from __future__ import annotations
 from flask import Blueprint, request
 
 from api.errors import error_response, json_response
+from api.query import int_arg
 from api.runtime import keyed, runtime
 from gate.audit import consistency_for, inclusion_for
 from gate.errors import GateError
 from gate.service import Caller
 
 bp = Blueprint("chains", __name__)
-
-
-def _int_arg(name: str, *, low: int = 1, high: int | None = None, default: int | None = None) -> int | None:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
-        bound = f"{low} to {high}" if high is not None else f"at least {low}"
-        raise GateError("REQUEST_INVALID", f"{name} must be an integer, {bound}",
-                        errors=[{"field": name, "code": "invalid_value", "message": bound}])
-    return int(raw)
 
 
 def _answer(body):
@@ -33,7 +23,7 @@ def _answer(body):
 @bp.get("/api/decision/chains/<chain_id>")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 def chain(caller: Caller, chain_id: str):
-    limit = _int_arg("limit", high=1000, default=20)
+    limit = int_arg("limit", high=1000, default=20)
     return _answer(runtime().audit.chain_view(caller.scope, chain_id, limit))
 
 
@@ -44,15 +34,15 @@ def inclusion(caller: Caller, chain_id: str):
     if not decision_id:
         raise GateError("REQUEST_INVALID", "decision_id is required",
                         errors=[{"field": "decision_id", "code": "missing_field", "message": "required"}])
-    body = inclusion_for(runtime().audit, caller.scope, chain_id, decision_id, _int_arg("tree_size"))
+    body = inclusion_for(runtime().audit, caller.scope, chain_id, decision_id, int_arg("tree_size"))
     return _answer(body)
 
 
 @bp.get("/api/decision/chains/<chain_id>/consistency")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 def consistency(caller: Caller, chain_id: str):
-    first = _int_arg("first")
+    first = int_arg("first")
     if first is None:
         raise GateError("REQUEST_INVALID", "first is required",
                         errors=[{"field": "first", "code": "missing_field", "message": "required"}])
-    return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, _int_arg("second")))
+    return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, int_arg("second")))

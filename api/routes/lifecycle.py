@@ -6,8 +6,8 @@ from flask import Blueprint, request
 
 from api.errors import error_response, json_response
 from api.jsonio import read_json
+from api.query import int_arg
 from api.runtime import idempotency_key_header, keyed, runtime
-from gate.errors import GateError
 from gate.lifecycle import KINDS, Kind
 from gate.service import Caller
 
@@ -18,14 +18,6 @@ HEADER_PREFIX = {"execution": "x-decision-execution", "outcome": "x-decision-out
 PATHS = {"execution": "execution", "outcome": "outcome", "crm_sync": "crm-sync"}
 
 
-def _page_limit() -> int:
-    raw = request.args.get("limit", "20")
-    if not raw.isdigit() or not 1 <= int(raw) <= 100:
-        raise GateError("REQUEST_INVALID", "limit must be an integer from 1 to 100",
-                        errors=[{"field": "limit", "code": "invalid_value", "message": "1 to 100"}])
-    return int(raw)
-
-
 def _endpoint(kind: Kind):
     @keyed(f"{kind.code}_UNAUTHORIZED")
     def view(caller: Caller, decision_id: str):
@@ -34,7 +26,7 @@ def _endpoint(kind: Kind):
         if record is None:
             return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
         if request.method == "GET":
-            body = rt.lifecycle.list(kind, decision_id, limit=_page_limit(),
+            body = rt.lifecycle.list(kind, decision_id, limit=int_arg("limit", high=100, default=20),
                                      cursor=request.args.get("cursor"))
             return json_response(200, body)
         idempotency_key = idempotency_key_header()

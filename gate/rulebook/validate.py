@@ -70,6 +70,7 @@ from gate.rulebook.contract import (
 __all__ = ["validate_rulebook"]
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
 def _member_path(path: str, key: Any) -> str:
@@ -149,8 +150,13 @@ class _Walk:
             self.add(path, INVALID_VALUE, f"{what} must match {shape}")
 
     def length(self, value: Any, path: str, what: str, maximum: int) -> None:
-        if self.string(value, path, what) and not 1 <= len(value) <= maximum:
-            self.add(path, INVALID_VALUE, f"{what} must be 1 to {maximum} characters")
+        if self.string(value, path, what):
+            if not 1 <= len(value) <= maximum:
+                self.add(path, INVALID_VALUE, f"{what} must be 1 to {maximum} characters")
+            elif _CONTROL.search(value):
+                # One rule on both ledgers: PostgreSQL cannot store NUL in a text column, so
+                # no identifier may hold a control character (issue 6, defect 10).
+                self.add(path, INVALID_VALUE, f"{what} must not contain control characters")
 
     # ------------------------------------------------------------------ rulebook
 
