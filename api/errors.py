@@ -70,6 +70,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
     # Policy reports (effectiveness, anomalies, benchmarks).
     "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": (401, "unauthorized"),
+    "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": (401, "unauthorized"),
     "SVC_POLICY_ANOMALIES_UNAUTHORIZED": (401, "unauthorized"),
     "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": (401, "unauthorized"),
     # Reads and registries.

@@ -246,6 +246,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         for kind, summary in (
             ("effectiveness", "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): "
                               "effectiveness_score, confidence, recommendation from the latest outcome per decision."),
+            ("confidence", "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, "
+                           "similar_decisions, policy_stability, recommendation, based_on, sample, buckets; the "
+                           "formulas of the decide-time block. policy_version names the current version and does "
+                           "not filter (every version counts as evidence)."),
             ("anomalies", "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, "
                           "verdict-mix and fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
             ("benchmarks", "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, "

@@ -13,14 +13,14 @@ import json
 import sys
 from dataclasses import replace
 
-KINDS = ("effectiveness", "anomalies", "benchmarks")
-OPTIONS = ("policy_version", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
+KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
+OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
            "min_cohort_decisions")
 DATASET_LIMIT = 1_000_000_000
 
 
 def add_report_parser(sub) -> None:
-    p = sub.add_parser("report", help="print a policy report (effectiveness, anomalies, benchmarks)")
+    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks)")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--policy", required=True, help="policy id (the rulebook id)")
     p.add_argument("--scope", help="the scope whose decisions are reported (required for the ledger and benchmarks)")
@@ -44,6 +44,7 @@ def cmd_report(args) -> int:
     from workbench.policy_reports import (
         anomaly_report,
         benchmark_report,
+        confidence_report,
         effectiveness_report,
         parse_params,
     )
@@ -62,6 +63,8 @@ def cmd_report(args) -> int:
         params = replace(params, limit=None)
     if args.scope is None and (args.dataset is None or args.kind == "benchmarks"):
         return _fail("--scope is required (reports from the ledger and benchmarks are per scope)")
+    # Confidence: policy_version names the current version; every version is evidence.
+    loaded_version = None if args.kind == "confidence" else params.policy_version
     ledger = None
     try:
         if args.kind == "benchmarks" or not args.dataset:
@@ -78,12 +81,14 @@ def cmd_report(args) -> int:
             cohort = cohort_scopes(opted_in, args.scope)
         if args.dataset:
             frames = from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort],
-                                  policy_id=args.policy, policy_version=params.policy_version, limit=params.limit)
+                                  policy_id=args.policy, policy_version=loaded_version, limit=params.limit)
         else:
-            frames = from_ledger(ledger, args.scope, args.policy, policy_version=params.policy_version,
+            frames = from_ledger(ledger, args.scope, args.policy, policy_version=loaded_version,
                                  limit=params.limit, cohort_scopes=cohort)
         if args.kind == "effectiveness":
             report = effectiveness_report(frames, args.policy, params)
+        elif args.kind == "confidence":
+            report = confidence_report(frames, args.policy, params)
         elif args.kind == "anomalies":
             report = anomaly_report(frames, args.policy, params)
         else:

@@ -75,7 +75,23 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
+def _confidence(report: Mapping[str, Any]) -> list[str]:
+    b = report["based_on"]
+    lines = [
+        f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
+        f"recommendation: {report['recommendation']}",
+        f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
+        f"{b['action'] or 'any'}): {b['successes']} succeeded, {b['failures']} failed; current version "
+        f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}",
+    ]
+    for bucket in report["buckets"]:
+        lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {bucket['score']:.4f}  "
+                     f"{bucket['level']:17} n={bucket['similar_decisions']}")
+    return lines + [""]
+
+
 TITLES = {"effectiveness": ("Effectiveness", _effectiveness, "effectiveness_hash"),
+          "confidence": ("Confidence", _confidence, "confidence_hash"),
           "anomalies": ("Anomalies", _anomalies, "anomaly_hash"),
           "benchmarks": ("Benchmarks", _benchmarks, "benchmark_hash")}
 

@@ -76,6 +76,7 @@ CASES = {
     "CHAIN_NOT_FOUND": lambda c: c.client.get("/api/decision/chains/chain_nope", headers={"x-api-key": c.key}),
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
     "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/effectiveness"),
+    "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/confidence"),
     "SVC_POLICY_ANOMALIES_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/anomalies"),
     "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/benchmarks"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),

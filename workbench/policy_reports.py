@@ -15,12 +15,14 @@ from gate.errors import GateError
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.reports import seal
 from workbench.engines import anomalies as anomaly_engine
+from workbench.engines import confidence as confidence_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import effectiveness as effectiveness_engine
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
-KINDS = ("effectiveness", "anomalies", "benchmarks")
-REPORT_KIND = {"effectiveness": "effectiveness", "anomalies": "anomaly", "benchmarks": "benchmark"}
+KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
+REPORT_KIND = {"effectiveness": "effectiveness", "anomalies": "anomaly", "benchmarks": "benchmark", "confidence": "confidence"}
+VERDICTS = ("yes", "no", "review")
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,11 @@ class Param:
     low: float | None = None
     high: float | None = None
     doc: str = ""
+    default_doc: str = ""
 
     def describe(self) -> str:
         bounds = f"{self.low:g} to {self.high:g}" if self.type is not str else f"{self.low:g} to {self.high:g} characters"
-        default = "none (every version)" if self.default is None else f"{self.default:g}" if self.type is not str else self.default
+        default = self.default_doc or "none (every version)" if self.default is None else f"{self.default:g}" if self.type is not str else self.default
         return f"{self.doc} Range {bounds}; default {default}."
 
 
@@ -42,6 +45,10 @@ class Param:
 PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("policy_version", str, None, 1, 80, "Only decisions made under this policy version."),
     Param("limit", int, 1000, 1, 10_000, "The most recent decisions considered."),
+    Param("verdict", str, None, 2, 6, "confidence: only decisions with this verdict (yes, no or review).",
+          "none (every verdict pooled)"),
+    Param("action", str, None, 1, 160, "confidence: only decisions with this action.",
+          "none (every action pooled)"),
     Param("min_sample", int, 10, 1, 10_000, "Fewest resolved decisions (or values) before a rate is judged."),
     Param("threshold", float, 0.35, 0, 1, "Smallest anomaly_score reported."),
     Param("max_items", int, 5, 1, 100, "Most anomalies listed (anomaly_count counts them all)."),
@@ -53,12 +60,15 @@ KIND_PARAMS = {
     "effectiveness": ("policy_version", "limit", "min_sample"),
     "anomalies": ("policy_version", "limit", "min_sample", "threshold", "max_items"),
     "benchmarks": ("policy_version", "limit", "min_cohort_scopes", "min_cohort_decisions"),
+    "confidence": ("policy_version", "verdict", "action", "limit", "min_sample"),
 }
 
 
 @dataclass(frozen=True)
 class ReportParams:
     policy_version: str | None = None
+    verdict: str | None = None
+    action: str | None = None
     limit: int = 1000
     min_sample: int = 10
     threshold: float = 0.35
@@ -110,6 +120,8 @@ def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = 
         if not (p.low <= number <= high):
             raise _invalid(name, f"must be from {p.low:g} to {high:g}")
         values[name] = number
+    if values.get("verdict") not in (None, *VERDICTS):
+        raise _invalid("verdict", "must be yes, no or review")
     return ReportParams(**values)
 
 
@@ -136,3 +148,31 @@ def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope:
                                        opted_in=opted_in, min_cohort_scopes=params.min_cohort_scopes,
                                        min_cohort_decisions=params.min_cohort_decisions)
     return _envelope("benchmarks", policy_id, params, body)
+
+
+def confidence_report(frames, policy_id: str, params: ReportParams) -> dict:
+    """Decision confidence (docs/intelligence.md). `policy_version` names the current version
+    and does not filter: load the frames of every version (`from_ledger(…, policy_version=None)`)."""
+    body = confidence_engine.confidence_report(
+        frames.decisions, frames.outcomes, policy_id=policy_id, classes=CLASSES,
+        policy_version=params.policy_version, verdict=params.verdict, action=params.action,
+        min_sample=params.min_sample)
+    return seal("confidence", {"policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
+                               "parameters": params.for_kind("confidence"), **body})
+
+
+def packet_intelligence(frames, record: Mapping[str, Any]) -> dict[str, dict]:
+    """The packet's `policy_intelligence` for a record: its policy's effectiveness and anomaly
+    reports with the endpoints' default parameters, and the confidence report of the record's
+    verdict, action and version, all over `frames` (the scope's newest decisions of the policy,
+    every version). Benchmarks are left out: a packet travels to third parties, and cohort
+    figures describe other scopes."""
+    policy_id = record["policy_id"]
+    defaults = ReportParams()
+    return {
+        "effectiveness": effectiveness_report(frames, policy_id, defaults),
+        "anomalies": anomaly_report(frames, policy_id, defaults),
+        "confidence": confidence_report(frames, policy_id, ReportParams(
+            policy_version=record.get("policy_version"), verdict=record.get("verdict"),
+            action=record.get("action"))),
+    }

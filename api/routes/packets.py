@@ -17,6 +17,8 @@ from gate.errors import GateError, LedgerUnavailable
 from gate.lifecycle import KINDS
 from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
 from gate.service import Caller
+from workbench.load import from_ledger
+from workbench.policy_reports import ReportParams, packet_intelligence
 
 bp = Blueprint("packets", __name__)
 
@@ -55,8 +57,15 @@ def export_packet(caller: Caller, decision_id: str):
         chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
             raise PacketSourceError("the decision's audit chain link cannot be read")
+        record = json.loads(stored.record_json)
+        intelligence = None
+        if options.include_intelligence and isinstance(record.get("policy_id"), str):
+            # The policy reports of the caller's scope, by the report endpoints' engines.
+            frames = from_ledger(rt.ledger, caller.scope, record["policy_id"], policy_version=None,
+                                 limit=ReportParams().limit)
+            intelligence = packet_intelligence(frames, record)
         packet = build_packet(
-            record=json.loads(stored.record_json),
+            record=record,
             exported_at=iso_ms(rt.service.clock.now()),
             options=options,
             original_input=json.loads(stored.request_json) if options.include_input else None,
@@ -65,7 +74,7 @@ def export_packet(caller: Caller, decision_id: str):
             crm_syncs=parts["crm_sync"],
             totals=totals,
             chain=chain,
-            policy_intelligence=None,  # the policy reports are wired in with the report endpoints
+            policy_intelligence=intelligence,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

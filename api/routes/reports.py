@@ -24,6 +24,7 @@ from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.service import Caller
 from workbench.load import from_ledger
 from workbench.policy_reports import (
+    confidence_report,
     anomaly_report,
     benchmark_report,
     effectiveness_report,
@@ -34,6 +35,7 @@ bp = Blueprint("reports", __name__)
 
 UNAUTHORIZED = {
     "effectiveness": "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED",
+    "confidence": "SVC_POLICY_CONFIDENCE_UNAUTHORIZED",
     "anomalies": "SVC_POLICY_ANOMALIES_UNAUTHORIZED",
     "benchmarks": "SVC_POLICY_BENCHMARKS_UNAUTHORIZED",
 }
@@ -59,6 +61,15 @@ def effectiveness(caller: Caller, policy_id: str):
     frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
                          limit=params.limit)
     return json_response(200, effectiveness_report(frames, policy_id, params))
+
+
+@bp.get("/api/decision/policies/<policy_id>/confidence")
+@keyed(UNAUTHORIZED["confidence"])
+def confidence(caller: Caller, policy_id: str):
+    policy_id, params = _policy_id(policy_id), _args("confidence")
+    # policy_version names the current version; evidence from every version counts.
+    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=None, limit=params.limit)
+    return json_response(200, confidence_report(frames, policy_id, params))
 
 
 @bp.get("/api/decision/policies/<policy_id>/anomalies")

@@ -105,11 +105,11 @@ def test_sample_statement_and_buckets(writer):
     kwargs = dict(policy_id=old["policy_id"], classes=OUTCOME_EFFECTIVENESS_CLASS)
     full = confidence_report(decisions, outcomes, **kwargs)
     assert (full["based_on"]["successes"], full["based_on"]["failures"]) == (1, 1)
-    assert full["based_on"]["outcome_counts"] == {"failed": 1, "succeeded": 1}
-    assert full["based_on"]["decisions_considered"] == 3 and full["based_on"]["decisions_with_outcomes"] == 2
+    assert full["sample"]["latest_outcome_counts"] == {"failed": 1, "succeeded": 1}
+    assert full["sample"]["decisions_considered"] == 3 and full["sample"]["decisions_with_outcome"] == 2
     assert full["based_on"]["policy_version"] == VERSIONS[1]  # the newest decision's version
     assert full["based_on"]["current_version_successes"] == 0  # all evidence is from the older version
     assert [(b["verdict"], b["similar_decisions"]) for b in full["buckets"]] == [("yes", 2)]
     only_no = confidence_report(decisions, outcomes, verdict="no", **kwargs)
     assert only_no["similar_decisions"] == 0 and only_no["level"] == "insufficient_data"
-    assert only_no["based_on"]["decisions_considered"] == 1
+    assert only_no["sample"]["decisions_considered"] == 1

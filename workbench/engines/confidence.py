@@ -21,6 +21,8 @@ from typing import Any, Mapping
 
 import polars as pl
 
+from workbench.engines.common import FAILURE, SUCCESS, class_expr, sample_block, sample_partial, with_latest_outcome
+
 Z = 1.96
 HIGH_SCORE = 0.8
 MEDIUM_SCORE = 0.5
@@ -33,16 +35,7 @@ RECOMMENDATIONS = {
 }
 MAX_BUCKETS = 50
 
-__all__ = ["confidence_report", "latest_outcomes", "formula_columns"]
-
-
-def latest_outcomes(outcomes: pl.LazyFrame, classes: Mapping[str, str]) -> pl.LazyFrame:
-    """One row per decision: the status and class of its latest Outcome Record."""
-    return (
-        outcomes.group_by("decision_id")
-        .agg(pl.col("status").sort_by(["reported_at", "receipt_id"]).last())
-        .with_columns(pl.col("status").replace_strict(dict(classes), return_dtype=pl.String).alias("effect"))
-    )
+__all__ = ["confidence_report", "formula_columns"]
 
 
 def formula_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -110,10 +103,10 @@ def confidence_report(
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
-    joined = chosen.join(latest_outcomes(outcomes, classes), on="decision_id", how="left")
-    similar = joined.filter(pl.col("effect").is_in(["success", "failure"]))
+    joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
+    similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
     current = pl.col("policy_version") == policy_version if policy_version is not None else pl.lit(False)
-    success = pl.col("effect") == "success"
+    success = pl.col("effect") == SUCCESS
     counts = [
         (success & current).sum().alias("s_cur"), (~success & current).sum().alias("f_cur"),
         (success & ~current).sum().alias("s_old"), (~success & ~current).sum().alias("f_old"),
@@ -122,11 +115,9 @@ def confidence_report(
         formula_columns(similar.select(counts)),
         formula_columns(similar.group_by("verdict", "action").agg(counts))
         .sort(["n", "verdict", "action"], descending=[True, False, False]).head(MAX_BUCKETS),
-        joined.select(pl.len().alias("decisions_considered"),
-                      pl.col("status").is_not_null().sum().alias("with_outcomes")),
-        joined.filter(pl.col("status").is_not_null()).group_by("status").agg(pl.len().alias("count")).sort("status"),
     ])
-    pooled, buckets, sample, statuses = frames
+    pooled, buckets = frames
+    sample = sample_block(sample_partial(joined), classes)
     row = pooled.row(0, named=True)
     report: dict[str, Any] = {"policy_id": policy_id}
     report.update(_values(row, min_sample))
@@ -134,15 +125,13 @@ def confidence_report(
         "policy_version": policy_version,
         "verdict": verdict,
         "action": action,
-        "decisions_considered": sample.item(0, "decisions_considered"),
-        "decisions_with_outcomes": sample.item(0, "with_outcomes"),
-        "outcome_counts": {r["status"]: r["count"] for r in statuses.iter_rows(named=True)},
         "successes": row["s_cur"] + row["s_old"],
         "failures": row["f_cur"] + row["f_old"],
         "current_version_successes": row["s_cur"],
         "current_version_failures": row["f_cur"],
         "min_sample": min_sample,
     }
+    report["sample"] = sample
     report["buckets"] = [
         {"verdict": b["verdict"], "action": b["action"], **_values(b, min_sample),
          "successes": b["s_cur"] + b["s_old"], "failures": b["f_cur"] + b["f_old"]}
