@@ -66,3 +66,21 @@ def _env_of(settings):
     return {"GATE_HOME": str(settings.home), "GATE_DATABASE_URL": settings.database_url,
             "GATE_SIGNING_KEY_FILE": str(settings.signing_key_file),
             "GATE_PLANS": '{"pilot": {"rate_limit": 5, "monthly_cap": 1}}'}
+
+
+@pytest.mark.parametrize("headers, message", [
+    ({}, "an API key is required in x-api-key or Authorization: Bearer"),
+    ({"Authorization": "Basic abc"}, "an API key is required in x-api-key or Authorization: Bearer"),
+    ({"x-api-key": "k" * 201}, "the API key is not valid"),
+    ({"x-api-key": "dg_" + "x" * 43}, "the API key is not valid"),
+])
+def test_each_refusal_says_why_in_the_error_body(client, sample_request, headers, message):
+    # Mutation testing: the 401 bodies carry their documented message, not a null.
+    response = _decide(client, sample_request, headers)
+    assert response.status_code == 401 and response.json["message"] == message
+
+
+def test_the_bearer_token_is_the_text_after_the_first_space(client, api_key, sample_request):
+    # `Bearer  <key>` (two spaces) is the scheme, then the token with its whitespace trimmed.
+    assert _decide(client, sample_request, {"Authorization": f"Bearer  {api_key}"}).status_code == 200
+    assert _decide(client, sample_request, {"Authorization": f"Bearer {api_key} extra"}).status_code == 401
