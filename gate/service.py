@@ -277,6 +277,32 @@ class DecisionService:
             raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
         return DecideResult(json.loads(existing.record_json), REPLAYED, None, view)
 
+    # ------------------------------------------------------------------ promotion
+
+    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]:
+        """Promote a rulebook: bind it in `scope` as an immutable snapshot, which makes it the
+        scope's current version of its id. Returns (registry entry, newly bound).
+
+        It validates first (`RULEBOOK_INVALID`, nothing bound); a version already bound to
+        another hash is `RULEBOOK_VERSION_CONFLICT` (compatibility rule 2: publish a new
+        version); the same content again is a no-op. History is never edited.
+        """
+        rulebook_hash = sha256_hex(rulebook) if isinstance(rulebook, dict) else ""
+        get_evaluator(rulebook, rulebook_hash)  # raises RULEBOOK_INVALID for anything invalid
+        registry, snapshot_row = self._registry_for(scope, rulebook, rulebook_hash,
+                                                    iso_ms(self.clock.now()))
+        if snapshot_row is None:
+            return registry, False
+        try:
+            created = self.ledger.register_snapshot(snapshot_row)
+        except SnapshotRace:  # a concurrent promotion of the same content won
+            created = False
+        if not created:
+            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook["rulebook_id"],
+                                                   version=rulebook["version"])
+            return json.loads(stored["registry_json"]), False
+        return registry, True
+
     # ------------------------------------------------------------------ reads
 
     def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:

@@ -234,6 +234,41 @@ class Ledger:
             row = connection.execute(query).mappings().first()
         return dict(row) if row else None
 
+    def latest_rulebook_snapshot(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+        """The scope's newest registered snapshot of `rulebook_id` (its current version), or None."""
+        query = (select(rulebook_snapshots)
+                 .where(and_(rulebook_snapshots.c.scope == scope,
+                             rulebook_snapshots.c.rulebook_id == rulebook_id))
+                 .order_by(rulebook_snapshots.c.registered_at.desc(),
+                           rulebook_snapshots.c.snapshot_id.desc())
+                 .limit(1))
+        with self.read() as connection:
+            row = connection.execute(query).mappings().first()
+        return dict(row) if row else None
+
+    def rulebook_ids(self, scope: str) -> list[str]:
+        """The rulebook ids registered in `scope`, sorted."""
+        query = (select(rulebook_snapshots.c.rulebook_id).where(rulebook_snapshots.c.scope == scope)
+                 .distinct().order_by(rulebook_snapshots.c.rulebook_id))
+        with self.read() as connection:
+            return [row[0] for row in connection.execute(query)]
+
+    def register_snapshot(self, snapshot: dict[str, Any]) -> bool:
+        """Bind a snapshot outside a decide (a promoted draft). True when newly bound, False when
+        the same hash was already bound; another hash under the same version raises
+        `RulebookVersionConflict` and binds nothing."""
+        with self.write() as connection:
+            existing = connection.execute(
+                select(rulebook_snapshots.c.rulebook_hash).where(and_(
+                    rulebook_snapshots.c.scope == snapshot["scope"],
+                    rulebook_snapshots.c.rulebook_id == snapshot["rulebook_id"],
+                    rulebook_snapshots.c.version == snapshot["version"]))
+            ).scalar()
+            if existing == snapshot["rulebook_hash"]:
+                return False
+            self._bind_snapshot(connection, snapshot)
+        return True
+
     # ------------------------------------------------------------------ decisions
 
     def decision(self, scope: str, decision_id: str) -> StoredDecision | None:
