@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, request
@@ -11,13 +10,12 @@ from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
 from gate import constants as C
-from gate.canonical import MAX_DOCUMENT_DEPTH, sha256_hex
-from gate.audit import link_checks_for
+from gate.canonical import MAX_DOCUMENT_DEPTH
 from gate.errors import GateError
-from gate.records import project_view, record_hash
+from gate.hosted_verify import verify_stored_decision
+from gate.records import project_view
 from gate.service import Caller
 from gate.verify import verify_record
-from gate.verify.ledger_rows import RECEIPT_CHAIN_WINDOW, decision_row_checks, receipt_chain_failures
 
 bp = Blueprint("decisions", __name__)
 
@@ -107,44 +105,6 @@ def verify_stored(caller: Caller, decision_id: str):
     stored = rt.service.stored_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    stored_record = json.loads(stored.record_json)
-    stored_request = json.loads(stored.request_json)
-    record = supplied if supplied is not None else stored_record
-    result = verify_record(record, anchors=rt.signing.trust_anchors(),
-                           original_input=original if original is not None else stored_request,
-                           request_public_key=public_key)
-    body = {"ok": True, **result.to_dict(), "decision_id": decision_id, "source": "supplied" if supplied is not None else "ledger"}
-    # Ledger consistency: the row's indexed hashes must match what the stored record recomputes to,
-    # and a supplied record must be the stored one.
-    ledger_checks = {
-        "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
-        "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
-        "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
-    }
-    ledger_checks.update(link_checks_for(rt.ledger, stored_record))
-    # The row itself: the record it stores is the one it files (id, scope, chain position),
-    # its indexed columns copy the record, and its seal recomputes and is signed.
-    anchors = rt.signing.trust_anchors()
-    link_row = rt.ledger.chain_link_for(stored.decision_id)
-    chain_head = rt.ledger.chain_head(link_row["chain_id"]) if link_row else None
-    row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
-                                                 chain_head, anchors)
-    ledger_checks.update(row_checks)
-    receipt_failures = rt.lifecycle.integrity_failures(decision_id, stored_record)
-    ledger_checks["lifecycle_receipts"] = not receipt_failures
-    chained, total = rt.lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
-    chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
-                                            rt.lifecycle.store.receipt_head(decision_id), stored_record, anchors)
-    ledger_checks["receipt_chain"] = not chain_failures
-    receipt_failures = sorted(set(receipt_failures) | set(chain_failures))
-    if supplied is not None:
-        ledger_checks["matches_ledger"] = supplied.get("record_hash") == stored.record_hash and record_hash(supplied) == stored.record_hash
-    body["checks"] = {**body["checks"], **ledger_checks}
-    failed = sorted(set(body.get("failed_checks", [])) | {name for name, ok in ledger_checks.items() if ok is False})
-    body["failed_checks"] = failed
-    body["receipt_failures"] = receipt_failures
-    body["ledger_column_mismatches"] = mismatched
-    if any(ok is False for ok in ledger_checks.values()):
-        body["integrity_valid"] = False
-        body["verified"] = False
-    return json_response(200, body)
+    body = verify_stored_decision(rt.ledger, rt.lifecycle, rt.signing, stored, supplied=supplied,
+                                  original=original, public_key=public_key)
+    return json_response(200, {"ok": True, **body})

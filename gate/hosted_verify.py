@@ -1,0 +1,78 @@
+"""Hosted verification of one stored decision: every offline check of `gate.verify` over the
+stored record, plus what only the ledger can show.
+
+`verify_stored_decision` is the one implementation behind `GET|POST /api/decision/{id}/verify`
+and the workbench's fresh verification, so both name the same checks for the same row:
+
+- the record verifies offline (hashes, receipt signature, attestations, audit-chain member);
+- the row's indexed hashes are the ones the stored record recomputes to (`ledger_*_hash`);
+- its chain link recomputes and sits under the chain head (`link_checks_for`);
+- the row binds its record: the record's decision id, scope and chain position are the row's,
+  its indexed columns copy the record, and its seal recomputes and is signed
+  (`decision_row_checks`);
+- its lifecycle receipts recompute and form the signed per-decision receipt chain;
+- a supplied record is the stored one (`matches_ledger`).
+
+SECURITY: the caller must have resolved `stored` within its own scope (another scope's row
+never reaches this function); a failing ledger check makes `verified` false whatever the
+offline checks say.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gate.audit import link_checks_for
+from gate.canonical import sha256_hex
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger, StoredDecision
+from gate.records import record_hash
+from gate.verify import verify_record
+from gate.verify.ledger_rows import RECEIPT_CHAIN_WINDOW, decision_row_checks, receipt_chain_failures
+
+
+def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup, stored: StoredDecision, *,
+                           supplied: dict | None = None, original: dict | None = None,
+                           public_key: str | None = None) -> dict[str, Any]:
+    """The verification body (without `ok`) for a stored decision, or for a `supplied` record
+    checked against it; `original` overrides the stored request for the input-hash check."""
+    anchors = signing.trust_anchors()
+    decision_id = stored.decision_id
+    stored_record = json.loads(stored.record_json)
+    stored_request = json.loads(stored.request_json)
+    record = supplied if supplied is not None else stored_record
+    result = verify_record(record, anchors=anchors,
+                           original_input=original if original is not None else stored_request,
+                           request_public_key=public_key)
+    body = {**result.to_dict(), "decision_id": decision_id,
+            "source": "supplied" if supplied is not None else "ledger"}
+    ledger_checks = {
+        "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
+        "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
+        "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
+    }
+    ledger_checks.update(link_checks_for(ledger, stored_record))
+    link_row = ledger.chain_link_for(decision_id)
+    chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
+    row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
+                                                 chain_head, anchors)
+    ledger_checks.update(row_checks)
+    receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
+    ledger_checks["lifecycle_receipts"] = not receipt_failures
+    chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
+    chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
+                                            lifecycle.store.receipt_head(decision_id), stored_record, anchors)
+    ledger_checks["receipt_chain"] = not chain_failures
+    if supplied is not None:
+        ledger_checks["matches_ledger"] = (supplied.get("record_hash") == stored.record_hash
+                                           and record_hash(supplied) == stored.record_hash)
+    body["checks"] = {**body["checks"], **ledger_checks}
+    body["failed_checks"] = sorted(set(body.get("failed_checks", []))
+                                   | {name for name, ok in ledger_checks.items() if ok is False})
+    body["receipt_failures"] = sorted(set(receipt_failures) | set(chain_failures))
+    body["ledger_column_mismatches"] = mismatched
+    if any(ok is False for ok in ledger_checks.values()):
+        body["integrity_valid"] = False
+        body["verified"] = False
+    return body
