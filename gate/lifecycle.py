@@ -74,7 +74,9 @@ class LifecycleResult:
 
 
 class LifecycleService:
-    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None = None) -> None:
+    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None) -> None:
+        """`signing` is required so no writer forgets it: its receipt key signs each decision's
+        receipt head, and hosted verify names an unsigned head (`receipt_chain.signature`)."""
         self.store = LifecycleStore(ledger, self._sign_head)
         self.clock = clock
         self.signing = signing

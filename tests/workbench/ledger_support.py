@@ -36,7 +36,7 @@ class LedgerWriter:
         self.clock = MovableClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
         signing = SigningSetup.load(keyring_path, None, "hmac")
         self.service = DecisionService(self.ledger, signing, clock=self.clock)
-        self.lifecycle = LifecycleService(self.ledger, self.clock)
+        self.lifecycle = LifecycleService(self.ledger, self.clock, signing)
 
     def decide(self, scope: str, at: datetime, *, discount: float = 15, margin: float = 31,
                rulebook_id: str | None = None) -> dict:

@@ -26,9 +26,10 @@ import numpy as np
 from sqlalchemy import event
 
 from gate.canonical import sha256_hex
-from gate.clock import FixedClock
+from gate.clock import FixedClock, iso_ms
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger, stream
+from gate.ledger.reports import set_benchmark_opt_in
 from gate.ledger.engine import make_engine
 from gate.lifecycle import KINDS, LifecycleService
 from gate.rulebook import get_evaluator
@@ -166,7 +167,7 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
 
     clock = _Clock(S.START)
     service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
-    lifecycle = LifecycleService(ledger, clock)
+    lifecycle = LifecycleService(ledger, clock, signing)
     rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
     callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
                for index, scope in enumerate(S.SCOPES)}
@@ -206,4 +207,8 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
         done += 1
         if progress is not None and (done % 50 == 0 or done == total):
             progress(done, total)
+    # The demo scopes opt in to anonymized benchmarks (an operator setting, revocable with
+    # `gate scopes benchmarks --scope S --opt-out`), so a newcomer's benchmark report has a cohort.
+    for scope in S.SCOPES:
+        set_benchmark_opt_in(ledger, scope, True, iso_ms(clock.now()))
     return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)
