@@ -74,11 +74,11 @@ def cmd_report(args) -> int:
         opted_in: set[str] = set()
         cohort: list[str] = []
         if args.kind == "benchmarks":
-            from api.routes.reports import cohort_scopes
-            from gate.ledger.reports import benchmark_opt_ins
+            from workbench.policy_reports import cohort_scopes
+            from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 
             opted_in = benchmark_opt_ins(ledger)
-            cohort = cohort_scopes(opted_in, args.scope)
+            cohort = cohort_scopes(opted_in, args.scope, MAX_SCOPES)
         if args.dataset:
             frames = from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort],
                                   policy_id=args.policy, policy_version=loaded_version, limit=params.limit)

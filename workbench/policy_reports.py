@@ -8,6 +8,7 @@ documented ranges, and seals each body in its envelope (`gate.reports`). The fra
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 from typing import AbstractSet, Any, Mapping
 
@@ -176,3 +177,12 @@ def packet_intelligence(frames, record: Mapping[str, Any]) -> dict[str, dict]:
             policy_version=record.get("policy_version"), verdict=record.get("verdict"),
             action=record.get("action"))),
     }
+def cohort_scopes(opted_in: AbstractSet[str], own_scope: str, max_scopes: int) -> list[str]:
+    """The other opted-in scopes a benchmark cohort reads: all of them up to `max_scopes` − 1,
+    else that many chosen by the sha256 of the scope name (deterministic, not biased by naming).
+    The API, the CLI and the workbench all choose the cohort here."""
+    # SECURITY: a scope that has not opted in never reads anyone else's data.
+    if own_scope not in opted_in:
+        return []
+    others = sorted(set(opted_in) - {own_scope}, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
+    return others[:max_scopes - 1]

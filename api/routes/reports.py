@@ -13,7 +13,6 @@ other scopes.
 
 from __future__ import annotations
 
-import hashlib
 
 from flask import Blueprint, request
 
@@ -25,6 +24,7 @@ from gate.service import Caller
 from workbench.load import from_ledger
 from workbench.policy_reports import (
     confidence_report,
+    cohort_scopes,
     anomaly_report,
     benchmark_report,
     effectiveness_report,
@@ -81,16 +81,6 @@ def anomalies(caller: Caller, policy_id: str):
     return json_response(200, anomaly_report(frames, policy_id, params))
 
 
-def cohort_scopes(opted_in: set[str], own_scope: str) -> list[str]:
-    """The other opted-in scopes read for a cohort: all of them up to MAX_SCOPES − 1, else that
-    many chosen by the sha256 of the scope name (deterministic, not biased by naming)."""
-    # SECURITY: a scope that has not opted in never reads anyone else's data.
-    if own_scope not in opted_in:
-        return []
-    others = sorted(opted_in - {own_scope}, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
-    return others[:MAX_SCOPES - 1]
-
-
 @bp.get("/api/decision/policies/<policy_id>/benchmarks")
 @keyed(UNAUTHORIZED["benchmarks"])
 def benchmarks(caller: Caller, policy_id: str):
@@ -98,6 +88,6 @@ def benchmarks(caller: Caller, policy_id: str):
     ledger = runtime().ledger
     opted_in = benchmark_opt_ins(ledger)
     frames = from_ledger(ledger, caller.scope, policy_id, policy_version=params.policy_version,
-                         limit=params.limit, cohort_scopes=cohort_scopes(opted_in, caller.scope))
+                         limit=params.limit, cohort_scopes=cohort_scopes(opted_in, caller.scope, MAX_SCOPES))
     return json_response(200, benchmark_report(frames, policy_id, params, own_scope=caller.scope,
                                                opted_in=opted_in))
