@@ -103,6 +103,8 @@ def add_demo_parser(sub, serve_demo) -> None:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--seed-decisions", type=int, default=DEFAULT_DECISIONS,
                    help=f"decisions to seed on the first run, into an empty ledger (default {DEFAULT_DECISIONS:,}; 0: none)")
+    p.add_argument("--workbench-port", type=int, default=5006,
+                   help="port of the policy workbench started beside the API (default 5006; 0: none)")
     p.set_defaults(func=serve_demo)
     demo_sub = p.add_subparsers(dest="demo_command")
     s = demo_sub.add_parser("seed", help="write the deterministic demo ledger through the real services")

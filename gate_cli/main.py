@@ -1,4 +1,4 @@
-"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook, dry-run.
+"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook, dry-run, workbench.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages lazily.
@@ -164,6 +164,10 @@ def cmd_demo(args) -> int:
     print("Verify it (public endpoint, no key):")
     print(f"  curl -s {base}/api/decision/verify -H 'content-type: application/json' "
           "--data \"{\\\"record\\\": $(cat record.json)}\"\n", flush=True)
+    if args.workbench_port:
+        from gate_cli.workbench_cmd import start_beside
+
+        start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1)
     return 0
 
@@ -234,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gate_cli.dry_run_cmd import add_dry_run_parser
 
     add_dry_run_parser(sub)
+    from gate_cli.workbench_cmd import add_workbench_parser
+
+    add_workbench_parser(sub)
     return parser
 
 

@@ -1,0 +1,96 @@
+"""`gate workbench`: serve the policy workbench (Panel) over the dataset and the ledger.
+
+This module is the composition root of the workbench: it reads the settings, opens the ledger
+and the signing setup, decides the access policy from the bind address, and hands them to
+`workbench.app.server`. It fails with one clear line (exit 2) for an unusable configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_PORT = 5006
+
+
+def add_workbench_parser(sub) -> None:
+    p = sub.add_parser(
+        "workbench", help="serve the policy workbench (dashboard) beside the API",
+        description="Serve the Panel workbench over the Parquet dataset and the ledger. On a loopback "
+                    "address (the default) it serves without sign-in; on any other address it refuses to "
+                    "start unless --basic-auth and --grants are given.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--host", default="127.0.0.1", help="bind address")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port")
+    p.add_argument("--dataset", default=None,
+                   help="Parquet dataset (path or URL); default $GATE_HOME/dataset")
+    p.add_argument("--basic-auth", type=Path, default=None,
+                   help='JSON file {"user": "password"}: sign-in with Panel basic auth')
+    p.add_argument("--grants", type=Path, default=None,
+                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see')
+    p.add_argument("--refresh", action="store_true",
+                   help="export what is new in the ledger into the dataset before serving")
+    p.set_defaults(func=cmd_workbench)
+
+
+def build_store(settings, dataset: str | None):
+    from gate.keyconfig import SigningSetup
+    from gate.ledger import Ledger
+    from workbench.app.store import WorkbenchStore
+
+    ledger = Ledger(settings.database_url)
+    ledger.upgrade()
+    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                                settings.require_signing)
+    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset")
+
+
+def cmd_workbench(args) -> int:
+    from api.settings import Settings
+    from workbench.app.access import AccessConfigError, access_for
+
+    try:
+        access = access_for(args.host, args.basic_auth, args.grants)
+    except AccessConfigError as exc:
+        print(f"gate workbench: {exc}", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    store = build_store(settings, args.dataset)
+    if args.refresh:
+        outcome = store.refresh_dataset()
+        print(f"dataset {store.dataset_dir}: {sum(outcome['new_rows'].values())} new rows", flush=True)
+    from workbench.app.server import make_server
+
+    server = make_server(store, access, args.host, args.port)
+    print(f"workbench on http://{args.host}:{args.port}/workbench", flush=True)
+    server.start()
+    server.io_loop.start()
+    return 0
+
+
+def start_beside(host: str, port: int):
+    """Start `gate workbench --refresh` as a child process beside a server in the foreground
+    (`gate demo`). The child exports what is new in the ledger, then serves; it is stopped when
+    this process exits, and on Linux the kernel stops it even if this process is killed."""
+    import atexit
+    import os
+    import signal
+    import subprocess
+
+    def die_with_parent() -> None:  # pragma: no cover - runs in the child
+        try:
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+    gate = os.path.join(os.path.dirname(sys.executable), "gate")
+    child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],
+                             preexec_fn=die_with_parent)
+    atexit.register(lambda: child.poll() is None and child.terminate())
+    print(f"Policy workbench (dashboard): http://{host}:{port}/workbench "
+          "(it exports the ledger to the Parquet dataset first)\n", flush=True)
+    return child

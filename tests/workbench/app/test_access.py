@@ -1,0 +1,75 @@
+"""Access policy of the workbench: loopback without sign-in; anywhere else only with
+authentication and scope grants."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.app.access import AccessConfigError, access_for, is_loopback
+
+
+@pytest.mark.parametrize("address, loopback", [
+    ("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("example.org", False), ("", False),
+])
+def test_loopback_detection(address, loopback):
+    assert is_loopback(address) is loopback
+
+
+def test_loopback_serves_every_scope_without_sign_in():
+    access = access_for("127.0.0.1", None, None)
+    assert not access.authenticated
+    assert access.scopes_for(None, ["a", "b"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "10.1.2.3", "::"])
+def test_any_other_address_refuses_without_authentication(address):
+    with pytest.raises(AccessConfigError, match="without authentication"):
+        access_for(address, None, None)
+
+
+def _write(path, value):
+    path.write_text(json.dumps(value))
+    return path
+
+
+def test_authentication_needs_grants(tmp_path):
+    users = _write(tmp_path / "users.json", {"ana": "s3cret-pass"})
+    with pytest.raises(AccessConfigError, match="--grants"):
+        access_for("0.0.0.0", users, None)
+    with pytest.raises(AccessConfigError, match="needs --basic-auth"):
+        access_for("127.0.0.1", None, _write(tmp_path / "g.json", {"ana": ["a"]}))
+
+
+def test_a_signed_in_user_sees_only_granted_scopes(tmp_path):
+    users = _write(tmp_path / "users.json", {"ana": "pw-ana", "bo": "pw-bo", "root": "pw-root"})
+    grants = _write(tmp_path / "grants.json", {"ana": ["acme"], "root": ["*"]})
+    access = access_for("0.0.0.0", users, grants)
+    assert access.authenticated
+    known = ["acme", "globex", "initech"]
+    assert access.scopes_for("ana", known) == ["acme"]
+    assert access.scopes_for("root", known) == known
+    assert access.scopes_for("bo", known) == []  # no grant: nothing
+    assert access.scopes_for(None, known) == []
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not readable JSON"), ("[]", "non-empty JSON object"), ("{}", "non-empty JSON object"),
+    ('{"ana": "acme"}', "list of scope names"), ('{"ana": [""]}', "list of scope names"),
+])
+def test_bad_grants_files_are_refused(tmp_path, content, message):
+    users = _write(tmp_path / "users.json", {"ana": "pw"})
+    grants = tmp_path / "grants.json"
+    grants.write_text(content)
+    with pytest.raises(AccessConfigError, match=message):
+        access_for("0.0.0.0", users, grants)
+
+
+def test_missing_and_bad_password_files_are_refused(tmp_path):
+    with pytest.raises(AccessConfigError, match="does not exist"):
+        access_for("0.0.0.0", tmp_path / "absent.json", tmp_path / "absent2.json")
+    users = _write(tmp_path / "users.json", {"ana": ""})
+    with pytest.raises(AccessConfigError, match="password string"):
+        access_for("0.0.0.0", users, _write(tmp_path / "g.json", {"ana": ["a"]}))

@@ -1,0 +1,142 @@
+"""The view-models, driven without a browser over a real ledger and its exported dataset.
+
+Every figure they show is asserted equal to what the shared functions (the API's report
+functions, the dry-run library, the exact analysis, the ledger verification) return."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.app.state.authoring import AuthoringState
+from workbench.app.state.decisions import DecisionsState
+from workbench.app.state.migration import MigrationState
+from workbench.app.state.overview import OverviewState
+from workbench.load import from_dataset
+from workbench.policy_reports import ReportParams, effectiveness_report
+
+RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
+
+
+def test_overview_reports_are_the_api_reports(workbench_home):
+    store, _, home = workbench_home
+    state = OverviewState(store, scope="acme", policy_id="pricing_exception")
+    assert state.reports is not None
+    expected = effectiveness_report(from_dataset(home / "dataset", scopes=["acme"], policy_id="pricing_exception",
+                                                 limit=1000), "pricing_exception", ReportParams())
+    assert state.reports["effectiveness"] == expected
+    assert state.reports["effectiveness"]["effectiveness_hash"] == expected["effectiveness_hash"]
+    assert set(state.reports) >= {"effectiveness", "anomalies", "benchmarks"}
+    series = state.series
+    assert series["month"].to_list() == ["2026-01", "2026-02", "2026-03", "2026-04"]
+    assert int(series["decisions"].sum()) == state.reports["effectiveness"]["sample"]["decisions_considered"]
+
+
+def test_overview_without_a_policy_says_so(workbench_home):
+    store, _, _ = workbench_home
+    state = OverviewState(store, scope="acme")
+    state.refresh()
+    assert state.reports is None and "pick" in state.message
+
+
+def test_decisions_page_filters_pages_and_opens_one(workbench_home):
+    store, ids, _ = workbench_home
+    state = DecisionsState(store, page_size=5)
+    state.scope = "acme"
+    assert state.total == len(ids["acme"]) and state.rows.height == 5
+    assert state.pages == -(-len(ids["acme"]) // 5)
+    first_page = state.rows["decision_id"].to_list()
+    state.page = 2
+    assert not set(first_page) & set(state.rows["decision_id"].to_list())
+    state.verdict = "yes"
+    assert state.page == 1 and set(state.rows["verdict"].to_list()) == {"yes"}
+    decision_id = state.rows["decision_id"][0]
+    state.open(decision_id)
+    detail = state.detail
+    assert detail["record"]["decision_id"] == decision_id
+    assert detail["verification"]["verified"] is True
+    assert detail["inclusion"]["decision_id"] == decision_id
+    assert detail["receipts"]["outcome"]["total"] == 1
+
+
+def test_another_scopes_decision_does_not_open(workbench_home):
+    store, ids, _ = workbench_home
+    state = DecisionsState(store)
+    state.scope = "acme"
+    state.open(ids["globex"][0])
+    assert state.detail is None and "no decision" in state.message
+
+
+def test_authoring_validates_live_and_places_errors(workbench_home):
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    assert state.check.valid and state.draft["rulebook_id"] == "pricing_exception"
+    state.draft_text = state.draft_text.replace('"gt"', '"greater"', 1)
+    assert not state.check.valid
+    [error] = state.check.errors
+    assert error["field"] == "draft.rules[0].condition.operator"
+    assert '"operator"' in state.draft_text.splitlines()[error["line"]]
+    state.run_facts()
+    assert state.message == "fix the draft's errors first" and state.test_result is None
+
+
+def test_authoring_tests_facts_decisions_and_lints(workbench_home):
+    store, ids, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    state.facts_text = json.dumps({"discount_percent": 30, "margin_percent": 40, "owner_approved": True})
+    state.run_facts()
+    assert state.test_result["verdict"] == "no" and state.test_result["matched_rule_id"] == "block_deep_discount"
+    assert any(flip["field"] == "discount_percent" for flip in state.flips)
+    state.facts_text = "{not json"
+    state.run_facts()
+    assert "not JSON" in state.message
+    state.decision_id = ids["acme"][0]
+    state.run_decision()
+    assert state.decision_test["stored"]["verdict"] == state.decision_test["draft"]["verdict"]
+    state.decision_id = ids["globex"][0]
+    state.run_decision()
+    assert state.decision_test is None and "no decision" in state.message
+    state.run_lint()
+    assert state.lint_report["kind"]
+
+
+def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
+    store, _, _ = workbench_home
+    authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    authoring.load_current()
+    draft = copy.deepcopy(authoring.draft)
+    draft["version"] = "2026-12-01"
+    draft["rules"][0]["condition"]["value"] = 15  # block discounts above 15 instead of 25
+    authoring.draft_text = json.dumps(draft, indent=2)
+    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state.run()
+    result = state.result
+    assert result["decisions_evaluated"] > 0 and result["decisions_changed"] > 0
+    assert sum(t["count"] for t in result["transitions"]) == result["decisions_evaluated"]
+    assert state.semantic["verdict"] == "different"
+    state.export()
+    manifest = json.loads(Path(state.exported["migration.json"]).read_text())
+    assert manifest["dry_run"]["decisions_changed"] == result["decisions_changed"]
+    assert Path(state.exported["report.html"]).read_text().startswith("<!")
+    state.promote()
+    assert state.promoted["version"] == "2026-12-01"
+    assert store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-01"
+    # The same version with other content is refused, and history is not edited.
+    draft["rules"][0]["condition"]["value"] = 16
+    authoring.draft_text = json.dumps(draft)
+    state.promote()
+    assert "RULEBOOK_VERSION_CONFLICT" in state.message
+    assert store.current_rulebook("acme", "pricing_exception")["rules"][0]["condition"]["value"] == 15
+
+
+def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):
+    store, _, _ = workbench_home
+    authoring = AuthoringState(store, scope="acme", draft_text="{}")
+    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state.run()
+    assert state.result is None and "errors" in state.message

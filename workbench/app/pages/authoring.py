@@ -1,0 +1,78 @@
+"""Authoring page: the draft editor with live validation, tests, lint and minimal flips."""
+
+from __future__ import annotations
+
+import panel as pn
+
+from workbench.app.pages.common import json_pane, note
+from workbench.app.state.authoring import AuthoringState
+
+
+def error_markdown(check) -> str:
+    if check is None:
+        return "Type or load a draft rulebook."
+    if check.valid:
+        return f"**Valid Rulebook v1** · hash `{check.rulebook_hash[:16]}…`"
+    lines = [f"**Invalid draft: {len(check.errors)} error(s)**", ""]
+    for error in check.errors:
+        lines.append(f"- line {error['line'] + 1}, column {error['column'] + 1} · `{error['field']}`: "
+                     f"{error['message']} ({error['code']})")
+    return "\n".join(lines)
+
+
+def annotations(check) -> list[dict]:
+    if check is None or check.valid:
+        return []
+    return [{"row": e["line"], "column": e["column"], "text": f"{e['field']}: {e['message']}", "type": "error"}
+            for e in check.errors]
+
+
+def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:
+    rulebook = pn.widgets.Select.from_param(state.param.rulebook_id, name="Rulebook", options=policies)
+    load = pn.widgets.Button(name="Load current version", button_type="primary")
+    load.on_click(lambda _: state.load_current())
+
+    editor = pn.widgets.CodeEditor(value=state.draft_text, language="json", height=420,
+                                   sizing_mode="stretch_width", on_keyup=True, name="Draft")
+    editor.annotations = annotations(state.check)
+
+    def typed(event):
+        if event.new != state.draft_text:
+            state.draft_text = event.new
+
+    editor.param.watch(typed, "value_input")
+    editor.param.watch(typed, "value")
+
+    def refreshed(event):
+        if editor.value != state.draft_text:
+            editor.value = state.draft_text
+        editor.annotations = annotations(state.check)
+
+    state.param.watch(refreshed, ["draft_text", "check"])
+    errors = pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
+                              sizing_mode="stretch_width")
+
+    facts = pn.widgets.TextAreaInput.from_param(state.param.facts_text, name="Facts (JSON)", height=120)
+    run_facts = pn.widgets.Button(name="Evaluate facts")
+    run_facts.on_click(lambda _: state.run_facts())
+    decision = pn.widgets.TextInput.from_param(state.param.decision_id, name="Stored decision id")
+    run_decision = pn.widgets.Button(name="Evaluate on decision")
+    run_decision.on_click(lambda _: state.run_decision())
+    run_lint = pn.widgets.Button(name="Lint draft")
+    run_lint.on_click(lambda _: state.run_lint())
+
+    return pn.Column(
+        pn.Row(rulebook, load, align="end"),
+        note(state.param.message),
+        editor,
+        errors,
+        pn.Row(
+            pn.Column("### Test on facts", facts, run_facts,
+                      json_pane(state.param.test_result, "Draft result"),
+                      json_pane(state.param.flips, "Minimal flips (one fact each)"), width=460),
+            pn.Column("### Test on a stored decision", decision, run_decision,
+                      json_pane(state.param.decision_test, "Stored vs draft"), width=460),
+            pn.Column("### Lint", run_lint, json_pane(state.param.lint_report, "Lint report"), width=460),
+        ),
+        name="Authoring",
+    )

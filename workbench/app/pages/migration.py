@@ -1,0 +1,108 @@
+"""Migration page: dry-run the draft over full history, beside the exact semantic diff; export
+the signed manifest and report; promote the draft."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pandas as pd
+import panel as pn
+
+from workbench.app.pages.common import note
+from workbench.app.state.migration import MigrationState
+
+VERDICTS = ("yes", "no", "review")
+
+
+def transition_matrix(result) -> pd.DataFrame:
+    """old verdict (rows) × draft verdict (columns), from the result's `transitions`."""
+    counts = {(t["from"], t["to"]): t["count"] for t in result["transitions"]}
+    return pd.DataFrame({f"draft: {new}": [counts.get((old, new), 0) for old in VERDICTS] for new in VERDICTS},
+                        index=[f"history: {old}" for old in VERDICTS])
+
+
+def _result_view(result) -> pn.viewable.Viewable:
+    if not result:
+        return pn.pane.Markdown("*Run a dry-run to see the draft's impact on history.*")
+    outcomes = result["outcomes"]
+    review = result["review_load"]
+    summary = (
+        f"**{result['decisions_evaluated']}** decisions replayed · **{result['decisions_changed']}** change verdict · "
+        f"**{result['decisions_unreplayable']}** could not be replayed (no stored facts)  \n"
+        f"Caught failures (approved, later failed, now blocked): **{outcomes['caught_failures']}** · "
+        f"blocked successes: **{outcomes['blocked_successes']}** · "
+        f"new approvals whose outcome cannot be known (were blocked, never executed): "
+        f"**{outcomes['unobserved_new_approvals']}**  \n"
+        f"Review queue: {review['before']} → {review['after']} ({review['delta']:+d}) · "
+        f"rules that never fired in history: {', '.join(result['rules_never_fired_in_history']) or 'none'}"
+    )
+    flips = pd.DataFrame(result["flips"]["listed"])
+    return pn.Column(
+        pn.pane.Markdown(summary, css_classes=["dry-run-summary"], sizing_mode="stretch_width"),
+        pn.Row(
+            pn.Column("#### Verdict transitions", pn.pane.DataFrame(transition_matrix(result), css_classes=["transition-matrix"])),
+            pn.Column("#### Old rule → draft rule",
+                      pn.widgets.Tabulator(pd.DataFrame(result["rule_transitions"]), disabled=True,
+                                           show_index=False, height=240, width=560)),
+        ),
+        pn.Row(
+            pn.Column("#### Drift by rule", pn.widgets.Tabulator(pd.DataFrame(result["drift_by_rule"]),
+                                                                   disabled=True, show_index=False, height=220, width=420)),
+            pn.Column("#### Drift by reason code", pn.widgets.Tabulator(pd.DataFrame(result["drift_by_reason"]),
+                                                                          disabled=True, show_index=False, height=220, width=420)),
+        ),
+        "#### Decisions that flip, with their known outcomes",
+        pn.widgets.Tabulator(flips, disabled=True, show_index=False, height=260, sizing_mode="stretch_width",
+                             pagination="local", page_size=10),
+        sizing_mode="stretch_width",
+    )
+
+
+def _semantic_view(semantic) -> pn.viewable.Viewable:
+    if semantic is None:
+        return pn.pane.Markdown("*Semantic diff: no current version registered to compare with.*")
+    differences = semantic.get("differences", [])
+    head = (f"**Exact semantic diff (current → draft): {semantic.get('verdict')}** · "
+            f"{len(differences)} region(s) can change" + ("" if semantic.get("exact", True) else " · sampled, not exact"))
+    rows = [{"where": d.get("text"),
+             "current": f"{d['old'].get('decision')} · {d['old'].get('rule_id') or 'default'}",
+             "draft": f"{d['new'].get('decision')} · {d['new'].get('rule_id') or 'default'}",
+             "witness": json.dumps(d.get("witness"), ensure_ascii=False)} for d in differences[:50]]
+    return pn.Column(pn.pane.Markdown(head, css_classes=["semantic-diff"]),
+                     pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=220,
+                                          sizing_mode="stretch_width") if rows else pn.Spacer())
+
+
+def migration_page(state: MigrationState) -> pn.viewable.Viewable:
+    run = pn.widgets.Button(name="Dry-run draft over full history", button_type="primary")
+    progress = pn.indicators.Progress(active=False, value=-1, width=240, visible=False)
+    export = pn.widgets.Button(name="Export manifest and report")
+    promote = pn.widgets.Button(name="Promote draft", button_type="warning")
+
+    async def start(_):
+        run.disabled, progress.visible, progress.active = True, True, True
+        try:
+            await asyncio.to_thread(state.run)
+        finally:
+            run.disabled, progress.visible, progress.active = False, False, False
+
+    run.on_click(start)
+    export.on_click(lambda _: state.export())
+    promote.on_click(lambda _: state.promote())
+
+    def downloads(exported):
+        if not exported:
+            return pn.Spacer()
+        return pn.Row(*[pn.widgets.FileDownload(file=path, filename=name, label=f"Download {name}",
+                                                button_type="success")
+                        for name, path in exported.items() if name != "report.md"])
+
+    return pn.Column(
+        pn.Row(run, progress, export, promote, align="center"),
+        note(state.param.message),
+        pn.bind(downloads, state.param.exported),
+        pn.Row(pn.Column(pn.bind(_result_view, state.param.result), sizing_mode="stretch_width"),
+               pn.Column(pn.bind(_semantic_view, state.param.semantic), width=480)),
+        name="Migration",
+    )

@@ -1,0 +1,46 @@
+"""Serve the workbench: one Panel server, one app per browser session.
+
+`serve(store, access, address, port)` is called by `gate workbench` (the composition root that
+reads the settings and builds the ledger and signing setup). The access policy was decided
+before this point (`workbench.app.access.access_for`); here it is applied: with basic auth,
+Panel signs users in and each session sees only its user's granted scopes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import panel as pn
+
+from workbench.app.access import Access
+from workbench.app.store import WorkbenchStore
+
+TITLE = "Decision Gate · policy workbench"
+
+
+def session_app(store: WorkbenchStore, access: Access, user: str | None = None) -> pn.viewable.Viewable:
+    """The whole app for one session: the view-models of every page over the shared store."""
+    from workbench.app.pages import build_app
+
+    scopes = access.scopes_for(user, store.scopes())
+    return build_app(store, scopes, user=user)
+
+
+def make_server(store: WorkbenchStore, access: Access, address: str, port: int, *,
+                cookie_secret: str | None = None, start: bool = False) -> Any:
+    """A Panel (Bokeh/Tornado) server object, not yet started unless `start`."""
+    pn.extension("codeeditor", "tabulator", notifications=True)
+
+    def factory():
+        return session_app(store, access, pn.state.user if access.authenticated else None)
+
+    kwargs: dict[str, Any] = {}
+    if access.authenticated:
+        kwargs.update(basic_auth=str(access.basic_auth_file),
+                      cookie_secret=cookie_secret or secrets.token_urlsafe(32))
+    return pn.serve(
+        {"workbench": factory}, port=port, address=address, show=False, start=start,
+        title=TITLE, websocket_origin=[f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"],
+        **kwargs,
+    )

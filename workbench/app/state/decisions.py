@@ -1,0 +1,64 @@
+"""Decisions: filter and page through a scope's decisions; open one to see its record,
+receipts and outcomes, its chain inclusion proof and a fresh verification."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from workbench.app.store import WorkbenchStore
+
+VERDICTS = ["", "yes", "no", "review"]
+
+
+class DecisionsState(param.Parameterized):
+    scope = param.String(default="")
+    policy_id = param.String(default="")
+    verdict = param.Selector(default="", objects=VERDICTS)
+    rule = param.String(default="", doc="matched rule id; empty for any")
+    search = param.String(default="", doc="decision id prefix")
+    page = param.Integer(default=1, bounds=(1, None))
+    page_size = param.Integer(default=25, bounds=(5, 200))
+    rows = param.Parameter(default=None, doc="polars DataFrame of the current page")
+    total = param.Integer(default=0)
+    selected = param.String(default="")
+    detail = param.Dict(default=None, allow_None=True)
+    message = param.String(default="")
+
+    def __init__(self, store: WorkbenchStore, **params: Any) -> None:
+        super().__init__(**params)
+        self.store = store
+        self.refresh()
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+    @param.depends("scope", "policy_id", "verdict", "rule", "search", "page_size", watch=True)
+    def _filters_changed(self) -> None:
+        if self.page != 1:
+            self.page = 1  # triggers refresh
+        else:
+            self.refresh()
+
+    @param.depends("page", watch=True)
+    def refresh(self) -> None:
+        """Load the current page from the dataset."""
+        if not self.scope:
+            self.rows, self.total = None, 0
+            return
+        rows, total = self.store.decision_page(
+            self.scope, policy_id=self.policy_id or None, verdict=self.verdict or None,
+            rule=self.rule or None, id_prefix=self.search.strip() or None,
+            offset=(min(self.page, 10**9) - 1) * self.page_size, limit=self.page_size)
+        self.rows, self.total = rows, total
+        self.message = f"{total} decision(s) · page {self.page} of {self.pages}"
+
+    def open(self, decision_id: str) -> None:
+        """Open one decision of this scope (another scope's id reads as not found)."""
+        decision_id = decision_id.strip()
+        self.selected = decision_id
+        self.detail = self.store.decision_detail(self.scope, decision_id) if decision_id else None
+        if self.detail is None:
+            self.message = f"no decision {decision_id!r} in scope {self.scope!r}"

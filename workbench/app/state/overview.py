@@ -1,0 +1,37 @@
+"""Overview: one scope's policy at a glance: effectiveness, confidence, anomalies (with their
+reasons) and benchmarks, and their course month by month."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import param
+
+from workbench.app.store import WorkbenchStore
+
+
+class OverviewState(param.Parameterized):
+    scope = param.String(default="")
+    policy_id = param.String(default="")
+    limit = param.Integer(default=1000, bounds=(1, 10_000_000),
+                          doc="most recent decisions the reports consider (the API's default is 1000)")
+    reports = param.Dict(default=None, allow_None=True, doc="kind → report envelope, as the API serves it")
+    series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
+    message = param.String(default="")
+
+    def __init__(self, store: WorkbenchStore, **params: Any) -> None:
+        super().__init__(**params)
+        self.store = store
+        self.refresh()
+
+    @param.depends("scope", "policy_id", "limit", watch=True)
+    def refresh(self) -> None:
+        if not (self.scope and self.policy_id):
+            self.reports, self.series = None, None
+            self.message = "pick a scope and a policy"
+            return
+        self.reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
+        self.series = self.store.monthly_series(self.scope, self.policy_id)
+        sample = self.reports["effectiveness"].get("sample", {})
+        self.message = (f"{sample.get('decisions_considered', 0)} decisions considered · "
+                        f"{self.reports['anomalies'].get('anomaly_count', 0)} anomalies")

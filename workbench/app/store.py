@@ -1,0 +1,261 @@
+"""The workbench's data store: no UI, one instance shared by every session.
+
+Every number the dashboard shows comes from here, and the store only calls what the API, the
+CLI and the notebooks call: `workbench.engines` (through `workbench.reports`), the dry-run of
+`workbench.migration`, the exact analysis of `gate.rulebook.analysis`, and the `gate` services
+(records, receipts, chain proofs, verification, promotion). It chooses inputs (scope, policy,
+dataset) and caches results of expensive reads, nothing else.
+
+Reads are scoped: every method takes the scope it reads, and the session only passes scopes
+its user was granted (`workbench.app.access`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from gate.audit import AuditChainService, inclusion_for
+from gate.canonical import sha256_hex
+from gate.clock import Clock, SystemClock, iso_ms
+from gate.errors import GateError
+from gate.hosted_verify import verify_stored_decision
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger, stream
+from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from gate.lifecycle import KINDS, LifecycleService
+from gate.rulebook import get_evaluator, validate_rulebook
+from gate.rulebook.analysis import semantic_diff
+from gate.service import DecisionService, chain_id_for
+from workbench.app.jsonpos import locate, position_of
+from workbench.convert import facts_of
+from workbench.dataset import DatasetError, open_location, read_manifest
+from workbench.export import export_ledger
+from workbench.engines.common import latest_outcomes
+from workbench.migration.run import dry_run, write_dry_run
+from workbench.load import from_dataset, scan_table
+from workbench.policy_reports import ReportParams, cohort_scopes, anomaly_report, benchmark_report, effectiveness_report
+from workbench.timeseries import monthly
+
+DRAFT_PATH = "draft"
+
+
+@dataclass(frozen=True)
+class DraftCheck:
+    """A draft rulebook as the author typed it: parsed and validated, errors with positions."""
+
+    rulebook: dict[str, Any] | None
+    errors: tuple[dict[str, Any], ...]  # {field, code, message, line, column} (0-based)
+
+    @property
+    def valid(self) -> bool:
+        return self.rulebook is not None and not self.errors
+
+    @property
+    def rulebook_hash(self) -> str | None:
+        return sha256_hex(self.rulebook) if self.valid else None
+
+
+def check_draft(text: str) -> DraftCheck:
+    """Parse and validate a draft; every error names its exact path and where it was typed."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return DraftCheck(None, ({"field": DRAFT_PATH, "code": "invalid_json", "message": exc.msg,
+                                  "line": exc.lineno - 1, "column": exc.colno - 1},))
+    errors = validate_rulebook(value, base_path=DRAFT_PATH)
+    if not errors:
+        return DraftCheck(value, ())
+    positions = locate(text, DRAFT_PATH)
+    placed = []
+    for error in errors:
+        line, column = position_of(positions, error["field"])
+        placed.append({**error, "line": line, "column": column})
+    return DraftCheck(value, tuple(placed))
+
+
+def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
+    """The scalar evaluator's verdict for `facts` (the same evaluator `/api/decide` runs)."""
+    evaluation = get_evaluator(rulebook, sha256_hex(rulebook)).evaluate(facts)
+    return {
+        "verdict": evaluation.decision,
+        "application_verdict": evaluation.application_verdict,
+        "reason_code": evaluation.reason_code,
+        "matched_rule_id": evaluation.matched_rule_id,
+        "action": evaluation.action,
+        "status": evaluation.status,
+        "missing_fields": list(evaluation.missing_fields),
+        "invalid_fields": list(evaluation.invalid_fields),
+        "checks": [dict(check) for check in evaluation.checks],
+    }
+
+
+class WorkbenchStore:
+    """Shared by all sessions; thread-safe because every call reads through the ledger's own
+    connections and the services hold no per-request state."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
+                 clock: Clock | None = None) -> None:
+        self.ledger = ledger
+        self.signing = signing
+        self.dataset_dir = Path(dataset_dir)
+        self.clock = clock or SystemClock()
+        self.service = DecisionService(ledger, signing, clock=self.clock)
+        self.lifecycle = LifecycleService(ledger, self.clock, signing)
+        self.audit = AuditChainService(ledger, signing, self.clock)
+
+    # ------------------------------------------------------------------ scopes and policies
+
+    def scopes(self) -> list[str]:
+        return stream.scopes(self.ledger)
+
+    def policies(self, scope: str) -> list[str]:
+        return self.ledger.rulebook_ids(scope)
+
+    def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+        """The scope's current (newest registered) version of a rulebook, as bound."""
+        row = self.ledger.latest_rulebook_snapshot(scope, rulebook_id)
+        return json.loads(row["body_json"]) if row else None
+
+    # ------------------------------------------------------------------ the dataset
+
+    def dataset_status(self) -> dict[str, Any]:
+        """What the dataset holds (from its manifest), or why it cannot be read."""
+        try:
+            manifest = read_manifest(open_location(str(self.dataset_dir)), required=False)
+        except DatasetError as exc:
+            return {"ok": False, "message": str(exc)}
+        if manifest is None:
+            return {"ok": False, "message": f"no dataset at {self.dataset_dir} yet: refresh it"}
+        rows = {name: table.get("rows", 0) for name, table in manifest.get("tables", {}).items()}
+        return {"ok": True, "updated_at": manifest.get("updated_at"), "rows": rows,
+                "synthetic": manifest.get("synthetic", False)}
+
+    def refresh_dataset(self, progress=None) -> dict[str, Any]:
+        """Export what is new in the ledger into the dataset (the `gate export` call);
+        `progress(done, total)` is called as rows are written."""
+        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress)
+        return {"run": result.run, "new_rows": result.new_rows, "warnings": result.warnings}
+
+    # ------------------------------------------------------------------ policy reports
+
+    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, dict]:
+        """The policy reports exactly as the API builds them (same functions, same envelopes
+        and hashes, same cohort rule), over the dataset instead of the live ledger."""
+        params = ReportParams(limit=limit)
+        frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, limit=limit)
+        opted_in = benchmark_opt_ins(self.ledger)
+        cohort = from_dataset(self.dataset_dir, scopes=[scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)],
+                              policy_id=policy_id, limit=limit)
+        return {
+            "effectiveness": effectiveness_report(frames, policy_id, params),
+            "anomalies": anomaly_report(frames, policy_id, params),
+            "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
+        }
+
+    def monthly_series(self, scope: str, policy_id: str):
+        """Volume by verdict and effectiveness, month by month (`workbench.timeseries`)."""
+        return monthly(from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id), policy_id)
+
+    # ------------------------------------------------------------------ decision lists
+
+    def decision_page(self, scope: str, *, policy_id: str | None = None, verdict: str | None = None,
+                      rule: str | None = None, id_prefix: str | None = None, offset: int = 0,
+                      limit: int = 25) -> tuple[pl.DataFrame, int]:
+        """One page of a scope's decisions from the dataset, newest first, each with its latest
+        outcome status; and the number of decisions the filters match."""
+        decisions = scan_table(self.dataset_dir, "decisions", [scope])
+        if policy_id:
+            decisions = decisions.filter(pl.col("policy_id") == policy_id)
+        if verdict:
+            decisions = decisions.filter(pl.col("verdict") == verdict)
+        if rule:
+            decisions = decisions.filter(pl.col("matched_rule_id") == rule)
+        if id_prefix:
+            decisions = decisions.filter(pl.col("decision_id").str.starts_with(id_prefix))
+        total = decisions.select(pl.len()).collect().item()
+        page = (decisions.sort(["created_at", "decision_id"], descending=True).slice(offset, limit)
+                .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope])),
+                      on="decision_id", how="left")
+                .select("decision_id", "created_at", "policy_id", "policy_version", "verdict",
+                        "matched_rule_id", "reason_code", pl.col("status").alias("latest_outcome"))
+                .collect())
+        return page, total
+
+    # ------------------------------------------------------------------ one decision
+
+    def decision_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        """The stored record with its receipts, its chain inclusion proof and a fresh
+        verification, or None when the decision is not in `scope`."""
+        stored = self.ledger.decision(scope, decision_id)
+        if stored is None:
+            return None
+        record = json.loads(stored.record_json)
+        receipts = {}
+        for name, kind in KINDS.items():
+            items, total = self.lifecycle.all_for(kind, decision_id, 100)
+            receipts[name] = {"items": items, "total": total}
+        proof = inclusion_for(self.audit, scope, chain_id_for(scope), decision_id, None)
+        return {
+            "record": record,
+            "request": json.loads(stored.request_json),
+            "receipts": receipts,
+            "inclusion": proof,
+            "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),
+        }
+
+    def verify(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        """A fresh hosted verification (the API's `GET /api/decision/{id}/verify` body)."""
+        stored = self.ledger.decision(scope, decision_id)
+        if stored is None:
+            return None
+        return verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored)
+
+    def stored_evaluation(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        """A stored decision's facts (what its rulebook saw) and its stored result, or None
+        when the decision is not in `scope`."""
+        stored = self.ledger.decision(scope, decision_id)
+        if stored is None:
+            return None
+        record = json.loads(stored.record_json)
+        facts = facts_of(json.loads(stored.request_json), record)
+        return {
+            "decision_id": decision_id,
+            "facts": facts if facts is not None else {},
+            "stored": {key: record.get(key) for key in
+                       ("verdict", "application_verdict", "reason_code", "matched_rule_id")}
+                      | {"rulebook_version": (record.get("rulebook") or {}).get("version")},
+        }
+
+    # ------------------------------------------------------------------ migrations
+
+    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any]):
+        """The dry-run of `gate dry-run` (same library call) over this scope's history in the
+        dataset. Raises DryRunError for a bad draft, an unknown rulebook or empty history."""
+        return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
+                       created_at=iso_ms(self.clock.now()))
+
+    def semantic_diff(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any] | None:
+        """The exact diff from the scope's current version to the draft (None without one)."""
+        current = self.current_rulebook(scope, rulebook_id)
+        return semantic_diff(current, draft).to_json() if current is not None else None
+
+    def export_migration(self, run, out: Path) -> dict[str, str]:
+        """Sign (with the receipt key) and write the manifest and the reports; name → path."""
+        write_dry_run(out, run.manifest, self.signing.receipt_signer())
+        return {name: str(Path(out) / name) for name in ("migration.json", "report.md", "report.html")}
+
+    # ------------------------------------------------------------------ promotion
+
+    def promote(self, scope: str, draft: dict[str, Any]) -> dict[str, Any]:
+        """Register the draft as the scope's new current version (service layer; never edits
+        history). Raises GateError (RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
+        registry, created = self.service.register_rulebook(scope, draft)
+        return {"registry": registry, "created": created}
+
+
+__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate"]
