@@ -1,0 +1,63 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Benchmark cohorts
+#
+# How a scope's policy compares with the opt-in, anonymized cohort of other scopes running the
+# same policy. Percentiles appear only past the anonymity floors (`min_cohort_scopes`,
+# `min_cohort_decisions`); no scope name and no record of another scope is ever shown. The
+# numbers are those of `GET /api/decision/policies/{policy_id}/benchmarks`
+# (`workbench.policy_reports.benchmark_report`).
+
+# %%
+import os
+
+import polars as pl
+
+from workbench.load import from_dataset
+from workbench.policy_reports import ReportParams, benchmark_report
+
+DATASET = os.environ.get("GATE_DATASET", "var/dataset")
+SCOPE = os.environ.get("GATE_SCOPE", "demo")
+# The operator's opt-ins live in the ledger (`gate scopes benchmarks …`); for a dataset read
+# offline, name the opted-in scopes here (the demo opts every demo scope in).
+OPTED_IN = set(filter(None, os.environ.get("GATE_OPTED_IN", "").split(","))) or None
+
+# %%
+everything = from_dataset(DATASET)
+scopes = sorted(everything.decisions.select("scope").unique().collect()["scope"].to_list())
+opted_in = OPTED_IN if OPTED_IN is not None else set(scopes)
+policies = sorted(everything.decisions.select("policy_id").unique().collect()["policy_id"].drop_nulls().to_list())
+print(len(scopes), "scopes,", len(opted_in), "opted in; policies:", policies)
+
+# %%
+params = ReportParams()
+rows = []
+for policy in policies:
+    report = benchmark_report(from_dataset(DATASET, policy_id=policy), policy, params, own_scope=SCOPE, opted_in=opted_in)
+    cross = report["cross_customer"]
+    p = (cross.get("percentiles") or {}).get("success_rate") or {}
+    rows.append({"policy_id": policy, "your_success_rate": report["your_metrics"].get("success_rate"),
+                 "cohort_status": cross["status"], "p25": p.get("p25"), "p50": p.get("p50"), "p75": p.get("p75"),
+                 "delta_vs_p50": (report.get("comparison") or {}).get("success_rate_delta_vs_p50"),
+                 "recommendation": report["recommendation"]})
+table = pl.DataFrame(rows)
+table
+
+# %% [markdown]
+# ## The anonymity floor holds
+# With fewer opted-in scopes than `min_cohort_scopes`, no percentile is shown.
+
+# %%
+alone = benchmark_report(from_dataset(DATASET, policy_id=policies[0]), policies[0], params, own_scope=SCOPE,
+                         opted_in={SCOPE})
+print(alone["cross_customer"]["status"], alone["cross_customer"].get("percentiles"))
+assert not alone["cross_customer"].get("percentiles")
