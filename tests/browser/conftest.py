@@ -1,0 +1,94 @@
+"""A real `gate workbench` on loopback and headless Debian chromium driving it.
+
+Chromium comes from Debian's package (`.ci/run` installs it; no tool downloads a browser build).
+Screenshots go to `$GATE_TEST_OUTPUT/screenshots` (default `test-output/screenshots`), one per
+page, so a person can look at what the tests saw.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.server.support import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+GATE = str(Path(sys.executable).parent / "gate")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update"]
+SCREENSHOTS = Path(os.environ.get("GATE_TEST_OUTPUT", ROOT / "test-output")) / "screenshots"
+
+
+def wait_for(url: str, process: subprocess.Popen, log: Path, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"workbench exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"workbench did not answer at {url}:\n{log.read_text()}")
+
+
+class Workbench:
+    """One `gate workbench` process on a free loopback port, over a home folder."""
+
+    def __init__(self, home: Path, extra: list[str] | None = None) -> None:
+        self.home, self.port = home, free_port()
+        self.url = f"http://127.0.0.1:{self.port}/workbench"
+        self.log = home / f"workbench-{self.port}.log"
+        env = {**os.environ, "GATE_HOME": str(home)}
+        env.pop("GATE_DATABASE_URL", None)
+        env.pop("GATE_SIGNING_KEY_FILE", None)
+        self.process = subprocess.Popen(
+            [GATE, "workbench", "--port", str(self.port), *(extra or [])], env=env,
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(self.url, self.process, self.log)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium; .ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.errors = errors
+    page.set_default_timeout(60_000)
+    yield page
+    context.close()
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
