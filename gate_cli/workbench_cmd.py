@@ -29,6 +29,9 @@ def add_workbench_parser(sub) -> None:
                    help='JSON file {"user": "password"}: sign-in with Panel basic auth')
     p.add_argument("--grants", type=Path, default=None,
                    help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see')
+    p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
+                   help="a name browsers reach the workbench under when it is not on loopback "
+                        "(repeatable; its websocket refuses other origins)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
@@ -63,7 +66,7 @@ def cmd_workbench(args) -> int:
         print(f"dataset {store.dataset_dir}: {sum(outcome['new_rows'].values())} new rows", flush=True)
     from workbench.app.server import make_server
 
-    server = make_server(store, access, args.host, args.port)
+    server = make_server(store, access, args.host, args.port, origins=args.allow_origin)
     print(f"workbench on http://{args.host}:{args.port}/workbench", flush=True)
     server.start()
     server.io_loop.start()

@@ -28,8 +28,10 @@ def session_app(store: WorkbenchStore, access: Access, user: str | None = None) 
 
 
 def make_server(store: WorkbenchStore, access: Access, address: str, port: int, *,
-                cookie_secret: str | None = None, start: bool = False) -> Any:
-    """A Panel (Bokeh/Tornado) server object, not yet started unless `start`."""
+                origins: list[str] | None = None, cookie_secret: str | None = None,
+                start: bool = False) -> Any:
+    """A Panel (Bokeh/Tornado) server object, not yet started unless `start`. `origins` are
+    the extra `host:port` names browsers may open it under (its websocket refuses others)."""
     pn.extension("codeeditor", "tabulator", notifications=True)
 
     def factory():
@@ -41,6 +43,7 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
                       cookie_secret=cookie_secret or secrets.token_urlsafe(32))
     return pn.serve(
         {"workbench": factory}, port=port, address=address, show=False, start=start,
-        title=TITLE, websocket_origin=[f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}"],
+        title=TITLE,
+        websocket_origin=[f"{address}:{port}", f"localhost:{port}", f"127.0.0.1:{port}", *(origins or [])],
         **kwargs,
     )

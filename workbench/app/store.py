@@ -13,6 +13,7 @@ its user was granted (`workbench.app.access`).
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,12 @@ from workbench.dataset import DatasetError, open_location, read_manifest
 from workbench.export import export_ledger
 from workbench.engines.common import latest_outcomes
 from workbench.migration.run import dry_run, write_dry_run
-from workbench.load import from_dataset, scan_table
+from workbench.load import Frames, from_dataset, scan_table
 from workbench.policy_reports import ReportParams, cohort_scopes, anomaly_report, benchmark_report, effectiveness_report
 from workbench.timeseries import monthly
 
 DRAFT_PATH = "draft"
+FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class WorkbenchStore:
         self.service = DecisionService(ledger, signing, clock=self.clock)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
+        self._frame_cache: dict[tuple, Frames] = {}
+        self._cache_lock = threading.Lock()
 
     # ------------------------------------------------------------------ scopes and policies
 
@@ -143,14 +147,28 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ policy reports
 
+    def _frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
+        """The dataset's decisions and outcomes of `scopes` and one policy, read once and held in
+        memory for the next interactions (a small LRU keyed by the manifest's `updated_at`, so a
+        refreshed dataset is read again)."""
+        key = (scopes, policy_id, limit, self.dataset_status().get("updated_at"))
+        with self._cache_lock:
+            frames = self._frame_cache.pop(key, None)
+            if frames is None:
+                lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
+                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy())
+            self._frame_cache[key] = frames
+            while len(self._frame_cache) > FRAME_CACHE_SIZE:
+                self._frame_cache.pop(next(iter(self._frame_cache)))
+        return frames
+
     def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, dict]:
         """The policy reports exactly as the API builds them (same functions, same envelopes
         and hashes, same cohort rule), over the dataset instead of the live ledger."""
         params = ReportParams(limit=limit)
-        frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, limit=limit)
+        frames = self._frames((scope,), policy_id, limit)
         opted_in = benchmark_opt_ins(self.ledger)
-        cohort = from_dataset(self.dataset_dir, scopes=[scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)],
-                              policy_id=policy_id, limit=limit)
+        cohort = self._frames((scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)), policy_id, limit)
         return {
             "effectiveness": effectiveness_report(frames, policy_id, params),
             "anomalies": anomaly_report(frames, policy_id, params),
@@ -159,7 +177,7 @@ class WorkbenchStore:
 
     def monthly_series(self, scope: str, policy_id: str):
         """Volume by verdict and effectiveness, month by month (`workbench.timeseries`)."""
-        return monthly(from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id), policy_id)
+        return monthly(self._frames((scope,), policy_id, None), policy_id)
 
     # ------------------------------------------------------------------ decision lists
 

@@ -1,0 +1,99 @@
+"""Workbench interactions on a large dataset: server-side time of each page interaction.
+
+Synthesizes the demo scenario into a Parquet dataset of `--decisions` decisions (default
+1,000,000; kept under benchmarks/results/ between runs), then drives the view-models exactly
+as the pages do (no browser: the figure is the server-side time of the interaction) and
+reports each against the target (< 1 s per interaction, < 5 s for a full-history dry-run).
+Baseline, measured in the same run: one `pl.scan_parquet(...).select(pl.len())` over the
+decisions table, the cheapest full read of the dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import polars as pl  # noqa: E402
+
+from gate.keyconfig import SigningSetup  # noqa: E402
+from gate.ledger import Ledger  # noqa: E402
+from gate.signing import generate_keyring  # noqa: E402
+from workbench.app.state.authoring import AuthoringState  # noqa: E402
+from workbench.app.state.decisions import DecisionsState  # noqa: E402
+from workbench.app.state.migration import MigrationState  # noqa: E402
+from workbench.app.state.overview import OverviewState  # noqa: E402
+from workbench.app.store import WorkbenchStore  # noqa: E402
+from workbench.synth import synthesize  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def timed(label: str, action, rows: list, target: float) -> None:
+    started = time.perf_counter()
+    action()
+    seconds = time.perf_counter() - started
+    rows.append({"interaction": label, "seconds": round(seconds, 3), "target_s": target,
+                 "pass": seconds < target})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=1_000_000)
+    args = parser.parse_args()
+    dataset = RESULTS / f"workbench-dataset-{args.decisions}"
+    if not (dataset / "manifest.json").exists():
+        print(f"synthesizing {args.decisions:,} decisions into {dataset} …", flush=True)
+        synthesize(str(dataset), decisions=args.decisions, seed=7)
+    home = Path(tempfile.mkdtemp(prefix="bench-workbench-"))
+    generate_keyring(home / "keys.json", "2026-11-01T00:00:00.000Z")
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    ledger.upgrade()
+    store = WorkbenchStore(ledger, SigningSetup.load(home / "keys.json", None, "hmac"), dataset)
+    current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    store.promote("demo", current)  # the scope's current version, for the semantic diff
+    fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    fix["version"] = "2026-12-01"
+
+    load = os.getloadavg()
+    started = time.perf_counter()
+    pl.scan_parquet(str(dataset / "decisions" / "**" / "*.parquet")).select(pl.len()).collect()
+    baseline = time.perf_counter() - started
+
+    rows: list[dict] = []
+    overview = OverviewState(store)
+    timed("overview: pick scope and policy (3 reports + monthly course)",
+          lambda: overview.param.update(scope="demo", policy_id="refund_approval"), rows, 1.0)
+    timed("overview: limit 100,000", lambda: setattr(overview, "limit", 100_000), rows, 1.0)
+    decisions = DecisionsState(store)
+    timed("decisions: open scope (first page of 25 + count)", lambda: setattr(decisions, "scope", "demo"), rows, 1.0)
+    timed("decisions: filter verdict=no", lambda: setattr(decisions, "verdict", "no"), rows, 1.0)
+    timed("decisions: page 40", lambda: setattr(decisions, "page", 40), rows, 1.0)
+    authoring = AuthoringState(store, scope="demo", rulebook_id="refund_approval")
+    timed("authoring: load current version", authoring.load_current, rows, 1.0)
+    timed("authoring: type a draft (validate)", lambda: setattr(authoring, "draft_text", json.dumps(fix)), rows, 1.0)
+    timed("authoring: lint", authoring.run_lint, rows, 1.0)
+    migration = MigrationState(store, authoring, home / "exports", scope="demo", rulebook_id="refund_approval")
+    timed("migration: full-history dry-run + exact diff", migration.run, rows, 5.0)
+    evaluated = migration.result["decisions_evaluated"] if migration.result else 0
+
+    print(f"dataset {dataset.name}: {args.decisions:,} decisions; scope demo's refund_approval history: "
+          f"{evaluated:,} decisions dry-run; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(f"baseline (count all decisions from Parquet): {baseline:.3f} s")
+    for row in rows:
+        print(f"  {row['interaction']:<62} {row['seconds']:>7.3f} s  ×{row['seconds'] / baseline:>6.1f} "
+              f"baseline  target < {row['target_s']:g} s  {'PASS' if row['pass'] else 'FAIL'}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "workbench.json").write_text(json.dumps({"baseline_s": baseline, "load": load, "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`gate workbench` as a subprocess: its access policy is decided before it serves."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import wait_for
+from tests.server.support import free_port
+
+GATE = str(Path(sys.executable).parent / "gate")
+pytestmark = pytest.mark.slow
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")}
+    env["GATE_HOME"] = str(home)
+    return env
+
+
+def test_a_non_loopback_address_without_authentication_is_refused(tmp_path):
+    done = subprocess.run([GATE, "workbench", "--host", "0.0.0.0", "--port", str(free_port())],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "refusing to serve the workbench on 0.0.0.0 without authentication" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "gate.db").exists()  # refused before touching anything
+
+
+def test_authentication_without_grants_is_refused(tmp_path):
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    done = subprocess.run([GATE, "workbench", "--host", "0.0.0.0", "--basic-auth", str(users)],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--grants" in done.stderr
+
+
+def test_with_authentication_a_visitor_must_sign_in(tmp_path):
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    grants = tmp_path / "grants.json"
+    grants.write_text(json.dumps({"ana": ["acme"]}))
+    port = free_port()
+    log = tmp_path / "workbench.log"
+    # Bound to all interfaces (that is what requires sign-in), probed over loopback only.
+    process = subprocess.Popen([GATE, "workbench", "--host", "0.0.0.0", "--port", str(port), "--basic-auth",
+                                str(users), "--grants", str(grants)], env=_env(tmp_path),
+                               stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/login", process, log)
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        opener = urllib.request.build_opener(NoRedirect)
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            opener.open(f"http://127.0.0.1:{port}/workbench", timeout=30)
+        assert answer.value.code in (302, 303)
+        assert "/login" in answer.value.headers["Location"]
+    finally:
+        process.terminate()
+        process.wait(10)
