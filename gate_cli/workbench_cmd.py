@@ -63,7 +63,7 @@ def cmd_workbench(args) -> int:
     store = build_store(settings, args.dataset)
     if args.refresh:
         outcome = store.refresh_dataset()
-        print(f"dataset {store.dataset_dir}: {sum(outcome['new_rows'].values())} new rows", flush=True)
+        print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)
     from workbench.app.server import make_server
 
     server = make_server(store, access, args.host, args.port, origins=args.allow_origin)

@@ -39,9 +39,9 @@ pl.Config.set_fmt_str_lengths(60)
 
 # %%
 params = ReportParams()
-everything = from_dataset(DATASET, scope=SCOPE)
+everything = from_dataset(DATASET, scopes=[SCOPE])
 policies = sorted(everything.decisions.select("policy_id").unique().collect()["policy_id"].drop_nulls().to_list())
-reports = {policy: anomaly_report(from_dataset(DATASET, scope=SCOPE, policy_id=policy, limit=params.limit), policy, params)
+reports = {policy: anomaly_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit), policy, params)
            for policy in policies}
 summary = pl.DataFrame([{"policy_id": p, "anomaly_count": r["anomaly_count"], "recommendation": r["recommendation"],
                          "top_score": max([a["anomaly_score"] for a in r["anomalies"]], default=0.0)}
@@ -71,7 +71,7 @@ for finding in report["anomalies"]:
 # %%
 top = report["anomalies"][0]
 ids = top["decision_ids"]
-frames = from_dataset(DATASET, scope=SCOPE, policy_id=policy)
+frames = from_dataset(DATASET, scopes=[SCOPE], policy_id=policy)
 latest = (frames.outcomes.sort(["reported_at", "receipt_id"]).group_by("decision_id")
           .agg(pl.col("status").last().alias("latest_outcome")))
 drivers = (frames.decisions.filter(pl.col("decision_id").is_in(ids))
@@ -95,6 +95,6 @@ course = monthly(frames, policy)
 course
 
 # %%
-whole = effectiveness_report(from_dataset(DATASET, scope=SCOPE, policy_id=policy, limit=params.limit), policy, params)
+whole = effectiveness_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit), policy, params)
 print("effectiveness over the most recent", params.limit, "decisions:", whole["effectiveness_score"],
       whole["recommendation"])

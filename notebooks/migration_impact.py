@@ -41,10 +41,10 @@ POLICY = "refund_approval"
 
 # %%
 params = ReportParams(limit=10_000)
-versions = (from_dataset(DATASET, scope=SCOPE, policy_id=POLICY).decisions.select("policy_version").unique()
+versions = (from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY).decisions.select("policy_version").unique()
             .collect()["policy_version"].sort().to_list())
 by_version = pl.DataFrame([
-    {"policy_version": v, **{k: effectiveness_report(from_dataset(DATASET, scope=SCOPE, policy_id=POLICY, policy_version=v),
+    {"policy_version": v, **{k: effectiveness_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY, policy_version=v),
                                                       POLICY, params)[k] for k in ("effectiveness_score", "recommendation")}}
     for v in versions])
 by_version
@@ -90,7 +90,7 @@ print("review queue:", result["review_load"]["before"], "→", result["review_lo
 # %%
 diff = semantic_diff(current, draft)
 flipped = pl.DataFrame(result["flips"]["listed"])
-decisions = from_dataset(DATASET, scope=SCOPE, policy_id=POLICY).decisions
+decisions = from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY).decisions
 facts = (decisions.filter(pl.col("decision_id").is_in(flipped["decision_id"].to_list()))
          .select("decision_id", "policy_version", "facts_json").collect())
 current_version_rows = facts.filter(pl.col("policy_version") == current["version"])

@@ -143,7 +143,9 @@ class WorkbenchStore:
         """Export what is new in the ledger into the dataset (the `gate export` call);
         `progress(done, total)` is called as rows are written."""
         result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress)
-        return {"run": result.run, "new_rows": result.new_rows, "warnings": result.warnings}
+        added = sum(count if isinstance(count, int) else sum(count.values())  # facts: per rulebook
+                    for count in result.new_rows.values())
+        return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
 
     # ------------------------------------------------------------------ policy reports
 

@@ -77,8 +77,7 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
         try:
             outcome = await asyncio.to_thread(store.refresh_dataset, progress)
             session.describe_dataset()
-            added = sum(outcome["new_rows"].values())
-            pn.state.notifications.info(f"dataset refreshed: {added} new rows", duration=4000) \
+            pn.state.notifications.info(f"dataset refreshed: {outcome['added']} new rows", duration=4000) \
                 if pn.state.notifications else None
             session.overview.refresh()
             session.decisions.refresh()
