@@ -215,3 +215,18 @@ def test_the_migration_schema_is_published(client):
     response = client.get("/schemas/rulebook-migration-v1.schema.json")
     assert response.status_code == 200 and response.data == SCHEMA_FILE.read_bytes()
     assert client.get("/docs.json").json["schemas"]["rulebook_migration_v1"] == "/schemas/rulebook-migration-v1.schema.json"
+
+
+def test_facts_files_without_the_stored_outcome_are_joined_with_the_decisions(dataset, tmp_path):
+    """Facts files of an older writer (typed columns only) still replay exactly."""
+    import pyarrow.parquet as pq
+
+    root, decisions, outcomes = dataset
+    for path in (root / "facts").rglob("*.parquet"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(["facts_json", "created_at", "verdict", "application_verdict", "action",
+                                           "reason_code", "matched_rule_id"]), path)
+    result = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result
+    transitions, *_ = reference(decisions, outcomes, DRAFT)
+    assert {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]} == dict(transitions)
+    assert result.decisions_scalar == 1 and result.decisions_unreplayable == 2

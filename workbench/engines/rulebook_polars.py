@@ -269,14 +269,19 @@ def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRule
     )
 
 
+def _lookup(values: list, index: pl.Expr) -> pl.Expr:
+    """`values[index + 2]` per row (index -2 default, -1 needs_input, 0… the rules), null
+    where `index` is null. A gather from a literal column, which the streaming engine runs in
+    constant memory (a `replace_strict` mapping does not)."""
+    return pl.lit(pl.Series(values, dtype=pl.String)).gather(index - _DEFAULT_INDEX)
+
+
 def _outcome_column(compiled: CompiledPolarsRulebook, key: str, index: pl.Expr) -> pl.Expr:
-    mapping = {i: outcome[key] for i, outcome in enumerate(compiled.outcomes)}
-    mapping[_DEFAULT_INDEX] = compiled.default_outcome[key]
-    mapping[_NEEDS_INPUT_INDEX] = {
+    needs_input = {
         "decision": NEEDS_INPUT_DECISION, "verdict": NEEDS_INPUT_VERDICT,
         "action": NEEDS_INPUT_ACTION, "reason_code": NEEDS_INPUT_REASON,
     }[key]
-    return index.replace_strict(mapping, return_dtype=pl.String)
+    return _lookup([compiled.default_outcome[key], needs_input, *[o[key] for o in compiled.outcomes]], index)
 
 
 def with_fact_columns(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook) -> pl.LazyFrame:
@@ -306,7 +311,6 @@ def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule
               .otherwise(pl.lit(REPLAY_NONE)))
     frame = frame.with_columns(replay.alias("replay"), index.alias("_pick"))
     pick = pl.when(pl.col("replay") == REPLAY_VECTOR).then(pl.col("_pick"))
-    rule_ids = {i: rule_id for i, (rule_id, _) in enumerate(compiled.rules)}
     frame = frame.with_columns(
         pl.when(pick == _NEEDS_INPUT_INDEX).then(pl.lit(NEEDS_INPUT_STATUS))
         .when(pick.is_not_null()).then(pl.lit(STATUS_OK)).alias("status"),
@@ -314,7 +318,7 @@ def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule
         _outcome_column(compiled, "verdict", pick).alias("application_verdict"),
         _outcome_column(compiled, "action", pick).alias("action"),
         _outcome_column(compiled, "reason_code", pick).alias("reason_code"),
-        pick.replace_strict(rule_ids, default=None, return_dtype=pl.String).alias("matched_rule_id"),
+        _lookup([None, None, *[rule_id for rule_id, _ in compiled.rules]], pick).alias("matched_rule_id"),
     )
     frame = frame.drop("_pick")
     return frame if keep_rule_columns else frame.drop(rule_names)

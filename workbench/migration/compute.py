@@ -124,15 +124,20 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     flipped = evaluated.filter(flip).select(
         "decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason",
         "new_reason")
+    versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
+        pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
+    # Separate streaming passes on purpose: collecting them together shares the replay as a
+    # cached subplan, which holds the whole replayed history in memory.
+    fine, flipped, versions = (frame.collect(engine="streaming") for frame in (fine, flipped, versions))
+    # Outcomes only of the flipped decisions: the history's outcomes are never held in memory.
+    latest = latest_outcomes(history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode())))
+    latest = latest.collect(engine="streaming")
     classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-    flips_known = flipped.join(latest_outcomes(history.outcomes), on="decision_id", how="left").with_columns(
+    flips = flipped.join(latest, on="decision_id", how="left").with_columns(
         pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
         .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
         .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
         .alias("outcome_class")).select(FLIP_COLUMNS)
-    versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
-        pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
-    fine, flips, versions = pl.collect_all([fine, flips_known, versions], engine="streaming")
     if flips_path is not None:
         flips.write_parquet(flips_path)
     cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())

@@ -100,6 +100,24 @@ def _scan_table(root: Path, manifest: dict, table: str, schema: dict[str, pl.Dat
     return _scan(files, schema)
 
 
+def _facts_files(root: Path, manifest: dict, rulebook_id: str) -> list[str]:
+    """The rulebook's facts files: those the manifest lists (`facts.<id>.files`), else every
+    file under `facts/rulebook_id=<id>/`."""
+    entry = manifest.get("facts", {}).get(rulebook_id) if isinstance(manifest.get("facts"), dict) else None
+    files = entry.get("files") if isinstance(entry, dict) else None
+    if isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
+        return [str(root / f["path"]) for f in files]
+    folder = root / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}"
+    return [str(p) for p in sorted(folder.glob("**/*.parquet"))]
+
+
+def _carry_stored_outcome(files: list[str]) -> bool:
+    """Do all facts files repeat the decisions' stored outcome? (Files written before the facts
+    table carried it are read joined with the decisions instead.)"""
+    needed = {"facts_json", "created_at", *OLD_NAMES}
+    return all(needed <= set(pl.read_parquet_schema(path)) for path in files)
+
+
 def read_manifest(root: Path) -> tuple[dict, bytes]:
     path = root / MANIFEST
     try:
@@ -128,8 +146,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
                     "created_at": pl.Datetime("ms", "UTC"),
                     **{name: pl.String for name in OLD_NAMES}, **fc.path_schema(list(paths))}
-    facts_root = root / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}"
-    facts_files = [str(p) for p in sorted(facts_root.glob("**/*.parquet"))]
+    facts_files = _facts_files(root, manifest, rulebook_id)
     facts_hive = {"rulebook_id": pl.String, **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
@@ -141,7 +158,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
     counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
-    covered = counts[0].item() == counts[1].item()
+    covered = counts[0].item() == counts[1].item() and _carry_stored_outcome(facts_files)
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source)
 
 
