@@ -118,5 +118,5 @@ def add_demo_parser(sub, serve_demo) -> None:
     s.add_argument("--out", required=True, metavar="DIR", help="an empty or new location (path or URL)")
     s.add_argument("--decisions", type=int, required=True)
     s.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    s.add_argument("--chunk", type=int, default=250_000, help="decisions per generation chunk (bounds memory)")
+    s.add_argument("--chunk", type=int, default=100_000, help="decisions per generation chunk (bounds memory)")
     s.set_defaults(func=cmd_demo_synth)

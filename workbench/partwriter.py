@@ -26,8 +26,8 @@ import pyarrow.parquet as pq
 from workbench.dataset import Location, partition_dir
 from workbench.schema import TABLES
 
-GROUP_ROWS = 64_000
-BUFFER_ROWS = 256_000
+GROUP_ROWS = 32_000
+BUFFER_ROWS = 96_000
 FILE_ROWS = 4_000_000
 
 __all__ = ["PartitionedWriter", "part_name", "run_of"]

@@ -10,7 +10,7 @@ and receipt bodies are synthetic (random hex, minimal receipt JSON), nothing is 
 manifest says `"synthetic": true` so no one mistakes it for evidence. Facts, verdicts, matched
 rules, reason codes, receipt statuses and all timestamps follow the scenario, so engines and
 dry-runs measure on realistic data. Generation runs in time-ordered chunks (memory is bounded
-by one chunk, default 250,000 decisions) and is deterministic for a given size, chunk and seed.
+by one chunk, default 100,000 decisions) and is deterministic for a given size, chunk and seed.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from workbench.export import facts_table_name, ledger_head, new_manifest, record
 from workbench.partwriter import PartitionedWriter
 from workbench.schema import TABLES, TS
 
-CHUNK = 250_000
+CHUNK = 100_000
 FACT_PART_TYPES = {"t": pa.int8(), "b": pa.bool_(), "n": pa.float64(), "s": pa.string(), "j": pa.string(),
                    "e": pa.list_(pa.string())}
 MAX_DECISIONS = 1_000_000_000
