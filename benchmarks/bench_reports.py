@@ -313,8 +313,7 @@ def main() -> int:
     for kind, row in figures.items():
         ratios = [f"{row[e] / row['ours']:.2f}" if e in row else "-" for e in ("duckdb", "postgresql")]
         print(f"| {kind} | {row['ours']:.3f} s | {ratios[0]} | {ratios[1]} |")
-    print(f"calibration {calibrate:.3f} s (an idle 2-CPU machine: about 0.03 s); "
-          f"load average {os.getloadavg()}, {os.cpu_count()} CPUs")
+    print(f"calibration {calibrate:.3f} s; load average {os.getloadavg()}, {os.cpu_count()} CPUs")
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "reports.json").write_text(json.dumps({"decisions": args.decisions, "figures": figures,
                                                           "calibration_s": calibrate, "load": os.getloadavg()},

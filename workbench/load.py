@@ -62,8 +62,8 @@ def most_recent(decisions: pl.LazyFrame, limit: int | None) -> pl.LazyFrame:
 
 def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[str] | None,
            policy_id: str | None, policy_version: str | None, limit: int | None) -> Frames:
-    """Filter to some scopes / one policy / one version, keep each scope's `limit` most recent
-    decisions, and only the outcomes of those decisions."""
+    """Filter to some scopes / one policy / one version and keep each scope's `limit` most
+    recent decisions with only their outcomes (with no limit: the scopes' outcomes)."""
     if scopes is not None:
         decisions = decisions.filter(pl.col("scope").is_in(list(scopes)))
         outcomes = outcomes.filter(pl.col("scope").is_in(list(scopes)))
@@ -71,8 +71,12 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
         decisions = decisions.filter(pl.col("policy_id") == policy_id)
     if policy_version is not None:
         decisions = decisions.filter(pl.col("policy_version") == policy_version)
-    decisions = most_recent(decisions, limit)
-    outcomes = outcomes.join(decisions.select("decision_id"), on="decision_id", how="semi")
+    if limit is not None:
+        decisions = most_recent(decisions, limit)
+        outcomes = outcomes.join(decisions.select("decision_id"), on="decision_id", how="semi")
+    # Without a limit the outcomes stay those of the selected scopes: the engines join them to
+    # the decisions by decision_id, so records of other decisions never count, and skipping the
+    # semi-join saves a second pass over the decisions.
     return Frames(decisions, outcomes)
 
 
