@@ -38,3 +38,12 @@ def test_labels_of_the_reference():
     assert KINDS["benchmark"].version == "decision_benchmark_v1"
     assert KINDS["effectiveness"].hash_member == "effectiveness_hash"
     assert KINDS["benchmark"].hash_member == "benchmark_hash"
+
+
+def test_packet_sections_use_the_same_labels():
+    from gate.packets.common import INTELLIGENCE_SECTIONS
+
+    for section in INTELLIGENCE_SECTIONS.values():
+        spec = KINDS[section.kind]
+        assert (section.version_member, section.version, section.hash_member) == \
+            (spec.version_member, spec.version, spec.hash_member)
