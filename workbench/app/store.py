@@ -39,7 +39,14 @@ from workbench.export import export_ledger
 from workbench.engines.common import latest_outcomes
 from workbench.migration.run import dry_run, write_dry_run
 from workbench.load import Frames, from_dataset, scan_table
-from workbench.policy_reports import ReportParams, cohort_scopes, anomaly_report, benchmark_report, effectiveness_report
+from workbench.policy_reports import (
+    ReportParams,
+    anomaly_report,
+    benchmark_report,
+    cohort_scopes,
+    confidence_report,
+    effectiveness_report,
+)
 from workbench.timeseries import monthly
 
 DRAFT_PATH = "draft"
@@ -173,6 +180,7 @@ class WorkbenchStore:
         cohort = self._frames((scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)), policy_id, limit)
         return {
             "effectiveness": effectiveness_report(frames, policy_id, params),
+            "confidence": confidence_report(frames, policy_id, params),
             "anomalies": anomaly_report(frames, policy_id, params),
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }

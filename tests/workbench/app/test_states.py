@@ -16,7 +16,7 @@ from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.load import from_dataset
-from workbench.policy_reports import ReportParams, effectiveness_report
+from workbench.policy_reports import ReportParams, confidence_report, effectiveness_report
 
 RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
 
@@ -29,7 +29,10 @@ def test_overview_reports_are_the_api_reports(workbench_home):
                                                  limit=1000), "pricing_exception", ReportParams())
     assert state.reports["effectiveness"] == expected
     assert state.reports["effectiveness"]["effectiveness_hash"] == expected["effectiveness_hash"]
-    assert set(state.reports) >= {"effectiveness", "anomalies", "benchmarks"}
+    assert set(state.reports) == {"effectiveness", "confidence", "anomalies", "benchmarks"}
+    assert state.reports["confidence"] == confidence_report(
+        from_dataset(home / "dataset", scopes=["acme"], policy_id="pricing_exception", limit=1000),
+        "pricing_exception", ReportParams())
     series = state.series
     assert series["month"].to_list() == ["2026-01", "2026-02", "2026-03", "2026-04"]
     assert int(series["decisions"].sum()) == state.reports["effectiveness"]["sample"]["decisions_considered"]
