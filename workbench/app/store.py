@@ -108,10 +108,12 @@ class WorkbenchStore:
     connections and the services hold no per-request state."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
-                 clock: Clock | None = None) -> None:
+                 exports_dir: Path | None = None, clock: Clock | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
+        # Exported migration manifests and reports, one folder per export (kept for reviewers).
+        self.exports_dir = Path(exports_dir) if exports_dir else self.dataset_dir.parent / "migration-reports"
         self.clock = clock or SystemClock()
         self.service = DecisionService(ledger, signing, clock=self.clock)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)

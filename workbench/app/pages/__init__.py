@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 from pathlib import Path
 
 import panel as pn
@@ -58,7 +57,7 @@ class Session(param.Parameterized):
 
 def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
               export_root: Path | None = None) -> pn.viewable.Viewable:
-    export_root = export_root or Path(tempfile.mkdtemp(prefix="workbench-exports-"))
+    export_root = export_root or store.exports_dir
     session = Session(store, scopes, export_root)
     scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
