@@ -221,26 +221,19 @@ def build_parser() -> argparse.ArgumentParser:
     ksub.add_parser("signing-rotate", help="new active signing key; the old one stays as retired")
     keys.set_defaults(func=cmd_keys)
 
-    from gate_cli.export_cmd import add_export_parser
-    from gate_cli.verify_cmd import add_verify_parser
-
-    add_export_parser(sub)
-    add_verify_parser(sub)
-    from gate_cli.report_cmd import add_report_parser
-    from gate_cli.scopes_cmd import add_scopes_parser
-
-    add_report_parser(sub)
-    add_scopes_parser(sub)
-    from gate_cli.rulebook_cmd import add_rulebook_parser
-
-    add_rulebook_parser(sub)
-
+    # Each subcommand family lives in its own module and adds its own parser (imported here so
+    # `gate verify` and `gate rulebook` stay usable with only the core installed).
     from gate_cli.dry_run_cmd import add_dry_run_parser
-
-    add_dry_run_parser(sub)
+    from gate_cli.export_cmd import add_export_parser
+    from gate_cli.report_cmd import add_report_parser
+    from gate_cli.rulebook_cmd import add_rulebook_parser
+    from gate_cli.scopes_cmd import add_scopes_parser
+    from gate_cli.verify_cmd import add_verify_parser
     from gate_cli.workbench_cmd import add_workbench_parser
 
-    add_workbench_parser(sub)
+    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
+                add_rulebook_parser, add_dry_run_parser, add_workbench_parser):
+        add(sub)
     return parser
 
 
