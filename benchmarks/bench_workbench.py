@@ -69,7 +69,7 @@ def main() -> int:
 
     rows: list[dict] = []
     overview = OverviewState(store)
-    timed("overview: pick scope and policy (3 reports + monthly course)",
+    timed("overview: pick scope and policy (4 reports + monthly course)",
           lambda: overview.param.update(scope="demo", policy_id="refund_approval"), rows, 1.0)
     timed("overview: limit 100,000", lambda: setattr(overview, "limit", 100_000), rows, 1.0)
     decisions = DecisionsState(store)
