@@ -75,6 +75,18 @@ def _pages(ledger: Ledger, build, key_of) -> Iterator[list[dict[str, Any]]]:
             return
 
 
+def _keyset_pages(ledger: Ledger, base, keys: Sequence[Any], limit: int,
+                  after: Sequence[Any] | None) -> Iterator[list[dict[str, Any]]]:
+    """Pages of `base` in `keys` order, each starting after the previous page's last key (or
+    after `after` for the first)."""
+    def build(last):
+        start = last or after
+        query = base if start is None else base.where(_after(keys, start))
+        return query.order_by(*keys).limit(limit), limit
+
+    return _pages(ledger, build, lambda row: tuple(row[key.name] for key in keys))
+
+
 _DECISION_SELECT = [decisions.c[name] for name in DECISION_COLUMNS]
 
 
@@ -105,14 +117,7 @@ def iter_decisions(
     if created_before is not None:
         base = base.where(decisions.c.created_at < created_before)
 
-    def build(last):
-        query = base
-        start = last or after
-        if start is not None:
-            query = query.where(_after(keys, start))
-        return query.order_by(*keys).limit(limit), limit
-
-    return _pages(ledger, build, lambda row: (row["scope"], row["created_at"], row["decision_id"]))
+    return _keyset_pages(ledger, base, keys, limit, after)
 
 
 def iter_chain_decisions(
@@ -181,14 +186,7 @@ def iter_receipts(
     if reported_before is not None:
         base = base.where(table.c.reported_at < reported_before)
 
-    def build(last):
-        query = base
-        start = last or after
-        if start is not None:
-            query = query.where(_after(keys, start))
-        return query.order_by(*keys).limit(limit), limit
-
-    return _pages(ledger, build, lambda row: (row["scope"], row["reported_at"], row["receipt_id"]))
+    return _keyset_pages(ledger, base, keys, limit, after)
 
 
 def count_receipts(
