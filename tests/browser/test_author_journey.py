@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.conftest import Workbench, screenshot
-from tests.browser.test_workbench_pages import replace_draft, tab
+from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -38,13 +38,10 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     screenshot(page, "journey-1-overview-anomaly")
 
     # Authoring: start from the current version, restore the earlier rules under a new version.
-    tab(page, "Authoring")
-    page.get_by_label("Rulebook").select_option("refund_approval")
-    page.get_by_role("button", name="Load current version").click()
-    page.get_by_text("loaded refund_approval version 2026-08-01").wait_for()
     fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
     fix["version"] = "2026-12-01"
-    replace_draft(page, json.dumps(fix, indent=2))
+    draft_from_current(page, "refund_approval", json.dumps(fix, indent=2))
+    page.get_by_text("loaded refund_approval version 2026-08-01").wait_for()
     page.get_by_text("Valid Rulebook v1").wait_for()
     screenshot(page, "journey-2-authoring-fix")
 
