@@ -13,6 +13,17 @@ from workbench.app.pages.common import note
 from workbench.app.state.migration import MigrationState
 
 VERDICTS = ("yes", "no", "review")
+DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
+RULE_COLUMNS = ("old_rule", "new_rule", "rule_id")
+
+
+def table(rows) -> pd.DataFrame:
+    """Result rows as a frame, a null rule id shown as the default outcome it stands for."""
+    frame = pd.DataFrame(rows)
+    for column in RULE_COLUMNS:
+        if column in frame:
+            frame[column] = frame[column].fillna(DEFAULT_RULE)
+    return frame
 
 
 def transition_matrix(result) -> pd.DataFrame:
@@ -37,17 +48,17 @@ def _result_view(result) -> pn.viewable.Viewable:
         f"Review queue: {review['before']} → {review['after']} ({review['delta']:+d}) · "
         f"rules that never fired in history: {', '.join(result['rules_never_fired_in_history']) or 'none'}"
     )
-    flips = pd.DataFrame(result["flips"]["listed"])
+    flips = table(result["flips"]["listed"])
     return pn.Column(
         pn.pane.Markdown(summary, css_classes=["dry-run-summary"], sizing_mode="stretch_width"),
         pn.Row(
             pn.Column("#### Verdict transitions", pn.pane.DataFrame(transition_matrix(result), css_classes=["transition-matrix"])),
             pn.Column("#### Old rule → draft rule",
-                      pn.widgets.Tabulator(pd.DataFrame(result["rule_transitions"]), disabled=True,
+                      pn.widgets.Tabulator(table(result["rule_transitions"]), disabled=True,
                                            show_index=False, height=240, width=560)),
         ),
         pn.Row(
-            pn.Column("#### Drift by rule", pn.widgets.Tabulator(pd.DataFrame(result["drift_by_rule"]),
+            pn.Column("#### Drift by rule", pn.widgets.Tabulator(table(result["drift_by_rule"]),
                                                                    disabled=True, show_index=False, height=220, width=420)),
             pn.Column("#### Drift by reason code", pn.widgets.Tabulator(pd.DataFrame(result["drift_by_reason"]),
                                                                           disabled=True, show_index=False, height=220, width=420)),
