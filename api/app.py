@@ -64,6 +64,9 @@ def create_app(
 
     for module in (decide, decisions, lifecycle, chains, packets, registries, reports, meta):
         app.register_blueprint(module.bp)
+    from api.routes import policychecks  # issue 11: policy checks (MCP, REST twins, sources)
+
+    policychecks.init_app(app)
 
     @app.before_request
     def _refuse_control_characters():
