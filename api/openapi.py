@@ -59,6 +59,7 @@ class Endpoint:
     response_headers: tuple[str, ...] = ()
     request_headers: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default_factory=tuple)
+    error_schema: str = "ErrorBody"  # JsonRpcError on the MCP endpoints
 
 
 AUTH_ERRORS = ("SVC_API_UNAUTHORIZED",)
@@ -88,10 +89,11 @@ POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
         False, {200: "JSON-RPC response", 202: "notification or response accepted (no body)",
                 400: "parse error or invalid request (JSON-RPC error body)", 413: "body over 64 KiB",
                 415: MEDIA, 429: "rate limited (−32000)", 503: "rate limiter unavailable (−32603)"},
-        response_headers=RATE_HEADERS, tags=("policy-checks",))
+        request_body="JsonRpcMessage", response_headers=RATE_HEADERS, tags=("policy-checks",),
+        error_schema="JsonRpcError")
       for path in _MCP_PATHS],
     *[Endpoint(method, path, "Not served: answers 405 with `Allow: POST` and a JSON-RPC error (−32000).", False,
-               {405: "method not allowed (JSON-RPC error body)"}, tags=("policy-checks",))
+               {405: "method not allowed (JSON-RPC error body)"}, tags=("policy-checks",), error_schema="JsonRpcError")
       for path in _MCP_PATHS for method in ("get", "put", "patch", "delete")],
     *[Endpoint(
         "post", path, f"REST twin of the `{tool}` MCP tool: the body is its arguments, the answer its "
@@ -385,6 +387,26 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"packet": {"type": "object"}, "input": {"type": "object"}},
         "additionalProperties": False,
     },
+    "JsonRpcMessage": {
+        "type": "object",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer"], "description": "absent for a notification (answered 202)"},
+            "method": {"enum": ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]},
+            "params": {"type": "object"},
+        },
+    },
+    "JsonRpcError": {
+        "type": "object",
+        "required": ["jsonrpc", "id", "error"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer", "null"]},
+            "error": {"type": "object", "required": ["code", "message"],
+                      "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}},
+        },
+    },
     "PolicyCheckArguments": {
         "type": "object",
         "required": ["vendor"],
@@ -455,7 +477,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         if status >= 400:
             codes = [code for code in errors if ERROR_TABLE[code][0] == status
                      or (status == 403 and code.endswith("_UNAUTHORIZED"))]
-            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+            response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
             if codes:
                 response["x-error-codes"] = codes
         if status in (200, 201) and endpoint.response_headers:
