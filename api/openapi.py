@@ -534,7 +534,8 @@ def docs_document() -> dict[str, Any]:
             for e in ENDPOINTS
         ],
         "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
-                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json"},
+                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
+                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json"},
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {
@@ -556,6 +557,9 @@ def docs_document() -> dict[str, Any]:
             "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
             "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
                           "is read as JSON); anything else is 415",
+            "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
+                             "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
+                             "(docs/policy-checks.md)",
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
         },
