@@ -61,7 +61,7 @@ def test_each_workflow_runs_its_check(client, workflow, body, policy_class, acti
         assert response.json["ticket_annotations"]["priority"] == "high"
 
 
-def test_a_replay_answers_identical_bytes_with_a_replay_header(app):
+def test_a_replay_answers_identical_bytes_with_a_replay_header(backend, app):
     client = app.test_client()
     first = post(client)
     second = post(client)
@@ -80,7 +80,7 @@ def test_the_default_key_is_per_ticket_workflow_and_ticketing_system(app):
     assert len(ids) == 4 and runs(app) == 4
 
 
-def test_another_body_under_the_same_key_is_409_and_changes_nothing(app):
+def test_another_body_under_the_same_key_is_409_and_changes_nothing(backend, app):
     client = app.test_client()
     first = post(client)
     conflict = post(client, body={**WORKFLOW_BODY, "days_since_purchase": 30})
@@ -108,7 +108,7 @@ def test_bad_idempotency_keys_are_400(app, headers):
     assert runs(app) == 0
 
 
-def test_concurrent_first_requests_answer_one_stored_result(app):
+def test_concurrent_first_requests_answer_one_stored_result(backend, app):
     client_results = []
 
     def run():
