@@ -64,6 +64,10 @@ def create_app(
 
     for module in (decide, decisions, lifecycle, chains, packets, registries, reports, meta):
         app.register_blueprint(module.bp)
+    from api.routes import policychecks, workflows  # issue 11: policy checks, workflow routes
+
+    policychecks.init_app(app)
+    app.register_blueprint(workflows.bp)
 
     @app.before_request
     def _refuse_control_characters():

@@ -85,6 +85,11 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "LEDGER_UNAVAILABLE": (503, "unavailable"),
     "RATE_LIMITER_UNAVAILABLE": (503, "unavailable"),
     "INTERNAL_ERROR": (500, "internal_error"),
+    # Policy checks and workflow routes (issue 11, docs/policy-checks.md): advisory, never a verdict.
+    "POLICY_CHECK_UNDECIDED": (500, "policy_check_undecided"),
+    "WORKFLOW_UNSUPPORTED": (400, "workflow_unsupported"),
+    "WORKFLOW_UNAUTHORIZED": (401, "unauthorized"),
+    "WORKFLOW_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
 }
 
 

@@ -39,6 +39,11 @@ REQUEST_HEADERS = {
     "Prefer": "`return=minimal|standard|full` chooses the response view.",
     "x-decision-response-view": "`minimal`, `standard` or `full` (400 when anything else).",
 }
+WORKFLOW_REQUEST_HEADERS = {
+    "Idempotency-Key": "Workflow routes: overrides the default per-ticket key (1–300 visible ASCII characters).",
+    "x-idempotency-key": "Workflow routes: same as Idempotency-Key (both may be sent only with one value).",
+    "Authorization": "Workflow routes: `Bearer <GATE_WORKFLOW_TOKEN>` when that setting is configured.",
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Endpoint:
     response_headers: tuple[str, ...] = ()
     request_headers: tuple[str, ...] = ()
     tags: tuple[str, ...] = field(default_factory=tuple)
+    error_schema: str = "ErrorBody"  # JsonRpcError on the MCP endpoints
 
 
 AUTH_ERRORS = ("SVC_API_UNAUTHORIZED",)
@@ -67,6 +73,54 @@ SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUES
 SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO_LARGE",
                  "EXPECTATION_FAILED", "TRANSFER_CODING_UNSUPPORTED")
 MEDIA = "body not sent as application/json (or +json) in UTF-8"
+
+# Issue 11: policy checks (MCP JSON-RPC, REST twins, sources) and workflow routes (docs/policy-checks.md).
+_MCP_PATHS = ("/api/mcp", "/refund/api/mcp", "/cancel/api/mcp", "/return/api/mcp", "/trial/api/mcp")
+_CHECK_TWINS = (("/api/v1/refund/eligibility", "refund_eligibility"), ("/api/v1/cancel/penalty", "cancellation_penalty"),
+                ("/api/v1/return/eligibility", "return_eligibility"), ("/api/v1/trial/terms", "trial_terms"))
+_CHECK_ERRORS = BODY_ERRORS + ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE", "POLICY_CHECK_UNDECIDED")
+POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
+    *[Endpoint(
+        "post", path,
+        ("MCP JSON-RPC 2.0 (protocol 2025-11-25 or 2024-11-05): initialize, ping, notifications (202), tools/list, "
+         "tools/call → {content, structuredContent, isError}. " + ("All four policy-check tools." if path == "/api/mcp"
+         else "One service's tool ({…_url}/api/mcp).") + " JSON-RPC errors −32700/−32600 (HTTP 400), −32601, −32602, "
+         "−32603 (HTTP 200), −32000 rate limited (HTTP 429). Batches are refused (−32600). Advisory only."),
+        False, {200: "JSON-RPC response", 202: "notification or response accepted (no body)",
+                400: "parse error or invalid request (JSON-RPC error body)", 413: "body over 64 KiB",
+                415: MEDIA, 429: "rate limited (−32000)", 503: "rate limiter unavailable (−32603)"},
+        request_body="JsonRpcMessage", response_headers=RATE_HEADERS, tags=("policy-checks",),
+        error_schema="JsonRpcError")
+      for path in _MCP_PATHS],
+    *[Endpoint(method, path, "Not served: answers 405 with `Allow: POST` and a JSON-RPC error (−32000).", False,
+               {405: "method not allowed (JSON-RPC error body)"}, tags=("policy-checks",), error_schema="JsonRpcError")
+      for path in _MCP_PATHS for method in ("get", "put", "patch", "delete")],
+    *[Endpoint(
+        "post", path, f"REST twin of the `{tool}` MCP tool: the body is its arguments, the answer its "
+        "structuredContent (same engine, same result). Advisory only (production_verdict false).",
+        False, {200: "check result", 400: "bad arguments or body", 413: "body over 64 KiB", 415: MEDIA,
+                429: "rate limited per client", 500: "the rulebook reached no verdict", 503: "rate limiter unavailable"},
+        errors=_CHECK_ERRORS, request_body="PolicyCheckArguments", response_headers=RATE_HEADERS,
+        tags=("policy-checks",))
+      for path, tool in _CHECK_TWINS],
+    Endpoint("get", "/rules/policy-sources.json", "Vendor policy table sources: every row's source URL, notes, "
+             "last-verified date and source hash, with table and rulebook versions.", False, {200: "policy sources"},
+             tags=("policy-checks",)),
+    Endpoint(
+        "post", "/api/v1/workflows/{ticketing_system}/{workflow}",
+        "Helpdesk workflow (`workflow` = refund|cancel|return|trial): runs the policy check and answers request_id, "
+        "action, policy_class and ticket_annotations. Advisory only. Idempotent per ticket (default key "
+        "`<workflow>:<ticket_id>` within the ticketing system; `Idempotency-Key` overrides); a replay answers the "
+        "same bytes with `x-idempotency-status: replayed`. Bearer token only when GATE_WORKFLOW_TOKEN is set.",
+        False, {200: "workflow result (created or replayed)", 400: "missing or bad field, unsupported ticketing "
+                "system or workflow", 401: "bearer token required", 409: "idempotency key holds another request",
+                413: "body over 64 KiB", 415: MEDIA, 429: "rate limited per client",
+                500: "the rulebook reached no verdict", 503: "ledger or rate limiter unavailable"},
+        errors=_CHECK_ERRORS + ("WORKFLOW_UNSUPPORTED", "WORKFLOW_UNAUTHORIZED", "WORKFLOW_IDEMPOTENCY_CONFLICT",
+                                "LEDGER_UNAVAILABLE"),
+        request_body="WorkflowRequest", response_headers=RATE_HEADERS + ("x-idempotency-status", "x-request-id"),
+        request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)),
+)
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
@@ -263,6 +317,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("get", "/openapi.json", "This OpenAPI 3.1 document.", False, {200: "OpenAPI"}, tags=("contract",)),
     Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
              tags=("contract",)),
+    *POLICYCHECK_ENDPOINTS,
 )
 
 def _receipt_request(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -332,6 +387,43 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"packet": {"type": "object"}, "input": {"type": "object"}},
         "additionalProperties": False,
     },
+    "JsonRpcMessage": {
+        "type": "object",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer"], "description": "absent for a notification (answered 202)"},
+            "method": {"enum": ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]},
+            "params": {"type": "object"},
+        },
+    },
+    "JsonRpcError": {
+        "type": "object",
+        "required": ["jsonrpc", "id", "error"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer", "null"]},
+            "error": {"type": "object", "required": ["code", "message"],
+                      "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}},
+        },
+    },
+    "PolicyCheckArguments": {
+        "type": "object",
+        "required": ["vendor"],
+        "properties": {"vendor": {"type": "string"}, "region": {"type": "string", "default": "US"},
+                       "plan": {"type": "string"},
+                       "days_since_purchase": {"type": "number", "description": "refund and return checks only"}},
+        "additionalProperties": False,
+    },
+    "WorkflowRequest": {
+        "type": "object",
+        "required": ["vendor", "ticket_id"],
+        "properties": {"vendor": {"type": "string"}, "region": {"type": "string", "default": "US"},
+                       "plan": {"type": "string"},
+                       "days_since_purchase": {"type": "number", "description": "required for refund and return"},
+                       "ticket_id": {"type": ["string", "integer"]}},
+        "additionalProperties": False,
+    },
     "RecordVerificationRequest": {
         "type": "object",
         "properties": {
@@ -356,7 +448,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         operation["security"] = []
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-        for name in ("decision_id", "chain_id", "policy_id", "name") if "{" + name + "}" in endpoint.path
+        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow") if "{" + name + "}" in endpoint.path
     ]
     parameters += [
         {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": text}
@@ -364,7 +456,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     ]
     parameters += [
         {"name": name, "in": "header", "required": False, "schema": {"type": "string"},
-         "description": REQUEST_HEADERS[name]}
+         "description": (REQUEST_HEADERS if name in REQUEST_HEADERS else WORKFLOW_REQUEST_HEADERS)[name]}
         for name in endpoint.request_headers
     ]
     if parameters:
@@ -385,7 +477,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         if status >= 400:
             codes = [code for code in errors if ERROR_TABLE[code][0] == status
                      or (status == 403 and code.endswith("_UNAUTHORIZED"))]
-            response["content"] = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+            response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
             if codes:
                 response["x-error-codes"] = codes
         if status in (200, 201) and endpoint.response_headers:
@@ -442,7 +534,8 @@ def docs_document() -> dict[str, Any]:
             for e in ENDPOINTS
         ],
         "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
-                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json"},
+                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
+                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json"},
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {
@@ -464,6 +557,9 @@ def docs_document() -> dict[str, Any]:
             "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
             "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
                           "is read as JSON); anything else is 415",
+            "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
+                             "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
+                             "(docs/policy-checks.md)",
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
         },

@@ -40,6 +40,9 @@ class Settings:
     auto_migrate: bool = True
     request_read_timeout: float = 10.0
     decide_confidence: bool = True
+    # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
+    policycheck_rate_limit: int = 600
+    workflow_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -74,6 +77,7 @@ class Settings:
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
             request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
+            **_policycheck_settings(env),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -102,3 +106,17 @@ def _seconds(value: str, name: str) -> float:
 def _default_policy_dir() -> Path | None:
     candidate = Path(__file__).resolve().parent.parent / "data" / "rulebooks"
     return candidate if candidate.is_dir() else None
+
+
+def _policycheck_settings(env: Mapping[str, str]) -> dict:
+    """`GATE_POLICYCHECK_RATE_LIMIT` (requests per client per minute) and `GATE_WORKFLOW_TOKEN`."""
+    try:
+        limit = int(env.get("GATE_POLICYCHECK_RATE_LIMIT", "600"))
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 1_000_000:
+        raise SettingsError("GATE_POLICYCHECK_RATE_LIMIT must be a whole number of requests from 1 to 1000000")
+    token = env.get("GATE_WORKFLOW_TOKEN") or None
+    if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
+        raise SettingsError("GATE_WORKFLOW_TOKEN must be at least 16 visible ASCII characters")
+    return {"policycheck_rate_limit": limit, "workflow_token": token}

@@ -104,6 +104,25 @@ for _path, _prefix in LIFECYCLE.items():
     CASES[f"{_prefix}_RECORD_MISMATCH"] = lambda c, p=_path: _lifecycle(c, p, extra={"decision_record_hash": "e" * 64})
     CASES[f"{_prefix}_UNAVAILABLE"] = lambda c, p=_path: _lifecycle_broken(c, p)
 
+# Issue 11 (w11a): policy checks and workflow routes (tests/policychecks/ covers them in depth).
+CASES.update({
+    "POLICY_CHECK_UNDECIDED": lambda c: _policycheck_undecided(c),
+    "WORKFLOW_UNSUPPORTED": lambda c: c.client.post("/api/v1/workflows/fax/refund", json={}),
+    "WORKFLOW_UNAUTHORIZED": lambda c: c.make_app({"GATE_WORKFLOW_TOKEN": "t" * 32}).test_client().post(
+        "/api/v1/workflows/zendesk/refund", json={}),
+    "WORKFLOW_IDEMPOTENCY_CONFLICT": lambda c: [
+        c.client.post("/api/v1/workflows/zendesk/trial", json={"vendor": "canva", "ticket_id": "9"}),
+        c.client.post("/api/v1/workflows/zendesk/trial", json={"vendor": "zoom", "ticket_id": "9"})][1],
+})
+
+
+def _policycheck_undecided(c):
+    from tests.policychecks.support import install, undecided_service
+
+    app = c.make_app()
+    install(app, undecided_service(c.request.getfixturevalue("tmp_path")))
+    return app.test_client().post("/api/v1/refund/eligibility", json={"vendor": "adobe", "days_since_purchase": 1})
+
 # Extra members each body must carry (beyond c, v, error, message).
 DETAILS = {
     "SVC_API_RATE_LIMITED": {"retry_after"},

@@ -234,3 +234,18 @@ outcome_latest = Table(
     Column("receipt_id", String(64), nullable=False),
     Column("effect", String(16), nullable=False),  # success | failure | excluded | open | '' (none yet)
 )
+
+# Workflow route results (api/routes/workflows.py): advisory, never decisions. One row per
+# (ticketing system, idempotency key); a replay answers `response_json` byte for byte.
+workflow_runs = Table(
+    "workflow_runs",
+    metadata,
+    Column("ticketing_system", String(40), primary_key=True),
+    Column("idempotency_key", String(300), primary_key=True),
+    Column("request_id", String(64), nullable=False, unique=True),
+    Column("workflow", String(16), nullable=False),
+    Column("ticket_id", String(200), nullable=False),
+    Column("input_hash", String(64), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("response_json", Text, nullable=False),
+)

@@ -1,0 +1,233 @@
+"""MCP (Model Context Protocol) tools over JSON-RPC 2.0: the policy-check services' protocol layer.
+
+`McpEndpoint(checks, tools, name).handle(message) -> (http_status, body | None)` answers one
+parsed JSON-RPC message; the HTTP route (`api.routes.policychecks`) reads and bounds the body,
+applies the per-client rate limit and writes the answer. Reference facts §7 is the contract:
+
+- `initialize` negotiates the protocol version: the client's when it is one of
+  `PROTOCOL_VERSIONS` (`2025-11-25`, `2024-11-05`), else the newest; `ping` answers `{}`.
+- Notifications (no `id`), `notifications/initialized` among them, and JSON-RPC responses sent
+  by a client are accepted with HTTP 202 and no body.
+- `tools/list` gives each tool's input and output JSON Schemas and read-only annotations.
+- `tools/call` answers `{content: [{type: "text", text}], structuredContent, isError}`.
+- Errors: −32700 parse error and −32600 invalid request (HTTP 400), −32601 method not found,
+  −32602 invalid params (unknown tool, bad arguments, with `data.errors`), −32603 internal error
+  (HTTP 200, JSON-RPC errors of a well-formed request), −32000 rate limited (HTTP 429).
+- Batches (a JSON array) are refused with one −32600: the handshake-era protocol revisions
+  negotiated here (2025-11-25) define no batching. Documented in docs/policy-checks.md.
+
+SECURITY: every refusal is a JSON-RPC error object, never a `result`, so no client can read a
+refused, malformed or rate-limited call as a verdict; `isError: true` marks a check that ran
+but reached no verdict (its rulebook gave none), and it carries no `structuredContent`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from api.jsonio import dumps
+from gate.policychecks.checks import ArgumentsInvalid, CheckFailed, CheckSpec, PolicyCheckService
+
+log = logging.getLogger("gate.api.mcp")
+
+PROTOCOL_VERSIONS = ("2025-11-25", "2024-11-05")  # newest first
+LATEST_PROTOCOL_VERSION = PROTOCOL_VERSIONS[0]
+SERVER_VERSION = "1.0.0"
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RATE_LIMITED = -32000  # implementation-defined server error range; HTTP 429
+METHOD_NOT_ALLOWED = -32000  # HTTP 405 for GET and other non-POST methods (HTTP status disambiguates)
+
+JSONRPC_ERRORS = {
+    PARSE_ERROR: "Parse error",
+    INVALID_REQUEST: "Invalid Request",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid params",
+    INTERNAL_ERROR: "Internal error",
+    RATE_LIMITED: "Rate limit exceeded (or, with HTTP 405, method not allowed)",
+}
+
+
+def error_message(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _valid_id(value: Any) -> bool:
+    # MCP: a request id is a string or an integer, never null.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class McpEndpoint:
+    """One MCP server: a name and the tools it exposes (one service, or all four)."""
+
+    def __init__(self, checks: PolicyCheckService, tools: tuple[str, ...], name: str, title: str) -> None:
+        self.checks = checks
+        self.tools = tools
+        self.name = name
+        self.title = title
+        self._tool_list = [tool_definition(checks, checks.spec_for_tool(tool)) for tool in tools]
+
+    def handle(self, message: Any) -> tuple[int, dict[str, Any] | list | None]:
+        """(HTTP status, JSON body or None for 202) for one parsed JSON-RPC message."""
+        if isinstance(message, list):
+            return 400, error_message(INVALID_REQUEST, "batch requests are not supported; send one JSON-RPC "
+                                      "message per POST")
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return 400, error_message(INVALID_REQUEST, 'a JSON-RPC 2.0 message object with "jsonrpc": "2.0" is '
+                                      "required")
+        has_id = "id" in message
+        request_id = message.get("id")
+        if "method" not in message:
+            if has_id and ("result" in message or "error" in message):
+                return 202, None  # a client's response (to no request of ours): accepted, ignored
+            return 400, error_message(INVALID_REQUEST, "method is required",
+                                      request_id if _valid_id(request_id) else None)
+        method = message["method"]
+        params = message.get("params")
+        if has_id and not _valid_id(request_id):
+            return 400, error_message(INVALID_REQUEST, "id must be a string or an integer")
+        if not isinstance(method, str) or not method:
+            return 400, error_message(INVALID_REQUEST, "method must be a non-empty string",
+                                      request_id if has_id else None)
+        if params is not None and not isinstance(params, dict):
+            return 400, error_message(INVALID_REQUEST, "params must be an object", request_id if has_id else None)
+        if not has_id:
+            return 202, None  # notifications (notifications/initialized, cancelled, …) get no answer
+        params = params or {}
+        try:
+            if method == "initialize":
+                return 200, self._result(request_id, self._initialize(params))
+            if method == "ping":
+                return 200, self._result(request_id, {})
+            if method == "tools/list":
+                return 200, self._result(request_id, {"tools": self._tool_list})
+            if method == "tools/call":
+                return 200, self._call(request_id, params)
+        except _InvalidParams as invalid:
+            return 200, error_message(INVALID_PARAMS, invalid.message, request_id, invalid.data)
+        except Exception:  # SECURITY: a crash is an error object, never a result
+            log.exception("MCP %s failed on %s", method, self.name)
+            return 200, error_message(INTERNAL_ERROR, "internal error; no verdict was given", request_id)
+        return 200, error_message(METHOD_NOT_FOUND, f"method not found: {method[:100]}", request_id)
+
+    @staticmethod
+    def _result(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise _InvalidParams("initialize needs params.protocolVersion (a string)")
+        version = requested if requested in PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self.name, "title": self.title, "version": SERVER_VERSION},
+            "instructions": (
+                "Read-only policy checks over illustrative vendor policy tables, each decided by a Rulebook v1. "
+                "Results are advisory (production_verdict false); UNKNOWN means check the vendor's terms manually."
+            ),
+        }
+
+    def _call(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str) or name not in self.tools:
+            raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
+        arguments = params.get("arguments")
+        try:
+            structured = self.checks.check(name, arguments)
+        except ArgumentsInvalid as invalid:
+            raise _InvalidParams(f"invalid arguments for {name}: {invalid}", {"errors": invalid.errors}) from invalid
+        except CheckFailed as failed:
+            # The tool ran but reached no verdict: a tool error the model can see, never a verdict.
+            return self._result(request_id, {"content": [{"type": "text", "text": f"no verdict: {failed}"}],
+                                             "isError": True})
+        return self._result(request_id, {
+            "content": [{"type": "text", "text": dumps(structured)}],
+            "structuredContent": structured,
+            "isError": False,
+        })
+
+
+class _InvalidParams(Exception):
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+# ---------------------------------------------------------------------------- tool schemas
+
+def input_schema(spec: CheckSpec) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "vendor": {"type": "string", "minLength": 1, "maxLength": 100,
+                   "description": "Vendor name or id, e.g. \"Adobe\" or \"best-buy\" (case and spacing ignored)."},
+        "region": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US",
+                   "description": "Two-letter region code; only US terms are covered (others answer UNKNOWN)."},
+        "plan": {"type": "string", "minLength": 1, "maxLength": 64,
+                 "description": "Plan name, e.g. \"annual\"; omitted means the vendor's any-plan row."},
+    }
+    required = ["vendor"]
+    if spec.uses_days:
+        properties["days_since_purchase"] = {"type": "number", "minimum": 0, "maximum": 36500,
+                                             "description": "Whole or fractional days since the purchase."}
+        required.append("days_since_purchase")
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_NULLABLE_STRING = {"type": ["string", "null"]}
+
+
+def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]:
+    """The JSON Schema of `structuredContent` (clients such as the MCP SDK validate against it)."""
+    source = {
+        "type": "object",
+        "required": ["vendor", "region", "plan", "source_url", "notes", "last_verified", "source_hash"],
+        "properties": {name: {"type": "string"} for name in
+                       ("vendor", "region", "plan", "source_url", "notes", "last_verified", "source_hash")},
+    }
+    strings = ("tool", "service", "code", "action", "message", "vendor", "rulebook_id", "rules_version",
+               "rulebook_hash", "policy_version", "policy_table_hash", "evaluated_at")
+    properties: dict[str, Any] = {name: {"type": "string"} for name in strings}
+    properties.update({
+        "verdict": {"type": "string", "enum": list(checks.verdicts(spec.tool))},
+        "decision": {"type": "string", "enum": ["yes", "no", "review"]},
+        "vendor_name": _NULLABLE_STRING,
+        "inputs": {"type": "object"},
+        "terms": {"type": ["object", "null"]},
+        "sources": {"type": "array", "items": source},
+        "illustrative": {"type": "boolean"},
+        "production_verdict": {"const": False},
+        "rulebook_result": {
+            "type": "object",
+            "required": ["status", "decision", "application_verdict", "action", "reason_code", "matched_rule_id",
+                         "evaluation"],
+            "properties": {
+                "status": {"type": "string"}, "decision": {"type": "string"},
+                "application_verdict": {"type": "string"}, "action": {"type": "string"},
+                "reason_code": {"type": "string"}, "matched_rule_id": _NULLABLE_STRING,
+                "evaluation": {"type": "object"},
+            },
+        },
+    })
+    return {"type": "object", "properties": properties, "required": sorted(properties)}
+
+
+def tool_definition(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]:
+    return {
+        "name": spec.tool,
+        "title": spec.title,
+        "description": spec.description + " Advisory: never a production verdict.",
+        "inputSchema": input_schema(spec),
+        "outputSchema": output_schema(checks, spec),
+        "annotations": {"title": spec.title, "readOnlyHint": True, "destructiveHint": False,
+                        "idempotentHint": True, "openWorldHint": False},
+    }

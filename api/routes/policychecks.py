@@ -1,0 +1,179 @@
+"""Policy-check services over HTTP: MCP endpoints, REST twins and `/rules/policy-sources.json`.
+
+- `POST /api/mcp`: one MCP server exposing all four tools (the combined endpoint).
+- `POST /refund/api/mcp`, `/cancel/api/mcp`, `/return/api/mcp`, `/trial/api/mcp`: one MCP
+  server per service, so `{refund_url}` … of the spec can each be this gate under a path prefix
+  (or a host whose proxy maps `/api/mcp` to the prefixed path).
+- `POST /api/v1/refund/eligibility`, `/api/v1/cancel/penalty`, `/api/v1/return/eligibility`,
+  `/api/v1/trial/terms`: the same checks as plain JSON (body = the tool's arguments; answer =
+  the tool's `structuredContent`).
+- `GET /rules/policy-sources.json`: every vendor row's citation, table and rulebook versions.
+
+All are public and rate-limited per client address (`GATE_POLICYCHECK_RATE_LIMIT` per minute,
+shared with the workflow routes' own window name): the limit is taken before the body is read,
+and bodies are bounded (`MAX_BODY_BYTES`, `MAX_DEPTH`). SECURITY: a refused call answers an
+error object (JSON-RPC error or the gate's error body), never a verdict.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Flask, Response, current_app, request
+
+from api.errors import error_response, json_response
+from api.jsonio import dumps, read_json
+from api.limits import RateState
+from api.mcp import (
+    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_ALLOWED, PARSE_ERROR, PROTOCOL_VERSIONS, RATE_LIMITED,
+    McpEndpoint, error_message,
+)
+from api.runtime import runtime
+from gate.errors import GateError
+from gate.policychecks.checks import CHECKS, ArgumentsInvalid, CheckFailed, PolicyCheckService
+
+MAX_BODY_BYTES = 65_536
+MAX_DEPTH = 32
+MCP_PREFIXES = {"refund": "/refund", "cancellation": "/cancel", "return": "/return", "trial": "/trial"}
+_NOT_POST = ["GET", "PUT", "PATCH", "DELETE"]
+
+bp = Blueprint("policychecks", __name__)
+
+
+def checks() -> PolicyCheckService:
+    return current_app.extensions["policychecks"]
+
+
+def client_key(kind: str) -> str:
+    """The rate-limit key of the calling client: its address (documented; behind a proxy, the proxy's)."""
+    return f"{kind}:{request.remote_addr or 'unknown'}"
+
+
+def hit_client_limit(kind: str) -> RateState:
+    """Count this request in the client's window; GateError (503) when the limiter is unavailable."""
+    rt = runtime()
+    return rt.limiter.hit(client_key(kind), rt.settings.policycheck_rate_limit, rt.now_ms())
+
+
+# ---------------------------------------------------------------------------- MCP
+
+def _jsonrpc(status: int, body, headers: dict[str, str] | None = None) -> Response:
+    if body is None:
+        response = Response(status=status)
+    else:
+        response = Response(dumps(body), status=status, mimetype="application/json")
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
+_BODY_ERRORS = {"REQUEST_TOO_LARGE": 413, "UNSUPPORTED_MEDIA_TYPE": 415, "REQUEST_TIMEOUT": 408}
+
+
+def _serve_mcp(endpoint: McpEndpoint) -> Response:
+    if request.method != "POST":
+        # MCP streamable HTTP: a server without a server-to-client stream answers GET with 405.
+        return _jsonrpc(405, error_message(METHOD_NOT_ALLOWED, "Method not allowed: send JSON-RPC messages with POST"),
+                        {"Allow": "POST"})
+    try:
+        rate = hit_client_limit("policycheck")
+    except GateError as error:
+        return _jsonrpc(503, error_message(INTERNAL_ERROR, error.message))
+    headers = rate.headers()
+    if not rate.allowed:
+        return _jsonrpc(429, error_message(RATE_LIMITED, f"rate limit of {rate.limit} requests per minute exceeded",
+                                           data={"retry_after": rate.retry_after}), headers)
+    try:
+        message = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
+    except GateError as error:
+        if error.code in _BODY_ERRORS:
+            return _jsonrpc(_BODY_ERRORS[error.code], error_message(INVALID_REQUEST, error.message), headers)
+        return _jsonrpc(400, error_message(PARSE_ERROR, f"Parse error: {error.message}"), headers)
+    version = request.headers.get("MCP-Protocol-Version")
+    if (version is not None and version.strip() not in PROTOCOL_VERSIONS
+            and not (isinstance(message, dict) and message.get("method") == "initialize")):
+        return _jsonrpc(400, error_message(INVALID_REQUEST, f"unsupported MCP-Protocol-Version {version[:40]!r}",
+                                           data={"supported": list(PROTOCOL_VERSIONS)}), headers)
+    status, body = endpoint.handle(message)
+    return _jsonrpc(status, body, headers)
+
+
+def _mcp_blueprint(name: str, prefix: str | None, endpoint_factory) -> Blueprint:
+    blueprint = Blueprint(name, __name__, url_prefix=prefix)
+
+    @blueprint.route("/api/mcp", methods=["POST", *_NOT_POST])
+    def mcp():
+        return _serve_mcp(endpoint_factory())
+
+    return blueprint
+
+
+# ---------------------------------------------------------------------------- REST twins and sources
+
+def _rest_check(tool: str) -> Response:
+    try:
+        rate = hit_client_limit("policycheck")
+    except GateError as error:
+        return error_response(error.code, error.message)
+    headers = rate.headers()
+    if not rate.allowed:
+        return error_response("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
+                              headers=headers, retry_after=rate.retry_after)
+    try:
+        body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
+    except GateError as error:
+        return error_response(error.code, error.message, headers=headers, **error.details)
+    if not isinstance(body, dict):
+        return error_response("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
+                              headers=headers, errors=[{"field": "body", "code": "invalid_type",
+                                                        "message": "must be an object"}])
+    try:
+        result = checks().check(tool, body)
+    except ArgumentsInvalid as invalid:
+        return error_response("REQUEST_INVALID", f"invalid arguments: {invalid}", headers=headers,
+                              errors=invalid.errors)
+    except CheckFailed as failed:
+        return error_response("POLICY_CHECK_UNDECIDED", str(failed), headers=headers)
+    return json_response(200, result, headers)
+
+
+def _register_rest(spec) -> None:
+    def view():
+        return _rest_check(spec.tool)
+
+    bp.add_url_rule(spec.rest_path, f"rest_{spec.service}", view, methods=["POST"])
+
+
+for _spec in CHECKS:
+    _register_rest(_spec)
+
+
+@bp.get("/rules/policy-sources.json")
+def policy_sources():
+    return json_response(200, checks().sources(), {"Cache-Control": "public, max-age=300"})
+
+
+# ---------------------------------------------------------------------------- wiring
+
+def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
+    """Load the checks (tables and rulebooks validated now: a bad file stops the app) and mount routes."""
+    gate_clock = app.extensions["gate"].service.clock
+    app.extensions["policychecks"] = service or PolicyCheckService(clock=gate_clock)
+    endpoints: dict[str, McpEndpoint] = {}
+
+    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str):
+        def factory() -> McpEndpoint:
+            current = current_app.extensions["policychecks"]
+            cached = endpoints.get(key)
+            if cached is None or cached.checks is not current:
+                cached = endpoints[key] = McpEndpoint(current, tools, name, title)
+            return cached
+
+        return factory
+
+    app.register_blueprint(bp)
+    app.register_blueprint(_mcp_blueprint(
+        "mcp_all", None, endpoint("all", tuple(s.tool for s in CHECKS), "decision-gate-policy-checks",
+                                  "Decision Gate policy checks")))
+    for spec in CHECKS:
+        app.register_blueprint(_mcp_blueprint(
+            f"mcp_{spec.service}", MCP_PREFIXES[spec.service],
+            endpoint(spec.service, (spec.tool,), f"decision-gate-{spec.service}-check", f"Decision Gate {spec.title}")))
