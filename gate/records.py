@@ -491,6 +491,7 @@ def build_rulebook_record(
     receipt_signer: ReceiptSigner | None = None,
     trusted_adapter: Mapping[str, Any] | None = None,
     adapter_facts: Mapping[str, Any] | None = None,
+    engine: str = ENGINE,
 ) -> dict[str, Any]:
     """The full rulebook-mode Decision Record (the `full` view).
 
@@ -527,6 +528,8 @@ def build_rulebook_record(
     * ``rulebook_registry`` is copied as given (it carries its own registry_attestation).
     * ``trusted_adapter`` / ``adapter_facts`` are members only when given.
     * ``output_hash`` = `rulebook_output_hash` of the record.
+    * ``engine`` (top level and in the attestation bundle) is `engine`: the current label for
+      new records; historical replay passes the label the stored record carries (`gate.replay`).
     * URLs from `decision_urls`; then `seal_record` adds hashes, receipt fields and integrity.
     """
     if binding_mode not in SUPPORTED_BINDING_MODES:
@@ -575,6 +578,7 @@ def build_rulebook_record(
         outcome=outcome,
         runtime_binding=runtime_binding,
         trusted_adapter=dict(trusted_adapter) if trusted_adapter else None,
+        engine=engine,
     )
     attestation = build_rulebook_attestation(bundle, attestation_key)
 
@@ -614,7 +618,7 @@ def build_rulebook_record(
         application_verdict=evaluation.application_verdict,
         reason_code=evaluation.reason_code,
         matched_rule_id=evaluation.matched_rule_id,
-        engine=ENGINE,
+        engine=engine,
         evaluator_version=EVALUATOR_VERSION,
         evaluation=evaluation.trace(),
         rulebook=rulebook_ref,
