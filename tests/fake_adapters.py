@@ -39,11 +39,21 @@ def adapter_request(purchase_day: int = 100, request_day: int = 120) -> dict:
             "context": {"workflow": "refund_gate", "source_record_id": "order_7"}}
 
 
+class Registered:
+    """The `RegisteredAdapter` members decide and the registries read."""
+
+    adapter_id, version, manifest_hash, manifest = ADAPTER_ID, VERSION, MANIFEST_HASH, MANIFEST
+
+    def dependency(self) -> dict:
+        return {"adapter_id": ADAPTER_ID, "version": VERSION, "manifest_hash": MANIFEST_HASH}
+
+
 @dataclass(frozen=True)
 class AdapterRun:
     facts: dict
     trusted_adapter: dict
     adapter_facts: dict
+    adapter: Registered = Registered()
 
 
 class FakeRegistry:
@@ -53,7 +63,13 @@ class FakeRegistry:
         self.bias = 0
         self.runs = 0
 
-    def resolve(self, invocation: dict[str, Any]) -> dict:
+    def get(self, adapter_id: str, version: str):
+        return Registered() if self.registered and (adapter_id, version) == (ADAPTER_ID, VERSION) else None
+
+    def manifests(self) -> list[dict]:
+        return [{**MANIFEST, "manifest_hash": MANIFEST_HASH}] if self.registered else []
+
+    def resolve(self, invocation: dict[str, Any]) -> Registered:
         if not self.registered or (invocation.get("adapter_id"), invocation.get("version")) != (ADAPTER_ID, VERSION):
             raise GateError("TRUSTED_ADAPTER_NOT_REGISTERED", "not registered",
                             adapter_id=invocation.get("adapter_id"), version=invocation.get("version"))
@@ -61,7 +77,7 @@ class FakeRegistry:
             raise GateError("TRUSTED_ADAPTER_MANIFEST_MISMATCH", "manifest differs",
                             expected_manifest_hash=invocation.get("manifest_hash"),
                             registered_manifest_hash=MANIFEST_HASH)
-        return MANIFEST
+        return Registered()
 
     def run(self, invocation: dict[str, Any]) -> AdapterRun:
         self.resolve(invocation)
@@ -73,4 +89,6 @@ class FakeRegistry:
                  "manifest_hash": MANIFEST_HASH, "input_hash": sha256_hex(data), "output_hash": sha256_hex(facts),
                  "execution_isolation": "one_shot_worker_process", "capability_enforcement": "audit_hooks",
                  "execution_timeout_ms": 1000}
-        return AdapterRun(facts=facts, trusted_adapter=block, adapter_facts={**data, **facts})
+        facts = {**data, **facts}  # like the registry's: input plus derived output
+        block["output_hash"] = sha256_hex(facts)
+        return AdapterRun(facts=facts, trusted_adapter=block, adapter_facts=facts)
