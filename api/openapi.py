@@ -604,7 +604,9 @@ def docs_document() -> dict[str, Any]:
         ],
         "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
                     "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
-                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json"},
+                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
+                    "conformance_index": "/schemas/conformance/index.json",
+                    "golden_replay_corpus": "/schemas/golden-replay/index.json"},
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {
