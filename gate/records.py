@@ -492,6 +492,7 @@ def build_rulebook_record(
     trusted_adapter: Mapping[str, Any] | None = None,
     adapter_facts: Mapping[str, Any] | None = None,
     engine: str = ENGINE,
+    stored_attestation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The full rulebook-mode Decision Record (the `full` view).
 
@@ -530,6 +531,9 @@ def build_rulebook_record(
     * ``output_hash`` = `rulebook_output_hash` of the record.
     * ``engine`` (top level and in the attestation bundle) is `engine`: the current label for
       new records; historical replay passes the label the stored record carries (`gate.replay`).
+    * ``stored_attestation`` (replay only): when its `bundle_hash` equals the rebuilt bundle's,
+      its `signature` is kept (it signs exactly that hash), so an unchanged record rebuilds to
+      the same `record_hash` without the signing key.
     * URLs from `decision_urls`; then `seal_record` adds hashes, receipt fields and integrity.
     """
     if binding_mode not in SUPPORTED_BINDING_MODES:
@@ -581,6 +585,9 @@ def build_rulebook_record(
         engine=engine,
     )
     attestation = build_rulebook_attestation(bundle, attestation_key)
+    if (isinstance(stored_attestation, Mapping) and stored_attestation.get("bundle_hash") == attestation["bundle_hash"]
+            and isinstance(stored_attestation.get("signature"), Mapping)):
+        attestation["signature"] = clone(dict(stored_attestation["signature"]))
 
     if needs_input:
         source_id = "input_schema"

@@ -37,7 +37,7 @@ from typing import Any, Mapping, Protocol
 from gate import constants as C
 from gate.canonical import clone, sha256_bytes_hex, sha256_hex
 from gate.errors import GateError
-from gate.records import build_rulebook_record, project_view, seal_record
+from gate.records import build_rulebook_record, project_view
 from gate.requests import PreparedRequest, forbidden_output_fields, prepare_decision_request
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost, check_facts
@@ -61,6 +61,7 @@ ENGINE_LABELS: dict[str, frozenset[str]] = {
 _ADAPTER_UNAVAILABLE = ("TRUSTED_ADAPTER_NOT_REGISTERED", "TRUSTED_ADAPTER_INVALID")
 _ADAPTER_MISMATCH = ("TRUSTED_ADAPTER_MANIFEST_MISMATCH",)
 _ADAPTER_LINEAGE = ("implementation_hash", "manifest_hash", "output_hash")
+_BODY_HASHES: dict[int, tuple[Any, str]] = {}  # snapshot object id -> (snapshot, body hash)
 
 
 class AdapterRunner(Protocol):
@@ -81,6 +82,16 @@ class Snapshot:
     registered_at: str
     body: dict[str, Any]
     registry: dict[str, Any]
+
+    def body_hash(self) -> str:
+        """sha256 of the canonical body, computed once per snapshot object."""
+        cached = _BODY_HASHES.get(id(self))
+        if cached is None or cached[0] is not self:
+            cached = (self, sha256_hex(self.body))
+            if len(_BODY_HASHES) >= 1024:
+                _BODY_HASHES.clear()
+            _BODY_HASHES[id(self)] = cached
+        return cached[1]
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "Snapshot":
@@ -265,14 +276,9 @@ def rebuild_record(
         attestation_key=None, receipt_signer=None, engine=engine,
         trusted_adapter=adapter_run.trusted_adapter if adapter_run is not None else None,
         adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
+        stored_attestation=record.get("rulebook_attestation") if isinstance(record.get("rulebook_attestation"), dict)
+        else None,
     )
-    stored_attestation = record.get("rulebook_attestation")
-    if (isinstance(stored_attestation, dict)
-            and stored_attestation.get("bundle_hash") == rebuilt["rulebook_attestation"]["bundle_hash"]
-            and isinstance(stored_attestation.get("signature"), dict)):
-        rebuilt["rulebook_attestation"] = dict(rebuilt["rulebook_attestation"],
-                                               signature=clone(stored_attestation["signature"]))
-        rebuilt = seal_record(rebuilt)
     return rebuilt
 
 
@@ -288,7 +294,7 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evalu
     if snapshot is None:
         raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
                                   rulebook_id=ref["id"], version=ref["version"])
-    if snapshot.rulebook_hash != ref["hash"] or sha256_hex(snapshot.body) != ref["hash"]:
+    if snapshot.rulebook_hash != ref["hash"] or snapshot.body_hash() != ref["hash"]:
         raise lineage_mismatch("rulebook", "the stored rulebook snapshot does not match the record's rulebook hash",
                                expected=ref["hash"], actual=snapshot.rulebook_hash)
     stored_evaluator = record.get("evaluator_version")
@@ -307,10 +313,8 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evalu
     if contract.get("schema_hash") != snapshot.schema_hash:
         raise lineage_mismatch("rulebook_schema", "the record's rulebook schema hash differs from its snapshot's",
                                expected=contract.get("schema_hash"), actual=snapshot.schema_hash)
-    prepared = stored_request(material)
-    if sha256_hex(prepared.rulebook) != ref["hash"]:
-        raise input_unavailable("the stored canonical input names another rulebook than the record")
-    return prepared, engine
+    # The stored request's own rulebook is not used: the snapshot is (it hashes to the record's).
+    return stored_request(material), engine
 
 
 def replay(

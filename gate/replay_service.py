@@ -14,6 +14,7 @@ from typing import Any
 from gate.counterfactuals import parse_counterfactual_request, run_counterfactuals
 from gate.replay import Runtime, Snapshot, StoredMaterial, parse_replay_request, replay
 from gate.rulebook import schema_hash
+from gate.service import record_bound_to_row
 
 
 class ReplayService:
@@ -21,19 +22,37 @@ class ReplayService:
 
     def __init__(self, decisions) -> None:
         self.decisions = decisions  # gate.service.DecisionService
+        self._parsed: dict[tuple[str, str, str], tuple[dict, Snapshot]] = {}
 
     def _material(self, caller, decision_id: str) -> StoredMaterial | None:
-        stored = self.decisions.bound_decision(caller, decision_id)
+        """The caller's stored decision, only when its record is bound to its row (as
+        `DecisionService.bound_decision`: another scope's or a foreign record reads as absent)."""
+        stored = self.decisions.ledger.decision(caller.scope, decision_id)
         if stored is None:
             return None
-        return StoredMaterial(record=json.loads(stored.record_json), request_text=stored.request_json or None)
+        try:
+            record = json.loads(stored.record_json)
+        except ValueError:
+            return None
+        if not record_bound_to_row(record, stored.decision_id, stored.scope):
+            return None
+        return StoredMaterial(record=record, request_text=stored.request_json or None)
 
     def _bound_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:
         ref = record.get("rulebook") if isinstance(record.get("rulebook"), dict) else {}
         if not isinstance(ref.get("id"), str) or not isinstance(ref.get("version"), str):
             return None
         row = self.decisions._snapshot(scope, ref["id"], ref["version"])  # immutable: cached
-        return Snapshot.from_row(row) if row else None
+        if row is None:
+            return None
+        # Bindings never change (compatibility rule 2), so the parsed snapshot is kept with its row.
+        key = (scope, ref["id"], ref["version"])
+        cached = self._parsed.get(key)
+        if cached is None or cached[0] is not row:
+            if len(self._parsed) >= 4096:
+                self._parsed.clear()
+            cached = self._parsed[key] = (row, Snapshot.from_row(row))
+        return cached[1]
 
     def _current_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:
         ref = record.get("rulebook") if isinstance(record.get("rulebook"), dict) else {}
