@@ -344,6 +344,7 @@ def replay(
         prepared = _as_direct(prepared)
     elif prepared.adapter is not None:
         adapter_run = run_adapter(adapters, prepared.adapter)
+        check_facts(adapter_run.facts)  # the adapter's facts obey the same size limits as decide's
         if request.mode == REPLAY_HISTORICAL:
             check_adapter_lineage(record.get("trusted_adapter"), adapter_run.trusted_adapter)
         facts, input_hash = adapter_run.facts, record["input_hash"]
