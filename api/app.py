@@ -20,6 +20,7 @@ from gate.clock import Clock, IdSource
 from gate.errors import GateError
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger
+from gate.replay_service import ReplayService
 from gate.service import DecisionService
 
 log = logging.getLogger("gate.api")
@@ -34,6 +35,7 @@ def create_app(
     ids: IdSource | None = None,
     limiter=None,
     signing: SigningSetup | None = None,
+    adapters: AdapterRegistry | None = None,
 ) -> Flask:
     settings = settings or Settings.from_env()
     ledger = ledger or Ledger(settings.database_url)
@@ -44,7 +46,7 @@ def create_app(
     )
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
-        adapters=AdapterRegistry(), confidence=settings.decide_confidence,
+        adapters=adapters or AdapterRegistry(), confidence=settings.decide_confidence,
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
@@ -58,11 +60,12 @@ def create_app(
         auth=Authenticator(ledger, settings.plans),
         lifecycle=LifecycleService(ledger, service.clock, signing),
         audit=AuditChainService(ledger, signing, service.clock),
+        replays=ReplayService(service),
     )
 
-    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries, reports
+    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries, replay, reports
 
-    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, meta):
+    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta):
         app.register_blueprint(module.bp)
     from api.routes import policychecks, workflows  # issue 11: policy checks, workflow routes
 

@@ -79,6 +79,14 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RULEBOOK_LOOKUP_INVALID": (400, "invalid_request"),
     "POLICY_BUNDLE_NOT_FOUND": (404, "not_found"),
     "NOT_FOUND": (404, "not_found"),
+    # Replay, diff and counterfactuals (docs/replay.md): read-only, nothing is written.
+    "REPLAY_MODE_INVALID": (422, "replay_mode_invalid"),
+    "REPLAY_INPUT_OVERRIDE_FORBIDDEN": (422, "replay_input_override_forbidden"),
+    "REPLAY_INPUT_UNAVAILABLE": (422, "replay_input_unavailable"),
+    "REPLAY_LINEAGE_UNAVAILABLE": (409, "replay_lineage_unavailable"),
+    "REPLAY_LINEAGE_MISMATCH": (409, "replay_lineage_mismatch"),
+    "COUNTERFACTUAL_SCENARIOS_INVALID": (400, "counterfactual_scenarios_invalid"),
+    "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE": (422, "counterfactual_base_input_unavailable"),
     "METHOD_NOT_ALLOWED": (405, "method_not_allowed"),
     # Unavailable: nothing was stored, nothing approved.
     "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED": (503, "unavailable"),

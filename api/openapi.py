@@ -16,6 +16,8 @@ from gate.rulebook import budget as B
 from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.policy_reports import PARAMS as REPORT_PARAMS
 from gate.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
+from gate.counterfactuals import MAX_SCENARIOS
+from gate.replay import REPLAY_MODES
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -73,6 +75,8 @@ SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUES
 SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO_LARGE",
                  "EXPECTATION_FAILED", "TRANSFER_CODING_UNSUPPORTED")
 MEDIA = "body not sent as application/json (or +json) in UTF-8"
+COUNTERFACTUAL_HEADERS = ("x-decision-counterfactuals-version", "x-decision-counterfactual-hash",
+                          "x-decision-counterfactual-scenarios")
 
 # Issue 11: policy checks (MCP JSON-RPC, REST twins, sources) and workflow routes (docs/policy-checks.md).
 _MCP_PATHS = ("/api/mcp", "/refund/api/mcp", "/cancel/api/mcp", "/return/api/mcp", "/trial/api/mcp")
@@ -235,6 +239,47 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             ),
         )
     ],
+    *[
+        Endpoint(
+            "post", f"/api/decision/{{decision_id}}/{path}", summary, True,
+            {200: "replay summary: replay_against, compared fields, replay_status, drift[], decision projection",
+             400: "malformed body", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope",
+             409: "historical rulebook, evaluator or adapter lineage unavailable or mismatched",
+             413: "body too large", 415: MEDIA,
+             422: "invalid replay mode, forbidden historical input override, unavailable replay input, or an "
+                  "override over the evaluation limits", 503: "ledger unavailable"},
+            errors=AUTH_ERRORS + BODY_ERRORS + (
+                "DECISION_NOT_FOUND", "REPLAY_MODE_INVALID", "REPLAY_INPUT_OVERRIDE_FORBIDDEN",
+                "REPLAY_INPUT_UNAVAILABLE", "REPLAY_LINEAGE_UNAVAILABLE", "REPLAY_LINEAGE_MISMATCH",
+                "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN", "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
+                "LEDGER_UNAVAILABLE"),
+            request_body="ReplayRequest", response_headers=("x-decision-id",),
+            request_headers=("x-api-key", "Prefer", "x-decision-response-view"), tags=("replay",),
+        )
+        for path, summary in (
+            ("replay", "Replay a stored decision without writing anything. Rulebook decisions replay historically by "
+                       "default (stored snapshot, canonical input, pinned adapter re-run with its output hash "
+                       "compared; never the current evaluator); `replay_mode: current` uses the scope's current "
+                       "rulebook for the id and accepts an `input` override (docs/replay.md)."),
+            ("diff", "Replay forced to current mode: the stored decision against the scope's current rulebook, or "
+                     "against a current-mode `input` override. Same summary shape as replay."),
+        )
+    ],
+    Endpoint(
+        "post", "/api/decision/{decision_id}/counterfactuals",
+        f"Simulation-only what-if scenarios (at most {MAX_SCENARIOS}): each `context_patch` is merged (RFC 7396) "
+        "over the stored context and facts and evaluated against the current runtime. Never authorizes a mutation.",
+        True, {200: "scenarios[] with scenario_id, label, verdict, action, changed, diff, recommendation",
+               400: "missing or invalid scenarios, or malformed body", 401: "missing or invalid key",
+               403: "disabled key", 404: "not in scope", 413: "body too large", 415: MEDIA,
+               422: "base input unavailable, or a patch over the evaluation limits", 503: "ledger unavailable"},
+        errors=AUTH_ERRORS + BODY_ERRORS + (
+            "DECISION_NOT_FOUND", "COUNTERFACTUAL_SCENARIOS_INVALID", "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
+            "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN", "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
+            "LEDGER_UNAVAILABLE"),
+        request_body="CounterfactualsRequest", response_headers=COUNTERFACTUAL_HEADERS,
+        request_headers=("x-api-key",), tags=("replay",),
+    ),
     Endpoint(
         "get", "/api/decision/chains/{chain_id}",
         "The caller's audit chain: retained links, chain_size, rolling merkle_root, head_link_hash, "
@@ -424,6 +469,30 @@ SCHEMAS: dict[str, Any] = {
                        "ticket_id": {"type": ["string", "integer"]}},
         "additionalProperties": False,
     },
+    "ReplayRequest": {
+        "type": "object",
+        "properties": {
+            "replay_mode": {"enum": list(REPLAY_MODES), "description": "historical (default for rulebook "
+                            "decisions) or current; /diff accepts current only"},
+            "input": {"type": "object", "description": "current mode only: facts evaluated instead of the stored ones"},
+            "response_view": {"enum": list(C.VIEWS)},
+        },
+        "additionalProperties": False,
+    },
+    "CounterfactualsRequest": {
+        "type": "object",
+        "required": ["scenarios"],
+        "properties": {
+            "response_view": {"enum": list(C.VIEWS), "description": "adds each scenario's simulated record in this view"},
+            "scenarios": {"type": "array", "minItems": 1, "maxItems": MAX_SCENARIOS, "items": {
+                "type": "object", "required": ["scenario_id", "context_patch"], "additionalProperties": False,
+                "properties": {"scenario_id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,119}$"},
+                               "label": {"type": "string", "minLength": 1, "maxLength": 200},
+                               "context_patch": {"type": "object", "description": "RFC 7396 merge patch over the "
+                                                 "stored context; `inputs` patches the stored facts"}}}},
+        },
+        "additionalProperties": False,
+    },
     "RecordVerificationRequest": {
         "type": "object",
         "properties": {
@@ -535,7 +604,9 @@ def docs_document() -> dict[str, Any]:
         ],
         "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
                     "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
-                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json"},
+                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
+                    "conformance_index": "/schemas/conformance/index.json",
+                    "golden_replay_corpus": "/schemas/golden-replay/index.json"},
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {

@@ -29,6 +29,7 @@ class GateRuntime:
     auth: Authenticator
     lifecycle: Any = None
     audit: Any = None
+    replays: Any = None  # gate.replay_service.ReplayService
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

@@ -491,6 +491,8 @@ def build_rulebook_record(
     receipt_signer: ReceiptSigner | None = None,
     trusted_adapter: Mapping[str, Any] | None = None,
     adapter_facts: Mapping[str, Any] | None = None,
+    engine: str = ENGINE,
+    stored_attestation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The full rulebook-mode Decision Record (the `full` view).
 
@@ -527,6 +529,11 @@ def build_rulebook_record(
     * ``rulebook_registry`` is copied as given (it carries its own registry_attestation).
     * ``trusted_adapter`` / ``adapter_facts`` are members only when given.
     * ``output_hash`` = `rulebook_output_hash` of the record.
+    * ``engine`` (top level and in the attestation bundle) is `engine`: the current label for
+      new records; historical replay passes the label the stored record carries (`gate.replay`).
+    * ``stored_attestation`` (replay only): when its `bundle_hash` equals the rebuilt bundle's,
+      its `signature` is kept (it signs exactly that hash), so an unchanged record rebuilds to
+      the same `record_hash` without the signing key.
     * URLs from `decision_urls`; then `seal_record` adds hashes, receipt fields and integrity.
     """
     if binding_mode not in SUPPORTED_BINDING_MODES:
@@ -575,8 +582,12 @@ def build_rulebook_record(
         outcome=outcome,
         runtime_binding=runtime_binding,
         trusted_adapter=dict(trusted_adapter) if trusted_adapter else None,
+        engine=engine,
     )
     attestation = build_rulebook_attestation(bundle, attestation_key)
+    if (isinstance(stored_attestation, Mapping) and stored_attestation.get("bundle_hash") == attestation["bundle_hash"]
+            and isinstance(stored_attestation.get("signature"), Mapping)):
+        attestation["signature"] = clone(dict(stored_attestation["signature"]))
 
     if needs_input:
         source_id = "input_schema"
@@ -614,7 +625,7 @@ def build_rulebook_record(
         application_verdict=evaluation.application_verdict,
         reason_code=evaluation.reason_code,
         matched_rule_id=evaluation.matched_rule_id,
-        engine=ENGINE,
+        engine=engine,
         evaluator_version=EVALUATOR_VERSION,
         evaluation=evaluation.trace(),
         rulebook=rulebook_ref,

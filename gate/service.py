@@ -103,10 +103,14 @@ class DecisionService:
             if existing is not None:
                 return self._replay(existing, idempotency_key, input_hash, prepared.response_view)
 
+        adapter_run = None
         if prepared.adapter is not None:
             # Raises TRUSTED_ADAPTER_INVALID / _NOT_REGISTERED: no adapter runs unregistered.
             self.adapters.resolve(prepared.adapter)
-        facts = prepared.facts if prepared.facts is not None else {}
+            # The registry runs the adapter (AdapterRegistry.run -> AdapterRun: .facts,
+            # .trusted_adapter, .adapter_facts); the rulebook stays the verdict selector.
+            adapter_run = self.adapters.run(prepared.adapter)
+        facts = adapter_run.facts if adapter_run is not None else (prepared.facts or {})
 
         rulebook_hash = sha256_hex(prepared.rulebook)
         evaluator = get_evaluator(prepared.rulebook, rulebook_hash)  # raises RULEBOOK_INVALID
@@ -124,7 +128,7 @@ class DecisionService:
             try:
                 return self._store_new(
                     caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-                    idempotency_key, request_id, receipt_signer,
+                    idempotency_key, request_id, receipt_signer, adapter_run,
                 )
             except SnapshotRace:
                 if attempt:
@@ -138,7 +142,7 @@ class DecisionService:
 
     def _store_new(
         self, caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-        idempotency_key, request_id, receipt_signer,
+        idempotency_key, request_id, receipt_signer, adapter_run=None,
     ) -> DecideResult:
         created_at = iso_ms(self.clock.now())
         registry, snapshot_row = self._registry_for(caller.scope, prepared.rulebook, rulebook_hash, created_at)
@@ -160,6 +164,8 @@ class DecisionService:
             context=prepared.context,
             attestation_key=self.signing.attestation_key(),
             receipt_signer=receipt_signer,
+            trusted_adapter=adapter_run.trusted_adapter if adapter_run is not None else None,
+            adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
         )
         if self.confidence:
             self._attach_confidence(caller.scope, record, receipt_signer)

@@ -115,6 +115,31 @@ CASES.update({
         c.client.post("/api/v1/workflows/zendesk/trial", json={"vendor": "zoom", "ticket_id": "9"})][1],
 })
 
+# Issue 8: replay, diff and counterfactuals (tests/api/test_replay*.py, test_counterfactuals.py in depth).
+CASES.update({
+    "REPLAY_MODE_INVALID": lambda c: _replay(c, "replay", {"replay_mode": "yesterday"}),
+    "REPLAY_INPUT_OVERRIDE_FORBIDDEN": lambda c: _replay(c, "replay", {"input": {"discount_percent": 1}}),
+    "REPLAY_INPUT_UNAVAILABLE": lambda c: _replay(c, "replay", None, "UPDATE decisions SET request_json = ''"),
+    "REPLAY_LINEAGE_UNAVAILABLE": lambda c: _replay(c, "replay", None, "DELETE FROM rulebook_snapshots"),
+    "REPLAY_LINEAGE_MISMATCH": lambda c: _replay(c, "replay", None, "UPDATE rulebook_snapshots SET body_json = '{}'"),
+    "COUNTERFACTUAL_SCENARIOS_INVALID": lambda c: _replay(c, "counterfactuals", {"scenarios": []}),
+    "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE": lambda c: _replay(
+        c, "counterfactuals", {"scenarios": [{"scenario_id": "a", "context_patch": {}}]},
+        "UPDATE decisions SET request_json = ''"),
+})
+
+
+def _replay(c, path, body, statement=None):
+    from sqlalchemy import text
+
+    app = c.make_app()
+    record = _decide(app.test_client(), c.key, c.sample).json
+    if statement:
+        with app.extensions["gate"].ledger.engine.begin() as connection:
+            connection.execute(text(statement))
+    client = c.make_app().test_client()  # a fresh app: no snapshot cached in process
+    return client.post(f"/api/decision/{record['decision_id']}/{path}", json=body, headers={"x-api-key": c.key})
+
 
 def _policycheck_undecided(c):
     from tests.policychecks.support import install, undecided_service
@@ -142,6 +167,10 @@ DETAILS = {
     "UNSUPPORTED_MEDIA_TYPE": {"content_type"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
+    "REPLAY_MODE_INVALID": {"replay_mode", "supported_replay_modes"},
+    "REPLAY_LINEAGE_UNAVAILABLE": {"lineage_component"},
+    "REPLAY_LINEAGE_MISMATCH": {"lineage_component", "expected", "actual"},
+    "COUNTERFACTUAL_SCENARIOS_INVALID": {"errors", "max_scenarios"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
        for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
     **{f"{p}_RECORD_MISMATCH": {"expected", "supplied"} for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},

@@ -1,0 +1,65 @@
+"""Replay, diff and counterfactuals of a stored decision (spec endpoints; docs/replay.md).
+
+`POST /api/decision/{id}/replay`: historical by default (stored snapshot, canonical input,
+pinned adapter), or `replay_mode: "current"`. `POST /api/decision/{id}/diff`: the same, forced
+to current mode. `POST /api/decision/{id}/counterfactuals`: simulation-only scenarios. All three
+are keyed and read-only: another scope's decision is a 404, and nothing is ever written.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from api.errors import error_response, json_response
+from api.jsonio import read_json
+from api.runtime import keyed, requested_view, runtime
+from gate import constants as C
+from gate.replay import REPLAY_CURRENT
+from gate.service import Caller
+
+bp = Blueprint("replay", __name__)
+
+NOT_FOUND = "no decision with this id in your scope"
+
+
+def _header_view() -> str | None:
+    """`x-decision-response-view` / `Prefer: return=` when the body names no view."""
+    view, _ = requested_view(None)
+    return view
+
+
+def _replay(caller: Caller, decision_id: str, forced_mode: str | None):
+    rt = runtime()
+    body = read_json(request, rt.settings.max_body_bytes, optional=True)
+    summary = rt.replays.replay(caller, decision_id, body, forced_mode=forced_mode, header_view=_header_view())
+    if summary is None:
+        return error_response("DECISION_NOT_FOUND", NOT_FOUND)
+    return json_response(200, {"ok": True, **summary}, {"x-decision-id": summary["decision_id"]})
+
+
+@bp.post("/api/decision/<decision_id>/replay")
+@keyed("SVC_API_UNAUTHORIZED")
+def replay(caller: Caller, decision_id: str):
+    return _replay(caller, decision_id, None)
+
+
+@bp.post("/api/decision/<decision_id>/diff")
+@keyed("SVC_API_UNAUTHORIZED")
+def diff(caller: Caller, decision_id: str):
+    return _replay(caller, decision_id, REPLAY_CURRENT)
+
+
+@bp.post("/api/decision/<decision_id>/counterfactuals")
+@keyed("SVC_API_UNAUTHORIZED")
+def counterfactuals(caller: Caller, decision_id: str):
+    rt = runtime()
+    body = read_json(request, rt.settings.max_body_bytes)
+    result = rt.replays.counterfactuals(caller, decision_id, body)
+    if result is None:
+        return error_response("DECISION_NOT_FOUND", NOT_FOUND)
+    headers = {
+        "x-decision-counterfactuals-version": C.DECISION_COUNTERFACTUALS_VERSION,
+        "x-decision-counterfactual-hash": result["counterfactual_hash"],
+        "x-decision-counterfactual-scenarios": str(result["scenario_count"]),
+    }
+    return json_response(200, result, headers)

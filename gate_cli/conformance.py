@@ -1,0 +1,188 @@
+"""`gate conformance --endpoint URL [--api-key KEY] [--json]`: the published conformance fixtures
+(`schemas/conformance/`) against any compatible Decision Gate endpoint.
+
+Each fixture's request is posted twice to `POST {endpoint}/api/decide`. A fixture passes when
+both responses give the same semantic result (`semantic_result`: status code and the decision
+or refusal members, not ids, times or signatures) and that result matches the fixture's
+`expect` (every expected member equal; objects compared member by member, arrays exactly).
+
+A fixture that `requires` an adapter gets the adapter's manifest hash from the endpoint's public
+registry (`GET /api/decision/adapters`); when the endpoint lists no such adapter the fixture is
+`skipped` with the reason. Exit status: 0 only when every fixture passed, 1 when any failed,
+3 when none failed but some were skipped (the run is incomplete, never a pass).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+from gate.canonical import sha256_bytes_hex
+
+FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "conformance"
+REGISTRY_PLACEHOLDER = "$registry"
+SEMANTIC_MEMBERS = (
+    "status", "c", "v", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id", "evidence",
+    "missing_fields", "invalid_fields", "evaluator_version", "rulebook", "runtime_binding", "policy_bundle_hash",
+    "adapter_facts", "error", "forbidden_fields", "binding_mode", "inferred_binding_mode", "supported_binding_modes",
+)
+ADAPTER_LINEAGE = ("adapter_id", "version", "implementation_hash", "manifest_hash", "input_hash", "output_hash")
+EXIT_PASSED, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 3
+
+Transport = Callable[[str, str, Any], tuple[int, Any]]  # (method, path, body) -> (status, json body)
+
+
+def http_transport(endpoint: str, api_key: str | None, timeout: float = 30) -> Transport:
+    """A transport over urllib: JSON in, JSON out; network errors are raised as OSError."""
+    base = endpoint.rstrip("/")
+
+    def send(method: str, path: str, body: Any) -> tuple[int, Any]:
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        if api_key:
+            headers["x-api-key"] = api_key
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                status, raw = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, raw = error.code, error.read()
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, None
+
+    return send
+
+
+def load_fixtures(directory: Path = FIXTURES) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The index and its fixtures; a fixture whose bytes do not match the index's sha256 is an error."""
+    index = json.loads((directory / "index.json").read_text(encoding="utf-8"))
+    fixtures = []
+    for entry in index["fixtures"]:
+        raw = (directory / entry["path"]).read_bytes()
+        if sha256_bytes_hex(raw) != entry["sha256"]:
+            raise ValueError(f"conformance fixture {entry['path']} does not match its sha256 in the index")
+        fixtures.append(json.loads(raw))
+    return index, fixtures
+
+
+def semantic_result(status: int, body: Any) -> dict[str, Any]:
+    """What must be identical across runs and match `expect`: no ids, times, hashes of ids or signatures."""
+    result: dict[str, Any] = {"http_status": status}
+    if not isinstance(body, dict):
+        result["body"] = None
+        return result
+    semantic = {name: body[name] for name in SEMANTIC_MEMBERS if name in body}
+    if isinstance(body.get("trusted_adapter"), dict):
+        semantic["trusted_adapter"] = {k: body["trusted_adapter"].get(k) for k in ADAPTER_LINEAGE}
+    if isinstance(body.get("errors"), list):
+        semantic["errors"] = [{"field": e.get("field"), "code": e.get("code")} for e in body["errors"]
+                              if isinstance(e, dict)]
+    result["body"] = semantic
+    return result
+
+
+def _matches(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and _matches(v, actual[k]) for k, v in expected.items())
+    return expected == actual
+
+
+def _mismatches(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    problems = []
+    if expected.get("http_status") != actual.get("http_status"):
+        problems.append(f"http_status: expected {expected.get('http_status')}, got {actual.get('http_status')}")
+    body = actual.get("body") or {}
+    for name, value in (expected.get("body") or {}).items():
+        if name not in body:
+            problems.append(f"{name}: missing")
+        elif not _matches(value, body[name]):
+            problems.append(f"{name}: expected {json.dumps(value)}, got {json.dumps(body[name])}")
+    return problems
+
+
+def _published_adapters(send: Transport) -> list[dict[str, Any]] | None:
+    """Every `{adapter_id, version, manifest_hash}` object the endpoint's adapter registry lists."""
+    try:
+        status, body = send("GET", "/api/decision/adapters", None)
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    found: list[dict[str, Any]] = []
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            if all(isinstance(value.get(k), str) for k in ("adapter_id", "version", "manifest_hash")):
+                found.append(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
+def _prepare(fixture: dict[str, Any], adapters: list[dict[str, Any]] | None) -> tuple[dict | None, str | None]:
+    request = copy.deepcopy(fixture["request"])
+    needed = (fixture.get("requires") or {}).get("adapter")
+    if not needed:
+        return request, None
+    match = next((a for a in adapters or [] if a["adapter_id"] == needed["adapter_id"]
+                  and a["version"] == needed["version"]), None)
+    if match is None:
+        return None, (f"requires the trusted adapter {needed['adapter_id']}@{needed['version']}, which the endpoint "
+                      "does not list at GET /api/decision/adapters")
+    if request.get("adapter", {}).get("manifest_hash") == REGISTRY_PLACEHOLDER:
+        request["adapter"]["manifest_hash"] = match["manifest_hash"]
+    return request, None
+
+
+def run_conformance(send: Transport, directory: Path = FIXTURES) -> dict[str, Any]:
+    """Run every fixture twice; the report `{ok, passed, failed, skipped, fixtures[]}`."""
+    index, fixtures = load_fixtures(directory)
+    adapters = _published_adapters(send) if any(f.get("requires") for f in fixtures) else []
+    results = []
+    for fixture in fixtures:
+        entry: dict[str, Any] = {"fixture_id": fixture["fixture_id"], "covers": fixture["covers"]}
+        request, skip = _prepare(fixture, adapters)
+        if skip:
+            results.append({**entry, "result": "skipped", "reason": skip})
+            continue
+        runs = []
+        try:
+            for _ in range(2):
+                runs.append(semantic_result(*send("POST", "/api/decide", request)))
+        except OSError as exc:
+            results.append({**entry, "result": "failed", "problems": [f"endpoint unreachable: {exc}"]})
+            continue
+        problems = _mismatches(fixture["expect"], runs[0])
+        if runs[0] != runs[1]:
+            problems.append("the two runs gave different semantic results")
+        results.append({**entry, "result": "failed" if problems else "passed", "problems": problems,
+                        "semantic_result": runs[0]})
+    counts = {kind: sum(r["result"] == kind for r in results) for kind in ("passed", "failed", "skipped")}
+    return {"ok": counts["passed"] == len(results), "conformance_index_version": index["conformance_index_version"],
+            **counts, "fixtures": results}
+
+
+def exit_code(report: dict[str, Any]) -> int:
+    if report["failed"]:
+        return EXIT_FAILED
+    return EXIT_INCOMPLETE if report["skipped"] else EXIT_PASSED
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = []
+    for r in report["fixtures"]:
+        lines.append(f"{r['result'].upper():8} {r['fixture_id']}")
+        for problem in r.get("problems", []):
+            lines.append(f"         {problem}")
+        if r.get("reason"):
+            lines.append(f"         {r['reason']}")
+    lines.append(f"{report['passed']} passed, {report['failed']} failed, {report['skipped']} skipped")
+    return "\n".join(lines)

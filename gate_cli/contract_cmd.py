@@ -1,0 +1,84 @@
+"""`gate conformance` and `gate migration check`: the public contract artifacts, run.
+
+* `gate conformance --endpoint URL [--api-key KEY] [--json]`: the conformance fixtures against an
+  endpoint (gate_cli/conformance.py); exit 0 only when every fixture passed, 1 when any failed,
+  3 when some were skipped (incomplete), 2 for unusable arguments.
+* `gate migration check MANIFEST [--rulebook FILE] [--corpus DIR] [--json]`: a
+  `rulebook_migration_v1` manifest against the golden replay corpus (gate/migration_gate.py);
+  exit 0 only when the gate passed, 1 when it did not (or could not run), 2 for unreadable files.
+The API key may also come from `GATE_API_KEY` (never logged, never printed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+EXIT_UNUSABLE = 2
+
+
+def cmd_conformance(args) -> int:
+    from gate_cli.conformance import exit_code, http_transport, render, run_conformance
+
+    if not args.endpoint.startswith(("http://", "https://")):
+        print("gate: --endpoint must be an http(s) URL", file=sys.stderr)
+        return EXIT_UNUSABLE
+    api_key = args.api_key or os.environ.get("GATE_API_KEY")
+    report = run_conformance(http_transport(args.endpoint, api_key))
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return exit_code(report)
+
+
+def _adapters():
+    """The adapters this installation would run (builtins and installed plugins)."""
+    import gate.adapters as adapters
+
+    factory = getattr(adapters, "default_registry", None)
+    return factory() if callable(factory) else adapters.AdapterRegistry()
+
+
+def cmd_migration_check(args) -> int:
+    from gate.canonical import CanonicalJSONError, parse_strict
+    from gate.golden import CORPUS_DIR
+    from gate.migration_gate import check_migration
+
+    documents = {}
+    for name, path in (("manifest", args.manifest), ("rulebook", args.rulebook)):
+        if path is None:
+            continue
+        try:
+            documents[name] = parse_strict(Path(path).read_bytes())
+        except (OSError, CanonicalJSONError) as exc:
+            print(f"gate: cannot read {name} {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+            return EXIT_UNUSABLE
+    result = check_migration(documents["manifest"], corpus=Path(args.corpus) if args.corpus else CORPUS_DIR,
+                             rulebook=documents.get("rulebook"), adapters=_adapters())
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for fixture in result["fixtures"]:
+            drift = ", ".join(fixture.get("drift_fields") or []) or "none"
+            print(f"{fixture['fixture_id']:40} {fixture['mode']:10} {fixture['replay_status']:8} drift: {drift}")
+        for problem in result["problems"]:
+            print(f"problem: {problem}")
+        print(f"ok: {str(result['ok']).lower()}  gate_passed: {str(result['gate_passed']).lower()}  "
+              f"observed drift: {', '.join(result['observed_drift']) or 'none'}")
+    return 0 if result["gate_passed"] else 1
+
+
+def add_contract_parsers(sub) -> None:
+    p = sub.add_parser("conformance", help="run the published conformance fixtures against an endpoint")
+    p.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--api-key", default=None, help="API key (default: GATE_API_KEY)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_conformance)
+    m = sub.add_parser("migration", help="rulebook migration manifests")
+    msub = m.add_subparsers(dest="migration_command", required=True)
+    c = msub.add_parser("check", help="replay the golden corpus under a migration's candidate and gate it")
+    c.add_argument("manifest")
+    c.add_argument("--rulebook", default=None, help="the candidate Rulebook v1 file (hash = to.rulebook_hash)")
+    c.add_argument("--corpus", default=None, help="golden replay corpus folder (default: the published one)")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_migration_check)
