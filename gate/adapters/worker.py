@@ -86,6 +86,9 @@ def main():
     import datetime, decimal, math, re, statistics, hashlib, fractions, functools, itertools  # noqa: E401,F401
     import collections, dataclasses, enum, typing, calendar, zoneinfo  # noqa: E401,F401
 
+    # The gate starts us with an empty environment; the interpreter's own C-locale coercion
+    # (PEP 538) may still add LC_CTYPE. Adapters see nothing.
+    os.environ.clear()
     result_fd = os.dup(1)
     null_fd = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null_fd, 1)
