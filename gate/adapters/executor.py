@@ -81,8 +81,9 @@ class _Worker:
         except (BrokenPipeError, OSError):
             return False
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """SIGKILL the worker's whole session and close our pipe ends (no waiting)."""
+        if self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -92,10 +93,16 @@ class _Worker:
                 stream.close()
             except OSError:
                 pass
+
+    def reap(self) -> None:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+
+    def kill(self) -> None:
+        self.terminate()
+        self.reap()
 
 
 _POOLS: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
@@ -152,16 +159,20 @@ class WorkerPool:
                     else:
                         worker.kill()
 
-    def _refill_later(self) -> None:
-        """Replace a taken worker off the request path (a short-lived daemon thread)."""
-        if self.size:
-            threading.Thread(target=self._refill_quietly, name="adapter-pool-refill", daemon=True).start()
+    def _after_job(self, used: _Worker) -> None:
+        """Off the request path (a short-lived daemon thread): reap the used worker, then start
+        its replacement. Reaping waits for the kernel to tear the process down; starting costs a
+        fork and exec. Neither belongs in the job's latency."""
+        threading.Thread(target=self._reap_and_refill, args=(used,), name="adapter-pool-refill",
+                         daemon=True).start()
 
-    def _refill_quietly(self) -> None:
-        try:
-            self.warm()
-        except OSError:  # pragma: no cover - the next job starts cold or reports 503
-            pass
+    def _reap_and_refill(self, used: _Worker) -> None:
+        used.reap()
+        if self.size:
+            try:
+                self.warm()
+            except OSError:  # pragma: no cover - the next job starts cold or reports 503
+                pass
 
     def _take(self) -> tuple[_Worker, bool]:
         with self._lock:
@@ -193,7 +204,6 @@ class WorkerPool:
         detail = {"adapter_id": adapter_id, "version": version}
         try:
             worker, _pooled = self._take()
-            self._refill_later()
         except OSError as exc:
             raise GateError("TRUSTED_ADAPTER_UNAVAILABLE", "no adapter worker could be started",
                             reason=type(exc).__name__, **detail) from None
@@ -226,4 +236,5 @@ class WorkerPool:
             message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
             return message
         finally:
-            worker.kill()
+            worker.terminate()
+            self._after_job(worker)
