@@ -278,3 +278,24 @@ def test_adapter_facts_missing_a_required_rulebook_input_need_input(client, api_
     record = decide(client, api_key, adapter_request(probe, {}, rulebook)).json
     assert record["status"] == "needs_input" and record["missing_fields"] == ["result"]
     assert record["adapter_facts"]["env_count"] == 0
+
+
+def test_gate_verify_offline_checks_the_adapter_lineage(client, api_key, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    gate = str(Path(sys.executable).parent / "gate")
+    body = sample("agent-action-risk")
+    record = decide(client, api_key, body).json
+    (tmp_path / "reg.json").write_text(json.dumps(client.get("/api/decision/receipt-keys").json))
+    (tmp_path / "in.json").write_text(json.dumps(body))
+    for name, content in (("ok.json", record), ("bad.json", {**record, "adapter_facts": {
+            **record["adapter_facts"], "risk_band": "low"}})):
+        (tmp_path / name).write_text(json.dumps(content))
+    command = [gate, "verify", "--key-registry", str(tmp_path / "reg.json"), "--input", str(tmp_path / "in.json"),
+               "--json"]
+    good = subprocess.run(command[:2] + [str(tmp_path / "ok.json")] + command[2:], capture_output=True, text=True)
+    assert good.returncode == 0 and json.loads(good.stdout)["checks"]["trusted_adapter_lineage"] is True
+    bad = subprocess.run(command[:2] + [str(tmp_path / "bad.json")] + command[2:], capture_output=True, text=True)
+    assert bad.returncode == 1 and "trusted_adapter_lineage" in json.loads(bad.stdout)["failed_checks"]
