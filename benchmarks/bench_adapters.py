@@ -7,7 +7,7 @@ Rows (median of N, wall time, `time.perf_counter`):
   limits set, audit hook installed), no job;
 - cold run: `AdapterRegistry.run` of the shipped `refund_window` adapter with pool size 0 (every
   run spawns its worker, waits for it, runs, kills and reaps it);
-- pooled run, paced: the same with pool size 2 and 60 ms between runs (the replacement worker is
+- pooled run, paced: the same with pool size 2 and 150 ms between runs (the replacement worker is
   ready by the next run: the steady state of a server whose decides are not back to back);
 - pooled run, back to back: no pause (the replacement may still be starting);
 - adapter's own work: the job time inside the worker (send job → result line), reported by the
@@ -43,7 +43,7 @@ from gate.adapters import AdapterRegistry, builtin_adapters, executor  # noqa: E
 from gate.adapters.executor import WorkerPool  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-PACE_S = 0.06
+PACE_S = 0.15
 
 
 def uptime() -> str:
