@@ -13,7 +13,7 @@ from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
 from api.runtime import GateRuntime
 from api.settings import Settings
-from gate.adapters import AdapterRegistry
+from gate.adapters import default_registry
 from gate.audit import AuditChainService
 from gate.lifecycle import LifecycleService
 from gate.clock import Clock, IdSource
@@ -46,7 +46,9 @@ def create_app(
     )
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
-        adapters=adapters or AdapterRegistry(), confidence=settings.decide_confidence,
+        adapters=adapters or default_registry(pool_size=settings.adapter_pool_size, memory_mb=settings.adapter_memory_mb,
+                                  plugins=settings.adapter_plugins),
+        confidence=settings.decide_confidence,
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body

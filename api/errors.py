@@ -46,6 +46,14 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "EVALUATION_TOO_COSTLY": (422, "evaluation_limit_exceeded"),
     "TRUSTED_ADAPTER_INVALID": (422, "trusted_adapter_invalid"),
     "TRUSTED_ADAPTER_NOT_REGISTERED": (422, "trusted_adapter_not_registered"),
+    # Trusted adapters (gate/adapters, docs/adapters.md; reference facts §3).
+    "TRUSTED_ADAPTER_MANIFEST_MISMATCH": (422, "trusted_adapter_manifest_mismatch"),
+    "TRUSTED_ADAPTER_INPUT_INVALID": (422, "trusted_adapter_input_invalid"),
+    "TRUSTED_ADAPTER_EXECUTION_TIMEOUT": (504, "trusted_adapter_timeout"),
+    "TRUSTED_ADAPTER_OUTPUT_INVALID": (500, "trusted_adapter_output_invalid"),
+    "TRUSTED_ADAPTER_CAPABILITY_DENIED": (500, "trusted_adapter_capability_denied"),
+    "TRUSTED_ADAPTER_UNAVAILABLE": (503, "unavailable"),
+    "TRUSTED_ADAPTER_NOT_FOUND": (404, "not_found"),
     # Idempotency.
     "SVC_API_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
     # Lifecycle receipts (execution, outcome, CRM sync) and the audit chain.

@@ -132,12 +132,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True,
         {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
          403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
-         415: MEDIA, 422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
+         415: MEDIA, 422: "rulebook or trusted adapter invocation refused, or evaluation limits exceeded (fail closed)",
+         429: "rate limit or monthly cap",
+         500: "trusted adapter output invalid or capability denied (nothing stored, nothing approved)",
+         503: "signing, ledger, limiter or adapter worker unavailable",
+         504: "trusted adapter exceeded its 1,000 ms budget (nothing stored)"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
             "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
             "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
             "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
             "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
+            "TRUSTED_ADAPTER_MANIFEST_MISMATCH", "TRUSTED_ADAPTER_INPUT_INVALID",
+            "TRUSTED_ADAPTER_EXECUTION_TIMEOUT", "TRUSTED_ADAPTER_OUTPUT_INVALID",
+            "TRUSTED_ADAPTER_CAPABILITY_DENIED", "TRUSTED_ADAPTER_UNAVAILABLE",
             "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
             "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "LEDGER_UNAVAILABLE", "RATE_LIMITER_UNAVAILABLE", "INTERNAL_ERROR",
         ),
@@ -167,6 +174,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         errors=AUTH_ERRORS + ("RULEBOOK_LOOKUP_INVALID", "RULEBOOK_NOT_FOUND"),
         query=(("hash", "string", "rulebook hash"), ("rulebook_id", "string", "with version"),
                ("version", "string", "with rulebook_id")),
+        tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/adapters", "Trusted adapter registry (public): manifests with closed input and "
+        "output JSON Schemas, implementation_hash, manifest_hash and the execution contract, so a caller can "
+        "build an `adapter` invocation. `?adapter_id=` filters; with `&version=` it answers one `adapter`.",
+        False, {200: "{ok, trusted_adapter_registry_version, count, adapters} or {ok, adapter}",
+                400: "version without adapter_id, or not semver", 404: "no registered adapter matches"},
+        errors=("REQUEST_INVALID", "TRUSTED_ADAPTER_NOT_FOUND"),
+        query=(("adapter_id", "string", "adapter id"), ("version", "string", "semver, with adapter_id")),
         tags=("registries",),
     ),
     Endpoint(
@@ -409,7 +426,18 @@ SCHEMAS: dict[str, Any] = {
             "question": {"type": "string", "description": "Descriptive metadata in rulebook mode."},
             "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
             "binding_mode": {"enum": list(C.SUPPORTED_BINDING_MODES)},
-            "adapter": {"type": "object", "required": ["adapter_id", "version", "manifest_hash", "input"]},
+            "adapter": {
+                "type": "object", "required": ["adapter_id", "version", "manifest_hash", "input"],
+                "additionalProperties": False,
+                "description": "One trusted adapter invocation (GET /api/decision/adapters lists the manifests); "
+                               "replaces context.inputs.",
+                "properties": {
+                    "adapter_id": {"type": "string", "pattern": "^[a-z][a-z0-9_.:-]{1,119}$"},
+                    "version": {"type": "string", "pattern": "^\\d+\\.\\d+\\.\\d+$"},
+                    "manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                    "input": {"type": "object", "description": "validated against the adapter's closed input schema"},
+                },
+            },
             "context": {"type": "object", "properties": {"inputs": {"type": "object"}}},
             "response_view": {"enum": list(C.VIEWS)},
         },
@@ -631,6 +659,15 @@ def docs_document() -> dict[str, Any]:
             "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
                              "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
                              "(docs/policy-checks.md)",
+            "trusted_adapters": {
+                "execution": f"one-shot isolated worker process per run, {C.ADAPTER_EXECUTION_TIMEOUT_MS} ms budget "
+                             "(504 beyond), empty environment, memory bound GATE_ADAPTER_MEMORY_MB (256 MiB), "
+                             "network, file writes and subprocesses denied (500 TRUSTED_ADAPTER_CAPABILITY_DENIED)",
+                "pool": "GATE_ADAPTER_POOL_SIZE (2) warm, never-reused workers per server process",
+                "plugins": f"entry-point group {C.ADAPTER_ENTRY_POINT_GROUP} (GATE_ADAPTER_PLUGINS)",
+                "registry": "/api/decision/adapters",
+                "docs": "docs/adapters.md",
+            },
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
         },

@@ -43,6 +43,10 @@ class Settings:
     # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
     policycheck_rate_limit: int = 600
     workflow_token: str | None = field(default=None, repr=False)
+    # Trusted adapters (docs/adapters.md): warm one-shot workers per process, memory bound, plugins.
+    adapter_pool_size: int = 2
+    adapter_memory_mb: int = 256
+    adapter_plugins: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -78,6 +82,7 @@ class Settings:
             request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
             **_policycheck_settings(env),
+            **_adapter_settings(env),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -120,3 +125,21 @@ def _policycheck_settings(env: Mapping[str, str]) -> dict:
     if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
         raise SettingsError("GATE_WORKFLOW_TOKEN must be at least 16 visible ASCII characters")
     return {"policycheck_rate_limit": limit, "workflow_token": token}
+
+
+def _adapter_settings(env: Mapping[str, str]) -> dict:
+    """`GATE_ADAPTER_POOL_SIZE` (0-16 warm workers, 0 = start each cold), `GATE_ADAPTER_MEMORY_MB`
+    (64-4096 MiB address space per worker) and `GATE_ADAPTER_PLUGINS` (load entry-point plugins)."""
+    values = {}
+    for name, key, low, high, default in (("GATE_ADAPTER_POOL_SIZE", "adapter_pool_size", 0, 16, "2"),
+                                          ("GATE_ADAPTER_MEMORY_MB", "adapter_memory_mb", 64, 4096, "256")):
+        raw = env.get(name, default)
+        try:
+            value = int(raw)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise SettingsError(f"{name} must be a whole number from {low} to {high}, not {raw!r}")
+        values[key] = value
+    values["adapter_plugins"] = _flag(env.get("GATE_ADAPTER_PLUGINS", "true"), "GATE_ADAPTER_PLUGINS")
+    return values

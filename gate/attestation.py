@@ -23,6 +23,7 @@ Registry entry (the record's `rulebook_registry`)::
 
     {rulebook_registry_version, schema_version, rulebook_id, version, hash, evaluator_version,
      hash_algorithm, canonicalization, scope_hash, registered_at,
+     trusted_adapter_dependency (adapter-bound snapshots only),
      registry_attestation: {registry_attestation_version, status, attestation_hash, key_id,
                             signature_algorithm: "ed25519", signature}}
 
@@ -182,9 +183,15 @@ def registry_entry(
     registered_at: str,
     schema_version: str = RULEBOOK_SCHEMA_VERSION,
     evaluator_version: str = EVALUATOR_VERSION,
+    adapter_dependency: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An unsigned registry snapshot entry (no `registry_attestation` yet)."""
-    return {
+    """An unsigned registry snapshot entry (no `registry_attestation` yet).
+
+    A snapshot first bound by an adapter-mode decide also names its trusted adapter dependency,
+    ``trusted_adapter_dependency = {adapter_id, version, manifest_hash}`` (covered by the
+    registry attestation hash); direct-mode snapshots have no such member.
+    """
+    entry = {
         "rulebook_registry_version": RULEBOOK_REGISTRY_VERSION,
         "schema_version": schema_version,
         "rulebook_id": rulebook_id,
@@ -196,6 +203,9 @@ def registry_entry(
         "scope_hash": scope_hash,
         "registered_at": registered_at,
     }
+    if adapter_dependency:
+        entry["trusted_adapter_dependency"] = clone(adapter_dependency)
+    return entry
 
 
 def registry_attestation_hash(entry: dict[str, Any]) -> str:

@@ -36,9 +36,10 @@ CHAIN_MERKLE_STRATEGY = "rolling_sha256_pair_v1"
 RECEIPT_KEY_REGISTRY_VERSION = "decision_receipt_key_registry_v1"
 VERIFICATION_RESULT_VERSION = "decision_verification_v1"
 
-# Evaluator.
+# Evaluator. `engine` equals the evaluator version, as in the reference's conformance
+# responses (issue 8, item 8), in the record and in the rulebook attestation bundle.
 EVALUATOR_VERSION = "svc_rulebook_v1"
-ENGINE = "svc_rulebook_engine"
+ENGINE = EVALUATOR_VERSION
 
 # Runtime binding.
 PRODUCTION_CORE = "hybrid_declarative_rulebook_with_trusted_adapters"
@@ -48,6 +49,14 @@ SUPPORTED_BINDING_MODES = (BINDING_DIRECT, BINDING_ADAPTER)
 VERDICT_AUTHORITY = "declarative_rulebook"
 CUSTOMER_SUPPLIED_CODE = "rejected"
 ADAPTER_AUTHORITY = "facts_only"
+
+# Trusted adapters (gate/adapters, docs/adapters.md).
+ADAPTER_MANIFEST_VERSION = "trusted_adapter_manifest_v1"
+ADAPTER_REGISTRY_VERSION = "trusted_adapter_registry_v1"
+ADAPTER_EXECUTION_ISOLATION = "one_shot_worker_process"
+ADAPTER_CAPABILITY_ENFORCEMENT = "audit_hook_deny_network_file_write_subprocess"
+ADAPTER_EXECUTION_TIMEOUT_MS = 1000
+ADAPTER_ENTRY_POINT_GROUP = "decision_gate.adapters"
 
 # Modes.
 MODE_RULEBOOK = "rulebook"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+_UNSET: Any = object()
+
 
 class GateError(Exception):
     """A fail-closed refusal with a stable machine `code` and extra body `details`."""
@@ -61,20 +63,31 @@ class MonthlyCapExceeded(GateError):
 
 
 class RulebookVersionConflict(GateError):
-    """A (rulebook_id, version) pair is already bound to another hash in this scope.
+    """A (rulebook_id, version) pair is already bound to another hash, or to another trusted
+    adapter dependency, in this scope.
 
-    SECURITY: spec compatibility rule 2 — a pair can never silently rebind to a new hash.
+    SECURITY: spec compatibility rules 2 and 3 — a pair can never silently rebind to a new hash,
+    and a change of its adapter dependency needs a new rulebook version.
     """
 
-    def __init__(self, rulebook_id: str, version: str, registered_hash: str, supplied_hash: str) -> None:
+    def __init__(self, rulebook_id: str, version: str, registered_hash: str, supplied_hash: str,
+                 *, registered_dependency: Any = _UNSET, supplied_dependency: Any = _UNSET) -> None:
+        details: dict[str, Any] = {}
+        message = (f"rulebook {rulebook_id!r} version {version!r} is already registered with another hash; "
+                   "publish the change under a new version")
+        if registered_dependency is not _UNSET:
+            message = (f"rulebook {rulebook_id!r} version {version!r} is bound to another trusted adapter "
+                       "dependency; an adapter change needs a new rulebook version")
+            details = {"registered_adapter_dependency": registered_dependency,
+                       "supplied_adapter_dependency": supplied_dependency}
         super().__init__(
             "RULEBOOK_VERSION_CONFLICT",
-            f"rulebook {rulebook_id!r} version {version!r} is already registered with another hash; "
-            "publish the change under a new version",
+            message,
             rulebook_id=rulebook_id,
             version=version,
             registered_hash=registered_hash,
             supplied_hash=supplied_hash,
+            **details,
         )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate import constants as C
-from gate.adapters import AdapterRegistry
+from gate.adapters import AdapterRegistry, AdapterRun
 from gate.attestation import registry_entry, sign_registry_entry
 from gate.canonical import canonical_text, sha256_bytes_hex, sha256_hex
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
@@ -35,7 +35,7 @@ from gate.records import attach_audit_chain, build_rulebook_record
 from gate.requests import prepare_decision_request
 from gate.rowseal import decision_row_hash, row_signature_payload
 from gate.rulebook import get_evaluator, schema_hash
-from gate.rulebook.budget import check_evaluation_cost
+from gate.rulebook.budget import check_evaluation_cost, check_facts
 from gate.keyconfig import SigningSetup
 
 CREATED = "created"
@@ -103,14 +103,11 @@ class DecisionService:
             if existing is not None:
                 return self._replay(existing, idempotency_key, input_hash, prepared.response_view)
 
-        adapter_run = None
+        adapter = None
         if prepared.adapter is not None:
-            # Raises TRUSTED_ADAPTER_INVALID / _NOT_REGISTERED: no adapter runs unregistered.
+            # Raises TRUSTED_ADAPTER_INVALID / _NOT_REGISTERED / _MANIFEST_MISMATCH: no adapter
+            # runs unregistered or under another manifest than the caller pinned.
             self.adapters.resolve(prepared.adapter)
-            # The registry runs the adapter (AdapterRegistry.run -> AdapterRun: .facts,
-            # .trusted_adapter, .adapter_facts); the rulebook stays the verdict selector.
-            adapter_run = self.adapters.run(prepared.adapter)
-        facts = adapter_run.facts if adapter_run is not None else (prepared.facts or {})
 
         rulebook_hash = sha256_hex(prepared.rulebook)
         evaluator = get_evaluator(prepared.rulebook, rulebook_hash)  # raises RULEBOOK_INVALID
@@ -121,6 +118,14 @@ class DecisionService:
         if receipt_signer is None and self.signing.required:
             raise SigningUnavailable()
 
+        if prepared.adapter is not None:
+            # One-shot isolated worker; facts = schema-validated input plus derived output.
+            adapter = self.adapters.run(prepared.adapter)
+            check_facts(adapter.facts)  # the adapter's facts obey the same size limits
+            facts = adapter.facts
+        else:
+            facts = prepared.facts if prepared.facts is not None else {}
+
         # SECURITY: bounded evaluation work; 422 before evaluating (gate/rulebook/budget.py).
         check_evaluation_cost(prepared.rulebook, rulebook_hash, facts)
         evaluation = evaluator.evaluate(facts)
@@ -128,7 +133,7 @@ class DecisionService:
             try:
                 return self._store_new(
                     caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-                    idempotency_key, request_id, receipt_signer, adapter_run,
+                    idempotency_key, request_id, receipt_signer, adapter,
                 )
             except SnapshotRace:
                 if attempt:
@@ -142,10 +147,12 @@ class DecisionService:
 
     def _store_new(
         self, caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-        idempotency_key, request_id, receipt_signer, adapter_run=None,
+        idempotency_key, request_id, receipt_signer, adapter: AdapterRun | None = None,
     ) -> DecideResult:
         created_at = iso_ms(self.clock.now())
-        registry, snapshot_row = self._registry_for(caller.scope, prepared.rulebook, rulebook_hash, created_at)
+        registry, snapshot_row = self._registry_for(
+            caller.scope, prepared.rulebook, rulebook_hash, created_at,
+            adapter.adapter.dependency() if adapter is not None else None)
         decision_id = self.ids.decision_id()
         record = build_rulebook_record(
             decision_id=decision_id,
@@ -164,8 +171,8 @@ class DecisionService:
             context=prepared.context,
             attestation_key=self.signing.attestation_key(),
             receipt_signer=receipt_signer,
-            trusted_adapter=adapter_run.trusted_adapter if adapter_run is not None else None,
-            adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
+            trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
+            adapter_facts=adapter.adapter_facts if adapter is not None else None,
         )
         if self.confidence:
             self._attach_confidence(caller.scope, record, receipt_signer)
@@ -231,15 +238,26 @@ class DecisionService:
             attach_confidence(record, block, receipt_signer)
 
     def _registry_for(
-        self, scope: str, rulebook: dict, rulebook_hash: str, now: str
+        self, scope: str, rulebook: dict, rulebook_hash: str, now: str,
+        adapter_dependency: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The scope's registry entry for this rulebook, and a snapshot row when it is new."""
+        """The scope's registry entry for this rulebook, and a snapshot row when it is new.
+
+        The first binding of (id, version) also pins its facts source: the trusted adapter
+        dependency of an adapter-mode decide, or none. Using the pair later with another (or
+        without / with a first) adapter dependency is `RULEBOOK_VERSION_CONFLICT`
+        (compatibility rule 3: an adapter change needs a new rulebook version)."""
         rulebook_id, version = rulebook["rulebook_id"], rulebook["version"]
         stored = self._snapshot(scope, rulebook_id, version)
         if stored is not None:
             if stored["rulebook_hash"] != rulebook_hash:
                 raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash)
-            return json.loads(stored["registry_json"]), None
+            registry = json.loads(stored["registry_json"])
+            bound = registry.get("trusted_adapter_dependency")
+            if (bound or None) != (adapter_dependency or None):
+                raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash,
+                                              registered_dependency=bound, supplied_dependency=adapter_dependency)
+            return registry, None
         registry = sign_registry_entry(
             registry_entry(
                 rulebook_id=rulebook_id,
@@ -247,6 +265,7 @@ class DecisionService:
                 rulebook_hash=rulebook_hash,
                 scope_hash=scope_hash(scope),
                 registered_at=now,
+                adapter_dependency=adapter_dependency,
             ),
             self.signing.attestation_key(),
         )

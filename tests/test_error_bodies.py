@@ -58,6 +58,13 @@ CASES = {
     "TRUSTED_ADAPTER_INVALID": lambda c: _decide(c.client, c.key, _adapter(c.sample, {"adapter_id": "crm"})),
     "TRUSTED_ADAPTER_NOT_REGISTERED": lambda c: _decide(c.client, c.key, _adapter(c.sample, {
         "adapter_id": "crm_account_facts", "version": "1.0.0", "manifest_hash": "a" * 64, "input": {}})),
+    "TRUSTED_ADAPTER_MANIFEST_MISMATCH": lambda c: _decide(c.client, c.key, _shipped("refund-window", manifest_hash="b" * 64)),
+    "TRUSTED_ADAPTER_INPUT_INVALID": lambda c: _decide(c.client, c.key, _shipped("refund-window", input={})),
+    "TRUSTED_ADAPTER_EXECUTION_TIMEOUT": lambda c: _misbehave(c, "spin"),
+    "TRUSTED_ADAPTER_OUTPUT_INVALID": lambda c: _misbehave(c, "bad_output"),
+    "TRUSTED_ADAPTER_CAPABILITY_DENIED": lambda c: _misbehave(c, "socket"),
+    "TRUSTED_ADAPTER_UNAVAILABLE": lambda c: _worker_cannot_start(c),
+    "TRUSTED_ADAPTER_NOT_FOUND": lambda c: c.client.get("/api/decision/adapters?adapter_id=refund_window&version=9.0.0"),
     "SVC_API_IDEMPOTENCY_CONFLICT": lambda c: _conflict(c),
     "DECISION_NOT_FOUND": lambda c: c.client.get("/api/decision/dec_missing", headers={"x-api-key": c.key}),
     "RULEBOOK_NOT_FOUND": lambda c: c.client.get("/api/decision/rulebooks?hash=" + "0" * 64, headers={"x-api-key": c.key}),
@@ -160,6 +167,13 @@ DETAILS = {
     "RULEBOOK_VERSION_CONFLICT": {"rulebook_id", "version", "registered_hash", "supplied_hash"},
     "TRUSTED_ADAPTER_INVALID": {"errors"},
     "TRUSTED_ADAPTER_NOT_REGISTERED": {"adapter_id", "version"},
+    "TRUSTED_ADAPTER_MANIFEST_MISMATCH": {"adapter_id", "version", "expected_manifest_hash", "registered_manifest_hash"},
+    "TRUSTED_ADAPTER_INPUT_INVALID": {"adapter_id", "version", "errors"},
+    "TRUSTED_ADAPTER_EXECUTION_TIMEOUT": {"adapter_id", "version", "execution_timeout_ms"},
+    "TRUSTED_ADAPTER_OUTPUT_INVALID": {"adapter_id", "version", "errors"},
+    "TRUSTED_ADAPTER_CAPABILITY_DENIED": {"adapter_id", "version", "capabilities"},
+    "TRUSTED_ADAPTER_UNAVAILABLE": {"adapter_id", "version", "reason"},
+    "TRUSTED_ADAPTER_NOT_FOUND": {"adapter_id", "version"},
     "REQUEST_INVALID": {"errors"},
     "REQUEST_TOO_LARGE": {"max_bytes"},
     "EVALUATION_INPUT_TOO_LARGE": {"limit", "maximum"},
@@ -273,6 +287,29 @@ def _conflict(c):
     changed = copy.deepcopy(c.sample)
     changed["question"] = "different"
     return _decide(c.client, c.key, changed, **{"x-idempotency-key": "same"})
+
+
+def _shipped(name, **changes):
+    from tests.adapters.support import sample
+
+    body = sample(name)
+    body["adapter"].update(changes)
+    return body
+
+
+def _misbehave(c, mode):
+    from tests.adapters.support import adapter_request, register_test_adapters
+
+    misbehaving, _ = register_test_adapters(c.client.application)
+    return _decide(c.client, c.key, adapter_request(misbehaving, {"mode": mode}))
+
+
+def _worker_cannot_start(c):
+    from gate.adapters import executor
+
+    c.request.getfixturevalue("monkeypatch").setattr(executor, "WORKER_SCRIPT", "/nonexistent/worker.py")
+    app = c.make_app({"GATE_ADAPTER_POOL_SIZE": "0"})
+    return _decide(app.test_client(), c.key, _shipped("pricing-margin"))
 
 
 def _broken_ledger(c):

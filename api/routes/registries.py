@@ -69,6 +69,7 @@ def status():
             "receipt_keys": "/api/decision/receipt-keys",
             "policy_bundles": "/api/decision/policy-bundles",
             "rulebooks": "/api/decision/rulebooks",
+            "adapters": "/api/decision/adapters",
         },
         "problems": problems,
     }
@@ -94,9 +95,19 @@ def receipt_keys():
     return json_response(200, body)
 
 
+def version_order_key(version: str) -> tuple:
+    """Natural order of version labels: digit runs compare as numbers, other runs as text
+    ("2026-08-01" > "2026-05-01", "1.10.0" > "1.9.0")."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.findall(r"\d+|\D+", version))
+
+
 @lru_cache(maxsize=4)
 def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
-    """Operator-published rulebooks (GATE_POLICY_DIR), as policy bundle entries."""
+    """Operator-published rulebooks (GATE_POLICY_DIR), as policy bundle entries.
+
+    Per rulebook id, the highest version (natural order, `version_order_key`) is `active`; the
+    other published versions are `historical`, listed with `superseded_by`."""
     if not policy_dir:
         return ()
     bundles = []
@@ -106,6 +117,8 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
         except (OSError, CanonicalJSONError):
             continue
         if not isinstance(rulebook, dict) or rulebook.get("schema_version") != C.RULEBOOK_SCHEMA_VERSION:
+            continue
+        if not isinstance(rulebook.get("rulebook_id"), str) or not isinstance(rulebook.get("version"), str):
             continue
         bundles.append(
             {
@@ -119,6 +132,17 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
                 "status": "active",
             }
         )
+    latest: dict[str, dict] = {}
+    for bundle in bundles:
+        best = latest.get(bundle["id"])
+        if best is None or version_order_key(bundle["version"]) > version_order_key(best["version"]):
+            latest[bundle["id"]] = bundle
+    for bundle in bundles:
+        active = latest[bundle["id"]]
+        if bundle is not active:
+            bundle["status"] = "historical"
+            bundle["superseded_by"] = {"version": active["version"], "hash": active["hash"]}
+    bundles.sort(key=lambda b: (b["id"], version_order_key(b["version"])))
     return tuple(bundles)
 
 
@@ -129,7 +153,12 @@ def policy_bundles():
     bundles = list(_published_bundles(policy_dir))
     wanted = request.args.get("hash")
     if wanted is None:
-        return json_response(200, {"ok": True, "count": len(bundles), "policy_bundles": bundles})
+        return json_response(200, {
+            "ok": True, "count": len(bundles),
+            "active_count": sum(1 for b in bundles if b["status"] == "active"),
+            "historical_count": sum(1 for b in bundles if b["status"] == "historical"),
+            "policy_bundles": bundles,
+        })
     wanted = wanted.strip().lower()
     if not _HASH.fullmatch(wanted):
         return error_response("REQUEST_INVALID", "hash must be 64 lowercase hex characters",
@@ -179,5 +208,47 @@ def rulebooks(caller: Caller):
     metadata = json.loads(snapshot["registry_json"])
     # SECURITY: the snapshot body is never disclosed (spec "Registries and patterns").
     metadata["snapshot"] = {"stored": True, "body_disclosed": False, "schema_hash": snapshot["schema_hash"]}
-    metadata["trusted_adapter_dependency"] = None
+    # The bound trusted adapter dependency is part of the signed entry (null for direct-mode
+    # snapshots); `adapter_dependency_registered` says whether this gate can still run it.
+    dependency = metadata.get("trusted_adapter_dependency")
+    metadata["trusted_adapter_dependency"] = dependency
+    if isinstance(dependency, dict):
+        adapter = rt.service.adapters.get(dependency.get("adapter_id"), dependency.get("version"))
+        metadata["adapter_dependency_registered"] = bool(
+            adapter is not None and adapter.manifest_hash == dependency.get("manifest_hash"))
     return json_response(200, {"ok": True, "rulebook": metadata})
+
+
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+@bp.get("/api/decision/adapters")
+def adapters():
+    """Public registry of trusted adapter manifests, so a caller can build an invocation."""
+    registry = runtime().service.adapters
+    adapter_id = request.args.get("adapter_id")
+    version = request.args.get("version")
+    if version is not None and (adapter_id is None or not _SEMVER.fullmatch(version)):
+        return error_response("REQUEST_INVALID", "version needs adapter_id and must be semver X.Y.Z",
+                              errors=[{"field": "version", "code": "invalid_value",
+                                       "message": "semver X.Y.Z, with adapter_id"}])
+    manifests = registry.manifests()
+    if adapter_id is not None:
+        manifests = [m for m in manifests if m["adapter_id"] == adapter_id]
+    if version is not None:
+        for manifest in manifests:
+            if manifest["version"] == version:
+                return json_response(200, {"ok": True, "adapter": manifest})
+        return error_response("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id and version",
+                              adapter_id=adapter_id, version=version)
+    if adapter_id is not None and not manifests:
+        return error_response("TRUSTED_ADAPTER_NOT_FOUND", "no registered adapter has this id",
+                              adapter_id=adapter_id)
+    return json_response(200, {
+        "ok": True,
+        "trusted_adapter_registry_version": C.ADAPTER_REGISTRY_VERSION,
+        "manifest_version": C.ADAPTER_MANIFEST_VERSION,
+        "entry_point_group": C.ADAPTER_ENTRY_POINT_GROUP,
+        "count": len(manifests),
+        "adapters": manifests,
+    })

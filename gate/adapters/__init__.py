@@ -2,20 +2,67 @@
 
 Invocation shape (reference facts §3): exactly `adapter_id`, `version` (`^\\d+\\.\\d+\\.\\d+$`),
 `manifest_hash` (64 lowercase hex) and `input` (object). Only adapters registered by the
-operator can run; customer-supplied code is never executed.
+operator can run (shipped in `gate/adapters/builtin/` or installed as plugins under the
+`decision_gate.adapters` entry-point group); customer-supplied code is never executed.
+
+`AdapterRegistry.run(invocation)`:
+
+1. `resolve`: invocation shape (422 `TRUSTED_ADAPTER_INVALID`), registered id and version (422
+   `TRUSTED_ADAPTER_NOT_REGISTERED`), the caller's pinned `manifest_hash` equal to the
+   registered one (422 `TRUSTED_ADAPTER_MANIFEST_MISMATCH`);
+2. `input` against the closed input schema (422 `TRUSTED_ADAPTER_INPUT_INVALID`, per field);
+3. one-shot isolated worker (`gate.adapters.executor`): 504 `TRUSTED_ADAPTER_EXECUTION_TIMEOUT`
+   past 1,000 ms, 500 `TRUSTED_ADAPTER_CAPABILITY_DENIED` when the adapter touched the network,
+   wrote a file, started a process or exhausted its memory bound;
+4. output against the closed output schema (500 `TRUSTED_ADAPTER_OUTPUT_INVALID`, also for an
+   adapter that raised or returned something that is not canonical JSON);
+5. facts = input plus derived output; `trusted_adapter` = the record's lineage block.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import re
-from typing import Any
+import sys
+import threading
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Iterable
 
+from gate import constants as C
+from gate.adapters.executor import WorkerPool
+from gate.adapters.manifest import (
+    ADAPTER_ID as _ADAPTER_ID,
+    AdapterDefinitionError,
+    RegisteredAdapter,
+    adapter_from_source,
+    schema_errors,
+)
+from gate.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.errors import GateError
+from gate.rulebook.budget import check_facts
+
+__all__ = [
+    "AdapterDefinitionError",
+    "AdapterRegistry",
+    "AdapterRun",
+    "RegisteredAdapter",
+    "BUILTIN_DIR",
+    "builtin_adapters",
+    "default_registry",
+    "load_adapter_file",
+    "plugin_adapters",
+    "validate_invocation",
+]
+
+log = logging.getLogger("gate.adapters")
 
 _INVOCATION_KEYS = ("adapter_id", "version", "manifest_hash", "input")
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
-_ADAPTER_ID = re.compile(r"^[a-z][a-z0-9_.:-]{1,119}$")
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 
 
 def validate_invocation(adapter: dict[str, Any]) -> None:
@@ -43,20 +90,200 @@ def validate_invocation(adapter: dict[str, Any]) -> None:
                         errors=errors)
 
 
+@dataclass(frozen=True)
+class AdapterRun:
+    """One completed adapter run: what the rulebook evaluates and what the record carries."""
+
+    adapter: RegisteredAdapter
+    facts: dict[str, Any]           # input plus derived output: the rulebook's facts
+    trusted_adapter: dict[str, Any]  # the record's `trusted_adapter` block
+    adapter_facts: dict[str, Any]    # the record's `adapter_facts` (same content as `facts`)
+    output: dict[str, Any]          # the adapter's derived facts alone
+    duration_ms: float
+
+
+def load_adapter_file(path: str | Path, *, module_name: str | None = None,
+                      origin: str = "registered") -> RegisteredAdapter:
+    """Read and validate one adapter source file (no code of it runs in this process)."""
+    path = Path(path)
+    return adapter_from_source(path.read_bytes(), filename=str(path),
+                               module_name=module_name or path.stem, origin=origin)
+
+
+def builtin_adapters() -> list[RegisteredAdapter]:
+    """The adapters shipped with the gate (`gate/adapters/builtin/*.py`)."""
+    return [load_adapter_file(path, module_name=f"gate.adapters.builtin.{path.stem}", origin="builtin")
+            for path in sorted(BUILTIN_DIR.glob("*.py")) if path.name != "__init__.py"]
+
+
+def plugin_adapters(group: str = C.ADAPTER_ENTRY_POINT_GROUP) -> list[RegisteredAdapter]:
+    """Adapters installed as plugins: each entry point of `group` names an adapter *module*
+    (``name = "package.module"``). The module's file is located without importing it; a plugin
+    that cannot be read or validated is logged and left out (it then answers
+    TRUSTED_ADAPTER_NOT_REGISTERED)."""
+    found = []
+    for entry in entry_points(group=group):
+        module_name = entry.value.split(":", 1)[0].strip()
+        try:
+            spec = importlib.util.find_spec(module_name)
+            if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+                raise AdapterDefinitionError(f"{module_name}: no Python source file")
+            found.append(load_adapter_file(spec.origin, module_name=module_name, origin="plugin"))
+        except (ImportError, OSError, ValueError) as exc:
+            log.error("trusted adapter plugin %r (%s) not registered: %s", entry.name, module_name, exc)
+    return found
+
+
 class AdapterRegistry:
-    """Operator-registered adapters by (adapter_id, version). Empty unless adapters are installed."""
+    """Operator-registered adapters by (adapter_id, version), run in one-shot workers."""
 
-    def __init__(self) -> None:
-        self._adapters: dict[tuple[str, str], Any] = {}
+    def __init__(self, adapters: Iterable[RegisteredAdapter] = (), *, pool: WorkerPool | None = None) -> None:
+        self._adapters: dict[tuple[str, str], RegisteredAdapter] = {}
+        self._lock = threading.Lock()
+        self._pool = pool
+        for adapter in adapters:
+            self.register(adapter)
 
-    def resolve(self, adapter: dict[str, Any]) -> Any:
-        validate_invocation(adapter)
-        registered = self._adapters.get((adapter["adapter_id"], adapter["version"]))
+    @property
+    def pool(self) -> WorkerPool:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = WorkerPool(size=0)
+        return self._pool
+
+    def register(self, adapter: RegisteredAdapter) -> RegisteredAdapter:
+        """Add an adapter. The same (id, version) with another manifest hash is refused: a changed
+        adapter is a new version (compatibility rule 3)."""
+        key = (adapter.adapter_id, adapter.version)
+        with self._lock:
+            existing = self._adapters.get(key)
+            if existing is not None and existing.manifest_hash != adapter.manifest_hash:
+                raise AdapterDefinitionError(
+                    f"adapter {key[0]}@{key[1]} is already registered with manifest {existing.manifest_hash}")
+            self._adapters[key] = adapter
+        return adapter
+
+    def get(self, adapter_id: str, version: str) -> RegisteredAdapter | None:
+        return self._adapters.get((adapter_id, version))
+
+    # ------------------------------------------------------------------ public manifests
+
+    @staticmethod
+    def published(adapter: RegisteredAdapter, pool: WorkerPool | None = None) -> dict[str, Any]:
+        """A manifest as `GET /api/decision/adapters` lists it: the hashed manifest, its
+        `manifest_hash`, where it comes from and the execution contract (not hashed)."""
+        entry = clone(adapter.manifest)
+        entry["manifest_hash"] = adapter.manifest_hash
+        entry["origin"] = adapter.origin
+        entry["execution"] = {
+            "execution_isolation": C.ADAPTER_EXECUTION_ISOLATION,
+            "capability_enforcement": C.ADAPTER_CAPABILITY_ENFORCEMENT,
+            "execution_timeout_ms": C.ADAPTER_EXECUTION_TIMEOUT_MS,
+            "memory_limit_mb": pool.memory_mb if pool is not None else None,
+        }
+        return entry
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Every registered manifest with its hashes, sorted by id then version."""
+        ordered = sorted(self._adapters.values(),
+                         key=lambda a: (a.adapter_id, tuple(int(p) for p in a.version.split("."))))
+        return [self.published(adapter, self.pool) for adapter in ordered]
+
+    # ------------------------------------------------------------------ resolve and run
+
+    def resolve(self, invocation: dict[str, Any]) -> RegisteredAdapter:
+        validate_invocation(invocation)
+        registered = self._adapters.get((invocation["adapter_id"], invocation["version"]))
         if registered is None:
             raise GateError(
                 "TRUSTED_ADAPTER_NOT_REGISTERED",
-                f"adapter {adapter['adapter_id']}@{adapter['version']} is not registered on this gate",
-                adapter_id=adapter["adapter_id"],
-                version=adapter["version"],
+                f"adapter {invocation['adapter_id']}@{invocation['version']} is not registered on this gate",
+                adapter_id=invocation["adapter_id"],
+                version=invocation["version"],
+            )
+        if invocation["manifest_hash"] != registered.manifest_hash:
+            raise GateError(
+                "TRUSTED_ADAPTER_MANIFEST_MISMATCH",
+                f"adapter {registered.adapter_id}@{registered.version} is registered with another manifest hash",
+                adapter_id=registered.adapter_id,
+                version=registered.version,
+                expected_manifest_hash=invocation["manifest_hash"],
+                registered_manifest_hash=registered.manifest_hash,
             )
         return registered
+
+    def run(self, invocation: dict[str, Any]) -> AdapterRun:
+        adapter = self.resolve(invocation)
+        detail = {"adapter_id": adapter.adapter_id, "version": adapter.version}
+        payload = invocation["input"]
+        check_facts(payload)  # SECURITY: bounded before any walk (422 EVALUATION_INPUT_TOO_LARGE)
+        errors = schema_errors(adapter.input_validator, payload, "adapter.input")
+        if errors:
+            raise GateError("TRUSTED_ADAPTER_INPUT_INVALID",
+                            "adapter input does not match the adapter's closed input schema",
+                            errors=errors, **detail)
+        try:
+            input_hash = sha256_hex(payload)
+        except (CanonicalJSONError, ValueError):
+            raise GateError("TRUSTED_ADAPTER_INPUT_INVALID", "adapter input is not canonical JSON",
+                            errors=[{"field": "adapter.input", "code": "invalid_value",
+                                     "message": "not representable as canonical JSON"}], **detail) from None
+        job = {"module": adapter.module_name, "filename": adapter.filename, "source": adapter.source,
+               "input": payload, "path": [p for p in sys.path if p]}
+        message = self.pool.execute(job, **detail)
+        denied = message.get("denied") or []
+        if message.get("error") == "memory" and not denied:
+            denied = ["memory"]
+        if denied:
+            raise GateError("TRUSTED_ADAPTER_CAPABILITY_DENIED",
+                            "the adapter attempted a capability its worker denies",
+                            capabilities=sorted(set(str(d) for d in denied))[:16], **detail)
+        if not message.get("ok"):
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter produced no output",
+                            reason=str(message.get("error")), exception=str(message.get("type"))[:120],
+                            **detail)
+        output = message.get("output")
+        errors = schema_errors(adapter.output_validator, output, "output")
+        if errors:
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID",
+                            "adapter output does not match the adapter's closed output schema",
+                            errors=errors, **detail)
+        facts = {**payload, **output}
+        try:
+            output_hash = sha256_hex(facts)
+        except (CanonicalJSONError, ValueError):
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "adapter output is not canonical JSON",
+                            reason="not_canonical", **detail) from None
+        trusted_adapter = {
+            "manifest_version": adapter.manifest["manifest_version"],
+            "adapter_id": adapter.adapter_id,
+            "version": adapter.version,
+            "implementation_revision": adapter.manifest["implementation_revision"],
+            "implementation_hash": adapter.implementation_hash,
+            "manifest_hash": adapter.manifest_hash,
+            "input_hash": input_hash,
+            "output_hash": output_hash,
+            "execution_isolation": C.ADAPTER_EXECUTION_ISOLATION,
+            "capability_enforcement": C.ADAPTER_CAPABILITY_ENFORCEMENT,
+            "execution_timeout_ms": self.pool.timeout_ms,
+        }
+        return AdapterRun(adapter=adapter, facts=facts, trusted_adapter=trusted_adapter,
+                          adapter_facts=clone(facts), output=output,
+                          duration_ms=float(message.get("duration_ms") or 0.0))
+
+
+def default_registry(*, pool_size: int = 2, memory_mb: int = 256, plugins: bool = True) -> AdapterRegistry:
+    """Builtins plus entry-point plugins, with a warm pool of `pool_size` one-shot workers
+    (started lazily on first use, so a forking server starts them in each worker process)."""
+    pool = WorkerPool(size=pool_size, memory_mb=memory_mb, timeout_ms=C.ADAPTER_EXECUTION_TIMEOUT_MS)
+    registry = AdapterRegistry(pool=pool)
+    for adapter in builtin_adapters():
+        registry.register(adapter)
+    if plugins:
+        for adapter in plugin_adapters():
+            try:
+                registry.register(adapter)
+            except AdapterDefinitionError as exc:
+                log.error("trusted adapter plugin not registered: %s", exc)
+    return registry

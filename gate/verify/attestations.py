@@ -14,7 +14,9 @@ from gate.attestation import (
 )
 from gate.canonical import sha256_hex
 from gate.constants import (
+    ADAPTER_AUTHORITY,
     ATTESTATION_SIGNATURE_ALGORITHM,
+    BINDING_ADAPTER,
     REGISTRY_ATTESTATION_VERSION,
     RULEBOOK_ATTESTATION_SIGNATURE_VERSION,
     RULEBOOK_ATTESTATION_VERSION,
@@ -112,6 +114,16 @@ def _check_rulebook_attestation(record, anchors, original_input, checks, expecte
     checks["rulebook_attestation_signature"] = ok
 
 
+def _dependency_matches(dependency, adapter) -> bool:
+    """The snapshot's bound adapter dependency names the record's adapter (both absent in direct mode)."""
+    if dependency is None and adapter is None:
+        return True
+    if not isinstance(dependency, Mapping) or not isinstance(adapter, Mapping):
+        return False
+    return set(dependency) == {"adapter_id", "version", "manifest_hash"} and all(
+        dependency.get(name) == adapter.get(name) for name in ("adapter_id", "version", "manifest_hash"))
+
+
 def _check_registry(record, anchors, checks, expected, actual, notes) -> None:
     registry = record.get("rulebook_registry")
     if registry is None:
@@ -127,6 +139,7 @@ def _check_registry(record, anchors, checks, expected, actual, notes) -> None:
             and registry.get("version") == rulebook.get("version")
             and registry.get("hash") == rulebook.get("hash")
             and registry.get("evaluator_version") == record.get("evaluator_version")
+            and _dependency_matches(registry.get("trusted_adapter_dependency"), record.get("trusted_adapter"))
         )
     else:
         checks["rulebook_registry_consistency"] = False
@@ -160,3 +173,60 @@ def _check_registry(record, anchors, checks, expected, actual, notes) -> None:
     checks["registry_attestation_signature"] = verify_hash_text_signature(
         digest, attestation.get("signature"), key.public_key_raw
     )
+
+
+TRUSTED_ADAPTER_MEMBERS = frozenset({
+    "manifest_version", "adapter_id", "version", "implementation_revision", "implementation_hash",
+    "manifest_hash", "input_hash", "output_hash", "execution_isolation", "capability_enforcement",
+    "execution_timeout_ms",
+})
+_HASH_MEMBERS = ("implementation_hash", "manifest_hash", "input_hash", "output_hash")
+
+
+def _is_hex64(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _check_trusted_adapter(record, original_input, checks, expected, actual, notes) -> None:
+    """`trusted_adapter_lineage`: the adapter block, the adapter facts and the binding agree.
+
+    Rulebook records in adapter mode (``runtime_binding.binding_mode`` is the adapter mode, or
+    `trusted_adapter` / `adapter_facts` present) must carry both members; `trusted_adapter` has
+    exactly the eleven members of reference facts §3 with 64-hex hashes; ``H(adapter_facts)``
+    equals `trusted_adapter.output_hash`; the runtime binding is the adapter mode with
+    `adapter_authority: "facts_only"`. With the original request: its `adapter` invocation names
+    the same id, version and manifest hash, ``H(adapter.input)`` equals `input_hash`, and every
+    input member reappears unchanged in `adapter_facts`.
+    """
+    adapter = record.get("trusted_adapter")
+    facts = record.get("adapter_facts")
+    binding = record.get("runtime_binding")
+    binding_mode = binding.get("binding_mode") if isinstance(binding, Mapping) else None
+    if adapter is None and facts is None and binding_mode != BINDING_ADAPTER:
+        if isinstance(binding, Mapping) and "adapter_authority" in binding:
+            checks["trusted_adapter_lineage"] = False
+            notes.append("adapter_authority in a direct-mode runtime binding")
+        return
+    ok = (isinstance(adapter, Mapping) and isinstance(facts, Mapping)
+          and set(adapter) == TRUSTED_ADAPTER_MEMBERS
+          and all(_is_hex64(adapter.get(name)) for name in _HASH_MEMBERS)
+          and isinstance(adapter.get("execution_timeout_ms"), int)
+          and binding_mode == BINDING_ADAPTER
+          and binding.get("adapter_authority") == ADAPTER_AUTHORITY)
+    if isinstance(facts, Mapping):
+        digest = _safe(sha256_hex, facts)
+        expected["adapter_facts_hash"] = digest
+        actual["adapter_facts_hash"] = adapter.get("output_hash") if isinstance(adapter, Mapping) else None
+        ok = ok and _digest_equal(digest, actual["adapter_facts_hash"])
+    invocation = original_input.get("adapter") if isinstance(original_input, Mapping) else None
+    if ok and isinstance(invocation, Mapping):
+        payload = invocation.get("input")
+        ok = (invocation.get("adapter_id") == adapter.get("adapter_id")
+              and invocation.get("version") == adapter.get("version")
+              and invocation.get("manifest_hash") == adapter.get("manifest_hash")
+              and isinstance(payload, Mapping)
+              and _digest_equal(_safe(sha256_hex, payload), adapter.get("input_hash"))
+              and all(name in facts and _canon_equal(facts[name], value) for name, value in payload.items()))
+    elif ok:
+        notes.append("trusted adapter input_hash not checked: original input not supplied")
+    checks["trusted_adapter_lineage"] = bool(ok)

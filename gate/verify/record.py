@@ -10,7 +10,7 @@ from gate.constants import COMPACT_FOR_VERDICT
 from gate.errors import GateError
 from gate.records import receipt_hash, record_hash, rulebook_output_hash
 from gate.verify.anchors import TrustAnchors
-from gate.verify.attestations import _check_registry, _check_rulebook_attestation
+from gate.verify.attestations import _check_registry, _check_rulebook_attestation, _check_trusted_adapter
 from gate.verify.checks import (
     _check_audit_chain,
     _check_integrity_block,
@@ -133,6 +133,11 @@ def verify_record(
 
     # 9. rulebook registry and its attestation.
     _check_registry(record, anchors, checks, expected, actual, notes)
+
+    # 9b. trusted adapter lineage (adapter mode): block shape, H(adapter_facts) = output_hash,
+    #     binding, and the original invocation when supplied.
+    if rulebook_mode:
+        _check_trusted_adapter(record, original_input, checks, expected, actual, notes)
 
     # 10. the confidence block (outside record_hash): its hash recomputed, the top-level copy
     #     equal to it, and (step 12) its own signature.

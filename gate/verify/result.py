@@ -24,6 +24,7 @@ INTEGRITY_CHECKS = (
     "rulebook_attestation_input_hash",
     "rulebook_registry_consistency",
     "registry_attestation_hash",
+    "trusted_adapter_lineage",
     "confidence_hash",
     "audit_chain",
 )
