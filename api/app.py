@@ -68,6 +68,9 @@ def create_app(
 
     policychecks.init_app(app)
     app.register_blueprint(workflows.bp)
+    from api.routes import patterns  # issue 11: policy patterns registry
+
+    app.register_blueprint(patterns.bp)
 
     @app.before_request
     def _refuse_control_characters():

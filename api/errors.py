@@ -78,6 +78,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RULEBOOK_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_LOOKUP_INVALID": (400, "invalid_request"),
     "POLICY_BUNDLE_NOT_FOUND": (404, "not_found"),
+    "POLICY_PATTERN_NOT_FOUND": (404, "not_found"),
     "NOT_FOUND": (404, "not_found"),
     "METHOD_NOT_ALLOWED": (405, "method_not_allowed"),
     # Unavailable: nothing was stored, nothing approved.

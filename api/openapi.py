@@ -157,6 +157,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("hash", "string", "64-hex bundle hash to resolve"),), tags=("registries",),
     ),
     Endpoint(
+        "get", "/api/decision/policy-patterns",
+        "Policy pattern registry (decision_pattern_registry_v1): pricing_exception, refund_review, "
+        "agent_action_gate, crm_writeback_gate, each with pattern_hash, a decision_request_template that is a "
+        "valid rulebook-mode request, outcome and CRM sync templates and SDK examples. `?pattern_id=` (pattern "
+        "id or policy id) answers one `policy_pattern`; `?tag=` filters the list.",
+        False, {200: "registry or one pattern", 400: "unknown or malformed query parameter",
+                404: "no pattern has this id (or not with this tag)"},
+        errors=("REQUEST_INVALID", "POLICY_PATTERN_NOT_FOUND"),
+        query=(("pattern_id", "string", "pattern id or policy id; answers one pattern"),
+               ("tag", "string", "only patterns carrying this tag")),
+        tags=("registries",),
+    ),
+    Endpoint(
         "get", "/api/decision/rulebooks", "Rulebook snapshot metadata in the caller's scope (never the body).",
         True, {200: "{ok, rulebook}", 400: "lookup needs exactly hash, or rulebook_id and version",
                401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},

@@ -63,6 +63,7 @@ CASES = {
     "RULEBOOK_NOT_FOUND": lambda c: c.client.get("/api/decision/rulebooks?hash=" + "0" * 64, headers={"x-api-key": c.key}),
     "RULEBOOK_LOOKUP_INVALID": lambda c: c.client.get("/api/decision/rulebooks?rulebook_id=x", headers={"x-api-key": c.key}),
     "POLICY_BUNDLE_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-bundles?hash=" + "0" * 64),
+    "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
     "NOT_FOUND": lambda c: c.client.get("/api/nothing-here"),
     "UNSUPPORTED_MEDIA_TYPE": lambda c: c.client.post(
         "/api/decide", data=json.dumps(c.sample), headers={"x-api-key": c.key, "content-type": "text/plain"}),
