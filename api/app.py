@@ -26,6 +26,18 @@ log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
+def advisory_service(settings: Settings):
+    """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
+    if not settings.advisory_modes:
+        return None
+    from gate.advisory.http import HttpLLMAdvisor
+    from gate.advisory.service import AdvisoryService
+
+    http = [HttpLLMAdvisor(settings.advisor_base_url, model, api_key=settings.advisor_api_key,
+                           timeout=settings.advisor_timeout) for model in settings.advisor_models]
+    return AdvisoryService(http)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -45,6 +57,7 @@ def create_app(
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
         adapters=AdapterRegistry(), confidence=settings.decide_confidence,
+        advisory=advisory_service(settings),
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body

@@ -36,6 +36,9 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_API_MONTHLY_CAP_EXCEEDED": (429, "monthly_cap_exceeded"),
     # Rulebook mode refusals.
     "LEGACY_MODE_UNAVAILABLE": (422, "advisory_mode_unavailable"),
+    # Advisory legacy modes (docs/advisory.md): no advisor answer means no record.
+    "ADVISOR_UPSTREAM_FAILED": (502, "upstream_failure"),
+    "ADVISOR_UNAVAILABLE": (503, "unavailable"),
     "RULEBOOK_INVALID": (422, "rulebook_invalid"),
     "RULEBOOK_BINDING_MODE_UNSUPPORTED": (422, "binding_mode_unsupported"),
     "RULEBOOK_BINDING_MODE_CONFLICT": (422, "binding_mode_conflict"),

@@ -124,14 +124,18 @@ POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
-        "post", "/api/decide", "Create a signed Decision Record (rulebook mode) or replay one.",
+        "post", "/api/decide", "Create a signed Decision Record (binding in rulebook mode; advisory in the legacy "
+        "modes single, multi, runtime and when mode is omitted: decision_contract advisory_only, an advisory "
+        "approval reads verdict review / c unclear) or replay one.",
         True,
         {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
          403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
-         415: MEDIA, 422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap", 503: "signing, ledger or limiter unavailable"},
+         415: MEDIA, 422: "rulebook refused, or evaluation limits exceeded (fail closed)", 429: "rate limit or monthly cap",
+         502: "advisory mode: the advisor failed (nothing stored)",
+         503: "signing, ledger, limiter or (multi) advisors unavailable"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
             "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
-            "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
+            "LEGACY_MODE_UNAVAILABLE", "ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
             "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
             "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
             "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
@@ -371,10 +375,14 @@ SCHEMAS: dict[str, Any] = {
     },
     "DecisionRequest": {
         "type": "object",
-        "required": ["mode", "rulebook"],
+        "description": "Rulebook mode (binding): mode 'rulebook' and a rulebook. Advisory modes (single, multi, "
+                       "runtime, or mode omitted): a question; context.inputs feeds the offline policy-pattern "
+                       "advisor and is required in runtime; context.policy_pattern picks a pattern (docs/advisory.md).",
+        "anyOf": [{"required": ["mode", "rulebook"]}, {"required": ["question"]}],
         "properties": {
             "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES]},
-            "question": {"type": "string", "description": "Descriptive metadata in rulebook mode."},
+            "question": {"type": "string", "maxLength": 2000,
+                         "description": "Required in the advisory modes; descriptive metadata in rulebook mode."},
             "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
             "binding_mode": {"enum": list(C.SUPPORTED_BINDING_MODES)},
             "adapter": {"type": "object", "required": ["adapter_id", "version", "manifest_hash", "input"]},

@@ -46,7 +46,12 @@ CASES = {
     "SVC_API_UNAUTHORIZED": lambda c: c.client.post("/api/decide", json=c.sample),
     "SVC_API_RATE_LIMITED": lambda c: _exhaust(c, rate_limit=1),
     "SVC_API_MONTHLY_CAP_EXCEEDED": lambda c: _exhaust(c, monthly_cap=1),
-    "LEGACY_MODE_UNAVAILABLE": lambda c: _decide(c.client, c.key, {"question": "Refund?", "mode": "single"}),
+    "LEGACY_MODE_UNAVAILABLE": lambda c: _decide(
+        c.make_app({"GATE_ADVISORY_MODES": "false"}).test_client(), c.key, {"question": "Refund?", "mode": "single"}),
+    "ADVISOR_UNAVAILABLE": lambda c: _decide(c.client, c.key, {"question": "Refund?", "mode": "multi"}),
+    "ADVISOR_UPSTREAM_FAILED": lambda c: _decide(
+        c.make_app({"GATE_ADVISOR_BASE_URL": "http://127.0.0.1:9", "GATE_ADVISOR_MODEL": "m",
+                    "GATE_ADVISOR_TIMEOUT": "1"}).test_client(), c.key, {"question": "Refund?"}),
     "RULEBOOK_INVALID": lambda c: _decide(c.client, c.key, _with(c.sample, rulebook={**c.sample["rulebook"], "code": "x"})),
     "RULEBOOK_BINDING_MODE_UNSUPPORTED": lambda c: _decide(
         c.client, c.key, _with(c.sample, binding_mode="customer_executable_rulebook")),
@@ -142,6 +147,8 @@ DETAILS = {
     "EVALUATION_TOO_COSTLY": {"work", "maximum"},
     "UNSUPPORTED_MEDIA_TYPE": {"content_type"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
+    "ADVISOR_UNAVAILABLE": {"mode", "advisors"},
+    "ADVISOR_UPSTREAM_FAILED": {"advisor_id", "advisor_error"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
        for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
@@ -340,11 +347,11 @@ def test_rulebook_invalid_names_exact_paths(client, api_key, sample_request):
 
 
 @pytest.mark.parametrize("mode", [None, "single", "multi", "runtime"])
-def test_every_legacy_mode_is_refused_without_a_verdict(client, api_key, mode):
+def test_every_legacy_mode_is_refused_without_a_verdict_where_switched_off(make_app, api_key, mode):
     body = {"question": "Approve?", "context": {"x": 1}}
     if mode:
         body["mode"] = mode
-    response = _decide(client, api_key, body)
+    response = _decide(make_app({"GATE_ADVISORY_MODES": "false"}).test_client(), api_key, body)
     assert response.status_code == 422
     assert response.json["error"] == "LEGACY_MODE_UNAVAILABLE"
     assert response.json["mode"] == (mode or "single")
