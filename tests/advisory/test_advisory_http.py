@@ -357,3 +357,12 @@ def test_reports_and_the_dataset_never_count_an_advisory_approval_as_a_productio
     assert exported["verdict"] == "review" and exported["policy_id"] == "advisory.pricing_exception"
     assert exported["binding_mode"] is None and exported["facts_json"] is not None
     assert sum(1 for row in table if row["verdict"] == "yes") == 1
+
+
+def test_an_advisory_packet_exports_and_verifies(client, api_key):
+    record = decide(client, api_key, advisory_body()).json
+    response = client.get(f"/api/decision/{record['decision_id']}/packet?include_input=true",
+                          headers={"x-api-key": api_key})
+    assert response.status_code == 200, response.json
+    result = client.post("/api/decision/packet/verify", json={"packet": response.json}).json
+    assert result["verified"] is True, result
