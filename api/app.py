@@ -84,6 +84,12 @@ def create_app(
     from api.routes import patterns  # issue 11: policy patterns registry
 
     app.register_blueprint(patterns.bp)
+    from api.routes import operations  # issue 11: operational routes
+
+    app.register_blueprint(operations.bp)
+    from api.metrics import init_metrics  # Prometheus /metrics and the request instrumentation
+
+    init_metrics(app)
 
     @app.before_request
     def _refuse_control_characters():

@@ -94,6 +94,11 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "WORKFLOW_UNSUPPORTED": (400, "workflow_unsupported"),
     "WORKFLOW_UNAUTHORIZED": (401, "unauthorized"),
     "WORKFLOW_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    # Operational routes (docs/operations.md).
+    "PILOT_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    "PILOT_NOT_FOUND": (404, "not_found"),
+    "METRICS_UNAUTHORIZED": (401, "unauthorized"),
+    "METRICS_UNAVAILABLE": (503, "unavailable"),
 }
 
 

@@ -49,6 +49,9 @@ class Settings:
     advisor_models: tuple[str, ...] = ()
     advisor_api_key: str | None = field(default=None, repr=False)
     advisor_timeout: float = 10.0
+    # Operational routes (docs/operations.md): the metrics token, the vendor-source age limit.
+    metrics_token: str | None = field(default=None, repr=False)
+    policy_source_max_age_days: int = 180
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -85,6 +88,7 @@ class Settings:
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
             **_policycheck_settings(env),
             **_advisor_settings(env),
+            **_operations_settings(env),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -169,3 +173,22 @@ def _advisor_settings(env: Mapping[str, str]) -> dict:
     return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
             "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
             "advisor_timeout": seconds}
+
+
+def _operations_settings(env: Mapping[str, str]) -> dict:
+    """`GATE_METRICS_TOKEN` or `GATE_METRICS_TOKEN_FILE` (≥ 16 visible ASCII characters; never
+    both; never logged) and `GATE_POLICY_SOURCE_MAX_AGE_DAYS` (1–3650, default 180)."""
+    token, token_file = env.get("GATE_METRICS_TOKEN") or None, env.get("GATE_METRICS_TOKEN_FILE") or None
+    if token and token_file:
+        raise SettingsError("set GATE_METRICS_TOKEN or GATE_METRICS_TOKEN_FILE, not both")
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"GATE_METRICS_TOKEN_FILE is unreadable: {type(exc).__name__}") from None
+    if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
+        raise SettingsError("the metrics token must be at least 16 visible ASCII characters")
+    age = env.get("GATE_POLICY_SOURCE_MAX_AGE_DAYS", "180")
+    if not age.isascii() or not age.isdigit() or not 1 <= int(age) <= 3650:
+        raise SettingsError("GATE_POLICY_SOURCE_MAX_AGE_DAYS must be a whole number of days from 1 to 3650")
+    return {"metrics_token": token, "policy_source_max_age_days": int(age)}

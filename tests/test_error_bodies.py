@@ -68,6 +68,12 @@ CASES = {
     "RULEBOOK_NOT_FOUND": lambda c: c.client.get("/api/decision/rulebooks?hash=" + "0" * 64, headers={"x-api-key": c.key}),
     "RULEBOOK_LOOKUP_INVALID": lambda c: c.client.get("/api/decision/rulebooks?rulebook_id=x", headers={"x-api-key": c.key}),
     "POLICY_BUNDLE_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-bundles?hash=" + "0" * 64),
+    "PILOT_IDEMPOTENCY_CONFLICT": lambda c: _pilot_conflict(c),
+    "PILOT_NOT_FOUND": lambda c: c.client.post("/api/pilot", json={"pilot_id": "pilot_" + "0" * 24,
+                                                                  "confirmation_token": "pct_x"}),
+    "METRICS_UNAVAILABLE": lambda c: c.client.get("/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
+    "METRICS_UNAUTHORIZED": lambda c: c.make_app({"GATE_METRICS_TOKEN": "m" * 20}).test_client().get(
+        "/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
     "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
     "NOT_FOUND": lambda c: c.client.get("/api/nothing-here"),
     "UNSUPPORTED_MEDIA_TYPE": lambda c: c.client.post(
@@ -148,6 +154,7 @@ DETAILS = {
     "UNSUPPORTED_MEDIA_TYPE": {"content_type"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
     "ADVISOR_UNAVAILABLE": {"mode", "advisors"},
+    "PILOT_IDEMPOTENCY_CONFLICT": {"idempotency_key"},
     "ADVISOR_UPSTREAM_FAILED": {"advisor_id", "advisor_error"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
@@ -261,6 +268,13 @@ def _broken_ledger(c):
     with app.extensions["gate"].ledger.engine.begin() as connection:
         connection.execute(text("DROP TABLE decisions"))
     return _decide(app.test_client(), c.key, c.sample)
+
+
+def _pilot_conflict(c):
+    intake = {"company": "Acme", "contact_name": "Ada", "contact_email": "ada@acme.example", "use_case": "other",
+              "monthly_decisions": 10, "consent": True}
+    assert c.client.post("/api/pilot", json=intake).status_code == 201
+    return c.client.post("/api/pilot", json={**intake, "monthly_decisions": 11})
 
 
 def _crash(c):
