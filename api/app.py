@@ -27,6 +27,18 @@ log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
+def advisory_service(settings: Settings):
+    """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
+    if not settings.advisory_modes:
+        return None
+    from gate.advisory.http import HttpLLMAdvisor
+    from gate.advisory.service import AdvisoryService
+
+    http = [HttpLLMAdvisor(settings.advisor_base_url, model, api_key=settings.advisor_api_key,
+                           timeout=settings.advisor_timeout) for model in settings.advisor_models]
+    return AdvisoryService(http)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -49,6 +61,7 @@ def create_app(
         adapters=adapters or default_registry(pool_size=settings.adapter_pool_size, memory_mb=settings.adapter_memory_mb,
                                   plugins=settings.adapter_plugins),
         confidence=settings.decide_confidence,
+        advisory=advisory_service(settings),
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
@@ -73,6 +86,15 @@ def create_app(
 
     policychecks.init_app(app)
     app.register_blueprint(workflows.bp)
+    from api.routes import patterns  # issue 11: policy patterns registry
+
+    app.register_blueprint(patterns.bp)
+    from api.routes import operations  # issue 11: operational routes
+
+    app.register_blueprint(operations.bp)
+    from api.metrics import init_metrics  # Prometheus /metrics and the request instrumentation
+
+    init_metrics(app)
 
     @app.before_request
     def _refuse_control_characters():

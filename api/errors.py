@@ -36,6 +36,9 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_API_MONTHLY_CAP_EXCEEDED": (429, "monthly_cap_exceeded"),
     # Rulebook mode refusals.
     "LEGACY_MODE_UNAVAILABLE": (422, "advisory_mode_unavailable"),
+    # Advisory legacy modes (docs/advisory.md): no advisor answer means no record.
+    "ADVISOR_UPSTREAM_FAILED": (502, "upstream_failure"),
+    "ADVISOR_UNAVAILABLE": (503, "unavailable"),
     "RULEBOOK_INVALID": (422, "rulebook_invalid"),
     "RULEBOOK_BINDING_MODE_UNSUPPORTED": (422, "binding_mode_unsupported"),
     "RULEBOOK_BINDING_MODE_CONFLICT": (422, "binding_mode_conflict"),
@@ -86,6 +89,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RULEBOOK_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_LOOKUP_INVALID": (400, "invalid_request"),
     "POLICY_BUNDLE_NOT_FOUND": (404, "not_found"),
+    "POLICY_PATTERN_NOT_FOUND": (404, "not_found"),
     "NOT_FOUND": (404, "not_found"),
     # Replay, diff and counterfactuals (docs/replay.md): read-only, nothing is written.
     "REPLAY_MODE_INVALID": (422, "replay_mode_invalid"),
@@ -106,6 +110,11 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "WORKFLOW_UNSUPPORTED": (400, "workflow_unsupported"),
     "WORKFLOW_UNAUTHORIZED": (401, "unauthorized"),
     "WORKFLOW_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    # Operational routes (docs/operations.md).
+    "PILOT_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    "PILOT_NOT_FOUND": (404, "not_found"),
+    "METRICS_UNAUTHORIZED": (401, "unauthorized"),
+    "METRICS_UNAVAILABLE": (503, "unavailable"),
 }
 
 

@@ -46,6 +46,10 @@ WORKFLOW_REQUEST_HEADERS = {
     "x-idempotency-key": "Workflow routes: same as Idempotency-Key (both may be sent only with one value).",
     "Authorization": "Workflow routes: `Bearer <GATE_WORKFLOW_TOKEN>` when that setting is configured.",
 }
+OPERATIONS_REQUEST_HEADERS = {
+    "x-metrics-token": "Proof metrics, pilot export and (when GATE_METRICS_TOKEN is set) /metrics: the metrics "
+                       "token (`Authorization: Bearer <token>` is accepted too), compared in constant time.",
+}
 
 
 @dataclass(frozen=True)
@@ -126,20 +130,72 @@ POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
         request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)),
 )
 
+# Issue 11: operational routes (docs/operations.md).
+_METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
+OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("get", "/api/runtime-config", "Public runtime configuration: versions, binding and advisory modes, "
+             "advisor panel (models and provider hosts only), signing algorithm and key id, registries, limits, "
+             "which protections are on. Never a secret.", False, {200: "runtime configuration"},
+             tags=("operations",)),
+    Endpoint(
+        "post", "/api/pilot",
+        "Pilot intake. Submission `{company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
+        "consent: true}` → 201 with pilot_id and a one-time confirmation_token; the same submission again (same "
+        "Idempotency-Key, default sha256 of e-mail and company) → 200 replayed; another body under the key → 409. "
+        "Confirmation `{pilot_id, confirmation_token}` → 200 confirmed (idempotent); unknown id or wrong token → "
+        "404. Rate-limited per client address.",
+        False, {201: "intake stored", 200: "replayed submission, or confirmed", 400: "invalid intake or confirmation",
+                404: "no intake with this id and token", 409: "idempotency key holds another intake",
+                413: "body over 16 KiB", 415: MEDIA, 429: "rate limited per client",
+                503: "ledger or rate limiter unavailable"},
+        errors=BODY_ERRORS + ("PILOT_IDEMPOTENCY_CONFLICT", "PILOT_NOT_FOUND", "SVC_API_RATE_LIMITED",
+                              "RATE_LIMITER_UNAVAILABLE", "LEDGER_UNAVAILABLE"),
+        request_body="PilotRequest", response_headers=RATE_HEADERS + ("x-idempotency-status",),
+        request_headers=("Idempotency-Key",), tags=("operations",)),
+    Endpoint("get", "/api/proof-metrics", "Aggregate proof metrics (decisions by authority and verdict, receipts by "
+             "kind, audit chains, workflow runs, pilots, signing readiness); no tenant names. Needs x-metrics-token.",
+             False, {200: "proof metrics", 401: "missing or wrong metrics token",
+                     503: "no metrics token configured, or ledger unavailable"},
+             errors=_METRICS_ERRORS + ("LEDGER_UNAVAILABLE",), request_headers=("x-metrics-token",),
+             tags=("operations",)),
+    Endpoint("get", "/api/pilot-export", "Pilot intakes as CSV (text/csv, oldest first; cells starting with = + - @ "
+             "are quoted against formula injection). Needs x-metrics-token.",
+             False, {200: "CSV export", 400: "bad limit", 401: "missing or wrong metrics token",
+                     503: "no metrics token configured, or ledger unavailable"},
+             errors=_METRICS_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+             query=(("limit", "integer", "1-10000, default 1000"),), request_headers=("x-metrics-token",),
+             tags=("operations",)),
+    Endpoint("get", "/api/policy-alerts", "Alerts for the caller's scope: anomalies of the caller's ten most recently "
+             "decided policies (or `policy_id`), from the same anomaly engine and report as /anomalies, and vendor "
+             "policy-table rows verified longer ago than GATE_POLICY_SOURCE_MAX_AGE_DAYS.",
+             True, {200: "alerts", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
+                    503: "ledger unavailable"},
+             errors=AUTH_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+             query=(("policy_id", "string", "only this policy's anomalies"),), tags=("operations",)),
+    Endpoint("get", "/metrics", "Prometheus text exposition: request counts and latencies per route template and "
+             "status, decisions by authority and verdict, ledger and signing readiness. No tenant labels. Public "
+             "unless GATE_METRICS_TOKEN is set (then x-metrics-token or Bearer).",
+             False, {200: "Prometheus text format", 401: "metrics token required and missing or wrong"},
+             errors=("METRICS_UNAUTHORIZED",), request_headers=("x-metrics-token",), tags=("operations",)),
+)
+
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
-        "post", "/api/decide", "Create a signed Decision Record (rulebook mode) or replay one.",
+        "post", "/api/decide", "Create a signed Decision Record (binding in rulebook mode; advisory in the legacy "
+        "modes single, multi, runtime and when mode is omitted: decision_contract advisory_only, an advisory "
+        "approval reads verdict review / c unclear) or replay one.",
         True,
         {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
          403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
          415: MEDIA, 422: "rulebook or trusted adapter invocation refused, or evaluation limits exceeded (fail closed)",
          429: "rate limit or monthly cap",
          500: "trusted adapter output invalid or capability denied (nothing stored, nothing approved)",
-         503: "signing, ledger, limiter or adapter worker unavailable",
+         502: "advisory mode: the advisor failed (nothing stored)",
+         503: "signing, ledger, limiter, adapter worker or (multi) advisors unavailable",
          504: "trusted adapter exceeded its 1,000 ms budget (nothing stored)"},
         errors=AUTH_ERRORS + BODY_ERRORS + (
             "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
-            "LEGACY_MODE_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
+            "LEGACY_MODE_UNAVAILABLE", "ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE", "RULEBOOK_INVALID", "RULEBOOK_BINDING_MODE_UNSUPPORTED",
             "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
             "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
             "TRUSTED_ADAPTER_MANIFEST_MISMATCH", "TRUSTED_ADAPTER_INPUT_INVALID",
@@ -166,6 +222,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         False, {200: "registry or one bundle", 400: "malformed hash", 404: "unknown bundle hash"},
         errors=("REQUEST_INVALID", "POLICY_BUNDLE_NOT_FOUND"),
         query=(("hash", "string", "64-hex bundle hash to resolve"),), tags=("registries",),
+    ),
+    Endpoint(
+        "get", "/api/decision/policy-patterns",
+        "Policy pattern registry (decision_pattern_registry_v1): pricing_exception, refund_review, "
+        "agent_action_gate, crm_writeback_gate, each with pattern_hash, a decision_request_template that is a "
+        "valid rulebook-mode request, outcome and CRM sync templates and SDK examples. `?pattern_id=` (pattern "
+        "id or policy id) answers one `policy_pattern`; `?tag=` filters the list.",
+        False, {200: "registry or one pattern", 400: "unknown or malformed query parameter",
+                404: "no pattern has this id (or not with this tag)"},
+        errors=("REQUEST_INVALID", "POLICY_PATTERN_NOT_FOUND"),
+        query=(("pattern_id", "string", "pattern id or policy id; answers one pattern"),
+               ("tag", "string", "only patterns carrying this tag")),
+        tags=("registries",),
     ),
     Endpoint(
         "get", "/api/decision/rulebooks", "Rulebook snapshot metadata in the caller's scope (never the body).",
@@ -380,6 +449,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
              tags=("contract",)),
     *POLICYCHECK_ENDPOINTS,
+    *OPERATIONS_ENDPOINTS,
 )
 
 def _receipt_request(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -420,10 +490,14 @@ SCHEMAS: dict[str, Any] = {
     },
     "DecisionRequest": {
         "type": "object",
-        "required": ["mode", "rulebook"],
+        "description": "Rulebook mode (binding): mode 'rulebook' and a rulebook. Advisory modes (single, multi, "
+                       "runtime, or mode omitted): a question; context.inputs feeds the offline policy-pattern "
+                       "advisor and is required in runtime; context.policy_pattern picks a pattern (docs/advisory.md).",
+        "anyOf": [{"required": ["mode", "rulebook"]}, {"required": ["question"]}],
         "properties": {
             "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES]},
-            "question": {"type": "string", "description": "Descriptive metadata in rulebook mode."},
+            "question": {"type": "string", "maxLength": 2000,
+                         "description": "Required in the advisory modes; descriptive metadata in rulebook mode."},
             "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
             "binding_mode": {"enum": list(C.SUPPORTED_BINDING_MODES)},
             "adapter": {
@@ -441,6 +515,21 @@ SCHEMAS: dict[str, Any] = {
             "context": {"type": "object", "properties": {"inputs": {"type": "object"}}},
             "response_view": {"enum": list(C.VIEWS)},
         },
+    },
+    "PilotRequest": {
+        "type": "object",
+        "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
+                       "consent) or a confirmation (pilot_id, confirmation_token).",
+        "properties": {
+            "company": {"type": "string", "maxLength": 200}, "contact_name": {"type": "string", "maxLength": 200},
+            "contact_email": {"type": "string", "maxLength": 254},
+            "use_case": {"enum": ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
+                                  "policy_checks", "other"]},
+            "monthly_decisions": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
+            "notes": {"type": "string", "maxLength": 2000}, "consent": {"const": True},
+            "pilot_id": {"type": "string"}, "confirmation_token": {"type": "string"},
+        },
+        "additionalProperties": False,
     },
     "DecisionRecord": {
         "type": "object",
@@ -553,7 +642,7 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     ]
     parameters += [
         {"name": name, "in": "header", "required": False, "schema": {"type": "string"},
-         "description": (REQUEST_HEADERS if name in REQUEST_HEADERS else WORKFLOW_REQUEST_HEADERS)[name]}
+         "description": {**WORKFLOW_REQUEST_HEADERS, **OPERATIONS_REQUEST_HEADERS, **REQUEST_HEADERS}[name]}
         for name in endpoint.request_headers
     ]
     if parameters:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import selectors
 import socket
 import time
+from pathlib import Path
 from functools import partial
 
 from gunicorn.app.base import BaseApplication
@@ -161,12 +163,34 @@ class GateWorker(ThreadWorker):
             log.debug("could not send the error response")
 
 
+def prepare_metrics_multiprocess(home, workers: int) -> None:
+    """Before gunicorn forks N>1 workers: give prometheus_client a shared, emptied directory
+    (`api.metrics`). Runs in the master before anything imports prometheus_client, which reads
+    `PROMETHEUS_MULTIPROC_DIR` when it is first imported (in each worker, after the fork)."""
+    if workers <= 1 or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    directory = Path(home) / "prometheus-multiproc"
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob("*.db"):
+        stale.unlink()
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+
+
+def metrics_child_exit(server, worker) -> None:
+    """gunicorn hook: a dead worker's live gauges leave the aggregate."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
 class GateServer(BaseApplication):
     """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
 
     def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS) -> None:
         self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
         self.read_timeout = settings.request_read_timeout
+        prepare_metrics_multiprocess(settings.home, workers)
         super().__init__()
 
     def load_config(self) -> None:
@@ -179,6 +203,7 @@ class GateServer(BaseApplication):
         self.cfg.set("graceful_timeout", 10)
         # No shared control socket in $HOME: several gates (and tests) run side by side.
         self.cfg.set("control_socket_disable", True)
+        self.cfg.set("child_exit", metrics_child_exit)
 
     def load(self):
         from api.app import create_app

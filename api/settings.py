@@ -47,6 +47,15 @@ class Settings:
     adapter_pool_size: int = 2
     adapter_memory_mb: int = 256
     adapter_plugins: bool = True
+    # Advisory legacy modes (docs/advisory.md): on by default; an HTTP LLM advisor when configured.
+    advisory_modes: bool = True
+    advisor_base_url: str | None = None
+    advisor_models: tuple[str, ...] = ()
+    advisor_api_key: str | None = field(default=None, repr=False)
+    advisor_timeout: float = 10.0
+    # Operational routes (docs/operations.md): the metrics token, the vendor-source age limit.
+    metrics_token: str | None = field(default=None, repr=False)
+    policy_source_max_age_days: int = 180
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -83,6 +92,8 @@ class Settings:
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
             **_policycheck_settings(env),
             **_adapter_settings(env),
+            **_advisor_settings(env),
+            **_operations_settings(env),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -143,3 +154,62 @@ def _adapter_settings(env: Mapping[str, str]) -> dict:
         values[key] = value
     values["adapter_plugins"] = _flag(env.get("GATE_ADAPTER_PLUGINS", "true"), "GATE_ADAPTER_PLUGINS")
     return values
+def _advisor_settings(env: Mapping[str, str]) -> dict:
+    """`GATE_ADVISORY_MODES`, `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL` (one model, or several
+    separated by commas for `multi`), `GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE` (never
+    both; never logged), `GATE_ADVISOR_TIMEOUT` (seconds per advisor request, default 10)."""
+    from urllib.parse import urlsplit
+
+    base_url = (env.get("GATE_ADVISOR_BASE_URL") or "").strip() or None
+    models = tuple(m.strip() for m in (env.get("GATE_ADVISOR_MODEL") or "").split(",") if m.strip())
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
+                or parts.query or parts.fragment:
+            raise SettingsError("GATE_ADVISOR_BASE_URL must be an http(s) URL with a host and no credentials, "
+                                "query or fragment")
+        if not models:
+            raise SettingsError("GATE_ADVISOR_MODEL is required with GATE_ADVISOR_BASE_URL")
+    elif models:
+        raise SettingsError("GATE_ADVISOR_MODEL needs GATE_ADVISOR_BASE_URL")
+    if len(set(models)) != len(models) or len(models) > 8 or any(len(m) > 120 or not m.isprintable() for m in models):
+        raise SettingsError("GATE_ADVISOR_MODEL must list at most 8 distinct printable model names")
+    key, key_file = env.get("GATE_ADVISOR_API_KEY") or None, env.get("GATE_ADVISOR_API_KEY_FILE") or None
+    if key and key_file:
+        raise SettingsError("set GATE_ADVISOR_API_KEY or GATE_ADVISOR_API_KEY_FILE, not both")
+    if key_file:
+        try:
+            key = Path(key_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"GATE_ADVISOR_API_KEY_FILE is unreadable: {type(exc).__name__}") from None
+    if key is not None and (not key or not key.isascii() or not key.isprintable() or " " in key):
+        raise SettingsError("the advisor API key must be visible ASCII characters")
+    timeout = env.get("GATE_ADVISOR_TIMEOUT", "10")
+    try:
+        seconds = float(timeout)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= 120:
+        raise SettingsError(f"GATE_ADVISOR_TIMEOUT must be a number of seconds in (0, 120], not {timeout!r}")
+    return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
+            "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
+            "advisor_timeout": seconds}
+
+
+def _operations_settings(env: Mapping[str, str]) -> dict:
+    """`GATE_METRICS_TOKEN` or `GATE_METRICS_TOKEN_FILE` (≥ 16 visible ASCII characters; never
+    both; never logged) and `GATE_POLICY_SOURCE_MAX_AGE_DAYS` (1–3650, default 180)."""
+    token, token_file = env.get("GATE_METRICS_TOKEN") or None, env.get("GATE_METRICS_TOKEN_FILE") or None
+    if token and token_file:
+        raise SettingsError("set GATE_METRICS_TOKEN or GATE_METRICS_TOKEN_FILE, not both")
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"GATE_METRICS_TOKEN_FILE is unreadable: {type(exc).__name__}") from None
+    if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
+        raise SettingsError("the metrics token must be at least 16 visible ASCII characters")
+    age = env.get("GATE_POLICY_SOURCE_MAX_AGE_DAYS", "180")
+    if not age.isascii() or not age.isdigit() or not 1 <= int(age) <= 3650:
+        raise SettingsError("GATE_POLICY_SOURCE_MAX_AGE_DAYS must be a whole number of days from 1 to 3650")
+    return {"metrics_token": token, "policy_source_max_age_days": int(age)}

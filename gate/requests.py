@@ -3,7 +3,8 @@
 Everything here runs before any hash is computed or anything is stored. Order of checks (the
 first failing one answers):
 1. the body is a JSON object and `mode`, `response_view`, `context` are well-formed (400);
-2. legacy or missing `mode` (422 `LEGACY_MODE_UNAVAILABLE` until the advisory modes land);
+2. legacy or missing `mode`: `gate.service` hands those to `gate.advisory` before this runs; here
+   they answer 422 `LEGACY_MODE_UNAVAILABLE` (advisory modes switched off, `GATE_ADVISORY_MODES`);
 3. `context.inputs` within the evaluation size limits (422 `EVALUATION_INPUT_TOO_LARGE`,
    `gate.rulebook.budget`), then response-only material in the request (422
    `RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN`);
@@ -93,11 +94,11 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
         raise _invalid("context", "invalid_type", "context must be an object")
 
     if mode != C.MODE_RULEBOOK:
-        # SECURITY: advisory modes never authorize a production mutation; until they are
-        # implemented they answer with an error that cannot be mistaken for a verdict.
+        # SECURITY: advisory modes never authorize a production mutation; where they are
+        # switched off they answer with an error that cannot be mistaken for a verdict.
         raise GateError(
             "LEGACY_MODE_UNAVAILABLE",
-            f"mode {mode or 'single (default)'!r} is advisory and not available on this gate; "
+            f"mode {mode or 'single (default)'!r} is advisory and switched off on this gate; "
             "send mode 'rulebook' with a Rulebook v1 for a binding verdict",
             mode=mode or "single",
             supported_modes=[C.MODE_RULEBOOK],

@@ -15,6 +15,7 @@ from typing import Any
 
 from gate import constants as C
 from gate.adapters import AdapterRegistry, AdapterRun
+from gate.advisory.request import is_advisory
 from gate.attestation import registry_entry, sign_registry_entry
 from gate.canonical import canonical_text, sha256_bytes_hex, sha256_hex
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
@@ -74,6 +75,7 @@ class DecisionService:
         ids: IdSource | None = None,
         adapters: AdapterRegistry | None = None,
         confidence: bool = True,
+        advisory: Any = None,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -83,6 +85,7 @@ class DecisionService:
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
         self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.advisory = advisory  # gate.advisory.service.AdvisoryService; None: 422 LEGACY_MODE_UNAVAILABLE
 
     # ------------------------------------------------------------------ decide
 
@@ -94,6 +97,8 @@ class DecisionService:
         idempotency_key: str | None = None,
         request_id: str | None = None,
     ) -> DecideResult:
+        if self.advisory is not None and is_advisory(body):  # the advisory legacy modes (gate/advisory/)
+            return self.advisory.decide(self, caller, body, idempotency_key=idempotency_key, request_id=request_id)
         prepared = prepare_decision_request(body)
         request_text = canonical_text(prepared.request)
         input_hash = sha256_bytes_hex(request_text.encode("utf-8"))

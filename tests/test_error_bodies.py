@@ -46,7 +46,12 @@ CASES = {
     "SVC_API_UNAUTHORIZED": lambda c: c.client.post("/api/decide", json=c.sample),
     "SVC_API_RATE_LIMITED": lambda c: _exhaust(c, rate_limit=1),
     "SVC_API_MONTHLY_CAP_EXCEEDED": lambda c: _exhaust(c, monthly_cap=1),
-    "LEGACY_MODE_UNAVAILABLE": lambda c: _decide(c.client, c.key, {"question": "Refund?", "mode": "single"}),
+    "LEGACY_MODE_UNAVAILABLE": lambda c: _decide(
+        c.make_app({"GATE_ADVISORY_MODES": "false"}).test_client(), c.key, {"question": "Refund?", "mode": "single"}),
+    "ADVISOR_UNAVAILABLE": lambda c: _decide(c.client, c.key, {"question": "Refund?", "mode": "multi"}),
+    "ADVISOR_UPSTREAM_FAILED": lambda c: _decide(
+        c.make_app({"GATE_ADVISOR_BASE_URL": "http://127.0.0.1:9", "GATE_ADVISOR_MODEL": "m",
+                    "GATE_ADVISOR_TIMEOUT": "1"}).test_client(), c.key, {"question": "Refund?"}),
     "RULEBOOK_INVALID": lambda c: _decide(c.client, c.key, _with(c.sample, rulebook={**c.sample["rulebook"], "code": "x"})),
     "RULEBOOK_BINDING_MODE_UNSUPPORTED": lambda c: _decide(
         c.client, c.key, _with(c.sample, binding_mode="customer_executable_rulebook")),
@@ -70,6 +75,13 @@ CASES = {
     "RULEBOOK_NOT_FOUND": lambda c: c.client.get("/api/decision/rulebooks?hash=" + "0" * 64, headers={"x-api-key": c.key}),
     "RULEBOOK_LOOKUP_INVALID": lambda c: c.client.get("/api/decision/rulebooks?rulebook_id=x", headers={"x-api-key": c.key}),
     "POLICY_BUNDLE_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-bundles?hash=" + "0" * 64),
+    "PILOT_IDEMPOTENCY_CONFLICT": lambda c: _pilot_conflict(c),
+    "PILOT_NOT_FOUND": lambda c: c.client.post("/api/pilot", json={"pilot_id": "pilot_" + "0" * 24,
+                                                                  "confirmation_token": "pct_x"}),
+    "METRICS_UNAVAILABLE": lambda c: c.client.get("/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
+    "METRICS_UNAUTHORIZED": lambda c: c.make_app({"GATE_METRICS_TOKEN": "m" * 20}).test_client().get(
+        "/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
+    "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
     "NOT_FOUND": lambda c: c.client.get("/api/nothing-here"),
     "UNSUPPORTED_MEDIA_TYPE": lambda c: c.client.post(
         "/api/decide", data=json.dumps(c.sample), headers={"x-api-key": c.key, "content-type": "text/plain"}),
@@ -180,6 +192,9 @@ DETAILS = {
     "EVALUATION_TOO_COSTLY": {"work", "maximum"},
     "UNSUPPORTED_MEDIA_TYPE": {"content_type"},
     "LEGACY_MODE_UNAVAILABLE": {"mode", "supported_modes"},
+    "ADVISOR_UNAVAILABLE": {"mode", "advisors"},
+    "PILOT_IDEMPOTENCY_CONFLICT": {"idempotency_key"},
+    "ADVISOR_UPSTREAM_FAILED": {"advisor_id", "advisor_error"},
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     "REPLAY_MODE_INVALID": {"replay_mode", "supported_replay_modes"},
     "REPLAY_LINEAGE_UNAVAILABLE": {"lineage_component"},
@@ -321,6 +336,13 @@ def _broken_ledger(c):
     return _decide(app.test_client(), c.key, c.sample)
 
 
+def _pilot_conflict(c):
+    intake = {"company": "Acme", "contact_name": "Ada", "contact_email": "ada@acme.example", "use_case": "other",
+              "monthly_decisions": 10, "consent": True}
+    assert c.client.post("/api/pilot", json=intake).status_code == 201
+    return c.client.post("/api/pilot", json={**intake, "monthly_decisions": 11})
+
+
 def _crash(c):
     app = c.make_app()
 
@@ -405,11 +427,11 @@ def test_rulebook_invalid_names_exact_paths(client, api_key, sample_request):
 
 
 @pytest.mark.parametrize("mode", [None, "single", "multi", "runtime"])
-def test_every_legacy_mode_is_refused_without_a_verdict(client, api_key, mode):
+def test_every_legacy_mode_is_refused_without_a_verdict_where_switched_off(make_app, api_key, mode):
     body = {"question": "Approve?", "context": {"x": 1}}
     if mode:
         body["mode"] = mode
-    response = _decide(client, api_key, body)
+    response = _decide(make_app({"GATE_ADVISORY_MODES": "false"}).test_client(), api_key, body)
     assert response.status_code == 422
     assert response.json["error"] == "LEGACY_MODE_UNAVAILABLE"
     assert response.json["mode"] == (mode or "single")

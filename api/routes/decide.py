@@ -9,6 +9,7 @@ from flask import Blueprint, request
 
 from api.errors import error_response, gate_error_body, json_response
 from api.jsonio import read_json
+from api.metrics import record_decision
 from api.runtime import (
     caller_request_id,
     idempotency_key_header,
@@ -67,6 +68,8 @@ def decide(caller: Caller):
         status, body = gate_error_body(error)
         return json_response(status, body, headers)
 
+    if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
+        record_decision("advisory" if "decision_contract" in result.record else "binding", result.record["verdict"])
     used = result.monthly_used
     if used is None:
         used = rt.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])

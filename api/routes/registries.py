@@ -52,7 +52,9 @@ def status():
         "decision_protocol_version": C.DECISION_PROTOCOL_VERSION,
         "decision_record_version": C.DECISION_RECORD_VERSION,
         "rulebook_contract": rulebook_contract(),
-        "supported_modes": [C.MODE_RULEBOOK],
+        "supported_modes": [C.MODE_RULEBOOK, *(C.LEGACY_MODES if rt.service.advisory is not None else ())],
+        "advisory_modes": {"enabled": rt.service.advisory is not None, "production_verdict": False,
+                           "modes": list(C.LEGACY_MODES) if rt.service.advisory is not None else []},
         "supported_binding_modes": list(C.SUPPORTED_BINDING_MODES),
         "signing": {
             "ready": signing_ok,
@@ -70,6 +72,7 @@ def status():
             "policy_bundles": "/api/decision/policy-bundles",
             "rulebooks": "/api/decision/rulebooks",
             "adapters": "/api/decision/adapters",
+            "policy_patterns": "/api/decision/policy-patterns",
         },
         "problems": problems,
     }

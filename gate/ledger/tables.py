@@ -249,3 +249,24 @@ workflow_runs = Table(
     Column("created_at", String(32), nullable=False),
     Column("response_json", Text, nullable=False),
 )
+
+# Pilot intake submissions (api/routes/operations.py): one row per submission, idempotent by key;
+# the confirmation token is stored only as its sha256. Contact data: read only with the metrics token.
+pilot_intakes = Table(
+    "pilot_intakes",
+    metadata,
+    Column("pilot_id", String(40), primary_key=True),
+    Column("idempotency_key", String(300), nullable=False, unique=True),
+    Column("input_hash", String(64), nullable=False),
+    Column("company", String(200), nullable=False),
+    Column("contact_name", String(200), nullable=False),
+    Column("contact_email", String(254), nullable=False),
+    Column("use_case", String(40), nullable=False),
+    Column("monthly_decisions", Integer, nullable=False),
+    Column("notes", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # submitted | confirmed
+    Column("token_hash", String(64), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("confirmed_at", String(32), nullable=True),
+    Index("ix_pilot_intakes_created", "created_at", "pilot_id"),
+)

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from gate.advisory.record import (
+    ADVISORY_RECORD_ALLOWED,
+    ADVISORY_RECORD_REQUIRED,
+    advisory_output_hash,
+    is_advisory_record,
+    reading_consistent,
+)
 from gate.canonical import sha256_hex
 from gate.confidence import confidence_hash
 from gate.constants import COMPACT_FOR_VERDICT
@@ -75,6 +82,7 @@ def verify_record(
     notes: list[str] = []
     get = record.get
     rulebook_mode = "rulebook_attestation" in record or "rulebook" in record
+    advisory_mode = not rulebook_mode and is_advisory_record(record)
 
     # 0. A rulebook record is a closed object: every member the gate always writes is present
     #    and nothing unknown was added (so deleting an unhashed member, such as the evaluation
@@ -85,6 +93,13 @@ def verify_record(
         if not checks["record_members"]:
             expected["record_members"] = sorted(RULEBOOK_RECORD_REQUIRED - present)
             actual["record_members"] = sorted(present - RULEBOOK_RECORD_ALLOWED)
+    elif advisory_mode:
+        # An advisory record is closed the same way (gate.advisory.record).
+        present = set(record)
+        checks["record_members"] = ADVISORY_RECORD_REQUIRED <= present <= ADVISORY_RECORD_ALLOWED
+        if not checks["record_members"]:
+            expected["record_members"] = sorted(ADVISORY_RECORD_REQUIRED - present)
+            actual["record_members"] = sorted(present - ADVISORY_RECORD_ALLOWED)
 
     # 1. record_hash, then receipt_hash over the *recomputed* record_hash: every expected
     #    value derives from the record's content, never from a stated hash.
@@ -110,6 +125,11 @@ def verify_record(
         expected["output_hash"] = _safe(rulebook_output_hash, record)
         actual["output_hash"] = get("output_hash")
         checks["output_hash"] = _digest_equal(expected["output_hash"], actual["output_hash"])
+    elif advisory_mode:
+        # The advisory members outside the envelope (contract, votes, c/v) are bound here.
+        expected["output_hash"] = _safe(advisory_output_hash, record)
+        actual["output_hash"] = get("output_hash")
+        checks["output_hash"] = _digest_equal(expected["output_hash"], actual["output_hash"])
 
     # 4. compact verdict.
     if "c" in record or "v" in record:
@@ -117,6 +137,8 @@ def verify_record(
         ok = isinstance(verdict, str) and get("c") == COMPACT_FOR_VERDICT.get(verdict)
         if rulebook_mode or "application_verdict" in record:
             ok = ok and get("v") == get("application_verdict")
+        if advisory_mode:  # an advisory approval never reads as yes (gate.advisory.record.READING)
+            ok = ok and reading_consistent(record)
         checks["compact_verdict"] = ok
 
     # 5. integrity block mirrors the top level.
@@ -179,7 +201,7 @@ def verify_record(
         expected=expected,
         actual=actual,
         decision_id=get("decision_id"),
-        record_kind="rulebook" if rulebook_mode else "legacy",
+        record_kind="rulebook" if rulebook_mode else "advisory" if advisory_mode else "legacy",
         signature_algorithm=get("receipt_signature_algorithm"),
         key_id=get("receipt_key_id"),
         notes=tuple(notes),

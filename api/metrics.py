@@ -1,0 +1,113 @@
+"""Prometheus metrics at `GET /metrics` (prometheus_client; docs/operations.md).
+
+Series (no label carries tenant data: routes are URL *templates* such as
+`/api/decision/<decision_id>`, never a path with an id; no scope, key or policy id):
+
+* `gate_http_requests_total{method, route, status}` and
+  `gate_http_request_duration_seconds{method, route}` (histogram), for every request; a path
+  that matches no route is `route="unmatched"`;
+* `gate_decisions_total{authority, verdict}`: records created by `POST /api/decide`
+  (`authority` binding or advisory; replays are not counted again);
+* `gate_ledger_ready`, `gate_signing_ready`, `gate_signing_required` (1/0, computed at scrape
+  time) and `gate_build_info{interface_version}`.
+
+Several worker processes: counters and histograms live in each worker. When
+`PROMETHEUS_MULTIPROC_DIR` is set, prometheus_client writes them to files there and a scrape of
+any worker aggregates every worker's files (`MultiProcessCollector`); `gate serve --workers N>1`
+(`api.serving`) sets it to `<GATE_HOME>/prometheus-multiproc` (emptied at start) unless the operator set it,
+and marks a worker's files dead when it exits. The readiness gauges are computed by the scraped
+worker itself, so they are never stale. With one process the in-memory registry is used.
+
+Access: public unless `GATE_METRICS_TOKEN` is configured, then the same token as the proof
+metrics (`x-metrics-token` or `Authorization: Bearer`), 401 `METRICS_UNAUTHORIZED` without it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flask import Flask, Response, g, request
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from gate import constants as C
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+REQUESTS = Counter("gate_http_requests", "HTTP requests by method, route template and status.",
+                   ("method", "route", "status"), registry=REGISTRY)
+LATENCY = Histogram("gate_http_request_duration_seconds", "Time to answer a request, by method and route template.",
+                    ("method", "route"), registry=REGISTRY,
+                    buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+DECISIONS = Counter("gate_decisions", "Decision Records created, by authority (binding, advisory) and verdict.",
+                    ("authority", "verdict"), registry=REGISTRY)
+
+
+class ReadinessCollector:
+    """Ledger and signing readiness, computed when scraped (never from worker files)."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def collect(self):
+        rt = self.app.extensions["gate"]
+        for name, documentation, value in (
+            ("gate_ledger_ready", "1 when the ledger answers.", rt.ledger.ping()),
+            ("gate_signing_ready", "1 when a receipt signing key is usable.", rt.signing.ready()),
+            ("gate_signing_required", "1 when records must be signed.", rt.signing.required),
+        ):
+            yield GaugeMetricFamily(name, documentation, value=1.0 if value else 0.0)
+        info = GaugeMetricFamily("gate_build_info", "Interface version of this gate.", labels=["interface_version"])
+        info.add_metric([C.INTERFACE_VERSION], 1.0)
+        yield info
+
+
+def record_decision(authority: str, verdict: str) -> None:
+    """Count one created record (called by the decide route)."""
+    DECISIONS.labels(authority, verdict).inc()
+
+
+def _scrape_registry(app: Flask) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(_Forward(REGISTRY))
+    registry.register(ReadinessCollector(app))
+    return registry
+
+
+class _Forward:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self):
+        yield from self.registry.collect()
+
+
+def init_metrics(app: Flask) -> None:
+    @app.before_request
+    def _start_timer():
+        g.metrics_started = time.perf_counter()
+
+    @app.after_request
+    def _observe(response: Response):
+        started = g.pop("metrics_started", None)
+        rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        REQUESTS.labels(request.method, rule, str(response.status_code)).inc()
+        if started is not None:
+            LATENCY.labels(request.method, rule).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/metrics")
+    def metrics():
+        from api.routes.operations import metrics_token_refusal
+
+        if app.extensions["gate"].settings.metrics_token is not None:
+            refusal = metrics_token_refusal()
+            if refusal is not None:
+                return refusal
+        return Response(generate_latest(_scrape_registry(app)), mimetype=CONTENT_TYPE_LATEST.split(";")[0],
+                        headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})

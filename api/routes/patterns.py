@@ -1,0 +1,49 @@
+"""`GET /api/decision/policy-patterns`: the public policy pattern registry (spec "Registries and
+patterns"; `gate.patterns` builds it). `?pattern_id=` (a pattern id or a policy id) answers one
+`policy_pattern`, `?tag=` filters the list; an unknown pattern is 404 `POLICY_PATTERN_NOT_FOUND`."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, request
+
+from api.errors import error_response, json_response
+from gate.patterns import REGISTRY_VERSION, load_patterns
+
+bp = Blueprint("patterns", __name__)
+
+_VALUE = re.compile(r"^[A-Za-z0-9_.:-]{1,120}$")
+_PARAMS = ("pattern_id", "tag")
+
+
+def _bad(name: str, message: str):
+    return error_response("REQUEST_INVALID", f"{name} {message}",
+                          errors=[{"field": name, "code": "invalid_value", "message": message}])
+
+
+@bp.get("/api/decision/policy-patterns")
+def policy_patterns():
+    for name in request.args:
+        if name not in _PARAMS:
+            return _bad(name, "is not a parameter of this registry (accepted: pattern_id, tag)")
+    values = {}
+    for name in _PARAMS:
+        given = request.args.getlist(name)
+        if len(given) > 1:
+            return _bad(name, "may be given once")
+        if given:
+            if not _VALUE.fullmatch(given[0]):
+                return _bad(name, "must be 1 to 120 of A-Z a-z 0-9 _ . : -")
+            values[name] = given[0]
+    registry = load_patterns()
+    wanted = values.get("pattern_id")
+    tag = values.get("tag")
+    if wanted is None:
+        return json_response(200, registry.registry_body(tag), {"Cache-Control": "public, max-age=300"})
+    pattern = registry.find(wanted)
+    if pattern is None or (tag is not None and tag not in pattern.body["tags"]):
+        return error_response("POLICY_PATTERN_NOT_FOUND", "no policy pattern has this pattern id or policy id"
+                              + (" and tag" if tag is not None else ""), pattern_id=wanted)
+    return json_response(200, {"ok": True, "decision_pattern_registry_version": REGISTRY_VERSION,
+                               "policy_pattern": pattern.body}, {"Cache-Control": "public, max-age=300"})

@@ -1,0 +1,152 @@
+"""The HTTP LLM advisor: one model behind an OpenAI-compatible chat-completions endpoint.
+
+Configured by environment (`api.settings`: `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL`,
+`GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE`, `GATE_ADVISOR_TIMEOUT`) and passed into
+the advisory service, so the core has no hidden I/O.
+
+Exchange: `POST {base_url}/chat/completions` with `{model, temperature: 0, response_format:
+{type: "json_object"}, messages: [system, user]}` and `Authorization: Bearer <key>` when a key is
+configured. The user message is canonical JSON of `{mode, question, context, policy_pattern}`.
+The answer's `choices[0].message.content` must be a JSON object `{decision: yes|no|review,
+rationale: string, evidence?: [REASON_CODE…]}`.
+
+Fails closed: a timeout, a refused connection, a redirect (never followed, so the key cannot leak
+to another host), a non-2xx status, a body over 256 KiB, or an answer of any other shape is a
+failed vote (`status: "failed"`, `decision: "review"`, `error` = `ADVISOR_TIMEOUT`,
+`ADVISOR_UNREACHABLE`, `ADVISOR_HTTP_STATUS` or `ADVISOR_RESPONSE_INVALID`), never a verdict.
+Neither the key nor the response text is logged or recorded; the record keeps the model, the
+provider host, the parsed vote and `response_hash` (sha256 of the raw response bytes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import urlsplit
+
+from gate.advisory.advisors import AdvisoryQuestion, Vote
+from gate.canonical import canonical_text, sha256_bytes_hex
+
+MAX_RESPONSE_BYTES = 262_144
+MAX_RATIONALE = 500
+MAX_EVIDENCE = 8
+_CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,79}$")
+
+SYSTEM_PROMPT = (
+    "You are an advisory reviewer for a decision gate. Your answer is advisory only and never authorizes a "
+    "production change. Read the question and the structured context and answer with one JSON object: "
+    '{"decision": "yes" | "no" | "review", "rationale": "<one or two sentences>", '
+    '"evidence": ["UPPER_SNAKE_REASON_CODE", ...]}. Answer "review" when the context does not settle the question.'
+)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401 - urllib hook
+        return None  # SECURITY: never forward the Authorization header to another location
+
+
+class AdvisorFailure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class HttpLLMAdvisor:
+    kind = "http_llm"
+
+    def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("the advisor base URL must be an http(s) URL with a host")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.provider = parts.hostname + (f":{parts.port}" if parts.port else "")
+        self.timeout = timeout
+        self.advisor_id = f"http_llm:{model}"
+        self._api_key = api_key
+        self._opener = urllib.request.build_opener(_NoRedirect)
+
+    def __repr__(self) -> str:  # SECURITY: the key never appears in a repr or a log line
+        return f"HttpLLMAdvisor(provider={self.provider!r}, model={self.model!r})"
+
+    def identity(self, question: AdvisoryQuestion) -> dict[str, Any]:
+        return {"advisor_id": self.advisor_id, "kind": self.kind, "model": self.model, "provider": self.provider}
+
+    def _payload(self, question: AdvisoryQuestion) -> bytes:
+        user = {
+            "mode": question.mode,
+            "question": question.question,
+            "context": dict(question.context),
+            "policy_pattern": None if question.pattern is None else {
+                "pattern_id": question.pattern.pattern_id, "summary": question.pattern.body["summary"]},
+        }
+        return json.dumps({
+            "model": self.model,
+            "temperature": 0,
+            "response_format": {"type": "json_object"},
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                         {"role": "user", "content": canonical_text(user)}],
+        }, ensure_ascii=False).encode("utf-8")
+
+    def _exchange(self, payload: bytes) -> bytes:
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=payload, headers=headers, method="POST")
+        try:
+            with self._opener.open(req, timeout=self.timeout) as response:
+                raw = response.read(MAX_RESPONSE_BYTES + 1)
+        except urllib.error.HTTPError as error:
+            raise AdvisorFailure("ADVISOR_HTTP_STATUS", f"provider answered HTTP {error.code}") from None
+        except (socket.timeout, TimeoutError):
+            raise AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s") from None
+        except urllib.error.URLError as error:
+            if isinstance(error.reason, (socket.timeout, TimeoutError)):
+                raise AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s") from None
+            raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider unreachable") from None
+        except (OSError, ValueError):
+            raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider connection failed") from None
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise AdvisorFailure("ADVISOR_RESPONSE_INVALID", "provider answer exceeds 256 KiB")
+        return raw
+
+    @staticmethod
+    def _parse(raw: bytes) -> tuple[str, str, tuple[str, ...]]:
+        def invalid(message: str) -> AdvisorFailure:
+            return AdvisorFailure("ADVISOR_RESPONSE_INVALID", message)
+
+        try:
+            document = json.loads(raw.decode("utf-8"))
+            content = document["choices"][0]["message"]["content"]
+            answer = json.loads(content) if isinstance(content, str) else None
+        except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError):
+            raise invalid("provider answer is not a chat completion with JSON content") from None
+        if not isinstance(answer, dict):
+            raise invalid("the model's content is not a JSON object")
+        decision = answer.get("decision")
+        if decision not in ("yes", "no", "review"):
+            raise invalid("the model's decision is not yes, no or review")
+        rationale = answer.get("rationale")
+        if not isinstance(rationale, str) or not rationale.strip():
+            raise invalid("the model gave no rationale")
+        evidence = answer.get("evidence", [])
+        if not isinstance(evidence, list) or not all(isinstance(c, str) and _CODE.fullmatch(c) for c in evidence):
+            raise invalid("evidence must be a list of UPPER_SNAKE reason codes")
+        return decision, rationale.strip()[:MAX_RATIONALE], tuple(dict.fromkeys(evidence))[:MAX_EVIDENCE]
+
+    def advise(self, question: AdvisoryQuestion) -> Vote:
+        details: dict[str, Any] = {"model": self.model, "provider": self.provider}
+        try:
+            raw = self._exchange(self._payload(question))
+            details["response_hash"] = sha256_bytes_hex(raw)
+            decision, rationale, evidence = self._parse(raw)
+        except AdvisorFailure as failure:
+            return Vote(self.advisor_id, self.kind, "failed", "review", str(failure), (), failure.code, details)
+        return Vote(self.advisor_id, self.kind, "ok", decision, rationale, evidence, details=details)
+
+
+__all__ = ["HttpLLMAdvisor", "MAX_RESPONSE_BYTES", "SYSTEM_PROMPT"]

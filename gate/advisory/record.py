@@ -1,0 +1,196 @@
+"""The advisory Decision Record: built from the votes, hashed and sealed like a binding one.
+
+Pure: no I/O, clock or randomness (time, ids and the signer are passed in).
+
+How an advisory record reads (docs/advisory.md, docs/notes.md "Advisory c/verdict"):
+
+| advisors' combined opinion | `advisory_verdict` | `v` | `verdict` | `c` | `action` |
+|---|---|---|---|---|---|
+| yes | yes | approved | review | unclear | hold_for_binding_decision |
+| no | no | denied | no | no | block_action |
+| review | review | review | review | unclear | hold_for_owner_review |
+
+So no reader of `c` or `verdict` alone can take an advisory approval for a production one. The
+contract members `decision_contract: {authority: "advisory_only", production_verdict: false}` and
+`production_binding_required: true` are on every advisory record.
+
+Hashes: `record_hash`, `receipt_hash` and the receipt signature exactly as for every record
+(`gate.records.seal_record`). The members the reference's envelope leaves out (`c`, `v`,
+`advisory_verdict`, `mode`, the contract and the `advisory` block with every vote) are bound by
+``output_hash = sha256(canonical({status, mode, c, v, verdict, advisory_verdict, action, evidence,
+decision_contract, production_binding_required, advisory}))``, which is in the envelope and
+the receipt; `gate.verify` recomputes it. `policy_hash` is the hash of the advisor panel (advisory
+version, mode, combining rule and each advisor's identity), so a replay sees a changed panel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from gate.advisory.advisors import RULES, Combined, Vote
+from gate.canonical import clone, sha256_hex
+from gate.constants import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
+from gate.records import (
+    MAX_ACTION,
+    MAX_EVIDENCE_CHARS,
+    MAX_EVIDENCE_ITEMS,
+    MAX_IDEMPOTENCY_KEY,
+    MAX_MANIFEST_SOURCES,
+    action_binding_from_context,
+    decision_urls,
+    limit_text,
+    seal_record,
+)
+from gate.signing import ReceiptSigner
+
+ADVISORY_VERSION = "decision_advisory_v1"
+ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}
+ADVISORY_EVIDENCE = "ADVISORY_ONLY"
+POLICY_PREFIX = "advisory."
+GENERAL_POLICY = POLICY_PREFIX + "general"
+
+# combined opinion -> (verdict, c, v, action)
+READING = {
+    "yes": ("review", "unclear", "approved", "hold_for_binding_decision"),
+    "no": ("no", "no", "denied", "block_action"),
+    "review": ("review", "unclear", "review", "hold_for_owner_review"),
+}
+
+ADVISORY_RECORD_REQUIRED = frozenset({
+    "decision_protocol_version", "decision_record_version", "status", "mode", "c", "v", "verdict",
+    "advisory_verdict", "decision_contract", "production_binding_required", "advisory", "request_id",
+    "decision_id", "evidence", "evidence_manifest", "action", "action_binding", "policy_id", "policy_version",
+    "policy_hash", "input_hash", "output_hash", "record_hash", "receipt_hash", "replay_url", "verify_url",
+    "decision_url", "integrity", "created_at",
+})
+ADVISORY_RECORD_ALLOWED = ADVISORY_RECORD_REQUIRED | {
+    "idempotency_key", "receipt_key_id", "receipt_signature", "receipt_signature_algorithm",
+    "receipt_public_key_fingerprint", "audit_chain", "audit_chain_signature",
+}
+_OUTPUT_MEMBERS = ("status", "mode", "c", "v", "verdict", "advisory_verdict", "action", "evidence",
+                   "decision_contract", "production_binding_required", "advisory")
+
+
+def is_advisory_record(record: Mapping[str, Any]) -> bool:
+    return "decision_contract" in record or "advisory" in record or "production_binding_required" in record
+
+
+def advisory_output_hash(record: Mapping[str, Any]) -> str:
+    """sha256 of the members that only the advisory record has (missing members are null)."""
+    return sha256_hex({name: record.get(name) for name in _OUTPUT_MEMBERS})
+
+
+def reading_consistent(record: Mapping[str, Any]) -> bool:
+    """The contract holds: exact contract members, and c / v / verdict / action as `READING` says
+    for the stated `advisory_verdict` (so an advisory approval can never read as `yes`)."""
+    opinion = record.get("advisory_verdict")
+    if opinion not in READING:
+        return False
+    verdict, c, v, action = READING[opinion]
+    advisory = record.get("advisory")
+    return (record.get("decision_contract") == ADVISORY_CONTRACT
+            and record.get("production_binding_required") is True
+            and record.get("verdict") == verdict and record.get("c") == c and record.get("v") == v
+            and record.get("action") == action
+            and isinstance(advisory, Mapping) and advisory.get("combined_decision") == opinion)
+
+
+def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The advisory 'policy': what `policy_hash` is the hash of."""
+    return {"advisory_version": ADVISORY_VERSION, "mode": mode, "combining_rule": rule,
+            "advisors": [dict(identity) for identity in identities]}
+
+
+def _evidence(votes: Sequence[Vote]) -> list[str]:
+    codes = [ADVISORY_EVIDENCE]
+    for vote in votes:
+        for code in vote.evidence:
+            if code not in codes:
+                codes.append(code)
+    items = [limit_text(code, MAX_EVIDENCE_CHARS) for code in codes]
+    return [item for item in items if item][:MAX_EVIDENCE_ITEMS]
+
+
+def _source(vote: Vote) -> dict[str, Any]:
+    source: dict[str, Any] = {"id": vote.advisor_id, "type": "advisor_vote", "kind": vote.kind,
+                              "decision": vote.decision, "status": vote.status}
+    lineage = vote.details.get("policy_pattern")
+    if isinstance(lineage, Mapping):
+        source.update(pattern_id=lineage["pattern_id"], rulebook_id=lineage["rulebook_id"],
+                      rulebook_version=lineage["rulebook_version"], rulebook_hash=lineage["rulebook_hash"])
+    if "model" in vote.details:
+        source["model"] = vote.details["model"]
+    return source
+
+
+def build_advisory_record(
+    *,
+    decision_id: str,
+    request_id: str,
+    idempotency_key: str | None,
+    created_at: str,
+    input_hash: str,
+    mode: str,
+    question: str,
+    context: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    pattern_id: str | None,
+    policy_id: str,
+    policy_version: str,
+    identities: Sequence[Mapping[str, Any]],
+    votes: Sequence[Vote],
+    combined: Combined,
+    receipt_signer: ReceiptSigner | None = None,
+) -> dict[str, Any]:
+    verdict, c, v, action = READING[combined.decision]
+    advisory: dict[str, Any] = {
+        "advisory_version": ADVISORY_VERSION,
+        "mode": mode,
+        "question": question,
+        "policy_pattern": pattern_id,
+        "advisors": [vote.to_record() for vote in votes],
+        "combining_rule": {"rule_id": combined.rule, "description": RULES[combined.rule]},
+        "tally": dict(combined.tally),
+        "combined_decision": combined.decision,
+    }
+    if mode == "runtime":
+        advisory["runtime_context_hash"] = sha256_hex(dict(facts))
+    evidence = _evidence(votes)
+    urls = decision_urls(decision_id)
+    record: dict[str, Any] = {
+        "decision_protocol_version": DECISION_PROTOCOL_VERSION,
+        "decision_record_version": DECISION_RECORD_VERSION,
+        "status": "ok",
+        "mode": mode,
+        "c": c,
+        "v": v,
+        "verdict": verdict,
+        "advisory_verdict": combined.decision,
+        "decision_contract": dict(ADVISORY_CONTRACT),
+        "production_binding_required": True,
+        "advisory": clone(advisory),
+        "request_id": request_id,
+        "decision_id": decision_id,
+    }
+    key = limit_text(idempotency_key, MAX_IDEMPOTENCY_KEY) if idempotency_key else ""
+    if key:
+        record["idempotency_key"] = key
+    record.update(
+        evidence=evidence,
+        evidence_manifest={"codes": list(evidence), "sources": [_source(v) for v in votes][:MAX_MANIFEST_SOURCES]},
+        action=limit_text(action, MAX_ACTION),
+        action_binding=action_binding_from_context(context),
+        policy_id=policy_id,
+        policy_version=policy_version,
+        policy_hash=sha256_hex(panel_policy(mode, combined.rule, identities)),
+        input_hash=input_hash,
+    )
+    record["output_hash"] = advisory_output_hash(record)
+    record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
+                  created_at=created_at)
+    return seal_record(record, receipt_signer=receipt_signer)
+
+
+__all__ = ["ADVISORY_CONTRACT", "ADVISORY_EVIDENCE", "ADVISORY_RECORD_ALLOWED", "ADVISORY_RECORD_REQUIRED",
+           "ADVISORY_VERSION", "GENERAL_POLICY", "POLICY_PREFIX", "READING", "advisory_output_hash",
+           "build_advisory_record", "is_advisory_record", "panel_policy", "reading_consistent"]

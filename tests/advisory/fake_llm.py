@@ -1,0 +1,67 @@
+"""A local fake of an OpenAI-compatible chat-completions provider, scripted per model."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeLLM:
+    """`behaviour[model]` is one of: ("answer", {decision, rationale, evidence}), ("status", 500),
+    ("raw", b"..."), ("content", "<not json>"), ("sleep", seconds), ("redirect", url)."""
+
+    def __init__(self) -> None:
+        self.behaviour: dict[str, tuple] = {}
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                return
+
+            def do_POST(self):
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length))
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                kind, value = outer.behaviour.get(body.get("model"), ("status", 404))
+                if kind == "sleep":
+                    time.sleep(value)
+                    kind, value = "answer", {"decision": "yes", "rationale": "late"}
+                if kind == "status":
+                    self._send(value, b'{"error": "scripted"}')
+                elif kind == "redirect":
+                    self.send_response(307)
+                    self.send_header("Location", value)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                elif kind == "raw":
+                    self._send(200, value)
+                else:
+                    content = value if kind == "content" else json.dumps(value)
+                    self._send(200, json.dumps({"id": "cmpl-1", "object": "chat.completion", "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": content}}]}).encode())
+
+            def _send(self, status, data):
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
