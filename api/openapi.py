@@ -319,7 +319,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              tags=("contract",)),
     Endpoint("get", "/docs", "Interactive API reference (Swagger UI over /openapi.json), from assets installed with "
              "the server; no CDN.", False, {200: "HTML page", 404: "reference assets not installed"},
-             errors=("NOT_FOUND",), tags=("contract",)),
+             errors=("NOT_FOUND",), response_headers=("Content-Security-Policy", "X-Content-Type-Options"),
+             tags=("contract",)),
     Endpoint("get", "/docs/assets/{name}", "A script, style or icon file of the API reference page (fixed list).",
              False, {200: "asset file", 404: "no such asset"}, errors=("NOT_FOUND",), tags=("contract",)),
     Endpoint("get", "/healthz", "Liveness: 200 while the process serves requests; reads no ledger, limiter or key "
