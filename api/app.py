@@ -18,7 +18,7 @@ from gate.audit import AuditChainService
 from gate.lifecycle import LifecycleService
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
-from gate.keyconfig import SigningSetup
+from gate.keyconfig import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.replay_service import ReplayService
 from gate.service import DecisionService
@@ -53,8 +53,10 @@ def create_app(
     ledger = ledger or Ledger(settings.database_url)
     if settings.auto_migrate:
         ledger.upgrade()
-    signing = signing or SigningSetup.load(
-        settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing
+    # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.
+    signing = signing or LiveSigning(
+        settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing,
+        check_interval=settings.signing_key_check_ms / 1000,
     )
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
@@ -78,9 +80,9 @@ def create_app(
         replays=ReplayService(service),
     )
 
-    from api.routes import chains, decide, decisions, lifecycle, meta, packets, registries, replay, reports
+    from api.routes import chains, decide, decisions, lifecycle, meta, packets, reference, registries, replay, reports
 
-    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta):
+    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta, reference):
         app.register_blueprint(module.bp)
     from api.routes import policychecks, workflows  # issue 11: policy checks, workflow routes
 
@@ -95,6 +97,18 @@ def create_app(
     from api.metrics import init_metrics  # Prometheus /metrics and the request instrumentation
 
     init_metrics(app)
+
+    if isinstance(signing, LiveSigning):
+        @app.before_request
+        def _pin_signing():
+            # One request signs with one keyring, even when a reload lands while it runs.
+            request.environ["gate.signing_token"] = signing.pin()
+
+        @app.teardown_request
+        def _unpin_signing(_error):
+            token = request.environ.pop("gate.signing_token", None)
+            if token is not None:
+                signing.unpin(token)
 
     @app.before_request
     def _refuse_control_characters():

@@ -448,6 +448,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("get", "/openapi.json", "This OpenAPI 3.1 document.", False, {200: "OpenAPI"}, tags=("contract",)),
     Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
              tags=("contract",)),
+    Endpoint("get", "/docs", "Interactive API reference (Swagger UI over /openapi.json), from assets installed with "
+             "the server; no CDN.", False, {200: "HTML page", 404: "reference assets not installed"},
+             errors=("NOT_FOUND",), response_headers=("Content-Security-Policy", "X-Content-Type-Options"),
+             tags=("contract",)),
+    Endpoint("get", "/docs/assets/{name}", "A script, style or icon file of the API reference page (fixed list).",
+             False, {200: "asset file", 404: "no such asset"}, errors=("NOT_FOUND",), tags=("contract",)),
+    Endpoint("get", "/healthz", "Liveness: 200 while the process serves requests; reads no ledger, limiter or key "
+             "(readiness is /api/decision/status).", False, {200: "alive"}, tags=("registries",)),
     *POLICYCHECK_ENDPOINTS,
     *OPERATIONS_ENDPOINTS,
 )

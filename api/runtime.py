@@ -14,7 +14,7 @@ from api.errors import error_response
 from api.settings import Settings
 from gate import constants as C
 from gate.errors import GateError
-from gate.keyconfig import SigningSetup
+from gate.keyconfig import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.service import Caller, DecisionService
 
@@ -23,7 +23,7 @@ from gate.service import Caller, DecisionService
 class GateRuntime:
     settings: Settings
     ledger: Ledger
-    signing: SigningSetup
+    signing: SigningSetup | LiveSigning
     service: DecisionService
     limiter: Any
     auth: Authenticator

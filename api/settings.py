@@ -19,6 +19,38 @@ DEFAULT_PLANS: dict[str, dict[str, int]] = {
 }
 
 
+# Every variable `Settings.from_env` reads: (name, default, meaning). `gate serve --help` prints
+# this table; tests check it against the variables read below and the README's table.
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("GATE_HOME", "./var", "folder of the embedded ledger and keyring (created on first use)"),
+    ("GATE_DATABASE_URL", "sqlite:///$GATE_HOME/gate.db", "ledger URL; postgresql://user@host/db in production"),
+    ("GATE_SIGNING_KEY_FILE", "$GATE_HOME/signing-keys.json", "Ed25519 keyring (gate keys signing-init)"),
+    ("GATE_SIGNING_KEY_CHECK_MS", "1000", "how often each worker looks for a new keyring; 0: never"),
+    ("GATE_RECEIPT_HMAC_SECRET", "unset", "HMAC-SHA256 receipt secret (>= 32 characters) instead of Ed25519"),
+    ("GATE_RECEIPT_HMAC_KEY_ID", "hmac-receipt-v1", "key id named in HMAC receipts"),
+    ("GATE_REQUIRE_SIGNING", "true", "without a usable key, decide answers 503 and stores nothing"),
+    ("GATE_REDIS_URL", "unset", "shared rate-limit windows; required for more than one worker"),
+    ("GATE_PLANS", "built in", 'JSON {"plan": {"rate_limit": n, "monthly_cap": n}} over the defaults'),
+    ("GATE_MAX_BODY_BYTES", "1048576", "larger request bodies answer 413"),
+    ("GATE_MAX_PACKET_BYTES", "16777216", "body limit of POST /api/decision/packet/verify"),
+    ("GATE_REQUEST_READ_TIMEOUT", "10", "seconds to send one request's head and body (else 408)"),
+    ("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json", "rulebook_contract.schema_url in records"),
+    ("GATE_POLICY_DIR", "data/rulebooks", "operator-published rulebooks (policy-bundles registry)"),
+    ("GATE_AUTO_MIGRATE", "true", "run ledger migrations when the app starts"),
+    ("GATE_DECIDE_CONFIDENCE", "true", "attach the decide-time confidence block"),
+    ("GATE_POLICYCHECK_RATE_LIMIT", "600", "requests per minute per client on the policy-check routes"),
+    ("GATE_WORKFLOW_TOKEN", "unset", "bearer token the workflow routes require when set"),
+)
+
+
+def variables_help() -> str:
+    """The GATE_* variables as an aligned text table (for `gate serve --help`)."""
+    width = max(len(name) for name, _, _ in VARIABLES)
+    lines = ["configuration (environment variables; defaults in brackets):"]
+    lines += [f"  {name:<{width}}  {meaning} [{default}]" for name, default, meaning in VARIABLES]
+    return "\n".join(lines)
+
+
 class SettingsError(ValueError):
     """A configuration value is unusable; the service refuses to start."""
 
@@ -40,6 +72,8 @@ class Settings:
     auto_migrate: bool = True
     request_read_timeout: float = 10.0
     decide_confidence: bool = True
+    # How often (milliseconds) each worker stats the keyring file to pick up signing-init/rotate; 0: never.
+    signing_key_check_ms: int = 1000
     # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
     policycheck_rate_limit: int = 600
     workflow_token: str | None = field(default=None, repr=False)
@@ -90,6 +124,8 @@ class Settings:
             auto_migrate=_flag(env.get("GATE_AUTO_MIGRATE", "true"), "GATE_AUTO_MIGRATE"),
             request_read_timeout=_seconds(env.get("GATE_REQUEST_READ_TIMEOUT", "10"), "GATE_REQUEST_READ_TIMEOUT"),
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
+            signing_key_check_ms=_whole(env.get("GATE_SIGNING_KEY_CHECK_MS", "1000"), "GATE_SIGNING_KEY_CHECK_MS",
+                                        0, 3_600_000),
             **_policycheck_settings(env),
             **_adapter_settings(env),
             **_advisor_settings(env),
@@ -107,6 +143,16 @@ def _flag(value: str, name: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {value!r}")
+
+
+def _whole(value: str, name: str, low: int, high: int) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise SettingsError(f"{name} must be a whole number from {low} to {high}, not {value!r}")
+    return number
 
 
 def _seconds(value: str, name: str) -> float:

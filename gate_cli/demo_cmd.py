@@ -10,6 +10,7 @@ a newcomer's first reports have history behind them; later runs start at once.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def _signing(settings):
@@ -93,30 +94,85 @@ def cmd_demo_synth(args) -> int:
     return 0
 
 
-def add_demo_parser(sub, serve_demo) -> None:
+REQUESTS_DIR = Path(__file__).resolve().parent.parent / "data" / "requests"
+VERDICT_SAMPLES = ("verdict-yes", "verdict-no", "verdict-review", "verdict-needs-input")
+
+
+def demo_walkthrough(base: str, api_key: str) -> str:
+    """The demo's copy-paste tour, in order: decide, verify, execution receipt, outcome, packet
+    export and its offline verification, the audit chain. Every command runs as printed in a POSIX
+    shell, from any folder (tests/cli/test_operator_cli.py runs them against a live demo)."""
+    key = f"-H 'x-api-key: {api_key}'"
+    json_type = "-H 'content-type: application/json'"
+    gate = Path(sys.executable).parent / "gate"
+    read_record = ("eval \"$(python3 -c 'import json; r = json.load(open(\"record.json\")); "
+                   "print(\"ID=%s RH=%s RC=%s CHAIN=%s\" % (r[\"decision_id\"], r[\"record_hash\"], "
+                   "r[\"receipt_hash\"], r[\"audit_chain\"][\"chain_id\"]))')\"")
+    execution = ('{"execution_status": "executed", "action_taken": "apply_discount", "target_system": "billing", '
+                 '"target_object_id": "sub_2001", "decision_record_hash": "\'"$RH"\'", '
+                 '"decision_receipt_hash": "\'"$RC"\'"}')
+    outcome = '{"outcome_status": "succeeded", "action_executed": true, "observed_metrics": {"revenue_delta": 120.5}}'
+    others = ", ".join(f"{name}.json" for name in VERDICT_SAMPLES[1:])
+    return "\n".join([
+        f"Demo API key for scope 'demo' (shown once, only its hash is stored):\n  {api_key}",
+        "",
+        "1. Get a signed Decision Record (this request gives verdict yes):",
+        f"  curl -s {base}/api/decide {key} {json_type} -H 'x-idempotency-key: demo-1' "
+        f"--data @{REQUESTS_DIR / 'verdict-yes.json'} > record.json",
+        f"   Requests that give the other verdicts (no, review, needs input): {others} in {REQUESTS_DIR}",
+        "",
+        "2. Verify it (public endpoint, no key):",
+        f"  curl -s {base}/api/decision/verify {json_type} --data \"{{\\\"record\\\": $(cat record.json)}}\"",
+        "",
+        "3. Read the record's id, hashes and audit chain into shell variables:",
+        f"  {read_record}",
+        "",
+        "4. Record that the action ran: an execution receipt bound to the record's hashes:",
+        f"  curl -s {base}/api/decision/$ID/execution {key} {json_type} -H 'x-idempotency-key: demo-exec-1' "
+        f"--data '{execution}'",
+        "",
+        "5. Record the outcome:",
+        f"  curl -s {base}/api/decision/$ID/outcome {key} {json_type} --data '{outcome}'",
+        "",
+        "6. Export the decision packet and verify it offline (the core alone, no server):",
+        f"  curl -s {base}/api/decision/$ID/packet {key} > packet.json",
+        f"  curl -s {base}/api/decision/receipt-keys > keys.json",
+        f"  {gate} verify packet.json --key-registry keys.json",
+        "",
+        "7. The scope's audit chain (links, Merkle root, signed checkpoint):",
+        f"  curl -s \"{base}/api/decision/chains/$CHAIN?limit=5\" {key}",
+        "",
+        f"API reference: {base}/docs   readiness: {base}/api/decision/status   liveness: {base}/healthz",
+        "",
+    ])
+
+
+def add_demo_parser(sub, serve_demo, formatter=None) -> None:
     from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 
+    extra = {"formatter_class": formatter} if formatter else {}
     p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it",
                        description="Serve the embedded demo (seeding the demo ledger on the first run), "
-                                   "or `gate demo seed` to write the demo ledger only.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+                                   "or `gate demo seed` to write the demo ledger only. Each run disables the "
+                                   "demo key of the run before and prints a new one.", **extra)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind")
+    p.add_argument("--port", type=int, default=8080, help="TCP port of the API")
     p.add_argument("--seed-decisions", type=int, default=DEFAULT_DECISIONS,
-                   help=f"decisions to seed on the first run, into an empty ledger (default {DEFAULT_DECISIONS:,}; 0: none)")
+                   help="decisions to seed on the first run, into an empty ledger (default %(default)s; 0: none)")
     p.add_argument("--workbench-port", type=int, default=5006,
-                   help="port of the policy workbench started beside the API (default 5006; 0: none)")
+                   help="port of the policy workbench started beside the API (default %(default)s; 0: none)")
     p.set_defaults(func=serve_demo)
     demo_sub = p.add_subparsers(dest="demo_command")
-    s = demo_sub.add_parser("seed", help="write the deterministic demo ledger through the real services")
+    s = demo_sub.add_parser("seed", help="write the deterministic demo ledger through the real services", **extra)
     s.add_argument("--decisions", type=int, default=DEFAULT_DECISIONS,
-                   help=f"decisions to write (default {DEFAULT_DECISIONS:,}; receipts come on top)")
-    s.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})")
+                   help="decisions to write (default %(default)s; receipts come on top)")
+    s.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     s.set_defaults(func=cmd_demo_seed)
-    s = demo_sub.add_parser("synth", help="generate a synthetic benchmark dataset in the export's schema",
+    s = demo_sub.add_parser("synth", help="generate a synthetic benchmark dataset in the export's schema", **extra,
                             description="Draw the demo scenario straight into a Parquet dataset (no ledger, "
                                         "nothing signed; the manifest says synthetic: true).")
     s.add_argument("--out", required=True, metavar="DIR", help="an empty or new location (path or URL)")
-    s.add_argument("--decisions", type=int, required=True)
-    s.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    s.add_argument("--decisions", type=int, required=True, help="decisions to draw")
+    s.add_argument("--seed", type=int, default=DEFAULT_SEED, help="random seed")
     s.add_argument("--chunk", type=int, default=100_000, help="decisions per generation chunk (bounds memory)")
     s.set_defaults(func=cmd_demo_synth)

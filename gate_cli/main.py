@@ -9,8 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+
+from gate import __version__
+from gate.constants import INTERFACE_VERSION
+
+# Subcommands that run with the core only (no server extras, no ledger).
+CORE_ONLY_COMMANDS = ("verify", "rulebook")
+
+
+class CliError(Exception):
+    """An expected condition a command cannot get past: one line on stderr, exit status 2."""
 
 
 def _settings():
@@ -19,9 +30,28 @@ def _settings():
     return Settings.from_env()
 
 
+def prepare_home(settings) -> None:
+    """Create what the embedded default needs: the GATE_HOME folder (ledger and keyring live in it).
+
+    A SQLite ledger elsewhere (GATE_DATABASE_URL) is the operator's location: when its folder is
+    missing the command stops with one line saying so, rather than creating folders it was not
+    given."""
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create GATE_HOME {settings.home}: {exc.strerror}") from exc
+    url = settings.database_url
+    if url.startswith("sqlite:///"):
+        folder = Path(url[len("sqlite:///"):]).parent
+        if not folder.is_dir():
+            raise CliError(f"the folder of the SQLite ledger ({folder}) does not exist: create it, or unset "
+                           "GATE_DATABASE_URL to use the embedded default under GATE_HOME")
+
+
 def _ledger(settings):
     from gate.ledger import Ledger
 
+    prepare_home(settings)
     ledger = Ledger(settings.database_url)
     ledger.upgrade()
     return ledger
@@ -110,6 +140,7 @@ def cmd_keys(args) -> int:
         if path.exists() and not args.force:
             print(f"gate: {path} exists; use signing-rotate, or --force to replace it", file=sys.stderr)
             return 1
+        prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         keyring = generate_keyring(path, _now(), overwrite=args.force)
         print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
@@ -117,6 +148,9 @@ def cmd_keys(args) -> int:
     if args.keys_command == "signing-rotate":
         from gate.signing import rotate_keyring
 
+        if not settings.signing_key_file.exists():
+            raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
+                           "create one with `gate keys signing-init`")
         keyring = rotate_keyring(settings.signing_key_file, _now())
         retired = [e["key_id"] for e in keyring.registry_entries() if e["status"] == "retired"]
         print(json.dumps({"keyring": str(settings.signing_key_file),
@@ -135,7 +169,27 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
         raise SystemExit("gate: more than one worker needs GATE_REDIS_URL for shared rate limits")
     _ledger(settings).dispose()  # migrate once, before workers fork
+    for line in startup_notes(settings):
+        print(line, file=sys.stderr, flush=True)
     GateServer(settings, host, port, workers, threads or DEFAULT_THREADS).run()
+
+
+def startup_notes(settings) -> list[str]:
+    """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
+    from gate.keyconfig import SigningSetup
+
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    if setup.receipt_signer() is not None:
+        return []
+    problem = setup.problem or "no receipt signing key is configured"
+    if not setup.required:
+        return [f"gate serve: WARNING: {problem}; GATE_REQUIRE_SIGNING=false, so records are stored UNSIGNED.",
+                f"gate serve: to sign them: {setup.fix or 'run `gate keys signing-init`'}"]
+    return [f"gate serve: {problem}.",
+            "gate serve: until a signing key exists every POST /api/decide answers 503 and stores nothing "
+            "(fail closed); /api/decision/status names the problem and the fix.",
+            f"gate serve: fix: {setup.fix}"]
 
 
 def cmd_serve(args) -> int:
@@ -154,23 +208,38 @@ def cmd_demo(args) -> int:
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, _now())
     seed_on_first_run(settings, args.seed_decisions)
-    key = create_key(settings, "demo", "starter", None, None, "demo key")
-    request_file = Path(__file__).resolve().parent.parent / "data" / "requests" / "pricing-exception.json"
-    base = f"http://{args.host}:{args.port}"
+    retired = retire_demo_keys(settings)
+    key = create_key(settings, DEMO_SCOPE, "starter", None, None, DEMO_KEY_LABEL)
+    from gate_cli.demo_cmd import demo_walkthrough
+
     print("Decision Gate demo (embedded SQLite ledger at", settings.database_url + ")")
-    print(f"Demo API key for scope 'demo' (shown once, only its hash is stored):\n  {key['api_key']}\n")
-    print("Get a signed Decision Record:")
-    print(f"  curl -s {base}/api/decide -H 'x-api-key: {key['api_key']}' "
-          f"-H 'content-type: application/json' --data @{request_file} > record.json\n")
-    print("Verify it (public endpoint, no key):")
-    print(f"  curl -s {base}/api/decision/verify -H 'content-type: application/json' "
-          "--data \"{\\\"record\\\": $(cat record.json)}\"\n", flush=True)
+    if retired:
+        print(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
+    print(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]), flush=True)
     if args.workbench_port:
         from gate_cli.workbench_cmd import start_beside
 
         start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1)
     return 0
+
+
+DEMO_SCOPE = "demo"
+DEMO_KEY_LABEL = "demo key"
+
+
+def retire_demo_keys(settings) -> int:
+    """Disable the active demo keys of earlier `gate demo` runs (their keys were shown once and are
+    gone); returns how many. Keys an operator created, even in scope demo, are left alone."""
+    ledger = _ledger(settings)
+    try:
+        earlier = [row for row in ledger.list_api_keys() if row["scope"] == DEMO_SCOPE
+                   and row.get("label") == DEMO_KEY_LABEL and row["status"] == "active"]
+        for row in earlier:
+            ledger.set_api_key_status(row["key_id"], "disabled", _now())
+        return len(earlier)
+    finally:
+        ledger.dispose()
 
 
 def cmd_db(args) -> int:
@@ -183,43 +252,76 @@ def cmd_db(args) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gate", description="Decision Gate command line")
-    sub = parser.add_subparsers(dest="command", required=True)
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option with a default shows it in its help line; epilogs (the GATE_* table) keep their layout."""
 
-    p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--threads", type=int, default=None,
-                   help="request threads per worker process (default 8); see README 'Production topology'")
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _plans_help() -> str:
+    from api.settings import DEFAULT_PLANS
+
+    plans = ", ".join(f"{name} ({limits['rate_limit']:,}/min, {limits['monthly_cap']:,}/month)"
+                      for name, limits in DEFAULT_PLANS.items())
+    return f"plan: {plans}, or one defined in GATE_PLANS"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gate", formatter_class=HelpFormatter,
+        description="Decision Gate command line. New here? `gate demo` serves a working gate with a demo key; "
+                    "the API reference is then at http://127.0.0.1:8080/docs.")
+    parser.add_argument("--version", action="version",
+                        version=f"gate {__version__} (decision-gate; interface {INTERFACE_VERSION})")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    from api.settings import variables_help
+
+    p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)",
+                       formatter_class=HelpFormatter, epilog=variables_help(),
+                       description="Serve the API with gunicorn (N workers x T threads). Migrates the ledger "
+                                   "first; says at start-up what is missing (a signing key) and how to fix it.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (loopback; see README 'Production topology')")
+    p.add_argument("--port", type=int, default=8080, help="TCP port")
+    p.add_argument("--workers", type=int, default=1, help="worker processes; more than one needs GATE_REDIS_URL")
+    p.add_argument("--threads", type=int, default=8, help="request threads per worker process")
     p.set_defaults(func=cmd_serve)
 
     from gate_cli.demo_cmd import add_demo_parser
 
-    add_demo_parser(sub, cmd_demo)
+    add_demo_parser(sub, cmd_demo, HelpFormatter)
 
-    p = sub.add_parser("db", help="ledger schema")
-    p.add_argument("db_command", choices=["upgrade"])
+    p = sub.add_parser("db", help="ledger schema", formatter_class=HelpFormatter)
+    p.add_argument("db_command", choices=["upgrade"], help="upgrade: apply the Alembic migrations (serve does too)")
     p.set_defaults(func=cmd_db)
 
-    keys = sub.add_parser("keys", help="API keys and signing keys")
-    ksub = keys.add_subparsers(dest="keys_command", required=True)
-    k = ksub.add_parser("create", help="create an API key (printed once)")
-    k.add_argument("--scope", required=True)
-    k.add_argument("--plan", default="starter")
+    keys = sub.add_parser("keys", help="API keys and signing keys", formatter_class=HelpFormatter)
+    ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="KEYS_COMMAND")
+    k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)
+    k.add_argument("--scope", required=True, help="the tenant the key acts for (1-120 characters)")
+    k.add_argument("--plan", default="starter", help=_plans_help())
     k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (overrides the plan)")
     k.add_argument("--monthly-cap", type=int, default=None, help="records per month (overrides the plan)")
-    k.add_argument("--label", default=None)
-    k.add_argument("--json", action="store_true")
-    k = ksub.add_parser("list", help="list API keys (never the keys themselves)")
-    k.add_argument("--json", action="store_true")
+    k.add_argument("--label", default=None, help="a note for `gate keys list`")
+    k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
+    k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)
+    k.add_argument("--json", action="store_true", help="print JSON")
     for name in ("disable", "enable"):
-        k = ksub.add_parser(name, help=f"{name} an API key")
-        k.add_argument("key_id")
-    k = ksub.add_parser("signing-init", help="generate the Ed25519 signing keyring")
-    k.add_argument("--force", action="store_true")
-    ksub.add_parser("signing-rotate", help="new active signing key; the old one stays as retired")
+        k = ksub.add_parser(name, help=f"{name} an API key", formatter_class=HelpFormatter)
+        k.add_argument("key_id", help="key_… id from `gate keys list`")
+    k = ksub.add_parser("signing-init", help="generate the Ed25519 signing keyring", formatter_class=HelpFormatter,
+                        description="Write a new keyring at GATE_SIGNING_KEY_FILE; a running server picks it up "
+                                    "within GATE_SIGNING_KEY_CHECK_MS, no restart.")
+    k.add_argument("--force", action="store_true",
+                   help="replace an existing keyring (records signed by its keys no longer verify here)")
+    ksub.add_parser("signing-rotate", help="new active signing key; the old one stays as retired",
+                    formatter_class=HelpFormatter,
+                    description="Rotate: a new active key signs from now on (running servers switch within "
+                                "GATE_SIGNING_KEY_CHECK_MS); retired keys keep verifying older records.")
     keys.set_defaults(func=cmd_keys)
 
     # Each subcommand family lives in its own module and adds its own parser (imported here so
@@ -240,8 +342,48 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Expected conditions end in one `gate: …` line and a non-zero status,
+    never a traceback; a reader that closes the pipe early (`gate verify … | head`) ends quietly."""
     args = build_parser().parse_args(argv)
-    return args.func(args) or 0
+    try:
+        if args.command not in CORE_ONLY_COMMANDS:
+            prepare_home(_settings())
+        status = args.func(args) or 0
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # The reader went away; say nothing more (stdout is gone) and exit as `head` expects.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - classified below; anything unexpected is re-raised
+        message = expected_failure(exc)
+        if message is None:
+            raise
+        print(f"gate {args.command}: {message}", file=sys.stderr)
+        return 2
+
+
+def expected_failure(exc: BaseException) -> str | None:
+    """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise)."""
+    if isinstance(exc, CliError):
+        return str(exc)
+    from gate.errors import GateError
+
+    if isinstance(exc, GateError):
+        return exc.message
+    if type(exc).__name__ == "SettingsError":
+        return f"configuration: {exc}"
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError):
+        reason = str(getattr(exc, "orig", exc)).splitlines()[0]
+        return (f"the ledger cannot be opened ({reason}); check GATE_DATABASE_URL "
+                "and that the database answers")
+    if isinstance(exc, PermissionError):
+        return f"permission denied: {exc.filename}"
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ from pathlib import Path
 from gate.canonical import CanonicalJSONError, parse_strict
 from gate.errors import GateError
 from gate.packets import verify_packet
-from gate.verify import TrustAnchors, verify_record
+from gate.verify import SOURCE_KEY_REGISTRY_FILE, SOURCE_KEY_REGISTRY_URL, TrustAnchors, verify_record
 from gate_cli.packet_report import is_packet, packet_report
 
 
@@ -43,20 +43,33 @@ def _read_json(path: str, what: str):
         raise GateError("VERIFY_INPUT_UNREADABLE", f"{what} {path} is not valid JSON: {exc.message}") from exc
 
 
+MAX_REGISTRY_BYTES = 4 * 1024 * 1024  # a registry of thousands of keys; a larger answer is refused
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
 def _registry_body(location: str) -> bytes:
-    if location.startswith(("http://", "https://")):
+    if is_url(location):
         with urllib.request.urlopen(location, timeout=10) as response:  # noqa: S310 - operator-chosen URL
-            return response.read()
+            return response.read(MAX_REGISTRY_BYTES + 1)
     return Path(location).read_bytes()
 
 
 def load_anchors(args) -> TrustAnchors:
     anchors = TrustAnchors()
     if args.key_registry:
+        # The result names where the trusted keys came from: a URL is labelled a URL, never a file.
+        source = SOURCE_KEY_REGISTRY_URL if is_url(args.key_registry) else SOURCE_KEY_REGISTRY_FILE
+        what = "key registry URL" if source == SOURCE_KEY_REGISTRY_URL else "key registry file"
         try:
-            anchors = anchors + TrustAnchors.from_registry_body(_registry_body(args.key_registry))
-        except OSError as exc:
-            raise GateError("VERIFY_KEY_UNAVAILABLE", f"cannot load key registry {args.key_registry}: {exc}") from exc
+            body = _registry_body(args.key_registry)
+        except (OSError, ValueError) as exc:
+            raise GateError("VERIFY_KEY_UNAVAILABLE", f"cannot load {what} {args.key_registry}: {exc}") from exc
+        if len(body) > MAX_REGISTRY_BYTES:
+            raise GateError("VERIFY_KEY_UNAVAILABLE", f"{what} {args.key_registry} is larger than 4 MiB")
+        anchors = anchors + TrustAnchors.from_registry_body(body, source)
     if args.public_key:
         try:
             pem = Path(args.public_key).read_text()

@@ -11,7 +11,9 @@ from flask import Blueprint, request
 
 from api.errors import error_response, json_response
 from api.runtime import keyed, runtime
+from gate import __version__
 from gate import constants as C
+from gate.keyconfig import FIX_MISSING_KEYRING
 from gate.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import schema_hash
 from gate.service import Caller
@@ -37,17 +39,24 @@ def status():
     limiter_ok = rt.limiter.ping()
     signer = rt.signing.receipt_signer()
     signing_ok = rt.signing.ready()
-    problems = []
+    fixes = []  # {problem, fix}: each problem beside the step that resolves it
     if not ledger_ok:
-        problems.append("ledger is not reachable")
+        fixes.append({"problem": "ledger is not reachable",
+                      "fix": "check GATE_DATABASE_URL and that the database answers; then `gate db upgrade`"})
     if not limiter_ok:
-        problems.append("rate limiter backend is not reachable")
+        fixes.append({"problem": "rate limiter backend is not reachable",
+                      "fix": "check GATE_REDIS_URL and that Redis answers"})
+    signing_problem = signing_fix = None
     if not signing_ok:
-        problems.append(rt.signing.problem or "no receipt signing key is configured")
+        signing_problem = rt.signing.problem or "no receipt signing key is configured"
+        signing_fix = rt.signing.fix or FIX_MISSING_KEYRING
+        fixes.append({"problem": signing_problem, "fix": signing_fix})
+    problems = [entry["problem"] for entry in fixes]
     ready = not problems
     body = {
         "ok": ready,
         "status": "ready" if ready else "degraded",
+        "service_version": __version__,
         "interface_version": C.INTERFACE_VERSION,
         "decision_protocol_version": C.DECISION_PROTOCOL_VERSION,
         "decision_record_version": C.DECISION_RECORD_VERSION,
@@ -62,6 +71,8 @@ def status():
             "receipt_signature_algorithm": signer.algorithm if signer else None,
             "receipt_key_id": signer.key_id if signer else None,
             "registry_signing": rt.signing.attestation_key() is not None,
+            "problem": signing_problem,
+            "fix": signing_fix,
         },
         "ledger": {"ready": ledger_ok, "dialect": rt.ledger.dialect},
         "idempotency": {"ready": ledger_ok, "backend": "ledger_unique_constraint"},
@@ -75,6 +86,7 @@ def status():
             "policy_patterns": "/api/decision/policy-patterns",
         },
         "problems": problems,
+        "fixes": fixes,
     }
     return json_response(200 if ready else 503, body)
 

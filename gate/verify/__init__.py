@@ -21,6 +21,7 @@ from __future__ import annotations
 from gate.verify.anchors import (
     SOURCE_HMAC_SECRET,
     SOURCE_KEY_REGISTRY_FILE,
+    SOURCE_KEY_REGISTRY_URL,
     SOURCE_PUBLIC_KEY_PEM,
     SOURCE_SERVER_KEY_REGISTRY,
     TrustAnchorError,
@@ -41,6 +42,7 @@ from gate.verify.result import AUTHENTICITY_CHECKS, DIAGNOSTIC_CHECKS, INTEGRITY
 __all__ = [
     "SOURCE_SERVER_KEY_REGISTRY",
     "SOURCE_KEY_REGISTRY_FILE",
+    "SOURCE_KEY_REGISTRY_URL",
     "SOURCE_PUBLIC_KEY_PEM",
     "SOURCE_HMAC_SECRET",
     "INTEGRITY_CHECKS",

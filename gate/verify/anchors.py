@@ -24,6 +24,7 @@ from gate.signing import (
 
 SOURCE_SERVER_KEY_REGISTRY = "server_key_registry"
 SOURCE_KEY_REGISTRY_FILE = "key_registry_file"
+SOURCE_KEY_REGISTRY_URL = "key_registry_url"
 SOURCE_PUBLIC_KEY_PEM = "public_key_pem"
 SOURCE_HMAC_SECRET = "hmac_secret"
 

@@ -1,0 +1,220 @@
+"""`gate.client` against live `gate serve` processes: a working gate, a gate that answers 503 (no
+signing key), and a proxy that fails, stalls or tampers with the record in between."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from gate.client import DENY, PROCEED, REVIEW, GateClient, GateClientError, anchors_from_registry, route_record
+from tests.client.live_gate import LiveGate, Proxy
+
+ROOT = Path(__file__).resolve().parents[2]
+REQUESTS = ROOT / "data" / "requests"
+
+pytestmark = pytest.mark.slow
+
+
+def sample(name: str) -> dict:
+    return json.loads((REQUESTS / f"{name}.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    gate = LiveGate(tmp_path_factory.mktemp("gate-live"))
+    gate.home.mkdir(exist_ok=True)
+    assert gate.cli("keys", "signing-init").returncode == 0
+    gate.start()
+    gate.key = gate.api_key()
+    yield gate
+    gate.stop()
+
+
+@pytest.fixture(scope="module")
+def unsigned(tmp_path_factory):
+    """A gate with no signing key: every decide answers 503 and stores nothing."""
+    gate = LiveGate(tmp_path_factory.mktemp("gate-unsigned"), env={"GATE_SIGNING_KEY_CHECK_MS": "0"})
+    gate.start()
+    gate.key = gate.api_key()
+    yield gate
+    gate.stop()
+
+
+@pytest.fixture(scope="module")
+def pinned(live, tmp_path_factory):
+    """The operator's pinned key registry, saved once from the gate (as `gate verify` documents)."""
+    path = tmp_path_factory.mktemp("pinned") / "receipt-keys.json"
+    path.write_text(json.dumps(GateClient(live.base).receipt_keys()))
+    return anchors_from_registry(path)
+
+
+@pytest.fixture(scope="module")
+def proxy(live):
+    proxy = Proxy(live.base).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture
+def fresh_proxy(proxy):
+    proxy.plan = type(proxy.plan)()
+    return proxy
+
+
+def client(base: str, key: str, anchors=None, **options) -> tuple[GateClient, list[float]]:
+    sleeps: list[float] = []
+    return GateClient(base, key, anchors=anchors, sleep=sleeps.append, **options), sleeps
+
+
+@pytest.mark.parametrize("name, route", [("verdict-yes", PROCEED), ("verdict-no", DENY),
+                                         ("verdict-review", REVIEW), ("verdict-needs-input", REVIEW)])
+def test_only_a_verified_yes_proceeds(live, pinned, name, route):
+    gate, _ = client(live.base, live.key, pinned)
+    result = gate.route(sample(name))
+    assert result.route == route, result.reason
+    assert result.verification["verified"] is True and result.verification["key_source"] == "key_registry_file"
+    assert result.proceed is (route == PROCEED)
+
+
+def test_without_pinned_keys_nothing_proceeds(live):
+    gate, _ = client(live.base, live.key)  # no trust anchors: authenticity cannot be proven
+    result = gate.route(sample("verdict-yes"))
+    assert result.route == REVIEW and "receipt_signature" in result.reason
+    assert result.record["verdict"] == "yes"  # the gate said yes; the client still does not proceed
+
+
+def test_retries_reuse_the_idempotency_key_and_never_make_a_second_record(live, pinned, fresh_proxy):
+    fresh_proxy.plan.fail_first = 2
+    gate, sleeps = client(fresh_proxy.base, live.key, pinned, retries=3, backoff=0.2)
+    decision = gate.decide(sample("verdict-yes"), idempotency_key="order-42")
+    keys = [seen["idempotency_key"] for seen in fresh_proxy.plan.seen]
+    assert keys == ["order-42"] * 3 and decision.attempts == 3 and not decision.replayed
+    assert len(sleeps) == 2 and 0.1 <= sleeps[0] <= 0.2 and 0.2 <= sleeps[1] <= 0.4  # backoff with jitter
+    again = gate.decide(sample("verdict-yes"), idempotency_key="order-42")
+    assert again.replayed and again.record["decision_id"] == decision.record["decision_id"]
+    generated = gate.route(sample("verdict-yes"))
+    assert generated.proceed and generated.idempotency_key.startswith("client-")
+
+
+def test_a_gate_that_answers_503_routes_to_review_after_retries(unsigned):
+    gate, sleeps = client(unsigned.base, unsigned.key, retries=2)
+    result = gate.route(sample("verdict-yes"), idempotency_key="k-503")
+    assert result.route == REVIEW and result.record is None
+    assert result.error.status == 503 and result.error.attempts == 3 and len(sleeps) == 2
+    assert result.error.body["c"] == "unclear"
+    status = gate.status()  # degraded status is an answer, with the fix beside the problem
+    assert status["status"] == "degraded" and "gate keys signing-init" in status["signing"]["fix"]
+
+
+def test_html_502_from_a_proxy_is_retried_then_reviewed(live, pinned, fresh_proxy):
+    fresh_proxy.plan.fail_first, fresh_proxy.plan.fail_status, fresh_proxy.plan.fail_html = 10, 502, True
+    gate, sleeps = client(fresh_proxy.base, live.key, pinned, retries=1)
+    result = gate.route(sample("verdict-yes"))
+    assert result.route == REVIEW and result.error.code == "UNEXPECTED_RESPONSE" and result.error.status == 502
+    assert len(fresh_proxy.plan.seen) == 2 and len(sleeps) == 1
+
+
+def test_a_timeout_routes_to_review(live, pinned, fresh_proxy):
+    fresh_proxy.plan.delay = 1.5
+    gate, _ = client(fresh_proxy.base, live.key, pinned, timeout=0.4, retries=1)
+    result = gate.route(sample("verdict-yes"))
+    assert result.route == REVIEW and result.error.code == "TIMEOUT" and result.error.attempts == 2
+
+
+def test_401_403_and_429_route_to_review_without_hammering(live, pinned):
+    bad, sleeps = client(live.base, "dg_not-a-key", pinned)
+    result = bad.route(sample("verdict-yes"))
+    assert result.route == REVIEW and result.error.status == 401 and result.error.attempts == 1 and not sleeps
+
+    key = live.api_key(scope="client-disabled")
+    key_id = json.loads(live.cli("keys", "list", "--json").stdout)[-1]["key_id"]
+    assert live.cli("keys", "disable", key_id).returncode == 0
+    disabled, _ = client(live.base, key, pinned)
+    result = disabled.route(sample("verdict-yes"))
+    assert result.route == REVIEW and result.error.status == 403 and result.error.attempts == 1
+
+    # rate_limit 1 per minute: of three quick calls at most two fall in different windows, so one is refused.
+    limited, sleeps = client(live.base, live.api_key(scope="client-limited", rate_limit=1), pinned,
+                             retries=2, max_backoff=0.5)
+    results = [limited.route(sample("verdict-yes")) for _ in range(3)]
+    refused = [r for r in results if r.error is not None]
+    assert results[0].proceed and refused and all(r.route == REVIEW for r in refused)
+    assert {(r.error.status, r.error.code) for r in refused} == {(429, "SVC_API_RATE_LIMITED")}
+    # Retry-After (whole seconds) is longer than max_backoff: the client stops instead of waiting or hammering.
+    assert all(r.error.retry_after >= 1 and r.error.attempts == 1 for r in refused) and not sleeps
+
+
+def test_a_tampered_record_routes_to_review(live, pinned, fresh_proxy):
+    gate, _ = client(fresh_proxy.base, live.key, pinned)
+    assert gate.route(sample("verdict-no")).route == DENY  # untouched
+
+    def flip_to_yes(record: dict) -> dict:
+        record.update(verdict="yes", c="yes", action="apply_discount", reason_code="WITHIN_DISCOUNT_POLICY")
+        return record
+
+    fresh_proxy.plan.rewrite = flip_to_yes
+    result = gate.route(sample("verdict-no"))
+    assert result.record["verdict"] == "yes" and result.route == REVIEW
+    assert "record_hash" in result.verification["failed_checks"]
+
+
+def test_a_genuine_yes_for_another_request_routes_to_review(live, pinned, fresh_proxy):
+    """A valid, signed `yes` replayed for a different request fails the input binding."""
+    genuine = GateClient(live.base, live.key).decide(sample("verdict-yes")).record
+    fresh_proxy.plan.rewrite = lambda _record: copy.deepcopy(genuine)
+    gate, _ = client(fresh_proxy.base, live.key, pinned)
+    result = gate.route(sample("verdict-no"))
+    assert result.route == REVIEW and "input_hash" in result.verification["failed_checks"]
+    assert gate.verify(genuine, sample("verdict-yes")).verified  # the record itself is authentic
+
+
+def test_an_advisory_record_never_approves(live, pinned, fresh_proxy):
+    gate, _ = client(live.base, live.key, pinned)
+    approved = gate.route(sample("verdict-yes"))
+    assert approved.proceed
+    for contract in ({"production_verdict": False, "authority": "advisory_only"},
+                     {"production_verdict": False},
+                     {"production_verdict": True, "authority": "advisory_only"},
+                     {"authority": "declarative_rulebook"},  # production_verdict missing: not a production verdict
+                     "advisory"):
+        advisory = {**approved.record, "decision_contract": contract}
+        # Even with a verification that passed, an advisory record is never an approval.
+        result = route_record(advisory, approved.verification)
+        assert result.route == REVIEW and "advisory" in result.reason, contract
+    production = {**approved.record, "decision_contract": {"production_verdict": True, "authority": "declarative_rulebook"}}
+    assert route_record(production, approved.verification).proceed
+
+    fresh_proxy.plan.rewrite = lambda record: {**record, "decision_contract": {"production_verdict": False,
+                                                                               "authority": "advisory_only"}}
+    via_proxy, _ = client(fresh_proxy.base, live.key, pinned)
+    result = via_proxy.route(sample("verdict-yes"))
+    assert result.route == REVIEW and "advisory" in result.reason
+
+
+def test_receipts_outcome_packet_and_offline_verification(live, pinned):
+    gate, _ = client(live.base, live.key, pinned)
+    result = gate.route(sample("verdict-yes"))
+    assert result.proceed
+    execution = gate.execution(result.record, "executed", action_taken="apply_discount", target_system="billing",
+                               idempotency_key="exec-1")
+    again = gate.execution(result.record, "executed", action_taken="apply_discount", target_system="billing",
+                           idempotency_key="exec-1")
+    assert execution["ok"] and again["execution"] == execution["execution"]  # replayed, not duplicated
+    outcome = gate.outcome(result.record, "succeeded", observed_metrics={"revenue_delta": 120.5})
+    assert outcome["ok"] and outcome["outcome"]["outcome_status"] == "succeeded"
+
+    packet = gate.packet(result.record["decision_id"], include_input=True)
+    checked = gate.verify_packet(packet, sample("verdict-yes"))
+    assert checked.verified, checked.to_dict()["failed_checks"]
+    tampered = copy.deepcopy(packet)
+    tampered["decision_record"]["verdict"] = "no"
+    assert not gate.verify_packet(tampered).verified
+
+    with pytest.raises(GateClientError) as missing:
+        gate.packet("dec_does_not_exist")
+    assert missing.value.status == 404 and missing.value.attempts == 1
+    with pytest.raises(ValueError):
+        gate.packet("../status")
