@@ -333,12 +333,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              409: "historical rulebook, evaluator or adapter lineage unavailable or mismatched",
              413: "body too large", 415: MEDIA,
              422: "invalid replay mode, forbidden historical input override, unavailable replay input, or an "
-                  "override over the evaluation limits", 503: "ledger unavailable"},
+                  "override over the evaluation limits",
+             500: "the re-run trusted adapter returned invalid output or was denied a capability",
+             502: "advisory decision: the advisor failed (nothing written)",
+             503: "ledger, adapter worker or (multi) advisors unavailable",
+             504: "the re-run trusted adapter exceeded its 1,000 ms budget"},
             errors=AUTH_ERRORS + BODY_ERRORS + (
                 "DECISION_NOT_FOUND", "REPLAY_MODE_INVALID", "REPLAY_INPUT_OVERRIDE_FORBIDDEN",
                 "REPLAY_INPUT_UNAVAILABLE", "REPLAY_LINEAGE_UNAVAILABLE", "REPLAY_LINEAGE_MISMATCH",
                 "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN", "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
-                "LEDGER_UNAVAILABLE"),
+                "TRUSTED_ADAPTER_EXECUTION_TIMEOUT", "TRUSTED_ADAPTER_OUTPUT_INVALID",
+                "TRUSTED_ADAPTER_CAPABILITY_DENIED", "TRUSTED_ADAPTER_UNAVAILABLE",
+                "ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE", "LEDGER_UNAVAILABLE"),
             request_body="ReplayRequest", response_headers=("x-decision-id",),
             request_headers=("x-api-key", "Prefer", "x-decision-response-view"), tags=("replay",),
         )
@@ -346,7 +352,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             ("replay", "Replay a stored decision without writing anything. Rulebook decisions replay historically by "
                        "default (stored snapshot, canonical input, pinned adapter re-run with its output hash "
                        "compared; never the current evaluator); `replay_mode: current` uses the scope's current "
-                       "rulebook for the id and accepts an `input` override (docs/replay.md)."),
+                       "rulebook for the id and accepts an `input` override. Advisory (legacy-mode) decisions "
+                       "replay in current mode against the advisor panel (docs/replay.md)."),
             ("diff", "Replay forced to current mode: the stored decision against the scope's current rulebook, or "
                      "against a current-mode `input` override. Same summary shape as replay."),
         )

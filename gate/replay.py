@@ -114,6 +114,7 @@ class ReplayRequest:
     mode: str
     input: dict[str, Any] | None
     response_view: str | None
+    mode_given: bool = True  # False: the caller sent no replay_mode (the default applies)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,8 @@ def parse_replay_request(body: Any, *, forced_mode: str | None = None) -> Replay
             raise GateError("RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
                             "the input override carries response-only decision material; remove it",
                             forbidden_fields=[name.replace("context.inputs", "input", 1) for name in forbidden])
-    return ReplayRequest(mode=mode, input=override, response_view=view)
+    return ReplayRequest(mode=mode, input=override, response_view=view,
+                         mode_given=body.get("replay_mode") is not None or forced_mode is not None)
 
 
 # --------------------------------------------------------------------------- lineage errors

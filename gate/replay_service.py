@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gate.advisory.record import is_advisory_record
+from gate.advisory.replay import advisory_replay
+from gate.errors import GateError
 from gate.counterfactuals import parse_counterfactual_request, run_counterfactuals
 from gate.replay import Runtime, Snapshot, StoredMaterial, parse_replay_request, replay
 from gate.rulebook import schema_hash
@@ -67,11 +70,15 @@ class ReplayService:
         The body is parsed first (400/422 before any read); the view falls back to `header_view`."""
         request = parse_replay_request(body, forced_mode=forced_mode)
         if request.response_view is None and header_view is not None:
-            request = type(request)(mode=request.mode, input=request.input, response_view=header_view)
+            request = type(request)(mode=request.mode, input=request.input, response_view=header_view,
+                                    mode_given=request.mode_given)
         material = self._material(caller, decision_id)
         if material is None:
             return None
         record = material.record
+        if is_advisory_record(record):
+            # Legacy (advisory) decisions replay in current mode against the gate's advisor panel.
+            return advisory_replay(material, request, self.decisions.advisory)
         historical = request.mode == "historical"
         snapshot = self._bound_snapshot(caller.scope, record) if historical else None
         current = None if historical else self._current_snapshot(caller.scope, record)
@@ -83,6 +90,10 @@ class ReplayService:
         material = self._material(caller, decision_id)
         if material is None:
             return None
+        if is_advisory_record(material.record):
+            raise GateError("COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
+                            "counterfactuals simulate rulebook decisions; this decision is advisory (legacy mode): "
+                            "send its facts to /diff as an input override instead", record_kind="advisory")
         current = self._current_snapshot(caller.scope, material.record)
         return run_counterfactuals(material, scenarios, current=current, response_view=view,
                                    schema_url=self.decisions.schema_url, schema_hash=schema_hash())
