@@ -358,18 +358,28 @@ def replay(
         registry=used.registry, schema_url=schema_url, schema_hash=schema_hash, engine=engine,
         input_hash=input_hash, adapter_run=adapter_run,
     )
+    summary = replay_summary(record, replayed, request, request.mode, {
+        "kind": against,
+        "rulebook": {"schema_version": used.body.get("schema_version"), "id": used.rulebook_id,
+                     "version": used.version, "hash": used.rulebook_hash},
+        "evaluator_version": C.EVALUATOR_VERSION,
+        "registered_at": used.registered_at,
+        "trusted_adapter": _adapter_summary(adapter_run),
+    })
+    if request.mode == REPLAY_HISTORICAL:
+        summary["replay_label"] = C.HISTORICAL_REPLAY_LABEL
+    return summary
+
+
+def replay_summary(record: Mapping[str, Any], replayed: Mapping[str, Any], request: ReplayRequest, mode: str,
+                   against: dict[str, Any]) -> dict[str, Any]:
+    """The summary body shared by every kind of replay: what was compared, the drift, and the
+    replayed record in the requested view (simulation only: never signed, stored or chained)."""
     compared, drift = compare(record, replayed)
-    summary: dict[str, Any] = {
+    return {
         "decision_id": record["decision_id"],
-        "replay_mode": request.mode,
-        "replay_against": {
-            "kind": against,
-            "rulebook": {"schema_version": used.body.get("schema_version"), "id": used.rulebook_id,
-                         "version": used.version, "hash": used.rulebook_hash},
-            "evaluator_version": C.EVALUATOR_VERSION,
-            "registered_at": used.registered_at,
-            "trusted_adapter": _adapter_summary(adapter_run),
-        },
+        "replay_mode": mode,
+        "replay_against": against,
         "input_source": "override" if request.input is not None else "stored",
         "compared_fields": list(COMPARED_FIELDS),
         "compared": compared,
@@ -378,9 +388,6 @@ def replay(
         "simulation_only": True,
         "decision": project_view(replayed, request.response_view or C.DEFAULT_VIEW),
     }
-    if request.mode == REPLAY_HISTORICAL:
-        summary["replay_label"] = C.HISTORICAL_REPLAY_LABEL
-    return summary
 
 
 def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:

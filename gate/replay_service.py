@@ -17,7 +17,6 @@ from gate.errors import GateError
 from gate.counterfactuals import parse_counterfactual_request, run_counterfactuals
 from gate.replay import Runtime, Snapshot, StoredMaterial, parse_replay_request, replay
 from gate.rulebook import schema_hash
-from gate.service import record_bound_to_row
 
 
 class ReplayService:
@@ -30,15 +29,10 @@ class ReplayService:
     def _material(self, caller, decision_id: str) -> StoredMaterial | None:
         """The caller's stored decision, only when its record is bound to its row (as
         `DecisionService.bound_decision`: another scope's or a foreign record reads as absent)."""
-        stored = self.decisions.ledger.decision(caller.scope, decision_id)
+        stored = self.decisions.bound_decision(caller, decision_id)
         if stored is None:
             return None
-        try:
-            record = json.loads(stored.record_json)
-        except ValueError:
-            return None
-        if not record_bound_to_row(record, stored.decision_id, stored.scope):
-            return None
+        record = json.loads(stored.record_json)  # bound_decision parsed it once already
         return StoredMaterial(record=record, request_text=stored.request_json or None)
 
     def _bound_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:

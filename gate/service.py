@@ -181,6 +181,21 @@ class DecisionService:
         )
         if self.confidence:
             self._attach_confidence(caller.scope, record, receipt_signer)
+        used = self.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=rulebook_hash,
+                                 request_text=request_text, idempotency_key=idempotency_key,
+                                 receipt_signer=receipt_signer, snapshot_row=snapshot_row)
+        return DecideResult(record, CREATED, used, prepared.response_view)
+
+    def store_sealed(
+        self, caller: Caller, record: dict[str, Any], *, input_hash: str, rulebook_hash: str, request_text: str,
+        idempotency_key: str | None, receipt_signer, snapshot_row: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
+        monthly-cap charge in one transaction; returns the key's monthly usage. Shared by the
+        rulebook path and the advisory modes (`gate.advisory.service`), so every decision is
+        sealed and chained the same way. Raises `DuplicateIdempotencyKey` when a concurrent
+        request claimed the key first."""
+        decision_id, created_at = record["decision_id"], record["created_at"]
         row = {
             "decision_id": decision_id,
             "scope": caller.scope,
@@ -190,6 +205,8 @@ class DecisionService:
             "record_hash": record["record_hash"],
             "receipt_hash": record["receipt_hash"],
             "policy_bundle_hash": record.get("policy_bundle_hash"),
+            # The rulebook's hash; an advisory record's `policy_hash` (its advisor panel), which
+            # gate.verify.ledger_rows checks the column against.
             "rulebook_hash": rulebook_hash,
             "policy_id": record.get("policy_id"),
             "policy_version": record.get("policy_version"),
@@ -224,13 +241,12 @@ class DecisionService:
             sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
             return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
 
-        used = self.ledger.store_decision(
+        return self.ledger.store_decision(
             row,
             snapshot=snapshot_row,
             charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
             chain=ChainAppend(chain_id, caller.scope, seal),
         )
-        return DecideResult(record, CREATED, used, prepared.response_view)
 
     def _attach_confidence(self, scope: str, record: dict[str, Any], receipt_signer) -> None:
         """`decision_confidence` from the scope's outcome counters for this policy, verdict and

@@ -24,14 +24,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate import constants as C
 from gate.advisory.record import build_advisory_record
 from gate.canonical import clone, sha256_bytes_hex, sha256_hex
 from gate.errors import GateError
-from gate.records import project_view
 from gate.replay import (
-    COMPARED_FIELDS, DRIFTED, MATCHED, REPLAY_HISTORICAL, ReplayRequest, StoredMaterial, compare,
-    input_unavailable, lineage_unavailable,
+    REPLAY_HISTORICAL, ReplayRequest, StoredMaterial, input_unavailable, lineage_unavailable, replay_summary,
 )
 
 AGAINST_ADVISORY_PANEL = "current_advisory_panel"
@@ -78,27 +75,15 @@ def advisory_replay(material: StoredMaterial, request: ReplayRequest, advisory: 
         policy_id=outcome.policy_id, policy_version=outcome.policy_version, identities=outcome.identities,
         votes=outcome.votes, combined=outcome.combined, receipt_signer=None,
     )
-    compared, drift = compare(record, replayed)
-    return {
-        "decision_id": record["decision_id"],
-        "replay_mode": "current",
-        "replay_against": {
-            "kind": AGAINST_ADVISORY_PANEL,
-            "advisors": [clone(identity) for identity in outcome.identities],
-            "policy_id": replayed["policy_id"],
-            "policy_version": replayed["policy_version"],
-            "policy_hash": replayed["policy_hash"],
-            "rulebook": None,
-            "trusted_adapter": None,
-        },
-        "input_source": "override" if request.input is not None else "stored",
-        "compared_fields": list(COMPARED_FIELDS),
-        "compared": compared,
-        "replay_status": DRIFTED if drift else MATCHED,
-        "drift": drift,
-        "simulation_only": True,
-        "decision": project_view(replayed, request.response_view or C.DEFAULT_VIEW),
-    }
+    return replay_summary(record, replayed, request, "current", {
+        "kind": AGAINST_ADVISORY_PANEL,
+        "advisors": [clone(identity) for identity in outcome.identities],
+        "policy_id": replayed["policy_id"],
+        "policy_version": replayed["policy_version"],
+        "policy_hash": replayed["policy_hash"],
+        "rulebook": None,
+        "trusted_adapter": None,
+    })
 
 
 __all__ = ["AGAINST_ADVISORY_PANEL", "advisory_replay"]

@@ -16,7 +16,6 @@ canonical request, and the record names the panel by `policy_hash` and each advi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -32,14 +31,9 @@ from gate.advisory.advisors import (
 from gate.advisory.record import GENERAL_POLICY, POLICY_PREFIX, ADVISORY_VERSION, build_advisory_record
 from gate.advisory.request import AdvisoryRequest, prepare_advisory_request
 from gate.canonical import canonical_text, sha256_bytes_hex
-from gate.chain import chain_id_for, new_link, record_audit_chain
 from gate.clock import iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, SigningUnavailable
-from gate.ledger import CapCharge, ChainAppend, ChainHead
-from gate.merkle import CompactRange
 from gate.patterns import PatternRegistry, load_patterns
-from gate.records import attach_audit_chain
-from gate.rowseal import decision_row_hash, row_signature_payload
 
 
 @dataclass(frozen=True)
@@ -137,46 +131,10 @@ class AdvisoryService:
             combined=outcome.combined,
             receipt_signer=receipt_signer,
         )
-        row = {
-            "decision_id": decision_id,
-            "scope": caller.scope,
-            "key_id": caller.key_id,
-            "idempotency_key": idempotency_key,
-            "input_hash": input_hash,
-            "record_hash": record["record_hash"],
-            "receipt_hash": record["receipt_hash"],
-            "policy_bundle_hash": None,
-            # The row's `rulebook_hash` column mirrors the record's `policy_hash` (gate.verify.ledger_rows):
-            # for an advisory record that is the advisor panel's hash, never a rulebook snapshot.
-            "rulebook_hash": record["policy_hash"],
-            "policy_id": record["policy_id"],
-            "policy_version": record["policy_version"],
-            "verdict": record["verdict"],
-            "created_at": created_at,
-            "record_json": "",
-            "request_json": request_text,
-        }
-        row["row_hash"] = decision_row_hash(row)
-        row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
-                                if receipt_signer is not None else None)
-        chain_id = chain_id_for(caller.scope)
-
-        def seal(head: ChainHead):
-            link = new_link(
-                chain_id=chain_id, chain_position=head.size + 1, previous_link_hash=head.head_link_hash,
-                previous_merkle_root=head.merkle_root, decision_id=decision_id, record_hash=record["record_hash"],
-                receipt_hash=record["receipt_hash"], policy_id=record["policy_id"],
-                policy_version=record["policy_version"], created_at=created_at,
-            )
-            attach_audit_chain(record, record_audit_chain(link), receipt_signer)
-            tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-            sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-            return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
-
         try:
-            used = decisions.ledger.store_decision(
-                row, snapshot=None, charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
-                chain=ChainAppend(chain_id, caller.scope, seal))
+            used = decisions.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=record["policy_hash"],
+                                          request_text=request_text, idempotency_key=idempotency_key,
+                                          receipt_signer=receipt_signer)
         except DuplicateIdempotencyKey:
             existing = decisions.ledger.decision_by_idempotency(caller.scope, idempotency_key or "")
             if existing is None:  # pragma: no cover - the winner's row must be visible
