@@ -123,9 +123,19 @@ def replay_fixture(fixture: Fixture, *, adapters: Any = None, candidate: Snapsho
     return result
 
 
+def shipped_adapters() -> Any:
+    """The adapters shipped with the gate (no plugins, workers started cold): what the corpus's
+    adapter fixtures were decided with, so what replaying them re-runs by default."""
+    from gate.adapters import default_registry
+
+    return default_registry(pool_size=0, plugins=False)
+
+
 def replay_corpus(directory: Path = CORPUS_DIR, *, adapters: Any = None) -> dict[str, Any]:
     """Historical replay of every fixture: `{ok, fixtures, unexpected_drift}`; ok only when every
-    fixture matched (zero drift, no lineage refusal)."""
+    fixture matched (zero drift, no lineage refusal). `adapters` defaults to this installation's
+    shipped adapters (the corpus holds decisions made with them; each re-run is compared)."""
+    adapters = shipped_adapters() if adapters is None else adapters
     _, fixtures = load_corpus(directory)
     results = [replay_fixture(fixture, adapters=adapters) for fixture in fixtures]
     unexpected = [r["fixture_id"] for r in results if r["replay_status"] != "matched"]

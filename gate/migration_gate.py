@@ -37,7 +37,7 @@ import jsonschema
 from gate import constants as C
 from gate.canonical import sha256_hex
 from gate.errors import GateError
-from gate.golden import CORPUS_DIR, CorpusError, Fixture, load_corpus, replay_fixture
+from gate.golden import CORPUS_DIR, CorpusError, Fixture, load_corpus, replay_fixture, shipped_adapters
 from gate.replay import Snapshot
 from gate.rulebook import SCHEMA_PATH, get_evaluator
 
@@ -112,7 +112,9 @@ def _replay_one(fixture: Fixture, manifest: dict, candidate: Snapshot, covers: s
 
 
 def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None) -> dict:
-    """Run the gate over a parsed manifest (see the module doc for every step)."""
+    """Run the gate over a parsed manifest (see the module doc for every step). `adapters`
+    defaults to the shipped adapters (`gate.golden.shipped_adapters`)."""
+    adapters = shipped_adapters() if adapters is None else adapters
     out: dict[str, Any] = {"ok": False, "gate_passed": False, "problems": [], "observed_drift": [], "fixtures": []}
     problems = _schema_problems(manifest)
     if problems:

@@ -42,9 +42,12 @@ def _dump(value: Any) -> bytes:
     return (json.dumps(value, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None) -> dict[str, Any]:
+def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None,
+                 id_prefix: str = "golden", keep: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Decide every `{fixture_id, description, request}` and write `out/index.json` and
-    `out/fixtures/<fixture_id>.json`. Returns the index."""
+    `out/fixtures/<fixture_id>.json`. Returns the index. `keep`: index entries of fixtures
+    already in `out` that stay as they are (listed first); `id_prefix` keeps decision ids of
+    an appended batch apart from the existing ones."""
     from gate.clock import FixedClock
     from gate.keyconfig import SigningSetup
     from gate.ledger import Ledger
@@ -56,10 +59,10 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
         ledger = Ledger(f"sqlite:///{tmp}/golden.db")
         ledger.upgrade()
         service = DecisionService(ledger, SigningSetup(keyring=None, hmac_key=None, required=False),
-                                  clock=FixedClock(START, step_ms=1000), ids=SequentialIds(),
+                                  clock=FixedClock(START, step_ms=1000), ids=SequentialIds(id_prefix),
                                   confidence=False, **({"adapters": adapters} if adapters is not None else {}))
         caller = Caller(key_id="key_golden", scope=SCOPE, plan="golden", rate_limit=0, monthly_cap=10**9)
-        entries = []
+        entries = list(keep or [])
         for item in items:
             record = service.decide(caller, item["request"]).record
             stored = ledger.decision(SCOPE, record["decision_id"])
@@ -94,10 +97,24 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`[REQUESTS] [OUT]` builds a corpus; `--append REQUESTS` decides only those requests (with
+    the shipped trusted adapters) and adds them to the committed corpus, leaving every existing
+    fixture byte for byte as it is (a contract is extended, never rewritten)."""
     argv = sys.argv[1:] if argv is None else argv
-    requests = Path(argv[0]) if argv else REQUESTS
-    out = Path(argv[1]) if len(argv) > 1 else OUT
-    index = build_corpus(json.loads(requests.read_text(encoding="utf-8")), out)
+    from gate.adapters import default_registry
+
+    adapters = default_registry(pool_size=0, plugins=False)
+    if argv[:1] == ["--append"]:
+        requests, out = Path(argv[1]), OUT
+        items = json.loads(requests.read_text(encoding="utf-8"))
+        index = json.loads((out / "index.json").read_text(encoding="utf-8"))
+        new_ids = {item["fixture_id"] for item in items}
+        keep = [entry for entry in index["fixtures"] if entry["fixture_id"] not in new_ids]
+        index = build_corpus(items, out, adapters=adapters, id_prefix=requests.stem.replace("-", "_"), keep=keep)
+    else:
+        requests = Path(argv[0]) if argv else REQUESTS
+        out = Path(argv[1]) if len(argv) > 1 else OUT
+        index = build_corpus(json.loads(requests.read_text(encoding="utf-8")), out, adapters=adapters)
     print(f"{len(index['fixtures'])} fixtures written to {out}")
     return 0
 

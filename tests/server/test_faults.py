@@ -272,10 +272,11 @@ def test_signing_keyring_removed_under_a_live_server(server_factory, issue_key, 
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 4 MiB tmpfs (root only); skipped where mounting is not allowed."""
+    """A 16 MiB tmpfs (root only; room for the ledger the test copies in, then filled up);
+    skipped where mounting is not allowed."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip("cannot mount a size-limited tmpfs here: " + done.stderr.strip())
@@ -293,13 +294,13 @@ def test_sqlite_on_a_full_disk(server_factory, sample_request, gate_env, small_d
 
     key = create_key(Settings.from_env({**gate_env, "GATE_DATABASE_URL": url}), "tenant_a", "starter", 10_000, None)["api_key"]
     filler = small_disk / "filler"
-    with open(filler, "wb") as handle:
-        try:
+    try:
+        with open(filler, "wb") as handle:
             while True:
                 handle.write(b"\0" * 65536)
                 handle.flush()
-        except OSError:
-            pass  # ENOSPC: the disk is full
+    except OSError:
+        pass  # ENOSPC: the disk is full (at the latest when the file is closed)
     refused = acknowledged = 0
     load = Load(server.base, key, sample_request)
     for _ in range(60):
