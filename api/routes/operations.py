@@ -32,6 +32,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
+from api.client_limits import client_limit
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -122,20 +123,6 @@ def runtime_config():
 # --------------------------------------------------------------------------- pilot
 
 
-def _pilot_limited() -> Response | dict[str, str]:
-    rt = runtime()
-    try:
-        rate = rt.limiter.hit(f"pilot:{request.remote_addr or 'unknown'}", rt.settings.policycheck_rate_limit,
-                              rt.now_ms())
-    except GateError as error:
-        return error_response(error.code, error.message)
-    headers = rate.headers()
-    if not rate.allowed:
-        return error_response("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
-                              headers=headers, retry_after=rate.retry_after)
-    return headers
-
-
 def _validate_submission(body: dict[str, Any]) -> dict[str, Any]:
     problems = []
     allowed = set(PILOT_FIELDS) | {"monthly_decisions", "consent"}
@@ -199,7 +186,7 @@ def _pilot_answer(row: dict[str, Any]) -> dict[str, Any]:
 
 @bp.post("/api/pilot")
 def pilot():
-    limited = _pilot_limited()
+    limited = client_limit("pilot")
     if isinstance(limited, Response):
         return limited
     headers = limited

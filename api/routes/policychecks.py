@@ -21,7 +21,7 @@ from flask import Blueprint, Flask, Response, current_app, request
 
 from api.errors import error_response, json_response
 from api.jsonio import dumps, read_json
-from api.limits import RateState
+from api.client_limits import client_limit, hit_client_limit
 from api.mcp import (
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_ALLOWED, PARSE_ERROR, PROTOCOL_VERSIONS, RATE_LIMITED,
     McpEndpoint, error_message,
@@ -40,17 +40,6 @@ bp = Blueprint("policychecks", __name__)
 
 def checks() -> PolicyCheckService:
     return current_app.extensions["policychecks"]
-
-
-def client_key(kind: str) -> str:
-    """The rate-limit key of the calling client: its address (documented; behind a proxy, the proxy's)."""
-    return f"{kind}:{request.remote_addr or 'unknown'}"
-
-
-def hit_client_limit(kind: str) -> RateState:
-    """Count this request in the client's window; GateError (503) when the limiter is unavailable."""
-    rt = runtime()
-    return rt.limiter.hit(client_key(kind), rt.settings.policycheck_rate_limit, rt.now_ms())
 
 
 # ---------------------------------------------------------------------------- MCP
@@ -109,14 +98,9 @@ def _mcp_blueprint(name: str, prefix: str | None, endpoint_factory) -> Blueprint
 # ---------------------------------------------------------------------------- REST twins and sources
 
 def _rest_check(tool: str) -> Response:
-    try:
-        rate = hit_client_limit("policycheck")
-    except GateError as error:
-        return error_response(error.code, error.message)
-    headers = rate.headers()
-    if not rate.allowed:
-        return error_response("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
-                              headers=headers, retry_after=rate.retry_after)
+    headers = client_limit("policycheck")
+    if isinstance(headers, Response):
+        return headers
     try:
         body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
     except GateError as error:

@@ -27,6 +27,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
+from api.client_limits import client_limit
 from api.errors import error_response
 from api.jsonio import dumps, read_json
 from api.routes.policychecks import MAX_BODY_BYTES, MAX_DEPTH, checks
@@ -133,15 +134,9 @@ def _refused(code: str, message: str, headers: dict[str, str], **details) -> Res
 @bp.post("/api/v1/workflows/<ticketing_system>/<workflow>")
 def run_workflow(ticketing_system: str, workflow: str):
     rt = runtime()
-    try:
-        rate = rt.limiter.hit(f"workflow:{request.remote_addr or 'unknown'}", rt.settings.policycheck_rate_limit,
-                              rt.now_ms())
-    except GateError as error:
-        return error_response(error.code, error.message)
-    headers = rate.headers()
-    if not rate.allowed:
-        return _refused("SVC_API_RATE_LIMITED", f"rate limit of {rate.limit} requests per minute exceeded",
-                        headers, retry_after=rate.retry_after)
+    headers = client_limit("workflow")
+    if isinstance(headers, Response):
+        return headers
     if not _authorized():
         return _refused("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required",
                         {**headers, "WWW-Authenticate": REALM})
