@@ -133,7 +133,6 @@ def _refused(code: str, message: str, headers: dict[str, str], **details) -> Res
 
 @bp.post("/api/v1/workflows/<ticketing_system>/<workflow>")
 def run_workflow(ticketing_system: str, workflow: str):
-    rt = runtime()
     headers = client_limit("workflow")
     if isinstance(headers, Response):
         return headers
