@@ -39,7 +39,7 @@ def stored_count(app) -> int:
 
 
 @pytest.mark.parametrize("mode", [None, "single"])
-def test_an_advisory_approval_is_a_stored_record_that_never_reads_as_yes(app, client, api_key, mode):
+def test_an_advisory_approval_is_a_stored_record_that_never_reads_as_yes(app, client, api_key, mode, backend):
     response = decide(client, api_key, advisory_body(mode))
     assert response.status_code == 200, response.json
     record = response.json
@@ -165,7 +165,7 @@ def test_bad_advisory_requests_are_refused_and_store_nothing(app, client, api_ke
     assert stored_count(app) == 0
 
 
-def test_advisory_idempotency_replays_and_conflicts(client, api_key):
+def test_advisory_idempotency_replays_and_conflicts(client, api_key, backend):
     first = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-1"})
     again = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-1"})
     assert again.headers["x-idempotency-status"] == "replayed" and again.json == first.json

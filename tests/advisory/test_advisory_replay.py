@@ -24,7 +24,7 @@ def rows(app) -> int:
 
 
 @pytest.mark.parametrize("body", [None, {"replay_mode": "current"}])
-def test_an_advisory_decision_replays_in_current_mode_and_matches(app, client, api_key, body):
+def test_an_advisory_decision_replays_in_current_mode_and_matches(app, client, api_key, body, backend):
     record = decide(client, api_key, advisory_body()).json
     before = rows(app)
     response = post(client, api_key, f"/api/decision/{record['decision_id']}/replay", body)

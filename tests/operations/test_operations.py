@@ -36,7 +36,7 @@ def test_runtime_config_is_public_and_holds_no_secret(ops):
     assert "database" not in text.lower() and "sqlite" not in text.split('"dialect"')[0]
 
 
-def test_a_pilot_intake_is_stored_once_and_confirmed(ops):
+def test_a_pilot_intake_is_stored_once_and_confirmed(ops, backend):
     client = ops.test_client()
     created = client.post("/api/pilot", json=INTAKE)
     assert created.status_code == 201, created.json
@@ -109,7 +109,7 @@ def test_metrics_token_reads_fail_closed(make_app, ops, path):
     assert client.get(path, headers={"Authorization": "Bearer " + TOKEN}).status_code == 200
 
 
-def test_proof_metrics_count_binding_and_advisory_decisions_apart(ops, issue_key, sample_request):
+def test_proof_metrics_count_binding_and_advisory_decisions_apart(ops, issue_key, sample_request, backend):
     client = ops.test_client()
     key = issue_key()["api_key"]
     assert client.post("/api/decide", json=sample_request, headers={"x-api-key": key}).json["verdict"] == "yes"
