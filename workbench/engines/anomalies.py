@@ -49,7 +49,7 @@ SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
 VERSION_HOW = {"decisions": "sum", "first_at": "min"}
 
 
-COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *SEGMENT_DIMENSIONS, "facts_json")
+COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *SEGMENT_DIMENSIONS)
 
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str]) -> dict[str, pl.DataFrame]:
@@ -86,7 +86,9 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
         "by_verdict": by_verdict_df,
         "months": merge_frames([months_df], ["month"], {"decisions": "sum"}),
     }
-    state.update(factlib.facts_partial(joined))
+    # The facts need no outcome: read straight from the decisions, so the join above does not
+    # carry every decision's facts text through it.
+    state.update(factlib.facts_partial(decisions))
     return state
 
 
