@@ -97,7 +97,15 @@ def _read_roots(job):
     any_file += [_directory(entry) for entry in zoneinfo.TZPATH if entry.startswith("/")]
     any_file += [_directory(os.path.join(entry, "tzdata")) for entry in entries]
     code = [_directory(stdlib)] + [_directory(entry) for entry in entries]
-    return tuple(any_file), tuple(code), _directory(os.path.join(stdlib, "lib-dynload"))
+    # The standard library's extension directory, wherever this build keeps it: lib-dynload
+    # beside os.py, and the folder of every extension the worker itself loaded at start-up
+    # (before the job, only the standard library is importable: -I -S).
+    dynload = {_directory(os.path.join(stdlib, "lib-dynload"))}
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and filename.endswith(".so"):
+            dynload.add(_directory(os.path.dirname(filename)))
+    return tuple(any_file), tuple(code), tuple(sorted(dynload))
 
 
 def _install_hook(report_fd, read_any, read_code, dynload):
@@ -143,11 +151,14 @@ def _install_hook(report_fd, read_any, read_code, dynload):
             return None
         if event == "import":
             module = args[0] if args else None
-            if type_of(module) is not str or module.partition(".")[0] in denied_modules:
-                return event
+            if type_of(module) is not str or not denied_modules.isdisjoint(module.split(".")):
+                return event  # any component: a spec named "x._testcapi" still runs PyInit__testcapi
             filename = args[1] if length(args) > 1 else None
-            if filename is not None and (type_of(filename) is not str or not filename.startswith(dynload)):
-                return event
+            if filename is not None:
+                if type_of(filename) is not str or not filename.startswith(dynload):
+                    return event
+                if filename.rpartition("/")[2].partition(".")[0] in denied_modules:
+                    return event  # the file, whatever name its spec was given
         return None
 
     def hook(event, args):
