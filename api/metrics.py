@@ -43,6 +43,16 @@ DECISIONS = Counter("gate_decisions", "Decision Records created, by authority (b
                     ("authority", "verdict"), registry=REGISTRY)
 
 
+# SECURITY: label values come from a closed set. The HTTP method is the client's own token
+# (any `tchar` string reaches the app and is answered 405), so it is never a label verbatim:
+# one request per invented method would otherwise add a series to every scrape, forever.
+LABEL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in LABEL_METHODS else "other"
+
+
 class ReadinessCollector:
     """Ledger and signing readiness, computed when scraped (never from worker files)."""
 
@@ -96,9 +106,10 @@ def init_metrics(app: Flask) -> None:
     def _observe(response: Response):
         started = g.pop("metrics_started", None)
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        REQUESTS.labels(request.method, rule, str(response.status_code)).inc()
+        method = method_label(request.method)
+        REQUESTS.labels(method, rule, str(response.status_code)).inc()
         if started is not None:
-            LATENCY.labels(request.method, rule).observe(time.perf_counter() - started)
+            LATENCY.labels(method, rule).observe(time.perf_counter() - started)
         return response
 
     @app.get("/metrics")

@@ -203,7 +203,7 @@ def _adapter_settings(env: Mapping[str, str]) -> dict:
 def _advisor_settings(env: Mapping[str, str]) -> dict:
     """`GATE_ADVISORY_MODES`, `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL` (one model, or several
     separated by commas for `multi`), `GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE` (never
-    both; never logged), `GATE_ADVISOR_TIMEOUT` (seconds per advisor request, default 10)."""
+    both; never logged), `GATE_ADVISOR_TIMEOUT` (seconds per advisor request, connect to last byte, default 10)."""
     from urllib.parse import urlsplit
 
     base_url = (env.get("GATE_ADVISOR_BASE_URL") or "").strip() or None

@@ -4,8 +4,10 @@ Each run gets its own worker process (`gate/adapters/worker.py`): started with `
 -B`` (no environment variables read, no user or site start-up), an **empty environment**, cwd
 ``/``, no inherited descriptors besides its two pipes and a new session. Inside, the worker
 bounds its address space (`memory_mb`), its CPU time, file sizes (0) and process creation, and
-installs the capability audit hook before any adapter code runs. The gate sends the job, waits
-at most `timeout_ms` (1,000 ms) for the result line and then kills the whole session. A worker
+installs the capability audit hook before any adapter code runs. The gate sends the job, reads
+the worker's output until it exits (at most 1 MiB), waits at most `timeout_ms` (1,000 ms) in all
+and then kills the whole session. Only a worker that exited 0 with exactly one line has a result;
+exit status `DENIED_EXIT_STATUS` is a refused capability, whatever was written before it. A worker
 serves exactly one job and is then killed and reaped.
 
 Start-up of a Python process costs tens of milliseconds (measured by
@@ -33,6 +35,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from gate.adapters.worker import DENIED_EXIT_STATUS
 from gate.errors import GateError
 
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
@@ -73,6 +76,45 @@ class _Worker:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    def read_to_end(self, deadline: float, limit: int = MAX_RESULT_BYTES) -> bytes | None:
+        """Everything the worker writes until it closes its end (exits); None at the deadline.
+        More than `limit` bytes raise OverflowError (the parent never buffers more)."""
+        fd = self.proc.stdout.fileno()
+        chunks, size = [self._buffer], len(self._buffer)
+        self._buffer = b""
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > limit:
+                raise OverflowError("worker output over the limit")
+            chunks.append(chunk)
+
+    def exit_status(self, deadline: float) -> int | None:
+        """The worker's exit status once it has exited (negative: killed by that signal), None when
+        it is still running at the deadline. The worker is left unreaped (WNOWAIT), so its pid and
+        process group stay reserved until `terminate` has signalled the whole session."""
+        delay = 0.0002
+        while True:
+            try:
+                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return self.proc.returncode if self.proc.returncode is not None else -1
+            if info is not None and info.si_pid:
+                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return None
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.01)
+
     def send(self, data: bytes) -> bool:
         try:
             self.proc.stdin.write(data)
@@ -103,6 +145,19 @@ class _Worker:
     def kill(self) -> None:
         self.terminate()
         self.reap()
+
+
+def _denied_report(output: bytes) -> list[str]:
+    """The capability the worker's hook refused, from its last report line ("unknown" when unreadable)."""
+    for line in reversed(output.splitlines()):
+        try:
+            report = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(report, dict) and report.get("error") == "denied" and isinstance(report.get("denied"), list):
+            names = [str(name)[:80] for name in report["denied"] if isinstance(name, str)]
+            return names[:16] or ["unknown"]
+    return ["unknown"]
 
 
 _POOLS: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
@@ -218,17 +273,29 @@ class WorkerPool:
             if not worker.send(payload):
                 raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker exited before its job",
                                 reason="worker_exited", **detail)
-            line = worker.read_line(deadline)
-            if line is None:
+            try:
+                output = worker.read_to_end(deadline)
+            except OverflowError:
+                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is too large",
+                                reason="result_too_large", **detail) from None
+            status = None if output is None else worker.exit_status(deadline)
+            if output is None or status is None:
                 raise GateError("TRUSTED_ADAPTER_EXECUTION_TIMEOUT",
                                 f"the adapter did not finish within its {self.timeout_ms} ms budget",
                                 execution_timeout_ms=self.timeout_ms, **detail)
-            if not line:
+            if status == DENIED_EXIT_STATUS:
+                # SECURITY: the hook ended the worker on a refused capability; whatever the adapter
+                # wrote before that (a forged result included) is discarded.
+                return {"ok": False, "error": "denied", "denied": _denied_report(output),
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
+            # A worker that finished answers exactly one line and exits 0; anything else (killed,
+            # crashed, several lines, no newline) is not a result.
+            if status != 0 or not output.endswith(b"\n") or output.count(b"\n") != 1:
                 raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker ended without a result",
                                 reason="worker_exited", **detail)
             try:
-                message = json.loads(line)
-            except ValueError:
+                message = json.loads(output)
+            except (ValueError, RecursionError):
                 message = None
             if not isinstance(message, dict) or "ok" not in message:
                 raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",

@@ -8,28 +8,36 @@ Protocol (one line of JSON each way, UTF-8):
 
 1. start-up: set resource limits (address space, CPU seconds, file size 0, no new processes),
    pre-import the modules adapters commonly use, move stdout aside (the adapter's `print`
-   goes nowhere), install the capability audit hook, then write ``{"ready": true}``;
+   goes nowhere), then write ``{"ready": true}``;
 2. read one job ``{"module", "filename", "source", "input", "path"}`` (``path``: the gate's
-   import path, appended so an adapter can import its own package; no ``site`` start-up cost);
+   import path, appended so an adapter can import its own package; no ``site`` start-up cost),
+   then install the capability audit hook, before any adapter code runs;
 3. compile the exact source bytes the gate hashed (never re-read from disk), execute them as a
-   fresh module, call ``run(input)`` and write one result line, then exit. Never reused.
+   fresh module, call ``run(input)`` and write one result line, then exit 0. Never reused.
 
 Result lines: ``{"ok": true, "output": …, "denied": []}`` or ``{"ok": false, "error":
-"exception"|"memory"|"unserializable", "type": …, "denied": […]}``. ``denied`` lists every
-capability the hook refused, even when the adapter caught the exception: the gate fails the
-run whenever it is non-empty.
+"exception"|"memory"|"unserializable", "type": …, "denied": []}``.
 
-Capability enforcement (Python audit hooks, PEP 578) denies: every ``socket.*`` event
-(creation, connect, bind, name resolution), opening any file for writing (``open`` with a
-w/a/x/+ mode or write/create/truncate flags, including by descriptor number), file-system
-mutations (remove, rename, mkdir, chmod, …), new processes (``subprocess.Popen``,
-``os.system``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, ``os.fork``), signals to
-other processes, ``ctypes`` (which could bypass all of this) and changing resource limits.
-Reading files stays possible (adapters may import standard-library modules).
+Capability enforcement (Python audit hooks, PEP 578) denies: every ``socket.*`` event,
+opening any file for writing (``open`` with a w/a/x/+ mode or write/create/truncate flags,
+including by descriptor number), opening for reading outside the code (see `_read_roots`),
+file-system mutations, new processes (``subprocess.Popen``, ``os.system``, ``os.exec*``,
+``os.posix_spawn``, ``os.spawn*``, ``os.fork``), signals to other processes, ``ctypes``, new
+interpreters, crafted code objects, ``gc`` object walks, importing modules that reach the OS
+without audit events of their own (``_posixsubprocess``, ``cffi``, …) or any C extension from
+outside the standard library, and changing resource limits.
+
+SECURITY: the first refused event ends the worker at once with exit status
+`DENIED_EXIT_STATUS` after a report line, so an adapter cannot catch a refusal and then write a
+clean result; the gate discards the output of a worker that exits with that status. The hook
+keeps every value it uses in its own closure (immutable values and built-ins bound at install
+time): rebinding this module's globals, ``builtins`` or ``os`` attributes does not change it.
+These are guard rails for operator-trusted code, not a sandbox for hostile code.
 """
 
 import sys
 
+DENIED_EXIT_STATUS = 86  # the worker's exit status after a refused capability (gate.adapters.executor)
 _WRITE_MODE_CHARS = frozenset("wax+")
 _DENIED_PREFIXES = ("socket.", "ctypes.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn",
                     "shutil.", "winreg.", "_winapi.", "msvcrt.")
@@ -40,7 +48,23 @@ _DENIED_EVENTS = frozenset({
     "os.lchflags", "os.lchmod", "os.mkfifo", "os.mknod",
     "resource.setrlimit", "resource.prlimit", "sys.remote_exec", "webbrowser.open",
     "sqlite3.connect", "sqlite3.enable_load_extension", "sqlite3.load_extension",
+    # a sub-interpreter has no audit hooks of ours; crafted code objects can corrupt memory
+    "cpython.PyInterpreterState_New", "code.__new__",
+    # reaching the hook's own function object through the collector would let its bindings change
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents",
 })
+# Modules that reach the operating system without raising an audit event of their own (process
+# creation, shared memory, native calls, test back doors, a Tcl interpreter): importing them is
+# refused. Any C extension module from outside the standard library is refused as well (cffi and
+# other native bindings bypass every hook).
+_DENIED_MODULES = frozenset({
+    "_posixsubprocess", "_ctypes", "_ctypes_test", "_cffi_backend", "cffi", "_testcapi",
+    "_testinternalcapi", "_testbuffer", "_testclinic", "_testimportmultiple", "_testmultiphase",
+    "_testsinglephase", "_xxsubinterpreters", "_xxinterpchannels", "_xxinterpqueues", "_interpreters",
+    "_interpchannels", "_interpqueues", "_xxtestfuzz", "_posixshmem", "_multiprocessing", "_tkinter",
+    "readline", "syslog", "ossaudiodev", "_lsprof",
+})
+_REPORT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 
 
 def _set_limits(memory_bytes):
@@ -51,28 +75,101 @@ def _set_limits(memory_bytes):
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))     # no file may grow, whatever the hook says
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if hasattr(resource, "RLIMIT_NPROC"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # fork fails even past the hook
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # fork fails even past the hook (not for root)
 
 
-def _write_flags(flags):
+def _directory(path):
     import os
 
-    mask = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    return isinstance(flags, int) and bool(flags & mask)
+    path = os.path.normpath(os.path.abspath(path))
+    return path if path.endswith("/") else path + "/"
 
 
-def _install_hook(denied):
+def _read_roots(job):
+    """(directories any file of which may be read, directories whose .py/.pyc files may be read),
+    computed from the job before any adapter code runs."""
+    import os
+    import zoneinfo
+
+    stdlib = os.path.dirname(os.__file__)
+    entries = [entry for entry in job.get("path", ()) if isinstance(entry, str) and entry.startswith("/")]
+    any_file = [_directory(os.path.dirname(job["filename"]))]
+    any_file += [_directory(entry) for entry in zoneinfo.TZPATH if entry.startswith("/")]
+    any_file += [_directory(os.path.join(entry, "tzdata")) for entry in entries]
+    code = [_directory(stdlib)] + [_directory(entry) for entry in entries]
+    # The standard library's extension directory, wherever this build keeps it: lib-dynload
+    # beside os.py, and the folder of every extension the worker itself loaded at start-up
+    # (before the job, only the standard library is importable: -I -S).
+    dynload = {_directory(os.path.join(stdlib, "lib-dynload"))}
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and filename.endswith(".so"):
+            dynload.add(_directory(os.path.dirname(filename)))
+    return tuple(any_file), tuple(code), tuple(sorted(dynload))
+
+
+def _install_hook(report_fd, read_any, read_code, dynload):
+    """Install the capability hook. A refused event ends the worker at once (exit status
+    DENIED_EXIT_STATUS, after one report line on `report_fd`): the adapter can neither catch the
+    refusal nor answer afterwards. Every value the hook uses is bound here, immutable or a
+    built-in, so an adapter that rebinds this module's globals, `builtins` or `os` attributes
+    changes nothing."""
+    import os
+
+    denied_events, denied_prefixes, denied_modules = _DENIED_EVENTS, _DENIED_PREFIXES, _DENIED_MODULES
+    write_chars, report_chars, status = _WRITE_MODE_CHARS, _REPORT_CHARS, DENIED_EXIT_STATUS
+    write_mask = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    write, exit_now, type_of, length = os.write, os._exit, type, len
+
+    def readable(path):
+        kind = type_of(path)
+        if kind is int:
+            return True  # an already open descriptor: the worker holds only its pipes and /dev/null
+        if kind is bytes:
+            path = path.decode("utf-8", "surrogateescape")
+        elif kind is not str:
+            return False  # a path-like object could answer differently to the hook and to open()
+        if not path.startswith("/"):
+            return False
+        parts = path.split("/")
+        if ".." in parts or "." in parts:
+            return False
+        return path.startswith(read_any) or (path.startswith(read_code) and path.endswith((".py", ".pyc")))
+
+    def refusal(event, args):
+        if event in denied_events or event.startswith(denied_prefixes):
+            return event
+        if event == "open":
+            mode = args[1] if length(args) > 1 else None
+            flags = args[2] if length(args) > 2 else 0
+            if type_of(mode) is str and not write_chars.isdisjoint(mode):
+                return event
+            if type_of(flags) is int and flags & write_mask:
+                return event
+            if not readable(args[0] if args else None):
+                return event
+            return None
+        if event == "import":
+            module = args[0] if args else None
+            if type_of(module) is not str or not denied_modules.isdisjoint(module.split(".")):
+                return event  # any component: a spec named "x._testcapi" still runs PyInit__testcapi
+            filename = args[1] if length(args) > 1 else None
+            if filename is not None:
+                if type_of(filename) is not str or not filename.startswith(dynload):
+                    return event
+                if filename.rpartition("/")[2].partition(".")[0] in denied_modules:
+                    return event  # the file, whatever name its spec was given
+        return None
+
     def hook(event, args):
-        refused = event in _DENIED_EVENTS or event.startswith(_DENIED_PREFIXES)
-        if not refused and event == "open":
-            mode = args[1] if len(args) > 1 else None
-            flags = args[2] if len(args) > 2 else 0
-            refused = (isinstance(mode, str) and bool(_WRITE_MODE_CHARS.intersection(mode))) \
-                or _write_flags(flags)
-        if refused:
-            if len(denied) < 32:
-                denied.append(event)
-            raise PermissionError(f"capability denied in a trusted adapter worker: {event}")
+        reason = refusal(event, args)
+        if reason is None:
+            return
+        name = "".join([ch for ch in reason[:80] if ch in report_chars])
+        try:
+            write(report_fd, ('\n{"ok":false,"error":"denied","denied":["' + name + '"]}\n').encode("ascii"))
+        finally:
+            exit_now(status)
 
     sys.addaudithook(hook)
 
@@ -95,8 +192,6 @@ def main():
     os.dup2(null_fd, 2)
     os.close(null_fd)
     _set_limits(memory_mb * 1024 * 1024)
-    denied = []
-    _install_hook(denied)
 
     def reply(message):
         data = (json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
@@ -109,6 +204,8 @@ def main():
     if not line:
         os._exit(0)
     job = json.loads(line)
+    read_any, read_code, dynload = _read_roots(job)
+    _install_hook(result_fd, read_any, read_code, dynload)  # before any adapter code runs
     sys.path.extend(entry for entry in job.get("path", ()) if entry not in sys.path)
     try:
         module = type(sys)(job["module"])
@@ -117,16 +214,16 @@ def main():
         code = compile(job["source"], job["filename"], "exec", dont_inherit=True)
         exec(code, module.__dict__)
         output = module.run(job["input"])
-        message = {"ok": True, "output": output, "denied": denied}
+        message = {"ok": True, "output": output, "denied": []}
         try:
             reply(message)
         except (TypeError, ValueError) as exc:
-            reply({"ok": False, "error": "unserializable", "type": type(exc).__name__, "denied": denied})
+            reply({"ok": False, "error": "unserializable", "type": type(exc).__name__, "denied": []})
     except MemoryError:
         output = message = None
-        reply({"ok": False, "error": "memory", "type": "MemoryError", "denied": denied})
+        reply({"ok": False, "error": "memory", "type": "MemoryError", "denied": []})
     except BaseException as exc:  # the adapter failed: report it, never a partial output
-        reply({"ok": False, "error": "exception", "type": type(exc).__name__, "denied": denied})
+        reply({"ok": False, "error": "exception", "type": type(exc).__name__, "denied": []})
     os._exit(0)
 
 

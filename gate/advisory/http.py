@@ -10,7 +10,9 @@ configured. The user message is canonical JSON of `{mode, question, context, pol
 The answer's `choices[0].message.content` must be a JSON object `{decision: yes|no|review,
 rationale: string, evidence?: [REASON_CODE…]}`.
 
-Fails closed: a timeout, a refused connection, a redirect (never followed, so the key cannot leak
+Fails closed: a timeout (`GATE_ADVISOR_TIMEOUT` bounds the whole exchange, connect to last
+byte, not each read: a slow-loris upstream cannot hold a request), a refused connection, a
+malformed HTTP answer, a redirect (never followed, so the key cannot leak
 to another host), a non-2xx status, a body over 256 KiB, or an answer of any other shape is a
 failed vote (`status: "failed"`, `decision: "review"`, `error` = `ADVISOR_TIMEOUT`,
 `ADVISOR_UNREACHABLE`, `ADVISOR_HTTP_STATUS` or `ADVISOR_RESPONSE_INVALID`), never a verdict.
@@ -20,9 +22,12 @@ provider host, the parsed vote and `response_hash` (sha256 of the raw response b
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -49,6 +54,71 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # SECURITY: never forward the Authorization header to another location
 
 
+class _Deadline:
+    """One exchange's wall-clock bound. `socket.timeout` bounds each read, not the exchange: an
+    upstream that sends one byte (or one header line) just inside it would hold the request for
+    minutes. The connections of the exchange register here, and when the deadline passes their
+    sockets are shut down, which ends any read or write in progress."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def register(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.expired:
+                _shut(sock)
+            self._sockets.append(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    def __enter__(self) -> "_Deadline":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+def _deadline_handlers(deadline: _Deadline) -> list[urllib.request.BaseHandler]:
+    """HTTP and HTTPS handlers whose connections register their socket with `deadline`."""
+
+    class _HTTPConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.register(self.sock)
+
+    class _HTTPSConnection(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            deadline.register(self.sock)
+
+    class _HTTPHandler(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(_HTTPConnection, req)
+
+    class _HTTPSHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(_HTTPSConnection, req, context=self._context)
+
+    return [_HTTPHandler(), _HTTPSHandler(), _NoRedirect()]
+
+
 class AdvisorFailure(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -68,7 +138,6 @@ class HttpLLMAdvisor:
         self.timeout = timeout
         self.advisor_id = f"http_llm:{model}"
         self._api_key = api_key
-        self._opener = urllib.request.build_opener(_NoRedirect)
 
     def __repr__(self) -> str:  # SECURITY: the key never appears in a repr or a log line
         return f"HttpLLMAdvisor(provider={self.provider!r}, model={self.model!r})"
@@ -97,19 +166,43 @@ class HttpLLMAdvisor:
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
         req = urllib.request.Request(self.base_url + "/chat/completions", data=payload, headers=headers, method="POST")
-        try:
-            with self._opener.open(req, timeout=self.timeout) as response:
-                raw = response.read(MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            raise AdvisorFailure("ADVISOR_HTTP_STATUS", f"provider answered HTTP {error.code}") from None
-        except (socket.timeout, TimeoutError):
-            raise AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s") from None
-        except urllib.error.URLError as error:
-            if isinstance(error.reason, (socket.timeout, TimeoutError)):
-                raise AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s") from None
-            raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider unreachable") from None
-        except (OSError, ValueError):
-            raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider connection failed") from None
+        timed_out = AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s")
+        with _Deadline(self.timeout) as deadline:
+            # SECURITY: a fresh opener per exchange, so the deadline covers only its own sockets.
+            opener = urllib.request.build_opener(*_deadline_handlers(deadline))
+            ends = time.monotonic() + self.timeout
+            try:
+                with opener.open(req, timeout=self.timeout) as response:
+                    raw = b""
+                    while len(raw) <= MAX_RESPONSE_BYTES:
+                        if time.monotonic() >= ends:
+                            raise timed_out
+                        chunk = response.read(min(65536, MAX_RESPONSE_BYTES + 1 - len(raw)))
+                        if not chunk:
+                            break
+                        raw += chunk
+            except AdvisorFailure:
+                raise
+            except urllib.error.HTTPError as error:
+                raise AdvisorFailure("ADVISOR_HTTP_STATUS", f"provider answered HTTP {error.code}") from None
+            except (socket.timeout, TimeoutError):
+                raise timed_out from None
+            except urllib.error.URLError as error:
+                if deadline.expired or isinstance(error.reason, (socket.timeout, TimeoutError)):
+                    raise timed_out from None
+                raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider unreachable") from None
+            except (OSError, ValueError):
+                if deadline.expired:
+                    raise timed_out from None
+                raise AdvisorFailure("ADVISOR_UNREACHABLE", "provider connection failed") from None
+            except http.client.HTTPException:
+                # http.client's own errors (a malformed status line, too many headers, a short
+                # body) are not OSError: without this they escaped the advisor as a 500.
+                if deadline.expired:
+                    raise timed_out from None
+                raise AdvisorFailure("ADVISOR_RESPONSE_INVALID", "provider answer is not valid HTTP") from None
+            if deadline.expired:
+                raise timed_out
         if len(raw) > MAX_RESPONSE_BYTES:
             raise AdvisorFailure("ADVISOR_RESPONSE_INVALID", "provider answer exceeds 256 KiB")
         return raw

@@ -52,3 +52,7 @@ def sample(name: str) -> dict:
 
 def decide(client, key, body, **headers):
     return client.post("/api/decide", json=body, headers={"x-api-key": key, **headers})
+
+
+def escapes():
+    return load_adapter_file(FIXTURES / "escapes.py")

@@ -10,7 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class FakeLLM:
     """`behaviour[model]` is one of: ("answer", {decision, rationale, evidence}), ("status", 500),
-    ("raw", b"..."), ("content", "<not json>"), ("sleep", seconds), ("redirect", url)."""
+    ("raw", b"..."), ("content", "<not json>"), ("sleep", seconds), ("redirect", url),
+    ("trickle", seconds): a valid answer sent one byte per `seconds` (a slow-loris upstream),
+    ("trickle_headers", seconds): one header line per `seconds`, ("wire", b"..."): these bytes
+    as the whole HTTP answer (a malformed status line, too many headers, ...)."""
 
     def __init__(self) -> None:
         self.behaviour: dict[str, tuple] = {}
@@ -26,6 +29,37 @@ class FakeLLM:
                 body = json.loads(self.rfile.read(length))
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 kind, value = outer.behaviour.get(body.get("model"), ("status", 404))
+                if kind == "wire":
+                    self.wfile.write(value)
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if kind == "trickle_headers":
+                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                    for index in range(100):
+                        try:
+                            self.wfile.write(b"x-slow-%d: 1\r\n" % index)
+                            self.wfile.flush()
+                        except (BrokenPipeError, ConnectionResetError):
+                            return
+                        time.sleep(value)
+                    return
+                if kind == "trickle":
+                    data = json.dumps({"id": "cmpl-1", "object": "chat.completion", "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": json.dumps(
+                            {"decision": "yes", "rationale": "slow"})}}]}).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    for byte in data:
+                        try:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                        except (BrokenPipeError, ConnectionResetError):
+                            return
+                        time.sleep(value)
+                    return
                 if kind == "sleep":
                     time.sleep(value)
                     kind, value = "answer", {"decision": "yes", "rationale": "late"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import socket
+import time
 
 import pytest
 from sqlalchemy import func, select
@@ -366,3 +367,25 @@ def test_an_advisory_packet_exports_and_verifies(client, api_key):
     assert response.status_code == 200, response.json
     result = client.post("/api/decision/packet/verify", json={"packet": response.json}).json
     assert result["verified"] is True, result
+
+
+@pytest.mark.parametrize("behaviour, error", [
+    # review: the timeout bounded each socket read, not the exchange: an upstream that sends one
+    # byte (or one header) just inside it held the request for minutes.
+    (("trickle", 0.25), "ADVISOR_TIMEOUT"),
+    (("trickle_headers", 0.25), "ADVISOR_TIMEOUT"),
+    # review: http.client's own errors (not OSError) escaped the advisor as a 500.
+    (("wire", b"NOT-HTTP garbage\r\n\r\n"), "ADVISOR_RESPONSE_INVALID"),
+    (("wire", b"HTTP/1.1 200 OK\r\n" + b"".join(b"x-h%d: 1\r\n" % i for i in range(120)) + b"\r\n{}"),
+     "ADVISOR_RESPONSE_INVALID"),
+])
+def test_a_slow_or_malformed_upstream_fails_closed_within_the_timeout(make_app, api_key, llm, behaviour, error):
+    llm.behaviour["model-a"] = behaviour
+    app = make_app(llm_env(llm))  # GATE_ADVISOR_TIMEOUT=1
+    started = time.monotonic()
+    response = decide(app.test_client(), api_key, advisory_body())
+    elapsed = time.monotonic() - started
+    assert response.status_code == 502, response.get_data(as_text=True)[:300]
+    assert response.json["error"] == "ADVISOR_UPSTREAM_FAILED" and response.json["advisor_error"] == error
+    assert elapsed < 2.5, elapsed  # the whole exchange, not each read, is bounded by the timeout
+    assert stored_count(app) == 0

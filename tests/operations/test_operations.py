@@ -217,3 +217,19 @@ def test_the_metrics_token_comes_from_a_file(tmp_path):
     path.write_text(TOKEN + "\n")
     settings = Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_METRICS_TOKEN_FILE": str(path)})
     assert settings.metrics_token == TOKEN and TOKEN not in repr(settings)
+
+
+def test_prometheus_labels_are_a_closed_set_whatever_method_a_client_invents(client):
+    # review: the method label was the request's method verbatim, so each invented method
+    # (`QZ0`, `QZ1`, ...) added series to every scrape for the life of the process.
+    before = client.get("/metrics").get_data(as_text=True).count("gate_http_requests_total{")
+    for index in range(40):
+        assert client.open("/api/decision/status", method=f"QZ{index}").status_code == 405
+        assert client.open(f"/no/such/{index}", method=f"ZQ{index}").status_code in (404, 405)
+    text = client.get("/metrics").get_data(as_text=True)
+    assert "QZ" not in text and "ZQ" not in text
+    assert 'method="other",route="unmatched"' in text
+    assert text.count("gate_http_requests_total{") - before <= 4  # other × {404, 405}, /metrics GET
+    methods = {line.split('method="', 1)[1].split('"', 1)[0] for line in text.splitlines()
+               if line.startswith("gate_http_requests_total{")}
+    assert methods <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
