@@ -109,3 +109,38 @@ def test_each_member_names_itself_in_its_message():
     ]
     assert validate_rulebook([]) == [
         {"field": "rulebook", "code": "invalid_type", "message": "the rulebook must be an object"}]
+
+
+def test_closed_objects_name_their_kind_and_odd_keys_sort_last():
+    rulebook = copy.deepcopy(BASE)
+    rulebook["input_schema"] = {"x": 1}
+    rulebook["rules"][0]["x"] = 1
+    rulebook["rules"][0]["condition"]["x"] = 1
+    rulebook[1] = "k"
+    rulebook["é x"] = 1
+    assert validate_rulebook(rulebook) == [
+        {"field": 'rulebook["é x"]', "code": "unknown_field", "message": "unknown member; rulebook objects are closed"},
+        {"field": "rulebook[1]", "code": "schema_violation", "message": "object keys must be strings"},
+        _e("input_schema.x", "unknown_field", "unknown member; input_schema objects are closed"),
+        _e("rules[0].x", "unknown_field", "unknown member; rule objects are closed"),
+        _e("rules[0].condition.x", "unknown_field", "unknown member; condition objects are closed"),
+    ]
+    assert _with_schema([]) == [_e("input_schema", "invalid_type", "input_schema must be an object")]
+
+
+def test_value_data_is_walked_to_the_end_with_the_safe_integer_bounds():
+    from gate.constants import MAX_SAFE_INTEGER
+
+    rulebook = copy.deepcopy(BASE)
+    rulebook["rules"][0]["condition"]["value"] = [
+        None, "s", True, {"b": MAX_SAFE_INTEGER, "a": -MAX_SAFE_INTEGER - 1, 2: 0, "code": 1},
+        MAX_SAFE_INTEGER + 1, float("inf"), -MAX_SAFE_INTEGER, 1.5]
+    value = "rules[0].condition.value"
+    assert validate_rulebook(rulebook) == [
+        _e(f"{value}[3].code", "unknown_field",
+           "'code' looks like executable content; customer-supplied code is rejected"),
+        _e(f"{value}[3][2]", "schema_violation", "object keys must be strings"),
+        _e(f"{value}[3].a", "schema_violation", "integers must lie within ±(2^53−1)"),
+        _e(f"{value}[4]", "schema_violation", "integers must lie within ±(2^53−1)"),
+        _e(f"{value}[5]", "schema_violation", "numbers must be finite"),
+    ]
