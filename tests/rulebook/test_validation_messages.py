@@ -144,3 +144,22 @@ def test_value_data_is_walked_to_the_end_with_the_safe_integer_bounds():
         _e(f"{value}[4]", "schema_violation", "integers must lie within ±(2^53−1)"),
         _e(f"{value}[5]", "schema_violation", "numbers must be finite"),
     ]
+
+
+def test_duplicates_name_the_first_rule_and_outcomes_their_own_members():
+    rulebook = copy.deepcopy(BASE)
+    rulebook["version"] = "a\x01"
+    rulebook["rules"] += [copy.deepcopy(rulebook["rules"][0]),
+                          {"rule_id": "r1", "condition": {"field": "a", "operator": "exists"}, "outcome": "x"},
+                          {"rule_id": "r4", "condition": {"field": "a", "operator": "exists"}}]
+    rulebook["default_outcome"]["x"] = 1
+    rulebook["default_outcome"]["action"] = "go\n"
+    assert validate_rulebook(rulebook) == [
+        _e("version", "invalid_value", "version must not contain control characters"),
+        _e("rules[1].rule_id", "duplicate_value", "rule_id is already used by rules[0]"),
+        _e("rules[2].rule_id", "duplicate_value", "rule_id is already used by rules[0]"),
+        _e("rules[2].outcome", "invalid_type", "outcome must be an object"),
+        _e("rules[3].outcome", "missing_field", "outcome is required"),
+        _e("default_outcome.x", "unknown_field", "unknown member; outcome objects are closed"),
+        _e("default_outcome.action", "invalid_value", "action must not contain control characters"),
+    ]
