@@ -41,6 +41,17 @@ PG_AVAILABLE = _pg_available()
 MUTATION_EXAMPLES = int(os.environ.get("GATE_MUTATION_EXAMPLES", "0") or 0)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_evaluators_under_mutation():
+    """Under mutation, each test compiles its rulebooks anew: mutmut forks every mutant's run
+    from a process whose evaluator cache the unmutated compiler filled."""
+    if MUTATION_EXAMPLES:
+        from gate.rulebook.cache import clear_cache
+
+        clear_cache()
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     if not MUTATION_EXAMPLES:
         return
