@@ -38,3 +38,20 @@ def test_the_fast_evaluation_constructor_builds_the_dataclass_value():
     assert type(built) is Evaluation
     assert built == Evaluation(*values)
     assert [getattr(built, f.name) for f in dataclasses.fields(Evaluation)] == list(values)
+
+
+def test_generated_code_runs_without_builtins_and_keeps_the_rulebook_identity():
+    rulebook = Build.single(Build.leaf("f", "eq", "a"))
+    compiled = compile_rulebook(rulebook, "ab" * 32)
+    assert compiled.evaluate.__globals__["__builtins__"] == {}
+    assert (compiled.rulebook_id, compiled.version, compiled.rulebook_hash) == ("test_rulebook", "1.0.0", "ab" * 32)
+    assert compiled.source.startswith("def _factory(")
+
+
+def test_a_later_change_to_the_callers_rulebook_changes_nothing():
+    rulebook = Build.single(Build.leaf("f", "eq", {"k": [1]}))
+    compiled = compile_rulebook(rulebook, "0" * 64)
+    rulebook["rules"][0]["condition"]["value"]["k"].append(2)
+    rulebook["rules"][0]["outcome"]["verdict"] = "CHANGED"
+    evaluation = compiled.evaluate({"f": {"k": [1]}})
+    assert (evaluation.matched, evaluation.application_verdict) == (True, "APPROVE")
