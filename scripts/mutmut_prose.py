@@ -14,7 +14,8 @@ literal text has a space, or a concatenation of such. Prose changes no decision,
 * an assignment of prose is not replaced by `None` (`message = f"..."` -> `message = None`).
 
 Everything else (codes, member names, comparisons, constants, other arguments) is mutated
-exactly as mutmut does.
+exactly as mutmut does. Modules whose strings are code, not prose (`CODE_STRINGS`: the rulebook
+compiler's source templates), are mutated exactly as mutmut does, strings included.
 """
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ import libcst as cst
 
 import mutmut.mutation.file_mutation as file_mutation
 import mutmut.mutation.mutators as mutators
+
+
+CODE_STRINGS = {"gate/rulebook/compile.py"}
+_current = {"file": ""}
+
+
+def _applies() -> bool:
+    return _current["file"].replace("\\", "/").removeprefix("./") not in CODE_STRINGS
 
 
 def is_prose(node: cst.CSTNode) -> bool:
@@ -41,13 +50,13 @@ def is_prose(node: cst.CSTNode) -> bool:
 
 
 def _string(node):
-    if is_prose(node):
+    if _applies() and is_prose(node):
         return
     yield from mutators.operator_string(node)
 
 
 def _arguments(node: cst.Call):
-    prose = {index for index, arg in enumerate(node.args) if is_prose(arg.value)}
+    prose = {index for index, arg in enumerate(node.args) if _applies() and is_prose(arg.value)}
     for mutated in mutators.operator_arg_removal(node):
         # Each mutant either replaces one argument by None (same length) or drops one.
         if len(mutated.args) == len(node.args):
@@ -60,7 +69,7 @@ def _arguments(node: cst.Call):
 
 
 def _assignment(node):
-    if node.value is not None and is_prose(node.value):
+    if _applies() and node.value is not None and is_prose(node.value):
         return
     yield from mutators.operator_assignment(node)
 
@@ -78,12 +87,22 @@ _skip = file_mutation.MutationVisitor._skip_node_and_children
 
 
 def _skip_prose(self, node):
-    if isinstance(node, (cst.FormattedString, cst.ConcatenatedString, cst.IfExp)) and is_prose(node):
+    if _applies() and isinstance(node, (cst.FormattedString, cst.ConcatenatedString, cst.IfExp)) and is_prose(node):
         return True
     return _skip(self, node)
 
 
 file_mutation.MutationVisitor._skip_node_and_children = _skip_prose
+
+_create = file_mutation.create_mutations
+
+
+def _create_mutations(filename, *args, **kwargs):
+    _current["file"] = str(filename)
+    return _create(filename, *args, **kwargs)
+
+
+file_mutation.create_mutations = _create_mutations
 
 
 if __name__ == "__main__":

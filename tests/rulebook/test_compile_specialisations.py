@@ -55,3 +55,46 @@ def test_a_later_change_to_the_callers_rulebook_changes_nothing():
     rulebook["rules"][0]["outcome"]["verdict"] = "CHANGED"
     evaluation = compiled.evaluate({"f": {"k": [1]}})
     assert (evaluation.matched, evaluation.application_verdict) == (True, "APPROVE")
+
+
+@pytest.mark.parametrize(("operator", "value", "fragment"), [
+    ("in", ["a", "b"], "_str) and x in _k"),
+    ("in", [1, 2.5], "_int or _type(x) is _float) and x in _k"),
+    ("in", ["a", 1], "_member("),
+    ("in", [], "_member("),
+    ("contains", "ab", "in x if _isinstance("),
+    ("contains", 1, "_contains("),
+])
+def test_membership_and_contains_fast_paths_agree_with_the_reference(operator, value, fragment):
+    from gate.rulebook.semantics import contains, member
+
+    compiled = compile_rulebook(Build.single(Build.leaf("f", operator, value)), "0" * 64)
+    assert fragment in compiled.source
+    reference = member if operator == "in" else contains
+    for fact in FACTS + ["xaby", ["ab"], [1, 2], 2.5]:
+        assert compiled.evaluate({"f": fact}).matched is bool(reference(fact, value)), (value, fact)
+
+
+def test_repeated_strings_share_one_constant():
+    rulebook = Build.single({"all": [Build.leaf("f", "eq", "same"), Build.leaf("g", "eq", "same")]})
+    compiled = compile_rulebook(rulebook, "0" * 64)
+    assert compiled.source.count("== _k") == 2
+    names = {part.split()[0] for part in compiled.source.split("== ")[1:]}
+    assert len(names) == 1  # both leaves compare with the same generated name
+
+
+def test_the_fast_constructor_steps_aside_for_a_class_it_cannot_fill(monkeypatch):
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        status: str
+
+        def __post_init__(self):
+            pass
+
+    @dataclasses.dataclass(frozen=True)
+    class Unslotted:
+        status: str
+
+    for cls in (Checked, Unslotted):
+        monkeypatch.setattr(compiler, "Evaluation", cls)
+        assert compiler._evaluation_factory() is cls

@@ -163,3 +163,16 @@ def test_duplicates_name_the_first_rule_and_outcomes_their_own_members():
         _e("default_outcome.x", "unknown_field", "unknown member; outcome objects are closed"),
         _e("default_outcome.action", "invalid_value", "action must not contain control characters"),
     ]
+
+
+def test_token_and_identifier_shapes_are_named_and_odd_property_names_sort_last():
+    rulebook = copy.deepcopy(BASE)
+    rulebook["rules"][0]["rule_id"] = "Bad"
+    rulebook["rules"][0]["outcome"]["reason_code"] = "ok"
+    rulebook["input_schema"] = {"properties": {1: {"type": "string"}, "b": {"type": "string"}, "a": 1}}
+    assert validate_rulebook(rulebook) == [
+        _e("input_schema.properties.a", "invalid_type", "a property declaration must be an object"),
+        _e("input_schema.properties[1]", "schema_violation", "object keys must be strings"),
+        _e("rules[0].rule_id", "invalid_value", "rule_id must match [a-z][a-z0-9_.:-]{1,119}"),
+        _e("rules[0].outcome.reason_code", "invalid_value", "reason_code must match [A-Z][A-Z0-9_]{1,79}"),
+    ]
