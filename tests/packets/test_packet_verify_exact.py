@@ -64,3 +64,35 @@ def test_the_body_form_passes_the_supplied_input_on():
     other = verify_packet_body({"packet": packet, "input": {"other": 1}}, anchors=ANCHORS)
     assert other.checks["original_input"] is False
     assert other.details["original_input"] == ["the supplied input differs from the packet's original_input"]
+
+
+def test_without_a_record_object_the_exact_failures():
+    from gate.packets.verify import _LISTED
+
+    packet = copy.deepcopy(BASE.packet)
+    packet["decision_record"] = ["x"]
+    result = verify_packet(_rehash(packet), anchors=ANCHORS)
+    assert result.failed_checks == (
+        "audit_chain.inclusion_proof", "audit_chain.record_link", "crm_sync_records", "execution_receipts",
+        "intelligence_reports", "outcome_records", "packet_manifest", "policy_intelligence.anomalies.policy_id",
+        "policy_intelligence.effectiveness.policy_id", "record")
+    assert _LISTED == ("execution_receipts", "outcome_records", "crm_sync_records")
+    for part in _LISTED:
+        assert result.details[part] == ["no decision record to link to"]
+
+
+def test_identity_and_the_records_notes_are_reported():
+    packet = copy.deepcopy(BASE.packet)
+    result = verify_packet(packet)  # no trust anchors: the record cannot be authenticated
+    assert (result.decision_id, result.packet_hash) == (packet["decision_id"], packet["packet_hash"])
+    record_notes = tuple(result.record["notes"])
+    assert record_notes and result.notes[-len(record_notes):] == record_notes
+    assert result.notes[0].startswith("checkpoint signature not checked")
+
+
+def test_a_packet_without_an_audit_chain_has_no_checkpoint_key_source():
+    packet = copy.deepcopy(BASE.packet)
+    del packet["audit_chain"]
+    result = verify_packet(_rehash(packet), anchors=ANCHORS)
+    assert result.checkpoint_key_source is None
+    assert result.failed_checks == ("packet_manifest",)
