@@ -82,3 +82,38 @@ def test_the_signature_member_of_a_signed_record():
         assert _check_integrity_block(dict(record, integrity=_block(record, signature=bad))) is False, bad
     unsigned = _record()
     assert _check_integrity_block(dict(unsigned, integrity=_block(unsigned, signature={}))) is False
+
+
+def _chain_member(position=1, **changes):
+    from gate.chain import leaf_hash
+    from gate.constants import CHAIN_ENTRY_TYPE_DECISION
+
+    leaf = leaf_hash("dec_1", "a" * 64, "b" * 64)
+    member = {"chain_id": "chain_1", "chain_position": position, "entry_type": CHAIN_ENTRY_TYPE_DECISION,
+              "leaf_hash": leaf, "link_hash": "c" * 64, "merkle_root": leaf if position == 1 else "d" * 64}
+    member.update(changes)
+    return member
+
+
+def _audit(record):
+    from gate.verify.checks import _check_audit_chain
+
+    checks = {}
+    _check_audit_chain(record, "a" * 64, "b" * 64, checks)
+    return checks
+
+
+def test_the_audit_chain_member_alone():
+    from gate.chain import AUDIT_CHAIN_MEMBERS
+
+    assert set(_chain_member()) == set(AUDIT_CHAIN_MEMBERS)
+    assert _audit({"decision_id": "dec_1", "audit_chain": _chain_member()}) == {"audit_chain": True}
+    assert _audit({"decision_id": "dec_1", "audit_chain": _chain_member(7)}) == {"audit_chain": True}
+    assert _audit({"decision_id": "dec_1"}) == {}
+    assert _audit({"decision_id": "dec_1", "audit_chain_signature": "ed25519:x"}) == {"audit_chain": False}
+    for bad in ("junk", [1], dict(_chain_member(), extra=1),
+                {k: v for k, v in _chain_member().items() if k != "link_hash"},
+                _chain_member(leaf_hash="e" * 64), _chain_member(entry_type="other"), _chain_member(0),
+                _chain_member(True), _chain_member(chain_id=""), _chain_member(link_hash="C" * 64),
+                _chain_member(1, merkle_root="d" * 64)):
+        assert _audit({"decision_id": "dec_1", "audit_chain": bad}) == {"audit_chain": False}, bad
