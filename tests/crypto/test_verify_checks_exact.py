@@ -117,3 +117,46 @@ def test_the_audit_chain_member_alone():
                 _chain_member(True), _chain_member(chain_id=""), _chain_member(link_hash="C" * 64),
                 _chain_member(1, merkle_root="d" * 64)):
         assert _audit({"decision_id": "dec_1", "audit_chain": bad}) == {"audit_chain": False}, bad
+
+
+def test_urls():
+    from gate.records import decision_urls
+    from gate.verify.checks import _check_urls
+
+    url = decision_urls("dec_1")["decision_url"]
+    assert _check_urls({}) is None
+    assert _check_urls({"decision_id": "dec_1", "decision_url": url}) is True
+    assert _check_urls({"decision_id": "dec_1", "decision_url": url + "x"}) is False
+    assert _check_urls({"decision_id": 5, "decision_url": url}) is False
+    assert _check_urls({"replay": "r", "replay_url": "r"}) is True
+    assert _check_urls({"replay": "r", "replay_url": "s"}) is False
+    assert _check_urls({"decision_id": "dec_1", "decision_url": url, "replay": "r", "replay_url": "s"}) is False
+    assert _check_urls({"decision_id": "dec_1", "decision_url": "x", "replay": "r", "replay_url": "r"}) is False
+
+
+def _policy_record(**changes):
+    record = {"policy_id": "p", "policy_version": "1", "policy_hash": "h", "evaluator_version": "e",
+              "rulebook": {"id": "p", "version": "1", "hash": "h"},
+              "policy_bundle": {"id": "p", "version": "1", "hash": "h"},
+              "rulebook_contract": {"evaluator_version": "e"}}
+    record.update(changes)
+    return record
+
+
+def test_policy_consistency():
+    from gate.verify.checks import _check_policy_consistency as check
+
+    assert check({}, False) is None
+    assert check({"source_hash": "h", "policy_hash": "h"}, False) is True
+    assert check({"source_hash": "x", "policy_hash": "h"}, False) is False
+    assert check(_policy_record(), True) is True
+    assert check(_policy_record(policy_bundle=None, rulebook_contract=None), True) is True
+    assert check(_policy_record(rulebook="x"), True) is False
+    assert check({"rulebook": "x"}, False) is None
+    for changes in ({"policy_id": "q"}, {"policy_version": "2"}, {"policy_hash": "g"},
+                    {"policy_bundle": "x"}, {"policy_bundle": {"id": "p", "version": "1", "hash": "g"}},
+                    {"policy_bundle": {"id": "q", "version": "1", "hash": "h"}},
+                    {"policy_bundle": {"id": "p", "version": "2", "hash": "h"}},
+                    {"rulebook_contract": "x"}, {"rulebook_contract": {"evaluator_version": "f"}},
+                    {"source_hash": "x"}):
+        assert check(_policy_record(**changes), True) is False, changes
