@@ -98,3 +98,8 @@ def test_the_fast_constructor_steps_aside_for_a_class_it_cannot_fill(monkeypatch
     for cls in (Checked, Unslotted):
         monkeypatch.setattr(compiler, "Evaluation", cls)
         assert compiler._evaluation_factory() is cls
+
+
+def test_repr_names_the_rulebook_and_a_hash_prefix():
+    compiled = compile_rulebook(Build.single(Build.leaf("f", "eq", "a")), "0123456789abcdef" * 4)
+    assert repr(compiled) == "CompiledRulebook('test_rulebook', '1.0.0', 0123456789ab…)"
