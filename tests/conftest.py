@@ -34,6 +34,37 @@ def _pg_available() -> bool:
 
 PG_AVAILABLE = _pg_available()
 
+# Under mutation testing (scripts/mutation sets GATE_MUTATION_EXAMPLES) every property test runs
+# at most that many examples, derandomized and without the example database: a mutant must get
+# the same verdict on every run, and the per-mutant run stays short. The example tests carry the
+# sharp assertions; the properties are a second net. Not set in the default test command.
+MUTATION_EXAMPLES = int(os.environ.get("GATE_MUTATION_EXAMPLES", "0") or 0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_evaluators_under_mutation():
+    """Under mutation, each test compiles its rulebooks anew: mutmut forks every mutant's run
+    from a process whose evaluator cache the unmutated compiler filled."""
+    if MUTATION_EXAMPLES:
+        from gate.rulebook.cache import clear_cache
+
+        clear_cache()
+    yield
+
+
+def pytest_collection_modifyitems(config, items):
+    if not MUTATION_EXAMPLES:
+        return
+    from hypothesis import settings
+
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is not None:
+            test._hypothesis_internal_use_settings = settings(
+                current, max_examples=min(current.max_examples, MUTATION_EXAMPLES),
+                derandomize=True, database=None, deadline=None)
+
 
 @pytest.fixture(scope="session")
 def pg_database():

@@ -86,10 +86,6 @@ def _key_order(key: Any) -> tuple:
     return (not isinstance(key, str), str(key))
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _is_integer(value: Any) -> bool:
     if isinstance(value, bool):
         return False
