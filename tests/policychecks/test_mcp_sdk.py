@@ -42,7 +42,12 @@ async def _session_run(url: str, body):
 
 
 def run(url: str, body):
-    return anyio.run(_session_run, url, body)
+    """The SDK session in a thread of its own: another test of this worker process (a browser
+    test's Playwright sync API) may have left an event loop marked running in the main thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, _session_run, url, body).result(timeout=120)
 
 
 def test_sdk_initializes_lists_and_calls_every_tool_on_the_combined_endpoint(live):
