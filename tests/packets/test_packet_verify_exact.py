@@ -96,3 +96,29 @@ def test_a_packet_without_an_audit_chain_has_no_checkpoint_key_source():
     result = verify_packet(_rehash(packet), anchors=ANCHORS)
     assert result.checkpoint_key_source is None
     assert result.failed_checks == ("packet_manifest",)
+
+
+import pytest  # noqa: E402
+
+import gate.packets.verify as packet_verify  # noqa: E402
+
+# Each guarded step of verify_packet, and the check name it must fail under when it raises.
+GUARDED = [("_check_packet_hash", "packet_hash"), ("_check_members", "packet_members"),
+           ("_check_manifest", "packet_manifest"), ("_check_exported_at", "exported_at"),
+           ("verify_record", "record"), ("_check_record_audit_chain", "record_audit_chain"),
+           ("_check_receipts", "execution_receipts"), ("_check_intelligence", "intelligence_reports"),
+           ("_check_chain", "audit_chain")]
+
+
+@pytest.mark.parametrize("function,check", GUARDED)
+def test_a_step_that_raises_fails_closed_under_its_own_name(monkeypatch, function, check):
+    """Any surprise inside a step (content no check foresaw) is a failure of that step, named,
+    never a crash and never a pass."""
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(packet_verify, function, explode)
+    result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS)
+    assert result.verified is False
+    assert check in result.failed_checks, (check, result.failed_checks)
+    assert result.checks[check] is False
