@@ -57,21 +57,25 @@ class _Worker:
             env={}, cwd="/", close_fds=True, start_new_session=True,
         )
 
+    def _read_chunk(self, deadline: float) -> bytes | None:
+        """What the worker wrote next (at most 64 KiB); b"" at EOF; None once the deadline passes."""
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if not ready:
+            return None
+        return os.read(fd, 65536)
+
     def read_line(self, deadline: float, limit: int = MAX_RESULT_BYTES) -> bytes | None:
         """The next line (without newline); b"" at EOF or past `limit`; None at the deadline."""
-        fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             if len(self._buffer) > limit:
                 return b""
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
+            chunk = self._read_chunk(deadline)
             if not chunk:
-                return b""
+                return chunk  # None at the deadline, b"" at EOF
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
@@ -79,17 +83,12 @@ class _Worker:
     def read_to_end(self, deadline: float, limit: int = MAX_RESULT_BYTES) -> bytes | None:
         """Everything the worker writes until it closes its end (exits); None at the deadline.
         More than `limit` bytes raise OverflowError (the parent never buffers more)."""
-        fd = self.proc.stdout.fileno()
         chunks, size = [self._buffer], len(self._buffer)
         self._buffer = b""
         while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
+            chunk = self._read_chunk(deadline)
+            if chunk is None:
                 return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
             if not chunk:
                 return b"".join(chunks)
             size += len(chunk)
