@@ -12,7 +12,8 @@ facts, 0.5% decisions without facts, 0.1% partial rows for the scalar evaluator)
   spread over the whole history and scaled linearly to the full size (said so in the output).
   Reading the sample from Parquet is not timed, which flatters the baseline;
 - identical results: every sampled decision's new verdict, application verdict, action, reason
-  code, matched rule and status from the vectorized replay equal the scalar evaluator's;
+  code, matched rule and status from the vectorized replay equal the scalar evaluator's, and the
+  dry-run's transition matrix equals the one tallied row by row over the whole history;
 - 10M: the same dry-run over ten million decisions in a child process, its peak RSS read from
   `getrusage(RUSAGE_CHILDREN)` (Polars' streaming engine keeps only aggregates in memory).
 
@@ -116,6 +117,17 @@ def vector_results(root: Path, draft: dict, ids: list[str]) -> dict:
     return {row[0]: tuple(row[1:]) for row in frame.iter_rows()}
 
 
+def full_transitions(root: Path, draft: dict) -> dict:
+    """Every decision's (old, new) verdict pair from the row-by-row vector replay (`replay`, the
+    string columns, no grouping by pick): the dry-run's transitions must equal these."""
+    compiled = load_draft(draft, dryrun_data.RULEBOOK_ID)
+    history = load_history(dryrun_data.RULEBOOK_ID, None, dataset=root, ledger=None, paths=compiled.polars.paths)
+    evaluated, _ = replay(history, compiled)
+    frame = (evaluated.filter(pl.col("replay") != "unreplayable").group_by("old_verdict", "new_verdict")
+             .agg(pl.len()).collect(engine="streaming"))
+    return {(a, b): n for a, b, n in frame.iter_rows()}
+
+
 def big_run(n: int) -> dict:
     """The dry-run over `n` decisions in a child process: wall time and peak RSS."""
     root = dataset(n)
@@ -169,7 +181,9 @@ def main() -> int:
     scalar_full_s = scalar_per * replayable
     scalar_full_cpu = scalar_cpu_full * replayable
     vector = vector_results(root, draft, rows["decision_id"].to_list())
-    identical = vector == scalar
+    transitions = {(t["from"], t["to"]): t["count"]
+                   for t in json.loads((out / "migration.json").read_text())["dry_run"]["transitions"] if t["count"]}
+    identical = vector == scalar and transitions == full_transitions(root, draft)
     mismatches = [k for k in scalar if vector.get(k) != scalar[k]][:5]
 
     big = big_run(args.big) if args.big else None
@@ -196,7 +210,8 @@ def main() -> int:
     print(f"  speedup                 {scalar_full_s / vector_s:8.1f}×")
     print(f"  CPU time (all threads)  {vector_cpu:8.3f} s vectorized vs {scalar_full_cpu:.3f} s scalar (scaled): "
           f"{scalar_full_cpu / vector_cpu:.1f}×")
-    print(f"  identical results       {identical} on {len(scalar):,} sampled decisions {mismatches or ''}")
+    print(f"  identical results       {identical} on {len(scalar):,} sampled decisions and the whole "
+          f"history's transition matrix {mismatches or ''}")
     if big:
         print(f"  {big['decisions']:,} decisions: {big['seconds']:.2f} s, peak RSS {big['peak_rss_bytes'] / 2**30:.2f} GiB")
     missed = []

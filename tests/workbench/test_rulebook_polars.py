@@ -38,6 +38,10 @@ def polars_results(rulebook, facts_list, max_paths=512):
     table = facts_table(batch, max_paths=max_paths)
     compiled = rp.compile_rulebook(rulebook, [r["rule_id"] for r in rule_order(rulebook["rules"])])
     out = rp.evaluate(pl.from_arrow(table).lazy(), compiled).collect()
+    # The dry-run groups by the pick and names it through the outcome table: the same answers.
+    picked = rp.with_pick(pl.from_arrow(table).lazy(), compiled).select("replay", rp.PICK).collect()
+    named = picked.join(rp.outcome_table(compiled), on=rp.PICK, how="left", maintain_order="left")
+    assert named.select(rp.RESULT_COLUMNS).to_dicts() == out.select(rp.RESULT_COLUMNS).to_dicts()
     return out.select(rp.RESULT_COLUMNS).to_dicts()
 
 

@@ -48,7 +48,8 @@ import polars as pl
 
 from workbench.engines import fact_columns as fc
 
-__all__ = ["CompiledPolarsRulebook", "compile_rulebook", "evaluate", "referenced_paths", "RESULT_COLUMNS"]
+__all__ = ["CompiledPolarsRulebook", "compile_rulebook", "evaluate", "with_pick", "outcome_table", "referenced_paths",
+           "RESULT_COLUMNS", "PICK"]
 
 # The evaluator's needs_input outcome (gate.constants; a test pins the equality).
 NEEDS_INPUT_STATUS = "needs_input"
@@ -63,6 +64,7 @@ RESULT_COLUMNS = ("replay", "status", "verdict", "application_verdict", "action"
 
 _NEEDS_INPUT_INDEX = -1
 _DEFAULT_INDEX = -2
+PICK = "_pick"
 
 
 @dataclass(frozen=True)
@@ -292,16 +294,14 @@ def with_fact_columns(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook) -> 
     return frame.with_columns(absent) if absent else frame
 
 
-def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule_columns: bool = False) -> pl.LazyFrame:
-    """`frame` (a facts-table LazyFrame) with the evaluation's columns added: `replay`
-    (vector | scalar | unreplayable), `status`, `verdict`, `application_verdict`, `action`,
-    `reason_code`, `matched_rule_id` (null for the default outcome and needs_input). Results
-    are null where `replay` is not `vector`. With `keep_rule_columns`, one boolean column
-    `rule::<rule_id>` per rule is kept too."""
+def with_pick(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook) -> pl.LazyFrame:
+    """`frame` (a facts-table LazyFrame) with `replay` (vector | scalar | unreplayable) and
+    `PICK` (Int32): which outcome the evaluation takes, -2 the default outcome, -1
+    needs_input, i ≥ 0 the i-th rule in evaluation order; null where `replay` is not
+    `vector`. `outcome_table(compiled)` maps a pick to the evaluation's columns, so an
+    aggregate can group by the pick and name the outcomes after grouping."""
     frame = with_fact_columns(frame, compiled)
-    rule_names = [f"rule::{rule_id}" for rule_id, _ in compiled.rules]
-    frame = frame.with_columns([expr.alias(name) for name, (_, expr) in zip(rule_names, compiled.rules)])
-    picks = [pl.when(pl.col(name)).then(pl.lit(i, dtype=pl.Int32)) for i, name in enumerate(rule_names)]
+    picks = [pl.when(expr).then(pl.lit(i, dtype=pl.Int32)) for i, (_, expr) in enumerate(compiled.rules)]
     index = pl.coalesce([*picks, pl.lit(_DEFAULT_INDEX, dtype=pl.Int32)])
     if compiled.needs_input is not None:
         index = pl.when(compiled.needs_input).then(pl.lit(_NEEDS_INPUT_INDEX, dtype=pl.Int32)).otherwise(index)
@@ -309,9 +309,20 @@ def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule
     replay = (pl.when(state == fc.STATE_TYPED).then(pl.lit(REPLAY_VECTOR))
               .when(state == fc.STATE_PARTIAL).then(pl.lit(REPLAY_SCALAR))
               .otherwise(pl.lit(REPLAY_NONE)))
-    frame = frame.with_columns(replay.alias("replay"), index.alias("_pick"))
-    pick = pl.when(pl.col("replay") == REPLAY_VECTOR).then(pl.col("_pick"))
-    frame = frame.with_columns(
+    return frame.with_columns(replay.alias("replay"), pl.when(state == fc.STATE_TYPED).then(index).alias(PICK))
+
+
+def outcome_table(compiled: CompiledPolarsRulebook) -> pl.DataFrame:
+    """One row per pick value (`PICK`, then `RESULT_COLUMNS` without `replay`): what an
+    evaluation that takes that outcome answers."""
+    picks = list(range(_DEFAULT_INDEX, len(compiled.rules)))
+    index = pl.Series(PICK, picks, dtype=pl.Int32)
+    frame = pl.DataFrame([index])
+    return frame.with_columns(_outcome_columns(compiled, pl.col(PICK))).select(PICK, *RESULT_COLUMNS[1:])
+
+
+def _outcome_columns(compiled: CompiledPolarsRulebook, pick: pl.Expr) -> list[pl.Expr]:
+    return [
         pl.when(pick == _NEEDS_INPUT_INDEX).then(pl.lit(NEEDS_INPUT_STATUS))
         .when(pick.is_not_null()).then(pl.lit(STATUS_OK)).alias("status"),
         _outcome_column(compiled, "decision", pick).alias("verdict"),
@@ -319,6 +330,17 @@ def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule
         _outcome_column(compiled, "action", pick).alias("action"),
         _outcome_column(compiled, "reason_code", pick).alias("reason_code"),
         _lookup([None, None, *[rule_id for rule_id, _ in compiled.rules]], pick).alias("matched_rule_id"),
-    )
-    frame = frame.drop("_pick")
-    return frame if keep_rule_columns else frame.drop(rule_names)
+    ]
+
+
+def evaluate(frame: pl.LazyFrame, compiled: CompiledPolarsRulebook, *, keep_rule_columns: bool = False) -> pl.LazyFrame:
+    """`frame` (a facts-table LazyFrame) with the evaluation's columns added: `replay`
+    (vector | scalar | unreplayable), `status`, `verdict`, `application_verdict`, `action`,
+    `reason_code`, `matched_rule_id` (null for the default outcome and needs_input). Results
+    are null where `replay` is not `vector`. With `keep_rule_columns`, one boolean column
+    `rule::<rule_id>` per rule is kept too."""
+    if keep_rule_columns:
+        frame = with_fact_columns(frame, compiled)
+        frame = frame.with_columns([expr.alias(f"rule::{rule_id}") for rule_id, expr in compiled.rules])
+    frame = with_pick(frame, compiled)
+    return frame.with_columns(_outcome_columns(compiled, pl.col(PICK))).drop(PICK)

@@ -63,11 +63,15 @@ _NEW = {"status": "new_status", "verdict": "new_verdict", "reason_code": "new_re
         "application_verdict": "new_application_verdict", "action": "new_action"}
 
 
-def _scalar_rows(history: History, draft: Draft) -> pl.DataFrame:
-    """The rows whose facts are not fully typed, evaluated one by one by the scalar evaluator
-    (`replay` scalar), or `unreplayable` when they carry no facts at all."""
-    pending = (history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-               .select(*_KEEP, "facts_json").collect(engine="streaming"))
+def _partial_rows(history: History) -> pl.DataFrame:
+    return (history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+            .select(*_KEEP, "facts_json").collect(engine="streaming"))
+
+
+def _scalar_rows(pending: pl.DataFrame, draft: Draft) -> pl.DataFrame:
+    """The rows whose facts are not fully typed (`pending`: `_KEEP` and `facts_json`), evaluated
+    one by one by the scalar evaluator (`replay` scalar), or `unreplayable` when they carry no
+    facts at all."""
     results: dict[str, list] = {name: [] for name in _RESULT}
     evaluate = draft.scalar.evaluate
     for text in pending["facts_json"]:
@@ -93,7 +97,7 @@ def replay(history: History, draft: Draft) -> tuple[pl.LazyFrame, int]:
     `new_reason`, `new_status`, `new_application_verdict`, `new_action`) and `replay`
     (vector | scalar | unreplayable); and how many rows went to the scalar evaluator."""
     evaluated = rp.evaluate(history.base, draft.polars).select(*_KEEP, *_RESULT)
-    scalar = _scalar_rows(history, draft)
+    scalar = _scalar_rows(_partial_rows(history), draft)
     if scalar.height:
         # The vector pass leaves these rows null; the scalar evaluator's rows replace them.
         evaluated = pl.concat([evaluated.filter(pl.col("replay") != rp.REPLAY_SCALAR),
@@ -109,26 +113,64 @@ def latest_outcomes(outcomes: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("status").sort_by(["reported_at", "receipt_id"]).last().alias("outcome_status"))
 
 
+def _flip_by_pick(table: pl.DataFrame) -> pl.Expr:
+    """A vector row whose stored verdict differs from the verdict its pick answers (a stored
+    verdict that is null is no flip, as `old != new` is null there)."""
+    same = [(pl.col("old_verdict") == verdict) & pl.col(rp.PICK).is_in(picks)
+            for verdict, picks in table.group_by("verdict").agg(pl.col(rp.PICK)).iter_rows()]
+    return pl.col(rp.PICK).is_not_null() & pl.col("old_verdict").is_not_null() & ~pl.any_horizontal(same)
+
+
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
     """Run the dry-run: one aggregating pass over the history and one over its flips (the
-    flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet."""
-    evaluated, scalar_rows = replay(history, draft)
-    replayed = pl.col("replay") != rp.REPLAY_NONE
-    fine_keys = [*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]
-    fine = evaluated.with_columns(
-        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
-        .alias("application_verdict_changed"),
-        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
-    ).group_by(fine_keys).agg(pl.len().cast(pl.Int64).alias("count"))
-    flip = replayed & (pl.col("old_verdict") != pl.col("new_verdict"))
-    flipped = evaluated.filter(flip).select(
-        "decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason",
-        "new_reason")
+    flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet.
+
+    The passes over the history group and filter by the draft's pick (`rulebook_polars.PICK`:
+    which rule, the default outcome or needs_input), not by the strings it answers; the small
+    results are named through `rulebook_polars.outcome_table` afterwards. The rows the scalar
+    evaluator replays are few and join in memory."""
+    table = rp.outcome_table(draft.polars)
+    # Pass 1 evaluates the rules and keeps only each row's pick (4 bytes a row); passes 2 and
+    # 3 read the stored columns beside it (a lazy horizontal concat is row-aligned), so the
+    # rules are evaluated once.
+    picks = rp.with_pick(history.base, draft.polars).select(rp.PICK).collect(engine="streaming")
+    zipped = pl.concat([history.base.select(*_KEEP, fc.STATE_COLUMN, "facts_json"), picks.lazy()], how="horizontal")
+    typed_or_absent = pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)
+    grouped = zipped.filter(typed_or_absent).group_by([*_OLD, "month", rp.PICK]).agg(
+        pl.len().cast(pl.Int64).alias("count"))
+    # Pass 3: the vector rows that flip, and the partial rows with their facts for the scalar evaluator.
+    selected = zipped.filter(~typed_or_absent | _flip_by_pick(table)).select(
+        *_KEEP, fc.STATE_COLUMN, "facts_json", rp.PICK)
     versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
         pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
     # Separate streaming passes on purpose: collecting them together shares the replay as a
     # cached subplan, which holds the whole replayed history in memory.
-    fine, flipped, versions = (frame.collect(engine="streaming") for frame in (fine, flipped, versions))
+    grouped, selected, versions = (frame.collect(engine="streaming") for frame in (grouped, selected, versions))
+    partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+    flipped = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).select(
+        "decision_id", "created_at", "scope", "old_verdict", "old_rule", "old_reason", rp.PICK)
+    named = table.rename(_NEW)
+    new_columns = list(_NEW.values())
+    scalar = _scalar_rows(partial.select(*_KEEP, "facts_json"), draft).rename(_NEW)
+    scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
+    fine = pl.concat([
+        grouped.join(named, on=rp.PICK, how="left").with_columns(
+            pl.when(pl.col(rp.PICK).is_not_null()).then(pl.lit(rp.REPLAY_VECTOR)).otherwise(pl.lit(rp.REPLAY_NONE))
+            .alias("replay")).drop(rp.PICK),
+        scalar.group_by([*_OLD, "month", "replay", *new_columns]).agg(pl.len().cast(pl.Int64).alias("count")),
+    ], how="diagonal_relaxed").with_columns(
+        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
+        .alias("application_verdict_changed"),
+        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
+    ).group_by([*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]).agg(pl.col("count").sum())
+    flip_columns = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
+                    "old_reason", "new_reason"]
+    flipped = pl.concat([
+        flipped.join(named.select(rp.PICK, "new_verdict", "new_rule", "new_reason"), on=rp.PICK, how="left")
+        .select(flip_columns),
+        scalar.filter((pl.col("replay") == rp.REPLAY_SCALAR) & (pl.col("old_verdict") != pl.col("new_verdict")))
+        .select(flip_columns),
+    ], how="vertical_relaxed")
     # Outcomes only of the flipped decisions: the history's outcomes are never held in memory.
     latest = latest_outcomes(history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode())))
     latest = latest.collect(engine="streaming")

@@ -68,12 +68,15 @@ def replay_base(decisions: pl.LazyFrame, facts: pl.LazyFrame, covered: bool) -> 
     """The replay base. `covered`: every decision has a facts row, so the facts table (which
     repeats the stored outcome) is the base and no join is needed; otherwise the decisions are
     joined with their facts rows, and a decision without one is replayed from its `facts_json`
-    by the scalar evaluator (`facts_state` partial) or is unreplayable (no facts at all)."""
+    by the scalar evaluator (`facts_state` partial) or is unreplayable (no facts at all).
+    Its row order is defined either way: `compute` evaluates the rules in one pass and zips the
+    picks with the stored columns of a second read."""
     if covered:
         return facts.rename(OLD_NAMES)
     typed = [name for name in facts.collect_schema().names() if "::" in name]
+    # The base's row order must be defined (the dry-run reads it twice and zips the passes).
     joined = decisions.rename(OLD_NAMES).join(facts.select("decision_id", fc.STATE_COLUMN, *typed),
-                                              on="decision_id", how="left")
+                                              on="decision_id", how="left", maintain_order="left")
     return joined.with_columns(pl.col(fc.STATE_COLUMN).fill_null(fc.STATE_PARTIAL))
 
 
