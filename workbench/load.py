@@ -17,10 +17,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import polars as pl
 
+from workbench.engines import fact_columns as fc
+from workbench.facts import FACTS_DIR
 from workbench.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 
 MANIFEST = "manifest.json"
@@ -32,8 +34,13 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Frames:
+    """`facts`, when the source has it: the typed facts table of exactly `decisions` (one row
+    each; a decision the table lacks comes as a `partial` row with its `facts_json`), which the
+    anomaly engine reads instead of flattening every decision's JSON."""
+
     decisions: pl.LazyFrame
     outcomes: pl.LazyFrame
+    facts: pl.LazyFrame | None = None
 
 
 def polars_schema(table: str) -> pl.Schema:
@@ -101,25 +108,65 @@ def read_manifest(root: str | Path) -> dict:
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame:
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files);
     with `scopes`, only those scopes' partition directories are read."""
-    base = Path(root) / table
-    if scopes is not None:
-        wanted = set(scopes)
-        matches = [p for p in base.glob("scope=*") if unquote(p.name[len("scope="):]) in wanted]
-        files = sorted(str(f) for d in matches for f in d.glob("month=*/*.parquet"))
-    else:
-        files = sorted(str(f) for f in base.glob("scope=*/month=*/*.parquet"))
+    files = _partition_files(Path(root) / table, scopes)
     if not files:
         return empty(table)
     scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema={k: pl.String for k in PARTITION_KEYS})
     return conform(scanned, table)
 
 
+def _partition_files(base: Path, scopes: Sequence[str] | None) -> list[str]:
+    """The Parquet files under `base/scope=*/month=*/` (only the given scopes' directories)."""
+    if scopes is not None:
+        wanted = set(scopes)
+        matches = [p for p in base.glob("scope=*") if unquote(p.name[len("scope="):]) in wanted]
+        return sorted(str(f) for d in matches for f in d.glob("month=*/*.parquet"))
+    return sorted(str(f) for f in base.glob("scope=*/month=*/*.parquet"))
+
+
+def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame | None:
+    """The typed facts table of one rulebook (`workbench.facts`), None when the dataset has no
+    facts file for it. Files of different export batches hold different paths: the scan reads
+    the union of their columns, a column a file lacks as null (as the table's contract says)."""
+    files = _partition_files(Path(root) / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}", scopes)
+    if not files:
+        return None
+    schema: dict[str, pl.DataType] = {}
+    for path in files:
+        schema.update(pl.read_parquet_schema(path))
+    hive = {"rulebook_id": pl.String, **{key: pl.String for key in PARTITION_KEYS}}
+    return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
+                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore"
+                           ).drop("rulebook_id")
+
+
+def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool) -> pl.LazyFrame:
+    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
+    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
+    export writes one facts row per decision); otherwise the rows are matched by decision id and
+    a decision without a row joins as `partial` with its `facts_json`."""
+    if every_decision:
+        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+        if counts[0].item() == counts[1].item():
+            return facts
+    ids = decisions.select("decision_id")
+    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
+        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json")
+    return pl.concat([facts.join(ids, on="decision_id", how="semi"), missing], how="diagonal_relaxed")
+
+
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
                  policy_version: str | None = None, limit: int | None = None) -> Frames:
-    """Frames from an exported dataset (every scope when `scopes` is None)."""
+    """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
+    typed facts table too when the dataset has one."""
     read_manifest(root)
-    return select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
-                  policy_id=policy_id, policy_version=policy_version, limit=limit)
+    frames = select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
+                    policy_id=policy_id, policy_version=policy_version, limit=limit)
+    facts = scan_facts(root, policy_id, scopes) if policy_id is not None else None
+    if facts is None:
+        return frames
+    every = policy_version is None and limit is None
+    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every))
 
 
 # --------------------------------------------------------------------------- live ledger

@@ -139,7 +139,7 @@ def effectiveness_report(frames, policy_id: str, params: ReportParams) -> dict:
 
 def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
     body = anomaly_engine.anomalies(frames.decisions, frames.outcomes, CLASSES, min_sample=params.min_sample,
-                                    threshold=params.threshold, max_items=params.max_items)
+                                    threshold=params.threshold, max_items=params.max_items, facts=frames.facts)
     return _envelope("anomalies", policy_id, params, body)
 
 

@@ -167,7 +167,8 @@ class WorkbenchStore:
             frames = self._frame_cache.pop(key, None)
             if frames is None:
                 lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
-                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy())
+                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(),
+                                None if lazy.facts is None else lazy.facts.collect().lazy())
             self._frame_cache[key] = frames
             while len(self._frame_cache) > FRAME_CACHE_SIZE:
                 self._frame_cache.pop(next(iter(self._frame_cache)))

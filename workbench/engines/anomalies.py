@@ -52,9 +52,11 @@ VERSION_HOW = {"decisions": "sum", "first_at": "min"}
 COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *SEGMENT_DIMENSIONS)
 
 
-def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str]) -> dict[str, pl.DataFrame]:
+def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
+            facts: pl.LazyFrame | None = None) -> dict[str, pl.DataFrame]:
     """The additive state of one partition. The decision–outcome join runs once; every
-    aggregate below reads its in-memory result."""
+    aggregate below reads its in-memory result. `facts`: the typed facts table of exactly
+    these decisions when the source has one (`fact_moments.facts_partial`)."""
     joined = with_latest_outcome(decisions.select(COLUMNS), outcomes).with_columns(class_expr(classes)).collect()
     frame = joined.lazy()
     segments, failed = [], []
@@ -88,7 +90,7 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
     }
     # The facts need no outcome: read straight from the decisions, so the join above does not
     # carry every decision's facts text through it.
-    state.update(factlib.facts_partial(decisions))
+    state.update(factlib.facts_partial(decisions, facts))
     return state
 
 
@@ -301,6 +303,6 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def anomalies(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-              min_sample: int, threshold: float, max_items: int) -> dict:
-    return finalize(merge([partial(decisions, outcomes, classes)]), classes,
+              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict:
+    return finalize(merge([partial(decisions, outcomes, classes, facts)]), classes,
                     min_sample=min_sample, threshold=threshold, max_items=max_items)

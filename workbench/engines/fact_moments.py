@@ -1,107 +1,124 @@
-"""Numeric facts out of `facts_json`: per (fact path, month) the count, sum and sum of squares
-of its values, plus the decisions with the most extreme values (evidence for drift).
+"""Numeric facts: per (fact path, month) the count, sum and sum of squares of its values,
+plus the decisions with the most extreme values (evidence for drift).
 
-A fact is a dotted path into the facts object (`applicant.income`). It is numeric when every
-value it takes in the sample is a number (booleans are not numbers, as in Rulebook v1);
-a path that ever holds another type is counted in `non_numeric` and the finalizer drops it,
-so the verdict does not depend on how the sample was partitioned.
+A fact is a field path into the facts object (`applicant.income`), exactly as a Rulebook v1
+`field` names it and as the typed facts table stores it (`workbench.facts`: object keys only,
+keys a field path can name, paths of at most 160 characters). It is numeric when every value it
+takes in the sample is a number (booleans are not numbers, as in Rulebook v1; a JSON `null` is
+no value); a path that ever holds another kind (string, boolean, array, object) is counted in
+`non_numeric` and the finalizer drops it, so the verdict does not depend on how the sample was
+partitioned.
+
+The input is the typed facts table of the decisions (`fact_columns`: `<path>::t` the kind,
+`<path>::n` the number), so no JSON is decoded for typed rows; `facts_state = partial` rows
+(a value the columns cannot hold exactly, or more paths than the table keeps) are flattened
+from their `facts_json` one by one with the same rules; `absent` rows hold no facts.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from typing import Any, Sequence
 
 import polars as pl
 
+from workbench.engines import fact_columns as fc
 from workbench.engines.common import EVIDENCE_IDS, merge_frames
 
 FACTS_HOW = {"n": "sum", "total": "sum", "total_sq": "sum", "non_numeric": "sum"}
+_FACTS_SCHEMA = {"fact": pl.String, "month": pl.String, **{c: pl.Float64 for c in FACTS_HOW}}
 _EXTREME_SCHEMA = {"fact": pl.String, "month": pl.String, "value": pl.Float64, "decision_id": pl.String}
+_LONG_SCHEMA = {"decision_id": pl.String, "month": pl.String, "fact": pl.String, "value": pl.Float64,
+                "non_numeric": pl.Boolean}
 
 
-def _leaves(dtype: pl.DataType, prefix: str) -> list[tuple[str, pl.DataType, list[str]]]:
-    out = []
-    for field in dtype.fields:  # type: ignore[attr-defined]
-        path = f"{prefix}{field.name}"
-        if isinstance(field.dtype, pl.Struct):
-            out.extend((p, t, [field.name, *chain]) for p, t, chain in _leaves(field.dtype, path + "."))
-        else:
-            out.append((path, field.dtype, [field.name]))
-    return out
+def _empty() -> dict[str, pl.DataFrame]:
+    return {"facts": pl.DataFrame(schema=_FACTS_SCHEMA), "fact_high": pl.DataFrame(schema=_EXTREME_SCHEMA),
+            "fact_low": pl.DataFrame(schema=_EXTREME_SCHEMA)}
 
 
-def _field_expr(chain: list[str]) -> pl.Expr:
-    expr = pl.col("facts")
-    for name in chain:
-        expr = expr.struct.field(name)
-    return expr
+def table_paths(names: Sequence[str]) -> list[str]:
+    """The fact paths of a typed facts table's column names (sorted)."""
+    suffix = "::t"
+    return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix))
 
 
-def facts_partial(decisions: pl.LazyFrame | pl.DataFrame) -> dict[str, pl.DataFrame]:
+def _typed_long(facts: pl.LazyFrame, paths: list[str]) -> pl.LazyFrame:
+    """The typed rows as one row per (decision, path holding a value): its number or null, and
+    whether it is a value of another kind."""
+    rows = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED)
+    parts = []
+    for path in paths:
+        kind = pl.col(fc.column(path, "t"))
+        parts.append(rows.filter(kind.is_not_null() & (kind != fc.KIND_NULL)).select(
+            "decision_id", "month", pl.lit(path).alias("fact"),
+            pl.when(kind == fc.KIND_NUMBER).then(pl.col(fc.column(path, "n"))).alias("value"),
+            (kind != fc.KIND_NUMBER).alias("non_numeric")))
+    return pl.concat(parts, how="vertical_relaxed") if parts else pl.LazyFrame(schema=_LONG_SCHEMA)
+
+
+def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows flattened from their `facts_json`, one by one, with the typed table's path rules
+    (`workbench.facts.flatten`, the export's own)."""
+    from workbench.facts import flatten  # the writer's module (it imports this package)
+
+    out: dict[str, list[Any]] = {name: [] for name in _LONG_SCHEMA}
+    for decision_id, month, text in rows.select("decision_id", "month", "facts_json").iter_rows():
+        if text is None:
+            continue
+        paths, _ = flatten(json.loads(text))
+        for path, value in paths.items():
+            if value is None:
+                continue
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            out["decision_id"].append(decision_id)
+            out["month"].append(month)
+            out["fact"].append(path)
+            out["value"].append(float(value) if number else None)
+            out["non_numeric"].append(not number)
+    return pl.DataFrame(out, schema=_LONG_SCHEMA)
+
+
+def facts_partial(decisions: pl.LazyFrame | pl.DataFrame,
+                  facts: pl.LazyFrame | pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
     """`facts` (fact, month → n, total, total_sq, non_numeric), `fact_high` / `fact_low`
     (the EVIDENCE_IDS largest / smallest values per fact and month, with their decision).
-    One JSON decode and one grouped pass over the rows, whatever the number of facts."""
-    rows = (
-        decisions.lazy().filter(pl.col("facts_json").is_not_null())
-        .select("decision_id", "month", "facts_json")
-        .collect()
-    )
-    empty = {
-        "facts": pl.DataFrame(schema={"fact": pl.String, "month": pl.String, **{c: pl.Float64 for c in FACTS_HOW}}),
-        "fact_high": pl.DataFrame(schema=_EXTREME_SCHEMA),
-        "fact_low": pl.DataFrame(schema=_EXTREME_SCHEMA),
-    }
-    if not rows.height:
-        return empty
-    decoded = rows.select("decision_id", "month",
-                          rows["facts_json"].str.json_decode(infer_schema_length=None).alias("facts"))
-    if not isinstance(decoded.schema["facts"], pl.Struct):
-        return empty
-    numeric, other = [], []
-    for path, dtype, chain in _leaves(decoded.schema["facts"], ""):
-        if dtype.is_numeric():
-            numeric.append((path, _field_expr(chain).cast(pl.Float64)))
-        elif dtype != pl.Null:
-            other.append((path, _field_expr(chain)))
-    if not numeric and not other:
-        return empty
-    values = decoded.select("decision_id", "month", *[expr.alias(f"n{i}") for i, (_, expr) in enumerate(numeric)],
-                            *[expr.is_not_null().alias(f"o{i}") for i, (_, expr) in enumerate(other)])
-    aggs = []
-    for i in range(len(numeric)):
-        v = pl.col(f"n{i}")
-        aggs += [v.is_not_null().sum().cast(pl.Float64).alias(f"n{i}:n"), v.sum().alias(f"n{i}:total"),
-                 (v * v).sum().alias(f"n{i}:total_sq")]
-    aggs += [pl.col(f"o{i}").sum().cast(pl.Float64).alias(f"o{i}:non_numeric") for i in range(len(other))]
-    grouped = values.group_by("month").agg(aggs)
-    parts = []
-    for i, (path, _) in enumerate(numeric):
-        parts.append(grouped.select(pl.lit(path).alias("fact"), "month", pl.col(f"n{i}:n").alias("n"),
-                                    pl.col(f"n{i}:total").alias("total"), pl.col(f"n{i}:total_sq").alias("total_sq"),
-                                    pl.lit(0.0).alias("non_numeric")))
-    for i, (path, _) in enumerate(other):
-        parts.append(grouped.select(pl.lit(path).alias("fact"), "month", pl.lit(0.0).alias("n"),
-                                    pl.lit(0.0).alias("total"), pl.lit(0.0).alias("total_sq"),
-                                    pl.col(f"o{i}:non_numeric").alias("non_numeric")))
-    out = {"facts": merge_frames(parts, ["fact", "month"], FACTS_HOW)}
-    high, low = [], []
-    for i, (path, _) in enumerate(numeric):
-        v = pl.col(f"n{i}")
-        base = values.lazy().select(pl.lit(path).alias("fact"), "month", v.alias("value"), "decision_id") \
-            .filter(pl.col("value").is_not_null())
-        # Cost: only the rows at or beyond each month's k-th extreme reach the sort
-        high.append(extremes(base.filter(pl.col("value") >= pl.col("value").top_k(EVIDENCE_IDS).min().over("month")),
-                             descending=True))
-        low.append(extremes(base.filter(pl.col("value") <= pl.col("value").bottom_k(EVIDENCE_IDS).max().over("month")),
-                            descending=False))
-    if numeric:
-        collected = pl.collect_all([*high, *low])
-        out["fact_high"] = pl.concat(collected[:len(high)]).sort(["fact", "month", "value", "decision_id"],
-                                                                  descending=[False, False, True, False])
-        out["fact_low"] = pl.concat(collected[len(high):]).sort(["fact", "month", "value", "decision_id"])
+
+    `facts`: the typed facts table of exactly these decisions (`decision_id`, `month`,
+    `facts_state`, `facts_json`, typed columns), as an exported dataset holds it; without it,
+    every decision's `facts_json` is flattened one by one (the live ledger's bounded samples)."""
+    if facts is None:
+        rows = decisions.lazy().filter(pl.col("facts_json").is_not_null()).select(
+            "decision_id", "month", "facts_json").collect()
+        long = _json_long(rows).lazy()
     else:
-        out["fact_high"], out["fact_low"] = empty["fact_high"], empty["fact_low"]
-    return out
+        facts = facts.lazy()
+        paths = table_paths(facts.collect_schema().names())
+        partial = (facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+                   .select("decision_id", "month", "facts_json").collect())
+        long = pl.concat([_typed_long(facts, paths), _json_long(partial).lazy()], how="vertical_relaxed")
+    moments, high, low = pl.collect_all([
+        long.group_by("fact", "month").agg(
+            pl.col("value").count().cast(pl.Float64).alias("n"),
+            pl.col("value").sum().alias("total"),
+            (pl.col("value") * pl.col("value")).sum().alias("total_sq"),
+            pl.col("non_numeric").sum().cast(pl.Float64).alias("non_numeric")),
+        *[extremes(_candidates(long, descending), descending=descending) for descending in (True, False)],
+    ])
+    if not moments.height:
+        return _empty()
+    # A (fact, month) without a value has no row: the finalizer reads it as n = 0.
+    return {"facts": merge_frames([moments], ["fact", "month"], FACTS_HOW),
+            "fact_high": high.select(list(_EXTREME_SCHEMA)), "fact_low": low.select(list(_EXTREME_SCHEMA))}
+
+
+def _candidates(long: pl.LazyFrame, descending: bool) -> pl.LazyFrame:
+    """The numeric values at or beyond each (fact, month)'s k-th extreme (only these reach the sort)."""
+    values = long.filter(pl.col("value").is_not_null()).select("fact", "month", "value", "decision_id")
+    groups = ["fact", "month"]
+    if descending:
+        return values.filter(pl.col("value") >= pl.col("value").top_k(EVIDENCE_IDS).min().over(groups))
+    return values.filter(pl.col("value") <= pl.col("value").bottom_k(EVIDENCE_IDS).max().over(groups))
 
 
 def extremes(values: pl.LazyFrame, *, descending: bool, k: int = EVIDENCE_IDS) -> pl.LazyFrame:
