@@ -145,3 +145,17 @@ def test_missing_key_is_401_and_disabled_key_403(app, client, issue_key, kind):
     app.extensions["gate"].ledger.set_api_key_status(issued["key_id"], "disabled", "2026-11-22T00:00:00.000Z")
     disabled = client.get(f"{BASE}/{kind}", headers={"x-api-key": issued["api_key"]})
     assert disabled.status_code == 403 and disabled.json["error"] == code and disabled.json["c"] == "unclear"
+
+
+def test_a_fact_that_is_a_number_here_and_an_object_there_does_not_break_the_anomaly_report(
+        client, issue_key, sample_request):
+    """Facts are the caller's: a path whose kind changes between decisions is simply not numeric."""
+    key = issue_key("tenant_a")["api_key"]
+    for i, basket in enumerate([3, {"items": 2}, True, 5]):
+        body = copy.deepcopy(sample_request)
+        body["context"]["inputs"].update(discount_percent=10 + i, margin_percent=30, basket=basket)
+        assert client.post("/api/decide", json=body, headers={"x-api-key": key}).status_code == 200
+    response = client.get(BASE + "/anomalies?min_sample=1&threshold=0", headers={"x-api-key": key})
+    assert response.status_code == 200, response.json
+    assert verify("anomaly", response.json)
+    assert not any(a["value"] == "basket" for a in response.json["anomalies"])
