@@ -7,8 +7,9 @@ in SQL on PostgreSQL and in DuckDB over the same Parquet files, in one run.
 
 The dataset is synthesized straight into the contract's schema (vectorized, seeded): 20
 scopes, 12 months, one policy with two versions (v2 from month 9 blocks more), four rules,
-numeric facts that drift in the last month, 0–2 outcome records per decision with timestamp
-ties. Its manifest says `synthetic: true`. It is generated once per size and kept under
+numeric facts that drift in the last month (in `facts_json` and in the typed facts table, as
+the export writes both), 0–2 outcome records per decision with timestamp ties. Its manifest
+says `synthetic: true`. It is generated once per size and kept under
 benchmarks/results/ (git-ignored).
 
 What is timed (best of `--repeat` runs, wall clock, load average printed beside):
@@ -45,6 +46,7 @@ from workbench.load import conform, from_dataset, polars_schema  # noqa: E402
 from workbench.policy_reports import (  # noqa: E402
     CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
 from workbench.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
+from workbench.synth import facts_columns_table  # noqa: E402
 
 POLICY = "pricing_exception"
 SCOPES = [f"tenant_{i:02d}" for i in range(20)]
@@ -127,18 +129,20 @@ def _scope_frames(scope_index: int, n: int, rng: np.random.Generator) -> tuple[p
         "scope": pl.Series([scope] * m),
         "month": pl.Series(reported.astype("datetime64[ms]").astype("datetime64[M]").astype(str)).str.slice(0, 7),
     })
-    return conform(decisions, "decisions").collect(), conform(outcomes, "outcomes").collect()
+    fields = {"amount": amount, "margin_percent": margin, "tier": tier}
+    return conform(decisions, "decisions").collect(), conform(outcomes, "outcomes").collect(), fields
 
 
 def generate(root: Path, total: int, seed: int = 7) -> None:
-    if (root / "manifest.json").exists():
+    manifest = root / "manifest.json"
+    if manifest.exists() and json.loads(manifest.read_text()).get("facts_table"):
         return
     shutil.rmtree(root, ignore_errors=True)
     rng = np.random.default_rng(seed)
     per_scope = total // len(SCOPES)
     rows = {"decisions": 0, "outcomes": 0}
     for index in range(len(SCOPES)):
-        decisions, outcomes = _scope_frames(index, per_scope, rng)
+        decisions, outcomes, fields = _scope_frames(index, per_scope, rng)
         for table, frame in (("decisions", decisions), ("outcomes", outcomes)):
             rows[table] += frame.height
             arrow = frame.to_arrow().cast(pa.schema(list(TABLES[table]) + [pa.field("scope", pa.string()),
@@ -146,9 +150,15 @@ def generate(root: Path, total: int, seed: int = 7) -> None:
             pads.write_dataset(arrow, root / table, format="parquet", partitioning=["scope", "month"],
                                partitioning_flavor="hive", existing_data_behavior="overwrite_or_ignore",
                                basename_template=f"part-{index:02d}-{{i}}.parquet")
+            if table == "decisions":  # the typed facts table, as the export writes it
+                facts = facts_columns_table(fields, np.arange(frame.height), arrow)
+                pads.write_dataset(facts, root / "facts" / f"rulebook_id={POLICY}", format="parquet",
+                                   partitioning=["scope", "month"], partitioning_flavor="hive",
+                                   existing_data_behavior="overwrite_or_ignore",
+                                   basename_template=f"part-{index:02d}-{{i}}.parquet")
         print(f"  generated {SCOPES[index]}: {rows['decisions']:,} decisions, {rows['outcomes']:,} outcomes", flush=True)
-    (root / "manifest.json").write_text(json.dumps({"dataset_schema_version": DATASET_SCHEMA_VERSION,
-                                                    "synthetic": True, "rows": rows, "seed": seed}))
+    manifest.write_text(json.dumps({"dataset_schema_version": DATASET_SCHEMA_VERSION, "synthetic": True,
+                                    "rows": rows, "seed": seed, "facts_table": True}))
 
 
 def calibration() -> float:

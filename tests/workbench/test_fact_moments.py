@@ -25,7 +25,10 @@ def _odd_facts(rng: random.Random, i: int, at) -> dict | None:
     facts = {"amount": rng.randrange(0, 500) + (300 if at.month == 3 else 0),
              "customer": {"tier": rng.randrange(1, 4), "age_days": rng.randrange(0, 900)},
              "flag": rng.random() < 0.5, "region": rng.choice(["us", "eu"]), "tags": [1, 2],
-             "has space": rng.randrange(0, 9), "dotted.key": 4, "maybe": None}
+             "has space": rng.randrange(0, 9), "dotted.key": 4, "maybe": None,
+             # many ties at the extremes, one fact drifting up and one down
+             "level": rng.randrange(0, 3) + (2 if at.month == 3 else 0),
+             "dip": rng.randrange(3, 6) - (3 if at.month == 3 else 0)}
     if i % 37 == 0:
         facts["big"] = 2**60  # an integer beyond 2^53: the facts row is partial (sums stay exact)
     if i % 11 == 0:
@@ -73,7 +76,10 @@ def test_the_typed_table_and_the_json_give_the_same_report(tmp_path, leave_out, 
     plain = type(typed)(typed.decisions, typed.outcomes)  # the same decisions, facts from their JSON
     a, b = anomaly_report(typed, "pricing", params), anomaly_report(plain, "pricing", params)
     assert a == b
-    assert a["checks"]["facts"]["numeric_facts"] == 4  # amount, big, customer.age_days, shape.inner
+    assert a["checks"]["facts"]["numeric_facts"] == 6  # amount, big, customer.age_days, dip, level, shape.inner
+    drift = {f["value"]: f["decision_ids"] for f in a["anomalies"] if f["kind"] == "fact_drift"}
+    # the evidence: ten of many equal extreme values, by decision id
+    assert len(drift.get("level", [])) == 10 and len(drift.get("dip", [])) == 10
 
 
 def test_mixed_kinds_unreachable_keys_and_partial_rows():
@@ -91,9 +97,9 @@ def test_mixed_kinds_unreachable_keys_and_partial_rows():
     # the integer beyond 2^53 is a value of `big` (read from the partial row's JSON)
     assert counted["big"] == sum(1 for d in ds if d["facts_json"] and '"big"' in d["facts_json"]) > 0
     report = anomalies.anomalies(f.decisions, f.outcomes, CLASSES, min_sample=10, threshold=0.0, max_items=100)
-    assert report["checks"]["facts"]["numeric_facts"] == 4
+    assert report["checks"]["facts"]["numeric_facts"] == 6
     assert {a["value"] for a in report["anomalies"] if a["kind"] == "fact_drift"} <= {
-        "amount", "big", "customer.age_days", "shape.inner"}
+        "amount", "big", "customer.age_days", "dip", "level", "shape.inner"}
 
 
 def test_a_path_that_is_a_number_and_an_object_does_not_break_the_report():

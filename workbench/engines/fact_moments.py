@@ -43,18 +43,44 @@ def table_paths(names: Sequence[str]) -> list[str]:
     return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix))
 
 
-def _typed_long(facts: pl.LazyFrame, paths: list[str]) -> pl.LazyFrame:
-    """The typed rows as one row per (decision, path holding a value): its number or null, and
-    whether it is a value of another kind."""
-    rows = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED)
-    parts = []
-    for path in paths:
+def _typed(facts: pl.LazyFrame, paths: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The typed rows' moments per (fact, month) and each path's k largest and k smallest
+    values per month with their decision (ties by decision id), in one grouped pass over the
+    table however many paths (wide, then one row per (fact, month))."""
+    if not paths:
+        return pl.DataFrame(schema=_FACTS_SCHEMA), pl.DataFrame(schema=_EXTREME_SCHEMA)
+    aggs = []
+    for i, path in enumerate(paths):
         kind = pl.col(fc.column(path, "t"))
-        parts.append(rows.filter(kind.is_not_null() & (kind != fc.KIND_NULL)).select(
-            "decision_id", "month", pl.lit(path).alias("fact"),
-            pl.when(kind == fc.KIND_NUMBER).then(pl.col(fc.column(path, "n"))).alias("value"),
-            (kind != fc.KIND_NUMBER).alias("non_numeric")))
-    return pl.concat(parts, how="vertical_relaxed") if parts else pl.LazyFrame(schema=_LONG_SCHEMA)
+        number = pl.when(kind == fc.KIND_NUMBER).then(pl.col(fc.column(path, "n")))
+        other = kind.is_not_null() & (kind != fc.KIND_NULL) & (kind != fc.KIND_NUMBER)
+        present = number.is_not_null()
+        pair = pl.struct(number.alias("value"), pl.col("decision_id")).filter(present)
+        by = [number.filter(present), pl.col("decision_id").filter(present)]
+        aggs += [number.count().cast(pl.Float64).alias(f"{i}:n"), number.sum().alias(f"{i}:total"),
+                 (number * number).sum().alias(f"{i}:total_sq"),
+                 other.sum().cast(pl.Float64).alias(f"{i}:non_numeric"),
+                 pair.top_k_by(by, EVIDENCE_IDS, reverse=[False, True]).alias(f"{i}:high"),
+                 pair.bottom_k_by(by, EVIDENCE_IDS).alias(f"{i}:low")]
+    wide = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).group_by("month").agg(aggs).collect()
+    moments = pl.concat([wide.select(pl.lit(path, dtype=pl.String).alias("fact"), "month",
+                                     *[pl.col(f"{i}:{name}").alias(name) for name in FACTS_HOW])
+                         for i, path in enumerate(paths)], how="vertical_relaxed")
+    # A (fact, month) without a value has no row, as from the JSON (a path only ever null is no fact).
+    moments = moments.filter((pl.col("n") > 0) | (pl.col("non_numeric") > 0))
+    extreme = pl.concat([wide.select(pl.lit(path, dtype=pl.String).alias("fact"), "month",
+                                     pl.concat_list(f"{i}:high", f"{i}:low").alias("pair"))
+                         for i, path in enumerate(paths)], how="vertical_relaxed")
+    extreme = extreme.explode("pair").drop_nulls("pair").unnest("pair")
+    return moments, extreme.select(list(_EXTREME_SCHEMA))
+
+
+def _moments(long: pl.LazyFrame) -> pl.LazyFrame:
+    return long.group_by("fact", "month").agg(
+        pl.col("value").count().cast(pl.Float64).alias("n"),
+        pl.col("value").sum().alias("total"),
+        (pl.col("value") * pl.col("value")).sum().alias("total_sq"),
+        pl.col("non_numeric").sum().cast(pl.Float64).alias("non_numeric"))
 
 
 def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
@@ -90,31 +116,27 @@ def facts_partial(decisions: pl.LazyFrame | pl.DataFrame,
     if facts is None:
         rows = decisions.lazy().filter(pl.col("facts_json").is_not_null()).select(
             "decision_id", "month", "facts_json").collect()
-        long = _json_long(rows).lazy()
+        typed_moments, typed_candidates = pl.DataFrame(schema=_FACTS_SCHEMA), pl.DataFrame(schema=_EXTREME_SCHEMA)
     else:
         facts = facts.lazy()
-        paths = table_paths(facts.collect_schema().names())
-        partial = (facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-                   .select("decision_id", "month", "facts_json").collect())
-        long = pl.concat([_typed_long(facts, paths), _json_long(partial).lazy()], how="vertical_relaxed")
-    moments, high, low = pl.collect_all([
-        long.group_by("fact", "month").agg(
-            pl.col("value").count().cast(pl.Float64).alias("n"),
-            pl.col("value").sum().alias("total"),
-            (pl.col("value") * pl.col("value")).sum().alias("total_sq"),
-            pl.col("non_numeric").sum().cast(pl.Float64).alias("non_numeric")),
-        *[extremes(_candidates(long, descending), descending=descending) for descending in (True, False)],
-    ])
-    if not moments.height:
-        return _empty()
-    # A (fact, month) without a value has no row: the finalizer reads it as n = 0.
-    return {"facts": merge_frames([moments], ["fact", "month"], FACTS_HOW),
-            "fact_high": high.select(list(_EXTREME_SCHEMA)), "fact_low": low.select(list(_EXTREME_SCHEMA))}
-
-
-def _candidates(long: pl.LazyFrame, descending: bool) -> pl.LazyFrame:
-    """The numeric values at or beyond each (fact, month)'s k-th extreme (only these reach the sort)."""
+        rows = (facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+                .select("decision_id", "month", "facts_json").collect())
+        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()))
+    long = _json_long(rows).lazy()
     values = long.filter(pl.col("value").is_not_null()).select("fact", "month", "value", "decision_id")
+    json_moments, json_high, json_low = pl.collect_all(
+        [_moments(long), _candidates(values, True), _candidates(values, False)])
+    merged = merge_frames([typed_moments, json_moments.select(list(_FACTS_SCHEMA))], ["fact", "month"], FACTS_HOW)
+    if not merged.height:
+        return _empty()
+    high = pl.concat([typed_candidates, json_high], how="vertical_relaxed").lazy()
+    low = pl.concat([typed_candidates, json_low], how="vertical_relaxed").lazy()
+    return {"facts": merged, "fact_high": extremes(high, descending=True).collect(),
+            "fact_low": extremes(low, descending=False).collect()}
+
+
+def _candidates(values: pl.LazyFrame, descending: bool) -> pl.LazyFrame:
+    """The values at or beyond each (fact, month)'s k-th extreme (only these reach the sort)."""
     groups = ["fact", "month"]
     if descending:
         return values.filter(pl.col("value") >= pl.col("value").top_k(EVIDENCE_IDS).min().over(groups))
