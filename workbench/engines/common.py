@@ -95,13 +95,15 @@ def merge_top(frames: Sequence[pl.DataFrame], keys: Sequence[str], k: int = EVID
 
 def top_per_group(frame: pl.LazyFrame, keys: Sequence[str], k: int = EVIDENCE_IDS) -> pl.LazyFrame:
     """Per group of `keys`, the k most recent decisions (`created_at` descending, ties by
-    `decision_id` ascending), sorted by keys then recency. A top-k per group, not a sort of
-    the frame: its cost stays linear in the rows."""
+    `decision_id` ascending), sorted by keys then recency. Only the rows at or after each
+    group's k-th most recent time reach the sort, so its cost stays linear in the rows."""
     keys = list(keys)
+    recent = pl.col("created_at") >= pl.col("created_at").drop_nulls().top_k(k).min().over(keys)
     return (
-        frame.group_by(keys).agg(
-            pl.col("created_at", "decision_id").top_k_by(["created_at", "decision_id"], k, reverse=[False, True]))
-        .explode(["created_at", "decision_id"])
+        frame.filter(recent)
+        .sort(["created_at", "decision_id"], descending=[True, False])
+        .group_by(keys, maintain_order=True)
+        .head(k)
         .sort([*keys, "created_at", "decision_id"], descending=[*([False] * len(keys)), True, False],
               nulls_last=True)
     )
