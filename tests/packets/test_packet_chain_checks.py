@@ -4,6 +4,7 @@ or of the packet's chain excerpt fails exactly the checks named for it, and no o
 from __future__ import annotations
 
 import copy
+import hashlib
 from types import MappingProxyType
 
 import pytest
@@ -225,6 +226,19 @@ def test_a_record_whose_leaf_cannot_be_computed_fails_its_link_and_inclusion_and
     # An empty stated leaf is not the leaf of a record without one.
     state, _ = run(_set("audit_chain", "inclusion_proof", "leaf_hash", value=""), record=record)
     assert "leaf_hash is not the leaf of this record" in state.details[P]
+
+
+def test_a_record_without_a_computable_leaf_has_no_audit_path_even_to_a_root_of_the_empty_leaf():
+    record = dict(copy.deepcopy(BASE.packet["decision_record"]), record_hash=float("nan"))
+
+    def empty_leaf_tree(packet):
+        proof = chain(packet)["inclusion_proof"]
+        proof.update(leaf_index=0, tree_size=1, proof=[])
+        chain(packet)["checkpoint"]["root_hash"] = hashlib.sha256(b"\x00").hexdigest()
+
+    state, _ = run(empty_leaf_tree, record=record)
+    assert P in failing(state)
+    assert "the audit path does not lead from the record's leaf to checkpoint.root_hash" in state.details[P]
 
 
 def test_links_are_anchored_to_the_windows_previous_hashes():

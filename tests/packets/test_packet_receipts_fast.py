@@ -152,3 +152,41 @@ def test_packet_text_composes_the_canonical_text_even_when_a_listed_part_is_not_
     assert _packet_text(packet, texts) == canonical_text({k: v for k, v in packet.items() if k != "packet_hash"})
     assert set(texts.by_part) == {"execution_receipts", "crm_sync_records"}
     assert texts.by_part["execution_receipts"] == [canonical_text(BASE.packet["execution_receipts"][0])]
+
+
+def test_the_binding_cache_keeps_different_bindings_apart_and_computes_each_once(monkeypatch):
+    import gate.packets.receipts_fast as receipts_fast
+
+    calls = []
+    real = receipts_fast.action_binding_match
+    monkeypatch.setattr(receipts_fast, "action_binding_match",
+                        lambda record_binding, binding: calls.append(binding) or real(record_binding, binding))
+    bindings = _BindingCache(RECORD)
+    one, other = {"proposed_action": "apply_discount"}, {"proposed_action": "refund"}
+    nested = {"limits": {"max": 15}}  # no text value: keyed by its canonical text
+    for binding in (one, other, nested, dict(one), dict(other), {"limits": {"max": 15}}):
+        assert bindings.get(binding)[0] == sha256_hex(binding)
+    assert calls == [one, other, nested]
+
+
+def test_a_record_member_that_is_not_plain_text_leaves_the_fast_path():
+    class Text(str):
+        pass
+
+    record = dict(RECORD, verdict=Text(RECORD["verdict"]))
+    assert fast("crm_sync_records", receipt("crm_sync_records"), record) is False
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_a_second_copy_of_the_stated_hash_inside_a_member_leaves_the_fast_path(part):
+    item = copy.deepcopy(BASE.packet[part][0])
+    member = {"execution_receipts": "executor", "outcome_records": "observed_metrics",
+              "crm_sync_records": "field_mapping"}[part]
+    item[member] = dict(item[member], **{HASH[part]: item[HASH[part]]})
+    assert fast(part, item) is False
+
+
+def test_the_hash_member_is_never_first_so_the_cut_takes_the_comma_before_it():
+    for part in PARTS:
+        text = canonical_text(BASE.packet[part][0])
+        assert 1 <= text.index('"decision_protocol_version":') < text.index('"' + HASH[part] + '":')
