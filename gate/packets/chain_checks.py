@@ -225,8 +225,10 @@ def _check_inclusion(state: _State, chain: Mapping[str, Any], record: Mapping[st
     if not _digest_equal(expected_leaf, proof.get("leaf_hash")):
         problems.append("leaf_hash is not the leaf of this record")
     path = proof.get("proof")
+    # A record whose leaf cannot be computed has no audit path: None never verifies (an empty
+    # string would be read as the empty leaf, which a crafted checkpoint root could commit to).
     if not isinstance(path, list) or not verify_inclusion(
-        proof.get("leaf_index"), proof.get("tree_size"), expected_leaf or "", path, checkpoint.get("root_hash")
+        proof.get("leaf_index"), proof.get("tree_size"), expected_leaf, path, checkpoint.get("root_hash")
     ):
         problems.append("the audit path does not lead from the record's leaf to checkpoint.root_hash")
     state.conclude("audit_chain.inclusion_proof", problems)

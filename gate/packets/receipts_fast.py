@@ -154,14 +154,11 @@ def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[
     # Cut the hash member out of the canonical text: what remains is the canonical text of the
     # preimage (all other members, same order). The needle can only occur once, as the
     # top-level member: quotes inside strings are escaped, and a second (nested) occurrence
-    # sends the receipt to the slow path.
+    # sends the receipt to the slow path. It is never the first member (decision_protocol_version,
+    # required above, sorts before every hash member), so a comma precedes it and goes with it.
     needle = '"' + hash_member + '":"' + stated + '"'
     if text.count(needle) != 1:
         return False
     at = text.index(needle)
-    if text[at - 1] == "{":
-        end = at + len(needle)
-        preimage = "{" + text[end + 1:] if text[end] == "," else "{}"
-    else:
-        preimage = text[: at - 1] + text[at + len(needle):]
+    preimage = text[: at - 1] + text[at + len(needle):]
     return hmac.compare_digest(hashlib.sha256(preimage.encode("utf-8")).hexdigest(), stated)

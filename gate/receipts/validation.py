@@ -118,7 +118,7 @@ def _validate(body: Any, members: Mapping[str, F.Check], required: tuple[str, ..
     problems = F.Problems()
     for key in body:
         if key not in members:
-            problems.add(key, "unknown_field", f"{key} is not a member of a {what} request")
+            problems.add(key, "unknown_field", f"{key} is not a member of the {what} request")
     normalized: dict[str, Any] = {}
     for name, check in members.items():
         if name in required:

@@ -33,6 +33,9 @@ CASES = [
     (OUT, {}, [("outcome_status", "missing_field")]),
     (CRM, {}, [("sync_status", "missing_field"), ("crm_provider", "missing_field")]),
     (CRM, {"sync_status": "written", "crm_provider": "hubspot"}, [("crm_object_id", "missing_field")]),
+    # a written sync's object id that is already refused is not also reported missing
+    (CRM, crm_body(crm_object_id=5), [("crm_object_id", "invalid_type")]),
+    (CRM, crm_body(crm_object_id="i" * 301), [("crm_object_id", "too_long")]),
     (EXE, execution_body(executor={}), [("executor.type", "missing_field"), ("executor.id", "missing_field")]),
     (EXE, execution_body(executor={"type": " ", "id": None}), [("executor.type", "missing_field"),
                                                              ("executor.id", "missing_field")]),
@@ -137,6 +140,15 @@ def test_error_message_counts_problems_and_names_the_first():
         EXE({"execution_status": "x"})
     assert caught.value.message.startswith("execution receipt request is invalid (3 problems)")
     assert "execution_status" in caught.value.message
+
+
+def test_outcome_messages_name_the_outcome_request():
+    from gate.errors import GateError
+
+    with pytest.raises(GateError) as caught:
+        OUT({"outcome_status": "succeeded", "extra": 1})
+    assert caught.value.message == (
+        "outcome request is invalid (1 problem); first: extra: extra is not a member of the outcome request")
 
 
 @pytest.mark.parametrize("validator, body", [
