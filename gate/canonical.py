@@ -218,14 +218,15 @@ def _write(value: Any, out: list[str], depth: int = 0) -> None:
         if not value:
             out.append("{}")
             return
+        # Before ordering them: the key order is defined for strings only.
+        if any(type(key) is not str for key in value):
+            raise CanonicalJSONError("JSON_UNSUPPORTED_TYPE", "object keys must be strings")
         out.append("{")
         first = True
         for key in key_order(value):
             if not first:
                 out.append(",")
             first = False
-            if type(key) is not str:
-                raise CanonicalJSONError("JSON_UNSUPPORTED_TYPE", "object keys must be strings")
             out.append(_encode_text(key))
             out.append(":")
             _write(value[key], out, depth + 1)

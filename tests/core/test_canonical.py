@@ -131,3 +131,11 @@ def test_fast_path_boundaries(value):
     from gate.canonical import _canonical_text_slow
 
     assert canonical_text(value) == _canonical_text_slow(value)
+
+
+@pytest.mark.parametrize("value", [{1: "a"}, {"a": {2: "b"}}, {None: 1}, {"a": 1, 2: 3}, [{(1,): 0}]])
+def test_a_key_that_is_not_a_string_is_a_canonical_error_not_a_crash(value):
+    """Callers catch CanonicalJSONError (packet and record verification fail closed on it)."""
+    with pytest.raises(CanonicalJSONError) as caught:
+        canonical_text(value)
+    assert caught.value.code == "JSON_UNSUPPORTED_TYPE"
