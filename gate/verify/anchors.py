@@ -165,12 +165,14 @@ class TrustAnchors:
     # ---- selection
 
     def select_ed25519(self, key_id: Any, fingerprint: Any) -> TrustedEd25519Key | None:
-        """By key id first (preferring a key whose fingerprint also matches), then by fingerprint."""
+        """By key id first (preferring a key whose fingerprint also matches), then by fingerprint.
+
+        Both come from untrusted JSON: only a non-empty string selects (a list must not raise)."""
         if isinstance(key_id, str) and key_id:
             matches = [k for k in self.ed25519 if k.key_id == key_id]
             if matches:
                 for key in matches:
-                    if fingerprint in key.fingerprints:
+                    if isinstance(fingerprint, str) and fingerprint in key.fingerprints:
                         return key
                 return matches[0]
         if isinstance(fingerprint, str) and fingerprint:
