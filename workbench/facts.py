@@ -47,6 +47,8 @@ from workbench.schema import TS
 
 __all__ = ["MAX_PATHS", "FACTS_DIR", "facts_tables", "facts_table", "write_facts", "flatten", "partition_dir"]
 
+flatten = fc.flatten  # the path rules live with the column contract (the engines use them too)
+
 FACTS_DIR = "facts"
 MAX_PATHS = 512
 
@@ -54,34 +56,6 @@ _ARROW_TYPES = {"t": pa.int8(), "b": pa.bool_(), "n": pa.float64(), "s": pa.stri
                 "e": pa.list_(pa.string())}
 # A JSON escape of a UTF-16 surrogate: the text may decode to a string Arrow cannot hold.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
-
-
-def flatten(facts: Any) -> tuple[dict[str, Any], bool]:
-    """Every reachable field path of `facts` with its value, and whether all are exactly typable.
-
-    Only objects are walked (a field path never enters an array); keys no field path can name
-    (with a dot or another character outside `[A-Za-z0-9_-]`, or a path over 160 characters)
-    are skipped. A non-object `facts` has no paths (the evaluator reads it as `{}`).
-    """
-    paths: dict[str, Any] = {}
-    exact = True
-    if not isinstance(facts, dict):
-        return paths, exact
-    stack: list[tuple[str, dict]] = [("", facts)]
-    while stack:
-        prefix, obj = stack.pop()
-        for key, value in obj.items():
-            if not fc.reachable_key(key, first=not prefix):
-                continue
-            path = f"{prefix}.{key}" if prefix else key
-            if len(path) > fc.MAX_PATH_LENGTH:
-                continue
-            paths[path] = value
-            if isinstance(value, dict):
-                stack.append((path, value))
-            elif type(value) is int and abs(value) > fc.MAX_EXACT_INTEGER:
-                exact = False
-    return paths, exact
 
 
 def _cells(value: Any) -> tuple:

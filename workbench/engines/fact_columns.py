@@ -36,7 +36,7 @@ import polars as pl
 __all__ = [
     "KIND_NULL", "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "KIND_ARRAY", "KIND_OBJECT",
     "PARTS", "PART_DTYPES", "STATE_COLUMN", "STATE_TYPED", "STATE_PARTIAL", "STATE_ABSENT",
-    "MAX_EXACT_INTEGER", "column", "path_columns", "path_schema", "strict_key", "reachable_key",
+    "MAX_EXACT_INTEGER", "column", "path_columns", "path_schema", "strict_key", "reachable_key", "flatten",
 ]
 
 KIND_NULL, KIND_BOOL, KIND_NUMBER, KIND_STRING, KIND_ARRAY, KIND_OBJECT = 0, 1, 2, 3, 4, 5
@@ -117,3 +117,31 @@ def strict_key(value: Any) -> str:
         items = sorted(value.items())
         return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + strict_key(v) for k, v in items) + "}"
     raise ValueError(f"{type(value).__name__} is not a JSON value")
+
+
+def flatten(facts: Any) -> tuple[dict[str, Any], bool]:
+    """Every reachable field path of `facts` with its value, and whether all are exactly typable.
+
+    Only objects are walked (a field path never enters an array); keys no field path can name
+    (with a dot or another character outside `[A-Za-z0-9_-]`, or a path over 160 characters)
+    are skipped. A non-object `facts` has no paths (the evaluator reads it as `{}`).
+    """
+    paths: dict[str, Any] = {}
+    exact = True
+    if not isinstance(facts, dict):
+        return paths, exact
+    stack: list[tuple[str, dict]] = [("", facts)]
+    while stack:
+        prefix, obj = stack.pop()
+        for key, value in obj.items():
+            if not reachable_key(key, first=not prefix):
+                continue
+            path = f"{prefix}.{key}" if prefix else key
+            if len(path) > MAX_PATH_LENGTH:
+                continue
+            paths[path] = value
+            if isinstance(value, dict):
+                stack.append((path, value))
+            elif type(value) is int and abs(value) > MAX_EXACT_INTEGER:
+                exact = False
+    return paths, exact

@@ -85,14 +85,12 @@ def _moments(long: pl.LazyFrame) -> pl.LazyFrame:
 
 def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
     """Rows flattened from their `facts_json`, one by one, with the typed table's path rules
-    (`workbench.facts.flatten`, the export's own)."""
-    from workbench.facts import flatten  # the writer's module (it imports this package)
-
+    (`fact_columns.flatten`, the export's own)."""
     out: dict[str, list[Any]] = {name: [] for name in _LONG_SCHEMA}
     for decision_id, month, text in rows.select("decision_id", "month", "facts_json").iter_rows():
         if text is None:
             continue
-        paths, _ = flatten(json.loads(text))
+        paths, _ = fc.flatten(json.loads(text))
         for path, value in paths.items():
             if value is None:
                 continue
@@ -100,7 +98,7 @@ def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
             out["decision_id"].append(decision_id)
             out["month"].append(month)
             out["fact"].append(path)
-            out["value"].append(float(value) if number else None)
+            out["value"].append(float(value) + 0.0 if number else None)  # + 0.0: as the typed column, no -0.0
             out["non_numeric"].append(not number)
     return pl.DataFrame(out, schema=_LONG_SCHEMA)
 
