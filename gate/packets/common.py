@@ -3,7 +3,6 @@ the fixed verification hints, the errors, and small value helpers."""
 
 from __future__ import annotations
 
-import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,8 @@ from gate.errors import GateError
 from gate.merkle import CHECKPOINT_BODY_MEMBERS
 from gate.constants import DECISION_CONFIDENCE_VERSION
 from gate.verify import VerificationInputError
+# One constant-time digest compare and one canonical equality for records and packets.
+from gate.verify.checks import _canon_equal, _digest_equal  # noqa: F401 (re-exported to the packet modules)
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20
 
@@ -178,17 +179,6 @@ def _canon(value: Any) -> str | None:
         return canonical_text(value)
     except (CanonicalJSONError, TypeError, ValueError, RecursionError):
         return None
-
-
-def _canon_equal(a: Any, b: Any) -> bool:
-    text = _canon(a)
-    return text is not None and text == _canon(b)
-
-
-def _digest_equal(a: Any, b: Any) -> bool:
-    if not isinstance(a, str) or not isinstance(b, str):
-        return False
-    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
 
 
 def report_hash(report: Mapping[str, Any], kind: str) -> str:

@@ -15,6 +15,7 @@ def test_digest_equal_compares_strings_only_and_passes_lone_surrogates():
     assert _digest_equal("\ud800x", "\ud801x") is False
     assert _digest_equal("x", "\udfffx") is False
     assert _digest_equal(None, "a") is False and _digest_equal("a", 1) is False
+    assert _digest_equal(None, None) is False and _digest_equal(1, "a") is False
 
 
 def test_canon_equal_is_canonical_and_false_when_either_side_cannot_be_canonicalised():
@@ -22,6 +23,8 @@ def test_canon_equal_is_canonical_and_false_when_either_side_cannot_be_canonical
     assert _canon_equal(True, 1) is False
     assert _canon_equal(float("nan"), float("nan")) is False
     assert _canon_equal(object(), object()) is False
+    assert _canon_equal({"a": 1}, {"a": 2}) is False
+    assert _canon_equal({"a": 1}, object()) is False
 
 
 def _record(**members):
