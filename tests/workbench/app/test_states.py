@@ -143,3 +143,28 @@ def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):
     state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
     state.run()
     assert state.result is None and "errors" in state.message
+
+
+def test_migration_compute_writes_no_parameter(workbench_home, tmp_path):
+    """The page runs `compute` in a worker thread and `finish` on the event loop: `compute`
+    must change no parameter (a write from another thread may never reach the browser)."""
+    store, _, _ = workbench_home
+    authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    authoring.load_current()
+    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    draft = state.begin()
+    assert state.running and draft is not None
+    events = []
+    state.param.watch(events.append, list(state.param))
+    computed = state.compute(draft)
+    assert events == [] and computed["run"].result.decisions_evaluated > 0
+    state.finish(computed)
+    assert not state.running and "decisions replayed" in state.message
+    assert {event.name for event in events} >= {"result", "semantic", "message", "running"}
+    # A refusal and a crash are applied the same way.
+    refused = state.compute({**draft, "rules": "no"})
+    state.finish(refused)
+    assert state.result is None and state.message.startswith("dry-run refused: ")
+    state.begin()
+    state.finish(None)
+    assert not state.running and "failed" in state.message

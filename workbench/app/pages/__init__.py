@@ -70,8 +70,11 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     async def refresh_dataset(_):
         refresh.disabled, bar.visible, bar.value = True, True, 0
 
-        def progress(done: int, total: int) -> None:
-            bar.value = int(100 * done / total) if total else 100
+        loop = asyncio.get_running_loop()
+
+        def progress(done: int, total: int) -> None:  # called in the export's worker thread
+            value = int(100 * done / total) if total else 100
+            loop.call_soon_threadsafe(setattr, bar, "value", value)  # widgets change on the loop
 
         try:
             outcome = await asyncio.to_thread(store.refresh_dataset, progress)

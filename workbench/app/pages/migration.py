@@ -92,10 +92,17 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
     promote = pn.widgets.Button(name="Promote draft", button_type="warning")
 
     async def start(_):
+        # The dry-run computes in a worker thread; every parameter and widget is written here,
+        # on the server's event loop, so each change reaches the browser.
+        draft = state.begin()
+        if draft is None:
+            return
         run.disabled, progress.visible, progress.active = True, True, True
+        computed = None
         try:
-            await asyncio.to_thread(state.run)
+            computed = await asyncio.to_thread(state.compute, draft)
         finally:
+            state.finish(computed)
             run.disabled, progress.visible, progress.active = False, False, False
 
     run.on_click(start)

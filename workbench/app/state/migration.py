@@ -42,25 +42,48 @@ class MigrationState(param.Parameterized):
 
     def run(self) -> None:
         """Dry-run the draft over every historical decision of the rulebook in this scope, and
-        diff it exactly against the scope's current version. Blocking: pages call it off the
-        event loop."""
+        diff it exactly against the scope's current version (`begin`, `compute`, `finish` in
+        one go). Blocking."""
+        draft = self.begin()
+        if draft is not None:
+            self.finish(self.compute(draft))
+
+    def begin(self) -> dict[str, Any] | None:
+        """Mark a dry-run as started; the draft to run, or None (the message says why)."""
         draft = self._draft()
         if draft is None:
-            return
+            return None
         self.running, self.exported, self.promoted = True, None, None
         self.message = f"dry-running {draft.get('rulebook_id')} {draft.get('version')} over history…"
+        return draft
+
+    def compute(self, draft: dict[str, Any]) -> dict[str, Any]:
+        """The dry-run and the semantic diff, or the refusal, without touching any parameter:
+        pages run this in a worker thread and apply the result with `finish` on the server's
+        event loop (a parameter written from another thread may not reach the browser)."""
+        rulebook_id = self.rulebook_id or draft["rulebook_id"]
         started = time.perf_counter()
         try:
-            self._run = self.store.dry_run(self.scope, self.rulebook_id or draft["rulebook_id"], draft)
-            self.semantic = self.store.semantic_diff(self.scope, self.rulebook_id or draft["rulebook_id"], draft)
-            self.result = self._run.result.to_dict()
-            self.seconds = time.perf_counter() - started
-            self.message = (f"{self.result['decisions_evaluated']} decisions replayed, "
-                            f"{self.result['decisions_changed']} change verdict "
-                            f"({self.seconds:.2f} s)")
+            run = self.store.dry_run(self.scope, rulebook_id, draft)
+            semantic = self.store.semantic_diff(self.scope, rulebook_id, draft)
         except (DryRunError, GateError) as exc:
-            self._run, self.result, self.semantic = None, None, None
-            self.message = f"dry-run refused: {exc}"
+            return {"refused": str(exc)}
+        return {"run": run, "semantic": semantic, "seconds": time.perf_counter() - started}
+
+    def finish(self, computed: dict[str, Any] | None) -> None:
+        """Apply what `compute` returned (None: it raised; the running flag is cleared)."""
+        try:
+            if computed is None:
+                self.message = "dry-run failed: see the server log"
+            elif "refused" in computed:
+                self._run, self.result, self.semantic = None, None, None
+                self.message = f"dry-run refused: {computed['refused']}"
+            else:
+                self._run, self.semantic, self.seconds = computed["run"], computed["semantic"], computed["seconds"]
+                self.result = self._run.result.to_dict()
+                self.message = (f"{self.result['decisions_evaluated']} decisions replayed, "
+                                f"{self.result['decisions_changed']} change verdict "
+                                f"({self.seconds:.2f} s)")
         finally:
             self.running = False
 
