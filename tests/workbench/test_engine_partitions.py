@@ -69,3 +69,32 @@ def test_engines_are_deterministic_and_notice_the_injected_signals(engine):
         ids = {a["anomaly_id"] for a in first["anomalies"]}
         assert {"fact_drift:fact:amount", "failure_rate_shift:matched_rule_id:escalate",
                 "verdict_mix_shift:policy_version:v2"} <= ids
+
+
+KEYED = {
+    "effectiveness": lambda d, o, by=(): effectiveness.partial(d, o, by=by),
+    "anomalies": lambda d, o, by=(): anomalies.partial(d, o, CLASSES, None, by=by),
+    "benchmarks": lambda d, o, by=(): benchmarks.partial(d, o, CLASSES, own_scope=None, by=by),
+}
+
+
+@pytest.mark.parametrize("engine", sorted(KEYED))
+def test_a_keyed_partial_holds_each_partitions_own_partial(engine):
+    """`partial(…, by=keys)` (how the report rollups are computed, all partitions at once) gives,
+    row for row, what `partial` gives for each partition alone, led by the partition's keys."""
+    f = frames(*random_ledger(5, scopes=("tenant_a", "tenant_b", "tenant_c")))
+    decisions, outcomes = f.decisions.collect(), f.outcomes.collect()
+    keys = ["k_scope", "k_month"]
+    keyed_frames = decisions.with_columns(pl.col("scope").alias("k_scope"), pl.col("month").alias("k_month"))
+    keyed = KEYED[engine](keyed_frames.lazy(), outcomes.lazy(), keys)
+    compared, parts = 0, 0
+    for part, part_outcomes in _partitions(decisions, outcomes):
+        parts += 1
+        first = part.select("scope", "month").collect().row(0)
+        alone = KEYED[engine](part, part_outcomes)
+        for name, frame in alone.items():
+            mine = keyed[name].filter((pl.col("k_scope") == first[0]) & (pl.col("k_month") == first[1])).drop(keys)
+            if frame.height or mine.height:
+                assert mine.equals(frame), (name, first)
+                compared += 1
+    assert parts > 10 and compared >= parts  # every partition's sample at least

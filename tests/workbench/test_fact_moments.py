@@ -107,3 +107,18 @@ def test_a_path_that_is_a_number_and_an_object_does_not_break_the_report():
     f = frames(ds, [])
     report = anomalies.anomalies(f.decisions, f.outcomes, CLASSES, min_sample=1, threshold=0.0, max_items=5)
     assert report["checks"]["facts"]["numeric_facts"] == 1  # x.y; x itself holds an object once
+
+
+def test_a_month_with_fewer_than_twice_k_values_lists_each_decision_once(tmp_path):
+    """Its largest and smallest values overlap: the typed table must not give a decision twice
+    as evidence (the JSON reading never did)."""
+    ds, os_ = _ledger(seed=5, n=24)
+    _with_facts_table(tmp_path, ds, os_)
+    params = ReportParams(limit=None, min_sample=3, threshold=0.0, max_items=100)
+    typed = from_dataset(tmp_path, policy_id="pricing")
+    a = anomaly_report(typed, "pricing", params)
+    assert a == anomaly_report(type(typed)(typed.decisions, typed.outcomes), "pricing", params)
+    drift = [f for f in a["anomalies"] if f["kind"] == "fact_drift"]
+    assert drift
+    for finding in drift:
+        assert len(finding["decision_ids"]) == len(set(finding["decision_ids"])) > 0

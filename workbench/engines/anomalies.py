@@ -53,44 +53,46 @@ COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *S
 
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
-            facts: pl.LazyFrame | None = None) -> dict[str, pl.DataFrame]:
-    """The additive state of one partition. The decision–outcome join runs once; every
-    aggregate below reads its in-memory result. `facts`: the typed facts table of exactly
-    these decisions when the source has one (`fact_moments.facts_partial`)."""
-    joined = with_latest_outcome(decisions.select(COLUMNS), outcomes).with_columns(class_expr(classes)).collect()
+            facts: pl.LazyFrame | None = None, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+    """The additive state of one partition (of each partition of the `by` key columns, keys
+    first, when given). The decision–outcome join runs once; every aggregate below reads its
+    in-memory result. `facts`: the typed facts table of exactly these decisions when the source
+    has one (`fact_moments.facts_partial`; with `by`, its rows carry the key columns)."""
+    by = list(by)
+    joined = with_latest_outcome(decisions.select(*COLUMNS, *by), outcomes).with_columns(class_expr(classes)).collect()
     frame = joined.lazy()
     segments, failed = [], []
     for dim in (*SEGMENT_DIMENSIONS, "policy_version"):
         fill = DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE
-        seg = frame.select(pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
+        seg = frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
                            "effect", "created_at", "decision_id")
-        segments.append(seg.group_by("dimension", "value").agg(
+        segments.append(seg.group_by(*by, "dimension", "value").agg(
             pl.len().cast(pl.Int64).alias("decisions"),
             (pl.col("effect") == SUCCESS).sum().cast(pl.Int64).alias("success"),
             (pl.col("effect") == FAILURE).sum().cast(pl.Int64).alias("failure"),
         ))
         failed.append(top_per_group(seg.filter(pl.col("effect") == FAILURE)
-                                    .select("dimension", "value", "created_at", "decision_id"),
-                                    ["dimension", "value"]))
+                                    .select(*by, "dimension", "value", "created_at", "decision_id"),
+                                    [*by, "dimension", "value"]))
     versioned = frame.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
-    versions = versioned.group_by("policy_version", "verdict").agg(
+    versions = versioned.group_by(*by, "policy_version", "verdict").agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first_at"))
-    by_verdict = top_per_group(versioned.select("policy_version", "verdict", "created_at", "decision_id"),
-                               ["policy_version", "verdict"])
-    months = frame.group_by("month").agg(pl.len().cast(pl.Int64).alias("decisions"))
+    by_verdict = top_per_group(versioned.select(*by, "policy_version", "verdict", "created_at", "decision_id"),
+                               [*by, "policy_version", "verdict"])
+    months = frame.group_by(*by, "month").agg(pl.len().cast(pl.Int64).alias("decisions"))
     seg_df, failed_df, versions_df, by_verdict_df, months_df = pl.collect_all(
         [pl.concat(segments), pl.concat(failed), versions, by_verdict, months])
     state = {
-        "sample": sample_partial(frame),
-        "segments": merge_frames([seg_df], ["dimension", "value"], SEGMENT_HOW),
+        "sample": sample_partial(frame, by),
+        "segments": merge_frames([seg_df], [*by, "dimension", "value"], SEGMENT_HOW),
         "failed": failed_df,
-        "versions": merge_frames([versions_df], ["policy_version", "verdict"], VERSION_HOW),
+        "versions": merge_frames([versions_df], [*by, "policy_version", "verdict"], VERSION_HOW),
         "by_verdict": by_verdict_df,
-        "months": merge_frames([months_df], ["month"], {"decisions": "sum"}),
+        "months": merge_frames([months_df], [*by, "month"], {"decisions": "sum"}),
     }
     # The facts need no outcome: read straight from the decisions, so the join above does not
     # carry every decision's facts text through it.
-    state.update(factlib.facts_partial(decisions, facts))
+    state.update(factlib.facts_partial(decisions, facts, by))
     return state
 
 

@@ -45,17 +45,21 @@ DELTA_BAND = 0.05
 
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-            own_scope: str) -> dict[str, pl.DataFrame]:
-    joined = (with_latest_outcome(decisions.select("decision_id", "scope", "created_at"), outcomes)
+            own_scope: str | None, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+    """`sample`: the caller's own scope's decisions by latest status (every scope's, when
+    `own_scope` is None: rollups keep each partition's and pick the caller's when they are read);
+    `scopes`: per scope, the counts the percentiles are taken over. `by`: per partition."""
+    joined = (with_latest_outcome(decisions.select("decision_id", "scope", "created_at", *by), outcomes)
               .with_columns(class_expr(classes)).collect().lazy())  # one join, two aggregates
-    per_scope = joined.group_by("scope").agg(
+    per_scope = joined.group_by([*by, "scope"]).agg(
         pl.len().cast(pl.Int64).alias("decisions"),
         *[(pl.col("effect") == c).sum().cast(pl.Int64).alias(c) for c in (SUCCESS, FAILURE, EXCLUDED, OPEN)],
         (pl.col("effect") != NO_OUTCOME).sum().cast(pl.Int64).alias("with_outcome"),
     ).collect()
+    own = joined if own_scope is None else joined.filter(pl.col("scope") == own_scope)
     return {
-        "sample": sample_partial(joined.filter(pl.col("scope") == own_scope)),
-        "scopes": merge_frames([per_scope], ["scope"], SCOPE_HOW),
+        "sample": sample_partial(own, by),
+        "scopes": merge_frames([per_scope], [*by, "scope"], SCOPE_HOW),
     }
 
 

@@ -4,6 +4,8 @@ the sample block every report states, and the small statistics the formulas use.
 Every engine is written as three pure steps so it can run partition by partition:
 
     partial(decisions, outcomes, …) → dict of small DataFrames (additive state)
+    partial(…, by=keys)              → the partials of every partition at once, each row led by
+                                       its partition's key columns (the report rollups)
     merge([partial, …])              → one partial of the same shape
     finalize(partial, …)             → the report body (plain JSON-ready dict)
 
@@ -115,17 +117,18 @@ def top_per_group(frame: pl.LazyFrame, keys: Sequence[str], k: int = EVIDENCE_ID
 SAMPLE_HOW = {"decisions": "sum", "outcome_records": "sum", "first_at": "min", "last_at": "max"}
 
 
-def sample_partial(joined: pl.LazyFrame) -> pl.DataFrame:
-    """Per latest status (null = no outcome): decisions, outcome records, first/last decision time."""
+def sample_partial(joined: pl.LazyFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """Per latest status (null = no outcome): decisions, outcome records, first/last decision time.
+    `by`: partition key columns of `joined`; the partial of each partition, keys first."""
     return (
-        joined.group_by("status")
+        joined.group_by([*by, "status"])
         .agg(
             pl.len().cast(pl.Int64).alias("decisions"),
             pl.col("outcome_records").sum().cast(pl.Int64),
             pl.col("created_at").min().alias("first_at"),
             pl.col("created_at").max().alias("last_at"),
         )
-        .sort("status", nulls_last=True)
+        .sort([*by, "status"], nulls_last=True)
         .collect()
     )
 

@@ -38,9 +38,11 @@ HEALTHY_AT = 0.8
 MONITOR_AT = 0.6
 
 
-def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> dict[str, pl.DataFrame]:
-    """The additive state of one partition: decisions per latest outcome status."""
-    return {"sample": sample_partial(with_latest_outcome(decisions.select("decision_id", "created_at"), outcomes))}
+def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+    """The additive state of one partition: decisions per latest outcome status (per partition
+    of the `by` key columns, keys first, when given)."""
+    joined = with_latest_outcome(decisions.select("decision_id", "created_at", *by), outcomes)
+    return {"sample": sample_partial(joined, by)}
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:

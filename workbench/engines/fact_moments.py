@@ -43,12 +43,12 @@ def table_paths(names: Sequence[str]) -> list[str]:
     return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix))
 
 
-def _typed(facts: pl.LazyFrame, paths: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The typed rows' moments per (fact, month) and each path's k largest and k smallest
     values per month with their decision (ties by decision id), in one grouped pass over the
     table however many paths (wide, then one row per (fact, month))."""
     if not paths:
-        return pl.DataFrame(schema=_FACTS_SCHEMA), pl.DataFrame(schema=_EXTREME_SCHEMA)
+        return pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA)), pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     aggs = []
     for i, path in enumerate(paths):
         kind = pl.col(fc.column(path, "t"))
@@ -56,27 +56,34 @@ def _typed(facts: pl.LazyFrame, paths: list[str]) -> tuple[pl.DataFrame, pl.Data
         other = kind.is_not_null() & (kind != fc.KIND_NULL) & (kind != fc.KIND_NUMBER)
         present = number.is_not_null()
         pair = pl.struct(number.alias("value"), pl.col("decision_id")).filter(present)
-        by = [number.filter(present), pl.col("decision_id").filter(present)]
+        order = [number.filter(present), pl.col("decision_id").filter(present)]
         aggs += [number.count().cast(pl.Float64).alias(f"{i}:n"), number.sum().alias(f"{i}:total"),
                  (number * number).sum().alias(f"{i}:total_sq"),
                  other.sum().cast(pl.Float64).alias(f"{i}:non_numeric"),
-                 pair.top_k_by(by, EVIDENCE_IDS, reverse=[False, True]).alias(f"{i}:high"),
-                 pair.bottom_k_by(by, EVIDENCE_IDS).alias(f"{i}:low")]
-    wide = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).group_by("month").agg(aggs).collect()
-    moments = pl.concat([wide.select(pl.lit(path, dtype=pl.String).alias("fact"), "month",
+                 pair.top_k_by(order, EVIDENCE_IDS, reverse=[False, True]).alias(f"{i}:high"),
+                 pair.bottom_k_by(order, EVIDENCE_IDS).alias(f"{i}:low")]
+    wide = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).group_by(*by, "month").agg(aggs).collect()
+    moments = pl.concat([wide.select(*by, pl.lit(path, dtype=pl.String).alias("fact"), "month",
                                      *[pl.col(f"{i}:{name}").alias(name) for name in FACTS_HOW])
                          for i, path in enumerate(paths)], how="vertical_relaxed")
     # A (fact, month) without a value has no row, as from the JSON (a path only ever null is no fact).
     moments = moments.filter((pl.col("n") > 0) | (pl.col("non_numeric") > 0))
-    extreme = pl.concat([wide.select(pl.lit(path, dtype=pl.String).alias("fact"), "month",
+    extreme = pl.concat([wide.select(*by, pl.lit(path, dtype=pl.String).alias("fact"), "month",
                                      pl.concat_list(f"{i}:high", f"{i}:low").alias("pair"))
                          for i, path in enumerate(paths)], how="vertical_relaxed")
-    extreme = extreme.explode("pair").drop_nulls("pair").unnest("pair")
-    return moments, extreme.select(list(_EXTREME_SCHEMA))
+    # A month with fewer than 2k values has decisions among both its largest and its smallest:
+    # each decision is a candidate once (a decision holds one value of a path).
+    extreme = extreme.explode("pair").drop_nulls("pair").unnest("pair").unique(
+        subset=[*by, "fact", "month", "decision_id"], maintain_order=True)
+    return moments, extreme.select(*by, *_EXTREME_SCHEMA)
 
 
-def _moments(long: pl.LazyFrame) -> pl.LazyFrame:
-    return long.group_by("fact", "month").agg(
+def _keyed(by: Sequence[str], schema: dict) -> dict:
+    return {**{key: pl.String for key in by}, **schema}
+
+
+def _moments(long: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:
+    return long.group_by(*by, "fact", "month").agg(
         pl.col("value").count().cast(pl.Float64).alias("n"),
         pl.col("value").sum().alias("total"),
         (pl.col("value") * pl.col("value")).sum().alias("total_sq"),
@@ -103,51 +110,62 @@ def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(out, schema=_LONG_SCHEMA)
 
 
-def facts_partial(decisions: pl.LazyFrame | pl.DataFrame,
-                  facts: pl.LazyFrame | pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | pl.DataFrame | None = None,
+                  by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
     """`facts` (fact, month → n, total, total_sq, non_numeric), `fact_high` / `fact_low`
     (the EVIDENCE_IDS largest / smallest values per fact and month, with their decision).
 
     `facts`: the typed facts table of exactly these decisions (`decision_id`, `month`,
     `facts_state`, `facts_json`, typed columns), as an exported dataset holds it; without it,
-    every decision's `facts_json` is flattened one by one (the live ledger's bounded samples)."""
+    every decision's `facts_json` is flattened one by one (the live ledger's bounded samples).
+    `by`: partition key columns (of the decisions, and of the facts rows when given); every
+    table is then per partition, keys first."""
+    by = list(by)
     if facts is None:
         rows = decisions.lazy().filter(pl.col("facts_json").is_not_null()).select(
-            "decision_id", "month", "facts_json").collect()
-        typed_moments, typed_candidates = pl.DataFrame(schema=_FACTS_SCHEMA), pl.DataFrame(schema=_EXTREME_SCHEMA)
+            "decision_id", "month", "facts_json", *by).collect()
+        typed_moments = pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA))
+        typed_candidates = pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     else:
         facts = facts.lazy()
         rows = (facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-                .select("decision_id", "month", "facts_json").collect())
-        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()))
+                .select("decision_id", "month", "facts_json", *by).collect())
+        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()), by)
     long = _json_long(rows).lazy()
-    values = long.filter(pl.col("value").is_not_null()).select("fact", "month", "value", "decision_id")
+    if by:  # each flattened value carries its decision's partition keys
+        long = long.join(rows.lazy().select("decision_id", *by), on="decision_id", how="left").select(
+            *by, *_LONG_SCHEMA)
+    values = long.filter(pl.col("value").is_not_null()).select(*by, "fact", "month", "value", "decision_id")
     json_moments, json_high, json_low = pl.collect_all(
-        [_moments(long), _candidates(values, True), _candidates(values, False)])
-    merged = merge_frames([typed_moments, json_moments.select(list(_FACTS_SCHEMA))], ["fact", "month"], FACTS_HOW)
+        [_moments(long, by), _candidates(values, True, by), _candidates(values, False, by)])
+    merged = merge_frames([typed_moments, json_moments.select(*by, *_FACTS_SCHEMA)], [*by, "fact", "month"],
+                          FACTS_HOW)
     if not merged.height:
         return _empty()
     high = pl.concat([typed_candidates, json_high], how="vertical_relaxed").lazy()
     low = pl.concat([typed_candidates, json_low], how="vertical_relaxed").lazy()
-    return {"facts": merged, "fact_high": extremes(high, descending=True).collect(),
-            "fact_low": extremes(low, descending=False).collect()}
+    return {"facts": merged, "fact_high": extremes(high, descending=True, by=by).collect(),
+            "fact_low": extremes(low, descending=False, by=by).collect()}
 
 
-def _candidates(values: pl.LazyFrame, descending: bool) -> pl.LazyFrame:
+def _candidates(values: pl.LazyFrame, descending: bool, by: Sequence[str] = ()) -> pl.LazyFrame:
     """The values at or beyond each (fact, month)'s k-th extreme (only these reach the sort)."""
-    groups = ["fact", "month"]
+    groups = [*by, "fact", "month"]
     if descending:
         return values.filter(pl.col("value") >= pl.col("value").top_k(EVIDENCE_IDS).min().over(groups))
     return values.filter(pl.col("value") <= pl.col("value").bottom_k(EVIDENCE_IDS).max().over(groups))
 
 
-def extremes(values: pl.LazyFrame, *, descending: bool, k: int = EVIDENCE_IDS) -> pl.LazyFrame:
+def extremes(values: pl.LazyFrame, *, descending: bool, k: int = EVIDENCE_IDS,
+             by: Sequence[str] = ()) -> pl.LazyFrame:
     """Per (fact, month) the k most extreme values; ties by decision id (deterministic)."""
+    groups = [*by, "fact", "month"]
     return (
         values.sort(["value", "decision_id"], descending=[descending, False])
-        .group_by(["fact", "month"], maintain_order=True)
+        .group_by(groups, maintain_order=True)
         .head(k)
-        .sort(["fact", "month", "value", "decision_id"], descending=[False, False, descending, False])
+        .sort([*groups, "value", "decision_id"], descending=[*([False] * len(groups)), descending, False],
+              nulls_last=True)
     )
 
 
