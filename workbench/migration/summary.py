@@ -80,14 +80,18 @@ def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, 
 
 
 def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
+    tally: dict[tuple, int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
+    for old, new, name, count in outcome_cube.select("old_verdict", "new_verdict", "outcome_class",
+                                                     "count").iter_rows():
+        tally[(old, new, name)] = tally.get((old, new, name), 0) + int(count)
     cells = []
     for old in VERDICTS:
         for new in VERDICTS:
             if old == new:
                 continue
-            cell = outcome_cube.filter((pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))
-            by_class = {name: _count(cell, pl.col("outcome_class") == name) for name in OUTCOME_CLASSES}
-            cells.append({"from": old, "to": new, "count": _count(cell), **by_class})
+            by_class = {name: tally.get((old, new, name), 0) for name in OUTCOME_CLASSES}
+            total = sum(count for (o, n, _), count in tally.items() if (o, n) == (old, new))
+            cells.append({"from": old, "to": new, "count": total, **by_class})
     cell = {(c["from"], c["to"]): c for c in cells}
     return {
         "by_transition": cells,
