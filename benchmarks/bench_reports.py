@@ -14,8 +14,13 @@ benchmarks/results/ (git-ignored).
 
 What is timed (best of `--repeat` runs, wall clock, load average printed beside):
 
-* ours: `workbench.policy_reports` over `workbench.load.from_dataset` (scan, filter, engines,
-  envelope and hash), one figure per report: effectiveness, anomalies, benchmarks;
+* ours: `workbench.policy_reports` over `workbench.load.from_dataset` (manifest, rollups,
+  merge, finalize, envelope and hash), one figure per report: effectiveness, anomalies,
+  benchmarks. A whole-history report merges the dataset's report rollups
+  (`workbench.rollups`), which the export keeps current; building them for the whole dataset
+  (what a first export or a full rebuild pays once) is timed and printed separately;
+* ours from rows: the same reports with the rollups set aside, the engines over every decision
+  and outcome (best of `--rows-repeat`); both must give identical reports, hashes included;
 * DuckDB: the aggregates the engines compute, in SQL over the same Parquet files;
 * PostgreSQL: the same SQL over the same rows COPYed into tables with the obvious indexes (the
   load is not timed).
@@ -42,6 +47,13 @@ import pyarrow.dataset as pads
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from dataclasses import replace  # noqa: E402
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from workbench import rollups  # noqa: E402
+from workbench.dataset import open_location  # noqa: E402
+from workbench.export import new_manifest, record_files  # noqa: E402
 from workbench.load import conform, from_dataset, polars_schema  # noqa: E402
 from workbench.policy_reports import (  # noqa: E402
     CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
@@ -161,6 +173,30 @@ def generate(root: Path, total: int, seed: int = 7) -> None:
                                     "rows": rows, "seed": seed, "facts_table": True}))
 
 
+def build_rollups(root: Path) -> float | None:
+    """Give the generated dataset an export's manifest (file lists) and its report rollups, as
+    the export writes them; returns the seconds the full build took (None: already there)."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    if manifest.get("rollups", {}).get("version") == rollups.ROLLUP_VERSION:
+        return None
+    files = []
+    for pattern in ("decisions/scope=*/month=*/*.parquet", "outcomes/scope=*/month=*/*.parquet",
+                    "facts/rulebook_id=*/scope=*/month=*/*.parquet"):
+        for path in sorted(root.glob(pattern)):
+            relative = path.relative_to(root).as_posix()
+            table = "/".join(relative.split("/")[:2]) if relative.startswith("facts/") else relative.split("/")[0]
+            files.append({"path": relative, "table": table, "rows": pq.ParquetFile(path).metadata.num_rows})
+    full = new_manifest(synthetic=True, generator="benchmarks/bench_reports.py", created_at="2026-01-01T00:00:00.000Z")
+    full.update({k: v for k, v in manifest.items() if k not in full})
+    record_files(full, files, 1)
+    t0 = time.perf_counter()
+    full["rollups"] = rollups.update(open_location(str(root)), full, 1, files, CLASSES)
+    seconds = time.perf_counter() - t0
+    full["runs"] = 1
+    (root / "manifest.json").write_text(json.dumps(full))
+    return seconds
+
+
 def calibration() -> float:
     """A fixed Polars workload (group-by of 2,000,000 integer keys), timed in the same run: the
     machine's speed at that moment, so figures from loaded and idle machines can be compared."""
@@ -274,6 +310,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows-repeat", type=int, default=1)
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--pg-url", default=os.environ.get("GATE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
@@ -282,6 +319,10 @@ def main() -> int:
     t0 = time.perf_counter()
     generate(root, args.decisions)
     print(f"dataset {root} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
+    built = build_rollups(root)
+    if built is not None:
+        print(f"rollups built for the whole dataset in {built:.1f} s (export-time cost)   "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
 
     calibrate = calibration()
     print(f"calibration (Polars group-by of 2M rows) {calibrate:.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
@@ -296,12 +337,24 @@ def main() -> int:
         "anomalies": lambda: anomaly_report(frames(), POLICY, every),
         "benchmarks": lambda: benchmark_report(frames(), POLICY, every, own_scope=scopes[0], opted_in=set(scopes)),
     }
+    rows = {
+        "effectiveness": lambda: effectiveness_report(replace(frames(), rollup=None), POLICY, every),
+        "anomalies": lambda: anomaly_report(replace(frames(), rollup=None), POLICY, every),
+        "benchmarks": lambda: benchmark_report(replace(frames(), rollup=None), POLICY, every, own_scope=scopes[0],
+                                               opted_in=set(scopes)),
+    }
+    assert frames().rollup is not None, "the dataset has no current rollups"
     figures: dict[str, dict[str, float]] = {}
     reports = {}
     for kind, fn in ours.items():
         seconds, reports[kind] = best(fn, args.repeat)
         figures[kind] = {"ours": seconds}
         print(f"ours  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+    for kind, fn in rows.items():
+        seconds, report = best(fn, args.rows_repeat)
+        assert report == reports[kind], f"{kind}: the report from rows differs from the report from rollups"
+        figures[kind]["rows"] = seconds
+        print(f"rows  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}  (identical report)", flush=True)
     sample = reports["effectiveness"]["sample"]
     expected = dict(sample["latest_outcome_counts"])
     expected[None] = sample["decisions_considered"] - sample["decisions_with_outcome"]
@@ -315,17 +368,18 @@ def main() -> int:
                 assert _counts_from_sql(rows) == expected, (engine, _counts_from_sql(rows), expected)
             figures[kind][engine] = seconds
             print(f"{engine:10} {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
-    figures["benchmarks"].update({k: v for k, v in figures["effectiveness"].items() if k != "ours"})
+    figures["benchmarks"].update({k: v for k, v in figures["effectiveness"].items() if k not in ("ours", "rows")})
     print()
     print(f"| report ({sample['decisions_considered']:,} decisions, {sample['outcome_records']:,} outcomes) "
-          "| ours | × ours: DuckDB | × ours: PostgreSQL |")
-    print("|---|---:|---:|---:|")
+          "| ours | × ours: ours from rows | × ours: DuckDB | × ours: PostgreSQL |")
+    print("|---|---:|---:|---:|---:|")
     for kind, row in figures.items():
-        ratios = [f"{row[e] / row['ours']:.2f}" if e in row else "-" for e in ("duckdb", "postgresql")]
-        print(f"| {kind} | {row['ours']:.3f} s | {ratios[0]} | {ratios[1]} |")
+        ratios = [f"{row[e] / row['ours']:.1f}" if e in row else "-" for e in ("rows", "duckdb", "postgresql")]
+        print(f"| {kind} | {row['ours']:.3f} s | {ratios[0]} | {ratios[1]} | {ratios[2]} |")
     print(f"calibration {calibrate:.3f} s; load average {os.getloadavg()}, {os.cpu_count()} CPUs")
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "reports.json").write_text(json.dumps({"decisions": args.decisions, "figures": figures,
+                                                          "rollup_build_s": built,
                                                           "calibration_s": calibrate, "load": os.getloadavg()},
                                                          indent=2))
     return 0

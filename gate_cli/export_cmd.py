@@ -31,7 +31,8 @@ def cmd_export(args) -> int:
     try:
         ledger.upgrade()
         result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
-                               settle_seconds=args.settle_seconds, progress=ProgressBar())
+                               settle_seconds=args.settle_seconds, progress=ProgressBar(),
+                               rollup_progress=ProgressBar(label="rollups", unit="partitions"))
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2
@@ -55,7 +56,9 @@ def cmd_export(args) -> int:
         added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items() if name != "facts")
         facts = result.new_rows["facts"]
         added += f", facts +{sum(facts.values()):,} ({len(facts)} rulebooks)"
-        print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files)")
+        rolled = manifest["rollups"]
+        print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files); report rollups: "
+              f"{rolled['recomputed_partitions']:,} of {rolled['decision_partitions']:,} partitions recomputed")
     return 0
 
 

@@ -38,7 +38,8 @@ import pyarrow.fs as pafs
 from gate.canonical import sha256_hex
 from gate.clock import iso_ms
 from gate.ledger import Ledger, stream
-from workbench import convert
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from workbench import convert, rollups
 from workbench.facts import FACTS_DIR, facts_tables
 from workbench.dataset import (
     MANIFEST,
@@ -126,7 +127,7 @@ def _prepare(location: Location) -> dict[str, Any] | None:
             entries = location.fs.get_file_info(pafs.FileSelector(location.root)) \
                 if info.type == pafs.FileType.Directory else []
             # Only table directories (a first run that died before its manifest) may be there.
-            if any(entry.base_name not in (*TABLES, FACTS_DIR) for entry in entries):
+            if any(entry.base_name not in (*TABLES, FACTS_DIR, rollups.ROLLUPS_DIR) for entry in entries):
                 raise DatasetError(f"{location.uri} is not empty and has no {MANIFEST}: "
                                    "export into a new or empty location")
         except (OSError, pa.ArrowException) as exc:
@@ -145,8 +146,9 @@ def _prepare(location: Location) -> dict[str, Any] | None:
 
 
 def _remove_uncommitted(location: Location, committed_runs: int) -> int:
-    """Delete part files of runs the manifest has not committed (a failed run's leftovers)."""
+    """Delete part files and rollups of runs the manifest has not committed (a failed run's leftovers)."""
     removed = 0
+    rollups.remove_runs(location, newer_than=committed_runs)
     for table in (*TABLES, FACTS_DIR):
         if not location.exists(table):
             continue
@@ -193,8 +195,12 @@ def export_ledger(
     settle_seconds: int = SETTLE_SECONDS,
     now: datetime | None = None,
     progress: Progress | None = None,
+    rollup_progress: Progress | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
+
+    `progress(rows done, rows to do)` follows the rows; `rollup_progress(partitions done,
+    partitions to do)` the report rollups recomputed before the commit (`workbench.rollups`).
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -239,6 +245,10 @@ def export_ledger(
                                             "merkle_root": head["merkle_root"],
                                             "head_link_hash": head["head_link_hash"]}
         files = writer.close()
+        record_files(manifest, files, run)
+        # Before the commit: the report rollups of every partition this run touched.
+        manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
+                                             progress=rollup_progress)
     except BaseException as exc:
         writer.abort()
         try:
@@ -249,7 +259,6 @@ def export_ledger(
             raise DatasetError(f"writing {location.uri} failed: {exc}") from exc
         raise
 
-    record_files(manifest, files, run)
     for name in TABLES:
         manifest["tables"][name]["rows"] += new_rows[name]
     for rulebook_id, count in new_rows["facts"].items():
@@ -261,6 +270,10 @@ def export_ledger(
     manifest["ledger_head"] = ledger_head(
         manifest["chains"], {name: manifest["tables"][name]["rows"] for name in TABLES})
     write_manifest(location, manifest)
+    try:
+        rollups.remove_runs(location, older_than=run - 1)
+    except (OSError, pa.ArrowException):
+        pass  # superseded rollups only take room; the next run tries again
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
 
 

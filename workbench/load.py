@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import quote, unquote
 
 import polars as pl
@@ -41,6 +41,10 @@ class Frames:
     decisions: pl.LazyFrame
     outcomes: pl.LazyFrame
     facts: pl.LazyFrame | None = None
+    # The dataset's report rollups of exactly this selection (a whole-history read of one
+    # policy), when current: `workbench.rollups.RollupView`. The policy reports merge them
+    # instead of scanning the rows; everything else reads the frames.
+    rollup: Any = None
 
 
 def polars_schema(table: str) -> pl.Schema:
@@ -140,33 +144,45 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
                            ).drop("rulebook_id")
 
 
-def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool) -> pl.LazyFrame:
+def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
+             carry: Sequence[str] = ()) -> pl.LazyFrame:
     """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
     rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
     export writes one facts row per decision); otherwise the rows are matched by decision id and
-    a decision without a row joins as `partial` with its `facts_json`."""
-    if every_decision:
+    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
+    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
+    carry = list(carry)
+    if every_decision and not carry:
         counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
         if counts[0].item() == counts[1].item():
             return facts
-    ids = decisions.select("decision_id")
+    ids = decisions.select("decision_id", *carry)
     missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
-        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json")
-    return pl.concat([facts.join(ids, on="decision_id", how="semi"), missing], how="diagonal_relaxed")
+        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
+    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
+    return pl.concat([matched, missing], how="diagonal_relaxed")
 
 
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
                  policy_version: str | None = None, limit: int | None = None) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
-    typed facts table too when the dataset has one."""
-    read_manifest(root)
+    typed facts table too when the dataset has one, and for a whole-history read (`limit` None)
+    the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.rollups`)."""
+    manifest = read_manifest(root)
     frames = select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
                     policy_id=policy_id, policy_version=policy_version, limit=limit)
+    rollup = None
+    if policy_id is not None and limit is None:
+        from workbench.rollups import RollupView
+
+        rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
     facts = scan_facts(root, policy_id, scopes) if policy_id is not None else None
     if facts is None:
-        return frames
-    every = policy_version is None and limit is None
-    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every))
+        return Frames(frames.decisions, frames.outcomes, None, rollup)
+    # With rollups the reports never read these facts: they stay a lazy match by decision id
+    # (no count over every decision now; the cost is paid only by whoever collects them).
+    every = policy_version is None and limit is None and rollup is None
+    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup)
 
 
 # --------------------------------------------------------------------------- live ledger

@@ -131,23 +131,39 @@ def _envelope(kind: str, policy_id: str, params: ReportParams, body: dict) -> di
                                     "parameters": params.for_kind(kind), **body})
 
 
+def _merged(engine, kind: str, frames, compute, own_scope: str | None = None) -> dict:
+    """The engine's merged state over the frames: the dataset's rollups of the selection when it
+    has current ones (`workbench.rollups`), else `compute()` over the rows. Both are merges of
+    the same engine's partials, so the report is the same either way (a test holds them equal)."""
+    view = frames.rollup
+    if view is not None and view.usable(CLASSES):
+        return engine.merge([view.partial(kind, own_scope=own_scope)])
+    return engine.merge([compute()])
+
+
 def effectiveness_report(frames, policy_id: str, params: ReportParams) -> dict:
-    body = effectiveness_engine.effectiveness(frames.decisions, frames.outcomes, CLASSES,
-                                              min_sample=params.min_sample)
+    state = _merged(effectiveness_engine, "effectiveness", frames,
+                    lambda: effectiveness_engine.partial(frames.decisions, frames.outcomes))
+    body = effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample)
     return _envelope("effectiveness", policy_id, params, body)
 
 
 def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
-    body = anomaly_engine.anomalies(frames.decisions, frames.outcomes, CLASSES, min_sample=params.min_sample,
-                                    threshold=params.threshold, max_items=params.max_items, facts=frames.facts)
+    state = _merged(anomaly_engine, "anomalies", frames,
+                    lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
+    body = anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
+                                   max_items=params.max_items)
     return _envelope("anomalies", policy_id, params, body)
 
 
 def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope: str,
                      opted_in: AbstractSet[str]) -> dict:
-    body = benchmark_engine.benchmarks(frames.decisions, frames.outcomes, CLASSES, own_scope=own_scope,
-                                       opted_in=opted_in, min_cohort_scopes=params.min_cohort_scopes,
-                                       min_cohort_decisions=params.min_cohort_decisions)
+    state = _merged(benchmark_engine, "benchmarks", frames,
+                    lambda: benchmark_engine.partial(frames.decisions, frames.outcomes, CLASSES, own_scope=own_scope),
+                    own_scope=own_scope)
+    body = benchmark_engine.finalize(state, CLASSES, own_scope=own_scope, opted_in=opted_in,
+                                     min_cohort_scopes=params.min_cohort_scopes,
+                                     min_cohort_decisions=params.min_cohort_decisions)
     return _envelope("benchmarks", policy_id, params, body)
 
 

@@ -27,6 +27,8 @@ import pyarrow.compute as pc
 
 from gate.canonical import key_order, sha256_hex
 from gate.clock import iso_ms
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from workbench import rollups
 from workbench.dataset import DatasetError, open_location, read_manifest, write_manifest
 from workbench.demo import DEFAULT_SEED
 from workbench.demo import scenario as S
@@ -244,6 +246,7 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": roots[scope][0],
                                   "head_link_hash": roots[scope][1]}
                           for scope, size in chains.items() if size}
+    manifest["rollups"] = rollups.update(location, manifest, 1, files, OUTCOME_EFFECTIVENESS_CLASS)
     manifest["runs"] = 1
     manifest["ledger_head"] = ledger_head(manifest["chains"], rows)
     manifest["synthesis"] = {"decisions": decisions, "seed": seed, "chunk": chunk,

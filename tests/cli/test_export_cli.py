@@ -38,6 +38,8 @@ def test_export_then_rerun_then_json(seeded, tmp_path):
     done = gate(["export", "--out", str(out)], seeded)
     assert done.returncode == 0, done.stderr
     assert "export run 1" in done.stdout and "decisions +6" in done.stdout
+    # six decisions in six (scope, month) partitions, every one rolled up on the first run
+    assert "report rollups: 6 of 6 partitions recomputed" in done.stdout
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
     table = pads.dataset(str(out / "outcomes"), format="parquet", partitioning="hive").to_table()
     assert table.num_rows == 6
@@ -72,6 +74,7 @@ def test_progress_bar_on_a_terminal(seeded, tmp_path):
         os.close(master)
     assert done.returncode == 0
     assert b"100% |" in drawn and b"12/12 rows" in drawn
+    assert b"rollups 100% |" in drawn and b"6/6 partitions" in drawn
 
 
 def test_errors_exit_2_with_a_message_and_write_nothing(seeded, tmp_path):

@@ -103,10 +103,15 @@ def test_incremental_export_writes_only_new_files_and_a_rerun_changes_nothing(wr
     changed = {name for name in after if before.get(name) != after[name]}
     assert all(before[name] == after[name] for name in before if name != "manifest.json")
     new_files = changed - {"manifest.json"}
-    assert new_files and all(Path(name).name.startswith("part-000002-") for name in new_files)
+    assert new_files and all(Path(name).name.startswith("part-000002-") or name.startswith("rollups/run-000002/")
+                             for name in new_files)
     assert third.new_rows["decisions"] == 1 and third.new_rows["outcomes"] == 1
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tables"]["decisions"]["rows"] == 101 and manifest["runs"] == 2
+    # The report rollups: only the partition the new decision and its outcome landed in was
+    # recomputed (workbench.rollups); the others were carried over from run 1.
+    assert manifest["rollups"]["run"] == 2 and manifest["rollups"]["recomputed_partitions"] == 1
+    assert manifest["rollups"]["decision_partitions"] == 5  # acme: Jan, Mar, May; globex/eu: Feb, Apr
     decisions = pads.dataset(str(out / "decisions"), format="parquet", partitioning="hive").to_table()
     ids = decisions.column("decision_id").to_pylist()
     assert len(ids) == len(set(ids)) == 101

@@ -167,8 +167,9 @@ class WorkbenchStore:
             frames = self._frame_cache.pop(key, None)
             if frames is None:
                 lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
-                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(),
-                                None if lazy.facts is None else lazy.facts.collect().lazy())
+                # With rollups the reports never read the facts: they are not read into memory.
+                facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
+                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup)
             self._frame_cache[key] = frames
             while len(self._frame_cache) > FRAME_CACHE_SIZE:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
