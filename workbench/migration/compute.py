@@ -23,6 +23,7 @@ bounded by the aggregates, not by the history):
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -121,6 +122,22 @@ def _flip_by_pick(table: pl.DataFrame) -> pl.Expr:
     return pl.col(rp.PICK).is_not_null() & pl.col("old_verdict").is_not_null() & ~pl.any_horizontal(same)
 
 
+def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
+    """Per outcome field, the replayed decisions whose value changes (one pass over the cube)."""
+    count = pl.col("count")
+    conditions = {
+        # The record stores no status; a stored needs_input decision carries its reason code.
+        "status": (pl.col("new_status") == rp.NEEDS_INPUT_STATUS) != (pl.col("old_reason") == rp.NEEDS_INPUT_REASON),
+        "verdict": pl.col("old_verdict").ne_missing(pl.col("new_verdict")),
+        "application_verdict": pl.col("application_verdict_changed"),
+        "action": pl.col("action_changed"),
+        "reason_code": pl.col("old_reason").ne_missing(pl.col("new_reason")),
+        "matched_rule_id": pl.col("old_rule").ne_missing(pl.col("new_rule")),
+    }
+    row = replayed.select([count.filter(test).sum().alias(name) for name, test in conditions.items()]).row(0)
+    return {name: int(value or 0) for name, value in zip(conditions, row)}
+
+
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
     """Run the dry-run: one aggregating pass over the history and one over its flips (the
     flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet.
@@ -141,11 +158,10 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     # Pass 3: the vector rows that flip, and the partial rows with their facts for the scalar evaluator.
     selected = zipped.filter(~typed_or_absent | _flip_by_pick(table)).select(
         *_KEEP, fc.STATE_COLUMN, "facts_json", rp.PICK)
-    versions = history.decisions.group_by(["policy_version", "rulebook_hash"]).agg(
-        pl.len().alias("decisions"), pl.col("created_at").min().alias("first"), pl.col("created_at").max().alias("last"))
     # Separate streaming passes on purpose: collecting them together shares the replay as a
     # cached subplan, which holds the whole replayed history in memory.
-    grouped, selected, versions = (frame.collect(engine="streaming") for frame in (grouped, selected, versions))
+    grouped, selected = (frame.collect(engine="streaming") for frame in (grouped, selected))
+    versions = history.versions_in_scope()
     partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
     flipped = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).select(
         "decision_id", "created_at", "scope", "old_verdict", "old_rule", "old_reason", rp.PICK)
@@ -153,16 +169,6 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     new_columns = list(_NEW.values())
     scalar = _scalar_rows(partial.select(*_KEEP, "facts_json"), draft).rename(_NEW)
     scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
-    fine = pl.concat([
-        grouped.join(named, on=rp.PICK, how="left").with_columns(
-            pl.when(pl.col(rp.PICK).is_not_null()).then(pl.lit(rp.REPLAY_VECTOR)).otherwise(pl.lit(rp.REPLAY_NONE))
-            .alias("replay")).drop(rp.PICK),
-        scalar.group_by([*_OLD, "month", "replay", *new_columns]).agg(pl.len().cast(pl.Int64).alias("count")),
-    ], how="diagonal_relaxed").with_columns(
-        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
-        .alias("application_verdict_changed"),
-        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
-    ).group_by([*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]).agg(pl.col("count").sum())
     flip_columns = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
                     "old_reason", "new_reason"]
     flipped = pl.concat([
@@ -171,41 +177,41 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
         scalar.filter((pl.col("replay") == rp.REPLAY_SCALAR) & (pl.col("old_verdict") != pl.col("new_verdict")))
         .select(flip_columns),
     ], how="vertical_relaxed")
-    # Outcomes only of the flipped decisions: the history's outcomes are never held in memory.
-    latest = latest_outcomes(history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode())))
-    latest = latest.collect(engine="streaming")
-    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-    flips = flipped.join(latest, on="decision_id", how="left").with_columns(
-        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
-        .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
-        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
-        .alias("outcome_class")).select(FLIP_COLUMNS)
-    if flips_path is not None:
-        flips.write_parquet(flips_path)
-    cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
-    in_fine = pl.col("replay") != rp.REPLAY_NONE
-    months = fine.group_by("month").agg(
-        pl.col("count").sum().alias("decisions"),
-        pl.col("count").filter(in_fine).sum().alias("replayed"),
-        pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
-        pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
-    )
-    done = fine.filter(in_fine)
-
-    def changed(condition: pl.Expr) -> int:
-        return int(done.filter(condition)["count"].sum())
-
-    changes = {
-        # The record stores no status; a stored needs_input decision carries its reason code.
-        "status": changed((pl.col("new_status") == rp.NEEDS_INPUT_STATUS)
-                          != (pl.col("old_reason") == rp.NEEDS_INPUT_REASON)),
-        "verdict": changed(pl.col("old_verdict").ne_missing(pl.col("new_verdict"))),
-        "application_verdict": changed(pl.col("application_verdict_changed")),
-        "action": changed(pl.col("action_changed")),
-        "reason_code": changed(pl.col("old_reason").ne_missing(pl.col("new_reason"))),
-        "matched_rule_id": changed(pl.col("old_rule").ne_missing(pl.col("new_rule"))),
-    }
-    outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
-        pl.len().cast(pl.Int64).alias("count"))
-    listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
+        # Outcomes only of the flipped decisions (the history's outcomes are never held in
+        # memory), read while the cube is built from the grouped rows (Polars releases the GIL).
+        reading = worker.submit(latest_outcomes(history.outcomes.filter(
+            pl.col("decision_id").is_in(flipped["decision_id"].implode()))).collect, engine="streaming")
+        fine = pl.concat([
+            grouped.join(named, on=rp.PICK, how="left").with_columns(
+                pl.when(pl.col(rp.PICK).is_not_null()).then(pl.lit(rp.REPLAY_VECTOR)).otherwise(pl.lit(rp.REPLAY_NONE))
+                .alias("replay")).drop(rp.PICK),
+            scalar.group_by([*_OLD, "month", "replay", *new_columns]).agg(pl.len().cast(pl.Int64).alias("count")),
+        ], how="diagonal_relaxed").with_columns(
+            pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
+            .alias("application_verdict_changed"),
+            pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
+        ).group_by([*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]).agg(pl.col("count").sum())
+        cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
+        in_fine = pl.col("replay") != rp.REPLAY_NONE
+        months = fine.group_by("month").agg(
+            pl.col("count").sum().alias("decisions"),
+            pl.col("count").filter(in_fine).sum().alias("replayed"),
+            pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
+            pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
+        )
+        changes = _field_changes(fine.filter(in_fine))
+        classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
+        flips = flipped.join(reading.result(), on="decision_id", how="left").with_columns(
+            pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
+            .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
+            .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
+            .alias("outcome_class")).select(FLIP_COLUMNS)
+        if flips_path is not None:  # written while the last aggregates are made
+            writing = worker.submit(flips.write_parquet, flips_path)
+        outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
+            pl.len().cast(pl.Int64).alias("count"))
+        listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+        if flips_path is not None:
+            writing.result()  # a failed write raises here
     return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)

@@ -30,7 +30,7 @@ from workbench.facts import FACTS_DIR, facts_tables
 from workbench.migration.errors import DryRunError
 from workbench.schema import DATASET_SCHEMA_VERSION
 
-__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS"]
+__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS", "SUMMARY_COLUMNS"]
 
 MANIFEST = "manifest.json"
 DECISION_COLUMNS = {
@@ -48,7 +48,9 @@ _HIVE = {"scope": pl.String, "month": pl.String}
 class History:
     """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
     decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
-    (OUTCOME_COLUMNS) and `source` (JSON-ready: kind, location, `hash` of what was read)."""
+    (OUTCOME_COLUMNS), `source` (JSON-ready: kind, location, `hash` of what was read) and
+    `versions` (SUMMARY_COLUMNS: the rulebook's decisions per scope, version and rulebook hash
+    in every scope, read once; `per_scope` and `versions_in_scope` derive from it)."""
 
     rulebook_id: str
     scope: str | None
@@ -56,6 +58,28 @@ class History:
     base: pl.LazyFrame
     outcomes: pl.LazyFrame
     source: dict[str, Any]
+    versions: pl.DataFrame
+
+    def per_scope(self) -> dict[str, int]:
+        """Decisions of the rulebook per scope, every scope."""
+        return dict(self.versions.group_by("scope").agg(pl.col("decisions").sum()).iter_rows())
+
+    def versions_in_scope(self) -> pl.DataFrame:
+        """`policy_version`, `rulebook_hash`, `decisions`, `first`, `last` of the history's scope
+        (every scope when it has none)."""
+        rows = self.versions if self.scope is None else self.versions.filter(pl.col("scope") == self.scope)
+        return rows.group_by(["policy_version", "rulebook_hash"]).agg(
+            pl.col("decisions").sum(), pl.col("first").min(), pl.col("last").max())
+
+
+SUMMARY_COLUMNS = ("scope", "policy_version", "rulebook_hash", "decisions", "first", "last")
+
+
+def summarize_decisions(decisions: pl.LazyFrame) -> pl.LazyFrame:
+    """The decisions per scope, version and rulebook hash, with the first and last decision time."""
+    return decisions.group_by(["scope", "policy_version", "rulebook_hash"]).agg(
+        pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first"),
+        pl.col("created_at").max().alias("last"))
 
 
 # The replay base: the stored (old) side of each decision and its facts state.
@@ -140,7 +164,8 @@ def read_manifest(root: Path) -> tuple[dict, bytes]:
 def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = None,
                  paths: tuple[str, ...] = ()) -> History:
     """The history of `rulebook_id` (in `scope`, or every scope) in an exported dataset.
-    `paths`: the fact paths whose typed columns the caller will read."""
+    `paths`: the fact paths whose typed columns the caller will read. Reads the rulebook's
+    decisions once for `History.versions` (every scope) and the facts files' row counts."""
     root = Path(location)
     manifest, raw = read_manifest(root)
     decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
@@ -154,15 +179,19 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
     facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
+    every_scope = summarize_decisions(decisions)
     if scope is not None:
         decisions = decisions.filter(pl.col("scope") == scope)
         outcomes = outcomes.filter(pl.col("scope") == scope)
         facts = facts.filter(pl.col("scope") == scope)
+    # One read of the rulebook's decisions in every scope (the versions, the per-scope counts
+    # load_history checks); the facts rows of the selection are counted from the files' metadata.
+    versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
+    selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
-    counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
-    covered = counts[0].item() == counts[1].item() and _carry_stored_outcome(facts_files)
-    return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source)
+    covered = int(selected["decisions"].sum()) == facts_rows.item() and _carry_stored_outcome(facts_files)
+    return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 
 
 def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
@@ -193,7 +222,7 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
     # Every decision of the rulebook got a facts row from the same batch: the base is covered.
     return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
-                   outcomes.lazy(), source)
+                   outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect())
 
 
 def ledger_location(ledger) -> str:

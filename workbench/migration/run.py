@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,25 +43,23 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
                  paths: tuple[str, ...]) -> History:
     """The rulebook's history in `scope`, refusing an unknown rulebook and an empty history."""
     if dataset is not None:
-        everything = from_dataset(dataset, rulebook_id, None, paths)
+        history = from_dataset(dataset, rulebook_id, scope, paths)
     elif ledger is not None:
-        everything = from_ledger(ledger, rulebook_id, None)
+        history = from_ledger(ledger, rulebook_id, None)
     else:
         raise ValueError("give a dataset or a ledger")
-    per_scope = dict(everything.decisions.group_by("scope").agg(pl.len()).collect().iter_rows())
+    per_scope = history.per_scope()
     if not per_scope:
         raise DryRunError("RULEBOOK_UNKNOWN", f"no decision of rulebook {rulebook_id!r} in the history "
-                          f"({everything.source['kind']} {everything.source['location']})")
+                          f"({history.source['kind']} {history.source['location']})")
     if scope is not None and not per_scope.get(scope):
         raise DryRunError("HISTORY_EMPTY", f"rulebook {rulebook_id!r} has no decision in scope {scope!r} "
                           f"(it has decisions in {len(per_scope)} other scope(s))")
-    if scope is None:
-        return everything
-    if dataset is not None:
-        return from_dataset(dataset, rulebook_id, scope, paths)
-    in_scope = pl.col("scope") == scope
-    return History(rulebook_id, scope, everything.decisions.filter(in_scope), everything.base.filter(in_scope),
-                   everything.outcomes.filter(in_scope), everything.source)
+    if scope is None or history.scope == scope:
+        return history
+    in_scope = pl.col("scope") == scope  # the ledger was read for every scope
+    return replace(history, scope=scope, decisions=history.decisions.filter(in_scope),
+                   base=history.base.filter(in_scope), outcomes=history.outcomes.filter(in_scope))
 
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
