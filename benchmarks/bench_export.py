@@ -9,7 +9,9 @@ decisions, so 10,000,000 do not fit on this machine's disk), so the benchmark me
 sizes given and reports whether peak memory grows with N (the export is bounded by design: one ledger batch plus the
 writer's buffers, capped at BUFFER_ROWS rows); the summary states the measured growth.
 
-Each export runs in a child process; its peak resident memory comes from `wait4` (ru_maxrss).
+Each export runs in a child process, which reports its own peak resident memory (`VmHWM` of its
+address space; `ru_maxrss` from `wait4` is not used: Linux carries it across `exec`, so it could
+show this parent's peak instead of the child's).
 Baselines measured in the same run: the child's memory after imports and opening the ledger
 (no export), and for the incremental export the full export's time. Load (`uptime`) is printed
 beside the figures. Results go to benchmarks/results/export.json.
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shutil
 import sqlite3
@@ -47,13 +48,14 @@ ledger = Ledger(sys.argv[1]) if sys.argv[3] != "synth" else None
 if sys.argv[3] == "synth":
     from workbench.synth import synthesize
     manifest = synthesize(sys.argv[2], decisions=int(sys.argv[1]))
-    print(time.perf_counter() - started, manifest["tables"]["decisions"]["rows"])
+    print(time.perf_counter() - started, manifest["tables"]["decisions"]["rows"], end=" ")
 elif sys.argv[3] == "export":
     result = export_ledger(ledger, sys.argv[2], now=datetime(2028, 6, 1, tzinfo=timezone.utc))
-    print(time.perf_counter() - started, sum(v for k, v in result.new_rows.items() if k != "facts"))
+    print(time.perf_counter() - started, sum(v for k, v in result.new_rows.items() if k != "facts"), end=" ")
 else:
     ledger.read().__enter__()
-    print(0.0, 0)
+    print(0.0, 0, end=" ")
+print(next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")))
 """
 
 
@@ -64,12 +66,11 @@ def load() -> str:
 def child(url: str, out: str, mode: str) -> dict:
     process = subprocess.Popen([sys.executable, "-c", CHILD, url, out, mode], cwd=ROOT,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(process.pid, 0)
-    stdout, stderr = process.stdout.read(), process.stderr.read()
-    if status != 0:
+    stdout, stderr = process.communicate()
+    if process.returncode != 0:
         raise SystemExit(f"export child failed: {stderr}")
-    seconds, rows = stdout.split()
-    return {"seconds": round(float(seconds), 3), "rows": int(rows), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+    seconds, rows, peak_kib = stdout.split()
+    return {"seconds": round(float(seconds), 3), "rows": int(rows), "peak_rss_mib": round(int(peak_kib) / 1024, 1)}
 
 
 def seed_base(path: Path, decisions: int) -> None:

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from workbench import rollups  # noqa: E402
 from workbench.dataset import open_location  # noqa: E402
 from workbench.export import new_manifest, record_files  # noqa: E402
-from workbench.load import conform, from_dataset, polars_schema  # noqa: E402
+from workbench.load import conform, from_dataset  # noqa: E402
 from workbench.policy_reports import (  # noqa: E402
     CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
 from workbench.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
