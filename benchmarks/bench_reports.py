@@ -190,7 +190,7 @@ def build_rollups(root: Path) -> float | None:
     full.update({k: v for k, v in manifest.items() if k not in full})
     record_files(full, files, 1)
     t0 = time.perf_counter()
-    full["rollups"] = rollups.update(open_location(str(root)), full, 1, files, CLASSES)
+    full["rollups"] = rollups.update(open_location(str(root)), full, 1, files, CLASSES, outcome_partitions=())
     seconds = time.perf_counter() - t0
     full["runs"] = 1
     (root / "manifest.json").write_text(json.dumps(full))

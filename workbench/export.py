@@ -225,6 +225,11 @@ def export_ledger(
 
     run = manifest["runs"] + 1
     writer = PartitionedWriter(location, run)
+    # The (scope, month) decision partitions whose decisions get new outcome records: a late
+    # outcome changes its decision's rollup (looked up in the ledger by id, batch by batch, when
+    # the rollups are carried over; otherwise every partition is recomputed anyway).
+    reopened: set[tuple[str, str]] | None = \
+        set() if rollups.current(manifest, OUTCOME_EFFECTIVENESS_CLASS) else None
     done = 0
 
     def advance(count: int) -> None:
@@ -238,7 +243,7 @@ def export_ledger(
     try:
         for name, item in plan.items():
             manifest["watermarks"][name] = _export_scope(ledger, writer, name, item, cutoff, batch_size,
-                                                         new_rows, advance)
+                                                         new_rows, advance, reopened)
             if item["head"] is not None:
                 head = item["head"]
                 manifest["chains"][name] = {"chain_id": head["chain_id"], "size": head["size"],
@@ -248,7 +253,7 @@ def export_ledger(
         record_files(manifest, files, run)
         # Before the commit: the report rollups of every partition this run touched.
         manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
-                                             progress=rollup_progress)
+                                             outcome_partitions=reopened or (), progress=rollup_progress)
     except BaseException as exc:
         writer.abort()
         try:
@@ -277,7 +282,7 @@ def export_ledger(
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
 
 
-def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance) -> dict:
+def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict:
     mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
     head = item["head"]
     if head is not None and item["decisions"]:
@@ -301,6 +306,9 @@ def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, adv
                 ledger, kind, scope=scope, reported_before=cutoff, batch_size=batch_size,
                 after=(scope, after["reported_at"], after["receipt_id"]) if after else None):
             writer.add(table, convert.receipts_table(rows))
+            if table == "outcomes" and reopened is not None:
+                found = stream.decisions_created_at(ledger, [row["decision_id"] for row in rows])
+                reopened.update((owner, convert.month_of(created_at)) for owner, created_at in found.values())
             new_rows[table] += len(rows)
             previous = mark["receipts"].get(kind, {}).get("count", 0)
             mark["receipts"][kind] = {"reported_at": rows[-1]["reported_at"], "receipt_id": rows[-1]["receipt_id"],

@@ -18,7 +18,8 @@ Keeping them current (`update`, called by the export and the synthetic generator
 commit the manifest): a run recomputes exactly the decision partitions it touched, the
 (scope, month) directories it wrote decisions into and those holding the decisions of the
 outcome records it wrote (a late outcome changes its decision's partition, not the month it
-was reported in), and copies every other partition's rows from the previous run's rollups.
+was reported in; the export looks those decisions up in the ledger by id), and copies every
+other partition's rows from the previous run's rollups.
 Everything is recomputed when the manifest has no rollups, or rollups of another version or of
 another mapping of outcome statuses to effectiveness classes.
 
@@ -46,7 +47,6 @@ from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -88,8 +88,9 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
     `decisions`: rows in the dataset contract (`scope`, `month` included); `outcomes`: every
     outcome record of those decisions; `facts`: per rulebook id, its typed facts rows of those
     decisions (with `month`), absent when the dataset has no facts file for them. Each engine
-    computes the partials of every partition at once (`partial(…, by=KEYS)`), one policy at a
-    time (each policy has its own facts table). Returns `{"<kind>.<state>": [frames, KEYS first]}`."""
+    computes the partials of every partition at once (`partial(…, by=KEYS)`, every policy
+    together); the facts' moments one policy at a time (each policy has its own facts table).
+    Returns `{"<kind>.<state>": [frames, KEYS first]}`."""
     from workbench.load import facts_of  # the loader's rule for matching facts rows to decisions
 
     out: dict[str, list[pl.DataFrame]] = defaultdict(list)
@@ -97,20 +98,23 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
         pl.col("policy_id").alias(KEYS[0]), pl.col("policy_version").alias(KEYS[1]),
         pl.col("scope").alias(KEYS[2]), pl.col("month").alias(KEYS[3]))
     by = list(KEYS)
+    # The outcomes of decisions without a policy are in `outcomes` too: the engines join them to
+    # the decisions by id, so they never count.
+    every, mine = keyed.lazy(), outcomes.lazy()
+    partials = [
+        ("effectiveness", effectiveness.partial(every, mine, by=by)),
+        ("anomalies", anomalies.outcome_partial(every, mine, classes, by=by)),
+        ("benchmarks", benchmarks.partial(every, mine, classes, own_scope=None, by=by)),
+    ]
     for policy_id in sorted(keyed[KEYS[0]].unique().to_list()):
         part = keyed.filter(pl.col(KEYS[0]) == policy_id).lazy()
-        mine = outcomes.lazy().join(part.select("decision_id"), on="decision_id", how="semi")
         rows = facts.get(policy_id)
         typed = None if rows is None else facts_of(part, rows.lazy(), every_decision=False, carry=by)
-        partials = {
-            "effectiveness": effectiveness.partial(part, mine, by=by),
-            "anomalies": anomalies.partial(part, mine, classes, typed, by=by),
-            "benchmarks": benchmarks.partial(part, mine, classes, own_scope=None, by=by),
-        }
-        for kind, state in partials.items():
-            for name, frame in state.items():
-                if frame.height:
-                    out[f"{kind}.{name}"].append(frame)
+        partials.append(("anomalies", fact_moments.facts_partial(part, typed, by)))
+    for kind, state in partials:
+        for name, frame in state.items():
+            if frame.height:
+                out[f"{kind}.{name}"].append(frame)
     return out
 
 
@@ -184,29 +188,6 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
-def _touched_by_outcomes(location: Location, manifest: dict, new_outcomes: Iterable[str]
-                         ) -> set[tuple[str, str]]:
-    """The (scope, month) decision partitions holding the decisions of the new outcome files."""
-    by_scope: dict[str, list[str]] = defaultdict(list)
-    for path in new_outcomes:
-        parsed = _parse(path)
-        if parsed is not None:
-            by_scope[parsed[1]].append(path)
-    decision_files = _files_by_partition(manifest, "decisions")
-    touched = set()
-    for scope, paths in by_scope.items():
-        ids = _read(location, paths, ["decision_id"]).column("decision_id")
-        wanted = pc.unique(ids)
-        for (s, month), entries in decision_files.items():
-            if s != scope or (s, month) in touched:
-                continue
-            hit = _read(location, [e["path"] for e in entries], ["decision_id"],
-                        ds.field("decision_id").isin(wanted))
-            if hit is not None and hit.num_rows:
-                touched.add((s, month))
-    return touched
-
-
 # --------------------------------------------------------------------------- update
 
 
@@ -224,18 +205,20 @@ def current(manifest: dict, classes: Mapping[str, str]) -> bool:
 
 
 def update(location: Location, manifest: dict, run: int, new_files: Sequence[dict], classes: Mapping[str, str],
-           *, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+           *, outcome_partitions: Iterable[tuple[str, str]],
+           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
 
     `manifest` already lists this run's files (`record_files`) but is not written yet; it may
-    hold the previous run's `rollups` member. Returns the new `rollups` member (the caller puts
-    it into the manifest it commits)."""
+    hold the previous run's `rollups` member. `outcome_partitions`: the (scope, month)
+    partitions of the decisions of this run's new outcome records (the export asks the ledger;
+    unused when every partition is recomputed: a first run, or rollups that cannot be carried
+    over). Returns the new `rollups` member (the caller puts it into the manifest it commits)."""
     reuse = current(manifest, classes)
     decision_files = _files_by_partition(manifest, "decisions")
     if reuse:
         touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
-        touched |= _touched_by_outcomes(location, manifest,
-                                        [f["path"] for f in new_files if f["table"] == "outcomes"])
+        touched |= set(outcome_partitions) & set(decision_files)
     else:
         touched = set(decision_files)
     outcome_files = _files_by_partition(manifest, "outcomes")

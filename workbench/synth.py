@@ -246,7 +246,8 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": roots[scope][0],
                                   "head_link_hash": roots[scope][1]}
                           for scope, size in chains.items() if size}
-    manifest["rollups"] = rollups.update(location, manifest, 1, files, OUTCOME_EFFECTIVENESS_CLASS)
+    manifest["rollups"] = rollups.update(location, manifest, 1, files, OUTCOME_EFFECTIVENESS_CLASS,
+                                         outcome_partitions=())
     manifest["runs"] = 1
     manifest["ledger_head"] = ledger_head(manifest["chains"], rows)
     manifest["synthesis"] = {"decisions": decisions, "seed": seed, "chunk": chunk,

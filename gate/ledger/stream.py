@@ -236,6 +236,22 @@ def chain_heads_of(ledger: Ledger, scope: str | None = None) -> list[dict[str, A
         return [dict(row) for row in connection.execute(query.order_by(chain_heads.c.scope)).mappings()]
 
 
+LOOKUP_BATCH = 500  # ids per `IN (...)` query: well under every backend's bound on parameters
+
+
+def decisions_created_at(ledger: Ledger, decision_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """`decision_id → (scope, created_at)` of the given decisions (ids not in the ledger are
+    absent), by primary key, in queries of at most LOOKUP_BATCH ids."""
+    out: dict[str, tuple[str, str]] = {}
+    wanted = sorted(set(decision_ids))
+    with ledger.read() as connection:
+        for start in range(0, len(wanted), LOOKUP_BATCH):
+            query = select(decisions.c.decision_id, decisions.c.scope, decisions.c.created_at).where(
+                decisions.c.decision_id.in_(wanted[start:start + LOOKUP_BATCH]))
+            out.update((row[0], (row[1], row[2])) for row in connection.execute(query))
+    return out
+
+
 def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
     """Stored receipts per kind (every kind present, 0 when none)."""
     query = select(lifecycle_receipts.c.kind, func.count()).group_by(lifecycle_receipts.c.kind)
@@ -248,6 +264,6 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
 
 __all__ = [
     "DECISION_COLUMNS", "DEFAULT_BATCH", "MAX_BATCH", "RECEIPT_COLUMNS", "RECEIPT_KINDS",
-    "chain_heads_of", "chain_id_of", "count_receipts", "iter_chain_decisions", "iter_decisions", "iter_receipts",
+    "chain_heads_of", "chain_id_of", "count_receipts", "decisions_created_at", "iter_chain_decisions", "iter_decisions", "iter_receipts",
     "receipt_counts", "scopes",
 ]

@@ -97,3 +97,15 @@ def test_bad_arguments_are_refused(written):
             next(stream.iter_decisions(writer.ledger, batch_size=size))
     with pytest.raises(ValueError, match="kind"):
         stream.iter_receipts(writer.ledger, "refund")
+
+
+def test_decisions_created_at_by_id_in_bounded_queries(written, monkeypatch):
+    """The export's lookup of the decisions behind new outcome records (which rollup partitions
+    they reopen): scope and created_at by id, in queries of at most LOOKUP_BATCH ids; an id the
+    ledger does not hold is absent, a repeated id is looked up once."""
+    writer, records = written
+    monkeypatch.setattr(stream, "LOOKUP_BATCH", 2)  # seven ids: four queries
+    ids = [record["decision_id"] for _, record in records]
+    found = stream.decisions_created_at(writer.ledger, [*ids, ids[0], "dec_not_in_the_ledger"])
+    assert found == {record["decision_id"]: (scope, record["created_at"]) for scope, record in records}
+    assert stream.decisions_created_at(writer.ledger, []) == {}

@@ -221,7 +221,8 @@ def test_a_partition_larger_than_a_chunk_is_rolled_up_in_pieces(tmp_path, monkey
     monkeypatch.setattr(rollups, "BATCH_DECISIONS", 100)
     rebuilt = dict(manifest)
     rebuilt.pop("rollups")
-    rebuilt["rollups"] = rollups.update(open_location(str(root)), rebuilt, 1, [], OUTCOME_EFFECTIVENESS_CLASS)
+    rebuilt["rollups"] = rollups.update(open_location(str(root)), rebuilt, 1, [], OUTCOME_EFFECTIVENESS_CLASS,
+                                          outcome_partitions=())
     (root / "manifest.json").write_text(json.dumps(rebuilt))
     sample = pl.read_parquet(root / rebuilt["rollups"]["files"]["effectiveness.sample"])
     keys = [*rollups.KEYS, "status"]

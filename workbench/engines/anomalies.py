@@ -55,9 +55,21 @@ COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *S
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
             facts: pl.LazyFrame | None = None, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
     """The additive state of one partition (of each partition of the `by` key columns, keys
-    first, when given). The decision–outcome join runs once; every aggregate below reads its
-    in-memory result. `facts`: the typed facts table of exactly these decisions when the source
-    has one (`fact_moments.facts_partial`; with `by`, its rows carry the key columns)."""
+    first, when given): `outcome_partial` and the facts' moments. `facts`: the typed facts
+    table of exactly these decisions when the source has one (`fact_moments.facts_partial`;
+    with `by`, its rows carry the key columns)."""
+    state = outcome_partial(decisions, outcomes, classes, by)
+    # The facts need no outcome: read straight from the decisions, so the join does not carry
+    # every decision's facts text through it.
+    state.update(factlib.facts_partial(decisions, facts, by))
+    return state
+
+
+def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
+                    by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+    """Every state of `partial` but the facts' (`sample`, `segments`, `failed`, `versions`,
+    `by_verdict`, `months`). The decision–outcome join runs once; every aggregate below reads
+    its in-memory result."""
     by = list(by)
     joined = with_latest_outcome(decisions.select(*COLUMNS, *by), outcomes).with_columns(class_expr(classes)).collect()
     frame = joined.lazy()
@@ -90,9 +102,6 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
         "by_verdict": by_verdict_df,
         "months": merge_frames([months_df], [*by, "month"], {"decisions": "sum"}),
     }
-    # The facts need no outcome: read straight from the decisions, so the join above does not
-    # carry every decision's facts text through it.
-    state.update(factlib.facts_partial(decisions, facts, by))
     return state
 
 
