@@ -78,14 +78,19 @@ class PartitionedWriter:
         pairs = keys.group_by(["scope", "month"]).aggregate([([], "count_all")]) \
             .sort_by([("scope", "ascending"), ("month", "ascending")]).to_pylist()
         data = batch.drop_columns(["scope", "month"])
-        if len(pairs) > 1:  # one sort, then contiguous slices (not one filter per partition)
+        if len(pairs) == 1:
+            self._queue(table, pairs[0]["scope"], pairs[0]["month"], data)
+        else:
+            # One sort, then each partition takes its contiguous run of row indices: a copy of
+            # its own rows. (A slice of the sorted batch would keep the whole batch's buffers
+            # alive until every partition holding a slice of it is written, so the buffers would
+            # hold far more than `buffer_rows` rows' worth of memory.)
             order = pc.sort_indices(keys, sort_keys=[("scope", "ascending"), ("month", "ascending")])
-            data = data.take(order)
-        offset = 0
-        for pair in pairs:
-            count = pair["count_all"]
-            self._queue(table, pair["scope"], pair["month"], data.slice(offset, count))
-            offset += count
+            offset = 0
+            for pair in pairs:
+                count = pair["count_all"]
+                self._queue(table, pair["scope"], pair["month"], data.take(order.slice(offset, count)))
+                offset += count
         while self._buffered > self.buffer_rows:
             largest = max(self._partitions.values(), key=lambda p: p.buffered_rows)
             self._flush(largest)

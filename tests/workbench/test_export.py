@@ -198,3 +198,29 @@ def test_refusals_write_nothing(writer, tmp_path):
         export_ledger(writer.ledger, str(synthetic), now=NOW)
     with pytest.raises(DatasetError, match="settle"):
         export_ledger(writer.ledger, str(tmp_path / "new"), settle_seconds=-1)
+
+
+def test_buffered_partitions_hold_only_their_own_rows(tmp_path):
+    """Memory is bounded by the rows buffered: a batch spanning several partitions is split into
+    copies of each partition's rows, not slices that would keep the whole batch's buffers alive
+    until every partition holding a piece of it is written."""
+    import pyarrow as pa
+
+    from workbench.partwriter import PartitionedWriter
+    from workbench.schema import with_partitions
+
+    schema = with_partitions(TABLES["outcomes"])
+    rows = 4_000
+    columns = {field.name: [None] * rows for field in schema}
+    columns.update(receipt_id=[f"out_{i:06d}" for i in range(rows)], decision_id=[f"dec_{i:06d}" for i in range(rows)],
+                   reported_at=[datetime(2026, 1 + i % 4, 1, tzinfo=timezone.utc) for i in range(rows)],
+                   status=["succeeded"] * rows, receipt_hash=["0" * 64] * rows, receipt_json=["x" * 1_000] * rows,
+                   scope=["acme"] * rows, month=[f"2026-0{1 + i % 4}" for i in range(rows)])
+    batch = pa.table(columns, schema=schema)
+    writer = PartitionedWriter(open_location(str(tmp_path / "ds")), 1, group_rows=10**6, buffer_rows=10**6)
+    writer.add("outcomes", batch)
+    held = [table.get_total_buffer_size() for partition in writer._partitions.values() for table in partition.buffered]
+    assert len(held) == 4 and sum(held) < 1.2 * batch.get_total_buffer_size()  # each about a quarter
+    writer.close()
+    written = pads.dataset(str(tmp_path / "ds" / "outcomes"), format="parquet", partitioning="hive").to_table()
+    assert sorted(written.column("receipt_id").to_pylist()) == sorted(columns["receipt_id"])
