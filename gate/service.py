@@ -30,7 +30,7 @@ from gate.errors import (
 from gate.chain import chain_id_for, new_link, record_audit_chain, scope_hash  # noqa: F401 (re-exported)
 from gate.confidence import attach_confidence, confidence_block
 from gate.ledger.confidence import Bucket
-from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, StoredDecision
+from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledger, StoredDecision
 from gate.merkle import CompactRange
 from gate.records import attach_audit_chain, build_rulebook_record
 from gate.requests import prepare_decision_request
@@ -179,16 +179,16 @@ class DecisionService:
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         )
-        if self.confidence:
-            self._attach_confidence(caller.scope, record, receipt_signer)
         used = self.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=rulebook_hash,
                                  request_text=request_text, idempotency_key=idempotency_key,
-                                 receipt_signer=receipt_signer, snapshot_row=snapshot_row)
+                                 receipt_signer=receipt_signer, snapshot_row=snapshot_row,
+                                 confidence=self._confidence_read(caller.scope, record, receipt_signer))
         return DecideResult(record, CREATED, used, prepared.response_view)
 
     def store_sealed(
         self, caller: Caller, record: dict[str, Any], *, input_hash: str, rulebook_hash: str, request_text: str,
         idempotency_key: str | None, receipt_signer, snapshot_row: dict[str, Any] | None = None,
+        confidence: ConfidenceRead | None = None,
     ) -> int | None:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
         monthly-cap charge in one transaction; returns the key's monthly usage. Shared by the
@@ -246,17 +246,25 @@ class DecisionService:
             snapshot=snapshot_row,
             charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
             chain=ChainAppend(chain_id, caller.scope, seal),
+            confidence=confidence,
         )
 
-    def _attach_confidence(self, scope: str, record: dict[str, Any], receipt_signer) -> None:
+    def _confidence_read(self, scope: str, record: dict[str, Any], receipt_signer) -> ConfidenceRead | None:
         """`decision_confidence` from the scope's outcome counters for this policy, verdict and
-        action (one indexed read; absent while the scope has no Outcome Record for the policy).
-        The block is outside record_hash, so it is signed on its own (gate.confidence)."""
+        action, read in the transaction that stores the decision (one indexed read; the record
+        carries no block while the scope has no Outcome Record for the policy). The block is
+        outside record_hash, so it is signed on its own (gate.confidence). None when decide-time
+        confidence is off."""
+        if not self.confidence:
+            return None
         bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
-        counts = self.ledger.confidence_counts(bucket)
-        if counts is not None:
-            block = confidence_block(counts, policy_version=record["policy_version"])
-            attach_confidence(record, block, receipt_signer)
+
+        def apply(counts) -> None:
+            if counts is not None:
+                attach_confidence(record, confidence_block(counts, policy_version=record["policy_version"]),
+                                  receipt_signer)
+
+        return ConfidenceRead(bucket, apply)
 
     def _registry_for(
         self, scope: str, rulebook: dict, rulebook_hash: str, now: str,

@@ -91,6 +91,17 @@ class ChainAppend:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfidenceRead:
+    """The decide-time confidence counts a decision's record carries: `bucket`'s counters are
+    read first in the transaction that stores the decision and handed to `apply` (None when the
+    scope has no Outcome Record for the policy), which attaches the block to the record before
+    it is sealed. One transaction instead of a read of its own before it."""
+
+    bucket: Any  # gate.ledger.confidence.Bucket
+    apply: Any  # Callable[[ConfidenceCounts | None], None]
+
+
+@dataclass(frozen=True, slots=True)
 class StoredDecision:
     decision_id: str
     scope: str
@@ -327,8 +338,10 @@ class Ledger:
         snapshot: dict[str, Any] | None,
         charge: CapCharge | None,
         chain: ChainAppend | None = None,
+        confidence: ConfidenceRead | None = None,
     ) -> int | None:
-        """Store one decision atomically with its snapshot and usage charge.
+        """Store one decision atomically with its snapshot and usage charge (and, with
+        `confidence`, read its confidence counts first in the same transaction).
 
         Returns the monthly usage after the charge (None without a charge). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -336,6 +349,8 @@ class Ledger:
         """
         try:
             with self.write() as connection:
+                if confidence is not None:  # before any lock: one indexed read by key prefix
+                    confidence.apply(read_counts(connection, confidence.bucket))
                 # The chain head lock comes first: every writer of a scope takes the same lock
                 # in the same order, so snapshot and usage rows can never deadlock.
                 head = self._lock_chain_head(connection, chain) if chain else None
@@ -404,14 +419,6 @@ class Ledger:
         if used is None:
             raise MonthlyCapExceeded(charge.cap, charge.period)
         return int(used)
-
-    # ------------------------------------------------------------------ confidence counters
-
-    def confidence_counts(self, bucket):
-        """The decision-confidence counts of `bucket` (one indexed query), or None when the
-        scope has no Outcome Record for the policy (see gate.ledger.confidence)."""
-        with self.read() as connection:
-            return read_counts(connection, bucket)
 
     # ------------------------------------------------------------------ chain reads
 
