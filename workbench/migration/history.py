@@ -30,7 +30,7 @@ from workbench.facts import FACTS_DIR, facts_tables
 from workbench.migration.errors import DryRunError
 from workbench.schema import DATASET_SCHEMA_VERSION
 
-__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS", "SUMMARY_COLUMNS"]
+__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS"]
 
 MANIFEST = "manifest.json"
 DECISION_COLUMNS = {
@@ -49,8 +49,8 @@ class History:
     """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
     decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
     (OUTCOME_COLUMNS), `source` (JSON-ready: kind, location, `hash` of what was read) and
-    `versions` (SUMMARY_COLUMNS: the rulebook's decisions per scope, version and rulebook hash
-    in every scope, read once; `per_scope` and `versions_in_scope` derive from it)."""
+    `versions` (`summarize_decisions`: the rulebook's decisions per scope, version and rulebook
+    hash in every scope, read once; `per_scope` and `versions_in_scope` derive from it)."""
 
     rulebook_id: str
     scope: str | None
@@ -72,11 +72,9 @@ class History:
             pl.col("decisions").sum(), pl.col("first").min(), pl.col("last").max())
 
 
-SUMMARY_COLUMNS = ("scope", "policy_version", "rulebook_hash", "decisions", "first", "last")
-
-
 def summarize_decisions(decisions: pl.LazyFrame) -> pl.LazyFrame:
-    """The decisions per scope, version and rulebook hash, with the first and last decision time."""
+    """`scope`, `policy_version`, `rulebook_hash`, `decisions`, `first`, `last`: the decisions per
+    scope, version and rulebook hash, with the first and last decision time."""
     return decisions.group_by(["scope", "policy_version", "rulebook_hash"]).agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first"),
         pl.col("created_at").max().alias("last"))
