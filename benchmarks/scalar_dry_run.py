@@ -90,7 +90,8 @@ def scalar_dry_run(root: Path, rulebook_id: str, evaluate: Callable[[Any], Any])
     latest: dict[str, tuple] = {}
     for path, _scope, _month in _files(root, "outcomes"):
         table = pq.read_table(path, columns=OUTCOME_COLUMNS)
-        for decision_id, reported_at, receipt_id, status in zip(*(table.column(n).to_pylist() for n in OUTCOME_COLUMNS)):
+        columns = [table.column(name).to_pylist() for name in OUTCOME_COLUMNS]
+        for decision_id, reported_at, receipt_id, status in zip(*columns):
             if decision_id in flips:
                 key = (reported_at, receipt_id)
                 seen = latest.get(decision_id)

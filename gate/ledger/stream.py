@@ -264,6 +264,6 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
 
 __all__ = [
     "DECISION_COLUMNS", "DEFAULT_BATCH", "MAX_BATCH", "RECEIPT_COLUMNS", "RECEIPT_KINDS",
-    "chain_heads_of", "chain_id_of", "count_receipts", "decisions_created_at", "iter_chain_decisions", "iter_decisions", "iter_receipts",
-    "receipt_counts", "scopes",
+    "chain_heads_of", "chain_id_of", "count_receipts", "decisions_created_at", "iter_chain_decisions",
+    "iter_decisions", "iter_receipts", "receipt_counts", "scopes",
 ]
