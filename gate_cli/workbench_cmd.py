@@ -59,8 +59,7 @@ def _read_new_password() -> str:
     import getpass
 
     if not sys.stdin.isatty():
-        line = sys.stdin.readline()
-        return line[:-1] if line.endswith("\n") else line
+        return sys.stdin.readline().removesuffix("\n")
     first = getpass.getpass("New password: ")
     if getpass.getpass("Repeat it: ") != first:
         raise ValueError("the two passwords differ")
@@ -68,7 +67,11 @@ def _read_new_password() -> str:
 
 
 def cmd_passwd(args) -> int:
-    from workbench.app.passwords import PasswordFileError, convert_plaintext, set_password
+    from workbench.app.passwords import (
+        PasswordFileError,
+        convert_plaintext,
+        set_password,
+    )
 
     if args.convert == bool(args.user):
         print("gate workbench-passwd: give either USER or --convert", file=sys.stderr)

@@ -34,15 +34,16 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def passwd(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([GATE, "workbench-passwd", *args], input=stdin, env=_env(home),
+    return subprocess.run([GATE, "workbench-passwd", *args], check=False, input=stdin, env=_env(home),
                           capture_output=True, text=True, timeout=120)
 
 
 def start_workbench(home: Path, users: Path, grants: Path) -> tuple[subprocess.Popen, int, Path]:
     port, log = free_port(), home / "workbench.log"
-    process = subprocess.Popen([GATE, "workbench", "--host", "0.0.0.0", "--port", str(port), "--basic-auth",
-                                str(users), "--grants", str(grants)], env=_env(home),
-                               stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    with open(log, "w") as out:  # the child keeps its own descriptor
+        process = subprocess.Popen([GATE, "workbench", "--host", "0.0.0.0", "--port", str(port), "--basic-auth",
+                                    str(users), "--grants", str(grants)], env=_env(home),
+                                   stdout=out, stderr=subprocess.STDOUT)
     return process, port, log
 
 

@@ -199,7 +199,7 @@ class SignInProvider(BasicAuthProvider):
     """Panel's basic auth provider with `SignInHandler` as its login handler."""
 
     def __init__(self, signin: SignIn) -> None:
-        self._handler = type("ServerSignInHandler", (SignInHandler,), {"signin": signin})
+        self._handler: type[SignInHandler] = type("ServerSignInHandler", (SignInHandler,), {"signin": signin})
         super().__init__()  # validates the provider, reading `login_handler`
 
     @property
