@@ -19,6 +19,7 @@ behind a proxy every client shares the proxy's address budget.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import threading
 import time
@@ -146,6 +147,20 @@ class SignInThrottle:
             self.addresses.fail(address_record, now)
 
 
+def client_key(address: str) -> str:
+    """The throttle's key for a client address: the address itself for IPv4, its /64 network for
+    IPv6 (one host usually holds a whole /64, and could otherwise take a fresh address per guess)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 @dataclass
 class SignIn:
     """What the login handler of one server checks with."""
@@ -174,7 +189,7 @@ class SignInHandler(BasicLoginHandler):
     async def post(self) -> None:
         user = self.get_argument("username", "")
         password = self.get_argument("password", "", strip=False)
-        address = self.request.remote_ip or ""
+        address = client_key(self.request.remote_ip or "")
         wait = self.signin.throttle.admit(user, address)
         if wait:
             seconds = math.ceil(wait)

@@ -99,3 +99,13 @@ def test_a_throttled_attempt_runs_no_kdf(server, spies):
         answer = sign_in(server, "ana", PASSWORD)
         assert answer.status == 429 and answer.getheader("Retry-After")
     assert derive.calls == 6  # 50 throttled attempts, not one scrypt run
+
+
+@pytest.mark.parametrize("peer, key", [
+    ("203.0.113.7", "203.0.113.7"), ("::ffff:203.0.113.7", "203.0.113.7"),
+    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"), ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+])
+def test_an_ipv6_client_is_throttled_by_its_64_network(peer, key):
+    from workbench.app.signin import client_key
+
+    assert client_key(peer) == key  # one host holds a /64: a fresh address per guess buys nothing
