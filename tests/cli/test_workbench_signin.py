@@ -140,6 +140,20 @@ def test_a_plaintext_password_file_is_refused_at_startup_then_converted(tmp_path
         process.wait(10)
 
 
+@pytest.mark.parametrize("entry, message", [
+    ("scrypt$2097152$8$1$" + "A" * 22 + "$" + "A" * 43, "neither a usable scrypt hash nor a password"),
+    ("tab\tinside", "entry 'bo': a password is 1 to 1024 printable characters"),
+    (12345, "neither a usable scrypt hash nor a password"),
+])
+def test_convert_refuses_what_is_not_a_plaintext_password_and_changes_nothing(tmp_path, entry, message):
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"ana": "plain-password", "bo": entry}))
+    before = users.read_text()
+    done = passwd(tmp_path, str(users), "--convert")
+    assert done.returncode == 2 and message in done.stderr and "plain-password" not in done.stderr
+    assert users.read_text() == before
+
+
 # --------------------------------------------------------------------------- signing in
 
 

@@ -169,10 +169,15 @@ def convert_plaintext(path: Path) -> list[str]:
         raise PasswordFileError(f"password file {path} does not exist or is empty")
     plain = {user: value for user, value in data.items() if parse_hash(value) is None}
     for user, value in plain.items():
-        if not isinstance(value, str):
-            raise PasswordFileError(f"password file {path}: the entry of {user!r} is neither a hash nor a password")
-        check_user(user)
-        check_password(value)
+        if not isinstance(value, str) or value.startswith(SCHEME + "$"):
+            # A damaged or out-of-bounds hash is not a password: never hash it as one.
+            raise PasswordFileError(f"password file {path}: the entry of {user!r} is neither a usable "
+                                    "scrypt hash nor a password; set it with `gate workbench-passwd FILE USER`")
+        try:
+            check_user(user)
+            check_password(value)
+        except PasswordFileError as exc:
+            raise PasswordFileError(f"password file {path}, entry {user!r}: {exc}") from None
     write_file(path, data | {user: hash_password(str(value)) for user, value in plain.items()})
     return sorted(plain)
 

@@ -140,8 +140,10 @@ class SignInThrottle:
             user_record.running -= 1
             address_record.running -= 1
             self.running -= 1
-            if succeeded:
-                del self.users.records[key]
+            if succeeded:  # the user's failures are forgotten (the record too, unless in use)
+                user_record.failures, user_record.blocked_until = 0, 0.0
+                if not user_record.running:
+                    del self.users.records[key]
                 return
             self.users.fail(user_record, now)
             self.addresses.fail(address_record, now)

@@ -101,6 +101,18 @@ def test_a_throttled_attempt_runs_no_kdf(server, spies):
     assert derive.calls == 6  # 50 throttled attempts, not one scrypt run
 
 
+def test_parallel_guesses_cannot_outrun_the_throttle(server, spies):
+    from concurrent.futures import ThreadPoolExecutor
+
+    derive, _ = spies
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        statuses = list(pool.map(lambda n: sign_in(server, "ana", f"guess-{n}").status, range(40)))
+    assert set(statuses) == {401, 429}
+    # 5 free failures, the 6th blocks; at most 2 checks of one user run at once, so at most one
+    # more was already running when the block began.
+    assert derive.calls == statuses.count(401) <= 7
+
+
 @pytest.mark.parametrize("peer, key", [
     ("203.0.113.7", "203.0.113.7"), ("::ffff:203.0.113.7", "203.0.113.7"),
     ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"), ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
