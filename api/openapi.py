@@ -158,8 +158,9 @@ OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
                      503: "no metrics token configured, or ledger unavailable"},
              errors=_METRICS_ERRORS + ("LEDGER_UNAVAILABLE",), request_headers=("x-metrics-token",),
              tags=("operations",)),
-    Endpoint("get", "/api/pilot-export", "Pilot intakes as CSV (text/csv, oldest first; cells starting with = + - @ "
-             "are quoted against formula injection). Needs x-metrics-token.",
+    Endpoint("get", "/api/pilot-export", "Pilot intakes as CSV (text/csv, oldest first; every field quoted, and a ' put "
+             "before any = + - @ that could start a cell under the separators , ; tab | or a line "
+             "break, against formula injection). Needs x-metrics-token.",
              False, {200: "CSV export", 400: "bad limit", 401: "missing or wrong metrics token",
                      503: "no metrics token configured, or ledger unavailable"},
              errors=_METRICS_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),

@@ -26,7 +26,8 @@ def add_workbench_parser(sub) -> None:
     p.add_argument("--dataset", default=None,
                    help="Parquet dataset (path or URL); default $GATE_HOME/dataset")
     p.add_argument("--basic-auth", type=Path, default=None,
-                   help='JSON file {"user": "password"}: sign-in with Panel basic auth')
+                   help='password file {"user": "scrypt$…"} written by `gate workbench-passwd`: sign-in '
+                        "on the login page, failed sign-ins throttled; plaintext entries are refused")
     p.add_argument("--grants", type=Path, default=None,
                    help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see')
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
@@ -35,6 +36,59 @@ def add_workbench_parser(sub) -> None:
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
+    add_passwd_parser(sub)
+
+
+def add_passwd_parser(sub) -> None:
+    p = sub.add_parser(
+        "workbench-passwd", help="set a workbench user's password (stored as a scrypt hash)",
+        description="Add a user to the workbench password file or set their password. The password is "
+                    "read from a prompt (asked twice), or as one line from standard input when that is "
+                    "not a terminal; never from the command line. The file holds only scrypt hashes "
+                    "(n=2**15, r=8, p=1, random salt) and is written with mode 0600. --convert replaces "
+                    "every plaintext entry of an old file by its hash.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("file", type=Path, help="the password file (created if missing)")
+    p.add_argument("user", nargs="?", help="the user to add or change")
+    p.add_argument("--convert", action="store_true",
+                   help="hash every plaintext password in FILE in place (no USER)")
+    p.set_defaults(func=cmd_passwd)
+
+
+def _read_new_password() -> str:
+    import getpass
+
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().removesuffix("\n")
+    first = getpass.getpass("New password: ")
+    if getpass.getpass("Repeat it: ") != first:
+        raise ValueError("the two passwords differ")
+    return first
+
+
+def cmd_passwd(args) -> int:
+    from workbench.app.passwords import (
+        PasswordFileError,
+        convert_plaintext,
+        set_password,
+    )
+
+    if args.convert == bool(args.user):
+        print("gate workbench-passwd: give either USER or --convert", file=sys.stderr)
+        return 2
+    try:
+        if args.convert:
+            converted = convert_plaintext(args.file)
+            print(f"{args.file}: {len(converted)} plaintext password(s) replaced by hashes"
+                  + (f" ({', '.join(converted)})" if converted else ""))
+            return 0
+        password = _read_new_password().removesuffix("\r")
+        existed = set_password(args.file, args.user, password)
+    except (PasswordFileError, ValueError) as exc:
+        print(f"gate workbench-passwd: {exc}; {args.file} is unchanged", file=sys.stderr)
+        return 2
+    print(f"{args.file}: password of {args.user!r} {'changed' if existed else 'set'} (scrypt hash)")
+    return 0
 
 
 def build_store(settings, dataset: str | None):

@@ -270,10 +270,22 @@ def proof_metrics():
     return json_response(200, body, {"Cache-Control": "no-store"})
 
 
-def _csv_cell(value: Any) -> str:
+# SECURITY: spreadsheet formula injection. A spreadsheet may split a line at any of , ; tab |
+# (whichever its locale or import dialog picks) or at a line break, and may skip spaces and
+# quotes before a cell's first character; a cell that then starts with = + - @ (or their
+# full-width forms) is a formula. So a single quote goes in front of the field when it starts
+# that way (or with tab, CR or LF, per OWASP), and after every separator inside it that such a
+# character follows: whatever the separator, no cell cut out of the field starts a formula.
+_FORMULA = r"[\s\"']*[=+\-@\uff1d\uff0b\uff0d\uff20]"
+_FORMULA_AT_START = re.compile(_FORMULA + r"|[\t\r\n]")
+_FORMULA_AFTER_SEPARATOR = re.compile(r"([,;\t|\r\n])(?=" + _FORMULA + ")")
+
+
+def csv_cell(value: Any) -> str:
+    """`value` as a spreadsheet-safe CSV cell (docs/operations.md, "Pilot intake")."""
     text = "" if value is None else str(value)
-    # SECURITY: spreadsheet formula injection: a cell starting with = + - @ or a control is quoted.
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    text = ("'" if _FORMULA_AT_START.match(text) else "") + text
+    return _FORMULA_AFTER_SEPARATOR.sub(r"\1'", text)
 
 
 @bp.get("/api/pilot-export")
@@ -286,10 +298,11 @@ def pilot_export():
         return error_response("REQUEST_INVALID", "the only parameter is limit, a whole number from 1 to 10000",
                               errors=[_problem("limit", "invalid_value", "1 to 10000")])
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
+    # Every field quoted, so a reader splitting at , keeps each field whole whatever it holds.
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
     writer.writerow(EXPORT_COLUMNS)
     for row in _store().export(int(raw)):
-        writer.writerow([_csv_cell(row[name]) for name in EXPORT_COLUMNS])
+        writer.writerow([csv_cell(row[name]) for name in EXPORT_COLUMNS])
     return Response(out.getvalue(), status=200, mimetype="text/csv", headers={
         "Content-Disposition": 'attachment; filename="pilot-intakes.csv"', "Cache-Control": "no-store"})
 

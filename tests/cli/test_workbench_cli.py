@@ -14,6 +14,7 @@ import pytest
 
 from tests.browser.conftest import wait_for
 from tests.server.support import free_port
+from workbench.app.passwords import hash_password
 
 GATE = str(Path(sys.executable).parent / "gate")
 pytestmark = pytest.mark.slow
@@ -36,7 +37,7 @@ def test_a_non_loopback_address_without_authentication_is_refused(tmp_path):
 
 def test_authentication_without_grants_is_refused(tmp_path):
     users = tmp_path / "users.json"
-    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    users.write_text(json.dumps({"ana": hash_password("correct horse battery staple")}))
     done = subprocess.run([GATE, "workbench", "--host", "0.0.0.0", "--basic-auth", str(users)],
                           env=_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--grants" in done.stderr
@@ -44,7 +45,7 @@ def test_authentication_without_grants_is_refused(tmp_path):
 
 def test_with_authentication_a_visitor_must_sign_in(tmp_path):
     users = tmp_path / "users.json"
-    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    users.write_text(json.dumps({"ana": hash_password("correct horse battery staple")}))
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"ana": ["acme"]}))
     port = free_port()

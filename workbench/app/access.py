@@ -6,7 +6,8 @@ operator tool, not a public page:
 - Bound to a loopback address (the default), it serves without sign-in, to the person at the
   machine, with every scope.
 - Bound to any other address it refuses to start unless authentication is configured
-  (Panel's basic auth, a password file of `{"user": "password"}`), and a grants file maps
+  (Panel's login page over a password file of scrypt hashes, `{"user": "scrypt$n$r$p$salt$hash"}`,
+  written by `gate workbench-passwd`; see `workbench.app.passwords`), and a grants file maps
   each user to the scopes they may see (`{"user": ["scope", ...]}`, `"*"` for all). A user
   without a grant sees nothing.
 
@@ -20,6 +21,8 @@ import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from workbench.app.passwords import PasswordFileError, load_hashes
 
 ALL_SCOPES = "*"
 
@@ -93,9 +96,11 @@ def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | N
                 f"refusing to serve the workbench on {address} without authentication: "
                 "pass --basic-auth FILE and --grants FILE, or bind to 127.0.0.1")
         return Access(None, None)
-    users = _read_json_object(basic_auth_file, "basic-auth file")
-    if not all(isinstance(v, str) and v for v in users.values()):
-        raise AccessConfigError(f"basic-auth file {basic_auth_file}: every user needs a password string")
+    try:
+        # SECURITY: only scrypt hashes; a plaintext entry is refused before anything is served.
+        load_hashes(basic_auth_file)
+    except PasswordFileError as exc:
+        raise AccessConfigError(str(exc)) from None
     if grants_file is None:
         raise AccessConfigError("--basic-auth needs --grants FILE: say which scopes each user may see")
     return Access(basic_auth_file, load_grants(grants_file))

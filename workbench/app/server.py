@@ -38,8 +38,12 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
         return session_app(store, access, pn.state.user if access.authenticated else None)
 
     kwargs: dict[str, Any] = {}
-    if access.authenticated:
-        kwargs.update(basic_auth=str(access.basic_auth_file),
+    if access.authenticated and access.basic_auth_file is not None:
+        from workbench.app.signin import signin_provider
+
+        # SECURITY: our provider, not Panel's basic_auth (plaintext compared with ==): scrypt
+        # hashes, constant-time comparison, failed sign-ins throttled (workbench/app/signin.py).
+        kwargs.update(auth_provider=signin_provider(access.basic_auth_file),
                       cookie_secret=cookie_secret or secrets.token_urlsafe(32))
     return pn.serve(
         {"workbench": factory}, port=port, address=address, show=False, start=start,

@@ -35,10 +35,10 @@ from gate.service import DecisionService, chain_id_for
 from workbench.app.jsonpos import locate, position_of
 from workbench.convert import facts_of
 from workbench.dataset import DatasetError, open_location, read_manifest
-from workbench.export import export_ledger
 from workbench.engines.common import latest_outcomes
-from workbench.migration.run import dry_run, write_dry_run
+from workbench.export import export_ledger
 from workbench.load import Frames, from_dataset, scan_table
+from workbench.migration.run import dry_run, write_dry_run
 from workbench.policy_reports import (
     ReportParams,
     anomaly_report,

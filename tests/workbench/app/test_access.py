@@ -8,6 +8,9 @@ import json
 import pytest
 
 from workbench.app.access import AccessConfigError, access_for, is_loopback
+from workbench.app.passwords import hash_password
+
+HASH = hash_password("s3cret-pass")
 
 
 @pytest.mark.parametrize("address, loopback", [
@@ -36,7 +39,7 @@ def _write(path, value):
 
 
 def test_authentication_needs_grants(tmp_path):
-    users = _write(tmp_path / "users.json", {"ana": "s3cret-pass"})
+    users = _write(tmp_path / "users.json", {"ana": HASH})
     with pytest.raises(AccessConfigError, match="--grants"):
         access_for("0.0.0.0", users, None)
     with pytest.raises(AccessConfigError, match="needs --basic-auth"):
@@ -44,7 +47,7 @@ def test_authentication_needs_grants(tmp_path):
 
 
 def test_a_signed_in_user_sees_only_granted_scopes(tmp_path):
-    users = _write(tmp_path / "users.json", {"ana": "pw-ana", "bo": "pw-bo", "root": "pw-root"})
+    users = _write(tmp_path / "users.json", {"ana": HASH, "bo": HASH, "root": HASH})
     grants = _write(tmp_path / "grants.json", {"ana": ["acme"], "root": ["*"]})
     access = access_for("0.0.0.0", users, grants)
     assert access.authenticated
@@ -60,7 +63,7 @@ def test_a_signed_in_user_sees_only_granted_scopes(tmp_path):
     ('{"ana": "acme"}', "list of scope names"), ('{"ana": [""]}', "list of scope names"),
 ])
 def test_bad_grants_files_are_refused(tmp_path, content, message):
-    users = _write(tmp_path / "users.json", {"ana": "pw"})
+    users = _write(tmp_path / "users.json", {"ana": HASH})
     grants = tmp_path / "grants.json"
     grants.write_text(content)
     with pytest.raises(AccessConfigError, match=message):
@@ -71,5 +74,28 @@ def test_missing_and_bad_password_files_are_refused(tmp_path):
     with pytest.raises(AccessConfigError, match="does not exist"):
         access_for("0.0.0.0", tmp_path / "absent.json", tmp_path / "absent2.json")
     users = _write(tmp_path / "users.json", {"ana": ""})
-    with pytest.raises(AccessConfigError, match="password string"):
+    with pytest.raises(AccessConfigError, match="not a scrypt hash"):
         access_for("0.0.0.0", users, _write(tmp_path / "g.json", {"ana": ["a"]}))
+
+
+_SALT, _KEY = "A" * 22, "A" * 43
+
+
+@pytest.mark.parametrize("value", [
+    "correct horse battery staple",  # the old plaintext format
+    "scrypt$16384$8$1$" + _SALT,  # too few parts
+    f"scrypt$2147483648$8$1${_SALT}${_KEY}",  # n beyond 2**20: unbounded memory per check
+    f"scrypt$12345$8$1${_SALT}${_KEY}",  # n not a power of two
+    f"scrypt$16384$99$1${_SALT}${_KEY}",  # r out of range
+    f"scrypt$16384$8$1$AAAA${_KEY}",  # salt shorter than 16 bytes
+    f"scrypt$16384$8$1${_SALT}$*{_KEY[1:]}",  # not base64
+    f"pbkdf2$16384$8$1${_SALT}${_KEY}", 42, None, ["x"],
+])
+def test_a_password_file_holding_anything_but_scrypt_hashes_is_refused(tmp_path, value):
+    users = _write(tmp_path / "users.json", {"bo": HASH, "ana": value})
+    with pytest.raises(AccessConfigError) as refused:
+        access_for("0.0.0.0", users, _write(tmp_path / "g.json", {"ana": ["a"]}))
+    assert "'ana' is not a scrypt hash" in str(refused.value)
+    assert "gate workbench-passwd FILE --convert" in str(refused.value)
+    if isinstance(value, str):
+        assert value not in str(refused.value)  # never echoed

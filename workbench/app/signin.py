@@ -1,0 +1,233 @@
+"""Workbench sign-in: Panel's login page, checked against scrypt hashes, with failed sign-ins
+throttled per user and per client address.
+
+`signin_provider(password_file)` is the auth provider `workbench.app.server` hands to Panel in
+place of Panel's basic auth (which compares plaintext passwords with `==`). A sign-in runs:
+
+1. the throttle (`SignInThrottle`): a user or a client address with too many recent failures,
+   or with a check already running, gets 429 and the login page saying when to try again,
+   with `Retry-After`; the KDF does not run, so the throttle bounds CPU as well as guesses;
+2. the password check (`workbench.app.passwords.PasswordCheck`) on a two-thread pool, so the
+   server's event loop keeps serving while scrypt runs: at most two checks use CPU at once;
+3. a failure: 401 and the login page ("Invalid username or password."), counted against the
+   user and the address; a success: Panel's signed session cookie, the user's failures
+   forgotten (the address's are not: a valid account does not buy an address more guesses).
+
+SECURITY: the address is the TCP peer (`remote_ip`); forwarded headers are not trusted, so
+behind a proxy every client shares the proxy's address budget.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from panel.auth import BasicAuthProvider, BasicLoginHandler
+from panel.io.resources import CDN_DIST
+from tornado.ioloop import IOLoop
+
+from workbench.app.passwords import MAX_USER_CHARS, PasswordCheck
+
+INVALID = "Invalid username or password."
+KDF_THREADS = 2
+MAX_CHECKS_RUNNING = 8
+
+
+@dataclass(frozen=True)
+class ThrottlePolicy:
+    """`free` failures pass; each further one blocks for `base` seconds doubled per failure,
+    at most `longest`; failures are forgotten after `forget` seconds without one."""
+
+    free: int
+    base: float
+    longest: float
+    forget: float
+    running: int  # checks that may run at once for one key
+
+
+# A user gets 5 free failures, an address 20 (several people may share one); then 30 s, 1 min,
+# 2 min, … up to 15 min between guesses, until an hour passes without a failure: at most about
+# 100 guesses a day per user instead of hundreds a second. An attacker can delay a user's
+# sign-in this way, by at most 15 min at a time.
+USER_POLICY = ThrottlePolicy(free=5, base=30.0, longest=900.0, forget=3600.0, running=2)
+ADDRESS_POLICY = ThrottlePolicy(free=20, base=30.0, longest=900.0, forget=3600.0, running=4)
+
+
+@dataclass
+class _Record:
+    failures: int = 0
+    blocked_until: float = 0.0
+    last_failure: float = 0.0
+    running: int = 0
+
+
+class _Book:
+    """Records of one kind of key (users or addresses), the least recently used dropped first
+    beyond `capacity` (a record that is running a check is never dropped)."""
+
+    def __init__(self, policy: ThrottlePolicy, capacity: int) -> None:
+        self.policy, self.capacity = policy, capacity
+        self.records: OrderedDict[str, _Record] = OrderedDict()
+
+    def get(self, key: str, now: float) -> _Record:
+        record = self.records.get(key)
+        if record is None:
+            record = self.records[key] = _Record()
+            self._trim()
+        elif record.failures and now - record.last_failure > self.policy.forget and not record.running:
+            record.failures, record.blocked_until = 0, 0.0
+        self.records.move_to_end(key)
+        return record
+
+    def _trim(self) -> None:
+        while len(self.records) > self.capacity:
+            key = next((k for k, r in self.records.items() if not r.running), None)
+            if key is None:
+                return
+            del self.records[key]
+
+    def wait(self, record: _Record, now: float) -> float:
+        if record.running >= self.policy.running:
+            return 1.0
+        return max(0.0, record.blocked_until - now)
+
+    def fail(self, record: _Record, now: float) -> None:
+        record.failures += 1
+        record.last_failure = now
+        excess = record.failures - self.policy.free
+        if excess > 0:
+            record.blocked_until = now + min(self.policy.base * 2 ** min(excess - 1, 30), self.policy.longest)
+
+
+class SignInThrottle:
+    """Failed sign-ins per user and per client address (see the module docstring)."""
+
+    def __init__(self, users: ThrottlePolicy = USER_POLICY, addresses: ThrottlePolicy = ADDRESS_POLICY,
+                 clock: Callable[[], float] = time.monotonic, capacity: int = 10_000) -> None:
+        self.users, self.addresses = _Book(users, capacity), _Book(addresses, capacity)
+        self.clock = clock
+        self.running = 0
+        self._lock = threading.Lock()
+
+    def admit(self, user: str, address: str) -> float:
+        """0 to go ahead (then `finish` must follow), else the seconds to wait before trying again."""
+        with self._lock:
+            now = self.clock()
+            pair = self.users.get(user[:MAX_USER_CHARS + 1], now), self.addresses.get(address, now)
+            wait = max(self.users.wait(pair[0], now), self.addresses.wait(pair[1], now))
+            if wait == 0 and self.running >= MAX_CHECKS_RUNNING:
+                wait = 1.0
+            if wait:
+                return wait
+            for record in pair:
+                record.running += 1
+            self.running += 1
+            return 0.0
+
+    def finish(self, user: str, address: str, succeeded: bool) -> None:
+        """Count the outcome of an admitted check."""
+        with self._lock:
+            now = self.clock()
+            key = user[:MAX_USER_CHARS + 1]
+            user_record, address_record = self.users.get(key, now), self.addresses.get(address, now)
+            user_record.running -= 1
+            address_record.running -= 1
+            self.running -= 1
+            if succeeded:  # the user's failures are forgotten (the record too, unless in use)
+                user_record.failures, user_record.blocked_until = 0, 0.0
+                if not user_record.running:
+                    del self.users.records[key]
+                return
+            self.users.fail(user_record, now)
+            self.addresses.fail(address_record, now)
+
+
+def client_key(address: str) -> str:
+    """The throttle's key for a client address: the address itself for IPv4, its /64 network for
+    IPv6 (one host usually holds a whole /64, and could otherwise take a fresh address per guess)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+@dataclass
+class SignIn:
+    """What the login handler of one server checks with."""
+
+    passwords: PasswordCheck
+    throttle: SignInThrottle
+    pool: ThreadPoolExecutor
+
+
+class SignInHandler(BasicLoginHandler):
+    """Panel's login page and session cookie; the check and the throttle are ours."""
+
+    signin: SignIn  # set on the subclass `signin_provider` makes for one server
+    _verdict = False
+
+    def _validate(self, username: str, password: str) -> bool:
+        # Called by BasicLoginHandler.post only after `post` below has checked the password.
+        return self._verdict
+
+    def _page(self, status: int, message: str) -> None:
+        self.set_status(status)
+        self.set_header("Cache-Control", "no-store")
+        self.write(self._login_template.render(login_endpoint=self._login_endpoint, errormessage=message,
+                                               PANEL_CDN=CDN_DIST))
+
+    async def post(self) -> None:
+        user = self.get_argument("username", "")
+        password = self.get_argument("password", "", strip=False)
+        address = client_key(self.request.remote_ip or "")
+        wait = self.signin.throttle.admit(user, address)
+        if wait:
+            seconds = math.ceil(wait)
+            self.set_header("Retry-After", str(seconds))
+            self._page(429, f"Too many failed sign-ins for this user or from this address. "
+                            f"Try again in {seconds} s.")
+            return
+        verdict = False
+        try:
+            verdict = await IOLoop.current().run_in_executor(
+                self.signin.pool, self.signin.passwords.verify, user, password)
+        finally:
+            self.signin.throttle.finish(user, address, verdict)
+        if not verdict:
+            self._page(401, INVALID)
+            return
+        self._verdict = True
+        super().post()
+
+
+class SignInProvider(BasicAuthProvider):
+    """Panel's basic auth provider with `SignInHandler` as its login handler."""
+
+    def __init__(self, signin: SignIn) -> None:
+        self._handler: type[SignInHandler] = type("ServerSignInHandler", (SignInHandler,), {"signin": signin})
+        super().__init__()  # validates the provider, reading `login_handler`
+
+    @property
+    def login_handler(self) -> type[SignInHandler]:
+        self._handler._login_endpoint = self._login_endpoint
+        self._handler._login_template = self._login_template
+        return self._handler
+
+
+def signin_provider(password_file: Path, throttle: SignInThrottle | None = None) -> SignInProvider:
+    """The auth provider of a server whose users sign in against `password_file` (refused with
+    `PasswordFileError` if it holds anything but scrypt hashes)."""
+    pool = ThreadPoolExecutor(max_workers=KDF_THREADS, thread_name_prefix="workbench-signin")
+    return SignInProvider(SignIn(PasswordCheck(password_file), throttle or SignInThrottle(), pool))
