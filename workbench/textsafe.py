@@ -6,8 +6,9 @@ markup. Escape it at the point of rendering, with the helper for the output it l
 
 - `html_text`: HTML element content and quoted attribute values (`report.html`, SVG labels,
   Panel HTML panes and indicator titles).
-- `md_text`: inline Markdown (Panel Markdown panes, `report.md` prose). Every ASCII punctuation
-  character is backslash-escaped (CommonMark lets any of them be), so raw HTML (`<img …>`),
+- `md_text`: inline Markdown (Panel Markdown panes, `report.md` prose). The characters with an
+  inline meaning, and the punctuation that would open a block at the start of the text, are
+  backslash-escaped (CommonMark lets any punctuation be), so raw HTML (`<img …>`),
   entities (`&lt;`), links and images (`[x](y)`, `![x](y)`), autolinks (`<https://…>`, and
   bare `https://…`/`www.…`, after whose scheme an invisible word joiner is put), emphasis, code spans, headings, lists, quotes and table pipes all come out as the literal
   characters; line breaks and other control characters become spaces, so one value stays one
@@ -28,7 +29,13 @@ from typing import Any
 
 __all__ = ["html_text", "md_text", "md_cell"]
 
-_PUNCTUATION = re.compile("([" + re.escape(string.punctuation) + "])")
+# Characters with an inline meaning anywhere in a line: emphasis, code, links and images, raw
+# HTML and entities, table pipes, strikethrough, math, escapes themselves, and the `.`, `:` and
+# `@` by which a linkifier finds a bare domain, URL or e-mail address (`evil.com`).
+_INLINE = re.compile(r"([\\`*_\[\]<>&|!~$@.:])")
+# What opens a block when it starts a line (a heading, quote, list item, setext underline, …):
+# any leading punctuation, or the `.`/`)` after leading digits (`1.` opens an ordered list).
+_BLOCK_START = re.compile(r"^(\s*)(\d+[.)]|[!-/:-@\[-`{-~])")
 # C0 and C1 controls, the line and paragraph separators, and DEL: never part of one line of text.
 _CONTROLS = re.compile("[\u0000-\u001f\u007f-\u009f\u2028\u2029]+")
 # The start of a URL that GFM-style renderers autolink (`https://…`, `www.…`, `mailto:…`) even
@@ -48,7 +55,12 @@ def html_text(value: Any) -> str:
 def md_text(value: Any) -> str:
     """`value` as literal inline Markdown text (see the module docstring for what it neutralises)."""
     flat = _CONTROLS.sub(" ", _text(value))
-    escaped = _PUNCTUATION.sub(r"\\\1", flat)
+    head = ""
+    start = _BLOCK_START.match(flat)
+    if start and not _INLINE.match(start.group(2)):  # (an inline character is escaped below)
+        mark = start.group(2)
+        head, flat = start.group(1) + mark[:-1] + "\\" + mark[-1], flat[start.end():]
+    escaped = head + _INLINE.sub(r"\\\1", flat)
     # An invisible word joiner (U+2060) after the scheme keeps an autolinker from seeing a URL.
     return _SCHEME.sub("\\1\u2060", escaped)
 
