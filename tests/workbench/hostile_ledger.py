@@ -14,12 +14,12 @@ import copy
 from datetime import timedelta
 from pathlib import Path
 
-from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
 from gate.service import Caller
+from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
+from tests.workbench.markup_support import HOSTILE_VERSION
 
 SCOPE = "acme"
 RULEBOOK_ID = "pricing_exception"
-HOSTILE_VERSION = "v2<img src=x onerror=alert(document.domain)>"
 HOSTILE_ACTION = "block<img src=x onerror=alert('action')>"
 HOSTILE_FACT = "<img src=x onerror=alert('fact')>"
 HOSTILE_VALUE = "<img src=x onerror=alert('value')>[link](javascript:alert(1))"

@@ -14,17 +14,16 @@ import re
 import subprocess
 import sys
 from html import unescape
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from dryrun_support import decide, rule, rulebook, write_dataset
+from tests.workbench.markup_support import HOSTILE_VERSION, assert_report_is_text, markdown_html, parse, visible
 from workbench.migration import dry_run, write_dry_run
 from workbench.textsafe import html_text, md_cell, md_text
 
 GATE = str(Path(sys.executable).parent / "gate")
-HOSTILE_VERSION = "v2<img src=x onerror=alert(document.domain)>"
 HOSTILE_TEXTS = [
     HOSTILE_VERSION,
     "<script>alert(1)</script>",
@@ -40,39 +39,6 @@ OLD = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100},
 DRAFT = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 50}, "no", "TOO_BIG")],
                  version=HOSTILE_VERSION)
 FACTS = [{"amount": a} for a in (10, 60, 70, 120, 130)]
-
-
-def markdown_html(text: str) -> str:
-    """`text` rendered by the Markdown renderer of the workbench's panes (markdown-it, gfm-like:
-    raw HTML allowed, linkify on)."""
-    from panel.pane import Markdown
-
-    return Markdown._get_parser("markdown-it", ()).render(text)
-
-
-class Elements(HTMLParser):
-    """The start tags and the text of an HTML document."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.text.append(data)
-
-
-def parse(html: str) -> Elements:
-    parser = Elements()
-    parser.feed(html)
-    return parser
-
-
-def visible(html: str) -> str:
-    return "".join(parse(html).text).replace("\u2060", "")
 
 
 @pytest.mark.parametrize("text", HOSTILE_TEXTS)
@@ -109,21 +75,6 @@ def test_none_is_empty_and_plain_text_is_unchanged():
 def hostile_dataset(tmp_path):
     root = tmp_path / "ds<img src=x onerror=alert('path')>"
     return write_dataset(root, decide(OLD, FACTS), [])
-
-
-def assert_report_is_text(folder: Path) -> None:
-    markdown = (folder / "report.md").read_text()
-    rendered = markdown_html(markdown)
-    tags = parse(rendered).tags
-    assert not [t for t in tags if t[0] in {"img", "script", "a"}], rendered
-    assert HOSTILE_VERSION in unescape(visible(rendered))
-    rows = [line for line in markdown.splitlines() if line.startswith("| Rulebook |")]
-    assert rows and rows[0].count(" | ") == 1  # still two cells
-
-    html = (folder / "report.html").read_text()
-    parsed = parse(html)
-    assert not [t for t in parsed.tags if t[0] in {"img", "script", "a"}]
-    assert HOSTILE_VERSION in "".join(parsed.text)
 
 
 def test_dry_run_reports_show_a_hostile_version_and_path_as_text(hostile_dataset, tmp_path):
