@@ -179,3 +179,28 @@ def test_the_policy_alone_blocks_injected_handlers_and_scripts(watched, hostile)
     assert page.dialogs == []
     blocked = violations(page)
     assert any("script-src" in v for v in blocked), blocked
+
+
+def test_the_sign_in_page_carries_the_policy_and_works_under_it(watched, tmp_path_factory):
+    """With basic auth the login page is served under the same headers, and signing in works."""
+    page = watched
+    home = tmp_path_factory.mktemp("signin-home")
+    build_hostile_ledger(home)
+    (home / "users.json").write_text(json.dumps({"ops": "correct horse"}))
+    (home / "grants.json").write_text(json.dumps({"ops": ["*"]}))
+    server = Workbench(home, ["--refresh", "--basic-auth", str(home / "users.json"),
+                              "--grants", str(home / "grants.json")])
+    try:
+        response = page.goto(server.url)
+        assert "/login" in page.url
+        policy = response.headers["content-security-policy"]
+        assert "script-src 'self' 'nonce-" in policy and "frame-ancestors 'none'" in policy
+        assert response.headers["x-frame-options"] == "DENY"
+        page.locator("input[name=username]").fill("ops")
+        page.locator("input[name=password]").fill("correct horse")
+        page.locator("input[name=password]").press("Enter")
+        page.locator("select").first.select_option(SCOPE)
+        see(page, f"under version '{HOSTILE_VERSION}'")
+        assert_clean(page, "signed-in-overview")
+    finally:
+        server.stop()
