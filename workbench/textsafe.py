@@ -23,11 +23,10 @@ Content-Security-Policy (`workbench.app.headers`) stops script even where one is
 from __future__ import annotations
 
 import re
-import string
 from html import escape
 from typing import Any
 
-__all__ = ["html_text", "md_text", "md_cell"]
+__all__ = ["html_text", "md_cell", "md_text"]
 
 # Characters with an inline meaning anywhere in a line: emphasis, code, links and images, raw
 # HTML and entities, table pipes, strikethrough, math, escapes themselves, and the `.`, `:` and

@@ -17,8 +17,15 @@ from pathlib import Path
 import pytest
 
 from tests.browser.conftest import Workbench, screenshot
-from tests.workbench.hostile_ledger import (HOSTILE_ACTION, HOSTILE_FACT, HOSTILE_VALUE, HOSTILE_VERSION,
-                                            RULEBOOK_ID, SCOPE, build_hostile_ledger)
+from tests.workbench.hostile_ledger import (
+    HOSTILE_ACTION,
+    HOSTILE_FACT,
+    HOSTILE_VALUE,
+    HOSTILE_VERSION,
+    RULEBOOK_ID,
+    SCOPE,
+    build_hostile_ledger,
+)
 from tests.workbench.markup_support import assert_report_is_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -117,7 +124,7 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
 
 
 def test_facts_with_hostile_names_and_values_are_text(watched, hostile):
-    page, (server, ids) = watched, hostile
+    page, (server, _) = watched, hostile
     page.goto(server.url)
     page.locator("select").first.select_option(SCOPE)
     tab(page, "Authoring")

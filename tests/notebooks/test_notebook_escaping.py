@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.workbench.hostile_ledger import HOSTILE_FACT, HOSTILE_VERSION, SCOPE, build_hostile_ledger
+from tests.workbench.hostile_ledger import (
+    HOSTILE_FACT,
+    HOSTILE_VERSION,
+    SCOPE,
+    build_hostile_ledger,
+)
 from tests.workbench.markup_support import parse
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,7 +33,7 @@ from typing import Any
 from tornado.httputil import HTTPHeaders, HTTPServerRequest
 from tornado.web import OutputTransform
 
-__all__ = ["SecurityHeaders", "content_security_policy", "STATIC_HEADERS"]
+__all__ = ["STATIC_HEADERS", "SecurityHeaders", "content_security_policy", "tornado_settings"]
 
 STATIC_HEADERS = {
     "X-Content-Type-Options": "nosniff",

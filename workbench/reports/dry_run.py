@@ -93,8 +93,8 @@ def render_markdown(m: dict[str, Any]) -> str:
     lines += _md_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
                        [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]])
     lines += [f"Never fired in history: {md_text(', '.join(d['rules_never_fired_in_history']) or 'none')}.",
-              f"Never fires under the draft over this history: "
-              f"{md_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}.", ""]
+              ("Never fires under the draft over this history: "
+               f"{md_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}."), ""]
     by_verdict = d["unreplayable"]["by_verdict"]
     lines += ["## Could not replay", "",
               f"{d['unreplayable']['count']:,} decisions carry no facts in their record "
