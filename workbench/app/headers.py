@@ -12,8 +12,9 @@ second line: even if one escape were missed, an injected `<img onerror=…>`, `<
   scripts injected into the DOM are refused. No `'unsafe-eval'`.
 - `style-src 'self' 'unsafe-inline'`: Bokeh and Panel set inline styles everywhere; CSS cannot
   run script in a current browser.
-- `connect-src 'self'` (the websocket and Panel's requests), `img-src`/`font-src` the origin
-  and `data:`, `object-src 'none'`, `base-uri 'none'`, `form-action 'self'` (the sign-in form),
+- `connect-src 'self'` (the websocket and Panel's requests), `img-src 'self' data:` (Bokeh's
+  and Panel's icons), `font-src 'self'`, `worker-src blob:` (the code editor's syntax worker),
+  `object-src 'none'`, `base-uri 'none'`, `form-action 'self'` (the sign-in form),
   `frame-ancestors 'none'` with `X-Frame-Options: DENY` (no framing, no clickjacking).
 - `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
 
@@ -50,10 +51,9 @@ def content_security_policy(nonce: str) -> str:
         f"script-src 'self' 'nonce-{nonce}'",
         "style-src 'self' 'unsafe-inline'",
         "img-src 'self' data:",
-        "font-src 'self' data:",
+        "font-src 'self'",
         "connect-src 'self'",
-        "worker-src 'self' blob:",
-        "manifest-src 'self'",
+        "worker-src blob:",
         "object-src 'none'",
         "base-uri 'none'",
         "form-action 'self'",
