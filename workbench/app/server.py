@@ -14,6 +14,7 @@ from typing import Any
 import panel as pn
 
 from workbench.app.access import Access
+from workbench.app.headers import tornado_settings
 from workbench.app.store import WorkbenchStore
 
 TITLE = "Decision Gate · policy workbench"
@@ -32,12 +33,14 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
                 start: bool = False) -> Any:
     """A Panel (Bokeh/Tornado) server object, not yet started unless `start`. `origins` are
     the extra `host:port` names browsers may open it under (its websocket refuses others)."""
-    pn.extension("codeeditor", "tabulator", notifications=True)
+    # No toast notifications: Panel draws them with a component that evaluates script strings,
+    # which the Content-Security-Policy (no 'unsafe-eval') refuses; pages report in status lines.
+    pn.extension("codeeditor", "tabulator")
 
     def factory():
         return session_app(store, access, pn.state.user if access.authenticated else None)
 
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = tornado_settings()  # SECURITY: CSP and friends on every response
     if access.authenticated and access.basic_auth_file is not None:
         from workbench.app.signin import signin_provider
 

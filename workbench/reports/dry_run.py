@@ -1,16 +1,18 @@
 """Markdown and self-contained HTML for a rulebook migration dry-run.
 
 Both render the signed manifest (`workbench.migration.manifest`), never a recomputation, so
-what a reviewer reads is exactly what was signed. The HTML holds its charts as inline SVG and
+what a reviewer reads is exactly what was signed. Every value that comes from the manifest is
+text, never markup: Markdown cells and prose through `workbench.textsafe.md_cell`/`md_text`,
+HTML through `html_text` (a draft's `version` or `action` is whatever its author typed). The HTML holds its charts as inline SVG and
 its style inline: it opens offline, with no script and no network request.
 """
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from workbench.reports import svg
+from workbench.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_markdown", "render_html"]
 
@@ -53,13 +55,13 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
 
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return out + [""]
 
 
 def render_markdown(m: dict[str, Any]) -> str:
     d = m["dry_run"]
-    lines = [f"# Dry-run of a draft of `{m['rulebook_id']}`", ""]
+    lines = [f"# Dry-run of a draft of {md_text(m['rulebook_id'])}", ""]
     lines += _md_table(["", ""], [[k, v] for k, v in _headline(m)])
     matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
     lines += ["## Verdict transitions (history → draft)", ""]
@@ -78,7 +80,7 @@ def render_markdown(m: dict[str, Any]) -> str:
     lines += _md_table(["from", "to", "decisions", "success", "failure", "excluded", "open", "no outcome", "unobservable"],
                        [[c["from"], c["to"], c["count"], c["success"], c["failure"], c["excluded"], c["open"],
                          c["none"], c["unobservable"]] for c in d["outcomes"]["by_transition"]])
-    lines += [f"- {note}" for note in d["notes"]] + [""]
+    lines += [f"- {md_text(note)}" for note in d["notes"]] + [""]
     lines += [f"Most recent flips ({len(d['flips']['listed'])} of {d['flips']['count']:,}):", ""]
     lines += _md_table(["decision", "created", "from", "to", "old rule", "new rule", "outcome"],
                        [[f["decision_id"], f["created_at"], f["old_verdict"], f["new_verdict"], _rule(f["old_rule"]),
@@ -90,22 +92,23 @@ def render_markdown(m: dict[str, Any]) -> str:
     lines += ["## Rules", ""]
     lines += _md_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
                        [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]])
-    lines += [f"Never fired in history: {', '.join(d['rules_never_fired_in_history']) or 'none'}.",
-              f"Never fires under the draft over this history: {', '.join(d['rules_never_firing_under_draft']) or 'none'}.", ""]
+    lines += [f"Never fired in history: {md_text(', '.join(d['rules_never_fired_in_history']) or 'none')}.",
+              ("Never fires under the draft over this history: "
+               f"{md_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}."), ""]
     by_verdict = d["unreplayable"]["by_verdict"]
     lines += ["## Could not replay", "",
               f"{d['unreplayable']['count']:,} decisions carry no facts in their record "
               f"(yes {by_verdict['yes']:,}, no {by_verdict['no']:,}, review {by_verdict['review']:,}).", ""]
-    lines += ["## Attribution", "", f"- migration hash: `{m.get('migration_hash')}`",
-              f"- result hash: `{d['result_hash']}`", f"- draft hash: `{m['to']['rulebook_hash']}`",
-              f"- history hash: `{d['source']['hash']}`",
+    lines += ["## Attribution", "", f"- migration hash: {md_text(m.get('migration_hash'))}",
+              f"- result hash: {md_text(d['result_hash'])}", f"- draft hash: {md_text(m['to']['rulebook_hash'])}",
+              f"- history hash: {md_text(d['source']['hash'])}",
               "- check with: `gate dry-run --verify <this folder>`", ""]
     return "\n".join(lines)
 
 
 def _html_table(header: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{escape(str(h))}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{html_text(str(h))}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(str(c))}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -123,8 +126,8 @@ def render_html(m: dict[str, Any]) -> str:
     months = [(r["month"], r["review_before"], r["review_after"]) for r in d["review_load"]["by_month"]]
     parts = [
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f"<title>Dry-run of {escape(m['rulebook_id'])}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Dry-run of a draft of <code>{escape(m['rulebook_id'])}</code></h1>",
+        f"<title>Dry-run of {html_text(m['rulebook_id'])}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>Dry-run of a draft of <code>{html_text(m['rulebook_id'])}</code></h1>",
         _html_table(["", ""], [[k, v] for k, v in _headline(m)]),
         "<div class=\"charts\">",
         svg.heatmap(list(VERDICTS), list(VERDICTS), matrix, "Verdict transitions (history → draft)"),
@@ -140,7 +143,7 @@ def render_html(m: dict[str, Any]) -> str:
         _html_table(["from", "to", "decisions", "success", "failure", "excluded", "open", "no outcome", "unobservable"],
                     [[c["from"], c["to"], c["count"], c["success"], c["failure"], c["excluded"], c["open"],
                       c["none"], c["unobservable"]] for c in d["outcomes"]["by_transition"]]),
-        "".join(f"<p class=\"note\">{escape(note)}</p>" for note in d["notes"]),
+        "".join(f"<p class=\"note\">{html_text(note)}</p>" for note in d["notes"]),
         f"<h3>Most recent flips ({len(d['flips']['listed'])} of {d['flips']['count']:,})</h3>",
         _html_table(["decision", "created", "from", "to", "old rule", "new rule", "outcome"],
                     [[f["decision_id"], f["created_at"], f["old_verdict"], f["new_verdict"], _rule(f["old_rule"]),
@@ -149,8 +152,8 @@ def render_html(m: dict[str, Any]) -> str:
         "<h2>Rules</h2>",
         _html_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
                     [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]]),
-        f"<p>Never fired in history: {escape(', '.join(d['rules_never_fired_in_history']) or 'none')}. "
-        f"Never fires under the draft: {escape(', '.join(d['rules_never_firing_under_draft']) or 'none')}.</p>",
+        f"<p>Never fired in history: {html_text(', '.join(d['rules_never_fired_in_history']) or 'none')}. "
+        f"Never fires under the draft: {html_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}.</p>",
         "<h2>Attribution</h2>",
         _html_table(["", ""], [["migration hash", m.get("migration_hash")], ["result hash", d["result_hash"]],
                                ["draft hash", m["to"]["rulebook_hash"]], ["history hash", d["source"]["hash"]],

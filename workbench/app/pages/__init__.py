@@ -17,6 +17,7 @@ from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.store import WorkbenchStore
+from workbench.textsafe import md_text
 
 
 class Session(param.Parameterized):
@@ -45,14 +46,16 @@ class Session(param.Parameterized):
         for state in (self.overview, self.decisions, self.authoring, self.migration):
             state.scope = self.scope
 
-    def describe_dataset(self) -> None:
+    def describe_dataset(self, note: str = "") -> None:
+        """The status line's text (plain text: the page escapes it)."""
         status = self.store.dataset_status()
         if not status["ok"]:
             self.dataset = status["message"]
             return
         rows = status["rows"]
         self.dataset = (f"dataset updated {status['updated_at']} · {rows.get('decisions', 0)} decisions, "
-                        f"{rows.get('outcomes', 0)} outcomes" + (" · synthetic" if status["synthetic"] else ""))
+                        f"{rows.get('outcomes', 0)} outcomes" + (" · synthetic" if status["synthetic"] else "")
+                        + (f" · {note}" if note else ""))
 
 
 def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
@@ -62,7 +65,7 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
-    status = pn.pane.Markdown(session.param.dataset, css_classes=["dataset-status"])
+    status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
 
     def policies():
         return store.policies(session.scope) if session.scope else []
@@ -78,9 +81,7 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
 
         try:
             outcome = await asyncio.to_thread(store.refresh_dataset, progress)
-            session.describe_dataset()
-            pn.state.notifications.info(f"dataset refreshed: {outcome['added']} new rows", duration=4000) \
-                if pn.state.notifications else None
+            session.describe_dataset(f"refreshed: {outcome['added']} new rows")
             session.overview.refresh()
             session.decisions.refresh()
         finally:
@@ -106,5 +107,5 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
         )
 
     header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar,
-                    pn.pane.Markdown(f"signed in as **{user}**" if user else ""), align="center")
+                    pn.pane.Markdown(f"signed in as **{md_text(user)}**" if user else ""), align="center")
     return pn.Column(header, status, pn.bind(pages, session.param.scope), sizing_mode="stretch_width")

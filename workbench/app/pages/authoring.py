@@ -6,17 +6,18 @@ import panel as pn
 
 from workbench.app.pages.common import json_pane, note
 from workbench.app.state.authoring import AuthoringState
+from workbench.textsafe import md_text
 
 
 def error_markdown(check) -> str:
     if check is None:
         return "Type or load a draft rulebook."
     if check.valid:
-        return f"**Valid Rulebook v1** · hash `{check.rulebook_hash[:16]}…`"
+        return f"**Valid Rulebook v1** · hash {md_text(check.rulebook_hash[:16])}…"
     lines = [f"**Invalid draft: {len(check.errors)} error(s)**", ""]
-    for error in check.errors:
-        lines.append(f"- line {error['line'] + 1}, column {error['column'] + 1} · `{error['field']}`: "
-                     f"{error['message']} ({error['code']})")
+    for error in check.errors:  # paths and messages quote what the author typed: text only
+        lines.append(f"- line {error['line'] + 1}, column {error['column'] + 1} · {md_text(error['field'])}: "
+                     f"{md_text(error['message'])} ({md_text(error['code'])})")
     return "\n".join(lines)
 
 

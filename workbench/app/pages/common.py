@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import panel as pn
 
+from workbench.textsafe import md_text
+
 
 def note(message_param) -> pn.pane.Markdown:
-    """A status line bound to a view-model's `message`."""
-    return pn.pane.Markdown(message_param, css_classes=["wb-message"], sizing_mode="stretch_width")
+    """A status line bound to a view-model's `message`, shown as text (messages quote caller
+    text: decision ids, versions, refusals)."""
+    return pn.pane.Markdown(pn.bind(md_text, message_param), css_classes=["wb-message"],
+                            sizing_mode="stretch_width")
 
 
 def json_pane(value_param, title: str) -> pn.Column:

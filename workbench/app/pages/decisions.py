@@ -7,6 +7,7 @@ import panel as pn
 
 from workbench.app.pages.common import note
 from workbench.app.state.decisions import DecisionsState
+from workbench.textsafe import md_text
 
 
 def _verification_markdown(detail) -> str:
@@ -17,7 +18,7 @@ def _verification_markdown(detail) -> str:
     failed = result.get("failed_checks") or []
     lines = [f"**{verdict}** (recomputed now from the ledger)"]
     if failed:
-        lines.append("Failed checks: " + ", ".join(f"`{name}`" for name in failed))
+        lines.append("Failed checks: " + ", ".join(md_text(name) for name in failed))
     return "\n\n".join(lines)
 
 

@@ -11,6 +11,7 @@ import panel as pn
 
 from workbench.app.pages.common import note
 from workbench.app.state.migration import MigrationState
+from workbench.textsafe import md_text
 
 VERDICTS = ("yes", "no", "review")
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
@@ -46,7 +47,7 @@ def _result_view(result) -> pn.viewable.Viewable:
         f"new approvals whose outcome cannot be known (were blocked, never executed): "
         f"**{outcomes['unobserved_new_approvals']}**  \n"
         f"Review queue: {review['before']} → {review['after']} ({review['delta']:+d}) · "
-        f"rules that never fired in history: {', '.join(result['rules_never_fired_in_history']) or 'none'}"
+        f"rules that never fired in history: {md_text(', '.join(result['rules_never_fired_in_history']) or 'none')}"
     )
     flips = table(result["flips"]["listed"])
     return pn.Column(
@@ -76,7 +77,7 @@ def _semantic_view(semantic) -> pn.viewable.Viewable:
     if semantic is None:
         return pn.pane.Markdown("*Semantic diff: no current version registered to compare with.*")
     differences = semantic.get("differences", [])
-    head = (f"**Exact semantic diff (current → draft): {semantic.get('verdict')}** · "
+    head = (f"**Exact semantic diff (current → draft): {md_text(semantic.get('verdict'))}** · "
             f"{len(differences)} region(s) can change" + ("" if semantic.get("exact", True) else " · sampled, not exact"))
     rows = [{"where": d.get("text"),
              "current": f"{d['old'].get('decision')} · {d['old'].get('rule_id') or 'default'}",

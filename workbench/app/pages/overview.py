@@ -8,6 +8,7 @@ from bokeh.plotting import figure
 
 from workbench.app.pages.common import note
 from workbench.app.state.overview import OverviewState
+from workbench.textsafe import html_text, md_text
 
 VERDICT_COLORS = {"yes": "#2e7d32", "no": "#c62828", "review": "#f9a825"}
 
@@ -29,7 +30,8 @@ def _cards(reports) -> pn.viewable.Viewable:
     for key in ("confidence",):
         if key in reports:
             cards.insert(2, ("Decision confidence", reports[key].get("score"), reports[key].get("level")))
-    return pn.Row(*[pn.indicators.Number(name=f"{title} · {caption}", value=value if value is not None else 0,
+    # Panel puts a Number's name into HTML as it is: escape the caption (report text).
+    return pn.Row(*[pn.indicators.Number(name=html_text(f"{title} · {caption}"), value=value if value is not None else 0,
                                          format="{value:.3f}" if isinstance(value, float) else "{value}",
                                          font_size="28pt", title_size="10pt", css_classes=["report-card"])
                     for title, value, caption in cards])
@@ -42,10 +44,11 @@ def _anomalies(reports) -> pn.viewable.Viewable:
     if not items:
         return pn.pane.Markdown("**No anomaly above the threshold.**")
     lines = ["### Anomalies"]
-    for item in items:
-        ids = ", ".join(f"`{i}`" for i in item.get("decision_ids", [])[:5])
-        lines.append(f"- **{item['severity']}** · score {item['anomaly_score']:.2f} · "
-                     + "; ".join(item.get("reasons", [])) + (f"  \n  decisions: {ids}" if ids else ""))
+    for item in items:  # reasons quote versions, actions and rule ids that callers chose: text only
+        ids = ", ".join(md_text(i) for i in item.get("decision_ids", [])[:5])
+        lines.append(f"- **{md_text(item['severity'])}** · score {item['anomaly_score']:.2f} · "
+                     + "; ".join(md_text(reason) for reason in item.get("reasons", []))
+                     + (f"  \n  decisions: {ids}" if ids else ""))
     return pn.pane.Markdown("\n".join(lines), css_classes=["anomalies"], sizing_mode="stretch_width")
 
 

@@ -1,0 +1,60 @@
+"""The pages' Markdown and HTML builders hold caller text as text (issue 18), without a browser.
+
+The browser tests (`tests/browser/test_workbench_xss.py`) show the whole app; these pin each
+builder that puts report or message text into Markdown or HTML.
+"""
+
+from __future__ import annotations
+
+from tests.workbench.markup_support import HOSTILE_VERSION, markdown_html, parse
+from workbench.app.pages.authoring import error_markdown
+from workbench.app.pages.decisions import _verification_markdown
+from workbench.app.pages.overview import _anomalies, _cards
+from workbench.app.store import DraftCheck
+
+REASON = f"share of verdict 'yes' moved under version '{HOSTILE_VERSION}'"
+
+
+def elements(markdown: str) -> set[str]:
+    return {tag for tag, _ in parse(markdown_html(markdown)).tags}
+
+
+def text(markdown: str) -> str:
+    return "".join(parse(markdown_html(markdown)).text)
+
+
+def reports(recommendation: str = "monitor") -> dict:
+    return {
+        "effectiveness": {"effectiveness_score": 0.5, "recommendation": recommendation, "confidence": 0.4,
+                          "sample": {"decisions_considered": 60}},
+        "anomalies": {"anomaly_count": 1, "recommendation": recommendation, "anomalies": [
+            {"severity": "high", "anomaly_score": 0.99, "reasons": [REASON, "[x](javascript:alert(1))"],
+             "decision_ids": ["dec_1", "dec_`<b>2</b>`"]}]},
+        "benchmarks": {"your_metrics": {"success_rate": 0.7}, "cross_customer": {"status": "not_opted_in"}},
+    }
+
+
+def test_anomaly_reasons_and_ids_are_text():
+    markdown = _anomalies(reports()).object
+    assert not elements(markdown) & {"img", "a", "b", "code", "script"}
+    assert REASON in text(markdown) and "dec_`<b>2</b>`" in text(markdown)
+
+
+def test_report_card_titles_are_escaped_html():
+    row = _cards(reports(recommendation=HOSTILE_VERSION))
+    titles = [card.name for card in row.objects]
+    assert any("&lt;img" in title for title in titles)
+    assert not any("<img" in title for title in titles)
+
+
+def test_draft_errors_quote_what_was_typed_as_text():
+    check = DraftCheck(None, ({"field": "draft.version", "code": "too_long", "line": 0, "column": 2,
+                               "message": f"'{HOSTILE_VERSION}' is too long"},))
+    markdown = error_markdown(check)
+    assert "li" in elements(markdown) and not elements(markdown) & {"img", "code"}
+    assert f"'{HOSTILE_VERSION}' is too long" in text(markdown)
+
+
+def test_failed_checks_are_text():
+    markdown = _verification_markdown({"verification": {"verified": False, "failed_checks": ["x`<img src=x>`"]}})
+    assert "img" not in elements(markdown) and "x`<img src=x>`" in text(markdown)
