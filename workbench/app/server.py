@@ -38,7 +38,12 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
     pn.extension("codeeditor", "tabulator")
 
     def factory():
-        return session_app(store, access, pn.state.user if access.authenticated else None)
+        if not access.authenticated:
+            return session_app(store, access, None)
+        from workbench.app.signin import session_user
+
+        user = session_user(pn.state.cookies, pn.config.cookie_secret, pn.config.oauth_expiry)
+        return session_app(store, access, user)
 
     kwargs: dict[str, Any] = tornado_settings()  # SECURITY: CSP and friends on every response
     if access.authenticated and access.basic_auth_file is not None:

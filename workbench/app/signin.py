@@ -14,7 +14,10 @@ place of Panel's basic auth (which compares plaintext passwords with `==`). A si
    forgotten (the address's are not: a valid account does not buy an address more guesses).
 
 SECURITY: the address is the TCP peer (`remote_ip`); forwarded headers are not trusted, so
-behind a proxy every client shares the proxy's address budget.
+behind a proxy every client shares the proxy's address budget. A session's user is read from
+the signed `user` cookie alone (`session_user`): Panel's `pn.state.user` answers "guest" for any
+request that carries an `is_guest` cookie, which a client sets at will. The login page shows
+only the messages this module writes, never a `?error=` text from the link that opened it.
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from panel.auth import BasicAuthProvider, BasicLoginHandler
+from panel.auth import BasicAuthProvider, BasicLoginHandler, _validate_next_url
+from panel.io.state import state
 from panel.io.resources import CDN_DIST
 from tornado.ioloop import IOLoop
+from tornado.web import decode_signed_value
 
 from workbench.app.passwords import MAX_USER_CHARS, PasswordCheck
 
@@ -188,6 +193,15 @@ class SignInHandler(BasicLoginHandler):
         self.write(self._login_template.render(login_endpoint=self._login_endpoint, errormessage=message,
                                                PANEL_CDN=CDN_DIST))
 
+    def get(self) -> None:
+        # Panel's handler shows `?error=` as the page's message, so any link could put its own
+        # text (a phishing line) on our sign-in page. Ours shows none until a sign-in fails;
+        # the `next` target is checked as Panel checks it (same origin only).
+        next_url = _validate_next_url(self.get_argument("next", state.base_url))
+        if next_url:
+            self.set_cookie("next_url", next_url)
+        self._page(200, "")
+
     async def post(self) -> None:
         user = self.get_argument("username", "")
         password = self.get_argument("password", "", strip=False)
@@ -224,6 +238,17 @@ class SignInProvider(BasicAuthProvider):
         self._handler._login_endpoint = self._login_endpoint
         self._handler._login_template = self._login_template
         return self._handler
+
+
+def session_user(cookies: Mapping[str, str], secret: str | bytes | None,
+                 max_age_days: float) -> str | None:
+    """The signed-in user of a session: the `user` cookie checked against the server's cookie
+    secret, nothing else (an `is_guest` cookie, which any client can set, is ignored)."""
+    value = cookies.get("user")
+    if not value or not secret:
+        return None
+    decoded = decode_signed_value(secret, "user", value, max_age_days=max_age_days)
+    return None if decoded is None else decoded.decode("utf-8")
 
 
 def signin_provider(password_file: Path, throttle: SignInThrottle | None = None) -> SignInProvider:
