@@ -33,6 +33,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 
 from api.client_limits import client_limit
+from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -297,8 +298,15 @@ def pilot_export():
 # --------------------------------------------------------------------------- policy alerts
 
 
+def _alert_report_units() -> int:
+    """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES (api.costs)."""
+    per_report = units(ReportParams().limit, REPORT_ROWS_PER_UNIT)
+    return per_report * (1 if "policy_id" in request.args else MAX_ALERT_POLICIES)
+
+
 @bp.get("/api/policy-alerts")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(Weight(query=_alert_report_units))
 def policy_alerts(caller: Caller):
     rt = runtime()
     if set(request.args) - {"policy_id"}:

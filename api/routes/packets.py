@@ -1,4 +1,10 @@
-"""Decision Packets: export (keyed) and verification (public)."""
+"""Decision Packets: export (keyed) and verification (public).
+
+An export is charged to the key's cost window before it reads anything (`api.costs`): one unit,
+four per full 16 KiB of the stored request, one per started 10 of the three `*_limit`
+receipts and links, and 20 for the embedded policy intelligence (unless `include_intelligence`
+is false).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 
 from flask import Blueprint, request
 
+from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, query_int, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -16,6 +23,7 @@ from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.lifecycle import KINDS
 from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.packets.common import LIMIT_DEFAULT, LIMIT_MAX
 from gate.service import Caller
 from workbench.load import from_ledger
 from workbench.policy_reports import ReportParams, packet_intelligence
@@ -40,8 +48,18 @@ PACKET_VERIFY_DESCRIPTION = {
 }
 
 
+def _packet_query_units() -> int:
+    rows = sum(query_int(name, LIMIT_DEFAULT, LIMIT_MAX) for name in ("execution_limit", "outcome_limit", "chain_limit"))
+    intelligence = request.args.get("include_intelligence") not in ("false", "0")
+    return units(rows, LINKS_PER_UNIT) + (PACKET_INTELLIGENCE_UNITS if intelligence else 0)
+
+
+PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
+
+
 @bp.get("/api/decision/<decision_id>/packet")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(PACKET_WEIGHT)
 def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
     options = PacketOptions.from_query(

@@ -9,6 +9,9 @@ opted-in scopes, never their names or records). A policy id the caller has no de
 whether it exists in another scope or nowhere, answers 200 with an empty sample
 (`decisions_considered: 0`): the answer is the same in both cases, so it reveals nothing about
 other scopes.
+
+Each report is charged to the key's cost window before the ledger is read (`api.costs`): one
+unit plus one per started 50 decisions its `limit` lets it read (default 1,000: 21 units).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
+from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, query_int, units
 from api.errors import json_response
 from api.runtime import keyed, runtime
 from gate.errors import GateError
@@ -28,6 +32,8 @@ from workbench.policy_reports import (
     anomaly_report,
     benchmark_report,
     effectiveness_report,
+    PARAMS,
+    ReportParams,
     parse_params,
 )
 
@@ -40,6 +46,10 @@ UNAUTHORIZED = {
     "benchmarks": "SVC_POLICY_BENCHMARKS_UNAUTHORIZED",
 }
 MAX_POLICY_ID = 120
+
+
+REPORT_WEIGHT = Weight(query=lambda: units(query_int("limit", ReportParams().limit, int(PARAMS["limit"].high or 0)),
+                                            REPORT_ROWS_PER_UNIT))
 
 
 def _policy_id(policy_id: str) -> str:
@@ -56,6 +66,7 @@ def _args(kind: str):
 
 @bp.get("/api/decision/policies/<policy_id>/effectiveness")
 @keyed(UNAUTHORIZED["effectiveness"])
+@charged(REPORT_WEIGHT)
 def effectiveness(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("effectiveness")
     frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
@@ -65,6 +76,7 @@ def effectiveness(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/confidence")
 @keyed(UNAUTHORIZED["confidence"])
+@charged(REPORT_WEIGHT)
 def confidence(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("confidence")
     # policy_version names the current version; evidence from every version counts.
@@ -74,6 +86,7 @@ def confidence(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/anomalies")
 @keyed(UNAUTHORIZED["anomalies"])
+@charged(REPORT_WEIGHT)
 def anomalies(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("anomalies")
     frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
@@ -83,6 +96,7 @@ def anomalies(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/benchmarks")
 @keyed(UNAUTHORIZED["benchmarks"])
+@charged(REPORT_WEIGHT)
 def benchmarks(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("benchmarks")
     ledger = runtime().ledger
