@@ -20,13 +20,13 @@ budget; it is never refused for good. The monthly record cap still counts only d
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from functools import wraps
-from typing import Callable
+from collections.abc import Callable
 
 from flask import Response, request
 
+from api.bodies import too_large
 from api.errors import error_response, gate_error_body, json_response
 from api.runtime import runtime
 from api.settings import COST_UNITS_PER_DECIDE
@@ -39,13 +39,14 @@ STORED_BYTES_PER_UNIT = 16_384  # the stored request a replay re-reads, re-hashe
 REPORT_ROWS_PER_UNIT = 50  # decisions a report's `limit` lets it load and analyse
 LINKS_PER_UNIT = 10  # chain links (and receipts) a page re-verifies
 PACKET_INTELLIGENCE_UNITS = 20  # the policy reports a packet embeds (one report's worth at limit 1,000)
-_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True, slots=True)
 class Weight:
     """How one route kind is weighed: a fixed part, per-body units, a multiple of the stored
-    request's units, and a function of the query for what the `limit` parameters allow."""
+    request's units, and a function of the query for what its `limit` parameters allow. The
+    query function parses them as strictly as the route does: a bad value is a 400 before the
+    charge, so a refused request costs nothing."""
 
     base: int = 1
     body: bool = False
@@ -57,19 +58,16 @@ def units(amount: int, per_unit: int) -> int:
     return math.ceil(max(0, amount) / per_unit)
 
 
-def query_int(name: str, default: int, high: int) -> int:
-    """Query parameter `name` read leniently for weighing: the default when absent or unreadable,
-    at most `high` (the route itself refuses an unreadable or out-of-range value with 400)."""
-    raw = request.args.get(name)
-    return min(int(raw), high) if raw is not None and _DIGITS.fullmatch(raw) else default
-
-
 def body_bytes() -> int:
-    """The declared body length; a chunked body declares none and is weighed as the largest body
-    the route accepts."""
+    """The declared body length (413 first when it is over the limit: refused uncharged); a
+    chunked body declares none and is weighed as the largest body the route accepts."""
+    max_bytes = runtime().settings.max_body_bytes
     if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
-        return runtime().settings.max_body_bytes
-    return request.content_length or 0
+        return max_bytes
+    length = request.content_length or 0
+    if length > max_bytes:
+        raise too_large(max_bytes)
+    return length
 
 
 def stored_bytes(caller: Caller, decision_id: str | None) -> int:
@@ -144,4 +142,4 @@ def charge(caller: Caller, weight: int) -> tuple[Response | None, dict[str, str]
 
 
 __all__ = ["BODY_BYTES_PER_UNIT", "LINKS_PER_UNIT", "PACKET_INTELLIGENCE_UNITS", "REPORT_ROWS_PER_UNIT",
-           "STORED_BYTES_PER_UNIT", "Weight", "charge", "charged", "cost_limit", "query_int", "units", "weigh"]
+           "STORED_BYTES_PER_UNIT", "Weight", "charge", "charged", "cost_limit", "units", "weigh"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from api.costs import LINKS_PER_UNIT, Weight, charged, query_int, units
+from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.query import int_arg
 from api.runtime import keyed, runtime
@@ -26,16 +26,18 @@ def _answer(body):
     return json_response(200, body)
 
 
-CHAIN_LIMIT_DEFAULT, CHAIN_LIMIT_MAX = 20, 1000
-CHAIN_WEIGHT = Weight(query=lambda: units(query_int("limit", CHAIN_LIMIT_DEFAULT, CHAIN_LIMIT_MAX), LINKS_PER_UNIT))
+def _limit() -> int:
+    return int_arg("limit", high=1000, default=20) or 20
+
+
+CHAIN_WEIGHT = Weight(query=lambda: units(_limit(), LINKS_PER_UNIT))
 
 
 @bp.get("/api/decision/chains/<chain_id>")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 @charged(CHAIN_WEIGHT)
 def chain(caller: Caller, chain_id: str):
-    limit = int_arg("limit", high=CHAIN_LIMIT_MAX, default=CHAIN_LIMIT_DEFAULT)
-    return _answer(runtime().audit.chain_view(caller.scope, chain_id, limit))
+    return _answer(runtime().audit.chain_view(caller.scope, chain_id, _limit()))
 
 
 @bp.get("/api/decision/chains/<chain_id>/inclusion")

@@ -12,7 +12,7 @@ import json
 
 from flask import Blueprint, request
 
-from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, query_int, units
+from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -23,7 +23,6 @@ from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.lifecycle import KINDS
 from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
-from gate.packets.common import LIMIT_DEFAULT, LIMIT_MAX
 from gate.service import Caller
 from workbench.load import from_ledger
 from workbench.policy_reports import ReportParams, packet_intelligence
@@ -48,10 +47,16 @@ PACKET_VERIFY_DESCRIPTION = {
 }
 
 
+def _options() -> PacketOptions:
+    """The export options (a bad query is a 400, before the charge)."""
+    return PacketOptions.from_query(
+        {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+
+
 def _packet_query_units() -> int:
-    rows = sum(query_int(name, LIMIT_DEFAULT, LIMIT_MAX) for name in ("execution_limit", "outcome_limit", "chain_limit"))
-    intelligence = request.args.get("include_intelligence") not in ("false", "0")
-    return units(rows, LINKS_PER_UNIT) + (PACKET_INTELLIGENCE_UNITS if intelligence else 0)
+    options = _options()
+    rows = options.execution_limit + options.outcome_limit + options.chain_limit
+    return units(rows, LINKS_PER_UNIT) + (PACKET_INTELLIGENCE_UNITS if options.include_intelligence else 0)
 
 
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
@@ -62,8 +67,7 @@ PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
 @charged(PACKET_WEIGHT)
 def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
-    options = PacketOptions.from_query(
-        {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+    options = _options()
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")

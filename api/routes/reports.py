@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
-from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, query_int, units
+from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
 from api.runtime import keyed, runtime
 from gate.errors import GateError
@@ -32,8 +32,6 @@ from workbench.policy_reports import (
     anomaly_report,
     benchmark_report,
     effectiveness_report,
-    PARAMS,
-    ReportParams,
     parse_params,
 )
 
@@ -48,10 +46,6 @@ UNAUTHORIZED = {
 MAX_POLICY_ID = 120
 
 
-REPORT_WEIGHT = Weight(query=lambda: units(query_int("limit", ReportParams().limit, int(PARAMS["limit"].high or 0)),
-                                            REPORT_ROWS_PER_UNIT))
-
-
 def _policy_id(policy_id: str) -> str:
     if not 1 <= len(policy_id) <= MAX_POLICY_ID or not policy_id.isprintable():
         raise GateError("REQUEST_INVALID", f"policy_id must be 1 to {MAX_POLICY_ID} printable characters",
@@ -62,6 +56,15 @@ def _policy_id(policy_id: str) -> str:
 
 def _args(kind: str):
     return parse_params(kind, request.args.to_dict(flat=True))
+
+
+def _report_units() -> int:
+    """The report's `limit` as its route will read it (a bad policy id or query is a 400 before the charge)."""
+    _policy_id((request.view_args or {}).get("policy_id", ""))
+    return units(_args(str(request.endpoint).rsplit(".", 1)[-1]).limit, REPORT_ROWS_PER_UNIT)
+
+
+REPORT_WEIGHT = Weight(query=_report_units)
 
 
 @bp.get("/api/decision/policies/<policy_id>/effectiveness")
