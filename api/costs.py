@@ -20,9 +20,9 @@ budget; it is never refused for good. The monthly record cap still counts only d
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from collections.abc import Callable
 
 from flask import Response, request
 

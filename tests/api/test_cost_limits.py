@@ -14,7 +14,7 @@ import json
 import math
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -22,7 +22,7 @@ from api.limits import MemoryRateLimiter, RedisRateLimiter
 from gate.errors import GateError
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-START = datetime(2026, 11, 23, 18, 0, 5, tzinfo=timezone.utc)  # 55 s before the window ends
+START = datetime(2026, 11, 23, 18, 0, 5, tzinfo=UTC)  # 55 s before the window ends
 STARTER_UNITS = 60
 BODY_BYTES_PER_UNIT = 8_192  # one unit per started 8 KiB of body (docs/operating.md)
 
@@ -318,3 +318,24 @@ def test_memory_weighted_hits_are_exact_under_threads():
 def test_a_weight_is_a_whole_number_of_at_least_one(weight):
     with pytest.raises(ValueError):
         MemoryRateLimiter().hit("key", 10, 0, weight)
+
+
+def test_openapi_and_docs_json_document_the_charge(still_app):
+    client = still_app.test_client()
+    paths = client.get("/openapi.json").json["paths"]
+    charged = [("post", "/api/decision/{decision_id}/replay"), ("post", "/api/decision/{decision_id}/diff"),
+               ("post", "/api/decision/{decision_id}/counterfactuals"), ("get", "/api/decision/{decision_id}/verify"),
+               ("post", "/api/decision/{decision_id}/verify"), ("get", "/api/decision/{decision_id}/packet"),
+               ("get", "/api/decision/chains/{chain_id}"), ("get", "/api/policy-alerts")]
+    charged += [("get", f"/api/decision/policies/{{policy_id}}/{kind}")
+                for kind in ("effectiveness", "confidence", "anomalies", "benchmarks")]
+    for method, path in charged:
+        operation = paths[path][method]
+        assert operation["responses"]["429"]["x-error-codes"] == ["SVC_API_RATE_LIMITED"], path
+        assert "RATE_LIMITER_UNAVAILABLE" in operation["responses"]["503"]["x-error-codes"], path
+        ok = operation["responses"]["200"]
+        assert {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Cost", "Retry-After"} <= set(ok["headers"])
+    assert "429" not in paths["/api/decision/{decision_id}"]["get"]["responses"]  # a plain read is not charged
+    limits = client.get("/docs.json").json["limits"]["cost_limit"]
+    assert limits["units_per_minute"] == {"starter": 60, "growth": 360, "scale": 3600}
+    assert "separate from the decide window" in limits["window"]
