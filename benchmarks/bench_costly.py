@@ -10,7 +10,9 @@ that load changes on the shared machine hit every call alike; the figure is the 
   the cost per KiB of body), counterfactuals with 1 and 20 scenarios;
 * the four policy reports at `limit=1000`, policy alerts, packet export, the chain view,
   stored-record verification and a plain read;
-* replay, verify and packet export of a decision stored with 10,000 extra facts (~150 KiB).
+* in another scope, replay, verify and packet export of a decision stored with 10,000 extra facts
+  (~150 KiB), and an anomaly report of that scope's 51 decisions of the policy (one of them
+  that wide): a report's cost grows with the width of the facts, which its weight does not see.
 
 The app charges as in production, with a key whose cost window is never reached; the table prints
 each call's ratio beside the units `api/costs.py` charged for it (`X-RateLimit-Cost`), which is
@@ -65,7 +67,8 @@ def wide_input(base: dict, keys: int) -> dict:
     return {**base, **{f"f{i}": i for i in range(keys)}}
 
 
-def calls_for(client, headers: dict, decision_id: str, policy_id: str, chain_id: str, facts: dict) -> dict:
+def calls_for(client, headers: dict, wide_headers: dict, decision_id: str, policy_id: str, chain_id: str,
+              facts: dict) -> dict:
     sample = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
     post = client.post
     calls = {
@@ -93,12 +96,17 @@ def calls_for(client, headers: dict, decision_id: str, policy_id: str, chain_id:
     calls["packet"] = lambda: client.get(f"/api/decision/{decision_id}/packet", headers=headers)
     calls["chain, limit=1000"] = lambda: client.get(f"/api/decision/chains/{chain_id}?limit=1000", headers=headers)
     calls["chain, limit=20"] = lambda: client.get(f"/api/decision/chains/{chain_id}", headers=headers)
-    # A decision stored with 10,000 extra facts (about 150 KiB of request): what re-reading it costs.
+    # Another scope: 50 sample decisions and one stored with 10,000 extra facts (about 150 KiB of
+    # request): what re-reading it costs, and what one wide decision does to a report of its policy.
+    for _ in range(50):
+        post("/api/decide", json=sample, headers=wide_headers)
     wide = {**sample, "context": {**sample["context"], "inputs": wide_input(facts, 10_000)}}
-    wide_id = post("/api/decide", json=wide, headers=headers).json["decision_id"]
-    calls["replay, stored 10000 keys"] = lambda: post(f"/api/decision/{wide_id}/replay", headers=headers)
-    calls["verify stored, 10000 keys"] = lambda: client.get(f"/api/decision/{wide_id}/verify", headers=headers)
-    calls["packet, stored 10000 keys"] = lambda: client.get(f"/api/decision/{wide_id}/packet", headers=headers)
+    wide_id = post("/api/decide", json=wide, headers=wide_headers).json["decision_id"]
+    calls["replay, stored 10000 keys"] = lambda: post(f"/api/decision/{wide_id}/replay", headers=wide_headers)
+    calls["verify stored, 10000 keys"] = lambda: client.get(f"/api/decision/{wide_id}/verify", headers=wide_headers)
+    calls["packet, stored 10000 keys"] = lambda: client.get(f"/api/decision/{wide_id}/packet", headers=wide_headers)
+    calls["report anomalies, 51 (1 wide)"] = lambda: client.get(
+        f"/api/decision/policies/{policy_id}/anomalies?limit=1000", headers=wide_headers)
     return calls
 
 
@@ -131,7 +139,8 @@ def main() -> int:
             record = client.post("/api/decide", json={**sample, "context": {**sample["context"], "inputs": facts}},
                                  headers=headers).json
         load_before = loadavg()
-        calls = calls_for(client, headers, record["decision_id"], record["policy_id"],
+        wide_headers = {"x-api-key": create_key(settings, "bench-wide", "scale", 10_000_000, None)["api_key"]}
+        calls = calls_for(client, headers, wide_headers, record["decision_id"], record["policy_id"],
                           record["audit_chain"]["chain_id"],
                           sample["context"]["inputs"])
         charged: dict[str, str] = {}

@@ -298,10 +298,24 @@ def pilot_export():
 # --------------------------------------------------------------------------- policy alerts
 
 
+def _wanted_policy() -> str | None:
+    """The `policy_id` query parameter, or None; 400 for anything else."""
+    if set(request.args) - {"policy_id"}:
+        raise GateError("REQUEST_INVALID", "the only parameter is policy_id",
+                        errors=[_problem(sorted(set(request.args) - {"policy_id"})[0], "unknown_field",
+                                         "not a parameter of this route")])
+    wanted = request.args.get("policy_id")
+    if wanted is not None and (not 1 <= len(wanted) <= 120 or not wanted.isprintable()):
+        raise GateError("REQUEST_INVALID", "policy_id must be 1 to 120 printable characters",
+                        errors=[_problem("policy_id", "invalid_value", "1 to 120 printable characters")])
+    return wanted
+
+
 def _alert_report_units() -> int:
-    """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES (api.costs)."""
+    """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES
+    (api.costs); a bad query is a 400 before the charge."""
     per_report = units(ReportParams().limit, REPORT_ROWS_PER_UNIT)
-    return per_report * (1 if "policy_id" in request.args else MAX_ALERT_POLICIES)
+    return per_report * (1 if _wanted_policy() is not None else MAX_ALERT_POLICIES)
 
 
 @bp.get("/api/policy-alerts")
@@ -309,14 +323,7 @@ def _alert_report_units() -> int:
 @charged(Weight(query=_alert_report_units))
 def policy_alerts(caller: Caller):
     rt = runtime()
-    if set(request.args) - {"policy_id"}:
-        return error_response("REQUEST_INVALID", "the only parameter is policy_id",
-                              errors=[_problem(sorted(set(request.args) - {"policy_id"})[0], "unknown_field",
-                                               "not a parameter of this route")])
-    wanted = request.args.get("policy_id")
-    if wanted is not None and (not 1 <= len(wanted) <= 120 or not wanted.isprintable()):
-        return error_response("REQUEST_INVALID", "policy_id must be 1 to 120 printable characters",
-                              errors=[_problem("policy_id", "invalid_value", "1 to 120 printable characters")])
+    wanted = _wanted_policy()
     policies = [wanted] if wanted is not None else recent_policy_ids(rt.ledger, caller.scope, MAX_ALERT_POLICIES)
     alerts: list[dict[str, Any]] = []
     reports = []

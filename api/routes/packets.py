@@ -1,6 +1,6 @@
 """Decision Packets: export (keyed) and verification (public).
 
-An export is charged to the key's cost window before it reads anything (`api.costs`): one unit,
+An export is charged to the key's cost window before its work (`api.costs`): one unit,
 four per full 16 KiB of the stored request, one per started 10 of the three `*_limit`
 receipts and links, and 20 for the embedded policy intelligence (unless `include_intelligence`
 is false).

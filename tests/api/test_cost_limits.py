@@ -205,8 +205,9 @@ def test_a_bad_report_query_is_refused_before_the_charge(still_app, starter, dec
 
 @pytest.mark.parametrize("url", ["/api/decision/chains/{chain}?limit=1001",
                                  "/api/decision/{decision}/packet?execution_limit=5000",
-                                 "/api/decision/{decision}/packet?include_intelligence=maybe"])
-def test_bad_chain_and_packet_queries_are_refused_before_the_charge(still_app, starter, decided, url):
+                                 "/api/decision/{decision}/packet?include_intelligence=maybe",
+                                 "/api/policy-alerts?limit=1", "/api/policy-alerts?policy_id=" + "x" * 121])
+def test_bad_chain_packet_and_alert_queries_are_refused_before_the_charge(still_app, starter, decided, url):
     client = still_app.test_client()
     url = url.format(chain=decided["audit_chain"]["chain_id"], decision=decided["decision_id"])
     refused = client.get(url, headers=starter)
