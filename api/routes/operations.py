@@ -302,7 +302,7 @@ def _wanted_policy() -> str | None:
     """The `policy_id` query parameter, or None; 400 for anything else."""
     if set(request.args) - {"policy_id"}:
         raise GateError("REQUEST_INVALID", "the only parameter is policy_id",
-                        errors=[_problem(sorted(set(request.args) - {"policy_id"})[0], "unknown_field",
+                        errors=[_problem(min(set(request.args) - {"policy_id"}), "unknown_field",
                                          "not a parameter of this route")])
     wanted = request.args.get("policy_id")
     if wanted is not None and (not 1 <= len(wanted) <= 120 or not wanted.isprintable()):
