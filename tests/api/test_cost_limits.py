@@ -261,6 +261,24 @@ def test_gate_plans_cost_limit_is_read_and_defaults_to_three_units_per_decide(ga
             Settings.from_env({**gate_env, "GATE_PLANS": bad})
 
 
+def test_the_cost_window_is_shared_by_workers_through_redis(gate_env, clock, starter, decided):
+    from api.app import create_app
+    from api.settings import Settings
+
+    _redis_or_skip()
+    workers = [create_app(Settings.from_env({**gate_env, "GATE_REDIS_URL": REDIS_URL}), clock=clock) for _ in range(2)]
+    try:
+        first, second = (worker.test_client() for worker in workers)
+        report = f"/api/decision/policies/{decided['policy_id']}/effectiveness"
+        assert first.get(report, headers=starter).status_code == 200
+        assert second.get(report, headers=starter).headers["X-RateLimit-Remaining"] == str(60 - 42)
+        refused = first.get(report, headers=starter)
+        assert refused.status_code == 429 and refused.headers["X-RateLimit-Remaining"] == str(60 - 42)
+    finally:
+        for worker in workers:
+            worker.extensions["gate"].ledger.dispose()
+
+
 # ----------------------------------------------------------------------------- the limiters
 
 
