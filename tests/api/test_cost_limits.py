@@ -358,3 +358,13 @@ def test_openapi_and_docs_json_document_the_charge(still_app):
     limits = client.get("/docs.json").json["limits"]["cost_limit"]
     assert limits["units_per_minute"] == {"starter": 60, "growth": 360, "scale": 3600}
     assert "separate from the decide window" in limits["window"]
+
+
+def test_a_chunked_body_is_weighed_as_the_largest_body(still_app, starter, decided):
+    import io
+
+    response = still_app.test_client().post(
+        f"/api/decision/{decided['decision_id']}/diff", input_stream=io.BytesIO(b"{}"),
+        headers={**starter, "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    assert response.status_code == 200, response.json
+    assert response.headers["X-RateLimit-Cost"] == str(STARTER_UNITS)  # 1 + 128, at most the window
