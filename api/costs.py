@@ -1,4 +1,4 @@
-"""Cost budgets of the costly keyed routes (issue 18, item 7; docs/operating.md "Cost units").
+"""Cost budgets of the costly keyed routes (issue 18, item 7; docs/operating.md "Rate limits and cost units").
 
 Replay, diff, counterfactuals, stored-record verification, the four policy reports, policy
 alerts, packet export and the chain view can each cost many decides' worth of CPU (a diff with
@@ -109,7 +109,7 @@ def charged(weight: Weight) -> Callable:
         def wrapper(caller: Caller, *args, **kwargs):
             try:
                 refusal, headers = charge(caller, weigh(weight, caller, kwargs.get("decision_id")))
-            except GateError as error:  # limiter or ledger unavailable: 503, fail closed
+            except GateError as error:  # a bad query (400) or declared size (413), uncharged; 503 fails closed
                 return json_response(*gate_error_body(error))
             if refusal is not None:
                 return refusal

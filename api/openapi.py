@@ -480,14 +480,16 @@ CHARGED_ROUTES = frozenset({
 
 
 def _charged(endpoint: Endpoint) -> Endpoint:
-    """A charged route's 429 and limiter 503, and its cost-window headers (docs/operating.md "Cost units")."""
+    """A charged route's 429 and limiter 503, and its cost-window headers
+    (docs/operating.md "Rate limits and cost units")."""
     if (endpoint.method, endpoint.path) not in CHARGED_ROUTES:
         return endpoint
     unavailable = endpoint.responses.get(503)
     responses = {**endpoint.responses,
                  429: "the request's cost units exceed what remains of the key's cost window this minute "
                       "(Retry-After; nothing was computed)",
-                 503: f"{unavailable}, or the rate limiter is unavailable" if unavailable else "rate limiter unavailable"}
+                 503: f"{unavailable}, or the rate limiter is unavailable" if unavailable
+                 else "rate limiter unavailable"}
     return replace(endpoint, responses=responses,
                    errors=endpoint.errors + ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE"),
                    response_headers=endpoint.response_headers + COST_HEADERS)
