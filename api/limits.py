@@ -2,9 +2,14 @@
 
 Two backends with one contract:
 - `MemoryRateLimiter` for the single-process embedded default;
-- `RedisRateLimiter` (from `GATE_REDIS_URL`) whenever more than one process serves: the count
-  is an atomic INCR in Redis, so all workers and hosts share one window.
+- `RedisRateLimiter` (from `GATE_REDIS_URL`) whenever more than one process serves: the check
+  and the charge are one Lua script in Redis, so all workers and hosts share one window.
 A backend failure is an error (503), never a pass: SECURITY, fail closed.
+
+A hit carries a weight (1 by default; the costly keyed routes of `api.costs` charge more). It
+is all or nothing: the weight is charged only when it fits in what remains of the window; a
+refused hit charges nothing, so a heavy request that does not fit leaves the rest of the
+window to lighter ones.
 
 Monthly caps are not here: they are charged in the ledger transaction that stores the record.
 """
@@ -39,9 +44,8 @@ class RateState:
         return headers
 
 
-def _state(count: int, limit: int, window: int, now_ms: int) -> RateState:
+def _state(allowed: bool, count: int, limit: int, window: int, now_ms: int) -> RateState:
     reset_ms = (window + 1) * WINDOW_MS
-    allowed = count <= limit
     return RateState(
         allowed=allowed,
         limit=limit,
@@ -60,24 +64,46 @@ class MemoryRateLimiter:
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[int, int]] = {}
 
-    def hit(self, key_id: str, limit: int, now_ms: int) -> RateState:
+    def hit(self, key_id: str, limit: int, now_ms: int, weight: int = 1) -> RateState:
+        _check_weight(weight)
         window = now_ms // WINDOW_MS
         with self._lock:
             current_window, count = self._counts.get(key_id, (window, 0))
             if current_window != window:
                 count = 0
-            count += 1
-            self._counts[key_id] = (window, count)
-            if len(self._counts) > 100_000:  # drop stale windows
-                self._counts = {k: v for k, v in self._counts.items() if v[0] == window}
-        return _state(count, limit, window, now_ms)
+            allowed = count + weight <= limit
+            if allowed:
+                count += weight
+                self._counts[key_id] = (window, count)
+                if len(self._counts) > 100_000:  # drop stale windows
+                    self._counts = {k: v for k, v in self._counts.items() if v[0] == window}
+        return _state(allowed, count, limit, window, now_ms)
 
     def ping(self) -> bool:
         return True
 
 
+def _check_weight(weight: int) -> None:
+    if type(weight) is not int or weight < 1:
+        raise ValueError(f"a rate-limit weight is a whole number >= 1, not {weight!r}")
+
+
+# KEYS[1]: the window's counter; ARGV: weight, limit, expiry (ms). Redis runs a script alone, so
+# the check and the charge cannot interleave with another worker's. Returns {allowed, count}.
+_CHARGE_SCRIPT = """
+local weight = tonumber(ARGV[1])
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+if count + weight > tonumber(ARGV[2]) then
+  return {0, count}
+end
+count = redis.call('INCRBY', KEYS[1], weight)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {1, count}
+"""
+
+
 class RedisRateLimiter:
-    """Shared fixed windows in Redis: INCR + PEXPIRE in one MULTI/EXEC."""
+    """Shared fixed windows in Redis: check, INCRBY and PEXPIRE in one Lua script."""
 
     backend = "redis"
 
@@ -85,23 +111,22 @@ class RedisRateLimiter:
         import redis
 
         self._redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._charge = self._redis.register_script(_CHARGE_SCRIPT)
         self._prefix = prefix
         self._errors = (redis.RedisError, OSError)
 
-    def hit(self, key_id: str, limit: int, now_ms: int) -> RateState:
+    def hit(self, key_id: str, limit: int, now_ms: int, weight: int = 1) -> RateState:
+        _check_weight(weight)
         window = now_ms // WINDOW_MS
         name = f"{self._prefix}{key_id}:{window}"
         try:
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.incr(name)
-            pipe.pexpire(name, WINDOW_MS * 2)
-            count, _ = pipe.execute()
+            allowed, count = self._charge(keys=[name], args=[weight, limit, WINDOW_MS * 2])
         except self._errors as exc:
             raise GateError(
                 "RATE_LIMITER_UNAVAILABLE",
                 "the rate limiter backend is unavailable; nothing was decided",
             ) from exc
-        return _state(int(count), limit, window, now_ms)
+        return _state(bool(allowed), int(count), limit, window, now_ms)
 
     def ping(self) -> bool:
         try:

@@ -6,7 +6,7 @@ registered route, an error code of `api.errors.ERROR_TABLE` or a spec header is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -468,6 +468,36 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *OPERATIONS_ENDPOINTS,
 )
 
+# Issue 18 item 7: the costly keyed routes are charged to the key's cost window (api/costs.py).
+COST_HEADERS = (*RATE_HEADERS, "X-RateLimit-Cost", "Retry-After")
+CHARGED_ROUTES = frozenset({
+    ("post", "/api/decision/{decision_id}/replay"), ("post", "/api/decision/{decision_id}/diff"),
+    ("post", "/api/decision/{decision_id}/counterfactuals"), ("get", "/api/decision/{decision_id}/verify"),
+    ("post", "/api/decision/{decision_id}/verify"), ("get", "/api/decision/{decision_id}/packet"),
+    ("get", "/api/decision/chains/{chain_id}"), ("get", "/api/policy-alerts"),
+    *(("get", f"/api/decision/policies/{{policy_id}}/{kind}")
+      for kind in ("effectiveness", "confidence", "anomalies", "benchmarks")),
+})
+
+
+def _charged(endpoint: Endpoint) -> Endpoint:
+    """A charged route's 429 and limiter 503, and its cost-window headers
+    (docs/operating.md "Rate limits and cost units")."""
+    if (endpoint.method, endpoint.path) not in CHARGED_ROUTES:
+        return endpoint
+    unavailable = endpoint.responses.get(503)
+    responses = {**endpoint.responses,
+                 429: "the request's cost units exceed what remains of the key's cost window this minute "
+                      "(Retry-After; nothing was computed)",
+                 503: f"{unavailable}, or the rate limiter is unavailable" if unavailable
+                 else "rate limiter unavailable"}
+    return replace(endpoint, responses=responses,
+                   errors=endpoint.errors + ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE"),
+                   response_headers=endpoint.response_headers + COST_HEADERS)
+
+
+ENDPOINTS = tuple(_charged(endpoint) for endpoint in ENDPOINTS)
+
 def _receipt_request(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "required": required, "properties": properties, "additionalProperties": False}
 
@@ -716,6 +746,35 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
+def _cost_limits() -> dict[str, Any]:
+    """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
+    from api import costs as K
+    from api.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
+
+    return {
+        "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "
+                  "these routes describe it, X-RateLimit-Cost the request's units; 429 SVC_API_RATE_LIMITED "
+                  "with Retry-After when a request's units do not fit (nothing is charged or computed)",
+        "units_per_minute": {name: plan["cost_limit"] for name, plan in DEFAULT_PLANS.items()},
+        "per_key": "scaled by the key's own rate_limit against its plan's; GATE_PLANS cost_limit "
+                   f"(default {COST_UNITS_PER_DECIDE} units per decide of rate_limit)",
+        "weights": {
+            "replay, diff, counterfactuals": f"1 + 1 per started {K.BODY_BYTES_PER_UNIT // 1024} KiB of body + 1 per "
+                                             f"full {K.STORED_BYTES_PER_UNIT // 1024} KiB of the stored request",
+            "stored-record verify": f"1 + 1 per started {K.BODY_BYTES_PER_UNIT // 1024} KiB of body + 4 per full "
+                                    f"{K.STORED_BYTES_PER_UNIT // 1024} KiB of the stored request",
+            "policy reports": f"1 + 1 per started {K.REPORT_ROWS_PER_UNIT} of limit (default 1,000: 21)",
+            "policy alerts": "1 + 20 per policy read: 21 with policy_id, else 201",
+            "packet export": f"1 + 4 per full {K.STORED_BYTES_PER_UNIT // 1024} KiB of the stored request + 1 per "
+                             f"started {K.LINKS_PER_UNIT} of execution_limit + outcome_limit + chain_limit + "
+                             f"{K.PACKET_INTELLIGENCE_UNITS} unless include_intelligence=false (default 27)",
+            "chain view": f"1 + 1 per started {K.LINKS_PER_UNIT} of limit (default 3)",
+            "cap": "a request never costs more than the whole window",
+        },
+        "monthly_cap": "counts decides only",
+    }
+
+
 @lru_cache(maxsize=1)
 def docs_document() -> dict[str, Any]:
     return {
@@ -744,6 +803,7 @@ def docs_document() -> dict[str, Any]:
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
         "limits": {
             "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
+            "cost_limit": _cost_limits(),
             "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
             "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
             "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",

@@ -12,11 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
+# rate_limit: decides per minute; cost_limit: cost units per minute of the costly keyed routes
+# (replay, diff, counterfactuals, reports, alerts, packets, chain views: api/costs.py), a window
+# of its own so that those routes cannot starve the key's decides.
 DEFAULT_PLANS: dict[str, dict[str, int]] = {
-    "starter": {"rate_limit": 20, "monthly_cap": 10_000},
-    "growth": {"rate_limit": 120, "monthly_cap": 250_000},
-    "scale": {"rate_limit": 1_200, "monthly_cap": 5_000_000},
+    "starter": {"rate_limit": 20, "monthly_cap": 10_000, "cost_limit": 60},
+    "growth": {"rate_limit": 120, "monthly_cap": 250_000, "cost_limit": 360},
+    "scale": {"rate_limit": 1_200, "monthly_cap": 5_000_000, "cost_limit": 3_600},
 }
+# A GATE_PLANS plan without cost_limit gets this many cost units per decide of its rate_limit.
+COST_UNITS_PER_DECIDE = 3
 
 
 # Every variable `Settings.from_env` reads: (name, default, meaning). `gate serve --help` prints
@@ -30,7 +35,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_RECEIPT_HMAC_KEY_ID", "hmac-receipt-v1", "key id named in HMAC receipts"),
     ("GATE_REQUIRE_SIGNING", "true", "without a usable key, decide answers 503 and stores nothing"),
     ("GATE_REDIS_URL", "unset", "shared rate-limit windows; required for more than one worker"),
-    ("GATE_PLANS", "built in", 'JSON {"plan": {"rate_limit": n, "monthly_cap": n}} over the defaults'),
+    ("GATE_PLANS", "built in", 'JSON {"plan": {"rate_limit": n, "monthly_cap": n, "cost_limit": n?}} over the defaults'),
     ("GATE_MAX_BODY_BYTES", "1048576", "larger request bodies answer 413"),
     ("GATE_MAX_PACKET_BYTES", "16777216", "body limit of POST /api/decision/packet/verify"),
     ("GATE_REQUEST_READ_TIMEOUT", "10", "seconds to send one request's head and body (else 408)"),
@@ -101,7 +106,7 @@ class Settings:
             try:
                 extra = json.loads(env["GATE_PLANS"])
                 for name, limits in extra.items():
-                    plans[name] = {"rate_limit": int(limits["rate_limit"]), "monthly_cap": int(limits["monthly_cap"])}
+                    plans[name] = _plan(limits)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise SettingsError(f"GATE_PLANS is not valid JSON of plan limits: {exc}") from exc
         secret = env.get("GATE_RECEIPT_HMAC_SECRET")
@@ -134,6 +139,15 @@ class Settings:
 
     def with_(self, **changes) -> "Settings":
         return replace(self, **changes)
+
+
+def _plan(limits: dict) -> dict[str, int]:
+    """One GATE_PLANS entry; `cost_limit` defaults to COST_UNITS_PER_DECIDE per decide of `rate_limit`."""
+    rate_limit = int(limits["rate_limit"])
+    cost_limit = int(limits.get("cost_limit", COST_UNITS_PER_DECIDE * rate_limit))
+    if cost_limit < 0:
+        raise ValueError("cost_limit must be >= 0")
+    return {"rate_limit": rate_limit, "monthly_cap": int(limits["monthly_cap"]), "cost_limit": cost_limit}
 
 
 def _flag(value: str, name: str) -> bool:

@@ -1,9 +1,15 @@
-"""The caller's audit chain: the chain view, inclusion proofs and consistency proofs."""
+"""The caller's audit chain: the chain view, inclusion proofs and consistency proofs.
+
+The chain view re-verifies every link of its page, so it is charged to the key's cost window
+first (`api.costs`): one unit plus one per started 10 links of `limit` (default 20: 3 units).
+The proofs read O(log n) nodes and are not charged.
+"""
 
 from __future__ import annotations
 
 from flask import Blueprint, request
 
+from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.query import int_arg
 from api.runtime import keyed, runtime
@@ -20,11 +26,18 @@ def _answer(body):
     return json_response(200, body)
 
 
+def _limit() -> int:
+    return int_arg("limit", high=1000, default=20) or 20
+
+
+CHAIN_WEIGHT = Weight(query=lambda: units(_limit(), LINKS_PER_UNIT))
+
+
 @bp.get("/api/decision/chains/<chain_id>")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
+@charged(CHAIN_WEIGHT)
 def chain(caller: Caller, chain_id: str):
-    limit = int_arg("limit", high=1000, default=20)
-    return _answer(runtime().audit.chain_view(caller.scope, chain_id, limit))
+    return _answer(runtime().audit.chain_view(caller.scope, chain_id, _limit()))
 
 
 @bp.get("/api/decision/chains/<chain_id>/inclusion")

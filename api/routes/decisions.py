@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from api.costs import Weight, charged
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
@@ -95,8 +96,13 @@ def read_decision(caller: Caller, decision_id: str):
     return json_response(200, project_view(record, view), headers)
 
 
+# Re-hashing and re-verifying the stored record costs about four replays of it: charged first (api.costs).
+VERIFY_WEIGHT = Weight(body=True, stored=4)
+
+
 @bp.route("/api/decision/<decision_id>/verify", methods=["GET", "POST"])
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(VERIFY_WEIGHT)
 def verify_stored(caller: Caller, decision_id: str):
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes, optional=True,

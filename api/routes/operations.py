@@ -33,6 +33,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 
 from api.client_limits import client_limit
+from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -310,18 +311,32 @@ def pilot_export():
 # --------------------------------------------------------------------------- policy alerts
 
 
-@bp.get("/api/policy-alerts")
-@keyed("SVC_API_UNAUTHORIZED")
-def policy_alerts(caller: Caller):
-    rt = runtime()
+def _wanted_policy() -> str | None:
+    """The `policy_id` query parameter, or None; 400 for anything else."""
     if set(request.args) - {"policy_id"}:
-        return error_response("REQUEST_INVALID", "the only parameter is policy_id",
-                              errors=[_problem(sorted(set(request.args) - {"policy_id"})[0], "unknown_field",
-                                               "not a parameter of this route")])
+        raise GateError("REQUEST_INVALID", "the only parameter is policy_id",
+                        errors=[_problem(min(set(request.args) - {"policy_id"}), "unknown_field",
+                                         "not a parameter of this route")])
     wanted = request.args.get("policy_id")
     if wanted is not None and (not 1 <= len(wanted) <= 120 or not wanted.isprintable()):
-        return error_response("REQUEST_INVALID", "policy_id must be 1 to 120 printable characters",
-                              errors=[_problem("policy_id", "invalid_value", "1 to 120 printable characters")])
+        raise GateError("REQUEST_INVALID", "policy_id must be 1 to 120 printable characters",
+                        errors=[_problem("policy_id", "invalid_value", "1 to 120 printable characters")])
+    return wanted
+
+
+def _alert_report_units() -> int:
+    """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES
+    (api.costs); a bad query is a 400 before the charge."""
+    per_report = units(ReportParams().limit, REPORT_ROWS_PER_UNIT)
+    return per_report * (1 if _wanted_policy() is not None else MAX_ALERT_POLICIES)
+
+
+@bp.get("/api/policy-alerts")
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(Weight(query=_alert_report_units))
+def policy_alerts(caller: Caller):
+    rt = runtime()
+    wanted = _wanted_policy()
     policies = [wanted] if wanted is not None else recent_policy_ids(rt.ledger, caller.scope, MAX_ALERT_POLICIES)
     alerts: list[dict[str, Any]] = []
     reports = []

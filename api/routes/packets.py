@@ -1,4 +1,10 @@
-"""Decision Packets: export (keyed) and verification (public)."""
+"""Decision Packets: export (keyed) and verification (public).
+
+An export is charged to the key's cost window before its work (`api.costs`): one unit,
+four per full 16 KiB of the stored request, one per started 10 of the three `*_limit`
+receipts and links, and 20 for the embedded policy intelligence (unless `include_intelligence`
+is false).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 
 from flask import Blueprint, request
 
+from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
@@ -40,12 +47,27 @@ PACKET_VERIFY_DESCRIPTION = {
 }
 
 
+def _options() -> PacketOptions:
+    """The export options (a bad query is a 400, before the charge)."""
+    return PacketOptions.from_query(
+        {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+
+
+def _packet_query_units() -> int:
+    options = _options()
+    rows = options.execution_limit + options.outcome_limit + options.chain_limit
+    return units(rows, LINKS_PER_UNIT) + (PACKET_INTELLIGENCE_UNITS if options.include_intelligence else 0)
+
+
+PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
+
+
 @bp.get("/api/decision/<decision_id>/packet")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(PACKET_WEIGHT)
 def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
-    options = PacketOptions.from_query(
-        {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+    options = _options()
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")

@@ -4,12 +4,17 @@
 pinned adapter), or `replay_mode: "current"`. `POST /api/decision/{id}/diff`: the same, forced
 to current mode. `POST /api/decision/{id}/counterfactuals`: simulation-only scenarios. All three
 are keyed and read-only: another scope's decision is a 404, and nothing is ever written.
+
+Each is charged to the key's cost window before its work (`api.costs`): one unit, one per
+started 8 KiB of body (a diff's `input`, the scenarios) and one per full 16 KiB of the stored
+request it re-evaluates.
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, request
 
+from api.costs import Weight, charged
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
@@ -20,6 +25,7 @@ from gate.service import Caller
 bp = Blueprint("replay", __name__)
 
 NOT_FOUND = "no decision with this id in your scope"
+REPLAY_WEIGHT = Weight(body=True, stored=1)
 
 
 def _header_view() -> str | None:
@@ -39,18 +45,21 @@ def _replay(caller: Caller, decision_id: str, forced_mode: str | None):
 
 @bp.post("/api/decision/<decision_id>/replay")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(REPLAY_WEIGHT)
 def replay(caller: Caller, decision_id: str):
     return _replay(caller, decision_id, None)
 
 
 @bp.post("/api/decision/<decision_id>/diff")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(REPLAY_WEIGHT)
 def diff(caller: Caller, decision_id: str):
     return _replay(caller, decision_id, REPLAY_CURRENT)
 
 
 @bp.post("/api/decision/<decision_id>/counterfactuals")
 @keyed("SVC_API_UNAUTHORIZED")
+@charged(REPLAY_WEIGHT)
 def counterfactuals(caller: Caller, decision_id: str):
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes)

@@ -9,6 +9,9 @@ opted-in scopes, never their names or records). A policy id the caller has no de
 whether it exists in another scope or nowhere, answers 200 with an empty sample
 (`decisions_considered: 0`): the answer is the same in both cases, so it reveals nothing about
 other scopes.
+
+Each report is charged to the key's cost window before the ledger is read (`api.costs`): one
+unit plus one per started 50 decisions its `limit` lets it read (default 1,000: 21 units).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from flask import Blueprint, request
 
+from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
 from api.runtime import keyed, runtime
 from gate.errors import GateError
@@ -54,8 +58,18 @@ def _args(kind: str):
     return parse_params(kind, request.args.to_dict(flat=True))
 
 
+def _report_units() -> int:
+    """The report's `limit` as its route will read it (a bad policy id or query is a 400 before the charge)."""
+    _policy_id((request.view_args or {}).get("policy_id", ""))
+    return units(_args(str(request.endpoint).rsplit(".", 1)[-1]).limit, REPORT_ROWS_PER_UNIT)
+
+
+REPORT_WEIGHT = Weight(query=_report_units)
+
+
 @bp.get("/api/decision/policies/<policy_id>/effectiveness")
 @keyed(UNAUTHORIZED["effectiveness"])
+@charged(REPORT_WEIGHT)
 def effectiveness(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("effectiveness")
     frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
@@ -65,6 +79,7 @@ def effectiveness(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/confidence")
 @keyed(UNAUTHORIZED["confidence"])
+@charged(REPORT_WEIGHT)
 def confidence(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("confidence")
     # policy_version names the current version; evidence from every version counts.
@@ -74,6 +89,7 @@ def confidence(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/anomalies")
 @keyed(UNAUTHORIZED["anomalies"])
+@charged(REPORT_WEIGHT)
 def anomalies(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("anomalies")
     frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
@@ -83,6 +99,7 @@ def anomalies(caller: Caller, policy_id: str):
 
 @bp.get("/api/decision/policies/<policy_id>/benchmarks")
 @keyed(UNAUTHORIZED["benchmarks"])
+@charged(REPORT_WEIGHT)
 def benchmarks(caller: Caller, policy_id: str):
     policy_id, params = _policy_id(policy_id), _args("benchmarks")
     ledger = runtime().ledger
