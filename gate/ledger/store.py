@@ -58,6 +58,10 @@ _UPDATE_HEAD = update(chain_heads).where(chain_heads.c.chain_id == bindparam("he
     tree_peaks=bindparam("tree_peaks"), updated_at=bindparam("updated_at"))
 
 
+# SQLite refuses an expression tree deeper than 1,000; an OR of N conditions is N deep.
+NODE_REFS_PER_QUERY = 400
+
+
 @dataclass(frozen=True, slots=True)
 class CapCharge:
     """Charge one record to `key_id` for `period` (YYYY-MM), refusing beyond `cap`."""
@@ -449,22 +453,30 @@ class Ledger:
         return dict(row) if row else None
 
     def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
-        """The stored subtree hashes for `refs` in one query."""
+        """The stored subtree hashes for `refs`, in one read transaction of bounded queries.
+
+        A query names at most `NODE_REFS_PER_QUERY` refs: one condition per ref in a single
+        statement made SQLite refuse a chain view of 1,000 links ("Expression tree is too
+        large", a 503) and would grow a PostgreSQL statement without bound."""
         if not refs:
             return {}
         from sqlalchemy import or_, tuple_
 
-        if self.dialect == "postgresql":
-            condition = tuple_(merkle_nodes.c.level, merkle_nodes.c.idx).in_(list(refs))
-        else:
-            condition = or_(*[and_(merkle_nodes.c.level == level, merkle_nodes.c.idx == idx)
-                              for level, idx in refs])
+        found: dict[tuple[int, int], str] = {}
         with self.read() as connection:
-            rows = connection.execute(
-                select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
-                .where(and_(merkle_nodes.c.chain_id == chain_id, condition))
-            ).all()
-        return {(row.level, row.idx): row.hash for row in rows}
+            for start in range(0, len(refs), NODE_REFS_PER_QUERY):
+                part = list(refs[start:start + NODE_REFS_PER_QUERY])
+                if self.dialect == "postgresql":
+                    condition = tuple_(merkle_nodes.c.level, merkle_nodes.c.idx).in_(part)
+                else:
+                    condition = or_(*[and_(merkle_nodes.c.level == level, merkle_nodes.c.idx == idx)
+                                      for level, idx in part])
+                rows = connection.execute(
+                    select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
+                    .where(and_(merkle_nodes.c.chain_id == chain_id, condition))
+                ).all()
+                found.update(((row.level, row.idx), row.hash) for row in rows)
+        return found
 
     def decision_hashes(self, decision_ids: list[str]) -> dict[str, dict[str, Any]]:
         """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""

@@ -156,3 +156,17 @@ def test_inclusion_and_consistency_proofs_over_http(client, api_key, sample_requ
     assert hidden.status_code == 404
     other = client.get(f"/api/decision/chains/{chain_id}/inclusion?decision_id=dec_nope", headers=headers)
     assert other.status_code == 404
+
+
+@pytest.mark.parametrize("count", [1, 399, 400, 401, 2_500])
+def test_stored_nodes_are_read_for_any_number_of_refs(app, count):
+    """One OR condition per ref in one statement: SQLite refused 1,000 of them ("Expression tree
+    is too large"), so a chain view of 1,000 links answered 503. Refs are read in bounded parts."""
+    from sqlalchemy import insert
+
+    ledger = app.extensions["gate"].ledger
+    rows = [{"chain_id": "chain_big", "level": i % 3, "idx": i, "hash": f"{i:064x}"} for i in range(count)]
+    with ledger.engine.begin() as connection:
+        connection.execute(insert(merkle_nodes), rows)
+    refs = [(i % 3, i) for i in range(count)] + [(5, 0)]  # and one that is not stored
+    assert ledger.merkle_nodes("chain_big", refs) == {(i % 3, i): f"{i:064x}" for i in range(count)}
