@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate import constants as C
-from gate.canonical import canonical_text
-from gate.chain import verify_links
+from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
+from gate.chain import chain_head_failures, verify_links
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keyconfig import SigningSetup
@@ -79,9 +79,27 @@ class AuditChainService:
         nodes = self.ledger.merkle_nodes(chain_id, refs)
         return lambda level, idx: nodes[(level, idx)]
 
+    def head_failures(self, chain_id: str, head: dict[str, Any]) -> list[str]:
+        """`chain_head_integrity` of this service's ledger."""
+        return chain_head_integrity(self.ledger, chain_id, head)
+
+    def consistent_head(self, chain_id: str) -> dict[str, Any] | None:
+        """The chain head row, or None when the chain has none; `CHAIN_INTEGRITY_FAILED` (409)
+        naming the failed checks when the head contradicts the stored links or nodes. Every read
+        that builds proof material (packet export, inclusion and consistency proofs) goes through
+        this: a tampered head is named, never signed and never a 500."""
+        head = self.ledger.chain_head(chain_id)
+        if head is None:
+            return None
+        failures = self.head_failures(chain_id, head)
+        if failures:
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain head contradicts its links or "
+                            "Merkle nodes; no proof material is served from it", chain_id=chain_id,
+                            failed_checks=failures)
+        return head
+
     def tree_root(self, chain_id: str, size: int) -> str:
-        refs = [tuple(ref) for ref in nodes_needed_for_root(size)]
-        return root_from_nodes(size, self._node_getter(chain_id, refs))
+        return stored_tree_root(self.ledger, chain_id, size)
 
     def record_proof(self, decision_id: str, chain_limit: int) -> RecordProof | None:
         """Inclusion proof of a decision's leaf at the current head, with a link window of at
@@ -90,7 +108,9 @@ class AuditChainService:
         if link_row is None:
             return None
         chain_id = link_row["chain_id"]
-        head = self.ledger.chain_head(chain_id)
+        head = self.consistent_head(chain_id)
+        if head is None:
+            return None
         position = link_row["chain_position"]
         first = max(1, position - chain_limit + 1)
         rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), position)
@@ -99,7 +119,7 @@ class AuditChainService:
         size = head["size"]
         refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
         proof = inclusion_proof_from_nodes(position - 1, size, self._node_getter(chain_id, refs))
-        root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+        root = _peaks_root(head)
         return RecordProof(
             chain_id=chain_id,
             head=head,
@@ -113,23 +133,28 @@ class AuditChainService:
 
     def chain_view(self, scope: str, chain_id: str, limit: int) -> dict[str, Any] | None:
         """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
-        verification recomputed from storage. None when the chain is not the caller's."""
+        verification recomputed from storage. None when the chain is not the caller's. A head
+        that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
         head = self.ledger.chain_head(chain_id)
         if not _owns(head, scope, chain_id):
             return None
-        size = head["size"]
+        head_failures = self.head_failures(chain_id, head)
+        size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
         first = max(1, size - limit + 1)
         rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
         stored_links = [json.loads(row["link_json"]) for row in rows]
         previous = stored_links.pop(0) if first > 1 and stored_links else None
         rows = rows[1:] if previous is not None else rows
         checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
-        peaks_root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+        checks["chain_head"] = not head_failures
+        failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
+                      "actual": "differs"} for name in head_failures]
+        peaks_root = _peaks_root(head) if "chain_head.tree_peaks" not in head_failures else None
         try:
             nodes_root = self.tree_root(chain_id, size)
-        except KeyError:
+        except LookupError:
             nodes_root = None
-        checks["tree_root"] = nodes_root == peaks_root
+        checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
         if not checks["tree_root"]:
             failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
         return {
@@ -137,11 +162,11 @@ class AuditChainService:
             "chain_id": chain_id,
             "decision_chain_version": C.DECISION_CHAIN_VERSION,
             "merkle_strategy": C.CHAIN_MERKLE_STRATEGY,
-            "chain_size": size,
+            "chain_size": head["size"],
             "merkle_root": head["merkle_root"],
             "head_link_hash": head["head_link_hash"],
             "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
-            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if size else None,
+            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if size and not head_failures else None,
             "links": stored_links,
             "window": {
                 "first_position": stored_links[0]["chain_position"] if stored_links else None,
@@ -156,6 +181,28 @@ class AuditChainService:
                 "failures": failures,
             },
         }
+
+    def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str, dict[str, Any]],
+                         failures: list[dict[str, Any]]) -> bool:
+        """Each rulebook snapshot a window decision was made under, re-hashed from its stored
+        body once per (rulebook id, version); a mismatch is named at every position using it."""
+        seen: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        valid = True
+        for link in links:
+            stored = decisions.get(link.get("decision_id"))
+            record = json.loads(stored["record_json"]) if stored else None
+            ref = _rulebook_ref(record)
+            if ref is None:
+                continue
+            if ref not in seen:
+                seen[ref] = rulebook_snapshot_check(self.ledger, scope, record)
+            check = seen[ref]
+            if check is not None and not check["valid"]:
+                valid = False
+                failures.append({"chain_position": link.get("chain_position"), "check": "rulebook_snapshot",
+                                 "rulebook_id": check["rulebook_id"], "version": check["version"],
+                                 "expected": check["expected"], "actual": check["actual"]})
+        return valid
 
     def _verify_window(self, chain_id, head, rows, links, previous):
         result = verify_links(
@@ -187,6 +234,8 @@ class AuditChainService:
                 failures.append({"chain_position": link.get("chain_position"), "check": "decision_hashes",
                                  "expected": link.get("record_hash"), "actual": recomputed})
         checks["decision_hashes"] = decisions_ok
+        snapshots_ok = self._check_snapshots(head["scope"], links, decisions, failures)
+        checks["rulebook_snapshots"] = snapshots_ok
         # The head row must be the last link.
         last = links[-1] if links else None
         head_ok = (last is None and head["size"] == 0) or (
@@ -205,6 +254,68 @@ class AuditChainService:
         if not leaves_ok:
             failures.append({"check": "tree_leaves", "expected": "leaf nodes equal the links' leaves", "actual": "differ"})
         return checks, failures
+
+
+def stored_tree_root(ledger: Ledger, chain_id: str, size: int) -> str:
+    """RFC 6962 root of the first `size` leaves from the stored Merkle nodes (LookupError when
+    a node is missing)."""
+    refs = [tuple(ref) for ref in nodes_needed_for_root(size)]
+    nodes = ledger.merkle_nodes(chain_id, refs)
+    return root_from_nodes(size, lambda level, idx: nodes[(level, idx)])
+
+
+def chain_head_integrity(ledger: Ledger, chain_id: str, head: dict[str, Any]) -> list[str]:
+    """Named failures of a chain's head row, recomputed from storage: against its newest stored
+    link (`gate.chain.chain_head_failures`) and, when its size and peaks are well formed,
+    `chain_head.tree_root` (the peaks' root is the root the stored nodes give for `size`
+    leaves). Empty when the head is the one the links and nodes imply."""
+    failures = chain_head_failures(head, ledger.chain_last_link(chain_id))
+    if "chain_head.tree_peaks" not in failures and "chain_head.size" not in failures:
+        try:
+            if stored_tree_root(ledger, chain_id, head["size"]) != _peaks_root(head):
+                failures.append("chain_head.tree_root")
+        except (LookupError, ValueError):
+            failures.append("chain_head.tree_root")
+    return failures
+
+
+def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:
+    """(id, version, hash) of the rulebook a record was decided under, or None (no rulebook)."""
+    ref = record.get("rulebook") if isinstance(record, dict) else None
+    if not isinstance(ref, dict) or not all(isinstance(ref.get(name), str) for name in ("id", "version", "hash")):
+        return None
+    return ref["id"], ref["version"], ref["hash"]
+
+
+def snapshot_body_hash(row: dict[str, Any] | None) -> str | None:
+    """sha256 of the canonical JSON of a stored snapshot's body, or None when it is missing or
+    not JSON."""
+    if row is None:
+        return None
+    try:
+        return sha256_hex(json.loads(row["body_json"]))
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> dict[str, Any] | None:
+    """The record's bound rulebook snapshot, re-hashed from its stored body: None for a record
+    without a rulebook, else ``{rulebook_id, version, expected, actual, valid}`` where
+    `expected` is the record's rulebook hash and `actual` the recomputed body hash (None when the
+    snapshot is missing or unreadable). Read afresh, never from a cache."""
+    ref = _rulebook_ref(record)
+    if ref is None:
+        return None
+    rulebook_id, version, expected = ref
+    row = ledger.rulebook_snapshot(scope, rulebook_id=rulebook_id, version=version)
+    actual = snapshot_body_hash(row)
+    valid = row is not None and actual == expected == row["rulebook_hash"]
+    return {"rulebook_id": rulebook_id, "version": version, "expected": expected, "actual": actual, "valid": valid}
+
+
+def _peaks_root(head: dict[str, Any]) -> str:
+    """RFC 6962 root of the head row's stored peaks (ValueError when they do not fit its size)."""
+    return CompactRange(head["size"], tuple(json.loads(head["tree_peaks"]))).root()
 
 
 def _owns(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
@@ -255,12 +366,14 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
     if link_row is None:
         return None
     chain_id = link_row["chain_id"]
-    head = ledger.chain_head(chain_id)
+    head = service.consistent_head(chain_id)
+    if head is None:
+        return None
     size, position = head["size"], link_row["chain_position"]
     first, last = chain_window(position, size, chain_limit)
     links = [json.loads(row["link_json"]) for row in ledger.chain_links_window(chain_id, first, last)]
     refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
-    root = CompactRange(size, tuple(json.loads(head["tree_peaks"]))).root()
+    root = _peaks_root(head)
     return ChainExcerpt.from_store(
         chain_id=chain_id,
         chain_size=size,
@@ -280,6 +393,9 @@ def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decisio
     head = service.ledger.chain_head(chain_id)
     link = service.ledger.chain_link_for(decision_id)
     if not _owns(head, scope, chain_id) or link is None or link["chain_id"] != chain_id:
+        return None
+    head = service.consistent_head(chain_id)
+    if head is None:
         return None
     size = head["size"] if tree_size is None else tree_size
     position = link["chain_position"]
@@ -310,6 +426,9 @@ def consistency_for(service: AuditChainService, scope: str, chain_id: str, first
     with both roots recomputed from stored nodes and both signed checkpoints."""
     head = service.ledger.chain_head(chain_id)
     if not _owns(head, scope, chain_id):
+        return None
+    head = service.consistent_head(chain_id)
+    if head is None:
         return None
     second = head["size"] if second is None else second
     if not 1 <= first <= second <= head["size"]:

@@ -6,10 +6,14 @@ and the workbench's fresh verification, so both name the same checks for the sam
 
 - the record verifies offline (hashes, receipt signature, attestations, audit-chain member);
 - the row's indexed hashes are the ones the stored record recomputes to (`ledger_*_hash`);
-- its chain link recomputes and sits under the chain head (`link_checks_for`);
+- its chain link recomputes and sits under the chain head (`link_checks_for`), and that head
+  names the chain's newest stored link and the stored Merkle tree (`chain_head`, its failures
+  listed in `chain_failures`);
 - the row binds its record: the record's decision id, scope and chain position are the row's,
   its indexed columns copy the record, and its seal recomputes and is signed
   (`decision_row_checks`);
+- the rulebook snapshot it was decided under still hashes, from its stored body, to the
+  record's rulebook hash (`rulebook_snapshot`);
 - its lifecycle receipts recompute and form the signed per-decision receipt chain;
 - a supplied record is the stored one (`matches_ledger`).
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate.audit import link_checks_for
+from gate.audit import chain_head_integrity, link_checks_for, rulebook_snapshot_check
 from gate.canonical import sha256_hex
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger, StoredDecision
@@ -55,9 +59,15 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
     ledger_checks.update(link_checks_for(ledger, stored_record))
     link_row = ledger.chain_link_for(decision_id)
     chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
+    head_failures = chain_head_integrity(ledger, link_row["chain_id"], chain_head) if chain_head else []
+    ledger_checks["chain_head"] = chain_head is not None and not head_failures
     row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
                                                  chain_head, anchors)
     ledger_checks.update(row_checks)
+    snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
+    if snapshot is not None:
+        ledger_checks["rulebook_snapshot"] = snapshot["valid"]
+        body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
     receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
     ledger_checks["lifecycle_receipts"] = not receipt_failures
     chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
@@ -72,6 +82,7 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
                                    | {name for name, ok in ledger_checks.items() if ok is False})
     body["receipt_failures"] = sorted(set(receipt_failures) | set(chain_failures))
     body["ledger_column_mismatches"] = mismatched
+    body["chain_failures"] = head_failures
     if any(ok is False for ok in ledger_checks.values()):
         body["integrity_valid"] = False
         body["verified"] = False

@@ -40,6 +40,22 @@ PACKET_VERIFY_DESCRIPTION = {
 }
 
 
+def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
+    """The newest receipts of each kind, their stored totals and the signed receipt head they
+    were read under: re-read (up to three times) while a concurrent receipt write moves the
+    head, so the head's count describes the lists exported beside it."""
+    store = rt.lifecycle.store
+    for _ in range(3):
+        head = store.receipt_head(decision_id)
+        parts, totals = {}, {}
+        for name, kind in KINDS.items():
+            limit = options.limit_for(kind.list_name)
+            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+        if store.receipt_head(decision_id) == head:
+            break
+    return parts, totals, head
+
+
 @bp.get("/api/decision/<decision_id>/packet")
 @keyed("SVC_API_UNAUTHORIZED")
 def export_packet(caller: Caller, decision_id: str):
@@ -50,10 +66,9 @@ def export_packet(caller: Caller, decision_id: str):
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     try:
-        parts, totals = {}, {}
-        for name, kind in KINDS.items():
-            limit = options.limit_for(kind.list_name)
-            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+        parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
+        if receipt_head is None and sum(totals.values()):
+            raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
         chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
             raise PacketSourceError("the decision's audit chain link cannot be read")
@@ -75,6 +90,7 @@ def export_packet(caller: Caller, decision_id: str):
             totals=totals,
             chain=chain,
             policy_intelligence=intelligence,
+            receipt_head=receipt_head,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

@@ -8,7 +8,7 @@ from typing import Any
 from gate.constants import DECISION_PACKET_VERSION
 from gate.packets.chain_checks import _check_chain, _check_record_audit_chain
 from gate.packets.common import _AUTHENTICITY, _LISTED, PacketInputError, _canon_equal
-from gate.packets.contents import _check_intelligence, _check_receipts
+from gate.packets.contents import _check_intelligence, _check_receipt_head, _check_receipts
 from gate.packets.envelope import _check_exported_at, _check_manifest, _check_members, _check_packet_hash
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
@@ -75,6 +75,7 @@ def verify_packet(
     # Step 3: receipts linked to the record.
     if record_ok:
         state.guard("execution_receipts", _check_receipts, state, packet, record_dict, texts)
+        state.guard("receipt_chain_head", _check_receipt_head, state, packet, record_dict, anchors)
     else:
         for part in _LISTED:
             state.fail(part, "no decision record to link to")
@@ -96,6 +97,8 @@ def verify_packet(
     authenticity_valid = bool(record_result is not None and record_result.authenticity_valid)
     if "audit_chain" in packet:
         authenticity_valid = authenticity_valid and state.checks["audit_chain.checkpoint_signature"] is True
+    if isinstance(packet.get("receipt_chain_head"), Mapping) and isinstance(record_dict.get("receipt_key_id"), str):
+        authenticity_valid = authenticity_valid and state.checks["receipt_chain_head_signature"] is True
     return PacketVerification(
         verified=integrity_valid and authenticity_valid,
         integrity_valid=integrity_valid,

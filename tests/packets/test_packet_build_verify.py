@@ -74,7 +74,8 @@ def test_packet_shape(base):
     assert list(packet) == [
         "decision_packet_version", "decision_id", "record_hash", "receipt_hash", "exported_at",
         "packet_manifest", "decision_record", "original_input", "execution_receipts",
-        "outcome_records", "crm_sync_records", "policy_intelligence", "audit_chain", "packet_hash",
+        "outcome_records", "crm_sync_records", "policy_intelligence", "audit_chain", "receipt_chain_head",
+        "packet_hash",
     ]
     assert packet["packet_hash"] == sha256_hex({k: v for k, v in packet.items() if k != "packet_hash"})
     assert packet["decision_record"] == base.record
