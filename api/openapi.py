@@ -383,6 +383,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
     ),
     Endpoint(
+        "get", "/api/decision/chains/{chain_id}/checkpoint",
+        "The signed checkpoint of the caller's chain at its head, appended to the gate's checkpoint log "
+        "(GATE_CHECKPOINT_LOG), with `first` also the consistency proof from that tree size (for a witness: "
+        "`gate checkpoint save`).",
+        True, {200: "checkpoint", 400: "bad first", 401: "missing or invalid key", 403: "disabled key",
+               404: "chain not in scope or without decisions",
+               409: "the stored chain contradicts its links, nodes or the gate's checkpoint log"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED"),
+        query=(("first", "integer", "optional, 1 … chain size: include the consistency proof from it"),),
+        tags=("audit",),
+    ),
+    Endpoint(
         "get", "/api/decision/chains/{chain_id}/inclusion",
         "RFC 6962 inclusion proof of a decision's leaf at a tree size (default: the head), with the signed "
         "checkpoint of that size.",
@@ -414,7 +426,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                               "CHAIN_INTEGRITY_FAILED"),
         query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
                ("include_intelligence", "boolean", "default true"), ("execution_limit", "integer", "1-1000, default 20"),
-               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20")),
+               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20"),
+               ("consistency_from", "integer", "optional, 1 … chain size: add chain_consistency, the proof that "
+                "the tree of that size (a witness's checkpoint) is a prefix of the exported one")),
         response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",),
     ),
     Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,

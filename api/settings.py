@@ -40,6 +40,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_DECIDE_CONFIDENCE", "true", "attach the decide-time confidence block"),
     ("GATE_POLICYCHECK_RATE_LIMIT", "600", "requests per minute per client on the policy-check routes"),
     ("GATE_WORKFLOW_TOKEN", "unset", "bearer token the workflow routes require when set"),
+    ("GATE_CHECKPOINT_LOG", "$GATE_HOME/checkpoints.jsonl",
+     "the gate's own witness log of signed chain checkpoints, outside the ledger; off: none"),
+    ("GATE_CHECKPOINT_EVERY", "100", "append a chain's checkpoint to that log every N decisions; 0: on demand only"),
 )
 
 
@@ -90,6 +93,9 @@ class Settings:
     # Operational routes (docs/operations.md): the metrics token, the vendor-source age limit.
     metrics_token: str | None = field(default=None, repr=False)
     policy_source_max_age_days: int = 180
+    # Witnessed checkpoints (docs/verification.md §7.4): the gate's own log outside the ledger.
+    checkpoint_log: Path | None = None
+    checkpoint_every: int = 100
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -130,6 +136,7 @@ class Settings:
             **_adapter_settings(env),
             **_advisor_settings(env),
             **_operations_settings(env),
+            **_checkpoint_settings(env, home),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -240,6 +247,15 @@ def _advisor_settings(env: Mapping[str, str]) -> dict:
     return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
             "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
             "advisor_timeout": seconds}
+
+
+def _checkpoint_settings(env: Mapping[str, str], home: Path) -> dict:
+    """`GATE_CHECKPOINT_LOG` (a file path, default under GATE_HOME; `off` disables the log) and
+    `GATE_CHECKPOINT_EVERY` (0-1000000 decisions, default 100; 0: only on demand)."""
+    location = env.get("GATE_CHECKPOINT_LOG", "").strip()
+    log = None if location.lower() == "off" else Path(location).resolve() if location else home / "checkpoints.jsonl"
+    return {"checkpoint_log": log,
+            "checkpoint_every": _whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000)}
 
 
 def _operations_settings(env: Mapping[str, str]) -> dict:

@@ -10,12 +10,15 @@ tree root against the stored Merkle nodes.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gate import constants as C
 from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.chain import chain_head_failures, verify_links
+from gate.checkpoint_log import CheckpointLogError, append_checkpoint, extension_failures, read_checkpoint_log
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keyconfig import SigningSetup
@@ -54,10 +57,18 @@ class RecordProof:
 
 
 class AuditChainService:
-    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock) -> None:
+    """Chain reads over one ledger. `checkpoint_log`: the gate's own witness log (a file outside
+    the database, `gate.checkpoint_log`); when set, every chain read compares the chain with the
+    newest checkpoint it holds, and `publish_checkpoint` appends to it."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock, *,
+                 checkpoint_log: Path | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.clock = clock
+        self.checkpoint_log = checkpoint_log
+        self._held_lock = threading.Lock()
+        self._held_cache: tuple[tuple[int, int, int], dict[str, dict[str, Any]]] | None = None
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -83,20 +94,89 @@ class AuditChainService:
         """`chain_head_integrity` of this service's ledger."""
         return chain_head_integrity(self.ledger, chain_id, head)
 
+    def witness_failures(self, chain_id: str, size: int, root: str) -> tuple[dict[str, Any] | None, list[str]]:
+        """(the newest checkpoint of the chain the gate's checkpoint log holds, named failures of
+        the stored tree of `size` leaves with `root` against it). The consistency proof from the
+        held size is read from the stored nodes. No log, or nothing held: (None, [])."""
+        if self.checkpoint_log is None:
+            return None, []
+        try:
+            held = self._held_checkpoint(chain_id)
+        except CheckpointLogError:
+            return None, ["checkpoint_log.unreadable"]
+        if held is None:
+            return None, []
+        proof: list[str] | None = None
+        if type(size) is int and held["tree_size"] <= size:
+            try:
+                proof = self.consistency_proof(chain_id, held["tree_size"], size)
+            except (LookupError, ValueError):
+                proof = None
+        return held, extension_failures(held, size, root, proof)
+
+    def _held_checkpoint(self, chain_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint of the chain in the gate's log; the log is parsed again only
+        when the file changed (size, modification time or inode)."""
+        assert self.checkpoint_log is not None
+        try:
+            stat = self.checkpoint_log.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointLogError(f"cannot read the checkpoint log: {exc.strerror}") from exc
+        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with self._held_lock:
+            if self._held_cache is None or self._held_cache[0] != key:
+                latest = {entry["chain_id"]: entry for entry in read_checkpoint_log(self.checkpoint_log)}
+                self._held_cache = (key, latest)
+            return self._held_cache[1].get(chain_id)
+
+    def consistency_proof(self, chain_id: str, first: int, second: int) -> list[str]:
+        """RFC 6962 consistency proof between two sizes, from the stored nodes."""
+        refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+        return consistency_proof_from_nodes(first, second, self._node_getter(chain_id, refs))
+
     def consistent_head(self, chain_id: str) -> dict[str, Any] | None:
         """The chain head row, or None when the chain has none; `CHAIN_INTEGRITY_FAILED` (409)
-        naming the failed checks when the head contradicts the stored links or nodes. Every read
-        that builds proof material (packet export, inclusion and consistency proofs) goes through
-        this: a tampered head is named, never signed and never a 500."""
+        naming the failed checks when the head contradicts the stored links or nodes, or the
+        stored tree is shorter than or does not extend the newest checkpoint the gate's
+        checkpoint log holds. Every read that builds proof material (packet export, inclusion
+        and consistency proofs, published checkpoints) goes through this: a tampered head is
+        named, never signed and never a 500."""
         head = self.ledger.chain_head(chain_id)
         if head is None:
             return None
         failures = self.head_failures(chain_id, head)
+        if not failures:
+            failures = self.witness_failures(chain_id, head["size"], _peaks_root(head))[1]
         if failures:
-            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain head contradicts its links or "
-                            "Merkle nodes; no proof material is served from it", chain_id=chain_id,
-                            failed_checks=failures)
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain contradicts its own links or "
+                            "Merkle nodes, or a checkpoint witnessed outside the ledger; no proof material is "
+                            "served from it", chain_id=chain_id, failed_checks=failures)
         return head
+
+    def publish_checkpoint(self, chain_id: str, first: int | None = None) -> dict[str, Any] | None:
+        """The signed checkpoint of the chain's current (consistent) head, appended to the gate's
+        checkpoint log, with the consistency proof from tree size `first` when asked. None for a
+        chain without decisions. `CHAIN_INTEGRITY_FAILED` as `consistent_head`."""
+        head = self.consistent_head(chain_id)
+        if head is None or head["size"] < 1:
+            return None
+        size, root = head["size"], _peaks_root(head)
+        if first is not None and not 1 <= first <= size:
+            raise GateError("REQUEST_INVALID", f"first must be between 1 and {size}",
+                            errors=[{"field": "first", "code": "out_of_range", "message": f"1 to {size}"}])
+        checkpoint = self.checkpoint(chain_id, size, root)
+        if self.checkpoint_log is not None:
+            held = self.witness_failures(chain_id, size, root)[0]
+            proof = self.consistency_proof(chain_id, held["tree_size"], size) if held else None
+            append_checkpoint(self.checkpoint_log, checkpoint, proof, skip_older=True)
+        consistency = None
+        if first is not None:
+            consistency = {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "first": first, "second": size,
+                           "first_root": self.tree_root(chain_id, first),
+                           "proof": self.consistency_proof(chain_id, first, size)}
+        return {"chain_id": chain_id, "checkpoint": checkpoint, "consistency": consistency}
 
     def tree_root(self, chain_id: str, size: int) -> str:
         return stored_tree_root(self.ledger, chain_id, size)
@@ -136,7 +216,7 @@ class AuditChainService:
         verification recomputed from storage. None when the chain is not the caller's. A head
         that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
         head = self.ledger.chain_head(chain_id)
-        if not _owns(head, scope, chain_id):
+        if not owns_chain(head, scope, chain_id):
             return None
         head_failures = self.head_failures(chain_id, head)
         size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
@@ -157,6 +237,12 @@ class AuditChainService:
         checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
         if not checks["tree_root"]:
             failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        held, witnessed = self.witness_failures(chain_id, size, peaks_root) if not head_failures else (None, [])
+        checks["checkpoint_log"] = not witnessed
+        failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
+                      if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
+                     for name in witnessed]
+        signable = size and not head_failures and not witnessed
         return {
             "ok": True,
             "chain_id": chain_id,
@@ -166,7 +252,10 @@ class AuditChainService:
             "merkle_root": head["merkle_root"],
             "head_link_hash": head["head_link_hash"],
             "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
-            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if size and not head_failures else None,
+            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if signable else None,
+            "checkpoint_log": {"enabled": self.checkpoint_log is not None,
+                               "tree_size": held["tree_size"] if held else None,
+                               "root_hash": held["root_hash"] if held else None},
             "links": stored_links,
             "window": {
                 "first_position": stored_links[0]["chain_position"] if stored_links else None,
@@ -313,12 +402,16 @@ def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> dict[str
     return {"rulebook_id": rulebook_id, "version": version, "expected": expected, "actual": actual, "valid": valid}
 
 
-def _peaks_root(head: dict[str, Any]) -> str:
-    """RFC 6962 root of the head row's stored peaks (ValueError when they do not fit its size)."""
+def chain_tree_root(head: dict[str, Any]) -> str:
+    """RFC 6962 root of a chain head row's stored peaks (ValueError when they do not fit its
+    size): the root a checkpoint of the head signs."""
     return CompactRange(head["size"], tuple(json.loads(head["tree_peaks"]))).root()
 
 
-def _owns(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
+_peaks_root = chain_tree_root
+
+
+def owns_chain(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
     """SECURITY: the chain is the caller's only when its head row names the caller's scope AND
     its id is the one derived from that scope, so editing a head's scope column hands the
     chain to nobody else."""
@@ -392,7 +485,7 @@ def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decisio
     the current head), with the signed checkpoint of that size. None when not in scope."""
     head = service.ledger.chain_head(chain_id)
     link = service.ledger.chain_link_for(decision_id)
-    if not _owns(head, scope, chain_id) or link is None or link["chain_id"] != chain_id:
+    if not owns_chain(head, scope, chain_id) or link is None or link["chain_id"] != chain_id:
         return None
     head = service.consistent_head(chain_id)
     if head is None:
@@ -425,7 +518,7 @@ def consistency_for(service: AuditChainService, scope: str, chain_id: str, first
     """RFC 6962 consistency proof between tree sizes `first` and `second` (default: the head),
     with both roots recomputed from stored nodes and both signed checkpoints."""
     head = service.ledger.chain_head(chain_id)
-    if not _owns(head, scope, chain_id):
+    if not owns_chain(head, scope, chain_id):
         return None
     head = service.consistent_head(chain_id)
     if head is None:

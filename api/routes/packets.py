@@ -8,6 +8,7 @@ from flask import Blueprint, request
 
 from api.errors import error_response, json_response
 from api.jsonio import read_json
+from api.query import int_arg
 from api.runtime import keyed, runtime
 from gate import constants as C
 from gate.audit import packet_chain_excerpt
@@ -40,6 +41,19 @@ PACKET_VERIFY_DESCRIPTION = {
 }
 
 
+def _consistency_from(rt, chain, first: int | None) -> dict | None:
+    """`{first, first_root, proof}` from the stored nodes, for `consistency_from=<first>`: the
+    proof that the tree a witness holds (of `first` leaves) is a prefix of the exported one."""
+    if first is None or chain is None:
+        return None
+    if first > chain.chain_size:
+        raise GateError("REQUEST_INVALID", f"consistency_from must be between 1 and {chain.chain_size}",
+                        errors=[{"field": "consistency_from", "code": "out_of_range",
+                                 "message": f"1 to {chain.chain_size}"}])
+    return {"first": first, "first_root": rt.audit.tree_root(chain.chain_id, first),
+            "proof": rt.audit.consistency_proof(chain.chain_id, first, chain.chain_size)}
+
+
 def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
     """The newest receipts of each kind, their stored totals and the signed receipt head they
     were read under: re-read (up to three times) while a concurrent receipt write moves the
@@ -62,6 +76,11 @@ def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
     options = PacketOptions.from_query(
         {name: values[0] if len(values) == 1 else values for name, values in request.args.lists()})
+    consistency_from = int_arg("consistency_from")
+    if consistency_from is not None and not options.include_chain:
+        raise GateError("REQUEST_INVALID", "consistency_from needs include_chain",
+                        errors=[{"field": "consistency_from", "code": "invalid_value",
+                                 "message": "only with the audit chain"}])
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
@@ -72,6 +91,7 @@ def export_packet(caller: Caller, decision_id: str):
         chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
             raise PacketSourceError("the decision's audit chain link cannot be read")
+        consistency = _consistency_from(rt, chain, consistency_from)
         record = json.loads(stored.record_json)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
@@ -91,6 +111,7 @@ def export_packet(caller: Caller, decision_id: str):
             chain=chain,
             policy_intelligence=intelligence,
             receipt_head=receipt_head,
+            consistency=consistency,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

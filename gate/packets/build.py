@@ -37,6 +37,7 @@ from gate.packets.envelope import _check_exported_at
 from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.options import PacketOptions
 from gate.packets.result import _State
+from gate.packets.witness import consistency_member
 from gate.rowseal import RECEIPT_CHAIN_VERSION
 from gate.signing import iso_timestamp
 
@@ -148,6 +149,7 @@ def build_packet(
     chain: ChainExcerpt | None = None,
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
     receipt_head: Mapping[str, Any] | None = None,
+    consistency: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -165,6 +167,9 @@ def build_packet(
       `key_id`, `signature`), exported as `receipt_chain_head`; its signed count must be the
       stored total of the three receipt lists (the export refuses when receipts are stored
       without a head).
+    * `consistency`: ``{first, first_root, proof}``, the RFC 6962 consistency proof from tree
+      size `first` to the chain's size read from the store; exported as `chain_consistency`
+      (requires the chain).
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
@@ -235,6 +240,10 @@ def build_packet(
         packet["audit_chain"] = audit_chain
     if head is not None:
         packet["receipt_chain_head"] = head
+    if consistency is not None:
+        if audit_chain is None:
+            raise PacketSourceError("a consistency proof needs the audit chain")
+        packet["chain_consistency"] = consistency_member(consistency, audit_chain["checkpoint"])
     check = _State()
     _check_exported_at(check, packet, packet["decision_record"])
     if check.checks["exported_at"] is False:

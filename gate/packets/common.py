@@ -58,7 +58,8 @@ _REQUIRED_MEMBERS = (
     "crm_sync_records",
     "packet_hash",
 )
-_OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain", "receipt_chain_head")
+_OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain", "receipt_chain_head",
+                     "chain_consistency")
 PACKET_MEMBERS = frozenset(_REQUIRED_MEMBERS + _OPTIONAL_MEMBERS)
 
 _OPTION_NAMES = ("include_input", "include_chain", "include_intelligence",
@@ -128,6 +129,8 @@ PACKET_CHECKS = (
     "audit_chain.inclusion_proof",
     "audit_chain.checkpoint",
     "audit_chain.checkpoint_signature",
+    "chain_consistency",
+    "checkpoint_log",
 )
 _AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature", "receipt_chain_head_signature"})
 # The decision's signed receipt head (gate.rowseal): how many lifecycle receipts it has and the

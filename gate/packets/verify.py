@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.constants import DECISION_PACKET_VERSION
@@ -12,6 +12,7 @@ from gate.packets.contents import _check_intelligence, _check_receipt_head, _che
 from gate.packets.envelope import _check_exported_at, _check_manifest, _check_members, _check_packet_hash
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
+from gate.packets.witness import check_chain_consistency, check_checkpoint_log
 from gate.verify import TrustAnchors, verify_record
 
 
@@ -20,8 +21,12 @@ def verify_packet(
     *,
     anchors: TrustAnchors | None = None,
     original_input: Any = None,
+    checkpoint_log: Sequence[Mapping[str, Any]] | None = None,
 ) -> PacketVerification:
-    """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring."""
+    """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring.
+
+    `checkpoint_log`: checkpoints a witness holds (`gate.checkpoint_log.read_checkpoint_log`);
+    the packet's chain must extend the newest one of its chain (`checkpoint_log` check)."""
     if not isinstance(packet, Mapping):
         raise PacketInputError("the packet to verify must be a JSON object")
     anchors = anchors or TrustAnchors()
@@ -88,6 +93,9 @@ def verify_packet(
             checkpoint_source = _check_chain(state, packet, record_dict, anchors)
         except Exception as exc:  # noqa: BLE001 - any surprise in untrusted content is a failure
             state.fail("audit_chain", f"could not be checked ({type(exc).__name__})")
+    state.guard("chain_consistency", check_chain_consistency, state, packet)
+    if checkpoint_log is not None:
+        state.guard("checkpoint_log", check_checkpoint_log, state, packet, checkpoint_log, anchors)
 
     failed = tuple(sorted(name for name, outcome in state.checks.items() if outcome is False))
     # The record's own failures are summarised by `record` (its integrity) and by its
