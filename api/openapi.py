@@ -427,8 +427,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
                ("include_intelligence", "boolean", "default true"), ("execution_limit", "integer", "1-1000, default 20"),
                ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20"),
-               ("consistency_from", "integer", "optional, 1 … chain size: add chain_consistency, the proof that "
-                "the tree of that size (a witness's checkpoint) is a prefix of the exported one")),
+               ("consistency_from", "integer", ("optional, 1 … chain size: add chain_consistency, the proof that "
+                                                "the tree of that size (a witness's checkpoint) is a prefix of the "
+                                                "exported one"))),
         response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",),
     ),
     Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,

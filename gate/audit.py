@@ -216,7 +216,7 @@ class AuditChainService:
         verification recomputed from storage. None when the chain is not the caller's. A head
         that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
         head = self.ledger.chain_head(chain_id)
-        if not owns_chain(head, scope, chain_id):
+        if head is None or not owns_chain(head, scope, chain_id):
             return None
         head_failures = self.head_failures(chain_id, head)
         size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
@@ -229,7 +229,7 @@ class AuditChainService:
         checks["chain_head"] = not head_failures
         failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
                       "actual": "differs"} for name in head_failures]
-        peaks_root = _peaks_root(head) if "chain_head.tree_peaks" not in head_failures else None
+        peaks_root = _root_or_none(head)
         try:
             nodes_root = self.tree_root(chain_id, size)
         except LookupError:
@@ -237,7 +237,8 @@ class AuditChainService:
         checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
         if not checks["tree_root"]:
             failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
-        held, witnessed = self.witness_failures(chain_id, size, peaks_root) if not head_failures else (None, [])
+        held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
+                           if not head_failures and peaks_root is not None else (None, []))
         checks["checkpoint_log"] = not witnessed
         failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
                       if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
@@ -252,7 +253,7 @@ class AuditChainService:
             "merkle_root": head["merkle_root"],
             "head_link_hash": head["head_link_hash"],
             "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
-            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if signable else None,
+            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if signable and peaks_root else None,
             "checkpoint_log": {"enabled": self.checkpoint_log is not None,
                                "tree_size": held["tree_size"] if held else None,
                                "root_hash": held["root_hash"] if held else None},
@@ -278,7 +279,7 @@ class AuditChainService:
         seen: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         valid = True
         for link in links:
-            stored = decisions.get(link.get("decision_id"))
+            stored = decisions.get(str(link.get("decision_id")))
             record = json.loads(stored["record_json"]) if stored else None
             ref = _rulebook_ref(record)
             if ref is None:
@@ -409,6 +410,14 @@ def chain_tree_root(head: dict[str, Any]) -> str:
 
 
 _peaks_root = chain_tree_root
+
+
+def _root_or_none(head: dict[str, Any]) -> str | None:
+    """`chain_tree_root`, or None when the head's peaks are not a compact range of its size."""
+    try:
+        return chain_tree_root(head)
+    except (LookupError, ValueError, TypeError):
+        return None
 
 
 def owns_chain(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:

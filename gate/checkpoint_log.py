@@ -35,10 +35,10 @@ from gate.merkle import verify_consistency
 __all__ = [
     "CHECKPOINT_LOG_CHECKS",
     "CheckpointLogError",
-    "read_checkpoint_log",
-    "latest_checkpoint",
-    "extension_failures",
     "append_checkpoint",
+    "extension_failures",
+    "latest_checkpoint",
+    "read_checkpoint_log",
 ]
 
 # Named failures of a chain (size, root, proof) against the newest held checkpoint.
@@ -62,7 +62,7 @@ def _is_checkpoint(value: Any) -> bool:
 
 
 def _parse_lines(text: str, where: str) -> list[dict[str, Any]]:
-    entries = []
+    entries: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -70,7 +70,7 @@ def _parse_lines(text: str, where: str) -> list[dict[str, Any]]:
             entry = parse_strict(line.encode("utf-8")) if len(line) <= MAX_LOG_LINE else None
         except CanonicalJSONError:
             entry = None
-        if not _is_checkpoint(entry):
+        if not isinstance(entry, dict) or not _is_checkpoint(entry):
             raise CheckpointLogError(f"line {number} of the checkpoint log {where} is not a checkpoint")
         entries.append(entry)
     return entries
@@ -108,6 +108,8 @@ def extension_failures(held: dict[str, Any] | None, size: Any, root: Any, proof:
     held_size, held_root = held.get("tree_size"), held.get("root_hash")
     if type(size) is not int or type(held_size) is not int or size < held_size:
         return ["checkpoint_log.size"]
+    if not isinstance(held_root, str) or not isinstance(root, str):
+        return ["checkpoint_log.consistency"]
     if not isinstance(proof, list):
         proof = None if size > held_size else []
     if proof is None or not verify_consistency(held_size, size, held_root, root, proof):

@@ -25,7 +25,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gate.checkpoint_log import CheckpointLogError, append_checkpoint, latest_checkpoint, read_checkpoint_log
+from gate.checkpoint_log import (
+    CheckpointLogError,
+    append_checkpoint,
+    latest_checkpoint,
+    read_checkpoint_log,
+)
 from gate.errors import GateError
 from gate.merkle import verify_checkpoint
 from gate.verify import TrustAnchors

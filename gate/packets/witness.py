@@ -31,7 +31,8 @@ def consistency_member(consistency: Mapping[str, Any], checkpoint: Mapping[str, 
     PacketSourceError unless the proof leads from `first_root` to the checkpoint's root."""
     first, first_root, proof = consistency.get("first"), consistency.get("first_root"), list(consistency.get("proof", ()))
     second, root = checkpoint.get("tree_size"), checkpoint.get("root_hash")
-    if not _is_int(first) or not _is_int(second) or not verify_consistency(first, second, first_root, root, proof):
+    if not (isinstance(first, int) and isinstance(second, int) and isinstance(first_root, str)
+            and isinstance(root, str) and verify_consistency(first, second, first_root, root, proof)):
         raise PacketSourceError("the consistency proof does not lead to the checkpoint root")
     return {"tree_algorithm": CHAIN_TREE_ALGORITHM, "first": first, "second": second,
             "first_root": first_root, "proof": proof}
@@ -61,16 +62,19 @@ def check_chain_consistency(state: _State, packet: Mapping[str, Any]) -> None:
         problems.append(f"tree_algorithm must be {CHAIN_TREE_ALGORITHM}")
     if member.get("second") != checkpoint.get("tree_size") or not _is_int(member.get("second")):
         problems.append("second must be audit_chain.checkpoint.tree_size")
-    if not _is_hex64(member.get("first_root")) or not isinstance(member.get("proof"), list) or not verify_consistency(
-            member.get("first"), member.get("second"), member.get("first_root"), checkpoint.get("root_hash"),
-            member.get("proof")):
+    first, second, first_root, proof = (member.get("first"), member.get("second"), member.get("first_root"),
+                                        member.get("proof"))
+    root = checkpoint.get("root_hash")
+    if not (_is_int(first) and _is_int(second) and _is_hex64(first_root) and isinstance(root, str)
+            and isinstance(proof, list) and verify_consistency(first, second, first_root, root, proof)):
         problems.append("the proof does not show the tree of `first` leaves is a prefix of the checkpoint's tree")
     state.conclude("chain_consistency", problems)
 
 
 def _held_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
     """The held checkpoint must carry a signature that a trusted key verifies."""
-    signature = held.get("signature") if isinstance(held.get("signature"), Mapping) else {}
+    stated = held.get("signature")
+    signature: Mapping[str, Any] = stated if isinstance(stated, Mapping) else {}
     key = anchors.select_ed25519(signature.get("key_id"), signature.get("public_key_fingerprint"))
     if key is None:
         return ["no trusted key for the held checkpoint's signature"]
@@ -93,7 +97,7 @@ def check_checkpoint_log(state: _State, packet: Mapping[str, Any], log: Sequence
     if held is None:
         state.notes.append("the checkpoint log holds no checkpoint of this chain: nothing to compare")
         return
-    problems = _held_problems(held, anchors)
+    problems: list[str] = _held_problems(held, anchors)
     size, root = checkpoint.get("tree_size"), checkpoint.get("root_hash")
     member = packet.get("chain_consistency")
     proof = None

@@ -55,7 +55,7 @@ def gate_verify(tmp_path, client, packet, name="p.json"):
     (tmp_path / "reg.json").write_text(json.dumps(client.get("/api/decision/receipt-keys").json))
     (tmp_path / name).write_text(json.dumps(packet))
     done = subprocess.run([GATE, "verify", str(tmp_path / name), "--key-registry", str(tmp_path / "reg.json"),
-                           "--json"], env=dict(os.environ), capture_output=True, text=True, timeout=60)
+                           "--json"], env=dict(os.environ), capture_output=True, text=True, timeout=60, check=False)
     return done.returncode, json.loads(done.stdout) if done.stdout else None
 
 
@@ -121,6 +121,11 @@ def test_a_head_with_garbage_peaks_is_named(app, client, api_key, sample_request
     assert shown["verification"]["checks"]["chain_head"] is False and shown["tree"]["root_hash"] is None
     sql(app, "UPDATE chain_heads SET tree_peaks = :peaks", peaks=json.dumps(["0" * 64]))
     assert "chain_head.tree_root" in hosted(client, api_key, records[0]["decision_id"])["chain_failures"]
+    for peaks in (["zz"], [7], [None]):  # the right count of peaks, none a hash
+        sql(app, "UPDATE chain_heads SET tree_peaks = :peaks", peaks=json.dumps(peaks))
+        assert "chain_head.tree_root" in hosted(client, api_key, records[0]["decision_id"])["chain_failures"]
+        shown = view(client, api_key, records[0]["audit_chain"]["chain_id"])
+        assert shown["verification"]["checks"]["chain_head"] is False and shown["checkpoint"] is None
 
 
 # --------------------------------------------------------------------------- (c) rulebook snapshots
