@@ -136,7 +136,8 @@ class Settings:
             **_adapter_settings(env),
             **_advisor_settings(env),
             **_operations_settings(env),
-            **_checkpoint_settings(env, home),
+            checkpoint_log=_checkpoint_log(env.get("GATE_CHECKPOINT_LOG", ""), home),
+            checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -249,13 +250,12 @@ def _advisor_settings(env: Mapping[str, str]) -> dict:
             "advisor_timeout": seconds}
 
 
-def _checkpoint_settings(env: Mapping[str, str], home: Path) -> dict:
-    """`GATE_CHECKPOINT_LOG` (a file path, default under GATE_HOME; `off` disables the log) and
-    `GATE_CHECKPOINT_EVERY` (0-1000000 decisions, default 100; 0: only on demand)."""
-    location = env.get("GATE_CHECKPOINT_LOG", "").strip()
-    log = None if location.lower() == "off" else Path(location).resolve() if location else home / "checkpoints.jsonl"
-    return {"checkpoint_log": log,
-            "checkpoint_every": _whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000)}
+def _checkpoint_log(location: str, home: Path) -> Path | None:
+    """`GATE_CHECKPOINT_LOG`: a file path (default `checkpoints.jsonl` under GATE_HOME); `off`: no log."""
+    location = location.strip()
+    if location.lower() == "off":
+        return None
+    return Path(location).resolve() if location else home / "checkpoints.jsonl"
 
 
 def _operations_settings(env: Mapping[str, str]) -> dict:
