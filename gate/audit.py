@@ -10,7 +10,6 @@ tree root against the stored Merkle nodes.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from gate import constants as C
 from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.chain import chain_head_failures, verify_links
-from gate.checkpoint_log import CheckpointLogError, append_checkpoint, extension_failures, read_checkpoint_log
+from gate.checkpoint_log import CheckpointLogError, HeldCheckpoints, append_checkpoint, extension_failures
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keyconfig import SigningSetup
@@ -67,8 +66,7 @@ class AuditChainService:
         self.signing = signing
         self.clock = clock
         self.checkpoint_log = checkpoint_log
-        self._held_lock = threading.Lock()
-        self._held_cache: tuple[tuple[int, int, int], dict[str, dict[str, Any]]] | None = None
+        self._held = HeldCheckpoints(checkpoint_log) if checkpoint_log is not None else None
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -98,38 +96,31 @@ class AuditChainService:
         """(the newest checkpoint of the chain the gate's checkpoint log holds, named failures of
         the stored tree of `size` leaves with `root` against it). The consistency proof from the
         held size is read from the stored nodes. No log, or nothing held: (None, [])."""
+        held, _, failures = self._witness(chain_id, size, root)
+        return held, failures
+
+    def _witness(self, chain_id: str, size: int, root: str) -> tuple[dict[str, Any] | None, list[str] | None, list[str]]:
+        """`witness_failures` plus the consistency proof it checked (None when not computed)."""
         if self.checkpoint_log is None:
-            return None, []
+            return None, None, []
         try:
             held = self._held_checkpoint(chain_id)
         except CheckpointLogError:
-            return None, ["checkpoint_log.unreadable"]
+            return None, None, ["checkpoint_log.unreadable"]
         if held is None:
-            return None, []
+            return None, None, []
         proof: list[str] | None = None
         if type(size) is int and held["tree_size"] <= size:
             try:
                 proof = self.consistency_proof(chain_id, held["tree_size"], size)
             except (LookupError, ValueError):
                 proof = None
-        return held, extension_failures(held, size, root, proof)
+        return held, proof, extension_failures(held, size, root, proof)
 
     def _held_checkpoint(self, chain_id: str) -> dict[str, Any] | None:
-        """The newest checkpoint of the chain in the gate's log; the log is parsed again only
-        when the file changed (size, modification time or inode)."""
-        assert self.checkpoint_log is not None
-        try:
-            stat = self.checkpoint_log.stat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise CheckpointLogError(f"cannot read the checkpoint log: {exc.strerror}") from exc
-        key = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        with self._held_lock:
-            if self._held_cache is None or self._held_cache[0] != key:
-                latest = {entry["chain_id"]: entry for entry in read_checkpoint_log(self.checkpoint_log)}
-                self._held_cache = (key, latest)
-            return self._held_cache[1].get(chain_id)
+        """The newest checkpoint of the chain in the gate's log (read incrementally)."""
+        assert self._held is not None
+        return self._held.latest(chain_id)
 
     def consistency_proof(self, chain_id: str, first: int, second: int) -> list[str]:
         """RFC 6962 consistency proof between two sizes, from the stored nodes."""
@@ -143,23 +134,27 @@ class AuditChainService:
         checkpoint log holds. Every read that builds proof material (packet export, inclusion
         and consistency proofs, published checkpoints) goes through this: a tampered head is
         named, never signed and never a 500."""
+        return self._checked_head(chain_id)[0]
+
+    def _checked_head(self, chain_id: str) -> tuple[dict[str, Any] | None, list[str] | None]:
+        """`consistent_head`, with the consistency proof from the held checkpoint it checked."""
         head = self.ledger.chain_head(chain_id)
         if head is None:
-            return None
-        failures = self.head_failures(chain_id, head)
+            return None, None
+        failures, proof = self.head_failures(chain_id, head), None
         if not failures:
-            failures = self.witness_failures(chain_id, head["size"], _peaks_root(head))[1]
+            _, proof, failures = self._witness(chain_id, head["size"], _peaks_root(head))
         if failures:
             raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain contradicts its own links or "
                             "Merkle nodes, or a checkpoint witnessed outside the ledger; no proof material is "
                             "served from it", chain_id=chain_id, failed_checks=failures)
-        return head
+        return head, proof
 
     def publish_checkpoint(self, chain_id: str, first: int | None = None) -> dict[str, Any] | None:
         """The signed checkpoint of the chain's current (consistent) head, appended to the gate's
         checkpoint log, with the consistency proof from tree size `first` when asked. None for a
         chain without decisions. `CHAIN_INTEGRITY_FAILED` as `consistent_head`."""
-        head = self.consistent_head(chain_id)
+        head, held_proof = self._checked_head(chain_id)
         if head is None or head["size"] < 1:
             return None
         size, root = head["size"], _peaks_root(head)
@@ -168,15 +163,34 @@ class AuditChainService:
                             errors=[{"field": "first", "code": "out_of_range", "message": f"1 to {size}"}])
         checkpoint = self.checkpoint(chain_id, size, root)
         if self.checkpoint_log is not None:
-            held = self.witness_failures(chain_id, size, root)[0]
-            proof = self.consistency_proof(chain_id, held["tree_size"], size) if held else None
-            append_checkpoint(self.checkpoint_log, checkpoint, proof, skip_older=True)
+            self._log_checkpoint(checkpoint, held_proof)
         consistency = None
         if first is not None:
             consistency = {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "first": first, "second": size,
                            "first_root": self.tree_root(chain_id, first),
                            "proof": self.consistency_proof(chain_id, first, size)}
         return {"chain_id": chain_id, "checkpoint": checkpoint, "consistency": consistency}
+
+    def _log_checkpoint(self, checkpoint: dict[str, Any], proof: list[str] | None) -> None:
+        """Append to the gate's log. The proof from the held checkpoint was checked just before;
+        a concurrent worker's append in between makes it stale, so a refusal is checked once more
+        against the log as it now is. Still refused: `CHAIN_INTEGRITY_FAILED`; a log that cannot
+        be written: `LEDGER_UNAVAILABLE` (503), nothing published."""
+        assert self.checkpoint_log is not None
+        chain_id, size, root = checkpoint["chain_id"], checkpoint["tree_size"], checkpoint["root_hash"]
+        for attempt in range(2):
+            try:
+                append_checkpoint(self.checkpoint_log, checkpoint, proof, skip_older=True)
+                return
+            except CheckpointLogError as error:
+                failures = error.details.get("failed_checks")
+                if not failures:
+                    raise GateError("LEDGER_UNAVAILABLE", "the checkpoint log cannot be written") from error
+                _, proof, failures = self._witness(chain_id, size, root)
+                if failures or attempt:
+                    raise GateError("CHAIN_INTEGRITY_FAILED", "the chain does not extend the checkpoint log",
+                                    chain_id=chain_id, failed_checks=failures or error.details["failed_checks"]) \
+                        from error
 
     def tree_root(self, chain_id: str, size: int) -> str:
         return stored_tree_root(self.ledger, chain_id, size)

@@ -12,8 +12,9 @@ from the held size to the shown size).
 The log is one checkpoint per line (canonical JSON), appended only: `append_checkpoint` refuses
 a checkpoint that is not consistent with the newest one held for its chain (shorter, the same
 size with another root, or longer without a consistency proof that verifies) and takes an
-exclusive lock on the file while it reads and appends, so concurrent writers on one host
-serialise. `extension_failures` is the one comparison every reader uses (`gate checkpoint
+exclusive lock on the file while it reads (backwards, up to that newest checkpoint) and
+appends, so concurrent writers on one host serialise. `HeldCheckpoints` keeps the newest
+checkpoint per chain of a log current by parsing only what was appended since its last look. `extension_failures` is the one comparison every reader uses (`gate checkpoint
 save`, `gate verify --checkpoints`, the chain view against the server's own log).
 
 Signatures are not checked here: the caller verifies a checkpoint with a key it trusts
@@ -25,8 +26,9 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gate.canonical import CanonicalJSONError, canonical_text, parse_strict
 from gate.errors import GateError
@@ -35,6 +37,7 @@ from gate.merkle import verify_consistency
 __all__ = [
     "CHECKPOINT_LOG_CHECKS",
     "CheckpointLogError",
+    "HeldCheckpoints",
     "append_checkpoint",
     "extension_failures",
     "latest_checkpoint",
@@ -64,15 +67,11 @@ def _is_checkpoint(value: Any) -> bool:
 def _parse_lines(text: str, where: str) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = parse_strict(line.encode("utf-8")) if len(line) <= MAX_LOG_LINE else None
-        except CanonicalJSONError:
-            entry = None
-        if not isinstance(entry, dict) or not _is_checkpoint(entry):
-            raise CheckpointLogError(f"line {number} of the checkpoint log {where} is not a checkpoint")
-        entries.append(entry)
+        if line.strip():
+            try:
+                entries.append(_entry(line.encode("utf-8"), where))
+            except CheckpointLogError:
+                raise CheckpointLogError(f"line {number} of the checkpoint log {where} is not a checkpoint") from None
     return entries
 
 
@@ -95,6 +94,89 @@ def latest_checkpoint(entries: list[dict[str, Any]], chain_id: str) -> dict[str,
         if entry.get("chain_id") == chain_id:
             return entry
     return None
+
+
+_BLOCK = 64 * 1024
+
+
+def _entry(raw: bytes, where: str) -> dict[str, Any]:
+    """One log line as a checkpoint; CheckpointLogError otherwise."""
+    try:
+        entry = parse_strict(raw) if len(raw) <= MAX_LOG_LINE else None
+    except CanonicalJSONError:
+        entry = None
+    if not isinstance(entry, dict) or not _is_checkpoint(entry):
+        raise CheckpointLogError(f"a line of the checkpoint log {where} is not a checkpoint")
+    return entry
+
+
+def _latest_from_end(handle: BinaryIO, chain_id: str, where: str) -> dict[str, Any] | None:
+    """The newest checkpoint of `chain_id`, reading the open log backwards block by block: an
+    append reads the lines after the chain's newest checkpoint, not the whole log. Lines before
+    that one are not read (nor validated)."""
+    position = handle.seek(0, os.SEEK_END)
+    carry = b""
+    while position > 0:
+        step = min(_BLOCK, position)
+        position -= step
+        handle.seek(position)
+        lines = (handle.read(step) + carry).split(b"\n")
+        carry = lines.pop(0) if position > 0 else b""  # the first line may continue in the block before
+        if len(carry) > MAX_LOG_LINE:
+            raise CheckpointLogError(f"a line of the checkpoint log {where} is not a checkpoint")
+        for raw in reversed(lines):
+            if raw.strip():
+                entry = _entry(raw, where)
+                if entry["chain_id"] == chain_id:
+                    return entry
+    return None
+
+
+class HeldCheckpoints:
+    """The newest checkpoint of each chain in one log file, kept current by parsing only the
+    lines appended since the last look (a rewritten or replaced file is read again whole).
+    Thread-safe; one per process (the gate's own log)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None  # inode, size, mtime of what was parsed
+        self._offset = 0
+        self._latest: dict[str, dict[str, Any]] = {}
+
+    def latest(self, chain_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint of `chain_id` (None when none is held); CheckpointLogError when
+        the log cannot be read or an appended line is not a checkpoint."""
+        with self._lock:
+            try:
+                stat = self.path.stat()
+            except FileNotFoundError:
+                self._seen, self._offset, self._latest = None, 0, {}
+                return None
+            except OSError as exc:
+                raise CheckpointLogError(f"cannot read the checkpoint log {self.path}: {exc.strerror}") from exc
+            seen = self._seen
+            if seen is None or seen[0] != stat.st_ino or stat.st_size < self._offset or (
+                    stat.st_size == seen[1] and stat.st_mtime_ns != seen[2]):
+                self._offset, self._latest = 0, {}
+            if stat.st_size > self._offset:
+                self._read_from_offset(stat.st_size)
+            self._seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            return self._latest.get(chain_id)
+
+    def _read_from_offset(self, size: int) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read(size - self._offset)
+        except OSError as exc:
+            raise CheckpointLogError(f"cannot read the checkpoint log {self.path}: {exc.strerror}") from exc
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written is read next time
+        for raw in complete.split(b"\n"):
+            if raw.strip():
+                entry = _entry(raw, str(self.path))
+                self._latest[entry["chain_id"]] = entry
+        self._offset += len(complete)
 
 
 def extension_failures(held: dict[str, Any] | None, size: Any, root: Any, proof: Any) -> list[str]:
@@ -136,10 +218,9 @@ def append_checkpoint(path: str | Path, checkpoint: dict[str, Any], proof: list[
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError as exc:
         raise CheckpointLogError(f"cannot open the checkpoint log {path}: {exc.strerror}") from exc
-    with os.fdopen(descriptor, "r+", encoding="utf-8") as handle:
+    with os.fdopen(descriptor, "rb+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        handle.seek(0)
-        held = latest_checkpoint(_parse_lines(handle.read(), str(path)), checkpoint["chain_id"])
+        held = _latest_from_end(handle, checkpoint["chain_id"], str(path))
         size = checkpoint["tree_size"]
         if held is not None and size == held["tree_size"] and checkpoint["root_hash"] == held["root_hash"]:
             return False
@@ -150,7 +231,7 @@ def append_checkpoint(path: str | Path, checkpoint: dict[str, Any], proof: list[
             raise CheckpointLogError(
                 f"refused: the checkpoint of size {size} is not consistent with the held checkpoint of size "
                 f"{held['tree_size'] if held else None} ({', '.join(failures)})", failed_checks=failures)
-        handle.write(line)
+        handle.write(line.encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
     return True

@@ -186,6 +186,10 @@ def cmd_checkpoint(args) -> int:
         print(f"gate checkpoint: REFUSED: {exc}", file=sys.stderr)
         return 1
     except GateError as exc:
+        if exc.code == "CHAIN_INTEGRITY_FAILED":  # the local chain contradicts itself: nothing to witness
+            print(f"gate checkpoint: REFUSED: {exc.message} ({', '.join(exc.details.get('failed_checks', []))})",
+                  file=sys.stderr)
+            return 1
         print(f"gate checkpoint: {exc.message}", file=sys.stderr)
         return 2
     if args.json:

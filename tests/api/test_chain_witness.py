@@ -181,6 +181,17 @@ def test_a_growing_chain_stays_consistent_with_the_log_and_cadence_appends(make_
     assert "checkpoint_log.unreadable" in {f["check"] for f in view["verification"]["failures"]}
 
 
+def test_an_unreadable_gate_log_is_named_and_never_fails_a_decide(make_app, api_key, sample_request, tmp_path):
+    app = make_app(checkpoint_log=tmp_path, checkpoint_every=1)  # a folder: neither readable nor writable as a log
+    client = app.test_client()
+    records = decide(client, api_key, sample_request, 2)  # the cadence checkpoint fails: logged, the decide stands
+    chain_id = records[0]["audit_chain"]["chain_id"]
+    response = get(client, api_key, f"/api/decision/chains/{chain_id}/checkpoint")
+    assert response.status_code == 409 and response.json["failed_checks"] == ["checkpoint_log.unreadable"]
+    assert get(client, api_key, f"/api/decision/chains/{chain_id}").json["verification"]["checks"][
+        "checkpoint_log"] is False
+
+
 def test_without_a_log_nothing_is_written(make_app, api_key, sample_request, gate_env):
     app = make_app({"GATE_CHECKPOINT_LOG": "off", "GATE_CHECKPOINT_EVERY": "1"})
     client = app.test_client()

@@ -11,6 +11,7 @@ import pytest
 
 from gate.checkpoint_log import (
     CheckpointLogError,
+    HeldCheckpoints,
     append_checkpoint,
     extension_failures,
     latest_checkpoint,
@@ -74,8 +75,11 @@ def test_a_log_with_a_line_that_is_not_a_checkpoint_is_refused(tmp_path, line):
     log.write_text(json.dumps(checkpoint(2)) + "\n" + line + "\n")
     with pytest.raises(CheckpointLogError, match="line 2"):
         read_checkpoint_log(log)
-    with pytest.raises(CheckpointLogError, match="line 2"):
+    with pytest.raises(CheckpointLogError, match="not a checkpoint"):
         append_checkpoint(log, checkpoint(3), consistency_proof(2, 3, LEAVES))
+    assert log.read_text().count("\n") == 2  # nothing appended
+    with pytest.raises(CheckpointLogError, match="not a checkpoint"):
+        HeldCheckpoints(log).latest("chain_a")
 
 
 def test_not_a_checkpoint_is_never_appended(tmp_path):
@@ -106,3 +110,31 @@ def test_concurrent_writers_leave_a_log_of_whole_consistent_lines(tmp_path):
     entries = read_checkpoint_log(log)  # every line parses: no interleaved writes
     sizes = [entry["tree_size"] for entry in entries]
     assert sizes == sorted(set(sizes)) and sizes[-1] == 11
+
+
+def test_held_checkpoints_follow_appends_and_rewrites(tmp_path):
+    log = tmp_path / "log.jsonl"
+    held = HeldCheckpoints(log)
+    assert held.latest("chain_a") is None
+    append_checkpoint(log, checkpoint(3), None)
+    append_checkpoint(log, checkpoint(1, chain_id="chain_b"), None)
+    assert held.latest("chain_a")["tree_size"] == 3 and held.latest("chain_b")["tree_size"] == 1
+    append_checkpoint(log, checkpoint(8), consistency_proof(3, 8, LEAVES))
+    assert held.latest("chain_a")["tree_size"] == 8
+    with log.open("a") as handle:
+        handle.write(json.dumps(checkpoint(9))[:20])  # a line still being written is not read yet
+    assert held.latest("chain_a")["tree_size"] == 8
+    log.write_text(json.dumps(checkpoint(2)) + "\n")  # replaced: read again whole
+    assert held.latest("chain_a")["tree_size"] == 2 and held.latest("chain_b") is None
+    log.unlink()
+    assert held.latest("chain_a") is None
+
+
+def test_an_append_reads_back_only_to_the_chains_newest_checkpoint(tmp_path):
+    log = tmp_path / "log.jsonl"
+    lines = [json.dumps(checkpoint(size)) for size in range(1, 4)]
+    other = [json.dumps(checkpoint(1, chain_id=f"chain_{i}")) for i in range(3000)]  # > one 64 KiB block
+    log.write_text("{broken\n" + "\n".join(lines + other) + "\n")
+    assert append_checkpoint(log, checkpoint(5), consistency_proof(3, 5, LEAVES)) is True
+    with pytest.raises(CheckpointLogError):
+        append_checkpoint(log, checkpoint(1, chain_id="chain_new"), None)  # scanning to the start meets the bad line
