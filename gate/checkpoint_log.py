@@ -23,7 +23,6 @@ Signatures are not checked here: the caller verifies a checkpoint with a key it 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import threading
@@ -218,6 +217,8 @@ def append_checkpoint(path: str | Path, checkpoint: dict[str, Any], proof: list[
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError as exc:
         raise CheckpointLogError(f"cannot open the checkpoint log {path}: {exc.strerror}") from exc
+    import fcntl  # POSIX only; imported here so that reading a log (gate verify) works everywhere
+
     with os.fdopen(descriptor, "rb+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         held = _latest_from_end(handle, checkpoint["chain_id"], str(path))

@@ -16,8 +16,9 @@ from pathlib import Path
 from gate import __version__
 from gate.constants import INTERFACE_VERSION
 
-# Subcommands that run with the core only (no server extras, no ledger).
-CORE_ONLY_COMMANDS = ("verify", "rulebook")
+# Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
+# created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
+CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 
 
 class CliError(Exception):
