@@ -162,6 +162,9 @@ class AuditChainService:
             raise GateError("REQUEST_INVALID", f"first must be between 1 and {size}",
                             errors=[{"field": "first", "code": "out_of_range", "message": f"1 to {size}"}])
         checkpoint = self.checkpoint(chain_id, size, root)
+        if checkpoint.get("root_hash") != root:  # the ledger's stored checkpoint of this size names another tree
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored checkpoint of this size names another tree root",
+                            chain_id=chain_id, failed_checks=["chain_checkpoints.root_hash"])
         if self.checkpoint_log is not None:
             self._log_checkpoint(checkpoint, held_proof)
         consistency = None

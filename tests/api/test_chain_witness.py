@@ -192,6 +192,27 @@ def test_an_unreadable_gate_log_is_named_and_never_fails_a_decide(make_app, api_
         "checkpoint_log"] is False
 
 
+def test_a_regrown_chain_under_a_kept_stored_checkpoint_is_not_published(make_app, api_key, sample_request):
+    """Truncated and regrown, but the ledger's own checkpoint row of that size was left: its root
+    is not the stored tree's, so it is never handed to a witness."""
+    app = make_app(checkpoint_log=None)
+    client = app.test_client()
+    records = decide(client, api_key, sample_request, 4)
+    chain_id = records[0]["audit_chain"]["chain_id"]
+    kept = get(client, api_key, f"/api/decision/chains/{chain_id}/checkpoint").json["checkpoint"]
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        stored = connection.execute(select(chain_checkpoints.c.checkpoint_json).where(
+            chain_checkpoints.c.tree_size == 4)).scalar()
+    truncate(app, chain_id, 2)
+    decide(client, api_key, sample_request, 2)
+    with app.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(delete(chain_checkpoints).where(chain_checkpoints.c.tree_size == 4))
+        connection.execute(chain_checkpoints.insert().values(chain_id=chain_id, tree_size=4, checkpoint_json=stored))
+    response = get(client, api_key, f"/api/decision/chains/{chain_id}/checkpoint")
+    assert response.status_code == 409 and response.json["failed_checks"] == ["chain_checkpoints.root_hash"]
+    assert kept["tree_size"] == 4
+
+
 def test_without_a_log_nothing_is_written(make_app, api_key, sample_request, gate_env):
     app = make_app({"GATE_CHECKPOINT_LOG": "off", "GATE_CHECKPOINT_EVERY": "1"})
     client = app.test_client()
