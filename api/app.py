@@ -76,7 +76,7 @@ def create_app(
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans),
         lifecycle=LifecycleService(ledger, service.clock, signing),
-        audit=AuditChainService(ledger, signing, service.clock),
+        audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),
     )
 

@@ -79,6 +79,9 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_CRM_SYNC_UNAVAILABLE": (503, "unavailable"),
     "CHAIN_NOT_FOUND": (404, "not_found"),
     "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
+    # The stored chain contradicts itself or a witnessed checkpoint (gate/audit.py): named, never
+    # signed, never served as proof material.
+    "CHAIN_INTEGRITY_FAILED": (409, "chain_integrity_failed"),
     # Policy reports (effectiveness, anomalies, benchmarks).
     "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": (401, "unauthorized"),
     "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": (401, "unauthorized"),

@@ -384,12 +384,27 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
     ),
     Endpoint(
+        "get", "/api/decision/chains/{chain_id}/checkpoint",
+        "The signed checkpoint of the caller's chain at its head, appended to the gate's checkpoint log "
+        "(GATE_CHECKPOINT_LOG), with `first` also the consistency proof from that tree size (for a witness: "
+        "`gate checkpoint save`).",
+        True, {200: "checkpoint", 400: "bad first", 401: "missing or invalid key", 403: "disabled key",
+               404: "chain not in scope or without decisions",
+               409: "the stored chain contradicts its links, nodes or the gate's checkpoint log",
+               503: "the checkpoint log cannot be written"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED",
+                "LEDGER_UNAVAILABLE"),
+        query=(("first", "integer", "optional, 1 … chain size: include the consistency proof from it"),),
+        tags=("audit",),
+    ),
+    Endpoint(
         "get", "/api/decision/chains/{chain_id}/inclusion",
         "RFC 6962 inclusion proof of a decision's leaf at a tree size (default: the head), with the signed "
         "checkpoint of that size.",
         True, {200: "inclusion proof", 400: "missing decision_id or bad tree_size", 401: "missing or invalid key",
-               403: "disabled key", 404: "chain or decision not in scope"},
-        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
+               403: "disabled key", 404: "chain or decision not in scope",
+               409: "the stored chain head contradicts its links or nodes"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED"),
         query=(("decision_id", "string", "required"), ("tree_size", "integer", "record position … chain size")),
         tags=("audit",),
     ),
@@ -398,8 +413,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "RFC 6962 consistency proof between two tree sizes (second defaults to the head), both roots "
         "recomputed from stored nodes, and both signed checkpoints.",
         True, {200: "consistency proof", 400: "bad sizes", 401: "missing or invalid key", 403: "disabled key",
-               404: "chain not in scope"},
-        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
+               404: "chain not in scope", 409: "the stored chain head contradicts its links or nodes"},
+        errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED"),
         query=(("first", "integer", "required, ≥ 1"), ("second", "integer", "first … chain size")),
         tags=("audit",),
     ),
@@ -408,11 +423,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs and the audit-chain "
         "excerpt with its inclusion proof and signed checkpoint. Never partial: 503 when a source cannot be read.",
         True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
-               404: "not in scope", 503: "a packet source cannot be read"},
-        errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE"),
+               404: "not in scope", 409: "the stored chain head contradicts its links or nodes",
+               503: "a packet source cannot be read"},
+        errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE",
+                              "CHAIN_INTEGRITY_FAILED"),
         query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
                ("include_intelligence", "boolean", "default true"), ("execution_limit", "integer", "1-1000, default 20"),
-               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20")),
+               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20"),
+               ("consistency_from", "integer", ("optional, 1 … chain size: add chain_consistency, the proof that "
+                                                "the tree of that size (a witness's checkpoint) is a prefix of the "
+                                                "exported one"))),
         response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",),
     ),
     Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,

@@ -45,6 +45,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_DECIDE_CONFIDENCE", "true", "attach the decide-time confidence block"),
     ("GATE_POLICYCHECK_RATE_LIMIT", "600", "requests per minute per client on the policy-check routes"),
     ("GATE_WORKFLOW_TOKEN", "unset", "bearer token the workflow routes require when set"),
+    ("GATE_CHECKPOINT_LOG", "$GATE_HOME/checkpoints.jsonl",
+     "the gate's own witness log of signed chain checkpoints, outside the ledger; off: none"),
+    ("GATE_CHECKPOINT_EVERY", "100", "append a chain's checkpoint to that log every N decisions; 0: on demand only"),
 )
 
 
@@ -95,6 +98,9 @@ class Settings:
     # Operational routes (docs/operations.md): the metrics token, the vendor-source age limit.
     metrics_token: str | None = field(default=None, repr=False)
     policy_source_max_age_days: int = 180
+    # Witnessed checkpoints (docs/verification.md §7.4): the gate's own log outside the ledger.
+    checkpoint_log: Path | None = None
+    checkpoint_every: int = 100
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -135,6 +141,8 @@ class Settings:
             **_adapter_settings(env),
             **_advisor_settings(env),
             **_operations_settings(env),
+            checkpoint_log=_checkpoint_log(env.get("GATE_CHECKPOINT_LOG", ""), home),
+            checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
         )
 
     def with_(self, **changes) -> "Settings":
@@ -254,6 +262,14 @@ def _advisor_settings(env: Mapping[str, str]) -> dict:
     return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
             "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
             "advisor_timeout": seconds}
+
+
+def _checkpoint_log(location: str, home: Path) -> Path | None:
+    """`GATE_CHECKPOINT_LOG`: a file path (default `checkpoints.jsonl` under GATE_HOME); `off`: no log."""
+    location = location.strip()
+    if location.lower() == "off":
+        return None
+    return Path(location).resolve() if location else home / "checkpoints.jsonl"
 
 
 def _operations_settings(env: Mapping[str, str]) -> dict:

@@ -21,6 +21,7 @@ reports named failures.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "new_link",
     "record_audit_chain",
     "verify_links",
+    "chain_head_failures",
 ]
 
 # The members hashed into `link_hash`, in the order reference facts §6 lists them.
@@ -325,3 +327,41 @@ def verify_links(
         _check_own_hashes(link, failures)
         position, prev_link, prev_root = _next_position(link, position), link.get("link_hash"), link.get("merkle_root")
     return ChainCheck(valid=not failures.items, checked=len(items), failures=failures.items, anchored=anchored)
+
+
+def _stated_link(row: dict[str, Any] | None) -> dict[str, Any]:
+    """The link JSON of a stored link row (an empty object when unreadable)."""
+    if row is None:
+        return {}
+    try:
+        link = json.loads(row.get("link_json") or "")
+    except (TypeError, ValueError):
+        return {}
+    return link if isinstance(link, dict) else {}
+
+
+def chain_head_failures(head: dict[str, Any], last_link_row: dict[str, Any] | None) -> list[str]:
+    """Named failures of a chain head row against the newest stored link of its chain.
+
+    A head names its chain's newest link: `size` is that link's position (0 without links),
+    `head_link_hash` and `merkle_root` are its hashes, and `tree_peaks` holds exactly
+    popcount(size) peaks (the compact range of a tree of `size` leaves). Each failure is
+    ``chain_head.<member>``; empty when the head is consistent. Never raises.
+    """
+    failures: list[str] = []
+    size = head.get("size")
+    link = _stated_link(last_link_row)
+    last_position = last_link_row.get("chain_position") if last_link_row is not None else 0
+    if type(size) is not int or size < 0 or size != last_position or link.get("chain_position", 0) != size:
+        failures.append("chain_head.size")
+    if head.get("head_link_hash") != link.get("link_hash"):
+        failures.append("chain_head.head_link_hash")
+    if head.get("merkle_root") != link.get("merkle_root"):
+        failures.append("chain_head.merkle_root")
+    try:
+        peaks = json.loads(head.get("tree_peaks") or "")
+    except (TypeError, ValueError):
+        peaks = None
+    if not isinstance(peaks, list) or type(size) is not int or size < 0 or len(peaks) != size.bit_count():
+        failures.append("chain_head.tree_peaks")
+    return failures

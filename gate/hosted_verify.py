@@ -6,10 +6,15 @@ and the workbench's fresh verification, so both name the same checks for the sam
 
 - the record verifies offline (hashes, receipt signature, attestations, audit-chain member);
 - the row's indexed hashes are the ones the stored record recomputes to (`ledger_*_hash`);
-- its chain link recomputes and sits under the chain head (`link_checks_for`);
+- its chain link recomputes and sits under the chain head (`link_checks_for`), and that head
+  names the chain's newest stored link and the stored Merkle tree (`chain_head`, its failures
+  listed in `chain_failures`), and with the gate's checkpoint log the stored tree extends the
+  newest checkpoint that log holds (`checkpoint_log`);
 - the row binds its record: the record's decision id, scope and chain position are the row's,
   its indexed columns copy the record, and its seal recomputes and is signed
   (`decision_row_checks`);
+- the rulebook snapshot it was decided under still hashes, from its stored body, to the
+  record's rulebook hash (`rulebook_snapshot`);
 - its lifecycle receipts recompute and form the signed per-decision receipt chain;
 - a supplied record is the stored one (`matches_ledger`).
 
@@ -23,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate.audit import link_checks_for
+from gate.audit import AuditChainService, chain_head_integrity, chain_tree_root, link_checks_for, rulebook_snapshot_check
 from gate.canonical import sha256_hex
 from gate.keyconfig import SigningSetup
 from gate.ledger import Ledger, StoredDecision
@@ -32,11 +37,28 @@ from gate.verify import verify_record
 from gate.verify.ledger_rows import RECEIPT_CHAIN_WINDOW, decision_row_checks, receipt_chain_failures
 
 
+def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict | None,
+                 head: dict | None) -> tuple[dict[str, bool], list[str]]:
+    """`chain_head` (the head names the newest stored link and the stored tree) and, with the
+    gate's checkpoint log, `checkpoint_log` (the stored tree extends the newest checkpoint it
+    holds); with the named failures of both."""
+    if link_row is None or head is None:
+        return {"chain_head": False}, []
+    failures = chain_head_integrity(ledger, link_row["chain_id"], head)
+    checks = {"chain_head": not failures}
+    if audit is not None and audit.checkpoint_log is not None and not failures:
+        witnessed = audit.witness_failures(link_row["chain_id"], head["size"], chain_tree_root(head))[1]
+        checks["checkpoint_log"] = not witnessed
+        failures = failures + witnessed
+    return checks, failures
+
+
 def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup, stored: StoredDecision, *,
                            supplied: dict | None = None, original: dict | None = None,
-                           public_key: str | None = None) -> dict[str, Any]:
+                           public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
     """The verification body (without `ok`) for a stored decision, or for a `supplied` record
-    checked against it; `original` overrides the stored request for the input-hash check."""
+    checked against it; `original` overrides the stored request for the input-hash check;
+    `audit` (the gate's chain service) adds the check against its checkpoint log."""
     anchors = signing.trust_anchors()
     decision_id = stored.decision_id
     stored_record = json.loads(stored.record_json)
@@ -55,9 +77,15 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
     ledger_checks.update(link_checks_for(ledger, stored_record))
     link_row = ledger.chain_link_for(decision_id)
     chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
+    head_checks, head_failures = _head_checks(ledger, audit, link_row, chain_head)
+    ledger_checks.update(head_checks)
     row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
                                                  chain_head, anchors)
     ledger_checks.update(row_checks)
+    snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
+    if snapshot is not None:
+        ledger_checks["rulebook_snapshot"] = snapshot["valid"]
+        body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
     receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
     ledger_checks["lifecycle_receipts"] = not receipt_failures
     chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
@@ -72,6 +100,7 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
                                    | {name for name, ok in ledger_checks.items() if ok is False})
     body["receipt_failures"] = sorted(set(receipt_failures) | set(chain_failures))
     body["ledger_column_mismatches"] = mismatched
+    body["chain_failures"] = head_failures
     if any(ok is False for ok in ledger_checks.values()):
         body["integrity_valid"] = False
         body["verified"] = False

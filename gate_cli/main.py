@@ -1,5 +1,5 @@
 """The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook, dry-run, workbench,
-conformance, migration.
+conformance, migration, checkpoint.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages lazily.
@@ -16,8 +16,9 @@ from pathlib import Path
 from gate import __version__
 from gate.constants import INTERFACE_VERSION
 
-# Subcommands that run with the core only (no server extras, no ledger).
-CORE_ONLY_COMMANDS = ("verify", "rulebook")
+# Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
+# created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
+CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 
 
 class CliError(Exception):
@@ -326,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Each subcommand family lives in its own module and adds its own parser (imported here so
     # `gate verify` and `gate rulebook` stay usable with only the core installed).
+    from gate_cli.checkpoint_cmd import add_checkpoint_parser
     from gate_cli.contract_cmd import add_contract_parsers
     from gate_cli.dry_run_cmd import add_dry_run_parser
     from gate_cli.export_cmd import add_export_parser
@@ -336,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     from gate_cli.workbench_cmd import add_workbench_parser
 
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
-                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers):
+                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
+                add_checkpoint_parser):
         add(sub)
     return parser
 

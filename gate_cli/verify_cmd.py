@@ -5,6 +5,8 @@ Trust comes from the operator, never from the file: `--key-registry` (a registry
 registry JSON file), `--public-key` (a PEM file) or `--hmac-secret-env` (the name of an
 environment variable holding the HMAC secret). Without any of them only integrity is checked
 and the exit code is non-zero, because authenticity is unproven.
+`--checkpoints FILE` (a witness's checkpoint log) also checks that a packet's chain is at least
+as long as, and extends, the newest checkpoint held for it (docs/verification.md §7.4).
 Exit codes: 0 verified, 1 verification failed, 2 unusable input (unreadable file, bad key).
 """
 
@@ -17,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from gate.canonical import CanonicalJSONError, parse_strict
+from gate.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.errors import GateError
 from gate.packets import verify_packet
 from gate.verify import SOURCE_KEY_REGISTRY_FILE, SOURCE_KEY_REGISTRY_URL, TrustAnchors, verify_record
@@ -30,6 +33,8 @@ def add_verify_parser(sub) -> None:
     p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key")
     p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret")
     p.add_argument("--input", help="the original request body (JSON), checked against input_hash")
+    p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`): a packet's chain must "
+                                         "be at least as long as, and extend, the newest checkpoint held for it")
     p.add_argument("--json", action="store_true", help="print the verification result as JSON")
     p.set_defaults(func=cmd_verify)
 
@@ -84,6 +89,18 @@ def load_anchors(args) -> TrustAnchors:
     return anchors
 
 
+def _checkpoint_log(path: str | None) -> list[dict] | None:
+    """The checkpoints of `--checkpoints` (None without it); unreadable is exit 2."""
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise GateError("VERIFY_INPUT_UNREADABLE", f"checkpoint log {path} does not exist")
+    try:
+        return read_checkpoint_log(path)
+    except CheckpointLogError as exc:
+        raise GateError("VERIFY_INPUT_UNREADABLE", exc.message) from exc
+
+
 def report(result: dict) -> str:
     lines = [f"decision {result.get('decision_id')}: " + ("VERIFIED" if result["verified"] else "NOT VERIFIED")]
     lines.append(f"  integrity    {'valid' if result['integrity_valid'] else 'INVALID'}")
@@ -106,8 +123,13 @@ def cmd_verify(args) -> int:
         if not isinstance(record, dict):
             raise GateError("VERIFY_INPUT_UNREADABLE", f"{args.file} does not hold a JSON object")
         packet = is_packet(record)
-        verify = verify_packet if packet else verify_record
-        result = verify(record, anchors=anchors, original_input=original).to_dict()
+        held = _checkpoint_log(args.checkpoints)
+        if held is not None and not packet:
+            raise GateError("VERIFY_INPUT_UNREADABLE", "--checkpoints applies to packets (a record carries no tree)")
+        if packet:
+            result = verify_packet(record, anchors=anchors, original_input=original, checkpoint_log=held).to_dict()
+        else:
+            result = verify_record(record, anchors=anchors, original_input=original).to_dict()
     except GateError as exc:
         print(f"gate verify: {exc.message}", file=sys.stderr)
         return 2

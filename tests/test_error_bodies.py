@@ -100,6 +100,7 @@ CASES = {
     "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/benchmarks"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
+    "CHAIN_INTEGRITY_FAILED": lambda c: _packet_of_a_rolled_back_head(c),
     "EVALUATION_INPUT_TOO_LARGE": lambda c: _decide(c.client, c.key, _with(
         c.sample, context={"inputs": {**c.sample["context"]["inputs"], "items": [0] * 10_001}})),
     "EVALUATION_TOO_COSTLY": lambda c: _decide(c.client, c.key, _costly(c.sample)),
@@ -198,6 +199,7 @@ DETAILS = {
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": {"forbidden_fields"},
     "REPLAY_MODE_INVALID": {"replay_mode", "supported_replay_modes"},
     "REPLAY_LINEAGE_UNAVAILABLE": {"lineage_component"},
+    "CHAIN_INTEGRITY_FAILED": {"chain_id", "failed_checks"},
     "REPLAY_LINEAGE_MISMATCH": {"lineage_component", "expected", "actual"},
     "COUNTERFACTUAL_SCENARIOS_INVALID": {"errors", "max_scenarios"},
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
@@ -265,6 +267,16 @@ def _packet_without_chain_nodes(c):
     record = [_decide(c.client, c.key, c.sample).json for _ in range(3)][0]  # its proof needs stored nodes
     with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
         connection.execute(text("DROP TABLE merkle_nodes"))
+    return c.client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": c.key})
+
+
+def _packet_of_a_rolled_back_head(c):
+    from sqlalchemy import text
+
+    record = _decide(c.client, c.key, c.sample).json
+    _decide(c.client, c.key, c.sample)
+    with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
+        connection.execute(text("UPDATE chain_heads SET size = size - 1"))
     return c.client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": c.key})
 
 

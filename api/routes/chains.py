@@ -1,8 +1,9 @@
-"""The caller's audit chain: the chain view, inclusion proofs and consistency proofs.
+"""The caller's audit chain: the chain view, its signed checkpoint, inclusion proofs and
+consistency proofs.
 
 The chain view re-verifies every link of its page, so it is charged to the key's cost window
 first (`api.costs`): one unit plus one per started 10 links of `limit` (default 20: 3 units).
-The proofs read O(log n) nodes and are not charged.
+The checkpoint and the proofs read O(log n) nodes and are not charged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.query import int_arg
 from api.runtime import keyed, runtime
-from gate.audit import consistency_for, inclusion_for
+from gate.audit import consistency_for, inclusion_for, owns_chain
 from gate.errors import GateError
 from gate.service import Caller
 
@@ -59,3 +60,17 @@ def consistency(caller: Caller, chain_id: str):
         raise GateError("REQUEST_INVALID", "first is required",
                         errors=[{"field": "first", "code": "missing_field", "message": "required"}])
     return _answer(consistency_for(runtime().audit, caller.scope, chain_id, first, int_arg("second")))
+
+
+@bp.get("/api/decision/chains/<chain_id>/checkpoint")
+@keyed("SVC_CHAIN_UNAUTHORIZED")
+def checkpoint(caller: Caller, chain_id: str):
+    """The signed checkpoint of the caller's chain at its head (appended to the gate's own
+    checkpoint log), and with `first` the consistency proof from that tree size, so a witness
+    can check it extends the checkpoint it holds. 409 `CHAIN_INTEGRITY_FAILED` when the stored
+    chain contradicts itself or the gate's log; nothing is signed then."""
+    head = runtime().ledger.chain_head(chain_id)
+    if not owns_chain(head, caller.scope, chain_id):
+        return _answer(None)
+    published = runtime().audit.publish_checkpoint(chain_id, int_arg("first"))
+    return _answer({"ok": True, **published} if published else None)

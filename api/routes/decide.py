@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from datetime import datetime, timezone
 
@@ -22,6 +23,7 @@ from gate.records import project_view
 from gate.service import Caller
 
 bp = Blueprint("decide", __name__)
+LOG = logging.getLogger(__name__)
 
 
 def _seconds_to_next_month(now: datetime) -> int:
@@ -29,6 +31,23 @@ def _seconds_to_next_month(now: datetime) -> int:
     year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
     start = datetime(year, month, 1, tzinfo=timezone.utc)
     return max(1, math.ceil((start - now).total_seconds()))
+
+
+def _witness_on_cadence(rt, record: dict) -> None:
+    """Every GATE_CHECKPOINT_EVERY-th decision of a chain, append its signed checkpoint to the
+    gate's checkpoint log (docs/verification.md §7.4). The decision is already stored: a chain
+    that fails its checks here is logged, never turned into an error of this decide."""
+    every, chain = rt.settings.checkpoint_every, record.get("audit_chain")
+    if not every or rt.audit.checkpoint_log is None or not isinstance(chain, dict):
+        return
+    position = chain.get("chain_position")
+    if type(position) is not int or position % every:
+        return
+    try:
+        rt.audit.publish_checkpoint(chain["chain_id"])
+    except GateError as error:
+        LOG.error("checkpoint of chain %s at %s not witnessed: %s %s", chain["chain_id"], position,
+                  error.code, error.details.get("failed_checks", ""))
 
 
 @bp.post("/api/decide")
@@ -70,6 +89,7 @@ def decide(caller: Caller):
 
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
         record_decision("advisory" if "decision_contract" in result.record else "binding", result.record["verdict"])
+        _witness_on_cadence(rt, result.record)
     used = result.monthly_used
     if used is None:
         used = rt.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])

@@ -112,5 +112,5 @@ def verify_stored(caller: Caller, decision_id: str):
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     body = verify_stored_decision(rt.ledger, rt.lifecycle, rt.signing, stored, supplied=supplied,
-                                  original=original, public_key=public_key)
+                                  original=original, public_key=public_key, audit=rt.audit)
     return json_response(200, {"ok": True, **body})

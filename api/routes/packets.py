@@ -15,6 +15,7 @@ from flask import Blueprint, request
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
+from api.query import int_arg
 from api.runtime import keyed, runtime
 from gate import constants as C
 from gate.audit import packet_chain_excerpt
@@ -62,23 +63,57 @@ def _packet_query_units() -> int:
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
 
 
+def _consistency_from(rt, chain, first: int | None) -> dict | None:
+    """`{first, first_root, proof}` from the stored nodes, for `consistency_from=<first>`: the
+    proof that the tree a witness holds (of `first` leaves) is a prefix of the exported one."""
+    if first is None or chain is None:
+        return None
+    if first > chain.chain_size:
+        raise GateError("REQUEST_INVALID", f"consistency_from must be between 1 and {chain.chain_size}",
+                        errors=[{"field": "consistency_from", "code": "out_of_range",
+                                 "message": f"1 to {chain.chain_size}"}])
+    return {"first": first, "first_root": rt.audit.tree_root(chain.chain_id, first),
+            "proof": rt.audit.consistency_proof(chain.chain_id, first, chain.chain_size)}
+
+
+def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
+    """The newest receipts of each kind, their stored totals and the signed receipt head they
+    were read under: re-read (up to three times) while a concurrent receipt write moves the
+    head, so the head's count describes the lists exported beside it."""
+    store = rt.lifecycle.store
+    for _ in range(3):
+        head = store.receipt_head(decision_id)
+        parts, totals = {}, {}
+        for name, kind in KINDS.items():
+            limit = options.limit_for(kind.list_name)
+            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+        if store.receipt_head(decision_id) == head:
+            break
+    return parts, totals, head
+
+
 @bp.get("/api/decision/<decision_id>/packet")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PACKET_WEIGHT)
 def export_packet(caller: Caller, decision_id: str):
     rt = runtime()
     options = _options()
+    consistency_from = int_arg("consistency_from")
+    if consistency_from is not None and not options.include_chain:
+        raise GateError("REQUEST_INVALID", "consistency_from needs include_chain",
+                        errors=[{"field": "consistency_from", "code": "invalid_value",
+                                 "message": "only with the audit chain"}])
     stored = rt.service.bound_decision(caller, decision_id)
     if stored is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     try:
-        parts, totals = {}, {}
-        for name, kind in KINDS.items():
-            limit = options.limit_for(kind.list_name)
-            parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
+        parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
+        if receipt_head is None and sum(totals.values()):
+            raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
         chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
             raise PacketSourceError("the decision's audit chain link cannot be read")
+        consistency = _consistency_from(rt, chain, consistency_from)
         record = json.loads(stored.record_json)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
@@ -97,6 +132,8 @@ def export_packet(caller: Caller, decision_id: str):
             totals=totals,
             chain=chain,
             policy_intelligence=intelligence,
+            receipt_head=receipt_head,
+            consistency=consistency,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

@@ -445,6 +445,16 @@ class Ledger:
             ).mappings().all()
         return [dict(row) for row in rows]
 
+    def chain_last_link(self, chain_id: str) -> dict[str, Any] | None:
+        """The stored link with the greatest position in the chain (whatever the head row says),
+        or None for a chain without links: what a head must name (`gate.chain.chain_head_failures`)."""
+        with self.read() as connection:
+            row = connection.execute(
+                select(chain_links).where(chain_links.c.chain_id == chain_id)
+                .order_by(chain_links.c.chain_position.desc()).limit(1)
+            ).mappings().first()
+        return dict(row) if row else None
+
     def chain_link_for(self, decision_id: str) -> dict[str, Any] | None:
         with self.read() as connection:
             row = connection.execute(

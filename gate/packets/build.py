@@ -37,6 +37,8 @@ from gate.packets.envelope import _check_exported_at
 from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.options import PacketOptions
 from gate.packets.result import _State
+from gate.packets.witness import consistency_member
+from gate.rowseal import RECEIPT_CHAIN_VERSION
 from gate.signing import iso_timestamp
 
 
@@ -113,6 +115,27 @@ def _intelligence_section(record: Mapping[str, Any], section: Any, report: Any) 
     return copy.deepcopy(dict(report))
 
 
+def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The packet's `receipt_chain_head` copied from the stored head (None: no member).
+
+    Its count is exported as stored, even when it differs from `totals`: the verifier names the
+    difference (a receipt deleted before export); PacketSourceError when it is not this
+    decision's head."""
+    if head is None:
+        return None
+    member = {
+        "receipt_chain_version": RECEIPT_CHAIN_VERSION,
+        "decision_id": record["decision_id"],
+        "count": head.get("count"),
+        "head_row_hash": head.get("head_row_hash"),
+        "key_id": head.get("key_id"),
+        "signature": head.get("signature"),
+    }
+    if head.get("decision_id", record["decision_id"]) != record["decision_id"] or not _is_int(member["count"]):
+        raise PacketSourceError("the receipt chain head is not this decision's")
+    return member
+
+
 def build_packet(
     *,
     record: Mapping[str, Any],
@@ -125,6 +148,8 @@ def build_packet(
     totals: Mapping[str, int] | None = None,
     chain: ChainExcerpt | None = None,
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
+    receipt_head: Mapping[str, Any] | None = None,
+    consistency: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -138,6 +163,13 @@ def build_packet(
     * `policy_intelligence`: section (`effectiveness`, `anomalies`, `confidence`, `benchmarks`)
       → a sealed report about the record's policy (version label, `<kind>_hash`); exported when
       `options.include_intelligence` and not None (reference facts §6 layout).
+    * `receipt_head`: the decision's stored receipt head row (`count`, `head_row_hash`,
+      `key_id`, `signature`), exported as `receipt_chain_head`; its signed count must be the
+      stored total of the three receipt lists (the export refuses when receipts are stored
+      without a head).
+    * `consistency`: ``{first, first_root, proof}``, the RFC 6962 consistency proof from tree
+      size `first` to the chain's size read from the store; exported as `chain_consistency`
+      (requires the chain).
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
@@ -174,6 +206,7 @@ def build_packet(
         packet_totals[part] = total
         truncated[part] = len(chosen) < total
 
+    head = _receipt_head_member(record, receipt_head)
     audit_chain = _audit_chain_member(record, chain, options.chain_limit) if options.include_chain else None
     components["audit_chain_links"] = len(audit_chain["links"]) if audit_chain else 0
     intelligence = None
@@ -205,6 +238,12 @@ def build_packet(
         packet["policy_intelligence"] = intelligence
     if audit_chain is not None:
         packet["audit_chain"] = audit_chain
+    if head is not None:
+        packet["receipt_chain_head"] = head
+    if consistency is not None:
+        if audit_chain is None:
+            raise PacketSourceError("a consistency proof needs the audit chain")
+        packet["chain_consistency"] = consistency_member(consistency, audit_chain["checkpoint"])
     check = _State()
     _check_exported_at(check, packet, packet["decision_record"])
     if check.checks["exported_at"] is False:

@@ -58,7 +58,8 @@ _REQUIRED_MEMBERS = (
     "crm_sync_records",
     "packet_hash",
 )
-_OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain")
+_OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain", "receipt_chain_head",
+                     "chain_consistency")
 PACKET_MEMBERS = frozenset(_REQUIRED_MEMBERS + _OPTIONAL_MEMBERS)
 
 _OPTION_NAMES = ("include_input", "include_chain", "include_intelligence",
@@ -117,6 +118,8 @@ PACKET_CHECKS = (
     "execution_receipts",
     "outcome_records",
     "crm_sync_records",
+    "receipt_chain_head",
+    "receipt_chain_head_signature",
     "intelligence_reports",
     "audit_chain",
     "audit_chain.window",
@@ -126,8 +129,13 @@ PACKET_CHECKS = (
     "audit_chain.inclusion_proof",
     "audit_chain.checkpoint",
     "audit_chain.checkpoint_signature",
+    "chain_consistency",
+    "checkpoint_log",
 )
-_AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature"})
+_AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature", "receipt_chain_head_signature"})
+# The decision's signed receipt head (gate.rowseal): how many lifecycle receipts it has and the
+# newest receipt row's hash, signed with the receipt key when exported.
+RECEIPT_HEAD_MEMBERS = ("receipt_chain_version", "decision_id", "count", "head_row_hash", "key_id", "signature")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ISO_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")

@@ -7,10 +7,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from gate.canonical import CanonicalJSONError
-from gate.packets.common import INTELLIGENCE_SECTIONS, _LISTED, _canon, _digest_equal, _short, report_hash
+from gate.packets.common import (
+    _LISTED,
+    INTELLIGENCE_SECTIONS,
+    RECEIPT_HEAD_MEMBERS,
+    _canon,
+    _digest_equal,
+    _exact_members,
+    _is_hex64,
+    _is_int,
+    _short,
+    report_hash,
+)
 from gate.packets.receipts_fast import _KINDS, _BindingCache, _fast_receipt_ok, _ReceiptTexts
 from gate.packets.result import _State
 from gate.receipts import verify_receipt_links
+from gate.rowseal import RECEIPT_CHAIN_VERSION, receipt_head_payload
+from gate.verify import TrustAnchors
+from gate.verify.ledger_rows import signature_valid
 
 
 def _check_receipts(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any], texts: _ReceiptTexts) -> None:
@@ -40,6 +54,64 @@ def _check_receipts(state: _State, packet: Mapping[str, Any], record: Mapping[st
         problems = [f"{len(failures)} per-item check(s) failed, see {part}[i].*"] if failures else []
         problems += _order_and_duplicates(part, items)
         state.conclude(part, problems)
+
+
+def _stored_total(packet: Mapping[str, Any]) -> int | None:
+    """The sum of `packet_manifest.totals` over the three receipt lists (None when malformed)."""
+    manifest = packet.get("packet_manifest")
+    totals = manifest.get("totals") if isinstance(manifest, Mapping) else None
+    if not isinstance(totals, Mapping) or not all(_is_int(totals.get(part)) for part in _LISTED):
+        return None
+    return sum(totals[part] for part in _LISTED)
+
+
+def _check_receipt_head(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
+                        anchors: TrustAnchors) -> None:
+    """`receipt_chain_head`: the decision's signed receipt count equals the receipts the packet
+    says are stored (`packet_manifest.totals`), so a receipt deleted before export, or dropped
+    from the packet with its totals lowered, is named; `receipt_chain_head_signature`: the head
+    is signed by the record's receipt key (a trusted key only). Absent in a packet of a
+    decision without receipts, and in packets exported before heads were embedded."""
+    head = packet.get("receipt_chain_head")
+    if head is None:
+        if "receipt_chain_head" in packet:
+            state.fail("receipt_chain_head", "receipt_chain_head must be an object")
+        elif (_stored_total(packet) or 0) > 0:
+            state.notes.append("no receipt_chain_head: the packet does not prove its receipt lists are complete")
+        return
+    problems: list[str] = []
+    if not _exact_members(problems, "receipt_chain_head", head, frozenset(RECEIPT_HEAD_MEMBERS)):
+        state.conclude("receipt_chain_head", problems)
+        return
+    if head.get("receipt_chain_version") != RECEIPT_CHAIN_VERSION:
+        problems.append(f"receipt_chain_version must be {RECEIPT_CHAIN_VERSION}")
+    if head.get("decision_id") != record.get("decision_id") or not isinstance(head.get("decision_id"), str):
+        problems.append("receipt_chain_head.decision_id is not the record's")
+    count, total = head.get("count"), _stored_total(packet)
+    state.value("receipt_chain_head.count", count, total)
+    if not _is_int(count) or count != total:
+        problems.append(f"the signed receipt count is {count!r} but the packet states {total!r} receipts stored")
+    if count and not _is_hex64(head.get("head_row_hash")):
+        problems.append("head_row_hash must be a sha256 hex")
+    state.conclude("receipt_chain_head", problems)
+    _check_receipt_head_signature(state, head, record, anchors)
+
+
+def _check_receipt_head_signature(state: _State, head: Mapping[str, Any], record: Mapping[str, Any],
+                                  anchors: TrustAnchors) -> None:
+    if not isinstance(record.get("receipt_key_id"), str):
+        if head.get("signature") is not None:
+            state.fail("receipt_chain_head_signature", "an unsigned record's receipt head carries a signature")
+        return  # an unsigned gate keeps unsigned heads: the count is then intact but unkeyed
+    payload = receipt_head_payload(head.get("decision_id"), head.get("count"), head.get("head_row_hash"),
+                                   head.get("key_id"))
+    valid = signature_valid(head.get("signature"), head.get("key_id"), payload, anchors)
+    if valid is None:  # SECURITY: no trusted key, no proof (as for hosted verify's receipt chain)
+        state.fail("receipt_chain_head_signature", "no trusted key for the receipt head's key_id")
+    elif valid:
+        state.checks["receipt_chain_head_signature"] = True
+    else:
+        state.fail("receipt_chain_head_signature", "the receipt head's signature does not verify with a trusted key")
 
 
 def _order_and_duplicates(part: str, items: list) -> list[str]:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.constants import DECISION_PACKET_VERSION
 from gate.packets.chain_checks import _check_chain, _check_record_audit_chain
 from gate.packets.common import _AUTHENTICITY, _LISTED, PacketInputError, _canon_equal
-from gate.packets.contents import _check_intelligence, _check_receipts
+from gate.packets.contents import _check_intelligence, _check_receipt_head, _check_receipts
 from gate.packets.envelope import _check_exported_at, _check_manifest, _check_members, _check_packet_hash
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
+from gate.packets.witness import check_chain_consistency, check_checkpoint_log
 from gate.verify import TrustAnchors, verify_record
 
 
@@ -20,8 +21,12 @@ def verify_packet(
     *,
     anchors: TrustAnchors | None = None,
     original_input: Any = None,
+    checkpoint_log: Sequence[Mapping[str, Any]] | None = None,
 ) -> PacketVerification:
-    """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring."""
+    """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring.
+
+    `checkpoint_log`: checkpoints a witness holds (`gate.checkpoint_log.read_checkpoint_log`);
+    the packet's chain must extend the newest one of its chain (`checkpoint_log` check)."""
     if not isinstance(packet, Mapping):
         raise PacketInputError("the packet to verify must be a JSON object")
     anchors = anchors or TrustAnchors()
@@ -75,6 +80,7 @@ def verify_packet(
     # Step 3: receipts linked to the record.
     if record_ok:
         state.guard("execution_receipts", _check_receipts, state, packet, record_dict, texts)
+        state.guard("receipt_chain_head", _check_receipt_head, state, packet, record_dict, anchors)
     else:
         for part in _LISTED:
             state.fail(part, "no decision record to link to")
@@ -87,6 +93,9 @@ def verify_packet(
             checkpoint_source = _check_chain(state, packet, record_dict, anchors)
         except Exception as exc:  # noqa: BLE001 - any surprise in untrusted content is a failure
             state.fail("audit_chain", f"could not be checked ({type(exc).__name__})")
+    state.guard("chain_consistency", check_chain_consistency, state, packet)
+    if checkpoint_log is not None:
+        state.guard("checkpoint_log", check_checkpoint_log, state, packet, checkpoint_log, anchors)
 
     failed = tuple(sorted(name for name, outcome in state.checks.items() if outcome is False))
     # The record's own failures are summarised by `record` (its integrity) and by its
@@ -96,6 +105,8 @@ def verify_packet(
     authenticity_valid = bool(record_result is not None and record_result.authenticity_valid)
     if "audit_chain" in packet:
         authenticity_valid = authenticity_valid and state.checks["audit_chain.checkpoint_signature"] is True
+    if isinstance(packet.get("receipt_chain_head"), Mapping) and isinstance(record_dict.get("receipt_key_id"), str):
+        authenticity_valid = authenticity_valid and state.checks["receipt_chain_head_signature"] is True
     return PacketVerification(
         verified=integrity_valid and authenticity_valid,
         integrity_valid=integrity_valid,

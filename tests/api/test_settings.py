@@ -17,3 +17,19 @@ def test_the_read_timeout_defaults_to_ten_seconds_and_accepts_fractions(tmp_path
 def test_an_unusable_read_timeout_refuses_to_start(tmp_path, value):
     with pytest.raises(SettingsError, match="GATE_REQUEST_READ_TIMEOUT"):
         Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_REQUEST_READ_TIMEOUT": value})
+
+
+def test_the_checkpoint_log_defaults_under_gate_home_and_can_be_moved_or_turned_off(tmp_path):
+    """Issue 18 item 4: the gate's own witness log of checkpoints (docs/verification.md §7.4)."""
+    settings = Settings.from_env({"GATE_HOME": str(tmp_path)})
+    assert settings.checkpoint_log == tmp_path.resolve() / "checkpoints.jsonl" and settings.checkpoint_every == 100
+    moved = Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_CHECKPOINT_LOG": str(tmp_path / "w" / "c.jsonl"),
+                               "GATE_CHECKPOINT_EVERY": "0"})
+    assert moved.checkpoint_log == (tmp_path / "w" / "c.jsonl").resolve() and moved.checkpoint_every == 0
+    assert Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_CHECKPOINT_LOG": "OFF"}).checkpoint_log is None
+
+
+@pytest.mark.parametrize("value", ["-1", "1000001", "ten", "", "1.5"])
+def test_an_unusable_checkpoint_cadence_refuses_to_start(tmp_path, value):
+    with pytest.raises(SettingsError, match="GATE_CHECKPOINT_EVERY"):
+        Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_CHECKPOINT_EVERY": value})

@@ -29,6 +29,7 @@ from gate.merkle import CompactRange, checkpoint_body, sign_checkpoint
 from gate.packets import INTELLIGENCE_SECTIONS, ChainExcerpt, PacketOptions, build_packet, chain_window, report_hash
 from gate.receipts import build_crm_sync_record, build_execution_receipt, build_outcome_record
 from gate.records import build_rulebook_record
+from gate.rowseal import receipt_head_payload
 from gate.rulebook import get_evaluator, schema_hash
 from gate.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.verify import TrustAnchors
@@ -234,6 +235,16 @@ def intelligence_reports(record: dict) -> dict[str, dict]:
     return {"effectiveness": seal("effectiveness", effectiveness), "anomalies": seal("anomaly", anomaly)}
 
 
+def receipt_head(record: dict, count: int, key: Ed25519Key) -> dict:
+    """A receipt head row as the gate stores it: the count and newest row hash, signed with the
+    receipt key (gate.rowseal.receipt_head_payload)."""
+    head_row_hash = sha256_hex({"receipt_rows": count, "decision_id": record["decision_id"]})
+    signature = Ed25519ReceiptSigner(key).sign_payload(
+        receipt_head_payload(record["decision_id"], count, head_row_hash, key.key_id))
+    return {"decision_id": record["decision_id"], "count": count, "head_row_hash": head_row_hash,
+            "key_id": key.key_id, "signature": signature}
+
+
 @dataclass
 class Scenario:
     packet: dict
@@ -263,6 +274,7 @@ def scenario(*, record_key: Ed25519Key = ACTIVE, checkpoint_key: Ed25519Key = AC
              "crm_syncs": crm_syncs(record, n_crm)}
     packet = build_packet(
         record=record, exported_at=at(7200), options=options,
+        receipt_head=receipt_head(record, n_exec + n_out + n_crm, record_key),
         original_input=copy.deepcopy(REQUEST) if include_input else None,
         chain=chain.excerpt(before + 1, options.chain_limit, key=checkpoint_key) if include_chain else None,
         policy_intelligence=intelligence_reports(record) if reports else None,
