@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from operator import itemgetter
 
 from pyuca import Collator
 
@@ -69,7 +70,7 @@ class _LevelTable(dict):
 
 
 def _level_text(elements, level: int) -> str:
-    return "".join(chr(element[level]) for element in elements if element[level])
+    return "".join(map(chr, filter(None, map(itemgetter(level), elements))))
 
 
 _SINGLE = {cp: node.value for cp, node in _ROOT.children.items() if node.value}
@@ -158,6 +159,7 @@ _IRREGULAR = re.compile(f"[{_START}](?=[{_CONT}])|[{_START}](?=([{_NON}])(?!\\1)
 # A position where the loop's state is empty: after a starter that neither starts nor continues a
 # contraction, or before a starter that continues none. Spans between two such cuts are independent.
 _CUT = re.compile(f"(?<=[^SFG{_NON}])|(?=[^FG{_NON}])")
+_CUT_REVERSED = re.compile(f"(?<=[^FG{_NON}])|(?=[^SFG{_NON}])|$")  # _CUT in reversed text
 _LONG_MARK_RUN = re.compile(f"[D{_NON}]{{16,}}")
 _DECOMPOSE = {cp: unicodedata.normalize("NFD", chr(cp)) for cp in _DECOMPOSES_TO_MARK
               if unicodedata.normalize("NFD", chr(cp)) != chr(cp)}
@@ -227,20 +229,33 @@ def _entry(codepoints: list[int]):
     return node.value or None
 
 
+def _alone(children: dict, stack: list[int]) -> bool:
+    """Whether the contraction start on top of `stack` stays alone: the next character does not
+    continue it and pyuca's scan of the non-starters after it stops before a second one."""
+    if len(stack) < 2:
+        return True
+    klass = _NON_STARTERS.get(stack[-2], 0)
+    if stack[-2] in children:
+        return False
+    return not klass or len(stack) < 3 or _NON_STARTERS.get(stack[-3], 0) in (0, klass)
+
+
 def _elements(text: str) -> list:
     """pyuca's `collation_elements`, stepping through a reversed list (front = last item)."""
-    stack = [ord(char) for char in reversed(text)]
+    stack = list(map(ord, reversed(text)))
     elements: list = []
     roots = _ROOT.children
     while stack:
         node = roots.get(stack[-1])
-        if node is not None and node.children is None:  # no contraction can start here: no scan
-            del stack[-1]
+        if node is not None and (node.children is None or _alone(node.children, stack)):
+            del stack[-1]  # nothing can join this character: its own entry, no scan
             elements.extend(node.value)
             continue
-        if node is None and not _NON_STARTERS.get(stack[-1]):  # a starter without entry pulls nothing
-            elements.extend(_COLLATOR.implicit_weight(stack.pop()))
-            continue
+        if node is None:  # no entry: implicit weights, unless a mark pulls the next mark forward
+            klass = _NON_STARTERS.get(stack[-1], 0)
+            if not klass or len(stack) == 1 or _NON_STARTERS.get(stack[-2], 0) in (0, klass):
+                elements.extend(_COLLATOR.implicit_weight(stack.pop()))
+                continue
         top = len(stack) - 1
         length, value = _find(stack, top)
         matched = stack[top - length + 1:][::-1] if length else []
@@ -284,14 +299,15 @@ def _piece_key(piece: str) -> tuple[str, str, str]:
 def _irregular_spans(categories: str) -> list[tuple[int, int]]:
     """The spans (between cuts) that hold an irregular position, in order, not overlapping."""
     spans: list[tuple[int, int]] = []
-    end = 0
+    end, size = 0, len(categories)
     found = _IRREGULAR.search(categories)
+    backwards = categories[::-1] if found else ""
     while found:
-        start = found.start()
-        while start > end and not _CUT.match(categories, start):  # back to the span's first cut
-            start -= 1
+        # The span starts at the last cut at or before the irregular position: the first cut at
+        # or after its mirror image in the reversed text (never before the previous span's end).
+        start = max(end, size - _CUT_REVERSED.search(backwards, size - found.start()).start())
         cut = _CUT.search(categories, found.start() + 1)
-        end = cut.start() if cut else len(categories)
+        end = cut.start() if cut else size
         spans.append((start, end))
         found = _IRREGULAR.search(categories, end)
     return spans
