@@ -191,7 +191,7 @@ def _best_seconds(function, runs: int = 5) -> float:
 
 
 def test_hostile_keys_cost_within_a_small_factor_of_a_plain_letter():
-    # Wall clock, as a ratio measured in the same run (interleaved, best of 5): the hostile key
+    # Wall clock, as a ratio measured in the same run (best of 5 each): the hostile key
     # of the issue cost 11x a plain non-ASCII letter before the fix (whose own keys were slow
     # too), 1.6x after; the margin here is generous.
     plain = "\u0436" * 50_000

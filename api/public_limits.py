@@ -1,0 +1,105 @@
+"""Budgets of the public routes: a per-client rate and a per-process bound on heavy work (issue 18).
+
+The routes that need no API key and had no limit of their own (exported record and packet
+verification, the registries, schemas, OpenAPI and docs, readiness, metrics) count against the
+calling client's address (`api.client_limits.client_address`) in fixed one-minute windows of the
+same limiter (memory or Redis) as keyed requests:
+
+- `verify` (POST /api/decision/verify, POST /api/decision/packet/verify): the bodies are large
+  (1 MiB, 16 MiB) and verifying costs CPU, so `GATE_PUBLIC_VERIFY_RATE_LIMIT` (60) per minute;
+- `public` (everything else listed in `PUBLIC_ROUTES`): `GATE_PUBLIC_RATE_LIMIT` (600) per minute.
+
+Beyond its budget a client gets 429 `SVC_API_RATE_LIMITED` with `Retry-After` and the
+`X-RateLimit-*` headers, before its body is read; allowed responses carry the headers too.
+
+A rate per client does not stop many clients at once, so verification also takes one of
+`GATE_PUBLIC_VERIFY_CONCURRENCY` (1) slots per server process, without waiting: when every slot
+is busy the request is answered 503 `PUBLIC_VERIFY_BUSY` with `Retry-After: 1` at once. Public
+work can therefore hold at most that many of a worker's threads (8 by default), and keyed
+requests such as `/api/decide` always find a free thread (tests/server/test_public_flood.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from flask import Flask, Response, request
+
+from api.client_limits import client_limit
+from api.errors import error_response
+from api.settings import Settings
+
+# Flask endpoint → budget kind. tests/api/test_public_limits.py checks that every registered
+# route is keyed, limited per client by its own module, or listed here.
+PUBLIC_ROUTES: dict[str, str] = {
+    "decisions.verify_exported": "verify",
+    "packets.verify_exported_packet": "verify",
+    "decisions.describe_verify": "public",
+    "packets.describe_packet_verify": "public",
+    "registries.status": "public",
+    "registries.receipt_keys": "public",
+    "registries.policy_bundles": "public",
+    "registries.adapters": "public",
+    "patterns.policy_patterns": "public",
+    "policychecks.policy_sources": "public",
+    "operations.runtime_config": "public",
+    "meta.schema": "public",
+    "meta.openapi": "public",
+    "meta.docs": "public",
+    "reference.page": "public",
+    "reference.asset": "public",
+    "reference.healthz": "public",
+    "metrics": "public",
+    "static": "public",
+}
+# The same routes as the OpenAPI document names them (method, path) → kind; api/openapi.py
+# documents their 429 and 503 answers from this table.
+PUBLIC_PATHS: dict[tuple[str, str], str] = {
+    ("post", "/api/decision/verify"): "verify",
+    ("post", "/api/decision/packet/verify"): "verify",
+    **{("get", path): "public" for path in (
+        "/api/decision/verify", "/api/decision/packet/verify", "/api/decision/status", "/api/decision/receipt-keys",
+        "/api/decision/policy-bundles", "/api/decision/adapters", "/api/decision/policy-patterns",
+        "/rules/policy-sources.json", "/api/runtime-config", "/schemas/{name}", "/openapi.json", "/docs.json",
+        "/docs", "/docs/assets/{name}", "/healthz", "/metrics", "/static/{filename}")},
+}
+HEAVY_KINDS = frozenset({"verify"})
+_HEADERS = "gate.public_rate_headers"
+_SLOT = "gate.public_slot"
+
+
+def init_public_limits(app: Flask, settings: Settings) -> None:
+    """Charge every public request to its client's window; bound concurrent heavy ones per process."""
+    slots = threading.BoundedSemaphore(settings.public_verify_concurrency)
+    limits = {"verify": settings.public_verify_rate_limit, "public": settings.public_rate_limit}
+
+    @app.before_request
+    def _charge_public_request():
+        kind = PUBLIC_ROUTES.get(request.endpoint or "")
+        if kind is None:
+            return None
+        limited = client_limit(kind, limits[kind])
+        if isinstance(limited, Response):
+            return limited
+        request.environ[_HEADERS] = limited
+        if kind in HEAVY_KINDS:
+            if not slots.acquire(blocking=False):
+                return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process "
+                                      "is busy; retry shortly", headers={**limited, "Retry-After": "1"})
+            request.environ[_SLOT] = slots
+        return None
+
+    @app.after_request
+    def _rate_headers(response: Response) -> Response:
+        for name, value in request.environ.get(_HEADERS, {}).items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @app.teardown_request
+    def _release_slot(_error) -> None:
+        held = request.environ.pop(_SLOT, None)
+        if held is not None:
+            held.release()
+
+
+__all__ = ["HEAVY_KINDS", "PUBLIC_PATHS", "PUBLIC_ROUTES", "init_public_limits"]
