@@ -196,7 +196,10 @@ def _nfd(text: str, categories: str | None = None) -> str:
                 cut -= 1
             out.append(head[:cut])
             trailing = head[cut:]
-        out.append(_sorted_marks(trailing + text[start:end].translate(_DECOMPOSE)))
+        marks = trailing + text[start:end]
+        if not unicodedata.is_normalized("NFD", marks):  # linear check: decomposed and in order
+            marks = _sorted_marks(marks.translate(_DECOMPOSE))
+        out.append(marks)
         last = end
     if not out:
         return unicodedata.normalize("NFD", text)
@@ -337,8 +340,13 @@ def collation_key(text: str) -> tuple[str, str, str]:
     """A key that orders strings exactly as `pyuca.Collator().sort_key` orders them."""
     if text.isascii():  # no ASCII character starts a contraction that ASCII can continue
         return _ascii_key(text)
-    normalized = _nfd(text)
-    spans = _irregular_spans(normalized.translate(_CATEGORY))
+    categories = text.translate(_CATEGORY)
+    if unicodedata.is_normalized("NFD", text):  # a linear check; no second category pass
+        normalized = text
+    else:
+        normalized = _nfd(text, categories)
+        categories = normalized.translate(_CATEGORY)
+    spans = _irregular_spans(categories)
     if not spans:
         return (normalized.translate(_LEVELS[0]), normalized.translate(_LEVELS[1]),
                 normalized.translate(_LEVELS[2]))
