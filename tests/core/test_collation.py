@@ -165,8 +165,8 @@ def test_regular_hostile_keys_cost_no_python_work_per_character():
     # str.translate and the regex engine: doubling the key adds no interpreter calls.
     for name, unit in _REGULAR_HOSTILE.items():
         collation_key(unit * 8)  # warm the implicit-weight tables
-        short = _python_events(lambda: collation_key(unit * (4000 // len(unit))))
-        long = _python_events(lambda: collation_key(unit * (8000 // len(unit))))
+        short = _python_events(lambda unit=unit: collation_key(unit * (4000 // len(unit))))
+        long = _python_events(lambda unit=unit: collation_key(unit * (8000 // len(unit))))
         assert long <= short + 8 and long < 120, (name, short, long)
 
 
@@ -175,7 +175,7 @@ def test_irregular_spans_cost_a_bounded_number_of_calls_each():
     for unit in ("\u0e40\u0e01", "l\u00b7", "\u0439", "a\u07fd\u0301", "\u0438\u0327\u0306", "\u07fd" * 50 + "\u0301",
                  "\u0f73"):
         text = unit * 2000
-        events = _python_events(lambda: collation_key(text))
+        events = _python_events(lambda text=text: collation_key(text))
         assert events < 16 * len(text), (ascii(unit[:4]), events / len(text))
 
 
@@ -196,5 +196,5 @@ def test_hostile_keys_cost_within_a_small_factor_of_a_plain_letter():
     # too), 1.6x after; the margin here is generous.
     plain = "\u0436" * 50_000
     for text in ("\u07fd" * 50_000, "a\u07fd" * 25_000, "a\u07fd\u0301" * 16_000, "\U0010fffd" * 50_000):
-        ratio = _best_seconds(lambda: collation_key(text)) / _best_seconds(lambda: collation_key(plain))
+        ratio = _best_seconds(lambda text=text: collation_key(text)) / _best_seconds(lambda: collation_key(plain))
         assert ratio < 5, (ascii(text[:3]), ratio)

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.support import call
-
 pytestmark = pytest.mark.slow
 
 FLOOD_THREADS = 12
@@ -56,7 +54,7 @@ def _decide_latencies(port: int, key: str, request: bytes, count: int) -> list[f
 
 
 def _p95(values: list[float]) -> float:
-    return sorted(values)[max(0, int(round(0.95 * len(values))) - 1)]
+    return sorted(values)[max(0, round(0.95 * len(values)) - 1)]
 
 
 def test_keyed_decides_keep_their_latency_under_a_public_verify_flood(server_factory, issue_key, sample_request):
