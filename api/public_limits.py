@@ -22,8 +22,10 @@ requests such as `/api/decide` always find a free thread (tests/server/test_publ
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from flask import Flask, Response, request
+from flask import Flask, Response, current_app, request
 
 from api.client_limits import client_limit
 from api.errors import error_response
@@ -63,14 +65,18 @@ PUBLIC_PATHS: dict[tuple[str, str], str] = {
         "/rules/policy-sources.json", "/api/runtime-config", "/schemas/{name}", "/openapi.json", "/docs.json",
         "/docs", "/docs/assets/{name}", "/healthz", "/metrics", "/static/{filename}")},
 }
-HEAVY_KINDS = frozenset({"verify"})
+HEAVY_KINDS = frozenset({"verify"})  # their views hold a `verification_slot` while they work
 _HEADERS = "gate.public_rate_headers"
-_SLOT = "gate.public_slot"
+_SLOTS = "gate.public_verification_slots"
+
+
+class VerificationBusy(Exception):
+    """Every public verification slot of this process is taken."""
 
 
 def init_public_limits(app: Flask, settings: Settings) -> None:
-    """Charge every public request to its client's window; bound concurrent heavy ones per process."""
-    slots = threading.BoundedSemaphore(settings.public_verify_concurrency)
+    """Charge every public request to its client's window; answer a busy process's refusals."""
+    app.extensions[_SLOTS] = threading.BoundedSemaphore(settings.public_verify_concurrency)
     limits = {"verify": settings.public_verify_rate_limit, "public": settings.public_rate_limit}
 
     @app.before_request
@@ -82,11 +88,6 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
         if isinstance(limited, Response):
             return limited
         request.environ[_HEADERS] = limited
-        if kind in HEAVY_KINDS:
-            if not slots.acquire(blocking=False):
-                return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process "
-                                      "is busy; retry shortly", headers={**limited, "Retry-After": "1"})
-            request.environ[_SLOT] = slots
         return None
 
     @app.after_request
@@ -95,11 +96,27 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
             response.headers.setdefault(name, value)
         return response
 
-    @app.teardown_request
-    def _release_slot(_error) -> None:
-        held = request.environ.pop(_SLOT, None)
-        if held is not None:
-            held.release()
+    @app.errorhandler(VerificationBusy)
+    def _busy(_error: VerificationBusy) -> Response:
+        return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process is "
+                              "busy; retry shortly", headers={"Retry-After": "1"})
 
 
-__all__ = ["HEAVY_KINDS", "PUBLIC_PATHS", "PUBLIC_ROUTES", "init_public_limits"]
+@contextmanager
+def verification_slot() -> Iterator[None]:
+    """Hold one of the process's public verification slots, or raise `VerificationBusy` at once.
+
+    Taken after the body has arrived (a slow client holds a thread until the read timeout, never
+    a slot) and held while the body is parsed and verified: the work whose cost the body picks.
+    """
+    slots = current_app.extensions[_SLOTS]
+    if not slots.acquire(blocking=False):
+        raise VerificationBusy()
+    try:
+        yield
+    finally:
+        slots.release()
+
+
+__all__ = ["HEAVY_KINDS", "PUBLIC_PATHS", "PUBLIC_ROUTES", "VerificationBusy", "init_public_limits",
+           "verification_slot"]

@@ -289,12 +289,11 @@ def _busy(c):
     from tests.api.test_public_limits import hold_a_verification_slot
 
     app = c.make_app({"GATE_PUBLIC_VERIFY_CONCURRENCY": "1"})
-    release, thread = hold_a_verification_slot(app)
+    give_back = hold_a_verification_slot(app)
     try:
         return app.test_client().post("/api/decision/verify", json={"record": {}})
     finally:
-        release.set()
-        thread.join(10)
+        give_back()
 
 
 def _exhaust(c, **limits):

@@ -136,7 +136,7 @@ def test_unusable_settings_refuse_to_start(env, message):
 
 
 class _HeldBody(io.RawIOBase):
-    """A request body that does not arrive until the test lets it: its request holds its slot."""
+    """A request body that does not arrive until the test lets it."""
 
     def __init__(self, entered: threading.Event, release: threading.Event) -> None:
         self.entered, self.release = entered, release
@@ -160,29 +160,46 @@ class _HeldBody(io.RawIOBase):
 
 
 def hold_a_verification_slot(app):
-    """Start a public verification that waits inside the app; returns (release, thread)."""
-    entered, release = threading.Event(), threading.Event()
-    thread = threading.Thread(target=lambda: app.test_client().post(
-        "/api/decision/verify", input_stream=_HeldBody(entered, release),
-        headers={"Content-Type": "application/json"}, environ_overrides={"CONTENT_LENGTH": "2"}))
-    thread.start()
-    assert entered.wait(10)
-    return release, thread
+    """Take one of the app's public verification slots, as a verification in progress does;
+    returns the function that gives it back."""
+    from api.public_limits import _SLOTS
+
+    slots = app.extensions[_SLOTS]
+    assert slots.acquire(blocking=False)
+    return slots.release
 
 
 def test_a_busy_process_answers_503_at_once_and_frees_the_slot(gate_env):
     app = _app(gate_env, GATE_PUBLIC_VERIFY_CONCURRENCY="1")
-    release, thread = hold_a_verification_slot(app)
+    give_back = hold_a_verification_slot(app)
     try:
-        response = app.test_client().post("/api/decision/packet/verify", json={"packet": {}})
-        assert response.status_code == 503 and response.headers["Retry-After"] == "1"
-        assert response.json["error"] == "PUBLIC_VERIFY_BUSY" and response.json["c"] == "unclear"
-        assert "X-RateLimit-Remaining" in response.headers
+        for path, body in (("/api/decision/packet/verify", {"packet": {}}), ("/api/decision/verify", {"record": {}})):
+            response = app.test_client().post(path, json=body)
+            assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+            assert response.json["error"] == "PUBLIC_VERIFY_BUSY" and response.json["c"] == "unclear"
+            assert "X-RateLimit-Remaining" in response.headers
         assert app.test_client().get("/api/decision/verify").status_code == 200  # reads take no slot
     finally:
-        release.set()
-        thread.join(10)
+        give_back()
     assert app.test_client().post("/api/decision/verify", json={"record": {}}).status_code == 200
+    assert app.test_client().post("/api/decision/verify", json={"record": {}}).status_code == 200  # released
+
+
+def test_a_slow_body_holds_no_verification_slot(gate_env):
+    # The slot is taken once the body has arrived: a client trickling its body (up to the read
+    # timeout) cannot keep everyone else's verifications out.
+    app = _app(gate_env, GATE_PUBLIC_VERIFY_CONCURRENCY="1")
+    entered, release = threading.Event(), threading.Event()
+    slow = threading.Thread(target=lambda: app.test_client().post(
+        "/api/decision/verify", input_stream=_HeldBody(entered, release),
+        headers={"Content-Type": "application/json"}, environ_overrides={"CONTENT_LENGTH": "2"}))
+    slow.start()
+    try:
+        assert entered.wait(10)
+        assert app.test_client().post("/api/decision/verify", json={"record": {}}).status_code == 200
+    finally:
+        release.set()
+        slow.join(10)
 
 
 def test_the_budgets_are_documented_in_openapi_and_docs_json(client):
