@@ -14,9 +14,10 @@ Beyond its budget a client gets 429 `SVC_API_RATE_LIMITED` with `Retry-After` an
 
 A rate per client does not stop many clients at once, so verification also takes one of
 `GATE_PUBLIC_VERIFY_CONCURRENCY` (1) slots per server process, without waiting: when every slot
-is busy the request is answered 503 `PUBLIC_VERIFY_BUSY` with `Retry-After: 1` at once. Public
-work can therefore hold at most that many of a worker's threads (8 by default), and keyed
-requests such as `/api/decide` always find a free thread (tests/server/test_public_flood.py).
+is busy the request is answered 503 `PUBLIC_VERIFY_BUSY` with `Retry-After: 1` at once. The slot
+is taken once the body has arrived and held while it is parsed and verified, so the CPU-heavy
+public work holds at most that many of a worker's threads (8 by default) and keyed requests
+such as `/api/decide` find a free thread (tests/server/test_public_flood.py).
 """
 
 from __future__ import annotations
