@@ -87,8 +87,11 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
             return None
         limited = client_limit(kind, limits[kind])
         if isinstance(limited, Response):
+            _close_unread()
             return limited
         request.environ[_HEADERS] = limited
+        if kind in HEAVY_KINDS and not _slot_free():
+            raise VerificationBusy()  # before the body is read: a flood costs no reading
         return None
 
     @app.after_request
@@ -99,8 +102,25 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
 
     @app.errorhandler(VerificationBusy)
     def _busy(_error: VerificationBusy) -> Response:
+        _close_unread()
         return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process is "
                               "busy; retry shortly", headers={"Retry-After": "1"})
+
+
+def _close_unread() -> None:
+    """Under `gate serve`: close the connection after this refusal rather than read the rest of a
+    body nobody will use (a flood of large refused bodies would otherwise cost their reading)."""
+    sock = request.environ.get("gunicorn.socket")
+    if sock is not None and hasattr(sock, "close_after_response"):
+        sock.close_after_response = True
+
+
+def _slot_free() -> bool:
+    slots = current_app.extensions[_SLOTS]
+    if not slots.acquire(blocking=False):
+        return False
+    slots.release()
+    return True
 
 
 @contextmanager

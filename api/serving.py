@@ -75,6 +75,9 @@ class DeadlineSocket(socket.socket):
     budget: float | None = None
     deadline: float | None = None
     expired = False
+    # Set by the application (through environ["gunicorn.socket"]) on a refusal whose body it did
+    # not read: close after the response instead of reading the rest of the body (api/public_limits.py).
+    close_after_response = False
 
     @classmethod
     def adopt(cls, sock: socket.socket) -> "DeadlineSocket":
@@ -151,9 +154,11 @@ class GateWorker(ThreadWorker):
         keep_alive = super().handle_request(req, conn)
         sock = conn.sock
         expired = isinstance(sock, DeadlineSocket) and sock.expired
+        close = isinstance(sock, DeadlineSocket) and sock.close_after_response
         if isinstance(sock, DeadlineSocket):
             sock.disarm()  # the response is out; gunicorn's own bounded drain follows
-        return keep_alive and not expired
+            sock.close_after_response = False
+        return keep_alive and not expired and not close
 
     def handle_error(self, req, client, addr, exc) -> None:
         code, message = "INTERNAL_ERROR", "internal error; nothing was approved"
