@@ -254,6 +254,11 @@ def _elements(text: str) -> list:
             del stack[-1]  # nothing can join this character: its own entry, no scan
             elements.extend(node.value)
             continue
+        if node is not None and len(stack) > 1 and (pair := node.children.get(stack[-2])) is not None \
+                and pair.value and pair.children is None and (len(stack) < 3 or not _NON_STARTERS.get(stack[-3])):
+            del stack[-2:]  # a two-character contraction followed by a starter: nothing can join it
+            elements.extend(pair.value)
+            continue
         if node is None:  # no entry: implicit weights, unless a mark pulls the next mark forward
             klass = _NON_STARTERS.get(stack[-1], 0)
             if not klass or len(stack) == 1 or _NON_STARTERS.get(stack[-2], 0) in (0, klass):
@@ -310,6 +315,8 @@ def _irregular_spans(categories: str) -> list[tuple[int, int]]:
         # or after its mirror image in the reversed text (never before the previous span's end).
         start = max(end, size - _CUT_REVERSED.search(backwards, size - found.start()).start())
         cut = _CUT.search(categories, found.start() + 1)
+        if spans and spans[-1][1] == start:  # adjacent spans: one walk of the loop, not two
+            start = spans.pop()[0]
         end = cut.start() if cut else size
         spans.append((start, end))
         found = _IRREGULAR.search(categories, end)
