@@ -97,6 +97,9 @@ def create_app(
     from api.metrics import init_metrics  # Prometheus /metrics and the request instrumentation
 
     init_metrics(app)
+    from api.public_limits import init_public_limits  # issue 18: budgets of the public routes
+
+    init_public_limits(app, settings)
 
     if isinstance(signing, LiveSigning):
         @app.before_request

@@ -1,11 +1,21 @@
-"""Per-client rate limits of the unauthenticated routes (policy checks, workflow routes, pilot intake).
+"""Per-client rate limits of the unauthenticated routes (policy checks, workflow routes, pilot
+intake, and the public routes of `api.public_limits`).
 
 These routes have no API key to count against, so they count against the calling client's
-address (documented: behind a proxy, the proxy's), in the same fixed one-minute windows and the
-same limiter (memory or Redis) as keyed requests, with `GATE_POLICYCHECK_RATE_LIMIT` per kind.
+address, in the same fixed one-minute windows and the same limiter (memory or Redis) as keyed
+requests: `GATE_POLICYCHECK_RATE_LIMIT` per kind unless the caller passes its own limit.
+
+The address is the TCP peer's. Behind a reverse proxy every client would share the proxy's
+address, so an operator may name the header the proxy writes (`GATE_CLIENT_ADDRESS_HEADER`,
+e.g. `X-Forwarded-For`) and the proxies trusted to write it (`GATE_TRUSTED_PROXIES`, addresses
+or networks). The header is read only when the peer is one of those proxies, and then only its
+last entry (the one the trusted proxy appended itself): a client cannot choose its own bucket by
+sending the header, directly or through the proxy.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from flask import Response, request
 
@@ -15,22 +25,44 @@ from api.runtime import runtime
 from gate.errors import GateError
 
 
+def _is_trusted_proxy(peer: str, networks) -> bool:
+    try:
+        address = ipaddress.ip_address(peer)
+    except ValueError:
+        return False
+    return any(address in network for network in networks)
+
+
+def client_address() -> str:
+    """The calling client's address: the peer's, or a trusted proxy's header's last entry."""
+    settings = runtime().settings
+    peer = request.remote_addr or "unknown"
+    header = settings.client_address_header
+    if header is None or not _is_trusted_proxy(peer, settings.trusted_proxies):
+        return peer
+    forwarded = request.headers.get(header, "").split(",")[-1].strip()
+    try:
+        return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        return peer  # absent or malformed: the proxy's own bucket, never one the client names
+
+
 def client_key(kind: str) -> str:
     """The rate-limit key of the calling client for one kind of route."""
-    return f"{kind}:{request.remote_addr or 'unknown'}"
+    return f"{kind}:{client_address()}"
 
 
-def hit_client_limit(kind: str) -> RateState:
+def hit_client_limit(kind: str, limit: int | None = None) -> RateState:
     """Count this request in the client's window; GateError (503) when the limiter is unavailable."""
     rt = runtime()
-    return rt.limiter.hit(client_key(kind), rt.settings.policycheck_rate_limit, rt.now_ms())
+    return rt.limiter.hit(client_key(kind), limit or rt.settings.policycheck_rate_limit, rt.now_ms())
 
 
-def client_limit(kind: str) -> Response | dict[str, str]:
+def client_limit(kind: str, limit: int | None = None) -> Response | dict[str, str]:
     """Count this request: the rate headers to send when it is allowed, else the refusal to
     return (429 `SVC_API_RATE_LIMITED` with `Retry-After`, or 503 when the limiter is down)."""
     try:
-        rate = hit_client_limit(kind)
+        rate = hit_client_limit(kind, limit)
     except GateError as error:
         return error_response(error.code, error.message)
     headers = rate.headers()
@@ -40,4 +72,4 @@ def client_limit(kind: str) -> Response | dict[str, str]:
     return headers
 
 
-__all__ = ["client_key", "client_limit", "hit_client_limit"]
+__all__ = ["client_address", "client_key", "client_limit", "hit_client_limit"]

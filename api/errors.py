@@ -107,6 +107,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED": (503, "unavailable"),
     "LEDGER_UNAVAILABLE": (503, "unavailable"),
     "RATE_LIMITER_UNAVAILABLE": (503, "unavailable"),
+    "PUBLIC_VERIFY_BUSY": (503, "unavailable"),  # every public verification slot of the process is busy
     "INTERNAL_ERROR": (500, "internal_error"),
     # Policy checks and workflow routes (issue 11, docs/policy-checks.md): advisory, never a verdict.
     "POLICY_CHECK_UNDECIDED": (500, "policy_check_undecided"),

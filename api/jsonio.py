@@ -44,15 +44,14 @@ def _require_json_media_type(request: Request) -> None:
         )
 
 
-def read_json(request: Request, max_bytes: int, *, optional: bool = False,
-              max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """The request body as strict JSON; `None` for an empty body when `optional`.
-
-    Bodies nested deeper than `max_depth` are a 400 `JSON_TOO_DEEP` (records and packets sent
-    back for verification pass `MAX_DOCUMENT_DEPTH`: they embed client bodies).
-    """
+def read_json_bytes(request: Request, max_bytes: int) -> bytes:
+    """The request body of a JSON request, media type checked and size bounded, not yet parsed."""
     _require_json_media_type(request)
-    data = read_body(request, max_bytes)  # the limit holds while the body streams in
+    return read_body(request, max_bytes)  # the limit holds while the body streams in
+
+
+def parse_json_bytes(data: bytes, *, optional: bool = False, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Strict JSON of a body read by `read_json_bytes`; `None` for an empty body when `optional`."""
     if optional and not data.strip():
         return None
     try:
@@ -60,3 +59,13 @@ def read_json(request: Request, max_bytes: int, *, optional: bool = False,
     except CanonicalJSONError as exc:
         details = {"path": exc.path} if exc.path else {}
         raise GateError(exc.code, exc.message, **details) from exc
+
+
+def read_json(request: Request, max_bytes: int, *, optional: bool = False,
+              max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The request body as strict JSON; `None` for an empty body when `optional`.
+
+    Bodies nested deeper than `max_depth` are a 400 `JSON_TOO_DEEP` (records and packets sent
+    back for verification pass `MAX_DOCUMENT_DEPTH`: they embed client bodies).
+    """
+    return parse_json_bytes(read_json_bytes(request, max_bytes), optional=optional, max_depth=max_depth)

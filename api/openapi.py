@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from api.errors import ERROR_TABLE
+from api.public_limits import HEAVY_KINDS, PUBLIC_PATHS
 from gate import constants as C
 from gate.rulebook import budget as B
 from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
@@ -715,6 +716,9 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         operation["parameters"] = parameters
     responses = {**SERVER_RESPONSES, **endpoint.responses}
     errors = endpoint.errors + SERVER_ERRORS
+    budget = PUBLIC_PATHS.get((endpoint.method, endpoint.path))  # issue 18: public route budgets
+    if budget:
+        responses, errors = _with_public_budget(budget, responses, errors)
     if any(p["in"] in ("path", "query") for p in parameters) and 400 not in responses:
         # Every route refuses control characters in path and query values (api.app).
         responses[400] = "control characters in a path or query value"
@@ -734,11 +738,26 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
                 response["x-error-codes"] = codes
         if status in (200, 201) and endpoint.response_headers:
             response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
+        if budget and (status < 300 or status == 429):
+            rate_headers = RATE_HEADERS + (("Retry-After",) if status == 429 else ())
+            response["headers"] = {**response.get("headers", {}),
+                                   **{name: {"schema": {"type": "string"}} for name in rate_headers}}
         operation["responses"][str(status)] = response
     undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
     if undocumented:
         operation["x-other-error-codes"] = undocumented
     return operation
+
+
+def _with_public_budget(kind: str, responses: dict[int, str], errors: tuple[str, ...]):
+    """A public route's 429 (per-client budget) and 503 (limiter down; verification slots busy)."""
+    setting = "GATE_PUBLIC_VERIFY_RATE_LIMIT" if kind == "verify" else "GATE_PUBLIC_RATE_LIMIT"
+    unavailable = "rate limiter unavailable" + (
+        ", or every public verification slot of the process busy (Retry-After: 1)" if kind in HEAVY_KINDS else "")
+    responses = {**responses, 429: f"rate limited per client address ({setting} per minute)",
+                 503: responses.get(503, unavailable) if 503 in responses else unavailable}
+    extra = ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE") + (("PUBLIC_VERIFY_BUSY",) if kind in HEAVY_KINDS else ())
+    return responses, errors + tuple(code for code in extra if code not in errors)
 
 
 @lru_cache(maxsize=1)
@@ -841,6 +860,12 @@ def docs_document() -> dict[str, Any]:
             "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
             "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
                           "is read as JSON); anything else is 415",
+            "public_routes": "verification, registries, schemas, docs, readiness and metrics: fixed one-minute "
+                             "window per client address, GATE_PUBLIC_VERIFY_RATE_LIMIT (60) verifications and "
+                             "GATE_PUBLIC_RATE_LIMIT (600) other requests (429 SVC_API_RATE_LIMITED); at most "
+                             "GATE_PUBLIC_VERIFY_CONCURRENCY (1) verifications at once per server process (503 "
+                             "PUBLIC_VERIFY_BUSY, Retry-After: 1). Behind a proxy: GATE_CLIENT_ADDRESS_HEADER from "
+                             "GATE_TRUSTED_PROXIES only",
             "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
                              "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
                              "(docs/policy-checks.md)",

@@ -25,6 +25,7 @@ import logging
 import os
 import selectors
 import socket
+import sys
 import time
 from pathlib import Path
 from functools import partial
@@ -41,6 +42,7 @@ log = logging.getLogger("gate.serve")
 
 SERVE_KEEPALIVE_S = 5
 DEFAULT_THREADS = 8
+SWITCH_INTERVAL_S = 0.0005
 
 # gunicorn's pre-application refusals → (error code, message). Anything else it raises is a 500.
 _PARSE_ERRORS: tuple[tuple[type[BaseException], str, str], ...] = (
@@ -73,6 +75,9 @@ class DeadlineSocket(socket.socket):
     budget: float | None = None
     deadline: float | None = None
     expired = False
+    # Set by the application (through environ["gunicorn.socket"]) on a refusal whose body it did
+    # not read: close after the response instead of reading the rest of the body (api/public_limits.py).
+    close_after_response = False
 
     @classmethod
     def adopt(cls, sock: socket.socket) -> "DeadlineSocket":
@@ -110,6 +115,14 @@ class DeadlineSocket(socket.socket):
 class GateWorker(ThreadWorker):
     """gthread with event-loop waits for first bytes, a per-request read deadline and JSON errors."""
 
+    def init_process(self) -> None:
+        # SECURITY (issue 18): a thread that waits on I/O (a keyed decide's ledger round trips)
+        # reacquires the GIL only at the next switch interval of a CPU-bound thread (a public
+        # verification); at CPython's 5 ms that convoy added ~70 ms to every decide. 0.5 ms
+        # keeps a decide's latency near its quiet figure (tests/server/test_public_flood.py).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        super().init_process()
+
     @property
     def read_timeout(self) -> float:
         return float(getattr(self.app, "read_timeout", 10.0))
@@ -141,9 +154,11 @@ class GateWorker(ThreadWorker):
         keep_alive = super().handle_request(req, conn)
         sock = conn.sock
         expired = isinstance(sock, DeadlineSocket) and sock.expired
+        close = isinstance(sock, DeadlineSocket) and sock.close_after_response
         if isinstance(sock, DeadlineSocket):
             sock.disarm()  # the response is out; gunicorn's own bounded drain follows
-        return keep_alive and not expired
+            sock.close_after_response = False
+        return keep_alive and not expired and not close
 
     def handle_error(self, req, client, addr, exc) -> None:
         code, message = "INTERNAL_ERROR", "internal error; nothing was approved"

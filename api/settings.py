@@ -44,6 +44,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_AUTO_MIGRATE", "true", "run ledger migrations when the app starts"),
     ("GATE_DECIDE_CONFIDENCE", "true", "attach the decide-time confidence block"),
     ("GATE_POLICYCHECK_RATE_LIMIT", "600", "requests per minute per client on the policy-check routes"),
+    ("GATE_PUBLIC_RATE_LIMIT", "600", "requests per minute per client on the other public routes (registries, docs)"),
+    ("GATE_PUBLIC_VERIFY_RATE_LIMIT", "60", "public record and packet verifications per minute per client"),
+    ("GATE_PUBLIC_VERIFY_CONCURRENCY", "1", "public verifications running at once per server process (else 503)"),
+    ("GATE_CLIENT_ADDRESS_HEADER", "unset", "header (X-Forwarded-For) naming the client, from trusted proxies only"),
+    ("GATE_TRUSTED_PROXIES", "unset", "comma-separated proxy addresses/networks whose address header is read"),
     ("GATE_WORKFLOW_TOKEN", "unset", "bearer token the workflow routes require when set"),
     ("GATE_CHECKPOINT_LOG", "$GATE_HOME/checkpoints.jsonl",
      "the gate's own witness log of signed chain checkpoints, outside the ledger; off: none"),
@@ -85,6 +90,13 @@ class Settings:
     # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
     policycheck_rate_limit: int = 600
     workflow_token: str | None = field(default=None, repr=False)
+    # Public routes (api/public_limits.py): per-client budgets, concurrent verifications per process,
+    # and the client address behind trusted proxies (api/client_limits.py).
+    public_rate_limit: int = 600
+    public_verify_rate_limit: int = 60
+    public_verify_concurrency: int = 1
+    client_address_header: str | None = None
+    trusted_proxies: tuple = ()
     # Trusted adapters (docs/adapters.md): warm one-shot workers per process, memory bound, plugins.
     adapter_pool_size: int = 2
     adapter_memory_mb: int = 256
@@ -203,7 +215,30 @@ def _policycheck_settings(env: Mapping[str, str]) -> dict:
     token = env.get("GATE_WORKFLOW_TOKEN") or None
     if token is not None and (len(token) < 16 or not token.isascii() or not token.isprintable() or " " in token):
         raise SettingsError("GATE_WORKFLOW_TOKEN must be at least 16 visible ASCII characters")
-    return {"policycheck_rate_limit": limit, "workflow_token": token}
+    public = {key: _whole(env.get(name, default), name, 1, high) for name, key, default, high in (
+        ("GATE_PUBLIC_RATE_LIMIT", "public_rate_limit", "600", 1_000_000),
+        ("GATE_PUBLIC_VERIFY_RATE_LIMIT", "public_verify_rate_limit", "60", 1_000_000),
+        ("GATE_PUBLIC_VERIFY_CONCURRENCY", "public_verify_concurrency", "1", 64))}
+    return {"policycheck_rate_limit": limit, "workflow_token": token, **public,
+            **_proxy_settings(env.get("GATE_CLIENT_ADDRESS_HEADER"), env.get("GATE_TRUSTED_PROXIES"))}
+
+
+def _proxy_settings(header: str | None, proxies: str | None) -> dict:
+    """`GATE_CLIENT_ADDRESS_HEADER` and `GATE_TRUSTED_PROXIES`: both or neither."""
+    import ipaddress
+    import re
+
+    header = (header or "").strip() or None
+    names = [item.strip() for item in (proxies or "").split(",") if item.strip()]
+    if bool(header) != bool(names):
+        raise SettingsError("set GATE_CLIENT_ADDRESS_HEADER and GATE_TRUSTED_PROXIES together, or neither")
+    if header is not None and not re.fullmatch(r"[A-Za-z0-9-]{1,64}", header):
+        raise SettingsError("GATE_CLIENT_ADDRESS_HEADER must be a header name (letters, digits and -)")
+    try:
+        networks = tuple(ipaddress.ip_network(name, strict=False) for name in names)
+    except ValueError as exc:
+        raise SettingsError(f"GATE_TRUSTED_PROXIES must list IP addresses or networks: {exc}") from None
+    return {"client_address_header": header, "trusted_proxies": networks}
 
 
 def _adapter_settings(env: Mapping[str, str]) -> dict:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from operator import itemgetter
 
 from pyuca import Collator
 
@@ -37,27 +38,39 @@ _ROOT = _COLLATOR.table.root
 _combining = unicodedata.combining
 
 
+_IMPLICIT_CACHE = 1 << 15  # implicit weights remembered per level before the table is reset
+
+
 class _LevelTable(dict):
     """`str.translate` table for one level: code point → that level's weights as text.
 
     Code points without a single-character entry get the UCA implicit weights, computed on
-    demand and not stored (so the table's size is fixed by the collation table, never by input).
+    demand and remembered (so a run of one ideograph or unassigned code point costs a dict lookup
+    a character); after `_IMPLICIT_CACHE` of them the table drops back to the collation table's
+    own entries, so its size is bounded by that table, never by input.
     """
 
-    __slots__ = ("level",)
+    __slots__ = ("level", "size")
 
     def __init__(self, level: int, items) -> None:
         super().__init__(items)
         self.level = level
+        self.size = len(self)
 
     def __missing__(self, codepoint: int) -> str:
         if self.level:  # implicit weights are [[AAAA, 0020, 0002], [BBBB, 0, 0]]
-            return "\x20" if self.level == 1 else "\x02"
-        return _level_text(_COLLATOR.implicit_weight(codepoint), 0)
+            text = "\x20" if self.level == 1 else "\x02"
+        else:
+            text = _level_text(_COLLATOR.implicit_weight(codepoint), 0)
+        if len(self) >= self.size + _IMPLICIT_CACHE:
+            for remembered in list(self)[self.size:]:  # insertion order: the table's own entries first
+                self.pop(remembered, None)
+        self[codepoint] = text
+        return text
 
 
 def _level_text(elements, level: int) -> str:
-    return "".join(chr(element[level]) for element in elements if element[level])
+    return "".join(map(chr, filter(None, map(itemgetter(level), elements))))
 
 
 _SINGLE = {cp: node.value for cp, node in _ROOT.children.items() if node.value}
@@ -91,56 +104,106 @@ def _ascii_key(text: str) -> tuple[str, str, str]:
     return units.decode("utf-16-be"), "\x20" * len(data), data.translate(_TERTIARY).decode("latin-1")
 
 
-def _char_class(codepoints) -> str:
-    """A regex character class body of ranges (a list of single characters matches slowly)."""
-    ranges: list[list[int]] = []
-    for cp in sorted(codepoints):
-        if ranges and ranges[-1][1] == cp - 1:
-            ranges[-1][1] = cp
-        else:
-            ranges.append([cp, cp])
-    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
-                   for a, b in ranges)
-
-
-_ALL = range(0x30000)  # no code point above has a combining class or a decomposition
-_NON_STARTERS = {cp for cp in _ALL if _combining(chr(cp))}
+_ALL = range(0x30000)  # no code point above has a combining class, a decomposition or a trie entry
+_NON_STARTERS = {cp: _combining(chr(cp)) for cp in _ALL if _combining(chr(cp))}
 _STARTS = {cp for cp, node in _ROOT.children.items() if node.children}
-_FOLLOWERS = {child for cp in _STARTS for child in _ROOT.children[cp].children} | _NON_STARTERS
-_UNMAPPED_NON_STARTERS = {cp for cp in _NON_STARTERS if cp not in _SINGLE}
-# Where pyuca's loop does anything but map one character to its own elements: a contraction
-# start followed by something that may extend it, or a combining mark without an entry (pyuca
-# then pulls a later mark forward). Over-matching is harmless: it only takes the exact slow path.
-_NEEDS_LOOP = re.compile(
-    f"[{_char_class(_STARTS)}](?=[{_char_class(_FOLLOWERS)}])|[{_char_class(_UNMAPPED_NON_STARTERS)}]"
-)
-# Characters whose NFD begins with a combining mark; a long run of them makes CPython's
-# canonical reordering quadratic.
+
+
+def _deeper(node, found: set[int]) -> set[int]:
+    for codepoint, child in (node.children or {}).items():
+        found.add(codepoint)
+        _deeper(child, found)
+    return found
+
+
+# Code points that continue a contraction (trie nodes at depth 2 or more).
+_CONTINUES = set().union(*(_deeper(_ROOT.children[cp], set()) for cp in _STARTS))
+# Characters whose NFD begins with a combining mark: the non-starters and three Tibetan vowels.
 _DECOMPOSES_TO_MARK = {
     cp for cp in _ALL
     if not 0xD800 <= cp < 0xE000 and _combining(unicodedata.normalize("NFD", chr(cp))[:1] or "a")
 }
-_LONG_MARK_RUN = re.compile(f"[{_char_class(_DECOMPOSES_TO_MARK)}]{{16,}}")
+assert not any(_combining(mark) == 0 for cp in _DECOMPOSES_TO_MARK for mark in unicodedata.normalize("NFD", chr(cp)))
+assert _CONTINUES.isdisjoint(cp for cp in _NON_STARTERS if cp not in _SINGLE)
+assert all(cp <= max(_ALL) for cp in _STARTS | _CONTINUES | _DECOMPOSES_TO_MARK)
+
+
+def _category(cp: int) -> str:
+    """One character summarising what the collation loop can do with `cp` (see `_CATEGORY`)."""
+    klass = _NON_STARTERS.get(cp, 0)
+    start, continues = cp in _STARTS, cp in _CONTINUES
+    if klass:
+        block = (0x500 if continues else 0x200) if start else 0x400 if continues else 0x100 if cp in _SINGLE else 0x300
+        return chr(block + klass)
+    if cp in _DECOMPOSES_TO_MARK:
+        return "D"
+    return "G" if start and continues else "S" if start else "F" if continues else "a"
+
+
+# Code point → category, applied with str.translate (C speed; characters from U+30000 up are left
+# as they are and read as plain starters). Non-starters carry their combining class in the low
+# byte: 0x1cc mapped, 0x2cc contraction start, 0x3cc without a table entry, 0x4cc contraction
+# continuation, 0x5cc both. Starters: "a" plain, "S" contraction start, "F" continuation, "G"
+# both, "D" decomposes to marks (never present after NFD).
+_CATEGORY = [_category(cp) for cp in _ALL]
+_NON = "\u0100-\u05ff"
+_START = "SG\u0200-\u02ff\u0500-\u05ff"
+_CONT = "FG\u0400-\u05ff"
+# Where pyuca's loop may do anything but map one character to its own elements, as categories:
+# a contraction start before a continuation; a start before two non-starters of different
+# classes (a discontiguous contraction may skip the first); a combining mark without an entry
+# before a non-starter of another class (pyuca then pulls that mark forward). Over-matching is
+# harmless: it only sends a short span through the exact loop.
+_IRREGULAR = re.compile(f"[{_START}](?=[{_CONT}])|[{_START}](?=([{_NON}])(?!\\1)[{_NON}])"
+                        f"|([\u0300-\u03ff])(?=[{_NON}])(?!\\2)")
+# A position where the loop's state is empty: after a starter that neither starts nor continues a
+# contraction, or before a starter that continues none. Spans between two such cuts are independent.
+_CUT = re.compile(f"(?<=[^SFG{_NON}])|(?=[^FG{_NON}])")
+_CUT_REVERSED = re.compile(f"(?<=[^FG{_NON}])|(?=[^SFG{_NON}])|$")  # _CUT in reversed text
+_LONG_MARK_RUN = re.compile(f"[D{_NON}]{{16,}}")
+_DECOMPOSE = {cp: unicodedata.normalize("NFD", chr(cp)) for cp in _DECOMPOSES_TO_MARK
+              if unicodedata.normalize("NFD", chr(cp)) != chr(cp)}
+_CLASS = {cp: chr(klass) for cp, klass in _NON_STARTERS.items()}
 del _ALL
 
 
-def _nfd(text: str) -> str:
-    """NFD in linear time (CPython's own reordering is quadratic on long runs of marks)."""
-    if not _LONG_MARK_RUN.search(text):
-        return unicodedata.normalize("NFD", text)
+def _sorted_marks(marks: str) -> str:
+    """A run of non-starters in canonical order: a stable sort by combining class, in C."""
+    classes = marks.translate(_CLASS)
+    if "".join(sorted(classes)) == classes:  # already in order (timsort: one linear pass)
+        return marks
+    return "".join(map(marks.__getitem__, sorted(range(len(marks)), key=classes.__getitem__)))
+
+
+def _nfd(text: str, categories: str | None = None) -> str:
+    """NFD in linear time (CPython's own reordering is quadratic on long runs of marks).
+
+    Text between long runs of marks is normalised by `unicodedata`; a long run (with the marks the
+    character before it decomposes into) is decomposed by table and sorted by class.
+    """
+    if categories is None:
+        categories = text.translate(_CATEGORY)
     out: list[str] = []
-    run: list[tuple[int, int, str]] = []  # (combining class, position, mark) of the current run
-    for char in text:
-        for mark in unicodedata.normalize("NFD", char):
-            klass = _combining(mark)
-            if klass:
-                run.append((klass, len(run), mark))
-                continue
-            if run:
-                out.extend(item[2] for item in sorted(run))
-                run.clear()
-            out.append(mark)
-    out.extend(item[2] for item in sorted(run))
+    last = 0
+    for run in _LONG_MARK_RUN.finditer(categories):
+        start, end = run.span()
+        trailing = ""
+        if start > last:
+            out.append(unicodedata.normalize("NFD", text[last:start - 1]))
+            head = unicodedata.normalize("NFD", text[start - 1])
+            cut = len(head)
+            while cut > 1 and _combining(head[cut - 1]):
+                cut -= 1
+            out.append(head[:cut])
+            trailing = head[cut:]
+        marks = trailing + text[start:end]
+        if not unicodedata.is_normalized("NFD", marks):  # linear check: decomposed and in order
+            marks = _sorted_marks(marks.translate(_DECOMPOSE))
+        out.append(marks)
+        last = end
+    if not out:
+        return unicodedata.normalize("NFD", text)
+    out.append(unicodedata.normalize("NFD", text[last:]))
     return "".join(out)
 
 
@@ -169,11 +232,38 @@ def _entry(codepoints: list[int]):
     return node.value or None
 
 
+def _alone(children: dict, stack: list[int]) -> bool:
+    """Whether the contraction start on top of `stack` stays alone: the next character does not
+    continue it and pyuca's scan of the non-starters after it stops before a second one."""
+    if len(stack) < 2:
+        return True
+    klass = _NON_STARTERS.get(stack[-2], 0)
+    if stack[-2] in children:
+        return False
+    return not klass or len(stack) < 3 or _NON_STARTERS.get(stack[-3], 0) in (0, klass)
+
+
 def _elements(text: str) -> list:
     """pyuca's `collation_elements`, stepping through a reversed list (front = last item)."""
-    stack = [ord(char) for char in reversed(text)]
+    stack = list(map(ord, reversed(text)))
     elements: list = []
+    roots = _ROOT.children
     while stack:
+        node = roots.get(stack[-1])
+        if node is not None and (node.children is None or _alone(node.children, stack)):
+            del stack[-1]  # nothing can join this character: its own entry, no scan
+            elements.extend(node.value)
+            continue
+        if node is not None and len(stack) > 1 and (pair := node.children.get(stack[-2])) is not None \
+                and pair.value and pair.children is None and (len(stack) < 3 or not _NON_STARTERS.get(stack[-3])):
+            del stack[-2:]  # a two-character contraction followed by a starter: nothing can join it
+            elements.extend(pair.value)
+            continue
+        if node is None:  # no entry: implicit weights, unless a mark pulls the next mark forward
+            klass = _NON_STARTERS.get(stack[-1], 0)
+            if not klass or len(stack) == 1 or _NON_STARTERS.get(stack[-2], 0) in (0, klass):
+                elements.extend(_COLLATOR.implicit_weight(stack.pop()))
+                continue
         top = len(stack) - 1
         length, value = _find(stack, top)
         matched = stack[top - length + 1:][::-1] if length else []
@@ -181,7 +271,7 @@ def _elements(text: str) -> list:
         last_class = None
         # Non-starters that may join the match without being adjacent (pyuca's rule, kept as is).
         for index in range(len(stack) - 1, -1, -1):
-            klass = _combining(chr(stack[index]))
+            klass = _NON_STARTERS.get(stack[index], 0)
             if klass == 0 or klass == last_class:
                 break
             last_class = klass
@@ -196,13 +286,75 @@ def _elements(text: str) -> list:
     return elements
 
 
+_PIECE_CACHE: dict[str, tuple[str, str, str]] = {}
+_PIECE_CACHE_SIZE = 4096  # entries of at most _PIECE_CACHED_CHARS characters
+_PIECE_CACHED_CHARS = 32
+
+
+def _piece_key(piece: str) -> tuple[str, str, str]:
+    """The three level strings of one irregular span, through the exact loop (remembered)."""
+    cached = _PIECE_CACHE.get(piece)
+    if cached is None:
+        elements = _elements(piece)
+        cached = (_level_text(elements, 0), _level_text(elements, 1), _level_text(elements, 2))
+        if len(piece) <= _PIECE_CACHED_CHARS:
+            if len(_PIECE_CACHE) >= _PIECE_CACHE_SIZE:
+                _PIECE_CACHE.clear()
+            _PIECE_CACHE[piece] = cached
+    return cached
+
+
+def _irregular_spans(categories: str) -> list[tuple[int, int]]:
+    """The spans (between cuts) that hold an irregular position, in order, not overlapping."""
+    spans: list[tuple[int, int]] = []
+    end, size = 0, len(categories)
+    found = _IRREGULAR.search(categories)
+    backwards = categories[::-1] if found else ""
+    while found:
+        # The span starts at the last cut at or before the irregular position: the first cut at
+        # or after its mirror image in the reversed text (never before the previous span's end).
+        start = max(end, size - _CUT_REVERSED.search(backwards, size - found.start()).start())
+        cut = _CUT.search(categories, found.start() + 1)
+        if spans and spans[-1][1] == start:  # adjacent spans: one walk of the loop, not two
+            start = spans.pop()[0]
+        end = cut.start() if cut else size
+        spans.append((start, end))
+        found = _IRREGULAR.search(categories, end)
+    return spans
+
+
+def _spliced_key(normalized: str, spans: list[tuple[int, int]]) -> tuple[str, str, str]:
+    """Regular text by table, each irregular span through the exact loop, concatenated per level."""
+    primary: list[str] = []
+    secondary: list[str] = []
+    tertiary: list[str] = []
+    last = 0
+    for start, end in spans:
+        gap = normalized[last:start]
+        piece = _piece_key(normalized[start:end])
+        primary += (gap.translate(_LEVELS[0]), piece[0])
+        secondary += (gap.translate(_LEVELS[1]), piece[1])
+        tertiary += (gap.translate(_LEVELS[2]), piece[2])
+        last = end
+    gap = normalized[last:]
+    primary.append(gap.translate(_LEVELS[0]))
+    secondary.append(gap.translate(_LEVELS[1]))
+    tertiary.append(gap.translate(_LEVELS[2]))
+    return "".join(primary), "".join(secondary), "".join(tertiary)
+
+
 def collation_key(text: str) -> tuple[str, str, str]:
     """A key that orders strings exactly as `pyuca.Collator().sort_key` orders them."""
     if text.isascii():  # no ASCII character starts a contraction that ASCII can continue
         return _ascii_key(text)
-    normalized = _nfd(text)
-    if not _NEEDS_LOOP.search(normalized):
+    categories = text.translate(_CATEGORY)
+    if unicodedata.is_normalized("NFD", text):  # a linear check; no second category pass
+        normalized = text
+    else:
+        normalized = _nfd(text, categories)
+        categories = normalized.translate(_CATEGORY)
+    spans = _irregular_spans(categories)
+    if not spans:
         return (normalized.translate(_LEVELS[0]), normalized.translate(_LEVELS[1]),
                 normalized.translate(_LEVELS[2]))
-    elements = _elements(normalized)
-    return tuple("".join(chr(e[level]) for e in elements if e[level]) for level in range(3))
+    return _spliced_key(normalized, spans)

@@ -92,6 +92,7 @@ CASES = {
     "RATE_LIMITER_UNAVAILABLE": lambda c: _decide(
         c.make_app({"GATE_REDIS_URL": "redis://127.0.0.1:1/0"}).test_client(), c.key, c.sample),
     "INTERNAL_ERROR": lambda c: _crash(c),
+    "PUBLIC_VERIFY_BUSY": lambda c: _busy(c),
     "CHAIN_NOT_FOUND": lambda c: c.client.get("/api/decision/chains/chain_nope", headers={"x-api-key": c.key}),
     "SVC_CHAIN_UNAUTHORIZED": lambda c: c.client.get("/api/decision/chains/chain_nope"),
     "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/effectiveness"),
@@ -294,6 +295,17 @@ def _costly(sample):
     leaves = [{"field": "items", "operator": "contains", "value": i} for i in range(1, 31)]
     body["rulebook"]["rules"][0]["condition"] = {"any": [body["rulebook"]["rules"][0]["condition"], *leaves]}
     return body
+
+
+def _busy(c):
+    from tests.api.test_public_limits import hold_a_verification_slot
+
+    app = c.make_app({"GATE_PUBLIC_VERIFY_CONCURRENCY": "1"})
+    give_back = hold_a_verification_slot(app)
+    try:
+        return app.test_client().post("/api/decision/verify", json={"record": {}})
+    finally:
+        give_back()
 
 
 def _exhaust(c, **limits):

@@ -8,7 +8,8 @@ from flask import Blueprint, request
 
 from api.costs import Weight, charged
 from api.errors import error_response, json_response
-from api.jsonio import read_json
+from api.jsonio import parse_json_bytes, read_json, read_json_bytes
+from api.public_limits import verification_slot
 from api.runtime import keyed, requested_view, runtime
 from gate import constants as C
 from gate.canonical import MAX_DOCUMENT_DEPTH
@@ -71,13 +72,14 @@ def describe_verify():
 @bp.post("/api/decision/verify")
 def verify_exported():
     rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes, max_depth=MAX_DOCUMENT_DEPTH)
-    record, original, public_key = _body_fields(body)
-    if record is None:
-        return error_response("REQUEST_INVALID", "record is required",
-                              errors=[{"field": "record", "code": "missing_field", "message": "required"}])
-    result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
-                           request_public_key=public_key)
+    data = read_json_bytes(request, rt.settings.max_body_bytes)
+    with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
+        record, original, public_key = _body_fields(parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH))
+        if record is None:
+            return error_response("REQUEST_INVALID", "record is required",
+                                  errors=[{"field": "record", "code": "missing_field", "message": "required"}])
+        result = verify_record(record, anchors=rt.signing.trust_anchors(), original_input=original,
+                               request_public_key=public_key)
     return json_response(200, {"ok": True, **result.to_dict()})
 
 

@@ -14,7 +14,8 @@ from flask import Blueprint, request
 
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
-from api.jsonio import read_json
+from api.jsonio import parse_json_bytes, read_json_bytes
+from api.public_limits import verification_slot
 from api.query import int_arg
 from api.runtime import keyed, runtime
 from gate import constants as C
@@ -151,12 +152,14 @@ def describe_packet_verify():
 @bp.post("/api/decision/packet/verify")
 def verify_exported_packet():
     rt = runtime()
-    body = read_json(request, rt.settings.max_packet_bytes, max_depth=MAX_DOCUMENT_DEPTH)
-    if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
-        raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
-                        errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
-    if body.get("input") is not None and not isinstance(body["input"], dict):
-        raise GateError("REQUEST_INVALID", "input must be a JSON object",
-                        errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
-    result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))
+    data = read_json_bytes(request, rt.settings.max_packet_bytes)
+    with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
+        body = parse_json_bytes(data, max_depth=MAX_DOCUMENT_DEPTH)
+        if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
+            raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
+                            errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
+        if body.get("input") is not None and not isinstance(body["input"], dict):
+            raise GateError("REQUEST_INVALID", "input must be a JSON object",
+                            errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
+        result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))
     return json_response(200, {"ok": True, **result.to_dict()})

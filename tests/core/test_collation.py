@@ -83,3 +83,118 @@ def test_caches_stay_within_their_byte_budget():
         canonical.canonical_bytes({"evaluation": keys, "short": {f"k{round_}_{i}": i for i in range(3000)}})
     held = _deep_size(canonical._SORT_KEY_CACHE) + _deep_size(canonical._ORDER_CACHE)
     assert held < 12 * 1024 * 1024  # 45,000 cached 200-character keys held about 90 MB
+
+
+# ---------------------------------------------------------------- issue 18, defect 2: cost per character
+# Every class of character the category table treats differently, and hostile mixtures of them.
+# The classes are computed here from pyuca's own table, independently of gate.collation.
+_TRIE = _PYUCA.table.root.children
+_MARKS = [cp for cp in range(0x30000) if not 0xD800 <= cp < 0xE000 and unicodedata.combining(chr(cp))]
+_UNMAPPED_MARKS = [cp for cp in _MARKS if cp not in _TRIE or not _TRIE[cp].value]
+_MAPPED_MARKS = [cp for cp in _MARKS if cp in _TRIE and _TRIE[cp].value]
+_STARTS = sorted(cp for cp, node in _TRIE.items() if node.children)
+_CONTINUES = sorted({child for cp in _STARTS for child in _TRIE[cp].children})
+_DECOMPOSING = [cp for cp in range(0x30000) if not 0xD800 <= cp < 0xE000
+                and unicodedata.normalize("NFD", chr(cp)) != chr(cp)][::7]
+_CLASSES = st.one_of(
+    st.sampled_from(_UNMAPPED_MARKS), st.sampled_from(_MAPPED_MARKS), st.sampled_from(_STARTS),
+    st.sampled_from(_CONTINUES), st.sampled_from(_DECOMPOSING),
+    st.integers(0, 0x10FFFF).filter(lambda cp: not 0xD800 <= cp < 0xE000),
+    st.sampled_from([0x07FD, 0x0301, 0x0316, 0x0327, 0x0306, 0x0F71, 0x0F72, 0x0F73, 0x0E40, 0x0E01, 0x61]),
+).map(chr)
+
+
+@settings(max_examples=2500, deadline=None)
+@given(st.lists(_CLASSES, max_size=40).map("".join))
+def test_keys_over_every_category_equal_pyucas(text):
+    assert _nfd(text) == unicodedata.normalize("NFD", text)
+    assert flat(collation_key(text)) == _PYUCA.sort_key(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["", "a", "l", "\u0e40", "\u0438", "\u4e00"]), st.integers(1, 40),
+                          st.lists(st.sampled_from([0x0301, 0x0316, 0x0327, 0x0306, 0x05B0, 0x0F72]), max_size=3)),
+                max_size=6))
+def test_runs_of_u07fd_mixed_with_marks_equal_pyucas(parts):
+    text = "".join(base + "\u07fd" * count + "".join(map(chr, marks)) for base, count, marks in parts)
+    assert _nfd(text) == unicodedata.normalize("NFD", text)
+    assert flat(collation_key(text)) == _PYUCA.sort_key(text)
+
+
+def test_every_unmapped_mark_before_every_class_of_mark_equals_pyuca():
+    by_class = {}
+    for cp in _MAPPED_MARKS + _UNMAPPED_MARKS:
+        by_class.setdefault(unicodedata.combining(chr(cp)), cp)
+    for x in _UNMAPPED_MARKS:
+        for mark in by_class.values():
+            for text in (f"a{chr(x)}{chr(mark)}", f"{chr(x)}{chr(mark)}{chr(x)}", f"l{chr(x)}{chr(mark)}\u00b7"):
+                assert flat(collation_key(text)) == _PYUCA.sort_key(text), ascii(text)
+
+
+def _python_events(function) -> int:
+    """Python-level calls (functions and builtins) while `function` runs: work done per character
+    in the interpreter rather than inside one C call shows up here, whatever the machine's load."""
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        count += event in ("call", "c_call")
+
+    sys.setprofile(profile)
+    try:
+        function()
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+_REGULAR_HOSTILE = {
+    "U+07FD run": "\u07fd",
+    "a + U+07FD": "a\u07fd",
+    "CJK": "\u4e00",
+    "unassigned": "\U0010fffd",
+    "marks of one class": "\u0301",
+    "marks out of order": "\u0301\u0316",
+    "Hangul": "\uac00",
+}
+
+
+def test_regular_hostile_keys_cost_no_python_work_per_character():
+    # The issue's key (U+07FD, a mark without a table entry) took pyuca's loop for every
+    # character: about 12 interpreter calls each. Now the only work per character is inside
+    # str.translate and the regex engine: doubling the key adds no interpreter calls.
+    for name, unit in _REGULAR_HOSTILE.items():
+        collation_key(unit * 8)  # warm the implicit-weight tables
+        short = _python_events(lambda unit=unit: collation_key(unit * (4000 // len(unit))))
+        long = _python_events(lambda unit=unit: collation_key(unit * (8000 // len(unit))))
+        assert long <= short + 8 and long < 120, (name, short, long)
+
+
+def test_irregular_spans_cost_a_bounded_number_of_calls_each():
+    # Contractions and pulled-forward marks still take the exact loop, span by span.
+    for unit in ("\u0e40\u0e01", "l\u00b7", "\u0439", "a\u07fd\u0301", "\u0438\u0327\u0306", "\u07fd" * 50 + "\u0301",
+                 "\u0f73"):
+        text = unit * 2000
+        events = _python_events(lambda text=text: collation_key(text))
+        assert events < 24 * len(text), (ascii(unit[:4]), events / len(text))
+
+
+def _best_seconds(function, runs: int = 5) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_hostile_keys_cost_within_a_small_factor_of_a_plain_letter():
+    # Wall clock, as a ratio measured in the same run (best of 5 each): the hostile key
+    # of the issue cost 11x a plain non-ASCII letter before the fix (whose own keys were slow
+    # too), 1.6x after; the margin here is generous.
+    plain = "\u0436" * 50_000
+    for text in ("\u07fd" * 50_000, "a\u07fd" * 25_000, "a\u07fd\u0301" * 16_000, "\U0010fffd" * 50_000):
+        ratio = _best_seconds(lambda text=text: collation_key(text)) / _best_seconds(lambda: collation_key(plain))
+        assert ratio < 5, (ascii(text[:3]), ratio)

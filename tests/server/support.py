@@ -144,7 +144,11 @@ def server_factory(gate_env, tmp_path):
     servers = []
 
     def start(workers: int = 3, threads: int | None = None, env: dict | None = None) -> Server:
-        env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL, **(env or {})}
+        # The public routes' per-client windows live in the shared Redis under the client's address
+        # (127.0.0.1 for every test on this machine): high budgets here, so that servers of other
+        # tests and other checkouts do not share one; tests of the budgets pass their own.
+        env = {**os.environ, **gate_env, "GATE_REDIS_URL": REDIS_URL, "GATE_PUBLIC_RATE_LIMIT": "1000000",
+               "GATE_PUBLIC_VERIFY_RATE_LIMIT": "1000000", **(env or {})}
         server = Server(env, tmp_path / "server.log", workers, threads).start()
         servers.append(server)
         return server

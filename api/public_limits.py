@@ -1,0 +1,143 @@
+"""Budgets of the public routes: a per-client rate and a per-process bound on heavy work (issue 18).
+
+The routes that need no API key and had no limit of their own (exported record and packet
+verification, the registries, schemas, OpenAPI and docs, readiness, metrics) count against the
+calling client's address (`api.client_limits.client_address`) in fixed one-minute windows of the
+same limiter (memory or Redis) as keyed requests:
+
+- `verify` (POST /api/decision/verify, POST /api/decision/packet/verify): the bodies are large
+  (1 MiB, 16 MiB) and verifying costs CPU, so `GATE_PUBLIC_VERIFY_RATE_LIMIT` (60) per minute;
+- `public` (everything else listed in `PUBLIC_ROUTES`): `GATE_PUBLIC_RATE_LIMIT` (600) per minute.
+
+Beyond its budget a client gets 429 `SVC_API_RATE_LIMITED` with `Retry-After` and the
+`X-RateLimit-*` headers, before its body is read; allowed responses carry the headers too.
+
+A rate per client does not stop many clients at once, so verification also takes one of
+`GATE_PUBLIC_VERIFY_CONCURRENCY` (1) slots per server process, without waiting: when every slot
+is busy the request is answered 503 `PUBLIC_VERIFY_BUSY` with `Retry-After: 1` at once. The slot
+is taken once the body has arrived and held while it is parsed and verified, so the CPU-heavy
+public work holds at most that many of a worker's threads (8 by default) and keyed requests
+such as `/api/decide` find a free thread (tests/server/test_public_flood.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from flask import Flask, Response, current_app, request
+
+from api.client_limits import client_limit
+from api.errors import error_response
+from api.settings import Settings
+
+# Flask endpoint → budget kind. tests/api/test_public_limits.py checks that every registered
+# route is keyed, limited per client by its own module, or listed here.
+PUBLIC_ROUTES: dict[str, str] = {
+    "decisions.verify_exported": "verify",
+    "packets.verify_exported_packet": "verify",
+    "decisions.describe_verify": "public",
+    "packets.describe_packet_verify": "public",
+    "registries.status": "public",
+    "registries.receipt_keys": "public",
+    "registries.policy_bundles": "public",
+    "registries.adapters": "public",
+    "patterns.policy_patterns": "public",
+    "policychecks.policy_sources": "public",
+    "operations.runtime_config": "public",
+    "meta.schema": "public",
+    "meta.openapi": "public",
+    "meta.docs": "public",
+    "reference.page": "public",
+    "reference.asset": "public",
+    "reference.healthz": "public",
+    "metrics": "public",
+    "static": "public",
+}
+# The same routes as the OpenAPI document names them (method, path) → kind; api/openapi.py
+# documents their 429 and 503 answers from this table.
+PUBLIC_PATHS: dict[tuple[str, str], str] = {
+    ("post", "/api/decision/verify"): "verify",
+    ("post", "/api/decision/packet/verify"): "verify",
+    **{("get", path): "public" for path in (
+        "/api/decision/verify", "/api/decision/packet/verify", "/api/decision/status", "/api/decision/receipt-keys",
+        "/api/decision/policy-bundles", "/api/decision/adapters", "/api/decision/policy-patterns",
+        "/rules/policy-sources.json", "/api/runtime-config", "/schemas/{name}", "/openapi.json", "/docs.json",
+        "/docs", "/docs/assets/{name}", "/healthz", "/metrics", "/static/{filename}")},
+}
+HEAVY_KINDS = frozenset({"verify"})  # their views hold a `verification_slot` while they work
+_HEADERS = "gate.public_rate_headers"
+_SLOTS = "gate.public_verification_slots"
+
+
+class VerificationBusy(Exception):
+    """Every public verification slot of this process is taken."""
+
+
+def init_public_limits(app: Flask, settings: Settings) -> None:
+    """Charge every public request to its client's window; answer a busy process's refusals."""
+    app.extensions[_SLOTS] = threading.BoundedSemaphore(settings.public_verify_concurrency)
+    limits = {"verify": settings.public_verify_rate_limit, "public": settings.public_rate_limit}
+
+    @app.before_request
+    def _charge_public_request():
+        kind = PUBLIC_ROUTES.get(request.endpoint or "")
+        if kind is None:
+            return None
+        limited = client_limit(kind, limits[kind])
+        if isinstance(limited, Response):
+            _close_unread()
+            return limited
+        request.environ[_HEADERS] = limited
+        if kind in HEAVY_KINDS and not _slot_free():
+            raise VerificationBusy()  # before the body is read: a flood costs no reading
+        return None
+
+    @app.after_request
+    def _rate_headers(response: Response) -> Response:
+        for name, value in request.environ.get(_HEADERS, {}).items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @app.errorhandler(VerificationBusy)
+    def _busy(_error: VerificationBusy) -> Response:
+        _close_unread()
+        return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process is "
+                              "busy; retry shortly", headers={"Retry-After": "1"})
+
+
+def _close_unread() -> None:
+    """Under `gate serve`: close the connection after this refusal rather than read the rest of a
+    body nobody will use (a flood of large refused bodies would otherwise cost their reading)."""
+    sock = request.environ.get("gunicorn.socket")
+    if sock is not None and hasattr(sock, "close_after_response"):
+        sock.close_after_response = True
+
+
+def _slot_free() -> bool:
+    slots = current_app.extensions[_SLOTS]
+    if not slots.acquire(blocking=False):
+        return False
+    slots.release()
+    return True
+
+
+@contextmanager
+def verification_slot() -> Iterator[None]:
+    """Hold one of the process's public verification slots, or raise `VerificationBusy` at once.
+
+    Taken after the body has arrived (a slow client holds a thread until the read timeout, never
+    a slot) and held while the body is parsed and verified: the work whose cost the body picks.
+    """
+    slots = current_app.extensions[_SLOTS]
+    if not slots.acquire(blocking=False):
+        raise VerificationBusy()
+    try:
+        yield
+    finally:
+        slots.release()
+
+
+__all__ = ["HEAVY_KINDS", "PUBLIC_PATHS", "PUBLIC_ROUTES", "VerificationBusy", "init_public_limits",
+           "verification_slot"]
