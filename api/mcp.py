@@ -91,17 +91,18 @@ class McpEndpoint:
             return 400, error_message(INVALID_REQUEST, "method is required",
                                       request_id if _valid_id(request_id) else None)
         method = message["method"]
-        params = message.get("params")
+        # JSON-RPC 2.0 §4.2: params, when present, is a structured value; `"params": null` is
+        # not one, so it is -32600 like any other non-object (it was read as absent).
+        params = message.get("params", {})
         if has_id and not _valid_id(request_id):
             return 400, error_message(INVALID_REQUEST, "id must be a string or an integer")
         if not isinstance(method, str) or not method:
             return 400, error_message(INVALID_REQUEST, "method must be a non-empty string",
                                       request_id if has_id else None)
-        if params is not None and not isinstance(params, dict):
+        if not isinstance(params, dict):
             return 400, error_message(INVALID_REQUEST, "params must be an object", request_id if has_id else None)
         if not has_id:
             return 202, None  # notifications (notifications/initialized, cancelled, …) get no answer
-        params = params or {}
         try:
             if method == "initialize":
                 return 200, self._result(request_id, self._initialize(params))
@@ -141,7 +142,7 @@ class McpEndpoint:
         name = params.get("name")
         if not isinstance(name, str) or name not in self.tools:
             raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
-        arguments = params.get("arguments")
+        arguments = params.get("arguments", {})  # absent means none; `null` is refused as a non-object
         try:
             structured = self.checks.check(name, arguments)
         except ArgumentsInvalid as invalid:

@@ -131,11 +131,11 @@ def _validate_submission(body: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, limit in PILOT_FIELDS.items():
         value = body.get(name)
-        if value is None and name == "notes":
+        if name == "notes" and name not in body:  # absent; `null` is refused as a non-string
             values[name] = ""
             continue
         if not isinstance(value, str) or not value.strip():
-            problems.append(_problem(name, "required" if value is None else "invalid_type", "a non-empty string"))
+            problems.append(_problem(name, "required" if name not in body else "invalid_type", "a non-empty string"))
             continue
         value = value.strip()
         if len(value) > limit or (name != "notes" and not value.isprintable()):
