@@ -167,13 +167,18 @@ class _InvalidParams(Exception):
 
 # ---------------------------------------------------------------------------- tool schemas
 
+# gate.policychecks.tables.normalize_id must leave something: a letter, digit or `_` once lower-cased
+# (U+0130 and U+212A lower-case to ASCII letters). Unanchored: "contains one".
+ID_CHARACTER = "[A-Za-z0-9_\u0130\u212a]"
+
+
 def input_schema(spec: CheckSpec) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "vendor": {"type": "string", "minLength": 1, "maxLength": 100,
+        "vendor": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": ID_CHARACTER,
                    "description": "Vendor name or id, e.g. \"Adobe\" or \"best-buy\" (case and spacing ignored)."},
         "region": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US",
                    "description": "Two-letter region code; only US terms are covered (others answer UNKNOWN)."},
-        "plan": {"type": "string", "minLength": 1, "maxLength": 64,
+        "plan": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": ID_CHARACTER,
                  "description": "Plan name, e.g. \"annual\"; omitted means the vendor's any-plan row."},
     }
     required = ["vendor"]
