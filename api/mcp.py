@@ -85,6 +85,8 @@ class McpEndpoint:
                                       "required")
         has_id = "id" in message
         request_id = message.get("id")
+        if isinstance(request_id, float) and request_id.is_integer():
+            request_id = int(request_id)  # JSON has one number type: 7.0 is the integer id 7
         if "method" not in message:
             if has_id and ("result" in message or "error" in message):
                 return 202, None  # a client's response (to no request of ours): accepted, ignored

@@ -24,6 +24,10 @@ from workbench.policy_reports import VERDICTS as REPORT_VERDICTS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
 NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
+# Python's str.strip() removes these (and control characters, which are refused before).
+SPACES = "[ \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+# A path segment names one segment: never "/", never a dot segment (clients resolve those).
+_SEGMENT = {"not": {"enum": [".", ".."]}}
 # api.query.int_arg: at most 18 ASCII digits.
 INT_ARG_MAX = 10**18 - 1
 MAX_POLICY_ID = 120  # api.routes.reports and api.routes.operations (policy-alerts)
@@ -57,6 +61,10 @@ def printable(low: int, high: int, description: str) -> dict[str, Any]:
     exact; `format: printable` names it for people and generators."""
     return {"type": "string", "format": PRINTABLE_FORMAT, "minLength": low, "maxLength": high,
             "pattern": f"^{_not_printable_class()}*$", "description": description}
+
+
+def _printable_run() -> str:
+    return f"^{_not_printable_class()}*$"
 
 
 def text(description: str = "") -> dict[str, Any]:
@@ -116,12 +124,13 @@ def header_param(name: str) -> dict[str, Any]:
 
 def path_param(name: str) -> dict[str, Any]:
     if name == "policy_id":
-        return printable(1, MAX_POLICY_ID, "policy id: 1 to 120 printable characters")
+        return {**printable(1, MAX_POLICY_ID, "policy id: 1 to 120 printable characters, no /"),
+                "allOf": [{"pattern": "^[^/]*$"}], **_SEGMENT}
     if name in ("ticketing_system", "workflow"):  # anything else is 400 WORKFLOW_UNSUPPORTED
         from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 
         return {"type": "string", "enum": list(TICKETING_SYSTEMS if name == "ticketing_system" else WORKFLOWS)}
-    return {"type": "string", "minLength": 1, "pattern": f"^{NO_CONTROL}+$"}
+    return {"type": "string", "minLength": 1, "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", **_SEGMENT}
 
 
 def _pilot_text(limit: int) -> dict[str, Any]:
@@ -139,7 +148,8 @@ PILOT_REQUEST: dict[str, Any] = {
          "required": ["company", "contact_name", "contact_email", "use_case", "monthly_decisions", "consent"],
          "properties": {
              "company": _pilot_text(200), "contact_name": _pilot_text(200),
-             "contact_email": {"type": "string", "maxLength": 254, "pattern": (
+             "contact_email": {"type": "string", "maxLength": 254, "allOf": [{"pattern": _printable_run()}],
+                               "pattern": (
                  "^[^@\\s\\u0000-\\u001f]{1,64}@[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
                  "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")},
              "use_case": {"enum": ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",

@@ -84,7 +84,7 @@ class ReportParams:
 
 
 _ASCII_INTEGER = re.compile(r"[0-9]{1,10}")
-_ASCII_DECIMAL = re.compile(r"(?=.{1,20}\Z)-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
+_ASCII_DECIMAL = re.compile(r"(?=.{1,32}\Z)-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
 
 
 def _invalid(name: str, message: str) -> GateError:
