@@ -33,6 +33,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
+from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.openapi import openapi_document
@@ -50,7 +51,8 @@ schemathesis.openapi.format(PRINTABLE_FORMAT, st.text(
 
 _JSON_LIMITS = "JSON parser limits inside free-form objects (docs.json limits.json, json_depth)"
 _SEMANTICS = "the rulebook's semantics, the registry's content or the gate's configuration"
-# error code → (fields of REQUEST_INVALID it may name or None for any, operations or None for all, reason)
+# error code → (the fields (REQUEST_INVALID) or problem codes it may name, None for any; operations, None for
+# all; why JSON Schema cannot say it)
 DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | None, str]] = {
     "JSON_UNSAFE_INTEGER": (None, None, _JSON_LIMITS),
     "JSON_TOO_DEEP": (None, None, _JSON_LIMITS),
@@ -58,6 +60,7 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     "RULEBOOK_BINDING_MODE_CONFLICT": (None, None, "binding_mode against the facts source the body implies"),
     "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": (None, None, "response-only member names anywhere in the body"),
     "LEGACY_MODE_UNAVAILABLE": (None, None, _SEMANTICS),
+    "ADVISOR_UNAVAILABLE": (None, None, _SEMANTICS),
     "TRUSTED_ADAPTER_NOT_REGISTERED": (None, None, _SEMANTICS),
     "TRUSTED_ADAPTER_MANIFEST_MISMATCH": (None, None, _SEMANTICS),
     "TRUSTED_ADAPTER_INPUT_INVALID": (None, None, "the adapter's own input schema (GET /api/decision/adapters)"),
@@ -67,6 +70,8 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE": (None, None, "the stored decision's state"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": (None, None, "credential-looking names and values anywhere in the body"),
     "RULEBOOK_LOOKUP_INVALID": (None, ("GET /api/decision/rulebooks",), "exactly hash, or rulebook_id with version"),
+    # JSON Schema's uniqueItems compares whole items; scenario ids are unique on their own.
+    "COUNTERFACTUAL_SCENARIOS_INVALID": (frozenset({"duplicate_value"}), None, "scenario ids unique in the request"),
     "REQUEST_INVALID": (frozenset({
         "version",  # adapters: version needs adapter_id
         "first", "second", "tree_size",  # chains: sizes up to the chain's current size
@@ -103,7 +108,7 @@ def accepted_or_refused_for_a_documented_reason(ctx, response, case):
     assert allowed is not None and code in _documented_codes(case), reason
     fields, operations, _ = allowed
     assert operations is None or case.operation.label in operations, reason
-    named = {problem.get("field") for problem in body.get("errors", [])}
+    named = {problem.get("code" if code != "REQUEST_INVALID" else "field") for problem in body.get("errors", [])}
     assert fields is None or (named and named <= fields), reason
     return None
 
@@ -113,10 +118,20 @@ def only_documented_refusals_of_undocumented_methods(ctx, response, case):
     assert response.status_code == 405 and response.headers.get("allow"), case.operation.label
 
 
+def documented_5xx_only(ctx, response, case):
+    """`not_a_server_error`, except a 503 the operation documents: a dependency the gate's
+    configuration lacks (the `multi` advisory mode without a second advisor) fails closed."""
+    if response.status_code >= 500:
+        documented = case.operation.definition.raw.get("responses", {})
+        assert response.status_code == 503 and "503" in documented, (
+            f"{case.method} {case.formatted_path} answered {response.status_code}: {response.text[:300]}")
+
+
 def _checks(operation) -> list:
     load_all_checks()
     serves = any(status.startswith("2") for status in operation.definition.raw.get("responses", {}))
-    checks = [check for check in CHECKS.get_all() if check is not positive_data_acceptance]
+    replaced = (positive_data_acceptance, not_a_server_error)
+    checks = [check for check in CHECKS.get_all() if check not in replaced] + [documented_5xx_only]
     return checks + [accepted_or_refused_for_a_documented_reason if serves
                      else only_documented_refusals_of_undocumented_methods]
 
@@ -151,8 +166,9 @@ def test_every_operation_keeps_its_documented_contract(operation, contract_app, 
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
     @given(case=strategy, use_known=st.booleans())
     def run(case, use_known):
-        for name, value in known.items():
-            if use_known and case.path_parameters and name in case.path_parameters:
+        for name, value in known.items():  # a negative case keeps its invalid ids: they are what it tests
+            if use_known and case.meta.generation.mode.is_positive and case.path_parameters \
+                    and name in case.path_parameters:
                 case.path_parameters[name] = value
         case.call_and_validate(headers={"x-api-key": api_key} if keyed else {}, checks=checks, app=app)
 
