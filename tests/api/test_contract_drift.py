@@ -121,3 +121,58 @@ def test_every_405_carries_allow(client, method, path, allowed):
     response = client.open(path, method=method)
     _refused(response, 405, "METHOD_NOT_ALLOWED")
     assert {name.strip() for name in response.headers["Allow"].split(",")} == allowed
+
+
+@pytest.fixture
+def decision_id(client, api_key, sample_request):
+    return client.post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).json["decision_id"]
+
+
+@pytest.mark.parametrize("path", ["replay", "diff"])
+@pytest.mark.parametrize("member", ["input", "response_view", "replay_mode"])
+def test_replay_refuses_null_members(client, api_key, decision_id, path, member):
+    answer = _refused(client.post(f"/api/decision/{decision_id}/{path}", json={member: None},
+                                  headers={"x-api-key": api_key}))
+    assert answer["errors"] == [{"field": member, "code": "invalid_type", "message": "null is not accepted"}]
+
+
+def test_an_invalid_view_header_is_refused_even_when_the_body_names_a_view(client, api_key, sample_request):
+    answer = _refused(client.post("/api/decide", json={**sample_request, "response_view": "minimal"},
+                                  headers={"x-api-key": api_key, "x-decision-response-view": "_"}))
+    assert answer["errors"][0]["field"] == "x-decision-response-view"
+
+
+# ----------------------------------------------------------------- integers as JSON Schema reads them
+
+def test_an_integral_float_ticket_id_is_the_integer(client):
+    body = {"vendor": "adobe", "days_since_purchase": 3, "ticket_id": 5}
+    first = client.post("/api/v1/workflows/zendesk/refund", json=body)
+    again = client.post("/api/v1/workflows/zendesk/refund", json={**body, "ticket_id": 5.0})
+    assert first.status_code == again.status_code == 200
+    assert again.headers["x-idempotency-status"] == "replayed"
+    assert _refused(client.post("/api/v1/workflows/zendesk/refund", json={**body, "ticket_id": 5.5}))
+
+
+def test_an_integral_float_jsonrpc_id_is_answered_as_the_integer(client):
+    response = client.post("/api/mcp", json={"jsonrpc": "2.0", "id": 7.0, "method": "ping"})
+    assert response.status_code == 200 and response.json == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert client.post("/api/mcp", json={"jsonrpc": "2.0", "id": 7.5, "method": "ping"}).status_code == 400
+
+
+# ----------------------------------------------------------------- the document states the ranges
+
+@pytest.mark.parametrize("path, name", [
+    ("/api/decision/{decision_id}/execution", "limit"),
+    ("/api/decision/{decision_id}/packet", "chain_limit"),
+    ("/api/decision/policies/{policy_id}/anomalies", "max_items"),
+])
+def test_documented_query_ranges_are_the_enforced_ones(client, api_key, decision_id, path, name):
+    # Issue 18: `limit=0` was schema-valid (a bare integer) and refused.
+    document = client.get("/openapi.json").json
+    schema = next(p["schema"] for p in document["paths"][path]["get"]["parameters"] if p["name"] == name)
+    url = path.replace("{decision_id}", decision_id).replace("{policy_id}", "pol_x")
+    headers = {"x-api-key": api_key}
+    for value in (schema["minimum"], schema["maximum"]):
+        assert client.get(f"{url}?{name}={value}", headers=headers).status_code == 200
+    for value in (schema["minimum"] - 1, schema["maximum"] + 1):
+        _refused(client.get(f"{url}?{name}={value}", headers=headers))
