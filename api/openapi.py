@@ -789,6 +789,10 @@ def docs_document() -> dict[str, Any]:
             },
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
+            "url_encoding": "a path or query whose percent-encoded bytes are not UTF-8 is refused (400 "
+                            "REQUEST_INVALID, errors[].code invalid_encoding)",
+            "query_numbers": "ASCII digits only (Unicode digits, spaces and underscores are refused with 400)",
+            "null_members": "a member sent as null is refused unless its schema says it is nullable",
         },
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }
