@@ -710,7 +710,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for endpoint in ENDPOINTS:
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint)
-    return {
+    return P.resolve_printable({
         "openapi": "3.1.0",
         "info": {
             "title": "Decision Gate",
@@ -727,7 +727,7 @@ def openapi_document() -> dict[str, Any]:
             },
         },
         "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
-    }
+    })
 
 
 @lru_cache(maxsize=1)

@@ -40,19 +40,35 @@ def _escape(code: int) -> str:
 @lru_cache(maxsize=1)
 def _not_printable_class() -> str:
     """A character class of every code point `str.isprintable` refuses (ranges, in order)."""
-    ranges: list[tuple[int, int]] = []
-    for code in range(sys.maxunicode + 1):
-        if 0xD800 <= code <= 0xDFFF or chr(code).isprintable():
-            continue  # surrogates cannot occur in a decoded URL or JSON text
+    # Surrogates cannot occur in a decoded URL or JSON text, so they are left out of the class.
+    codes = [code for code, char in enumerate(map(chr, range(sys.maxunicode + 1)))
+             if not char.isprintable() and not 0xD800 <= code <= 0xDFFF]
+    ranges: list[list[int]] = []
+    for code in codes:
         if ranges and ranges[-1][1] == code - 1:
-            ranges[-1] = (ranges[-1][0], code)
+            ranges[-1][1] = code
         else:
-            ranges.append((code, code))
+            ranges.append([code, code])
     parts = [_escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in ranges]
     return "[^" + "".join(parts) + "]"
 
 
 PRINTABLE_FORMAT = "printable"
+# The class above takes a fifth of a second to build, so schemas hold this placeholder and the
+# document is resolved once, when first served (`resolve_printable`); importing the app stays cheap.
+_PRINTABLE_RUN = "\x00printable-run\x00"
+
+
+def resolve_printable(value: Any) -> Any:
+    """`value` (a schema or document) with every printable placeholder replaced by its pattern."""
+    if value == _PRINTABLE_RUN:
+        return f"^{_not_printable_class()}*$"
+    if isinstance(value, dict):
+        return {key: resolve_printable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_printable(item) for item in value]
+    return value
+
 
 
 def printable(low: int, high: int, description: str) -> dict[str, Any]:
@@ -60,11 +76,7 @@ def printable(low: int, high: int, description: str) -> dict[str, Any]:
     separator characters other than the space, no unassigned code points). The pattern is
     exact; `format: printable` names it for people and generators."""
     return {"type": "string", "format": PRINTABLE_FORMAT, "minLength": low, "maxLength": high,
-            "pattern": f"^{_not_printable_class()}*$", "description": description}
-
-
-def _printable_run() -> str:
-    return f"^{_not_printable_class()}*$"
+            "pattern": _PRINTABLE_RUN, "description": description}
 
 
 def text(description: str = "") -> dict[str, Any]:
@@ -148,7 +160,7 @@ PILOT_REQUEST: dict[str, Any] = {
          "required": ["company", "contact_name", "contact_email", "use_case", "monthly_decisions", "consent"],
          "properties": {
              "company": _pilot_text(200), "contact_name": _pilot_text(200),
-             "contact_email": {"type": "string", "maxLength": 254, "allOf": [{"pattern": _printable_run()}],
+             "contact_email": {"type": "string", "maxLength": 254, "allOf": [{"pattern": _PRINTABLE_RUN}],
                                "pattern": (
                  "^[^@\\s\\u0000-\\u001f]{1,64}@[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
                  "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")},
