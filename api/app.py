@@ -28,6 +28,18 @@ log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
+def _refuse_undecodable_url():
+    # SECURITY: WSGI hands the path and query over as latin-1 bytes, and Werkzeug decodes them
+    # with errors="replace": `/policies/%FF/…` was looked up (and answered) as policy U+FFFD.
+    # A URL that is not UTF-8 names nothing here; it is a 400 before any route sees it.
+    field = undecodable_url_part(request.environ)
+    if field is not None:
+        return error_response("REQUEST_INVALID", f"the request {field} is not valid UTF-8",
+                              errors=[{"field": field, "code": "invalid_encoding",
+                                       "message": "percent-encoded bytes must form UTF-8"}])
+    return None
+
+
 def advisory_service(settings: Settings):
     """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
     if not settings.advisory_modes:
@@ -111,17 +123,7 @@ def create_app(
             if token is not None:
                 signing.unpin(token)
 
-    @app.before_request
-    def _refuse_undecodable_url():
-        # SECURITY: WSGI hands the path and query over as latin-1 bytes, and Werkzeug decodes them
-        # with errors="replace": `/schemas/%FF…` would be looked up as U+FFFD and could match.
-        # A URL that is not UTF-8 names nothing here; it is a 400 before any route sees it.
-        field = undecodable_url_part(request.environ)
-        if field is not None:
-            return error_response("REQUEST_INVALID", f"the request {field} is not valid UTF-8",
-                                  errors=[{"field": field, "code": "invalid_encoding",
-                                           "message": "percent-encoded bytes must form UTF-8"}])
-        return None
+    app.before_request(_refuse_undecodable_url)
 
     @app.before_request
     def _refuse_control_characters():

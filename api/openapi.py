@@ -64,7 +64,8 @@ class Endpoint:
     auth: bool
     responses: dict[int, str]
     errors: tuple[str, ...] = ()
-    query: tuple[tuple[str, str, str] | tuple[str, str, str, dict[str, Any]], ...] = ()  # (name, type, description[, schema])
+    # (name, type, description[, schema]): the schema states the route's own check (api.openapi_params)
+    query: tuple[tuple[str, str, str] | tuple[str, str, str, dict[str, Any]], ...] = ()
     request_body: str | None = None
     response_headers: tuple[str, ...] = ()
     request_headers: tuple[str, ...] = ()
@@ -730,6 +731,15 @@ def openapi_document() -> dict[str, Any]:
     })
 
 
+# Issue 18 item 8: how request text is read, whatever the route.
+INPUT_NORMALISATION = {
+    "url_encoding": "a path or query whose percent-encoded bytes are not UTF-8 is refused (400 REQUEST_INVALID, "
+                    "errors[].code invalid_encoding)",
+    "query_numbers": "ASCII digits only (Unicode digits, spaces and underscores are refused with 400)",
+    "null_members": "a member sent as null is refused unless its schema says it is nullable",
+}
+
+
 @lru_cache(maxsize=1)
 def docs_document() -> dict[str, Any]:
     return {
@@ -789,10 +799,7 @@ def docs_document() -> dict[str, Any]:
             },
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
-            "url_encoding": "a path or query whose percent-encoded bytes are not UTF-8 is refused (400 "
-                            "REQUEST_INVALID, errors[].code invalid_encoding)",
-            "query_numbers": "ASCII digits only (Unicode digits, spaces and underscores are refused with 400)",
-            "null_members": "a member sent as null is refused unless its schema says it is nullable",
+            **INPUT_NORMALISATION,
         },
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }

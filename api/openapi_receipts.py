@@ -54,7 +54,8 @@ _FIXED: dict[Any, dict[str, Any]] = {
     F.field_mapping: {"type": "object", "maxProperties": F.MAX_FIELD_MAPPING,
                       "propertyNames": {"pattern": NOT_BLANK}, "additionalProperties": _NON_EMPTY_LABEL},
     F.evidence_refs: {"type": "array", "maxItems": F.MAX_EVIDENCE_REFS, "items": _NON_EMPTY_ID},
-    F.http_url: {"type": "string", "pattern": f"^{_WS}*(https?://[a-z0-9.-]*[a-z0-9](:[0-9]{{1,4}})?(/[!-~]*)?{_WS}*)?$",
+    F.http_url: {"type": "string",
+                 "pattern": f"^{_WS}*(https?://[a-z0-9.-]*[a-z0-9](:[0-9]{{1,4}})?(/[!-~]*)?{_WS}*)?$",
                  "description": "absolute http(s) URL with a host; blank reads as absent"},
     F.result_text_or_object: {"oneOf": [_text(F.MAX_RESULT_TEXT), _object_of(F.METRIC_NAME.pattern, {
         "oneOf": [_NON_EMPTY_ID, {"type": "number"}, {"type": "boolean"}]}, F.MAX_RESULT_MEMBERS)]},
