@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
+from api.query import undecodable_url_part
 from api.limits import make_rate_limiter
 from api.runtime import GateRuntime
 from api.settings import Settings
@@ -25,6 +26,18 @@ from gate.service import DecisionService
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
+
+
+def _refuse_undecodable_url():
+    # SECURITY: WSGI hands the path and query over as latin-1 bytes, and Werkzeug decodes them
+    # with errors="replace": `/policies/%FF/…` was looked up (and answered) as policy U+FFFD.
+    # A URL that is not UTF-8 names nothing here; it is a 400 before any route sees it.
+    field = undecodable_url_part(request.environ)
+    if field is not None:
+        return error_response("REQUEST_INVALID", f"the request {field} is not valid UTF-8",
+                              errors=[{"field": field, "code": "invalid_encoding",
+                                       "message": "percent-encoded bytes must form UTF-8"}])
+    return None
 
 
 def advisory_service(settings: Settings):
@@ -113,6 +126,8 @@ def create_app(
             if token is not None:
                 signing.unpin(token)
 
+    app.before_request(_refuse_undecodable_url)
+
     @app.before_request
     def _refuse_control_characters():
         # SECURITY: one rule on both ledgers (issue 6, defect 10). No identifier the gate issues
@@ -130,7 +145,10 @@ def create_app(
         if error.code == 404:
             return error_response("NOT_FOUND", f"no route for {request.method} {request.path}")
         if error.code == 405:
-            return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}")
+            # RFC 9110 §15.5.6: a 405 names the methods the resource does serve.
+            allowed = sorted(getattr(error, "valid_methods", None) or ())
+            return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
+                                  headers={"Allow": ", ".join(allowed)} if allowed else None)
         return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
 
     @app.errorhandler(GateError)

@@ -85,23 +85,26 @@ class McpEndpoint:
                                       "required")
         has_id = "id" in message
         request_id = message.get("id")
+        if isinstance(request_id, float) and request_id.is_integer():
+            request_id = int(request_id)  # JSON has one number type: 7.0 is the integer id 7
         if "method" not in message:
             if has_id and ("result" in message or "error" in message):
                 return 202, None  # a client's response (to no request of ours): accepted, ignored
             return 400, error_message(INVALID_REQUEST, "method is required",
                                       request_id if _valid_id(request_id) else None)
         method = message["method"]
-        params = message.get("params")
+        # JSON-RPC 2.0 §4.2: params, when present, is a structured value; `"params": null` is
+        # not one, so it is -32600 like any other non-object (it was read as absent).
+        params = message.get("params", {})
         if has_id and not _valid_id(request_id):
             return 400, error_message(INVALID_REQUEST, "id must be a string or an integer")
         if not isinstance(method, str) or not method:
             return 400, error_message(INVALID_REQUEST, "method must be a non-empty string",
                                       request_id if has_id else None)
-        if params is not None and not isinstance(params, dict):
+        if not isinstance(params, dict):
             return 400, error_message(INVALID_REQUEST, "params must be an object", request_id if has_id else None)
         if not has_id:
             return 202, None  # notifications (notifications/initialized, cancelled, …) get no answer
-        params = params or {}
         try:
             if method == "initialize":
                 return 200, self._result(request_id, self._initialize(params))
@@ -141,7 +144,7 @@ class McpEndpoint:
         name = params.get("name")
         if not isinstance(name, str) or name not in self.tools:
             raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
-        arguments = params.get("arguments")
+        arguments = params.get("arguments", {})  # absent means none; `null` is refused as a non-object
         try:
             structured = self.checks.check(name, arguments)
         except ArgumentsInvalid as invalid:
@@ -166,13 +169,18 @@ class _InvalidParams(Exception):
 
 # ---------------------------------------------------------------------------- tool schemas
 
+# gate.policychecks.tables.normalize_id must leave something: a letter, digit or `_` once lower-cased
+# (U+0130 and U+212A lower-case to ASCII letters). Unanchored: "contains one".
+ID_CHARACTER = "[A-Za-z0-9_\u0130\u212a]"
+
+
 def input_schema(spec: CheckSpec) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "vendor": {"type": "string", "minLength": 1, "maxLength": 100,
+        "vendor": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": ID_CHARACTER,
                    "description": "Vendor name or id, e.g. \"Adobe\" or \"best-buy\" (case and spacing ignored)."},
         "region": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US",
                    "description": "Two-letter region code; only US terms are covered (others answer UNKNOWN)."},
-        "plan": {"type": "string", "minLength": 1, "maxLength": 64,
+        "plan": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": ID_CHARACTER,
                  "description": "Plan name, e.g. \"annual\"; omitted means the vendor's any-plan row."},
     }
     required = ["vendor"]

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from api import openapi_params as P
 from api.errors import ERROR_TABLE
 from api.public_limits import HEAVY_KINDS, PUBLIC_PATHS
+from api.openapi_receipts import RECEIPT_REQUEST_SCHEMAS
 from gate import constants as C
 from gate.rulebook import budget as B
 from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
@@ -19,6 +21,8 @@ from workbench.policy_reports import PARAMS as REPORT_PARAMS
 from gate.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
 from gate.counterfactuals import MAX_SCENARIOS
 from gate.replay import REPLAY_MODES
+from api.mcp import input_schema
+from gate.policychecks.checks import CHECKS as POLICY_CHECKS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -61,7 +65,8 @@ class Endpoint:
     auth: bool
     responses: dict[int, str]
     errors: tuple[str, ...] = ()
-    query: tuple[tuple[str, str, str], ...] = ()  # (name, type, description)
+    # (name, type, description[, schema]): the schema states the route's own check (api.openapi_params)
+    query: tuple[tuple[str, str, str] | tuple[str, str, str, dict[str, Any]], ...] = ()
     request_body: str | None = None
     response_headers: tuple[str, ...] = ()
     request_headers: tuple[str, ...] = ()
@@ -109,7 +114,7 @@ POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
         "structuredContent (same engine, same result). Advisory only (production_verdict false).",
         False, {200: "check result", 400: "bad arguments or body", 413: "body over 64 KiB", 415: MEDIA,
                 429: "rate limited per client", 500: "the rulebook reached no verdict", 503: "rate limiter unavailable"},
-        errors=_CHECK_ERRORS, request_body="PolicyCheckArguments", response_headers=RATE_HEADERS,
+        errors=_CHECK_ERRORS, request_body=f"PolicyCheckArguments_{tool}", response_headers=RATE_HEADERS,
         tags=("policy-checks",))
       for path, tool in _CHECK_TWINS],
     Endpoint("get", "/rules/policy-sources.json", "Vendor policy table sources: every row's source URL, notes, "
@@ -165,7 +170,8 @@ OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
              False, {200: "CSV export", 400: "bad limit", 401: "missing or wrong metrics token",
                      503: "no metrics token configured, or ledger unavailable"},
              errors=_METRICS_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
-             query=(("limit", "integer", "1-10000, default 1000"),), request_headers=("x-metrics-token",),
+             query=(("limit", "integer", "1-10000, default 1000", P.integer(1, 10_000)),),
+             request_headers=("x-metrics-token",),
              tags=("operations",)),
     Endpoint("get", "/api/policy-alerts", "Alerts for the caller's scope: anomalies of the caller's ten most recently "
              "decided policies (or `policy_id`), from the same anomaly engine and report as /anomalies, and vendor "
@@ -173,7 +179,8 @@ OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
              True, {200: "alerts", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
                     503: "ledger unavailable"},
              errors=AUTH_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
-             query=(("policy_id", "string", "only this policy's anomalies"),), tags=("operations",)),
+             query=(("policy_id", "string", "only this policy's anomalies",
+                     P.printable(1, P.MAX_POLICY_ID, "only this policy's anomalies")),), tags=("operations",)),
     Endpoint("get", "/metrics", "Prometheus text exposition: request counts and latencies per route template and "
              "status, decisions by authority and verdict, ledger and signing readiness. No tenant labels. Public "
              "unless GATE_METRICS_TOKEN is set (then x-metrics-token or Bearer).",
@@ -223,7 +230,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "get", "/api/decision/policy-bundles", "Policy bundle registry; `?hash=` resolves one bundle.",
         False, {200: "registry or one bundle", 400: "malformed hash", 404: "unknown bundle hash"},
         errors=("REQUEST_INVALID", "POLICY_BUNDLE_NOT_FOUND"),
-        query=(("hash", "string", "64-hex bundle hash to resolve"),), tags=("registries",),
+        query=(("hash", "string", "64-hex bundle hash to resolve",
+                {"type": "string", "pattern": f"^{P.SPACES}*[0-9A-Fa-f]{{64}}{P.SPACES}*$",
+                 "description": "64-hex bundle hash to resolve (case and surrounding space ignored)"}),),
+        tags=("registries",),
     ),
     Endpoint(
         "get", "/api/decision/policy-patterns",
@@ -234,8 +244,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         False, {200: "registry or one pattern", 400: "unknown or malformed query parameter",
                 404: "no pattern has this id (or not with this tag)"},
         errors=("REQUEST_INVALID", "POLICY_PATTERN_NOT_FOUND"),
-        query=(("pattern_id", "string", "pattern id or policy id; answers one pattern"),
-               ("tag", "string", "only patterns carrying this tag")),
+        query=(("pattern_id", "string", "pattern id or policy id; answers one pattern",
+                {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,120}$"}),
+               ("tag", "string", "only patterns carrying this tag", {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,120}$"})),
         tags=("registries",),
     ),
     Endpoint(
@@ -254,7 +265,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         False, {200: "{ok, trusted_adapter_registry_version, count, adapters} or {ok, adapter}",
                 400: "version without adapter_id, or not semver", 404: "no registered adapter matches"},
         errors=("REQUEST_INVALID", "TRUSTED_ADAPTER_NOT_FOUND"),
-        query=(("adapter_id", "string", "adapter id"), ("version", "string", "semver, with adapter_id")),
+        query=(("adapter_id", "string", "adapter id"),
+               ("version", "string", "semver, with adapter_id", {"type": "string", "pattern": P.SEMVER})),
         tags=("registries",),
     ),
     Endpoint(
@@ -266,7 +278,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Verify an exported record `{record, input?, public_key?}` without a ledger lookup. "
         "A key in the request is never a trust anchor.",
         False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
-        errors=BODY_ERRORS, request_body="RecordVerificationRequest", tags=("verification",),
+        errors=BODY_ERRORS, request_body="ExportedRecordVerificationRequest", tags=("verification",),
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for). "
@@ -274,7 +286,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True, {200: "Decision Record", 400: "response_view is not minimal, standard or full",
                401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
         errors=AUTH_ERRORS + ("DECISION_NOT_FOUND", "REQUEST_INVALID"),
-        query=(("response_view", "string", "minimal, standard or full"),), tags=("decisions",),
+        query=(("response_view", "string", "minimal, standard or full", P.view("minimal, standard or full")),),
+        tags=("decisions",),
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}/verify",
@@ -322,7 +335,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 True, {200: "page", 400: "bad limit or cursor", 401: "missing or invalid key",
                        403: "disabled key", 404: "decision not in scope"},
                 errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", "REQUEST_INVALID"),
-                query=(("limit", "integer", "1-100, default 20"), ("cursor", "string", "next_cursor of the previous page")),
+                query=(("limit", "integer", "1-100, default 20", P.integer(1, 100)),
+                       ("cursor", "string", "next_cursor of the previous page")),
                 tags=("lifecycle",),
             ),
         )
@@ -347,7 +361,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 "TRUSTED_ADAPTER_EXECUTION_TIMEOUT", "TRUSTED_ADAPTER_OUTPUT_INVALID",
                 "TRUSTED_ADAPTER_CAPABILITY_DENIED", "TRUSTED_ADAPTER_UNAVAILABLE",
                 "ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE", "LEDGER_UNAVAILABLE"),
-            request_body="ReplayRequest", response_headers=("x-decision-id",),
+            request_body="DiffRequest" if path == "diff" else "ReplayRequest", response_headers=("x-decision-id",),
             request_headers=("x-api-key", "Prefer", "x-decision-response-view"), tags=("replay",),
         )
         for path, summary in (
@@ -382,7 +396,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True, {200: "chain view", 400: "bad limit", 401: "missing or invalid key", 403: "disabled key",
                404: "not in scope"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
-        query=(("limit", "integer", "retained links, 1-1000, default 20"),), tags=("audit",),
+        query=(("limit", "integer", "retained links, 1-1000, default 20", P.integer(1, 1000)),), tags=("audit",),
     ),
     Endpoint(
         "get", "/api/decision/chains/{chain_id}/checkpoint",
@@ -395,7 +409,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                503: "the checkpoint log cannot be written"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED",
                 "LEDGER_UNAVAILABLE"),
-        query=(("first", "integer", "optional, 1 … chain size: include the consistency proof from it"),),
+        query=(("first", "integer", "optional, 1 … chain size: include the consistency proof from it",
+                P.integer(1, P.INT_ARG_MAX)),),
         tags=("audit",),
     ),
     Endpoint(
@@ -406,7 +421,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                403: "disabled key", 404: "chain or decision not in scope",
                409: "the stored chain head contradicts its links or nodes"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED"),
-        query=(("decision_id", "string", "required"), ("tree_size", "integer", "record position … chain size")),
+        query=(("decision_id", "string", "required", {**P.text(), "minLength": 1, "x-required": True}),
+               ("tree_size", "integer", "record position … chain size", P.integer(1, P.INT_ARG_MAX))),
         tags=("audit",),
     ),
     Endpoint(
@@ -416,7 +432,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         True, {200: "consistency proof", 400: "bad sizes", 401: "missing or invalid key", 403: "disabled key",
                404: "chain not in scope", 409: "the stored chain head contradicts its links or nodes"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID", "CHAIN_INTEGRITY_FAILED"),
-        query=(("first", "integer", "required, ≥ 1"), ("second", "integer", "first … chain size")),
+        query=(("first", "integer", "required, ≥ 1", {**P.integer(1, P.INT_ARG_MAX), "x-required": True}),
+               ("second", "integer", "first … chain size", P.integer(1, P.INT_ARG_MAX))),
         tags=("audit",),
     ),
     Endpoint(
@@ -429,11 +446,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE",
                               "CHAIN_INTEGRITY_FAILED"),
         query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
-               ("include_intelligence", "boolean", "default true"), ("execution_limit", "integer", "1-1000, default 20"),
-               ("outcome_limit", "integer", "1-1000, default 20"), ("chain_limit", "integer", "1-1000, default 20"),
+               ("include_intelligence", "boolean", "default true"),
+               *[(name, "integer", "1-1000, default 20", P.packet_limit("1-1000, default 20"))
+                 for name in ("execution_limit", "outcome_limit", "chain_limit")],
                ("consistency_from", "integer", ("optional, 1 … chain size: add chain_consistency, the proof that "
                                                 "the tree of that size (a witness's checkpoint) is a prefix of the "
-                                                "exported one"))),
+                                                "exported one"), P.integer(1, P.INT_ARG_MAX))),
         response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",),
     ),
     Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,
@@ -454,7 +472,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                    503: "ledger unavailable"},
             errors=(f"SVC_POLICY_{kind.upper()}_UNAUTHORIZED", "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
             query=tuple((name, REPORT_PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
-                         .replace("str", "string"), REPORT_PARAMS[name].describe()) for name in REPORT_KIND_PARAMS[kind]),
+                         .replace("str", "string"), REPORT_PARAMS[name].describe(), P.report_param(name))
+                        for name in REPORT_KIND_PARAMS[kind]),
             tags=("intelligence",),
         )
         for kind, summary in (
@@ -519,28 +538,9 @@ def _charged(endpoint: Endpoint) -> Endpoint:
 
 ENDPOINTS = tuple(_charged(endpoint) for endpoint in ENDPOINTS)
 
-def _receipt_request(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "required": required, "properties": properties, "additionalProperties": False}
-
 
 SCHEMAS: dict[str, Any] = {
-    "ExecutionRequest": _receipt_request(["execution_status", "decision_record_hash", "decision_receipt_hash"], {
-        name: {"type": "string"} for name in (
-            "execution_status", "action_taken", "target_system", "target_object_id", "mutation", "execution_id",
-            "external_ref", "decision_record_hash", "decision_receipt_hash", "state_before_hash", "state_after_hash")
-    } | {"action_binding": {"type": "object"}, "executor": {"type": "object"}}),
-    "OutcomeRequest": _receipt_request(["outcome_status"], {
-        name: {"type": "string"} for name in (
-            "outcome_status", "action_taken", "target_system", "target_object_id", "mutation", "external_ref",
-            "decision_record_hash", "decision_receipt_hash")
-    } | {"action_executed": {"type": "boolean"}, "observed_metrics": {"type": "object",
-                                                                        "additionalProperties": {"type": "number"}}}),
-    "CrmSyncRequest": _receipt_request(["sync_status", "crm_provider"], {
-        name: {"type": "string"} for name in (
-            "sync_status", "sync_direction", "crm_provider", "crm_object_type", "crm_object_id", "crm_record_url",
-            "decision_record_hash", "decision_receipt_hash", "decision_verdict", "decision_action", "policy_id",
-            "policy_version")
-    } | {"field_mapping": {"type": "object", "additionalProperties": {"type": "string"}}}),
+    **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
     "ErrorBody": {
         "type": "object",
         "required": ["c", "v", "error", "message"],
@@ -560,9 +560,14 @@ SCHEMAS: dict[str, Any] = {
         "description": "Rulebook mode (binding): mode 'rulebook' and a rulebook. Advisory modes (single, multi, "
                        "runtime, or mode omitted): a question; context.inputs feeds the offline policy-pattern "
                        "advisor and is required in runtime; context.policy_pattern picks a pattern (docs/advisory.md).",
-        "anyOf": [{"required": ["mode", "rulebook"]}, {"required": ["question"]}],
+        # Rulebook mode needs a rulebook; the advisory modes (mode absent, null or legacy) need a
+        # non-blank question and refuse the rulebook-only members (gate.requests, gate.advisory.request).
+        "if": {"required": ["mode"], "properties": {"mode": {"const": C.MODE_RULEBOOK}}},
+        "then": {"required": ["rulebook"]},
+        "else": {"required": ["question"], "properties": {"question": {"pattern": "\\S"}},
+                 "not": {"anyOf": [{"required": [name]} for name in ("rulebook", "binding_mode", "adapter")]}},
         "properties": {
-            "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES]},
+            "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES, None], "description": "null or absent: single"},
             "question": {"type": "string", "maxLength": 2000,
                          "description": "Required in the advisory modes; descriptive metadata in rulebook mode."},
             "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
@@ -579,25 +584,12 @@ SCHEMAS: dict[str, Any] = {
                     "input": {"type": "object", "description": "validated against the adapter's closed input schema"},
                 },
             },
-            "context": {"type": "object", "properties": {"inputs": {"type": "object"}}},
-            "response_view": {"enum": list(C.VIEWS)},
+            "context": {"type": ["object", "null"], "properties": {"inputs": {"type": ["object", "null"]}},
+                        "description": "null reads as {}"},
+            "response_view": {"enum": [*C.VIEWS, None]},
         },
     },
-    "PilotRequest": {
-        "type": "object",
-        "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
-                       "consent) or a confirmation (pilot_id, confirmation_token).",
-        "properties": {
-            "company": {"type": "string", "maxLength": 200}, "contact_name": {"type": "string", "maxLength": 200},
-            "contact_email": {"type": "string", "maxLength": 254},
-            "use_case": {"enum": ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
-                                  "policy_checks", "other"]},
-            "monthly_decisions": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
-            "notes": {"type": "string", "maxLength": 2000}, "consent": {"const": True},
-            "pilot_id": {"type": "string"}, "confirmation_token": {"type": "string"},
-        },
-        "additionalProperties": False,
-    },
+    "PilotRequest": P.PILOT_REQUEST,
     "DecisionRecord": {
         "type": "object",
         "required": ["decision_record_version", "decision_id", "verdict", "record_hash", "receipt_hash"],
@@ -621,8 +613,11 @@ SCHEMAS: dict[str, Any] = {
         "required": ["jsonrpc", "method"],
         "properties": {
             "jsonrpc": {"const": "2.0"},
-            "id": {"type": ["string", "integer"], "description": "absent for a notification (answered 202)"},
-            "method": {"enum": ["initialize", "ping", "tools/list", "tools/call", "notifications/initialized"]},
+            "id": {"oneOf": [{"type": "string"}, {"type": "integer", "minimum": -C.MAX_SAFE_INTEGER,
+                                                  "maximum": C.MAX_SAFE_INTEGER}],
+                   "description": "absent for a notification (answered 202)"},
+            "method": {"type": "string", "minLength": 1, "description": "initialize, ping, tools/list, tools/call, "
+                       "notifications/…; any other method is answered −32601 (HTTP 200)"},
             "params": {"type": "object"},
         },
     },
@@ -636,21 +631,16 @@ SCHEMAS: dict[str, Any] = {
                       "properties": {"code": {"type": "integer"}, "message": {"type": "string"}, "data": {}}},
         },
     },
-    "PolicyCheckArguments": {
-        "type": "object",
-        "required": ["vendor"],
-        "properties": {"vendor": {"type": "string"}, "region": {"type": "string", "default": "US"},
-                       "plan": {"type": "string"},
-                       "days_since_purchase": {"type": "number", "description": "refund and return checks only"}},
-        "additionalProperties": False,
-    },
+    # The REST twins take exactly their MCP tool's inputSchema (api.mcp.input_schema).
+    **{f"PolicyCheckArguments_{spec.tool}": input_schema(spec) for spec in POLICY_CHECKS},
     "WorkflowRequest": {
         "type": "object",
         "required": ["vendor", "ticket_id"],
-        "properties": {"vendor": {"type": "string"}, "region": {"type": "string", "default": "US"},
-                       "plan": {"type": "string"},
-                       "days_since_purchase": {"type": "number", "description": "required for refund and return"},
-                       "ticket_id": {"type": ["string", "integer"]}},
+        "properties": {**{name: schema for name, schema in input_schema(POLICY_CHECKS[0])["properties"].items()},
+                       "days_since_purchase": {**input_schema(POLICY_CHECKS[0])["properties"]["days_since_purchase"],
+                                               "description": "required for refund and return"},
+                       "ticket_id": {"oneOf": [{"type": "string", "pattern": "^[!-~]{1,200}$"},
+                                               {"type": "integer", "minimum": 0, "maximum": C.MAX_SAFE_INTEGER}]}},
         "additionalProperties": False,
     },
     "ReplayRequest": {
@@ -659,6 +649,18 @@ SCHEMAS: dict[str, Any] = {
             "replay_mode": {"enum": list(REPLAY_MODES), "description": "historical (default for rulebook "
                             "decisions) or current; /diff accepts current only"},
             "input": {"type": "object", "description": "current mode only: facts evaluated instead of the stored ones"},
+            "response_view": {"enum": list(C.VIEWS)},
+        },
+        # An input override is evaluated in current mode only (422 REPLAY_INPUT_OVERRIDE_FORBIDDEN).
+        "dependentSchemas": {"input": {"required": ["replay_mode"],
+                                       "properties": {"replay_mode": {"const": "current"}}}},
+        "additionalProperties": False,
+    },
+    "DiffRequest": {
+        "type": "object",
+        "properties": {
+            "replay_mode": {"const": "current", "description": "/diff is always current mode"},
+            "input": {"type": "object", "description": "facts evaluated instead of the stored ones"},
             "response_view": {"enum": list(C.VIEWS)},
         },
         "additionalProperties": False,
@@ -680,12 +682,31 @@ SCHEMAS: dict[str, Any] = {
     "RecordVerificationRequest": {
         "type": "object",
         "properties": {
-            "record": {"$ref": "#/components/schemas/DecisionRecord"},
+            "record": {"type": "object", "description": "A Decision Record (DecisionRecord); absent: the stored one."},
             "input": {"type": "object", "description": "The original request, checked against input_hash."},
             "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
         },
+        "additionalProperties": False,
+    },
+    "ExportedRecordVerificationRequest": {
+        "type": "object",
+        "required": ["record"],
+        "properties": {
+            "record": {"type": "object", "description": "The exported Decision Record (DecisionRecord)."},
+            "input": {"type": "object", "description": "The original request, checked against input_hash."},
+            "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
+        },
+        "additionalProperties": False,
     },
 }
+
+
+def _query_parameter(name: str, kind: str, text: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One query parameter; `schema` states the route's own check (api.openapi_params), else
+    the type, and for text the control characters every route refuses."""
+    schema = dict(schema) if schema else (P.text() if kind == "string" else {"type": kind})
+    required = bool(schema.pop("x-required", False))
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": text}
 
 
 def _operation(endpoint: Endpoint) -> dict[str, Any]:
@@ -700,15 +721,12 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     else:
         operation["security"] = []
     parameters = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
         for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow") if "{" + name + "}" in endpoint.path
     ]
+    parameters += [_query_parameter(*entry) for entry in endpoint.query]
     parameters += [
-        {"name": name, "in": "query", "required": False, "schema": {"type": kind}, "description": text}
-        for name, kind, text in endpoint.query
-    ]
-    parameters += [
-        {"name": name, "in": "header", "required": False, "schema": {"type": "string"},
+        {"name": name, "in": "header", "required": False, "schema": P.header_param(name),
          "description": {**WORKFLOW_REQUEST_HEADERS, **OPERATIONS_REQUEST_HEADERS, **REQUEST_HEADERS}[name]}
         for name in endpoint.request_headers
     ]
@@ -765,7 +783,7 @@ def openapi_document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for endpoint in ENDPOINTS:
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint)
-    return {
+    return P.resolve_printable({
         "openapi": "3.1.0",
         "info": {
             "title": "Decision Gate",
@@ -782,7 +800,16 @@ def openapi_document() -> dict[str, Any]:
             },
         },
         "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
-    }
+    })
+
+
+# Issue 18 item 8: how request text is read, whatever the route.
+INPUT_NORMALISATION = {
+    "url_encoding": "a path or query whose percent-encoded bytes are not UTF-8 is refused (400 REQUEST_INVALID, "
+                    "errors[].code invalid_encoding)",
+    "query_numbers": "ASCII digits only (Unicode digits, spaces and underscores are refused with 400)",
+    "null_members": "a member sent as null is refused unless its schema says it is nullable",
+}
 
 
 def _cost_limits() -> dict[str, Any]:
@@ -880,6 +907,7 @@ def docs_document() -> dict[str, Any]:
             },
             "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
                            "values (400) and in rulebook version and action (422)",
+            **INPUT_NORMALISATION,
         },
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }

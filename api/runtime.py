@@ -89,11 +89,10 @@ def requested_view(body_view: str | None) -> tuple[str, bool]:
     """The response view: body `response_view`, else `x-decision-response-view`, else
     `Prefer: return=<view>`, else full. Returns (view, prefer_applied).
 
-    An unknown `x-decision-response-view` is a 400; an unknown `Prefer` value is ignored, as
-    RFC 7240 asks of preferences a server does not understand.
+    An unknown `x-decision-response-view` is a 400, also when the body names the view (a header
+    the document calls invalid is refused, whatever else the request says); an unknown `Prefer`
+    value is ignored, as RFC 7240 asks of preferences a server does not understand.
     """
-    if body_view:
-        return body_view, False
     header = request.headers.get("x-decision-response-view")
     if header is not None:
         header = header.strip().lower()
@@ -104,6 +103,9 @@ def requested_view(body_view: str | None) -> tuple[str, bool]:
                 errors=[{"field": "x-decision-response-view", "code": "invalid_value",
                          "message": f"one of {', '.join(C.VIEWS)}"}],
             )
+    if body_view:
+        return body_view, False
+    if header is not None:
         return header, False
     for preference in request.headers.get("Prefer", "").split(","):
         name, _, value = preference.strip().partition("=")

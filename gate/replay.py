@@ -136,8 +136,8 @@ def _bad_request(field: str, code: str, message: str) -> GateError:
 def parse_replay_request(body: Any, *, forced_mode: str | None = None) -> ReplayRequest:
     """The `ReplayRequest` of a replay (or diff, `forced_mode="current"`) body; None is `{}`.
 
-    400 `REQUEST_INVALID` for a body that is not an object, unknown members, a non-object
-    `input` or an unknown `response_view`; 422 `REPLAY_MODE_INVALID` for a mode outside
+    400 `REQUEST_INVALID` for a body that is not an object, unknown members, a member sent as
+    `null`, a non-object `input` or an unknown `response_view`; 422 `REPLAY_MODE_INVALID` for a mode outside
     historical | current (or anything but current on /diff).
     """
     if body is None:
@@ -148,6 +148,11 @@ def parse_replay_request(body: Any, *, forced_mode: str | None = None) -> Replay
     if unknown:
         raise GateError("REQUEST_INVALID", f"unknown member(s): {', '.join(unknown)}",
                         errors=[{"field": name, "code": "unknown_field", "message": "not accepted"} for name in unknown])
+    nulls = [name for name in REQUEST_MEMBERS if name in body and body[name] is None]
+    if nulls:  # null is not "absent": omit a member to take its default
+        raise GateError("REQUEST_INVALID", f"{', '.join(nulls)} must not be null (omit a member for its default)",
+                        errors=[{"field": name, "code": "invalid_type", "message": "null is not accepted"}
+                                for name in nulls])
     view = body.get("response_view")
     if view is not None and view not in C.VIEWS:
         raise _bad_request("response_view", "invalid_value", f"response_view must be one of {', '.join(C.VIEWS)}")

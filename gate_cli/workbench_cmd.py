@@ -8,6 +8,7 @@ and the signing setup, decides the access policy from the bind address, and hand
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from pathlib import Path
 
@@ -91,6 +92,28 @@ def cmd_passwd(args) -> int:
     return 0
 
 
+def bind_address(host: str, port: int) -> tuple[str, str]:
+    """(address to bind, `host:port` as a browser names it) for `--host`, or a ValueError
+    whose message is the one line `gate workbench` prints before exiting 2.
+
+    IPv6 literals (`::1`, `[::1]`) are refused by name: the Panel/Bokeh server splits every
+    Host and Origin at its first colon, so it cannot serve a page or a websocket under an IPv6
+    address (it answered each request with a traceback). A host name that resolves to one works.
+    """
+    text = host.strip()
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if ":" in bare or "[" in bare or "]" in bare:
+        try:
+            address = ipaddress.IPv6Address(bare)
+        except ValueError:
+            raise ValueError(f"--host {host!r} is neither a host name nor an IP address") from None
+        hint = "127.0.0.1 or localhost" if address.is_loopback else "an IPv4 address or a host name"
+        raise ValueError(f"--host {host!r}: the workbench server cannot serve under an IPv6 address; use {hint}")
+    if not bare:
+        raise ValueError("--host must not be empty")
+    return bare, f"{bare}:{port}"
+
+
 def build_store(settings, dataset: str | None):
     from gate.keyconfig import SigningSetup
     from gate.ledger import Ledger
@@ -108,8 +131,9 @@ def cmd_workbench(args) -> int:
     from workbench.app.access import AccessConfigError, access_for
 
     try:
-        access = access_for(args.host, args.basic_auth, args.grants)
-    except AccessConfigError as exc:
+        bind, authority = bind_address(args.host, args.port)
+        access = access_for(bind, args.basic_auth, args.grants)
+    except (AccessConfigError, ValueError) as exc:
         print(f"gate workbench: {exc}", file=sys.stderr)
         return 2
     settings = Settings.from_env()
@@ -120,8 +144,12 @@ def cmd_workbench(args) -> int:
         print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)
     from workbench.app.server import make_server
 
-    server = make_server(store, access, args.host, args.port, origins=args.allow_origin)
-    print(f"workbench on http://{args.host}:{args.port}/workbench", flush=True)
+    try:
+        server = make_server(store, access, bind, args.port, origins=args.allow_origin)
+    except OSError as exc:  # the address is not this machine's, or the port is taken
+        print(f"gate workbench: cannot listen on {authority}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(f"workbench on http://{authority}/workbench", flush=True)
     server.start()
     server.io_loop.start()
     return 0

@@ -52,13 +52,14 @@ def _body_fields(body: Any) -> tuple[Any, Any, Any]:
                         errors=[{"field": name, "code": "unknown_field", "message": "not accepted"}
                                 for name in unknown])
     record, original, public_key = body.get("record"), body.get("input"), body.get("public_key")
-    if record is not None and not isinstance(record, dict):
+    # A member sent as `null` is refused like any other wrong type (it is not "absent").
+    if "record" in body and not isinstance(record, dict):
         raise GateError("REQUEST_INVALID", "record must be a JSON object",
                         errors=[{"field": "record", "code": "invalid_type", "message": "object expected"}])
-    if original is not None and not isinstance(original, dict):
+    if "input" in body and not isinstance(original, dict):
         raise GateError("REQUEST_INVALID", "input must be a JSON object",
                         errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
-    if public_key is not None and not isinstance(public_key, str):
+    if "public_key" in body and not isinstance(public_key, str):
         raise GateError("REQUEST_INVALID", "public_key must be a PEM string",
                         errors=[{"field": "public_key", "code": "invalid_type", "message": "string expected"}])
     return record, original, public_key

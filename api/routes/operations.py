@@ -132,11 +132,11 @@ def _validate_submission(body: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, limit in PILOT_FIELDS.items():
         value = body.get(name)
-        if value is None and name == "notes":
+        if name == "notes" and name not in body:  # absent; `null` is refused as a non-string
             values[name] = ""
             continue
         if not isinstance(value, str) or not value.strip():
-            problems.append(_problem(name, "required" if value is None else "invalid_type", "a non-empty string"))
+            problems.append(_problem(name, "required" if name not in body else "invalid_type", "a non-empty string"))
             continue
         value = value.strip()
         if len(value) > limit or (name != "notes" and not value.isprintable()):
@@ -148,6 +148,8 @@ def _validate_submission(body: dict[str, Any]) -> dict[str, Any]:
     if "use_case" in values and values["use_case"] not in PILOT_USE_CASES:
         problems.append(_problem("use_case", "invalid_value", f"one of {', '.join(PILOT_USE_CASES)}"))
     count = body.get("monthly_decisions")
+    if isinstance(count, float) and count.is_integer():
+        count = int(count)  # JSON has one number type: 14599.0 is the integer 14599 (as JSON Schema reads it)
     if type(count) is not int or not 0 <= count <= 1_000_000_000:
         problems.append(_problem("monthly_decisions", "required" if count is None else "invalid_value",
                                  "a whole number from 0 to 1000000000"))

@@ -158,7 +158,8 @@ def verify_exported_packet():
         if not isinstance(body, dict) or not isinstance(body.get("packet"), dict) or set(body) - {"packet", "input"}:
             raise GateError("REQUEST_INVALID", "body must be {packet, input?} with packet a JSON object",
                             errors=[{"field": "packet", "code": "invalid_type", "message": "object required"}])
-        if body.get("input") is not None and not isinstance(body["input"], dict):
+        # SECURITY: `null` is not an absent member (the schema's input is an object); refused, not ignored.
+        if "input" in body and not isinstance(body["input"], dict):
             raise GateError("REQUEST_INVALID", "input must be a JSON object",
                             errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
         result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))

@@ -97,6 +97,8 @@ def _override_key() -> str | None:
 
 def _ticket_id(body: dict[str, Any]) -> str:
     value = body.get("ticket_id")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON has one number type: 5.0 is the integer 5 (as JSON Schema reads it)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         value = str(value)
     if value is None or not isinstance(value, str) or not _TICKET.fullmatch(value):

@@ -218,8 +218,6 @@ def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
     ISO 3166 alpha-2 code, upper-cased, default "US"; a missing `plan` means the vendor's
     any-plan row (`"*"`). Unknown arguments are refused (closed input, like rulebooks).
     """
-    if arguments is None:
-        arguments = {}
     if not isinstance(arguments, dict):
         raise ArgumentsInvalid([{"field": "arguments", "code": "invalid_type", "message": "must be an object"}])
     allowed = ("vendor", "region", "plan") + (("days_since_purchase",) if spec.uses_days else ())
@@ -240,7 +238,7 @@ def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
     else:
         inputs["region"] = region.upper()
     plan = arguments.get("plan")
-    if plan is None:
+    if "plan" not in arguments:  # absent, not null: null is refused below like any non-string
         inputs["plan"] = ANY_PLAN
     elif not isinstance(plan, str) or not 1 <= len(plan) <= _PLAN_MAX or not normalize_id(plan):
         errors.append({"field": "plan", "code": "invalid_value",

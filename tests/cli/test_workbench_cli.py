@@ -69,3 +69,34 @@ def test_with_authentication_a_visitor_must_sign_in(tmp_path):
     finally:
         process.terminate()
         process.wait(10)
+
+
+@pytest.mark.parametrize("host, message", [
+    # Issue 18: `[::1]` passed the loopback check, then the server raised a traceback.
+    ("[::1]", "cannot serve under an IPv6 address; use 127.0.0.1 or localhost"),
+    ("::1", "cannot serve under an IPv6 address; use 127.0.0.1 or localhost"),
+    ("[::ffff:127.0.0.1]", "cannot serve under an IPv6 address"),
+    ("[::1", "is neither a host name nor an IP address"),
+    ("::1::2", "is neither a host name nor an IP address"),
+    ("[]", "--host must not be empty"),
+])
+def test_a_malformed_host_is_one_line_and_exit_2(tmp_path, host, message):
+    done = subprocess.run([GATE, "workbench", "--host", host, "--port", str(free_port())],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "gate.db").exists()
+
+
+def test_an_address_that_is_not_this_machines_is_one_line_and_exit_2(tmp_path):
+    # 192.0.2.1 is TEST-NET-1 (documentation only), never this machine's: binding fails.
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    grants = tmp_path / "grants.json"
+    grants.write_text(json.dumps({"ana": ["acme"]}))
+    done = subprocess.run([GATE, "workbench", "--host", "192.0.2.1", "--port", str(free_port()),
+                           "--basic-auth", str(users), "--grants", str(grants)],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "cannot listen on 192.0.2.1:" in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,176 @@
+"""The JSON Schemas of path, query and header parameters, as the server enforces them.
+
+`api.openapi` used to document every parameter as a bare `string` or `integer`: a request
+valid by the document could still be refused (`limit=0`, a control character in a path, a
+`pattern_id` with a space), and a client generator had no way to know. Each schema here states
+the check its route makes, exactly, so a request the document accepts is accepted and one it
+refuses is refused (`tests/api/test_schemathesis.py` runs both directions over the document).
+
+Patterns are written for both Python `re` and ECMA-262 (no look-behind, no `\\p{…}`); the
+printable-text pattern is built from the running interpreter's own `str.isprintable`, the
+check the routes make, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from typing import Any
+
+from gate import constants as C
+from gate.packets.common import LIMIT_MAX, LIMIT_MIN
+from workbench.policy_reports import PARAMS as REPORT_PARAMS
+from workbench.policy_reports import VERDICTS as REPORT_VERDICTS
+
+# Every route refuses these in path and query values (api.app, issue 6 defect 10).
+NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
+# Python's str.strip() removes these (and control characters, which are refused before).
+SPACES = "[ \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+# A path segment names one segment: never "/", never a dot segment (clients resolve those).
+_SEGMENT = {"not": {"enum": [".", ".."]}}
+# api.query.int_arg: at most 18 ASCII digits.
+INT_ARG_MAX = 10**18 - 1
+MAX_POLICY_ID = 120  # api.routes.reports and api.routes.operations (policy-alerts)
+
+
+def _escape(code: int) -> str:
+    return f"\\u{code:04x}" if code <= 0xFFFF else chr(code)
+
+
+@lru_cache(maxsize=1)
+def _not_printable_class() -> str:
+    """A character class of every code point `str.isprintable` refuses (ranges, in order)."""
+    # Surrogates cannot occur in a decoded URL or JSON text, so they are left out of the class.
+    codes = [code for code, char in enumerate(map(chr, range(sys.maxunicode + 1)))
+             if not char.isprintable() and not 0xD800 <= code <= 0xDFFF]
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    parts = [_escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in ranges]
+    return "[^" + "".join(parts) + "]"
+
+
+PRINTABLE_FORMAT = "printable"
+# The class above takes a fifth of a second to build, so schemas hold this placeholder and the
+# document is resolved once, when first served (`resolve_printable`); importing the app stays cheap.
+_PRINTABLE_RUN = "\x00printable-run\x00"
+
+
+def resolve_printable(value: Any) -> Any:
+    """`value` (a schema or document) with every printable placeholder replaced by its pattern."""
+    if value == _PRINTABLE_RUN:
+        return f"^{_not_printable_class()}*$"
+    if isinstance(value, dict):
+        return {key: resolve_printable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_printable(item) for item in value]
+    return value
+
+
+
+def printable(low: int, high: int, description: str) -> dict[str, Any]:
+    """`low`…`high` characters, each printable by `str.isprintable` (no controls, format or
+    separator characters other than the space, no unassigned code points). The pattern is
+    exact; `format: printable` names it for people and generators."""
+    return {"type": "string", "format": PRINTABLE_FORMAT, "minLength": low, "maxLength": high,
+            "pattern": _PRINTABLE_RUN, "description": description}
+
+
+def text(description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "pattern": f"^{NO_CONTROL}*$"}
+    return {**schema, "description": description} if description else schema
+
+
+def integer(low: int, high: int, description: str = "") -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+    return {**schema, "description": description} if description else schema
+
+
+def report_param(name: str) -> dict[str, Any]:
+    """A policy report's query parameter (workbench.policy_reports.parse_params)."""
+    p = REPORT_PARAMS[name]
+    if name == "verdict":
+        return {"type": "string", "enum": list(REPORT_VERDICTS), "description": p.describe()}
+    if p.type is str:
+        return printable(int(p.low or 0), int(p.high or 0), p.describe())
+    if p.type is int:
+        return {"type": "integer", "minimum": int(p.low or 0), "maximum": int(p.high or 0),
+                "description": p.describe()}
+    return {"type": "number", "minimum": p.low, "maximum": p.high, "description": p.describe()}
+
+
+HEX64 = "^[0-9a-f]{64}$"
+SEMVER = "^[0-9]+\\.[0-9]+\\.[0-9]+$"
+BOOLEAN_TEXT = {"type": "boolean", "description": "true, false, 1 or 0"}
+
+
+def packet_limit(description: str) -> dict[str, Any]:
+    return integer(LIMIT_MIN, LIMIT_MAX, description)
+
+
+def view(description: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(C.VIEWS), "description": description}
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{char.lower()}{char.upper()}]" if char.isalpha() else char for char in word)
+
+
+# api.runtime.requested_view: trimmed, any letter case.
+VIEW_HEADER = {"type": "string", "pattern": "^[ \\t]*(" + "|".join(_any_case(v) for v in C.VIEWS) + ")[ \\t]*$"}
+# api.runtime.idempotency_key_header and the workflow and pilot routes: trimmed, 1-300 visible ASCII.
+IDEMPOTENCY_KEY = {"type": "string", "pattern": "^[ \\t]*[!-~]{1,300}[ \\t]*$"}
+HEADER_PARAMS: dict[str, dict[str, Any]] = {
+    "x-idempotency-key": IDEMPOTENCY_KEY,
+    "Idempotency-Key": IDEMPOTENCY_KEY,
+    "x-decision-response-view": VIEW_HEADER,
+}
+
+
+def header_param(name: str) -> dict[str, Any]:
+    return dict(HEADER_PARAMS.get(name, {"type": "string"}))
+
+
+def path_param(name: str) -> dict[str, Any]:
+    if name == "policy_id":
+        return {**printable(1, MAX_POLICY_ID, "policy id: 1 to 120 printable characters, no /"),
+                "allOf": [{"pattern": "^[^/]*$"}], **_SEGMENT}
+    if name in ("ticketing_system", "workflow"):  # anything else is 400 WORKFLOW_UNSUPPORTED
+        from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
+
+        return {"type": "string", "enum": list(TICKETING_SYSTEMS if name == "ticketing_system" else WORKFLOWS)}
+    return {"type": "string", "minLength": 1, "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", **_SEGMENT}
+
+
+def _pilot_text(limit: int) -> dict[str, Any]:
+    """api.routes.operations: trimmed, non-empty, at most `limit` printable characters."""
+    return {**printable(1, limit, f"1 to {limit} printable characters, not only spaces"),
+            "allOf": [{"pattern": "[^ ]"}]}
+
+
+# api.routes.operations._validate_submission and _confirm.
+PILOT_REQUEST: dict[str, Any] = {
+    "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
+                   "consent) or a confirmation (pilot_id, confirmation_token).",
+    "oneOf": [
+        {"type": "object", "additionalProperties": False,
+         "required": ["company", "contact_name", "contact_email", "use_case", "monthly_decisions", "consent"],
+         "properties": {
+             "company": _pilot_text(200), "contact_name": _pilot_text(200),
+             "contact_email": {"type": "string", "maxLength": 254, "allOf": [{"pattern": _PRINTABLE_RUN}],
+                               "pattern": (
+                 "^[^@\\s\\u0000-\\u001f]{1,64}@[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
+                 "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")},
+             "use_case": {"enum": ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
+                                   "policy_checks", "other"]},
+             "monthly_decisions": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
+             "notes": {"type": "string", "maxLength": 2000, "pattern": "[^\\s]",
+                       "description": "free text (line breaks allowed), at most 2000 characters"},
+             "consent": {"const": True}}},
+        {"type": "object", "additionalProperties": False, "required": ["pilot_id", "confirmation_token"],
+         "properties": {"pilot_id": {"type": "string"}, "confirmation_token": {"type": "string", "maxLength": 200}}},
+    ],
+}
