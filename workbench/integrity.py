@@ -1,0 +1,269 @@
+"""The dataset's integrity: every file listed with its digest, the manifest signed, readers checking.
+
+The export lists every part file and rollup file it commits in `manifest.json` with its
+`sha256`, `bytes` and `rows`, names the ledger's chain heads it was cut from (`chains`) and the
+previous manifest's `dataset_hash` (`previous_dataset_hash`), and signs the whole:
+
+    dataset_hash = sha256(canon(manifest without dataset_hash and signature))
+    signature    = {algorithm, key_id, signed_field: "dataset_hash", value, public_key_fingerprint?}
+
+where `value` signs canon({key_id, dataset_hash}) exactly as a dry-run's migration manifest is
+signed (`ed25519:<base64url>` with the gate's keyring, or `hmac-sha256:<hex>`). Anyone holding the
+gate's public keys (GET /api/decision/receipt-keys, a saved key registry) checks it offline.
+
+Readers (`workbench.load`, the dry-run's `workbench.migration.history`, the rollups) read only
+listed files, so a stray file is ignored, and `check_files` refuses, with one line, a listed file
+that is missing, of another size, another digest, another row count, unreadable (truncated) or of
+another schema. The full digest is computed at every open; on a local disk a digest is cached in
+the process by the file's identity (device, inode, size, mtime and ctime: a rewrite or a restored
+mtime changes the ctime), so a long-lived process (the workbench, a notebook) hashes a file once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from gate.canonical import canonical_bytes, sha256_hex
+from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
+from gate.signing import ReceiptSigner, b64url_decode, ed25519_verify
+from gate.verify.anchors import TrustAnchors
+from workbench.dataset import DatasetError, Location
+from workbench.schema import TABLES
+
+__all__ = ["ListedFile", "check_files", "dataset_hash", "describe_file", "listed_files", "seal",
+           "signature_problem", "unsigned"]
+
+CHUNK = 1 << 20
+SEAL_FIELDS = ("dataset_hash", "signature")
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """One file the manifest lists: `kind` is a table name, `facts`, or `rollups`."""
+
+    kind: str
+    path: str
+    rows: int
+    sha256: str | None
+    bytes: int | None
+
+
+def describe_file(location: Location, path: str) -> dict[str, Any]:
+    """`{sha256, bytes}` of a file relative to the dataset root (read once, in 1 MiB chunks)."""
+    digest, size = hashlib.sha256(), 0
+    with location.fs.open_input_stream(location.path(path)) as stream:
+        while True:
+            chunk = stream.read(CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+            size += len(chunk)
+    return {"sha256": digest.hexdigest(), "bytes": size}
+
+
+def _entry(kind: str, item: Any) -> ListedFile:
+    if not isinstance(item, Mapping) or not isinstance(item.get("path"), str) \
+            or not isinstance(item.get("rows"), int):
+        raise DatasetError(f"the manifest's {kind} file list is malformed")
+    sha, size = item.get("sha256"), item.get("bytes")
+    return ListedFile(kind, item["path"], item["rows"], sha if isinstance(sha, str) else None,
+                      size if isinstance(size, int) else None)
+
+
+def listed_files(manifest: Mapping[str, Any], kind: str, name: str | None = None) -> list[ListedFile]:
+    """The files the manifest lists for a table (`kind` = table), for one rulebook's facts
+    (`kind` = "facts", `name` = rulebook id) or for the rollups (`kind` = "rollups")."""
+    if kind == "rollups":
+        member = manifest.get("rollups")
+        digests = member.get("file_digests") if isinstance(member, Mapping) else None
+        files = member.get("files") if isinstance(member, Mapping) else None
+        if not isinstance(files, Mapping):
+            return []
+        if not isinstance(digests, Mapping):
+            digests = {}
+        return [_entry("rollups", {"path": path, **(digests.get(state) or {})}) if state in digests
+                else ListedFile("rollups", path, -1, None, None) for state, path in sorted(files.items())]
+    holder = manifest.get("facts" if kind == "facts" else "tables")
+    item = holder.get(name if kind == "facts" else kind) if isinstance(holder, Mapping) else None
+    if item is None:
+        return []
+    files = item.get("files") if isinstance(item, Mapping) else None
+    if not isinstance(files, list):
+        raise DatasetError(f"the manifest's {kind} file list is malformed")
+    return [_entry(kind, entry) for entry in files]
+
+
+# --------------------------------------------------------------------------- checking files
+
+
+_DIGESTS: dict[tuple[str, tuple[int, ...]], str] = {}
+_LOCK = threading.Lock()
+
+
+def _identity(location: Location, path: str) -> tuple[int, ...] | None:
+    """What changes whenever a local file is rewritten (None: not a local file, never cached)."""
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        return None
+    try:
+        st = os.stat(location.path(path))
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _digest(location: Location, path: str) -> tuple[str, int]:
+    identity = _identity(location, path)
+    key = (location.path(path), identity) if identity is not None else None
+    if key is not None:
+        with _LOCK:
+            cached = _DIGESTS.get(key)
+        if cached is not None:
+            return cached, identity[2]  # type: ignore[index]
+    described = describe_file(location, path)
+    if key is not None:
+        with _LOCK:
+            _DIGESTS[key] = described["sha256"]
+    return described["sha256"], described["bytes"]
+
+
+def _size(location: Location, path: str) -> int | None:
+    info = location.fs.get_file_info(location.path(path))
+    return info.size if info.type == pafs.FileType.File else None
+
+
+def _check_parquet(location: Location, entry: ListedFile) -> str | None:
+    """Why the file's Parquet footer disagrees with its entry (rows, schema), or None."""
+    try:
+        with location.fs.open_input_file(location.path(entry.path)) as handle:
+            parquet = pq.ParquetFile(handle)
+            rows, schema = parquet.metadata.num_rows, parquet.schema_arrow
+    except (OSError, pa.ArrowException) as exc:
+        return f"is not a readable Parquet file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    if entry.rows >= 0 and rows != entry.rows:
+        return f"holds {rows} rows, the manifest lists {entry.rows}"
+    expected = TABLES.get(entry.kind)
+    if expected is not None and not schema.remove_metadata().equals(expected.remove_metadata()):
+        return f"does not have the {entry.kind} table's schema"
+    if entry.kind == "facts" and "decision_id" not in schema.names:
+        return "does not have the facts table's schema"
+    return None
+
+
+def _problem(location: Location, entry: ListedFile) -> str | None:
+    if entry.sha256 is None or entry.bytes is None:
+        return "has no digest in the manifest (a dataset written before file digests: export it again " \
+               "into a new location)"
+    size = _size(location, entry.path)
+    if size is None:
+        return "is missing"
+    if size != entry.bytes:
+        return f"has {size} bytes, the manifest lists {entry.bytes}"
+    digest, _ = _digest(location, entry.path)
+    if not hmac.compare_digest(digest, entry.sha256):
+        return "does not match its sha256 in the manifest (it was changed after the export)"
+    return _check_parquet(location, entry)
+
+
+def check_files(location: Location, entries: Iterable[ListedFile]) -> list[str]:
+    """Refuse (DatasetError, one line naming the first bad file) unless every entry's file is
+    there with its listed size, digest, row count and schema. Returns the files' full paths."""
+    paths = []
+    for entry in entries:
+        try:
+            problem = _problem(location, entry)
+        except (OSError, pa.ArrowException) as exc:
+            problem = f"cannot be read ({exc})"
+        if problem is not None:
+            raise DatasetError(f"dataset {location.uri}: {entry.path} {problem}; the dataset does not match "
+                               "its manifest")
+        paths.append(location.path(entry.path))
+    return paths
+
+
+def in_scopes(entries: Sequence[ListedFile], scopes: Sequence[str] | None) -> list[ListedFile]:
+    """The entries of some scopes' partitions (every entry when `scopes` is None)."""
+    if scopes is None:
+        return list(entries)
+    from urllib.parse import quote
+
+    wanted = {f"scope={quote(scope, safe='')}" for scope in scopes}
+    return [entry for entry in entries if wanted & set(entry.path.split("/"))]
+
+
+# --------------------------------------------------------------------------- signing
+
+
+def unsigned(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in manifest.items() if k not in SEAL_FIELDS}
+
+
+def dataset_hash(manifest: Mapping[str, Any]) -> str:
+    """sha256 of the canonical manifest without `dataset_hash` and `signature`."""
+    return sha256_hex(unsigned(manifest))
+
+
+def signature_payload(key_id: str, digest: str) -> bytes:
+    return canonical_bytes({"key_id": key_id, "dataset_hash": digest})
+
+
+def seal(manifest: Mapping[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
+    """A copy with `dataset_hash` and, when a signer is given, its `signature`."""
+    body = unsigned(manifest)
+    digest = sha256_hex(body)
+    sealed: dict[str, Any] = {**body, "dataset_hash": digest}
+    if signer is not None:
+        signature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "dataset_hash",
+                     "value": signer.sign_payload(signature_payload(signer.key_id, digest))}
+        if signer.algorithm == SIG_ED25519 and signer.public_key_fingerprint:
+            signature["public_key_fingerprint"] = signer.public_key_fingerprint
+        sealed["signature"] = signature
+    return sealed
+
+
+def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """Why the manifest's `dataset_hash` or signature does not verify with `anchors`, or None."""
+    digest = dataset_hash(manifest)
+    if manifest.get("dataset_hash") != digest:
+        return "its dataset_hash does not match its content (the manifest was changed after it was signed)"
+    signature = manifest.get("signature")
+    if not isinstance(signature, Mapping):
+        return "it is not signed"
+    algorithm, key_id, value = signature.get("algorithm"), signature.get("key_id"), signature.get("value")
+    if algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) or not isinstance(key_id, str) \
+            or not isinstance(value, str) or not value.startswith(f"{algorithm}:"):
+        return "its signature fields are malformed"
+    payload, body = signature_payload(key_id, digest), value[len(algorithm) + 1:]
+    if algorithm == SIG_HMAC_SHA256:
+        secret = anchors.select_hmac(key_id)
+        if secret is None:
+            return f"no trusted HMAC secret for key id {key_id!r}"
+        good = hmac.compare_digest(hmac.new(secret.secret, payload, "sha256").hexdigest(), body)
+        return None if good else "its signature does not verify"
+    key = anchors.select_ed25519(key_id, signature.get("public_key_fingerprint"))
+    if key is None:
+        return f"no trusted Ed25519 key for key id {key_id!r}"
+    try:
+        raw = b64url_decode(body)
+    except (ValueError, TypeError):
+        return "its signature is not base64url"
+    good = len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw)
+    return None if good else "its signature does not verify"
+
+
+def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:
+    """Every file the manifest lists: tables, every rulebook's facts, rollups."""
+    for table in TABLES:
+        yield from listed_files(manifest, table)
+    facts = manifest.get("facts")
+    for rulebook_id in sorted(facts) if isinstance(facts, Mapping) else ():
+        yield from listed_files(manifest, "facts", rulebook_id)
+    yield from listed_files(manifest, "rollups")
