@@ -126,13 +126,18 @@ def test_a_change_of_the_same_size_is_caught_by_the_digest(exported):
 def test_a_stray_partition_file_is_never_read(exported):
     """Issue: a partition file outside the manifest was read (here it would count every outcome twice)."""
     tmp, env = exported
-    before = report(tmp, env, "--limit", "all")
+    before = [report(tmp, env), report(tmp, env, "--limit", "all")]
+    assert dry_run(tmp, env, out="before").returncode == 0
     path = first_file(tmp / "ds", "outcomes")
     shutil.copyfile(path, path.with_name("part-000009-0000.parquet"))
-    shutil.copyfile(first_file(tmp / "ds", "decisions"), path.parent.parent / "part-extra.parquet")
-    after = report(tmp, env, "--limit", "all")
-    assert after.returncode == 0, after.stderr
-    assert json.loads(after.stdout) == json.loads(before.stdout)
+    decisions = first_file(tmp / "ds", "decisions")
+    shutil.copyfile(decisions, decisions.with_name("part-000001-0099.parquet"))
+    shutil.copyfile(facts_file(tmp / "ds"), facts_file(tmp / "ds").with_name("part-000002-0000.parquet"))
+    after = [report(tmp, env), report(tmp, env, "--limit", "all")]
+    assert [json.loads(done.stdout) for done in after] == [json.loads(done.stdout) for done in before]
+    assert dry_run(tmp, env, out="after").returncode == 0
+    result = [json.loads((tmp / out / "migration.json").read_text())["dry_run"] for out in ("before", "after")]
+    assert result[0]["result_hash"] == result[1]["result_hash"] and result[0]["decisions_total"] == 18
 
 
 def test_a_deleted_file_is_refused(exported):
