@@ -25,8 +25,9 @@ import hashlib
 import hmac
 import os
 import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -39,8 +40,8 @@ from gate.verify.anchors import TrustAnchors
 from workbench.dataset import DatasetError, Location
 from workbench.schema import TABLES
 
-__all__ = ["ListedFile", "check_files", "dataset_hash", "describe_file", "listed_files", "seal",
-           "signature_problem", "unsigned"]
+__all__ = ["ListedFile", "check_files", "dataset_hash", "describe_file", "in_scopes", "iter_all", "listed_files", "seal",
+           "signature_payload", "signature_problem", "unsigned"]
 
 CHUNK = 1 << 20
 SEAL_FIELDS = ("dataset_hash", "signature")

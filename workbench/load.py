@@ -21,7 +21,6 @@ from typing import Any, Sequence
 import polars as pl
 
 from workbench.engines import fact_columns as fc
-from workbench.facts import FACTS_DIR
 from workbench.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 
 MANIFEST = "manifest.json"
