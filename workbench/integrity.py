@@ -14,9 +14,10 @@ gate's public keys (GET /api/decision/receipt-keys, a saved key registry) checks
 Readers (`workbench.load`, the dry-run's `workbench.migration.history`, the rollups) read only
 listed files, so a stray file is ignored, and `check_files` refuses, with one line, a listed file
 that is missing, of another size, another digest, another row count, unreadable (truncated) or of
-another schema. The full digest is computed at every open; on a local disk a digest is cached in
-the process by the file's identity (device, inode, size, mtime and ctime: a rewrite or a restored
-mtime changes the ctime), so a long-lived process (the workbench, a notebook) hashes a file once.
+another schema. The full digest is computed at every open, in one pass that also keeps the
+file's last bytes for its Parquet footer; on a local disk what a pass found is cached in the
+process by the file's identity (device, inode, size, mtime and ctime: a rewrite or a restored
+mtime changes the ctime), so a long-lived process (the workbench, a notebook) reads a file once.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import hashlib
 import hmac
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,8 +107,21 @@ def listed_files(manifest: Mapping[str, Any], kind: str, name: str | None = None
 # --------------------------------------------------------------------------- checking files
 
 
-_DIGESTS: dict[tuple[str, tuple[int, ...]], str] = {}
+@dataclass(frozen=True)
+class _Seen:
+    """What one read of a file found: its digest and size, and its Parquet footer's row count
+    and columns (None and `error` when the footer cannot be read)."""
+
+    sha256: str
+    bytes: int
+    rows: int | None
+    columns: dict[str, str] | None
+    error: str | None = None
+
+
+_SEEN: dict[tuple[str, tuple[int, ...]], _Seen] = {}
 _LOCK = threading.Lock()
+TAIL = 1 << 20  # the bytes kept from the end of a file while it is hashed: its Parquet footer
 
 
 def _identity(location: Location, path: str) -> tuple[int, ...] | None:
@@ -121,19 +135,55 @@ def _identity(location: Location, path: str) -> tuple[int, ...] | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _digest(location: Location, path: str) -> tuple[str, int]:
-    identity = _identity(location, path)
-    key = (location.path(path), identity) if identity is not None else None
-    if key is not None:
-        with _LOCK:
-            cached = _DIGESTS.get(key)
-        if cached is not None:
-            return cached, identity[2]  # type: ignore[index]
+def _footer(read: Callable[[], pq.FileMetaData]) -> tuple[int | None, dict[str, str] | None, str | None]:
+    try:
+        metadata = read()
+        return metadata.num_rows, _columns(metadata.schema.to_arrow_schema()), None
+    except (OSError, pa.ArrowException) as exc:
+        return None, None, (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _read_local(location: Location, path: str) -> _Seen:
+    """One pass over a local file: sha256 and size, and the footer parsed from its last bytes."""
+    digest, size, previous, last = hashlib.sha256(), 0, b"", b""
+    with open(location.path(path), "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            previous, last = last, chunk
+    tail = (previous + last)[-TAIL:]
+    footer = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 12 and tail[-4:] == b"PAR1" else -1
+    if 0 <= footer <= len(tail) - 8:
+        rows, columns, error = _footer(lambda: pq.read_metadata(pa.BufferReader(tail)))
+    else:  # not Parquet (the reader says why) or a footer larger than the kept tail
+        rows, columns, error = _footer(lambda: pq.read_metadata(location.path(path)))
+    return _Seen(digest.hexdigest(), size, rows, columns, error)
+
+
+def _read_remote(location: Location, path: str) -> _Seen:
     described = describe_file(location, path)
-    if key is not None:
+
+    def metadata() -> pq.FileMetaData:
+        with location.fs.open_input_file(location.path(path)) as handle:
+            return pq.ParquetFile(handle).metadata
+
+    return _Seen(described["sha256"], described["bytes"], *_footer(metadata))
+
+
+def _seen(location: Location, path: str) -> _Seen:
+    """The file as read now, or as read before in this process when its identity is unchanged."""
+    identity = _identity(location, path)
+    if identity is None:
+        return _read_remote(location, path) if not isinstance(location.fs, pafs.LocalFileSystem) \
+            else _read_local(location, path)
+    key = (location.path(path), identity)
+    with _LOCK:
+        cached = _SEEN.get(key)
+    if cached is None:
+        cached = _read_local(location, path)
         with _LOCK:
-            _DIGESTS[key] = described["sha256"]
-    return described["sha256"], described["bytes"]
+            _SEEN[key] = cached
+    return cached
 
 
 def _size(location: Location, path: str) -> int | None:
@@ -141,25 +191,22 @@ def _size(location: Location, path: str) -> int | None:
     return info.size if info.type == pafs.FileType.File else None
 
 
-def _check_parquet(location: Location, entry: ListedFile) -> str | None:
-    """Why the file's Parquet footer disagrees with its entry (rows, schema), or None."""
-    try:
-        with location.fs.open_input_file(location.path(entry.path)) as handle:
-            parquet = pq.ParquetFile(handle)
-            rows, schema = parquet.metadata.num_rows, parquet.schema_arrow
-    except (OSError, pa.ArrowException) as exc:
-        return f"is not a readable Parquet file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-    if entry.rows >= 0 and rows != entry.rows:
-        return f"holds {rows} rows, the manifest lists {entry.rows}"
-    expected = TABLES.get(entry.kind)
-    if expected is not None and not schema.remove_metadata().equals(expected.remove_metadata()):
-        return f"does not have the {entry.kind} table's schema"
-    if entry.kind == "facts" and "decision_id" not in schema.names:
-        return "does not have the facts table's schema"
-    return None
+def _plain(kind: pa.DataType) -> str:
+    """A column type with Arrow's physical variants folded (a Polars writer stores `large_string`
+    or `string_view` where pyarrow stores `string`; both read as the same column)."""
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return "string"
+    if pa.types.is_large_list(kind) or pa.types.is_list_view(kind) or pa.types.is_list(kind):
+        return f"list<{_plain(kind.value_type)}>"
+    return str(kind)
+
+
+def _columns(schema: pa.Schema) -> dict[str, str]:
+    return {field.name: _plain(field.type) for field in schema}
 
 
 def _problem(location: Location, entry: ListedFile) -> str | None:
+    """Why the file disagrees with its entry (presence, size, sha256, rows, schema), or None."""
     if entry.sha256 is None or entry.bytes is None:
         return "has no digest in the manifest (a dataset written before file digests: export it again " \
                "into a new location)"
@@ -168,10 +215,19 @@ def _problem(location: Location, entry: ListedFile) -> str | None:
         return "is missing"
     if size != entry.bytes:
         return f"has {size} bytes, the manifest lists {entry.bytes}"
-    digest, _ = _digest(location, entry.path)
-    if not hmac.compare_digest(digest, entry.sha256):
+    seen = _seen(location, entry.path)
+    if not hmac.compare_digest(seen.sha256, entry.sha256):
         return "does not match its sha256 in the manifest (it was changed after the export)"
-    return _check_parquet(location, entry)
+    if seen.error is not None or seen.columns is None:
+        return f"is not a readable Parquet file ({seen.error})"
+    if entry.rows >= 0 and seen.rows != entry.rows:
+        return f"holds {seen.rows} rows, the manifest lists {entry.rows}"
+    expected = TABLES.get(entry.kind)
+    if expected is not None and seen.columns != _columns(expected):
+        return f"does not have the {entry.kind} table's schema"
+    if entry.kind == "facts" and "decision_id" not in seen.columns:
+        return "does not have the facts table's schema"
+    return None
 
 
 def check_files(location: Location, entries: Iterable[ListedFile]) -> list[str]:
