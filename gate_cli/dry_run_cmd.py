@@ -64,6 +64,13 @@ def _signing():
     return settings, setup
 
 
+def _digest_store(settings) -> None:
+    """Dataset files checked against their manifest are remembered in GATE_HOME by identity."""
+    from workbench import integrity
+
+    integrity.use_digest_store(integrity.digest_store_of(settings.home))
+
+
 def _run(args) -> int:
     from gate.clock import SystemClock, iso_ms
     from workbench.migration import DryRunError, dry_run, write_dry_run
@@ -75,6 +82,7 @@ def _run(args) -> int:
     if args.flips_limit < 0 or args.flips_limit > 100_000:
         raise DryRunError("USAGE", "--flips-limit must be between 0 and 100000")
     settings, setup = _signing()
+    _digest_store(settings)
     signer = setup.receipt_signer()
     if signer is None and settings.require_signing:
         raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
@@ -133,7 +141,8 @@ def _verify(args) -> int:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DryRunError("USAGE", f"cannot read {path}: {exc}") from exc
-    _, setup = _signing()
+    settings, setup = _signing()
+    _digest_store(settings)
     anchors = setup.trust_anchors()
     if args.public_key:
         try:

@@ -17,17 +17,20 @@ that is missing, of another size, another digest, another row count, unreadable 
 another schema. The full digest is computed at every open, in one pass that also keeps the
 file's last bytes for its Parquet footer; on a local disk what a pass found is cached in the
 process by the file's identity (device, inode, size, mtime and ctime: a rewrite or a restored
-mtime changes the ctime), so a long-lived process (the workbench, a notebook) reads a file once.
+mtime changes the ctime), so a long-lived process (the workbench, a notebook) reads a file once;
+the CLI keeps it in GATE_HOME too (`use_digest_store`), so a later run only stats the files.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,8 +44,22 @@ from gate.verify.anchors import TrustAnchors
 from workbench.dataset import DatasetError, Location
 from workbench.schema import TABLES
 
-__all__ = ["ListedFile", "check_files", "dataset_hash", "describe_file", "in_scopes", "iter_all", "listed_files", "seal",
-           "signature_payload", "signature_problem", "unsigned"]
+__all__ = [
+    "ListedFile",
+    "check_files",
+    "dataset_hash",
+    "describe_file",
+    "digest_store_of",
+    "in_scopes",
+    "iter_all",
+    "listed_files",
+    "save_digest_store",
+    "seal",
+    "signature_payload",
+    "signature_problem",
+    "unsigned",
+    "use_digest_store",
+]
 
 CHUNK = 1 << 20
 SEAL_FIELDS = ("dataset_hash", "signature")
@@ -119,9 +136,56 @@ class _Seen:
     error: str | None = None
 
 
-_SEEN: dict[tuple[str, tuple[int, ...]], _Seen] = {}
+_SEEN: dict[str, tuple[tuple[int, ...], _Seen]] = {}  # full path -> (identity, what a pass found)
 _LOCK = threading.Lock()
 TAIL = 1 << 20  # the bytes kept from the end of a file while it is hashed: its Parquet footer
+_STORE: dict[str, Any] = {"path": None, "dirty": False}
+
+
+def use_digest_store(path: Path | None) -> None:
+    """Keep what each pass over a local file found in `path` too (a JSON file in GATE_HOME, never
+    in the dataset), so the next process only stats a file whose identity is unchanged. The
+    identity includes the ctime, which a writer of the dataset folder cannot set back: a file
+    changed in any way is read again. None: this process's memory only."""
+    with _LOCK:
+        _STORE.update(path=path, dirty=False)
+        if path is None:
+            return
+        try:
+            stored = json.loads(Path(path).read_text(encoding="utf-8"))
+            items = stored["files"] if isinstance(stored, dict) else []
+            for item in items:
+                seen = _Seen(item["sha256"], item["bytes"], item["rows"], item["columns"])
+                _SEEN.setdefault(item["path"], (tuple(item["identity"]), seen))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a missing or unreadable store is only a cold cache
+
+
+def save_digest_store() -> None:
+    """Write the store (`use_digest_store`) when this process read files it did not hold."""
+    with _LOCK:
+        path = _STORE["path"]
+        if path is None or not _STORE["dirty"]:
+            return
+        files = [{"path": key, "identity": list(identity), "sha256": seen.sha256, "bytes": seen.bytes,
+                  "rows": seen.rows, "columns": seen.columns}
+                 for key, (identity, seen) in _SEEN.items() if seen.error is None][-STORE_FILES:]
+        _STORE["dirty"] = False
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        temporary = Path(f"{path}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"files": files}), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # the store is a cache: a run that cannot write it only hashes again next time
+
+
+STORE_FILES = 200_000  # files the store remembers (the most recently read kept)
+
+
+def digest_store_of(home: Path) -> Path:
+    """Where the CLI keeps the store: `$GATE_HOME/cache/dataset-digests.json`."""
+    return Path(home) / "cache" / "dataset-digests.json"
 
 
 def _identity(location: Location, path: str) -> tuple[int, ...] | None:
@@ -176,14 +240,16 @@ def _seen(location: Location, path: str) -> _Seen:
     if identity is None:
         return _read_remote(location, path) if not isinstance(location.fs, pafs.LocalFileSystem) \
             else _read_local(location, path)
-    key = (location.path(path), identity)
+    key = location.path(path)
     with _LOCK:
-        cached = _SEEN.get(key)
-    if cached is None:
-        cached = _read_local(location, path)
-        with _LOCK:
-            _SEEN[key] = cached
-    return cached
+        known = _SEEN.get(key)
+    if known is not None and known[0] == identity:
+        return known[1]
+    seen = _read_local(location, path)
+    with _LOCK:
+        _SEEN[key] = (identity, seen)
+        _STORE["dirty"] = True
+    return seen
 
 
 def _size(location: Location, path: str) -> int | None:
@@ -243,6 +309,7 @@ def check_files(location: Location, entries: Iterable[ListedFile]) -> list[str]:
             raise DatasetError(f"dataset {location.uri}: {entry.path} {problem}; the dataset does not match "
                                "its manifest")
         paths.append(location.path(entry.path))
+    save_digest_store()
     return paths
 
 

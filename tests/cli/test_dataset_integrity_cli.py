@@ -113,9 +113,13 @@ def test_outcomes_edited_in_place_are_refused(exported):
 
 
 def test_a_change_of_the_same_size_is_caught_by_the_digest(exported):
-    """The size alone is not trusted: one byte changed in the middle of a file."""
+    """The size alone is not trusted: one byte changed in the middle of a file, after a run
+    remembered the file in its digest store (GATE_HOME), is read again and refused."""
     tmp, env = exported
+    assert report(tmp, env).returncode == 0
+    store = json.loads((Path(env["GATE_HOME"]) / "cache" / "dataset-digests.json").read_text())
     path = first_file(tmp / "ds", "outcomes")
+    assert str(path) in {item["path"] for item in store["files"]}
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
