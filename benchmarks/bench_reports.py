@@ -55,7 +55,8 @@ from workbench import integrity, rollups  # noqa: E402
 from workbench.dataset import open_location  # noqa: E402
 from workbench.export import new_manifest, record_files  # noqa: E402
 from workbench.load import conform, from_dataset  # noqa: E402
-from workbench.policy_reports import CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report  # noqa: E402
+from workbench.policy_reports import (  # noqa: E402
+    CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
 from workbench.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
 from workbench.synth import facts_columns_table  # noqa: E402
 

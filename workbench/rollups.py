@@ -281,7 +281,8 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         rows += frame.height
     partitions = len(decision_files)
     return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
-            "file_digests": digests, "rows": rows, "decision_partitions": partitions, "recomputed_partitions": len(todo)}
+            "file_digests": digests, "rows": rows, "decision_partitions": partitions,
+            "recomputed_partitions": len(todo)}
 
 
 def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],

@@ -33,8 +33,8 @@ REPORT = ["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", 
 
 
 def gate(args, env, cwd=None):
-    return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=300, check=False,
-                          cwd=cwd)
+    return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+                          check=False, cwd=cwd)
 
 
 def report(tmp: Path, env, *extra: str):

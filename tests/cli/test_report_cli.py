@@ -54,7 +54,8 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     assert from_dataset["source"] == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
                                       "synthetic": False}
     same = ("source", "effectiveness_hash")
-    assert {k: v for k, v in from_dataset.items() if k not in same} == {k: v for k, v in report.items() if k not in same}
+    assert {k: v for k, v in from_dataset.items() if k not in same} == \
+        {k: v for k, v in report.items() if k not in same}
     from gate.reports import verify
 
     assert verify("effectiveness", from_dataset) and from_dataset["effectiveness_hash"] != report["effectiveness_hash"]

@@ -76,7 +76,8 @@ def test_the_typed_table_and_the_json_give_the_same_report(tmp_path, leave_out, 
     params = ReportParams(**{**PARAMS.__dict__, **view})
     typed = from_dataset(tmp_path, policy_id="pricing", **view)
     assert typed.facts is not None
-    plain = type(typed)(typed.decisions, typed.outcomes, source=typed.source)  # the same decisions, facts from their JSON
+    # the same decisions, facts from their JSON
+    plain = type(typed)(typed.decisions, typed.outcomes, source=typed.source)
     a, b = anomaly_report(typed, "pricing", params), anomaly_report(plain, "pricing", params)
     assert a == b
     assert a["checks"]["facts"]["numeric_facts"] == 6  # amount, big, customer.age_days, dip, level, shape.inner
