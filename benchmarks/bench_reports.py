@@ -51,7 +51,7 @@ from dataclasses import replace  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from workbench import rollups  # noqa: E402
+from workbench import integrity, rollups  # noqa: E402
 from workbench.dataset import open_location  # noqa: E402
 from workbench.export import new_manifest, record_files  # noqa: E402
 from workbench.load import conform, from_dataset  # noqa: E402
@@ -188,12 +188,13 @@ def build_rollups(root: Path) -> float | None:
             files.append({"path": relative, "table": table, "rows": pq.ParquetFile(path).metadata.num_rows})
     full = new_manifest(synthetic=True, generator="benchmarks/bench_reports.py", created_at="2026-01-01T00:00:00.000Z")
     full.update({k: v for k, v in manifest.items() if k not in full})
-    record_files(full, files, 1)
+    location = open_location(str(root))
+    record_files(full, files, 1, location)
     t0 = time.perf_counter()
-    full["rollups"] = rollups.update(open_location(str(root)), full, 1, files, CLASSES, outcome_partitions=())
+    full["rollups"] = rollups.update(location, full, 1, files, CLASSES, outcome_partitions=())
     seconds = time.perf_counter() - t0
     full["runs"] = 1
-    (root / "manifest.json").write_text(json.dumps(full))
+    (root / "manifest.json").write_text(json.dumps(integrity.seal(full, None)))
     return seconds
 
 

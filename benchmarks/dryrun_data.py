@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from gate.canonical import sha256_hex
 from gate.rulebook.compile import rule_order
+from workbench import integrity
+from workbench.dataset import open_location
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
-from workbench.schema import DATASET_SCHEMA_VERSION
+from workbench.schema import DATASET_SCHEMA_VERSION, TABLES
 
 RULEBOOK_ID = "refunds_bench"
 SCOPES = ["acme", "globex", "initech", "umbrella"]
@@ -230,6 +234,25 @@ def generate(root: Path, n: int, seed: int = 7) -> dict:
                              *[c for c in facts.columns if "::" in c], "scope", "month")
         _write(facts, root / "facts" / f"rulebook_id={RULEBOOK_ID}", chunk)
     manifest = {"dataset_schema_version": DATASET_SCHEMA_VERSION, "synthetic": True,
-                "generator": "benchmarks/dryrun_data.py", "seed": seed, "decisions": n}
+                "generator": "benchmarks/dryrun_data.py", "seed": seed, "decisions": n, **listing(root)}
+    manifest = integrity.seal(manifest, None)  # every file listed with its digest; synthetic: unsigned
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
+
+
+def listing(root: Path) -> dict:
+    """`tables` and `facts` members listing every Parquet file under `root` with its sha256,
+    bytes and rows, as the export lists its files (`workbench.integrity`)."""
+    location = open_location(str(root))
+    tables: dict = {name: {"rows": 0, "files": []} for name in TABLES}
+    facts: dict = {}
+    for path in sorted(root.rglob("*.parquet")):
+        relative = path.relative_to(root).as_posix()
+        rows = pq.ParquetFile(path).metadata.num_rows
+        head = relative.split("/")
+        holder = tables[head[0]] if head[0] in TABLES else facts.setdefault(
+            unquote(head[1].split("=", 1)[1]), {"rows": 0, "files": []})
+        holder["files"].append({"path": relative, "rows": rows, "run": 1,
+                                **integrity.describe_file(location, relative)})
+        holder["rows"] += rows
+    return {"tables": tables, "facts": facts}

@@ -2,13 +2,16 @@
 
     gate dry-run --rulebook-id ID --draft FILE [--scope S] [--dataset DIR] --out DIR [--json]
     gate dry-run --verify DIR|migration.json [--draft FILE] [--dataset DIR] [--public-key PEM]
+                 [--key-registry FILE]
 
 Without `--dataset` the live ledger (GATE_DATABASE_URL) is read. The manifest is signed with
 the service's receipt key (GATE_SIGNING_KEY_FILE keyring, or GATE_RECEIPT_HMAC_SECRET); with
 GATE_REQUIRE_SIGNING=true (the default) and no key, nothing runs. `--verify` checks the
 manifest against the published schema, its result and migration hashes and its signature by
 a key this gate trusts (its keyring and HMAC secret, plus `--public-key`), and, when given,
-that `--draft` is the draft it tested and `--dataset` the history it ran on.
+that `--draft` is the draft it tested and `--dataset` the history it ran on: the dataset's
+manifest is the one the dry-run read, signed by a trusted key, and every file it lists matches
+its sha256 (offline: `--public-key` or `--key-registry` alone suffice).
 
 Exit codes: 0 done (or verified), 1 not verified, 2 bad input (nothing written; the message
 names the problem, and for an invalid draft every `{field, code, message}` with its exact
@@ -36,6 +39,7 @@ def add_dry_run_parser(sub) -> None:
     p.add_argument("--flips-limit", type=int, default=200, help="flips listed in the reports (all are in flips.parquet)")
     p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead")
     p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key")
+    p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys")
     p.add_argument("--json", action="store_true", help="print the result (or the verification) as JSON")
     p.set_defaults(func=cmd_dry_run)
 
@@ -60,6 +64,13 @@ def _signing():
     return settings, setup
 
 
+def _digest_store(settings) -> None:
+    """Dataset files checked against their manifest are remembered in GATE_HOME by identity."""
+    from workbench import integrity
+
+    integrity.use_digest_store(integrity.digest_store_of(settings.home))
+
+
 def _run(args) -> int:
     from gate.clock import SystemClock, iso_ms
     from workbench.migration import DryRunError, dry_run, write_dry_run
@@ -71,6 +82,7 @@ def _run(args) -> int:
     if args.flips_limit < 0 or args.flips_limit > 100_000:
         raise DryRunError("USAGE", "--flips-limit must be between 0 and 100000")
     settings, setup = _signing()
+    _digest_store(settings)
     signer = setup.receipt_signer()
     if signer is None and settings.require_signing:
         raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
@@ -90,8 +102,12 @@ def _run(args) -> int:
     staging_dir = Path(tempfile.mkdtemp(prefix="gate-dry-run-"))
     staging = staging_dir / "flips.parquet"
     try:
+        # A result this gate signs must cover history the gate signed: the dataset's manifest
+        # must be signed by a key it trusts (unsigned results may replay any dataset).
+        anchors = setup.trust_anchors() if signer is not None else None
         run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
-                      created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging)
+                      created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
+                      anchors=anchors)
         manifest = write_dry_run(out, run.manifest, signer)
         shutil.move(staging, out / "flips.parquet")
     finally:
@@ -125,13 +141,19 @@ def _verify(args) -> int:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DryRunError("USAGE", f"cannot read {path}: {exc}") from exc
-    _, setup = _signing()
+    settings, setup = _signing()
+    _digest_store(settings)
     anchors = setup.trust_anchors()
     if args.public_key:
         try:
             anchors = anchors + TrustAnchors.from_public_key_pem(Path(args.public_key).read_text())
         except (OSError, TrustAnchorError) as exc:
             raise DryRunError("USAGE", f"cannot use --public-key {args.public_key}: {exc}") from exc
+    if args.key_registry:
+        try:
+            anchors = anchors + TrustAnchors.from_registry_body(Path(args.key_registry).read_bytes())
+        except (OSError, TrustAnchorError) as exc:
+            raise DryRunError("USAGE", f"cannot use --key-registry {args.key_registry}: {exc}") from exc
     draft = read_draft_file(args.draft) if args.draft else None
     dataset_manifest = None
     if args.dataset:
@@ -139,7 +161,8 @@ def _verify(args) -> int:
             dataset_manifest = (Path(args.dataset) / "manifest.json").read_bytes()
         except OSError as exc:
             raise DryRunError("DATASET_INVALID", f"cannot read {args.dataset}/manifest.json: {exc}") from exc
-    result = verify_manifest(manifest, anchors, draft=draft, dataset_manifest=dataset_manifest)
+    result = verify_manifest(manifest, anchors, draft=draft, dataset_manifest=dataset_manifest,
+                             dataset_root=args.dataset)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -1,7 +1,11 @@
 """`gate export --out DIR [--scope S]`: the ledger into the Parquet dataset, incrementally.
 
-Exit status: 0 after a run (also when there was nothing new), 2 when the dataset location
-cannot be used or the ledger cannot be read (the message on stderr says why; nothing was
+The committed manifest lists every file's sha256 and is signed with the gate's Ed25519 key
+(the keyring's active key; the HMAC receipt secret when there is no keyring); see
+docs/dataset.md, "Integrity". Exit status: 0 after a run (also when there was nothing new), 2
+when the dataset location cannot be used, a file an earlier run wrote no longer matches its
+digest, there is no key to sign with while GATE_REQUIRE_SIGNING is true, or the ledger cannot
+be read (the message on stderr says why; nothing was
 written). A progress bar is drawn on stderr when stderr is a terminal.
 """
 
@@ -27,12 +31,17 @@ def cmd_export(args) -> int:
         print("gate export: --settle-seconds must be 0 or more", file=sys.stderr)
         return 2
     settings = Settings.from_env()
+    signer = _dataset_signer(settings)
+    if signer is None and settings.require_signing:
+        print("gate export: no key to sign the dataset manifest: run `gate keys signing-init` (or set "
+              "GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned dataset", file=sys.stderr)
+        return 2
     ledger = Ledger(settings.database_url)
     try:
         ledger.upgrade()
         result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
                                settle_seconds=args.settle_seconds, progress=ProgressBar(),
-                               rollup_progress=ProgressBar(label="rollups", unit="partitions"))
+                               rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer)
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2
@@ -60,6 +69,17 @@ def cmd_export(args) -> int:
         print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files); report rollups: "
               f"{rolled['recomputed_partitions']:,} of {rolled['decision_partitions']:,} partitions recomputed")
     return 0
+
+
+def _dataset_signer(settings):
+    """The key that signs the dataset manifest: the keyring's active Ed25519 key (anyone with
+    the public key registry verifies it offline), else the HMAC receipt secret, else None."""
+    from gate.keyconfig import SigningSetup
+    from gate.signing import receipt_signer_for
+
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    return receipt_signer_for(setup.attestation_key()) or setup.receipt_signer()
 
 
 def add_export_parser(sub) -> None:

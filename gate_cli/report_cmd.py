@@ -38,6 +38,14 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _digest_store() -> None:
+    """Files checked against the dataset's manifest are remembered in GATE_HOME by identity."""
+    from api.settings import Settings
+    from workbench import integrity
+
+    integrity.use_digest_store(integrity.digest_store_of(Settings.from_env().home))
+
+
 def cmd_report(args) -> int:
     from gate.errors import GateError
     from workbench.load import DatasetError, from_dataset, from_ledger
@@ -80,6 +88,7 @@ def cmd_report(args) -> int:
             opted_in = benchmark_opt_ins(ledger)
             cohort = cohort_scopes(opted_in, args.scope, MAX_SCOPES)
         if args.dataset:
+            _digest_store()
             frames = from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort],
                                   policy_id=args.policy, policy_version=loaded_version, limit=params.limit)
         else:

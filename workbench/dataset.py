@@ -127,12 +127,16 @@ def table_dataset(location: Location, table: str, manifest: dict[str, Any] | Non
     """One table of the dataset as a `pyarrow.dataset.Dataset` (schema + partition columns).
 
     With a manifest, exactly the files it lists (a consistent snapshot, even while an export
-    is adding files); without, every Parquet file under `<table>/`."""
+    is adding files), each checked against its listed size, sha256, rows and schema first
+    (`workbench.integrity.check_files`, DatasetError on a mismatch); without, every Parquet file
+    under `<table>/`, unchecked."""
     if table not in TABLES:
         raise DatasetError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
     schema = pa.schema(list(TABLES[table]) + PARTITION_FIELDS)
     if manifest is not None:
-        files = [location.path(entry["path"]) for entry in manifest["tables"][table]["files"]]
+        from workbench.integrity import check_files, listed_files
+
+        files = check_files(location, listed_files(manifest, table))
         return ds.dataset(files, schema=schema, format="parquet", filesystem=location.fs,
                           partitioning=partitioning(), partition_base_dir=location.root)
     base = location.path(table)

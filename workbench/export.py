@@ -39,7 +39,8 @@ from gate.canonical import sha256_hex
 from gate.clock import iso_ms
 from gate.ledger import Ledger, stream
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from workbench import convert, rollups
+from gate.signing import ReceiptSigner
+from workbench import convert, integrity, rollups
 from workbench.facts import FACTS_DIR, facts_tables
 from workbench.dataset import (
     MANIFEST,
@@ -94,10 +95,13 @@ def facts_table_name(rulebook_id: str) -> str:
     return f"{FACTS_DIR}/rulebook_id={quote(rulebook_id, safe='')}"
 
 
-def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int) -> None:
-    """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`)."""
+def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int, location: Location) -> None:
+    """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`), each
+    with its `sha256` and `bytes` (`workbench.integrity`): only this run's files are read, the
+    entries of earlier runs' files keep the digests listed when they were written."""
     for entry in files:
-        item = {"path": entry["path"], "rows": entry["rows"], "run": run}
+        item = {"path": entry["path"], "rows": entry["rows"], "run": run,
+                **integrity.describe_file(location, entry["path"])}
         if entry["table"] in TABLES:
             manifest["tables"][entry["table"]]["files"].append(item)
         else:
@@ -196,11 +200,14 @@ def export_ledger(
     now: datetime | None = None,
     progress: Progress | None = None,
     rollup_progress: Progress | None = None,
+    signer: ReceiptSigner | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
 
     `progress(rows done, rows to do)` follows the rows; `rollup_progress(partitions done,
     partitions to do)` the report rollups recomputed before the commit (`workbench.rollups`).
+    `signer` signs the committed manifest's `dataset_hash` (`workbench.integrity.seal`); without
+    one the manifest lists every file's digest but carries no signature.
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -245,12 +252,9 @@ def export_ledger(
             manifest["watermarks"][name] = _export_scope(ledger, writer, name, item, cutoff, batch_size,
                                                          new_rows, advance, reopened)
             if item["head"] is not None:
-                head = item["head"]
-                manifest["chains"][name] = {"chain_id": head["chain_id"], "size": head["size"],
-                                            "merkle_root": head["merkle_root"],
-                                            "head_link_hash": head["head_link_hash"]}
+                manifest["chains"][name] = _chain_entry(item, manifest["chains"].get(name))
         files = writer.close()
-        record_files(manifest, files, run)
+        record_files(manifest, files, run, location)
         # Before the commit: the report rollups of every partition this run touched.
         manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
                                              outcome_partitions=reopened or (), progress=rollup_progress)
@@ -274,12 +278,32 @@ def export_ledger(
                             "scopes": sorted(plan), "receipts_reported_before": cutoff}
     manifest["ledger_head"] = ledger_head(
         manifest["chains"], {name: manifest["tables"][name]["rows"] for name in TABLES})
+    manifest["previous_dataset_hash"] = manifest.get("dataset_hash")
+    manifest = integrity.seal(manifest, signer)
     write_manifest(location, manifest)
     try:
         rollups.remove_runs(location, older_than=run - 1)
     except (OSError, pa.ArrowException):
         pass  # superseded rollups only take room; the next run tries again
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
+
+
+def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The scope's chain head the run was cut at: id, size, Merkle root and head link, and the
+    head decision's record and receipt hashes (its receipt is signed by the gate's key, so
+    `gate verify` checks the head's record offline). A run that exported no new decision of
+    the scope keeps the previous entry's head decision."""
+    head = item["head"]
+    entry = {"chain_id": head["chain_id"], "size": head["size"], "merkle_root": head["merkle_root"],
+             "head_link_hash": head["head_link_hash"]}
+    last = item.get("last_decision")
+    if last is not None and last.get("chain_position") == head["size"]:
+        entry.update(head_decision_id=last["decision_id"], head_record_hash=last["record_hash"],
+                     head_receipt_hash=last["receipt_hash"])
+    elif previous is not None and previous.get("size") == head["size"]:
+        entry.update({k: previous[k] for k in ("head_decision_id", "head_record_hash", "head_receipt_hash")
+                      if k in previous})
+    return entry
 
 
 def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict:
@@ -297,6 +321,8 @@ def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, adv
             new_rows["decisions"] += len(rows)
             new_rows["chain_links"] += len(rows)
             mark["chain_position"] = rows[-1]["chain_position"]
+            item["last_decision"] = {k: rows[-1].get(k) for k in
+                                     ("chain_position", "decision_id", "record_hash", "receipt_hash")}
             advance(len(rows))
     for table, kind in RECEIPT_TABLE_KIND.items():
         if not item["receipts"][kind]:

@@ -17,12 +17,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import quote, unquote
 
 import polars as pl
 
 from workbench.engines import fact_columns as fc
-from workbench.facts import FACTS_DIR
 from workbench.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 
 MANIFEST = "manifest.json"
@@ -45,6 +43,9 @@ class Frames:
     # policy), when current: `workbench.rollups.RollupView`. The policy reports merge them
     # instead of scanning the rows; everything else reads the frames.
     rollup: Any = None
+    # Where the frames came from, for a dataset: `source_of(manifest)`, which each report names
+    # (and so seals) in its `source` member. None for the live ledger.
+    source: dict[str, Any] | None = None
 
 
 def polars_schema(table: str) -> pl.Schema:
@@ -94,7 +95,9 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 # --------------------------------------------------------------------------- dataset
 
 
-def read_manifest(root: str | Path) -> dict:
+def read_manifest(root: str | Path, anchors: Any = None) -> dict:
+    """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
+    with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
     path = Path(root) / MANIFEST
     try:
         manifest = json.loads(path.read_text())
@@ -106,33 +109,51 @@ def read_manifest(root: str | Path) -> dict:
     if version != DATASET_SCHEMA_VERSION:
         raise DatasetError(
             f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
+    from workbench import integrity
+
+    if anchors is not None:
+        problem = integrity.signature_problem(manifest, anchors)
+    elif "dataset_hash" in manifest and manifest["dataset_hash"] != integrity.dataset_hash(manifest):
+        problem = "its dataset_hash does not match its content (the manifest was changed after the export)"
+    else:
+        problem = None
+    if problem is not None:
+        raise DatasetError(f"{path}: {problem}")
     return manifest
 
 
-def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame:
-    """One table of the dataset as a LazyFrame in the contract (empty when it has no files);
-    with `scopes`, only those scopes' partition directories are read."""
-    files = _partition_files(Path(root) / table, scopes)
+def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
+           scopes: Sequence[str] | None = None) -> list[str]:
+    """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
+    `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
+    its listed size, sha256, row count and schema (`workbench.integrity.check_files`): a stray
+    file is never read, and a changed, missing or truncated one refuses the dataset."""
+    from workbench import dataset, integrity
+
+    try:
+        entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
+        return integrity.check_files(dataset.open_location(str(root)), entries)
+    except dataset.DatasetError as error:
+        raise DatasetError(str(error)) from None
+
+
+def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
+               manifest: dict | None = None) -> pl.LazyFrame:
+    """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
+    the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files."""
+    files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
     if not files:
         return empty(table)
     scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema={k: pl.String for k in PARTITION_KEYS})
     return conform(scanned, table)
 
 
-def _partition_files(base: Path, scopes: Sequence[str] | None) -> list[str]:
-    """The Parquet files under `base/scope=*/month=*/` (only the given scopes' directories)."""
-    if scopes is not None:
-        wanted = set(scopes)
-        matches = [p for p in base.glob("scope=*") if unquote(p.name[len("scope="):]) in wanted]
-        return sorted(str(f) for d in matches for f in d.glob("month=*/*.parquet"))
-    return sorted(str(f) for f in base.glob("scope=*/month=*/*.parquet"))
-
-
-def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None) -> pl.LazyFrame | None:
+def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None,
+               manifest: dict | None = None) -> pl.LazyFrame | None:
     """The typed facts table of one rulebook (`workbench.facts`), None when the dataset has no
     facts file for it. Files of different export batches hold different paths: the scan reads
     the union of their columns, a column a file lacks as null (as the table's contract says)."""
-    files = _partition_files(Path(root) / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}", scopes)
+    files = listed(root, read_manifest(root) if manifest is None else manifest, "facts", rulebook_id, scopes)
     if not files:
         return None
     schema: dict[str, pl.DataType] = {}
@@ -164,25 +185,39 @@ def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bo
 
 
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
-                 policy_version: str | None = None, limit: int | None = None) -> Frames:
+                 policy_version: str | None = None, limit: int | None = None, anchors: Any = None) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
     typed facts table too when the dataset has one, and for a whole-history read (`limit` None)
-    the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.rollups`)."""
-    manifest = read_manifest(root)
-    frames = select(scan_table(root, "decisions", scopes), scan_table(root, "outcomes", scopes), scopes=scopes,
-                    policy_id=policy_id, policy_version=policy_version, limit=limit)
+    the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.rollups`).
+    Only the files the manifest lists are read, each checked first (`listed`); with `anchors`
+    the manifest must be signed by one of them. `Frames.source` names the manifest's hash."""
+    manifest = read_manifest(root, anchors)
+    frames = select(scan_table(root, "decisions", scopes, manifest), scan_table(root, "outcomes", scopes, manifest),
+                    scopes=scopes, policy_id=policy_id, policy_version=policy_version, limit=limit)
+    source = source_of(manifest)
     rollup = None
     if policy_id is not None and limit is None:
         from workbench.rollups import RollupView
 
         rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
-    facts = scan_facts(root, policy_id, scopes) if policy_id is not None else None
+        if rollup is not None:
+            listed(root, manifest, "rollups")
+    facts = scan_facts(root, policy_id, scopes, manifest) if policy_id is not None else None
     if facts is None:
-        return Frames(frames.decisions, frames.outcomes, None, rollup)
+        return Frames(frames.decisions, frames.outcomes, None, rollup, source)
     # With rollups the reports never read these facts: they stay a lazy match by decision id
     # (no count over every decision now; the cost is paid only by whoever collects them).
     every = policy_version is None and limit is None and rollup is None
-    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup)
+    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup,
+                  source)
+
+
+def source_of(manifest: dict) -> dict[str, Any]:
+    """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
+    every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
+    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    return {"kind": "dataset", "dataset_hash": manifest.get("dataset_hash"), "key_id": signature.get("key_id"),
+            "synthetic": bool(manifest.get("synthetic"))}
 
 
 # --------------------------------------------------------------------------- live ledger

@@ -125,9 +125,16 @@ def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = 
     return ReportParams(**values)
 
 
-def _envelope(kind: str, policy_id: str, params: ReportParams, body: dict) -> dict:
+def _envelope(kind: str, policy_id: str, params: ReportParams, body: dict, frames=None) -> dict:
     return seal(REPORT_KIND[kind], {"policy_id": policy_id, "policy_version": params.policy_version,
-                                    "parameters": params.for_kind(kind), **body})
+                                    "parameters": params.for_kind(kind), **body, **_source(frames)})
+
+
+def _source(frames) -> dict:
+    """A report read from a dataset names it (`source`: the dataset manifest's `dataset_hash`
+    and signing key), so its hash binds to that signed manifest; a ledger report has no member."""
+    source = getattr(frames, "source", None)
+    return {"source": dict(source)} if source else {}
 
 
 def _merged(engine, kind: str, frames, compute, own_scope: str | None = None) -> dict:
@@ -144,7 +151,7 @@ def effectiveness_report(frames, policy_id: str, params: ReportParams) -> dict:
     state = _merged(effectiveness_engine, "effectiveness", frames,
                     lambda: effectiveness_engine.partial(frames.decisions, frames.outcomes))
     body = effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample)
-    return _envelope("effectiveness", policy_id, params, body)
+    return _envelope("effectiveness", policy_id, params, body, frames)
 
 
 def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
@@ -152,7 +159,7 @@ def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
                     lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
     body = anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
                                    max_items=params.max_items)
-    return _envelope("anomalies", policy_id, params, body)
+    return _envelope("anomalies", policy_id, params, body, frames)
 
 
 def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope: str,
@@ -163,7 +170,7 @@ def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope:
     body = benchmark_engine.finalize(state, CLASSES, own_scope=own_scope, opted_in=opted_in,
                                      min_cohort_scopes=params.min_cohort_scopes,
                                      min_cohort_decisions=params.min_cohort_decisions)
-    return _envelope("benchmarks", policy_id, params, body)
+    return _envelope("benchmarks", policy_id, params, body, frames)
 
 
 def confidence_report(frames, policy_id: str, params: ReportParams) -> dict:
@@ -174,7 +181,7 @@ def confidence_report(frames, policy_id: str, params: ReportParams) -> dict:
         policy_version=params.policy_version, verdict=params.verdict, action=params.action,
         min_sample=params.min_sample)
     return seal("confidence", {"policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
-                               "parameters": params.for_kind("confidence"), **body})
+                               "parameters": params.for_kind("confidence"), **body, **_source(frames)})
 
 
 def packet_intelligence(frames, record: Mapping[str, Any]) -> dict[str, dict]:

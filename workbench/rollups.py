@@ -52,6 +52,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from workbench.dataset import Location
+from workbench.integrity import check_files, describe_file, iter_all
 from workbench.engines import anomalies, benchmarks, effectiveness
 from workbench.engines import fact_columns as fc
 from workbench.engines import fact_moments
@@ -225,6 +226,7 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
     facts_files = _facts_files(manifest)
     fresh: dict[str, list[pl.DataFrame]] = defaultdict(list)
     todo = sorted(touched)
+    _check_earlier_files(location, manifest, run, todo, reuse)
     done = 0
     for scope, months, pieces in _chunks(location, todo, decision_files):
         decisions = _decisions(location, pieces, scope)
@@ -261,7 +263,7 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
     carried = manifest["rollups"]["files"] if reuse else {}
     recomputed = pl.DataFrame({KEYS[2]: [s for s, _ in todo], KEYS[3]: [m for _, m in todo]},
                               schema={KEYS[2]: pl.String, KEYS[3]: pl.String})
-    files, rows = {}, 0
+    files, digests, rows = {}, {}, 0
     for name in sorted(set(fresh) | set(carried)):
         frames = list(fresh.get(name, []))
         if name in carried:  # the previous run's rows of every partition not recomputed
@@ -275,10 +277,36 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         path = f"{target}/{name}.parquet"
         pq.write_table(frame.to_arrow(), location.path(path), filesystem=location.fs, compression="zstd")
         files[name] = path
+        digests[name] = {"rows": frame.height, **describe_file(location, path)}
         rows += frame.height
     partitions = len(decision_files)
     return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
-            "rows": rows, "decision_partitions": partitions, "recomputed_partitions": len(todo)}
+            "file_digests": digests, "rows": rows, "decision_partitions": partitions,
+            "recomputed_partitions": len(todo)}
+
+
+def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],
+                         reuse: bool) -> None:
+    """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
+    they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
+    carried over) no longer matches its listed digest: the run would sign rollups of changed rows.
+    This run's own files were hashed as they were listed; untouched partitions are not read."""
+    scopes = {scope for scope, _ in todo}
+    partitions = set(todo)
+    wanted = []
+    for entry in iter_all(manifest):
+        parsed = _parse(entry.path)
+        if entry.kind == "rollups":
+            keep = reuse
+        elif parsed is None or parsed[0] not in ("decisions", "outcomes") and entry.kind != "facts":
+            keep = False
+        elif entry.kind == "outcomes":
+            keep = parsed[1] in scopes
+        else:
+            keep = (parsed[1], parsed[2]) in partitions
+        if keep and not entry.path.split("/")[-1].startswith(f"part-{run:06d}-"):
+            wanted.append(entry)
+    check_files(location, wanted)
 
 
 def _compact(frame: pl.DataFrame) -> pl.DataFrame:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from gate.canonical import key_order, sha256_hex
 from gate.clock import iso_ms
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from workbench import rollups
+from workbench import integrity, rollups
 from workbench.dataset import DatasetError, open_location, read_manifest, write_manifest
 from workbench.demo import DEFAULT_SEED
 from workbench.demo import scenario as S
@@ -238,7 +238,7 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
         if progress is not None:
             progress(written, decisions)
     files = writer.close()
-    record_files(manifest, files, 1)
+    record_files(manifest, files, 1, location)
     for policy, count in facts_rows.items():
         manifest["facts"][policy]["rows"] = count
     for name, count in rows.items():
@@ -252,6 +252,7 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     manifest["ledger_head"] = ledger_head(manifest["chains"], rows)
     manifest["synthesis"] = {"decisions": decisions, "seed": seed, "chunk": chunk,
                              "seconds": round(time.monotonic() - started, 3)}
+    manifest = integrity.seal(manifest, None)  # every file's digest listed; synthetic: never signed
     write_manifest(location, manifest)
     return manifest
 

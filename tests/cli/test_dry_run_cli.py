@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.workbench.dryrun_support import decide, rule, rulebook, write_dataset
+from tests.workbench.manifest_support import signer_of
 
 pytestmark = pytest.mark.slow
 GATE = str(Path(sys.executable).parent / "gate")
@@ -30,7 +31,7 @@ def run(args, env, cwd):
 @pytest.fixture
 def setup(tmp_path, gate_env):
     facts = [{"amount": a, "tier": t} for a in (10, 60, 120) for t in ("vip", "std")]
-    write_dataset(tmp_path / "ds", decide(OLD, facts, no_facts=(5,)), [])
+    write_dataset(tmp_path / "ds", decide(OLD, facts, no_facts=(5,)), [], signer=signer_of(gate_env))
     (tmp_path / "draft.json").write_text(json.dumps(DRAFT))
     return tmp_path, gate_env
 

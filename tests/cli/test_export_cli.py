@@ -92,3 +92,63 @@ def test_errors_exit_2_with_a_message_and_write_nothing(seeded, tmp_path):
     assert done.returncode == 2 and "--batch-size" in done.stderr and not (tmp_path / "x").exists()
     done = gate(["export"], seeded)
     assert done.returncode == 2 and "--out" in done.stderr
+
+
+def test_incremental_runs_chain_signed_manifests_and_reuse_listed_digests(seeded, tmp_path):
+    """Run 2 hashes only its own files (run 1's entries are carried over as listed), names run 1's
+    manifest in `previous_dataset_hash`, and is signed by the gate's key like run 1."""
+    from gate.signing import load_keyring
+    from gate.verify.anchors import TrustAnchors
+    from workbench import integrity
+    from workbench.dataset import open_location
+
+    out = tmp_path / "ds"
+    assert gate(["export", "--out", str(out)], seeded).returncode == 0
+    first = json.loads((out / "manifest.json").read_text())
+    writer = LedgerWriter(seeded["GATE_DATABASE_URL"], Path(seeded["GATE_SIGNING_KEY_FILE"]))
+    writer.decide("acme", at(1, 20))
+    writer.close()
+    done = gate(["export", "--out", str(out)], seeded)
+    assert done.returncode == 0, done.stderr
+    second = json.loads((out / "manifest.json").read_text())
+    anchors = TrustAnchors.from_keyring(load_keyring(Path(seeded["GATE_SIGNING_KEY_FILE"])))
+    assert integrity.signature_problem(first, anchors) is None and integrity.signature_problem(second, anchors) is None
+    assert second["previous_dataset_hash"] == first["dataset_hash"] and first["previous_dataset_hash"] is None
+    for table, item in first["tables"].items():
+        assert second["tables"][table]["files"][:len(item["files"])] == item["files"]
+    assert {e["run"] for e in second["tables"]["decisions"]["files"]} == {1, 2}
+    integrity.check_files(open_location(str(out)), integrity.iter_all(second))
+    assert second["chains"]["acme"]["size"] == 4 and second["chains"]["globex"] == first["chains"]["globex"]
+
+
+def test_an_earlier_file_changed_behind_the_manifest_refuses_the_next_run(seeded, tmp_path):
+    """A run recomputes the rollups of the partitions it touches from earlier runs' files: one
+    changed behind the manifest's back refuses the run (exit 2, one line) instead of being signed."""
+    out = tmp_path / "ds"
+    assert gate(["export", "--out", str(out)], seeded).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = next(e for e in manifest["tables"]["decisions"]["files"] if "scope=acme" in e["path"]
+                 and "month=2026-01" in e["path"])
+    path = out / entry["path"]
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    writer = LedgerWriter(seeded["GATE_DATABASE_URL"], Path(seeded["GATE_SIGNING_KEY_FILE"]))
+    writer.decide("acme", at(1, 20))  # a new decision in the changed file's partition
+    writer.close()
+    done = gate(["export", "--out", str(out)], seeded)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert entry["path"] in lines[0] and "does not match its sha256" in lines[0]
+    assert json.loads((out / "manifest.json").read_text()) == manifest  # nothing committed
+
+
+def test_without_a_signing_key_the_export_refuses_unless_signing_is_off(seeded, tmp_path):
+    keyless = dict(seeded, GATE_SIGNING_KEY_FILE=str(tmp_path / "absent.json"))
+    done = gate(["export", "--out", str(tmp_path / "ds")], keyless)
+    assert done.returncode == 2 and "no key to sign the dataset manifest" in done.stderr
+    assert not (tmp_path / "ds").exists()
+    done = gate(["export", "--out", str(tmp_path / "ds")], dict(keyless, GATE_REQUIRE_SIGNING="false"))
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert "signature" not in manifest and len(manifest["dataset_hash"]) == 64

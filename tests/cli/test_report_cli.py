@@ -48,7 +48,17 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     from_files = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset",
                        str(tmp_path / "ds"), "--json"], seeded)
     assert from_files.returncode == 0, from_files.stderr
-    assert json.loads(from_files.stdout)["effectiveness_hash"] == report["effectiveness_hash"]
+    # The same report, naming (and so, through its hash, binding to) the dataset manifest it read.
+    from_dataset = json.loads(from_files.stdout)
+    manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    assert from_dataset["source"] == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
+                                      "synthetic": False}
+    same = ("source", "effectiveness_hash")
+    assert {k: v for k, v in from_dataset.items() if k not in same} == \
+        {k: v for k, v in report.items() if k not in same}
+    from gate.reports import verify
+
+    assert verify("effectiveness", from_dataset) and from_dataset["effectiveness_hash"] != report["effectiveness_hash"]
 
 
 def test_readable_text_by_default(seeded):
@@ -130,9 +140,16 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     sample = out / manifest["rollups"]["files"]["effectiveness.sample"]
     import polars as pl
 
+    from workbench import integrity
+    from workbench.dataset import open_location
+
     pl.read_parquet(sample).with_columns(pl.col("decisions") * 2).write_parquet(sample)
+    # (changed behind the manifest's back it is refused: tests/cli/test_dataset_integrity_cli.py)
+    manifest["rollups"]["file_digests"]["effectiveness.sample"].update(
+        integrity.describe_file(open_location(str(out)), manifest["rollups"]["files"]["effectiveness.sample"]))
+    (out / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
     assert effective() == 30
     # … and a manifest whose rollups are not its last run's is answered from the rows.
     manifest["rollups"]["run"] = 0
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
     assert effective() == 15

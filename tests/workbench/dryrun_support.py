@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pyarrow.parquet as pq
 
 from gate.canonical import canonical_text, sha256_hex
 from gate.rulebook import get_evaluator
+from tests.workbench.manifest_support import write_listed_manifest
 from workbench.facts import write_facts
 from workbench.schema import DATASET_SCHEMA_VERSION, DECISIONS, OUTCOMES
 
@@ -53,8 +53,9 @@ def decide(book, facts_list, scope="acme", start=T0, prefix="d", no_facts=()):
 
 
 def write_dataset(root: Path, decisions: list[dict], outcomes: list[dict], *, version=DATASET_SCHEMA_VERSION,
-                  facts=True) -> Path:
-    """decisions: rows from `decide`; outcomes: {decision_id, status, reported_at, receipt_id}."""
+                  facts=True, signer=None) -> Path:
+    """decisions: rows from `decide`; outcomes: {decision_id, status, reported_at, receipt_id}.
+    The manifest lists every file with its digest (`manifest_support`); `signer` signs it."""
     root.mkdir(parents=True, exist_ok=True)
     by_partition: dict[tuple[str, str], list[dict]] = {}
     for row in decisions:
@@ -82,5 +83,5 @@ def write_dataset(root: Path, decisions: list[dict], outcomes: list[dict], *, ve
         schema = pa.schema([DECISIONS.field(k) if k in DECISIONS.names else pa.field(k, pa.string()) for k in keep])
         batch = pa.Table.from_pylist([{k: r[k] for k in keep} for r in decisions], schema=schema)
         write_facts(root, batch, "000001-0000")
-    (root / "manifest.json").write_text(json.dumps({"dataset_schema_version": version, "synthetic": True}))
+    write_listed_manifest(root, {"dataset_schema_version": version, "synthetic": True}, signer)
     return root

@@ -14,6 +14,8 @@ from workbench.engines import anomalies, fact_moments
 from workbench.facts import write_facts
 from workbench.load import from_dataset
 from workbench.policy_reports import CLASSES, ReportParams, anomaly_report
+from workbench.schema import DATASET_SCHEMA_VERSION
+from manifest_support import write_listed_manifest
 from workbench_support import T0, decision, frames, outcome, write_dataset
 
 
@@ -60,6 +62,7 @@ def _with_facts_table(root, ds, os_, *, leave_out: int = 0):
                       ("decision_id", "facts_json", "scope", "month", "policy_id", "created_at", "verdict",
                        "application_verdict", "action", "reason_code", "matched_rule_id")})
     write_facts(root, batch, "000001-0000")
+    write_listed_manifest(root, {"dataset_schema_version": DATASET_SCHEMA_VERSION})  # the facts files listed too
 
 
 PARAMS = ReportParams(limit=None, min_sample=10, threshold=0.0, max_items=100)
@@ -73,7 +76,8 @@ def test_the_typed_table_and_the_json_give_the_same_report(tmp_path, leave_out, 
     params = ReportParams(**{**PARAMS.__dict__, **view})
     typed = from_dataset(tmp_path, policy_id="pricing", **view)
     assert typed.facts is not None
-    plain = type(typed)(typed.decisions, typed.outcomes)  # the same decisions, facts from their JSON
+    # the same decisions, facts from their JSON
+    plain = type(typed)(typed.decisions, typed.outcomes, source=typed.source)
     a, b = anomaly_report(typed, "pricing", params), anomaly_report(plain, "pricing", params)
     assert a == b
     assert a["checks"]["facts"]["numeric_facts"] == 6  # amount, big, customer.age_days, dip, level, shape.inner
@@ -117,7 +121,7 @@ def test_a_month_with_fewer_than_twice_k_values_lists_each_decision_once(tmp_pat
     params = ReportParams(limit=None, min_sample=3, threshold=0.0, max_items=100)
     typed = from_dataset(tmp_path, policy_id="pricing")
     a = anomaly_report(typed, "pricing", params)
-    assert a == anomaly_report(type(typed)(typed.decisions, typed.outcomes), "pricing", params)
+    assert a == anomaly_report(type(typed)(typed.decisions, typed.outcomes, source=typed.source), "pricing", params)
     drift = [f for f in a["anomalies"] if f["kind"] == "fact_drift"]
     assert drift
     for finding in drift:

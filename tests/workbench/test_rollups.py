@@ -13,7 +13,7 @@ import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from tests.workbench.ledger_support import LedgerWriter, at
-from workbench import rollups
+from workbench import integrity, rollups
 from workbench.demo import scenario as S
 from workbench.export import export_ledger
 from workbench.load import from_dataset
@@ -190,8 +190,8 @@ def test_a_dataset_exported_before_rollups_gets_them_all_on_its_next_run(writer,
     root = tmp_path / "ds"
     export_ledger(writer.ledger, str(root), now=NOW)
     manifest = json.loads((root / "manifest.json").read_text())
-    del manifest["rollups"]  # as an earlier gate wrote it
-    (root / "manifest.json").write_text(json.dumps(manifest))
+    del manifest["rollups"]  # as an earlier gate wrote it (with file digests)
+    (root / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
     for path in sorted((root / "rollups").rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     (root / "rollups").rmdir()
@@ -218,12 +218,13 @@ def test_a_partition_larger_than_a_chunk_is_rolled_up_in_pieces(tmp_path, monkey
     for entry in manifest["tables"]["decisions"]["files"]:  # small row groups, as a large export has
         path = root / entry["path"]
         pq.write_table(pq.read_table(path), path, row_group_size=40)
+        entry.update(integrity.describe_file(open_location(str(root)), entry["path"]))  # listed as rewritten
     monkeypatch.setattr(rollups, "BATCH_DECISIONS", 100)
     rebuilt = dict(manifest)
     rebuilt.pop("rollups")
     rebuilt["rollups"] = rollups.update(open_location(str(root)), rebuilt, 1, [], OUTCOME_EFFECTIVENESS_CLASS,
                                           outcome_partitions=())
-    (root / "manifest.json").write_text(json.dumps(rebuilt))
+    (root / "manifest.json").write_text(json.dumps(integrity.seal(rebuilt, None)))
     sample = pl.read_parquet(root / rebuilt["rollups"]["files"]["effectiveness.sample"])
     keys = [*rollups.KEYS, "status"]
     assert sample.height > sample.select(keys).unique().height  # some partition came in pieces

@@ -93,4 +93,6 @@ def write_dataset(root, decisions: list[dict], outcomes: list[dict], *, version:
             directory.mkdir(parents=True, exist_ok=True)
             columns = {f.name: [r[f.name] for r in part] for f in TABLES[table]}
             pq.write_table(pa.table(columns, schema=TABLES[table]), directory / "part-0.parquet")
-    (root / "manifest.json").write_text(json.dumps({"dataset_schema_version": version or DATASET_SCHEMA_VERSION}))
+    from tests.workbench.manifest_support import write_listed_manifest
+
+    write_listed_manifest(root, {"dataset_schema_version": version or DATASET_SCHEMA_VERSION})

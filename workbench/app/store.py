@@ -151,10 +151,16 @@ class WorkbenchStore:
     def refresh_dataset(self, progress=None) -> dict[str, Any]:
         """Export what is new in the ledger into the dataset (the `gate export` call);
         `progress(done, total)` is called as rows are written."""
-        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress)
+        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=self._dataset_signer())
         added = sum(count if isinstance(count, int) else sum(count.values())  # facts: per rulebook
                     for count in result.new_rows.values())
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
+
+    def _dataset_signer(self):
+        """The key `gate export` signs the dataset manifest with (Ed25519 first)."""
+        from gate.signing import receipt_signer_for
+
+        return receipt_signer_for(self.signing.attestation_key()) or self.signing.receipt_signer()
 
     # ------------------------------------------------------------------ policy reports
 
@@ -169,7 +175,8 @@ class WorkbenchStore:
                 lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
                 # With rollups the reports never read the facts: they are not read into memory.
                 facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
-                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup)
+                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup,
+                                lazy.source)
             self._frame_cache[key] = frames
             while len(self._frame_cache) > FRAME_CACHE_SIZE:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
@@ -268,8 +275,10 @@ class WorkbenchStore:
     def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any]):
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
         dataset. Raises DryRunError for a bad draft, an unknown rulebook or empty history."""
+        signer = self.signing.receipt_signer()
+        # A result the workbench signs must cover a dataset signed by a key this gate trusts.
         return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
-                       created_at=iso_ms(self.clock.now()))
+                       created_at=iso_ms(self.clock.now()), anchors=self.signing.trust_anchors() if signer else None)
 
     def semantic_diff(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any] | None:
         """The exact diff from the scope's current version to the draft (None without one)."""

@@ -20,13 +20,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import polars as pl
 
 from gate.canonical import sha256_bytes_hex, sha256_hex
 from workbench.engines import fact_columns as fc
-from workbench.facts import FACTS_DIR, facts_tables
+from workbench.facts import facts_tables
 from workbench.migration.errors import DryRunError
 from workbench.schema import DATASET_SCHEMA_VERSION
 
@@ -107,33 +106,23 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
                            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
 
 
-def _table_files(root: Path, manifest: dict, table: str) -> list[str] | None:
-    """The files the manifest lists for a table (a consistent snapshot), else None."""
-    entry = manifest.get("tables", {}).get(table) if isinstance(manifest.get("tables"), dict) else None
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
-        return [str(root / f["path"]) for f in files]
-    return None
+def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> list[str]:
+    """The files the manifest lists (`workbench.integrity`), each checked against its listed
+    size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
+    from workbench.dataset import DatasetError, open_location
+    from workbench.integrity import check_files, listed_files
+
+    try:
+        return check_files(open_location(str(root)), listed_files(manifest, kind, name))
+    except DatasetError as exc:
+        raise DryRunError("DATASET_INVALID", str(exc)) from None
 
 
 def _scan_table(root: Path, manifest: dict, table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
-    files = _table_files(root, manifest, table)
-    if files is None:
-        files = [str(p) for p in sorted((root / table).glob("**/*.parquet"))]
+    files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
     return _scan(files, schema)
-
-
-def _facts_files(root: Path, manifest: dict, rulebook_id: str) -> list[str]:
-    """The rulebook's facts files: those the manifest lists (`facts.<id>.files`), else every
-    file under `facts/rulebook_id=<id>/`."""
-    entry = manifest.get("facts", {}).get(rulebook_id) if isinstance(manifest.get("facts"), dict) else None
-    files = entry.get("files") if isinstance(entry, dict) else None
-    if isinstance(files, list) and all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in files):
-        return [str(root / f["path"]) for f in files]
-    folder = root / FACTS_DIR / f"rulebook_id={quote(rulebook_id, safe='')}"
-    return [str(p) for p in sorted(folder.glob("**/*.parquet"))]
 
 
 def _carry_stored_outcome(files: list[str]) -> bool:
@@ -143,7 +132,9 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: Path) -> tuple[dict, bytes]:
+def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
+    """The manifest and its raw bytes: of this schema version, its `dataset_hash` matching its
+    content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise)."""
     path = root / MANIFEST
     try:
         raw = path.read_bytes()
@@ -156,23 +147,35 @@ def read_manifest(root: Path) -> tuple[dict, bytes]:
     if version != DATASET_SCHEMA_VERSION:
         raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
                           f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
+    from workbench.integrity import dataset_hash, signature_problem
+
+    if anchors is not None:
+        problem = signature_problem(manifest, anchors)
+    elif manifest.get("dataset_hash") != dataset_hash(manifest):
+        problem = "its dataset_hash is missing or does not match its content"
+    else:
+        problem = None
+    if problem is not None:
+        raise DryRunError("DATASET_INVALID", f"{path}: {problem}")
     return manifest, raw
 
 
 def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = None,
-                 paths: tuple[str, ...] = ()) -> History:
+                 paths: tuple[str, ...] = (), anchors: Any = None) -> History:
     """The history of `rulebook_id` (in `scope`, or every scope) in an exported dataset.
     `paths`: the fact paths whose typed columns the caller will read. Reads the rulebook's
-    decisions once for `History.versions` (every scope) and the facts files' row counts."""
+    decisions once for `History.versions` (every scope) and the facts files' row counts. Reads
+    only the files the manifest lists, each checked first; `anchors`: the manifest must be
+    signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = Path(location)
-    manifest, raw = read_manifest(root)
+    manifest, raw = read_manifest(root, anchors)
     decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
     decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
     facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
                     "created_at": pl.Datetime("ms", "UTC"),
                     **{name: pl.String for name in OLD_NAMES}, **fc.path_schema(list(paths))}
-    facts_files = _facts_files(root, manifest, rulebook_id)
+    facts_files = _listed(root, manifest, "facts", rulebook_id)
     facts_hive = {"rulebook_id": pl.String, **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
@@ -186,8 +189,11 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     # load_history checks); the facts rows of the selection are counted from the files' metadata.
     versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
     selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
+    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
-              "dataset_schema_version": DATASET_SCHEMA_VERSION}
+              "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
+              "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
+              "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
     covered = int(selected["decisions"].sum()) == facts_rows.item() and _carry_stored_outcome(facts_files)
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 

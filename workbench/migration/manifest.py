@@ -111,13 +111,44 @@ def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[b
     return len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw), None
 
 
+def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors: TrustAnchors,
+                   checks: dict[str, bool], problems: list[str]) -> None:
+    """`dataset_signature` and `dataset_files` of `verify_manifest` (offline: the anchors only)."""
+    from workbench import integrity
+    from workbench.dataset import DatasetError, open_location
+
+    try:
+        dataset = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        dataset = None
+    if not isinstance(dataset, dict):
+        checks["dataset_signature"] = checks["dataset_files"] = False
+        problems.append("dataset_signature: the dataset manifest is not a JSON object")
+        return
+    why = integrity.signature_problem(dataset, anchors)
+    if why is None and dataset.get("dataset_hash") != source.get("dataset_hash"):
+        why = "the dry-run names another dataset_hash"
+    checks["dataset_signature"] = why is None
+    if why is not None:
+        problems.append(f"dataset_signature: {why}")
+    try:
+        integrity.check_files(open_location(str(root)), integrity.iter_all(dataset))
+        checks["dataset_files"] = True
+    except DatasetError as exc:
+        checks["dataset_files"] = False
+        problems.append(f"dataset_files: {exc}")
+
+
 def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
-                    dataset_manifest: bytes | None = None) -> dict[str, Any]:
+                    dataset_manifest: bytes | None = None, dataset_root: str | Path | None = None) -> dict[str, Any]:
     """Check a migration manifest: `{valid, checks, problems}`.
 
     checks: `schema` (valid against the published schema), `result_hash`, `migration_hash`,
     `signature` (by a trusted key), and, when given, `draft_hash` (the draft file is the one
-    tested) and `dataset_hash` (the dataset manifest's bytes are the history it ran on).
+    tested) and `dataset_hash` (the dataset manifest's bytes are the history it ran on); with
+    `dataset_root` (the dataset folder those bytes are the manifest of), `dataset_signature`
+    (its manifest's `dataset_hash` is the one the dry-run names and is signed by a trusted key)
+    and `dataset_files` (every file it lists matches its size, sha256, rows and schema).
     """
     checks: dict[str, bool] = {}
     problems: list[str] = []
@@ -142,6 +173,8 @@ def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
         from gate.canonical import sha256_bytes_hex
 
         checks["dataset_hash"] = sha256_bytes_hex(dataset_manifest) == (dry_run.get("source") or {}).get("hash")
+        if dataset_root is not None:
+            _check_dataset(dataset_manifest, dataset_root, dry_run.get("source") or {}, anchors, checks, problems)
     for name, passed in checks.items():
         if not passed and not any(p.startswith(name) for p in problems):
             problems.append(f"{name} does not match")

@@ -40,10 +40,11 @@ class DryRun:
 
 
 def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | None, ledger: Any,
-                 paths: tuple[str, ...]) -> History:
-    """The rulebook's history in `scope`, refusing an unknown rulebook and an empty history."""
+                 paths: tuple[str, ...], anchors: Any = None) -> History:
+    """The rulebook's history in `scope`, refusing an unknown rulebook and an empty history.
+    `anchors`: a dataset's manifest must be signed by one of those keys."""
     if dataset is not None:
-        history = from_dataset(dataset, rulebook_id, scope, paths)
+        history = from_dataset(dataset, rulebook_id, scope, paths, anchors)
     elif ledger is not None:
         history = from_ledger(ledger, rulebook_id, None)
     else:
@@ -64,15 +65,18 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             ledger: Any = None, created_at: str, flips_limit: int = 200,
-            flips_path: Path | None = None) -> DryRun:
+            flips_path: Path | None = None, anchors: Any = None) -> DryRun:
     """Re-evaluate every historical decision of `rulebook_id` under `draft` (a parsed rulebook).
 
     Raises DryRunError for bad input before reading any history. `created_at` is the
     manifest's timestamp (the caller's clock); everything else is a function of the draft and
-    the history, so the same inputs give the same `dry_run.result_hash`.
+    the history, so the same inputs give the same `dry_run.result_hash`. `anchors`
+    (`gate.verify.TrustAnchors`): the dataset's manifest must be signed by one of those keys
+    (DATASET_INVALID otherwise); its listed files are checked either way.
     """
     compiled = load_draft(draft, rulebook_id)
-    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths)
+    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
+                           anchors=anchors)
     computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path)
     result = summarize(history, compiled, computed)
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)

@@ -8,6 +8,7 @@ from typing import Any
 import param
 
 from workbench.app.store import WorkbenchStore
+from workbench.load import DatasetError
 
 VERDICTS = ["", "yes", "no", "review"]
 
@@ -48,10 +49,15 @@ class DecisionsState(param.Parameterized):
         if not self.scope:
             self.rows, self.total = None, 0
             return
-        rows, total = self.store.decision_page(
-            self.scope, policy_id=self.policy_id or None, verdict=self.verdict or None,
-            rule=self.rule or None, id_prefix=self.search.strip() or None,
-            offset=(min(self.page, 10**9) - 1) * self.page_size, limit=self.page_size)
+        try:
+            rows, total = self.store.decision_page(
+                self.scope, policy_id=self.policy_id or None, verdict=self.verdict or None,
+                rule=self.rule or None, id_prefix=self.search.strip() or None,
+                offset=(min(self.page, 10**9) - 1) * self.page_size, limit=self.page_size)
+        except DatasetError as exc:  # a dataset that does not match its manifest is never shown
+            self.rows, self.total = None, 0
+            self.message = f"the dataset cannot be used: {exc}"
+            return
         self.rows, self.total = rows, total
         self.message = f"{total} decision(s) · page {self.page} of {self.pages}"
 

@@ -8,6 +8,7 @@ from typing import Any
 import param
 
 from workbench.app.store import WorkbenchStore
+from workbench.load import DatasetError
 
 
 class OverviewState(param.Parameterized):
@@ -30,8 +31,13 @@ class OverviewState(param.Parameterized):
             self.reports, self.series = None, None
             self.message = "pick a scope and a policy"
             return
-        self.reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
-        self.series = self.store.monthly_series(self.scope, self.policy_id)
+        try:
+            self.reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
+            self.series = self.store.monthly_series(self.scope, self.policy_id)
+        except DatasetError as exc:  # a dataset that does not match its manifest is never shown
+            self.reports, self.series = None, None
+            self.message = f"the dataset cannot be used: {exc}"
+            return
         sample = self.reports["effectiveness"].get("sample", {})
         self.message = (f"{sample.get('decisions_considered', 0)} decisions considered · "
                         f"{self.reports['anomalies'].get('anomaly_count', 0)} anomalies")
