@@ -47,8 +47,10 @@ def timed(label: str, action, rows: list, target: float) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=1_000_000)
+    parser.add_argument("--data", type=Path, default=RESULTS,
+                        help="folder holding the synthesized dataset between runs (default benchmarks/results)")
     args = parser.parse_args()
-    dataset = RESULTS / f"workbench-dataset-{args.decisions}"
+    dataset = args.data / f"workbench-dataset-{args.decisions}"
     if not (dataset / "manifest.json").exists():
         print(f"synthesizing {args.decisions:,} decisions into {dataset} …", flush=True)
         synthesize(str(dataset), decisions=args.decisions, seed=7)
