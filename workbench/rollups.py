@@ -362,10 +362,11 @@ class RollupView:
     def usable(self, classes: Mapping[str, str]) -> bool:
         return self.classes_hash == classes_hash(classes)
 
-    def _state(self, name: str, own_scope: str | None = None) -> pl.DataFrame:
+    def _state(self, name: str, own_scope: str | None = None, keep: str | None = None) -> pl.DataFrame:
         path = self.files.get(name)
         if path is None:
-            return _EMPTY.get(name, pl.DataFrame())
+            empty = _EMPTY.get(name, pl.DataFrame())
+            return empty if keep is None else empty.with_columns(pl.lit(None, pl.String).alias(keep))
         where = pl.col(KEYS[0]) == self.policy_id
         if self.policy_version is not None:
             where &= pl.col(KEYS[1]) == self.policy_version
@@ -373,7 +374,12 @@ class RollupView:
             where &= pl.col(KEYS[2]).is_in(list(self.scopes))
         if own_scope is not None:  # within the selection, as the rows' `scope == own_scope` filter
             where &= pl.col(KEYS[2]) == own_scope
-        return pl.scan_parquet(self.root / path).filter(where).drop(KEYS).collect()
+        return pl.scan_parquet(self.root / path).filter(where).drop([k for k in KEYS if k != keep]).collect()
+
+    def by_month(self, name: str) -> pl.DataFrame:
+        """The selected rows of one state with their decision month (`rollup_month`) kept and
+        the other key columns dropped (the monthly course merges each month's rows)."""
+        return self._state(name, keep=KEYS[3])
 
     def partial(self, kind: str, *, own_scope: str | None = None) -> dict[str, pl.DataFrame]:
         """One partial of `kind` stacking every selected partition's rows (the engine's merge
