@@ -1,0 +1,155 @@
+"""The Overview's fast path (issue 22: picking a scope and policy within 0.5 s at 1M decisions)
+shows exactly the figures of the reference path: the limited reports read through
+`workbench.recent` instead of the lazy plan, the monthly course from the rollups instead of the
+rows, finished figures cached per manifest hash. Not timed: `bench_workbench` measures the speed;
+these tests pin that nothing it gained changed a figure, and the cache's invalidation and bound."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from gate.keyconfig import SigningSetup
+from gate.ledger import Ledger
+from gate.ledger.reports import set_benchmark_opt_in
+from gate.signing import generate_keyring
+from tests.workbench.ledger_support import LedgerWriter, at
+from workbench.app import store as store_module
+from workbench.app.state.overview import OverviewState
+from workbench.app.store import WorkbenchStore
+from workbench.export import export_ledger
+from workbench.load import DatasetError, from_dataset
+from workbench.recent import recent_frames
+from workbench.synth import synthesize
+
+POLICIES = ("refund_approval", "agent_action_gate", "pricing_exception")
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """A synthetic demo dataset and two stores over it: the fast one and the reference one."""
+    home = tmp_path_factory.mktemp("fast-path")
+    synthesize(str(home / "ds"), decisions=6_000, seed=3)
+    generate_keyring(home / "keys.json", "2026-11-01T00:00:00.000Z")
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    ledger.upgrade()
+    signing = SigningSetup.load(home / "keys.json", None, "hmac")
+    yield (WorkbenchStore(ledger, signing, home / "ds"), WorkbenchStore(ledger, signing, home / "ds", reference=True),
+           home / "ds", ledger)
+    ledger.dispose()
+
+
+def _scopes(root: Path) -> list[str]:
+    return sorted(p.name[len("scope="):] for p in (root / "decisions").glob("scope=*"))
+
+
+def _collected(frames):
+    facts = None if frames.facts is None else frames.facts.collect()
+    return frames.decisions.collect(), frames.outcomes.collect(), facts
+
+
+@pytest.mark.parametrize("limit", [1, 7, 1000, 2_000, 10_000_000])
+def test_recent_frames_are_the_lazy_selection(synthetic, limit):
+    _, _, root, _ = synthetic
+    scopes = _scopes(root)
+    for chosen in ([scopes[0]], scopes[:3], ["no-such-scope"]):
+        for policy in POLICIES:
+            fast = _collected(recent_frames(root, scopes=chosen, policy_id=policy, limit=limit))
+            slow = _collected(from_dataset(root, scopes=chosen, policy_id=policy, limit=limit))
+            assert_frame_equal(fast[0], slow[0])  # same rows, same order
+            assert_frame_equal(fast[1], slow[1], check_row_order=False)
+            if slow[2] is None:
+                assert fast[2] is None
+            else:
+                assert_frame_equal(fast[2], slow[2], check_row_order=False)
+
+
+def test_recent_frames_refuse_what_from_dataset_refuses(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"dataset_schema_version": "decision_dataset_v0"}')
+    with pytest.raises(DatasetError):
+        recent_frames(tmp_path, scopes=["demo"], policy_id="refund_approval", limit=10)
+    with pytest.raises(DatasetError):
+        recent_frames(tmp_path / "missing", scopes=["demo"], policy_id="refund_approval", limit=10)
+
+
+@pytest.mark.parametrize("limit", [1, 1000, 100_000])
+def test_overview_figures_equal_the_reference_path(synthetic, limit):
+    fast, reference, root, ledger = synthetic
+    for scope in _scopes(root)[:3]:
+        for policy in POLICIES:
+            expected = OverviewState(reference, scope=scope, policy_id=policy, limit=limit)
+            shown = OverviewState(fast, scope=scope, policy_id=policy, limit=limit)
+            assert shown.reports == expected.reports
+            assert_frame_equal(shown.series, expected.series)
+            assert shown.message == expected.message
+
+
+def test_overview_with_a_benchmark_cohort_equals_the_reference_path(synthetic):
+    fast, reference, root, ledger = synthetic
+    scopes = _scopes(root)
+    for scope in scopes:
+        set_benchmark_opt_in(ledger, scope, True, "2026-11-01T00:00:00.000Z")
+    try:
+        for limit in (50, 1000):
+            expected = reference.policy_reports(scopes[0], "refund_approval", limit=limit)
+            assert fast.policy_reports(scopes[0], "refund_approval", limit=limit) == expected
+        # An opt-out changes the cohort: the cached figures of the old cohort are not reused.
+        set_benchmark_opt_in(ledger, scopes[1], False, "2026-11-01T00:00:00.000Z")
+        assert (fast.policy_reports(scopes[0], "refund_approval", limit=50)
+                == reference.policy_reports(scopes[0], "refund_approval", limit=50))
+    finally:
+        for scope in scopes:
+            set_benchmark_opt_in(ledger, scope, False, "2026-11-01T00:00:00.000Z")
+
+
+def test_cached_figures_are_copies(synthetic):
+    fast, _, root, _ = synthetic
+    scope = _scopes(root)[0]
+    first = fast.policy_reports(scope, "refund_approval")
+    first["effectiveness"]["effectiveness_score"] = -1
+    assert fast.policy_reports(scope, "refund_approval")["effectiveness"]["effectiveness_score"] != -1
+
+
+def test_the_figure_cache_is_bounded(synthetic, monkeypatch):
+    shared, _, root, _ = synthetic
+    monkeypatch.setattr(store_module, "FIGURE_CACHE_SIZE", 3)
+    fast = WorkbenchStore(shared.ledger, shared.signing, root)
+    for limit in range(1, 8):
+        fast.policy_reports(_scopes(root)[0], "refund_approval", limit=limit)
+        assert len(fast._figures) == min(limit, 3)
+    # The least recently used went first: the newest three are answered from the cache.
+    assert [key[4] for key in fast._figures] == [5, 6, 7]
+
+
+def test_a_refresh_is_never_answered_from_the_cache(tmp_path):
+    """Figures come from the dataset as it is now: after an export that adds decisions (and a
+    new month), the reports and the monthly course count them."""
+    writer = LedgerWriter(f"sqlite:///{tmp_path / 'gate.db'}", tmp_path / "signing-keys.json")
+    for index in range(12):
+        record = writer.decide("acme", at(1 + index % 2, 1 + index, 10), discount=10, margin=30)
+        writer.receipt("outcome", "acme", record, at(1 + index % 2, 1 + index, 10) + timedelta(days=1), "succeeded")
+    store = WorkbenchStore(Ledger(f"sqlite:///{tmp_path / 'gate.db'}"),
+                           SigningSetup.load(tmp_path / "signing-keys.json", None, "hmac"), tmp_path / "dataset")
+    store.refresh_dataset()
+    state = OverviewState(store, scope="acme", policy_id="pricing_exception")
+    assert state.reports["effectiveness"]["sample"]["decisions_considered"] == 12
+    assert state.series["month"].to_list() == ["2026-01", "2026-02"]
+    for index in range(5):
+        record = writer.decide("acme", at(3, 1 + index, 10), discount=10, margin=30)
+        writer.receipt("outcome", "acme", record, at(3, 2 + index, 10), "failed")
+    writer.close()
+    # Exported by another process (`gate export`): only the manifest tells the store.
+    export_ledger(store.ledger, str(tmp_path / "dataset"))
+    state.refresh()
+    assert state.reports["effectiveness"]["sample"]["decisions_considered"] == 17
+    assert state.series["month"].to_list() == ["2026-01", "2026-02", "2026-03"]
+    assert state.series.filter(pl.col("month") == "2026-03")["decisions"].item() == 5
+    reference = WorkbenchStore(store.ledger, store.signing, tmp_path / "dataset", reference=True)
+    assert store.policy_reports("acme", "pricing_exception") == reference.policy_reports("acme", "pricing_exception")
+    assert_frame_equal(store.monthly_series("acme", "pricing_exception"),
+                       reference.monthly_series("acme", "pricing_exception"))
+    store.ledger.dispose()
