@@ -19,7 +19,7 @@ runs that sort once per frame it feeds; this one sorts four short columns once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import polars as pl
 
@@ -33,6 +33,13 @@ __all__ = ["recent_frames"]
 
 def _in_scopes(frame: pl.LazyFrame, scopes: Sequence[str] | None) -> pl.LazyFrame:
     return frame if scopes is None else frame.filter(pl.col("scope").is_in(list(scopes)))
+
+
+def _projected(frame: pl.LazyFrame, columns: Sequence[str] | None, keys: Sequence[str]) -> pl.LazyFrame:
+    if columns is None:
+        return frame
+    wanted = {*columns, *keys}
+    return frame.select([name for name in frame.collect_schema().names() if name in wanted])
 
 
 def _chosen(decisions: pl.LazyFrame, keys: pl.DataFrame, limit: int) -> pl.DataFrame:
@@ -49,19 +56,32 @@ def _chosen(decisions: pl.LazyFrame, keys: pl.DataFrame, limit: int) -> pl.DataF
     return candidates[order[ROW]]
 
 
-def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: str, limit: int) -> Frames:
+def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: str, limit: int,
+                  decision_columns: Sequence[str] | None = None,
+                  outcome_columns: Sequence[str] | None = None,
+                  facts_column: Callable[[str], bool] | None = None) -> Frames:
     """Frames (collected, as LazyFrames over memory) of the newest `limit` decisions of
     `policy_id` in each of `scopes` (every scope when None), with their outcome records and
-    their typed facts rows; the same frames `from_dataset(…, limit=limit)` describes."""
+    their typed facts rows; the same frames `from_dataset(…, limit=limit)` describes.
+    `decision_columns` / `outcome_columns`: read only these columns of the tables (in the
+    tables' order; the keys are always read), e.g. what the report engines read
+    (`workbench.rollups.DECISION_COLUMNS`): the record hashes and receipt bodies are most of
+    the bytes and no figure reads them. `facts_column`: which columns of the typed facts table
+    to read (`workbench.rollups.fact_moment_column`; the partition keys are always read)."""
     read_manifest(root)  # the same refusal of another schema version as from_dataset
-    decisions = _in_scopes(scan_table(root, "decisions", scopes), scopes).filter(pl.col("policy_id") == policy_id)
+    decisions = _projected(scan_table(root, "decisions", scopes), decision_columns, KEY_COLUMNS)
+    decisions = _in_scopes(decisions, scopes).filter(pl.col("policy_id") == policy_id)
     keys = most_recent(decisions.select(*KEY_COLUMNS), limit).collect()
     chosen = _chosen(decisions, keys, limit) if keys.height else decisions.head(0).collect()
     ids = chosen["decision_id"].drop_nulls().unique().implode()
-    outcomes = (_in_scopes(scan_table(root, "outcomes", scopes), scopes)
+    outcomes = (_in_scopes(_projected(scan_table(root, "outcomes", scopes), outcome_columns, ("decision_id", "scope")),
+                           scopes)
                 .filter(pl.col("decision_id").is_in(ids)).collect())
     facts = scan_facts(root, policy_id, scopes)
     if facts is not None:
+        if facts_column is not None:
+            facts = facts.select([name for name in facts.collect_schema().names()
+                                  if facts_column(name) or name in ("decision_id", "scope", "month")])
         facts = facts_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
                          every_decision=False).collect().lazy()
     return Frames(chosen.lazy(), outcomes.lazy(), facts, None)

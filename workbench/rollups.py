@@ -66,7 +66,7 @@ DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", 
 OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
 
 __all__ = ["BATCH_DECISIONS", "KEYS", "ROLLUP_VERSION", "ROLLUPS_DIR", "RollupView", "classes_hash",
-           "current", "partition_partials", "remove_runs", "update"]
+           "current", "fact_moment_column", "partition_partials", "remove_runs", "update"]
 
 
 def classes_hash(classes: Mapping[str, str]) -> str:
@@ -148,7 +148,7 @@ def _read(location: Location, paths: Sequence[str], columns: Sequence[str] | Cal
     return pa.concat_tables(tables, promote_options="default")
 
 
-def _fact_moment_column(name: str) -> bool:
+def fact_moment_column(name: str) -> bool:
     """The facts table's columns the anomaly engine's fact moments read: the row's identity and
     state, the JSON of partial rows, and each path's kind and number (`fact_moments._typed`)."""
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
@@ -245,7 +245,7 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         for rulebook_id, per in facts_files.items():
             frames = []
             for month in chunk_months:
-                table = _read(location, per.get((scope, month), []), _fact_moment_column, mine)
+                table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
                 if table is not None and table.num_rows:
                     frames.append(pl.from_arrow(table).with_columns(pl.lit(month).alias("month")))
             if frames:

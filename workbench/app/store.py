@@ -51,6 +51,7 @@ from workbench.policy_reports import (
     effectiveness_report,
 )
 from workbench.recent import recent_frames
+from workbench import rollups
 from workbench.rollups import RollupView
 from workbench.timeseries import monthly, monthly_from_rollups
 
@@ -208,7 +209,10 @@ class WorkbenchStore:
 
     def _read_frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
         if limit is not None and not self.reference:
-            return recent_frames(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
+            return recent_frames(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit,
+                                 decision_columns=(*rollups.DECISION_COLUMNS, "policy_id"),
+                                 outcome_columns=rollups.OUTCOME_COLUMNS,
+                                 facts_column=rollups.fact_moment_column)
         lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
         # With rollups the reports never read the facts: they are not read into memory.
         facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
