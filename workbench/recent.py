@@ -4,11 +4,12 @@
 `workbench.load.from_dataset(DIR, scopes=…, policy_id=…, limit=N)` describes lazily (the same
 rows, columns, types and order; a test holds them equal), at a fraction of the cost:
 
-1. the keys (`scope`, `month`, `created_at`, `decision_id`) of the policy's decisions are read
-   and the newest `limit` per scope chosen, with `workbench.load.most_recent` itself;
-2. only the month partitions holding those keys are read in full (Hive partition pruning),
-   from the oldest chosen `created_at` on (row-group statistics), and the chosen rows taken
-   from them in `most_recent`'s order, computed over the keys alone;
+1. the times (`scope`, `month`, `created_at`) of the policy's decisions are read and the
+   oldest time among each scope's newest `limit` found;
+2. only the month partitions holding a decision at least that new are read (Hive partition
+   pruning), only such decisions (row-group statistics), and the newest `limit` per scope
+   taken from them with `workbench.load.most_recent` itself, computed over the key columns
+   (`scope`, `month`, `created_at`, `decision_id`) and the rows gathered in its order;
 3. outcomes and typed facts are filtered by the chosen decision ids while they are scanned,
    instead of being joined to a plan that sorts every decision again.
 
@@ -42,16 +43,25 @@ def _projected(frame: pl.LazyFrame, columns: Sequence[str] | None, keys: Sequenc
     return frame.select([name for name in frame.collect_schema().names() if name in wanted])
 
 
-def _chosen(decisions: pl.LazyFrame, keys: pl.DataFrame, limit: int) -> pl.DataFrame:
-    """The full rows of the chosen keys, in `most_recent`'s order. The rows read (the chosen
-    months, from the oldest chosen time on) hold every chosen key, so their newest `limit` per
-    scope are the chosen ones; the order is computed on the keys alone and the rows gathered."""
-    months = keys["month"].unique().to_list()
-    floor = keys["created_at"].min()
-    rows = decisions.filter(pl.col("month").is_in(months))
-    if floor is not None:  # a null created_at sorts first (newest): keep nulls
-        rows = rows.filter((pl.col("created_at") >= floor) | pl.col("created_at").is_null())
-    candidates = rows.collect()
+def _candidates(decisions: pl.LazyFrame, limit: int) -> pl.LazyFrame:
+    """The decisions at least as new as the oldest of each scope's newest `limit` (ties and
+    null times included: a null `created_at` sorts first, as newest, in `most_recent`), read
+    from only the month partitions that hold such a decision. They hold every decision
+    `most_recent` chooses, whatever the tie-break by decision id."""
+    times = decisions.select("scope", "month", "created_at").collect()
+    newest = times.sort("created_at", descending=True).group_by("scope", maintain_order=True).head(limit)
+    floor = newest["created_at"].min()
+    keep = pl.col("created_at").is_null()
+    if floor is not None:
+        keep = keep | (pl.col("created_at") >= floor)
+    months = times.filter(keep)["month"].unique().to_list()
+    return decisions.filter(pl.col("month").is_in(months)).filter(keep)
+
+
+def _chosen(decisions: pl.LazyFrame, limit: int) -> pl.DataFrame:
+    """The newest `limit` decisions of each scope in `most_recent`'s order, computed on the
+    key columns alone and the candidates' rows gathered in that order."""
+    candidates = _candidates(decisions, limit).collect()
     order = most_recent(candidates.lazy().select(*KEY_COLUMNS).with_row_index(ROW), limit).collect()
     return candidates[order[ROW]]
 
@@ -71,8 +81,7 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
     read_manifest(root)  # the same refusal of another schema version as from_dataset
     decisions = _projected(scan_table(root, "decisions", scopes), decision_columns, KEY_COLUMNS)
     decisions = _in_scopes(decisions, scopes).filter(pl.col("policy_id") == policy_id)
-    keys = most_recent(decisions.select(*KEY_COLUMNS), limit).collect()
-    chosen = _chosen(decisions, keys, limit) if keys.height else decisions.head(0).collect()
+    chosen = _chosen(decisions, limit)
     ids = chosen["decision_id"].drop_nulls().unique().implode()
     outcomes = (_in_scopes(_projected(scan_table(root, "outcomes", scopes), outcome_columns, ("decision_id", "scope")),
                            scopes)

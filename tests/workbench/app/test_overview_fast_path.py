@@ -56,7 +56,7 @@ def _collected(frames):
 def test_recent_frames_are_the_lazy_selection(synthetic, limit):
     _, _, root, _ = synthetic
     scopes = _scopes(root)
-    for chosen in ([scopes[0]], scopes[:3], ["no-such-scope"]):
+    for chosen in ([scopes[0]], scopes[:3], ["no-such-scope"], None):
         for policy in POLICIES:
             fast = _collected(recent_frames(root, scopes=chosen, policy_id=policy, limit=limit))
             slow = _collected(from_dataset(root, scopes=chosen, policy_id=policy, limit=limit))
@@ -153,3 +153,61 @@ def test_a_refresh_is_never_answered_from_the_cache(tmp_path):
     assert_frame_equal(store.monthly_series("acme", "pricing_exception"),
                        reference.monthly_series("acme", "pricing_exception"))
     store.ledger.dispose()
+
+
+def _copy_dataset(root: Path, to: Path) -> Path:
+    import shutil
+
+    shutil.copytree(root, to)
+    return to
+
+
+def test_ties_and_null_times_at_the_boundary(synthetic, tmp_path):
+    """Decisions sharing their time at the limit's boundary (the tie broken by decision id) and
+    decisions without a time (sorted first, as newest) are chosen as the lazy path chooses."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, _, root, _ = synthetic
+    copy = _copy_dataset(root, tmp_path / "ds")
+    scope = _scopes(copy)[0]
+    months = sorted((copy / "decisions" / f"scope={scope}").glob("month=*"))
+    for month, make in ((months[-1], "tie"), (months[-2], "null")):
+        for path in month.glob("*.parquet"):
+            table = pq.read_table(path)
+            times = table.column("created_at").to_pylist()
+            if make == "tie":  # every other decision of the newest month at one instant
+                times = [times[0] if i % 2 else t for i, t in enumerate(times)]
+            else:  # a few decisions of the month before without a time
+                times = [None if i % 97 == 0 else t for i, t in enumerate(times)]
+            index = table.schema.get_field_index("created_at")
+            field = table.schema.field(index).with_nullable(True)
+            table = table.set_column(index, field, pa.array(times, type=field.type))
+            pq.write_table(table, path)
+    for limit in (1, 3, 40, 120, 400, 5_000):
+        fast = _collected(recent_frames(copy, scopes=[scope], policy_id="refund_approval", limit=limit))
+        slow = _collected(from_dataset(copy, scopes=[scope], policy_id="refund_approval", limit=limit))
+        assert_frame_equal(fast[0], slow[0])
+        assert_frame_equal(fast[1], slow[1], check_row_order=False)
+
+
+def test_the_monthly_course_without_rollups_is_read_from_the_rows(synthetic, tmp_path):
+    """A dataset without current rollups (an older export, another outcome mapping) still shows
+    the reference figures: the course falls back to the rows."""
+    import json
+
+    shared, _, root, _ = synthetic
+    for change in ("drop", "classes"):
+        copy = _copy_dataset(root, tmp_path / change)
+        manifest = json.loads((copy / "manifest.json").read_text())
+        if change == "drop":
+            del manifest["rollups"]
+        else:
+            manifest["rollups"]["classes_hash"] = "0" * 64
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+        fast = WorkbenchStore(shared.ledger, shared.signing, copy)
+        reference = WorkbenchStore(shared.ledger, shared.signing, copy, reference=True)
+        scope = _scopes(copy)[1]
+        for policy in POLICIES:
+            assert_frame_equal(fast.monthly_series(scope, policy), reference.monthly_series(scope, policy))
+            assert fast.policy_reports(scope, policy) == reference.policy_reports(scope, policy)
