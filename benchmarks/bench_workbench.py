@@ -75,15 +75,16 @@ def main() -> int:
     baseline = time.perf_counter() - started
 
     rows: list[dict] = []
-    reference = OverviewState(reference_store)
-    timed("reference overview: pick scope and policy", lambda: reference.param.update(
-        scope="demo", policy_id="refund_approval"), rows, 1.0)
+    # The fast path goes first: whatever the first reads of the process cost, it pays them.
     overview = OverviewState(store)
     timed("overview: pick scope and policy (4 reports + monthly course)",
           lambda: overview.param.update(scope="demo", policy_id="refund_approval"), rows, 0.5)
+    reference = OverviewState(reference_store)
+    timed("reference overview: pick scope and policy", lambda: reference.param.update(
+        scope="demo", policy_id="refund_approval"), rows, 1.0)
     same = [overview.reports == reference.reports and overview.series.equals(reference.series)]
-    timed("reference overview: limit 100,000", lambda: setattr(reference, "limit", 100_000), rows, 1.0)
     timed("overview: limit 100,000", lambda: setattr(overview, "limit", 100_000), rows, 1.0)
+    timed("reference overview: limit 100,000", lambda: setattr(reference, "limit", 100_000), rows, 1.0)
     same.append(overview.reports == reference.reports and overview.series.equals(reference.series))
     timed("overview: back to limit 1,000 (cached figures)", lambda: setattr(overview, "limit", 1000), rows, 0.5)
     decisions = DecisionsState(store)
