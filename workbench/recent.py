@@ -19,8 +19,8 @@ runs that sort once per frame it feeds; this one sorts four short columns once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import polars as pl
 

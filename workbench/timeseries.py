@@ -15,11 +15,16 @@ decision row is read. A test holds both tables equal.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
 from workbench.engines import effectiveness as effectiveness_engine
 from workbench.load import Frames
 from workbench.policy_reports import CLASSES, ReportParams, effectiveness_report
+
+if TYPE_CHECKING:
+    from workbench.rollups import RollupView
 
 VERDICTS = ("yes", "no", "review")
 MONTH = "rollup_month"
@@ -49,7 +54,7 @@ def monthly(frames: Frames, policy_id: str, *, min_sample: int = 10) -> pl.DataF
     return volume.join(scores, on="month", how="left").sort("month")
 
 
-def monthly_from_rollups(view, *, min_sample: int = 10) -> pl.DataFrame | None:
+def monthly_from_rollups(view: RollupView | None, *, min_sample: int = 10) -> pl.DataFrame | None:
     """`monthly` of a whole-history selection from its rollups (`workbench.rollups.RollupView`
     of one policy, every version), or None when there are none usable with `CLASSES`."""
     if view is None or not view.usable(CLASSES):

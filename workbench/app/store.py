@@ -17,6 +17,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from gate.lifecycle import KINDS, LifecycleService
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.service import DecisionService, chain_id_for
+from workbench import rollups
 from workbench.app.jsonpos import locate, position_of
 from workbench.convert import facts_of
 from workbench.dataset import DatasetError, open_location, read_manifest
@@ -51,7 +53,6 @@ from workbench.policy_reports import (
     effectiveness_report,
 )
 from workbench.recent import recent_frames
-from workbench import rollups
 from workbench.rollups import RollupView
 from workbench.timeseries import monthly, monthly_from_rollups
 
@@ -218,7 +219,7 @@ class WorkbenchStore:
         facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
         return Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup)
 
-    def _remembered(self, key: tuple, compute):
+    def _remembered(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A finished figure from the bounded cache, or `compute()` stored under `key`; the
         caller gets its own copy (sessions may not change each other's figures)."""
         if self.reference or key[0] is None:
@@ -245,8 +246,8 @@ class WorkbenchStore:
         return self._remembered(key, lambda: self._policy_reports(scope, policy_id, limit, opted_in, cohort_of,
                                                                   manifest_key))
 
-    def _policy_reports(self, scope: str, policy_id: str, limit: int, opted_in, cohort_of: tuple[str, ...],
-                        manifest_key: str | None) -> dict[str, dict]:
+    def _policy_reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
+                        cohort_of: tuple[str, ...], manifest_key: str | None) -> dict[str, dict]:
         params = ReportParams(limit=limit)
         frames = self._frames((scope,), policy_id, limit, manifest_key)
         cohort = self._frames((scope, *cohort_of), policy_id, limit, manifest_key)
@@ -257,14 +258,14 @@ class WorkbenchStore:
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
-    def monthly_series(self, scope: str, policy_id: str):
+    def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
         """Volume by verdict and effectiveness, month by month (`workbench.timeseries`): from the
         dataset's rollups when they are current, else from the rows."""
         manifest_key = self._manifest_key()
         return self._remembered((manifest_key, "monthly", scope, policy_id),
                                 lambda: self._monthly_series(scope, policy_id, manifest_key))
 
-    def _monthly_series(self, scope: str, policy_id: str, manifest_key: str | None):
+    def _monthly_series(self, scope: str, policy_id: str, manifest_key: str | None) -> pl.DataFrame:
         if not self.reference:
             manifest = self._manifest()
             view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,

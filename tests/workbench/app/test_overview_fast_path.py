@@ -78,7 +78,7 @@ def test_recent_frames_refuse_what_from_dataset_refuses(tmp_path):
 
 @pytest.mark.parametrize("limit", [1, 1000, 100_000])
 def test_overview_figures_equal_the_reference_path(synthetic, limit):
-    fast, reference, root, ledger = synthetic
+    fast, reference, root, _ = synthetic
     for scope in _scopes(root)[:3]:
         for policy in POLICIES:
             expected = OverviewState(reference, scope=scope, policy_id=policy, limit=limit)
