@@ -113,9 +113,11 @@ def main() -> int:
     for row in rows:
         print(f"  {row['interaction']:<62} {row['seconds']:>7.3f} s  ×{row['seconds'] / baseline:>6.1f} "
               f"baseline  target < {row['target_s']:g} s  {'PASS' if row['pass'] else 'FAIL'}")
+    after = os.getloadavg()
+    print(f"load after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "workbench.json").write_text(json.dumps({"baseline_s": baseline, "load": load, "rows": rows,
-                                                        "loadavg_after": os.getloadavg()}, indent=2))
+                                                        "loadavg_after": after}, indent=2))
     return 0
 
 
