@@ -67,7 +67,7 @@ DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", 
 OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
 
 __all__ = ["BATCH_DECISIONS", "KEYS", "ROLLUP_VERSION", "ROLLUPS_DIR", "RollupView", "classes_hash",
-           "current", "partition_partials", "remove_runs", "update"]
+           "current", "fact_moment_column", "partition_partials", "remove_runs", "update"]
 
 
 def classes_hash(classes: Mapping[str, str]) -> str:
@@ -149,7 +149,7 @@ def _read(location: Location, paths: Sequence[str], columns: Sequence[str] | Cal
     return pa.concat_tables(tables, promote_options="default")
 
 
-def _fact_moment_column(name: str) -> bool:
+def fact_moment_column(name: str) -> bool:
     """The facts table's columns the anomaly engine's fact moments read: the row's identity and
     state, the JSON of partial rows, and each path's kind and number (`fact_moments._typed`)."""
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
@@ -247,7 +247,7 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         for rulebook_id, per in facts_files.items():
             frames = []
             for month in chunk_months:
-                table = _read(location, per.get((scope, month), []), _fact_moment_column, mine)
+                table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
                 if table is not None and table.num_rows:
                     frames.append(pl.from_arrow(table).with_columns(pl.lit(month).alias("month")))
             if frames:
@@ -390,10 +390,11 @@ class RollupView:
     def usable(self, classes: Mapping[str, str]) -> bool:
         return self.classes_hash == classes_hash(classes)
 
-    def _state(self, name: str, own_scope: str | None = None) -> pl.DataFrame:
+    def _state(self, name: str, own_scope: str | None = None, keep: str | None = None) -> pl.DataFrame:
         path = self.files.get(name)
         if path is None:
-            return _EMPTY.get(name, pl.DataFrame())
+            empty = _EMPTY.get(name, pl.DataFrame())
+            return empty if keep is None else empty.with_columns(pl.lit(None, pl.String).alias(keep))
         where = pl.col(KEYS[0]) == self.policy_id
         if self.policy_version is not None:
             where &= pl.col(KEYS[1]) == self.policy_version
@@ -401,7 +402,12 @@ class RollupView:
             where &= pl.col(KEYS[2]).is_in(list(self.scopes))
         if own_scope is not None:  # within the selection, as the rows' `scope == own_scope` filter
             where &= pl.col(KEYS[2]) == own_scope
-        return pl.scan_parquet(self.root / path).filter(where).drop(KEYS).collect()
+        return pl.scan_parquet(self.root / path).filter(where).drop([k for k in KEYS if k != keep]).collect()
+
+    def by_month(self, name: str) -> pl.DataFrame:
+        """The selected rows of one state with their decision month (`rollup_month`) kept and
+        the other key columns dropped (the monthly course merges each month's rows)."""
+        return self._state(name, keep=KEYS[3])
 
     def partial(self, kind: str, *, own_scope: str | None = None) -> dict[str, pl.DataFrame]:
         """One partial of `kind` stacking every selected partition's rows (the engine's merge

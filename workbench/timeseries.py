@@ -5,16 +5,30 @@ Each month's figures are the effectiveness engine run over that month's decision
 their outcomes), so a month's `effectiveness_score` means exactly what the effectiveness
 report means; nothing is recomputed with another formula. Used by the workbench's overview
 and the notebooks.
+
+`monthly_from_rollups` gives the same table from the dataset's report rollups
+(`workbench.rollups`), which are kept per decision month: each month's effectiveness is the
+engine's merge and finalize of that month's `effectiveness.sample` rows, and the volume by
+verdict is summed from the `anomalies.versions` rows (decisions per version and verdict), so no
+decision row is read. A test holds both tables equal.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
 
+from workbench.engines import effectiveness as effectiveness_engine
 from workbench.load import Frames
-from workbench.policy_reports import ReportParams, effectiveness_report
+from workbench.policy_reports import CLASSES, ReportParams, effectiveness_report
+
+if TYPE_CHECKING:
+    from workbench.rollups import RollupView
 
 VERDICTS = ("yes", "no", "review")
+MONTH = "rollup_month"
+SCORES = {"month": pl.String, "effectiveness_score": pl.Float64, "recommendation": pl.String, "resolved": pl.Int64}
 
 
 def monthly(frames: Frames, policy_id: str, *, min_sample: int = 10) -> pl.DataFrame:
@@ -36,6 +50,30 @@ def monthly(frames: Frames, policy_id: str, *, min_sample: int = 10) -> pl.DataF
         rows.append({"month": month, "effectiveness_score": report["effectiveness_score"],
                      "recommendation": report["recommendation"],
                      "resolved": report["metrics"]["resolved_decisions"]})
-    scores = pl.DataFrame(rows, schema={"month": pl.String, "effectiveness_score": pl.Float64,
-                                        "recommendation": pl.String, "resolved": pl.Int64})
+    scores = pl.DataFrame(rows, schema=SCORES)
     return volume.join(scores, on="month", how="left").sort("month")
+
+
+def monthly_from_rollups(view: RollupView | None, *, min_sample: int = 10) -> pl.DataFrame | None:
+    """`monthly` of a whole-history selection from its rollups (`workbench.rollups.RollupView`
+    of one policy, every version), or None when there are none usable with `CLASSES`."""
+    if view is None or not view.usable(CLASSES):
+        return None
+    versions = view.by_month("anomalies.versions")
+    volume = (
+        versions.group_by(MONTH)
+        .agg(pl.col("decisions").sum().cast(pl.UInt32),
+             *[pl.col("decisions").filter(pl.col("verdict") == verdict).sum().cast(pl.UInt32).alias(verdict)
+               for verdict in VERDICTS])
+        .rename({MONTH: "month"})
+        .sort("month")
+    )
+    samples = view.by_month("effectiveness.sample")
+    rows = []
+    for month in volume["month"].to_list():
+        sample = samples.filter(pl.col(MONTH) == month).drop(MONTH)
+        body = effectiveness_engine.finalize(effectiveness_engine.merge([{"sample": sample}]), CLASSES,
+                                             min_sample=min_sample)
+        rows.append({"month": month, "effectiveness_score": body["effectiveness_score"],
+                     "recommendation": body["recommendation"], "resolved": body["metrics"]["resolved_decisions"]})
+    return volume.join(pl.DataFrame(rows, schema=SCORES), on="month", how="left").sort("month")

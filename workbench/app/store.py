@@ -12,8 +12,12 @@ its user was granted (`workbench.app.access`).
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ from gate.lifecycle import KINDS, LifecycleService
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.service import DecisionService, chain_id_for
+from workbench import rollups
 from workbench.app.jsonpos import locate, position_of
 from workbench.convert import facts_of
 from workbench.dataset import DatasetError, open_location, read_manifest
@@ -47,10 +52,13 @@ from workbench.policy_reports import (
     confidence_report,
     effectiveness_report,
 )
-from workbench.timeseries import monthly
+from workbench.recent import recent_frames
+from workbench.rollups import RollupView
+from workbench.timeseries import monthly, monthly_from_rollups
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
+FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class WorkbenchStore:
     connections and the services hold no per-request state."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
-                 exports_dir: Path | None = None, clock: Clock | None = None) -> None:
+                 exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
@@ -120,6 +128,13 @@ class WorkbenchStore:
         self.audit = AuditChainService(ledger, signing, self.clock)
         self._frame_cache: dict[tuple, Frames] = {}
         self._cache_lock = threading.Lock()
+        # The Overview's finished figures (report envelopes, monthly course), keyed by the
+        # manifest's hash so a refreshed dataset is read again; least recently used dropped.
+        self._figures: OrderedDict[tuple, Any] = OrderedDict()
+        self._figures_lock = threading.Lock()
+        # `reference`: every figure from the rows, nothing cached but the frames (the path the
+        # fast one is held equal to by tests and timed against by bench_workbench).
+        self.reference = reference
 
     # ------------------------------------------------------------------ scopes and policies
 
@@ -152,6 +167,10 @@ class WorkbenchStore:
         """Export what is new in the ledger into the dataset (the `gate export` call);
         `progress(done, total)` is called as rows are written."""
         result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=self._dataset_signer())
+        with self._figures_lock:  # keyed by the old manifest: never read again, free them now
+            self._figures.clear()
+        with self._cache_lock:
+            self._frame_cache.clear()
         added = sum(count if isinstance(count, int) else sum(count.values())  # facts: per rulebook
                     for count in result.new_rows.values())
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
@@ -164,31 +183,81 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ policy reports
 
-    def _frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
+    def _manifest(self) -> dict[str, Any] | None:
+        try:
+            return read_manifest(open_location(str(self.dataset_dir)), required=False)
+        except DatasetError:
+            return None
+
+    def _manifest_key(self) -> str | None:
+        """sha256 of the dataset's manifest as read now (None without one): what every cached
+        figure and frame is keyed by, so a refresh (a new manifest) is never answered from
+        the cache."""
+        manifest = self._manifest()
+        if manifest is None:
+            return None
+        return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def _frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None,
+                manifest_key: str | None = None) -> Frames:
         """The dataset's decisions and outcomes of `scopes` and one policy, read once and held in
-        memory for the next interactions (a small LRU keyed by the manifest's `updated_at`, so a
-        refreshed dataset is read again)."""
-        key = (scopes, policy_id, limit, self.dataset_status().get("updated_at"))
+        memory for the next interactions (a small LRU keyed by the manifest's hash, so a
+        refreshed dataset is read again). With a limit, only the rows of the newest decisions
+        are read (`workbench.recent`); `reference` reads them through the lazy plan."""
+        key = (scopes, policy_id, limit, manifest_key or self._manifest_key())
         with self._cache_lock:
             frames = self._frame_cache.pop(key, None)
             if frames is None:
-                lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
-                # With rollups the reports never read the facts: they are not read into memory.
-                facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
-                frames = Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup,
-                                lazy.source)
+                frames = self._read_frames(scopes, policy_id, limit)
             self._frame_cache[key] = frames
             while len(self._frame_cache) > FRAME_CACHE_SIZE:
                 self._frame_cache.pop(next(iter(self._frame_cache)))
         return frames
 
+    def _read_frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
+        if limit is not None and not self.reference:
+            return recent_frames(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit,
+                                 decision_columns=(*rollups.DECISION_COLUMNS, "policy_id"),
+                                 outcome_columns=rollups.OUTCOME_COLUMNS,
+                                 facts_column=rollups.fact_moment_column)
+        lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
+        # With rollups the reports never read the facts: they are not read into memory.
+        facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
+        return Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup,
+                      lazy.source)
+
+    def _remembered(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """A finished figure from the bounded cache, or `compute()` stored under `key`; the
+        caller gets its own copy (sessions may not change each other's figures)."""
+        if self.reference or key[0] is None:
+            return compute()
+        with self._figures_lock:
+            found = self._figures.get(key)
+            if found is not None:
+                self._figures.move_to_end(key)
+        if found is None:
+            found = compute()
+            with self._figures_lock:
+                self._figures[key] = found
+                while len(self._figures) > FIGURE_CACHE_SIZE:
+                    self._figures.popitem(last=False)
+        return copy.deepcopy(found) if isinstance(found, dict) else found
+
     def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, dict]:
         """The policy reports exactly as the API builds them (same functions, same envelopes
         and hashes, same cohort rule), over the dataset instead of the live ledger."""
-        params = ReportParams(limit=limit)
-        frames = self._frames((scope,), policy_id, limit)
         opted_in = benchmark_opt_ins(self.ledger)
-        cohort = self._frames((scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)), policy_id, limit)
+        manifest_key = self._manifest_key()
+        cohort_of = tuple(cohort_scopes(opted_in, scope, MAX_SCOPES))
+        key = (manifest_key, "reports", scope, policy_id, limit, cohort_of, frozenset(opted_in))
+        return self._remembered(key, lambda: self._policy_reports(scope, policy_id, limit, opted_in, cohort_of,
+                                                                  manifest_key))
+
+    def _policy_reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
+                        cohort_of: tuple[str, ...], manifest_key: str | None) -> dict[str, dict]:
+        params = ReportParams(limit=limit)
+        frames = self._frames((scope,), policy_id, limit, manifest_key)
+        cohort = self._frames((scope, *cohort_of), policy_id, limit, manifest_key)
         return {
             "effectiveness": effectiveness_report(frames, policy_id, params),
             "confidence": confidence_report(frames, policy_id, params),
@@ -196,9 +265,22 @@ class WorkbenchStore:
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
-    def monthly_series(self, scope: str, policy_id: str):
-        """Volume by verdict and effectiveness, month by month (`workbench.timeseries`)."""
-        return monthly(self._frames((scope,), policy_id, None), policy_id)
+    def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
+        """Volume by verdict and effectiveness, month by month (`workbench.timeseries`): from the
+        dataset's rollups when they are current, else from the rows."""
+        manifest_key = self._manifest_key()
+        return self._remembered((manifest_key, "monthly", scope, policy_id),
+                                lambda: self._monthly_series(scope, policy_id, manifest_key))
+
+    def _monthly_series(self, scope: str, policy_id: str, manifest_key: str | None) -> pl.DataFrame:
+        if not self.reference:
+            manifest = self._manifest()
+            view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
+                                              policy_version=None, scopes=[scope])
+            series = monthly_from_rollups(view)
+            if series is not None:
+                return series
+        return monthly(self._frames((scope,), policy_id, None, manifest_key), policy_id)
 
     # ------------------------------------------------------------------ decision lists
 
