@@ -75,6 +75,7 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     "REQUEST_INVALID": (frozenset({
         "version",  # adapters: version needs adapter_id
         "first", "second", "tree_size",  # chains: sizes up to the chain's current size
+        "consistency_from",  # packets: with include_chain, up to the chain's current size
         "cursor",  # receipt lists: a next_cursor the gate issued
         "days_since_purchase",  # workflows: required for the refund and return workflows (a path parameter)
         "Idempotency-Key",  # workflows: Idempotency-Key and x-idempotency-key, when both, agree
@@ -109,6 +110,11 @@ def accepted_or_refused_for_a_documented_reason(ctx, response, case):
     fields, operations, _ = allowed
     assert operations is None or case.operation.label in operations, reason
     named = {problem.get("code" if code != "REQUEST_INVALID" else "field") for problem in body.get("errors", [])}
+    if named == {"url"} and any("%" in str(value) for value in (case.path_parameters or {}).values()):
+        # The generator sends a '%' inside a path value as it is (it takes it for an escape the
+        # value already carries), so the server decodes another value than the one generated:
+        # `\u%04x` arrives as `\u<U+0004>x`, refused for its control character, as documented.
+        return None
     assert fields is None or (named and named <= fields), reason
     return None
 
