@@ -142,21 +142,23 @@ def transitions(items: Sequence[Mapping[str, Any]], title: str) -> Figure:
     for t in items:
         grid[order.index(str(t["from"]))][order.index(str(t["to"]))] = t["count"]
     ax.imshow(grid, cmap="Blues")
+    peak = max(max(row) for row in grid) or 1
     for i, row in enumerate(grid):
         for j, value in enumerate(row):
-            ax.text(j, i, f"{value:,}", ha="center", va="center", color="#111")
+            ax.text(j, i, f"{value:,}", ha="center", va="center", color="#fff" if value > peak / 2 else "#111")
     ax.set_xticks(range(len(order)), [f"to {v}" for v in order])
     ax.set_yticks(range(len(order)), [f"from {v}" for v in order])
     fig.tight_layout()
     return fig
 
 
-def cohorts(rows: pl.DataFrame, title: str) -> Figure:
-    """Per policy: the scope's success rate (dot) against the cohort's p25–p75 (bar) and p50
-    (tick), where the anonymity floors let the cohort be shown."""
+def cohorts(rows: pl.DataFrame, title: str, *, label: str = "policy_id", value: str = "your_success_rate",
+            xlabel: str = "success rate") -> Figure:
+    """Per row (a policy, or a metric of one policy): the scope's value (dot) against the
+    cohort's p25–p75 (bar) and p50 (tick), where the anonymity floors let the cohort be shown
+    (else the row's `cohort_status` is written instead)."""
     fig, ax = _figure(title)
-    labels = [str(p) for p in rows["policy_id"].to_list()]
-    ys = list(range(len(labels)))
+    ys = list(range(rows.height))
     for y, row in zip(ys, rows.iter_rows(named=True)):
         if row["p25"] is not None and row["p75"] is not None:
             ax.barh(y, row["p75"] - row["p25"], left=row["p25"], height=0.4, color=BAND,
@@ -164,12 +166,12 @@ def cohorts(rows: pl.DataFrame, title: str) -> Figure:
             ax.plot([row["p50"]] * 2, [y - 0.25, y + 0.25], color=MARK, label="cohort p50" if y == 0 else None)
         else:
             ax.text(0.01, y + 0.3, f"cohort {row['cohort_status']}", fontsize=8, color=MARK)
-        if row["your_success_rate"] is not None:
-            ax.plot(row["your_success_rate"], y, "o", color=SCORE, label="this scope" if y == 0 else None)
-    ax.set_yticks(ys, labels)
+        if row[value] is not None:
+            ax.plot(row[value], y, "o", color=SCORE, label="this scope" if y == 0 else None)
+    ax.set_yticks(ys, [str(v) for v in rows[label].to_list()])
     ax.set_xlim(0, 1.02)
     ax.invert_yaxis()
-    ax.set_xlabel("success rate")
+    ax.set_xlabel(xlabel)
     ax.legend(fontsize=8, frameon=False, loc="lower left")
     fig.tight_layout()
     return fig
@@ -196,5 +198,22 @@ def fact_over_time(rows: pl.DataFrame, fact: str, versions: pl.DataFrame | None,
     ax.set_ylabel(f"fact {fact}")
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig
+
+
+def paired(labels: Sequence[Any], before: Sequence[float], after: Sequence[float], title: str,
+           names: tuple[str, str] = ("history", "draft"), ylabel: str = "decisions",
+           colors: tuple[str, str] = (BAND, SCORE)) -> Figure:
+    """Two bars per label (e.g. a dry-run's review load per month, history against draft)."""
+    fig, ax = _figure(title)
+    xs = list(range(len(labels)))
+    ax.bar([x - 0.2 for x in xs], list(before), width=0.4, color=colors[0], label=names[0])
+    ax.bar([x + 0.2 for x in xs], list(after), width=0.4, color=colors[1], label=names[1])
+    ax.set_xticks(xs, [str(label) for label in labels], rotation=45 if len(labels) > 6 else 0, ha="right"
+                  if len(labels) > 6 else "center")
+    ax.set_xlim(-0.8, max(len(xs), 3) - 0.2)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
     return fig
