@@ -36,6 +36,7 @@ SCOPE = os.environ.get("GATE_SCOPE", "demo")
 # The operator's opt-ins live in the ledger (`gate scopes benchmarks …`); for a dataset read
 # offline, name the opted-in scopes here (the demo opts every demo scope in).
 OPTED_IN = set(filter(None, os.environ.get("GATE_OPTED_IN", "").split(","))) or None
+print("dataset:", DATASET, "· scope:", SCOPE)
 
 # %%
 everything = from_dataset(DATASET)
