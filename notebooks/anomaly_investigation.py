@@ -145,7 +145,8 @@ rows = {row["policy_version"]: row for row in by_version.iter_rows(named=True)}
 before, after = rows.get(change["previous"]), rows.get(change["current"])
 failed = outcome_report["sample"]["outcome_classes"]["failure"]
 lines = [f"Policy {policy} ({SCOPE}): {report['anomaly_count']} anomalies, recommendation {report['recommendation']}."]
-if finding["dimension"] == "policy_version" and before and after:
+rates = [row["failure_rate"] for row in (before, after) if row] if before and after else []
+if finding["dimension"] == "policy_version" and len(rates) == 2 and None not in rates:
     first = versions.filter(pl.col("policy_version") == change["current"])["first_decision"][0]
     lines.append(f"Failures rose from {before['failure_rate']:.1%} ({before['resolved']} resolved) under version "
                  f"{change['previous']} to {after['failure_rate']:.1%} ({after['resolved']} resolved) after version "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 from workbench.notebook_support import NotebookPaths, NotebookSetupError, notebook_paths, require_dataset
 
 PLOT_TYPES = ("image/png", "image/svg+xml")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,7 +66,8 @@ def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str
     try:
         client.execute()
     except CellExecutionError as failure:
-        error = str(failure).strip().splitlines()[-1] if str(failure).strip() else type(failure).__name__
+        text = ANSI.sub("", str(failure)).strip()
+        error = text.splitlines()[-1] if text else type(failure).__name__
     target = paths.output / f"{source.stem}.ipynb"
     nbformat.write(notebook, target)
     return target, error, _count(notebook, PLOT_TYPES)
