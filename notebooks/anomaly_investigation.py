@@ -32,8 +32,15 @@ import polars as pl
 from workbench import notebook_plots as plots
 from workbench.engines.common import latest_outcomes
 from workbench.load import from_dataset
-from workbench.notebook_support import (FACT_NAME, decision_frames, fact_points, monthly_effectiveness, report_row, setup,
-                                        version_changes)
+from workbench.notebook_support import (
+    FACT_NAME,
+    decision_frames,
+    fact_points,
+    monthly_effectiveness,
+    report_row,
+    setup,
+    version_changes,
+)
 from workbench.policy_reports import CLASSES, ReportParams, anomaly_report, effectiveness_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset

@@ -12,7 +12,8 @@ no markup at all. `tests/notebooks/test_notebook_plots.py` pins both.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -81,8 +82,8 @@ def by_version(rows: pl.DataFrame, title: str) -> Figure:
     labels = [str(v) for v in rows["policy_version"].to_list()]
     xs = list(range(len(labels)))
     score = [v or 0.0 for v in rows["effectiveness_score"].to_list()]
-    below = [s - (lo if lo is not None else s) for s, lo in zip(score, rows["interval_low"].to_list())]
-    above = [(hi if hi is not None else s) - s for s, hi in zip(score, rows["interval_high"].to_list())]
+    below = [s - (lo if lo is not None else s) for s, lo in zip(score, rows["interval_low"].to_list(), strict=True)]
+    above = [(hi if hi is not None else s) - s for s, hi in zip(score, rows["interval_high"].to_list(), strict=True)]
     ax.bar([x - 0.2 for x in xs], score, width=0.4, color=SCORE, label="effectiveness (95% interval)",
            yerr=[below, above], capsize=4)
     ax.bar([x + 0.2 for x in xs], [v or 0.0 for v in rows["failure_rate"].to_list()], width=0.4, color=FAILURE,
@@ -104,7 +105,7 @@ def bars(labels: Sequence[Any], values: Sequence[float | None], title: str, xlab
     ax.set_yticks(ys, [str(label) for label in labels])
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
-    for y, value in zip(ys, values):
+    for y, value in zip(ys, values, strict=True):
         ax.text((value or 0.0), y, f" {value:g}" if value is not None else " n/a", va="center", fontsize=9)
     fig.tight_layout()
     return fig
@@ -159,7 +160,7 @@ def cohorts(rows: pl.DataFrame, title: str, *, label: str = "policy_id", value: 
     (else the row's `cohort_status` is written instead)."""
     fig, ax = _figure(title)
     ys = list(range(rows.height))
-    for y, row in zip(ys, rows.iter_rows(named=True)):
+    for y, row in zip(ys, rows.iter_rows(named=True), strict=True):
         if row["p25"] is not None and row["p75"] is not None:
             ax.barh(y, row["p75"] - row["p25"], left=row["p25"], height=0.4, color=BAND,
                     label="cohort p25–p75" if y == 0 else None)

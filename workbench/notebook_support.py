@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import polars as pl
 
-from workbench.load import Frames
 from workbench.engines.common import latest_outcomes
+from workbench.load import Frames
 from workbench.policy_reports import CLASSES, ReportParams, effectiveness_report
 
 PROJECT_NAME = 'name = "decision-gate"'
@@ -89,9 +90,10 @@ def require_dataset(paths: NotebookPaths) -> NotebookPaths:
     if "://" in paths.dataset or (Path(paths.dataset) / MANIFEST).is_file():
         return paths
     raise NotebookSetupError(
-        f"no dataset at {paths.dataset} ({paths.dataset_origin}; no {MANIFEST} there). Create it first: `scripts/demo` seeds "
-        f"the demo ledger and exports it there, or `.venv/bin/gate export --out {paths.dataset}` exports an "
-        "existing ledger; or point GATE_DATASET at a dataset folder.")
+        f"no dataset at {paths.dataset} ({paths.dataset_origin}; no {MANIFEST} there). Create it first: "
+        "`scripts/demo` seeds the demo ledger and exports it to $GATE_HOME/dataset (var/dataset), or "
+        f"`.venv/bin/gate export --out {paths.dataset}` exports an existing ledger; or point GATE_DATASET "
+        "at a dataset folder.")
 
 
 def setup() -> NotebookPaths:
