@@ -26,13 +26,19 @@ PLOT_TYPES = ("image/png", "image/svg+xml")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+def _seconds(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 86_400:
+        raise argparse.ArgumentTypeError("must be a whole number of seconds from 1 to 86400")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="scripts/notebooks", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="scripts/notebooks", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="+", metavar="NAME", default=None,
-                   help="run only these notebooks (file names under notebooks/ without .py); default: all")
-    p.add_argument("--timeout", type=int, default=600, help="seconds one cell may run")
-    p.add_argument("--lab", action="store_true", help="then open JupyterLab on the executed notebooks (loopback)")
+                   help="run only these notebooks (file names under notebooks/ without .py; default: every one)")
+    p.add_argument("--timeout", type=_seconds, default=600, help="seconds one cell may run (default %(default)s)")
+    p.add_argument("--lab", action="store_true",
+                   help="then open JupyterLab on the executed notebooks (127.0.0.1 only; default: do not)")
     return p
 
 

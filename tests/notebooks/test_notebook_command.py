@@ -84,6 +84,15 @@ def test_an_unknown_notebook_is_refused(clone, demo_dataset, tmp_path):
     assert not (tmp_path / "notebooks").exists()
 
 
+@pytest.mark.parametrize("timeout", ["0", "-5", "1e3", "90000", "٣"])
+def test_a_bad_timeout_is_refused(clone, demo_dataset, tmp_path, timeout):
+    result = run([*readme_command(), "--timeout", timeout], clone,
+                 {**clean_env(), "GATE_DATASET": str(demo_dataset["dataset"]), "GATE_HOME": str(tmp_path)})
+    assert result.returncode == 2
+    assert "--timeout: must be a whole number of seconds from 1 to 86400" in result.stderr
+    assert not (tmp_path / "notebooks").exists()
+
+
 def outputs(notebook: dict) -> list[dict]:
     return [output for cell in notebook["cells"] if cell["cell_type"] == "code" for output in cell.get("outputs", [])]
 
