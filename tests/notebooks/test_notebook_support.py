@@ -119,3 +119,24 @@ def test_caller_text_in_plot_labels_is_drawn_as_text():
     texts = [text for figure in figures for text in _drawn_texts(figure)]
     assert sum(MATH_VERSION in text for text in texts) >= 5  # title, marker, ticks: the literal characters
     assert "$score$" in texts
+
+
+def test_the_notebooks_figures_are_the_engines(demo_dataset):
+    """One meaning per number: the monthly course is `workbench.timeseries.monthly`'s, and the
+    per-version failure rates the conclusion quotes are the anomaly finding's."""
+    from workbench.load import from_dataset
+    from workbench.notebook_support import monthly_effectiveness, report_row
+    from workbench.policy_reports import ReportParams, anomaly_report, effectiveness_report
+    from workbench.timeseries import monthly
+
+    dataset, policy = str(demo_dataset["dataset"]), "refund_approval"
+    frames = from_dataset(dataset, scopes=["demo"], policy_id=policy)
+    ours = monthly_effectiveness(frames, policy)
+    assert ours.select("month", "effectiveness_score", "recommendation", "resolved").rows() == \
+        monthly(frames, policy).select("month", "effectiveness_score", "recommendation", "resolved").rows()
+    finding = next(a for a in anomaly_report(frames, policy, ReportParams())["anomalies"]
+                   if a["anomaly_id"] == "failure_rate_shift:policy_version:2026-08-01")
+    rates = {v: report_row(effectiveness_report(
+        from_dataset(dataset, scopes=["demo"], policy_id=policy, policy_version=v), policy,
+        ReportParams(policy_version=v)))["failure_rate"] for v in ("2026-05-01", "2026-08-01")}
+    assert rates == {"2026-05-01": finding["baseline"]["failure_rate"], "2026-08-01": finding["observed"]["failure_rate"]}
