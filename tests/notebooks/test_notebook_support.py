@@ -139,4 +139,5 @@ def test_the_notebooks_figures_are_the_engines(demo_dataset):
     rates = {v: report_row(effectiveness_report(
         from_dataset(dataset, scopes=["demo"], policy_id=policy, policy_version=v), policy,
         ReportParams(policy_version=v)))["failure_rate"] for v in ("2026-05-01", "2026-08-01")}
-    assert rates == {"2026-05-01": finding["baseline"]["failure_rate"], "2026-08-01": finding["observed"]["failure_rate"]}
+    assert rates == {"2026-05-01": finding["baseline"]["failure_rate"],
+                     "2026-08-01": finding["observed"]["failure_rate"]}
