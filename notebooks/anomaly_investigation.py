@@ -11,12 +11,17 @@
 # %% [markdown]
 # # Anomaly investigation
 #
-# From a policy's anomaly report down to the decisions, facts and outcomes that drive each
-# finding. Every number here comes from the same functions the API's
-# `GET /api/decision/policies/{policy_id}/anomalies` and the workbench call
-# (`workbench.policy_reports`), run over the Parquet dataset written by `gate export`.
+# One investigation end to end: which policy is anomalous, the version change its failures
+# follow, the decisions the finding names as evidence, their facts, how they turned out, and a
+# conclusion drawn from those figures. On the demo dataset this is `refund_approval`, whose
+# version `2026-08-01` raised the automatic refund limit.
 #
-# Set `GATE_DATASET` to the dataset folder (default `var/dataset`, which `scripts/demo` fills).
+# Every number comes from the functions behind the API's
+# `GET /api/decision/policies/{policy_id}/anomalies` and `…/effectiveness` and the workbench
+# (`workbench.policy_reports`), over the Parquet dataset `gate export` writes. The dataset is
+# `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project root (which
+# `scripts/demo` fills), whatever folder the kernel runs in. `GATE_SCOPE` picks the scope
+# (default `demo`), `GATE_POLICY` the policy (default: the one with the strongest finding).
 
 # %%
 import json
@@ -24,12 +29,23 @@ import os
 
 import polars as pl
 
+from workbench import notebook_plots as plots
+from workbench.engines.common import latest_outcomes
 from workbench.load import from_dataset
-from workbench.policy_reports import ReportParams, anomaly_report, effectiveness_report
-from workbench.timeseries import monthly
+from workbench.notebook_support import (
+    FACT_NAME,
+    decision_frames,
+    fact_points,
+    monthly_effectiveness,
+    report_row,
+    setup,
+    version_changes,
+)
+from workbench.policy_reports import CLASSES, ReportParams, anomaly_report, effectiveness_report
 
-DATASET = os.environ.get("GATE_DATASET", "var/dataset")
-SCOPE = os.environ.get("GATE_SCOPE", "demo")
+PATHS = setup()  # stops here, saying how to create it, when there is no dataset
+DATASET, SCOPE = PATHS.dataset, os.environ.get("GATE_SCOPE", "demo")
+print("dataset:", DATASET, "· scope:", SCOPE)
 pl.Config.set_tbl_rows(20)
 pl.Config.set_fmt_str_lengths(60)
 
@@ -41,41 +57,60 @@ pl.Config.set_fmt_str_lengths(60)
 params = ReportParams()
 everything = from_dataset(DATASET, scopes=[SCOPE])
 policies = sorted(everything.decisions.select("policy_id").unique().collect()["policy_id"].drop_nulls().to_list())
-reports = {policy: anomaly_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit), policy, params)
-           for policy in policies}
+reports = {policy: anomaly_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit),
+                                  policy, params) for policy in policies}
 summary = pl.DataFrame([{"policy_id": p, "anomaly_count": r["anomaly_count"], "recommendation": r["recommendation"],
                          "top_score": max([a["anomaly_score"] for a in r["anomalies"]], default=0.0)}
-                        for p, r in reports.items()]).sort("top_score", descending=True)
+                        for p, r in reports.items()]).sort(["top_score", "policy_id"], descending=[True, False])
+fig = plots.bars(summary["policy_id"].to_list(), summary["top_score"].to_list(),
+                 f"Strongest anomaly finding per policy (scope {SCOPE})", "anomaly_score (0 to 1)")
 summary
 
 # %%
-policy = summary["policy_id"][0]
+policy = os.environ.get("GATE_POLICY") or summary["policy_id"][0]
 report = reports[policy]
-assert report["anomaly_count"] >= 1, "the demo ledger injects anomalies; none were found"
+assert report["anomaly_count"] >= 1, f"no anomaly above the threshold for {policy}"
 print(f"policy {policy}: {report['anomaly_count']} anomalies, recommendation {report['recommendation']}")
 print("report hash:", report["anomaly_hash"])
-
-# %% [markdown]
-# ## 2. The findings, with their reasons
-
-# %%
 for finding in report["anomalies"]:
-    print(f"[{finding['severity']}] score {finding['anomaly_score']:.3f}")
+    print(f"[{finding['severity']}] score {finding['anomaly_score']:.3f} · {finding['anomaly_id']}")
     for reason in finding["reasons"]:
         print("   -", reason)
 
 # %% [markdown]
-# ## 3. Down to the decisions that drive the top finding
-# Their facts (as the rulebook saw them), verdicts, matched rules and latest outcomes.
+# ## 2. The version change the failures follow
+# The anomaly report compares the newest version with the one before it. The chart shows each
+# month's effectiveness report (success rate, its 95% Wilson interval, failure rate) with a
+# dashed line where a version starts; the bars give one effectiveness report per version.
 
 # %%
-top = report["anomalies"][0]
-ids = top["decision_ids"]
 frames = from_dataset(DATASET, scopes=[SCOPE], policy_id=policy)
-latest = (frames.outcomes.sort(["reported_at", "receipt_id"]).group_by("decision_id")
-          .agg(pl.col("status").last().alias("latest_outcome")))
-drivers = (frames.decisions.filter(pl.col("decision_id").is_in(ids))
-           .join(latest, on="decision_id", how="left")
+change = report["checks"]["policy_versions"]
+versions = version_changes(frames)
+by_version = pl.DataFrame([{"policy_version": v, **report_row(effectiveness_report(
+    from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, policy_version=v, limit=params.limit), policy,
+    ReportParams(policy_version=v)))} for v in versions["policy_version"].to_list()])
+fig = plots.course(monthly_effectiveness(frames, policy), versions, f"{policy}: effectiveness per month")
+fig = plots.by_version(by_version, f"{policy}: effectiveness per policy version")
+print("current version:", change["current"], "· previous:", change["previous"])
+versions
+
+# %%
+# The finding to follow: the strongest that names a policy version (else the strongest of all).
+on_version = [a for a in report["anomalies"] if a["dimension"] == "policy_version"]
+finding = (on_version or report["anomalies"])[0]
+print(finding["anomaly_id"], "·", finding["severity"], "·", finding["reasons"][0])
+by_version
+
+# %% [markdown]
+# ## 3. The evidence: the decisions the finding names, and their facts
+# Their facts as the rulebook saw them, verdicts, matched rules and latest outcomes.
+
+# %%
+ids = finding["decision_ids"]
+evidence = decision_frames(frames, ids)
+latest = latest_outcomes(evidence.outcomes).select("decision_id", pl.col("status").alias("latest_outcome"))
+drivers = (evidence.decisions.join(latest, on="decision_id", how="left")
            .select("decision_id", "created_at", "policy_version", "verdict", "matched_rule_id", "latest_outcome",
                    "facts_json")
            .sort("created_at").collect())
@@ -84,17 +119,51 @@ drivers
 
 # %%
 facts = pl.DataFrame([json.loads(text) for text in drivers["facts_json"].to_list()])
-facts.describe()
+numeric = [name for name, dtype in facts.schema.items() if dtype.is_numeric() and FACT_NAME.fullmatch(name)]
+facts
 
 # %% [markdown]
-# ## 4. The policy's course, month by month
-# Each month's effectiveness is the effectiveness engine over that month's decisions.
+# Each decision's value of the policy's first numeric fact over time: the evidence is ringed,
+# decisions whose latest outcome is a failure are red.
 
 # %%
-course = monthly(frames, policy)
-course
+fact = "amount" if "amount" in numeric else (numeric[0] if numeric else None)
+if fact is not None:
+    points = fact_points(frames, fact, ids)
+    fig = plots.fact_over_time(points, fact, versions, f"{policy}: {fact} per decision")
+
+# %% [markdown]
+# ## 4. How the evidence turned out
+# The effectiveness report of exactly the evidence decisions: their latest outcomes.
 
 # %%
-whole = effectiveness_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit), policy, params)
-print("effectiveness over the most recent", params.limit, "decisions:", whole["effectiveness_score"],
-      whole["recommendation"])
+outcome_report = effectiveness_report(evidence, policy, ReportParams(min_sample=1))
+counts = outcome_report["sample"]["latest_outcome_counts"]
+fig = plots.outcome_counts(counts, CLASSES, f"{policy}: latest outcome of the {len(ids)} evidence decisions")
+print(outcome_report["sample"]["outcome_classes"])
+
+# %% [markdown]
+# ## 5. Conclusion
+# Written from the figures above (the finding, the per-version reports and the evidence's
+# outcomes), so it changes when they do.
+
+# %%
+rows = {row["policy_version"]: row for row in by_version.iter_rows(named=True)}
+before, after = rows.get(change["previous"]), rows.get(change["current"])
+failed = outcome_report["sample"]["outcome_classes"]["failure"]
+lines = [f"Policy {policy} ({SCOPE}): {report['anomaly_count']} anomalies, recommendation {report['recommendation']}."]
+rates = [row["failure_rate"] for row in (before, after) if row] if before and after else []
+if finding["dimension"] == "policy_version" and len(rates) == 2 and None not in rates:
+    first = versions.filter(pl.col("policy_version") == change["current"])["first_decision"][0]
+    lines.append(f"Failures rose from {before['failure_rate']:.1%} ({before['resolved']} resolved) under version "
+                 f"{change['previous']} to {after['failure_rate']:.1%} ({after['resolved']} resolved) after version "
+                 f"{change['current']}, first used {first:%Y-%m-%d}; effectiveness {before['effectiveness_score']:.2f} "
+                 f"-> {after['effectiveness_score']:.2f}.")
+    lines.append(f"The finding scores {finding['anomaly_score']:.2f} ({finding['severity']}): {finding['reasons'][-1]}.")
+    if after["failure_rate"] > before["failure_rate"]:
+        lines.append(f"{failed} of its {len(ids)} evidence decisions ended in failure; the change of version is "
+                     "the lead: draft a fix and measure it over history (notebook migration_impact).")
+else:
+    lines.append(f"The strongest finding is on {finding['dimension']} {finding['value']}: {finding['reasons'][0]}; "
+                 f"{failed} of its {len(ids)} evidence decisions ended in failure.")
+print("\n".join(lines))

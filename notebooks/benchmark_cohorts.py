@@ -16,20 +16,27 @@
 # `min_cohort_decisions`); no scope name and no record of another scope is ever shown. The
 # numbers are those of `GET /api/decision/policies/{policy_id}/benchmarks`
 # (`workbench.policy_reports.benchmark_report`).
+#
+# The dataset is `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project
+# root (which `scripts/demo` fills), whatever folder the kernel runs in.
 
 # %%
 import os
 
 import polars as pl
 
+from workbench import notebook_plots as plots
 from workbench.load import from_dataset
+from workbench.notebook_support import setup
 from workbench.policy_reports import ReportParams, benchmark_report
 
-DATASET = os.environ.get("GATE_DATASET", "var/dataset")
+PATHS = setup()  # stops here, saying how to create it, when there is no dataset
+DATASET = PATHS.dataset
 SCOPE = os.environ.get("GATE_SCOPE", "demo")
 # The operator's opt-ins live in the ledger (`gate scopes benchmarks …`); for a dataset read
 # offline, name the opted-in scopes here (the demo opts every demo scope in).
 OPTED_IN = set(filter(None, os.environ.get("GATE_OPTED_IN", "").split(","))) or None
+print("dataset:", DATASET, "· scope:", SCOPE)
 
 # %%
 everything = from_dataset(DATASET)
@@ -50,7 +57,25 @@ for policy in policies:
                  "delta_vs_p50": (report.get("comparison") or {}).get("success_rate_delta_vs_p50"),
                  "recommendation": report["recommendation"]})
 table = pl.DataFrame(rows)
+fig = plots.cohorts(table, f"Scope {SCOPE} against the opted-in cohort: success rate per policy")
 table
+
+# %% [markdown]
+# ## The policy furthest below its cohort, metric by metric
+# Each of its metrics against the cohort's quartiles (all from the same benchmark report).
+
+# %%
+behind = table.filter(pl.col("delta_vs_p50").is_not_null()).sort("delta_vs_p50")
+if behind.height:
+    lagging = behind["policy_id"][0]
+    report = benchmark_report(from_dataset(DATASET, policy_id=lagging), lagging, params, own_scope=SCOPE,
+                              opted_in=opted_in)
+    cross = report["cross_customer"]
+    metrics = pl.DataFrame([{"metric": name, "yours": report["your_metrics"].get(name), "cohort_status": cross["status"],
+                             **quartiles} for name, quartiles in cross["percentiles"].items()])
+    fig = plots.cohorts(metrics, f"{lagging} in scope {SCOPE} against its cohort ({cross['cohort']['scopes']} scopes)",
+                        label="metric", value="yours", xlabel="rate")
+    print(lagging, report["recommendation"], report["comparison"])
 
 # %% [markdown]
 # ## The anonymity floor holds

@@ -16,25 +16,29 @@
 # have* changed over full history (the dry-run of `gate dry-run` and the workbench), with the
 # known outcomes of the decisions that flip.
 #
-# Set `GATE_DATASET` to the dataset folder (default `var/dataset`, which `scripts/demo` fills).
+# The dataset is `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project
+# root (which `scripts/demo` fills); the rulebooks `GATE_RULEBOOKS`, else `data/rulebooks` under
+# the project root; whatever folder the kernel runs in.
 
 # %%
 import copy
 import json
 import os
-from pathlib import Path
 
 import polars as pl
 
 from gate.rulebook.analysis import semantic_diff
+from workbench import notebook_plots as plots
 from workbench.load import from_dataset
 from workbench.migration.run import dry_run
+from workbench.notebook_support import report_row, setup
 from workbench.policy_reports import ReportParams, effectiveness_report
 
-DATASET = os.environ.get("GATE_DATASET", "var/dataset")
-RULEBOOKS = Path(os.environ.get("GATE_RULEBOOKS", "data/rulebooks"))
+PATHS = setup()  # stops here, saying how to create it, when there is no dataset
+DATASET, RULEBOOKS = PATHS.dataset, PATHS.rulebooks
 SCOPE = os.environ.get("GATE_SCOPE", "demo")
 POLICY = "refund_approval"
+print("dataset:", DATASET, "· rulebooks:", RULEBOOKS, "· scope:", SCOPE)
 
 # %% [markdown]
 # ## 1. The degradation: effectiveness by policy version
@@ -44,9 +48,10 @@ params = ReportParams(limit=10_000)
 versions = (from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY).decisions.select("policy_version").unique()
             .collect()["policy_version"].sort().to_list())
 by_version = pl.DataFrame([
-    {"policy_version": v, **{k: effectiveness_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY, policy_version=v),
-                                                      POLICY, params)[k] for k in ("effectiveness_score", "recommendation")}}
+    {"policy_version": v, **report_row(effectiveness_report(
+        from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY, policy_version=v), POLICY, params))}
     for v in versions])
+fig = plots.by_version(by_version, f"{POLICY}: effectiveness per policy version (95% interval)")
 by_version
 
 # %% [markdown]
@@ -73,6 +78,7 @@ run = dry_run(draft, POLICY, scope=SCOPE, dataset=DATASET, created_at="2026-12-0
 result = run.result.to_dict()
 print(f"{result['decisions_evaluated']} replayed, {result['decisions_changed']} flip, "
       f"{result['decisions_unreplayable']} could not be replayed")
+fig = plots.transitions(result["transitions"], "Verdicts over history: as decided (rows) and under the draft (columns)")
 pl.DataFrame(result["transitions"]).pivot(on="to", index="from", values="count")
 
 # %%
@@ -81,6 +87,14 @@ print("caught failures (approved, failed, now blocked):", outcomes["caught_failu
 print("blocked successes:", outcomes["blocked_successes"])
 print("new approvals with no observable outcome:", outcomes["unobserved_new_approvals"])
 print("review queue:", result["review_load"]["before"], "→", result["review_load"]["after"])
+by_month = result["review_load"]["by_month"]
+fig = plots.paired([m["month"] for m in by_month], [m["review_before"] for m in by_month],
+                   [m["review_after"] for m in by_month], "Review queue per month: history against the draft",
+                   names=("as decided", "under the draft"))
+moved = [t for t in outcomes["by_transition"] if t["count"]]
+fig = plots.paired([f"{t['from']} → {t['to']}" for t in moved], [t["success"] for t in moved],
+                   [t["failure"] for t in moved], "Known outcomes of the decisions that flip, by transition",
+                   names=("success class", "failure class"), colors=(plots.SCORE, plots.FAILURE))
 
 # %% [markdown]
 # ## 4. History agrees with the proof

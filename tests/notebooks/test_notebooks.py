@@ -1,8 +1,10 @@
 """Every notebook under notebooks/ executes top to bottom against a freshly seeded demo dataset.
 
 The notebooks are jupytext percent-format files; the test converts each to a notebook in memory
-and runs it in a real kernel (nbclient). A failing cell, or an assertion a notebook makes about
-what it found, fails the test. Executed copies are written to `$GATE_TEST_OUTPUT/notebooks` for
+and runs it in a real kernel (nbclient) started in a folder of its own (not the project root: the
+notebooks find the rulebooks from the project root, the dataset from GATE_DATASET). A failing
+cell, or an assertion a notebook makes about what it found, fails the test; so does a notebook
+that shows no plot. Executed copies are written to `$GATE_TEST_OUTPUT/notebooks` for
 people to open; they are build output, never committed.
 """
 
@@ -25,20 +27,24 @@ def test_there_are_notebooks():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path, demo_dataset, monkeypatch):
+def test_notebook_executes(path, demo_dataset, monkeypatch, tmp_path):
     import jupytext
     import nbformat
     from nbclient import NotebookClient
 
     notebook = jupytext.read(path)
     monkeypatch.setenv("GATE_DATASET", str(demo_dataset["dataset"]))
-    monkeypatch.setenv("GATE_RULEBOOKS", str(ROOT / "data" / "rulebooks"))
+    monkeypatch.delenv("GATE_RULEBOOKS", raising=False)
+    monkeypatch.delenv("GATE_HOME", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(ROOT)}})
+                            resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     OUTPUT.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, OUTPUT / f"{path.stem}.ipynb")
     errors = [output for cell in notebook.cells if cell.cell_type == "code"
               for output in cell.get("outputs", []) if output.get("output_type") == "error"]
     assert not errors
+    plots = [output for cell in notebook.cells if cell.cell_type == "code"
+             for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+    assert plots, f"{path.stem} shows no plot"
