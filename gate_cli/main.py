@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.constants import INTERFACE_VERSION
+from gate_cli.help import HelpFormatter, apply_everywhere
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -253,16 +254,6 @@ def cmd_db(args) -> int:
 # --------------------------------------------------------------------------- parser
 
 
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every option with a default shows it in its help line; epilogs (the GATE_* table) keep their layout."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if "%(default)" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
-            return text
-        return f"{text} (default: %(default)s)"
-
-
 def _plans_help() -> str:
     from api.settings import DEFAULT_PLANS
 
@@ -305,9 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)
     k.add_argument("--scope", required=True, help="the tenant the key acts for (1-120 characters)")
     k.add_argument("--plan", default="starter", help=_plans_help())
-    k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (overrides the plan)")
-    k.add_argument("--monthly-cap", type=int, default=None, help="records per month (overrides the plan)")
-    k.add_argument("--label", default=None, help="a note for `gate keys list`")
+    k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (default: the plan's)")
+    k.add_argument("--monthly-cap", type=int, default=None, help="records per month (default: the plan's)")
+    k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)
     k.add_argument("--json", action="store_true", help="print JSON")
@@ -341,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                 add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)
+    apply_everywhere(parser)
     return parser
 
 

@@ -27,12 +27,14 @@ def add_workbench_parser(sub) -> None:
                    help="Parquet dataset (path or URL); default $GATE_HOME/dataset")
     p.add_argument("--basic-auth", type=Path, default=None,
                    help='password file {"user": "scrypt$…"} written by `gate workbench-passwd`: sign-in '
-                        "on the login page, failed sign-ins throttled; plaintext entries are refused")
+                        "on the login page, failed sign-ins throttled; plaintext entries are refused "
+                        "(default: none; needed on a non-loopback --host)")
     p.add_argument("--grants", type=Path, default=None,
-                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see')
+                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see '
+                        "(default: none; needed on a non-loopback --host)")
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                    help="a name browsers reach the workbench under when it is not on loopback "
-                        "(repeatable; its websocket refuses other origins)")
+                        "(repeatable; its websocket refuses other origins; default: none)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
