@@ -164,7 +164,8 @@ def cmd_keys(args) -> int:
 # --------------------------------------------------------------------------- serve / demo
 
 
-def serve(settings, host: str, port: int, workers: int, threads: int | None = None) -> None:
+def serve(settings, host: str, port: int, workers: int, threads: int | None = None, on_ready=None) -> None:
+    """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
     from api.serving import DEFAULT_THREADS, GateServer
 
     if workers > 1 and not settings.redis_url:
@@ -173,7 +174,7 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
     _ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
-    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS).run()
+    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
 
 
 def startup_notes(settings) -> list[str]:
@@ -200,11 +201,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once."""
+    """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once.
+
+    The API's and the workbench's ports are tried first: a busy one stops the demo with one line
+    naming it (and how to pick another) before anything is seeded. The walkthrough is printed
+    once the API's socket is bound, the workbench's address once the workbench listens."""
     from gate.signing import generate_keyring
 
-    from gate_cli.demo_cmd import seed_on_first_run
+    from gate_cli.demo_cmd import demo_walkthrough, port_problem, seed_on_first_run
 
+    problem = port_problem(args.host, args.port, args.workbench_port)
+    if problem:
+        raise CliError(problem)
     settings = _settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
@@ -212,17 +220,15 @@ def cmd_demo(args) -> int:
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)
     key = create_key(settings, DEMO_SCOPE, "starter", None, None, DEMO_KEY_LABEL)
-    from gate_cli.demo_cmd import demo_walkthrough
-
-    print("Decision Gate demo (embedded SQLite ledger at", settings.database_url + ")")
+    banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
-        print(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
-    print(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]), flush=True)
+        banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
+    banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
     if args.workbench_port:
         from gate_cli.workbench_cmd import start_beside
 
         start_beside(args.host, args.workbench_port)
-    serve(settings, args.host, args.port, 1)
+    serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
     return 0
 
 
