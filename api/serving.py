@@ -26,9 +26,9 @@ import os
 import selectors
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from functools import partial
-from typing import Callable
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors

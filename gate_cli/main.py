@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gate import __version__
@@ -164,7 +165,8 @@ def cmd_keys(args) -> int:
 # --------------------------------------------------------------------------- serve / demo
 
 
-def serve(settings, host: str, port: int, workers: int, threads: int | None = None, on_ready=None) -> None:
+def serve(settings, host: str, port: int, workers: int, threads: int | None = None,
+          on_ready: Callable[[], None] | None = None) -> None:
     """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
     from api.serving import DEFAULT_THREADS, GateServer
 

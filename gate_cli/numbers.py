@@ -57,7 +57,7 @@ def _inside(c: float, interval: dict) -> bool:
 
 def _shortest(x: float, interval: dict) -> float | int:
     """The number with the fewest decimals inside `interval` nearest to x (x itself at worst)."""
-    for places in range(0, 18):
+    for places in range(18):
         c = round(x, places)
         if _inside(c, interval):
             return int(c) if places == 0 and abs(c) < 2**53 else c

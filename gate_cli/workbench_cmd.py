@@ -8,6 +8,7 @@ and the signing setup, decides the access policy from the bind address, and hand
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,7 +143,6 @@ def start_beside(host: str, port: int):
     import atexit
     import os
     import signal
-    import subprocess
     import threading
 
     def die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -163,7 +163,7 @@ def start_beside(host: str, port: int):
     return child
 
 
-def _relay(child, host: str, port: int) -> None:
+def _relay(child: subprocess.Popen, host: str, port: int) -> None:
     """Copy the workbench's output; announce it when it serves, or say that it did not."""
     served = False
     for line in child.stdout:

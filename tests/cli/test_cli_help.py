@@ -54,7 +54,7 @@ def _option_blocks(text: str) -> dict[str, str]:
 
 
 def _help(words: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([GATE, *words, "--help"], capture_output=True, text=True, timeout=120,
+    return subprocess.run([GATE, *words, "--help"], capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "COLUMNS": "100"})
 
 
