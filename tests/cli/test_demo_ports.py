@@ -176,3 +176,18 @@ def test_the_workbench_is_announced_once_it_listens_or_said_not_to_have_started(
         running.stop()
     assert said, "".join(running.errors)
     assert "Policy workbench (dashboard)" not in "\n".join(running.seen) and not answers(workbench)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("variable,wanted_by", [("PORT", "the API"), ("WORKBENCH_PORT", "the policy workbench")])
+def test_scripts_demo_names_the_variable_that_picks_another_port(gate_env, variable, wanted_by):
+    other = {"PORT": "WORKBENCH_PORT", "WORKBENCH_PORT": "PORT"}[variable]
+    with occupied() as holder:
+        port = holder.getsockname()[1]
+        done = subprocess.run([str(ROOT / "scripts" / "demo")], env={**os.environ, **gate_env, variable: str(port),
+                                                                       other: str(free_port())},
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert_one_line(done, f"port {port} on 127.0.0.1 is busy (wanted by {wanted_by})", f"{variable}=N scripts/demo")
+    assert_nothing_written(gate_env)
