@@ -27,6 +27,7 @@ import selectors
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from functools import partial
 
@@ -202,8 +203,10 @@ def metrics_child_exit(server, worker) -> None:
 class GateServer(BaseApplication):
     """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
 
-    def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS) -> None:
+    def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
+        self.on_ready = on_ready  # called once the listening socket is bound (`gate demo` prints its banner)
         self.read_timeout = settings.request_read_timeout
         prepare_metrics_multiprocess(settings.home, workers)
         super().__init__()
@@ -219,6 +222,9 @@ class GateServer(BaseApplication):
         # No shared control socket in $HOME: several gates (and tests) run side by side.
         self.cfg.set("control_socket_disable", True)
         self.cfg.set("child_exit", metrics_child_exit)
+        if self.on_ready is not None:
+            ready = self.on_ready
+            self.cfg.set("when_ready", lambda _arbiter: ready())
 
     def load(self):
         from api.app import create_app

@@ -45,12 +45,15 @@ def add_checkpoint_parser(sub) -> None:
                         description=__doc__.split("\n\n")[1])
     s.add_argument("--log", help="the checkpoint log (JSONL; created on first use); "
                                  "default with --scope: GATE_CHECKPOINT_LOG")
-    s.add_argument("--url", help="a running gate's base URL, e.g. https://gate.example")
-    s.add_argument("--chain", help="with --url: the chain id (a record's audit_chain.chain_id)")
-    s.add_argument("--api-key-env", help="with --url: environment variable holding an API key of the chain's scope")
-    s.add_argument("--key-registry", help="with --url: receipt key registry (URL or saved JSON) to check signatures")
-    s.add_argument("--public-key", help="with --url: PEM file of the gate's Ed25519 public key")
-    s.add_argument("--scope", help="read the local ledger (GATE_DATABASE_URL) instead: the scope whose chain to save")
+    s.add_argument("--url", help="a running gate's base URL, e.g. https://gate.example (required unless --scope)")
+    s.add_argument("--chain", help="with --url: the chain id (a record's audit_chain.chain_id) (required with --url)")
+    s.add_argument("--api-key-env", help="with --url: environment variable holding an API key of the chain's scope "
+                                         "(required with --url)")
+    s.add_argument("--key-registry", help="with --url: receipt key registry (URL or saved JSON) to check signatures "
+                                          "(default: none)")
+    s.add_argument("--public-key", help="with --url: PEM file of the gate's Ed25519 public key (default: none)")
+    s.add_argument("--scope", help="read the local ledger (GATE_DATABASE_URL) instead: the scope whose chain to save "
+                                   "(required unless --url)")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=cmd_checkpoint)
 

@@ -78,7 +78,8 @@ def add_contract_parsers(sub) -> None:
     msub = m.add_subparsers(dest="migration_command", required=True)
     c = msub.add_parser("check", help="replay the golden corpus under a migration's candidate and gate it")
     c.add_argument("manifest")
-    c.add_argument("--rulebook", default=None, help="the candidate Rulebook v1 file (hash = to.rulebook_hash)")
+    c.add_argument("--rulebook", default=None, help="the candidate Rulebook v1 file (hash = to.rulebook_hash) "
+                                                            "(default: the corpus's snapshot of that hash)")
     c.add_argument("--corpus", default=None, help="golden replay corpus folder (default: the published one)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_migration_check)

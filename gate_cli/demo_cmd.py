@@ -9,6 +9,8 @@ a newcomer's first reports have history behind them; later runs start at once.
 
 from __future__ import annotations
 
+import errno
+import socket
 import sys
 from pathlib import Path
 
@@ -94,6 +96,49 @@ def cmd_demo_synth(args) -> int:
     return 0
 
 
+# How to pick another port, per server of the demo (scripts/demo reads PORT and WORKBENCH_PORT).
+PORT_FIXES = {
+    "API": "pick another with PORT=N scripts/demo, or gate demo --port N",
+    "policy workbench": "pick another with WORKBENCH_PORT=N scripts/demo, or gate demo --workbench-port N "
+                        "(0: the API alone)",
+}
+
+
+def _bind_problem(host: str, port: int) -> str | None:
+    """None when every address of `host` can be bound on `port` now (as the server will bind
+    it, with SO_REUSEADDR: a listener there refuses it, a closed connection's TIME_WAIT does
+    not), else why not."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"cannot be served: host {host!r} does not resolve ({exc.strerror})"
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return "is busy" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
+    return None
+
+
+def port_problem(host: str, api_port: int, workbench_port: int) -> str | None:
+    """One line naming the first port the demo cannot serve (busy, out of range, the same for
+    both servers), what wanted it and how to pick another; None when both can be bound."""
+    wanted = [("API", api_port, 1)] + ([("policy workbench", workbench_port, 0)] if workbench_port else [])
+    for name, port, low in wanted:
+        if not low <= port <= 65535:
+            return f"port {port} of the {name} is out of range ({low} to 65535); {PORT_FIXES[name]}"
+    if workbench_port == api_port:
+        return (f"port {api_port} is wanted by both the API and the policy workbench; "
+                f"{PORT_FIXES['policy workbench']}")
+    for name, port, _ in wanted:
+        problem = _bind_problem(host, port)
+        if problem:
+            return f"port {port} on {host} {problem} (wanted by the {name}); {PORT_FIXES[name]}"
+    return None
+
+
 REQUESTS_DIR = Path(__file__).resolve().parent.parent / "data" / "requests"
 VERDICT_SAMPLES = ("verdict-yes", "verdict-no", "verdict-review", "verdict-needs-input")
 
@@ -156,11 +201,12 @@ def add_demo_parser(sub, serve_demo, formatter=None) -> None:
                                    "or `gate demo seed` to write the demo ledger only. Each run disables the "
                                    "demo key of the run before and prints a new one.", **extra)
     p.add_argument("--host", default="127.0.0.1", help="address to bind")
-    p.add_argument("--port", type=int, default=8080, help="TCP port of the API")
+    p.add_argument("--port", type=int, default=8080, help="TCP port of the API (PORT in scripts/demo)")
     p.add_argument("--seed-decisions", type=int, default=DEFAULT_DECISIONS,
                    help="decisions to seed on the first run, into an empty ledger (default %(default)s; 0: none)")
     p.add_argument("--workbench-port", type=int, default=5006,
-                   help="port of the policy workbench started beside the API (default %(default)s; 0: none)")
+                   help="port of the policy workbench started beside the API, WORKBENCH_PORT in "
+                        "scripts/demo (default %(default)s; 0: none)")
     p.set_defaults(func=serve_demo)
     demo_sub = p.add_subparsers(dest="demo_command")
     s = demo_sub.add_parser("seed", help="write the deterministic demo ledger through the real services", **extra)

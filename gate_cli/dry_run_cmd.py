@@ -31,15 +31,21 @@ __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
 def add_dry_run_parser(sub) -> None:
     p = sub.add_parser("dry-run", help="re-evaluate a rulebook's history under a draft (or --verify a result)")
-    p.add_argument("--rulebook-id", help="the rulebook whose historical decisions are replayed")
-    p.add_argument("--draft", help="the draft rulebook (JSON file)")
+    p.add_argument("--rulebook-id", help="the rulebook whose historical decisions are replayed "
+                                                "(required unless --verify)")
+    p.add_argument("--draft", help="the draft rulebook (JSON file) (required unless --verify; "
+                                     "with --verify: optional, checked to be the draft tested)")
     p.add_argument("--scope", default=None, help="only this scope's decisions (default: every scope)")
     p.add_argument("--dataset", default=None, help="an exported dataset folder (default: the live ledger)")
-    p.add_argument("--out", help="folder for migration.json, report.md, report.html, flips.parquet")
+    p.add_argument("--out", help="folder for migration.json, report.md, report.html, flips.parquet "
+                                   "(required unless --verify)")
     p.add_argument("--flips-limit", type=int, default=200, help="flips listed in the reports (all are in flips.parquet)")
-    p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead")
-    p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key")
-    p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys")
+    p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead "
+                                                        "(default: run a dry-run)")
+    p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key "
+                                          "(default: none)")
+    p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys "
+                                            "(default: none)")
     p.add_argument("--json", action="store_true", help="print the result (or the verification) as JSON")
     p.set_defaults(func=cmd_dry_run)
 

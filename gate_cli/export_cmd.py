@@ -90,6 +90,6 @@ def add_export_parser(sub) -> None:
     p.add_argument("--scope", default=None, help="export one scope only (default: every scope)")
     p.add_argument("--batch-size", type=int, default=2000, help="ledger rows per read (1 to 50000)")
     p.add_argument("--settle-seconds", type=int, default=120,
-                   help="export receipts reported at least this long ago (default 120)")
+                   help="export receipts reported at least this long ago")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     p.set_defaults(func=cmd_export)

@@ -11,10 +11,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from gate import __version__
 from gate.constants import INTERFACE_VERSION
+from gate_cli.help import HelpFormatter, apply_everywhere
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -163,7 +165,9 @@ def cmd_keys(args) -> int:
 # --------------------------------------------------------------------------- serve / demo
 
 
-def serve(settings, host: str, port: int, workers: int, threads: int | None = None) -> None:
+def serve(settings, host: str, port: int, workers: int, threads: int | None = None,
+          on_ready: Callable[[], None] | None = None) -> None:
+    """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
     from api.serving import DEFAULT_THREADS, GateServer
 
     if workers > 1 and not settings.redis_url:
@@ -172,7 +176,7 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
     _ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
-    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS).run()
+    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
 
 
 def startup_notes(settings) -> list[str]:
@@ -199,11 +203,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once."""
+    """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once.
+
+    The API's and the workbench's ports are tried first: a busy one stops the demo with one line
+    naming it (and how to pick another) before anything is seeded. The walkthrough is printed
+    once the API's socket is bound, the workbench's address once the workbench listens."""
     from gate.signing import generate_keyring
 
-    from gate_cli.demo_cmd import seed_on_first_run
+    from gate_cli.demo_cmd import demo_walkthrough, port_problem, seed_on_first_run
 
+    problem = port_problem(args.host, args.port, args.workbench_port)
+    if problem:
+        raise CliError(problem)
     settings = _settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
@@ -211,17 +222,15 @@ def cmd_demo(args) -> int:
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)
     key = create_key(settings, DEMO_SCOPE, "starter", None, None, DEMO_KEY_LABEL)
-    from gate_cli.demo_cmd import demo_walkthrough
-
-    print("Decision Gate demo (embedded SQLite ledger at", settings.database_url + ")")
+    banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
-        print(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
-    print(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]), flush=True)
+        banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
+    banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
     if args.workbench_port:
         from gate_cli.workbench_cmd import start_beside
 
         start_beside(args.host, args.workbench_port)
-    serve(settings, args.host, args.port, 1)
+    serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
     return 0
 
 
@@ -251,16 +260,6 @@ def cmd_db(args) -> int:
 
 
 # --------------------------------------------------------------------------- parser
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every option with a default shows it in its help line; epilogs (the GATE_* table) keep their layout."""
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if "%(default)" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
-            return text
-        return f"{text} (default: %(default)s)"
 
 
 def _plans_help() -> str:
@@ -305,9 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)
     k.add_argument("--scope", required=True, help="the tenant the key acts for (1-120 characters)")
     k.add_argument("--plan", default="starter", help=_plans_help())
-    k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (overrides the plan)")
-    k.add_argument("--monthly-cap", type=int, default=None, help="records per month (overrides the plan)")
-    k.add_argument("--label", default=None, help="a note for `gate keys list`")
+    k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (default: the plan's)")
+    k.add_argument("--monthly-cap", type=int, default=None, help="records per month (default: the plan's)")
+    k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)
     k.add_argument("--json", action="store_true", help="print JSON")
@@ -341,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
                 add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)
+    apply_everywhere(parser)
     return parser
 
 

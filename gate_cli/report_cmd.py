@@ -9,9 +9,12 @@ dataset of another schema version), with the reason on stderr.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import replace
+
+from gate_cli.help import HelpFormatter
 
 KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
@@ -19,17 +22,41 @@ OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "thresh
 DATASET_LIMIT = 1_000_000_000
 
 
+class _ReportHelp(HelpFormatter):
+    """`gate report --help`: each endpoint parameter's meaning, range, default and the reports
+    that take it, read from `workbench.policy_reports.PARAMS` when help is shown (so `gate`
+    starts without Polars, and the help cannot drift from what the reports apply)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.dest not in OPTIONS:
+            return super()._get_help_string(action)
+        try:
+            from workbench.policy_reports import KIND_PARAMS, PARAMS
+        except ImportError:  # a core-only install: no reports to run anyway
+            return action.help or ""
+        kinds = ", ".join(kind for kind in KINDS if action.dest in KIND_PARAMS[kind])
+        text = f"{PARAMS[action.dest].describe()} Reports: {kinds}."
+        if action.dest == "limit":
+            text += (" With --dataset: up to 1e9, or 'all' (every decision of the selection; shown as "
+                     "limit=all).")
+        return text.replace("%", "%%")
+
+
 def add_report_parser(sub) -> None:
-    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks)")
+    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks)",
+                       formatter_class=_ReportHelp,
+                       description="Readable text by default (rates as percentages with one decimal, scores "
+                                   "with four); --json prints the sealed report exactly as the endpoint answers.")
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--policy", required=True, help="policy id (the rulebook id)")
-    p.add_argument("--scope", help="the scope whose decisions are reported (required for the ledger and benchmarks)")
-    p.add_argument("--dataset", help="read an exported dataset (path or URL) instead of the live ledger")
+    p.add_argument("--scope", help="the scope whose decisions are reported (required for the ledger and "
+                                   "benchmarks; default with --dataset: every scope)")
+    p.add_argument("--dataset", help="read an exported dataset (path or URL) instead of the live ledger "
+                                     "(default: the live ledger, GATE_DATABASE_URL)")
     p.add_argument("--json", action="store_true", help="print the sealed report as JSON")
     for name in OPTIONS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                       help=f"as the endpoint's {name} query parameter"
-                       + ("; with --dataset up to 1e9, or 'all'" if name == "limit" else ""))
+                       help=f"as the endpoint's {name} query parameter")
     p.set_defaults(func=cmd_report)
 
 

@@ -1,7 +1,12 @@
-"""Readable terminal text for the policy reports (`gate report`, without --json)."""
+"""Readable terminal text for the policy reports (`gate report`, without --json).
+
+Rates are percentages with one decimal (`12.5%`), scores and confidences have four decimals,
+parameters are printed as they are typed (`limit=all` for `--limit all`, `threshold=0.35`).
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 
@@ -21,9 +26,20 @@ def _sample(sample: Mapping[str, Any]) -> list[str]:
     ]
 
 
+# What an unset parameter means: `--limit all` reads every decision of the selection.
+_UNSET = {"limit": "all", "verdict": "any", "action": "any"}
+
+
+def _param(name: str, value: Any) -> str:
+    """A report parameter as the user would type it back (`limit=all`, never `limit=None`)."""
+    if value is None:
+        return _UNSET.get(name, "none")
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _header(title: str, report: Mapping[str, Any], source: str) -> list[str]:
     version = report.get("policy_version") or "all versions"
-    params = "  ".join(f"{k}={v}" for k, v in report["parameters"].items() if k != "policy_version")
+    params = "  ".join(f"{k}={_param(k, v)}" for k, v in report["parameters"].items() if k != "policy_version")
     return [f"{title} of policy {report['policy_id']} ({version}) from the {source}" if source == "live ledger"
             else f"{title} of policy {report['policy_id']} ({version}) from dataset {source}", f"  {params}", ""]
 

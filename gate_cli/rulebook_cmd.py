@@ -20,6 +20,7 @@ from typing import Any
 
 from gate.canonical import CanonicalJSONError, parse_strict
 from gate.rulebook import validate_rulebook
+from gate_cli.numbers import near_text, witness_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INVALID, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -90,7 +91,7 @@ def cmd_lint(args) -> int:
             if finding.get("text"):
                 print(f"          where {finding['text']}")
             if finding.get("witness") is not None:
-                print(f"          e.g. {json.dumps(finding['witness'], sort_keys=True)}")
+                print(f"          e.g. {witness_text(finding['witness'], finding.get('where'))}")
     if failing:
         return EXIT_FINDINGS
     return EXIT_CLEAN if report.exact else EXIT_INCONCLUSIVE
@@ -116,7 +117,7 @@ def cmd_diff(args) -> int:
             print(f"- {_label(item['old'])} -> {_label(item['new'])}")
             if item["text"]:
                 print(f"    where {item['text']}")
-            print(f"    e.g. {json.dumps(item['witness'], sort_keys=True)}")
+            print(f"    e.g. {witness_text(item['witness'], item.get('where'))}")
     if report.differences:
         return EXIT_FINDINGS
     return EXIT_CLEAN if report.exact else EXIT_INCONCLUSIVE
@@ -139,7 +140,8 @@ def cmd_flips(args) -> int:
     else:
         for flip in flips:
             before = "missing" if flip["from_missing"] else json.dumps(flip["from"])
-            after = "missing" if flip["to_missing"] else json.dumps(flip["to"])
+            anchors = [flip["threshold"]["value"]] if flip["threshold"] else []
+            after = "missing" if flip["to_missing"] else near_text(flip["to"], anchors + [flip["from"]])
             print(f"{flip['field']}: {before} -> {after} ({flip['change']}): "
                   f"{_label(flip['old'])} -> {_label(flip['new'])}")
     return EXIT_CLEAN

@@ -11,12 +11,15 @@ def add_scopes_parser(sub) -> None:
     scopes = sub.add_parser("scopes", help="per-scope operator settings")
     ssub = scopes.add_subparsers(dest="scopes_command", required=True)
     b = ssub.add_parser("benchmarks", help="opt a scope in to or out of anonymized benchmarks")
-    b.add_argument("--scope", required=True)
+    b.add_argument("--scope", required=True, help="the scope (1 to 120 characters)")
     choice = b.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--opt-in", dest="action", action="store_const", const="opt-in")
-    choice.add_argument("--opt-out", dest="action", action="store_const", const="opt-out")
-    choice.add_argument("--status", dest="action", action="store_const", const="status")
-    b.add_argument("--json", action="store_true")
+    choice.add_argument("--opt-in", dest="action", action="store_const", const="opt-in",
+                        help="include the scope (one of --opt-in, --opt-out, --status is required)")
+    choice.add_argument("--opt-out", dest="action", action="store_const", const="opt-out",
+                        help="exclude it again, revoking an opt-in (or --opt-in, --status: one is required)")
+    choice.add_argument("--status", dest="action", action="store_const", const="status",
+                        help="show the setting (or --opt-in, --opt-out: one is required)")
+    b.add_argument("--json", action="store_true", help="print the setting as JSON")
     scopes.set_defaults(func=cmd_scopes)
 
 

@@ -29,12 +29,13 @@ from gate_cli.packet_report import is_packet, packet_report
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="verify an exported Decision Record or Decision Packet offline")
     p.add_argument("file", help="the exported record or packet (JSON)")
-    p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file")
-    p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key")
-    p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret")
-    p.add_argument("--input", help="the original request body (JSON), checked against input_hash")
+    p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file (default: none; without any trusted key "
+                                           "only integrity is checked)")
+    p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key (default: none)")
+    p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret (default: none)")
+    p.add_argument("--input", help="the original request body (JSON), checked against input_hash (default: not checked)")
     p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`): a packet's chain must "
-                                         "be at least as long as, and extend, the newest checkpoint held for it")
+                                         "be at least as long as, and extend, the newest checkpoint held for it (default: none)")
     p.add_argument("--json", action="store_true", help="print the verification result as JSON")
     p.set_defaults(func=cmd_verify)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,12 +29,14 @@ def add_workbench_parser(sub) -> None:
                    help="Parquet dataset (path or URL); default $GATE_HOME/dataset")
     p.add_argument("--basic-auth", type=Path, default=None,
                    help='password file {"user": "scrypt$…"} written by `gate workbench-passwd`: sign-in '
-                        "on the login page, failed sign-ins throttled; plaintext entries are refused")
+                        "on the login page, failed sign-ins throttled; plaintext entries are refused "
+                        "(default: none; needed on a non-loopback --host)")
     p.add_argument("--grants", type=Path, default=None,
-                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see')
+                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see '
+                        "(default: none; needed on a non-loopback --host)")
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                    help="a name browsers reach the workbench under when it is not on loopback "
-                        "(repeatable; its websocket refuses other origins)")
+                        "(repeatable; its websocket refuses other origins; default: none)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
@@ -155,14 +158,20 @@ def cmd_workbench(args) -> int:
     return 0
 
 
+SERVING = "workbench on http"  # the line `gate workbench` prints once its socket is bound
+
+
 def start_beside(host: str, port: int):
     """Start `gate workbench --refresh` as a child process beside a server in the foreground
     (`gate demo`). The child exports what is new in the ledger, then serves; it is stopped when
-    this process exits, and on Linux the kernel stops it even if this process is killed."""
+    this process exits, and on Linux the kernel stops it even if this process is killed.
+
+    Its address is announced only once it listens (its own "workbench on …" line, printed after
+    the bind, is relayed as the banner); if it ends without serving, one line says so."""
     import atexit
     import os
     import signal
-    import subprocess
+    import threading
 
     def die_with_parent() -> None:  # pragma: no cover - runs in the child
         try:
@@ -174,8 +183,24 @@ def start_beside(host: str, port: int):
 
     gate = os.path.join(os.path.dirname(sys.executable), "gate")
     child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],
-                             preexec_fn=die_with_parent)
+                             preexec_fn=die_with_parent, stdout=subprocess.PIPE, text=True)
     atexit.register(lambda: child.poll() is None and child.terminate())
-    print(f"Policy workbench (dashboard): http://{host}:{port}/workbench "
-          "(it exports the ledger to the Parquet dataset first)\n", flush=True)
+    print("Policy workbench: exporting the ledger to the Parquet dataset first; its address follows "
+          "once it listens", flush=True)
+    threading.Thread(target=_relay, args=(child, host, port), daemon=True, name="workbench-relay").start()
     return child
+
+
+def _relay(child: subprocess.Popen, host: str, port: int) -> None:
+    """Copy the workbench's output; announce it when it serves, or say that it did not."""
+    served = False
+    for line in child.stdout:
+        if line.startswith(SERVING) and not served:
+            served = True
+            print(f"\nPolicy workbench (dashboard): http://{host}:{port}/workbench\n", flush=True)
+        else:
+            print(line, end="", flush=True)
+    if not served:
+        status = child.wait()
+        print(f"gate demo: the policy workbench did not start on port {port} (exit status {status}; "
+              "its message is above); the API serves alone", file=sys.stderr, flush=True)

@@ -52,7 +52,7 @@ def free_port() -> int:
 def test_demo_seeds_on_the_first_run_only(gate_env):
     def start():
         port = free_port()
-        process = subprocess.Popen([GATE, "demo", "--port", str(port), "--seed-decisions", "25"],
+        process = subprocess.Popen([GATE, "demo", "--port", str(port), "--seed-decisions", "25", "--workbench-port", "0"],
                                    env={**os.environ, **gate_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    text=True)
         deadline = time.monotonic() + 240

@@ -92,7 +92,7 @@ def test_a_malformed_host_is_one_line_and_exit_2(tmp_path, host, message):
 def test_an_address_that_is_not_this_machines_is_one_line_and_exit_2(tmp_path):
     # 192.0.2.1 is TEST-NET-1 (documentation only), never this machine's: binding fails.
     users = tmp_path / "users.json"
-    users.write_text(json.dumps({"ana": "correct horse battery staple"}))
+    users.write_text(json.dumps({"ana": hash_password("correct horse battery staple")}))
     grants = tmp_path / "grants.json"
     grants.write_text(json.dumps({"ana": ["acme"]}))
     done = subprocess.run([GATE, "workbench", "--host", "192.0.2.1", "--port", str(free_port()),

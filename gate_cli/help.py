@@ -1,0 +1,57 @@
+"""The help layout of every `gate` command (standard library only: `gate verify` and
+`gate rulebook` stay usable with only the core installed).
+
+Each option's help line says what happens when it is left out: an option with a default shows
+it (`(default: 8080)`), a required one says `(required)`, and an option without a value of its
+own says in its text what it falls back to (`default: every scope`). A text with line breaks
+(the GATE_* table of `gate serve --help`) keeps its layout; a one-paragraph description is
+wrapped to the terminal. tests/cli/test_cli_help.py walks every subcommand's --help and holds
+each option to this.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["HelpFormatter", "apply_everywhere"]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Defaults and required markers in every option's help line; laid-out texts kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip():
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or text == argparse.SUPPRESS:
+            return text
+        if action.required:
+            return text if "required" in text else f"{text} (required)".lstrip()
+        if "%(default)" in text or "(default" in text or _no_default(action.default):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def _no_default(value: object) -> bool:
+    return value is None or value is False or value == [] or value == argparse.SUPPRESS
+
+
+def subparsers(parser: argparse.ArgumentParser):
+    """Every parser below `parser` (depth first), with `parser` itself first."""
+    yield parser
+    for action in parser._actions:  # argparse offers no public walk over subcommands
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                yield from subparsers(child)
+
+
+def apply_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand that kept argparse's stock layout the gate's `HelpFormatter`
+    (a subcommand module may bring a subclass of its own, which is left as it is)."""
+    stock = (argparse.HelpFormatter, argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter)
+    for each in subparsers(parser):
+        if each.formatter_class in stock:
+            each.formatter_class = HelpFormatter
