@@ -47,7 +47,7 @@ from workbench.policy_reports import (
     confidence_report,
     effectiveness_report,
 )
-from workbench.timeseries import monthly
+from workbench.timeseries import monthly, version_changes
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
@@ -182,16 +182,21 @@ class WorkbenchStore:
         frames = self._frames((scope,), policy_id, limit)
         opted_in = benchmark_opt_ins(self.ledger)
         cohort = self._frames((scope, *cohort_scopes(opted_in, scope, MAX_SCOPES)), policy_id, limit)
+        anomalies = anomaly_report(frames, policy_id, params)
         return {
-            "effectiveness": effectiveness_report(frames, policy_id, params),
+            "effectiveness": effectiveness_report(frames, policy_id, params, anomalies=anomalies),
             "confidence": confidence_report(frames, policy_id, params),
-            "anomalies": anomaly_report(frames, policy_id, params),
+            "anomalies": anomalies,
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
     def monthly_series(self, scope: str, policy_id: str):
         """Volume by verdict and effectiveness, month by month (`workbench.timeseries`)."""
         return monthly(self._frames((scope,), policy_id, None), policy_id)
+
+    def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
+        """Each version of the policy with the month of its first decision (`workbench.timeseries`)."""
+        return version_changes(self._frames((scope,), policy_id, None))
 
     # ------------------------------------------------------------------ decision lists
 
@@ -210,9 +215,12 @@ class WorkbenchStore:
         if id_prefix:
             decisions = decisions.filter(pl.col("decision_id").str.starts_with(id_prefix))
         total = decisions.select(pl.len()).collect().item()
-        page = (decisions.sort(["created_at", "decision_id"], descending=True).slice(offset, limit)
+        newest_first = (["created_at", "decision_id"], True)
+        # A join does not keep the left frame's order (Polars' default): sort the page again after it.
+        page = (decisions.sort(newest_first[0], descending=newest_first[1]).slice(offset, limit)
                 .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope])),
                       on="decision_id", how="left")
+                .sort(newest_first[0], descending=newest_first[1])
                 .select("decision_id", "created_at", "policy_id", "policy_version", "verdict",
                         "matched_rule_id", "reason_code", pl.col("status").alias("latest_outcome"))
                 .collect())
