@@ -235,6 +235,7 @@ class WorkbenchStore:
         if stored is None:
             return None
         record = json.loads(stored.record_json)
+        request = json.loads(stored.request_json)
         receipts = {}
         for name, kind in KINDS.items():
             items, total = self.lifecycle.all_for(kind, decision_id, 100)
@@ -242,7 +243,8 @@ class WorkbenchStore:
         proof = inclusion_for(self.audit, scope, chain_id_for(scope), decision_id, None)
         return {
             "record": record,
-            "request": json.loads(stored.request_json),
+            "request": request,
+            "facts": facts_of(request, record) or {},
             "receipts": receipts,
             "inclusion": proof,
             "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),

@@ -43,10 +43,19 @@ class Session(param.Parameterized):
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
         self.overview.param.watch(lambda e: setattr(self, "policy", e.new), "policy_id")
-        self.links.param.watch(lambda _: self.follow_link(), list(QUERY))
-        self.param.watch(lambda e: setattr(self.links, e.name, e.new), ["scope", "policy", "page"])
-        self.decisions.param.watch(lambda e: setattr(self.links, "decision", e.new), "selected")
-        self.authoring.param.watch(lambda e: setattr(self.links, "draft", draft_for_url(e.new)), "draft_text")
+        self._writing_link = False
+        self.links.param.watch(lambda *_: self.follow_link(), list(QUERY))  # one call per batch
+        self.param.watch(lambda *events: self._to_link(**{e.name: e.new for e in events}), ["scope", "policy", "page"])
+        self.decisions.param.watch(lambda e: self._to_link(decision=e.new), "selected")
+        self.authoring.param.watch(lambda e: self._to_link(draft=draft_for_url(e.new)), "draft_text")
+
+    def _to_link(self, **values: str) -> None:
+        """Write the session's state into the link (the URL); not read back as a new link."""
+        self._writing_link = True
+        try:
+            self.links.param.update(values)
+        finally:
+            self._writing_link = False
 
     @param.depends("scope", watch=True)
     def _scope_changed(self) -> None:
@@ -76,6 +85,8 @@ class Session(param.Parameterized):
     def follow_link(self) -> None:
         """Apply the URL's values (untrusted): a scope must be granted (else nothing opens), a
         policy must be the scope's, a page one of PAGES; the decision opens only in the scope."""
+        if self._writing_link:  # our own write, not a link the browser opened
+            return
         links = self.links  # read every value first: applying the scope rewrites the others
         scope, policy, page = text_value(links.scope), text_value(links.policy), text_value(links.page)
         decision, draft = text_value(links.decision), draft_value(links.draft)
