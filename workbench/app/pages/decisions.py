@@ -42,8 +42,21 @@ CHECK_TEXT = {
     "rulebook_snapshot": "the stored rulebook still hashes to the one the record names",
     "lifecycle_receipts": "each stored execution, outcome and CRM receipt verifies",
     "receipt_chain": "the receipts form an unbroken chain",
+    "rulebook_attestation_bundle_hash": "the rulebook attestation names the policy bundle",
+    "rulebook_attestation_consistency": "the rulebook attestation agrees with the record",
+    "rulebook_attestation_input_hash": "the rulebook attestation names this input",
+    "rulebook_registry_consistency": "the rulebook registry entry agrees with the rulebook",
+    "registry_attestation_hash": "the registry attestation's hash matches it",
+    "confidence_hash": "the decision confidence block's hash matches it",
+    "confidence_signature": "the decision confidence block is signed",
+    "trusted_adapter_lineage": "the trusted adapter's facts are bound to the record",
+    "signature_matches_untrusted_key": "diagnostic: the signature checked with the request's untrusted key",
+    "rulebook_attestation_signature_matches_untrusted_key": "diagnostic: the attestation checked with an untrusted key",
+    "ledger_decision_id": "the ledger row is this decision's",
+    "ledger_scope": "the ledger row is in the record's scope",
+    "ledger_chain_position": "the ledger row's chain position is the link's",
 }
-MARKS = {True: "✅ pass", False: "❌ FAIL", None: "➖ not applicable"}
+MARKS = {True: "✓ pass", False: "✗ FAIL", None: "· not applicable"}  # glyphs every font has
 DECISION_FIELDS = ("decision_id", "created_at", "policy_id", "policy_version", "verdict", "application_verdict",
                    "reason_code", "matched_rule_id", "action", "status")
 
