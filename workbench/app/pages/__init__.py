@@ -115,6 +115,38 @@ class Session(param.Parameterized):
                         + (f" · {note}" if note else ""))
 
 
+def _pages(session: Session, scopes: list[str]) -> pn.viewable.Viewable:
+    """The scope's pages as tabs, the open tab kept in step with the session (and the URL)."""
+    shown: dict[str, pn.Tabs] = {}
+
+    def pages(scope_name: str):
+        if not scope_name:
+            return pn.pane.Markdown("### Pick a scope to begin" if scopes else
+                                    "### No scope is granted to you, or the ledger has no decisions yet")
+        names = session.store.policies(scope_name)
+        tabs = pn.Tabs(
+            overview_page(session.overview, names),
+            decisions_page(session.decisions, names),
+            authoring_page(session.authoring, names),
+            migration_page(session.migration),
+            dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
+        )
+        tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")
+        shown["tabs"] = tabs
+        return tabs
+
+    def page_changed(event) -> None:
+        tabs = shown.get("tabs")
+        if tabs is not None and tabs.active != PAGES.index(event.new):
+            tabs.active = PAGES.index(event.new)
+
+    session.param.watch(page_changed, "page")
+    if pn.state.location is not None:  # served: the URL carries the state (a shareable link)
+        pn.state.location.sync(session.links, QUERY)
+
+    return pn.bind(pages, session.param.scope)
+
+
 def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
               export_root: Path | None = None) -> pn.viewable.Viewable:
     export_root = export_root or store.exports_dir
@@ -123,9 +155,6 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
     status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
-
-    def policies():
-        return store.policies(session.scope) if session.scope else []
 
     async def refresh_dataset(_):
         refresh.disabled, bar.visible, bar.value = True, True, 0
@@ -146,33 +175,6 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
 
     refresh.on_click(refresh_dataset)
 
-    def pages(scope_name: str):
-        if not scope_name:
-            return pn.pane.Markdown("### Pick a scope to begin" if scopes else
-                                    "### No scope is granted to you, or the ledger has no decisions yet")
-        names = policies()
-        tabs = pn.Tabs(
-            overview_page(session.overview, names),
-            decisions_page(session.decisions, names),
-            authoring_page(session.authoring, names),
-            migration_page(session.migration),
-            dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
-        )
-        tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")
-        shown["tabs"] = tabs
-        return tabs
-
-    shown: dict[str, pn.Tabs] = {}
-
-    def page_changed(event) -> None:
-        tabs = shown.get("tabs")
-        if tabs is not None and tabs.active != PAGES.index(event.new):
-            tabs.active = PAGES.index(event.new)
-
-    session.param.watch(page_changed, "page")
-    if pn.state.location is not None:  # served: the URL carries the state (a shareable link)
-        pn.state.location.sync(session.links, QUERY)
-
     header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar,
                     pn.pane.Markdown(f"signed in as **{md_text(user)}**" if user else ""), align="center")
-    return pn.Column(header, status, pn.bind(pages, session.param.scope), sizing_mode="stretch_width")
+    return pn.Column(header, status, _pages(session, scopes), sizing_mode="stretch_width")
