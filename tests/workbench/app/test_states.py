@@ -223,3 +223,17 @@ def test_a_link_to_an_ungranted_scope_or_with_hostile_values_opens_nothing(workb
     assert session.decisions.detail is None and "no decision" in session.decisions.message
     session.links.param.update(scope=["acme"], decision={"x": 1}, draft=12)  # wrong types: ignored
     assert session.scope == "" and session.decisions.detail is None and session.authoring.draft_text == ""
+
+
+def test_a_draft_too_long_for_a_link_is_left_out_of_it(workbench_home, tmp_path):
+    from workbench.app.pages.links import DRAFT_URL_LIMIT
+
+    store, _, _ = workbench_home
+    session = _session(store, ["acme"], tmp_path)
+    session.scope = "acme"
+    session.authoring.draft_text = json.dumps(RULEBOOK, indent=2)
+    assert json.loads(session.links.draft) == RULEBOOK and "\n" not in session.links.draft  # compact JSON
+    session.authoring.draft_text = json.dumps(RULEBOOK | {"description": "x" * DRAFT_URL_LIMIT})
+    assert session.links.draft == ""
+    session.links.draft = "y" * (DRAFT_URL_LIMIT + 1)  # a link carrying more is not applied
+    assert session.authoring.draft_text.startswith("{")
