@@ -478,7 +478,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         )
         for kind, summary in (
             ("effectiveness", "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): "
-                              "effectiveness_score, confidence, recommendation from the latest outcome per decision."),
+                              "effectiveness_score, confidence, recommendation from the latest outcome per decision; "
+                              "health: one state over a named window that also weighs the anomaly detectors."),
             ("confidence", "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, "
                            "similar_decisions, policy_stability, recommendation, based_on, sample, buckets; the "
                            "formulas of the decide-time block. policy_version names the current version and does "

@@ -54,8 +54,17 @@ def _effectiveness(report: Mapping[str, Any]) -> list[str]:
         f"excluded {_pct(m['excluded_rate'])}",
         f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
         f"resolved decisions {m['resolved_decisions']}",
+        *_health(report.get("health")),
         "",
     ]
+
+
+def _health(health: Mapping[str, Any] | None) -> list[str]:
+    """The one headline state (rates, trend and anomalies) and its window."""
+    if not health:
+        return []
+    return [f"Health: {health['state']} over the {health['window']['text']}",
+            *(f"  {reason}" for reason in health["because"])]
 
 
 def _anomalies(report: Mapping[str, Any]) -> list[str]:

@@ -147,19 +147,61 @@ def _merged(engine, kind: str, frames, compute, own_scope: str | None = None) ->
     return engine.merge([compute()])
 
 
-def effectiveness_report(frames, policy_id: str, params: ReportParams) -> dict:
+def effectiveness_report(frames, policy_id: str, params: ReportParams, *, anomalies: Mapping[str, Any] | None = None,
+                         with_health: bool = True) -> dict:
+    """The effectiveness report, with its `health` (`policy_health`) unless `with_health` is
+    False (the month-by-month course needs only the scores). `anomalies`: the anomaly report of
+    the same frames and parameters when the caller has it already (else it is computed)."""
     state = _merged(effectiveness_engine, "effectiveness", frames,
                     lambda: effectiveness_engine.partial(frames.decisions, frames.outcomes))
     body = effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample)
+    if with_health:
+        body["health"] = policy_health(body, anomalies or _anomaly_body(frames, params), params)
     return _envelope("effectiveness", policy_id, params, body, frames)
 
 
-def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
+def _anomaly_body(frames, params: ReportParams) -> dict:
     state = _merged(anomaly_engine, "anomalies", frames,
                     lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
-    body = anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
+    return anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
                                    max_items=params.max_items)
-    return _envelope("anomalies", policy_id, params, body, frames)
+
+
+def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
+    return _envelope("anomalies", policy_id, params, _anomaly_body(frames, params), frames)
+
+
+def policy_health(effectiveness: Mapping[str, Any], anomalies: Mapping[str, Any], params: ReportParams) -> dict:
+    """The policy's one headline state over one named window: the outcome rates (the
+    effectiveness `recommendation`) and their trend and shifts (the anomaly detectors compare
+    the newest version with the one before and the newest month's facts with earlier months).
+    An anomaly to investigate outranks a healthy rate, so no card says "healthy" while another
+    says "investigate" (docs/intelligence.md, "Health")."""
+    rate, shifts = effectiveness["recommendation"], anomalies["recommendation"]
+    if rate == "insufficient_data":
+        state = "insufficient_data"
+    elif shifts == "investigate":
+        state = "investigate"
+    elif rate == "review_policy":
+        state = "review_policy"
+    elif "monitor" in (rate, shifts):
+        state = "monitor"
+    else:
+        state = "healthy"
+    metrics = effectiveness["metrics"]
+    because = [f"{metrics['resolved_decisions']} resolved decisions, success rate "
+               + ("n/a" if metrics["success_rate"] is None else f"{metrics['success_rate']:.1%}")
+               + f" ({rate})"]
+    if shifts in ("investigate", "monitor") and anomalies["anomalies"]:
+        because.append(anomalies["anomalies"][0]["reasons"][0])
+    sample = effectiveness["sample"]
+    window = {"limit": params.limit, "policy_version": params.policy_version,
+              "decisions": sample["decisions_considered"],
+              "from": sample["first_decision_at"], "to": sample["last_decision_at"]}
+    versions = f"version {params.policy_version}" if params.policy_version else "every version"
+    window["text"] = (f"latest {sample['decisions_considered']} decisions (limit {params.limit}, {versions})"
+                      + (f", {window['from'][:10]} to {window['to'][:10]}" if window["from"] and window["to"] else ""))
+    return {"state": state, "outcome_rates": rate, "anomalies": shifts, "window": window, "because": because}
 
 
 def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope: str,

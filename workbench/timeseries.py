@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 
 VERDICTS = ("yes", "no", "review")
 MONTH = "rollup_month"
-SCORES = {"month": pl.String, "effectiveness_score": pl.Float64, "recommendation": pl.String, "resolved": pl.Int64}
+SCORES = {"month": pl.String, "effectiveness_score": pl.Float64, "recommendation": pl.String, "resolved": pl.Int64,
+          "interval_low": pl.Float64, "interval_high": pl.Float64}
 
 
 def monthly(frames: Frames, policy_id: str, *, min_sample: int = 10) -> pl.DataFrame:
     """One row per month with decisions: `month`, `decisions`, one count per verdict,
-    `effectiveness_score`, `recommendation` and `resolved` (success + failure) of that month."""
+    `effectiveness_score`, `recommendation`, `resolved` (success + failure) and the 95% Wilson
+    interval of the score (`interval_low`, `interval_high`; null without resolved decisions)."""
     volume = (
         frames.decisions.group_by("month")
         .agg(pl.len().alias("decisions"),
@@ -46,10 +48,12 @@ def monthly(frames: Frames, policy_id: str, *, min_sample: int = 10) -> pl.DataF
     for month in volume["month"].to_list():
         decisions = frames.decisions.filter(pl.col("month") == month)
         outcomes = frames.outcomes.join(decisions.select("decision_id"), on="decision_id", how="semi")
-        report = effectiveness_report(Frames(decisions, outcomes), policy_id, params)
+        report = effectiveness_report(Frames(decisions, outcomes), policy_id, params, with_health=False)
+        interval = report["metrics"]["success_rate_interval"] or [None, None]
         rows.append({"month": month, "effectiveness_score": report["effectiveness_score"],
                      "recommendation": report["recommendation"],
-                     "resolved": report["metrics"]["resolved_decisions"]})
+                     "resolved": report["metrics"]["resolved_decisions"],
+                     "interval_low": interval[0], "interval_high": interval[1]})
     scores = pl.DataFrame(rows, schema=SCORES)
     return volume.join(scores, on="month", how="left").sort("month")
 
@@ -74,6 +78,29 @@ def monthly_from_rollups(view: RollupView | None, *, min_sample: int = 10) -> pl
         sample = samples.filter(pl.col(MONTH) == month).drop(MONTH)
         body = effectiveness_engine.finalize(effectiveness_engine.merge([{"sample": sample}]), CLASSES,
                                              min_sample=min_sample)
+        interval = body["metrics"]["success_rate_interval"] or [None, None]
         rows.append({"month": month, "effectiveness_score": body["effectiveness_score"],
-                     "recommendation": body["recommendation"], "resolved": body["metrics"]["resolved_decisions"]})
+                     "recommendation": body["recommendation"], "resolved": body["metrics"]["resolved_decisions"],
+                     "interval_low": interval[0], "interval_high": interval[1]})
     return volume.join(pl.DataFrame(rows, schema=SCORES), on="month", how="left").sort("month")
+
+
+def version_changes(frames: Frames) -> pl.DataFrame:
+    """One row per policy version, oldest first: `policy_version` and the `month` (and
+    `first_at`) of its first decision, so a chart can mark where each version took over."""
+    return (frames.decisions.filter(pl.col("policy_version").is_not_null())
+            .group_by("policy_version").agg(pl.col("created_at").min().alias("first_at"),
+                                             pl.col("month").min().alias("month"))
+            .sort(["first_at", "policy_version"]).collect())
+
+
+def version_changes_from_rollups(view: RollupView | None) -> pl.DataFrame | None:
+    """`version_changes` of a whole-history selection from its rollups (the anomaly engine's
+    `versions` state keeps each version's first decision time per month), or None without
+    usable rollups."""
+    if view is None or not view.usable(CLASSES):
+        return None
+    versions = view.by_month("anomalies.versions").filter(pl.col("policy_version").is_not_null())
+    return (versions.group_by("policy_version")
+            .agg(pl.col("first_at").min().alias("first_at"), pl.col(MONTH).min().alias("month"))
+            .sort(["first_at", "policy_version"]))

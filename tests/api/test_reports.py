@@ -159,3 +159,18 @@ def test_a_fact_that_is_a_number_here_and_an_object_there_does_not_break_the_ano
     assert response.status_code == 200, response.json
     assert verify("anomaly", response.json)
     assert not any(a["value"] == "basket" for a in response.json["anomalies"])
+
+
+def test_effectiveness_health_is_not_healthy_beside_an_anomaly_to_investigate(client, issue_key, sample_request):
+    key = issue_key("tenant_a")["api_key"]
+    for i in range(24):  # every thin-margin decision fails, every other one succeeds
+        record = _decide(client, key, sample_request, discount=10 + i % 5, margin=15 if i % 3 == 0 else 30)
+        _outcome(client, key, record, "failed" if i % 3 == 0 else "succeeded")
+    effectiveness = client.get(BASE + "/effectiveness?min_sample=3", headers={"x-api-key": key}).json
+    anomalies = client.get(BASE + "/anomalies?min_sample=3", headers={"x-api-key": key}).json
+    assert verify("effectiveness", effectiveness)
+    assert effectiveness["recommendation"] == "monitor" and anomalies["recommendation"] == "investigate"
+    health = effectiveness["health"]
+    assert health["state"] == "investigate" and health["anomalies"] == anomalies["recommendation"]
+    assert health["because"][1] == anomalies["anomalies"][0]["reasons"][0]
+    assert health["window"]["decisions"] == 24 and health["window"]["limit"] == 1000

@@ -5,6 +5,7 @@ the report and promote the draft."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,87 @@ def demo_workbench(tmp_path_factory):
     server = Workbench(paths["home"])
     yield server, paths
     server.stop()
+
+
+def _created_at_column(page) -> list[str]:
+    cells = page.locator(".tabulator-row .tabulator-cell[tabulator-field='created_at']")
+    cells.first.wait_for()
+    return [text.strip() for text in cells.all_inner_texts()]
+
+
+def test_overview_anomaly_decision_authoring_by_a_shared_deep_link(browser, page, demo_workbench):
+    """Issue 22: one story on the Overview (the health card agrees with the anomaly card), the
+    anomaly's decision ids link to the Decisions page (newest first, facts, a checklist), and the
+    URL carries scope, policy, page, decision and draft, so a copied link reopens the same view."""
+    server, _ = demo_workbench
+    page.goto(server.url)
+    page.locator("select").first.select_option("demo")
+    page.get_by_label("Policy").first.select_option("refund_approval")
+
+    # 1. Overview: the anomaly's plain sentence leads, and the cards tell one story: the
+    #    effectiveness card states the health over its window, never "healthy" beside an anomaly.
+    page.get_by_text("failures rose from").first.wait_for()
+    page.get_by_text("after version 2026-08-01").first.wait_for()
+    health = page.locator(".health p").first.inner_text()
+    assert "over the latest" in health and "decisions (limit 1000, every version)" in health
+    state = health.split("Health: ", 1)[1].split(" ", 1)[0]
+    page.get_by_text(f"Effectiveness · {state}").wait_for()
+    anomalies = page.get_by_text(re.compile(r"^Anomalies · \w+$")).inner_text().split(" · ", 1)[1]
+    assert anomalies in ("monitor", "investigate") and state != "healthy"
+    page.wait_for_url("**policy=refund_approval**")
+    assert "scope=demo" in page.url
+    screenshot(page, "deeplink-1-overview")
+
+    # 2. The anomaly's first decision id is a link: it opens the Decisions page on that decision.
+    link = page.locator(".anomalies a").first
+    decision_id = link.inner_text().strip()
+    assert decision_id.startswith("dec_")
+    link.click()
+    page.wait_for_url(f"**decision={decision_id}**")
+    page.get_by_text("Decision facts").wait_for()
+    page.locator(".decision-facts").get_by_text(decision_id).wait_for()
+    page.get_by_text("fact · ").first.wait_for()
+    page.get_by_text("verified", exact=True).wait_for()
+    page.get_by_text("receipt_signature").first.wait_for()
+    assert page.locator(".verification li").count() > 10  # one line per named check
+    assert page.locator(".verification li").filter(has_text="✗ FAIL").count() == 0
+    assert page.locator(".verification li").filter(has_text="✓ pass").count() > 10
+    screenshot(page, "deeplink-2-anomaly-decision")
+
+    # 3. The Decisions table follows the Overview's policy and lists the newest first.
+    assert page.get_by_label("Policy").first.input_value() == "refund_approval"
+    created = _created_at_column(page)
+    assert len(created) > 1 and created == sorted(created, reverse=True)
+    screenshot(page, "deeplink-3-decisions-newest-first")
+
+    # 4. Authoring: a draft typed here lands in the URL; the link reopens it in a new session.
+    fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    fix["version"] = "2026-12-02"
+    draft_from_current(page, "refund_approval", json.dumps(fix, indent=2))
+    page.get_by_text("Valid Rulebook v1").wait_for()
+    page.wait_for_url("**2026-12-02**")
+    shared = page.url
+    assert "page=authoring" in shared and "scope=demo" in shared
+    other = browser.new_context(viewport={"width": 1500, "height": 1100}).new_page()
+    other.set_default_timeout(60_000)
+    other.goto(shared)
+    other.get_by_text("Valid Rulebook v1").wait_for()
+    assert "2026-12-02" in other.locator(".ace_content").inner_text()
+    assert other.get_by_label("Rulebook").input_value() == "refund_approval"
+    screenshot(other, "deeplink-4-authoring-shared-link")
+    other.context.close()
+    assert page.errors == []
+
+
+def test_a_link_to_a_scope_or_decision_it_does_not_hold_opens_nothing(page, demo_workbench):
+    server, _ = demo_workbench
+    page.goto(server.url + "?scope=not-a-scope&policy=refund_approval&page=decisions&decision=dec_x")
+    page.get_by_text("Pick a scope to begin").wait_for()
+    assert page.locator(".bk-tab").count() == 0
+    page.goto(server.url + "?scope=demo&page=decisions&decision=%3Cimg%20src%3Dx%3E")
+    page.get_by_text("no decision '<img src=x>' in scope 'demo'").wait_for()
+    assert page.locator(".wb-message img").count() == 0
+    assert page.errors == []
 
 
 def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_workbench, tmp_path):

@@ -66,6 +66,7 @@ def test_readable_text_by_default(seeded):
     assert text.returncode == 0, text.stderr
     assert "Effectiveness score" in text.stdout and "Sample: 15 decisions" in text.stdout
     assert "effectiveness_hash " in text.stdout
+    assert "Health: " in text.stdout and " over the latest 15 decisions (limit 1000, every version), " in text.stdout
     anomalies = gate(["report", "anomalies", "--policy", POLICY, "--scope", "tenant_a", "--min-sample", "3",
                       "--threshold", "0"], seeded)
     assert anomalies.returncode == 0, anomalies.stderr

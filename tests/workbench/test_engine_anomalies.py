@@ -10,7 +10,8 @@ from workbench.engines.common import evidence, odds_shift
 from workbench_support import CLASSES, T0, decision, frames, outcome
 
 
-def _ledger(*, bad_rule: bool = False, new_version_blocks: bool = False, drift: bool = False, n: int = 200):
+def _ledger(*, bad_rule: bool = False, new_version_blocks: bool = False, drift: bool = False,
+            version_fails: bool = False, n: int = 200):
     ds, os_ = [], []
     for i in range(n):
         at = T0 + timedelta(days=i * 58 / n)  # January and February
@@ -20,7 +21,7 @@ def _ledger(*, bad_rule: bool = False, new_version_blocks: bool = False, drift: 
         amount = 100 + (i % 7) * 10 + (500 if drift and at.month == 2 else 0)
         ds.append(decision(f"d{i:04d}", at=at, rule=rule, policy_version=version, verdict=verdict,
                            facts={"amount": amount}))
-        failed = (i % 7 == 0) or (bad_rule and rule == "volume" and i % 3)
+        failed = (i % 7 == 0) or (bad_rule and rule == "volume" and i % 3) or (version_fails and version == "v2" and i % 3 == 0)
         os_.append(outcome(f"r{i:04d}", f"d{i:04d}", "failed" if failed else "succeeded", at=at + timedelta(hours=2)))
     return frames(ds, os_)
 
@@ -49,7 +50,7 @@ def test_failure_rate_shift_by_rule_names_the_failed_decisions():
     odds, z = odds_shift(f1, n1, f0, n0)
     assert finding["anomaly_score"] == round((1 - 1 / odds) * evidence(z), 4)
     assert finding["severity"] in ("medium", "high")
-    assert "under matched_rule_id 'volume'" in finding["reasons"][0]
+    assert "under matched_rule_id 'volume'" in finding["reasons"][1]
     assert len(finding["decision_ids"]) == 10
     assert all(int(d[1:]) % 4 == 2 for d in finding["decision_ids"])  # only 'volume' decisions
     assert finding["decision_ids"] == sorted(finding["decision_ids"], reverse=True)  # newest first
@@ -61,7 +62,7 @@ def test_verdict_mix_shift_after_a_version_change():
     assert finding["value"] == "v2"
     assert finding["baseline"]["verdict_shares"] == {"yes": 1.0, "no": 0.0, "review": 0.0}
     assert finding["observed"]["verdict_shares"] == {"yes": 0.5, "no": 0.5, "review": 0.0}
-    assert "under version 'v1'" in finding["reasons"][0]
+    assert "under version 'v1'" in finding["reasons"][1]
     assert finding["decision_ids"] and all(int(d[1:]) % 2 == 1 and int(d[1:]) >= 100 for d in finding["decision_ids"])
 
 
@@ -94,3 +95,19 @@ def test_mixed_type_fact_is_not_numeric():
     report = _run(frames(ds, []), threshold=0.0)
     assert report["checks"]["facts"]["numeric_facts"] == 1
     assert all(a["value"] != "x" for a in report["anomalies"])
+
+
+def test_each_reason_leads_with_a_plain_sentence_then_the_statistics():
+    version = next(a for a in _run(_ledger(version_fails=True))["anomalies"]
+                   if a["anomaly_id"] == "failure_rate_shift:policy_version:v2")
+    p0, p1 = version["baseline"]["failure_rate"], version["observed"]["failure_rate"]
+    assert version["reasons"][0] == f"failures rose from {p0:.1%} to {p1:.1%} after version v2"
+    assert "odds of failure" in version["reasons"][-1]
+    rule = next(a for a in _run(_ledger(bad_rule=True))["anomalies"]
+                if a["anomaly_id"] == "failure_rate_shift:matched_rule_id:volume")
+    assert rule["reasons"][0].startswith("failures are ") and "under rule volume, against " in rule["reasons"][0]
+    mix = next(a for a in _run(_ledger(new_version_blocks=True))["anomalies"] if a["kind"] == "verdict_mix_shift")
+    assert mix["reasons"][0] in ("'yes' verdicts fell from 100.0% to 50.0% after version v2",
+                                 "'no' verdicts rose from 0.0% to 50.0% after version v2")
+    drift = next(a for a in _run(_ledger(drift=True))["anomalies"] if a["kind"] == "fact_drift")
+    assert drift["reasons"][0].startswith("fact amount rose from ") and drift["reasons"][0].endswith(" on average in 2026-02")

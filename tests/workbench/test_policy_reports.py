@@ -57,3 +57,27 @@ def test_reports_are_sealed_and_state_their_parameters():
     bench = benchmark_report(f, "pricing", params, own_scope="tenant_a", opted_in=set())
     assert verify("benchmark", bench) and bench["cross_customer"]["status"] == "not_opted_in"
     assert effectiveness_report(f, "pricing", params) == effectiveness_report(f, "pricing", params)
+
+
+def test_health_is_one_state_over_a_named_window_and_an_anomaly_outranks_a_healthy_rate():
+    from tests.workbench.test_engine_anomalies import _ledger
+    from workbench.policy_reports import anomaly_report, effectiveness_report
+
+    drifting = _ledger(drift=True)  # 86% success (a healthy rate) and a high fact drift
+    report = effectiveness_report(drifting, "p", ReportParams())
+    anomalies = anomaly_report(drifting, "p", ReportParams())
+    assert report["recommendation"] == "healthy" and anomalies["recommendation"] == "investigate"
+    health = report["health"]
+    assert health["state"] == "investigate" and health["outcome_rates"] == "healthy"
+    assert health["anomalies"] == "investigate"
+    assert health["because"][1] == anomalies["anomalies"][0]["reasons"][0]
+    assert health["window"] == {"limit": 1000, "policy_version": None, "decisions": 200,
+                                "from": report["sample"]["first_decision_at"],
+                                "to": report["sample"]["last_decision_at"],
+                                "text": "latest 200 decisions (limit 1000, every version), 2026-01-01 to 2026-02-27"}
+    # The anomaly report handed in is the one computed inside: same health either way.
+    assert effectiveness_report(drifting, "p", ReportParams(), anomalies=anomalies) == report
+    stable = effectiveness_report(_ledger(), "p", ReportParams())["health"]
+    assert stable["state"] == "healthy" and stable["because"] == ["200 resolved decisions, success rate 85.5% (healthy)"]
+    few = effectiveness_report(_ledger(n=8), "p", ReportParams())["health"]
+    assert few["state"] == "insufficient_data"

@@ -54,7 +54,7 @@ from workbench.policy_reports import (
 )
 from workbench.recent import recent_frames
 from workbench.rollups import RollupView
-from workbench.timeseries import monthly, monthly_from_rollups
+from workbench.timeseries import monthly, monthly_from_rollups, version_changes, version_changes_from_rollups
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
@@ -258,10 +258,11 @@ class WorkbenchStore:
         params = ReportParams(limit=limit)
         frames = self._frames((scope,), policy_id, limit, manifest_key)
         cohort = self._frames((scope, *cohort_of), policy_id, limit, manifest_key)
+        anomalies = anomaly_report(frames, policy_id, params)
         return {
-            "effectiveness": effectiveness_report(frames, policy_id, params),
+            "effectiveness": effectiveness_report(frames, policy_id, params, anomalies=anomalies),
             "confidence": confidence_report(frames, policy_id, params),
-            "anomalies": anomaly_report(frames, policy_id, params),
+            "anomalies": anomalies,
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
@@ -282,6 +283,23 @@ class WorkbenchStore:
                 return series
         return monthly(self._frames((scope,), policy_id, None, manifest_key), policy_id)
 
+    def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
+        """Each version of the policy with the month of its first decision (`workbench.timeseries`):
+        from the dataset's rollups when they are current, else from the rows."""
+        manifest_key = self._manifest_key()
+        return self._remembered((manifest_key, "versions", scope, policy_id),
+                                lambda: self._version_changes(scope, policy_id, manifest_key))
+
+    def _version_changes(self, scope: str, policy_id: str, manifest_key: str | None) -> pl.DataFrame:
+        if not self.reference:
+            manifest = self._manifest()
+            view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
+                                              policy_version=None, scopes=[scope])
+            changes = version_changes_from_rollups(view)
+            if changes is not None:
+                return changes
+        return version_changes(self._frames((scope,), policy_id, None, manifest_key))
+
     # ------------------------------------------------------------------ decision lists
 
     def decision_page(self, scope: str, *, policy_id: str | None = None, verdict: str | None = None,
@@ -299,9 +317,12 @@ class WorkbenchStore:
         if id_prefix:
             decisions = decisions.filter(pl.col("decision_id").str.starts_with(id_prefix))
         total = decisions.select(pl.len()).collect().item()
-        page = (decisions.sort(["created_at", "decision_id"], descending=True).slice(offset, limit)
+        newest_first = (["created_at", "decision_id"], True)
+        # A join does not keep the left frame's order (Polars' default): sort the page again after it.
+        page = (decisions.sort(newest_first[0], descending=newest_first[1]).slice(offset, limit)
                 .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope])),
                       on="decision_id", how="left")
+                .sort(newest_first[0], descending=newest_first[1])
                 .select("decision_id", "created_at", "policy_id", "policy_version", "verdict",
                         "matched_rule_id", "reason_code", pl.col("status").alias("latest_outcome"))
                 .collect())
@@ -316,6 +337,7 @@ class WorkbenchStore:
         if stored is None:
             return None
         record = json.loads(stored.record_json)
+        request = json.loads(stored.request_json)
         receipts = {}
         for name, kind in KINDS.items():
             items, total = self.lifecycle.all_for(kind, decision_id, 100)
@@ -323,7 +345,8 @@ class WorkbenchStore:
         proof = inclusion_for(self.audit, scope, chain_id_for(scope), decision_id, None)
         return {
             "record": record,
-            "request": json.loads(stored.request_json),
+            "request": request,
+            "facts": facts_of(request, record) or {},
             "receipts": receipts,
             "inclusion": proof,
             "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),

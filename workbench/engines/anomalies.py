@@ -12,7 +12,9 @@ Three detectors (formulas in docs/intelligence.md, "Anomalies"):
 
 Each finding has `anomaly_score` = effect × evidence in [0, 1] (effect = 1 − 1/odds ratio for
 rates and shares, 1 − e^−|d| for a mean moved by d baseline standard deviations; evidence =
-min(1, |z| / 3)), a `severity`, human-readable `reasons` and the decision ids that drive it.
+min(1, |z| / 3)), a `severity`, human-readable `reasons` (the first a plain sentence, e.g. "failures
+rose from 1.7% to 12.5% after version 2026-08-01"; the statistics after it) and the decision ids
+that drive it.
 """
 
 from __future__ import annotations
@@ -141,6 +143,18 @@ def _finding(kind: str, dimension: str, value: str, score: float, reasons: list[
     }
 
 
+DIMENSION_WORDS = {"matched_rule_id": "rule", "reason_code": "reason code", "action": "action",
+                   "policy_version": "version"}
+
+
+def _failure_sentence(dimension: str, value: str, p1: float, p0: float, against: str) -> str:
+    """The finding in one plain sentence, before its statistics: what rose, from what to what."""
+    if dimension == "policy_version":
+        return f"failures rose from {p0:.1%} to {p1:.1%} after version {value}"
+    return (f"failures are {p1:.1%} under {DIMENSION_WORDS.get(dimension, dimension)} {value}, "
+            f"against {p0:.1%} for {against}")
+
+
 def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: int, against: str,
                    ids: list[str]) -> dict | None:
     odds, z = odds_shift(f1, n1, f0, n0)
@@ -149,6 +163,7 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
     score = (1 - 1 / odds) * evidence(z)
     p1, p0 = f1 / n1, f0 / n0
     reasons = [
+        _failure_sentence(dimension, value, p1, p0, against),
         f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
         f"against {p0:.1%} ({f0} of {n0}) for {against}",
         f"odds of failure x{odds:.2f}, z = {z:.2f}",
@@ -216,7 +231,10 @@ def _version_findings(state, min_sample: int) -> tuple[list[dict], dict]:
         score, verdict, h1, h0, odds, z = best
         shares = ", ".join(
             f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
+        plain = (f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
+                 f"to {h1 / n1:.1%} after version {current}")
         reasons = [
+            plain,
             f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
             f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'",
             f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
@@ -270,6 +288,7 @@ def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
         ids = _ids(state[side], fact=fact, month=recent)
         shown_d = f"{d:+.2f}" if math.isfinite(d) else "more than any"
         reasons = [
+            f"fact {fact} {'rose' if mr > mb else 'fell'} from {mb:.4g} to {mr:.4g} on average in {recent}",
             f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
             f"to {mr:.4g} ({int(nr)} values in {recent})",
             f"shift of {shown_d} baseline standard deviations, z = {z:.2f}" if math.isfinite(z)

@@ -81,13 +81,17 @@ def test_recent_frames_refuse_what_from_dataset_refuses(tmp_path):
 @pytest.mark.parametrize("limit", [1, 1000, 100_000])
 def test_overview_figures_equal_the_reference_path(synthetic, limit):
     fast, reference, root, _ = synthetic
+    marked = 0
     for scope in _scopes(root)[:3]:
         for policy in POLICIES:
             expected = OverviewState(reference, scope=scope, policy_id=policy, limit=limit)
             shown = OverviewState(fast, scope=scope, policy_id=policy, limit=limit)
             assert shown.reports == expected.reports
             assert_frame_equal(shown.series, expected.series)
+            assert_frame_equal(shown.versions, expected.versions)  # from the rollups, from the rows
+            marked += shown.versions.height
             assert shown.message == expected.message
+    assert marked
 
 
 def test_overview_with_a_benchmark_cohort_equals_the_reference_path(synthetic):

@@ -35,14 +35,19 @@ def reports(recommendation: str = "monitor") -> dict:
 
 
 def test_anomaly_reasons_and_ids_are_text():
-    markdown = _anomalies(reports()).object
-    assert not elements(markdown) & {"img", "a", "b", "code", "script"}
+    markdown = _anomalies(reports(), "acme", "pricing").object
+    assert not elements(markdown) & {"img", "b", "code", "script"}
     assert REASON in text(markdown) and "dec_`<b>2</b>`" in text(markdown)
+    # The only links are the decision ids' own, to the Decisions page, the id URL-encoded.
+    links = [dict(attrs) for tag, attrs in parse(markdown_html(markdown)).tags if tag == "a"]
+    assert [link["href"] for link in links] == [
+        "?scope=acme&policy=pricing&page=decisions&decision=dec_1",
+        "?scope=acme&policy=pricing&page=decisions&decision=dec_%60%3Cb%3E2%3C%2Fb%3E%60"]
 
 
 def test_report_card_titles_are_escaped_html():
     row = _cards(reports(recommendation=HOSTILE_VERSION))
-    titles = [card.name for card in row.objects]
+    titles = [card.name for card in row.objects[0].objects]
     assert any("&lt;img" in title for title in titles)
     assert not any("<img" in title for title in titles)
 

@@ -168,3 +168,72 @@ def test_migration_compute_writes_no_parameter(workbench_home, tmp_path):
     state.begin()
     state.finish(None)
     assert not state.running and "failed" in state.message
+
+
+def test_each_page_of_decisions_is_newest_first(workbench_home):
+    store, ids, _ = workbench_home
+    state = DecisionsState(store, page_size=25)
+    state.scope = "acme"
+    for page in (1, 2):
+        state.page = page
+        created = list(zip(state.rows["created_at"].to_list(), state.rows["decision_id"].to_list()))
+        assert created == sorted(created, reverse=True)  # the outcome join must not reorder the page
+
+
+def test_the_decision_shows_its_facts(workbench_home):
+    store, ids, _ = workbench_home
+    state = DecisionsState(store)
+    state.scope = "acme"
+    state.open(ids["acme"][0])
+    assert state.detail["facts"] == store.stored_evaluation("acme", ids["acme"][0])["facts"]
+    assert {"discount_percent", "margin_percent"} <= set(state.detail["facts"])
+
+
+def _session(store, scopes, tmp_path):
+    from workbench.app.pages import Session
+
+    return Session(store, scopes, tmp_path)
+
+
+def test_a_link_opens_scope_policy_page_decision_and_draft(workbench_home, tmp_path):
+    store, ids, _ = workbench_home
+    session = _session(store, ["acme", "globex"], tmp_path)
+    draft = copy.deepcopy(RULEBOOK) | {"version": "2026-12-09"}
+    session.links.param.update(scope="acme", policy="pricing_exception", page="decisions",
+                               decision=ids["acme"][1], draft=draft)  # Panel parses `{…}` into a dict
+    assert session.scope == "acme" and session.policy == "pricing_exception" and session.page == "decisions"
+    assert session.decisions.policy_id == "pricing_exception" == session.overview.policy_id
+    assert session.decisions.detail["record"]["decision_id"] == ids["acme"][1]
+    assert json.loads(session.authoring.draft_text) == draft and session.authoring.check.valid
+    # The session writes its own changes back into the link (the URL).
+    session.decisions.open(ids["acme"][2])
+    assert session.links.decision == ids["acme"][2]
+    session.page = "authoring"
+    assert session.links.page == "authoring" and json.loads(session.links.draft)["version"] == "2026-12-09"
+
+
+def test_a_link_to_an_ungranted_scope_or_with_hostile_values_opens_nothing(workbench_home, tmp_path):
+    store, ids, _ = workbench_home
+    session = _session(store, ["acme"], tmp_path)  # globex is not granted
+    session.links.param.update(scope="globex", policy="pricing_exception", page="decisions",
+                               decision=ids["globex"][0])
+    assert session.scope == "" and session.decisions.detail is None and session.overview.reports is None
+    session.links.param.update(scope="acme", decision=ids["globex"][0], page="nowhere", policy="no_such")
+    assert session.scope == "acme" and session.page == "overview" and session.policy == "pricing_exception"
+    assert session.decisions.detail is None and "no decision" in session.decisions.message
+    session.links.param.update(scope=["acme"], decision={"x": 1}, draft=12)  # wrong types: ignored
+    assert session.scope == "" and session.decisions.detail is None and session.authoring.draft_text == ""
+
+
+def test_a_draft_too_long_for_a_link_is_left_out_of_it(workbench_home, tmp_path):
+    from workbench.app.pages.links import DRAFT_URL_LIMIT
+
+    store, _, _ = workbench_home
+    session = _session(store, ["acme"], tmp_path)
+    session.scope = "acme"
+    session.authoring.draft_text = json.dumps(RULEBOOK, indent=2)
+    assert json.loads(session.links.draft) == RULEBOOK and "\n" not in session.links.draft  # compact JSON
+    session.authoring.draft_text = json.dumps(RULEBOOK | {"description": "x" * DRAFT_URL_LIMIT})
+    assert session.links.draft == ""
+    session.links.draft = "y" * (DRAFT_URL_LIMIT + 1)  # a link carrying more is not applied
+    assert session.authoring.draft_text.startswith("{")

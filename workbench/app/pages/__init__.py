@@ -10,6 +10,7 @@ import param
 
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
+from workbench.app.pages.links import PAGES, QUERY, Links, draft_for_url, draft_value, text_value
 from workbench.app.pages.migration import migration_page
 from workbench.app.pages.overview import overview_page
 from workbench.app.state.authoring import AuthoringState
@@ -21,15 +22,19 @@ from workbench.textsafe import md_text
 
 
 class Session(param.Parameterized):
-    """The session's shared selection: one scope for every page."""
+    """The session's shared selection: one scope and one policy for every page, and the deep
+    link (`links`) that names them, the open page, the open decision and the draft."""
 
     scope = param.String(default="")
+    policy = param.String(default="")
+    page = param.Selector(default=PAGES[0], objects=list(PAGES))
     dataset = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, **params) -> None:
         super().__init__(**params)
         self.store = store
         self.scopes = scopes
+        self.links = Links()
         self.overview = OverviewState(store)
         self.decisions = DecisionsState(store)
         self.authoring = AuthoringState(store)
@@ -37,6 +42,20 @@ class Session(param.Parameterized):
         self.describe_dataset()
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
+        self.overview.param.watch(lambda e: setattr(self, "policy", e.new), "policy_id")
+        self._writing_link = False
+        self.links.param.watch(lambda *_: self.follow_link(), list(QUERY))  # one call per batch
+        self.param.watch(lambda *events: self._to_link(**{e.name: e.new for e in events}), ["scope", "policy", "page"])
+        self.decisions.param.watch(lambda e: self._to_link(decision=e.new), "selected")
+        self.authoring.param.watch(lambda e: self._to_link(draft=draft_for_url(e.new)), "draft_text")
+
+    def _to_link(self, **values: str) -> None:
+        """Write the session's state into the link (the URL); not read back as a new link."""
+        self._writing_link = True
+        try:
+            self.links.param.update(values)
+        finally:
+            self._writing_link = False
 
     @param.depends("scope", watch=True)
     def _scope_changed(self) -> None:
@@ -45,6 +64,44 @@ class Session(param.Parameterized):
             return
         for state in (self.overview, self.decisions, self.authoring, self.migration):
             state.scope = self.scope
+        self.decisions.selected, self.decisions.detail = "", None  # another scope's decision is not shown
+        names = self.store.policies(self.scope) if self.scope else []
+        if self.policy not in names:
+            self.policy = names[0] if names else ""
+        else:
+            self._policy_changed()
+
+    @param.depends("policy", watch=True)
+    def _policy_changed(self) -> None:
+        """The Overview's policy is the session's: the Decisions filter and the Authoring and
+        Migration rulebook follow it."""
+        if not self.policy:
+            return
+        self.overview.policy_id = self.policy
+        self.decisions.policy_id = self.policy
+        self.authoring.rulebook_id = self.policy
+        self.migration.rulebook_id = self.policy
+
+    def follow_link(self) -> None:
+        """Apply the URL's values (untrusted): a scope must be granted (else nothing opens), a
+        policy must be the scope's, a page one of PAGES; the decision opens only in the scope."""
+        if self._writing_link:  # our own write, not a link the browser opened
+            return
+        links = self.links  # read every value first: applying the scope rewrites the others
+        scope, policy, page = text_value(links.scope), text_value(links.policy), text_value(links.page)
+        decision, draft = text_value(links.decision), draft_value(links.draft)
+        if scope != self.scope:
+            self.scope = scope if scope in self.scopes else ""
+        if not self.scope:
+            return
+        if policy and policy != self.policy and policy in self.store.policies(self.scope):
+            self.policy = policy
+        if page in PAGES and page != self.page:
+            self.page = page
+        if decision and decision != self.decisions.selected:
+            self.decisions.open(decision)
+        if draft and draft_for_url(draft) != draft_for_url(self.authoring.draft_text):
+            self.authoring.draft_text = draft
 
     def describe_dataset(self, note: str = "") -> None:
         """The status line's text (plain text: the page escapes it)."""
@@ -58,6 +115,38 @@ class Session(param.Parameterized):
                         + (f" · {note}" if note else ""))
 
 
+def _pages(session: Session, scopes: list[str]) -> pn.viewable.Viewable:
+    """The scope's pages as tabs, the open tab kept in step with the session (and the URL)."""
+    shown: dict[str, pn.Tabs] = {}
+
+    def pages(scope_name: str):
+        if not scope_name:
+            return pn.pane.Markdown("### Pick a scope to begin" if scopes else
+                                    "### No scope is granted to you, or the ledger has no decisions yet")
+        names = session.store.policies(scope_name)
+        tabs = pn.Tabs(
+            overview_page(session.overview, names),
+            decisions_page(session.decisions, names),
+            authoring_page(session.authoring, names),
+            migration_page(session.migration),
+            dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
+        )
+        tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")
+        shown["tabs"] = tabs
+        return tabs
+
+    def page_changed(event) -> None:
+        tabs = shown.get("tabs")
+        if tabs is not None and tabs.active != PAGES.index(event.new):
+            tabs.active = PAGES.index(event.new)
+
+    session.param.watch(page_changed, "page")
+    if pn.state.location is not None:  # served: the URL carries the state (a shareable link)
+        pn.state.location.sync(session.links, QUERY)
+
+    return pn.bind(pages, session.param.scope)
+
+
 def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
               export_root: Path | None = None) -> pn.viewable.Viewable:
     export_root = export_root or store.exports_dir
@@ -66,9 +155,6 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
     status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
-
-    def policies():
-        return store.policies(session.scope) if session.scope else []
 
     async def refresh_dataset(_):
         refresh.disabled, bar.visible, bar.value = True, True, 0
@@ -89,23 +175,6 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
 
     refresh.on_click(refresh_dataset)
 
-    def pages(scope_name: str):
-        if not scope_name:
-            return pn.pane.Markdown("### Pick a scope to begin" if scopes else
-                                    "### No scope is granted to you, or the ledger has no decisions yet")
-        names = policies()
-        if names and not session.overview.policy_id:
-            session.overview.policy_id = names[0]
-            session.authoring.rulebook_id = names[0]
-            session.migration.rulebook_id = names[0]
-        return pn.Tabs(
-            overview_page(session.overview, names),
-            decisions_page(session.decisions, names),
-            authoring_page(session.authoring, names),
-            migration_page(session.migration),
-            dynamic=False, sizing_mode="stretch_width",
-        )
-
     header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar,
                     pn.pane.Markdown(f"signed in as **{md_text(user)}**" if user else ""), align="center")
-    return pn.Column(header, status, pn.bind(pages, session.param.scope), sizing_mode="stretch_width")
+    return pn.Column(header, status, _pages(session, scopes), sizing_mode="stretch_width")

@@ -18,6 +18,7 @@ class OverviewState(param.Parameterized):
                           doc="most recent decisions the reports consider (the API's default is 1000)")
     reports = param.Dict(default=None, allow_None=True, doc="kind → report envelope, as the API serves it")
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
+    versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
@@ -28,16 +29,19 @@ class OverviewState(param.Parameterized):
     @param.depends("scope", "policy_id", "limit", watch=True)
     def refresh(self) -> None:
         if not (self.scope and self.policy_id):
-            self.reports, self.series = None, None
+            self.reports, self.series, self.versions = None, None, None
             self.message = "pick a scope and a policy"
             return
         try:
             self.reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
             self.series = self.store.monthly_series(self.scope, self.policy_id)
+            self.versions = self.store.version_changes(self.scope, self.policy_id)
         except DatasetError as exc:  # a dataset that does not match its manifest is never shown
-            self.reports, self.series = None, None
+            self.reports, self.series, self.versions = None, None, None
             self.message = f"the dataset cannot be used: {exc}"
             return
         sample = self.reports["effectiveness"].get("sample", {})
+        health = self.reports["effectiveness"].get("health") or {}
         self.message = (f"{sample.get('decisions_considered', 0)} decisions considered · "
-                        f"{self.reports['anomalies'].get('anomaly_count', 0)} anomalies")
+                        f"{self.reports['anomalies'].get('anomaly_count', 0)} anomalies · "
+                        f"health: {health.get('state')} over the {health.get('window', {}).get('text')}")

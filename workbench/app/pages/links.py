@@ -1,0 +1,64 @@
+"""Shareable deep links: the page's state (scope, policy, page, decision, draft) in the URL.
+
+`Links` holds what the address bar says, as the browser sent it; `Session` (pages/__init__)
+applies it to the view-models and writes their changes back, so a copied link reopens the same
+view. Everything read from the URL is untrusted text: a value of the wrong type is ignored, a
+scope not granted to the session opens nothing, a policy the scope does not have is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+import param
+
+PAGES = ("overview", "decisions", "authoring", "migration")
+QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft"}
+DRAFT_URL_LIMIT = 8000  # characters of draft text kept in the URL; a longer draft is left out
+ID_LIMIT = 200
+
+
+class Links(param.Parameterized):
+    """The URL's query values. Untyped on purpose: Panel parses `?draft={...}` into a dict and
+    `?decision=12` into a number, and a typed parameter would refuse the whole update."""
+
+    scope = param.Parameter(default="")
+    policy = param.Parameter(default="")
+    page = param.Parameter(default="overview")
+    decision = param.Parameter(default="")
+    draft = param.Parameter(default="")
+
+
+def text_value(value: Any, limit: int = ID_LIMIT) -> str:
+    """A query value as plain text, or "" when it is not short printable text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    text = str(value)
+    return text if len(text) <= limit and text.isprintable() else ""
+
+
+def draft_value(value: Any) -> str:
+    """The draft named by the URL as editor text ("" when there is none or it is unusable)."""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return text_value(value, DRAFT_URL_LIMIT)
+
+
+def draft_for_url(text: str) -> str:
+    """The draft text compacted for the URL, or "" when it is too long to share in one."""
+    try:
+        compact = json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        compact = text
+    return compact if len(compact) <= DRAFT_URL_LIMIT else ""
+
+
+def decision_href(scope: str, policy: str, decision_id: str) -> str:
+    """A relative link that opens one decision on the Decisions page (query values encoded)."""
+    return "?" + urlencode({"scope": scope, "policy": policy, "page": "decisions", "decision": decision_id})
+
+
+__all__ = ["DRAFT_URL_LIMIT", "Links", "PAGES", "QUERY", "decision_href", "draft_for_url", "draft_value",
+           "text_value"]
