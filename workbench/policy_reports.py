@@ -199,7 +199,8 @@ def policy_health(effectiveness: Mapping[str, Any], anomalies: Mapping[str, Any]
               "decisions": sample["decisions_considered"],
               "from": sample["first_decision_at"], "to": sample["last_decision_at"]}
     versions = f"version {params.policy_version}" if params.policy_version else "every version"
-    window["text"] = (f"latest {sample['decisions_considered']} decisions (limit {params.limit}, {versions})"
+    window["text"] = (f"latest {sample['decisions_considered']} decisions "
+                      f"(limit {'all' if params.limit is None else params.limit}, {versions})"
                       + (f", {window['from'][:10]} to {window['to'][:10]}" if window["from"] and window["to"] else ""))
     return {"state": state, "outcome_rates": rate, "anomalies": shifts, "window": window, "because": because}
 

@@ -20,6 +20,7 @@ from api.errors import error_response, json_response
 from gate import __version__
 
 bp = Blueprint("reference", __name__)
+ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
 
 # The asset files the page loads, by name (no path from the request ever reaches the file system).
 ASSETS = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png", "favicon-16x16.png")
@@ -100,7 +101,10 @@ def asset(name: str):
             return error_response("NOT_FOUND", f"no API reference asset named {name}")
         if folder is None:
             return _missing_assets()
-        response = send_file(folder / name, max_age=ASSET_MAX_AGE, conditional=True)
+        # The media type by suffix from our own table: the process-wide `mimetypes` registry is
+        # changed by other libraries (Panel maps .js to application/javascript on import).
+        response = send_file(folder / name, mimetype=ASSET_TYPES.get(Path(name).suffix, "application/octet-stream"),
+                             max_age=ASSET_MAX_AGE, conditional=True)
     response.headers["X-Content-Type-Options"] = "nosniff"
     return response
 

@@ -59,3 +59,14 @@ def test_the_routes_are_in_the_contract(client):
     assert {"/docs", "/docs/assets/{name}", "/healthz"} <= set(paths)
     listed = {(e["method"], e["path"]) for e in client.get("/docs.json").json["endpoints"]}
     assert ("GET", "/healthz") in listed and ("GET", "/docs") in listed
+
+
+def test_asset_types_do_not_follow_the_process_wide_registry(client, monkeypatch):
+    """Panel maps .js to application/javascript in `mimetypes` when it is imported; whichever
+    library did so first decided the bundle's type (an order-dependent failure of the suite)."""
+    import mimetypes
+
+    monkeypatch.setattr(mimetypes, "guess_type", lambda *args, **kwargs: ("application/x-changed", None))
+    assert client.get("/docs/assets/swagger-ui-bundle.js").mimetype == "text/javascript"
+    assert client.get("/docs/assets/swagger-ui.css").mimetype == "text/css"
+    assert client.get("/docs/assets/favicon-16x16.png").mimetype == "image/png"
