@@ -26,8 +26,13 @@ from datetime import timedelta
 
 import pytest
 
-from dryrun_support import T0, decide, rule, rulebook, write_dataset
+from dryrun_support import decide, rule, rulebook, write_dataset
+from gate.canonical import sha256_hex
+from gate.rulebook import get_evaluator
 from workbench.migration import dry_run
+from workbench.migration.compute import replay
+from workbench.migration.draft import load_draft
+from workbench.migration.run import load_history
 
 NOW = "2026-11-22T00:00:00.000Z"
 OLD = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "TOO_BIG"),
@@ -39,17 +44,45 @@ DRAFT = rulebook([rule("huge", {"field": "amount", "operator": "gt", "value": 10
                  version="2.0.0")
 FACTS = [{"amount": 10}, {"amount": 25}, {"amount": 60}, {"amount": 120}, {"amount": 2**60}, {"amount": 40},
          {"amount": 70}, {"amount": 2**61}, {"amount": 28}, {"amount": 55}, {"amount": 5, "ref": 2**60}]
+OLD_VERDICTS = ["yes", "review", "review", "no", "no", "review", "review", "no", "review", "review", "yes"]
+NEW = ["new_status", "new_verdict", "new_application_verdict", "new_action", "new_reason", "new_rule"]
 OUTCOMES = [(1, "succeeded", 1), (1, "failed", 2), (2, "succeeded", 1), (4, "succeeded", 1), (9, "failed", 1)]
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory):
+def root(tmp_path_factory):
     decisions = decide(OLD, FACTS, no_facts=(6,))
     outcomes = [{"decision_id": f"d{index:05d}", "status": status, "receipt_id": f"o{index}{day}",
                  "reported_at": decisions[index]["created_at"] + timedelta(days=day)}
                 for index, status, day in OUTCOMES]
-    root = write_dataset(tmp_path_factory.mktemp("exact") / "ds", decisions, outcomes)
+    return write_dataset(tmp_path_factory.mktemp("exact") / "ds", decisions, outcomes)
+
+
+@pytest.fixture(scope="module")
+def result(root):
     return dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=4).result
+
+
+def test_row_replay_patches_the_partial_rows_with_the_scalar_evaluator(root):
+    """`compute.replay` (each decision's old and new columns; the benchmark's per-row check):
+    the vector pass leaves the partial rows null, the scalar evaluator's results replace them."""
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    evaluated, scalar_count = replay(history, draft)
+    rows = {row["decision_id"]: row for row in evaluated.collect().iter_rows(named=True)}
+    assert scalar_count == 3 and len(rows) == 11
+    evaluate = get_evaluator(DRAFT, sha256_hex(DRAFT)).evaluate
+    for index, facts in enumerate(FACTS):
+        row = rows[f"d{index:05d}"]
+        kind = "unreplayable" if index == 6 else "scalar" if index in (4, 7, 10) else "vector"
+        assert row["replay"] == kind, index
+        assert row["old_verdict"] == OLD_VERDICTS[index] and row["month"] == ("2026-02" if index > 8 else "2026-01")
+        if index == 6:
+            assert [row[name] for name in NEW] == [None] * len(NEW)
+            continue
+        e = evaluate(facts)
+        assert [row[name] for name in NEW] == [e.status, e.decision, e.application_verdict, e.action,
+                                               e.reason_code, e.matched_rule_id], index
 
 
 def test_partial_rows_are_replayed_by_the_scalar_evaluator(result):
