@@ -141,3 +141,13 @@ def test_review_forecast_without_reviews_before_has_no_relative_change(tmp_path)
     load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
     assert (load["before"], load["after"], load["delta"], load["relative_change"]) == (0, 0, 0, None)
     assert (load["months"], load["per_month_before"], load["per_month_after"]) == (1, 0.0, 0.0)
+
+
+def test_row_replay_without_partial_rows_counts_no_scalar_row(tmp_path):
+    decisions = decide(OLD, [{"amount": 10}, {"amount": 200}], no_facts=(1,))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    evaluated, scalar_count = replay(history, draft)
+    assert scalar_count == 0
+    assert sorted(evaluated.collect()["replay"].to_list()) == ["unreplayable", "vector"]
