@@ -49,7 +49,9 @@ NEW = ["new_status", "new_verdict", "new_application_verdict", "new_action", "ne
 OUTCOMES = [(1, "succeeded", 1), (1, "failed", 2), (2, "succeeded", 1), (4, "succeeded", 1), (9, "failed", 1)]
 
 
-@pytest.fixture(scope="module")
+# Function-scoped on purpose: mutmut maps a function to the tests that call it, and a shared
+# fixture's work would be charged to the first test only (docs/mutation-testing.md).
+@pytest.fixture
 def root(tmp_path_factory):
     decisions = decide(OLD, FACTS, no_facts=(6,))
     outcomes = [{"decision_id": f"d{index:05d}", "status": status, "receipt_id": f"o{index}{day}",
@@ -58,7 +60,7 @@ def root(tmp_path_factory):
     return write_dataset(tmp_path_factory.mktemp("exact") / "ds", decisions, outcomes)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def result(root):
     return dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=4).result
 
