@@ -22,7 +22,7 @@ draft's new `huge` rule, amount > 10^15), one does not. One decision has no fact
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -153,3 +153,20 @@ def test_row_replay_without_partial_rows_counts_no_scalar_row(tmp_path):
     evaluated, scalar_count = replay(history, draft)
     assert scalar_count == 0
     assert sorted(evaluated.collect()["replay"].to_list()) == ["unreplayable", "vector"]
+
+
+def test_review_forecast_rounding_over_seven_months(tmp_path):
+    """One decision a month, January to July: 3 reviews before, 1 after. The per-month figures
+    are rounded to 3 decimals and the relative change to 6, so thirds and sevenths show it."""
+    amounts = [40, 25, 28, 10, 120, 5, 200]  # review, review, review, yes, no, yes, no under OLD
+    decisions = [row for month, amount in enumerate(amounts, start=1)
+                 for row in decide(OLD, [{"amount": amount}], start=datetime(2026, month, 5, tzinfo=timezone.utc),
+                                   prefix=f"m{month}-")]
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
+    assert (load["before"], load["after"], load["delta"]) == (3, 1, -2)
+    assert load["relative_change"] == -0.666667
+    assert (load["months"], load["per_month_before"], load["per_month_after"]) == (7, 0.429, 0.143)
+    assert [m["month"] for m in load["by_month"]] == [f"2026-{m:02d}" for m in range(1, 8)]
+    assert [m["review_before"] for m in load["by_month"]] == [1, 1, 1, 0, 0, 0, 0]
+    assert [m["review_after"] for m in load["by_month"]] == [1, 0, 0, 0, 0, 0, 0]
