@@ -13,6 +13,8 @@ from rulebook_support import Build
 
 from gate.rulebook.analysis import diff, semantic_diff
 from gate.rulebook.analysis.common import Region, evaluator, label_of
+from gate.rulebook.analysis.sampling import samples
+from gate.rulebook.analysis.space import Space
 
 leaf, rule = Build.leaf, Build.rule
 BLOCK = {"decision": "no", "verdict": "BLOCK", "action": "block", "reason_code": "TOO_DEEP"}
@@ -92,3 +94,43 @@ def test_report_verdicts_and_json():
     assert difference.count >= 1
     nothing = semantic_diff(pricing(25), pricing(25), budget=3, sample_count=50)
     assert (nothing.verdict, nothing.equivalent, nothing.samples) == ("no_difference_found", False, 50)
+
+
+def _sampled_by_hand(old, new, count):
+    """The sampled comparison done by hand: (old label, new label) -> how many samples."""
+    tally: dict = {}
+    for facts in samples(Space([old, new]), count):
+        pair = (label_of(evaluator(old), facts), label_of(evaluator(new), facts))
+        if pair[0].outcome_key() != pair[1].outcome_key():
+            tally[pair] = tally.get(pair, 0) + 1
+    return tally
+
+
+def test_sampled_differences_are_counted_per_pair_of_results():
+    old = pricing(25)
+    new = Build.rulebook([rule("block", leaf("discount", "gt", 30), priority=100, **BLOCK),
+                          rule("small", leaf("discount", "lte", 10), priority=5)],
+                         input_schema=old["input_schema"], version="new")
+    report = semantic_diff(old, new, budget=3, sample_count=300)
+    assert report.samples == 300 and not report.exact
+    assert report.inexact[-1]["field"] is None and report.inexact[-1]["operators"] == []
+    assert set(report.inexact[-1]) == {"field", "operators", "reason"}
+    expected = _sampled_by_hand(old, new, 300)
+    assert len(expected) == 2 and all(n > 1 for n in expected.values())
+    assert {(d.old, d.new): d.count for d in report.differences} == expected
+    for difference in report.differences:
+        shown = difference.to_json()
+        assert set(shown) == {"old", "new", "where", "text", "witness", "samples"}
+        assert (shown["old"], shown["new"]) == (difference.old.to_json(), difference.new.to_json())
+        assert shown["witness"] == difference.witness and shown["samples"] == difference.count
+    body = report.to_json()
+    assert body["new"] == {"rulebook_id": new["rulebook_id"], "version": "new"}
+    assert body["old"] == {"rulebook_id": old["rulebook_id"], "version": "25"}
+    assert body["difference_count"] == 2
+
+
+def test_exact_difference_json_names_old_new_and_witness():
+    (difference,) = semantic_diff(pricing(25), pricing(30)).differences
+    shown = difference.to_json()
+    assert set(shown) == {"old", "new", "where", "text", "witness"}
+    assert shown["old"]["rule_id"] == "block" and shown["new"]["rule_id"] is None
