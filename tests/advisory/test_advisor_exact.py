@@ -1,0 +1,63 @@
+"""The offline advisor's identity (it enters the advisory policy hash) and its vote, member by
+member (issue 22, item 5: a mutation pass found the identity unpinned)."""
+
+from __future__ import annotations
+
+from gate.advisory.advisors import OFFLINE_ADVISOR_ID, AdvisoryQuestion, PatternRulebookAdvisor
+from gate.canonical import sha256_hex
+from gate.constants import EVALUATOR_VERSION
+from gate.patterns import load_patterns
+
+REGISTRY = load_patterns()
+PATTERN = REGISTRY.find("pricing_exception")
+APPROVED = {"discount_percent": 15, "margin_percent": 31, "owner_approved": True, "account_tier": "annual"}
+
+
+def _question(pattern, facts):
+    return AdvisoryQuestion("advisory", "Approve?", {"inputs": facts}, facts, pattern)
+
+
+def test_identity_names_the_advisor_and_the_pattern_lineage():
+    advisor = PatternRulebookAdvisor(REGISTRY)
+    assert advisor.identity(_question(PATTERN, APPROVED)) == {
+        "advisor_id": OFFLINE_ADVISOR_ID, "kind": "policy_pattern_rulebook", "evaluator_version": EVALUATOR_VERSION,
+        "pattern_id": "pricing_exception", "pattern_hash": PATTERN.body["pattern_hash"],
+        "rulebook_hash": PATTERN.rulebook_hash,
+    }
+    assert advisor.identity(_question(None, APPROVED)) == {
+        "advisor_id": OFFLINE_ADVISOR_ID, "kind": "policy_pattern_rulebook", "evaluator_version": EVALUATOR_VERSION,
+    }
+
+
+def test_vote_without_a_pattern_is_review():
+    vote = PatternRulebookAdvisor(REGISTRY).advise(_question(None, APPROVED))
+    assert (vote.advisor_id, vote.kind, vote.status, vote.decision) == \
+        (OFFLINE_ADVISOR_ID, "policy_pattern_rulebook", "ok", "review")
+    assert vote.evidence == ("NO_MATCHING_POLICY_PATTERN",) and vote.error is None
+    assert dict(vote.details) == {"policy_pattern": None}
+
+
+def test_vote_is_the_patterns_rulebook_with_its_lineage():
+    vote = PatternRulebookAdvisor(REGISTRY).advise(_question(PATTERN, APPROVED))
+    assert (vote.status, vote.decision, vote.evidence) == ("ok", "yes", ("WITHIN_DISCOUNT_POLICY",))
+    assert vote.details["policy_pattern"] == {
+        "pattern_id": "pricing_exception", "pattern_hash": PATTERN.body["pattern_hash"],
+        "policy_id": "pricing_exception", "rulebook_id": "pricing_exception", "rulebook_version": "2026-11-01",
+        "rulebook_hash": PATTERN.rulebook_hash, "evaluator_version": EVALUATOR_VERSION,
+    }
+    assert vote.details["evaluation"] == {
+        "status": "ok", "decision": "yes", "application_verdict": "APPROVE", "action": "apply_discount",
+        "reason_code": "WITHIN_DISCOUNT_POLICY", "matched_rule_id": "approve_owner_backed",
+        "facts_hash": sha256_hex(APPROVED),
+    }
+    assert "rule approve_owner_backed" in vote.rationale
+
+
+def test_vote_on_missing_inputs_names_them():
+    facts = {"discount_percent": "15"}
+    vote = PatternRulebookAdvisor(REGISTRY).advise(_question(PATTERN, facts))
+    evaluation = vote.details["evaluation"]
+    assert (evaluation["status"], vote.decision, evaluation["matched_rule_id"]) == ("needs_input", "review", None)
+    assert evaluation["missing_fields"] == ["margin_percent", "owner_approved"]
+    assert evaluation["invalid_fields"] == ["discount_percent"]
+    assert ", rule" not in vote.rationale
