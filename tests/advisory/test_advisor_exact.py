@@ -3,10 +3,13 @@ member (issue 22, item 5: a mutation pass found the identity unpinned)."""
 
 from __future__ import annotations
 
+import pytest
+
 from gate.advisory.advisors import OFFLINE_ADVISOR_ID, AdvisoryQuestion, PatternRulebookAdvisor
 from gate.canonical import sha256_hex
 from gate.constants import EVALUATOR_VERSION
-from gate.patterns import load_patterns
+from gate.errors import GateError
+from gate.patterns import Pattern, load_patterns
 
 REGISTRY = load_patterns()
 PATTERN = REGISTRY.find("pricing_exception")
@@ -50,7 +53,10 @@ def test_vote_is_the_patterns_rulebook_with_its_lineage():
         "reason_code": "WITHIN_DISCOUNT_POLICY", "matched_rule_id": "approve_owner_backed",
         "facts_hash": sha256_hex(APPROVED),
     }
-    assert "rule approve_owner_backed" in vote.rationale
+    assert (vote.advisor_id, vote.kind) == (OFFLINE_ADVISOR_ID, "policy_pattern_rulebook")
+    assert vote.rationale == ("Offline advisor: policy pattern 'pricing_exception' evaluated rulebook "
+                              "pricing_exception@2026-11-01 over context.inputs: APPROVE (WITHIN_DISCOUNT_POLICY, "
+                              "rule approve_owner_backed).")
 
 
 def test_vote_on_missing_inputs_names_them():
@@ -60,4 +66,26 @@ def test_vote_on_missing_inputs_names_them():
     assert (evaluation["status"], vote.decision, evaluation["matched_rule_id"]) == ("needs_input", "review", None)
     assert evaluation["missing_fields"] == ["margin_percent", "owner_approved"]
     assert evaluation["invalid_fields"] == ["discount_percent"]
-    assert ", rule" not in vote.rationale
+    assert vote.rationale == ("Offline advisor: policy pattern 'pricing_exception' evaluated rulebook "
+                              "pricing_exception@2026-11-01 over context.inputs: NEEDS_INPUT (INPUT_SCHEMA_FAILED).")
+
+
+def test_the_advisor_keeps_its_registry():
+    assert PatternRulebookAdvisor(REGISTRY).patterns is REGISTRY
+
+
+def test_a_costly_evaluation_is_refused_before_it_runs():
+    """The same evaluation budget as rulebook mode: EVALUATION_TOO_COSTLY (422) before evaluating,
+    judged on this pattern's own rulebook (after another pattern's evaluation was costed)."""
+    advisor = PatternRulebookAdvisor(REGISTRY)
+    assert advisor.advise(_question(PATTERN, APPROVED)).decision == "yes"
+    rulebook = {"schema_version": "rulebook_v1", "rulebook_id": "tagged", "version": "1",
+                "rules": [{"rule_id": "flagged", "condition": {"field": "tags", "operator": "contains", "value": "x"},
+                           "outcome": {"decision": "no", "verdict": "BLOCK", "action": "stop", "reason_code": "FLAG"}}],
+                "default_outcome": {"decision": "yes", "verdict": "OK", "action": "go", "reason_code": "FINE"}}
+    costly = Pattern({"pattern_id": "tagged", "policy_id": "tagged", "pattern_hash": "0" * 64}, rulebook,
+                     sha256_hex(rulebook))
+    assert advisor.advise(_question(costly, {"tags": ["y"] * 10})).decision == "yes"
+    with pytest.raises(GateError) as refused:
+        advisor.advise(_question(costly, {"tags": ["y"] * 300_000}))
+    assert refused.value.code == "EVALUATION_TOO_COSTLY"
