@@ -12,7 +12,7 @@ import pytest
 from rulebook_support import Build
 
 from gate.rulebook.analysis import diff, semantic_diff
-from gate.rulebook.analysis.common import Region, evaluator, label_of
+from gate.rulebook.analysis.common import Region, evaluator, label_of, region
 from gate.rulebook.analysis.sampling import samples
 from gate.rulebook.analysis.space import Space
 
@@ -134,3 +134,18 @@ def test_exact_difference_json_names_old_new_and_witness():
     shown = difference.to_json()
     assert set(shown) == {"old", "new", "where", "text", "witness"}
     assert shown["old"]["rule_id"] == "block" and shown["new"]["rule_id"] is None
+
+
+@pytest.mark.parametrize("value", [["a", "b"], {"k": 1}])
+def test_a_witness_is_the_callers_own_copy(value):
+    """Witnesses of array and object values are copies: changing one (or its JSON) changes
+    neither the analysis' own values nor the next witness of the same region."""
+    old = Build.rulebook([rule("r1", leaf("tags", "eq", value), **BLOCK)])
+    new = Build.rulebook([rule("r1", leaf("tags", "eq", "never"), **BLOCK)], version="2")
+    found = next(d for d in semantic_diff(old, new).differences if d.old.rule_id == "r1").region
+    first = region(found.space, found.cube)
+    first.witness["tags"].clear()
+    assert region(found.space, found.cube).witness == {"tags": value}
+    shown = found.to_json()
+    shown["witness"]["tags"].clear()
+    assert found.witness == {"tags": value} and found.to_json()["witness"] == {"tags": value}
