@@ -149,3 +149,10 @@ def test_a_witness_is_the_callers_own_copy(value):
     shown = found.to_json()
     shown["witness"]["tags"].clear()
     assert found.witness == {"tags": value} and found.to_json()["witness"] == {"tags": value}
+
+
+def test_label_json_members():
+    (difference,) = semantic_diff(pricing(25), pricing(30)).differences
+    assert difference.old.to_json() == {"status": "ok", "rule_id": "block", "decision": "no", "verdict": "BLOCK",
+                                        "action": "block", "reason_code": "TOO_DEEP"}
+    assert set(difference.new.to_json()) == {"status", "rule_id", "decision", "verdict", "action", "reason_code"}
