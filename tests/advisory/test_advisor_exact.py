@@ -3,6 +3,8 @@ member (issue 22, item 5: a mutation pass found the identity unpinned)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from gate.advisory.advisors import OFFLINE_ADVISOR_ID, AdvisoryQuestion, PatternRulebookAdvisor
@@ -79,7 +81,8 @@ def test_a_costly_evaluation_is_refused_before_it_runs():
     judged on this pattern's own rulebook (after another pattern's evaluation was costed)."""
     advisor = PatternRulebookAdvisor(REGISTRY)
     assert advisor.advise(_question(PATTERN, APPROVED)).decision == "yes"
-    rulebook = {"schema_version": "rulebook_v1", "rulebook_id": "tagged", "version": "1",
+    # A version never seen in this process: its cost profile is computed here, from this rulebook.
+    rulebook = {"schema_version": "rulebook_v1", "rulebook_id": "tagged", "version": uuid.uuid4().hex,
                 "rules": [{"rule_id": "flagged", "condition": {"field": "tags", "operator": "contains", "value": "x"},
                            "outcome": {"decision": "no", "verdict": "BLOCK", "action": "stop", "reason_code": "FLAG"}}],
                 "default_outcome": {"decision": "yes", "verdict": "OK", "action": "go", "reason_code": "FINE"}}
