@@ -29,9 +29,9 @@ import pytest
 from dryrun_support import decide, rule, rulebook, write_dataset
 from gate.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from workbench.migration import dry_run
+from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay
-from workbench.migration.draft import load_draft
+from workbench.migration.draft import load_draft, read_draft_file
 from workbench.migration.run import load_history
 
 NOW = "2026-11-22T00:00:00.000Z"
@@ -170,3 +170,18 @@ def test_review_forecast_rounding_over_seven_months(tmp_path):
     assert [m["month"] for m in load["by_month"]] == [f"2026-{m:02d}" for m in range(1, 8)]
     assert [m["review_before"] for m in load["by_month"]] == [1, 1, 1, 0, 0, 0, 0]
     assert [m["review_after"] for m in load["by_month"]] == [1, 0, 0, 0, 0, 0, 0]
+
+
+def test_read_draft_file_answers_json_or_draft_unreadable(tmp_path):
+    good = tmp_path / "draft.json"
+    good.write_text('{"rulebook_id": "refunds", "note": "caf\u00e9"}', encoding="utf-8")
+    assert read_draft_file(good) == {"rulebook_id": "refunds", "note": "caf\u00e9"}
+    assert read_draft_file(str(good)) == {"rulebook_id": "refunds", "note": "caf\u00e9"}
+    bad = {"missing.json": None, "latin1.json": '{"a": "caf\u00e9"}'.encode("latin-1"),
+           "broken.json": b'{"a": ', "duplicate.json": b'{"a": 1, "a": 2}'}
+    for name, content in bad.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(DryRunError) as refused:
+            read_draft_file(tmp_path / name)
+        assert refused.value.code == "DRAFT_UNREADABLE", name
