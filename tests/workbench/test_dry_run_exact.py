@@ -185,3 +185,13 @@ def test_read_draft_file_answers_json_or_draft_unreadable(tmp_path):
         with pytest.raises(DryRunError) as refused:
             read_draft_file(tmp_path / name)
         assert refused.value.code == "DRAFT_UNREADABLE", name
+
+
+def test_dry_run_error_body():
+    plain = DryRunError("HISTORY_EMPTY", "no decision in scope acme")
+    assert (plain.code, plain.message, plain.errors, str(plain)) == \
+        ("HISTORY_EMPTY", "no decision in scope acme", [], "no decision in scope acme")
+    assert plain.to_dict() == {"error": "HISTORY_EMPTY", "message": "no decision in scope acme"}
+    found = [{"field": "rules[0]", "code": "REQUIRED", "message": "is required"}]
+    listed = DryRunError("DRAFT_INVALID", "the draft is not valid", found)
+    assert listed.to_dict() == {"error": "DRAFT_INVALID", "message": "the draft is not valid", "errors": found}
