@@ -186,7 +186,8 @@ def main() -> int:
     compiled = load_draft(draft, dryrun_data.RULEBOOK_ID)
     member = json.loads((out / "migration.json").read_text())["dry_run"]
     started, cpu = time.perf_counter(), time.process_time()
-    one_by_one = scalar_dry_run.scalar_dry_run(root, dryrun_data.RULEBOOK_ID, compiled.scalar.evaluate)
+    one_by_one = scalar_dry_run.scalar_dry_run(root, dryrun_data.RULEBOOK_ID, compiled.scalar.evaluate,
+                                                rule_ids=list(compiled.order))
     full_s, full_cpu = time.perf_counter() - started, time.process_time() - cpu
     expected = scalar_dry_run.figures_of(member)
     differing = sorted(name for name in expected if expected[name] != one_by_one[name])

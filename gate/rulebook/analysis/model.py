@@ -55,13 +55,11 @@ def _label(outcome: dict, rule_id: str | None) -> Label:
 
 @dataclass
 class DecisionList:
-    """One rulebook over a space: ordered rules with their condition cubes, and its labels."""
+    """One rulebook over a space: its rules' condition cubes in evaluation order, and its labels."""
 
-    rulebook: dict
     ok_cube: Cube  # inputs that satisfy input_schema
     needs_input: list[Cube]  # disjoint cubes of inputs that do not
-    rules: list[dict]  # in evaluation order
-    conditions: list[list[Cube]]  # per rule, disjoint cubes of its condition
+    conditions: list[list[Cube]]  # per rule in evaluation order, disjoint cubes of its condition
     labels: list[Label]  # per rule
     default: Label
 
@@ -99,6 +97,6 @@ def decision_list(space: Space, rulebook: dict, budget: Budget) -> DecisionList:
     ok = ok_cube(space, rulebook)
     needs = subtract({}, ok, space.full) if ok else []
     conditions = [disjoint(condition_cubes(space, rule["condition"], budget), space.full, budget) for rule in ordered]
-    return DecisionList(rulebook, ok, needs, ordered, conditions,
+    return DecisionList(ok, needs, conditions,
                         [_label(rule["outcome"], rule["rule_id"]) for rule in ordered],
                         _label(rulebook["default_outcome"], None))

@@ -1,0 +1,197 @@
+"""The dry-run on a hand-checked history: the scalar path for partial rows and the review
+forecast, to the exact figure (issue 22, item 5: a mutation pass found both unpinned).
+
+Eleven decisions of `refunds`, three days apart from 2026-01-05 (nine in January, two in
+February). Three carry an integer beyond 2^53, which the typed facts columns cannot hold
+exactly: those partial rows go to the scalar evaluator. Two of them flip (no -> yes under the
+draft's new `huge` rule, amount > 10^15), one does not. One decision has no facts (unreplayable).
+
+    #  amount        old (rule)        draft (rule)      month
+    0  10            yes small         yes small         01
+    1  25            review default    yes small         01   outcome: succeeded, then failed (latest)
+    2  60            review default    no big            01   outcome: succeeded
+    3  120           no big            no big            01
+    4  2^60 partial  no big            yes huge          01   outcome: succeeded (a stored no: unobservable)
+    5  40            review default    review default    01
+    6  70, no facts  review default    (unreplayable)    01
+    7  2^61 partial  no big            yes huge          01
+    8  28            review default    yes small         01   no outcome
+    9  55            review default    no big            02   outcome: failed
+   10  5, ref 2^60   yes small         yes small         02   (partial, no flip)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from dryrun_support import decide, rule, rulebook, write_dataset
+from gate.canonical import sha256_hex
+from gate.rulebook import get_evaluator
+from workbench.migration import DryRunError, dry_run
+from workbench.migration.compute import replay
+from workbench.migration.draft import load_draft, read_draft_file
+from workbench.migration.run import load_history
+
+NOW = "2026-11-22T00:00:00.000Z"
+OLD = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "TOO_BIG"),
+                rule("small", {"field": "amount", "operator": "lte", "value": 20}, "yes", "SMALL")])
+DRAFT = rulebook([rule("huge", {"field": "amount", "operator": "gt", "value": 10**15}, "yes", "HUGE", priority=10),
+                  rule("big", {"field": "amount", "operator": "gt", "value": 50}, "no", "TOO_BIG"),
+                  rule("small", {"field": "amount", "operator": "lte", "value": 30}, "yes", "SMALL"),
+                  rule("ghost", {"field": "ref", "operator": "eq", "value": "x"}, "no", "GHOST", priority=-1)],
+                 version="2.0.0")
+FACTS = [{"amount": 10}, {"amount": 25}, {"amount": 60}, {"amount": 120}, {"amount": 2**60}, {"amount": 40},
+         {"amount": 70}, {"amount": 2**61}, {"amount": 28}, {"amount": 55}, {"amount": 5, "ref": 2**60}]
+OLD_VERDICTS = ["yes", "review", "review", "no", "no", "review", "review", "no", "review", "review", "yes"]
+NEW = ["new_status", "new_verdict", "new_application_verdict", "new_action", "new_reason", "new_rule"]
+OUTCOMES = [(1, "succeeded", 1), (1, "failed", 2), (2, "succeeded", 1), (4, "succeeded", 1), (9, "failed", 1)]
+
+
+# Function-scoped on purpose: mutmut maps a function to the tests that call it, and a shared
+# fixture's work would be charged to the first test only (docs/mutation-testing.md).
+@pytest.fixture
+def root(tmp_path_factory):
+    decisions = decide(OLD, FACTS, no_facts=(6,))
+    outcomes = [{"decision_id": f"d{index:05d}", "status": status, "receipt_id": f"o{index}{day}",
+                 "reported_at": decisions[index]["created_at"] + timedelta(days=day)}
+                for index, status, day in OUTCOMES]
+    return write_dataset(tmp_path_factory.mktemp("exact") / "ds", decisions, outcomes)
+
+
+@pytest.fixture
+def result(root):
+    return dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=4).result
+
+
+def test_row_replay_patches_the_partial_rows_with_the_scalar_evaluator(root):
+    """`compute.replay` (each decision's old and new columns; the benchmark's per-row check):
+    the vector pass leaves the partial rows null, the scalar evaluator's results replace them."""
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    evaluated, scalar_count = replay(history, draft)
+    rows = {row["decision_id"]: row for row in evaluated.collect().iter_rows(named=True)}
+    assert scalar_count == 3 and len(rows) == 11
+    evaluate = get_evaluator(DRAFT, sha256_hex(DRAFT)).evaluate
+    for index, facts in enumerate(FACTS):
+        row = rows[f"d{index:05d}"]
+        kind = "unreplayable" if index == 6 else "scalar" if index in (4, 7, 10) else "vector"
+        assert row["replay"] == kind, index
+        assert row["old_verdict"] == OLD_VERDICTS[index] and row["month"] == ("2026-02" if index > 8 else "2026-01")
+        if index == 6:
+            assert [row[name] for name in NEW] == [None] * len(NEW)
+            continue
+        e = evaluate(facts)
+        assert [row[name] for name in NEW] == [e.status, e.decision, e.application_verdict, e.action,
+                                               e.reason_code, e.matched_rule_id], index
+
+
+def test_partial_rows_are_replayed_by_the_scalar_evaluator(result):
+    assert result.decisions_scalar == 3
+    assert (result.decisions_total, result.decisions_evaluated, result.decisions_unreplayable) == (11, 10, 1)
+    assert result.unreplayable == {"count": 1, "by_verdict": {"yes": 0, "no": 0, "review": 1}}
+    transitions = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["count"]}
+    assert transitions == {("yes", "yes"): 2, ("no", "no"): 1, ("no", "yes"): 2, ("review", "yes"): 2,
+                           ("review", "no"): 2, ("review", "review"): 1}
+    # The two partial flips answer exactly what the scalar evaluator does: rule huge, reason HUGE.
+    assert {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2} in result.rule_transitions
+    rules = {r["rule_id"]: (r["fired_in_history"], r["fires_under_draft"]) for r in result.rules}
+    assert rules == {"huge": (0, 2), "big": (3, 3), "small": (2, 4), "ghost": (0, 0)}
+    assert result.rules_never_fired_in_history == ["huge", "ghost"]
+    assert result.rules_never_firing_under_draft == ["ghost"]
+    assert (result.decisions_changed, result.decisions_rule_changed, result.decisions_reason_changed) == (6, 6, 6)
+    assert result.needs_input == 0
+
+
+def test_flips_and_their_outcome_classes(result):
+    assert result.flips["count"] == 6 and result.flips["listed_limit"] == 4
+    listed = [(f["decision_id"], f["old_verdict"], f["new_verdict"], f["new_rule"], f["new_reason"],
+               f["outcome_status"], f["outcome_class"]) for f in result.flips["listed"]]
+    assert listed == [   # newest first, at most flips_limit
+        ("d00009", "review", "no", "big", "TOO_BIG", "failed", "failure"),
+        ("d00008", "review", "yes", "small", "SMALL", None, "none"),
+        ("d00007", "no", "yes", "huge", "HUGE", None, "unobservable"),
+        ("d00004", "no", "yes", "huge", "HUGE", "succeeded", "unobservable"),
+    ]
+    assert result.flips["listed"][0]["created_at"] == "2026-02-01T00:00:00.000Z"
+    outcomes = result.outcomes
+    assert (outcomes["caught_failures"], outcomes["blocked_successes"]) == (1, 1)
+    assert (outcomes["unobserved_new_approvals"], outcomes["unobserved_new_reviews"]) == (2, 0)
+    assert outcomes["flips_without_outcome"] == 1
+    cells = {(c["from"], c["to"]): c for c in outcomes["by_transition"]}
+    assert cells[("review", "yes")] == {"from": "review", "to": "yes", "count": 2, "success": 0, "failure": 1,
+                                        "excluded": 0, "open": 0, "none": 1, "unobservable": 0}
+    assert cells[("review", "no")]["count"] == 2 and cells[("review", "no")]["success"] == 1
+    assert cells[("no", "yes")]["unobservable"] == 2
+
+
+def test_review_forecast_is_exact(result):
+    load = result.review_load
+    assert (load["before"], load["after"], load["delta"]) == (5, 1, -4)
+    assert load["relative_change"] == -0.8
+    assert (load["months"], load["per_month_before"], load["per_month_after"]) == (2, 2.5, 0.5)
+    assert load["by_month"] == [
+        {"month": "2026-01", "replayed": 8, "review_before": 4, "review_after": 1},
+        {"month": "2026-02", "replayed": 2, "review_before": 1, "review_after": 0},
+    ]
+
+
+def test_review_forecast_without_reviews_before_has_no_relative_change(tmp_path):
+    decisions = decide(OLD, [{"amount": 10}, {"amount": 200}, {"amount": 2**60}])
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
+    assert (load["before"], load["after"], load["delta"], load["relative_change"]) == (0, 0, 0, None)
+    assert (load["months"], load["per_month_before"], load["per_month_after"]) == (1, 0.0, 0.0)
+
+
+def test_row_replay_without_partial_rows_counts_no_scalar_row(tmp_path):
+    decisions = decide(OLD, [{"amount": 10}, {"amount": 200}], no_facts=(1,))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    evaluated, scalar_count = replay(history, draft)
+    assert scalar_count == 0
+    assert sorted(evaluated.collect()["replay"].to_list()) == ["unreplayable", "vector"]
+
+
+def test_review_forecast_rounding_over_seven_months(tmp_path):
+    """One decision a month, January to July: 3 reviews before, 1 after. The per-month figures
+    are rounded to 3 decimals and the relative change to 6, so thirds and sevenths show it."""
+    amounts = [40, 25, 28, 10, 120, 5, 200]  # review, review, review, yes, no, yes, no under OLD
+    decisions = [row for month, amount in enumerate(amounts, start=1)
+                 for row in decide(OLD, [{"amount": amount}], start=datetime(2026, month, 5, tzinfo=timezone.utc),
+                                   prefix=f"m{month}-")]
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
+    assert (load["before"], load["after"], load["delta"]) == (3, 1, -2)
+    assert load["relative_change"] == -0.666667
+    assert (load["months"], load["per_month_before"], load["per_month_after"]) == (7, 0.429, 0.143)
+    assert [m["month"] for m in load["by_month"]] == [f"2026-{m:02d}" for m in range(1, 8)]
+    assert [m["review_before"] for m in load["by_month"]] == [1, 1, 1, 0, 0, 0, 0]
+    assert [m["review_after"] for m in load["by_month"]] == [1, 0, 0, 0, 0, 0, 0]
+
+
+def test_read_draft_file_answers_json_or_draft_unreadable(tmp_path):
+    good = tmp_path / "draft.json"
+    good.write_text('{"rulebook_id": "refunds", "note": "caf\u00e9"}', encoding="utf-8")
+    assert read_draft_file(good) == {"rulebook_id": "refunds", "note": "caf\u00e9"}
+    assert read_draft_file(str(good)) == {"rulebook_id": "refunds", "note": "caf\u00e9"}
+    bad = {"missing.json": None, "latin1.json": '{"a": "caf\u00e9"}'.encode("latin-1"),
+           "broken.json": b'{"a": ', "duplicate.json": b'{"a": 1, "a": 2}'}
+    for name, content in bad.items():
+        if content is not None:
+            (tmp_path / name).write_bytes(content)
+        with pytest.raises(DryRunError) as refused:
+            read_draft_file(tmp_path / name)
+        assert refused.value.code == "DRAFT_UNREADABLE", name
+
+
+def test_dry_run_error_body():
+    plain = DryRunError("HISTORY_EMPTY", "no decision in scope acme")
+    assert (plain.code, plain.message, plain.errors, str(plain)) == \
+        ("HISTORY_EMPTY", "no decision in scope acme", [], "no decision in scope acme")
+    assert plain.to_dict() == {"error": "HISTORY_EMPTY", "message": "no decision in scope acme"}
+    found = [{"field": "rules[0]", "code": "REQUIRED", "message": "is required"}]
+    listed = DryRunError("DRAFT_INVALID", "the draft is not valid", found)
+    assert listed.to_dict() == {"error": "DRAFT_INVALID", "message": "the draft is not valid", "errors": found}
