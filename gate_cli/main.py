@@ -221,7 +221,9 @@ def cmd_demo(args) -> int:
         generate_keyring(settings.signing_key_file, _now())
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)
-    key = create_key(settings, DEMO_SCOPE, "starter", None, None, DEMO_KEY_LABEL)
+    # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
+    # window (360 units a minute); a starter key (60) answered 429 to the reports after step 7.
+    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL)
     banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")

@@ -70,3 +70,9 @@ def test_demo_seeds_on_the_first_run_only(gate_env):
     assert "first run: seeding the demo ledger (25 decisions" in first and "seeded 25 decisions" in first
     second = start()
     assert "seeding" not in second and "Demo API key" in second
+    # The demo key is a growth key: the walkthrough and the four policy reports fit its cost
+    # window (a starter key answered 429 to the reports right after the walkthrough).
+    keys = subprocess.run([GATE, "keys", "list"], env={**os.environ, **gate_env}, capture_output=True, text=True,
+                          timeout=120)
+    active = [line for line in keys.stdout.splitlines() if " active " in line and "scope=demo" in line]
+    assert len(active) == 1 and "plan=growth" in active[0], keys.stdout
