@@ -269,36 +269,32 @@ class WorkbenchStore:
     def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
         """Volume by verdict and effectiveness, month by month (`workbench.timeseries`): from the
         dataset's rollups when they are current, else from the rows."""
-        manifest_key = self._manifest_key()
-        return self._remembered((manifest_key, "monthly", scope, policy_id),
-                                lambda: self._monthly_series(scope, policy_id, manifest_key))
-
-    def _monthly_series(self, scope: str, policy_id: str, manifest_key: str | None) -> pl.DataFrame:
-        if not self.reference:
-            manifest = self._manifest()
-            view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
-                                              policy_version=None, scopes=[scope])
-            series = monthly_from_rollups(view)
-            if series is not None:
-                return series
-        return monthly(self._frames((scope,), policy_id, None, manifest_key), policy_id)
+        return self._whole_history("monthly", scope, policy_id, monthly_from_rollups,
+                                   lambda frames: monthly(frames, policy_id))
 
     def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
         """Each version of the policy with the month of its first decision (`workbench.timeseries`):
         from the dataset's rollups when they are current, else from the rows."""
-        manifest_key = self._manifest_key()
-        return self._remembered((manifest_key, "versions", scope, policy_id),
-                                lambda: self._version_changes(scope, policy_id, manifest_key))
+        return self._whole_history("versions", scope, policy_id, version_changes_from_rollups, version_changes)
 
-    def _version_changes(self, scope: str, policy_id: str, manifest_key: str | None) -> pl.DataFrame:
-        if not self.reference:
-            manifest = self._manifest()
-            view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
-                                              policy_version=None, scopes=[scope])
-            changes = version_changes_from_rollups(view)
-            if changes is not None:
-                return changes
-        return version_changes(self._frames((scope,), policy_id, None, manifest_key))
+    def _whole_history(self, name: str, scope: str, policy_id: str,
+                       from_rollups: Callable[[RollupView | None], pl.DataFrame | None],
+                       from_rows: Callable[[Frames], pl.DataFrame]) -> pl.DataFrame:
+        """A whole-history figure of one scope and policy, cached by manifest: `from_rollups` of
+        the dataset's rollups when they are current (never for `reference`), else `from_rows`."""
+        manifest_key = self._manifest_key()
+
+        def compute() -> pl.DataFrame:
+            if not self.reference:
+                manifest = self._manifest()
+                view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
+                                                  policy_version=None, scopes=[scope])
+                figure = from_rollups(view)
+                if figure is not None:
+                    return figure
+            return from_rows(self._frames((scope,), policy_id, None, manifest_key))
+
+        return self._remembered((manifest_key, name, scope, policy_id), compute)
 
     # ------------------------------------------------------------------ decision lists
 
