@@ -30,7 +30,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -116,20 +115,10 @@ def main() -> int:
     parser.add_argument("--decisions", type=int, default=1000)
     args = parser.parse_args()
 
-    from api.app import create_app
-    from api.settings import Settings
-    from gate.ledger import Ledger
-    from gate.signing import generate_keyring
+    from benchmarks.gate_app import embedded_app
     from gate_cli.main import create_key
 
-    with tempfile.TemporaryDirectory() as home:
-        keyring = Path(home) / "signing-keys.json"
-        generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
-        env = {"GATE_HOME": home, "GATE_DATABASE_URL": f"sqlite:///{home}/gate.db",
-               "GATE_SIGNING_KEY_FILE": str(keyring)}
-        Ledger(env["GATE_DATABASE_URL"]).upgrade()
-        settings = Settings.from_env(env)
-        app = create_app(settings)
+    with embedded_app() as (settings, app):
         key = create_key(settings, "bench", "scale", 10_000_000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
         sample = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
@@ -146,7 +135,6 @@ def main() -> int:
         charged: dict[str, str] = {}
         figures = medians_ms(calls, args.n, charged)
         load_after = loadavg()
-        app.extensions["gate"].ledger.dispose()
     base = figures["decide (baseline)"]
     rows = [{"call": name, "median_ms": round(ms, 2), "ratio_to_decide": round(ms / base, 1),
              "units_charged": charged[name]} for name, ms in figures.items()]

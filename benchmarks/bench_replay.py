@@ -24,7 +24,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -56,21 +55,11 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=300)
     args = parser.parse_args()
 
-    from api.app import create_app
-    from api.settings import Settings
-    from gate.ledger import Ledger
-    from gate.signing import generate_keyring
+    from benchmarks.gate_app import embedded_app
     from gate_cli.main import create_key
     from tests.fake_adapters import FakeRegistry, adapter_request
 
-    with tempfile.TemporaryDirectory() as home:
-        keyring = Path(home) / "signing-keys.json"
-        generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
-        env = {"GATE_HOME": home, "GATE_DATABASE_URL": f"sqlite:///{home}/gate.db",
-               "GATE_SIGNING_KEY_FILE": str(keyring)}
-        Ledger(env["GATE_DATABASE_URL"]).upgrade()
-        settings = Settings.from_env(env)
-        app = create_app(settings, adapters=FakeRegistry())
+    with embedded_app(adapters=FakeRegistry()) as (settings, app):
         key = create_key(settings, "bench", "starter", 1_000_000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
         direct = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
@@ -92,7 +81,6 @@ def main() -> int:
             print(f"{name:8} GET {base:6.2f} ms  replay {replay:6.2f} ms  diff {diff:6.2f} ms  "
                   f"replay-GET {replay - base:5.2f} ms (target < {TARGET_MS} ms: "
                   f"{'met' if row['target_met'] else 'MISSED'})  ratio {replay / base:4.2f}")
-        app.extensions["gate"].ledger.dispose()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print("load:", load)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
