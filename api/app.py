@@ -10,19 +10,19 @@ from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
-from api.query import undecodable_url_part
 from api.limits import make_rate_limiter
+from api.query import undecodable_url_part
 from api.runtime import GateRuntime
 from api.settings import Settings
 from gate.adapters import default_registry
-from gate.audit import AuditChainService
-from gate.lifecycle import LifecycleService
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
-from gate.keyconfig import LiveSigning, SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.replay_service import ReplayService
-from gate.service import DecisionService
+from gate.services.chains import AuditChainService
+from gate.services.decide import DecisionService
+from gate.services.lifecycle import LifecycleService
+from gate.services.replay import ReplayService
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
@@ -45,7 +45,7 @@ def advisory_service(settings: Settings):
     if not settings.advisory_modes:
         return None
     from gate.advisory.http import HttpLLMAdvisor
-    from gate.advisory.service import AdvisoryService
+    from gate.services.advisory import AdvisoryService
 
     http = [HttpLLMAdvisor(settings.advisor_base_url, model, api_key=settings.advisor_api_key,
                            timeout=settings.advisor_timeout) for model in settings.advisor_models]
@@ -93,11 +93,25 @@ def create_app(
         replays=ReplayService(service),
     )
 
-    from api.routes import chains, decide, decisions, lifecycle, meta, packets, reference, registries, replay, reports
+    from api.routes import (
+        chains,
+        decide,
+        decisions,
+        lifecycle,
+        meta,
+        packets,
+        reference,
+        registries,
+        replay,
+        reports,
+    )
 
     for module in (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta, reference):
         app.register_blueprint(module.bp)
-    from api.routes import policychecks, workflows  # issue 11: policy checks, workflow routes
+    from api.routes import (  # issue 11: policy checks, workflow routes
+        policychecks,
+        workflows,
+    )
 
     policychecks.init_app(app)
     app.register_blueprint(workflows.bp)
@@ -107,10 +121,14 @@ def create_app(
     from api.routes import operations  # issue 11: operational routes
 
     app.register_blueprint(operations.bp)
-    from api.metrics import init_metrics  # Prometheus /metrics and the request instrumentation
+    from api.metrics import (
+        init_metrics,  # Prometheus /metrics and the request instrumentation
+    )
 
     init_metrics(app)
-    from api.public_limits import init_public_limits  # issue 18: budgets of the public routes
+    from api.public_limits import (
+        init_public_limits,  # issue 18: budgets of the public routes
+    )
 
     init_public_limits(app, settings)
 

@@ -1,7 +1,7 @@
 """API key authentication and scope resolution.
 
 The key comes in `x-api-key` or `Authorization: Bearer <key>`. Only its sha256 is looked up;
-the final comparison is constant-time (`gate.apikeys.hashes_match`). Missing or unknown keys
+the final comparison is constant-time (`gate.keys.apikeys.hashes_match`). Missing or unknown keys
 answer 401 with `WWW-Authenticate`; a disabled key answers 403. Both carry the family's
 `*_UNAUTHORIZED` code and never an approval. SECURITY: keys are never logged or echoed.
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from flask import Request
 
-from gate.apikeys import hash_api_key, hashes_match
+from gate.keys.apikeys import hash_api_key, hashes_match
 from gate.ledger import Ledger
-from gate.service import Caller
+from gate.services.decide import Caller
 
 REALM = 'Bearer realm="decision-gate"'
 

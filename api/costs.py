@@ -31,7 +31,7 @@ from api.errors import error_response, gate_error_body, json_response
 from api.runtime import runtime
 from api.settings import COST_UNITS_PER_DECIDE
 from gate.errors import GateError
-from gate.service import Caller
+from gate.services.decide import Caller
 
 BUCKET_PREFIX = "cost:"
 BODY_BYTES_PER_UNIT = 8_192  # request body the route parses, hashes and evaluates

@@ -79,7 +79,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_CRM_SYNC_UNAVAILABLE": (503, "unavailable"),
     "CHAIN_NOT_FOUND": (404, "not_found"),
     "PACKET_SOURCE_UNAVAILABLE": (503, "unavailable"),
-    # The stored chain contradicts itself or a witnessed checkpoint (gate/audit.py): named, never
+    # The stored chain contradicts itself or a witnessed checkpoint (gate/services/chains.py): named, never
     # signed, never served as proof material.
     "CHAIN_INTEGRITY_FAILED": (409, "chain_integrity_failed"),
     # Policy reports (effectiveness, anomalies, benchmarks).

@@ -1,6 +1,6 @@
 """JSON in and out at the HTTP boundary.
 
-Requests are parsed with `gate.canonical.parse_strict` (NaN, ±Infinity, duplicate keys and
+Requests are parsed with `gate.protocol.canonical.parse_strict` (NaN, ±Infinity, duplicate keys and
 unsafe integers are refused with 400 before anything is hashed). Responses are written with the
 C encoder; they need not be canonical because hashes are computed from the stored record.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from flask import Request
 
 from api.bodies import read_body
-from gate.canonical import MAX_JSON_DEPTH, CanonicalJSONError, parse_strict
 from gate.errors import GateError
+from gate.protocol.canonical import MAX_JSON_DEPTH, CanonicalJSONError, parse_strict
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

@@ -27,7 +27,12 @@ import logging
 from typing import Any
 
 from api.jsonio import dumps
-from gate.policychecks.checks import ArgumentsInvalid, CheckFailed, CheckSpec, PolicyCheckService
+from gate.services.policychecks import (
+    ArgumentsInvalid,
+    CheckFailed,
+    CheckSpec,
+    PolicyCheckService,
+)
 
 log = logging.getLogger("gate.api.mcp")
 

@@ -28,10 +28,16 @@ import os
 import time
 
 from flask import Flask, Response, g, request
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 
-from gate import constants as C
+from gate import vocabulary as C
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 REQUESTS = Counter("gate_http_requests", "HTTP requests by method, route template and status.",

@@ -12,17 +12,17 @@ from typing import Any
 
 from api import openapi_params as P
 from api.errors import ERROR_TABLE
-from api.public_limits import HEAVY_KINDS, PUBLIC_PATHS
-from api.openapi_receipts import RECEIPT_REQUEST_SCHEMAS
-from gate import constants as C
-from gate.rulebook import budget as B
-from workbench.policy_reports import KIND_PARAMS as REPORT_KIND_PARAMS
-from workbench.policy_reports import PARAMS as REPORT_PARAMS
-from gate.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
-from gate.counterfactuals import MAX_SCENARIOS
-from gate.replay import REPLAY_MODES
 from api.mcp import input_schema
-from gate.policychecks.checks import CHECKS as POLICY_CHECKS
+from api.openapi_receipts import RECEIPT_REQUEST_SCHEMAS
+from api.public_limits import HEAVY_KINDS, PUBLIC_PATHS
+from gate import vocabulary as C
+from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
+from gate.replay.historical import REPLAY_MODES
+from gate.replay.whatif import MAX_SCENARIOS
+from gate.rulebook import budget as B
+from gate.services.policychecks import CHECKS as POLICY_CHECKS
+from workbench.reports.policy import KIND_PARAMS as REPORT_KIND_PARAMS
+from workbench.reports.policy import PARAMS as REPORT_PARAMS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -562,7 +562,7 @@ SCHEMAS: dict[str, Any] = {
                        "runtime, or mode omitted): a question; context.inputs feeds the offline policy-pattern "
                        "advisor and is required in runtime; context.policy_pattern picks a pattern (docs/advisory.md).",
         # Rulebook mode needs a rulebook; the advisory modes (mode absent, null or legacy) need a
-        # non-blank question and refuse the rulebook-only members (gate.requests, gate.advisory.request).
+        # non-blank question and refuse the rulebook-only members (gate.protocol.requests, gate.advisory.request).
         "if": {"required": ["mode"], "properties": {"mode": {"const": C.MODE_RULEBOOK}}},
         "then": {"required": ["rulebook"]},
         "else": {"required": ["question"], "properties": {"question": {"pattern": "\\S"}},

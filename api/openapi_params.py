@@ -17,10 +17,10 @@ import sys
 from functools import lru_cache
 from typing import Any
 
-from gate import constants as C
+from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
-from workbench.policy_reports import PARAMS as REPORT_PARAMS
-from workbench.policy_reports import VERDICTS as REPORT_VERDICTS
+from workbench.reports.policy import PARAMS as REPORT_PARAMS
+from workbench.reports.policy import VERDICTS as REPORT_VERDICTS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
 NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
@@ -90,7 +90,7 @@ def integer(low: int, high: int, description: str = "") -> dict[str, Any]:
 
 
 def report_param(name: str) -> dict[str, Any]:
-    """A policy report's query parameter (workbench.policy_reports.parse_params)."""
+    """A policy report's query parameter (workbench.reports.policy.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
         return {"type": "string", "enum": list(REPORT_VERDICTS), "description": p.describe()}

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.protocol.records import _JS_WHITESPACE
 from gate.receipts import fields as F
 from gate.receipts import validation as V
-from gate.records import _JS_WHITESPACE
 
 # Not blank after JavaScript's trim: at least one character outside its whitespace set.
 _WHITESPACE = "".join(f"\\u{ord(char):04x}" for char in _JS_WHITESPACE)

@@ -9,14 +9,14 @@ from typing import Any, Callable
 
 from flask import current_app, request
 
-from api.auth import REALM, AuthFailure, Authenticator
+from api.auth import REALM, Authenticator, AuthFailure
 from api.errors import error_response
 from api.settings import Settings
-from gate import constants as C
+from gate import vocabulary as C
 from gate.errors import GateError
-from gate.keyconfig import LiveSigning, SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.service import Caller, DecisionService
+from gate.services.decide import Caller, DecisionService
 
 
 @dataclass
@@ -29,7 +29,7 @@ class GateRuntime:
     auth: Authenticator
     lifecycle: Any = None
     audit: Any = None
-    replays: Any = None  # gate.replay_service.ReplayService
+    replays: Any = None  # gate.services.replay.ReplayService
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

@@ -28,8 +28,8 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gate import canonical  # noqa: E402
+from gate.protocol import canonical  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "canonical.json"
 

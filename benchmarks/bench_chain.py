@@ -1,4 +1,4 @@
-"""Merkle proofs from a node store vs recomputing the tree from every leaf (gate.merkle).
+"""Merkle proofs from a node store vs recomputing the tree from every leaf (gate.chain.merkle).
 
 Builds the RFC 6962 node store of a 100,000-leaf chain in memory (a dict keyed by
 (level, index), exactly the rows a ledger would keep), then measures, in the same run:
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gate.merkle import (  # noqa: E402
+from gate.chain.merkle import (  # noqa: E402
     complete_subtrees,
     consistency_proof_from_nodes,
     inclusion_proof,

@@ -1,11 +1,11 @@
 """Cost of collation keys per character, for every code point of Unicode (issue 18, defect 2).
 
-`gate.collation.collation_key` must cost a small constant per character whatever the key is
+`gate.protocol.collation.collation_key` must cost a small constant per character whatever the key is
 made of. This benchmark looks for the worst case in three steps, in one process:
 
 1. sweep: every code point from U+0000 to U+10FFFF (surrogates excluded: the JSON parser
    refuses them) is keyed as a run of 64 copies, once, timed; code points are grouped into
-   behaviour classes (their `gate.collation` category, whether the table maps them, whether NFD
+   behaviour classes (their `gate.protocol.collation` category, whether the table maps them, whether NFD
    changes them) and the slowest member of each class is kept;
 2. long runs: the slowest classes' representatives, and hostile mixtures found by reading the
    collation loop (an unmapped mark before a mark of another class, contraction starts before
@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gate import collation  # noqa: E402
+from gate.protocol import collation  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "collation.json"
 LONG = 20_000

@@ -1,7 +1,7 @@
 """What checking the dataset against its manifest costs, as a ratio to the run it guards.
 
 Readers check every file they read against the manifest's size, sha256, row count and schema
-(`workbench.integrity.check_files`), at every open. Measured in one run, on the dry-run
+(`workbench.dataset.integrity.check_files`), at every open. Measured in one run, on the dry-run
 benchmark's synthetic history (`benchmarks/dryrun_data.py`, every file listed with its digest):
 
 - guarded: `workbench.migration.dry_run(...)` end to end from the dataset, with the check (the
@@ -41,11 +41,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import dryrun_data  # noqa: E402
 
-from workbench import integrity  # noqa: E402
-from workbench.dataset import open_location  # noqa: E402
-from workbench.load import from_dataset  # noqa: E402
+from workbench.dataset import integrity  # noqa: E402
+from workbench.dataset.load import from_dataset  # noqa: E402
+from workbench.dataset.location import open_location  # noqa: E402
 from workbench.migration import dry_run  # noqa: E402
-from workbench.policy_reports import ReportParams, effectiveness_report  # noqa: E402
+from workbench.reports.policy import ReportParams, effectiveness_report  # noqa: E402
 
 NOW = "2026-11-23T00:00:00.000Z"
 

@@ -51,15 +51,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import polars as pl  # noqa: E402
-
 import dryrun_data  # noqa: E402
+import polars as pl  # noqa: E402
 import scalar_dry_run  # noqa: E402
-from gate.signing import Ed25519Key, Ed25519ReceiptSigner  # noqa: E402
+
+from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner  # noqa: E402
 from workbench.migration import dry_run, write_dry_run  # noqa: E402
 from workbench.migration.compute import replay  # noqa: E402
-from workbench.migration.run import load_history  # noqa: E402
 from workbench.migration.draft import load_draft  # noqa: E402
+from workbench.migration.run import load_history  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 NOW = "2026-11-22T00:00:00.000Z"

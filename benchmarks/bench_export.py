@@ -36,17 +36,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results" / "export.json"
 
-from workbench.partwriter import BUFFER_ROWS  # noqa: E402
+from workbench.dataset.partwriter import BUFFER_ROWS  # noqa: E402
 
 CHILD = """
 import sys, time
 from datetime import datetime, timezone
 from gate.ledger import Ledger
-from workbench.export import export_ledger
+from workbench.dataset.export import export_ledger
 started = time.perf_counter()
 ledger = Ledger(sys.argv[1]) if sys.argv[3] != "synth" else None
 if sys.argv[3] == "synth":
-    from workbench.synth import synthesize
+    from workbench.dataset.synth import synthesize
     manifest = synthesize(sys.argv[2], decisions=int(sys.argv[1]))
     print(time.perf_counter() - started, manifest["tables"]["decisions"]["rows"], end=" ")
 elif sys.argv[3] == "export":
@@ -74,8 +74,8 @@ def child(url: str, out: str, mode: str) -> dict:
 
 
 def seed_base(path: Path, decisions: int) -> None:
-    from gate.keyconfig import SigningSetup
-    from gate.signing import generate_keyring
+    from gate.keys.config import SigningSetup
+    from gate.keys.signing import generate_keyring
     from workbench.demo.seed import seed_ledger_at
 
     keys = path.parent / "keys.json"
@@ -187,7 +187,7 @@ def main() -> None:
     first, last = results["sizes"][0], results["sizes"][-1]
     growth = last["full"]["peak_rss_mib"] - first["full"]["peak_rss_mib"]
     # What was measured, not a conclusion: the writer caps its buffers at BUFFER_ROWS rows in all
-    # (workbench/partwriter.py), so the peak should level off once they fill; a size between
+    # (workbench/dataset/partwriter.py), so the peak should level off once they fill; a size between
     # the two shows whether it has.
     results["extrapolation"] = (
         f"peak memory {min(peaks)}–{max(peaks)} MiB from {first['decisions']:,} to {last['decisions']:,} decisions "

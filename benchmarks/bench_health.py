@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.load import Frames, from_dataset  # noqa: E402
-from workbench.policy_reports import ReportParams, anomaly_report, effectiveness_report  # noqa: E402
+from workbench.dataset.load import Frames, from_dataset  # noqa: E402
+from workbench.reports.policy import ReportParams, anomaly_report, effectiveness_report  # noqa: E402
 
 POLICY = "refund_approval"
 

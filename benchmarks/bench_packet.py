@@ -1,7 +1,7 @@
 """Decision Packet verification (gate.packets.verify_packet) vs recomputing the whole chain.
 
-Builds, once and in memory, a caller chain of 100,000 links (`gate.chain.new_link`) with its
-RFC 6962 node store (`gate.merkle.CompactRange`), and one real decision near the head with
+Builds, once and in memory, a caller chain of 100,000 links (`gate.chain.links.new_link`) with its
+RFC 6962 node store (`gate.chain.merkle.CompactRange`), and one real decision near the head with
 1,000 execution receipts, 30 outcomes and 10 CRM syncs (`gate.receipts` builders). Its packet
 is exported with execution_limit 1000 and chain_limit 20 (window of 20 links, an inclusion
 proof of ~17 hashes, a signed checkpoint), then measured in the same run:
@@ -35,10 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "packets"))  # the realistic part builders of the packet tests
 
-from gate.canonical import canonical_text  # noqa: E402
-from gate.chain import verify_links  # noqa: E402
-from gate.merkle import mth  # noqa: E402
-from gate.packets import PacketOptions, build_packet, verify_packet  # noqa: E402
 from packet_support import (  # noqa: E402
     Chain,
     anchors,
@@ -50,6 +46,11 @@ from packet_support import (  # noqa: E402
     make_record,
     outcomes,
 )
+
+from gate.chain.links import verify_links  # noqa: E402
+from gate.chain.merkle import mth  # noqa: E402
+from gate.packets import PacketOptions, build_packet, verify_packet  # noqa: E402
+from gate.protocol.canonical import canonical_text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "packet.json"
 TARGET_MS = 50.0

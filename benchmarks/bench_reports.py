@@ -14,10 +14,10 @@ benchmarks/results/ (git-ignored).
 
 What is timed (best of `--repeat` runs, wall clock, load average printed beside):
 
-* ours: `workbench.policy_reports` over `workbench.load.from_dataset` (manifest, rollups,
+* ours: `workbench.reports.policy` over `workbench.dataset.load.from_dataset` (manifest, rollups,
   merge, finalize, envelope and hash), one figure per report: effectiveness, anomalies,
   benchmarks. A whole-history report merges the dataset's report rollups
-  (`workbench.rollups`), which the export keeps current; building them for the whole dataset
+  (`workbench.dataset.rollups`), which the export keeps current; building them for the whole dataset
   (what a first export or a full rebuild pays once) is timed and printed separately;
 * ours from rows: the same reports with the rollups set aside, the engines over every decision
   and outcome (best of `--rows-repeat`); both must give identical reports, hashes included;
@@ -51,14 +51,22 @@ from dataclasses import replace  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from workbench import integrity, rollups  # noqa: E402
-from workbench.dataset import open_location  # noqa: E402
-from workbench.export import new_manifest, record_files  # noqa: E402
-from workbench.load import conform, from_dataset  # noqa: E402
-from workbench.policy_reports import (  # noqa: E402
-    CLASSES, ReportParams, anomaly_report, benchmark_report, effectiveness_report)
-from workbench.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
-from workbench.synth import facts_columns_table  # noqa: E402
+from workbench.dataset import (
+    integrity,  # noqa: E402
+    rollups,  # noqa: E402
+)
+from workbench.dataset.export import new_manifest, record_files  # noqa: E402
+from workbench.dataset.load import conform, from_dataset  # noqa: E402
+from workbench.dataset.location import open_location  # noqa: E402
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
+from workbench.dataset.synth import facts_columns_table  # noqa: E402
+from workbench.reports.policy import (  # noqa: E402
+    CLASSES,
+    ReportParams,
+    anomaly_report,
+    benchmark_report,
+    effectiveness_report,
+)
 
 POLICY = "pricing_exception"
 SCOPES = [f"tenant_{i:02d}" for i in range(20)]

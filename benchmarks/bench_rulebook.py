@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gate.canonical import sha256_hex  # noqa: E402
+from gate.protocol.canonical import sha256_hex  # noqa: E402
 from gate.rulebook import get_evaluator  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "rulebook.json"

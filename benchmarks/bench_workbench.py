@@ -26,15 +26,15 @@ sys.path.insert(0, str(ROOT))
 
 import polars as pl  # noqa: E402
 
-from gate.keyconfig import SigningSetup  # noqa: E402
+from gate.keys.config import SigningSetup  # noqa: E402
+from gate.keys.signing import generate_keyring  # noqa: E402
 from gate.ledger import Ledger  # noqa: E402
-from gate.signing import generate_keyring  # noqa: E402
 from workbench.app.state.authoring import AuthoringState  # noqa: E402
 from workbench.app.state.decisions import DecisionsState  # noqa: E402
 from workbench.app.state.migration import MigrationState  # noqa: E402
 from workbench.app.state.overview import OverviewState  # noqa: E402
 from workbench.app.store import WorkbenchStore  # noqa: E402
-from workbench.synth import synthesize  # noqa: E402
+from workbench.dataset.synth import synthesize  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 

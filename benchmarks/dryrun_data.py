@@ -21,13 +21,13 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook.compile import rule_order
-from workbench import integrity
-from workbench.dataset import open_location
+from workbench.dataset import integrity
+from workbench.dataset.location import open_location
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
-from workbench.schema import DATASET_SCHEMA_VERSION, TABLES
 
 RULEBOOK_ID = "refunds_bench"
 SCOPES = ["acme", "globex", "initech", "umbrella"]
@@ -242,7 +242,7 @@ def generate(root: Path, n: int, seed: int = 7) -> dict:
 
 def listing(root: Path) -> dict:
     """`tables` and `facts` members listing every Parquet file under `root` with its sha256,
-    bytes and rows, as the export lists its files (`workbench.integrity`)."""
+    bytes and rows, as the export lists its files (`workbench.dataset.integrity`)."""
     location = open_location(str(root))
     tables: dict = {name: {"rows": 0, "files": []} for name in TABLES}
     facts: dict = {}

@@ -16,8 +16,8 @@ def embedded_app(**app_options: Any) -> Iterator[tuple[Any, Any]]:
     The ledger's connections are closed and the home removed on exit."""
     from api.app import create_app
     from api.settings import Settings
+    from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
-    from gate.signing import generate_keyring
 
     with tempfile.TemporaryDirectory() as home:
         keyring = Path(home) / "signing-keys.json"

@@ -25,14 +25,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gate.checkpoint_log import (
+from gate.chain.checkpoint_log import (
     CheckpointLogError,
     append_checkpoint,
     latest_checkpoint,
     read_checkpoint_log,
 )
+from gate.chain.merkle import verify_checkpoint
 from gate.errors import GateError
-from gate.merkle import verify_checkpoint
 from gate.verify import TrustAnchors
 
 MAX_ANSWER_BYTES = 1024 * 1024
@@ -128,10 +128,10 @@ def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAn
 
 
 def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, Path]:
-    from gate.audit import AuditChainService
-    from gate.chain import chain_id_for
+    from gate.chain.links import chain_id_for
     from gate.clock import SystemClock
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
+    from gate.services.chains import AuditChainService
     from gate_cli.main import _ledger, _settings
 
     settings = _settings()

@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
-from gate.canonical import sha256_bytes_hex
+from gate.protocol.canonical import sha256_bytes_hex
 
 FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "conformance"
 REGISTRY_PLACEHOLDER = "$registry"

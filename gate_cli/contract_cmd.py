@@ -4,7 +4,7 @@
   endpoint (gate_cli/conformance.py); exit 0 only when every fixture passed, 1 when any failed,
   3 when some were skipped (incomplete), 2 for unusable arguments.
 * `gate migration check MANIFEST [--rulebook FILE] [--corpus DIR] [--json]`: a
-  `rulebook_migration_v1` manifest against the golden replay corpus (gate/migration_gate.py);
+  `rulebook_migration_v1` manifest against the golden replay corpus (gate/replay/migration_check.py);
   exit 0 only when the gate passed, 1 when it did not (or could not run), 2 for unreadable files.
 The API key may also come from `GATE_API_KEY` (never logged, never printed).
 """
@@ -40,9 +40,9 @@ def _adapters():
 
 
 def cmd_migration_check(args) -> int:
-    from gate.canonical import CanonicalJSONError, parse_strict
-    from gate.golden import CORPUS_DIR
-    from gate.migration_gate import check_migration
+    from gate.protocol.canonical import CanonicalJSONError, parse_strict
+    from gate.replay.golden import CORPUS_DIR
+    from gate.replay.migration_check import check_migration
 
     documents = {}
     for name, path in (("manifest", args.manifest), ("rulebook", args.rulebook)):

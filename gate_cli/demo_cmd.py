@@ -17,8 +17,8 @@ from pathlib import Path
 
 def _signing(settings):
     from gate.clock import SystemClock, iso_ms
-    from gate.keyconfig import SigningSetup
-    from gate.signing import generate_keyring
+    from gate.keys.config import SigningSetup
+    from gate.keys.signing import generate_keyring
 
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
@@ -81,8 +81,8 @@ def cmd_demo_synth(args) -> int:
     import time
 
     from gate_cli.progress import ProgressBar
-    from workbench.dataset import DatasetError
-    from workbench.synth import synthesize
+    from workbench.dataset.location import DatasetError
+    from workbench.dataset.synth import synthesize
 
     started = time.monotonic()
     try:

@@ -62,7 +62,7 @@ def _fail(error, as_json: bool) -> int:
 
 def _signing():
     from api.settings import Settings
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
 
     settings = Settings.from_env()
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
@@ -72,7 +72,7 @@ def _signing():
 
 def _digest_store(settings) -> None:
     """Dataset files checked against their manifest are remembered in GATE_HOME by identity."""
-    from workbench import integrity
+    from workbench.dataset import integrity
 
     integrity.use_digest_store(integrity.digest_store_of(settings.home))
 

@@ -21,8 +21,8 @@ def cmd_export(args) -> int:
     from api.settings import Settings
     from gate.errors import LedgerUnavailable
     from gate.ledger import Ledger
-    from workbench.dataset import DatasetError
-    from workbench.export import export_ledger
+    from workbench.dataset.export import export_ledger
+    from workbench.dataset.location import DatasetError
 
     if args.batch_size < 1 or args.batch_size > 50_000:
         print("gate export: --batch-size must be from 1 to 50000", file=sys.stderr)
@@ -74,8 +74,8 @@ def cmd_export(args) -> int:
 def _dataset_signer(settings):
     """The key that signs the dataset manifest: the keyring's active Ed25519 key (anyone with
     the public key registry verifies it offline), else the HMAC receipt secret, else None."""
-    from gate.keyconfig import SigningSetup
-    from gate.signing import receipt_signer_for
+    from gate.keys.config import SigningSetup
+    from gate.keys.signing import receipt_signer_for
 
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)

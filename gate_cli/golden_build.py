@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gate import constants as C
-from gate.canonical import sha256_bytes_hex
+from gate import vocabulary as C
+from gate.protocol.canonical import sha256_bytes_hex
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = ROOT / "data" / "golden" / "requests.json"
@@ -49,9 +49,9 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
     already in `out` that stay as they are (listed first); `id_prefix` keeps decision ids of
     an appended batch apart from the existing ones."""
     from gate.clock import FixedClock
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.service import Caller, DecisionService
+    from gate.services.decide import Caller, DecisionService
 
     out = Path(out)
     (out / "fixtures").mkdir(parents=True, exist_ok=True)

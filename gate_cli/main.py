@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gate import __version__
-from gate.constants import INTERFACE_VERSION
+from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.help import HelpFormatter, apply_everywhere
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
@@ -72,7 +72,7 @@ def _now():
 def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
                label: str | None = None) -> dict:
     """Create an API key; returns the one-time JSON (the key itself is never stored)."""
-    from gate.apikeys import new_api_key
+    from gate.keys.apikeys import new_api_key
 
     if plan not in settings.plans:
         raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
@@ -137,7 +137,7 @@ def cmd_keys(args) -> int:
         print(f"{args.key_id} {status}")
         return 0
     if args.keys_command == "signing-init":
-        from gate.signing import generate_keyring
+        from gate.keys.signing import generate_keyring
 
         path = settings.signing_key_file
         if path.exists() and not args.force:
@@ -149,7 +149,7 @@ def cmd_keys(args) -> int:
         print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
         return 0
     if args.keys_command == "signing-rotate":
-        from gate.signing import rotate_keyring
+        from gate.keys.signing import rotate_keyring
 
         if not settings.signing_key_file.exists():
             raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
@@ -181,7 +181,7 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
 
 def startup_notes(settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
 
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
@@ -208,8 +208,7 @@ def cmd_demo(args) -> int:
     The API's and the workbench's ports are tried first: a busy one stops the demo with one line
     naming it (and how to pick another) before anything is seeded. The walkthrough is printed
     once the API's socket is bound, the workbench's address once the workbench listens."""
-    from gate.signing import generate_keyring
-
+    from gate.keys.signing import generate_keyring
     from gate_cli.demo_cmd import demo_walkthrough, port_problem, seed_on_first_run
 
     problem = port_problem(args.host, args.port, args.workbench_port)

@@ -2,7 +2,7 @@
 the API on the terminal, from the live ledger (default) or from an exported Parquet dataset.
 
 The numbers are the API's: the same loader contract, engines and envelopes
-(`workbench.policy_reports`). Readable text by default; `--json` prints the sealed report
+(`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
 exactly as the endpoint answers it. Exit status 2 on bad input (unknown parameter values, a
 dataset of another schema version), with the reason on stderr.
 """
@@ -24,14 +24,14 @@ DATASET_LIMIT = 1_000_000_000
 
 class _ReportHelp(HelpFormatter):
     """`gate report --help`: each endpoint parameter's meaning, range, default and the reports
-    that take it, read from `workbench.policy_reports.PARAMS` when help is shown (so `gate`
+    that take it, read from `workbench.reports.policy.PARAMS` when help is shown (so `gate`
     starts without Polars, and the help cannot drift from what the reports apply)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         if action.dest not in OPTIONS:
             return super()._get_help_string(action)
         try:
-            from workbench.policy_reports import KIND_PARAMS, PARAMS
+            from workbench.reports.policy import KIND_PARAMS, PARAMS
         except ImportError:  # a core-only install: no reports to run anyway
             return action.help or ""
         kinds = ", ".join(kind for kind in KINDS if action.dest in KIND_PARAMS[kind])
@@ -68,15 +68,15 @@ def _fail(message: str) -> int:
 def _digest_store() -> None:
     """Files checked against the dataset's manifest are remembered in GATE_HOME by identity."""
     from api.settings import Settings
-    from workbench import integrity
+    from workbench.dataset import integrity
 
     integrity.use_digest_store(integrity.digest_store_of(Settings.from_env().home))
 
 
 def cmd_report(args) -> int:
     from gate.errors import GateError
-    from workbench.load import DatasetError, from_dataset, from_ledger
-    from workbench.policy_reports import (
+    from workbench.dataset.load import DatasetError, from_dataset, from_ledger
+    from workbench.reports.policy import (
         anomaly_report,
         benchmark_report,
         confidence_report,
@@ -109,8 +109,8 @@ def cmd_report(args) -> int:
         opted_in: set[str] = set()
         cohort: list[str] = []
         if args.kind == "benchmarks":
-            from workbench.policy_reports import cohort_scopes
             from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+            from workbench.reports.policy import cohort_scopes
 
             opted_in = benchmark_opt_ins(ledger)
             cohort = cohort_scopes(opted_in, args.scope, MAX_SCOPES)

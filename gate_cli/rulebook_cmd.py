@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gate.canonical import CanonicalJSONError, parse_strict
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.rulebook import validate_rulebook
 from gate_cli.numbers import near_text, witness_text
 

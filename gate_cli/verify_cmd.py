@@ -18,11 +18,16 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from gate.canonical import CanonicalJSONError, parse_strict
-from gate.checkpoint_log import CheckpointLogError, read_checkpoint_log
+from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.errors import GateError
 from gate.packets import verify_packet
-from gate.verify import SOURCE_KEY_REGISTRY_FILE, SOURCE_KEY_REGISTRY_URL, TrustAnchors, verify_record
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.verify import (
+    SOURCE_KEY_REGISTRY_FILE,
+    SOURCE_KEY_REGISTRY_URL,
+    TrustAnchors,
+    verify_record,
+)
 from gate_cli.packet_report import is_packet, packet_report
 
 

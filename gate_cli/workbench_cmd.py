@@ -118,7 +118,7 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
 
 
 def build_store(settings, dataset: str | None):
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
 

@@ -18,7 +18,7 @@
 #
 # Every number comes from the functions behind the API's
 # `GET /api/decision/policies/{policy_id}/anomalies` and `…/effectiveness` and the workbench
-# (`workbench.policy_reports`), over the Parquet dataset `gate export` writes. The dataset is
+# (`workbench.reports.policy`), over the Parquet dataset `gate export` writes. The dataset is
 # `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project root (which
 # `scripts/demo` fills), whatever folder the kernel runs in. `GATE_SCOPE` picks the scope
 # (default `demo`), `GATE_POLICY` the policy (default: the one with the strongest finding).
@@ -29,10 +29,10 @@ import os
 
 import polars as pl
 
-from workbench import notebook_plots as plots
+from workbench.dataset.load import from_dataset
 from workbench.engines.common import latest_outcomes
-from workbench.load import from_dataset
-from workbench.notebook_support import (
+from workbench.notebooks import plots
+from workbench.notebooks.support import (
     FACT_NAME,
     decision_frames,
     fact_points,
@@ -41,7 +41,12 @@ from workbench.notebook_support import (
     setup,
     version_changes,
 )
-from workbench.policy_reports import CLASSES, ReportParams, anomaly_report, effectiveness_report
+from workbench.reports.policy import (
+    CLASSES,
+    ReportParams,
+    anomaly_report,
+    effectiveness_report,
+)
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET, SCOPE = PATHS.dataset, os.environ.get("GATE_SCOPE", "demo")

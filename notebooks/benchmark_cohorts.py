@@ -15,7 +15,7 @@
 # same policy. Percentiles appear only past the anonymity floors (`min_cohort_scopes`,
 # `min_cohort_decisions`); no scope name and no record of another scope is ever shown. The
 # numbers are those of `GET /api/decision/policies/{policy_id}/benchmarks`
-# (`workbench.policy_reports.benchmark_report`).
+# (`workbench.reports.policy.benchmark_report`).
 #
 # The dataset is `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project
 # root (which `scripts/demo` fills), whatever folder the kernel runs in.
@@ -25,10 +25,10 @@ import os
 
 import polars as pl
 
-from workbench import notebook_plots as plots
-from workbench.load import from_dataset
-from workbench.notebook_support import setup
-from workbench.policy_reports import ReportParams, benchmark_report
+from workbench.dataset.load import from_dataset
+from workbench.notebooks import plots
+from workbench.notebooks.support import setup
+from workbench.reports.policy import ReportParams, benchmark_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET = PATHS.dataset

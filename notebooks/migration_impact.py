@@ -28,11 +28,11 @@ import os
 import polars as pl
 
 from gate.rulebook.analysis import semantic_diff
-from workbench import notebook_plots as plots
-from workbench.load import from_dataset
+from workbench.dataset.load import from_dataset
 from workbench.migration.run import dry_run
-from workbench.notebook_support import report_row, setup
-from workbench.policy_reports import ReportParams, effectiveness_report
+from workbench.notebooks import plots
+from workbench.notebooks.support import report_row, setup
+from workbench.reports.policy import ReportParams, effectiveness_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET, RULEBOOKS = PATHS.dataset, PATHS.rulebooks

@@ -23,10 +23,8 @@ from __future__ import annotations
 import sys
 
 import libcst as cst
-
 import mutmut.mutation.file_mutation as file_mutation
 import mutmut.mutation.mutators as mutators
-
 
 CODE_STRINGS = {"gate/rulebook/compile.py"}
 _current = {"file": ""}

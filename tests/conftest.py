@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("GATE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SAMPLE_REQUEST = ROOT / "data" / "requests" / "pricing-exception.json"
@@ -134,7 +133,7 @@ def database_url(request, tmp_path, sqlite_template):
 @pytest.fixture
 def gate_env(tmp_path, database_url):
     """Environment for a gate process or app: its own home, ledger and signing keyring."""
-    from gate.signing import generate_keyring
+    from gate.keys.signing import generate_keyring
 
     home = tmp_path / "home"
     home.mkdir()

@@ -11,8 +11,8 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from gate.canonical import sha256_hex
 from gate.errors import GateError
+from gate.protocol.canonical import sha256_hex
 
 ADAPTER_ID = "refund_window"
 VERSION = "1.0.0"

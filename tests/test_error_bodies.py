@@ -384,7 +384,7 @@ def _served(c, payload: bytes):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, sqlite_template):
     """One real `gate serve` (1 worker, 1 s read timeout) for the codes the HTTP server answers."""
-    from gate.signing import generate_keyring
+    from gate.keys.signing import generate_keyring
 
     home = tmp_path_factory.mktemp("served")
     shutil.copyfile(sqlite_template, home / "gate.db")

@@ -14,9 +14,9 @@ from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.query import int_arg
 from api.runtime import keyed, runtime
-from gate.audit import consistency_for, inclusion_for, owns_chain
 from gate.errors import GateError
-from gate.service import Caller
+from gate.services.chains import consistency_for, inclusion_for, owns_chain
+from gate.services.decide import Caller
 
 bp = Blueprint("chains", __name__)
 

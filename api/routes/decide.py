@@ -19,8 +19,8 @@ from api.runtime import (
     runtime,
 )
 from gate.errors import GateError, MonthlyCapExceeded
-from gate.records import project_view
-from gate.service import Caller
+from gate.protocol.records import project_view
+from gate.services.decide import Caller
 
 bp = Blueprint("decide", __name__)
 LOG = logging.getLogger(__name__)

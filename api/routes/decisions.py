@@ -11,12 +11,12 @@ from api.errors import error_response, json_response
 from api.jsonio import parse_json_bytes, read_json, read_json_bytes
 from api.public_limits import verification_slot
 from api.runtime import keyed, requested_view, runtime
-from gate import constants as C
-from gate.canonical import MAX_DOCUMENT_DEPTH
+from gate import vocabulary as C
 from gate.errors import GateError
-from gate.hosted_verify import verify_stored_decision
-from gate.records import project_view
-from gate.service import Caller
+from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
+from gate.protocol.records import project_view
+from gate.services.decide import Caller
+from gate.services.verification import verify_stored_decision
 from gate.verify import verify_record
 
 bp = Blueprint("decisions", __name__)

@@ -8,8 +8,8 @@ from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.query import int_arg
 from api.runtime import idempotency_key_header, keyed, runtime
-from gate.lifecycle import KINDS, Kind
-from gate.service import Caller
+from gate.services.decide import Caller
+from gate.services.lifecycle import KINDS, Kind
 
 bp = Blueprint("lifecycle", __name__)
 

@@ -37,15 +37,15 @@ from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, runtime
-from gate import constants as C
-from gate.canonical import sha256_hex
+from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.ledger.operations import PilotStore, proof_counts, recent_policy_ids
 from gate.policychecks.tables import load_tables
-from gate.service import Caller
-from workbench.load import from_ledger
-from workbench.policy_reports import ReportParams, anomaly_report
+from gate.protocol.canonical import sha256_hex
+from gate.services.decide import Caller
+from workbench.dataset.load import from_ledger
+from workbench.reports.policy import ReportParams, anomaly_report
 
 bp = Blueprint("operations", __name__)
 

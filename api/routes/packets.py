@@ -18,16 +18,16 @@ from api.jsonio import parse_json_bytes, read_json_bytes
 from api.public_limits import verification_slot
 from api.query import int_arg
 from api.runtime import keyed, runtime
-from gate import constants as C
-from gate.audit import packet_chain_excerpt
-from gate.canonical import MAX_DOCUMENT_DEPTH
+from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
-from gate.lifecycle import KINDS
 from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
-from gate.service import Caller
-from workbench.load import from_ledger
-from workbench.policy_reports import ReportParams, packet_intelligence
+from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
+from gate.services.chains import packet_chain_excerpt
+from gate.services.decide import Caller
+from gate.services.lifecycle import KINDS
+from workbench.dataset.load import from_ledger
+from workbench.reports.policy import ReportParams, packet_intelligence
 
 bp = Blueprint("packets", __name__)
 

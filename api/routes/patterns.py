@@ -1,5 +1,5 @@
 """`GET /api/decision/policy-patterns`: the public policy pattern registry (spec "Registries and
-patterns"; `gate.patterns` builds it). `?pattern_id=` (a pattern id or a policy id) answers one
+patterns"; `gate.rulebook.patterns` builds it). `?pattern_id=` (a pattern id or a policy id) answers one
 `policy_pattern`, `?tag=` filters the list; an unknown pattern is 404 `POLICY_PATTERN_NOT_FOUND`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from flask import Blueprint, request
 
 from api.errors import error_response, json_response
-from gate.patterns import REGISTRY_VERSION, load_patterns
+from gate.rulebook.patterns import REGISTRY_VERSION, load_patterns
 
 bp = Blueprint("patterns", __name__)
 

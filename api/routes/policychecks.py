@@ -19,16 +19,27 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app, request
 
+from api.client_limits import client_limit, hit_client_limit
 from api.errors import error_response, json_response
 from api.jsonio import dumps, read_json
-from api.client_limits import client_limit, hit_client_limit
 from api.mcp import (
-    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_ALLOWED, PARSE_ERROR, PROTOCOL_VERSIONS, RATE_LIMITED,
-    McpEndpoint, error_message,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_ALLOWED,
+    PARSE_ERROR,
+    PROTOCOL_VERSIONS,
+    RATE_LIMITED,
+    McpEndpoint,
+    error_message,
 )
 from api.runtime import runtime
 from gate.errors import GateError
-from gate.policychecks.checks import CHECKS, ArgumentsInvalid, CheckFailed, PolicyCheckService
+from gate.services.policychecks import (
+    CHECKS,
+    ArgumentsInvalid,
+    CheckFailed,
+    PolicyCheckService,
+)
 
 MAX_BODY_BYTES = 65_536
 MAX_DEPTH = 32

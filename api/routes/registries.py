@@ -12,11 +12,11 @@ from flask import Blueprint, request
 from api.errors import error_response, json_response
 from api.runtime import keyed, runtime
 from gate import __version__
-from gate import constants as C
-from gate.keyconfig import FIX_MISSING_KEYRING
-from gate.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate import vocabulary as C
+from gate.keys.config import FIX_MISSING_KEYRING
+from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import schema_hash
-from gate.service import Caller
+from gate.services.decide import Caller
 
 bp = Blueprint("registries", __name__)
 

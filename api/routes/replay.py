@@ -18,9 +18,9 @@ from api.costs import Weight, charged
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.runtime import keyed, requested_view, runtime
-from gate import constants as C
-from gate.replay import REPLAY_CURRENT
-from gate.service import Caller
+from gate import vocabulary as C
+from gate.replay.historical import REPLAY_CURRENT
+from gate.services.decide import Caller
 
 bp = Blueprint("replay", __name__)
 

@@ -2,7 +2,7 @@
 
 `GET /api/decision/policies/{policy_id}/{effectiveness|anomalies|benchmarks}` load the caller's
 most recent decisions of the policy (and their outcomes) from the ledger, run the same engines
-as the CLI and the workbench (`workbench.policy_reports`), and answer the sealed report.
+as the CLI and the workbench (`workbench.reports.policy`), and answer the sealed report.
 
 Scoping: a report only ever reads the caller's own scope (benchmarks add anonymized cohorts of
 opted-in scopes, never their names or records). A policy id the caller has no decisions for,
@@ -16,7 +16,6 @@ unit plus one per started 50 decisions its `limit` lets it read (default 1,000: 
 
 from __future__ import annotations
 
-
 from flask import Blueprint, request
 
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
@@ -24,13 +23,13 @@ from api.errors import json_response
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-from gate.service import Caller
-from workbench.load import from_ledger
-from workbench.policy_reports import (
-    confidence_report,
-    cohort_scopes,
+from gate.services.decide import Caller
+from workbench.dataset.load import from_ledger
+from workbench.reports.policy import (
     anomaly_report,
     benchmark_report,
+    cohort_scopes,
+    confidence_report,
     effectiveness_report,
     parse_params,
 )

@@ -32,10 +32,10 @@ from api.errors import error_response
 from api.jsonio import dumps, read_json
 from api.routes.policychecks import MAX_BODY_BYTES, MAX_DEPTH, checks
 from api.runtime import runtime
-from gate.canonical import sha256_hex
 from gate.errors import GateError
 from gate.ledger.workflows import WorkflowStore
-from gate.policychecks.checks import ArgumentsInvalid, CheckFailed
+from gate.protocol.canonical import sha256_hex
+from gate.services.policychecks import ArgumentsInvalid, CheckFailed
 
 bp = Blueprint("workflows", __name__)
 

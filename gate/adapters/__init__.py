@@ -31,17 +31,19 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Iterable
 
-from gate import constants as C
+from gate import vocabulary as C
 from gate.adapters.executor import WorkerPool
 from gate.adapters.manifest import (
     ADAPTER_ID as _ADAPTER_ID,
+)
+from gate.adapters.manifest import (
     AdapterDefinitionError,
     RegisteredAdapter,
     adapter_from_source,
     schema_errors,
 )
-from gate.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.errors import GateError
+from gate.protocol.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.rulebook.budget import check_facts
 
 __all__ = [

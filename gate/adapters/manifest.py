@@ -34,8 +34,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from gate import constants as C
-from gate.canonical import clone, sha256_hex
+from gate import vocabulary as C
+from gate.protocol.canonical import clone, sha256_hex
 
 ADAPTER_ID = re.compile(r"^[a-z][a-z0-9_.:-]{1,119}$")
 SEMVER = re.compile(r"^\d+\.\d+\.\d+$")

@@ -14,5 +14,5 @@ Modules (imported directly; this package imports nothing so that `gate.verify` c
 * `request`: validation of an advisory Decision Request;
 * `record`: the advisory record builder and its `output_hash`;
 * `service`: orchestration (idempotency, advisors, record, ledger) called from
-  `gate.service.DecisionService.decide`.
+  `gate.services.decide.DecisionService.decide`.
 """

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from gate.canonical import sha256_hex
-from gate.constants import EVALUATOR_VERSION
-from gate.patterns import Pattern, PatternRegistry
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
+from gate.rulebook.patterns import Pattern, PatternRegistry
+from gate.vocabulary import EVALUATOR_VERSION
 
 DECISIONS = ("yes", "no", "review")
 OFFLINE_ADVISOR_ID = "policy_pattern_rulebook"

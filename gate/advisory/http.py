@@ -34,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gate.advisory.advisors import AdvisoryQuestion, Vote
-from gate.canonical import canonical_text, sha256_bytes_hex
+from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 
 MAX_RESPONSE_BYTES = 262_144
 MAX_RATIONALE = 500

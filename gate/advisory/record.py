@@ -15,7 +15,7 @@ contract members `decision_contract: {authority: "advisory_only", production_ver
 `production_binding_required: true` are on every advisory record.
 
 Hashes: `record_hash`, `receipt_hash` and the receipt signature exactly as for every record
-(`gate.records.seal_record`). The members the reference's envelope leaves out (`c`, `v`,
+(`gate.protocol.records.seal_record`). The members the reference's envelope leaves out (`c`, `v`,
 `advisory_verdict`, `mode`, the contract and the `advisory` block with every vote) are bound by
 ``output_hash = sha256(canonical({status, mode, c, v, verdict, advisory_verdict, action, evidence,
 decision_contract, production_binding_required, advisory}))``, which is in the envelope and
@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from gate.advisory.advisors import RULES, Combined, Vote
-from gate.canonical import clone, sha256_hex
-from gate.constants import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
-from gate.records import (
+from gate.keys.signing import ReceiptSigner
+from gate.protocol.canonical import clone, sha256_hex
+from gate.protocol.records import (
     MAX_ACTION,
     MAX_EVIDENCE_CHARS,
     MAX_EVIDENCE_ITEMS,
@@ -41,7 +41,7 @@ from gate.records import (
     limit_text,
     seal_record,
 )
-from gate.signing import ReceiptSigner
+from gate.vocabulary import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
 
 ADVISORY_VERSION = "decision_advisory_v1"
 ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}

@@ -25,10 +25,15 @@ import json
 from typing import Any
 
 from gate.advisory.record import build_advisory_record
-from gate.canonical import clone, sha256_bytes_hex, sha256_hex
 from gate.errors import GateError
-from gate.replay import (
-    REPLAY_HISTORICAL, ReplayRequest, StoredMaterial, input_unavailable, lineage_unavailable, replay_summary,
+from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
+from gate.replay.historical import (
+    REPLAY_HISTORICAL,
+    ReplayRequest,
+    StoredMaterial,
+    input_unavailable,
+    lineage_unavailable,
+    replay_summary,
 )
 
 AGAINST_ADVISORY_PANEL = "current_advisory_panel"

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate import constants as C
+from gate import vocabulary as C
 from gate.errors import GateError
-from gate.patterns import Pattern, PatternRegistry
-from gate.requests import forbidden_output_fields
+from gate.protocol.requests import forbidden_output_fields
 from gate.rulebook.budget import check_facts
+from gate.rulebook.patterns import Pattern, PatternRegistry
 
 MAX_QUESTION = 2000
 DEFAULT_MODE = "single"

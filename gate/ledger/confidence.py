@@ -28,9 +28,14 @@ from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
-from gate.confidence import ConfidenceCounts
 from gate.ledger.tables import confidence_counters, outcome_latest
-from gate.receipts.values import EFFECT_EXCLUDED, EFFECT_FAILURE, EFFECT_OPEN, EFFECT_SUCCESS
+from gate.protocol.confidence import ConfidenceCounts
+from gate.receipts.values import (
+    EFFECT_EXCLUDED,
+    EFFECT_FAILURE,
+    EFFECT_OPEN,
+    EFFECT_SUCCESS,
+)
 
 ALL = ""  # the roll-up value of verdict, action and policy_version
 _COLUMN_OF = {EFFECT_SUCCESS: "n_success", EFFECT_FAILURE: "n_failure",

@@ -9,7 +9,7 @@ The claim protocol (spec idempotency table, "POST …/execution with key"):
    receipt and a retry can proceed.
 A pending claim older than `stale_after` seconds (its writer died) can be taken over.
 
-Every receipt row is also appended to its decision's receipt chain (`gate.rowseal`) in the
+Every receipt row is also appended to its decision's receipt chain (`gate.chain.rowseal`) in the
 same transaction: the decision's `receipt_heads` row is locked first, the receipt gets the
 next `sequence` and the head's `row_hash` as `previous_row_hash`, and the head is advanced
 and re-signed. So sequences are contiguous per decision and the head always names the newest
@@ -24,11 +24,11 @@ from typing import Any, Callable
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from gate.chain.rowseal import receipt_row_hash
 from gate.errors import LedgerUnavailable
 from gate.ledger.confidence import OutcomeMove, apply_outcome
 from gate.ledger.store import Ledger
 from gate.ledger.tables import idempotency_claims, lifecycle_receipts, receipt_heads
-from gate.rowseal import receipt_row_hash
 
 # (decision_id, count, head_row_hash) -> (key_id, signature), both None without a signer.
 HeadSigner = Callable[[str, int, str], tuple[str | None, str | None]]

@@ -14,7 +14,13 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.errors import LedgerUnavailable
 from gate.ledger.store import Ledger
-from gate.ledger.tables import chain_heads, decisions, lifecycle_receipts, pilot_intakes, workflow_runs
+from gate.ledger.tables import (
+    chain_heads,
+    decisions,
+    lifecycle_receipts,
+    pilot_intakes,
+    workflow_runs,
+)
 
 ADVISORY_POLICY_PREFIX = "advisory."  # gate.advisory.record.POLICY_PREFIX (kept free of that import)
 

@@ -2,7 +2,7 @@
 policy, the receipts of exactly those decisions, and the per-scope benchmark opt-in.
 
 Rows have the columns of `gate.ledger.stream` (`DECISION_COLUMNS` plus `chain_position`,
-`RECEIPT_COLUMNS`), so `workbench.convert` turns them into the dataset contract unchanged.
+`RECEIPT_COLUMNS`), so `workbench.dataset.convert` turns them into the dataset contract unchanged.
 Every read is bounded: `limit` decisions per scope (at most `MAX_LIMIT`), and the receipts of
 those decisions only.
 """
@@ -15,7 +15,12 @@ from sqlalchemy import func, insert, select, update
 
 from gate.ledger.store import Ledger
 from gate.ledger.stream import DECISION_COLUMNS, RECEIPT_COLUMNS
-from gate.ledger.tables import chain_links, decisions, lifecycle_receipts, scope_benchmark_settings
+from gate.ledger.tables import (
+    chain_links,
+    decisions,
+    lifecycle_receipts,
+    scope_benchmark_settings,
+)
 
 MAX_LIMIT = 10_000
 MAX_SCOPES = 100

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -116,7 +116,7 @@ class StoredDecision:
     created_at: str
     record_json: str
     request_json: str
-    # Every other column, as stored (what `gate.rowseal` seals and verify compares).
+    # Every other column, as stored (what `gate.chain.rowseal` seals and verify compares).
     columns: dict[str, Any]
 
 
@@ -447,7 +447,7 @@ class Ledger:
 
     def chain_last_link(self, chain_id: str) -> dict[str, Any] | None:
         """The stored link with the greatest position in the chain (whatever the head row says),
-        or None for a chain without links: what a head must name (`gate.chain.chain_head_failures`)."""
+        or None for a chain without links: what a head must name (`gate.chain.links.chain_head_failures`)."""
         with self.read() as connection:
             row = connection.execute(
                 select(chain_links).where(chain_links.c.chain_id == chain_id)

@@ -1,5 +1,5 @@
 """Streaming reads of the whole ledger: the read side of the Parquet export and of the
-live-ledger loader (`workbench.load`).
+live-ledger loader (`workbench.dataset.load`).
 
 Every function here yields *batches* (lists of plain dicts, at most `batch_size` rows each) in a
 stable, documented order, and fetches each batch with its own keyset-paginated query
@@ -18,7 +18,7 @@ Orders (the keyset of each stream):
 * `iter_receipts`: `(scope, reported_at, receipt_id)`, per receipt kind.
 
 Rows carry the stored columns as stored (timestamps as the ISO 8601 text that was hashed, JSON
-as the stored text); `workbench.convert` turns them into Arrow tables.
+as the stored text); `workbench.dataset.convert` turns them into Arrow tables.
 """
 
 from __future__ import annotations

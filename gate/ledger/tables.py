@@ -88,7 +88,7 @@ decisions = Table(
     Column("created_at", String(32), nullable=False),
     Column("record_json", Text, nullable=False),
     Column("request_json", Text, nullable=False),
-    # The row's seal (gate.rowseal): hash of the columns above, and the receipt key's signature.
+    # The row's seal (gate.chain.rowseal): hash of the columns above, and the receipt key's signature.
     # Nullable only because rows written before migration 0005 have none; verify fails them.
     Column("row_hash", String(64), nullable=True),
     Column("row_signature", Text, nullable=True),
@@ -154,7 +154,7 @@ lifecycle_receipts = Table(
     Column("receipt_hash", String(64), nullable=False),
     Column("reported_at", String(32), nullable=False),
     Column("receipt_json", Text, nullable=False),
-    # Per-decision hash chain of receipt rows (gate.rowseal); null only on rows from before migration 0005.
+    # Per-decision hash chain of receipt rows (gate.chain.rowseal); null only on rows from before migration 0005.
     Column("sequence", Integer, nullable=True),
     Column("previous_row_hash", String(64), nullable=True),
     Column("row_hash", String(64), nullable=True),
@@ -204,7 +204,7 @@ scope_benchmark_settings = Table(
     Column("updated_at", String(32), nullable=False),
 )
 
-# Decision confidence counters (gate.confidence): per (scope, policy_id, verdict, action,
+# Decision confidence counters (gate.protocol.confidence): per (scope, policy_id, verdict, action,
 # policy_version) the number of decisions whose latest Outcome Record is of each effectiveness
 # class. The empty string in verdict/action/policy_version is the roll-up over that column
 # ('' is never a stored value: verdicts are yes|no|review, actions and versions are non-empty).

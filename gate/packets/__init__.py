@@ -31,11 +31,11 @@ list, and a `packet_manifest.options.*_limit` whose lists are complete.
 
 from gate.packets.build import build_packet
 from gate.packets.common import (
+    INTELLIGENCE_SECTIONS,
     LIMIT_DEFAULT,
     LIMIT_MAX,
     LIMIT_MIN,
     PACKET_CHECKS,
-    INTELLIGENCE_SECTIONS,
     PACKET_MEMBERS,
     REPORT_TYPES,
     VERIFICATION_HINTS,
@@ -45,8 +45,14 @@ from gate.packets.common import (
 )
 from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.options import PacketOptions
+
 # Private fast-path names, importable from the package path for tests/packets/test_packet_receipts.py.
-from gate.packets.receipts_fast import _BindingCache, _fast_receipt_ok, _packet_text, _ReceiptTexts
+from gate.packets.receipts_fast import (
+    _BindingCache,
+    _fast_receipt_ok,
+    _packet_text,
+    _ReceiptTexts,
+)
 from gate.packets.result import PacketVerification
 from gate.packets.verify import verify_packet, verify_packet_body
 

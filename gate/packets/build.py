@@ -11,17 +11,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from gate.canonical import sha256_hex
-from gate.chain import LINK_HASH_MEMBERS, record_audit_chain, verify_links
-from gate.constants import (
-    CANONICALIZATION,
-    CHAIN_MERKLE_STRATEGY,
-    CHAIN_TREE_ALGORITHM,
-    DECISION_CHAIN_VERSION,
-    DECISION_PACKET_VERSION,
-    HASH_ALGORITHM,
-)
-from gate.merkle import verify_inclusion
+from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
+from gate.chain.merkle import verify_inclusion
+from gate.chain.rowseal import RECEIPT_CHAIN_VERSION
+from gate.keys.signing import iso_timestamp
 from gate.packets.common import (
     _COMPONENT_NAMES,
     _LINK_MEMBERS,
@@ -38,8 +31,15 @@ from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.options import PacketOptions
 from gate.packets.result import _State
 from gate.packets.witness import consistency_member
-from gate.rowseal import RECEIPT_CHAIN_VERSION
-from gate.signing import iso_timestamp
+from gate.protocol.canonical import sha256_hex
+from gate.vocabulary import (
+    CANONICALIZATION,
+    CHAIN_MERKLE_STRATEGY,
+    CHAIN_TREE_ALGORITHM,
+    DECISION_CHAIN_VERSION,
+    DECISION_PACKET_VERSION,
+    HASH_ALGORITHM,
+)
 
 
 def _link_view(link: Mapping[str, Any]) -> dict[str, Any]:

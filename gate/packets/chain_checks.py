@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gate.canonical import CanonicalJSONError
-from gate.chain import AUDIT_CHAIN_MEMBERS, leaf_hash, record_audit_chain, verify_links
-from gate.constants import (
-    CHAIN_ENTRY_TYPE_DECISION,
-    CHAIN_MERKLE_STRATEGY,
-    CHAIN_TREE_ALGORITHM,
-    DECISION_CHAIN_VERSION,
+from gate.chain.links import (
+    AUDIT_CHAIN_MEMBERS,
+    leaf_hash,
+    record_audit_chain,
+    verify_links,
 )
-from gate.merkle import verify_checkpoint, verify_inclusion
+from gate.chain.merkle import verify_checkpoint, verify_inclusion
 from gate.packets.common import (
     _CHAIN_MEMBERS,
     _CHECKPOINT_AUTHENTICITY,
@@ -34,7 +32,14 @@ from gate.packets.common import (
 )
 from gate.packets.excerpt import chain_window
 from gate.packets.result import _State
+from gate.protocol.canonical import CanonicalJSONError
 from gate.verify import TrustAnchors
+from gate.vocabulary import (
+    CHAIN_ENTRY_TYPE_DECISION,
+    CHAIN_MERKLE_STRATEGY,
+    CHAIN_TREE_ALGORITHM,
+    DECISION_CHAIN_VERSION,
+)
 
 
 def _check_record_audit_chain(state: _State, record: Mapping[str, Any]) -> None:

@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
-from gate.chain import LINK_HASH_MEMBERS
+from gate.chain.links import LINK_HASH_MEMBERS
+from gate.chain.merkle import CHECKPOINT_BODY_MEMBERS
 from gate.errors import GateError
-from gate.merkle import CHECKPOINT_BODY_MEMBERS
-from gate.constants import DECISION_CONFIDENCE_VERSION
+from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.verify import VerificationInputError
+
 # One constant-time digest compare and one canonical equality for records and packets.
 from gate.verify.checks import _canon_equal, _digest_equal  # noqa: F401 (re-exported to the packet modules)
+from gate.vocabulary import DECISION_CONFIDENCE_VERSION
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20
 
@@ -89,7 +90,7 @@ _CHECKPOINT_AUTHENTICITY = ("public_key", "signature_algorithm", "public_key_fin
 # Fixed prose (part of the v1 format: a verifier compares it exactly, so it cannot be edited
 # into misleading instructions).
 VERIFICATION_HINTS = {
-    "links": "Recompute leaf_hash, merkle_root and link_hash of every link (gate.chain.verify_links) "
+    "links": "Recompute leaf_hash, merkle_root and link_hash of every link (gate.chain.links.verify_links) "
              "starting from window.previous_link_hash and window.previous_merkle_root; positions run "
              "from window.first_position to window.last_position without a gap.",
     "record_link": "The link at record_position names the record's decision_id, record_hash and "
@@ -133,7 +134,7 @@ PACKET_CHECKS = (
     "checkpoint_log",
 )
 _AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature", "receipt_chain_head_signature"})
-# The decision's signed receipt head (gate.rowseal): how many lifecycle receipts it has and the
+# The decision's signed receipt head (gate.chain.rowseal): how many lifecycle receipts it has and the
 # newest receipt row's hash, signed with the receipt key when exported.
 RECEIPT_HEAD_MEMBERS = ("receipt_chain_version", "decision_id", "count", "head_row_hash", "key_id", "signature")
 

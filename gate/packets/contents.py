@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gate.canonical import CanonicalJSONError
+from gate.chain.rowseal import RECEIPT_CHAIN_VERSION, receipt_head_payload
 from gate.packets.common import (
     _LISTED,
     INTELLIGENCE_SECTIONS,
@@ -19,10 +19,15 @@ from gate.packets.common import (
     _short,
     report_hash,
 )
-from gate.packets.receipts_fast import _KINDS, _BindingCache, _fast_receipt_ok, _ReceiptTexts
+from gate.packets.receipts_fast import (
+    _KINDS,
+    _BindingCache,
+    _fast_receipt_ok,
+    _ReceiptTexts,
+)
 from gate.packets.result import _State
+from gate.protocol.canonical import CanonicalJSONError
 from gate.receipts import verify_receipt_links
-from gate.rowseal import RECEIPT_CHAIN_VERSION, receipt_head_payload
 from gate.verify import TrustAnchors
 from gate.verify.ledger_rows import signature_valid
 

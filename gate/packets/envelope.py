@@ -7,8 +7,6 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gate.canonical import CanonicalJSONError
-from gate.constants import CANONICALIZATION, HASH_ALGORITHM
 from gate.packets.common import (
     _COMPONENT_NAMES,
     _ISO_MS,
@@ -27,6 +25,8 @@ from gate.packets.common import (
 )
 from gate.packets.receipts_fast import _packet_text, _ReceiptTexts
 from gate.packets.result import _State
+from gate.protocol.canonical import CanonicalJSONError
+from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM
 
 
 def _check_packet_hash(state: _State, packet: Mapping[str, Any], texts: _ReceiptTexts) -> None:

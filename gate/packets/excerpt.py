@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate.merkle import GetNode, inclusion_proof_from_nodes
+from gate.chain.merkle import GetNode, inclusion_proof_from_nodes
 from gate.packets.common import _is_int
 
 
@@ -34,7 +34,7 @@ class ChainExcerpt:
       ascending (extra store columns are dropped by the builder);
     * `inclusion_proof`: the RFC 6962 audit path of leaf `record_position - 1` in the tree of
       `chain_size` leaves;
-    * `checkpoint`: a checkpoint signed with `gate.merkle.sign_checkpoint` for
+    * `checkpoint`: a checkpoint signed with `gate.chain.merkle.sign_checkpoint` for
       (`chain_id`, `chain_size`).
     """
 
@@ -61,7 +61,7 @@ class ChainExcerpt:
         checkpoint: Mapping[str, Any],
     ) -> "ChainExcerpt":
         """Build the excerpt, reading the audit path from a node store (`get_node(level, index)`;
-        the nodes needed are `gate.merkle.nodes_needed_for_inclusion(record_position - 1, chain_size)`)."""
+        the nodes needed are `gate.chain.merkle.nodes_needed_for_inclusion(record_position - 1, chain_size)`)."""
         proof = inclusion_proof_from_nodes(record_position - 1, chain_size, get_node)
         return cls(chain_id, chain_size, head_link_hash, merkle_root, record_position,
                    tuple(links), tuple(proof), checkpoint)

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gate.errors import GateError
-from gate.packets.common import LIMIT_DEFAULT, LIMIT_MAX, LIMIT_MIN, _LIMIT_OF, _OPTION_NAMES, _is_int
+from gate.packets.common import (
+    _LIMIT_OF,
+    _OPTION_NAMES,
+    LIMIT_DEFAULT,
+    LIMIT_MAX,
+    LIMIT_MIN,
+    _is_int,
+)
 
 _INTEGER_TEXT = re.compile(r"-?[0-9]{1,12}")
 

@@ -9,14 +9,8 @@ import hmac
 from collections.abc import Mapping
 from typing import Any
 
-from gate.canonical import canonical_text, key_order
-from gate.constants import (
-    DECISION_CRM_SYNC_VERSION,
-    DECISION_EXECUTION_VERSION,
-    DECISION_OUTCOME_VERSION,
-    DECISION_PROTOCOL_VERSION,
-)
 from gate.packets.common import _LISTED, _canon, _is_hex64
+from gate.protocol.canonical import canonical_text, key_order
 from gate.receipts import (
     EXECUTION_HASH_MEMBERS,
     EXECUTION_STATUSES,
@@ -26,6 +20,12 @@ from gate.receipts import (
     SYNC_HASH_MEMBERS,
     SYNC_STATUSES,
     action_binding_match,
+)
+from gate.vocabulary import (
+    DECISION_CRM_SYNC_VERSION,
+    DECISION_EXECUTION_VERSION,
+    DECISION_OUTCOME_VERSION,
+    DECISION_PROTOCOL_VERSION,
 )
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.constants import DECISION_PACKET_VERSION, VERIFICATION_RESULT_VERSION
 from gate.packets.common import PACKET_CHECKS
+from gate.vocabulary import DECISION_PACKET_VERSION, VERIFICATION_RESULT_VERSION
 
 
 @dataclass(frozen=True)

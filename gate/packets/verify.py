@@ -5,15 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gate.constants import DECISION_PACKET_VERSION
 from gate.packets.chain_checks import _check_chain, _check_record_audit_chain
 from gate.packets.common import _AUTHENTICITY, _LISTED, PacketInputError, _canon_equal
-from gate.packets.contents import _check_intelligence, _check_receipt_head, _check_receipts
-from gate.packets.envelope import _check_exported_at, _check_manifest, _check_members, _check_packet_hash
+from gate.packets.contents import (
+    _check_intelligence,
+    _check_receipt_head,
+    _check_receipts,
+)
+from gate.packets.envelope import (
+    _check_exported_at,
+    _check_manifest,
+    _check_members,
+    _check_packet_hash,
+)
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
 from gate.packets.witness import check_chain_consistency, check_checkpoint_log
 from gate.verify import TrustAnchors, verify_record
+from gate.vocabulary import DECISION_PACKET_VERSION
 
 
 def verify_packet(
@@ -25,7 +34,7 @@ def verify_packet(
 ) -> PacketVerification:
     """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring.
 
-    `checkpoint_log`: checkpoints a witness holds (`gate.checkpoint_log.read_checkpoint_log`);
+    `checkpoint_log`: checkpoints a witness holds (`gate.chain.checkpoint_log.read_checkpoint_log`);
     the packet's chain must extend the newest one of its chain (`checkpoint_log` check)."""
     if not isinstance(packet, Mapping):
         raise PacketInputError("the packet to verify must be a JSON object")

@@ -5,7 +5,7 @@ consistency proof from an earlier tree size to the packet's checkpoint) and the
 A packet's checkpoint proves the record's leaf is in the signed tree of `chain_size` leaves. It
 cannot show that the chain was not cut back and regrown before the export: the gate signs
 whatever head its ledger holds. A checkpoint copied out of the gate earlier (a witness's log,
-`gate.checkpoint_log`) can: the packet's tree must be at least as large as the held one and
+`gate.chain.checkpoint_log`) can: the packet's tree must be at least as large as the held one and
 extend it. When it is larger, the packet has to carry the proof (`GET …/packet?
 consistency_from=<held tree_size>`); the held checkpoint's own signature is checked again with
 the verifier's trusted keys, so an edited log line is refused, not trusted.
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gate.checkpoint_log import extension_failures, latest_checkpoint
-from gate.constants import CHAIN_TREE_ALGORITHM
-from gate.merkle import verify_checkpoint, verify_consistency
+from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
+from gate.chain.merkle import verify_checkpoint, verify_consistency
 from gate.packets.common import PacketSourceError, _exact_members, _is_hex64, _is_int
 from gate.packets.result import _State
 from gate.verify import TrustAnchors
+from gate.vocabulary import CHAIN_TREE_ALGORITHM
 
 CONSISTENCY_MEMBERS = frozenset({"tree_algorithm", "first", "second", "first_root", "proof"})
 
@@ -85,7 +85,7 @@ def _held_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
 def check_checkpoint_log(state: _State, packet: Mapping[str, Any], log: Sequence[Mapping[str, Any]],
                          anchors: TrustAnchors) -> None:
     """`checkpoint_log`: the packet's signed tree is at least the newest held checkpoint of its
-    chain and extends it (`gate.checkpoint_log.extension_failures`, with the packet's
+    chain and extends it (`gate.chain.checkpoint_log.extension_failures`, with the packet's
     `chain_consistency` proof when it starts at the held size). `null` with a note when the log
     holds nothing of this chain; `false` for a packet without an audit chain."""
     if "audit_chain" not in packet:

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import jsonschema
 
-from gate.canonical import sha256_bytes_hex, sha256_hex
+from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 
 __all__ = [
     "SERVICES", "TABLE_SCHEMA_VERSION", "TABLES_DIR", "TABLE_SCHEMA_PATH",

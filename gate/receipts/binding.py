@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gate.canonical import CanonicalJSONError, canonical_text
 from gate.errors import GateError
+from gate.protocol.canonical import CanonicalJSONError, canonical_text
 
 __all__ = [
     "ANCHOR_MEMBERS",

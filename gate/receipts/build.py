@@ -21,17 +21,15 @@ import copy
 import re
 from typing import Any, Callable, Mapping
 
-from gate.canonical import sha256_hex
-from gate.constants import (
-    DECISION_CRM_SYNC_VERSION,
-    DECISION_EXECUTION_VERSION,
-    DECISION_OUTCOME_VERSION,
-    DECISION_PROTOCOL_VERSION,
-)
 from gate.errors import GateError
-from gate.receipts.binding import action_binding_match, check_record_references, derived_action_binding
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.records import MAX_IDEMPOTENCY_KEY
+from gate.receipts.binding import (
+    action_binding_match,
+    check_record_references,
+    derived_action_binding,
+)
 from gate.receipts.fields import MAX_ID, utf16_length
-from gate.records import MAX_IDEMPOTENCY_KEY
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
@@ -43,6 +41,12 @@ from gate.receipts.validation import (
     validate_crm_sync_request,
     validate_execution_request,
     validate_outcome_request,
+)
+from gate.vocabulary import (
+    DECISION_CRM_SYNC_VERSION,
+    DECISION_EXECUTION_VERSION,
+    DECISION_OUTCOME_VERSION,
+    DECISION_PROTOCOL_VERSION,
 )
 
 __all__ = [

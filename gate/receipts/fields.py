@@ -1,11 +1,11 @@
 """Field checks for the execution, outcome and CRM sync request bodies.
 
 Each check takes `(value, path, problems)`, records every problem it finds in `problems`
-(`{field, code, message}`, the shape of `gate.requests` and RULEBOOK_INVALID) and returns the
+(`{field, code, message}`, the shape of `gate.protocol.requests` and RULEBOOK_INVALID) and returns the
 normalized value, or None when the member counts as absent. Nothing raises here: the request
 validators collect all problems of a body and raise one REQUEST_INVALID.
 
-Normalization: free text is trimmed the way JavaScript trims (`gate.records.js_trim`); text
+Normalization: free text is trimmed the way JavaScript trims (`gate.protocol.records.js_trim`); text
 that is empty after trimming, and `null`, count as absent. Lengths are counted in UTF-16 code
 units, as the reference counts them. Over-long text is refused, never cut, because a receipt
 must state what the caller said or nothing.
@@ -22,8 +22,8 @@ from datetime import datetime
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from gate.constants import MAX_SAFE_INTEGER
-from gate.records import MAX_DECISION_ID, MAX_URL, js_trim
+from gate.protocol.records import MAX_DECISION_ID, MAX_URL, js_trim
+from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
     "Problems",
@@ -66,7 +66,7 @@ __all__ = [
 MAX_ID = 300  # ids and references to caller/CRM objects
 MAX_LABEL = 160  # labels: action names, systems, mutations, providers, types, versions
 # MAX_URL (800, URLs and storage references) and MAX_DECISION_ID (600) are the record's own
-# limits (reference facts §5), imported from gate.records.
+# limits (reference facts §5), imported from gate.protocol.records.
 MAX_OPAQUE_HASH = 200  # caller-supplied hash strings such as "sha256:…"
 MAX_RESULT_TEXT = 500  # execution_result given as text
 MAX_METRICS = 64

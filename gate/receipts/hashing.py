@@ -6,11 +6,11 @@ Reference facts §6: each hash is ``sha256(canonical(compact(pick(receipt, MEMBE
   hash member itself, is not hashed);
 * ``compact`` drops, at the top level only, members whose value is ``null``, ``""`` or ``{}``
   (``false``, ``0`` and arrays are values and are kept);
-* ``canonical`` is ``json.sort_deep.v1`` (`gate.canonical`), and the hash is the bare
+* ``canonical`` is ``json.sort_deep.v1`` (`gate.protocol.canonical`), and the hash is the bare
   lowercase hex sha256 of its UTF-8 bytes.
 
 Receipts built by this gate never contain null, "", {} or [] at any depth, so the top-level
-compaction above and the deep compaction of `gate.records.compact_deep` give the same preimage
+compaction above and the deep compaction of `gate.protocol.records.compact_deep` give the same preimage
 for them; only foreign receipts could tell the two apart, and for those we follow the
 reference's top-level rule literally.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 
 __all__ = [
     "EXECUTION_HASH_MEMBERS",

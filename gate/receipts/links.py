@@ -30,13 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from gate.canonical import CanonicalJSONError, canonical_text, sha256_hex
-from gate.constants import (
-    DECISION_CRM_SYNC_VERSION,
-    DECISION_EXECUTION_VERSION,
-    DECISION_OUTCOME_VERSION,
-    DECISION_PROTOCOL_VERSION,
-)
+from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.receipts.binding import action_binding_match
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
@@ -47,7 +41,18 @@ from gate.receipts.hashing import (
     outcome_hash_of,
     sync_hash_of,
 )
-from gate.receipts.values import EXECUTION_STATUSES, OUTCOME_STATUSES, SYNC_DIRECTIONS, SYNC_STATUSES
+from gate.receipts.values import (
+    EXECUTION_STATUSES,
+    OUTCOME_STATUSES,
+    SYNC_DIRECTIONS,
+    SYNC_STATUSES,
+)
+from gate.vocabulary import (
+    DECISION_CRM_SYNC_VERSION,
+    DECISION_EXECUTION_VERSION,
+    DECISION_OUTCOME_VERSION,
+    DECISION_PROTOCOL_VERSION,
+)
 
 __all__ = ["LinkFailure", "verify_receipt_links"]
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from gate.canonical import sha256_hex
-from gate.constants import VERDICTS
 from gate.errors import GateError
+from gate.protocol.canonical import sha256_hex
 from gate.receipts import fields as F
 from gate.receipts.credentials import credential_paths
 from gate.receipts.values import (
@@ -28,6 +27,7 @@ from gate.receipts.values import (
     SYNC_DIRECTIONS,
     SYNC_STATUSES,
 )
+from gate.vocabulary import VERDICTS
 
 __all__ = [
     "EXECUTION_REQUEST_MEMBERS",

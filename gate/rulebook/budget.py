@@ -4,7 +4,7 @@ The compiled evaluator is linear in what it touches, but what it touches multipl
 `contains` leaf walks its whole array, so 8 rules × 31 leaves over one 460,000-element array
 (a 936 KB body) cost 26 s of a worker. Two checks, both in time linear in the facts plus the
 rulebook, refuse with 422 (nothing evaluated, nothing stored): the first in the request envelope
-checks (`gate.requests`), before anything walks or hashes the facts; the second before evaluating:
+checks (`gate.protocol.requests`), before anything walks or hashes the facts; the second before evaluating:
 
 1. `EVALUATION_INPUT_TOO_LARGE`: the facts (`context.inputs`) hold at most `MAX_FACT_VALUES`
    JSON values in all (each object, array, string, number, boolean and null counts one), no

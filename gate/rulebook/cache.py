@@ -13,8 +13,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from gate.canonical import sha256_hex
 from gate.errors import RulebookInvalid
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook.compile import CompiledRulebook, compile_rulebook
 from gate.rulebook.validate import validate_rulebook
 

@@ -29,10 +29,15 @@ import copy
 import dataclasses
 from typing import Any, Callable
 
-from gate.canonical import collation_sorted
-from gate.constants import NEEDS_INPUT_ACTION, NEEDS_INPUT_REASON, NEEDS_INPUT_STATUS, NEEDS_INPUT_VERDICT
+from gate.protocol.canonical import collation_sorted
 from gate.rulebook import semantics
 from gate.rulebook.evaluation import Evaluation
+from gate.vocabulary import (
+    NEEDS_INPUT_ACTION,
+    NEEDS_INPUT_REASON,
+    NEEDS_INPUT_STATUS,
+    NEEDS_INPUT_VERDICT,
+)
 
 __all__ = ["CompiledRulebook", "compile_rulebook", "rule_order"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gate.constants import RULEBOOK_SCHEMA_VERSION
+from gate.vocabulary import RULEBOOK_SCHEMA_VERSION
 
 SCHEMA_VERSION = RULEBOOK_SCHEMA_VERSION
 

@@ -12,8 +12,8 @@ import functools
 import os
 from pathlib import Path
 
-from gate.canonical import sha256_bytes_hex
-from gate.constants import RULEBOOK_SCHEMA_FILE
+from gate.protocol.canonical import sha256_bytes_hex
+from gate.vocabulary import RULEBOOK_SCHEMA_FILE
 
 __all__ = ["SCHEMA_PATH", "schema_bytes", "schema_hash"]
 

@@ -21,7 +21,6 @@ import math
 import re
 from typing import Any
 
-from gate.constants import MAX_SAFE_INTEGER
 from gate.rulebook.contract import (
     COMBINATORS,
     CONDITION_MEMBERS,
@@ -66,6 +65,7 @@ from gate.rulebook.contract import (
     UNSUPPORTED_VERSION,
     VALUELESS_OPERATORS,
 )
+from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = ["validate_rulebook"]
 

@@ -37,7 +37,12 @@ from gate.verify.record import (
     verify_record,
     verify_request_body,
 )
-from gate.verify.result import AUTHENTICITY_CHECKS, DIAGNOSTIC_CHECKS, INTEGRITY_CHECKS, VerificationResult
+from gate.verify.result import (
+    AUTHENTICITY_CHECKS,
+    DIAGNOSTIC_CHECKS,
+    INTEGRITY_CHECKS,
+    VerificationResult,
+)
 
 __all__ = [
     "SOURCE_SERVER_KEY_REGISTRY",

@@ -9,10 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from gate.canonical import CanonicalJSONError, parse_strict
-from gate.constants import SIG_ED25519
 from gate.errors import GateError
-from gate.signing import (
+from gate.keys.signing import (
     HmacKey,
     KeyMaterialError,
     Keyring,
@@ -21,6 +19,8 @@ from gate.signing import (
     public_key_fingerprint,
     raw_public_key_from_pem,
 )
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.vocabulary import SIG_ED25519
 
 SOURCE_SERVER_KEY_REGISTRY = "server_key_registry"
 SOURCE_KEY_REGISTRY_FILE = "key_registry_file"

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from gate.attestation import (
+from gate.keys.signing import public_key_fingerprint, raw_public_key_from_pem
+from gate.protocol.attestation import (
     OUTCOME_MEMBERS,
     STATUS_SIGNED,
     STATUS_UNSIGNED,
     registry_attestation_hash,
     verify_hash_text_signature,
 )
-from gate.canonical import sha256_hex
-from gate.constants import (
+from gate.protocol.canonical import sha256_hex
+from gate.verify.checks import _canon_equal, _digest_equal, _safe
+from gate.vocabulary import (
     ADAPTER_AUTHORITY,
     ATTESTATION_SIGNATURE_ALGORITHM,
     BINDING_ADAPTER,
@@ -23,8 +25,6 @@ from gate.constants import (
     SIG_ED25519,
     SIGNED_FIELD_BUNDLE_HASH,
 )
-from gate.signing import public_key_fingerprint, raw_public_key_from_pem
-from gate.verify.checks import _canon_equal, _digest_equal, _safe
 
 
 def _check_rulebook_attestation(record, anchors, original_input, checks, expected, actual, notes) -> None:

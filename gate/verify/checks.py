@@ -7,12 +7,12 @@ import hmac
 import re
 from typing import Any, Callable, Mapping
 
-from gate.canonical import CanonicalJSONError, canonical_bytes
-from gate.chain import AUDIT_CHAIN_MEMBERS
-from gate.chain import leaf_hash as chain_leaf_hash
-from gate.constants import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
-from gate.records import decision_urls
-from gate.signing import KeyMaterialError
+from gate.chain.links import AUDIT_CHAIN_MEMBERS
+from gate.chain.links import leaf_hash as chain_leaf_hash
+from gate.keys.signing import KeyMaterialError
+from gate.protocol.canonical import CanonicalJSONError, canonical_bytes
+from gate.protocol.records import decision_urls
+from gate.vocabulary import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
 
 # --------------------------------------------------------------------------- helpers
 

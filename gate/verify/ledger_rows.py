@@ -4,7 +4,7 @@ row's own columns and its decision's receipt rows intact? (docs/verification.md 
 `verify_record` proves a record is internally consistent and signed. It cannot see the row the
 record is stored in: a row holding another decision's record, a row moved to another scope, an
 edited indexed column or a deleted receipt row all leave every record check true. These checks
-compare the row with what the record states and recompute the row seals of `gate.rowseal`.
+compare the row with what the record states and recompute the row seals of `gate.chain.rowseal`.
 Each returns named results; nothing here raises on malformed stored data.
 """
 
@@ -14,16 +14,16 @@ import hmac
 import json
 from typing import Any, Mapping
 
-from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
-from gate.rowseal import (
+from gate.chain.links import chain_id_for, scope_hash
+from gate.chain.rowseal import (
     decision_row_hash,
     receipt_head_payload,
     receipt_row_hash,
     row_signature_payload,
 )
-from gate.chain import chain_id_for, scope_hash
-from gate.signing import b64url_decode, ed25519_verify
+from gate.keys.signing import b64url_decode, ed25519_verify
 from gate.verify.anchors import TrustAnchors
+from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 # Row columns that copy a record member: column -> record member.
 RECORD_COLUMNS = {

@@ -11,13 +11,16 @@ from gate.advisory.record import (
     is_advisory_record,
     reading_consistent,
 )
-from gate.canonical import sha256_hex
-from gate.confidence import confidence_hash
-from gate.constants import COMPACT_FOR_VERDICT
 from gate.errors import GateError
-from gate.records import receipt_hash, record_hash, rulebook_output_hash
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.confidence import confidence_hash
+from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
 from gate.verify.anchors import TrustAnchors
-from gate.verify.attestations import _check_registry, _check_rulebook_attestation, _check_trusted_adapter
+from gate.verify.attestations import (
+    _check_registry,
+    _check_rulebook_attestation,
+    _check_trusted_adapter,
+)
 from gate.verify.checks import (
     _check_audit_chain,
     _check_integrity_block,
@@ -26,12 +29,18 @@ from gate.verify.checks import (
     _digest_equal,
     _safe,
 )
-from gate.verify.result import AUTHENTICITY_CHECKS, DIAGNOSTIC_CHECKS, INTEGRITY_CHECKS, VerificationResult
+from gate.verify.result import (
+    AUTHENTICITY_CHECKS,
+    DIAGNOSTIC_CHECKS,
+    INTEGRITY_CHECKS,
+    VerificationResult,
+)
 from gate.verify.signatures import (
     _check_audit_chain_signature,
     _check_confidence_signature,
     _check_receipt_signature,
 )
+from gate.vocabulary import COMPACT_FOR_VERDICT
 
 
 class VerificationInputError(GateError):
@@ -41,7 +50,7 @@ class VerificationInputError(GateError):
         super().__init__("VERIFY_RECORD_INVALID", message)
 
 
-# Members `gate.records.build_rulebook_record` always writes, and those it may add.
+# Members `gate.protocol.records.build_rulebook_record` always writes, and those it may add.
 RULEBOOK_RECORD_REQUIRED = frozenset({
     "decision_protocol_version", "decision_record_version", "status", "c", "v", "verdict",
     "application_verdict", "reason_code", "matched_rule_id", "engine", "evaluator_version", "evaluation",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate.constants import VERIFICATION_RESULT_VERSION
+from gate.vocabulary import VERIFICATION_RESULT_VERSION
 
 # Check names, by what they establish. Every name is always present in `checks`.
 INTEGRITY_CHECKS = (

@@ -7,12 +7,17 @@ from __future__ import annotations
 import hmac
 from typing import Any, Mapping
 
-from gate.confidence import confidence_hash, confidence_signature_payload
-from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
-from gate.records import audit_chain_signature_payload
-from gate.signing import b64url_decode, ed25519_verify, raw_public_key_from_pem, receipt_signature_payload
+from gate.keys.signing import (
+    b64url_decode,
+    ed25519_verify,
+    raw_public_key_from_pem,
+    receipt_signature_payload,
+)
+from gate.protocol.confidence import confidence_hash, confidence_signature_payload
+from gate.protocol.records import audit_chain_signature_payload
 from gate.verify.anchors import TrustAnchors
 from gate.verify.checks import _digest_equal, _safe
+from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 
 def _check_audit_chain_signature(record: Mapping[str, Any], anchors: "TrustAnchors",

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from gate import constants as C
-from gate.attestation import verify_hash_text_signature
-from gate.canonical import sha256_hex
-from gate.signing import raw_public_key_from_pem
+from gate import vocabulary as C
+from gate.keys.signing import raw_public_key_from_pem
+from gate.protocol.attestation import verify_hash_text_signature
+from gate.protocol.canonical import sha256_hex
 from tests.adapters.support import (
     ADAPTER_MODE,
     ROOT,

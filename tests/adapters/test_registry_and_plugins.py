@@ -8,9 +8,14 @@ import textwrap
 import pytest
 
 from api.settings import Settings, SettingsError
-from gate.adapters import AdapterDefinitionError, AdapterRegistry, load_adapter_file, plugin_adapters
+from gate.adapters import (
+    AdapterDefinitionError,
+    AdapterRegistry,
+    load_adapter_file,
+    plugin_adapters,
+)
 from gate.adapters.executor import WorkerPool
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from tests.adapters.support import invocation
 
 GOOD = '''

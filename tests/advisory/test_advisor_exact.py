@@ -7,11 +7,15 @@ import uuid
 
 import pytest
 
-from gate.advisory.advisors import OFFLINE_ADVISOR_ID, AdvisoryQuestion, PatternRulebookAdvisor
-from gate.canonical import sha256_hex
-from gate.constants import EVALUATOR_VERSION
+from gate.advisory.advisors import (
+    OFFLINE_ADVISOR_ID,
+    AdvisoryQuestion,
+    PatternRulebookAdvisor,
+)
 from gate.errors import GateError
-from gate.patterns import Pattern, load_patterns
+from gate.protocol.canonical import sha256_hex
+from gate.rulebook.patterns import Pattern, load_patterns
+from gate.vocabulary import EVALUATOR_VERSION
 
 REGISTRY = load_patterns()
 PATTERN = REGISTRY.find("pricing_exception")

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gate.ledger.tables import decisions
-from gate.routing import route
+from gate_client.routing import route
 from tests.advisory.fake_llm import FakeLLM
 
 APPROVING = {"discount_percent": 15, "margin_percent": 31, "owner_approved": True, "account_tier": "annual"}
@@ -133,7 +133,7 @@ def test_runtime_mode_needs_and_records_the_structured_context(client, api_key):
     assert refused.status_code == 400 and refused.json["errors"][0]["field"] == "context.inputs"
     record = decide(client, api_key, advisory_body("runtime")).json
     assert record["mode"] == "runtime" and record["advisory_verdict"] == "yes"
-    from gate.canonical import sha256_hex
+    from gate.protocol.canonical import sha256_hex
     assert record["advisory"]["runtime_context_hash"] == sha256_hex(APPROVING)
 
 
@@ -324,7 +324,7 @@ def test_the_settings_repr_never_shows_the_advisor_key(tmp_path):
 
 def test_reports_and_the_dataset_never_count_an_advisory_approval_as_a_production_approval(app, client, api_key):
     from gate.ledger.stream import iter_decisions
-    from workbench.convert import decisions_table
+    from workbench.dataset.convert import decisions_table
 
     headers = {"x-api-key": api_key}
     template = client.get("/api/decision/policy-patterns?pattern_id=pricing_exception").json["policy_pattern"]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gate.canonical import sha256_hex
-from gate.patterns import load_patterns, pattern_hash_valid
+from gate.protocol.canonical import sha256_hex
+from gate.rulebook.patterns import load_patterns, pattern_hash_valid
 
 PATTERN_IDS = ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate"]
 FIELDS = {"decision_pattern_version", "pattern_id", "name", "version", "category", "status", "summary", "policy_id",
@@ -106,7 +106,7 @@ def test_every_template_is_a_valid_request_through_the_real_routes(client, api_k
 
 
 def test_the_registry_refuses_a_broken_pattern_file(tmp_path):
-    from gate.patterns import PATTERNS_FILE, PatternError
+    from gate.rulebook.patterns import PATTERNS_FILE, PatternError
 
     (tmp_path / "patterns").mkdir()
     (tmp_path / "rulebooks").symlink_to(PATTERNS_FILE.parent.parent / "rulebooks")

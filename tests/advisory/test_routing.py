@@ -1,10 +1,10 @@
-"""`gate.routing.route`: the caller's routing helper never lets an advisory or failed answer proceed."""
+"""`gate_client.routing.route`: the caller's routing helper never lets an advisory or failed answer proceed."""
 
 from __future__ import annotations
 
 import pytest
 
-from gate.routing import route
+from gate_client.routing import route
 
 BINDING_YES = {"verdict": "yes", "c": "yes", "record_hash": "a" * 64}
 

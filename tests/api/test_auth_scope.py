@@ -7,7 +7,7 @@ import json
 import pytest
 
 from api.settings import Settings
-from gate.apikeys import hash_api_key
+from gate.keys.apikeys import hash_api_key
 from gate.ledger import Ledger
 
 pytestmark = pytest.mark.usefixtures("backend")

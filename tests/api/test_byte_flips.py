@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from gate.canonical import CanonicalJSONError, parse_strict
 from gate.packets import verify_packet
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.verify import verify_record
 
 

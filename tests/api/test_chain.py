@@ -7,8 +7,8 @@ import json
 import pytest
 from sqlalchemy import text, update
 
+from gate.chain.merkle import verify_checkpoint, verify_inclusion
 from gate.ledger.tables import chain_links, decisions, merkle_nodes
-from gate.merkle import verify_checkpoint, verify_inclusion
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -124,7 +124,7 @@ def test_failed_decide_leaves_the_chain_untouched(app, client, api_key, sample_r
 
 
 def test_inclusion_and_consistency_proofs_over_http(client, api_key, sample_request, issue_key):
-    from gate.merkle import verify_consistency
+    from gate.chain.merkle import verify_consistency
 
     records = decide_many(client, api_key, sample_request, 7)
     chain_id = records[0]["audit_chain"]["chain_id"]

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import delete, select, update
 from werkzeug.serving import make_server
 
+from gate.chain.merkle import CompactRange, verify_checkpoint, verify_consistency
 from gate.ledger.tables import (
     chain_checkpoints,
     chain_heads,
@@ -25,7 +26,6 @@ from gate.ledger.tables import (
     decisions,
     merkle_nodes,
 )
-from gate.merkle import CompactRange, verify_checkpoint, verify_consistency
 
 pytestmark = pytest.mark.usefixtures("backend")
 

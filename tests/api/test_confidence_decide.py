@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from sqlalchemy import select
 
-from gate.confidence import ConfidenceCounts, confidence_block
 from gate.ledger.tables import confidence_counters, lifecycle_receipts
+from gate.protocol.confidence import ConfidenceCounts, confidence_block
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 
 pytestmark = pytest.mark.usefixtures("backend")

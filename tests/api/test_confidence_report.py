@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 
 pytestmark = pytest.mark.usefixtures("backend")
 POLICY = "pricing_exception"

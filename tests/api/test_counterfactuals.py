@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from gate.canonical import sha256_hex
-from gate.counterfactuals import MAX_SCENARIOS, merge_patch
+from gate.protocol.canonical import sha256_hex
+from gate.replay.whatif import MAX_SCENARIOS, merge_patch
 from gate.rulebook import get_evaluator
 from tests.api.test_replay import assert_error, decide, ledger_state, sql
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from gate.canonical import sha256_hex
-from gate.records import record_hash, receipt_hash
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.records import receipt_hash, record_hash
 
 pytestmark = pytest.mark.usefixtures("backend")
 

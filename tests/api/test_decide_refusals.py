@@ -1,4 +1,4 @@
-"""Issue 12 gaps 1 and 6: request checks of `gate.requests` that no test pinned.
+"""Issue 12 gaps 1 and 6: request checks of `gate.protocol.requests` that no test pinned.
 
 Each test fails when its guarded check is removed: the exact error code is asserted (another
 refusal further down would not do), and nothing may be stored.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from gate import constants as C
+from gate import vocabulary as C
 from gate.errors import GateError
-from gate.requests import prepare_decision_request
+from gate.protocol.requests import prepare_decision_request
 from tests.api.test_decide import count_decisions, post
 
 ADAPTER = {"adapter_id": "crm.enrich", "version": "1.0.0", "manifest_hash": "a" * 64, "input": {"account": "acme"}}

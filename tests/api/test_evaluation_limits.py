@@ -11,7 +11,12 @@ import time
 
 import pytest
 
-from gate.rulebook.budget import MAX_EVALUATION_WORK, MAX_FACT_ARRAY_LENGTH, MAX_FACT_STRING_LENGTH, MAX_FACT_VALUES
+from gate.rulebook.budget import (
+    MAX_EVALUATION_WORK,
+    MAX_FACT_ARRAY_LENGTH,
+    MAX_FACT_STRING_LENGTH,
+    MAX_FACT_VALUES,
+)
 
 
 def _rulebook(rules: int = 8, leaves: int = 31, needle=None) -> dict:

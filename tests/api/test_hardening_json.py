@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from gate import canonical
-from gate.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
+from gate.protocol import canonical
+from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
 
 RECEIPT_PATHS = ("execution", "outcome", "crm-sync")
 

@@ -9,8 +9,14 @@ import json
 import pytest
 from sqlalchemy import delete, select, update
 
-from gate.ledger.tables import chain_heads, chain_links, decisions, lifecycle_receipts, receipt_heads
-from gate.rowseal import decision_row_hash, receipt_head_payload
+from gate.chain.rowseal import decision_row_hash, receipt_head_payload
+from gate.ledger.tables import (
+    chain_heads,
+    chain_links,
+    decisions,
+    lifecycle_receipts,
+    receipt_heads,
+)
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete, select, text, update
 
-from gate.canonical import canonical_text
 from gate.ledger.tables import lifecycle_receipts, receipt_heads, rulebook_snapshots
+from gate.protocol.canonical import canonical_text
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -207,7 +207,7 @@ def test_d_a_deleted_receipt_head_refuses_the_export(app, client, api_key, sampl
 
 
 def test_d_a_receipt_dropped_from_the_packet_with_its_totals_lowered_is_named(client, api_key, sample_request):
-    from gate.canonical import sha256_hex
+    from gate.protocol.canonical import sha256_hex
 
     record = decide(client, api_key, sample_request)
     execute(client, api_key, record, external_ref="run-1")

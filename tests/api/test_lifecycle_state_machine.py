@@ -17,10 +17,17 @@ import secrets
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from sqlalchemy import delete, select, update
 
-from gate.apikeys import new_api_key
+from gate.keys.apikeys import new_api_key
 from gate.ledger.tables import chain_links, decisions, lifecycle_receipts
 
 pytestmark = pytest.mark.usefixtures("backend")

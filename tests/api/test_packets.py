@@ -7,8 +7,8 @@ import copy
 import pytest
 from sqlalchemy import text
 
-from gate.canonical import sha256_hex
-from gate.signing import rotate_keyring
+from gate.keys.signing import rotate_keyring
+from gate.protocol.canonical import sha256_hex
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from gate.signing import Ed25519Key
+from gate.keys.signing import Ed25519Key
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -77,8 +77,8 @@ def test_wrong_input_fails_input_hash(client, record, sample_request):
 
 def test_a_key_in_the_request_is_never_a_trust_anchor(make_app, client, api_key, sample_request):
     # A record signed by some other gate's key, with that key offered in the request.
-    from gate.records import seal_record
-    from gate.signing import receipt_signer_for
+    from gate.keys.signing import receipt_signer_for
+    from gate.protocol.records import seal_record
 
     record = client.post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).json
     forged_key = Ed25519Key.generate()

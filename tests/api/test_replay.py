@@ -152,7 +152,7 @@ def test_snapshot_body_that_does_not_hash_to_the_record_is_409_mismatch(make_app
     record = decide(app.test_client(), api_key, sample_request)
     changed = copy.deepcopy(sample_request["rulebook"])
     changed["rules"][0]["rule_id"] = "block_deeper_discount"
-    from gate.canonical import canonical_text
+    from gate.protocol.canonical import canonical_text
 
     sql(app, "UPDATE rulebook_snapshots SET body_json = :body", body=canonical_text(changed))
     response = make_app().test_client().post(f"/api/decision/{record['decision_id']}/replay", headers=_h(api_key))

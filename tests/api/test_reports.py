@@ -9,9 +9,9 @@ import json
 import pytest
 
 from gate.ledger.reports import set_benchmark_opt_in
-from gate.reports import verify
-from workbench.load import from_ledger
-from workbench.policy_reports import ReportParams, effectiveness_report
+from gate.protocol.report_envelopes import verify
+from workbench.dataset.load import from_ledger
+from workbench.reports.policy import ReportParams, effectiveness_report
 
 pytestmark = pytest.mark.usefixtures("backend")
 POLICY = "pricing_exception"

@@ -30,10 +30,10 @@ import os
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
-from schemathesis.checks import CHECKS, load_all_checks
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import CHECKS, load_all_checks, not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from api.openapi import openapi_document

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
-from gate.records import seal_record
-from gate.signing import receipt_signer_for
+from gate.keys.signing import receipt_signer_for
+from gate.protocol.records import seal_record
 from gate.verify import TrustAnchors, TrustedHmacSecret, verify_record
 from tests.crypto.crypto_support import HMAC_KEY_ID, HMAC_SECRET, hmac_key, load_vector
 

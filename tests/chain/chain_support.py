@@ -1,6 +1,6 @@
 """Independent, naive reference implementations for the chain and Merkle tests.
 
-Nothing here imports `gate.chain` or `gate.merkle`: the rolling chain is recomputed from the
+Nothing here imports `gate.chain.links` or `gate.chain.merkle`: the rolling chain is recomputed from the
 reference-facts §6 formulas with `json.dumps` (equal to canonical JSON for these all-ASCII,
 lowercase-and-underscore member names, which a test pins), and the Merkle functions are the
 RFC 6962 §2.1 recursive definitions written out literally over byte strings.

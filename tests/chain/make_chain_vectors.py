@@ -2,8 +2,8 @@
 
 Run: .venv/bin/python tests/chain/make_chain_vectors.py
 The links, rolling roots, RFC 6962 roots and proofs come from `chain_support` (not from
-`gate.chain` or `gate.merkle`); the checkpoint signature is made with PyNaCl directly. Key id
-and fingerprint use `gate.signing`, whose formats are pinned by the crypto tests.
+`gate.chain.links` or `gate.chain.merkle`); the checkpoint signature is made with PyNaCl directly. Key id
+and fingerprint use `gate.keys.signing`, whose formats are pinned by the crypto tests.
 """
 
 from __future__ import annotations
@@ -17,9 +17,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import nacl.signing  # noqa: E402
+from chain_support import (  # noqa: E402
+    SEED,
+    VECTORS,
+    naive_chain,
+    naive_h,
+    naive_mth,
+    naive_path,
+    naive_proof,
+)
 
-from chain_support import SEED, VECTORS, naive_chain, naive_h, naive_mth, naive_path, naive_proof  # noqa: E402
-from gate.signing import Ed25519Key  # noqa: E402
+from gate.keys.signing import Ed25519Key  # noqa: E402
 
 SIZE = 7
 CREATED_AT = "2026-05-21T00:01:00.000Z"

@@ -6,13 +6,25 @@ import copy
 import json
 
 import pytest
+from chain_support import (
+    flip_hex,
+    hexhash,
+    naive_chain,
+    naive_h,
+    naive_leaf,
+    naive_root,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chain_support import flip_hex, hexhash, naive_chain, naive_h, naive_leaf, naive_root
-from gate import chain
-from gate.canonical import canonical_bytes, key_order, sha256_hex
-from gate.chain import LINK_HASH_MEMBERS, new_link, record_audit_chain, verify_links
+from gate.chain import links as chain
+from gate.chain.links import (
+    LINK_HASH_MEMBERS,
+    new_link,
+    record_audit_chain,
+    verify_links,
+)
+from gate.protocol.canonical import canonical_bytes, key_order, sha256_hex
 
 
 def build_chain(size: int, chain_id: str = "chain_test") -> list[dict]:

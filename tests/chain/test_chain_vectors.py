@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from chain_support import SEED, VECTORS
-from gate.chain import new_link, verify_links
-from gate.merkle import (
+
+from gate.chain.links import new_link, verify_links
+from gate.chain.merkle import (
     checkpoint_body,
     complete_subtrees,
     consistency_proof,
@@ -21,7 +21,7 @@ from gate.merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from gate.signing import Ed25519Key
+from gate.keys.signing import Ed25519Key
 
 GOLDEN = json.loads((VECTORS / "decision-chain-golden.json").read_text())
 TREE = GOLDEN["tree"]

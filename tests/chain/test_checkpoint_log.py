@@ -1,4 +1,4 @@
-"""`gate.checkpoint_log`: the append-only witness log refuses every checkpoint that does not
+"""`gate.chain.checkpoint_log`: the append-only witness log refuses every checkpoint that does not
 extend the newest one it holds (issue 18 item 4 b)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import multiprocessing
 
 import pytest
 
-from gate.checkpoint_log import (
+from gate.chain.checkpoint_log import (
     CheckpointLogError,
     HeldCheckpoints,
     append_checkpoint,
@@ -17,7 +17,7 @@ from gate.checkpoint_log import (
     latest_checkpoint,
     read_checkpoint_log,
 )
-from gate.merkle import consistency_proof, mth
+from gate.chain.merkle import consistency_proof, mth
 
 LEAVES = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(12)]
 OTHER = [hashlib.sha256(f"other-{i}".encode()).hexdigest() for i in range(12)]

@@ -8,10 +8,16 @@ from datetime import datetime, timezone
 
 import nacl.signing
 import pytest
-
 from chain_support import OTHER_SEED, SEED, flip_hex, hexhash, naive_h
-from gate.merkle import CHECKPOINT_BODY_MEMBERS, checkpoint_body, checkpoint_hash, sign_checkpoint, verify_checkpoint
-from gate.signing import Ed25519Key
+
+from gate.chain.merkle import (
+    CHECKPOINT_BODY_MEMBERS,
+    checkpoint_body,
+    checkpoint_hash,
+    sign_checkpoint,
+    verify_checkpoint,
+)
+from gate.keys.signing import Ed25519Key
 
 KEY = Ed25519Key.from_seed(SEED)
 ROOT = hexhash("root")

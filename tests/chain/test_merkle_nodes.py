@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from chain_support import leaves_hex, naive_mth, naive_store
-from gate.merkle import (
+
+from gate.chain.merkle import (
     CompactRange,
     Node,
     complete_subtrees,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from chain_support import flip_hex, leaves_hex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chain_support import flip_hex, leaves_hex
-from gate.merkle import (
+from gate.chain.merkle import (
     CompactRange,
     complete_subtrees,
     consistency_proof,

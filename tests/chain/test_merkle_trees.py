@@ -5,10 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from chain_support import (
+    VECTORS,
+    flip_hex,
+    leaves_hex,
+    naive_mth,
+    naive_path,
+    naive_proof,
+)
 
-from chain_support import VECTORS, flip_hex, leaves_hex, naive_mth, naive_path, naive_proof
-from gate import merkle
-from gate.merkle import (
+from gate.chain import merkle
+from gate.chain.merkle import (
     EMPTY_ROOT,
     consistency_proof,
     inclusion_proof,

@@ -22,8 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.workbench.ledger_support import LedgerWriter, at
-from workbench import integrity
-from workbench.dataset import open_location
+from workbench.dataset import integrity
+from workbench.dataset.location import open_location
 
 pytestmark = pytest.mark.slow
 GATE = str(Path(sys.executable).parent / "gate")

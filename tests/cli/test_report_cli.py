@@ -14,8 +14,8 @@ import pytest
 from gate.ledger import Ledger
 from tests.workbench.ledger_support import LedgerWriter, at
 from tests.workbench.workbench_support import write_dataset
-from workbench.load import from_ledger
-from workbench.policy_reports import ReportParams, effectiveness_report
+from workbench.dataset.load import from_ledger
+from workbench.reports.policy import ReportParams, effectiveness_report
 
 GATE = str(Path(sys.executable).parent / "gate")
 POLICY = "pricing_exception"
@@ -56,7 +56,7 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     same = ("source", "effectiveness_hash")
     assert {k: v for k, v in from_dataset.items() if k not in same} == \
         {k: v for k, v in report.items() if k not in same}
-    from gate.reports import verify
+    from gate.protocol.report_envelopes import verify
 
     assert verify("effectiveness", from_dataset) and from_dataset["effectiveness_hash"] != report["effectiveness_hash"]
 
@@ -116,8 +116,8 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     answer is the report the engines compute from the rows."""
     from dataclasses import replace
 
-    from workbench.load import from_dataset
-    from workbench.policy_reports import anomaly_report
+    from workbench.dataset.load import from_dataset
+    from workbench.reports.policy import anomaly_report
 
     out = tmp_path / "ds"
     exported = gate(["export", "--out", str(out)], seeded)
@@ -141,8 +141,8 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     sample = out / manifest["rollups"]["files"]["effectiveness.sample"]
     import polars as pl
 
-    from workbench import integrity
-    from workbench.dataset import open_location
+    from workbench.dataset import integrity
+    from workbench.dataset.location import open_location
 
     pl.read_parquet(sample).with_columns(pl.col("decisions") * 2).write_parquet(sample)
     # (changed behind the manifest's back it is refused: tests/cli/test_dataset_integrity_cli.py)

@@ -1,4 +1,4 @@
-"""`gate.client` against live `gate serve` processes: a working gate, a gate that answers 503 (no
+"""`gate_client.client` against live `gate serve` processes: a working gate, a gate that answers 503 (no
 signing key), and a proxy that fails, stalls or tampers with the record in between."""
 
 from __future__ import annotations
@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from gate.client import DENY, PROCEED, REVIEW, GateClient, GateClientError, anchors_from_registry, route_record
+from gate_client.client import (
+    DENY,
+    PROCEED,
+    REVIEW,
+    GateClient,
+    GateClientError,
+    anchors_from_registry,
+    route_record,
+)
 from tests.client.live_gate import LiveGate, Proxy
 
 ROOT = Path(__file__).resolve().parents[2]

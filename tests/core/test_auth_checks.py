@@ -1,4 +1,4 @@
-"""`api.auth` and `gate.apikeys` without a server: every branch of key extraction and lookup.
+"""`api.auth` and `gate.keys.apikeys` without a server: every branch of key extraction and lookup.
 
 tests/api/test_auth_edges.py and test_auth_scope.py prove the same rules over HTTP; these pin
 each decision exactly (status, the limits resolved, which hash is looked up), fast enough to run
@@ -10,11 +10,17 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from werkzeug.test import EnvironBuilder
 from flask import Request
+from werkzeug.test import EnvironBuilder
 
-from api.auth import AuthFailure, Authenticator, presented_key
-from gate.apikeys import KEY_PREFIX, hash_api_key, hashes_match, new_api_key, well_formed
+from api.auth import Authenticator, AuthFailure, presented_key
+from gate.keys.apikeys import (
+    KEY_PREFIX,
+    hash_api_key,
+    hashes_match,
+    new_api_key,
+    well_formed,
+)
 
 PLANS = {"starter": {"rate_limit": 20, "monthly_cap": 10_000}, "growth": {"rate_limit": 120, "monthly_cap": 99}}
 

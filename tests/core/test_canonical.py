@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.canonical import (
+from gate.protocol.canonical import (
     CanonicalJSONError,
     canonical_text,
     collation_sorted,
@@ -120,7 +120,7 @@ def _same(a, b) -> bool:
 @settings(max_examples=500, deadline=None)
 @given(json_values)
 def test_fast_path_equals_the_full_writer(value):
-    from gate.canonical import _canonical_text_slow
+    from gate.protocol.canonical import _canonical_text_slow
 
     assert canonical_text(value) == _canonical_text_slow(value)
 
@@ -128,7 +128,7 @@ def test_fast_path_equals_the_full_writer(value):
 @pytest.mark.parametrize("value", [1e-5, 1.5e-7, 1e16 + 0.5, 2.5e20, 123456.789, 0.0001, 9999999999999998.0,
                                    {"k": [1e-4, 1.0000000000000002]}, "\ud800", {"\udfff": 1}])
 def test_fast_path_boundaries(value):
-    from gate.canonical import _canonical_text_slow
+    from gate.protocol.canonical import _canonical_text_slow
 
     assert canonical_text(value) == _canonical_text_slow(value)
 

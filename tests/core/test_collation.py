@@ -1,4 +1,4 @@
-"""`gate.collation` orders keys exactly as pyuca does, in linear time and bounded memory."""
+"""`gate.protocol.collation` orders keys exactly as pyuca does, in linear time and bounded memory."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import random
 import sys
 import unicodedata
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyuca import Collator
 
-from gate import canonical
-from gate.collation import _nfd, collation_key
+from gate.protocol import canonical
+from gate.protocol.collation import _nfd, collation_key
 
 _PYUCA = Collator()
 
@@ -87,7 +88,7 @@ def test_caches_stay_within_their_byte_budget():
 
 # ---------------------------------------------------------------- issue 18, defect 2: cost per character
 # Every class of character the category table treats differently, and hostile mixtures of them.
-# The classes are computed here from pyuca's own table, independently of gate.collation.
+# The classes are computed here from pyuca's own table, independently of gate.protocol.collation.
 _TRIE = _PYUCA.table.root.children
 _MARKS = [cp for cp in range(0x30000) if not 0xD800 <= cp < 0xE000 and unicodedata.combining(chr(cp))]
 _UNMAPPED_MARKS = [cp for cp in _MARKS if cp not in _TRIE or not _TRIE[cp].value]

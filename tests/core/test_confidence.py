@@ -1,4 +1,4 @@
-"""The confidence formulas (gate.confidence) and the counter moves (gate.ledger.confidence)."""
+"""The confidence formulas (gate.protocol.confidence) and the counter moves (gate.ledger.confidence)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from gate.confidence import (
+from gate.ledger import Ledger
+from gate.ledger.confidence import Bucket, OutcomeMove, apply_outcome, read_counts
+from gate.protocol.confidence import (
     ConfidenceCounts,
     confidence_block,
     confidence_hash,
@@ -15,8 +17,6 @@ from gate.confidence import (
     policy_stability,
     wilson_lower,
 )
-from gate.ledger import Ledger
-from gate.ledger.confidence import Bucket, OutcomeMove, apply_outcome, read_counts
 
 
 def test_wilson_lower_bound_known_values():

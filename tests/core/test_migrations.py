@@ -10,6 +10,7 @@ from alembic.migration import MigrationContext
 from gate.ledger import Ledger
 from gate.ledger.tables import metadata
 
+
 def _single_head() -> str:
     """The one head of the migration history (several heads would mean a forked history)."""
     from alembic.config import Config

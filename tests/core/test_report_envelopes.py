@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gate.canonical import sha256_hex
 from gate.packets.common import report_hash as packet_report_hash
-from gate.reports import KINDS, report_hash, seal, verify
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.report_envelopes import KINDS, report_hash, seal, verify
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

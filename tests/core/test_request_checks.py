@@ -1,8 +1,8 @@
-"""`gate.requests.prepare_decision_request`: every refusal with its exact code and members.
+"""`gate.protocol.requests.prepare_decision_request`: every refusal with its exact code and members.
 
 The HTTP tests (tests/api/test_decide_refusals.py, test_hardening_input.py) show the refusals
 reach the caller; these pin each branch of the checks themselves, fast enough to run for every
-mutant of `gate/requests.py` under `scripts/mutation`.
+mutant of `gate/protocol/requests.py` under `scripts/mutation`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ import copy
 
 import pytest
 
-from gate import constants as C
+from gate import vocabulary as C
 from gate.errors import GateError
-from gate.requests import PreparedRequest, forbidden_output_fields, prepare_decision_request
+from gate.protocol.requests import (
+    PreparedRequest,
+    forbidden_output_fields,
+    prepare_decision_request,
+)
 
 RULEBOOK = {"schema_version": "rulebook.v1", "rules": []}  # shape is checked later, in gate.rulebook
 ADAPTER = {"adapter_id": "crm", "version": "1.0.0", "manifest_hash": "0" * 64, "input": {"id": 1}}

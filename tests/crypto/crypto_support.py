@@ -1,6 +1,6 @@
 """Shared builders for the signing, record and verification tests (imported by the tests).
 
-Records are built with `gate.records.build_rulebook_record` from a hand-made `Evaluation`, so
+Records are built with `gate.protocol.records.build_rulebook_record` from a hand-made `Evaluation`, so
 these tests do not depend on the evaluator. Keys use fixed seeds: results are reproducible.
 """
 
@@ -14,12 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the package is not installed in the venv
     sys.path.insert(0, str(ROOT))
 
-from gate import constants as C  # noqa: E402
-from gate.attestation import registry_entry, sign_registry_entry  # noqa: E402
-from gate.canonical import sha256_hex  # noqa: E402
-from gate.records import build_rulebook_record  # noqa: E402
+from gate import vocabulary as C  # noqa: E402
+from gate.keys.signing import (  # noqa: E402
+    Ed25519Key,
+    Ed25519ReceiptSigner,
+    HmacKey,
+    HmacReceiptSigner,
+)
+from gate.protocol.attestation import registry_entry, sign_registry_entry  # noqa: E402
+from gate.protocol.canonical import sha256_hex  # noqa: E402
+from gate.protocol.records import build_rulebook_record  # noqa: E402
 from gate.rulebook.evaluation import Evaluation  # noqa: E402
-from gate.signing import Ed25519Key, Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 HMAC_SECRET = b"decide_conformance_hmac_secret_v1"

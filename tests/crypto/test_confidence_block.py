@@ -6,11 +6,16 @@ from __future__ import annotations
 import copy
 
 import pytest
+from crypto_support import hmac_key, key_a, key_b, make_record
 
-from crypto_support import key_a, key_b, hmac_key, make_record
-from gate.confidence import ConfidenceCounts, attach_confidence, confidence_block, confidence_hash
-from gate.records import receipt_hash, record_hash
-from gate.signing import Ed25519ReceiptSigner, HmacReceiptSigner
+from gate.keys.signing import Ed25519ReceiptSigner, HmacReceiptSigner
+from gate.protocol.confidence import (
+    ConfidenceCounts,
+    attach_confidence,
+    confidence_block,
+    confidence_hash,
+)
+from gate.protocol.records import receipt_hash, record_hash
 from gate.verify import TrustAnchors, verify_record
 
 

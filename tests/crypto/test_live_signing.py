@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from gate import keyconfig
-from gate.keyconfig import LiveSigning
-from gate.signing import generate_keyring, rotate_keyring
+from gate.keys import config as keyconfig
+from gate.keys.config import LiveSigning
+from gate.keys.signing import generate_keyring, rotate_keyring
 
 T0 = "2026-11-01T00:00:00.000Z"
 

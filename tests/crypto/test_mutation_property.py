@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import copy
 
+from crypto_support import (
+    HMAC_KEY_ID,
+    HMAC_SECRET,
+    key_a,
+    make_record,
+    needs_input_evaluation,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import one_character_edit
-
-from crypto_support import HMAC_KEY_ID, HMAC_SECRET, key_a, make_record, needs_input_evaluation
 from gate.verify import TrustAnchors, verify_record
+from tests.strategies import one_character_edit
 
 ANCHORS = TrustAnchors.from_registry_entries(
     [{"key_id": key_a().key_id, "public_key": key_a().public_key_pem}]

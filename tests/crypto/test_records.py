@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from crypto_support import (
     ADAPTER,
     CONTEXT,
@@ -16,10 +15,12 @@ from crypto_support import (
     make_record,
     needs_input_evaluation,
 )
-from gate import constants as C
-from gate.attestation import registry_attestation_hash
-from gate.canonical import sha256_hex
-from gate.records import (
+
+from gate import vocabulary as C
+from gate.keys.signing import b64url_decode, ed25519_verify
+from gate.protocol.attestation import registry_attestation_hash
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.records import (
     MINIMAL_VIEW_MEMBERS,
     STANDARD_VIEW_MEMBERS,
     action_binding_from_context,
@@ -31,7 +32,6 @@ from gate.records import (
     record_hash,
     rulebook_output_hash,
 )
-from gate.signing import b64url_decode, ed25519_verify
 
 BASE = {
     "decision_protocol_version": "decision_protocol_v1",

@@ -6,11 +6,16 @@ import hashlib
 import hmac
 
 import pytest
-
 from crypto_support import HMAC_KEY_ID, HMAC_SECRET, load_vector
-from gate.canonical import canonical_bytes, sha256_hex
-from gate.records import action_binding_from_context, receipt_hash, record_envelope, record_hash
-from gate.signing import receipt_signature_payload
+
+from gate.keys.signing import receipt_signature_payload
+from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.protocol.records import (
+    action_binding_from_context,
+    receipt_hash,
+    record_envelope,
+    record_hash,
+)
 from gate.verify import TrustAnchors, verify_record
 
 

@@ -11,9 +11,9 @@ import stat
 from datetime import datetime, timezone
 
 import pytest
-
 from crypto_support import SEED_A, key_a
-from gate.signing import (
+
+from gate.keys.signing import (
     ED25519_PKCS8_PREFIX,
     ED25519_SPKI_PREFIX,
     Ed25519Key,
@@ -248,7 +248,7 @@ def test_rotation_write_is_atomic(tmp_path, monkeypatch):
         seen["content"] = json.loads(open(src).read())
         raise OSError("disk full")
 
-    monkeypatch.setattr("gate.signing.os.replace", failing_replace)
+    monkeypatch.setattr("gate.keys.signing.os.replace", failing_replace)
     with pytest.raises(OSError):
         rotate_keyring(path, LATER)
     assert path.read_bytes() == before  # old file intact

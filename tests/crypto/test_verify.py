@@ -7,7 +7,6 @@ import json
 from datetime import datetime, timezone
 
 import pytest
-
 from crypto_support import (
     CONTEXT,
     HMAC_KEY_ID,
@@ -18,8 +17,9 @@ from crypto_support import (
     make_record,
     needs_input_evaluation,
 )
-from gate.records import record_hash
-from gate.signing import Ed25519ReceiptSigner, generate_keyring, rotate_keyring
+
+from gate.keys.signing import Ed25519ReceiptSigner, generate_keyring, rotate_keyring
+from gate.protocol.records import record_hash
 from gate.verify import (
     AUTHENTICITY_CHECKS,
     INTEGRITY_CHECKS,
@@ -94,7 +94,7 @@ def test_unsigned_record_is_intact_but_not_authentic():
 
 
 def test_full_view_is_verifiable_minimal_is_not():
-    from gate.records import project_view
+    from gate.protocol.records import project_view
 
     record = make_record()
     assert verify_record(project_view(record, "full"), anchors=ed_anchors()).verified is True
@@ -337,7 +337,7 @@ def test_removing_a_hashed_member_fails():
 
 def test_resigning_with_untrusted_key_does_not_help():
     """An attacker who edits the record and re-seals it with their own key is not authentic."""
-    from gate.records import seal_record
+    from gate.protocol.records import seal_record
 
     record = make_record()
     record["action"] = "refund_everything"

@@ -5,9 +5,9 @@ key id and fingerprint."""
 from __future__ import annotations
 
 import pytest
-
 from crypto_support import HMAC_SECRET, key_a, key_b, make_record
-from gate.signing import HmacKey, Keyring, KeyringEntry
+
+from gate.keys.signing import HmacKey, Keyring, KeyringEntry
 from gate.verify import TrustAnchorError, TrustAnchors, verify_record
 
 
@@ -29,7 +29,7 @@ def test_a_key_keeps_its_id_pem_fingerprints_source_and_status():
 
 
 def test_a_pem_with_escaped_newlines_is_known_by_both_fingerprints():
-    from gate.signing import public_key_fingerprint
+    from gate.keys.signing import public_key_fingerprint
 
     escaped = key_a().public_key_pem.strip().replace("\n", "\\n")
     (trusted,) = TrustAnchors.from_public_key_pem(escaped, key_id="k1").ed25519

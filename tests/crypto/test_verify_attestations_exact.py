@@ -7,11 +7,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from crypto_support import ADAPTER, FACTS, REQUEST, key_a, key_b, make_record
-from gate.attestation import registry_attestation_hash
-from gate.canonical import sha256_hex
-from gate.signing import Ed25519ReceiptSigner
+
+from gate.keys.signing import Ed25519ReceiptSigner
+from gate.protocol.attestation import registry_attestation_hash
+from gate.protocol.canonical import sha256_hex
 from gate.verify import TrustAnchors
 from gate.verify.attestations import (
     _check_registry,

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from gate.constants import CANONICALIZATION, HASH_ALGORITHM
-from gate.verify.checks import _INTEGRITY_MIRRORED, _canon_equal, _check_integrity_block, _digest_equal
+from gate.verify.checks import (
+    _INTEGRITY_MIRRORED,
+    _canon_equal,
+    _check_integrity_block,
+    _digest_equal,
+)
+from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM
 
 
 def test_digest_equal_compares_strings_only_and_passes_lone_surrogates():
@@ -88,8 +93,8 @@ def test_the_signature_member_of_a_signed_record():
 
 
 def _chain_member(position=1, **changes):
-    from gate.chain import leaf_hash
-    from gate.constants import CHAIN_ENTRY_TYPE_DECISION
+    from gate.chain.links import leaf_hash
+    from gate.vocabulary import CHAIN_ENTRY_TYPE_DECISION
 
     leaf = leaf_hash("dec_1", "a" * 64, "b" * 64)
     member = {"chain_id": "chain_1", "chain_position": position, "entry_type": CHAIN_ENTRY_TYPE_DECISION,
@@ -107,7 +112,7 @@ def _audit(record):
 
 
 def test_the_audit_chain_member_alone():
-    from gate.chain import AUDIT_CHAIN_MEMBERS
+    from gate.chain.links import AUDIT_CHAIN_MEMBERS
 
     assert set(_chain_member()) == set(AUDIT_CHAIN_MEMBERS)
     assert _audit({"decision_id": "dec_1", "audit_chain": _chain_member()}) == {"audit_chain": True}
@@ -123,7 +128,7 @@ def test_the_audit_chain_member_alone():
 
 
 def test_urls():
-    from gate.records import decision_urls
+    from gate.protocol.records import decision_urls
     from gate.verify.checks import _check_urls
 
     url = decision_urls("dec_1")["decision_url"]

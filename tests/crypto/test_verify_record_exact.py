@@ -7,12 +7,16 @@ from __future__ import annotations
 import copy
 
 import pytest
-
 from crypto_support import REQUEST, key_a, key_b, load_vector, make_record
+
 from gate.advisory.advisors import SINGLE_RULE, Combined, Vote
-from gate.advisory.record import ADVISORY_RECORD_ALLOWED, ADVISORY_RECORD_REQUIRED, build_advisory_record
-from gate.canonical import sha256_hex
-from gate.signing import Ed25519ReceiptSigner
+from gate.advisory.record import (
+    ADVISORY_RECORD_ALLOWED,
+    ADVISORY_RECORD_REQUIRED,
+    build_advisory_record,
+)
+from gate.keys.signing import Ed25519ReceiptSigner
+from gate.protocol.canonical import sha256_hex
 from gate.verify import (
     AUTHENTICITY_CHECKS,
     DIAGNOSTIC_CHECKS,
@@ -103,7 +107,7 @@ def test_an_attestation_signature_failure_is_an_authenticity_failure_only():
 
 
 def _reseal(record):
-    from gate.records import seal_record
+    from gate.protocol.records import seal_record
 
     return seal_record(record, receipt_signer=Ed25519ReceiptSigner(key_a()))
 

@@ -5,11 +5,20 @@ Each test names the exact checks a branch writes, so a changed guard or check na
 from __future__ import annotations
 
 import pytest
-
 from crypto_support import HMAC_SECRET, key_a, key_b
-from gate.confidence import ConfidenceCounts, confidence_block, confidence_signature_payload
-from gate.records import audit_chain_signature_payload
-from gate.signing import Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner, receipt_signature_payload
+
+from gate.keys.signing import (
+    Ed25519ReceiptSigner,
+    HmacKey,
+    HmacReceiptSigner,
+    receipt_signature_payload,
+)
+from gate.protocol.confidence import (
+    ConfidenceCounts,
+    confidence_block,
+    confidence_signature_payload,
+)
+from gate.protocol.records import audit_chain_signature_payload
 from gate.verify import TrustAnchors
 from gate.verify.signatures import (
     _check_audit_chain_signature,

@@ -8,11 +8,20 @@ import json
 
 import pytest
 
-from gate.chain import chain_id_for, scope_hash
-from gate.rowseal import decision_row_hash, receipt_head_payload, receipt_row_hash, row_signature_payload
-from gate.signing import Ed25519Key, HmacKey, b64url_encode, receipt_signer_for
+from gate.chain.links import chain_id_for, scope_hash
+from gate.chain.rowseal import (
+    decision_row_hash,
+    receipt_head_payload,
+    receipt_row_hash,
+    row_signature_payload,
+)
+from gate.keys.signing import Ed25519Key, HmacKey, b64url_encode, receipt_signer_for
 from gate.verify.anchors import TrustAnchors
-from gate.verify.ledger_rows import decision_row_checks, receipt_chain_failures, signature_valid
+from gate.verify.ledger_rows import (
+    decision_row_checks,
+    receipt_chain_failures,
+    signature_valid,
+)
 
 KEY = Ed25519Key.from_seed(bytes(range(32)), "key_rows")
 OTHER = Ed25519Key.from_seed(bytes(range(1, 33)), "key_rows")  # same id, another key

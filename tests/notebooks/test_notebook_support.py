@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from workbench.load import Frames
-from workbench.notebook_support import (
+from workbench.dataset.load import Frames
+from workbench.notebooks.support import (
     NotebookSetupError,
     fact_points,
     notebook_paths,
@@ -100,8 +100,8 @@ def _drawn_texts(figure) -> list[str]:
 
 
 def test_caller_text_in_plot_labels_is_drawn_as_text():
-    from workbench import notebook_plots as plots
-    from workbench.notebook_support import version_changes
+    from workbench.notebooks import plots
+    from workbench.notebooks.support import version_changes
 
     frames = _frames()
     versions = version_changes(frames)
@@ -122,12 +122,16 @@ def test_caller_text_in_plot_labels_is_drawn_as_text():
 
 
 def test_the_notebooks_figures_are_the_engines(demo_dataset):
-    """One meaning per number: the monthly course is `workbench.timeseries.monthly`'s, and the
+    """One meaning per number: the monthly course is `workbench.reports.timeseries.monthly`'s, and the
     per-version failure rates the conclusion quotes are the anomaly finding's."""
-    from workbench.load import from_dataset
-    from workbench.notebook_support import monthly_effectiveness, report_row
-    from workbench.policy_reports import ReportParams, anomaly_report, effectiveness_report
-    from workbench.timeseries import monthly
+    from workbench.dataset.load import from_dataset
+    from workbench.notebooks.support import monthly_effectiveness, report_row
+    from workbench.reports.policy import (
+        ReportParams,
+        anomaly_report,
+        effectiveness_report,
+    )
+    from workbench.reports.timeseries import monthly
 
     dataset, policy = str(demo_dataset["dataset"]), "refund_approval"
     frames = from_dataset(dataset, scopes=["demo"], policy_id=policy)

@@ -1,10 +1,10 @@
 """Realistic Decision Packets built from real parts, for the packet tests and the benchmark.
 
-* The record: `gate.records.build_rulebook_record` over the sample pricing-exception rulebook,
+* The record: `gate.protocol.records.build_rulebook_record` over the sample pricing-exception rulebook,
   evaluated by the real compiled evaluator (`gate.rulebook.get_evaluator`), signed with Ed25519.
 * Receipts: `gate.receipts` builders over that record.
-* The chain: links from `gate.chain.new_link` (other decisions have synthetic hashes), the
-  RFC 6962 node store from `gate.merkle.CompactRange`, a checkpoint from `sign_checkpoint`.
+* The chain: links from `gate.chain.links.new_link` (other decisions have synthetic hashes), the
+  RFC 6962 node store from `gate.chain.merkle.CompactRange`, a checkpoint from `sign_checkpoint`.
 
 Keys: `ACTIVE` (signs checkpoints and, by default, the record) and `RETIRED` (an older key of
 the same registry). `anchors()` is the full registry; nothing here reads the clock.
@@ -20,18 +20,28 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from gate import constants as C
-from gate.attestation import registry_entry, sign_registry_entry
-from gate.canonical import sha256_hex
-from gate.chain import new_link, record_audit_chain
-from gate.records import attach_audit_chain
-from gate.merkle import CompactRange, checkpoint_body, sign_checkpoint
-from gate.packets import INTELLIGENCE_SECTIONS, ChainExcerpt, PacketOptions, build_packet, chain_window, report_hash
-from gate.receipts import build_crm_sync_record, build_execution_receipt, build_outcome_record
-from gate.records import build_rulebook_record
-from gate.rowseal import receipt_head_payload
+from gate import vocabulary as C
+from gate.chain.links import new_link, record_audit_chain
+from gate.chain.merkle import CompactRange, checkpoint_body, sign_checkpoint
+from gate.chain.rowseal import receipt_head_payload
+from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
+from gate.packets import (
+    INTELLIGENCE_SECTIONS,
+    ChainExcerpt,
+    PacketOptions,
+    build_packet,
+    chain_window,
+    report_hash,
+)
+from gate.protocol.attestation import registry_entry, sign_registry_entry
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.records import attach_audit_chain, build_rulebook_record
+from gate.receipts import (
+    build_crm_sync_record,
+    build_execution_receipt,
+    build_outcome_record,
+)
 from gate.rulebook import get_evaluator, schema_hash
-from gate.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.verify import TrustAnchors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +235,7 @@ def seal(kind: str, body: dict) -> dict:
 
 
 def intelligence_reports(record: dict) -> dict[str, dict]:
-    """`policy_intelligence` sections: sealed reports of the record's policy (gate.reports)."""
+    """`policy_intelligence` sections: sealed reports of the record's policy (gate.protocol.report_envelopes)."""
     effectiveness = {"policy_id": record["policy_id"], "policy_version": record["policy_version"],
                      "effectiveness_score": 0.82, "confidence": "medium", "recommendation": "healthy",
                      "sample_size": 57, "based_on": {"outcomes": 57, "terminal": 49}}
@@ -237,7 +247,7 @@ def intelligence_reports(record: dict) -> dict[str, dict]:
 
 def receipt_head(record: dict, count: int, key: Ed25519Key) -> dict:
     """A receipt head row as the gate stores it: the count and newest row hash, signed with the
-    receipt key (gate.rowseal.receipt_head_payload)."""
+    receipt key (gate.chain.rowseal.receipt_head_payload)."""
     head_row_hash = sha256_hex({"receipt_rows": count, "decision_id": record["decision_id"]})
     signature = Ed25519ReceiptSigner(key).sign_payload(
         receipt_head_payload(record["decision_id"], count, head_row_hash, key.key_id))

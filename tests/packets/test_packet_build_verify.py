@@ -5,9 +5,21 @@ from __future__ import annotations
 import copy
 
 import pytest
+from packet_support import (
+    ACTIVE,
+    ATTACKER,
+    REQUEST,
+    RETIRED,
+    Chain,
+    anchors,
+    at,
+    chained_record,
+    make_record,
+    scenario,
+    seal,
+)
 
-from gate.canonical import canonical_text, parse_strict, sha256_hex
-from gate.merkle import checkpoint_body, sign_checkpoint
+from gate.chain.merkle import checkpoint_body, sign_checkpoint
 from gate.packets import (
     PACKET_CHECKS,
     VERIFICATION_HINTS,
@@ -21,20 +33,8 @@ from gate.packets import (
     verify_packet,
     verify_packet_body,
 )
+from gate.protocol.canonical import canonical_text, parse_strict, sha256_hex
 from gate.verify import TrustAnchors
-from packet_support import (
-    seal,
-    ACTIVE,
-    ATTACKER,
-    REQUEST,
-    RETIRED,
-    Chain,
-    anchors,
-    at,
-    chained_record,
-    make_record,
-    scenario,
-)
 
 ANCHORS = anchors()
 
@@ -300,12 +300,12 @@ def test_windows_of_all_shapes_verify(position, size, limit):
 
 
 def test_hmac_signed_record_needs_the_secret():
-    from gate.signing import HmacKey, HmacReceiptSigner
-    from gate.records import seal_record
+    from gate.keys.signing import HmacKey, HmacReceiptSigner
+    from gate.protocol.records import seal_record
 
     s = scenario(include_chain=False)
     key = HmacKey("hmac-ops-1", b"operator-secret-please-rotate")
-    from gate.records import attach_audit_chain
+    from gate.protocol.records import attach_audit_chain
 
     record = seal_record(s.record, receipt_signer=HmacReceiptSigner(key))
     attach_audit_chain(record, s.record["audit_chain"], HmacReceiptSigner(key))
@@ -334,7 +334,7 @@ def test_build_refuses_raw_store_rows_and_an_export_time_before_its_content(base
 
 def test_unsigned_checkpoint_is_intact_but_not_authentic(base):
     """A gate without an Ed25519 key states checkpoints as body + checkpoint_hash + signature null."""
-    from gate.merkle import checkpoint_hash
+    from gate.chain.merkle import checkpoint_hash
 
     good = base.chain.excerpt(25, 20)
     body = {k: good.checkpoint[k] for k in ("checkpoint_version", "chain_id", "tree_size", "root_hash",

@@ -8,12 +8,12 @@ import hashlib
 from types import MappingProxyType
 
 import pytest
+from packet_support import ACTIVE, RETIRED, anchors, scenario
 
 from gate.packets.chain_checks import _check_chain, _check_record_audit_chain
 from gate.packets.common import PACKET_CHECKS, _is_hex64
 from gate.packets.result import _State
 from gate.verify import TrustAnchors
-from packet_support import ACTIVE, RETIRED, anchors, scenario
 
 ANCHORS = anchors()
 BASE = scenario(n_exec=1, n_out=1, n_crm=1, reports=False)  # record at 25 of 40, window 21..40

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from packet_support import seal
 
-from gate.packets import INTELLIGENCE_SECTIONS, PacketInputError, PacketSourceError, report_hash
+from gate.packets import (
+    INTELLIGENCE_SECTIONS,
+    PacketInputError,
+    PacketSourceError,
+    report_hash,
+)
 from gate.packets.common import (
     _canon,
     _canon_equal,
@@ -17,7 +23,6 @@ from gate.packets.common import (
     sealed_report_problem,
 )
 from gate.verify import VerificationInputError
-from packet_support import seal
 
 
 def test_the_packet_errors_carry_their_codes_and_messages():

@@ -18,12 +18,11 @@ import copy
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from tests.strategies import one_character_edit
-
-from gate.canonical import sha256_hex
-from gate.packets import verify_packet
 from packet_support import anchors, scenario
+
+from gate.packets import verify_packet
+from gate.protocol.canonical import sha256_hex
+from tests.strategies import one_character_edit
 
 ANCHORS = anchors()
 BASE = scenario()

@@ -13,11 +13,22 @@ import copy
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gate.canonical import canonical_text
-from gate.packets import _BindingCache, _fast_receipt_ok, _packet_text, _ReceiptTexts, verify_packet
-from gate.receipts import execution_hash_of, outcome_hash_of, sync_hash_of, verify_receipt_links
 from packet_support import anchors, scenario
+
+from gate.packets import (
+    _BindingCache,
+    _fast_receipt_ok,
+    _packet_text,
+    _ReceiptTexts,
+    verify_packet,
+)
+from gate.protocol.canonical import canonical_text
+from gate.receipts import (
+    execution_hash_of,
+    outcome_hash_of,
+    sync_hash_of,
+    verify_receipt_links,
+)
 
 BASE = scenario(n_exec=12, execution_limit=12, n_out=6, outcome_limit=6, n_crm=4)
 RECORD = BASE.packet["decision_record"]

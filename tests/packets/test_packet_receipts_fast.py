@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-
-from gate.canonical import canonical_text, sha256_hex
-from gate.packets import _BindingCache, _fast_receipt_ok, _packet_text, _ReceiptTexts
 from packet_support import scenario
+
+from gate.packets import _BindingCache, _fast_receipt_ok, _packet_text, _ReceiptTexts
+from gate.protocol.canonical import canonical_text, sha256_hex
 
 BASE = scenario(n_exec=1, execution_limit=1, n_out=1, outcome_limit=1, n_crm=1, include_chain=False, reports=False)
 RECORD = BASE.packet["decision_record"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from gate.canonical import sha256_hex
-from gate.packets import verify_packet
-from gate_cli.packet_report import is_packet, packet_report
 from packet_support import anchors, scenario
+
+from gate.packets import verify_packet
+from gate.protocol.canonical import sha256_hex
+from gate_cli.packet_report import is_packet, packet_report
 
 BASE = scenario()
 

@@ -11,12 +11,12 @@ import copy
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gate.canonical import canonical_text, sha256_hex
-from gate.merkle import checkpoint_body, sign_checkpoint
-from gate.packets import verify_packet
-from gate.receipts import execution_hash_of, outcome_hash_of
 from packet_support import ATTACKER, anchors, scenario
+
+from gate.chain.merkle import checkpoint_body, sign_checkpoint
+from gate.packets import verify_packet
+from gate.protocol.canonical import canonical_text, sha256_hex
+from gate.receipts import execution_hash_of, outcome_hash_of
 
 ANCHORS = anchors()
 BASE = scenario()
@@ -63,7 +63,9 @@ def _link_created(p):
 def _resign_checkpoint_with_other_root(p):
     cp = p["audit_chain"]["checkpoint"]
     body = {k: cp[k] for k in ("chain_id", "tree_size", "created_at")}
-    from packet_support import ACTIVE  # the operator's own key cannot sign a wrong root unnoticed
+    from packet_support import (
+        ACTIVE,  # the operator's own key cannot sign a wrong root unnoticed
+    )
 
     p["audit_chain"]["checkpoint"] = sign_checkpoint(
         checkpoint_body(body["chain_id"], body["tree_size"], "ab" * 32, body["created_at"]), ACTIVE)

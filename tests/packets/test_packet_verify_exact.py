@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import copy
 
+from packet_support import anchors, scenario
+
 from gate.packets import verify_packet
 from gate.packets.verify import verify_packet_body
-from packet_support import anchors, scenario
 
 ANCHORS = anchors()
 BASE = scenario()
 
 
 def _rehash(packet):
-    from gate.canonical import sha256_hex
+    from gate.protocol.canonical import sha256_hex
 
     packet["packet_hash"] = sha256_hex({k: v for k, v in packet.items() if k != "packet_hash"})
     return packet

@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from gate.policychecks.checks import PolicyCheckService
 from gate.policychecks.tables import TABLES_DIR
+from gate.services.policychecks import PolicyCheckService
 
 WORKFLOW_BODY = {"vendor": "Adobe", "region": "US", "plan": "annual", "days_since_purchase": 5, "ticket_id": "T-1"}
 

@@ -7,11 +7,16 @@ from datetime import datetime, timezone
 
 import pytest
 
-from gate.canonical import sha256_hex
 from gate.clock import FixedClock
-from gate.policychecks.checks import CHECKS, ArgumentsInvalid, CheckFailed, PolicyCheckService
 from gate.policychecks.tables import TABLES_DIR
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
+from gate.services.policychecks import (
+    CHECKS,
+    ArgumentsInvalid,
+    CheckFailed,
+    PolicyCheckService,
+)
 from tests.policychecks.support import undecided_service
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)

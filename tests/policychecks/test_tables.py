@@ -10,7 +10,13 @@ import jsonschema
 import pytest
 
 from gate.policychecks.tables import (
-    SERVICES, TABLE_SCHEMA_PATH, TABLES_DIR, VendorTableInvalid, load_table, load_tables, normalize_id,
+    SERVICES,
+    TABLE_SCHEMA_PATH,
+    TABLES_DIR,
+    VendorTableInvalid,
+    load_table,
+    load_tables,
+    normalize_id,
     row_source_hash,
 )
 

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from receipts_support import (
+    RECORD,
+    REPORTED_AT,
+    crm_body,
+    execution_body,
+    outcome_body,
+    record,
+)
 
-from gate.canonical import sha256_hex
 from gate.errors import GateError
+from gate.protocol.canonical import sha256_hex
 from gate.receipts import (
     action_binding_match,
     build_crm_sync_record,
@@ -13,7 +21,6 @@ from gate.receipts import (
     build_outcome_record,
     derived_action_binding,
 )
-from receipts_support import RECORD, REPORTED_AT, crm_body, execution_body, outcome_body, record
 
 R = RECORD["action_binding"]
 ANCHORS = {k: R[k] for k in ("proposed_action", "target_system", "target_object_id", "mutation")}

@@ -5,8 +5,17 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from receipts_support import (
+    RECORD,
+    REPORTED_AT,
+    crm_body,
+    execution_body,
+    golden,
+    outcome_body,
+    record,
+)
 
-from gate.canonical import canonical_text, sha256_hex
+from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.receipts import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
@@ -20,7 +29,6 @@ from gate.receipts import (
     request_input_hash,
     sync_hash_of,
 )
-from receipts_support import RECORD, REPORTED_AT, crm_body, execution_body, golden, outcome_body, record
 
 KINDS = {
     "execution": (build_execution_receipt, "execution_receipt_id", EXECUTION_HASH_MEMBERS,

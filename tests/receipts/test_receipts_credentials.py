@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from receipts_support import REPORTED_AT, crm_body, record
 
 from gate.errors import GateError
 from gate.receipts import build_crm_sync_record, validate_crm_sync_request
-from gate.receipts.credentials import CREDENTIAL_NAMES, is_credential_name, looks_like_credential
-from receipts_support import REPORTED_AT, crm_body, record
+from gate.receipts.credentials import (
+    CREDENTIAL_NAMES,
+    is_credential_name,
+    looks_like_credential,
+)
 
 CODE = "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlLXZhbHVl"

@@ -5,11 +5,15 @@ from __future__ import annotations
 import re
 
 import pytest
+from receipts_support import DOCS
 
 from gate import receipts
 from gate.receipts import fields as F
-from gate.receipts.credentials import CREDENTIAL_NAMES, CREDENTIAL_VALUE_PREFIXES, URL_CREDENTIAL_PARAMETERS
-from receipts_support import DOCS
+from gate.receipts.credentials import (
+    CREDENTIAL_NAMES,
+    CREDENTIAL_VALUE_PREFIXES,
+    URL_CREDENTIAL_PARAMETERS,
+)
 
 TEXT = DOCS.read_text(encoding="utf-8")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gate.constants import MAX_SAFE_INTEGER
 from gate.receipts import fields as F
+from gate.vocabulary import MAX_SAFE_INTEGER
 
 
 def run(check, value, path="p"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from receipts_support import RECORD, golden, record
 
 from gate.receipts import (
     EXECUTION_HASH_MEMBERS,
@@ -16,7 +17,6 @@ from gate.receipts import (
     sync_hash_of,
     verify_receipt_links,
 )
-from receipts_support import RECORD, golden, record
 
 EXECUTION = golden("execution-receipt.json")["receipt"]
 UNMATCHED = golden("execution-receipt-unmatched.json")["receipt"]

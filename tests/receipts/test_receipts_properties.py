@@ -8,8 +8,10 @@ from datetime import datetime
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from receipts_support import RECORD, REPORTED_AT, golden, record
 
 from gate.errors import GateError
+from gate.protocol.records import compact_deep, js_trim
 from gate.receipts import (
     EXECUTION_HASH_MEMBERS,
     EXECUTION_STATUSES,
@@ -30,8 +32,6 @@ from gate.receipts import (
     validate_outcome_request,
     verify_receipt_links,
 )
-from gate.records import compact_deep, js_trim
-from receipts_support import RECORD, REPORTED_AT, golden, record
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

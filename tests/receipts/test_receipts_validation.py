@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from receipts_support import RECORD, crm_body, execution_body, outcome_body, problems
 
 from gate.receipts import (
     validate_crm_sync_request,
     validate_execution_request,
     validate_outcome_request,
 )
-from receipts_support import RECORD, crm_body, execution_body, outcome_body, problems
 
 EXE, OUT, CRM = validate_execution_request, validate_outcome_request, validate_crm_sync_request
 HASH = RECORD["record_hash"]

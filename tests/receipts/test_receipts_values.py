@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from gate import receipts
-from gate.receipts.values import EFFECT_EXCLUDED, EFFECT_FAILURE, EFFECT_OPEN, EFFECT_SUCCESS
+from gate.receipts.values import (
+    EFFECT_EXCLUDED,
+    EFFECT_FAILURE,
+    EFFECT_OPEN,
+    EFFECT_SUCCESS,
+)
 
 
 def test_execution_status_is_exactly_the_spec_seven():

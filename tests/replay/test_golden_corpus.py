@@ -7,7 +7,13 @@ import shutil
 
 import pytest
 
-from gate.golden import CORPUS_DIR, CorpusError, load_corpus, replay_corpus, replay_fixture
+from gate.replay.golden import (
+    CORPUS_DIR,
+    CorpusError,
+    load_corpus,
+    replay_corpus,
+    replay_fixture,
+)
 
 
 def test_the_published_corpus_replays_with_zero_drift():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 
 _UNSET = object()

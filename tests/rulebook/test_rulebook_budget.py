@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gate.canonical import sha256_hex
 from gate.errors import GateError
-from gate.rulebook import get_evaluator
-from gate.rulebook import semantics
+from gate.protocol.canonical import sha256_hex
+from gate.rulebook import get_evaluator, semantics
 from gate.rulebook.budget import check_facts, evaluation_work
 
 

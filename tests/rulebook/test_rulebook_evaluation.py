@@ -7,12 +7,12 @@ import math
 import threading
 
 import pytest
+from rulebook_support import build, evaluate  # noqa: F401  (pytest fixtures)
 
-from gate.canonical import sha256_hex
 from gate.errors import RulebookInvalid
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import CompiledRulebook, Evaluation, get_evaluator
 from gate.rulebook.cache import CACHE_SIZE, clear_cache
-from rulebook_support import build, evaluate  # noqa: F401  (pytest fixtures)
 
 # --------------------------------------------------------------------------- order
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from rulebook_support import evaluate  # noqa: F401  (pytest fixtures)
 
 from gate.rulebook import schema_bytes, validate_rulebook
-from rulebook_support import evaluate  # noqa: F401  (pytest fixtures)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 VALID_FILES = sorted(p.name for p in FIXTURES.glob("valid-*.json"))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, schema_bytes, validate_rulebook
 
 # --------------------------------------------------------------------------- reference interpreter

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import jsonschema
 
-from gate.rulebook import SCHEMA_PATH, schema_bytes, schema_hash
-from gate.rulebook import contract
+from gate.rulebook import SCHEMA_PATH, contract, schema_bytes, schema_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 

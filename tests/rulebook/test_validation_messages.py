@@ -129,7 +129,7 @@ def test_closed_objects_name_their_kind_and_odd_keys_sort_last():
 
 
 def test_value_data_is_walked_to_the_end_with_the_safe_integer_bounds():
-    from gate.constants import MAX_SAFE_INTEGER
+    from gate.vocabulary import MAX_SAFE_INTEGER
 
     rulebook = copy.deepcopy(BASE)
     rulebook["rules"][0]["condition"]["value"] = [

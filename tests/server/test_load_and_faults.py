@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import text
 
+from gate.chain.merkle import verify_checkpoint, verify_inclusion
 from gate.ledger import Ledger
-from gate.merkle import verify_checkpoint, verify_inclusion
 from tests.server.support import call
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("backend")]

@@ -7,9 +7,9 @@ import copy
 import pytest
 
 from gate.errors import GateError
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
-from gate.service import DecisionService
+from gate.services.decide import DecisionService
 
 
 @pytest.fixture

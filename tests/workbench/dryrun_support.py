@@ -8,11 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from gate.canonical import canonical_text, sha256_hex
+from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.rulebook import get_evaluator
 from tests.workbench.manifest_support import write_listed_manifest
-from workbench.facts import write_facts
-from workbench.schema import DATASET_SCHEMA_VERSION, DECISIONS, OUTCOMES
+from workbench.dataset.facts import write_facts
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISIONS, OUTCOMES
 
 T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)
 

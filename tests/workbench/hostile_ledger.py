@@ -14,7 +14,7 @@ import copy
 from datetime import timedelta
 from pathlib import Path
 
-from gate.service import Caller
+from gate.services.decide import Caller
 from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
 from tests.workbench.markup_support import HOSTILE_VERSION
 

@@ -12,11 +12,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gate.clock import FixedClock
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring
 from gate.ledger import Ledger
-from gate.lifecycle import KINDS, LifecycleService
-from gate.service import Caller, DecisionService
-from gate.signing import generate_keyring
+from gate.services.decide import Caller, DecisionService
+from gate.services.lifecycle import KINDS, LifecycleService
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())

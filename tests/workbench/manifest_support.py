@@ -1,5 +1,5 @@
 """Manifests for the datasets tests write by hand: every Parquet file under the root listed with
-its sha256, bytes and rows, as the export lists them (`workbench.integrity`), then sealed."""
+its sha256, bytes and rows, as the export lists them (`workbench.dataset.integrity`), then sealed."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
-from workbench import integrity
-from workbench.dataset import open_location
-from workbench.schema import TABLES
+from workbench.dataset import integrity
+from workbench.dataset.location import open_location
+from workbench.dataset.schema import TABLES
 
 
 def listed_manifest(root: Path, base: dict[str, Any], signer=None) -> dict[str, Any]:
@@ -45,6 +45,6 @@ def write_listed_manifest(root: Path, base: dict[str, Any], signer=None) -> dict
 
 def signer_of(env: dict[str, str]):
     """The Ed25519 signer of a test gate's keyring (`gate_env`): the key `gate export` signs with."""
-    from gate.signing import load_keyring, receipt_signer_for
+    from gate.keys.signing import load_keyring, receipt_signer_for
 
     return receipt_signer_for(load_keyring(Path(env["GATE_SIGNING_KEY_FILE"])).active)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from gate.canonical import sha256_hex
-from gate.errors import RulebookInvalid
-from gate.rulebook import get_evaluator
-from workbench.counterfactuals import batch_counterfactual
 from workbench_support import CLASSES, frames, random_ledger
+
+from gate.errors import RulebookInvalid
+from gate.protocol.canonical import sha256_hex
+from gate.rulebook import get_evaluator
+from workbench.migration.draft_replay import batch_counterfactual
 
 DRAFT = {
     "schema_version": "rulebook_v1", "rulebook_id": "pricing", "version": "draft-2",

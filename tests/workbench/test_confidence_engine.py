@@ -14,9 +14,9 @@ import pytest
 
 from gate.ledger import stream
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS, OUTCOME_STATUSES
-from gate.service import Caller
+from gate.services.decide import Caller
 from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
-from workbench import convert
+from workbench.dataset import convert
 from workbench.engines.confidence import confidence_report
 
 VERSIONS = ("2026-11-01", "2026-12-01")

@@ -8,12 +8,18 @@ import json
 import pyarrow as pa
 import pytest
 
-from gate.canonical import canonical_text
 from gate.ledger import stream
+from gate.protocol.canonical import canonical_text
 from gate.receipts import outcome_hash_of
-from workbench import convert
-from workbench.schema import CHAIN_LINKS, DECISIONS, EXECUTIONS, TABLES, with_partitions
 from tests.workbench.ledger_support import LedgerWriter, at
+from workbench.dataset import convert
+from workbench.dataset.schema import (
+    CHAIN_LINKS,
+    DECISIONS,
+    EXECUTIONS,
+    TABLES,
+    with_partitions,
+)
 
 
 @pytest.fixture

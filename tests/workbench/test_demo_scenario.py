@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
+from workbench.dataset.synth import decide_plan
 from workbench.demo import scenario as S
 from workbench.demo.seed import plan_verdicts
-from workbench.synth import decide_plan
 
 N = 60_000
 

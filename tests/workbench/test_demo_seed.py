@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring
 from gate.ledger import Ledger, stream
-from gate.signing import generate_keyring
 from gate.verify import verify_record
 from workbench.demo import scenario as S
 from workbench.demo.seed import SeedError, seed_ledger, seed_ledger_at

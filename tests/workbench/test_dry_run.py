@@ -9,14 +9,25 @@ from datetime import timedelta
 
 import jsonschema
 import pytest
-
 from dryrun_support import T0, decide, rule, rulebook, write_dataset
 from manifest_support import write_listed_manifest
-from gate.canonical import sha256_bytes_hex, sha256_hex
+
+from gate.keys.signing import (
+    Ed25519Key,
+    Ed25519ReceiptSigner,
+    HmacKey,
+    HmacReceiptSigner,
+)
+from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from gate.rulebook import get_evaluator
-from gate.signing import Ed25519Key, Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner
 from gate.verify.anchors import TrustAnchors
-from workbench.migration import DryRunError, dry_run, sign_manifest, verify_manifest, write_dry_run
+from workbench.migration import (
+    DryRunError,
+    dry_run,
+    sign_manifest,
+    verify_manifest,
+    write_dry_run,
+)
 from workbench.migration.manifest import migration_schema
 
 NOW = "2026-11-22T00:00:00.000Z"

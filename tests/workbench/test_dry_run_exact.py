@@ -25,9 +25,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from dryrun_support import decide, rule, rulebook, write_dataset
-from gate.canonical import sha256_hex
+
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay

@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from workbench_support import CLASSES, T0, decision, frames, outcome
 
 from workbench.engines import effectiveness
-from workbench_support import CLASSES, T0, decision, frames, outcome
 
 H = timedelta(hours=1)
 STATUS = {"s": "succeeded", "f": "failed", "x": "cancelled", "o": "pending"}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from workbench_support import CLASSES, T0, decision, frames, outcome
+
 from workbench.engines import anomalies
 from workbench.engines.common import evidence, odds_shift
-from workbench_support import CLASSES, T0, decision, frames, outcome
 
 
 def _ledger(*, bad_rule: bool = False, new_version_blocks: bool = False, drift: bool = False,

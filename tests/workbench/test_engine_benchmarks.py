@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from workbench.engines import benchmarks
 from workbench_support import CLASSES, T0, decision, frames, outcome
+
+from workbench.engines import benchmarks
 
 
 def _scope(scope: str, successes: int, total: int = 10):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import polars as pl
+from workbench_support import CLASSES, T0, decision, frames, outcome
 
 from workbench.engines import counterfactuals
-from workbench_support import CLASSES, T0, decision, frames, outcome
 
 
 def _replay(frame: pl.LazyFrame) -> pl.LazyFrame:

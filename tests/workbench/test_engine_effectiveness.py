@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from workbench_support import CLASSES, T0, decision, frames, outcome
+
 from workbench.engines import effectiveness
 from workbench.engines.common import wilson
-from workbench_support import CLASSES, T0, decision, frames, outcome
 
 H = timedelta(hours=1)
 

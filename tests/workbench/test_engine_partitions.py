@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import polars as pl
 import pytest
+from workbench_support import CLASSES, frames, random_ledger
 
 from workbench.engines import anomalies, benchmarks, counterfactuals, effectiveness
-from workbench_support import CLASSES, frames, random_ledger
 
 
 def _replay(frame: pl.LazyFrame) -> pl.LazyFrame:

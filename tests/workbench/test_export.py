@@ -12,11 +12,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from gate.ledger import stream
-from workbench.dataset import DatasetError, open_location, read_manifest, table_dataset
-from workbench.export import export_ledger
-from workbench.partwriter import part_name
-from workbench.schema import DATASET_SCHEMA_VERSION, TABLES
 from tests.workbench.ledger_support import LedgerWriter, at
+from workbench.dataset.export import export_ledger
+from workbench.dataset.location import (
+    DatasetError,
+    open_location,
+    read_manifest,
+    table_dataset,
+)
+from workbench.dataset.partwriter import part_name
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
@@ -72,7 +77,7 @@ def test_dataset_reads_with_pyarrow_alone_and_matches_the_ledger(writer, tmp_pat
     for name in TABLES:
         table = table_dataset(location, name, read_manifest(location)).to_table()
         assert table.num_rows == manifest["tables"][name]["rows"]
-    # Typed facts per rulebook, for column-wise evaluation (workbench.facts).
+    # Typed facts per rulebook, for column-wise evaluation (workbench.dataset.facts).
     facts = pads.dataset(str(out / "facts" / "rulebook_id=pricing_exception"), format="parquet",
                          partitioning="hive").to_table()
     assert facts.num_rows == 24 == manifest["facts"]["pricing_exception"]["rows"]
@@ -109,7 +114,7 @@ def test_incremental_export_writes_only_new_files_and_a_rerun_changes_nothing(wr
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tables"]["decisions"]["rows"] == 101 and manifest["runs"] == 2
     # The report rollups: only the partition the new decision and its outcome landed in was
-    # recomputed (workbench.rollups); the others were carried over from run 1.
+    # recomputed (workbench.dataset.rollups); the others were carried over from run 1.
     assert manifest["rollups"]["run"] == 2 and manifest["rollups"]["recomputed_partitions"] == 1
     assert manifest["rollups"]["decision_partitions"] == 5  # acme: Jan, Mar, May; globex/eu: Feb, Apr
     decisions = pads.dataset(str(out / "decisions"), format="parquet", partitioning="hive").to_table()
@@ -206,8 +211,8 @@ def test_buffered_partitions_hold_only_their_own_rows(tmp_path):
     until every partition holding a piece of it is written."""
     import pyarrow as pa
 
-    from workbench.partwriter import PartitionedWriter
-    from workbench.schema import with_partitions
+    from workbench.dataset.partwriter import PartitionedWriter
+    from workbench.dataset.schema import with_partitions
 
     schema = with_partitions(TABLES["outcomes"])
     rows = 4_000

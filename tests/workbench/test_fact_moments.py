@@ -9,14 +9,14 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
-
-from workbench.engines import anomalies, fact_moments
-from workbench.facts import write_facts
-from workbench.load import from_dataset
-from workbench.policy_reports import CLASSES, ReportParams, anomaly_report
-from workbench.schema import DATASET_SCHEMA_VERSION
 from manifest_support import write_listed_manifest
 from workbench_support import T0, decision, frames, outcome, write_dataset
+
+from workbench.dataset.facts import write_facts
+from workbench.dataset.load import from_dataset
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION
+from workbench.engines import anomalies, fact_moments
+from workbench.reports.policy import CLASSES, ReportParams, anomaly_report
 
 
 def _odd_facts(rng: random.Random, i: int, at) -> dict | None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
-import polars as pl
 
-from gate.canonical import canonical_text
+from gate.protocol.canonical import canonical_text
+from workbench.dataset.facts import facts_tables, flatten, write_facts
 from workbench.engines import fact_columns as fc
-from workbench.facts import facts_tables, flatten, write_facts
 
 
 def decisions_batch(rows):

@@ -4,10 +4,10 @@ refusal of another schema version."""
 from __future__ import annotations
 
 import pytest
-
-from workbench.engines import effectiveness
-from workbench.load import DatasetError, from_dataset, polars_schema
 from workbench_support import CLASSES, frames, random_ledger, write_dataset
+
+from workbench.dataset.load import DatasetError, from_dataset, polars_schema
+from workbench.engines import effectiveness
 
 
 @pytest.fixture

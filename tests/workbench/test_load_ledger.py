@@ -4,11 +4,11 @@ reports from it as from a Parquet dataset of the same decisions (SQLite and Post
 from __future__ import annotations
 
 import pytest
-
-from workbench.engines import anomalies, effectiveness
-from workbench.load import from_dataset, from_ledger, polars_schema
 from ledger_support import LedgerWriter, at
 from workbench_support import CLASSES, write_dataset
+
+from workbench.dataset.load import from_dataset, from_ledger, polars_schema
+from workbench.engines import anomalies, effectiveness
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
-from gate.reports import verify
-from workbench.policy_reports import (
+from gate.protocol.report_envelopes import verify
+from workbench.reports.policy import (
     KIND_PARAMS,
     ReportParams,
     anomaly_report,
@@ -14,7 +15,6 @@ from workbench.policy_reports import (
     effectiveness_report,
     parse_params,
 )
-from workbench_support import frames, random_ledger
 
 
 def test_defaults_are_the_reference_typical_queries():
@@ -61,7 +61,7 @@ def test_reports_are_sealed_and_state_their_parameters():
 
 def test_health_is_one_state_over_a_named_window_and_an_anomaly_outranks_a_healthy_rate():
     from tests.workbench.test_engine_anomalies import _ledger
-    from workbench.policy_reports import anomaly_report, effectiveness_report
+    from workbench.reports.policy import anomaly_report, effectiveness_report
 
     drifting = _ledger(drift=True)  # 86% success (a healthy rate) and a high fact drift
     report = effectiveness_report(drifting, "p", ReportParams())

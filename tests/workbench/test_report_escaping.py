@@ -27,7 +27,7 @@ from tests.workbench.markup_support import (
     visible,
 )
 from workbench.migration import dry_run, write_dry_run
-from workbench.textsafe import html_text, md_cell, md_text
+from workbench.reports.textsafe import html_text, md_cell, md_text
 
 GATE = str(Path(sys.executable).parent / "gate")
 HOSTILE_TEXTS = [

@@ -1,4 +1,4 @@
-"""Report rollups (workbench.rollups): a whole-history report from the dataset's stored
+"""Report rollups (workbench.dataset.rollups): a whole-history report from the dataset's stored
 per-partition partials is the report from the rows, after every kind of export run (first,
 incremental with new decisions, late outcomes of old decisions, a crash mid-run, a dataset
 written before rollups existed), and a stale or foreign rollup is never used."""
@@ -13,12 +13,17 @@ import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from tests.workbench.ledger_support import LedgerWriter, at
-from workbench import integrity, rollups
+from workbench.dataset import integrity, rollups
+from workbench.dataset.export import export_ledger
+from workbench.dataset.load import from_dataset
+from workbench.dataset.synth import synthesize
 from workbench.demo import scenario as S
-from workbench.export import export_ledger
-from workbench.load import from_dataset
-from workbench.policy_reports import ReportParams, anomaly_report, benchmark_report, effectiveness_report
-from workbench.synth import synthesize
+from workbench.reports.policy import (
+    ReportParams,
+    anomaly_report,
+    benchmark_report,
+    effectiveness_report,
+)
 
 NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
 EVERY = ReportParams(limit=None, min_sample=5, threshold=0.0, max_items=100)
@@ -211,7 +216,7 @@ def test_a_partition_larger_than_a_chunk_is_rolled_up_in_pieces(tmp_path, monkey
     import polars as pl
     import pyarrow.parquet as pq
 
-    from workbench.dataset import open_location
+    from workbench.dataset.location import open_location
 
     root = tmp_path / "ds"
     manifest = synthesize(str(root), decisions=3_000, seed=5)

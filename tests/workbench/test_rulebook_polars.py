@@ -4,7 +4,7 @@ Generated rulebooks (every operator and combinator, priority ties between collat
 rule ids, input_schema with every type) are evaluated over a batch of generated facts (the
 rulebook's own values and their look-alikes: `1` vs `true` vs `"1"` vs `1.0`, arrays, objects,
 nulls, missing and broken nested paths, a field that is a string in one row and a number in the
-next). The facts go through the real writer (`workbench.facts.facts_table`), so the typed
+next). The facts go through the real writer (`workbench.dataset.facts.facts_table`), so the typed
 columns are tested with the compiler. Compared per row: status, verdict, application verdict,
 action, reason_code and matched rule.
 """
@@ -19,14 +19,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate import constants
-from gate.canonical import canonical_text, sha256_hex
+from gate import vocabulary as constants
+from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.compile import rule_order
-from tests.rulebook.test_rulebook_properties import SETTINGS, facts_strategy, rulebooks, targeted_facts
+from tests.rulebook.test_rulebook_properties import (
+    SETTINGS,
+    facts_strategy,
+    rulebooks,
+    targeted_facts,
+)
+from workbench.dataset.facts import facts_table
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
-from workbench.facts import facts_table
 
 
 def polars_results(rulebook, facts_list, max_paths=512):

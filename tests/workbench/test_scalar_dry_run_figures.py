@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gate.signing import Ed25519Key, Ed25519ReceiptSigner
+from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from workbench.engines import fact_columns as fc
 from workbench.migration import dry_run, write_dry_run
 from workbench.migration.draft import load_draft

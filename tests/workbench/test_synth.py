@@ -1,5 +1,5 @@
 """Synthetic benchmark datasets: the export's exact schema, the scenario's distributions,
-`synthetic: true`, deterministic, typed facts equal to workbench.facts, refusals."""
+`synthetic: true`, deterministic, typed facts equal to workbench.dataset.facts, refusals."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
-from gate.canonical import canonical_text
 from gate.ledger import Ledger
-from workbench.dataset import DatasetError
-from workbench.export import export_ledger
-from workbench.facts import facts_table
-from workbench.schema import TABLES
-from workbench.synth import synthesize
+from gate.protocol.canonical import canonical_text
+from workbench.dataset.export import export_ledger
+from workbench.dataset.facts import facts_table
+from workbench.dataset.location import DatasetError
+from workbench.dataset.schema import TABLES
+from workbench.dataset.synth import synthesize
 
 
 def read(root, table):
@@ -34,7 +34,7 @@ def synthetic(tmp_path_factory):
 
 def test_manifest_and_schemas(synthetic):
     root, manifest, progress = synthetic
-    assert manifest["synthetic"] is True and manifest["generator"] == "workbench.synth"
+    assert manifest["synthetic"] is True and manifest["generator"] == "workbench.dataset.synth"
     assert json.loads((root / "manifest.json").read_text()) == manifest
     assert progress[-1] == (12_000, 12_000) and len(progress) == 3
     for name, schema in TABLES.items():

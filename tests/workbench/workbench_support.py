@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from workbench.load import Frames, conform, empty
+from workbench.dataset.load import Frames, conform, empty
 
 CLASSES = OUTCOME_EFFECTIVENESS_CLASS
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -80,7 +80,7 @@ def write_dataset(root, decisions: list[dict], outcomes: list[dict], *, version:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from workbench.schema import DATASET_SCHEMA_VERSION, TABLES
+    from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

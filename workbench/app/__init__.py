@@ -10,5 +10,5 @@ Structure (Panel's guidance for larger apps):
 - `server`: builds a session's app, applies the access policy (`access`) and serves it.
 
 The workbench is read-only over the ledger. Its one write is promoting a draft rulebook, which
-goes through `gate.service.DecisionService.register_rulebook`.
+goes through `gate.services.decide.DecisionService.register_rulebook`.
 """

@@ -2,7 +2,7 @@
 
 The workbench's pages are drawn by BokehJS and Panel from model properties sent over the
 websocket; caller text (versions, actions, fact names, messages) reaches the DOM that way, and
-is escaped where it is rendered (`workbench.textsafe`). The Content-Security-Policy is the
+is escaped where it is rendered (`workbench.reports.textsafe`). The Content-Security-Policy is the
 second line: even if one escape were missed, an injected `<img onerror=…>`, `<script>` or
 `javascript:` URL does not run.
 

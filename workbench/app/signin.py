@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from panel.auth import BasicAuthProvider, BasicLoginHandler, _validate_next_url
-from panel.io.state import state
 from panel.io.resources import CDN_DIST
+from panel.io.state import state
 from tornado.ioloop import IOLoop
 from tornado.web import decode_signed_value
 

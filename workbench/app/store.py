@@ -24,27 +24,29 @@ from typing import Any
 
 import polars as pl
 
-from gate.audit import AuditChainService, inclusion_for
-from gate.canonical import sha256_hex
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
-from gate.hosted_verify import verify_stored_decision
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-from gate.lifecycle import KINDS, LifecycleService
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
-from gate.service import DecisionService, chain_id_for
-from workbench import rollups
+from gate.services.chains import AuditChainService, inclusion_for
+from gate.services.decide import DecisionService, chain_id_for
+from gate.services.lifecycle import KINDS, LifecycleService
+from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
-from workbench.convert import facts_of
-from workbench.dataset import DatasetError, open_location, read_manifest
+from workbench.dataset import rollups
+from workbench.dataset.convert import facts_of
+from workbench.dataset.export import export_ledger
+from workbench.dataset.load import Frames, from_dataset, scan_table
+from workbench.dataset.location import DatasetError, open_location, read_manifest
+from workbench.dataset.recent import recent_frames
+from workbench.dataset.rollups import RollupView
 from workbench.engines.common import latest_outcomes
-from workbench.export import export_ledger
-from workbench.load import Frames, from_dataset, scan_table
 from workbench.migration.run import dry_run, write_dry_run
-from workbench.policy_reports import (
+from workbench.reports.policy import (
     ReportParams,
     anomaly_report,
     benchmark_report,
@@ -52,9 +54,12 @@ from workbench.policy_reports import (
     confidence_report,
     effectiveness_report,
 )
-from workbench.recent import recent_frames
-from workbench.rollups import RollupView
-from workbench.timeseries import monthly, monthly_from_rollups, version_changes, version_changes_from_rollups
+from workbench.reports.timeseries import (
+    monthly,
+    monthly_from_rollups,
+    version_changes,
+    version_changes_from_rollups,
+)
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
@@ -177,7 +182,7 @@ class WorkbenchStore:
 
     def _dataset_signer(self):
         """The key `gate export` signs the dataset manifest with (Ed25519 first)."""
-        from gate.signing import receipt_signer_for
+        from gate.keys.signing import receipt_signer_for
 
         return receipt_signer_for(self.signing.attestation_key()) or self.signing.receipt_signer()
 
@@ -203,7 +208,7 @@ class WorkbenchStore:
         """The dataset's decisions and outcomes of `scopes` and one policy, read once and held in
         memory for the next interactions (a small LRU keyed by the manifest's hash, so a
         refreshed dataset is read again). With a limit, only the rows of the newest decisions
-        are read (`workbench.recent`); `reference` reads them through the lazy plan."""
+        are read (`workbench.dataset.recent`); `reference` reads them through the lazy plan."""
         key = (scopes, policy_id, limit, manifest_key or self._manifest_key())
         with self._cache_lock:
             frames = self._frame_cache.pop(key, None)
@@ -267,13 +272,13 @@ class WorkbenchStore:
         }
 
     def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
-        """Volume by verdict and effectiveness, month by month (`workbench.timeseries`): from the
+        """Volume by verdict and effectiveness, month by month (`workbench.reports.timeseries`): from the
         dataset's rollups when they are current, else from the rows."""
         return self._whole_history("monthly", scope, policy_id, monthly_from_rollups,
                                    lambda frames: monthly(frames, policy_id))
 
     def version_changes(self, scope: str, policy_id: str) -> pl.DataFrame:
-        """Each version of the policy with the month of its first decision (`workbench.timeseries`):
+        """Each version of the policy with the month of its first decision (`workbench.reports.timeseries`):
         from the dataset's rollups when they are current, else from the rows."""
         return self._whole_history("versions", scope, policy_id, version_changes_from_rollups, version_changes)
 

@@ -1,5 +1,5 @@
 """The demo ledger and the synthetic datasets share one scenario (`workbench.demo.scenario`):
-`seed` writes it through the real services, `workbench.synth` straight into the export schema.
+`seed` writes it through the real services, `workbench.dataset.synth` straight into the export schema.
 
 This module stays import-light (no NumPy, no database): the CLI reads its defaults."""
 

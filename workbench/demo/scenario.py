@@ -2,7 +2,7 @@
 
 One set of distributions, drawn with NumPy from one seed, feeds both the demo ledger
 (`workbench.demo.seed`, every decision through the real services) and the benchmark-sized
-synthetic datasets (`workbench.synth`, straight into the export schema), so both look alike.
+synthetic datasets (`workbench.dataset.synth`, straight into the export schema), so both look alike.
 
 Scenario (all times UTC, 2026-05-01 to 2026-10-31):
 

@@ -25,15 +25,15 @@ from typing import Callable
 import numpy as np
 from sqlalchemy import event
 
-from gate.canonical import sha256_hex
 from gate.clock import FixedClock, iso_ms
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
-from gate.ledger.reports import set_benchmark_opt_in
 from gate.ledger.engine import make_engine
-from gate.lifecycle import KINDS, LifecycleService
+from gate.ledger.reports import set_benchmark_opt_in
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from gate.service import Caller, DecisionService
+from gate.services.decide import Caller, DecisionService
+from gate.services.lifecycle import KINDS, LifecycleService
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 from workbench.demo import scenario as S
 

@@ -1,4 +1,4 @@
-"""Vectorized evaluation of the demo rulebooks over NumPy columns (for `workbench.synth`).
+"""Vectorized evaluation of the demo rulebooks over NumPy columns (for `workbench.dataset.synth`).
 
 A deliberately small interpreter: the leaf operators `eq`, `neq`, `gt`, `gte`, `lt`, `lte`,
 `in`, `not_in` and the combinators `all`, `any`, `not`, over facts that are always present

@@ -1,6 +1,6 @@
 """The confidence engine: decision confidence over Polars LazyFrames in the dataset schema.
 
-Same sample and formulas as the decide-time block (`gate/confidence.py`, docs/intelligence.md
+Same sample and formulas as the decide-time block (`gate/protocol/confidence.py`, docs/intelligence.md
 "Decision confidence"): each decision's latest outcome (greatest `(reported_at, receipt_id)`),
 mapped to its effectiveness class; similar decisions are those of the policy (and the given
 verdict and action) whose latest outcome is success or failure; evidence splits into the
@@ -21,7 +21,14 @@ from typing import Any, Mapping
 
 import polars as pl
 
-from workbench.engines.common import FAILURE, SUCCESS, class_expr, sample_block, sample_partial, with_latest_outcome
+from workbench.engines.common import (
+    FAILURE,
+    SUCCESS,
+    class_expr,
+    sample_block,
+    sample_partial,
+    with_latest_outcome,
+)
 
 Z = 1.96
 HIGH_SCORE = 0.8

@@ -3,7 +3,7 @@ decisions, and what the change would have meant given the outcomes we know.
 
 The engine does not evaluate rulebooks itself: the caller passes `replay`, a function that adds
 `new_verdict` (yes / no / review; null when the decision cannot be replayed, e.g. its facts are
-not in the record) and `new_rule_id` to a LazyFrame of decisions. `workbench.counterfactuals`
+not in the record) and `new_rule_id` to a LazyFrame of decisions. `workbench.migration.draft_replay`
 supplies one backed by the gate's evaluator; a vectorized Rulebook→Polars compiler plugs in the
 same way. Formulas in docs/intelligence.md, "Batch counterfactuals":
 

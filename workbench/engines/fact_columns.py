@@ -1,6 +1,6 @@
 """The typed facts columns: how one JSON fact path is stored so a rulebook evaluates column-wise.
 
-This module is the contract shared by the writer (`workbench.facts`, which flattens stored facts
+This module is the contract shared by the writer (`workbench.dataset.facts`, which flattens stored facts
 into the `facts` table) and the reader (`workbench.engines.rulebook_polars`, which compiles a
 rulebook into expressions over those columns). It imports only Polars and the standard library.
 

@@ -2,7 +2,7 @@
 plus the decisions with the most extreme values (evidence for drift).
 
 A fact is a field path into the facts object (`applicant.income`), exactly as a Rulebook v1
-`field` names it and as the typed facts table stores it (`workbench.facts`: object keys only,
+`field` names it and as the typed facts table stores it (`workbench.dataset.facts`: object keys only,
 keys a field path can name, paths of at most 160 characters). It is numeric when every value it
 takes in the sample is a number (booleans are not numbers, as in Rulebook v1; a JSON `null` is
 no value); a path that ever holds another kind (string, boolean, array, object) is counted in

@@ -51,7 +51,7 @@ from workbench.engines import fact_columns as fc
 __all__ = ["CompiledPolarsRulebook", "compile_rulebook", "evaluate", "with_pick", "outcome_table", "referenced_paths",
            "RESULT_COLUMNS", "PICK"]
 
-# The evaluator's needs_input outcome (gate.constants; a test pins the equality).
+# The evaluator's needs_input outcome (gate.vocabulary; a test pins the equality).
 NEEDS_INPUT_STATUS = "needs_input"
 NEEDS_INPUT_DECISION = "review"
 NEEDS_INPUT_VERDICT = "NEEDS_INPUT"

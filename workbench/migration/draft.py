@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gate.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import CompiledRulebook, get_evaluator, validate_rulebook
 from gate.rulebook.compile import rule_order
 from workbench.engines.rulebook_polars import CompiledPolarsRulebook, compile_rulebook

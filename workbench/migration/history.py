@@ -6,10 +6,10 @@ what was read, which the migration manifest names and signs):
 - `from_dataset(location, rulebook_id, scope)`: an exported dataset (`gate export`). Its
   `manifest.json` must be of `DATASET_SCHEMA_VERSION`; the source identity is the sha256 of
   the manifest's raw bytes. The typed facts come from `facts/rulebook_id=<id>/…`
-  (`workbench.facts`); a decision without a facts row is replayed from its `facts_json`.
+  (`workbench.dataset.facts`); a decision without a facts row is replayed from its `facts_json`.
   Scans are lazy: only the columns and partitions the dry-run needs are read.
 - `from_ledger(ledger, rulebook_id, scope)`: the live ledger, read with the export's own
-  streams and converters (`gate.ledger.stream`, `workbench.convert`, `workbench.facts`), so a
+  streams and converters (`gate.ledger.stream`, `workbench.dataset.convert`, `workbench.dataset.facts`), so a
   number means the same thing on both paths. Held in memory (the rulebook's decisions only);
   the source identity is the sha256 of the chain heads read before the decisions.
 """
@@ -23,11 +23,11 @@ from typing import Any
 
 import polars as pl
 
-from gate.canonical import sha256_bytes_hex, sha256_hex
+from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from workbench.dataset.facts import facts_tables
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION
 from workbench.engines import fact_columns as fc
-from workbench.facts import facts_tables
 from workbench.migration.errors import DryRunError
-from workbench.schema import DATASET_SCHEMA_VERSION
 
 __all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS"]
 
@@ -107,10 +107,10 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
 
 
 def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> list[str]:
-    """The files the manifest lists (`workbench.integrity`), each checked against its listed
+    """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
-    from workbench.dataset import DatasetError, open_location
-    from workbench.integrity import check_files, listed_files
+    from workbench.dataset.integrity import check_files, listed_files
+    from workbench.dataset.location import DatasetError, open_location
 
     try:
         return check_files(open_location(str(root)), listed_files(manifest, kind, name))
@@ -147,7 +147,7 @@ def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
     if version != DATASET_SCHEMA_VERSION:
         raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
                           f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
-    from workbench.integrity import dataset_hash, signature_problem
+    from workbench.dataset.integrity import dataset_hash, signature_problem
 
     if anchors is not None:
         problem = signature_problem(manifest, anchors)
@@ -201,7 +201,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
 def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
     from gate.ledger import stream
-    from workbench.convert import decisions_table, receipts_table
+    from workbench.dataset.convert import decisions_table, receipts_table
 
     heads = stream.chain_heads_of(ledger, scope)
     decision_frames, fact_frames, outcome_frames = [], [], []

@@ -6,7 +6,7 @@ of the ledger's chain heads). `dry_run.result_hash` is the sha256 of the canonic
 result without it: the same draft over the same history always gives the same result hash.
 
 Signing: `migration_hash` = sha256(canon(manifest without `migration_hash` and `signature`));
-the service's receipt key (`gate.keyconfig.SigningSetup.receipt_signer`, Ed25519 from the
+the service's receipt key (`gate.keys.config.SigningSetup.receipt_signer`, Ed25519 from the
 keyring or the HMAC secret) signs canon({key_id, migration_hash}), in the same
 `<algorithm>:<signature>` form as a receipt signature. `verify_manifest` recomputes every
 hash and checks the signature against trust anchors only (never a key carried by the file).
@@ -22,10 +22,10 @@ from typing import Any
 
 import jsonschema
 
-from gate.canonical import canonical_bytes, sha256_hex
-from gate.constants import SIG_ED25519, SIG_HMAC_SHA256
-from gate.signing import ReceiptSigner, b64url_decode, ed25519_verify
+from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
+from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.verify.anchors import TrustAnchors
+from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.migration.summary import DryRunResult
 
 __all__ = ["MIGRATION_SCHEMA_VERSION", "SCHEMA_FILE", "build_manifest", "sign_manifest", "verify_manifest",
@@ -114,8 +114,8 @@ def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[b
 def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors: TrustAnchors,
                    checks: dict[str, bool], problems: list[str]) -> None:
     """`dataset_signature` and `dataset_files` of `verify_manifest` (offline: the anchors only)."""
-    from workbench import integrity
-    from workbench.dataset import DatasetError, open_location
+    from workbench.dataset import integrity
+    from workbench.dataset.location import DatasetError, open_location
 
     try:
         dataset = json.loads(raw.decode("utf-8"))
@@ -170,7 +170,7 @@ def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
         checks["draft_hash"] = sha256_hex(draft) == (manifest.get("to") or {}).get("rulebook_hash") \
             == (dry_run.get("draft") or {}).get("rulebook_hash")
     if dataset_manifest is not None:
-        from gate.canonical import sha256_bytes_hex
+        from gate.protocol.canonical import sha256_bytes_hex
 
         checks["dataset_hash"] = sha256_bytes_hex(dataset_manifest) == (dry_run.get("source") or {}).get("hash")
         if dataset_root is not None:

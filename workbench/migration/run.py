@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from gate.signing import ReceiptSigner
+from gate.keys.signing import ReceiptSigner
 from workbench.migration.compute import compute
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError

@@ -2,7 +2,7 @@
 
 Both render the signed manifest (`workbench.migration.manifest`), never a recomputation, so
 what a reviewer reads is exactly what was signed. Every value that comes from the manifest is
-text, never markup: Markdown cells and prose through `workbench.textsafe.md_cell`/`md_text`,
+text, never markup: Markdown cells and prose through `workbench.reports.textsafe.md_cell`/`md_text`,
 HTML through `html_text` (a draft's `version` or `action` is whatever its author typed). The HTML holds its charts as inline SVG and
 its style inline: it opens offline, with no script and no network request.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.reports import svg
-from workbench.textsafe import html_text, md_cell, md_text
+from workbench.reports.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_markdown", "render_html"]
 

@@ -1,12 +1,12 @@
 """Small inline SVG charts for self-contained HTML reports (no JavaScript, no CDN, no fonts).
 
 Each function returns one `<svg>` element as text; every label is HTML-escaped
-(`workbench.textsafe.html_text`), so data (rule ids, reason codes) can never inject markup.
+(`workbench.reports.textsafe.html_text`), so data (rule ids, reason codes) can never inject markup.
 """
 
 from __future__ import annotations
 
-from workbench.textsafe import html_text
+from workbench.reports.textsafe import html_text
 
 __all__ = ["heatmap", "grouped_bars", "paired_series"]
 

@@ -20,7 +20,7 @@ Public interface (all take validated-or-not Rulebook v1 dicts and raise
 Each result has `.to_json()`; the JSON shapes are documented in docs/rulebook-analysis.md.
 """
 
-from gate.rulebook.analysis.diff import DiffReport, Difference, semantic_diff
+from gate.rulebook.analysis.diff import Difference, DiffReport, semantic_diff
 from gate.rulebook.analysis.flips import Flip, minimal_flips
 from gate.rulebook.analysis.lint import LintReport, lint
 

@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from gate.canonical import sha256_hex
+from gate.protocol.canonical import sha256_hex
 from gate.rulebook.analysis.describe import describe
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.space import Space

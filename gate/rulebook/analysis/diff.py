@@ -19,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.rulebook.analysis.common import Region, compare_key, evaluator, label_of, region
+from gate.rulebook.analysis.common import (
+    Region,
+    compare_key,
+    evaluator,
+    label_of,
+    region,
+)
 from gate.rulebook.analysis.model import Label, decision_list
 from gate.rulebook.analysis.regions import Budget, BudgetExceeded, merge, partition
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples

@@ -24,7 +24,13 @@ from typing import Any
 
 from gate.rulebook.analysis.common import evaluator, region
 from gate.rulebook.analysis.model import decision_list
-from gate.rulebook.analysis.regions import Budget, BudgetExceeded, merge, meet, partition
+from gate.rulebook.analysis.regions import (
+    Budget,
+    BudgetExceeded,
+    meet,
+    merge,
+    partition,
+)
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
 from gate.rulebook.analysis.space import Space, leaves_of
 from gate.rulebook.compile import rule_order

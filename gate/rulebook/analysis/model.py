@@ -16,10 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gate.constants import NEEDS_INPUT_ACTION, NEEDS_INPUT_REASON, NEEDS_INPUT_STATUS, NEEDS_INPUT_VERDICT
-from gate.rulebook.analysis.regions import Budget, Cube, condition_cubes, disjoint, subtract
+from gate.rulebook.analysis.regions import (
+    Budget,
+    Cube,
+    condition_cubes,
+    disjoint,
+    subtract,
+)
 from gate.rulebook.analysis.space import Space, type_ok
 from gate.rulebook.compile import rule_order
+from gate.vocabulary import (
+    NEEDS_INPUT_ACTION,
+    NEEDS_INPUT_REASON,
+    NEEDS_INPUT_STATUS,
+    NEEDS_INPUT_VERDICT,
+)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from gate.rulebook.semantics import MISSING, contains, member, not_contains, strict_equal
+from gate.rulebook.semantics import (
+    MISSING,
+    contains,
+    member,
+    not_contains,
+    strict_equal,
+)
 
 MAX_NEEDLES = 10
 _NUMBER_OPS = ("gt", "gte", "lt", "lte")

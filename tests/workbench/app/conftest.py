@@ -31,7 +31,7 @@ def build_small_ledger(home: Path) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def workbench_home(tmp_path_factory):
-    from gate.keyconfig import SigningSetup
+    from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
 

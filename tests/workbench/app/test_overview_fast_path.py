@@ -1,13 +1,12 @@
 """The Overview's fast path (issue 22: picking a scope and policy within 0.5 s at 1M decisions)
 shows exactly the figures of the reference path: the limited reports read through
-`workbench.recent` instead of the lazy plan, the monthly course from the rollups instead of the
+`workbench.dataset.recent` instead of the lazy plan, the monthly course from the rollups instead of the
 rows, finished figures cached per manifest hash. Not timed: `bench_workbench` measures the speed;
 these tests pin that nothing it gained changed a figure, and the cache's invalidation and bound."""
 
 from __future__ import annotations
 
 import json
-
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,18 +14,18 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from gate.keyconfig import SigningSetup
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring
 from gate.ledger import Ledger
 from gate.ledger.reports import set_benchmark_opt_in
-from gate.signing import generate_keyring
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.app import store as store_module
 from workbench.app.state.overview import OverviewState
 from workbench.app.store import WorkbenchStore
-from workbench.export import export_ledger
-from workbench.load import DatasetError, from_dataset
-from workbench.recent import recent_frames
-from workbench.synth import synthesize
+from workbench.dataset.export import export_ledger
+from workbench.dataset.load import DatasetError, from_dataset
+from workbench.dataset.recent import recent_frames
+from workbench.dataset.synth import synthesize
 
 POLICIES = ("refund_approval", "agent_action_gate", "pricing_exception")
 
@@ -219,7 +218,7 @@ def test_the_monthly_course_without_rollups_is_read_from_the_rows(synthetic, tmp
         else:
             manifest["rollups"]["classes_hash"] = "0" * 64
         # Sealed again (unsigned): a manifest changed after its export is otherwise refused.
-        from workbench import integrity
+        from workbench.dataset import integrity
 
         (copy / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
         fast = WorkbenchStore(shared.ledger, shared.signing, copy)

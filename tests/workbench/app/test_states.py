@@ -15,8 +15,12 @@ from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
-from workbench.load import from_dataset
-from workbench.policy_reports import ReportParams, confidence_report, effectiveness_report
+from workbench.dataset.load import from_dataset
+from workbench.reports.policy import (
+    ReportParams,
+    confidence_report,
+    effectiveness_report,
+)
 
 RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
 

@@ -10,7 +10,14 @@ import param
 
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
-from workbench.app.pages.links import PAGES, QUERY, Links, draft_for_url, draft_value, text_value
+from workbench.app.pages.links import (
+    PAGES,
+    QUERY,
+    Links,
+    draft_for_url,
+    draft_value,
+    text_value,
+)
 from workbench.app.pages.migration import migration_page
 from workbench.app.pages.overview import overview_page
 from workbench.app.state.authoring import AuthoringState
@@ -18,7 +25,7 @@ from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.store import WorkbenchStore
-from workbench.textsafe import md_text
+from workbench.reports.textsafe import md_text
 
 
 class Session(param.Parameterized):

@@ -6,7 +6,7 @@ import panel as pn
 
 from workbench.app.pages.common import json_pane, note
 from workbench.app.state.authoring import AuthoringState
-from workbench.textsafe import md_text
+from workbench.reports.textsafe import md_text
 
 
 def error_markdown(check) -> str:

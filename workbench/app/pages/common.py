@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import panel as pn
 
-from workbench.textsafe import md_text
+from workbench.reports.textsafe import md_text
 
 
 def note(message_param) -> pn.pane.Markdown:

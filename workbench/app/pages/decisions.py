@@ -9,8 +9,7 @@ import panel as pn
 
 from workbench.app.pages.common import note
 from workbench.app.state.decisions import DecisionsState
-from workbench.textsafe import md_cell, md_text
-
+from workbench.reports.textsafe import md_cell, md_text
 
 # What each verification check establishes, in plain words (docs/verification.md names them all).
 CHECK_TEXT = {

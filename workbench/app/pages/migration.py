@@ -11,7 +11,7 @@ import panel as pn
 
 from workbench.app.pages.common import note
 from workbench.app.state.migration import MigrationState
-from workbench.textsafe import md_text
+from workbench.reports.textsafe import md_text
 
 VERDICTS = ("yes", "no", "review")
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)

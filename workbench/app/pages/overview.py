@@ -9,7 +9,7 @@ from bokeh.plotting import figure
 from workbench.app.pages.common import note
 from workbench.app.pages.links import decision_href
 from workbench.app.state.overview import OverviewState
-from workbench.textsafe import html_text, md_text
+from workbench.reports.textsafe import html_text, md_text
 
 VERDICT_COLORS = {"yes": "#2e7d32", "no": "#c62828", "review": "#f9a825"}
 

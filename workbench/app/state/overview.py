@@ -8,7 +8,7 @@ from typing import Any
 import param
 
 from workbench.app.store import WorkbenchStore
-from workbench.load import DatasetError
+from workbench.dataset.load import DatasetError
 
 
 class OverviewState(param.Parameterized):

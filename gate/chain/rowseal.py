@@ -1,0 +1,79 @@
+"""Ledger row seals: what binds a stored row's own columns to the gate's receipt key.
+
+A Decision Record's hashes and signatures cover the record, not the ledger row that files it.
+Columns such as `scope` and `key_id` are not in the record at all, and the indexed copies of
+record members (`verdict`, `policy_id`, …) are read without the record. So every row the
+gate writes carries a *seal* that hosted verification recomputes (docs/verification.md §9):
+
+* A decisions row has `row_hash = H(decision_row_material(row))`. It covers every column
+  except the two JSON documents, which have their own hashes (`record_hash`, `input_hash`).
+  With a receipt signer the row also has `row_signature`, the receipt key's signature over
+  `canon({ledger_row_version, row_hash, key_id})`.
+* The lifecycle receipts of one decision form a hash chain. Each row has a `sequence`
+  (1, 2, … in write order, across the three kinds), the `previous_row_hash` of the row before,
+  and `row_hash = H(receipt_row_material(row))`, which covers every column except
+  `receipt_json` (covered by `receipt_hash`). The decision's *receipt head* stores the count
+  and the newest `row_hash`, signed with the receipt key over
+  `canon({receipt_chain_version, decision_id, count, head_row_hash, key_id})`. Deleting any
+  receipt row, moving one to another decision, or editing any column breaks the chain, the
+  count or the signature.
+
+`H` is sha256 over canonical JSON (`json.sort_deep.v1`). Everything here is pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from gate.protocol.canonical import canonical_bytes, sha256_hex
+
+LEDGER_ROW_VERSION = "ledger_row_v1"
+RECEIPT_CHAIN_VERSION = "decision_receipts_v1"
+
+# decisions columns under `row_hash` (record_json and request_json have their own hashes).
+DECISION_ROW_COLUMNS = (
+    "decision_id", "scope", "key_id", "idempotency_key", "input_hash", "record_hash", "receipt_hash",
+    "policy_bundle_hash", "rulebook_hash", "policy_id", "policy_version", "verdict", "created_at",
+)
+
+# lifecycle_receipts columns under `row_hash` (receipt_json is covered by receipt_hash).
+RECEIPT_ROW_COLUMNS = (
+    "receipt_id", "kind", "decision_id", "scope", "idempotency_key", "input_hash", "receipt_hash",
+    "reported_at", "sequence", "previous_row_hash",
+)
+
+
+def decision_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The object whose hash is a decisions row's `row_hash` (missing columns as null)."""
+    material = {name: row.get(name) for name in DECISION_ROW_COLUMNS}
+    material["ledger_row_version"] = LEDGER_ROW_VERSION
+    material["table"] = "decisions"
+    return material
+
+
+def decision_row_hash(row: Mapping[str, Any]) -> str:
+    return sha256_hex(decision_row_material(row))
+
+
+def receipt_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The object whose hash is a lifecycle_receipts row's `row_hash` (missing columns as null)."""
+    material = {name: row.get(name) for name in RECEIPT_ROW_COLUMNS}
+    material["ledger_row_version"] = LEDGER_ROW_VERSION
+    material["table"] = "lifecycle_receipts"
+    return material
+
+
+def receipt_row_hash(row: Mapping[str, Any]) -> str:
+    return sha256_hex(receipt_row_material(row))
+
+
+def row_signature_payload(row_hash: Any, key_id: Any) -> bytes:
+    """What a decisions row's `row_signature` signs."""
+    return canonical_bytes({"ledger_row_version": LEDGER_ROW_VERSION, "row_hash": row_hash, "key_id": key_id})
+
+
+def receipt_head_payload(decision_id: Any, count: Any, head_row_hash: Any, key_id: Any) -> bytes:
+    """What a receipt head's `signature` signs. Its members differ from the row payload's, so
+    one signature can never stand in for the other."""
+    return canonical_bytes({"receipt_chain_version": RECEIPT_CHAIN_VERSION, "decision_id": decision_id,
+                            "count": count, "head_row_hash": head_row_hash, "key_id": key_id})

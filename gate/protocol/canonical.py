@@ -1,0 +1,488 @@
+"""Canonical JSON `json.sort_deep.v1` and the sha256 helpers: the only place hash bytes are made.
+
+The rule (reference facts §1): recursively, arrays keep their order and object keys are ordered
+by JavaScript's `String.prototype.localeCompare` with no locale (ICU root collation); the text
+is what `JSON.stringify` writes, without whitespace. `JSON.stringify` also writes integer-like
+keys (canonical array indices, "0" … "4294967294") first, in ascending numeric order.
+
+Collation uses the Unicode Collation Algorithm with the default table (`pyuca`), which the
+reference facts measured to reproduce Node's order; `gate.protocol.collation` computes the same order in
+time linear in the key's length. Sort keys and key orders of short keys are cached because keys
+repeat; the caches are bounded in bytes, so attacker-chosen keys cannot grow a worker.
+
+Nesting is bounded: `parse_strict` refuses documents nested deeper than its `max_depth`
+(`MAX_JSON_DEPTH` for request bodies, `MAX_DOCUMENT_DEPTH` for records and packets that embed
+them) before decoding, and the writer refuses anything deeper than `MAX_WRITE_DEPTH`, so no
+nesting ever reaches Python's recursion limit.
+
+`parse_strict` is the way untrusted JSON enters the system. It rejects what the reference
+would silently round or mangle (NaN, ±Infinity, duplicate keys, integers beyond ±(2^53−1)),
+so nothing ambiguous is ever hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from itertools import accumulate
+from typing import Any
+
+from gate.protocol.collation import collation_key  # noqa: F401  (re-exported for benchmarks)
+from gate.vocabulary import MAX_SAFE_INTEGER
+
+__all__ = [
+    "CanonicalJSONError",
+    "canonical_bytes",
+    "canonical_text",
+    "parse_strict",
+    "sha256_hex",
+    "sha256_bytes_hex",
+    "key_order",
+    "collation_sorted",
+    "clone",
+    "MAX_JSON_DEPTH",
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_WRITE_DEPTH",
+]
+
+# Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so
+# that every recursive walk of a value (writer, clone, validators) stays far from Python's
+# recursion limit; deeper input is a 400 JSON_TOO_DEEP, never a crash.
+MAX_JSON_DEPTH = 64  # request bodies a client writes (decide, receipts)
+MAX_DOCUMENT_DEPTH = 96  # records and packets handed back for verification: they embed bodies
+MAX_WRITE_DEPTH = 128  # anything hashed
+
+_MAX_ARRAY_INDEX = 2**32 - 2
+# SECURITY: caches hold only short keys and small objects, and are emptied when their estimated
+# size passes a byte budget, so memory does not grow with what requests send (issue 6, defect 2).
+_CACHED_KEY_CHARS = 64
+_CACHED_ORDER_KEYS = 64
+_CACHE_BUDGET_BYTES = 4 * 1024 * 1024
+_SORT_KEY_CACHE: dict[str, tuple] = {}
+_ORDER_CACHE: dict[tuple, list[str]] = {}
+_cache_bytes = [0, 0]  # estimated bytes held by _SORT_KEY_CACHE, _ORDER_CACHE
+
+_encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
+
+
+class CanonicalJSONError(ValueError):
+    """Input that cannot be canonicalised without changing its meaning.
+
+    `code` is a stable machine string (`JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`,
+    `JSON_UNSAFE_INTEGER`, `JSON_INVALID`, `JSON_UNSUPPORTED_TYPE`, `JSON_TOO_DEEP`);
+    `path` points at the offending member (`$.context.inputs.amount`) when known.
+    """
+
+    def __init__(self, code: str, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.path = path
+
+
+# --------------------------------------------------------------------------- key order
+
+
+def _array_index(key: str) -> int | None:
+    """Return the numeric value when `key` is a canonical array index, else None."""
+    if not key or not key.isdigit() or not key.isascii():
+        return None
+    if len(key) > 1 and key[0] == "0":
+        return None
+    value = int(key)
+    return value if value <= _MAX_ARRAY_INDEX else None
+
+
+def _remember(cache: dict, slot: int, key, value, size: int) -> None:
+    if _cache_bytes[slot] + size > _CACHE_BUDGET_BYTES:
+        cache.clear()
+        _cache_bytes[slot] = 0
+    cache[key] = value
+    _cache_bytes[slot] += size
+
+
+def _sort_key(key: str) -> tuple:
+    cached = _SORT_KEY_CACHE.get(key)
+    if cached is None:
+        index = _array_index(key)
+        if index is not None:
+            cached = (0, index, ())
+        else:
+            # Ties under the collation (rare: only fully ignorable differences) fall back to
+            # code-point order so the result is a total order.
+            cached = (1, collation_key(key), key)
+        if len(key) <= _CACHED_KEY_CHARS:
+            # key + three weight strings (≤ 2 weights per character each) + object overheads
+            _remember(_SORT_KEY_CACHE, 0, key, cached, 32 * len(key) + 400)
+    return cached
+
+
+def collation_sorted(keys) -> list[str]:
+    """Keys ordered as `a.localeCompare(b)` orders them (no array-index rule)."""
+    return sorted(keys, key=lambda key: (collation_key(key), key))
+
+
+def key_order(keys) -> list[str]:
+    """Keys in `json.sort_deep.v1` order (array-index keys first, then collation order)."""
+    signature = tuple(keys)
+    order = _ORDER_CACHE.get(signature)
+    if order is None:
+        order = sorted(signature, key=_sort_key)
+        if len(signature) <= _CACHED_ORDER_KEYS and all(
+            type(key) is str and len(key) <= _CACHED_KEY_CHARS for key in signature
+        ):
+            _remember(_ORDER_CACHE, 1, signature, order, 200 + 120 * len(signature))
+    return order
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _format_float(value: float) -> str:
+    """ECMAScript Number::toString for a finite double (shortest round-trip digits)."""
+    if value == 0:
+        return "0"  # also -0
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exponent = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    # n: position of the decimal point counted from the first digit of `digits`.
+    point = len(whole) + (int(exponent) if exponent else 0)
+    significant = digits.lstrip("0")
+    point -= len(digits) - len(significant)
+    digits = significant.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * (-n) + digits
+    exp = n - 1
+    exp_text = ("+" if exp >= 0 else "-") + str(abs(exp))
+    if k == 1:
+        return sign + digits + "e" + exp_text
+    return sign + digits[0] + "." + digits[1:] + "e" + exp_text
+
+
+def _format_number(value: int | float) -> str:
+    if isinstance(value, int):
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return str(value)
+        # Beyond the safe range JavaScript holds a double; write what it would write.
+        return _format_float(float(value))
+    if not math.isfinite(value):
+        raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", "NaN and Infinity have no canonical form")
+    return _format_float(value)
+
+
+# --------------------------------------------------------------------------- strings
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """JSON.stringify writes lone surrogates as `\\udXXX`; encode_basestring leaves them raw."""
+    return _SURROGATE.sub(lambda match: "\\u%04x" % ord(match.group()), text)
+
+
+def _encode_text(value: str) -> str:
+    text = _encode_string(value)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _escape_surrogates(text)
+    return text
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def _too_deep() -> CanonicalJSONError:
+    return CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting deeper than {MAX_WRITE_DEPTH} levels")
+
+
+def _write(value: Any, out: list[str], depth: int = 0) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_text(value))
+    elif kind is dict:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _too_deep()
+        if not value:
+            out.append("{}")
+            return
+        # Before ordering them: the key order is defined for strings only.
+        if any(type(key) is not str for key in value):
+            raise CanonicalJSONError("JSON_UNSUPPORTED_TYPE", "object keys must be strings")
+        out.append("{")
+        first = True
+        for key in key_order(value):
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_encode_text(key))
+            out.append(":")
+            _write(value[key], out, depth + 1)
+        out.append("}")
+    elif kind is list or kind is tuple:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _too_deep()
+        if not value:
+            out.append("[]")
+            return
+        out.append("[")
+        first = True
+        for item in value:
+            if not first:
+                out.append(",")
+            first = False
+            _write(item, out, depth + 1)
+        out.append("]")
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif kind is int or kind is float:
+        out.append(_format_number(value))
+    elif isinstance(value, str):
+        out.append(_encode_text(str(value)))
+    elif isinstance(value, dict):
+        _write(dict(value), out, depth)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(_format_number(value))
+    else:
+        raise CanonicalJSONError(
+            "JSON_UNSUPPORTED_TYPE", f"{type(value).__name__} has no JSON form"
+        )
+
+
+class _SlowPath(Exception):
+    """The fast path met a value only the full writer formats (or rejects) correctly."""
+
+
+def _prepare(value: Any, depth: int = 0) -> Any:
+    """Copy `value` with keys in canonical order and numbers the C encoder writes as JS does.
+
+    Python's float repr equals ECMAScript's text for finite non-integral doubles printed
+    without an exponent (1e-4 ≤ |x| < 1e16); integral doubles below 2^53 print as integers in
+    both. Anything else (exponents, unsafe integers, subclasses, non-string keys) takes the
+    slow path.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is dict:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _SlowPath  # the full writer names the error
+        try:
+            order = key_order(value)
+        except (AttributeError, TypeError) as exc:
+            raise _SlowPath from exc
+        depth += 1
+        return {key: _prepare(value[key], depth) for key in order}
+    if kind is list or kind is tuple:
+        if depth >= MAX_WRITE_DEPTH:
+            raise _SlowPath
+        depth += 1
+        return [_prepare(item, depth) for item in value]
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _SlowPath
+    if kind is float:
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value)
+        elif math.isfinite(value) and 1e-4 <= abs(value) < 1e16:
+            return value
+    raise _SlowPath
+
+
+_FAST_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
+)
+
+
+def canonical_text(value: Any) -> str:
+    """The `json.sort_deep.v1` text of `value`.
+
+    Fast path: reorder keys in Python, then let the C encoder write; the full writer below
+    handles every other case and is the reference the tests compare the fast path against.
+    """
+    try:
+        text = _FAST_ENCODER.encode(_prepare(value))
+    except _SlowPath:
+        return _canonical_text_slow(value)
+    if not text.isascii() and _SURROGATE.search(text):
+        text = _escape_surrogates(text)
+    return text
+
+
+def _canonical_text_slow(value: Any) -> str:
+    out: list[str] = []
+    _write(value, out)
+    return "".join(out)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The UTF-8 bytes of the canonical text (lone surrogates are escaped, so this never fails)."""
+    return canonical_text(value).encode("utf-8")
+
+
+def sha256_bytes_hex(data: bytes) -> str:
+    """Bare lowercase hex sha256 of raw bytes (no `sha256:` prefix)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_hex(value: Any) -> str:
+    """Bare lowercase hex sha256 of the canonical bytes of `value`."""
+    return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists, scalars): several times faster than
+    copy.deepcopy, which must handle arbitrary objects and memoise shared references."""
+    kind = type(value)
+    if kind is dict:
+        return {key: clone(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [clone(item) for item in value]
+    return value
+
+
+# --------------------------------------------------------------------------- strict parsing
+
+
+def _reject_constant(name: str):
+    raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"{name} is not allowed in JSON input")
+
+
+def _parse_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise CanonicalJSONError(
+            "JSON_UNSAFE_INTEGER",
+            f"integer {text} is outside ±(2^53−1) and cannot be hashed without rounding",
+        )
+    return value
+
+
+_NONZERO_MANTISSA = re.compile(r"-?0*\.?0*[1-9]")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise CanonicalJSONError(
+            "JSON_NON_FINITE_NUMBER", f"number {text} overflows to Infinity"
+        )
+    if value == 0 and _NONZERO_MANTISSA.match(text):
+        # SECURITY: 1e-400 must not silently become 0 (and, say, pass a `<=` rule); refused
+        # like its overflowing mirror 1e400.
+        raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"number {text} underflows to 0")
+    # A literal with a fraction or exponent is a double in every implementation, so it hashes
+    # the same everywhere; only integer literals beyond ±(2^53−1) would be silently rounded.
+    return value
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise CanonicalJSONError(
+                    "JSON_DUPLICATE_KEY", f"duplicate object key {key!r}"
+                )
+            seen.add(key)
+    return result
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs,
+    parse_constant=_reject_constant,
+    parse_int=_parse_int,
+    parse_float=_parse_float,
+)
+
+
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def _nesting_depth(text: str, limit: int) -> int:
+    """The deepest container nesting in JSON `text`, or a lower bound above `limit`.
+
+    Linear: string literals and everything but brackets are removed with regular expressions,
+    then a running sum of ±1 gives the depth. Text with at most `limit` brackets cannot be
+    deeper than `limit`, so most documents skip the scan.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return 0
+    brackets = _NOT_BRACKET.sub("", _STRING_LITERAL.sub("", text))
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate_path(value: Any) -> str | None:
+    """JSON path of the first string or member name holding a lone surrogate, else None."""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if type(item) is str:
+            if _SURROGATE.search(item):
+                return path
+        elif type(item) is dict:
+            for key, child in item.items():
+                if _SURROGATE.search(key):
+                    return f"{path}.{key.encode('utf-8', 'backslashreplace').decode('ascii')}"
+                stack.append((child, f"{path}.{key}"))
+        elif type(item) is list:
+            stack.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
+    return None
+
+
+def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
+    """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
+
+    Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
+    `JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`, `JSON_UNSAFE_INTEGER` or `JSON_TOO_DEEP`
+    (containers nested more than `max_depth` levels). A lone surrogate (`"\\ud800"` not
+    followed by a low surrogate) is `JSON_INVALID`: it is not Unicode text, cannot be stored
+    as UTF-8 and would hash differently in other implementations (issue 6, defect 7).
+    """
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            data = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CanonicalJSONError("JSON_INVALID", f"body is not UTF-8: {exc.reason}") from exc
+    if _nesting_depth(data, max_depth) > max_depth:
+        raise CanonicalJSONError("JSON_TOO_DEEP", f"JSON nesting is deeper than {max_depth} levels")
+    try:
+        value = _DECODER.decode(data)
+    except CanonicalJSONError:
+        raise
+    except RecursionError as exc:
+        raise CanonicalJSONError("JSON_TOO_DEEP", "JSON nesting is too deep") from exc
+    except json.JSONDecodeError as exc:
+        raise CanonicalJSONError(
+            "JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    if _SURROGATE_ESCAPE.search(data) or _SURROGATE.search(data):
+        path = _lone_surrogate_path(value)
+        if path is not None:
+            path = path.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise CanonicalJSONError("JSON_INVALID", "a lone surrogate is not Unicode text", path=path)
+    return value

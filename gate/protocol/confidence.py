@@ -1,0 +1,152 @@
+"""Decision confidence (`decision_confidence_v1`): how well decisions like this one turned out.
+
+Pure scalar code over outcome counters; docs/intelligence.md ("Decision confidence") states
+every formula. The same formulas run over Polars LazyFrames in
+`workbench.engines.confidence`; a differential test proves both give the same block.
+
+Inputs are the terminal outcome classes of *similar decisions*: same scope, `policy_id`,
+`verdict` and `action`, classified by their latest Outcome Record (by `reported_at`, then
+receipt id) through `gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`; only `success` and
+`failure` count. Evidence is split into the current `policy_version` and all other versions.
+
+* ``n = s + f`` (similar decisions), ``s`` successes, ``f`` failures.
+* ``lower`` = Wilson score lower bound of ``s / n`` at ``z = 1.96`` (0 when ``n = 0``).
+* ``p_cur = (s_cur + 1) / (n_cur + 2)``, ``p_old = (s_old + 1) / (n_old + 2)`` (Laplace).
+* ``share = n_cur / n`` (0 when ``n = 0``).
+* ``policy_stability = 1 - (1 - share) * |p_cur - p_old|``.
+* ``score = lower * policy_stability``.
+* ``level``: ``insufficient_data`` when ``n < min_sample``, else ``high`` (score >= 0.8),
+  ``medium`` (score >= 0.5) or ``low``; ``recommendation`` follows from the level.
+Scores and stability are rounded to 6 decimals (after all arithmetic).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.vocabulary import DECISION_CONFIDENCE_VERSION
+
+Z = 1.96
+HIGH_SCORE = 0.8
+MEDIUM_SCORE = 0.5
+MIN_SAMPLE_DEFAULT = 10
+DIGITS = 6
+
+LEVEL_INSUFFICIENT = "insufficient_data"
+LEVEL_HIGH = "high"
+LEVEL_MEDIUM = "medium"
+LEVEL_LOW = "low"
+RECOMMENDATIONS = {
+    LEVEL_INSUFFICIENT: "insufficient_data_collect_outcomes",
+    LEVEL_HIGH: "high_confidence_proceed",
+    LEVEL_MEDIUM: "medium_confidence_monitor",
+    LEVEL_LOW: "low_confidence_review",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceCounts:
+    """Terminal outcome classes of the similar decisions, split by policy version."""
+
+    current_successes: int = 0
+    current_failures: int = 0
+    other_successes: int = 0
+    other_failures: int = 0
+
+    @property
+    def successes(self) -> int:
+        return self.current_successes + self.other_successes
+
+    @property
+    def failures(self) -> int:
+        return self.current_failures + self.other_failures
+
+
+def wilson_lower(successes: int, n: int, z: float = Z) -> float:
+    """Wilson score interval lower bound of successes / n (0.0 when n is 0)."""
+    if n <= 0:
+        return 0.0
+    p = successes / n
+    z2 = z * z
+    centre = p + z2 / (2 * n)
+    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, (centre - margin) / (1 + z2 / n))
+
+
+def policy_stability(counts: ConfidenceCounts) -> float:
+    """1 - (1 - share of current-version evidence) * |smoothed current rate - smoothed older rate|."""
+    n_cur = counts.current_successes + counts.current_failures
+    n_old = counts.other_successes + counts.other_failures
+    n = n_cur + n_old
+    share = n_cur / n if n else 0.0
+    p_cur = (counts.current_successes + 1) / (n_cur + 2)
+    p_old = (counts.other_successes + 1) / (n_old + 2)
+    return 1 - (1 - share) * abs(p_cur - p_old)
+
+
+def level_for(score: float, n: int, min_sample: int) -> str:
+    if n < min_sample:
+        return LEVEL_INSUFFICIENT
+    if score >= HIGH_SCORE:
+        return LEVEL_HIGH
+    if score >= MEDIUM_SCORE:
+        return LEVEL_MEDIUM
+    return LEVEL_LOW
+
+
+def confidence_values(counts: ConfidenceCounts, min_sample: int = MIN_SAMPLE_DEFAULT) -> dict[str, Any]:
+    """`score`, `level`, `similar_decisions`, `policy_stability`, `recommendation` from counts."""
+    n = counts.successes + counts.failures
+    stability = policy_stability(counts)
+    score = wilson_lower(counts.successes, n) * stability
+    score, stability = round(score, DIGITS), round(stability, DIGITS)
+    level = level_for(score, n, min_sample)
+    return {"score": score, "level": level, "similar_decisions": n,
+            "policy_stability": stability, "recommendation": RECOMMENDATIONS[level]}
+
+
+def confidence_block(counts: ConfidenceCounts, *, policy_version: str | None,
+                     min_sample: int = MIN_SAMPLE_DEFAULT) -> dict[str, Any]:
+    """The record's `decision_confidence` member, with its `confidence_hash`."""
+    block: dict[str, Any] = {"decision_confidence_version": DECISION_CONFIDENCE_VERSION}
+    block.update(confidence_values(counts, min_sample))
+    block["based_on"] = {
+        "policy_version": policy_version,
+        "successes": counts.successes,
+        "failures": counts.failures,
+        "current_version_successes": counts.current_successes,
+        "current_version_failures": counts.current_failures,
+        "min_sample": min_sample,
+    }
+    block["confidence_hash"] = confidence_hash(block)
+    return block
+
+
+def confidence_hash(block: Mapping[str, Any]) -> str:
+    """sha256 of the canonical block without its `confidence_hash` (reference facts §6)."""
+    return sha256_hex({k: v for k, v in block.items() if k != "confidence_hash"})
+
+
+def confidence_signature_payload(decision_id: Any, key_id: Any, confidence_hash_value: Any) -> bytes:
+    """What `confidence_signature` signs: canon({confidence_hash, decision_id, key_id}).
+
+    The block is outside record_hash (reference facts §5), so the gate signs it on its own with
+    the receipt key, like the `audit_chain` member."""
+    return canonical_bytes({"confidence_hash": confidence_hash_value, "decision_id": decision_id,
+                            "key_id": key_id})
+
+
+def attach_confidence(record: dict[str, Any], block: Mapping[str, Any], receipt_signer: Any) -> dict[str, Any]:
+    """Give a sealed record `decision_confidence`, its top-level `confidence_hash` copy and, with
+    a signer, `confidence_signature`. Mutates and returns `record`."""
+    record["decision_confidence"] = dict(block)
+    record["confidence_hash"] = block["confidence_hash"]
+    record.pop("confidence_signature", None)
+    if receipt_signer is not None:
+        record["confidence_signature"] = receipt_signer.sign_payload(
+            confidence_signature_payload(record.get("decision_id"), receipt_signer.key_id,
+                                         block["confidence_hash"]))
+    return record

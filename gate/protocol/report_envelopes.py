@@ -1,0 +1,64 @@
+"""Intelligence report envelopes and their hashes (reference facts §6–7).
+
+A report is a JSON object that starts with its version member (for example
+`decision_anomaly_report_version: "decision_anomaly_report_v1"`) and ends with its hash member;
+the hash is the bare sha256 of the canonical JSON (`gate.protocol.canonical`) of the report without that
+member. The packet builder uses the same rule (`gate.packets.common.report_hash`), so a hash an
+endpoint published stays valid inside a packet. Every producer of a report (the API, the CLI,
+packet intelligence, decide-time confidence) seals it here, and every checker verifies it here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from gate.protocol.canonical import sha256_hex
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    kind: str             # the packet's report_type
+    version_member: str
+    version: str
+    hash_member: str
+
+
+KINDS: dict[str, ReportKind] = {
+    k.kind: k
+    for k in (
+        ReportKind("effectiveness", "decision_effectiveness_report_version", "decision_effectiveness_report_v1",
+                   "effectiveness_hash"),
+        ReportKind("anomaly", "decision_anomaly_report_version", "decision_anomaly_report_v1", "anomaly_hash"),
+        ReportKind("benchmark", "decision_benchmark_version", "decision_benchmark_v1", "benchmark_hash"),
+        ReportKind("confidence", "decision_confidence_version", "decision_confidence_v1", "confidence_hash"),
+    )
+}
+
+
+def report_hash(kind: str, report: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of `report` without its hash member."""
+    member = KINDS[kind].hash_member
+    return sha256_hex({k: v for k, v in report.items() if k != member})
+
+
+def seal(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The report: version member first, then `body`, then the hash member over both."""
+    spec = KINDS[kind]
+    report: dict[str, Any] = {spec.version_member: spec.version}
+    report.update((k, v) for k, v in body.items() if k not in (spec.version_member, spec.hash_member))
+    report[spec.hash_member] = report_hash(kind, report)
+    return report
+
+
+def verify(kind: str, report: Mapping[str, Any]) -> bool:
+    """True when the report carries its version label and a hash that matches its content."""
+    spec = KINDS[kind]
+    return (
+        isinstance(report, Mapping)
+        and report.get(spec.version_member) == spec.version
+        and report.get(spec.hash_member) == report_hash(kind, report)
+    )
+
+
+__all__ = ["KINDS", "ReportKind", "report_hash", "seal", "verify"]

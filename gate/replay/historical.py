@@ -1,0 +1,435 @@
+"""Replay of stored rulebook decisions: historical or current. Pure over its inputs; never writes.
+
+Historical replay (`replay_mode: "historical"`, the default for rulebook decisions) rebuilds
+the record from what was bound when it was decided, and nothing else:
+
+* the immutable rulebook snapshot of the record's (scope, rulebook id, version), whose hash
+  must be the record's `rulebook.hash` and whose body must hash to it;
+* the canonical request text stored with the record, which must hash to `input_hash`;
+* the evaluator version the record names, which must be the one this gate runs (a gate never
+  reinterprets a stored record with another evaluator: compatibility rule 1);
+* the pinned adapter invocation: the adapter is re-run through the registry and its
+  implementation, manifest and output hashes must equal the stored `trusted_adapter` ones;
+* the stored lineage labels (engine label, schema URL and hash, registry entry, attestation
+  signature over an equal bundle hash), so that an unchanged decision replays to the same
+  `record_hash`.
+
+Any of these unavailable is `REPLAY_LINEAGE_UNAVAILABLE` (409); any of them different is
+`REPLAY_LINEAGE_MISMATCH` (409). A caller's `input` override is `REPLAY_INPUT_OVERRIDE_FORBIDDEN`
+(422) in historical mode; a stored input that is missing or does not hash to `input_hash` is
+`REPLAY_INPUT_UNAVAILABLE` (422).
+
+Current replay (`replay_mode: "current"`, and `/diff`) evaluates the same facts (or the
+caller's `input` override) with the scope's current rulebook for the record's rulebook id and
+this gate's evaluator and adapters. Differences are drift, reported, not refused.
+
+Both compare `verdict`, `evidence`, `record_hash` and `policy_bundle_hash` of the stored and
+the replayed record (`drift[]`, `replay_status` matched | drifted). The replayed record is
+never signed, stored or chained: it has no receipt signature and no audit chain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+from gate import vocabulary as C
+from gate.errors import GateError
+from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
+from gate.protocol.records import build_rulebook_record, project_view
+from gate.protocol.requests import (
+    PreparedRequest,
+    forbidden_output_fields,
+    prepare_decision_request,
+)
+from gate.rulebook import get_evaluator
+from gate.rulebook.budget import check_evaluation_cost, check_facts
+
+REPLAY_HISTORICAL = "historical"
+REPLAY_CURRENT = "current"
+REPLAY_MODES = (REPLAY_HISTORICAL, REPLAY_CURRENT)
+COMPARED_FIELDS = ("verdict", "evidence", "record_hash", "policy_bundle_hash")
+AGAINST_SNAPSHOT = "stored_rulebook_snapshot"
+AGAINST_CURRENT = "current_rulebook"
+MATCHED = "matched"
+DRIFTED = "drifted"
+REQUEST_MEMBERS = ("replay_mode", "input", "response_view")
+
+# Engine labels each evaluator version has written into records. A label is a name, not
+# semantics: a record written under an older label of the same evaluator replays unchanged.
+ENGINE_LABELS: dict[str, frozenset[str]] = {
+    C.EVALUATOR_VERSION: frozenset({"svc_rulebook_engine", C.EVALUATOR_VERSION}),
+}
+# Adapter errors that mean "this adapter lineage is not available here" during a replay.
+_ADAPTER_UNAVAILABLE = ("TRUSTED_ADAPTER_NOT_REGISTERED", "TRUSTED_ADAPTER_INVALID")
+_ADAPTER_MISMATCH = ("TRUSTED_ADAPTER_MANIFEST_MISMATCH",)
+_ADAPTER_LINEAGE = ("implementation_hash", "manifest_hash", "output_hash")
+_BODY_HASHES: dict[int, tuple[Any, str]] = {}  # snapshot object id -> (snapshot, body hash)
+
+
+class AdapterRunner(Protocol):
+    """What replay needs of the adapter registry (`gate.adapters.AdapterRegistry`)."""
+
+    def run(self, invocation: dict[str, Any]) -> Any: ...  # -> AdapterRun(.facts, .trusted_adapter, .adapter_facts)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A bound rulebook snapshot as the ledger (or a corpus fixture) holds it."""
+
+    rulebook_id: str
+    version: str
+    rulebook_hash: str
+    evaluator_version: str
+    schema_hash: str
+    registered_at: str
+    body: dict[str, Any]
+    registry: dict[str, Any]
+
+    def body_hash(self) -> str:
+        """sha256 of the canonical body, computed once per snapshot object."""
+        cached = _BODY_HASHES.get(id(self))
+        if cached is None or cached[0] is not self:
+            cached = (self, sha256_hex(self.body))
+            if len(_BODY_HASHES) >= 1024:
+                _BODY_HASHES.clear()
+            _BODY_HASHES[id(self)] = cached
+        return cached[1]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "Snapshot":
+        return cls(rulebook_id=row["rulebook_id"], version=row["version"], rulebook_hash=row["rulebook_hash"],
+                   evaluator_version=row["evaluator_version"], schema_hash=row["schema_hash"],
+                   registered_at=row["registered_at"], body=json.loads(row["body_json"]),
+                   registry=json.loads(row["registry_json"]))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMaterial:
+    """One stored decision: the full record and the canonical request text it was made from."""
+
+    record: dict[str, Any]
+    request_text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    mode: str
+    input: dict[str, Any] | None
+    response_view: str | None
+    mode_given: bool = True  # False: the caller sent no replay_mode (the default applies)
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What a current-mode replay evaluates against (the gate's present configuration)."""
+
+    snapshot: Snapshot | None  # the scope's current snapshot of the record's rulebook id
+    schema_url: str
+    schema_hash: str
+
+
+# --------------------------------------------------------------------------- request
+
+
+def _bad_request(field: str, code: str, message: str) -> GateError:
+    return GateError("REQUEST_INVALID", message, errors=[{"field": field, "code": code, "message": message}])
+
+
+def parse_replay_request(body: Any, *, forced_mode: str | None = None) -> ReplayRequest:
+    """The `ReplayRequest` of a replay (or diff, `forced_mode="current"`) body; None is `{}`.
+
+    400 `REQUEST_INVALID` for a body that is not an object, unknown members, a member sent as
+    `null`, a non-object `input` or an unknown `response_view`; 422 `REPLAY_MODE_INVALID` for a mode outside
+    historical | current (or anything but current on /diff).
+    """
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise _bad_request("$", "invalid_type", "body must be a JSON object")
+    unknown = sorted(set(body) - set(REQUEST_MEMBERS))
+    if unknown:
+        raise GateError("REQUEST_INVALID", f"unknown member(s): {', '.join(unknown)}",
+                        errors=[{"field": name, "code": "unknown_field", "message": "not accepted"} for name in unknown])
+    nulls = [name for name in REQUEST_MEMBERS if name in body and body[name] is None]
+    if nulls:  # null is not "absent": omit a member to take its default
+        raise GateError("REQUEST_INVALID", f"{', '.join(nulls)} must not be null (omit a member for its default)",
+                        errors=[{"field": name, "code": "invalid_type", "message": "null is not accepted"}
+                                for name in nulls])
+    view = body.get("response_view")
+    if view is not None and view not in C.VIEWS:
+        raise _bad_request("response_view", "invalid_value", f"response_view must be one of {', '.join(C.VIEWS)}")
+    override = body.get("input")
+    if override is not None and not isinstance(override, dict):
+        raise _bad_request("input", "invalid_type", "input must be an object of facts")
+    allowed = (forced_mode,) if forced_mode else REPLAY_MODES
+    mode = body.get("replay_mode")
+    if mode is None:
+        mode = forced_mode or REPLAY_HISTORICAL
+    if not isinstance(mode, str) or mode not in allowed:
+        raise GateError("REPLAY_MODE_INVALID", f"replay_mode must be one of {', '.join(allowed)}",
+                        replay_mode=mode, supported_replay_modes=list(allowed))
+    if override is not None and mode == REPLAY_HISTORICAL:
+        # SECURITY: compatibility rule 1 — a historical replay runs on the stored input only.
+        raise GateError("REPLAY_INPUT_OVERRIDE_FORBIDDEN",
+                        "historical replay uses the stored canonical input; send replay_mode 'current' "
+                        "(or use /diff) to evaluate an input override", replay_mode=mode)
+    if override is not None:
+        check_facts(override)  # 422 EVALUATION_INPUT_TOO_LARGE before any walk
+        forbidden = forbidden_output_fields({"context": {"inputs": override}})
+        if forbidden:
+            raise GateError("RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
+                            "the input override carries response-only decision material; remove it",
+                            forbidden_fields=[name.replace("context.inputs", "input", 1) for name in forbidden])
+    return ReplayRequest(mode=mode, input=override, response_view=view,
+                         mode_given=body.get("replay_mode") is not None or forced_mode is not None)
+
+
+# --------------------------------------------------------------------------- lineage errors
+
+
+def lineage_unavailable(component: str, message: str, **details: Any) -> GateError:
+    return GateError("REPLAY_LINEAGE_UNAVAILABLE", message, lineage_component=component, **details)
+
+
+def lineage_mismatch(component: str, message: str, **details: Any) -> GateError:
+    return GateError("REPLAY_LINEAGE_MISMATCH", message, lineage_component=component, **details)
+
+
+def input_unavailable(message: str) -> GateError:
+    return GateError("REPLAY_INPUT_UNAVAILABLE", message)
+
+
+# --------------------------------------------------------------------------- stored input
+
+
+def stored_request(material: StoredMaterial) -> PreparedRequest:
+    """The stored canonical request, checked against the record's `input_hash` and re-prepared.
+
+    422 `REPLAY_INPUT_UNAVAILABLE` when the text is missing, does not hash to `input_hash`, or
+    no longer passes preparation (it did when the record was made)."""
+    text = material.request_text
+    if not text:
+        raise input_unavailable("the stored canonical input of this decision is not available")
+    if sha256_bytes_hex(text.encode("utf-8")) != material.record.get("input_hash"):
+        raise input_unavailable("the stored canonical input does not hash to the record's input_hash")
+    try:
+        return prepare_decision_request(json.loads(text))
+    except (ValueError, GateError) as exc:
+        raise input_unavailable("the stored canonical input cannot be prepared for replay") from exc
+
+
+def _rulebook_ref(record: Mapping[str, Any]) -> dict[str, Any]:
+    ref = record.get("rulebook")
+    if not isinstance(ref, dict) or not all(isinstance(ref.get(k), str) for k in ("id", "version", "hash")):
+        raise lineage_unavailable("rulebook", "this decision carries no rulebook lineage; only rulebook "
+                                  "decisions can be replayed")
+    return ref
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, Any]) -> Any:
+    """Re-run the pinned invocation; registry refusals become lineage errors (409)."""
+    if adapters is None or not hasattr(adapters, "run"):
+        raise lineage_unavailable("adapter", "no trusted adapter registry is available for this replay",
+                                  adapter_id=invocation.get("adapter_id"), version=invocation.get("version"))
+    try:
+        if hasattr(adapters, "resolve"):
+            adapters.resolve(invocation)
+        return adapters.run(invocation)
+    except GateError as exc:
+        if exc.code in _ADAPTER_UNAVAILABLE:
+            raise lineage_unavailable("adapter", f"the pinned adapter is not available: {exc.message}",
+                                      adapter_id=invocation.get("adapter_id"),
+                                      version=invocation.get("version")) from exc
+        if exc.code in _ADAPTER_MISMATCH:
+            raise lineage_mismatch("adapter", f"the pinned adapter manifest does not match: {exc.message}",
+                                   adapter_id=invocation.get("adapter_id"),
+                                   version=invocation.get("version")) from exc
+        raise
+
+
+def check_adapter_lineage(stored: Any, replayed: Mapping[str, Any]) -> None:
+    """409 `REPLAY_LINEAGE_MISMATCH` unless the re-run adapter has the stored implementation,
+    manifest and output hashes (the adapter is re-run; its output is compared, never trusted)."""
+    stored = stored if isinstance(stored, dict) else {}
+    for name in _ADAPTER_LINEAGE:
+        if stored.get(name) != replayed.get(name):
+            raise lineage_mismatch("adapter", f"adapter drift: the re-run adapter's {name} differs from the record's",
+                                   field=f"trusted_adapter.{name}", expected=stored.get(name),
+                                   actual=replayed.get(name))
+
+
+# --------------------------------------------------------------------------- record rebuild
+
+
+def rebuild_record(
+    record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, Any], rulebook_hash: str,
+    facts: dict[str, Any], registry: Mapping[str, Any] | None, schema_url: str, schema_hash: str,
+    engine: str, input_hash: str, adapter_run: Any = None,
+) -> dict[str, Any]:
+    """The record these inputs give, with the stored record's identity (id, request id,
+    idempotency key, time), so that only a changed outcome or lineage changes its hashes.
+
+    The attestation is rebuilt unsigned; when its bundle hash equals the stored one, the stored
+    attestation signature (which signs exactly that hash) is kept. Never receipt-signed."""
+    check_evaluation_cost(rulebook, rulebook_hash, facts)  # 422 before evaluating (bounded work)
+    evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(facts)
+    rebuilt = build_rulebook_record(
+        decision_id=record["decision_id"], request_id=record["request_id"],
+        idempotency_key=record.get("idempotency_key"), created_at=record["created_at"], input_hash=input_hash,
+        facts=facts, rulebook=rulebook, rulebook_hash=rulebook_hash, evaluation=evaluation,
+        binding_mode=prepared.binding_mode,
+        rulebook_registry=registry, schema_url=schema_url, schema_hash=schema_hash, context=prepared.context,
+        attestation_key=None, receipt_signer=None, engine=engine,
+        trusted_adapter=adapter_run.trusted_adapter if adapter_run is not None else None,
+        adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
+        stored_attestation=record.get("rulebook_attestation") if isinstance(record.get("rulebook_attestation"), dict)
+        else None,
+    )
+    return rebuilt
+
+
+# --------------------------------------------------------------------------- replay
+
+
+def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evaluator_version: str = C.EVALUATOR_VERSION):
+    """Check the stored lineage for a historical replay; returns (prepared request, engine label).
+
+    Raises the 409 / 422 errors of the module doc."""
+    record = material.record
+    ref = _rulebook_ref(record)
+    if snapshot is None:
+        raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
+                                  rulebook_id=ref["id"], version=ref["version"])
+    if snapshot.rulebook_hash != ref["hash"] or snapshot.body_hash() != ref["hash"]:
+        raise lineage_mismatch("rulebook", "the stored rulebook snapshot does not match the record's rulebook hash",
+                               expected=ref["hash"], actual=snapshot.rulebook_hash)
+    stored_evaluator = record.get("evaluator_version")
+    if stored_evaluator != evaluator_version or snapshot.evaluator_version != evaluator_version:
+        # SECURITY: compatibility rule 1 — never reinterpret a stored record with another evaluator.
+        raise lineage_unavailable("evaluator", f"this decision was evaluated by {stored_evaluator!r}; this gate "
+                                  f"runs {evaluator_version!r} and never reinterprets stored records with it",
+                                  expected=stored_evaluator, actual=evaluator_version)
+    attestation = record.get("rulebook_attestation")
+    bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
+    engine = bundle.get("engine") if isinstance(bundle, dict) else None
+    if engine not in ENGINE_LABELS.get(evaluator_version, ()):
+        raise lineage_mismatch("evaluator", "the record's engine label is not one of this evaluator's",
+                               expected=sorted(ENGINE_LABELS.get(evaluator_version, ())), actual=engine)
+    contract = record.get("rulebook_contract") if isinstance(record.get("rulebook_contract"), dict) else {}
+    if contract.get("schema_hash") != snapshot.schema_hash:
+        raise lineage_mismatch("rulebook_schema", "the record's rulebook schema hash differs from its snapshot's",
+                               expected=contract.get("schema_hash"), actual=snapshot.schema_hash)
+    # The stored request's own rulebook is not used: the snapshot is (it hashes to the record's).
+    return stored_request(material), engine
+
+
+def replay(
+    material: StoredMaterial, request: ReplayRequest, *, snapshot: Snapshot | None, runtime: Runtime,
+    adapters: AdapterRunner | None,
+) -> dict[str, Any]:
+    """The replay summary body (without `ok`) for one stored decision. `snapshot` is the
+    record's own bound snapshot (historical); `runtime.snapshot` the scope's current one."""
+    record = material.record
+    if request.mode == REPLAY_HISTORICAL:
+        prepared, engine = historical_inputs(material, snapshot)
+        against, used = AGAINST_SNAPSHOT, snapshot
+        contract = record["rulebook_contract"]
+        schema_url, schema_hash = contract.get("schema_url"), contract["schema_hash"]
+    else:
+        ref = _rulebook_ref(record)
+        if runtime.snapshot is None:
+            raise lineage_unavailable("rulebook", "the scope has no current rulebook for this decision's rulebook id",
+                                      rulebook_id=ref["id"])
+        prepared = stored_request(material)  # an override replaces the facts; the context stays
+        against, used, engine = AGAINST_CURRENT, runtime.snapshot, C.ENGINE
+        schema_url, schema_hash = runtime.schema_url, runtime.schema_hash
+
+    adapter_run = None
+    if request.input is not None:
+        facts, input_hash = clone(request.input), _override_input_hash(prepared, request.input)
+        prepared = _as_direct(prepared)
+    elif prepared.adapter is not None:
+        adapter_run = run_adapter(adapters, prepared.adapter)
+        check_facts(adapter_run.facts)  # the adapter's facts obey the same size limits as decide's
+        if request.mode == REPLAY_HISTORICAL:
+            check_adapter_lineage(record.get("trusted_adapter"), adapter_run.trusted_adapter)
+        facts, input_hash = adapter_run.facts, record["input_hash"]
+    else:
+        facts, input_hash = (prepared.facts or {}), record["input_hash"]
+
+    replayed = rebuild_record(
+        record, prepared, rulebook=used.body, rulebook_hash=used.rulebook_hash, facts=facts,
+        registry=used.registry, schema_url=schema_url, schema_hash=schema_hash, engine=engine,
+        input_hash=input_hash, adapter_run=adapter_run,
+    )
+    summary = replay_summary(record, replayed, request, request.mode, {
+        "kind": against,
+        "rulebook": {"schema_version": used.body.get("schema_version"), "id": used.rulebook_id,
+                     "version": used.version, "hash": used.rulebook_hash},
+        "evaluator_version": C.EVALUATOR_VERSION,
+        "registered_at": used.registered_at,
+        "trusted_adapter": _adapter_summary(adapter_run),
+    })
+    if request.mode == REPLAY_HISTORICAL:
+        summary["replay_label"] = C.HISTORICAL_REPLAY_LABEL
+    return summary
+
+
+def replay_summary(record: Mapping[str, Any], replayed: Mapping[str, Any], request: ReplayRequest, mode: str,
+                   against: dict[str, Any]) -> dict[str, Any]:
+    """The summary body shared by every kind of replay: what was compared, the drift, and the
+    replayed record in the requested view (simulation only: never signed, stored or chained)."""
+    compared, drift = compare(record, replayed)
+    return {
+        "decision_id": record["decision_id"],
+        "replay_mode": mode,
+        "replay_against": against,
+        "input_source": "override" if request.input is not None else "stored",
+        "compared_fields": list(COMPARED_FIELDS),
+        "compared": compared,
+        "replay_status": DRIFTED if drift else MATCHED,
+        "drift": drift,
+        "simulation_only": True,
+        "decision": project_view(replayed, request.response_view or C.DEFAULT_VIEW),
+    }
+
+
+def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per compared field `{stored, replayed, matched}`, and the drift list of the mismatches."""
+    compared, drift = {}, []
+    for name in COMPARED_FIELDS:
+        before, after = stored.get(name), replayed.get(name)
+        compared[name] = {"stored": before, "replayed": after, "matched": before == after}
+        if before != after:
+            drift.append({"field": name, "stored": before, "replayed": after})
+    return compared, drift
+
+
+def _adapter_summary(run: Any) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    block = run.trusted_adapter
+    return {name: block.get(name) for name in ("adapter_id", "version", "implementation_hash", "manifest_hash",
+                                               "output_hash")}
+
+
+def _as_direct(prepared: PreparedRequest) -> PreparedRequest:
+    """The request with its facts source replaced by `context.inputs` (an override is direct facts)."""
+    return PreparedRequest(request=prepared.request, rulebook=prepared.rulebook, facts=None, adapter=None,
+                           binding_mode=C.BINDING_DIRECT, context=prepared.context,
+                           response_view=prepared.response_view)
+
+
+def _override_input_hash(prepared: PreparedRequest, facts: dict[str, Any]) -> str:
+    """`input_hash` of the request the override stands for: the stored request with
+    `context.inputs` = the override (and no adapter invocation)."""
+    request = {k: v for k, v in prepared.request.items() if k not in ("adapter", "binding_mode")}
+    context = dict(prepared.context)
+    context["inputs"] = facts
+    request["context"] = context
+    return sha256_hex(request)

@@ -1,0 +1,576 @@
+"""Audit chain reads: the chain view, record inclusion proofs and signed checkpoints.
+
+Everything here recomputes from storage; nothing is trusted because it was stored. The chain
+view's `verification` re-derives each retained link (leaf, rolling root, link hash, linkage),
+checks the links against the decisions they name (their stored record and receipt hashes, and
+the record hash recomputed from the stored record), and checks the head row and the RFC 6962
+tree root against the stored Merkle nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate import vocabulary as C
+from gate.chain.checkpoint_log import (
+    CheckpointLogError,
+    HeldCheckpoints,
+    append_checkpoint,
+    extension_failures,
+)
+from gate.chain.links import chain_head_failures, verify_links
+from gate.chain.merkle import (
+    CompactRange,
+    checkpoint_body,
+    checkpoint_hash,
+    consistency_proof_from_nodes,
+    inclusion_proof_from_nodes,
+    leaf_node,
+    nodes_needed_for_consistency,
+    nodes_needed_for_inclusion,
+    nodes_needed_for_root,
+    root_from_nodes,
+    sign_checkpoint,
+)
+from gate.clock import Clock, iso_ms
+from gate.errors import GateError
+from gate.keys.config import SigningSetup
+from gate.ledger import Ledger
+from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
+from gate.protocol.records import record_hash
+from gate.services.decide import chain_id_for
+
+MAX_CHAIN_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class RecordProof:
+    """A decision's link, its window of retained links, and its inclusion proof at a checkpoint."""
+
+    chain_id: str
+    head: dict[str, Any]
+    links: list[dict[str, Any]]
+    window_previous_link_hash: str | None
+    window_previous_merkle_root: str | None
+    record_position: int
+    proof: list[str]
+    checkpoint: dict[str, Any]
+
+
+class AuditChainService:
+    """Chain reads over one ledger. `checkpoint_log`: the gate's own witness log (a file outside
+    the database, `gate.chain.checkpoint_log`); when set, every chain read compares the chain with the
+    newest checkpoint it holds, and `publish_checkpoint` appends to it."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock, *,
+                 checkpoint_log: Path | None = None) -> None:
+        self.ledger = ledger
+        self.signing = signing
+        self.clock = clock
+        self.checkpoint_log = checkpoint_log
+        self._held = HeldCheckpoints(checkpoint_log) if checkpoint_log is not None else None
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> dict[str, Any]:
+        """The signed checkpoint for (chain, size), made once and then served as stored."""
+        stored = self.ledger.checkpoint(chain_id, tree_size)
+        if stored is None:
+            body = checkpoint_body(chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
+            key = self.signing.attestation_key()
+            # Without an Ed25519 key (HMAC-only setups) the checkpoint is stated but unsigned.
+            made = (sign_checkpoint(body, key) if key is not None
+                    else {**body, "checkpoint_hash": checkpoint_hash(body), "signature": None})
+            stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
+        return json.loads(stored)
+
+    # ------------------------------------------------------------------ reads
+
+    def _node_getter(self, chain_id: str, refs: list[tuple[int, int]]):
+        nodes = self.ledger.merkle_nodes(chain_id, refs)
+        return lambda level, idx: nodes[(level, idx)]
+
+    def head_failures(self, chain_id: str, head: dict[str, Any]) -> list[str]:
+        """`chain_head_integrity` of this service's ledger."""
+        return chain_head_integrity(self.ledger, chain_id, head)
+
+    def witness_failures(self, chain_id: str, size: int, root: str) -> tuple[dict[str, Any] | None, list[str]]:
+        """(the newest checkpoint of the chain the gate's checkpoint log holds, named failures of
+        the stored tree of `size` leaves with `root` against it). The consistency proof from the
+        held size is read from the stored nodes. No log, or nothing held: (None, [])."""
+        held, _, failures = self._witness(chain_id, size, root)
+        return held, failures
+
+    def _witness(self, chain_id: str, size: int, root: str) -> tuple[dict[str, Any] | None, list[str] | None, list[str]]:
+        """`witness_failures` plus the consistency proof it checked (None when not computed)."""
+        if self.checkpoint_log is None:
+            return None, None, []
+        try:
+            held = self._held_checkpoint(chain_id)
+        except CheckpointLogError:
+            return None, None, ["checkpoint_log.unreadable"]
+        if held is None:
+            return None, None, []
+        proof: list[str] | None = None
+        if type(size) is int and held["tree_size"] <= size:
+            try:
+                proof = self.consistency_proof(chain_id, held["tree_size"], size)
+            except (LookupError, ValueError):
+                proof = None
+        return held, proof, extension_failures(held, size, root, proof)
+
+    def _held_checkpoint(self, chain_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint of the chain in the gate's log (read incrementally)."""
+        assert self._held is not None
+        return self._held.latest(chain_id)
+
+    def consistency_proof(self, chain_id: str, first: int, second: int) -> list[str]:
+        """RFC 6962 consistency proof between two sizes, from the stored nodes."""
+        refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+        return consistency_proof_from_nodes(first, second, self._node_getter(chain_id, refs))
+
+    def consistent_head(self, chain_id: str) -> dict[str, Any] | None:
+        """The chain head row, or None when the chain has none; `CHAIN_INTEGRITY_FAILED` (409)
+        naming the failed checks when the head contradicts the stored links or nodes, or the
+        stored tree is shorter than or does not extend the newest checkpoint the gate's
+        checkpoint log holds. Every read that builds proof material (packet export, inclusion
+        and consistency proofs, published checkpoints) goes through this: a tampered head is
+        named, never signed and never a 500."""
+        return self._checked_head(chain_id)[0]
+
+    def _checked_head(self, chain_id: str) -> tuple[dict[str, Any] | None, list[str] | None]:
+        """`consistent_head`, with the consistency proof from the held checkpoint it checked."""
+        head = self.ledger.chain_head(chain_id)
+        if head is None:
+            return None, None
+        failures, proof = self.head_failures(chain_id, head), None
+        if not failures:
+            _, proof, failures = self._witness(chain_id, head["size"], _peaks_root(head))
+        if failures:
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain contradicts its own links or "
+                            "Merkle nodes, or a checkpoint witnessed outside the ledger; no proof material is "
+                            "served from it", chain_id=chain_id, failed_checks=failures)
+        return head, proof
+
+    def publish_checkpoint(self, chain_id: str, first: int | None = None) -> dict[str, Any] | None:
+        """The signed checkpoint of the chain's current (consistent) head, appended to the gate's
+        checkpoint log, with the consistency proof from tree size `first` when asked. None for a
+        chain without decisions. `CHAIN_INTEGRITY_FAILED` as `consistent_head`."""
+        head, held_proof = self._checked_head(chain_id)
+        if head is None or head["size"] < 1:
+            return None
+        size, root = head["size"], _peaks_root(head)
+        if first is not None and not 1 <= first <= size:
+            raise GateError("REQUEST_INVALID", f"first must be between 1 and {size}",
+                            errors=[{"field": "first", "code": "out_of_range", "message": f"1 to {size}"}])
+        checkpoint = self.checkpoint(chain_id, size, root)
+        if checkpoint.get("root_hash") != root:  # the ledger's stored checkpoint of this size names another tree
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored checkpoint of this size names another tree root",
+                            chain_id=chain_id, failed_checks=["chain_checkpoints.root_hash"])
+        if self.checkpoint_log is not None:
+            self._log_checkpoint(checkpoint, held_proof)
+        consistency = None
+        if first is not None:
+            consistency = {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "first": first, "second": size,
+                           "first_root": self.tree_root(chain_id, first),
+                           "proof": self.consistency_proof(chain_id, first, size)}
+        return {"chain_id": chain_id, "checkpoint": checkpoint, "consistency": consistency}
+
+    def _log_checkpoint(self, checkpoint: dict[str, Any], proof: list[str] | None) -> None:
+        """Append to the gate's log. The proof from the held checkpoint was checked just before;
+        a concurrent worker's append in between makes it stale, so a refusal is checked once more
+        against the log as it now is. Still refused: `CHAIN_INTEGRITY_FAILED`; a log that cannot
+        be written: `LEDGER_UNAVAILABLE` (503), nothing published."""
+        assert self.checkpoint_log is not None
+        chain_id, size, root = checkpoint["chain_id"], checkpoint["tree_size"], checkpoint["root_hash"]
+        for attempt in range(2):
+            try:
+                append_checkpoint(self.checkpoint_log, checkpoint, proof, skip_older=True)
+                return
+            except CheckpointLogError as error:
+                failures = error.details.get("failed_checks")
+                if not failures:
+                    raise GateError("LEDGER_UNAVAILABLE", "the checkpoint log cannot be written") from error
+                _, proof, failures = self._witness(chain_id, size, root)
+                if failures or attempt:
+                    raise GateError("CHAIN_INTEGRITY_FAILED", "the chain does not extend the checkpoint log",
+                                    chain_id=chain_id, failed_checks=failures or error.details["failed_checks"]) \
+                        from error
+
+    def tree_root(self, chain_id: str, size: int) -> str:
+        return stored_tree_root(self.ledger, chain_id, size)
+
+    def record_proof(self, decision_id: str, chain_limit: int) -> RecordProof | None:
+        """Inclusion proof of a decision's leaf at the current head, with a link window of at
+        most `chain_limit` links ending at the decision's own link."""
+        link_row = self.ledger.chain_link_for(decision_id)
+        if link_row is None:
+            return None
+        chain_id = link_row["chain_id"]
+        head = self.consistent_head(chain_id)
+        if head is None:
+            return None
+        position = link_row["chain_position"]
+        first = max(1, position - chain_limit + 1)
+        rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), position)
+        links = [json.loads(row["link_json"]) for row in rows]
+        previous = links.pop(0) if first > 1 and links and links[0]["chain_position"] == first - 1 else None
+        size = head["size"]
+        refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+        proof = inclusion_proof_from_nodes(position - 1, size, self._node_getter(chain_id, refs))
+        root = _peaks_root(head)
+        return RecordProof(
+            chain_id=chain_id,
+            head=head,
+            links=links,
+            window_previous_link_hash=previous["link_hash"] if previous else None,
+            window_previous_merkle_root=previous["merkle_root"] if previous else None,
+            record_position=position,
+            proof=proof,
+            checkpoint=self.checkpoint(chain_id, size, root),
+        )
+
+    def chain_view(self, scope: str, chain_id: str, limit: int) -> dict[str, Any] | None:
+        """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
+        verification recomputed from storage. None when the chain is not the caller's. A head
+        that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
+        head = self.ledger.chain_head(chain_id)
+        if head is None or not owns_chain(head, scope, chain_id):
+            return None
+        head_failures = self.head_failures(chain_id, head)
+        size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
+        first = max(1, size - limit + 1)
+        rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
+        stored_links = [json.loads(row["link_json"]) for row in rows]
+        previous = stored_links.pop(0) if first > 1 and stored_links else None
+        rows = rows[1:] if previous is not None else rows
+        checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
+        checks["chain_head"] = not head_failures
+        failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
+                      "actual": "differs"} for name in head_failures]
+        peaks_root = _root_or_none(head)
+        try:
+            nodes_root = self.tree_root(chain_id, size)
+        except LookupError:
+            nodes_root = None
+        checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
+        if not checks["tree_root"]:
+            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
+                           if not head_failures and peaks_root is not None else (None, []))
+        checks["checkpoint_log"] = not witnessed
+        failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
+                      if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
+                     for name in witnessed]
+        signable = size and not head_failures and not witnessed
+        return {
+            "ok": True,
+            "chain_id": chain_id,
+            "decision_chain_version": C.DECISION_CHAIN_VERSION,
+            "merkle_strategy": C.CHAIN_MERKLE_STRATEGY,
+            "chain_size": head["size"],
+            "merkle_root": head["merkle_root"],
+            "head_link_hash": head["head_link_hash"],
+            "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
+            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if signable and peaks_root else None,
+            "checkpoint_log": {"enabled": self.checkpoint_log is not None,
+                               "tree_size": held["tree_size"] if held else None,
+                               "root_hash": held["root_hash"] if held else None},
+            "links": stored_links,
+            "window": {
+                "first_position": stored_links[0]["chain_position"] if stored_links else None,
+                "last_position": stored_links[-1]["chain_position"] if stored_links else None,
+                "previous_link_hash": previous["link_hash"] if previous else None,
+                "previous_merkle_root": previous["merkle_root"] if previous else None,
+            },
+            "verification": {
+                "valid": all(checks.values()),
+                "checked_links": len(stored_links),
+                "checks": checks,
+                "failures": failures,
+            },
+        }
+
+    def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str, dict[str, Any]],
+                         failures: list[dict[str, Any]]) -> bool:
+        """Each rulebook snapshot a window decision was made under, re-hashed from its stored
+        body once per (rulebook id, version); a mismatch is named at every position using it."""
+        seen: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        valid = True
+        for link in links:
+            stored = decisions.get(str(link.get("decision_id")))
+            record = json.loads(stored["record_json"]) if stored else None
+            ref = _rulebook_ref(record)
+            if ref is None:
+                continue
+            if ref not in seen:
+                seen[ref] = rulebook_snapshot_check(self.ledger, scope, record)
+            check = seen[ref]
+            if check is not None and not check["valid"]:
+                valid = False
+                failures.append({"chain_position": link.get("chain_position"), "check": "rulebook_snapshot",
+                                 "rulebook_id": check["rulebook_id"], "version": check["version"],
+                                 "expected": check["expected"], "actual": check["actual"]})
+        return valid
+
+    def _verify_window(self, chain_id, head, rows, links, previous):
+        result = verify_links(
+            links,
+            expected_start_previous_link_hash=previous["link_hash"] if previous else None,
+            expected_start_previous_root=previous["merkle_root"] if previous else None,
+        )
+        failures = list(result.failures)
+        checks = {"links": result.valid}
+        # Row columns must agree with the link JSON they index.
+        rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
+                      and row["decision_id"] == link.get("decision_id") and row["chain_position"] == link.get("chain_position")
+                      for row, link in zip(rows, links))
+        checks["link_rows"] = rows_ok
+        if not rows_ok:
+            failures.append({"check": "link_rows", "expected": "row columns equal the stored link", "actual": "differ"})
+        # Links must name the decisions as stored, and those decisions must still hash to it.
+        decisions = self.ledger.decision_hashes([link.get("decision_id") for link in links])
+        decisions_ok = True
+        for link in links:
+            stored = decisions.get(link.get("decision_id"))
+            recomputed = record_hash(json.loads(stored["record_json"])) if stored else None
+            # The decision's row must still be filed in this chain's scope (a row moved to
+            # another scope leaves this chain, and the other scope would read it).
+            if not stored or not (stored["record_hash"] == link.get("record_hash") == recomputed
+                                  and stored["receipt_hash"] == link.get("receipt_hash")
+                                  and stored["scope"] == head["scope"]):
+                decisions_ok = False
+                failures.append({"chain_position": link.get("chain_position"), "check": "decision_hashes",
+                                 "expected": link.get("record_hash"), "actual": recomputed})
+        checks["decision_hashes"] = decisions_ok
+        snapshots_ok = self._check_snapshots(head["scope"], links, decisions, failures)
+        checks["rulebook_snapshots"] = snapshots_ok
+        # The head row must be the last link.
+        last = links[-1] if links else None
+        head_ok = (last is None and head["size"] == 0) or (
+            last is not None and last.get("chain_position") == head["size"]
+            and last.get("link_hash") == head["head_link_hash"] and last.get("merkle_root") == head["merkle_root"])
+        checks["head"] = head_ok
+        if not head_ok:
+            failures.append({"check": "head", "expected": head["head_link_hash"],
+                             "actual": last.get("link_hash") if last else None})
+        # The stored leaf nodes must be the leaves of these links.
+        refs = [(0, link["chain_position"] - 1) for link in links if isinstance(link.get("chain_position"), int)]
+        nodes = self.ledger.merkle_nodes(chain_id, refs)
+        leaves_ok = all(nodes.get((0, link["chain_position"] - 1)) == leaf_node(link.get("leaf_hash", ""))
+                        for link in links if isinstance(link.get("chain_position"), int))
+        checks["tree_leaves"] = leaves_ok
+        if not leaves_ok:
+            failures.append({"check": "tree_leaves", "expected": "leaf nodes equal the links' leaves", "actual": "differ"})
+        return checks, failures
+
+
+def stored_tree_root(ledger: Ledger, chain_id: str, size: int) -> str:
+    """RFC 6962 root of the first `size` leaves from the stored Merkle nodes (LookupError when
+    a node is missing)."""
+    refs = [tuple(ref) for ref in nodes_needed_for_root(size)]
+    nodes = ledger.merkle_nodes(chain_id, refs)
+    return root_from_nodes(size, lambda level, idx: nodes[(level, idx)])
+
+
+def chain_head_integrity(ledger: Ledger, chain_id: str, head: dict[str, Any]) -> list[str]:
+    """Named failures of a chain's head row, recomputed from storage: against its newest stored
+    link (`gate.chain.links.chain_head_failures`) and, when its size and peaks are well formed,
+    `chain_head.tree_root` (the peaks' root is the root the stored nodes give for `size`
+    leaves). Empty when the head is the one the links and nodes imply."""
+    failures = chain_head_failures(head, ledger.chain_last_link(chain_id))
+    if "chain_head.tree_peaks" not in failures and "chain_head.size" not in failures:
+        try:
+            if stored_tree_root(ledger, chain_id, head["size"]) != _peaks_root(head):
+                failures.append("chain_head.tree_root")
+        except (LookupError, ValueError):
+            failures.append("chain_head.tree_root")
+    return failures
+
+
+def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:
+    """(id, version, hash) of the rulebook a record was decided under, or None (no rulebook)."""
+    ref = record.get("rulebook") if isinstance(record, dict) else None
+    if not isinstance(ref, dict) or not all(isinstance(ref.get(name), str) for name in ("id", "version", "hash")):
+        return None
+    return ref["id"], ref["version"], ref["hash"]
+
+
+def snapshot_body_hash(row: dict[str, Any] | None) -> str | None:
+    """sha256 of the canonical JSON of a stored snapshot's body, or None when it is missing or
+    not JSON."""
+    if row is None:
+        return None
+    try:
+        return sha256_hex(json.loads(row["body_json"]))
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> dict[str, Any] | None:
+    """The record's bound rulebook snapshot, re-hashed from its stored body: None for a record
+    without a rulebook, else ``{rulebook_id, version, expected, actual, valid}`` where
+    `expected` is the record's rulebook hash and `actual` the recomputed body hash (None when the
+    snapshot is missing or unreadable). Read afresh, never from a cache."""
+    ref = _rulebook_ref(record)
+    if ref is None:
+        return None
+    rulebook_id, version, expected = ref
+    row = ledger.rulebook_snapshot(scope, rulebook_id=rulebook_id, version=version)
+    actual = snapshot_body_hash(row)
+    valid = row is not None and actual == expected == row["rulebook_hash"]
+    return {"rulebook_id": rulebook_id, "version": version, "expected": expected, "actual": actual, "valid": valid}
+
+
+def chain_tree_root(head: dict[str, Any]) -> str:
+    """RFC 6962 root of a chain head row's stored peaks (ValueError when they do not fit its
+    size): the root a checkpoint of the head signs."""
+    return CompactRange(head["size"], tuple(json.loads(head["tree_peaks"]))).root()
+
+
+_peaks_root = chain_tree_root
+
+
+def _root_or_none(head: dict[str, Any]) -> str | None:
+    """`chain_tree_root`, or None when the head's peaks are not a compact range of its size."""
+    try:
+        return chain_tree_root(head)
+    except (LookupError, ValueError, TypeError):
+        return None
+
+
+def owns_chain(head: dict[str, Any] | None, scope: str, chain_id: str) -> bool:
+    """SECURITY: the chain is the caller's only when its head row names the caller's scope AND
+    its id is the one derived from that scope, so editing a head's scope column hands the
+    chain to nobody else."""
+    return head is not None and head["scope"] == scope and chain_id == chain_id_for(scope)
+
+
+def link_checks_for(ledger: Ledger, record: dict[str, Any]) -> dict[str, bool]:
+    """Checks that the decision's stored chain link is intact and names this record.
+
+    `chain_link`: the link recomputes (leaf, rolling root, link hash) and follows its stored
+    predecessor; `chain_link_matches_record`: it names the record's decision id, record hash and
+    receipt hash, and equals the record's own `audit_chain` member.
+    """
+    row = ledger.chain_link_for(record.get("decision_id", ""))
+    if row is None:
+        return {"chain_link": False, "chain_link_matches_record": False}
+    link = json.loads(row["link_json"])
+    position = row["chain_position"]
+    previous = None
+    if position > 1:
+        before = ledger.chain_links_window(row["chain_id"], position - 1, position - 1)
+        previous = json.loads(before[0]["link_json"]) if before else {}
+    result = verify_links(
+        [link],
+        expected_start_previous_link_hash=previous.get("link_hash") if previous is not None else None,
+        expected_start_previous_root=previous.get("merkle_root") if previous is not None else None,
+    )
+    row_ok = row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
+    own = record.get("audit_chain") or {}
+    matches = (link.get("decision_id") == record.get("decision_id")
+               and link.get("record_hash") == record.get("record_hash")
+               and link.get("receipt_hash") == record.get("receipt_hash")
+               and all(own.get(name) == link.get(name) for name in
+                       ("chain_id", "chain_position", "leaf_hash", "link_hash", "merkle_root")))
+    return {"chain_link": result.valid and row_ok, "chain_link_matches_record": matches}
+
+
+def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_limit: int):
+    """The packet's chain part, read under one head: the window of `chain_window`, the audit
+    path of the record's leaf at the head's tree size, and the signed checkpoint of that size."""
+    from gate.packets import ChainExcerpt, chain_window
+
+    ledger = service.ledger
+    link_row = ledger.chain_link_for(decision_id)
+    if link_row is None:
+        return None
+    chain_id = link_row["chain_id"]
+    head = service.consistent_head(chain_id)
+    if head is None:
+        return None
+    size, position = head["size"], link_row["chain_position"]
+    first, last = chain_window(position, size, chain_limit)
+    links = [json.loads(row["link_json"]) for row in ledger.chain_links_window(chain_id, first, last)]
+    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    root = _peaks_root(head)
+    return ChainExcerpt.from_store(
+        chain_id=chain_id,
+        chain_size=size,
+        head_link_hash=head["head_link_hash"],
+        merkle_root=head["merkle_root"],
+        record_position=position,
+        links=links,
+        get_node=service._node_getter(chain_id, refs),
+        checkpoint=service.checkpoint(chain_id, size, root),
+    )
+
+
+def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decision_id: str,
+                  tree_size: int | None) -> dict[str, Any] | None:
+    """RFC 6962 inclusion proof of a decision's leaf in the tree of `tree_size` leaves (default:
+    the current head), with the signed checkpoint of that size. None when not in scope."""
+    head = service.ledger.chain_head(chain_id)
+    link = service.ledger.chain_link_for(decision_id)
+    if not owns_chain(head, scope, chain_id) or link is None or link["chain_id"] != chain_id:
+        return None
+    head = service.consistent_head(chain_id)
+    if head is None:
+        return None
+    size = head["size"] if tree_size is None else tree_size
+    position = link["chain_position"]
+    if not position <= size <= head["size"]:
+        raise GateError("REQUEST_INVALID", f"tree_size must be between {position} and {head['size']}",
+                        errors=[{"field": "tree_size", "code": "out_of_range",
+                                 "message": f"{position} to {head['size']}"}])
+    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    proof = inclusion_proof_from_nodes(position - 1, size, service._node_getter(chain_id, refs))
+    root = service.tree_root(chain_id, size)
+    return {
+        "ok": True,
+        "chain_id": chain_id,
+        "decision_id": decision_id,
+        "tree_algorithm": C.CHAIN_TREE_ALGORITHM,
+        "leaf_index": position - 1,
+        "leaf_hash": link["leaf_hash"],
+        "tree_size": size,
+        "proof": proof,
+        "root_hash": root,
+        "checkpoint": service.checkpoint(chain_id, size, root),
+    }
+
+
+def consistency_for(service: AuditChainService, scope: str, chain_id: str, first: int,
+                    second: int | None) -> dict[str, Any] | None:
+    """RFC 6962 consistency proof between tree sizes `first` and `second` (default: the head),
+    with both roots recomputed from stored nodes and both signed checkpoints."""
+    head = service.ledger.chain_head(chain_id)
+    if not owns_chain(head, scope, chain_id):
+        return None
+    head = service.consistent_head(chain_id)
+    if head is None:
+        return None
+    second = head["size"] if second is None else second
+    if not 1 <= first <= second <= head["size"]:
+        raise GateError("REQUEST_INVALID", f"need 1 <= first <= second <= {head['size']}",
+                        errors=[{"field": "first", "code": "out_of_range",
+                                 "message": f"1 <= first <= second <= {head['size']}"}])
+    refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+    proof = consistency_proof_from_nodes(first, second, service._node_getter(chain_id, refs))
+    first_root, second_root = service.tree_root(chain_id, first), service.tree_root(chain_id, second)
+    return {
+        "ok": True,
+        "chain_id": chain_id,
+        "tree_algorithm": C.CHAIN_TREE_ALGORITHM,
+        "first": first,
+        "second": second,
+        "first_root": first_root,
+        "second_root": second_root,
+        "proof": proof,
+        "first_checkpoint": service.checkpoint(chain_id, first, first_root),
+        "second_checkpoint": service.checkpoint(chain_id, second, second_root),
+    }

@@ -1,0 +1,317 @@
+"""The four domain policy checks (refund, cancellation, return, trial), decided by Rulebook v1.
+
+Each check is two steps with separate authority:
+
+1. Facts: the caller's arguments are validated (`ArgumentsInvalid` names every problem) and the
+   service's vendor policy table is looked up (`gate.policychecks.tables`). The lookup derives
+   plain facts only: whether the vendor is in the table, whether a row covers the plan, the
+   row's terms, and for window checks `days_left_in_window = window − days_since_purchase`
+   (a rulebook leaf compares a field with a constant, never two fields).
+2. Verdict: the service's rulebook (`data/policychecks/<service>.rulebook.json`) is evaluated
+   over those facts by the gate's own compiled evaluator (`gate.rulebook.get_evaluator`), the
+   same engine as `/api/decide`: one engine, one meaning. The verdict, code and action are the
+   rulebook's application verdict, reason code and action, unchanged.
+
+The result is advisory (`production_verdict: false`): a check never stands in for a signed
+Decision Record. SECURITY: an evaluation that does not end with status "ok" (it cannot after
+argument validation) raises `CheckFailed` instead of answering, so it can never read as ALLOWED.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from gate.clock import Clock, SystemClock, iso_ms
+from gate.policychecks.tables import (
+    ANY_PLAN,
+    TABLES_DIR,
+    VendorRow,
+    VendorTable,
+    load_tables,
+    normalize_id,
+)
+from gate.protocol.canonical import sha256_hex
+from gate.rulebook import CompiledRulebook, get_evaluator
+from gate.rulebook.validate import validate_rulebook
+
+__all__ = [
+    "CheckSpec", "CHECKS", "PolicyCheckService", "ArgumentsInvalid", "CheckFailed",
+    "DEFAULT_REGION", "MAX_DAYS",
+]
+
+DEFAULT_REGION = "US"
+MAX_DAYS = 36_500
+_VENDOR_MAX, _PLAN_MAX = 100, 64
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    service: str
+    tool: str
+    title: str
+    description: str
+    uses_days: bool
+    window_term: str | None  # the terms key holding the window in days, for window checks
+    rest_path: str
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("refund", "refund_eligibility", "Refund eligibility",
+              "Whether a purchase from a vendor can still be refunded under the vendor's published terms "
+              "(ALLOWED, DENIED or UNKNOWN).", True, "refund_window_days", "/api/v1/refund/eligibility"),
+    CheckSpec("cancellation", "cancellation_penalty", "Cancellation penalty",
+              "Whether cancelling a vendor subscription plan is free, costs an early-termination fee or is "
+              "locked for a commitment term (FREE_CANCEL, PENALTY, LOCKED or UNKNOWN).", False, None,
+              "/api/v1/cancel/penalty"),
+    CheckSpec("return", "return_eligibility", "Return eligibility",
+              "Whether an item bought from a vendor can still be returned (RETURNABLE, EXPIRED, "
+              "NON_RETURNABLE or UNKNOWN).", True, "return_window_days", "/api/v1/return/eligibility"),
+    CheckSpec("trial", "trial_terms", "Trial terms",
+              "Whether a vendor plan offers a free trial, and on which terms (TRIAL_AVAILABLE, NO_TRIAL or "
+              "UNKNOWN).", False, None, "/api/v1/trial/terms"),
+)
+BY_TOOL = {spec.tool: spec for spec in CHECKS}
+BY_SERVICE = {spec.service: spec for spec in CHECKS}
+
+
+class ArgumentsInvalid(ValueError):
+    """The arguments of a check are not usable; `errors` lists `{field, code, message}`."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        self.errors = errors
+
+
+class CheckFailed(RuntimeError):
+    """The rulebook did not produce a usable verdict (fail closed: no answer at all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    spec: CheckSpec
+    table: VendorTable
+    rulebook: dict[str, Any]
+    rulebook_hash: str
+    evaluator: CompiledRulebook
+    verdicts: tuple[str, ...]
+
+
+def _load_rulebook(directory: Path, service: str) -> tuple[dict[str, Any], str]:
+    path = directory / f"{service}.rulebook.json"
+    rulebook = json.loads(path.read_text(encoding="utf-8"))
+    errors = validate_rulebook(rulebook)
+    if errors:
+        raise ValueError(f"{path.name} is not a valid Rulebook v1: {errors}")
+    return rulebook, sha256_hex(rulebook)
+
+
+def _verdicts(rulebook: Mapping[str, Any]) -> tuple[str, ...]:
+    found = [rule["outcome"]["verdict"] for rule in rulebook["rules"]] + [rulebook["default_outcome"]["verdict"]]
+    return tuple(dict.fromkeys(found))
+
+
+class PolicyCheckService:
+    """The four checks over validated tables and rulebooks, loaded once; thread-safe (read-only)."""
+
+    def __init__(self, directory: Path | None = None, *, clock: Clock | None = None,
+                 tables: Mapping[str, VendorTable] | None = None) -> None:
+        directory = Path(directory or TABLES_DIR)
+        tables = tables or load_tables(directory)
+        self.clock = clock or SystemClock()
+        self._bound: dict[str, _Bound] = {}
+        for spec in CHECKS:
+            rulebook, digest = _load_rulebook(directory, spec.service)
+            self._bound[spec.tool] = _Bound(spec, tables[spec.service], rulebook, digest,
+                                            get_evaluator(rulebook, digest), _verdicts(rulebook))
+
+    # ------------------------------------------------------------------ metadata
+
+    def specs(self, services: tuple[str, ...] | None = None) -> list[CheckSpec]:
+        return [spec for spec in CHECKS if services is None or spec.service in services]
+
+    def spec_for_service(self, service: str) -> CheckSpec:
+        return BY_SERVICE[service]
+
+    def spec_for_tool(self, tool: str) -> CheckSpec:
+        return BY_TOOL[tool]
+
+    def table(self, service: str) -> VendorTable:
+        return self._bound[BY_SERVICE[service].tool].table
+
+    def rulebook(self, service: str) -> tuple[dict[str, Any], str]:
+        bound = self._bound[BY_SERVICE[service].tool]
+        return bound.rulebook, bound.rulebook_hash
+
+    def verdicts(self, tool: str) -> tuple[str, ...]:
+        return self._bound[tool].verdicts
+
+    def sources(self) -> dict[str, Any]:
+        """`/rules/policy-sources.json`: every table's rows with their citations, and the rulebooks."""
+        services = {}
+        for spec in CHECKS:
+            bound = self._bound[spec.tool]
+            services[spec.service] = {
+                "tool": spec.tool,
+                "rulebook_id": bound.rulebook["rulebook_id"],
+                "rules_version": bound.rulebook["version"],
+                "rulebook_hash": bound.rulebook_hash,
+                "policy_version": bound.table.policy_version(),
+                "policy_table_hash": bound.table.table_hash,
+                "illustrative": bound.table.illustrative,
+                "notice": bound.table.notice,
+                "sources": [dict(row.source(), vendor_name=row.vendor_name, terms=dict(row.terms))
+                            for row in bound.table.rows],
+            }
+        return {"ok": True, "policy_sources_version": "policy_sources_v1", "services": services}
+
+    # ------------------------------------------------------------------ checking
+
+    def check(self, tool: str, arguments: Any) -> dict[str, Any]:
+        """Validate `arguments`, look up the table, evaluate the rulebook: the structured result.
+
+        Raises `KeyError` for an unknown tool, `ArgumentsInvalid` for bad arguments and
+        `CheckFailed` when the rulebook gives no usable verdict.
+        """
+        bound = self._bound[tool]
+        spec = bound.spec
+        inputs = validate_arguments(spec, arguments)
+        row = bound.table.lookup(inputs["vendor"], inputs["region"], inputs["plan"])
+        facts = _facts(spec, bound.table, inputs, row)
+        evaluation = bound.evaluator.evaluate(facts)
+        if evaluation.status != "ok" or evaluation.application_verdict not in bound.verdicts:
+            raise CheckFailed(f"{bound.rulebook['rulebook_id']} gave no verdict ({evaluation.status})")
+        verdict, code = evaluation.application_verdict, evaluation.reason_code
+        return {
+            "tool": spec.tool,
+            "service": spec.service,
+            "verdict": verdict,
+            "code": code,
+            "decision": evaluation.decision,
+            "action": evaluation.action,
+            "message": _message(spec, code, inputs, row, facts),
+            "vendor": inputs["vendor"],
+            "vendor_name": row.vendor_name if row else None,
+            "inputs": inputs,
+            "terms": dict(row.terms) if row else None,
+            "rulebook_id": bound.rulebook["rulebook_id"],
+            "rules_version": bound.rulebook["version"],
+            "rulebook_hash": bound.rulebook_hash,
+            "policy_version": bound.table.policy_version(),
+            "policy_table_hash": bound.table.table_hash,
+            "sources": [row.source()] if row else [],
+            "illustrative": bound.table.illustrative,
+            "production_verdict": False,
+            "evaluated_at": iso_ms(self.clock.now()),
+            "rulebook_result": {
+                "status": evaluation.status,
+                "decision": evaluation.decision,
+                "application_verdict": verdict,
+                "action": evaluation.action,
+                "reason_code": code,
+                "matched_rule_id": evaluation.matched_rule_id,
+                "evaluation": evaluation.trace(),
+            },
+        }
+
+
+def validate_arguments(spec: CheckSpec, arguments: Any) -> dict[str, Any]:
+    """The normalized arguments `{vendor, region, plan[, days_since_purchase]}` or ArgumentsInvalid.
+
+    `vendor` and `plan` are normalized ids (`"Best Buy"` → `"best-buy"`); `region` is an
+    ISO 3166 alpha-2 code, upper-cased, default "US"; a missing `plan` means the vendor's
+    any-plan row (`"*"`). Unknown arguments are refused (closed input, like rulebooks).
+    """
+    if not isinstance(arguments, dict):
+        raise ArgumentsInvalid([{"field": "arguments", "code": "invalid_type", "message": "must be an object"}])
+    allowed = ("vendor", "region", "plan") + (("days_since_purchase",) if spec.uses_days else ())
+    errors = [{"field": name, "code": "unknown_field", "message": f"unknown argument (allowed: {', '.join(allowed)})"}
+              for name in sorted(arguments) if name not in allowed]
+    inputs: dict[str, Any] = {}
+    vendor = arguments.get("vendor")
+    if vendor is None:
+        errors.append({"field": "vendor", "code": "required", "message": "vendor is required"})
+    elif not isinstance(vendor, str) or not 1 <= len(vendor) <= _VENDOR_MAX or not normalize_id(vendor):
+        errors.append({"field": "vendor", "code": "invalid_value",
+                       "message": f"a vendor name of 1 to {_VENDOR_MAX} characters with a letter or digit"})
+    else:
+        inputs["vendor"] = normalize_id(vendor)
+    region = arguments.get("region", DEFAULT_REGION)
+    if not isinstance(region, str) or len(region) != 2 or not region.isascii() or not region.isalpha():
+        errors.append({"field": "region", "code": "invalid_value", "message": "a two-letter region code such as US"})
+    else:
+        inputs["region"] = region.upper()
+    plan = arguments.get("plan")
+    if "plan" not in arguments:  # absent, not null: null is refused below like any non-string
+        inputs["plan"] = ANY_PLAN
+    elif not isinstance(plan, str) or not 1 <= len(plan) <= _PLAN_MAX or not normalize_id(plan):
+        errors.append({"field": "plan", "code": "invalid_value",
+                       "message": f"a plan name of 1 to {_PLAN_MAX} characters with a letter or digit"})
+    else:
+        inputs["plan"] = normalize_id(plan)
+    if spec.uses_days:
+        days = arguments.get("days_since_purchase")
+        if days is None:
+            errors.append({"field": "days_since_purchase", "code": "required",
+                           "message": "days_since_purchase is required"})
+        elif (isinstance(days, bool) or not isinstance(days, (int, float)) or not math.isfinite(days)
+              or not 0 <= days <= MAX_DAYS):
+            errors.append({"field": "days_since_purchase", "code": "invalid_value",
+                           "message": f"a number of days from 0 to {MAX_DAYS}"})
+        else:
+            inputs["days_since_purchase"] = days
+    if errors:
+        raise ArgumentsInvalid(errors)
+    return inputs
+
+
+def _facts(spec: CheckSpec, table: VendorTable, inputs: dict[str, Any], row: VendorRow | None) -> dict[str, Any]:
+    facts: dict[str, Any] = dict(inputs, vendor_supported=table.has_vendor(inputs["vendor"]), policy_found=row is not None)
+    if row is not None:
+        facts["policy"] = dict(row.terms)
+        if spec.window_term is not None:
+            window = row.terms.get(spec.window_term)
+            if isinstance(window, int) and not isinstance(window, bool):
+                facts["days_left_in_window"] = window - inputs["days_since_purchase"]
+    return facts
+
+
+def _message(spec: CheckSpec, code: str, inputs: dict[str, Any], row: VendorRow | None, facts: dict[str, Any]) -> str:
+    who = f"{row.vendor_name} ({row.region}, plan {row.plan})" if row else f"{inputs['vendor']} ({inputs['region']})"
+    if code == "UNSUPPORTED_VENDOR":
+        return f"{inputs['vendor']} is not in the {spec.service} policy table; check the vendor's terms manually."
+    if code == "NON_US_REGION":
+        return f"Only US terms are covered; region {inputs['region']} needs a manual check."
+    if code == "PLAN_NOT_COVERED":
+        return f"{who}: no row covers plan {inputs['plan']}; check the vendor's terms manually."
+    if code == "POLICY_INCOMPLETE" or row is None:
+        return f"{who}: the policy row does not settle this check; check the vendor's terms manually."
+    terms = row.terms
+    if spec.window_term is not None and "days_left_in_window" in facts:
+        window, left = terms[spec.window_term], facts["days_left_in_window"]
+        noun = "refunds" if spec.service == "refund" else "returns"
+        state = f"{_days(left)} left" if left >= 0 else f"{_days(-left)} past the window"
+        return (f"{who}: {noun} within {_days(window)} of purchase; "
+                f"{_days(inputs['days_since_purchase'])} since purchase, {state}.")
+    if code in ("NO_REFUNDS", "NO_RETURNS"):
+        return f"{who}: the vendor's terms offer no {'refunds' if code == 'NO_REFUNDS' else 'returns'}."
+    if spec.service == "cancellation":
+        if code == "NO_PENALTY":
+            return f"{who}: cancel any time without a fee."
+        penalty = (terms["penalty"] or "a commitment applies").rstrip(".")
+        return f"{who}: {penalty} (commitment {terms['commitment_months']} months)."
+    if spec.service == "trial":
+        if code == "TRIAL_OFFERED":
+            card = "card required" if terms["card_required"] else "no card required"
+            converts = "converts to a paid plan" if terms["auto_converts"] else "does not convert automatically"
+            return f"{who}: free trial of {_days(terms['trial_days'])}, {card}, {converts}."
+        return f"{who}: no free trial."
+    return f"{who}: {code}."
+
+
+def _days(value: float) -> str:
+    number = int(value) if float(value).is_integer() else value
+    return f"{number} day" if number == 1 else f"{number} days"

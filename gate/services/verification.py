@@ -1,0 +1,117 @@
+"""Hosted verification of one stored decision: every offline check of `gate.verify` over the
+stored record, plus what only the ledger can show.
+
+`verify_stored_decision` is the one implementation behind `GET|POST /api/decision/{id}/verify`
+and the workbench's fresh verification, so both name the same checks for the same row:
+
+- the record verifies offline (hashes, receipt signature, attestations, audit-chain member);
+- the row's indexed hashes are the ones the stored record recomputes to (`ledger_*_hash`);
+- its chain link recomputes and sits under the chain head (`link_checks_for`), and that head
+  names the chain's newest stored link and the stored Merkle tree (`chain_head`, its failures
+  listed in `chain_failures`), and with the gate's checkpoint log the stored tree extends the
+  newest checkpoint that log holds (`checkpoint_log`);
+- the row binds its record: the record's decision id, scope and chain position are the row's,
+  its indexed columns copy the record, and its seal recomputes and is signed
+  (`decision_row_checks`);
+- the rulebook snapshot it was decided under still hashes, from its stored body, to the
+  record's rulebook hash (`rulebook_snapshot`);
+- its lifecycle receipts recompute and form the signed per-decision receipt chain;
+- a supplied record is the stored one (`matches_ledger`).
+
+SECURITY: the caller must have resolved `stored` within its own scope (another scope's row
+never reaches this function); a failing ledger check makes `verified` false whatever the
+offline checks say.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gate.keys.config import SigningSetup
+from gate.ledger import Ledger, StoredDecision
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.records import record_hash
+from gate.services.chains import (
+    AuditChainService,
+    chain_head_integrity,
+    chain_tree_root,
+    link_checks_for,
+    rulebook_snapshot_check,
+)
+from gate.verify import verify_record
+from gate.verify.ledger_rows import (
+    RECEIPT_CHAIN_WINDOW,
+    decision_row_checks,
+    receipt_chain_failures,
+)
+
+
+def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict | None,
+                 head: dict | None) -> tuple[dict[str, bool], list[str]]:
+    """`chain_head` (the head names the newest stored link and the stored tree) and, with the
+    gate's checkpoint log, `checkpoint_log` (the stored tree extends the newest checkpoint it
+    holds); with the named failures of both."""
+    if link_row is None or head is None:
+        return {"chain_head": False}, []
+    failures = chain_head_integrity(ledger, link_row["chain_id"], head)
+    checks = {"chain_head": not failures}
+    if audit is not None and audit.checkpoint_log is not None and not failures:
+        witnessed = audit.witness_failures(link_row["chain_id"], head["size"], chain_tree_root(head))[1]
+        checks["checkpoint_log"] = not witnessed
+        failures = failures + witnessed
+    return checks, failures
+
+
+def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup, stored: StoredDecision, *,
+                           supplied: dict | None = None, original: dict | None = None,
+                           public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
+    """The verification body (without `ok`) for a stored decision, or for a `supplied` record
+    checked against it; `original` overrides the stored request for the input-hash check;
+    `audit` (the gate's chain service) adds the check against its checkpoint log."""
+    anchors = signing.trust_anchors()
+    decision_id = stored.decision_id
+    stored_record = json.loads(stored.record_json)
+    stored_request = json.loads(stored.request_json)
+    record = supplied if supplied is not None else stored_record
+    result = verify_record(record, anchors=anchors,
+                           original_input=original if original is not None else stored_request,
+                           request_public_key=public_key)
+    body = {**result.to_dict(), "decision_id": decision_id,
+            "source": "supplied" if supplied is not None else "ledger"}
+    ledger_checks = {
+        "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
+        "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
+        "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
+    }
+    ledger_checks.update(link_checks_for(ledger, stored_record))
+    link_row = ledger.chain_link_for(decision_id)
+    chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
+    head_checks, head_failures = _head_checks(ledger, audit, link_row, chain_head)
+    ledger_checks.update(head_checks)
+    row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
+                                                 chain_head, anchors)
+    ledger_checks.update(row_checks)
+    snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
+    if snapshot is not None:
+        ledger_checks["rulebook_snapshot"] = snapshot["valid"]
+        body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
+    receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
+    ledger_checks["lifecycle_receipts"] = not receipt_failures
+    chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
+    chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
+                                            lifecycle.store.receipt_head(decision_id), stored_record, anchors)
+    ledger_checks["receipt_chain"] = not chain_failures
+    if supplied is not None:
+        ledger_checks["matches_ledger"] = (supplied.get("record_hash") == stored.record_hash
+                                           and record_hash(supplied) == stored.record_hash)
+    body["checks"] = {**body["checks"], **ledger_checks}
+    body["failed_checks"] = sorted(set(body.get("failed_checks", []))
+                                   | {name for name, ok in ledger_checks.items() if ok is False})
+    body["receipt_failures"] = sorted(set(receipt_failures) | set(chain_failures))
+    body["ledger_column_mismatches"] = mismatched
+    body["chain_failures"] = head_failures
+    if any(ok is False for ok in ledger_checks.values()):
+        body["integrity_valid"] = False
+        body["verified"] = False
+    return body

@@ -1,0 +1,364 @@
+"""`gate_client.client`: a Python client for a Decision Gate, with fail-closed routing.
+
+Needs the core and `requests` (`pip install 'decision-gate[client]'`); no server packages.
+
+    from gate_client.client import GateClient, anchors_from_registry
+
+    gate = GateClient("https://gate.example", api_key, anchors=anchors_from_registry("receipt-keys.json"))
+    route = gate.route(request)            # decide, verify offline, route
+    if route.proceed:                      # only a verified `yes` proceeds
+        run_the_action()
+        gate.execution(route.record, "executed")
+    else:
+        send_to_review(route.reason)       # `no`, `review`, needs-input, advisory, any error
+
+What it guarantees (docs/client.md):
+- `decide` sends an `x-idempotency-key` (the caller's, or a fresh one) and retries transport
+  errors, timeouts, 408, 429, 500, 502, 503 and 504 with exponential backoff and jitter, always
+  with the same key, so a retry can never create a second record. `Retry-After` is honoured up
+  to `max_backoff`; a longer wait ends the retries.
+- `route` proceeds only when the record verifies offline against the operator's trust anchors
+  (never a key the server or the record supplies), is bound to the request that was sent
+  (`input_hash`), says `yes` in both `verdict` and `c`, is not a needs-input record, and is not
+  advisory (`decision_contract.production_verdict: false` or `authority: advisory_only`).
+  Everything else, including every error, 401/403/429/5xx and timeout, routes to review (`no`,
+  verified, routes to deny).
+- Receipts and outcomes (`execution`, `outcome`) carry the record's hashes and an idempotency
+  key; `packet` exports a Decision Packet and `verify_packet` checks it offline.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import requests
+
+from gate.errors import GateError
+from gate.packets import verify_packet
+from gate.packets.result import PacketVerification
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.verify import (
+    SOURCE_KEY_REGISTRY_FILE,
+    SOURCE_KEY_REGISTRY_URL,
+    TrustAnchors,
+    verify_record,
+)
+from gate.verify.result import VerificationResult
+
+__all__ = [
+    "GateClient",
+    "GateClientError",
+    "Decision",
+    "Route",
+    "anchors_from_registry",
+    "route_record",
+    "is_advisory",
+    "PROCEED",
+    "DENY",
+    "REVIEW",
+]
+
+PROCEED, DENY, REVIEW = "proceed", "deny", "review"
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# A receipt write still being finished by an earlier attempt with the same key: retry it.
+RETRY_CODES = frozenset({"SVC_EXECUTION_IDEMPOTENCY_IN_PROGRESS", "SVC_OUTCOME_IDEMPOTENCY_IN_PROGRESS",
+                         "SVC_CRM_SYNC_IDEMPOTENCY_IN_PROGRESS"})
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a packet is at most 16 MiB; anything larger is refused
+
+
+class GateClientError(Exception):
+    """A request that did not succeed. `status` is the HTTP status (None: no answer), `code` the
+    gate's error code (or TRANSPORT / TIMEOUT / UNEXPECTED_RESPONSE), `body` the error body."""
+
+    def __init__(self, status: int | None, code: str, message: str, *, body: Any = None,
+                 retry_after: float | None = None, attempts: int = 1) -> None:
+        super().__init__(f"{code}: {message}" if status is None else f"HTTP {status} {code}: {message}")
+        self.status, self.code, self.message, self.body = status, code, message, body
+        self.retry_after, self.attempts = retry_after, attempts
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is None or self.status in RETRY_STATUSES or self.code in RETRY_CODES
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer, its body read (bounded)."""
+
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decide answer: the record as received, and what the response said about it."""
+
+    record: dict[str, Any]
+    idempotency_key: str
+    replayed: bool
+    attempts: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the caller goes: `proceed` (a verified `yes`), `deny` (a verified `no`) or `review`."""
+
+    route: str
+    reason: str
+    record: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None
+    error: GateClientError | None = None
+    idempotency_key: str | None = None
+
+    @property
+    def proceed(self) -> bool:
+        return self.route == PROCEED
+
+
+def anchors_from_registry(location: str | Path | Mapping[str, Any], *, timeout: float = 10.0) -> TrustAnchors:
+    """Trust anchors from a receipt-key registry: a saved JSON file, a URL the operator trusts, or the
+    parsed body. Pin these: a client that takes its keys from the server it checks proves nothing."""
+    if isinstance(location, Mapping):
+        return TrustAnchors.from_registry_body(dict(location), SOURCE_KEY_REGISTRY_FILE)
+    text = str(location)
+    if text.startswith(("http://", "https://")):
+        try:
+            response = requests.get(text, timeout=timeout)
+        except requests.RequestException as exc:
+            raise GateClientError(None, "TRANSPORT", f"cannot fetch key registry {text}: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise GateClientError(response.status_code, "KEY_REGISTRY_UNAVAILABLE", f"cannot fetch key registry {text}")
+        return TrustAnchors.from_registry_body(response.content, SOURCE_KEY_REGISTRY_URL)
+    return TrustAnchors.from_registry_body(Path(text).read_bytes(), SOURCE_KEY_REGISTRY_FILE)
+
+
+def is_advisory(record: Mapping[str, Any]) -> bool:
+    """True when the record declares itself advisory: such a record never approves an action.
+
+    SECURITY: fail closed on the contract's shape too: a `decision_contract` that is not an object,
+    or whose `production_verdict` is anything but true, counts as advisory."""
+    contract = record.get("decision_contract")
+    if contract is None:
+        return False
+    if not isinstance(contract, Mapping):
+        return True
+    authority = contract.get("authority")
+    return contract.get("production_verdict") is not True or (
+        isinstance(authority, str) and authority.strip().lower() == "advisory_only")
+
+
+def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:
+    """The routing rule on a received record and its offline verification result (pure)."""
+    if not isinstance(record, Mapping):
+        return Route(REVIEW, "the gate did not return a Decision Record")
+    record = dict(record)
+    if is_advisory(record):
+        return Route(REVIEW, "advisory record (decision_contract): never an approval", record, dict(verification or {}))
+    if not verification or verification.get("verified") is not True:
+        failed = ", ".join((verification or {}).get("failed_checks") or []) or "not verified"
+        return Route(REVIEW, f"record failed offline verification: {failed}", record, dict(verification or {}))
+    verdict, compact, status = record.get("verdict"), record.get("c"), record.get("status")
+    if status == "needs_input":
+        return Route(REVIEW, "the gate needs more input (needs_input)", record, dict(verification))
+    if verdict == "yes" and compact == "yes":
+        return Route(PROCEED, "verified yes", record, dict(verification))
+    if verdict == "no" and compact == "no":
+        return Route(DENY, f"verified no ({record.get('reason_code')})", record, dict(verification))
+    return Route(REVIEW, f"verdict {verdict!r} ({record.get('reason_code')})", record, dict(verification))
+
+
+class GateClient:
+    """One gate, one API key, the operator's trust anchors."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, anchors: TrustAnchors | None = None,
+                 timeout: float = 10.0, retries: int = 3, backoff: float = 0.25, max_backoff: float = 8.0,
+                 session: requests.Session | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        if retries < 0 or backoff < 0 or max_backoff < 0 or timeout <= 0:
+            raise ValueError("retries, backoff and max_backoff must be >= 0 and timeout > 0")
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.anchors = anchors or TrustAnchors()
+        self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
+        self._session = session or requests.Session()
+        self._sleep = sleep
+
+    def close(self) -> None:
+        self._session.close()
+
+    def __enter__(self) -> "GateClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ decide and route
+
+    def decide(self, request: Mapping[str, Any], *, idempotency_key: str | None = None) -> Decision:
+        """POST /api/decide with an idempotency key (retries reuse it). Raises GateClientError."""
+        key = idempotency_key or f"client-{uuid.uuid4().hex}"
+        answer, attempts = self._send("POST", "/api/decide", body=request, idempotency_key=key, retry=True)
+        record = self._json(answer)
+        if not isinstance(record, dict):
+            raise GateClientError(answer.status, "UNEXPECTED_RESPONSE", "decide did not answer a JSON object")
+        replayed = {k.lower(): v for k, v in answer.headers.items()}.get("x-idempotency-status") == "replayed"
+        return Decision(record, key, replayed, attempts,
+                        answer.headers)
+
+    def verify(self, record: Mapping[str, Any], request: Any = None) -> VerificationResult:
+        """Verify a record offline with this client's trust anchors (and its request, when given)."""
+        return verify_record(record, anchors=self.anchors, original_input=request)
+
+    def route(self, request: Mapping[str, Any], *, idempotency_key: str | None = None) -> Route:
+        """Decide, verify offline, route. Never raises for a gate or network failure: those route to review."""
+        idempotency_key = idempotency_key or f"client-{uuid.uuid4().hex}"
+        try:
+            decision = self.decide(request, idempotency_key=idempotency_key)
+        except GateClientError as error:
+            return Route(REVIEW, f"no usable answer from the gate: {error}", error=error,
+                         idempotency_key=idempotency_key)
+        try:
+            verification = self.verify(decision.record, request).to_dict()
+        except GateError as error:  # a record too malformed to verify at all
+            verification = {"verified": False, "failed_checks": [error.code]}
+        route = route_record(decision.record, verification)
+        return Route(route.route, route.reason, route.record, route.verification, None, decision.idempotency_key)
+
+    # ------------------------------------------------------------------ lifecycle, packets
+
+    def execution(self, record: Mapping[str, Any], execution_status: str, *, idempotency_key: str | None = None,
+                  **fields: Any) -> dict[str, Any]:
+        """POST an execution receipt bound to the record's hashes; returns `{ok, execution}`."""
+        body = {"execution_status": execution_status, "decision_record_hash": record["record_hash"],
+                "decision_receipt_hash": record["receipt_hash"], **fields}
+        return self._receipt(record["decision_id"], "execution", body, idempotency_key)
+
+    def outcome(self, record: Mapping[str, Any], outcome_status: str, *, idempotency_key: str | None = None,
+                **fields: Any) -> dict[str, Any]:
+        """POST an outcome bound to the record's hashes; returns `{ok, outcome}`."""
+        body = {"outcome_status": outcome_status, "decision_record_hash": record["record_hash"],
+                "decision_receipt_hash": record["receipt_hash"], **fields}
+        return self._receipt(record["decision_id"], "outcome", body, idempotency_key)
+
+    def packet(self, decision_id: str, **params: Any) -> dict[str, Any]:
+        """GET the decision's packet (query parameters as keywords, e.g. include_input=True)."""
+        query = {name: (str(value).lower() if isinstance(value, bool) else value) for name, value in params.items()}
+        answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/packet", params=query, retry=True)
+        return self._json(answer)
+
+    def verify_packet(self, packet: Mapping[str, Any], request: Any = None) -> PacketVerification:
+        return verify_packet(packet, anchors=self.anchors, original_input=request)
+
+    def status(self) -> dict[str, Any]:
+        """GET /api/decision/status; a degraded gate (503) is returned, not raised."""
+        try:
+            answer, _ = self._send("GET", "/api/decision/status")
+        except GateClientError as error:
+            if error.status == 503 and isinstance(error.body, dict):
+                return error.body
+            raise
+        return self._json(answer)
+
+    def receipt_keys(self) -> dict[str, Any]:
+        answer, _ = self._send("GET", "/api/decision/receipt-keys")
+        return self._json(answer)
+
+    def _receipt(self, decision_id: str, kind: str, body: dict, idempotency_key: str | None) -> dict[str, Any]:
+        key = idempotency_key or f"client-{uuid.uuid4().hex}"
+        answer, _ = self._send("POST", f"/api/decision/{_segment(decision_id)}/{kind}", body=body,
+                               idempotency_key=key, retry=True)
+        return self._json(answer)
+
+    # ------------------------------------------------------------------ transport
+
+    def _send(self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None,
+              idempotency_key: str | None = None, retry: bool = False) -> tuple[Answer, int]:
+        headers = {"accept": "application/json"}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        if idempotency_key:
+            headers["x-idempotency-key"] = idempotency_key
+        data = None
+        if body is not None:
+            headers["content-type"] = "application/json"
+            data = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        attempts = self.retries + 1 if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                answer = self._exchange(method, path, data, params, headers)
+            except requests.Timeout as exc:
+                error = GateClientError(None, "TIMEOUT", f"no answer within {self.timeout} s ({type(exc).__name__})")
+            except requests.RequestException as exc:
+                error = GateClientError(None, "TRANSPORT", f"{method} {path} failed: {type(exc).__name__}")
+            except GateClientError as exc:  # an answer too large to accept
+                error = exc
+            else:
+                if answer.status < 400:
+                    return answer, attempt
+                error = _error_from(answer)
+            error.attempts = attempt
+            delay = self._delay(attempt, error.retry_after)
+            if attempt == attempts or not error.retryable or delay is None:
+                raise error
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _exchange(self, method, path, data, params, headers) -> Answer:
+        with self._session.request(method, self.base_url + path, data=data, params=params, headers=headers,
+                                   timeout=self.timeout, stream=True) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_content(65536):
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise GateClientError(response.status_code, "UNEXPECTED_RESPONSE",
+                                          "the answer is larger than the client accepts (32 MiB)")
+                chunks.append(chunk)
+            return Answer(response.status_code, dict(response.headers), b"".join(chunks))
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """Exponential backoff with jitter; the server's Retry-After when it says one (None: too long)."""
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_backoff else None
+        ceiling = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
+        return ceiling * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
+
+    @staticmethod
+    def _json(answer: Answer) -> Any:
+        try:
+            return parse_strict(answer.content)
+        except CanonicalJSONError as exc:
+            raise GateClientError(answer.status, "UNEXPECTED_RESPONSE",
+                                  f"the answer is not valid JSON: {exc.message}") from exc
+
+
+def _segment(value: str) -> str:
+    """A path segment from an id: refuses anything that could change the path."""
+    if not isinstance(value, str) or not value or any(ch in value for ch in "/?#%") or not value.isprintable():
+        raise ValueError(f"not a usable id: {value!r}")
+    return value
+
+
+def _error_from(answer: Answer) -> GateClientError:
+    try:
+        body = parse_strict(answer.content)
+    except CanonicalJSONError:
+        body = None
+    code, message = "UNEXPECTED_RESPONSE", f"HTTP {answer.status} without the gate's error body"
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        code, message = body["error"], str(body.get("message", ""))
+    retry_after = None
+    header = {name.lower(): value for name, value in answer.headers.items()}.get("retry-after")
+    if header is not None:
+        try:
+            retry_after = max(0.0, float(header))
+        except ValueError:
+            retry_after = None
+    return GateClientError(answer.status, code, message, body=body, retry_after=retry_after)

@@ -1,0 +1,343 @@
+"""Incremental export of the ledger into the Parquet dataset (`gate export`).
+
+`export_ledger(ledger, uri)` streams what is new since the last export into new part files
+and then rewrites `manifest.json`; a run that finds nothing new writes nothing at all.
+
+What "new" means (the watermarks kept in the manifest, per scope):
+
+* decisions and chain links: chain positions above the last exported one, up to the chain
+  head read when the run starts. Positions are assigned under the chain's row lock, so this
+  is exact: no decision is skipped or exported twice, whatever the timestamps say.
+* execution receipts, outcomes and CRM syncs: the keyset `(reported_at, receipt_id)` above
+  the last exported one, and only receipts reported more than `settle_seconds` before the run
+  started. A receipt's `reported_at` is read from the clock just before its transaction
+  commits; the settle window (120 s by default) leaves room for a slow commit, so a receipt
+  with an older timestamp can never appear after its turn has been exported. A receipt that
+  does (written with a clock far in the past) is detected by count and reported in
+  `ExportResult.warnings`; a fresh export into a new location includes it.
+
+Consistency: files are written first, the manifest last (atomically on a local disk). A run
+that fails leaves its part files behind but not in the manifest; the next run deletes every
+part file whose run number the manifest has not committed before it writes anything. Readers
+that go through the manifest (`workbench.dataset.location.table_dataset`) see committed runs only.
+
+Memory is bounded by one ledger batch plus the writer's buffers (`workbench.dataset.partwriter`),
+whatever the size of the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from gate.clock import iso_ms
+from gate.keys.signing import ReceiptSigner
+from gate.ledger import Ledger, stream
+from gate.protocol.canonical import sha256_hex
+from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from workbench.dataset import convert, integrity, rollups
+from workbench.dataset.facts import FACTS_DIR, facts_tables
+from workbench.dataset.location import (
+    MANIFEST,
+    DatasetError,
+    Location,
+    open_location,
+    read_manifest,
+    write_manifest,
+)
+from workbench.dataset.partwriter import PartitionedWriter, run_of
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
+
+SETTLE_SECONDS = 120
+
+__all__ = ["ExportResult", "SETTLE_SECONDS", "export_ledger", "facts_table_name", "ledger_head", "new_manifest",
+           "record_files"]
+
+Progress = Callable[[int, int], None]  # (rows done, rows to do)
+
+
+@dataclass
+class ExportResult:
+    """What one run did: `run` is None when there was nothing new (and nothing was written)."""
+
+    uri: str
+    run: int | None
+    new_rows: dict[str, int]
+    files: list[dict[str, Any]] = field(default_factory=list)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> dict[str, Any]:
+    """An empty manifest of the current schema version (see docs/dataset.md for each member)."""
+    return {
+        "dataset_schema_version": DATASET_SCHEMA_VERSION,
+        "synthetic": synthetic,
+        "generator": generator,
+        "created_at": created_at,
+        "updated_at": created_at,
+        "runs": 0,
+        "tables": {name: {"rows": 0, "files": []} for name in TABLES},
+        "facts": {},
+        "chains": {},
+        "watermarks": {},
+        "ledger_head": ledger_head({}, {name: 0 for name in TABLES}),
+    }
+
+
+def facts_table_name(rulebook_id: str) -> str:
+    """The writer's table name of one rulebook's typed facts (`facts/rulebook_id=<id>`)."""
+    return f"{FACTS_DIR}/rulebook_id={quote(rulebook_id, safe='')}"
+
+
+def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int, location: Location) -> None:
+    """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`), each
+    with its `sha256` and `bytes` (`workbench.dataset.integrity`): only this run's files are read, the
+    entries of earlier runs' files keep the digests listed when they were written."""
+    for entry in files:
+        item = {"path": entry["path"], "rows": entry["rows"], "run": run,
+                **integrity.describe_file(location, entry["path"])}
+        if entry["table"] in TABLES:
+            manifest["tables"][entry["table"]]["files"].append(item)
+        else:
+            rulebook_id = unquote(entry["table"].split("rulebook_id=", 1)[1])
+            manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["files"].append(item)
+
+
+def ledger_head(chains: dict[str, dict[str, Any]], rows: dict[str, int]) -> dict[str, Any]:
+    """The exported state of the ledger in one hash: every scope's chain (id, size, root, head
+    link) and the row counts, so two datasets exported from the same ledger state compare equal."""
+    return {
+        "decisions": sum(chain["size"] for chain in chains.values()),
+        "scopes": len(chains),
+        "rows": dict(rows),
+        "head_hash": sha256_hex({"chains": chains, "rows": rows}),
+    }
+
+
+def _prepare(location: Location) -> dict[str, Any] | None:
+    """Check the target: a manifest of our version, or an empty/new directory we can write."""
+    manifest = read_manifest(location, required=False)
+    if manifest is None:
+        try:
+            info = location.fs.get_file_info(location.root)
+            if info.type == pafs.FileType.File:
+                raise DatasetError(f"{location.uri} is a file, not a directory")
+            entries = location.fs.get_file_info(pafs.FileSelector(location.root)) \
+                if info.type == pafs.FileType.Directory else []
+            # Only table directories (a first run that died before its manifest) may be there.
+            if any(entry.base_name not in (*TABLES, FACTS_DIR, rollups.ROLLUPS_DIR) for entry in entries):
+                raise DatasetError(f"{location.uri} is not empty and has no {MANIFEST}: "
+                                   "export into a new or empty location")
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"cannot read {location.uri}: {exc}") from exc
+    elif manifest.get("synthetic"):
+        raise DatasetError(f"{location.uri} holds a synthetic dataset; export the ledger into another location")
+    try:  # fail before any work when the location cannot be written
+        location.fs.create_dir(location.root, recursive=True)
+        probe = location.path(".gate-export-probe")
+        with location.fs.open_output_stream(probe) as out:
+            out.write(b"probe")
+        location.fs.delete_file(probe)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"cannot write to {location.uri}: {exc}") from exc
+    return manifest
+
+
+def _remove_uncommitted(location: Location, committed_runs: int) -> int:
+    """Delete part files and rollups of runs the manifest has not committed (a failed run's leftovers)."""
+    removed = 0
+    rollups.remove_runs(location, newer_than=committed_runs)
+    for table in (*TABLES, FACTS_DIR):
+        if not location.exists(table):
+            continue
+        selector = pafs.FileSelector(location.path(table), recursive=True)
+        for info in location.fs.get_file_info(selector):
+            run = run_of(info.base_name) if info.type == pafs.FileType.File else None
+            if run is not None and run > committed_runs:
+                location.fs.delete_file(info.path)
+                removed += 1
+    return removed
+
+
+def _plan(ledger: Ledger, scopes: list[str], marks: dict, cutoff: str) -> tuple[dict, int]:
+    """Per scope: the chain head to export up to, and how many rows are new (for progress)."""
+    plan, total = {}, 0
+    for scope in scopes:
+        heads = stream.chain_heads_of(ledger, scope)
+        head = heads[0] if heads else None
+        mark = marks.get(scope, {"chain_position": 0, "receipts": {}})
+        new_decisions = max(0, (head["size"] if head else 0) - mark["chain_position"])
+        receipts, late = {}, {}
+        for table, kind in RECEIPT_TABLE_KIND.items():
+            after = mark["receipts"].get(kind)
+            receipts[kind] = stream.count_receipts(
+                ledger, kind, scope=scope, reported_before=cutoff,
+                after=(scope, after["reported_at"], after["receipt_id"]) if after else None)
+            if after:  # receipts stamped before the watermark but stored after it was taken
+                behind = stream.count_receipts(ledger, kind, scope=scope, reported_before=cutoff) \
+                    - receipts[kind] - after["count"]
+                if behind > 0:
+                    late[kind] = behind
+        plan[scope] = {"head": head, "mark": mark, "decisions": new_decisions, "receipts": receipts,
+                       "late": late}
+        total += new_decisions + sum(receipts.values())
+    return plan, total
+
+
+def export_ledger(
+    ledger: Ledger,
+    uri: str,
+    *,
+    scope: str | None = None,
+    batch_size: int = stream.DEFAULT_BATCH,
+    settle_seconds: int = SETTLE_SECONDS,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+    rollup_progress: Progress | None = None,
+    signer: ReceiptSigner | None = None,
+) -> ExportResult:
+    """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
+
+    `progress(rows done, rows to do)` follows the rows; `rollup_progress(partitions done,
+    partitions to do)` the report rollups recomputed before the commit (`workbench.dataset.rollups`).
+    `signer` signs the committed manifest's `dataset_hash` (`workbench.dataset.integrity.seal`); without
+    one the manifest lists every file's digest but carries no signature.
+
+    Raises DatasetError (nothing written) when the location cannot be written, is not empty
+    and has no manifest, holds another schema version or a synthetic dataset."""
+    if settle_seconds < 0:
+        raise DatasetError("settle_seconds must be 0 or more")
+    now = now or datetime.now(timezone.utc)
+    location = open_location(uri)
+    manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
+                                                  created_at=iso_ms(now))
+    _remove_uncommitted(location, manifest["runs"])
+    scopes = [scope] if scope is not None else stream.scopes(ledger)
+    cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
+    plan, total = _plan(ledger, scopes, manifest["watermarks"], cutoff)
+    warnings = [f"scope {name!r}: {count} {kind} receipt(s) stamped before the last export's "
+                "watermark were stored after it and are not in this dataset; export into a new "
+                "location to include them"
+                for name, item in plan.items() for kind, count in item["late"].items()]
+    new_rows: dict[str, Any] = {name: 0 for name in TABLES}
+    new_rows["facts"] = {}
+    if total == 0:
+        return ExportResult(uri, None, new_rows, [], manifest, warnings)
+
+    run = manifest["runs"] + 1
+    writer = PartitionedWriter(location, run)
+    # The (scope, month) decision partitions whose decisions get new outcome records: a late
+    # outcome changes its decision's rollup (looked up in the ledger by id, batch by batch, when
+    # the rollups are carried over; otherwise every partition is recomputed anyway).
+    reopened: set[tuple[str, str]] | None = \
+        set() if rollups.current(manifest, OUTCOME_EFFECTIVENESS_CLASS) else None
+    done = 0
+
+    def advance(count: int) -> None:
+        nonlocal done
+        done += count
+        if progress is not None:
+            progress(done, total)
+
+    if progress is not None:
+        progress(0, total)
+    try:
+        for name, item in plan.items():
+            manifest["watermarks"][name] = _export_scope(ledger, writer, name, item, cutoff, batch_size,
+                                                         new_rows, advance, reopened)
+            if item["head"] is not None:
+                manifest["chains"][name] = _chain_entry(item, manifest["chains"].get(name))
+        files = writer.close()
+        record_files(manifest, files, run, location)
+        # Before the commit: the report rollups of every partition this run touched.
+        manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
+                                             outcome_partitions=reopened or (), progress=rollup_progress)
+    except BaseException as exc:
+        writer.abort()
+        try:
+            _remove_uncommitted(location, manifest["runs"])
+        except (OSError, pa.ArrowException):
+            pass  # the next run removes them
+        if isinstance(exc, (OSError, pa.ArrowException)):
+            raise DatasetError(f"writing {location.uri} failed: {exc}") from exc
+        raise
+
+    for name in TABLES:
+        manifest["tables"][name]["rows"] += new_rows[name]
+    for rulebook_id, count in new_rows["facts"].items():
+        manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["rows"] += count
+    manifest["runs"] = run
+    manifest["updated_at"] = iso_ms(now)
+    manifest["last_run"] = {"run": run, "at": iso_ms(now), "new_rows": new_rows,
+                            "scopes": sorted(plan), "receipts_reported_before": cutoff}
+    manifest["ledger_head"] = ledger_head(
+        manifest["chains"], {name: manifest["tables"][name]["rows"] for name in TABLES})
+    manifest["previous_dataset_hash"] = manifest.get("dataset_hash")
+    manifest = integrity.seal(manifest, signer)
+    write_manifest(location, manifest)
+    try:
+        rollups.remove_runs(location, older_than=run - 1)
+    except (OSError, pa.ArrowException):
+        pass  # superseded rollups only take room; the next run tries again
+    return ExportResult(uri, run, new_rows, files, manifest, warnings)
+
+
+def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The scope's chain head the run was cut at: id, size, Merkle root and head link, and the
+    head decision's record and receipt hashes (its receipt is signed by the gate's key, so
+    `gate verify` checks the head's record offline). A run that exported no new decision of
+    the scope keeps the previous entry's head decision."""
+    head = item["head"]
+    entry = {"chain_id": head["chain_id"], "size": head["size"], "merkle_root": head["merkle_root"],
+             "head_link_hash": head["head_link_hash"]}
+    last = item.get("last_decision")
+    if last is not None and last.get("chain_position") == head["size"]:
+        entry.update(head_decision_id=last["decision_id"], head_record_hash=last["record_hash"],
+                     head_receipt_hash=last["receipt_hash"])
+    elif previous is not None and previous.get("size") == head["size"]:
+        entry.update({k: previous[k] for k in ("head_decision_id", "head_record_hash", "head_receipt_hash")
+                      if k in previous})
+    return entry
+
+
+def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict:
+    mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
+    head = item["head"]
+    if head is not None and item["decisions"]:
+        for rows in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
+                                                upto_position=head["size"], batch_size=batch_size):
+            decisions = convert.decisions_table(rows)
+            writer.add("decisions", decisions)
+            for rulebook_id, facts in facts_tables(decisions).items():
+                writer.add(facts_table_name(rulebook_id), facts)
+                new_rows["facts"][rulebook_id] = new_rows["facts"].get(rulebook_id, 0) + facts.num_rows
+            writer.add("chain_links", convert.chain_links_table(rows))
+            new_rows["decisions"] += len(rows)
+            new_rows["chain_links"] += len(rows)
+            mark["chain_position"] = rows[-1]["chain_position"]
+            item["last_decision"] = {k: rows[-1].get(k) for k in
+                                     ("chain_position", "decision_id", "record_hash", "receipt_hash")}
+            advance(len(rows))
+    for table, kind in RECEIPT_TABLE_KIND.items():
+        if not item["receipts"][kind]:
+            continue
+        after = mark["receipts"].get(kind)
+        for rows in stream.iter_receipts(
+                ledger, kind, scope=scope, reported_before=cutoff, batch_size=batch_size,
+                after=(scope, after["reported_at"], after["receipt_id"]) if after else None):
+            writer.add(table, convert.receipts_table(rows))
+            if table == "outcomes" and reopened is not None:
+                found = stream.decisions_created_at(ledger, [row["decision_id"] for row in rows])
+                reopened.update((owner, convert.month_of(created_at)) for owner, created_at in found.values())
+            new_rows[table] += len(rows)
+            previous = mark["receipts"].get(kind, {}).get("count", 0)
+            mark["receipts"][kind] = {"reported_at": rows[-1]["reported_at"], "receipt_id": rows[-1]["receipt_id"],
+                                      "count": previous + len(rows)}
+            advance(len(rows))
+    return mark

@@ -1,0 +1,393 @@
+"""The dataset's integrity: every file listed with its digest, the manifest signed, readers checking.
+
+The export lists every part file and rollup file it commits in `manifest.json` with its
+`sha256`, `bytes` and `rows`, names the ledger's chain heads it was cut from (`chains`) and the
+previous manifest's `dataset_hash` (`previous_dataset_hash`), and signs the whole:
+
+    dataset_hash = sha256(canon(manifest without dataset_hash and signature))
+    signature    = {algorithm, key_id, signed_field: "dataset_hash", value, public_key_fingerprint?}
+
+where `value` signs canon({key_id, dataset_hash}) exactly as a dry-run's migration manifest is
+signed (`ed25519:<base64url>` with the gate's keyring, or `hmac-sha256:<hex>`). Anyone holding the
+gate's public keys (GET /api/decision/receipt-keys, a saved key registry) checks it offline.
+
+Readers (`workbench.dataset.load`, the dry-run's `workbench.migration.history`, the rollups) read only
+listed files, so a stray file is ignored, and `check_files` refuses, with one line, a listed file
+that is missing, of another size, another digest, another row count, unreadable (truncated) or of
+another schema. The full digest is computed at every open, in one pass that also keeps the
+file's last bytes for its Parquet footer; on a local disk what a pass found is cached in the
+process by the file's identity (device, inode, size, mtime and ctime: a rewrite or a restored
+mtime changes the ctime), so a long-lived process (the workbench, a notebook) reads a file once;
+the CLI keeps it in GATE_HOME too (`use_digest_store`), so a later run only stats the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
+from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.verify.anchors import TrustAnchors
+from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
+from workbench.dataset.location import DatasetError, Location
+from workbench.dataset.schema import TABLES
+
+__all__ = [
+    "ListedFile",
+    "check_files",
+    "dataset_hash",
+    "describe_file",
+    "digest_store_of",
+    "in_scopes",
+    "iter_all",
+    "listed_files",
+    "save_digest_store",
+    "seal",
+    "signature_payload",
+    "signature_problem",
+    "unsigned",
+    "use_digest_store",
+]
+
+CHUNK = 1 << 20
+SEAL_FIELDS = ("dataset_hash", "signature")
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """One file the manifest lists: `kind` is a table name, `facts`, or `rollups`."""
+
+    kind: str
+    path: str
+    rows: int
+    sha256: str | None
+    bytes: int | None
+
+
+def describe_file(location: Location, path: str) -> dict[str, Any]:
+    """`{sha256, bytes}` of a file relative to the dataset root (read once, in 1 MiB chunks)."""
+    digest, size = hashlib.sha256(), 0
+    with location.fs.open_input_stream(location.path(path)) as stream:
+        while True:
+            chunk = stream.read(CHUNK)
+            if not chunk:
+                break
+            digest.update(chunk)
+            size += len(chunk)
+    return {"sha256": digest.hexdigest(), "bytes": size}
+
+
+def _entry(kind: str, item: Any) -> ListedFile:
+    if not isinstance(item, Mapping) or not isinstance(item.get("path"), str) \
+            or not isinstance(item.get("rows"), int):
+        raise DatasetError(f"the manifest's {kind} file list is malformed")
+    sha, size = item.get("sha256"), item.get("bytes")
+    return ListedFile(kind, item["path"], item["rows"], sha if isinstance(sha, str) else None,
+                      size if isinstance(size, int) else None)
+
+
+def listed_files(manifest: Mapping[str, Any], kind: str, name: str | None = None) -> list[ListedFile]:
+    """The files the manifest lists for a table (`kind` = table), for one rulebook's facts
+    (`kind` = "facts", `name` = rulebook id) or for the rollups (`kind` = "rollups")."""
+    if kind == "rollups":
+        member = manifest.get("rollups")
+        digests = member.get("file_digests") if isinstance(member, Mapping) else None
+        files = member.get("files") if isinstance(member, Mapping) else None
+        if not isinstance(files, Mapping):
+            return []
+        if not isinstance(digests, Mapping):
+            digests = {}
+        return [_entry("rollups", {"path": path, **(digests.get(state) or {})}) if state in digests
+                else ListedFile("rollups", path, -1, None, None) for state, path in sorted(files.items())]
+    holder = manifest.get("facts" if kind == "facts" else "tables")
+    item = holder.get(name if kind == "facts" else kind) if isinstance(holder, Mapping) else None
+    if item is None:
+        return []
+    files = item.get("files") if isinstance(item, Mapping) else None
+    if not isinstance(files, list):
+        raise DatasetError(f"the manifest's {kind} file list is malformed")
+    return [_entry(kind, entry) for entry in files]
+
+
+# --------------------------------------------------------------------------- checking files
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What one read of a file found: its digest and size, and its Parquet footer's row count
+    and columns (None and `error` when the footer cannot be read)."""
+
+    sha256: str
+    bytes: int
+    rows: int | None
+    columns: dict[str, str] | None
+    error: str | None = None
+
+
+_SEEN: dict[str, tuple[tuple[int, ...], _Seen]] = {}  # full path -> (identity, what a pass found)
+_LOCK = threading.Lock()
+TAIL = 1 << 20  # the bytes kept from the end of a file while it is hashed: its Parquet footer
+_STORE: dict[str, Any] = {"path": None, "dirty": False}
+
+
+def use_digest_store(path: Path | None) -> None:
+    """Keep what each pass over a local file found in `path` too (a JSON file in GATE_HOME, never
+    in the dataset), so the next process only stats a file whose identity is unchanged. The
+    identity includes the ctime, which a writer of the dataset folder cannot set back: a file
+    changed in any way is read again. None: this process's memory only."""
+    with _LOCK:
+        _STORE.update(path=path, dirty=False)
+        if path is None:
+            return
+        try:
+            stored = json.loads(Path(path).read_text(encoding="utf-8"))
+            items = stored["files"] if isinstance(stored, dict) else []
+            for item in items:
+                seen = _Seen(item["sha256"], item["bytes"], item["rows"], item["columns"])
+                _SEEN.setdefault(item["path"], (tuple(item["identity"]), seen))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a missing or unreadable store is only a cold cache
+
+
+def save_digest_store() -> None:
+    """Write the store (`use_digest_store`) when this process read files it did not hold."""
+    with _LOCK:
+        path = _STORE["path"]
+        if path is None or not _STORE["dirty"]:
+            return
+        files = [{"path": key, "identity": list(identity), "sha256": seen.sha256, "bytes": seen.bytes,
+                  "rows": seen.rows, "columns": seen.columns}
+                 for key, (identity, seen) in _SEEN.items() if seen.error is None][-STORE_FILES:]
+        _STORE["dirty"] = False
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        temporary = Path(f"{path}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"files": files}), encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # the store is a cache: a run that cannot write it only hashes again next time
+
+
+STORE_FILES = 200_000  # files the store remembers (the most recently read kept)
+
+
+def digest_store_of(home: Path) -> Path:
+    """Where the CLI keeps the store: `$GATE_HOME/cache/dataset-digests.json`."""
+    return Path(home) / "cache" / "dataset-digests.json"
+
+
+def _identity(location: Location, path: str) -> tuple[int, ...] | None:
+    """What changes whenever a local file is rewritten (None: not a local file, never cached)."""
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        return None
+    try:
+        st = os.stat(location.path(path))
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _footer(read: Callable[[], pq.FileMetaData]) -> tuple[int | None, dict[str, str] | None, str | None]:
+    try:
+        metadata = read()
+        return metadata.num_rows, _columns(metadata.schema.to_arrow_schema()), None
+    except (OSError, pa.ArrowException) as exc:
+        return None, None, (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _read_local(location: Location, path: str) -> _Seen:
+    """One pass over a local file: sha256 and size, and the footer parsed from its last bytes."""
+    digest, size, previous, last = hashlib.sha256(), 0, b"", b""
+    with open(location.path(path), "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            previous, last = last, chunk
+    tail = (previous + last)[-TAIL:]
+    footer = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 12 and tail[-4:] == b"PAR1" else -1
+    if 0 <= footer <= len(tail) - 8:
+        rows, columns, error = _footer(lambda: pq.read_metadata(pa.BufferReader(tail)))
+    else:  # not Parquet (the reader says why) or a footer larger than the kept tail
+        rows, columns, error = _footer(lambda: pq.read_metadata(location.path(path)))
+    return _Seen(digest.hexdigest(), size, rows, columns, error)
+
+
+def _read_remote(location: Location, path: str) -> _Seen:
+    described = describe_file(location, path)
+
+    def metadata() -> pq.FileMetaData:
+        with location.fs.open_input_file(location.path(path)) as handle:
+            return pq.ParquetFile(handle).metadata
+
+    return _Seen(described["sha256"], described["bytes"], *_footer(metadata))
+
+
+def _seen(location: Location, path: str) -> _Seen:
+    """The file as read now, or as read before in this process when its identity is unchanged."""
+    identity = _identity(location, path)
+    if identity is None:
+        return _read_remote(location, path) if not isinstance(location.fs, pafs.LocalFileSystem) \
+            else _read_local(location, path)
+    key = location.path(path)
+    with _LOCK:
+        known = _SEEN.get(key)
+    if known is not None and known[0] == identity:
+        return known[1]
+    seen = _read_local(location, path)
+    with _LOCK:
+        _SEEN[key] = (identity, seen)
+        _STORE["dirty"] = True
+    return seen
+
+
+def _size(location: Location, path: str) -> int | None:
+    info = location.fs.get_file_info(location.path(path))
+    return info.size if info.type == pafs.FileType.File else None
+
+
+def _plain(kind: pa.DataType) -> str:
+    """A column type with Arrow's physical variants folded (a Polars writer stores `large_string`
+    or `string_view` where pyarrow stores `string`; both read as the same column)."""
+    if pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return "string"
+    if pa.types.is_large_list(kind) or pa.types.is_list_view(kind) or pa.types.is_list(kind):
+        return f"list<{_plain(kind.value_type)}>"
+    return str(kind)
+
+
+def _columns(schema: pa.Schema) -> dict[str, str]:
+    return {field.name: _plain(field.type) for field in schema}
+
+
+def _problem(location: Location, entry: ListedFile) -> str | None:
+    """Why the file disagrees with its entry (presence, size, sha256, rows, schema), or None."""
+    if entry.sha256 is None or entry.bytes is None:
+        return "has no digest in the manifest (a dataset written before file digests: export it again " \
+               "into a new location)"
+    size = _size(location, entry.path)
+    if size is None:
+        return "is missing"
+    if size != entry.bytes:
+        return f"has {size} bytes, the manifest lists {entry.bytes}"
+    seen = _seen(location, entry.path)
+    if not hmac.compare_digest(seen.sha256, entry.sha256):
+        return "does not match its sha256 in the manifest (it was changed after the export)"
+    if seen.error is not None or seen.columns is None:
+        return f"is not a readable Parquet file ({seen.error})"
+    if entry.rows >= 0 and seen.rows != entry.rows:
+        return f"holds {seen.rows} rows, the manifest lists {entry.rows}"
+    expected = TABLES.get(entry.kind)
+    if expected is not None and seen.columns != _columns(expected):
+        return f"does not have the {entry.kind} table's schema"
+    if entry.kind == "facts" and "decision_id" not in seen.columns:
+        return "does not have the facts table's schema"
+    return None
+
+
+def check_files(location: Location, entries: Iterable[ListedFile]) -> list[str]:
+    """Refuse (DatasetError, one line naming the first bad file) unless every entry's file is
+    there with its listed size, digest, row count and schema. Returns the files' full paths."""
+    paths = []
+    for entry in entries:
+        try:
+            problem = _problem(location, entry)
+        except (OSError, pa.ArrowException) as exc:
+            problem = f"cannot be read ({exc})"
+        if problem is not None:
+            raise DatasetError(f"dataset {location.uri}: {entry.path} {problem}; the dataset does not match "
+                               "its manifest")
+        paths.append(location.path(entry.path))
+    save_digest_store()
+    return paths
+
+
+def in_scopes(entries: Sequence[ListedFile], scopes: Sequence[str] | None) -> list[ListedFile]:
+    """The entries of some scopes' partitions (every entry when `scopes` is None)."""
+    if scopes is None:
+        return list(entries)
+    from urllib.parse import quote
+
+    wanted = {f"scope={quote(scope, safe='')}" for scope in scopes}
+    return [entry for entry in entries if wanted & set(entry.path.split("/"))]
+
+
+# --------------------------------------------------------------------------- signing
+
+
+def unsigned(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in manifest.items() if k not in SEAL_FIELDS}
+
+
+def dataset_hash(manifest: Mapping[str, Any]) -> str:
+    """sha256 of the canonical manifest without `dataset_hash` and `signature`."""
+    return sha256_hex(unsigned(manifest))
+
+
+def signature_payload(key_id: str, digest: str) -> bytes:
+    return canonical_bytes({"key_id": key_id, "dataset_hash": digest})
+
+
+def seal(manifest: Mapping[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
+    """A copy with `dataset_hash` and, when a signer is given, its `signature`."""
+    body = unsigned(manifest)
+    digest = sha256_hex(body)
+    sealed: dict[str, Any] = {**body, "dataset_hash": digest}
+    if signer is not None:
+        signature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "dataset_hash",
+                     "value": signer.sign_payload(signature_payload(signer.key_id, digest))}
+        if signer.algorithm == SIG_ED25519 and signer.public_key_fingerprint:
+            signature["public_key_fingerprint"] = signer.public_key_fingerprint
+        sealed["signature"] = signature
+    return sealed
+
+
+def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """Why the manifest's `dataset_hash` or signature does not verify with `anchors`, or None."""
+    digest = dataset_hash(manifest)
+    if manifest.get("dataset_hash") != digest:
+        return "its dataset_hash does not match its content (the manifest was changed after it was signed)"
+    signature = manifest.get("signature")
+    if not isinstance(signature, Mapping):
+        return "it is not signed"
+    algorithm, key_id, value = signature.get("algorithm"), signature.get("key_id"), signature.get("value")
+    if algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) or not isinstance(key_id, str) \
+            or not isinstance(value, str) or not value.startswith(f"{algorithm}:"):
+        return "its signature fields are malformed"
+    payload, body = signature_payload(key_id, digest), value[len(algorithm) + 1:]
+    if algorithm == SIG_HMAC_SHA256:
+        secret = anchors.select_hmac(key_id)
+        if secret is None:
+            return f"no trusted HMAC secret for key id {key_id!r}"
+        good = hmac.compare_digest(hmac.new(secret.secret, payload, "sha256").hexdigest(), body)
+        return None if good else "its signature does not verify"
+    key = anchors.select_ed25519(key_id, signature.get("public_key_fingerprint"))
+    if key is None:
+        return f"no trusted Ed25519 key for key id {key_id!r}"
+    try:
+        raw = b64url_decode(body)
+    except (ValueError, TypeError):
+        return "its signature is not base64url"
+    good = len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw)
+    return None if good else "its signature does not verify"
+
+
+def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:
+    """Every file the manifest lists: tables, every rulebook's facts, rollups."""
+    for table in TABLES:
+        yield from listed_files(manifest, table)
+    facts = manifest.get("facts")
+    for rulebook_id in sorted(facts) if isinstance(facts, Mapping) else ():
+        yield from listed_files(manifest, "facts", rulebook_id)
+    yield from listed_files(manifest, "rollups")

@@ -1,0 +1,239 @@
+"""LazyFrames in the dataset contract, from a Parquet dataset or from the live ledger.
+
+Both sources yield exactly the same columns and types (`workbench.dataset.schema` plus the `scope`
+and `month` partition keys, as strings), so the engines cannot tell them apart:
+
+* `from_dataset(DIR, …)` scans the Hive-partitioned dataset lazily (only the partitions of the
+  requested scope are read) and refuses a dataset whose manifest names another schema version;
+* `from_ledger(ledger, scope, …)` reads one scope's most recent decisions (optionally of one
+  policy) and their receipts from the ledger, bounded by `limit`.
+
+`Frames.decisions` / `Frames.outcomes` are what the engines take.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import polars as pl
+
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
+from workbench.engines import fact_columns as fc
+
+MANIFEST = "manifest.json"
+
+
+class DatasetError(ValueError):
+    """The dataset cannot be read as this contract (missing, another schema version)."""
+
+
+@dataclass(frozen=True)
+class Frames:
+    """`facts`, when the source has it: the typed facts table of exactly `decisions` (one row
+    each; a decision the table lacks comes as a `partial` row with its `facts_json`), which the
+    anomaly engine reads instead of flattening every decision's JSON."""
+
+    decisions: pl.LazyFrame
+    outcomes: pl.LazyFrame
+    facts: pl.LazyFrame | None = None
+    # The dataset's report rollups of exactly this selection (a whole-history read of one
+    # policy), when current: `workbench.dataset.rollups.RollupView`. The policy reports merge them
+    # instead of scanning the rows; everything else reads the frames.
+    rollup: Any = None
+    # Where the frames came from, for a dataset: `source_of(manifest)`, which each report names
+    # (and so seals) in its `source` member. None for the live ledger.
+    source: dict[str, Any] | None = None
+
+
+def polars_schema(table: str) -> pl.Schema:
+    """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
+    empty = pl.from_arrow(TABLES[table].empty_table())
+    return pl.Schema({**empty.schema, **{key: pl.String for key in PARTITION_KEYS}})
+
+
+def conform(frame: pl.LazyFrame | pl.DataFrame, table: str) -> pl.LazyFrame:
+    """Exactly the table's columns, in order, cast to their types (extra columns dropped)."""
+    schema = polars_schema(table)
+    return frame.lazy().select([pl.col(name).cast(dtype) for name, dtype in schema.items()])
+
+
+def empty(table: str) -> pl.LazyFrame:
+    return pl.LazyFrame(schema=polars_schema(table))
+
+
+def most_recent(decisions: pl.LazyFrame, limit: int | None) -> pl.LazyFrame:
+    """Per scope, the `limit` most recent decisions (by created_at, then decision_id), or all."""
+    if limit is None:
+        return decisions
+    return (decisions.sort(["created_at", "decision_id"], descending=True)
+            .group_by("scope", maintain_order=True).head(limit).select(decisions.collect_schema().names()))
+
+
+def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[str] | None,
+           policy_id: str | None, policy_version: str | None, limit: int | None) -> Frames:
+    """Filter to some scopes / one policy / one version and keep each scope's `limit` most
+    recent decisions with only their outcomes (with no limit: the scopes' outcomes)."""
+    if scopes is not None:
+        decisions = decisions.filter(pl.col("scope").is_in(list(scopes)))
+        outcomes = outcomes.filter(pl.col("scope").is_in(list(scopes)))
+    if policy_id is not None:
+        decisions = decisions.filter(pl.col("policy_id") == policy_id)
+    if policy_version is not None:
+        decisions = decisions.filter(pl.col("policy_version") == policy_version)
+    if limit is not None:
+        decisions = most_recent(decisions, limit)
+        outcomes = outcomes.join(decisions.select("decision_id"), on="decision_id", how="semi")
+    # Without a limit the outcomes stay those of the selected scopes: the engines join them to
+    # the decisions by decision_id, so records of other decisions never count, and skipping the
+    # semi-join saves a second pass over the decisions.
+    return Frames(decisions, outcomes)
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def read_manifest(root: str | Path, anchors: Any = None) -> dict:
+    """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
+    with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
+    path = Path(root) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset") from None
+    except (OSError, ValueError) as error:
+        raise DatasetError(f"{path}: unreadable manifest ({error})") from None
+    version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
+    if version != DATASET_SCHEMA_VERSION:
+        raise DatasetError(
+            f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
+    from workbench.dataset import integrity
+
+    if anchors is not None:
+        problem = integrity.signature_problem(manifest, anchors)
+    elif "dataset_hash" in manifest and manifest["dataset_hash"] != integrity.dataset_hash(manifest):
+        problem = "its dataset_hash does not match its content (the manifest was changed after the export)"
+    else:
+        problem = None
+    if problem is not None:
+        raise DatasetError(f"{path}: {problem}")
+    return manifest
+
+
+def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
+           scopes: Sequence[str] | None = None) -> list[str]:
+    """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
+    `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
+    its listed size, sha256, row count and schema (`workbench.dataset.integrity.check_files`): a stray
+    file is never read, and a changed, missing or truncated one refuses the dataset."""
+    from workbench.dataset import integrity
+    from workbench.dataset import location as dataset
+
+    try:
+        entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
+        return integrity.check_files(dataset.open_location(str(root)), entries)
+    except dataset.DatasetError as error:
+        raise DatasetError(str(error)) from None
+
+
+def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
+               manifest: dict | None = None) -> pl.LazyFrame:
+    """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
+    the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files."""
+    files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
+    if not files:
+        return empty(table)
+    scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema={k: pl.String for k in PARTITION_KEYS})
+    return conform(scanned, table)
+
+
+def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None,
+               manifest: dict | None = None) -> pl.LazyFrame | None:
+    """The typed facts table of one rulebook (`workbench.dataset.facts`), None when the dataset has no
+    facts file for it. Files of different export batches hold different paths: the scan reads
+    the union of their columns, a column a file lacks as null (as the table's contract says)."""
+    files = listed(root, read_manifest(root) if manifest is None else manifest, "facts", rulebook_id, scopes)
+    if not files:
+        return None
+    schema: dict[str, pl.DataType] = {}
+    for path in files:
+        schema.update(pl.read_parquet_schema(path))
+    hive = {"rulebook_id": pl.String, **{key: pl.String for key in PARTITION_KEYS}}
+    return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
+                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore"
+                           ).drop("rulebook_id")
+
+
+def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
+             carry: Sequence[str] = ()) -> pl.LazyFrame:
+    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
+    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
+    export writes one facts row per decision); otherwise the rows are matched by decision id and
+    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
+    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
+    carry = list(carry)
+    if every_decision and not carry:
+        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+        if counts[0].item() == counts[1].item():
+            return facts
+    ids = decisions.select("decision_id", *carry)
+    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
+        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
+    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
+    return pl.concat([matched, missing], how="diagonal_relaxed")
+
+
+def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
+                 policy_version: str | None = None, limit: int | None = None, anchors: Any = None) -> Frames:
+    """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
+    typed facts table too when the dataset has one, and for a whole-history read (`limit` None)
+    the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.dataset.rollups`).
+    Only the files the manifest lists are read, each checked first (`listed`); with `anchors`
+    the manifest must be signed by one of them. `Frames.source` names the manifest's hash."""
+    manifest = read_manifest(root, anchors)
+    frames = select(scan_table(root, "decisions", scopes, manifest), scan_table(root, "outcomes", scopes, manifest),
+                    scopes=scopes, policy_id=policy_id, policy_version=policy_version, limit=limit)
+    source = source_of(manifest)
+    rollup = None
+    if policy_id is not None and limit is None:
+        from workbench.dataset.rollups import RollupView
+
+        rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
+        if rollup is not None:
+            listed(root, manifest, "rollups")
+    facts = scan_facts(root, policy_id, scopes, manifest) if policy_id is not None else None
+    if facts is None:
+        return Frames(frames.decisions, frames.outcomes, None, rollup, source)
+    # With rollups the reports never read these facts: they stay a lazy match by decision id
+    # (no count over every decision now; the cost is paid only by whoever collects them).
+    every = policy_version is None and limit is None and rollup is None
+    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup,
+                  source)
+
+
+def source_of(manifest: dict) -> dict[str, Any]:
+    """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
+    every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
+    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    return {"kind": "dataset", "dataset_hash": manifest.get("dataset_hash"), "key_id": signature.get("key_id"),
+            "synthetic": bool(manifest.get("synthetic"))}
+
+
+# --------------------------------------------------------------------------- live ledger
+
+
+def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
+                cohort_scopes: Sequence[str] = ()) -> Frames:
+    """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
+    (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,
+    converted by `workbench.dataset.convert` into exactly the dataset contract."""
+    from gate.ledger.reports import receipts_of, recent_decisions
+    from workbench.dataset.convert import decisions_table, receipts_table
+
+    rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
+                            policy_version=policy_version)
+    outcomes = receipts_of(ledger, "outcome", rows)
+    decisions = conform(pl.from_arrow(decisions_table(rows)), "decisions")
+    return Frames(decisions, conform(pl.from_arrow(receipts_table(outcomes)), "outcomes"))

@@ -1,0 +1,146 @@
+"""Where a dataset lives and what its manifest says: the shared entry point of every reader
+and writer of the Parquet dataset (export, synthetic generator, engines' loader, dry-run).
+
+A dataset location is a local path or any URL `pyarrow.fs.FileSystem.from_uri` understands
+(`file:///data/ds`, `s3://bucket/ds`, `gs://…`, `abfs://…`). `open_location` resolves it once
+to a (filesystem, root path) pair; everything else goes through that filesystem, so the same
+code writes to a local disk and to an object store.
+
+`read_manifest` refuses a dataset of another schema version with `DatasetError` (a reader must
+never guess at columns), and `table_dataset` opens one table with the explicit partitioning of
+`workbench.dataset.schema` (scope and month are strings, never inferred as numbers or dates).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS, TABLES
+
+MANIFEST = "manifest.json"
+
+__all__ = [
+    "MANIFEST",
+    "DatasetError",
+    "Location",
+    "open_location",
+    "partition_dir",
+    "partitioning",
+    "read_manifest",
+    "table_dataset",
+    "write_manifest",
+]
+
+
+class DatasetError(Exception):
+    """A dataset cannot be read or written as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A dataset root on a filesystem."""
+
+    uri: str  # as the user gave it
+    fs: pafs.FileSystem
+    root: str  # path of the root inside `fs`
+
+    def path(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+
+
+def open_location(uri: str) -> Location:
+    """Resolve a local path or URL to its filesystem and root path (DatasetError if unusable)."""
+    if not uri:
+        raise DatasetError("the dataset location is empty")
+    try:
+        if "://" in uri:
+            fs, root = pafs.FileSystem.from_uri(uri)
+        else:
+            import os
+
+            fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise DatasetError(f"cannot open dataset location {uri!r}: {exc}") from exc
+    return Location(uri, fs, root.rstrip("/") or "/")
+
+
+def partition_dir(table: str, scope: str, month: str) -> str:
+    """`<table>/scope=<uri-escaped scope>/month=<YYYY-MM>`: the Hive directory of one partition."""
+    return f"{table}/scope={quote(scope, safe='')}/month={month}"
+
+
+def partitioning() -> ds.Partitioning:
+    """The dataset's Hive partitioning with explicit string types (segments are URI-decoded)."""
+    return ds.partitioning(pa.schema(PARTITION_FIELDS), flavor="hive")
+
+
+def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any] | None:
+    """The dataset's manifest, checked to be of `DATASET_SCHEMA_VERSION`.
+
+    Missing manifest: DatasetError when `required`, else None. Unreadable or of another
+    version: DatasetError naming both versions."""
+    path = location.path(MANIFEST)
+    try:
+        if not location.exists(MANIFEST):
+            if required:
+                raise DatasetError(f"{location.uri} has no {MANIFEST}: it is not an exported dataset")
+            return None
+        with location.fs.open_input_stream(path) as stream:
+            manifest = json.loads(stream.read().decode("utf-8"))
+    except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DatasetError(f"cannot read {location.uri}/{MANIFEST}: {exc}") from exc
+    version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
+    if version != DATASET_SCHEMA_VERSION:
+        raise DatasetError(
+            f"{location.uri} holds a dataset of schema version {version!r}; this gate reads and "
+            f"writes {DATASET_SCHEMA_VERSION!r}: export into a new location")
+    return manifest
+
+
+def write_manifest(location: Location, manifest: dict[str, Any]) -> None:
+    """Write manifest.json last, so a reader never sees a manifest ahead of its files. On a
+    local disk it is written to a temporary name and renamed over the old one (atomic)."""
+    data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    target = location.path(MANIFEST)
+    if isinstance(location.fs, pafs.LocalFileSystem):
+        temporary = target + ".tmp"
+        with location.fs.open_output_stream(temporary) as out:
+            out.write(data)
+        location.fs.move(temporary, target)
+    else:  # object stores replace an object atomically on PUT
+        with location.fs.open_output_stream(target) as out:
+            out.write(data)
+
+
+def table_dataset(location: Location, table: str, manifest: dict[str, Any] | None = None) -> ds.Dataset:
+    """One table of the dataset as a `pyarrow.dataset.Dataset` (schema + partition columns).
+
+    With a manifest, exactly the files it lists (a consistent snapshot, even while an export
+    is adding files), each checked against its listed size, sha256, rows and schema first
+    (`workbench.dataset.integrity.check_files`, DatasetError on a mismatch); without, every Parquet file
+    under `<table>/`, unchecked."""
+    if table not in TABLES:
+        raise DatasetError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+    schema = pa.schema(list(TABLES[table]) + PARTITION_FIELDS)
+    if manifest is not None:
+        from workbench.dataset.integrity import check_files, listed_files
+
+        files = check_files(location, listed_files(manifest, table))
+        return ds.dataset(files, schema=schema, format="parquet", filesystem=location.fs,
+                          partitioning=partitioning(), partition_base_dir=location.root)
+    base = location.path(table)
+    if not location.exists(table):
+        return ds.dataset([], schema=schema, format="parquet", filesystem=location.fs)
+    return ds.dataset(base, schema=schema, format="parquet", filesystem=location.fs,
+                      partitioning=partitioning())

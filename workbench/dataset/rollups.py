@@ -1,0 +1,428 @@
+"""Report rollups: each engine's partial aggregate per dataset partition, kept in the dataset.
+
+The report engines are written as `partial → merge → finalize` (`workbench.engines.common`):
+a partial is the additive state of a set of decisions and *all* outcome records of those
+decisions, and `finalize(merge(partials))` equals the report over their union. A rollup is that
+partial, computed once per **rollup partition** (`policy_id`, `policy_version`, decision
+`scope`, decision `month`) and stored beside the rows, so a whole-history report reads a few
+thousand small rows instead of every decision and outcome:
+
+    DIR/rollups/run-<run>/<kind>.<state>.parquet
+
+one file per engine state (`effectiveness.sample`, `anomalies.segments`, …), every partition's
+rows in it, the partition in the key columns `rollup_policy_id`, `rollup_policy_version`,
+`rollup_scope`, `rollup_month` (prefixed: several states have their own `scope`, `month` or
+`policy_version` column).
+
+Keeping them current (`update`, called by the export and the synthetic generator before they
+commit the manifest): a run recomputes exactly the decision partitions it touched, the
+(scope, month) directories it wrote decisions into and those holding the decisions of the
+outcome records it wrote (a late outcome changes its decision's partition, not the month it
+was reported in; the export looks those decisions up in the ledger by id), and copies every
+other partition's rows from the previous run's rollups.
+Everything is recomputed when the manifest has no rollups, or rollups of another version or of
+another mapping of outcome statuses to effectiveness classes.
+
+Reading (`RollupView`, made by `workbench.dataset.load.from_dataset` for a whole-history query): the
+rows of the requested policy, version and scopes, stacked into one partial per engine, which
+the engine's own `merge` and `finalize` turn into the report. So a report from rollups is, by
+the engines' partition law, the report from the rows (a test holds them equal), and every
+figure is still computed by one engine.
+
+Memory: at most `BATCH_DECISIONS` decisions of one scope are read at a time (whole row groups;
+a larger partition is split, its chunks' partials stored side by side, which the engines' merge
+combines when they are read), with their outcomes and the facts columns the engines read,
+whatever the size of the dataset or of one partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import unquote
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from workbench.dataset.integrity import check_files, describe_file, iter_all
+from workbench.dataset.location import Location
+from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
+from workbench.engines import fact_columns as fc
+
+ROLLUP_VERSION = "report_rollups_v1"
+ROLLUPS_DIR = "rollups"
+KEYS = ("rollup_policy_id", "rollup_policy_version", "rollup_scope", "rollup_month")
+BATCH_DECISIONS = 50_000  # decisions of one scope read together while rollups are computed
+
+DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", "verdict", "reason_code",
+                    "matched_rule_id", "action", "facts_json")
+OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
+
+__all__ = ["BATCH_DECISIONS", "KEYS", "ROLLUP_VERSION", "ROLLUPS_DIR", "RollupView", "classes_hash",
+           "current", "fact_moment_column", "partition_partials", "remove_runs", "update"]
+
+
+def classes_hash(classes: Mapping[str, str]) -> str:
+    """sha256 of the status → effectiveness class mapping the partials were computed with."""
+    return hashlib.sha256(json.dumps(dict(sorted(classes.items())), separators=(",", ":")).encode()).hexdigest()
+
+
+def run_dir(run: int) -> str:
+    return f"{ROLLUPS_DIR}/run-{run:06d}"
+
+
+# --------------------------------------------------------------------------- computing
+
+
+def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: Mapping[str, pl.DataFrame],
+                       classes: Mapping[str, str]) -> dict[str, list[pl.DataFrame]]:
+    """The rollup rows of some decisions of one scope (any months, policies and versions).
+
+    `decisions`: rows in the dataset contract (`scope`, `month` included); `outcomes`: every
+    outcome record of those decisions; `facts`: per rulebook id, its typed facts rows of those
+    decisions (with `month`), absent when the dataset has no facts file for them. Each engine
+    computes the partials of every partition at once (`partial(…, by=KEYS)`, every policy
+    together); the facts' moments one policy at a time (each policy has its own facts table).
+    Returns `{"<kind>.<state>": [frames, KEYS first]}`."""
+    from workbench.dataset.load import (
+        facts_of,  # the loader's rule for matching facts rows to decisions
+    )
+
+    out: dict[str, list[pl.DataFrame]] = defaultdict(list)
+    keyed = decisions.filter(pl.col("policy_id").is_not_null()).with_columns(
+        pl.col("policy_id").alias(KEYS[0]), pl.col("policy_version").alias(KEYS[1]),
+        pl.col("scope").alias(KEYS[2]), pl.col("month").alias(KEYS[3]))
+    by = list(KEYS)
+    # The outcomes of decisions without a policy are in `outcomes` too: the engines join them to
+    # the decisions by id, so they never count.
+    every, mine = keyed.lazy(), outcomes.lazy()
+    partials = [
+        ("effectiveness", effectiveness.partial(every, mine, by=by)),
+        ("anomalies", anomalies.outcome_partial(every, mine, classes, by=by)),
+        ("benchmarks", benchmarks.partial(every, mine, classes, own_scope=None, by=by)),
+    ]
+    for policy_id in sorted(keyed[KEYS[0]].unique().to_list()):
+        part = keyed.filter(pl.col(KEYS[0]) == policy_id).lazy()
+        rows = facts.get(policy_id)
+        typed = None if rows is None else facts_of(part, rows.lazy(), every_decision=False, carry=by)
+        partials.append(("anomalies", fact_moments.facts_partial(part, typed, by)))
+    for kind, state in partials:
+        for name, frame in state.items():
+            if frame.height:
+                out[f"{kind}.{name}"].append(frame)
+    return out
+
+
+# --------------------------------------------------------------------------- reading files
+
+
+def _parse(path: str) -> tuple[str, str, str] | None:
+    """(table, scope, month) of a part file path relative to the dataset root."""
+    parts = path.split("/")
+    if len(parts) < 4 or not parts[-3].startswith("scope=") or not parts[-2].startswith("month="):
+        return None
+    table = "/".join(parts[:-3])
+    return table, unquote(parts[-3][len("scope="):]), parts[-2][len("month="):]
+
+
+def _read(location: Location, paths: Sequence[str], columns: Sequence[str] | Callable[[str], bool] | None,
+          where: ds.Expression | None = None) -> pa.Table | None:
+    """The files' rows (`where`) and columns: those named, those a predicate accepts, or all."""
+    tables = []
+    for path in paths:
+        dataset = ds.dataset(location.path(path), format="parquet", filesystem=location.fs)
+        if columns is None:
+            names = dataset.schema.names
+        elif callable(columns):
+            names = [c for c in dataset.schema.names if columns(c)]
+        else:
+            names = [c for c in columns if c in dataset.schema.names]
+        tables.append(dataset.to_table(columns=names, filter=where))
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="default")
+
+
+def fact_moment_column(name: str) -> bool:
+    """The facts table's columns the anomaly engine's fact moments read: the row's identity and
+    state, the JSON of partial rows, and each path's kind and number (`fact_moments._typed`)."""
+    return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
+
+
+def _files_by_partition(manifest: dict, table: str) -> dict[tuple[str, str], list[dict]]:
+    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
+    for entry in entries:
+        parsed = _parse(entry["path"])
+        if parsed is not None:
+            out[(parsed[1], parsed[2])].append(entry)
+    return out
+
+
+def _facts_files(manifest: dict) -> dict[str, dict[tuple[str, str], list[str]]]:
+    out: dict[str, dict[tuple[str, str], list[str]]] = {}
+    for rulebook_id, item in manifest.get("facts", {}).items():
+        per = out.setdefault(rulebook_id, defaultdict(list))
+        for entry in item["files"]:
+            parsed = _parse(entry["path"])
+            if parsed is not None:
+                per[(parsed[1], parsed[2])].append(entry["path"])
+    return out
+
+
+def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]], scope: str) -> pl.DataFrame | None:
+    """The decisions of some row groups of some decision files of one scope, with `scope` and `month`."""
+    frames = []
+    for month, path, groups in pieces:
+        with location.fs.open_input_file(location.path(path)) as handle:
+            parquet = pq.ParquetFile(handle)
+            names = [c for c in DECISION_COLUMNS if c in parquet.schema_arrow.names]
+            table = parquet.read_row_groups(groups, columns=names)
+        if table.num_rows:
+            frames.append(pl.from_arrow(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else None
+
+
+# --------------------------------------------------------------------------- update
+
+
+def _of_last_run(manifest: dict) -> bool:
+    """Whether the manifest's rollups are of this version and of its last committed run."""
+    rollups = manifest.get("rollups")
+    return (isinstance(rollups, dict) and rollups.get("version") == ROLLUP_VERSION
+            and rollups.get("run") == manifest.get("runs") and isinstance(rollups.get("files"), dict))
+
+
+def current(manifest: dict, classes: Mapping[str, str]) -> bool:
+    """Whether the manifest's rollups can be used and carried over: `_of_last_run`, computed
+    with this mapping of outcome statuses to effectiveness classes."""
+    return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
+
+
+def update(location: Location, manifest: dict, run: int, new_files: Sequence[dict], classes: Mapping[str, str],
+           *, outcome_partitions: Iterable[tuple[str, str]],
+           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
+
+    `manifest` already lists this run's files (`record_files`) but is not written yet; it may
+    hold the previous run's `rollups` member. `outcome_partitions`: the (scope, month)
+    partitions of the decisions of this run's new outcome records (the export asks the ledger;
+    unused when every partition is recomputed: a first run, or rollups that cannot be carried
+    over). Returns the new `rollups` member (the caller puts it into the manifest it commits)."""
+    reuse = current(manifest, classes)
+    decision_files = _files_by_partition(manifest, "decisions")
+    if reuse:
+        touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
+        touched |= set(outcome_partitions) & set(decision_files)
+    else:
+        touched = set(decision_files)
+    outcome_files = _files_by_partition(manifest, "outcomes")
+    facts_files = _facts_files(manifest)
+    fresh: dict[str, list[pl.DataFrame]] = defaultdict(list)
+    todo = sorted(touched)
+    _check_earlier_files(location, manifest, run, todo, reuse)
+    done = 0
+    for scope, months, pieces in _chunks(location, todo, decision_files):
+        decisions = _decisions(location, pieces, scope)
+        done += months
+        if decisions is None:
+            if progress is not None:
+                progress(done, len(todo))
+            continue
+        ids = pa.array(decisions["decision_id"].to_list(), pa.string())
+        mine = ds.field("decision_id").isin(ids)
+        scope_outcomes = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
+        table = _read(location, scope_outcomes, OUTCOME_COLUMNS, mine)
+        outcomes = pl.from_arrow(table) if table is not None and table.num_rows else pl.DataFrame(
+            schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"), "receipt_id": pl.String,
+                    "status": pl.String})
+        facts: dict[str, pl.DataFrame] = {}
+        chunk_months = sorted({month for month, _path, _groups in pieces})
+        for rulebook_id, per in facts_files.items():
+            frames = []
+            for month in chunk_months:
+                table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
+                if table is not None and table.num_rows:
+                    frames.append(pl.from_arrow(table).with_columns(pl.lit(month).alias("month")))
+            if frames:
+                facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
+        for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
+            fresh[name].extend(_compact(frame) for frame in frames)
+        del decisions, outcomes, facts, table
+        pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
+        if progress is not None:
+            progress(done, len(todo))
+    target = run_dir(run)
+    location.fs.create_dir(location.path(target), recursive=True)
+    carried = manifest["rollups"]["files"] if reuse else {}
+    recomputed = pl.DataFrame({KEYS[2]: [s for s, _ in todo], KEYS[3]: [m for _, m in todo]},
+                              schema={KEYS[2]: pl.String, KEYS[3]: pl.String})
+    files, digests, rows = {}, {}, 0
+    for name in sorted(set(fresh) | set(carried)):
+        frames = list(fresh.get(name, []))
+        if name in carried:  # the previous run's rows of every partition not recomputed
+            kept = pl.from_arrow(_read(location, [carried[name]], None))
+            kept = kept.join(recomputed, on=[KEYS[2], KEYS[3]], how="anti")
+            if kept.height:
+                frames.insert(0, kept)
+        if not frames:
+            continue
+        frame = pl.concat(frames, how="diagonal_relaxed").sort(list(KEYS), nulls_last=True, maintain_order=True)
+        path = f"{target}/{name}.parquet"
+        pq.write_table(frame.to_arrow(), location.path(path), filesystem=location.fs, compression="zstd")
+        files[name] = path
+        digests[name] = {"rows": frame.height, **describe_file(location, path)}
+        rows += frame.height
+    partitions = len(decision_files)
+    return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
+            "file_digests": digests, "rows": rows, "decision_partitions": partitions,
+            "recomputed_partitions": len(todo)}
+
+
+def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],
+                         reuse: bool) -> None:
+    """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
+    they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
+    carried over) no longer matches its listed digest: the run would sign rollups of changed rows.
+    This run's own files were hashed as they were listed; untouched partitions are not read."""
+    scopes = {scope for scope, _ in todo}
+    partitions = set(todo)
+    wanted = []
+    for entry in iter_all(manifest):
+        parsed = _parse(entry.path)
+        if entry.kind == "rollups":
+            keep = reuse
+        elif parsed is None or parsed[0] not in ("decisions", "outcomes") and entry.kind != "facts":
+            keep = False
+        elif entry.kind == "outcomes":
+            keep = parsed[1] in scopes
+        else:
+            keep = (parsed[1], parsed[2]) in partitions
+        if keep and not entry.path.split("/")[-1].startswith(f"part-{run:06d}-"):
+            wanted.append(entry)
+    check_files(location, wanted)
+
+
+def _compact(frame: pl.DataFrame) -> pl.DataFrame:
+    """A copy of a small partial that owns its strings: a string column selected out of a large
+    frame still points into that frame's buffers (Arrow string views), so keeping a few evidence
+    ids of every chunk would otherwise keep every chunk's decisions in memory."""
+    return pl.from_arrow(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+
+
+def _chunks(location: Location, todo: Sequence[tuple[str, str]],
+            decision_files: Mapping[tuple[str, str], list[dict]]):
+    """The decisions of the partitions to recompute, in chunks of one scope of at most
+    BATCH_DECISIONS decisions (whole row groups of at most 32,000 rows, so a month larger than
+    a chunk is split: its chunks' partials are stored side by side and merged when read, as the
+    engines' partition law allows). Yields (scope, partitions completed, [(month, file, row groups)])."""
+    by_scope: dict[str, list[str]] = defaultdict(list)
+    for scope, month in todo:
+        by_scope[scope].append(month)
+    for scope in sorted(by_scope):
+        pieces: list[tuple[str, str, list[int]]] = []
+        size, completed = 0, 0
+        for month in sorted(by_scope[scope]):
+            for entry in decision_files.get((scope, month), []):
+                with location.fs.open_input_file(location.path(entry["path"])) as handle:
+                    metadata = pq.ParquetFile(handle).metadata
+                for group in range(metadata.num_row_groups):
+                    rows = metadata.row_group(group).num_rows
+                    if pieces and size + rows > BATCH_DECISIONS:
+                        yield scope, completed, pieces
+                        pieces, size, completed = [], 0, 0
+                    if pieces and pieces[-1][:2] == (month, entry["path"]):
+                        pieces[-1][2].append(group)
+                    else:
+                        pieces.append((month, entry["path"], [group]))
+                    size += rows
+            completed += 1
+        if pieces or completed:
+            yield scope, completed, pieces
+
+
+def remove_runs(location: Location, *, newer_than: int | None = None, older_than: int | None = None) -> None:
+    """Delete rollup run directories above `newer_than` (a failed run's) or below `older_than`
+    (superseded: the committed run's and the one before it stay for readers of either manifest)."""
+    if not location.exists(ROLLUPS_DIR):
+        return
+    for info in location.fs.get_file_info(pafs.FileSelector(location.path(ROLLUPS_DIR))):
+        name = info.base_name
+        if info.type != pafs.FileType.Directory or not (name.startswith("run-") and name[4:].isdigit()):
+            continue
+        run = int(name[4:])
+        if (newer_than is not None and run > newer_than) or (older_than is not None and run < older_than):
+            location.fs.delete_dir(info.path)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+_EMPTY = {f"anomalies.{name}": frame for name, frame in fact_moments._empty().items()}
+
+
+@dataclass(frozen=True)
+class RollupView:
+    """The rollup rows of one policy (optionally one version) and some scopes (all when None)."""
+
+    root: Path
+    files: Mapping[str, str]
+    classes_hash: str | None  # None (a manifest without it): never usable
+    policy_id: str
+    policy_version: str | None
+    scopes: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, root: str | Path, manifest: dict, *, policy_id: str, policy_version: str | None,
+           scopes: Sequence[str] | None) -> "RollupView | None":
+        if not _of_last_run(manifest):
+            return None
+        rollups = manifest["rollups"]
+        return cls(Path(root), dict(rollups["files"]), rollups.get("classes_hash"), policy_id, policy_version,
+                   None if scopes is None else tuple(scopes))
+
+    def usable(self, classes: Mapping[str, str]) -> bool:
+        return self.classes_hash == classes_hash(classes)
+
+    def _state(self, name: str, own_scope: str | None = None, keep: str | None = None) -> pl.DataFrame:
+        path = self.files.get(name)
+        if path is None:
+            empty = _EMPTY.get(name, pl.DataFrame())
+            return empty if keep is None else empty.with_columns(pl.lit(None, pl.String).alias(keep))
+        where = pl.col(KEYS[0]) == self.policy_id
+        if self.policy_version is not None:
+            where &= pl.col(KEYS[1]) == self.policy_version
+        if self.scopes is not None:
+            where &= pl.col(KEYS[2]).is_in(list(self.scopes))
+        if own_scope is not None:  # within the selection, as the rows' `scope == own_scope` filter
+            where &= pl.col(KEYS[2]) == own_scope
+        return pl.scan_parquet(self.root / path).filter(where).drop([k for k in KEYS if k != keep]).collect()
+
+    def by_month(self, name: str) -> pl.DataFrame:
+        """The selected rows of one state with their decision month (`rollup_month`) kept and
+        the other key columns dropped (the monthly course merges each month's rows)."""
+        return self._state(name, keep=KEYS[3])
+
+    def partial(self, kind: str, *, own_scope: str | None = None) -> dict[str, pl.DataFrame]:
+        """One partial of `kind` stacking every selected partition's rows (the engine's merge
+        combines them). Benchmarks: the `sample` state is the caller's own scope only."""
+        prefix = f"{kind}."
+        names = {n[len(prefix):] for n in (*self.files, *_EMPTY) if n.startswith(prefix)}
+        names |= set(_STATES[kind])
+        return {name: self._state(prefix + name, own_scope if kind == "benchmarks" and name == "sample" else None)
+                for name in sorted(names)}
+
+
+_STATES = {
+    "effectiveness": ("sample",),
+    "anomalies": ("sample", "segments", "failed", "versions", "by_verdict", "months", "facts", "fact_high",
+                  "fact_low"),
+    "benchmarks": ("sample", "scopes"),
+}

@@ -1,0 +1,96 @@
+"""The Parquet dataset contract: explicit, versioned Arrow schemas, one per table.
+
+The export writes exactly these schemas; the engines, the dry-run, the dashboard and the
+notebooks read them (through `workbench.dataset.load`, from a dataset or from the live ledger). A
+change of any column's name, type or meaning is a new `DATASET_SCHEMA_VERSION`; readers refuse
+a dataset whose manifest names another version.
+
+Layout (Hive-partitioned, documented in docs/dataset.md):
+
+    DIR/manifest.json
+    DIR/<table>/scope=<uri-escaped scope>/month=<YYYY-MM>/part-*.parquet
+
+`scope` and `month` are partition keys: they are in the directory names, not in the files, and
+every reader gets them back as columns. `month` is the UTC month of the row's own timestamp
+(`created_at` for decisions, `reported_at` for receipts, the decision's `created_at` for chain
+links). Timestamps are UTC with millisecond precision, the same instants the records hash.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+DATASET_SCHEMA_VERSION = "decision_dataset_v1"
+PARTITION_KEYS = ("scope", "month")
+
+TS = pa.timestamp("ms", tz="UTC")
+
+# One row per Decision Record.
+DECISIONS = pa.schema([
+    pa.field("decision_id", pa.string(), nullable=False),
+    pa.field("created_at", TS, nullable=False),
+    pa.field("chain_position", pa.int64()),
+    pa.field("policy_id", pa.string()),          # the rulebook id in rulebook mode
+    pa.field("policy_version", pa.string()),
+    pa.field("rulebook_hash", pa.string()),
+    pa.field("policy_bundle_hash", pa.string()),
+    pa.field("verdict", pa.string(), nullable=False),  # yes | no | review
+    pa.field("application_verdict", pa.string()),
+    pa.field("reason_code", pa.string()),
+    pa.field("matched_rule_id", pa.string()),      # null when the default outcome decided
+    pa.field("action", pa.string()),
+    pa.field("evidence", pa.list_(pa.string())),
+    pa.field("binding_mode", pa.string()),
+    pa.field("record_hash", pa.string(), nullable=False),
+    pa.field("receipt_hash", pa.string(), nullable=False),
+    pa.field("input_hash", pa.string(), nullable=False),
+    # The facts the rulebook saw (context.inputs or the adapter's facts), canonical JSON text;
+    # null when the stored request does not carry them. Typed per-rulebook fact columns live
+    # in the `facts` table.
+    pa.field("facts_json", pa.string()),
+])
+
+# One row per execution receipt, outcome record and CRM sync record (same columns for the
+# three kinds; `status` is execution_status, outcome_status or sync_status).
+RECEIPT_COLUMNS = [
+    pa.field("receipt_id", pa.string(), nullable=False),
+    pa.field("decision_id", pa.string(), nullable=False),
+    pa.field("reported_at", TS, nullable=False),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("receipt_hash", pa.string(), nullable=False),
+    pa.field("idempotency_key", pa.string()),
+    pa.field("receipt_json", pa.string(), nullable=False),  # the receipt's JSON text as stored
+]
+EXECUTIONS = pa.schema(RECEIPT_COLUMNS)
+OUTCOMES = pa.schema(RECEIPT_COLUMNS)
+CRM_SYNCS = pa.schema(RECEIPT_COLUMNS)
+
+# One row per audit-chain link.
+CHAIN_LINKS = pa.schema([
+    pa.field("chain_id", pa.string(), nullable=False),
+    pa.field("chain_position", pa.int64(), nullable=False),
+    pa.field("decision_id", pa.string(), nullable=False),
+    pa.field("leaf_hash", pa.string(), nullable=False),
+    pa.field("link_hash", pa.string(), nullable=False),
+    pa.field("merkle_root", pa.string(), nullable=False),
+    pa.field("created_at", TS, nullable=False),
+])
+
+TABLES: dict[str, pa.Schema] = {
+    "decisions": DECISIONS,
+    "executions": EXECUTIONS,
+    "outcomes": OUTCOMES,
+    "crm_syncs": CRM_SYNCS,
+    "chain_links": CHAIN_LINKS,
+}
+
+# The lifecycle receipt kind of the ledger stored in each receipt table.
+RECEIPT_TABLE_KIND = {"executions": "execution", "outcomes": "outcome", "crm_syncs": "crm_sync"}
+# The partition columns as a reader of the dataset gets them back (appended, in this order).
+PARTITION_FIELDS = [pa.field("scope", pa.string(), nullable=False), pa.field("month", pa.string(), nullable=False)]
+
+
+def with_partitions(schema: pa.Schema) -> pa.Schema:
+    """`schema` plus the `scope` and `month` partition columns, appended: the shape a reader of
+    the dataset (and the live-ledger loader) sees, and what `workbench.dataset.convert` returns."""
+    return pa.schema(list(schema) + PARTITION_FIELDS)

@@ -1,0 +1,126 @@
+"""`scripts/notebooks`: execute every notebook under `notebooks/` against the dataset and write
+the executed copies (outputs and plots included) to `$GATE_HOME/notebooks/` (`var/notebooks/`).
+
+    python -m workbench.notebooks.run [--only NAME …] [--lab]
+
+The dataset is found as the notebooks find it (`workbench.notebooks.support`): `GATE_DATASET`,
+else `$GATE_HOME/dataset`, else `var/dataset` under the project root. Without one it writes
+nothing and exits 2 with the commands that make one. Each notebook runs in a fresh kernel
+whose working folder is the output folder (not the project root), importing this checkout.
+A notebook whose cell fails is still written (up to the failing cell); the run then exits 1
+naming it. `--lab` opens JupyterLab on the output folder afterwards (loopback only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from workbench.notebooks.support import (
+    NotebookPaths,
+    NotebookSetupError,
+    notebook_paths,
+    require_dataset,
+)
+
+PLOT_TYPES = ("image/png", "image/svg+xml")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _seconds(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 86_400:
+        raise argparse.ArgumentTypeError("must be a whole number of seconds from 1 to 86400")
+    return int(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scripts/notebooks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="+", metavar="NAME", default=None,
+                   help="run only these notebooks (file names under notebooks/ without .py; default: every one)")
+    p.add_argument("--timeout", type=_seconds, default=600, help="seconds one cell may run (default %(default)s)")
+    p.add_argument("--lab", action="store_true",
+                   help="then open JupyterLab on the executed notebooks (127.0.0.1 only; default: do not)")
+    return p
+
+
+def _sources(paths: NotebookPaths, only: list[str] | None) -> list[Path]:
+    found = {p.stem: p for p in sorted((paths.root / "notebooks").glob("*.py"))}
+    if only is None:
+        return list(found.values())
+    unknown = [name for name in only if name not in found]
+    if unknown:
+        raise NotebookSetupError(f"no notebook named {', '.join(unknown)} (there are: {', '.join(found)})")
+    return [found[name] for name in only]
+
+
+def _count(notebook, kinds: tuple[str, ...]) -> int:
+    return sum(1 for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+               if any(kind in output.get("data", {}) for kind in kinds))
+
+
+def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str | None, int]:
+    """Run one notebook; returns where it was written, the error (None when every cell ran)
+    and how many plots it shows."""
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    notebook = jupytext.read(source)
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(paths.output)}})
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as failure:
+        text = ANSI.sub("", str(failure)).strip()
+        error = text.splitlines()[-1] if text else type(failure).__name__
+    target = paths.output / f"{source.stem}.ipynb"
+    nbformat.write(notebook, target)
+    return target, error, _count(notebook, PLOT_TYPES)
+
+
+def _kernel_environment(paths: NotebookPaths) -> None:
+    """The kernels inherit this process's environment: they import this checkout first."""
+    current = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(paths.root) + (os.pathsep + current if current else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        paths = require_dataset(notebook_paths())
+        sources = _sources(paths, args.only)
+    except NotebookSetupError as problem:
+        print(f"scripts/notebooks: {problem}", file=sys.stderr)
+        return 2
+    paths.output.mkdir(parents=True, exist_ok=True)
+    _kernel_environment(paths)
+    print(f"dataset {paths.dataset}; executed notebooks go to {paths.output}", flush=True)
+    failed = []
+    for source in sources:
+        started = time.monotonic()
+        target, error, plots = execute(source, paths, args.timeout)
+        took = time.monotonic() - started
+        if error:
+            failed.append(source.stem)
+            print(f"FAILED {source.stem}: {error} (written up to the failing cell: {target})", flush=True)
+        else:
+            print(f"ok {source.stem}: {plots} plots, {took:.1f} s -> {target}", flush=True)
+    if failed:
+        print(f"scripts/notebooks: {len(failed)} of {len(sources)} notebooks failed: {', '.join(failed)}",
+              file=sys.stderr)
+        return 1
+    print(f"open them: .venv/bin/jupyter lab {paths.output}   (or: scripts/notebooks --lab)", flush=True)
+    if args.lab:
+        lab = Path(sys.executable).parent / "jupyter"
+        os.execv(str(lab), [str(lab), "lab", "--ip", "127.0.0.1", "--no-browser", str(paths.output)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
