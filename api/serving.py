@@ -81,7 +81,7 @@ class DeadlineSocket(socket.socket):
     close_after_response = False
 
     @classmethod
-    def adopt(cls, sock: socket.socket) -> "DeadlineSocket":
+    def adopt(cls, sock: socket.socket) -> DeadlineSocket:
         return cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
 
     def arm(self, budget: float) -> None:

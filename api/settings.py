@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
 
 # rate_limit: decides per minute; cost_limit: cost units per minute of the costly keyed routes
 # (replay, diff, counterfactuals, reports, alerts, packets, chain views: api/costs.py), a window
@@ -115,7 +115,7 @@ class Settings:
     checkpoint_every: int = 100
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         home = Path(env.get("GATE_HOME", "var")).resolve()
         database_url = env.get("GATE_DATABASE_URL") or f"sqlite:///{home / 'gate.db'}"
@@ -157,7 +157,7 @@ class Settings:
             checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
         )
 
-    def with_(self, **changes) -> "Settings":
+    def with_(self, **changes) -> Settings:
         return replace(self, **changes)
 
 

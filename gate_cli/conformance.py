@@ -18,8 +18,9 @@ import copy
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gate.protocol.canonical import sha256_bytes_hex
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = ROOT / "data" / "golden" / "requests.json"
 OUT = ROOT / "schemas" / "golden-replay"
 SCOPE = "golden_corpus"
-START = datetime(2026, 11, 1, tzinfo=timezone.utc)
+START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 class SequentialIds:

@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - classified below; anything unexpected is re-raised
+    except Exception as exc:
         message = expected_failure(exc)
         if message is None:
             raise

@@ -7,7 +7,8 @@ parameters are printed as they are typed (`limit=all` for `--limit all`, `thresh
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def _pct(value: Any) -> str:

@@ -33,10 +33,10 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import requests
 
@@ -53,16 +53,16 @@ from gate.verify import (
 from gate.verify.result import VerificationResult
 
 __all__ = [
+    "DENY",
+    "PROCEED",
+    "REVIEW",
+    "Decision",
     "GateClient",
     "GateClientError",
-    "Decision",
     "Route",
     "anchors_from_registry",
-    "route_record",
     "is_advisory",
-    "PROCEED",
-    "DENY",
-    "REVIEW",
+    "route_record",
 ]
 
 PROCEED, DENY, REVIEW = "proceed", "deny", "review"
@@ -194,7 +194,7 @@ class GateClient:
     def close(self) -> None:
         self._session.close()
 
-    def __enter__(self) -> "GateClient":
+    def __enter__(self) -> GateClient:
         return self
 
     def __exit__(self, *exc) -> None:

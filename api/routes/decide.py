@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from flask import Blueprint, request
 
@@ -29,7 +29,7 @@ LOG = logging.getLogger(__name__)
 def _seconds_to_next_month(now: datetime) -> int:
     """Whole seconds until the monthly cap resets (first instant of next month, UTC)."""
     year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-    start = datetime(year, month, 1, tzinfo=timezone.utc)
+    start = datetime(year, month, 1, tzinfo=UTC)
     return max(1, math.ceil((start - now).total_seconds()))
 
 

@@ -32,7 +32,6 @@ from api.mcp import (
     McpEndpoint,
     error_message,
 )
-from api.runtime import runtime
 from gate.errors import GateError
 from gate.services.policychecks import (
     CHECKS,

@@ -26,10 +26,11 @@ import logging
 import re
 import sys
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from gate import vocabulary as C
 from gate.adapters.executor import WorkerPool
@@ -47,11 +48,11 @@ from gate.protocol.canonical import CanonicalJSONError, clone, sha256_hex
 from gate.rulebook.budget import check_facts
 
 __all__ = [
+    "BUILTIN_DIR",
     "AdapterDefinitionError",
     "AdapterRegistry",
     "AdapterRun",
     "RegisteredAdapter",
-    "BUILTIN_DIR",
     "builtin_adapters",
     "default_registry",
     "load_adapter_file",

@@ -46,7 +46,7 @@ STARTUP_TIMEOUT_S = 10.0
 class _Worker:
     """One started worker process and its pipes."""
 
-    __slots__ = ("proc", "started", "_buffer")
+    __slots__ = ("_buffer", "proc", "started")
 
     def __init__(self, memory_mb: int) -> None:
         self.started = time.perf_counter()
@@ -159,7 +159,7 @@ def _denied_report(output: bytes) -> list[str]:
     return ["unknown"]
 
 
-_POOLS: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 
 
 @atexit.register

@@ -180,21 +180,8 @@ def main():
 
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
     # Modules adapters commonly use, imported before the limits so they cost no job time.
-    import calendar
-    import collections  # noqa: E401,F401
-    import dataclasses
-    import datetime  # noqa: E401,F401
-    import decimal
-    import enum
-    import fractions
-    import functools
-    import hashlib
-    import itertools
-    import math
-    import re
-    import statistics
-    import typing
-    import zoneinfo
+    import collections  # noqa: F401
+    import datetime  # noqa: F401
 
     # The gate starts us with an empty environment; the interpreter's own C-locale coercion
     # (PEP 538) may still add LC_CTYPE. Adapters see nothing.

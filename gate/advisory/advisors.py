@@ -15,8 +15,9 @@ lineage and the evaluation). Without a matching pattern it answers `review`
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
@@ -167,5 +168,16 @@ def combine(rule: str, votes: Sequence[Vote]) -> Combined:
     raise ValueError(f"unknown combining rule {rule!r}")
 
 
-__all__ = ["AdvisoryQuestion", "Advisor", "Combined", "DECISIONS", "MULTI_RULE", "OFFLINE_ADVISOR_ID",
-           "PatternRulebookAdvisor", "RULES", "SINGLE_RULE", "Vote", "combine"]
+__all__ = [
+    "DECISIONS",
+    "MULTI_RULE",
+    "OFFLINE_ADVISOR_ID",
+    "RULES",
+    "SINGLE_RULE",
+    "Advisor",
+    "AdvisoryQuestion",
+    "Combined",
+    "PatternRulebookAdvisor",
+    "Vote",
+    "combine",
+]

@@ -50,7 +50,7 @@ SYSTEM_PROMPT = (
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401 - urllib hook
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None  # SECURITY: never forward the Authorization header to another location
 
 
@@ -80,7 +80,7 @@ class _Deadline:
             for sock in self._sockets:
                 _shut(sock)
 
-    def __enter__(self) -> "_Deadline":
+    def __enter__(self) -> _Deadline:
         self._timer.start()
         return self
 
@@ -185,7 +185,7 @@ class HttpLLMAdvisor:
                 raise
             except urllib.error.HTTPError as error:
                 raise AdvisorFailure("ADVISOR_HTTP_STATUS", f"provider answered HTTP {error.code}") from None
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 raise timed_out from None
             except urllib.error.URLError as error:
                 if deadline.expired or isinstance(error.reason, (socket.timeout, TimeoutError)):
@@ -242,4 +242,4 @@ class HttpLLMAdvisor:
         return Vote(self.advisor_id, self.kind, "ok", decision, rationale, evidence, details=details)
 
 
-__all__ = ["HttpLLMAdvisor", "MAX_RESPONSE_BYTES", "SYSTEM_PROMPT"]
+__all__ = ["MAX_RESPONSE_BYTES", "SYSTEM_PROMPT", "HttpLLMAdvisor"]

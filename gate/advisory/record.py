@@ -25,7 +25,8 @@ version, mode, combining rule and each advisor's identity), so a replay sees a c
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gate.advisory.advisors import RULES, Combined, Vote
 from gate.keys.signing import ReceiptSigner

@@ -99,5 +99,11 @@ def prepare_advisory_request(body: Any, patterns: PatternRegistry) -> AdvisoryRe
     return AdvisoryRequest(request, mode, question, context, dict(inputs or {}), pattern, view)
 
 
-__all__ = ["AdvisoryRequest", "DEFAULT_MODE", "MAX_QUESTION", "RULEBOOK_ONLY", "is_advisory",
-           "prepare_advisory_request"]
+__all__ = [
+    "DEFAULT_MODE",
+    "MAX_QUESTION",
+    "RULEBOOK_ONLY",
+    "AdvisoryRequest",
+    "is_advisory",
+    "prepare_advisory_request",
+]

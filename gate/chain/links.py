@@ -33,18 +33,18 @@ from gate.vocabulary import (
 )
 
 __all__ = [
-    "LINK_HASH_MEMBERS",
     "AUDIT_CHAIN_MEMBERS",
+    "LINK_HASH_MEMBERS",
     "ChainCheck",
+    "chain_head_failures",
     "chain_id_for",
-    "scope_hash",
     "leaf_hash",
-    "rolling_root",
     "link_hash",
     "new_link",
     "record_audit_chain",
+    "rolling_root",
+    "scope_hash",
     "verify_links",
-    "chain_head_failures",
 ]
 
 # The members hashed into `link_hash`, in the order reference facts §6 lists them.

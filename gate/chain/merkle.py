@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from gate.keys.signing import (
     Ed25519Key,
@@ -52,33 +53,33 @@ from gate.vocabulary import (
 )
 
 __all__ = [
+    "CHECKPOINT_BODY_MEMBERS",
     "EMPTY_ROOT",
+    "CheckpointCheck",
+    "CompactRange",
+    "GetNode",
     "Node",
     "NodeRef",
-    "GetNode",
-    "leaf_node",
-    "interior_node",
-    "mth",
-    "inclusion_proof",
-    "consistency_proof",
-    "verify_inclusion",
-    "verify_consistency",
-    "nodes_needed_for_root",
-    "nodes_needed_for_inclusion",
-    "nodes_needed_for_consistency",
-    "nodes_needed_for_append",
-    "root_from_nodes",
-    "inclusion_proof_from_nodes",
-    "consistency_proof_from_nodes",
-    "subtrees_completed_by_append",
-    "complete_subtrees",
-    "CompactRange",
-    "CHECKPOINT_BODY_MEMBERS",
-    "CheckpointCheck",
     "checkpoint_body",
     "checkpoint_hash",
+    "complete_subtrees",
+    "consistency_proof",
+    "consistency_proof_from_nodes",
+    "inclusion_proof",
+    "inclusion_proof_from_nodes",
+    "interior_node",
+    "leaf_node",
+    "mth",
+    "nodes_needed_for_append",
+    "nodes_needed_for_consistency",
+    "nodes_needed_for_inclusion",
+    "nodes_needed_for_root",
+    "root_from_nodes",
     "sign_checkpoint",
+    "subtrees_completed_by_append",
     "verify_checkpoint",
+    "verify_consistency",
+    "verify_inclusion",
 ]
 
 EMPTY_ROOT = hashlib.sha256(b"").hexdigest()
@@ -460,7 +461,7 @@ class CompactRange:
             raise ValueError("a compact range of size n has exactly popcount(n) peaks")
 
     @classmethod
-    def from_nodes(cls, size: int, get_node: GetNode) -> "CompactRange":
+    def from_nodes(cls, size: int, get_node: GetNode) -> CompactRange:
         return cls(size, tuple(_stored(get_node, ref).hex() for ref in nodes_needed_for_root(size)))
 
     def _get(self, level: int, index: int) -> str:
@@ -470,7 +471,7 @@ class CompactRange:
         """Hex root of the `size` leaves appended so far."""
         return root_from_nodes(self.size, self._get)
 
-    def append(self, leaf_hash: str) -> tuple["CompactRange", list[Node]]:
+    def append(self, leaf_hash: str) -> tuple[CompactRange, list[Node]]:
         """The range after appending chain leaf `leaf_hash`, and the nodes it completed."""
         completed = subtrees_completed_by_append(self.size, leaf_hash, self._get)
         kept = self.peaks[: len(self.peaks) - (len(completed) - 1)]

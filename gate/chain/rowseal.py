@@ -23,7 +23,8 @@ gate writes carries a *seal* that hosted verification recomputes (docs/verificat
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 

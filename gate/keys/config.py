@@ -18,10 +18,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Callable
 
 from gate.keys.signing import (
     Ed25519Key,
@@ -52,7 +52,7 @@ class SigningSetup:
 
     @classmethod
     def load(cls, keyring_path: Path | None, hmac_secret: bytes | None, hmac_key_id: str,
-             required: bool = True) -> "SigningSetup":
+             required: bool = True) -> SigningSetup:
         keyring, problem, fix = None, None, None
         if keyring_path is not None and Path(keyring_path).exists():
             try:

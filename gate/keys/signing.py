@@ -33,7 +33,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,36 +45,36 @@ from gate.protocol.canonical import canonical_bytes
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 __all__ = [
-    "KEYRING_VERSION",
-    "ED25519_SPKI_PREFIX",
     "ED25519_PKCS8_PREFIX",
+    "ED25519_SPKI_PREFIX",
+    "KEYRING_VERSION",
+    "Ed25519Key",
+    "Ed25519ReceiptSigner",
+    "HmacKey",
+    "HmacReceiptSigner",
     "KeyMaterialError",
+    "Keyring",
+    "KeyringEntry",
     "KeyringError",
-    "b64url_encode",
+    "ReceiptSigner",
     "b64url_decode",
+    "b64url_encode",
+    "canonical_public_key_pem",
+    "ed25519_verify",
+    "generate_keyring",
+    "iso_timestamp",
+    "key_id_for_fingerprint",
+    "load_keyring",
     "normalize_pem_text",
+    "private_key_pem_from_seed",
+    "public_key_fingerprint",
     "public_key_pem_from_raw",
     "raw_public_key_from_pem",
-    "private_key_pem_from_seed",
-    "seed_from_private_key_pem",
-    "public_key_fingerprint",
-    "canonical_public_key_pem",
-    "key_id_for_fingerprint",
-    "ed25519_verify",
-    "iso_timestamp",
-    "Ed25519Key",
-    "HmacKey",
-    "KeyringEntry",
-    "Keyring",
-    "generate_keyring",
-    "load_keyring",
-    "rotate_keyring",
-    "write_keyring",
     "receipt_signature_payload",
-    "ReceiptSigner",
-    "Ed25519ReceiptSigner",
-    "HmacReceiptSigner",
     "receipt_signer_for",
+    "rotate_keyring",
+    "seed_from_private_key_pem",
+    "write_keyring",
 ]
 
 # File format label of the signing keyring (not part of any hash; local to this module).
@@ -231,8 +231,8 @@ def iso_timestamp(now: datetime | str) -> str:
             raise ValueError("timestamp must not be empty")
         return text
     if now.tzinfo is None:
-        now = now.replace(tzinfo=timezone.utc)
-    now = now.astimezone(timezone.utc)
+        now = now.replace(tzinfo=UTC)
+    now = now.astimezone(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
@@ -255,18 +255,18 @@ class Ed25519Key:
         object.__setattr__(self, "seed", bytes(self.seed))
 
     @classmethod
-    def generate(cls) -> "Ed25519Key":
+    def generate(cls) -> Ed25519Key:
         return cls.from_seed(os.urandom(32))
 
     @classmethod
-    def from_seed(cls, seed: bytes, key_id: str | None = None) -> "Ed25519Key":
+    def from_seed(cls, seed: bytes, key_id: str | None = None) -> Ed25519Key:
         """Key from a seed; `key_id` defaults to ``ed25519-`` + 16 hex of the fingerprint."""
         raw = bytes(nacl.signing.SigningKey(bytes(seed)).verify_key)
         fingerprint = public_key_fingerprint(public_key_pem_from_raw(raw))
         return cls(key_id or key_id_for_fingerprint(fingerprint), seed)
 
     @classmethod
-    def from_private_key_pem(cls, pem: str, key_id: str | None = None) -> "Ed25519Key":
+    def from_private_key_pem(cls, pem: str, key_id: str | None = None) -> Ed25519Key:
         return cls.from_seed(seed_from_private_key_pem(pem), key_id)
 
     @property

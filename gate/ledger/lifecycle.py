@@ -18,8 +18,9 @@ row, whatever writes race.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -215,4 +216,4 @@ class LifecycleStore:
             ).scalar())
 
 
-__all__ = ["Claim", "ClaimLost", "LifecycleStore", "LedgerUnavailable", "DONE", "PENDING"]
+__all__ = ["DONE", "PENDING", "Claim", "ClaimLost", "LedgerUnavailable", "LifecycleStore"]

@@ -7,7 +7,8 @@ metrics are aggregate counts over the whole ledger (no scope names, no identifie
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from sqlalchemy import case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError

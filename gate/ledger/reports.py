@@ -9,7 +9,8 @@ those decisions only.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
@@ -108,5 +109,12 @@ def set_benchmark_opt_in(ledger: Ledger, scope: str, opted_in: bool, now: str) -
     return {"scope": scope, "opted_in": opted_in, "updated_at": now}
 
 
-__all__ = ["MAX_LIMIT", "MAX_SCOPES", "benchmark_opt_ins", "benchmark_setting", "recent_decisions",
-           "receipts_of", "set_benchmark_opt_in"]
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_SCOPES",
+    "benchmark_opt_ins",
+    "benchmark_setting",
+    "receipts_of",
+    "recent_decisions",
+    "set_benchmark_opt_in",
+]

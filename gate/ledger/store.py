@@ -13,11 +13,12 @@ Guarantees:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from sqlalchemy import and_, bindparam, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite

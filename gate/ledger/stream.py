@@ -23,7 +23,8 @@ as the stored text); `workbench.dataset.convert` turns them into Arrow tables.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 

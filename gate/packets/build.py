@@ -52,7 +52,7 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
         first, last = chain_window(chain.record_position, chain.chain_size, chain_limit)
     except ValueError as exc:
         raise PacketSourceError(f"audit chain excerpt: {exc}") from exc
-    if not all(isinstance(link, Mapping) and _LINK_MEMBERS <= set(link) for link in chain.links):
+    if not all(isinstance(link, Mapping) and set(link) >= _LINK_MEMBERS for link in chain.links):
         raise PacketSourceError("audit chain links must carry every link member (parse the stored link JSON)")
     links = [_link_view(link) for link in chain.links]
     positions = [link["chain_position"] for link in links]

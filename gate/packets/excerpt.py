@@ -59,7 +59,7 @@ class ChainExcerpt:
         links: Iterable[Mapping[str, Any]],
         get_node: GetNode,
         checkpoint: Mapping[str, Any],
-    ) -> "ChainExcerpt":
+    ) -> ChainExcerpt:
         """Build the excerpt, reading the audit path from a node store (`get_node(level, index)`;
         the nodes needed are `gate.chain.merkle.nodes_needed_for_inclusion(record_position - 1, chain_size)`)."""
         proof = inclusion_proof_from_nodes(record_position - 1, chain_size, get_node)

@@ -82,7 +82,7 @@ class PacketOptions:
                 raise ValueError(f"{name} must be an integer between {LIMIT_MIN} and {LIMIT_MAX}")
 
     @classmethod
-    def from_query(cls, query: Mapping[str, Any]) -> "PacketOptions":
+    def from_query(cls, query: Mapping[str, Any]) -> PacketOptions:
         """Parse query parameters (a mapping of name → text, or → list of texts).
 
         Booleans: exactly `true`, `false`, `1`, `0`. Limits: decimal integers 1…1000. Absent

@@ -57,7 +57,7 @@ class _State:
     """Collects check outcomes, readable details and expected/actual values."""
 
     def __init__(self) -> None:
-        self.checks: dict[str, bool | None] = {name: None for name in PACKET_CHECKS}
+        self.checks: dict[str, bool | None] = dict.fromkeys(PACKET_CHECKS)
         self.details: dict[str, list[str]] = {}
         self.expected: dict[str, Any] = {}
         self.actual: dict[str, Any] = {}

@@ -22,20 +22,30 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import jsonschema
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 
 __all__ = [
-    "SERVICES", "TABLE_SCHEMA_VERSION", "TABLES_DIR", "TABLE_SCHEMA_PATH",
-    "VendorRow", "VendorTable", "VendorTableInvalid",
-    "load_tables", "load_table", "row_source_hash", "normalize_id", "table_schema",
+    "SERVICES",
+    "TABLES_DIR",
+    "TABLE_SCHEMA_PATH",
+    "TABLE_SCHEMA_VERSION",
+    "VendorRow",
+    "VendorTable",
+    "VendorTableInvalid",
+    "load_table",
+    "load_tables",
+    "normalize_id",
+    "row_source_hash",
+    "table_schema",
 ]
 
 SERVICES = ("refund", "cancellation", "return", "trial")

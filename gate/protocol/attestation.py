@@ -55,16 +55,16 @@ from gate.vocabulary import (
 __all__ = [
     "STATUS_SIGNED",
     "STATUS_UNSIGNED",
-    "rulebook_reference",
     "attestation_outcome",
-    "rulebook_attestation_bundle",
-    "bundle_hash",
-    "rulebook_attestation_signature",
     "build_rulebook_attestation",
-    "registry_entry",
+    "bundle_hash",
     "registry_attestation_hash",
-    "sign_registry_entry",
+    "registry_entry",
+    "rulebook_attestation_bundle",
+    "rulebook_attestation_signature",
+    "rulebook_reference",
     "sign_hash_text",
+    "sign_registry_entry",
     "verify_hash_text_signature",
 ]
 

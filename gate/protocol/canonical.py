@@ -29,22 +29,22 @@ import re
 from itertools import accumulate
 from typing import Any
 
-from gate.protocol.collation import collation_key  # noqa: F401  (re-exported for benchmarks)
+from gate.protocol.collation import collation_key
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
+    "MAX_DOCUMENT_DEPTH",
+    "MAX_JSON_DEPTH",
+    "MAX_WRITE_DEPTH",
     "CanonicalJSONError",
     "canonical_bytes",
     "canonical_text",
-    "parse_strict",
-    "sha256_hex",
-    "sha256_bytes_hex",
-    "key_order",
-    "collation_sorted",
     "clone",
-    "MAX_JSON_DEPTH",
-    "MAX_DOCUMENT_DEPTH",
-    "MAX_WRITE_DEPTH",
+    "collation_sorted",
+    "key_order",
+    "parse_strict",
+    "sha256_bytes_hex",
+    "sha256_hex",
 ]
 
 # Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so

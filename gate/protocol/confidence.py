@@ -23,8 +23,9 @@ Scores and stability are rounded to 6 decimals (after all arithmetic).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION

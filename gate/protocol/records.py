@@ -24,7 +24,8 @@ mode, through a recomputed ``output_hash`` (see `rulebook_output_hash`).
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from gate.keys.signing import ReceiptSigner, receipt_signature_payload
@@ -62,31 +63,31 @@ from gate.vocabulary import (
 __all__ = [
     "ENVELOPE_ALWAYS",
     "ENVELOPE_WHEN_NON_EMPTY",
-    "RECEIPT_FIELDS",
-    "MAX_DECISION_ID",
-    "MAX_REQUEST_ID",
-    "MAX_IDEMPOTENCY_KEY",
     "MAX_ACTION",
-    "MAX_EVIDENCE_ITEMS",
+    "MAX_DECISION_ID",
     "MAX_EVIDENCE_CHARS",
+    "MAX_EVIDENCE_ITEMS",
+    "MAX_IDEMPOTENCY_KEY",
     "MAX_MANIFEST_SOURCES",
+    "MAX_REQUEST_ID",
     "MAX_URL",
     "MINIMAL_VIEW_MEMBERS",
+    "RECEIPT_FIELDS",
     "STANDARD_VIEW_MEMBERS",
+    "action_binding_from_context",
+    "build_rulebook_record",
+    "compact_deep",
+    "decision_urls",
     "js_trim",
     "limit_text",
-    "compact_deep",
-    "record_envelope",
-    "record_hash",
+    "project_view",
     "receipt_hash",
     "receipt_hash_preimage",
     "receipt_signature_payload",
+    "record_envelope",
+    "record_hash",
     "rulebook_output_hash",
-    "decision_urls",
-    "action_binding_from_context",
     "seal_record",
-    "build_rulebook_record",
-    "project_view",
 ]
 
 # --------------------------------------------------------------------------- limits (§5)

@@ -10,8 +10,9 @@ packet intelligence, decide-time confidence) seals it here, and every checker ve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from gate.protocol.canonical import sha256_hex
 

@@ -27,7 +27,8 @@ The rule depends only on (R, S), so a verifier recomputes it from the stored rec
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, canonical_text
@@ -35,10 +36,10 @@ from gate.protocol.canonical import CanonicalJSONError, canonical_text
 __all__ = [
     "ANCHOR_MEMBERS",
     "DERIVED_BINDING_SOURCES",
-    "derived_action_binding",
+    "RECORD_REFERENCES",
     "action_binding_match",
     "check_record_references",
-    "RECORD_REFERENCES",
+    "derived_action_binding",
 ]
 
 ANCHOR_MEMBERS = ("proposed_action", "target_system", "target_object_id", "mutation")

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
@@ -50,12 +51,12 @@ from gate.vocabulary import (
 )
 
 __all__ = [
+    "CRM_SYNC_RECORD_MISMATCH",
     "EXECUTION_RECORD_MISMATCH",
     "OUTCOME_RECORD_MISMATCH",
-    "CRM_SYNC_RECORD_MISMATCH",
+    "build_crm_sync_record",
     "build_execution_receipt",
     "build_outcome_record",
-    "build_crm_sync_record",
 ]
 
 EXECUTION_RECORD_MISMATCH = "SVC_EXECUTION_RECORD_MISMATCH"

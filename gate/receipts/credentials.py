@@ -36,9 +36,9 @@ __all__ = [
     "CREDENTIAL_NAMES",
     "CREDENTIAL_VALUE_PREFIXES",
     "URL_CREDENTIAL_PARAMETERS",
+    "credential_paths",
     "is_credential_name",
     "looks_like_credential",
-    "credential_paths",
 ]
 
 CREDENTIAL_NAMES = frozenset({

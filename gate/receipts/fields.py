@@ -18,46 +18,47 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from gate.protocol.records import MAX_DECISION_ID, MAX_URL, js_trim
 from gate.vocabulary import MAX_SAFE_INTEGER
 
 __all__ = [
-    "Problems",
-    "Check",
+    "BINDING_MEMBER_NAME",
+    "MAX_BINDING_MEMBERS",
+    "MAX_DECISION_ID",
+    "MAX_EVIDENCE_REFS",
+    "MAX_FIELD_MAPPING",
     "MAX_ID",
     "MAX_LABEL",
-    "MAX_URL",
-    "MAX_OPAQUE_HASH",
-    "MAX_RESULT_TEXT",
-    "MAX_DECISION_ID",
     "MAX_METRICS",
-    "MAX_FIELD_MAPPING",
-    "MAX_BINDING_MEMBERS",
+    "MAX_OPAQUE_HASH",
     "MAX_RESULT_MEMBERS",
-    "MAX_EVIDENCE_REFS",
+    "MAX_RESULT_TEXT",
+    "MAX_URL",
     "METRIC_NAME",
-    "BINDING_MEMBER_NAME",
+    "Check",
+    "Problems",
+    "action_binding",
+    "boolean",
+    "decision_id",
+    "evidence_refs",
+    "executor",
+    "field_mapping",
+    "hex64",
+    "http_url",
     "identifier",
     "label",
-    "reference",
-    "result_text_or_object",
-    "hex64",
-    "opaque_hash",
-    "timestamp",
-    "boolean",
-    "one_of",
-    "required",
-    "decision_id",
-    "http_url",
-    "executor",
-    "action_binding",
     "observed_metrics",
-    "field_mapping",
-    "evidence_refs",
+    "one_of",
+    "opaque_hash",
+    "reference",
+    "required",
+    "result_text_or_object",
+    "timestamp",
     "utf16_length",
 ]
 

@@ -20,7 +20,8 @@ ours (the reference facts do not list it) and is written out in docs/receipts.md
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.protocol.canonical import sha256_hex
 
@@ -29,8 +30,8 @@ __all__ = [
     "OUTCOME_HASH_MEMBERS",
     "SYNC_HASH_MEMBERS",
     "compact",
-    "hash_preimage",
     "execution_hash_of",
+    "hash_preimage",
     "outcome_hash_of",
     "sync_hash_of",
 ]

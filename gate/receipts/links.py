@@ -27,8 +27,9 @@ Checks, per receipt, each named as in `LinkFailure.name` (``execution_receipts[0
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.receipts.binding import action_binding_match

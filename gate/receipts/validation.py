@@ -14,7 +14,8 @@ that no path stores, hashes or echoes a credential.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
@@ -30,16 +31,16 @@ from gate.receipts.values import (
 from gate.vocabulary import VERDICTS
 
 __all__ = [
+    "CRM_SYNC_REQUEST_MEMBERS",
     "EXECUTION_REQUEST_MEMBERS",
     "OUTCOME_REQUEST_MEMBERS",
-    "CRM_SYNC_REQUEST_MEMBERS",
+    "REQUIRED_CRM_SYNC_MEMBERS",
     "REQUIRED_EXECUTION_MEMBERS",
     "REQUIRED_OUTCOME_MEMBERS",
-    "REQUIRED_CRM_SYNC_MEMBERS",
+    "request_input_hash",
+    "validate_crm_sync_request",
     "validate_execution_request",
     "validate_outcome_request",
-    "validate_crm_sync_request",
-    "request_input_hash",
 ]
 
 CREDENTIALS_FORBIDDEN = "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN"

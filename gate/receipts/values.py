@@ -12,20 +12,20 @@ from __future__ import annotations
 from types import MappingProxyType
 
 __all__ = [
+    "EFFECT_EXCLUDED",
+    "EFFECT_FAILURE",
+    "EFFECT_OPEN",
+    "EFFECT_SUCCESS",
+    "EXECUTION_MUTATED_STATUSES",
     "EXECUTION_STATUSES",
     "EXECUTION_TERMINAL_STATUSES",
-    "EXECUTION_MUTATED_STATUSES",
+    "OUTCOME_EFFECTIVENESS_CLASS",
     "OUTCOME_STATUSES",
     "OUTCOME_TERMINAL_STATUSES",
-    "OUTCOME_EFFECTIVENESS_CLASS",
-    "EFFECT_SUCCESS",
-    "EFFECT_FAILURE",
-    "EFFECT_EXCLUDED",
-    "EFFECT_OPEN",
-    "SYNC_STATUSES",
-    "SYNC_TERMINAL_STATUSES",
     "SYNC_DIRECTIONS",
     "SYNC_DIRECTION_DEFAULT",
+    "SYNC_STATUSES",
+    "SYNC_TERMINAL_STATUSES",
 ]
 
 # --------------------------------------------------------------------------- execution

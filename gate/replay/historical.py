@@ -31,8 +31,9 @@ never signed, stored or chained: it has no receipt signature and no audit chain.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from gate import vocabulary as C
 from gate.errors import GateError
@@ -98,7 +99,7 @@ class Snapshot:
         return cached[1]
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "Snapshot":
+    def from_row(cls, row: Mapping[str, Any]) -> Snapshot:
         return cls(rulebook_id=row["rulebook_id"], version=row["version"], rulebook_hash=row["rulebook_hash"],
                    evaluator_version=row["evaluator_version"], schema_hash=row["schema_hash"],
                    registered_at=row["registered_at"], body=json.loads(row["body_json"]),

@@ -18,7 +18,8 @@ each patch within the evaluation input limits and each evaluation within its bud
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate import vocabulary as C
 from gate.errors import GateError

@@ -17,11 +17,11 @@ from gate.rulebook.schema import SCHEMA_PATH, schema_bytes, schema_hash
 from gate.rulebook.validate import validate_rulebook
 
 __all__ = [
-    "validate_rulebook",
-    "get_evaluator",
+    "SCHEMA_PATH",
     "CompiledRulebook",
     "Evaluation",
+    "get_evaluator",
     "schema_bytes",
     "schema_hash",
-    "SCHEMA_PATH",
+    "validate_rulebook",
 ]

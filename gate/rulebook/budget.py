@@ -30,8 +30,13 @@ from gate.errors import GateError
 from gate.rulebook.semantics import MISSING
 
 __all__ = [
-    "MAX_FACT_VALUES", "MAX_FACT_ARRAY_LENGTH", "MAX_FACT_STRING_LENGTH", "MAX_EVALUATION_WORK",
-    "check_facts", "evaluation_work", "check_evaluation_cost",
+    "MAX_EVALUATION_WORK",
+    "MAX_FACT_ARRAY_LENGTH",
+    "MAX_FACT_STRING_LENGTH",
+    "MAX_FACT_VALUES",
+    "check_evaluation_cost",
+    "check_facts",
+    "evaluation_work",
 ]
 
 MAX_FACT_VALUES = 100_000

@@ -18,7 +18,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook.compile import CompiledRulebook, compile_rulebook
 from gate.rulebook.validate import validate_rulebook
 
-__all__ = ["get_evaluator", "clear_cache", "CACHE_SIZE"]
+__all__ = ["CACHE_SIZE", "clear_cache", "get_evaluator"]
 
 CACHE_SIZE = 512
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gate.protocol.canonical import collation_sorted
 from gate.rulebook import semantics
@@ -52,7 +53,7 @@ class CompiledRulebook:
     (a non-object `facts` is treated as an empty object).
     """
 
-    __slots__ = ("rulebook_id", "version", "rulebook_hash", "evaluate", "source")
+    __slots__ = ("evaluate", "rulebook_hash", "rulebook_id", "source", "version")
 
     def __init__(self, rulebook_id: str, version: str, rulebook_hash: str,
                  evaluate: Callable[[Any], Evaluation], source: str) -> None:

@@ -35,7 +35,7 @@ from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSI
 
 PATTERN_VERSION = "decision_pattern_v1"
 REGISTRY_VERSION = "decision_pattern_registry_v1"
-PATTERNS_FILE = Path(__file__).resolve().parents[1] / "data" / "patterns" / "policy-patterns.json"
+PATTERNS_FILE = Path(__file__).resolve().parents[2] / "data" / "patterns" / "policy-patterns.json"
 
 _ID = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
 _TAG = re.compile(r"^[a-z][a-z0-9_]{0,39}$")

@@ -16,8 +16,9 @@ canonical request, and the record names the panel by `policy_hash` and each advi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from gate.advisory.advisors import (
     MULTI_RULE,

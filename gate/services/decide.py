@@ -16,7 +16,7 @@ from typing import Any
 from gate import vocabulary as C
 from gate.adapters import AdapterRegistry, AdapterRun
 from gate.advisory.request import is_advisory
-from gate.chain.links import chain_id_for, new_link, record_audit_chain, scope_hash  # noqa: F401 (re-exported)
+from gate.chain.links import chain_id_for, new_link, record_audit_chain, scope_hash
 from gate.chain.merkle import CompactRange
 from gate.chain.rowseal import decision_row_hash, row_signature_payload
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from gate import receipts as R
 from gate.chain.rowseal import receipt_head_payload

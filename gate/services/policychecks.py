@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.policychecks.tables import (
@@ -39,8 +40,13 @@ from gate.rulebook import CompiledRulebook, get_evaluator
 from gate.rulebook.validate import validate_rulebook
 
 __all__ = [
-    "CheckSpec", "CHECKS", "PolicyCheckService", "ArgumentsInvalid", "CheckFailed",
-    "DEFAULT_REGION", "MAX_DAYS",
+    "CHECKS",
+    "DEFAULT_REGION",
+    "MAX_DAYS",
+    "ArgumentsInvalid",
+    "CheckFailed",
+    "CheckSpec",
+    "PolicyCheckService",
 ]
 
 DEFAULT_REGION = "US"

@@ -6,8 +6,9 @@ a record or a packet is never one of them (see the `gate.verify` package docstri
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from gate.errors import GateError
 from gate.keys.signing import (
@@ -52,7 +53,7 @@ class TrustedEd25519Key:
 
     @classmethod
     def from_pem(cls, pem: str, *, key_id: str | None, source: str, status: str | None = None,
-                 stated_fingerprint: str | None = None) -> "TrustedEd25519Key":
+                 stated_fingerprint: str | None = None) -> TrustedEd25519Key:
         try:
             raw = raw_public_key_from_pem(pem)
             canonical = canonical_public_key_pem(pem)
@@ -84,7 +85,7 @@ class TrustAnchors:
     ed25519: tuple[TrustedEd25519Key, ...] = ()
     hmac: tuple[TrustedHmacSecret, ...] = ()
 
-    def __add__(self, other: "TrustAnchors") -> "TrustAnchors":
+    def __add__(self, other: TrustAnchors) -> TrustAnchors:
         return TrustAnchors(self.ed25519 + other.ed25519, self.hmac + other.hmac)
 
     @property
@@ -95,7 +96,7 @@ class TrustAnchors:
 
     @classmethod
     def from_registry_entries(cls, entries: Iterable[Mapping[str, Any]],
-                              source: str = SOURCE_SERVER_KEY_REGISTRY) -> "TrustAnchors":
+                              source: str = SOURCE_SERVER_KEY_REGISTRY) -> TrustAnchors:
         """From registry dicts ``{key_id, algorithm, public_key, public_key_fingerprint?, status}``.
 
         Entries whose `algorithm` is present and not "ed25519" are ignored; a bad public key or
@@ -124,12 +125,12 @@ class TrustAnchors:
         return cls(ed25519=tuple(keys))
 
     @classmethod
-    def from_keyring(cls, keyring: Keyring, source: str = SOURCE_SERVER_KEY_REGISTRY) -> "TrustAnchors":
+    def from_keyring(cls, keyring: Keyring, source: str = SOURCE_SERVER_KEY_REGISTRY) -> TrustAnchors:
         """Every key of the server keyring, active and retired."""
         return cls.from_registry_entries(keyring.registry_entries(), source)
 
     @classmethod
-    def from_registry_body(cls, body: Any, source: str = SOURCE_KEY_REGISTRY_FILE) -> "TrustAnchors":
+    def from_registry_body(cls, body: Any, source: str = SOURCE_KEY_REGISTRY_FILE) -> TrustAnchors:
         """From a key registry body ``{keys: [...]}`` (dict, JSON text or bytes) or a bare list."""
         if isinstance(body, (str, bytes, bytearray)):
             try:
@@ -144,13 +145,13 @@ class TrustAnchors:
 
     @classmethod
     def from_public_key_pem(cls, pem: str, key_id: str | None = None,
-                            source: str = SOURCE_PUBLIC_KEY_PEM) -> "TrustAnchors":
+                            source: str = SOURCE_PUBLIC_KEY_PEM) -> TrustAnchors:
         """An operator-supplied PEM (matched by fingerprint, or by `key_id` when given)."""
         return cls(ed25519=(TrustedEd25519Key.from_pem(pem, key_id=key_id, source=source),))
 
     @classmethod
     def from_hmac_secret(cls, secret: bytes | str, key_id: str | None = None,
-                         source: str = SOURCE_HMAC_SECRET) -> "TrustAnchors":
+                         source: str = SOURCE_HMAC_SECRET) -> TrustAnchors:
         """An HMAC secret; without `key_id` it applies to any record key id."""
         if isinstance(secret, str):
             secret = secret.encode("utf-8")
@@ -159,7 +160,7 @@ class TrustAnchors:
         return cls(hmac=(TrustedHmacSecret(key_id, bytes(secret), source),))
 
     @classmethod
-    def from_hmac_key(cls, key: HmacKey, source: str = SOURCE_HMAC_SECRET) -> "TrustAnchors":
+    def from_hmac_key(cls, key: HmacKey, source: str = SOURCE_HMAC_SECRET) -> TrustAnchors:
         return cls(hmac=(TrustedHmacSecret(key.key_id, key.secret, source),))
 
     # ---- selection

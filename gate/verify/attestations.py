@@ -3,7 +3,7 @@ hash, signature over the recomputed bundle hash) and the rulebook registry with 
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from gate.keys.signing import public_key_fingerprint, raw_public_key_from_pem
 from gate.protocol.attestation import (

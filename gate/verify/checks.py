@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hmac
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gate.chain.links import AUDIT_CHAIN_MEMBERS
 from gate.chain.links import leaf_hash as chain_leaf_hash

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hmac
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.chain.links import chain_id_for, scope_hash
 from gate.chain.rowseal import (

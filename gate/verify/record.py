@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.advisory.record import (
     ADVISORY_RECORD_ALLOWED,
@@ -85,7 +86,7 @@ def verify_record(
     if not isinstance(record, Mapping):
         raise VerificationInputError("the record to verify must be a JSON object")
     anchors = anchors or TrustAnchors()
-    checks: dict[str, bool | None] = {name: None for name in (*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS)}
+    checks: dict[str, bool | None] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
     expected: dict[str, Any] = {}
     actual: dict[str, Any] = {}
     notes: list[str] = []

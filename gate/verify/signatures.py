@@ -5,7 +5,8 @@ untrusted-key diagnostic) and the signatures over the record's `audit_chain` and
 from __future__ import annotations
 
 import hmac
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gate.keys.signing import (
     b64url_decode,
@@ -20,7 +21,7 @@ from gate.verify.checks import _digest_equal, _safe
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 
-def _check_audit_chain_signature(record: Mapping[str, Any], anchors: "TrustAnchors",
+def _check_audit_chain_signature(record: Mapping[str, Any], anchors: TrustAnchors,
                                  checks: dict[str, bool | None]) -> None:
     """`audit_chain_signature`: the receipt key's signature over the audit_chain member."""
     member = record.get("audit_chain")
@@ -31,7 +32,7 @@ def _check_audit_chain_signature(record: Mapping[str, Any], anchors: "TrustAncho
     checks["audit_chain_signature"] = _member_signature(record, anchors, "audit_chain_signature", payload)
 
 
-def _check_confidence_signature(record: Mapping[str, Any], anchors: "TrustAnchors",
+def _check_confidence_signature(record: Mapping[str, Any], anchors: TrustAnchors,
                                 checks: dict[str, bool | None]) -> None:
     """`confidence_signature`: the receipt key's signature over the confidence block's hash.
 
@@ -47,7 +48,7 @@ def _check_confidence_signature(record: Mapping[str, Any], anchors: "TrustAnchor
     checks["confidence_signature"] = _member_signature(record, anchors, "confidence_signature", payload)
 
 
-def _member_signature(record: Mapping[str, Any], anchors: "TrustAnchors", name: str,
+def _member_signature(record: Mapping[str, Any], anchors: TrustAnchors, name: str,
                       payload: bytes | None) -> bool | None:
     """A signature member made with the record's receipt key (same algorithm and key id).
     False when missing, malformed or wrong; None when no trusted key can check it."""

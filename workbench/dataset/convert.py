@@ -27,7 +27,8 @@ milliseconds; `month` is that text's `YYYY-MM` (UTC).
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 

@@ -27,9 +27,10 @@ whatever the size of the ledger.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
@@ -55,8 +56,15 @@ from workbench.dataset.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND,
 
 SETTLE_SECONDS = 120
 
-__all__ = ["ExportResult", "SETTLE_SECONDS", "export_ledger", "facts_table_name", "ledger_head", "new_manifest",
-           "record_files"]
+__all__ = [
+    "SETTLE_SECONDS",
+    "ExportResult",
+    "export_ledger",
+    "facts_table_name",
+    "ledger_head",
+    "new_manifest",
+    "record_files",
+]
 
 Progress = Callable[[int, int], None]  # (rows done, rows to do)
 
@@ -86,7 +94,7 @@ def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> dict[st
         "facts": {},
         "chains": {},
         "watermarks": {},
-        "ledger_head": ledger_head({}, {name: 0 for name in TABLES}),
+        "ledger_head": ledger_head({}, dict.fromkeys(TABLES, 0)),
     }
 
 
@@ -213,7 +221,7 @@ def export_ledger(
     and has no manifest, holds another schema version or a synthetic dataset."""
     if settle_seconds < 0:
         raise DatasetError("settle_seconds must be 0 or more")
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     location = open_location(uri)
     manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
                                                   created_at=iso_ms(now))
@@ -225,7 +233,7 @@ def export_ledger(
                 "watermark were stored after it and are not in this dataset; export into a new "
                 "location to include them"
                 for name, item in plan.items() for kind, count in item["late"].items()]
-    new_rows: dict[str, Any] = {name: 0 for name in TABLES}
+    new_rows: dict[str, Any] = dict.fromkeys(TABLES, 0)
     new_rows["facts"] = {}
     if total == 0:
         return ExportResult(uri, None, new_rows, [], manifest, warnings)

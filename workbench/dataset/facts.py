@@ -35,8 +35,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -45,7 +46,7 @@ import pyarrow.parquet as pq
 from workbench.dataset.schema import TS
 from workbench.engines import fact_columns as fc
 
-__all__ = ["MAX_PATHS", "FACTS_DIR", "facts_tables", "facts_table", "write_facts", "flatten", "partition_dir"]
+__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_table", "facts_tables", "flatten", "partition_dir", "write_facts"]
 
 flatten = fc.flatten  # the path rules live with the column contract (the engines use them too)
 

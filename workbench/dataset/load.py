@@ -14,9 +14,10 @@ and `month` partition keys, as strings), so the engines cannot tell them apart:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -51,7 +52,7 @@ class Frames:
 def polars_schema(table: str) -> pl.Schema:
     """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
     empty = pl.from_arrow(TABLES[table].empty_table())
-    return pl.Schema({**empty.schema, **{key: pl.String for key in PARTITION_KEYS}})
+    return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String)})
 
 
 def conform(frame: pl.LazyFrame | pl.DataFrame, table: str) -> pl.LazyFrame:
@@ -145,7 +146,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
     files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
     if not files:
         return empty(table)
-    scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema={k: pl.String for k in PARTITION_KEYS})
+    scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema=dict.fromkeys(PARTITION_KEYS, pl.String))
     return conform(scanned, table)
 
 
@@ -160,7 +161,7 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
     schema: dict[str, pl.DataType] = {}
     for path in files:
         schema.update(pl.read_parquet_schema(path))
-    hive = {"rulebook_id": pl.String, **{key: pl.String for key in PARTITION_KEYS}}
+    hive = {"rulebook_id": pl.String, **dict.fromkeys(PARTITION_KEYS, pl.String)}
     return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
                            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore"
                            ).drop("rulebook_id")

@@ -40,9 +40,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 import polars as pl
@@ -65,8 +66,19 @@ DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", 
                     "matched_rule_id", "action", "facts_json")
 OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
 
-__all__ = ["BATCH_DECISIONS", "KEYS", "ROLLUP_VERSION", "ROLLUPS_DIR", "RollupView", "classes_hash",
-           "current", "fact_moment_column", "partition_partials", "remove_runs", "update"]
+__all__ = [
+    "BATCH_DECISIONS",
+    "KEYS",
+    "ROLLUPS_DIR",
+    "ROLLUP_VERSION",
+    "RollupView",
+    "classes_hash",
+    "current",
+    "fact_moment_column",
+    "partition_partials",
+    "remove_runs",
+    "update",
+]
 
 
 def classes_hash(classes: Mapping[str, str]) -> str:
@@ -299,7 +311,7 @@ def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Seq
         parsed = _parse(entry.path)
         if entry.kind == "rollups":
             keep = reuse
-        elif parsed is None or parsed[0] not in ("decisions", "outcomes") and entry.kind != "facts":
+        elif parsed is None or (parsed[0] not in ("decisions", "outcomes") and entry.kind != "facts"):
             keep = False
         elif entry.kind == "outcomes":
             keep = parsed[1] in scopes
@@ -381,7 +393,7 @@ class RollupView:
 
     @classmethod
     def of(cls, root: str | Path, manifest: dict, *, policy_id: str, policy_version: str | None,
-           scopes: Sequence[str] | None) -> "RollupView | None":
+           scopes: Sequence[str] | None) -> RollupView | None:
         if not _of_last_run(manifest):
             return None
         rollups = manifest["rollups"]

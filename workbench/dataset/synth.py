@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from datetime import datetime, timezone
-from typing import Callable
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
@@ -208,13 +208,13 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"cannot write to {uri}: {exc}") from exc
     started = time.monotonic()
-    now = iso_ms(datetime.now(timezone.utc))
+    now = iso_ms(datetime.now(UTC))
     manifest = new_manifest(synthetic=True, generator="workbench.dataset.synth", created_at=now)
     writer = PartitionedWriter(location, 1)
     books = _Books()
-    chains = {scope: 0 for scope in S.SCOPES}
+    chains = dict.fromkeys(S.SCOPES, 0)
     roots: dict[str, tuple[str, str]] = {}
-    rows = {name: 0 for name in TABLES}
+    rows = dict.fromkeys(TABLES, 0)
     counters = {"execution": 0, "outcome": 0, "crm_sync": 0}
     facts_rows: dict[str, int] = {}
     chunks = max(1, -(-decisions // chunk))

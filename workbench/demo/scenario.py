@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -58,14 +58,14 @@ RULEBOOK_FILES = {
 }
 
 MS_PER_DAY = 86_400_000
-START = datetime(2026, 5, 1, tzinfo=timezone.utc)
+START = datetime(2026, 5, 1, tzinfo=UTC)
 START_MS = int(START.timestamp() * 1000)
 DAYS = 184
 END_MS = START_MS + DAYS * MS_PER_DAY
 
 
 def _ms(year: int, month: int, day: int) -> int:
-    return int(datetime(year, month, day, tzinfo=timezone.utc).timestamp() * 1000)
+    return int(datetime(year, month, day, tzinfo=UTC).timestamp() * 1000)
 
 
 VERSION_CHANGE_MS = _ms(2026, 8, 1)  # refund_approval v2 from here on

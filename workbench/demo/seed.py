@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 import numpy as np
 from sqlalchemy import event
@@ -59,7 +59,7 @@ class SeedResult:
 
 class _Clock(FixedClock):
     def set_ms(self, at_ms: int) -> None:
-        self._current = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
+        self._current = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
 
 
 class _SeedIds:

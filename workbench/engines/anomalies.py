@@ -20,7 +20,7 @@ that drive it.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 

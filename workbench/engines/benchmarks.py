@@ -16,7 +16,8 @@ docs/intelligence.md, "Benchmarks":
 
 from __future__ import annotations
 
-from typing import AbstractSet, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import AbstractSet
 
 import polars as pl
 
@@ -83,7 +84,7 @@ def metrics_of(row: Mapping[str, int]) -> dict[str, float | None]:
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, own_scope: str,
              opted_in: AbstractSet[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict:
     rows = {r["scope"]: r for r in state["scopes"].iter_rows(named=True)} if state["scopes"].height else {}
-    zero = {c: 0 for c in SCOPE_HOW}
+    zero = dict.fromkeys(SCOPE_HOW, 0)
     own = rows.get(own_scope, zero)
     mine = metrics_of(own)
     your_metrics = {name: r4(value) for name, value in mine.items()}

@@ -20,7 +20,7 @@ Only Polars and the standard library are imported here (import-linter contract).
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import polars as pl
 
@@ -83,7 +83,7 @@ def merge_frames(frames: Sequence[pl.DataFrame], keys: Sequence[str], how: Mappi
 
 
 def frames_empty_like(keys: Sequence[str], how: Mapping[str, str]) -> pl.DataFrame:
-    return pl.DataFrame(schema={**{k: pl.String for k in keys}, **{c: pl.Int64 for c in how}})
+    return pl.DataFrame(schema={**dict.fromkeys(keys, pl.String), **dict.fromkeys(how, pl.Int64)})
 
 
 def merge_top(frames: Sequence[pl.DataFrame], keys: Sequence[str], k: int = EVIDENCE_IDS) -> pl.DataFrame:
@@ -141,7 +141,7 @@ def merge_sample(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
 
 
 def class_counts(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, int]:
-    counts = {c: 0 for c in (*CLASSES, UNCLASSIFIED, NO_OUTCOME)}
+    counts = dict.fromkeys((*CLASSES, UNCLASSIFIED, NO_OUTCOME), 0)
     for row in sample.iter_rows(named=True) if sample.height else ():
         status = row["status"]
         effect = NO_OUTCOME if status is None else classes.get(status, UNCLASSIFIED)

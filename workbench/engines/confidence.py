@@ -17,7 +17,8 @@ outcome status to `success`/`failure`/`excluded`/`open` (pass
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 

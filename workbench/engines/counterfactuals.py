@@ -16,7 +16,7 @@ same way. Formulas in docs/intelligence.md, "Batch counterfactuals":
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 

@@ -15,7 +15,7 @@ R = S + F the resolved ones,
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 

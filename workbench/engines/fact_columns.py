@@ -34,9 +34,25 @@ from typing import Any
 import polars as pl
 
 __all__ = [
-    "KIND_NULL", "KIND_BOOL", "KIND_NUMBER", "KIND_STRING", "KIND_ARRAY", "KIND_OBJECT",
-    "PARTS", "PART_DTYPES", "STATE_COLUMN", "STATE_TYPED", "STATE_PARTIAL", "STATE_ABSENT",
-    "MAX_EXACT_INTEGER", "column", "path_columns", "path_schema", "strict_key", "reachable_key", "flatten",
+    "KIND_ARRAY",
+    "KIND_BOOL",
+    "KIND_NULL",
+    "KIND_NUMBER",
+    "KIND_OBJECT",
+    "KIND_STRING",
+    "MAX_EXACT_INTEGER",
+    "PARTS",
+    "PART_DTYPES",
+    "STATE_ABSENT",
+    "STATE_COLUMN",
+    "STATE_PARTIAL",
+    "STATE_TYPED",
+    "column",
+    "flatten",
+    "path_columns",
+    "path_schema",
+    "reachable_key",
+    "strict_key",
 ]
 
 KIND_NULL, KIND_BOOL, KIND_NUMBER, KIND_STRING, KIND_ARRAY, KIND_OBJECT = 0, 1, 2, 3, 4, 5

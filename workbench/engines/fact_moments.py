@@ -18,7 +18,8 @@ from their `facts_json` one by one with the same rules; `absent` rows hold no fa
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -26,7 +27,7 @@ from workbench.engines import fact_columns as fc
 from workbench.engines.common import EVIDENCE_IDS, merge_frames
 
 FACTS_HOW = {"n": "sum", "total": "sum", "total_sq": "sum", "non_numeric": "sum"}
-_FACTS_SCHEMA = {"fact": pl.String, "month": pl.String, **{c: pl.Float64 for c in FACTS_HOW}}
+_FACTS_SCHEMA = {"fact": pl.String, "month": pl.String, **dict.fromkeys(FACTS_HOW, pl.Float64)}
 _EXTREME_SCHEMA = {"fact": pl.String, "month": pl.String, "value": pl.Float64, "decision_id": pl.String}
 _LONG_SCHEMA = {"decision_id": pl.String, "month": pl.String, "fact": pl.String, "value": pl.Float64,
                 "non_numeric": pl.Boolean}
@@ -79,7 +80,7 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.Dat
 
 
 def _keyed(by: Sequence[str], schema: dict) -> dict:
-    return {**{key: pl.String for key in by}, **schema}
+    return {**dict.fromkeys(by, pl.String), **schema}
 
 
 def _moments(long: pl.LazyFrame, by: list[str]) -> pl.LazyFrame:

@@ -41,15 +41,24 @@ without facts come out with `replay = "unreplayable"`. No operator is ever appro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import polars as pl
 
 from workbench.engines import fact_columns as fc
 
-__all__ = ["CompiledPolarsRulebook", "compile_rulebook", "evaluate", "with_pick", "outcome_table", "referenced_paths",
-           "RESULT_COLUMNS", "PICK"]
+__all__ = [
+    "PICK",
+    "RESULT_COLUMNS",
+    "CompiledPolarsRulebook",
+    "compile_rulebook",
+    "evaluate",
+    "outcome_table",
+    "referenced_paths",
+    "with_pick",
+]
 
 # The evaluator's needs_input outcome (gate.vocabulary; a test pins the equality).
 NEEDS_INPUT_STATUS = "needs_input"

@@ -34,7 +34,7 @@ from workbench.engines import rulebook_polars as rp
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 
-__all__ = ["Computed", "compute", "CUBE_KEYS"]
+__all__ = ["CUBE_KEYS", "Computed", "compute"]
 
 CUBE_KEYS = ["old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason", "new_reason", "new_status", "replay"]
 FLIP_COLUMNS = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",

@@ -10,7 +10,8 @@ scalar evaluator, and rows without facts are counted as not replayable. The engi
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 

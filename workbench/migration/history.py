@@ -29,7 +29,7 @@ from workbench.dataset.schema import DATASET_SCHEMA_VERSION
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
-__all__ = ["History", "from_dataset", "from_ledger", "DECISION_COLUMNS"]
+__all__ = ["DECISION_COLUMNS", "History", "from_dataset", "from_ledger"]
 
 MANIFEST = "manifest.json"
 DECISION_COLUMNS = {
@@ -174,7 +174,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
     facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
                     "created_at": pl.Datetime("ms", "UTC"),
-                    **{name: pl.String for name in OLD_NAMES}, **fc.path_schema(list(paths))}
+                    **dict.fromkeys(OLD_NAMES, pl.String), **fc.path_schema(list(paths))}
     facts_files = _listed(root, manifest, "facts", rulebook_id)
     facts_hive = {"rulebook_id": pl.String, **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
@@ -214,7 +214,7 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         outcome_frames.append(pl.from_arrow(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
     empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
-                                       "created_at": pl.Datetime("ms", "UTC"), **{n: pl.String for n in OLD_NAMES},
+                                       "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String),
                                        **_HIVE})
     decisions = (pl.concat(decision_frames) if decision_frames
                  else pl.DataFrame(schema={**DECISION_COLUMNS, **_HIVE}))

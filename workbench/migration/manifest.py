@@ -28,8 +28,15 @@ from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.migration.summary import DryRunResult
 
-__all__ = ["MIGRATION_SCHEMA_VERSION", "SCHEMA_FILE", "build_manifest", "sign_manifest", "verify_manifest",
-           "migration_schema", "signature_payload"]
+__all__ = [
+    "MIGRATION_SCHEMA_VERSION",
+    "SCHEMA_FILE",
+    "build_manifest",
+    "migration_schema",
+    "sign_manifest",
+    "signature_payload",
+    "verify_manifest",
+]
 
 MIGRATION_SCHEMA_VERSION = "rulebook_migration_v1"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "rulebook-migration-v1.schema.json"

@@ -26,7 +26,7 @@ from workbench.migration.manifest import build_manifest, sign_manifest
 from workbench.migration.summary import DryRunResult, summarize
 from workbench.reports.dry_run import render_html, render_markdown
 
-__all__ = ["DryRun", "dry_run", "write_dry_run", "load_history"]
+__all__ = ["DryRun", "dry_run", "load_history", "write_dry_run"]
 
 OUTPUT_FILES = ("migration.json", "report.md", "report.html", "flips.parquet")
 

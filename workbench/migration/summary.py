@@ -21,7 +21,7 @@ from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 
-__all__ = ["DryRunResult", "summarize", "VERDICTS"]
+__all__ = ["VERDICTS", "DryRunResult", "summarize"]
 
 VERDICTS = ("yes", "no", "review")
 OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)

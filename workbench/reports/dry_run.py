@@ -14,7 +14,7 @@ from typing import Any
 from workbench.reports import svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
-__all__ = ["render_markdown", "render_html"]
+__all__ = ["render_html", "render_markdown"]
 
 VERDICTS = ("yes", "no", "review")
 _TOP = 15

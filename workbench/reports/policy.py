@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import AbstractSet, Any, Mapping
+from typing import AbstractSet, Any
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import seal

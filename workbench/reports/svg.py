@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from workbench.reports.textsafe import html_text
 
-__all__ = ["heatmap", "grouped_bars", "paired_series"]
+__all__ = ["grouped_bars", "heatmap", "paired_series"]
 
 _FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 BEFORE, AFTER = "#8a9bb0", "#2f6fb3"

@@ -24,4 +24,4 @@ from gate.rulebook.analysis.diff import Difference, DiffReport, semantic_diff
 from gate.rulebook.analysis.flips import Flip, minimal_flips
 from gate.rulebook.analysis.lint import LintReport, lint
 
-__all__ = ["lint", "LintReport", "semantic_diff", "DiffReport", "Difference", "minimal_flips", "Flip"]
+__all__ = ["DiffReport", "Difference", "Flip", "LintReport", "lint", "minimal_flips", "semantic_diff"]

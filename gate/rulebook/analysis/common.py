@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook.analysis.describe import describe

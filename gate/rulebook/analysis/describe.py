@@ -64,7 +64,7 @@ def _numbers(f: Field, mask: int) -> list[dict]:
             if tag == "point" and _fits(lo, prev["tag"]):
                 prev.update(max=hi, max_inclusive=hi_closed)
                 continue
-            if tag != "point" and (prev["tag"] == tag or prev["tag"] == "point" and _fits(prev["min"], tag)):
+            if tag != "point" and (prev["tag"] == tag or (prev["tag"] == "point" and _fits(prev["min"], tag))):
                 prev.update(max=hi, max_inclusive=hi_closed, tag=tag)
                 continue
         out.append({"min": lo, "min_inclusive": lo_closed, "max": hi, "max_inclusive": hi_closed, "tag": tag})

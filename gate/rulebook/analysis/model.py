@@ -52,7 +52,7 @@ class Label:
                 "verdict": self.verdict, "action": self.action, "reason_code": self.reason_code}
 
     @classmethod
-    def of_evaluation(cls, evaluation: Any) -> "Label":
+    def of_evaluation(cls, evaluation: Any) -> Label:
         return cls(evaluation.status, evaluation.matched_rule_id, evaluation.decision,
                    evaluation.application_verdict, evaluation.action, evaluation.reason_code)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from gate.rulebook.analysis.space import Space, set_path
 
@@ -42,11 +43,7 @@ def _preferred(f) -> list:
     no rule looks at)."""
     out = []
     for atom in f.atoms:
-        if atom.point and atom.kind not in ("null", "boolean"):
-            out.append(atom)
-        elif atom.kind == "number" and f.points:
-            out.append(atom)
-        elif atom.kind == "string" and f.string_needles or atom.kind == "array" and f.array_needles:
+        if (atom.point and atom.kind not in ("null", "boolean")) or (atom.kind == "number" and f.points) or (atom.kind == "string" and f.string_needles) or (atom.kind == "array" and f.array_needles):
             out.append(atom)
     return out
 

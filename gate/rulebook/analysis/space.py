@@ -35,8 +35,9 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from gate.rulebook.semantics import (
     MISSING,

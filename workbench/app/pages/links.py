@@ -60,5 +60,13 @@ def decision_href(scope: str, policy: str, decision_id: str) -> str:
     return "?" + urlencode({"scope": scope, "policy": policy, "page": "decisions", "decision": decision_id})
 
 
-__all__ = ["DRAFT_URL_LIMIT", "Links", "PAGES", "QUERY", "decision_href", "draft_for_url", "draft_value",
-           "text_value"]
+__all__ = [
+    "DRAFT_URL_LIMIT",
+    "PAGES",
+    "QUERY",
+    "Links",
+    "decision_href",
+    "draft_for_url",
+    "draft_value",
+    "text_value",
+]
