@@ -20,8 +20,8 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from workbench.app.passwords import PasswordFileError, load_hashes
 

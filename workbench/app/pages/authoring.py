@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import panel as pn
+import param
 
 from workbench.app.pages.common import json_pane, note
 from workbench.app.state.authoring import AuthoringState
+from workbench.app.store import DraftCheck
 from workbench.reports.textsafe import md_text
 
 
-def error_markdown(check) -> str:
+def error_markdown(check: DraftCheck | None) -> str:
     if check is None:
         return "Type or load a draft rulebook."
     if check.valid:
-        return f"**Valid Rulebook v1** · hash {md_text(check.rulebook_hash[:16])}…"
+        return f"**Valid Rulebook v1** · hash {md_text((check.rulebook_hash or '')[:16])}…"
     lines = [f"**Invalid draft: {len(check.errors)} error(s)**", ""]
     for error in check.errors:  # paths and messages quote what the author typed: text only
         lines.append(f"- line {error['line'] + 1}, column {error['column'] + 1} · {md_text(error['field'])}: "
@@ -21,7 +25,8 @@ def error_markdown(check) -> str:
     return "\n".join(lines)
 
 
-def annotations(check) -> list[dict]:
+def editor_annotations(check: DraftCheck | None) -> list[dict[str, Any]]:
+    """The draft's errors as the code editor's gutter marks (0-based line and column)."""
     if check is None or check.valid:
         return []
     return [{"row": e["line"], "column": e["column"], "text": f"{e['field']}: {e['message']}", "type": "error"}
@@ -35,19 +40,19 @@ def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Vi
 
     editor = pn.widgets.CodeEditor(value=state.draft_text, language="json", height=420,
                                    sizing_mode="stretch_width", on_keyup=True, name="Draft")
-    editor.annotations = annotations(state.check)
+    editor.annotations = editor_annotations(state.check)
 
-    def typed(event):
+    def typed(event: param.parameterized.Event) -> None:
         if event.new != state.draft_text:
             state.draft_text = event.new
 
     editor.param.watch(typed, "value_input")
     editor.param.watch(typed, "value")
 
-    def refreshed(event):
+    def refreshed(event: param.parameterized.Event) -> None:
         if editor.value != state.draft_text:
             editor.value = state.draft_text
-        editor.annotations = annotations(state.check)
+        editor.annotations = editor_annotations(state.check)
 
     state.param.watch(refreshed, ["draft_text", "check"])
     errors = pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],

@@ -4,8 +4,10 @@ verification."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import panel as pn
+import param
 
 from workbench.app.pages.common import note
 from workbench.app.state.decisions import DecisionsState
@@ -60,7 +62,7 @@ DECISION_FIELDS = ("decision_id", "created_at", "policy_id", "policy_version", "
                    "reason_code", "matched_rule_id", "action", "status")
 
 
-def _verification_markdown(detail) -> str:
+def _verification_markdown(detail: dict[str, Any] | None) -> str:
     """The fresh verification as a checklist: each named check, pass / FAIL / not applicable,
     and what it establishes (check names come from the verifier; still shown as text)."""
     if not detail:
@@ -78,7 +80,7 @@ def _verification_markdown(detail) -> str:
     return "\n\n".join(lines) + ("\n\n" + "\n".join(items) if items else "")
 
 
-def _facts_markdown(detail) -> str:
+def _facts_markdown(detail: dict[str, Any] | None) -> str:
     """The decision's facts as a table: its record's key fields, then every fact the rulebook
     evaluated (names and values are caller text: table cells of text)."""
     if not detail:
@@ -105,21 +107,21 @@ def decisions_page(state: DecisionsState, policies: list[str]) -> pn.viewable.Vi
                                  selectable=1, disabled=True, show_index=False, height=420,
                                  sizing_mode="stretch_width", name="decisions")
 
-    def rows_changed(event):
+    def rows_changed(event: param.parameterized.Event) -> None:
         table.value = event.new.to_pandas() if event.new is not None else None
 
     state.param.watch(rows_changed, "rows")
 
-    def picked(event):
+    def picked(event: param.parameterized.Event) -> None:
         if event.new and table.value is not None:
             state.open(str(table.value.iloc[event.new[0]]["decision_id"]))
 
     table.param.watch(picked, "selection")
     open_id = pn.widgets.TextInput(name="Open decision id", placeholder="dec_…")
     open_button = pn.widgets.Button(name="Open", button_type="primary")
-    open_button.on_click(lambda _: state.open(open_id.value))
+    open_button.on_click(lambda _: state.open(open_id.value or ""))
 
-    def detail_view(detail):
+    def detail_view(detail: dict[str, Any] | None) -> pn.viewable.Viewable:
         if not detail:
             return pn.pane.Markdown("*Select a row or enter a decision id.*")
         receipts = detail["receipts"]
