@@ -156,7 +156,7 @@ class EffectivenessMetrics(TypedDict):
     excluded_rate: float | None
     terminal_coverage: float | None
     outcome_coverage: float | None
-    success_rate_interval: list[float] | None
+    success_rate_interval: list[float | None] | None  # [low, high] (the engine rounds each with r4)
     resolved_decisions: int
 
 
