@@ -4,6 +4,8 @@ This is the one place that binds the pure engines to the gate's meaning of outco
 (`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`), checks the query parameters against their
 documented ranges, and seals each body in its envelope (`gate.protocol.report_envelopes`). The frames come from
 `workbench.dataset.load` (a Parquet dataset or the live ledger), so the same numbers come out of both.
+Each report is typed by a TypedDict of its JSON members (`EffectivenessReport`, `AnomalyReport`,
+`BenchmarkReport`, `ConfidenceReport`), so readers index the members they need, not `.get()` chains.
 """
 
 from __future__ import annotations

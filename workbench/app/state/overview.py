@@ -42,10 +42,10 @@ class OverviewState(param.Parameterized):
             self.reports, self.series, self.versions = None, None, None
             self.message = f"the dataset cannot be used: {exc}"
             return
-        self.message = summary(reports)
+        self.message = status_line(reports)
 
 
-def summary(reports: PolicyReports) -> str:
+def status_line(reports: PolicyReports) -> str:
     """The status line over the reports: the sample, the anomalies and the health."""
     effectiveness = reports["effectiveness"]
     health = effectiveness["health"]  # the store builds the reports with their health
