@@ -1,4 +1,4 @@
-"""The policy reports (effectiveness, anomalies, benchmarks) as the API and the CLI serve them.
+"""The policy reports (effectiveness, confidence, anomalies, benchmarks) as the API and the CLI serve them.
 
 This is the one place that binds the pure engines to the gate's meaning of outcome statuses
 (`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`), checks the query parameters against their
