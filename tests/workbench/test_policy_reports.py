@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 from workbench_support import frames, random_ledger
 
@@ -9,9 +11,14 @@ from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
 from workbench.reports.policy import (
     KIND_PARAMS,
+    AnomalyReport,
+    BenchmarkReport,
+    ConfidenceReport,
+    EffectivenessReport,
     ReportParams,
     anomaly_report,
     benchmark_report,
+    confidence_report,
     effectiveness_report,
     parse_params,
 )
@@ -81,3 +88,35 @@ def test_health_is_one_state_over_a_named_window_and_an_anomaly_outranks_a_healt
     assert stable["state"] == "healthy" and stable["because"] == ["200 resolved decisions, success rate 85.5% (healthy)"]
     few = effectiveness_report(_ledger(n=8), "p", ReportParams())["health"]
     assert few["state"] == "insufficient_data"
+
+
+def _members_match(value, kind) -> list[str]:
+    """Where `value` lacks a required member of the TypedDict `kind` or has one it does not name
+    (recursing into members that are TypedDicts themselves)."""
+    # The types' module postpones annotations, so NotRequired is read from the hints themselves.
+    hints = typing.get_type_hints(kind, include_extras=True)
+    optional = {name for name, hint in hints.items() if typing.get_origin(hint) is typing.NotRequired}
+    hints = typing.get_type_hints(kind)
+    wrong = [f"{kind.__name__} lacks {name}" for name in hints if name not in value and name not in optional]
+    wrong += [f"{kind.__name__} has {name}" for name in value if name not in hints]
+    for name, hint in hints.items():
+        inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
+        if name in value and typing.is_typeddict(inner):
+            for item in value[name] if inner is not hint else [value[name]]:
+                wrong += _members_match(item, inner)
+    return wrong
+
+
+def test_every_report_has_the_members_its_type_names():
+    f = frames(*random_ledger(4))
+    opted_in = {"tenant_a", "tenant_b", "tenant_c", "tenant_d"}
+    for params in (ReportParams(), ReportParams(threshold=0.0, limit=50)):
+        reports = {
+            EffectivenessReport: effectiveness_report(f, "pricing", params),
+            AnomalyReport: anomaly_report(f, "pricing", params),
+            ConfidenceReport: confidence_report(f, "pricing", params),
+            BenchmarkReport: benchmark_report(f, "pricing", params, own_scope="tenant_a", opted_in=opted_in),
+        }
+        assert reports[AnomalyReport]["anomalies"] or params.threshold > 0
+        for kind, report in reports.items():
+            assert _members_match(report, kind) == []

@@ -21,6 +21,7 @@ import ipaddress
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workbench.app.passwords import PasswordFileError, load_hashes
 
@@ -62,7 +63,7 @@ class Access:
         return [scope for scope in known_scopes if scope in granted]
 
 
-def _read_json_object(path: Path, what: str) -> dict:
+def _read_json_object(path: Path, what: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -15,6 +15,8 @@ import panel as pn
 
 from workbench.app.access import Access
 from workbench.app.headers import tornado_settings
+from workbench.app.pages import build_app
+from workbench.app.signin import session_user, signin_provider
 from workbench.app.store import WorkbenchStore
 
 TITLE = "Decision Gate · policy workbench"
@@ -22,8 +24,6 @@ TITLE = "Decision Gate · policy workbench"
 
 def session_app(store: WorkbenchStore, access: Access, user: str | None = None) -> pn.viewable.Viewable:
     """The whole app for one session: the view-models of every page over the shared store."""
-    from workbench.app.pages import build_app
-
     scopes = access.scopes_for(user, store.scopes())
     return build_app(store, scopes, user=user)
 
@@ -37,18 +37,14 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
     # which the Content-Security-Policy (no 'unsafe-eval') refuses; pages report in status lines.
     pn.extension("codeeditor", "tabulator")
 
-    def factory():
+    def factory() -> pn.viewable.Viewable:
         if not access.authenticated:
             return session_app(store, access, None)
-        from workbench.app.signin import session_user
-
         user = session_user(pn.state.cookies, pn.config.cookie_secret, pn.config.oauth_expiry)
         return session_app(store, access, user)
 
     kwargs: dict[str, Any] = tornado_settings()  # SECURITY: CSP and friends on every response
     if access.authenticated and access.basic_auth_file is not None:
-        from workbench.app.signin import signin_provider
-
         # SECURITY: our provider, not Panel's basic_auth (plaintext compared with ==): scrypt
         # hashes, constant-time comparison, failed sign-ins throttled (workbench/app/signin.py).
         kwargs.update(auth_provider=signin_provider(access.basic_auth_file),

@@ -223,7 +223,7 @@ class SignInHandler(BasicLoginHandler):
             self._page(401, INVALID)
             return
         self._verdict = True
-        super().post()
+        super().post()  # type: ignore[no-untyped-call]  # Panel's LoginHandler.post is unannotated
 
 
 class SignInProvider(BasicAuthProvider):
@@ -231,7 +231,8 @@ class SignInProvider(BasicAuthProvider):
 
     def __init__(self, signin: SignIn) -> None:
         self._handler: type[SignInHandler] = type("ServerSignInHandler", (SignInHandler,), {"signin": signin})
-        super().__init__()  # validates the provider, reading `login_handler`
+        # Validates the provider, reading `login_handler`; Panel leaves it unannotated.
+        super().__init__()  # type: ignore[no-untyped-call]
 
     @property
     def login_handler(self) -> type[SignInHandler]:

@@ -24,29 +24,32 @@ from typing import Any
 
 import polars as pl
 
+from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import SigningSetup
+from gate.keys.signing import ReceiptSigner, receipt_signer_for
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.services.chains import AuditChainService, inclusion_for
-from gate.services.decide import DecisionService, chain_id_for
+from gate.services.decide import DecisionService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
 from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
-from workbench.dataset.export import export_ledger
+from workbench.dataset.export import Progress, export_ledger
 from workbench.dataset.load import Frames, from_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
 from workbench.engines.common import latest_outcomes
-from workbench.migration.run import dry_run, write_dry_run
+from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.reports.policy import (
+    PolicyReports,
     ReportParams,
     anomaly_report,
     benchmark_report,
@@ -131,11 +134,11 @@ class WorkbenchStore:
         self.service = DecisionService(ledger, signing, clock=self.clock)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
-        self._frame_cache: dict[tuple, Frames] = {}
+        self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
         # manifest's hash so a refreshed dataset is read again; least recently used dropped.
-        self._figures: OrderedDict[tuple, Any] = OrderedDict()
+        self._figures: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._figures_lock = threading.Lock()
         # `reference`: every figure from the rows, nothing cached but the frames (the path the
         # fast one is held equal to by tests and timed against by bench_workbench).
@@ -168,7 +171,7 @@ class WorkbenchStore:
         return {"ok": True, "updated_at": manifest.get("updated_at"), "rows": rows,
                 "synthetic": manifest.get("synthetic", False)}
 
-    def refresh_dataset(self, progress=None) -> dict[str, Any]:
+    def refresh_dataset(self, progress: Progress | None = None) -> dict[str, Any]:
         """Export what is new in the ledger into the dataset (the `gate export` call);
         `progress(done, total)` is called as rows are written."""
         result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=self._dataset_signer())
@@ -180,10 +183,8 @@ class WorkbenchStore:
                     for count in result.new_rows.values())
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
 
-    def _dataset_signer(self):
+    def _dataset_signer(self) -> ReceiptSigner | None:
         """The key `gate export` signs the dataset manifest with (Ed25519 first)."""
-        from gate.keys.signing import receipt_signer_for
-
         return receipt_signer_for(self.signing.attestation_key()) or self.signing.receipt_signer()
 
     # ------------------------------------------------------------------ policy reports
@@ -231,7 +232,7 @@ class WorkbenchStore:
         return Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup,
                       lazy.source)
 
-    def _remembered(self, key: tuple, compute: Callable[[], Any]) -> Any:
+    def _remembered(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
         """A finished figure from the bounded cache, or `compute()` stored under `key`; the
         caller gets its own copy (sessions may not change each other's figures)."""
         if self.reference or key[0] is None:
@@ -248,18 +249,19 @@ class WorkbenchStore:
                     self._figures.popitem(last=False)
         return copy.deepcopy(found) if isinstance(found, dict) else found
 
-    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, dict]:
+    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> PolicyReports:
         """The policy reports exactly as the API builds them (same functions, same envelopes
         and hashes, same cohort rule), over the dataset instead of the live ledger."""
         opted_in = benchmark_opt_ins(self.ledger)
         manifest_key = self._manifest_key()
         cohort_of = tuple(cohort_scopes(opted_in, scope, MAX_SCOPES))
         key = (manifest_key, "reports", scope, policy_id, limit, cohort_of, frozenset(opted_in))
-        return self._remembered(key, lambda: self._policy_reports(scope, policy_id, limit, opted_in, cohort_of,
-                                                                  manifest_key))
+        reports: PolicyReports = self._remembered(
+            key, lambda: self._policy_reports(scope, policy_id, limit, opted_in, cohort_of, manifest_key))
+        return reports
 
     def _policy_reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
-                        cohort_of: tuple[str, ...], manifest_key: str | None) -> dict[str, dict]:
+                        cohort_of: tuple[str, ...], manifest_key: str | None) -> PolicyReports:
         params = ReportParams(limit=limit)
         frames = self._frames((scope,), policy_id, limit, manifest_key)
         cohort = self._frames((scope, *cohort_of), policy_id, limit, manifest_key)
@@ -292,14 +294,15 @@ class WorkbenchStore:
         def compute() -> pl.DataFrame:
             if not self.reference:
                 manifest = self._manifest()
-                view = manifest and RollupView.of(self.dataset_dir, manifest, policy_id=policy_id,
-                                                  policy_version=None, scopes=[scope])
+                view = None if manifest is None else RollupView.of(
+                    self.dataset_dir, manifest, policy_id=policy_id, policy_version=None, scopes=[scope])
                 figure = from_rollups(view)
                 if figure is not None:
                     return figure
             return from_rows(self._frames((scope,), policy_id, None, manifest_key))
 
-        return self._remembered((manifest_key, name, scope, policy_id), compute)
+        figure: pl.DataFrame = self._remembered((manifest_key, name, scope, policy_id), compute)
+        return figure
 
     # ------------------------------------------------------------------ decision lists
 
@@ -378,7 +381,7 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ migrations
 
-    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any]):
+    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> DryRun:
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
         dataset. Raises DryRunError for a bad draft, an unknown rulebook or empty history."""
         signer = self.signing.receipt_signer()
@@ -391,7 +394,7 @@ class WorkbenchStore:
         current = self.current_rulebook(scope, rulebook_id)
         return semantic_diff(current, draft).to_json() if current is not None else None
 
-    def export_migration(self, run, out: Path) -> dict[str, str]:
+    def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
         """Sign (with the receipt key) and write the manifest and the reports; name → path."""
         write_dry_run(out, run.manifest, self.signing.receipt_signer())
         return {name: str(Path(out) / name) for name in ("migration.json", "report.md", "report.html")}

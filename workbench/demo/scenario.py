@@ -31,6 +31,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -68,10 +69,30 @@ def _ms(year: int, month: int, day: int) -> int:
     return int(datetime(year, month, day, tzinfo=UTC).timestamp() * 1000)
 
 
+class Spike(TypedDict):
+    """A week in which one rule's approvals in one scope fail far more often."""
+
+    scope: str
+    policy: str
+    rule: str
+    start_ms: int
+    end_ms: int
+    failure: float
+
+
+class Drift(TypedDict):
+    """From `from_ms` on, one fact of one policy in one scope is drawn higher."""
+
+    scope: str
+    policy: str
+    field: str
+    from_ms: int
+
+
 VERSION_CHANGE_MS = _ms(2026, 8, 1)  # refund_approval v2 from here on
-SPIKE = {"scope": "demo", "policy": "pricing_exception", "rule": "approve_owner_backed",
+SPIKE: Spike = {"scope": "demo", "policy": "pricing_exception", "rule": "approve_owner_backed",
          "start_ms": _ms(2026, 7, 6), "end_ms": _ms(2026, 7, 13), "failure": 0.45}
-DRIFT = {"scope": "demo", "policy": "agent_action_gate", "field": "risk_score", "from_ms": _ms(2026, 9, 15)}
+DRIFT: Drift = {"scope": "demo", "policy": "agent_action_gate", "field": "risk_score", "from_ms": _ms(2026, 9, 15)}
 
 # Probability that an executed approval's final outcome is a failure, by rule.
 RULE_FAILURE = {
@@ -86,8 +107,9 @@ REVIEWED_FAILURE = 0.09  # approved by a person after review
 HOUR_WEIGHTS = np.array([1, 1, 1, 1, 1, 2, 3, 5, 8, 10, 10, 10, 9, 10, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1], float)
 
 
-def load_rulebook(policy: str, version: int) -> dict:
-    return json.loads((RULEBOOK_DIR / RULEBOOK_FILES[(policy, version)]).read_text())
+def load_rulebook(policy: str, version: int) -> dict[str, Any]:
+    rulebook: dict[str, Any] = json.loads((RULEBOOK_DIR / RULEBOOK_FILES[(policy, version)]).read_text())
+    return rulebook
 
 
 @dataclass(frozen=True)
@@ -103,7 +125,7 @@ class DecisionPlan:
     def __len__(self) -> int:
         return len(self.at_ms)
 
-    def facts_of(self, index: int) -> dict:
+    def facts_of(self, index: int) -> dict[str, Any]:
         """The facts of decision `index` as JSON values (ints, floats, strings, booleans)."""
         fields = self.facts[POLICIES[self.policy[index]]]
         return {name: values[index].item() for name, values in fields.items()}
@@ -122,7 +144,7 @@ def draw_decisions(n: int, seed: int, *, first_day: int = 0, last_day: int = DAY
     policy = (rng.random(n)[:, None] > np.cumsum(mix, axis=1)).sum(axis=1).astype(np.int8)
     policy = np.minimum(policy, len(POLICIES) - 1).astype(np.int8)
     version = np.where((policy == POLICIES.index("refund_approval")) & (at_ms >= VERSION_CHANGE_MS), 2, 1)
-    facts = {
+    facts: dict[str, dict[str, np.ndarray]] = {
         "pricing_exception": {
             "discount_percent": np.clip(np.rint(rng.normal(15, 7, n)), 1, 45).astype(np.int64),
             "margin_percent": np.round(rng.normal(32, 9, n), 1),
@@ -189,7 +211,7 @@ def draw_events(plan: DecisionPlan, verdict: np.ndarray, rule: np.ndarray, seed:
     hour, day = 3_600_000, MS_PER_DAY
     parts: list[tuple[np.ndarray, str, np.ndarray, np.ndarray]] = []
 
-    def add(mask, kind, status, at):
+    def add(mask: np.ndarray, kind: str, status: str | np.ndarray, at: np.ndarray) -> None:
         index = np.flatnonzero(mask)
         parts.append((index, kind, np.broadcast_to(np.asarray(status), (n,))[index], at[index]))
 

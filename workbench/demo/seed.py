@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import event
@@ -86,7 +87,7 @@ def plan_verdicts(plan: S.DecisionPlan) -> tuple[np.ndarray, np.ndarray]:
         rulebook = S.load_rulebook(policy, version)
         evaluator = get_evaluator(rulebook, sha256_hex(rulebook))
         for index in np.flatnonzero((plan.policy == S.POLICIES.index(policy)) & (plan.version == version)):
-            result = evaluator.evaluate(plan.facts_of(index))
+            result = evaluator.evaluate(plan.facts_of(int(index)))
             verdict[index], rule[index] = result.decision, result.matched_rule_id or ""
     return verdict.astype(str), rule.astype(str)
 
@@ -103,7 +104,7 @@ _QUESTION = {
 }
 
 
-def _request(policy: str, rulebook: dict, facts: dict, index: int) -> dict:
+def _request(policy: str, rulebook: dict[str, Any], facts: dict[str, Any], index: int) -> dict[str, Any]:
     workflow, action, system, mutation, prefix = _CONTEXT[policy]
     target = f"{prefix}{100000 + index}"
     return {
@@ -115,7 +116,7 @@ def _request(policy: str, rulebook: dict, facts: dict, index: int) -> dict:
     }
 
 
-def _receipt_body(kind: str, status: str, record: dict, policy: str) -> dict:
+def _receipt_body(kind: str, status: str, record: dict[str, Any], policy: str) -> dict[str, Any]:
     _, _, system, mutation, _ = _CONTEXT[policy]
     target = record.get("action_binding", {}).get("target_object_id") or record["decision_id"]
     if kind == "execution":
@@ -131,12 +132,12 @@ def _receipt_body(kind: str, status: str, record: dict, policy: str) -> dict:
             "field_mapping": {"verdict": "gate_verdict__c", "reason_code": "gate_reason__c"}}
 
 
-def seed_ledger_at(url: str, signing: SigningSetup, **kwargs) -> SeedResult:
+def seed_ledger_at(url: str, signing: SigningSetup, **kwargs: Any) -> SeedResult:
     """`seed_ledger` on the ledger at `url`, through a seed-only engine (see module doc)."""
     engine = make_engine(url, pool_size=1)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")
-        def _fast(dbapi_connection, _record):  # pragma: no cover - driver callback
+        def _fast(dbapi_connection: Any, _record: Any) -> None:  # pragma: no cover - driver callback
             dbapi_connection.execute("PRAGMA synchronous=OFF")
     ledger = Ledger(url, engine=engine)
     try:
@@ -149,6 +150,30 @@ def seed_ledger_at(url: str, signing: SigningSetup, **kwargs) -> SeedResult:
 def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAULT_DECISIONS,
                 seed: int = DEFAULT_SEED, progress: Progress | None = None) -> SeedResult:
     """Write the scenario's `decisions` decisions and their receipts into an empty ledger."""
+    _refuse_unseedable(ledger, signing, decisions, seed)
+    started = time.monotonic()
+    plan = S.draw_decisions(decisions, seed)
+    verdict, rule = plan_verdicts(plan)
+    events = S.draw_events(plan, verdict, rule, seed)
+    clock = _Clock(S.START)
+    writer = _Writer(ledger, signing, clock, seed, plan, verdict, events)
+    total = len(plan) + len(events)
+    if progress is not None:
+        progress(0, total)
+    for done, (at_ms, is_receipt, row) in enumerate(_timeline(plan, events), start=1):
+        clock.set_ms(at_ms)
+        if is_receipt:
+            writer.receipt(row)
+        else:
+            writer.decision(row)
+        if progress is not None and (done % 50 == 0 or done == total):
+            progress(done, total)
+    _opt_in_to_benchmarks(ledger, clock)
+    return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)
+
+
+def _refuse_unseedable(ledger: Ledger, signing: SigningSetup, decisions: int, seed: int) -> None:
+    """SeedError unless the request is in range, the ledger empty and a signing key set."""
     if not isinstance(decisions, int) or not 1 <= decisions <= MAX_DECISIONS:
         raise SeedError(f"decisions must be an integer from 1 to {MAX_DECISIONS:,}")
     if not isinstance(seed, int) or seed < 0:
@@ -160,55 +185,60 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
                         "seed an empty ledger")
     if signing.receipt_signer() is None:
         raise SeedError("no signing key is configured; the demo ledger is signed like any other")
-    started = time.monotonic()
-    plan = S.draw_decisions(decisions, seed)
-    verdict, rule = plan_verdicts(plan)
-    events = S.draw_events(plan, verdict, rule, seed)
 
-    clock = _Clock(S.START)
-    service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
-    lifecycle = LifecycleService(ledger, clock, signing)
-    rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
-    callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
-               for index, scope in enumerate(S.SCOPES)}
-    remaining = np.bincount(events.decision, minlength=len(plan))
-    records: dict[int, dict] = {}
 
-    # Decisions and receipts in time order (a decision sorts before a receipt at the same ms).
+def _timeline(plan: S.DecisionPlan, events: S.Events) -> Iterator[tuple[int, bool, int]]:
+    """Decisions and receipts in time order, as (at ms, is a receipt, row of the plan or of the
+    events); a decision sorts before a receipt at the same ms."""
     times = np.concatenate([plan.at_ms, events.at_ms])
     tags = np.concatenate([np.zeros(len(plan), np.int8), np.ones(len(events), np.int8)])
     rows = np.concatenate([np.arange(len(plan)), np.arange(len(events))])
     order = np.lexsort((tags, times))
-    total, done = len(order), 0
-    if progress is not None:
-        progress(0, total)
     for position in order:
-        clock.set_ms(int(times[position]))
-        row = int(rows[position])
-        if tags[position] == 0:
-            policy = S.POLICIES[plan.policy[row]]
-            body = _request(policy, rulebooks[(policy, int(plan.version[row]))], plan.facts_of(row), row)
-            record = service.decide(callers[S.SCOPES[plan.scope[row]]], body).record
-            if record["verdict"] != verdict[row]:  # pragma: no cover - the evaluator is deterministic
-                raise SeedError(f"decision {row}: stored verdict {record['verdict']} != planned {verdict[row]}")
-            if remaining[row]:
-                records[row] = record
-        else:
-            decision = int(events.decision[row])
-            record = records[decision]
-            kind = str(events.kind[row])
-            lifecycle.record(KINDS[kind], scope=S.SCOPES[plan.scope[decision]], decision_id=record["decision_id"],
-                             record=record, body=_receipt_body(kind, str(events.status[row]), record,
-                                                               S.POLICIES[plan.policy[decision]]),
-                             idempotency_key=None)
-            remaining[decision] -= 1
-            if not remaining[decision]:
-                del records[decision]
-        done += 1
-        if progress is not None and (done % 50 == 0 or done == total):
-            progress(done, total)
-    # The demo scopes opt in to anonymized benchmarks (an operator setting, revocable with
-    # `gate scopes benchmarks --scope S --opt-out`), so a newcomer's benchmark report has a cohort.
+        yield int(times[position]), bool(tags[position]), int(rows[position])
+
+
+class _Writer:
+    """Writes the plan's decisions and the events' receipts through the real services, keeping
+    each decision's record until its last receipt is written."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: _Clock, seed: int, plan: S.DecisionPlan,
+                 verdict: np.ndarray, events: S.Events) -> None:
+        self.plan, self.verdict, self.events = plan, verdict, events
+        self.service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
+        self.lifecycle = LifecycleService(ledger, clock, signing)
+        self.rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
+        self.callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
+                        for index, scope in enumerate(S.SCOPES)}
+        self.remaining = np.bincount(events.decision, minlength=len(plan))  # receipts still to write
+        self.records: dict[int, dict[str, Any]] = {}
+
+    def decision(self, row: int) -> None:
+        plan = self.plan
+        policy = S.POLICIES[plan.policy[row]]
+        body = _request(policy, self.rulebooks[(policy, int(plan.version[row]))], plan.facts_of(row), row)
+        record = self.service.decide(self.callers[S.SCOPES[plan.scope[row]]], body).record
+        if record["verdict"] != self.verdict[row]:  # pragma: no cover - the evaluator is deterministic
+            raise SeedError(f"decision {row}: stored verdict {record['verdict']} != planned {self.verdict[row]}")
+        if self.remaining[row]:
+            self.records[row] = record
+
+    def receipt(self, row: int) -> None:
+        events, plan = self.events, self.plan
+        decision = int(events.decision[row])
+        record = self.records[decision]
+        kind = str(events.kind[row])
+        self.lifecycle.record(KINDS[kind], scope=S.SCOPES[plan.scope[decision]], decision_id=record["decision_id"],
+                              record=record, body=_receipt_body(kind, str(events.status[row]), record,
+                                                                S.POLICIES[plan.policy[decision]]),
+                              idempotency_key=None)
+        self.remaining[decision] -= 1
+        if not self.remaining[decision]:
+            del self.records[decision]
+
+
+def _opt_in_to_benchmarks(ledger: Ledger, clock: _Clock) -> None:
+    """The demo scopes opt in to anonymized benchmarks (an operator setting, revocable with
+    `gate scopes benchmarks --scope S --opt-out`), so a newcomer's benchmark report has a cohort."""
     for scope in S.SCOPES:
         set_benchmark_opt_in(ledger, scope, True, iso_ms(clock.now()))
-    return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)

@@ -33,7 +33,8 @@ def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n:
         return mask
     if "not" in condition:
         return ~condition_mask(condition["not"], columns, n)
-    operator, value = condition["operator"], condition.get("value")
+    operator = condition["operator"]
+    value: Any = condition.get("value")  # JSON: a list for in / not_in, a scalar to compare with
     column = columns[condition["field"]]
     if operator in ("in", "not_in"):
         mask = np.isin(column, value)
@@ -42,7 +43,8 @@ def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n:
         raise ValueError(f"operator {operator!r} is not supported here")
     if isinstance(value, bool) != (column.dtype == bool):
         return np.full(n, operator == "neq")  # strict types: a boolean never equals a number
-    return _COMPARE[operator](column, value)
+    compared: np.ndarray = _COMPARE[operator](column, value)
+    return compared
 
 
 def evaluate(rulebook: dict[str, Any], columns: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:

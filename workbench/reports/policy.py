@@ -1,22 +1,29 @@
-"""The policy reports (effectiveness, anomalies, benchmarks) as the API and the CLI serve them.
+"""The policy reports (effectiveness, confidence, anomalies, benchmarks) as the API and the CLI serve them.
 
 This is the one place that binds the pure engines to the gate's meaning of outcome statuses
 (`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`), checks the query parameters against their
 documented ranges, and seals each body in its envelope (`gate.protocol.report_envelopes`). The frames come from
 `workbench.dataset.load` (a Parquet dataset or the live ledger), so the same numbers come out of both.
+Each report is typed by a TypedDict of its JSON members (`EffectivenessReport`, `AnomalyReport`,
+`BenchmarkReport`, `ConfidenceReport`), so readers index the members they need, not `.get()` chains.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
-from typing import AbstractSet, Any
+from typing import Any, NotRequired, TypedDict, cast
+
+import polars as pl
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import seal
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.vocabulary import VERDICTS
+from workbench.dataset.load import Frames
 from workbench.engines import anomalies as anomaly_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import confidence as confidence_engine
@@ -25,7 +32,6 @@ from workbench.engines import effectiveness as effectiveness_engine
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
 REPORT_KIND = {"effectiveness": "effectiveness", "anomalies": "anomaly", "benchmarks": "benchmark", "confidence": "confidence"}
-VERDICTS = ("yes", "no", "review")
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,8 @@ class Param:
     name: str
     type: type
     default: Any
-    low: float | None = None
-    high: float | None = None
+    low: float
+    high: float
     doc: str = ""
     default_doc: str = ""
 
@@ -126,109 +132,301 @@ def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = 
     return ReportParams(**values)
 
 
-def _envelope(kind: str, policy_id: str, params: ReportParams, body: dict, frames=None) -> dict:
+# ---------------------------------------------------------------- the report bodies, as served
+# Each report is a plain JSON object (the API and the CLI serve it byte for byte, and its hash
+# covers it), so its type is a TypedDict of its members, not a class of its own. The engines
+# build the members (workbench.engines); tests/workbench/test_policy_reports.py holds every
+# report's members to these types.
+
+
+class Sample(TypedDict):
+    """What every report states about its sample (`workbench.engines.common.sample_block`)."""
+
+    decisions_considered: int
+    decisions_with_outcome: int
+    outcome_records: int
+    latest_outcome_counts: dict[str, int]
+    outcome_classes: dict[str, int]
+    first_decision_at: str | None
+    last_decision_at: str | None
+
+
+class EffectivenessMetrics(TypedDict):
+    success_rate: float | None
+    failure_rate: float | None
+    review_rate: float | None
+    excluded_rate: float | None
+    terminal_coverage: float | None
+    outcome_coverage: float | None
+    success_rate_interval: list[float | None] | None  # [low, high] (the engine rounds each with r4)
+    resolved_decisions: int
+
+
+# `from` is a Python keyword: this one is spelled as a call.
+HealthWindow = TypedDict("HealthWindow", {
+    "limit": int, "policy_version": str | None, "decisions": int,
+    "from": str | None, "to": str | None, "text": str,
+})
+
+
+class Health(TypedDict):
+    """The policy's one headline state over one named window (`policy_health`)."""
+
+    state: str
+    outcome_rates: str
+    anomalies: str
+    window: HealthWindow
+    because: list[str]
+
+
+class EffectivenessBody(TypedDict):
+    """The effectiveness engine's members (`workbench.engines.effectiveness.finalize`)."""
+
+    effectiveness_score: float | None
+    confidence: float | None
+    recommendation: str
+    metrics: EffectivenessMetrics
+    sample: Sample
+
+
+class EffectivenessReport(EffectivenessBody):
+    decision_effectiveness_report_version: str
+    policy_id: str
+    policy_version: str | None
+    parameters: dict[str, Any]
+    health: NotRequired[Health]
+    source: NotRequired[dict[str, Any]]
+    effectiveness_hash: str
+
+
+class Anomaly(TypedDict):
+    anomaly_id: str
+    kind: str
+    dimension: str
+    value: str
+    anomaly_score: float
+    severity: str
+    reasons: list[str]
+    decision_ids: list[str]
+    baseline: dict[str, Any]
+    observed: dict[str, Any]
+
+
+class AnomalyBody(TypedDict):
+    """The anomaly engine's members (`workbench.engines.anomalies.finalize`)."""
+
+    anomaly_count: int
+    recommendation: str
+    anomalies: list[Anomaly]
+    checks: dict[str, Any]
+    sample: Sample
+
+
+class AnomalyReport(AnomalyBody):
+    decision_anomaly_report_version: str
+    policy_id: str
+    policy_version: str | None
+    parameters: dict[str, Any]
+    source: NotRequired[dict[str, Any]]
+    anomaly_hash: str
+
+
+class BenchmarkMetrics(TypedDict):
+    success_rate: float | None
+    failure_rate: float | None
+    review_rate: float | None
+    terminal_coverage: float | None
+    decisions: int
+    resolved_decisions: int
+
+
+class CrossCustomer(TypedDict):
+    status: str
+    reason: str
+    cohort: dict[str, int]
+    percentiles: dict[str, dict[str, float | None]]  # metric → {p25, p50, p75}; empty below the floors
+
+
+class BenchmarkReport(TypedDict):
+    decision_benchmark_version: str
+    policy_id: str
+    policy_version: str | None
+    parameters: dict[str, Any]
+    your_metrics: BenchmarkMetrics
+    cross_customer: CrossCustomer
+    comparison: dict[str, float | None]
+    recommendation: str
+    sample: Sample
+    source: NotRequired[dict[str, Any]]
+    benchmark_hash: str
+
+
+class ConfidenceBucket(TypedDict):
+    verdict: str
+    action: str | None
+    score: float | None
+    level: str
+    similar_decisions: int
+    policy_stability: float | None
+    recommendation: str
+    successes: int
+    failures: int
+
+
+class ConfidenceReport(TypedDict):
+    decision_confidence_version: str
+    policy_id: str
+    policy_version: str | None
+    parameters: dict[str, Any]
+    score: float | None
+    level: str
+    similar_decisions: int
+    policy_stability: float | None
+    recommendation: str
+    based_on: dict[str, Any]
+    sample: Sample
+    buckets: list[ConfidenceBucket]
+    source: NotRequired[dict[str, Any]]
+    confidence_hash: str
+
+
+class PolicyReports(TypedDict):
+    """Every policy report of one policy over the same frames (the workbench's Overview)."""
+
+    effectiveness: EffectivenessReport
+    confidence: ConfidenceReport
+    anomalies: AnomalyReport
+    benchmarks: BenchmarkReport
+
+
+class PacketIntelligence(TypedDict):
+    """A packet's `policy_intelligence`: no benchmarks (they describe other scopes)."""
+
+    effectiveness: EffectivenessReport
+    anomalies: AnomalyReport
+    confidence: ConfidenceReport
+
+
+Merge = Callable[[Sequence[Mapping[str, pl.DataFrame]]], dict[str, pl.DataFrame]]
+
+
+def _envelope(kind: str, policy_id: str, params: ReportParams, body: Mapping[str, Any],
+              frames: Frames | None = None) -> dict[str, Any]:
     return seal(REPORT_KIND[kind], {"policy_id": policy_id, "policy_version": params.policy_version,
                                     "parameters": params.for_kind(kind), **body, **_source(frames)})
 
 
-def _source(frames) -> dict:
+def _source(frames: Frames | None) -> dict[str, Any]:
     """A report read from a dataset names it (`source`: the dataset manifest's `dataset_hash`
     and signing key), so its hash binds to that signed manifest; a ledger report has no member."""
     source = getattr(frames, "source", None)
     return {"source": dict(source)} if source else {}
 
 
-def _merged(engine, kind: str, frames, compute, own_scope: str | None = None) -> dict:
+def _merged(merge: Merge, kind: str, frames: Frames, compute: Callable[[], Mapping[str, pl.DataFrame]],
+            own_scope: str | None = None) -> dict[str, pl.DataFrame]:
     """The engine's merged state over the frames: the dataset's rollups of the selection when it
     has current ones (`workbench.dataset.rollups`), else `compute()` over the rows. Both are merges of
     the same engine's partials, so the report is the same either way (a test holds them equal)."""
     view = frames.rollup
     if view is not None and view.usable(CLASSES):
-        return engine.merge([view.partial(kind, own_scope=own_scope)])
-    return engine.merge([compute()])
+        return merge([view.partial(kind, own_scope=own_scope)])
+    return merge([compute()])
 
 
-def effectiveness_report(frames, policy_id: str, params: ReportParams, *, anomalies: Mapping[str, Any] | None = None,
-                         with_health: bool = True) -> dict:
+def effectiveness_report(frames: Frames, policy_id: str, params: ReportParams, *,
+                         anomalies: AnomalyBody | None = None, with_health: bool = True) -> EffectivenessReport:
     """The effectiveness report, with its `health` (`policy_health`) unless `with_health` is
     False (the month-by-month course needs only the scores). `anomalies`: the anomaly report of
     the same frames and parameters when the caller has it already (else it is computed)."""
-    state = _merged(effectiveness_engine, "effectiveness", frames,
+    state = _merged(effectiveness_engine.merge, "effectiveness", frames,
                     lambda: effectiveness_engine.partial(frames.decisions, frames.outcomes))
-    body = effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample)
-    if with_health:
-        body["health"] = policy_health(body, anomalies or _anomaly_body(frames, params), params)
-    return _envelope("effectiveness", policy_id, params, body, frames)
+    # The engines build the members their types name; a test holds every report to its type.
+    body = cast(EffectivenessBody, effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample))
+    health = policy_health(body, anomalies or _anomaly_body(frames, params), params) if with_health else None
+    return cast(EffectivenessReport, _envelope("effectiveness", policy_id, params,
+                                               {**body, "health": health} if health is not None else body, frames))
 
 
-def _anomaly_body(frames, params: ReportParams) -> dict:
-    state = _merged(anomaly_engine, "anomalies", frames,
+def _anomaly_body(frames: Frames, params: ReportParams) -> AnomalyBody:
+    state = _merged(anomaly_engine.merge, "anomalies", frames,
                     lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
-    return anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
-                                   max_items=params.max_items)
+    return cast(AnomalyBody, anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample,
+                                                     threshold=params.threshold, max_items=params.max_items))
 
 
-def anomaly_report(frames, policy_id: str, params: ReportParams) -> dict:
-    return _envelope("anomalies", policy_id, params, _anomaly_body(frames, params), frames)
+def anomaly_report(frames: Frames, policy_id: str, params: ReportParams) -> AnomalyReport:
+    body = _anomaly_body(frames, params)
+    return cast(AnomalyReport, _envelope("anomalies", policy_id, params, body, frames))
 
 
-def policy_health(effectiveness: Mapping[str, Any], anomalies: Mapping[str, Any], params: ReportParams) -> dict:
+def _health_state(rate: str, shifts: str) -> str:
+    """The outcome rates' recommendation and the anomalies' into one state: too little data
+    first, then an anomaly to investigate, then a rate to review, then anything to monitor."""
+    if rate == "insufficient_data":
+        return "insufficient_data"
+    if shifts == "investigate":
+        return "investigate"
+    if rate == "review_policy":
+        return "review_policy"
+    if "monitor" in (rate, shifts):
+        return "monitor"
+    return "healthy"
+
+
+def _health_window(sample: Sample, params: ReportParams) -> HealthWindow:
+    """The window the health speaks for, named in words (`text`) as well as in members."""
+    first, last = sample["first_decision_at"], sample["last_decision_at"]
+    versions = f"version {params.policy_version}" if params.policy_version else "every version"
+    text = (f"latest {sample['decisions_considered']} decisions "
+            f"(limit {'all' if params.limit is None else params.limit}, {versions})"
+            + (f", {first[:10]} to {last[:10]}" if first and last else ""))
+    return {"limit": params.limit, "policy_version": params.policy_version,
+            "decisions": sample["decisions_considered"], "from": first, "to": last, "text": text}
+
+
+def policy_health(effectiveness: EffectivenessBody, anomalies: AnomalyBody, params: ReportParams) -> Health:
     """The policy's one headline state over one named window: the outcome rates (the
     effectiveness `recommendation`) and their trend and shifts (the anomaly detectors compare
     the newest version with the one before and the newest month's facts with earlier months).
     An anomaly to investigate outranks a healthy rate, so no card says "healthy" while another
     says "investigate" (docs/intelligence.md, "Health")."""
     rate, shifts = effectiveness["recommendation"], anomalies["recommendation"]
-    if rate == "insufficient_data":
-        state = "insufficient_data"
-    elif shifts == "investigate":
-        state = "investigate"
-    elif rate == "review_policy":
-        state = "review_policy"
-    elif "monitor" in (rate, shifts):
-        state = "monitor"
-    else:
-        state = "healthy"
     metrics = effectiveness["metrics"]
+    success_rate = metrics["success_rate"]
     because = [f"{metrics['resolved_decisions']} resolved decisions, success rate "
-               + ("n/a" if metrics["success_rate"] is None else f"{metrics['success_rate']:.1%}")
+               + ("n/a" if success_rate is None else f"{success_rate:.1%}")
                + f" ({rate})"]
     if shifts in ("investigate", "monitor") and anomalies["anomalies"]:
         because.append(anomalies["anomalies"][0]["reasons"][0])
-    sample = effectiveness["sample"]
-    window = {"limit": params.limit, "policy_version": params.policy_version,
-              "decisions": sample["decisions_considered"],
-              "from": sample["first_decision_at"], "to": sample["last_decision_at"]}
-    versions = f"version {params.policy_version}" if params.policy_version else "every version"
-    window["text"] = (f"latest {sample['decisions_considered']} decisions "
-                      f"(limit {'all' if params.limit is None else params.limit}, {versions})"
-                      + (f", {window['from'][:10]} to {window['to'][:10]}" if window["from"] and window["to"] else ""))
-    return {"state": state, "outcome_rates": rate, "anomalies": shifts, "window": window, "because": because}
+    return {"state": _health_state(rate, shifts), "outcome_rates": rate, "anomalies": shifts,
+            "window": _health_window(effectiveness["sample"], params), "because": because}
 
 
-def benchmark_report(frames, policy_id: str, params: ReportParams, *, own_scope: str,
-                     opted_in: AbstractSet[str]) -> dict:
-    state = _merged(benchmark_engine, "benchmarks", frames,
+def benchmark_report(frames: Frames, policy_id: str, params: ReportParams, *, own_scope: str,
+                     opted_in: AbstractSet[str]) -> BenchmarkReport:
+    state = _merged(benchmark_engine.merge, "benchmarks", frames,
                     lambda: benchmark_engine.partial(frames.decisions, frames.outcomes, CLASSES, own_scope=own_scope),
                     own_scope=own_scope)
     body = benchmark_engine.finalize(state, CLASSES, own_scope=own_scope, opted_in=opted_in,
                                      min_cohort_scopes=params.min_cohort_scopes,
                                      min_cohort_decisions=params.min_cohort_decisions)
-    return _envelope("benchmarks", policy_id, params, body, frames)
+    return cast(BenchmarkReport, _envelope("benchmarks", policy_id, params, body, frames))
 
 
-def confidence_report(frames, policy_id: str, params: ReportParams) -> dict:
+def confidence_report(frames: Frames, policy_id: str, params: ReportParams) -> ConfidenceReport:
     """Decision confidence (docs/intelligence.md). `policy_version` names the current version
     and does not filter: load the frames of every version (`from_ledger(…, policy_version=None)`)."""
     body = confidence_engine.confidence_report(
         frames.decisions, frames.outcomes, policy_id=policy_id, classes=CLASSES,
         policy_version=params.policy_version, verdict=params.verdict, action=params.action,
         min_sample=params.min_sample)
-    return seal("confidence", {"policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
-                               "parameters": params.for_kind("confidence"), **body, **_source(frames)})
+    return cast(ConfidenceReport, seal("confidence", {
+        "policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
+        "parameters": params.for_kind("confidence"), **body, **_source(frames)}))
 
 
-def packet_intelligence(frames, record: Mapping[str, Any]) -> dict[str, dict]:
+def packet_intelligence(frames: Frames, record: Mapping[str, Any]) -> PacketIntelligence:
     """The packet's `policy_intelligence` for a record: its policy's effectiveness and anomaly
     reports with the endpoints' default parameters, and the confidence report of the record's
     verdict, action and version, all over `frames` (the scope's newest decisions of the policy,
@@ -243,6 +441,8 @@ def packet_intelligence(frames, record: Mapping[str, Any]) -> dict[str, dict]:
             policy_version=record.get("policy_version"), verdict=record.get("verdict"),
             action=record.get("action"))),
     }
+
+
 def cohort_scopes(opted_in: AbstractSet[str], own_scope: str, max_scopes: int) -> list[str]:
     """The other opted-in scopes a benchmark cohort reads: all of them up to `max_scopes` − 1,
     else that many chosen by the sha256 of the scope name (deterministic, not biased by naming).

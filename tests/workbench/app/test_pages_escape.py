@@ -11,6 +11,7 @@ from workbench.app.pages.authoring import error_markdown
 from workbench.app.pages.decisions import _verification_markdown
 from workbench.app.pages.overview import _anomalies, _cards
 from workbench.app.store import DraftCheck
+from workbench.reports.policy import PolicyReports, Sample
 
 REASON = f"share of verdict 'yes' moved under version '{HOSTILE_VERSION}'"
 
@@ -23,14 +24,32 @@ def text(markdown: str) -> str:
     return "".join(parse(markdown_html(markdown)).text)
 
 
-def reports(recommendation: str = "monitor") -> dict:
+def reports(recommendation: str = "monitor") -> PolicyReports:
+    """Every member the pages read (`workbench.reports.policy.PolicyReports`), report text hostile."""
+    sample: Sample = {"decisions_considered": 60, "decisions_with_outcome": 0, "outcome_records": 0,
+                      "latest_outcome_counts": {}, "outcome_classes": {}, "first_decision_at": None,
+                      "last_decision_at": None}
+    envelope = {"policy_id": "pricing", "policy_version": None, "parameters": {}, "sample": sample}
     return {
-        "effectiveness": {"effectiveness_score": 0.5, "recommendation": recommendation, "confidence": 0.4,
-                          "sample": {"decisions_considered": 60}},
-        "anomalies": {"anomaly_count": 1, "recommendation": recommendation, "anomalies": [
-            {"severity": "high", "anomaly_score": 0.99, "reasons": [REASON, "[x](javascript:alert(1))"],
-             "decision_ids": ["dec_1", "dec_`<b>2</b>`"]}]},
-        "benchmarks": {"your_metrics": {"success_rate": 0.7}, "cross_customer": {"status": "not_opted_in"}},
+        "effectiveness": {**envelope, "decision_effectiveness_report_version": "v1", "effectiveness_hash": "h",
+                          "effectiveness_score": 0.5, "recommendation": recommendation, "confidence": 0.4,
+                          "metrics": {"success_rate": None, "failure_rate": None, "review_rate": None,
+                                      "excluded_rate": None, "terminal_coverage": None, "outcome_coverage": None,
+                                      "success_rate_interval": None, "resolved_decisions": 0}},
+        "confidence": {**envelope, "decision_confidence_version": "v1", "confidence_hash": "h", "score": 0.2,
+                       "level": recommendation, "similar_decisions": 60, "policy_stability": 1.0,
+                       "recommendation": recommendation, "based_on": {}, "buckets": []},
+        "anomalies": {**envelope, "decision_anomaly_report_version": "v1", "anomaly_hash": "h", "checks": {},
+                      "anomaly_count": 1, "recommendation": recommendation, "anomalies": [
+            {"anomaly_id": "a", "kind": "verdict_shift", "dimension": "policy_version", "value": "v2",
+             "severity": "high", "anomaly_score": 0.99, "reasons": [REASON, "[x](javascript:alert(1))"],
+             "decision_ids": ["dec_1", "dec_`<b>2</b>`"], "baseline": {}, "observed": {}}]},
+        "benchmarks": {**envelope, "decision_benchmark_version": "v1", "benchmark_hash": "h",
+                       "your_metrics": {"success_rate": 0.7, "failure_rate": 0.3, "review_rate": 0.0,
+                                        "terminal_coverage": 1.0, "decisions": 60, "resolved_decisions": 60},
+                       "cross_customer": {"status": "not_opted_in", "reason": recommendation, "cohort": {},
+                                          "percentiles": {}},
+                       "comparison": {"success_rate_delta_vs_p50": None}, "recommendation": recommendation},
     }
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import panel as pn
 import param
@@ -34,14 +36,14 @@ class Session(param.Parameterized):
 
     scope = param.String(default="")
     policy = param.String(default="")
-    page = param.Selector(default=PAGES[0], objects=list(PAGES))
+    page: param.Selector[str] = param.Selector(default=PAGES[0], objects=list(PAGES))
     dataset = param.String(default="")
 
-    def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, **params) -> None:
-        super().__init__(**params)
+    def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, **params: Any) -> None:
+        super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.scopes = scopes
-        self.links = Links()
+        self.links = Links()  # type: ignore[no-untyped-call]  # its __init__ is param's, unannotated
         self.overview = OverviewState(store)
         self.decisions = DecisionsState(store)
         self.authoring = AuthoringState(store)
@@ -122,11 +124,12 @@ class Session(param.Parameterized):
                         + (f" · {note}" if note else ""))
 
 
-def _pages(session: Session, scopes: list[str]) -> pn.viewable.Viewable:
-    """The scope's pages as tabs, the open tab kept in step with the session (and the URL)."""
+def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
+    """The scope's pages as tabs, the open tab kept in step with the session (and the URL):
+    a function of the scope that Panel renders again when the scope changes."""
     shown: dict[str, pn.Tabs] = {}
 
-    def pages(scope_name: str):
+    def pages(scope_name: str) -> pn.viewable.Viewable:
         if not scope_name:
             return pn.pane.Markdown("### Pick a scope to begin" if scopes else
                                     "### No scope is granted to you, or the ledger has no decisions yet")
@@ -142,7 +145,7 @@ def _pages(session: Session, scopes: list[str]) -> pn.viewable.Viewable:
         shown["tabs"] = tabs
         return tabs
 
-    def page_changed(event) -> None:
+    def page_changed(event: param.parameterized.Event) -> None:
         tabs = shown.get("tabs")
         if tabs is not None and tabs.active != PAGES.index(event.new):
             tabs.active = PAGES.index(event.new)
@@ -163,7 +166,7 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
     status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
 
-    async def refresh_dataset(_):
+    async def refresh_dataset(_: object) -> None:
         refresh.disabled, bar.visible, bar.value = True, True, 0
 
         loop = asyncio.get_running_loop()

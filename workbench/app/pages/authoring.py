@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import panel as pn
+import param
 
 from workbench.app.pages.common import json_pane, note
 from workbench.app.state.authoring import AuthoringState
+from workbench.app.store import DraftCheck
 from workbench.reports.textsafe import md_text
 
 
-def error_markdown(check) -> str:
+def error_markdown(check: DraftCheck | None) -> str:
     if check is None:
         return "Type or load a draft rulebook."
     if check.valid:
-        return f"**Valid Rulebook v1** · hash {md_text(check.rulebook_hash[:16])}…"
+        return f"**Valid Rulebook v1** · hash {md_text((check.rulebook_hash or '')[:16])}…"
     lines = [f"**Invalid draft: {len(check.errors)} error(s)**", ""]
     for error in check.errors:  # paths and messages quote what the author typed: text only
         lines.append(f"- line {error['line'] + 1}, column {error['column'] + 1} · {md_text(error['field'])}: "
@@ -21,38 +25,45 @@ def error_markdown(check) -> str:
     return "\n".join(lines)
 
 
-def annotations(check) -> list[dict]:
+def editor_annotations(check: DraftCheck | None) -> list[dict[str, Any]]:
+    """The draft's errors as the code editor's gutter marks (0-based line and column)."""
     if check is None or check.valid:
         return []
     return [{"row": e["line"], "column": e["column"], "text": f"{e['field']}: {e['message']}", "type": "error"}
             for e in check.errors]
 
 
-def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:
+def _rulebook_picker(state: AuthoringState, policies: list[str]) -> pn.Row:
     rulebook = pn.widgets.Select.from_param(state.param.rulebook_id, name="Rulebook", options=policies)
     load = pn.widgets.Button(name="Load current version", button_type="primary")
     load.on_click(lambda _: state.load_current())
+    return pn.Row(rulebook, load, align="end")
 
+
+def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
+    """The draft's editor, in step with the view-model both ways, its errors marked in the gutter."""
     editor = pn.widgets.CodeEditor(value=state.draft_text, language="json", height=420,
                                    sizing_mode="stretch_width", on_keyup=True, name="Draft")
-    editor.annotations = annotations(state.check)
+    editor.annotations = editor_annotations(state.check)
 
-    def typed(event):
+    def typed(event: param.parameterized.Event) -> None:
         if event.new != state.draft_text:
             state.draft_text = event.new
 
     editor.param.watch(typed, "value_input")
     editor.param.watch(typed, "value")
 
-    def refreshed(event):
+    def refreshed(event: param.parameterized.Event) -> None:
         if editor.value != state.draft_text:
             editor.value = state.draft_text
-        editor.annotations = annotations(state.check)
+        editor.annotations = editor_annotations(state.check)
 
     state.param.watch(refreshed, ["draft_text", "check"])
-    errors = pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
-                              sizing_mode="stretch_width")
+    return editor
 
+
+def _draft_tests(state: AuthoringState) -> pn.Row:
+    """The draft tried on hand-entered facts, on a stored decision, and linted."""
     facts = pn.widgets.TextAreaInput.from_param(state.param.facts_text, name="Facts (JSON)", height=120)
     run_facts = pn.widgets.Button(name="Evaluate facts")
     run_facts.on_click(lambda _: state.run_facts())
@@ -61,19 +72,23 @@ def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Vi
     run_decision.on_click(lambda _: state.run_decision())
     run_lint = pn.widgets.Button(name="Lint draft")
     run_lint.on_click(lambda _: state.run_lint())
+    return pn.Row(
+        pn.Column("### Test on facts", facts, run_facts,
+                  json_pane(state.param.test_result, "Draft result"),
+                  json_pane(state.param.flips, "Minimal flips (one fact each)"), width=460),
+        pn.Column("### Test on a stored decision", decision, run_decision,
+                  json_pane(state.param.decision_test, "Stored vs draft"), width=460),
+        pn.Column("### Lint", run_lint, json_pane(state.param.lint_report, "Lint report"), width=460),
+    )
 
+
+def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:
     return pn.Column(
-        pn.Row(rulebook, load, align="end"),
+        _rulebook_picker(state, policies),
         note(state.param.message),
-        editor,
-        errors,
-        pn.Row(
-            pn.Column("### Test on facts", facts, run_facts,
-                      json_pane(state.param.test_result, "Draft result"),
-                      json_pane(state.param.flips, "Minimal flips (one fact each)"), width=460),
-            pn.Column("### Test on a stored decision", decision, run_decision,
-                      json_pane(state.param.decision_test, "Stored vs draft"), width=460),
-            pn.Column("### Lint", run_lint, json_pane(state.param.lint_report, "Lint report"), width=460),
-        ),
+        _draft_editor(state),
+        pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
+                         sizing_mode="stretch_width"),
+        _draft_tests(state),
         name="Authoring",
     )

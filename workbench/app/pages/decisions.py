@@ -4,8 +4,10 @@ verification."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import panel as pn
+import param
 
 from workbench.app.pages.common import note
 from workbench.app.state.decisions import DecisionsState
@@ -60,7 +62,7 @@ DECISION_FIELDS = ("decision_id", "created_at", "policy_id", "policy_version", "
                    "reason_code", "matched_rule_id", "action", "status")
 
 
-def _verification_markdown(detail) -> str:
+def _verification_markdown(detail: dict[str, Any] | None) -> str:
     """The fresh verification as a checklist: each named check, pass / FAIL / not applicable,
     and what it establishes (check names come from the verifier; still shown as text)."""
     if not detail:
@@ -78,7 +80,7 @@ def _verification_markdown(detail) -> str:
     return "\n\n".join(lines) + ("\n\n" + "\n".join(items) if items else "")
 
 
-def _facts_markdown(detail) -> str:
+def _facts_markdown(detail: dict[str, Any] | None) -> str:
     """The decision's facts as a table: its record's key fields, then every fact the rulebook
     evaluated (names and values are caller text: table cells of text)."""
     if not detail:
@@ -91,60 +93,75 @@ def _facts_markdown(detail) -> str:
     return "\n".join(["### Decision facts", "", "| field | value |", "|---|---|", *cells])
 
 
-def decisions_page(state: DecisionsState, policies: list[str]) -> pn.viewable.Viewable:
-    policy = pn.widgets.Select.from_param(state.param.policy_id, name="Policy", options=[""] + policies)
-    verdict = pn.widgets.Select.from_param(state.param.verdict, name="Verdict")
-    rule = pn.widgets.TextInput.from_param(state.param.rule, name="Matched rule")
-    search = pn.widgets.TextInput.from_param(state.param.search, name="Decision id starts with")
-    previous = pn.widgets.Button(name="◀ Previous")
-    following = pn.widgets.Button(name="Next ▶")
-    previous.on_click(lambda _: setattr(state, "page", max(1, state.page - 1)))
-    following.on_click(lambda _: setattr(state, "page", min(state.pages, state.page + 1)))
+def _filters(state: DecisionsState, policies: list[str]) -> pn.Row:
+    return pn.Row(
+        pn.widgets.Select.from_param(state.param.policy_id, name="Policy", options=[""] + policies),
+        pn.widgets.Select.from_param(state.param.verdict, name="Verdict"),
+        pn.widgets.TextInput.from_param(state.param.rule, name="Matched rule"),
+        pn.widgets.TextInput.from_param(state.param.search, name="Decision id starts with"),
+    )
 
+
+def _decision_table(state: DecisionsState) -> pn.widgets.Tabulator:
+    """The current page of decisions, kept in step with the view-model; a picked row opens."""
     table = pn.widgets.Tabulator(state.rows.to_pandas() if state.rows is not None else None,
                                  selectable=1, disabled=True, show_index=False, height=420,
                                  sizing_mode="stretch_width", name="decisions")
 
-    def rows_changed(event):
+    def rows_changed(event: param.parameterized.Event) -> None:
         table.value = event.new.to_pandas() if event.new is not None else None
 
     state.param.watch(rows_changed, "rows")
 
-    def picked(event):
+    def picked(event: param.parameterized.Event) -> None:
         if event.new and table.value is not None:
             state.open(str(table.value.iloc[event.new[0]]["decision_id"]))
 
     table.param.watch(picked, "selection")
+    return table
+
+
+def _paging_and_open(state: DecisionsState) -> pn.Row:
+    """Previous and next page, and a decision opened by its id."""
+    previous = pn.widgets.Button(name="◀ Previous")
+    following = pn.widgets.Button(name="Next ▶")
+    previous.on_click(lambda _: setattr(state, "page", max(1, state.page - 1)))
+    following.on_click(lambda _: setattr(state, "page", min(state.pages, state.page + 1)))
     open_id = pn.widgets.TextInput(name="Open decision id", placeholder="dec_…")
     open_button = pn.widgets.Button(name="Open", button_type="primary")
-    open_button.on_click(lambda _: state.open(open_id.value))
+    open_button.on_click(lambda _: state.open(open_id.value or ""))
+    return pn.Row(previous, following, open_id, open_button, align="end")
 
-    def detail_view(detail):
-        if not detail:
-            return pn.pane.Markdown("*Select a row or enter a decision id.*")
-        receipts = detail["receipts"]
-        return pn.Tabs(
-            ("Record", pn.pane.JSON(detail["record"], depth=1, sizing_mode="stretch_width")),
-            (f"Executions ({receipts['execution']['total']})",
-             pn.pane.JSON(receipts["execution"]["items"], depth=2)),
-            (f"Outcomes ({receipts['outcome']['total']})", pn.pane.JSON(receipts["outcome"]["items"], depth=2)),
-            (f"CRM syncs ({receipts['crm_sync']['total']})", pn.pane.JSON(receipts["crm_sync"]["items"], depth=2)),
-            ("Inclusion proof", pn.pane.JSON(detail["inclusion"], depth=2)),
-            ("Verification", pn.pane.JSON(detail["verification"], depth=1)),
-            dynamic=False,
-        )
 
+def _detail_tabs(detail: dict[str, Any] | None) -> pn.viewable.Viewable:
+    """The open decision's record, receipts, inclusion proof and verification, one tab each."""
+    if not detail:
+        return pn.pane.Markdown("*Select a row or enter a decision id.*")
+    receipts = detail["receipts"]
+    return pn.Tabs(
+        ("Record", pn.pane.JSON(detail["record"], depth=1, sizing_mode="stretch_width")),
+        (f"Executions ({receipts['execution']['total']})",
+         pn.pane.JSON(receipts["execution"]["items"], depth=2)),
+        (f"Outcomes ({receipts['outcome']['total']})", pn.pane.JSON(receipts["outcome"]["items"], depth=2)),
+        (f"CRM syncs ({receipts['crm_sync']['total']})", pn.pane.JSON(receipts["crm_sync"]["items"], depth=2)),
+        ("Inclusion proof", pn.pane.JSON(detail["inclusion"], depth=2)),
+        ("Verification", pn.pane.JSON(detail["verification"], depth=1)),
+        dynamic=False,
+    )
+
+
+def decisions_page(state: DecisionsState, policies: list[str]) -> pn.viewable.Viewable:
     return pn.Column(
-        pn.Row(policy, verdict, rule, search),
+        _filters(state, policies),
         note(state.param.message),
-        table,
-        pn.Row(previous, following, open_id, open_button, align="end"),
+        _decision_table(state),
+        _paging_and_open(state),
         pn.Row(
             pn.pane.Markdown(pn.bind(_facts_markdown, state.param.detail), css_classes=["decision-facts"],
                              width=620),
             pn.pane.Markdown(pn.bind(_verification_markdown, state.param.detail), css_classes=["verification"],
                              sizing_mode="stretch_width"),
         ),
-        pn.bind(detail_view, state.param.detail),
+        pn.bind(_detail_tabs, state.param.detail),
         name="Decisions",
     )

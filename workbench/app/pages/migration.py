@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import panel as pn
 
+from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
-from workbench.app.state.migration import MigrationState
+from workbench.app.state.migration import Computed, MigrationState, Refused
 from workbench.reports.textsafe import md_text
 
-VERDICTS = ("yes", "no", "review")
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
 RULE_COLUMNS = ("old_rule", "new_rule", "rule_id")
 
 
-def table(rows) -> pd.DataFrame:
+def table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Result rows as a frame, a null rule id shown as the default outcome it stands for."""
     frame = pd.DataFrame(rows)
     for column in RULE_COLUMNS:
@@ -27,14 +29,14 @@ def table(rows) -> pd.DataFrame:
     return frame
 
 
-def transition_matrix(result) -> pd.DataFrame:
+def transition_matrix(result: dict[str, Any]) -> pd.DataFrame:
     """old verdict (rows) × draft verdict (columns), from the result's `transitions`."""
     counts = {(t["from"], t["to"]): t["count"] for t in result["transitions"]}
     return pd.DataFrame({f"draft: {new}": [counts.get((old, new), 0) for old in VERDICTS] for new in VERDICTS},
                         index=[f"history: {old}" for old in VERDICTS])
 
 
-def _result_view(result) -> pn.viewable.Viewable:
+def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
     if not result:
         return pn.pane.Markdown("*Run a dry-run to see the draft's impact on history.*")
     outcomes = result["outcomes"]
@@ -73,7 +75,7 @@ def _result_view(result) -> pn.viewable.Viewable:
     )
 
 
-def _semantic_view(semantic) -> pn.viewable.Viewable:
+def _semantic_view(semantic: dict[str, Any] | None) -> pn.viewable.Viewable:
     if semantic is None:
         return pn.pane.Markdown("*Semantic diff: no current version registered to compare with.*")
     differences = semantic.get("differences", [])
@@ -94,14 +96,14 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
     export = pn.widgets.Button(name="Export manifest and report")
     promote = pn.widgets.Button(name="Promote draft", button_type="warning")
 
-    async def start(_):
+    async def start(_: object) -> None:
         # The dry-run computes in a worker thread; every parameter and widget is written here,
         # on the server's event loop, so each change reaches the browser.
         draft = state.begin()
         if draft is None:
             return
         run.disabled, progress.visible, progress.active = True, True, True
-        computed = None
+        computed: Computed | Refused | None = None
         try:
             computed = await asyncio.to_thread(state.compute, draft)
         finally:
@@ -112,7 +114,7 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
     export.on_click(lambda _: state.export())
     promote.on_click(lambda _: state.promote())
 
-    def downloads(exported):
+    def downloads(exported: dict[str, str] | None) -> pn.viewable.Viewable:
         if not exported:
             return pn.Spacer()
         return pn.Row(*[pn.widgets.FileDownload(file=path, filename=name, label=f"Download {name}",

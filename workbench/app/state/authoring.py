@@ -32,7 +32,7 @@ class AuthoringState(param.Parameterized):
     message = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.check = check_draft(self.draft_text) if self.draft_text else None
 

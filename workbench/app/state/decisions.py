@@ -7,16 +7,15 @@ from typing import Any
 
 import param
 
+from gate.vocabulary import VERDICTS
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.load import DatasetError
-
-VERDICTS = ["", "yes", "no", "review"]
 
 
 class DecisionsState(param.Parameterized):
     scope = param.String(default="")
     policy_id = param.String(default="")
-    verdict = param.Selector(default="", objects=VERDICTS)
+    verdict: param.Selector[str] = param.Selector(default="", objects=["", *VERDICTS])
     rule = param.String(default="", doc="matched rule id; empty for any")
     search = param.String(default="", doc="decision id prefix")
     page = param.Integer(default=1, bounds=(1, None))
@@ -28,7 +27,7 @@ class DecisionsState(param.Parameterized):
     message = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.refresh()
 

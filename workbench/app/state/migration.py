@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, final
 
 import param
 
@@ -13,6 +13,21 @@ from gate.errors import GateError
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.store import WorkbenchStore
 from workbench.migration.errors import DryRunError
+from workbench.migration.run import DryRun
+
+
+@final  # no other members: `"refused" in computed` tells the two apart
+class Computed(TypedDict):
+    """A dry-run and the semantic diff beside it, as `MigrationState.compute` returns them."""
+
+    run: DryRun
+    semantic: dict[str, Any] | None
+    seconds: float
+
+
+@final
+class Refused(TypedDict):
+    refused: str  # why the draft or the history was refused
 
 
 class MigrationState(param.Parameterized):
@@ -28,11 +43,11 @@ class MigrationState(param.Parameterized):
 
     def __init__(self, store: WorkbenchStore, authoring: AuthoringState, export_root: Path,
                  **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.authoring = authoring
         self.export_root = Path(export_root)
-        self._run = None
+        self._run: DryRun | None = None
 
     def _draft(self) -> dict[str, Any] | None:
         draft = self.authoring.draft
@@ -57,7 +72,7 @@ class MigrationState(param.Parameterized):
         self.message = f"dry-running {draft.get('rulebook_id')} {draft.get('version')} over history…"
         return draft
 
-    def compute(self, draft: dict[str, Any]) -> dict[str, Any]:
+    def compute(self, draft: dict[str, Any]) -> Computed | Refused:
         """The dry-run and the semantic diff, or the refusal, without touching any parameter:
         pages run this in a worker thread and apply the result with `finish` on the server's
         event loop (a parameter written from another thread may not reach the browser)."""
@@ -70,7 +85,7 @@ class MigrationState(param.Parameterized):
             return {"refused": str(exc)}
         return {"run": run, "semantic": semantic, "seconds": time.perf_counter() - started}
 
-    def finish(self, computed: dict[str, Any] | None) -> None:
+    def finish(self, computed: Computed | Refused | None) -> None:
         """Apply what `compute` returned (None: it raised; the running flag is cleared)."""
         try:
             if computed is None:
@@ -79,8 +94,9 @@ class MigrationState(param.Parameterized):
                 self._run, self.result, self.semantic = None, None, None
                 self.message = f"dry-run refused: {computed['refused']}"
             else:
-                self._run, self.semantic, self.seconds = computed["run"], computed["semantic"], computed["seconds"]
-                self.result = self._run.result.to_dict()
+                run = computed["run"]
+                self._run, self.semantic, self.seconds = run, computed["semantic"], computed["seconds"]
+                self.result = run.result.to_dict()
                 self.message = (f"{self.result['decisions_evaluated']} decisions replayed, "
                                 f"{self.result['decisions_changed']} change verdict "
                                 f"({self.seconds:.2f} s)")

@@ -9,6 +9,7 @@ import param
 
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.load import DatasetError
+from workbench.reports.policy import PolicyReports
 
 
 class OverviewState(param.Parameterized):
@@ -16,13 +17,13 @@ class OverviewState(param.Parameterized):
     policy_id = param.String(default="")
     limit = param.Integer(default=1000, bounds=(1, 10_000_000),
                           doc="most recent decisions the reports consider (the API's default is 1000)")
-    reports = param.Dict(default=None, allow_None=True, doc="kind → report envelope, as the API serves it")
+    reports = param.Parameter(default=None, doc="PolicyReports: kind → report envelope, as the API serves it")
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
     versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
-        super().__init__(**params)
+        super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.refresh()
 
@@ -33,15 +34,21 @@ class OverviewState(param.Parameterized):
             self.message = "pick a scope and a policy"
             return
         try:
-            self.reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
+            reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
+            self.reports = reports
             self.series = self.store.monthly_series(self.scope, self.policy_id)
             self.versions = self.store.version_changes(self.scope, self.policy_id)
         except DatasetError as exc:  # a dataset that does not match its manifest is never shown
             self.reports, self.series, self.versions = None, None, None
             self.message = f"the dataset cannot be used: {exc}"
             return
-        sample = self.reports["effectiveness"].get("sample", {})
-        health = self.reports["effectiveness"].get("health") or {}
-        self.message = (f"{sample.get('decisions_considered', 0)} decisions considered · "
-                        f"{self.reports['anomalies'].get('anomaly_count', 0)} anomalies · "
-                        f"health: {health.get('state')} over the {health.get('window', {}).get('text')}")
+        self.message = status_line(reports)
+
+
+def status_line(reports: PolicyReports) -> str:
+    """The status line over the reports: the sample, the anomalies and the health."""
+    effectiveness = reports["effectiveness"]
+    health = effectiveness["health"]  # the store builds the reports with their health
+    return (f"{effectiveness['sample']['decisions_considered']} decisions considered · "
+            f"{reports['anomalies']['anomaly_count']} anomalies · "
+            f"health: {health['state']} over the {health['window']['text']}")
