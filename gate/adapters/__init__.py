@@ -176,7 +176,7 @@ class AdapterRegistry:
     def published(adapter: RegisteredAdapter, pool: WorkerPool | None = None) -> dict[str, Any]:
         """A manifest as `GET /api/decision/adapters` lists it: the hashed manifest, its
         `manifest_hash`, where it comes from and the execution contract (not hashed)."""
-        entry = clone(adapter.manifest)
+        entry: dict[str, Any] = clone(adapter.manifest)
         entry["manifest_hash"] = adapter.manifest_hash
         entry["origin"] = adapter.origin
         entry["execution"] = {
@@ -241,14 +241,14 @@ class AdapterRegistry:
         if denied:
             raise GateError("TRUSTED_ADAPTER_CAPABILITY_DENIED",
                             "the adapter attempted a capability its worker denies",
-                            capabilities=sorted(set(str(d) for d in denied))[:16], **detail)
+                            capabilities=sorted({str(d) for d in denied})[:16], **detail)
         if not message.get("ok"):
             raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter produced no output",
                             reason=str(message.get("error")), exception=str(message.get("type"))[:120],
                             **detail)
         output = message.get("output")
         errors = schema_errors(adapter.output_validator, output, "output")
-        if errors:
+        if errors or not isinstance(output, dict):  # the output schema is `type: object`
             raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID",
                             "adapter output does not match the adapter's closed output schema",
                             errors=errors, **detail)
