@@ -58,7 +58,9 @@ class Flip:
 
 def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
     """The member of a number atom nearest to the number x, and the threshold crossed."""
-    lo, lo_closed, hi, hi_closed = atom.interval
+    if atom.interval is None:
+        raise TypeError("only a number atom has a nearest member")
+    lo, _lo_closed, hi, _hi_closed = atom.interval
     if atom.point:
         return atom.rep, {"value": atom.rep, "inclusive": True}
     want = atom.integral

@@ -77,7 +77,7 @@ class DecisionList:
     def items(self) -> list[tuple[Label, list[Cube]]]:
         """The decision list: needs_input first, then every rule in evaluation order."""
         head = [(NEEDS_INPUT, self.needs_input)] if self.needs_input else []
-        return head + list(zip(self.labels, self.conditions))
+        return head + list(zip(self.labels, self.conditions, strict=True))  # both per rule
 
 
 def ok_cube(space: Space, rulebook: dict) -> Cube:
