@@ -30,7 +30,9 @@ from gate.rulebook.analysis.common import compare_key, evaluator, label_of
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.sampling import samples
 from gate.rulebook.analysis.space import Atom, Space, is_number, resolve
+from gate.rulebook.evaluation import STATUS_OK
 from gate.rulebook.semantics import MISSING
+from gate.rulebook.shapes import RulebookDocument
 
 
 @dataclass
@@ -40,13 +42,13 @@ class Flip:
     new_value: Any  # MISSING when the flip removes the fact
     change: str  # increase | decrease | set | remove
     distance: float | int | None
-    threshold: dict | None
+    threshold: dict[str, Any] | None
     old: Label
     new: Label
-    facts: dict
+    facts: dict[str, Any]
     exact: bool
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"field": self.field, "change": self.change,
                "from_missing": self.old_value is MISSING, "to_missing": self.new_value is MISSING,
                "from": None if self.old_value is MISSING else self.old_value,
@@ -56,11 +58,9 @@ class Flip:
         return out
 
 
-def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
+def _nearest(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
     """The member of a number atom nearest to the number x, and the threshold crossed."""
-    if atom.interval is None:
-        raise TypeError("only a number atom has a nearest member")
-    lo, _lo_closed, hi, _hi_closed = atom.interval
+    lo, _lo_closed, hi, _hi_closed = atom.bounds()
     if atom.point:
         return atom.rep, {"value": atom.rep, "inclusive": True}
     want = atom.integral
@@ -82,7 +82,7 @@ def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
     return value, bound
 
 
-def _with(facts: dict, path: str, value: Any) -> dict:
+def _with(facts: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     out = copy.deepcopy(facts)
     parts = path.split(".")
     target = out
@@ -99,9 +99,12 @@ def _with(facts: dict, path: str, value: Any) -> dict:
     return out
 
 
-def _rank(flip: Flip, size: Any) -> tuple:
+def _rank(flip: Flip, size: Any) -> tuple[bool, Any]:
     """Prefer flips to a valid input (status ok) over flips into needs_input, then by size."""
-    return (flip.new.status != "ok", size)
+    return (flip.new.status != STATUS_OK, size)
+
+
+_JSON_KINDS: dict[type, str] = {str: "string", list: "array", dict: "object"}
 
 
 def _kind(x: Any) -> str:
@@ -113,10 +116,10 @@ def _kind(x: Any) -> str:
         return "boolean"
     if is_number(x):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(x), "other")
+    return _JSON_KINDS.get(type(x), "other")
 
 
-def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[Flip]:
+def minimal_flips(rulebook: RulebookDocument, facts: Any, compare: str = "outcome") -> list[Flip]:
     """The smallest single-fact changes that change this decision's result, per field.
 
     Raises gate.errors.RulebookInvalid for an invalid rulebook.
@@ -127,7 +130,7 @@ def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[
     space = Space([rulebook])
     nested = any(p >= 0 for p in space.parent)
     current = label_of(run, facts)
-    extra: dict[int, list] = {}
+    extra: dict[int, list[Any]] = {}
     if not space.exact:
         inexact = {item["field"] for item in space.inexact}
         for sample in samples(space, 500):
@@ -141,7 +144,7 @@ def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[
         x = resolve(facts, f.path)
         here = space.atom_of(i, x)
         numeric: dict[str, Flip] = {}
-        other: list[tuple[int, Flip]] = []
+        other: list[tuple[tuple[bool, Any], Flip]] = []
         candidates = [(a, atom) for a, atom in enumerate(f.atoms) if a != here]
         candidates += [(-1, Atom(_kind(v), v)) for v in extra.get(i, [])]
         for a, atom in candidates:

@@ -122,6 +122,12 @@ class Atom:
     integral: bool | None = None  # numbers in a split gap: True integers only, False non-integers only
     signature: tuple[int, ...] = ()  # strings/arrays other than the constants: the needles they contain
 
+    def bounds(self) -> tuple[Any, bool, Any, bool]:
+        """A number atom's interval: (lo, lo_closed, hi, hi_closed)."""
+        if self.interval is None:
+            raise TypeError(f"a {self.kind} atom has no interval")
+        return self.interval
+
 
 @dataclass
 class Field:
