@@ -270,39 +270,51 @@ class WorkerPool:
                                 reason="worker_start_failed", **detail)
             payload = (json.dumps(job, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
             started = time.perf_counter()
-            deadline = started + self.timeout_ms / 1000.0
-            if not worker.send(payload):
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker exited before its job",
-                                reason="worker_exited", **detail)
-            try:
-                output = worker.read_to_end(deadline)
-            except OverflowError:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is too large",
-                                reason="result_too_large", **detail) from None
-            status = None if output is None else worker.exit_status(deadline)
-            if output is None or status is None:
-                raise GateError("TRUSTED_ADAPTER_EXECUTION_TIMEOUT",
-                                f"the adapter did not finish within its {self.timeout_ms} ms budget",
-                                execution_timeout_ms=self.timeout_ms, **detail)
-            if status == DENIED_EXIT_STATUS:
-                # SECURITY: the hook ended the worker on a refused capability; whatever the adapter
-                # wrote before that (a forged result included) is discarded.
-                return {"ok": False, "error": "denied", "denied": _denied_report(output),
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
-            # A worker that finished answers exactly one line and exits 0; anything else (killed,
-            # crashed, several lines, no newline) is not a result.
-            if status != 0 or not output.endswith(b"\n") or output.count(b"\n") != 1:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker ended without a result",
-                                reason="worker_exited", **detail)
-            try:
-                message = json.loads(output)
-            except (ValueError, RecursionError):
-                message = None
-            if not isinstance(message, dict) or "ok" not in message:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",
-                                reason="unreadable_result", **detail)
-            message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            return message
+            output, status = self._run_job(worker, payload, started + self.timeout_ms / 1000.0, detail)
+            return _result_message(output, status, started, detail)
         finally:
             worker.terminate()
             self._after_job(worker)
+
+    def _run_job(self, worker: _Worker, payload: bytes, deadline: float,
+                 detail: dict[str, str]) -> tuple[bytes, int]:
+        """Send the job and wait, until `deadline` at most, for the worker's whole output and its
+        exit status."""
+        if not worker.send(payload):
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker exited before its job",
+                            reason="worker_exited", **detail)
+        try:
+            output = worker.read_to_end(deadline)
+        except OverflowError:
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is too large",
+                            reason="result_too_large", **detail) from None
+        status = None if output is None else worker.exit_status(deadline)
+        if output is None or status is None:
+            raise GateError("TRUSTED_ADAPTER_EXECUTION_TIMEOUT",
+                            f"the adapter did not finish within its {self.timeout_ms} ms budget",
+                            execution_timeout_ms=self.timeout_ms, **detail)
+        return output, status
+
+
+def _result_message(output: bytes, status: int, started: float, detail: dict[str, str]) -> dict[str, Any]:
+    """What a finished worker's output and exit status mean: a refusal, its one result line, or
+    500 `TRUSTED_ADAPTER_OUTPUT_INVALID`; with the job's duration since `started`."""
+    if status == DENIED_EXIT_STATUS:
+        # SECURITY: the hook ended the worker on a refused capability; whatever the adapter
+        # wrote before that (a forged result included) is discarded.
+        return {"ok": False, "error": "denied", "denied": _denied_report(output),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
+    # A worker that finished answers exactly one line and exits 0; anything else (killed,
+    # crashed, several lines, no newline) is not a result.
+    if status != 0 or not output.endswith(b"\n") or output.count(b"\n") != 1:
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker ended without a result",
+                        reason="worker_exited", **detail)
+    try:
+        message = json.loads(output)
+    except (ValueError, RecursionError):
+        message = None
+    if not isinstance(message, dict) or "ok" not in message:
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",
+                        reason="unreadable_result", **detail)
+    message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return message
