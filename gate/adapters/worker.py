@@ -238,12 +238,15 @@ def _detach_stdio() -> int:
 
 
 def _replier(result_fd: int) -> Reply:
-    """`reply(message)`: one line of ASCII JSON on `result_fd`, written whole."""
+    """`reply(message)`: one line of ASCII JSON on `result_fd`, written whole. Like the hook, it
+    binds what it calls before any adapter code runs."""
+    dumps, write = json.dumps, os.write
+
     def reply(message: dict[str, Any]) -> None:
-        data = (json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
+        data = (dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(result_fd, view):]
+            view = view[write(result_fd, view):]
 
     return reply
 
