@@ -176,7 +176,7 @@ class AdapterRegistry:
     def published(adapter: RegisteredAdapter, pool: WorkerPool | None = None) -> dict[str, Any]:
         """A manifest as `GET /api/decision/adapters` lists it: the hashed manifest, its
         `manifest_hash`, where it comes from and the execution contract (not hashed)."""
-        entry = clone(adapter.manifest)
+        entry: dict[str, Any] = clone(adapter.manifest)
         entry["manifest_hash"] = adapter.manifest_hash
         entry["origin"] = adapter.origin
         entry["execution"] = {
@@ -217,48 +217,30 @@ class AdapterRegistry:
         return registered
 
     def run(self, invocation: dict[str, Any]) -> AdapterRun:
+        """Resolve the pinned adapter, check its input, run it in a one-shot worker, check its
+        output and bind both hashes into the record's `trusted_adapter` block."""
         adapter = self.resolve(invocation)
         detail = {"adapter_id": adapter.adapter_id, "version": adapter.version}
         payload = invocation["input"]
-        check_facts(payload)  # SECURITY: bounded before any walk (422 EVALUATION_INPUT_TOO_LARGE)
-        errors = schema_errors(adapter.input_validator, payload, "adapter.input")
-        if errors:
-            raise GateError("TRUSTED_ADAPTER_INPUT_INVALID",
-                            "adapter input does not match the adapter's closed input schema",
-                            errors=errors, **detail)
-        try:
-            input_hash = sha256_hex(payload)
-        except (CanonicalJSONError, ValueError):
-            raise GateError("TRUSTED_ADAPTER_INPUT_INVALID", "adapter input is not canonical JSON",
-                            errors=[{"field": "adapter.input", "code": "invalid_value",
-                                     "message": "not representable as canonical JSON"}], **detail) from None
+        input_hash = _checked_input(adapter, payload, detail)
         job = {"module": adapter.module_name, "filename": adapter.filename, "source": adapter.source,
                "input": payload, "path": [p for p in sys.path if p]}
         message = self.pool.execute(job, **detail)
-        denied = message.get("denied") or []
-        if message.get("error") == "memory" and not denied:
-            denied = ["memory"]
-        if denied:
-            raise GateError("TRUSTED_ADAPTER_CAPABILITY_DENIED",
-                            "the adapter attempted a capability its worker denies",
-                            capabilities=sorted(set(str(d) for d in denied))[:16], **detail)
-        if not message.get("ok"):
-            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter produced no output",
-                            reason=str(message.get("error")), exception=str(message.get("type"))[:120],
-                            **detail)
-        output = message.get("output")
-        errors = schema_errors(adapter.output_validator, output, "output")
-        if errors:
-            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID",
-                            "adapter output does not match the adapter's closed output schema",
-                            errors=errors, **detail)
+        output = _checked_output(adapter, message, detail)
         facts = {**payload, **output}
         try:
             output_hash = sha256_hex(facts)
         except (CanonicalJSONError, ValueError):
             raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "adapter output is not canonical JSON",
                             reason="not_canonical", **detail) from None
-        trusted_adapter = {
+        return AdapterRun(adapter=adapter, facts=facts,
+                          trusted_adapter=self._trusted_adapter(adapter, input_hash, output_hash),
+                          adapter_facts=clone(facts), output=output,
+                          duration_ms=float(message.get("duration_ms") or 0.0))
+
+    def _trusted_adapter(self, adapter: RegisteredAdapter, input_hash: str, output_hash: str) -> dict[str, Any]:
+        """The record's `trusted_adapter` block: which adapter ran, on what, with what result."""
+        return {
             "manifest_version": adapter.manifest["manifest_version"],
             "adapter_id": adapter.adapter_id,
             "version": adapter.version,
@@ -271,9 +253,45 @@ class AdapterRegistry:
             "capability_enforcement": C.ADAPTER_CAPABILITY_ENFORCEMENT,
             "execution_timeout_ms": self.pool.timeout_ms,
         }
-        return AdapterRun(adapter=adapter, facts=facts, trusted_adapter=trusted_adapter,
-                          adapter_facts=clone(facts), output=output,
-                          duration_ms=float(message.get("duration_ms") or 0.0))
+
+
+def _checked_input(adapter: RegisteredAdapter, payload: Any, detail: dict[str, str]) -> str:
+    """The input's hash, once it is bounded, matches the closed input schema and is canonical."""
+    check_facts(payload)  # SECURITY: bounded before any walk (422 EVALUATION_INPUT_TOO_LARGE)
+    errors = schema_errors(adapter.input_validator, payload, "adapter.input")
+    if errors:
+        raise GateError("TRUSTED_ADAPTER_INPUT_INVALID",
+                        "adapter input does not match the adapter's closed input schema",
+                        errors=errors, **detail)
+    try:
+        return sha256_hex(payload)
+    except (CanonicalJSONError, ValueError):
+        raise GateError("TRUSTED_ADAPTER_INPUT_INVALID", "adapter input is not canonical JSON",
+                        errors=[{"field": "adapter.input", "code": "invalid_value",
+                                 "message": "not representable as canonical JSON"}], **detail) from None
+
+
+def _checked_output(adapter: RegisteredAdapter, message: dict[str, Any], detail: dict[str, str]) -> dict[str, Any]:
+    """The adapter's output from the worker's result, once no capability was refused, the run
+    succeeded and the output matches the closed output schema."""
+    denied = message.get("denied") or []
+    if message.get("error") == "memory" and not denied:
+        denied = ["memory"]
+    if denied:
+        raise GateError("TRUSTED_ADAPTER_CAPABILITY_DENIED",
+                        "the adapter attempted a capability its worker denies",
+                        capabilities=sorted({str(d) for d in denied})[:16], **detail)
+    if not message.get("ok"):
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter produced no output",
+                        reason=str(message.get("error")), exception=str(message.get("type"))[:120],
+                        **detail)
+    output = message.get("output")
+    errors = schema_errors(adapter.output_validator, output, "output")
+    if errors or not isinstance(output, dict):  # the output schema is `type: object`
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID",
+                        "adapter output does not match the adapter's closed output schema",
+                        errors=errors, **detail)
+    return output
 
 
 def default_registry(*, pool_size: int = 2, memory_mb: int = 256, plugins: bool = True) -> AdapterRegistry:

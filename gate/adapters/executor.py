@@ -22,6 +22,7 @@ its own process and pipes.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -33,7 +34,7 @@ import time
 import weakref
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from gate.adapters.worker import DENIED_EXIT_STATUS
 from gate.errors import GateError
@@ -41,6 +42,13 @@ from gate.errors import GateError
 WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
 MAX_RESULT_BYTES = 1_048_576
 STARTUP_TIMEOUT_S = 10.0
+
+
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe the worker was started with (`subprocess.PIPE`: never None)."""
+    if stream is None:  # pragma: no cover - Popen always opens a requested pipe
+        raise OSError("the adapter worker has no pipe")
+    return stream
 
 
 class _Worker:
@@ -51,7 +59,7 @@ class _Worker:
     def __init__(self, memory_mb: int) -> None:
         self.started = time.perf_counter()
         self._buffer = b""
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and worker script, no shell
             [sys.executable, "-I", "-S", "-B", WORKER_SCRIPT, str(memory_mb)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env={}, cwd="/", close_fds=True, start_new_session=True,
@@ -62,7 +70,7 @@ class _Worker:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
             return None
-        fd = self.proc.stdout.fileno()
+        fd = _pipe(self.proc.stdout).fileno()
         ready, _, _ = select.select([fd], [], [], remaining)
         if not ready:
             return None
@@ -116,8 +124,9 @@ class _Worker:
 
     def send(self, data: bytes) -> bool:
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            stdin = _pipe(self.proc.stdin)
+            stdin.write(data)
+            stdin.flush()
             return True
         except (BrokenPipeError, OSError):
             return False
@@ -125,21 +134,16 @@ class _Worker:
     def terminate(self) -> None:
         """SIGKILL the worker's whole session and close our pipe ends (no waiting)."""
         if self.proc.returncode is None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         for stream in (self.proc.stdin, self.proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def reap(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored
             self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-            pass
 
     def kill(self) -> None:
         self.terminate()
@@ -223,10 +227,8 @@ class WorkerPool:
     def _reap_and_refill(self, used: _Worker) -> None:
         used.reap()
         if self.size:
-            try:
+            with contextlib.suppress(OSError):  # the next job starts cold or reports 503
                 self.warm()
-            except OSError:  # pragma: no cover - the next job starts cold or reports 503
-                pass
 
     def _take(self) -> tuple[_Worker, bool]:
         with self._lock:
@@ -268,39 +270,51 @@ class WorkerPool:
                                 reason="worker_start_failed", **detail)
             payload = (json.dumps(job, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
             started = time.perf_counter()
-            deadline = started + self.timeout_ms / 1000.0
-            if not worker.send(payload):
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker exited before its job",
-                                reason="worker_exited", **detail)
-            try:
-                output = worker.read_to_end(deadline)
-            except OverflowError:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is too large",
-                                reason="result_too_large", **detail) from None
-            status = None if output is None else worker.exit_status(deadline)
-            if output is None or status is None:
-                raise GateError("TRUSTED_ADAPTER_EXECUTION_TIMEOUT",
-                                f"the adapter did not finish within its {self.timeout_ms} ms budget",
-                                execution_timeout_ms=self.timeout_ms, **detail)
-            if status == DENIED_EXIT_STATUS:
-                # SECURITY: the hook ended the worker on a refused capability; whatever the adapter
-                # wrote before that (a forged result included) is discarded.
-                return {"ok": False, "error": "denied", "denied": _denied_report(output),
-                        "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
-            # A worker that finished answers exactly one line and exits 0; anything else (killed,
-            # crashed, several lines, no newline) is not a result.
-            if status != 0 or not output.endswith(b"\n") or output.count(b"\n") != 1:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker ended without a result",
-                                reason="worker_exited", **detail)
-            try:
-                message = json.loads(output)
-            except (ValueError, RecursionError):
-                message = None
-            if not isinstance(message, dict) or "ok" not in message:
-                raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",
-                                reason="unreadable_result", **detail)
-            message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            return message
+            output, status = self._run_job(worker, payload, started + self.timeout_ms / 1000.0, detail)
+            return _result_message(output, status, started, detail)
         finally:
             worker.terminate()
             self._after_job(worker)
+
+    def _run_job(self, worker: _Worker, payload: bytes, deadline: float,
+                 detail: dict[str, str]) -> tuple[bytes, int]:
+        """Send the job and wait, until `deadline` at most, for the worker's whole output and its
+        exit status."""
+        if not worker.send(payload):
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker exited before its job",
+                            reason="worker_exited", **detail)
+        try:
+            output = worker.read_to_end(deadline)
+        except OverflowError:
+            raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is too large",
+                            reason="result_too_large", **detail) from None
+        status = None if output is None else worker.exit_status(deadline)
+        if output is None or status is None:
+            raise GateError("TRUSTED_ADAPTER_EXECUTION_TIMEOUT",
+                            f"the adapter did not finish within its {self.timeout_ms} ms budget",
+                            execution_timeout_ms=self.timeout_ms, **detail)
+        return output, status
+
+
+def _result_message(output: bytes, status: int, started: float, detail: dict[str, str]) -> dict[str, Any]:
+    """What a finished worker's output and exit status mean: a refusal, its one result line, or
+    500 `TRUSTED_ADAPTER_OUTPUT_INVALID`; with the job's duration since `started`."""
+    if status == DENIED_EXIT_STATUS:
+        # SECURITY: the hook ended the worker on a refused capability; whatever the adapter
+        # wrote before that (a forged result included) is discarded.
+        return {"ok": False, "error": "denied", "denied": _denied_report(output),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3)}
+    # A worker that finished answers exactly one line and exits 0; anything else (killed,
+    # crashed, several lines, no newline) is not a result.
+    if status != 0 or not output.endswith(b"\n") or output.count(b"\n") != 1:
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker ended without a result",
+                        reason="worker_exited", **detail)
+    try:
+        message = json.loads(output)
+    except (ValueError, RecursionError):
+        message = None
+    if not isinstance(message, dict) or "ok" not in message:
+        raise GateError("TRUSTED_ADAPTER_OUTPUT_INVALID", "the adapter worker's result is unreadable",
+                        reason="unreadable_result", **detail)
+    message["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return message

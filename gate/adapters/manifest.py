@@ -77,10 +77,11 @@ def read_manifest_literal(source: str, filename: str) -> dict[str, Any]:
 def _closed(schema: Any, where: str) -> None:
     """Every object schema is closed (additionalProperties false, properties given)."""
     if isinstance(schema, dict):
-        if schema.get("type") == "object" or "properties" in schema:
-            if schema.get("additionalProperties") is not False or not isinstance(schema.get("properties"), dict):
-                raise AdapterDefinitionError(f"{where}: object schemas must set additionalProperties: false "
-                                             "and list their properties")
+        is_object = schema.get("type") == "object" or "properties" in schema
+        if is_object and (schema.get("additionalProperties") is not False
+                          or not isinstance(schema.get("properties"), dict)):
+            raise AdapterDefinitionError(f"{where}: object schemas must set additionalProperties: false "
+                                         "and list their properties")
         for key, value in schema.items():
             if key in ("properties", "$defs", "patternProperties"):
                 if isinstance(value, dict):
@@ -184,15 +185,18 @@ class RegisteredAdapter:
 
     @property
     def adapter_id(self) -> str:
-        return self.manifest["adapter_id"]
+        adapter_id: str = self.manifest["adapter_id"]
+        return adapter_id
 
     @property
     def version(self) -> str:
-        return self.manifest["version"]
+        version: str = self.manifest["version"]
+        return version
 
     @property
     def implementation_hash(self) -> str:
-        return self.manifest["implementation_hash"]
+        implementation_hash: str = self.manifest["implementation_hash"]
+        return implementation_hash
 
     def dependency(self) -> dict[str, str]:
         """What a rulebook snapshot pins: `{adapter_id, version, manifest_hash}`."""

@@ -35,7 +35,24 @@ time): rebinding this module's globals, ``builtins`` or ``os`` attributes does n
 These are guard rails for operator-trusted code, not a sandbox for hostile code.
 """
 
+from __future__ import annotations
+
+import collections  # noqa: F401 - pre-imported: adapters commonly use it, and then it costs no job time
+import datetime  # noqa: F401 - pre-imported, as collections
+import json
+import os
+import resource
 import sys
+import zoneinfo
+
+# Types for the checker only: importing `typing` would add milliseconds to every worker start.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    AuditArgs = tuple[Any, ...]
+    Reply = Callable[[dict[str, Any]], None]
 
 DENIED_EXIT_STATUS = 86  # the worker's exit status after a refused capability (gate.adapters.executor)
 _WRITE_MODE_CHARS = frozenset("wax+")
@@ -67,9 +84,7 @@ _DENIED_MODULES = frozenset({
 _REPORT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")
 
 
-def _set_limits(memory_bytes):
-    import resource
-
+def _set_limits(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (2, 3))       # backstop; the gate kills at 1,000 ms
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))     # no file may grow, whatever the hook says
@@ -78,19 +93,15 @@ def _set_limits(memory_bytes):
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # fork fails even past the hook (not for root)
 
 
-def _directory(path):
-    import os
-
+def _directory(path: str) -> str:
     path = os.path.normpath(os.path.abspath(path))
     return path if path.endswith("/") else path + "/"
 
 
-def _read_roots(job):
-    """(directories any file of which may be read, directories whose .py/.pyc files may be read),
-    computed from the job before any adapter code runs."""
-    import os
-    import zoneinfo
-
+def _read_roots(job: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(directories any file of which may be read, directories whose .py/.pyc files may be read,
+    the standard library's extension directories), computed from the job before any adapter
+    code runs."""
     stdlib = os.path.dirname(os.__file__)
     entries = [entry for entry in job.get("path", ()) if isinstance(entry, str) and entry.startswith("/")]
     any_file = [_directory(os.path.dirname(job["filename"]))]
@@ -108,20 +119,13 @@ def _read_roots(job):
     return tuple(any_file), tuple(code), tuple(sorted(dynload))
 
 
-def _install_hook(report_fd, read_any, read_code, dynload):
-    """Install the capability hook. A refused event ends the worker at once (exit status
-    DENIED_EXIT_STATUS, after one report line on `report_fd`): the adapter can neither catch the
-    refusal nor answer afterwards. Every value the hook uses is bound here, immutable or a
-    built-in, so an adapter that rebinds this module's globals, `builtins` or `os` attributes
-    changes nothing."""
-    import os
+def _readable_check(read_any: tuple[str, ...], read_code: tuple[str, ...]) -> Callable[[Any], bool]:
+    """`readable(path)`: whether `open` may read `path`: any file under `read_any`, .py/.pyc
+    files under `read_code`, an already open descriptor; never a relative path, a path with
+    `.` or `..` parts or a path-like object."""
+    type_of = type
 
-    denied_events, denied_prefixes, denied_modules = _DENIED_EVENTS, _DENIED_PREFIXES, _DENIED_MODULES
-    write_chars, report_chars, status = _WRITE_MODE_CHARS, _REPORT_CHARS, DENIED_EXIT_STATUS
-    write_mask = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    write, exit_now, type_of, length = os.write, os._exit, type, len
-
-    def readable(path):
+    def readable(path: Any) -> bool:  # Any: whatever the audited call was given
         kind = type_of(path)
         if kind is int:
             return True  # an already open descriptor: the worker holds only its pipes and /dev/null
@@ -134,34 +138,82 @@ def _install_hook(report_fd, read_any, read_code, dynload):
         parts = path.split("/")
         if ".." in parts or "." in parts:
             return False
-        return path.startswith(read_any) or (path.startswith(read_code) and path.endswith((".py", ".pyc")))
+        allowed: bool = path.startswith(read_any) or (path.startswith(read_code) and path.endswith((".py", ".pyc")))
+        return allowed
 
-    def refusal(event, args):
+    return readable
+
+
+def _open_check(readable: Callable[[Any], bool]) -> Callable[[AuditArgs], bool]:
+    """`refused(args)` for an `open` event: a write mode or write flags, or an unreadable path."""
+    write_chars = _WRITE_MODE_CHARS
+    write_mask = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    type_of, length = type, len
+
+    def refused(args: AuditArgs) -> bool:
+        mode: Any = args[1] if length(args) > 1 else None
+        flags: Any = args[2] if length(args) > 2 else 0
+        if type_of(mode) is str and not write_chars.isdisjoint(mode):
+            return True
+        if type_of(flags) is int and flags & write_mask:
+            return True
+        return not readable(args[0] if args else None)
+
+    return refused
+
+
+def _import_check(dynload: tuple[str, ...]) -> Callable[[AuditArgs], bool]:
+    """`refused(args)` for an `import` event: a denied module (by any component of its name, or
+    by its file's name) or an extension module from outside the standard library."""
+    denied_modules = _DENIED_MODULES
+    type_of, length = type, len
+
+    def refused(args: AuditArgs) -> bool:
+        module: Any = args[0] if args else None
+        if type_of(module) is not str or not denied_modules.isdisjoint(module.split(".")):
+            return True  # any component: a spec named "x._testcapi" still runs PyInit__testcapi
+        filename: Any = args[1] if length(args) > 1 else None
+        if filename is not None:
+            if type_of(filename) is not str or not filename.startswith(dynload):
+                return True
+            if filename.rpartition("/")[2].partition(".")[0] in denied_modules:
+                return True  # the file, whatever name its spec was given
+        return False
+
+    return refused
+
+
+def _refusal_check(read_any: tuple[str, ...], read_code: tuple[str, ...],
+                   dynload: tuple[str, ...]) -> Callable[[str, AuditArgs], str | None]:
+    """`refusal(event, args)`: the refused event's name, or None when the event is allowed."""
+    denied_events, denied_prefixes = _DENIED_EVENTS, _DENIED_PREFIXES
+    open_refused = _open_check(_readable_check(read_any, read_code))
+    import_refused = _import_check(dynload)
+
+    def refusal(event: str, args: AuditArgs) -> str | None:
         if event in denied_events or event.startswith(denied_prefixes):
             return event
         if event == "open":
-            mode = args[1] if length(args) > 1 else None
-            flags = args[2] if length(args) > 2 else 0
-            if type_of(mode) is str and not write_chars.isdisjoint(mode):
-                return event
-            if type_of(flags) is int and flags & write_mask:
-                return event
-            if not readable(args[0] if args else None):
-                return event
-            return None
+            return event if open_refused(args) else None
         if event == "import":
-            module = args[0] if args else None
-            if type_of(module) is not str or not denied_modules.isdisjoint(module.split(".")):
-                return event  # any component: a spec named "x._testcapi" still runs PyInit__testcapi
-            filename = args[1] if length(args) > 1 else None
-            if filename is not None:
-                if type_of(filename) is not str or not filename.startswith(dynload):
-                    return event
-                if filename.rpartition("/")[2].partition(".")[0] in denied_modules:
-                    return event  # the file, whatever name its spec was given
+            return event if import_refused(args) else None
         return None
 
-    def hook(event, args):
+    return refusal
+
+
+def _install_hook(report_fd: int, read_any: tuple[str, ...], read_code: tuple[str, ...],
+                  dynload: tuple[str, ...]) -> None:
+    """Install the capability hook. A refused event ends the worker at once (exit status
+    DENIED_EXIT_STATUS, after one report line on `report_fd`): the adapter can neither catch the
+    refusal nor answer afterwards. Every value the hook and its checks use is bound here and in
+    the `_*_check` factories, immutable or a built-in, so an adapter that rebinds this module's
+    globals, `builtins` or `os` attributes changes nothing."""
+    refusal = _refusal_check(read_any, read_code, dynload)
+    report_chars, status = _REPORT_CHARS, DENIED_EXIT_STATUS
+    write, exit_now = os.write, os._exit
+
+    def hook(event: str, args: AuditArgs) -> None:
         reason = refusal(event, args)
         if reason is None:
             return
@@ -174,31 +226,63 @@ def _install_hook(report_fd, read_any, read_code, dynload):
     sys.addaudithook(hook)
 
 
-def main():
-    import json
-    import os
-
-    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
-    # Modules adapters commonly use, imported before the limits so they cost no job time.
-    import collections  # noqa: F401
-    import datetime  # noqa: F401
-
-    # The gate starts us with an empty environment; the interpreter's own C-locale coercion
-    # (PEP 538) may still add LC_CTYPE. Adapters see nothing.
-    os.environ.clear()
+def _detach_stdio() -> int:
+    """Move stdout and stderr to /dev/null (the adapter's `print` goes nowhere); the returned
+    descriptor is the original stdout, kept for the result lines."""
     result_fd = os.dup(1)
     null_fd = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null_fd, 1)
     os.dup2(null_fd, 2)
     os.close(null_fd)
-    _set_limits(memory_mb * 1024 * 1024)
+    return result_fd
 
-    def reply(message):
-        data = (json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+def _replier(result_fd: int) -> Reply:
+    """`reply(message)`: one line of ASCII JSON on `result_fd`, written whole. Like the hook, it
+    binds what it calls before any adapter code runs."""
+    dumps, write = json.dumps, os.write
+
+    def reply(message: dict[str, Any]) -> None:
+        data = (dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
         view = memoryview(data)
         while view:
-            view = view[os.write(result_fd, view):]
+            view = view[write(result_fd, view):]
 
+    return reply
+
+
+def _run_job(job: dict[str, Any], reply: Reply) -> None:
+    """Compile the exact source the gate hashed as a fresh module, call `run(input)` and reply
+    with its output or with what went wrong (never a partial output)."""
+    output: Any
+    message: dict[str, Any] | None
+    try:
+        module = type(sys)(job["module"])
+        module.__file__ = job["filename"]
+        module.__package__ = job["module"].rpartition(".")[0]
+        code = compile(job["source"], job["filename"], "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - the operator-trusted adapter source, under the hook
+        output = module.run(job["input"])
+        message = {"ok": True, "output": output, "denied": []}
+        try:
+            reply(message)
+        except (TypeError, ValueError) as exc:
+            reply({"ok": False, "error": "unserializable", "type": type(exc).__name__, "denied": []})
+    except MemoryError:
+        output = message = None  # free what the adapter built before replying
+        reply({"ok": False, "error": "memory", "type": "MemoryError", "denied": []})
+    except BaseException as exc:  # noqa: BLE001 - the adapter failed: report it, never a partial output
+        reply({"ok": False, "error": "exception", "type": type(exc).__name__, "denied": []})
+
+
+def main() -> None:
+    memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 256
+    # The gate starts us with an empty environment; the interpreter's own C-locale coercion
+    # (PEP 538) may still add LC_CTYPE. Adapters see nothing.
+    os.environ.clear()
+    result_fd = _detach_stdio()
+    _set_limits(memory_mb * 1024 * 1024)
+    reply = _replier(result_fd)
     reply({"ready": True, "pid": os.getpid()})
     line = sys.stdin.buffer.readline()
     if not line:
@@ -207,23 +291,7 @@ def main():
     read_any, read_code, dynload = _read_roots(job)
     _install_hook(result_fd, read_any, read_code, dynload)  # before any adapter code runs
     sys.path.extend(entry for entry in job.get("path", ()) if entry not in sys.path)
-    try:
-        module = type(sys)(job["module"])
-        module.__file__ = job["filename"]
-        module.__package__ = job["module"].rpartition(".")[0]
-        code = compile(job["source"], job["filename"], "exec", dont_inherit=True)
-        exec(code, module.__dict__)
-        output = module.run(job["input"])
-        message = {"ok": True, "output": output, "denied": []}
-        try:
-            reply(message)
-        except (TypeError, ValueError) as exc:
-            reply({"ok": False, "error": "unserializable", "type": type(exc).__name__, "denied": []})
-    except MemoryError:
-        output = message = None
-        reply({"ok": False, "error": "memory", "type": "MemoryError", "denied": []})
-    except BaseException as exc:  # the adapter failed: report it, never a partial output
-        reply({"ok": False, "error": "exception", "type": type(exc).__name__, "denied": []})
+    _run_job(job, reply)
     os._exit(0)
 
 

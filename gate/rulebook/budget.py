@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 from gate.errors import GateError
 from gate.rulebook.semantics import MISSING
+from gate.rulebook.shapes import Condition, RulebookDocument
 
 __all__ = [
     "MAX_EVALUATION_WORK",
@@ -99,7 +101,7 @@ def _size(value: Any) -> int:
     return count
 
 
-def _leaves(node: dict):
+def _leaves(node: Condition) -> Iterator[Condition]:
     stack = [node]
     while stack:
         current = stack.pop()
@@ -112,7 +114,7 @@ def _leaves(node: dict):
             yield current
 
 
-def _profile(rulebook: dict, rulebook_hash: str) -> tuple[tuple[tuple[str, ...], bool, int], ...]:
+def _profile(rulebook: RulebookDocument, rulebook_hash: str) -> tuple[tuple[tuple[str, ...], bool, int], ...]:
     """Per leaf: (path parts, walks an array of the facts, static units or needle size)."""
     with _lock:
         cached = _profiles.get(rulebook_hash)
@@ -138,7 +140,7 @@ def _profile(rulebook: dict, rulebook_hash: str) -> tuple[tuple[tuple[str, ...],
     return result
 
 
-def _resolve(facts: dict, parts: tuple[str, ...]) -> Any:
+def _resolve(facts: dict[str, Any], parts: tuple[str, ...]) -> Any:
     value: Any = facts
     for part in parts:
         if not isinstance(value, dict):
@@ -147,7 +149,7 @@ def _resolve(facts: dict, parts: tuple[str, ...]) -> Any:
     return value
 
 
-def evaluation_work(rulebook: dict, rulebook_hash: str, facts: Any) -> int:
+def evaluation_work(rulebook: RulebookDocument, rulebook_hash: str, facts: Any) -> int:
     """An upper bound of the work units evaluating the (validated) rulebook over `facts` costs."""
     facts = facts if isinstance(facts, dict) else {}
     work = 0
@@ -161,7 +163,7 @@ def evaluation_work(rulebook: dict, rulebook_hash: str, facts: Any) -> int:
     return work
 
 
-def check_evaluation_cost(rulebook: dict, rulebook_hash: str, facts: Any) -> None:
+def check_evaluation_cost(rulebook: RulebookDocument, rulebook_hash: str, facts: Any) -> None:
     """Raise 422 `EVALUATION_TOO_COSTLY` past the work limit (facts already passed `check_facts`)."""
     work = evaluation_work(rulebook, rulebook_hash, facts)
     if work > MAX_EVALUATION_WORK:

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from gate.errors import RulebookInvalid
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook.compile import CompiledRulebook, compile_rulebook
+from gate.rulebook.shapes import RulebookDocument
 from gate.rulebook.validate import validate_rulebook
 
 __all__ = ["CACHE_SIZE", "clear_cache", "get_evaluator"]
@@ -26,7 +27,7 @@ _lock = threading.Lock()
 _cache: OrderedDict[str, CompiledRulebook] = OrderedDict()
 
 
-def get_evaluator(rulebook: dict, rulebook_hash: str) -> CompiledRulebook:
+def get_evaluator(rulebook: RulebookDocument, rulebook_hash: str) -> CompiledRulebook:
     """The compiled evaluator for `rulebook`, whose canonical sha256 is `rulebook_hash`.
 
     Raises `gate.errors.RulebookInvalid` (with all `{field, code, message}` errors) when the

@@ -32,7 +32,9 @@ from typing import Any
 
 from gate.protocol.canonical import collation_sorted
 from gate.rulebook import semantics
-from gate.rulebook.evaluation import Evaluation
+from gate.rulebook.contract import NEEDS_INPUT_DECISION
+from gate.rulebook.evaluation import STATUS_OK, Evaluation
+from gate.rulebook.shapes import Condition, Evaluator, InputSchema, Outcome, Rule, RulebookDocument
 from gate.vocabulary import (
     NEEDS_INPUT_ACTION,
     NEEDS_INPUT_REASON,
@@ -41,10 +43,6 @@ from gate.vocabulary import (
 )
 
 __all__ = ["CompiledRulebook", "compile_rulebook", "rule_order"]
-
-STATUS_OK = "ok"
-NEEDS_INPUT_DECISION = "review"
-
 
 class CompiledRulebook:
     """A rulebook compiled to a pure evaluator; immutable and safe to share between threads.
@@ -56,7 +54,7 @@ class CompiledRulebook:
     __slots__ = ("evaluate", "rulebook_hash", "rulebook_id", "source", "version")
 
     def __init__(self, rulebook_id: str, version: str, rulebook_hash: str,
-                 evaluate: Callable[[Any], Evaluation], source: str) -> None:
+                 evaluate: Evaluator, source: str) -> None:
         self.rulebook_id = rulebook_id
         self.version = version
         self.rulebook_hash = rulebook_hash
@@ -67,7 +65,7 @@ class CompiledRulebook:
         return f"CompiledRulebook({self.rulebook_id!r}, {self.version!r}, {self.rulebook_hash[:12]}…)"
 
 
-def rule_order(rules: list[dict]) -> list[dict]:
+def rule_order(rules: list[Rule]) -> list[Rule]:
     """Rules by priority descending (missing = 0), ties by rule_id ascending in collation order."""
     rank = {rule_id: index for index, rule_id in enumerate(collation_sorted(r["rule_id"] for r in rules))}
     return sorted(rules, key=lambda rule: (-int(rule.get("priority", 0)), rank[rule["rule_id"]]))
@@ -89,8 +87,9 @@ def _evaluation_factory() -> Callable[..., Evaluation]:
     body = "".join(f"    _s{i}(o, a{i})\n" for i in range(len(names)))
     source = f"def make({params}):\n    o = _new(_E)\n{body}    return o\n"
     namespace: dict[str, Any] = {"_new": object.__new__, "_E": Evaluation, **setters}
-    exec(compile(source, "<gate.rulebook.evaluation-factory>", "exec"), namespace)
-    return namespace["make"]
+    exec(compile(source, "<gate.rulebook.evaluation-factory>", "exec"), namespace)  # noqa: S102 - our fixed template
+    make: Callable[..., Evaluation] = namespace["make"]
+    return make
 
 
 _MAKE_EVALUATION = _evaluation_factory()
@@ -173,7 +172,7 @@ def _eq_test(src: _Source, value: Any, x: str) -> str:
     return f"_deq({x}, {src.const(value)})"
 
 
-def _in_test(src: _Source, options: list, x: str) -> str:
+def _in_test(src: _Source, options: list[Any], x: str) -> str:
     """Test of the field value being strictly equal to an element of `options` (see _eq_test)."""
     if options and all(type(o) is str for o in options):
         return f"(_isinstance({x}, _str) and x in {src.const(frozenset(options))})"
@@ -214,7 +213,7 @@ def _leaf_test(src: _Source, operator: str, field: str, value: Any) -> str:
     raise ValueError(f"unsupported operator {operator!r}")  # unreachable after validation
 
 
-def _condition_expr(src: _Source, node: dict, rule_id: str) -> str:
+def _condition_expr(src: _Source, node: Condition, rule_id: str) -> str:
     """One boolean expression for a condition; leaves append their trace entry as they run."""
     if "all" in node or "any" in node:
         joiner = " and " if "all" in node else " or "
@@ -232,12 +231,13 @@ def _condition_expr(src: _Source, node: dict, rule_id: str) -> str:
     return f"(_ap({entry}) or p)"
 
 
-def _outcome_args(src: _Source, outcome: dict) -> str:
-    names = [src.const(outcome[key]) for key in ("decision", "verdict", "action", "reason_code")]
+def _outcome_args(src: _Source, outcome: Outcome) -> str:
+    names = [src.const(value) for value in
+             (outcome["decision"], outcome["verdict"], outcome["action"], outcome["reason_code"])]
     return ", ".join(names)
 
 
-def _input_schema(src: _Source, schema: dict) -> None:
+def _input_schema(src: _Source, schema: InputSchema) -> None:
     """Emit input_schema checks: names in collation order, so the lists come out sorted."""
     required = set(schema.get("required", ()))
     properties = schema.get("properties", {})
@@ -281,7 +281,7 @@ def _type_check(kind: str | None) -> str | None:
     }[kind]
 
 
-def generate(rulebook: dict) -> tuple[str, tuple]:
+def generate(rulebook: RulebookDocument) -> tuple[str, tuple[Any, ...]]:
     """The factory source and its constants for a validated rulebook."""
     src = _Source()
     src.emit(0, "def evaluate(facts):")
@@ -308,13 +308,13 @@ def generate(rulebook: dict) -> tuple[str, tuple]:
     return factory, constants
 
 
-def compile_rulebook(rulebook: dict, rulebook_hash: str) -> CompiledRulebook:
+def compile_rulebook(rulebook: RulebookDocument, rulebook_hash: str) -> CompiledRulebook:
     """Compile a rulebook that `validate_rulebook` accepted (not re-validated here)."""
     # A private deep copy: later mutation of the caller's dict cannot change the evaluator.
     rulebook = copy.deepcopy(rulebook)
     factory_source, constants = generate(rulebook)
     namespace: dict[str, Any] = {"__builtins__": {}}
     code = compile(factory_source, f"<rulebook {rulebook_hash[:16]}>", "exec")
-    exec(code, namespace)
-    evaluate = namespace["_factory"](constants, *_RUNTIME.values())
+    exec(code, namespace)  # noqa: S102 - generated from fixed templates only (see SECURITY above)
+    evaluate: Evaluator = namespace["_factory"](constants, *_RUNTIME.values())
     return CompiledRulebook(rulebook["rulebook_id"], rulebook["version"], rulebook_hash, evaluate, factory_source)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from gate.vocabulary import RULEBOOK_SCHEMA_VERSION
+from gate.vocabulary import RULEBOOK_SCHEMA_VERSION, VERDICTS
 
 SCHEMA_VERSION = RULEBOOK_SCHEMA_VERSION
 
@@ -47,7 +47,9 @@ OPERATORS = (
 )
 VALUELESS_OPERATORS = frozenset({"exists", "not_exists"})
 
-DECISIONS = ("yes", "no", "review")
+# An outcome's `decision` is one of gate.vocabulary.VERDICTS, named here for the rulebook's readers.
+VERDICT_YES, VERDICT_NO, VERDICT_REVIEW = VERDICTS
+NEEDS_INPUT_DECISION = VERDICT_REVIEW  # a needs_input evaluation holds for review
 INPUT_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
 
 # Limits (reference facts §2).

@@ -9,13 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.rulebook.shapes import Check
+
+STATUS_OK = "ok"
+"""`Evaluation.status` when the facts satisfied `input_schema` (else NEEDS_INPUT_STATUS)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
     """Outcome of one evaluation.
 
-    status: "ok" when the facts satisfied `input_schema`, "needs_input" otherwise.
-    decision: normalized verdict, "yes" | "no" | "review".
+    status: STATUS_OK ("ok") when the facts satisfied `input_schema`, NEEDS_INPUT_STATUS
+        ("needs_input") otherwise.
+    decision: normalized verdict, one of gate.vocabulary.VERDICTS.
     application_verdict, action, reason_code: from the matched rule, the default outcome,
         or the needs_input path (NEEDS_INPUT / collect_required_input / INPUT_SCHEMA_FAILED).
     matched_rule_id: the first matching rule's id; None for default outcome or needs_input.
@@ -32,7 +38,7 @@ class Evaluation:
     reason_code: str
     matched_rule_id: str | None
     matched: bool
-    checks: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    checks: tuple[Check, ...] = field(default_factory=tuple)
     missing_fields: tuple[str, ...] = ()
     invalid_fields: tuple[str, ...] = ()
 

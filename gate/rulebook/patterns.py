@@ -31,6 +31,9 @@ from typing import Any
 
 from gate.protocol.canonical import clone, parse_strict, sha256_hex
 from gate.rulebook import get_evaluator
+from gate.rulebook.contract import VERDICT_YES
+from gate.rulebook.evaluation import STATUS_OK
+from gate.rulebook.shapes import Outcome, Rule, RulebookDocument
 from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSION
 
 PATTERN_VERSION = "decision_pattern_v1"
@@ -42,7 +45,8 @@ _TAG = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 _AUTHORED = ("pattern_id", "name", "version", "category", "status", "summary", "rulebook_file", "tags",
              "use_cases", "question", "context", "inputs", "observed_metrics", "crm")
 _STATUSES = ("active", "deprecated")
-_PLACEHOLDER = "{{%s}}"
+_PLACEHOLDERS = {name: "{{" + name + "}}" for name in  # `{{record_hash}}`: names a record member
+                 ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version")}
 
 
 class PatternError(ValueError):
@@ -54,20 +58,23 @@ class Pattern:
     """One registry entry (`body`, hashed) and the rulebook it binds."""
 
     body: dict[str, Any]
-    rulebook: dict[str, Any]
+    rulebook: RulebookDocument
     rulebook_hash: str
 
     @property
     def pattern_id(self) -> str:
-        return self.body["pattern_id"]
+        pattern_id: str = self.body["pattern_id"]
+        return pattern_id
 
     @property
     def policy_id(self) -> str:
-        return self.body["policy_id"]
+        policy_id: str = self.body["policy_id"]
+        return policy_id
 
     @property
     def workflow(self) -> str | None:
-        return self.body["decision_request_template"]["context"].get("workflow")
+        workflow: str | None = self.body["decision_request_template"]["context"].get("workflow")
+        return workflow
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ class PatternRegistry:
                 "patterns": listed}
 
 
-def _reason_codes(rulebook: dict[str, Any]) -> list[str]:
+def _reason_codes(rulebook: RulebookDocument) -> list[str]:
     codes: list[str] = []
     for outcome in [r["outcome"] for r in rulebook["rules"]] + [rulebook["default_outcome"]]:
         if outcome["reason_code"] not in codes:
@@ -106,11 +113,13 @@ def _reason_codes(rulebook: dict[str, Any]) -> list[str]:
     return codes
 
 
-def _approving_action(rulebook: dict[str, Any]) -> str:
+def _approving_action(rulebook: RulebookDocument) -> str:
+    rule: Rule
     for rule in rulebook["rules"]:
-        if rule["outcome"]["decision"] == "yes":
+        if rule["outcome"]["decision"] == VERDICT_YES:
             return rule["outcome"]["action"]
-    return rulebook["default_outcome"]["action"]
+    default: Outcome = rulebook["default_outcome"]
+    return default["action"]
 
 
 def _sdk_examples(request: dict[str, Any]) -> dict[str, str]:
@@ -128,8 +137,8 @@ def _sdk_examples(request: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def build_pattern(authored: dict[str, Any], base: Path) -> Pattern:
-    """One authored entry → a registry entry (see the module docstring for what is derived)."""
+def _check_authored(authored: Any) -> str:
+    """The authored entry's own members are well formed; its pattern id."""
     if not isinstance(authored, dict) or set(authored) != set(_AUTHORED):
         raise PatternError(f"a pattern must have exactly the members {', '.join(_AUTHORED)}")
     pattern_id = authored["pattern_id"]
@@ -143,54 +152,76 @@ def build_pattern(authored: dict[str, Any], base: Path) -> Pattern:
     for name in ("context", "inputs", "observed_metrics", "crm"):
         if not isinstance(authored[name], dict):
             raise PatternError(f"{pattern_id}: {name} must be an object")
+    return pattern_id
+
+
+def _read_rulebook(pattern_id: str, rulebook_file: str, base: Path) -> RulebookDocument:
+    """The Rulebook v1 the entry names, parsed strictly (not yet validated)."""
     try:
-        rulebook = parse_strict((base / authored["rulebook_file"]).read_bytes())
+        rulebook = parse_strict((base / rulebook_file).read_bytes())
     except (OSError, ValueError) as exc:
-        raise PatternError(f"{pattern_id}: rulebook {authored['rulebook_file']!r} is unreadable: {exc}") from exc
+        raise PatternError(f"{pattern_id}: rulebook {rulebook_file!r} is unreadable: {exc}") from exc
     if not isinstance(rulebook, dict) or rulebook.get("schema_version") != RULEBOOK_SCHEMA_VERSION:
-        raise PatternError(f"{pattern_id}: {authored['rulebook_file']!r} is not a Rulebook v1")
-    rulebook_hash = sha256_hex(rulebook)
+        raise PatternError(f"{pattern_id}: {rulebook_file!r} is not a Rulebook v1")
+    return rulebook
+
+
+def _check_example(pattern_id: str, rulebook: RulebookDocument, rulebook_hash: str, inputs: dict[str, Any]) -> None:
+    """The rulebook is valid and the entry's example inputs reach a verdict (not needs_input)."""
     try:
-        evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(authored["inputs"])
+        evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(inputs)
     except Exception as exc:  # RulebookInvalid and friends: refuse to start
         raise PatternError(f"{pattern_id}: rulebook is invalid: {exc}") from exc
-    if evaluation.status != "ok":
+    if evaluation.status != STATUS_OK:
         raise PatternError(f"{pattern_id}: the example inputs do not satisfy the rulebook's input_schema")
 
-    context = clone(authored["context"])
-    request = {"question": authored["question"], "mode": MODE_RULEBOOK, "binding_mode": BINDING_DIRECT,
-               "rulebook": clone(rulebook), "context": {**context, "inputs": clone(authored["inputs"])}}
-    required = list((rulebook.get("input_schema") or {}).get("required") or [])
-    placeholder = {name: _PLACEHOLDER % name for name in
-                   ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version")}
-    outcome = {
+
+def _without_nulls(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _outcome_template(pattern_id: str, authored: dict[str, Any], rulebook: RulebookDocument) -> dict[str, Any]:
+    """A `POST /api/decision/outcome` body for the approving action, the context's target."""
+    context = authored["context"]
+    return _without_nulls({
         "outcome_status": "succeeded",
         "action_taken": _approving_action(rulebook),
         "action_executed": True,
         "target_system": context.get("target_system"),
         "target_object_id": context.get("target_object_id"),
-        "mutation": context.get("mutation"),
+        "mutation": clone(context.get("mutation")),
         "external_ref": f"{pattern_id}_outcome_1",
-        "decision_record_hash": placeholder["record_hash"],
-        "decision_receipt_hash": placeholder["receipt_hash"],
+        "decision_record_hash": _PLACEHOLDERS["record_hash"],
+        "decision_receipt_hash": _PLACEHOLDERS["receipt_hash"],
         "observed_metrics": clone(authored["observed_metrics"]),
-    }
-    crm = authored["crm"]
-    crm_sync = {
+    })
+
+
+def _crm_sync_template(crm: dict[str, Any]) -> dict[str, Any]:
+    """A CRM write-back body: the authored CRM mapping, the record's members as placeholders."""
+    return _without_nulls({
         "sync_status": "written",
         "sync_direction": "writeback",
         "crm_provider": crm.get("crm_provider"),
         "crm_object_type": crm.get("crm_object_type"),
         "crm_object_id": crm.get("crm_object_id"),
-        "decision_record_hash": placeholder["record_hash"],
-        "decision_receipt_hash": placeholder["receipt_hash"],
-        "decision_verdict": placeholder["verdict"],
-        "decision_action": placeholder["action"],
-        "policy_id": placeholder["policy_id"],
-        "policy_version": placeholder["policy_version"],
+        "decision_record_hash": _PLACEHOLDERS["record_hash"],
+        "decision_receipt_hash": _PLACEHOLDERS["receipt_hash"],
+        "decision_verdict": _PLACEHOLDERS["verdict"],
+        "decision_action": _PLACEHOLDERS["action"],
+        "policy_id": _PLACEHOLDERS["policy_id"],
+        "policy_version": _PLACEHOLDERS["policy_version"],
         "field_mapping": clone(crm.get("field_mapping") or {}),
-    }
-    body: dict[str, Any] = {
+    })
+
+
+def _registry_entry(pattern_id: str, authored: dict[str, Any], rulebook: RulebookDocument) -> dict[str, Any]:
+    """The registry entry without its `pattern_hash`: the authored members, then what is derived."""
+    context = clone(authored["context"])
+    request = {"question": authored["question"], "mode": MODE_RULEBOOK, "binding_mode": BINDING_DIRECT,
+               "rulebook": clone(rulebook), "context": {**context, "inputs": clone(authored["inputs"])}}
+    required = list((rulebook.get("input_schema") or {}).get("required") or [])
+    return {
         "decision_pattern_version": PATTERN_VERSION,
         "pattern_id": pattern_id,
         "name": authored["name"],
@@ -200,15 +231,24 @@ def build_pattern(authored: dict[str, Any], base: Path) -> Pattern:
         "summary": authored["summary"],
         "policy_id": rulebook["rulebook_id"],
         "recommended_policy_version": rulebook["version"],
-        "tags": list(tags),
+        "tags": list(authored["tags"]),
         "use_cases": list(authored["use_cases"]),
         "required_context_fields": [*context.keys(), *(f"context.inputs.{name}" for name in required)],
         "evidence_codes": _reason_codes(rulebook),
         "decision_request_template": request,
-        "outcome_template": {k: v for k, v in outcome.items() if v is not None},
-        "crm_sync_template": {k: v for k, v in crm_sync.items() if v is not None},
+        "outcome_template": _outcome_template(pattern_id, authored, rulebook),
+        "crm_sync_template": _crm_sync_template(authored["crm"]),
         "sdk_examples": _sdk_examples(request),
     }
+
+
+def build_pattern(authored: Any, base: Path) -> Pattern:
+    """One authored entry → a registry entry (see the module docstring for what is derived)."""
+    pattern_id = _check_authored(authored)
+    rulebook = _read_rulebook(pattern_id, authored["rulebook_file"], base)
+    rulebook_hash = sha256_hex(rulebook)
+    _check_example(pattern_id, rulebook, rulebook_hash, authored["inputs"])
+    body = _registry_entry(pattern_id, authored, rulebook)
     body["pattern_hash"] = sha256_hex(body)
     return Pattern(body, rulebook, rulebook_hash)
 

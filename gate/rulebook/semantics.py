@@ -53,7 +53,7 @@ def strict_equal(left: Any, right: Any) -> bool:
         elif isinstance(a, list):
             if not isinstance(b, list) or len(a) != len(b):
                 return False
-            stack.extend(zip(a, b))
+            stack.extend(zip(a, b, strict=True))  # lengths are equal: checked above
         elif isinstance(a, dict):
             if not isinstance(b, dict) or len(a) != len(b):
                 return False

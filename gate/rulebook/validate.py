@@ -24,7 +24,6 @@ from typing import Any
 from gate.rulebook.contract import (
     COMBINATORS,
     CONDITION_MEMBERS,
-    DECISIONS,
     DUPLICATE_VALUE,
     EXECUTABLE_KEYS,
     FIELD_PATH_RE,
@@ -65,7 +64,8 @@ from gate.rulebook.contract import (
     UNSUPPORTED_VERSION,
     VALUELESS_OPERATORS,
 )
-from gate.vocabulary import MAX_SAFE_INTEGER
+from gate.rulebook.shapes import Condition
+from gate.vocabulary import MAX_SAFE_INTEGER, VERDICTS
 
 __all__ = ["validate_rulebook"]
 
@@ -82,7 +82,7 @@ def _member_path(path: str, key: Any) -> str:
     return f"{path}[{key!r}]"
 
 
-def _key_order(key: Any) -> tuple:
+def _key_order(key: Any) -> tuple[bool, str]:
     return (not isinstance(key, str), str(key))
 
 
@@ -107,7 +107,7 @@ class _Walk:
 
     # ------------------------------------------------------------------ objects
 
-    def closed(self, obj: dict, path: str, allowed: tuple[str, ...], kind: str) -> None:
+    def closed(self, obj: dict[str, Any], path: str, allowed: tuple[str, ...], kind: str) -> None:
         """Report keys outside `allowed`: every Rulebook v1 object is closed."""
         unknown = [key for key in obj if key not in allowed]
         for key in sorted(unknown, key=_key_order):
@@ -122,7 +122,7 @@ class _Walk:
         else:
             self.add(path, UNKNOWN_FIELD, f"unknown member; {why}")
 
-    def required(self, obj: dict, path: str, names: tuple[str, ...]) -> list[str]:
+    def required(self, obj: dict[str, Any], path: str, names: tuple[str, ...]) -> list[str]:
         """Report absent required members; return the present ones to check."""
         for name in names:
             if name not in obj:
@@ -141,7 +141,7 @@ class _Walk:
         self.add(path, INVALID_TYPE, f"{what} must be a string")
         return False
 
-    def pattern(self, value: Any, path: str, what: str, regex: re.Pattern, shape: str) -> None:
+    def pattern(self, value: Any, path: str, what: str, regex: re.Pattern[str], shape: str) -> None:
         if self.string(value, path, what) and not regex.fullmatch(value):
             self.add(path, INVALID_VALUE, f"{what} must match {shape}")
 
@@ -223,7 +223,7 @@ class _Walk:
         present = self.required(obj, path, OUTCOME_MEMBERS)
         if "decision" in present:
             value = obj["decision"]
-            if self.string(value, f"{path}.decision", "decision") and value not in DECISIONS:
+            if self.string(value, f"{path}.decision", "decision") and value not in VERDICTS:
                 self.add(f"{path}.decision", INVALID_VALUE, "decision must be exactly yes, no or review")
         if "verdict" in present:
             self.pattern(obj["verdict"], f"{path}.verdict", "verdict", TOKEN_RE, TOKEN_RE.pattern)
@@ -327,7 +327,7 @@ class _Walk:
         else:
             self.add(path, INVALID_TYPE, "not takes one condition object")
 
-    def leaf(self, node: dict, path: str) -> None:
+    def leaf(self, node: Condition, path: str) -> None:
         self.required(node, path, ("field", "operator"))
         if "field" in node:
             self.pattern(node["field"], f"{path}.field", "field", FIELD_PATH_RE, FIELD_PATH_RE.pattern)

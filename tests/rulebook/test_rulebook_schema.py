@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 
 from gate.rulebook import SCHEMA_PATH, contract, schema_bytes, schema_hash
+from gate.vocabulary import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +49,7 @@ def test_schema_matches_the_contract_constants():
     assert schema["properties"]["schema_version"]["const"] == contract.SCHEMA_VERSION
     assert tuple(defs["leaf"]["properties"]["operator"]["enum"]) == contract.OPERATORS
     assert set(defs["leaf"]["if"]["properties"]["operator"]["enum"]) == contract.VALUELESS_OPERATORS
-    assert tuple(defs["outcome"]["properties"]["decision"]["enum"]) == contract.DECISIONS
+    assert tuple(defs["outcome"]["properties"]["decision"]["enum"]) == VERDICTS
     assert tuple(defs["outcome"]["required"]) == contract.OUTCOME_MEMBERS
     assert tuple(defs["input_property"]["properties"]["type"]["enum"]) == contract.INPUT_TYPES
     assert set(defs["executable_key"]["enum"]) == contract.EXECUTABLE_KEYS

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gate.rulebook.analysis.regions import Cube
 from gate.rulebook.analysis.space import Field, Space
 
 
@@ -41,20 +42,20 @@ def _fits(point: Any, tag: Any) -> bool:
     return tag is None or tag == "point" or float(point).is_integer() == tag
 
 
-def _numbers(f: Field, mask: int) -> list[dict]:
+def _numbers(f: Field, mask: int) -> list[dict[str, Any]]:
     """Allowed numbers as merged intervals, in order.
 
     A gap of a field declared `integer` may be allowed only for its integers (tag True) or
     only for its non-integers (tag False); neighbouring pieces merge when their tags agree.
     """
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for whole, a_int, a_frac in f.number_atoms:
         parts = [a for a in (whole, a_int, a_frac) if a >= 0]
         allowed = [a for a in parts if (mask >> a) & 1]
         if not allowed:
             continue
         atom = f.atoms[allowed[0]]
-        lo, lo_closed, hi, hi_closed = atom.interval
+        lo, lo_closed, hi, hi_closed = atom.bounds()
         if atom.point:
             tag: Any = "point"
         else:
@@ -75,7 +76,7 @@ def _numbers(f: Field, mask: int) -> list[dict]:
     return out
 
 
-def _others(f: Field, mask: int, sigs: dict, needles: list) -> dict:
+def _others(f: Field, mask: int, sigs: dict[frozenset[int], int], needles: list[Any]) -> dict[str, Any]:
     atoms = list(sigs.values())
     allowed = [a for a in atoms if (mask >> a) & 1]
     if allowed and len(allowed) == len(atoms):
@@ -88,7 +89,7 @@ def _others(f: Field, mask: int, sigs: dict, needles: list) -> dict:
     return {"any_other": False, "other": groups}
 
 
-def field_allows(space: Space, index: int, mask: int) -> dict:
+def field_allows(space: Space, index: int, mask: int) -> dict[str, Any]:
     f = space.fields[index]
     atoms = f.atoms
     strings = [v for v, a in f.strings.items() if (mask >> a) & 1]
@@ -108,7 +109,7 @@ def field_allows(space: Space, index: int, mask: int) -> dict:
     } if atoms else {}
 
 
-def field_text(allows: dict) -> str:
+def field_text(allows: dict[str, Any]) -> str:
     """A short reading of one field's allowed values."""
     parts = []
     if allows["missing"]:
@@ -143,7 +144,7 @@ def field_text(allows: dict) -> str:
     return " or ".join(parts) if parts else "nothing"
 
 
-def describe(space: Space, cube: dict) -> list[dict]:
+def describe(space: Space, cube: Cube) -> list[dict[str, Any]]:
     """The constrained fields of a cube, in field path order."""
     out = []
     for index in sorted(cube, key=lambda i: space.fields[i].path):
@@ -154,7 +155,7 @@ def describe(space: Space, cube: dict) -> list[dict]:
     return out
 
 
-def _describe_field(space: Space, index: int, mask: int) -> dict:
+def _describe_field(space: Space, index: int, mask: int) -> dict[str, Any]:
     """One field's description; cached per space (regions repeat the same masks).
 
     The nested `allows` member is shared between the regions of one report: read-only.

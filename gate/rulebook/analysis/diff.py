@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.rulebook.analysis.common import (
+    CompareKey,
     Region,
     compare_key,
     evaluator,
@@ -27,9 +28,10 @@ from gate.rulebook.analysis.common import (
     region,
 )
 from gate.rulebook.analysis.model import Label, decision_list
-from gate.rulebook.analysis.regions import Budget, BudgetExceeded, merge, partition
+from gate.rulebook.analysis.regions import Budget, BudgetExceeded, Cube, merge, partition
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
 from gate.rulebook.analysis.space import Space
+from gate.rulebook.shapes import Evaluator, RulebookDocument
 
 
 @dataclass
@@ -39,13 +41,13 @@ class Difference:
     old: Label
     new: Label
     region: Region | None  # None for a sampled difference (only its witness is known)
-    witness: dict
+    witness: dict[str, Any]
     count: int = 1  # sampled differences: how many samples had this pair of results
 
     def contains(self, facts: Any) -> bool:
         return self.region is not None and self.region.contains(facts)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         body = self.region.to_json() if self.region else {"where": None, "text": None, "witness": self.witness}
         out = {"old": self.old.to_json(), "new": self.new.to_json(), **body}
         if self.region is None:
@@ -55,12 +57,12 @@ class Difference:
 
 @dataclass
 class DiffReport:
-    old_ref: dict
-    new_ref: dict
+    old_ref: dict[str, Any]
+    new_ref: dict[str, Any]
     compare: str
     exact: bool
     differences: list[Difference] = field(default_factory=list)
-    inexact: list[dict] = field(default_factory=list)
+    inexact: list[dict[str, Any]] = field(default_factory=list)
     samples: int | None = None
 
     @property
@@ -77,7 +79,7 @@ class DiffReport:
         """The difference whose region holds these facts (exact reports), else None."""
         return next((d for d in self.differences if d.contains(facts)), None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "kind": "rulebook_semantic_diff",
             "old": self.old_ref,
@@ -93,11 +95,11 @@ class DiffReport:
         }
 
 
-def _ref(book: dict) -> dict:
+def _ref(book: RulebookDocument) -> dict[str, Any]:
     return {"rulebook_id": book["rulebook_id"], "version": book["version"]}
 
 
-def semantic_diff(old: dict, new: dict, compare: str = "outcome", *, budget: int = 3_000_000,
+def semantic_diff(old: RulebookDocument, new: RulebookDocument, compare: str = "outcome", *, budget: int = 3_000_000,
                   sample_count: int = DEFAULT_SAMPLES) -> DiffReport:
     """Every input region whose result differs between two valid Rulebook v1 versions.
 
@@ -124,9 +126,9 @@ def semantic_diff(old: dict, new: dict, compare: str = "outcome", *, budget: int
     return report
 
 
-def _exact(space: Space, old: dict, new: dict, key, budget: Budget) -> list[Difference]:
+def _exact(space: Space, old: RulebookDocument, new: RulebookDocument, key: CompareKey, budget: Budget) -> list[Difference]:
     a, b = decision_list(space, old, budget), decision_list(space, new, budget)
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple[Label, Label], list[Cube]] = {}
     b_items = b.items()
     for cube, old_label in partition(a.items(), a.default, {}, space.full, budget):
         old_key = key(old_label)
@@ -135,7 +137,7 @@ def _exact(space: Space, old: dict, new: dict, key, budget: Budget) -> list[Diff
                 groups.setdefault((old_label, new_label), []).append(piece)
     rank_a = {label: i for i, label in enumerate([*(lab for lab, _ in a.items()), a.default])}
     rank_b = {label: i for i, label in enumerate([*(lab for lab, _ in b.items()), b.default])}
-    out = []
+    out: list[Difference] = []
     for (old_label, new_label) in sorted(groups, key=lambda p: (rank_a[p[0]], rank_b[p[1]])):
         for cube in merge(groups[(old_label, new_label)], space.full):
             found = region(space, cube)
@@ -144,8 +146,8 @@ def _exact(space: Space, old: dict, new: dict, key, budget: Budget) -> list[Diff
     return out
 
 
-def _sampled(space: Space, run_old, run_new, key, count: int) -> tuple[list[Difference], int]:
-    found: dict[tuple, Difference] = {}
+def _sampled(space: Space, run_old: Evaluator, run_new: Evaluator, key: CompareKey, count: int) -> tuple[list[Difference], int]:
+    found: dict[tuple[Label, Label], Difference] = {}
     for facts in samples(space, count):
         old_label, new_label = label_of(run_old, facts), label_of(run_new, facts)
         if key(old_label) != key(new_label):

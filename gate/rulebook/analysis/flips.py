@@ -26,11 +26,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gate.rulebook.analysis.common import compare_key, evaluator, label_of
+from gate.rulebook.analysis.common import CompareKey, compare_key, evaluator, label_of
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.sampling import samples
 from gate.rulebook.analysis.space import Atom, Space, is_number, resolve
+from gate.rulebook.evaluation import STATUS_OK
 from gate.rulebook.semantics import MISSING
+from gate.rulebook.shapes import Evaluator, RulebookDocument
 
 
 @dataclass
@@ -40,13 +42,13 @@ class Flip:
     new_value: Any  # MISSING when the flip removes the fact
     change: str  # increase | decrease | set | remove
     distance: float | int | None
-    threshold: dict | None
+    threshold: dict[str, Any] | None
     old: Label
     new: Label
-    facts: dict
+    facts: dict[str, Any]
     exact: bool
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         out = {"field": self.field, "change": self.change,
                "from_missing": self.old_value is MISSING, "to_missing": self.new_value is MISSING,
                "from": None if self.old_value is MISSING else self.old_value,
@@ -56,9 +58,9 @@ class Flip:
         return out
 
 
-def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
+def _nearest(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
     """The member of a number atom nearest to the number x, and the threshold crossed."""
-    lo, lo_closed, hi, hi_closed = atom.interval
+    lo, _lo_closed, hi, _hi_closed = atom.bounds()
     if atom.point:
         return atom.rep, {"value": atom.rep, "inclusive": True}
     want = atom.integral
@@ -80,7 +82,7 @@ def _nearest(atom: Atom, x: Any) -> tuple[Any, dict | None]:
     return value, bound
 
 
-def _with(facts: dict, path: str, value: Any) -> dict:
+def _with(facts: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     out = copy.deepcopy(facts)
     parts = path.split(".")
     target = out
@@ -97,9 +99,12 @@ def _with(facts: dict, path: str, value: Any) -> dict:
     return out
 
 
-def _rank(flip: Flip, size: Any) -> tuple:
+def _rank(flip: Flip, size: Any) -> tuple[bool, Any]:
     """Prefer flips to a valid input (status ok) over flips into needs_input, then by size."""
-    return (flip.new.status != "ok", size)
+    return (flip.new.status != STATUS_OK, size)
+
+
+_JSON_KINDS: dict[type, str] = {str: "string", list: "array", dict: "object"}
 
 
 def _kind(x: Any) -> str:
@@ -111,10 +116,70 @@ def _kind(x: Any) -> str:
         return "boolean"
     if is_number(x):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(x), "other")
+    return _JSON_KINDS.get(type(x), "other")
 
 
-def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[Flip]:
+@dataclass(frozen=True)
+class _Decision:
+    """The decision whose flips are sought: its facts, its result, and how results compare."""
+
+    run: Evaluator
+    key: CompareKey
+    facts: dict[str, Any]
+    current: Label
+
+
+def _sampled_values(space: Space) -> dict[int, list[Any]]:
+    """Per field whose atoms are not exact (too many contains values), the values samples give it."""
+    extra: dict[int, list[Any]] = {}
+    inexact = {item["field"] for item in space.inexact}
+    for sample in samples(space, 500):
+        for i, f in enumerate(space.fields):
+            if f.path in inexact:
+                value = resolve(sample, f.path)
+                if value is not MISSING:
+                    extra.setdefault(i, []).append(value)
+    return extra
+
+
+def _member(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The value to try in `atom`, and the threshold crossed (numbers only)."""
+    if atom.kind == "number" and is_number(x):
+        return _nearest(atom, x)
+    return atom.rep, None
+
+
+def _field_flips(decision: _Decision, path: str, x: Any, candidates: list[tuple[int, Atom]],
+                 exact: bool) -> list[Flip]:
+    """The flips of one field (current value `x`): the nearest increase and decrease for a
+    number, else the best other change; none when no candidate changes the result."""
+    numeric: dict[str, Flip] = {}
+    other: list[tuple[tuple[bool, Any], Flip]] = []
+    for a, atom in candidates:
+        value, threshold = _member(atom, x)
+        changed = _with(decision.facts, path, value)
+        new = label_of(decision.run, changed)
+        if decision.key(new) == decision.key(decision.current):
+            continue
+        if is_number(x) and is_number(value):
+            change = "increase" if value > x else "decrease"
+            flip = Flip(path, x, value, change, abs(value - x), threshold, decision.current, new, changed,
+                        exact and a >= 0)
+            best = numeric.get(change)
+            if best is None or _rank(flip, flip.distance) < _rank(best, best.distance):
+                numeric[change] = flip
+        else:
+            change = "remove" if value is MISSING else "set"
+            flip = Flip(path, x, value, change, None, threshold, decision.current, new, changed, exact and a >= 0)
+            other.append((_rank(flip, 0 if _kind(value) == _kind(x) else 1 if value is not MISSING else 2), flip))
+    if numeric:
+        return [numeric[c] for c in ("decrease", "increase") if c in numeric]
+    if other:
+        return [min(other, key=lambda item: item[0])[1]]
+    return []
+
+
+def minimal_flips(rulebook: RulebookDocument, facts: Any, compare: str = "outcome") -> list[Flip]:
     """The smallest single-fact changes that change this decision's result, per field.
 
     Raises gate.errors.RulebookInvalid for an invalid rulebook.
@@ -123,48 +188,14 @@ def minimal_flips(rulebook: dict, facts: Any, compare: str = "outcome") -> list[
     run = evaluator(rulebook)
     facts = copy.deepcopy(facts) if isinstance(facts, dict) else {}
     space = Space([rulebook])
-    nested = any(p >= 0 for p in space.parent)
-    current = label_of(run, facts)
-    extra: dict[int, list] = {}
-    if not space.exact:
-        inexact = {item["field"] for item in space.inexact}
-        for sample in samples(space, 500):
-            for i, f in enumerate(space.fields):
-                if f.path in inexact:
-                    value = resolve(sample, f.path)
-                    if value is not MISSING:
-                        extra.setdefault(i, []).append(value)
+    exact = space.exact and not any(p >= 0 for p in space.parent)  # no read field nests in another
+    decision = _Decision(run, key, facts, label_of(run, facts))
+    extra = {} if space.exact else _sampled_values(space)
     flips: list[Flip] = []
     for i, f in enumerate(space.fields):
         x = resolve(facts, f.path)
         here = space.atom_of(i, x)
-        numeric: dict[str, Flip] = {}
-        other: list[tuple[int, Flip]] = []
         candidates = [(a, atom) for a, atom in enumerate(f.atoms) if a != here]
         candidates += [(-1, Atom(_kind(v), v)) for v in extra.get(i, [])]
-        for a, atom in candidates:
-            threshold = None
-            if atom.kind == "number" and is_number(x):
-                value, threshold = _nearest(atom, x)
-            else:
-                value = atom.rep
-            changed = _with(facts, f.path, value)
-            new = label_of(run, changed)
-            if key(new) == key(current):
-                continue
-            exact = space.exact and not nested and a >= 0
-            if is_number(x) and is_number(value):
-                change = "increase" if value > x else "decrease"
-                flip = Flip(f.path, x, value, change, abs(value - x), threshold, current, new, changed, exact)
-                best = numeric.get(change)
-                if best is None or _rank(flip, flip.distance) < _rank(best, best.distance):
-                    numeric[change] = flip
-            else:
-                change = "remove" if value is MISSING else "set"
-                flip = Flip(f.path, x, value, change, None, threshold, current, new, changed, exact)
-                other.append((_rank(flip, 0 if _kind(value) == _kind(x) else 1 if value is not MISSING else 2), flip))
-        if numeric:
-            flips.extend(numeric[c] for c in ("decrease", "increase") if c in numeric)
-        elif other:
-            flips.append(min(other, key=lambda item: item[0])[1])
+        flips.extend(_field_flips(decision, f.path, x, candidates, exact))
     return flips

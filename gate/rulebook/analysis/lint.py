@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.rulebook.analysis.common import evaluator, region
-from gate.rulebook.analysis.model import decision_list
+from gate.rulebook.analysis.model import Label, decision_list
 from gate.rulebook.analysis.regions import (
     Budget,
     BudgetExceeded,
+    Cube,
     meet,
     merge,
     partition,
@@ -34,30 +35,33 @@ from gate.rulebook.analysis.regions import (
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
 from gate.rulebook.analysis.space import Space, leaves_of
 from gate.rulebook.compile import rule_order
+from gate.rulebook.evaluation import STATUS_OK
+from gate.rulebook.shapes import Evaluator, RulebookDocument
 
 WARNING, INFO = "warning", "info"
+Finding = dict[str, Any]  # {code, severity, message, ...}: one line of the lint report
 
 
 @dataclass
 class LintReport:
-    rulebook_ref: dict
+    rulebook_ref: dict[str, Any]
     exact: bool
-    findings: list[dict] = field(default_factory=list)
-    inexact: list[dict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    inexact: list[dict[str, Any]] = field(default_factory=list)
     samples: int | None = None
 
     @property
-    def warnings(self) -> list[dict]:
+    def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f["severity"] == WARNING]
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         counts = {WARNING: len(self.warnings), INFO: len(self.findings) - len(self.warnings)}
         return {"kind": "rulebook_lint", "rulebook": self.rulebook_ref, "exact": self.exact,
                 "method": "exact" if self.exact else "sampling", "inexact": self.inexact,
                 "samples": self.samples, "counts": counts, "findings": self.findings}
 
 
-def lint(rulebook: dict, *, budget: int = 3_000_000, sample_count: int = DEFAULT_SAMPLES) -> LintReport:
+def lint(rulebook: RulebookDocument, *, budget: int = 3_000_000, sample_count: int = DEFAULT_SAMPLES) -> LintReport:
     """Lint a valid Rulebook v1 (raises gate.errors.RulebookInvalid when it is not)."""
     run = evaluator(rulebook)
     space = Space([rulebook])
@@ -76,13 +80,13 @@ def lint(rulebook: dict, *, budget: int = 3_000_000, sample_count: int = DEFAULT
     return report
 
 
-def _declarations(rulebook: dict) -> list[dict]:
+def _declarations(rulebook: RulebookDocument) -> list[Finding]:
     if "input_schema" not in rulebook:
         return [{"code": "no_input_schema", "severity": INFO,
                  "message": "the rulebook declares no input_schema, so no input is checked before evaluation"}]
     schema = rulebook["input_schema"]
     declared = set(schema.get("required", ())) | set(schema.get("properties", {}))
-    out = []
+    out: list[Finding] = []
     for rule in rule_order(rulebook["rules"]):
         for path in sorted({leaf["field"] for leaf in leaves_of(rule["condition"])} - declared):
             out.append({"code": "undeclared_field", "severity": WARNING, "rule_id": rule["rule_id"], "field": path,
@@ -90,16 +94,16 @@ def _declarations(rulebook: dict) -> list[dict]:
     return out
 
 
-def _exact(space: Space, rulebook: dict, budget: Budget) -> list[dict]:
+def _exact(space: Space, rulebook: RulebookDocument, budget: Budget) -> list[Finding]:
     book = decision_list(space, rulebook, budget)
-    pieces: dict[Any, list[dict]] = {}
+    pieces: dict[Label, list[Cube]] = {}
     for cube, label in partition(book.items(), book.default, {}, space.full, budget):
         pieces.setdefault(label, []).append(cube)
-    findings: list[dict] = []
+    findings: list[Finding] = []
     ok = book.ok_cube
     valid = [[c for cube in conds if (c := meet(cube, ok)) is not None and space.witness(c) is not None]
              for conds in book.conditions]
-    overlaps: dict[int, list[str]] = {}
+    overlaps: dict[int, list[str | None]] = {}
     for j, label_j in enumerate(book.labels):
         for i in range(j):
             label_i = book.labels[i]
@@ -115,7 +119,7 @@ def _exact(space: Space, rulebook: dict, budget: Budget) -> list[dict]:
                                  "message": f"rules {label_i.rule_id} and {label_j.rule_id} both match some inputs "
                                             f"with different outcomes; {label_i.rule_id} wins by evaluation order",
                                  **found.to_json()})
-    dead = []
+    dead: list[Finding] = []
     for j, label in enumerate(book.labels):
         if any(region(space, c) is not None for c in pieces.get(label, [])):
             continue
@@ -127,7 +131,7 @@ def _exact(space: Space, rulebook: dict, budget: Budget) -> list[dict]:
             by = overlaps.get(j, [])
             dead.append({"code": "shadowed", "severity": WARNING, "rule_id": rule_id, "by": by,
                          "message": f"rule {rule_id} can never match: higher-priority rules "
-                                    f"({', '.join(by)}) take every input it matches"})
+                                    f"({', '.join(map(str, by))}) take every input it matches"})
     for cube in merge(pieces.get(book.default, []), space.full):
         found = region(space, cube)
         if found is not None:
@@ -138,15 +142,15 @@ def _exact(space: Space, rulebook: dict, budget: Budget) -> list[dict]:
     return dead + findings
 
 
-def _sampled(space: Space, rulebook: dict, run, count: int) -> list[dict]:
+def _sampled(space: Space, rulebook: RulebookDocument, run: Evaluator, count: int) -> list[Finding]:
     ordered = rule_order(rulebook["rules"])
     single = [evaluator({**rulebook, "rules": [rule]}) for rule in ordered]
     hit: set[int] = set()
-    pairs: dict[tuple, dict] = {}
-    fall: dict | None = None
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    fall: dict[str, Any] | None = None
     for facts in samples(space, count):
         result = run(facts)
-        if result.status != "ok":
+        if result.status != STATUS_OK:
             continue
         matched = [i for i, one in enumerate(single) if one(facts).matched]
         hit.update(matched[:1])
@@ -158,7 +162,7 @@ def _sampled(space: Space, rulebook: dict, run, count: int) -> list[dict]:
                 a, b = ordered[i]["outcome"], ordered[j]["outcome"]
                 if a != b and (i, j) not in pairs:
                     pairs[(i, j)] = facts
-    out = [{"code": "not_observed", "severity": INFO, "rule_id": rule["rule_id"],
+    out: list[Finding] = [{"code": "not_observed", "severity": INFO, "rule_id": rule["rule_id"],
             "message": f"no sample matched rule {rule['rule_id']} (sampling cannot prove it unreachable)"}
            for i, rule in enumerate(ordered) if i not in hit]
     for (i, j), facts in sorted(pairs.items()):

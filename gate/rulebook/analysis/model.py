@@ -25,6 +25,9 @@ from gate.rulebook.analysis.regions import (
 )
 from gate.rulebook.analysis.space import Space, type_ok
 from gate.rulebook.compile import rule_order
+from gate.rulebook.contract import NEEDS_INPUT_DECISION
+from gate.rulebook.evaluation import STATUS_OK, Evaluation
+from gate.rulebook.shapes import Outcome, RulebookDocument
 from gate.vocabulary import (
     NEEDS_INPUT_ACTION,
     NEEDS_INPUT_REASON,
@@ -44,24 +47,24 @@ class Label:
     action: str
     reason_code: str
 
-    def outcome_key(self) -> tuple:
+    def outcome_key(self) -> tuple[str, ...]:
         return (self.status, self.decision, self.verdict, self.action, self.reason_code)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "rule_id": self.rule_id, "decision": self.decision,
                 "verdict": self.verdict, "action": self.action, "reason_code": self.reason_code}
 
     @classmethod
-    def of_evaluation(cls, evaluation: Any) -> Label:
+    def of_evaluation(cls, evaluation: Evaluation) -> Label:
         return cls(evaluation.status, evaluation.matched_rule_id, evaluation.decision,
                    evaluation.application_verdict, evaluation.action, evaluation.reason_code)
 
 
-NEEDS_INPUT = Label(NEEDS_INPUT_STATUS, None, "review", NEEDS_INPUT_VERDICT, NEEDS_INPUT_ACTION, NEEDS_INPUT_REASON)
+NEEDS_INPUT = Label(NEEDS_INPUT_STATUS, None, NEEDS_INPUT_DECISION, NEEDS_INPUT_VERDICT, NEEDS_INPUT_ACTION, NEEDS_INPUT_REASON)
 
 
-def _label(outcome: dict, rule_id: str | None) -> Label:
-    return Label("ok", rule_id, outcome["decision"], outcome["verdict"], outcome["action"], outcome["reason_code"])
+def _label(outcome: Outcome, rule_id: str | None) -> Label:
+    return Label(STATUS_OK, rule_id, outcome["decision"], outcome["verdict"], outcome["action"], outcome["reason_code"])
 
 
 @dataclass
@@ -77,10 +80,10 @@ class DecisionList:
     def items(self) -> list[tuple[Label, list[Cube]]]:
         """The decision list: needs_input first, then every rule in evaluation order."""
         head = [(NEEDS_INPUT, self.needs_input)] if self.needs_input else []
-        return head + list(zip(self.labels, self.conditions))
+        return head + list(zip(self.labels, self.conditions, strict=True))  # both per rule
 
 
-def ok_cube(space: Space, rulebook: dict) -> Cube:
+def ok_cube(space: Space, rulebook: RulebookDocument) -> Cube:
     """The one cube of inputs that pass `input_schema`."""
     schema = rulebook.get("input_schema", {})
     required = set(schema.get("required", ()))
@@ -103,7 +106,7 @@ def ok_cube(space: Space, rulebook: dict) -> Cube:
     return cube
 
 
-def decision_list(space: Space, rulebook: dict, budget: Budget) -> DecisionList:
+def decision_list(space: Space, rulebook: RulebookDocument, budget: Budget) -> DecisionList:
     ordered = rule_order(rulebook["rules"])
     ok = ok_cube(space, rulebook)
     needs = subtract({}, ok, space.full) if ok else []

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-Cube = dict
+from gate.rulebook.shapes import Condition
+
+Cube = dict[int, int]  # field index -> atom mask
 MAX_CUBES = 4096  # regions one condition may need (its normal form); more falls back to sampling
 ABSORB_LIMIT = 256  # above this many cubes, absorption only removes exact repeats
 
@@ -102,13 +104,13 @@ def absorb(cubes: list[Cube], full: list[int], budget: Budget) -> list[Cube]:
     return kept
 
 
-def condition_cubes(space: Any, node: dict, budget: Budget, negate: bool = False) -> list[Cube]:
+def condition_cubes(space: Any, node: Condition, budget: Budget, negate: bool = False) -> list[Cube]:
     """A condition (or its negation) as a union of cubes."""
     if "not" in node:
         child = node["not"][0] if isinstance(node["not"], list) else node["not"]
         return condition_cubes(space, child, budget, not negate)
     if "all" in node or "any" in node:
-        children = node.get("all") or node.get("any")
+        children = node["all"] if "all" in node else node["any"]
         conjunction = ("all" in node) != negate
         parts = [condition_cubes(space, child, budget, negate) for child in children]
         if conjunction:

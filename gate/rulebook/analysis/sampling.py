@@ -16,12 +16,12 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from gate.rulebook.analysis.space import Space, set_path
+from gate.rulebook.analysis.space import Atom, Field, Space, set_path
 
 DEFAULT_SAMPLES = 4000
 
 
-def _value(space: Space, index: int, rng: random.Random, preferred: list) -> Any:
+def _value(space: Space, index: int, rng: random.Random, preferred: list[Atom]) -> Any:
     f = space.fields[index]
     roll = rng.random()
     if roll < 0.1:
@@ -37,7 +37,7 @@ def _value(space: Space, index: int, rng: random.Random, preferred: list) -> Any
     return copy.deepcopy(rng.choice(pool).rep)  # a private copy: nested paths write into it
 
 
-def _preferred(f) -> list:
+def _preferred(f: Field) -> list[Atom]:
     """The atoms a field's leaves single out: constants, the gaps between numeric thresholds,
     and the needle groups of strings and arrays (random atoms alone would mostly pick types
     no rule looks at)."""
@@ -55,13 +55,13 @@ class _MissingSample:
 _MISSING_SAMPLE = _MissingSample()
 
 
-def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict]:
+def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict[str, Any]]:
     """`count` fact sets over the space's fields (deterministic for a seed)."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - reproducible samples of an input space, not secrets
     order = sorted(range(len(space.fields)), key=lambda i: space.fields[i].path)
     preferred = [_preferred(f) for f in space.fields]
     for _ in range(count):
-        facts: dict = {}
+        facts: dict[str, Any] = {}
         for index in order:
             value = _value(space, index, rng, preferred[index])
             if value is not _MISSING_SAMPLE:

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.rulebook.analysis.regions import Cube
 from gate.rulebook.semantics import (
     MISSING,
     contains,
@@ -46,6 +47,7 @@ from gate.rulebook.semantics import (
     not_contains,
     strict_equal,
 )
+from gate.rulebook.shapes import Condition, RulebookDocument
 
 MAX_NEEDLES = 10
 _NUMBER_OPS = ("gt", "gte", "lt", "lte")
@@ -96,13 +98,13 @@ def type_ok(kind: str, x: Any) -> bool:
     return x is None
 
 
-def leaves_of(node: dict) -> Iterator[dict]:
+def leaves_of(node: Condition) -> Iterator[Condition]:
     """Every leaf of a condition, left to right."""
     stack = [node]
     while stack:
         node = stack.pop()
         if "all" in node or "any" in node:
-            stack.extend(reversed(node.get("all") or node.get("any")))
+            stack.extend(reversed(node["all"] if "all" in node else node["any"]))
         elif "not" in node:
             stack.append(node["not"][0] if isinstance(node["not"], list) else node["not"])
         else:
@@ -116,9 +118,15 @@ class Atom:
     kind: str  # missing | null | boolean | number | string | array | object
     rep: Any
     point: bool = False  # a single constant value (rep is that value)
-    interval: tuple | None = None  # numbers: (lo, lo_closed, hi, hi_closed), None bound = infinite
+    interval: tuple[Any, bool, Any, bool] | None = None  # numbers: (lo, lo_closed, hi, hi_closed), None bound = infinite
     integral: bool | None = None  # numbers in a split gap: True integers only, False non-integers only
-    signature: tuple = ()  # strings/arrays other than the constants: the needles they contain
+    signature: tuple[int, ...] = ()  # strings/arrays other than the constants: the needles they contain
+
+    def bounds(self) -> tuple[Any, bool, Any, bool]:
+        """A number atom's interval: (lo, lo_closed, hi, hi_closed)."""
+        if self.interval is None:
+            raise TypeError(f"a {self.kind} atom has no interval")
+        return self.interval
 
 
 @dataclass
@@ -128,17 +136,17 @@ class Field:
     path: str
     atoms: list[Atom] = field(default_factory=list)
     full: int = 0
-    points: list = field(default_factory=list)  # sorted numeric constants
-    number_atoms: list[tuple] = field(default_factory=list)  # per gap/point: (atom, int_atom, frac_atom)
-    strings: dict = field(default_factory=dict)  # string constant -> atom
-    string_needles: list = field(default_factory=list)
-    string_sigs: dict = field(default_factory=dict)  # frozenset of needle indices -> atom
-    arrays: list = field(default_factory=list)  # (constant, atom)
-    array_needles: list = field(default_factory=list)
-    array_sigs: dict = field(default_factory=dict)
-    objects: list = field(default_factory=list)  # (constant, atom)
+    points: list[Any] = field(default_factory=list)  # sorted numeric constants
+    number_atoms: list[tuple[int, int, int]] = field(default_factory=list)  # per gap/point: (atom, int_atom, frac_atom)
+    strings: dict[str, int] = field(default_factory=dict)  # string constant -> atom
+    string_needles: list[str] = field(default_factory=list)
+    string_sigs: dict[frozenset[int], int] = field(default_factory=dict)  # frozenset of needle indices -> atom
+    arrays: list[tuple[list[Any], int]] = field(default_factory=list)  # (constant, atom)
+    array_needles: list[Any] = field(default_factory=list)
+    array_sigs: dict[frozenset[int], int] = field(default_factory=dict)
+    objects: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (constant, atom)
     other_object: int = -1
-    sample_needles: list = field(default_factory=list)  # every contains value, for sampling
+    sample_needles: list[Any] = field(default_factory=list)  # every contains value, for sampling
 
     def add(self, atom: Atom) -> int:
         self.atoms.append(atom)
@@ -150,9 +158,9 @@ class _Constants:
     """Constants and needles gathered for one field from every leaf that reads it."""
 
     def __init__(self) -> None:
-        self.numbers: list = []
-        self.values: list = []  # strings, arrays, objects compared by equality
-        self.needles: list = []
+        self.numbers: list[Any] = []
+        self.values: list[Any] = []  # strings, arrays, objects compared by equality
+        self.needles: list[Any] = []
         self.integral = False
 
     def add_value(self, value: Any) -> None:
@@ -162,15 +170,15 @@ class _Constants:
             self.values.append(value)
 
 
-def _unique(values: list) -> list:
-    out: list = []
+def _unique(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
     for value in values:
         if not any(strict_equal(value, seen) for seen in out):
             out.append(value)
     return out
 
 
-def _strings_in(value: Any, out: set) -> None:
+def _strings_in(value: Any, out: set[str]) -> None:
     stack = [value]
     while stack:
         item = stack.pop()
@@ -186,7 +194,7 @@ def _strings_in(value: Any, out: set) -> None:
 class Space:
     """The atoms of every variable of the given rulebooks (validated Rulebook v1 objects)."""
 
-    def __init__(self, rulebooks: list[dict]) -> None:
+    def __init__(self, rulebooks: list[RulebookDocument]) -> None:
         constants: dict[str, _Constants] = {}
         texts: set[str] = set()
         for book in rulebooks:
@@ -215,7 +223,7 @@ class Space:
         self.separator = next(c for c in itertools.chain("|~#^", map(chr, range(0x2500, 0x2600)))
                               if not any(c in text for text in texts))
         self.sentinel = self.separator * 3
-        self.inexact: list[dict] = []
+        self.inexact: list[dict[str, Any]] = []
         self.fields: list[Field] = []
         self.index: dict[str, int] = {}
         for path in sorted(constants):
@@ -226,8 +234,8 @@ class Space:
         self.children: dict[int, list[int]] = {}
         for i, parent in enumerate(self.parent):
             self.children.setdefault(parent, []).append(i)
-        self._leaf_cache: dict = {}
-        self.descriptions: dict = {}  # (field, mask) -> description, filled by `describe`
+        self._leaf_cache: dict[tuple[str, str, str], int] = {}
+        self.descriptions: dict[tuple[int, int], dict[str, Any]] = {}  # (field, mask) -> description, filled by `describe`
 
     @property
     def exact(self) -> bool:
@@ -249,12 +257,13 @@ class Space:
         string_needles = sorted({n for n in const.needles if isinstance(n, str)})
         array_needles = _unique(const.needles)
         f.sample_needles = array_needles
-        for kind, needles in (("string", string_needles), ("array", array_needles)):
-            if len(needles) > MAX_NEEDLES:
+        for kind, found in (("string", string_needles), ("array", array_needles)):
+            needles = found
+            if len(found) > MAX_NEEDLES:
                 self.inexact.append({"field": path, "operators": ["contains", "not_contains"],
-                                     "reason": f"{len(needles)} distinct contains values on {kind}s "
+                                     "reason": f"{len(found)} distinct contains values on {kind}s "
                                                f"(exact analysis handles at most {MAX_NEEDLES})"})
-                needles = needles[:MAX_NEEDLES]
+                needles = found[:MAX_NEEDLES]
             if kind == "string":
                 f.string_needles = needles
             else:
@@ -268,8 +277,8 @@ class Space:
             if isinstance(value, list):
                 f.arrays.append((value, f.add(Atom("array", value, point=True))))
         for subset in _subsets(len(f.array_needles)):
-            rep = [f.array_needles[i] for i in subset] + [self.sentinel]
-            f.array_sigs[frozenset(subset)] = f.add(Atom("array", rep, signature=tuple(subset)))
+            members = [f.array_needles[i] for i in subset] + [self.sentinel]
+            f.array_sigs[frozenset(subset)] = f.add(Atom("array", members, signature=tuple(subset)))
         for value in values:
             if isinstance(value, dict):
                 f.objects.append((value, f.add(Atom("object", value, point=True))))
@@ -312,7 +321,7 @@ class Space:
 
     # ------------------------------------------------------------------ queries
 
-    def leaf_mask(self, leaf: dict) -> int:
+    def leaf_mask(self, leaf: Condition) -> int:
         """Atoms of the leaf's field on which the leaf is true."""
         key = (leaf["field"], leaf["operator"], repr(leaf.get("value")))
         mask = self._leaf_cache.get(key)
@@ -356,8 +365,8 @@ class Space:
             return f.array_sigs[frozenset(i for i, n in enumerate(f.array_needles)
                                           if any(strict_equal(item, n) for item in x))]
         if isinstance(x, dict):
-            for value, atom in f.objects:
-                if strict_equal(x, value):
+            for obj, atom in f.objects:
+                if strict_equal(x, obj):
                     return atom
             return f.other_object
         return -1  # not a JSON value: in no atom
@@ -367,12 +376,12 @@ class Space:
         facts = facts if isinstance(facts, dict) else {}
         return [self.atom_of(i, resolve(facts, f.path)) for i, f in enumerate(self.fields)]
 
-    def contains(self, cube: dict, atoms: list[int]) -> bool:
+    def contains(self, cube: Cube, atoms: list[int]) -> bool:
         return all(atoms[i] >= 0 and (mask >> atoms[i]) & 1 for i, mask in cube.items())
 
-    def witness(self, cube: dict) -> dict | None:
+    def witness(self, cube: Cube) -> dict[str, Any] | None:
         """A fact set inside `cube`, or None when nested paths make the region empty."""
-        facts: dict = {}
+        facts: dict[str, Any] = {}
         children = self.children
         for root in children.get(-1, []):
             if root not in cube and root not in children:
@@ -384,7 +393,7 @@ class Space:
                 set_path(facts, self.fields[root].path, value)
         return facts
 
-    def _solve(self, i: int, cube: dict, children: dict) -> Any:
+    def _solve(self, i: int, cube: Cube, children: dict[int, list[int]]) -> Any:
         """A value for field i (and its nested fields) inside cube; _ABSENT for MISSING, _FAIL if none."""
         f = self.fields[i]
         mask = cube.get(i, f.full)
@@ -408,7 +417,7 @@ class Space:
                 return _ABSENT if atom.kind == "missing" else atom.rep
         return _FAIL
 
-    def _allows(self, k: int, cube: dict, value: Any, children: dict) -> bool:
+    def _allows(self, k: int, cube: Cube, value: Any, children: dict[int, list[int]]) -> bool:
         """Does cube allow field k to have `value` (with its nested fields following from it)?"""
         atom = self.atom_of(k, value)
         if atom < 0 or not (cube.get(k, self.full[k]) >> atom) & 1:
@@ -438,7 +447,7 @@ def resolve(facts: Any, path: str) -> Any:
     return current
 
 
-def set_path(facts: dict, path: str, value: Any) -> None:
+def set_path(facts: dict[str, Any], path: str, value: Any) -> None:
     """Set a dotted path, creating (or replacing non-object) intermediate objects."""
     parts = path.split(".")
     target = facts
@@ -458,7 +467,7 @@ def _bits(mask: int) -> Iterator[int]:
         i += 1
 
 
-def _subsets(n: int) -> Iterator[tuple]:
+def _subsets(n: int) -> Iterator[tuple[int, ...]]:
     for size in range(n + 1):
         yield from itertools.combinations(range(n), size)
 
