@@ -102,7 +102,7 @@ def runtime_config():
                     "receipt_signature_algorithm": signer.algorithm if signer else None,
                     "receipt_key_id": signer.key_id if signer else None,
                     "registry_signing": rt.signing.attestation_key() is not None},
-        "ledger": {"dialect": rt.ledger.dialect},
+        "ledger": {"dialect": rt.service.ledger_dialect},
         "rate_limits": {"backend": rt.limiter.backend, "window_seconds": 60,
                         "plans": {name: dict(limits) for name, limits in sorted(settings.plans.items())},
                         "policy_checks_per_client": settings.policycheck_rate_limit},

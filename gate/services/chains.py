@@ -73,6 +73,10 @@ class AuditChainService:
         self.checkpoint_log = checkpoint_log
         self._held = HeldCheckpoints(checkpoint_log) if checkpoint_log is not None else None
 
+    def owns(self, scope: str, chain_id: str) -> bool:
+        """Whether `chain_id` names a stored chain of `scope` (another scope's chain reads as absent)."""
+        return owns_chain(self.ledger.chain_head(chain_id), scope, chain_id)
+
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> dict[str, Any]:

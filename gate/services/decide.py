@@ -241,6 +241,13 @@ class DecisionService:
                 self._snapshots[cache_key] = stored
         return stored
 
+    def monthly_used(self, caller: Caller, result: DecideResult) -> int:
+        """The key's records this month, as the decide left it: counted by the store of a new
+        record, read from the ledger for a replay (which charges nothing)."""
+        if result.monthly_used is not None:
+            return result.monthly_used
+        return self.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
+
     # ------------------------------------------------------------------ promotion
 
     def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]:
@@ -268,6 +275,25 @@ class DecisionService:
         return registry, True
 
     # ------------------------------------------------------------------ reads
+
+    def ledger_ready(self) -> bool:
+        """Whether the ledger answers (status and readiness reads)."""
+        return self.ledger.ping()
+
+    @property
+    def ledger_dialect(self) -> str:
+        return self.ledger.dialect
+
+    def rulebook_snapshot(self, caller: Caller, *, rulebook_hash: str | None = None, rulebook_id: str | None = None,
+                          version: str | None = None) -> dict[str, Any] | None:
+        """The caller's bound snapshot by hash, or by (id, version); None when not bound in its scope."""
+        return self.ledger.rulebook_snapshot(caller.scope, rulebook_hash=rulebook_hash, rulebook_id=rulebook_id,
+                                             version=version)
+
+    def bundle_lineage(self, policy_bundle_hash: str) -> dict[str, Any] | None:
+        """The lineage (policy id and version, rulebook hash, first use) of a decision's
+        attestation bundle hash; no tenant data."""
+        return self.ledger.bundle_hash_known(policy_bundle_hash)
 
     def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
         """The full stored record, or None when absent, in another scope, or not bound to its row."""
