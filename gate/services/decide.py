@@ -26,7 +26,7 @@ from gate.ledger import ConfidenceRead, Ledger, StoredDecision
 from gate.ledger.confidence import Bucket
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.protocol.confidence import attach_confidence, confidence_block
+from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
 from gate.protocol.records import build_rulebook_record
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
@@ -166,7 +166,8 @@ class DecisionService:
             snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer))
         return DecideResult(record, CREATED, used, prepared.response_view)
 
-    def _confidence_read(self, scope: str, record: dict[str, Any], receipt_signer) -> ConfidenceRead | None:
+    def _confidence_read(self, scope: str, record: dict[str, Any],
+                         receipt_signer: ReceiptSigner | None) -> ConfidenceRead | None:
         """`decision_confidence` from the scope's outcome counters for this policy, verdict and
         action, read in the transaction that stores the decision (one indexed read; the record
         carries no block while the scope has no Outcome Record for the policy). The block is
@@ -176,7 +177,7 @@ class DecisionService:
             return None
         bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
 
-        def apply(counts) -> None:
+        def apply(counts: ConfidenceCounts | None) -> None:
             if counts is not None:
                 attach_confidence(record, confidence_block(counts, policy_version=record["policy_version"]),
                                   receipt_signer)
@@ -184,7 +185,7 @@ class DecisionService:
         return ConfidenceRead(bucket, apply)
 
     def _registry_for(
-        self, scope: str, rulebook: dict, rulebook_hash: str, now: str,
+        self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
         adapter_dependency: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The scope's registry entry for this rulebook, and a snapshot row when it is new.
@@ -194,7 +195,7 @@ class DecisionService:
         without / with a first) adapter dependency is `RULEBOOK_VERSION_CONFLICT`
         (compatibility rule 3: an adapter change needs a new rulebook version)."""
         rulebook_id, version = rulebook["rulebook_id"], rulebook["version"]
-        stored = self._snapshot(scope, rulebook_id, version)
+        stored = self.bound_snapshot(scope, rulebook_id, version)
         if stored is not None:
             if stored["rulebook_hash"] != rulebook_hash:
                 raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash)
@@ -228,7 +229,7 @@ class DecisionService:
         }
         return registry, snapshot_row
 
-    def _snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
         """The bound snapshot for (scope, id, version). Bindings are immutable once stored
         (compatibility rule 2), so a found binding is cached in-process; absence is not."""
         cache_key = (scope, rulebook_id, version)
@@ -271,6 +272,8 @@ class DecisionService:
         if not created:
             stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook["rulebook_id"],
                                                    version=rulebook["version"])
+            if stored is None:  # pragma: no cover - the snapshot is bound: by this call or a concurrent one
+                raise GateError("LEDGER_UNAVAILABLE", "the bound rulebook snapshot could not be read")
             return json.loads(stored["registry_json"]), False
         return registry, True
 

@@ -35,7 +35,7 @@ REPLAYED = "replayed"
 
 # What `ChainAppend.seal` returns: the sealed row, its chain link, the completed tree nodes
 # (level, index, hash) and the tree's new peaks.
-Sealed = tuple[dict[str, Any], dict[str, Any], list[tuple[int, int, str]], list[str]]
+Sealed = tuple[dict[str, Any], dict[str, Any], list[tuple[int, int, str]], tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
