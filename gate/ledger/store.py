@@ -194,7 +194,7 @@ class Ledger:
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
 
-    def _insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
+    def insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
         """INSERT … ON CONFLICT DO NOTHING for either dialect."""
         dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         return dialect_insert(table).values(**values).on_conflict_do_nothing()
@@ -387,7 +387,7 @@ class Ledger:
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
         row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
         if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
-            connection.execute(self._insert_ignore(chain_heads, {
+            connection.execute(self.insert_ignore(chain_heads, {
                 "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
                 "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
             }))
@@ -518,16 +518,16 @@ class Ledger:
 
     def checkpoint(self, chain_id: str, tree_size: int) -> str | None:
         with self.read() as connection:
-            stored: str = connection.execute(
+            stored: str | None = connection.execute(
                 select(chain_checkpoints.c.checkpoint_json).where(and_(
                     chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))
-            ).scalar_one()  # the row exists: inserted now, or kept from the first writer
+            ).scalar()
             return stored
 
     def store_checkpoint(self, chain_id: str, tree_size: int, checkpoint_json: str) -> str:
         """Keep the first checkpoint stored for (chain, size); returns the one that is stored."""
         with self.write() as connection:
-            connection.execute(self._insert_ignore(chain_checkpoints, {
+            connection.execute(self.insert_ignore(chain_checkpoints, {
                 "chain_id": chain_id, "tree_size": tree_size, "checkpoint_json": checkpoint_json}))
             stored: str = connection.execute(
                 select(chain_checkpoints.c.checkpoint_json).where(and_(
@@ -538,7 +538,7 @@ class Ledger:
     # ------------------------------------------------------------------ snapshots (write side)
 
     def _bind_snapshot(self, connection: Connection, snapshot: dict[str, Any]) -> None:
-        connection.execute(self._insert_ignore(rulebook_snapshots, snapshot))
+        connection.execute(self.insert_ignore(rulebook_snapshots, snapshot))
         stored = connection.execute(
             select(rulebook_snapshots.c.rulebook_hash, rulebook_snapshots.c.registry_json).where(
                 and_(
