@@ -104,7 +104,7 @@ def metrics_token_refusal() -> Response | None:
 def _scrape_registry(app: Flask) -> CollectorRegistry:
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from prometheus_client import multiprocess  # only loaded when several workers share the files
 
         multiprocess.MultiProcessCollector(registry)
     else:

@@ -28,8 +28,10 @@ from sqlalchemy import (
     and_,
     bindparam,
     insert,
+    or_,
     select,
     text,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -146,6 +148,7 @@ class Ledger:
 
     def upgrade(self) -> None:
         """Bring the schema to the newest Alembic revision (idempotent)."""
+        # Alembic is imported only here: a serving process that does not migrate never loads it.
         from alembic import command
         from alembic.config import Config
 
@@ -485,8 +488,6 @@ class Ledger:
         large", a 503) and would grow a PostgreSQL statement without bound."""
         if not refs:
             return {}
-        from sqlalchemy import or_, tuple_
-
         found: dict[tuple[int, int], str] = {}
         with self.read() as connection:
             for start in range(0, len(refs), NODE_REFS_PER_QUERY):
