@@ -112,11 +112,13 @@ class AdvisoryService:
         receipt_signer = pipeline.receipt_signer()
         outcome = self._evaluate(prepared)
         pattern = prepared.pattern
+        created_at = iso_ms(pipeline.clock.now())
+        decision_id = pipeline.ids.decision_id()
         record = build_advisory_record(
-            decision_id=pipeline.ids.decision_id(),
+            decision_id=decision_id,
             request_id=request_id or pipeline.ids.request_id(),
             idempotency_key=idempotency_key,
-            created_at=iso_ms(pipeline.clock.now()),
+            created_at=created_at,
             input_hash=claim.fingerprint.input_hash,
             mode=prepared.mode,
             question=prepared.question,

@@ -260,13 +260,7 @@ class AuditChainService:
         failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
                       "actual": "differs"} for name in head_failures]
         peaks_root = _root_or_none(head)
-        try:
-            nodes_root = self.tree_root(chain_id, size)
-        except LookupError:
-            nodes_root = None
-        checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
-        if not checks["tree_root"]:
-            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        checks["tree_root"] = self._tree_root_matches(chain_id, size, peaks_root, failures)
         held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
                            if not head_failures and peaks_root is not None else (None, []))
         checks["checkpoint_log"] = not witnessed
@@ -301,6 +295,18 @@ class AuditChainService:
                 "failures": failures,
             },
         }
+
+    def _tree_root_matches(self, chain_id: str, size: int, peaks_root: str | None,
+                           failures: list[dict[str, Any]]) -> bool:
+        """The root of the stored Merkle nodes equals the root of the head's peaks (else named)."""
+        try:
+            nodes_root: str | None = self.tree_root(chain_id, size)
+        except LookupError:
+            nodes_root = None
+        matches = peaks_root is not None and nodes_root == peaks_root
+        if not matches:
+            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        return matches
 
     def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str | None, dict[str, Any]],
                          failures: list[dict[str, Any]]) -> bool:
