@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -37,7 +37,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from api.errors import error_response
 from gate import vocabulary as C
+from gate.services.operations import token_matches
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 REQUESTS = Counter("gate_http_requests", "HTTP requests by method, route template and status.",
@@ -83,10 +85,26 @@ def record_decision(authority: str, verdict: str) -> None:
     DECISIONS.labels(authority, verdict).inc()
 
 
+def metrics_token_refusal() -> Response | None:
+    """None when the request carries the configured metrics token; else the refusal to answer.
+    The same token guards `/metrics`, `/api/proof-metrics` and `/api/pilot-export`."""
+    token = current_app.extensions["gate"].settings.metrics_token
+    if token is None:
+        return error_response("METRICS_UNAVAILABLE", "no metrics token is configured (GATE_METRICS_TOKEN); "
+                              "these reads are off")
+    given = request.headers.get("x-metrics-token")
+    if given is None:
+        scheme, _, rest = (request.headers.get("Authorization") or "").partition(" ")
+        given = rest.strip() if scheme.lower() == "bearer" else None
+    if not token_matches(given, token):  # SECURITY: constant time over fixed-length digests
+        return error_response("METRICS_UNAUTHORIZED", "a valid x-metrics-token header is required")
+    return None
+
+
 def _scrape_registry(app: Flask) -> CollectorRegistry:
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+        from prometheus_client import multiprocess  # only loaded when several workers share the files
 
         multiprocess.MultiProcessCollector(registry)
     else:
@@ -120,8 +138,6 @@ def init_metrics(app: Flask) -> None:
 
     @app.get("/metrics")
     def metrics():
-        from api.routes.operations import metrics_token_refusal
-
         if app.extensions["gate"].settings.metrics_token is not None:
             refusal = metrics_token_refusal()
             if refusal is not None:

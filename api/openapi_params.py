@@ -151,7 +151,7 @@ def _pilot_text(limit: int) -> dict[str, Any]:
             "allOf": [{"pattern": "[^ ]"}]}
 
 
-# api.routes.operations._validate_submission and _confirm.
+# gate.services.operations.validate_submission and PilotService.confirm.
 PILOT_REQUEST: dict[str, Any] = {
     "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
                    "consent) or a confirmation (pilot_id, confirmation_token).",

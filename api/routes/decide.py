@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import math
 from datetime import UTC, datetime
+from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.errors import error_response, gate_error_body, json_response
 from api.jsonio import read_json
 from api.metrics import record_decision
 from api.runtime import (
+    GateRuntime,
     caller_request_id,
     idempotency_key_header,
     keyed,
@@ -33,7 +35,7 @@ def _seconds_to_next_month(now: datetime) -> int:
     return max(1, math.ceil((start - now).total_seconds()))
 
 
-def _witness_on_cadence(rt, record: dict) -> None:
+def _witness_on_cadence(rt: GateRuntime, record: dict[str, Any]) -> None:
     """Every GATE_CHECKPOINT_EVERY-th decision of a chain, append its signed checkpoint to the
     gate's checkpoint log (docs/verification.md §7.4). The decision is already stored: a chain
     that fails its checks here is logged, never turned into an error of this decide."""
@@ -50,16 +52,14 @@ def _witness_on_cadence(rt, record: dict) -> None:
                   error.code, error.details.get("failed_checks", ""))
 
 
-@bp.post("/api/decide")
-@keyed("SVC_API_UNAUTHORIZED")
-def decide(caller: Caller):
-    rt = runtime()
+def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
+    """The rate-limit headers for this decide, or the refusal when the key is over its rate."""
     try:
         rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
     except GateError as error:
         status, body = gate_error_body(error)
         return json_response(status, body)
-    headers = rate.headers()
+    headers: dict[str, str] = rate.headers()
     if not rate.allowed:
         # SECURITY: a refused request creates nothing and is never an approval.
         return error_response(
@@ -68,6 +68,46 @@ def decide(caller: Caller):
             headers=headers,
             retry_after=rate.retry_after,
         )
+    return headers
+
+
+def _refused(rt: GateRuntime, error: GateError, headers: dict[str, str]) -> Response:
+    """The error answer; a used-up monthly cap also says when it resets."""
+    status, body = gate_error_body(error)
+    if isinstance(error, MonthlyCapExceeded):
+        retry = _seconds_to_next_month(rt.service.clock.now())
+        headers.update({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
+        body["retry_after"] = retry
+    return json_response(status, body, headers)
+
+
+def _record_headers(caller: Caller, record: dict[str, Any], used: int, idempotency_status: str) -> dict[str, str]:
+    """Usage, the record's identity and hashes, its receipt signature and its confidence block."""
+    headers = {
+        "X-Usage-Monthly-Remaining": str(max(0, caller.monthly_cap - used)),
+        "x-decision-id": record["decision_id"],
+        "x-decision-record-hash": record["record_hash"],
+        "x-decision-receipt-hash": record["receipt_hash"],
+        "x-idempotency-status": idempotency_status,
+        "x-decision-verify-url": record["verify_url"],
+    }
+    if record.get("receipt_signature"):
+        headers["x-decision-receipt-signature"] = record["receipt_signature"]
+    confidence = record.get("decision_confidence")
+    if isinstance(confidence, dict):
+        headers["x-decision-confidence-score"] = str(confidence.get("score"))
+        headers["x-decision-confidence-level"] = str(confidence.get("level"))
+        headers["x-decision-confidence-hash"] = str(confidence.get("confidence_hash"))
+    return headers
+
+
+@bp.post("/api/decide")
+@keyed("SVC_API_UNAUTHORIZED")
+def decide(caller: Caller):
+    rt = runtime()
+    headers = _rate_checked(rt, caller)
+    if isinstance(headers, Response):
+        return headers
     try:
         idempotency_key = idempotency_key_header()
         body = read_json(request, rt.settings.max_body_bytes)
@@ -76,45 +116,18 @@ def decide(caller: Caller):
         result = rt.service.decide(
             caller, body, idempotency_key=idempotency_key, request_id=caller_request_id()
         )
-    except MonthlyCapExceeded as error:
-        now = rt.service.clock.now()
-        retry = _seconds_to_next_month(now)
-        headers.update({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
-        status, body = gate_error_body(error)
-        body["retry_after"] = retry
-        return json_response(status, body, headers)
     except GateError as error:
-        status, body = gate_error_body(error)
-        return json_response(status, body, headers)
+        return _refused(rt, error, headers)
 
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
         record_decision("advisory" if "decision_contract" in result.record else "binding", result.record["verdict"])
         _witness_on_cadence(rt, result.record)
-    used = result.monthly_used
-    if used is None:
-        used = rt.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
-    record = result.record
-    headers.update(
-        {
-            "X-Usage-Monthly-Remaining": str(max(0, caller.monthly_cap - used)),
-            "x-decision-id": record["decision_id"],
-            "x-decision-record-hash": record["record_hash"],
-            "x-decision-receipt-hash": record["receipt_hash"],
-            "x-idempotency-status": result.idempotency_status,
-            "x-decision-verify-url": record["verify_url"],
-        }
-    )
-    if record.get("receipt_signature"):
-        headers["x-decision-receipt-signature"] = record["receipt_signature"]
-    confidence = record.get("decision_confidence")
-    if isinstance(confidence, dict):
-        headers["x-decision-confidence-score"] = str(confidence.get("score"))
-        headers["x-decision-confidence-level"] = str(confidence.get("level"))
-        headers["x-decision-confidence-hash"] = str(confidence.get("confidence_hash"))
+    used = rt.service.monthly_used(caller, result)
+    headers.update(_record_headers(caller, result.record, used, result.idempotency_status))
     if prefer_applied:
         headers["Preference-Applied"] = f"return={view}"
     headers["Vary"] = "Prefer, x-decision-response-view"
     request_id = caller_request_id()
     if request_id:
         headers["x-request-id"] = request_id
-    return json_response(200, project_view(record, view), headers)
+    return json_response(200, project_view(result.record, view), headers)

@@ -41,8 +41,8 @@ PACKET_VERIFY_DESCRIPTION = {
         "packet_hash over the canonical packet without packet_hash",
         "the embedded record's hashes, bundle hash and signatures",
         "execution, outcome and CRM sync hashes against the record's ids, hashes and action binding",
-        "intelligence report hashes; retained audit-chain links, the RFC 6962 inclusion proof and "
-        "the signed checkpoint",
+        ("intelligence report hashes; retained audit-chain links, the RFC 6962 inclusion proof and "
+         "the signed checkpoint"),
     ],
     "trust": "signatures are checked only with this gate's keys; a key inside the packet is never trusted",
     "algorithm_document": "docs/verification.md",

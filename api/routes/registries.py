@@ -35,7 +35,7 @@ def rulebook_contract() -> dict:
 @bp.get("/api/decision/status")
 def status():
     rt = runtime()
-    ledger_ok = rt.ledger.ping()
+    ledger_ok = rt.service.ledger_ready()
     limiter_ok = rt.limiter.ping()
     signer = rt.signing.receipt_signer()
     signing_ok = rt.signing.ready()
@@ -74,7 +74,7 @@ def status():
             "problem": signing_problem,
             "fix": signing_fix,
         },
-        "ledger": {"ready": ledger_ok, "dialect": rt.ledger.dialect},
+        "ledger": {"ready": ledger_ok, "dialect": rt.service.ledger_dialect},
         "idempotency": {"ready": ledger_ok, "backend": "ledger_unique_constraint"},
         "rate_limits": {"ready": limiter_ok, "backend": rt.limiter.backend, "window_seconds": 60},
         "auth": {"ready": ledger_ok, "scheme": "api_key", "headers": ["x-api-key", "Authorization: Bearer"]},
@@ -182,7 +182,7 @@ def policy_bundles():
     for bundle in bundles:
         if bundle["hash"] == wanted:
             return json_response(200, {"ok": True, "policy_bundle": bundle})
-    known = rt.ledger.bundle_hash_known(wanted)
+    known = rt.service.bundle_lineage(wanted)
     if known is not None:
         # Decision bundle attestation hashes resolve to lineage only; no tenant data.
         bundle = {
@@ -215,9 +215,9 @@ def rulebooks(caller: Caller):
             "look up a rulebook by exactly `hash`, or by both `rulebook_id` and `version`",
         )
     if by_hash:
-        snapshot = rt.ledger.rulebook_snapshot(caller.scope, rulebook_hash=wanted_hash.strip().lower())
+        snapshot = rt.service.rulebook_snapshot(caller, rulebook_hash=wanted_hash.strip().lower())
     else:
-        snapshot = rt.ledger.rulebook_snapshot(caller.scope, rulebook_id=rulebook_id, version=version)
+        snapshot = rt.service.rulebook_snapshot(caller, rulebook_id=rulebook_id, version=version)
     if snapshot is None:
         return error_response("RULEBOOK_NOT_FOUND", "no rulebook snapshot matches in this scope")
     metadata = json.loads(snapshot["registry_json"])

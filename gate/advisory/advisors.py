@@ -117,7 +117,7 @@ class PatternRulebookAdvisor:
             "rulebook_hash": pattern.rulebook_hash,
             "evaluator_version": EVALUATOR_VERSION,
         }
-        outcome = {
+        outcome: dict[str, Any] = {
             "status": evaluation.status,
             "decision": evaluation.decision,
             "application_verdict": evaluation.application_verdict,

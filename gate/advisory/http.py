@@ -30,7 +30,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from contextlib import suppress
+from email.message import Message
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from gate.advisory.advisors import AdvisoryQuestion, Vote
@@ -50,7 +52,8 @@ SYSTEM_PROMPT = (
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: Message, newurl: str) -> None:
         return None  # SECURITY: never forward the Authorization header to another location
 
 
@@ -84,15 +87,13 @@ class _Deadline:
         self._timer.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def _deadline_handlers(deadline: _Deadline) -> list[urllib.request.BaseHandler]:
@@ -109,12 +110,13 @@ def _deadline_handlers(deadline: _Deadline) -> list[urllib.request.BaseHandler]:
             deadline.register(self.sock)
 
     class _HTTPHandler(urllib.request.HTTPHandler):
-        def http_open(self, req):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
             return self.do_open(_HTTPConnection, req)
 
     class _HTTPSHandler(urllib.request.HTTPSHandler):
-        def https_open(self, req):
-            return self.do_open(_HTTPSConnection, req, context=self._context)
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            # HTTPSHandler keeps its SSL context in `_context` (CPython), which typeshed does not declare.
+            return self.do_open(_HTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
 
     return [_HTTPHandler(), _HTTPSHandler(), _NoRedirect()]
 
@@ -165,13 +167,16 @@ class HttpLLMAdvisor:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if self._api_key:
             headers["authorization"] = f"Bearer {self._api_key}"
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=payload, headers=headers, method="POST")
+        # The base URL's scheme is http or https, checked when the advisor is configured.
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=payload,  # noqa: S310
+                                     headers=headers, method="POST")
         timed_out = AdvisorFailure("ADVISOR_TIMEOUT", f"no answer within {self.timeout:g} s")
         with _Deadline(self.timeout) as deadline:
             # SECURITY: a fresh opener per exchange, so the deadline covers only its own sockets.
             opener = urllib.request.build_opener(*_deadline_handlers(deadline))
             ends = time.monotonic() + self.timeout
             try:
+                # The base URL's scheme is http or https (checked when the advisor is configured).
                 with opener.open(req, timeout=self.timeout) as response:
                     raw = b""
                     while len(raw) <= MAX_RESPONSE_BYTES:

@@ -124,6 +124,69 @@ def _source(vote: Vote) -> dict[str, Any]:
     return source
 
 
+def advisory_block(mode: str, question: str, facts: Mapping[str, Any], pattern_id: str | None,
+                   votes: Sequence[Vote], combined: Combined) -> dict[str, Any]:
+    """The record's `advisory` member: every vote, the combining rule, the tally and the outcome."""
+    advisory: dict[str, Any] = {
+        "advisory_version": ADVISORY_VERSION,
+        "mode": mode,
+        "question": question,
+        "policy_pattern": pattern_id,
+        "advisors": [vote.to_record() for vote in votes],
+        "combining_rule": {"rule_id": combined.rule, "description": RULES[combined.rule]},
+        "tally": dict(combined.tally),
+        "combined_decision": combined.decision,
+    }
+    if mode == "runtime":
+        advisory["runtime_context_hash"] = sha256_hex(dict(facts))
+    return advisory
+
+
+def _reading(mode: str, combined: Combined, advisory: dict[str, Any]) -> dict[str, Any]:
+    """The versions, the reading of the combined opinion (`READING`) and the contract members."""
+    verdict, c, v, _action = READING[combined.decision]
+    return {
+        "decision_protocol_version": DECISION_PROTOCOL_VERSION,
+        "decision_record_version": DECISION_RECORD_VERSION,
+        "status": "ok",
+        "mode": mode,
+        "c": c,
+        "v": v,
+        "verdict": verdict,
+        "advisory_verdict": combined.decision,
+        "decision_contract": dict(ADVISORY_CONTRACT),
+        "production_binding_required": True,
+        "advisory": clone(advisory),
+    }
+
+
+def _identifiers(decision_id: str, request_id: str, idempotency_key: str | None) -> dict[str, Any]:
+    """`request_id`, `decision_id` and, when one was given, the (bounded) idempotency key."""
+    members: dict[str, Any] = {"request_id": request_id, "decision_id": decision_id}
+    key = limit_text(idempotency_key, MAX_IDEMPOTENCY_KEY) if idempotency_key else ""
+    if key:
+        members["idempotency_key"] = key
+    return members
+
+
+def _evidence_and_policy(votes: Sequence[Vote], combined: Combined, context: Mapping[str, Any], *, mode: str,
+                         policy_id: str, policy_version: str, identities: Sequence[Mapping[str, Any]],
+                         input_hash: str) -> dict[str, Any]:
+    """Evidence and its manifest, the action and its binding, and the panel as the policy."""
+    evidence = _evidence(votes)
+    return {
+        "evidence": evidence,
+        "evidence_manifest": {"codes": list(evidence),
+                              "sources": [_source(vote) for vote in votes][:MAX_MANIFEST_SOURCES]},
+        "action": limit_text(READING[combined.decision][3], MAX_ACTION),
+        "action_binding": action_binding_from_context(context),
+        "policy_id": policy_id,
+        "policy_version": policy_version,
+        "policy_hash": sha256_hex(panel_policy(mode, combined.rule, identities)),
+        "input_hash": input_hash,
+    }
+
+
 def build_advisory_record(
     *,
     decision_id: str,
@@ -143,50 +206,13 @@ def build_advisory_record(
     combined: Combined,
     receipt_signer: ReceiptSigner | None = None,
 ) -> dict[str, Any]:
-    verdict, c, v, action = READING[combined.decision]
-    advisory: dict[str, Any] = {
-        "advisory_version": ADVISORY_VERSION,
-        "mode": mode,
-        "question": question,
-        "policy_pattern": pattern_id,
-        "advisors": [vote.to_record() for vote in votes],
-        "combining_rule": {"rule_id": combined.rule, "description": RULES[combined.rule]},
-        "tally": dict(combined.tally),
-        "combined_decision": combined.decision,
-    }
-    if mode == "runtime":
-        advisory["runtime_context_hash"] = sha256_hex(dict(facts))
-    evidence = _evidence(votes)
-    urls = decision_urls(decision_id)
-    record: dict[str, Any] = {
-        "decision_protocol_version": DECISION_PROTOCOL_VERSION,
-        "decision_record_version": DECISION_RECORD_VERSION,
-        "status": "ok",
-        "mode": mode,
-        "c": c,
-        "v": v,
-        "verdict": verdict,
-        "advisory_verdict": combined.decision,
-        "decision_contract": dict(ADVISORY_CONTRACT),
-        "production_binding_required": True,
-        "advisory": clone(advisory),
-        "request_id": request_id,
-        "decision_id": decision_id,
-    }
-    key = limit_text(idempotency_key, MAX_IDEMPOTENCY_KEY) if idempotency_key else ""
-    if key:
-        record["idempotency_key"] = key
-    record.update(
-        evidence=evidence,
-        evidence_manifest={"codes": list(evidence), "sources": [_source(v) for v in votes][:MAX_MANIFEST_SOURCES]},
-        action=limit_text(action, MAX_ACTION),
-        action_binding=action_binding_from_context(context),
-        policy_id=policy_id,
-        policy_version=policy_version,
-        policy_hash=sha256_hex(panel_policy(mode, combined.rule, identities)),
-        input_hash=input_hash,
-    )
+    """The sealed advisory record. Its members are added in the order the record is serialized."""
+    record = _reading(mode, combined, advisory_block(mode, question, facts, pattern_id, votes, combined))
+    record.update(_identifiers(decision_id, request_id, idempotency_key))
+    record.update(_evidence_and_policy(votes, combined, context, mode=mode, policy_id=policy_id,
+                                       policy_version=policy_version, identities=identities, input_hash=input_hash))
     record["output_hash"] = advisory_output_hash(record)
+    urls = decision_urls(decision_id)
     record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
                   created_at=created_at)
     return seal_record(record, receipt_signer=receipt_signer)

@@ -22,12 +22,15 @@ nothing: the counters always describe each decision's latest outcome.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import Row, Select, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
+from gate.errors import LedgerUnavailable
 from gate.ledger.tables import confidence_counters, outcome_latest
 from gate.protocol.confidence import ConfidenceCounts
 from gate.receipts.values import (
@@ -71,7 +74,7 @@ class OutcomeMove:
     effect: str  # gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS value
 
 
-def _insert(dialect: str):
+def _insert(dialect: str) -> Callable[[Table], postgresql.Insert] | Callable[[Table], sqlite.Insert]:
     return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
@@ -88,6 +91,8 @@ def apply_outcome(connection: Connection, dialect: str, move: OutcomeMove) -> bo
         decision_id=move.decision_id, scope=move.bucket.scope, reported_at="", receipt_id="",
         effect="").on_conflict_do_nothing())
     current = connection.execute(_LOCK_LATEST, {"decision_id": move.decision_id}).mappings().first()
+    if current is None:  # pragma: no cover - the row was inserted just above (or already there)
+        raise LedgerUnavailable("the decision's latest outcome could not be read")
     if (move.reported_at, move.receipt_id) <= (current["reported_at"], current["receipt_id"]):
         return False  # an outcome at least as new is already counted
     connection.execute(update(outcome_latest).where(outcome_latest.c.decision_id == move.decision_id)
@@ -115,7 +120,7 @@ def apply_outcome(connection: Connection, dialect: str, move: OutcomeMove) -> bo
     return True
 
 
-def _build_counts_query():
+def _build_counts_query() -> Select[Any]:
     c = confidence_counters.c
     return select(c.verdict, c.action, c.policy_version, *[c[name] for name in _COUNT_COLUMNS]).where(and_(
         c.scope == bindparam("scope"), c.policy_id == bindparam("policy_id"),
@@ -134,7 +139,7 @@ def counts_params(bucket: Bucket) -> dict[str, str]:
             "action": bucket.action, "policy_version": bucket.policy_version}
 
 
-def counts_from_rows(bucket: Bucket, rows) -> ConfidenceCounts | None:
+def counts_from_rows(bucket: Bucket, rows: Iterable[Row[Any]]) -> ConfidenceCounts | None:
     """ConfidenceCounts from `COUNTS_QUERY` rows; None when the scope has no Outcome Record for
     the policy (then the record carries no `decision_confidence`)."""
     by_key = {(row.verdict, row.action, row.policy_version): row for row in rows}

@@ -9,8 +9,10 @@ constraints and row locks, never from process memory.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 WRITE_OPTION = "gate_write"
 
@@ -49,7 +51,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
 
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record):  # pragma: no cover - driver callback
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:  # pragma: no cover - driver callback
         # Take transaction control away from pysqlite so BEGIN is ours.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -60,7 +62,7 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection):  # pragma: no cover - driver callback
+    def _on_begin(connection: Connection) -> None:  # pragma: no cover - driver callback
         if connection.get_execution_options().get(WRITE_OPTION):
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         else:

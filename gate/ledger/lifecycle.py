@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate.chain.rowseal import receipt_row_hash
@@ -52,7 +53,7 @@ class ClaimLost(Exception):
     """Internal: the pending claim was taken over before this writer completed it."""
 
 
-def _claim_filter(scope: str, kind: str, key: str):
+def _claim_filter(scope: str, kind: str, key: str) -> ColumnElement[bool]:
     return and_(idempotency_claims.c.scope == scope, idempotency_claims.c.kind == kind,
                 idempotency_claims.c.idempotency_key == key)
 
@@ -145,15 +146,15 @@ class LifecycleStore:
                 if result.rowcount != 1:
                     raise ClaimLost(row["idempotency_key"])
 
-    def _chain(self, connection, row: dict[str, Any]) -> dict[str, Any]:
+    def _chain(self, connection: Connection, row: dict[str, Any]) -> dict[str, Any]:
         """Lock the decision's receipt head, give `row` its place in the chain, advance the head."""
         decision_id = row["decision_id"]
-        connection.execute(self.ledger._insert_ignore(receipt_heads, {
+        connection.execute(self.ledger.insert_ignore(receipt_heads, {
             "decision_id": decision_id, "count": 0, "head_row_hash": None, "key_id": None,
             "signature": None, "updated_at": row["reported_at"]}))
         head = connection.execute(
             select(receipt_heads).where(receipt_heads.c.decision_id == decision_id).with_for_update()
-        ).mappings().first()
+        ).mappings().one()  # inserted just above, or already there
         row = dict(row, sequence=head["count"] + 1, previous_row_hash=head["head_row_hash"])
         row["row_hash"] = receipt_row_hash(row)
         key_id, signature = self.sign_head(decision_id, row["sequence"], row["row_hash"])
@@ -181,7 +182,7 @@ class LifecycleStore:
             total = connection.execute(
                 select(func.count()).select_from(lifecycle_receipts)
                 .where(lifecycle_receipts.c.decision_id == decision_id)
-            ).scalar()
+            ).scalar_one()
         return [dict(row) for row in reversed(rows)], int(total)
 
     def receipt(self, receipt_id: str) -> dict[str, Any] | None:
@@ -207,13 +208,11 @@ class LifecycleStore:
             return [dict(row) for row in connection.execute(query).mappings().all()]
 
     def count(self, decision_id: str, kind: str) -> int:
-        from sqlalchemy import func
-
         with self.ledger.read() as connection:
             return int(connection.execute(
                 select(func.count()).select_from(lifecycle_receipts).where(and_(
                     lifecycle_receipts.c.decision_id == decision_id, lifecycle_receipts.c.kind == kind))
-            ).scalar())
+            ).scalar_one())
 
 
 __all__ = ["DONE", "PENDING", "Claim", "ClaimLost", "LedgerUnavailable", "LifecycleStore"]

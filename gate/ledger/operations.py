@@ -93,9 +93,9 @@ def proof_counts(ledger: Ledger) -> dict[str, Any]:
     for kind, verdict, count in by_verdict:
         verdicts[kind][verdict] = verdicts[kind].get(verdict, 0) + count
     receipt_counts = {"execution": 0, "outcome": 0, "crm_sync": 0}
-    receipt_counts.update({kind: count for kind, count in receipts})
+    receipt_counts.update(dict(receipts))
     pilot_counts = {"submitted": 0, "confirmed": 0}
-    pilot_counts.update({status: count for status, count in pilots})
+    pilot_counts.update(dict(pilots))
     return {
         "decisions": {
             "total": sum(sum(v.values()) for v in verdicts.values()),

@@ -13,17 +13,31 @@ Guarantees:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    Table,
+    TextClause,
+    and_,
+    bindparam,
+    insert,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.sql.dml import Insert, ReturningInsert
 
 from gate.errors import (
     DuplicateIdempotencyKey,
@@ -128,12 +142,13 @@ class Ledger:
         self.url = normalize_url(url)
         self.engine = engine or make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
-        self._charge_sql = None
+        self._charge_sql: ReturningInsert[Any] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def upgrade(self) -> None:
         """Bring the schema to the newest Alembic revision (idempotent)."""
+        # Alembic is imported only here: a serving process that does not migrate never loads it.
         from alembic import command
         from alembic.config import Config
 
@@ -159,8 +174,8 @@ class Ledger:
     def write(self) -> Iterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE on SQLite); commits on success."""
         try:
-            with self.engine.connect() as connection:
-                connection = connection.execution_options(**{WRITE_OPTION: True})
+            with self.engine.connect() as plain:
+                connection = plain.execution_options(**{WRITE_OPTION: True})
                 with connection.begin():
                     yield connection
         except IntegrityError:
@@ -182,7 +197,7 @@ class Ledger:
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
 
-    def _insert_ignore(self, table, values: dict[str, Any]):
+    def insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
         """INSERT … ON CONFLICT DO NOTHING for either dialect."""
         dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         return dialect_insert(table).values(**values).on_conflict_do_nothing()
@@ -361,9 +376,9 @@ class Ledger:
                 head = self._lock_chain_head(connection, chain) if chain else None
                 if snapshot is not None:
                     self._bind_snapshot(connection, snapshot)
-                if chain is not None and charge is not None and self.dialect == "postgresql":
+                if chain is not None and head is not None and charge is not None and self.dialect == "postgresql":
                     return self._append_store_charge_pg(connection, chain, head, row, charge)
-                if chain is not None:
+                if chain is not None and head is not None:
                     row = self._append_link(connection, chain, head, row)
                 connection.execute(_INSERT_DECISION, row)
                 return self._charge(connection, charge) if charge else None
@@ -375,11 +390,13 @@ class Ledger:
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
         row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
         if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
-            connection.execute(self._insert_ignore(chain_heads, {
+            connection.execute(self.insert_ignore(chain_heads, {
                 "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
                 "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
             }))
             row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
+            if row is None:  # pragma: no cover - the head was just created (by this writer or another)
+                raise LedgerUnavailable("the chain head could not be locked")
         return ChainHead(row["chain_id"], row["size"], row["head_link_hash"], row["merkle_root"],
                          tuple(json.loads(row["tree_peaks"])))
 
@@ -471,12 +488,11 @@ class Ledger:
         large", a 503) and would grow a PostgreSQL statement without bound."""
         if not refs:
             return {}
-        from sqlalchemy import or_, tuple_
-
         found: dict[tuple[int, int], str] = {}
         with self.read() as connection:
             for start in range(0, len(refs), NODE_REFS_PER_QUERY):
                 part = list(refs[start:start + NODE_REFS_PER_QUERY])
+                condition: ColumnElement[bool]
                 if self.dialect == "postgresql":
                     condition = tuple_(merkle_nodes.c.level, merkle_nodes.c.idx).in_(part)
                 else:
@@ -489,7 +505,7 @@ class Ledger:
                 found.update(((row.level, row.idx), row.hash) for row in rows)
         return found
 
-    def decision_hashes(self, decision_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
         """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""
         if not decision_ids:
             return {}
@@ -503,25 +519,27 @@ class Ledger:
 
     def checkpoint(self, chain_id: str, tree_size: int) -> str | None:
         with self.read() as connection:
-            return connection.execute(
+            stored: str | None = connection.execute(
                 select(chain_checkpoints.c.checkpoint_json).where(and_(
                     chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))
             ).scalar()
+            return stored
 
     def store_checkpoint(self, chain_id: str, tree_size: int, checkpoint_json: str) -> str:
         """Keep the first checkpoint stored for (chain, size); returns the one that is stored."""
         with self.write() as connection:
-            connection.execute(self._insert_ignore(chain_checkpoints, {
+            connection.execute(self.insert_ignore(chain_checkpoints, {
                 "chain_id": chain_id, "tree_size": tree_size, "checkpoint_json": checkpoint_json}))
-            return connection.execute(
+            stored: str = connection.execute(
                 select(chain_checkpoints.c.checkpoint_json).where(and_(
                     chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))
-            ).scalar()
+            ).scalar_one()  # the row exists: inserted now, or kept from the first writer
+            return stored
 
     # ------------------------------------------------------------------ snapshots (write side)
 
     def _bind_snapshot(self, connection: Connection, snapshot: dict[str, Any]) -> None:
-        connection.execute(self._insert_ignore(rulebook_snapshots, snapshot))
+        connection.execute(self.insert_ignore(rulebook_snapshots, snapshot))
         stored = connection.execute(
             select(rulebook_snapshots.c.rulebook_hash, rulebook_snapshots.c.registry_json).where(
                 and_(
@@ -531,6 +549,8 @@ class Ledger:
                 )
             )
         ).first()
+        if stored is None:  # pragma: no cover - the row exists: inserted now, or by the first writer
+            raise LedgerUnavailable("the rulebook snapshot could not be read back")
         if stored.rulebook_hash != snapshot["rulebook_hash"]:
             raise RulebookVersionConflict(
                 snapshot["rulebook_id"], snapshot["version"], stored.rulebook_hash,
@@ -549,7 +569,7 @@ class Ledger:
             raise MonthlyCapExceeded(charge.cap, charge.period)
         return int(used)
 
-    def _charge_statement(self):
+    def _charge_statement(self) -> ReturningInsert[Any]:
         if self._charge_sql is None:
             dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
             statement = dialect_insert(usage_counters).values(
@@ -564,13 +584,14 @@ class Ledger:
 
 
 @lru_cache(maxsize=64)
-def _pg_append_statement(decision_columns: tuple[str, ...], node_count: int):
+def _pg_append_statement(decision_columns: tuple[str, ...], node_count: int) -> TextClause:
     """The one-round-trip append of `_append_store_charge_pg` (cached per shape)."""
     nodes = ", ".join(f"(:l_chain_id, :n{i}_level, :n{i}_idx, :n{i}_hash)" for i in range(node_count))
     columns = ", ".join(decision_columns)
     values = ", ".join(f":d_{name}" for name in decision_columns)
+    # The interpolated parts are placeholders and the table's own column names, never values.
     return text(
-        "WITH link AS (INSERT INTO chain_links (chain_id, chain_position, decision_id, leaf_hash, link_hash, link_json) "
+        "WITH link AS (INSERT INTO chain_links (chain_id, chain_position, decision_id, leaf_hash, link_hash, link_json) "  # noqa: S608
         "VALUES (:l_chain_id, :l_position, :l_decision_id, :l_leaf_hash, :l_link_hash, :l_link_json)), "
         f"nodes AS (INSERT INTO merkle_nodes (chain_id, level, idx, hash) VALUES {nodes}), "
         "head AS (UPDATE chain_heads SET size = :h_size, head_link_hash = :h_link_hash, merkle_root = :h_root, "
@@ -582,7 +603,7 @@ def _pg_append_statement(decision_columns: tuple[str, ...], node_count: int):
     )
 
 
-def _stored(row) -> StoredDecision | None:
+def _stored(row: RowMapping | None) -> StoredDecision | None:
     if row is None:
         return None
     return StoredDecision(
@@ -595,7 +616,7 @@ def _stored(row) -> StoredDecision | None:
         created_at=row["created_at"],
         record_json=row["record_json"],
         request_json=row["request_json"],
-        columns={name: row[name] for name in row.keys() if name not in ("record_json", "request_json")},
+        columns={name: row[name] for name in row if name not in ("record_json", "request_json")},
     )
 
 

@@ -23,10 +23,10 @@ as the stored text); `workbench.dataset.convert` turns them into Arrow tables.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, Select, and_, func, or_, select
 
 from gate.ledger.store import Ledger
 from gate.ledger.tables import chain_heads, chain_links, decisions, lifecycle_receipts
@@ -53,7 +53,7 @@ def _batch(batch_size: int) -> int:
     return batch_size
 
 
-def _after(columns: Sequence[Any], values: Sequence[Any]):
+def _after(columns: Sequence[Any], values: Sequence[Any]) -> ColumnElement[bool]:
     """The keyset condition `(c1, c2, …) > (v1, v2, …)`, written portably with OR/AND."""
     terms = []
     for index, column in enumerate(columns):
@@ -62,7 +62,8 @@ def _after(columns: Sequence[Any], values: Sequence[Any]):
     return or_(*terms)
 
 
-def _pages(ledger: Ledger, build, key_of) -> Iterator[list[dict[str, Any]]]:
+def _pages(ledger: Ledger, build: Callable[[Any], tuple[Select[Any], int]],
+           key_of: Callable[[dict[str, Any]], Any]) -> Iterator[list[dict[str, Any]]]:
     """Run `build(last_key)` page after page until a page comes back short."""
     last = None
     while True:
@@ -76,11 +77,11 @@ def _pages(ledger: Ledger, build, key_of) -> Iterator[list[dict[str, Any]]]:
             return
 
 
-def _keyset_pages(ledger: Ledger, base, keys: Sequence[Any], limit: int,
+def _keyset_pages(ledger: Ledger, base: Select[Any], keys: Sequence[Any], limit: int,
                   after: Sequence[Any] | None) -> Iterator[list[dict[str, Any]]]:
     """Pages of `base` in `keys` order, each starting after the previous page's last key (or
     after `after` for the first)."""
-    def build(last):
+    def build(last: Any) -> tuple[Select[Any], int]:
         start = last or after
         query = base if start is None else base.where(_after(keys, start))
         return query.order_by(*keys).limit(limit), limit
@@ -148,7 +149,7 @@ def iter_chain_decisions(
     if upto_position is not None:
         base = base.where(chain_links.c.chain_position <= upto_position)
 
-    def build(last):
+    def build(last: Any) -> tuple[Select[Any], int]:
         position = after_position if last is None else last
         query = base.where(chain_links.c.chain_position > position)
         return query.order_by(chain_links.c.chain_position).limit(limit), limit
@@ -210,7 +211,7 @@ def count_receipts(
     if reported_before is not None:
         query = query.where(table.c.reported_at < reported_before)
     with ledger.read() as connection:
-        return int(connection.execute(query).scalar())
+        return int(connection.execute(query).scalar_one())
 
 
 def scopes(ledger: Ledger) -> list[str]:
@@ -259,7 +260,7 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
     if scope is not None:
         query = query.where(lifecycle_receipts.c.scope == scope)
     with ledger.read() as connection:
-        counts = dict(connection.execute(query).all())
+        counts: dict[str, int] = dict(connection.execute(query).tuples().all())
     return {kind: int(counts.get(kind, 0)) for kind in RECEIPT_KINDS}
 
 

@@ -137,7 +137,8 @@ class VendorTable:
 
 @functools.lru_cache(maxsize=1)
 def table_schema() -> dict[str, Any]:
-    return json.loads(TABLE_SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(TABLE_SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
 
 
 def _validator() -> jsonschema.Draft202012Validator:

@@ -1,7 +1,7 @@
 """`AdvisoryService.decide`: the advisory modes as a use case, stored like every decision.
 
 prepare (fail-closed checks) → input hash → idempotency fast path (the same replay and conflict
-rules as rulebook mode, shared with `DecisionService`) → ask the advisors → combine → build and
+rules as rulebook mode: the steps of `gate.services.pipeline`, shared with `DecisionService`) → ask the advisors → combine → build and
 seal the record → store it atomically with its chain link, row seal and monthly-cap charge.
 
 The panel: `single` and `runtime` ask one advisor (the first configured HTTP model, else the
@@ -37,9 +37,9 @@ from gate.advisory.record import (
 )
 from gate.advisory.request import AdvisoryRequest, prepare_advisory_request
 from gate.clock import iso_ms
-from gate.errors import DuplicateIdempotencyKey, GateError, SigningUnavailable
-from gate.protocol.canonical import canonical_text, sha256_bytes_hex
+from gate.errors import GateError
 from gate.rulebook.patterns import PatternRegistry, load_patterns
+from gate.services.pipeline import Caller, Claim, DecideResult, DecisionPipeline, fingerprint
 
 
 @dataclass(frozen=True)
@@ -101,38 +101,30 @@ class AdvisoryService:
         policy_version = pattern.body["recommended_policy_version"] if pattern is not None else ADVISORY_VERSION
         return AdvisoryOutcome(prepared, identities, votes, combine(rule, votes), policy_id, policy_version)
 
-    def decide(self, decisions: Any, caller: Any, body: Any, *, idempotency_key: str | None,
-               request_id: str | None) -> Any:
-        """Called by `DecisionService.decide` for advisory bodies; returns its `DecideResult`."""
-        from gate.services.decide import (  # the shared result type (no import cycle at load)
-            CREATED,
-            DecideResult,
-        )
-
+    def decide(self, pipeline: DecisionPipeline, caller: Caller, body: Any, *, idempotency_key: str | None,
+               request_id: str | None) -> DecideResult:
+        """Called by `DecisionService.decide` for advisory bodies, with its shared pipeline."""
         prepared = prepare_advisory_request(body, self.patterns)
-        request_text = canonical_text(prepared.request)
-        input_hash = sha256_bytes_hex(request_text.encode("utf-8"))
-        if idempotency_key is not None:
-            existing = decisions.ledger.decision_by_idempotency(caller.scope, idempotency_key)
-            if existing is not None:
-                return decisions._replay(existing, idempotency_key, input_hash, prepared.response_view)
-        receipt_signer = decisions.signing.receipt_signer()
-        if receipt_signer is None and decisions.signing.required:
-            raise SigningUnavailable()
+        claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
+        replayed = pipeline.replay_known(claim)
+        if replayed is not None:
+            return replayed
+        receipt_signer = pipeline.receipt_signer()
         outcome = self._evaluate(prepared)
-        created_at = iso_ms(decisions.clock.now())
-        decision_id = decisions.ids.decision_id()
+        pattern = prepared.pattern
+        created_at = iso_ms(pipeline.clock.now())
+        decision_id = pipeline.ids.decision_id()
         record = build_advisory_record(
             decision_id=decision_id,
-            request_id=request_id or decisions.ids.request_id(),
+            request_id=request_id or pipeline.ids.request_id(),
             idempotency_key=idempotency_key,
             created_at=created_at,
-            input_hash=input_hash,
+            input_hash=claim.fingerprint.input_hash,
             mode=prepared.mode,
             question=prepared.question,
             context=prepared.context,
             facts=prepared.facts,
-            pattern_id=prepared.pattern.pattern_id if prepared.pattern is not None else None,
+            pattern_id=pattern.pattern_id if pattern is not None else None,
             policy_id=outcome.policy_id,
             policy_version=outcome.policy_version,
             identities=outcome.identities,
@@ -140,16 +132,7 @@ class AdvisoryService:
             combined=outcome.combined,
             receipt_signer=receipt_signer,
         )
-        try:
-            used = decisions.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=record["policy_hash"],
-                                          request_text=request_text, idempotency_key=idempotency_key,
-                                          receipt_signer=receipt_signer)
-        except DuplicateIdempotencyKey:
-            existing = decisions.ledger.decision_by_idempotency(caller.scope, idempotency_key or "")
-            if existing is None:  # pragma: no cover - the winner's row must be visible
-                raise GateError("LEDGER_UNAVAILABLE", "idempotency claim could not be read")
-            return decisions._replay(existing, idempotency_key or "", input_hash, prepared.response_view)
-        return DecideResult(record, CREATED, used, prepared.response_view)
+        return pipeline.store(claim, record, rulebook_hash=record["policy_hash"], receipt_signer=receipt_signer)
 
 
 __all__ = ["AdvisoryOutcome", "AdvisoryService"]

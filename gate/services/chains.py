@@ -10,6 +10,7 @@ tree root against the stored Merkle nodes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from gate.chain.checkpoint_log import (
     append_checkpoint,
     extension_failures,
 )
-from gate.chain.links import chain_head_failures, verify_links
+from gate.chain.links import chain_head_failures, chain_id_for, verify_links
 from gate.chain.merkle import (
     CompactRange,
     checkpoint_body,
@@ -39,9 +40,9 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
+from gate.packets import ChainExcerpt, chain_window
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.protocol.records import record_hash
-from gate.services.decide import chain_id_for
 
 MAX_CHAIN_LIMIT = 1000
 
@@ -73,6 +74,10 @@ class AuditChainService:
         self.checkpoint_log = checkpoint_log
         self._held = HeldCheckpoints(checkpoint_log) if checkpoint_log is not None else None
 
+    def owns(self, scope: str, chain_id: str) -> bool:
+        """Whether `chain_id` names a stored chain of `scope` (another scope's chain reads as absent)."""
+        return owns_chain(self.ledger.chain_head(chain_id), scope, chain_id)
+
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> dict[str, Any]:
@@ -85,11 +90,12 @@ class AuditChainService:
             made = (sign_checkpoint(body, key) if key is not None
                     else {**body, "checkpoint_hash": checkpoint_hash(body), "signature": None})
             stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
-        return json.loads(stored)
+        checkpoint: dict[str, Any] = json.loads(stored)
+        return checkpoint
 
     # ------------------------------------------------------------------ reads
 
-    def _node_getter(self, chain_id: str, refs: list[tuple[int, int]]):
+    def _node_getter(self, chain_id: str, refs: list[tuple[int, int]]) -> Callable[[int, int], str]:
         nodes = self.ledger.merkle_nodes(chain_id, refs)
         return lambda level, idx: nodes[(level, idx)]
 
@@ -124,12 +130,13 @@ class AuditChainService:
 
     def _held_checkpoint(self, chain_id: str) -> dict[str, Any] | None:
         """The newest checkpoint of the chain in the gate's log (read incrementally)."""
-        assert self._held is not None
+        if self._held is None:  # pragma: no cover - only called when the gate keeps a log
+            raise RuntimeError("no checkpoint log is configured")
         return self._held.latest(chain_id)
 
     def consistency_proof(self, chain_id: str, first: int, second: int) -> list[str]:
         """RFC 6962 consistency proof between two sizes, from the stored nodes."""
-        refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+        refs = [(level, index) for level, index in nodes_needed_for_consistency(first, second)]
         return consistency_proof_from_nodes(first, second, self._node_getter(chain_id, refs))
 
     def consistent_head(self, chain_id: str) -> dict[str, Any] | None:
@@ -184,7 +191,8 @@ class AuditChainService:
         a concurrent worker's append in between makes it stale, so a refusal is checked once more
         against the log as it now is. Still refused: `CHAIN_INTEGRITY_FAILED`; a log that cannot
         be written: `LEDGER_UNAVAILABLE` (503), nothing published."""
-        assert self.checkpoint_log is not None
+        if self.checkpoint_log is None:  # pragma: no cover - only called when the gate keeps a log
+            raise RuntimeError("no checkpoint log is configured")
         chain_id, size, root = checkpoint["chain_id"], checkpoint["tree_size"], checkpoint["root_hash"]
         for attempt in range(2):
             try:
@@ -219,7 +227,7 @@ class AuditChainService:
         links = [json.loads(row["link_json"]) for row in rows]
         previous = links.pop(0) if first > 1 and links and links[0]["chain_position"] == first - 1 else None
         size = head["size"]
-        refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+        refs = [(level, index) for level, index in nodes_needed_for_inclusion(position - 1, size)]
         proof = inclusion_proof_from_nodes(position - 1, size, self._node_getter(chain_id, refs))
         root = _peaks_root(head)
         return RecordProof(
@@ -252,13 +260,7 @@ class AuditChainService:
         failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
                       "actual": "differs"} for name in head_failures]
         peaks_root = _root_or_none(head)
-        try:
-            nodes_root = self.tree_root(chain_id, size)
-        except LookupError:
-            nodes_root = None
-        checks["tree_root"] = peaks_root is not None and nodes_root == peaks_root
-        if not checks["tree_root"]:
-            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        checks["tree_root"] = self._tree_root_matches(chain_id, size, peaks_root, failures)
         held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
                            if not head_failures and peaks_root is not None else (None, []))
         checks["checkpoint_log"] = not witnessed
@@ -294,7 +296,19 @@ class AuditChainService:
             },
         }
 
-    def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str, dict[str, Any]],
+    def _tree_root_matches(self, chain_id: str, size: int, peaks_root: str | None,
+                           failures: list[dict[str, Any]]) -> bool:
+        """The root of the stored Merkle nodes equals the root of the head's peaks (else named)."""
+        try:
+            nodes_root: str | None = self.tree_root(chain_id, size)
+        except LookupError:
+            nodes_root = None
+        matches = peaks_root is not None and nodes_root == peaks_root
+        if not matches:
+            failures.append({"check": "tree_root", "expected": peaks_root, "actual": nodes_root})
+        return matches
+
+    def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str | None, dict[str, Any]],
                          failures: list[dict[str, Any]]) -> bool:
         """Each rulebook snapshot a window decision was made under, re-hashed from its stored
         body once per (rulebook id, version); a mismatch is named at every position using it."""
@@ -316,7 +330,9 @@ class AuditChainService:
                                  "expected": check["expected"], "actual": check["actual"]})
         return valid
 
-    def _verify_window(self, chain_id, head, rows, links, previous):
+    def _verify_window(self, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
+                       links: list[dict[str, Any]], previous: dict[str, Any] | None,
+                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         result = verify_links(
             links,
             expected_start_previous_link_hash=previous["link_hash"] if previous else None,
@@ -327,7 +343,7 @@ class AuditChainService:
         # Row columns must agree with the link JSON they index.
         rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
                       and row["decision_id"] == link.get("decision_id") and row["chain_position"] == link.get("chain_position")
-                      for row, link in zip(rows, links))
+                      for row, link in zip(rows, links, strict=False))
         checks["link_rows"] = rows_ok
         if not rows_ok:
             failures.append({"check": "link_rows", "expected": "row columns equal the stored link", "actual": "differ"})
@@ -371,7 +387,7 @@ class AuditChainService:
 def stored_tree_root(ledger: Ledger, chain_id: str, size: int) -> str:
     """RFC 6962 root of the first `size` leaves from the stored Merkle nodes (LookupError when
     a node is missing)."""
-    refs = [tuple(ref) for ref in nodes_needed_for_root(size)]
+    refs = [(level, index) for level, index in nodes_needed_for_root(size)]
     nodes = ledger.merkle_nodes(chain_id, refs)
     return root_from_nodes(size, lambda level, idx: nodes[(level, idx)])
 
@@ -480,11 +496,9 @@ def link_checks_for(ledger: Ledger, record: dict[str, Any]) -> dict[str, bool]:
     return {"chain_link": result.valid and row_ok, "chain_link_matches_record": matches}
 
 
-def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_limit: int):
+def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_limit: int) -> ChainExcerpt | None:
     """The packet's chain part, read under one head: the window of `chain_window`, the audit
     path of the record's leaf at the head's tree size, and the signed checkpoint of that size."""
-    from gate.packets import ChainExcerpt, chain_window
-
     ledger = service.ledger
     link_row = ledger.chain_link_for(decision_id)
     if link_row is None:
@@ -496,7 +510,7 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
     size, position = head["size"], link_row["chain_position"]
     first, last = chain_window(position, size, chain_limit)
     links = [json.loads(row["link_json"]) for row in ledger.chain_links_window(chain_id, first, last)]
-    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    refs = [(level, index) for level, index in nodes_needed_for_inclusion(position - 1, size)]
     root = _peaks_root(head)
     return ChainExcerpt.from_store(
         chain_id=chain_id,
@@ -527,7 +541,7 @@ def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decisio
         raise GateError("REQUEST_INVALID", f"tree_size must be between {position} and {head['size']}",
                         errors=[{"field": "tree_size", "code": "out_of_range",
                                  "message": f"{position} to {head['size']}"}])
-    refs = [tuple(ref) for ref in nodes_needed_for_inclusion(position - 1, size)]
+    refs = [(level, index) for level, index in nodes_needed_for_inclusion(position - 1, size)]
     proof = inclusion_proof_from_nodes(position - 1, size, service._node_getter(chain_id, refs))
     root = service.tree_root(chain_id, size)
     return {
@@ -559,7 +573,7 @@ def consistency_for(service: AuditChainService, scope: str, chain_id: str, first
         raise GateError("REQUEST_INVALID", f"need 1 <= first <= second <= {head['size']}",
                         errors=[{"field": "first", "code": "out_of_range",
                                  "message": f"1 <= first <= second <= {head['size']}"}])
-    refs = [tuple(ref) for ref in nodes_needed_for_consistency(first, second)]
+    refs = [(level, index) for level, index in nodes_needed_for_consistency(first, second)]
     proof = consistency_proof_from_nodes(first, second, service._node_getter(chain_id, refs))
     first_root, second_root = service.tree_root(chain_id, first), service.tree_root(chain_id, second)
     return {

@@ -3,7 +3,8 @@
 `DecisionService.decide` turns a request into a stored, signed Decision Record:
 prepare (fail-closed checks) → input hash → idempotency fast path → compile/evaluate the
 rulebook → bind the rulebook snapshot → build and sign the record → store it atomically with
-its usage charge. The record is stored before it is returned; if the write fails nothing is
+its usage charge. The steps every decide shares (replay, signer check, seal, store) live in
+`gate.services.pipeline`; the advisory modes (`gate.services.advisory`) use the same ones. The record is stored before it is returned; if the write fails nothing is
 returned but an error, and nothing is approved.
 """
 
@@ -16,57 +17,41 @@ from typing import Any
 from gate import vocabulary as C
 from gate.adapters import AdapterRegistry, AdapterRun
 from gate.advisory.request import is_advisory
-from gate.chain.links import chain_id_for, new_link, record_audit_chain, scope_hash
-from gate.chain.merkle import CompactRange
-from gate.chain.rowseal import decision_row_hash, row_signature_payload
+from gate.chain.links import chain_id_for, scope_hash
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
-from gate.errors import (
-    DuplicateIdempotencyKey,
-    GateError,
-    IdempotencyConflict,
-    RulebookVersionConflict,
-    SigningUnavailable,
-    SnapshotRace,
-)
-from gate.keys.config import SigningSetup
-from gate.ledger import (
-    CapCharge,
-    ChainAppend,
-    ChainHead,
-    ConfidenceRead,
-    Ledger,
-    StoredDecision,
-)
+from gate.errors import DuplicateIdempotencyKey, GateError, RulebookVersionConflict, SnapshotRace
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import ReceiptSigner
+from gate.ledger import ConfidenceRead, Ledger, StoredDecision
 from gate.ledger.confidence import Bucket
 from gate.protocol.attestation import registry_entry, sign_registry_entry
-from gate.protocol.canonical import canonical_text, sha256_bytes_hex, sha256_hex
-from gate.protocol.confidence import attach_confidence, confidence_block
-from gate.protocol.records import attach_audit_chain, build_rulebook_record
-from gate.protocol.requests import prepare_decision_request
+from gate.protocol.canonical import canonical_text, sha256_hex
+from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
+from gate.protocol.records import build_rulebook_record
+from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost, check_facts
-
-CREATED = "created"
-REPLAYED = "replayed"
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """An authenticated API key, resolved to its scope and effective limits."""
-
-    key_id: str
-    scope: str
-    plan: str
-    rate_limit: int
-    monthly_cap: int
+from gate.services.advisory import AdvisoryService
+from gate.services.pipeline import (
+    CREATED,
+    REPLAYED,
+    Caller,
+    Claim,
+    DecideResult,
+    DecisionPipeline,
+    fingerprint,
+)
 
 
 @dataclass(frozen=True, slots=True)
-class DecideResult:
-    record: dict[str, Any]
-    idempotency_status: str  # created | replayed
-    monthly_used: int | None
-    response_view: str | None
+class Evaluated:
+    """A prepared rulebook request with its evaluation, ready to be built into a record."""
+
+    prepared: PreparedRequest
+    rulebook_hash: str
+    evaluation: Any
+    facts: dict[str, Any]
+    adapter: AdapterRun | None
 
 
 class DecisionService:
@@ -75,14 +60,14 @@ class DecisionService:
     def __init__(
         self,
         ledger: Ledger,
-        signing: SigningSetup,
+        signing: SigningSetup | LiveSigning,
         *,
         schema_url: str = C.RULEBOOK_SCHEMA_PATH,
         clock: Clock | None = None,
         ids: IdSource | None = None,
         adapters: AdapterRegistry | None = None,
         confidence: bool = True,
-        advisory: Any = None,
+        advisory: AdvisoryService | None = None,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -92,7 +77,8 @@ class DecisionService:
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
         self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.advisory = advisory  # gate.services.advisory.AdvisoryService; None: 422 LEGACY_MODE_UNAVAILABLE
+        self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids)
 
     # ------------------------------------------------------------------ decide
 
@@ -105,77 +91,66 @@ class DecisionService:
         request_id: str | None = None,
     ) -> DecideResult:
         if self.advisory is not None and is_advisory(body):  # the advisory legacy modes (gate/advisory/)
-            return self.advisory.decide(self, caller, body, idempotency_key=idempotency_key, request_id=request_id)
+            return self.advisory.decide(self.pipeline, caller, body, idempotency_key=idempotency_key,
+                                        request_id=request_id)
         prepared = prepare_decision_request(body)
-        request_text = canonical_text(prepared.request)
-        input_hash = sha256_bytes_hex(request_text.encode("utf-8"))
-
-        if idempotency_key is not None:
-            existing = self.ledger.decision_by_idempotency(caller.scope, idempotency_key)
-            if existing is not None:
-                return self._replay(existing, idempotency_key, input_hash, prepared.response_view)
-
-        adapter = None
+        claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
+        replayed = self.pipeline.replay_known(claim)
+        if replayed is not None:
+            return replayed
         if prepared.adapter is not None:
             # Raises TRUSTED_ADAPTER_INVALID / _NOT_REGISTERED / _MANIFEST_MISMATCH: no adapter
             # runs unregistered or under another manifest than the caller pinned.
             self.adapters.resolve(prepared.adapter)
-
         rulebook_hash = sha256_hex(prepared.rulebook)
         evaluator = get_evaluator(prepared.rulebook, rulebook_hash)  # raises RULEBOOK_INVALID
-
-        # SECURITY: reference facts §3 — when signing is required and no key is usable,
-        # refuse (503) rather than emit an unsigned record.
-        receipt_signer = self.signing.receipt_signer()
-        if receipt_signer is None and self.signing.required:
-            raise SigningUnavailable()
-
-        if prepared.adapter is not None:
-            # One-shot isolated worker; facts = schema-validated input plus derived output.
-            adapter = self.adapters.run(prepared.adapter)
-            check_facts(adapter.facts)  # the adapter's facts obey the same size limits
-            facts = adapter.facts
-        else:
-            facts = prepared.facts if prepared.facts is not None else {}
-
+        receipt_signer = self.pipeline.receipt_signer()
+        adapter, facts = self._facts(prepared)
         # SECURITY: bounded evaluation work; 422 before evaluating (gate/rulebook/budget.py).
         check_evaluation_cost(prepared.rulebook, rulebook_hash, facts)
-        evaluation = evaluator.evaluate(facts)
+        evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter)
+        return self._store_evaluated(claim, evaluated, request_id, receipt_signer)
+
+    def _facts(self, prepared: PreparedRequest) -> tuple[AdapterRun | None, dict[str, Any]]:
+        """The facts to evaluate: a trusted adapter's output, else the request's own facts."""
+        if prepared.adapter is None:
+            return None, prepared.facts if prepared.facts is not None else {}
+        # One-shot isolated worker; facts = schema-validated input plus derived output.
+        adapter = self.adapters.run(prepared.adapter)
+        check_facts(adapter.facts)  # the adapter's facts obey the same size limits
+        return adapter, adapter.facts
+
+    def _store_evaluated(self, claim: Claim, evaluated: Evaluated, request_id: str | None,
+                         receipt_signer: ReceiptSigner | None) -> DecideResult:
+        """Build, seal and store; one retry when a concurrent first binding of the rulebook won
+        the snapshot race, and the winner's replay when a concurrent request won the key."""
         for attempt in range(2):
             try:
-                return self._store_new(
-                    caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-                    idempotency_key, request_id, receipt_signer, adapter,
-                )
+                return self._store_new(claim, evaluated, request_id, receipt_signer)
             except SnapshotRace:
                 if attempt:
-                    raise GateError("LEDGER_UNAVAILABLE", "rulebook snapshot registration raced twice")
+                    raise GateError("LEDGER_UNAVAILABLE", "rulebook snapshot registration raced twice") from None
             except DuplicateIdempotencyKey:
-                existing = self.ledger.decision_by_idempotency(caller.scope, idempotency_key or "")
-                if existing is None:  # pragma: no cover - the winner's row must be visible
-                    raise GateError("LEDGER_UNAVAILABLE", "idempotency claim could not be read")
-                return self._replay(existing, idempotency_key or "", input_hash, prepared.response_view)
+                return self.pipeline.replay_winner(claim)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _store_new(
-        self, caller, prepared, evaluation, facts, rulebook_hash, input_hash, request_text,
-        idempotency_key, request_id, receipt_signer, adapter: AdapterRun | None = None,
-    ) -> DecideResult:
+    def _store_new(self, claim: Claim, evaluated: Evaluated, request_id: str | None,
+                   receipt_signer: ReceiptSigner | None) -> DecideResult:
+        prepared, adapter = evaluated.prepared, evaluated.adapter
         created_at = iso_ms(self.clock.now())
         registry, snapshot_row = self._registry_for(
-            caller.scope, prepared.rulebook, rulebook_hash, created_at,
+            claim.caller.scope, prepared.rulebook, evaluated.rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
-        decision_id = self.ids.decision_id()
         record = build_rulebook_record(
-            decision_id=decision_id,
+            decision_id=self.ids.decision_id(),
             request_id=request_id or self.ids.request_id(),
-            idempotency_key=idempotency_key,
+            idempotency_key=claim.idempotency_key,
             created_at=created_at,
-            input_hash=input_hash,
-            facts=facts,
+            input_hash=claim.fingerprint.input_hash,
+            facts=evaluated.facts,
             rulebook=prepared.rulebook,
-            rulebook_hash=rulebook_hash,
-            evaluation=evaluation,
+            rulebook_hash=evaluated.rulebook_hash,
+            evaluation=evaluated.evaluation,
             binding_mode=prepared.binding_mode,
             rulebook_registry=registry,
             schema_url=self.schema_url,
@@ -186,77 +161,13 @@ class DecisionService:
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         )
-        used = self.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=rulebook_hash,
-                                 request_text=request_text, idempotency_key=idempotency_key,
-                                 receipt_signer=receipt_signer, snapshot_row=snapshot_row,
-                                 confidence=self._confidence_read(caller.scope, record, receipt_signer))
+        used = self.pipeline.store_sealed(
+            claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
+            snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer))
         return DecideResult(record, CREATED, used, prepared.response_view)
 
-    def store_sealed(
-        self, caller: Caller, record: dict[str, Any], *, input_hash: str, rulebook_hash: str, request_text: str,
-        idempotency_key: str | None, receipt_signer, snapshot_row: dict[str, Any] | None = None,
-        confidence: ConfidenceRead | None = None,
-    ) -> int | None:
-        """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
-        monthly-cap charge in one transaction; returns the key's monthly usage. Shared by the
-        rulebook path and the advisory modes (`gate.services.advisory`), so every decision is
-        sealed and chained the same way. Raises `DuplicateIdempotencyKey` when a concurrent
-        request claimed the key first."""
-        decision_id, created_at = record["decision_id"], record["created_at"]
-        row = {
-            "decision_id": decision_id,
-            "scope": caller.scope,
-            "key_id": caller.key_id,
-            "idempotency_key": idempotency_key,
-            "input_hash": input_hash,
-            "record_hash": record["record_hash"],
-            "receipt_hash": record["receipt_hash"],
-            "policy_bundle_hash": record.get("policy_bundle_hash"),
-            # The rulebook's hash; an advisory record's `policy_hash` (its advisor panel), which
-            # gate.verify.ledger_rows checks the column against.
-            "rulebook_hash": rulebook_hash,
-            "policy_id": record.get("policy_id"),
-            "policy_version": record.get("policy_version"),
-            "verdict": record["verdict"],
-            "created_at": created_at,
-            "record_json": "",  # written by `seal` once the chain position is known
-            "request_json": request_text,
-        }
-        # The row's own seal: its columns hashed, and signed with the receipt key (gate.chain.rowseal).
-        row["row_hash"] = decision_row_hash(row)
-        row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
-                                if receipt_signer is not None else None)
-        chain_id = chain_id_for(caller.scope)
-
-        def seal(head: ChainHead):
-            """Runs under the chain head lock: link the record and complete its tree nodes."""
-            link = new_link(
-                chain_id=chain_id,
-                chain_position=head.size + 1,
-                previous_link_hash=head.head_link_hash,
-                previous_merkle_root=head.merkle_root,
-                decision_id=decision_id,
-                record_hash=record["record_hash"],
-                receipt_hash=record["receipt_hash"],
-                policy_id=record.get("policy_id"),
-                policy_version=record.get("policy_version"),
-                created_at=created_at,
-            )
-            # The chain member is outside record_hash: it is signed on its own (gate.verify).
-            attach_audit_chain(record, record_audit_chain(link), receipt_signer)
-            tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-            sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-            return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
-
-        return self.ledger.store_decision(
-            row,
-            snapshot=snapshot_row,
-            charge=CapCharge(caller.key_id, created_at[:7], caller.monthly_cap),
-            chain=ChainAppend(chain_id, caller.scope, seal),
-            confidence=confidence,
-        )
-
-    def _confidence_read(self, scope: str, record: dict[str, Any], receipt_signer) -> ConfidenceRead | None:
+    def _confidence_read(self, scope: str, record: dict[str, Any],
+                         receipt_signer: ReceiptSigner | None) -> ConfidenceRead | None:
         """`decision_confidence` from the scope's outcome counters for this policy, verdict and
         action, read in the transaction that stores the decision (one indexed read; the record
         carries no block while the scope has no Outcome Record for the policy). The block is
@@ -266,7 +177,7 @@ class DecisionService:
             return None
         bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
 
-        def apply(counts) -> None:
+        def apply(counts: ConfidenceCounts | None) -> None:
             if counts is not None:
                 attach_confidence(record, confidence_block(counts, policy_version=record["policy_version"]),
                                   receipt_signer)
@@ -274,7 +185,7 @@ class DecisionService:
         return ConfidenceRead(bucket, apply)
 
     def _registry_for(
-        self, scope: str, rulebook: dict, rulebook_hash: str, now: str,
+        self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
         adapter_dependency: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The scope's registry entry for this rulebook, and a snapshot row when it is new.
@@ -284,7 +195,7 @@ class DecisionService:
         without / with a first) adapter dependency is `RULEBOOK_VERSION_CONFLICT`
         (compatibility rule 3: an adapter change needs a new rulebook version)."""
         rulebook_id, version = rulebook["rulebook_id"], rulebook["version"]
-        stored = self._snapshot(scope, rulebook_id, version)
+        stored = self.bound_snapshot(scope, rulebook_id, version)
         if stored is not None:
             if stored["rulebook_hash"] != rulebook_hash:
                 raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash)
@@ -318,7 +229,7 @@ class DecisionService:
         }
         return registry, snapshot_row
 
-    def _snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
         """The bound snapshot for (scope, id, version). Bindings are immutable once stored
         (compatibility rule 2), so a found binding is cached in-process; absence is not."""
         cache_key = (scope, rulebook_id, version)
@@ -331,12 +242,12 @@ class DecisionService:
                 self._snapshots[cache_key] = stored
         return stored
 
-    def _replay(
-        self, existing: StoredDecision, idempotency_key: str, input_hash: str, view: str | None
-    ) -> DecideResult:
-        if existing.input_hash != input_hash:
-            raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
-        return DecideResult(json.loads(existing.record_json), REPLAYED, None, view)
+    def monthly_used(self, caller: Caller, result: DecideResult) -> int:
+        """The key's records this month, as the decide left it: counted by the store of a new
+        record, read from the ledger for a replay (which charges nothing)."""
+        if result.monthly_used is not None:
+            return result.monthly_used
+        return self.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
 
     # ------------------------------------------------------------------ promotion
 
@@ -361,10 +272,31 @@ class DecisionService:
         if not created:
             stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook["rulebook_id"],
                                                    version=rulebook["version"])
+            if stored is None:  # pragma: no cover - the snapshot is bound: by this call or a concurrent one
+                raise GateError("LEDGER_UNAVAILABLE", "the bound rulebook snapshot could not be read")
             return json.loads(stored["registry_json"]), False
         return registry, True
 
     # ------------------------------------------------------------------ reads
+
+    def ledger_ready(self) -> bool:
+        """Whether the ledger answers (status and readiness reads)."""
+        return self.ledger.ping()
+
+    @property
+    def ledger_dialect(self) -> str:
+        return self.ledger.dialect
+
+    def rulebook_snapshot(self, caller: Caller, *, rulebook_hash: str | None = None, rulebook_id: str | None = None,
+                          version: str | None = None) -> dict[str, Any] | None:
+        """The caller's bound snapshot by hash, or by (id, version); None when not bound in its scope."""
+        return self.ledger.rulebook_snapshot(caller.scope, rulebook_hash=rulebook_hash, rulebook_id=rulebook_id,
+                                             version=version)
+
+    def bundle_lineage(self, policy_bundle_hash: str) -> dict[str, Any] | None:
+        """The lineage (policy id and version, rulebook hash, first use) of a decision's
+        attestation bundle hash; no tenant data."""
+        return self.ledger.bundle_hash_known(policy_bundle_hash)
 
     def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
         """The full stored record, or None when absent, in another scope, or not bound to its row."""
@@ -403,3 +335,6 @@ def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
         return False
     registry = record.get("rulebook_registry")
     return not isinstance(registry, dict) or registry.get("scope_hash") == scope_hash(scope)
+
+
+__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row"]

@@ -17,9 +17,11 @@ request leaves nothing behind.
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -118,19 +120,20 @@ class LifecycleService:
         except LedgerUnavailable as exc:
             # SECURITY: spec — "no untracked receipt is acknowledged": release the claim and
             # answer 503; the transaction rolled back, so no receipt exists.
-            if token is not None:
+            if token is not None and idempotency_key is not None:  # a claim was made
                 self._release_quietly(kind, scope, idempotency_key, token)
             raise GateError(f"{kind.code}_UNAVAILABLE",
                             f"the {kind.name} receipt could not be stored; nothing was recorded") from exc
         except BaseException:
             # SECURITY: whatever else failed (a driver error, a crash), the claim is ours and no
             # receipt exists: release it, or every retry would be "in progress" until takeover.
-            if token is not None:
+            if token is not None and idempotency_key is not None:  # a claim was made
                 self._release_quietly(kind, scope, idempotency_key, token)
             raise
         return LifecycleResult(receipt, CREATED)
 
-    def _claim(self, kind, scope, decision_id, key, input_hash, token, now) -> LifecycleResult | None:
+    def _claim(self, kind: Kind, scope: str, decision_id: str, key: str, input_hash: str, token: str,
+               now: str) -> LifecycleResult | None:
         try:
             existing = self.store.claim(scope=scope, kind=kind.name, key=key, decision_id=decision_id,
                                         input_hash=input_hash, token=token, now=now)
@@ -144,7 +147,7 @@ class LifecycleService:
                     input_hash=input_hash, existing_input_hash=existing.input_hash,
                 )
             if existing.state == DONE:
-                stored = self.store.receipt(existing.receipt_id)
+                stored = self.store.receipt(existing.receipt_id or "")
                 if stored is None:  # pragma: no cover - done claims are written with their receipt
                     raise GateError(f"{kind.code}_UNAVAILABLE", "the claimed receipt could not be read")
                 return LifecycleResult(json.loads(stored["receipt_json"]), REPLAYED)
@@ -164,11 +167,9 @@ class LifecycleService:
                          "a request with this idempotency key is being written; retry shortly",
                          idempotency_key=key)
 
-    def _release_quietly(self, kind, scope, key, token) -> None:
-        try:
+    def _release_quietly(self, kind: Kind, scope: str, key: str, token: str) -> None:
+        with suppress(LedgerUnavailable):  # a stale pending claim is taken over after STALE_CLAIM_SECONDS
             self.store.release(scope=scope, kind=kind.name, key=key, token=token)
-        except LedgerUnavailable:
-            pass  # a stale pending claim is taken over after STALE_CLAIM_SECONDS
 
     def list(self, kind: Kind, decision_id: str, *, limit: int, cursor: str | None) -> dict[str, Any]:
         before = _parse_cursor(cursor) if cursor else None
@@ -183,23 +184,23 @@ class LifecycleService:
             "next_cursor": f"{page[-1]['reported_at']}|{page[-1]['receipt_id']}" if more else None,
         }
 
-    def integrity_failures(self, decision_id: str, record: dict[str, Any], limit: int = 1000) -> list[str]:
+    def integrity_failures(self, decision_id: str, record: dict[str, Any], limit: int = 1000) -> builtins.list[str]:
         """Named failures of the decision's stored receipts (newest `limit` of each kind): each
         receipt's hash and its links to the record recomputed (packet step 3), and each row's
         indexed hash and decision id equal to the receipt it stores."""
-        parsed: dict[str, list[dict[str, Any]]] = {}
+        parsed: dict[str, builtins.list[dict[str, Any]]] = {}
         failures: list[str] = []
         for kind in KINDS.values():
             rows = self.store.receipts(decision_id, kind.name, limit=limit)
             parsed[kind.name] = [json.loads(row["receipt_json"]) for row in rows]
-            for index, (row, receipt) in enumerate(zip(rows, parsed[kind.name])):
+            for index, (row, receipt) in enumerate(zip(rows, parsed[kind.name], strict=True)):
                 if row["receipt_hash"] != receipt.get(kind.hash_field) or row["receipt_id"] != receipt.get(kind.id_field) \
                         or row["decision_id"] != receipt.get("decision_id"):
                     failures.append(f"{kind.list_name}[{index}].ledger_row")
         links = R.verify_receipt_links(record, parsed["execution"], parsed["outcome"], parsed["crm_sync"])
         return sorted(set(failures) | {failure.name for failure in links})
 
-    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, Any]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
 

@@ -136,9 +136,6 @@ class PolicyCheckService:
 
     # ------------------------------------------------------------------ metadata
 
-    def specs(self, services: tuple[str, ...] | None = None) -> list[CheckSpec]:
-        return [spec for spec in CHECKS if services is None or spec.service in services]
-
     def spec_for_service(self, service: str) -> CheckSpec:
         return BY_SERVICE[service]
 

@@ -23,16 +23,23 @@ from gate.replay.historical import (
 )
 from gate.replay.whatif import parse_counterfactual_request, run_counterfactuals
 from gate.rulebook import schema_hash
+from gate.services.decide import Caller, DecisionService
+
+
+def _rulebook_ref(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's `rulebook` member (id, version, hash), or {} when it has none."""
+    ref = record.get("rulebook")
+    return ref if isinstance(ref, dict) else {}
 
 
 class ReplayService:
     """Replays for callers of one `DecisionService` (same ledger, snapshots and adapters)."""
 
-    def __init__(self, decisions) -> None:
-        self.decisions = decisions  # gate.services.decide.DecisionService
-        self._parsed: dict[tuple[str, str, str], tuple[dict, Snapshot]] = {}
+    def __init__(self, decisions: DecisionService) -> None:
+        self.decisions = decisions
+        self._parsed: dict[tuple[str, str, str], tuple[dict[str, Any], Snapshot]] = {}
 
-    def _material(self, caller, decision_id: str) -> StoredMaterial | None:
+    def _material(self, caller: Caller, decision_id: str) -> StoredMaterial | None:
         """The caller's stored decision, only when its record is bound to its row (as
         `DecisionService.bound_decision`: another scope's or a foreign record reads as absent)."""
         stored = self.decisions.bound_decision(caller, decision_id)
@@ -42,10 +49,10 @@ class ReplayService:
         return StoredMaterial(record=record, request_text=stored.request_json or None)
 
     def _bound_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:
-        ref = record.get("rulebook") if isinstance(record.get("rulebook"), dict) else {}
+        ref = _rulebook_ref(record)
         if not isinstance(ref.get("id"), str) or not isinstance(ref.get("version"), str):
             return None
-        row = self.decisions._snapshot(scope, ref["id"], ref["version"])  # immutable: cached
+        row = self.decisions.bound_snapshot(scope, ref["id"], ref["version"])  # immutable: cached
         if row is None:
             return None
         # Bindings never change (compatibility rule 2), so the parsed snapshot is kept with its row.
@@ -58,13 +65,13 @@ class ReplayService:
         return cached[1]
 
     def _current_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:
-        ref = record.get("rulebook") if isinstance(record.get("rulebook"), dict) else {}
+        ref = _rulebook_ref(record)
         if not isinstance(ref.get("id"), str):
             return None
         row = self.decisions.ledger.latest_rulebook_snapshot(scope, ref["id"])
         return Snapshot.from_row(row) if row else None
 
-    def replay(self, caller, decision_id: str, body: Any, *, forced_mode: str | None = None,
+    def replay(self, caller: Caller, decision_id: str, body: Any, *, forced_mode: str | None = None,
                header_view: str | None = None) -> dict[str, Any] | None:
         """The replay summary, or None when the decision is not in the caller's scope.
         The body is parsed first (400/422 before any read); the view falls back to `header_view`."""
@@ -85,7 +92,7 @@ class ReplayService:
         runtime = Runtime(snapshot=current, schema_url=self.decisions.schema_url, schema_hash=schema_hash())
         return replay(material, request, snapshot=snapshot, runtime=runtime, adapters=self.decisions.adapters)
 
-    def counterfactuals(self, caller, decision_id: str, body: Any) -> dict[str, Any] | None:
+    def counterfactuals(self, caller: Caller, decision_id: str, body: Any) -> dict[str, Any] | None:
         scenarios, view = parse_counterfactual_request(body)
         material = self._material(caller, decision_id)
         if material is None:

@@ -47,8 +47,8 @@ from gate.verify.ledger_rows import (
 )
 
 
-def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict | None,
-                 head: dict | None) -> tuple[dict[str, bool], list[str]]:
+def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict[str, Any] | None,
+                 head: dict[str, Any] | None) -> tuple[dict[str, bool], list[str]]:
     """`chain_head` (the head names the newest stored link and the stored tree) and, with the
     gate's checkpoint log, `checkpoint_log` (the stored tree extends the newest checkpoint it
     holds); with the named failures of both."""
@@ -64,7 +64,7 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict
 
 
 def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup, stored: StoredDecision, *,
-                           supplied: dict | None = None, original: dict | None = None,
+                           supplied: dict[str, Any] | None = None, original: dict[str, Any] | None = None,
                            public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
     """The verification body (without `ok`) for a stored decision, or for a `supplied` record
     checked against it; `original` overrides the stored request for the input-hash check;

@@ -2,13 +2,14 @@
 
 from alembic import context
 from sqlalchemy import create_engine
+from sqlalchemy.engine import Connection
 
 from gate.ledger.tables import metadata
 
 config = context.config
 
 
-def _run(connection) -> None:
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()
@@ -18,6 +19,9 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:  # `alembic` command line with sqlalchemy.url set
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if url is None:
+        raise SystemExit("alembic: set sqlalchemy.url (or run migrations through `gate db upgrade`)")
+    engine = create_engine(url)
     with engine.begin() as conn:
         _run(conn)

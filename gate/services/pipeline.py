@@ -1,0 +1,219 @@
+"""The steps every decide shares, whatever builds the record (rulebook or advisory modes).
+
+`DecisionPipeline` is their one home; `DecisionService` and `AdvisoryService` both call it:
+
+* `fingerprint(request)`: the canonical request text and its input hash;
+* `replay_known(...)`: the idempotency fast path (the stored record again, or
+  `IdempotencyConflict` for another body under the same key);
+* `receipt_signer()`: the signer, or 503 `SIGNING_UNAVAILABLE` when signing is required and no key
+  is usable (SECURITY: no unsigned record is emitted then);
+* `store(...)`: seal the built record (row seal, chain link, tree nodes), store it atomically with
+  its snapshot and monthly-cap charge, and answer `created`; a concurrent request that claimed the
+  key first is answered as its replay.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gate.chain.links import chain_id_for, new_link, record_audit_chain
+from gate.chain.merkle import CompactRange
+from gate.chain.rowseal import decision_row_hash, row_signature_payload
+from gate.clock import Clock, IdSource
+from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict, SigningUnavailable
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import ReceiptSigner
+from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledger, StoredDecision
+from gate.protocol.canonical import canonical_text, sha256_bytes_hex
+from gate.protocol.records import attach_audit_chain
+
+CREATED = "created"
+REPLAYED = "replayed"
+
+# What `ChainAppend.seal` returns: the sealed row, its chain link, the completed tree nodes
+# (level, index, hash) and the tree's new peaks.
+Sealed = tuple[dict[str, Any], dict[str, Any], list[tuple[int, int, str]], tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated API key, resolved to its scope and effective limits."""
+
+    key_id: str
+    scope: str
+    plan: str
+    rate_limit: int
+    monthly_cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecideResult:
+    record: dict[str, Any]
+    idempotency_status: str  # created | replayed
+    monthly_used: int | None
+    response_view: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """A prepared request in canonical text, and the input hash a record and a replay compare."""
+
+    request_text: str
+    input_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Who asks, under which idempotency key, and the view the answer is shaped in."""
+
+    caller: Caller
+    idempotency_key: str | None
+    fingerprint: Fingerprint
+    response_view: str | None
+
+
+def fingerprint(request: Any) -> Fingerprint:
+    request_text = canonical_text(request)
+    return Fingerprint(request_text, sha256_bytes_hex(request_text.encode("utf-8")))
+
+
+def replay(existing: StoredDecision, idempotency_key: str, input_hash: str, view: str | None) -> DecideResult:
+    """The stored record again; another body under the same key is `IdempotencyConflict`."""
+    if existing.input_hash != input_hash:
+        raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
+    return DecideResult(json.loads(existing.record_json), REPLAYED, None, view)
+
+
+def decision_row(claim: Claim, record: dict[str, Any], rulebook_hash: str) -> dict[str, Any]:
+    """The decision row's columns before sealing (`record_json` is written by the seal)."""
+    return {
+        "decision_id": record["decision_id"],
+        "scope": claim.caller.scope,
+        "key_id": claim.caller.key_id,
+        "idempotency_key": claim.idempotency_key,
+        "input_hash": claim.fingerprint.input_hash,
+        "record_hash": record["record_hash"],
+        "receipt_hash": record["receipt_hash"],
+        "policy_bundle_hash": record.get("policy_bundle_hash"),
+        # The rulebook's hash; an advisory record's `policy_hash` (its advisor panel), which
+        # gate.verify.ledger_rows checks the column against.
+        "rulebook_hash": rulebook_hash,
+        "policy_id": record.get("policy_id"),
+        "policy_version": record.get("policy_version"),
+        "verdict": record["verdict"],
+        "created_at": record["created_at"],
+        "record_json": "",
+        "request_json": claim.fingerprint.request_text,
+    }
+
+
+def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
+    """The row's own seal: its columns hashed, and signed with the receipt key (gate.chain.rowseal)."""
+    row["row_hash"] = decision_row_hash(row)
+    row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
+                            if receipt_signer is not None else None)
+
+
+def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
+                 receipt_signer: ReceiptSigner | None) -> Callable[[ChainHead], Sealed]:
+    """The step that runs under the chain head lock: link the record and complete its tree nodes."""
+
+    def seal(head: ChainHead) -> Sealed:
+        link = new_link(
+            chain_id=chain_id,
+            chain_position=head.size + 1,
+            previous_link_hash=head.head_link_hash,
+            previous_merkle_root=head.merkle_root,
+            decision_id=record["decision_id"],
+            record_hash=record["record_hash"],
+            receipt_hash=record["receipt_hash"],
+            policy_id=record.get("policy_id"),
+            policy_version=record.get("policy_version"),
+            created_at=record["created_at"],
+        )
+        # The chain member is outside record_hash: it is signed on its own (gate.verify).
+        attach_audit_chain(record, record_audit_chain(link), receipt_signer)
+        tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
+        sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
+
+    return seal
+
+
+class DecisionPipeline:
+    """Replay, signer check, seal and store: the steps shared by every way of deciding."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, ids: IdSource) -> None:
+        self.ledger = ledger
+        self.signing = signing
+        self.clock = clock
+        self.ids = ids
+
+    def replay_known(self, claim: Claim) -> DecideResult | None:
+        """The idempotency fast path: the stored answer for the claim's key, or None when new."""
+        if claim.idempotency_key is None:
+            return None
+        existing = self.ledger.decision_by_idempotency(claim.caller.scope, claim.idempotency_key)
+        if existing is None:
+            return None
+        return replay(existing, claim.idempotency_key, claim.fingerprint.input_hash, claim.response_view)
+
+    def replay_winner(self, claim: Claim) -> DecideResult:
+        """The answer after a concurrent request claimed the key first: the winner's record."""
+        existing = self.ledger.decision_by_idempotency(claim.caller.scope, claim.idempotency_key or "")
+        if existing is None:  # pragma: no cover - the winner's row must be visible
+            raise GateError("LEDGER_UNAVAILABLE", "idempotency claim could not be read")
+        return replay(existing, claim.idempotency_key or "", claim.fingerprint.input_hash, claim.response_view)
+
+    def receipt_signer(self) -> ReceiptSigner | None:
+        """SECURITY: reference facts §3 — when signing is required and no key is usable, refuse
+        (503) rather than emit an unsigned record."""
+        signer = self.signing.receipt_signer()
+        if signer is None and self.signing.required:
+            raise SigningUnavailable()
+        return signer
+
+    def store_sealed(
+        self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
+        snapshot_row: dict[str, Any] | None = None, confidence: ConfidenceRead | None = None,
+    ) -> int | None:
+        """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
+        monthly-cap charge in one transaction; returns the key's monthly usage. Raises
+        `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
+        caller = claim.caller
+        row = decision_row(claim, record, rulebook_hash)
+        seal_row(row, receipt_signer)
+        chain_id = chain_id_for(caller.scope)
+        return self.ledger.store_decision(
+            row,
+            snapshot=snapshot_row,
+            charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
+            chain=ChainAppend(chain_id, caller.scope, chain_sealer(chain_id, record, row, receipt_signer)),
+            confidence=confidence,
+        )
+
+    def store(
+        self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
+    ) -> DecideResult:
+        """Store the record and answer `created`; a lost race for the key answers the winner's replay."""
+        try:
+            used = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer)
+        except DuplicateIdempotencyKey:
+            return self.replay_winner(claim)
+        return DecideResult(record, CREATED, used, claim.response_view)
+
+
+__all__ = [
+    "CREATED",
+    "REPLAYED",
+    "Caller",
+    "Claim",
+    "DecideResult",
+    "DecisionPipeline",
+    "Fingerprint",
+    "fingerprint",
+    "replay",
+]
