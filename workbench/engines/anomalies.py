@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines import fact_moments as factlib
 from workbench.engines.common import (
     DEFAULT_RULE,
@@ -45,7 +46,6 @@ from workbench.engines.common import (
 )
 
 SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
-VERDICTS = ("yes", "no", "review")
 NONE_VALUE = "(none)"
 SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
 VERSION_HOW = {"decisions": "sum", "first_at": "min"}

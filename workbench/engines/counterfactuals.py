@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines.common import (
     FAILURE,
     SUCCESS,
@@ -34,7 +35,6 @@ from workbench.engines.common import (
 )
 
 Replay = Callable[[pl.LazyFrame], pl.LazyFrame]
-VERDICTS = ("yes", "no", "review")
 TRANSITION_HOW = {"decisions": "sum"}
 
 

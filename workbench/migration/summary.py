@@ -16,14 +16,14 @@ from typing import Any
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
 from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 
-__all__ = ["VERDICTS", "DryRunResult", "summarize"]
+__all__ = ["DryRunResult", "summarize"]
 
-VERDICTS = ("yes", "no", "review")
 OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 

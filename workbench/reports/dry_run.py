@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.vocabulary import VERDICTS
 from workbench.reports import svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_html", "render_markdown"]
 
-VERDICTS = ("yes", "no", "review")
 _TOP = 15
 
 
