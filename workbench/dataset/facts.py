@@ -27,7 +27,8 @@ saw a path simply lacks its columns.
 
 Use: `facts_tables(decisions)` (pure: a decisions batch in the export's schema, partition
 columns included → one Arrow table per rulebook id) and `write_facts(root, decisions, name)`
-(the export calls this once per batch of decisions it writes).
+(the export calls this once per batch of decisions it writes). Reading: `facts_rows_of(decisions,
+facts)` matches a scanned facts table to some decisions (the loader and the rollups share it).
 """
 
 from __future__ import annotations
@@ -35,18 +36,19 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.dataset.schema import TS
 from workbench.engines import fact_columns as fc
 
-__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_table", "facts_tables", "flatten", "partition_dir", "write_facts"]
+__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_rows_of", "facts_table", "facts_tables", "flatten", "partition_dir", "write_facts"]
 
 flatten = fc.flatten  # the path rules live with the column contract (the engines use them too)
 
@@ -174,7 +176,20 @@ def write_facts(root: str | Path, decisions: pa.Table, name: str, max_paths: int
     return written
 
 
-def iter_paths(tables: Iterable[pa.Table]) -> list[str]:
-    """The fact paths present in some tables' typed columns (sorted)."""
-    names = {name.rsplit("::", 1)[0] for table in tables for name in table.column_names if "::" in name}
-    return sorted(names)
+def facts_rows_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
+             carry: Sequence[str] = ()) -> pl.LazyFrame:
+    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
+    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
+    export writes one facts row per decision); otherwise the rows are matched by decision id and
+    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
+    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
+    carry = list(carry)
+    if every_decision and not carry:
+        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+        if counts[0].item() == counts[1].item():
+            return facts
+    ids = decisions.select("decision_id", *carry)
+    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
+        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
+    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
+    return pl.concat([matched, missing], how="diagonal_relaxed")

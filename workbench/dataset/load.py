@@ -21,8 +21,11 @@ from typing import Any
 
 import polars as pl
 
+from workbench.dataset import integrity
+from workbench.dataset import location as dataset
+from workbench.dataset.facts import facts_rows_of
+from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
-from workbench.engines import fact_columns as fc
 
 MANIFEST = "manifest.json"
 
@@ -110,8 +113,6 @@ def read_manifest(root: str | Path, anchors: Any = None) -> dict:
     if version != DATASET_SCHEMA_VERSION:
         raise DatasetError(
             f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
-    from workbench.dataset import integrity
-
     if anchors is not None:
         problem = integrity.signature_problem(manifest, anchors)
     elif "dataset_hash" in manifest and manifest["dataset_hash"] != integrity.dataset_hash(manifest):
@@ -129,9 +130,6 @@ def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
     `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
     its listed size, sha256, row count and schema (`workbench.dataset.integrity.check_files`): a stray
     file is never read, and a changed, missing or truncated one refuses the dataset."""
-    from workbench.dataset import integrity
-    from workbench.dataset import location as dataset
-
     try:
         entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
         return integrity.check_files(dataset.open_location(str(root)), entries)
@@ -167,25 +165,6 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
                            ).drop("rulebook_id")
 
 
-def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
-             carry: Sequence[str] = ()) -> pl.LazyFrame:
-    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
-    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
-    export writes one facts row per decision); otherwise the rows are matched by decision id and
-    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
-    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
-    carry = list(carry)
-    if every_decision and not carry:
-        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
-        if counts[0].item() == counts[1].item():
-            return facts
-    ids = decisions.select("decision_id", *carry)
-    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
-        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
-    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
-    return pl.concat([matched, missing], how="diagonal_relaxed")
-
-
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
                  policy_version: str | None = None, limit: int | None = None, anchors: Any = None) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
@@ -199,8 +178,6 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     source = source_of(manifest)
     rollup = None
     if policy_id is not None and limit is None:
-        from workbench.dataset.rollups import RollupView
-
         rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
         if rollup is not None:
             listed(root, manifest, "rollups")
@@ -210,7 +187,7 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     # With rollups the reports never read these facts: they stay a lazy match by decision id
     # (no count over every decision now; the cost is paid only by whoever collects them).
     every = policy_version is None and limit is None and rollup is None
-    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup,
+    return Frames(frames.decisions, frames.outcomes, facts_rows_of(frames.decisions, facts, every_decision=every), rollup,
                   source)
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import polars as pl
 
+from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.load import (
     Frames,
-    facts_of,
     most_recent,
     read_manifest,
     scan_facts,
@@ -101,6 +101,6 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
         if facts_column is not None:
             facts = facts.select([name for name in facts.collect_schema().names()
                                   if facts_column(name) or name in ("decision_id", "scope", "month")])
-        facts = facts_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
+        facts = facts_rows_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
                          every_decision=False).collect().lazy()
     return Frames(chosen.lazy(), outcomes.lazy(), facts, None, source_of(manifest))

@@ -52,6 +52,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import check_files, describe_file, iter_all
 from workbench.dataset.location import Location
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
@@ -103,10 +104,6 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
     computes the partials of every partition at once (`partial(…, by=KEYS)`, every policy
     together); the facts' moments one policy at a time (each policy has its own facts table).
     Returns `{"<kind>.<state>": [frames, KEYS first]}`."""
-    from workbench.dataset.load import (
-        facts_of,  # the loader's rule for matching facts rows to decisions
-    )
-
     out: dict[str, list[pl.DataFrame]] = defaultdict(list)
     keyed = decisions.filter(pl.col("policy_id").is_not_null()).with_columns(
         pl.col("policy_id").alias(KEYS[0]), pl.col("policy_version").alias(KEYS[1]),
@@ -123,7 +120,7 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
     for policy_id in sorted(keyed[KEYS[0]].unique().to_list()):
         part = keyed.filter(pl.col(KEYS[0]) == policy_id).lazy()
         rows = facts.get(policy_id)
-        typed = None if rows is None else facts_of(part, rows.lazy(), every_decision=False, carry=by)
+        typed = None if rows is None else facts_rows_of(part, rows.lazy(), every_decision=False, carry=by)
         partials.append(("anomalies", fact_moments.facts_partial(part, typed, by)))
     for kind, state in partials:
         for name, frame in state.items():
