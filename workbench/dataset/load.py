@@ -23,6 +23,7 @@ import polars as pl
 
 from workbench.dataset import integrity
 from workbench.dataset import location as dataset
+from workbench.dataset.convert import decisions_table, receipts_table
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
@@ -207,8 +208,8 @@ def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | Non
     """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
     (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,
     converted by `workbench.dataset.convert` into exactly the dataset contract."""
+    # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger.reports import receipts_of, recent_decisions
-    from workbench.dataset.convert import decisions_table, receipts_table
 
     rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
                             policy_version=policy_version)

@@ -83,7 +83,7 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
     their typed facts rows; the same frames `from_dataset(…, limit=limit)` describes.
     `decision_columns` / `outcome_columns`: read only these columns of the tables (in the
     tables' order; the keys are always read), e.g. what the report engines read
-    (`workbench.dataset.rollups.DECISION_COLUMNS`): the record hashes and receipt bodies are most of
+    (`workbench.dataset.schema.DECISION_ANALYSIS_COLUMNS`): the record hashes and receipt bodies are most of
     the bytes and no figure reads them. `facts_column`: which columns of the typed facts table
     to read (`workbench.dataset.rollups.fact_moment_column`; the partition keys are always read)."""
     # The same refusals as from_dataset: another schema version, a manifest changed after the

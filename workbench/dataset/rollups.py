@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import check_files, describe_file, iter_all
 from workbench.dataset.location import Location
+from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
 from workbench.engines import fact_columns as fc
 
@@ -63,8 +64,6 @@ ROLLUPS_DIR = "rollups"
 KEYS = ("rollup_policy_id", "rollup_policy_version", "rollup_scope", "rollup_month")
 BATCH_DECISIONS = 50_000  # decisions of one scope read together while rollups are computed
 
-DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", "verdict", "reason_code",
-                    "matched_rule_id", "action", "facts_json")
 OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
 
 __all__ = [
@@ -192,7 +191,7 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
     for month, path, groups in pieces:
         with location.fs.open_input_file(location.path(path)) as handle:
             parquet = pq.ParquetFile(handle)
-            names = [c for c in DECISION_COLUMNS if c in parquet.schema_arrow.names]
+            names = [c for c in DECISION_ANALYSIS_COLUMNS if c in parquet.schema_arrow.names]
             table = parquet.read_row_groups(groups, columns=names)
         if table.num_rows:
             frames.append(pl.from_arrow(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))

@@ -22,22 +22,23 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from workbench.dataset.convert import decisions_table, receipts_table
 from workbench.dataset.facts import facts_tables
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION
+from workbench.dataset.integrity import check_files, dataset_hash, listed_files, signature_problem
+from workbench.dataset.location import DatasetError, open_location
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
-__all__ = ["DECISION_COLUMNS", "History", "from_dataset", "from_ledger"]
+__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "from_dataset", "from_ledger"]
 
 MANIFEST = "manifest.json"
-DECISION_COLUMNS = {
-    "decision_id": pl.String, "created_at": pl.Datetime("ms", "UTC"), "policy_id": pl.String,
-    "policy_version": pl.String, "rulebook_hash": pl.String, "verdict": pl.String,
-    "application_verdict": pl.String, "reason_code": pl.String, "matched_rule_id": pl.String,
-    "action": pl.String, "facts_json": pl.String,
-}
+# The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
+DECISION_ANALYSIS_SCHEMA: dict[str, pl.DataType] = dict(
+    pl.from_arrow(pa.schema([DECISIONS.field(name) for name in DECISION_ANALYSIS_COLUMNS]).empty_table()).schema)
 OUTCOME_COLUMNS = {"receipt_id": pl.String, "decision_id": pl.String,
                    "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String}
 _HIVE = {"scope": pl.String, "month": pl.String}
@@ -45,7 +46,7 @@ _HIVE = {"scope": pl.String, "month": pl.String}
 
 @dataclass(frozen=True)
 class History:
-    """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
+    """`decisions` (DECISION_ANALYSIS_SCHEMA + scope, month; only this rulebook's), `base` (one row per
     decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
     (OUTCOME_COLUMNS), `source` (JSON-ready: kind, location, `hash` of what was read) and
     `versions` (`summarize_decisions`: the rulebook's decisions per scope, version and rulebook
@@ -109,9 +110,6 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
 def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
-    from workbench.dataset.integrity import check_files, listed_files
-    from workbench.dataset.location import DatasetError, open_location
-
     try:
         return check_files(open_location(str(root)), listed_files(manifest, kind, name))
     except DatasetError as exc:
@@ -147,8 +145,6 @@ def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
     if version != DATASET_SCHEMA_VERSION:
         raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
                           f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
-    from workbench.dataset.integrity import dataset_hash, signature_problem
-
     if anchors is not None:
         problem = signature_problem(manifest, anchors)
     elif manifest.get("dataset_hash") != dataset_hash(manifest):
@@ -169,7 +165,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = Path(location)
     manifest, raw = read_manifest(root, anchors)
-    decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
+    decisions = _scan_table(root, manifest, "decisions", DECISION_ANALYSIS_SCHEMA)
     decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
     facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
@@ -200,14 +196,14 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
 
 def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
+    # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger import stream
-    from workbench.dataset.convert import decisions_table, receipts_table
 
     heads = stream.chain_heads_of(ledger, scope)
     decision_frames, fact_frames, outcome_frames = [], [], []
     for rows in stream.iter_decisions(ledger, scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         table = decisions_table(rows)
-        decision_frames.append(pl.from_arrow(table).select([*DECISION_COLUMNS, "scope", "month"]))
+        decision_frames.append(pl.from_arrow(table).select([*DECISION_ANALYSIS_SCHEMA, "scope", "month"]))
         facts = facts_tables(table).get(rulebook_id)
         if facts is not None:
             fact_frames.append(pl.from_arrow(facts))
@@ -217,7 +213,7 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
                                        "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String),
                                        **_HIVE})
     decisions = (pl.concat(decision_frames) if decision_frames
-                 else pl.DataFrame(schema={**DECISION_COLUMNS, **_HIVE}))
+                 else pl.DataFrame(schema={**DECISION_ANALYSIS_SCHEMA, **_HIVE}))
     outcomes = (pl.concat(outcome_frames) if outcome_frames
                 else pl.DataFrame(schema={**OUTCOME_COLUMNS, **_HIVE}))
     facts = pl.concat(fact_frames, how="diagonal") if fact_frames else empty_facts
