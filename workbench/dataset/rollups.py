@@ -158,6 +158,11 @@ def _read(location: Location, paths: Sequence[str], columns: Sequence[str] | Cal
     return pa.concat_tables(tables, promote_options="default")
 
 
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """A table's rows as a DataFrame."""
+    return pl.DataFrame(pl.from_arrow(table))
+
+
 def fact_moment_column(name: str) -> bool:
     """The facts table's columns the anomaly engine's fact moments read: the row's identity and
     state, the JSON of partial rows, and each path's kind and number (`fact_moments._typed`)."""
@@ -226,57 +231,95 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
     over). Returns the new `rollups` member (the caller puts it into the manifest it commits)."""
     reuse = current(manifest, classes)
     decision_files = _files_by_partition(manifest, "decisions")
-    if reuse:
-        touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
-        touched |= set(outcome_partitions) & set(decision_files)
-    else:
-        touched = set(decision_files)
+    todo = _partitions_to_recompute(new_files, outcome_partitions, decision_files, reuse)
+    _check_earlier_files(location, manifest, run, todo, reuse)
+    fresh = _recompute(location, manifest, todo, decision_files, classes, progress)
+    carried = manifest["rollups"]["files"] if reuse else {}
+    files, digests, rows = _write_states(location, run, fresh, carried, todo)
+    return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
+            "file_digests": digests, "rows": rows, "decision_partitions": len(decision_files),
+            "recomputed_partitions": len(todo)}
+
+
+def _partitions_to_recompute(new_files: Sequence[dict], outcome_partitions: Iterable[tuple[str, str]],
+                             decision_files: Mapping[tuple[str, str], list[dict]],
+                             reuse: bool) -> list[tuple[str, str]]:
+    """The (scope, month) partitions to recompute, sorted: those this run wrote decisions into
+    and those of its new outcomes' decisions, or every partition when nothing is carried over."""
+    if not reuse:
+        return sorted(decision_files)
+    touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
+    touched |= set(outcome_partitions) & set(decision_files)
+    return sorted(touched)
+
+
+def _recompute(location: Location, manifest: dict, todo: Sequence[tuple[str, str]],
+               decision_files: Mapping[tuple[str, str], list[dict]], classes: Mapping[str, str],
+               progress: Callable[[int, int], None] | None) -> dict[str, list[pl.DataFrame]]:
+    """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames."""
     outcome_files = _files_by_partition(manifest, "outcomes")
     facts_files = _facts_files(manifest)
     fresh: dict[str, list[pl.DataFrame]] = defaultdict(list)
-    todo = sorted(touched)
-    _check_earlier_files(location, manifest, run, todo, reuse)
     done = 0
     for scope, months, pieces in _chunks(location, todo, decision_files):
         decisions = _decisions(location, pieces, scope)
         done += months
-        if decisions is None:
-            if progress is not None:
-                progress(done, len(todo))
-            continue
-        ids = pa.array(decisions["decision_id"].to_list(), pa.string())
-        mine = ds.field("decision_id").isin(ids)
-        scope_outcomes = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
-        table = _read(location, scope_outcomes, OUTCOME_COLUMNS, mine)
-        outcomes = pl.from_arrow(table) if table is not None and table.num_rows else pl.DataFrame(
-            schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"), "receipt_id": pl.String,
-                    "status": pl.String})
-        facts: dict[str, pl.DataFrame] = {}
-        chunk_months = sorted({month for month, _path, _groups in pieces})
-        for rulebook_id, per in facts_files.items():
-            frames = []
-            for month in chunk_months:
-                table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
-                if table is not None and table.num_rows:
-                    frames.append(pl.from_arrow(table).with_columns(pl.lit(month).alias("month")))
-            if frames:
-                facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
-        for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
-            fresh[name].extend(_compact(frame) for frame in frames)
-        del decisions, outcomes, facts, table
-        pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
+        if decisions is not None:
+            mine = ds.field("decision_id").isin(pa.array(decisions["decision_id"].to_list(), pa.string()))
+            outcomes = _chunk_outcomes(location, outcome_files, scope, mine)
+            facts = _chunk_facts(location, facts_files, scope, sorted({month for month, _p, _g in pieces}), mine)
+            for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
+                fresh[name].extend(_compact(frame) for frame in frames)
+            del decisions, outcomes, facts
+            pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
         if progress is not None:
             progress(done, len(todo))
+    return fresh
+
+
+def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict]], scope: str,
+                    mine: ds.Expression) -> pl.DataFrame:
+    """The outcome records of a chunk's decisions (`mine`), from every outcome file of their scope."""
+    paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
+    table = _read(location, paths, OUTCOME_COLUMNS, mine)
+    if table is not None and table.num_rows:
+        return _frame(table)
+    return pl.DataFrame(schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"),
+                                "receipt_id": pl.String, "status": pl.String})
+
+
+def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str, str], list[str]]], scope: str,
+                 months: Sequence[str], mine: ds.Expression) -> dict[str, pl.DataFrame]:
+    """Per rulebook id, the typed facts rows of a chunk's decisions (`mine`) that the anomaly
+    engine's fact moments read, with their `month`; a rulebook without such rows is absent."""
+    facts: dict[str, pl.DataFrame] = {}
+    for rulebook_id, per in facts_files.items():
+        frames = []
+        for month in months:
+            table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
+            if table is not None and table.num_rows:
+                frames.append(_frame(table).with_columns(pl.lit(month).alias("month")))
+        if frames:
+            facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
+    return facts
+
+
+def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.DataFrame]],
+                  carried: Mapping[str, str], todo: Sequence[tuple[str, str]]
+                  ) -> tuple[dict[str, str], dict[str, dict[str, Any]], int]:
+    """Write `rollups/run-<run>/<state>.parquet`: each state's fresh rows and the carried-over
+    rows of every partition not recomputed. Returns the files, their digests and the row count."""
     target = run_dir(run)
     location.fs.create_dir(location.path(target), recursive=True)
-    carried = manifest["rollups"]["files"] if reuse else {}
     recomputed = pl.DataFrame({KEYS[2]: [s for s, _ in todo], KEYS[3]: [m for _, m in todo]},
                               schema={KEYS[2]: pl.String, KEYS[3]: pl.String})
-    files, digests, rows = {}, {}, 0
+    files: dict[str, str] = {}
+    digests: dict[str, dict[str, Any]] = {}
+    rows = 0
     for name in sorted(set(fresh) | set(carried)):
         frames = list(fresh.get(name, []))
         if name in carried:  # the previous run's rows of every partition not recomputed
-            kept = pl.from_arrow(_read(location, [carried[name]], None))
+            kept = _frame(_read(location, [carried[name]], None))
             kept = kept.join(recomputed, on=[KEYS[2], KEYS[3]], how="anti")
             if kept.height:
                 frames.insert(0, kept)
@@ -288,10 +331,7 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         files[name] = path
         digests[name] = {"rows": frame.height, **describe_file(location, path)}
         rows += frame.height
-    partitions = len(decision_files)
-    return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
-            "file_digests": digests, "rows": rows, "decision_partitions": partitions,
-            "recomputed_partitions": len(todo)}
+    return files, digests, rows
 
 
 def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],
