@@ -18,12 +18,15 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from gate.clock import iso_ms
 from gate.protocol.canonical import key_order, sha256_hex
@@ -38,6 +41,7 @@ from workbench.dataset.export import (
 from workbench.dataset.facts import STORED_COLUMNS
 from workbench.dataset.location import (
     DatasetError,
+    Location,
     open_location,
     read_manifest,
     write_manifest,
@@ -199,67 +203,27 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
         raise DatasetError(f"decisions must be an integer from 1 to {MAX_DECISIONS:,}")
     if not isinstance(chunk, int) or chunk < 1:
         raise DatasetError("chunk must be a positive integer")
-    location = open_location(uri)
-    if read_manifest(location, required=False) is not None or (
-            location.exists() and location.fs.get_file_info(_selector(location))):
-        raise DatasetError(f"{uri} is not empty: synthesize into a new or empty location")
-    try:
-        location.fs.create_dir(location.root, recursive=True)
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"cannot write to {uri}: {exc}") from exc
+    location = _empty_location(uri)
     started = time.monotonic()
     now = iso_ms(datetime.now(UTC))
     manifest = new_manifest(synthetic=True, generator="workbench.dataset.synth", created_at=now)
     writer = PartitionedWriter(location, 1)
-    books = _Books()
-    chains = dict.fromkeys(S.SCOPES, 0)
-    roots: dict[str, tuple[str, str]] = {}
-    rows = dict.fromkeys(TABLES, 0)
-    counters = {"execution": 0, "outcome": 0, "crm_sync": 0}
-    facts_rows: dict[str, int] = {}
+    tally = _Tally()
     chunks = max(1, -(-decisions // chunk))
     written = 0
     for number in range(chunks):
         size = decisions // chunks + (1 if number < decisions % chunks else 0)
-        first_day, last_day = S.DAYS * number // chunks, max(S.DAYS * (number + 1) // chunks, S.DAYS * number // chunks + 1)
-        plan = S.draw_decisions(size, seed, first_day=first_day, last_day=last_day, stream=number + 1)
-        verdict, rule = decide_plan(plan)
-        events = S.draw_events(plan, verdict, rule, seed, stream=number + 1)
-        rng = np.random.default_rng([seed, 3, number])
-        ids = _ids("dec_syn_", written, size)
-        decisions_table, links = _decision_tables(plan, verdict, rule, ids, books, chains, rng)
-        for scope, root in _heads(links).items():
-            roots[scope] = root
-        writer.add("decisions", decisions_table)
-        for index, policy in enumerate(S.POLICIES):
-            rows_of = np.flatnonzero(plan.policy == index)
-            if len(rows_of):
-                picked = pa.array(rows_of)
-                table = facts_columns_table(plan.facts[policy], rows_of, decisions_table.take(picked))
-                writer.add(facts_table_name(policy), table)
-                facts_rows[policy] = facts_rows.get(policy, 0) + table.num_rows
-        writer.add("chain_links", links)
-        rows["decisions"] += size
-        rows["chain_links"] += size
-        for kind, table in _receipt_tables(plan, events, ids, counters, rng).items():
-            writer.add(TABLE_OF[kind], table)
-            rows[TABLE_OF[kind]] += table.num_rows
+        _write_chunk(writer, tally, seed, number, chunks, size, written)
         written += size
         if progress is not None:
             progress(written, decisions)
     files = writer.close()
     record_files(manifest, files, 1, location)
-    for policy, count in facts_rows.items():
-        manifest["facts"][policy]["rows"] = count
-    for name, count in rows.items():
-        manifest["tables"][name]["rows"] = count
-    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": roots[scope][0],
-                                  "head_link_hash": roots[scope][1]}
-                          for scope, size in chains.items() if size}
+    _count_into(manifest, tally)
     manifest["rollups"] = rollups.update(location, manifest, 1, files, OUTCOME_EFFECTIVENESS_CLASS,
                                          outcome_partitions=())
     manifest["runs"] = 1
-    manifest["ledger_head"] = ledger_head(manifest["chains"], rows)
+    manifest["ledger_head"] = ledger_head(manifest["chains"], tally.rows)
     manifest["synthesis"] = {"decisions": decisions, "seed": seed, "chunk": chunk,
                              "seconds": round(time.monotonic() - started, 3)}
     manifest = integrity.seal(manifest, None)  # every file's digest listed; synthetic: never signed
@@ -267,10 +231,71 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     return manifest
 
 
-def _selector(location):
-    import pyarrow.fs as pafs
+def _empty_location(uri: str) -> Location:
+    """The location `uri`, created: DatasetError when it holds anything or cannot be written."""
+    location = open_location(uri)
+    if read_manifest(location, required=False) is not None or (
+            location.exists() and location.fs.get_file_info(pafs.FileSelector(location.root))):
+        raise DatasetError(f"{uri} is not empty: synthesize into a new or empty location")
+    try:
+        location.fs.create_dir(location.root, recursive=True)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"cannot write to {uri}: {exc}") from exc
+    return location
 
-    return pafs.FileSelector(location.root)
+
+@dataclass
+class _Tally:
+    """What the chunks written so far add up to: each scope's chain size and head (Merkle
+    root, head link hash), the rows of each table and of each rulebook's facts, the receipts
+    of each kind (their ids continue from chunk to chunk), and the rulebooks' outcomes."""
+
+    books: _Books = field(default_factory=_Books)
+    chains: dict[str, int] = field(default_factory=lambda: dict.fromkeys(S.SCOPES, 0))
+    roots: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    counters: dict[str, int] = field(default_factory=lambda: {"execution": 0, "outcome": 0, "crm_sync": 0})
+    facts_rows: dict[str, int] = field(default_factory=dict)
+
+
+def _write_chunk(writer: PartitionedWriter, tally: _Tally, seed: int, number: int, chunks: int, size: int,
+                 written: int) -> None:
+    """Draw chunk `number` of `chunks` (`size` decisions over its share of the days), decide
+    it, and write its decisions, facts, chain links and receipts."""
+    first_day, last_day = S.DAYS * number // chunks, max(S.DAYS * (number + 1) // chunks, S.DAYS * number // chunks + 1)
+    plan = S.draw_decisions(size, seed, first_day=first_day, last_day=last_day, stream=number + 1)
+    verdict, rule = decide_plan(plan)
+    events = S.draw_events(plan, verdict, rule, seed, stream=number + 1)
+    rng = np.random.default_rng([seed, 3, number])
+    ids = _ids("dec_syn_", written, size)
+    decisions_table, links = _decision_tables(plan, verdict, rule, ids, tally.books, tally.chains, rng)
+    for scope, root in _heads(links).items():
+        tally.roots[scope] = root
+    writer.add("decisions", decisions_table)
+    for index, policy in enumerate(S.POLICIES):
+        rows_of = np.flatnonzero(plan.policy == index)
+        if len(rows_of):
+            picked = pa.array(rows_of)
+            table = facts_columns_table(plan.facts[policy], rows_of, decisions_table.take(picked))
+            writer.add(facts_table_name(policy), table)
+            tally.facts_rows[policy] = tally.facts_rows.get(policy, 0) + table.num_rows
+    writer.add("chain_links", links)
+    tally.rows["decisions"] += size
+    tally.rows["chain_links"] += size
+    for kind, table in _receipt_tables(plan, events, ids, tally.counters, rng).items():
+        writer.add(TABLE_OF[kind], table)
+        tally.rows[TABLE_OF[kind]] += table.num_rows
+
+
+def _count_into(manifest: dict[str, Any], tally: _Tally) -> None:
+    """The row counts and chain heads of the whole dataset into its manifest."""
+    for policy, count in tally.facts_rows.items():
+        manifest["facts"][policy]["rows"] = count
+    for name, count in tally.rows.items():
+        manifest["tables"][name]["rows"] = count
+    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": tally.roots[scope][0],
+                                  "head_link_hash": tally.roots[scope][1]}
+                          for scope, size in tally.chains.items() if size}
 
 
 def _chain_id(scope: str) -> str:
