@@ -103,7 +103,7 @@ def decision_values(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _table(schema: pa.Schema, columns: dict[str, list]) -> pa.Table:
+def _table(schema: pa.Schema, columns: dict[str, list[Any]]) -> pa.Table:
     full = with_partitions(schema)
     arrays = []
     for field in full:
@@ -115,7 +115,7 @@ def _table(schema: pa.Schema, columns: dict[str, list]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=full)
 
 
-def _columns(schema: pa.Schema) -> dict[str, list]:
+def _columns(schema: pa.Schema) -> dict[str, list[Any]]:
     return {field.name: [] for field in with_partitions(schema)}
 
 

@@ -174,7 +174,7 @@ def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     return removed
 
 
-def _plan(ledger: Ledger, scopes: list[str], marks: dict, cutoff: str) -> tuple[dict, int]:
+def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any], cutoff: str) -> tuple[dict[str, Any], int]:
     """Per scope: the chain head to export up to, and how many rows are new (for progress)."""
     plan, total = {}, 0
     for scope in scopes:
@@ -340,7 +340,7 @@ def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[
     return entry
 
 
-def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict:
+def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict[str, Any]:
     mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
     head = item["head"]
     if head is not None and item["decisions"]:

@@ -61,7 +61,7 @@ _ARROW_TYPES = {"t": pa.int8(), "b": pa.bool_(), "n": pa.float64(), "s": pa.stri
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def _cells(value: Any) -> tuple:
+def _cells(value: Any) -> tuple[Any, ...]:
     """(t, b, n, s, j, e) of one value."""
     if value is None:
         return fc.KIND_NULL, None, None, None, None, None
@@ -105,7 +105,7 @@ def facts_table(decisions: pa.Table, max_paths: int = MAX_PATHS) -> pa.Table:
         counts.update(paths.keys())
     kept = sorted(counts, key=lambda p: (-counts[p], p))[:max_paths]
     kept_set = set(kept)
-    columns: dict[str, list] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
+    columns: dict[str, list[Any]] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
     states, partial_json = [], []
     empty = (None,) * 6
     for (paths, state), text in zip(flat, texts):

@@ -100,7 +100,7 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 # --------------------------------------------------------------------------- dataset
 
 
-def read_manifest(root: str | Path, anchors: Any = None) -> dict:
+def read_manifest(root: str | Path, anchors: Any = None) -> dict[str, Any]:
     """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
     with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
     path = Path(root) / MANIFEST
@@ -125,7 +125,7 @@ def read_manifest(root: str | Path, anchors: Any = None) -> dict:
     return manifest
 
 
-def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
+def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | None = None,
            scopes: Sequence[str] | None = None) -> list[str]:
     """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
     `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
@@ -139,7 +139,7 @@ def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
 
 
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
-               manifest: dict | None = None) -> pl.LazyFrame:
+               manifest: dict[str, Any] | None = None) -> pl.LazyFrame:
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
     the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files."""
     files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
@@ -150,7 +150,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
 
 
 def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None,
-               manifest: dict | None = None) -> pl.LazyFrame | None:
+               manifest: dict[str, Any] | None = None) -> pl.LazyFrame | None:
     """The typed facts table of one rulebook (`workbench.dataset.facts`), None when the dataset has no
     facts file for it. Files of different export batches hold different paths: the scan reads
     the union of their columns, a column a file lacks as null (as the table's contract says)."""
@@ -192,7 +192,7 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
                   source)
 
 
-def source_of(manifest: dict) -> dict[str, Any]:
+def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
     every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
     signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}

@@ -18,6 +18,7 @@ flush writes a file of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,7 +69,7 @@ class PartitionedWriter:
         self.file_rows = file_rows
         self._partitions: dict[tuple[str, str, str], _Partition] = {}
         self._buffered = 0
-        self.files: list[dict] = []  # {"path", "table", "scope", "month", "rows", "run"}
+        self.files: list[dict[str, Any]] = []  # {"path", "table", "scope", "month", "rows", "run"}
 
     def add(self, table: str, batch: pa.Table) -> None:
         """Queue `batch` (schema `with_partitions(TABLES[table])`) for writing."""
@@ -138,7 +139,7 @@ class PartitionedWriter:
         partition.writer, partition.file_rows = None, 0
         partition.file_index += 1
 
-    def close(self) -> list[dict]:
+    def close(self) -> list[dict[str, Any]]:
         """Write every buffer, close every file; returns the files written (sorted by path)."""
         for partition in self._partitions.values():
             self._flush(partition)

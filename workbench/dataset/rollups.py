@@ -169,8 +169,8 @@ def fact_moment_column(name: str) -> bool:
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
 
 
-def _files_by_partition(manifest: dict, table: str) -> dict[tuple[str, str], list[dict]]:
-    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+def _files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
     for entry in entries:
         parsed = _parse(entry["path"])
@@ -179,7 +179,7 @@ def _files_by_partition(manifest: dict, table: str) -> dict[tuple[str, str], lis
     return out
 
 
-def _facts_files(manifest: dict) -> dict[str, dict[tuple[str, str], list[str]]]:
+def _facts_files(manifest: dict[str, Any]) -> dict[str, dict[tuple[str, str], list[str]]]:
     out: dict[str, dict[tuple[str, str], list[str]]] = {}
     for rulebook_id, item in manifest.get("facts", {}).items():
         per = out.setdefault(rulebook_id, defaultdict(list))
@@ -206,20 +206,20 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
 # --------------------------------------------------------------------------- update
 
 
-def _of_last_run(manifest: dict) -> bool:
+def _of_last_run(manifest: dict[str, Any]) -> bool:
     """Whether the manifest's rollups are of this version and of its last committed run."""
     rollups = manifest.get("rollups")
     return (isinstance(rollups, dict) and rollups.get("version") == ROLLUP_VERSION
             and rollups.get("run") == manifest.get("runs") and isinstance(rollups.get("files"), dict))
 
 
-def current(manifest: dict, classes: Mapping[str, str]) -> bool:
+def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
     """Whether the manifest's rollups can be used and carried over: `_of_last_run`, computed
     with this mapping of outcome statuses to effectiveness classes."""
     return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
 
 
-def update(location: Location, manifest: dict, run: int, new_files: Sequence[dict], classes: Mapping[str, str],
+def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]], classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
@@ -241,8 +241,8 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
             "recomputed_partitions": len(todo)}
 
 
-def _partitions_to_recompute(new_files: Sequence[dict], outcome_partitions: Iterable[tuple[str, str]],
-                             decision_files: Mapping[tuple[str, str], list[dict]],
+def _partitions_to_recompute(new_files: Sequence[dict[str, Any]], outcome_partitions: Iterable[tuple[str, str]],
+                             decision_files: Mapping[tuple[str, str], list[dict[str, Any]]],
                              reuse: bool) -> list[tuple[str, str]]:
     """The (scope, month) partitions to recompute, sorted: those this run wrote decisions into
     and those of its new outcomes' decisions, or every partition when nothing is carried over."""
@@ -253,8 +253,8 @@ def _partitions_to_recompute(new_files: Sequence[dict], outcome_partitions: Iter
     return sorted(touched)
 
 
-def _recompute(location: Location, manifest: dict, todo: Sequence[tuple[str, str]],
-               decision_files: Mapping[tuple[str, str], list[dict]], classes: Mapping[str, str],
+def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
+               decision_files: Mapping[tuple[str, str], list[dict[str, Any]]], classes: Mapping[str, str],
                progress: Callable[[int, int], None] | None) -> dict[str, list[pl.DataFrame]]:
     """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames."""
     outcome_files = _files_by_partition(manifest, "outcomes")
@@ -277,7 +277,7 @@ def _recompute(location: Location, manifest: dict, todo: Sequence[tuple[str, str
     return fresh
 
 
-def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict]], scope: str,
+def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict[str, Any]]], scope: str,
                     mine: ds.Expression) -> pl.DataFrame:
     """The outcome records of a chunk's decisions (`mine`), from every outcome file of their scope."""
     paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
@@ -334,7 +334,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
     return files, digests, rows
 
 
-def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],
+def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int, todo: Sequence[tuple[str, str]],
                          reuse: bool) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
@@ -366,7 +366,7 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _chunks(location: Location, todo: Sequence[tuple[str, str]],
-            decision_files: Mapping[tuple[str, str], list[dict]]):
+            decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]):
     """The decisions of the partitions to recompute, in chunks of one scope of at most
     BATCH_DECISIONS decisions (whole row groups of at most 32,000 rows, so a month larger than
     a chunk is split: its chunks' partials are stored side by side and merged when read, as the
@@ -428,7 +428,7 @@ class RollupView:
     scopes: tuple[str, ...] | None
 
     @classmethod
-    def of(cls, root: str | Path, manifest: dict, *, policy_id: str, policy_version: str | None,
+    def of(cls, root: str | Path, manifest: dict[str, Any], *, policy_id: str, policy_version: str | None,
            scopes: Sequence[str] | None) -> RollupView | None:
         if not _of_last_run(manifest):
             return None

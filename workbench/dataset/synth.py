@@ -94,7 +94,7 @@ def _take(values, index: np.ndarray) -> pa.Array:
 def _json_object(rendered: dict[str, object]) -> pa.Array:
     """Canonical JSON objects from columns already rendered as JSON values (keys in
     `json.sort_deep.v1` order)."""
-    parts: list = []
+    parts: list[Any] = []
     for position, name in enumerate(key_order(list(rendered))):
         parts.append(pa.scalar(("{" if position == 0 else ",") + f'"{name}":'))
         parts.append(rendered[name])
@@ -195,7 +195,7 @@ class _Books:
 
 
 def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int = CHUNK,
-               progress: Callable[[int, int], None] | None = None) -> dict:
+               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Write a synthetic dataset of `decisions` decisions (and their receipts) to the empty or
     new location `uri`; returns the manifest (`synthetic: true`). DatasetError on a location
     that holds anything."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -128,7 +129,7 @@ def _ids(frame: pl.DataFrame, **keys: str) -> list[str]:
 
 
 def _finding(kind: str, dimension: str, value: str, score: float, reasons: list[str], ids: list[str],
-             baseline: dict, observed: dict) -> dict:
+             baseline: dict[str, Any], observed: dict[str, Any]) -> dict[str, Any]:
     return {
         "anomaly_id": f"{kind}:{dimension}:{value}",
         "kind": kind,
@@ -156,7 +157,7 @@ def _failure_sentence(dimension: str, value: str, p1: float, p0: float, against:
 
 
 def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: int, against: str,
-                   ids: list[str]) -> dict | None:
+                   ids: list[str]) -> dict[str, Any] | None:
     odds, z = odds_shift(f1, n1, f0, n0)
     if odds <= 1 or z <= 0:
         return None
@@ -173,7 +174,7 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
                     {"failure_rate": r4(p1), "resolved": n1, "failures": f1, "odds_ratio": r4(odds), "z": r4(z)})
 
 
-def _segment_findings(state, min_sample: int, s_tot: int, f_tot: int) -> list[dict]:
+def _segment_findings(state, min_sample: int, s_tot: int, f_tot: int) -> list[dict[str, Any]]:
     out = []
     for row in state["segments"].filter(pl.col("dimension") != "policy_version").iter_rows(named=True):
         s1, f1 = row["success"], row["failure"]
@@ -197,7 +198,7 @@ def _versions(state) -> list[tuple[str, object]]:
     return list(firsts.iter_rows())
 
 
-def _version_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+def _version_findings(state, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     order = _versions(state)
     info = {"current": order[-1][0] if order else None, "previous": order[-2][0] if len(order) > 1 else None}
     if len(order) < 2:
@@ -251,7 +252,7 @@ def _version_findings(state, min_sample: int) -> tuple[list[dict], dict]:
     return out, info
 
 
-def _moments(rows: list[dict]) -> tuple[float, float, float]:
+def _moments(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
     n = sum(r["n"] for r in rows)
     total = sum(r["total"] for r in rows)
     total_sq = sum(r["total_sq"] for r in rows)
@@ -262,7 +263,7 @@ def _moments(rows: list[dict]) -> tuple[float, float, float]:
     return n, mean, var
 
 
-def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+def _fact_findings(state, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     months = state["months"]
     recent = max(months["month"].to_list()) if months.height else None
     facts = state["facts"]
@@ -302,7 +303,7 @@ def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int,
-             threshold: float, max_items: int) -> dict:
+             threshold: float, max_items: int) -> dict[str, Any]:
     block = sample_block(state["sample"], classes)
     counts = class_counts(state["sample"], classes)
     found = _segment_findings(state, min_sample, counts[SUCCESS], counts[FAILURE])
@@ -333,6 +334,6 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def anomalies(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict:
+              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict[str, Any]:
     return finalize(merge([partial(decisions, outcomes, classes, facts)]), classes,
                     min_sample=min_sample, threshold=threshold, max_items=max_items)

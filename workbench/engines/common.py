@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -149,7 +150,7 @@ def class_counts(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, 
     return counts
 
 
-def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict:
+def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, Any]:
     """What every report states about its sample: decisions considered, outcome counts by
     (latest) status and by effectiveness class, and the time window of the decisions."""
     rows = list(sample.iter_rows(named=True)) if sample.height else []

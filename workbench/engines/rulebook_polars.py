@@ -85,8 +85,8 @@ class CompiledPolarsRulebook:
     rulebook_id: str
     version: str
     rules: tuple[tuple[str, pl.Expr], ...]
-    outcomes: tuple[dict, ...]
-    default_outcome: dict
+    outcomes: tuple[dict[str, Any], ...]
+    default_outcome: dict[str, Any]
     needs_input: pl.Expr | None
     paths: tuple[str, ...]
     columns: dict[str, pl.DataType] = field(default_factory=dict)
@@ -95,7 +95,7 @@ class CompiledPolarsRulebook:
 # --------------------------------------------------------------------------- paths
 
 
-def _walk_conditions(node: dict, out: list[str]) -> None:
+def _walk_conditions(node: dict[str, Any], out: list[str]) -> None:
     stack = [node]
     while stack:
         item = stack.pop()
@@ -108,7 +108,7 @@ def _walk_conditions(node: dict, out: list[str]) -> None:
             out.append(item["field"])
 
 
-def referenced_paths(rulebook: dict) -> list[str]:
+def referenced_paths(rulebook: dict[str, Any]) -> list[str]:
     """Every fact path a rulebook reads (leaves and input_schema), sorted, without repeats."""
     out: list[str] = []
     for rule in rulebook["rules"]:
@@ -148,7 +148,7 @@ def _eq(path: str, value: Any) -> pl.Expr:
     return _kind(path, kind) & (_col(path, "j") == fc.strict_key(value))
 
 
-def _member(path: str, options: list) -> pl.Expr:
+def _member(path: str, options: list[Any]) -> pl.Expr:
     """Strictly equal to some option: one `is_in` per kind of option."""
     tests: list[pl.Expr] = []
     strings = [o for o in options if isinstance(o, str)]
@@ -180,7 +180,7 @@ def _resolved(path: str) -> pl.Expr:
     return _col(path, "t").is_not_null()
 
 
-def _leaf(node: dict) -> pl.Expr:
+def _leaf(node: dict[str, Any]) -> pl.Expr:
     operator, path, value = node["operator"], node["field"], node.get("value")
     if operator == "exists":
         expr = _resolved(path)
@@ -211,7 +211,7 @@ def _leaf(node: dict) -> pl.Expr:
     return expr.fill_null(False)
 
 
-def _condition(node: dict) -> pl.Expr:
+def _condition(node: dict[str, Any]) -> pl.Expr:
     if "all" in node:
         return pl.all_horizontal([_condition(child) for child in node["all"]])
     if "any" in node:
@@ -236,7 +236,7 @@ def _type_ok(path: str, kind: str) -> pl.Expr:
     return _kind(path, code)
 
 
-def _needs_input(schema: dict) -> pl.Expr | None:
+def _needs_input(schema: dict[str, Any]) -> pl.Expr | None:
     required = set(schema.get("required", ()))
     properties = schema.get("properties", {})
     failures: list[pl.Expr] = []
@@ -252,7 +252,7 @@ def _needs_input(schema: dict) -> pl.Expr | None:
 # --------------------------------------------------------------------------- compile / evaluate
 
 
-def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRulebook:
+def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> CompiledPolarsRulebook:
     """Compile a rulebook that `gate.rulebook.validate_rulebook` accepted.
 
     `order`: the rule ids in evaluation order (`gate.rulebook.compile.rule_order`). Raises
@@ -280,7 +280,7 @@ def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRule
     )
 
 
-def _lookup(values: list, index: pl.Expr) -> pl.Expr:
+def _lookup(values: list[Any], index: pl.Expr) -> pl.Expr:
     """`values[index + 2]` per row (index -2 default, -1 needs_input, 0… the rules), null
     where `index` is null. A gather from a literal column, which the streaming engine runs in
     constant memory (a `replace_strict` mapping does not)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -73,7 +74,7 @@ def _scalar_rows(pending: pl.DataFrame, draft: Draft) -> pl.DataFrame:
     """The rows whose facts are not fully typed (`pending`: `_KEEP` and `facts_json`), evaluated
     one by one by the scalar evaluator (`replay` scalar), or `unreplayable` when they carry no
     facts at all."""
-    results: dict[str, list] = {name: [] for name in _RESULT}
+    results: dict[str, list[Any]] = {name: [] for name in _RESULT}
     evaluate = draft.scalar.evaluate
     for text in pending["facts_json"]:
         if text is None:

@@ -64,7 +64,7 @@ def draft_replay(draft: Mapping[str, Any]):
     return replay
 
 
-def batch_counterfactual(frames, draft: Mapping[str, Any]) -> dict:
+def batch_counterfactual(frames, draft: Mapping[str, Any]) -> dict[str, Any]:
     """The counterfactual report body of `draft` over the decisions of `frames`."""
     identity = {"rulebook_id": draft.get("rulebook_id"), "version": draft.get("version"),
                 "rulebook_hash": sha256_hex(dict(draft))}

@@ -107,7 +107,7 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
                            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
 
 
-def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> list[str]:
+def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
@@ -116,7 +116,7 @@ def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> l
         raise DryRunError("DATASET_INVALID", str(exc)) from None
 
 
-def _scan_table(root: Path, manifest: dict, table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+def _scan_table(root: Path, manifest: dict[str, Any], table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
@@ -130,7 +130,7 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
+def read_manifest(root: Path, anchors: Any = None) -> tuple[dict[str, Any], bytes]:
     """The manifest and its raw bytes: of this schema version, its `dataset_hash` matching its
     content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise)."""
     path = root / MANIFEST

@@ -80,7 +80,7 @@ def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, 
 
 
 def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
-    tally: dict[tuple, int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
+    tally: dict[tuple[Any, ...], int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
     for old, new, name, count in outcome_cube.select("old_verdict", "new_verdict", "outcome_class",
                                                      "count").iter_rows():
         tally[(old, new, name)] = tally.get((old, new, name), 0) + int(count)
