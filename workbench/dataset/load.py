@@ -23,7 +23,7 @@ import polars as pl
 
 from workbench.dataset import integrity
 from workbench.dataset import location as dataset
-from workbench.dataset.convert import decisions_table, receipts_table
+from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
@@ -55,7 +55,7 @@ class Frames:
 
 def polars_schema(table: str) -> pl.Schema:
     """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
-    empty = pl.from_arrow(TABLES[table].empty_table())
+    empty = frame_of(TABLES[table].empty_table())
     return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String)})
 
 
@@ -214,5 +214,5 @@ def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | Non
     rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
                             policy_version=policy_version)
     outcomes = receipts_of(ledger, "outcome", rows)
-    decisions = conform(pl.from_arrow(decisions_table(rows)), "decisions")
-    return Frames(decisions, conform(pl.from_arrow(receipts_table(outcomes)), "outcomes"))
+    decisions = conform(frame_of(decisions_table(rows)), "decisions")
+    return Frames(decisions, conform(frame_of(receipts_table(outcomes)), "outcomes"))

@@ -56,7 +56,7 @@ class Location:
         return posixpath.join(self.root, *parts)
 
     def exists(self, *parts: str) -> bool:
-        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+        return bool(self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound)
 
 
 def open_location(uri: str) -> Location:
@@ -97,7 +97,7 @@ def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any
                 raise DatasetError(f"{location.uri} has no {MANIFEST}: it is not an exported dataset")
             return None
         with location.fs.open_input_stream(path) as stream:
-            manifest = json.loads(stream.read().decode("utf-8"))
+            manifest: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
     except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"cannot read {location.uri}/{MANIFEST}: {exc}") from exc
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None

@@ -133,7 +133,9 @@ class PartitionedWriter:
         partition.file_rows += data.num_rows
 
     def _close_file(self, partition: _Partition) -> None:
-        partition.writer.close()
+        """Close the partition's open file (every caller has one) and list it."""
+        if partition.writer is not None:
+            partition.writer.close()
         self.files.append({"path": partition.path, "table": partition.table, "scope": partition.scope,
                            "month": partition.month, "rows": partition.file_rows, "run": self.run})
         partition.writer, partition.file_rows = None, 0

@@ -52,6 +52,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import check_files, describe_file, iter_all
 from workbench.dataset.location import Location
@@ -158,11 +159,6 @@ def _read(location: Location, paths: Sequence[str], columns: Sequence[str] | Cal
     return pa.concat_tables(tables, promote_options="default")
 
 
-def _frame(table: pa.Table) -> pl.DataFrame:
-    """A table's rows as a DataFrame."""
-    return pl.DataFrame(pl.from_arrow(table))
-
-
 def fact_moment_column(name: str) -> bool:
     """The facts table's columns the anomaly engine's fact moments read: the row's identity and
     state, the JSON of partial rows, and each path's kind and number (`fact_moments._typed`)."""
@@ -199,7 +195,7 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
             names = [c for c in DECISION_ANALYSIS_COLUMNS if c in parquet.schema_arrow.names]
             table = parquet.read_row_groups(groups, columns=names)
         if table.num_rows:
-            frames.append(pl.from_arrow(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))
+            frames.append(frame_of(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
@@ -283,7 +279,7 @@ def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], 
     paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
     table = _read(location, paths, OUTCOME_COLUMNS, mine)
     if table is not None and table.num_rows:
-        return _frame(table)
+        return frame_of(table)
     return pl.DataFrame(schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"),
                                 "receipt_id": pl.String, "status": pl.String})
 
@@ -298,7 +294,7 @@ def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str
         for month in months:
             table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
             if table is not None and table.num_rows:
-                frames.append(_frame(table).with_columns(pl.lit(month).alias("month")))
+                frames.append(frame_of(table).with_columns(pl.lit(month).alias("month")))
         if frames:
             facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
     return facts
@@ -319,7 +315,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
     for name in sorted(set(fresh) | set(carried)):
         frames = list(fresh.get(name, []))
         if name in carried:  # the previous run's rows of every partition not recomputed
-            kept = _frame(_read(location, [carried[name]], None))
+            kept = frame_of(_read(location, [carried[name]], None))
             kept = kept.join(recomputed, on=[KEYS[2], KEYS[3]], how="anti")
             if kept.height:
                 frames.insert(0, kept)
@@ -362,7 +358,7 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
     """A copy of a small partial that owns its strings: a string column selected out of a large
     frame still points into that frame's buffers (Arrow string views), so keeping a few evidence
     ids of every chunk would otherwise keep every chunk's decisions in memory."""
-    return pl.from_arrow(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+    return frame_of(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
 def _chunks(location: Location, todo: Sequence[tuple[str, str]],

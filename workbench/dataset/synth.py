@@ -32,6 +32,7 @@ from gate.clock import iso_ms
 from gate.protocol.canonical import key_order, sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset import integrity, rollups
+from workbench.dataset.convert import frame_of
 from workbench.dataset.export import (
     facts_table_name,
     ledger_head,
@@ -67,7 +68,7 @@ __all__ = ["CHUNK", "decide_plan", "facts_json_column", "synthesize"]
 def _hex(rng: np.random.Generator, n: int) -> pa.Array:
     raw = rng.integers(0, 256, (n, 32), dtype=np.uint8)
     binary = pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n, [None, pa.py_buffer(raw.tobytes())])
-    return pl.from_arrow(binary.cast(pa.binary())).bin.encode("hex").to_arrow().cast(pa.string())
+    return pl.Series(binary.cast(pa.binary())).bin.encode("hex").to_arrow().cast(pa.string())
 
 
 def _ids(prefix: str, start: int, n: int) -> pa.Array:
@@ -362,7 +363,7 @@ def _decision_tables(plan, verdict, rule, ids, books, chains, rng):
 
 def _heads(links: pa.Table) -> dict[str, tuple[str, str]]:
     """Per scope in this chunk: (merkle_root, link_hash) of the highest position."""
-    frame = pl.from_arrow(links.select(["scope", "chain_position", "merkle_root", "link_hash"]))
+    frame = frame_of(links.select(["scope", "chain_position", "merkle_root", "link_hash"]))
     last = frame.sort("chain_position").group_by("scope").last()
     return {row["scope"]: (row["merkle_root"], row["link_hash"]) for row in last.iter_rows(named=True)}
 

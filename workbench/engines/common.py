@@ -20,6 +20,7 @@ Only Polars and the standard library are imported here (import-linter contract).
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -173,7 +174,7 @@ def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, 
 # --------------------------------------------------------------------------- numbers
 
 
-def iso(value) -> str | None:
+def iso(value: datetime | None) -> str | None:
     """UTC timestamp text with milliseconds, the ledger's format (2026-05-21T00:00:00.000Z)."""
     if value is None:
         return None

@@ -63,7 +63,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
     coverage = ratio(s + f + x, n)
     interval = wilson(s, resolved)
     confidence = 0.0 if interval is None else (1 - (interval[1] - interval[0])) * (coverage or 0.0)
-    if resolved < min_sample:
+    if resolved < min_sample or success_rate is None:  # None: nothing resolved (min_sample 0)
         recommendation = "insufficient_data"
     elif success_rate >= HEALTHY_AT:
         recommendation = "healthy"

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import polars as pl
 
@@ -100,7 +100,7 @@ def _walk_conditions(node: dict[str, Any], out: list[str]) -> None:
     while stack:
         item = stack.pop()
         if "all" in item or "any" in item:
-            stack.extend(item.get("all") or item.get("any"))
+            stack.extend(item.get("all") or item["any"])
         elif "not" in item:
             child = item["not"]
             stack.extend(child if isinstance(child, list) else [child])
@@ -130,7 +130,7 @@ def _kind(path: str, kind: int) -> pl.Expr:
     return _col(path, "t") == kind
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return type(value) in (int, float)
 
 

@@ -18,6 +18,7 @@ import polars as pl
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.compile import rule_order
+from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_table
 from workbench.engines import counterfactuals as engine
 from workbench.engines.rulebook_polars import (
@@ -41,7 +42,7 @@ def draft_replay(draft: Mapping[str, Any]):
         if not rows.height:
             return rows.lazy().with_columns(pl.lit(None, pl.String).alias("new_verdict"),
                                             pl.lit(None, pl.String).alias("new_rule_id"))
-        facts = pl.from_arrow(facts_table(rows.to_arrow()))
+        facts = frame_of(facts_table(rows.to_arrow()))
         result = evaluate(facts.lazy(), compiled).select("decision_id", "replay", "verdict", "matched_rule_id").collect()
         scalar_ids = set(result.filter(pl.col("replay") == REPLAY_SCALAR)["decision_id"].to_list())
         fixes = []

@@ -25,7 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
-from workbench.dataset.convert import decisions_table, receipts_table
+from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_tables
 from workbench.dataset.integrity import check_files, dataset_hash, listed_files, signature_problem
 from workbench.dataset.location import DatasetError, open_location
@@ -38,7 +38,7 @@ __all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "from_dataset", "from_ledger"]
 MANIFEST = "manifest.json"
 # The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
 DECISION_ANALYSIS_SCHEMA: dict[str, pl.DataType] = dict(
-    pl.from_arrow(pa.schema([DECISIONS.field(name) for name in DECISION_ANALYSIS_COLUMNS]).empty_table()).schema)
+    frame_of(pa.schema([DECISIONS.field(name) for name in DECISION_ANALYSIS_COLUMNS]).empty_table()).schema)
 OUTCOME_COLUMNS = {"receipt_id": pl.String, "decision_id": pl.String,
                    "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String}
 _HIVE = {"scope": pl.String, "month": pl.String}
@@ -203,12 +203,12 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
     decision_frames, fact_frames, outcome_frames = [], [], []
     for rows in stream.iter_decisions(ledger, scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         table = decisions_table(rows)
-        decision_frames.append(pl.from_arrow(table).select([*DECISION_ANALYSIS_SCHEMA, "scope", "month"]))
+        decision_frames.append(frame_of(table).select([*DECISION_ANALYSIS_SCHEMA, "scope", "month"]))
         facts = facts_tables(table).get(rulebook_id)
         if facts is not None:
-            fact_frames.append(pl.from_arrow(facts))
+            fact_frames.append(frame_of(facts))
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
-        outcome_frames.append(pl.from_arrow(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
+        outcome_frames.append(frame_of(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
     empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
                                        "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String),
                                        **_HIVE})
