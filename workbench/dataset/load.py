@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -27,6 +27,9 @@ from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
+
+if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
+    from gate.ledger import Ledger
 
 MANIFEST = "manifest.json"
 
@@ -56,7 +59,7 @@ class Frames:
 def polars_schema(table: str) -> pl.Schema:
     """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
     empty = frame_of(TABLES[table].empty_table())
-    return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String)})
+    return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String())})
 
 
 def conform(frame: pl.LazyFrame | pl.DataFrame, table: str) -> pl.LazyFrame:
@@ -105,7 +108,7 @@ def read_manifest(root: str | Path, anchors: Any = None) -> dict[str, Any]:
     with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
     path = Path(root) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
         raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset") from None
     except (OSError, ValueError) as error:
@@ -195,7 +198,7 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
 def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
     every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
-    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
     return {"kind": "dataset", "dataset_hash": manifest.get("dataset_hash"), "key_id": signature.get("key_id"),
             "synthetic": bool(manifest.get("synthetic"))}
 
@@ -203,7 +206,7 @@ def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- live ledger
 
 
-def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
+def from_ledger(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
                 cohort_scopes: Sequence[str] = ()) -> Frames:
     """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
     (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,

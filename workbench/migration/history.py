@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -33,15 +33,18 @@ from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_C
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
+if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
+    from gate.ledger import Ledger
+
 __all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "from_dataset", "from_ledger"]
 
 MANIFEST = "manifest.json"
 # The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
 DECISION_ANALYSIS_SCHEMA: dict[str, pl.DataType] = dict(
     frame_of(pa.schema([DECISIONS.field(name) for name in DECISION_ANALYSIS_COLUMNS]).empty_table()).schema)
-OUTCOME_COLUMNS = {"receipt_id": pl.String, "decision_id": pl.String,
-                   "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String}
-_HIVE = {"scope": pl.String, "month": pl.String}
+OUTCOME_COLUMNS: dict[str, pl.DataType] = {"receipt_id": pl.String(), "decision_id": pl.String(),
+                                           "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String()}
+_HIVE: dict[str, pl.DataType] = {"scope": pl.String(), "month": pl.String()}
 
 
 @dataclass(frozen=True)
@@ -168,11 +171,12 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     decisions = _scan_table(root, manifest, "decisions", DECISION_ANALYSIS_SCHEMA)
     decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
-    facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
-                    "created_at": pl.Datetime("ms", "UTC"),
-                    **dict.fromkeys(OLD_NAMES, pl.String), **fc.path_schema(list(paths))}
+    facts_schema: dict[str, pl.DataType] = {
+        "decision_id": pl.String(), fc.STATE_COLUMN: pl.String(), "facts_json": pl.String(),
+        "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String()),
+        **fc.path_schema(list(paths))}
     facts_files = _listed(root, manifest, "facts", rulebook_id)
-    facts_hive = {"rulebook_id": pl.String, **_HIVE}
+    facts_hive: dict[str, pl.DataType] = {"rulebook_id": pl.String(), **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
     facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
@@ -185,7 +189,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     # load_history checks); the facts rows of the selection are counted from the files' metadata.
     versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
     selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
-    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
               "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
               "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
@@ -194,7 +198,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 
 
-def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
+def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
     # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger import stream
@@ -209,9 +213,9 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
             fact_frames.append(frame_of(facts))
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         outcome_frames.append(frame_of(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
-    empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
-                                       "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String),
-                                       **_HIVE})
+    empty_facts = pl.DataFrame(schema={"decision_id": pl.String(), fc.STATE_COLUMN: pl.String(),
+                                       "facts_json": pl.String(), "created_at": pl.Datetime("ms", "UTC"),
+                                       **dict.fromkeys(OLD_NAMES, pl.String()), **_HIVE})
     decisions = (pl.concat(decision_frames) if decision_frames
                  else pl.DataFrame(schema={**DECISION_ANALYSIS_SCHEMA, **_HIVE}))
     outcomes = (pl.concat(outcome_frames) if outcome_frames
@@ -225,7 +229,7 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
                    outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect())
 
 
-def ledger_location(ledger) -> str:
+def ledger_location(ledger: object) -> str:
     """The ledger's URL without credentials (never a password in a manifest)."""
     url = getattr(getattr(ledger, "engine", None), "url", None)
     if url is None:

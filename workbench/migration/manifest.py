@@ -45,7 +45,8 @@ _DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_c
 
 @functools.lru_cache(maxsize=1)
 def migration_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
 
 
 def _unsigned(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
     schema_errors = sorted(jsonschema.Draft202012Validator(migration_schema()).iter_errors(manifest), key=str)
     checks["schema"] = not schema_errors
     problems += [f"schema: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in schema_errors[:5]]
-    dry_run = manifest.get("dry_run") if isinstance(manifest.get("dry_run"), dict) else {}
+    dry_run = found if isinstance(found := manifest.get("dry_run"), dict) else {}
     stated = dry_run.get("result_hash")
     checks["result_hash"] = stated == sha256_hex({k: v for k, v in dry_run.items() if k != "result_hash"})
     digest = sha256_hex(_unsigned(manifest))
