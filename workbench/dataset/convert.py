@@ -46,13 +46,13 @@ from workbench.dataset.schema import (
 STATUS_FIELD = {"execution": "execution_status", "outcome": "outcome_status", "crm_sync": "sync_status"}
 
 __all__ = [
-    "frame_of",
     "STATUS_FIELD",
     "chain_links_table",
     "decision_values",
     "decisions_table",
     "empty_table",
     "facts_of",
+    "frame_of",
     "month_of",
     "receipts_table",
 ]

@@ -108,14 +108,15 @@ def facts_table(decisions: pa.Table, max_paths: int = MAX_PATHS) -> pa.Table:
     columns: dict[str, list[Any]] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
     states, partial_json = [], []
     empty = (None,) * 6
-    for (paths, state), text in zip(flat, texts):
+    for (paths, exact_state), text in zip(flat, texts, strict=True):
+        state = exact_state
         if state == fc.STATE_TYPED and not kept_set.issuperset(paths):
             state = fc.STATE_PARTIAL
         states.append(state)
         partial_json.append(text if state == fc.STATE_PARTIAL else None)
         for path in sorted(kept):
             cells = _cells(paths[path]) if state == fc.STATE_TYPED and path in paths else empty
-            for part, cell in zip(fc.PARTS, cells):
+            for part, cell in zip(fc.PARTS, cells, strict=True):
                 columns[fc.column(path, part)].append(cell)
     rows = decisions.num_rows
     arrays = [decisions.column("decision_id").cast(pa.string()), pa.array(states, pa.string()),

@@ -274,8 +274,8 @@ def _columns(schema: pa.Schema) -> dict[str, str]:
 def _problem(location: Location, entry: ListedFile) -> str | None:
     """Why the file disagrees with its entry (presence, size, sha256, rows, schema), or None."""
     if entry.sha256 is None or entry.bytes is None:
-        return "has no digest in the manifest (a dataset written before file digests: export it again " \
-               "into a new location)"
+        return ("has no digest in the manifest (a dataset written before file digests: export it again "
+                "into a new location)")
     size = _size(location, entry.path)
     if size is None:
         return "is missing"

@@ -17,6 +17,7 @@ flush writes a file of its own.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,8 +124,8 @@ class PartitionedWriter:
         if partition.writer is not None and partition.file_rows + data.num_rows > self.file_rows:
             self._close_file(partition)
         if partition.writer is None:
-            relative = f"{partition_dir(partition.table, partition.scope, partition.month)}/" \
-                       f"{part_name(self.run, partition.file_index)}"
+            relative = (f"{partition_dir(partition.table, partition.scope, partition.month)}/"
+                        f"{part_name(self.run, partition.file_index)}")
             self.location.fs.create_dir(self.location.path(relative.rsplit('/', 1)[0]), recursive=True)
             partition.path = relative
             partition.writer = pq.ParquetWriter(self.location.path(relative), schema,
@@ -154,8 +155,6 @@ class PartitionedWriter:
         """Close open files after a failure (the caller removes the run's files)."""
         for partition in self._partitions.values():
             if partition.writer is not None:
-                try:
+                with contextlib.suppress(Exception):  # best effort on an already failing path
                     partition.writer.close()
-                except Exception:  # noqa: BLE001 - best effort on an already failing path
-                    pass
         self._partitions.clear()

@@ -167,8 +167,8 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
     p1, p0 = f1 / n1, f0 / n0
     reasons = [
         _failure_sentence(dimension, value, p1, p0, against),
-        f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
-        f"against {p0:.1%} ({f0} of {n0}) for {against}",
+        (f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
+        f"against {p0:.1%} ({f0} of {n0}) for {against}"),
         f"odds of failure x{odds:.2f}, z = {z:.2f}",
     ]
     return _finding("failure_rate_shift", dimension, value, score, reasons, ids,
@@ -245,10 +245,10 @@ def _verdict_mix_shift(state: State, current: str, previous: str, min_sample: in
     shares = ", ".join(
         f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
     reasons = [
-        f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
-        f"to {h1 / n1:.1%} after version {current}",
-        f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
-        f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'",
+        (f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
+        f"to {h1 / n1:.1%} after version {current}"),
+        (f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
+        f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'"),
         f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
     ]
     ids = _ids(state["by_verdict"], policy_version=current, verdict=rose)
@@ -300,8 +300,8 @@ def _fact_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]],
         shown_d = f"{d:+.2f}" if math.isfinite(d) else "more than any"
         reasons = [
             f"fact {fact} {'rose' if mr > mb else 'fell'} from {mb:.4g} to {mr:.4g} on average in {recent}",
-            f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
-            f"to {mr:.4g} ({int(nr)} values in {recent})",
+            (f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
+            f"to {mr:.4g} ({int(nr)} values in {recent})"),
             f"shift of {shown_d} baseline standard deviations, z = {z:.2f}" if math.isfinite(z)
             else "the baseline and recent values do not vary, so any change is a full shift",
         ]

@@ -16,8 +16,8 @@ docs/intelligence.md, "Benchmarks":
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import AbstractSet, Any
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
 
 import polars as pl
 
@@ -82,7 +82,7 @@ def metrics_of(row: Mapping[str, int]) -> dict[str, float | None]:
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, own_scope: str,
-             opted_in: AbstractSet[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict[str, Any]:
+             opted_in: Set[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict[str, Any]:
     rows = {r["scope"]: r for r in state["scopes"].iter_rows(named=True)} if state["scopes"].height else {}
     zero = dict.fromkeys(SCOPE_HOW, 0)
     own = rows.get(own_scope, zero)
@@ -136,7 +136,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, o
 
 
 def benchmarks(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-               own_scope: str, opted_in: AbstractSet[str], min_cohort_scopes: int,
+               own_scope: str, opted_in: Set[str], min_cohort_scopes: int,
                min_cohort_decisions: int) -> dict[str, Any]:
     state = merge([partial(decisions, outcomes, classes, own_scope=own_scope)])
     return finalize(state, classes, own_scope=own_scope, opted_in=opted_in,

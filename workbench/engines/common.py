@@ -20,8 +20,8 @@ Only Polars and the standard library are imported here (import-linter contract).
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -61,7 +61,7 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
 def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:
     """The effectiveness class of a latest status: `none` without an outcome, `unclassified`
     for a status the mapping does not know (never silently counted as success or failure)."""
-    known = {status: effect for status, effect in classes.items()}
+    known = dict(classes)
     return (
         pl.when(pl.col(column).is_null())
         .then(pl.lit(NO_OUTCOME))

@@ -41,6 +41,7 @@ without facts come out with `replay = "unreplayable"`. No operator is ever appro
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -262,7 +263,7 @@ def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> Compiled
     if sorted(order) != sorted(by_id) or len(order) != len(by_id):
         raise ValueError("order must list every rule id exactly once")
     priorities = [int(by_id[rule_id].get("priority", 0)) for rule_id in order]
-    if any(a < b for a, b in zip(priorities, priorities[1:])):
+    if any(a < b for a, b in itertools.pairwise(priorities)):
         raise ValueError("order must list rules by priority descending")
     rules = tuple((rule_id, _condition(by_id[rule_id]["condition"])) for rule_id in order)
     outcomes = tuple(dict(by_id[rule_id]["outcome"]) for rule_id in order)

@@ -136,7 +136,7 @@ def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
         "matched_rule_id": pl.col("old_rule").ne_missing(pl.col("new_rule")),
     }
     row = replayed.select([count.filter(test).sum().alias(name) for name, test in conditions.items()]).row(0)
-    return {name: int(value or 0) for name, value in zip(conditions, row)}
+    return {name: int(value or 0) for name, value in zip(conditions, row, strict=True)}
 
 
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:

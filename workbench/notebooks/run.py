@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"open them: .venv/bin/jupyter lab {paths.output}   (or: scripts/notebooks --lab)", flush=True)
     if args.lab:
         lab = Path(sys.executable).parent / "jupyter"
-        os.execv(str(lab), [str(lab), "lab", "--ip", "127.0.0.1", "--no-browser", str(paths.output)])
+        # This venv's own jupyter in place of this process, with fixed arguments and no shell.
+        os.execv(str(lab), [str(lab), "lab", "--ip", "127.0.0.1", "--no-browser", str(paths.output)])  # noqa: S606
     return 0
 
 
