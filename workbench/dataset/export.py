@@ -340,7 +340,12 @@ def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[
     return entry
 
 
-def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict[str, Any]:
+def _export_scope(ledger: Ledger, writer: PartitionedWriter, scope: str, item: dict[str, Any], cutoff: str,
+                  batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
+                  reopened: set[tuple[str, str]] | None) -> dict[str, Any]:
+    """Write one scope's new decisions (with their facts and chain links) and receipts, counting
+    them into `new_rows` and, for outcomes, their decisions' partitions into `reopened`.
+    Returns the scope's new watermark."""
     mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
     head = item["head"]
     if head is not None and item["decisions"]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -362,7 +362,8 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _chunks(location: Location, todo: Sequence[tuple[str, str]],
-            decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]):
+            decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]
+            ) -> Iterator[tuple[str, int, list[tuple[str, str, list[int]]]]]:
     """The decisions of the partitions to recompute, in chunks of one scope of at most
     BATCH_DECISIONS decisions (whole row groups of at most 32,000 rows, so a month larger than
     a chunk is split: its chunks' partials are stored side by side and merged when read, as the

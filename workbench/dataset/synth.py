@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -88,7 +88,7 @@ def _iso(at_ms: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(text, pa.scalar("Z"), "")
 
 
-def _take(values, index: np.ndarray) -> pa.Array:
+def _take(values: Sequence[str], index: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(values, dtype=object)[index], pa.string())
 
 
@@ -103,7 +103,7 @@ def _json_object(rendered: dict[str, object]) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def _quoted(values) -> pa.Array:
+def _quoted(values: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', values, '"', "")
 
 
@@ -177,7 +177,7 @@ class _Books:
         self.books = {key: S.load_rulebook(*key) for key in self.keys}
         self.hashes = {key: sha256_hex(book) for key, book in self.books.items()}
 
-    def outcome_columns(self, plan, rule):
+    def outcome_columns(self, plan: S.DecisionPlan, rule: np.ndarray) -> dict[str, pa.Array]:
         n = len(plan)
         out = {name: np.empty(n, dtype=object) for name in ("application_verdict", "reason_code", "action",
                                                            "policy_version", "rulebook_hash")}
@@ -304,7 +304,8 @@ def _chain_id(scope: str) -> str:
     return "chain_" + hashlib.sha256(scope.encode("utf-8")).hexdigest()[:32]
 
 
-def _decision_tables(plan, verdict, rule, ids, books, chains, rng):
+def _decision_tables(plan: S.DecisionPlan, verdict: np.ndarray, rule: np.ndarray, ids: pa.Array, books: _Books,
+                     chains: dict[str, int], rng: np.random.Generator) -> tuple[pa.Table, pa.Table]:
     n = len(plan)
     created = pa.array(plan.at_ms, pa.int64()).cast(TS)
     positions = np.zeros(n, np.int64)
@@ -368,7 +369,8 @@ def _heads(links: pa.Table) -> dict[str, tuple[str, str]]:
     return {row["scope"]: (row["merkle_root"], row["link_hash"]) for row in last.iter_rows(named=True)}
 
 
-def _receipt_tables(plan, events, ids, counters, rng) -> dict[str, pa.Table]:
+def _receipt_tables(plan: S.DecisionPlan, events: S.Events, ids: pa.Array, counters: dict[str, int],
+                    rng: np.random.Generator) -> dict[str, pa.Table]:
     tables = {}
     for kind in ("execution", "outcome", "crm_sync"):
         mask = events.kind == kind

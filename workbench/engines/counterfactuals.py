@@ -65,7 +65,7 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
     }
 
 
-def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, draft: Mapping[str, str]) -> dict[str, Any]:
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, draft: Mapping[str, Any]) -> dict[str, Any]:
     rows = list(state["transitions"].iter_rows(named=True)) if state["transitions"].height else []
     replayed = [r for r in rows if r["new_verdict"] != "(not_replayable)"]
     pairs: dict[tuple[str, str], int] = {}
@@ -96,5 +96,5 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, d
 
 
 def counterfactuals(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
-                    replay: Replay, *, draft: Mapping[str, str]) -> dict[str, Any]:
+                    replay: Replay, *, draft: Mapping[str, Any]) -> dict[str, Any]:
     return finalize(merge([partial(decisions, outcomes, classes, replay)]), classes, draft=draft)

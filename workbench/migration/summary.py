@@ -84,7 +84,7 @@ def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
     for old, new, name, count in outcome_cube.select("old_verdict", "new_verdict", "outcome_class",
                                                      "count").iter_rows():
         tally[(old, new, name)] = tally.get((old, new, name), 0) + int(count)
-    cells = []
+    cells: list[dict[str, Any]] = []
     for old in VERDICTS:
         for new in VERDICTS:
             if old == new:
