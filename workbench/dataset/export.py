@@ -19,7 +19,7 @@ What "new" means (the watermarks kept in the manifest, per scope):
 Consistency: files are written first, the manifest last (atomically on a local disk). A run
 that fails leaves its part files behind but not in the manifest; the next run deletes every
 part file whose run number the manifest has not committed before it writes anything. Readers
-that go through the manifest (`workbench.dataset.location.table_dataset`) see committed runs only.
+that go through the manifest (`workbench.dataset.integrity.table_dataset`) see committed runs only.
 
 Memory is bounded by one ledger batch plus the writer's buffers (`workbench.dataset.partwriter`),
 whatever the size of the ledger.

@@ -96,6 +96,7 @@ def require_dataset(paths: NotebookPaths) -> NotebookPaths:
 def setup() -> NotebookPaths:
     """A notebook's first call: its paths, refusing clearly when the dataset is missing, and
     the plot settings (caller text in labels stays text: see `workbench.notebooks.plots`)."""
+    # matplotlib takes over a second to import: only a notebook that plots pays for it (not the runner).
     from workbench.notebooks import plots as notebook_plots
 
     notebook_plots.configure()
