@@ -174,7 +174,8 @@ def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     return removed
 
 
-def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any], cutoff: str) -> tuple[dict[str, Any], int]:
+def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any],
+          cutoff: str) -> tuple[dict[str, Any], int]:
     """Per scope: the chain head to export up to, and how many rows are new (for progress)."""
     plan, total = {}, 0
     for scope in scopes:
@@ -238,7 +239,8 @@ def export_ledger(
 
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
-    files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, new_rows, counter, rollup_progress)
+    files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, new_rows, counter,
+                       rollup_progress)
     manifest = _commit_run(location, manifest, run, plan, new_rows, cutoff, now, signer)
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
 

@@ -48,7 +48,8 @@ import pyarrow.parquet as pq
 from workbench.dataset.schema import TS
 from workbench.engines import fact_columns as fc
 
-__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_rows_of", "facts_table", "facts_tables", "flatten", "partition_dir", "write_facts"]
+__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_rows_of", "facts_table", "facts_tables", "flatten", "partition_dir",
+           "write_facts"]
 
 flatten = fc.flatten  # the path rules live with the column contract (the engines use them too)
 
@@ -178,7 +179,7 @@ def write_facts(root: str | Path, decisions: pa.Table, name: str, max_paths: int
 
 
 def facts_rows_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
-             carry: Sequence[str] = ()) -> pl.LazyFrame:
+                  carry: Sequence[str] = ()) -> pl.LazyFrame:
     """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
     rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
     export writes one facts row per decision); otherwise the rows are matched by decision id and

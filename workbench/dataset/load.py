@@ -191,8 +191,8 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     # With rollups the reports never read these facts: they stay a lazy match by decision id
     # (no count over every decision now; the cost is paid only by whoever collects them).
     every = policy_version is None and limit is None and rollup is None
-    return Frames(frames.decisions, frames.outcomes, facts_rows_of(frames.decisions, facts, every_decision=every), rollup,
-                  source)
+    return Frames(frames.decisions, frames.outcomes, facts_rows_of(frames.decisions, facts, every_decision=every),
+                  rollup, source)
 
 
 def source_of(manifest: dict[str, Any]) -> dict[str, Any]:

@@ -215,7 +215,8 @@ def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
     return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
 
 
-def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]], classes: Mapping[str, str],
+def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]],
+           classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
@@ -237,7 +238,8 @@ def update(location: Location, manifest: dict[str, Any], run: int, new_files: Se
             "recomputed_partitions": len(todo)}
 
 
-def _partitions_to_recompute(new_files: Sequence[dict[str, Any]], outcome_partitions: Iterable[tuple[str, str]],
+def _partitions_to_recompute(new_files: Sequence[dict[str, Any]],
+                             outcome_partitions: Iterable[tuple[str, str]],
                              decision_files: Mapping[tuple[str, str], list[dict[str, Any]]],
                              reuse: bool) -> list[tuple[str, str]]:
     """The (scope, month) partitions to recompute, sorted: those this run wrote decisions into
@@ -263,7 +265,8 @@ def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tupl
         if decisions is not None:
             mine = ds.field("decision_id").isin(pa.array(decisions["decision_id"].to_list(), pa.string()))
             outcomes = _chunk_outcomes(location, outcome_files, scope, mine)
-            facts = _chunk_facts(location, facts_files, scope, sorted({month for month, _p, _g in pieces}), mine)
+            months_read = sorted({month for month, _path, _groups in pieces})
+            facts = _chunk_facts(location, facts_files, scope, months_read, mine)
             for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
                 fresh[name].extend(_compact(frame) for frame in frames)
             del decisions, outcomes, facts
@@ -273,8 +276,8 @@ def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tupl
     return fresh
 
 
-def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict[str, Any]]], scope: str,
-                    mine: ds.Expression) -> pl.DataFrame:
+def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict[str, Any]]],
+                    scope: str, mine: ds.Expression) -> pl.DataFrame:
     """The outcome records of a chunk's decisions (`mine`), from every outcome file of their scope."""
     paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
     table = _read(location, paths, OUTCOME_COLUMNS, mine)
@@ -284,8 +287,8 @@ def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], 
                                 "receipt_id": pl.String, "status": pl.String})
 
 
-def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str, str], list[str]]], scope: str,
-                 months: Sequence[str], mine: ds.Expression) -> dict[str, pl.DataFrame]:
+def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str, str], list[str]]],
+                 scope: str, months: Sequence[str], mine: ds.Expression) -> dict[str, pl.DataFrame]:
     """Per rulebook id, the typed facts rows of a chunk's decisions (`mine`) that the anomaly
     engine's fact moments read, with their `month`; a rulebook without such rows is absent."""
     facts: dict[str, pl.DataFrame] = {}
@@ -330,8 +333,8 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
     return files, digests, rows
 
 
-def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int, todo: Sequence[tuple[str, str]],
-                         reuse: bool) -> None:
+def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
+                         todo: Sequence[tuple[str, str]], reuse: bool) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
     carried over) no longer matches its listed digest: the run would sign rollups of changed rows.

@@ -294,8 +294,8 @@ def _count_into(manifest: dict[str, Any], tally: _Tally) -> None:
         manifest["facts"][policy]["rows"] = count
     for name, count in tally.rows.items():
         manifest["tables"][name]["rows"] = count
-    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": tally.roots[scope][0],
-                                  "head_link_hash": tally.roots[scope][1]}
+    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size,
+                                  "merkle_root": tally.roots[scope][0], "head_link_hash": tally.roots[scope][1]}
                           for scope, size in tally.chains.items() if size}
 
 

@@ -168,7 +168,7 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
     reasons = [
         _failure_sentence(dimension, value, p1, p0, against),
         (f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
-        f"against {p0:.1%} ({f0} of {n0}) for {against}"),
+         f"against {p0:.1%} ({f0} of {n0}) for {against}"),
         f"odds of failure x{odds:.2f}, z = {z:.2f}",
     ]
     return _finding("failure_rate_shift", dimension, value, score, reasons, ids,
@@ -213,12 +213,15 @@ def _version_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any
     return out, info
 
 
-def _version_failure_shift(state: State, current: str, previous: str, min_sample: int) -> dict[str, Any] | None:
+def _version_failure_shift(state: State, current: str, previous: str,
+                           min_sample: int) -> dict[str, Any] | None:
     """A failure rate of the current version apart from the previous version's, if any."""
     rows = {r["value"]: r for r in state["segments"].filter(pl.col("dimension") == "policy_version")
             .iter_rows(named=True)}
     cur, prev = rows.get(current), rows.get(previous)
-    if not (cur and prev and min(cur["success"] + cur["failure"], prev["success"] + prev["failure"]) >= min_sample):
+    if not (cur and prev):
+        return None
+    if min(cur["success"] + cur["failure"], prev["success"] + prev["failure"]) < min_sample:
         return None
     ids = _ids(state["failed"], dimension="policy_version", value=current)
     return _failure_shift("policy_version", current, cur["failure"], cur["success"] + cur["failure"],
@@ -246,9 +249,9 @@ def _verdict_mix_shift(state: State, current: str, previous: str, min_sample: in
         f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
     reasons = [
         (f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
-        f"to {h1 / n1:.1%} after version {current}"),
+         f"to {h1 / n1:.1%} after version {current}"),
         (f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
-        f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'"),
+         f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'"),
         f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
     ]
     ids = _ids(state["by_verdict"], policy_version=current, verdict=rose)
@@ -301,7 +304,7 @@ def _fact_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]],
         reasons = [
             f"fact {fact} {'rose' if mr > mb else 'fell'} from {mb:.4g} to {mr:.4g} on average in {recent}",
             (f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
-            f"to {mr:.4g} ({int(nr)} values in {recent})"),
+             f"to {mr:.4g} ({int(nr)} values in {recent})"),
             f"shift of {shown_d} baseline standard deviations, z = {z:.2f}" if math.isfinite(z)
             else "the baseline and recent values do not vary, so any change is a full shift",
         ]

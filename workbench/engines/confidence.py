@@ -111,7 +111,8 @@ def confidence_report(
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
     joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
-    pooled, buckets = _evidence_counts(joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE])), policy_version)
+    similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
+    pooled, buckets = _evidence_counts(similar, policy_version)
     sample = sample_block(sample_partial(joined), classes)
     row = pooled.row(0, named=True)
     report: dict[str, Any] = {"policy_id": policy_id}

@@ -151,8 +151,8 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     named = table.rename(_NEW)
     grouped, selected = _replay_passes(history, draft, table)
     versions = history.versions_in_scope()
-    scalar = _scalar_rows(selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json"),
-                          draft).rename(_NEW)
+    partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json")
+    scalar = _scalar_rows(partial, draft).rename(_NEW)
     scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
     flipped = _flipped(selected, named, scalar)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:

@@ -119,7 +119,8 @@ def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = 
         raise DryRunError("DATASET_INVALID", str(exc)) from None
 
 
-def _scan_table(root: Path, manifest: dict[str, Any], table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+def _scan_table(root: Path, manifest: dict[str, Any], table: str,
+                schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
@@ -198,7 +199,8 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 
 
-def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
+def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
+                batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
     # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger import stream

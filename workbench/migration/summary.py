@@ -122,11 +122,11 @@ def _review_load(replayed: pl.DataFrame, months: pl.DataFrame) -> dict[str, Any]
 
 NOTES = [
     ("A decision whose stored verdict was no was blocked and never executed: for a flip from no "
-    "the outcome the draft's verdict would have had cannot be observed (outcome class unobservable)."),
+     "the outcome the draft's verdict would have had cannot be observed (outcome class unobservable)."),
     ("Outcome classes are those of the latest outcome record per decision; none means no outcome "
-    "was reported for that decision."),
+     "was reported for that decision."),
     ("Decisions without stored facts cannot be replayed; they are counted under unreplayable and "
-    "take no part in transitions, drift or the review forecast."),
+     "take no part in transitions, drift or the review forecast."),
 ]
 _ISO_MS = "%Y-%m-%dT%H:%M:%S%.3fZ"
 
