@@ -1,7 +1,7 @@
 """Ledger reads behind the policy report endpoints: one scope's most recent decisions of a
 policy, the receipts of exactly those decisions, and the per-scope benchmark opt-in.
 
-Rows have the columns of `gate.ledger.stream` (`DECISION_COLUMNS` plus `chain_position`,
+Rows have the columns of `gate.ledger.stream` (`DECISION_ROW_COLUMNS` plus `chain_position`,
 `RECEIPT_COLUMNS`), so `workbench.dataset.convert` turns them into the dataset contract unchanged.
 Every read is bounded: `limit` decisions per scope (at most `MAX_LIMIT`), and the receipts of
 those decisions only.
@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, insert, select, update
 
 from gate.ledger.store import Ledger
-from gate.ledger.stream import DECISION_COLUMNS, RECEIPT_COLUMNS
+from gate.ledger.stream import DECISION_ROW_COLUMNS, RECEIPT_COLUMNS
 from gate.ledger.tables import (
     chain_links,
     decisions,
@@ -47,13 +47,13 @@ def recent_decisions(ledger: Ledger, scopes: Sequence[str], policy_id: str, *, l
         partition_by=decisions.c.scope,
         order_by=(decisions.c.created_at.desc(), decisions.c.decision_id.desc()),
     ).label("recency")
-    inner = select(*[decisions.c[name] for name in DECISION_COLUMNS], rank).where(
+    inner = select(*[decisions.c[name] for name in DECISION_ROW_COLUMNS], rank).where(
         decisions.c.scope.in_(scopes), decisions.c.policy_id == policy_id)
     if policy_version is not None:
         inner = inner.where(decisions.c.policy_version == policy_version)
     ranked = inner.subquery()
     query = (
-        select(*[ranked.c[name] for name in DECISION_COLUMNS], chain_links.c.chain_position)
+        select(*[ranked.c[name] for name in DECISION_ROW_COLUMNS], chain_links.c.chain_position)
         .select_from(ranked.outerjoin(chain_links, chain_links.c.decision_id == ranked.c.decision_id))
         .where(ranked.c.recency <= limit)
         .order_by(ranked.c.scope, ranked.c.created_at, ranked.c.decision_id)

@@ -36,7 +36,7 @@ MAX_BATCH = 50_000
 RECEIPT_KINDS = ("execution", "outcome", "crm_sync")
 
 # The decision columns every decision stream returns (plus `chain_position`).
-DECISION_COLUMNS = (
+DECISION_ROW_COLUMNS = (
     "decision_id", "scope", "created_at", "policy_id", "policy_version", "rulebook_hash",
     "policy_bundle_hash", "verdict", "record_hash", "receipt_hash", "input_hash", "idempotency_key",
     "record_json", "request_json",
@@ -89,7 +89,7 @@ def _keyset_pages(ledger: Ledger, base: Select[Any], keys: Sequence[Any], limit:
     return _pages(ledger, build, lambda row: tuple(row[key.name] for key in keys))
 
 
-_DECISION_SELECT = [decisions.c[name] for name in DECISION_COLUMNS]
+_DECISION_SELECT = [decisions.c[name] for name in DECISION_ROW_COLUMNS]
 
 
 def iter_decisions(
@@ -106,7 +106,7 @@ def iter_decisions(
     Filters: one `scope` (every scope when None), one `policy_id` (the rulebook id in rulebook
     mode), `created_before` (ISO text, exclusive). `after` resumes after a key
     `(scope, created_at, decision_id)` that an earlier batch ended with. Each row has
-    `DECISION_COLUMNS` plus `chain_position` (None for a decision without a chain link).
+    `DECISION_ROW_COLUMNS` plus `chain_position` (None for a decision without a chain link).
     """
     limit = _batch(batch_size)
     keys = [decisions.c.scope, decisions.c.created_at, decisions.c.decision_id]
@@ -133,7 +133,7 @@ def iter_chain_decisions(
     """One scope's decisions in chain order, each joined with its chain link, in batches.
 
     Positions `after_position < chain_position <= upto_position` (no upper bound when None).
-    Each row has `DECISION_COLUMNS` plus `chain_id`, `chain_position`, `leaf_hash`, `link_hash`
+    Each row has `DECISION_ROW_COLUMNS` plus `chain_id`, `chain_position`, `leaf_hash`, `link_hash`
     and `link_json` (the stored link, whose `merkle_root` and `created_at` the export reads).
     """
     limit = _batch(batch_size)
@@ -265,7 +265,7 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
 
 
 __all__ = [
-    "DECISION_COLUMNS", "DEFAULT_BATCH", "MAX_BATCH", "RECEIPT_COLUMNS", "RECEIPT_KINDS",
+    "DECISION_ROW_COLUMNS", "DEFAULT_BATCH", "MAX_BATCH", "RECEIPT_COLUMNS", "RECEIPT_KINDS",
     "chain_heads_of", "chain_id_of", "count_receipts", "decisions_created_at", "iter_chain_decisions",
     "iter_decisions", "iter_receipts", "receipt_counts", "scopes",
 ]

@@ -39,7 +39,7 @@ def test_decisions_stream_in_stable_order_in_bounded_batches(written):
     keys = [(row["scope"], row["created_at"], row["decision_id"]) for row in rows]
     assert keys == sorted(keys) and len(set(keys)) == 7
     assert {row["decision_id"] for row in rows} == {record["decision_id"] for _, record in records}
-    assert set(rows[0]) == set(stream.DECISION_COLUMNS) | {"chain_position"}
+    assert set(rows[0]) == set(stream.DECISION_ROW_COLUMNS) | {"chain_position"}
     assert all(row["chain_position"] >= 1 for row in rows)
     # Resuming after any key gives exactly the rest.
     _, rest = flatten(stream.iter_decisions(writer.ledger, after=keys[2], batch_size=2))

@@ -15,6 +15,7 @@ from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset import convert
 from workbench.dataset.schema import (
     CHAIN_LINKS,
+    DECISION_ANALYSIS_COLUMNS,
     DECISIONS,
     EXECUTIONS,
     TABLES,
@@ -101,3 +102,15 @@ def test_empty_batches_give_empty_tables_of_every_schema():
     assert convert.decisions_table([]).num_rows == 0
     assert convert.receipts_table([]).schema == with_partitions(EXECUTIONS)
     assert isinstance(convert.chain_links_table([]), pa.Table)
+
+
+def test_analysis_columns_are_decision_columns_in_table_order():
+    # The one list the rollups, the dashboard's recent reads and the dry-run read.
+    assert [name for name in DECISIONS.names if name in DECISION_ANALYSIS_COLUMNS] == list(DECISION_ANALYSIS_COLUMNS)
+
+
+def test_frame_of_keeps_the_arrow_types():
+    table = convert.decisions_table([])
+    frame = convert.frame_of(table)
+    assert frame.columns == table.column_names and frame.height == 0
+    assert str(frame.schema["created_at"]) == "Datetime(time_unit='ms', time_zone='UTC')"

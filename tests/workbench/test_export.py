@@ -14,11 +14,11 @@ import pytest
 from gate.ledger import stream
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset.export import export_ledger
+from workbench.dataset.integrity import table_dataset
 from workbench.dataset.location import (
     DatasetError,
     open_location,
     read_manifest,
-    table_dataset,
 )
 from workbench.dataset.partwriter import part_name
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES

@@ -46,6 +46,7 @@ from workbench.dataset.load import Frames, from_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
+from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines.common import latest_outcomes
 from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.reports.policy import (
@@ -223,7 +224,7 @@ class WorkbenchStore:
     def _read_frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
         if limit is not None and not self.reference:
             return recent_frames(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit,
-                                 decision_columns=(*rollups.DECISION_COLUMNS, "policy_id"),
+                                 decision_columns=DECISION_ANALYSIS_COLUMNS,
                                  outcome_columns=rollups.OUTCOME_COLUMNS,
                                  facts_column=rollups.fact_moment_column)
         lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)

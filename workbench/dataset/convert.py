@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
+import polars as pl
 import pyarrow as pa
 
 from gate.protocol.canonical import canonical_text
@@ -51,6 +52,7 @@ __all__ = [
     "decisions_table",
     "empty_table",
     "facts_of",
+    "frame_of",
     "month_of",
     "receipts_table",
 ]
@@ -65,8 +67,9 @@ def facts_of(request: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str,
     """The facts the rulebook evaluated: `context.inputs` of the request (direct mode), else
     the record's `adapter_facts` (adapter mode), else None."""
     context = request.get("context")
-    if isinstance(context, dict) and isinstance(context.get("inputs"), dict):
-        return context["inputs"]
+    inputs = context.get("inputs") if isinstance(context, dict) else None
+    if isinstance(inputs, dict):
+        return inputs
     facts = record.get("adapter_facts")
     return facts if isinstance(facts, dict) else None
 
@@ -103,7 +106,7 @@ def decision_values(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _table(schema: pa.Schema, columns: dict[str, list]) -> pa.Table:
+def _table(schema: pa.Schema, columns: dict[str, list[Any]]) -> pa.Table:
     full = with_partitions(schema)
     arrays = []
     for field in full:
@@ -115,7 +118,7 @@ def _table(schema: pa.Schema, columns: dict[str, list]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=full)
 
 
-def _columns(schema: pa.Schema) -> dict[str, list]:
+def _columns(schema: pa.Schema) -> dict[str, list[Any]]:
     return {field.name: [] for field in with_partitions(schema)}
 
 
@@ -167,3 +170,10 @@ def chain_links_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
 def empty_table(name: str) -> pa.Table:
     """An empty table of dataset table `name`, with the partition columns."""
     return with_partitions(TABLES[name]).empty_table()
+
+
+def frame_of(table: pa.Table) -> pl.DataFrame:
+    """An Arrow table as a Polars DataFrame (without a copy where Arrow allows)."""
+    # pyarrow has no type hints, so mypy cannot pick from_arrow's overload for a Table (a
+    # DataFrame) over the one for an Array (a Series).
+    return cast(pl.DataFrame, pl.from_arrow(table))

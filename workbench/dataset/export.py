@@ -19,7 +19,7 @@ What "new" means (the watermarks kept in the manifest, per scope):
 Consistency: files are written first, the manifest last (atomically on a local disk). A run
 that fails leaves its part files behind but not in the manifest; the next run deletes every
 part file whose run number the manifest has not committed before it writes anything. Readers
-that go through the manifest (`workbench.dataset.location.table_dataset`) see committed runs only.
+that go through the manifest (`workbench.dataset.integrity.table_dataset`) see committed runs only.
 
 Memory is bounded by one ledger batch plus the writer's buffers (`workbench.dataset.partwriter`),
 whatever the size of the ledger.
@@ -27,6 +27,7 @@ whatever the size of the ledger.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -173,7 +174,8 @@ def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     return removed
 
 
-def _plan(ledger: Ledger, scopes: list[str], marks: dict, cutoff: str) -> tuple[dict, int]:
+def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any],
+          cutoff: str) -> tuple[dict[str, Any], int]:
     """Per scope: the chain head to export up to, and how many rows are new (for progress)."""
     plan, total = {}, 0
     for scope in scopes:
@@ -182,7 +184,7 @@ def _plan(ledger: Ledger, scopes: list[str], marks: dict, cutoff: str) -> tuple[
         mark = marks.get(scope, {"chain_position": 0, "receipts": {}})
         new_decisions = max(0, (head["size"] if head else 0) - mark["chain_position"])
         receipts, late = {}, {}
-        for table, kind in RECEIPT_TABLE_KIND.items():
+        for kind in RECEIPT_TABLE_KIND.values():
             after = mark["receipts"].get(kind)
             receipts[kind] = stream.count_receipts(
                 ledger, kind, scope=scope, reported_before=cutoff,
@@ -229,32 +231,54 @@ def export_ledger(
     scopes = [scope] if scope is not None else stream.scopes(ledger)
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
     plan, total = _plan(ledger, scopes, manifest["watermarks"], cutoff)
-    warnings = [f"scope {name!r}: {count} {kind} receipt(s) stamped before the last export's "
-                "watermark were stored after it and are not in this dataset; export into a new "
-                "location to include them"
-                for name, item in plan.items() for kind, count in item["late"].items()]
+    warnings = _late_receipt_warnings(plan)
     new_rows: dict[str, Any] = dict.fromkeys(TABLES, 0)
     new_rows["facts"] = {}
     if total == 0:
         return ExportResult(uri, None, new_rows, [], manifest, warnings)
 
     run = manifest["runs"] + 1
+    counter = _Progress(progress, total)
+    files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, new_rows, counter,
+                       rollup_progress)
+    manifest = _commit_run(location, manifest, run, plan, new_rows, cutoff, now, signer)
+    return ExportResult(uri, run, new_rows, files, manifest, warnings)
+
+
+def _late_receipt_warnings(plan: dict[str, Any]) -> list[str]:
+    """One warning per scope and receipt kind with receipts stored behind the last watermark."""
+    return [f"scope {name!r}: {count} {kind} receipt(s) stamped before the last export's "
+            "watermark were stored after it and are not in this dataset; export into a new "
+            "location to include them"
+            for name, item in plan.items() for kind, count in item["late"].items()]
+
+
+class _Progress:
+    """Counts the rows written and reports them to the caller's `progress`, if any."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+        if progress is not None:
+            progress(0, total)
+
+    def __call__(self, count: int) -> None:
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
+               cutoff: str, batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
+               rollup_progress: Progress | None) -> list[dict[str, Any]]:
+    """Write the run's part files and rollups and list them in `manifest` (not yet committed).
+    On any failure the run's files are removed (or left for the next run to remove) and the
+    error is raised, as DatasetError when it is one of writing."""
     writer = PartitionedWriter(location, run)
     # The (scope, month) decision partitions whose decisions get new outcome records: a late
     # outcome changes its decision's rollup (looked up in the ledger by id, batch by batch, when
     # the rollups are carried over; otherwise every partition is recomputed anyway).
     reopened: set[tuple[str, str]] | None = \
         set() if rollups.current(manifest, OUTCOME_EFFECTIVENESS_CLASS) else None
-    done = 0
-
-    def advance(count: int) -> None:
-        nonlocal done
-        done += count
-        if progress is not None:
-            progress(done, total)
-
-    if progress is not None:
-        progress(0, total)
     try:
         for name, item in plan.items():
             manifest["watermarks"][name] = _export_scope(ledger, writer, name, item, cutoff, batch_size,
@@ -268,14 +292,19 @@ def export_ledger(
                                              outcome_partitions=reopened or (), progress=rollup_progress)
     except BaseException as exc:
         writer.abort()
-        try:
+        with contextlib.suppress(OSError, pa.ArrowException):  # else the next run removes them
             _remove_uncommitted(location, manifest["runs"])
-        except (OSError, pa.ArrowException):
-            pass  # the next run removes them
         if isinstance(exc, (OSError, pa.ArrowException)):
             raise DatasetError(f"writing {location.uri} failed: {exc}") from exc
         raise
+    return files
 
+
+def _commit_run(location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
+                new_rows: dict[str, Any], cutoff: str, now: datetime,
+                signer: ReceiptSigner | None) -> dict[str, Any]:
+    """Count the run's rows into the manifest, seal it and write it: the run is committed.
+    Returns the sealed manifest."""
     for name in TABLES:
         manifest["tables"][name]["rows"] += new_rows[name]
     for rulebook_id, count in new_rows["facts"].items():
@@ -289,11 +318,10 @@ def export_ledger(
     manifest["previous_dataset_hash"] = manifest.get("dataset_hash")
     manifest = integrity.seal(manifest, signer)
     write_manifest(location, manifest)
-    try:
+    # Superseded rollups only take room; when they cannot be removed the next run tries again.
+    with contextlib.suppress(OSError, pa.ArrowException):
         rollups.remove_runs(location, older_than=run - 1)
-    except (OSError, pa.ArrowException):
-        pass  # superseded rollups only take room; the next run tries again
-    return ExportResult(uri, run, new_rows, files, manifest, warnings)
+    return manifest
 
 
 def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
@@ -314,7 +342,12 @@ def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[
     return entry
 
 
-def _export_scope(ledger, writer, scope, item, cutoff, batch_size, new_rows, advance, reopened) -> dict:
+def _export_scope(ledger: Ledger, writer: PartitionedWriter, scope: str, item: dict[str, Any], cutoff: str,
+                  batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
+                  reopened: set[tuple[str, str]] | None) -> dict[str, Any]:
+    """Write one scope's new decisions (with their facts and chain links) and receipts, counting
+    them into `new_rows` and, for outcomes, their decisions' partitions into `reopened`.
+    Returns the scope's new watermark."""
     mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
     head = item["head"]
     if head is not None and item["decisions"]:

@@ -27,7 +27,8 @@ saw a path simply lacks its columns.
 
 Use: `facts_tables(decisions)` (pure: a decisions batch in the export's schema, partition
 columns included → one Arrow table per rulebook id) and `write_facts(root, decisions, name)`
-(the export calls this once per batch of decisions it writes).
+(the export calls this once per batch of decisions it writes). Reading: `facts_rows_of(decisions,
+facts)` matches a scanned facts table to some decisions (the loader and the rollups share it).
 """
 
 from __future__ import annotations
@@ -35,18 +36,20 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from workbench.dataset.schema import TS
 from workbench.engines import fact_columns as fc
 
-__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_table", "facts_tables", "flatten", "partition_dir", "write_facts"]
+__all__ = ["FACTS_DIR", "MAX_PATHS", "facts_rows_of", "facts_table", "facts_tables", "flatten", "partition_dir",
+           "write_facts"]
 
 flatten = fc.flatten  # the path rules live with the column contract (the engines use them too)
 
@@ -59,7 +62,7 @@ _ARROW_TYPES = {"t": pa.int8(), "b": pa.bool_(), "n": pa.float64(), "s": pa.stri
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
-def _cells(value: Any) -> tuple:
+def _cells(value: Any) -> tuple[Any, ...]:
     """(t, b, n, s, j, e) of one value."""
     if value is None:
         return fc.KIND_NULL, None, None, None, None, None
@@ -103,17 +106,18 @@ def facts_table(decisions: pa.Table, max_paths: int = MAX_PATHS) -> pa.Table:
         counts.update(paths.keys())
     kept = sorted(counts, key=lambda p: (-counts[p], p))[:max_paths]
     kept_set = set(kept)
-    columns: dict[str, list] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
+    columns: dict[str, list[Any]] = {fc.column(p, part): [] for p in sorted(kept) for part in fc.PARTS}
     states, partial_json = [], []
     empty = (None,) * 6
-    for (paths, state), text in zip(flat, texts):
+    for (paths, exact_state), text in zip(flat, texts, strict=True):
+        state = exact_state
         if state == fc.STATE_TYPED and not kept_set.issuperset(paths):
             state = fc.STATE_PARTIAL
         states.append(state)
         partial_json.append(text if state == fc.STATE_PARTIAL else None)
         for path in sorted(kept):
             cells = _cells(paths[path]) if state == fc.STATE_TYPED and path in paths else empty
-            for part, cell in zip(fc.PARTS, cells):
+            for part, cell in zip(fc.PARTS, cells, strict=True):
                 columns[fc.column(path, part)].append(cell)
     rows = decisions.num_rows
     arrays = [decisions.column("decision_id").cast(pa.string()), pa.array(states, pa.string()),
@@ -174,7 +178,20 @@ def write_facts(root: str | Path, decisions: pa.Table, name: str, max_paths: int
     return written
 
 
-def iter_paths(tables: Iterable[pa.Table]) -> list[str]:
-    """The fact paths present in some tables' typed columns (sorted)."""
-    names = {name.rsplit("::", 1)[0] for table in tables for name in table.column_names if "::" in name}
-    return sorted(names)
+def facts_rows_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
+                  carry: Sequence[str] = ()) -> pl.LazyFrame:
+    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
+    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
+    export writes one facts row per decision); otherwise the rows are matched by decision id and
+    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
+    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
+    carry = list(carry)
+    if every_decision and not carry:
+        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
+        if counts[0].item() == counts[1].item():
+            return facts
+    ids = decisions.select("decision_id", *carry)
+    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
+        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
+    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
+    return pl.concat([matched, missing], how="diagonal_relaxed")

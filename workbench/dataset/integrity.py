@@ -32,8 +32,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -41,8 +43,8 @@ from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
-from workbench.dataset.location import DatasetError, Location
-from workbench.dataset.schema import TABLES
+from workbench.dataset.location import DatasetError, Location, partitioning
+from workbench.dataset.schema import PARTITION_FIELDS, TABLES
 
 __all__ = [
     "ListedFile",
@@ -57,6 +59,7 @@ __all__ = [
     "seal",
     "signature_payload",
     "signature_problem",
+    "table_dataset",
     "unsigned",
     "use_digest_store",
 ]
@@ -274,8 +277,8 @@ def _columns(schema: pa.Schema) -> dict[str, str]:
 def _problem(location: Location, entry: ListedFile) -> str | None:
     """Why the file disagrees with its entry (presence, size, sha256, rows, schema), or None."""
     if entry.sha256 is None or entry.bytes is None:
-        return "has no digest in the manifest (a dataset written before file digests: export it again " \
-               "into a new location)"
+        return ("has no digest in the manifest (a dataset written before file digests: export it again "
+                "into a new location)")
     size = _size(location, entry.path)
     if size is None:
         return "is missing"
@@ -317,10 +320,29 @@ def in_scopes(entries: Sequence[ListedFile], scopes: Sequence[str] | None) -> li
     """The entries of some scopes' partitions (every entry when `scopes` is None)."""
     if scopes is None:
         return list(entries)
-    from urllib.parse import quote
-
     wanted = {f"scope={quote(scope, safe='')}" for scope in scopes}
     return [entry for entry in entries if wanted & set(entry.path.split("/"))]
+
+
+def table_dataset(location: Location, table: str, manifest: dict[str, Any] | None = None) -> ds.Dataset:
+    """One table of the dataset as a `pyarrow.dataset.Dataset` (schema + partition columns).
+
+    With a manifest, exactly the files it lists (a consistent snapshot, even while an export
+    is adding files), each checked against its listed size, sha256, rows and schema first
+    (`check_files`, DatasetError on a mismatch); without, every Parquet file
+    under `<table>/`, unchecked."""
+    if table not in TABLES:
+        raise DatasetError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+    schema = pa.schema(list(TABLES[table]) + PARTITION_FIELDS)
+    if manifest is not None:
+        files = check_files(location, listed_files(manifest, table))
+        return ds.dataset(files, schema=schema, format="parquet", filesystem=location.fs,
+                          partitioning=partitioning(), partition_base_dir=location.root)
+    base = location.path(table)
+    if not location.exists(table):
+        return ds.dataset([], schema=schema, format="parquet", filesystem=location.fs)
+    return ds.dataset(base, schema=schema, format="parquet", filesystem=location.fs,
+                      partitioning=partitioning())
 
 
 # --------------------------------------------------------------------------- signing

@@ -17,12 +17,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from workbench.dataset import integrity
+from workbench.dataset import location as dataset
+from workbench.dataset.convert import decisions_table, frame_of, receipts_table
+from workbench.dataset.facts import facts_rows_of
+from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
-from workbench.engines import fact_columns as fc
+
+if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
+    from gate.ledger import Ledger
 
 MANIFEST = "manifest.json"
 
@@ -51,8 +58,8 @@ class Frames:
 
 def polars_schema(table: str) -> pl.Schema:
     """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
-    empty = pl.from_arrow(TABLES[table].empty_table())
-    return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String)})
+    empty = frame_of(TABLES[table].empty_table())
+    return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String())})
 
 
 def conform(frame: pl.LazyFrame | pl.DataFrame, table: str) -> pl.LazyFrame:
@@ -96,12 +103,12 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 # --------------------------------------------------------------------------- dataset
 
 
-def read_manifest(root: str | Path, anchors: Any = None) -> dict:
+def read_manifest(root: str | Path, anchors: Any = None) -> dict[str, Any]:
     """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
     with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
     path = Path(root) / MANIFEST
     try:
-        manifest = json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:
         raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset") from None
     except (OSError, ValueError) as error:
@@ -110,8 +117,6 @@ def read_manifest(root: str | Path, anchors: Any = None) -> dict:
     if version != DATASET_SCHEMA_VERSION:
         raise DatasetError(
             f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
-    from workbench.dataset import integrity
-
     if anchors is not None:
         problem = integrity.signature_problem(manifest, anchors)
     elif "dataset_hash" in manifest and manifest["dataset_hash"] != integrity.dataset_hash(manifest):
@@ -123,15 +128,12 @@ def read_manifest(root: str | Path, anchors: Any = None) -> dict:
     return manifest
 
 
-def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
+def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | None = None,
            scopes: Sequence[str] | None = None) -> list[str]:
     """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
     `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
     its listed size, sha256, row count and schema (`workbench.dataset.integrity.check_files`): a stray
     file is never read, and a changed, missing or truncated one refuses the dataset."""
-    from workbench.dataset import integrity
-    from workbench.dataset import location as dataset
-
     try:
         entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
         return integrity.check_files(dataset.open_location(str(root)), entries)
@@ -140,7 +142,7 @@ def listed(root: str | Path, manifest: dict, kind: str, name: str | None = None,
 
 
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
-               manifest: dict | None = None) -> pl.LazyFrame:
+               manifest: dict[str, Any] | None = None) -> pl.LazyFrame:
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
     the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files."""
     files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
@@ -151,7 +153,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
 
 
 def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None,
-               manifest: dict | None = None) -> pl.LazyFrame | None:
+               manifest: dict[str, Any] | None = None) -> pl.LazyFrame | None:
     """The typed facts table of one rulebook (`workbench.dataset.facts`), None when the dataset has no
     facts file for it. Files of different export batches hold different paths: the scan reads
     the union of their columns, a column a file lacks as null (as the table's contract says)."""
@@ -167,25 +169,6 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
                            ).drop("rulebook_id")
 
 
-def facts_of(decisions: pl.LazyFrame, facts: pl.LazyFrame, *, every_decision: bool,
-             carry: Sequence[str] = ()) -> pl.LazyFrame:
-    """The facts rows of exactly `decisions`. `every_decision`: the decisions are all of the
-    rulebook's in the scanned scopes, so when the counts agree the table is theirs as it is (the
-    export writes one facts row per decision); otherwise the rows are matched by decision id and
-    a decision without a row joins as `partial` with its `facts_json`. `carry`: columns of the
-    decisions each facts row gets too (matched by decision id; the rollups' partition keys)."""
-    carry = list(carry)
-    if every_decision and not carry:
-        counts = pl.collect_all([decisions.select(pl.len()), facts.select(pl.len())])
-        if counts[0].item() == counts[1].item():
-            return facts
-    ids = decisions.select("decision_id", *carry)
-    missing = decisions.join(facts.select("decision_id"), on="decision_id", how="anti").select(
-        "decision_id", "month", pl.lit(fc.STATE_PARTIAL).alias(fc.STATE_COLUMN), "facts_json", *carry)
-    matched = facts.join(ids, on="decision_id", how="inner" if carry else "semi")
-    return pl.concat([matched, missing], how="diagonal_relaxed")
-
-
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
                  policy_version: str | None = None, limit: int | None = None, anchors: Any = None) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
@@ -199,8 +182,6 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     source = source_of(manifest)
     rollup = None
     if policy_id is not None and limit is None:
-        from workbench.dataset.rollups import RollupView
-
         rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
         if rollup is not None:
             listed(root, manifest, "rollups")
@@ -210,14 +191,14 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     # With rollups the reports never read these facts: they stay a lazy match by decision id
     # (no count over every decision now; the cost is paid only by whoever collects them).
     every = policy_version is None and limit is None and rollup is None
-    return Frames(frames.decisions, frames.outcomes, facts_of(frames.decisions, facts, every_decision=every), rollup,
-                  source)
+    return Frames(frames.decisions, frames.outcomes, facts_rows_of(frames.decisions, facts, every_decision=every),
+                  rollup, source)
 
 
-def source_of(manifest: dict) -> dict[str, Any]:
+def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
     """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
     every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
-    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
     return {"kind": "dataset", "dataset_hash": manifest.get("dataset_hash"), "key_id": signature.get("key_id"),
             "synthetic": bool(manifest.get("synthetic"))}
 
@@ -225,16 +206,16 @@ def source_of(manifest: dict) -> dict[str, Any]:
 # --------------------------------------------------------------------------- live ledger
 
 
-def from_ledger(ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
+def from_ledger(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,
                 cohort_scopes: Sequence[str] = ()) -> Frames:
     """Frames from the live ledger: `scope`'s `limit` most recent decisions of `policy_id`
     (and of each `cohort_scopes` scope, for benchmarks) with all their outcome records,
     converted by `workbench.dataset.convert` into exactly the dataset contract."""
+    # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger.reports import receipts_of, recent_decisions
-    from workbench.dataset.convert import decisions_table, receipts_table
 
     rows = recent_decisions(ledger, [scope, *cohort_scopes], policy_id, limit=limit,
                             policy_version=policy_version)
     outcomes = receipts_of(ledger, "outcome", rows)
-    decisions = conform(pl.from_arrow(decisions_table(rows)), "decisions")
-    return Frames(decisions, conform(pl.from_arrow(receipts_table(outcomes)), "outcomes"))
+    decisions = conform(frame_of(decisions_table(rows)), "decisions")
+    return Frames(decisions, conform(frame_of(receipts_table(outcomes)), "outcomes"))

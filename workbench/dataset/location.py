@@ -7,13 +7,15 @@ to a (filesystem, root path) pair; everything else goes through that filesystem,
 code writes to a local disk and to an object store.
 
 `read_manifest` refuses a dataset of another schema version with `DatasetError` (a reader must
-never guess at columns), and `table_dataset` opens one table with the explicit partitioning of
-`workbench.dataset.schema` (scope and month are strings, never inferred as numbers or dates).
+never guess at columns), and `partitioning` is the explicit partitioning of
+`workbench.dataset.schema` (scope and month are strings, never inferred as numbers or dates) with
+which `workbench.dataset.integrity.table_dataset` opens one table.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +25,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS, TABLES
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS
 
 MANIFEST = "manifest.json"
 
@@ -35,7 +37,6 @@ __all__ = [
     "partition_dir",
     "partitioning",
     "read_manifest",
-    "table_dataset",
     "write_manifest",
 ]
 
@@ -56,7 +57,7 @@ class Location:
         return posixpath.join(self.root, *parts)
 
     def exists(self, *parts: str) -> bool:
-        return self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound
+        return bool(self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound)
 
 
 def open_location(uri: str) -> Location:
@@ -67,8 +68,6 @@ def open_location(uri: str) -> Location:
         if "://" in uri:
             fs, root = pafs.FileSystem.from_uri(uri)
         else:
-            import os
-
             fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise DatasetError(f"cannot open dataset location {uri!r}: {exc}") from exc
@@ -97,7 +96,7 @@ def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any
                 raise DatasetError(f"{location.uri} has no {MANIFEST}: it is not an exported dataset")
             return None
         with location.fs.open_input_stream(path) as stream:
-            manifest = json.loads(stream.read().decode("utf-8"))
+            manifest: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
     except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"cannot read {location.uri}/{MANIFEST}: {exc}") from exc
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
@@ -121,26 +120,3 @@ def write_manifest(location: Location, manifest: dict[str, Any]) -> None:
     else:  # object stores replace an object atomically on PUT
         with location.fs.open_output_stream(target) as out:
             out.write(data)
-
-
-def table_dataset(location: Location, table: str, manifest: dict[str, Any] | None = None) -> ds.Dataset:
-    """One table of the dataset as a `pyarrow.dataset.Dataset` (schema + partition columns).
-
-    With a manifest, exactly the files it lists (a consistent snapshot, even while an export
-    is adding files), each checked against its listed size, sha256, rows and schema first
-    (`workbench.dataset.integrity.check_files`, DatasetError on a mismatch); without, every Parquet file
-    under `<table>/`, unchecked."""
-    if table not in TABLES:
-        raise DatasetError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
-    schema = pa.schema(list(TABLES[table]) + PARTITION_FIELDS)
-    if manifest is not None:
-        from workbench.dataset.integrity import check_files, listed_files
-
-        files = check_files(location, listed_files(manifest, table))
-        return ds.dataset(files, schema=schema, format="parquet", filesystem=location.fs,
-                          partitioning=partitioning(), partition_base_dir=location.root)
-    base = location.path(table)
-    if not location.exists(table):
-        return ds.dataset([], schema=schema, format="parquet", filesystem=location.fs)
-    return ds.dataset(base, schema=schema, format="parquet", filesystem=location.fs,
-                      partitioning=partitioning())

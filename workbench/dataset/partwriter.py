@@ -17,7 +17,9 @@ flush writes a file of its own.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,7 +70,7 @@ class PartitionedWriter:
         self.file_rows = file_rows
         self._partitions: dict[tuple[str, str, str], _Partition] = {}
         self._buffered = 0
-        self.files: list[dict] = []  # {"path", "table", "scope", "month", "rows", "run"}
+        self.files: list[dict[str, Any]] = []  # {"path", "table", "scope", "month", "rows", "run"}
 
     def add(self, table: str, batch: pa.Table) -> None:
         """Queue `batch` (schema `with_partitions(TABLES[table])`) for writing."""
@@ -122,8 +124,8 @@ class PartitionedWriter:
         if partition.writer is not None and partition.file_rows + data.num_rows > self.file_rows:
             self._close_file(partition)
         if partition.writer is None:
-            relative = f"{partition_dir(partition.table, partition.scope, partition.month)}/" \
-                       f"{part_name(self.run, partition.file_index)}"
+            relative = (f"{partition_dir(partition.table, partition.scope, partition.month)}/"
+                        f"{part_name(self.run, partition.file_index)}")
             self.location.fs.create_dir(self.location.path(relative.rsplit('/', 1)[0]), recursive=True)
             partition.path = relative
             partition.writer = pq.ParquetWriter(self.location.path(relative), schema,
@@ -132,13 +134,15 @@ class PartitionedWriter:
         partition.file_rows += data.num_rows
 
     def _close_file(self, partition: _Partition) -> None:
-        partition.writer.close()
+        """Close the partition's open file (every caller has one) and list it."""
+        if partition.writer is not None:
+            partition.writer.close()
         self.files.append({"path": partition.path, "table": partition.table, "scope": partition.scope,
                            "month": partition.month, "rows": partition.file_rows, "run": self.run})
         partition.writer, partition.file_rows = None, 0
         partition.file_index += 1
 
-    def close(self) -> list[dict]:
+    def close(self) -> list[dict[str, Any]]:
         """Write every buffer, close every file; returns the files written (sorted by path)."""
         for partition in self._partitions.values():
             self._flush(partition)
@@ -151,8 +155,6 @@ class PartitionedWriter:
         """Close open files after a failure (the caller removes the run's files)."""
         for partition in self._partitions.values():
             if partition.writer is not None:
-                try:
+                with contextlib.suppress(Exception):  # best effort on an already failing path
                     partition.writer.close()
-                except Exception:  # noqa: BLE001 - best effort on an already failing path
-                    pass
         self._partitions.clear()

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import polars as pl
 
+from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.load import (
     Frames,
-    facts_of,
     most_recent,
     read_manifest,
     scan_facts,
@@ -83,7 +83,7 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
     their typed facts rows; the same frames `from_dataset(…, limit=limit)` describes.
     `decision_columns` / `outcome_columns`: read only these columns of the tables (in the
     tables' order; the keys are always read), e.g. what the report engines read
-    (`workbench.dataset.rollups.DECISION_COLUMNS`): the record hashes and receipt bodies are most of
+    (`workbench.dataset.schema.DECISION_ANALYSIS_COLUMNS`): the record hashes and receipt bodies are most of
     the bytes and no figure reads them. `facts_column`: which columns of the typed facts table
     to read (`workbench.dataset.rollups.fact_moment_column`; the partition keys are always read)."""
     # The same refusals as from_dataset: another schema version, a manifest changed after the
@@ -101,6 +101,6 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
         if facts_column is not None:
             facts = facts.select([name for name in facts.collect_schema().names()
                                   if facts_column(name) or name in ("decision_id", "scope", "month")])
-        facts = facts_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
+        facts = facts_rows_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
                          every_decision=False).collect().lazy()
     return Frames(chosen.lazy(), outcomes.lazy(), facts, None, source_of(manifest))

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,11 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from workbench.dataset.convert import frame_of
+from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import check_files, describe_file, iter_all
 from workbench.dataset.location import Location
+from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
 from workbench.engines import fact_columns as fc
 
@@ -62,8 +65,6 @@ ROLLUPS_DIR = "rollups"
 KEYS = ("rollup_policy_id", "rollup_policy_version", "rollup_scope", "rollup_month")
 BATCH_DECISIONS = 50_000  # decisions of one scope read together while rollups are computed
 
-DECISION_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", "verdict", "reason_code",
-                    "matched_rule_id", "action", "facts_json")
 OUTCOME_COLUMNS = ("decision_id", "reported_at", "receipt_id", "status")
 
 __all__ = [
@@ -103,10 +104,6 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
     computes the partials of every partition at once (`partial(…, by=KEYS)`, every policy
     together); the facts' moments one policy at a time (each policy has its own facts table).
     Returns `{"<kind>.<state>": [frames, KEYS first]}`."""
-    from workbench.dataset.load import (
-        facts_of,  # the loader's rule for matching facts rows to decisions
-    )
-
     out: dict[str, list[pl.DataFrame]] = defaultdict(list)
     keyed = decisions.filter(pl.col("policy_id").is_not_null()).with_columns(
         pl.col("policy_id").alias(KEYS[0]), pl.col("policy_version").alias(KEYS[1]),
@@ -123,7 +120,7 @@ def partition_partials(decisions: pl.DataFrame, outcomes: pl.DataFrame, facts: M
     for policy_id in sorted(keyed[KEYS[0]].unique().to_list()):
         part = keyed.filter(pl.col(KEYS[0]) == policy_id).lazy()
         rows = facts.get(policy_id)
-        typed = None if rows is None else facts_of(part, rows.lazy(), every_decision=False, carry=by)
+        typed = None if rows is None else facts_rows_of(part, rows.lazy(), every_decision=False, carry=by)
         partials.append(("anomalies", fact_moments.facts_partial(part, typed, by)))
     for kind, state in partials:
         for name, frame in state.items():
@@ -168,8 +165,8 @@ def fact_moment_column(name: str) -> bool:
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
 
 
-def _files_by_partition(manifest: dict, table: str) -> dict[tuple[str, str], list[dict]]:
-    out: dict[tuple[str, str], list[dict]] = defaultdict(list)
+def _files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
     for entry in entries:
         parsed = _parse(entry["path"])
@@ -178,7 +175,7 @@ def _files_by_partition(manifest: dict, table: str) -> dict[tuple[str, str], lis
     return out
 
 
-def _facts_files(manifest: dict) -> dict[str, dict[tuple[str, str], list[str]]]:
+def _facts_files(manifest: dict[str, Any]) -> dict[str, dict[tuple[str, str], list[str]]]:
     out: dict[str, dict[tuple[str, str], list[str]]] = {}
     for rulebook_id, item in manifest.get("facts", {}).items():
         per = out.setdefault(rulebook_id, defaultdict(list))
@@ -195,30 +192,31 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
     for month, path, groups in pieces:
         with location.fs.open_input_file(location.path(path)) as handle:
             parquet = pq.ParquetFile(handle)
-            names = [c for c in DECISION_COLUMNS if c in parquet.schema_arrow.names]
+            names = [c for c in DECISION_ANALYSIS_COLUMNS if c in parquet.schema_arrow.names]
             table = parquet.read_row_groups(groups, columns=names)
         if table.num_rows:
-            frames.append(pl.from_arrow(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))
+            frames.append(frame_of(table).with_columns(pl.lit(scope).alias("scope"), pl.lit(month).alias("month")))
     return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
 
 # --------------------------------------------------------------------------- update
 
 
-def _of_last_run(manifest: dict) -> bool:
+def _of_last_run(manifest: dict[str, Any]) -> bool:
     """Whether the manifest's rollups are of this version and of its last committed run."""
     rollups = manifest.get("rollups")
     return (isinstance(rollups, dict) and rollups.get("version") == ROLLUP_VERSION
             and rollups.get("run") == manifest.get("runs") and isinstance(rollups.get("files"), dict))
 
 
-def current(manifest: dict, classes: Mapping[str, str]) -> bool:
+def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
     """Whether the manifest's rollups can be used and carried over: `_of_last_run`, computed
     with this mapping of outcome statuses to effectiveness classes."""
     return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
 
 
-def update(location: Location, manifest: dict, run: int, new_files: Sequence[dict], classes: Mapping[str, str],
+def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]],
+           classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
@@ -230,57 +228,97 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
     over). Returns the new `rollups` member (the caller puts it into the manifest it commits)."""
     reuse = current(manifest, classes)
     decision_files = _files_by_partition(manifest, "decisions")
-    if reuse:
-        touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
-        touched |= set(outcome_partitions) & set(decision_files)
-    else:
-        touched = set(decision_files)
+    todo = _partitions_to_recompute(new_files, outcome_partitions, decision_files, reuse)
+    _check_earlier_files(location, manifest, run, todo, reuse)
+    fresh = _recompute(location, manifest, todo, decision_files, classes, progress)
+    carried = manifest["rollups"]["files"] if reuse else {}
+    files, digests, rows = _write_states(location, run, fresh, carried, todo)
+    return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
+            "file_digests": digests, "rows": rows, "decision_partitions": len(decision_files),
+            "recomputed_partitions": len(todo)}
+
+
+def _partitions_to_recompute(new_files: Sequence[dict[str, Any]],
+                             outcome_partitions: Iterable[tuple[str, str]],
+                             decision_files: Mapping[tuple[str, str], list[dict[str, Any]]],
+                             reuse: bool) -> list[tuple[str, str]]:
+    """The (scope, month) partitions to recompute, sorted: those this run wrote decisions into
+    and those of its new outcomes' decisions, or every partition when nothing is carried over."""
+    if not reuse:
+        return sorted(decision_files)
+    touched = {(p[1], p[2]) for p in (_parse(f["path"]) for f in new_files if f["table"] == "decisions") if p}
+    touched |= set(outcome_partitions) & set(decision_files)
+    return sorted(touched)
+
+
+def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
+               decision_files: Mapping[tuple[str, str], list[dict[str, Any]]], classes: Mapping[str, str],
+               progress: Callable[[int, int], None] | None) -> dict[str, list[pl.DataFrame]]:
+    """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames."""
     outcome_files = _files_by_partition(manifest, "outcomes")
     facts_files = _facts_files(manifest)
     fresh: dict[str, list[pl.DataFrame]] = defaultdict(list)
-    todo = sorted(touched)
-    _check_earlier_files(location, manifest, run, todo, reuse)
     done = 0
     for scope, months, pieces in _chunks(location, todo, decision_files):
         decisions = _decisions(location, pieces, scope)
         done += months
-        if decisions is None:
-            if progress is not None:
-                progress(done, len(todo))
-            continue
-        ids = pa.array(decisions["decision_id"].to_list(), pa.string())
-        mine = ds.field("decision_id").isin(ids)
-        scope_outcomes = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
-        table = _read(location, scope_outcomes, OUTCOME_COLUMNS, mine)
-        outcomes = pl.from_arrow(table) if table is not None and table.num_rows else pl.DataFrame(
-            schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"), "receipt_id": pl.String,
-                    "status": pl.String})
-        facts: dict[str, pl.DataFrame] = {}
-        chunk_months = sorted({month for month, _path, _groups in pieces})
-        for rulebook_id, per in facts_files.items():
-            frames = []
-            for month in chunk_months:
-                table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
-                if table is not None and table.num_rows:
-                    frames.append(pl.from_arrow(table).with_columns(pl.lit(month).alias("month")))
-            if frames:
-                facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
-        for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
-            fresh[name].extend(_compact(frame) for frame in frames)
-        del decisions, outcomes, facts, table
-        pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
+        if decisions is not None:
+            mine = ds.field("decision_id").isin(pa.array(decisions["decision_id"].to_list(), pa.string()))
+            outcomes = _chunk_outcomes(location, outcome_files, scope, mine)
+            months_read = sorted({month for month, _path, _groups in pieces})
+            facts = _chunk_facts(location, facts_files, scope, months_read, mine)
+            for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
+                fresh[name].extend(_compact(frame) for frame in frames)
+            del decisions, outcomes, facts
+            pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
         if progress is not None:
             progress(done, len(todo))
+    return fresh
+
+
+def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict[str, Any]]],
+                    scope: str, mine: ds.Expression) -> pl.DataFrame:
+    """The outcome records of a chunk's decisions (`mine`), from every outcome file of their scope."""
+    paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
+    table = _read(location, paths, OUTCOME_COLUMNS, mine)
+    if table is not None and table.num_rows:
+        return frame_of(table)
+    return pl.DataFrame(schema={"decision_id": pl.String, "reported_at": pl.Datetime("ms", "UTC"),
+                                "receipt_id": pl.String, "status": pl.String})
+
+
+def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str, str], list[str]]],
+                 scope: str, months: Sequence[str], mine: ds.Expression) -> dict[str, pl.DataFrame]:
+    """Per rulebook id, the typed facts rows of a chunk's decisions (`mine`) that the anomaly
+    engine's fact moments read, with their `month`; a rulebook without such rows is absent."""
+    facts: dict[str, pl.DataFrame] = {}
+    for rulebook_id, per in facts_files.items():
+        frames = []
+        for month in months:
+            table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
+            if table is not None and table.num_rows:
+                frames.append(frame_of(table).with_columns(pl.lit(month).alias("month")))
+        if frames:
+            facts[rulebook_id] = pl.concat(frames, how="diagonal_relaxed")
+    return facts
+
+
+def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.DataFrame]],
+                  carried: Mapping[str, str], todo: Sequence[tuple[str, str]]
+                  ) -> tuple[dict[str, str], dict[str, dict[str, Any]], int]:
+    """Write `rollups/run-<run>/<state>.parquet`: each state's fresh rows and the carried-over
+    rows of every partition not recomputed. Returns the files, their digests and the row count."""
     target = run_dir(run)
     location.fs.create_dir(location.path(target), recursive=True)
-    carried = manifest["rollups"]["files"] if reuse else {}
     recomputed = pl.DataFrame({KEYS[2]: [s for s, _ in todo], KEYS[3]: [m for _, m in todo]},
                               schema={KEYS[2]: pl.String, KEYS[3]: pl.String})
-    files, digests, rows = {}, {}, 0
+    files: dict[str, str] = {}
+    digests: dict[str, dict[str, Any]] = {}
+    rows = 0
     for name in sorted(set(fresh) | set(carried)):
         frames = list(fresh.get(name, []))
         if name in carried:  # the previous run's rows of every partition not recomputed
-            kept = pl.from_arrow(_read(location, [carried[name]], None))
+            kept = frame_of(_read(location, [carried[name]], None))
             kept = kept.join(recomputed, on=[KEYS[2], KEYS[3]], how="anti")
             if kept.height:
                 frames.insert(0, kept)
@@ -292,14 +330,11 @@ def update(location: Location, manifest: dict, run: int, new_files: Sequence[dic
         files[name] = path
         digests[name] = {"rows": frame.height, **describe_file(location, path)}
         rows += frame.height
-    partitions = len(decision_files)
-    return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
-            "file_digests": digests, "rows": rows, "decision_partitions": partitions,
-            "recomputed_partitions": len(todo)}
+    return files, digests, rows
 
 
-def _check_earlier_files(location: Location, manifest: dict, run: int, todo: Sequence[tuple[str, str]],
-                         reuse: bool) -> None:
+def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
+                         todo: Sequence[tuple[str, str]], reuse: bool) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
     carried over) no longer matches its listed digest: the run would sign rollups of changed rows.
@@ -326,11 +361,12 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
     """A copy of a small partial that owns its strings: a string column selected out of a large
     frame still points into that frame's buffers (Arrow string views), so keeping a few evidence
     ids of every chunk would otherwise keep every chunk's decisions in memory."""
-    return pl.from_arrow(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+    return frame_of(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
 def _chunks(location: Location, todo: Sequence[tuple[str, str]],
-            decision_files: Mapping[tuple[str, str], list[dict]]):
+            decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]
+            ) -> Iterator[tuple[str, int, list[tuple[str, str, list[int]]]]]:
     """The decisions of the partitions to recompute, in chunks of one scope of at most
     BATCH_DECISIONS decisions (whole row groups of at most 32,000 rows, so a month larger than
     a chunk is split: its chunks' partials are stored side by side and merged when read, as the
@@ -392,7 +428,7 @@ class RollupView:
     scopes: tuple[str, ...] | None
 
     @classmethod
-    def of(cls, root: str | Path, manifest: dict, *, policy_id: str, policy_version: str | None,
+    def of(cls, root: str | Path, manifest: dict[str, Any], *, policy_id: str, policy_version: str | None,
            scopes: Sequence[str] | None) -> RollupView | None:
         if not _of_last_run(manifest):
             return None

@@ -50,6 +50,12 @@ DECISIONS = pa.schema([
     pa.field("facts_json", pa.string()),
 ])
 
+# The decision columns the workbench's analyses read (the report engines, their rollups, the
+# dashboard's recent reads, the dry-run), in the table's order: not the hashes, the evidence,
+# the chain position or the binding mode, which are most of the bytes and no figure reads.
+DECISION_ANALYSIS_COLUMNS = ("decision_id", "created_at", "policy_id", "policy_version", "rulebook_hash", "verdict",
+                             "application_verdict", "reason_code", "matched_rule_id", "action", "facts_json")
+
 # One row per execution receipt, outcome record and CRM sync record (same columns for the
 # three kinds; `status` is execution_status, outcome_status or sync_status).
 RECEIPT_COLUMNS = [

@@ -17,18 +17,22 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from gate.clock import iso_ms
 from gate.protocol.canonical import key_order, sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset import integrity, rollups
+from workbench.dataset.convert import frame_of
 from workbench.dataset.export import (
     facts_table_name,
     ledger_head,
@@ -38,6 +42,7 @@ from workbench.dataset.export import (
 from workbench.dataset.facts import STORED_COLUMNS
 from workbench.dataset.location import (
     DatasetError,
+    Location,
     open_location,
     read_manifest,
     write_manifest,
@@ -63,7 +68,7 @@ __all__ = ["CHUNK", "decide_plan", "facts_json_column", "synthesize"]
 def _hex(rng: np.random.Generator, n: int) -> pa.Array:
     raw = rng.integers(0, 256, (n, 32), dtype=np.uint8)
     binary = pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n, [None, pa.py_buffer(raw.tobytes())])
-    return pl.from_arrow(binary.cast(pa.binary())).bin.encode("hex").to_arrow().cast(pa.string())
+    return pl.Series(binary.cast(pa.binary())).bin.encode("hex").to_arrow().cast(pa.string())
 
 
 def _ids(prefix: str, start: int, n: int) -> pa.Array:
@@ -83,14 +88,14 @@ def _iso(at_ms: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(text, pa.scalar("Z"), "")
 
 
-def _take(values, index: np.ndarray) -> pa.Array:
+def _take(values: Sequence[str], index: np.ndarray) -> pa.Array:
     return pa.array(np.asarray(values, dtype=object)[index], pa.string())
 
 
 def _json_object(rendered: dict[str, object]) -> pa.Array:
     """Canonical JSON objects from columns already rendered as JSON values (keys in
     `json.sort_deep.v1` order)."""
-    parts: list = []
+    parts: list[Any] = []
     for position, name in enumerate(key_order(list(rendered))):
         parts.append(pa.scalar(("{" if position == 0 else ",") + f'"{name}":'))
         parts.append(rendered[name])
@@ -98,7 +103,7 @@ def _json_object(rendered: dict[str, object]) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def _quoted(values) -> pa.Array:
+def _quoted(values: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', values, '"', "")
 
 
@@ -172,7 +177,7 @@ class _Books:
         self.books = {key: S.load_rulebook(*key) for key in self.keys}
         self.hashes = {key: sha256_hex(book) for key, book in self.books.items()}
 
-    def outcome_columns(self, plan, rule):
+    def outcome_columns(self, plan: S.DecisionPlan, rule: np.ndarray) -> dict[str, pa.Array]:
         n = len(plan)
         out = {name: np.empty(n, dtype=object) for name in ("application_verdict", "reason_code", "action",
                                                            "policy_version", "rulebook_hash")}
@@ -191,7 +196,7 @@ class _Books:
 
 
 def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int = CHUNK,
-               progress: Callable[[int, int], None] | None = None) -> dict:
+               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Write a synthetic dataset of `decisions` decisions (and their receipts) to the empty or
     new location `uri`; returns the manifest (`synthetic: true`). DatasetError on a location
     that holds anything."""
@@ -199,67 +204,27 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
         raise DatasetError(f"decisions must be an integer from 1 to {MAX_DECISIONS:,}")
     if not isinstance(chunk, int) or chunk < 1:
         raise DatasetError("chunk must be a positive integer")
-    location = open_location(uri)
-    if read_manifest(location, required=False) is not None or (
-            location.exists() and location.fs.get_file_info(_selector(location))):
-        raise DatasetError(f"{uri} is not empty: synthesize into a new or empty location")
-    try:
-        location.fs.create_dir(location.root, recursive=True)
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"cannot write to {uri}: {exc}") from exc
+    location = _empty_location(uri)
     started = time.monotonic()
     now = iso_ms(datetime.now(UTC))
     manifest = new_manifest(synthetic=True, generator="workbench.dataset.synth", created_at=now)
     writer = PartitionedWriter(location, 1)
-    books = _Books()
-    chains = dict.fromkeys(S.SCOPES, 0)
-    roots: dict[str, tuple[str, str]] = {}
-    rows = dict.fromkeys(TABLES, 0)
-    counters = {"execution": 0, "outcome": 0, "crm_sync": 0}
-    facts_rows: dict[str, int] = {}
+    tally = _Tally()
     chunks = max(1, -(-decisions // chunk))
     written = 0
     for number in range(chunks):
         size = decisions // chunks + (1 if number < decisions % chunks else 0)
-        first_day, last_day = S.DAYS * number // chunks, max(S.DAYS * (number + 1) // chunks, S.DAYS * number // chunks + 1)
-        plan = S.draw_decisions(size, seed, first_day=first_day, last_day=last_day, stream=number + 1)
-        verdict, rule = decide_plan(plan)
-        events = S.draw_events(plan, verdict, rule, seed, stream=number + 1)
-        rng = np.random.default_rng([seed, 3, number])
-        ids = _ids("dec_syn_", written, size)
-        decisions_table, links = _decision_tables(plan, verdict, rule, ids, books, chains, rng)
-        for scope, root in _heads(links).items():
-            roots[scope] = root
-        writer.add("decisions", decisions_table)
-        for index, policy in enumerate(S.POLICIES):
-            rows_of = np.flatnonzero(plan.policy == index)
-            if len(rows_of):
-                picked = pa.array(rows_of)
-                table = facts_columns_table(plan.facts[policy], rows_of, decisions_table.take(picked))
-                writer.add(facts_table_name(policy), table)
-                facts_rows[policy] = facts_rows.get(policy, 0) + table.num_rows
-        writer.add("chain_links", links)
-        rows["decisions"] += size
-        rows["chain_links"] += size
-        for kind, table in _receipt_tables(plan, events, ids, counters, rng).items():
-            writer.add(TABLE_OF[kind], table)
-            rows[TABLE_OF[kind]] += table.num_rows
+        _write_chunk(writer, tally, seed, number, chunks, size, written)
         written += size
         if progress is not None:
             progress(written, decisions)
     files = writer.close()
     record_files(manifest, files, 1, location)
-    for policy, count in facts_rows.items():
-        manifest["facts"][policy]["rows"] = count
-    for name, count in rows.items():
-        manifest["tables"][name]["rows"] = count
-    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size, "merkle_root": roots[scope][0],
-                                  "head_link_hash": roots[scope][1]}
-                          for scope, size in chains.items() if size}
+    _count_into(manifest, tally)
     manifest["rollups"] = rollups.update(location, manifest, 1, files, OUTCOME_EFFECTIVENESS_CLASS,
                                          outcome_partitions=())
     manifest["runs"] = 1
-    manifest["ledger_head"] = ledger_head(manifest["chains"], rows)
+    manifest["ledger_head"] = ledger_head(manifest["chains"], tally.rows)
     manifest["synthesis"] = {"decisions": decisions, "seed": seed, "chunk": chunk,
                              "seconds": round(time.monotonic() - started, 3)}
     manifest = integrity.seal(manifest, None)  # every file's digest listed; synthetic: never signed
@@ -267,10 +232,71 @@ def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int
     return manifest
 
 
-def _selector(location):
-    import pyarrow.fs as pafs
+def _empty_location(uri: str) -> Location:
+    """The location `uri`, created: DatasetError when it holds anything or cannot be written."""
+    location = open_location(uri)
+    if read_manifest(location, required=False) is not None or (
+            location.exists() and location.fs.get_file_info(pafs.FileSelector(location.root))):
+        raise DatasetError(f"{uri} is not empty: synthesize into a new or empty location")
+    try:
+        location.fs.create_dir(location.root, recursive=True)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"cannot write to {uri}: {exc}") from exc
+    return location
 
-    return pafs.FileSelector(location.root)
+
+@dataclass
+class _Tally:
+    """What the chunks written so far add up to: each scope's chain size and head (Merkle
+    root, head link hash), the rows of each table and of each rulebook's facts, the receipts
+    of each kind (their ids continue from chunk to chunk), and the rulebooks' outcomes."""
+
+    books: _Books = field(default_factory=_Books)
+    chains: dict[str, int] = field(default_factory=lambda: dict.fromkeys(S.SCOPES, 0))
+    roots: dict[str, tuple[str, str]] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TABLES, 0))
+    counters: dict[str, int] = field(default_factory=lambda: {"execution": 0, "outcome": 0, "crm_sync": 0})
+    facts_rows: dict[str, int] = field(default_factory=dict)
+
+
+def _write_chunk(writer: PartitionedWriter, tally: _Tally, seed: int, number: int, chunks: int, size: int,
+                 written: int) -> None:
+    """Draw chunk `number` of `chunks` (`size` decisions over its share of the days), decide
+    it, and write its decisions, facts, chain links and receipts."""
+    first_day, last_day = S.DAYS * number // chunks, max(S.DAYS * (number + 1) // chunks, S.DAYS * number // chunks + 1)
+    plan = S.draw_decisions(size, seed, first_day=first_day, last_day=last_day, stream=number + 1)
+    verdict, rule = decide_plan(plan)
+    events = S.draw_events(plan, verdict, rule, seed, stream=number + 1)
+    rng = np.random.default_rng([seed, 3, number])
+    ids = _ids("dec_syn_", written, size)
+    decisions_table, links = _decision_tables(plan, verdict, rule, ids, tally.books, tally.chains, rng)
+    for scope, root in _heads(links).items():
+        tally.roots[scope] = root
+    writer.add("decisions", decisions_table)
+    for index, policy in enumerate(S.POLICIES):
+        rows_of = np.flatnonzero(plan.policy == index)
+        if len(rows_of):
+            picked = pa.array(rows_of)
+            table = facts_columns_table(plan.facts[policy], rows_of, decisions_table.take(picked))
+            writer.add(facts_table_name(policy), table)
+            tally.facts_rows[policy] = tally.facts_rows.get(policy, 0) + table.num_rows
+    writer.add("chain_links", links)
+    tally.rows["decisions"] += size
+    tally.rows["chain_links"] += size
+    for kind, table in _receipt_tables(plan, events, ids, tally.counters, rng).items():
+        writer.add(TABLE_OF[kind], table)
+        tally.rows[TABLE_OF[kind]] += table.num_rows
+
+
+def _count_into(manifest: dict[str, Any], tally: _Tally) -> None:
+    """The row counts and chain heads of the whole dataset into its manifest."""
+    for policy, count in tally.facts_rows.items():
+        manifest["facts"][policy]["rows"] = count
+    for name, count in tally.rows.items():
+        manifest["tables"][name]["rows"] = count
+    manifest["chains"] = {scope: {"chain_id": _chain_id(scope), "size": size,
+                                  "merkle_root": tally.roots[scope][0], "head_link_hash": tally.roots[scope][1]}
+                          for scope, size in tally.chains.items() if size}
 
 
 def _chain_id(scope: str) -> str:
@@ -278,7 +304,8 @@ def _chain_id(scope: str) -> str:
     return "chain_" + hashlib.sha256(scope.encode("utf-8")).hexdigest()[:32]
 
 
-def _decision_tables(plan, verdict, rule, ids, books, chains, rng):
+def _decision_tables(plan: S.DecisionPlan, verdict: np.ndarray, rule: np.ndarray, ids: pa.Array, books: _Books,
+                     chains: dict[str, int], rng: np.random.Generator) -> tuple[pa.Table, pa.Table]:
     n = len(plan)
     created = pa.array(plan.at_ms, pa.int64()).cast(TS)
     positions = np.zeros(n, np.int64)
@@ -337,12 +364,13 @@ def _decision_tables(plan, verdict, rule, ids, books, chains, rng):
 
 def _heads(links: pa.Table) -> dict[str, tuple[str, str]]:
     """Per scope in this chunk: (merkle_root, link_hash) of the highest position."""
-    frame = pl.from_arrow(links.select(["scope", "chain_position", "merkle_root", "link_hash"]))
+    frame = frame_of(links.select(["scope", "chain_position", "merkle_root", "link_hash"]))
     last = frame.sort("chain_position").group_by("scope").last()
     return {row["scope"]: (row["merkle_root"], row["link_hash"]) for row in last.iter_rows(named=True)}
 
 
-def _receipt_tables(plan, events, ids, counters, rng) -> dict[str, pa.Table]:
+def _receipt_tables(plan: S.DecisionPlan, events: S.Events, ids: pa.Array, counters: dict[str, int],
+                    rng: np.random.Generator) -> dict[str, pa.Table]:
     tables = {}
     for kind in ("execution", "outcome", "crm_sync"):
         mask = events.kind == kind

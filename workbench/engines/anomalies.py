@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines import fact_moments as factlib
 from workbench.engines.common import (
     DEFAULT_RULE,
@@ -45,8 +47,9 @@ from workbench.engines.common import (
 )
 
 SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
-VERDICTS = ("yes", "no", "review")
 NONE_VALUE = "(none)"
+# An engine state: its frames by name (`segments`, `versions`, `failed`, …).
+State = Mapping[str, pl.DataFrame]
 SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
 VERSION_HOW = {"decisions": "sum", "first_at": "min"}
 
@@ -128,7 +131,7 @@ def _ids(frame: pl.DataFrame, **keys: str) -> list[str]:
 
 
 def _finding(kind: str, dimension: str, value: str, score: float, reasons: list[str], ids: list[str],
-             baseline: dict, observed: dict) -> dict:
+             baseline: dict[str, Any], observed: dict[str, Any]) -> dict[str, Any]:
     return {
         "anomaly_id": f"{kind}:{dimension}:{value}",
         "kind": kind,
@@ -156,7 +159,7 @@ def _failure_sentence(dimension: str, value: str, p1: float, p0: float, against:
 
 
 def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: int, against: str,
-                   ids: list[str]) -> dict | None:
+                   ids: list[str]) -> dict[str, Any] | None:
     odds, z = odds_shift(f1, n1, f0, n0)
     if odds <= 1 or z <= 0:
         return None
@@ -164,8 +167,8 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
     p1, p0 = f1 / n1, f0 / n0
     reasons = [
         _failure_sentence(dimension, value, p1, p0, against),
-        f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
-        f"against {p0:.1%} ({f0} of {n0}) for {against}",
+        (f"failure rate {p1:.1%} ({f1} of {n1} resolved decisions) under {dimension} '{value}' "
+         f"against {p0:.1%} ({f0} of {n0}) for {against}"),
         f"odds of failure x{odds:.2f}, z = {z:.2f}",
     ]
     return _finding("failure_rate_shift", dimension, value, score, reasons, ids,
@@ -173,7 +176,7 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
                     {"failure_rate": r4(p1), "resolved": n1, "failures": f1, "odds_ratio": r4(odds), "z": r4(z)})
 
 
-def _segment_findings(state, min_sample: int, s_tot: int, f_tot: int) -> list[dict]:
+def _segment_findings(state: State, min_sample: int, s_tot: int, f_tot: int) -> list[dict[str, Any]]:
     out = []
     for row in state["segments"].filter(pl.col("dimension") != "policy_version").iter_rows(named=True):
         s1, f1 = row["success"], row["failure"]
@@ -188,7 +191,7 @@ def _segment_findings(state, min_sample: int, s_tot: int, f_tot: int) -> list[di
     return out
 
 
-def _versions(state) -> list[tuple[str, object]]:
+def _versions(state: State) -> list[tuple[str, Any]]:
     """Versions by the time they were first seen (ties by version text), oldest first."""
     v = state["versions"]
     if not v.height:
@@ -197,61 +200,72 @@ def _versions(state) -> list[tuple[str, object]]:
     return list(firsts.iter_rows())
 
 
-def _version_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+def _version_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The findings of the current version against the previous one: a shift of the failure
+    rate, a shift of the verdict mix; and which versions those are."""
     order = _versions(state)
     info = {"current": order[-1][0] if order else None, "previous": order[-2][0] if len(order) > 1 else None}
     if len(order) < 2:
         return [], info
-    current, previous = info["current"], info["previous"]
-    out = []
-    seg = state["segments"].filter(pl.col("dimension") == "policy_version")
-    rows = {r["value"]: r for r in seg.iter_rows(named=True)}
-    cur, prev = rows.get(current), rows.get(previous)
-    if cur and prev and min(cur["success"] + cur["failure"], prev["success"] + prev["failure"]) >= min_sample:
-        ids = _ids(state["failed"], dimension="policy_version", value=current)
-        found = _failure_shift("policy_version", current, cur["failure"], cur["success"] + cur["failure"],
-                               prev["failure"], prev["success"] + prev["failure"],
-                               f"the previous version '{previous}'", ids)
-        if found:
-            out.append(found)
-    mix = {(r["policy_version"], r["verdict"]): r["decisions"] for r in state["versions"].iter_rows(named=True)}
-    n1 = sum(c for (v, _), c in mix.items() if v == current)
-    n0 = sum(c for (v, _), c in mix.items() if v == previous)
-    if n1 >= min_sample and n0 >= min_sample:
-        best, rose = None, None
-        for verdict in VERDICTS:
-            h1, h0 = mix.get((current, verdict), 0), mix.get((previous, verdict), 0)
-            odds, z = odds_shift(h1, n1, h0, n0)
-            score = (1 - 1 / max(odds, 1 / odds)) * evidence(z)
-            if best is None or score > best[0]:
-                best = (score, verdict, h1, h0, odds, z)
-            delta = h1 / n1 - h0 / n0
-            if rose is None or delta > rose[0]:
-                rose = (delta, verdict)
-        score, verdict, h1, h0, odds, z = best
-        shares = ", ".join(
-            f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
-        plain = (f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
-                 f"to {h1 / n1:.1%} after version {current}")
-        reasons = [
-            plain,
-            f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
-            f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'",
-            f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
-        ]
-        ids = _ids(state["by_verdict"], policy_version=current, verdict=rose[1])
-        out.append(_finding(
-            "verdict_mix_shift", "policy_version", current, score, reasons, ids,
-            {"policy_version": previous, "decisions": n0,
-             "verdict_shares": {v: r4(mix.get((previous, v), 0) / n0) for v in VERDICTS}},
-            {"policy_version": current, "decisions": n1,
-             "verdict_shares": {v: r4(mix.get((current, v), 0) / n1) for v in VERDICTS},
-             "odds_ratio": r4(odds), "z": r4(z)},
-        ))
+    current, previous = order[-1][0], order[-2][0]
+    out = [found for found in (_version_failure_shift(state, current, previous, min_sample),
+                               _verdict_mix_shift(state, current, previous, min_sample)) if found]
     return out, info
 
 
-def _moments(rows: list[dict]) -> tuple[float, float, float]:
+def _version_failure_shift(state: State, current: str, previous: str,
+                           min_sample: int) -> dict[str, Any] | None:
+    """A failure rate of the current version apart from the previous version's, if any."""
+    rows = {r["value"]: r for r in state["segments"].filter(pl.col("dimension") == "policy_version")
+            .iter_rows(named=True)}
+    cur, prev = rows.get(current), rows.get(previous)
+    if not (cur and prev):
+        return None
+    if min(cur["success"] + cur["failure"], prev["success"] + prev["failure"]) < min_sample:
+        return None
+    ids = _ids(state["failed"], dimension="policy_version", value=current)
+    return _failure_shift("policy_version", current, cur["failure"], cur["success"] + cur["failure"],
+                          prev["failure"], prev["success"] + prev["failure"],
+                          f"the previous version '{previous}'", ids)
+
+
+def _verdict_mix_shift(state: State, current: str, previous: str, min_sample: int) -> dict[str, Any] | None:
+    """The verdict whose share moved most (by odds and evidence) from the previous version to
+    the current one, when both have `min_sample` decisions."""
+    mix = {(r["policy_version"], r["verdict"]): r["decisions"] for r in state["versions"].iter_rows(named=True)}
+    n1 = sum(c for (v, _), c in mix.items() if v == current)
+    n0 = sum(c for (v, _), c in mix.items() if v == previous)
+    if n1 < min_sample or n0 < min_sample:
+        return None
+    # The verdict with the best score (first of equals) and the one whose share rose most.
+    candidates = []
+    for verdict in VERDICTS:
+        h1, h0 = mix.get((current, verdict), 0), mix.get((previous, verdict), 0)
+        odds, z = odds_shift(h1, n1, h0, n0)
+        candidates.append(((1 - 1 / max(odds, 1 / odds)) * evidence(z), verdict, h1, h0, odds, z))
+    score, verdict, h1, h0, odds, z = max(candidates, key=lambda c: c[0])
+    rose = max(VERDICTS, key=lambda v: mix.get((current, v), 0) / n1 - mix.get((previous, v), 0) / n0)
+    shares = ", ".join(
+        f"{v} {mix.get((previous, v), 0) / n0:.1%} -> {mix.get((current, v), 0) / n1:.1%}" for v in VERDICTS)
+    reasons = [
+        (f"'{verdict}' verdicts {'rose' if h1 / n1 > h0 / n0 else 'fell'} from {h0 / n0:.1%} "
+         f"to {h1 / n1:.1%} after version {current}"),
+        (f"share of verdict '{verdict}' moved from {h0 / n0:.1%} ({h0} of {n0}) under version '{previous}' "
+         f"to {h1 / n1:.1%} ({h1} of {n1}) under version '{current}'"),
+        f"verdict mix {shares}; odds ratio {odds:.2f}, z = {z:.2f}",
+    ]
+    ids = _ids(state["by_verdict"], policy_version=current, verdict=rose)
+    return _finding(
+        "verdict_mix_shift", "policy_version", current, score, reasons, ids,
+        {"policy_version": previous, "decisions": n0,
+         "verdict_shares": {v: r4(mix.get((previous, v), 0) / n0) for v in VERDICTS}},
+        {"policy_version": current, "decisions": n1,
+         "verdict_shares": {v: r4(mix.get((current, v), 0) / n1) for v in VERDICTS},
+         "odds_ratio": r4(odds), "z": r4(z)},
+    )
+
+
+def _moments(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
     n = sum(r["n"] for r in rows)
     total = sum(r["total"] for r in rows)
     total_sq = sum(r["total_sq"] for r in rows)
@@ -262,11 +276,11 @@ def _moments(rows: list[dict]) -> tuple[float, float, float]:
     return n, mean, var
 
 
-def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
+def _fact_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     months = state["months"]
     recent = max(months["month"].to_list()) if months.height else None
     facts = state["facts"]
-    info = {"recent_month": recent, "numeric_facts": 0}
+    info: dict[str, Any] = {"recent_month": recent, "numeric_facts": 0}
     if recent is None or not facts.height:
         return [], info
     excluded = set(facts.group_by("fact").agg(pl.col("non_numeric").sum())
@@ -289,8 +303,8 @@ def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
         shown_d = f"{d:+.2f}" if math.isfinite(d) else "more than any"
         reasons = [
             f"fact {fact} {'rose' if mr > mb else 'fell'} from {mb:.4g} to {mr:.4g} on average in {recent}",
-            f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
-            f"to {mr:.4g} ({int(nr)} values in {recent})",
+            (f"mean of fact '{fact}' moved from {mb:.4g} (baseline: {int(nb)} values before {recent}) "
+             f"to {mr:.4g} ({int(nr)} values in {recent})"),
             f"shift of {shown_d} baseline standard deviations, z = {z:.2f}" if math.isfinite(z)
             else "the baseline and recent values do not vary, so any change is a full shift",
         ]
@@ -302,7 +316,7 @@ def _fact_findings(state, min_sample: int) -> tuple[list[dict], dict]:
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int,
-             threshold: float, max_items: int) -> dict:
+             threshold: float, max_items: int) -> dict[str, Any]:
     block = sample_block(state["sample"], classes)
     counts = class_counts(state["sample"], classes)
     found = _segment_findings(state, min_sample, counts[SUCCESS], counts[FAILURE])
@@ -333,6 +347,6 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def anomalies(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict:
+              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict[str, Any]:
     return finalize(merge([partial(decisions, outcomes, classes, facts)]), classes,
                     min_sample=min_sample, threshold=threshold, max_items=max_items)

@@ -16,8 +16,8 @@ docs/intelligence.md, "Benchmarks":
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import AbstractSet
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
 
 import polars as pl
 
@@ -82,7 +82,7 @@ def metrics_of(row: Mapping[str, int]) -> dict[str, float | None]:
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, own_scope: str,
-             opted_in: AbstractSet[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict:
+             opted_in: Set[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict[str, Any]:
     rows = {r["scope"]: r for r in state["scopes"].iter_rows(named=True)} if state["scopes"].height else {}
     zero = dict.fromkeys(SCOPE_HOW, 0)
     own = rows.get(own_scope, zero)
@@ -93,7 +93,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, o
               if scope != own_scope and scope in opted_in and r["success"] + r["failure"] > 0]
     cohort_decisions = sum(r["decisions"] for r in cohort)
     thresholds = {"min_cohort_scopes": min_cohort_scopes, "min_cohort_decisions": min_cohort_decisions}
-    percentiles: dict = {}
+    percentiles: dict[str, Any] = {}
     delta = None
     if own_scope not in opted_in:
         status = "not_opted_in"
@@ -136,8 +136,8 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, o
 
 
 def benchmarks(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-               own_scope: str, opted_in: AbstractSet[str], min_cohort_scopes: int,
-               min_cohort_decisions: int) -> dict:
+               own_scope: str, opted_in: Set[str], min_cohort_scopes: int,
+               min_cohort_decisions: int) -> dict[str, Any]:
     state = merge([partial(decisions, outcomes, classes, own_scope=own_scope)])
     return finalize(state, classes, own_scope=own_scope, opted_in=opted_in,
                     min_cohort_scopes=min_cohort_scopes, min_cohort_decisions=min_cohort_decisions)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
 import polars as pl
 
@@ -59,7 +61,7 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
 def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:
     """The effectiveness class of a latest status: `none` without an outcome, `unclassified`
     for a status the mapping does not know (never silently counted as success or failure)."""
-    known = {status: effect for status, effect in classes.items()}
+    known = dict(classes)
     return (
         pl.when(pl.col(column).is_null())
         .then(pl.lit(NO_OUTCOME))
@@ -149,7 +151,7 @@ def class_counts(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, 
     return counts
 
 
-def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict:
+def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, Any]:
     """What every report states about its sample: decisions considered, outcome counts by
     (latest) status and by effectiveness class, and the time window of the decisions."""
     rows = list(sample.iter_rows(named=True)) if sample.height else []
@@ -172,7 +174,7 @@ def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict:
 # --------------------------------------------------------------------------- numbers
 
 
-def iso(value) -> str | None:
+def iso(value: datetime | None) -> str | None:
     """UTC timestamp text with milliseconds, the ledger's format (2026-05-21T00:00:00.000Z)."""
     if value is None:
         return None

@@ -104,8 +104,7 @@ def confidence_report(
     policy = decisions.filter(pl.col("policy_id") == policy_id).select(
         "decision_id", "created_at", "policy_version", "verdict", "action")
     if policy_version is None:
-        newest = policy.sort(["created_at", "decision_id"]).select(pl.col("policy_version").last()).collect()
-        policy_version = newest.item() if newest.height else None
+        policy_version = _newest_version(policy)
     chosen = policy
     if verdict is not None:
         chosen = chosen.filter(pl.col("verdict") == verdict)
@@ -113,18 +112,7 @@ def confidence_report(
         chosen = chosen.filter(pl.col("action") == action)
     joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
     similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
-    current = pl.col("policy_version") == policy_version if policy_version is not None else pl.lit(False)
-    success = pl.col("effect") == SUCCESS
-    counts = [
-        (success & current).sum().alias("s_cur"), (~success & current).sum().alias("f_cur"),
-        (success & ~current).sum().alias("s_old"), (~success & ~current).sum().alias("f_old"),
-    ]
-    frames = pl.collect_all([
-        formula_columns(similar.select(counts)),
-        formula_columns(similar.group_by("verdict", "action").agg(counts))
-        .sort(["n", "verdict", "action"], descending=[True, False, False]).head(MAX_BUCKETS),
-    ])
-    pooled, buckets = frames
+    pooled, buckets = _evidence_counts(similar, policy_version)
     sample = sample_block(sample_partial(joined), classes)
     row = pooled.row(0, named=True)
     report: dict[str, Any] = {"policy_id": policy_id}
@@ -146,3 +134,26 @@ def confidence_report(
         for b in buckets.iter_rows(named=True)
     ]
     return report
+
+
+def _newest_version(policy: pl.LazyFrame) -> str | None:
+    """The `policy_version` of the policy's newest decision (by created_at, then decision_id)."""
+    newest = policy.sort(["created_at", "decision_id"]).select(pl.col("policy_version").last()).collect()
+    return newest.item() if newest.height else None
+
+
+def _evidence_counts(similar: pl.LazyFrame, policy_version: str | None) -> list[pl.DataFrame]:
+    """The similar decisions' successes and failures of the current version and of the others,
+    with their formula columns: pooled (one row), and per (verdict, action) bucket (the
+    MAX_BUCKETS largest)."""
+    current = pl.col("policy_version") == policy_version if policy_version is not None else pl.lit(False)
+    success = pl.col("effect") == SUCCESS
+    counts = [
+        (success & current).sum().alias("s_cur"), (~success & current).sum().alias("f_cur"),
+        (success & ~current).sum().alias("s_old"), (~success & ~current).sum().alias("f_old"),
+    ]
+    return pl.collect_all([
+        formula_columns(similar.select(counts)),
+        formula_columns(similar.group_by("verdict", "action").agg(counts))
+        .sort(["n", "verdict", "action"], descending=[True, False, False]).head(MAX_BUCKETS),
+    ])

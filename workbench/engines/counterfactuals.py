@@ -17,9 +17,11 @@ same way. Formulas in docs/intelligence.md, "Batch counterfactuals":
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines.common import (
     FAILURE,
     SUCCESS,
@@ -34,7 +36,6 @@ from workbench.engines.common import (
 )
 
 Replay = Callable[[pl.LazyFrame], pl.LazyFrame]
-VERDICTS = ("yes", "no", "review")
 TRANSITION_HOW = {"decisions": "sum"}
 
 
@@ -64,7 +65,7 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
     }
 
 
-def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, draft: Mapping[str, str]) -> dict:
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, draft: Mapping[str, Any]) -> dict[str, Any]:
     rows = list(state["transitions"].iter_rows(named=True)) if state["transitions"].height else []
     replayed = [r for r in rows if r["new_verdict"] != "(not_replayable)"]
     pairs: dict[tuple[str, str], int] = {}
@@ -95,5 +96,5 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, d
 
 
 def counterfactuals(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
-                    replay: Replay, *, draft: Mapping[str, str]) -> dict:
+                    replay: Replay, *, draft: Mapping[str, Any]) -> dict[str, Any]:
     return finalize(merge([partial(decisions, outcomes, classes, replay)]), classes, draft=draft)

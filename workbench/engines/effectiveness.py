@@ -16,6 +16,7 @@ R = S + F the resolved ones,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
@@ -49,7 +50,7 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
     return {"sample": merge_sample([p["sample"] for p in partials])}
 
 
-def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int) -> dict:
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int) -> dict[str, Any]:
     """The report body (without envelope or hash)."""
     sample = state["sample"]
     counts = class_counts(sample, classes)
@@ -62,7 +63,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
     coverage = ratio(s + f + x, n)
     interval = wilson(s, resolved)
     confidence = 0.0 if interval is None else (1 - (interval[1] - interval[0])) * (coverage or 0.0)
-    if resolved < min_sample:
+    if resolved < min_sample or success_rate is None:  # None: nothing resolved (min_sample 0)
         recommendation = "insufficient_data"
     elif success_rate >= HEALTHY_AT:
         recommendation = "healthy"
@@ -89,6 +90,6 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def effectiveness(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-                  min_sample: int) -> dict:
+                  min_sample: int) -> dict[str, Any]:
     """Whole-sample effectiveness: finalize(merge([partial(all)]))."""
     return finalize(merge([partial(decisions, outcomes)]), classes, min_sample=min_sample)

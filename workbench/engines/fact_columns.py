@@ -146,7 +146,7 @@ def flatten(facts: Any) -> tuple[dict[str, Any], bool]:
     exact = True
     if not isinstance(facts, dict):
         return paths, exact
-    stack: list[tuple[str, dict]] = [("", facts)]
+    stack: list[tuple[str, dict[str, Any]]] = [("", facts)]
     while stack:
         prefix, obj = stack.pop()
         for key, value in obj.items():

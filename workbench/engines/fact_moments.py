@@ -79,7 +79,7 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.Dat
     return moments, extreme.select(*by, *_EXTREME_SCHEMA)
 
 
-def _keyed(by: Sequence[str], schema: dict) -> dict:
+def _keyed(by: Sequence[str], schema: dict[str, Any]) -> dict[str, Any]:
     return {**dict.fromkeys(by, pl.String), **schema}
 
 

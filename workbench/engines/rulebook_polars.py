@@ -41,9 +41,10 @@ without facts come out with `replay = "unreplayable"`. No operator is ever appro
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import polars as pl
 
@@ -85,8 +86,8 @@ class CompiledPolarsRulebook:
     rulebook_id: str
     version: str
     rules: tuple[tuple[str, pl.Expr], ...]
-    outcomes: tuple[dict, ...]
-    default_outcome: dict
+    outcomes: tuple[dict[str, Any], ...]
+    default_outcome: dict[str, Any]
     needs_input: pl.Expr | None
     paths: tuple[str, ...]
     columns: dict[str, pl.DataType] = field(default_factory=dict)
@@ -95,12 +96,12 @@ class CompiledPolarsRulebook:
 # --------------------------------------------------------------------------- paths
 
 
-def _walk_conditions(node: dict, out: list[str]) -> None:
+def _walk_conditions(node: dict[str, Any], out: list[str]) -> None:
     stack = [node]
     while stack:
         item = stack.pop()
         if "all" in item or "any" in item:
-            stack.extend(item.get("all") or item.get("any"))
+            stack.extend(item.get("all") or item["any"])
         elif "not" in item:
             child = item["not"]
             stack.extend(child if isinstance(child, list) else [child])
@@ -108,7 +109,7 @@ def _walk_conditions(node: dict, out: list[str]) -> None:
             out.append(item["field"])
 
 
-def referenced_paths(rulebook: dict) -> list[str]:
+def referenced_paths(rulebook: dict[str, Any]) -> list[str]:
     """Every fact path a rulebook reads (leaves and input_schema), sorted, without repeats."""
     out: list[str] = []
     for rule in rulebook["rules"]:
@@ -130,7 +131,7 @@ def _kind(path: str, kind: int) -> pl.Expr:
     return _col(path, "t") == kind
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return type(value) in (int, float)
 
 
@@ -148,7 +149,7 @@ def _eq(path: str, value: Any) -> pl.Expr:
     return _kind(path, kind) & (_col(path, "j") == fc.strict_key(value))
 
 
-def _member(path: str, options: list) -> pl.Expr:
+def _member(path: str, options: list[Any]) -> pl.Expr:
     """Strictly equal to some option: one `is_in` per kind of option."""
     tests: list[pl.Expr] = []
     strings = [o for o in options if isinstance(o, str)]
@@ -180,7 +181,7 @@ def _resolved(path: str) -> pl.Expr:
     return _col(path, "t").is_not_null()
 
 
-def _leaf(node: dict) -> pl.Expr:
+def _leaf(node: dict[str, Any]) -> pl.Expr:
     operator, path, value = node["operator"], node["field"], node.get("value")
     if operator == "exists":
         expr = _resolved(path)
@@ -211,7 +212,7 @@ def _leaf(node: dict) -> pl.Expr:
     return expr.fill_null(False)
 
 
-def _condition(node: dict) -> pl.Expr:
+def _condition(node: dict[str, Any]) -> pl.Expr:
     if "all" in node:
         return pl.all_horizontal([_condition(child) for child in node["all"]])
     if "any" in node:
@@ -236,7 +237,7 @@ def _type_ok(path: str, kind: str) -> pl.Expr:
     return _kind(path, code)
 
 
-def _needs_input(schema: dict) -> pl.Expr | None:
+def _needs_input(schema: dict[str, Any]) -> pl.Expr | None:
     required = set(schema.get("required", ()))
     properties = schema.get("properties", {})
     failures: list[pl.Expr] = []
@@ -252,7 +253,7 @@ def _needs_input(schema: dict) -> pl.Expr | None:
 # --------------------------------------------------------------------------- compile / evaluate
 
 
-def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRulebook:
+def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> CompiledPolarsRulebook:
     """Compile a rulebook that `gate.rulebook.validate_rulebook` accepted.
 
     `order`: the rule ids in evaluation order (`gate.rulebook.compile.rule_order`). Raises
@@ -262,7 +263,7 @@ def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRule
     if sorted(order) != sorted(by_id) or len(order) != len(by_id):
         raise ValueError("order must list every rule id exactly once")
     priorities = [int(by_id[rule_id].get("priority", 0)) for rule_id in order]
-    if any(a < b for a, b in zip(priorities, priorities[1:])):
+    if any(a < b for a, b in itertools.pairwise(priorities)):
         raise ValueError("order must list rules by priority descending")
     rules = tuple((rule_id, _condition(by_id[rule_id]["condition"])) for rule_id in order)
     outcomes = tuple(dict(by_id[rule_id]["outcome"]) for rule_id in order)
@@ -280,7 +281,7 @@ def compile_rulebook(rulebook: dict, order: Sequence[str]) -> CompiledPolarsRule
     )
 
 
-def _lookup(values: list, index: pl.Expr) -> pl.Expr:
+def _lookup(values: list[Any], index: pl.Expr) -> pl.Expr:
     """`values[index + 2]` per row (index -2 default, -1 needs_input, 0… the rules), null
     where `index` is null. A gather from a literal column, which the streaming engine runs in
     constant memory (a `replace_strict` mapping does not)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -73,7 +74,7 @@ def _scalar_rows(pending: pl.DataFrame, draft: Draft) -> pl.DataFrame:
     """The rows whose facts are not fully typed (`pending`: `_KEEP` and `facts_json`), evaluated
     one by one by the scalar evaluator (`replay` scalar), or `unreplayable` when they carry no
     facts at all."""
-    results: dict[str, list] = {name: [] for name in _RESULT}
+    results: dict[str, list[Any]] = {name: [] for name in _RESULT}
     evaluate = draft.scalar.evaluate
     for text in pending["facts_json"]:
         if text is None:
@@ -135,7 +136,7 @@ def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
         "matched_rule_id": pl.col("old_rule").ne_missing(pl.col("new_rule")),
     }
     row = replayed.select([count.filter(test).sum().alias(name) for name, test in conditions.items()]).row(0)
-    return {name: int(value or 0) for name, value in zip(conditions, row)}
+    return {name: int(value or 0) for name, value in zip(conditions, row, strict=True)}
 
 
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
@@ -147,6 +148,36 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     results are named through `rulebook_polars.outcome_table` afterwards. The rows the scalar
     evaluator replays are few and join in memory."""
     table = rp.outcome_table(draft.polars)
+    named = table.rename(_NEW)
+    grouped, selected = _replay_passes(history, draft, table)
+    versions = history.versions_in_scope()
+    partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json")
+    scalar = _scalar_rows(partial, draft).rename(_NEW)
+    scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
+    flipped = _flipped(selected, named, scalar)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
+        # Outcomes only of the flipped decisions (the history's outcomes are never held in
+        # memory), read while the cube is built from the grouped rows (Polars releases the GIL).
+        reading = worker.submit(latest_outcomes(history.outcomes.filter(
+            pl.col("decision_id").is_in(flipped["decision_id"].implode()))).collect, engine="streaming")
+        fine = _fine_cube(grouped, named, scalar)
+        cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
+        months = _month_counts(fine)
+        changes = _field_changes(fine.filter(pl.col("replay") != rp.REPLAY_NONE))
+        flips = _classified_flips(flipped, reading.result())
+        if flips_path is not None:  # written while the last aggregates are made
+            writing = worker.submit(flips.write_parquet, flips_path)
+        outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
+            pl.len().cast(pl.Int64).alias("count"))
+        listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+        if flips_path is not None:
+            writing.result()  # a failed write raises here
+    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)
+
+
+def _replay_passes(history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The three passes over the history: (the typed and absent rows counted by stored outcome,
+    month and the draft's pick; the vector rows that flip and the partial rows, with their facts)."""
     # Pass 1 evaluates the rules and keeps only each row's pick (4 bytes a row); passes 2 and
     # 3 read the stored columns beside it (a lazy horizontal concat is row-aligned), so the
     # rules are evaluated once.
@@ -160,58 +191,58 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
         *_KEEP, fc.STATE_COLUMN, "facts_json", rp.PICK)
     # Separate streaming passes on purpose: collecting them together shares the replay as a
     # cached subplan, which holds the whole replayed history in memory.
-    grouped, selected = (frame.collect(engine="streaming") for frame in (grouped, selected))
-    versions = history.versions_in_scope()
-    partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-    flipped = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).select(
+    return grouped.collect(engine="streaming"), selected.collect(engine="streaming")
+
+
+_FLIP_ROW = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
+             "old_reason", "new_reason"]
+
+
+def _flipped(selected: pl.DataFrame, named: pl.DataFrame, scalar: pl.DataFrame) -> pl.DataFrame:
+    """The decisions whose verdict flips: the vector rows (named through the draft's outcome
+    table) and the rows the scalar evaluator replayed to another verdict."""
+    vector = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).select(
         "decision_id", "created_at", "scope", "old_verdict", "old_rule", "old_reason", rp.PICK)
-    named = table.rename(_NEW)
-    new_columns = list(_NEW.values())
-    scalar = _scalar_rows(partial.select(*_KEEP, "facts_json"), draft).rename(_NEW)
-    scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
-    flip_columns = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
-                    "old_reason", "new_reason"]
-    flipped = pl.concat([
-        flipped.join(named.select(rp.PICK, "new_verdict", "new_rule", "new_reason"), on=rp.PICK, how="left")
-        .select(flip_columns),
+    return pl.concat([
+        vector.join(named.select(rp.PICK, "new_verdict", "new_rule", "new_reason"), on=rp.PICK, how="left")
+        .select(_FLIP_ROW),
         scalar.filter((pl.col("replay") == rp.REPLAY_SCALAR) & (pl.col("old_verdict") != pl.col("new_verdict")))
-        .select(flip_columns),
+        .select(_FLIP_ROW),
     ], how="vertical_relaxed")
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
-        # Outcomes only of the flipped decisions (the history's outcomes are never held in
-        # memory), read while the cube is built from the grouped rows (Polars releases the GIL).
-        reading = worker.submit(latest_outcomes(history.outcomes.filter(
-            pl.col("decision_id").is_in(flipped["decision_id"].implode()))).collect, engine="streaming")
-        fine = pl.concat([
-            grouped.join(named, on=rp.PICK, how="left").with_columns(
-                pl.when(pl.col(rp.PICK).is_not_null()).then(pl.lit(rp.REPLAY_VECTOR)).otherwise(pl.lit(rp.REPLAY_NONE))
-                .alias("replay")).drop(rp.PICK),
-            scalar.group_by([*_OLD, "month", "replay", *new_columns]).agg(pl.len().cast(pl.Int64).alias("count")),
-        ], how="diagonal_relaxed").with_columns(
-            pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
-            .alias("application_verdict_changed"),
-            pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
-        ).group_by([*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]).agg(pl.col("count").sum())
-        cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
-        in_fine = pl.col("replay") != rp.REPLAY_NONE
-        months = fine.group_by("month").agg(
-            pl.col("count").sum().alias("decisions"),
-            pl.col("count").filter(in_fine).sum().alias("replayed"),
-            pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
-            pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
-        )
-        changes = _field_changes(fine.filter(in_fine))
-        classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-        flips = flipped.join(reading.result(), on="decision_id", how="left").with_columns(
-            pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
-            .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
-            .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
-            .alias("outcome_class")).select(FLIP_COLUMNS)
-        if flips_path is not None:  # written while the last aggregates are made
-            writing = worker.submit(flips.write_parquet, flips_path)
-        outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
-            pl.len().cast(pl.Int64).alias("count"))
-        listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
-        if flips_path is not None:
-            writing.result()  # a failed write raises here
-    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)
+
+
+def _fine_cube(grouped: pl.DataFrame, named: pl.DataFrame, scalar: pl.DataFrame) -> pl.DataFrame:
+    """Counts by the cube's keys, month and whether the application verdict and the action
+    change: the vector rows (by pick) and the scalar rows together."""
+    return pl.concat([
+        grouped.join(named, on=rp.PICK, how="left").with_columns(
+            pl.when(pl.col(rp.PICK).is_not_null()).then(pl.lit(rp.REPLAY_VECTOR)).otherwise(pl.lit(rp.REPLAY_NONE))
+            .alias("replay")).drop(rp.PICK),
+        scalar.group_by([*_OLD, "month", "replay", *_NEW.values()]).agg(pl.len().cast(pl.Int64).alias("count")),
+    ], how="diagonal_relaxed").with_columns(
+        pl.col("old_application_verdict").ne_missing(pl.col("new_application_verdict"))
+        .alias("application_verdict_changed"),
+        pl.col("old_action").ne_missing(pl.col("new_action")).alias("action_changed"),
+    ).group_by([*CUBE_KEYS, "month", "application_verdict_changed", "action_changed"]).agg(pl.col("count").sum())
+
+
+def _month_counts(fine: pl.DataFrame) -> pl.DataFrame:
+    """Per month: decisions, those replayed, and those in review before and after."""
+    in_fine = pl.col("replay") != rp.REPLAY_NONE
+    return fine.group_by("month").agg(
+        pl.col("count").sum().alias("decisions"),
+        pl.col("count").filter(in_fine).sum().alias("replayed"),
+        pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
+        pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
+    )
+
+
+def _classified_flips(flipped: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFrame:
+    """The flips with their latest outcome and its effectiveness class (`unobservable` for a
+    decision that was no, NO_OUTCOME without one), as FLIP_COLUMNS."""
+    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
+    return flipped.join(outcomes, on="decision_id", how="left").with_columns(
+        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
+        .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
+        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
+        .alias("outcome_class")).select(FLIP_COLUMNS)

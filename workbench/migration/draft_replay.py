@@ -10,7 +10,7 @@ scalar evaluator, and rows without facts are counted as not replayable. The engi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
@@ -18,7 +18,9 @@ import polars as pl
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.compile import rule_order
+from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_table
+from workbench.dataset.load import Frames
 from workbench.engines import counterfactuals as engine
 from workbench.engines.rulebook_polars import (
     REPLAY_SCALAR,
@@ -29,7 +31,7 @@ from workbench.engines.rulebook_polars import (
 from workbench.reports.policy import CLASSES
 
 
-def draft_replay(draft: Mapping[str, Any]):
+def draft_replay(draft: Mapping[str, Any]) -> Callable[[pl.LazyFrame], pl.LazyFrame]:
     """A replay function for the engine: adds `new_verdict` and `new_rule_id` to decisions.
     Raises `gate.errors.RulebookInvalid` (with every error path) for an invalid draft."""
     draft = dict(draft)
@@ -41,7 +43,7 @@ def draft_replay(draft: Mapping[str, Any]):
         if not rows.height:
             return rows.lazy().with_columns(pl.lit(None, pl.String).alias("new_verdict"),
                                             pl.lit(None, pl.String).alias("new_rule_id"))
-        facts = pl.from_arrow(facts_table(rows.to_arrow()))
+        facts = frame_of(facts_table(rows.to_arrow()))
         result = evaluate(facts.lazy(), compiled).select("decision_id", "replay", "verdict", "matched_rule_id").collect()
         scalar_ids = set(result.filter(pl.col("replay") == REPLAY_SCALAR)["decision_id"].to_list())
         fixes = []
@@ -64,7 +66,7 @@ def draft_replay(draft: Mapping[str, Any]):
     return replay
 
 
-def batch_counterfactual(frames, draft: Mapping[str, Any]) -> dict:
+def batch_counterfactual(frames: Frames, draft: Mapping[str, Any]) -> dict[str, Any]:
     """The counterfactual report body of `draft` over the decisions of `frames`."""
     identity = {"rulebook_id": draft.get("rulebook_id"), "version": draft.get("version"),
                 "rulebook_hash": sha256_hex(dict(draft))}

@@ -19,33 +19,37 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_tables
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION
+from workbench.dataset.integrity import check_files, dataset_hash, listed_files, signature_problem
+from workbench.dataset.location import DatasetError, open_location
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
-__all__ = ["DECISION_COLUMNS", "History", "from_dataset", "from_ledger"]
+if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
+    from gate.ledger import Ledger
+
+__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "from_dataset", "from_ledger"]
 
 MANIFEST = "manifest.json"
-DECISION_COLUMNS = {
-    "decision_id": pl.String, "created_at": pl.Datetime("ms", "UTC"), "policy_id": pl.String,
-    "policy_version": pl.String, "rulebook_hash": pl.String, "verdict": pl.String,
-    "application_verdict": pl.String, "reason_code": pl.String, "matched_rule_id": pl.String,
-    "action": pl.String, "facts_json": pl.String,
-}
-OUTCOME_COLUMNS = {"receipt_id": pl.String, "decision_id": pl.String,
-                   "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String}
-_HIVE = {"scope": pl.String, "month": pl.String}
+# The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
+DECISION_ANALYSIS_SCHEMA: dict[str, pl.DataType] = dict(
+    frame_of(pa.schema([DECISIONS.field(name) for name in DECISION_ANALYSIS_COLUMNS]).empty_table()).schema)
+OUTCOME_COLUMNS: dict[str, pl.DataType] = {"receipt_id": pl.String(), "decision_id": pl.String(),
+                                           "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String()}
+_HIVE: dict[str, pl.DataType] = {"scope": pl.String(), "month": pl.String()}
 
 
 @dataclass(frozen=True)
 class History:
-    """`decisions` (DECISION_COLUMNS + scope, month; only this rulebook's), `base` (one row per
+    """`decisions` (DECISION_ANALYSIS_SCHEMA + scope, month; only this rulebook's), `base` (one row per
     decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
     (OUTCOME_COLUMNS), `source` (JSON-ready: kind, location, `hash` of what was read) and
     `versions` (`summarize_decisions`: the rulebook's decisions per scope, version and rulebook
@@ -106,19 +110,17 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
                            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
 
 
-def _listed(root: Path, manifest: dict, kind: str, name: str | None = None) -> list[str]:
+def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
-    from workbench.dataset.integrity import check_files, listed_files
-    from workbench.dataset.location import DatasetError, open_location
-
     try:
         return check_files(open_location(str(root)), listed_files(manifest, kind, name))
     except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
 
 
-def _scan_table(root: Path, manifest: dict, table: str, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+def _scan_table(root: Path, manifest: dict[str, Any], table: str,
+                schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
@@ -132,7 +134,7 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
+def read_manifest(root: Path, anchors: Any = None) -> tuple[dict[str, Any], bytes]:
     """The manifest and its raw bytes: of this schema version, its `dataset_hash` matching its
     content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise)."""
     path = root / MANIFEST
@@ -147,8 +149,6 @@ def read_manifest(root: Path, anchors: Any = None) -> tuple[dict, bytes]:
     if version != DATASET_SCHEMA_VERSION:
         raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
                           f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
-    from workbench.dataset.integrity import dataset_hash, signature_problem
-
     if anchors is not None:
         problem = signature_problem(manifest, anchors)
     elif manifest.get("dataset_hash") != dataset_hash(manifest):
@@ -169,14 +169,15 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = Path(location)
     manifest, raw = read_manifest(root, anchors)
-    decisions = _scan_table(root, manifest, "decisions", DECISION_COLUMNS)
+    decisions = _scan_table(root, manifest, "decisions", DECISION_ANALYSIS_SCHEMA)
     decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
-    facts_schema = {"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
-                    "created_at": pl.Datetime("ms", "UTC"),
-                    **dict.fromkeys(OLD_NAMES, pl.String), **fc.path_schema(list(paths))}
+    facts_schema: dict[str, pl.DataType] = {
+        "decision_id": pl.String(), fc.STATE_COLUMN: pl.String(), "facts_json": pl.String(),
+        "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String()),
+        **fc.path_schema(list(paths))}
     facts_files = _listed(root, manifest, "facts", rulebook_id)
-    facts_hive = {"rulebook_id": pl.String, **_HIVE}
+    facts_hive: dict[str, pl.DataType] = {"rulebook_id": pl.String(), **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
     facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
@@ -189,7 +190,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     # load_history checks); the facts rows of the selection are counted from the files' metadata.
     versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
     selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
-    signature = manifest.get("signature") if isinstance(manifest.get("signature"), dict) else {}
+    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
     source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
               "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
               "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
@@ -198,26 +199,27 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 
 
-def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: int = 5_000) -> History:
+def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
+                batch_size: int = 5_000) -> History:
     """The history of `rulebook_id` read from the live ledger (every scope when `scope` is None)."""
+    # The ledger (SQLAlchemy, about half a second) is imported only for a live read.
     from gate.ledger import stream
-    from workbench.dataset.convert import decisions_table, receipts_table
 
     heads = stream.chain_heads_of(ledger, scope)
     decision_frames, fact_frames, outcome_frames = [], [], []
     for rows in stream.iter_decisions(ledger, scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         table = decisions_table(rows)
-        decision_frames.append(pl.from_arrow(table).select([*DECISION_COLUMNS, "scope", "month"]))
+        decision_frames.append(frame_of(table).select([*DECISION_ANALYSIS_SCHEMA, "scope", "month"]))
         facts = facts_tables(table).get(rulebook_id)
         if facts is not None:
-            fact_frames.append(pl.from_arrow(facts))
+            fact_frames.append(frame_of(facts))
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
-        outcome_frames.append(pl.from_arrow(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
-    empty_facts = pl.DataFrame(schema={"decision_id": pl.String, fc.STATE_COLUMN: pl.String, "facts_json": pl.String,
-                                       "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String),
-                                       **_HIVE})
+        outcome_frames.append(frame_of(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
+    empty_facts = pl.DataFrame(schema={"decision_id": pl.String(), fc.STATE_COLUMN: pl.String(),
+                                       "facts_json": pl.String(), "created_at": pl.Datetime("ms", "UTC"),
+                                       **dict.fromkeys(OLD_NAMES, pl.String()), **_HIVE})
     decisions = (pl.concat(decision_frames) if decision_frames
-                 else pl.DataFrame(schema={**DECISION_COLUMNS, **_HIVE}))
+                 else pl.DataFrame(schema={**DECISION_ANALYSIS_SCHEMA, **_HIVE}))
     outcomes = (pl.concat(outcome_frames) if outcome_frames
                 else pl.DataFrame(schema={**OUTCOME_COLUMNS, **_HIVE}))
     facts = pl.concat(fact_frames, how="diagonal") if fact_frames else empty_facts
@@ -229,7 +231,7 @@ def from_ledger(ledger, rulebook_id: str, scope: str | None = None, batch_size: 
                    outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect())
 
 
-def ledger_location(ledger) -> str:
+def ledger_location(ledger: object) -> str:
     """The ledger's URL without credentials (never a password in a manifest)."""
     url = getattr(getattr(ledger, "engine", None), "url", None)
     if url is None:

@@ -23,9 +23,11 @@ from typing import Any
 import jsonschema
 
 from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
-from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
 from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
+from workbench.dataset import integrity
+from workbench.dataset.location import DatasetError, open_location
 from workbench.migration.summary import DryRunResult
 
 __all__ = [
@@ -45,7 +47,8 @@ _DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_c
 
 @functools.lru_cache(maxsize=1)
 def migration_schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return schema
 
 
 def _unsigned(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -121,9 +124,6 @@ def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[b
 def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors: TrustAnchors,
                    checks: dict[str, bool], problems: list[str]) -> None:
     """`dataset_signature` and `dataset_files` of `verify_manifest` (offline: the anchors only)."""
-    from workbench.dataset import integrity
-    from workbench.dataset.location import DatasetError, open_location
-
     try:
         dataset = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -164,7 +164,7 @@ def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
     schema_errors = sorted(jsonschema.Draft202012Validator(migration_schema()).iter_errors(manifest), key=str)
     checks["schema"] = not schema_errors
     problems += [f"schema: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in schema_errors[:5]]
-    dry_run = manifest.get("dry_run") if isinstance(manifest.get("dry_run"), dict) else {}
+    dry_run = found if isinstance(found := manifest.get("dry_run"), dict) else {}
     stated = dry_run.get("result_hash")
     checks["result_hash"] = stated == sha256_hex({k: v for k, v in dry_run.items() if k != "result_hash"})
     digest = sha256_hex(_unsigned(manifest))
@@ -177,8 +177,6 @@ def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
         checks["draft_hash"] = sha256_hex(draft) == (manifest.get("to") or {}).get("rulebook_hash") \
             == (dry_run.get("draft") or {}).get("rulebook_hash")
     if dataset_manifest is not None:
-        from gate.protocol.canonical import sha256_bytes_hex
-
         checks["dataset_hash"] = sha256_bytes_hex(dataset_manifest) == (dry_run.get("source") or {}).get("hash")
         if dataset_root is not None:
             _check_dataset(dataset_manifest, dataset_root, dry_run.get("source") or {}, anchors, checks, problems)

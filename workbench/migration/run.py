@@ -3,8 +3,9 @@
 `dry_run(draft, rulebook_id, scope=…, dataset=… | ledger=…)` checks every input before any
 work (draft with exact schema paths, history source, rulebook known, history not empty) and
 returns a `DryRun`: the typed result and its unsigned `rulebook_migration_v1` manifest.
-`write_dry_run(out, run, signer)` signs the manifest and writes `migration.json`,
-`report.md` and `report.html` (and `flips.parquet`, every decision whose verdict flips).
+`write_dry_run(out, manifest, signer)` signs the manifest and writes `migration.json`,
+`report.md` and `report.html`; `flips.parquet` (every decision whose verdict flips) is written
+by the dry-run itself when it is given a `flips_path` (`workbench.migration.compute`).
 """
 
 from __future__ import annotations

@@ -16,14 +16,14 @@ from typing import Any
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
 from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 
-__all__ = ["VERDICTS", "DryRunResult", "summarize"]
+__all__ = ["DryRunResult", "summarize"]
 
-VERDICTS = ("yes", "no", "review")
 OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 
@@ -80,11 +80,11 @@ def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, 
 
 
 def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
-    tally: dict[tuple, int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
+    tally: dict[tuple[Any, ...], int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
     for old, new, name, count in outcome_cube.select("old_verdict", "new_verdict", "outcome_class",
                                                      "count").iter_rows():
         tally[(old, new, name)] = tally.get((old, new, name), 0) + int(count)
-    cells = []
+    cells: list[dict[str, Any]] = []
     for old in VERDICTS:
         for new in VERDICTS:
             if old == new:
@@ -120,38 +120,56 @@ def _review_load(replayed: pl.DataFrame, months: pl.DataFrame) -> dict[str, Any]
     }
 
 
-def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResult:
-    cube = computed.cube
-    replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
-    unreplayable = cube.filter(pl.col("replay") == rp.REPLAY_NONE)
-    transitions = [{"from": old, "to": new,
-                    "count": _count(replayed, (pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))}
-                   for old in VERDICTS for new in VERDICTS]
-    rule_cells = (replayed.group_by(["old_verdict", "new_verdict", "old_rule", "new_rule"])
-                  .agg(pl.col("count").sum()).sort(["count", "old_rule", "new_rule", "old_verdict", "new_verdict"],
-                                                   descending=[True, False, False, False, False], nulls_last=True))
-    rule_transitions = [{"from": r["old_verdict"], "to": r["new_verdict"], "old_rule": r["old_rule"],
-                         "new_rule": r["new_rule"], "count": r["count"]} for r in rule_cells.iter_rows(named=True)]
+NOTES = [
+    ("A decision whose stored verdict was no was blocked and never executed: for a flip from no "
+     "the outcome the draft's verdict would have had cannot be observed (outcome class unobservable)."),
+    ("Outcome classes are those of the latest outcome record per decision; none means no outcome "
+     "was reported for that decision."),
+    ("Decisions without stored facts cannot be replayed; they are counted under unreplayable and "
+     "take no part in transitions, drift or the review forecast."),
+]
+_ISO_MS = "%Y-%m-%dT%H:%M:%S%.3fZ"
+
+
+def _transitions(replayed: pl.DataFrame) -> list[dict[str, Any]]:
+    """The replayed decisions of every (stored verdict, draft verdict) pair, zeros included."""
+    return [{"from": old, "to": new,
+             "count": _count(replayed, (pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))}
+            for old in VERDICTS for new in VERDICTS]
+
+
+def _rule_transitions(replayed: pl.DataFrame) -> list[dict[str, Any]]:
+    """The replayed decisions per (verdicts, stored rule, draft rule), largest first."""
+    cells = (replayed.group_by(["old_verdict", "new_verdict", "old_rule", "new_rule"])
+             .agg(pl.col("count").sum()).sort(["count", "old_rule", "new_rule", "old_verdict", "new_verdict"],
+                                              descending=[True, False, False, False, False], nulls_last=True))
+    return [{"from": r["old_verdict"], "to": r["new_verdict"], "old_rule": r["old_rule"],
+             "new_rule": r["new_rule"], "count": r["count"]} for r in cells.iter_rows(named=True)]
+
+
+def _rules(cube: pl.DataFrame, replayed: pl.DataFrame, draft: Draft) -> list[dict[str, Any]]:
+    """Each rule of the draft, in its order: its priority, how often it decided in the history
+    and how often it decides the replayed decisions under the draft."""
     fired_history = {r["old_rule"]: r["count"] for r in
                      cube.group_by("old_rule").agg(pl.col("count").sum()).iter_rows(named=True)}
     fired_draft = {r["new_rule"]: r["count"] for r in
                    replayed.group_by("new_rule").agg(pl.col("count").sum()).iter_rows(named=True)}
     by_id = {rule["rule_id"]: rule for rule in draft.rulebook["rules"]}
-    rules = [{"rule_id": rule_id, "priority": int(by_id[rule_id].get("priority", 0)),
-              "fired_in_history": int(fired_history.get(rule_id, 0)),
-              "fires_under_draft": int(fired_draft.get(rule_id, 0))} for rule_id in draft.order]
-    flips = computed.flips.with_columns(pl.col("created_at").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"))
+    return [{"rule_id": rule_id, "priority": int(by_id[rule_id].get("priority", 0)),
+             "fired_in_history": int(fired_history.get(rule_id, 0)),
+             "fires_under_draft": int(fired_draft.get(rule_id, 0))} for rule_id in draft.order]
+
+
+def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResult:
+    """The dry-run's result: the computed cubes, flips and months read as the report's figures."""
+    cube = computed.cube
+    replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
+    unreplayable = cube.filter(pl.col("replay") == rp.REPLAY_NONE)
+    rules = _rules(cube, replayed, draft)
+    flips = computed.flips.with_columns(pl.col("created_at").dt.strftime(_ISO_MS))
     changed = _count(replayed, pl.col("old_verdict") != pl.col("new_verdict"))
     versions = computed.versions.sort("first").with_columns(
-        pl.col("first").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"), pl.col("last").dt.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"))
-    notes = [
-        "A decision whose stored verdict was no was blocked and never executed: for a flip from no "
-        "the outcome the draft's verdict would have had cannot be observed (outcome class unobservable).",
-        "Outcome classes are those of the latest outcome record per decision; none means no outcome "
-        "was reported for that decision.",
-        "Decisions without stored facts cannot be replayed; they are counted under unreplayable and "
-        "take no part in transitions, drift or the review forecast.",
-    ]
+        pl.col("first").dt.strftime(_ISO_MS), pl.col("last").dt.strftime(_ISO_MS))
     return DryRunResult(
         rulebook_id=history.rulebook_id,
         scope=history.scope,
@@ -167,8 +185,8 @@ def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResul
         decisions_reason_changed=_count(replayed, pl.col("old_reason").ne_missing(pl.col("new_reason"))),
         decisions_rule_changed=_count(replayed, pl.col("old_rule").ne_missing(pl.col("new_rule"))),
         needs_input=_count(replayed, pl.col("new_status") == rp.NEEDS_INPUT_STATUS),
-        transitions=transitions,
-        rule_transitions=rule_transitions,
+        transitions=_transitions(replayed),
+        rule_transitions=_rule_transitions(replayed),
         drift_by_rule=_drift(replayed, "old_rule", "new_rule", "rule_id"),
         drift_by_reason=_drift(replayed, "old_reason", "new_reason", "reason_code"),
         outcomes=_outcomes(computed.outcome_cube),
@@ -179,5 +197,5 @@ def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResul
         rules_never_fired_in_history=[r["rule_id"] for r in rules if r["fired_in_history"] == 0],
         rules_never_firing_under_draft=[r["rule_id"] for r in rules if r["fires_under_draft"] == 0],
         flips={"count": changed, "listed": _rows(flips), "listed_limit": computed.flips_limit},
-        notes=notes,
+        notes=list(NOTES),
     )

@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from workbench.notebooks.support import (
     NotebookPaths,
@@ -57,7 +58,7 @@ def _sources(paths: NotebookPaths, only: list[str] | None) -> list[Path]:
     return [found[name] for name in only]
 
 
-def _count(notebook, kinds: tuple[str, ...]) -> int:
+def _count(notebook: Any, kinds: tuple[str, ...]) -> int:  # an nbformat NotebookNode (untyped)
     return sum(1 for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
                if any(kind in output.get("data", {}) for kind in kinds))
 
@@ -65,6 +66,7 @@ def _count(notebook, kinds: tuple[str, ...]) -> int:
 def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str | None, int]:
     """Run one notebook; returns where it was written, the error (None when every cell ran)
     and how many plots it shows."""
+    # Jupyter's libraries take seconds to import: only when a notebook runs.
     import jupytext
     import nbformat
     from nbclient import NotebookClient
@@ -80,7 +82,7 @@ def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str
         text = ANSI.sub("", str(failure)).strip()
         error = text.splitlines()[-1] if text else type(failure).__name__
     target = paths.output / f"{source.stem}.ipynb"
-    nbformat.write(notebook, target)
+    nbformat.write(notebook, target)  # type: ignore[no-untyped-call]  # nbformat.write has no annotations
     return target, error, _count(notebook, PLOT_TYPES)
 
 
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"open them: .venv/bin/jupyter lab {paths.output}   (or: scripts/notebooks --lab)", flush=True)
     if args.lab:
         lab = Path(sys.executable).parent / "jupyter"
-        os.execv(str(lab), [str(lab), "lab", "--ip", "127.0.0.1", "--no-browser", str(paths.output)])
+        # This venv's own jupyter in place of this process, with fixed arguments and no shell.
+        os.execv(str(lab), [str(lab), "lab", "--ip", "127.0.0.1", "--no-browser", str(paths.output)])  # noqa: S606
     return 0
 
 

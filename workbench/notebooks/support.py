@@ -75,10 +75,7 @@ def notebook_paths(env: Mapping[str, str] | None = None, *, root: Path | None = 
     root = root or project_root()
     home = _under(root, env.get("GATE_HOME") or "var")
     raw = env.get("GATE_DATASET")
-    if raw and "://" in raw:
-        dataset = raw
-    else:
-        dataset = str(_under(root, raw) if raw else home / "dataset")
+    dataset = raw if raw and "://" in raw else str(_under(root, raw) if raw else home / "dataset")
     origin = "GATE_DATASET" if raw else "$GATE_HOME/dataset" if env.get("GATE_HOME") else NotebookPaths.dataset_origin
     rulebooks = _under(root, env.get("GATE_RULEBOOKS") or "data/rulebooks")
     return NotebookPaths(root, home, dataset, rulebooks, home / "notebooks", origin)
@@ -99,6 +96,7 @@ def require_dataset(paths: NotebookPaths) -> NotebookPaths:
 def setup() -> NotebookPaths:
     """A notebook's first call: its paths, refusing clearly when the dataset is missing, and
     the plot settings (caller text in labels stays text: see `workbench.notebooks.plots`)."""
+    # matplotlib takes over a second to import: only a notebook that plots pays for it (not the runner).
     from workbench.notebooks import plots as notebook_plots
 
     notebook_plots.configure()

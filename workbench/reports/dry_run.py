@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.vocabulary import VERDICTS
 from workbench.reports import svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_html", "render_markdown"]
 
-VERDICTS = ("yes", "no", "review")
 _TOP = 15
 
 
@@ -44,11 +44,11 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("Caught failures (yes/review → no, later failed)", f"{outcomes['caught_failures']:,}"),
         ("Blocked successes (yes/review → no, later succeeded)", f"{outcomes['blocked_successes']:,}"),
         ("New approvals of blocked decisions (no → yes, outcome unobservable)", f"{outcomes['unobserved_new_approvals']:,}"),
-        ("Review queue", f"{review['before']:,} → {review['after']:,} "
-                         f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
-                         f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)"),
-        ("Expected drift", f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
-                           f"approval {m['approval']['status']}"),
+        ("Review queue", (f"{review['before']:,} → {review['after']:,} "
+                          f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
+                          f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)")),
+        ("Expected drift", (f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
+                            f"approval {m['approval']['status']}")),
         ("Signed", f"{m['signature']['algorithm']} key {m['signature']['key_id']}" if m.get("signature") else "unsigned"),
     ]
 
@@ -97,8 +97,8 @@ def render_markdown(m: dict[str, Any]) -> str:
                f"{md_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}."), ""]
     by_verdict = d["unreplayable"]["by_verdict"]
     lines += ["## Could not replay", "",
-              f"{d['unreplayable']['count']:,} decisions carry no facts in their record "
-              f"(yes {by_verdict['yes']:,}, no {by_verdict['no']:,}, review {by_verdict['review']:,}).", ""]
+              (f"{d['unreplayable']['count']:,} decisions carry no facts in their record "
+               f"(yes {by_verdict['yes']:,}, no {by_verdict['no']:,}, review {by_verdict['review']:,})."), ""]
     lines += ["## Attribution", "", f"- migration hash: {md_text(m.get('migration_hash'))}",
               f"- result hash: {md_text(d['result_hash'])}", f"- draft hash: {md_text(m['to']['rulebook_hash'])}",
               f"- history hash: {md_text(d['source']['hash'])}",
@@ -152,8 +152,8 @@ def render_html(m: dict[str, Any]) -> str:
         "<h2>Rules</h2>",
         _html_table(["rule (evaluation order)", "priority", "fired in history", "fires under draft"],
                     [[r["rule_id"], r["priority"], r["fired_in_history"], r["fires_under_draft"]] for r in d["rules"]]),
-        f"<p>Never fired in history: {html_text(', '.join(d['rules_never_fired_in_history']) or 'none')}. "
-        f"Never fires under the draft: {html_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}.</p>",
+        (f"<p>Never fired in history: {html_text(', '.join(d['rules_never_fired_in_history']) or 'none')}. "
+         f"Never fires under the draft: {html_text(', '.join(d['rules_never_firing_under_draft']) or 'none')}.</p>"),
         "<h2>Attribution</h2>",
         _html_table(["", ""], [["migration hash", m.get("migration_hash")], ["result hash", d["result_hash"]],
                                ["draft hash", m["to"]["rulebook_hash"]], ["history hash", d["source"]["hash"]],

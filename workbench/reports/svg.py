@@ -24,8 +24,8 @@ def heatmap(rows: list[str], cols: list[str], values: dict[tuple[str, str], int]
     cell, left, top = 72, 90, 50
     peak = max(values.values(), default=0) or 1
     width, height = left + cell * len(cols) + 20, top + cell * len(rows) + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{html_text(title)}">', _text(4, 16, title, extra='font-weight="bold"'),
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+              f'aria-label="{html_text(title)}">'), _text(4, 16, title, extra='font-weight="bold"'),
              _text(left + cell * len(cols) / 2, 34, f"{col_label} →", "middle")]
     for j, col in enumerate(cols):
         parts.append(_text(left + cell * j + cell / 2, top - 4, col, "middle"))
@@ -48,8 +48,8 @@ def grouped_bars(items: list[tuple[str, int, int]], title: str, labels: tuple[st
     bar, gap, left, width = 10, 8, 220, 360
     peak = max([max(b, a) for _, b, a in items], default=0) or 1
     height = 40 + len(items) * (2 * bar + gap) + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" role="img" '
-             f'aria-label="{html_text(title)}">', _text(4, 16, title, extra='font-weight="bold"'),
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + width + 90}" height="{height}" role="img" '
+              f'aria-label="{html_text(title)}">'), _text(4, 16, title, extra='font-weight="bold"'),
              f'<rect x="{left}" y="24" width="10" height="10" fill="{BEFORE}"/>', _text(left + 14, 33, labels[0]),
              f'<rect x="{left + 90}" y="24" width="10" height="10" fill="{AFTER}"/>', _text(left + 104, 33, labels[1])]
     y = 42
@@ -70,8 +70,8 @@ def paired_series(points: list[tuple[str, int, int]], title: str, labels: tuple[
     step = max(18, min(48, 640 // max(len(points), 1)))
     peak = max([max(b, a) for _, b, a in points], default=0) or 1
     width = left + step * len(points) + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{max(width, 320)}" height="{top + plot_h + 50}" '
-             f'role="img" aria-label="{html_text(title)}">', _text(4, 16, title, extra='font-weight="bold"'),
+    parts = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{max(width, 320)}" height="{top + plot_h + 50}" '
+              f'role="img" aria-label="{html_text(title)}">'), _text(4, 16, title, extra='font-weight="bold"'),
              f'<rect x="{left}" y="22" width="10" height="10" fill="{BEFORE}"/>', _text(left + 14, 31, labels[0]),
              f'<rect x="{left + 90}" y="22" width="10" height="10" fill="{AFTER}"/>', _text(left + 104, 31, labels[1]),
              _text(left - 6, top + 8, f"{peak:,}", "end", 'font-size="10"'), _text(left - 6, top + plot_h, "0", "end", 'font-size="10"'),

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from gate.vocabulary import VERDICTS
 from workbench.dataset.load import Frames
 from workbench.engines import effectiveness as effectiveness_engine
 from workbench.reports.policy import CLASSES, ReportParams, effectiveness_report
@@ -26,7 +27,6 @@ from workbench.reports.policy import CLASSES, ReportParams, effectiveness_report
 if TYPE_CHECKING:
     from workbench.dataset.rollups import RollupView
 
-VERDICTS = ("yes", "no", "review")
 MONTH = "rollup_month"
 SCORES = {"month": pl.String, "effectiveness_score": pl.Float64, "recommendation": pl.String, "resolved": pl.Int64,
           "interval_low": pl.Float64, "interval_high": pl.Float64}
