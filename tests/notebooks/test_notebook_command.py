@@ -11,6 +11,7 @@ dataset the command writes nothing and says how to make one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -52,6 +53,12 @@ def clone(tmp_path_factory) -> Path:
         if source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
+    # scripts/notebooks runs scripts/bootstrap, which reinstalls when the venv's stamp does not
+    # name this pyproject.toml: from the clone, that would point this checkout's .venv at a
+    # temporary copy. Refuse instead, and say how to put it right.
+    stamp = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    if not (ROOT / ".venv" / f".installed-{stamp}").exists():
+        pytest.fail("this checkout's .venv was installed for another pyproject.toml: run scripts/bootstrap first")
     (target / ".venv").symlink_to(ROOT / ".venv")
     return target
 
