@@ -76,12 +76,12 @@ def _check_chain(state: _State, packet: Mapping[str, Any], record: Mapping[str, 
                  anchors: TrustAnchors) -> str | None:
     chain = packet["audit_chain"]
     problems: list[str] = []
-    if not _exact_members(problems, "audit_chain", chain, _CHAIN_MEMBERS):
-        if not isinstance(chain, Mapping):
-            for name in PACKET_CHECKS:
-                if name.startswith("audit_chain"):
-                    state.fail(name, "audit_chain is not an object")
-            return None
+    _exact_members(problems, "audit_chain", chain, _CHAIN_MEMBERS)
+    if not isinstance(chain, Mapping):
+        for name in PACKET_CHECKS:
+            if name.startswith("audit_chain"):
+                state.fail(name, "audit_chain is not an object")
+        return None
     if chain.get("decision_chain_version") != DECISION_CHAIN_VERSION:
         problems.append(f"decision_chain_version must be {DECISION_CHAIN_VERSION}")
     if chain.get("merkle_strategy") != CHAIN_MERKLE_STRATEGY:
@@ -211,10 +211,10 @@ def _check_inclusion(state: _State, chain: Mapping[str, Any], record: Mapping[st
     problems: list[str] = []
     proof = chain.get("inclusion_proof")
     checkpoint = chain.get("checkpoint") if isinstance(chain.get("checkpoint"), Mapping) else {}
-    if not _exact_members(problems, "inclusion_proof", proof, _PROOF_MEMBERS):
-        if not isinstance(proof, Mapping):
-            state.conclude("audit_chain.inclusion_proof", problems)
-            return
+    _exact_members(problems, "inclusion_proof", proof, _PROOF_MEMBERS)
+    if not isinstance(proof, Mapping):
+        state.conclude("audit_chain.inclusion_proof", problems)
+        return
     if proof.get("tree_algorithm") != CHAIN_TREE_ALGORITHM:
         problems.append(f"tree_algorithm must be {CHAIN_TREE_ALGORITHM}")
     position = chain.get("record_position")

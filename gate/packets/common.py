@@ -16,7 +16,8 @@ from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_h
 from gate.verify import VerificationInputError
 
 # One constant-time digest compare and one canonical equality for records and packets.
-from gate.verify.checks import _canon_equal, _digest_equal  # noqa: F401 (re-exported to the packet modules)
+from gate.verify.checks import _canon_equal as _canon_equal
+from gate.verify.checks import _digest_equal as _digest_equal
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20

@@ -56,10 +56,10 @@ def _check_manifest(state: _State, packet: Mapping[str, Any], record: Mapping[st
         if packet.get(name) is None or packet.get(name) != record.get(source) or not isinstance(packet.get(name), str):
             problems.append(f"{name} differs from the decision record's {source}")
     manifest = packet.get("packet_manifest")
-    if not _exact_members(problems, "packet_manifest", manifest, _MANIFEST_MEMBERS):
-        if not isinstance(manifest, Mapping):
-            state.conclude("packet_manifest", problems)
-            return
+    _exact_members(problems, "packet_manifest", manifest, _MANIFEST_MEMBERS)
+    if not isinstance(manifest, Mapping):
+        state.conclude("packet_manifest", problems)
+        return
     if manifest.get("canonicalization") != CANONICALIZATION:
         problems.append(f"canonicalization must be {CANONICALIZATION}")
     if manifest.get("hash_algorithm") != HASH_ALGORITHM:

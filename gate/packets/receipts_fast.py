@@ -147,10 +147,9 @@ def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[
         if cached is None or receipt.get("action_binding_hash") != cached[0] \
                 or receipt.get("action_binding_match") is not cached[1]:
             return False
-    elif part == "outcome_records":
-        if type(binding) is not dict or bindings.record_binding_text is None \
-                or _canon(binding) != bindings.record_binding_text:
-            return False
+    elif part == "outcome_records" and (type(binding) is not dict or bindings.record_binding_text is None
+                                        or _canon(binding) != bindings.record_binding_text):
+        return False
     # Cut the hash member out of the canonical text: what remains is the canonical text of the
     # preimage (all other members, same order). The needle can only occur once, as the
     # top-level member: quotes inside strings are escaped, and a second (nested) occurrence

@@ -141,8 +141,8 @@ def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any =
         out["problems"] = problems
         return out
     if not any(f.rulebook_id == manifest["to"]["rulebook_id"] for f in fixtures):
-        out["problems"] = [f"the golden corpus has no fixture of rulebook {manifest['to']['rulebook_id']!r}; "
-                           "the migration cannot be checked"]
+        out["problems"] = [(f"the golden corpus has no fixture of rulebook {manifest['to']['rulebook_id']!r}; "
+                            "the migration cannot be checked")]
         return out
     covers = CLASS_COVERS[manifest["compatibility_class"]]
     results = [_replay_one(f, manifest, candidate, covers, adapters) for f in fixtures]

@@ -196,7 +196,7 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
     stored = {name: record.get(name) for name in OUTCOME_FIELDS}
     baseline = _outcome(evaluator.evaluate(base["inputs"]))
     results = []
-    for scenario, (context, facts) in zip(scenarios, contexts):
+    for scenario, (context, facts) in zip(scenarios, contexts, strict=True):
         outcome = _outcome(evaluator.evaluate(facts))
         binding = action_binding_from_context(context)
         diff = [{"field": name, "stored": stored[name], "scenario": outcome[name]}
