@@ -1,0 +1,79 @@
+"""The members of `decision_packet_v1` that the builder writes, as TypedDicts.
+
+They are wire objects: the builder fills them in the order given here and the packet hash
+covers them byte for byte, so they stay plain dicts (a TypedDict adds no runtime type). Their
+member names are the sets the verifier checks exactly (`gate.packets.common`);
+`tests/packets/test_packet_members.py` holds the two in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class PacketManifest(TypedDict):
+    """`packet_manifest`: how the packet was written and what it holds."""
+
+    canonicalization: str
+    hash_algorithm: str
+    options: dict[str, Any]          # PacketOptions.to_dict()
+    components: dict[str, int]       # count per component name
+    totals: dict[str, int]           # stored count per listed part
+    truncated: dict[str, bool]       # fewer exported than stored, per listed part
+
+
+class ChainWindow(TypedDict):
+    """`audit_chain.window`: the exported positions and the rolling state before the first."""
+
+    first_position: int
+    last_position: int
+    previous_link_hash: Any
+    previous_merkle_root: Any
+
+
+class InclusionProof(TypedDict):
+    """`audit_chain.inclusion_proof`: the record's RFC 6962 audit path."""
+
+    tree_algorithm: str
+    leaf_index: int
+    tree_size: int
+    leaf_hash: Any
+    proof: list[str]
+
+
+class AuditChain(TypedDict):
+    """`audit_chain`: the window of links around the record, its proof and the checkpoint."""
+
+    chain_id: str
+    decision_chain_version: str
+    merkle_strategy: str
+    chain_size: int
+    merkle_root: str
+    head_link_hash: str
+    links: list[dict[str, Any]]
+    window: ChainWindow
+    record_position: int
+    inclusion_proof: InclusionProof
+    checkpoint: dict[str, Any]
+    verification_hints: dict[str, str]
+
+
+class ReceiptChainHead(TypedDict):
+    """`receipt_chain_head`: the decision's signed receipt head, as stored."""
+
+    receipt_chain_version: str
+    decision_id: Any
+    count: Any
+    head_row_hash: Any
+    key_id: Any
+    signature: Any
+
+
+class ChainConsistency(TypedDict):
+    """`chain_consistency`: an RFC 6962 consistency proof to the packet's checkpoint."""
+
+    tree_algorithm: str
+    first: int
+    second: int
+    first_root: str
+    proof: list[Any]
