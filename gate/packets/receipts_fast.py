@@ -83,7 +83,7 @@ class _BindingCache:
         self.record_binding_text = _canon(self.record_binding) if isinstance(self.record_binding, dict) else None
         self.items: dict[str, tuple[str, bool]] = {}
 
-    def get(self, binding: dict) -> tuple[str, bool] | None:
+    def get(self, binding: dict[str, Any]) -> tuple[str, bool] | None:
         # Keyed by (name, type, value) of flat text bindings (types keep True apart from 1);
         # anything else is keyed by its canonical text.
         key: Any = tuple((name, type(value), value) for name, value in binding.items())
