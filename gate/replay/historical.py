@@ -297,15 +297,23 @@ def rebuild_record(
 # --------------------------------------------------------------------------- replay
 
 
-def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evaluator_version: str = C.EVALUATOR_VERSION):
+def bound_snapshot(record: Mapping[str, Any], snapshot: Snapshot | None) -> Snapshot:
+    """The snapshot the record was bound to; 409 `REPLAY_LINEAGE_UNAVAILABLE` when there is none."""
+    ref = _rulebook_ref(record)
+    if snapshot is None:
+        raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
+                                  rulebook_id=ref["id"], version=ref["version"])
+    return snapshot
+
+
+def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None,
+                      evaluator_version: str = C.EVALUATOR_VERSION) -> tuple[PreparedRequest, str]:
     """Check the stored lineage for a historical replay; returns (prepared request, engine label).
 
     Raises the 409 / 422 errors of the module doc."""
     record = material.record
     ref = _rulebook_ref(record)
-    if snapshot is None:
-        raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
-                                  rulebook_id=ref["id"], version=ref["version"])
+    snapshot = bound_snapshot(record, snapshot)
     if snapshot.rulebook_hash != ref["hash"] or snapshot.body_hash() != ref["hash"]:
         raise lineage_mismatch("rulebook", "the stored rulebook snapshot does not match the record's rulebook hash",
                                expected=ref["hash"], actual=snapshot.rulebook_hash)
@@ -317,11 +325,13 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evalu
                                   expected=stored_evaluator, actual=evaluator_version)
     attestation = record.get("rulebook_attestation")
     bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
-    engine = bundle.get("engine") if isinstance(bundle, dict) else None
+    # Stored and untrusted until the membership check below proves it one of the labels.
+    engine: Any = bundle.get("engine") if isinstance(bundle, dict) else None
     if engine not in ENGINE_LABELS.get(evaluator_version, ()):
         raise lineage_mismatch("evaluator", "the record's engine label is not one of this evaluator's",
                                expected=sorted(ENGINE_LABELS.get(evaluator_version, ())), actual=engine)
-    contract = record.get("rulebook_contract") if isinstance(record.get("rulebook_contract"), dict) else {}
+    stated_contract = record.get("rulebook_contract")
+    contract = stated_contract if isinstance(stated_contract, dict) else {}
     if contract.get("schema_hash") != snapshot.schema_hash:
         raise lineage_mismatch("rulebook_schema", "the record's rulebook schema hash differs from its snapshot's",
                                expected=contract.get("schema_hash"), actual=snapshot.schema_hash)
@@ -336,9 +346,11 @@ def replay(
     """The replay summary body (without `ok`) for one stored decision. `snapshot` is the
     record's own bound snapshot (historical); `runtime.snapshot` the scope's current one."""
     record = material.record
+    used: Snapshot
     if request.mode == REPLAY_HISTORICAL:
-        prepared, engine = historical_inputs(material, snapshot)
-        against, used = AGAINST_SNAPSHOT, snapshot
+        used = bound_snapshot(record, snapshot)
+        prepared, engine = historical_inputs(material, used)
+        against = AGAINST_SNAPSHOT
         contract = record["rulebook_contract"]
         schema_url, schema_hash = contract.get("schema_url"), contract["schema_hash"]
     else:
