@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
 from gate.chain.merkle import verify_inclusion
@@ -29,7 +29,14 @@ from gate.packets.common import (
 )
 from gate.packets.envelope import _check_exported_at
 from gate.packets.excerpt import ChainExcerpt, chain_window
-from gate.packets.members import AuditChain, ChainConsistency, PacketManifest, ReceiptChainHead
+from gate.packets.members import (
+    AuditChain,
+    ChainConsistency,
+    DecisionPacket,
+    PacketManifest,
+    ReceiptChainHead,
+    UnsealedPacket,
+)
 from gate.packets.options import PacketOptions
 from gate.packets.result import _State
 from gate.packets.witness import consistency_member
@@ -250,29 +257,50 @@ def _refuse_early_export(packet: Mapping[str, Any]) -> None:
         raise PacketSourceError("; ".join(check.details["exported_at"]))
 
 
-def _assemble(record: Mapping[str, Any], exported_at: str, options: PacketOptions, original_input: Any,
-              listed: _ListedParts, intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
-              head: ReceiptChainHead | None) -> dict[str, Any]:
-    """The packet's members in the order of the format, up to `receipt_chain_head`."""
-    packet: dict[str, Any] = {
+class _InputMember(TypedDict, total=False):
+    original_input: Any
+
+
+class _LaterMembers(TypedDict, total=False):
+    """The optional members after the receipt lists: the reports and the chain's proofs."""
+
+    policy_intelligence: dict[str, dict[str, Any]]
+    audit_chain: AuditChain
+    receipt_chain_head: ReceiptChainHead
+    chain_consistency: ChainConsistency
+
+
+def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
+                   head: ReceiptChainHead | None, consistency: ChainConsistency | None) -> _LaterMembers:
+    later: _LaterMembers = {}
+    if intelligence:
+        later["policy_intelligence"] = intelligence
+    if audit_chain is not None:
+        later["audit_chain"] = audit_chain
+    if head is not None:
+        later["receipt_chain_head"] = head
+    if consistency is not None:
+        later["chain_consistency"] = consistency
+    return later
+
+
+def _assemble(record: Mapping[str, Any], exported_at: str, manifest: PacketManifest, included: _InputMember,
+              listed: _ListedParts, later: _LaterMembers) -> UnsealedPacket:
+    """The packet's members in the order of the format, all but `packet_hash`."""
+    return {
         "decision_packet_version": DECISION_PACKET_VERSION,
         "decision_id": record["decision_id"],
         "record_hash": record["record_hash"],
         "receipt_hash": record["receipt_hash"],
         "exported_at": exported_at,
-        "packet_manifest": _manifest(options, listed, audit_chain, intelligence),
+        "packet_manifest": manifest,
         "decision_record": copy.deepcopy(dict(record)),
+        **included,
+        "execution_receipts": listed.items["execution_receipts"],
+        "outcome_records": listed.items["outcome_records"],
+        "crm_sync_records": listed.items["crm_sync_records"],
+        **later,
     }
-    if options.include_input:
-        packet["original_input"] = copy.deepcopy(original_input)
-    packet.update(listed.items)
-    if intelligence:
-        packet["policy_intelligence"] = intelligence
-    if audit_chain is not None:
-        packet["audit_chain"] = audit_chain
-    if head is not None:
-        packet["receipt_chain_head"] = head
-    return packet
 
 
 def build_packet(
@@ -289,7 +317,7 @@ def build_packet(
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
     receipt_head: Mapping[str, Any] | None = None,
     consistency: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> DecisionPacket:
     """The packet for the stored `record` (the full record, exactly as stored).
 
     * `executions`, `outcomes`, `crm_syncs`: newest first; the first `options` limit of each is
@@ -321,9 +349,9 @@ def build_packet(
     audit_chain = (_audit_chain_member(record, chain, options.chain_limit)
                    if options.include_chain and chain is not None else None)
     intelligence = _intelligence_member(record, options, policy_intelligence)
-    packet = _assemble(record, exported_at, options, original_input, listed, intelligence, audit_chain, head)
-    if consistency is not None:
-        packet["chain_consistency"] = _consistency_member(consistency, audit_chain)
+    chain_consistency = _consistency_member(consistency, audit_chain) if consistency is not None else None
+    included: _InputMember = {"original_input": copy.deepcopy(original_input)} if options.include_input else {}
+    packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, intelligence), included,
+                       listed, _later_members(intelligence, audit_chain, head, chain_consistency))
     _refuse_early_export(packet)
-    packet["packet_hash"] = sha256_hex(packet)
-    return packet
+    return {**packet, "packet_hash": sha256_hex(packet)}

@@ -1,14 +1,15 @@
-"""The members of `decision_packet_v1` that the builder writes, as TypedDicts.
+"""The packet `build_packet` writes (`decision_packet_v1`) and its members, as TypedDicts.
 
 They are wire objects: the builder fills them in the order given here and the packet hash
 covers them byte for byte, so they stay plain dicts (a TypedDict adds no runtime type). Their
 member names are the sets the verifier checks exactly (`gate.packets.common`);
-`tests/packets/test_packet_members.py` holds the two in step.
+`tests/packets/test_packet_members.py` holds the two in step. The verifier reads packets as
+untrusted `Mapping`s, never as these types.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 
 class PacketManifest(TypedDict):
@@ -77,3 +78,29 @@ class ChainConsistency(TypedDict):
     second: int
     first_root: str
     proof: list[Any]
+
+
+class UnsealedPacket(TypedDict):
+    """Every member of the packet but `packet_hash`, in the order the builder writes them."""
+
+    decision_packet_version: str
+    decision_id: str
+    record_hash: str
+    receipt_hash: str
+    exported_at: str
+    packet_manifest: PacketManifest
+    decision_record: dict[str, Any]
+    original_input: NotRequired[Any]
+    execution_receipts: list[dict[str, Any]]
+    outcome_records: list[dict[str, Any]]
+    crm_sync_records: list[dict[str, Any]]
+    policy_intelligence: NotRequired[dict[str, dict[str, Any]]]
+    audit_chain: NotRequired[AuditChain]
+    receipt_chain_head: NotRequired[ReceiptChainHead]
+    chain_consistency: NotRequired[ChainConsistency]
+
+
+class DecisionPacket(UnsealedPacket):
+    """The packet: `packet_hash` = sha256(canonical(the unsealed packet)), written last."""
+
+    packet_hash: str
