@@ -7,8 +7,8 @@ member names are the sets the verifier checks exactly (`gate.packets.common`);
 untrusted `Mapping`s, never as these types.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: with evaluated annotations TypedDict tells the
+# NotRequired members apart at runtime (tests/packets/test_packet_members.py reads them).
 from typing import Any, NotRequired, TypedDict
 
 
