@@ -122,12 +122,11 @@ def _check_chain(state: _State, packet: Mapping[str, Any], record: Mapping[str, 
 
 
 def _limit_window(position: Any, size: Any, limit: Any) -> tuple[int, int] | None:
-    """The window the stated chain limit gives (None when the stated values give none)."""
-    if not (_is_int(position) and _is_int(size) and _is_int(limit)):
-        return None
+    """The window the stated chain limit gives (None when the stated values give none:
+    `chain_window` refuses anything but integers)."""
     try:
         return chain_window(position, size, limit)
-    except ValueError:
+    except (ValueError, TypeError):
         return None
 
 
