@@ -123,3 +123,11 @@ def test_a_step_that_raises_fails_closed_under_its_own_name(monkeypatch, functio
     assert result.verified is False
     assert check in result.failed_checks, (check, result.failed_checks)
     assert result.checks[check] is False
+
+
+def test_a_checkpoint_log_reaches_its_check():
+    """A held checkpoint of the packet's own tree: the packet extends it (`checkpoint_log` holds)."""
+    held = [copy.deepcopy(BASE.packet["audit_chain"]["checkpoint"])]
+    result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
+    assert result.checks["checkpoint_log"] is True
+    assert result.verified is True
