@@ -107,8 +107,9 @@ import gate.packets.verify as packet_verify  # noqa: E402
 GUARDED = [("_check_packet_hash", "packet_hash"), ("_check_members", "packet_members"),
            ("_check_manifest", "packet_manifest"), ("_check_exported_at", "exported_at"),
            ("verify_record", "record"), ("_check_record_audit_chain", "record_audit_chain"),
-           ("_check_receipts", "execution_receipts"), ("_check_intelligence", "intelligence_reports"),
-           ("_check_chain", "audit_chain")]
+           ("_check_receipts", "execution_receipts"), ("_check_receipt_head", "receipt_chain_head"),
+           ("_check_intelligence", "intelligence_reports"), ("_check_chain", "audit_chain"),
+           ("check_chain_consistency", "chain_consistency")]
 
 
 @pytest.mark.parametrize("function,check", GUARDED)
