@@ -132,3 +132,14 @@ def test_a_checkpoint_log_reaches_its_check():
     result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
     assert result.checks["checkpoint_log"] is True
     assert result.verified is True
+
+
+def test_a_checkpoint_log_step_that_raises_fails_closed_under_its_own_name(monkeypatch):
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(packet_verify, "check_checkpoint_log", explode)
+    held = [copy.deepcopy(BASE.packet["audit_chain"]["checkpoint"])]
+    result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
+    assert result.failed_checks == ("checkpoint_log",)
+    assert result.details["checkpoint_log"] == ["could not be checked (RuntimeError)"]
