@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -30,8 +30,6 @@ class FixedClock:
         self._step_ms = step_ms
 
     def now(self) -> datetime:
-        from datetime import timedelta
-
         current = self._current
         self._current = current + timedelta(milliseconds=self._step_ms)
         return current

@@ -197,7 +197,7 @@ class GateClient:
     def __enter__(self) -> GateClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ decide and route
@@ -252,7 +252,8 @@ class GateClient:
         """GET the decision's packet (query parameters as keywords, e.g. include_input=True)."""
         query = {name: (str(value).lower() if isinstance(value, bool) else value) for name, value in params.items()}
         answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/packet", params=query, retry=True)
-        return self._json(answer)
+        packet: dict[str, Any] = self._json(answer)
+        return packet
 
     def verify_packet(self, packet: Mapping[str, Any], request: Any = None) -> PacketVerification:
         return verify_packet(packet, anchors=self.anchors, original_input=request)
@@ -265,17 +266,21 @@ class GateClient:
             if error.status == 503 and isinstance(error.body, dict):
                 return error.body
             raise
-        return self._json(answer)
+        status: dict[str, Any] = self._json(answer)
+        return status
 
     def receipt_keys(self) -> dict[str, Any]:
         answer, _ = self._send("GET", "/api/decision/receipt-keys")
-        return self._json(answer)
+        keys: dict[str, Any] = self._json(answer)
+        return keys
 
-    def _receipt(self, decision_id: str, kind: str, body: dict, idempotency_key: str | None) -> dict[str, Any]:
+    def _receipt(self, decision_id: str, kind: str, body: dict[str, Any],
+                 idempotency_key: str | None) -> dict[str, Any]:
         key = idempotency_key or f"client-{uuid.uuid4().hex}"
         answer, _ = self._send("POST", f"/api/decision/{_segment(decision_id)}/{kind}", body=body,
                                idempotency_key=key, retry=True)
-        return self._json(answer)
+        receipt: dict[str, Any] = self._json(answer)
+        return receipt
 
     # ------------------------------------------------------------------ transport
 
@@ -311,7 +316,8 @@ class GateClient:
             self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _exchange(self, method, path, data, params, headers) -> Answer:
+    def _exchange(self, method: str, path: str, data: bytes | None, params: Mapping[str, Any] | None,
+                  headers: dict[str, str]) -> Answer:
         with self._session.request(method, self.base_url + path, data=data, params=params, headers=headers,
                                    timeout=self.timeout, stream=True) as response:
             chunks, size = [], 0
@@ -327,7 +333,7 @@ class GateClient:
         """Exponential backoff with jitter; the server's Retry-After when it says one (None: too long)."""
         if retry_after is not None:
             return retry_after if retry_after <= self.max_backoff else None
-        ceiling = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
+        ceiling: float = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
         return ceiling * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
 
     @staticmethod

@@ -27,10 +27,9 @@ def is_advisory(body: Any) -> bool:
     if not isinstance(body, dict):
         return False
     contract = body.get("decision_contract")
-    if contract is not None:
-        if not isinstance(contract, dict) or contract.get("authority") != "binding" \
-                or contract.get("production_verdict") is not True:
-            return True
+    if contract is not None and (not isinstance(contract, dict) or contract.get("authority") != "binding"
+                                 or contract.get("production_verdict") is not True):
+        return True
     return body.get("production_binding_required") is not None and body.get("production_binding_required") is not False
 
 

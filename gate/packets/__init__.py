@@ -47,12 +47,10 @@ from gate.packets.excerpt import ChainExcerpt, chain_window
 from gate.packets.options import PacketOptions
 
 # Private fast-path names, importable from the package path for tests/packets/test_packet_receipts.py.
-from gate.packets.receipts_fast import (
-    _BindingCache,
-    _fast_receipt_ok,
-    _packet_text,
-    _ReceiptTexts,
-)
+from gate.packets.receipts_fast import _BindingCache as _BindingCache
+from gate.packets.receipts_fast import _fast_receipt_ok as _fast_receipt_ok
+from gate.packets.receipts_fast import _packet_text as _packet_text
+from gate.packets.receipts_fast import _ReceiptTexts as _ReceiptTexts
 from gate.packets.result import PacketVerification
 from gate.packets.verify import verify_packet, verify_packet_body
 
@@ -66,6 +64,7 @@ __all__ = [
     "REPORT_TYPES",
     "VERIFICATION_HINTS",
     "ChainExcerpt",
+    "PacketInputError",
     "PacketOptions",
     "PacketSourceError",
     "PacketVerification",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
 from gate.chain.merkle import verify_inclusion
@@ -28,6 +29,14 @@ from gate.packets.common import (
 )
 from gate.packets.envelope import _check_exported_at
 from gate.packets.excerpt import ChainExcerpt, chain_window
+from gate.packets.members import (
+    AuditChain,
+    ChainConsistency,
+    DecisionPacket,
+    PacketManifest,
+    ReceiptChainHead,
+    UnsealedPacket,
+)
 from gate.packets.options import PacketOptions
 from gate.packets.result import _State
 from gate.packets.witness import consistency_member
@@ -46,12 +55,9 @@ def _link_view(link: Mapping[str, Any]) -> dict[str, Any]:
     return {name: copy.deepcopy(link.get(name)) for name in (*LINK_HASH_MEMBERS, "link_hash")}
 
 
-def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_limit: int) -> dict[str, Any]:
-    """The packet's `audit_chain`; PacketSourceError when the excerpt is not self-consistent."""
-    try:
-        first, last = chain_window(chain.record_position, chain.chain_size, chain_limit)
-    except ValueError as exc:
-        raise PacketSourceError(f"audit chain excerpt: {exc}") from exc
+def _window_links(chain: ChainExcerpt, first: int, last: int) -> list[dict[str, Any]]:
+    """The excerpt's links, copied: PacketSourceError unless they are the links `first..last`
+    of one chain, with every link member, and verify."""
     if not all(isinstance(link, Mapping) and set(link) >= _LINK_MEMBERS for link in chain.links):
         raise PacketSourceError("audit chain links must carry every link member (parse the stored link JSON)")
     links = [_link_view(link) for link in chain.links]
@@ -60,22 +66,44 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
         raise PacketSourceError(f"audit chain excerpt must hold the links {first}..{last}")
     if not verify_links(links).valid or any(link["chain_id"] != chain.chain_id for link in links):
         raise PacketSourceError("the stored audit chain links do not verify")
-    record_link = links[chain.record_position - first]
-    for member, source in (("decision_id", "decision_id"), ("record_hash", "record_hash"),
-                           ("receipt_hash", "receipt_hash")):
-        if record_link.get(member) != record.get(source):
-            raise PacketSourceError(f"the link at position {chain.record_position} is not this record's")
+    return links
+
+
+def _check_record_link(record: Mapping[str, Any], record_link: dict[str, Any], position: int) -> None:
+    """PacketSourceError unless the link at the record's position is the record's own."""
+    for member in ("decision_id", "record_hash", "receipt_hash"):
+        if record_link.get(member) != record.get(member):
+            raise PacketSourceError(f"the link at position {position} is not this record's")
     if record.get("audit_chain") is not None and not _canon_equal(record["audit_chain"], record_audit_chain(record_link)):
         raise PacketSourceError("the record's audit_chain member is not its stored link")
+
+
+def _check_head_and_checkpoint(chain: ChainExcerpt, links: Sequence[Mapping[str, Any]], last: int,
+                               checkpoint: Mapping[str, Any]) -> None:
+    """PacketSourceError unless a window that reaches the head ends on it, and the checkpoint is
+    for this chain and size."""
     if last == chain.chain_size and (links[-1]["link_hash"] != chain.head_link_hash
                                      or links[-1]["merkle_root"] != chain.merkle_root):
         raise PacketSourceError("the last link is not the chain head")
-    checkpoint = copy.deepcopy(dict(chain.checkpoint))
     if checkpoint.get("chain_id") != chain.chain_id or checkpoint.get("tree_size") != chain.chain_size:
         raise PacketSourceError("the checkpoint is not for this chain and size")
+
+
+def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_limit: int) -> AuditChain:
+    """The packet's `audit_chain`; PacketSourceError when the excerpt is not self-consistent."""
+    try:
+        first, last = chain_window(chain.record_position, chain.chain_size, chain_limit)
+    except ValueError as exc:
+        raise PacketSourceError(f"audit chain excerpt: {exc}") from exc
+    links = _window_links(chain, first, last)
+    record_link = links[chain.record_position - first]
+    _check_record_link(record, record_link, chain.record_position)
+    checkpoint = copy.deepcopy(dict(chain.checkpoint))
+    _check_head_and_checkpoint(chain, links, last, checkpoint)
     leaf = record_link["leaf_hash"]
     proof = list(chain.inclusion_proof)
-    if not verify_inclusion(chain.record_position - 1, chain.chain_size, leaf, proof, checkpoint.get("root_hash")):
+    root = checkpoint.get("root_hash")
+    if not isinstance(root, str) or not verify_inclusion(chain.record_position - 1, chain.chain_size, leaf, proof, root):
         raise PacketSourceError("the inclusion proof does not lead to the checkpoint root")
     return {
         "chain_id": chain.chain_id,
@@ -104,7 +132,7 @@ def _audit_chain_member(record: Mapping[str, Any], chain: ChainExcerpt, chain_li
     }
 
 
-def _intelligence_section(record: Mapping[str, Any], section: Any, report: Any) -> dict[str, Any]:
+def _intelligence_section(record: Mapping[str, Any], section: str, report: Any) -> dict[str, Any]:
     """One sealed report for `policy_intelligence`; PacketSourceError unless it is a report of
     the record's policy with its version label and a matching hash."""
     problem = sealed_report_problem(section, report)
@@ -115,7 +143,16 @@ def _intelligence_section(record: Mapping[str, Any], section: Any, report: Any) 
     return copy.deepcopy(dict(report))
 
 
-def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _intelligence_member(record: Mapping[str, Any], options: PacketOptions,
+                         policy_intelligence: Mapping[str, Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+    """The packet's `policy_intelligence` (empty: no member)."""
+    if not options.include_intelligence or policy_intelligence is None:
+        return {}
+    return {section: _intelligence_section(record, section, report)
+            for section, report in policy_intelligence.items()}
+
+
+def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | None) -> ReceiptChainHead | None:
     """The packet's `receipt_chain_head` copied from the stored head (None: no member).
 
     Its count is exported as stored, even when it differs from `totals`: the verifier names the
@@ -123,7 +160,7 @@ def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | No
     decision's head."""
     if head is None:
         return None
-    member = {
+    member: ReceiptChainHead = {
         "receipt_chain_version": RECEIPT_CHAIN_VERSION,
         "decision_id": record["decision_id"],
         "count": head.get("count"),
@@ -134,6 +171,136 @@ def _receipt_head_member(record: Mapping[str, Any], head: Mapping[str, Any] | No
     if head.get("decision_id", record["decision_id"]) != record["decision_id"] or not _is_int(member["count"]):
         raise PacketSourceError("the receipt chain head is not this decision's")
     return member
+
+
+@dataclass(frozen=True)
+class _ListedParts:
+    """The three receipt lists as exported (newest first, each cut to its limit), with the
+    stored total and the truncation mark of each."""
+
+    items: dict[str, list[dict[str, Any]]]
+    totals: dict[str, int]
+    truncated: dict[str, bool]
+
+
+def _listed_parts(options: PacketOptions, given: Mapping[str, Sequence[Mapping[str, Any]]],
+                  totals: Mapping[str, int] | None) -> _ListedParts:
+    """Cut each list to its limit; PacketSourceError when what was read does not fit the stored total."""
+    stated_totals = dict(totals) if totals is not None else {}
+    listed = _ListedParts({}, {}, {})
+    for part in _LISTED:
+        limit = options.limit_for(part)
+        total = stated_totals.get(part, len(given[part]))
+        chosen = [copy.deepcopy(dict(item)) for item in given[part][:limit]]
+        if not _is_int(total) or total < len(chosen) or len(chosen) != min(limit, total):
+            raise PacketSourceError(f"{part}: {len(chosen)} records read do not fit the stored total {total!r}")
+        listed.items[part] = chosen
+        listed.totals[part] = total
+        listed.truncated[part] = len(chosen) < total
+    return listed
+
+
+def _manifest(options: PacketOptions, listed: _ListedParts, audit_chain: AuditChain | None,
+              intelligence: Mapping[str, Any]) -> PacketManifest:
+    components = {
+        "decision_record": 1,
+        "original_input": 1 if options.include_input else 0,
+        **{part: len(items) for part, items in listed.items.items()},
+        "audit_chain_links": len(audit_chain["links"]) if audit_chain else 0,
+        "intelligence_reports": len(intelligence),
+    }
+    return {
+        "canonicalization": CANONICALIZATION,
+        "hash_algorithm": HASH_ALGORITHM,
+        "options": options.to_dict(),
+        "components": {name: components[name] for name in _COMPONENT_NAMES},
+        "totals": listed.totals,
+        "truncated": listed.truncated,
+    }
+
+
+def _check_record_and_options(record: Any, options: Any) -> None:
+    if not isinstance(record, Mapping) or not all(
+        isinstance(record.get(name), str) for name in ("decision_id", "record_hash", "receipt_hash")
+    ):
+        raise PacketSourceError("the stored decision record is missing or malformed")
+    if not isinstance(options, PacketOptions):
+        raise TypeError("options must be a PacketOptions")
+
+
+def _exported_at_text(exported_at: str | datetime) -> str:
+    text = iso_timestamp(exported_at) if isinstance(exported_at, datetime) else exported_at
+    if not _is_iso_ms(text):
+        raise ValueError("exported_at must be ISO 8601 UTC with milliseconds and Z")
+    return text
+
+
+def _check_requested_parts(options: PacketOptions, original_input: Any, chain: ChainExcerpt | None) -> None:
+    if options.include_input and original_input is None:
+        raise PacketSourceError("the original input was requested but is not available")
+    if options.include_chain and chain is None:
+        raise PacketSourceError("the audit chain was requested but is not available")
+
+
+def _consistency_member(consistency: Mapping[str, Any], audit_chain: AuditChain | None) -> ChainConsistency:
+    if audit_chain is None:
+        raise PacketSourceError("a consistency proof needs the audit chain")
+    return consistency_member(consistency, audit_chain["checkpoint"])
+
+
+def _refuse_early_export(packet: Mapping[str, Any]) -> None:
+    """PacketSourceError when `exported_at` is earlier than something in the packet (the
+    verifier's own `exported_at` check)."""
+    check = _State()
+    _check_exported_at(check, packet, packet["decision_record"])
+    if check.checks["exported_at"] is False:
+        raise PacketSourceError("; ".join(check.details["exported_at"]))
+
+
+class _InputMember(TypedDict, total=False):
+    original_input: Any
+
+
+class _LaterMembers(TypedDict, total=False):
+    """The optional members after the receipt lists: the reports and the chain's proofs."""
+
+    policy_intelligence: dict[str, dict[str, Any]]
+    audit_chain: AuditChain
+    receipt_chain_head: ReceiptChainHead
+    chain_consistency: ChainConsistency
+
+
+def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
+                   head: ReceiptChainHead | None, consistency: ChainConsistency | None) -> _LaterMembers:
+    later: _LaterMembers = {}
+    if intelligence:
+        later["policy_intelligence"] = intelligence
+    if audit_chain is not None:
+        later["audit_chain"] = audit_chain
+    if head is not None:
+        later["receipt_chain_head"] = head
+    if consistency is not None:
+        later["chain_consistency"] = consistency
+    return later
+
+
+def _assemble(record: Mapping[str, Any], exported_at: str, manifest: PacketManifest, included: _InputMember,
+              listed: _ListedParts, later: _LaterMembers) -> UnsealedPacket:
+    """The packet's members in the order of the format, all but `packet_hash`."""
+    return {
+        "decision_packet_version": DECISION_PACKET_VERSION,
+        "decision_id": record["decision_id"],
+        "record_hash": record["record_hash"],
+        "receipt_hash": record["receipt_hash"],
+        "exported_at": exported_at,
+        "packet_manifest": manifest,
+        "decision_record": copy.deepcopy(dict(record)),
+        **included,
+        "execution_receipts": listed.items["execution_receipts"],
+        "outcome_records": listed.items["outcome_records"],
+        "crm_sync_records": listed.items["crm_sync_records"],
+        **later,
+    }
 
 
 def build_packet(
@@ -150,7 +317,7 @@ def build_packet(
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
     receipt_head: Mapping[str, Any] | None = None,
     consistency: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> DecisionPacket:
     """The packet for the stored `record` (the full record, exactly as stored).
 
     * `executions`, `outcomes`, `crm_syncs`: newest first; the first `options` limit of each is
@@ -173,80 +340,18 @@ def build_packet(
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
-    if not isinstance(record, Mapping) or not all(
-        isinstance(record.get(name), str) for name in ("decision_id", "record_hash", "receipt_hash")
-    ):
-        raise PacketSourceError("the stored decision record is missing or malformed")
-    if not isinstance(options, PacketOptions):
-        raise TypeError("options must be a PacketOptions")
-    if isinstance(exported_at, datetime):
-        exported_at = iso_timestamp(exported_at)
-    if not _is_iso_ms(exported_at):
-        raise ValueError("exported_at must be ISO 8601 UTC with milliseconds and Z")
-    if options.include_input and original_input is None:
-        raise PacketSourceError("the original input was requested but is not available")
-    if options.include_chain and chain is None:
-        raise PacketSourceError("the audit chain was requested but is not available")
-
-    given = {"execution_receipts": list(executions), "outcome_records": list(outcomes),
-             "crm_sync_records": list(crm_syncs)}
-    stated_totals = dict(totals) if totals is not None else {}
-    parts: dict[str, list] = {}
-    components: dict[str, int] = {"decision_record": 1, "original_input": 1 if options.include_input else 0}
-    packet_totals: dict[str, int] = {}
-    truncated: dict[str, bool] = {}
-    for part in _LISTED:
-        limit = options.limit_for(part)
-        total = stated_totals.get(part, len(given[part]))
-        chosen = [copy.deepcopy(dict(item)) for item in given[part][:limit]]
-        if not _is_int(total) or total < len(chosen) or len(chosen) != min(limit, total):
-            raise PacketSourceError(f"{part}: {len(chosen)} records read do not fit the stored total {total!r}")
-        parts[part] = chosen
-        components[part] = len(chosen)
-        packet_totals[part] = total
-        truncated[part] = len(chosen) < total
-
+    _check_record_and_options(record, options)
+    exported_at = _exported_at_text(exported_at)
+    _check_requested_parts(options, original_input, chain)
+    listed = _listed_parts(options, {"execution_receipts": list(executions), "outcome_records": list(outcomes),
+                                     "crm_sync_records": list(crm_syncs)}, totals)
     head = _receipt_head_member(record, receipt_head)
-    audit_chain = _audit_chain_member(record, chain, options.chain_limit) if options.include_chain else None
-    components["audit_chain_links"] = len(audit_chain["links"]) if audit_chain else 0
-    intelligence = None
-    if options.include_intelligence and policy_intelligence is not None:
-        intelligence = {section: _intelligence_section(record, section, report)
-                        for section, report in policy_intelligence.items()}
-    components["intelligence_reports"] = len(intelligence) if intelligence else 0
-
-    packet: dict[str, Any] = {
-        "decision_packet_version": DECISION_PACKET_VERSION,
-        "decision_id": record["decision_id"],
-        "record_hash": record["record_hash"],
-        "receipt_hash": record["receipt_hash"],
-        "exported_at": exported_at,
-        "packet_manifest": {
-            "canonicalization": CANONICALIZATION,
-            "hash_algorithm": HASH_ALGORITHM,
-            "options": options.to_dict(),
-            "components": {name: components[name] for name in _COMPONENT_NAMES},
-            "totals": packet_totals,
-            "truncated": truncated,
-        },
-        "decision_record": copy.deepcopy(dict(record)),
-    }
-    if options.include_input:
-        packet["original_input"] = copy.deepcopy(original_input)
-    packet.update(parts)
-    if intelligence:
-        packet["policy_intelligence"] = intelligence
-    if audit_chain is not None:
-        packet["audit_chain"] = audit_chain
-    if head is not None:
-        packet["receipt_chain_head"] = head
-    if consistency is not None:
-        if audit_chain is None:
-            raise PacketSourceError("a consistency proof needs the audit chain")
-        packet["chain_consistency"] = consistency_member(consistency, audit_chain["checkpoint"])
-    check = _State()
-    _check_exported_at(check, packet, packet["decision_record"])
-    if check.checks["exported_at"] is False:
-        raise PacketSourceError("; ".join(check.details["exported_at"]))
-    packet["packet_hash"] = sha256_hex(packet)
-    return packet
+    audit_chain = (_audit_chain_member(record, chain, options.chain_limit)
+                   if options.include_chain and chain is not None else None)
+    intelligence = _intelligence_member(record, options, policy_intelligence)
+    chain_consistency = _consistency_member(consistency, audit_chain) if consistency is not None else None
+    included: _InputMember = {"original_input": copy.deepcopy(original_input)} if options.include_input else {}
+    packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, intelligence), included,
+                       listed, _later_members(intelligence, audit_chain, head, chain_consistency))
+    _refuse_early_export(packet)
+    return {**packet, "packet_hash": sha256_hex(packet)}

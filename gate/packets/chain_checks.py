@@ -29,6 +29,7 @@ from gate.packets.common import (
     _is_hex64,
     _is_int,
     _is_iso_ms,
+    _object,
 )
 from gate.packets.excerpt import chain_window
 from gate.packets.result import _State
@@ -42,16 +43,24 @@ from gate.vocabulary import (
 )
 
 
+def _stated_leaf(record: Mapping[str, Any]) -> str | None:
+    """The chain leaf of the record's stated `decision_id`, `record_hash` and `receipt_hash`
+    (None when they cannot be canonicalised). Untrusted members pass as stated: a member that is
+    not a string gives a leaf that no chain holds."""
+    stated: list[Any] = [record.get(name) for name in ("decision_id", "record_hash", "receipt_hash")]
+    try:
+        return leaf_hash(*stated)
+    except (CanonicalJSONError, TypeError, ValueError):
+        return None
+
+
 def _check_record_audit_chain(state: _State, record: Mapping[str, Any]) -> None:
     member = record.get("audit_chain")
     if member is None:
         return
     problems: list[str] = []
     if _exact_members(problems, "decision_record.audit_chain", member, frozenset(AUDIT_CHAIN_MEMBERS)):
-        try:
-            expected = leaf_hash(record.get("decision_id"), record.get("record_hash"), record.get("receipt_hash"))
-        except (CanonicalJSONError, TypeError, ValueError):
-            expected = None
+        expected = _stated_leaf(record)
         if not _digest_equal(expected, member.get("leaf_hash")):
             problems.append("audit_chain.leaf_hash is not the leaf of this record")
         if member.get("entry_type") != CHAIN_ENTRY_TYPE_DECISION:
@@ -76,12 +85,12 @@ def _check_chain(state: _State, packet: Mapping[str, Any], record: Mapping[str, 
                  anchors: TrustAnchors) -> str | None:
     chain = packet["audit_chain"]
     problems: list[str] = []
-    if not _exact_members(problems, "audit_chain", chain, _CHAIN_MEMBERS):
-        if not isinstance(chain, Mapping):
-            for name in PACKET_CHECKS:
-                if name.startswith("audit_chain"):
-                    state.fail(name, "audit_chain is not an object")
-            return None
+    _exact_members(problems, "audit_chain", chain, _CHAIN_MEMBERS)
+    if not isinstance(chain, Mapping):
+        for name in PACKET_CHECKS:
+            if name.startswith("audit_chain"):
+                state.fail(name, "audit_chain is not an object")
+        return None
     if chain.get("decision_chain_version") != DECISION_CHAIN_VERSION:
         problems.append(f"decision_chain_version must be {DECISION_CHAIN_VERSION}")
     if chain.get("merkle_strategy") != CHAIN_MERKLE_STRATEGY:
@@ -112,10 +121,20 @@ def _check_chain(state: _State, packet: Mapping[str, Any], record: Mapping[str, 
     return source[0]
 
 
-def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, Any], links: list | None) -> None:
+def _limit_window(position: Any, size: Any, limit: Any) -> tuple[int, int] | None:
+    """The window the stated chain limit gives (None when the stated values give none:
+    `chain_window` refuses anything but integers)."""
+    try:
+        return chain_window(position, size, limit)
+    except (ValueError, TypeError):
+        return None
+
+
+def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, Any], links: list[Any] | None) -> None:
     problems: list[str] = []
     window = chain.get("window")
-    if not _exact_members(problems, "window", window, _WINDOW_MEMBERS) or not links:
+    members_ok = _exact_members(problems, "window", window, _WINDOW_MEMBERS)
+    if not members_ok or not links or not isinstance(window, Mapping):
         if not links:
             problems.append("links must be a non-empty array")
         state.conclude("audit_chain.window", problems)
@@ -124,12 +143,8 @@ def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, 
     stated = [link.get("chain_position") if isinstance(link, Mapping) else None for link in links]
     if not _is_int(first) or not _is_int(last) or stated != list(range(first, last + 1)):
         problems.append(f"window {first!r}..{last!r} does not match the link positions")
-    options = packet.get("packet_manifest", {}).get("options", {}) if isinstance(packet.get("packet_manifest"), Mapping) else {}
-    limit = options.get("chain_limit") if isinstance(options, Mapping) else None
-    try:
-        rule = chain_window(chain.get("record_position"), chain.get("chain_size"), limit)
-    except (ValueError, TypeError):
-        rule = None
+    limit = _object(_object(packet.get("packet_manifest")).get("options")).get("chain_limit")
+    rule = _limit_window(chain.get("record_position"), chain.get("chain_size"), limit)
     if rule != (first, last):
         problems.append(f"window {first!r}..{last!r} is not the chain_limit window {rule}")
     previous = (window.get("previous_link_hash"), window.get("previous_merkle_root"))
@@ -141,7 +156,7 @@ def _check_window(state: _State, packet: Mapping[str, Any], chain: Mapping[str, 
     state.conclude("audit_chain.window", problems)
 
 
-def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list | None) -> None:
+def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list[Any] | None) -> None:
     if not links:
         state.fail("audit_chain.links", "links must be a non-empty array")
         return
@@ -150,7 +165,7 @@ def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list | No
         _exact_members(problems, f"links[{index}]", link, _LINK_MEMBERS)
         if isinstance(link, Mapping) and link.get("chain_id") != chain.get("chain_id"):
             problems.append(f"links[{index}].chain_id is not audit_chain.chain_id")
-    window = chain.get("window") if isinstance(chain.get("window"), Mapping) else {}
+    window = _object(chain.get("window"))
     start_link, start_root = window.get("previous_link_hash"), window.get("previous_merkle_root")
     result = verify_links(
         [dict(link) if isinstance(link, Mapping) else link for link in links],
@@ -168,14 +183,14 @@ def _check_chain_links(state: _State, chain: Mapping[str, Any], links: list | No
     state.conclude("audit_chain.links", problems)
 
 
-def _link_at(links: list | None, position: Any) -> Mapping[str, Any] | None:
+def _link_at(links: list[Any] | None, position: Any) -> Mapping[str, Any] | None:
     for link in links or ():
         if isinstance(link, Mapping) and link.get("chain_position") == position and _is_int(position):
             return link
     return None
 
 
-def _check_record_link(state: _State, chain: Mapping[str, Any], links: list | None, record: Mapping[str, Any]) -> None:
+def _check_record_link(state: _State, chain: Mapping[str, Any], links: list[Any] | None, record: Mapping[str, Any]) -> None:
     position = chain.get("record_position")
     link = _link_at(links, position)
     if link is None:
@@ -192,7 +207,7 @@ def _check_record_link(state: _State, chain: Mapping[str, Any], links: list | No
     state.conclude("audit_chain.record_link", problems)
 
 
-def _check_head(state: _State, chain: Mapping[str, Any], links: list | None) -> None:
+def _check_head(state: _State, chain: Mapping[str, Any], links: list[Any] | None) -> None:
     if not links or not isinstance(links[-1], Mapping):
         state.fail("audit_chain.head", "no links")
         return
@@ -210,11 +225,11 @@ def _check_head(state: _State, chain: Mapping[str, Any], links: list | None) -> 
 def _check_inclusion(state: _State, chain: Mapping[str, Any], record: Mapping[str, Any]) -> None:
     problems: list[str] = []
     proof = chain.get("inclusion_proof")
-    checkpoint = chain.get("checkpoint") if isinstance(chain.get("checkpoint"), Mapping) else {}
-    if not _exact_members(problems, "inclusion_proof", proof, _PROOF_MEMBERS):
-        if not isinstance(proof, Mapping):
-            state.conclude("audit_chain.inclusion_proof", problems)
-            return
+    checkpoint = _object(chain.get("checkpoint"))
+    _exact_members(problems, "inclusion_proof", proof, _PROOF_MEMBERS)
+    if not isinstance(proof, Mapping):
+        state.conclude("audit_chain.inclusion_proof", problems)
+        return
     if proof.get("tree_algorithm") != CHAIN_TREE_ALGORITHM:
         problems.append(f"tree_algorithm must be {CHAIN_TREE_ALGORITHM}")
     position = chain.get("record_position")
@@ -222,24 +237,21 @@ def _check_inclusion(state: _State, chain: Mapping[str, Any], record: Mapping[st
         problems.append("leaf_index must be record_position - 1")
     if proof.get("tree_size") != checkpoint.get("tree_size") or not _is_int(proof.get("tree_size")):
         problems.append("tree_size must equal checkpoint.tree_size")
-    try:
-        expected_leaf = leaf_hash(record.get("decision_id"), record.get("record_hash"), record.get("receipt_hash"))
-    except (CanonicalJSONError, TypeError, ValueError):
-        expected_leaf = None
+    expected_leaf = _stated_leaf(record)
     state.value("audit_chain.inclusion_proof.leaf_hash", expected_leaf, proof.get("leaf_hash"))
     if not _digest_equal(expected_leaf, proof.get("leaf_hash")):
         problems.append("leaf_hash is not the leaf of this record")
-    path = proof.get("proof")
+    path, index, size = proof.get("proof"), proof.get("leaf_index"), proof.get("tree_size")
+    root = checkpoint.get("root_hash")
     # A record whose leaf cannot be computed has no audit path: None never verifies (an empty
     # string would be read as the empty leaf, which a crafted checkpoint root could commit to).
-    if not isinstance(path, list) or not verify_inclusion(
-        proof.get("leaf_index"), proof.get("tree_size"), expected_leaf, path, checkpoint.get("root_hash")
-    ):
+    if not (isinstance(path, list) and _is_int(index) and _is_int(size) and isinstance(expected_leaf, str)
+            and isinstance(root, str) and verify_inclusion(index, size, expected_leaf, path, root)):
         problems.append("the audit path does not lead from the record's leaf to checkpoint.root_hash")
     state.conclude("audit_chain.inclusion_proof", problems)
 
 
-def _check_checkpoint(state: _State, chain: Mapping[str, Any], anchors: TrustAnchors, source: list) -> None:
+def _check_checkpoint(state: _State, chain: Mapping[str, Any], anchors: TrustAnchors, source: list[str | None]) -> None:
     checkpoint = chain.get("checkpoint")
     problems: list[str] = []
     if not isinstance(checkpoint, Mapping):
@@ -257,8 +269,8 @@ def _check_checkpoint(state: _State, chain: Mapping[str, Any], anchors: TrustAnc
         problems.append("checkpoint.tree_size is not chain_size")
     if not _is_iso_ms(checkpoint.get("created_at")):
         problems.append("checkpoint.created_at must be ISO 8601 UTC with milliseconds and Z")
-    signature = signature if isinstance(signature, Mapping) else {}
-    key = anchors.select_ed25519(signature.get("key_id"), signature.get("public_key_fingerprint"))
+    signed = _object(signature)
+    key = anchors.select_ed25519(signed.get("key_id"), signed.get("public_key_fingerprint"))
     result = verify_checkpoint(checkpoint, key.public_key_pem if key is not None else "")
     state.value("audit_chain.checkpoint.checkpoint_hash", result.expected_checkpoint_hash,
                 checkpoint.get("checkpoint_hash"))
@@ -273,7 +285,7 @@ def _check_checkpoint(state: _State, chain: Mapping[str, Any], anchors: TrustAnc
         return
     signature_problems = [f"checkpoint {name} check failed"
                           for name in _CHECKPOINT_AUTHENTICITY if not result.checks.get(name)]
-    if key.key_id is not None and signature.get("key_id") != key.key_id:
+    if key.key_id is not None and signed.get("key_id") != key.key_id:
         signature_problems.append("checkpoint signature.key_id is not the trusted key's id")
     state.conclude("audit_chain.checkpoint_signature", signature_problems)
     source[0] = key.source

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from gate.chain.links import LINK_HASH_MEMBERS
 from gate.chain.merkle import CHECKPOINT_BODY_MEMBERS
@@ -16,7 +16,8 @@ from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_h
 from gate.verify import VerificationInputError
 
 # One constant-time digest compare and one canonical equality for records and packets.
-from gate.verify.checks import _canon_equal, _digest_equal  # noqa: F401 (re-exported to the packet modules)
+from gate.verify.checks import _canon_equal as _canon_equal
+from gate.verify.checks import _digest_equal as _digest_equal
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20
@@ -160,15 +161,15 @@ class PacketInputError(VerificationInputError):
 # --------------------------------------------------------------------------- small helpers
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return type(value) is int
 
 
-def _is_hex64(value: Any) -> bool:
+def _is_hex64(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_HEX64.fullmatch(value))
 
 
-def _is_iso_ms(value: Any) -> bool:
+def _is_iso_ms(value: Any) -> TypeGuard[str]:
     if not isinstance(value, str) or not _ISO_MS.fullmatch(value):
         return False
     try:
@@ -176,6 +177,16 @@ def _is_iso_ms(value: Any) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _object(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one (for reading untrusted members)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _array(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty one (for reading untrusted members)."""
+    return value if isinstance(value, list) else []
 
 
 def _short(value: Any, width: int = 80) -> str:

@@ -3,7 +3,7 @@ no duplicates) and the policy intelligence reports (labels, hashes, policy)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.chain.rowseal import RECEIPT_CHAIN_VERSION, receipt_head_payload
@@ -39,18 +39,19 @@ def _check_receipts(state: _State, packet: Mapping[str, Any], record: Mapping[st
         if not isinstance(items, list):
             state.fail(part, f"{part} must be an array")
             continue
-        part_texts = texts.by_part.get(part)
-        if part_texts is None or len(part_texts) != len(items):
-            part_texts = [_canon(item) for item in items]
+        kept = texts.by_part.get(part)
+        part_texts: Sequence[str | None] = (kept if kept is not None and len(kept) == len(items)
+                                            else [_canon(item) for item in items])
         slow = [i for i, item in enumerate(items)
                 if not _fast_receipt_ok(part, item, part_texts[i], record, bindings)]
         failures = []
         if slow:
             chosen = [items[i] for i in slow]
-            arguments = {"executions": (), "outcomes": (), "syncs": ()}
-            arguments[{"execution_receipts": "executions", "outcome_records": "outcomes",
-                       "crm_sync_records": "syncs"}[part]] = chosen
-            for failure in verify_receipt_links(record, **arguments):
+            found = verify_receipt_links(record,
+                                         executions=chosen if part == "execution_receipts" else (),
+                                         outcomes=chosen if part == "outcome_records" else (),
+                                         syncs=chosen if part == "crm_sync_records" else ())
+            for failure in found:
                 index = slow[failure.index]
                 name = f"{part}[{index}].{failure.check}"
                 failures.append(name)
@@ -67,7 +68,8 @@ def _stored_total(packet: Mapping[str, Any]) -> int | None:
     totals = manifest.get("totals") if isinstance(manifest, Mapping) else None
     if not isinstance(totals, Mapping) or not all(_is_int(totals.get(part)) for part in _LISTED):
         return None
-    return sum(totals[part] for part in _LISTED)
+    counts: list[int] = [totals[part] for part in _LISTED]
+    return sum(counts)
 
 
 def _check_receipt_head(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
@@ -119,7 +121,7 @@ def _check_receipt_head_signature(state: _State, head: Mapping[str, Any], record
         state.fail("receipt_chain_head_signature", "the receipt head's signature does not verify with a trusted key")
 
 
-def _order_and_duplicates(part: str, items: list) -> list[str]:
+def _order_and_duplicates(part: str, items: list[Any]) -> list[str]:
     """Newest first (non-increasing reported_at) and no receipt twice (by id and by hash)."""
     hash_member, _, id_member, *_ = _KINDS[part]
     problems = []

@@ -34,7 +34,7 @@ def _query_value(query: Mapping[str, Any], name: str) -> tuple[bool, Any]:
     return True, value
 
 
-def _parse_bool(name: str, value: Any, problems: list) -> bool | None:
+def _parse_bool(name: str, value: Any, problems: list[dict[str, str]]) -> bool | None:
     if value is True or value is False:
         return value
     if isinstance(value, str) and value in ("true", "1"):
@@ -45,7 +45,7 @@ def _parse_bool(name: str, value: Any, problems: list) -> bool | None:
     return None
 
 
-def _parse_limit(name: str, value: Any, problems: list) -> int | None:
+def _parse_limit(name: str, value: Any, problems: list[dict[str, str]]) -> int | None:
     if _is_int(value):
         number = value
     elif isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
@@ -108,7 +108,8 @@ class PacketOptions:
         return cls(**values)
 
     def limit_for(self, part: str) -> int:
-        return getattr(self, _LIMIT_OF[part])
+        limit: int = getattr(self, _LIMIT_OF[part])
+        return limit
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _OPTION_NAMES}

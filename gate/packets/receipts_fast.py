@@ -83,7 +83,7 @@ class _BindingCache:
         self.record_binding_text = _canon(self.record_binding) if isinstance(self.record_binding, dict) else None
         self.items: dict[str, tuple[str, bool]] = {}
 
-    def get(self, binding: dict) -> tuple[str, bool] | None:
+    def get(self, binding: dict[str, Any]) -> tuple[str, bool] | None:
         # Keyed by (name, type, value) of flat text bindings (types keep True apart from 1);
         # anything else is keyed by its canonical text.
         key: Any = tuple((name, type(value), value) for name, value in binding.items())
@@ -102,6 +102,73 @@ class _BindingCache:
         return cached
 
 
+def _plain_form(receipt: dict[str, Any], hash_member: str, members: frozenset[str]) -> bool:
+    """Only the preimage members and the hash member, none of them null, "" or {} (those are
+    compacted away: leave them to the receipts module)."""
+    for name, value in receipt.items():
+        if name not in members and name != hash_member:
+            return False
+        kind = type(value)
+        if kind not in _PLAIN_TYPES or (kind is str and not value) or (kind is dict and not value):
+            return False
+    return True
+
+
+def _kind_values(receipt: dict[str, Any], version_member: str, version: str,
+                 value_sets: tuple[tuple[str, frozenset[str]], ...]) -> bool:
+    """The protocol and kind versions, and each status (or direction) one of its values."""
+    if receipt.get("decision_protocol_version") != DECISION_PROTOCOL_VERSION or receipt.get(version_member) != version:
+        return False
+    for member, allowed in value_sets:
+        value = receipt.get(member)
+        if type(value) is not str or value not in allowed:
+            return False
+    return True
+
+
+def _record_links_equal(receipt: dict[str, Any], record: Mapping[str, Any]) -> bool:
+    """Every record-derived member equal in value and type to the record's (or both absent)."""
+    for member, source in _RECORD_LINKS:
+        mine, theirs = receipt.get(member), record.get(source)
+        if mine is None and theirs is None:
+            continue
+        if type(mine) is not str or type(theirs) is not str or mine != theirs:
+            return False
+    return True
+
+
+def _binding_as_recorded(part: str, receipt: dict[str, Any], bindings: _BindingCache) -> bool:
+    """An execution's binding hash and match as the record's binding gives them; an outcome's
+    binding the record's own."""
+    binding = receipt.get("action_binding")
+    if part == "execution_receipts":
+        if type(binding) is not dict:
+            return False
+        cached = bindings.get(binding)
+        return not (cached is None or receipt.get("action_binding_hash") != cached[0]
+                    or receipt.get("action_binding_match") is not cached[1])
+    if part == "outcome_records":
+        return not (type(binding) is not dict or bindings.record_binding_text is None
+                    or _canon(binding) != bindings.record_binding_text)
+    return True
+
+
+def _text_hash_matches(text: str, hash_member: str, stated: str) -> bool:
+    """The sha256 of the receipt's canonical text with the hash member cut out is `stated`.
+
+    What remains after the cut is the canonical text of the preimage (all other members, same
+    order). The needle can only occur once, as the top-level member: quotes inside strings are
+    escaped, and a second (nested) occurrence sends the receipt to the slow path. It is never
+    the first member (decision_protocol_version, required by `_kind_values`, sorts before every
+    hash member), so a comma precedes it and goes with it."""
+    needle = '"' + hash_member + '":"' + stated + '"'
+    if text.count(needle) != 1:
+        return False
+    at = text.index(needle)
+    preimage = text[: at - 1] + text[at + len(needle):]
+    return hmac.compare_digest(hashlib.sha256(preimage.encode("utf-8")).hexdigest(), stated)
+
+
 def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[str, Any],
                      bindings: _BindingCache) -> bool:
     """A sufficient condition for `verify_receipt_links` finding nothing wrong with `receipt`.
@@ -117,48 +184,10 @@ def _fast_receipt_ok(part: str, receipt: Any, text: str | None, record: Mapping[
         return False
     hash_member, members, _, version_member, version, value_sets = _KINDS[part]
     stated = receipt.get(hash_member)
-    if not _is_hex64(stated):
-        return False
-    for name, value in receipt.items():
-        if name not in members and name != hash_member:
-            return False
-        kind = type(value)
-        if kind not in _PLAIN_TYPES or (kind is str and not value) or (kind is dict and not value):
-            return False  # null, "" and {} are compacted away: leave those to the receipts module
-    if receipt.get("decision_protocol_version") != DECISION_PROTOCOL_VERSION or receipt.get(version_member) != version:
-        return False
-    for member, allowed in value_sets:
-        value = receipt.get(member)
-        if type(value) is not str or value not in allowed:
-            return False
-    for member, source in _RECORD_LINKS:
-        mine, theirs = receipt.get(member), record.get(source)
-        if mine is None and theirs is None:
-            continue
-        if type(mine) is not str or type(theirs) is not str or mine != theirs:
-            return False
-    if receipt.get("decision_found") is not True:
-        return False
-    binding = receipt.get("action_binding")
-    if part == "execution_receipts":
-        if type(binding) is not dict:
-            return False
-        cached = bindings.get(binding)
-        if cached is None or receipt.get("action_binding_hash") != cached[0] \
-                or receipt.get("action_binding_match") is not cached[1]:
-            return False
-    elif part == "outcome_records":
-        if type(binding) is not dict or bindings.record_binding_text is None \
-                or _canon(binding) != bindings.record_binding_text:
-            return False
-    # Cut the hash member out of the canonical text: what remains is the canonical text of the
-    # preimage (all other members, same order). The needle can only occur once, as the
-    # top-level member: quotes inside strings are escaped, and a second (nested) occurrence
-    # sends the receipt to the slow path. It is never the first member (decision_protocol_version,
-    # required above, sorts before every hash member), so a comma precedes it and goes with it.
-    needle = '"' + hash_member + '":"' + stated + '"'
-    if text.count(needle) != 1:
-        return False
-    at = text.index(needle)
-    preimage = text[: at - 1] + text[at + len(needle):]
-    return hmac.compare_digest(hashlib.sha256(preimage.encode("utf-8")).hexdigest(), stated)
+    return (_is_hex64(stated)
+            and _plain_form(receipt, hash_member, members)
+            and _kind_values(receipt, version_member, version, value_sets)
+            and _record_links_equal(receipt, record)
+            and receipt.get("decision_found") is True
+            and _binding_as_recorded(part, receipt, bindings)
+            and _text_hash_matches(text, hash_member, stated))

@@ -126,6 +126,8 @@ def replay_fixture(fixture: Fixture, *, adapters: Any = None, candidate: Snapsho
 def shipped_adapters() -> Any:
     """The adapters shipped with the gate (no plugins, workers started cold): what the corpus's
     adapter fixtures were decided with, so what replaying them re-runs by default."""
+    # Imported here for start-up time: the adapters take about a second to import, and the CLI
+    # reads this module's CORPUS_DIR without running any adapter.
     from gate.adapters import default_registry
 
     return default_registry(pool_size=0, plugins=False)

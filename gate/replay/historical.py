@@ -297,15 +297,23 @@ def rebuild_record(
 # --------------------------------------------------------------------------- replay
 
 
-def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evaluator_version: str = C.EVALUATOR_VERSION):
+def bound_snapshot(record: Mapping[str, Any], snapshot: Snapshot | None) -> Snapshot:
+    """The snapshot the record was bound to; 409 `REPLAY_LINEAGE_UNAVAILABLE` when there is none."""
+    ref = _rulebook_ref(record)
+    if snapshot is None:
+        raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
+                                  rulebook_id=ref["id"], version=ref["version"])
+    return snapshot
+
+
+def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None,
+                      evaluator_version: str = C.EVALUATOR_VERSION) -> tuple[PreparedRequest, str]:
     """Check the stored lineage for a historical replay; returns (prepared request, engine label).
 
     Raises the 409 / 422 errors of the module doc."""
     record = material.record
     ref = _rulebook_ref(record)
-    if snapshot is None:
-        raise lineage_unavailable("rulebook", "the rulebook snapshot this decision was bound to is not available",
-                                  rulebook_id=ref["id"], version=ref["version"])
+    snapshot = bound_snapshot(record, snapshot)
     if snapshot.rulebook_hash != ref["hash"] or snapshot.body_hash() != ref["hash"]:
         raise lineage_mismatch("rulebook", "the stored rulebook snapshot does not match the record's rulebook hash",
                                expected=ref["hash"], actual=snapshot.rulebook_hash)
@@ -317,16 +325,76 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None, evalu
                                   expected=stored_evaluator, actual=evaluator_version)
     attestation = record.get("rulebook_attestation")
     bundle = attestation.get("bundle") if isinstance(attestation, dict) else None
-    engine = bundle.get("engine") if isinstance(bundle, dict) else None
+    # Stored and untrusted until the membership check below proves it one of the labels.
+    engine: Any = bundle.get("engine") if isinstance(bundle, dict) else None
     if engine not in ENGINE_LABELS.get(evaluator_version, ()):
         raise lineage_mismatch("evaluator", "the record's engine label is not one of this evaluator's",
                                expected=sorted(ENGINE_LABELS.get(evaluator_version, ())), actual=engine)
-    contract = record.get("rulebook_contract") if isinstance(record.get("rulebook_contract"), dict) else {}
+    stated_contract = record.get("rulebook_contract")
+    contract = stated_contract if isinstance(stated_contract, dict) else {}
     if contract.get("schema_hash") != snapshot.schema_hash:
         raise lineage_mismatch("rulebook_schema", "the record's rulebook schema hash differs from its snapshot's",
                                expected=contract.get("schema_hash"), actual=snapshot.schema_hash)
     # The stored request's own rulebook is not used: the snapshot is (it hashes to the record's).
     return stored_request(material), engine
+
+
+@dataclass(frozen=True, slots=True)
+class _Basis:
+    """What a replay evaluates against: the stored request as prepared, the snapshot, and the
+    lineage labels the rebuilt record carries."""
+
+    prepared: PreparedRequest
+    against: str
+    snapshot: Snapshot
+    engine: str
+    schema_url: Any
+    schema_hash: str
+
+
+def _historical_basis(material: StoredMaterial, snapshot: Snapshot | None) -> _Basis:
+    """The record's own bound snapshot and stored lineage (the 409 / 422 errors of the module doc)."""
+    bound = bound_snapshot(material.record, snapshot)
+    prepared, engine = historical_inputs(material, bound)
+    contract = material.record["rulebook_contract"]
+    return _Basis(prepared, AGAINST_SNAPSHOT, bound, engine, contract.get("schema_url"), contract["schema_hash"])
+
+
+def _current_basis(material: StoredMaterial, runtime: Runtime) -> _Basis:
+    """The scope's current snapshot and this gate's labels; 409 without a current rulebook."""
+    ref = _rulebook_ref(material.record)
+    if runtime.snapshot is None:
+        raise lineage_unavailable("rulebook", "the scope has no current rulebook for this decision's rulebook id",
+                                  rulebook_id=ref["id"])
+    prepared = stored_request(material)  # an override replaces the facts; the context stays
+    return _Basis(prepared, AGAINST_CURRENT, runtime.snapshot, C.ENGINE, runtime.schema_url, runtime.schema_hash)
+
+
+@dataclass(frozen=True, slots=True)
+class _ReplayFacts:
+    """The facts a replay evaluates, the `input_hash` they stand for, and the adapter run they
+    came from (None: not from an adapter)."""
+
+    prepared: PreparedRequest
+    facts: dict[str, Any]
+    input_hash: str
+    adapter_run: Any = None
+
+
+def _replay_facts(material: StoredMaterial, request: ReplayRequest, prepared: PreparedRequest,
+                  adapters: AdapterRunner | None) -> _ReplayFacts:
+    """The caller's override, the re-run pinned adapter's facts (checked against the stored
+    lineage in historical mode), or the stored request's facts."""
+    record = material.record
+    if request.input is not None:
+        return _ReplayFacts(_as_direct(prepared), clone(request.input), _override_input_hash(prepared, request.input))
+    if prepared.adapter is not None:
+        adapter_run = run_adapter(adapters, prepared.adapter)
+        check_facts(adapter_run.facts)  # the adapter's facts obey the same size limits as decide's
+        if request.mode == REPLAY_HISTORICAL:
+            check_adapter_lineage(record.get("trusted_adapter"), adapter_run.trusted_adapter)
+        return _ReplayFacts(prepared, adapter_run.facts, record["input_hash"], adapter_run)
+    return _ReplayFacts(prepared, prepared.facts or {}, record["input_hash"])
 
 
 def replay(
@@ -336,45 +404,22 @@ def replay(
     """The replay summary body (without `ok`) for one stored decision. `snapshot` is the
     record's own bound snapshot (historical); `runtime.snapshot` the scope's current one."""
     record = material.record
-    if request.mode == REPLAY_HISTORICAL:
-        prepared, engine = historical_inputs(material, snapshot)
-        against, used = AGAINST_SNAPSHOT, snapshot
-        contract = record["rulebook_contract"]
-        schema_url, schema_hash = contract.get("schema_url"), contract["schema_hash"]
-    else:
-        ref = _rulebook_ref(record)
-        if runtime.snapshot is None:
-            raise lineage_unavailable("rulebook", "the scope has no current rulebook for this decision's rulebook id",
-                                      rulebook_id=ref["id"])
-        prepared = stored_request(material)  # an override replaces the facts; the context stays
-        against, used, engine = AGAINST_CURRENT, runtime.snapshot, C.ENGINE
-        schema_url, schema_hash = runtime.schema_url, runtime.schema_hash
-
-    adapter_run = None
-    if request.input is not None:
-        facts, input_hash = clone(request.input), _override_input_hash(prepared, request.input)
-        prepared = _as_direct(prepared)
-    elif prepared.adapter is not None:
-        adapter_run = run_adapter(adapters, prepared.adapter)
-        check_facts(adapter_run.facts)  # the adapter's facts obey the same size limits as decide's
-        if request.mode == REPLAY_HISTORICAL:
-            check_adapter_lineage(record.get("trusted_adapter"), adapter_run.trusted_adapter)
-        facts, input_hash = adapter_run.facts, record["input_hash"]
-    else:
-        facts, input_hash = (prepared.facts or {}), record["input_hash"]
-
+    basis = (_historical_basis(material, snapshot) if request.mode == REPLAY_HISTORICAL
+             else _current_basis(material, runtime))
+    source = _replay_facts(material, request, basis.prepared, adapters)
+    used = basis.snapshot
     replayed = rebuild_record(
-        record, prepared, rulebook=used.body, rulebook_hash=used.rulebook_hash, facts=facts,
-        registry=used.registry, schema_url=schema_url, schema_hash=schema_hash, engine=engine,
-        input_hash=input_hash, adapter_run=adapter_run,
+        record, source.prepared, rulebook=used.body, rulebook_hash=used.rulebook_hash, facts=source.facts,
+        registry=used.registry, schema_url=basis.schema_url, schema_hash=basis.schema_hash, engine=basis.engine,
+        input_hash=source.input_hash, adapter_run=source.adapter_run,
     )
     summary = replay_summary(record, replayed, request, request.mode, {
-        "kind": against,
+        "kind": basis.against,
         "rulebook": {"schema_version": used.body.get("schema_version"), "id": used.rulebook_id,
                      "version": used.version, "hash": used.rulebook_hash},
         "evaluator_version": C.EVALUATOR_VERSION,
         "registered_at": used.registered_at,
-        "trusted_adapter": _adapter_summary(adapter_run),
+        "trusted_adapter": _adapter_summary(source.adapter_run),
     })
     if request.mode == REPLAY_HISTORICAL:
         summary["replay_label"] = C.HISTORICAL_REPLAY_LABEL

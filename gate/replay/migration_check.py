@@ -55,7 +55,8 @@ CLASS_COVERS = {"evaluator": {"evaluator"}, "adapter": {"adapter"}, "rulebook": 
 
 @functools.lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
-    return json.loads(MIGRATION_SCHEMA.read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(MIGRATION_SCHEMA.read_text(encoding="utf-8"))
+    return schema
 
 
 def _schema_problems(manifest: Any) -> list[str]:
@@ -63,7 +64,7 @@ def _schema_problems(manifest: Any) -> list[str]:
     return [f"schema: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:10]]
 
 
-def _candidate(manifest: dict, fixtures: list[Fixture], rulebook: Any) -> tuple[Snapshot | None, list[str]]:
+def _candidate(manifest: dict[str, Any], fixtures: list[Fixture], rulebook: Any) -> tuple[Snapshot | None, list[str]]:
     to = manifest["to"]
     if rulebook is None:
         body = next((f.snapshot.body for f in fixtures if f.snapshot.rulebook_hash == to["rulebook_hash"]), None)
@@ -83,7 +84,7 @@ def _candidate(manifest: dict, fixtures: list[Fixture], rulebook: Any) -> tuple[
                     body=rulebook, registry={}), []
 
 
-def _approval_problems(manifest: dict, drifting: bool) -> list[str]:
+def _approval_problems(manifest: dict[str, Any], drifting: bool) -> list[str]:
     approval = manifest["approval"]["status"]
     problems = []
     if manifest["status"] != "approved":
@@ -94,7 +95,8 @@ def _approval_problems(manifest: dict, drifting: bool) -> list[str]:
     return problems
 
 
-def _replay_one(fixture: Fixture, manifest: dict, candidate: Snapshot, covers: set[str], adapters) -> dict:
+def _replay_one(fixture: Fixture, manifest: dict[str, Any], candidate: Snapshot, covers: set[str],
+                adapters: Any) -> dict[str, Any]:
     migrated = fixture.rulebook_id == manifest["to"]["rulebook_id"]
     if migrated and candidate.rulebook_hash != fixture.snapshot.rulebook_hash:
         result = replay_fixture(fixture, adapters=adapters, candidate=candidate)
@@ -118,7 +120,7 @@ def _replay_one(fixture: Fixture, manifest: dict, candidate: Snapshot, covers: s
     return result
 
 
-def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None) -> dict:
+def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None) -> dict[str, Any]:
     """Run the gate over a parsed manifest (see the module doc for every step). `adapters`
     defaults to the shipped adapters (`gate.replay.golden.shipped_adapters`)."""
     adapters = shipped_adapters() if adapters is None else adapters
@@ -141,8 +143,8 @@ def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any =
         out["problems"] = problems
         return out
     if not any(f.rulebook_id == manifest["to"]["rulebook_id"] for f in fixtures):
-        out["problems"] = [f"the golden corpus has no fixture of rulebook {manifest['to']['rulebook_id']!r}; "
-                           "the migration cannot be checked"]
+        out["problems"] = [(f"the golden corpus has no fixture of rulebook {manifest['to']['rulebook_id']!r}; "
+                            "the migration cannot be checked")]
         return out
     covers = CLASS_COVERS[manifest["compatibility_class"]]
     results = [_replay_one(f, manifest, candidate, covers, adapters) for f in fixtures]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gate import vocabulary as C
@@ -32,7 +33,7 @@ from gate.replay.historical import (
     rebuild_record,
     stored_request,
 )
-from gate.rulebook import get_evaluator
+from gate.rulebook import Evaluation, get_evaluator
 from gate.rulebook.budget import check_evaluation_cost, check_facts
 
 MAX_SCENARIOS = 20
@@ -166,16 +167,24 @@ def _recommendation(stored: Mapping[str, Any], outcome: Mapping[str, Any]) -> st
     return {"yes": "would_approve", "no": "would_block"}.get(outcome["verdict"], "would_hold_for_review")
 
 
-def _outcome(evaluation) -> dict[str, Any]:
+def _outcome(evaluation: Evaluation) -> dict[str, Any]:
     return {"status": evaluation.status, "verdict": evaluation.decision,
             "application_verdict": evaluation.application_verdict, "action": evaluation.action,
             "reason_code": evaluation.reason_code, "matched_rule_id": evaluation.matched_rule_id}
 
 
-def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]], *, current: Snapshot | None,
-                        response_view: str | None, schema_url: str, schema_hash: str) -> dict[str, Any]:
-    """The response body (with `counterfactual_hash`) for validated scenarios."""
-    record = material.record
+@dataclass(frozen=True)
+class _PatchedScenario:
+    """A validated scenario with its patched context and the facts that context gives."""
+
+    scenario: dict[str, Any]
+    context: dict[str, Any]
+    facts: dict[str, Any]
+
+
+def _stored_base(material: StoredMaterial, current: Snapshot | None) -> tuple[PreparedRequest, Snapshot]:
+    """The stored request and the current snapshot the scenarios run against. 422
+    `COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE` when either is missing."""
     try:
         prepared = stored_request(material)
     except GateError as exc:
@@ -183,40 +192,73 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
     if current is None:
         raise GateError("COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
                         "the scope has no current rulebook for this decision's rulebook id")
-    base = base_context(material, prepared)
-    rulebook, rulebook_hash = current.body, current.rulebook_hash
-    evaluator = get_evaluator(rulebook, rulebook_hash)
-    check_evaluation_cost(rulebook, rulebook_hash, base["inputs"])
-    contexts = []
+    return prepared, current
+
+
+def _patched_scenarios(base: dict[str, Any], scenarios: list[dict[str, Any]],
+                       current: Snapshot) -> list[_PatchedScenario]:
+    """Each scenario's patch over the base context, every one checked against the evaluation
+    budget before any is evaluated."""
+    check_evaluation_cost(current.body, current.rulebook_hash, base["inputs"])
+    patched = []
     for scenario in scenarios:
         context = merge_patch(base, scenario["context_patch"])
         facts = context.get("inputs") if isinstance(context.get("inputs"), dict) else {}
-        check_evaluation_cost(rulebook, rulebook_hash, facts)  # every scenario checked before any runs
-        contexts.append((context, facts))
+        check_evaluation_cost(current.body, current.rulebook_hash, facts)
+        patched.append(_PatchedScenario(scenario, context, facts))
+    return patched
+
+
+def _diff(record: Mapping[str, Any], stored: Mapping[str, Any], outcome: Mapping[str, Any],
+          binding: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The outcome fields and the action binding that differ from the stored decision."""
+    diff = [{"field": name, "stored": stored[name], "scenario": outcome[name]}
+            for name in OUTCOME_FIELDS if stored[name] != outcome[name]]
+    if binding != (record.get("action_binding") or {}):
+        diff.append({"field": "action_binding", "stored": record.get("action_binding") or {}, "scenario": binding})
+    return diff
+
+
+def _scenario_result(record: Mapping[str, Any], stored: Mapping[str, Any], patched: _PatchedScenario,
+                     outcome: dict[str, Any]) -> dict[str, Any]:
+    """One scenario's entry (without the simulated record)."""
+    diff = _diff(record, stored, outcome, action_binding_from_context(patched.context))
+    recommendation = _recommendation(stored, outcome)
+    return {
+        "scenario_id": patched.scenario["scenario_id"],
+        "label": patched.scenario.get("label") or patched.scenario["scenario_id"],
+        "simulation_only": True,
+        **outcome,
+        "changed": bool(diff),
+        "diff": diff,
+        "recommendation": recommendation,
+        "recommendation_text": RECOMMENDATIONS[recommendation],
+    }
+
+
+def _evaluated_against(current: Snapshot) -> dict[str, Any]:
+    return {"kind": "current_rulebook",
+            "rulebook": {"schema_version": current.body.get("schema_version"), "id": current.rulebook_id,
+                         "version": current.version, "hash": current.rulebook_hash},
+            "evaluator_version": C.EVALUATOR_VERSION}
+
+
+def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]], *, current: Snapshot | None,
+                        response_view: str | None, schema_url: str, schema_hash: str) -> dict[str, Any]:
+    """The response body (with `counterfactual_hash`) for validated scenarios."""
+    record = material.record
+    prepared, snapshot = _stored_base(material, current)
+    base = base_context(material, prepared)
+    evaluator = get_evaluator(snapshot.body, snapshot.rulebook_hash)
+    patched_scenarios = _patched_scenarios(base, scenarios, snapshot)
     stored = {name: record.get(name) for name in OUTCOME_FIELDS}
     baseline = _outcome(evaluator.evaluate(base["inputs"]))
     results = []
-    for scenario, (context, facts) in zip(scenarios, contexts):
-        outcome = _outcome(evaluator.evaluate(facts))
-        binding = action_binding_from_context(context)
-        diff = [{"field": name, "stored": stored[name], "scenario": outcome[name]}
-                for name in OUTCOME_FIELDS if stored[name] != outcome[name]]
-        if binding != (record.get("action_binding") or {}):
-            diff.append({"field": "action_binding", "stored": record.get("action_binding") or {}, "scenario": binding})
-        recommendation = _recommendation(stored, outcome)
-        entry = {
-            "scenario_id": scenario["scenario_id"],
-            "label": scenario.get("label") or scenario["scenario_id"],
-            "simulation_only": True,
-            **outcome,
-            "changed": bool(diff),
-            "diff": diff,
-            "recommendation": recommendation,
-            "recommendation_text": RECOMMENDATIONS[recommendation],
-        }
+    for patched in patched_scenarios:
+        entry = _scenario_result(record, stored, patched, _outcome(evaluator.evaluate(patched.facts)))
         if response_view is not None:
-            entry["decision"] = project_view(_simulated_record(record, prepared, context, facts, current,
-                                                               schema_url, schema_hash), response_view)
+            simulated = _simulated_record(record, prepared, patched, snapshot, schema_url, schema_hash)
+            entry["decision"] = project_view(simulated, response_view)
         results.append(entry)
     body = {
         "ok": True,
@@ -224,10 +266,7 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
         "decision_id": record["decision_id"],
         "simulation_only": True,
         "authorizes_mutation": False,
-        "evaluated_against": {"kind": "current_rulebook",
-                              "rulebook": {"schema_version": rulebook.get("schema_version"), "id": current.rulebook_id,
-                                           "version": current.version, "hash": rulebook_hash},
-                              "evaluator_version": C.EVALUATOR_VERSION},
+        "evaluated_against": _evaluated_against(snapshot),
         "stored": stored,
         "baseline": baseline,
         "scenario_count": len(results),
@@ -237,8 +276,10 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
     return body
 
 
-def _simulated_record(record, prepared: PreparedRequest, context, facts, current: Snapshot, schema_url, schema_hash):
+def _simulated_record(record: Mapping[str, Any], prepared: PreparedRequest, patched: _PatchedScenario,
+                      current: Snapshot, schema_url: str, schema_hash: str) -> dict[str, Any]:
     """The scenario as a (never signed, never stored) record, for the requested view."""
+    context, facts = patched.context, patched.facts
     simulated = PreparedRequest(request=prepared.request, rulebook=prepared.rulebook, facts=facts, adapter=None,
                                 binding_mode=C.BINDING_DIRECT, context=context, response_view=None)
     request = {k: v for k, v in prepared.request.items() if k not in ("adapter", "binding_mode")}

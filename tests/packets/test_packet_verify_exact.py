@@ -107,8 +107,9 @@ import gate.packets.verify as packet_verify  # noqa: E402
 GUARDED = [("_check_packet_hash", "packet_hash"), ("_check_members", "packet_members"),
            ("_check_manifest", "packet_manifest"), ("_check_exported_at", "exported_at"),
            ("verify_record", "record"), ("_check_record_audit_chain", "record_audit_chain"),
-           ("_check_receipts", "execution_receipts"), ("_check_intelligence", "intelligence_reports"),
-           ("_check_chain", "audit_chain")]
+           ("_check_receipts", "execution_receipts"), ("_check_receipt_head", "receipt_chain_head"),
+           ("_check_intelligence", "intelligence_reports"), ("_check_chain", "audit_chain"),
+           ("check_chain_consistency", "chain_consistency")]
 
 
 @pytest.mark.parametrize("function,check", GUARDED)
@@ -123,3 +124,22 @@ def test_a_step_that_raises_fails_closed_under_its_own_name(monkeypatch, functio
     assert result.verified is False
     assert check in result.failed_checks, (check, result.failed_checks)
     assert result.checks[check] is False
+
+
+def test_a_checkpoint_log_reaches_its_check():
+    """A held checkpoint of the packet's own tree: the packet extends it (`checkpoint_log` holds)."""
+    held = [copy.deepcopy(BASE.packet["audit_chain"]["checkpoint"])]
+    result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
+    assert result.checks["checkpoint_log"] is True
+    assert result.verified is True
+
+
+def test_a_checkpoint_log_step_that_raises_fails_closed_under_its_own_name(monkeypatch):
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(packet_verify, "check_checkpoint_log", explode)
+    held = [copy.deepcopy(BASE.packet["audit_chain"]["checkpoint"])]
+    result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
+    assert result.failed_checks == ("checkpoint_log",)
+    assert result.details["checkpoint_log"] == ["could not be checked (RuntimeError)"]

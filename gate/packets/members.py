@@ -1,0 +1,106 @@
+"""The packet `build_packet` writes (`decision_packet_v1`) and its members, as TypedDicts.
+
+They are wire objects: the builder fills them in the order given here and the packet hash
+covers them byte for byte, so they stay plain dicts (a TypedDict adds no runtime type). Their
+member names are the sets the verifier checks exactly (`gate.packets.common`);
+`tests/packets/test_packet_members.py` holds the two in step. The verifier reads packets as
+untrusted `Mapping`s, never as these types.
+"""
+
+# No `from __future__ import annotations` here: with evaluated annotations TypedDict tells the
+# NotRequired members apart at runtime (tests/packets/test_packet_members.py reads them).
+from typing import Any, NotRequired, TypedDict
+
+
+class PacketManifest(TypedDict):
+    """`packet_manifest`: how the packet was written and what it holds."""
+
+    canonicalization: str
+    hash_algorithm: str
+    options: dict[str, Any]          # PacketOptions.to_dict()
+    components: dict[str, int]       # count per component name
+    totals: dict[str, int]           # stored count per listed part
+    truncated: dict[str, bool]       # fewer exported than stored, per listed part
+
+
+class ChainWindow(TypedDict):
+    """`audit_chain.window`: the exported positions and the rolling state before the first."""
+
+    first_position: int
+    last_position: int
+    previous_link_hash: Any
+    previous_merkle_root: Any
+
+
+class InclusionProof(TypedDict):
+    """`audit_chain.inclusion_proof`: the record's RFC 6962 audit path."""
+
+    tree_algorithm: str
+    leaf_index: int
+    tree_size: int
+    leaf_hash: Any
+    proof: list[str]
+
+
+class AuditChain(TypedDict):
+    """`audit_chain`: the window of links around the record, its proof and the checkpoint."""
+
+    chain_id: str
+    decision_chain_version: str
+    merkle_strategy: str
+    chain_size: int
+    merkle_root: str
+    head_link_hash: str
+    links: list[dict[str, Any]]
+    window: ChainWindow
+    record_position: int
+    inclusion_proof: InclusionProof
+    checkpoint: dict[str, Any]
+    verification_hints: dict[str, str]
+
+
+class ReceiptChainHead(TypedDict):
+    """`receipt_chain_head`: the decision's signed receipt head, as stored."""
+
+    receipt_chain_version: str
+    decision_id: Any
+    count: Any
+    head_row_hash: Any
+    key_id: Any
+    signature: Any
+
+
+class ChainConsistency(TypedDict):
+    """`chain_consistency`: an RFC 6962 consistency proof to the packet's checkpoint."""
+
+    tree_algorithm: str
+    first: int
+    second: int
+    first_root: str
+    proof: list[Any]
+
+
+class UnsealedPacket(TypedDict):
+    """Every member of the packet but `packet_hash`, in the order the builder writes them."""
+
+    decision_packet_version: str
+    decision_id: str
+    record_hash: str
+    receipt_hash: str
+    exported_at: str
+    packet_manifest: PacketManifest
+    decision_record: dict[str, Any]
+    original_input: NotRequired[Any]
+    execution_receipts: list[dict[str, Any]]
+    outcome_records: list[dict[str, Any]]
+    crm_sync_records: list[dict[str, Any]]
+    policy_intelligence: NotRequired[dict[str, dict[str, Any]]]
+    audit_chain: NotRequired[AuditChain]
+    receipt_chain_head: NotRequired[ReceiptChainHead]
+    chain_consistency: NotRequired[ChainConsistency]
+
+
+class DecisionPacket(UnsealedPacket):
+    """The packet: `packet_hash` = sha256(canonical(the unsealed packet)), written last."""
+
+    packet_hash: str
