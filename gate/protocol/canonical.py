@@ -454,7 +454,7 @@ def _lone_surrogate_path(value: Any) -> str | None:
     return None
 
 
-def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
+def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
     """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
 
     Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),
