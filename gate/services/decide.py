@@ -41,7 +41,7 @@ from gate.ledger.confidence import Bucket
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex, sha256_hex
 from gate.protocol.confidence import attach_confidence, confidence_block
-from gate.protocol.records import attach_audit_chain, build_rulebook_record
+from gate.protocol.records import RulebookRecordInputs, attach_audit_chain, build_rulebook_record
 from gate.protocol.requests import prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost, check_facts
@@ -166,7 +166,7 @@ class DecisionService:
             caller.scope, prepared.rulebook, rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
         decision_id = self.ids.decision_id()
-        record = build_rulebook_record(
+        record: dict[str, Any] = dict(build_rulebook_record(RulebookRecordInputs(
             decision_id=decision_id,
             request_id=request_id or self.ids.request_id(),
             idempotency_key=idempotency_key,
@@ -181,11 +181,9 @@ class DecisionService:
             schema_url=self.schema_url,
             schema_hash=schema_hash(),
             context=prepared.context,
-            attestation_key=self.signing.attestation_key(),
-            receipt_signer=receipt_signer,
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
-        )
+        ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
         used = self.store_sealed(caller, record, input_hash=input_hash, rulebook_hash=rulebook_hash,
                                  request_text=request_text, idempotency_key=idempotency_key,
                                  receipt_signer=receipt_signer, snapshot_row=snapshot_row,

@@ -17,6 +17,7 @@ from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
+from gate.protocol.types import DECISION_RECORD_MEMBERS, DECISION_RECORD_REQUIRED
 from gate.verify.anchors import TrustAnchors
 from gate.verify.attestations import (
     check_registry,
@@ -56,21 +57,11 @@ class VerificationInputError(GateError):
         super().__init__("VERIFY_RECORD_INVALID", message)
 
 
-# Members `gate.protocol.records.build_rulebook_record` always writes, and those it may add.
-RULEBOOK_RECORD_REQUIRED = frozenset({
-    "decision_protocol_version", "decision_record_version", "status", "c", "v", "verdict",
-    "application_verdict", "reason_code", "matched_rule_id", "engine", "evaluator_version", "evaluation",
-    "rulebook", "rulebook_contract", "runtime_binding", "rulebook_registry", "rulebook_attestation",
-    "request_id", "decision_id", "evidence", "evidence_manifest", "action", "action_binding", "policy_id",
-    "policy_version", "policy_hash", "source_hash", "policy_bundle", "policy_bundle_hash", "input_hash",
-    "output_hash", "record_hash", "receipt_hash", "replay_url", "verify_url", "decision_url", "integrity",
-    "created_at",
-})
-RULEBOOK_RECORD_ALLOWED = RULEBOOK_RECORD_REQUIRED | {
-    "idempotency_key", "missing_fields", "invalid_fields", "trusted_adapter", "adapter_facts",
-    "receipt_key_id", "receipt_signature", "receipt_signature_algorithm", "receipt_public_key_fingerprint",
-    "decision_confidence", "confidence_hash", "confidence_signature", "audit_chain", "audit_chain_signature",
-}
+# The members of a rulebook record (`gate.protocol.types.DecisionRecord`): those the builder
+# always writes, and those it may add. The verifier also requires `rulebook_registry`: the gate
+# registers every rulebook it decides under, so a stored record always names its entry.
+RULEBOOK_RECORD_REQUIRED = DECISION_RECORD_REQUIRED | {"rulebook_registry"}
+RULEBOOK_RECORD_ALLOWED = DECISION_RECORD_MEMBERS
 
 
 def input_hash_of(original_input: Any) -> str:
