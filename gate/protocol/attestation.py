@@ -148,15 +148,14 @@ def bundle_hash(bundle: dict[str, Any]) -> str:
 
 def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> dict[str, Any]:
     """The attestation `signature` object (signed with `key`, or the unsigned form)."""
-    signed = key is not None
     return {
         "schema_version": RULEBOOK_ATTESTATION_SIGNATURE_VERSION,
-        "status": STATUS_SIGNED if signed else STATUS_UNSIGNED,
+        "status": STATUS_SIGNED if key is not None else STATUS_UNSIGNED,
         "algorithm": ATTESTATION_SIGNATURE_ALGORITHM,
         "signed_field": SIGNED_FIELD_BUNDLE_HASH,
-        "key_id": key.key_id if signed else None,
-        "public_key_pem": key.public_key_pem if signed else None,
-        "signature": sign_hash_text(hash_hex, key) if signed else None,
+        "key_id": key.key_id if key is not None else None,
+        "public_key_pem": key.public_key_pem if key is not None else None,
+        "signature": sign_hash_text(hash_hex, key) if key is not None else None,
     }
 
 
@@ -220,13 +219,12 @@ def sign_registry_entry(entry: dict[str, Any], key: Ed25519Key | None) -> dict[s
     """
     result = {k: clone(v) for k, v in entry.items() if k != "registry_attestation"}
     digest = registry_attestation_hash(result)
-    signed = key is not None
     result["registry_attestation"] = {
         "registry_attestation_version": REGISTRY_ATTESTATION_VERSION,
-        "status": STATUS_SIGNED if signed else STATUS_UNSIGNED,
+        "status": STATUS_SIGNED if key is not None else STATUS_UNSIGNED,
         "attestation_hash": digest,
-        "key_id": key.key_id if signed else None,
+        "key_id": key.key_id if key is not None else None,
         "signature_algorithm": SIG_ED25519,
-        "signature": sign_hash_text(digest, key) if signed else None,
+        "signature": sign_hash_text(digest, key) if key is not None else None,
     }
     return result
