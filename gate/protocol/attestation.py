@@ -33,10 +33,12 @@ Ed25519 over the UTF-8 bytes of that hex text (base64url, no padding) or null wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gate.keys.signing import Ed25519Key, b64url_decode, b64url_encode, ed25519_verify
 from gate.protocol.canonical import clone, sha256_hex
+from gate.protocol.types import AttestationOutcome, RulebookReference
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
     CANONICALIZATION,
@@ -95,7 +97,7 @@ def verify_hash_text_signature(hex_text: Any, signature: Any, public_raw: bytes)
 # --------------------------------------------------------------------------- rulebook attestation
 
 
-def rulebook_reference(rulebook: dict[str, Any], rulebook_hash: str) -> dict[str, Any]:
+def rulebook_reference(rulebook: Mapping[str, Any], rulebook_hash: str) -> RulebookReference:
     """The record's `rulebook` member: ``{schema_version, id, version, hash}``."""
     return {
         "schema_version": rulebook.get("schema_version", RULEBOOK_SCHEMA_VERSION),
@@ -108,7 +110,7 @@ def rulebook_reference(rulebook: dict[str, Any], rulebook_hash: str) -> dict[str
 def attestation_outcome(
     *, status: str, verdict: str, application_verdict: str, action: str,
     reason_code: str, matched_rule_id: str | None,
-) -> dict[str, Any]:
+) -> AttestationOutcome:
     """The bundle's `outcome` (the members a verifier compares with the record's top level)."""
     return {
         "status": status,
@@ -122,10 +124,10 @@ def attestation_outcome(
 
 def rulebook_attestation_bundle(
     *,
-    rulebook_ref: dict[str, Any],
+    rulebook_ref: RulebookReference,
     facts_hash: str,
-    outcome: dict[str, Any],
-    runtime_binding: dict[str, Any],
+    outcome: AttestationOutcome,
+    runtime_binding: Mapping[str, Any],
     trusted_adapter: dict[str, Any] | None,
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,

@@ -43,6 +43,7 @@ from gate.protocol.types import (
     PolicyBundle,
     RulebookContract,
     RulebookRecordInputs,
+    RulebookReference,
     RuntimeBinding,
 )
 from gate.rulebook.evaluation import Evaluation
@@ -541,7 +542,7 @@ def build_rulebook_record(
     identity = _checked_identity(inputs)
     verdict = _checked_verdict(inputs.evaluation)
     action = limit_text(inputs.evaluation.action, MAX_ACTION)
-    rulebook_ref = rulebook_reference(dict(inputs.rulebook), identity.rulebook_hash)
+    rulebook_ref = rulebook_reference(inputs.rulebook, identity.rulebook_hash)
     runtime_binding = runtime_binding_for(inputs.binding_mode)
     attestation = _rulebook_attestation(inputs, rulebook_ref, action, runtime_binding, attestation_key)
     record: dict[str, Any] = {
@@ -614,7 +615,7 @@ def runtime_binding_for(binding_mode: str) -> RuntimeBinding:
     return binding
 
 
-def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: dict[str, Any], action: str,
+def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, action: str,
                           runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> dict[str, Any]:
     """The attestation over rulebook, outcome, runtime binding and facts hash, signed with
     `attestation_key` (unsigned without one). In replay, a stored signature over the same
@@ -632,7 +633,7 @@ def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: dict[str, 
         rulebook_ref=rulebook_ref,
         facts_hash=sha256_hex(dict(inputs.facts)),
         outcome=outcome,
-        runtime_binding=dict(runtime_binding),
+        runtime_binding=runtime_binding,
         trusted_adapter=dict(inputs.trusted_adapter) if inputs.trusted_adapter else None,
         engine=inputs.engine,
     )
@@ -668,7 +669,7 @@ def _outcome_members(evaluation: Evaluation, verdict: str, engine: str) -> dict[
     return members
 
 
-def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: dict[str, Any], runtime_binding: RuntimeBinding,
+def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, runtime_binding: RuntimeBinding,
                      attestation: dict[str, Any], schema_hash: str) -> dict[str, Any]:
     """The rulebook, its contract, the runtime binding, registry entry, attestation and adapter lineage."""
     contract: RulebookContract = {

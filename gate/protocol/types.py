@@ -27,6 +27,26 @@ class RuntimeBinding(TypedDict):
     adapter_authority: NotRequired[str]
 
 
+class RulebookReference(TypedDict):
+    """`rulebook`: which rulebook decided (its id and version as the rulebook states them)."""
+
+    schema_version: Any
+    id: Any
+    version: Any
+    hash: str
+
+
+class AttestationOutcome(TypedDict):
+    """The attested `outcome`: the members a verifier compares with the record's top level."""
+
+    status: str
+    verdict: str
+    application_verdict: str
+    action: str
+    reason_code: str
+    matched_rule_id: str | None
+
+
 class RulebookContract(TypedDict):
     """`rulebook_contract`: the rulebook schema and the evaluator the record was made under."""
 
@@ -77,7 +97,7 @@ class DecisionRecord(TypedDict):
     engine: str
     evaluator_version: str
     evaluation: dict[str, Any]
-    rulebook: dict[str, Any]
+    rulebook: RulebookReference
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
     rulebook_registry: NotRequired[dict[str, Any]]
