@@ -317,12 +317,6 @@ def _piece_key(piece: str) -> tuple[str, str, str]:
     return cached
 
 
-def _cut_in_reversed(backwards: str, position: int) -> int:
-    """The first cut at or after `position` in reversed text (its `$` always matches)."""
-    cut = _CUT_REVERSED.search(backwards, position)
-    return len(backwards) if cut is None else cut.start()
-
-
 def _irregular_spans(categories: str) -> list[tuple[int, int]]:
     """The spans (between cuts) that hold an irregular position, in order, not overlapping."""
     spans: list[tuple[int, int]] = []
@@ -332,7 +326,8 @@ def _irregular_spans(categories: str) -> list[tuple[int, int]]:
     while found:
         # The span starts at the last cut at or before the irregular position: the first cut at
         # or after its mirror image in the reversed text (never before the previous span's end).
-        start = max(end, size - _cut_in_reversed(backwards, size - found.start()))
+        mirror = _CUT_REVERSED.search(backwards, size - found.start())  # never None: `$` matches
+        start = max(end, size - (mirror.start() if mirror else size))
         cut = _CUT.search(categories, found.start() + 1)
         if spans and spans[-1][1] == start:  # adjacent spans: one walk of the loop, not two
             start = spans.pop()[0]

@@ -1,4 +1,10 @@
-"""`verify_record`: every step over one Decision Record, in order, and the verify-endpoint body."""
+"""`verify_record`: every step over one Decision Record, in order, and the verify-endpoint body.
+
+Each step is a check function that returns what it found as a value (a `CheckResult` of named
+checks, expected and actual values and notes, or one `CheckValue`); `_record_checks` lists them
+in the order of docs/verification.md and `_conclude` turns the merged checks into the result.
+The key-free steps live in `gate.verify.checks`, the rulebook ones in `gate.verify.attestations`,
+the signature ones in `gate.verify.signatures`."""
 
 from __future__ import annotations
 
