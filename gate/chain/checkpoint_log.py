@@ -89,6 +89,7 @@ def read_checkpoint_log(path: str | Path) -> list[dict[str, Any]]:
 
 def latest_checkpoint(entries: list[dict[str, Any]], chain_id: str) -> dict[str, Any] | None:
     """The newest (last appended) checkpoint of `chain_id`, or None."""
+    entry: dict[str, Any]  # (mypy reads reversed() of this list as Any)
     for entry in reversed(entries):
         if entry.get("chain_id") == chain_id:
             return entry

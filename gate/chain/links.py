@@ -22,6 +22,7 @@ reports named failures.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,7 +235,7 @@ class _Failures:
             self.items.append({"chain_position": position, "check": check, "expected": expected, "actual": actual})
 
 
-def _hash_or_none(function, *args, **kwargs) -> str | None:
+def _hash_or_none(function: Callable[..., str], *args: Any, **kwargs: Any) -> str | None:
     """A recomputed hash, or None when the stated members cannot be canonicalised."""
     try:
         return function(*args, **kwargs)
@@ -283,7 +284,8 @@ def _next_position(link: dict[str, Any], position: int) -> int:
     return (stated if type(stated) is int else position) + 1
 
 
-def _start_expectations(first: dict[str, Any], start_link: str | None, start_root: str | None):
+def _start_expectations(first: dict[str, Any], start_link: str | None,
+                        start_root: str | None) -> tuple[int, Any, Any, bool]:
     """(position, previous_link_hash, previous_merkle_root, anchored) for the first link.
 
     At position 1 both previous hashes must be null (any caller-supplied start hashes are

@@ -33,6 +33,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from gate.keys.signing import (
@@ -92,7 +93,7 @@ class Node(NamedTuple):
     """A complete aligned subtree: MTH of leaves [index * 2**level, (index + 1) * 2**level)."""
 
     level: int
-    index: int
+    index: int  # type: ignore[assignment]  # the field shadows tuple.index by design (level, index, hash)
     hash: str
 
 
@@ -465,7 +466,7 @@ class CompactRange:
         return cls(size, tuple(_stored(get_node, ref).hex() for ref in nodes_needed_for_root(size)))
 
     def _get(self, level: int, index: int) -> str:
-        return dict(zip(_range_refs(0, self.size), self.peaks))[(level, index)]
+        return dict(zip(_range_refs(0, self.size), self.peaks, strict=False))[(level, index)]
 
     def root(self) -> str:
         """Hex root of the `size` leaves appended so far."""
@@ -492,7 +493,7 @@ CHECKPOINT_BODY_MEMBERS = (
 _CHECKPOINT_MEMBERS = frozenset(CHECKPOINT_BODY_MEMBERS) | {"checkpoint_hash", "signature"}
 
 
-def checkpoint_body(chain_id: str, tree_size: int, root_hash: str, timestamp) -> dict[str, Any]:
+def checkpoint_body(chain_id: str, tree_size: int, root_hash: str, timestamp: datetime | str) -> dict[str, Any]:
     """The signed statement "chain `chain_id` had `tree_size` leaves with RFC 6962 root
     `root_hash` at `timestamp`" (a datetime or an ISO text, see `iso_timestamp`)."""
     _require_sizes(_is_size(tree_size))

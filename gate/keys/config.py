@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from gate.keys.signing import (
     Ed25519Key,
@@ -77,7 +78,7 @@ class SigningSetup:
     def ready(self) -> bool:
         return self.receipt_signer() is not None or not self.required
 
-    def registry_entries(self) -> list[dict]:
+    def registry_entries(self) -> list[dict[str, Any]]:
         return self.keyring.registry_entries() if self.keyring else []
 
     @cached_property
@@ -174,10 +175,10 @@ class LiveSigning:
         finally:
             self._lock.release()
 
-    def pin(self) -> contextvars.Token:
+    def pin(self) -> contextvars.Token[SigningSetup | None]:
         return self._pinned.set(self.current())
 
-    def unpin(self, token: contextvars.Token) -> None:
+    def unpin(self, token: contextvars.Token[SigningSetup | None]) -> None:
         try:
             self._pinned.reset(token)
         except ValueError:  # reset from another context: clear this one's pin instead
@@ -218,7 +219,7 @@ class LiveSigning:
     def ready(self) -> bool:
         return self.current().ready()
 
-    def registry_entries(self) -> list[dict]:
+    def registry_entries(self) -> list[dict[str, Any]]:
         return self.current().registry_entries()
 
     def trust_anchors(self) -> TrustAnchors:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import json
@@ -35,7 +36,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import nacl.exceptions
 import nacl.signing
@@ -43,6 +44,8 @@ import nacl.signing
 from gate.errors import GateError
 from gate.protocol.canonical import canonical_bytes
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
+
+StrPath = str | os.PathLike[str]
 
 __all__ = [
     "ED25519_PKCS8_PREFIX",
@@ -100,7 +103,7 @@ class KeyMaterialError(GateError):
 class KeyringError(GateError):
     """The keyring file is missing, unreadable, corrupt or inconsistent (never read as empty)."""
 
-    def __init__(self, message: str, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, message: str, path: StrPath | None = None) -> None:
         super().__init__("SIGNING_KEYRING_INVALID", message, path=str(path) if path else None)
 
 
@@ -239,13 +242,22 @@ def iso_timestamp(now: datetime | str) -> str:
 # --------------------------------------------------------------------------- keys
 
 
+class _DerivedKey(NamedTuple):
+    """What an `Ed25519Key` derives from its seed once: the signing key and the public key forms."""
+
+    signing_key: nacl.signing.SigningKey
+    public_key_raw: bytes
+    public_key_pem: str
+    fingerprint: str
+
+
 @dataclass(frozen=True, slots=True)
 class Ed25519Key:
     """An Ed25519 signing key: `key_id` plus the 32-byte `seed` (the private key)."""
 
     key_id: str
     seed: bytes = field(repr=False)
-    _cache: tuple | None = field(default=None, init=False, repr=False, compare=False)
+    _cache: _DerivedKey | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, (bytes, bytearray)) or len(self.seed) != 32:
@@ -272,25 +284,25 @@ class Ed25519Key:
     @property
     def _signing_key(self) -> nacl.signing.SigningKey:
         # Derived once per key object: deriving the key pair costs as much as a signature.
-        return self._derived()[0]
+        return self._derived().signing_key
 
-    def _derived(self) -> tuple:
+    def _derived(self) -> _DerivedKey:
         derived = self._cache
         if derived is None:
             signing_key = nacl.signing.SigningKey(self.seed)
             raw = bytes(signing_key.verify_key)
             pem = public_key_pem_from_raw(raw)
-            derived = (signing_key, raw, pem, public_key_fingerprint(pem))
+            derived = _DerivedKey(signing_key, raw, pem, public_key_fingerprint(pem))
             object.__setattr__(self, "_cache", derived)
         return derived
 
     @property
     def public_key_raw(self) -> bytes:
-        return self._derived()[1]
+        return self._derived().public_key_raw
 
     @property
     def public_key_pem(self) -> str:
-        return self._derived()[2]
+        return self._derived().public_key_pem
 
     @property
     def private_key_pem(self) -> str:
@@ -298,7 +310,7 @@ class Ed25519Key:
 
     @property
     def fingerprint(self) -> str:
-        return self._derived()[3]
+        return self._derived().fingerprint
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte detached Ed25519 signature of `message`."""
@@ -329,7 +341,7 @@ class HmacKey:
 # --------------------------------------------------------------------------- receipt signer
 
 
-def receipt_signature_payload(decision_id: str, key_id: str, receipt_hash: str, record_hash: str) -> bytes:
+def receipt_signature_payload(decision_id: str | None, key_id: str, receipt_hash: str, record_hash: str) -> bytes:
     """Signed bytes of a receipt: canonical ``{decision_id, key_id, receipt_hash, record_hash}``."""
     return canonical_bytes(
         {
@@ -351,7 +363,7 @@ class ReceiptSigner:
     def sign_payload(self, payload: bytes) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def sign_receipt(self, decision_id: str, receipt_hash: str, record_hash: str) -> str:
+    def sign_receipt(self, decision_id: str | None, receipt_hash: str, record_hash: str) -> str:
         """The `receipt_signature` string (prefixed with the algorithm) for these hashes."""
         return self.sign_payload(
             receipt_signature_payload(decision_id, self.key_id, receipt_hash, record_hash)
@@ -492,7 +504,7 @@ def _new_active_entry(now: str) -> KeyringEntry:
     )
 
 
-def write_keyring(path: str | os.PathLike, keyring: Keyring) -> None:
+def write_keyring(path: StrPath, keyring: Keyring) -> None:
     """Write atomically (temp file in the same directory, fsync, `os.replace`) with mode 0600."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
@@ -507,10 +519,8 @@ def write_keyring(path: str | os.PathLike, keyring: Keyring) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
         raise
     os.chmod(target, 0o600)
     try:
@@ -525,7 +535,7 @@ def write_keyring(path: str | os.PathLike, keyring: Keyring) -> None:
         os.close(dir_fd)
 
 
-def generate_keyring(path: str | os.PathLike, now: datetime | str, *, overwrite: bool = False) -> Keyring:
+def generate_keyring(path: StrPath, now: datetime | str, *, overwrite: bool = False) -> Keyring:
     """Create a keyring file with one new active key. Refuses to overwrite unless asked."""
     if Path(path).exists() and not overwrite:
         raise KeyringError("keyring file already exists; refusing to overwrite keys", path)
@@ -534,23 +544,24 @@ def generate_keyring(path: str | os.PathLike, now: datetime | str, *, overwrite:
     return keyring
 
 
-def rotate_keyring(path: str | os.PathLike, now: datetime | str) -> Keyring:
+def _retired(entry: KeyringEntry, stamp: str) -> KeyringEntry:
+    """The entry retired at `stamp`: public parts kept, private key dropped."""
+    return KeyringEntry(
+        key_id=entry.key_id,
+        status=_STATUS_RETIRED,
+        public_key=entry.public_key,
+        public_key_fingerprint=entry.public_key_fingerprint,
+        not_before=entry.not_before,
+        not_after=stamp,
+        private_key=None,
+    )
+
+
+def rotate_keyring(path: StrPath, now: datetime | str) -> Keyring:
     """New active key; the old active key becomes retired (not_after=now, private key dropped)."""
     stamp = iso_timestamp(now)
     current = load_keyring(path)
-    retired: list[KeyringEntry] = []
-    for entry in current.entries:
-        if entry.status == _STATUS_ACTIVE:
-            entry = KeyringEntry(
-                key_id=entry.key_id,
-                status=_STATUS_RETIRED,
-                public_key=entry.public_key,
-                public_key_fingerprint=entry.public_key_fingerprint,
-                not_before=entry.not_before,
-                not_after=stamp,
-                private_key=None,
-            )
-        retired.append(entry)
+    retired = [_retired(entry, stamp) if entry.status == _STATUS_ACTIVE else entry for entry in current.entries]
     fresh = _new_active_entry(stamp)
     while any(e.key_id == fresh.key_id for e in retired):  # pragma: no cover - 2^-64 chance
         fresh = _new_active_entry(stamp)
@@ -560,14 +571,14 @@ def rotate_keyring(path: str | os.PathLike, now: datetime | str) -> Keyring:
     return keyring
 
 
-def _require_str(entry: dict, name: str, index: int, path) -> str:
+def _require_str(entry: dict[str, Any], name: str, index: int, path: StrPath | None) -> str:
     value = entry.get(name)
     if not isinstance(value, str) or not value.strip():
         raise KeyringError(f"keys[{index}].{name} must be a non-empty string", path)
     return value
 
 
-def _parse_entry(entry: Any, index: int, path) -> KeyringEntry:
+def _parse_entry(entry: Any, index: int, path: StrPath | None) -> KeyringEntry:
     if not isinstance(entry, dict):
         raise KeyringError(f"keys[{index}] must be an object", path)
     known = {"key_id", "algorithm", "status", "private_key", "public_key",
@@ -610,7 +621,7 @@ def _parse_entry(entry: Any, index: int, path) -> KeyringEntry:
     return KeyringEntry(key_id, status, public_pem, fingerprint, not_before, not_after, private)
 
 
-def load_keyring(path: str | os.PathLike) -> Keyring:
+def load_keyring(path: StrPath) -> Keyring:
     """Read and validate a keyring file. Raises `KeyringError`; never returns an empty keyring."""
     try:
         text = Path(path).read_text(encoding="utf-8")

@@ -33,10 +33,12 @@ Ed25519 over the UTF-8 bytes of that hex text (base64url, no padding) or null wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gate.keys.signing import Ed25519Key, b64url_decode, b64url_encode, ed25519_verify
 from gate.protocol.canonical import clone, sha256_hex
+from gate.protocol.types import AttestationOutcome, RulebookReference
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
     CANONICALIZATION,
@@ -95,7 +97,7 @@ def verify_hash_text_signature(hex_text: Any, signature: Any, public_raw: bytes)
 # --------------------------------------------------------------------------- rulebook attestation
 
 
-def rulebook_reference(rulebook: dict[str, Any], rulebook_hash: str) -> dict[str, Any]:
+def rulebook_reference(rulebook: Mapping[str, Any], rulebook_hash: str) -> RulebookReference:
     """The record's `rulebook` member: ``{schema_version, id, version, hash}``."""
     return {
         "schema_version": rulebook.get("schema_version", RULEBOOK_SCHEMA_VERSION),
@@ -108,7 +110,7 @@ def rulebook_reference(rulebook: dict[str, Any], rulebook_hash: str) -> dict[str
 def attestation_outcome(
     *, status: str, verdict: str, application_verdict: str, action: str,
     reason_code: str, matched_rule_id: str | None,
-) -> dict[str, Any]:
+) -> AttestationOutcome:
     """The bundle's `outcome` (the members a verifier compares with the record's top level)."""
     return {
         "status": status,
@@ -122,10 +124,10 @@ def attestation_outcome(
 
 def rulebook_attestation_bundle(
     *,
-    rulebook_ref: dict[str, Any],
+    rulebook_ref: RulebookReference,
     facts_hash: str,
-    outcome: dict[str, Any],
-    runtime_binding: dict[str, Any],
+    outcome: AttestationOutcome,
+    runtime_binding: Mapping[str, Any],
     trusted_adapter: dict[str, Any] | None,
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,
@@ -148,15 +150,14 @@ def bundle_hash(bundle: dict[str, Any]) -> str:
 
 def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> dict[str, Any]:
     """The attestation `signature` object (signed with `key`, or the unsigned form)."""
-    signed = key is not None
     return {
         "schema_version": RULEBOOK_ATTESTATION_SIGNATURE_VERSION,
-        "status": STATUS_SIGNED if signed else STATUS_UNSIGNED,
+        "status": STATUS_SIGNED if key is not None else STATUS_UNSIGNED,
         "algorithm": ATTESTATION_SIGNATURE_ALGORITHM,
         "signed_field": SIGNED_FIELD_BUNDLE_HASH,
-        "key_id": key.key_id if signed else None,
-        "public_key_pem": key.public_key_pem if signed else None,
-        "signature": sign_hash_text(hash_hex, key) if signed else None,
+        "key_id": key.key_id if key is not None else None,
+        "public_key_pem": key.public_key_pem if key is not None else None,
+        "signature": sign_hash_text(hash_hex, key) if key is not None else None,
     }
 
 
@@ -220,13 +221,12 @@ def sign_registry_entry(entry: dict[str, Any], key: Ed25519Key | None) -> dict[s
     """
     result = {k: clone(v) for k, v in entry.items() if k != "registry_attestation"}
     digest = registry_attestation_hash(result)
-    signed = key is not None
     result["registry_attestation"] = {
         "registry_attestation_version": REGISTRY_ATTESTATION_VERSION,
-        "status": STATUS_SIGNED if signed else STATUS_UNSIGNED,
+        "status": STATUS_SIGNED if key is not None else STATUS_UNSIGNED,
         "attestation_hash": digest,
-        "key_id": key.key_id if signed else None,
+        "key_id": key.key_id if key is not None else None,
         "signature_algorithm": SIG_ED25519,
-        "signature": sign_hash_text(digest, key) if signed else None,
+        "signature": sign_hash_text(digest, key) if key is not None else None,
     }
     return result

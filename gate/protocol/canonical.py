@@ -26,8 +26,9 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from itertools import accumulate
-from typing import Any
+from typing import Any, NoReturn
 
 from gate.protocol.collation import collation_key
 from gate.vocabulary import MAX_SAFE_INTEGER
@@ -60,8 +61,8 @@ _MAX_ARRAY_INDEX = 2**32 - 2
 _CACHED_KEY_CHARS = 64
 _CACHED_ORDER_KEYS = 64
 _CACHE_BUDGET_BYTES = 4 * 1024 * 1024
-_SORT_KEY_CACHE: dict[str, tuple] = {}
-_ORDER_CACHE: dict[tuple, list[str]] = {}
+_SORT_KEY_CACHE: dict[str, tuple[Any, ...]] = {}
+_ORDER_CACHE: dict[tuple[str, ...], list[str]] = {}
 _cache_bytes = [0, 0]  # estimated bytes held by _SORT_KEY_CACHE, _ORDER_CACHE
 
 _encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
@@ -95,7 +96,7 @@ def _array_index(key: str) -> int | None:
     return value if value <= _MAX_ARRAY_INDEX else None
 
 
-def _remember(cache: dict, slot: int, key, value, size: int) -> None:
+def _remember(cache: dict[Any, Any], slot: int, key: Any, value: Any, size: int) -> None:
     if _cache_bytes[slot] + size > _CACHE_BUDGET_BYTES:
         cache.clear()
         _cache_bytes[slot] = 0
@@ -103,28 +104,25 @@ def _remember(cache: dict, slot: int, key, value, size: int) -> None:
     _cache_bytes[slot] += size
 
 
-def _sort_key(key: str) -> tuple:
+def _sort_key(key: str) -> tuple[Any, ...]:
     cached = _SORT_KEY_CACHE.get(key)
     if cached is None:
         index = _array_index(key)
-        if index is not None:
-            cached = (0, index, ())
-        else:
-            # Ties under the collation (rare: only fully ignorable differences) fall back to
-            # code-point order so the result is a total order.
-            cached = (1, collation_key(key), key)
+        # Ties under the collation (rare: only fully ignorable differences) fall back to
+        # code-point order so the result is a total order.
+        cached = (0, index, ()) if index is not None else (1, collation_key(key), key)
         if len(key) <= _CACHED_KEY_CHARS:
             # key + three weight strings (≤ 2 weights per character each) + object overheads
             _remember(_SORT_KEY_CACHE, 0, key, cached, 32 * len(key) + 400)
     return cached
 
 
-def collation_sorted(keys) -> list[str]:
+def collation_sorted(keys: Iterable[str]) -> list[str]:
     """Keys ordered as `a.localeCompare(b)` orders them (no array-index rule)."""
     return sorted(keys, key=lambda key: (collation_key(key), key))
 
 
-def key_order(keys) -> list[str]:
+def key_order(keys: Iterable[str]) -> list[str]:
     """Keys in `json.sort_deep.v1` order (array-index keys first, then collation order)."""
     signature = tuple(keys)
     order = _ORDER_CACHE.get(signature)
@@ -191,7 +189,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _escape_surrogates(text: str) -> str:
     """JSON.stringify writes lone surrogates as `\\udXXX`; encode_basestring leaves them raw."""
-    return _SURROGATE.sub(lambda match: "\\u%04x" % ord(match.group()), text)
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def _encode_text(value: str) -> str:
@@ -362,7 +360,7 @@ def clone(value: Any) -> Any:
 # --------------------------------------------------------------------------- strict parsing
 
 
-def _reject_constant(name: str):
+def _reject_constant(name: str) -> NoReturn:
     raise CanonicalJSONError("JSON_NON_FINITE_NUMBER", f"{name} is not allowed in JSON input")
 
 
@@ -394,7 +392,7 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
         seen: set[str] = set()
@@ -454,7 +452,7 @@ def _lone_surrogate_path(value: Any) -> str | None:
     return None
 
 
-def parse_strict(data: bytes | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
+def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT_DEPTH) -> Any:
     """Parse untrusted JSON, rejecting anything that would not hash unambiguously.
 
     Raises CanonicalJSONError with `JSON_INVALID` (syntax, bad UTF-8, trailing data),

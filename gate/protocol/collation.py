@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
+from typing import Any
 
 from pyuca import Collator
 
@@ -38,10 +40,19 @@ _ROOT = _COLLATOR.table.root
 _combining = unicodedata.combining
 
 
+def _holds(condition: bool, what: str) -> None:
+    """An import-time check of what the fast paths below assume of the collation table."""
+    if not condition:
+        raise AssertionError(f"collation table assumption broken: {what}")
+
+
+# A character's collation elements: one [primary, secondary, tertiary] weight list each.
+_Elements = list[list[int]]
+
 _IMPLICIT_CACHE = 1 << 15  # implicit weights remembered per level before the table is reset
 
 
-class _LevelTable(dict):
+class _LevelTable(dict[int, str]):
     """`str.translate` table for one level: code point → that level's weights as text.
 
     Code points without a single-character entry get the UCA implicit weights, computed on
@@ -52,7 +63,7 @@ class _LevelTable(dict):
 
     __slots__ = ("level", "size")
 
-    def __init__(self, level: int, items) -> None:
+    def __init__(self, level: int, items: Iterable[tuple[int, str]]) -> None:
         super().__init__(items)
         self.level = level
         self.size = len(self)
@@ -69,7 +80,7 @@ class _LevelTable(dict):
         return text
 
 
-def _level_text(elements, level: int) -> str:
+def _level_text(elements: Iterable[Sequence[int]], level: int) -> str:
     return "".join(map(chr, filter(None, map(itemgetter(level), elements))))
 
 
@@ -82,12 +93,12 @@ _LEVELS = tuple(_LevelTable(level, ((cp, _level_text(v, level)) for cp, v in _SI
 # So ASCII text is keyed with bytes.translate alone: the primary as UTF-16 code units built
 # from a high-byte and a low-byte table, the tertiary as Latin-1.
 _ASCII_IGNORABLE = bytes(cp for cp in range(128) if _SINGLE[cp] == [[0, 0, 0]])
-assert all(len(_SINGLE[cp]) == 1 and _SINGLE[cp][0][1] == 0x20 and _SINGLE[cp][0][2] < 256
+_holds(all(len(_SINGLE[cp]) == 1 and _SINGLE[cp][0][1] == 0x20 and _SINGLE[cp][0][2] < 256
            and not 0xD800 <= _SINGLE[cp][0][0] < 0xE000
-           for cp in range(128) if cp not in _ASCII_IGNORABLE)
+           for cp in range(128) if cp not in _ASCII_IGNORABLE), "one plain element per ASCII character")
 
 
-def _byte_table(weight) -> bytes:
+def _byte_table(weight: Callable[[list[int]], int]) -> bytes:
     return bytes(weight(_SINGLE[b][0]) if b < 128 else 0 for b in range(256))
 
 
@@ -109,7 +120,7 @@ _NON_STARTERS = {cp: _combining(chr(cp)) for cp in _ALL if _combining(chr(cp))}
 _STARTS = {cp for cp, node in _ROOT.children.items() if node.children}
 
 
-def _deeper(node, found: set[int]) -> set[int]:
+def _deeper(node: Any, found: set[int]) -> set[int]:  # a pyuca trie node (untyped)
     for codepoint, child in (node.children or {}).items():
         found.add(codepoint)
         _deeper(child, found)
@@ -123,9 +134,11 @@ _DECOMPOSES_TO_MARK = {
     cp for cp in _ALL
     if not 0xD800 <= cp < 0xE000 and _combining(unicodedata.normalize("NFD", chr(cp))[:1] or "a")
 }
-assert not any(_combining(mark) == 0 for cp in _DECOMPOSES_TO_MARK for mark in unicodedata.normalize("NFD", chr(cp)))
-assert _CONTINUES.isdisjoint(cp for cp in _NON_STARTERS if cp not in _SINGLE)
-assert max(_STARTS | _CONTINUES | _DECOMPOSES_TO_MARK) <= _ALL[-1]  # (max of a range walks it: once)
+_holds(not any(_combining(mark) == 0 for cp in _DECOMPOSES_TO_MARK for mark in unicodedata.normalize("NFD", chr(cp))),
+       "mark decompositions hold only marks")
+_holds(_CONTINUES.isdisjoint(cp for cp in _NON_STARTERS if cp not in _SINGLE), "continuations have entries")
+_holds(max(_STARTS | _CONTINUES | _DECOMPOSES_TO_MARK) <= _ALL[-1],  # (max of a range walks it: once)
+       "every special code point below the scanned range's end")
 
 
 def _category(cp: int) -> str:
@@ -207,7 +220,7 @@ def _nfd(text: str, categories: str | None = None) -> str:
     return "".join(out)
 
 
-def _find(stack: list[int], top: int) -> tuple[int, list | None]:
+def _find(stack: list[int], top: int) -> tuple[int, _Elements | None]:
     """Longest entry starting at `stack[top]` reading downwards: (its length, its elements)."""
     node, length, value, index = _ROOT, 0, None, top
     while index >= 0:
@@ -223,7 +236,7 @@ def _find(stack: list[int], top: int) -> tuple[int, list | None]:
     return length, value
 
 
-def _entry(codepoints: list[int]):
+def _entry(codepoints: list[int]) -> _Elements | None:
     node = _ROOT
     for codepoint in codepoints:
         if node.children is None or codepoint not in node.children:
@@ -232,7 +245,7 @@ def _entry(codepoints: list[int]):
     return node.value or None
 
 
-def _alone(children: dict, stack: list[int]) -> bool:
+def _alone(children: dict[int, Any], stack: list[int]) -> bool:
     """Whether the contraction start on top of `stack` stays alone: the next character does not
     continue it and pyuca's scan of the non-starters after it stops before a second one."""
     if len(stack) < 2:
@@ -243,10 +256,10 @@ def _alone(children: dict, stack: list[int]) -> bool:
     return not klass or len(stack) < 3 or _NON_STARTERS.get(stack[-3], 0) in (0, klass)
 
 
-def _elements(text: str) -> list:
+def _elements(text: str) -> _Elements:
     """pyuca's `collation_elements`, stepping through a reversed list (front = last item)."""
     stack = list(map(ord, reversed(text)))
-    elements: list = []
+    elements: _Elements = []
     roots = _ROOT.children
     while stack:
         node = roots.get(stack[-1])
@@ -313,7 +326,8 @@ def _irregular_spans(categories: str) -> list[tuple[int, int]]:
     while found:
         # The span starts at the last cut at or before the irregular position: the first cut at
         # or after its mirror image in the reversed text (never before the previous span's end).
-        start = max(end, size - _CUT_REVERSED.search(backwards, size - found.start()).start())
+        mirror = _CUT_REVERSED.search(backwards, size - found.start())  # never None: `$` matches
+        start = max(end, size - (mirror.start() if mirror else size))
         cut = _CUT.search(categories, found.start() + 1)
         if spans and spans[-1][1] == start:  # adjacent spans: one walk of the loop, not two
             start = spans.pop()[0]

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 from urllib.parse import quote
 
-from gate.keys.signing import ReceiptSigner, receipt_signature_payload
+from gate.keys.signing import Ed25519Key, ReceiptSigner, receipt_signature_payload
 from gate.protocol.attestation import (
     attestation_outcome,
     build_rulebook_attestation,
@@ -36,6 +37,15 @@ from gate.protocol.attestation import (
     rulebook_reference,
 )
 from gate.protocol.canonical import canonical_bytes, canonical_text, clone, sha256_hex
+from gate.protocol.types import (
+    DecisionRecord,
+    EvidenceManifest,
+    PolicyBundle,
+    RulebookContract,
+    RulebookRecordInputs,
+    RulebookReference,
+    RuntimeBinding,
+)
 from gate.rulebook.evaluation import Evaluation
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
@@ -45,7 +55,6 @@ from gate.vocabulary import (
     CUSTOMER_SUPPLIED_CODE,
     DECISION_PROTOCOL_VERSION,
     DECISION_RECORD_VERSION,
-    ENGINE,
     EVALUATOR_VERSION,
     HASH_ALGORITHM,
     NEEDS_INPUT_STATUS,
@@ -56,7 +65,6 @@ from gate.vocabulary import (
     VERDICT_AUTHORITY,
     VIEW_FULL,
     VIEW_MINIMAL,
-    VIEW_STANDARD,
     VIEWS,
 )
 
@@ -74,6 +82,7 @@ __all__ = [
     "MINIMAL_VIEW_MEMBERS",
     "RECEIPT_FIELDS",
     "STANDARD_VIEW_MEMBERS",
+    "RulebookRecordInputs",
     "action_binding_from_context",
     "build_rulebook_record",
     "compact_deep",
@@ -87,6 +96,7 @@ __all__ = [
     "record_envelope",
     "record_hash",
     "rulebook_output_hash",
+    "runtime_binding_for",
     "seal_record",
 ]
 
@@ -194,9 +204,9 @@ def compact_deep(value: Any) -> Any:
     if isinstance(value, dict):
         result = {}
         for key, item in value.items():
-            item = compact_deep(item)
-            if not _is_empty(item):
-                result[key] = item
+            compacted = compact_deep(item)
+            if not _is_empty(compacted):
+                result[key] = compacted
         return result
     if isinstance(value, (list, tuple)):
         return [compact_deep(item) for item in value]
@@ -472,106 +482,148 @@ def _evidence(codes: Iterable[Any]) -> list[str]:
     return [item for item in items if item][:MAX_EVIDENCE_ITEMS]
 
 
+# The rulebook-mode record, member by member: derived choices (reference facts §3–§5 where
+# they speak; ours otherwise).
+#
+# * Strings that the reference bounds are JS-trimmed and cut to its limits with
+#   `limit_text`: decision_id 600, request_id 160, idempotency_key 300, action 140,
+#   evidence ≤ 32 items × 180 units, evidence_manifest.sources ≤ 16, URLs 800. The trimmed
+#   action is used everywhere (top level, attestation outcome, output hash). Callers should
+#   reject over-long ids at the boundary; truncation here only keeps records well-formed.
+#   `decision_id`, `request_id`, `created_at` must be non-empty; `input_hash`,
+#   `rulebook_hash`, `schema_hash` must be 64 lowercase hex (ValueError otherwise).
+# * ``c`` = `COMPACT_FOR_VERDICT[evaluation.decision]` (review → "unclear"); ``v`` =
+#   application verdict; ``verdict`` = normalized decision.
+# * ``status`` is the evaluation status; `missing_fields` and `invalid_fields` (lists) exist
+#   only for needs_input.
+# * ``idempotency_key`` is a member only when a non-empty key is supplied (the envelope
+#   then uses "" for records without one).
+# * ``evidence`` = [reason_code]; ``evidence_manifest`` = {codes: [reason_code], sources:
+#   [{id, type: "rulebook_rule", rulebook_id, rulebook_version, rulebook_hash}]} where `id`
+#   is the matched rule id, "default_outcome" when no rule matched, or "input_schema" for
+#   needs_input.
+# * ``action_binding`` = `action_binding_from_context(context)`.
+# * ``rulebook`` = {schema_version, id, version, hash}; ``policy_id`` = rulebook id,
+#   ``policy_version`` = rulebook version, ``policy_hash`` = ``source_hash`` = rulebook hash;
+#   ``policy_bundle`` = {id, version, hash (= rulebook hash), hash_algorithm,
+#   canonicalization, source: "rulebook:<id>@<version>"}; ``policy_bundle_hash`` = the
+#   rulebook attestation's `bundle_hash`.
+# * ``runtime_binding`` = {production_core, binding_mode, verdict_authority,
+#   customer_supplied_code} plus adapter_authority "facts_only" in adapter mode.
+# * ``rulebook_attestation``: bundle over the same rulebook/outcome/runtime_binding with
+#   input_hash = sha256(canonical(facts)) and trusted_adapter (null in direct mode); signed
+#   with `attestation_key` (an `Ed25519Key`) or the unsigned form when it is None.
+# * ``rulebook_registry`` is copied as given (it carries its own registry_attestation).
+# * ``trusted_adapter`` / ``adapter_facts`` are members only when given.
+# * ``output_hash`` = `rulebook_output_hash` of the record.
+# * ``engine`` (top level and in the attestation bundle) is `engine`: the current label for
+#   new records; historical replay passes the label the stored record carries (`gate.replay.historical`).
+# * ``stored_attestation`` (replay only): when its `bundle_hash` equals the rebuilt bundle's,
+#   its `signature` is kept (it signs exactly that hash), so an unchanged record rebuilds to
+#   the same `record_hash` without the signing key.
+# * URLs from `decision_urls`; then `seal_record` adds hashes, receipt fields and integrity.
+
+
 def build_rulebook_record(
+    inputs: RulebookRecordInputs,
     *,
-    decision_id: str,
-    request_id: str,
-    idempotency_key: str | None,
-    created_at: str,
-    input_hash: str,
-    facts: Mapping[str, Any],
-    rulebook: Mapping[str, Any],
-    rulebook_hash: str,
-    evaluation: Evaluation,
-    binding_mode: str,
-    rulebook_registry: Mapping[str, Any] | None,
-    schema_url: str,
-    schema_hash: str,
-    context: Mapping[str, Any] | None = None,
-    attestation_key=None,
+    attestation_key: Ed25519Key | None = None,
     receipt_signer: ReceiptSigner | None = None,
-    trusted_adapter: Mapping[str, Any] | None = None,
-    adapter_facts: Mapping[str, Any] | None = None,
-    engine: str = ENGINE,
-    stored_attestation: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The full rulebook-mode Decision Record (the `full` view).
+) -> DecisionRecord:
+    """The full rulebook-mode Decision Record (the `full` view) of `inputs`, sealed.
 
-    Derived choices (reference facts §3–§5 where they speak; ours otherwise):
-
-    * Strings that the reference bounds are JS-trimmed and cut to its limits with
-      `limit_text`: decision_id 600, request_id 160, idempotency_key 300, action 140,
-      evidence ≤ 32 items × 180 units, evidence_manifest.sources ≤ 16, URLs 800. The trimmed
-      action is used everywhere (top level, attestation outcome, output hash). Callers should
-      reject over-long ids at the boundary; truncation here only keeps records well-formed.
-      `decision_id`, `request_id`, `created_at` must be non-empty; `input_hash`,
-      `rulebook_hash`, `schema_hash` must be 64 lowercase hex (ValueError otherwise).
-    * ``c`` = `COMPACT_FOR_VERDICT[evaluation.decision]` (review → "unclear"); ``v`` =
-      application verdict; ``verdict`` = normalized decision.
-    * ``status`` is the evaluation status; `missing_fields` and `invalid_fields` (lists) exist
-      only for needs_input.
-    * ``idempotency_key`` is a member only when a non-empty key is supplied (the envelope
-      then uses "" for records without one).
-    * ``evidence`` = [reason_code]; ``evidence_manifest`` = {codes: [reason_code], sources:
-      [{id, type: "rulebook_rule", rulebook_id, rulebook_version, rulebook_hash}]} where `id`
-      is the matched rule id, "default_outcome" when no rule matched, or "input_schema" for
-      needs_input.
-    * ``action_binding`` = `action_binding_from_context(context)`.
-    * ``rulebook`` = {schema_version, id, version, hash}; ``policy_id`` = rulebook id,
-      ``policy_version`` = rulebook version, ``policy_hash`` = ``source_hash`` = rulebook hash;
-      ``policy_bundle`` = {id, version, hash (= rulebook hash), hash_algorithm,
-      canonicalization, source: "rulebook:<id>@<version>"}; ``policy_bundle_hash`` = the
-      rulebook attestation's `bundle_hash`.
-    * ``runtime_binding`` = {production_core, binding_mode, verdict_authority,
-      customer_supplied_code} plus adapter_authority "facts_only" in adapter mode.
-    * ``rulebook_attestation``: bundle over the same rulebook/outcome/runtime_binding with
-      input_hash = sha256(canonical(facts)) and trusted_adapter (null in direct mode); signed
-      with `attestation_key` (an `Ed25519Key`) or the unsigned form when it is None.
-    * ``rulebook_registry`` is copied as given (it carries its own registry_attestation).
-    * ``trusted_adapter`` / ``adapter_facts`` are members only when given.
-    * ``output_hash`` = `rulebook_output_hash` of the record.
-    * ``engine`` (top level and in the attestation bundle) is `engine`: the current label for
-      new records; historical replay passes the label the stored record carries (`gate.replay.historical`).
-    * ``stored_attestation`` (replay only): when its `bundle_hash` equals the rebuilt bundle's,
-      its `signature` is kept (it signs exactly that hash), so an unchanged record rebuilds to
-      the same `record_hash` without the signing key.
-    * URLs from `decision_urls`; then `seal_record` adds hashes, receipt fields and integrity.
+    Built in named steps: check the inputs (`_check_binding`, `_checked_identity`,
+    `_checked_verdict`), attest the outcome (`_rulebook_attestation`), then write the members
+    in record order (`_outcome_members`, `_lineage_members`, `_identity_members`,
+    `_policy_members`), the output hash, the URLs, and seal.
+    See the comment above for how each member is derived.
     """
-    if binding_mode not in SUPPORTED_BINDING_MODES:
-        raise ValueError(f"unsupported binding_mode {binding_mode!r}")
-    if binding_mode == BINDING_ADAPTER and not trusted_adapter:
+    _check_binding(inputs)
+    identity = _checked_identity(inputs)
+    verdict = _checked_verdict(inputs.evaluation)
+    action = limit_text(inputs.evaluation.action, MAX_ACTION)
+    rulebook_ref = rulebook_reference(inputs.rulebook, identity.rulebook_hash)
+    runtime_binding = runtime_binding_for(inputs.binding_mode)
+    attestation = _rulebook_attestation(inputs, rulebook_ref, action, runtime_binding, attestation_key)
+    record: dict[str, Any] = {
+        **_outcome_members(inputs.evaluation, verdict, inputs.engine),
+        **_lineage_members(inputs, rulebook_ref, runtime_binding, attestation, identity.schema_hash),
+        **_identity_members(identity),
+        **_policy_members(inputs, identity, action, attestation["bundle_hash"]),
+    }
+    record["output_hash"] = rulebook_output_hash(record)
+    urls = decision_urls(identity.decision_id)
+    record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
+                  created_at=identity.created_at)
+    # seal_record also seals advisory records, so it answers a plain object; this one has
+    # exactly the members DecisionRecord names (tests/crypto checks them against the type).
+    return cast(DecisionRecord, seal_record(record, receipt_signer=receipt_signer))
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """The checked and trimmed identity and hashes of a record (`_checked_identity`)."""
+
+    decision_id: str
+    request_id: str
+    created_at: str
+    idempotency_key: str  # "" when none was supplied
+    input_hash: str
+    rulebook_hash: str
+    schema_hash: str
+
+
+def _check_binding(inputs: RulebookRecordInputs) -> None:
+    """A supported binding mode, the adapter lineage in adapter mode, a real `Evaluation`."""
+    if inputs.binding_mode not in SUPPORTED_BINDING_MODES:
+        raise ValueError(f"unsupported binding_mode {inputs.binding_mode!r}")
+    if inputs.binding_mode == BINDING_ADAPTER and not inputs.trusted_adapter:
         raise ValueError("adapter binding mode needs the trusted_adapter lineage")
-    if not isinstance(evaluation, Evaluation):
+    if not isinstance(inputs.evaluation, Evaluation):
         raise TypeError("evaluation must be a gate.rulebook.evaluation.Evaluation")
-    decision_id = _require_text("decision_id", decision_id, MAX_DECISION_ID)
-    request_id = _require_text("request_id", request_id, MAX_REQUEST_ID)
-    created_at = _require_text("created_at", created_at, 80)
-    input_hash = _require_hex("input_hash", input_hash)
-    rulebook_hash = _require_hex("rulebook_hash", rulebook_hash)
-    schema_hash = _require_hex("schema_hash", schema_hash)
-    key = limit_text(idempotency_key, MAX_IDEMPOTENCY_KEY) if idempotency_key else ""
 
-    verdict = evaluation.decision
-    if verdict not in COMPACT_FOR_VERDICT:
-        raise ValueError(f"evaluation.decision must be yes|no|review, not {verdict!r}")
-    action = limit_text(evaluation.action, MAX_ACTION)
-    needs_input = evaluation.status == NEEDS_INPUT_STATUS
-    rulebook_id = rulebook.get("rulebook_id")
-    rulebook_version = rulebook.get("version")
-    rulebook_ref = rulebook_reference(dict(rulebook), rulebook_hash)
 
-    runtime_binding = {
+def _checked_identity(inputs: RulebookRecordInputs) -> _Identity:
+    """Ids and time non-empty and cut to their limits, hashes 64 lowercase hex (ValueError otherwise)."""
+    decision_id = _require_text("decision_id", inputs.decision_id, MAX_DECISION_ID)
+    request_id = _require_text("request_id", inputs.request_id, MAX_REQUEST_ID)
+    created_at = _require_text("created_at", inputs.created_at, 80)
+    input_hash = _require_hex("input_hash", inputs.input_hash)
+    rulebook_hash = _require_hex("rulebook_hash", inputs.rulebook_hash)
+    schema_hash = _require_hex("schema_hash", inputs.schema_hash)
+    key = limit_text(inputs.idempotency_key, MAX_IDEMPOTENCY_KEY) if inputs.idempotency_key else ""
+    return _Identity(decision_id, request_id, created_at, key, input_hash, rulebook_hash, schema_hash)
+
+
+def _checked_verdict(evaluation: Evaluation) -> str:
+    """The evaluation's normalized decision: yes, no or review."""
+    if evaluation.decision not in COMPACT_FOR_VERDICT:
+        raise ValueError(f"evaluation.decision must be yes|no|review, not {evaluation.decision!r}")
+    return evaluation.decision
+
+
+def runtime_binding_for(binding_mode: str) -> RuntimeBinding:
+    """The record's `runtime_binding`; adapter mode adds `adapter_authority: "facts_only"`."""
+    binding: RuntimeBinding = {
         "production_core": PRODUCTION_CORE,
         "binding_mode": binding_mode,
         "verdict_authority": VERDICT_AUTHORITY,
         "customer_supplied_code": CUSTOMER_SUPPLIED_CODE,
     }
     if binding_mode == BINDING_ADAPTER:
-        runtime_binding["adapter_authority"] = ADAPTER_AUTHORITY
+        binding["adapter_authority"] = ADAPTER_AUTHORITY
+    return binding
 
+
+def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, action: str,
+                          runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> dict[str, Any]:
+    """The attestation over rulebook, outcome, runtime binding and facts hash, signed with
+    `attestation_key` (unsigned without one). In replay, a stored signature over the same
+    bundle hash is kept."""
+    evaluation = inputs.evaluation
     outcome = attestation_outcome(
         status=evaluation.status,
-        verdict=verdict,
+        verdict=evaluation.decision,
         application_verdict=evaluation.application_verdict,
         action=action,
         reason_code=evaluation.reason_code,
@@ -579,47 +631,31 @@ def build_rulebook_record(
     )
     bundle = rulebook_attestation_bundle(
         rulebook_ref=rulebook_ref,
-        facts_hash=sha256_hex(dict(facts)),
+        facts_hash=sha256_hex(dict(inputs.facts)),
         outcome=outcome,
         runtime_binding=runtime_binding,
-        trusted_adapter=dict(trusted_adapter) if trusted_adapter else None,
-        engine=engine,
+        trusted_adapter=dict(inputs.trusted_adapter) if inputs.trusted_adapter else None,
+        engine=inputs.engine,
     )
     attestation = build_rulebook_attestation(bundle, attestation_key)
-    if (isinstance(stored_attestation, Mapping) and stored_attestation.get("bundle_hash") == attestation["bundle_hash"]
-            and isinstance(stored_attestation.get("signature"), Mapping)):
-        attestation["signature"] = clone(dict(stored_attestation["signature"]))
+    stored = inputs.stored_attestation
+    if (isinstance(stored, Mapping) and stored.get("bundle_hash") == attestation["bundle_hash"]
+            and isinstance(stored.get("signature"), Mapping)):
+        attestation["signature"] = clone(dict(stored["signature"]))
+    return attestation
 
-    if needs_input:
-        source_id = "input_schema"
-    elif evaluation.matched_rule_id:
-        source_id = evaluation.matched_rule_id
-    else:
-        source_id = "default_outcome"
-    evidence = _evidence([evaluation.reason_code])
-    manifest = {
-        "codes": list(evidence),
-        "sources": [
-            {
-                "id": source_id,
-                "type": "rulebook_rule",
-                "rulebook_id": rulebook_id,
-                "rulebook_version": rulebook_version,
-                "rulebook_hash": rulebook_hash,
-            }
-        ][:MAX_MANIFEST_SOURCES],
-    }
-    urls = decision_urls(decision_id)
 
-    record: dict[str, Any] = {
+def _outcome_members(evaluation: Evaluation, verdict: str, engine: str) -> dict[str, Any]:
+    """Protocol versions, then what the evaluation decided and how (`c`, `v`, the trace)."""
+    members: dict[str, Any] = {
         "decision_protocol_version": DECISION_PROTOCOL_VERSION,
         "decision_record_version": DECISION_RECORD_VERSION,
         "status": evaluation.status,
     }
-    if needs_input:
-        record["missing_fields"] = list(evaluation.missing_fields)
-        record["invalid_fields"] = list(evaluation.invalid_fields)
-    record.update(
+    if evaluation.status == NEEDS_INPUT_STATUS:
+        members["missing_fields"] = list(evaluation.missing_fields)
+        members["invalid_fields"] = list(evaluation.invalid_fields)
+    members.update(
         c=COMPACT_FOR_VERDICT[verdict],
         v=evaluation.application_verdict,
         verdict=verdict,
@@ -629,54 +665,87 @@ def build_rulebook_record(
         engine=engine,
         evaluator_version=EVALUATOR_VERSION,
         evaluation=evaluation.trace(),
-        rulebook=rulebook_ref,
-        rulebook_contract={
-            "schema_version": RULEBOOK_SCHEMA_VERSION,
-            "schema_url": schema_url,
-            "schema_hash": schema_hash,
-            "evaluator_version": EVALUATOR_VERSION,
-        },
-        runtime_binding=clone(runtime_binding),
     )
-    if rulebook_registry:
-        record["rulebook_registry"] = clone(dict(rulebook_registry))
-    record["rulebook_attestation"] = attestation
-    if trusted_adapter:
-        record["trusted_adapter"] = clone(dict(trusted_adapter))
-    if adapter_facts:
-        record["adapter_facts"] = clone(dict(adapter_facts))
-    record["request_id"] = request_id
-    record["decision_id"] = decision_id
-    if key:
-        record["idempotency_key"] = key
-    record.update(
-        evidence=evidence,
-        evidence_manifest=manifest,
-        action=action,
-        action_binding=action_binding_from_context(context),
-        policy_id=rulebook_id,
-        policy_version=rulebook_version,
-        policy_hash=rulebook_hash,
-        source_hash=rulebook_hash,
-        policy_bundle={
-            "id": rulebook_id,
-            "version": rulebook_version,
-            "hash": rulebook_hash,
-            "hash_algorithm": HASH_ALGORITHM,
-            "canonicalization": CANONICALIZATION,
-            "source": f"rulebook:{rulebook_id}@{rulebook_version}",
-        },
-        policy_bundle_hash=attestation["bundle_hash"],
-        input_hash=input_hash,
-    )
-    record["output_hash"] = rulebook_output_hash(record)
-    record.update(
-        replay_url=urls["replay_url"],
-        verify_url=urls["verify_url"],
-        decision_url=urls["decision_url"],
-        created_at=created_at,
-    )
-    return seal_record(record, receipt_signer=receipt_signer)
+    return members
+
+
+def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, runtime_binding: RuntimeBinding,
+                     attestation: dict[str, Any], schema_hash: str) -> dict[str, Any]:
+    """The rulebook, its contract, the runtime binding, registry entry, attestation and adapter lineage."""
+    contract: RulebookContract = {
+        "schema_version": RULEBOOK_SCHEMA_VERSION,
+        "schema_url": inputs.schema_url,
+        "schema_hash": schema_hash,
+        "evaluator_version": EVALUATOR_VERSION,
+    }
+    members: dict[str, Any] = {
+        "rulebook": rulebook_ref,
+        "rulebook_contract": contract,
+        "runtime_binding": clone(dict(runtime_binding)),
+    }
+    if inputs.rulebook_registry:
+        members["rulebook_registry"] = clone(dict(inputs.rulebook_registry))
+    members["rulebook_attestation"] = attestation
+    if inputs.trusted_adapter:
+        members["trusted_adapter"] = clone(dict(inputs.trusted_adapter))
+    if inputs.adapter_facts:
+        members["adapter_facts"] = clone(dict(inputs.adapter_facts))
+    return members
+
+
+def _identity_members(identity: _Identity) -> dict[str, Any]:
+    """`request_id`, `decision_id`, and `idempotency_key` when one was supplied."""
+    members = {"request_id": identity.request_id, "decision_id": identity.decision_id}
+    if identity.idempotency_key:
+        members["idempotency_key"] = identity.idempotency_key
+    return members
+
+
+def _evidence_source_id(evaluation: Evaluation) -> str:
+    """What the evidence came from: the input schema, the matched rule, or the default outcome."""
+    if evaluation.status == NEEDS_INPUT_STATUS:
+        return "input_schema"
+    return evaluation.matched_rule_id or "default_outcome"
+
+
+def _policy_members(inputs: RulebookRecordInputs, identity: _Identity, action: str,
+                    bundle_hash: str) -> dict[str, Any]:
+    """Evidence and its manifest, the action and its binding, the rulebook as the policy, the input hash."""
+    rulebook_id, rulebook_version = inputs.rulebook.get("rulebook_id"), inputs.rulebook.get("version")
+    evidence = _evidence([inputs.evaluation.reason_code])
+    manifest: EvidenceManifest = {
+        "codes": list(evidence),
+        "sources": [
+            {
+                "id": _evidence_source_id(inputs.evaluation),
+                "type": "rulebook_rule",
+                "rulebook_id": rulebook_id,
+                "rulebook_version": rulebook_version,
+                "rulebook_hash": identity.rulebook_hash,
+            }
+        ][:MAX_MANIFEST_SOURCES],
+    }
+    bundle: PolicyBundle = {
+        "id": rulebook_id,
+        "version": rulebook_version,
+        "hash": identity.rulebook_hash,
+        "hash_algorithm": HASH_ALGORITHM,
+        "canonicalization": CANONICALIZATION,
+        "source": f"rulebook:{rulebook_id}@{rulebook_version}",
+    }
+    return {
+        "evidence": evidence,
+        "evidence_manifest": manifest,
+        "action": action,
+        "action_binding": action_binding_from_context(inputs.context),
+        "policy_id": rulebook_id,
+        "policy_version": rulebook_version,
+        "policy_hash": identity.rulebook_hash,
+        "source_hash": identity.rulebook_hash,
+        "policy_bundle": bundle,
+        "policy_bundle_hash": bundle_hash,
+        "input_hash": identity.input_hash,
+    }
 
 
 # --------------------------------------------------------------------------- views
@@ -752,6 +821,5 @@ def project_view(record: Mapping[str, Any], view: str) -> dict[str, Any]:
         raise ValueError(f"unknown response view {view!r}; expected one of {VIEWS}")
     if view == VIEW_FULL:
         return dict(record)
-    members = MINIMAL_VIEW_MEMBERS if view == VIEW_MINIMAL else STANDARD_VIEW_MEMBERS
-    assert view in (VIEW_MINIMAL, VIEW_STANDARD)
+    members = MINIMAL_VIEW_MEMBERS if view == VIEW_MINIMAL else STANDARD_VIEW_MEMBERS  # else: VIEW_STANDARD
     return {k: v for k, v in record.items() if k in members}

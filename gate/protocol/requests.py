@@ -71,7 +71,32 @@ def _collect_forbidden(value: Any, path: str, out: list[str]) -> None:
 
 
 def prepare_decision_request(body: Any) -> PreparedRequest:
-    """Validate the request envelope; raise GateError for every refusal (see module doc)."""
+    """Validate the request envelope; raise GateError for every refusal (see module doc).
+
+    The checks run in the module doc's order, one named step each."""
+    view, mode, context = _checked_envelope(body)
+    _refuse_advisory_mode(mode)
+    inputs = context.get("inputs")
+    _refuse_oversized_or_preloaded(body, inputs)
+    binding_mode = body.get("binding_mode")
+    _refuse_unsupported_binding(binding_mode)
+    source = _facts_source(body, context, binding_mode)
+    rulebook = _required_rulebook(body)
+    request = {key: value for key, value in body.items() if key != "response_view"}
+    return PreparedRequest(
+        request=request,
+        rulebook=rulebook,
+        facts=source.facts,
+        adapter=source.adapter,
+        binding_mode=source.binding_mode,
+        context=context,
+        response_view=view,
+    )
+
+
+def _checked_envelope(body: Any) -> tuple[str | None, str | None, dict[str, Any]]:
+    """Step 1 (400): a JSON object with a known `response_view`, a string `mode` we know, and
+    an object `context` (null or absent is {}). Returns (view, mode, context)."""
     if not isinstance(body, dict):
         raise _invalid("$", "invalid_type", "request body must be a JSON object")
     view = body.get("response_view")
@@ -92,7 +117,11 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
         context = {}
     if not isinstance(context, dict):
         raise _invalid("context", "invalid_type", "context must be an object")
+    return view, mode, context
 
+
+def _refuse_advisory_mode(mode: str | None) -> None:
+    """Step 2: anything but rulebook mode answers 422 `LEGACY_MODE_UNAVAILABLE` here."""
     if mode != C.MODE_RULEBOOK:
         # SECURITY: advisory modes never authorize a production mutation; where they are
         # switched off they answer with an error that cannot be mistaken for a verdict.
@@ -104,10 +133,11 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             supported_modes=[C.MODE_RULEBOOK],
         )
 
-    inputs = context.get("inputs")
+
+def _refuse_oversized_or_preloaded(body: dict[str, Any], inputs: Any) -> None:
+    """Step 3: facts within the evaluation size limits, then no response-only material."""
     # SECURITY: bounded facts (422 EVALUATION_INPUT_TOO_LARGE) before any walk over them.
     check_facts(inputs if isinstance(inputs, dict) else {})
-
     forbidden = forbidden_output_fields(body)
     if forbidden:
         # SECURITY: spec, Decision Request rule 2 — callers may not preload response material.
@@ -117,7 +147,9 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             forbidden_fields=forbidden,
         )
 
-    binding_mode = body.get("binding_mode")
+
+def _refuse_unsupported_binding(binding_mode: Any) -> None:
+    """Step 4: a stated `binding_mode` is one of the supported pair."""
     if binding_mode is not None and binding_mode not in C.SUPPORTED_BINDING_MODES:
         # SECURITY: customer-executable rulebooks are never run.
         raise GateError(
@@ -127,6 +159,20 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             supported_binding_modes=list(C.SUPPORTED_BINDING_MODES),
         )
 
+
+@dataclass(frozen=True, slots=True)
+class _FactsSource:
+    """Where the facts come from: `context.inputs` (direct) or one trusted adapter."""
+
+    binding_mode: str
+    facts: dict[str, Any] | None
+    adapter: dict[str, Any] | None
+
+
+def _facts_source(body: dict[str, Any], context: dict[str, Any], binding_mode: Any) -> _FactsSource:
+    """Step 5: facts from exactly one source, the stated binding mode matching it, and each
+    source the right shape."""
+    inputs = context.get("inputs")
     adapter = body.get("adapter")
     has_adapter = "adapter" in body and adapter is not None
     has_inputs = "inputs" in context and inputs is not None
@@ -153,7 +199,11 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             "adapter must be an object with adapter_id, version, manifest_hash and input",
             errors=[{"field": "adapter", "code": "invalid_type", "message": "adapter must be an object"}],
         )
+    return _FactsSource(inferred, inputs if has_inputs else None, adapter if has_adapter else None)
 
+
+def _required_rulebook(body: dict[str, Any]) -> dict[str, Any]:
+    """Step 6: a `rulebook` object (validated in full by `gate.rulebook`)."""
     rulebook = body.get("rulebook")
     if not isinstance(rulebook, dict):
         code = "missing_field" if rulebook is None else "invalid_type"
@@ -163,14 +213,4 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
             f"Rulebook v1 validation failed: {message}",
             errors=[{"field": "rulebook", "code": code, "message": message}],
         )
-
-    request = {key: value for key, value in body.items() if key != "response_view"}
-    return PreparedRequest(
-        request=request,
-        rulebook=rulebook,
-        facts=inputs if has_inputs else None,
-        adapter=adapter if has_adapter else None,
-        binding_mode=inferred,
-        context=context,
-        response_view=view,
-    )
+    return rulebook

@@ -192,7 +192,8 @@ def timestamp(value: Any, path: str, problems: Problems) -> str | None:
     try:
         if match is None:
             raise ValueError
-        datetime(*(int(part) for part in match.groups()))
+        year, month, day, hour, minute, second = (int(part) for part in match.groups())
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         problems.add(path, "invalid_format",
                      f"{path} must be an ISO 8601 UTC timestamp such as 2026-05-21T00:00:00Z")
@@ -266,7 +267,7 @@ _non_empty_identifier = required(identifier, "invalid_value")
 _non_empty_label = required(label, "invalid_value")
 
 
-def _object(value: Any, path: str, problems: Problems, limit: int) -> dict | None:
+def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -278,7 +279,7 @@ def _object(value: Any, path: str, problems: Problems, limit: int) -> dict | Non
     return value
 
 
-def executor(value: Any, path: str, problems: Problems) -> dict | None:
+def executor(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
     """`{type, id}`: both required non-empty text (type ≤ 160, id ≤ 300); no other member."""
     if value is None:
         return None
@@ -296,7 +297,7 @@ def executor(value: Any, path: str, problems: Problems) -> dict | None:
     return {"type": kind, "id": ident}
 
 
-def action_binding(value: Any, path: str, problems: Problems) -> dict | None:
+def action_binding(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
     """An object of binding member name → non-empty text (≤ 300), at most 32 members."""
     value = _object(value, path, problems, MAX_BINDING_MEMBERS)
     if value is None:
@@ -314,7 +315,7 @@ def action_binding(value: Any, path: str, problems: Problems) -> dict | None:
     return result or None
 
 
-def observed_metrics(value: Any, path: str, problems: Problems) -> dict | None:
+def observed_metrics(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
     """An object of metric name → finite number, at most 64 metrics."""
     value = _object(value, path, problems, MAX_METRICS)
     if value is None:
@@ -331,7 +332,7 @@ def observed_metrics(value: Any, path: str, problems: Problems) -> dict | None:
     return result or None
 
 
-def field_mapping(value: Any, path: str, problems: Problems) -> dict | None:
+def field_mapping(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
     """An object of field name → field name (both non-empty text ≤ 160), at most 100 entries.
     Keys are kept exactly as sent (object keys are not free text to normalize); values are
     trimmed like all text."""
@@ -367,7 +368,7 @@ def evidence_refs(value: Any, path: str, problems: Problems) -> list[str] | None
     return result if result and None not in result else None
 
 
-def result_text_or_object(value: Any, path: str, problems: Problems) -> str | dict | None:
+def result_text_or_object(value: Any, path: str, problems: Problems) -> str | dict[str, Any] | None:
     """`execution_result`: text (≤ 500), or an object of at most 32 members whose names match
     the metric-name pattern and whose values are non-empty text (≤ 300), finite numbers or
     booleans."""

@@ -122,9 +122,8 @@ def _validate(body: Any, members: Mapping[str, F.Check], required: tuple[str, ..
             problems.add(key, "unknown_field", f"{key} is not a member of the {what} request")
     normalized: dict[str, Any] = {}
     for name, check in members.items():
-        if name in required:
-            check = F.required(check)
-        value = check(body.get(name), name, problems)
+        validate = F.required(check) if name in required else check
+        value = validate(body.get(name), name, problems)
         if value is not None:
             normalized[name] = value
     return normalized, problems

@@ -72,4 +72,5 @@ SYNC_TERMINAL_STATUSES = frozenset({"written", "failed", "skipped"})
 SYNC_DIRECTIONS = ("writeback", "inbound")
 SYNC_DIRECTION_DEFAULT = "writeback"
 
-assert set(OUTCOME_EFFECTIVENESS_CLASS) == set(OUTCOME_STATUSES)
+if set(OUTCOME_EFFECTIVENESS_CLASS) != set(OUTCOME_STATUSES):  # an import-time check of the two tables
+    raise AssertionError("every outcome status needs an effectiveness class, and only those")

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
-from gate.protocol.records import build_rulebook_record, project_view
+from gate.protocol.records import RulebookRecordInputs, build_rulebook_record, project_view
 from gate.protocol.requests import (
     PreparedRequest,
     forbidden_output_fields,
@@ -279,18 +279,18 @@ def rebuild_record(
     attestation signature (which signs exactly that hash) is kept. Never receipt-signed."""
     check_evaluation_cost(rulebook, rulebook_hash, facts)  # 422 before evaluating (bounded work)
     evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(facts)
-    rebuilt = build_rulebook_record(
+    rebuilt = dict(build_rulebook_record(RulebookRecordInputs(
         decision_id=record["decision_id"], request_id=record["request_id"],
         idempotency_key=record.get("idempotency_key"), created_at=record["created_at"], input_hash=input_hash,
         facts=facts, rulebook=rulebook, rulebook_hash=rulebook_hash, evaluation=evaluation,
         binding_mode=prepared.binding_mode,
         rulebook_registry=registry, schema_url=schema_url, schema_hash=schema_hash, context=prepared.context,
-        attestation_key=None, receipt_signer=None, engine=engine,
+        engine=engine,
         trusted_adapter=adapter_run.trusted_adapter if adapter_run is not None else None,
         adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
         stored_attestation=record.get("rulebook_attestation") if isinstance(record.get("rulebook_attestation"), dict)
         else None,
-    )
+    ), attestation_key=None, receipt_signer=None))
     return rebuilt
 
 

@@ -27,7 +27,7 @@ from gate.ledger.confidence import Bucket
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
-from gate.protocol.records import build_rulebook_record
+from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost, check_facts
@@ -141,7 +141,7 @@ class DecisionService:
         registry, snapshot_row = self._registry_for(
             claim.caller.scope, prepared.rulebook, evaluated.rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
-        record = build_rulebook_record(
+        record: dict[str, Any] = dict(build_rulebook_record(RulebookRecordInputs(
             decision_id=self.ids.decision_id(),
             request_id=request_id or self.ids.request_id(),
             idempotency_key=claim.idempotency_key,
@@ -156,11 +156,9 @@ class DecisionService:
             schema_url=self.schema_url,
             schema_hash=schema_hash(),
             context=prepared.context,
-            attestation_key=self.signing.attestation_key(),
-            receipt_signer=receipt_signer,
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
-        )
+        ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
         used = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer))

@@ -3,8 +3,9 @@
 `verify_record(record, anchors=..., original_input=..., request_public_key=...)` recomputes
 every hash the record states, checks the receipt signature and the attestation signatures
 against *trust anchors*, and reports each step as a named check (True / False / None for
-"not applicable or not checkable"). Expected failures are values; only a record that is not a
-JSON object raises (`VerificationInputError`).
+"not applicable or not checkable"). Each step is a function that returns its `CheckResult`.
+Expected failures are values; only a record that is not a JSON object raises
+(`VerificationInputError`).
 
 Trust: only keys in `TrustAnchors` (server key registry, an operator-supplied key registry
 file or PEM, an HMAC secret) can make a record authentic. A public key that arrives inside the
@@ -41,6 +42,8 @@ from gate.verify.result import (
     AUTHENTICITY_CHECKS,
     DIAGNOSTIC_CHECKS,
     INTEGRITY_CHECKS,
+    CheckResult,
+    CheckValue,
     VerificationResult,
 )
 
@@ -48,11 +51,15 @@ __all__ = [
     "AUTHENTICITY_CHECKS",
     "DIAGNOSTIC_CHECKS",
     "INTEGRITY_CHECKS",
+    "RULEBOOK_RECORD_ALLOWED",
+    "RULEBOOK_RECORD_REQUIRED",
     "SOURCE_HMAC_SECRET",
     "SOURCE_KEY_REGISTRY_FILE",
     "SOURCE_KEY_REGISTRY_URL",
     "SOURCE_PUBLIC_KEY_PEM",
     "SOURCE_SERVER_KEY_REGISTRY",
+    "CheckResult",
+    "CheckValue",
     "TrustAnchorError",
     "TrustAnchors",
     "TrustedEd25519Key",

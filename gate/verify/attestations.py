@@ -4,6 +4,7 @@ hash, signature over the recomputed bundle hash) and the rulebook registry with 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from gate.keys.signing import public_key_fingerprint, raw_public_key_from_pem
 from gate.protocol.attestation import (
@@ -14,7 +15,9 @@ from gate.protocol.attestation import (
     verify_hash_text_signature,
 )
 from gate.protocol.canonical import sha256_hex
-from gate.verify.checks import _canon_equal, _digest_equal, _safe
+from gate.verify.anchors import TrustAnchors
+from gate.verify.checks import _canon_equal, _digest_equal, _safe, digest_check
+from gate.verify.result import NOTHING_CHECKED, CheckResult, CheckValue
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
     ATTESTATION_SIGNATURE_ALGORITHM,
@@ -26,34 +29,40 @@ from gate.vocabulary import (
     SIGNED_FIELD_BUNDLE_HASH,
 )
 
+# --------------------------------------------------------------------------- rulebook attestation
 
-def _check_rulebook_attestation(record, anchors, original_input, checks, expected, actual, notes) -> None:
+_ATTESTATION_CHECKS = ("rulebook_attestation_bundle_hash", "rulebook_attestation_consistency",
+                       "rulebook_attestation_signature", "policy_bundle_hash")
+
+
+def check_rulebook_attestation(record: Mapping[str, Any], anchors: TrustAnchors,
+                               original_input: Any) -> CheckResult:
+    """The rulebook attestation: its bundle hash (which `policy_bundle_hash` repeats), the bundle
+    consistent with the record, the facts hash when checkable, and the signature."""
     attestation = record.get("rulebook_attestation")
     if attestation is None:
         if "rulebook" in record:
-            checks["rulebook_attestation_bundle_hash"] = False
-            notes.append("rulebook record without rulebook_attestation")
-        return
-    names = ("rulebook_attestation_bundle_hash", "rulebook_attestation_consistency",
-             "rulebook_attestation_signature", "policy_bundle_hash")
+            return CheckResult.single("rulebook_attestation_bundle_hash", False,
+                                      "rulebook record without rulebook_attestation")
+        return NOTHING_CHECKED
     if not isinstance(attestation, Mapping) or not isinstance(attestation.get("bundle"), Mapping):
-        for name in names:
-            checks[name] = False
-        return
+        return CheckResult(checks=dict.fromkeys(_ATTESTATION_CHECKS, False))
     bundle = attestation["bundle"]
-
-    # Bundle hash, and policy_bundle_hash equal to it.
     digest = _safe(sha256_hex, bundle)
-    expected["rulebook_attestation_bundle_hash"] = digest
-    actual["rulebook_attestation_bundle_hash"] = attestation.get("bundle_hash")
-    checks["rulebook_attestation_bundle_hash"] = _digest_equal(digest, attestation.get("bundle_hash"))
-    expected["policy_bundle_hash"] = digest
-    actual["policy_bundle_hash"] = record.get("policy_bundle_hash")
-    checks["policy_bundle_hash"] = _digest_equal(digest, record.get("policy_bundle_hash"))
+    return (
+        digest_check("rulebook_attestation_bundle_hash", digest, attestation.get("bundle_hash"))
+        + digest_check("policy_bundle_hash", digest, record.get("policy_bundle_hash"))
+        + CheckResult.single("rulebook_attestation_consistency", _bundle_consistent(record, attestation, bundle))
+        + _check_facts_hash(record, bundle, original_input)
+        + _check_attestation_signature(attestation.get("signature"), digest, anchors)
+    )
 
-    # Bundle consistent with the record's own members.
+
+def _bundle_consistent(record: Mapping[str, Any], attestation: Mapping[str, Any],
+                       bundle: Mapping[str, Any]) -> bool:
+    """The attested bundle says what the record's own members say."""
     outcome = {name: record.get(name) for name in OUTCOME_MEMBERS}
-    consistent = (
+    return bool(
         attestation.get("schema_version") == RULEBOOK_ATTESTATION_VERSION
         and bundle.get("engine") == record.get("engine", bundle.get("engine"))
         and bundle.get("evaluator_version") == record.get("evaluator_version")
@@ -62,27 +71,27 @@ def _check_rulebook_attestation(record, anchors, original_input, checks, expecte
         and _canon_equal(bundle.get("runtime_binding"), record.get("runtime_binding"))
         and _canon_equal(bundle.get("trusted_adapter"), record.get("trusted_adapter"))
     )
-    checks["rulebook_attestation_consistency"] = consistent
 
-    # Facts hash: checkable through the adapter lineage, or the original input's context.inputs.
+
+def _check_facts_hash(record: Mapping[str, Any], bundle: Mapping[str, Any], original_input: Any) -> CheckResult:
+    """The bundle's facts hash, checkable through the adapter lineage or the original input's
+    `context.inputs`; nothing to check otherwise."""
     facts_hash = bundle.get("input_hash")
     adapter = record.get("trusted_adapter")
     if isinstance(adapter, Mapping) and "output_hash" in adapter:
-        expected["rulebook_attestation_input_hash"] = adapter.get("output_hash")
-        actual["rulebook_attestation_input_hash"] = facts_hash
-        checks["rulebook_attestation_input_hash"] = _digest_equal(adapter.get("output_hash"), facts_hash)
-    elif isinstance(original_input, Mapping) and isinstance(original_input.get("context"), Mapping) \
+        return digest_check("rulebook_attestation_input_hash", adapter.get("output_hash"), facts_hash)
+    if isinstance(original_input, Mapping) and isinstance(original_input.get("context"), Mapping) \
             and isinstance(original_input["context"].get("inputs"), Mapping):
         facts_expected = _safe(sha256_hex, original_input["context"]["inputs"])
-        expected["rulebook_attestation_input_hash"] = facts_expected
-        actual["rulebook_attestation_input_hash"] = facts_hash
-        checks["rulebook_attestation_input_hash"] = _digest_equal(facts_expected, facts_hash)
+        return digest_check("rulebook_attestation_input_hash", facts_expected, facts_hash)
+    return NOTHING_CHECKED
 
-    # Signature over the text of the *recomputed* bundle hash.
-    signature = attestation.get("signature")
+
+def _check_attestation_signature(signature: Any, digest: Any, anchors: TrustAnchors) -> CheckResult:
+    """`rulebook_attestation_signature`: a well-formed block, unsigned (None when blank) or signed
+    over the text of the *recomputed* bundle hash."""
     if not isinstance(signature, Mapping):
-        checks["rulebook_attestation_signature"] = False
-        return
+        return CheckResult.single("rulebook_attestation_signature", False)
     status = signature.get("status")
     well_formed = (
         signature.get("schema_version") == RULEBOOK_ATTESTATION_SIGNATURE_VERSION
@@ -91,30 +100,36 @@ def _check_rulebook_attestation(record, anchors, original_input, checks, expecte
     )
     if status == STATUS_UNSIGNED:
         blank = all(signature.get(n) is None for n in ("key_id", "public_key_pem", "signature"))
-        checks["rulebook_attestation_signature"] = None if (well_formed and blank) else False
-        return
+        return CheckResult.single("rulebook_attestation_signature", None if (well_formed and blank) else False)
     if status != STATUS_SIGNED or not well_formed:
-        checks["rulebook_attestation_signature"] = False
-        return
+        return CheckResult.single("rulebook_attestation_signature", False)
+    return _check_signed_attestation(signature, digest, anchors)
+
+
+def _check_signed_attestation(signature: Mapping[str, Any], digest: Any, anchors: TrustAnchors) -> CheckResult:
+    """A signed attestation against a trusted key (the one its embedded key names, which must be
+    that key); without one, the embedded key only feeds the diagnostic."""
     embedded_pem = signature.get("public_key_pem")
     embedded_fp = _safe(public_key_fingerprint, embedded_pem) if isinstance(embedded_pem, str) else None
+    embedded_raw = _safe(raw_public_key_from_pem, embedded_pem) if isinstance(embedded_pem, str) else None
     key = anchors.select_ed25519(signature.get("key_id"), embedded_fp)
     if key is None:
-        notes.append("rulebook attestation signature not checked: no trusted key for it")
-        embedded_raw = _safe(raw_public_key_from_pem, embedded_pem) if isinstance(embedded_pem, str) else None
+        diagnostic: dict[str, CheckValue] = {}
         if embedded_raw is not None:
-            checks["rulebook_attestation_signature_matches_untrusted_key"] = verify_hash_text_signature(
-                digest, signature.get("signature"), embedded_raw
-            )
-        return
+            diagnostic["rulebook_attestation_signature_matches_untrusted_key"] = verify_hash_text_signature(
+                digest, signature.get("signature"), embedded_raw)
+        return CheckResult(checks=diagnostic,
+                           notes=("rulebook attestation signature not checked: no trusted key for it",))
     ok = verify_hash_text_signature(digest, signature.get("signature"), key.public_key_raw)
     if embedded_pem is not None:
-        embedded_raw = _safe(raw_public_key_from_pem, embedded_pem) if isinstance(embedded_pem, str) else None
         ok = ok and embedded_raw == key.public_key_raw
-    checks["rulebook_attestation_signature"] = ok
+    return CheckResult.single("rulebook_attestation_signature", ok)
 
 
-def _dependency_matches(dependency, adapter) -> bool:
+# --------------------------------------------------------------------------- rulebook registry
+
+
+def _dependency_matches(dependency: Any, adapter: Any) -> bool:
     """The snapshot's bound adapter dependency names the record's adapter (both absent in direct mode)."""
     if dependency is None and adapter is None:
         return True
@@ -124,55 +139,64 @@ def _dependency_matches(dependency, adapter) -> bool:
         dependency.get(name) == adapter.get(name) for name in ("adapter_id", "version", "manifest_hash"))
 
 
-def _check_registry(record, anchors, checks, expected, actual, notes) -> None:
+def check_registry(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckResult:
+    """The rulebook registry entry: consistent with the record, and its registry attestation."""
     registry = record.get("rulebook_registry")
     if registry is None:
-        return
+        return NOTHING_CHECKED
     if not isinstance(registry, Mapping):
-        checks["rulebook_registry_consistency"] = False
-        checks["registry_attestation_hash"] = False
-        return
-    rulebook = record.get("rulebook")
-    if isinstance(rulebook, Mapping):
-        checks["rulebook_registry_consistency"] = (
-            registry.get("rulebook_id") == rulebook.get("id")
-            and registry.get("version") == rulebook.get("version")
-            and registry.get("hash") == rulebook.get("hash")
-            and registry.get("evaluator_version") == record.get("evaluator_version")
-            and _dependency_matches(registry.get("trusted_adapter_dependency"), record.get("trusted_adapter"))
-        )
-    else:
-        checks["rulebook_registry_consistency"] = False
+        return CheckResult(checks={"rulebook_registry_consistency": False, "registry_attestation_hash": False})
+    consistency = CheckResult.single("rulebook_registry_consistency", _registry_consistent(record, registry))
     attestation = registry.get("registry_attestation")
     if attestation is None:
-        notes.append("rulebook_registry has no registry_attestation")
-        return
+        return consistency + CheckResult(notes=("rulebook_registry has no registry_attestation",))
     if not isinstance(attestation, Mapping):
-        checks["registry_attestation_hash"] = False
-        return
+        return consistency + CheckResult.single("registry_attestation_hash", False)
     digest = _safe(registry_attestation_hash, dict(registry))
-    expected["registry_attestation_hash"] = digest
-    actual["registry_attestation_hash"] = attestation.get("attestation_hash")
-    checks["registry_attestation_hash"] = (
-        attestation.get("registry_attestation_version") == REGISTRY_ATTESTATION_VERSION
-        and _digest_equal(digest, attestation.get("attestation_hash"))
+    return consistency + _check_registry_attestation_hash(attestation, digest) \
+        + _check_registry_attestation_signature(attestation, digest, anchors)
+
+
+def _registry_consistent(record: Mapping[str, Any], registry: Mapping[str, Any]) -> bool:
+    """The entry names the record's rulebook, evaluator and adapter dependency."""
+    rulebook = record.get("rulebook")
+    if not isinstance(rulebook, Mapping):
+        return False
+    return bool(
+        registry.get("rulebook_id") == rulebook.get("id")
+        and registry.get("version") == rulebook.get("version")
+        and registry.get("hash") == rulebook.get("hash")
+        and registry.get("evaluator_version") == record.get("evaluator_version")
+        and _dependency_matches(registry.get("trusted_adapter_dependency"), record.get("trusted_adapter"))
     )
+
+
+def _check_registry_attestation_hash(attestation: Mapping[str, Any], digest: Any) -> CheckResult:
+    """`registry_attestation_hash`: its version, and the hash recomputed from the entry."""
+    compared = digest_check("registry_attestation_hash", digest, attestation.get("attestation_hash"))
+    ok = (attestation.get("registry_attestation_version") == REGISTRY_ATTESTATION_VERSION
+          and compared.checks["registry_attestation_hash"])
+    return CheckResult(checks={"registry_attestation_hash": ok}, expected=compared.expected, actual=compared.actual)
+
+
+def _check_registry_attestation_signature(attestation: Mapping[str, Any], digest: Any,
+                                          anchors: TrustAnchors) -> CheckResult:
+    """`registry_attestation_signature`: unsigned (None when blank) or an Ed25519 signature over
+    the recomputed hash by a trusted key."""
     status = attestation.get("status")
     if status == STATUS_UNSIGNED:
-        checks["registry_attestation_signature"] = (
-            None if attestation.get("signature") is None and attestation.get("key_id") is None else False
-        )
-        return
+        blank = attestation.get("signature") is None and attestation.get("key_id") is None
+        return CheckResult.single("registry_attestation_signature", None if blank else False)
     if status != STATUS_SIGNED or attestation.get("signature_algorithm") != SIG_ED25519:
-        checks["registry_attestation_signature"] = False
-        return
+        return CheckResult.single("registry_attestation_signature", False)
     key = anchors.select_ed25519(attestation.get("key_id"), None)
     if key is None:
-        notes.append("registry attestation signature not checked: no trusted key for it")
-        return
-    checks["registry_attestation_signature"] = verify_hash_text_signature(
-        digest, attestation.get("signature"), key.public_key_raw
-    )
+        return CheckResult(notes=("registry attestation signature not checked: no trusted key for it",))
+    return CheckResult.single("registry_attestation_signature", verify_hash_text_signature(
+        digest, attestation.get("signature"), key.public_key_raw))
+
+
+# --------------------------------------------------------------------------- trusted adapter
 
 
 TRUSTED_ADAPTER_MEMBERS = frozenset({
@@ -183,11 +207,11 @@ TRUSTED_ADAPTER_MEMBERS = frozenset({
 _HASH_MEMBERS = ("implementation_hash", "manifest_hash", "input_hash", "output_hash")
 
 
-def _is_hex64(value) -> bool:
+def _is_hex64(value: Any) -> bool:
     return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
-def _check_trusted_adapter(record, original_input, checks, expected, actual, notes) -> None:
+def check_trusted_adapter(record: Mapping[str, Any], original_input: Any) -> CheckResult:
     """`trusted_adapter_lineage`: the adapter block, the adapter facts and the binding agree.
 
     Rulebook records in adapter mode (``runtime_binding.binding_mode`` is the adapter mode, or
@@ -204,29 +228,44 @@ def _check_trusted_adapter(record, original_input, checks, expected, actual, not
     binding_mode = binding.get("binding_mode") if isinstance(binding, Mapping) else None
     if adapter is None and facts is None and binding_mode != BINDING_ADAPTER:
         if isinstance(binding, Mapping) and "adapter_authority" in binding:
-            checks["trusted_adapter_lineage"] = False
-            notes.append("adapter_authority in a direct-mode runtime binding")
-        return
-    ok = (isinstance(adapter, Mapping) and isinstance(facts, Mapping)
-          and set(adapter) == TRUSTED_ADAPTER_MEMBERS
-          and all(_is_hex64(adapter.get(name)) for name in _HASH_MEMBERS)
-          and isinstance(adapter.get("execution_timeout_ms"), int)
-          and binding_mode == BINDING_ADAPTER
-          and binding.get("adapter_authority") == ADAPTER_AUTHORITY)
+            return CheckResult.single("trusted_adapter_lineage", False,
+                                      "adapter_authority in a direct-mode runtime binding")
+        return NOTHING_CHECKED
+    ok = _adapter_block_well_formed(adapter, facts, binding)
+    facts_hash = NOTHING_CHECKED
     if isinstance(facts, Mapping):
-        digest = _safe(sha256_hex, facts)
-        expected["adapter_facts_hash"] = digest
-        actual["adapter_facts_hash"] = adapter.get("output_hash") if isinstance(adapter, Mapping) else None
-        ok = ok and _digest_equal(digest, actual["adapter_facts_hash"])
+        stated = adapter.get("output_hash") if isinstance(adapter, Mapping) else None
+        facts_hash = CheckResult(expected={"adapter_facts_hash": _safe(sha256_hex, facts)},
+                                 actual={"adapter_facts_hash": stated})
+        ok = ok and _digest_equal(facts_hash.expected["adapter_facts_hash"], stated)
     invocation = original_input.get("adapter") if isinstance(original_input, Mapping) else None
-    if ok and isinstance(invocation, Mapping):
-        payload = invocation.get("input")
-        ok = (invocation.get("adapter_id") == adapter.get("adapter_id")
-              and invocation.get("version") == adapter.get("version")
-              and invocation.get("manifest_hash") == adapter.get("manifest_hash")
-              and isinstance(payload, Mapping)
-              and _digest_equal(_safe(sha256_hex, payload), adapter.get("input_hash"))
-              and all(name in facts and _canon_equal(facts[name], value) for name, value in payload.items()))
+    notes: tuple[str, ...] = ()
+    if ok and isinstance(invocation, Mapping) and isinstance(adapter, Mapping) and isinstance(facts, Mapping):
+        ok = _invocation_matches(invocation, adapter, facts)
     elif ok:
-        notes.append("trusted adapter input_hash not checked: original input not supplied")
-    checks["trusted_adapter_lineage"] = bool(ok)
+        notes = ("trusted adapter input_hash not checked: original input not supplied",)
+    return facts_hash + CheckResult.single("trusted_adapter_lineage", bool(ok), *notes)
+
+
+def _adapter_block_well_formed(adapter: Any, facts: Any, binding: Any) -> bool:
+    """Both members present, the adapter block closed with 64-hex hashes, the binding in adapter mode."""
+    return bool(isinstance(adapter, Mapping) and isinstance(facts, Mapping)
+                and set(adapter) == TRUSTED_ADAPTER_MEMBERS
+                and all(_is_hex64(adapter.get(name)) for name in _HASH_MEMBERS)
+                and isinstance(adapter.get("execution_timeout_ms"), int)
+                and isinstance(binding, Mapping)
+                and binding.get("binding_mode") == BINDING_ADAPTER
+                and binding.get("adapter_authority") == ADAPTER_AUTHORITY)
+
+
+def _invocation_matches(invocation: Mapping[str, Any], adapter: Mapping[str, Any],
+                        facts: Mapping[str, Any]) -> bool:
+    """The request's adapter invocation names this adapter, hashes to its input_hash, and every
+    input member reappears unchanged in the adapter facts."""
+    payload = invocation.get("input")
+    return bool(invocation.get("adapter_id") == adapter.get("adapter_id")
+                and invocation.get("version") == adapter.get("version")
+                and invocation.get("manifest_hash") == adapter.get("manifest_hash")
+                and isinstance(payload, Mapping)
+                and _digest_equal(_safe(sha256_hex, payload), adapter.get("input_hash"))
+                and all(name in facts and _canon_equal(facts[name], value) for name, value in payload.items()))

@@ -13,6 +13,7 @@ from gate.chain.links import leaf_hash as chain_leaf_hash
 from gate.keys.signing import KeyMaterialError
 from gate.protocol.canonical import CanonicalJSONError, canonical_bytes
 from gate.protocol.records import decision_urls
+from gate.verify.result import CheckResult, CheckValue
 from gate.vocabulary import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_ALGORITHM
 
 # --------------------------------------------------------------------------- helpers
@@ -41,6 +42,12 @@ def _safe(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
+def digest_check(name: str, expected: Any, actual: Any) -> CheckResult:
+    """The check `name`: a recomputed digest equal to the stated one, with both reported."""
+    return CheckResult(checks={name: _digest_equal(expected, actual)},
+                       expected={name: expected}, actual={name: actual})
+
+
 # --------------------------------------------------------------------------- individual checks
 
 
@@ -62,7 +69,7 @@ _INTEGRITY_SIGNATURE_MIRRORED = {
 }
 
 
-def _check_integrity_block(record: Mapping[str, Any]) -> bool | None:
+def check_integrity_block(record: Mapping[str, Any]) -> CheckValue:
     """`integrity` mirrors the top level exactly: the members `seal_record` writes, no others."""
     block = record.get("integrity")
     if block is None:
@@ -101,8 +108,8 @@ def _check_integrity_block(record: Mapping[str, Any]) -> bool | None:
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def _check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any, expected_receipt_hash: Any,
-                       checks: dict[str, bool | None]) -> None:
+def check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any,
+                      expected_receipt_hash: Any) -> CheckValue:
     """The record's `audit_chain` member: what a record alone can prove of it.
 
     Its leaf is recomputed from the record; a first link's rolling root is its leaf; the member
@@ -110,12 +117,9 @@ def _check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any, exp
     """
     member = record.get("audit_chain")
     if member is None:
-        if "audit_chain_signature" in record:
-            checks["audit_chain"] = False
-        return
+        return False if "audit_chain_signature" in record else None
     if not isinstance(member, Mapping) or set(member) != set(AUDIT_CHAIN_MEMBERS):
-        checks["audit_chain"] = False
-        return
+        return False
     position = member.get("chain_position")
     leaf = _safe(chain_leaf_hash, record.get("decision_id"), expected_record_hash, expected_receipt_hash)
     ok = (
@@ -126,10 +130,11 @@ def _check_audit_chain(record: Mapping[str, Any], expected_record_hash: Any, exp
         and all(_HEX64.fullmatch(member.get(name) or "") for name in ("link_hash", "merkle_root"))
         and (position != 1 or member.get("merkle_root") == leaf)
     )
-    checks["audit_chain"] = bool(ok)
+    return bool(ok)
 
 
-def _check_urls(record: Mapping[str, Any]) -> bool | None:
+def check_urls(record: Mapping[str, Any]) -> CheckValue:
+    """`decision_url` is the one the id gives, and the legacy `replay` alias equals `replay_url`."""
     results = []
     if "decision_url" in record:
         decision_id = record.get("decision_id")
@@ -140,7 +145,8 @@ def _check_urls(record: Mapping[str, Any]) -> bool | None:
     return all(results) if results else None
 
 
-def _check_policy_consistency(record: Mapping[str, Any], rulebook_mode: bool) -> bool | None:
+def check_policy_consistency(record: Mapping[str, Any], rulebook_mode: bool) -> CheckValue:
+    """The policy identity members agree with each other and, in rulebook mode, with `rulebook`."""
     results = []
     if "source_hash" in record:
         results.append(record.get("source_hash") == record.get("policy_hash"))

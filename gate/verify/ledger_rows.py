@@ -91,7 +91,7 @@ def decision_row_checks(decision_id: str, columns: Mapping[str, Any], record: Ma
     registry = record.get("rulebook_registry")
     expected_chain = chain_id_for(scope) if isinstance(scope, str) else None
     checks["ledger_scope"] = bool(
-        expected_chain is not None and isinstance(chain, Mapping) and chain.get("chain_id") == expected_chain
+        isinstance(scope, str) and expected_chain is not None and isinstance(chain, Mapping) and chain.get("chain_id") == expected_chain
         and link_row is not None and link_row.get("chain_id") == expected_chain
         and head_row is not None and head_row.get("scope") == scope
         and (not isinstance(registry, Mapping) or registry.get("scope_hash") == scope_hash(scope)))

@@ -1,8 +1,15 @@
-"""`verify_record`: every step over one Decision Record, in order, and the verify-endpoint body."""
+"""`verify_record`: every step over one Decision Record, in order, and the verify-endpoint body.
+
+Each step is a check function that returns what it found as a value (a `CheckResult` of named
+checks, expected and actual values and notes, or one `CheckValue`); `_record_checks` lists them
+in the order of docs/verification.md and `_conclude` turns the merged checks into the result.
+The key-free steps live in `gate.verify.checks`, the rulebook ones in `gate.verify.attestations`,
+the signature ones in `gate.verify.signatures`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gate.advisory.record import (
@@ -16,30 +23,35 @@ from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
+from gate.protocol.types import DECISION_RECORD_MEMBERS, DECISION_RECORD_REQUIRED
 from gate.verify.anchors import TrustAnchors
 from gate.verify.attestations import (
-    _check_registry,
-    _check_rulebook_attestation,
-    _check_trusted_adapter,
+    check_registry,
+    check_rulebook_attestation,
+    check_trusted_adapter,
 )
 from gate.verify.checks import (
-    _check_audit_chain,
-    _check_integrity_block,
-    _check_policy_consistency,
-    _check_urls,
     _digest_equal,
     _safe,
+    check_audit_chain,
+    check_integrity_block,
+    check_policy_consistency,
+    check_urls,
+    digest_check,
 )
 from gate.verify.result import (
     AUTHENTICITY_CHECKS,
     DIAGNOSTIC_CHECKS,
     INTEGRITY_CHECKS,
+    NOTHING_CHECKED,
+    CheckResult,
+    CheckValue,
     VerificationResult,
 )
 from gate.verify.signatures import (
-    _check_audit_chain_signature,
-    _check_confidence_signature,
-    _check_receipt_signature,
+    check_audit_chain_signature,
+    check_confidence_signature,
+    check_receipt_signature,
 )
 from gate.vocabulary import COMPACT_FOR_VERDICT
 
@@ -51,21 +63,11 @@ class VerificationInputError(GateError):
         super().__init__("VERIFY_RECORD_INVALID", message)
 
 
-# Members `gate.protocol.records.build_rulebook_record` always writes, and those it may add.
-RULEBOOK_RECORD_REQUIRED = frozenset({
-    "decision_protocol_version", "decision_record_version", "status", "c", "v", "verdict",
-    "application_verdict", "reason_code", "matched_rule_id", "engine", "evaluator_version", "evaluation",
-    "rulebook", "rulebook_contract", "runtime_binding", "rulebook_registry", "rulebook_attestation",
-    "request_id", "decision_id", "evidence", "evidence_manifest", "action", "action_binding", "policy_id",
-    "policy_version", "policy_hash", "source_hash", "policy_bundle", "policy_bundle_hash", "input_hash",
-    "output_hash", "record_hash", "receipt_hash", "replay_url", "verify_url", "decision_url", "integrity",
-    "created_at",
-})
-RULEBOOK_RECORD_ALLOWED = RULEBOOK_RECORD_REQUIRED | {
-    "idempotency_key", "missing_fields", "invalid_fields", "trusted_adapter", "adapter_facts",
-    "receipt_key_id", "receipt_signature", "receipt_signature_algorithm", "receipt_public_key_fingerprint",
-    "decision_confidence", "confidence_hash", "confidence_signature", "audit_chain", "audit_chain_signature",
-}
+# The members of a rulebook record (`gate.protocol.types.DecisionRecord`): those the builder
+# always writes, and those it may add. The verifier also requires `rulebook_registry`: the gate
+# registers every rulebook it decides under, so a stored record always names its entry.
+RULEBOOK_RECORD_REQUIRED = DECISION_RECORD_REQUIRED | {"rulebook_registry"}
+RULEBOOK_RECORD_ALLOWED = DECISION_RECORD_MEMBERS
 
 
 def input_hash_of(original_input: Any) -> str:
@@ -75,123 +77,124 @@ def input_hash_of(original_input: Any) -> str:
     return sha256_hex(original_input)
 
 
-def verify_record(
-    record: Any,
-    *,
-    anchors: TrustAnchors | None = None,
-    original_input: Any = None,
-    request_public_key: str | None = None,
-) -> VerificationResult:
-    """Verify a full Decision Record (legacy or rulebook mode). See the `gate.verify` docstring."""
-    if not isinstance(record, Mapping):
-        raise VerificationInputError("the record to verify must be a JSON object")
-    anchors = anchors or TrustAnchors()
-    checks: dict[str, bool | None] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
-    expected: dict[str, Any] = {}
-    actual: dict[str, Any] = {}
-    notes: list[str] = []
-    get = record.get
-    rulebook_mode = "rulebook_attestation" in record or "rulebook" in record
-    advisory_mode = not rulebook_mode and is_advisory_record(record)
+RULEBOOK, ADVISORY, LEGACY = "rulebook", "advisory", "legacy"
 
-    # 0. A rulebook record is a closed object: every member the gate always writes is present
-    #    and nothing unknown was added (so deleting an unhashed member, such as the evaluation
-    #    trace, or renaming one, is caught by name).
-    if rulebook_mode:
-        present = set(record)
-        checks["record_members"] = RULEBOOK_RECORD_REQUIRED <= present <= RULEBOOK_RECORD_ALLOWED
-        if not checks["record_members"]:
-            expected["record_members"] = sorted(RULEBOOK_RECORD_REQUIRED - present)
-            actual["record_members"] = sorted(present - RULEBOOK_RECORD_ALLOWED)
-    elif advisory_mode:
-        # An advisory record is closed the same way (gate.advisory.record).
-        present = set(record)
-        checks["record_members"] = ADVISORY_RECORD_REQUIRED <= present <= ADVISORY_RECORD_ALLOWED
-        if not checks["record_members"]:
-            expected["record_members"] = sorted(ADVISORY_RECORD_REQUIRED - present)
-            actual["record_members"] = sorted(present - ADVISORY_RECORD_ALLOWED)
 
-    # 1. record_hash, then receipt_hash over the *recomputed* record_hash: every expected
-    #    value derives from the record's content, never from a stated hash.
-    expected["record_hash"] = _safe(record_hash, record)
-    actual["record_hash"] = get("record_hash")
-    checks["record_hash"] = _digest_equal(expected["record_hash"], actual["record_hash"])
-    expected["receipt_hash"] = (
-        _safe(receipt_hash, record, expected["record_hash"]) if expected["record_hash"] else None
-    )
-    actual["receipt_hash"] = get("receipt_hash")
-    checks["receipt_hash"] = _digest_equal(expected["receipt_hash"], actual["receipt_hash"])
+def record_kind(record: Mapping[str, Any]) -> str:
+    """`rulebook` (it has a rulebook or its attestation), `advisory`, or `legacy`."""
+    if "rulebook_attestation" in record or "rulebook" in record:
+        return RULEBOOK
+    return ADVISORY if is_advisory_record(record) else LEGACY
 
-    # 2. input_hash against the original request, when supplied.
-    if original_input is not None:
-        expected["input_hash"] = _safe(input_hash_of, original_input)
-        actual["input_hash"] = get("input_hash")
-        checks["input_hash"] = _digest_equal(expected["input_hash"], actual["input_hash"])
+
+@dataclass(frozen=True, slots=True)
+class RecomputedHashes:
+    """`record_hash` and `receipt_hash` recomputed from the record's content (None when it
+    cannot be hashed). The receipt hash is over the recomputed record hash, never the stated one."""
+
+    record_hash: str | None
+    receipt_hash: str | None
+
+
+def recompute_hashes(record: Mapping[str, Any]) -> RecomputedHashes:
+    digest = _safe(record_hash, record)
+    return RecomputedHashes(digest, _safe(receipt_hash, record, digest) if digest else None)
+
+
+def check_members(record: Mapping[str, Any], kind: str) -> CheckResult:
+    """A rulebook or advisory record is a closed object: every member the gate always writes is
+    present and nothing unknown was added (so deleting an unhashed member, such as the evaluation
+    trace, or renaming one, is caught by name)."""
+    if kind == RULEBOOK:
+        required, allowed = RULEBOOK_RECORD_REQUIRED, RULEBOOK_RECORD_ALLOWED
+    elif kind == ADVISORY:
+        required, allowed = ADVISORY_RECORD_REQUIRED, ADVISORY_RECORD_ALLOWED
     else:
-        notes.append("input_hash not checked: original input not supplied")
+        return NOTHING_CHECKED
+    present = set(record)
+    if required <= present <= allowed:
+        return CheckResult.single("record_members", True)
+    return CheckResult(checks={"record_members": False}, expected={"record_members": sorted(required - present)},
+                       actual={"record_members": sorted(present - allowed)})
 
-    # 3. output_hash (rulebook records carry the evaluation it is computed from).
-    if rulebook_mode and "evaluation" in record:
-        expected["output_hash"] = _safe(rulebook_output_hash, record)
-        actual["output_hash"] = get("output_hash")
-        checks["output_hash"] = _digest_equal(expected["output_hash"], actual["output_hash"])
-    elif advisory_mode:
-        # The advisory members outside the envelope (contract, votes, c/v) are bound here.
-        expected["output_hash"] = _safe(advisory_output_hash, record)
-        actual["output_hash"] = get("output_hash")
-        checks["output_hash"] = _digest_equal(expected["output_hash"], actual["output_hash"])
 
-    # 4. compact verdict.
-    if "c" in record or "v" in record:
-        verdict = get("verdict")
-        ok = isinstance(verdict, str) and get("c") == COMPACT_FOR_VERDICT.get(verdict)
-        if rulebook_mode or "application_verdict" in record:
-            ok = ok and get("v") == get("application_verdict")
-        if advisory_mode:  # an advisory approval never reads as yes (gate.advisory.record.READING)
-            ok = ok and reading_consistent(record)
-        checks["compact_verdict"] = ok
+def check_record_hashes(record: Mapping[str, Any], hashes: RecomputedHashes) -> CheckResult:
+    """The stated `record_hash` and `receipt_hash` against the recomputed ones."""
+    return (digest_check("record_hash", hashes.record_hash, record.get("record_hash"))
+            + digest_check("receipt_hash", hashes.receipt_hash, record.get("receipt_hash")))
 
-    # 5. integrity block mirrors the top level.
-    checks["integrity_block"] = _check_integrity_block(record)
 
-    # 6. URLs not covered by record_hash.
-    checks["urls"] = _check_urls(record)
+def check_input_hash(record: Mapping[str, Any], original_input: Any) -> CheckResult:
+    """`input_hash` against the original request, when supplied."""
+    if original_input is None:
+        return CheckResult(notes=("input_hash not checked: original input not supplied",))
+    return digest_check("input_hash", _safe(input_hash_of, original_input), record.get("input_hash"))
 
-    # 7. policy identity consistency.
-    checks["policy_consistency"] = _check_policy_consistency(record, rulebook_mode)
 
-    # 8. rulebook attestation.
-    _check_rulebook_attestation(record, anchors, original_input, checks, expected, actual, notes)
+def check_output_hash(record: Mapping[str, Any], kind: str) -> CheckResult:
+    """`output_hash` recomputed: a rulebook record's from its evaluation; an advisory record's
+    from the advisory members outside the envelope (contract, votes, c/v)."""
+    if kind == RULEBOOK and "evaluation" in record:
+        return digest_check("output_hash", _safe(rulebook_output_hash, record), record.get("output_hash"))
+    if kind == ADVISORY:
+        return digest_check("output_hash", _safe(advisory_output_hash, record), record.get("output_hash"))
+    return NOTHING_CHECKED
 
-    # 9. rulebook registry and its attestation.
-    _check_registry(record, anchors, checks, expected, actual, notes)
 
-    # 9b. trusted adapter lineage (adapter mode): block shape, H(adapter_facts) = output_hash,
-    #     binding, and the original invocation when supplied.
-    if rulebook_mode:
-        _check_trusted_adapter(record, original_input, checks, expected, actual, notes)
+def check_compact_verdict(record: Mapping[str, Any], kind: str) -> CheckValue:
+    """`c` is the compact form of `verdict`, `v` the application verdict; an advisory approval
+    never reads as yes (gate.advisory.record.READING)."""
+    if "c" not in record and "v" not in record:
+        return None
+    verdict = record.get("verdict")
+    ok = isinstance(verdict, str) and record.get("c") == COMPACT_FOR_VERDICT.get(verdict)
+    if kind == RULEBOOK or "application_verdict" in record:
+        ok = ok and record.get("v") == record.get("application_verdict")
+    if kind == ADVISORY:
+        ok = ok and reading_consistent(record)
+    return ok
 
-    # 10. the confidence block (outside record_hash): its hash recomputed, the top-level copy
-    #     equal to it, and (step 12) its own signature.
-    if "decision_confidence" in record or "confidence_hash" in record:
-        confidence = get("decision_confidence")
-        expected["confidence_hash"] = _safe(confidence_hash, confidence) if isinstance(confidence, Mapping) else None
-        actual["confidence_hash"] = get("confidence_hash")
-        checks["confidence_hash"] = bool(
-            isinstance(confidence, Mapping)
-            and _digest_equal(expected["confidence_hash"], confidence.get("confidence_hash"))
-            and _digest_equal(expected["confidence_hash"], get("confidence_hash")))
-    _check_confidence_signature(record, anchors, checks)
 
-    # 11. the audit_chain member (outside record_hash) and its own signature.
-    _check_audit_chain(record, expected["record_hash"], expected["receipt_hash"], checks)
-    _check_audit_chain_signature(record, anchors, checks)
+def check_confidence_hash(record: Mapping[str, Any]) -> CheckResult:
+    """The confidence block (outside record_hash): its hash recomputed, and both the block's and
+    the top-level `confidence_hash` equal to it."""
+    if "decision_confidence" not in record and "confidence_hash" not in record:
+        return NOTHING_CHECKED
+    confidence = record.get("decision_confidence")
+    digest = _safe(confidence_hash, confidence) if isinstance(confidence, Mapping) else None
+    ok = bool(isinstance(confidence, Mapping)
+              and _digest_equal(digest, confidence.get("confidence_hash"))
+              and _digest_equal(digest, record.get("confidence_hash")))
+    return CheckResult(checks={"confidence_hash": ok}, expected={"confidence_hash": digest},
+                       actual={"confidence_hash": record.get("confidence_hash")})
 
-    # 12. receipt signature against trust anchors.
-    key_source = _check_receipt_signature(
-        record, anchors, request_public_key, expected["record_hash"], expected["receipt_hash"], checks, notes
+
+def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashes, anchors: TrustAnchors,
+                   original_input: Any) -> CheckResult:
+    """Every key-free step and the attestation steps, in order (docs/verification.md)."""
+    return (
+        check_members(record, kind)
+        + check_record_hashes(record, hashes)
+        + check_input_hash(record, original_input)
+        + check_output_hash(record, kind)
+        + CheckResult.single("compact_verdict", check_compact_verdict(record, kind))
+        + CheckResult.single("integrity_block", check_integrity_block(record))
+        + CheckResult.single("urls", check_urls(record))
+        + CheckResult.single("policy_consistency", check_policy_consistency(record, kind == RULEBOOK))
+        + check_rulebook_attestation(record, anchors, original_input)
+        + check_registry(record, anchors)
+        + (check_trusted_adapter(record, original_input) if kind == RULEBOOK else NOTHING_CHECKED)
+        + check_confidence_hash(record)
+        + CheckResult.single("confidence_signature", check_confidence_signature(record, anchors))
+        + CheckResult.single("audit_chain", check_audit_chain(record, hashes.record_hash, hashes.receipt_hash))
+        + CheckResult.single("audit_chain_signature", check_audit_chain_signature(record, anchors))
     )
 
+
+def _conclude(record: Mapping[str, Any], kind: str, found: CheckResult, key_source: str | None) -> VerificationResult:
+    """The verdicts over all checks: integrity, authenticity, and the failed checks by name."""
+    checks: dict[str, CheckValue] = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS))
+    checks.update(found.checks)
     failed = tuple(sorted(n for n, v in checks.items() if v is False and n not in DIAGNOSTIC_CHECKS))
     integrity_valid = (
         checks["record_hash"] is True
@@ -208,14 +211,34 @@ def verify_record(
         key_source=key_source,
         checks=checks,
         failed_checks=failed,
-        expected=expected,
-        actual=actual,
-        decision_id=get("decision_id"),
-        record_kind="rulebook" if rulebook_mode else "advisory" if advisory_mode else "legacy",
-        signature_algorithm=get("receipt_signature_algorithm"),
-        key_id=get("receipt_key_id"),
-        notes=tuple(notes),
+        expected=dict(found.expected),
+        actual=dict(found.actual),
+        decision_id=record.get("decision_id"),
+        record_kind=kind,
+        signature_algorithm=record.get("receipt_signature_algorithm"),
+        key_id=record.get("receipt_key_id"),
+        notes=found.notes,
     )
+
+
+def verify_record(
+    record: Any,
+    *,
+    anchors: TrustAnchors | None = None,
+    original_input: Any = None,
+    request_public_key: str | None = None,
+) -> VerificationResult:
+    """Verify a full Decision Record (legacy, advisory or rulebook mode). See the `gate.verify`
+    docstring; each step is a check function above returning its result as a value."""
+    if not isinstance(record, Mapping):
+        raise VerificationInputError("the record to verify must be a JSON object")
+    anchors = anchors or TrustAnchors()
+    kind = record_kind(record)
+    hashes = recompute_hashes(record)
+    found = _record_checks(record, kind, hashes, anchors, original_input)
+    receipt = check_receipt_signature(record, anchors, request_public_key, hashes.record_hash, hashes.receipt_hash)
+    found += receipt.result
+    return _conclude(record, kind, found, receipt.key_source)
 
 
 def verify_request_body(body: Any, *, anchors: TrustAnchors | None = None) -> VerificationResult:

@@ -1,8 +1,10 @@
-"""What `verify_record` reports: the check names, by what they establish, and the result value."""
+"""What `verify_record` reports: the check names, by what they establish, what one step finds
+(`CheckResult`) and the result value (`VerificationResult`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from gate.vocabulary import VERIFICATION_RESULT_VERSION
@@ -43,13 +45,45 @@ DIAGNOSTIC_CHECKS = (
 )
 
 
+CheckValue = bool | None
+"""One check: True (holds), False (fails) or None (not applicable, or not checkable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """What one verification step found: its check values, the expected and actual values it
+    compared, and its notes. Each step returns one; `verify_record` merges them in step order."""
+
+    checks: Mapping[str, CheckValue] = field(default_factory=dict)
+    expected: Mapping[str, Any] = field(default_factory=dict)
+    actual: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def single(cls, name: str, value: CheckValue, *notes: str) -> CheckResult:
+        """One named check, with optional notes."""
+        return cls(checks={name: value}, notes=notes)
+
+    def __add__(self, other: CheckResult) -> CheckResult:
+        """Both results, `other`'s values after (and over) this one's."""
+        return CheckResult(
+            checks={**self.checks, **other.checks},
+            expected={**self.expected, **other.expected},
+            actual={**self.actual, **other.actual},
+            notes=self.notes + other.notes,
+        )
+
+
+NOTHING_CHECKED = CheckResult()
+
+
 @dataclass(frozen=True, slots=True)
 class VerificationResult:
     verified: bool
     integrity_valid: bool
     authenticity_valid: bool
     key_source: str | None
-    checks: dict[str, bool | None]
+    checks: dict[str, CheckValue]
     failed_checks: tuple[str, ...]
     expected: dict[str, Any]
     actual: dict[str, Any]

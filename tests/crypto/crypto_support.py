@@ -23,7 +23,7 @@ from gate.keys.signing import (  # noqa: E402
 )
 from gate.protocol.attestation import registry_entry, sign_registry_entry  # noqa: E402
 from gate.protocol.canonical import sha256_hex  # noqa: E402
-from gate.protocol.records import build_rulebook_record  # noqa: E402
+from gate.protocol.records import RulebookRecordInputs, build_rulebook_record  # noqa: E402
 from gate.rulebook.evaluation import Evaluation  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
@@ -190,4 +190,5 @@ def make_record(
         adapter_facts={**FACTS, "derived_margin_ok": True} if adapter else None,
     )
     kwargs.update(overrides)
-    return build_rulebook_record(**kwargs)
+    signing = {name: kwargs.pop(name) for name in ("attestation_key", "receipt_signer")}
+    return build_rulebook_record(RulebookRecordInputs(**kwargs), **signing)

@@ -14,9 +14,9 @@ from gate.protocol.attestation import registry_attestation_hash
 from gate.protocol.canonical import sha256_hex
 from gate.verify import TrustAnchors
 from gate.verify.attestations import (
-    _check_registry,
-    _check_rulebook_attestation,
-    _check_trusted_adapter,
+    check_registry,
+    check_rulebook_attestation,
+    check_trusted_adapter,
     _dependency_matches,
     _is_hex64,
 )
@@ -27,9 +27,8 @@ ATTESTATION_OK = {"rulebook_attestation_bundle_hash": True, "rulebook_attestatio
 
 
 def _attest(record, original_input=None, anchors=ANCHORS):
-    checks, expected, actual, notes = {}, {}, {}, []
-    _check_rulebook_attestation(record, anchors, original_input, checks, expected, actual, notes)
-    return checks, expected, actual, notes
+    result = check_rulebook_attestation(record, anchors, original_input)
+    return dict(result.checks), dict(result.expected), dict(result.actual), list(result.notes)
 
 
 def _rebundle(record, **changes):
@@ -184,9 +183,8 @@ def test_without_a_trusted_key_only_the_embedded_key_is_tried_as_a_diagnostic():
 
 
 def _registry(record, anchors=ANCHORS):
-    checks, expected, actual, notes = {}, {}, {}, []
-    _check_registry(record, anchors, checks, expected, actual, notes)
-    return checks, expected, actual, notes
+    result = check_registry(record, anchors)
+    return dict(result.checks), dict(result.expected), dict(result.actual), list(result.notes)
 
 
 REGISTRY_OK = {"rulebook_registry_consistency": True, "registry_attestation_hash": True,
@@ -298,9 +296,8 @@ ADAPTER_REQUEST = {"mode": "rulebook", "rulebook": REQUEST["rulebook"],
 
 
 def _lineage(record, original_input=None):
-    checks, expected, actual, notes = {}, {}, {}, []
-    _check_trusted_adapter(record, original_input, checks, expected, actual, notes)
-    return checks, expected, actual, notes
+    result = check_trusted_adapter(record, original_input)
+    return dict(result.checks), dict(result.expected), dict(result.actual), list(result.notes)
 
 
 def _adapter_record(**adapter_changes):

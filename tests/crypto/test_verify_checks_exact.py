@@ -7,7 +7,7 @@ import pytest
 from gate.verify.checks import (
     _INTEGRITY_MIRRORED,
     _canon_equal,
-    _check_integrity_block,
+    check_integrity_block,
     _digest_equal,
 )
 from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM
@@ -47,8 +47,8 @@ def _block(record, **changes):
 
 def test_an_exact_mirror_passes_and_no_block_is_not_checked():
     record = _record()
-    assert _check_integrity_block(dict(record, integrity=_block(record))) is True
-    assert _check_integrity_block(record) is None
+    assert check_integrity_block(dict(record, integrity=_block(record))) is True
+    assert check_integrity_block(record) is None
 
 
 @pytest.mark.parametrize("bundle", [None, ""])
@@ -56,15 +56,15 @@ def test_an_empty_policy_bundle_hash_is_not_required(bundle):
     record = _record(policy_bundle_hash=bundle)
     block = _block(record)
     block.pop("policy_bundle_hash", None)
-    assert _check_integrity_block(dict(record, integrity=block)) is True
+    assert check_integrity_block(dict(record, integrity=block)) is True
 
 
 def test_a_policy_bundle_hash_is_required_when_present():
     record = _record(policy_bundle_hash="b" * 64)
-    assert _check_integrity_block(dict(record, integrity=_block(record))) is True
+    assert check_integrity_block(dict(record, integrity=_block(record))) is True
     block = _block(record)
     del block["policy_bundle_hash"]
-    assert _check_integrity_block(dict(record, integrity=block)) is False
+    assert check_integrity_block(dict(record, integrity=block)) is False
 
 
 @pytest.mark.parametrize("damage", [
@@ -77,19 +77,19 @@ def test_a_policy_bundle_hash_is_required_when_present():
 ])
 def test_each_departure_from_the_mirror_fails(damage):
     record = _record()
-    assert _check_integrity_block(dict(record, integrity=damage(_block(record)))) is False
+    assert check_integrity_block(dict(record, integrity=damage(_block(record)))) is False
 
 
 def test_the_signature_member_of_a_signed_record():
     record = _record(receipt_signature="ed25519:x", receipt_signature_algorithm="ed25519", receipt_key_id="k1")
     good = {"algorithm": "ed25519", "key_id": "k1"}
-    assert _check_integrity_block(dict(record, integrity=_block(record, signature=good))) is True
-    assert _check_integrity_block(dict(record, integrity=_block(record))) is False  # required when signed
+    assert check_integrity_block(dict(record, integrity=_block(record, signature=good))) is True
+    assert check_integrity_block(dict(record, integrity=_block(record))) is False  # required when signed
     for bad in ("junk", {"algorithm": "ed25519"}, dict(good, public_key_fingerprint="f"),
                 dict(good, key_id="k2")):
-        assert _check_integrity_block(dict(record, integrity=_block(record, signature=bad))) is False, bad
+        assert check_integrity_block(dict(record, integrity=_block(record, signature=bad))) is False, bad
     unsigned = _record()
-    assert _check_integrity_block(dict(unsigned, integrity=_block(unsigned, signature={}))) is False
+    assert check_integrity_block(dict(unsigned, integrity=_block(unsigned, signature={}))) is False
 
 
 def _chain_member(position=1, **changes):
@@ -104,11 +104,10 @@ def _chain_member(position=1, **changes):
 
 
 def _audit(record):
-    from gate.verify.checks import _check_audit_chain
+    from gate.verify.checks import check_audit_chain
 
-    checks = {}
-    _check_audit_chain(record, "a" * 64, "b" * 64, checks)
-    return checks
+    value = check_audit_chain(record, "a" * 64, "b" * 64)
+    return {} if value is None else {"audit_chain": value}
 
 
 def test_the_audit_chain_member_alone():
@@ -129,17 +128,17 @@ def test_the_audit_chain_member_alone():
 
 def test_urls():
     from gate.protocol.records import decision_urls
-    from gate.verify.checks import _check_urls
+    from gate.verify.checks import check_urls
 
     url = decision_urls("dec_1")["decision_url"]
-    assert _check_urls({}) is None
-    assert _check_urls({"decision_id": "dec_1", "decision_url": url}) is True
-    assert _check_urls({"decision_id": "dec_1", "decision_url": url + "x"}) is False
-    assert _check_urls({"decision_id": 5, "decision_url": url}) is False
-    assert _check_urls({"replay": "r", "replay_url": "r"}) is True
-    assert _check_urls({"replay": "r", "replay_url": "s"}) is False
-    assert _check_urls({"decision_id": "dec_1", "decision_url": url, "replay": "r", "replay_url": "s"}) is False
-    assert _check_urls({"decision_id": "dec_1", "decision_url": "x", "replay": "r", "replay_url": "r"}) is False
+    assert check_urls({}) is None
+    assert check_urls({"decision_id": "dec_1", "decision_url": url}) is True
+    assert check_urls({"decision_id": "dec_1", "decision_url": url + "x"}) is False
+    assert check_urls({"decision_id": 5, "decision_url": url}) is False
+    assert check_urls({"replay": "r", "replay_url": "r"}) is True
+    assert check_urls({"replay": "r", "replay_url": "s"}) is False
+    assert check_urls({"decision_id": "dec_1", "decision_url": url, "replay": "r", "replay_url": "s"}) is False
+    assert check_urls({"decision_id": "dec_1", "decision_url": "x", "replay": "r", "replay_url": "r"}) is False
 
 
 def _policy_record(**changes):
@@ -152,7 +151,7 @@ def _policy_record(**changes):
 
 
 def test_policy_consistency():
-    from gate.verify.checks import _check_policy_consistency as check
+    from gate.verify.checks import check_policy_consistency as check
 
     assert check({}, False) is None
     assert check({"source_hash": "h", "policy_hash": "h"}, False) is True

@@ -21,9 +21,9 @@ from gate.protocol.confidence import (
 from gate.protocol.records import audit_chain_signature_payload
 from gate.verify import TrustAnchors
 from gate.verify.signatures import (
-    _check_audit_chain_signature,
-    _check_confidence_signature,
-    _check_receipt_signature,
+    check_audit_chain_signature,
+    check_confidence_signature,
+    check_receipt_signature,
 )
 
 RECORD_HASH, RECEIPT_HASH = "a" * 64, "b" * 64
@@ -41,9 +41,8 @@ def _hmac_signer(key_id="k_hmac"):
 
 
 def _receipt(record, anchors, hashes=(RECORD_HASH, RECEIPT_HASH), request_public_key=None):
-    checks, notes = {}, []
-    source = _check_receipt_signature(record, anchors, request_public_key, *hashes, checks, notes)
-    return checks, notes, source
+    check = check_receipt_signature(record, anchors, request_public_key, *hashes)
+    return dict(check.result.checks), list(check.result.notes), check.key_source
 
 
 def _signed_receipt(signer, key_id, algorithm, hashes=(RECORD_HASH, RECEIPT_HASH), **members):
@@ -137,9 +136,8 @@ def _with_confidence(signer, key_id, algorithm, fingerprint=None):
 
 
 def _confidence(record, anchors):
-    checks = {}
-    _check_confidence_signature(record, anchors, checks)
-    return checks
+    value = check_confidence_signature(record, anchors)
+    return {"confidence_signature": value} if record.get("decision_confidence") is not None else {}
 
 
 def test_the_member_signature_is_made_with_the_receipt_key():
@@ -196,9 +194,6 @@ def test_an_audit_chain_that_is_not_an_object_fails_its_signature_even_if_signed
     record = {"decision_id": "dec_1", "receipt_key_id": "k1", "receipt_signature_algorithm": "ed25519",
               "audit_chain": member,
               "audit_chain_signature": signer.sign_payload(audit_chain_signature_payload("dec_1", "k1", member))}
-    checks = {}
-    _check_audit_chain_signature(record, _ed_anchors(("k1", key_a())), checks)
-    assert checks == {"audit_chain_signature": False}
+    assert check_audit_chain_signature(record, _ed_anchors(("k1", key_a()))) is False
     record["audit_chain"] = dict(member)  # the same content as an object verifies
-    _check_audit_chain_signature(record, _ed_anchors(("k1", key_a())), checks)
-    assert checks == {"audit_chain_signature": True}
+    assert check_audit_chain_signature(record, _ed_anchors(("k1", key_a()))) is True

@@ -35,7 +35,7 @@ from gate.packets import (
 )
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import sha256_hex
-from gate.protocol.records import attach_audit_chain, build_rulebook_record
+from gate.protocol.records import RulebookRecordInputs, attach_audit_chain, build_rulebook_record
 from gate.receipts import (
     build_crm_sync_record,
     build_execution_receipt,
@@ -92,7 +92,7 @@ def make_record(*, key: Ed25519Key = ACTIVE, decision_id: str = DECISION_ID, cre
                        registered_at=created_at),
         key,
     )
-    return build_rulebook_record(
+    return build_rulebook_record(RulebookRecordInputs(
         decision_id=decision_id,
         request_id="req_8d2c41aa90e1",
         idempotency_key="idem:sub_1042:discount_15",
@@ -107,9 +107,7 @@ def make_record(*, key: Ed25519Key = ACTIVE, decision_id: str = DECISION_ID, cre
         schema_url=C.RULEBOOK_SCHEMA_PATH,
         schema_hash=schema_hash(),
         context=REQUEST["context"],
-        attestation_key=key,
-        receipt_signer=Ed25519ReceiptSigner(key),
-    )
+    ), attestation_key=key, receipt_signer=Ed25519ReceiptSigner(key))
 
 
 def _hex(label: str) -> str:

@@ -1,0 +1,173 @@
+"""The rulebook-mode Decision Record as a type: its wire members (`DecisionRecord`) and what the
+decide pipeline hands the builder (`RulebookRecordInputs`).
+
+The record stays a JSON object: `DecisionRecord` is a TypedDict, so a record is a plain dict at
+run time and serialises byte for byte as before. The builder (`gate.protocol.records`) returns
+one; the verifier (`gate.verify.record`) takes its closed member set from it.
+
+No `from __future__ import annotations` here: `Required` and `NotRequired` must be real
+objects when the TypedDict is created, or Python 3.11 cannot tell required members apart.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from gate.rulebook.evaluation import Evaluation
+from gate.vocabulary import ENGINE
+
+
+class RuntimeBinding(TypedDict):
+    """`runtime_binding`: what decided. `adapter_authority` only in adapter mode."""
+
+    production_core: str
+    binding_mode: str
+    verdict_authority: str
+    customer_supplied_code: str
+    adapter_authority: NotRequired[str]
+
+
+class RulebookReference(TypedDict):
+    """`rulebook`: which rulebook decided (its id and version as the rulebook states them)."""
+
+    schema_version: Any
+    id: Any
+    version: Any
+    hash: str
+
+
+class AttestationOutcome(TypedDict):
+    """The attested `outcome`: the members a verifier compares with the record's top level."""
+
+    status: str
+    verdict: str
+    application_verdict: str
+    action: str
+    reason_code: str
+    matched_rule_id: str | None
+
+
+class RulebookContract(TypedDict):
+    """`rulebook_contract`: the rulebook schema and the evaluator the record was made under."""
+
+    schema_version: str
+    schema_url: str
+    schema_hash: str
+    evaluator_version: str
+
+
+class EvidenceManifest(TypedDict):
+    """`evidence_manifest`: the evidence codes and the rulebook source each came from."""
+
+    codes: list[str]
+    sources: list[dict[str, Any]]
+
+
+class PolicyBundle(TypedDict):
+    """`policy_bundle`: the rulebook as the policy the record was decided under."""
+
+    id: Any
+    version: Any
+    hash: str
+    hash_algorithm: str
+    canonicalization: str
+    source: str
+
+
+class DecisionRecord(TypedDict):
+    """A sealed rulebook-mode Decision Record (the `full` view), member by member.
+
+    Required members are those `build_rulebook_record` always writes; the others appear when
+    they apply (needs_input fields, idempotency key, adapter lineage, receipt signature) or are
+    added after sealing (confidence, audit chain). Nested objects the record only carries
+    through (the evaluation trace, attestations, registry entry) stay JSON objects.
+    """
+
+    decision_protocol_version: str
+    decision_record_version: str
+    status: str
+    missing_fields: NotRequired[list[str]]
+    invalid_fields: NotRequired[list[str]]
+    c: str
+    v: str
+    verdict: str
+    application_verdict: str
+    reason_code: str
+    matched_rule_id: str | None
+    engine: str
+    evaluator_version: str
+    evaluation: dict[str, Any]
+    rulebook: RulebookReference
+    rulebook_contract: RulebookContract
+    runtime_binding: RuntimeBinding
+    rulebook_registry: NotRequired[dict[str, Any]]
+    rulebook_attestation: dict[str, Any]
+    trusted_adapter: NotRequired[dict[str, Any]]
+    adapter_facts: NotRequired[dict[str, Any]]
+    request_id: str
+    decision_id: str
+    idempotency_key: NotRequired[str]
+    evidence: list[str]
+    evidence_manifest: EvidenceManifest
+    action: str
+    action_binding: dict[str, str]
+    policy_id: Any
+    policy_version: Any
+    policy_hash: str
+    source_hash: str
+    policy_bundle: PolicyBundle
+    policy_bundle_hash: str
+    input_hash: str
+    output_hash: str
+    replay_url: str
+    verify_url: str
+    decision_url: str
+    created_at: str
+    record_hash: str
+    receipt_hash: str
+    receipt_key_id: NotRequired[str]
+    receipt_signature: NotRequired[str]
+    receipt_signature_algorithm: NotRequired[str]
+    receipt_public_key_fingerprint: NotRequired[str]
+    integrity: dict[str, Any]
+    decision_confidence: NotRequired[dict[str, Any]]
+    confidence_hash: NotRequired[str]
+    confidence_signature: NotRequired[str]
+    audit_chain: NotRequired[dict[str, Any]]
+    audit_chain_signature: NotRequired[str]
+
+
+DECISION_RECORD_REQUIRED: frozenset[str] = DecisionRecord.__required_keys__
+DECISION_RECORD_MEMBERS: frozenset[str] = DecisionRecord.__required_keys__ | DecisionRecord.__optional_keys__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RulebookRecordInputs:
+    """What the decide pipeline (and historical replay) hands `build_rulebook_record`.
+
+    Identity: `decision_id`, `request_id`, `idempotency_key`, `created_at`. Request: `input_hash`
+    (of the request body), `facts` (what the rulebook evaluated), `context` (for the action
+    binding). Rulebook lineage: `rulebook`, `rulebook_hash`, `rulebook_registry`, `schema_url`,
+    `schema_hash`, `engine`. Outcome: `evaluation`. Binding: `binding_mode` and, in adapter
+    mode, `trusted_adapter` and `adapter_facts`. `stored_attestation` is for replay only.
+    The builder checks and trims these (see its docstring); the keys that sign are not inputs.
+    """
+
+    decision_id: str
+    request_id: str
+    idempotency_key: str | None
+    created_at: str
+    input_hash: str
+    facts: Mapping[str, Any]
+    rulebook: Mapping[str, Any]
+    rulebook_hash: str
+    evaluation: Evaluation
+    binding_mode: str
+    rulebook_registry: Mapping[str, Any] | None
+    schema_url: str
+    schema_hash: str
+    context: Mapping[str, Any] | None = None
+    trusted_adapter: Mapping[str, Any] | None = None
+    adapter_facts: Mapping[str, Any] | None = None
+    engine: str = ENGINE
+    stored_attestation: Mapping[str, Any] | None = None
