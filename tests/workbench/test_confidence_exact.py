@@ -13,6 +13,7 @@ the threshold.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import pytest
@@ -146,3 +147,17 @@ def test_buckets_stop_at_fifty():
     buckets = _report(ds, os_)["buckets"]
     assert MAX_BUCKETS == 50
     assert [b["action"] for b in buckets] == [f"a{i:02d}" for i in range(50)]
+
+
+def test_no_success_scores_a_positive_zero():
+    # Without successes the Wilson bound is zero up to rounding (-3e-17 for five failures): the
+    # clamp at 0 keeps the reported score 0.0, never -0.0.
+    report = _report(*_history(0, 5, 0, 0), min_sample=1)
+    assert report["score"] == 0.0 and math.copysign(1.0, report["score"]) == 1.0
+    assert math.copysign(1.0, report["buckets"][0]["score"]) == 1.0
+
+
+def test_bucket_counts_add_both_versions():
+    ds, os_ = _history(2, 1, 3, 4, verdict="no", action="reject")
+    (bucket,) = _report(ds, os_, policy_version="v2")["buckets"]
+    assert (bucket["successes"], bucket["failures"], bucket["similar_decisions"]) == (5, 5, 10)
