@@ -79,6 +79,10 @@ def test_percentiles_of_every_metric_over_the_cohort():
     fewer = _run({"own": "ss", "b": "sfff", "c": "ssf-"}, min_scopes=2, min_decisions=9)
     assert fewer["cross_customer"]["status"] == "insufficient_cohort"
     assert fewer["cross_customer"]["cohort"] == {"min_cohort_scopes": 2, "min_cohort_decisions": 9}
+    assert fewer["recommendation"] == "insufficient_cohort" and fewer["cross_customer"]["percentiles"] == {}
+    for body in (report, fewer):
+        assert set(body["cross_customer"]) == {"status", "reason", "cohort", "percentiles"}
+        assert isinstance(body["cross_customer"]["reason"], str) and body["cross_customer"]["reason"]
 
 
 @pytest.mark.parametrize(("own", "cohort", "delta", "recommendation"), [
