@@ -71,3 +71,13 @@ def test_nothing_replayable():
         ("caught_failures", "lost_successes", "withdrawn_without_known_outcome", "unobserved_approvals"), 0)
     empty = _run([])
     assert (empty["transitions"], empty["not_replayable"], empty["changed_decision_ids"]) == ([], 0, [])
+
+
+def test_verdicts_outside_yes_no_review_come_last_by_name():
+    report = _run([("maybe", "yes", None), ("always", "yes", None), ("always", "yes", None), ("yes", "zeta", None),
+                   ("yes", "alpha", None), ("yes", "alpha", None), ("no", "yes", None)])
+    assert report["transitions"] == [
+        {"from": "yes", "to": "alpha", "count": 2}, {"from": "yes", "to": "zeta", "count": 1},
+        {"from": "no", "to": "yes", "count": 1},
+        {"from": "always", "to": "yes", "count": 2}, {"from": "maybe", "to": "yes", "count": 1},
+    ]
