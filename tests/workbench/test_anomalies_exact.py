@@ -74,3 +74,21 @@ def test_no_drift_without_a_change_of_mean_or_enough_values():
     assert report["checks"]["facts"] == {"recent_month": "2026-02", "numeric_facts": 1}
     assert _report([], [20, 22])["checks"]["facts"] == {"recent_month": "2026-02", "numeric_facts": 1}
     assert _drift(_report([], [20, 22])) is None
+
+
+@pytest.mark.parametrize(("baseline", "recent", "score", "before", "after", "shift"), [
+    ([5], [6, 8], 0.5046, (5.0, 0.0), (7.0, 1.4142), 1.4142),           # pooled over nb + nr - 2 = 1 degree
+    ([10, 20], [30, 30, 30], 0.8801, (15.0, 7.0711), (30.0, 0.0), 2.1213),   # two values vary
+])
+def test_small_samples(baseline, recent, score, before, after, shift):
+    finding = _drift(_report(baseline, recent))
+    assert finding["anomaly_score"] == score
+    assert (finding["baseline"]["mean"], finding["baseline"]["stddev"]) == before
+    assert (finding["observed"]["mean"], finding["observed"]["stddev"], finding["observed"]["shift_stddevs"]) == \
+        (*after, shift)
+
+
+def test_no_decisions_no_facts():
+    report = _report([], [])
+    assert report["checks"]["facts"] == {"recent_month": None, "numeric_facts": 0}
+    assert report["anomalies"] == [] and report["recommendation"] == "insufficient_data"
