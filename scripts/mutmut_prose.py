@@ -58,7 +58,7 @@ def _arguments(node: cst.Call):
     for mutated in mutators.operator_arg_removal(node):
         # Each mutant either replaces one argument by None (same length) or drops one.
         if len(mutated.args) == len(node.args):
-            changed = [i for i, (a, b) in enumerate(zip(node.args, mutated.args)) if a is not b]
+            changed = [i for i, (a, b) in enumerate(zip(node.args, mutated.args, strict=False)) if a is not b]
         else:
             kept = {id(arg) for arg in mutated.args}
             changed = [i for i, arg in enumerate(node.args) if id(arg) not in kept]
