@@ -29,6 +29,14 @@ class _Missing:
     def __repr__(self) -> str:
         return "MISSING"
 
+    # One marker, compared by identity everywhere: a copy of it must be it, or a deep-copied
+    # sample would carry a present, non-JSON value where the path should be absent.
+    def __copy__(self) -> _Missing:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Missing:
+        return self
+
 
 MISSING: Any = _Missing()
 

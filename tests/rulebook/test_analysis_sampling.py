@@ -93,10 +93,14 @@ def test_every_value_is_an_atom_or_built_from_the_fields_contains_values(drawn):
     assert any(facts.get("items") == "" for facts in facts_list)
 
 
-def test_a_field_is_absent_one_time_in_ten(drawn):
+def test_a_field_is_absent_one_time_in_ten_and_when_its_missing_atom_is_drawn(drawn):
+    """Absent: the one-in-ten roll, plus a draw of the `missing` atom (which leaves the path
+    absent too). That atom is never singled out, so it comes from every atom: one in five
+    draws (past the roll) when the field has singled-out atoms, every draw when it has none."""
     space, facts_list = drawn
-    for path in ("amount", "flag", "items", "tags"):
-        assert 0.07 < _shares(space, facts_list, path)["absent"] < 0.13, path
+    expected = {"amount": 0.1 + 0.2 / 10, "flag": 0.1 + 0.9 / 8, "items": 0.1 + 0.2 / 11, "tags": 0.1 + 0.2 / 14}
+    for path, share in expected.items():
+        assert abs(_shares(space, facts_list, path)["absent"] - share) < 0.03, path
 
 
 def test_a_threshold_field_mostly_gets_the_numbers_around_it(drawn):
@@ -166,3 +170,15 @@ def test_the_default_seed_is_zero_and_a_seed_gives_the_same_fact_sets():
     drawn = repr(list(samples(space, 50)))   # repr: the copies of MISSING are equal only by their text
     assert drawn == repr(list(samples(space, 50, seed=0))) == repr(list(samples(Space([_rulebook()]), 50)))
     assert repr(list(samples(space, 50, seed=1))) != drawn
+
+
+def test_a_missing_draw_leaves_the_path_absent_never_a_copy_of_the_marker(drawn):
+    """The `missing` atom's representative is the MISSING marker; drawn and copied, it must stay
+    the marker, so no sampled fact set ever holds it as a present value."""
+    import copy
+    import json
+
+    assert copy.deepcopy(MISSING) is MISSING and copy.copy(MISSING) is MISSING
+    _, facts_sets = drawn
+    for facts in facts_sets:
+        json.dumps(facts)  # every sampled fact set is plain JSON

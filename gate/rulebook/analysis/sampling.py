@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gate.rulebook.analysis.space import Atom, Field, Space, set_path
+from gate.rulebook.semantics import MISSING
 
 DEFAULT_SAMPLES = 4000
 
@@ -64,6 +65,8 @@ def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterat
         facts: dict[str, Any] = {}
         for index in order:
             value = _value(space, index, rng, preferred[index])
-            if value is not _MISSING_SAMPLE:
+            # The `missing` atom's representative is the MISSING marker: the path stays absent,
+            # as a missing draw leaves it, so every fact set is plain JSON.
+            if value is not _MISSING_SAMPLE and value is not MISSING:
                 set_path(facts, space.fields[index].path, value)
         yield facts
