@@ -13,7 +13,7 @@ from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
 from api.query import undecodable_url_part
 from api.runtime import GateRuntime
-from api.settings import Settings
+from gate.settings import Settings
 from gate.adapters import default_registry
 from gate.clock import Clock, IdSource
 from gate.errors import GateError

@@ -29,7 +29,7 @@ from flask import Response, request
 from api.bodies import too_large
 from api.errors import error_response, gate_error_body, json_response
 from api.runtime import runtime
-from api.settings import COST_UNITS_PER_DECIDE
+from gate.settings import COST_UNITS_PER_DECIDE
 from gate.errors import GateError
 from gate.services.decide import Caller
 

@@ -23,6 +23,7 @@ from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
 from workbench.reports.policy import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
+from workbench.reports.registry import REPORTS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -465,30 +466,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     *[
         Endpoint(
-            "get", f"/api/decision/policies/{{policy_id}}/{kind}",
-            summary + " Computed from the live ledger by the same engines as `gate report` (docs/intelligence.md); "
-            "only the caller's scope is read, so a policy without decisions in it answers an empty sample.",
+            "get", kind.path,
+            kind.summary + " Computed from the live ledger by the same engines as `gate report` "
+            "(docs/intelligence.md); only the caller's scope is read, so a policy without decisions in it "
+            "answers an empty sample.",
             True, {200: "sealed report", 400: "bad query parameter", 401: "missing or invalid key", 403: "disabled key",
                    503: "ledger unavailable"},
-            errors=(f"SVC_POLICY_{kind.upper()}_UNAUTHORIZED", "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+            errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
             query=tuple((name, REPORT_PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
                          .replace("str", "string"), REPORT_PARAMS[name].describe(), P.report_param(name))
-                        for name in REPORT_KIND_PARAMS[kind]),
+                        for name in REPORT_KIND_PARAMS[kind.name]),
             tags=("intelligence",),
         )
-        for kind, summary in (
-            ("effectiveness", "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): "
-                              "effectiveness_score, confidence, recommendation from the latest outcome per decision; "
-                              "health: one state over a named window that also weighs the anomaly detectors."),
-            ("confidence", "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, "
-                           "similar_decisions, policy_stability, recommendation, based_on, sample, buckets; the "
-                           "formulas of the decide-time block. policy_version names the current version and does "
-                           "not filter (every version counts as evidence)."),
-            ("anomalies", "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, "
-                          "verdict-mix and fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
-            ("benchmarks", "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, "
-                           "cross_customer percentiles, comparison.success_rate_delta_vs_p50."),
-        )
+        for kind in REPORTS.values()
     ],
     Endpoint(
         "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
@@ -516,8 +506,7 @@ CHARGED_ROUTES = frozenset({
     ("post", "/api/decision/{decision_id}/counterfactuals"), ("get", "/api/decision/{decision_id}/verify"),
     ("post", "/api/decision/{decision_id}/verify"), ("get", "/api/decision/{decision_id}/packet"),
     ("get", "/api/decision/chains/{chain_id}"), ("get", "/api/policy-alerts"),
-    *(("get", f"/api/decision/policies/{{policy_id}}/{kind}")
-      for kind in ("effectiveness", "confidence", "anomalies", "benchmarks")),
+    *(("get", kind.path) for kind in REPORTS.values()),
 })
 
 
@@ -816,7 +805,7 @@ INPUT_NORMALISATION = {
 def _cost_limits() -> dict[str, Any]:
     """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
     from api import costs as K
-    from api.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
+    from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
 
     return {
         "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "

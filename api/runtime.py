@@ -12,7 +12,7 @@ from flask import current_app, request
 
 from api.auth import REALM, Authenticator, AuthFailure
 from api.errors import error_response
-from api.settings import Settings
+from gate.settings import Settings
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup

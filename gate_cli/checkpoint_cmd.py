@@ -34,6 +34,7 @@ from gate.chain.checkpoint_log import (
 from gate.chain.merkle import verify_checkpoint
 from gate.errors import GateError
 from gate.verify import TrustAnchors
+from gate_cli.context import load_settings, open_ledger
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -132,9 +133,8 @@ def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, P
     from gate.clock import SystemClock
     from gate.keys.config import SigningSetup
     from gate.services.chains import AuditChainService
-    from gate_cli.main import _ledger, _settings
 
-    settings = _settings()
+    settings = load_settings()
     log = Path(args.log) if args.log else settings.checkpoint_log
     if log is None:
         raise GateError("VERIFY_INPUT_UNREADABLE", "no --log and GATE_CHECKPOINT_LOG is off")
@@ -142,7 +142,7 @@ def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, P
     held = held_of(log, chain_id)
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
-    ledger = _ledger(settings)
+    ledger = open_ledger(settings)
     try:
         audit = AuditChainService(ledger, signing, SystemClock())  # no log here: this command appends
         published = audit.publish_checkpoint(chain_id)

@@ -62,8 +62,8 @@ def seed_on_first_run(settings, decisions: int) -> bool:
 
 
 def cmd_demo_seed(args) -> int:
-    from api.settings import Settings
     from gate.errors import LedgerUnavailable
+    from gate.settings import Settings
     from workbench.demo.seed import SeedError
 
     try:

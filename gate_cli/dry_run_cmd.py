@@ -61,8 +61,8 @@ def _fail(error, as_json: bool) -> int:
 
 
 def _signing():
-    from api.settings import Settings
     from gate.keys.config import SigningSetup
+    from gate.settings import Settings
 
     settings = Settings.from_env()
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,

@@ -18,9 +18,9 @@ from gate_cli.progress import ProgressBar
 
 
 def cmd_export(args) -> int:
-    from api.settings import Settings
     from gate.errors import LedgerUnavailable
     from gate.ledger import Ledger
+    from gate.settings import Settings
     from workbench.dataset.export import export_ledger
     from workbench.dataset.location import DatasetError
 

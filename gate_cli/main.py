@@ -12,58 +12,15 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from gate import __version__
 from gate.vocabulary import INTERFACE_VERSION
+from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home
 from gate_cli.help import HelpFormatter, apply_everywhere
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
 CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
-
-
-class CliError(Exception):
-    """An expected condition a command cannot get past: one line on stderr, exit status 2."""
-
-
-def _settings():
-    from api.settings import Settings
-
-    return Settings.from_env()
-
-
-def prepare_home(settings) -> None:
-    """Create what the embedded default needs: the GATE_HOME folder (ledger and keyring live in it).
-
-    A SQLite ledger elsewhere (GATE_DATABASE_URL) is the operator's location: when its folder is
-    missing the command stops with one line saying so, rather than creating folders it was not
-    given."""
-    try:
-        settings.home.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create GATE_HOME {settings.home}: {exc.strerror}") from exc
-    url = settings.database_url
-    if url.startswith("sqlite:///"):
-        folder = Path(url[len("sqlite:///"):]).parent
-        if not folder.is_dir():
-            raise CliError(f"the folder of the SQLite ledger ({folder}) does not exist: create it, or unset "
-                           "GATE_DATABASE_URL to use the embedded default under GATE_HOME")
-
-
-def _ledger(settings):
-    from gate.ledger import Ledger
-
-    prepare_home(settings)
-    ledger = Ledger(settings.database_url)
-    ledger.upgrade()
-    return ledger
-
-
-def _now():
-    from gate.clock import SystemClock, iso_ms
-
-    return iso_ms(SystemClock().now())
 
 
 # --------------------------------------------------------------------------- keys
@@ -82,8 +39,8 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
     if not scope or len(scope) > 120:
         raise SystemExit("gate: --scope must be 1 to 120 characters")
     key = new_api_key()
-    created_at = _now()
-    _ledger(settings).insert_api_key(
+    created_at = now()
+    open_ledger(settings).insert_api_key(
         {
             "key_id": key.key_id,
             "key_hash": key.key_hash,
@@ -110,7 +67,7 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
 
 
 def cmd_keys(args) -> int:
-    settings = _settings()
+    settings = load_settings()
     if args.keys_command == "create":
         result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label)
         if args.json:
@@ -121,7 +78,7 @@ def cmd_keys(args) -> int:
                   f"rate {result['rate_limit']}/min  cap {result['monthly_cap']}/month")
         return 0
     if args.keys_command == "list":
-        rows = _ledger(settings).list_api_keys()
+        rows = open_ledger(settings).list_api_keys()
         public = [{k: v for k, v in row.items() if k != "key_hash"} for row in rows]
         if args.json:
             print(json.dumps(public))
@@ -131,7 +88,7 @@ def cmd_keys(args) -> int:
         return 0
     if args.keys_command in ("disable", "enable"):
         status = "disabled" if args.keys_command == "disable" else "active"
-        if not _ledger(settings).set_api_key_status(args.key_id, status, _now()):
+        if not open_ledger(settings).set_api_key_status(args.key_id, status, now()):
             print(f"gate: no API key {args.key_id}", file=sys.stderr)
             return 1
         print(f"{args.key_id} {status}")
@@ -145,7 +102,7 @@ def cmd_keys(args) -> int:
             return 1
         prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        keyring = generate_keyring(path, _now(), overwrite=args.force)
+        keyring = generate_keyring(path, now(), overwrite=args.force)
         print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
         return 0
     if args.keys_command == "signing-rotate":
@@ -154,7 +111,7 @@ def cmd_keys(args) -> int:
         if not settings.signing_key_file.exists():
             raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
                            "create one with `gate keys signing-init`")
-        keyring = rotate_keyring(settings.signing_key_file, _now())
+        keyring = rotate_keyring(settings.signing_key_file, now())
         retired = [e["key_id"] for e in keyring.registry_entries() if e["status"] == "retired"]
         print(json.dumps({"keyring": str(settings.signing_key_file),
                           "active_key_id": keyring.active.key_id, "retired_key_ids": retired}))
@@ -173,7 +130,7 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
     if workers > 1 and not settings.redis_url:
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
         raise SystemExit("gate: more than one worker needs GATE_REDIS_URL for shared rate limits")
-    _ledger(settings).dispose()  # migrate once, before workers fork
+    open_ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
     GateServer(settings, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
@@ -198,7 +155,7 @@ def startup_notes(settings) -> list[str]:
 
 
 def cmd_serve(args) -> int:
-    serve(_settings(), args.host, args.port, args.workers, args.threads)
+    serve(load_settings(), args.host, args.port, args.workers, args.threads)
     return 0
 
 
@@ -214,10 +171,10 @@ def cmd_demo(args) -> int:
     problem = port_problem(args.host, args.port, args.workbench_port)
     if problem:
         raise CliError(problem)
-    settings = _settings()
+    settings = load_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
-        generate_keyring(settings.signing_key_file, _now())
+        generate_keyring(settings.signing_key_file, now())
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)
     # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
@@ -242,20 +199,20 @@ DEMO_KEY_LABEL = "demo key"
 def retire_demo_keys(settings) -> int:
     """Disable the active demo keys of earlier `gate demo` runs (their keys were shown once and are
     gone); returns how many. Keys an operator created, even in scope demo, are left alone."""
-    ledger = _ledger(settings)
+    ledger = open_ledger(settings)
     try:
         earlier = [row for row in ledger.list_api_keys() if row["scope"] == DEMO_SCOPE
                    and row.get("label") == DEMO_KEY_LABEL and row["status"] == "active"]
         for row in earlier:
-            ledger.set_api_key_status(row["key_id"], "disabled", _now())
+            ledger.set_api_key_status(row["key_id"], "disabled", now())
         return len(earlier)
     finally:
         ledger.dispose()
 
 
 def cmd_db(args) -> int:
-    settings = _settings()
-    _ledger(settings).dispose()
+    settings = load_settings()
+    open_ledger(settings).dispose()
     print(f"ledger at {settings.database_url.split('@')[-1]} is at the newest revision")
     return 0
 
@@ -264,7 +221,7 @@ def cmd_db(args) -> int:
 
 
 def _plans_help() -> str:
-    from api.settings import DEFAULT_PLANS
+    from gate.settings import DEFAULT_PLANS
 
     plans = ", ".join(f"{name} ({limits['rate_limit']:,}/min, {limits['monthly_cap']:,}/month)"
                       for name, limits in DEFAULT_PLANS.items())
@@ -280,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"gate {__version__} (decision-gate; interface {INTERFACE_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    from api.settings import variables_help
+    from gate.settings import variables_help
 
     p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)",
                        formatter_class=HelpFormatter, epilog=variables_help(),
@@ -351,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command not in CORE_ONLY_COMMANDS:
-            prepare_home(_settings())
+            prepare_home(load_settings())
         status = args.func(args) or 0
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
         return status

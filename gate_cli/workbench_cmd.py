@@ -130,7 +130,7 @@ def build_store(settings, dataset: str | None):
 
 
 def cmd_workbench(args) -> int:
-    from api.settings import Settings
+    from gate.settings import Settings
     from workbench.app.access import AccessConfigError, access_for
 
     try:
