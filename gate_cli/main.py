@@ -2,7 +2,9 @@
 conformance, migration, checkpoint.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
-offline with only the core installed); every other subcommand imports the server packages lazily.
+offline with only the core installed); every other subcommand imports the server packages (the
+ledger, the HTTP server, the workbench) inside the command that needs them, so `gate` starts
+without them. The commands share their settings, ledger and clock through `gate_cli.context`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,24 @@ import sys
 from collections.abc import Callable
 
 from gate import __version__
+from gate.errors import GateError
+from gate.keys.apikeys import new_api_key
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring, rotate_keyring
+from gate.settings import DEFAULT_PLANS, SettingsError, variables_help
 from gate.vocabulary import INTERFACE_VERSION
+from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home
+from gate_cli.contract_cmd import add_contract_parsers
+from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
+from gate_cli.dry_run_cmd import add_dry_run_parser
+from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, apply_everywhere
+from gate_cli.report_cmd import add_report_parser
+from gate_cli.rulebook_cmd import add_rulebook_parser
+from gate_cli.scopes_cmd import add_scopes_parser
+from gate_cli.verify_cmd import add_verify_parser
+from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -29,8 +46,6 @@ CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
                label: str | None = None) -> dict:
     """Create an API key; returns the one-time JSON (the key itself is never stored)."""
-    from gate.keys.apikeys import new_api_key
-
     if plan not in settings.plans:
         raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
     for name, value in (("--rate-limit", rate_limit), ("--monthly-cap", monthly_cap)):
@@ -94,8 +109,6 @@ def cmd_keys(args) -> int:
         print(f"{args.key_id} {status}")
         return 0
     if args.keys_command == "signing-init":
-        from gate.keys.signing import generate_keyring
-
         path = settings.signing_key_file
         if path.exists() and not args.force:
             print(f"gate: {path} exists; use signing-rotate, or --force to replace it", file=sys.stderr)
@@ -106,8 +119,6 @@ def cmd_keys(args) -> int:
         print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
         return 0
     if args.keys_command == "signing-rotate":
-        from gate.keys.signing import rotate_keyring
-
         if not settings.signing_key_file.exists():
             raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
                            "create one with `gate keys signing-init`")
@@ -125,6 +136,7 @@ def cmd_keys(args) -> int:
 def serve(settings, host: str, port: int, workers: int, threads: int | None = None,
           on_ready: Callable[[], None] | None = None) -> None:
     """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
+    # Lazy: the HTTP server (Flask, gunicorn) loads only for `gate serve` and `gate demo`.
     from api.serving import DEFAULT_THREADS, GateServer
 
     if workers > 1 and not settings.redis_url:
@@ -138,8 +150,6 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
 
 def startup_notes(settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
-    from gate.keys.config import SigningSetup
-
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
     if setup.receipt_signer() is not None:
@@ -149,8 +159,8 @@ def startup_notes(settings) -> list[str]:
         return [f"gate serve: WARNING: {problem}; GATE_REQUIRE_SIGNING=false, so records are stored UNSIGNED.",
                 f"gate serve: to sign them: {setup.fix or 'run `gate keys signing-init`'}"]
     return [f"gate serve: {problem}.",
-            "gate serve: until a signing key exists every POST /api/decide answers 503 and stores nothing "
-            "(fail closed); /api/decision/status names the problem and the fix.",
+            ("gate serve: until a signing key exists every POST /api/decide answers 503 and stores nothing "
+            "(fail closed); /api/decision/status names the problem and the fix."),
             f"gate serve: fix: {setup.fix}"]
 
 
@@ -165,9 +175,6 @@ def cmd_demo(args) -> int:
     The API's and the workbench's ports are tried first: a busy one stops the demo with one line
     naming it (and how to pick another) before anything is seeded. The walkthrough is printed
     once the API's socket is bound, the workbench's address once the workbench listens."""
-    from gate.keys.signing import generate_keyring
-    from gate_cli.demo_cmd import demo_walkthrough, port_problem, seed_on_first_run
-
     problem = port_problem(args.host, args.port, args.workbench_port)
     if problem:
         raise CliError(problem)
@@ -185,8 +192,6 @@ def cmd_demo(args) -> int:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
     banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
     if args.workbench_port:
-        from gate_cli.workbench_cmd import start_beside
-
         start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
     return 0
@@ -221,8 +226,6 @@ def cmd_db(args) -> int:
 
 
 def _plans_help() -> str:
-    from gate.settings import DEFAULT_PLANS
-
     plans = ", ".join(f"{name} ({limits['rate_limit']:,}/min, {limits['monthly_cap']:,}/month)"
                       for name, limits in DEFAULT_PLANS.items())
     return f"plan: {plans}, or one defined in GATE_PLANS"
@@ -236,9 +239,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"gate {__version__} (decision-gate; interface {INTERFACE_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_serve_parser(sub)
+    add_demo_parser(sub, cmd_demo, HelpFormatter)
+    _add_db_parser(sub)
+    _add_keys_parser(sub)
+    # Each other subcommand family lives in its own module and adds its own parser.
+    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
+                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
+                add_checkpoint_parser):
+        add(sub)
+    apply_everywhere(parser)
+    return parser
 
-    from gate.settings import variables_help
 
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)",
                        formatter_class=HelpFormatter, epilog=variables_help(),
                        description="Serve the API with gunicorn (N workers x T threads). Migrates the ledger "
@@ -249,14 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=8, help="request threads per worker process")
     p.set_defaults(func=cmd_serve)
 
-    from gate_cli.demo_cmd import add_demo_parser
 
-    add_demo_parser(sub, cmd_demo, HelpFormatter)
-
+def _add_db_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("db", help="ledger schema", formatter_class=HelpFormatter)
     p.add_argument("db_command", choices=["upgrade"], help="upgrade: apply the Alembic migrations (serve does too)")
     p.set_defaults(func=cmd_db)
 
+
+def _add_keys_parser(sub: argparse._SubParsersAction) -> None:
     keys = sub.add_parser("keys", help="API keys and signing keys", formatter_class=HelpFormatter)
     ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="KEYS_COMMAND")
     k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)
@@ -281,25 +295,6 @@ def build_parser() -> argparse.ArgumentParser:
                     description="Rotate: a new active key signs from now on (running servers switch within "
                                 "GATE_SIGNING_KEY_CHECK_MS); retired keys keep verifying older records.")
     keys.set_defaults(func=cmd_keys)
-
-    # Each subcommand family lives in its own module and adds its own parser (imported here so
-    # `gate verify` and `gate rulebook` stay usable with only the core installed).
-    from gate_cli.checkpoint_cmd import add_checkpoint_parser
-    from gate_cli.contract_cmd import add_contract_parsers
-    from gate_cli.dry_run_cmd import add_dry_run_parser
-    from gate_cli.export_cmd import add_export_parser
-    from gate_cli.report_cmd import add_report_parser
-    from gate_cli.rulebook_cmd import add_rulebook_parser
-    from gate_cli.scopes_cmd import add_scopes_parser
-    from gate_cli.verify_cmd import add_verify_parser
-    from gate_cli.workbench_cmd import add_workbench_parser
-
-    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
-                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
-                add_checkpoint_parser):
-        add(sub)
-    apply_everywhere(parser)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,11 +326,9 @@ def expected_failure(exc: BaseException) -> str | None:
     """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise)."""
     if isinstance(exc, CliError):
         return str(exc)
-    from gate.errors import GateError
-
     if isinstance(exc, GateError):
         return exc.message
-    if type(exc).__name__ == "SettingsError":
+    if isinstance(exc, SettingsError):
         return f"configuration: {exc}"
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError):
