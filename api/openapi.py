@@ -366,13 +366,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             request_headers=("x-api-key", "Prefer", "x-decision-response-view"), tags=("replay",),
         )
         for path, summary in (
-            ("replay", "Replay a stored decision without writing anything. Rulebook decisions replay historically by "
+            ("replay", ("Replay a stored decision without writing anything. Rulebook decisions replay historically by "
                        "default (stored snapshot, canonical input, pinned adapter re-run with its output hash "
                        "compared; never the current evaluator); `replay_mode: current` uses the scope's current "
                        "rulebook for the id and accepts an `input` override. Advisory (legacy-mode) decisions "
-                       "replay in current mode against the advisor panel (docs/replay.md)."),
-            ("diff", "Replay forced to current mode: the stored decision against the scope's current rulebook, or "
-                     "against a current-mode `input` override. Same summary shape as replay."),
+                       "replay in current mode against the advisor panel (docs/replay.md).")),
+            ("diff", ("Replay forced to current mode: the stored decision against the scope's current rulebook, or "
+                     "against a current-mode `input` override. Same summary shape as replay.")),
         )
     ],
     Endpoint(
@@ -626,7 +626,7 @@ SCHEMAS: dict[str, Any] = {
     "WorkflowRequest": {
         "type": "object",
         "required": ["vendor", "ticket_id"],
-        "properties": {**{name: schema for name, schema in input_schema(POLICY_CHECKS[0])["properties"].items()},
+        "properties": {**dict(input_schema(POLICY_CHECKS[0])["properties"].items()),
                        "days_since_purchase": {**input_schema(POLICY_CHECKS[0])["properties"]["days_since_purchase"],
                                                "description": "required for refund and return"},
                        "ticket_id": {"oneOf": [{"type": "string", "pattern": "^[!-~]{1,200}$"},
@@ -831,73 +831,83 @@ def _cost_limits() -> dict[str, Any]:
     }
 
 
+# /docs.json: the versions the gate speaks and where its public schemas are served.
+VERSIONS = {
+    "protocol": C.DECISION_PROTOCOL_VERSION,
+    "record": C.DECISION_RECORD_VERSION,
+    "rulebook_schema": C.RULEBOOK_SCHEMA_VERSION,
+    "evaluator": C.EVALUATOR_VERSION,
+    "rulebook_registry": C.RULEBOOK_REGISTRY_VERSION,
+    "registry_attestation": C.REGISTRY_ATTESTATION_VERSION,
+    "canonicalization": C.CANONICALIZATION,
+}
+SCHEMA_PATHS = {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
+                "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
+                "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
+                "conformance_index": "/schemas/conformance/index.json",
+                "golden_replay_corpus": "/schemas/golden-replay/index.json"}
+
+
+def _limits() -> dict[str, Any]:
+    """Every limit a client can meet, for /docs.json (the numbers are the configured defaults)."""
+    return {
+        "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
+        "cost_limit": _cost_limits(),
+        "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
+        "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
+        "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
+        "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
+        "evaluation": {
+            "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
+            "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
+            "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
+                          "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
+        },
+        "json": "NaN, ±Infinity, numbers that overflow or underflow a double (1e400, 1e-400), duplicate "
+                "keys, integers beyond ±(2^53−1) and lone surrogates are refused with 400",
+        "json_depth": {"request_bodies": MAX_JSON_DEPTH, "verified_records_and_packets": MAX_DOCUMENT_DEPTH,
+                       "error": "JSON_TOO_DEEP"},
+        "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
+        "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
+                      "is read as JSON); anything else is 415",
+        "public_routes": "verification, registries, schemas, docs, readiness and metrics: fixed one-minute "
+                         "window per client address, GATE_PUBLIC_VERIFY_RATE_LIMIT (60) verifications and "
+                         "GATE_PUBLIC_RATE_LIMIT (600) other requests (429 SVC_API_RATE_LIMITED); at most "
+                         "GATE_PUBLIC_VERIFY_CONCURRENCY (1) verifications at once per server process (503 "
+                         "PUBLIC_VERIFY_BUSY, Retry-After: 1). Behind a proxy: GATE_CLIENT_ADDRESS_HEADER from "
+                         "GATE_TRUSTED_PROXIES only",
+        "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
+                         "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
+                         "(docs/policy-checks.md)",
+        "trusted_adapters": {
+            "execution": f"one-shot isolated worker process per run, {C.ADAPTER_EXECUTION_TIMEOUT_MS} ms budget "
+                         "(504 beyond), empty environment, memory bound GATE_ADAPTER_MEMORY_MB (256 MiB), "
+                         "network, file writes and subprocesses denied (500 TRUSTED_ADAPTER_CAPABILITY_DENIED)",
+            "pool": "GATE_ADAPTER_POOL_SIZE (2) warm, never-reused workers per server process",
+            "plugins": f"entry-point group {C.ADAPTER_ENTRY_POINT_GROUP} (GATE_ADAPTER_PLUGINS)",
+            "registry": "/api/decision/adapters",
+            "docs": "docs/adapters.md",
+        },
+        "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
+                       "values (400) and in rulebook version and action (422)",
+        **INPUT_NORMALISATION,
+    }
+
+
 @lru_cache(maxsize=1)
 def docs_document() -> dict[str, Any]:
     return {
         "service": "decision-gate",
         "interface_version": C.INTERFACE_VERSION,
-        "versions": {
-            "protocol": C.DECISION_PROTOCOL_VERSION,
-            "record": C.DECISION_RECORD_VERSION,
-            "rulebook_schema": C.RULEBOOK_SCHEMA_VERSION,
-            "evaluator": C.EVALUATOR_VERSION,
-            "rulebook_registry": C.RULEBOOK_REGISTRY_VERSION,
-            "registry_attestation": C.REGISTRY_ATTESTATION_VERSION,
-            "canonicalization": C.CANONICALIZATION,
-        },
+        "versions": VERSIONS,
         "endpoints": [
             {"method": e.method.upper(), "path": e.path, "auth": "api_key" if e.auth else "public",
              "summary": e.summary, "error_codes": list(e.errors)}
             for e in ENDPOINTS
         ],
-        "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
-                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
-                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
-                    "conformance_index": "/schemas/conformance/index.json",
-                    "golden_replay_corpus": "/schemas/golden-replay/index.json"},
+        "schemas": SCHEMA_PATHS,
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
-        "limits": {
-            "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
-            "cost_limit": _cost_limits(),
-            "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
-            "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
-            "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
-            "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
-            "evaluation": {
-                "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
-                "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
-                "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
-                              "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
-            },
-            "json": "NaN, ±Infinity, numbers that overflow or underflow a double (1e400, 1e-400), duplicate "
-                    "keys, integers beyond ±(2^53−1) and lone surrogates are refused with 400",
-            "json_depth": {"request_bodies": MAX_JSON_DEPTH, "verified_records_and_packets": MAX_DOCUMENT_DEPTH,
-                           "error": "JSON_TOO_DEEP"},
-            "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
-            "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
-                          "is read as JSON); anything else is 415",
-            "public_routes": "verification, registries, schemas, docs, readiness and metrics: fixed one-minute "
-                             "window per client address, GATE_PUBLIC_VERIFY_RATE_LIMIT (60) verifications and "
-                             "GATE_PUBLIC_RATE_LIMIT (600) other requests (429 SVC_API_RATE_LIMITED); at most "
-                             "GATE_PUBLIC_VERIFY_CONCURRENCY (1) verifications at once per server process (503 "
-                             "PUBLIC_VERIFY_BUSY, Retry-After: 1). Behind a proxy: GATE_CLIENT_ADDRESS_HEADER from "
-                             "GATE_TRUSTED_PROXIES only",
-            "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
-                             "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
-                             "(docs/policy-checks.md)",
-            "trusted_adapters": {
-                "execution": f"one-shot isolated worker process per run, {C.ADAPTER_EXECUTION_TIMEOUT_MS} ms budget "
-                             "(504 beyond), empty environment, memory bound GATE_ADAPTER_MEMORY_MB (256 MiB), "
-                             "network, file writes and subprocesses denied (500 TRUSTED_ADAPTER_CAPABILITY_DENIED)",
-                "pool": "GATE_ADAPTER_POOL_SIZE (2) warm, never-reused workers per server process",
-                "plugins": f"entry-point group {C.ADAPTER_ENTRY_POINT_GROUP} (GATE_ADAPTER_PLUGINS)",
-                "registry": "/api/decision/adapters",
-                "docs": "docs/adapters.md",
-            },
-            "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
-                           "values (400) and in rulebook version and action (422)",
-            **INPUT_NORMALISATION,
-        },
+        "limits": _limits(),
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }

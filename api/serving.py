@@ -175,7 +175,7 @@ class GateWorker(ThreadWorker):
             log.warning("refused a request from %s: %s (%s)", (addr or ("",))[0], code, type(exc).__name__)
         try:
             write_nonblock(client, error_bytes(code, message))
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort: the client may be gone; the refusal is logged above
             log.debug("could not send the error response")
 
 

@@ -162,8 +162,8 @@ def demo_walkthrough(base: str, api_key: str) -> str:
         f"Demo API key for scope 'demo' (shown once, only its hash is stored):\n  {api_key}",
         "",
         "1. Get a signed Decision Record (this request gives verdict yes):",
-        f"  curl -s {base}/api/decide {key} {json_type} -H 'x-idempotency-key: demo-1' "
-        f"--data @{REQUESTS_DIR / 'verdict-yes.json'} > record.json",
+        (f"  curl -s {base}/api/decide {key} {json_type} -H 'x-idempotency-key: demo-1' "
+        f"--data @{REQUESTS_DIR / 'verdict-yes.json'} > record.json"),
         f"   Requests that give the other verdicts (no, review, needs input): {others} in {REQUESTS_DIR}",
         "",
         "2. Verify it (public endpoint, no key):",
@@ -173,8 +173,8 @@ def demo_walkthrough(base: str, api_key: str) -> str:
         f"  {read_record}",
         "",
         "4. Record that the action ran: an execution receipt bound to the record's hashes:",
-        f"  curl -s {base}/api/decision/$ID/execution {key} {json_type} -H 'x-idempotency-key: demo-exec-1' "
-        f"--data '{execution}'",
+        (f"  curl -s {base}/api/decision/$ID/execution {key} {json_type} -H 'x-idempotency-key: demo-exec-1' "
+        f"--data '{execution}'"),
         "",
         "5. Record the outcome:",
         f"  curl -s {base}/api/decision/$ID/outcome {key} {json_type} --data '{outcome}'",

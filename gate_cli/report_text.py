@@ -20,8 +20,8 @@ def _sample(sample: Mapping[str, Any]) -> list[str]:
     window = (f"{sample['first_decision_at']} .. {sample['last_decision_at']}"
               if sample["first_decision_at"] else "no decisions")
     return [
-        f"Sample: {sample['decisions_considered']} decisions, {sample['decisions_with_outcome']} with outcomes "
-        f"({sample['outcome_records']} outcome records)",
+        (f"Sample: {sample['decisions_considered']} decisions, {sample['decisions_with_outcome']} with outcomes "
+        f"({sample['outcome_records']} outcome records)"),
         f"  latest outcome by status: {counts}",
         f"  decisions from {window}",
     ]
@@ -49,12 +49,12 @@ def _effectiveness(report: Mapping[str, Any]) -> list[str]:
     m = report["metrics"]
     score = report["effectiveness_score"]
     return [
-        f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
-        f"recommendation: {report['recommendation']}",
-        f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
-        f"excluded {_pct(m['excluded_rate'])}",
-        f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
-        f"resolved decisions {m['resolved_decisions']}",
+        (f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
+        f"recommendation: {report['recommendation']}"),
+        (f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
+        f"excluded {_pct(m['excluded_rate'])}"),
+        (f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
+        f"resolved decisions {m['resolved_decisions']}"),
         *_health(report.get("health")),
         "",
     ]
@@ -87,9 +87,9 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
     mine = report["your_metrics"]
     cross = report["cross_customer"]
     lines = [
-        f"Your metrics: success {_pct(mine['success_rate'])}  failure {_pct(mine['failure_rate'])}  "
+        (f"Your metrics: success {_pct(mine['success_rate'])}  failure {_pct(mine['failure_rate'])}  "
         f"still open {_pct(mine['review_rate'])}  terminal coverage {_pct(mine['terminal_coverage'])}  "
-        f"({mine['decisions']} decisions, {mine['resolved_decisions']} resolved)",
+        f"({mine['decisions']} decisions, {mine['resolved_decisions']} resolved)"),
         f"Cross-customer: {cross['status']} - {cross['reason']}",
     ]
     for metric, values in cross["percentiles"].items():
@@ -104,11 +104,11 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
 def _confidence(report: Mapping[str, Any]) -> list[str]:
     b = report["based_on"]
     lines = [
-        f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
-        f"recommendation: {report['recommendation']}",
-        f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
+        (f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
+        f"recommendation: {report['recommendation']}"),
+        (f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
         f"{b['action'] or 'any'}): {b['successes']} succeeded, {b['failures']} failed; current version "
-        f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}",
+        f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}"),
     ]
     for bucket in report["buckets"]:
         lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {bucket['score']:.4f}  "

@@ -8,9 +8,14 @@ and the signing setup, decides the access policy from the bind address, and hand
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_PORT = 5006
@@ -168,22 +173,19 @@ def start_beside(host: str, port: int):
 
     Its address is announced only once it listens (its own "workbench on …" line, printed after
     the bind, is relayed as the banner); if it ends without serving, one line says so."""
-    import atexit
-    import os
-    import signal
-    import threading
+    # Imported here, in the parent before the fork, so the child imports nothing (ctypes serves
+    # only this; `gate` starts without it).
+    import ctypes
 
     def die_with_parent() -> None:  # pragma: no cover - runs in the child
-        try:
-            import ctypes
-
+        with contextlib.suppress(OSError):  # not Linux: the atexit hook alone stops the child
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
     gate = os.path.join(os.path.dirname(sys.executable), "gate")
-    child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],
-                             preexec_fn=die_with_parent, stdout=subprocess.PIPE, text=True)
+    # Our own `gate` beside this interpreter; the child's hook makes one prctl call and nothing else.
+    child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],  # noqa: S603
+                             preexec_fn=die_with_parent,  # noqa: PLW1509
+                             stdout=subprocess.PIPE, text=True)
     atexit.register(lambda: child.poll() is None and child.terminate())
     print("Policy workbench: exporting the ledger to the Parquet dataset first; its address follows "
           "once it listens", flush=True)
