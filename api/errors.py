@@ -11,7 +11,9 @@ from typing import Any
 
 from flask import Response
 
+from api.jsonio import dumps
 from gate.errors import GateError
+from gate.vocabulary import COMPACT_UNCLEAR
 
 # code → (HTTP status, v)
 ERROR_TABLE: dict[str, tuple[int, str]] = {
@@ -124,7 +126,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
 
 def error_body(code: str, message: str, **details: Any) -> tuple[int, dict[str, Any]]:
     status, word = ERROR_TABLE[code]
-    body: dict[str, Any] = {"c": "unclear", "v": word, "error": code, "message": message}
+    body: dict[str, Any] = {"c": COMPACT_UNCLEAR, "v": word, "error": code, "message": message}
     body.update(details)
     return status, body
 
@@ -134,8 +136,6 @@ def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    from api.jsonio import dumps
-
     response = Response(dumps(body), status=status, mimetype="application/json")
     if headers:
         response.headers.update(headers)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from api import costs as K
 from api import openapi_params as P
 from api.errors import ERROR_TABLE
 from api.mcp import input_schema
@@ -21,6 +22,7 @@ from gate.replay.historical import REPLAY_MODES
 from gate.replay.whatif import MAX_SCENARIOS
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
+from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
 from workbench.reports.policy import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
 from workbench.reports.registry import REPORTS
@@ -535,7 +537,7 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["c", "v", "error", "message"],
         "properties": {
-            "c": {"const": "unclear", "description": "Always unclear: an error is never an approval."},
+            "c": {"const": C.COMPACT_UNCLEAR, "description": "Always unclear: an error is never an approval."},
             "v": {"type": "string"},
             "error": {"type": "string", "enum": sorted(ERROR_TABLE)},
             "message": {"type": "string"},
@@ -585,7 +587,7 @@ SCHEMAS: dict[str, Any] = {
         "required": ["decision_record_version", "decision_id", "verdict", "record_hash", "receipt_hash"],
         "properties": {
             "decision_record_version": {"const": C.DECISION_RECORD_VERSION},
-            "c": {"enum": ["yes", "no", "unclear"]},
+            "c": {"enum": list(C.COMPACT_FOR_VERDICT.values())},
             "verdict": {"enum": list(C.VERDICTS)},
             "record_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "receipt_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
@@ -804,9 +806,6 @@ INPUT_NORMALISATION = {
 
 def _cost_limits() -> dict[str, Any]:
     """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
-    from api import costs as K
-    from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
-
     return {
         "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "
                   "these routes describe it, X-RateLimit-Cost the request's units; 429 SVC_API_RATE_LIMITED "
