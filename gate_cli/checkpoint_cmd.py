@@ -32,10 +32,14 @@ from gate.chain.checkpoint_log import (
     latest_checkpoint,
     read_checkpoint_log,
 )
+from gate.chain.links import chain_id_for
 from gate.chain.merkle import verify_checkpoint
+from gate.clock import SystemClock
 from gate.errors import GateError
+from gate.keys.config import SigningSetup
 from gate.verify import TrustAnchors
 from gate_cli.context import load_settings, open_ledger
+from gate_cli.verify_cmd import load_anchors
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -106,8 +110,6 @@ def _trusted(checkpoint: Any, anchors: TrustAnchors) -> None:
 
 
 def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAnchors]:
-    from gate_cli.verify_cmd import load_anchors
-
     if not (args.chain and args.api_key_env):
         raise GateError("VERIFY_INPUT_UNREADABLE", "--url needs --chain and --api-key-env")
     api_key = os.environ.get(args.api_key_env)
@@ -129,9 +131,7 @@ def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAn
 
 
 def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, Path]:
-    from gate.chain.links import chain_id_for
-    from gate.clock import SystemClock
-    from gate.keys.config import SigningSetup
+    # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.services.chains import AuditChainService
 
     settings = load_settings()

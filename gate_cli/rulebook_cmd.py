@@ -70,6 +70,7 @@ def _label(label: dict) -> str:
 
 
 def cmd_lint(args) -> int:
+    # Lazy (here and below): the analysis modules load only for the command that runs them.
     from gate.rulebook.analysis import lint
 
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import getpass
 import ipaddress
 import os
 import signal
@@ -17,6 +18,9 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+
+from gate.keys.config import SigningSetup
+from gate.settings import Settings
 
 DEFAULT_PORT = 5006
 
@@ -65,8 +69,6 @@ def add_passwd_parser(sub) -> None:
 
 
 def _read_new_password() -> str:
-    import getpass
-
     if not sys.stdin.isatty():
         return sys.stdin.readline().removesuffix("\n")
     first = getpass.getpass("New password: ")
@@ -76,11 +78,8 @@ def _read_new_password() -> str:
 
 
 def cmd_passwd(args) -> int:
-    from workbench.app.passwords import (
-        PasswordFileError,
-        convert_plaintext,
-        set_password,
-    )
+    # Lazy (here and in cmd_workbench): the workbench's modules load only for its commands.
+    from workbench.app.passwords import PasswordFileError, convert_plaintext, set_password
 
     if args.convert == bool(args.user):
         print("gate workbench-passwd: give either USER or --convert", file=sys.stderr)
@@ -123,7 +122,7 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
 
 
 def build_store(settings, dataset: str | None):
-    from gate.keys.config import SigningSetup
+    # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
 
@@ -135,7 +134,6 @@ def build_store(settings, dataset: str | None):
 
 
 def cmd_workbench(args) -> int:
-    from gate.settings import Settings
     from workbench.app.access import AccessConfigError, access_for
 
     try:
