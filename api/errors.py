@@ -14,6 +14,7 @@ from flask import Response
 from api.jsonio import dumps
 from gate.errors import GateError
 from gate.vocabulary import COMPACT_UNCLEAR
+from workbench.reports.registry import REPORTS
 
 # code → (HTTP status, v)
 ERROR_TABLE: dict[str, tuple[int, str]] = {
@@ -84,11 +85,8 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     # The stored chain contradicts itself or a witnessed checkpoint (gate/services/chains.py): named, never
     # signed, never served as proof material.
     "CHAIN_INTEGRITY_FAILED": (409, "chain_integrity_failed"),
-    # Policy reports (effectiveness, anomalies, benchmarks).
-    "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_ANOMALIES_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": (401, "unauthorized"),
+    # Policy reports: one code per kind of workbench.reports.registry (SVC_POLICY_<NAME>_UNAUTHORIZED).
+    **{kind.unauthorized: (401, "unauthorized") for kind in REPORTS.values()},
     # Reads and registries.
     "DECISION_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_NOT_FOUND": (404, "not_found"),

@@ -7,8 +7,11 @@ parameters are printed as they are typed (`limit=all` for `--limit all`, `thresh
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from gate.protocol.report_envelopes import KINDS as ENVELOPES
+from workbench.reports.registry import REPORTS
 
 
 def _pct(value: Any) -> str:
@@ -116,14 +119,16 @@ def _confidence(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-TITLES = {"effectiveness": ("Effectiveness", _effectiveness, "effectiveness_hash"),
-          "confidence": ("Confidence", _confidence, "confidence_hash"),
-          "anomalies": ("Anomalies", _anomalies, "anomaly_hash"),
-          "benchmarks": ("Benchmarks", _benchmarks, "benchmark_hash")}
+# The report-specific lines; a report kind without its own lines prints its header, sample and hash.
+BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "effectiveness": _effectiveness, "confidence": _confidence, "anomalies": _anomalies, "benchmarks": _benchmarks,
+}
 
 
 def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
-    title, body, hash_member = TITLES[kind]
-    lines = _header(title, report, source) + body(report) + _sample(report["sample"])
+    """The report as text: titled by its kind's name, ending with its envelope's hash member."""
+    hash_member = ENVELOPES[REPORTS[kind].envelope].hash_member
+    body = BODIES.get(kind, lambda _report: [])
+    lines = _header(kind.capitalize(), report, source) + body(report) + _sample(report["sample"])
     lines.append(f"{hash_member} {report[hash_member]}")
     return "\n".join(lines)
