@@ -702,19 +702,37 @@ def _query_parameter(name: str, kind: str, text: str, schema: dict[str, Any] | N
 
 
 def _operation(endpoint: Endpoint) -> dict[str, Any]:
+    """One route's OpenAPI operation: its parameters, body, responses and the error codes of each."""
     operation: dict[str, Any] = {
         "summary": endpoint.summary,
         "tags": list(endpoint.tags),
         "operationId": endpoint.method + endpoint.path.replace("/", "_").replace("{", "").replace("}", ""),
         "responses": {},
     }
-    if endpoint.auth:
-        operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
-    else:
-        operation["security"] = []
+    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if endpoint.auth else []
+    parameters = _parameters(endpoint)
+    if parameters:
+        operation["parameters"] = parameters
+    responses, errors, budget = _responses_and_errors(endpoint, parameters)
+    if endpoint.request_body:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
+        }
+    for status, description in sorted(responses.items()):
+        operation["responses"][str(status)] = _response(endpoint, status, description, errors, budget)
+    undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
+    if undocumented:
+        operation["x-other-error-codes"] = undocumented
+    return operation
+
+
+def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """The route's path parameters, then its query parameters, then its request headers."""
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
-        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow") if "{" + name + "}" in endpoint.path
+        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow")
+        if "{" + name + "}" in endpoint.path
     ]
     parameters += [_query_parameter(*entry) for entry in endpoint.query]
     parameters += [
@@ -722,8 +740,13 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
          "description": {**WORKFLOW_REQUEST_HEADERS, **OPERATIONS_REQUEST_HEADERS, **REQUEST_HEADERS}[name]}
         for name in endpoint.request_headers
     ]
-    if parameters:
-        operation["parameters"] = parameters
+    return parameters
+
+
+def _responses_and_errors(endpoint: Endpoint, parameters: list[dict[str, Any]]
+                          ) -> tuple[dict[int, str], tuple[str, ...], str | None]:
+    """Every status the route answers and every error code it can give, with the server's own and
+    a public route's budget (its kind, or None)."""
     responses = {**SERVER_RESPONSES, **endpoint.responses}
     errors = endpoint.errors + SERVER_ERRORS
     budget = PUBLIC_PATHS.get((endpoint.method, endpoint.path))  # issue 18: public route budgets
@@ -733,30 +756,26 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         # Every route refuses control characters in path and query values (api.app).
         responses[400] = "control characters in a path or query value"
         errors = errors + ("REQUEST_INVALID",)
-    if endpoint.request_body:
-        operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
-        }
-    for status, description in sorted(responses.items()):
-        response: dict[str, Any] = {"description": description}
-        if status >= 400:
-            codes = [code for code in errors if ERROR_TABLE[code][0] == status
-                     or (status == 403 and code.endswith("_UNAUTHORIZED"))]
-            response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
-            if codes:
-                response["x-error-codes"] = codes
-        if status in (200, 201) and endpoint.response_headers:
-            response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
-        if budget and (status < 300 or status == 429):
-            rate_headers = RATE_HEADERS + (("Retry-After",) if status == 429 else ())
-            response["headers"] = {**response.get("headers", {}),
-                                   **{name: {"schema": {"type": "string"}} for name in rate_headers}}
-        operation["responses"][str(status)] = response
-    undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
-    if undocumented:
-        operation["x-other-error-codes"] = undocumented
-    return operation
+    return responses, errors, budget
+
+
+def _response(endpoint: Endpoint, status: int, description: str, errors: tuple[str, ...],
+              budget: str | None) -> dict[str, Any]:
+    """One status of the operation: its error codes and body schema, or its headers."""
+    response: dict[str, Any] = {"description": description}
+    if status >= 400:
+        codes = [code for code in errors if ERROR_TABLE[code][0] == status
+                 or (status == 403 and code.endswith("_UNAUTHORIZED"))]
+        response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
+        if codes:
+            response["x-error-codes"] = codes
+    if status in (200, 201) and endpoint.response_headers:
+        response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
+    if budget and (status < 300 or status == 429):
+        rate_headers = RATE_HEADERS + (("Retry-After",) if status == 429 else ())
+        response["headers"] = {**response.get("headers", {}),
+                               **{name: {"schema": {"type": "string"}} for name in rate_headers}}
+    return response
 
 
 def _with_public_budget(kind: str, responses: dict[int, str], errors: tuple[str, ...]):
