@@ -4,31 +4,52 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import Any
 
-from flask import Flask, request
+from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
+from api.metrics import init_metrics
+from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
+from api.routes import (
+    chains,
+    decide,
+    decisions,
+    lifecycle,
+    meta,
+    operations,
+    packets,
+    patterns,
+    policychecks,
+    reference,
+    registries,
+    replay,
+    reports,
+    workflows,
+)
 from api.runtime import GateRuntime
-from api.settings import Settings
-from gate.adapters import default_registry
+from gate.adapters import AdapterRegistry, default_registry
+from gate.advisory.http import HttpLLMAdvisor
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
+from gate.services.advisory import AdvisoryService
 from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService
 from gate.services.lifecycle import LifecycleService
 from gate.services.replay import ReplayService
+from gate.settings import Settings
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
 
 
-def _refuse_undecodable_url():
+def _refuse_undecodable_url() -> Response | None:
     # SECURITY: WSGI hands the path and query over as latin-1 bytes, and Werkzeug decodes them
     # with errors="replace": `/policies/%FF/…` was looked up (and answered) as policy U+FFFD.
     # A URL that is not UTF-8 names nothing here; it is a 400 before any route sees it.
@@ -40,13 +61,10 @@ def _refuse_undecodable_url():
     return None
 
 
-def advisory_service(settings: Settings):
+def advisory_service(settings: Settings) -> AdvisoryService | None:
     """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
     if not settings.advisory_modes:
         return None
-    from gate.advisory.http import HttpLLMAdvisor
-    from gate.services.advisory import AdvisoryService
-
     http = [HttpLLMAdvisor(settings.advisor_base_url, model, api_key=settings.advisor_api_key,
                            timeout=settings.advisor_timeout) for model in settings.advisor_models]
     return AdvisoryService(http)
@@ -58,10 +76,12 @@ def create_app(
     ledger: Ledger | None = None,
     clock: Clock | None = None,
     ids: IdSource | None = None,
-    limiter=None,
+    limiter: Any = None,
     signing: SigningSetup | None = None,
     adapters: AdapterRegistry | None = None,
 ) -> Flask:
+    """The API: the core's services over the ledger of `settings`, its routes, request checks and
+    error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`."""
     settings = settings or Settings.from_env()
     ledger = ledger or Ledger(settings.database_url)
     if settings.auto_migrate:
@@ -71,17 +91,29 @@ def create_app(
         settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing,
         check_interval=settings.signing_key_check_ms / 1000,
     )
-    service = DecisionService(
-        ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
-        adapters=adapters or default_registry(pool_size=settings.adapter_pool_size, memory_mb=settings.adapter_memory_mb,
-                                  plugins=settings.adapter_plugins),
-        confidence=settings.decide_confidence,
-        advisory=advisory_service(settings),
-    )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
     app.json.sort_keys = False
-    app.extensions["gate"] = GateRuntime(
+    app.extensions["gate"] = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter,
+                                      adapters=adapters)
+    _mount_routes(app)
+    _install_request_checks(app, settings, signing)
+    _install_error_bodies(app)
+    return app
+
+
+def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock: Clock | None,
+             ids: IdSource | None, limiter: Any, adapters: AdapterRegistry | None) -> GateRuntime:
+    """The core's services the routes share (`api.runtime.runtime()`)."""
+    service = DecisionService(
+        ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
+        adapters=adapters or default_registry(pool_size=settings.adapter_pool_size,
+                                              memory_mb=settings.adapter_memory_mb,
+                                              plugins=settings.adapter_plugins),
+        confidence=settings.decide_confidence,
+        advisory=advisory_service(settings),
+    )
+    return GateRuntime(
         settings=settings,
         ledger=ledger,
         signing=signing,
@@ -93,89 +125,80 @@ def create_app(
         replays=ReplayService(service),
     )
 
-    from api.routes import (
-        chains,
-        decide,
-        decisions,
-        lifecycle,
-        meta,
-        packets,
-        reference,
-        registries,
-        replay,
-        reports,
-    )
 
-    for module in (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta, reference):
+# Every route module's blueprint, in the order they are mounted. The policy checks mount theirs
+# (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
+ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
+                        reference)
+ROUTES_AFTER_CHECKS = (workflows, patterns, operations)
+
+
+def _mount_routes(app: Flask) -> None:
+    for module in ROUTES_BEFORE_CHECKS:
         app.register_blueprint(module.bp)
-    from api.routes import (  # issue 11: policy checks, workflow routes
-        policychecks,
-        workflows,
-    )
-
     policychecks.init_app(app)
-    app.register_blueprint(workflows.bp)
-    from api.routes import patterns  # issue 11: policy patterns registry
+    for module in ROUTES_AFTER_CHECKS:
+        app.register_blueprint(module.bp)
 
-    app.register_blueprint(patterns.bp)
-    from api.routes import operations  # issue 11: operational routes
 
-    app.register_blueprint(operations.bp)
-    from api.metrics import (
-        init_metrics,  # Prometheus /metrics and the request instrumentation
-    )
-
+def _install_request_checks(app: Flask, settings: Settings, signing: SigningSetup) -> None:
+    """What runs around every request, in this order: the metrics, the public routes' budgets,
+    the signing keyring's pin, and the refusal of undecodable or control-character URLs."""
     init_metrics(app)
-    from api.public_limits import (
-        init_public_limits,  # issue 18: budgets of the public routes
-    )
-
     init_public_limits(app, settings)
-
     if isinstance(signing, LiveSigning):
-        @app.before_request
-        def _pin_signing():
-            # One request signs with one keyring, even when a reload lands while it runs.
-            request.environ["gate.signing_token"] = signing.pin()
-
-        @app.teardown_request
-        def _unpin_signing(_error):
-            token = request.environ.pop("gate.signing_token", None)
-            if token is not None:
-                signing.unpin(token)
-
+        _pin_signing_per_request(app, signing)
     app.before_request(_refuse_undecodable_url)
+    app.before_request(_refuse_control_characters)
 
+
+def _pin_signing_per_request(app: Flask, signing: LiveSigning) -> None:
     @app.before_request
-    def _refuse_control_characters():
-        # SECURITY: one rule on both ledgers (issue 6, defect 10). No identifier the gate issues
-        # or stores holds a control character, and PostgreSQL cannot even compare NUL, so a
-        # path or query value with one is a 400 before any lookup, on SQLite and PostgreSQL alike.
-        values = [request.path, *request.args.keys(), *request.args.values()]
-        if any(_CONTROL.search(value) for value in values):
-            return error_response("REQUEST_INVALID", "path and query values must not contain control characters",
-                                  errors=[{"field": "url", "code": "invalid_value",
-                                           "message": "control characters (U+0000-U+001F, U+007F-U+009F)"}])
-        return None
+    def _pin_signing() -> None:
+        # One request signs with one keyring, even when a reload lands while it runs.
+        request.environ["gate.signing_token"] = signing.pin()
 
-    @app.errorhandler(HTTPException)
-    def _http_error(error: HTTPException):
-        if error.code == 404:
-            return error_response("NOT_FOUND", f"no route for {request.method} {request.path}")
-        if error.code == 405:
-            # RFC 9110 §15.5.6: a 405 names the methods the resource does serve.
-            allowed = sorted(getattr(error, "valid_methods", None) or ())
-            return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
-                                  headers={"Allow": ", ".join(allowed)} if allowed else None)
-        return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
+    @app.teardown_request
+    def _unpin_signing(_error: BaseException | None) -> None:
+        token = request.environ.pop("gate.signing_token", None)
+        if token is not None:
+            signing.unpin(token)
 
-    @app.errorhandler(GateError)
-    def _gate_error(error: GateError):  # any refusal a route did not answer itself
-        return json_response(*gate_error_body(error))
 
-    @app.errorhandler(Exception)
-    def _unexpected(error: Exception):  # SECURITY: a crash is a 500, never an approval
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_response("INTERNAL_ERROR", "internal error; nothing was approved")
+def _refuse_control_characters() -> Response | None:
+    # SECURITY: one rule on both ledgers (issue 6, defect 10). No identifier the gate issues
+    # or stores holds a control character, and PostgreSQL cannot even compare NUL, so a
+    # path or query value with one is a 400 before any lookup, on SQLite and PostgreSQL alike.
+    values = [request.path, *request.args.keys(), *request.args.values()]
+    if any(_CONTROL.search(value) for value in values):
+        return error_response("REQUEST_INVALID", "path and query values must not contain control characters",
+                              errors=[{"field": "url", "code": "invalid_value",
+                                       "message": "control characters (U+0000-U+001F, U+007F-U+009F)"}])
+    return None
 
-    return app
+
+def _install_error_bodies(app: Flask) -> None:
+    """Every refusal and failure answers the spec's error body (`api.errors`)."""
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(GateError, _gate_error)
+    app.register_error_handler(Exception, _unexpected)
+
+
+def _http_error(error: HTTPException) -> Response:
+    if error.code == 404:
+        return error_response("NOT_FOUND", f"no route for {request.method} {request.path}")
+    if error.code == 405:
+        # RFC 9110 §15.5.6: a 405 names the methods the resource does serve.
+        allowed = sorted(getattr(error, "valid_methods", None) or ())
+        return error_response("METHOD_NOT_ALLOWED", f"{request.method} is not allowed on {request.path}",
+                              headers={"Allow": ", ".join(allowed)} if allowed else None)
+    return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
+
+
+def _gate_error(error: GateError) -> Response:  # any refusal a route did not answer itself
+    return json_response(*gate_error_body(error))
+
+
+def _unexpected(error: Exception) -> Response:  # SECURITY: a crash is a 500, never an approval
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_response("INTERNAL_ERROR", "internal error; nothing was approved")

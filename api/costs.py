@@ -29,9 +29,9 @@ from flask import Response, request
 from api.bodies import too_large
 from api.errors import error_response, gate_error_body, json_response
 from api.runtime import runtime
-from api.settings import COST_UNITS_PER_DECIDE
 from gate.errors import GateError
 from gate.services.decide import Caller
+from gate.settings import COST_UNITS_PER_DECIDE
 
 BUCKET_PREFIX = "cost:"
 BODY_BYTES_PER_UNIT = 8_192  # request body the route parses, hashes and evaluates

@@ -11,7 +11,10 @@ from typing import Any
 
 from flask import Response
 
+from api.jsonio import dumps
 from gate.errors import GateError
+from gate.vocabulary import COMPACT_UNCLEAR
+from workbench.reports.registry import REPORTS
 
 # code → (HTTP status, v)
 ERROR_TABLE: dict[str, tuple[int, str]] = {
@@ -82,11 +85,8 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     # The stored chain contradicts itself or a witnessed checkpoint (gate/services/chains.py): named, never
     # signed, never served as proof material.
     "CHAIN_INTEGRITY_FAILED": (409, "chain_integrity_failed"),
-    # Policy reports (effectiveness, anomalies, benchmarks).
-    "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_ANOMALIES_UNAUTHORIZED": (401, "unauthorized"),
-    "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": (401, "unauthorized"),
+    # Policy reports: one code per kind of workbench.reports.registry (SVC_POLICY_<NAME>_UNAUTHORIZED).
+    **{kind.unauthorized: (401, "unauthorized") for kind in REPORTS.values()},
     # Reads and registries.
     "DECISION_NOT_FOUND": (404, "not_found"),
     "RULEBOOK_NOT_FOUND": (404, "not_found"),
@@ -124,7 +124,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
 
 def error_body(code: str, message: str, **details: Any) -> tuple[int, dict[str, Any]]:
     status, word = ERROR_TABLE[code]
-    body: dict[str, Any] = {"c": "unclear", "v": word, "error": code, "message": message}
+    body: dict[str, Any] = {"c": COMPACT_UNCLEAR, "v": word, "error": code, "message": message}
     body.update(details)
     return status, body
 
@@ -134,8 +134,6 @@ def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    from api.jsonio import dumps
-
     response = Response(dumps(body), status=status, mimetype="application/json")
     if headers:
         response.headers.update(headers)

@@ -108,7 +108,7 @@ class RedisRateLimiter:
     backend = "redis"
 
     def __init__(self, url: str, *, prefix: str = "gate:rl:") -> None:
-        import redis
+        import redis  # an optional dependency: only a shared (GATE_REDIS_URL) limiter needs it
 
         self._redis = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
         self._charge = self._redis.register_script(_CHARGE_SCRIPT)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from api import costs as K
 from api import openapi_params as P
 from api.errors import ERROR_TABLE
 from api.mcp import input_schema
@@ -21,8 +22,10 @@ from gate.replay.historical import REPLAY_MODES
 from gate.replay.whatif import MAX_SCENARIOS
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
+from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
 from workbench.reports.policy import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
+from workbench.reports.registry import REPORTS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
 DECIDE_HEADERS = (
@@ -365,13 +368,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             request_headers=("x-api-key", "Prefer", "x-decision-response-view"), tags=("replay",),
         )
         for path, summary in (
-            ("replay", "Replay a stored decision without writing anything. Rulebook decisions replay historically by "
+            ("replay", ("Replay a stored decision without writing anything. Rulebook decisions replay historically by "
                        "default (stored snapshot, canonical input, pinned adapter re-run with its output hash "
                        "compared; never the current evaluator); `replay_mode: current` uses the scope's current "
                        "rulebook for the id and accepts an `input` override. Advisory (legacy-mode) decisions "
-                       "replay in current mode against the advisor panel (docs/replay.md)."),
-            ("diff", "Replay forced to current mode: the stored decision against the scope's current rulebook, or "
-                     "against a current-mode `input` override. Same summary shape as replay."),
+                       "replay in current mode against the advisor panel (docs/replay.md).")),
+            ("diff", ("Replay forced to current mode: the stored decision against the scope's current rulebook, or "
+                     "against a current-mode `input` override. Same summary shape as replay.")),
         )
     ],
     Endpoint(
@@ -465,30 +468,19 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     *[
         Endpoint(
-            "get", f"/api/decision/policies/{{policy_id}}/{kind}",
-            summary + " Computed from the live ledger by the same engines as `gate report` (docs/intelligence.md); "
-            "only the caller's scope is read, so a policy without decisions in it answers an empty sample.",
+            "get", kind.path,
+            kind.summary + " Computed from the live ledger by the same engines as `gate report` "
+            "(docs/intelligence.md); only the caller's scope is read, so a policy without decisions in it "
+            "answers an empty sample.",
             True, {200: "sealed report", 400: "bad query parameter", 401: "missing or invalid key", 403: "disabled key",
                    503: "ledger unavailable"},
-            errors=(f"SVC_POLICY_{kind.upper()}_UNAUTHORIZED", "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+            errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
             query=tuple((name, REPORT_PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
                          .replace("str", "string"), REPORT_PARAMS[name].describe(), P.report_param(name))
-                        for name in REPORT_KIND_PARAMS[kind]),
+                        for name in REPORT_KIND_PARAMS[kind.name]),
             tags=("intelligence",),
         )
-        for kind, summary in (
-            ("effectiveness", "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): "
-                              "effectiveness_score, confidence, recommendation from the latest outcome per decision; "
-                              "health: one state over a named window that also weighs the anomaly detectors."),
-            ("confidence", "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, "
-                           "similar_decisions, policy_stability, recommendation, based_on, sample, buckets; the "
-                           "formulas of the decide-time block. policy_version names the current version and does "
-                           "not filter (every version counts as evidence)."),
-            ("anomalies", "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, "
-                          "verdict-mix and fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
-            ("benchmarks", "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, "
-                           "cross_customer percentiles, comparison.success_rate_delta_vs_p50."),
-        )
+        for kind in REPORTS.values()
     ],
     Endpoint(
         "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
@@ -516,8 +508,7 @@ CHARGED_ROUTES = frozenset({
     ("post", "/api/decision/{decision_id}/counterfactuals"), ("get", "/api/decision/{decision_id}/verify"),
     ("post", "/api/decision/{decision_id}/verify"), ("get", "/api/decision/{decision_id}/packet"),
     ("get", "/api/decision/chains/{chain_id}"), ("get", "/api/policy-alerts"),
-    *(("get", f"/api/decision/policies/{{policy_id}}/{kind}")
-      for kind in ("effectiveness", "confidence", "anomalies", "benchmarks")),
+    *(("get", kind.path) for kind in REPORTS.values()),
 })
 
 
@@ -546,7 +537,7 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "required": ["c", "v", "error", "message"],
         "properties": {
-            "c": {"const": "unclear", "description": "Always unclear: an error is never an approval."},
+            "c": {"const": C.COMPACT_UNCLEAR, "description": "Always unclear: an error is never an approval."},
             "v": {"type": "string"},
             "error": {"type": "string", "enum": sorted(ERROR_TABLE)},
             "message": {"type": "string"},
@@ -596,7 +587,7 @@ SCHEMAS: dict[str, Any] = {
         "required": ["decision_record_version", "decision_id", "verdict", "record_hash", "receipt_hash"],
         "properties": {
             "decision_record_version": {"const": C.DECISION_RECORD_VERSION},
-            "c": {"enum": ["yes", "no", "unclear"]},
+            "c": {"enum": list(C.COMPACT_FOR_VERDICT.values())},
             "verdict": {"enum": list(C.VERDICTS)},
             "record_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
             "receipt_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
@@ -637,7 +628,7 @@ SCHEMAS: dict[str, Any] = {
     "WorkflowRequest": {
         "type": "object",
         "required": ["vendor", "ticket_id"],
-        "properties": {**{name: schema for name, schema in input_schema(POLICY_CHECKS[0])["properties"].items()},
+        "properties": {**dict(input_schema(POLICY_CHECKS[0])["properties"].items()),
                        "days_since_purchase": {**input_schema(POLICY_CHECKS[0])["properties"]["days_since_purchase"],
                                                "description": "required for refund and return"},
                        "ticket_id": {"oneOf": [{"type": "string", "pattern": "^[!-~]{1,200}$"},
@@ -711,19 +702,37 @@ def _query_parameter(name: str, kind: str, text: str, schema: dict[str, Any] | N
 
 
 def _operation(endpoint: Endpoint) -> dict[str, Any]:
+    """One route's OpenAPI operation: its parameters, body, responses and the error codes of each."""
     operation: dict[str, Any] = {
         "summary": endpoint.summary,
         "tags": list(endpoint.tags),
         "operationId": endpoint.method + endpoint.path.replace("/", "_").replace("{", "").replace("}", ""),
         "responses": {},
     }
-    if endpoint.auth:
-        operation["security"] = [{"ApiKey": []}, {"Bearer": []}]
-    else:
-        operation["security"] = []
+    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if endpoint.auth else []
+    parameters = _parameters(endpoint)
+    if parameters:
+        operation["parameters"] = parameters
+    responses, errors, budget = _responses_and_errors(endpoint, parameters)
+    if endpoint.request_body:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
+        }
+    for status, description in sorted(responses.items()):
+        operation["responses"][str(status)] = _response(endpoint, status, description, errors, budget)
+    undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
+    if undocumented:
+        operation["x-other-error-codes"] = undocumented
+    return operation
+
+
+def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+    """The route's path parameters, then its query parameters, then its request headers."""
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
-        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow") if "{" + name + "}" in endpoint.path
+        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow")
+        if "{" + name + "}" in endpoint.path
     ]
     parameters += [_query_parameter(*entry) for entry in endpoint.query]
     parameters += [
@@ -731,8 +740,13 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
          "description": {**WORKFLOW_REQUEST_HEADERS, **OPERATIONS_REQUEST_HEADERS, **REQUEST_HEADERS}[name]}
         for name in endpoint.request_headers
     ]
-    if parameters:
-        operation["parameters"] = parameters
+    return parameters
+
+
+def _responses_and_errors(endpoint: Endpoint, parameters: list[dict[str, Any]]
+                          ) -> tuple[dict[int, str], tuple[str, ...], str | None]:
+    """Every status the route answers and every error code it can give, with the server's own and
+    a public route's budget (its kind, or None)."""
     responses = {**SERVER_RESPONSES, **endpoint.responses}
     errors = endpoint.errors + SERVER_ERRORS
     budget = PUBLIC_PATHS.get((endpoint.method, endpoint.path))  # issue 18: public route budgets
@@ -742,30 +756,26 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
         # Every route refuses control characters in path and query values (api.app).
         responses[400] = "control characters in a path or query value"
         errors = errors + ("REQUEST_INVALID",)
-    if endpoint.request_body:
-        operation["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.request_body}"}}},
-        }
-    for status, description in sorted(responses.items()):
-        response: dict[str, Any] = {"description": description}
-        if status >= 400:
-            codes = [code for code in errors if ERROR_TABLE[code][0] == status
-                     or (status == 403 and code.endswith("_UNAUTHORIZED"))]
-            response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
-            if codes:
-                response["x-error-codes"] = codes
-        if status in (200, 201) and endpoint.response_headers:
-            response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
-        if budget and (status < 300 or status == 429):
-            rate_headers = RATE_HEADERS + (("Retry-After",) if status == 429 else ())
-            response["headers"] = {**response.get("headers", {}),
-                                   **{name: {"schema": {"type": "string"}} for name in rate_headers}}
-        operation["responses"][str(status)] = response
-    undocumented = [code for code in errors if str(ERROR_TABLE[code][0]) not in operation["responses"]]
-    if undocumented:
-        operation["x-other-error-codes"] = undocumented
-    return operation
+    return responses, errors, budget
+
+
+def _response(endpoint: Endpoint, status: int, description: str, errors: tuple[str, ...],
+              budget: str | None) -> dict[str, Any]:
+    """One status of the operation: its error codes and body schema, or its headers."""
+    response: dict[str, Any] = {"description": description}
+    if status >= 400:
+        codes = [code for code in errors if ERROR_TABLE[code][0] == status
+                 or (status == 403 and code.endswith("_UNAUTHORIZED"))]
+        response["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{endpoint.error_schema}"}}}
+        if codes:
+            response["x-error-codes"] = codes
+    if status in (200, 201) and endpoint.response_headers:
+        response["headers"] = {name: {"schema": {"type": "string"}} for name in endpoint.response_headers}
+    if budget and (status < 300 or status == 429):
+        rate_headers = RATE_HEADERS + (("Retry-After",) if status == 429 else ())
+        response["headers"] = {**response.get("headers", {}),
+                               **{name: {"schema": {"type": "string"}} for name in rate_headers}}
+    return response
 
 
 def _with_public_budget(kind: str, responses: dict[int, str], errors: tuple[str, ...]):
@@ -815,9 +825,6 @@ INPUT_NORMALISATION = {
 
 def _cost_limits() -> dict[str, Any]:
     """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
-    from api import costs as K
-    from api.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
-
     return {
         "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "
                   "these routes describe it, X-RateLimit-Cost the request's units; 429 SVC_API_RATE_LIMITED "
@@ -842,73 +849,83 @@ def _cost_limits() -> dict[str, Any]:
     }
 
 
+# /docs.json: the versions the gate speaks and where its public schemas are served.
+VERSIONS = {
+    "protocol": C.DECISION_PROTOCOL_VERSION,
+    "record": C.DECISION_RECORD_VERSION,
+    "rulebook_schema": C.RULEBOOK_SCHEMA_VERSION,
+    "evaluator": C.EVALUATOR_VERSION,
+    "rulebook_registry": C.RULEBOOK_REGISTRY_VERSION,
+    "registry_attestation": C.REGISTRY_ATTESTATION_VERSION,
+    "canonicalization": C.CANONICALIZATION,
+}
+SCHEMA_PATHS = {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
+                "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
+                "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
+                "conformance_index": "/schemas/conformance/index.json",
+                "golden_replay_corpus": "/schemas/golden-replay/index.json"}
+
+
+def _limits() -> dict[str, Any]:
+    """Every limit a client can meet, for /docs.json (the numbers are the configured defaults)."""
+    return {
+        "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
+        "cost_limit": _cost_limits(),
+        "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
+        "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
+        "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
+        "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
+        "evaluation": {
+            "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
+            "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
+            "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
+                          "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
+        },
+        "json": "NaN, ±Infinity, numbers that overflow or underflow a double (1e400, 1e-400), duplicate "
+                "keys, integers beyond ±(2^53−1) and lone surrogates are refused with 400",
+        "json_depth": {"request_bodies": MAX_JSON_DEPTH, "verified_records_and_packets": MAX_DOCUMENT_DEPTH,
+                       "error": "JSON_TOO_DEEP"},
+        "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
+        "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
+                      "is read as JSON); anything else is 415",
+        "public_routes": "verification, registries, schemas, docs, readiness and metrics: fixed one-minute "
+                         "window per client address, GATE_PUBLIC_VERIFY_RATE_LIMIT (60) verifications and "
+                         "GATE_PUBLIC_RATE_LIMIT (600) other requests (429 SVC_API_RATE_LIMITED); at most "
+                         "GATE_PUBLIC_VERIFY_CONCURRENCY (1) verifications at once per server process (503 "
+                         "PUBLIC_VERIFY_BUSY, Retry-After: 1). Behind a proxy: GATE_CLIENT_ADDRESS_HEADER from "
+                         "GATE_TRUSTED_PROXIES only",
+        "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
+                         "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
+                         "(docs/policy-checks.md)",
+        "trusted_adapters": {
+            "execution": f"one-shot isolated worker process per run, {C.ADAPTER_EXECUTION_TIMEOUT_MS} ms budget "
+                         "(504 beyond), empty environment, memory bound GATE_ADAPTER_MEMORY_MB (256 MiB), "
+                         "network, file writes and subprocesses denied (500 TRUSTED_ADAPTER_CAPABILITY_DENIED)",
+            "pool": "GATE_ADAPTER_POOL_SIZE (2) warm, never-reused workers per server process",
+            "plugins": f"entry-point group {C.ADAPTER_ENTRY_POINT_GROUP} (GATE_ADAPTER_PLUGINS)",
+            "registry": "/api/decision/adapters",
+            "docs": "docs/adapters.md",
+        },
+        "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
+                       "values (400) and in rulebook version and action (422)",
+        **INPUT_NORMALISATION,
+    }
+
+
 @lru_cache(maxsize=1)
 def docs_document() -> dict[str, Any]:
     return {
         "service": "decision-gate",
         "interface_version": C.INTERFACE_VERSION,
-        "versions": {
-            "protocol": C.DECISION_PROTOCOL_VERSION,
-            "record": C.DECISION_RECORD_VERSION,
-            "rulebook_schema": C.RULEBOOK_SCHEMA_VERSION,
-            "evaluator": C.EVALUATOR_VERSION,
-            "rulebook_registry": C.RULEBOOK_REGISTRY_VERSION,
-            "registry_attestation": C.REGISTRY_ATTESTATION_VERSION,
-            "canonicalization": C.CANONICALIZATION,
-        },
+        "versions": VERSIONS,
         "endpoints": [
             {"method": e.method.upper(), "path": e.path, "auth": "api_key" if e.auth else "public",
              "summary": e.summary, "error_codes": list(e.errors)}
             for e in ENDPOINTS
         ],
-        "schemas": {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
-                    "rulebook_migration_v1": "/schemas/rulebook-migration-v1.schema.json", "openapi": "/openapi.json",
-                    "vendor_policy_table_v1": "/schemas/vendor-policy-table-v1.schema.json",
-                    "conformance_index": "/schemas/conformance/index.json",
-                    "golden_replay_corpus": "/schemas/golden-replay/index.json"},
+        "schemas": SCHEMA_PATHS,
         "request_headers": REQUEST_HEADERS,
         "response_headers": list(DECIDE_HEADERS) + ["Retry-After", "WWW-Authenticate"],
-        "limits": {
-            "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
-            "cost_limit": _cost_limits(),
-            "monthly_cap": "records per key per calendar month (UTC); per plan, overridable per key",
-            "max_body_bytes": "1 MiB by default (GATE_MAX_BODY_BYTES), enforced while the body streams in",
-            "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
-            "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
-            "evaluation": {
-                "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
-                "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
-                "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
-                              "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
-            },
-            "json": "NaN, ±Infinity, numbers that overflow or underflow a double (1e400, 1e-400), duplicate "
-                    "keys, integers beyond ±(2^53−1) and lone surrogates are refused with 400",
-            "json_depth": {"request_bodies": MAX_JSON_DEPTH, "verified_records_and_packets": MAX_DOCUMENT_DEPTH,
-                           "error": "JSON_TOO_DEEP"},
-            "max_packet_bytes": "16 MiB by default (GATE_MAX_PACKET_BYTES), POST /api/decision/packet/verify",
-            "media_type": "JSON bodies are application/json or application/*+json in UTF-8 (absent Content-Type "
-                          "is read as JSON); anything else is 415",
-            "public_routes": "verification, registries, schemas, docs, readiness and metrics: fixed one-minute "
-                             "window per client address, GATE_PUBLIC_VERIFY_RATE_LIMIT (60) verifications and "
-                             "GATE_PUBLIC_RATE_LIMIT (600) other requests (429 SVC_API_RATE_LIMITED); at most "
-                             "GATE_PUBLIC_VERIFY_CONCURRENCY (1) verifications at once per server process (503 "
-                             "PUBLIC_VERIFY_BUSY, Retry-After: 1). Behind a proxy: GATE_CLIENT_ADDRESS_HEADER from "
-                             "GATE_TRUSTED_PROXIES only",
-            "policy_checks": "MCP endpoints, REST twins and workflow routes: fixed one-minute window per client "
-                             "address, GATE_POLICYCHECK_RATE_LIMIT (600) requests; bodies ≤ 64 KiB, JSON depth ≤ 32 "
-                             "(docs/policy-checks.md)",
-            "trusted_adapters": {
-                "execution": f"one-shot isolated worker process per run, {C.ADAPTER_EXECUTION_TIMEOUT_MS} ms budget "
-                             "(504 beyond), empty environment, memory bound GATE_ADAPTER_MEMORY_MB (256 MiB), "
-                             "network, file writes and subprocesses denied (500 TRUSTED_ADAPTER_CAPABILITY_DENIED)",
-                "pool": "GATE_ADAPTER_POOL_SIZE (2) warm, never-reused workers per server process",
-                "plugins": f"entry-point group {C.ADAPTER_ENTRY_POINT_GROUP} (GATE_ADAPTER_PLUGINS)",
-                "registry": "/api/decision/adapters",
-                "docs": "docs/adapters.md",
-            },
-            "identifiers": "control characters (U+0000-U+001F, U+007F-U+009F) are refused in path and query "
-                           "values (400) and in rulebook version and action (422)",
-            **INPUT_NORMALISATION,
-        },
+        "limits": _limits(),
         "error_codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},
     }

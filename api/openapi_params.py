@@ -17,10 +17,10 @@ import sys
 from functools import lru_cache
 from typing import Any
 
+from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
-from workbench.reports.policy import VERDICTS as REPORT_VERDICTS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
 NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
@@ -93,7 +93,7 @@ def report_param(name: str) -> dict[str, Any]:
     """A policy report's query parameter (workbench.reports.policy.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
-        return {"type": "string", "enum": list(REPORT_VERDICTS), "description": p.describe()}
+        return {"type": "string", "enum": list(C.VERDICTS), "description": p.describe()}
     if p.type is str:
         return printable(int(p.low or 0), int(p.high or 0), p.describe())
     if p.type is int:
@@ -139,8 +139,6 @@ def path_param(name: str) -> dict[str, Any]:
         return {**printable(1, MAX_POLICY_ID, "policy id: 1 to 120 printable characters, no /"),
                 "allOf": [{"pattern": "^[^/]*$"}], **_SEGMENT}
     if name in ("ticketing_system", "workflow"):  # anything else is 400 WORKFLOW_UNSUPPORTED
-        from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
-
         return {"type": "string", "enum": list(TICKETING_SYSTEMS if name == "ticketing_system" else WORKFLOWS)}
     return {"type": "string", "minLength": 1, "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", **_SEGMENT}
 

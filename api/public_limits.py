@@ -30,7 +30,7 @@ from flask import Flask, Response, current_app, request
 
 from api.client_limits import client_limit
 from api.errors import error_response
-from api.settings import Settings
+from gate.settings import Settings
 
 # Flask endpoint → budget kind. tests/api/test_public_limits.py checks that every registered
 # route is keyed, limited per client by its own module, or listed here.

@@ -12,12 +12,12 @@ from flask import current_app, request
 
 from api.auth import REALM, Authenticator, AuthFailure
 from api.errors import error_response
-from api.settings import Settings
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.decide import Caller, DecisionService
+from gate.settings import Settings
 
 
 @dataclass

@@ -38,6 +38,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from api.bodies import ClientTooSlow
 from api.errors import error_body
+from api.jsonio import dumps
 
 log = logging.getLogger("gate.serve")
 
@@ -61,8 +62,6 @@ _REASONS = {400: "Bad Request", 408: "Request Timeout", 414: "URI Too Long", 417
 
 def error_bytes(code: str, message: str) -> bytes:
     """A complete HTTP/1.1 error response in the API's JSON error shape; the connection closes."""
-    from api.jsonio import dumps
-
     status, body = error_body(code, message)
     payload = dumps(body).encode("utf-8")
     head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nConnection: close\r\n"
@@ -175,7 +174,7 @@ class GateWorker(ThreadWorker):
             log.warning("refused a request from %s: %s (%s)", (addr or ("",))[0], code, type(exc).__name__)
         try:
             write_nonblock(client, error_bytes(code, message))
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort: the client may be gone; the refusal is logged above
             log.debug("could not send the error response")
 
 
@@ -195,6 +194,7 @@ def prepare_metrics_multiprocess(home, workers: int) -> None:
 def metrics_child_exit(server, worker) -> None:
     """gunicorn hook: a dead worker's live gauges leave the aggregate."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Lazy: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported (in each worker).
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
@@ -227,6 +227,7 @@ class GateServer(BaseApplication):
             self.cfg.set("when_ready", lambda _arbiter: ready())
 
     def load(self):
+        # Lazy: the app (and prometheus_client with it) loads in each worker, after the fork.
         from api.app import create_app
 
         return create_app(self.settings)

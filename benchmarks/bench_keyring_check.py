@@ -56,7 +56,7 @@ def per_call(keyring: Path, calls: int = 200_000) -> dict:
 
 def per_decide(home: Path, keyring: Path, decides: int) -> dict:
     from api.app import create_app
-    from api.settings import Settings
+    from gate.settings import Settings
     from gate_cli.main import create_key
 
     settings = Settings.from_env({"GATE_HOME": str(home), "GATE_SIGNING_KEY_FILE": str(keyring),

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from api.app import create_app  # noqa: E402
-from api.settings import Settings  # noqa: E402
+from gate.settings import Settings  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "public_verify.json"
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from api.app import create_app  # noqa: E402
-from api.settings import Settings  # noqa: E402
+from gate.settings import Settings  # noqa: E402
 from gate.keys.signing import generate_keyring  # noqa: E402
 from gate.services.chains import (  # noqa: E402
     chain_head_integrity,

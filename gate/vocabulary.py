@@ -64,7 +64,9 @@ LEGACY_MODES = ("single", "multi", "runtime")
 
 # Verdicts.
 VERDICTS = ("yes", "no", "review")
-COMPACT_FOR_VERDICT = {"yes": "yes", "no": "no", "review": "unclear"}
+# `c`, the compact verdict: a review is unclear, and so is every error (never an approval).
+COMPACT_UNCLEAR = "unclear"
+COMPACT_FOR_VERDICT = {"yes": "yes", "no": "no", "review": COMPACT_UNCLEAR}
 
 # needs_input outcome (reference facts §2).
 NEEDS_INPUT_STATUS = "needs_input"

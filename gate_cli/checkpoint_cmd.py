@@ -16,6 +16,7 @@ log), 2 unusable input (unreadable log, unreachable gate, no key).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -31,9 +32,14 @@ from gate.chain.checkpoint_log import (
     latest_checkpoint,
     read_checkpoint_log,
 )
+from gate.chain.links import chain_id_for
 from gate.chain.merkle import verify_checkpoint
+from gate.clock import SystemClock
 from gate.errors import GateError
+from gate.keys.config import SigningSetup
 from gate.verify import TrustAnchors
+from gate_cli.context import load_settings, open_ledger
+from gate_cli.verify_cmd import load_anchors
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
@@ -70,16 +76,15 @@ class _OutOfRange(GateError):
 
 
 def _get_json(url: str, api_key: str) -> Any:
-    request = urllib.request.Request(url, headers={"x-api-key": api_key, "accept": "application/json"})
+    request = urllib.request.Request(url, headers={"x-api-key": api_key,  # noqa: S310 - operator-chosen URL
+                                                   "accept": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310 - operator-chosen URL
             body = response.read(MAX_ANSWER_BYTES + 1)
     except urllib.error.HTTPError as exc:
         detail = exc.read(4096).decode("utf-8", "replace")
-        try:
+        with contextlib.suppress(ValueError, AttributeError):
             detail = json.loads(detail).get("error", detail)
-        except (ValueError, AttributeError):
-            pass
         if exc.code == 409:
             raise _Refused(f"the gate refuses to publish a checkpoint: {detail}") from exc
         if exc.code == 400:
@@ -105,8 +110,6 @@ def _trusted(checkpoint: Any, anchors: TrustAnchors) -> None:
 
 
 def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAnchors]:
-    from gate_cli.verify_cmd import load_anchors
-
     if not (args.chain and args.api_key_env):
         raise GateError("VERIFY_INPUT_UNREADABLE", "--url needs --chain and --api-key-env")
     api_key = os.environ.get(args.api_key_env)
@@ -128,13 +131,10 @@ def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAn
 
 
 def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, Path]:
-    from gate.chain.links import chain_id_for
-    from gate.clock import SystemClock
-    from gate.keys.config import SigningSetup
+    # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.services.chains import AuditChainService
-    from gate_cli.main import _ledger, _settings
 
-    settings = _settings()
+    settings = load_settings()
     log = Path(args.log) if args.log else settings.checkpoint_log
     if log is None:
         raise GateError("VERIFY_INPUT_UNREADABLE", "no --log and GATE_CHECKPOINT_LOG is off")
@@ -142,7 +142,7 @@ def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, P
     held = held_of(log, chain_id)
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
-    ledger = _ledger(settings)
+    ledger = open_ledger(settings)
     try:
         audit = AuditChainService(ledger, signing, SystemClock())  # no log here: this command appends
         published = audit.publish_checkpoint(chain_id)

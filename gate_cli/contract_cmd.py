@@ -16,10 +16,13 @@ import os
 import sys
 from pathlib import Path
 
+from gate.protocol.canonical import CanonicalJSONError, parse_strict
+
 EXIT_UNUSABLE = 2
 
 
 def cmd_conformance(args) -> int:
+    # Lazy: each command's modules load only when it runs (`gate --version` stays fast).
     from gate_cli.conformance import exit_code, http_transport, render, run_conformance
 
     if not args.endpoint.startswith(("http://", "https://")):
@@ -33,6 +36,7 @@ def cmd_conformance(args) -> int:
 
 def _adapters():
     """The adapters this installation would run (builtins and installed plugins)."""
+    # Lazy (here and below): the adapters read the installed entry points, a start-up cost `gate` avoids.
     import gate.adapters as adapters
 
     factory = getattr(adapters, "default_registry", None)
@@ -40,7 +44,6 @@ def _adapters():
 
 
 def cmd_migration_check(args) -> int:
-    from gate.protocol.canonical import CanonicalJSONError, parse_strict
     from gate.replay.golden import CORPUS_DIR
     from gate.replay.migration_check import check_migration
 

@@ -12,14 +12,19 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+import time
 from pathlib import Path
+
+from gate.clock import SystemClock, iso_ms
+from gate.errors import LedgerUnavailable
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring
+from gate.settings import Settings
+from gate_cli.progress import ProgressBar
+from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 
 
 def _signing(settings):
-    from gate.clock import SystemClock, iso_ms
-    from gate.keys.config import SigningSetup
-    from gate.keys.signing import generate_keyring
-
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, iso_ms(SystemClock().now()))
@@ -29,7 +34,7 @@ def _signing(settings):
 
 def seed(settings, decisions: int, seed_value: int):
     """Seed the settings' ledger; prints progress (TTY) and a summary. Raises SeedError."""
-    from gate_cli.progress import ProgressBar
+    # Lazy (here and below): the seeder and the ledger bring SQLAlchemy, the synthesiser Polars.
     from workbench.demo.seed import seed_ledger_at
 
     result = seed_ledger_at(settings.database_url, _signing(settings), decisions=decisions, seed=seed_value,
@@ -43,7 +48,6 @@ def seed_on_first_run(settings, decisions: int) -> bool:
     """Seed the demo ledger (`decisions`, 0 = never) when the ledger holds no decision yet;
     True if it did."""
     from gate.ledger import Ledger, stream
-    from workbench.demo import DEFAULT_SEED
 
     if decisions <= 0:
         return False
@@ -62,8 +66,6 @@ def seed_on_first_run(settings, decisions: int) -> bool:
 
 
 def cmd_demo_seed(args) -> int:
-    from api.settings import Settings
-    from gate.errors import LedgerUnavailable
     from workbench.demo.seed import SeedError
 
     try:
@@ -78,9 +80,6 @@ def cmd_demo_seed(args) -> int:
 
 
 def cmd_demo_synth(args) -> int:
-    import time
-
-    from gate_cli.progress import ProgressBar
     from workbench.dataset.location import DatasetError
     from workbench.dataset.synth import synthesize
 
@@ -162,8 +161,8 @@ def demo_walkthrough(base: str, api_key: str) -> str:
         f"Demo API key for scope 'demo' (shown once, only its hash is stored):\n  {api_key}",
         "",
         "1. Get a signed Decision Record (this request gives verdict yes):",
-        f"  curl -s {base}/api/decide {key} {json_type} -H 'x-idempotency-key: demo-1' "
-        f"--data @{REQUESTS_DIR / 'verdict-yes.json'} > record.json",
+        (f"  curl -s {base}/api/decide {key} {json_type} -H 'x-idempotency-key: demo-1' "
+        f"--data @{REQUESTS_DIR / 'verdict-yes.json'} > record.json"),
         f"   Requests that give the other verdicts (no, review, needs input): {others} in {REQUESTS_DIR}",
         "",
         "2. Verify it (public endpoint, no key):",
@@ -173,8 +172,8 @@ def demo_walkthrough(base: str, api_key: str) -> str:
         f"  {read_record}",
         "",
         "4. Record that the action ran: an execution receipt bound to the record's hashes:",
-        f"  curl -s {base}/api/decision/$ID/execution {key} {json_type} -H 'x-idempotency-key: demo-exec-1' "
-        f"--data '{execution}'",
+        (f"  curl -s {base}/api/decision/$ID/execution {key} {json_type} -H 'x-idempotency-key: demo-exec-1' "
+        f"--data '{execution}'"),
         "",
         "5. Record the outcome:",
         f"  curl -s {base}/api/decision/$ID/outcome {key} {json_type} --data '{outcome}'",
@@ -193,8 +192,6 @@ def demo_walkthrough(base: str, api_key: str) -> str:
 
 
 def add_demo_parser(sub, serve_demo, formatter=None) -> None:
-    from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
-
     extra = {"formatter_class": formatter} if formatter else {}
     p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it",
                        description="Serve the embedded demo (seeding the demo ledger on the first run), "

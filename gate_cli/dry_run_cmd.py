@@ -26,6 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gate.clock import SystemClock, iso_ms
+from gate.keys.config import SigningSetup
+from gate.settings import Settings
+from gate.verify.anchors import TrustAnchorError, TrustAnchors
+
 __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
 
@@ -61,9 +66,6 @@ def _fail(error, as_json: bool) -> int:
 
 
 def _signing():
-    from api.settings import Settings
-    from gate.keys.config import SigningSetup
-
     settings = Settings.from_env()
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
@@ -72,13 +74,13 @@ def _signing():
 
 def _digest_store(settings) -> None:
     """Dataset files checked against their manifest are remembered in GATE_HOME by identity."""
+    # Lazy (here and below): the dataset, the migration engine and the ledger bring Polars and SQLAlchemy.
     from workbench.dataset import integrity
 
     integrity.use_digest_store(integrity.digest_store_of(settings.home))
 
 
 def _run(args) -> int:
-    from gate.clock import SystemClock, iso_ms
     from workbench.migration import DryRunError, dry_run, write_dry_run
     from workbench.migration.draft import read_draft_file
 
@@ -137,7 +139,6 @@ def _run(args) -> int:
 
 
 def _verify(args) -> int:
-    from gate.verify.anchors import TrustAnchorError, TrustAnchors
     from workbench.migration import DryRunError, verify_manifest
     from workbench.migration.draft import read_draft_file
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 import sys
 
+from gate.errors import LedgerUnavailable
+from gate.keys.config import SigningSetup
+from gate.keys.signing import receipt_signer_for
+from gate.settings import Settings
 from gate_cli.progress import ProgressBar
 
 
 def cmd_export(args) -> int:
-    from api.settings import Settings
-    from gate.errors import LedgerUnavailable
+    # Lazy: the ledger and the exporter bring SQLAlchemy and Polars, which `gate --version` does without.
     from gate.ledger import Ledger
     from workbench.dataset.export import export_ledger
     from workbench.dataset.location import DatasetError
@@ -74,9 +77,6 @@ def cmd_export(args) -> int:
 def _dataset_signer(settings):
     """The key that signs the dataset manifest: the keyring's active Ed25519 key (anyone with
     the public key registry verifies it offline), else the HMAC receipt secret, else None."""
-    from gate.keys.config import SigningSetup
-    from gate.keys.signing import receipt_signer_for
-
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
     return receipt_signer_for(setup.attestation_key()) or setup.receipt_signer()

@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gate import vocabulary as C
+from gate.adapters import default_registry
+from gate.clock import FixedClock
+from gate.keys.config import SigningSetup
+from gate.ledger import Ledger
 from gate.protocol.canonical import sha256_bytes_hex
+from gate.services.decide import Caller, DecisionService
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = ROOT / "data" / "golden" / "requests.json"
@@ -48,11 +53,6 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
     `out/fixtures/<fixture_id>.json`. Returns the index. `keep`: index entries of fixtures
     already in `out` that stay as they are (listed first); `id_prefix` keeps decision ids of
     an appended batch apart from the existing ones."""
-    from gate.clock import FixedClock
-    from gate.keys.config import SigningSetup
-    from gate.ledger import Ledger
-    from gate.services.decide import Caller, DecisionService
-
     out = Path(out)
     (out / "fixtures").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     the shipped trusted adapters) and adds them to the committed corpus, leaving every existing
     fixture byte for byte as it is (a contract is extended, never rewritten)."""
     argv = sys.argv[1:] if argv is None else argv
-    from gate.adapters import default_registry
-
     adapters = default_registry(pool_size=0, plugins=False)
     if argv[:1] == ["--append"]:
         requests, out = Path(argv[1]), OUT

@@ -2,7 +2,9 @@
 conformance, migration, checkpoint.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
-offline with only the core installed); every other subcommand imports the server packages lazily.
+offline with only the core installed); every other subcommand imports the server packages (the
+ledger, the HTTP server, the workbench) inside the command that needs them, so `gate` starts
+without them. The commands share their settings, ledger and clock through `gate_cli.context`.
 """
 
 from __future__ import annotations
@@ -12,58 +14,30 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from gate import __version__
+from gate.errors import GateError
+from gate.keys.apikeys import new_api_key
+from gate.keys.config import SigningSetup
+from gate.keys.signing import generate_keyring, rotate_keyring
+from gate.settings import DEFAULT_PLANS, SettingsError, variables_help
 from gate.vocabulary import INTERFACE_VERSION
+from gate_cli.checkpoint_cmd import add_checkpoint_parser
+from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home
+from gate_cli.contract_cmd import add_contract_parsers
+from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
+from gate_cli.dry_run_cmd import add_dry_run_parser
+from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, apply_everywhere
+from gate_cli.report_cmd import add_report_parser
+from gate_cli.rulebook_cmd import add_rulebook_parser
+from gate_cli.scopes_cmd import add_scopes_parser
+from gate_cli.verify_cmd import add_verify_parser
+from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
 CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
-
-
-class CliError(Exception):
-    """An expected condition a command cannot get past: one line on stderr, exit status 2."""
-
-
-def _settings():
-    from api.settings import Settings
-
-    return Settings.from_env()
-
-
-def prepare_home(settings) -> None:
-    """Create what the embedded default needs: the GATE_HOME folder (ledger and keyring live in it).
-
-    A SQLite ledger elsewhere (GATE_DATABASE_URL) is the operator's location: when its folder is
-    missing the command stops with one line saying so, rather than creating folders it was not
-    given."""
-    try:
-        settings.home.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create GATE_HOME {settings.home}: {exc.strerror}") from exc
-    url = settings.database_url
-    if url.startswith("sqlite:///"):
-        folder = Path(url[len("sqlite:///"):]).parent
-        if not folder.is_dir():
-            raise CliError(f"the folder of the SQLite ledger ({folder}) does not exist: create it, or unset "
-                           "GATE_DATABASE_URL to use the embedded default under GATE_HOME")
-
-
-def _ledger(settings):
-    from gate.ledger import Ledger
-
-    prepare_home(settings)
-    ledger = Ledger(settings.database_url)
-    ledger.upgrade()
-    return ledger
-
-
-def _now():
-    from gate.clock import SystemClock, iso_ms
-
-    return iso_ms(SystemClock().now())
 
 
 # --------------------------------------------------------------------------- keys
@@ -72,8 +46,6 @@ def _now():
 def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
                label: str | None = None) -> dict:
     """Create an API key; returns the one-time JSON (the key itself is never stored)."""
-    from gate.keys.apikeys import new_api_key
-
     if plan not in settings.plans:
         raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
     for name, value in (("--rate-limit", rate_limit), ("--monthly-cap", monthly_cap)):
@@ -82,8 +54,8 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
     if not scope or len(scope) > 120:
         raise SystemExit("gate: --scope must be 1 to 120 characters")
     key = new_api_key()
-    created_at = _now()
-    _ledger(settings).insert_api_key(
+    created_at = now()
+    open_ledger(settings).insert_api_key(
         {
             "key_id": key.key_id,
             "key_hash": key.key_hash,
@@ -110,7 +82,7 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
 
 
 def cmd_keys(args) -> int:
-    settings = _settings()
+    settings = load_settings()
     if args.keys_command == "create":
         result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label)
         if args.json:
@@ -121,7 +93,7 @@ def cmd_keys(args) -> int:
                   f"rate {result['rate_limit']}/min  cap {result['monthly_cap']}/month")
         return 0
     if args.keys_command == "list":
-        rows = _ledger(settings).list_api_keys()
+        rows = open_ledger(settings).list_api_keys()
         public = [{k: v for k, v in row.items() if k != "key_hash"} for row in rows]
         if args.json:
             print(json.dumps(public))
@@ -131,30 +103,26 @@ def cmd_keys(args) -> int:
         return 0
     if args.keys_command in ("disable", "enable"):
         status = "disabled" if args.keys_command == "disable" else "active"
-        if not _ledger(settings).set_api_key_status(args.key_id, status, _now()):
+        if not open_ledger(settings).set_api_key_status(args.key_id, status, now()):
             print(f"gate: no API key {args.key_id}", file=sys.stderr)
             return 1
         print(f"{args.key_id} {status}")
         return 0
     if args.keys_command == "signing-init":
-        from gate.keys.signing import generate_keyring
-
         path = settings.signing_key_file
         if path.exists() and not args.force:
             print(f"gate: {path} exists; use signing-rotate, or --force to replace it", file=sys.stderr)
             return 1
         prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        keyring = generate_keyring(path, _now(), overwrite=args.force)
+        keyring = generate_keyring(path, now(), overwrite=args.force)
         print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
         return 0
     if args.keys_command == "signing-rotate":
-        from gate.keys.signing import rotate_keyring
-
         if not settings.signing_key_file.exists():
             raise CliError(f"no signing keyring at {settings.signing_key_file} to rotate: "
                            "create one with `gate keys signing-init`")
-        keyring = rotate_keyring(settings.signing_key_file, _now())
+        keyring = rotate_keyring(settings.signing_key_file, now())
         retired = [e["key_id"] for e in keyring.registry_entries() if e["status"] == "retired"]
         print(json.dumps({"keyring": str(settings.signing_key_file),
                           "active_key_id": keyring.active.key_id, "retired_key_ids": retired}))
@@ -168,12 +136,13 @@ def cmd_keys(args) -> int:
 def serve(settings, host: str, port: int, workers: int, threads: int | None = None,
           on_ready: Callable[[], None] | None = None) -> None:
     """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
+    # Lazy: the HTTP server (Flask, gunicorn) loads only for `gate serve` and `gate demo`.
     from api.serving import DEFAULT_THREADS, GateServer
 
     if workers > 1 and not settings.redis_url:
         # SECURITY: per-process rate windows would multiply the limit by the worker count.
         raise SystemExit("gate: more than one worker needs GATE_REDIS_URL for shared rate limits")
-    _ledger(settings).dispose()  # migrate once, before workers fork
+    open_ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
     GateServer(settings, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
@@ -181,8 +150,6 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
 
 def startup_notes(settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
-    from gate.keys.config import SigningSetup
-
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
     if setup.receipt_signer() is not None:
@@ -192,13 +159,13 @@ def startup_notes(settings) -> list[str]:
         return [f"gate serve: WARNING: {problem}; GATE_REQUIRE_SIGNING=false, so records are stored UNSIGNED.",
                 f"gate serve: to sign them: {setup.fix or 'run `gate keys signing-init`'}"]
     return [f"gate serve: {problem}.",
-            "gate serve: until a signing key exists every POST /api/decide answers 503 and stores nothing "
-            "(fail closed); /api/decision/status names the problem and the fix.",
+            ("gate serve: until a signing key exists every POST /api/decide answers 503 and stores nothing "
+            "(fail closed); /api/decision/status names the problem and the fix."),
             f"gate serve: fix: {setup.fix}"]
 
 
 def cmd_serve(args) -> int:
-    serve(_settings(), args.host, args.port, args.workers, args.threads)
+    serve(load_settings(), args.host, args.port, args.workers, args.threads)
     return 0
 
 
@@ -208,16 +175,13 @@ def cmd_demo(args) -> int:
     The API's and the workbench's ports are tried first: a busy one stops the demo with one line
     naming it (and how to pick another) before anything is seeded. The walkthrough is printed
     once the API's socket is bound, the workbench's address once the workbench listens."""
-    from gate.keys.signing import generate_keyring
-    from gate_cli.demo_cmd import demo_walkthrough, port_problem, seed_on_first_run
-
     problem = port_problem(args.host, args.port, args.workbench_port)
     if problem:
         raise CliError(problem)
-    settings = _settings()
+    settings = load_settings()
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
-        generate_keyring(settings.signing_key_file, _now())
+        generate_keyring(settings.signing_key_file, now())
     seed_on_first_run(settings, args.seed_decisions)
     retired = retire_demo_keys(settings)
     # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
@@ -228,8 +192,6 @@ def cmd_demo(args) -> int:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
     banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
     if args.workbench_port:
-        from gate_cli.workbench_cmd import start_beside
-
         start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
     return 0
@@ -242,20 +204,20 @@ DEMO_KEY_LABEL = "demo key"
 def retire_demo_keys(settings) -> int:
     """Disable the active demo keys of earlier `gate demo` runs (their keys were shown once and are
     gone); returns how many. Keys an operator created, even in scope demo, are left alone."""
-    ledger = _ledger(settings)
+    ledger = open_ledger(settings)
     try:
         earlier = [row for row in ledger.list_api_keys() if row["scope"] == DEMO_SCOPE
                    and row.get("label") == DEMO_KEY_LABEL and row["status"] == "active"]
         for row in earlier:
-            ledger.set_api_key_status(row["key_id"], "disabled", _now())
+            ledger.set_api_key_status(row["key_id"], "disabled", now())
         return len(earlier)
     finally:
         ledger.dispose()
 
 
 def cmd_db(args) -> int:
-    settings = _settings()
-    _ledger(settings).dispose()
+    settings = load_settings()
+    open_ledger(settings).dispose()
     print(f"ledger at {settings.database_url.split('@')[-1]} is at the newest revision")
     return 0
 
@@ -264,8 +226,6 @@ def cmd_db(args) -> int:
 
 
 def _plans_help() -> str:
-    from api.settings import DEFAULT_PLANS
-
     plans = ", ".join(f"{name} ({limits['rate_limit']:,}/min, {limits['monthly_cap']:,}/month)"
                       for name, limits in DEFAULT_PLANS.items())
     return f"plan: {plans}, or one defined in GATE_PLANS"
@@ -279,9 +239,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version",
                         version=f"gate {__version__} (decision-gate; interface {INTERFACE_VERSION})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_serve_parser(sub)
+    add_demo_parser(sub, cmd_demo, HelpFormatter)
+    _add_db_parser(sub)
+    _add_keys_parser(sub)
+    # Each other subcommand family lives in its own module and adds its own parser.
+    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
+                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
+                add_checkpoint_parser):
+        add(sub)
+    apply_everywhere(parser)
+    return parser
 
-    from api.settings import variables_help
 
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)",
                        formatter_class=HelpFormatter, epilog=variables_help(),
                        description="Serve the API with gunicorn (N workers x T threads). Migrates the ledger "
@@ -292,14 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=8, help="request threads per worker process")
     p.set_defaults(func=cmd_serve)
 
-    from gate_cli.demo_cmd import add_demo_parser
 
-    add_demo_parser(sub, cmd_demo, HelpFormatter)
-
+def _add_db_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("db", help="ledger schema", formatter_class=HelpFormatter)
     p.add_argument("db_command", choices=["upgrade"], help="upgrade: apply the Alembic migrations (serve does too)")
     p.set_defaults(func=cmd_db)
 
+
+def _add_keys_parser(sub: argparse._SubParsersAction) -> None:
     keys = sub.add_parser("keys", help="API keys and signing keys", formatter_class=HelpFormatter)
     ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="KEYS_COMMAND")
     k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)
@@ -325,25 +296,6 @@ def build_parser() -> argparse.ArgumentParser:
                                 "GATE_SIGNING_KEY_CHECK_MS); retired keys keep verifying older records.")
     keys.set_defaults(func=cmd_keys)
 
-    # Each subcommand family lives in its own module and adds its own parser (imported here so
-    # `gate verify` and `gate rulebook` stay usable with only the core installed).
-    from gate_cli.checkpoint_cmd import add_checkpoint_parser
-    from gate_cli.contract_cmd import add_contract_parsers
-    from gate_cli.dry_run_cmd import add_dry_run_parser
-    from gate_cli.export_cmd import add_export_parser
-    from gate_cli.report_cmd import add_report_parser
-    from gate_cli.rulebook_cmd import add_rulebook_parser
-    from gate_cli.scopes_cmd import add_scopes_parser
-    from gate_cli.verify_cmd import add_verify_parser
-    from gate_cli.workbench_cmd import add_workbench_parser
-
-    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
-                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
-                add_checkpoint_parser):
-        add(sub)
-    apply_everywhere(parser)
-    return parser
-
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Expected conditions end in one `gate: …` line and a non-zero status,
@@ -351,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command not in CORE_ONLY_COMMANDS:
-            prepare_home(_settings())
+            prepare_home(load_settings())
         status = args.func(args) or 0
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at interpreter exit
         return status
@@ -374,11 +326,9 @@ def expected_failure(exc: BaseException) -> str | None:
     """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise)."""
     if isinstance(exc, CliError):
         return str(exc)
-    from gate.errors import GateError
-
     if isinstance(exc, GateError):
         return exc.message
-    if type(exc).__name__ == "SettingsError":
+    if isinstance(exc, SettingsError):
         return f"configuration: {exc}"
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError):

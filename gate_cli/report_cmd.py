@@ -1,8 +1,8 @@
 """`gate report KIND --policy ID [--scope S] [--dataset DIR] [--json]`: the policy reports of
 the API on the terminal, from the live ledger (default) or from an exported Parquet dataset.
 
-The numbers are the API's: the same loader contract, engines and envelopes
-(`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
+The numbers are the API's: the same report kinds (`workbench.reports.registry`), loader
+contract, engines and envelopes (`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
 exactly as the endpoint answers it. Exit status 2 on bad input (unknown parameter values, a
 dataset of another schema version), with the reason on stderr.
 """
@@ -12,11 +12,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from gate.errors import GateError
+from gate_cli.context import load_settings, open_ledger
 from gate_cli.help import HelpFormatter
+from gate_cli.report_text import render
+from workbench.reports.registry import NAMES, REPORTS, Cohort, ReportKind
 
-KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
+if TYPE_CHECKING:
+    from gate.ledger import Ledger
+    from workbench.dataset.load import Frames
+    from workbench.reports.policy import ReportParams
+
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
            "min_cohort_decisions")
 DATASET_LIMIT = 1_000_000_000
@@ -31,10 +41,11 @@ class _ReportHelp(HelpFormatter):
         if action.dest not in OPTIONS:
             return super()._get_help_string(action)
         try:
+            # Lazy: the parameters live beside the engines (Polars), read only when help is shown.
             from workbench.reports.policy import KIND_PARAMS, PARAMS
         except ImportError:  # a core-only install: no reports to run anyway
             return action.help or ""
-        kinds = ", ".join(kind for kind in KINDS if action.dest in KIND_PARAMS[kind])
+        kinds = ", ".join(kind for kind in NAMES if action.dest in KIND_PARAMS[kind])
         text = f"{PARAMS[action.dest].describe()} Reports: {kinds}."
         if action.dest == "limit":
             text += (" With --dataset: up to 1e9, or 'all' (every decision of the selection; shown as "
@@ -47,7 +58,7 @@ def add_report_parser(sub) -> None:
                        formatter_class=_ReportHelp,
                        description="Readable text by default (rates as percentages with one decimal, scores "
                                    "with four); --json prints the sealed report exactly as the endpoint answers.")
-    p.add_argument("kind", choices=KINDS)
+    p.add_argument("kind", choices=NAMES)
     p.add_argument("--policy", required=True, help="policy id (the rulebook id)")
     p.add_argument("--scope", help="the scope whose decisions are reported (required for the ledger and "
                                    "benchmarks; default with --dataset: every scope)")
@@ -65,79 +76,88 @@ def _fail(message: str) -> int:
     return 2
 
 
+class _Refused(Exception):
+    """Bad input to `gate report`: one line on stderr, exit status 2."""
+
+
 def _digest_store() -> None:
     """Files checked against the dataset's manifest are remembered in GATE_HOME by identity."""
-    from api.settings import Settings
+    # Lazy (here and below): the dataset readers and the engines bring Polars and the ledger SQLAlchemy.
     from workbench.dataset import integrity
 
-    integrity.use_digest_store(integrity.digest_store_of(Settings.from_env().home))
+    integrity.use_digest_store(integrity.digest_store_of(load_settings().home))
 
 
-def cmd_report(args) -> int:
-    from gate.errors import GateError
-    from workbench.dataset.load import DatasetError, from_dataset, from_ledger
-    from workbench.reports.policy import (
-        anomaly_report,
-        benchmark_report,
-        confidence_report,
-        effectiveness_report,
-        parse_params,
-    )
+def _params(args: argparse.Namespace) -> ReportParams:
+    """The report's parameters from the options, as strictly as the endpoint parses its query;
+    `--limit all` (a dataset only) lifts the limit."""
+    from workbench.reports.policy import parse_params
 
     raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     every = raw.get("limit") == "all"
     if every and not args.dataset:
-        return _fail("--limit all reads a whole dataset; the ledger allows 1 to 10000")
+        raise _Refused("--limit all reads a whole dataset; the ledger allows 1 to 10000")
     if every:
         del raw["limit"]
     try:
         params = parse_params(args.kind, raw, limit_high=DATASET_LIMIT if args.dataset else None)
     except GateError as error:
-        return _fail(error.message)
-    if every:
-        params = replace(params, limit=None)
-    if args.scope is None and (args.dataset is None or args.kind == "benchmarks"):
-        return _fail("--scope is required (reports from the ledger and benchmarks are per scope)")
-    # Confidence: policy_version names the current version; every version is evidence.
-    loaded_version = None if args.kind == "confidence" else params.policy_version
-    ledger = None
+        raise _Refused(error.message) from None
+    return replace(params, limit=None) if every else params
+
+
+def _check_scope(args: argparse.Namespace, kind: ReportKind) -> None:
+    if args.scope is None and (args.dataset is None or kind.cohort):
+        raise _Refused("--scope is required (reports from the ledger and benchmarks are per scope)")
+
+
+def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -> tuple[Cohort, list[str]]:
+    """A cross-scope report's cohort (the opted-in scopes, and those it loads); else none."""
+    if not kind.cohort or ledger is None:
+        return Cohort(), []
+    from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+    from workbench.reports.policy import cohort_scopes
+
+    opted_in = benchmark_opt_ins(ledger)
+    return Cohort(own_scope=args.scope, opted_in=opted_in), cohort_scopes(opted_in, args.scope, MAX_SCOPES)
+
+
+def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, ledger: Ledger | None,
+            cohort_scopes: list[str]) -> Frames:
+    """The decisions the report reads: from the dataset when one is named, else from the ledger."""
+    from workbench.dataset.load import from_dataset, from_ledger
+
+    if args.dataset:
+        _digest_store()
+        return from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort_scopes],
+                            policy_id=args.policy, policy_version=kind.loaded_version(params), limit=params.limit)
+    return from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
+                       limit=params.limit, cohort_scopes=cohort_scopes)
+
+
+def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> Mapping[str, Any]:
+    """The sealed report; the ledger is opened for a ledger read and for a cohort's opt-ins."""
+    ledger = open_ledger(load_settings()) if kind.cohort or not args.dataset else None
     try:
-        if args.kind == "benchmarks" or not args.dataset:
-            from gate_cli.main import _ledger, _settings
-
-            ledger = _ledger(_settings())
-        opted_in: set[str] = set()
-        cohort: list[str] = []
-        if args.kind == "benchmarks":
-            from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-            from workbench.reports.policy import cohort_scopes
-
-            opted_in = benchmark_opt_ins(ledger)
-            cohort = cohort_scopes(opted_in, args.scope, MAX_SCOPES)
-        if args.dataset:
-            _digest_store()
-            frames = from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort],
-                                  policy_id=args.policy, policy_version=loaded_version, limit=params.limit)
-        else:
-            frames = from_ledger(ledger, args.scope, args.policy, policy_version=loaded_version,
-                                 limit=params.limit, cohort_scopes=cohort)
-        if args.kind == "effectiveness":
-            report = effectiveness_report(frames, args.policy, params)
-        elif args.kind == "confidence":
-            report = confidence_report(frames, args.policy, params)
-        elif args.kind == "anomalies":
-            report = anomaly_report(frames, args.policy, params)
-        else:
-            report = benchmark_report(frames, args.policy, params, own_scope=args.scope, opted_in=opted_in)
-    except DatasetError as error:
-        return _fail(str(error))
+        cohort, scopes = _cohort(args, kind, ledger)
+        return kind.build(_frames(args, kind, params, ledger, scopes), args.policy, params, cohort)
     finally:
         if ledger is not None:
             ledger.dispose()
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from workbench.dataset.load import DatasetError
+
+    kind = REPORTS[args.kind]
+    try:
+        params = _params(args)
+        _check_scope(args, kind)
+        report = _report(args, kind, params)
+    except (_Refused, DatasetError) as refused:
+        return _fail(str(refused))
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:
-        from gate_cli.report_text import render
-
         print(render(args.kind, report, source=args.dataset or "live ledger"))
     return 0

@@ -7,8 +7,11 @@ parameters are printed as they are typed (`limit=all` for `--limit all`, `thresh
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from gate.protocol.report_envelopes import KINDS as ENVELOPES
+from workbench.reports.registry import REPORTS
 
 
 def _pct(value: Any) -> str:
@@ -20,8 +23,8 @@ def _sample(sample: Mapping[str, Any]) -> list[str]:
     window = (f"{sample['first_decision_at']} .. {sample['last_decision_at']}"
               if sample["first_decision_at"] else "no decisions")
     return [
-        f"Sample: {sample['decisions_considered']} decisions, {sample['decisions_with_outcome']} with outcomes "
-        f"({sample['outcome_records']} outcome records)",
+        (f"Sample: {sample['decisions_considered']} decisions, {sample['decisions_with_outcome']} with outcomes "
+        f"({sample['outcome_records']} outcome records)"),
         f"  latest outcome by status: {counts}",
         f"  decisions from {window}",
     ]
@@ -49,12 +52,12 @@ def _effectiveness(report: Mapping[str, Any]) -> list[str]:
     m = report["metrics"]
     score = report["effectiveness_score"]
     return [
-        f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
-        f"recommendation: {report['recommendation']}",
-        f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
-        f"excluded {_pct(m['excluded_rate'])}",
-        f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
-        f"resolved decisions {m['resolved_decisions']}",
+        (f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
+        f"recommendation: {report['recommendation']}"),
+        (f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
+        f"excluded {_pct(m['excluded_rate'])}"),
+        (f"  terminal coverage {_pct(m['terminal_coverage'])}  outcome coverage {_pct(m['outcome_coverage'])}  "
+        f"resolved decisions {m['resolved_decisions']}"),
         *_health(report.get("health")),
         "",
     ]
@@ -87,9 +90,9 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
     mine = report["your_metrics"]
     cross = report["cross_customer"]
     lines = [
-        f"Your metrics: success {_pct(mine['success_rate'])}  failure {_pct(mine['failure_rate'])}  "
+        (f"Your metrics: success {_pct(mine['success_rate'])}  failure {_pct(mine['failure_rate'])}  "
         f"still open {_pct(mine['review_rate'])}  terminal coverage {_pct(mine['terminal_coverage'])}  "
-        f"({mine['decisions']} decisions, {mine['resolved_decisions']} resolved)",
+        f"({mine['decisions']} decisions, {mine['resolved_decisions']} resolved)"),
         f"Cross-customer: {cross['status']} - {cross['reason']}",
     ]
     for metric, values in cross["percentiles"].items():
@@ -104,11 +107,11 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
 def _confidence(report: Mapping[str, Any]) -> list[str]:
     b = report["based_on"]
     lines = [
-        f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
-        f"recommendation: {report['recommendation']}",
-        f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
+        (f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
+        f"recommendation: {report['recommendation']}"),
+        (f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
         f"{b['action'] or 'any'}): {b['successes']} succeeded, {b['failures']} failed; current version "
-        f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}",
+        f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}"),
     ]
     for bucket in report["buckets"]:
         lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {bucket['score']:.4f}  "
@@ -116,14 +119,16 @@ def _confidence(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-TITLES = {"effectiveness": ("Effectiveness", _effectiveness, "effectiveness_hash"),
-          "confidence": ("Confidence", _confidence, "confidence_hash"),
-          "anomalies": ("Anomalies", _anomalies, "anomaly_hash"),
-          "benchmarks": ("Benchmarks", _benchmarks, "benchmark_hash")}
+# The report-specific lines; a report kind without its own lines prints its header, sample and hash.
+BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
+    "effectiveness": _effectiveness, "confidence": _confidence, "anomalies": _anomalies, "benchmarks": _benchmarks,
+}
 
 
 def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
-    title, body, hash_member = TITLES[kind]
-    lines = _header(title, report, source) + body(report) + _sample(report["sample"])
+    """The report as text: titled by its kind's name, ending with its envelope's hash member."""
+    hash_member = ENVELOPES[REPORTS[kind].envelope].hash_member
+    body = BODIES.get(kind, lambda _report: [])
+    lines = _header(kind.capitalize(), report, source) + body(report) + _sample(report["sample"])
     lines.append(f"{hash_member} {report[hash_member]}")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from typing import Any
 
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.rulebook import validate_rulebook
+from gate.vocabulary import NEEDS_INPUT_STATUS
 from gate_cli.numbers import near_text, witness_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INVALID, EXIT_INCONCLUSIVE = 0, 1, 2, 3
@@ -64,11 +65,12 @@ def _fail(exc: _BadInput, as_json: bool) -> int:
 
 def _label(label: dict) -> str:
     rule = f"rule {label['rule_id']}" if label["rule_id"] else (
-        "needs_input" if label["status"] != "ok" else "default outcome")
+        NEEDS_INPUT_STATUS if label["status"] != "ok" else "default outcome")
     return f"{rule} ({label['decision']}/{label['verdict']}/{label['reason_code']})"
 
 
 def cmd_lint(args) -> int:
+    # Lazy (here and below): the analysis modules load only for the command that runs them.
     from gate.rulebook.analysis import lint
 
     try:

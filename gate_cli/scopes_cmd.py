@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from gate_cli.context import load_settings, now, open_ledger
+
 
 def add_scopes_parser(sub) -> None:
     scopes = sub.add_parser("scopes", help="per-scope operator settings")
@@ -24,19 +26,19 @@ def add_scopes_parser(sub) -> None:
 
 
 def cmd_scopes(args) -> int:
+    # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.ledger.reports import benchmark_setting, set_benchmark_opt_in
-    from gate_cli.main import _ledger, _now, _settings
 
     if not args.scope or len(args.scope) > 120:
         print("gate scopes: --scope must be 1 to 120 characters", file=sys.stderr)
         return 2
-    ledger = _ledger(_settings())
+    ledger = open_ledger(load_settings())
     try:
         if args.action == "status":
             setting = benchmark_setting(ledger, args.scope) or {"scope": args.scope, "opted_in": False,
                                                                  "updated_at": None}
         else:
-            setting = set_benchmark_opt_in(ledger, args.scope, args.action == "opt-in", _now())
+            setting = set_benchmark_opt_in(ledger, args.scope, args.action == "opt-in", now())
     finally:
         ledger.dispose()
     if args.json:

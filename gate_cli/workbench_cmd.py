@@ -8,10 +8,19 @@ and the signing setup, decides the access policy from the bind address, and hand
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import getpass
 import ipaddress
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+
+from gate.keys.config import SigningSetup
+from gate.settings import Settings
 
 DEFAULT_PORT = 5006
 
@@ -60,8 +69,6 @@ def add_passwd_parser(sub) -> None:
 
 
 def _read_new_password() -> str:
-    import getpass
-
     if not sys.stdin.isatty():
         return sys.stdin.readline().removesuffix("\n")
     first = getpass.getpass("New password: ")
@@ -71,11 +78,8 @@ def _read_new_password() -> str:
 
 
 def cmd_passwd(args) -> int:
-    from workbench.app.passwords import (
-        PasswordFileError,
-        convert_plaintext,
-        set_password,
-    )
+    # Lazy (here and in cmd_workbench): the workbench's modules load only for its commands.
+    from workbench.app.passwords import PasswordFileError, convert_plaintext, set_password
 
     if args.convert == bool(args.user):
         print("gate workbench-passwd: give either USER or --convert", file=sys.stderr)
@@ -118,7 +122,7 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
 
 
 def build_store(settings, dataset: str | None):
-    from gate.keys.config import SigningSetup
+    # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
 
@@ -130,7 +134,6 @@ def build_store(settings, dataset: str | None):
 
 
 def cmd_workbench(args) -> int:
-    from api.settings import Settings
     from workbench.app.access import AccessConfigError, access_for
 
     try:
@@ -168,22 +171,19 @@ def start_beside(host: str, port: int):
 
     Its address is announced only once it listens (its own "workbench on …" line, printed after
     the bind, is relayed as the banner); if it ends without serving, one line says so."""
-    import atexit
-    import os
-    import signal
-    import threading
+    # Imported here, in the parent before the fork, so the child imports nothing (ctypes serves
+    # only this; `gate` starts without it).
+    import ctypes
 
     def die_with_parent() -> None:  # pragma: no cover - runs in the child
-        try:
-            import ctypes
-
+        with contextlib.suppress(OSError):  # not Linux: the atexit hook alone stops the child
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
     gate = os.path.join(os.path.dirname(sys.executable), "gate")
-    child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],
-                             preexec_fn=die_with_parent, stdout=subprocess.PIPE, text=True)
+    # Our own `gate` beside this interpreter; the child's hook makes one prctl call and nothing else.
+    child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],  # noqa: S603
+                             preexec_fn=die_with_parent,  # noqa: PLW1509
+                             stdout=subprocess.PIPE, text=True)
     atexit.register(lambda: child.poll() is None and child.terminate())
     print("Policy workbench: exporting the ledger to the Parquet dataset first; its address follows "
           "once it listens", flush=True)

@@ -151,7 +151,7 @@ def gate_env(tmp_path, database_url):
 def make_app(gate_env):
     """Build apps on this test's ledger; keyword overrides change Settings fields."""
     from api.app import create_app
-    from api.settings import Settings
+    from gate.settings import Settings
 
     apps = []
 
@@ -182,7 +182,7 @@ def client(app):
 @pytest.fixture
 def issue_key(gate_env):
     """Create an API key the way `gate keys create` does; returns its one-time JSON."""
-    from api.settings import Settings
+    from gate.settings import Settings
     from gate_cli.main import create_key
 
     def factory(scope: str = "tenant_a", plan: str = "starter", rate_limit: int | None = 10_000,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import VARIABLES, Settings
+from gate.settings import VARIABLES, Settings
 
 yaml = pytest.importorskip("yaml")
 

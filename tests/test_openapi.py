@@ -62,7 +62,7 @@ def test_docs_lists_endpoints_schemas_and_limits(client):
 def test_readme_documents_every_setting():
     from pathlib import Path
 
-    from api.settings import Settings
+    from gate.settings import Settings
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     source = Path(Settings.__module__.replace(".", "/") + ".py").read_text()

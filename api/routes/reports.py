@@ -1,8 +1,8 @@
-"""Policy reports from the live ledger: effectiveness, anomalies and benchmarks.
+"""Policy reports from the live ledger: one route per kind of `workbench.reports.registry`.
 
-`GET /api/decision/policies/{policy_id}/{effectiveness|anomalies|benchmarks}` load the caller's
-most recent decisions of the policy (and their outcomes) from the ledger, run the same engines
-as the CLI and the workbench (`workbench.reports.policy`), and answer the sealed report.
+`GET /api/decision/policies/{policy_id}/{effectiveness|confidence|anomalies|benchmarks}` load the
+caller's most recent decisions of the policy (and their outcomes) from the ledger, run the same
+engines as the CLI and the workbench (`workbench.reports.policy`), and answer the sealed report.
 
 Scoping: a report only ever reads the caller's own scope (benchmarks add anonymized cohorts of
 opted-in scopes, never their names or records). A policy id the caller has no decisions for,
@@ -16,7 +16,7 @@ unit plus one per started 50 decisions its `limit` lets it read (default 1,000: 
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
@@ -25,23 +25,11 @@ from gate.errors import GateError
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.services.decide import Caller
 from workbench.dataset.load import from_ledger
-from workbench.reports.policy import (
-    anomaly_report,
-    benchmark_report,
-    cohort_scopes,
-    confidence_report,
-    effectiveness_report,
-    parse_params,
-)
+from workbench.reports.policy import ReportParams, cohort_scopes, parse_params
+from workbench.reports.registry import REPORTS, Cohort, ReportKind
 
 bp = Blueprint("reports", __name__)
 
-UNAUTHORIZED = {
-    "effectiveness": "SVC_POLICY_EFFECTIVENESS_UNAUTHORIZED",
-    "confidence": "SVC_POLICY_CONFIDENCE_UNAUTHORIZED",
-    "anomalies": "SVC_POLICY_ANOMALIES_UNAUTHORIZED",
-    "benchmarks": "SVC_POLICY_BENCHMARKS_UNAUTHORIZED",
-}
 MAX_POLICY_ID = 120
 
 
@@ -53,7 +41,7 @@ def _policy_id(policy_id: str) -> str:
     return policy_id
 
 
-def _args(kind: str):
+def _args(kind: str) -> ReportParams:
     return parse_params(kind, request.args.to_dict(flat=True))
 
 
@@ -66,44 +54,31 @@ def _report_units() -> int:
 REPORT_WEIGHT = Weight(query=_report_units)
 
 
-@bp.get("/api/decision/policies/<policy_id>/effectiveness")
-@keyed(UNAUTHORIZED["effectiveness"])
-@charged(REPORT_WEIGHT)
-def effectiveness(caller: Caller, policy_id: str):
-    policy_id, params = _policy_id(policy_id), _args("effectiveness")
-    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
-                         limit=params.limit)
-    return json_response(200, effectiveness_report(frames, policy_id, params))
-
-
-@bp.get("/api/decision/policies/<policy_id>/confidence")
-@keyed(UNAUTHORIZED["confidence"])
-@charged(REPORT_WEIGHT)
-def confidence(caller: Caller, policy_id: str):
-    policy_id, params = _policy_id(policy_id), _args("confidence")
-    # policy_version names the current version; evidence from every version counts.
-    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=None, limit=params.limit)
-    return json_response(200, confidence_report(frames, policy_id, params))
-
-
-@bp.get("/api/decision/policies/<policy_id>/anomalies")
-@keyed(UNAUTHORIZED["anomalies"])
-@charged(REPORT_WEIGHT)
-def anomalies(caller: Caller, policy_id: str):
-    policy_id, params = _policy_id(policy_id), _args("anomalies")
-    frames = from_ledger(runtime().ledger, caller.scope, policy_id, policy_version=params.policy_version,
-                         limit=params.limit)
-    return json_response(200, anomaly_report(frames, policy_id, params))
-
-
-@bp.get("/api/decision/policies/<policy_id>/benchmarks")
-@keyed(UNAUTHORIZED["benchmarks"])
-@charged(REPORT_WEIGHT)
-def benchmarks(caller: Caller, policy_id: str):
-    policy_id, params = _policy_id(policy_id), _args("benchmarks")
+def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
+    """The sealed report of the caller's scope; a cross-scope report adds the opted-in cohorts."""
+    policy_id, params = _policy_id(policy_id), _args(kind.name)
     ledger = runtime().ledger
-    opted_in = benchmark_opt_ins(ledger)
-    frames = from_ledger(ledger, caller.scope, policy_id, policy_version=params.policy_version,
-                         limit=params.limit, cohort_scopes=cohort_scopes(opted_in, caller.scope, MAX_SCOPES))
-    return json_response(200, benchmark_report(frames, policy_id, params, own_scope=caller.scope,
-                                               opted_in=opted_in))
+    cohort, scopes = Cohort(), []
+    if kind.cohort:
+        opted_in = benchmark_opt_ins(ledger)
+        cohort, scopes = Cohort(own_scope=caller.scope, opted_in=opted_in), cohort_scopes(
+            opted_in, caller.scope, MAX_SCOPES)
+    frames = from_ledger(ledger, caller.scope, policy_id, policy_version=kind.loaded_version(params),
+                         limit=params.limit, cohort_scopes=scopes)
+    return json_response(200, kind.build(frames, policy_id, params, cohort))
+
+
+def _route(kind: ReportKind) -> None:
+    """GET /api/decision/policies/<policy_id>/<kind>: keyed, charged, then answered."""
+
+    @keyed(kind.unauthorized)
+    @charged(REPORT_WEIGHT)
+    def view(caller: Caller, policy_id: str) -> Response:
+        return _answer(kind, caller, policy_id)
+
+    bp.add_url_rule(f"/api/decision/policies/<policy_id>/{kind.name}", endpoint=kind.name, view_func=view,
+                    methods=["GET"])
+
+
+for _kind in REPORTS.values():
+    _route(_kind)

@@ -1,6 +1,6 @@
 """The HTTP LLM advisor: one model behind an OpenAI-compatible chat-completions endpoint.
 
-Configured by environment (`api.settings`: `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL`,
+Configured by environment (`gate.settings`: `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL`,
 `GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE`, `GATE_ADVISOR_TIMEOUT`) and passed into
 the advisory service, so the core has no hidden I/O.
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from api.settings import Settings, SettingsError
+from gate.settings import Settings, SettingsError
 from gate.adapters import (
     AdapterDefinitionError,
     AdapterRegistry,

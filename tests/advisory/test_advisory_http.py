@@ -305,14 +305,14 @@ def test_an_unreachable_provider_fails_closed(make_app, api_key):
     ({"GATE_ADVISORY_MODES": "maybe"}, "GATE_ADVISORY_MODES"),
 ])
 def test_unusable_advisor_settings_refuse_to_start(tmp_path, env, message):
-    from api.settings import Settings, SettingsError
+    from gate.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({"GATE_HOME": str(tmp_path), **env})
 
 
 def test_the_settings_repr_never_shows_the_advisor_key(tmp_path):
-    from api.settings import Settings
+    from gate.settings import Settings
 
     settings = Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_ADVISOR_BASE_URL": "https://llm.example",
                                   "GATE_ADVISOR_MODEL": "m", "GATE_ADVISOR_API_KEY": "sk-secret-value"})

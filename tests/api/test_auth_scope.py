@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from api.settings import Settings
+from gate.settings import Settings
 from gate.keys.apikeys import hash_api_key
 from gate.ledger import Ledger
 

@@ -45,7 +45,7 @@ def clock():
 @pytest.fixture
 def still_app(gate_env, clock):
     from api.app import create_app
-    from api.settings import Settings
+    from gate.settings import Settings
 
     app = create_app(Settings.from_env(gate_env), clock=clock)
     app.testing = True
@@ -248,7 +248,7 @@ def test_a_limiter_outage_is_503_and_nothing_runs(still_app, starter, decided):
 
 
 def test_gate_plans_cost_limit_is_read_and_defaults_to_three_units_per_decide(gate_env):
-    from api.settings import Settings, SettingsError
+    from gate.settings import Settings, SettingsError
 
     plans = Settings.from_env({**gate_env, "GATE_PLANS": json.dumps({
         "pilot": {"rate_limit": 5, "monthly_cap": 1},
@@ -263,7 +263,7 @@ def test_gate_plans_cost_limit_is_read_and_defaults_to_three_units_per_decide(ga
 
 def test_the_cost_window_is_shared_by_workers_through_redis(gate_env, clock, starter, decided):
     from api.app import create_app
-    from api.settings import Settings
+    from gate.settings import Settings
 
     _redis_or_skip()
     workers = [create_app(Settings.from_env({**gate_env, "GATE_REDIS_URL": REDIS_URL}), clock=clock) for _ in range(2)]

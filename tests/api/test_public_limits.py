@@ -13,7 +13,7 @@ import pytest
 from api.app import create_app
 from api.openapi import openapi_document
 from api.public_limits import PUBLIC_PATHS, PUBLIC_ROUTES
-from api.settings import Settings, SettingsError
+from gate.settings import Settings, SettingsError
 from gate.clock import FixedClock
 
 # Routes that count against something else: an API key (keyed), their own per-client window

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from api.app import create_app
-from api.settings import Settings
+from gate.settings import Settings
 from tests.api.test_replay import assert_error, ledger_state
 from tests.fake_adapters import FakeRegistry, adapter_request
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.settings import Settings, SettingsError
+from gate.settings import Settings, SettingsError
 
 
 def test_the_read_timeout_defaults_to_ten_seconds_and_accepts_fractions(tmp_path):

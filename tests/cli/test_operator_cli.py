@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import gate
-from api import settings as settings_module
+from gate import settings as settings_module
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = str(Path(sys.executable).parent / "gate")

@@ -106,7 +106,7 @@ def test_zero_interval_never_reloads(tmp_path, counted_stats):
 
 @pytest.mark.parametrize("value", ["-1", "3600001", "soon", "1.5", ""])
 def test_the_check_interval_setting_is_validated(tmp_path, value):
-    from api.settings import Settings, SettingsError
+    from gate.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match="GATE_SIGNING_KEY_CHECK_MS"):
         Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_SIGNING_KEY_CHECK_MS": value})

@@ -204,14 +204,14 @@ def test_prometheus_metrics_need_the_token_once_configured(ops):
     ({"GATE_POLICY_SOURCE_MAX_AGE_DAYS": "ten"}, "GATE_POLICY_SOURCE_MAX_AGE_DAYS"),
 ])
 def test_unusable_operations_settings_refuse_to_start(tmp_path, env, message):
-    from api.settings import Settings, SettingsError
+    from gate.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match=message):
         Settings.from_env({"GATE_HOME": str(tmp_path), **env})
 
 
 def test_the_metrics_token_comes_from_a_file(tmp_path):
-    from api.settings import Settings
+    from gate.settings import Settings
 
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")

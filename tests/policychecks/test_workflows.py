@@ -173,7 +173,7 @@ def test_no_token_by_default(client):
 
 
 def test_token_setting_is_validated():
-    from api.settings import Settings, SettingsError
+    from gate.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match="GATE_WORKFLOW_TOKEN"):
         Settings.from_env({"GATE_WORKFLOW_TOKEN": "short"})

@@ -9,7 +9,7 @@ from datetime import date
 import pytest
 
 from api.app import create_app
-from api.settings import Settings
+from gate.settings import Settings
 from gate.protocol.canonical import sha256_hex
 from gate.replay.golden import CORPUS_DIR, load_corpus, replay_fixture
 from gate.replay.migration_check import check_migration

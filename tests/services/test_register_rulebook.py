@@ -14,7 +14,7 @@ from gate.services.decide import DecisionService
 
 @pytest.fixture
 def service(backend, database_url, gate_env):
-    from api.settings import Settings
+    from gate.settings import Settings
 
     settings = Settings.from_env(gate_env)
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,

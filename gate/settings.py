@@ -1,16 +1,24 @@
-"""Service configuration, read from the environment (documented in README "Configuration").
+"""The gate's configuration, read from the environment (documented in README "Configuration").
 
-Secrets (the HMAC receipt secret) come only from the environment; signing keys only from
+Plain data: every shell (the API, the `gate` command, the workbench) reads it from here, and it
+imports nothing of them. Secrets (the HMAC receipt secret) come only from the environment; signing keys only from
 key files. Nothing here is logged.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+# A trusted proxy: one address or a network (GATE_TRUSTED_PROXIES).
+ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # rate_limit: decides per minute; cost_limit: cost units per minute of the costly keyed routes
 # (replay, diff, counterfactuals, reports, alerts, packets, chain views: api/costs.py), a window
@@ -96,7 +104,7 @@ class Settings:
     public_verify_rate_limit: int = 60
     public_verify_concurrency: int = 1
     client_address_header: str | None = None
-    trusted_proxies: tuple = ()
+    trusted_proxies: tuple[ProxyNetwork, ...] = ()
     # Trusted adapters (docs/adapters.md): warm one-shot workers per process, memory bound, plugins.
     adapter_pool_size: int = 2
     adapter_memory_mb: int = 256
@@ -157,11 +165,11 @@ class Settings:
             checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
         )
 
-    def with_(self, **changes) -> Settings:
+    def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
 
-def _plan(limits: dict) -> dict[str, int]:
+def _plan(limits: Mapping[str, Any]) -> dict[str, int]:
     """One GATE_PLANS entry; `cost_limit` defaults to COST_UNITS_PER_DECIDE per decide of `rate_limit`."""
     rate_limit = int(limits["rate_limit"])
     cost_limit = int(limits.get("cost_limit", COST_UNITS_PER_DECIDE * rate_limit))
@@ -204,7 +212,7 @@ def _default_policy_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def _policycheck_settings(env: Mapping[str, str]) -> dict:
+def _policycheck_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """`GATE_POLICYCHECK_RATE_LIMIT` (requests per client per minute) and `GATE_WORKFLOW_TOKEN`."""
     try:
         limit = int(env.get("GATE_POLICYCHECK_RATE_LIMIT", "600"))
@@ -223,11 +231,8 @@ def _policycheck_settings(env: Mapping[str, str]) -> dict:
             **_proxy_settings(env.get("GATE_CLIENT_ADDRESS_HEADER"), env.get("GATE_TRUSTED_PROXIES"))}
 
 
-def _proxy_settings(header: str | None, proxies: str | None) -> dict:
+def _proxy_settings(header: str | None, proxies: str | None) -> dict[str, Any]:
     """`GATE_CLIENT_ADDRESS_HEADER` and `GATE_TRUSTED_PROXIES`: both or neither."""
-    import ipaddress
-    import re
-
     header = (header or "").strip() or None
     names = [item.strip() for item in (proxies or "").split(",") if item.strip()]
     if bool(header) != bool(names):
@@ -241,10 +246,10 @@ def _proxy_settings(header: str | None, proxies: str | None) -> dict:
     return {"client_address_header": header, "trusted_proxies": networks}
 
 
-def _adapter_settings(env: Mapping[str, str]) -> dict:
+def _adapter_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """`GATE_ADAPTER_POOL_SIZE` (0-16 warm workers, 0 = start each cold), `GATE_ADAPTER_MEMORY_MB`
     (64-4096 MiB address space per worker) and `GATE_ADAPTER_PLUGINS` (load entry-point plugins)."""
-    values = {}
+    values: dict[str, Any] = {}
     for name, key, low, high, default in (("GATE_ADAPTER_POOL_SIZE", "adapter_pool_size", 0, 16, "2"),
                                           ("GATE_ADAPTER_MEMORY_MB", "adapter_memory_mb", 64, 4096, "256")):
         raw = env.get(name, default)
@@ -257,12 +262,12 @@ def _adapter_settings(env: Mapping[str, str]) -> dict:
         values[key] = value
     values["adapter_plugins"] = _flag(env.get("GATE_ADAPTER_PLUGINS", "true"), "GATE_ADAPTER_PLUGINS")
     return values
-def _advisor_settings(env: Mapping[str, str]) -> dict:
+
+
+def _advisor_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """`GATE_ADVISORY_MODES`, `GATE_ADVISOR_BASE_URL`, `GATE_ADVISOR_MODEL` (one model, or several
     separated by commas for `multi`), `GATE_ADVISOR_API_KEY` or `GATE_ADVISOR_API_KEY_FILE` (never
     both; never logged), `GATE_ADVISOR_TIMEOUT` (seconds per advisor request, connect to last byte, default 10)."""
-    from urllib.parse import urlsplit
-
     base_url = (env.get("GATE_ADVISOR_BASE_URL") or "").strip() or None
     models = tuple(m.strip() for m in (env.get("GATE_ADVISOR_MODEL") or "").split(",") if m.strip())
     if base_url is not None:
@@ -307,7 +312,7 @@ def _checkpoint_log(location: str, home: Path) -> Path | None:
     return Path(location).resolve() if location else home / "checkpoints.jsonl"
 
 
-def _operations_settings(env: Mapping[str, str]) -> dict:
+def _operations_settings(env: Mapping[str, str]) -> dict[str, Any]:
     """`GATE_METRICS_TOKEN` or `GATE_METRICS_TOKEN_FILE` (≥ 16 visible ASCII characters; never
     both; never logged) and `GATE_POLICY_SOURCE_MAX_AGE_DAYS` (1–3650, default 180)."""
     token, token_file = env.get("GATE_METRICS_TOKEN") or None, env.get("GATE_METRICS_TOKEN_FILE") or None

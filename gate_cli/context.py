@@ -1,0 +1,58 @@
+"""What the `gate` commands share: the settings, the GATE_HOME folder, the ledger and the clock.
+
+The command modules import these from here, not from `gate_cli.main` (which imports them to
+build the parser), so the command modules and the entry point form no circle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gate.clock import SystemClock, iso_ms
+from gate.settings import Settings
+
+if TYPE_CHECKING:
+    from gate.ledger import Ledger
+
+
+class CliError(Exception):
+    """An expected condition a command cannot get past: one line on stderr, exit status 2."""
+
+
+def load_settings() -> Settings:
+    return Settings.from_env()
+
+
+def prepare_home(settings: Settings) -> None:
+    """Create what the embedded default needs: the GATE_HOME folder (ledger and keyring live in it).
+
+    A SQLite ledger elsewhere (GATE_DATABASE_URL) is the operator's location: when its folder is
+    missing the command stops with one line saying so, rather than creating folders it was not
+    given."""
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create GATE_HOME {settings.home}: {exc.strerror}") from exc
+    url = settings.database_url
+    if url.startswith("sqlite:///"):
+        folder = Path(url[len("sqlite:///"):]).parent
+        if not folder.is_dir():
+            raise CliError(f"the folder of the SQLite ledger ({folder}) does not exist: create it, or unset "
+                           "GATE_DATABASE_URL to use the embedded default under GATE_HOME")
+
+
+def open_ledger(settings: Settings) -> Ledger:
+    """The ledger of `settings`, migrated to the newest revision (GATE_HOME created first)."""
+    # Lazy: SQLAlchemy loads only for the commands that open the ledger (`gate --version` stays fast).
+    from gate.ledger import Ledger
+
+    prepare_home(settings)
+    ledger = Ledger(settings.database_url)
+    ledger.upgrade()
+    return ledger
+
+
+def now() -> str:
+    """The current time as the ledger stores it (ISO 8601, milliseconds, UTC)."""
+    return iso_ms(SystemClock().now())

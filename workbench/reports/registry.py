@@ -1,0 +1,106 @@
+"""The policy report kinds: one entry per report, read by every shell that serves one.
+
+The API's routes (`api/routes/reports.py`), `gate report` (`gate_cli/report_cmd.py`), the
+OpenAPI document and its cost table (`api/openapi.py`) take the kinds, their names, envelopes,
+summaries and engines from `REPORTS`; none of them lists report kinds of its own. A new report
+engine is its engine module, one entry here, its test and its doc.
+
+The table itself loads no Polars: `gate` builds its parser from it at every start. The engines
+(`workbench.reports.policy`) load when a report is first built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workbench.dataset.load import Frames
+    from workbench.reports.policy import ReportParams
+
+
+@dataclass(frozen=True)
+class Cohort:
+    """What a cross-scope report compares against: the caller's scope and the opted-in scopes."""
+
+    own_scope: str = ""
+    opted_in: AbstractSet[str] = field(default_factory=frozenset)
+
+
+# frames, policy id, parameters, cohort → the sealed report (a JSON object).
+Engine = Callable[["Frames", str, "ReportParams", Cohort], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReportKind:
+    """One policy report: how the shells name it, which envelope seals it, what it reads."""
+
+    name: str             # `gate report NAME`, GET /api/decision/policies/{policy_id}/NAME
+    envelope: str         # its kind in gate.protocol.report_envelopes
+    summary: str          # the OpenAPI summary of its route
+    every_version: bool = False  # policy_version names the current version; every version is evidence
+    cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
+
+    @property
+    def path(self) -> str:
+        """The route's OpenAPI path."""
+        return f"/api/decision/policies/{{policy_id}}/{self.name}"
+
+    @property
+    def unauthorized(self) -> str:
+        """The error code of a request without a usable key."""
+        return f"SVC_POLICY_{self.name.upper()}_UNAUTHORIZED"
+
+    def loaded_version(self, params: ReportParams) -> str | None:
+        """The policy version whose decisions are loaded (None: every version)."""
+        return None if self.every_version else params.policy_version
+
+    def build(self, frames: Frames, policy_id: str, params: ReportParams, cohort: Cohort) -> Mapping[str, Any]:
+        """The sealed report, from its engine."""
+        return _engines()[self.name](frames, policy_id, params, cohort)
+
+
+REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
+    ReportKind(
+        "effectiveness", "effectiveness",
+        "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): effectiveness_score, "
+        "confidence, recommendation from the latest outcome per decision; health: one state over a named window "
+        "that also weighs the anomaly detectors."),
+    ReportKind(
+        "confidence", "confidence",
+        "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, similar_decisions, "
+        "policy_stability, recommendation, based_on, sample, buckets; the formulas of the decide-time block. "
+        "policy_version names the current version and does not filter (every version counts as evidence).",
+        every_version=True),
+    ReportKind(
+        "anomalies", "anomaly",
+        "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, verdict-mix and "
+        "fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
+    ReportKind(
+        "benchmarks", "benchmark",
+        "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, cross_customer "
+        "percentiles, comparison.success_rate_delta_vs_p50.",
+        cohort=True),
+)}
+NAMES = tuple(REPORTS)
+
+
+@cache
+def _engines() -> dict[str, Engine]:
+    """Each kind's engine, in the one call shape the shells use."""
+    # Lazy: the engines bring Polars, which `gate --version` and `gate verify` do without.
+    from workbench.reports import policy
+
+    return {
+        "effectiveness": lambda frames, policy_id, params, _: policy.effectiveness_report(frames, policy_id, params),
+        "confidence": lambda frames, policy_id, params, _: policy.confidence_report(frames, policy_id, params),
+        "anomalies": lambda frames, policy_id, params, _: policy.anomaly_report(frames, policy_id, params),
+        "benchmarks": lambda frames, policy_id, params, cohort: policy.benchmark_report(
+            frames, policy_id, params, own_scope=cohort.own_scope, opted_in=cohort.opted_in),
+    }
+
+
+__all__ = ["NAMES", "REPORTS", "Cohort", "Engine", "ReportKind"]
