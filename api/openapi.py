@@ -23,7 +23,6 @@ from gate.replay.whatif import MAX_SCENARIOS
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
 from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
-from workbench.reports.policy import KIND_PARAMS as REPORT_KIND_PARAMS
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
 from workbench.reports.registry import REPORTS
 
@@ -477,7 +476,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
             query=tuple((name, REPORT_PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
                          .replace("str", "string"), REPORT_PARAMS[name].describe(), P.report_param(name))
-                        for name in REPORT_KIND_PARAMS[kind.name]),
+                        for name in kind.params),
             tags=("intelligence",),
         )
         for kind in REPORTS.values()

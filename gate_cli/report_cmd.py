@@ -42,10 +42,10 @@ class _ReportHelp(HelpFormatter):
             return super()._get_help_string(action)
         try:
             # Lazy: the parameters live beside the engines (Polars), read only when help is shown.
-            from workbench.reports.policy import KIND_PARAMS, PARAMS
+            from workbench.reports.policy import PARAMS
         except ImportError:  # a core-only install: no reports to run anyway
             return action.help or ""
-        kinds = ", ".join(kind for kind in NAMES if action.dest in KIND_PARAMS[kind])
+        kinds = ", ".join(kind for kind in NAMES if action.dest in REPORTS[kind].params)
         text = f"{PARAMS[action.dest].describe()} Reports: {kinds}."
         if action.dest == "limit":
             text += (" With --dataset: up to 1e9, or 'all' (every decision of the selection; shown as "

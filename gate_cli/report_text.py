@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gate.protocol.report_envelopes import KINDS as ENVELOPES
 from workbench.reports.registry import REPORTS
 
 
@@ -119,7 +118,8 @@ def _confidence(report: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-# The report-specific lines; a report kind without its own lines prints its header, sample and hash.
+# The report-specific lines; a report kind without its own lines prints its header, its body's
+# members and its hash.
 BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "effectiveness": _effectiveness, "confidence": _confidence, "anomalies": _anomalies, "benchmarks": _benchmarks,
 }
@@ -127,8 +127,17 @@ BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
 
 def render(kind: str, report: Mapping[str, Any], *, source: str) -> str:
     """The report as text: titled by its kind's name, ending with its envelope's hash member."""
-    hash_member = ENVELOPES[REPORTS[kind].envelope].hash_member
-    body = BODIES.get(kind, lambda _report: [])
-    lines = _header(kind.capitalize(), report, source) + body(report) + _sample(report["sample"])
-    lines.append(f"{hash_member} {report[hash_member]}")
+    spec = REPORTS[kind].envelope_spec
+    lines = _header(kind.capitalize(), report, source)
+    if kind in BODIES:
+        lines += BODIES[kind](report) + _sample(report["sample"])
+    else:
+        lines += _members(report, {spec.version_member, spec.hash_member})
+    lines.append(f"{spec.hash_member} {report[spec.hash_member]}")
     return "\n".join(lines)
+
+
+def _members(report: Mapping[str, Any], envelope: set[str]) -> list[str]:
+    """A kind without its own lines: each member of its body, its value as JSON."""
+    shown = envelope | {"policy_id", "policy_version", "parameters", "source"}
+    return [f"{name}: {json.dumps(value, sort_keys=True)}" for name, value in report.items() if name not in shown]

@@ -37,24 +37,30 @@ KINDS: dict[str, ReportKind] = {
 }
 
 
-def report_hash(kind: str, report: Mapping[str, Any]) -> str:
+def spec_of(kind: str | ReportKind) -> ReportKind:
+    """A kind's envelope: one of `KINDS` by name, or a report's own (a report kind the
+    workbench's registry adds beside these, which no packet embeds)."""
+    return kind if isinstance(kind, ReportKind) else KINDS[kind]
+
+
+def report_hash(kind: str | ReportKind, report: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of `report` without its hash member."""
-    member = KINDS[kind].hash_member
+    member = spec_of(kind).hash_member
     return sha256_hex({k: v for k, v in report.items() if k != member})
 
 
-def seal(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+def seal(kind: str | ReportKind, body: Mapping[str, Any]) -> dict[str, Any]:
     """The report: version member first, then `body`, then the hash member over both."""
-    spec = KINDS[kind]
+    spec = spec_of(kind)
     report: dict[str, Any] = {spec.version_member: spec.version}
     report.update((k, v) for k, v in body.items() if k not in (spec.version_member, spec.hash_member))
     report[spec.hash_member] = report_hash(kind, report)
     return report
 
 
-def verify(kind: str, report: Mapping[str, Any]) -> bool:
+def verify(kind: str | ReportKind, report: Mapping[str, Any]) -> bool:
     """True when the report carries its version label and a hash that matches its content."""
-    spec = KINDS[kind]
+    spec = spec_of(kind)
     return (
         isinstance(report, Mapping)
         and report.get(spec.version_member) == spec.version
@@ -62,4 +68,4 @@ def verify(kind: str, report: Mapping[str, Any]) -> bool:
     )
 
 
-__all__ = ["KINDS", "ReportKind", "report_hash", "seal", "verify"]
+__all__ = ["KINDS", "ReportKind", "report_hash", "seal", "spec_of", "verify"]

@@ -9,8 +9,8 @@ from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
+from workbench.reports.registry import REPORTS
 from workbench.reports.policy import (
-    KIND_PARAMS,
     AnomalyReport,
     BenchmarkReport,
     ConfidenceReport,
@@ -59,7 +59,7 @@ def test_reports_are_sealed_and_state_their_parameters():
         report = build(f, "pricing", params)
         assert verify(kind, report)
         assert report["policy_id"] == "pricing" and report["policy_version"] is None
-        assert set(report["parameters"]) == set(KIND_PARAMS["effectiveness" if kind == "effectiveness" else "anomalies"])
+        assert set(report["parameters"]) == set(REPORTS["effectiveness" if kind == "effectiveness" else "anomalies"].params)
         assert report["sample"]["decisions_considered"] == 600
     bench = benchmark_report(f, "pricing", params, own_scope="tenant_a", opted_in=set())
     assert verify("benchmark", bench) and bench["cross_customer"]["status"] == "not_opted_in"

@@ -28,10 +28,9 @@ from workbench.engines import anomalies as anomaly_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import confidence as confidence_engine
 from workbench.engines import effectiveness as effectiveness_engine
+from workbench.reports.registry import REPORTS
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
-KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
-REPORT_KIND = {"effectiveness": "effectiveness", "anomalies": "anomaly", "benchmarks": "benchmark", "confidence": "confidence"}
 
 
 @dataclass(frozen=True)
@@ -65,12 +64,6 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("min_cohort_scopes", int, 3, 3, 1000, "Fewest other opted-in scopes before percentiles are shown."),
     Param("min_cohort_decisions", int, 30, 30, 1_000_000, "Fewest cohort decisions before percentiles are shown."),
 )}
-KIND_PARAMS = {
-    "effectiveness": ("policy_version", "limit", "min_sample"),
-    "anomalies": ("policy_version", "limit", "min_sample", "threshold", "max_items"),
-    "benchmarks": ("policy_version", "limit", "min_cohort_scopes", "min_cohort_decisions"),
-    "confidence": ("policy_version", "verdict", "action", "limit", "min_sample"),
-}
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ class ReportParams:
 
     def for_kind(self, kind: str) -> dict[str, Any]:
         values = asdict(self)
-        return {name: values[name] for name in KIND_PARAMS[kind]}
+        return {name: values[name] for name in REPORTS[kind].params}
 
 
 _ASCII_INTEGER = re.compile(r"[0-9]{1,10}")
@@ -102,12 +95,12 @@ def _invalid(name: str, message: str) -> GateError:
 def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = None) -> ReportParams:
     """Query-string values → ReportParams, refusing (REQUEST_INVALID) anything out of range or
     not meant for this report kind. `limit_high` lets a local dataset read raise the limit."""
-    known = set(KIND_PARAMS[kind])
+    accepted = REPORTS[kind].params
     for name in raw:
-        if name not in known:
-            raise _invalid(name, f"is not a parameter of the {kind} report (accepted: {', '.join(KIND_PARAMS[kind])})")
+        if name not in accepted:
+            raise _invalid(name, f"is not a parameter of the {kind} report (accepted: {', '.join(accepted)})")
     values: dict[str, Any] = {}
-    for name in KIND_PARAMS[kind]:
+    for name in accepted:
         if name not in raw:
             continue
         p, text = PARAMS[name], raw[name]
@@ -310,10 +303,15 @@ class PacketIntelligence(TypedDict):
 Merge = Callable[[Sequence[Mapping[str, pl.DataFrame]]], dict[str, pl.DataFrame]]
 
 
-def _envelope(kind: str, policy_id: str, params: ReportParams, body: Mapping[str, Any],
-              frames: Frames | None = None) -> dict[str, Any]:
-    return seal(REPORT_KIND[kind], {"policy_id": policy_id, "policy_version": params.policy_version,
-                                    "parameters": params.for_kind(kind), **body, **_source(frames)})
+def sealed_report(kind: str, policy_id: str, params: ReportParams, body: Mapping[str, Any],
+                  frames: Frames | None = None) -> dict[str, Any]:
+    """A report kind's body in its envelope: the policy, the parameters it was asked with, the
+    body, and the dataset it was read from (if any), sealed by its hash member."""
+    return seal(REPORTS[kind].envelope_spec, {"policy_id": policy_id, "policy_version": params.policy_version,
+                                              "parameters": params.for_kind(kind), **body, **_source(frames)})
+
+
+_envelope = sealed_report
 
 
 def _source(frames: Frames | None) -> dict[str, Any]:

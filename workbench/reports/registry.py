@@ -1,9 +1,11 @@
 """The policy report kinds: one entry per report, read by every shell that serves one.
 
 The API's routes (`api/routes/reports.py`), `gate report` (`gate_cli/report_cmd.py`), the
-OpenAPI document and its cost table (`api/openapi.py`) take the kinds, their names, envelopes,
-summaries and engines from `REPORTS`; none of them lists report kinds of its own. A new report
-engine is its engine module, one entry here, its test and its doc.
+OpenAPI document and its cost table (`api/openapi.py`) and the report parameters
+(`workbench.reports.policy`) take the kinds, their names, envelopes, parameters, summaries and
+engines from `REPORTS`; none of them lists report kinds of its own. A new report engine is its
+engine module, one entry here (with `engine=` and its own envelope), its test and its doc
+(tests/workbench/test_report_registry.py adds one that way and finds it served everywhere).
 
 The table itself loads no Polars: `gate` builds its parser from it at every start. The engines
 (`workbench.reports.policy`) load when a report is first built.
@@ -16,6 +18,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from gate.protocol.report_envelopes import ReportKind as Envelope
+from gate.protocol.report_envelopes import spec_of
 
 if TYPE_CHECKING:
     from workbench.dataset.load import Frames
@@ -32,6 +37,8 @@ class Cohort:
 
 # frames, policy id, parameters, cohort → the sealed report (a JSON object).
 Engine = Callable[["Frames", str, "ReportParams", Cohort], Mapping[str, Any]]
+# frames, parameters, cohort → a new report's body, which `ReportKind.build` seals in its envelope.
+BodyEngine = Callable[["Frames", "ReportParams", Cohort], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -39,10 +46,17 @@ class ReportKind:
     """One policy report: how the shells name it, which envelope seals it, what it reads."""
 
     name: str             # `gate report NAME`, GET /api/decision/policies/{policy_id}/NAME
-    envelope: str         # its kind in gate.protocol.report_envelopes
+    envelope: str | Envelope  # its kind in gate.protocol.report_envelopes, or its own envelope
     summary: str          # the OpenAPI summary of its route
+    params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.policy.PARAMS)
     every_version: bool = False  # policy_version names the current version; every version is evidence
     cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
+    engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own calls below
+
+    @property
+    def envelope_spec(self) -> Envelope:
+        """Its envelope: version member, version, hash member."""
+        return spec_of(self.envelope)
 
     @property
     def path(self) -> str:
@@ -60,6 +74,11 @@ class ReportKind:
 
     def build(self, frames: Frames, policy_id: str, params: ReportParams, cohort: Cohort) -> Mapping[str, Any]:
         """The sealed report, from its engine."""
+        if self.engine is not None:
+            # Lazy for the same reason as `_engines`.
+            from workbench.reports.policy import sealed_report
+
+            return sealed_report(self.name, policy_id, params, self.engine(frames, params, cohort), frames)
         return _engines()[self.name](frames, policy_id, params, cohort)
 
 
@@ -68,22 +87,24 @@ REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
         "effectiveness", "effectiveness",
         "Policy effectiveness (decision_effectiveness_report_v1, effectiveness_hash): effectiveness_score, "
         "confidence, recommendation from the latest outcome per decision; health: one state over a named window "
-        "that also weighs the anomaly detectors."),
+        "that also weighs the anomaly detectors.",
+        ("policy_version", "limit", "min_sample")),
     ReportKind(
         "confidence", "confidence",
         "Decision confidence baseline (decision_confidence_v1, confidence_hash): score, level, similar_decisions, "
         "policy_stability, recommendation, based_on, sample, buckets; the formulas of the decide-time block. "
         "policy_version names the current version and does not filter (every version counts as evidence).",
-        every_version=True),
+        ("policy_version", "verdict", "action", "limit", "min_sample"), every_version=True),
     ReportKind(
         "anomalies", "anomaly",
         "Explainable anomalies (decision_anomaly_report_v1, anomaly_hash): failure-rate, verdict-mix and "
-        "fact-distribution shifts with severity, anomaly_score, reasons, decision ids."),
+        "fact-distribution shifts with severity, anomaly_score, reasons, decision ids.",
+        ("policy_version", "limit", "min_sample", "threshold", "max_items")),
     ReportKind(
         "benchmarks", "benchmark",
         "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, cross_customer "
         "percentiles, comparison.success_rate_delta_vs_p50.",
-        cohort=True),
+        ("policy_version", "limit", "min_cohort_scopes", "min_cohort_decisions"), cohort=True),
 )}
 NAMES = tuple(REPORTS)
 
@@ -103,4 +124,4 @@ def _engines() -> dict[str, Engine]:
     }
 
 
-__all__ = ["NAMES", "REPORTS", "Cohort", "Engine", "ReportKind"]
+__all__ = ["NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind"]
