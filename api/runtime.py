@@ -31,6 +31,9 @@ class GateRuntime:
     lifecycle: Any = None
     audit: Any = None
     replays: Any = None  # gate.services.replay.ReplayService
+    pilots: Any = None  # gate.services.operations.PilotService
+    proof_metrics: Any = None  # gate.services.operations.ProofMetricsService
+    policy_alerts: Any = None  # gate.services.operations.PolicyAlertService
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

@@ -23,8 +23,6 @@ The use cases live in `gate.services.operations`; this module parses requests an
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, request
 
 from api.client_limits import client_limit
@@ -36,7 +34,6 @@ from api.runtime import keyed, runtime
 from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError
-from gate.ledger import Ledger
 from gate.services.decide import Caller
 from gate.services.operations import (
     MAX_ALERT_POLICIES,
@@ -46,8 +43,7 @@ from gate.services.operations import (
     csv_cell,
     problem,
 )
-from workbench.dataset.load import from_ledger
-from workbench.reports.policy import ReportParams, anomaly_report
+from workbench.reports.policy import ReportParams
 
 bp = Blueprint("operations", __name__)
 
@@ -57,24 +53,15 @@ __all__ = ["bp", "csv_cell", "metrics_token_refusal"]
 
 
 def _pilots() -> PilotService:
-    rt = runtime()
-    return PilotService(rt.ledger, rt.service.clock)
+    return runtime().pilots
 
 
 def _proof_metrics() -> ProofMetricsService:
-    return ProofMetricsService(runtime().ledger)
-
-
-def _anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str, Any]:
-    """The sealed anomaly report of one policy (the workbench engine; the core imports no Polars)."""
-    params = ReportParams()
-    return anomaly_report(from_ledger(ledger, scope, policy_id, limit=params.limit), policy_id, params)
+    return runtime().proof_metrics
 
 
 def _policy_alerts() -> PolicyAlertService:
-    rt = runtime()
-    return PolicyAlertService(rt.ledger, rt.service.clock, _anomaly_report,
-                              max_age_days=rt.settings.policy_source_max_age_days)
+    return runtime().policy_alerts
 
 
 # --------------------------------------------------------------------------- runtime config
