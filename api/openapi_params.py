@@ -20,6 +20,7 @@ from typing import Any
 from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
+from gate.services.operations import PILOT_USE_CASES
 from workbench.reports.policy import PARAMS as REPORT_PARAMS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
@@ -162,8 +163,7 @@ PILOT_REQUEST: dict[str, Any] = {
                                "pattern": (
                  "^[^@\\s\\u0000-\\u001f]{1,64}@[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?"
                  "(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")},
-             "use_case": {"enum": ["pricing_exception", "refund_review", "agent_action_gate", "crm_writeback_gate",
-                                   "policy_checks", "other"]},
+             "use_case": {"enum": list(PILOT_USE_CASES)},
              "monthly_decisions": {"type": "integer", "minimum": 0, "maximum": 1_000_000_000},
              "notes": {"type": "string", "maxLength": 2000, "pattern": "[^\\s]",
                        "description": "free text (line breaks allowed), at most 2000 characters"},
