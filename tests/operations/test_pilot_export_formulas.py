@@ -70,7 +70,10 @@ def test_every_field_is_quoted_and_reads_back_with_the_documented_prefixes(ops):
         csv.reader(io.StringIO(text, newline="")))
     assert quoted.getvalue() == text  # every field, numbers and empty ones too, is quoted
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    exported = {(field, value): rows[index][field] for index, (field, value) in enumerate(HOSTILE)}
+    # Rows are oldest first by (created_at, pilot_id): intakes of the same millisecond come in
+    # pilot_id order, so each is found by its own contact_email, not by its position.
+    by_email = {row["contact_email"]: row for row in rows}
+    exported = {(field, value): by_email[f"p{index}@acme.example"][field] for index, (field, value) in enumerate(HOSTILE)}
     # The exact rule (docs/operations.md): ' in front of a field starting a formula, and after each
     # , ; tab | CR LF inside it that spaces, quotes and then a formula character follow.
     assert exported[HOSTILE[0]] == "Acme;'=cmd|' /C calc'!A0;'@SUM(1+1)"
