@@ -33,6 +33,7 @@ from gate.services.policychecks import (
     CheckSpec,
     PolicyCheckService,
 )
+from gate.vocabulary import VERDICTS
 
 log = logging.getLogger("gate.api.mcp")
 
@@ -212,7 +213,7 @@ def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]
     properties: dict[str, Any] = {name: {"type": "string"} for name in strings}
     properties.update({
         "verdict": {"type": "string", "enum": list(checks.verdicts(spec.tool))},
-        "decision": {"type": "string", "enum": ["yes", "no", "review"]},
+        "decision": {"type": "string", "enum": list(VERDICTS)},
         "vendor_name": _NULLABLE_STRING,
         "inputs": {"type": "object"},
         "terms": {"type": ["object", "null"]},

@@ -23,9 +23,9 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 from gate.rulebook.patterns import Pattern, PatternRegistry
-from gate.vocabulary import EVALUATOR_VERSION
+from gate.vocabulary import EVALUATOR_VERSION, VERDICTS
 
-DECISIONS = ("yes", "no", "review")
+DECISIONS = VERDICTS  # an advisor answers with one of the gate's verdicts
 OFFLINE_ADVISOR_ID = "policy_pattern_rulebook"
 SINGLE_RULE = "single_advisor_v1"
 MULTI_RULE = "unanimous_yes_majority_no_v1"

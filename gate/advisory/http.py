@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from gate.advisory.advisors import AdvisoryQuestion, Vote
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
+from gate.vocabulary import VERDICTS
 
 MAX_RESPONSE_BYTES = 262_144
 MAX_RATIONALE = 500
@@ -226,7 +227,7 @@ class HttpLLMAdvisor:
         if not isinstance(answer, dict):
             raise invalid("the model's content is not a JSON object")
         decision = answer.get("decision")
-        if decision not in ("yes", "no", "review"):
+        if decision not in VERDICTS:
             raise invalid("the model's decision is not yes, no or review")
         rationale = answer.get("rationale")
         if not isinstance(rationale, str) or not rationale.strip():

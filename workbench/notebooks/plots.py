@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt
 import polars as pl
 from matplotlib.figure import Figure
 
+from gate.vocabulary import VERDICTS
+
 SCORE, FAILURE, BAND, MARK = "#2f6fb3", "#c62828", "#9ec3e6", "#6d4c41"
 VERDICT_COLORS = {"yes": "#2e7d32", "no": "#c62828", "review": "#f9a825"}
 
@@ -137,7 +139,7 @@ def transitions(items: Sequence[Mapping[str, Any]], title: str) -> Figure:
     """A dry-run's verdict transitions (`from`, `to`, `count`) as a labelled grid."""
     fig, ax = _figure(title)
     order = [v for v in ("yes", "no", "review", "needs_input")
-             if any(v in (t["from"], t["to"]) for t in items)] or ["yes", "no", "review"]
+             if any(v in (t["from"], t["to"]) for t in items)] or list(VERDICTS)
     order += sorted({str(t[k]) for t in items for k in ("from", "to")} - set(order))
     grid = [[0 for _ in order] for _ in order]
     for t in items:
