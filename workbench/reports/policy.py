@@ -311,9 +311,6 @@ def sealed_report(kind: str, policy_id: str, params: ReportParams, body: Mapping
                                               "parameters": params.for_kind(kind), **body, **_source(frames)})
 
 
-_envelope = sealed_report
-
-
 def _source(frames: Frames | None) -> dict[str, Any]:
     """A report read from a dataset names it (`source`: the dataset manifest's `dataset_hash`
     and signing key), so its hash binds to that signed manifest; a ledger report has no member."""
@@ -342,8 +339,8 @@ def effectiveness_report(frames: Frames, policy_id: str, params: ReportParams, *
     # The engines build the members their types name; a test holds every report to its type.
     body = cast(EffectivenessBody, effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample))
     health = policy_health(body, anomalies or _anomaly_body(frames, params), params) if with_health else None
-    return cast(EffectivenessReport, _envelope("effectiveness", policy_id, params,
-                                               {**body, "health": health} if health is not None else body, frames))
+    return cast(EffectivenessReport, sealed_report("effectiveness", policy_id, params,
+                                                   {**body, "health": health} if health is not None else body, frames))
 
 
 def _anomaly_body(frames: Frames, params: ReportParams) -> AnomalyBody:
@@ -355,7 +352,7 @@ def _anomaly_body(frames: Frames, params: ReportParams) -> AnomalyBody:
 
 def anomaly_report(frames: Frames, policy_id: str, params: ReportParams) -> AnomalyReport:
     body = _anomaly_body(frames, params)
-    return cast(AnomalyReport, _envelope("anomalies", policy_id, params, body, frames))
+    return cast(AnomalyReport, sealed_report("anomalies", policy_id, params, body, frames))
 
 
 def _health_state(rate: str, shifts: str) -> str:
@@ -409,7 +406,7 @@ def benchmark_report(frames: Frames, policy_id: str, params: ReportParams, *, ow
     body = benchmark_engine.finalize(state, CLASSES, own_scope=own_scope, opted_in=opted_in,
                                      min_cohort_scopes=params.min_cohort_scopes,
                                      min_cohort_decisions=params.min_cohort_decisions)
-    return cast(BenchmarkReport, _envelope("benchmarks", policy_id, params, body, frames))
+    return cast(BenchmarkReport, sealed_report("benchmarks", policy_id, params, body, frames))
 
 
 def confidence_report(frames: Frames, policy_id: str, params: ReportParams) -> ConfidenceReport:
