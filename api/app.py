@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
-from api.metrics import init_metrics
+from api.metrics import init_metrics, record_guardrail_trip
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import (
@@ -27,6 +27,7 @@ from api.routes import (
     policychecks,
     reference,
     registries,
+    releases,
     replay,
     reports,
     workflows,
@@ -43,6 +44,7 @@ from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.settings import Settings
 from workbench.dataset.load import from_ledger
@@ -116,20 +118,25 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         confidence=settings.decide_confidence,
         advisory=advisory_service(settings),
     )
+    release_service = ReleaseService(ledger, signing, snapshots=service, clock=service.clock,
+                              on_trip=record_guardrail_trip)
+    service.releases = release_service
     return GateRuntime(
         settings=settings,
         ledger=ledger,
         signing=signing,
         service=service,
+        releases=release_service,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans),
-        lifecycle=LifecycleService(ledger, service.clock, signing),
+        lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
         audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),
         pilots=PilotService(ledger, service.clock),
         proof_metrics=ProofMetricsService(ledger),
         policy_alerts=PolicyAlertService(ledger, service.clock, _live_anomaly_report,
-                                         max_age_days=settings.policy_source_max_age_days),
+                                         max_age_days=settings.policy_source_max_age_days,
+                                         release_alerts=release_service.guardrail_alerts),
     )
 
 
@@ -144,7 +151,7 @@ def _live_anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str
 # (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
 ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
                         reference)
-ROUTES_AFTER_CHECKS = (workflows, patterns, operations)
+ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases)
 
 
 def _mount_routes(app: Flask) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from flask import Request
 
-from gate.keys.apikeys import hash_api_key, hashes_match
+from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, parse_permissions
 from gate.ledger import Ledger
 from gate.services.decide import Caller
 
@@ -59,4 +59,13 @@ class Authenticator:
             plan=row["plan"],
             rate_limit=row["rate_limit"] if row["rate_limit"] is not None else plan["rate_limit"],
             monthly_cap=row["monthly_cap"] if row["monthly_cap"] is not None else plan["monthly_cap"],
+            permissions=_permissions(row.get("permissions")),
         )
+
+
+def _permissions(stored: str | None) -> frozenset[str]:
+    """The key's permissions; a stored list this build does not know grants only decide (fail closed)."""
+    try:
+        return parse_permissions(stored)
+    except ValueError:
+        return DEFAULT_PERMISSIONS

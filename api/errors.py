@@ -119,6 +119,20 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "PILOT_NOT_FOUND": (404, "not_found"),
     "METRICS_UNAUTHORIZED": (401, "unauthorized"),
     "METRICS_UNAVAILABLE": (503, "unavailable"),
+    # Policy releases (docs/releases.md): a refused transition changes nothing; decide fails closed.
+    "RULEBOOK_REF_INVALID": (400, "invalid_request"),
+    "RULEBOOK_NOT_ACTIVE": (409, "rulebook_not_active"),
+    "RULEBOOK_SUPERSEDED": (409, "rulebook_superseded"),
+    "RELEASE_ACTION_INVALID": (400, "invalid_request"),
+    "RELEASE_TRANSITION_REFUSED": (409, "release_transition_refused"),
+    "RELEASE_NOTHING_TO_HALT": (409, "release_transition_refused"),
+    "RELEASE_NOTHING_TO_ROLL_BACK": (409, "release_transition_refused"),
+    "RELEASE_APPROVAL_NOT_FOUND": (404, "not_found"),
+    "RELEASE_APPROVAL_MISMATCH": (409, "release_transition_refused"),
+    "RELEASE_SELF_APPROVAL": (403, "forbidden"),
+    "RELEASE_PERMISSION_DENIED": (403, "forbidden"),
+    "RELEASE_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
+    "RELEASE_POLICY_INVALID": (400, "invalid_request"),
 }
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from flask import Flask, Response, current_app, g, request
 from prometheus_client import (
@@ -49,6 +50,8 @@ LATENCY = Histogram("gate_http_request_duration_seconds", "Time to answer a requ
                     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
 DECISIONS = Counter("gate_decisions", "Decision Records created, by authority (binding, advisory) and verdict.",
                     ("authority", "verdict"), registry=REGISTRY)
+GUARDRAIL_TRIPS = Counter("gate_release_guardrail_trips", "Canaries halted by a tripped guardrail, by guardrail "
+                          "(failure_rate, verdict_mix).", ("guardrail",), registry=REGISTRY)
 
 
 # SECURITY: label values come from a closed set. The HTTP method is the client's own token
@@ -83,6 +86,14 @@ class ReadinessCollector:
 def record_decision(authority: str, verdict: str) -> None:
     """Count one created record (called by the decide route)."""
     DECISIONS.labels(authority, verdict).inc()
+
+
+def record_guardrail_trip(scope: str, rulebook_id: str, report: Any) -> None:
+    """Count a canary halted by its guardrails (labels from the closed set of guardrail names;
+    scopes and rulebook ids are never labels)."""
+    for name in report.tripped:
+        if name in ("failure_rate", "verdict_mix"):
+            GUARDRAIL_TRIPS.labels(name).inc()
 
 
 def metrics_token_refusal() -> Response | None:

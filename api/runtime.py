@@ -34,6 +34,7 @@ class GateRuntime:
     pilots: Any = None  # gate.services.operations.PilotService
     proof_metrics: Any = None  # gate.services.operations.ProofMetricsService
     policy_alerts: Any = None  # gate.services.operations.PolicyAlertService
+    releases: Any = None  # gate.services.releases.ReleaseService
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

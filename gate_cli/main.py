@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from gate import __version__
 from gate.errors import GateError
-from gate.keys.apikeys import new_api_key
+from gate.keys.apikeys import new_api_key, parse_permissions, permissions_text
 from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring, rotate_keyring
 from gate.settings import DEFAULT_PLANS, SettingsError, variables_help
@@ -44,8 +44,12 @@ CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 
 
 def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
-               label: str | None = None) -> dict:
+               label: str | None = None, permissions: str | None = None) -> dict:
     """Create an API key; returns the one-time JSON (the key itself is never stored)."""
+    try:
+        granted = parse_permissions(permissions)
+    except ValueError as exc:
+        raise SystemExit(f"gate: --permissions: {exc}") from None
     if plan not in settings.plans:
         raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
     for name, value in (("--rate-limit", rate_limit), ("--monthly-cap", monthly_cap)):
@@ -66,6 +70,7 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
             "status": "active",
             "label": label,
             "created_at": created_at,
+            "permissions": permissions_text(granted) if permissions is not None else None,
         }
     )
     limits = settings.plans[plan]
@@ -77,6 +82,7 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
         "rate_limit": rate_limit if rate_limit is not None else limits["rate_limit"],
         "monthly_cap": monthly_cap if monthly_cap is not None else limits["monthly_cap"],
         "created_at": created_at,
+        "permissions": permissions_text(granted),
         "note": "store this key now: only its hash is kept",
     }
 
@@ -84,7 +90,8 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
 def cmd_keys(args) -> int:
     settings = load_settings()
     if args.keys_command == "create":
-        result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label)
+        result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label,
+                            args.permissions)
         if args.json:
             print(json.dumps(result))
         else:
@@ -278,6 +285,9 @@ def _add_keys_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--plan", default="starter", help=_plans_help())
     k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (default: the plan's)")
     k.add_argument("--monthly-cap", type=int, default=None, help="records per month (default: the plan's)")
+    k.add_argument("--permissions", default=None,
+                   help="comma-separated rights among decide,publish,release,approve (default: decide only, "
+                        "today's rights; docs/releases.md)")
     k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)

@@ -186,8 +186,8 @@ def issue_key(gate_env):
     from gate_cli.main import create_key
 
     def factory(scope: str = "tenant_a", plan: str = "starter", rate_limit: int | None = 10_000,
-                monthly_cap: int | None = None) -> dict:
-        return create_key(Settings.from_env(gate_env), scope, plan, rate_limit, monthly_cap)
+                monthly_cap: int | None = None, permissions: str | None = None) -> dict:
+        return create_key(Settings.from_env(gate_env), scope, plan, rate_limit, monthly_cap, None, permissions)
 
     return factory
 

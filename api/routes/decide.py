@@ -98,6 +98,10 @@ def _record_headers(caller: Caller, record: dict[str, Any], used: int, idempoten
         headers["x-decision-confidence-score"] = str(confidence.get("score"))
         headers["x-decision-confidence-level"] = str(confidence.get("level"))
         headers["x-decision-confidence-hash"] = str(confidence.get("confidence_hash"))
+    arm = record.get("release_arm")
+    if isinstance(arm, dict):  # a decide by reference (docs/releases.md)
+        headers["x-decision-release-arm"] = str(arm.get("arm"))
+        headers["x-decision-rulebook-version"] = str(arm.get("version"))
     return headers
 
 
@@ -124,6 +128,7 @@ def decide(caller: Caller):
         _witness_on_cadence(rt, result.record)
     used = rt.service.monthly_used(caller, result)
     headers.update(_record_headers(caller, result.record, used, result.idempotency_status))
+    headers.update(dict(result.headers))  # a superseded inline version says so (docs/releases.md)
     if prefer_applied:
         headers["Preference-Applied"] = f"return={view}"
     headers["Vary"] = "Prefer, x-decision-response-view"

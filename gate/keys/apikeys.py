@@ -40,3 +40,25 @@ def well_formed(api_key: str) -> bool:
 def hashes_match(stored_hash: str, presented_key: str) -> bool:
     """Constant-time comparison of a stored hash with the hash of a presented key."""
     return hmac.compare_digest(stored_hash.encode("ascii"), hash_api_key(presented_key).encode("ascii"))
+
+
+# Release permissions (docs/releases.md). `decide` is every key's right; the others are granted
+# explicitly (`gate keys create --permissions decide,publish,release,approve`). Stored as a sorted,
+# comma-separated list; a key without a stored list has today's rights: decide (and the reads).
+PERMISSIONS = ("decide", "publish", "release", "approve")
+DEFAULT_PERMISSIONS = frozenset({"decide"})
+
+
+def parse_permissions(text: str | None) -> frozenset[str]:
+    """The permissions a stored (or typed) list names; ValueError for an unknown one."""
+    if text is None or not text.strip():
+        return DEFAULT_PERMISSIONS
+    names = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = sorted(names - set(PERMISSIONS))
+    if unknown:
+        raise ValueError(f"unknown permission(s) {', '.join(unknown)}; choose from {', '.join(PERMISSIONS)}")
+    return frozenset(names | DEFAULT_PERMISSIONS)
+
+
+def permissions_text(permissions: frozenset[str]) -> str:
+    return ",".join(p for p in PERMISSIONS if p in permissions)

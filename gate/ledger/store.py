@@ -359,9 +359,12 @@ class Ledger:
         charge: CapCharge | None,
         chain: ChainAppend | None = None,
         confidence: ConfidenceRead | None = None,
+        extra: Sequence[tuple[Table, dict[str, Any]]] = (),
     ) -> int | None:
         """Store one decision atomically with its snapshot and usage charge (and, with
-        `confidence`, read its confidence counts first in the same transaction).
+        `confidence`, read its confidence counts first in the same transaction). `extra` rows
+        (table, values) are inserted in the same transaction: they are stored exactly when the
+        decision is.
 
         Returns the monthly usage after the charge (None without a charge). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -376,6 +379,8 @@ class Ledger:
                 head = self._lock_chain_head(connection, chain) if chain else None
                 if snapshot is not None:
                     self._bind_snapshot(connection, snapshot)
+                for table, values in extra:  # rows that live or die with the decision (its release row)
+                    connection.execute(insert(table).values(**values))
                 if chain is not None and head is not None and charge is not None and self.dialect == "postgresql":
                     return self._append_store_charge_pg(connection, chain, head, row, charge)
                 if chain is not None and head is not None:

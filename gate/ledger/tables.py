@@ -40,6 +40,8 @@ api_keys = Table(
     Column("label", String(200), nullable=True),
     Column("created_at", String(32), nullable=False),
     Column("disabled_at", String(32), nullable=True),
+    # Comma-separated release permissions beyond decide (publish, release, approve); null = decide only.
+    Column("permissions", String(200), nullable=True),
 )
 
 # Monthly record usage per key; incremented in the same transaction as the record it counts.
@@ -269,4 +271,53 @@ pilot_intakes = Table(
     Column("created_at", String(32), nullable=False),
     Column("confirmed_at", String(32), nullable=True),
     Index("ix_pilot_intakes_created", "created_at", "pilot_id"),
+)
+
+# Release events (gate.releases): per (scope, rulebook_id) a gap-free chain of signed transitions
+# (publish-independent: the versions themselves are rulebook_snapshots rows). `event_json` is the
+# canonical signed event, byte for byte what was hashed; the release state is the fold of the chain.
+release_events = Table(
+    "release_events",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("rulebook_id", String(120), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("action", String(16), nullable=False),
+    Column("event_hash", String(64), nullable=False),
+    Column("idempotency_key", String(300), nullable=True),
+    Column("request_hash", String(64), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("event_json", Text, nullable=False),
+    UniqueConstraint("scope", "rulebook_id", "idempotency_key"),
+)
+
+# One row per decision made under a release (by reference, or inline of a released id): the arm
+# that decided and, while a version is in shadow, the shadow's result on the same facts. Written
+# in the decision's own transaction; read by the guardrails and exported to the dataset.
+release_decisions = Table(
+    "release_decisions",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("scope", String(120), nullable=False),
+    Column("rulebook_id", String(120), nullable=False),
+    Column("release_seq", Integer, nullable=False),
+    Column("arm", String(16), nullable=False),  # active | canary | pinned | inline
+    Column("version", String(80), nullable=False),
+    Column("verdict", String(16), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("shadow_version", String(80), nullable=True),
+    Column("shadow_verdict", String(16), nullable=True),
+    Column("shadow_reason_code", String(200), nullable=True),
+    Column("shadow_matched_rule_id", String(200), nullable=True),
+    Index("ix_release_decisions_rulebook", "scope", "rulebook_id", "release_seq", "arm"),
+)
+
+# A scope's release policy (`gate release policy`): approvals required for canary/activate, the
+# approval lifetime, and whether an inline decide of a superseded version is refused.
+release_policies = Table(
+    "release_policies",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("policy_json", Text, nullable=False),
+    Column("updated_at", String(32), nullable=False),
 )

@@ -135,6 +135,8 @@ class DecisionRecord(TypedDict):
     confidence_signature: NotRequired[str]
     audit_chain: NotRequired[dict[str, Any]]
     audit_chain_signature: NotRequired[str]
+    release_arm: NotRequired[dict[str, Any]]  # decide by reference (gate.protocol.release_arm)
+    release_arm_signature: NotRequired[str]
 
 
 DECISION_RECORD_REQUIRED: frozenset[str] = DecisionRecord.__required_keys__

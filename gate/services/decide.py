@@ -24,10 +24,12 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import ConfidenceRead, Ledger, StoredDecision
 from gate.ledger.confidence import Bucket
+from gate.ledger.tables import release_decisions
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
+from gate.protocol.release_arm import attach_release_arm
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost, check_facts
@@ -41,6 +43,7 @@ from gate.services.pipeline import (
     DecisionPipeline,
     fingerprint,
 )
+from gate.services.releases import ReleaseService, Routed
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,8 @@ class Evaluated:
     evaluation: Any
     facts: dict[str, Any]
     adapter: AdapterRun | None
+    routed: Routed | None = None  # a decide by reference: where the release sent it
+    notices: tuple[tuple[str, str], ...] = ()  # response headers (a superseded inline version)
 
 
 class DecisionService:
@@ -79,6 +84,7 @@ class DecisionService:
         self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
         self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids)
+        self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
 
     # ------------------------------------------------------------------ decide
 
@@ -93,6 +99,12 @@ class DecisionService:
         if self.advisory is not None and is_advisory(body):  # the advisory legacy modes (gate/advisory/)
             return self.advisory.decide(self.pipeline, caller, body, idempotency_key=idempotency_key,
                                         request_id=request_id)
+        routed = None
+        if self.releases is not None and isinstance(body, dict) and "rulebook_ref" in body:
+            # Decide by reference (docs/releases.md): the request an inline decide of the version
+            # the scope's release picks would be; everything after is the inline path.
+            body, routed = self.releases.route(caller, body, idempotency_key,
+                                               lambda: self._prior_version(caller, idempotency_key))
         prepared = prepare_decision_request(body)
         claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
         replayed = self.pipeline.replay_known(claim)
@@ -104,12 +116,21 @@ class DecisionService:
             self.adapters.resolve(prepared.adapter)
         rulebook_hash = sha256_hex(prepared.rulebook)
         evaluator = get_evaluator(prepared.rulebook, rulebook_hash)  # raises RULEBOOK_INVALID
+        notices = (self.releases.check_inline(caller.scope, prepared.rulebook, rulebook_hash)
+                   if self.releases is not None and routed is None else ())
         receipt_signer = self.pipeline.receipt_signer()
         adapter, facts = self._facts(prepared)
         # SECURITY: bounded evaluation work; 422 before evaluating (gate/rulebook/budget.py).
         check_evaluation_cost(prepared.rulebook, rulebook_hash, facts)
-        evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter)
+        evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter, routed, notices)
         return self._store_evaluated(claim, evaluated, request_id, receipt_signer)
+
+    def _prior_version(self, caller: Caller, idempotency_key: str | None) -> str | None:
+        """The version an earlier decide under this idempotency key ran (a retry stays in its arm)."""
+        if idempotency_key is None:
+            return None
+        stored = self.ledger.decision_by_idempotency(caller.scope, idempotency_key)
+        return stored.columns.get("policy_version") if stored is not None else None
 
     def _facts(self, prepared: PreparedRequest) -> tuple[AdapterRun | None, dict[str, Any]]:
         """The facts to evaluate: a trusted adapter's output, else the request's own facts."""
@@ -159,10 +180,23 @@ class DecisionService:
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
+        extra = self._observe_release(claim.caller.scope, record, evaluated, receipt_signer)
         used = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
-            snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer))
-        return DecideResult(record, CREATED, used, prepared.response_view)
+            snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
+            extra=extra)
+        return DecideResult(record, CREATED, used, prepared.response_view, evaluated.notices)
+
+    def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,
+                         receipt_signer: ReceiptSigner | None) -> list[tuple[Any, dict[str, Any]]]:
+        """The release row stored with the decision (arm, shadow result) and, for a decide by
+        reference, the record's signed `release_arm` member (outside record_hash)."""
+        if self.releases is None:
+            return []
+        observed = self.releases.observe(scope, record, evaluated.facts, evaluated.routed)
+        if observed.arm_block is not None:
+            attach_release_arm(record, observed.arm_block, receipt_signer)
+        return [(release_decisions, observed.row)] if observed.row is not None else []
 
     def _confidence_read(self, scope: str, record: dict[str, Any],
                          receipt_signer: ReceiptSigner | None) -> ConfidenceRead | None:

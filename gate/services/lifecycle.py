@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import secrets
 from collections.abc import Callable
 from contextlib import suppress
@@ -77,12 +78,16 @@ class LifecycleResult:
 
 
 class LifecycleService:
-    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None) -> None:
+    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None, *,
+                 after_outcome: Callable[[str, str], None] | None = None) -> None:
         """`signing` is required so no writer forgets it: its receipt key signs each decision's
-        receipt head, and hosted verify names an unsigned head (`receipt_chain.signature`)."""
+        receipt head, and hosted verify names an unsigned head (`receipt_chain.signature`).
+        `after_outcome(scope, decision_id)` runs after an Outcome Record is stored (the canary
+        guardrails, gate.services.releases); it never fails the stored receipt."""
         self.store = LifecycleStore(ledger, self._sign_head)
         self.clock = clock
         self.signing = signing
+        self.after_outcome = after_outcome
 
     def _sign_head(self, decision_id: str, count: int, head_row_hash: str) -> tuple[str | None, str | None]:
         """The receipt key's signature over the decision's new receipt head (gate.chain.rowseal)."""
@@ -130,7 +135,17 @@ class LifecycleService:
             if token is not None and idempotency_key is not None:  # a claim was made
                 self._release_quietly(kind, scope, idempotency_key, token)
             raise
+        if kind.name == "outcome" and self.after_outcome is not None:
+            self._after_outcome_quietly(scope, decision_id)
         return LifecycleResult(receipt, CREATED)
+
+    def _after_outcome_quietly(self, scope: str, decision_id: str) -> None:
+        """The receipt is stored and acknowledged whatever the follow-up does; a failure is logged."""
+        try:
+            if self.after_outcome is not None:
+                self.after_outcome(scope, decision_id)
+        except Exception:
+            logging.getLogger("gate.releases").exception("guardrail check after an outcome failed")
 
     def _claim(self, kind: Kind, scope: str, decision_id: str, key: str, input_hash: str, token: str,
                now: str) -> LifecycleResult | None:

@@ -257,11 +257,13 @@ def stale_source_alert(service: str, row: VendorRow, today: date, max_age: int) 
 
 
 class PolicyAlertService:
-    def __init__(self, ledger: Ledger, clock: Clock, anomalies: AnomalySource, *, max_age_days: int) -> None:
+    def __init__(self, ledger: Ledger, clock: Clock, anomalies: AnomalySource, *, max_age_days: int,
+                 release_alerts: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
         self.ledger = ledger
         self.clock = clock
         self.anomalies = anomalies
         self.max_age_days = max_age_days
+        self.release_alerts = release_alerts  # canary guardrail halts (gate.services.releases)
 
     def alerts(self, scope: str, wanted: str | None) -> dict[str, Any]:
         """The alerts of the named policy, else of the scope's MAX_ALERT_POLICIES most recent ones,
@@ -274,6 +276,8 @@ class PolicyAlertService:
             reports.append({"policy_id": policy_id, "anomaly_hash": report["anomaly_hash"],
                             "anomaly_count": report["anomaly_count"], "recommendation": report["recommendation"]})
             alerts.extend(anomaly_alerts(policy_id, report))
+        if self.release_alerts is not None:
+            alerts.extend(a for a in self.release_alerts(scope) if wanted is None or a["policy_id"] == wanted)
         now = self.clock.now()
         source_alerts, rows_checked = self._stale_sources(now)
         alerts.extend(source_alerts)

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from gate.chain.merkle import CompactRange
 from gate.chain.rowseal import decision_row_hash, row_signature_payload
 from gate.clock import Clock, IdSource
 from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict, SigningUnavailable
+from gate.keys.apikeys import DEFAULT_PERMISSIONS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledger, StoredDecision
@@ -47,6 +48,7 @@ class Caller:
     plan: str
     rate_limit: int
     monthly_cap: int
+    permissions: frozenset[str] = DEFAULT_PERMISSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class DecideResult:
     idempotency_status: str  # created | replayed
     monthly_used: int | None
     response_view: str | None
+    headers: tuple[tuple[str, str], ...] = ()  # response headers a release adds (docs/releases.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,7 @@ class DecisionPipeline:
     def store_sealed(
         self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
         snapshot_row: dict[str, Any] | None = None, confidence: ConfidenceRead | None = None,
+        extra: Sequence[tuple[Any, dict[str, Any]]] = (),
     ) -> int | None:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
         monthly-cap charge in one transaction; returns the key's monthly usage. Raises
@@ -193,6 +197,7 @@ class DecisionPipeline:
             charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
             chain=ChainAppend(chain_id, caller.scope, chain_sealer(chain_id, record, row, receipt_signer)),
             confidence=confidence,
+            extra=extra,
         )
 
     def store(

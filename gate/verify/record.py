@@ -23,6 +23,7 @@ from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
+from gate.protocol.release_arm import release_arm_hash
 from gate.protocol.types import DECISION_RECORD_MEMBERS, DECISION_RECORD_REQUIRED
 from gate.verify.anchors import TrustAnchors
 from gate.verify.attestations import (
@@ -52,6 +53,7 @@ from gate.verify.signatures import (
     check_audit_chain_signature,
     check_confidence_signature,
     check_receipt_signature,
+    check_release_arm_signature,
 )
 from gate.vocabulary import COMPACT_FOR_VERDICT
 
@@ -169,6 +171,18 @@ def check_confidence_hash(record: Mapping[str, Any]) -> CheckResult:
                        actual={"confidence_hash": record.get("confidence_hash")})
 
 
+def check_release_arm_hash(record: Mapping[str, Any]) -> CheckResult:
+    """The release arm block (outside record_hash): its stated hash recomputed."""
+    if "release_arm" not in record and "release_arm_signature" not in record:
+        return NOTHING_CHECKED
+    member = record.get("release_arm")
+    digest = _safe(release_arm_hash, member) if isinstance(member, Mapping) else None
+    ok = bool(isinstance(member, Mapping) and _digest_equal(digest, member.get("release_arm_hash")))
+    return CheckResult(checks={"release_arm_hash": ok}, expected={"release_arm_hash": digest},
+                       actual={"release_arm_hash": member.get("release_arm_hash") if isinstance(member, Mapping)
+                               else None})
+
+
 def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashes, anchors: TrustAnchors,
                    original_input: Any) -> CheckResult:
     """Every key-free step and the attestation steps, in order (docs/verification.md)."""
@@ -186,6 +200,8 @@ def _record_checks(record: Mapping[str, Any], kind: str, hashes: RecomputedHashe
         + (check_trusted_adapter(record, original_input) if kind == RULEBOOK else NOTHING_CHECKED)
         + check_confidence_hash(record)
         + CheckResult.single("confidence_signature", check_confidence_signature(record, anchors))
+        + check_release_arm_hash(record)
+        + CheckResult.single("release_arm_signature", check_release_arm_signature(record, anchors))
         + CheckResult.single("audit_chain", check_audit_chain(record, hashes.record_hash, hashes.receipt_hash))
         + CheckResult.single("audit_chain_signature", check_audit_chain_signature(record, anchors))
     )

@@ -28,12 +28,14 @@ INTEGRITY_CHECKS = (
     "registry_attestation_hash",
     "trusted_adapter_lineage",
     "confidence_hash",
+    "release_arm_hash",
     "audit_chain",
 )
 AUTHENTICITY_CHECKS = (
     "receipt_signature",
     "audit_chain_signature",
     "confidence_signature",
+    "release_arm_signature",
     "receipt_public_key_fingerprint",
     "rulebook_attestation_signature",
     "registry_attestation_signature",

@@ -17,6 +17,7 @@ from gate.keys.signing import (
 )
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
+from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
 from gate.verify.anchors import TrustAnchors
 from gate.verify.checks import _digest_equal, _safe
 from gate.verify.result import CheckResult, CheckValue
@@ -46,6 +47,18 @@ def check_confidence_signature(record: Mapping[str, Any], anchors: TrustAnchors)
         payload = _safe(confidence_signature_payload, record.get("decision_id"), record.get("receipt_key_id"),
                         _safe(confidence_hash, member))
     return _member_signature(record, anchors, "confidence_signature", payload)
+
+
+def check_release_arm_signature(record: Mapping[str, Any], anchors: TrustAnchors) -> CheckValue:
+    """`release_arm_signature`: the receipt key's signature over the recomputed arm block hash."""
+    member = record.get("release_arm")
+    if member is None:
+        return None
+    payload = None
+    if isinstance(member, Mapping):
+        payload = _safe(release_arm_signature_payload, record.get("decision_id"), record.get("receipt_key_id"),
+                        _safe(release_arm_hash, member))
+    return _member_signature(record, anchors, "release_arm_signature", payload)
 
 
 def _ed25519_signature_holds(public_key_raw: bytes, payload: bytes, raw_signature: bytes | None) -> bool:
@@ -176,3 +189,12 @@ def check_receipt_signature(record: Mapping[str, Any], anchors: TrustAnchors, re
     if signed.algorithm == SIG_HMAC_SHA256:
         return _check_hmac_receipt(signed, anchors)
     return _check_ed25519_receipt(signed, anchors, request_public_key)
+
+
+def signature_holds(anchors: TrustAnchors, algorithm: Any, key_id: Any, fingerprint: Any, signature: Any,
+                    payload: bytes) -> CheckValue:
+    """A detached signature made with a receipt key (release events): True, False (missing,
+    malformed or wrong), or None when no trusted key can check it."""
+    signed = {"signature": signature, "receipt_signature_algorithm": algorithm, "receipt_key_id": key_id,
+              "receipt_public_key_fingerprint": fingerprint}
+    return _member_signature(signed, anchors, "signature", payload)

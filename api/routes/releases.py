@@ -1,0 +1,101 @@
+"""Policy releases over HTTP (docs/releases.md): publish immutable rulebook versions, read and move
+a rulebook's release, and the scope's release policy. Every route is keyed and scoped: another
+scope's rulebook is 404, exactly like one that does not exist."""
+
+from __future__ import annotations
+
+from flask import Blueprint, request
+
+from api.costs import Weight, charged
+from api.errors import error_response, gate_error_body, json_response
+from api.jsonio import read_json
+from api.runtime import idempotency_key_header, keyed, runtime
+from gate.errors import GateError
+from gate.services.decide import Caller
+from gate.services.releases import require
+
+bp = Blueprint("releases", __name__)
+
+PUBLISH_WEIGHT = Weight(body=True)
+STATUS_WEIGHT = Weight(base=10)  # the shadow and canary figures read up to 50,000 release rows
+ACTION_WEIGHT = Weight(base=2)
+
+
+def _refused(error: GateError):
+    status, body = gate_error_body(error)
+    return json_response(status, body)
+
+
+@bp.post("/api/decision/rulebooks")
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(PUBLISH_WEIGHT)
+def publish(caller: Caller):
+    """Publish a Rulebook v1 in the caller's scope: 201 new, 200 the same content again, 409
+    `RULEBOOK_VERSION_CONFLICT` for other content under a published version, 422 invalid."""
+    rt = runtime()
+    try:
+        body = read_json(request, rt.settings.max_body_bytes)
+        metadata, created = rt.releases.publish(caller, body)
+    except GateError as error:
+        return _refused(error)
+    return json_response(201 if created else 200, {"ok": True, "created": created, "rulebook": metadata})
+
+
+@bp.get("/api/decision/rulebooks/<rulebook_id>/release")
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(STATUS_WEIGHT)
+def release_status(caller: Caller, rulebook_id: str):
+    """State (active, shadow, canary, pending approvals), policy, history and the live comparison."""
+    try:
+        status = runtime().releases.status(caller.scope, rulebook_id)
+    except GateError as error:
+        return _refused(error)
+    return json_response(200, {"ok": True, **status})
+
+
+@bp.get("/api/decision/rulebooks/<rulebook_id>/release/history")
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(STATUS_WEIGHT)
+def release_history(caller: Caller, rulebook_id: str):
+    """The portable release history that `gate verify --release-history` checks offline."""
+    try:
+        document = runtime().releases.history_document(caller.scope, rulebook_id)
+    except GateError as error:
+        return _refused(error)
+    return json_response(200, document)
+
+
+@bp.post("/api/decision/rulebooks/<rulebook_id>/release")
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(ACTION_WEIGHT)
+def release_action(caller: Caller, rulebook_id: str):
+    """One transition: 201 with the signed event, 200 when the idempotency key replays it."""
+    rt = runtime()
+    try:
+        key = idempotency_key_header()
+        body = read_json(request, rt.settings.max_body_bytes)
+        if isinstance(body, dict) and "evidence" in body:
+            return error_response("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
+        event, created = rt.releases.act(caller.scope, caller.key_id, caller.permissions, rulebook_id, body, key)
+    except GateError as error:
+        return _refused(error)
+    state = rt.releases.state(caller.scope, rulebook_id)
+    return json_response(201 if created else 200, {"ok": True, "created": created, "event": event,
+                                                   "state": state.to_json()},
+                         {"x-idempotency-status": "created" if created else "replayed"})
+
+
+@bp.route("/api/decision/release-policy", methods=["GET", "PUT"])
+@keyed("SVC_API_UNAUTHORIZED")
+def release_policy(caller: Caller):
+    """The scope's release policy; changing it needs the `release` permission."""
+    rt = runtime()
+    try:
+        if request.method == "PUT":
+            require(caller, "release")
+            policy = rt.releases.set_policy(caller.scope, read_json(request, rt.settings.max_body_bytes))
+        else:
+            policy = rt.releases.policy(caller.scope)
+    except GateError as error:
+        return _refused(error)
+    return json_response(200, {"ok": True, "policy": policy.to_json()})

@@ -1,0 +1,138 @@
+"""Ledger reads and writes of policy releases (tables `release_events`, `release_decisions`,
+`release_policies`; migration 0010). The release chain of one `(scope, rulebook_id)` is gap-free:
+an event is inserted as `seq = head + 1` under the primary key, so of two racing transitions one
+wins and the other is retried on the new head by the service."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, case, func, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from gate.ledger.store import Ledger
+from gate.ledger.tables import outcome_latest, release_decisions, release_events, release_policies
+
+
+class ReleaseRace(Exception):
+    """Internal: a concurrent transition took this sequence number; re-read the head and retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTally:
+    """One arm's decisions by verdict and its resolved outcomes."""
+
+    verdicts: dict[str, int]
+    failed: int
+    succeeded: int
+
+
+class ReleaseLedger:
+    """The release tables over one `Ledger`."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def head(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+        """The newest event row of a release (None before its first transition)."""
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(release_events).where(release_events.c.scope == scope,
+                                             release_events.c.rulebook_id == rulebook_id)
+                .order_by(release_events.c.seq.desc()).limit(1)).mappings().first()
+        return dict(row) if row else None
+
+    def events(self, scope: str, rulebook_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """A release's events, oldest first (at most `limit`, newest kept)."""
+        with self.ledger.read() as connection:
+            rows = connection.execute(
+                select(release_events).where(release_events.c.scope == scope,
+                                             release_events.c.rulebook_id == rulebook_id)
+                .order_by(release_events.c.seq.desc()).limit(limit)).mappings().all()
+        return [dict(r) for r in reversed(rows)]
+
+    def by_idempotency(self, scope: str, rulebook_id: str, key: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(release_events).where(release_events.c.scope == scope,
+                                             release_events.c.rulebook_id == rulebook_id,
+                                             release_events.c.idempotency_key == key)).mappings().first()
+        return dict(row) if row else None
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Insert an event row; `ReleaseRace` when its seq (or its idempotency key) was taken."""
+        try:
+            with self.ledger.write() as connection:
+                connection.execute(insert(release_events).values(**row))
+        except IntegrityError as exc:
+            raise ReleaseRace(str(row.get("seq"))) from exc
+
+    def rulebook_ids(self, scope: str) -> list[str]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(
+                select(release_events.c.rulebook_id).where(release_events.c.scope == scope)
+                .group_by(release_events.c.rulebook_id).order_by(release_events.c.rulebook_id)).all()
+        return [r[0] for r in rows]
+
+    def policy(self, scope: str) -> str | None:
+        with self.ledger.read() as connection:
+            return connection.execute(select(release_policies.c.policy_json)
+                                      .where(release_policies.c.scope == scope)).scalar()
+
+    def set_policy(self, scope: str, policy_json: str, at: str) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(release_policies.delete().where(release_policies.c.scope == scope))
+            connection.execute(insert(release_policies).values(scope=scope, policy_json=policy_json, updated_at=at))
+
+    def arm_tallies(self, scope: str, rulebook_id: str, since_seq: int) -> dict[str, ArmTally]:
+        """Per arm (active, canary) since event `since_seq`: decisions by verdict and their
+        latest resolved outcomes (failure / success; open or excluded ones are not counted)."""
+        rd, ol = release_decisions, outcome_latest
+        query = (select(rd.c.arm, rd.c.verdict, func.count(), func.sum(_is(ol.c.effect, "failure")),
+                        func.sum(_is(ol.c.effect, "success")))
+                 .select_from(rd.outerjoin(ol, and_(ol.c.decision_id == rd.c.decision_id, ol.c.scope == rd.c.scope)))
+                 .where(rd.c.scope == scope, rd.c.rulebook_id == rulebook_id, rd.c.release_seq >= since_seq,
+                        rd.c.arm.in_(("active", "canary")))
+                 .group_by(rd.c.arm, rd.c.verdict))
+        with self.ledger.read() as connection:
+            rows = connection.execute(query).all()
+        tallies: dict[str, ArmTally] = {}
+        for arm, verdict, count, failed, succeeded in rows:
+            tally = tallies.setdefault(arm, ArmTally({}, 0, 0))
+            tally.verdicts[verdict] = int(count)
+            tallies[arm] = ArmTally(tally.verdicts, tally.failed + int(failed or 0),
+                                    tally.succeeded + int(succeeded or 0))
+        return tallies
+
+    def shadow_rows(self, scope: str, rulebook_id: str, shadow_version: str, limit: int = 50_000) -> list[dict[str, Any]]:
+        """Live and shadow verdicts of the decisions evaluated beside a shadow version, with the
+        live decision's latest outcome effect (None while none is reported)."""
+        rd, ol = release_decisions, outcome_latest
+        query = (select(rd.c.decision_id, rd.c.version, rd.c.verdict, rd.c.shadow_verdict, rd.c.created_at,
+                        ol.c.effect)
+                 .select_from(rd.outerjoin(ol, and_(ol.c.decision_id == rd.c.decision_id, ol.c.scope == rd.c.scope)))
+                 .where(rd.c.scope == scope, rd.c.rulebook_id == rulebook_id, rd.c.shadow_version == shadow_version)
+                 .order_by(rd.c.created_at.desc()).limit(limit))
+        with self.ledger.read() as connection:
+            return [dict(r) for r in connection.execute(query).mappings().all()]
+
+    def release_row(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(select(release_decisions).where(
+                release_decisions.c.scope == scope, release_decisions.c.decision_id == decision_id)).mappings().first()
+        return dict(row) if row else None
+
+
+def _is(column: Any, value: str) -> Any:
+    return case((column == value, 1), else_=0)
+
+
+def halt_rows(release_ledger: ReleaseLedger, scope: str, limit: int = 50) -> list[dict[str, Any]]:
+    """The scope's newest halt events (guardrail halts among them), newest first."""
+    with release_ledger.ledger.read() as connection:
+        rows = connection.execute(
+            select(release_events.c.event_json).where(release_events.c.scope == scope,
+                                                      release_events.c.action == "halt")
+            .order_by(release_events.c.created_at.desc()).limit(limit)).all()
+    return [{"event_json": r[0]} for r in rows]

@@ -1,0 +1,79 @@
+"""What a shadow and a canary show, from the release rows (gate.ledger.releases): pure functions.
+
+Shadow: agreement rate (Wilson 95% interval), the verdict transition matrix live → shadow, and
+the flips' outcomes as they arrive (failed, succeeded, still open or unreported). Canary: per arm
+the decisions, the verdict mix and the failure rate of resolved outcomes (Wilson 95%, a fixed-n
+interval for reading), beside the guardrails' always-valid intervals (gate.releases.guardrails),
+which are what halts a canary. The API, the CLI and the workbench's Releases page all read these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gate.releases.guardrails import VERDICTS, ArmCounts, GuardrailReport
+
+Z95 = 1.959964
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of successes / n (None when n is 0)."""
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return (round(max(0.0, centre - margin), 6), round(min(1.0, centre + margin), 6))
+
+
+def _rate(events: int, n: int) -> dict[str, Any]:
+    return {"events": events, "n": n, "rate": round(events / n, 6) if n else None, "interval_95": wilson(events, n)}
+
+
+def shadow_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Agreement, the live → shadow transition matrix and the flips' outcomes."""
+    matrix: dict[str, dict[str, int]] = {}
+    flips: dict[tuple[str, str], dict[str, int]] = {}
+    n = agree = 0
+    for row in rows:
+        live, shadow = str(row["verdict"]), str(row["shadow_verdict"])
+        n += 1
+        matrix.setdefault(live, {}).setdefault(shadow, 0)
+        matrix[live][shadow] += 1
+        if live == shadow:
+            agree += 1
+            continue
+        effect = row.get("effect")
+        bucket = effect if effect in ("failure", "success") else "open"
+        tally = flips.setdefault((live, shadow), {"n": 0, "failure": 0, "success": 0, "open": 0})
+        tally["n"] += 1
+        tally[bucket] += 1
+    return {
+        "decisions": n,
+        "agreement": _rate(agree, n),
+        "transitions": [{"live": live, "shadow": shadow, "n": count}
+                        for live in sorted(matrix) for shadow, count in sorted(matrix[live].items())],
+        "flips": [{"live": live, "shadow": shadow, "n": t["n"], "failed": t["failure"], "succeeded": t["success"],
+                   "open_or_unreported": t["open"], "failure_rate": _rate(t["failure"], t["failure"] + t["success"])}
+                  for (live, shadow), t in sorted(flips.items())],
+        "note": "flips' outcomes are those of the live decision; open or unreported ones are too young to judge",
+    }
+
+
+def arm_figures(name: str, arm: ArmCounts) -> dict[str, Any]:
+    n = arm.decisions
+    return {
+        "arm": name,
+        "decisions": n,
+        "verdict_mix": {v: _rate(arm.verdicts.get(v, 0), n) for v in VERDICTS},
+        "failure_rate": _rate(arm.failed, arm.failed + arm.succeeded),
+        "resolved_outcomes": arm.failed + arm.succeeded,
+    }
+
+
+def canary_figures(canary: ArmCounts, active: ArmCounts, report: GuardrailReport) -> dict[str, Any]:
+    return {"arms": [arm_figures("active", active), arm_figures("canary", canary)],
+            "guardrails": report.to_json()}

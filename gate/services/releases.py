@@ -1,0 +1,493 @@
+"""Policy releases, the one entry point for the API, the CLI and the workbench (docs/releases.md).
+
+`ReleaseService` publishes immutable rulebook versions (the scope's snapshots), moves a rulebook's
+release through signed, chained events (shadow, canary, activate, halt, rollback, approve), routes
+a decide by reference to the version its release says, evaluates a shadow beside live decides,
+and runs the canary guardrails off the decide path (after outcomes, on status reads, and every
+`GUARD_EVERY` canary decides in a background thread), halting a canary on its own when one trips.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gate.chain.links import scope_hash
+from gate.clock import Clock, SystemClock, iso_ms
+from gate.errors import GateError
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.ledger import Ledger
+from gate.ledger.releases import ArmTally, ReleaseLedger, ReleaseRace, halt_rows
+from gate.protocol.canonical import canonical_text, sha256_hex
+from gate.releases.events import EventInputs, build_event, history_document, state_from_member
+from gate.releases.figures import canary_figures, shadow_figures
+from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
+from gate.releases.model import (
+    DEFAULT_SUBJECT,
+    Action,
+    Canary,
+    ReleaseRefused,
+    ReleaseState,
+    Version,
+    in_canary,
+    subject_value,
+)
+from gate.rulebook import get_evaluator
+from gate.rulebook.budget import check_evaluation_cost
+from gate.services.pipeline import Caller
+
+CACHE_SECONDS = 1.0  # a transition reaches every other worker's decides within this bound
+GUARD_EVERY = 25  # canary decides between two background guardrail checks of a release
+_BODY_MEMBERS = {"action", "version", "percent", "subject", "reason", "migration_manifest_hash", "request_seq",
+                 "rulebook_hash"}
+_SUBJECT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_ACTION_PERMISSION = {"approve": "approve"}
+ARM_BLOCK_VERSION = "release_arm_v1"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasePolicy:
+    """A scope's release policy (`gate release policy`)."""
+
+    require_approval: bool = False
+    approval_ttl_seconds: int = 86_400
+    refuse_superseded_inline: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"require_approval": self.require_approval, "approval_ttl_seconds": self.approval_ttl_seconds,
+                "refuse_superseded_inline": self.refuse_superseded_inline}
+
+    @classmethod
+    def from_json(cls, body: Any) -> ReleasePolicy:
+        if not isinstance(body, Mapping) or set(body) - {"require_approval", "approval_ttl_seconds",
+                                                            "refuse_superseded_inline"}:
+            raise GateError("RELEASE_POLICY_INVALID", "a release policy has require_approval, approval_ttl_seconds "
+                            "and refuse_superseded_inline only")
+        ttl = body.get("approval_ttl_seconds", 86_400)
+        flags = (body.get("require_approval", False), body.get("refuse_superseded_inline", False))
+        if type(ttl) is not int or not 60 <= ttl <= 30 * 86_400 or any(type(f) is not bool for f in flags):
+            raise GateError("RELEASE_POLICY_INVALID", "approval_ttl_seconds is an integer from 60 to 2592000; "
+                            "the other two members are booleans")
+        return cls(flags[0], ttl, flags[1])
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Where a decide by reference went: the version that decided, and why."""
+
+    rulebook_id: str
+    version: str
+    arm: str  # active | canary | pinned
+    release_seq: int
+    subject_hash: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What a release adds to a decide: its row, the record's arm block, response headers."""
+
+    row: dict[str, Any] | None
+    arm_block: dict[str, Any] | None
+    headers: tuple[tuple[str, str], ...]
+
+
+def _permission_denied(permission: str) -> GateError:
+    return GateError("RELEASE_PERMISSION_DENIED", f"this API key lacks the {permission!r} permission "
+                     "(gate keys create --permissions ...)", permission=permission)
+
+
+def require(caller: Caller, permission: str) -> None:
+    if permission not in caller.permissions:
+        raise _permission_denied(permission)
+
+
+def _refused(refused: ReleaseRefused) -> GateError:
+    return GateError(refused.code, refused.message)
+
+
+class ReleaseService:
+    """Publish, release, route, shadow and guard; scoped to the caller's scope throughout."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Any,
+                 clock: Clock | None = None, cache_seconds: float = CACHE_SECONDS,
+                 on_trip: Callable[[str, str, GuardrailReport], None] | None = None) -> None:
+        self.ledger = ledger
+        self.store = ReleaseLedger(ledger)
+        self.signing = signing
+        self.snapshots = snapshots  # DecisionService: register_rulebook, bound_snapshot
+        self.clock = clock or SystemClock()
+        self.cache_seconds = cache_seconds
+        self.on_trip = on_trip
+        self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
+        self._bodies: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._canary_decides: dict[tuple[str, str], int] = {}
+        self._guard_pool: ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------------ publish and read
+
+    def publish(self, caller: Caller, rulebook: Any) -> tuple[dict[str, Any], bool]:
+        """Bind a rulebook version in the caller's scope (immutable): (metadata, newly published)."""
+        require(caller, "publish")
+        return self.snapshots.register_rulebook(caller.scope, rulebook)
+
+    def _known(self, scope: str, rulebook_id: str) -> None:
+        if not isinstance(rulebook_id, str) or self.ledger.latest_rulebook_snapshot(scope, rulebook_id) is None:
+            raise GateError("RULEBOOK_NOT_FOUND", "no rulebook with this id is published in this scope")
+
+    def _version(self, scope: str, rulebook_id: str, version: Any) -> Version:
+        if not isinstance(version, str) or not version:
+            raise GateError("RELEASE_ACTION_INVALID", "version must be a published version string")
+        snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, version)
+        if snapshot is None:
+            raise GateError("RULEBOOK_NOT_FOUND", f"version {version!r} of this rulebook is not published in this scope")
+        return Version(version, snapshot["rulebook_hash"])
+
+    def state(self, scope: str, rulebook_id: str, *, fresh: bool = False) -> ReleaseState:
+        """The release state (cached for `cache_seconds`; transitions here refresh it at once)."""
+        key = (scope, rulebook_id)
+        now = time.monotonic()
+        if not fresh:
+            cached = self._cache.get(key)
+            if cached is not None and cached[0] > now:
+                return cached[1]
+        head = self.store.head(scope, rulebook_id)
+        state = ReleaseState(rulebook_id) if head is None else state_from_member(
+            rulebook_id, head["seq"], head["event_hash"], json.loads(head["event_json"])["state"])
+        with self._lock:
+            if len(self._cache) >= 4096:
+                self._cache.clear()
+            self._cache[key] = (now + self.cache_seconds, state)
+        return state
+
+    def policy(self, scope: str) -> ReleasePolicy:
+        stored = self.store.policy(scope)
+        return ReleasePolicy.from_json(json.loads(stored)) if stored else ReleasePolicy()
+
+    def set_policy(self, scope: str, body: Any) -> ReleasePolicy:
+        policy = ReleasePolicy.from_json(body)
+        self.store.set_policy(scope, canonical_text(policy.to_json()), iso_ms(self.clock.now()))
+        return policy
+
+    def history(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
+        return [json.loads(row["event_json"]) for row in self.store.events(scope, rulebook_id)]
+
+    def history_document(self, caller_scope: str, rulebook_id: str) -> dict[str, Any]:
+        """The portable, offline-verifiable release history (`gate verify --release-history`)."""
+        self._known(caller_scope, rulebook_id)
+        return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id))
+
+    def status(self, scope: str, rulebook_id: str) -> dict[str, Any]:
+        """State, policy, history and the live comparison; runs the guardrails (they may halt)."""
+        self._known(scope, rulebook_id)
+        self.check_guardrails(scope, rulebook_id)
+        state = self.state(scope, rulebook_id, fresh=True)
+        return {"rulebook_id": rulebook_id, "state": state.to_json(), "policy": self.policy(scope).to_json(),
+                "comparison": self.comparison(scope, state), "history": self.history(scope, rulebook_id)}
+
+    def comparison(self, scope: str, state: ReleaseState) -> dict[str, Any]:
+        shadow = None
+        if state.shadow is not None:
+            rows = self.store.shadow_rows(scope, state.rulebook_id, state.shadow.version)
+            shadow = {"version": state.shadow.version, **shadow_figures(rows)}
+        canary = None
+        if state.canary is not None:
+            canary_counts, active_counts = self._arm_counts(scope, state)
+            canary = {"version": state.canary.version.version, "percent": state.canary.percent,
+                      **canary_figures(canary_counts, active_counts, evaluate(canary_counts, active_counts))}
+        return {"shadow": shadow, "canary": canary}
+
+    # ------------------------------------------------------------------ transitions
+
+    def act(self, scope: str, actor: str, permissions: frozenset[str], rulebook_id: str, body: Any,
+            idempotency_key: str | None = None) -> tuple[dict[str, Any], bool]:
+        """Apply one action: (the signed event, newly created). The same idempotency key with the
+        same body answers the same event; with another body it is 409."""
+        checked = self._checked_body(body)
+        require_permission = _ACTION_PERMISSION.get(checked["action"], "release")
+        if require_permission not in permissions:
+            raise _permission_denied(require_permission)
+        self._known(scope, rulebook_id)
+        request_hash = sha256_hex({"actor": actor, "body": checked})
+        for _attempt in range(8):
+            if idempotency_key is not None:
+                known = self.store.by_idempotency(scope, rulebook_id, idempotency_key)
+                if known is not None:
+                    if known["request_hash"] != request_hash:
+                        raise GateError("RELEASE_IDEMPOTENCY_CONFLICT",
+                                        "this idempotency key was already used with another release request")
+                    return json.loads(known["event_json"]), False
+            event = self._event(scope, actor, rulebook_id, checked)
+            try:
+                self.store.append({"scope": scope, "rulebook_id": rulebook_id, "seq": event["seq"],
+                                   "action": event["action"], "event_hash": event["event_hash"],
+                                   "idempotency_key": idempotency_key, "request_hash": request_hash,
+                                   "created_at": event["created_at"], "event_json": canonical_text(event)})
+            except ReleaseRace:
+                continue  # another transition took this seq (or this key): read the new head
+            self.state(scope, rulebook_id, fresh=True)
+            return event, True
+        raise GateError("LEDGER_UNAVAILABLE", "release transitions raced too often; retry")
+
+    def _event(self, scope: str, actor: str, rulebook_id: str, checked: dict[str, Any]) -> dict[str, Any]:
+        state = self.state(scope, rulebook_id, fresh=True)
+        name = checked["action"]
+        now = self.clock.now()
+        version = self._version(scope, rulebook_id, checked["version"]) if checked.get("version") is not None else None
+        if name == "approve" and version is not None and checked.get("rulebook_hash") != version.rulebook_hash:
+            raise GateError("RELEASE_APPROVAL_MISMATCH", "rulebook_hash is not the published hash of this version")
+        expires = None
+        policy = self.policy(scope)
+        if name in ("canary", "activate") and policy.require_approval:
+            expires = iso_ms(_utc(now) + timedelta(seconds=policy.approval_ttl_seconds))
+        action = Action(name, actor, iso_ms(now), version, checked.get("percent"),
+                        checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires)
+        inputs = EventInputs(scope_hash(scope), checked.get("reason"), checked.get("migration_manifest_hash"),
+                             checked.get("evidence"))
+        try:
+            event, _after = build_event(state, action, inputs, self.signing.receipt_signer())
+        except ReleaseRefused as refused:
+            raise _refused(refused) from None
+        return event
+
+    @staticmethod
+    def _checked_body(body: Any) -> dict[str, Any]:
+        if not isinstance(body, Mapping):
+            raise GateError("RELEASE_ACTION_INVALID", "the body must be a JSON object")
+        unknown = sorted(set(body) - _BODY_MEMBERS - {"evidence"})
+        if unknown:
+            raise GateError("RELEASE_ACTION_INVALID", f"unknown member(s): {', '.join(unknown)}")
+        problems = _body_problems(body)
+        if problems:
+            raise GateError("RELEASE_ACTION_INVALID", problems[0], problems=problems)
+        return {k: v for k, v in body.items() if v is not None}
+
+    # ------------------------------------------------------------------ decide: route and observe
+
+    def route(self, caller: Caller, body: dict[str, Any], idempotency_key: str | None,
+              prior_version: Callable[[], str | None]) -> tuple[dict[str, Any], Routed]:
+        """The request an inline decide of the referenced version would be, and where it went.
+        `prior_version()` names the version an earlier decide under the same idempotency key ran,
+        so a retry replays in its arm whatever the release did since."""
+        ref = body.get("rulebook_ref")
+        if "rulebook" in body or not isinstance(ref, Mapping) or set(ref) - {"rulebook_id", "version"} \
+                or not isinstance(ref.get("rulebook_id"), str) \
+                or not isinstance(ref.get("version", ""), str):
+            raise GateError("RULEBOOK_REF_INVALID", "rulebook_ref is {rulebook_id, version?} (strings) and replaces "
+                            "rulebook: send one of them")
+        rulebook_id, scope = ref["rulebook_id"], caller.scope
+        self._known(scope, rulebook_id)
+        state = self.state(scope, rulebook_id)
+        version, arm, subject_hash = ref.get("version"), "pinned", None
+        if version is None:
+            version = prior_version() if idempotency_key is not None else None
+            arm = "replayed" if version is not None else "active"
+        if version is None:
+            if state.active is None:
+                raise GateError("RULEBOOK_NOT_ACTIVE", f"rulebook {rulebook_id!r} has no active version: activate "
+                                "one (POST /api/decision/rulebooks/{id}/release) or name a version")
+            version = state.active.version
+            if state.canary is not None:
+                subject = subject_value(body, state.canary.subject, sha256_hex(body))
+                subject_hash = sha256_hex(subject)
+                if in_canary(state.canary, scope, rulebook_id, subject):
+                    version, arm = state.canary.version.version, "canary"
+        snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, version)
+        if snapshot is None:
+            raise GateError("RULEBOOK_NOT_FOUND", f"version {version!r} of this rulebook is not published in this scope")
+        request = {k: v for k, v in body.items() if k != "rulebook_ref"}
+        request["rulebook"] = self._body(snapshot)
+        return request, Routed(rulebook_id, version, arm, state.seq, subject_hash)
+
+    def _body(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        cached = self._bodies.get(snapshot["rulebook_hash"])
+        if cached is None:
+            cached = json.loads(snapshot["body_json"])
+            if len(self._bodies) >= 1024:
+                self._bodies.clear()
+            self._bodies[snapshot["rulebook_hash"]] = cached
+        # a fresh copy: the decide path must not share a mutable document between requests
+        return json.loads(canonical_text(cached))
+
+    def check_inline(self, scope: str, rulebook: Mapping[str, Any], rulebook_hash: str) -> tuple[tuple[str, str], ...]:
+        """An inline decide of a released id: the superseded header, or 409 when the scope refuses."""
+        rulebook_id = rulebook.get("rulebook_id")
+        if not isinstance(rulebook_id, str):
+            return ()
+        active = self.state(scope, rulebook_id).active
+        if active is None or active.rulebook_hash == rulebook_hash:
+            return ()
+        if self.policy(scope).refuse_superseded_inline:
+            raise GateError("RULEBOOK_SUPERSEDED", f"rulebook {rulebook_id!r} has an active release, version "
+                            f"{active.version!r}, with other content: decide by reference or send that version",
+                            active_version=active.version)
+        return (("x-decision-rulebook-superseded-by", active.version),)
+
+    def observe(self, scope: str, record: Mapping[str, Any], facts: Mapping[str, Any],
+                routed: Routed | None) -> Observed:
+        """The release row of a decide (arm, and the shadow's result on the same facts), and the
+        arm block its record carries when it was decided by reference."""
+        rulebook_id = record.get("policy_id")
+        if not isinstance(rulebook_id, str):
+            return Observed(None, None, ())
+        state = self.state(scope, rulebook_id)
+        if state.seq == 0 and routed is None:
+            return Observed(None, None, ())
+        row: dict[str, Any] = {
+            "decision_id": record["decision_id"], "scope": scope, "rulebook_id": rulebook_id,
+            "release_seq": routed.release_seq if routed else state.seq, "arm": routed.arm if routed else "inline",
+            "version": record["policy_version"], "verdict": record["verdict"], "created_at": record["created_at"],
+            "shadow_version": None, "shadow_verdict": None, "shadow_reason_code": None, "shadow_matched_rule_id": None,
+        }
+        if state.shadow is not None and state.shadow.version != record["policy_version"]:
+            row.update(self._shadow(scope, rulebook_id, state.shadow, facts))
+        block = None
+        if routed is not None:
+            block = {"release_arm_version": ARM_BLOCK_VERSION, "rulebook_id": rulebook_id,
+                     "version": routed.version, "arm": routed.arm, "release_seq": routed.release_seq,
+                     "subject_hash": routed.subject_hash}
+            if routed.arm == "canary":
+                self._count_canary_decide(scope, rulebook_id)
+        return Observed(row, block, ())
+
+    def _shadow(self, scope: str, rulebook_id: str, shadow: Version, facts: Mapping[str, Any]) -> dict[str, Any]:
+        """The shadow version on the live decision's facts (no adapter runs again). A shadow that
+        cannot be evaluated (over budget, invalid) records no verdict; it never fails the decide."""
+        snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, shadow.version)
+        if snapshot is None:
+            return {"shadow_version": shadow.version}
+        rulebook = self._body(snapshot)
+        try:
+            check_evaluation_cost(rulebook, shadow.rulebook_hash, dict(facts))
+            evaluation = get_evaluator(rulebook, shadow.rulebook_hash).evaluate(dict(facts))
+        except GateError:
+            return {"shadow_version": shadow.version}
+        return {"shadow_version": shadow.version, "shadow_verdict": evaluation.decision,
+                "shadow_reason_code": evaluation.reason_code, "shadow_matched_rule_id": evaluation.matched_rule_id}
+
+    # ------------------------------------------------------------------ guardrails
+
+    def _arm_counts(self, scope: str, state: ReleaseState) -> tuple[ArmCounts, ArmCounts]:
+        since = state.canary.since_seq if state.canary else state.seq
+        tallies = self.store.arm_tallies(scope, state.rulebook_id, since)
+        empty = ArmTally({}, 0, 0)
+
+        def counts(tally: ArmTally) -> ArmCounts:
+            return ArmCounts(tally.verdicts, tally.failed, tally.succeeded)
+
+        return counts(tallies.get("canary", empty)), counts(tallies.get("active", empty))
+
+    def check_guardrails(self, scope: str, rulebook_id: str) -> GuardrailReport | None:
+        """Run the guardrails of a running canary; a tripped one halts it with its evidence."""
+        state = self.state(scope, rulebook_id, fresh=True)
+        if state.canary is None:
+            return None
+        canary_counts, active_counts = self._arm_counts(scope, state)
+        report = evaluate(canary_counts, active_counts)
+        if report.tripped:
+            self._halt_for(scope, rulebook_id, state.canary, report)
+        return report
+
+    def _halt_for(self, scope: str, rulebook_id: str, canary: Canary, report: GuardrailReport) -> None:
+        body = {"action": "halt", "reason": f"guardrail tripped: {', '.join(report.tripped)}",
+                "evidence": {"canary_version": canary.version.version, "canary_since_seq": canary.since_seq,
+                             **report.to_json()}}
+        try:
+            self.act(scope, "guardrail", frozenset({"release"}), rulebook_id, body,
+                     idempotency_key=f"guardrail:{canary.since_seq}")
+        except GateError as error:
+            if error.code != "RELEASE_NOTHING_TO_HALT":  # someone halted it first: nothing to do
+                raise
+        if self.on_trip is not None:
+            self.on_trip(scope, rulebook_id, report)
+
+    def after_outcome(self, scope: str, decision_id: str) -> None:
+        """Called after an Outcome Record is stored: a canary decision's outcome re-runs its guardrails."""
+        row = self.store.release_row(scope, decision_id)
+        if row is not None and row["arm"] in ("canary", "active"):
+            state = self.state(scope, row["rulebook_id"], fresh=True)
+            if state.canary is not None:
+                self.check_guardrails(scope, row["rulebook_id"])
+
+    def _count_canary_decide(self, scope: str, rulebook_id: str) -> None:
+        key = (scope, rulebook_id)
+        with self._lock:
+            count = self._canary_decides.get(key, 0) + 1
+            self._canary_decides[key] = count
+            if count % GUARD_EVERY:
+                return
+            if self._guard_pool is None:
+                self._guard_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-guard")
+        self._guard_pool.submit(self._guard_quietly, scope, rulebook_id)
+
+    def _guard_quietly(self, scope: str, rulebook_id: str) -> None:
+        try:
+            self.check_guardrails(scope, rulebook_id)
+        except Exception:
+            import logging
+
+            logging.getLogger("gate.releases").exception("background guardrail check failed")
+
+    def guardrail_alerts(self, scope: str) -> list[dict[str, Any]]:
+        """`/api/policy-alerts` entries: canaries a guardrail halted, with the evidence event."""
+        alerts = []
+        for row in halt_rows(self.store, scope):
+            event = json.loads(row["event_json"])
+            if event.get("actor") != "guardrail":
+                continue
+            evidence = event.get("evidence") or {}
+            alerts.append({
+                "alert_id": "release:" + event["event_hash"][:24], "source": "release_guardrail",
+                "kind": "canary_halted", "severity": "high", "policy_id": event["rulebook_id"],
+                "canary_version": evidence.get("canary_version"), "guardrails": evidence.get("tripped", []),
+                "release_seq": event["seq"], "event_hash": event["event_hash"], "halted_at": event["created_at"],
+                "reasons": [(f"the canary of version {evidence.get('canary_version')} was halted on its own: "
+                             f"{', '.join(evidence.get('tripped', []))} tripped (always-valid test, "
+                             f"alpha {evidence.get('settings', {}).get('alpha')})")],
+            })
+        return alerts
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _body_problems(body: Mapping[str, Any]) -> list[str]:
+    problems = []
+    action = body.get("action")
+    if not isinstance(action, str):
+        problems.append("action is required: shadow, canary, activate, halt, rollback or approve")
+    percent = body.get("percent")
+    if percent is not None and (isinstance(percent, bool) or not isinstance(percent, (int, float))):
+        problems.append("percent must be a number")
+    for name, limit in (("reason", 500), ("version", 80)):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, str) or not 0 < len(value) <= limit):
+            problems.append(f"{name} must be a string of 1 to {limit} characters")
+    subject = body.get("subject")
+    if subject is not None and (not isinstance(subject, str) or not _SUBJECT.fullmatch(subject)):
+        problems.append("subject must be a dotted path such as context.source_record_id")
+    for name in ("migration_manifest_hash", "rulebook_hash"):
+        value = body.get(name)
+        if value is not None and (not isinstance(value, str) or not _HEX64.fullmatch(value)):
+            problems.append(f"{name} must be 64 lowercase hex characters")
+    seq = body.get("request_seq")
+    if seq is not None and (type(seq) is not int or seq < 1):
+        problems.append("request_seq must be a positive integer")
+    if action == "approve" and (seq is None or body.get("version") is None or body.get("rulebook_hash") is None):
+        problems.append("approve needs request_seq, and the requested version with its rulebook_hash")
+    evidence = body.get("evidence")
+    if evidence is not None and not isinstance(evidence, Mapping):
+        problems.append("evidence must be an object")
+    return problems
+
+
+__all__ = ["DEFAULT_SUBJECT", "Observed", "ReleasePolicy", "ReleaseService", "Routed", "require"]
