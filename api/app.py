@@ -41,10 +41,9 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.advisory import AdvisoryService
 from gate.services.chains import AuditChainService
-from gate.services.decide import DecisionService
+from gate.services.decide import DecisionService, with_releases
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
-from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.settings import Settings
 from workbench.dataset.load import from_ledger
@@ -118,9 +117,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         confidence=settings.decide_confidence,
         advisory=advisory_service(settings),
     )
-    release_service = ReleaseService(ledger, signing, snapshots=service, clock=service.clock,
-                              on_trip=record_guardrail_trip)
-    service.releases = release_service
+    release_service = with_releases(service, on_trip=record_guardrail_trip)
     return GateRuntime(
         settings=settings,
         ledger=ledger,

@@ -29,6 +29,7 @@ from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, s
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, apply_everywhere
+from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
 from gate_cli.scopes_cmd import add_scopes_parser
@@ -193,7 +194,7 @@ def cmd_demo(args) -> int:
     retired = retire_demo_keys(settings)
     # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
     # window (360 units a minute); a starter key (60) answered 429 to the reports after step 7.
-    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL)
+    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL, "decide,publish,release,approve")
     banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
@@ -251,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db_parser(sub)
     _add_keys_parser(sub)
     # Each other subcommand family lives in its own module and adds its own parser.
-    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser,
+    for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
                 add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)

@@ -22,6 +22,7 @@ from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.errors import GateError
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate.releases.events import verify_history
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
     SOURCE_KEY_REGISTRY_URL,
@@ -128,6 +129,8 @@ def cmd_verify(args) -> int:
         anchors = load_anchors(args)
         if not isinstance(record, dict):
             raise GateError("VERIFY_INPUT_UNREADABLE", f"{args.file} does not hold a JSON object")
+        if record.get("release_history_version") is not None:
+            return _verify_release_history(record, anchors, args.json)
         packet = is_packet(record)
         held = _checkpoint_log(args.checkpoints)
         if held is not None and not packet:
@@ -144,3 +147,23 @@ def cmd_verify(args) -> int:
     else:
         print(packet_report(result) if packet else report(result))
     return 0 if result["verified"] else 1
+
+
+def _verify_release_history(document: dict, anchors: TrustAnchors, as_json: bool) -> int:
+    """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
+    link, signature and stated state (gate.releases.events). Verified needs a trusted key."""
+    events = document.get("events")
+    check = verify_history(events if isinstance(events, list) else [], None if anchors.empty else anchors)
+    verified = check.valid and not anchors.empty
+    result = {"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
+              "rulebook_id": document.get("rulebook_id"), **check.to_json()}
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"release history of {document.get('rulebook_id')!r}: {'VERIFIED' if verified else 'NOT VERIFIED'}"
+              f" ({check.events} events)")
+        print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
+        print(f"  authenticity {'valid' if verified else 'NOT PROVEN (no trusted key)' if check.valid else 'INVALID'}")
+        for problem in check.problems:
+            print(f"  {problem}")
+    return 0 if verified else 1

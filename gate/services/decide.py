@@ -369,4 +369,12 @@ def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
     return not isinstance(registry, dict) or registry.get("scope_hash") == scope_hash(scope)
 
 
-__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row"]
+__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row", "with_releases"]
+
+
+def with_releases(service: DecisionService, on_trip: Any = None) -> ReleaseService:
+    """Wire policy releases into a decision service (the API, the CLI and the workbench build it
+    here): decide by reference, shadows and canaries then run in its decides."""
+    releases = ReleaseService(service.ledger, service.signing, snapshots=service, clock=service.clock, on_trip=on_trip)
+    service.releases = releases
+    return releases

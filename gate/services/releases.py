@@ -21,7 +21,7 @@ from typing import Any
 
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
-from gate.errors import GateError
+from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.releases import ArmTally, ReleaseLedger, ReleaseRace, halt_rows
@@ -252,8 +252,11 @@ class ReleaseService:
                         checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires)
         inputs = EventInputs(scope_hash(scope), checked.get("reason"), checked.get("migration_manifest_hash"),
                              checked.get("evidence"))
+        signer = self.signing.receipt_signer()
+        if signer is None and self.signing.required:
+            raise SigningUnavailable()  # SECURITY: no unsigned release event where signing is required
         try:
-            event, _after = build_event(state, action, inputs, self.signing.receipt_signer())
+            event, _after = build_event(state, action, inputs, signer)
         except ReleaseRefused as refused:
             raise _refused(refused) from None
         return event

@@ -1,0 +1,194 @@
+"""`gate release …`: the operator's side of policy releases (docs/releases.md), through the same
+`ReleaseService` as the API and the workbench. The operator acts as `operator:<name>` (`--as`,
+default the login name): approvals still need a second identity.
+
+    gate release publish  --scope S FILE
+    gate release status   --scope S --rulebook-id ID [--json]
+    gate release history  --scope S --rulebook-id ID           (the offline-verifiable history)
+    gate release shadow   --scope S --rulebook-id ID --version V [--reason R] [--manifest migration.json]
+    gate release canary   --scope S --rulebook-id ID --version V --percent P [--subject PATH] …
+    gate release activate --scope S --rulebook-id ID --version V …
+    gate release halt|rollback --scope S --rulebook-id ID [--reason R]
+    gate release approve  --scope S --rulebook-id ID --request-seq N --version V --rulebook-hash H
+    gate release policy   --scope S [--require-approval | --no-require-approval] [--approval-ttl SECONDS]
+                          [--refuse-superseded-inline | --allow-superseded-inline]
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import sys
+from typing import Any
+
+from gate_cli.context import CliError, load_settings, open_ledger
+
+ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def add_release_parser(sub) -> None:
+    release = sub.add_parser("release", help="publish rulebook versions and move their releases")
+    rsub = release.add_subparsers(dest="release_command", required=True)
+    publish = rsub.add_parser("publish", help="publish a Rulebook v1 file in a scope (immutable)")
+    _scope(publish)
+    publish.add_argument("file", help="the Rulebook v1 JSON file")
+    for name, text in (("status", "show a release's state, policy, comparison and history"),
+                       ("history", "print the release history (verify it offline with gate verify)")):
+        parser = rsub.add_parser(name, help=text)
+        _scope(parser)
+        parser.add_argument("--rulebook-id", required=True, help="the rulebook id (required)")
+        parser.add_argument("--json", action="store_true", help="print JSON (history is always JSON)")
+    for name in ACTIONS:
+        parser = rsub.add_parser(name, help=f"{name} (a signed, chained release event)")
+        _scope(parser)
+        parser.add_argument("--rulebook-id", required=True, help="the rulebook id (required)")
+        if name in ("shadow", "canary", "activate", "approve"):
+            parser.add_argument("--version", required=True, help="the published version (required)")
+        if name == "canary":
+            parser.add_argument("--percent", type=float, required=True, help="share of subjects, 0 < P < 100 (required)")
+            parser.add_argument("--subject", default=None,
+                                help="dotted path of the request that picks the arm (default: context.source_record_id)")
+        if name == "approve":
+            parser.add_argument("--request-seq", type=int, required=True, help="the pending request's seq (required)")
+            parser.add_argument("--rulebook-hash", required=True, help="the requested version's hash (required)")
+        parser.add_argument("--reason", default=None, help="why (recorded in the signed event; default: none)")
+        parser.add_argument("--manifest", default=None,
+                            help="the dry-run's migration.json this rests on (its migration_hash is recorded)")
+        parser.add_argument("--as", dest="actor", default=None, help="operator name (default: the login name)")
+        parser.add_argument("--idempotency-key", default=None, help="retry-safe key (default: none)")
+        parser.add_argument("--json", action="store_true", help="print the event as JSON")
+    policy = rsub.add_parser("policy", help="show or change a scope's release policy")
+    _scope(policy)
+    policy.add_argument("--require-approval", dest="require_approval", action="store_const", const=True, default=None,
+                        help="canary and activation need a second identity's approval")
+    policy.add_argument("--no-require-approval", dest="require_approval", action="store_const", const=False)
+    policy.add_argument("--approval-ttl", type=int, default=None, help="seconds an approval request lives (60..2592000)")
+    policy.add_argument("--refuse-superseded-inline", dest="refuse_inline", action="store_const", const=True,
+                        default=None, help="refuse inline decides of a released id with other content (409)")
+    policy.add_argument("--allow-superseded-inline", dest="refuse_inline", action="store_const", const=False)
+    release.set_defaults(func=cmd_release)
+
+
+def _scope(parser) -> None:
+    parser.add_argument("--scope", required=True, help="the scope (required)")
+
+
+def _manifest_hash(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            digest = json.load(handle).get("migration_hash")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise CliError(f"cannot read the migration manifest {path}: {exc}") from exc
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        raise CliError(f"{path} has no migration_hash (is it a dry-run's migration.json?)")
+    return digest
+
+
+def _body(args) -> dict[str, Any]:
+    body: dict[str, Any] = {"action": args.release_command, "reason": args.reason,
+                            "migration_manifest_hash": _manifest_hash(args.manifest)}
+    for name in ("version", "percent", "subject", "request_seq", "rulebook_hash"):
+        if getattr(args, name, None) is not None:
+            body[name] = getattr(args, name)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def cmd_release(args) -> int:
+    from gate.errors import GateError
+    from gate.keys.config import SigningSetup
+    from gate.services.decide import DecisionService, with_releases
+
+    settings = load_settings()
+    ledger = open_ledger(settings)
+    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                                settings.require_signing)
+    releases = with_releases(DecisionService(ledger, signing))
+    try:
+        return _run(args, releases)
+    except GateError as error:
+        print(f"gate release: {error.code}: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        ledger.dispose()
+
+
+def _run(args, releases) -> int:
+    command = args.release_command
+    if command == "publish":
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                rulebook = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read the rulebook {args.file}: {exc}") from exc
+        metadata, created = releases.snapshots.register_rulebook(args.scope, rulebook)
+        print(json.dumps({"created": created, "rulebook": metadata}, indent=2))
+        return 0
+    if command == "policy":
+        return _policy(args, releases)
+    if command == "history":
+        print(json.dumps(releases.history_document(args.scope, args.rulebook_id), indent=2))
+        return 0
+    if command == "status":
+        status = releases.status(args.scope, args.rulebook_id)
+        print(json.dumps(status, indent=2) if args.json else status_text(status))
+        return 0
+    actor = "operator:" + (args.actor or getpass.getuser())
+    event, created = releases.act(args.scope, actor, frozenset({"decide", "publish", "release", "approve"}),
+                                  args.rulebook_id, _body(args), args.idempotency_key)
+    if args.json:
+        print(json.dumps(event, indent=2))
+    else:
+        state = releases.state(args.scope, args.rulebook_id)
+        print(f"{'recorded' if created else 'already recorded'} event {event['seq']} ({event['action']}) of "
+              f"{args.rulebook_id!r}: {event['event_hash']}")
+        print(status_text({"rulebook_id": args.rulebook_id, "state": state.to_json(), "history": [],
+                           "comparison": {"shadow": None, "canary": None}}))
+    return 0
+
+
+def _policy(args, releases) -> int:
+    current = releases.policy(args.scope).to_json()
+    changes = {"require_approval": args.require_approval, "approval_ttl_seconds": args.approval_ttl,
+               "refuse_superseded_inline": args.refuse_inline}
+    if any(v is not None for v in changes.values()):
+        current = releases.set_policy(args.scope, {**current, **{k: v for k, v in changes.items()
+                                                                  if v is not None}}).to_json()
+    print(json.dumps({"scope": args.scope, "policy": current}, indent=2))
+    return 0
+
+
+def status_text(status: dict[str, Any]) -> str:
+    state = status["state"]
+    lines = [f"release of {status['rulebook_id']!r} (event {state['seq']})"]
+    active = state.get("active")
+    lines.append(f"  active  {active['version'] if active else 'none (decide by reference answers 409)'}")
+    if state.get("shadow"):
+        lines.append(f"  shadow  {state['shadow']['version']}")
+    if state.get("canary"):
+        canary = state["canary"]
+        lines.append(f"  canary  {canary['version']} at {canary['percent']}% by {canary['subject']}")
+    for pending in state.get("pending", []):
+        lines.append(f"  pending {pending['action']} {pending['version']} (request {pending['request_seq']}, "
+                     f"by {pending['requested_by']}, expires {pending['expires_at']})")
+    comparison = status.get("comparison") or {}
+    shadow = comparison.get("shadow")
+    if shadow:
+        agreement = shadow["agreement"]
+        lines.append(f"  shadow agreement {agreement['events']}/{agreement['n']} "
+                     f"(95% interval {agreement['interval_95']}) over {shadow['decisions']} live decisions")
+    canary = comparison.get("canary")
+    if canary:
+        for arm in canary["arms"]:
+            failure = arm["failure_rate"]
+            lines.append(f"  arm {arm['arm']:<7} {arm['decisions']} decisions; failure rate {failure['rate']} "
+                         f"of {failure['n']} resolved (95% {failure['interval_95']})")
+        tripped = canary["guardrails"]["tripped"]
+        lines.append(f"  guardrails {'TRIPPED: ' + ', '.join(tripped) if tripped else 'holding'}")
+    for event in status.get("history", [])[-10:]:
+        lines.append(f"  #{event['seq']} {event['created_at']} {event['action']} {event.get('version') or ''} "
+                     f"by {event['actor']}" + (f": {event['reason']}" if event.get("reason") else ""))
+    return "\n".join(lines)
