@@ -8,9 +8,11 @@ Each guardrail compares a proportion between the canary arm and the active arm:
 
 The test is a mixture sequential probability ratio test (mSPRT; Robbins 1970, as used for A/B
 tests by Johari, Pekelis and Walsh, "Always valid inference", 2017) on the difference of the two
-proportions, with its normal approximation: with d = p_canary - p_active, its estimated variance
-V = p_c(1-p_c)/n_c + p_a(1-p_a)/n_a (each p smoothed as (x+0.5)/(n+1) so a zero count has a
-variance) and a N(0, tau^2) mixture over the true difference, the likelihood ratio is
+proportions, with its normal approximation: with d = p_canary - p_active, its variance under "no
+difference" V = p(1-p)(1/n_c + 1/n_a) from the pooled proportion p = (x_c+x_a+0.5)/(n_c+n_a+1)
+(smoothed so a zero count still has a variance; the pooled form keeps the simulated false-alarm
+rate under alpha where the unpooled one, at 30 observations an arm, reached it) and a N(0, tau^2)
+mixture over the true difference, the likelihood ratio is
 
     L = sqrt(V / (V + tau^2)) * exp(d^2 * tau^2 / (2 V (V + tau^2))).
 
@@ -89,9 +91,9 @@ def compare(name: str, canary: tuple[int, int], active: tuple[int, int], *, tau:
     (x_c, n_c), (x_a, n_a) = canary, active
     if n_c < min_count or n_a < min_count:
         return Comparison(name, canary, active, None, None, None, alpha, tolerance, False, False)
-    p_c, p_a = _smoothed(x_c, n_c), _smoothed(x_a, n_a)
     d = x_c / n_c - x_a / n_a
-    v = p_c * (1 - p_c) / n_c + p_a * (1 - p_a) / n_a
+    pooled = _smoothed(x_c + x_a, n_c + n_a)
+    v = pooled * (1 - pooled) * (1 / n_c + 1 / n_a)
     t2 = tau * tau
     log_lr = 0.5 * math.log(v / (v + t2)) + d * d * t2 / (2 * v * (v + t2))
     radius = math.sqrt(v * (v + t2) / t2 * (2 * math.log(1 / alpha) + math.log((v + t2) / v)))
