@@ -138,6 +138,46 @@ POLICYCHECK_ENDPOINTS: tuple[Endpoint, ...] = (
         request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)),
 )
 
+# Issue 20: policy releases (docs/releases.md).
+_RELEASE_ERRORS = BODY_ERRORS + AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "RELEASE_PERMISSION_DENIED",
+                                               "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("post", "/api/decision/rulebooks", "Publish a Rulebook v1 (body) as an immutable version of the "
+             "caller's scope; needs the `publish` permission.", True,
+             {200: "{ok, created: false, rulebook} the same content again", 201: "{ok, created: true, rulebook}",
+              403: "key lacks publish", 409: "other content under a published version", 422: "invalid rulebook"},
+             errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"), tags=("releases",)),
+    Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release", "A rulebook's release: state (active, "
+             "previous, shadow, canary, pending approvals), the scope's release policy, the live shadow and canary "
+             "comparison with intervals and guardrails, and the signed event history.", True,
+             {200: "{ok, rulebook_id, state, policy, comparison, history}", 404: "not published in this scope"},
+             errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
+    Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release/history", "The portable release history "
+             "(`release_history_v1`) that `gate verify` checks offline.", True,
+             {200: "{release_history_version, scope_hash, rulebook_id, events}", 404: "not published in this scope"},
+             errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
+    Endpoint("post", "/api/decision/rulebooks/{rulebook_id}/release", "One transition `{action: shadow | canary | "
+             "activate | halt | rollback | approve, version?, percent?, subject?, reason?, migration_manifest_hash?, "
+             "request_seq?, rulebook_hash?}`: a signed, chained release event. Needs `release` (`approve` for "
+             "approve); idempotent under x-idempotency-key.", True,
+             {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
+              400: "malformed action", 403: "permission, or an identity approving its own request",
+              404: "rulebook, version or pending request not found",
+              409: "the release state refuses the action, or another body under the key"},
+             errors=_RELEASE_ERRORS + ("RELEASE_ACTION_INVALID", "RELEASE_TRANSITION_REFUSED",
+                                       "RELEASE_NOTHING_TO_HALT", "RELEASE_NOTHING_TO_ROLL_BACK",
+                                       "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_APPROVAL_MISMATCH",
+                                       "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE"),
+             request_headers=("x-idempotency-key",), response_headers=("x-idempotency-status",), tags=("releases",)),
+    Endpoint("get", "/api/decision/release-policy", "The scope's release policy.", True,
+             {200: "{ok, policy}"}, errors=AUTH_ERRORS, tags=("releases",)),
+    Endpoint("put", "/api/decision/release-policy", "Set the scope's release policy `{require_approval, "
+             "approval_ttl_seconds, refuse_superseded_inline}`; needs `release`.", True,
+             {200: "{ok, policy}", 400: "malformed policy", 403: "key lacks release"},
+             errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED"),
+             tags=("releases",)),
+)
+
 # Issue 11: operational routes (docs/operations.md).
 _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
 OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
@@ -498,6 +538,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              "(readiness is /api/decision/status).", False, {200: "alive"}, tags=("registries",)),
     *POLICYCHECK_ENDPOINTS,
     *OPERATIONS_ENDPOINTS,
+    *RELEASE_ENDPOINTS,
 )
 
 # Issue 18 item 7: the costly keyed routes are charged to the key's cost window (api/costs.py).
@@ -507,6 +548,9 @@ CHARGED_ROUTES = frozenset({
     ("post", "/api/decision/{decision_id}/counterfactuals"), ("get", "/api/decision/{decision_id}/verify"),
     ("post", "/api/decision/{decision_id}/verify"), ("get", "/api/decision/{decision_id}/packet"),
     ("get", "/api/decision/chains/{chain_id}"), ("get", "/api/policy-alerts"),
+    ("post", "/api/decision/rulebooks"), ("get", "/api/decision/rulebooks/{rulebook_id}/release"),
+    ("get", "/api/decision/rulebooks/{rulebook_id}/release/history"),
+    ("post", "/api/decision/rulebooks/{rulebook_id}/release"),
     *(("get", kind.path) for kind in REPORTS.values()),
 })
 
@@ -730,7 +774,7 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     """The route's path parameters, then its query parameters, then its request headers."""
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
-        for name in ("decision_id", "chain_id", "policy_id", "name", "ticketing_system", "workflow")
+        for name in ("decision_id", "chain_id", "policy_id", "rulebook_id", "name", "ticketing_system", "workflow")
         if "{" + name + "}" in endpoint.path
     ]
     parameters += [_query_parameter(*entry) for entry in endpoint.query]

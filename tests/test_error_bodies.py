@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 from api.errors import ERROR_TABLE
+from tests.releases.support import ALL, Api, by_reference, inline, version
 from tests.server.support import Server, raw_exchange
 
 RULEBOOK_REQUEST_ERRORS = {
@@ -79,6 +80,21 @@ CASES = {
     "PILOT_NOT_FOUND": lambda c: c.client.post("/api/pilot", json={"pilot_id": "pilot_" + "0" * 24,
                                                                   "confirmation_token": "pct_x"}),
     "METRICS_UNAVAILABLE": lambda c: c.client.get("/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
+    # Policy releases (docs/releases.md).
+    "RULEBOOK_REF_INVALID": lambda c: _releases(c).decide({**by_reference(), "rulebook_ref": "pricing_exception"}),
+    "RULEBOOK_NOT_ACTIVE": lambda c: _releases(c).decide(by_reference()),
+    "RULEBOOK_SUPERSEDED": lambda c: _superseded(c),
+    "RELEASE_ACTION_INVALID": lambda c: _releases(c).act("launch"),
+    "RELEASE_TRANSITION_REFUSED": lambda c: _releases(c, active="v1").act("shadow", version="v1"),
+    "RELEASE_NOTHING_TO_HALT": lambda c: _releases(c).act("halt"),
+    "RELEASE_NOTHING_TO_ROLL_BACK": lambda c: _releases(c).act("rollback"),
+    "RELEASE_APPROVAL_NOT_FOUND": lambda c: _approve_unknown(_releases(c)),
+    "RELEASE_APPROVAL_MISMATCH": lambda c: _approval(c, own=False, rulebook_hash="0" * 64),
+    "RELEASE_SELF_APPROVAL": lambda c: _approval(c, own=True),
+    "RELEASE_PERMISSION_DENIED": lambda c: Api(c.client, c.key).publish(version("v1")),
+    "RELEASE_IDEMPOTENCY_CONFLICT": lambda c: _idempotency_conflict(_releases(c)),
+    "RELEASE_POLICY_INVALID": lambda c: c.client.put("/api/decision/release-policy", json={"require_approval": 1},
+                                                     headers=_releases(c).headers()),
     "METRICS_UNAUTHORIZED": lambda c: c.make_app({"GATE_METRICS_TOKEN": "m" * 20}).test_client().get(
         "/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
     "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
@@ -375,6 +391,42 @@ def _crash(c):
 
     app.extensions["gate"].service.decide = explode
     return _decide(app.test_client(), c.key, c.sample)
+
+
+def _releases(c, active: str | None = None) -> Api:
+    """A key with every release permission, with v1 and v2 of the sample rulebook published."""
+    api = Api(c.client, c.issue_key(scope="releases", permissions=ALL)["api_key"])
+    api.publish(version("v1"))
+    api.publish(version("v2", approve_limit=10))
+    if active is not None:
+        api.act("activate", version=active)
+    return api
+
+
+def _superseded(c):
+    api = _releases(c, active="v2")
+    c.client.put("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
+    c.client.application.extensions["gate"].releases.cache_seconds = 0
+    return api.decide(inline(version("v1")))
+
+
+def _approval(c, *, own: bool, rulebook_hash: str | None = None):
+    api = _releases(c)
+    c.client.put("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
+    pending = api.act("activate", version="v1").json["state"]["pending"][0]
+    approver = api if own else Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
+    return approver.act("approve", request_seq=pending["request_seq"], version="v1",
+                        rulebook_hash=rulebook_hash or pending["rulebook_hash"])
+
+
+def _approve_unknown(api: Api):
+    published = api.publish(version("v1")).json["rulebook"]
+    return api.act("approve", request_seq=9, version="v1", rulebook_hash=published["hash"])
+
+
+def _idempotency_conflict(api: Api):
+    api.act("activate", version="v1", key="k-1")
+    return api.act("activate", version="v2", key="k-1")
 
 
 def _served(c, payload: bytes):

@@ -154,8 +154,8 @@ def _apply(state: ReleaseState, action: Action, seq: int) -> ReleaseState:
     if state.active is not None and state.active.version != version.version:
         previous = (*state.previous, state.active)[-MAX_PREVIOUS:]
     shadow = None if state.shadow is not None and state.shadow.version == version.version else state.shadow
-    canary = None if state.canary is not None and state.canary.version.version == version.version else state.canary
-    return replace(state, active=version, previous=previous, shadow=shadow, canary=canary)
+    kept = None if state.canary is not None and state.canary.version.version == version.version else state.canary
+    return replace(state, active=version, previous=previous, shadow=shadow, canary=kept)
 
 
 def transition(state: ReleaseState, action: Action, seq: int) -> ReleaseState:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
@@ -113,16 +113,24 @@ def _refused(refused: ReleaseRefused) -> GateError:
     return GateError(refused.code, refused.message)
 
 
+class Snapshots(Protocol):
+    """The rulebook snapshots a release moves between (DecisionService provides them)."""
+
+    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]: ...
+
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None: ...
+
+
 class ReleaseService:
     """Publish, release, route, shadow and guard; scoped to the caller's scope throughout."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Any,
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Snapshots,
                  clock: Clock | None = None, cache_seconds: float = CACHE_SECONDS,
                  on_trip: Callable[[str, str, GuardrailReport], None] | None = None) -> None:
         self.ledger = ledger
         self.store = ReleaseLedger(ledger)
         self.signing = signing
-        self.snapshots = snapshots  # DecisionService: register_rulebook, bound_snapshot
+        self.snapshots = snapshots
         self.clock = clock or SystemClock()
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
@@ -318,7 +326,8 @@ class ReleaseService:
                 self._bodies.clear()
             self._bodies[snapshot["rulebook_hash"]] = cached
         # a fresh copy: the decide path must not share a mutable document between requests
-        return json.loads(canonical_text(cached))
+        fresh: dict[str, Any] = json.loads(canonical_text(cached))
+        return fresh
 
     def check_inline(self, scope: str, rulebook: Mapping[str, Any], rulebook_hash: str) -> tuple[tuple[str, str], ...]:
         """An inline decide of a released id: the superseded header, or 409 when the scope refuses."""
