@@ -229,8 +229,23 @@ class GateClient:
             verification = self.verify(decision.record, request).to_dict()
         except GateError as error:  # a record too malformed to verify at all
             verification = {"verified": False, "failed_checks": [error.code]}
+        if isinstance(request.get("rulebook_ref"), Mapping):
+            verification = by_reference_verification(decision.record, request, verification)
         route = route_record(decision.record, verification)
         return Route(route.route, route.reason, route.record, route.verification, None, decision.idempotency_key)
+
+    def decide_by_reference(self, request: Mapping[str, Any], rulebook_id: str, version: str | None = None, *,
+                            idempotency_key: str | None = None) -> Decision:
+        """Decide with the scope's published rulebook (docs/releases.md): `request` without its
+        `rulebook`; without `version` the scope's release picks it (active or canary arm)."""
+        return self.decide(_by_reference(request, rulebook_id, version), idempotency_key=idempotency_key)
+
+    def route_by_reference(self, request: Mapping[str, Any], rulebook_id: str, version: str | None = None, *,
+                           idempotency_key: str | None = None) -> Route:
+        """`route` for a decide by reference: proceeds only on a verified `yes` whose signed
+        `release_arm` names this rulebook (and version, when pinned) and whose attested facts hash
+        is this request's facts."""
+        return self.route(_by_reference(request, rulebook_id, version), idempotency_key=idempotency_key)
 
     # ------------------------------------------------------------------ lifecycle, packets
 
@@ -343,6 +358,38 @@ class GateClient:
         except CanonicalJSONError as exc:
             raise GateClientError(answer.status, "UNEXPECTED_RESPONSE",
                                   f"the answer is not valid JSON: {exc.message}") from exc
+
+
+def _by_reference(request: Mapping[str, Any], rulebook_id: str, version: str | None) -> dict[str, Any]:
+    body = {k: v for k, v in request.items() if k != "rulebook"}
+    body["rulebook_ref"] = {"rulebook_id": rulebook_id, **({"version": version} if version is not None else {})}
+    return body
+
+
+def by_reference_verification(record: Mapping[str, Any], request: Mapping[str, Any],
+                              verification: Mapping[str, Any]) -> dict[str, Any]:
+    """The verification of a decide by reference. Its record's `input_hash` is that of the inline
+    request the gate made from the published rulebook, which the caller does not hold, so that one
+    check is replaced by three: the attested facts hash is this request's `context.inputs`, the
+    signed `release_arm` verifies, and it names the referenced rulebook (and pinned version).
+    Anything else failing still fails."""
+    ref = request.get("rulebook_ref")
+    arm = record.get("release_arm")
+    checks = verification.get("checks") or {}
+    failed = [name for name in verification.get("failed_checks") or () if name != "input_hash"]
+    bound = bool(
+        isinstance(ref, Mapping) and isinstance(arm, Mapping)
+        and arm.get("rulebook_id") == ref.get("rulebook_id")
+        and ("version" not in ref or arm.get("version") == ref.get("version"))
+        and checks.get("rulebook_attestation_input_hash") is True
+        and checks.get("release_arm_signature") is True
+        and checks.get("receipt_signature") is True
+    )
+    if not bound:
+        failed.append("release_reference")
+    return {**verification, "verified": not failed, "failed_checks": sorted(set(failed)),
+            "notes": [*(verification.get("notes") or ()),
+                      "decide by reference: input_hash replaced by the attested facts hash and the signed release arm"]}
 
 
 def _segment(value: str) -> str:

@@ -226,3 +226,34 @@ def test_receipts_outcome_packet_and_offline_verification(live, pinned):
     assert missing.value.status == 404 and missing.value.attempts == 1
     with pytest.raises(ValueError):
         gate.packet("../status")
+
+
+def test_decide_by_reference_proceeds_only_on_the_signed_arm_of_that_rulebook(live, pinned, fresh_proxy, tmp_path):
+    request = sample("verdict-yes")
+    rulebook = tmp_path / "rulebook.json"
+    rulebook.write_text(json.dumps(request["rulebook"]))
+    scope = ["--scope", "client-tests"]
+    assert live.cli("release", "publish", *scope, str(rulebook)).returncode == 0
+    activated = live.cli("release", "activate", *scope, "--rulebook-id", request["rulebook"]["rulebook_id"],
+                         "--version", request["rulebook"]["version"], "--reason", "client test")
+    assert activated.returncode == 0, activated.stderr
+    gate, _ = client(live.base, live.key, pinned)
+    routed = gate.route_by_reference(request, request["rulebook"]["rulebook_id"])
+    assert routed.proceed, routed.reason
+    assert routed.record["release_arm"]["arm"] == "active"
+    pinned_version = gate.route_by_reference(request, request["rulebook"]["rulebook_id"], request["rulebook"]["version"])
+    assert pinned_version.proceed and pinned_version.record["release_arm"]["arm"] == "pinned"
+    # A record re-labelled as another rulebook's arm, or with other facts, does not proceed.
+    via_proxy, _ = client(fresh_proxy.base, live.key, pinned)
+    fresh_proxy.plan.rewrite = lambda record: {**record, "release_arm": {**record["release_arm"], "rulebook_id": "x"}}
+    assert via_proxy.route_by_reference(request, request["rulebook"]["rulebook_id"]).route == REVIEW
+    fresh_proxy.plan.rewrite = None
+    other_facts = copy.deepcopy(request)
+    other_facts["context"]["inputs"]["discount_percent"] = 1
+    decided = gate.decide_by_reference(request, request["rulebook"]["rulebook_id"]).record
+    from gate_client.client import by_reference_verification
+    verification = by_reference_verification(decided, {**other_facts, "rulebook_ref": {
+        "rulebook_id": request["rulebook"]["rulebook_id"]}}, gate.verify(decided, other_facts).to_dict())
+    assert verification["verified"] is False
+    unknown = gate.route_by_reference(request, "no_such_rulebook")
+    assert unknown.route == REVIEW and unknown.error is not None and unknown.error.status == 404
