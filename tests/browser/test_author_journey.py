@@ -1,6 +1,6 @@
 """The policy author's journey on the demo ledger, in a real browser: open the workbench, find
 the degrading policy and its anomaly, draft a fix, see its exact and historical impact, export
-the report and promote the draft."""
+the report and start the draft in shadow."""
 
 from __future__ import annotations
 
@@ -146,8 +146,11 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
         page.get_by_role("button", name="Download report.html").click()
     assert "<svg" in Path(download.value.path()).read_text()
 
-    # Promote: a new version is registered; history is not edited.
-    page.get_by_role("button", name="Promote draft").click()
-    page.get_by_text("refund_approval version 2026-12-01 registered the current version").wait_for()
-    screenshot(page, "journey-4-promoted")
+    # Release: the fix starts in shadow beside live decides (a signed release event that names the
+    # exported manifest); the Releases page shows it. History is not edited.
+    page.get_by_role("button", name="Start shadow").click()
+    page.get_by_text("refund_approval version 2026-12-01 is in shadow beside live decides").wait_for()
+    tab(page, "Releases")
+    page.get_by_text("shadow: 2026-12-01").wait_for()
+    screenshot(page, "journey-4-shadow")
     assert page.errors == []

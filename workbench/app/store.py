@@ -35,7 +35,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.services.chains import AuditChainService, inclusion_for
-from gate.services.decide import DecisionService
+from gate.services.decide import DecisionService, with_releases
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
@@ -133,6 +133,7 @@ class WorkbenchStore:
         self.exports_dir = Path(exports_dir) if exports_dir else self.dataset_dir.parent / "migration-reports"
         self.clock = clock or SystemClock()
         self.service = DecisionService(ledger, signing, clock=self.clock)
+        self.releases = with_releases(self.service)  # the one ReleaseService (docs/releases.md)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
@@ -154,8 +155,11 @@ class WorkbenchStore:
         return self.ledger.rulebook_ids(scope)
 
     def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
-        """The scope's current (newest registered) version of a rulebook, as bound."""
-        row = self.ledger.latest_rulebook_snapshot(scope, rulebook_id)
+        """The scope's current version of a rulebook, as bound: the active release version when the
+        rulebook has one (what production runs), else the newest registered version."""
+        active = self.releases.state(scope, rulebook_id).active
+        row = (self.service.bound_snapshot(scope, rulebook_id, active.version) if active is not None
+               else self.ledger.latest_rulebook_snapshot(scope, rulebook_id))
         return json.loads(row["body_json"]) if row else None
 
     # ------------------------------------------------------------------ the dataset
@@ -403,10 +407,30 @@ class WorkbenchStore:
     # ------------------------------------------------------------------ promotion
 
     def promote(self, scope: str, draft: dict[str, Any]) -> dict[str, Any]:
-        """Register the draft as the scope's new current version (service layer; never edits
+        """Publish the draft as an immutable version of the scope (service layer; never edits
         history). Raises GateError (RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
         registry, created = self.service.register_rulebook(scope, draft)
         return {"registry": registry, "created": created}
+
+    # ------------------------------------------------------------------ releases (docs/releases.md)
+
+    def release_status(self, scope: str, rulebook_id: str) -> dict[str, Any]:
+        """State, policy, live comparison and history of a release (runs its guardrails)."""
+        return self.releases.status(scope, rulebook_id)
+
+    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
+        """One transition as the workbench user `actor` (a signed event; approvals still need a
+        second identity). Raises GateError with the API's codes."""
+        event, _created = self.releases.act(scope, actor, frozenset({"decide", "publish", "release", "approve"}),
+                                            rulebook_id, body)
+        return event
+
+    def release_policy(self, scope: str) -> dict[str, Any]:
+        return self.releases.policy(scope).to_json()
+
+    def release_ids(self, scope: str) -> list[str]:
+        """The scope's rulebook ids that have a published version."""
+        return self.ledger.rulebook_ids(scope)
 
 
 __all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate"]

@@ -14,6 +14,7 @@ import pytest
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
+from workbench.app.state.releases import ReleasesState
 from workbench.app.state.overview import OverviewState
 from workbench.dataset.load import from_dataset
 from workbench.reports.policy import (
@@ -130,15 +131,49 @@ def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
     manifest = json.loads(Path(state.exported["migration.json"]).read_text())
     assert manifest["dry_run"]["decisions_changed"] == result["decisions_changed"]
     assert Path(state.exported["report.html"]).read_text().startswith("<!")
-    state.promote()
-    assert state.promoted["version"] == "2026-12-01"
+    state.start_shadow()
+    assert state.promoted["version"] == "2026-12-01" and "in shadow" in state.message
+    release = store.release_status("acme", "pricing_exception")
+    assert release["state"]["shadow"]["version"] == "2026-12-01"
+    assert release["history"][-1]["migration_manifest_hash"] == manifest["migration_hash"]
+    state.request_activation()
+    assert "is active" in state.message
     assert store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-01"
+    assert store.release_status("acme", "pricing_exception")["state"]["shadow"] is None  # it became active
     # The same version with other content is refused, and history is not edited.
     draft["rules"][0]["condition"]["value"] = 16
     authoring.draft_text = json.dumps(draft)
-    state.promote()
+    state.request_activation()
     assert "RULEBOOK_VERSION_CONFLICT" in state.message
     assert store.current_rulebook("acme", "pricing_exception")["rules"][0]["condition"]["value"] == 15
+
+
+def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(workbench_home):
+    store, _, _ = workbench_home
+    rulebook = copy.deepcopy(store.current_rulebook("globex", "pricing_exception"))
+    author = ReleasesState(store, scope="globex", rulebook_id="pricing_exception", actor="workbench:alice")
+    for name in ("2027-01-01", "2027-02-01"):
+        rulebook["version"] = name
+        store.promote("globex", rulebook)
+    author.act("activate", version="2027-01-01", reason="first")
+    assert author.status["state"]["active"]["version"] == "2027-01-01"
+    author.act("canary", version="2027-02-01", percent=5)
+    assert author.status["state"]["canary"]["percent"] == 5 and author.status["comparison"]["canary"]
+    author.act("halt", reason="<b>not yet</b>")
+    assert author.status["state"]["canary"] is None
+    assert author.status["history"][-1]["reason"] == "<b>not yet</b>"  # stored as data
+    author.act("rollback")
+    assert "refused (RELEASE_NOTHING_TO_ROLL_BACK)" in author.message
+    store.releases.set_policy("globex", {"require_approval": True})
+    author.act("activate", version="2027-02-01")
+    pending = author.status["state"]["pending"][0]
+    author.approve(pending["request_seq"])
+    assert "RELEASE_SELF_APPROVAL" in author.message
+    approver = ReleasesState(store, scope="globex", rulebook_id="pricing_exception", actor="workbench:bob")
+    approver.approve(pending["request_seq"])
+    assert approver.status["state"]["active"]["version"] == "2027-02-01"
+    assert [e["actor"] for e in approver.status["history"][-2:]] == ["workbench:alice", "workbench:bob"]
+    store.releases.set_policy("globex", {})
 
 
 def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):

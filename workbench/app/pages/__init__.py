@@ -22,10 +22,12 @@ from workbench.app.pages.links import (
 )
 from workbench.app.pages.migration import migration_page
 from workbench.app.pages.overview import overview_page
+from workbench.app.pages.releases import releases_page
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
+from workbench.app.state.releases import ReleasesState
 from workbench.app.store import WorkbenchStore
 from workbench.reports.textsafe import md_text
 
@@ -39,7 +41,8 @@ class Session(param.Parameterized):
     page: param.Selector[str] = param.Selector(default=PAGES[0], objects=list(PAGES))
     dataset = param.String(default="")
 
-    def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, **params: Any) -> None:
+    def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, *,
+                 actor: str = "workbench:local", **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.scopes = scopes
@@ -47,7 +50,8 @@ class Session(param.Parameterized):
         self.overview = OverviewState(store)
         self.decisions = DecisionsState(store)
         self.authoring = AuthoringState(store)
-        self.migration = MigrationState(store, self.authoring, export_root)
+        self.migration = MigrationState(store, self.authoring, export_root, actor=actor)
+        self.releases = ReleasesState(store, actor=actor)
         self.describe_dataset()
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
@@ -57,6 +61,9 @@ class Session(param.Parameterized):
         self.param.watch(lambda *events: self._to_link(**{e.name: e.new for e in events}), ["scope", "policy", "page"])
         self.decisions.param.watch(lambda e: self._to_link(decision=e.new), "selected")
         self.authoring.param.watch(lambda e: self._to_link(draft=draft_for_url(e.new)), "draft_text")
+        # The Releases page reads the release again when it opens and after Migration moves it.
+        self.param.watch(lambda e: self.releases.refresh() if e.new == "releases" else None, "page")
+        self.migration.param.watch(lambda _e: self.releases.refresh(), "message")
 
     def _to_link(self, **values: str) -> None:
         """Write the session's state into the link (the URL); not read back as a new link."""
@@ -71,7 +78,7 @@ class Session(param.Parameterized):
         if self.scope and self.scope not in self.scopes:  # SECURITY: only granted scopes
             self.scope = ""
             return
-        for state in (self.overview, self.decisions, self.authoring, self.migration):
+        for state in (self.overview, self.decisions, self.authoring, self.migration, self.releases):
             state.scope = self.scope
         self.decisions.selected, self.decisions.detail = "", None  # another scope's decision is not shown
         names = self.store.policies(self.scope) if self.scope else []
@@ -90,6 +97,7 @@ class Session(param.Parameterized):
         self.decisions.policy_id = self.policy
         self.authoring.rulebook_id = self.policy
         self.migration.rulebook_id = self.policy
+        self.releases.rulebook_id = self.policy
 
     def follow_link(self) -> None:
         """Apply the URL's values (untrusted): a scope must be granted (else nothing opens), a
@@ -139,6 +147,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
             decisions_page(session.decisions, names),
             authoring_page(session.authoring, names),
             migration_page(session.migration),
+            releases_page(session.releases),
             dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
         )
         tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")
@@ -160,7 +169,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
 def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
               export_root: Path | None = None) -> pn.viewable.Viewable:
     export_root = export_root or store.exports_dir
-    session = Session(store, scopes, export_root)
+    session = Session(store, scopes, export_root, actor=f"workbench:{user}" if user else "workbench:local")
     scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)

@@ -1,5 +1,5 @@
 """Migration page: dry-run the draft over full history, beside the exact semantic diff; export
-the signed manifest and report; promote the draft."""
+the signed manifest and report; start the draft in shadow or request its activation (releases)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
     run = pn.widgets.Button(name="Dry-run draft over full history", button_type="primary")
     progress = pn.indicators.Progress(active=False, value=-1, width=240, visible=False)
     export = pn.widgets.Button(name="Export manifest and report")
-    promote = pn.widgets.Button(name="Promote draft", button_type="warning")
+    shadow = pn.widgets.Button(name="Start shadow", button_type="warning")
+    activate = pn.widgets.Button(name="Request activation", button_type="danger")
 
     async def start(_: object) -> None:
         # The dry-run computes in a worker thread; every parameter and widget is written here,
@@ -112,7 +113,8 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
 
     run.on_click(start)
     export.on_click(lambda _: state.export())
-    promote.on_click(lambda _: state.promote())
+    shadow.on_click(lambda _: state.start_shadow())
+    activate.on_click(lambda _: state.request_activation())
 
     def downloads(exported: dict[str, str] | None) -> pn.viewable.Viewable:
         if not exported:
@@ -122,7 +124,7 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
                         for name, path in exported.items() if name != "report.md"])
 
     return pn.Column(
-        pn.Row(run, progress, export, promote, align="center"),
+        pn.Row(run, progress, export, shadow, activate, align="center"),
         note(state.param.message),
         pn.bind(downloads, state.param.exported),
         pn.Row(pn.Column(pn.bind(_result_view, state.param.result), sizing_mode="stretch_width"),

@@ -3,6 +3,7 @@ dry-run beside the exact semantic diff, one-click export of the manifest and rep
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any, TypedDict, final
@@ -40,6 +41,7 @@ class MigrationState(param.Parameterized):
     promoted = param.Dict(default=None, allow_None=True)
     seconds = param.Number(default=None, allow_None=True)
     message = param.String(default="")
+    actor = param.String(default="workbench:local", doc="who acts in release events (the signed-in user)")
 
     def __init__(self, store: WorkbenchStore, authoring: AuthoringState, export_root: Path,
                  **params: Any) -> None:
@@ -112,17 +114,49 @@ class MigrationState(param.Parameterized):
         self.exported = self.store.export_migration(self._run, out)
         self.message = f"exported to {out}"
 
-    def promote(self) -> None:
-        """Register the draft as the scope's new current version (history is never edited)."""
+    def start_shadow(self) -> None:
+        """Publish the draft and evaluate it in shadow beside live decides (docs/releases.md)."""
+        self._release("shadow")
+
+    def request_activation(self) -> None:
+        """Publish the draft and activate it, or, where the scope's release policy requires
+        approval, record the request for a second identity to approve on the Releases page."""
+        self._release("activate")
+
+    def _release(self, action: str) -> None:
         draft = self._draft()
         if draft is None:
             return
+        body: dict[str, Any] = {"action": action, "version": draft["version"],
+                                "reason": f"from the Migration page ({'shadow' if action == 'shadow' else 'activation'})"}
+        manifest = self._manifest_hash()
+        if manifest is not None:
+            body["migration_manifest_hash"] = manifest
         try:
             outcome = self.store.promote(self.scope, draft)
+            event = self.store.release_act(self.scope, draft["rulebook_id"], body, self.actor)
         except GateError as exc:
             self.promoted = None
-            self.message = f"promotion refused ({exc.code}): {exc}"
+            self.message = f"release refused ({exc.code}): {exc}"
             return
         self.promoted = outcome["registry"]
-        verb = "registered" if outcome["created"] else "was already registered as"
-        self.message = f"{draft['rulebook_id']} version {draft['version']} {verb} the current version"
+        pending = event["state"]["pending"]
+        if action == "activate" and pending and pending[-1]["request_seq"] == event["seq"]:
+            self.message = (f"activation of {draft['rulebook_id']} version {draft['version']} requested (request "
+                            f"{event['seq']}): waiting for a second identity's approval on the Releases page")
+        elif action == "activate":
+            self.message = f"{draft['rulebook_id']} version {draft['version']} is active (release event {event['seq']})"
+        else:
+            self.message = (f"{draft['rulebook_id']} version {draft['version']} is in shadow beside live decides "
+                            f"(release event {event['seq']})")
+
+    def _manifest_hash(self) -> str | None:
+        """The exported manifest's `migration_hash`, when this draft's dry-run was exported."""
+        path = (self.exported or {}).get("migration.json")
+        if path is None:
+            return None
+        try:
+            digest = json.loads(Path(path).read_text(encoding="utf-8")).get("migration_hash")
+        except (OSError, ValueError):
+            return None
+        return digest if isinstance(digest, str) else None

@@ -1,0 +1,125 @@
+"""Issue 20 in a real browser: the Releases page over a live ledger. v1 active and decided by
+reference; a fix shadowed on live traffic (agreement and flips on the page); a 10% canary whose
+failing outcomes trip the guardrail, which halts it on its own; activate and roll back from the
+page; the whole release history verifies offline. A screenshot per step."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from gate.releases.events import verify_history
+from gate.verify import TrustAnchors, verify_record
+from tests.browser.conftest import Workbench, screenshot
+from tests.demo_support import GATE, gate_env
+from tests.releases.support import ALL, Api, by_reference, version
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def gate_home(tmp_path, monkeypatch):
+    """A home with a keyring and an API app over its embedded ledger (in this process)."""
+    from api.app import create_app
+    from gate.settings import Settings
+    from gate_cli.main import create_key
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = gate_env(home)
+    subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True, timeout=120)
+    settings = Settings.from_env(env)
+    app = create_app(settings)
+    app.extensions["gate"].releases.cache_seconds = 0
+    key = create_key(settings, "shop", "growth", 10_000, None, None, ALL)["api_key"]
+    yield home, env, Api(app.test_client(), key)
+    app.extensions["gate"].ledger.dispose()
+
+
+def tab(page, name: str) -> None:
+    page.locator(".bk-tab", has_text=name).click()
+
+
+def act(page, button: str, version_name: str | None = None, percent: str | None = None) -> None:
+    if version_name is not None:
+        page.get_by_label("Version").fill(version_name)
+    if percent is not None:
+        page.get_by_label("Canary %").fill(percent)
+    page.get_by_label("Reason").fill(f"{button} from the browser test")
+    page.get_by_role("button", name=button).click()
+
+
+def refresh(page) -> None:
+    page.get_by_role("button", name="Refresh", exact=True).click()
+
+
+def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate_home):
+    home, env, api = gate_home
+    api.publish(version("v1"))
+    api.act("activate", version="v1", reason="first release")
+    records = [api.decide(by_reference(subject=f"warm-{i}")).json for i in range(5)]
+    api.publish(version("v2", approve_limit=10))
+    subprocess.run([GATE, "export", "--out", str(home / "dataset")], env=env, check=True, capture_output=True,
+                   timeout=300)
+    server = Workbench(home)
+    try:
+        page.goto(server.url)
+        page.locator("select").first.select_option("shop")
+        tab(page, "Releases")
+        page.get_by_text("active: v1").wait_for()
+        screenshot(page, "releases-1-active")
+
+        # Shadow the fix from the page; live traffic arrives; the comparison shows it.
+        act(page, "Start shadow", "v2")
+        page.get_by_text("shadow recorded as release event 2").wait_for()
+        records += [api.decide(by_reference(subject=f"live-{i}")).json for i in range(12)]
+        refresh(page)
+        page.get_by_text("Shadow v2 on 12 live decisions").wait_for()
+        page.get_by_text("agreement 0.0%").first.wait_for()
+        screenshot(page, "releases-2-shadow")
+
+        # A 10% canary of a new action; failing outcomes in the canary arm only.
+        act(page, "Halt")
+        page.get_by_text("halt recorded as release event 3").wait_for()
+        api.publish(version("v3", action="apply_discount_v3"))
+        act(page, "Start canary", "v3", "10")
+        page.get_by_text("canary recorded as release event 4").wait_for()
+        refresh(page)
+        page.get_by_text("too young to judge").wait_for()
+        arms: dict[str, list[dict]] = {"active": [], "canary": []}
+        index = 0
+        while len(arms["canary"]) < 40:
+            record = api.decide(by_reference(subject=f"order-{index}")).json
+            arms[record["release_arm"]["arm"]].append(record)
+            records.append(record)
+            index += 1
+        for record in arms["active"][:40]:
+            api.outcome(record, "succeeded")
+        for record in arms["canary"]:
+            api.outcome(record, "failed")
+        refresh(page)
+        history = page.locator(".tabulator-cell[tabulator-field='by']")
+        history.filter(has_text="guardrail").first.wait_for()
+        page.get_by_text("canary:").wait_for(state="detached")
+        page.get_by_text("failure_rate tripped").wait_for()
+        screenshot(page, "releases-3-guardrail-halted")
+
+        # Activate the fix, then roll back in one click.
+        act(page, "Activate", "v2")
+        page.get_by_text("active: v2").wait_for()
+        act(page, "Roll back")
+        page.get_by_text("active: v1").wait_for()
+        screenshot(page, "releases-4-rolled-back")
+        assert page.errors == []
+    finally:
+        server.stop()
+
+    # Offline: the release history and every record verify with the published keys.
+    keys = api.client.get("/api/decision/receipt-keys").get_data()
+    anchors = TrustAnchors.from_registry_body(keys, "key_registry_file")
+    events = api.history().json["events"]
+    assert verify_history(events, anchors).valid
+    assert [e["actor"] for e in events if e["action"] == "halt"][-1] == "guardrail"
+    assert all(e["actor"] == "workbench:local" for e in events if e["seq"] > 1 and e["actor"] != "guardrail")
+    assert all(verify_record(r, anchors=anchors).verified for r in records)
