@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote
@@ -29,6 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from workbench.migration.impact import CostModel, impact
 
 NEEDS_INPUT_STATUS, NEEDS_INPUT_REASON = "needs_input", "INPUT_SCHEMA_FAILED"
 DECISION_COLUMNS = ["decision_id", "created_at", "verdict", "matched_rule_id", "reason_code", "application_verdict",
@@ -69,10 +71,12 @@ class _Tally:
         self.needs_input = 0
         self.unreplayable: Counter = Counter()
         self.flips: dict[str, tuple] = {}          # id -> (created_at, scope, old, new, old/new rule, reason)
+        self.newest = None                         # the newest decision's time (the impact's as_of)
 
     def add(self, row: tuple, scope: str, month: str, evaluate: Callable[[Any], Any]) -> None:
         decision_id, created_at, verdict, rule, reason, application, action, text = row
         self.total += 1
+        self.newest = created_at if self.newest is None or created_at > self.newest else self.newest
         self.rules_history[rule] += 1
         if text is None:
             self.unreplayable[verdict] += 1
@@ -165,6 +169,7 @@ def scalar_dry_run(root: Path, rulebook_id: str, evaluate: Callable[[Any], Any],
         "flips_listed": flips[:flips_limit],
     }
     figures.update(_totals(tally, outcome_classes))
+    figures["impact"] = _impact(tally, flips)
     if rule_ids is not None:
         rules = {rule_id: (tally.rules_history[rule_id], tally.rules_after[rule_id]) for rule_id in rule_ids}
         figures["rules"] = rules
@@ -200,6 +205,19 @@ def _totals(tally: _Tally, outcome_classes: Counter) -> dict[str, Any]:
             "by_transition_count": {key: sum(c.values()) for key, c in cell.items()},
         },
     }
+
+
+def _impact(tally: _Tally, flips: list[dict[str, Any]]) -> dict[str, Any]:
+    """`dry_run.impact` from these tallies: each flip classed young by its own time against the
+    newest decision, fed to the one impact function (workbench.migration.impact)."""
+    cost = CostModel()
+    cutoff = _iso(tally.newest - timedelta(days=cost.outcome_horizon_days)) if tally.newest else ""
+    classes = Counter((row["old_verdict"], row["new_verdict"], row["outcome_class"], row["created_at"] > cutoff)
+                      for row in flips)
+    into = sum(c for (old, new), c in tally.transitions.items() if new == "review" and old != "review")
+    out = sum(c for (old, new), c in tally.transitions.items() if old == "review" and new != "review")
+    return impact(dict(classes), sum(tally.transitions.values()), cost,
+                  as_of=_iso(tally.newest) if tally.newest else None, review_in=into, review_out=out)
 
 
 def _drift(before: Counter, after: Counter) -> dict:
@@ -238,5 +256,6 @@ def figures_of(member: dict[str, Any]) -> dict[str, Any]:
             "flips_without_outcome")},
             "by_transition_count": {(c["from"], c["to"]): c["count"] for c in outcomes["by_transition"]}},
         "rules": {r["rule_id"]: (r["fired_in_history"], r["fires_under_draft"]) for r in member["rules"]},
+        "impact": member["impact"],
         "rules_never": (member["rules_never_fired_in_history"], member["rules_never_firing_under_draft"]),
     }

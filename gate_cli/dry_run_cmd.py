@@ -45,6 +45,9 @@ def add_dry_run_parser(sub) -> None:
     p.add_argument("--out", help="folder for migration.json, report.md, report.html, flips.parquet "
                                    "(required unless --verify)")
     p.add_argument("--flips-limit", type=int, default=200, help="flips listed in the reports (all are in flips.parquet)")
+    p.add_argument("--cost-model", metavar="FILE", default=None,
+                   help="JSON {failure, review, lost_success, outcome_horizon_days} for dry_run.impact "
+                        "(default: failure 1, review 0.05, lost success 0.2, horizon 30 days; docs/dry-run.md)")
     p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead "
                                                         "(default: run a dry-run)")
     p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key "
@@ -80,9 +83,26 @@ def _digest_store(settings) -> None:
     integrity.use_digest_store(integrity.digest_store_of(settings.home))
 
 
+def _cost_model(path: str | None):
+    """The author's cost model from a JSON file (DryRunError USAGE when unreadable or invalid)."""
+    from workbench.migration import DryRunError
+    from workbench.migration.impact import CostModel
+
+    if path is None:
+        return CostModel()
+    try:
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(body, dict):
+            raise ValueError("cost model: the file must hold a JSON object")
+        return CostModel.from_dict(body)
+    except (OSError, ValueError, TypeError) as exc:
+        raise DryRunError("USAGE", f"--cost-model {path}: {exc}") from None
+
+
 def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
     from workbench.migration.draft import read_draft_file
+    from workbench.migration.impact import headline
 
     missing = [name for name in ("rulebook_id", "draft", "out") if not getattr(args, name)]
     if missing:
@@ -96,6 +116,7 @@ def _run(args) -> int:
         raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
                           "(or set GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned result")
     draft = read_draft_file(args.draft)
+    cost = _cost_model(args.cost_model)
     ledger = None
     if args.dataset is None:
         from gate.ledger import Ledger
@@ -115,7 +136,7 @@ def _run(args) -> int:
         anchors = setup.trust_anchors() if signer is not None else None
         run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
                       created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
-                      anchors=anchors)
+                      anchors=anchors, cost=cost)
         manifest = write_dry_run(out, run.manifest, signer)
         shutil.move(staging, out / "flips.parquet")
     finally:
@@ -126,14 +147,14 @@ def _run(args) -> int:
     if args.json:
         print(json.dumps({"out": str(out), "migration_hash": manifest.get("migration_hash"), **{
             k: d[k] for k in ("decisions_total", "decisions_evaluated", "decisions_changed", "decisions_unreplayable",
-                              "transitions", "result_hash")}}, indent=2))
+                              "transitions", "impact", "result_hash")}}, indent=2))
     else:
         print(f"dry-run of {args.rulebook_id} under draft {manifest['to']['version']} "
               f"(sha256 {manifest['to']['rulebook_hash'][:16]}…)")
         print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
               f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
         print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; "
-              f"caught failures {d['outcomes']['caught_failures']:,}")
+              + headline(d["impact"]))
         print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
     return 0
 

@@ -29,6 +29,7 @@ import polars as pl
 
 from gate.rulebook.analysis import semantic_diff
 from workbench.dataset.load import from_dataset
+from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
 from workbench.notebooks import plots
 from workbench.notebooks.support import report_row, setup
@@ -83,9 +84,8 @@ pl.DataFrame(result["transitions"]).pivot(on="to", index="from", values="count")
 
 # %%
 outcomes = result["outcomes"]
-print("caught failures (approved, failed, now blocked):", outcomes["caught_failures"])
-print("blocked successes:", outcomes["blocked_successes"])
-print("new approvals with no observable outcome:", outcomes["unobserved_new_approvals"])
+for label, text in impact_rows(result["impact"]):  # the same rows the page, the CLI and the report show
+    print(f"{label}: {text}")
 print("review queue:", result["review_load"]["before"], "→", result["review_load"]["after"])
 by_month = result["review_load"]["by_month"]
 fig = plots.paired([m["month"] for m in by_month], [m["review_before"] for m in by_month],

@@ -135,7 +135,6 @@ class ReleaseService:
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
         self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
-        self._bodies: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._canary_decides: dict[tuple[str, str], int] = {}
         self._guard_pool: ThreadPoolExecutor | None = None
@@ -295,7 +294,6 @@ class ReleaseService:
             raise GateError("RULEBOOK_REF_INVALID", "rulebook_ref is {rulebook_id, version?} (strings) and replaces "
                             "rulebook: send one of them")
         rulebook_id, scope = ref["rulebook_id"], caller.scope
-        self._known(scope, rulebook_id)
         state = self.state(scope, rulebook_id)
         version, arm, subject_hash = ref.get("version"), "pinned", None
         if version is None:
@@ -303,6 +301,7 @@ class ReleaseService:
             arm = "replayed" if version is not None else "active"
         if version is None:
             if state.active is None:
+                self._known(scope, rulebook_id)  # 404 for an id not published here, before the 409
                 raise GateError("RULEBOOK_NOT_ACTIVE", f"rulebook {rulebook_id!r} has no active version: activate "
                                 "one (POST /api/decision/rulebooks/{id}/release) or name a version")
             version = state.active.version
@@ -319,14 +318,9 @@ class ReleaseService:
         return request, Routed(rulebook_id, version, arm, state.seq, subject_hash)
 
     def _body(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:
-        cached = self._bodies.get(snapshot["rulebook_hash"])
-        if cached is None:
-            cached = json.loads(snapshot["body_json"])
-            if len(self._bodies) >= 1024:
-                self._bodies.clear()
-            self._bodies[snapshot["rulebook_hash"]] = cached
-        # a fresh copy: the decide path must not share a mutable document between requests
-        fresh: dict[str, Any] = json.loads(canonical_text(cached))
+        """A fresh parse of the snapshot's canonical body (the decide path must not share a
+        mutable document between requests)."""
+        fresh: dict[str, Any] = json.loads(snapshot["body_json"])
         return fresh
 
     def check_inline(self, scope: str, rulebook: Mapping[str, Any], rulebook_hash: str) -> tuple[tuple[str, str], ...]:

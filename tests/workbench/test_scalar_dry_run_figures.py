@@ -33,7 +33,7 @@ NOW = "2026-11-22T00:00:00.000Z"
 
 FIGURES = ["decisions_total", "transitions", "rule_transitions", "drift_by_rule", "drift_by_reason",
            "review_by_month", "field_changes", "unreplayable", "outcome_classes", "flips_listed", "counts",
-           "review_load", "outcome_totals", "rules", "rules_never"]
+           "review_load", "outcome_totals", "rules", "rules_never", "impact"]
 
 
 def test_every_migration_figure_equals_the_scalar_replay(tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,12 @@ class Computed:
     """The frames a dry-run's summary is built from (all small)."""
 
     def __init__(self, cube: pl.DataFrame, outcome_cube: pl.DataFrame, months: pl.DataFrame, flips: pl.DataFrame,
-                 versions: pl.DataFrame, changes: dict[str, int], scalar_rows: int, flips_limit: int) -> None:
+                 versions: pl.DataFrame, changes: dict[str, int], scalar_rows: int, flips_limit: int,
+                 impact_tally: dict[tuple[str, str, str, bool], int] | None = None, as_of: str | None = None) -> None:
         self.cube = cube
+        # (old verdict, new verdict, outcome class, younger than the horizon) → flips (migration.impact)
+        self.impact_tally = impact_tally or {}
+        self.as_of = as_of
         self.outcome_cube = outcome_cube
         self.months = months
         self.flips = flips
@@ -139,7 +144,8 @@ def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
     return {name: int(value or 0) for name, value in zip(conditions, row, strict=True)}
 
 
-def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None) -> Computed:
+def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None,
+            horizon_days: int = 30) -> Computed:
     """Run the dry-run: one aggregating pass over the history and one over its flips (the
     flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet.
 
@@ -170,9 +176,27 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
         outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
             pl.len().cast(pl.Int64).alias("count"))
         listed = flips.sort(["created_at", "decision_id"], descending=[True, False]).head(flips_limit)
+        as_of, tally = impact_tally(flips, versions, horizon_days)
         if flips_path is not None:
             writing.result()  # a failed write raises here
-    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit)
+    return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit, tally, as_of)
+
+
+def impact_tally(flips: pl.DataFrame, versions: pl.DataFrame,
+                 horizon_days: int) -> tuple[str | None, dict[tuple[str, str, str, bool], int]]:
+    """The flips by (old verdict, new verdict, outcome class, young): young = newer than
+    `horizon_days` before the history's newest decision (`as_of`, so the figures depend on the
+    data only, never on when the dry-run runs)."""
+    newest = versions["last"].max() if versions.height else None
+    if not isinstance(newest, datetime):
+        return None, {}
+    as_of = newest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    if not flips.height:
+        return as_of, {}
+    cutoff = newest - timedelta(days=horizon_days)
+    grouped = flips.with_columns((pl.col("created_at") > cutoff).alias("young")).group_by(
+        ["old_verdict", "new_verdict", "outcome_class", "young"]).agg(pl.len().alias("count"))
+    return as_of, {(o, n, c, bool(y)): int(count) for o, n, c, y, count in grouped.iter_rows()}
 
 
 def _replay_passes(history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

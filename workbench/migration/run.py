@@ -23,6 +23,7 @@ from workbench.migration.compute import compute
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
 from workbench.migration.history import History, from_dataset, from_ledger
+from workbench.migration.impact import CostModel
 from workbench.migration.manifest import build_manifest, sign_manifest
 from workbench.migration.summary import DryRunResult, summarize
 from workbench.reports.dry_run import render_html, render_markdown
@@ -66,20 +67,23 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             ledger: Any = None, created_at: str, flips_limit: int = 200,
-            flips_path: Path | None = None, anchors: Any = None) -> DryRun:
+            flips_path: Path | None = None, anchors: Any = None, cost: CostModel | None = None) -> DryRun:
     """Re-evaluate every historical decision of `rulebook_id` under `draft` (a parsed rulebook).
 
     Raises DryRunError for bad input before reading any history. `created_at` is the
     manifest's timestamp (the caller's clock); everything else is a function of the draft and
-    the history, so the same inputs give the same `dry_run.result_hash`. `anchors`
+    the history, so the same inputs give the same `dry_run.result_hash`. `cost`: the author's
+    cost model and outcome horizon for `dry_run.impact` (defaults when None). `anchors`
     (`gate.verify.TrustAnchors`): the dataset's manifest must be signed by one of those keys
     (DATASET_INVALID otherwise); its listed files are checked either way.
     """
     compiled = load_draft(draft, rulebook_id)
     history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
                            anchors=anchors)
-    computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path)
-    result = summarize(history, compiled, computed)
+    cost = cost or CostModel()
+    computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path,
+                       horizon_days=cost.outcome_horizon_days)
+    result = summarize(history, compiled, computed, cost)
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
 
 

@@ -21,6 +21,7 @@ from workbench.engines import rulebook_polars as rp
 from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
+from workbench.migration.impact import CostModel, impact
 
 __all__ = ["DryRunResult", "summarize"]
 
@@ -54,6 +55,7 @@ class DryRunResult:
     rules_never_fired_in_history: list[str]
     rules_never_firing_under_draft: list[str]
     flips: dict[str, Any]
+    impact: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,7 +162,14 @@ def _rules(cube: pl.DataFrame, replayed: pl.DataFrame, draft: Draft) -> list[dic
              "fires_under_draft": int(fired_draft.get(rule_id, 0))} for rule_id in draft.order]
 
 
-def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResult:
+def _impact(replayed: pl.DataFrame, computed: Computed, cost: CostModel) -> dict[str, Any]:
+    """`dry_run.impact` (workbench.migration.impact) from the flip tally and the replayed counts."""
+    into = _count(replayed, (pl.col("new_verdict") == "review") & (pl.col("old_verdict") != "review"))
+    out = _count(replayed, (pl.col("old_verdict") == "review") & (pl.col("new_verdict") != "review"))
+    return impact(computed.impact_tally, _count(replayed), cost, as_of=computed.as_of, review_in=into, review_out=out)
+
+
+def summarize(history: History, draft: Draft, computed: Computed, cost: CostModel | None = None) -> DryRunResult:
     """The dry-run's result: the computed cubes, flips and months read as the report's figures."""
     cube = computed.cube
     replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
@@ -197,5 +206,6 @@ def summarize(history: History, draft: Draft, computed: Computed) -> DryRunResul
         rules_never_fired_in_history=[r["rule_id"] for r in rules if r["fired_in_history"] == 0],
         rules_never_firing_under_draft=[r["rule_id"] for r in rules if r["fires_under_draft"] == 0],
         flips={"count": changed, "listed": _rows(flips), "listed_limit": computed.flips_limit},
+        impact=_impact(replayed, computed, cost or CostModel()),
         notes=list(NOTES),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gate.vocabulary import VERDICTS
+from workbench.migration.impact import impact_rows
 from workbench.reports import svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
@@ -30,7 +31,7 @@ def _pct(part: int, whole: int) -> str:
 
 def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
     d = m["dry_run"]
-    review, outcomes = d["review_load"], d["outcomes"]
+    review = d["review_load"]
     change = review["relative_change"]
     return [
         ("Rulebook", f"{m['rulebook_id']} → draft version {m['to']['version']}"),
@@ -41,9 +42,7 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("Replayed", f"{d['decisions_evaluated']:,} ({d['decisions_scalar']:,} by the scalar evaluator)"),
         ("Could not replay (no facts)", f"{d['decisions_unreplayable']:,}"),
         ("Verdict changed", f"{d['decisions_changed']:,} ({_pct(d['decisions_changed'], d['decisions_evaluated'])})"),
-        ("Caught failures (yes/review → no, later failed)", f"{outcomes['caught_failures']:,}"),
-        ("Blocked successes (yes/review → no, later succeeded)", f"{outcomes['blocked_successes']:,}"),
-        ("New approvals of blocked decisions (no → yes, outcome unobservable)", f"{outcomes['unobserved_new_approvals']:,}"),
+        *impact_rows(d.get("impact")),
         ("Review queue", (f"{review['before']:,} → {review['after']:,} "
                           f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
                           f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)")),

@@ -14,6 +14,7 @@ import panel as pn
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
 from workbench.app.state.migration import Computed, MigrationState, Refused
+from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
@@ -39,15 +40,12 @@ def transition_matrix(result: dict[str, Any]) -> pd.DataFrame:
 def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
     if not result:
         return pn.pane.Markdown("*Run a dry-run to see the draft's impact on history.*")
-    outcomes = result["outcomes"]
     review = result["review_load"]
+    impact = "  \n".join(f"{label}: **{md_text(text)}**" for label, text in impact_rows(result["impact"]))
     summary = (
         f"**{result['decisions_evaluated']}** decisions replayed · **{result['decisions_changed']}** change verdict · "
         f"**{result['decisions_unreplayable']}** could not be replayed (no stored facts)  \n"
-        f"Caught failures (approved, later failed, now blocked): **{outcomes['caught_failures']}** · "
-        f"blocked successes: **{outcomes['blocked_successes']}** · "
-        f"new approvals whose outcome cannot be known (were blocked, never executed): "
-        f"**{outcomes['unobserved_new_approvals']}**  \n"
+        f"{impact}  \n"
         f"Review queue: {review['before']} → {review['after']} ({review['delta']:+d}) · "
         f"rules that never fired in history: {md_text(', '.join(result['rules_never_fired_in_history']) or 'none')}"
     )
