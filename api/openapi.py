@@ -146,7 +146,8 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
              "caller's scope; needs the `publish` permission.", True,
              {200: "{ok, created: false, rulebook} the same content again", 201: "{ok, created: true, rulebook}",
               403: "key lacks publish", 409: "other content under a published version", 422: "invalid rulebook"},
-             errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"), tags=("releases",)),
+             errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"),
+             request_body="RulebookPublishRequest", tags=("releases",)),
     Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release", "A rulebook's release: state (active, "
              "previous, shadow, canary, pending approvals), the scope's release policy, the live shadow and canary "
              "comparison with intervals and guardrails, and the signed event history.", True,
@@ -168,14 +169,15 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
                                        "RELEASE_NOTHING_TO_HALT", "RELEASE_NOTHING_TO_ROLL_BACK",
                                        "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_APPROVAL_MISMATCH",
                                        "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE"),
-             request_headers=("x-idempotency-key",), response_headers=("x-idempotency-status",), tags=("releases",)),
+             request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
+             response_headers=("x-idempotency-status",), tags=("releases",)),
     Endpoint("get", "/api/decision/release-policy", "The scope's release policy.", True,
              {200: "{ok, policy}"}, errors=AUTH_ERRORS, tags=("releases",)),
     Endpoint("put", "/api/decision/release-policy", "Set the scope's release policy `{require_approval, "
              "approval_ttl_seconds, refuse_superseded_inline}`; needs `release`.", True,
              {200: "{ok, policy}", 400: "malformed policy", 403: "key lacks release"},
              errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED"),
-             tags=("releases",)),
+             request_body="ReleasePolicy", tags=("releases",)),
 )
 
 # Issue 11: operational routes (docs/operations.md).
@@ -720,6 +722,36 @@ SCHEMAS: dict[str, Any] = {
             "record": {"type": "object", "description": "A Decision Record (DecisionRecord); absent: the stored one."},
             "input": {"type": "object", "description": "The original request, checked against input_hash."},
             "public_key": {"type": "string", "description": "PEM; diagnostics only, never a trust anchor."},
+        },
+        "additionalProperties": False,
+    },
+    "RulebookPublishRequest": {
+        "type": "object",
+        "description": f"A Rulebook v1 (JSON Schema at {C.RULEBOOK_SCHEMA_PATH}); its semantics are checked on "
+                       "publication (422 RULEBOOK_INVALID).",
+    },
+    "ReleaseActionRequest": {
+        "type": "object",
+        "required": ["action"],
+        "properties": {
+            "action": {"type": "string", "enum": ["shadow", "canary", "activate", "halt", "rollback", "approve"]},
+            "version": {"type": "string", "minLength": 1, "maxLength": 80},
+            "percent": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 100,
+                        "description": "canary share of subjects, at most two decimals"},
+            "subject": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}(\\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$"},
+            "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+            "migration_manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "request_seq": {"type": "integer", "minimum": 1},
+            "rulebook_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        },
+        "additionalProperties": False,
+    },
+    "ReleasePolicy": {
+        "type": "object",
+        "properties": {
+            "require_approval": {"type": "boolean"},
+            "approval_ttl_seconds": {"type": "integer", "minimum": 60, "maximum": 2592000},
+            "refuse_superseded_inline": {"type": "boolean"},
         },
         "additionalProperties": False,
     },

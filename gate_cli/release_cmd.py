@@ -55,7 +55,7 @@ def add_release_parser(sub) -> None:
             parser.add_argument("--rulebook-hash", required=True, help="the requested version's hash (required)")
         parser.add_argument("--reason", default=None, help="why (recorded in the signed event; default: none)")
         parser.add_argument("--manifest", default=None,
-                            help="the dry-run's migration.json this rests on (its migration_hash is recorded)")
+                            help="the dry-run's migration.json this rests on (its migration_hash is recorded; default: none)")
         parser.add_argument("--as", dest="actor", default=None, help="operator name (default: the login name)")
         parser.add_argument("--idempotency-key", default=None, help="retry-safe key (default: none)")
         parser.add_argument("--json", action="store_true", help="print the event as JSON")
@@ -64,7 +64,7 @@ def add_release_parser(sub) -> None:
     policy.add_argument("--require-approval", dest="require_approval", action="store_const", const=True, default=None,
                         help="canary and activation need a second identity's approval")
     policy.add_argument("--no-require-approval", dest="require_approval", action="store_const", const=False)
-    policy.add_argument("--approval-ttl", type=int, default=None, help="seconds an approval request lives (60..2592000)")
+    policy.add_argument("--approval-ttl", type=int, default=None, help="seconds an approval request lives (60..2592000; default: unchanged, 86400 for a new policy)")
     policy.add_argument("--refuse-superseded-inline", dest="refuse_inline", action="store_const", const=True,
                         default=None, help="refuse inline decides of a released id with other content (409)")
     policy.add_argument("--allow-superseded-inline", dest="refuse_inline", action="store_const", const=False)

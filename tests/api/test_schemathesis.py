@@ -70,6 +70,10 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     "COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE": (None, None, "the stored decision's state"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": (None, None, "credential-looking names and values anywhere in the body"),
     "RULEBOOK_LOOKUP_INVALID": (None, ("GET /api/decision/rulebooks",), "exactly hash, or rulebook_id with version"),
+    # An action's own members (approve needs request_seq, version and rulebook_hash; a canary its
+    # percent; a percent two decimals): relations JSON Schema's one object cannot state per action.
+    "RELEASE_ACTION_INVALID": (None, ("POST /api/decision/rulebooks/{rulebook_id}/release",),
+                               "the members each action needs"),
     # JSON Schema's uniqueItems compares whole items; scenario ids are unique on their own.
     "COUNTERFACTUAL_SCENARIOS_INVALID": (frozenset({"duplicate_value"}), None, "scenario ids unique in the request"),
     "REQUEST_INVALID": (frozenset({

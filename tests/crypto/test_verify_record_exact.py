@@ -32,7 +32,7 @@ from gate.verify import (
 
 ANCHORS = TrustAnchors.from_public_key_pem(key_a().public_key_pem, key_id=key_a().key_id)
 NOT_APPLICABLE = {"trusted_adapter_lineage", "confidence_hash", "audit_chain", "audit_chain_signature",
-                  "confidence_signature", *DIAGNOSTIC_CHECKS}
+                  "confidence_signature", "release_arm_hash", "release_arm_signature", *DIAGNOSTIC_CHECKS}
 
 
 def _checks(true=(), false=(), none=()):
