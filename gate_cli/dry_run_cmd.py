@@ -58,11 +58,11 @@ def add_dry_run_parser(sub) -> None:
     p.set_defaults(func=cmd_dry_run)
 
 
-def _fail(error, as_json: bool) -> int:
+def _fail(error, as_json: bool, command: str = "dry-run") -> int:
     if as_json:
         print(json.dumps(error.to_dict(), indent=2), file=sys.stderr)
     else:
-        print(f"gate dry-run: {error.code}: {error.message}", file=sys.stderr)
+        print(f"gate {command}: {error.code}: {error.message}", file=sys.stderr)
         for item in error.errors:
             print(f"  {item['field']}: {item['code']}: {item['message']}", file=sys.stderr)
     return 2

@@ -33,6 +33,7 @@ from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
 from gate_cli.scopes_cmd import add_scopes_parser
+from gate_cli.sweep_cmd import add_sweep_parser
 from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
@@ -253,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys_parser(sub)
     # Each other subcommand family lives in its own module and adds its own parser.
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
-                add_rulebook_parser, add_dry_run_parser, add_workbench_parser, add_contract_parsers,
+                add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)
     apply_everywhere(parser)

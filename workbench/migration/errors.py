@@ -14,7 +14,8 @@ class DryRunError(Exception):
     decision of that rulebook id anywhere in the history), `HISTORY_EMPTY` (none in the chosen
     scope), `DATASET_INVALID` (no manifest, unreadable, or another schema version),
     `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `USAGE` (a
-    command-line argument is missing or out of range).
+    command-line argument is missing or out of range), `SWEEP_INVALID` (a threshold sweep's rule,
+    field, comparison or range cannot be swept: workbench.migration.sweep).
     """
 
     def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
