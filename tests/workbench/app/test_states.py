@@ -276,3 +276,20 @@ def test_a_draft_too_long_for_a_link_is_left_out_of_it(workbench_home, tmp_path)
     assert session.links.draft == ""
     session.links.draft = "y" * (DRAFT_URL_LIMIT + 1)  # a link carrying more is not applied
     assert session.authoring.draft_text.startswith("{")
+
+
+def test_a_loaded_version_reads_in_the_schema_order_and_hashes_the_same(workbench_home):
+    """Issue 21, item 4: snapshots are stored canonically (keys sorted), so `version` landed on the
+    second-to-last line; loading now lays the members out in the schema's order, moving no value."""
+    from gate.protocol.canonical import sha256_hex
+
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    lines = state.draft_text.splitlines()
+    assert [line.strip().split(":")[0] for line in lines[1:4]] == ['"schema_version"', '"rulebook_id"', '"version"']
+    current = store.current_rulebook("acme", "pricing_exception")
+    assert json.loads(state.draft_text) == current and sha256_hex(json.loads(state.draft_text)) == sha256_hex(current)
+    first_rule = json.loads(state.draft_text)["rules"][0]
+    assert list(first_rule)[:2] == ["rule_id", "priority"] and list(first_rule)[-2:] == ["condition", "outcome"]
+    assert list(first_rule["outcome"])[:2] == ["decision", "verdict"]

@@ -9,6 +9,7 @@ from typing import Any
 import param
 
 from gate.rulebook.analysis import lint, minimal_flips
+from gate.rulebook.layout import readable_order
 from workbench.app.store import DraftCheck, WorkbenchStore, check_draft, evaluate
 
 
@@ -58,7 +59,8 @@ class AuthoringState(param.Parameterized):
         if current is None:
             self.message = f"no registered version of {self.rulebook_id!r} in scope {self.scope!r}"
             return
-        self.draft_text = json.dumps(current, indent=2, ensure_ascii=False)
+        # Stored canonically (keys sorted): shown in the schema's reading order instead.
+        self.draft_text = json.dumps(readable_order(current), indent=2, ensure_ascii=False)
         self.message = f"loaded {current['rulebook_id']} version {current['version']}"
 
     def run_facts(self) -> None:
