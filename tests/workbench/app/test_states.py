@@ -293,3 +293,32 @@ def test_a_loaded_version_reads_in_the_schema_order_and_hashes_the_same(workbenc
     first_rule = json.loads(state.draft_text)["rules"][0]
     assert list(first_rule)[:2] == ["rule_id", "priority"] and list(first_rule)[-2:] == ["condition", "outcome"]
     assert list(first_rule["outcome"])[:2] == ["decision", "verdict"]
+
+
+def test_lint_findings_read_as_a_list_with_lines_and_fixes(workbench_home):
+    """Issue 21, item 4: lint findings as a readable list (where, line, fix), not a JSON tree; a
+    number compared with a string and an undeclared fact are both flagged."""
+    from workbench.app.lintview import lint_items
+    from workbench.app.pages.authoring import _lint_markdown
+
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    draft = json.loads(state.draft_text)
+    draft["rules"][0]["rule_id"] = "deep_*discount*"[:4] + "_cap"
+    draft["rules"][0]["condition"] = {"field": "discount_percent", "operator": "gt", "value": "25"}
+    draft["rules"][1]["condition"] = {"field": "coupon_code", "operator": "eq", "value": "X"}
+    state.draft_text = json.dumps(draft, indent=2)
+    state.run_lint()
+    items = lint_items(state.lint_report, state.draft_text)
+    by_code = {item["code"]: item for item in items}
+    assert by_code["unsatisfiable"]["where"] == "rule deep_cap"
+    assert "a number compared with a string" in by_code["unsatisfiable"]["fix"]
+    assert by_code["undeclared_field"]["where"].endswith("fact coupon_code")
+    line = state.draft_text.splitlines()[by_code["unsatisfiable"]["line"] - 1]
+    assert '"rule_id": "deep_cap"' in line
+    assert [i["severity"] for i in items] == sorted((i["severity"] for i in items),
+                                                    key=lambda s: {"warning": 1, "info": 2}[s])
+    rendered = _lint_markdown(state.lint_report, state.draft_text)
+    assert "Fix:" in rendered and "deep\\_cap" in rendered and f"(line {by_code['unsatisfiable']['line']})" in rendered
+    assert _lint_markdown(None, "").startswith("*Lint")

@@ -7,6 +7,7 @@ from typing import Any
 import panel as pn
 import param
 
+from workbench.app.lintview import lint_items
 from workbench.app.pages.common import json_pane, note
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.store import DraftCheck
@@ -62,6 +63,21 @@ def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
     return editor
 
 
+def _lint_markdown(report: dict[str, Any] | None, text: str) -> str:
+    """The lint findings as a readable list: severity, where (rule and line), message, fix."""
+    if report is None:
+        return "*Lint the draft to see its findings.*"
+    items = lint_items(report, text)
+    if not items:
+        return "**No findings.** The rules are reachable, declared and disjoint where it matters."
+    head = f"**{len(items)} finding(s)** ({md_text(report.get('method'))} analysis)"
+    rows = [f"- **{md_text(i['severity'])}** · {md_text(i['where'])}"
+            + (f" (line {i['line']})" if i["line"] else "")
+            + f" · {md_text(i['code'])}: {md_text(i['message'])}"
+            + (f"  \n  *Fix:* {md_text(i['fix'])}" if i["fix"] else "") for i in items]
+    return "\n".join([head, *rows])
+
+
 def _draft_tests(state: AuthoringState) -> pn.Row:
     """The draft tried on hand-entered facts, on a stored decision, and linted."""
     facts = pn.widgets.TextAreaInput.from_param(state.param.facts_text, name="Facts (JSON)", height=120)
@@ -78,7 +94,9 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
                   json_pane(state.param.flips, "Minimal flips (one fact each)"), width=460),
         pn.Column("### Test on a stored decision", decision, run_decision,
                   json_pane(state.param.decision_test, "Stored vs draft"), width=460),
-        pn.Column("### Lint", run_lint, json_pane(state.param.lint_report, "Lint report"), width=460),
+        pn.Column("### Lint", run_lint, pn.pane.Markdown(pn.bind(_lint_markdown, state.param.lint_report,
+                                                                 state.param.draft_text),
+                                                         css_classes=["lint-findings"]), width=460),
     )
 
 
