@@ -42,12 +42,19 @@ def _rulebook_picker(state: AuthoringState, policies: list[str]) -> pn.Row:
 
 
 def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
-    """The draft's editor, in step with the view-model both ways, its errors marked in the gutter."""
+    """The draft's editor, in step with the view-model both ways, its errors marked in the gutter.
+
+    Text the editor itself sent is never sent back to it: while the author types, each keystroke's
+    text reaches the view-model, and writing the (by then older) text back into the browser's
+    editor would drop the characters typed meanwhile. Only a change from elsewhere (a loaded
+    version, a link, the page's own edits) is written into the editor."""
     editor = pn.widgets.CodeEditor(value=state.draft_text, language="json", height=420,
                                    sizing_mode="stretch_width", on_keyup=True, name="Draft")
     editor.annotations = editor_annotations(state.check)
+    from_editor = {"text": state.draft_text}
 
     def typed(event: param.parameterized.Event) -> None:
+        from_editor["text"] = event.new
         if event.new != state.draft_text:
             state.draft_text = event.new
 
@@ -55,7 +62,8 @@ def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
     editor.param.watch(typed, "value")
 
     def refreshed(event: param.parameterized.Event) -> None:
-        if editor.value != state.draft_text:
+        if state.draft_text != from_editor["text"]:  # changed elsewhere: show it
+            from_editor["text"] = state.draft_text
             editor.value = state.draft_text
         editor.annotations = editor_annotations(state.check)
 
