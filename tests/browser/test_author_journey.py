@@ -132,7 +132,11 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     page.get_by_role("button", name="Dry-run draft over full history").click()
     page.get_by_text("decisions replayed").first.wait_for()
     page.get_by_text("Exact semantic diff (current → draft): different").wait_for()
-    page.get_by_text("Caught failures").wait_for()
+    # Issue 21: the fix sends risky approvals to review; those that later failed are caught (the
+    # old headline counted only flips to `no` and said 0), each figure with its interval.
+    caught = page.get_by_text(re.compile(r"Failures caught: \d+ of")).first
+    caught.wait_for()
+    page.get_by_text("Too young to judge").first.wait_for()
     screenshot(page, "journey-3-migration")
 
     # Export: the signed manifest and the HTML report download from the page.
@@ -141,6 +145,9 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
         page.get_by_role("button", name="Download migration.json").click()
     manifest = json.loads(Path(download.value.path()).read_text())
     assert manifest["dry_run"]["decisions_changed"] > 0
+    impact = manifest["dry_run"]["impact"]
+    assert impact["failures_caught"]["count"] > 0 and impact["failures_caught"]["interval_95"]
+    assert f"Failures caught: {impact['failures_caught']['count']:,} of" in caught.inner_text()
     assert manifest["signature"]
     with page.expect_download() as download:
         page.get_by_role("button", name="Download report.html").click()
