@@ -108,7 +108,8 @@ def cmd_keys(args) -> int:
             print(json.dumps(public))
         else:
             for row in public:
-                print(f"{row['key_id']}  {row['status']:8}  scope={row['scope']}  plan={row['plan']}")
+                print(f"{row['key_id']}  {row['status']:8}  scope={row['scope']}  plan={row['plan']}  "
+                      f"permissions={row.get('permissions') or 'decide'}")
         return 0
     if args.keys_command in ("disable", "enable"):
         status = "disabled" if args.keys_command == "disable" else "active"

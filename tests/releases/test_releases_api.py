@@ -326,3 +326,20 @@ def test_history_document_is_what_the_release_states(author):
     assert document["release_history_version"] == "release_history_v1"
     assert [e["seq"] for e in document["events"]] == [1]
     assert document["events"][0]["state"]["active"] == author.status().json["state"]["active"]
+
+
+def test_keys_carry_their_permissions_through_the_cli(gate_env):
+    import subprocess
+    import sys
+
+    env = {**gate_env, "PATH": ""}
+    run = [sys.executable, "-m", "gate_cli.main", "keys"]
+    made = subprocess.run([*run, "create", "--scope", "s1", "--permissions", "publish,release", "--json"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["permissions"] == "decide,publish,release"
+    listed = subprocess.run([*run, "list"], capture_output=True, text=True, env=env, timeout=120)
+    assert "permissions=decide,publish,release" in listed.stdout
+    bad = subprocess.run([*run, "create", "--scope", "s1", "--permissions", "decide,root"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode != 0 and "unknown permission(s) root" in bad.stderr
