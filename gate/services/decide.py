@@ -104,7 +104,7 @@ class DecisionService:
             # Decide by reference (docs/releases.md): the request an inline decide of the version
             # the scope's release picks would be; everything after is the inline path.
             body, routed = self.releases.route(caller, body, idempotency_key,
-                                               lambda: self._prior_version(caller, idempotency_key))
+                                               lambda rid: self._prior_version(caller, idempotency_key, rid))
         prepared = prepare_decision_request(body)
         claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
         replayed = self.pipeline.replay_known(claim)
@@ -125,12 +125,17 @@ class DecisionService:
         evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter, routed, notices)
         return self._store_evaluated(claim, evaluated, request_id, receipt_signer)
 
-    def _prior_version(self, caller: Caller, idempotency_key: str | None) -> str | None:
-        """The version an earlier decide under this idempotency key ran (a retry stays in its arm)."""
+    def _prior_version(self, caller: Caller, idempotency_key: str | None, rulebook_id: str) -> str | None:
+        """The version of `rulebook_id` an earlier decide under this idempotency key ran (a retry
+        stays in its arm); None when the key is new or was used for another rulebook (whose replay
+        then answers the idempotency conflict)."""
         if idempotency_key is None:
             return None
         stored = self.ledger.decision_by_idempotency(caller.scope, idempotency_key)
-        return stored.columns.get("policy_version") if stored is not None else None
+        if stored is None or stored.columns.get("policy_id") != rulebook_id:
+            return None
+        version = stored.columns.get("policy_version")
+        return version if isinstance(version, str) else None
 
     def _facts(self, prepared: PreparedRequest) -> tuple[AdapterRun | None, dict[str, Any]]:
         """The facts to evaluate: a trusted adapter's output, else the request's own facts."""

@@ -283,7 +283,7 @@ class ReleaseService:
     # ------------------------------------------------------------------ decide: route and observe
 
     def route(self, caller: Caller, body: dict[str, Any], idempotency_key: str | None,
-              prior_version: Callable[[], str | None]) -> tuple[dict[str, Any], Routed]:
+              prior_version: Callable[[str], str | None]) -> tuple[dict[str, Any], Routed]:
         """The request an inline decide of the referenced version would be, and where it went.
         `prior_version()` names the version an earlier decide under the same idempotency key ran,
         so a retry replays in its arm whatever the release did since."""
@@ -297,7 +297,7 @@ class ReleaseService:
         state = self.state(scope, rulebook_id)
         version, arm, subject_hash = ref.get("version"), "pinned", None
         if version is None:
-            version = prior_version() if idempotency_key is not None else None
+            version = prior_version(rulebook_id) if idempotency_key is not None else None
             arm = "replayed" if version is not None else "active"
         if version is None:
             if state.active is None:

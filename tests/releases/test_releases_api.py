@@ -319,6 +319,16 @@ def test_a_retry_under_the_same_key_stays_in_its_version(author):
     assert retry.json["decision_id"] == first.json["decision_id"]
 
 
+def test_a_key_used_for_another_rulebook_is_an_idempotency_conflict_not_a_lookup(author):
+    author.publish(version("v1"))
+    author.act("activate", version="v1")
+    other = version("v9")  # a version this rulebook never published
+    other["rulebook_id"] = "other_book"
+    author.decide(inline(other), key="shared-key")
+    answer = author.decide(by_reference(), key="shared-key")
+    assert answer.status_code == 409 and answer.json["error"] == "SVC_API_IDEMPOTENCY_CONFLICT"
+
+
 def test_history_document_is_what_the_release_states(author):
     author.publish(version("v1"))
     author.act("activate", version="v1")
