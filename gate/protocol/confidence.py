@@ -77,6 +77,18 @@ def wilson_lower(successes: int, n: int, z: float = Z) -> float:
     return max(0.0, (centre - margin) / (1 + z2 / n))
 
 
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float] | None:
+    """The Wilson score interval of successes / n, clipped to [0, 1] and rounded to 6 digits
+    (None when n is 0): the interval the release figures and the dry-run's impact state."""
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [round(max(0.0, centre - margin), 6), round(min(1.0, centre + margin), 6)]
+
+
 def policy_stability(counts: ConfidenceCounts) -> float:
     """1 - (1 - share of current-version evidence) * |smoothed current rate - smoothed older rate|."""
     n_cur = counts.current_successes + counts.current_failures

@@ -9,24 +9,13 @@ which are what halts a canary. The API, the CLI and the workbench's Releases pag
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gate.protocol.confidence import wilson_interval
 from gate.releases.guardrails import VERDICTS, ArmCounts, GuardrailReport
 
-Z95 = 1.959964
-
-
-def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """The Wilson score interval of successes / n (None when n is 0)."""
-    if n <= 0:
-        return None
-    p = successes / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return (round(max(0.0, centre - margin), 6), round(min(1.0, centre + margin), 6))
+wilson = wilson_interval  # the one Wilson interval (gate.protocol.confidence)
 
 
 def _rate(events: int, n: int) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import Any
 
 import polars as pl
 
+from gate.clock import iso_ms
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
@@ -190,7 +191,7 @@ def impact_tally(flips: pl.DataFrame, versions: pl.DataFrame,
     newest = versions["last"].max() if versions.height else None
     if not isinstance(newest, datetime):
         return None, {}
-    as_of = newest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    as_of = iso_ms(newest)
     if not flips.height:
         return as_of, {}
     cutoff = newest - timedelta(days=horizon_days)

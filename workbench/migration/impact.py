@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gate.protocol.confidence import wilson_interval
+
 Z95 = 1.959964
 APPROVED, BLOCKED, REVIEW = "yes", "no", "review"
 MATURE_CLASSES = ("success", "failure")
@@ -70,15 +72,7 @@ class CostModel:
         return cls(**dict(body))
 
 
-def wilson(events: int, n: int, z: float = Z95) -> list[float] | None:
-    """The Wilson score interval of events / n, rounded to 6 digits (None when n is 0)."""
-    if n <= 0:
-        return None
-    p = events / n
-    z2 = z * z
-    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
-    margin = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return [round(max(0.0, centre - margin), 6), round(min(1.0, centre + margin), 6)]
+wilson = wilson_interval  # the one Wilson interval (gate.protocol.confidence)
 
 
 def _figure(count: int, n: int) -> dict[str, Any]:

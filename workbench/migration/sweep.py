@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from gate.clock import iso_ms
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook import get_evaluator
@@ -286,7 +287,7 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
     if not isinstance(newest, datetime):
         raise DryRunError("HISTORY_EMPTY", f"rulebook {rulebook_id!r} has no decision to sweep over")
     cutoff = newest - timedelta(days=cost.outcome_horizon_days)
-    as_of = newest.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    as_of = iso_ms(newest)
     independent, dependent = _vector_groups(history, compiled, leaf, cutoff)
     tallies = _tallies(independent, dependent, leaf, thresholds)
     scalar, scalar_rows = _scalar_tallies(history, compiled, leaf, thresholds, cutoff)
