@@ -49,6 +49,7 @@ from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines.common import latest_outcomes
 from workbench.migration.run import DryRun, dry_run, write_dry_run
+from workbench.migration.sweep import sweep
 from workbench.reports.policy import (
     PolicyReports,
     ReportParams,
@@ -58,6 +59,7 @@ from workbench.reports.policy import (
     confidence_report,
     effectiveness_report,
 )
+from workbench.reports.rules import RuleHistory, rule_history
 from workbench.reports.timeseries import (
     monthly,
     monthly_from_rollups,
@@ -67,6 +69,9 @@ from workbench.reports.timeseries import (
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
+# What the Authoring page's live impact shows of a dry-run's result (the same figures as Migration).
+LIVE_SUMMARY_KEYS = ("draft", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
+                     "review_load", "rules", "transitions")
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
 
@@ -393,6 +398,31 @@ class WorkbenchStore:
         # A result the workbench signs must cover a dataset signed by a key this gate trusts.
         return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
                        created_at=iso_ms(self.clock.now()), anchors=self.signing.trust_anchors() if signer else None)
+
+    def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
+        """The dry-run's summary of the draft over full history (the same `dry_run` call and the
+        same figures as the Migration page and `gate dry-run`): what the Authoring page shows
+        live beside the editor. Raises DryRunError like `dry_run`."""
+        result = self.dry_run(scope, rulebook_id, draft).result.to_dict()
+        return {key: result[key] for key in LIVE_SUMMARY_KEYS}
+
+    def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
+              thresholds: list[float]) -> dict[str, Any]:
+        """`gate sweep`'s library call over this scope's history in the dataset (DryRunError)."""
+        anchors = self.signing.trust_anchors() if self.signing.receipt_signer() else None
+        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=anchors)
+
+    def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
+        """Each stored matched rule of the policy over its whole history in the scope: decisions,
+        share and success rate with its interval (`workbench.reports.rules`), cached by manifest."""
+        manifest_key = self._manifest_key()
+
+        def compute() -> list[RuleHistory]:
+            frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id)
+            return rule_history(frames.decisions, frames.outcomes)
+
+        rows: list[RuleHistory] = self._remembered((manifest_key, "rules", scope, policy_id), compute)
+        return copy.deepcopy(rows)
 
     def semantic_diff(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any] | None:
         """The exact diff from the scope's current version to the draft (None without one)."""

@@ -93,3 +93,19 @@ def effectiveness(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapp
                   min_sample: int) -> dict[str, Any]:
     """Whole-sample effectiveness: finalize(merge([partial(all)]))."""
     return finalize(merge([partial(decisions, outcomes)]), classes, min_sample=min_sample)
+
+
+def by_group(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], key: str, *,
+             min_sample: int) -> list[tuple[Any, dict[str, Any]]]:
+    """Effectiveness of each value of the decisions' column `key` (a null value is a group too):
+    each group's body is `finalize` of that group's sample, so a group's success rate and its
+    interval mean exactly what the whole report's mean. Groups in descending decision count,
+    ties by value (nulls last)."""
+    sample = partial(decisions, outcomes, by=[key])["sample"]
+    if not sample.height:
+        return []
+    sizes = sample.group_by(key).agg(pl.col("decisions").sum()).sort(
+        ["decisions", key], descending=[True, False], nulls_last=True)
+    return [(value, finalize({"sample": sample.filter(pl.col(key).eq_missing(value)).drop(key)}, classes,
+                             min_sample=min_sample))
+            for value in sizes[key].to_list()]

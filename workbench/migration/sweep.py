@@ -102,6 +102,35 @@ def find_leaf(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: in
     return SweepLeaf(rule_id, path, field, leaf["operator"], float(leaf["value"]))
 
 
+def numeric_comparisons(rulebook: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every comparison `sweep` accepts, in rule order: {rule_id, field, occurrence, operator,
+    value} (a numeric leaf with a number, not under a `not`), as `find_leaf` would find it."""
+    found: list[dict[str, Any]] = []
+    for rule in rulebook.get("rules", []):
+        leaves: list[tuple[tuple[Any, ...], dict[str, Any], bool]] = []
+        _leaves(rule.get("condition"), (), False, leaves)
+        seen: Counter[str] = Counter()
+        for _path, leaf, under_not in leaves:
+            if leaf.get("operator") not in NUMERIC:
+                continue
+            field = str(leaf.get("field"))
+            occurrence = seen[field]
+            seen[field] += 1
+            value = leaf.get("value")
+            if not under_not and isinstance(value, (int, float)) and not isinstance(value, bool):
+                found.append({"rule_id": rule["rule_id"], "field": field, "occurrence": occurrence,
+                              "operator": leaf["operator"], "value": value})
+    return found
+
+
+def with_threshold(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: int, value: float) -> dict[str, Any]:
+    """A copy of the draft with that comparison's threshold set to `value` (every other member,
+    and the key order, kept); DryRunError as `find_leaf` for a comparison it cannot sweep."""
+    shown = float(f"{float(value):.12g}")  # 0.12, not the 0.12000000000000002 an even step can land on
+    number: float = int(shown) if shown.is_integer() else shown
+    return _with_value(rulebook, find_leaf(rulebook, rule_id, field, occurrence), number)
+
+
 def thresholds_between(low: float, high: float, steps: int) -> list[float]:
     """`steps` evenly spaced thresholds from `low` to `high` (both included)."""
     if not (math.isfinite(low) and math.isfinite(high)) or low > high:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import panel as pn
@@ -9,8 +10,11 @@ import param
 
 from workbench.app.lintview import lint_items
 from workbench.app.pages.common import json_pane, note
-from workbench.app.state.authoring import AuthoringState
+from workbench.app.pages.rule_table import rule_table
+from workbench.app.pages.sweep import sweep_view
+from workbench.app.state.authoring import LIVE_DEBOUNCE_S, AuthoringState
 from workbench.app.store import DraftCheck
+from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
 
@@ -108,13 +112,64 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
     )
 
 
+def live_markdown(live: dict[str, Any] | None, note_text: str) -> str:
+    """The live impact beside the editor: the dry-run summary's own rows (`impact_rows`, as the
+    Migration page, the CLI and the reports print them)."""
+    head = "### Live impact over full history"
+    if live is None:
+        return f"{head}\n\n*{md_text(note_text or 'Type or load a valid draft to see its impact.')}*"
+    review = live["review_load"]
+    counts = (f"**{live['decisions_evaluated']:,}** decisions replayed · **{live['decisions_changed']:,}** change "
+              f"verdict · review queue {review['before']:,} → {review['after']:,}")
+    lines = [head, "", counts, ""]
+    lines += [f"- {label}: **{md_text(text)}**" for label, text in impact_rows(live["impact"])]
+    if note_text:
+        lines += ["", f"*{md_text(note_text)}*"]
+    return "\n".join(lines)
+
+
+def schedule_live(state: AuthoringState) -> None:
+    """Re-run the live impact `LIVE_DEBOUNCE_S` after each valid edit, in a worker thread; an
+    edit meanwhile cancels the wait, and a result for an older draft is dropped (`apply_live`)."""
+    pending: dict[str, asyncio.Task[None] | None] = {"task": None}
+
+    async def run(draft: dict[str, Any], draft_hash: str) -> None:
+        await asyncio.sleep(LIVE_DEBOUNCE_S)
+        computed = None
+        try:
+            computed = await asyncio.to_thread(state.compute_live, draft)
+        finally:
+            state.apply_live(computed, draft_hash)
+
+    def changed(event: param.parameterized.Event) -> None:
+        task = pending["task"]
+        if task is not None and not task.done():
+            task.cancel()
+        check: DraftCheck | None = event.new
+        if check is None or not check.valid or check.rulebook is None or check.rulebook_hash is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not served (no event loop): nothing runs in the background
+            return
+        pending["task"] = loop.create_task(run(check.rulebook, check.rulebook_hash))
+
+    state.param.watch(changed, "check")
+
+
 def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:
+    schedule_live(state)
+    live = pn.pane.Markdown(pn.bind(live_markdown, state.param.live, state.param.live_note),
+                            css_classes=["live-impact"], width=520)
     return pn.Column(
         _rulebook_picker(state, policies),
         note(state.param.message),
-        _draft_editor(state),
-        pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
-                         sizing_mode="stretch_width"),
+        pn.Row(pn.Column(_draft_editor(state),
+                         pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
+                                          sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+               live, sizing_mode="stretch_width"),
+        rule_table(state),
+        sweep_view(state),
         _draft_tests(state),
         name="Authoring",
     )

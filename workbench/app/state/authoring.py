@@ -8,9 +8,16 @@ from typing import Any
 
 import param
 
+from gate.errors import GateError
 from gate.rulebook.analysis import lint, minimal_flips
 from gate.rulebook.layout import readable_order
+from workbench.app import ruletable
 from workbench.app.store import DraftCheck, WorkbenchStore, check_draft, evaluate
+from workbench.migration.errors import DryRunError
+from workbench.migration.sweep import MAX_THRESHOLDS, numeric_comparisons, thresholds_between, with_threshold
+
+LIVE_DEBOUNCE_S = 0.3  # the live impact runs this long after the last valid edit (pages schedule it)
+SWEEP_STEPS = 41  # thresholds a sweep tries by default
 
 
 class AuthoringState(param.Parameterized):
@@ -31,16 +38,185 @@ class AuthoringState(param.Parameterized):
     decision_test = param.Dict(default=None, allow_None=True)
     lint_report = param.Dict(default=None, allow_None=True)
     message = param.String(default="")
+    # The rule table (rows of the draft as typed; `rule_history` of the stored decisions).
+    rules = param.List(default=[], doc="ruletable.rule_rows of the draft, each with its history")
+    rule_history = param.List(default=[], doc="workbench.reports.rules rows of the rulebook in the scope")
+    table_message = param.String(default="")
+    # Live impact: the dry-run's summary of the last valid draft, recomputed after each edit.
+    live = param.Dict(default=None, allow_None=True, doc="store.impact_summary of `live_hash`'s draft")
+    live_hash = param.String(default="", doc="rulebook hash of the draft `live` describes")
+    live_note = param.String(default="")
+    # Threshold sweeps of one numeric comparison of the draft (`workbench.migration.sweep`).
+    comparisons = param.List(default=[], doc="sweep.numeric_comparisons of the valid draft")
+    sweep_key = param.String(default="", allow_None=True, doc="rule_id|field|occurrence of the swept comparison")
+    sweep_from = param.Number(default=0.0)
+    sweep_to = param.Number(default=1.0)
+    sweep_steps = param.Integer(default=SWEEP_STEPS, bounds=(1, MAX_THRESHOLDS))
+    sweep_result = param.Dict(default=None, allow_None=True)
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
+        self._history_for: tuple[str, str] | None = None
         self.check = check_draft(self.draft_text) if self.draft_text else None
 
     @param.depends("draft_text", watch=True)
     def _revalidate(self) -> None:
-        self.check = check_draft(self.draft_text)
+        check = check_draft(self.draft_text)
+        self.check = check
         self.lint_report = None
+        parsed = check.rulebook if isinstance(check.rulebook, dict) else None
+        if parsed is not None and self._history_for != (self.scope, self.rulebook_id):
+            self.load_rule_history()  # the first edit of another rulebook reads its history once
+        self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
+        if check.valid and check.rulebook is not None:
+            self._offer_comparisons(check.rulebook)
+            self.live_note = "updating…" if self.live_hash != check.rulebook_hash else self.live_note
+        else:
+            self.live_note = "the draft has errors: the live impact waits for a valid draft"
+
+    # ------------------------------------------------------------------ the rule table
+
+    def _with_history(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each row with its rule's stored history (by rule id; none for a rule history never saw)."""
+        by_rule = {row["rule_id"]: row for row in self.rule_history}
+        out = []
+        for row in rows:
+            seen = by_rule.get(row["rule_id"])
+            out.append({**row, "fired": seen["decisions"] if seen else 0,
+                        "share": seen["share"] if seen else None,
+                        "success_rate": seen["success_rate"] if seen else None,
+                        "success_interval": seen["success_rate_interval"] if seen else None,
+                        "resolved": seen["resolved"] if seen else 0})
+        return out
+
+    def load_rule_history(self) -> None:
+        """Read each rule's history in the scope (cached by the store per dataset)."""
+        self._history_for = (self.scope, self.rulebook_id)
+        if not (self.scope and self.rulebook_id):
+            self.rule_history = []
+            return
+        try:
+            self.rule_history = list(self.store.rule_history(self.scope, self.rulebook_id))
+        except (DryRunError, GateError, OSError, ValueError) as exc:
+            self.rule_history = []
+            self.table_message = f"rule history unavailable: {exc}"
+        parsed = self.check.rulebook if self.check is not None and isinstance(self.check.rulebook, dict) else None
+        self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
+
+    def _edited(self, change: Any) -> None:
+        parsed = self.check.rulebook if self.check is not None else None
+        if not isinstance(parsed, dict):
+            self.table_message = "the JSON does not parse: fix it in the editor first"
+            return
+        try:
+            edited = change(parsed)
+        except ruletable.RuleEditError as exc:
+            self.table_message = f"not changed: {exc}"
+            self.rules = list(self.rules)  # the table shows the draft's value again
+            return
+        self.table_message = ""
+        self.draft_text = ruletable.draft_text(edited)
+
+    def edit_cell(self, index: int, column: str, value: Any) -> None:
+        """Write one table cell into the draft (the JSON editor follows); a bad cell changes nothing."""
+        self._edited(lambda parsed: ruletable.with_cell(parsed, index, column, value))
+
+    def add_rule(self) -> None:
+        self._edited(ruletable.with_rule_added)
+
+    def remove_rule(self, index: int) -> None:
+        self._edited(lambda parsed: ruletable.with_rule_removed(parsed, index))
+
+    # ------------------------------------------------------------------ live impact
+
+    def compute_live(self, draft: dict[str, Any]) -> dict[str, Any]:
+        """The dry-run summary and the lint of `draft`, without touching any parameter (pages
+        run it in a worker thread, then `apply_live` on the server's event loop)."""
+        try:
+            summary: dict[str, Any] = self.store.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"],
+                                                                draft)
+        except (DryRunError, GateError) as exc:
+            return {"refused": str(exc), "lint": lint(draft).to_json()}
+        return {"summary": summary, "lint": lint(draft).to_json()}
+
+    def apply_live(self, computed: dict[str, Any] | None, draft_hash: str) -> None:
+        """Show what `compute_live` returned, unless the draft changed meanwhile."""
+        check = self.check
+        if check is None or check.rulebook_hash != draft_hash:
+            return  # an older draft's figures: the newer edit's run will show its own
+        if computed is None:
+            self.live_note = "live impact failed: see the server log"
+            return
+        self.lint_report = computed["lint"]
+        if "refused" in computed:
+            self.live, self.live_hash = None, draft_hash
+            self.live_note = f"no live impact: {computed['refused']}"
+            return
+        self.live, self.live_hash = computed["summary"], draft_hash
+        self.live_note = ""
+
+    # ------------------------------------------------------------------ threshold sweeps
+
+    def _offer_comparisons(self, rulebook: dict[str, Any]) -> None:
+        """The draft's sweepable comparisons; a new pick (and its default range: 0 to twice the
+        draft's value) only when the current one is gone. One batch: the picker follows once."""
+        comparisons = numeric_comparisons(rulebook)
+        keys = [comparison_key(c) for c in comparisons]
+        if self.sweep_key in keys or not comparisons:
+            self.param.update(comparisons=comparisons, sweep_key=self.sweep_key if comparisons else "")
+            return
+        value = float(comparisons[0]["value"])
+        low, high = (0.0, 2 * value) if value > 0 else (2 * value, 0.0) if value < 0 else (-1.0, 1.0)
+        self.param.update(comparisons=comparisons, sweep_key=keys[0], sweep_from=low, sweep_to=high)
+
+    def sweep_request(self) -> tuple[dict[str, Any], tuple[str, str, int], list[float]] | None:
+        """(draft, comparison, thresholds) of the sweep to run, or None (the message says why)."""
+        draft = self._require_draft()
+        if draft is None:
+            return None
+        chosen = next((c for c in self.comparisons if comparison_key(c) == self.sweep_key), None)
+        if chosen is None:
+            self.message = "pick a numeric comparison of the draft to sweep"
+            return None
+        try:
+            thresholds = thresholds_between(float(self.sweep_from), float(self.sweep_to), int(self.sweep_steps))
+        except DryRunError as exc:
+            self.message = f"sweep refused: {exc}"
+            return None
+        return draft, (chosen["rule_id"], chosen["field"], int(chosen["occurrence"])), thresholds
+
+    def compute_sweep(self, request: tuple[dict[str, Any], tuple[str, str, int], list[float]]) -> dict[str, Any]:
+        draft, leaf, thresholds = request
+        try:
+            return self.store.sweep(self.scope, self.rulebook_id or draft["rulebook_id"], draft, leaf, thresholds)
+        except (DryRunError, GateError) as exc:
+            return {"refused": str(exc)}
+
+    def apply_sweep(self, computed: dict[str, Any] | None) -> None:
+        if computed is None:
+            self.message = "sweep failed: see the server log"
+        elif "refused" in computed:
+            self.sweep_result, self.message = None, f"sweep refused: {computed['refused']}"
+        else:
+            self.sweep_result = computed
+            self.message = (f"swept {len(computed['points'])} thresholds over "
+                            f"{computed['decisions_replayed']:,} decisions")
+
+    def use_threshold(self, value: float) -> None:
+        """Set the swept comparison's threshold in the draft (a clicked point of the sweep)."""
+        leaf = (self.sweep_result or {}).get("leaf")
+        parsed = self.draft
+        if leaf is None or parsed is None:
+            self.message = "run a sweep of a valid draft first"
+            return
+        try:
+            edited = with_threshold(parsed, leaf["rule_id"], leaf["field"], int(leaf["occurrence"]), value)
+        except DryRunError as exc:
+            self.message = f"threshold not set: {exc}"
+            return
+        self.draft_text = ruletable.draft_text(edited)
+        self.message = f"{leaf['rule_id']}: {leaf['field']} {leaf['operator']} {value:g} set in the draft"
 
     @property
     def draft(self) -> dict[str, Any] | None:
@@ -60,6 +236,7 @@ class AuthoringState(param.Parameterized):
             self.message = f"no registered version of {self.rulebook_id!r} in scope {self.scope!r}"
             return
         # Stored canonically (keys sorted): shown in the schema's reading order instead.
+        self.load_rule_history()
         self.draft_text = json.dumps(readable_order(current), indent=2, ensure_ascii=False)
         self.message = f"loaded {current['rulebook_id']} version {current['version']}"
 
@@ -97,3 +274,13 @@ class AuthoringState(param.Parameterized):
         if draft is not None:
             self.lint_report = lint(draft).to_json()
             self.message = ""
+
+
+def comparison_key(comparison: dict[str, Any]) -> str:
+    """The sweep picker's value of one comparison: `rule_id|field|occurrence`."""
+    return f"{comparison['rule_id']}|{comparison['field']}|{comparison['occurrence']}"
+
+
+def comparison_label(comparison: dict[str, Any]) -> str:
+    symbol = ruletable.SYMBOLS.get(comparison["operator"], comparison["operator"])
+    return f"{comparison['rule_id']}: {comparison['field']} {symbol} {comparison['value']}"

@@ -1,0 +1,74 @@
+"""The Authoring page's rule table: the draft's rules as editable rows beside the JSON editor,
+each with its history (how often it decided, its share, the success rate with its interval)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import panel as pn
+
+from workbench.app.ruletable import COLUMNS, EDITABLE
+from workbench.app.state.authoring import AuthoringState
+from workbench.reports.textsafe import md_text
+
+HISTORY_COLUMNS = ("fired", "share", "success_rate")
+# The rule's short cells and its history first (they fit the page), the condition last.
+SHOWN = ("index", "priority", "rule_id", "decision", "verdict", "action", "reason_code", *HISTORY_COLUMNS,
+         "reads", "condition")
+WIDTHS = {"reads": 320, "condition": 420}
+TITLES = {"index": "#", "priority": "priority", "rule_id": "rule", "condition": "condition (JSON)",
+          "reads": "reads as", "decision": "decision", "verdict": "verdict", "action": "action",
+          "reason_code": "reason code", "fired": "decided in history", "share": "share",
+          "success_rate": "success rate (95%)"}
+
+
+def _success(row: dict[str, Any]) -> str:
+    interval = row.get("success_interval")
+    if row.get("success_rate") is None or interval is None:
+        return "no resolved outcome" if row.get("fired") else "no history"
+    text = f"{100 * row['success_rate']:.1f}% ({100 * interval[0]:.1f}–{100 * interval[1]:.1f}%, n={row['resolved']:,})"
+    return text if row["resolved"] >= 10 else f"{text} too few to judge"
+
+
+def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as the table shows them: the rule's cells, then its history as text."""
+    shown = [{**{name: row.get(name) for name in COLUMNS},
+              "fired": int(row.get("fired") or 0),
+              "share": "" if row.get("share") is None else f"{100 * row['share']:.1f}%",
+              "success_rate": _success(row)} for row in rows]
+    return pd.DataFrame(shown, columns=list(SHOWN))
+
+
+def rule_table(state: AuthoringState) -> pn.Column:
+    """The editable table, kept in step with the draft both ways: a cell edit is written into
+    the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft rebuilds the rows."""
+    editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
+    editors.update({name: {"type": "input"} for name in EDITABLE})
+    table = pn.widgets.Tabulator(rule_frame(state.rules), editors=editors, show_index=False, selectable=1,
+                                 titles=TITLES, widths=WIDTHS, layout="fit_data_table", sizing_mode="stretch_width",
+                                 height=260, css_classes=["rule-table"], name="Rules")
+
+    def edited(event: Any) -> None:
+        index = int(table.value.iloc[event.row]["index"])
+        state.edit_cell(index, event.column, event.value)
+
+    table.on_edit(edited)
+    state.param.watch(lambda e: setattr(table, "value", rule_frame(e.new)), "rules")
+    add = pn.widgets.Button(name="Add rule")
+    add.on_click(lambda _: state.add_rule())
+    remove = pn.widgets.Button(name="Remove selected rule")
+
+    def removed(_: object) -> None:
+        if not table.selection:
+            state.table_message = "select a rule's row first"
+            return
+        state.remove_rule(int(table.value.iloc[table.selection[0]]["index"]))
+
+    remove.on_click(removed)
+    status = pn.pane.Markdown(pn.bind(md_text, state.param.table_message), css_classes=["table-message"])
+    return pn.Column("### Rules", pn.pane.Markdown(
+        "Each row is one rule of the draft: edit a cell and the JSON follows (and the JSON's edits show here). "
+        "History is the stored decisions each rule decided, under every version of the rulebook in this scope."),
+        table, pn.Row(add, remove), status, sizing_mode="stretch_width")
+
