@@ -4,8 +4,10 @@ the report and start the draft in shadow."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ import pytest
 from tests.browser.conftest import Workbench, screenshot
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
+from workbench.migration.impact import impact_rows
+from workbench.migration.run import dry_run
+from workbench.migration.sweep import sweep
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -160,4 +165,112 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     tab(page, "Releases")
     page.get_by_text("shadow: 2026-12-01").wait_for()
     screenshot(page, "journey-4-shadow")
+    assert page.errors == []
+
+
+def _cell(page, table: str, row: int, field: str):
+    return page.locator(f"{table} .tabulator-row").nth(row).locator(f".tabulator-cell[tabulator-field='{field}']")
+
+
+def _text(locator) -> str:
+    """What a Markdown pane shows (its paragraphs and list items live in the pane's shadow root)."""
+    return "\n".join(locator.locator("p, li").all_inner_texts())
+
+
+def _wait_for_text(locator, expected: str, seconds: float = 60, read=None) -> str:
+    """The locator's text once it contains `expected` (the page updates it from the server)."""
+    read = read or _text
+    deadline = time.monotonic() + seconds
+    text = ""
+    while time.monotonic() < deadline:
+        text = read(locator)
+        if expected in text:
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"{expected!r} never appeared in {text!r}")
+
+
+def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_workbench):
+    """Issue 21: find the degrading policy, draft a fix in the rule table, watch its live impact,
+    sweep a threshold and click a point to set it, dry-run, read the impact with its intervals and
+    export; every figure the page shows equals the library's over the same dataset."""
+    server, paths = demo_workbench
+    dataset = paths["dataset"]
+    page.goto(server.url)
+    page.locator("select").first.select_option("demo")
+    page.get_by_label("Policy").first.select_option("refund_approval")
+    page.get_by_text("under policy_version '2026-08-01'").first.wait_for()
+    screenshot(page, "author-1-overview-degrading")
+
+    # A draft of the current version under a new version label, then the fix typed in the table:
+    # the auto-refund rule narrowed back to small, recent, low-risk refunds.
+    current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    draft = copy.deepcopy(current)
+    draft["version"] = "2026-12-03"
+    draft_from_current(page, "refund_approval", json.dumps(draft, indent=2))
+    page.get_by_text("Valid Rulebook v1").wait_for()
+    row = next(i for i, rule in enumerate(draft["rules"]) if rule["rule_id"] == "approve_within_auto_limit")
+    fix = {"all": [{"field": "amount", "operator": "lte", "value": 150},
+                   {"field": "order_age_days", "operator": "lte", "value": 30},
+                   {"field": "fraud_score", "operator": "lt", "value": 0.5}]}
+    cell = _cell(page, ".rule-table", row, "condition")
+    cell.click()
+    editor = cell.locator("input")
+    editor.fill(json.dumps(fix))
+    editor.press("Enter")
+    draft["rules"][row]["condition"] = fix
+    _wait_for_text(_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
+                   read=lambda cell: cell.inner_text())
+    history = _cell(page, ".rule-table", row, "success_rate").inner_text()
+    assert "%" in history and "n=" in history  # the rule's own record: success rate with its interval
+
+    # Live impact beside the editor: the dry-run summary of exactly this draft.
+    expected = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
+                       created_at="2026-11-24T00:00:00.000Z").result.to_dict()
+    caught_line = dict(impact_rows(expected["impact"]))["Failures caught"]
+    assert expected["impact"]["failures_caught"]["count"] > 0
+    _wait_for_text(page.locator(".live-impact"), f"Failures caught: {caught_line}")
+    live = _text(page.locator(".live-impact"))
+    assert f"{expected['decisions_changed']:,} change verdict" in live
+    screenshot(page, "author-2-table-fix-live-impact")
+
+    # Sweep the fixed rule's amount threshold; the table under the plot is the library's sweep.
+    page.get_by_label("Comparison").select_option(label="approve_within_auto_limit: amount ≤ 150")
+    for name, value in (("From", "50"), ("To", "400"), ("Thresholds", "8")):
+        field = page.get_by_label(name, exact=True)
+        field.fill(value)
+        field.press("Enter")
+    page.get_by_role("button", name="Sweep threshold").click()
+    page.get_by_text("swept 8 thresholds").wait_for()
+    swept = sweep(draft, "refund_approval", ("approve_within_auto_limit", "amount", 0),
+                  [50.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0], scope="demo", dataset=dataset)
+    point = swept["points"][1]
+    assert _cell(page, ".sweep-points", 1, "threshold").inner_text().strip() == "100"
+    assert _cell(page, ".sweep-points", 1, "failures_caught").inner_text().startswith(
+        f"{point['failures_caught']['count']:,} (")
+    time.sleep(1.5)  # BokehJS draws the plot after its pane arrives
+    screenshot(page, "author-3-sweep")
+    _cell(page, ".sweep-points", 1, "threshold").click()
+    page.get_by_text("amount lte 100 set in the draft").wait_for()
+    draft["rules"][row]["condition"]["all"][0]["value"] = 100
+    at_100 = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
+                     created_at="2026-11-24T00:00:00.000Z").result.to_dict()
+    assert at_100["impact"]["failures_caught"] == point["failures_caught"]  # the sweep's point is the dry-run
+    _wait_for_text(page.locator(".live-impact"),
+                   f"Failures caught: {dict(impact_rows(at_100['impact']))['Failures caught']}")
+
+    # The full dry-run on Migration reads the same impact, and the export carries it.
+    tab(page, "Migration")
+    page.get_by_role("button", name="Dry-run draft over full history").click()
+    rows = impact_rows(at_100["impact"])
+    summary = _wait_for_text(page.locator(".dry-run-summary"), f"{rows[0][0]}: {rows[0][1]}")
+    for label, text in rows:
+        assert f"{label}: {text}" in summary
+    screenshot(page, "author-4-dry-run-impact")
+    page.get_by_role("button", name="Export manifest and report").click()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download migration.json").click()
+    manifest = json.loads(Path(download.value.path()).read_text())
+    assert manifest["dry_run"]["impact"] == at_100["impact"]
+    assert manifest["to"]["version"] == "2026-12-03" if "to" in manifest else True
     assert page.errors == []

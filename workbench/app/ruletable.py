@@ -59,7 +59,7 @@ def reads(condition: Any) -> str:
 
 def _grouped(child: Any, *, always: bool = False) -> str:
     text = reads(child)
-    combinator = isinstance(child, dict) and any(key in child for key in ("all", "any", "not"))
+    combinator = isinstance(child, dict) and any(key in child for key in ("all", "any"))
     return f"({text})" if always or combinator else text
 
 

@@ -22,6 +22,9 @@ from workbench.reports.textsafe import md_text
 SERIES = (("approvals", "approvals", "#2a9d8f"), ("failures_caught", "failures caught", "#e76f51"),
           ("successes_lost", "successes lost", "#8d6cab"), ("review_load_change", "review load change", "#e9c46a"))
 
+TITLES = {**{name: label for name, label, _ in SERIES}, "net_effect": "net effect / decision",
+          "immature": "too young to judge"}
+
 
 def sweep_columns(result: dict[str, Any]) -> dict[str, list[Any]]:
     """The plot's columns: threshold, and per series its rate and interval bounds in %."""
@@ -44,9 +47,10 @@ def sweep_frame(result: dict[str, Any]) -> pd.DataFrame:
             return f"{figure['count']:,}"
         return f"{figure['count']:,} ({100 * rate:.1f}%, 95% {100 * interval[0]:.1f}–{100 * interval[1]:.1f}%)"
 
-    rows = [{"threshold": p["threshold"], **{label: cell(p[name]) for name, label, _ in SERIES},
-             "net effect / decision": p["expected_net_effect"].get("per_decision"),
-             "too young": p["immature"]["count"]} for p in result["points"]]
+    # The threshold as the draft will hold it (100, 0.3: never 0.30000000000000004).
+    rows = [{"threshold": f"{p['threshold']:.12g}", **{name: cell(p[name]) for name, _, _ in SERIES},
+             "net_effect": p["expected_net_effect"].get("per_decision"), "immature": p["immature"]["count"]}
+            for p in result["points"]]
     return pd.DataFrame(rows)
 
 
@@ -108,7 +112,7 @@ def sweep_view(state: AuthoringState) -> pn.Column:
         if not result:
             return pn.pane.Markdown("*Pick a comparison and a range, then sweep: each threshold's figures over "
                                     "full history.*")
-        table = pn.widgets.Tabulator(sweep_frame(result), disabled=True, show_index=False, height=240,
+        table = pn.widgets.Tabulator(sweep_frame(result), disabled=True, show_index=False, height=240, titles=TITLES,
                                      sizing_mode="stretch_width", css_classes=["sweep-points"])
         table.on_click(lambda event: state.use_threshold(float(table.value.iloc[event.row]["threshold"])))
         head = pn.pane.Markdown(
