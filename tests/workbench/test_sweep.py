@@ -105,3 +105,22 @@ def test_the_cli_sweeps_with_json_and_refuses_bad_input(root, tmp_path):
     wrong = subprocess.run([*base[:-2], "--field", "tier", "--from", "0", "--to", "1", "--steps", "2"],
                            capture_output=True, text=True, timeout=120, env={"GATE_HOME": str(tmp_path / "home")})
     assert wrong.returncode == 2 and "does not compare field" in wrong.stderr
+
+
+@pytest.mark.parametrize("op", ["gt", "gte", "lt", "lte"])
+def test_every_operator_and_unsorted_repeated_thresholds_equal_full_dry_runs(root, op):
+    # Thresholds out of order, repeated and on the data's own values (the boundaries of each operator),
+    # and 2^60, the value of the row only the scalar evaluator replays.
+    thresholds = [51, 30, 2.0**60, 0, 30, 99.5, 45]
+    draft = _with(50)
+    draft["rules"][1]["condition"]["all"][0]["operator"] = op
+    result = sweep(draft, "refunds", ("big", "amount", 0), thresholds, scope="acme", dataset=root)
+    assert [p["threshold"] for p in result["points"]] == thresholds
+    for point in result["points"]:
+        variant = json.loads(json.dumps(draft))
+        variant["rules"][1]["condition"]["all"][0]["value"] = point["threshold"]
+        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at=NOW).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (op, point["threshold"], name)
+        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+        assert point["approvals"]["count"] == approvals, (op, point["threshold"])
