@@ -10,14 +10,15 @@ the leaf true, so R alone is evaluated again. Where both verdicts agree the deci
 depend on t. Where they differ, the decision goes to R exactly when `field op t` holds, else to
 `low`'s pick; with the thresholds sorted, `field op t` holds for a prefix (gt, gte) or a suffix
 (lt, lte) of them, so each decision is one position `k` (a search of its value among the
-thresholds). The decisions are then counted by (stored verdict, outcome class, young, low and high
-verdict, k): a few thousand groups, whatever the number of distinct values, and each threshold's
-tally is a cumulative sum over k. The rows the typed columns cannot hold exactly (`partial`) are
-evaluated twice each by the scalar evaluator (the ground truth) and get their k in exact Python
-arithmetic. Outcomes are read only for the approvals some threshold withdraws (the only rows
-whose class enters a figure). Every threshold's figures come from
-`workbench.migration.impact.impact`, so they mean what `dry_run.impact` means; a threshold's
-figures equal a full dry-run of the draft with that threshold (tests/workbench/test_sweep.py).
+thresholds, searched in the same streaming pass). The decisions are counted there by (stored
+verdict, outcome class, young, low and high pick, k): a few thousand groups, whatever the number of
+distinct values, and each threshold's tally is a cumulative sum over k. The rows the typed columns
+cannot hold exactly (`partial`) are evaluated twice each by the scalar evaluator (the ground truth)
+and get their k in exact Python arithmetic. The latest outcomes are read once; the class is given
+only to the approvals some threshold withdraws (the only rows whose class enters a figure). Every
+threshold's figures come from `workbench.migration.impact.impact`, so they mean what
+`dry_run.impact` means; a threshold's figures equal a full dry-run of the draft with that
+threshold (tests/workbench/test_sweep.py).
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ __all__ = ["SweepLeaf", "find_leaf", "sweep", "thresholds_between"]
 
 NUMERIC = ("gt", "gte", "lt", "lte")
 MAX_THRESHOLDS = 1000
-# One row per replayed decision (`k`: where its verdict switches among the sorted thresholds, `_switch`).
-ROW_COLUMNS = ["decision_id", "old_verdict", "young", "low_verdict", "high_verdict", "k"]
+# The replayed decisions are counted by these (`k`: where the verdict switches among the sorted thresholds, `_switch`).
 GROUP_KEYS = ["old_verdict", "outcome_class", "young", "low_verdict", "high_verdict", "k"]
 
 
@@ -167,37 +167,51 @@ def _young(cutoff: datetime) -> pl.Expr:
     return ((pl.col("old_verdict") == "yes") & (pl.col("created_at") > cutoff)).fill_null(False).alias("young")
 
 
-def _vector_rows(history: History, draft: Draft, leaf: SweepLeaf, points: np.ndarray, cutoff: datetime) -> pl.DataFrame:
-    """The typed rows in one pass: `ROW_COLUMNS`, the verdicts with the leaf forced false and
-    true named through the draft's outcome table (the rules are evaluated once, with the leaf
-    false; R alone again with it true), and `k` from the field's value (`_switch`)."""
-    verdicts = [draft.polars.default_outcome["decision"], rp.NEEDS_INPUT_DECISION,
-                *[outcome["decision"] for outcome in draft.polars.outcomes]]
-    number = rp._kind(leaf.field, fc.KIND_NUMBER).fill_null(False)
-    typed = history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED)
-    rows = (rp.with_pick(typed, _variant(draft, leaf, False))
-            .with_columns(_high_pick(draft, leaf).alias("high"))
-            .select("decision_id", "old_verdict", _young(cutoff),
-                    rp._lookup(verdicts, pl.col(rp.PICK)).alias("low_verdict"),
-                    rp._lookup(verdicts, pl.col("high")).alias("high_verdict"),
-                    (pl.col(rp.PICK) != pl.col("high")).alias("dependent"),
-                    pl.when(number).then(rp._col(leaf.field, "n")).alias("x"))
-            .collect(engine="streaming"))
-    x = rows["x"].to_numpy()  # float64 with NaN for null, compared as the Polars leaf compares
-    switch = _switch(leaf.operator, points, x)
-    # A row whose verdict does not depend on the threshold keeps k 0 (fewer groups).
-    k = np.where(rows["dependent"].to_numpy(), switch, 0)
-    return rows.select(ROW_COLUMNS[:-1]).with_columns(pl.Series("k", k, dtype=pl.Int64))
+def _classed(rows: pl.LazyFrame, withdrawn: pl.Expr, latest: pl.DataFrame) -> pl.LazyFrame:
+    """`rows` with `outcome_class`. The class enters a figure only for an approval that some
+    threshold withdraws (`withdrawn`: caught, lost, immature), classed by its latest outcome as
+    the dry-run classes a flip; a stored `no` is unobservable, and any other row has class `none`."""
+    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
+    return rows.join(latest.lazy(), on="decision_id", how="left").with_columns(
+        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
+        .when(~withdrawn.fill_null(False) | pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
+        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
+        .alias("outcome_class"))
 
 
-def _switch(operator: str, points: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Per value, `k`: with `points` the thresholds in ascending order, the leaf `x op t` holds
-    for the thresholds at positions below k (gt, gte) or from k on (lt, lte). A missing value
-    (NaN) never holds: k is 0 (gt, gte) or every position (lt, lte)."""
-    side: Literal["left", "right"] = "left" if operator in ("gt", "lte") else "right"
-    k = np.searchsorted(points, x, side=side)  # NaN sorts after every threshold
-    missing = np.isnan(x)
-    return np.where(missing, 0 if operator in ("gt", "gte") else len(points), k)
+def _vector_groups(history: History, draft: Draft, leaf: SweepLeaf, points: list[float], cutoff: datetime,
+                   latest: pl.DataFrame) -> pl.DataFrame:
+    """The typed rows counted by `GROUP_KEYS`, in one streaming pass: the rules evaluated once
+    with the leaf false (`low`), R alone again with it true (`high`, `_high_pick`), each row's
+    `k` (`_switch`) searched in the plan; the picks are named after grouping (outcome table)."""
+    low, high = pl.col(rp.PICK), pl.col("high")
+    table = rp.outcome_table(draft.polars).select(rp.PICK, "verdict")
+    away = [pick for pick, verdict in table.iter_rows() if verdict != "yes"]
+    frame = (rp.with_pick(history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED), _variant(draft, leaf, False))
+             .with_columns(_high_pick(draft, leaf).alias("high"))
+             .select("decision_id", "old_verdict", _young(cutoff), rp.PICK, "high",
+                     # A row whose verdict does not depend on the threshold keeps k 0 (fewer groups).
+                     pl.when(low == high).then(pl.lit(0, dtype=pl.Int64)).otherwise(_switch(leaf, points)).alias("k")))
+    withdrawn = (pl.col("old_verdict") == "yes") & (low.is_in(away) | high.is_in(away))
+    grouped = (_classed(frame, withdrawn, latest)
+               .group_by(["old_verdict", "outcome_class", "young", rp.PICK, "high", "k"])
+               .agg(pl.len().cast(pl.Int64).alias("count")).collect(engine="streaming"))
+    return (grouped.join(table.rename({"verdict": "low_verdict"}), on=rp.PICK, how="left")
+            .join(table.rename({rp.PICK: "high", "verdict": "high_verdict"}), on="high", how="left")
+            .select(*GROUP_KEYS, "count"))
+
+
+def _switch(leaf: SweepLeaf, points: list[float]) -> pl.Expr:
+    """Each row's `k`: with `points` the thresholds in ascending order, the leaf `x op t` holds
+    for the thresholds at positions below k (gt, gte) or from k on (lt, lte), compared in
+    float64 as the Polars leaf compares. A value that is not a number never holds: k is 0 (gt,
+    gte) or every position (lt, lte)."""
+    side: Literal["left", "right"] = "left" if leaf.operator in ("gt", "lte") else "right"
+    x = rp._col(leaf.field, "n")
+    number = rp._kind(leaf.field, fc.KIND_NUMBER).fill_null(False) & x.is_not_null()
+    missing = 0 if leaf.operator in ("gt", "gte") else len(points)
+    search = pl.lit(pl.Series(points, dtype=pl.Float64)).search_sorted(x, side=side).cast(pl.Int64)
+    return pl.when(number).then(search).otherwise(pl.lit(missing, dtype=pl.Int64))
 
 
 _EXTREME = 1.0e308  # a finite JSON number beyond every finite fact: forces the leaf false or true
@@ -214,11 +228,12 @@ def _field_number(facts: Any, field: str) -> Any:
     return value if type(value) in (int, float) else None
 
 
-def _scalar_rows(history: History, draft: Draft, leaf: SweepLeaf, exact: list[float], cutoff: datetime) -> pl.DataFrame:
+def _scalar_groups(history: History, draft: Draft, leaf: SweepLeaf, exact: list[float], cutoff: datetime,
+                   latest: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The partial rows (few), by the scalar evaluator (the ground truth): each evaluated twice,
     with the leaf forced false and true by an extreme threshold, and `k` found among the
-    thresholds (`exact`, ascending) in exact Python arithmetic (no float rounding); as
-    `ROW_COLUMNS`, like the vector rows."""
+    thresholds (`exact`, ascending) in exact Python arithmetic (no float rounding); counted by
+    `GROUP_KEYS` like the vector rows, and how many there were."""
     partial = (history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
                .select("decision_id", "old_verdict", _young(cutoff), "facts_json").collect(engine="streaming"))
     columns: dict[str, list[Any]] = {"low_verdict": [], "high_verdict": [], "k": []}
@@ -233,27 +248,15 @@ def _scalar_rows(history: History, draft: Draft, leaf: SweepLeaf, exact: list[fl
             columns["high_verdict"].append(high.evaluate(facts).decision)
             x = _field_number(facts, leaf.field)
             columns["k"].append(missing if x is None else search(exact, x))
-    return partial.select(ROW_COLUMNS[:3]).with_columns(
+    rows = partial.drop("facts_json").with_columns(
         pl.Series("low_verdict", columns["low_verdict"], dtype=pl.String),
         pl.Series("high_verdict", columns["high_verdict"], dtype=pl.String),
         pl.Series("k", columns["k"], dtype=pl.Int64))
-
-
-def _groups(rows: pl.DataFrame, outcomes: pl.LazyFrame) -> pl.DataFrame:
-    """The rows counted by `GROUP_KEYS`. The outcome class enters a figure only for an approval
-    that some threshold withdraws (caught, lost, immature), so only those rows' latest outcomes
-    are read, and classed as the dry-run classes a flip; a stored `no` is unobservable, and any
-    other row has class `none`."""
     withdrawn = (pl.col("old_verdict") == "yes") & ((pl.col("low_verdict") != "yes")
                                                      | (pl.col("high_verdict") != "yes"))
-    wanted = outcomes.join(rows.lazy().filter(withdrawn).select("decision_id"), on="decision_id", how="semi")
-    latest = latest_outcomes(wanted).collect(engine="streaming")
-    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-    return rows.join(latest, on="decision_id", how="left").with_columns(
-        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
-        .when(~withdrawn.fill_null(False) | pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
-        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
-        .alias("outcome_class")).group_by(GROUP_KEYS).agg(pl.len().cast(pl.Int64).alias("count"))
+    grouped = _classed(rows.lazy(), withdrawn, latest).group_by(GROUP_KEYS).agg(
+        pl.len().cast(pl.Int64).alias("count")).collect()
+    return grouped, partial.height
 
 
 def _tallies(groups: pl.DataFrame, leaf: SweepLeaf, order: list[int]) -> list[Counter[tuple[str, str, str, bool]]]:
@@ -314,10 +317,10 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
     as_of = iso_ms(newest)
     order = sorted(range(len(thresholds)), key=lambda index: thresholds[index])  # exact, ascending
     exact = [thresholds[index] for index in order]
-    vector = _vector_rows(history, compiled, leaf, np.asarray(exact, dtype=np.float64), cutoff)
-    scalar = _scalar_rows(history, compiled, leaf, exact, cutoff)
-    tallies = _tallies(_groups(pl.concat([vector, scalar]), history.outcomes), leaf, order)
-    scalar_rows = scalar.height
+    latest = latest_outcomes(history.outcomes).collect(engine="streaming")
+    vector = _vector_groups(history, compiled, leaf, [float(t) for t in exact], cutoff, latest)
+    scalar, scalar_rows = _scalar_groups(history, compiled, leaf, exact, cutoff, latest)
+    tallies = _tallies(pl.concat([vector, scalar]), leaf, order)
     return {
         "sweep_version": "threshold_sweep_v1", "rulebook_id": rulebook_id, "scope": scope,
         "draft_hash": compiled.rulebook_hash,
