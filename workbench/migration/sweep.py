@@ -167,6 +167,16 @@ def _young(cutoff: datetime) -> pl.Expr:
     return ((pl.col("old_verdict") == "yes") & (pl.col("created_at") > cutoff)).fill_null(False).alias("young")
 
 
+def _latest(outcomes: pl.LazyFrame) -> pl.DataFrame:
+    """`latest_outcomes` (decision_id, outcome_status), read once: where no decision has a second
+    outcome (the usual history) each outcome is its decision's latest, and the per-decision sort is
+    skipped."""
+    read = outcomes.select("decision_id", "reported_at", "receipt_id", "status").collect(engine="streaming")
+    if read["decision_id"].n_unique() == read.height:
+        return read.select("decision_id", pl.col("status").alias("outcome_status"))
+    return latest_outcomes(read.lazy()).collect()
+
+
 def _classed(rows: pl.LazyFrame, withdrawn: pl.Expr, latest: pl.DataFrame) -> pl.LazyFrame:
     """`rows` with `outcome_class`. The class enters a figure only for an approval that some
     threshold withdraws (`withdrawn`: caught, lost, immature), classed by its latest outcome as
@@ -317,7 +327,7 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
     as_of = iso_ms(newest)
     order = sorted(range(len(thresholds)), key=lambda index: thresholds[index])  # exact, ascending
     exact = [thresholds[index] for index in order]
-    latest = latest_outcomes(history.outcomes).collect(engine="streaming")
+    latest = _latest(history.outcomes)
     vector = _vector_groups(history, compiled, leaf, [float(t) for t in exact], cutoff, latest)
     scalar, scalar_rows = _scalar_groups(history, compiled, leaf, exact, cutoff, latest)
     tallies = _tallies(pl.concat([vector, scalar]), leaf, order)
