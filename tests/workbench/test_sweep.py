@@ -143,3 +143,21 @@ def test_a_decision_with_several_outcomes_is_classed_by_its_latest(tmp_path):
         full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
         for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
             assert point[name] == full.impact[name], (point["threshold"], name)
+
+
+def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_without_facts_is_left_out(tmp_path):
+    facts = [{"amount": a, "tier": t, "country": "US"} for a, t in zip(AMOUNTS, TIERS, strict=True)]
+    decisions = decide(OLD, facts, no_facts=(3,))
+    outcomes = [{"decision_id": f"d{i:05d}", "status": s, "receipt_id": f"o{i}",
+                 "reported_at": decisions[i]["created_at"] + timedelta(hours=2)}
+                for i, s in enumerate(STATUSES) if s is not None]
+    root = write_dataset(tmp_path / "ds", decisions, outcomes, facts=False)
+    result = sweep(DRAFT, "refunds", ("big", "amount", 0), [30, 60, 0], scope="acme", dataset=root)
+    assert result["scalar_rows"] == len(AMOUNTS) - 1
+    for point in result["points"]:
+        full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
+        assert result["decisions_replayed"] == full.impact["decisions_replayed"] == len(AMOUNTS) - 1
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (point["threshold"], name)
+        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+        assert point["approvals"]["count"] == approvals, point["threshold"]

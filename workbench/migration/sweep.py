@@ -14,7 +14,8 @@ thresholds, searched in the same streaming pass). The decisions are counted ther
 verdict, outcome class, young, low and high pick, k): a few thousand groups, whatever the number of
 distinct values, and each threshold's tally is a cumulative sum over k. The rows the typed columns
 cannot hold exactly (`partial`) are evaluated twice each by the scalar evaluator (the ground truth)
-and get their k in exact Python arithmetic. The latest outcomes are read once; the class is given
+and get their k in exact Python arithmetic; a decision with no facts at all is left out, as the
+dry-run leaves it out. The latest outcomes are read once; the class is given
 only to the approvals some threshold withdraws (the only rows whose class enters a figure). Every
 threshold's figures come from `workbench.migration.impact.impact`, so they mean what
 `dry_run.impact` means; a threshold's figures equal a full dry-run of the draft with that
@@ -244,7 +245,8 @@ def _scalar_groups(history: History, draft: Draft, leaf: SweepLeaf, exact: list[
     with the leaf forced false and true by an extreme threshold, and `k` found among the
     thresholds (`exact`, ascending) in exact Python arithmetic (no float rounding); counted by
     `GROUP_KEYS` like the vector rows, and how many there were."""
-    partial = (history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
+    # A decision with no facts at all is unreplayable and left out, as the dry-run leaves it out.
+    partial = (history.base.filter((pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL) & pl.col("facts_json").is_not_null())
                .select("decision_id", "old_verdict", _young(cutoff), "facts_json").collect(engine="streaming"))
     columns: dict[str, list[Any]] = {"low_verdict": [], "high_verdict": [], "k": []}
     if partial.height:
