@@ -29,15 +29,22 @@ STATUSES = ["succeeded", "failed", "failed", "succeeded", "pending", "failed", "
             "succeeded", "failed", "succeeded", "failed", None, "failed", "succeeded"]
 
 
-@pytest.fixture
-def root(tmp_path):
+def _dataset(path, later=()):
+    """The history; `later`: (decision index, status, hours after the decision) of further outcomes."""
     facts = [{"amount": a, "tier": t, "country": "US" if i != 7 else "XX"}
              for i, (a, t) in enumerate(zip(AMOUNTS, TIERS, strict=True))]
     decisions = decide(OLD, facts)
     outcomes = [{"decision_id": f"d{i:05d}", "status": s, "receipt_id": f"o{i}",
                  "reported_at": decisions[i]["created_at"] + timedelta(hours=2)}
                 for i, s in enumerate(STATUSES) if s is not None]
-    return write_dataset(tmp_path / "ds", decisions, outcomes)
+    outcomes += [{"decision_id": f"d{i:05d}", "status": s, "receipt_id": f"p{i}-{hours}",
+                  "reported_at": decisions[i]["created_at"] + timedelta(hours=hours)} for i, s, hours in later]
+    return write_dataset(path, decisions, outcomes)
+
+
+@pytest.fixture
+def root(tmp_path):
+    return _dataset(tmp_path / "ds")
 
 
 def _with(threshold):
@@ -105,3 +112,52 @@ def test_the_cli_sweeps_with_json_and_refuses_bad_input(root, tmp_path):
     wrong = subprocess.run([*base[:-2], "--field", "tier", "--from", "0", "--to", "1", "--steps", "2"],
                            capture_output=True, text=True, timeout=120, env={"GATE_HOME": str(tmp_path / "home")})
     assert wrong.returncode == 2 and "does not compare field" in wrong.stderr
+
+
+@pytest.mark.parametrize("op", ["gt", "gte", "lt", "lte"])
+def test_every_operator_and_unsorted_repeated_thresholds_equal_full_dry_runs(root, op):
+    # Thresholds out of order, repeated and on the data's own values (the boundaries of each operator),
+    # and 2^60, the value of the row only the scalar evaluator replays.
+    thresholds = [51, 30, 2.0**60, 0, 30, 99.5, 45]
+    draft = _with(50)
+    draft["rules"][1]["condition"]["all"][0]["operator"] = op
+    result = sweep(draft, "refunds", ("big", "amount", 0), thresholds, scope="acme", dataset=root)
+    assert [p["threshold"] for p in result["points"]] == thresholds
+    for point in result["points"]:
+        variant = json.loads(json.dumps(draft))
+        variant["rules"][1]["condition"]["all"][0]["value"] = point["threshold"]
+        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at=NOW).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (op, point["threshold"], name)
+        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+        assert point["approvals"]["count"] == approvals, (op, point["threshold"])
+
+
+def test_a_decision_with_several_outcomes_is_classed_by_its_latest(tmp_path):
+    # Later outcomes that change the class (1, 3, 6, 12), and one reported before the first (5).
+    root = _dataset(tmp_path / "ds", [(1, "succeeded", 5), (3, "failed", 3), (5, "succeeded", 1),
+                                      (6, "failed", 4), (12, "failed", 6), (12, "succeeded", 7)])
+    thresholds = [1000, 0, 30, 60]
+    result = sweep(DRAFT, "refunds", ("big", "amount", 0), thresholds, scope="acme", dataset=root)
+    for point in result["points"]:
+        full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (point["threshold"], name)
+
+
+def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_without_facts_is_left_out(tmp_path):
+    facts = [{"amount": a, "tier": t, "country": "US"} for a, t in zip(AMOUNTS, TIERS, strict=True)]
+    decisions = decide(OLD, facts, no_facts=(3,))
+    outcomes = [{"decision_id": f"d{i:05d}", "status": s, "receipt_id": f"o{i}",
+                 "reported_at": decisions[i]["created_at"] + timedelta(hours=2)}
+                for i, s in enumerate(STATUSES) if s is not None]
+    root = write_dataset(tmp_path / "ds", decisions, outcomes, facts=False)
+    result = sweep(DRAFT, "refunds", ("big", "amount", 0), [30, 60, 0], scope="acme", dataset=root)
+    assert result["scalar_rows"] == len(AMOUNTS) - 1
+    for point in result["points"]:
+        full = dry_run(_with(point["threshold"]), "refunds", scope="acme", dataset=root, created_at=NOW).result
+        assert result["decisions_replayed"] == full.impact["decisions_replayed"] == len(AMOUNTS) - 1
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (point["threshold"], name)
+        approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
+        assert point["approvals"]["count"] == approvals, point["threshold"]

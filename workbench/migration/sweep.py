@@ -4,28 +4,35 @@ lost, review load change, each with its interval), in one vectorized pass.
 
 How one pass answers every threshold. Take the swept leaf `field op t` (op one of gt, gte, lt, lte)
 of rule R, not under a `not` (so R's condition is monotone in the leaf). Each typed decision is
-evaluated twice by the compiled draft, with the leaf forced false (`low`) and forced true (`high`).
-Where both picks agree the decision does not depend on t. Where they differ, the decision goes to R
-exactly when `field op t` holds, else to `low`'s pick. So one pass keeps, for the dependent
-decisions, the field's value with (old verdict, outcome class, young, low verdict, high verdict),
-grouped; each threshold then counts by a sorted search over those values. The rows the typed
-columns cannot hold exactly (`partial`) are evaluated per threshold by the scalar evaluator (the
-ground truth); rows without facts are left out and counted. Every threshold's figures come from
-`workbench.migration.impact.impact`, so they mean what `dry_run.impact` means; a threshold's
-figures equal a full dry-run of the draft with that threshold (tests/workbench/test_sweep.py).
+evaluated by the compiled draft with the leaf forced false (`low`); the pick with it forced true
+(`high`) differs only where no earlier rule and no needs_input decided and R's condition holds with
+the leaf true, so R alone is evaluated again. Where both verdicts agree the decision does not
+depend on t. Where they differ, the decision goes to R exactly when `field op t` holds, else to
+`low`'s pick; with the thresholds sorted, `field op t` holds for a prefix (gt, gte) or a suffix
+(lt, lte) of them, so each decision is one position `k` (a search of its value among the
+thresholds, searched in the same streaming pass). The decisions are counted there by (stored
+verdict, outcome class, young, low and high pick, k): a few thousand groups, whatever the number of
+distinct values, and each threshold's tally is a cumulative sum over k. The rows the typed columns
+cannot hold exactly (`partial`) are evaluated twice each by the scalar evaluator (the ground truth)
+and get their k in exact Python arithmetic; a decision with no facts at all is left out, as the
+dry-run leaves it out. The latest outcomes are read once; the class is given
+only to the approvals some threshold withdraws (the only rows whose class enters a figure). Every
+threshold's figures come from `workbench.migration.impact.impact`, so they mean what
+`dry_run.impact` means; a threshold's figures equal a full dry-run of the draft with that
+threshold (tests/workbench/test_sweep.py).
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import json
 import math
-import operator
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -47,7 +54,8 @@ __all__ = ["SweepLeaf", "find_leaf", "sweep", "thresholds_between"]
 
 NUMERIC = ("gt", "gte", "lt", "lte")
 MAX_THRESHOLDS = 1000
-_GROUP = ["old_verdict", "outcome_class", "young", "low_verdict", "high_verdict"]
+# The replayed decisions are counted by these (`k`: where the verdict switches among the sorted thresholds, `_switch`).
+GROUP_KEYS = ["old_verdict", "outcome_class", "young", "low_verdict", "high_verdict", "k"]
 
 
 @dataclass(frozen=True)
@@ -172,78 +180,82 @@ def _variant(draft: Draft, leaf: SweepLeaf, value: bool) -> rp.CompiledPolarsRul
     return replace(draft.polars, rules=rules)
 
 
-def _classes(frame: pl.LazyFrame, outcomes: pl.LazyFrame, cutoff: Any) -> pl.LazyFrame:
-    """Each approved row's outcome class (as the dry-run classes a flip) and whether it is young.
-    Only approvals need them (caught, lost and immature are all withdrawn approvals): the other
-    rows get the class the dry-run gives a stored `no` (unobservable) or none, and are never
-    young, so the latest outcomes are read for the approvals only."""
+def _high_pick(draft: Draft, leaf: SweepLeaf) -> pl.Expr:
+    """The pick with the leaf forced true, from the pick with it forced false (`PICK`): a rule
+    before R or needs_input decides either way; otherwise R's condition with the leaf true
+    decides whether R is taken (R is monotone in the leaf: taken forced false, taken forced true)."""
+    index = [rule_id for rule_id, _ in draft.polars.rules].index(leaf.rule_id)
+    rule = next(r for r in draft.rulebook["rules"] if r["rule_id"] == leaf.rule_id)
+    low = pl.col(rp.PICK)
+    high: pl.Expr = (pl.when(low.is_between(rp._NEEDS_INPUT_INDEX, index - 1)).then(low)
+                     .when(_forced(rule["condition"], leaf.path, True)).then(pl.lit(index, dtype=pl.Int32))
+                     .otherwise(low))
+    return high
+
+
+def _young(cutoff: datetime) -> pl.Expr:
+    return ((pl.col("old_verdict") == "yes") & (pl.col("created_at") > cutoff)).fill_null(False).alias("young")
+
+
+def _latest(outcomes: pl.LazyFrame) -> pl.DataFrame:
+    """`latest_outcomes` (decision_id, outcome_status), read once: where no decision has a second
+    outcome (the usual history) each outcome is its decision's latest, and the per-decision sort is
+    skipped."""
+    read = outcomes.select("decision_id", "reported_at", "receipt_id", "status").collect(engine="streaming")
+    if read["decision_id"].n_unique() == read.height:
+        return read.select("decision_id", pl.col("status").alias("outcome_status"))
+    return latest_outcomes(read.lazy()).collect()
+
+
+def _classed(rows: pl.LazyFrame, withdrawn: pl.Expr, latest: pl.DataFrame) -> pl.LazyFrame:
+    """`rows` with `outcome_class`. The class enters a figure only for an approval that some
+    threshold withdraws (`withdrawn`: caught, lost, immature), classed by its latest outcome as
+    the dry-run classes a flip; a stored `no` is unobservable, and any other row has class `none`."""
     classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-    approved = pl.col("old_verdict") == "yes"
-    wanted = outcomes.join(frame.filter(approved).select("decision_id"), on="decision_id", how="semi")
-    return frame.join(latest_outcomes(wanted), on="decision_id", how="left").with_columns(
+    return rows.join(latest.lazy(), on="decision_id", how="left").with_columns(
         pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
-        .when(~approved | pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
+        .when(~withdrawn.fill_null(False) | pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
         .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
-        .alias("outcome_class"),
-        (approved & (pl.col("created_at") > cutoff)).alias("young"))
+        .alias("outcome_class"))
 
 
-def _vector_groups(history: History, draft: Draft, leaf: SweepLeaf, cutoff: Any) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(independent rows counted by old verdict, class, young and verdict; dependent rows by those,
-    their low and high verdicts and the field's value) over the typed rows, in one pass."""
+def _vector_groups(history: History, draft: Draft, leaf: SweepLeaf, points: list[float], cutoff: datetime,
+                   latest: pl.DataFrame) -> pl.DataFrame:
+    """The typed rows counted by `GROUP_KEYS`, in one streaming pass: the rules evaluated once
+    with the leaf false (`low`), R alone again with it true (`high`, `_high_pick`), each row's
+    `k` (`_switch`) searched in the plan; the picks are named after grouping (outcome table)."""
+    low, high = pl.col(rp.PICK), pl.col("high")
     table = rp.outcome_table(draft.polars).select(rp.PICK, "verdict")
-    low, high = _variant(draft, leaf, False), _variant(draft, leaf, True)
-    typed = history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED)
-    picked = rp.with_pick(typed, low).rename({rp.PICK: "low"})
-    picked = rp.with_pick(picked, high).rename({rp.PICK: "high"})
-    value = rp._col(leaf.field, "n")
-    number = rp._kind(leaf.field, fc.KIND_NUMBER).fill_null(False)
-    frame = (picked.select("decision_id", "created_at", "old_verdict", "low", "high",
-                           pl.when(number).then(value).otherwise(None).alias("x"))
-             .join(table.lazy().rename({rp.PICK: "low", "verdict": "low_verdict"}), on="low", how="left")
-             .join(table.lazy().rename({rp.PICK: "high", "verdict": "high_verdict"}), on="high", how="left"))
-    frame = _classes(frame, history.outcomes, cutoff)
-    same = pl.col("low") == pl.col("high")
-    independent = frame.filter(same).group_by(["old_verdict", "outcome_class", "young", "low_verdict"]).agg(
-        pl.len().alias("count"))
-    dependent = frame.filter(~same).group_by([*_GROUP, "x"]).agg(pl.len().alias("count"))
-    both = pl.collect_all([independent, dependent], engine="streaming")
-    return both[0], both[1]
+    away = [pick for pick, verdict in table.iter_rows() if verdict != "yes"]
+    frame = (rp.with_pick(history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED), _variant(draft, leaf, False))
+             .with_columns(_high_pick(draft, leaf).alias("high"))
+             .select("decision_id", "old_verdict", _young(cutoff), rp.PICK, "high",
+                     # A row whose verdict does not depend on the threshold keeps k 0 (fewer groups).
+                     pl.when(low == high).then(pl.lit(0, dtype=pl.Int64)).otherwise(_switch(leaf, points)).alias("k")))
+    withdrawn = (pl.col("old_verdict") == "yes") & (low.is_in(away) | high.is_in(away))
+    grouped = (_classed(frame, withdrawn, latest)
+               .group_by(["old_verdict", "outcome_class", "young", rp.PICK, "high", "k"])
+               .agg(pl.len().cast(pl.Int64).alias("count")).collect(engine="streaming"))
+    return (grouped.join(table.rename({"verdict": "low_verdict"}), on=rp.PICK, how="left")
+            .join(table.rename({rp.PICK: "high", "verdict": "high_verdict"}), on="high", how="left")
+            .select(*GROUP_KEYS, "count"))
 
 
-def _fires(operator: str, x: np.ndarray, weights: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """For each threshold, the weight of the rows whose value satisfies `x op t` (null x never does)."""
-    order = np.argsort(x, kind="stable")
-    xs, cum = x[order], np.concatenate([[0], np.cumsum(weights[order])])
-    total = cum[-1]
-    positions = np.searchsorted(xs, thresholds, side="right" if operator in ("gt", "lte") else "left")
-    below: np.ndarray = cum[positions]
-    return below if operator in ("lt", "lte") else total - below
-
-
-def _tallies(independent: pl.DataFrame, dependent: pl.DataFrame, leaf: SweepLeaf,
-             thresholds: Sequence[float]) -> list[Counter[tuple[str, str, str, bool]]]:
-    """Per threshold: (old verdict, new verdict, class, young) → decisions, over the typed rows."""
-    base: Counter[tuple[str, str, str, bool]] = Counter()
-    for old, name, young, verdict, count in independent.iter_rows():
-        base[(old, verdict, name, bool(young))] += int(count)
-    tallies = [Counter(base) for _ in thresholds]
-    points = np.asarray(thresholds, dtype=np.float64)
-    for key, group in dependent.group_by(_GROUP):
-        old, name, young, low_verdict, high_verdict = key
-        known = group.filter(pl.col("x").is_not_null())
-        total = int(group["count"].sum())
-        fired = (_fires(leaf.operator, known["x"].to_numpy().astype(np.float64),
-                        known["count"].to_numpy().astype(np.int64), points)
-                 if known.height else np.zeros(len(points), dtype=np.int64))
-        for index, hits in enumerate(fired):
-            tallies[index][(old, high_verdict, name, bool(young))] += int(hits)
-            tallies[index][(old, low_verdict, name, bool(young))] += total - int(hits)
-    return tallies
+def _switch(leaf: SweepLeaf, points: list[float]) -> pl.Expr:
+    """Each row's `k`: with `points` the thresholds in ascending order, the leaf `x op t` holds
+    for the thresholds at positions below k (gt, gte) or from k on (lt, lte), compared in
+    float64 as the Polars leaf compares. A value that is not a number never holds: k is 0 (gt,
+    gte) or every position (lt, lte)."""
+    side: Literal["left", "right"] = "left" if leaf.operator in ("gt", "lte") else "right"
+    x = rp._col(leaf.field, "n")
+    number = rp._kind(leaf.field, fc.KIND_NUMBER).fill_null(False) & x.is_not_null()
+    missing = 0 if leaf.operator in ("gt", "gte") else len(points)
+    search = pl.lit(pl.Series(points, dtype=pl.Float64)).search_sorted(x, side=side).cast(pl.Int64)
+    return pl.when(number).then(search).otherwise(pl.lit(missing, dtype=pl.Int64))
 
 
 _EXTREME = 1.0e308  # a finite JSON number beyond every finite fact: forces the leaf false or true
-_PYTHON_OPS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+_BISECT = {"gt": bisect.bisect_left, "lte": bisect.bisect_left, "gte": bisect.bisect_right, "lt": bisect.bisect_right}
 
 
 def _field_number(facts: Any, field: str) -> Any:
@@ -256,29 +268,56 @@ def _field_number(facts: Any, field: str) -> Any:
     return value if type(value) in (int, float) else None
 
 
-def _scalar_tallies(history: History, draft: Draft, leaf: SweepLeaf, thresholds: Sequence[float],
-                    cutoff: Any) -> tuple[list[Counter[tuple[str, str, str, bool]]], int]:
+def _scalar_groups(history: History, draft: Draft, leaf: SweepLeaf, exact: list[float], cutoff: datetime,
+                   latest: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """The partial rows (few), by the scalar evaluator (the ground truth): each evaluated twice,
-    with the leaf forced false and true by an extreme threshold, then compared exactly (Python
-    numbers, no float rounding) against every threshold, as the vector rows are."""
-    partial = _classes(history.base.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-                       .select("decision_id", "created_at", "old_verdict", "facts_json"),
-                       history.outcomes, cutoff).collect(engine="streaming")
-    tallies: list[Counter[tuple[str, str, str, bool]]] = [Counter() for _ in thresholds]
-    if not partial.height:
-        return tallies, 0
-    sign = 1 if leaf.operator in ("gt", "gte") else -1
-    low = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, sign * _EXTREME)))
-    high = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, -sign * _EXTREME)))
-    fires = _PYTHON_OPS[leaf.operator]
-    for row in partial.iter_rows(named=True):
-        facts = json.loads(row["facts_json"])
-        low_verdict, high_verdict = low.evaluate(facts).decision, high.evaluate(facts).decision
-        x = _field_number(facts, leaf.field)
-        for index, threshold in enumerate(thresholds):
-            verdict = high_verdict if x is not None and fires(x, threshold) else low_verdict
-            tallies[index][(row["old_verdict"], verdict, row["outcome_class"], bool(row["young"]))] += 1
-    return tallies, partial.height
+    with the leaf forced false and true by an extreme threshold, and `k` found among the
+    thresholds (`exact`, ascending) in exact Python arithmetic (no float rounding); counted by
+    `GROUP_KEYS` like the vector rows, and how many there were."""
+    # A decision with no facts at all is unreplayable and left out, as the dry-run leaves it out.
+    partial = (history.base.filter((pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL) & pl.col("facts_json").is_not_null())
+               .select("decision_id", "old_verdict", _young(cutoff), "facts_json").collect(engine="streaming"))
+    columns: dict[str, list[Any]] = {"low_verdict": [], "high_verdict": [], "k": []}
+    if partial.height:
+        sign = 1 if leaf.operator in ("gt", "gte") else -1
+        low = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, sign * _EXTREME)))
+        high = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, -sign * _EXTREME)))
+        search, missing = _BISECT[leaf.operator], 0 if sign == 1 else len(exact)
+        for text in partial["facts_json"]:
+            facts = json.loads(text)
+            columns["low_verdict"].append(low.evaluate(facts).decision)
+            columns["high_verdict"].append(high.evaluate(facts).decision)
+            x = _field_number(facts, leaf.field)
+            columns["k"].append(missing if x is None else search(exact, x))
+    rows = partial.drop("facts_json").with_columns(
+        pl.Series("low_verdict", columns["low_verdict"], dtype=pl.String),
+        pl.Series("high_verdict", columns["high_verdict"], dtype=pl.String),
+        pl.Series("k", columns["k"], dtype=pl.Int64))
+    withdrawn = (pl.col("old_verdict") == "yes") & ((pl.col("low_verdict") != "yes")
+                                                     | (pl.col("high_verdict") != "yes"))
+    grouped = _classed(rows.lazy(), withdrawn, latest).group_by(GROUP_KEYS).agg(
+        pl.len().cast(pl.Int64).alias("count")).collect()
+    return grouped, partial.height
+
+
+def _tallies(groups: pl.DataFrame, leaf: SweepLeaf, order: list[int]) -> list[Counter[tuple[str, str, str, bool]]]:
+    """Per threshold (in the caller's order): (old verdict, new verdict, class, young) → decisions.
+    `order[p]`: the caller's index of the threshold at ascending position p."""
+    tallies: list[Counter[tuple[str, str, str, bool]]] = [Counter() for _ in order]
+    rising = leaf.operator in ("gt", "gte")
+    for (old, name, young, low_verdict, high_verdict), group in groups.group_by(GROUP_KEYS[:-1]):
+        counts = np.zeros(len(order) + 1, dtype=np.int64)
+        np.add.at(counts, group["k"].to_numpy(), group["count"].to_numpy())
+        total = int(counts.sum())
+        at_or_below = np.cumsum(counts)[:-1]  # rows whose k is at most each position
+        fired = total - at_or_below if rising else at_or_below
+        for position, index in enumerate(order):
+            hits = int(fired[position])
+            if hits:
+                tallies[index][(old, high_verdict, name, bool(young))] += hits
+            if total - hits:
+                tallies[index][(old, low_verdict, name, bool(young))] += total - hits
+    return tallies
 
 
 def _hashed(rulebook: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -317,11 +356,12 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
         raise DryRunError("HISTORY_EMPTY", f"rulebook {rulebook_id!r} has no decision to sweep over")
     cutoff = newest - timedelta(days=cost.outcome_horizon_days)
     as_of = iso_ms(newest)
-    independent, dependent = _vector_groups(history, compiled, leaf, cutoff)
-    tallies = _tallies(independent, dependent, leaf, thresholds)
-    scalar, scalar_rows = _scalar_tallies(history, compiled, leaf, thresholds, cutoff)
-    for tally, extra in zip(tallies, scalar, strict=True):
-        tally.update(extra)
+    order = sorted(range(len(thresholds)), key=lambda index: thresholds[index])  # exact, ascending
+    exact = [thresholds[index] for index in order]
+    latest = _latest(history.outcomes)
+    vector = _vector_groups(history, compiled, leaf, [float(t) for t in exact], cutoff, latest)
+    scalar, scalar_rows = _scalar_groups(history, compiled, leaf, exact, cutoff, latest)
+    tallies = _tallies(pl.concat([vector, scalar]), leaf, order)
     return {
         "sweep_version": "threshold_sweep_v1", "rulebook_id": rulebook_id, "scope": scope,
         "draft_hash": compiled.rulebook_hash,
