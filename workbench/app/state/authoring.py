@@ -16,7 +16,7 @@ from workbench.app.store import DraftCheck, WorkbenchStore, check_draft, evaluat
 from workbench.migration.errors import DryRunError
 from workbench.migration.sweep import MAX_THRESHOLDS, numeric_comparisons, thresholds_between, with_threshold
 
-LIVE_DEBOUNCE_S = 0.3  # the live impact runs this long after the last valid edit (pages schedule it)
+LIVE_DEBOUNCE_S = 0.25  # the live impact runs this long after the last valid edit (pages schedule it)
 SWEEP_STEPS = 41  # thresholds a sweep tries by default
 
 
