@@ -102,6 +102,11 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
     page.get_by_label("Rulebook").select_option(RULEBOOK_ID)
     page.get_by_role("button", name="Load current version").click()
     see(page, f"loaded {RULEBOOK_ID} version {HOSTILE_VERSION}")
+    # Issue 21: the rule table, the live impact and the sweep show the hostile outcome text as text.
+    page.locator(".rule-table .tabulator-cell", has_text=HOSTILE_ACTION).first.wait_for()
+    see(page, "change verdict · review queue")  # the live impact of the loaded draft
+    page.get_by_role("button", name="Sweep threshold").click()
+    see(page, "thresholds over")
     page.get_by_label("Stored decision id").fill(ids[-1])
     page.get_by_role("button", name="Evaluate on decision").click()
     page.get_by_text("Stored vs draft").wait_for()
