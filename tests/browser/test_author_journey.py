@@ -250,6 +250,17 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
         f"{point['failures_caught']['count']:,} (")
     time.sleep(1.5)  # BokehJS draws the plot after its pane arrives
     screenshot(page, "author-3-sweep")
+    # A point of the plot picked as its tap tool picks it (the selection of the plot's source, in
+    # the browser) reaches the server and sets that threshold; then a row of the table does.
+    picked = page.evaluate("""() => {
+      for (const doc of Bokeh.documents) for (const model of doc.all_models)
+        if (model.type === 'ColumnDataSource' && model.data.failures_caught_low !== undefined) {
+          model.selected.indices = [3]; return model.data.threshold[3];
+        }
+      return null;
+    }""")
+    assert picked == 200
+    page.get_by_text("amount lte 200 set in the draft").wait_for()
     _cell(page, ".sweep-points", 1, "threshold").click()
     page.get_by_text("amount lte 100 set in the draft").wait_for()
     draft["rules"][row]["condition"]["all"][0]["value"] = 100
