@@ -13,7 +13,7 @@ import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.app import ruletable
-from workbench.app.pages.authoring import live_markdown
+from workbench.app.pages.authoring import live_markdown, live_warnings
 from workbench.app.pages.rule_table import rule_frame
 from workbench.app.pages.sweep import sweep_columns, sweep_frame
 from workbench.app.state.authoring import AuthoringState, comparison_key
@@ -250,3 +250,21 @@ def test_numeric_comparisons_are_the_leaves_a_sweep_accepts():
     assert with_threshold(rulebook, "block_stale_order", "order_age_days", 0, 60.0)["rules"][1]["condition"][
         "value"] == 60
     assert rulebook["rules"][1]["condition"]["value"] == 90
+
+
+def test_each_edit_flags_an_undeclared_fact_and_a_number_compared_with_a_string(workbench_home):
+    """Issue 21, item 4: the live check (lint, run with each edit's live impact) flags under the
+    editor what lint flags: reading an undeclared fact, comparing a number with a string."""
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    state.apply_live(state.compute_live(state.draft), state.check.rulebook_hash)
+    assert live_warnings(state.lint_report, state.draft_text) == ""  # the sample draft is clean
+    state.edit_cell(0, "condition", '{"field": "discount_percent", "operator": "gt", "value": "25"}')
+    state.edit_cell(1, "condition", '{"field": "coupon_code", "operator": "eq", "value": "X"}')
+    assert state.check.valid and state.lint_report is None  # an edit clears the old findings
+    state.apply_live(state.compute_live(state.draft), state.check.rulebook_hash)
+    text = live_warnings(state.lint_report, state.draft_text)
+    assert text.startswith("**2 warning(s) as you type** (lint):")
+    assert "rule block\\_deep\\_discount (line" in text and "unsatisfiable" in text
+    assert "fact coupon\\_code" in text and "undeclared\\_field" in text

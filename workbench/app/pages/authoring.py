@@ -112,6 +112,19 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
     )
 
 
+def live_warnings(report: dict[str, Any] | None, text: str) -> str:
+    """The lint's warnings of the draft under the editor, as each edit's live check finds them:
+    an undeclared fact read, a comparison no valid input satisfies (a number compared with a
+    string), a rule never reached. Empty when there are none (info findings stay in the list)."""
+    warnings = [item for item in lint_items(report, text) if item["severity"] == "warning"]
+    if not warnings:
+        return ""
+    lines = [f"**{len(warnings)} warning(s) as you type** (lint):"]
+    lines += [f"- {md_text(i['where'])}" + (f" (line {i['line']})" if i["line"] else "")
+              + f" · {md_text(i['code'])}: {md_text(i['message'])}" for i in warnings]
+    return "\n".join(lines)
+
+
 def live_markdown(live: dict[str, Any] | None, note_text: str) -> str:
     """The live impact beside the editor: the dry-run summary's own rows (`impact_rows`, as the
     Migration page, the CLI and the reports print them)."""
@@ -166,7 +179,10 @@ def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Vi
         note(state.param.message),
         pn.Row(pn.Column(_draft_editor(state),
                          pn.pane.Markdown(pn.bind(error_markdown, state.param.check), css_classes=["draft-errors"],
-                                          sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+                                          sizing_mode="stretch_width"),
+                         pn.pane.Markdown(pn.bind(live_warnings, state.param.lint_report, state.param.draft_text),
+                                          css_classes=["live-warnings"], sizing_mode="stretch_width"),
+                         sizing_mode="stretch_width"),
                live, sizing_mode="stretch_width"),
         rule_table(state),
         sweep_view(state),
