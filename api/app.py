@@ -125,7 +125,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         service=service,
         releases=release_service,
         limiter=limiter or make_rate_limiter(settings.redis_url),
-        auth=Authenticator(ledger, settings.plans),
+        auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
         audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),
