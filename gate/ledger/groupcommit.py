@@ -110,11 +110,11 @@ class GroupWriter:
                 for member in batch:
                     _run_member(connection, member)
         except BaseException as exc:  # noqa: BLE001 - every member must be answered, closed
-            failure = exc if isinstance(exc, LedgerUnavailable) else LedgerUnavailable(
-                f"ledger write failed: {type(exc).__name__}")
+            message = exc.message if isinstance(exc, LedgerUnavailable) else f"ledger write failed: {type(exc).__name__}"
             for member in batch:
-                if member.error is None or not _is_fault(member.error):
-                    member.result, member.error = None, failure
+                if member.error is None or not _is_fault(member.error):  # its own error object per caller
+                    member.result, member.error = None, LedgerUnavailable(message)
+                    member.error.__cause__ = exc
         finally:
             for member in batch:
                 member.done.set()
