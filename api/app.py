@@ -87,7 +87,7 @@ def create_app(
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
     error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`."""
     settings = settings or Settings.from_env()
-    ledger = ledger or Ledger(settings.database_url)
+    ledger = ledger or Ledger(settings.database_url, group_commit=settings.ledger_group_commit)
     if settings.auto_migrate:
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.
@@ -125,7 +125,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         service=service,
         releases=release_service,
         limiter=limiter or make_rate_limiter(settings.redis_url),
-        auth=Authenticator(ledger, settings.plans),
+        auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
         audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),

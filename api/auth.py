@@ -4,11 +4,21 @@ The key comes in `x-api-key` or `Authorization: Bearer <key>`. Only its sha256 i
 the final comparison is constant-time (`gate.keys.apikeys.hashes_match`). Missing or unknown keys
 answer 401 with `WWW-Authenticate`; a disabled key answers 403. Both carry the family's
 `*_UNAUTHORIZED` code and never an approval. SECURITY: keys are never logged or echoed.
+
+Bounded staleness (`GATE_API_KEY_CACHE_MS`, default 1000): an *active* key's resolved caller is
+kept in process memory, under the key's sha256 only, for at most that long after the read that
+found it began. So a key disabled (or re-planned) in the ledger is refused by every worker within
+the bound. Nothing else is cached: a key the process has not read within the bound, an unknown
+key and a disabled key are read from the ledger on every request, so no key is ever accepted
+without a ledger read at most the bound old, and re-enabling a key takes effect at once.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from flask import Request
 
@@ -36,10 +46,19 @@ def presented_key(request: Request) -> str | None:
     return None
 
 
+# Entries kept at most; a full cache is emptied (every key is then read again once).
+CACHE_ENTRIES = 10_000
+
+
 class Authenticator:
-    def __init__(self, ledger: Ledger, plans: dict[str, dict[str, int]]) -> None:
+    def __init__(self, ledger: Ledger, plans: dict[str, dict[str, int]], *, cache_ms: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.ledger = ledger
         self.plans = plans
+        self.cache_seconds = cache_ms / 1000
+        self.clock = clock
+        # sha256(key) -> (monotonic time the ledger read began, the caller it resolved to)
+        self._active: dict[str, tuple[float, Caller]] = {}
 
     def authenticate(self, request: Request) -> Caller:
         key = presented_key(request)
@@ -47,7 +66,21 @@ class Authenticator:
             raise AuthFailure(401, "an API key is required in x-api-key or Authorization: Bearer")
         if len(key) > 200:
             raise AuthFailure(401, "the API key is not valid")
-        row = self.ledger.api_key_by_hash(hash_api_key(key))
+        key_hash = hash_api_key(key)
+        cached = self._active.get(key_hash)
+        if cached is not None and self.clock() - cached[0] < self.cache_seconds:
+            return cached[1]
+        read_at = self.clock()  # staleness counts from before the read
+        caller = self._resolve(self.ledger.api_key_by_hash(key_hash), key)
+        if self.cache_seconds > 0:
+            if len(self._active) >= CACHE_ENTRIES:
+                self._active.clear()
+            self._active[key_hash] = (read_at, caller)
+        return caller
+
+    def _resolve(self, row: dict[str, Any] | None, key: str) -> Caller:
+        """The caller an API key row grants; 401 for no row, 403 for a key that is not active
+        (neither is cached: only a resolved caller is; an expired entry is never read again)."""
         if row is None or not hashes_match(row["key_hash"], key):
             raise AuthFailure(401, "the API key is not valid")
         if row["status"] != "active":

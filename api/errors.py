@@ -154,6 +154,14 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return response
 
 
+def json_text_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
+    """`json_response` for a body already encoded the same way (`dumps`): a stored record's text."""
+    response = Response(text, status=status, mimetype="application/json")
+    if headers:
+        response.headers.update(headers)
+    return response
+
+
 def error_response(code: str, message: str, *, status: int | None = None,
                    headers: dict[str, str] | None = None, **details: Any) -> Response:
     table_status, body = error_body(code, message, **details)

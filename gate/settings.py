@@ -39,6 +39,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_DATABASE_URL", "sqlite:///$GATE_HOME/gate.db", "ledger URL; postgresql://user@host/db in production"),
     ("GATE_SIGNING_KEY_FILE", "$GATE_HOME/signing-keys.json", "Ed25519 keyring (gate keys signing-init)"),
     ("GATE_SIGNING_KEY_CHECK_MS", "1000", "how often each worker looks for a new keyring; 0: never"),
+    ("GATE_LEDGER_GROUP_COMMIT", "auto", "decisions stored many per transaction by one writer thread per process; auto: SQLite on, PostgreSQL off"),
+    ("GATE_API_KEY_CACHE_MS", "1000", "longest a worker trusts an active API key it read (a disabled key is refused after it); 0: every request reads"),
     ("GATE_RECEIPT_HMAC_SECRET", "unset", "HMAC-SHA256 receipt secret (>= 32 characters) instead of Ed25519"),
     ("GATE_RECEIPT_HMAC_KEY_ID", "hmac-receipt-v1", "key id named in HMAC receipts"),
     ("GATE_REQUIRE_SIGNING", "true", "without a usable key, decide answers 503 and stores nothing"),
@@ -95,6 +97,10 @@ class Settings:
     decide_confidence: bool = True
     # How often (milliseconds) each worker stats the keyring file to pick up signing-init/rotate; 0: never.
     signing_key_check_ms: int = 1000
+    # How long (milliseconds) a worker may trust an active API key row it read; 0: read on every request.
+    api_key_cache_ms: int = 1000
+    # Group commit of decisions (gate/ledger/groupcommit.py): None = auto (SQLite on, PostgreSQL off).
+    ledger_group_commit: bool | None = None
     # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
     policycheck_rate_limit: int = 600
     workflow_token: str | None = field(default=None, repr=False)
@@ -157,6 +163,8 @@ class Settings:
             decide_confidence=_flag(env.get("GATE_DECIDE_CONFIDENCE", "true"), "GATE_DECIDE_CONFIDENCE"),
             signing_key_check_ms=_whole(env.get("GATE_SIGNING_KEY_CHECK_MS", "1000"), "GATE_SIGNING_KEY_CHECK_MS",
                                         0, 3_600_000),
+            ledger_group_commit=_auto_flag(env.get("GATE_LEDGER_GROUP_COMMIT", "auto"), "GATE_LEDGER_GROUP_COMMIT"),
+            api_key_cache_ms=_whole(env.get("GATE_API_KEY_CACHE_MS", "1000"), "GATE_API_KEY_CACHE_MS", 0, 60_000),
             **_policycheck_settings(env),
             **_adapter_settings(env),
             **_advisor_settings(env),
@@ -185,6 +193,11 @@ def _flag(value: str, name: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise SettingsError(f"{name} must be true or false, not {value!r}")
+
+
+def _auto_flag(value: str, name: str) -> bool | None:
+    """true / false, or `auto` (None: the component decides)."""
+    return None if value.strip().lower() == "auto" else _flag(value, name)
 
 
 def _whole(value: str, name: str, low: int, high: int) -> int:

@@ -48,7 +48,7 @@ def open_ledger(settings: Settings) -> Ledger:
     from gate.ledger import Ledger
 
     prepare_home(settings)
-    ledger = Ledger(settings.database_url)
+    ledger = Ledger(settings.database_url, group_commit=settings.ledger_group_commit)
     ledger.upgrade()
     return ledger
 

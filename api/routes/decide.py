@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, gate_error_body, json_response, json_text_response
 from api.jsonio import read_json
 from api.metrics import record_decision
 from api.runtime import (
@@ -23,6 +23,7 @@ from api.runtime import (
 from gate.errors import GateError, MonthlyCapExceeded
 from gate.protocol.records import project_view
 from gate.services.decide import Caller
+from gate.vocabulary import VIEW_FULL
 
 bp = Blueprint("decide", __name__)
 LOG = logging.getLogger(__name__)
@@ -135,4 +136,6 @@ def decide(caller: Caller):
     request_id = caller_request_id()
     if request_id:
         headers["x-request-id"] = request_id
+    if view == VIEW_FULL and result.record_json is not None:  # the stored text: encoded once, by the seal
+        return json_text_response(200, result.record_json, headers)
     return json_response(200, project_view(result.record, view), headers)

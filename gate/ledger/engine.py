@@ -2,7 +2,9 @@
 
 SQLite: WAL journal, `synchronous=FULL` (a commit is on disk before the response is sent, so an
 acknowledged record survives a power cut, not only a crash), a busy timeout, and write
-transactions opened with `BEGIN IMMEDIATE` so two processes never deadlock upgrading a read lock.
+transactions opened with `BEGIN IMMEDIATE` so two processes never deadlock upgrading a read lock
+(and queued before it, fairly, by `gate.ledger.writelock`; decisions are group-committed by
+`gate.ledger.groupcommit`).
 PostgreSQL: psycopg 3, READ COMMITTED, autocommit single-statement reads; concurrency safety comes from unique
 constraints and row locks, never from process memory.
 """

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -46,8 +46,10 @@ from gate.errors import (
     RulebookVersionConflict,
     SnapshotRace,
 )
+from gate.ledger import writelock
 from gate.ledger.confidence import read_counts
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
+from gate.ledger.groupcommit import GroupWriter
 from gate.ledger.tables import (
     api_keys,
     chain_checkpoints,
@@ -138,11 +140,18 @@ class StoredDecision:
 class Ledger:
     """Repository over an SQLAlchemy engine (SQLite file or PostgreSQL)."""
 
-    def __init__(self, url: str, *, pool_size: int = 5, engine: Engine | None = None) -> None:
+    def __init__(self, url: str, *, pool_size: int = 5, engine: Engine | None = None,
+                 group_commit: bool | None = None) -> None:
+        """`group_commit`: decisions stored through one writer thread per process, many per
+        transaction (`gate.ledger.groupcommit`); None: on for SQLite, off for PostgreSQL."""
         self.url = normalize_url(url)
         self.engine = engine or make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
         self._charge_sql: ReturningInsert[Any] | None = None
+        self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
+        if group_commit is None:
+            group_commit = self.dialect == "sqlite"
+        self.group = GroupWriter(self.write) if group_commit else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -174,7 +183,7 @@ class Ledger:
     def write(self) -> Iterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE on SQLite); commits on success."""
         try:
-            with self.engine.connect() as plain:
+            with self._queued(), self.engine.connect() as plain:
                 connection = plain.execution_options(**{WRITE_OPTION: True})
                 with connection.begin():
                     yield connection
@@ -182,6 +191,10 @@ class Ledger:
             raise
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger write failed: {type(exc).__name__}") from exc
+
+    def _queued(self) -> AbstractContextManager[None]:
+        """SQLite: wait in the host's fair write queue first (`gate.ledger.writelock`)."""
+        return self.write_queue.held() if self.write_queue is not None else nullcontext()
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -370,27 +383,41 @@ class Ledger:
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
         LedgerUnavailable; in every case nothing was written.
         """
+        def store(connection: Connection) -> int | None:
+            return self._store_one(connection, row, snapshot, charge, chain, confidence, extra)
+
+        def refusal(exc: IntegrityError) -> Exception:
+            if row.get("idempotency_key") is not None and _is_idempotency_violation(exc):
+                return DuplicateIdempotencyKey(row["idempotency_key"])
+            return LedgerUnavailable("ledger write failed: integrity error")
+
+        if self.group is not None:  # one writer thread, many decisions per transaction
+            return self.group.submit(store, refusal)
         try:
             with self.write() as connection:
-                if confidence is not None:  # before any lock: one indexed read by key prefix
-                    confidence.apply(read_counts(connection, confidence.bucket))
-                # The chain head lock comes first: every writer of a scope takes the same lock
-                # in the same order, so snapshot and usage rows can never deadlock.
-                head = self._lock_chain_head(connection, chain) if chain else None
-                if snapshot is not None:
-                    self._bind_snapshot(connection, snapshot)
-                for table, values in extra:  # rows that live or die with the decision (its release row)
-                    connection.execute(insert(table).values(**values))
-                if chain is not None and head is not None and charge is not None and self.dialect == "postgresql":
-                    return self._append_store_charge_pg(connection, chain, head, row, charge)
-                if chain is not None and head is not None:
-                    row = self._append_link(connection, chain, head, row)
-                connection.execute(_INSERT_DECISION, row)
-                return self._charge(connection, charge) if charge else None
+                return store(connection)
         except IntegrityError as exc:
-            if row.get("idempotency_key") is not None and _is_idempotency_violation(exc):
-                raise DuplicateIdempotencyKey(row["idempotency_key"]) from exc
-            raise LedgerUnavailable("ledger write failed: integrity error") from exc
+            raise refusal(exc) from exc
+
+    def _store_one(self, connection: Connection, row: dict[str, Any], snapshot: dict[str, Any] | None,
+                   charge: CapCharge | None, chain: ChainAppend | None, confidence: ConfidenceRead | None,
+                   extra: Sequence[tuple[Table, dict[str, Any]]]) -> int | None:
+        """One decision's statements inside a write transaction (see `store_decision`)."""
+        if confidence is not None:  # before any lock: one indexed read by key prefix
+            confidence.apply(read_counts(connection, confidence.bucket))
+        # The chain head lock comes first: every writer of a scope takes the same lock
+        # in the same order, so snapshot and usage rows can never deadlock.
+        head = self._lock_chain_head(connection, chain) if chain else None
+        if snapshot is not None:
+            self._bind_snapshot(connection, snapshot)
+        for table, values in extra:  # rows that live or die with the decision (its release row)
+            connection.execute(insert(table).values(**values))
+        if chain is not None and head is not None and charge is not None and self.dialect == "postgresql":
+            return self._append_store_charge_pg(connection, chain, head, row, charge)
+        if chain is not None and head is not None:
+            row = self._append_link(connection, chain, head, row)
+        connection.execute(_INSERT_DECISION, row)
+        return self._charge(connection, charge) if charge else None
 
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
         row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()

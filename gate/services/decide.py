@@ -41,6 +41,7 @@ from gate.services.pipeline import (
     Claim,
     DecideResult,
     DecisionPipeline,
+    SealedText,
     fingerprint,
 )
 from gate.services.releases import ReleaseService, Routed
@@ -186,11 +187,12 @@ class DecisionService:
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
         extra = self._observe_release(claim.caller.scope, record, evaluated, receipt_signer)
+        text = SealedText()
         used = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
-            extra=extra)
-        return DecideResult(record, CREATED, used, prepared.response_view, evaluated.notices)
+            extra=extra, text=text)
+        return DecideResult(record, CREATED, used, prepared.response_view, evaluated.notices, text.value)
 
     def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> list[tuple[Any, dict[str, Any]]]:

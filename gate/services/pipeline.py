@@ -58,6 +58,15 @@ class DecideResult:
     monthly_used: int | None
     response_view: str | None
     headers: tuple[tuple[str, str], ...] = ()  # response headers a release adds (docs/releases.md)
+    # The stored text of a record this decide created (its full view, written once by the seal).
+    record_json: str | None = None
+
+
+@dataclass(slots=True)
+class SealedText:
+    """Where the seal leaves the record's stored JSON text, so the answer need not encode it again."""
+
+    value: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +130,7 @@ def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
 
 
 def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
-                 receipt_signer: ReceiptSigner | None) -> Callable[[ChainHead], Sealed]:
+                 receipt_signer: ReceiptSigner | None, text: SealedText | None = None) -> Callable[[ChainHead], Sealed]:
     """The step that runs under the chain head lock: link the record and complete its tree nodes."""
 
     def seal(head: ChainHead) -> Sealed:
@@ -140,7 +149,10 @@ def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
         attach_audit_chain(record, record_audit_chain(link), receipt_signer)
         tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-        sealed_row = dict(row, record_json=json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        record_json = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        if text is not None:
+            text.value = record_json
+        sealed_row = dict(row, record_json=record_json)
         return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
 
     return seal
@@ -182,10 +194,11 @@ class DecisionPipeline:
     def store_sealed(
         self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
         snapshot_row: dict[str, Any] | None = None, confidence: ConfidenceRead | None = None,
-        extra: Sequence[tuple[Any, dict[str, Any]]] = (),
+        extra: Sequence[tuple[Any, dict[str, Any]]] = (), text: SealedText | None = None,
     ) -> int | None:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
-        monthly-cap charge in one transaction; returns the key's monthly usage. Raises
+        monthly-cap charge in one transaction; returns the key's monthly usage (and leaves the
+        stored record text in `text`). Raises
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
         row = decision_row(claim, record, rulebook_hash)
@@ -195,7 +208,7 @@ class DecisionPipeline:
             row,
             snapshot=snapshot_row,
             charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
-            chain=ChainAppend(chain_id, caller.scope, chain_sealer(chain_id, record, row, receipt_signer)),
+            chain=ChainAppend(chain_id, caller.scope, chain_sealer(chain_id, record, row, receipt_signer, text)),
             confidence=confidence,
             extra=extra,
         )
@@ -219,6 +232,7 @@ __all__ = [
     "DecideResult",
     "DecisionPipeline",
     "Fingerprint",
+    "SealedText",
     "fingerprint",
     "replay",
 ]

@@ -1,0 +1,150 @@
+"""Group commit: one writer thread per process stores many decisions in one transaction.
+
+A decide's write is a short locked section (the chain head, the link, the tree nodes, the row,
+the charge) followed by a commit that waits for the disk (SQLite `synchronous=FULL`: one fsync of
+the WAL). Run one per request, concurrent decides queue on the database's write lock and each
+pays its own fsync; SQLite's busy handler then sleeps in steps of up to 100 ms, which is where
+the second-long tails came from. Here the requests of a process hand their writes to one
+writer thread, which takes every write waiting (up to `MAX_BATCH`), runs each inside its own
+SAVEPOINT of one transaction, commits once and only then answers each caller.
+
+Guarantees (each tested in `tests/ledger/test_group_commit.py`):
+- A caller is answered only after the transaction holding its rows committed: a success is
+  durable, whatever happens to the process afterwards.
+- Members run in arrival order, each reading the chain head its predecessors left in the same
+  transaction, so chain positions stay gap-free and in commit order.
+- An expected refusal of one member (its idempotency key already claimed, the monthly cap
+  reached, a snapshot race or version conflict) rolls back that member's SAVEPOINT only: the
+  others are unaffected, and nothing of the refused member is stored.
+- Any other fault (a driver error, a failed commit, a bug) fails the whole batch closed: the
+  transaction is rolled back and every member is answered `LedgerUnavailable` (503), none a
+  success; the faulty member gets its own error.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, SnapshotRace
+
+MAX_BATCH = 128
+# A caller waits this long for its batch at most; the writer answers every member well before
+# (the write lock itself gives up after 30 s), so this only bounds a writer that died.
+ANSWER_TIMEOUT_S = 90.0
+
+Store = Callable[[Connection], "int | None"]
+
+
+@dataclass(slots=True)
+class _Member:
+    store: Store
+    refusal: Callable[[IntegrityError], Exception]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: int | None = None
+    error: BaseException | None = None
+
+
+class GroupWriter:
+    """The process's writer thread over `transaction()` (a `Ledger.write`)."""
+
+    def __init__(self, transaction: Callable[[], AbstractContextManager[Connection]],
+                 max_batch: int = MAX_BATCH) -> None:
+        self.transaction = transaction
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[_Member] = queue.SimpleQueue()
+        self._started_in: int | None = None  # the pid whose thread serves the queue
+        self._start_lock = threading.Lock()
+        self.busy = threading.Lock()  # held while a batch runs (tests hold it to gather a batch)
+
+    def submit(self, store: Store, refusal: Callable[[IntegrityError], Exception]) -> int | None:
+        """Run `store(connection)` in the next batch; returns its result once the batch committed,
+        or raises its refusal, or `LedgerUnavailable` when the batch failed."""
+        self._ensure_thread()
+        member = _Member(store, refusal)
+        self._queue.put(member)
+        if not member.done.wait(ANSWER_TIMEOUT_S):
+            raise LedgerUnavailable("ledger write failed: the writer did not answer")
+        if member.error is not None:
+            raise member.error
+        return member.result
+
+    def waiting(self) -> int:
+        return self._queue.qsize()
+
+    def _ensure_thread(self) -> None:
+        pid = os.getpid()
+        if self._started_in == pid:
+            return
+        with self._start_lock:  # first use in this process (a forked worker starts its own)
+            if self._started_in != pid:
+                if self._started_in is not None:
+                    self._queue = queue.SimpleQueue()  # the parent's queue is not ours
+                threading.Thread(target=self._serve, name="gate-ledger-writer", daemon=True).start()
+                self._started_in = pid
+
+    def _serve(self) -> None:
+        while True:
+            first = self._queue.get()
+            with self.busy:
+                self._run([first, *self._drain()])
+
+    def _drain(self) -> Iterator[_Member]:
+        for _ in range(self.max_batch - 1):
+            try:
+                yield self._queue.get_nowait()
+            except queue.Empty:
+                return
+
+    def _run(self, batch: list[_Member]) -> None:
+        """One transaction for the batch; every member is answered, whatever happens."""
+        try:
+            with self.transaction() as connection:
+                for member in batch:
+                    _run_member(connection, member)
+        except BaseException as exc:  # noqa: BLE001 - every member must be answered, closed
+            message = exc.message if isinstance(exc, LedgerUnavailable) else f"ledger write failed: {type(exc).__name__}"
+            for member in batch:
+                if member.error is None or not _is_fault(member.error):  # its own error object per caller
+                    member.result, member.error = None, LedgerUnavailable(message)
+                    member.error.__cause__ = exc
+        finally:
+            for member in batch:
+                member.done.set()
+
+
+def _run_member(connection: Connection, member: _Member) -> None:
+    """One member in its own SAVEPOINT: an expected refusal rolls back this member only; any
+    other exception is recorded on it and ends the batch."""
+    try:
+        with connection.begin_nested():
+            member.result = member.store(connection)
+    except IntegrityError as exc:
+        member.error = member.refusal(exc)
+    except (GateError, DuplicateIdempotencyKey, SnapshotRace) as exc:
+        if isinstance(exc, LedgerUnavailable):
+            member.error = _Fault(exc)
+            raise
+        member.error = exc  # an expected refusal: this member's rows are rolled back, the batch goes on
+    except BaseException as exc:
+        member.error = _Fault(exc)
+        raise
+
+
+class _Fault(LedgerUnavailable):
+    """The member whose fault failed its batch (answered 503 like the others)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"ledger write failed: {type(cause).__name__}")
+        self.__cause__ = cause
+
+
+def _is_fault(error: BaseException) -> bool:
+    return isinstance(error, _Fault)

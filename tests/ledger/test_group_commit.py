@@ -1,0 +1,130 @@
+"""Group commit (gate/ledger/groupcommit.py) over the real app, on both ledgers.
+
+- a burst of concurrent decides: every one answered 200, every created record stored, chain
+  positions distinct and gap-free, an idempotency key shared by several requests stored once;
+- a batch gathered while the writer is busy commits together: its members' positions follow
+  arrival order, and a duplicate key inside the batch is the winner's replay;
+- a driver fault injected in the middle of a batch answers 503 to every member and stores none
+  of them (no half batch); the next decide continues the chain where it was.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import event, func, select
+
+from gate.ledger.tables import chain_heads, chain_links, decisions, usage_counters
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+@pytest.fixture
+def app(make_app):
+    app = make_app({"GATE_LEDGER_GROUP_COMMIT": "true"})
+    assert app.extensions["gate"].ledger.group is not None
+    return app
+
+
+def _post(app, key: str, body: dict, idempotency_key: str | None = None):
+    headers = {"x-api-key": key, **({"x-idempotency-key": idempotency_key} if idempotency_key else {})}
+    return app.test_client().post("/api/decide", json=body, headers=headers)
+
+
+def _counts(engine) -> dict[str, int]:
+    with engine.connect() as connection:
+        return {table.name: connection.execute(select(func.count()).select_from(table)).scalar()
+                for table in (decisions, chain_links)}
+
+
+def _positions(answers) -> list[int]:
+    return sorted(a.json["audit_chain"]["chain_position"] for a in answers
+                  if a.headers["x-idempotency-status"] == "created")
+
+
+def test_a_burst_is_stored_whole_gap_free_and_idempotent(app, api_key, sample_request):
+    plain = [None] * 40
+    shared = ["burst-key-1"] * 6 + ["burst-key-2"] * 6
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda k: _post(app, api_key, sample_request, k), plain + shared))
+    assert [a.status_code for a in answers] == [200] * len(answers)
+    created = [a for a in answers if a.headers["x-idempotency-status"] == "created"]
+    assert len(created) == 42  # 40 plain + one per shared key
+    assert _positions(answers) == list(range(1, 43))
+    for key in ("burst-key-1", "burst-key-2"):
+        ids = {a.json["decision_id"] for a, k in zip(answers, plain + shared) if k == key}
+        assert len(ids) == 1
+    engine = app.extensions["gate"].ledger.engine
+    assert _counts(engine) == {"decisions": 42, "chain_links": 42}
+    with engine.connect() as connection:
+        assert connection.execute(select(chain_heads.c.size)).scalar() == 42
+        assert connection.execute(select(usage_counters.c.used)).scalar() == 42
+        stored = set(connection.execute(select(decisions.c.decision_id)).scalars())
+    assert stored == {a.json["decision_id"] for a in created}
+
+
+def _gathered(app, calls):
+    """Run `calls` concurrently while the writer is busy, so that they form one batch."""
+    writer = app.extensions["gate"].ledger.group
+    with writer.busy:
+        threads = [threading.Thread(target=call) for call in calls]
+        for thread in threads:
+            thread.start()
+        # The idle writer takes the first arrival at once and waits for `busy` with it in hand.
+        deadline = time.monotonic() + 20
+        while writer.waiting() < len(calls) - 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+        assert writer.waiting() == len(calls) - 1
+    for thread in threads:
+        thread.join(30)
+
+
+def test_one_batch_commits_together_and_a_duplicate_in_it_is_the_winners_replay(app, api_key, sample_request):
+    assert _post(app, api_key, sample_request).status_code == 200  # the rulebook is bound, the chain exists
+    answers: list = []
+    keys = [None, "dup", None, "dup", None, None]
+    _gathered(app, [lambda k=k: answers.append(_post(app, api_key, sample_request, k)) for k in keys])
+    assert [a.status_code for a in answers] == [200] * 6
+    assert _positions(answers) == [2, 3, 4, 5, 6]
+    dup = [a for a in answers if a.json.get("idempotency_key") == "dup"]
+    assert len({a.json["decision_id"] for a in dup}) == 1
+    assert sorted(a.headers["x-idempotency-status"] for a in dup) == ["created", "replayed"]
+    assert _counts(app.extensions["gate"].ledger.engine) == {"decisions": 6, "chain_links": 6}
+
+
+def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, sample_request):
+    first = _post(app, api_key, sample_request)
+    assert first.status_code == 200
+    ledger = app.extensions["gate"].ledger
+    before = _counts(ledger.engine)
+    seen = {"inserts": 0}
+
+    def fault(connection, cursor, statement, parameters, context, executemany):
+        # The 3rd member's decision row (SQLite: INSERT INTO decisions; PostgreSQL: the one
+        # statement of link, nodes, head, decision and charge) fails like a driver error.
+        if "INSERT INTO decisions" in statement:
+            seen["inserts"] += 1
+            if seen["inserts"] == 3:
+                raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
+
+    event.listen(ledger.engine, "before_cursor_execute", fault)
+    answers: list = []
+    try:
+        _gathered(app, [lambda: answers.append(_post(app, api_key, sample_request)) for _ in range(6)])
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", fault)
+    assert seen["inserts"] == 3  # two members stored before the fault, in the same transaction
+    assert [a.status_code for a in answers] == [503] * 6
+    assert {a.json["error"] for a in answers} == {"LEDGER_UNAVAILABLE"}
+    assert all("verdict" not in a.json for a in answers)
+    assert _counts(ledger.engine) == before  # not one member of the batch is stored
+    again = _post(app, api_key, sample_request)
+    assert again.status_code == 200
+    assert again.json["audit_chain"]["chain_position"] == first.json["audit_chain"]["chain_position"] + 1
+    chain = app.test_client().get(f"/api/decision/chains/{first.json['audit_chain']['chain_id']}",
+                                  headers={"x-api-key": api_key})
+    assert chain.json["verification"]["valid"] is True
