@@ -135,7 +135,7 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     # Migration: exact impact beside the historical one.
     tab(page, "Migration")
     page.get_by_role("button", name="Dry-run draft over full history").click()
-    page.get_by_text("decisions replayed").first.wait_for()
+    page.get_by_text("change verdict (").first.wait_for()  # Migration's line, not the live impact's
     page.get_by_text("Exact semantic diff (current → draft): different").wait_for()
     # Issue 21: the fix sends risky approvals to review; those that later failed are caught (the
     # old headline counted only flips to `no` and said 0), each figure with its interval.

@@ -97,7 +97,7 @@ def test_a_dry_run_from_the_page(page, workbench):
     page.get_by_text("Valid Rulebook v1").wait_for()
     tab(page, "Migration")
     page.get_by_role("button", name="Dry-run draft over full history").click()
-    page.get_by_text("decisions replayed").first.wait_for()
+    page.get_by_text("change verdict (").first.wait_for()  # Migration's line, not the live impact's
     page.get_by_text("Exact semantic diff (current → draft): different").wait_for()
     page.get_by_text("Verdict transitions").wait_for()
     page.get_by_text("(default outcome)").first.wait_for()  # a null rule id is named, not blank

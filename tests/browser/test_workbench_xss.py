@@ -115,7 +115,7 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
 
     tab(page, "Migration")
     page.get_by_role("button", name="Dry-run draft over full history").click()
-    see(page, "decisions replayed")
+    see(page, "change verdict (")  # the Migration page's own line (the live impact also says "decisions replayed")
     page.get_by_role("button", name="Export manifest and report").click()
     see(page, "exported to")
     assert_clean(page, "migration")
