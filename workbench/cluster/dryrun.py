@@ -1,0 +1,174 @@
+"""The dry-run's passes over a dataset's history on a cluster.
+
+`cluster_history(client, DIR, draft, rulebook_id, scope, …)` returns what
+`workbench.migration.run.load_history` returns for a dataset (the `History` the summary names:
+its versions and source) and the `Passes` that `workbench.migration.compute.compute` takes
+instead of reading the rows itself:
+
+1. one task per (scope, month) partition of the rulebook's history (`replay_partition`): it
+   checks every listed file of its partition (decisions, outcomes, the rulebook's facts) as the
+   single-process read checks every file, reads the partition's history exactly as
+   `workbench.migration.history` reads the whole (`history_of_files`), counts its versions, and
+   when the partition is in the dry-run's scope makes the replay passes (`_replay_passes`: the
+   decisions counted by stored outcome, month and the draft's pick; the rows that flip or go to
+   the scalar evaluator);
+2. the client adds the counts and stacks the rows (`ClusterPasses.replay`), and compute goes on
+   as in one process;
+3. the flipped decisions' latest outcomes, one task per scope over that scope's outcome files
+   (`latest_outcomes_of`): a decision's outcome records are all in its scope's files.
+
+The draft travels as its JSON and is compiled on each worker (`load_draft`), as on the client.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial as bind
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import polars as pl
+
+from workbench.cluster import run_all
+from workbench.dataset.integrity import ListedFile, check_files, listed_files
+from workbench.dataset.location import DatasetError, open_location
+from workbench.engines import rulebook_polars as rp
+from workbench.migration import compute as dry_run_compute
+from workbench.migration.draft import Draft, load_draft
+from workbench.migration.errors import DryRunError
+from workbench.migration.history import (
+    _HIVE,
+    DECISION_ANALYSIS_SCHEMA,
+    OUTCOME_COLUMNS,
+    History,
+    _scan,
+    dataset_source,
+    history_of_files,
+    read_manifest,
+)
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["ClusterPasses", "Partition", "cluster_history", "latest_outcomes_of", "replay_partition"]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The listed files of one (scope, month) partition that a dry-run of a rulebook reads."""
+
+    scope: str
+    month: str
+    decisions: list[ListedFile]
+    outcomes: list[ListedFile]
+    facts: list[ListedFile]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A partition's versions (`summarize_decisions`) and, in scope, its replay passes."""
+
+    versions: pl.DataFrame
+    grouped: pl.DataFrame | None
+    selected: pl.DataFrame | None
+
+
+def _checked(uri: str, entries: Sequence[ListedFile]) -> list[str]:
+    try:
+        return check_files(open_location(uri), entries)
+    except DatasetError as error:
+        raise DryRunError("DATASET_INVALID", str(error)) from None
+
+
+def replay_partition(uri: str, draft: Any, rulebook_id: str, scope: str | None, part: Partition) -> Replayed:
+    """On a worker: check the partition's files, read its history, count its versions and, in
+    the dry-run's scope, make the replay passes of `compute` over it."""
+    decision_files, facts_files = _checked(uri, part.decisions), _checked(uri, part.facts)
+    _checked(uri, part.outcomes)  # read later, by `latest_outcomes_of`
+    compiled = load_draft(draft, rulebook_id)
+    history = history_of_files(rulebook_id, None, compiled.polars.paths, decision_files=decision_files,
+                               outcome_files=[], facts_files=facts_files, source={})
+    if not history.versions.height or (scope is not None and part.scope != scope):
+        return Replayed(history.versions, None, None)
+    grouped, selected = dry_run_compute._replay_passes(history, compiled, rp.outcome_table(compiled.polars))
+    return Replayed(history.versions, grouped, selected)
+
+
+def latest_outcomes_of(uri: str, entries: Sequence[ListedFile], decision_ids: pl.Series) -> pl.DataFrame:
+    """On a worker: the latest outcome status of each of `decision_ids` in these outcome files
+    (checked by `replay_partition`)."""
+    location = open_location(uri)
+    outcomes = _scan([location.path(entry.path) for entry in entries], OUTCOME_COLUMNS)
+    return dry_run_compute.latest_outcomes(outcomes.filter(pl.col("decision_id").is_in(decision_ids.implode()))
+                                           ).collect(engine="streaming")
+
+
+@dataclass(frozen=True)
+class ClusterPasses:
+    """`compute`'s passes from the partitions' results (`Passes`)."""
+
+    client: Client
+    uri: str
+    replayed: list[Replayed]
+    outcome_files: Mapping[str, list[ListedFile]]  # per scope
+
+    def replay(self, history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        done = [r for r in self.replayed if r.grouped is not None and r.selected is not None]
+        return (pl.concat([r.grouped for r in done if r.grouped is not None], how="vertical_relaxed"),
+                pl.concat([r.selected for r in done if r.selected is not None], how="vertical_relaxed"))
+
+    def latest_outcomes(self, flipped: pl.DataFrame) -> pl.DataFrame:
+        scopes = sorted(set(flipped["scope"].to_list()) & set(self.outcome_files))
+        jobs = [(self.outcome_files[scope], flipped.filter(pl.col("scope") == scope)["decision_id"])
+                for scope in scopes]
+        found = run_all(self.client, _latest_outcomes_job, [(self.uri, *job) for job in jobs])
+        empty = pl.DataFrame(schema={"decision_id": pl.String, "outcome_status": pl.String})
+        return pl.concat([empty, *found], how="vertical_relaxed")
+
+
+def _latest_outcomes_job(job: tuple[str, Sequence[ListedFile], pl.Series]) -> pl.DataFrame:
+    return latest_outcomes_of(*job)
+
+
+def _partitions(manifest: dict[str, Any], rulebook_id: str) -> list[Partition]:
+    """Every (scope, month) partition of the decisions, the outcomes and the rulebook's facts."""
+    found: dict[tuple[str, str], dict[str, list[ListedFile]]] = defaultdict(lambda: defaultdict(list))
+    for kind, name in (("decisions", None), ("outcomes", None), ("facts", rulebook_id)):
+        for entry in listed_files(manifest, kind, name):
+            keys = dict(part.split("=", 1) for part in entry.path.split("/") if part.startswith(("scope=", "month=")))
+            found[(keys.get("scope", ""), keys.get("month", ""))][kind].append(entry)
+    return [Partition(unquote(scope), month, files["decisions"], files["outcomes"], files["facts"])
+            for (scope, month), files in sorted(found.items())]
+
+
+def _merged_versions(replayed: Sequence[Replayed]) -> pl.DataFrame:
+    """The partitions' versions added up: per scope, version and rulebook hash."""
+    return pl.concat([r.versions for r in replayed], how="vertical_relaxed").group_by(
+        ["scope", "policy_version", "rulebook_hash"]).agg(
+        pl.col("decisions").sum(), pl.col("first").min(), pl.col("last").max())
+
+
+def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id: str, scope: str | None, *,
+                    anchors: Any = None) -> tuple[History, ClusterPasses]:
+    """The dataset's history of the rulebook (its versions and source; its rows stay on the
+    workers, so its frames are empty) and the passes over it made on the cluster."""
+    root = Path(dataset)
+    manifest, raw = read_manifest(root, anchors)
+    try:
+        partitions = _partitions(manifest, rulebook_id)
+    except DatasetError as error:
+        raise DryRunError("DATASET_INVALID", str(error)) from None
+    replayed = run_all(client, bind(replay_partition, str(root), draft, rulebook_id, scope), partitions)
+    outcome_files: dict[str, list[ListedFile]] = defaultdict(list)
+    for part in partitions:
+        outcome_files[part.scope].extend(part.outcomes)
+    nothing = pl.LazyFrame(schema={**DECISION_ANALYSIS_SCHEMA, **_HIVE})
+    versions = _merged_versions(replayed) if replayed else pl.DataFrame(
+        schema={"scope": pl.String, "policy_version": pl.String, "rulebook_hash": pl.String, "decisions": pl.Int64,
+                "first": pl.Datetime("ms", "UTC"), "last": pl.Datetime("ms", "UTC")})
+    history = History(rulebook_id, scope, nothing, nothing, pl.LazyFrame(schema={**OUTCOME_COLUMNS, **_HIVE}),
+                      dataset_source(dataset, manifest, raw), versions)
+    return history, ClusterPasses(client, str(root), replayed, dict(outcome_files))
