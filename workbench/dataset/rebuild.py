@@ -56,7 +56,8 @@ def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | N
         with contextlib.suppress(OSError, pa.ArrowException):
             rollups.remove_runs(location, newer_than=runs)
         raise
-    previous = manifest.get("last_run") if isinstance(manifest.get("last_run"), dict) else {}
+    last = manifest.get("last_run")
+    previous: dict[str, Any] = last if isinstance(last, dict) else {}
     manifest.update(rollups=member, runs=run, updated_at=iso_ms(now), previous_dataset_hash=manifest.get("dataset_hash"))
     manifest["last_run"] = {"run": run, "at": iso_ms(now), "rollups_rebuilt": True,
                             "new_rows": {**dict.fromkeys(TABLES, 0), "facts": {}}, "scopes": [],
