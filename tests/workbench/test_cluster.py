@@ -124,9 +124,32 @@ def test_the_dry_run_on_a_cluster_equals_the_single_process_dry_run(client, tmp_
         assert clustered == single
         assert clustered["dry_run"]["result_hash"] == single["dry_run"]["result_hash"]
         assert single["dry_run"]["decisions_changed"] > 100 and single["dry_run"]["decisions_scalar"] > 0
+        # the history the run names reads the same rows (lazy scans of the checked files)
+        for frame in ("decisions", "outcomes"):
+            one, other = (getattr(runs[name].history, frame).collect().sort("decision_id", "month")
+                          for name in ("single", "cluster"))
+            assert other.sort(other.columns).equals(one.sort(one.columns)), frame
+        assert runs["cluster"].history.versions.sort("scope", "policy_version", "rulebook_hash").equals(
+            runs["single"].history.versions.sort("scope", "policy_version", "rulebook_hash"))
         # every flip, with its latest outcome, in both files (the rows in another order)
         assert pl.read_parquet(flips["cluster"]).sort("decision_id").equals(
             pl.read_parquet(flips["single"]).sort("decision_id"))
+
+
+def test_a_changed_file_refuses_the_cluster_dry_run_as_the_single_process_one(client, tmp_path):
+    from workbench.migration import DryRunError
+
+    root = tmp_path / "history"
+    manifest = dryrun_data.generate(root, 3_000, 10)
+    victim = root / manifest["facts"][dryrun_data.RULEBOOK_ID]["files"][0]["path"]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    draft = dryrun_data.rulebooks()[1]
+    refusals = []
+    for cluster in (None, client):
+        with pytest.raises(DryRunError) as refused:  # raised on a worker, pickled whole to the client
+            dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=root, created_at=CREATED_AT, cluster=cluster)
+        refusals.append((refused.value.code, refused.value.message))
+    assert refusals[0] == refusals[1] and refusals[0][0] == "DATASET_INVALID"
 
 
 def test_the_rollup_rebuild_on_a_cluster_equals_the_single_process_rebuild(client, tmp_path):

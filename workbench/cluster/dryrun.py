@@ -40,14 +40,14 @@ from workbench.migration import compute as dry_run_compute
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
 from workbench.migration.history import (
-    _HIVE,
-    DECISION_ANALYSIS_SCHEMA,
     OUTCOME_COLUMNS,
     History,
     _scan,
     dataset_source,
     history_of_files,
     read_manifest,
+    replay_base,
+    scans_of_files,
 )
 
 if TYPE_CHECKING:
@@ -165,10 +165,19 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
     outcome_files: dict[str, list[ListedFile]] = defaultdict(list)
     for part in partitions:
         outcome_files[part.scope].extend(part.outcomes)
-    nothing = pl.LazyFrame(schema={**DECISION_ANALYSIS_SCHEMA, **_HIVE})
     versions = _merged_versions(replayed) if replayed else pl.DataFrame(
         schema={"scope": pl.String, "policy_version": pl.String, "rulebook_hash": pl.String, "decisions": pl.Int64,
                 "first": pl.Datetime("ms", "UTC"), "last": pl.Datetime("ms", "UTC")})
-    history = History(rulebook_id, scope, nothing, nothing, pl.LazyFrame(schema={**OUTCOME_COLUMNS, **_HIVE}),
+    # The history's frames for whoever reads them after the run: lazy scans of the files the
+    # workers checked (nothing is read here), the base in its general (joined) form.
+    location = open_location(str(root))
+
+    def files(kind: str) -> list[str]:
+        return [location.path(entry.path) for part in partitions for entry in getattr(part, kind)]
+
+    _every, decisions, outcomes, facts = scans_of_files(
+        rulebook_id, scope, load_draft(draft, rulebook_id).polars.paths, decision_files=files("decisions"),
+        outcome_files=files("outcomes"), facts_files=files("facts"))
+    history = History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered=False), outcomes,
                       dataset_source(dataset, manifest, raw), versions)
     return history, ClusterPasses(client, str(root), replayed, dict(outcome_files))

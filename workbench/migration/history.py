@@ -36,7 +36,7 @@ from workbench.migration.errors import DryRunError
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
     from gate.ledger import Ledger
 
-__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "dataset_source", "from_dataset", "from_ledger", "history_of_files"]
+__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "dataset_source", "from_dataset", "from_ledger", "history_of_files", "scans_of_files"]
 
 MANIFEST = "manifest.json"
 # The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
@@ -183,11 +183,11 @@ def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes) -
             "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
 
 
-def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
-                     outcome_files: list[str], facts_files: list[str], source: dict[str, Any]) -> History:
-    """The history of `rulebook_id` in some checked files of a dataset (all of it, or one
-    partition's on a cluster's worker: `workbench.cluster.dryrun`); `versions` of every scope
-    the files hold, the frames of `scope` (all when None)."""
+def scans_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
+                   outcome_files: list[str], facts_files: list[str]
+                   ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """Lazy scans of checked files (nothing read yet): the rulebook's decisions of every scope
+    (unfiltered by `scope`), and its decisions, outcomes and typed facts of `scope`."""
     decisions = _scan_files(decision_files, DECISION_ANALYSIS_SCHEMA).filter(pl.col("policy_id") == rulebook_id)
     outcomes = _scan_files(outcome_files, OUTCOME_COLUMNS)
     facts_schema: dict[str, pl.DataType] = {
@@ -198,14 +198,24 @@ def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...]
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
     facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
-    every_scope = summarize_decisions(decisions)
+    every_scope = decisions
     if scope is not None:
         decisions = decisions.filter(pl.col("scope") == scope)
         outcomes = outcomes.filter(pl.col("scope") == scope)
         facts = facts.filter(pl.col("scope") == scope)
+    return every_scope, decisions, outcomes, facts
+
+
+def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
+                     outcome_files: list[str], facts_files: list[str], source: dict[str, Any]) -> History:
+    """The history of `rulebook_id` in some checked files of a dataset (all of it, or one
+    partition's on a cluster's worker: `workbench.cluster.dryrun`); `versions` of every scope
+    the files hold, the frames of `scope` (all when None)."""
+    every_scope, decisions, outcomes, facts = scans_of_files(
+        rulebook_id, scope, paths, decision_files=decision_files, outcome_files=outcome_files, facts_files=facts_files)
     # One read of the rulebook's decisions in every scope (the versions, the per-scope counts
     # load_history checks); the facts rows of the selection are counted from the files' metadata.
-    versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
+    versions, facts_rows = pl.collect_all([summarize_decisions(every_scope), facts.select(pl.len())])
     selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
     covered = int(selected["decisions"].sum()) == facts_rows.item() and _carry_stored_outcome(facts_files)
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
