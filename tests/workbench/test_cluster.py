@@ -189,3 +189,35 @@ def test_an_unreachable_scheduler_is_one_clear_error_within_the_timeout():
     with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s"):
         with connect("tcp://127.0.0.1:9", timeout=2):
             pass
+
+
+def test_the_workbench_dry_run_on_its_cluster_address_equals_the_single_process_one(client, tmp_path, monkeypatch):
+    """The workbench's setting (GATE_CLUSTER, here the running cluster's scheduler address: the
+    path of a remote scheduler): its full-history dry-run on the cluster, the live impact not."""
+    import copy
+
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from tests.workbench.app.conftest import build_small_ledger
+    from workbench.app.store import WorkbenchStore
+
+    build_small_ledger(tmp_path)
+    monkeypatch.setenv("GATE_CLUSTER", client.scheduler.address)
+    signing = SigningSetup.load(tmp_path / "signing-keys.json", None, "hmac")
+    on_cluster = WorkbenchStore(Ledger(f"sqlite:///{tmp_path / 'gate.db'}"), signing, tmp_path / "dataset")
+    monkeypatch.delenv("GATE_CLUSTER")
+    alone = WorkbenchStore(on_cluster.ledger, signing, tmp_path / "dataset", clock=on_cluster.clock)
+    try:
+        assert on_cluster.cluster == client.scheduler.address and alone.cluster is None
+        on_cluster.refresh_dataset()
+        draft = copy.deepcopy(on_cluster.current_rulebook("acme", "pricing_exception"))
+        draft["rules"][0]["condition"]["value"] = 15
+        draft["version"] = "2026-12-01"
+        clustered = on_cluster.dry_run("acme", "pricing_exception", draft)
+        single = alone.dry_run("acme", "pricing_exception", draft)
+        assert clustered.result.to_dict() == single.result.to_dict()
+        assert clustered.result.to_dict()["decisions_changed"] > 0
+        unreachable = WorkbenchStore(on_cluster.ledger, signing, tmp_path / "dataset", cluster="tcp://127.0.0.1:9")
+        assert unreachable.impact_summary("acme", "pricing_exception", draft)["decisions_changed"] > 0  # not on it
+    finally:
+        on_cluster.ledger.dispose()
