@@ -185,6 +185,24 @@ def test_the_rollup_rebuild_on_a_cluster_equals_the_single_process_rebuild(clien
     assert json.loads((there / "manifest.json").read_text())["dataset_hash"] == clustered["dataset_hash"]
 
 
+def test_a_changed_file_refuses_the_cluster_rebuild_on_a_worker_and_commits_nothing(client, tmp_path):
+    from workbench.dataset.location import DatasetError as LocationError
+
+    root = tmp_path / "ds"
+    manifest = synthesize(str(root), decisions=2_000, seed=6)
+    victim = root / manifest["tables"]["outcomes"]["files"][0]["path"]
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    messages = []
+    for rebuild in (lambda: rebuild_rollups(str(root), signer=None),
+                    lambda: cluster_rebuild(client, str(root), signer=None)):
+        with pytest.raises(LocationError, match="does not match its manifest") as refused:
+            rebuild()
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1]
+    assert json.loads((root / "manifest.json").read_text())["runs"] == 1
+    assert sorted(p.name for p in (root / "rollups").iterdir()) == ["run-000001"]
+
+
 def test_an_unreachable_scheduler_is_one_clear_error_within_the_timeout():
     with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s"):
         with connect("tcp://127.0.0.1:9", timeout=2):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:  # Dask loads only when a cluster is used
     from distributed import Client
 
-__all__ = ["CLUSTER_ENV", "CONNECT_SECONDS", "LOCAL", "LOCAL_WORKERS", "ClusterError", "cluster_setting",
-           "connect", "run_all"]
+__all__ = ["CLUSTER_ENV", "CONNECT_SECONDS", "LOCAL", "LOCAL_WORKERS", "ClusterError", "by_partition",
+           "cluster_setting", "connect", "run_all"]
 
 LOCAL = "local"
 LOCAL_WORKERS = 2
@@ -33,6 +33,7 @@ CONNECT_SECONDS = 10.0
 CLUSTER_ENV = "GATE_CLUSTER"
 
 T = TypeVar("T")
+F = TypeVar("F")
 
 
 class ClusterError(Exception):
@@ -75,3 +76,13 @@ def run_all(client: Client, function: Callable[..., T], items: Sequence[Any] | I
     (the scheduler places, retries and moves them; a task's exception is raised here)."""
     futures = client.map(function, list(items), pure=False)
     return list(client.gather(futures))  # type: ignore[no-untyped-call]
+
+
+def by_partition(entries: Iterable[F], path: Callable[[F], str]) -> list[list[F]]:
+    """Listed files grouped by their (scope, month) partition directories (one checking task
+    each), in the order of the partitions' paths; files outside any partition form one group."""
+    groups: dict[tuple[str, ...], list[F]] = {}
+    for entry in entries:
+        key = tuple(part for part in path(entry).split("/") if part.startswith(("scope=", "month=")))
+        groups.setdefault(key, []).append(entry)
+    return [groups[key] for key in sorted(groups)]

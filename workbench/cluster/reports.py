@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from workbench.cluster import run_all, tasks
+from workbench.cluster import by_partition, run_all, tasks
 from workbench.dataset import integrity, rollups
 from workbench.dataset import location as dataset
 from workbench.dataset.load import DatasetError, Frames, empty, read_manifest, source_of
@@ -86,12 +86,9 @@ def _partition_groups(manifest: dict[str, Any], policy_id: str,
                       scopes: Sequence[str] | None) -> list[list[integrity.ListedFile]]:
     """The files a whole-history read of the policy checks (the scopes' decisions, outcomes and
     the policy's facts), grouped by (scope, month) partition: one checking task each."""
-    groups: dict[tuple[str, ...], list[integrity.ListedFile]] = defaultdict(list)
-    for kind, name in (("decisions", None), ("outcomes", None), ("facts", policy_id)):
-        for entry in integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes):
-            groups[tuple(part for part in entry.path.split("/") if part.startswith(("scope=", "month=")))
-                   ].append(entry)
-    return [groups[key] for key in sorted(groups)]
+    entries = [entry for kind, name in (("decisions", None), ("outcomes", None), ("facts", policy_id))
+               for entry in integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)]
+    return by_partition(entries, lambda entry: entry.path)
 
 
 def cluster_frames(client: Client, root: str | Path, *, policy_id: str, policy_version: str | None = None,

@@ -5,8 +5,8 @@ are computed again from the listed rows (`workbench.dataset.rollups.update(every
 each earlier file checked against its digest first), written as `rollups/run-<run>/` of a new run
 number, and the manifest is committed (sealed, signed as the export signs it) with that run and
 `last_run.rollups_rebuilt`. Readers of the previous manifest keep its rollups until the next run.
-`run_chunks` computes the chunks elsewhere (`workbench.cluster`: on a cluster's workers); the
-rollup files are the same bytes either way.
+`run_chunks` computes the chunks and `run_checks` checks the listed files elsewhere
+(`workbench.cluster`: on a cluster's workers); the rollups are the same either way.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ __all__ = ["rebuild_rollups"]
 
 def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | None = None,
                     progress: Callable[[int, int], None] | None = None,
-                    run_chunks: rollups.RunChunks | None = None) -> dict[str, Any]:
+                    run_chunks: rollups.RunChunks | None = None,
+                    run_checks: rollups.RunChecks | None = None) -> dict[str, Any]:
     """Recompute the rollups of every partition of the dataset at `uri` and commit them as a new
     run; returns the committed manifest. DatasetError (nothing committed) when the location holds
     no committed export, its manifest does not match its `dataset_hash`, or a listed file no
@@ -51,7 +52,8 @@ def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | N
     run = runs + 1
     try:
         member = rollups.update(location, manifest, run, [], OUTCOME_EFFECTIVENESS_CLASS, outcome_partitions=(),
-                                progress=progress, every_partition=True, run_chunks=run_chunks)
+                                progress=progress, every_partition=True, run_chunks=run_chunks,
+                                run_checks=run_checks)
     except BaseException:
         with contextlib.suppress(OSError, pa.ArrowException):
             rollups.remove_runs(location, newer_than=runs)

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
-from workbench.dataset.integrity import check_files, describe_file, iter_all
+from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
 from workbench.dataset.location import Location
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
@@ -74,6 +74,7 @@ __all__ = [
     "ROLLUP_VERSION",
     "Chunk",
     "RollupView",
+    "RunChecks",
     "RunChunks",
     "chunk_partials",
     "chunk_rows",
@@ -225,7 +226,7 @@ def update(location: Location, manifest: dict[str, Any], run: int, new_files: Se
            classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None, every_partition: bool = False,
-           run_chunks: RunChunks | None = None) -> dict[str, Any]:
+           run_chunks: RunChunks | None = None, run_checks: RunChecks | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
 
     `manifest` already lists this run's files (`record_files`) but is not written yet; it may
@@ -234,11 +235,12 @@ def update(location: Location, manifest: dict[str, Any], run: int, new_files: Se
     unused when every partition is recomputed: a first run, or rollups that cannot be carried
     over). Returns the new `rollups` member (the caller puts it into the manifest it commits).
     `every_partition`: recompute every partition (a rebuild). `run_chunks`: computes the chunks'
-    partials (`chunk_partials` of each, in order) elsewhere, on a cluster (`workbench.cluster`)."""
+    partials (`chunk_partials` of each, in order) elsewhere, on a cluster (`workbench.cluster`);
+    `run_checks` checks the earlier files there (`check_files`, raising DatasetError alike)."""
     reuse = current(manifest, classes) and not every_partition
     decision_files = files_by_partition(manifest, "decisions")
     todo = _partitions_to_recompute(new_files, outcome_partitions, decision_files, reuse)
-    _check_earlier_files(location, manifest, run, todo, reuse)
+    _check_earlier_files(location, manifest, run, todo, reuse, run_checks)
     fresh = _recompute(location, manifest, todo, decision_files, classes, progress, run_chunks)
     carried = manifest["rollups"]["files"] if reuse else {}
     files, digests, rows = _write_states(location, run, fresh, carried, todo)
@@ -274,6 +276,8 @@ class Chunk:
 
 # The chunks → each chunk's `chunk_partials`, in order (a cluster's map; `workbench.cluster`).
 RunChunks = Callable[[list[Chunk]], Iterable[dict[str, list[pl.DataFrame]]]]
+# Listed files → checked against their digests (`check_files`), elsewhere (a cluster's map).
+RunChecks = Callable[[list[ListedFile]], object]
 
 
 def plan_chunks(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
@@ -399,7 +403,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
 
 
 def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
-                         todo: Sequence[tuple[str, str]], reuse: bool) -> None:
+                         todo: Sequence[tuple[str, str]], reuse: bool, run_checks: RunChecks | None = None) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
     carried over) no longer matches its listed digest: the run would sign rollups of changed rows.
@@ -419,7 +423,10 @@ def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
             keep = (parsed[1], parsed[2]) in partitions
         if keep and not entry.path.split("/")[-1].startswith(f"part-{run:06d}-"):
             wanted.append(entry)
-    check_files(location, wanted)
+    if run_checks is not None:
+        run_checks(wanted)
+    else:
+        check_files(location, wanted)
 
 
 def _compact(frame: pl.DataFrame) -> pl.DataFrame:
