@@ -109,9 +109,13 @@ def test_a_changed_file_refuses_the_cluster_report(client, tmp_path, synthetic):
         cluster_frames(client, copy, policy_id="refund_approval")
 
 
-def test_the_dry_run_on_a_cluster_equals_the_single_process_dry_run(client, tmp_path):
+def test_the_dry_run_on_a_cluster_equals_the_single_process_dry_run(client, tmp_path, monkeypatch):
     root = tmp_path / "history"
-    dryrun_data.generate(root, 20_000, 10)  # partial rows (the scalar evaluator) and decisions without facts
+    # partial rows (the scalar evaluator) and decisions without facts; three write runs (chunks of
+    # 7,000), so each (scope, month) partition holds the files of several runs: several units
+    monkeypatch.setattr(dryrun_data, "CHUNK", 7_000)
+    manifest = dryrun_data.generate(root, 20_000, 10)
+    assert len({entry["path"].rsplit("/", 1)[-1] for entry in manifest["tables"]["decisions"]["files"]}) == 3
     _old, draft = dryrun_data.rulebooks()
     for scope in (None, dryrun_data.SCOPES[1]):
         flips = {}

@@ -5,13 +5,13 @@
 its versions and source) and the `Passes` that `workbench.migration.compute.compute` takes
 instead of reading the rows itself:
 
-1. one task per (scope, month) partition of the rulebook's history (`replay_partition`): it
-   checks every listed file of its partition (decisions, outcomes, the rulebook's facts) as the
-   single-process read checks every file, reads the partition's history exactly as
-   `workbench.migration.history` reads the whole (`history_of_files`), counts its versions, and
-   when the partition is in the dry-run's scope makes the replay passes (`_replay_passes`: the
-   decisions counted by stored outcome, month and the draft's pick; the rows that flip or go to
-   the scalar evaluator);
+1. one task per unit, one export run's files in one (scope, month) partition (`_partitions`,
+   `replay_partition`): it checks every listed file of its unit (decisions, outcomes, the
+   rulebook's facts) as the single-process read checks every file, reads the unit's history
+   exactly as `workbench.migration.history` reads the whole (`history_of_files`), counts its
+   versions, and when the unit is in the dry-run's scope makes the replay passes
+   (`_replay_passes`: the decisions counted by stored outcome, month and the draft's pick; the
+   rows that flip or go to the scalar evaluator);
 2. the client adds the counts and stacks the rows (`ClusterPasses.replay`), and compute goes on
    as in one process;
 3. the flipped decisions' latest outcomes, one task per scope over that scope's outcome files
@@ -35,6 +35,7 @@ import polars as pl
 from workbench.cluster import run_all
 from workbench.dataset.integrity import ListedFile, check_files, listed_files
 from workbench.dataset.location import DatasetError, open_location
+from workbench.dataset.partwriter import run_of
 from workbench.engines import rulebook_polars as rp
 from workbench.migration import compute as dry_run_compute
 from workbench.migration.draft import Draft, load_draft
@@ -58,7 +59,7 @@ __all__ = ["ClusterPasses", "Partition", "cluster_history", "latest_outcomes_of"
 
 @dataclass(frozen=True)
 class Partition:
-    """The listed files of one (scope, month) partition that a dry-run of a rulebook reads."""
+    """The listed files of one export run in one (scope, month) partition that a dry-run reads."""
 
     scope: str
     month: str
@@ -134,14 +135,18 @@ def _latest_outcomes_job(job: tuple[str, Sequence[ListedFile], pl.Series]) -> pl
 
 
 def _partitions(manifest: dict[str, Any], rulebook_id: str) -> list[Partition]:
-    """Every (scope, month) partition of the decisions, the outcomes and the rulebook's facts."""
-    found: dict[tuple[str, str], dict[str, list[ListedFile]]] = defaultdict(lambda: defaultdict(list))
+    """The dry-run's units: the files of one export run in one (scope, month) partition, of the
+    decisions, the outcomes and the rulebook's facts. A run writes a decision's facts row beside
+    it (same run, same partition), so each unit's facts are exactly those of its decisions, and a
+    unit is bounded by one run's rows whatever the size of a month."""
+    found: dict[tuple[str, str, int], dict[str, list[ListedFile]]] = defaultdict(lambda: defaultdict(list))
     for kind, name in (("decisions", None), ("outcomes", None), ("facts", rulebook_id)):
         for entry in listed_files(manifest, kind, name):
             keys = dict(part.split("=", 1) for part in entry.path.split("/") if part.startswith(("scope=", "month=")))
-            found[(keys.get("scope", ""), keys.get("month", ""))][kind].append(entry)
+            run = run_of(entry.path.rsplit("/", 1)[-1])
+            found[(keys.get("scope", ""), keys.get("month", ""), -1 if run is None else run)][kind].append(entry)
     return [Partition(unquote(scope), month, files["decisions"], files["outcomes"], files["facts"])
-            for (scope, month), files in sorted(found.items())]
+            for (scope, month, _run), files in sorted(found.items())]
 
 
 def _merged_versions(replayed: Sequence[Replayed]) -> pl.DataFrame:
