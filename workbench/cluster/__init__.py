@@ -71,10 +71,14 @@ def connect(address: str, *, timeout: float = CONNECT_SECONDS, workers: int = LO
         yield client
 
 
-def run_all(client: Client, function: Callable[..., T], items: Sequence[Any] | Iterable[Any]) -> list[T]:
-    """`function(item)` for every item on the cluster's workers, the results in the items' order
-    (the scheduler places, retries and moves them; a task's exception is raised here)."""
-    futures = client.map(function, list(items), pure=False)
+def run_all(client: Client, function: Callable[..., T], items: Sequence[Any] | Iterable[Any], **shared: Any) -> list[T]:
+    """`function(item, **shared)` for every item on the cluster's workers, the results in the
+    items' order (the scheduler places, retries and moves them; a task's exception is raised
+    here). Each `shared` value is handed to the cluster once (`scatter`) and moved by it to the
+    workers that need it, not sent with every task."""
+    scattered = {name: client.scatter(value, hash=False)  # type: ignore[no-untyped-call]
+                 for name, value in shared.items()}
+    futures = client.map(function, list(items), pure=False, **scattered)
     return list(client.gather(futures))  # type: ignore[no-untyped-call]
 
 

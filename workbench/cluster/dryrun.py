@@ -14,8 +14,9 @@ instead of reading the rows itself:
    rows that flip or go to the scalar evaluator);
 2. the client adds the counts and stacks the rows (`ClusterPasses.replay`), and compute goes on
    as in one process;
-3. the flipped decisions' latest outcomes, one task per scope over that scope's outcome files
-   (`latest_outcomes_of`): a decision's outcome records are all in its scope's files.
+3. the flipped decisions' latest outcomes: per unit of their scopes, the latest record of each
+   flipped decision it holds (`latest_outcomes_of`; the ids handed to the cluster once), then on
+   the client the latest of those (the latest of a union is the latest of the parts' latest).
 
 The draft travels as its JSON and is compiled on each worker (`load_draft`), as on the client.
 """
@@ -98,13 +99,16 @@ def replay_partition(uri: str, draft: Any, rulebook_id: str, scope: str | None, 
     return Replayed(history.versions, grouped, selected)
 
 
-def latest_outcomes_of(uri: str, entries: Sequence[ListedFile], decision_ids: pl.Series) -> pl.DataFrame:
-    """On a worker: the latest outcome status of each of `decision_ids` in these outcome files
-    (checked by `replay_partition`)."""
+def latest_outcomes_of(uri: str, entries: Sequence[ListedFile], *, decision_ids: pl.Series) -> pl.DataFrame:
+    """On a worker: in these outcome files (checked by `replay_partition`), the latest outcome
+    record of each of `decision_ids` they hold (`decision_id`, `reported_at`, `receipt_id`,
+    `status`). The latest of a decision's records is the latest of the files' latest ones."""
     location = open_location(uri)
     outcomes = _scan([location.path(entry.path) for entry in entries], OUTCOME_COLUMNS)
-    return dry_run_compute.latest_outcomes(outcomes.filter(pl.col("decision_id").is_in(decision_ids.implode()))
-                                           ).collect(engine="streaming")
+    return (outcomes.filter(pl.col("decision_id").is_in(decision_ids.implode()))
+            .group_by("decision_id").agg(pl.col("reported_at", "receipt_id", "status")
+                                         .sort_by(["reported_at", "receipt_id"]).last())
+            .collect(engine="streaming"))
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class ClusterPasses:
     client: Client
     uri: str
     replayed: list[Replayed]
-    outcome_files: Mapping[str, list[ListedFile]]  # per scope
+    outcome_files: Mapping[str, list[list[ListedFile]]]  # per scope, its units' outcome files
 
     def replay(self, history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         done = [r for r in self.replayed if r.grouped is not None and r.selected is not None]
@@ -122,16 +126,15 @@ class ClusterPasses:
                 pl.concat([r.selected for r in done if r.selected is not None], how="vertical_relaxed"))
 
     def latest_outcomes(self, flipped: pl.DataFrame) -> pl.DataFrame:
+        """The flipped decisions' latest outcome status: each unit's latest records of them (one
+        task per unit of their scopes, the ids handed to the cluster once), then the latest of those."""
         scopes = sorted(set(flipped["scope"].to_list()) & set(self.outcome_files))
-        jobs = [(self.outcome_files[scope], flipped.filter(pl.col("scope") == scope)["decision_id"])
-                for scope in scopes]
-        found = run_all(self.client, _latest_outcomes_job, [(self.uri, *job) for job in jobs])
-        empty = pl.DataFrame(schema={"decision_id": pl.String, "outcome_status": pl.String})
-        return pl.concat([empty, *found], how="vertical_relaxed")
-
-
-def _latest_outcomes_job(job: tuple[str, Sequence[ListedFile], pl.Series]) -> pl.DataFrame:
-    return latest_outcomes_of(*job)
+        units = [files for scope in scopes for files in self.outcome_files[scope] if files]
+        found = run_all(self.client, bind(latest_outcomes_of, self.uri), units, decision_ids=flipped["decision_id"])
+        empty = pl.DataFrame(schema={name: OUTCOME_COLUMNS[name] for name in ("decision_id", "reported_at",
+                                                                             "receipt_id", "status")})
+        latest = pl.concat([empty, *found], how="vertical_relaxed").lazy()
+        return dry_run_compute.latest_outcomes(latest).collect()
 
 
 def _partitions(manifest: dict[str, Any], rulebook_id: str) -> list[Partition]:
@@ -167,9 +170,9 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
     except DatasetError as error:
         raise DryRunError("DATASET_INVALID", str(error)) from None
     replayed = run_all(client, bind(replay_partition, str(root), draft, rulebook_id, scope), partitions)
-    outcome_files: dict[str, list[ListedFile]] = defaultdict(list)
+    outcome_files: dict[str, list[list[ListedFile]]] = defaultdict(list)
     for part in partitions:
-        outcome_files[part.scope].extend(part.outcomes)
+        outcome_files[part.scope].append(part.outcomes)
     versions = _merged_versions(replayed) if replayed else pl.DataFrame(
         schema={"scope": pl.String, "policy_version": pl.String, "rulebook_hash": pl.String, "decisions": pl.Int64,
                 "first": pl.Datetime("ms", "UTC"), "last": pl.Datetime("ms", "UTC")})
