@@ -90,3 +90,12 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(data
     assert time.monotonic() - started < 40
     refused = gate("export", "--out", str(dataset / "ds"), "--cluster", "local", home=dataset / "home")
     assert refused.returncode == 2 and "give --rebuild-rollups" in refused.stderr
+    rebuild = gate("export", "--out", str(dataset / "ds"), "--rebuild-rollups", "--cluster", "tcp://127.0.0.1:9",
+                   home=dataset / "home", timeout=60)
+    assert rebuild.returncode == 2 and rebuild.stderr.count("\n") == 1
+    assert rebuild.stderr.startswith("gate export: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'")
+    assert json.loads((dataset / "ds" / "manifest.json").read_text())["runs"] == 1  # nothing committed
+    (dataset / "draft.json").write_text(json.dumps({"rulebook_id": "refund_approval"}))
+    usage = gate("dry-run", "--rulebook-id", "refund_approval", "--draft", str(dataset / "draft.json"),
+                 "--out", str(dataset / "out"), "--cluster", "local", home=dataset / "home")
+    assert usage.returncode == 2 and "--cluster replays a dataset's partitions: give --dataset" in usage.stderr
