@@ -116,7 +116,7 @@ def _check_args(args) -> None:
 
 def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
-    from workbench.migration.draft import read_draft_file
+    from workbench.migration.draft import load_draft, read_draft_file
     from workbench.migration.impact import headline
 
     _check_args(args)
@@ -127,6 +127,8 @@ def _run(args) -> int:
         raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
                           "(or set GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned result")
     draft = read_draft_file(args.draft)
+    if args.cluster is not None:  # a bad draft is refused before the cluster is reached
+        load_draft(draft, args.rulebook_id)
     cost = _cost_model(args.cost_model)
     ledger = None
     if args.dataset is None:

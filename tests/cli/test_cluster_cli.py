@@ -99,3 +99,8 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(data
     usage = gate("dry-run", "--rulebook-id", "refund_approval", "--draft", str(dataset / "draft.json"),
                  "--out", str(dataset / "out"), "--cluster", "local", home=dataset / "home")
     assert usage.returncode == 2 and "--cluster replays a dataset's partitions: give --dataset" in usage.stderr
+    # a bad draft is refused before the (unreachable) cluster is tried
+    bad = gate("dry-run", "--rulebook-id", "refund_approval", "--draft", str(dataset / "draft.json"),
+               "--dataset", str(dataset / "ds"), "--out", str(dataset / "out"), "--cluster", "tcp://127.0.0.1:9",
+               home=dataset / "home")
+    assert bad.returncode == 2 and "DRAFT_INVALID" in bad.stderr and "Dask" not in bad.stderr
