@@ -14,18 +14,21 @@ instead of reading the rows itself:
    rows that flip or go to the scalar evaluator);
 2. the client adds the counts and stacks the rows (`ClusterPasses.replay`), and compute goes on
    as in one process;
-3. the flipped decisions' latest outcomes: per unit of their scopes, the latest record of each
-   flipped decision it holds (`latest_outcomes_of`; the ids handed to the cluster once), then on
-   the client the latest of those (the latest of a union is the latest of the parts' latest).
+3. the flipped decisions' latest outcomes: per batch of units of their scopes (about
+   OUTCOME_ROWS_PER_TASK outcome records each), the latest record of each flipped decision it
+   holds (`latest_outcomes_of`; the ids handed to the cluster once), then on the client the
+   latest of those (the latest of a union is the latest of the parts' latest).
 
-The draft travels as its JSON and is compiled on each worker (`load_draft`), as on the client.
+The draft travels as its JSON and is compiled once per worker process (`load_draft`), as on the client.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from functools import partial as bind
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,12 +88,18 @@ def _checked(uri: str, entries: Sequence[ListedFile]) -> list[str]:
         raise DryRunError("DATASET_INVALID", str(error)) from None
 
 
-def replay_partition(uri: str, draft: Any, rulebook_id: str, scope: str | None, part: Partition) -> Replayed:
-    """On a worker: check the partition's files, read its history, count its versions and, in
-    the dry-run's scope, make the replay passes of `compute` over it."""
+@lru_cache(maxsize=4)
+def _compiled(draft_json: str, rulebook_id: str) -> Draft:
+    """The draft compiled once per worker process and dry-run (its JSON is the key)."""
+    return load_draft(json.loads(draft_json), rulebook_id)
+
+
+def replay_partition(uri: str, draft_json: str, rulebook_id: str, scope: str | None, part: Partition) -> Replayed:
+    """On a worker: check the unit's files, read its history, count its versions and, in the
+    dry-run's scope, make the replay passes of `compute` over it (`draft_json`: the draft as JSON)."""
     decision_files, facts_files = _checked(uri, part.decisions), _checked(uri, part.facts)
     _checked(uri, part.outcomes)  # read later, by `latest_outcomes_of`
-    compiled = load_draft(draft, rulebook_id)
+    compiled = _compiled(draft_json, rulebook_id)
     history = history_of_files(rulebook_id, None, compiled.polars.paths, decision_files=decision_files,
                                outcome_files=[], facts_files=facts_files, source={})
     if not history.versions.height or (scope is not None and part.scope != scope):
@@ -129,12 +138,29 @@ class ClusterPasses:
         """The flipped decisions' latest outcome status: each unit's latest records of them (one
         task per unit of their scopes, the ids handed to the cluster once), then the latest of those."""
         scopes = sorted(set(flipped["scope"].to_list()) & set(self.outcome_files))
-        units = [files for scope in scopes for files in self.outcome_files[scope] if files]
-        found = run_all(self.client, bind(latest_outcomes_of, self.uri), units, decision_ids=flipped["decision_id"])
+        batches = [batch for scope in scopes for batch in _batches(self.outcome_files[scope])]
+        found = run_all(self.client, bind(latest_outcomes_of, self.uri), batches, decision_ids=flipped["decision_id"])
         empty = pl.DataFrame(schema={name: OUTCOME_COLUMNS[name] for name in ("decision_id", "reported_at",
                                                                              "receipt_id", "status")})
         latest = pl.concat([empty, *found], how="vertical_relaxed").lazy()
         return dry_run_compute.latest_outcomes(latest).collect()
+
+
+OUTCOME_ROWS_PER_TASK = 1_000_000  # outcome records one task of the flips' outcome lookup reads, about
+
+
+def _batches(units: Sequence[Sequence[ListedFile]]) -> list[list[ListedFile]]:
+    """Units' outcome files in consecutive batches of about OUTCOME_ROWS_PER_TASK records (by
+    the manifest's row counts): few tasks for a small history, bounded tasks for a large one."""
+    batches: list[list[ListedFile]] = [[]]
+    rows = 0
+    for files in units:
+        if batches[-1] and rows >= OUTCOME_ROWS_PER_TASK:
+            batches.append([])
+            rows = 0
+        batches[-1].extend(files)
+        rows += sum(max(entry.rows, 0) for entry in files)
+    return [batch for batch in batches if batch]
 
 
 def _partitions(manifest: dict[str, Any], rulebook_id: str) -> list[Partition]:
@@ -169,7 +195,8 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
         partitions = _partitions(manifest, rulebook_id)
     except DatasetError as error:
         raise DryRunError("DATASET_INVALID", str(error)) from None
-    replayed = run_all(client, bind(replay_partition, str(root), draft, rulebook_id, scope), partitions)
+    draft_json = json.dumps(draft, sort_keys=True, ensure_ascii=False)
+    replayed = run_all(client, bind(replay_partition, str(root), draft_json, rulebook_id, scope), partitions)
     outcome_files: dict[str, list[list[ListedFile]]] = defaultdict(list)
     for part in partitions:
         outcome_files[part.scope].append(part.outcomes)
