@@ -30,6 +30,7 @@ from gate.clock import SystemClock, iso_ms
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate.verify.anchors import TrustAnchorError, TrustAnchors
+from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 
 __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
@@ -55,6 +56,7 @@ def add_dry_run_parser(sub) -> None:
     p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys "
                                             "(default: none)")
     p.add_argument("--json", action="store_true", help="print the result (or the verification) as JSON")
+    add_cluster_argument(p, "the replay over the dataset's partitions (with --dataset)")
     p.set_defaults(func=cmd_dry_run)
 
 
@@ -99,16 +101,25 @@ def _cost_model(path: str | None):
         raise DryRunError("USAGE", f"--cost-model {path}: {exc}") from None
 
 
-def _run(args) -> int:
-    from workbench.migration import DryRunError, dry_run, write_dry_run
-    from workbench.migration.draft import read_draft_file
-    from workbench.migration.impact import headline
+def _check_args(args) -> None:
+    """The run's arguments (DryRunError USAGE): the required ones, the flips limit, a cluster's dataset."""
+    from workbench.migration import DryRunError
 
     missing = [name for name in ("rulebook_id", "draft", "out") if not getattr(args, name)]
     if missing:
         raise DryRunError("USAGE", "missing " + ", ".join("--" + m.replace("_", "-") for m in missing))
     if args.flips_limit < 0 or args.flips_limit > 100_000:
         raise DryRunError("USAGE", "--flips-limit must be between 0 and 100000")
+    if args.cluster is not None and args.dataset is None:
+        raise DryRunError("USAGE", "--cluster replays a dataset's partitions: give --dataset")
+
+
+def _run(args) -> int:
+    from workbench.migration import DryRunError, dry_run, write_dry_run
+    from workbench.migration.draft import load_draft, read_draft_file
+    from workbench.migration.impact import headline
+
+    _check_args(args)
     settings, setup = _signing()
     _digest_store(settings)
     signer = setup.receipt_signer()
@@ -116,6 +127,8 @@ def _run(args) -> int:
         raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
                           "(or set GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned result")
     draft = read_draft_file(args.draft)
+    if args.cluster is not None:  # a bad draft is refused before the cluster is reached
+        load_draft(draft, args.rulebook_id)
     cost = _cost_model(args.cost_model)
     ledger = None
     if args.dataset is None:
@@ -134,9 +147,10 @@ def _run(args) -> int:
         # A result this gate signs must cover history the gate signed: the dataset's manifest
         # must be signed by a key it trusts (unsigned results may replay any dataset).
         anchors = setup.trust_anchors() if signer is not None else None
-        run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
-                      created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
-                      anchors=anchors, cost=cost)
+        with cluster_client(args.cluster) as client:
+            run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
+                          created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
+                          anchors=anchors, cost=cost, cluster=client)
         manifest = write_dry_run(out, run.manifest, signer)
         shutil.move(staging, out / "flips.parquet")
     finally:
@@ -203,9 +217,12 @@ def _verify(args) -> int:
 
 
 def cmd_dry_run(args) -> int:
+    from workbench.cluster import ClusterError
     from workbench.migration import DryRunError
 
     try:
         return _verify(args) if args.verify else _run(args)
     except DryRunError as error:
         return _fail(error, args.json)
+    except ClusterError as error:
+        return _fail(DryRunError("CLUSTER_UNAVAILABLE", str(error)), args.json)

@@ -18,6 +18,7 @@ from gate.errors import LedgerUnavailable
 from gate.keys.config import SigningSetup
 from gate.keys.signing import receipt_signer_for
 from gate.settings import Settings
+from gate_cli.cluster_opt import add_cluster_argument
 from gate_cli.progress import ProgressBar
 
 
@@ -27,6 +28,10 @@ def cmd_export(args) -> int:
     from workbench.dataset.export import export_ledger
     from workbench.dataset.location import DatasetError
 
+    if args.rebuild_rollups or args.cluster is not None:
+        from gate_cli.rebuild_cmd import cmd_rebuild_rollups
+
+        return cmd_rebuild_rollups(args)
     if args.batch_size < 1 or args.batch_size > 50_000:
         print("gate export: --batch-size must be from 1 to 50000", file=sys.stderr)
         return 2
@@ -92,4 +97,8 @@ def add_export_parser(sub) -> None:
     p.add_argument("--settle-seconds", type=int, default=120,
                    help="export receipts reported at least this long ago")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+    # `gate export --rebuild-rollups [--cluster ADDRESS]`: gate_cli/rebuild_cmd.py.
+    p.add_argument("--rebuild-rollups", action="store_true",
+                   help="recompute every partition's report rollups of the dataset at --out (no ledger read)")
+    add_cluster_argument(p, "the rollup rebuild's partitions (with --rebuild-rollups)")
     p.set_defaults(func=cmd_export)

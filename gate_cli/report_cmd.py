@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gate.errors import GateError
+from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 from gate_cli.context import load_settings, open_ledger
 from gate_cli.help import HelpFormatter
 from gate_cli.report_text import render
@@ -65,6 +66,7 @@ def add_report_parser(sub) -> None:
     p.add_argument("--dataset", help="read an exported dataset (path or URL) instead of the live ledger "
                                      "(default: the live ledger, GATE_DATABASE_URL)")
     p.add_argument("--json", action="store_true", help="print the sealed report as JSON")
+    add_cluster_argument(p, "the engines' partials over the dataset's partitions (with --dataset and --limit all)")
     for name in OPTIONS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
                        help=f"as the endpoint's {name} query parameter")
@@ -106,9 +108,11 @@ def _params(args: argparse.Namespace) -> ReportParams:
     return replace(params, limit=None) if every else params
 
 
-def _check_scope(args: argparse.Namespace, kind: ReportKind) -> None:
+def _check_scope(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> None:
     if args.scope is None and (args.dataset is None or kind.cohort):
         raise _Refused("--scope is required (reports from the ledger and benchmarks are per scope)")
+    if args.cluster is not None and (args.dataset is None or params.limit is not None):
+        raise _Refused("--cluster reads a whole dataset over its partitions: give --dataset and --limit all")
 
 
 def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -> tuple[Cohort, list[str]]:
@@ -123,10 +127,16 @@ def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -
 
 
 def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, ledger: Ledger | None,
-            cohort_scopes: list[str]) -> Frames:
-    """The decisions the report reads: from the dataset when one is named, else from the ledger."""
+            cohort_scopes: list[str], client: Any = None) -> Frames:
+    """The decisions the report reads: from the dataset when one is named (its partials computed
+    on the cluster with `client`), else from the ledger."""
     from workbench.dataset.load import from_dataset, from_ledger
 
+    if client is not None:
+        from workbench.cluster.reports import cluster_frames
+
+        return cluster_frames(client, args.dataset, policy_id=args.policy, policy_version=kind.loaded_version(params),
+                              scopes=None if args.scope is None else [args.scope, *cohort_scopes])
     if args.dataset:
         _digest_store()
         return from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort_scopes],
@@ -140,21 +150,23 @@ def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) ->
     ledger = open_ledger(load_settings()) if kind.cohort or not args.dataset else None
     try:
         cohort, scopes = _cohort(args, kind, ledger)
-        return kind.build(_frames(args, kind, params, ledger, scopes), args.policy, params, cohort)
+        with cluster_client(args.cluster) as client:
+            return kind.build(_frames(args, kind, params, ledger, scopes, client), args.policy, params, cohort)
     finally:
         if ledger is not None:
             ledger.dispose()
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from workbench.cluster import ClusterError
     from workbench.dataset.load import DatasetError
 
     kind = REPORTS[args.kind]
     try:
         params = _params(args)
-        _check_scope(args, kind)
+        _check_scope(args, kind, params)
         report = _report(args, kind, params)
-    except (_Refused, DatasetError) as refused:
+    except (_Refused, DatasetError, ClusterError) as refused:
         return _fail(str(refused))
     if args.json:
         print(json.dumps(report, ensure_ascii=False))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
+from gate_cli.cluster_opt import add_cluster_argument
 
 DEFAULT_PORT = 5006
 
@@ -46,6 +47,7 @@ def add_workbench_parser(sub) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                    help="a name browsers reach the workbench under when it is not on loopback "
                         "(repeatable; its websocket refuses other origins; default: none)")
+    add_cluster_argument(p, "the full-history dry-run (default: GATE_CLUSTER when set)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
@@ -121,7 +123,7 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
     return bare, f"{bare}:{port}"
 
 
-def build_store(settings, dataset: str | None):
+def build_store(settings, dataset: str | None, cluster: str | None = None):
     # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
@@ -130,7 +132,7 @@ def build_store(settings, dataset: str | None):
     ledger.upgrade()
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
-    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset")
+    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset", cluster=cluster)
 
 
 def cmd_workbench(args) -> int:
@@ -144,7 +146,7 @@ def cmd_workbench(args) -> int:
         return 2
     settings = Settings.from_env()
     settings.home.mkdir(parents=True, exist_ok=True)
-    store = build_store(settings, args.dataset)
+    store = build_store(settings, args.dataset, args.cluster)
     if args.refresh:
         outcome = store.refresh_dataset()
         print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)

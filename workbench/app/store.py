@@ -18,6 +18,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from gate.services.decide import DecisionService, with_releases
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
+from workbench.cluster import ClusterError, cluster_setting, connect
 from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
 from workbench.dataset.export import Progress, export_ledger
@@ -48,6 +50,7 @@ from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines.common import latest_outcomes
+from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.migration.sweep import sweep
 from workbench.reports.policy import (
@@ -130,7 +133,8 @@ class WorkbenchStore:
     connections and the services hold no per-request state."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
-                 exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False) -> None:
+                 exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False,
+                 cluster: str | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
@@ -150,6 +154,10 @@ class WorkbenchStore:
         # `reference`: every figure from the rows, nothing cached but the frames (the path the
         # fast one is held equal to by tests and timed against by bench_workbench).
         self.reference = reference
+        # A Dask cluster for the full-history dry-run (`gate workbench --cluster`, else GATE_CLUSTER;
+        # workbench.cluster): 'local' starts two worker processes for each run. The live impact
+        # and the reports (read from the rollups) stay in this process.
+        self.cluster = cluster if cluster is not None else cluster_setting()
 
     # ------------------------------------------------------------------ scopes and policies
 
@@ -391,19 +399,26 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ migrations
 
-    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> DryRun:
+    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True) -> DryRun:
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
-        dataset. Raises DryRunError for a bad draft, an unknown rulebook or empty history."""
+        dataset, on the workbench's cluster when it has one and `on_cluster`. Raises DryRunError
+        for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
         signer = self.signing.receipt_signer()
-        # A result the workbench signs must cover a dataset signed by a key this gate trusts.
-        return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
-                       created_at=iso_ms(self.clock.now()), anchors=self.signing.trust_anchors() if signer else None)
+        address = self.cluster if on_cluster else None
+        try:
+            with connect(address) if address else nullcontext() as client:
+                # A result the workbench signs must cover a dataset signed by a key this gate trusts.
+                return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
+                               created_at=iso_ms(self.clock.now()),
+                               anchors=self.signing.trust_anchors() if signer else None, cluster=client)
+        except ClusterError as error:
+            raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
     def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
         """The dry-run's summary of the draft over full history (the same `dry_run` call and the
         same figures as the Migration page and `gate dry-run`): what the Authoring page shows
         live beside the editor. Raises DryRunError like `dry_run`."""
-        result = self.dry_run(scope, rulebook_id, draft).result.to_dict()
+        result = self.dry_run(scope, rulebook_id, draft, on_cluster=False).result.to_dict()
         return {key: result[key] for key in LIVE_SUMMARY_KEYS}
 
     def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],

@@ -54,7 +54,7 @@ import pyarrow.parquet as pq
 
 from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
-from workbench.dataset.integrity import check_files, describe_file, iter_all
+from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
 from workbench.dataset.location import Location
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
@@ -72,11 +72,18 @@ __all__ = [
     "KEYS",
     "ROLLUPS_DIR",
     "ROLLUP_VERSION",
+    "Chunk",
     "RollupView",
+    "RunChecks",
+    "RunChunks",
+    "chunk_partials",
+    "chunk_rows",
     "classes_hash",
     "current",
     "fact_moment_column",
+    "files_by_partition",
     "partition_partials",
+    "plan_chunks",
     "remove_runs",
     "update",
 ]
@@ -165,7 +172,7 @@ def fact_moment_column(name: str) -> bool:
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
 
 
-def _files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
     out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
     for entry in entries:
@@ -218,19 +225,23 @@ def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
 def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]],
            classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
-           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+           progress: Callable[[int, int], None] | None = None, every_partition: bool = False,
+           run_chunks: RunChunks | None = None, run_checks: RunChecks | None = None) -> dict[str, Any]:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
 
     `manifest` already lists this run's files (`record_files`) but is not written yet; it may
     hold the previous run's `rollups` member. `outcome_partitions`: the (scope, month)
     partitions of the decisions of this run's new outcome records (the export asks the ledger;
     unused when every partition is recomputed: a first run, or rollups that cannot be carried
-    over). Returns the new `rollups` member (the caller puts it into the manifest it commits)."""
-    reuse = current(manifest, classes)
-    decision_files = _files_by_partition(manifest, "decisions")
+    over). Returns the new `rollups` member (the caller puts it into the manifest it commits).
+    `every_partition`: recompute every partition (a rebuild). `run_chunks`: computes the chunks'
+    partials (`chunk_partials` of each, in order) elsewhere, on a cluster (`workbench.cluster`);
+    `run_checks` checks the earlier files there (`check_files`, raising DatasetError alike)."""
+    reuse = current(manifest, classes) and not every_partition
+    decision_files = files_by_partition(manifest, "decisions")
     todo = _partitions_to_recompute(new_files, outcome_partitions, decision_files, reuse)
-    _check_earlier_files(location, manifest, run, todo, reuse)
-    fresh = _recompute(location, manifest, todo, decision_files, classes, progress)
+    _check_earlier_files(location, manifest, run, todo, reuse, run_checks)
+    fresh = _recompute(location, manifest, todo, decision_files, classes, progress, run_chunks)
     carried = manifest["rollups"]["files"] if reuse else {}
     files, digests, rows = _write_states(location, run, fresh, carried, todo)
     return {"version": ROLLUP_VERSION, "run": run, "classes_hash": classes_hash(classes), "files": files,
@@ -251,35 +262,93 @@ def _partitions_to_recompute(new_files: Sequence[dict[str, Any]],
     return sorted(touched)
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """One unit of rollup work (`_chunks`): some decisions of one scope (`pieces`: month, file,
+    row groups), the scope's outcome files, and per rulebook id the facts files of their months."""
+
+    scope: str
+    completed: int  # partitions this chunk completes (progress)
+    pieces: list[tuple[str, str, list[int]]]
+    outcome_paths: list[str]
+    facts_paths: dict[str, dict[str, list[str]]]
+
+
+# The chunks → each chunk's `chunk_partials`, in order (a cluster's map; `workbench.cluster`).
+RunChunks = Callable[[list[Chunk]], Iterable[dict[str, list[pl.DataFrame]]]]
+# Listed files → checked against their digests (`check_files`), elsewhere (a cluster's map).
+RunChecks = Callable[[list[ListedFile]], object]
+
+
+def plan_chunks(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
+                decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]) -> list[Chunk]:
+    """The chunks of the partitions in `todo` (`_chunks`), each naming the files it reads."""
+    outcome_files = files_by_partition(manifest, "outcomes")
+    facts_files = _facts_files(manifest)
+    planned = []
+    for scope, completed, pieces in _chunks(location, todo, decision_files):
+        months = sorted({month for month, _path, _groups in pieces})
+        outcomes = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
+        facts = {rulebook_id: {month: per.get((scope, month), []) for month in months}
+                 for rulebook_id, per in facts_files.items()}
+        planned.append(Chunk(scope, completed, pieces, outcomes, facts))
+    return planned
+
+
+def chunk_partials(location: Location, chunk: Chunk, classes: Mapping[str, str],
+                   policy_id: str | None = None) -> dict[str, list[pl.DataFrame]]:
+    """The rollup rows of one chunk's decisions (of one policy when `policy_id` is given):
+    `partition_partials` of the decisions, all their outcome records and their facts rows."""
+    rows = chunk_rows(location, chunk, policy_id)
+    if rows is None:
+        return {}
+    decisions, outcomes, mine = rows
+    wanted = chunk.facts_paths if policy_id is None else {
+        k: v for k, v in chunk.facts_paths.items() if k == policy_id}
+    facts = _chunk_facts(location, wanted, mine)
+    fresh = {name: [_compact(frame) for frame in frames]
+             for name, frames in partition_partials(decisions, outcomes, facts, classes).items()}
+    del decisions, outcomes, facts
+    pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
+    return fresh
+
+
+def chunk_rows(location: Location, chunk: Chunk, policy_id: str | None = None
+               ) -> tuple[pl.DataFrame, pl.DataFrame, ds.Expression] | None:
+    """A chunk's decisions (of one policy when `policy_id` is given; the analysis columns with
+    `scope` and `month`), every outcome record of them, and the filter that selects their rows
+    (by decision id); None when the chunk has no such decision."""
+    decisions = _decisions(location, chunk.pieces, chunk.scope)
+    if decisions is not None and policy_id is not None:
+        decisions = decisions.filter(pl.col("policy_id") == policy_id)
+    if decisions is None or not decisions.height:
+        return None
+    mine = ds.field("decision_id").isin(pa.array(decisions["decision_id"].to_list(), pa.string()))
+    return decisions, _chunk_outcomes(location, chunk.outcome_paths, mine), mine
+
+
 def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
                decision_files: Mapping[tuple[str, str], list[dict[str, Any]]], classes: Mapping[str, str],
-               progress: Callable[[int, int], None] | None) -> dict[str, list[pl.DataFrame]]:
-    """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames."""
-    outcome_files = _files_by_partition(manifest, "outcomes")
-    facts_files = _facts_files(manifest)
+               progress: Callable[[int, int], None] | None,
+               run_chunks: RunChunks | None = None) -> dict[str, list[pl.DataFrame]]:
+    """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames.
+    Here one chunk at a time, or by `run_chunks` (a cluster); the frames in the chunks' order."""
+    chunks = plan_chunks(location, manifest, todo, decision_files)
+    results = run_chunks(chunks) if run_chunks is not None else (
+        chunk_partials(location, chunk, classes) for chunk in chunks)
     fresh: dict[str, list[pl.DataFrame]] = defaultdict(list)
     done = 0
-    for scope, months, pieces in _chunks(location, todo, decision_files):
-        decisions = _decisions(location, pieces, scope)
-        done += months
-        if decisions is not None:
-            mine = ds.field("decision_id").isin(pa.array(decisions["decision_id"].to_list(), pa.string()))
-            outcomes = _chunk_outcomes(location, outcome_files, scope, mine)
-            months_read = sorted({month for month, _path, _groups in pieces})
-            facts = _chunk_facts(location, facts_files, scope, months_read, mine)
-            for name, frames in partition_partials(decisions, outcomes, facts, classes).items():
-                fresh[name].extend(_compact(frame) for frame in frames)
-            del decisions, outcomes, facts
-            pa.default_memory_pool().release_unused()  # the chunk's read buffers back to the system
+    for chunk, partials in zip(chunks, results, strict=True):
+        for name, frames in partials.items():
+            fresh[name].extend(frames)
+        done += chunk.completed
         if progress is not None:
             progress(done, len(todo))
     return fresh
 
 
-def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], list[dict[str, Any]]],
-                    scope: str, mine: ds.Expression) -> pl.DataFrame:
+def _chunk_outcomes(location: Location, paths: Sequence[str], mine: ds.Expression) -> pl.DataFrame:
     """The outcome records of a chunk's decisions (`mine`), from every outcome file of their scope."""
-    paths = [e["path"] for (s, _m), entries in outcome_files.items() if s == scope for e in entries]
     table = _read(location, paths, OUTCOME_COLUMNS, mine)
     if table is not None and table.num_rows:
         return frame_of(table)
@@ -287,15 +356,15 @@ def _chunk_outcomes(location: Location, outcome_files: Mapping[tuple[str, str], 
                                 "receipt_id": pl.String, "status": pl.String})
 
 
-def _chunk_facts(location: Location, facts_files: Mapping[str, Mapping[tuple[str, str], list[str]]],
-                 scope: str, months: Sequence[str], mine: ds.Expression) -> dict[str, pl.DataFrame]:
+def _chunk_facts(location: Location, facts_paths: Mapping[str, Mapping[str, Sequence[str]]],
+                 mine: ds.Expression) -> dict[str, pl.DataFrame]:
     """Per rulebook id, the typed facts rows of a chunk's decisions (`mine`) that the anomaly
     engine's fact moments read, with their `month`; a rulebook without such rows is absent."""
     facts: dict[str, pl.DataFrame] = {}
-    for rulebook_id, per in facts_files.items():
+    for rulebook_id, per in facts_paths.items():
         frames = []
-        for month in months:
-            table = _read(location, per.get((scope, month), []), fact_moment_column, mine)
+        for month, paths in sorted(per.items()):
+            table = _read(location, paths, fact_moment_column, mine)
             if table is not None and table.num_rows:
                 frames.append(frame_of(table).with_columns(pl.lit(month).alias("month")))
         if frames:
@@ -334,7 +403,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
 
 
 def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
-                         todo: Sequence[tuple[str, str]], reuse: bool) -> None:
+                         todo: Sequence[tuple[str, str]], reuse: bool, run_checks: RunChecks | None = None) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
     carried over) no longer matches its listed digest: the run would sign rollups of changed rows.
@@ -354,7 +423,10 @@ def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
             keep = (parsed[1], parsed[2]) in partitions
         if keep and not entry.path.split("/")[-1].startswith(f"part-{run:06d}-"):
             wanted.append(entry)
-    check_files(location, wanted)
+    if run_checks is not None:
+        run_checks(wanted)
+    else:
+        check_files(location, wanted)
 
 
 def _compact(frame: pl.DataFrame) -> pl.DataFrame:
@@ -426,6 +498,19 @@ class RollupView:
     policy_id: str
     policy_version: str | None
     scopes: tuple[str, ...] | None
+    # The states' rows in memory instead of in `files` (`in_memory`: computed on a cluster).
+    frames: Mapping[str, pl.DataFrame] | None = None
+
+    @classmethod
+    def in_memory(cls, fresh: Mapping[str, Sequence[pl.DataFrame]], classes: Mapping[str, str], *,
+                  policy_id: str, policy_version: str | None, scopes: Sequence[str] | None) -> RollupView:
+        """A view of rollup rows computed just now (`chunk_partials` of every chunk), each state's
+        rows stacked and ordered as `update` writes them."""
+        frames = {name: pl.concat(list(parts), how="diagonal_relaxed").sort(list(KEYS), nulls_last=True,
+                                                                           maintain_order=True)
+                  for name, parts in fresh.items() if parts}
+        return cls(Path("."), dict.fromkeys(frames, ""), classes_hash(classes), policy_id, policy_version,
+                   None if scopes is None else tuple(scopes), frames)
 
     @classmethod
     def of(cls, root: str | Path, manifest: dict[str, Any], *, policy_id: str, policy_version: str | None,
@@ -451,7 +536,8 @@ class RollupView:
             where &= pl.col(KEYS[2]).is_in(list(self.scopes))
         if own_scope is not None:  # within the selection, as the rows' `scope == own_scope` filter
             where &= pl.col(KEYS[2]) == own_scope
-        return pl.scan_parquet(self.root / path).filter(where).drop([k for k in KEYS if k != keep]).collect()
+        rows = pl.scan_parquet(self.root / path) if self.frames is None else self.frames[name].lazy()
+        return rows.filter(where).drop([k for k in KEYS if k != keep]).collect()
 
     def by_month(self, name: str) -> pl.DataFrame:
         """The selected rows of one state with their decision month (`rollup_month`) kept and

@@ -17,7 +17,7 @@ outcome status to `success`/`failure`/`excluded`/`open` (pass
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -26,6 +26,8 @@ from workbench.engines.common import (
     FAILURE,
     SUCCESS,
     class_expr,
+    merge_frames,
+    merge_sample,
     sample_block,
     sample_partial,
     with_latest_outcome,
@@ -43,7 +45,7 @@ RECOMMENDATIONS = {
 }
 MAX_BUCKETS = 50
 
-__all__ = ["confidence_report", "formula_columns"]
+__all__ = ["confidence_report", "finalize", "formula_columns", "merge", "partial"]
 
 
 def formula_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
@@ -95,25 +97,60 @@ def confidence_report(
     action: str | None = None,
     min_sample: int = 10,
 ) -> dict[str, Any]:
-    """The confidence report body (without envelope or hash) for one policy of one scope.
+    """The confidence report body (without envelope or hash) for one policy of one scope:
+    `finalize(merge([partial(all)]))`.
 
     `policy_version` is the current version (default: that of the newest decision of the
     policy). `verdict` / `action` select similar decisions (omitted: every value pooled). The
     caller bounds the sample (the API loads the newest `limit` decisions of the policy).
     """
+    state = merge([partial(decisions, outcomes, policy_id=policy_id, classes=classes, verdict=verdict,
+                           action=action)])
+    return finalize(state, policy_id=policy_id, classes=classes, policy_version=policy_version, verdict=verdict,
+                    action=action, min_sample=min_sample)
+
+
+EVIDENCE_KEYS = ["policy_version", "verdict", "action", "effect"]
+_NEWEST = ["created_at", "decision_id"]
+
+
+def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, policy_id: str, classes: Mapping[str, str],
+            verdict: str | None = None, action: str | None = None) -> dict[str, pl.DataFrame]:
+    """The additive state of one partition: the similar decisions (latest outcome success or
+    failure) counted by version, verdict, action and class (`evidence`), the sample of the
+    chosen decisions (`sample`), and the policy's newest decision with its version (`newest`)."""
     policy = decisions.filter(pl.col("policy_id") == policy_id).select(
         "decision_id", "created_at", "policy_version", "verdict", "action")
-    if policy_version is None:
-        policy_version = _newest_version(policy)
     chosen = policy
     if verdict is not None:
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
     joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
-    similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
-    pooled, buckets = _evidence_counts(similar, policy_version)
-    sample = sample_block(sample_partial(joined), classes)
+    evidence, newest = pl.collect_all([
+        joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE])).group_by(EVIDENCE_KEYS)
+        .agg(pl.len().cast(pl.Int64).alias("n")),
+        policy.sort(_NEWEST).select(*_NEWEST, "policy_version").tail(1),
+    ])
+    return {"evidence": evidence, "newest": newest, "sample": sample_partial(joined)}
+
+
+def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    return {
+        "evidence": merge_frames([p["evidence"] for p in partials], EVIDENCE_KEYS, {"n": "sum"}),
+        "newest": pl.concat([p["newest"] for p in partials], how="vertical_relaxed").sort(_NEWEST).tail(1),
+        "sample": merge_sample([p["sample"] for p in partials]),
+    }
+
+
+def finalize(state: Mapping[str, pl.DataFrame], *, policy_id: str, classes: Mapping[str, str],
+             policy_version: str | None = None, verdict: str | None = None, action: str | None = None,
+             min_sample: int = 10) -> dict[str, Any]:
+    """The report body from the merged state (`confidence_report` names the parameters)."""
+    if policy_version is None:
+        newest = state["newest"]
+        policy_version = newest["policy_version"].item() if newest.height else None
+    pooled, buckets = _evidence_counts(state["evidence"].lazy(), policy_version)
     row = pooled.row(0, named=True)
     report: dict[str, Any] = {"policy_id": policy_id}
     report.update(_values(row, min_sample))
@@ -127,7 +164,7 @@ def confidence_report(
         "current_version_failures": row["f_cur"],
         "min_sample": min_sample,
     }
-    report["sample"] = sample
+    report["sample"] = sample_block(state["sample"], classes)
     report["buckets"] = [
         {"verdict": b["verdict"], "action": b["action"], **_values(b, min_sample),
          "successes": b["s_cur"] + b["s_old"], "failures": b["f_cur"] + b["f_old"]}
@@ -136,24 +173,20 @@ def confidence_report(
     return report
 
 
-def _newest_version(policy: pl.LazyFrame) -> str | None:
-    """The `policy_version` of the policy's newest decision (by created_at, then decision_id)."""
-    newest = policy.sort(["created_at", "decision_id"]).select(pl.col("policy_version").last()).collect()
-    return newest.item() if newest.height else None
-
-
-def _evidence_counts(similar: pl.LazyFrame, policy_version: str | None) -> list[pl.DataFrame]:
-    """The similar decisions' successes and failures of the current version and of the others,
-    with their formula columns: pooled (one row), and per (verdict, action) bucket (the
-    MAX_BUCKETS largest)."""
+def _evidence_counts(evidence: pl.LazyFrame, policy_version: str | None) -> list[pl.DataFrame]:
+    """The similar decisions' successes and failures (`evidence`: counts `n` by version, verdict,
+    action and class) of the current version and of the others, with their formula columns:
+    pooled (one row), and per (verdict, action) bucket (the MAX_BUCKETS largest). A decision of
+    no version counts as neither, as a null comparison selects nothing."""
     current = pl.col("policy_version") == policy_version if policy_version is not None else pl.lit(False)
     success = pl.col("effect") == SUCCESS
+    n = pl.col("n")
     counts = [
-        (success & current).sum().alias("s_cur"), (~success & current).sum().alias("f_cur"),
-        (success & ~current).sum().alias("s_old"), (~success & ~current).sum().alias("f_old"),
+        n.filter(success & current).sum().alias("s_cur"), n.filter(~success & current).sum().alias("f_cur"),
+        n.filter(success & ~current).sum().alias("s_old"), n.filter(~success & ~current).sum().alias("f_old"),
     ]
     return pl.collect_all([
-        formula_columns(similar.select(counts)),
-        formula_columns(similar.group_by("verdict", "action").agg(counts))
+        formula_columns(evidence.select(counts)),
+        formula_columns(evidence.group_by("verdict", "action").agg(counts))
         .sort(["n", "verdict", "action"], descending=[True, False, False]).head(MAX_BUCKETS),
     ])

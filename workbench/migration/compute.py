@@ -26,7 +26,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import polars as pl
 
@@ -37,7 +37,7 @@ from workbench.engines import rulebook_polars as rp
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 
-__all__ = ["CUBE_KEYS", "Computed", "compute"]
+__all__ = ["CUBE_KEYS", "Computed", "Passes", "compute", "latest_outcomes"]
 
 CUBE_KEYS = ["old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason", "new_reason", "new_status", "replay"]
 FLIP_COLUMNS = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
@@ -145,18 +145,27 @@ def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
     return {name: int(value or 0) for name, value in zip(conditions, row, strict=True)}
 
 
+class Passes(Protocol):
+    """The passes over the history done elsewhere (`workbench.cluster.dryrun`: per partition on a
+    cluster's workers): what `_replay_passes` returns, and the latest outcomes of some decisions."""
+
+    def replay(self, history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]: ...
+
+    def latest_outcomes(self, flipped: pl.DataFrame) -> pl.DataFrame: ...
+
+
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None,
-            horizon_days: int = 30) -> Computed:
+            horizon_days: int = 30, passes: Passes | None = None) -> Computed:
     """Run the dry-run: one aggregating pass over the history and one over its flips (the
     flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet.
 
     The passes over the history group and filter by the draft's pick (`rulebook_polars.PICK`:
     which rule, the default outcome or needs_input), not by the strings it answers; the small
     results are named through `rulebook_polars.outcome_table` afterwards. The rows the scalar
-    evaluator replays are few and join in memory."""
+    evaluator replays are few and join in memory. `passes`: those passes made elsewhere (a cluster)."""
     table = rp.outcome_table(draft.polars)
     named = table.rename(_NEW)
-    grouped, selected = _replay_passes(history, draft, table)
+    grouped, selected = (passes.replay if passes else _replay_passes)(history, draft, table)
     versions = history.versions_in_scope()
     partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json")
     scalar = _scalar_rows(partial, draft).rename(_NEW)
@@ -165,8 +174,9 @@ def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_pat
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
         # Outcomes only of the flipped decisions (the history's outcomes are never held in
         # memory), read while the cube is built from the grouped rows (Polars releases the GIL).
-        reading = worker.submit(latest_outcomes(history.outcomes.filter(
-            pl.col("decision_id").is_in(flipped["decision_id"].implode()))).collect, engine="streaming")
+        reading = worker.submit(passes.latest_outcomes, flipped) if passes else worker.submit(
+            latest_outcomes(history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode())))
+            .collect, engine="streaming")
         fine = _fine_cube(grouped, named, scalar)
         cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
         months = _month_counts(fine)

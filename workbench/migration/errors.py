@@ -24,6 +24,10 @@ class DryRunError(Exception):
         self.message = message
         self.errors = errors or []
 
+    def __reduce__(self) -> tuple[type[DryRunError], tuple[str, str, list[dict[str, Any]]]]:
+        """Pickled whole (raised on a cluster's worker, re-raised on the client)."""
+        return DryRunError, (self.code, self.message, self.errors)
+
     def to_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"error": self.code, "message": self.message}
         if self.errors:

@@ -36,7 +36,7 @@ from workbench.migration.errors import DryRunError
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
     from gate.ledger import Ledger
 
-__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "from_dataset", "from_ledger"]
+__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "dataset_source", "from_dataset", "from_ledger", "history_of_files", "scans_of_files"]
 
 MANIFEST = "manifest.json"
 # The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
@@ -119,9 +119,7 @@ def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = 
         raise DryRunError("DATASET_INVALID", str(exc)) from None
 
 
-def _scan_table(root: Path, manifest: dict[str, Any], table: str,
-                schema: dict[str, pl.DataType]) -> pl.LazyFrame:
-    files = _listed(root, manifest, table)
+def _scan_files(files: list[str], schema: dict[str, pl.DataType]) -> pl.LazyFrame:
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
     return _scan(files, schema)
@@ -169,32 +167,56 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = Path(location)
     manifest, raw = read_manifest(root, anchors)
-    decisions = _scan_table(root, manifest, "decisions", DECISION_ANALYSIS_SCHEMA)
-    decisions = decisions.filter(pl.col("policy_id") == rulebook_id)
-    outcomes = _scan_table(root, manifest, "outcomes", OUTCOME_COLUMNS)
+    return history_of_files(rulebook_id, scope, paths, decision_files=_listed(root, manifest, "decisions"),
+                            outcome_files=_listed(root, manifest, "outcomes"),
+                            facts_files=_listed(root, manifest, "facts", rulebook_id),
+                            source=dataset_source(location, manifest, raw))
+
+
+def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """What a dry-run of a dataset names and signs: the manifest's bytes, its `dataset_hash`
+    and signing key, the previous dataset and the ledger head it was cut at."""
+    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
+    return {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
+            "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
+            "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
+            "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
+
+
+def scans_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
+                   outcome_files: list[str], facts_files: list[str]
+                   ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """Lazy scans of checked files (nothing read yet): the rulebook's decisions of every scope
+    (unfiltered by `scope`), and its decisions, outcomes and typed facts of `scope`."""
+    decisions = _scan_files(decision_files, DECISION_ANALYSIS_SCHEMA).filter(pl.col("policy_id") == rulebook_id)
+    outcomes = _scan_files(outcome_files, OUTCOME_COLUMNS)
     facts_schema: dict[str, pl.DataType] = {
         "decision_id": pl.String(), fc.STATE_COLUMN: pl.String(), "facts_json": pl.String(),
         "created_at": pl.Datetime("ms", "UTC"), **dict.fromkeys(OLD_NAMES, pl.String()),
         **fc.path_schema(list(paths))}
-    facts_files = _listed(root, manifest, "facts", rulebook_id)
     facts_hive: dict[str, pl.DataType] = {"rulebook_id": pl.String(), **_HIVE}
     facts = (_scan(facts_files, facts_schema, facts_hive).drop("rulebook_id") if facts_files
              else pl.LazyFrame(schema={**facts_schema, **_HIVE}))
     facts = facts.with_columns(pl.col("created_at").cast(pl.Datetime("ms", "UTC")))
-    every_scope = summarize_decisions(decisions)
+    every_scope = decisions
     if scope is not None:
         decisions = decisions.filter(pl.col("scope") == scope)
         outcomes = outcomes.filter(pl.col("scope") == scope)
         facts = facts.filter(pl.col("scope") == scope)
+    return every_scope, decisions, outcomes, facts
+
+
+def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
+                     outcome_files: list[str], facts_files: list[str], source: dict[str, Any]) -> History:
+    """The history of `rulebook_id` in some checked files of a dataset (all of it, or one
+    partition's on a cluster's worker: `workbench.cluster.dryrun`); `versions` of every scope
+    the files hold, the frames of `scope` (all when None)."""
+    every_scope, decisions, outcomes, facts = scans_of_files(
+        rulebook_id, scope, paths, decision_files=decision_files, outcome_files=outcome_files, facts_files=facts_files)
     # One read of the rulebook's decisions in every scope (the versions, the per-scope counts
     # load_history checks); the facts rows of the selection are counted from the files' metadata.
-    versions, facts_rows = pl.collect_all([every_scope, facts.select(pl.len())])
+    versions, facts_rows = pl.collect_all([summarize_decisions(every_scope), facts.select(pl.len())])
     selected = versions if scope is None else versions.filter(pl.col("scope") == scope)
-    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
-    source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
-              "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
-              "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
-              "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
     covered = int(selected["decisions"].sum()) == facts_rows.item() and _carry_stored_outcome(facts_files)
     return History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered), outcomes, source, versions)
 

@@ -28,7 +28,7 @@ from workbench.migration.manifest import build_manifest, sign_manifest
 from workbench.migration.summary import DryRunResult, summarize
 from workbench.reports.dry_run import render_html, render_markdown
 
-__all__ = ["DryRun", "dry_run", "load_history", "write_dry_run"]
+__all__ = ["DryRun", "checked_history", "dry_run", "load_history", "write_dry_run"]
 
 OUTPUT_FILES = ("migration.json", "report.md", "report.html", "flips.parquet")
 
@@ -51,6 +51,12 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
         history = from_ledger(ledger, rulebook_id, None)
     else:
         raise ValueError("give a dataset or a ledger")
+    return checked_history(history, rulebook_id, scope)
+
+
+def checked_history(history: History, rulebook_id: str, scope: str | None) -> History:
+    """The history of `scope`, refusing an unknown rulebook and an empty history (RULEBOOK_UNKNOWN,
+    HISTORY_EMPTY); a history read for every scope is narrowed to `scope`."""
     per_scope = history.per_scope()
     if not per_scope:
         raise DryRunError("RULEBOOK_UNKNOWN", f"no decision of rulebook {rulebook_id!r} in the history "
@@ -67,7 +73,8 @@ def load_history(rulebook_id: str, scope: str | None, *, dataset: str | Path | N
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             ledger: Any = None, created_at: str, flips_limit: int = 200,
-            flips_path: Path | None = None, anchors: Any = None, cost: CostModel | None = None) -> DryRun:
+            flips_path: Path | None = None, anchors: Any = None, cost: CostModel | None = None,
+            cluster: Any = None) -> DryRun:
     """Re-evaluate every historical decision of `rulebook_id` under `draft` (a parsed rulebook).
 
     Raises DryRunError for bad input before reading any history. `created_at` is the
@@ -75,14 +82,23 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     the history, so the same inputs give the same `dry_run.result_hash`. `cost`: the author's
     cost model and outcome horizon for `dry_run.impact` (defaults when None). `anchors`
     (`gate.verify.TrustAnchors`): the dataset's manifest must be signed by one of those keys
-    (DATASET_INVALID otherwise); its listed files are checked either way.
+    (DATASET_INVALID otherwise); its listed files are checked either way. `cluster`: a Dask
+    client (`workbench.cluster.connect`) that reads and replays a dataset's partitions on its
+    workers (`workbench.cluster.dryrun`); the result is the same.
     """
     compiled = load_draft(draft, rulebook_id)
-    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
-                           anchors=anchors)
+    passes = None
+    if cluster is not None and dataset is not None:
+        from workbench.cluster.dryrun import cluster_history  # lazy: Dask only with a cluster
+
+        loaded, passes = cluster_history(cluster, dataset, draft, rulebook_id, scope, anchors=anchors)
+        history = checked_history(loaded, rulebook_id, scope)
+    else:
+        history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
+                               anchors=anchors)
     cost = cost or CostModel()
     computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path,
-                       horizon_days=cost.outcome_horizon_days)
+                       horizon_days=cost.outcome_horizon_days, passes=passes)
     result = summarize(history, compiled, computed, cost)
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
 

@@ -412,10 +412,17 @@ def benchmark_report(frames: Frames, policy_id: str, params: ReportParams, *, ow
 def confidence_report(frames: Frames, policy_id: str, params: ReportParams) -> ConfidenceReport:
     """Decision confidence (docs/intelligence.md). `policy_version` names the current version
     and does not filter: load the frames of every version (`from_ledger(…, policy_version=None)`)."""
-    body = confidence_engine.confidence_report(
-        frames.decisions, frames.outcomes, policy_id=policy_id, classes=CLASSES,
-        policy_version=params.policy_version, verdict=params.verdict, action=params.action,
-        min_sample=params.min_sample)
+    view = frames.rollup
+    if hasattr(view, "confidence"):  # a cluster's view (workbench.cluster.reports): partials from its workers
+        body = confidence_engine.finalize(
+            view.confidence(verdict=params.verdict, action=params.action), policy_id=policy_id, classes=CLASSES,
+            policy_version=params.policy_version, verdict=params.verdict, action=params.action,
+            min_sample=params.min_sample)
+    else:
+        body = confidence_engine.confidence_report(
+            frames.decisions, frames.outcomes, policy_id=policy_id, classes=CLASSES,
+            policy_version=params.policy_version, verdict=params.verdict, action=params.action,
+            min_sample=params.min_sample)
     return cast(ConfidenceReport, seal("confidence", {
         "policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
         "parameters": params.for_kind("confidence"), **body, **_source(frames)}))

@@ -1,0 +1,58 @@
+"""`gate export --out DIR --rebuild-rollups [--cluster ADDRESS] [--json]`: recompute every
+partition's report rollups of an exported dataset and commit them as a new run
+(`workbench.dataset.rebuild`), here or on a Dask cluster (`workbench.cluster.rebuild`). The
+manifest is signed as `gate export` signs it. Exit status 2, one line on stderr, when the
+dataset cannot be rebuilt (no export yet, a listed file changed) or the cluster is unreachable."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from gate.settings import Settings
+from gate_cli.cluster_opt import cluster_client
+from gate_cli.progress import ProgressBar
+
+__all__ = ["cmd_rebuild_rollups"]
+
+
+def _fail(message: str) -> int:
+    print(f"gate export: {message}", file=sys.stderr)
+    return 2
+
+
+def cmd_rebuild_rollups(args: Any) -> int:
+    # Lazy: the dataset brings Polars and the cluster Dask.
+    from gate_cli.export_cmd import _dataset_signer
+    from workbench.cluster import ClusterError
+    from workbench.dataset.location import DatasetError
+    from workbench.dataset.rebuild import rebuild_rollups
+
+    if not args.rebuild_rollups:
+        return _fail("--cluster runs the rollup rebuild: give --rebuild-rollups")
+    settings = Settings.from_env()
+    signer = _dataset_signer(settings)
+    if signer is None and settings.require_signing:
+        return _fail("no key to sign the dataset manifest: run `gate keys signing-init` (or set "
+                     "GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned dataset")
+    progress = ProgressBar(label="rollups", unit="partitions")
+    try:
+        with cluster_client(args.cluster) as client:
+            if client is None:
+                manifest = rebuild_rollups(args.out, signer=signer, progress=progress)
+            else:
+                from workbench.cluster.rebuild import cluster_rebuild
+
+                manifest = cluster_rebuild(client, args.out, signer=signer, progress=progress)
+    except (DatasetError, ClusterError) as error:
+        return _fail(str(error))
+    rolled = manifest["rollups"]
+    if args.json:
+        print(json.dumps({"out": args.out, "run": manifest["runs"], "rollups": {
+            k: rolled[k] for k in ("run", "rows", "decision_partitions", "recomputed_partitions")},
+            "dataset_hash": manifest["dataset_hash"]}, sort_keys=True))
+    else:
+        print(f"rollups rebuilt in {args.out} (run {manifest['runs']}): {rolled['recomputed_partitions']:,} "
+              f"partitions, {rolled['rows']:,} rows" + (f" on {args.cluster}" if args.cluster else ""))
+    return 0
