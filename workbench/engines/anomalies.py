@@ -29,21 +29,21 @@ from gate.vocabulary import VERDICTS
 from workbench.engines import fact_moments as factlib
 from workbench.engines.common import (
     DEFAULT_RULE,
+    EVIDENCE_IDS,
     FAILURE,
     SUCCESS,
     class_counts,
     class_expr,
     evidence,
+    latest_joined,
     merge_frames,
     merge_sample,
     merge_top,
     odds_shift,
     r4,
     sample_block,
-    sample_partial,
     severity,
     top_per_group,
-    with_latest_outcome,
 )
 
 SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
@@ -70,44 +70,80 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
     return state
 
 
+FINE = (*SEGMENT_DIMENSIONS, "policy_version", "verdict", "month", "status")
+
+
 def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
                     by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
     """Every state of `partial` but the facts' (`sample`, `segments`, `failed`, `versions`,
-    `by_verdict`, `months`). The decision–outcome join runs once; every aggregate below reads
-    its in-memory result."""
+    `by_verdict`, `months`). The decision–outcome join runs once (`latest_joined`); one
+    group-by of its rows by every column a state is keyed by (`FINE`, a few hundred groups)
+    gives every count, and the newest-decision evidence reads only the rows recent enough to be
+    any group's evidence (`_evidence_floor`)."""
     by = list(by)
-    joined = with_latest_outcome(decisions.select(*COLUMNS, *by), outcomes).with_columns(class_expr(classes)).collect()
-    frame = joined.lazy()
-    segments, failed = [], []
+    joined = latest_joined(decisions.select(*COLUMNS, *by), outcomes)
+    fine = joined.group_by(*by, *FINE).agg(
+        pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
+        pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
+        pl.col("created_at").count().cast(pl.Int64).alias("timed")).collect().with_columns(class_expr(classes))
+    versioned = pl.col("policy_version").fill_null(NONE_VALUE)
+    segments = [fine.select(*by, pl.lit(dim).alias("dimension"),
+                            pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
+                            "decisions", _count_of(SUCCESS, "success"), _count_of(FAILURE, "failure"))
+                for dim in (*SEGMENT_DIMENSIONS, "policy_version")]
+    evidence = _evidence(joined, fine, classes, by)
+    return {
+        "sample": fine.group_by(*by, "status").agg(
+            pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+            pl.col("last_at").max()).sort([*by, "status"], nulls_last=True),
+        "segments": merge_frames(segments, [*by, "dimension", "value"], SEGMENT_HOW),
+        "failed": evidence[0],
+        "versions": merge_frames([fine.select(*by, versioned, "verdict", "decisions", "first_at")],
+                                 [*by, "policy_version", "verdict"], VERSION_HOW),
+        "by_verdict": evidence[1],
+        "months": merge_frames([fine.select(*by, "month", "decisions")], [*by, "month"], {"decisions": "sum"}),
+    }
+
+
+def _count_of(effect: str, name: str) -> pl.Expr:
+    return pl.when(pl.col("effect") == effect).then(pl.col("decisions")).otherwise(0).alias(name)
+
+
+def _evidence(joined: pl.LazyFrame, fine: pl.DataFrame, classes: Mapping[str, str],
+              by: list[str]) -> list[pl.DataFrame]:
+    """`failed` (the newest failed decisions per segment) and `by_verdict` (the newest per
+    version and verdict), from the rows at or after `_evidence_floor` only."""
+    failing = fine.filter(pl.col("effect") == FAILURE)
+    groups = [(failing.with_columns(pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE)),
+               [*by, dim]) for dim in (*SEGMENT_DIMENSIONS, "policy_version")]
+    groups.append((fine.with_columns(pl.col("policy_version").fill_null(NONE_VALUE)), [*by, "policy_version", "verdict"]))
+    floors = [_evidence_floor(frame, keys) for frame, keys in groups]
+    rows = joined
+    if floors and all(floor is not None for floor in floors):
+        rows = rows.filter(pl.col("created_at") >= min(floors))
+    frame = rows.with_columns(class_expr(classes)).collect().lazy()
+    failed = []
     for dim in (*SEGMENT_DIMENSIONS, "policy_version"):
         fill = DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE
-        seg = frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
-                           "effect", "created_at", "decision_id")
-        segments.append(seg.group_by(*by, "dimension", "value").agg(
-            pl.len().cast(pl.Int64).alias("decisions"),
-            (pl.col("effect") == SUCCESS).sum().cast(pl.Int64).alias("success"),
-            (pl.col("effect") == FAILURE).sum().cast(pl.Int64).alias("failure"),
-        ))
-        failed.append(top_per_group(seg.filter(pl.col("effect") == FAILURE)
-                                    .select(*by, "dimension", "value", "created_at", "decision_id"),
-                                    [*by, "dimension", "value"]))
-    versioned = frame.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
-    versions = versioned.group_by(*by, "policy_version", "verdict").agg(
-        pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first_at"))
-    by_verdict = top_per_group(versioned.select(*by, "policy_version", "verdict", "created_at", "decision_id"),
-                               [*by, "policy_version", "verdict"])
-    months = frame.group_by(*by, "month").agg(pl.len().cast(pl.Int64).alias("decisions"))
-    seg_df, failed_df, versions_df, by_verdict_df, months_df = pl.collect_all(
-        [pl.concat(segments), pl.concat(failed), versions, by_verdict, months])
-    state = {
-        "sample": sample_partial(frame, by),
-        "segments": merge_frames([seg_df], [*by, "dimension", "value"], SEGMENT_HOW),
-        "failed": failed_df,
-        "versions": merge_frames([versions_df], [*by, "policy_version", "verdict"], VERSION_HOW),
-        "by_verdict": by_verdict_df,
-        "months": merge_frames([months_df], [*by, "month"], {"decisions": "sum"}),
-    }
-    return state
+        failed.append(top_per_group(frame.filter(pl.col("effect") == FAILURE).select(
+            *by, pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"), "created_at",
+            "decision_id"), [*by, "dimension", "value"]))
+    by_verdict = top_per_group(frame.select(*by, pl.col("policy_version").fill_null(NONE_VALUE), "verdict",
+                                            "created_at", "decision_id"), [*by, "policy_version", "verdict"])
+    return pl.collect_all([pl.concat(failed), by_verdict])
+
+
+def _evidence_floor(fine: pl.DataFrame, keys: list[str]) -> Any:
+    """A time at or before the EVIDENCE_IDS-th newest decision of every group of `keys` (None
+    when some group has no such bound), from the fine groups: a fine group with k timed rows
+    has k rows at or after its `kth`; fine groups taken newest `first_at` first hold, once
+    their rows add up to k, k rows at or after the last one's `first_at`."""
+    if not fine.height:
+        return None
+    order = pl.col("first_at").sort(descending=True)
+    enough = pl.col("timed").sort_by("first_at", descending=True).cum_sum() >= EVIDENCE_IDS
+    column = fine.group_by(keys).agg(order.filter(enough).first()).to_series(len(keys))
+    return None if column.null_count() else column.min()
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:

@@ -26,9 +26,9 @@ from workbench.engines.common import (
     FAILURE,
     SUCCESS,
     class_expr,
+    latest_joined,
     sample_block,
     sample_partial,
-    with_latest_outcome,
 )
 
 Z = 1.96
@@ -110,7 +110,7 @@ def confidence_report(
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
-    joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
+    joined = latest_joined(chosen, outcomes).with_columns(class_expr(classes)).collect().lazy()  # read once
     similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
     pooled, buckets = _evidence_counts(similar, policy_version)
     sample = sample_block(sample_partial(joined), classes)
@@ -138,7 +138,8 @@ def confidence_report(
 
 def _newest_version(policy: pl.LazyFrame) -> str | None:
     """The `policy_version` of the policy's newest decision (by created_at, then decision_id)."""
-    newest = policy.sort(["created_at", "decision_id"]).select(pl.col("policy_version").last()).collect()
+    newest = policy.filter(pl.col("created_at").eq_missing(pl.col("created_at").max())).select(
+        pl.col("policy_version").sort_by("decision_id").last()).collect()  # no sort of every decision
     return newest.item() if newest.height else None
 
 
