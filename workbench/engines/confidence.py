@@ -28,7 +28,6 @@ from workbench.engines.common import (
     class_expr,
     latest_joined,
     sample_block,
-    sample_partial,
 )
 
 Z = 1.96
@@ -110,10 +109,16 @@ def confidence_report(
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
-    joined = latest_joined(chosen, outcomes).with_columns(class_expr(classes)).collect().lazy()  # read once
-    similar = joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
+    # One pass: the decisions joined to their latest outcome, grouped by everything below reads.
+    fine = latest_joined(chosen, outcomes).group_by("verdict", "action", "policy_version", "status").agg(
+        pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
+        pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
+    ).collect().with_columns(class_expr(classes))
+    similar = fine.lazy().filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
     pooled, buckets = _evidence_counts(similar, policy_version)
-    sample = sample_block(sample_partial(joined), classes)
+    sample = sample_block(fine.group_by("status").agg(
+        pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+        pl.col("last_at").max()).sort("status", nulls_last=True), classes)
     row = pooled.row(0, named=True)
     report: dict[str, Any] = {"policy_id": policy_id}
     report.update(_values(row, min_sample))
@@ -144,14 +149,17 @@ def _newest_version(policy: pl.LazyFrame) -> str | None:
 
 
 def _evidence_counts(similar: pl.LazyFrame, policy_version: str | None) -> list[pl.DataFrame]:
-    """The similar decisions' successes and failures of the current version and of the others,
+    """The similar decisions' (grouped, with their `decisions` count) successes and failures of the current version and of the others,
     with their formula columns: pooled (one row), and per (verdict, action) bucket (the
     MAX_BUCKETS largest)."""
     current = pl.col("policy_version") == policy_version if policy_version is not None else pl.lit(False)
     success = pl.col("effect") == SUCCESS
+    decisions = pl.col("decisions")  # `similar` is grouped: each row counts its decisions
     counts = [
-        (success & current).sum().alias("s_cur"), (~success & current).sum().alias("f_cur"),
-        (success & ~current).sum().alias("s_old"), (~success & ~current).sum().alias("f_old"),
+        decisions.filter(success & current).sum().alias("s_cur"),
+        decisions.filter(~success & current).sum().alias("f_cur"),
+        decisions.filter(success & ~current).sum().alias("s_old"),
+        decisions.filter(~success & ~current).sum().alias("f_old"),
     ]
     return pl.collect_all([
         formula_columns(similar.select(counts)),
