@@ -20,7 +20,9 @@ What is timed (best of `--repeat` runs, wall clock, load average printed beside)
   (`workbench.dataset.rollups`), which the export keeps current; building them for the whole dataset
   (what a first export or a full rebuild pays once) is timed and printed separately;
 * ours from rows: the same reports with the rollups set aside, the engines over every decision
-  and outcome (best of `--rows-repeat`); both must give identical reports, hashes included;
+  and outcome (best of `--rows-repeat`): the frames `from_dataset` gives a dataset without
+  current rollups (its typed facts table as it is, one row per decision); both must give
+  identical reports, hashes included. Confidence has no rollups: it is always from rows;
 * DuckDB: the aggregates the engines compute, in SQL over the same Parquet files;
 * PostgreSQL: the same SQL over the same rows COPYed into tables with the obvious indexes (the
   load is not timed).
@@ -56,7 +58,8 @@ from workbench.dataset import (
     rollups,  # noqa: E402
 )
 from workbench.dataset.export import new_manifest, record_files  # noqa: E402
-from workbench.dataset.load import conform, from_dataset  # noqa: E402
+from workbench.dataset.facts import facts_rows_of  # noqa: E402
+from workbench.dataset.load import conform, from_dataset, scan_facts  # noqa: E402
 from workbench.dataset.location import open_location  # noqa: E402
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
 from workbench.dataset.synth import facts_columns_table  # noqa: E402
@@ -65,6 +68,7 @@ from workbench.reports.policy import (  # noqa: E402
     ReportParams,
     anomaly_report,
     benchmark_report,
+    confidence_report,
     effectiveness_report,
 )
 
@@ -251,6 +255,22 @@ GROUP BY 1, 2, 3
 """
 
 
+CONFIDENCE_SQL = """
+WITH ranked AS (
+  SELECT decision_id, status,
+         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r
+  FROM {outcomes}),
+policy AS (SELECT * FROM {decisions} WHERE policy_id = 'pricing_exception')
+SELECT d.verdict, d.action, d.policy_version = (SELECT policy_version FROM policy
+                                                ORDER BY created_at DESC, decision_id DESC LIMIT 1) AS current,
+       sum(CASE WHEN l.status = 'succeeded' THEN 1 ELSE 0 END) AS success,
+       sum(CASE WHEN l.status IN ('failed', 'reverted') THEN 1 ELSE 0 END) AS failure,
+       count(*) AS decisions
+FROM policy d LEFT JOIN (SELECT decision_id, status FROM ranked WHERE r = 1) l USING (decision_id)
+GROUP BY 1, 2, 3
+"""
+
+
 def _counts_from_sql(rows) -> dict[str | None, int]:
     out: dict[str | None, int] = {}
     for _scope, status, decisions, _records in rows:
@@ -268,7 +288,17 @@ def duckdb_queries(root: Path):
     return {
         "effectiveness": lambda: con.execute(LATEST_SQL.format(decisions=d, outcomes=o)).fetchall(),
         "anomalies": lambda: con.execute(SEGMENT_SQL.format(decisions=d, outcomes=o)).fetchall(),
+        "confidence": lambda: con.execute(CONFIDENCE_SQL.format(decisions=d, outcomes=o)).fetchall(),
     }
+
+
+def _confidence_from_sql(rows) -> tuple[int, int, int, int]:
+    """(successes, failures) of the current version, then of the others."""
+    totals = [0, 0, 0, 0]
+    for _verdict, _action, current, success, failure, _decisions in rows:
+        totals[0 if current else 2] += int(success)
+        totals[1 if current else 3] += int(failure)
+    return tuple(totals)
 
 
 def postgres_queries(root: Path, url: str):
@@ -309,6 +339,8 @@ def postgres_queries(root: Path, url: str):
     return {
         "effectiveness": lambda: conn.execute(LATEST_SQL.format(decisions="decisions", outcomes="outcomes")).fetchall(),
         "anomalies": lambda: conn.execute(SEGMENT_SQL.format(decisions="decisions", outcomes="outcomes")).fetchall(),
+        "confidence": lambda: conn.execute(CONFIDENCE_SQL.format(decisions="decisions", outcomes="outcomes"))
+        .fetchall(),
     }
 
 
@@ -341,16 +373,24 @@ def main() -> int:
     def frames():
         return from_dataset(root, policy_id=POLICY, limit=None)
 
+    def rows_frames():
+        """What `from_dataset` gives this dataset without current rollups: the facts table as it
+        is (one row per decision, counts checked), no rollup view."""
+        read = frames()
+        return replace(read, rollup=None,
+                       facts=facts_rows_of(read.decisions, scan_facts(root, POLICY), every_decision=True))
+
     ours = {
         "effectiveness": lambda: effectiveness_report(frames(), POLICY, every),
         "anomalies": lambda: anomaly_report(frames(), POLICY, every),
         "benchmarks": lambda: benchmark_report(frames(), POLICY, every, own_scope=scopes[0], opted_in=set(scopes)),
     }
     rows = {
-        "effectiveness": lambda: effectiveness_report(replace(frames(), rollup=None), POLICY, every),
-        "anomalies": lambda: anomaly_report(replace(frames(), rollup=None), POLICY, every),
-        "benchmarks": lambda: benchmark_report(replace(frames(), rollup=None), POLICY, every, own_scope=scopes[0],
+        "effectiveness": lambda: effectiveness_report(rows_frames(), POLICY, every),
+        "anomalies": lambda: anomaly_report(rows_frames(), POLICY, every),
+        "benchmarks": lambda: benchmark_report(rows_frames(), POLICY, every, own_scope=scopes[0],
                                                opted_in=set(scopes)),
+        "confidence": lambda: confidence_report(rows_frames(), POLICY, every),
     }
     assert frames().rollup is not None, "the dataset has no current rollups"
     figures: dict[str, dict[str, float]] = {}
@@ -361,7 +401,11 @@ def main() -> int:
         print(f"ours  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
     for kind, fn in rows.items():
         seconds, report = best(fn, args.rows_repeat)
-        assert report == reports[kind], f"{kind}: the report from rows differs from the report from rollups"
+        if kind in reports:
+            assert report == reports[kind], f"{kind}: the report from rows differs from the report from rollups"
+        else:  # no rollups: "ours" is the report from rows
+            reports[kind] = report
+            figures[kind] = {"ours": seconds}
         figures[kind]["rows"] = seconds
         print(f"rows  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}  (identical report)", flush=True)
     sample = reports["effectiveness"]["sample"]
@@ -375,8 +419,15 @@ def main() -> int:
             seconds, rows = best(fn, args.repeat)
             if kind == "effectiveness":
                 assert _counts_from_sql(rows) == expected, (engine, _counts_from_sql(rows), expected)
+            if kind == "confidence":
+                based = reports["confidence"]["based_on"]
+                ours_counts = (based["current_version_successes"], based["current_version_failures"],
+                               based["successes"] - based["current_version_successes"],
+                               based["failures"] - based["current_version_failures"])
+                assert _confidence_from_sql(rows) == ours_counts, (engine, _confidence_from_sql(rows), ours_counts)
             figures[kind][engine] = seconds
             print(f"{engine:10} {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
+    # Benchmarks count decisions by latest status per scope: the effectiveness SQL's aggregate.
     figures["benchmarks"].update({k: v for k, v in figures["effectiveness"].items() if k not in ("ours", "rows")})
     print()
     print(f"| report ({sample['decisions_considered']:,} decisions, {sample['outcome_records']:,} outcomes) "
@@ -385,6 +436,14 @@ def main() -> int:
     for kind, row in figures.items():
         ratios = [f"{row[e] / row['ours']:.1f}" if e in row else "-" for e in ("rows", "duckdb", "postgresql")]
         print(f"| {kind} | {row['ours']:.3f} s | {ratios[0]} | {ratios[1]} | {ratios[2]} |")
+    print()
+    print("| report from rows (rollups set aside) | ours from rows | DuckDB ÷ ours from rows | "
+          "PostgreSQL ÷ ours from rows |")
+    print("|---|---:|---:|---:|")
+    for kind, row in figures.items():
+        ratios = [f"{row[e] / row['rows']:.2f}" if e in row else "-" for e in ("duckdb", "postgresql")]
+        print(f"| {kind} | {row['rows']:.3f} s | {ratios[0]} | {ratios[1]} |")
+    print("(a ratio of 1 or more: from rows at least as fast as that engine's SQL of the same aggregate)")
     print(f"calibration {calibrate:.3f} s; load average {os.getloadavg()}, {os.cpu_count()} CPUs")
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "reports.json").write_text(json.dumps({"decisions": args.decisions, "figures": figures,

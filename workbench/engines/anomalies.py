@@ -29,21 +29,22 @@ from gate.vocabulary import VERDICTS
 from workbench.engines import fact_moments as factlib
 from workbench.engines.common import (
     DEFAULT_RULE,
+    EVIDENCE_IDS,
     FAILURE,
     SUCCESS,
     class_counts,
     class_expr,
     evidence,
+    join_runs,
+    latest_runs,
     merge_frames,
     merge_sample,
     merge_top,
     odds_shift,
     r4,
     sample_block,
-    sample_partial,
     severity,
     top_per_group,
-    with_latest_outcome,
 )
 
 SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
@@ -70,44 +71,106 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
     return state
 
 
+FINE = (*SEGMENT_DIMENSIONS, "policy_version", "verdict", "month", "status")
+
+
 def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
                     by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
     """Every state of `partial` but the facts' (`sample`, `segments`, `failed`, `versions`,
-    `by_verdict`, `months`). The decision–outcome join runs once; every aggregate below reads
-    its in-memory result."""
+    `by_verdict`, `months`). The decision–outcome join runs once (`latest_joined`); one
+    group-by of its rows by every column a state is keyed by (`FINE`, a few hundred groups)
+    gives every count, and the newest-decision evidence reads only the rows recent enough to be
+    any group's evidence (`_evidence_floor`)."""
     by = list(by)
-    joined = with_latest_outcome(decisions.select(*COLUMNS, *by), outcomes).with_columns(class_expr(classes)).collect()
-    frame = joined.lazy()
-    segments, failed = [], []
-    for dim in (*SEGMENT_DIMENSIONS, "policy_version"):
-        fill = DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE
-        seg = frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).fill_null(fill).alias("value"),
-                           "effect", "created_at", "decision_id")
-        segments.append(seg.group_by(*by, "dimension", "value").agg(
-            pl.len().cast(pl.Int64).alias("decisions"),
-            (pl.col("effect") == SUCCESS).sum().cast(pl.Int64).alias("success"),
-            (pl.col("effect") == FAILURE).sum().cast(pl.Int64).alias("failure"),
-        ))
-        failed.append(top_per_group(seg.filter(pl.col("effect") == FAILURE)
-                                    .select(*by, "dimension", "value", "created_at", "decision_id"),
-                                    [*by, "dimension", "value"]))
-    versioned = frame.with_columns(pl.col("policy_version").fill_null(NONE_VALUE))
-    versions = versioned.group_by(*by, "policy_version", "verdict").agg(
-        pl.len().cast(pl.Int64).alias("decisions"), pl.col("created_at").min().alias("first_at"))
-    by_verdict = top_per_group(versioned.select(*by, "policy_version", "verdict", "created_at", "decision_id"),
-                               [*by, "policy_version", "verdict"])
-    months = frame.group_by(*by, "month").agg(pl.len().cast(pl.Int64).alias("decisions"))
-    seg_df, failed_df, versions_df, by_verdict_df, months_df = pl.collect_all(
-        [pl.concat(segments), pl.concat(failed), versions, by_verdict, months])
-    state = {
-        "sample": sample_partial(frame, by),
-        "segments": merge_frames([seg_df], [*by, "dimension", "value"], SEGMENT_HOW),
-        "failed": failed_df,
-        "versions": merge_frames([versions_df], [*by, "policy_version", "verdict"], VERSION_HOW),
-        "by_verdict": by_verdict_df,
-        "months": merge_frames([months_df], [*by, "month"], {"decisions": "sum"}),
+    decisions = decisions.select(*COLUMNS, *by)
+    runs = latest_runs(outcomes)
+    fine = join_runs(decisions, runs).group_by(*by, *FINE).agg(
+        pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
+        pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
+        pl.col("created_at").count().cast(pl.Int64).alias("timed")).collect().with_columns(class_expr(classes))
+    versioned = pl.col("policy_version").fill_null(NONE_VALUE)
+    segments = [fine.select(*by, pl.lit(dim).alias("dimension"),
+                            pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
+                            "decisions", _count_of(SUCCESS, "success"), _count_of(FAILURE, "failure"))
+                for dim in (*SEGMENT_DIMENSIONS, "policy_version")]
+    evidence = _evidence(decisions, runs, fine, classes, by)
+    return {
+        "sample": fine.group_by(*by, "status").agg(
+            pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+            pl.col("last_at").max()).sort([*by, "status"], nulls_last=True),
+        "segments": merge_frames(segments, [*by, "dimension", "value"], SEGMENT_HOW),
+        "failed": evidence[0],
+        "versions": merge_frames([fine.select(*by, versioned, "verdict", "decisions", "first_at")],
+                                 [*by, "policy_version", "verdict"], VERSION_HOW),
+        "by_verdict": evidence[1],
+        "months": merge_frames([fine.select(*by, "month", "decisions")], [*by, "month"], {"decisions": "sum"}),
     }
-    return state
+
+
+def _count_of(effect: str, name: str) -> pl.Expr:
+    return pl.when(pl.col("effect") == effect).then(pl.col("decisions")).otherwise(0).alias(name)
+
+
+def _evidence(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool], fine: pl.DataFrame,
+              classes: Mapping[str, str], by: list[str]) -> list[pl.DataFrame]:
+    """`failed` (the newest failed decisions per segment) and `by_verdict` (the newest per
+    version and verdict; no outcome needed), each from the rows recent enough to be some
+    group's evidence (`_recent`) only."""
+    failing = fine.filter(pl.col("effect") == FAILURE)
+    dims = (*SEGMENT_DIMENSIONS, "policy_version")
+    recent = _recent(failing.with_columns(*[_filled(dim) for dim in dims]), [[*by, dim] for dim in dims])
+    # The few recent decisions are read first, so the join hashes them, not every run.
+    candidates = decisions.with_columns(*[_filled(dim) for dim in dims]).filter(recent).collect()
+    latest, keyed = runs
+    if keyed:  # only runs whose latest status is a failure can be a failed decision's
+        failures = [status for status, effect in classes.items() if effect == FAILURE]
+        runs = latest.filter(pl.col("status").is_in(failures)), keyed
+    frame = join_runs(candidates.lazy(), runs).with_columns(
+        class_expr(classes)).filter(pl.col("effect") == FAILURE).collect().lazy()
+    failed = [top_per_group(frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).alias("value"),
+                                         "created_at", "decision_id"), [*by, "dimension", "value"])
+              for dim in dims]
+    keys = [*by, "policy_version", "verdict"]
+    versioned = decisions.with_columns(_filled("policy_version"))
+    recent = _recent(fine.with_columns(_filled("policy_version")), [keys])
+    by_verdict = top_per_group(versioned.filter(recent).select(*keys, "created_at", "decision_id"), keys)
+    return pl.collect_all([pl.concat(failed), by_verdict])
+
+
+def _filled(dim: str) -> pl.Expr:
+    return pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE)
+
+
+MAX_FLOORS = 64  # groups per predicate; beyond, one floor for all
+
+
+def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> pl.Expr:
+    """Rows that can be evidence of a group of some grouping: at or after their group's floor
+    (`_evidence_floor`), as one predicate (every row when some group has no floor)."""
+    parts = []
+    for keys in groupings:
+        floors = _evidence_floors(fine, keys)
+        if floors is None:
+            return pl.lit(True)
+        if floors.height > MAX_FLOORS:
+            parts.append(pl.col("created_at") >= floors["floor"].min())
+            continue
+        parts.extend(pl.all_horizontal(*[pl.col(k).eq_missing(pl.lit(v, dtype=fine.schema[k]))
+                                         for k, v in zip(keys, row[:-1], strict=True)],
+                                       pl.col("created_at") >= pl.lit(row[-1]))
+                     for row in floors.iter_rows())
+    return pl.any_horizontal(*parts) if parts else pl.lit(False)
+
+
+def _evidence_floors(fine: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
+    """Per group of `keys`, a time at or before its EVIDENCE_IDS-th newest decision (`floor`;
+    None when some group has no such bound), from the fine groups: fine groups taken newest
+    `first_at` first hold, once their timed rows add up to k, k rows at or after the last
+    one's `first_at` (a group with fewer rows has no bound: all of them are evidence)."""
+    order = pl.col("first_at").sort(descending=True)
+    enough = pl.col("timed").sort_by("first_at", descending=True).cum_sum() >= EVIDENCE_IDS
+    floors = fine.group_by(keys).agg(order.filter(enough).first().alias("floor"))
+    return None if floors["floor"].null_count() else floors.select(*keys, "floor")
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:

@@ -28,14 +28,13 @@ from workbench.engines.common import (
     OPEN,
     SUCCESS,
     class_expr,
+    latest_joined,
     merge_frames,
     merge_sample,
     percentile,
     r4,
     ratio,
     sample_block,
-    sample_partial,
-    with_latest_outcome,
 )
 
 SCOPE_HOW = {"decisions": "sum", "success": "sum", "failure": "sum", "excluded": "sum", "open": "sum",
@@ -50,16 +49,22 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
     """`sample`: the caller's own scope's decisions by latest status (every scope's, when
     `own_scope` is None: rollups keep each partition's and pick the caller's when they are read);
     `scopes`: per scope, the counts the percentiles are taken over. `by`: per partition."""
-    joined = (with_latest_outcome(decisions.select("decision_id", "scope", "created_at", *by), outcomes)
-              .with_columns(class_expr(classes)).collect().lazy())  # one join, two aggregates
-    per_scope = joined.group_by([*by, "scope"]).agg(
-        pl.len().cast(pl.Int64).alias("decisions"),
-        *[(pl.col("effect") == c).sum().cast(pl.Int64).alias(c) for c in (SUCCESS, FAILURE, EXCLUDED, OPEN)],
-        (pl.col("effect") != NO_OUTCOME).sum().cast(pl.Int64).alias("with_outcome"),
-    ).collect()
-    own = joined if own_scope is None else joined.filter(pl.col("scope") == own_scope)
+    fine = (latest_joined(decisions.select("decision_id", "scope", "created_at", *by), outcomes)
+            .group_by(*by, "scope", "status").agg(
+                pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
+                pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"))
+            .collect().with_columns(class_expr(classes)))  # one join; both states from its groups
+    per_scope = fine.group_by([*by, "scope"]).agg(
+        pl.col("decisions").sum(),
+        *[pl.col("decisions").filter(pl.col("effect") == c).sum().alias(c) for c in (SUCCESS, FAILURE, EXCLUDED, OPEN)],
+        pl.col("decisions").filter(pl.col("effect") != NO_OUTCOME).sum().alias("with_outcome"),
+    )
+    own = fine if own_scope is None else fine.filter(pl.col("scope") == own_scope)
+    sample = own.group_by(*by, "status").agg(
+        pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+        pl.col("last_at").max()).sort([*by, "status"], nulls_last=True)
     return {
-        "sample": sample_partial(own, by),
+        "sample": sample,
         "scopes": merge_frames([per_scope], [*by, "scope"], SCOPE_HOW),
     }
 

@@ -58,6 +58,50 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
     )
 
 
+_KEY = "_decision_key"  # a 64-bit hash of decision_id (collisions are detected, never trusted)
+_KEY_SEED = 0x6A7E
+
+
+def _id_key(column: str = "decision_id") -> pl.Expr:
+    return pl.col(column).hash(_KEY_SEED).alias(_KEY)
+
+
+def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFrame:
+    """`with_latest_outcome(decisions, outcomes)` (the same rows, in another order) at a
+    fraction of the cost: `join_runs(decisions, latest_runs(outcomes))`."""
+    return join_runs(decisions, latest_runs(outcomes))
+
+
+def latest_runs(outcomes: pl.LazyFrame) -> tuple[pl.DataFrame, bool]:
+    """The outcome records read once, for `join_runs`: keyed by a 64-bit hash of their decision
+    id and sorted by (key, `reported_at`, `receipt_id`), each decision's latest record is the
+    last of its run and its count the run's length (no string group-by). Returns (one row per
+    run, True); (the records, False) when two decision ids of the outcomes share a key."""
+    read = outcomes.select("decision_id", "reported_at", "receipt_id", "status").with_columns(_id_key()).collect()
+    runs = read.sort([_KEY, "reported_at", "receipt_id"], maintain_order=True)
+    same = pl.col(_KEY) == pl.col(_KEY).shift(1)
+    if runs.select((same & (pl.col("decision_id") != pl.col("decision_id").shift(1))).any()).item():
+        return read, False
+    ends = runs.with_row_index("_end").filter((pl.col(_KEY) != pl.col(_KEY).shift(-1)).fill_null(True))
+    return ends.select(_KEY, pl.col("decision_id").alias("_latest_of"), "status",
+                       (pl.col("_end").cast(pl.Int64) - pl.col("_end").cast(pl.Int64).shift(1).fill_null(-1))
+                       .alias("outcome_records")), True
+
+
+def join_runs(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool]) -> pl.LazyFrame:
+    """The decisions, each with `status` and `outcome_records` from `latest_runs`, joined on the
+    integer key. Exact, not probabilistic: a decision takes a run only when the run's decision
+    id equals its own; with shared keys in the outcomes, the string join (`with_latest_outcome`)."""
+    latest, keyed = runs
+    if not keyed:
+        return with_latest_outcome(decisions, latest.lazy())
+    names = decisions.collect_schema().names()
+    mine = pl.col("_latest_of") == pl.col("decision_id")
+    return (decisions.with_columns(_id_key()).join(latest.lazy(), on=_KEY, how="left")
+            .select(*names, pl.when(mine).then(pl.col("status")).alias("status"),
+                    pl.when(mine).then(pl.col("outcome_records")).otherwise(0).alias("outcome_records")))
+
+
 def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:
     """The effectiveness class of a latest status: `none` without an outcome, `unclassified`
     for a status the mapping does not know (never silently counted as success or failure)."""

@@ -26,13 +26,13 @@ from workbench.engines.common import (
     OPEN,
     SUCCESS,
     class_counts,
+    latest_joined,
     merge_sample,
     r4,
     ratio,
     sample_block,
     sample_partial,
     wilson,
-    with_latest_outcome,
 )
 
 HEALTHY_AT = 0.8
@@ -42,7 +42,7 @@ MONITOR_AT = 0.6
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
     """The additive state of one partition: decisions per latest outcome status (per partition
     of the `by` key columns, keys first, when given)."""
-    joined = with_latest_outcome(decisions.select("decision_id", "created_at", *by), outcomes)
+    joined = latest_joined(decisions.select("decision_id", "created_at", *by), outcomes)
     return {"sample": sample_partial(joined, by)}
 
 

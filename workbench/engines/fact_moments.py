@@ -45,38 +45,63 @@ def table_paths(names: Sequence[str]) -> list[str]:
 
 
 def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The typed rows' moments per (fact, month) and each path's k largest and k smallest
-    values per month with their decision (ties by decision id), in one grouped pass over the
-    table however many paths (wide, then one row per (fact, month))."""
+    """The typed rows' moments per (fact, month), and candidates for each path's k largest and
+    k smallest values per month with their decision: every value at or beyond the least
+    extreme of those months' k-th extremes (a superset of each month's k largest and smallest,
+    ties included; `extremes` keeps exactly those). One grouped pass over the table however
+    many paths (wide, then one row per (fact, month)), then one filter for the candidates."""
     if not paths:
         return pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA)), pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
+    columns = [fc.column(path, part) for path in paths for part in ("t", "n")]
+    typed = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).select(
+        *by, "month", "decision_id", *columns).collect()  # read once; both passes below are in memory
     aggs = []
     for i, path in enumerate(paths):
+        number = _number(path)
         kind = pl.col(fc.column(path, "t"))
-        number = pl.when(kind == fc.KIND_NUMBER).then(pl.col(fc.column(path, "n")))
         other = kind.is_not_null() & (kind != fc.KIND_NULL) & (kind != fc.KIND_NUMBER)
-        present = number.is_not_null()
-        pair = pl.struct(number.alias("value"), pl.col("decision_id")).filter(present)
-        order = [number.filter(present), pl.col("decision_id").filter(present)]
         aggs += [number.count().cast(pl.Float64).alias(f"{i}:n"), number.sum().alias(f"{i}:total"),
                  (number * number).sum().alias(f"{i}:total_sq"),
                  other.sum().cast(pl.Float64).alias(f"{i}:non_numeric"),
-                 pair.top_k_by(order, EVIDENCE_IDS, reverse=[False, True]).alias(f"{i}:high"),
-                 pair.bottom_k_by(order, EVIDENCE_IDS).alias(f"{i}:low")]
-    wide = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).group_by(*by, "month").agg(aggs).collect()
+                 number.drop_nulls().top_k(EVIDENCE_IDS).min().alias(f"{i}:high"),
+                 number.drop_nulls().bottom_k(EVIDENCE_IDS).max().alias(f"{i}:low")]
+    wide = typed.group_by(*by, "month").agg(aggs)
     moments = pl.concat([wide.select(*by, pl.lit(path, dtype=pl.String).alias("fact"), "month",
                                      *[pl.col(f"{i}:{name}").alias(name) for name in FACTS_HOW])
                          for i, path in enumerate(paths)], how="vertical_relaxed")
     # A (fact, month) without a value has no row, as from the JSON (a path only ever null is no fact).
     moments = moments.filter((pl.col("n") > 0) | (pl.col("non_numeric") > 0))
-    extreme = pl.concat([wide.select(*by, pl.lit(path, dtype=pl.String).alias("fact"), "month",
-                                     pl.concat_list(f"{i}:high", f"{i}:low").alias("pair"))
-                         for i, path in enumerate(paths)], how="vertical_relaxed")
-    # A month with fewer than 2k values has decisions among both its largest and its smallest:
-    # each decision is a candidate once (a decision holds one value of a path).
-    extreme = extreme.explode("pair").drop_nulls("pair").unnest("pair").unique(
+    extreme = [pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))]
+    for i, path in enumerate(paths):
+        value = _number(path)
+        for name, descending in ((f"{i}:high", True), (f"{i}:low", False)):
+            cuts = wide.select(*by, "month", pl.col(name).alias("_cut")).drop_nulls("_cut")
+            if cuts.height:
+                extreme.append(_beyond(typed.select(*by, "month", value.alias("value"), "decision_id"),
+                                       cuts, descending, by).select(*by, pl.lit(path).alias("fact"), "month",
+                                                                   "value", "decision_id"))
+    return moments, pl.concat(extreme, how="vertical_relaxed").unique(
         subset=[*by, "fact", "month", "decision_id"], maintain_order=True)
-    return moments, extreme.select(*by, *_EXTREME_SCHEMA)
+
+
+def _beyond(values: pl.DataFrame, cuts: pl.DataFrame, descending: bool, by: list[str]) -> pl.DataFrame:
+    """Candidates for each group's k most extreme values, ties by decision id (`extremes`
+    keeps exactly those): the values beyond the group's k-th extreme (`_cut`, fewer than k),
+    and the k smallest decision ids among the values equal to it."""
+    keys = [*by, "month"]
+    floor = cuts["_cut"].min() if descending else cuts["_cut"].max()
+    near = pl.col("value") >= floor if descending else pl.col("value") <= floor
+    rows = values.lazy().filter(near).join(cuts.lazy(), on=keys, how="inner")
+    beyond = pl.col("value") > pl.col("_cut") if descending else pl.col("value") < pl.col("_cut")
+    tied = (rows.filter(pl.col("value") == pl.col("_cut")).group_by(keys)
+            .agg(pl.col("value").first(), pl.col("decision_id").bottom_k(EVIDENCE_IDS)).explode("decision_id"))
+    out = pl.collect_all([rows.filter(beyond).select(*keys, "value", "decision_id"), tied.select(*keys, "value", "decision_id")])
+    return pl.concat(out, how="vertical_relaxed")
+
+
+def _number(path: str) -> pl.Expr:
+    """A path's value where its kind is a number (null elsewhere)."""
+    return pl.when(pl.col(fc.column(path, "t")) == fc.KIND_NUMBER).then(pl.col(fc.column(path, "n")))
 
 
 def _keyed(by: Sequence[str], schema: dict[str, Any]) -> dict[str, Any]:
@@ -129,8 +154,11 @@ def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | 
         typed_candidates = pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     else:
         facts = facts.lazy()
-        rows = (facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL)
-                .select("decision_id", "month", "facts_json", *by).collect())
+        partial = pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL
+        # Read `facts_json` only when some row needs it (most tables have no partial row).
+        needed = facts.filter(partial).select("decision_id", "month", "facts_json", *by)
+        rows = needed.collect() if facts.select(partial.any()).collect().item() else pl.DataFrame(
+            schema=needed.collect_schema())
         typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()), by)
     long = _json_long(rows).lazy()
     if by:  # each flattened value carries its decision's partition keys

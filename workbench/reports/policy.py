@@ -323,9 +323,8 @@ def _merged(merge: Merge, kind: str, frames: Frames, compute: Callable[[], Mappi
     """The engine's merged state over the frames: the dataset's rollups of the selection when it
     has current ones (`workbench.dataset.rollups`), else `compute()` over the rows. Both are merges of
     the same engine's partials, so the report is the same either way (a test holds them equal)."""
-    view = frames.rollup
-    if view is not None and view.usable(CLASSES):
-        return merge([view.partial(kind, own_scope=own_scope)])
+    if _rolled_up(frames):
+        return merge([frames.rollup.partial(kind, own_scope=own_scope)])
     return merge([compute()])
 
 
@@ -334,18 +333,35 @@ def effectiveness_report(frames: Frames, policy_id: str, params: ReportParams, *
     """The effectiveness report, with its `health` (`policy_health`) unless `with_health` is
     False (the month-by-month course needs only the scores). `anomalies`: the anomaly report of
     the same frames and parameters when the caller has it already (else it is computed)."""
+    shared = None
+    if with_health and anomalies is None and not _rolled_up(frames):
+        # From rows, the anomaly state's sample is the effectiveness state (the same decisions
+        # joined to the same outcomes): one join serves both reports.
+        shared = _anomaly_state(frames)
     state = _merged(effectiveness_engine.merge, "effectiveness", frames,
-                    lambda: effectiveness_engine.partial(frames.decisions, frames.outcomes))
+                    lambda: {"sample": shared["sample"]} if shared is not None
+                    else effectiveness_engine.partial(frames.decisions, frames.outcomes))
     # The engines build the members their types name; a test holds every report to its type.
     body = cast(EffectivenessBody, effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample))
-    health = policy_health(body, anomalies or _anomaly_body(frames, params), params) if with_health else None
+    health = policy_health(body, anomalies or _anomaly_body(frames, params, shared), params) if with_health else None
     return cast(EffectivenessReport, sealed_report("effectiveness", policy_id, params,
                                                    {**body, "health": health} if health is not None else body, frames))
 
 
-def _anomaly_body(frames: Frames, params: ReportParams) -> AnomalyBody:
-    state = _merged(anomaly_engine.merge, "anomalies", frames,
-                    lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
+def _rolled_up(frames: Frames) -> bool:
+    """Do the policy reports of these frames merge the dataset's rollups (`_merged`)?"""
+    return frames.rollup is not None and bool(frames.rollup.usable(CLASSES))
+
+
+def _anomaly_state(frames: Frames) -> dict[str, pl.DataFrame]:
+    return _merged(anomaly_engine.merge, "anomalies", frames,
+                   lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
+
+
+def _anomaly_body(frames: Frames, params: ReportParams,
+                  state: Mapping[str, pl.DataFrame] | None = None) -> AnomalyBody:
+    """`state`: the merged anomaly state of these frames when the caller has it already."""
+    state = _anomaly_state(frames) if state is None else state
     return cast(AnomalyBody, anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample,
                                                      threshold=params.threshold, max_items=params.max_items))
 
