@@ -26,11 +26,11 @@ from workbench.engines.common import (
     FAILURE,
     SUCCESS,
     class_expr,
+    latest_joined,
     merge_frames,
     merge_sample,
     sample_block,
     sample_partial,
-    with_latest_outcome,
 )
 
 Z = 1.96
@@ -126,7 +126,7 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, policy_id: str, 
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
-    joined = with_latest_outcome(chosen, outcomes).with_columns(class_expr(classes))
+    joined = latest_joined(chosen, outcomes).with_columns(class_expr(classes))
     evidence, newest = pl.collect_all([
         joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE])).group_by(EVIDENCE_KEYS)
         .agg(pl.len().cast(pl.Int64).alias("n")),
