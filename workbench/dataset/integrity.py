@@ -294,6 +294,9 @@ def _problem(location: Location, entry: ListedFile) -> str | None:
     expected = TABLES.get(entry.kind)
     if expected is not None and seen.columns != _columns(expected):
         return f"does not have the {entry.kind} table's schema"
+    table = entry.kind.removeprefix("iceberg:")  # an Iceberg data file holds its partition columns too
+    if table != entry.kind and list(seen.columns) != [*TABLES[table].names, *(f.name for f in PARTITION_FIELDS)]:
+        return f"does not have the {table} table's columns"
     if entry.kind == "facts" and "decision_id" not in seen.columns:
         return "does not have the facts table's schema"
     return None
