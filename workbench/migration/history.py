@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from workbench.dataset import iceberg
 from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_tables
 from workbench.dataset.integrity import check_files, dataset_hash, listed_files, signature_problem
@@ -114,6 +115,8 @@ def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = 
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
+        if kind != "facts" and iceberg.is_iceberg(manifest):  # a record table: its snapshot's data files
+            return iceberg.table_files(manifest, kind)
         return check_files(open_location(str(root)), listed_files(manifest, kind, name))
     except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
@@ -124,6 +127,8 @@ def _scan_table(root: Path, manifest: dict[str, Any], table: str,
     files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
+    if iceberg.is_iceberg(manifest):  # scope and month are columns of an Iceberg data file
+        return pl.scan_parquet(files).select([pl.col(name).cast(kind) for name, kind in {**schema, **_HIVE}.items()])
     return _scan(files, schema)
 
 
