@@ -107,8 +107,10 @@ def replay_base(decisions: pl.LazyFrame, facts: pl.LazyFrame, covered: bool) -> 
 
 
 def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str, pl.DataType] = _HIVE) -> pl.LazyFrame:
+    # An Iceberg data file (`workbench.dataset.iceberg`) stores microseconds: read as the contract's ms.
     return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
-                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
+                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
+                           cast_options=pl.ScanCastOptions(datetime_cast="microsecond-downcast"))
 
 
 def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
@@ -127,8 +129,6 @@ def _scan_table(root: Path, manifest: dict[str, Any], table: str,
     files = _listed(root, manifest, table)
     if not files:
         return pl.LazyFrame(schema={**schema, **_HIVE})
-    if iceberg.is_iceberg(manifest):  # scope and month are columns of an Iceberg data file
-        return pl.scan_parquet(files).select([pl.col(name).cast(kind) for name, kind in {**schema, **_HIVE}.items()])
     return _scan(files, schema)
 
 
