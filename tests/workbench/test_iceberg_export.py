@@ -23,7 +23,8 @@ from workbench.dataset import iceberg
 from workbench.dataset.export import export_ledger
 from workbench.dataset.load import DatasetError as LoadError
 from workbench.dataset.load import from_dataset, scan_table
-from workbench.dataset.location import DatasetError
+from workbench.dataset.integrity import iter_all, table_dataset
+from workbench.dataset.location import DatasetError, open_location
 from workbench.dataset.schema import TABLES
 from workbench.migration import DryRunError, dry_run
 from workbench.reports.policy import (
@@ -115,6 +116,10 @@ def test_both_layouts_give_identical_reports_and_dry_runs(writer, tmp_path, cata
     export_ledger(writer.ledger, str(parquet), now=NOW)
     result = export_ledger(writer.ledger, str(ice), now=NOW, lakehouse=lake(ice, catalog_uri))
     assert result.run == 1 and result.manifest["layout"] == "iceberg" and "rollups" not in result.manifest
+    # A reader of the Parquet file lists fails on this layout instead of reading empty tables.
+    with pytest.raises(DatasetError, match="is an Iceberg table"):
+        table_dataset(open_location(str(ice)), "decisions", result.manifest)
+    assert {entry.kind for entry in iter_all(result.manifest)} == {"facts"}  # the location's own files
     for table, key in (("decisions", "decision_id"), ("outcomes", "receipt_id"), ("executions", "receipt_id"),
                        ("crm_syncs", "receipt_id"), ("chain_links", "decision_id")):
         assert rows(scan_table(ice, table), key).equals(rows(scan_table(parquet, table), key)), table
