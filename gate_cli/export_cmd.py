@@ -55,7 +55,7 @@ def cmd_export(args) -> int:
         result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
                                settle_seconds=args.settle_seconds, progress=ProgressBar(),
                                rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer,
-                               lakehouse=lakehouse)
+                               lakehouse=lakehouse, layout=args.format)
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2
@@ -129,9 +129,10 @@ def add_export_parser(sub) -> None:
     p.add_argument("--batch-size", type=int, default=2000, help="ledger rows per read (1 to 50000)")
     p.add_argument("--settle-seconds", type=int, default=120,
                    help="export receipts reported at least this long ago")
-    p.add_argument("--format", choices=("parquet", "iceberg"), default="parquet",
+    p.add_argument("--format", choices=("parquet", "iceberg"), default=None,
                    help="the dataset's layout: Hive-partitioned Parquet files, or Apache Iceberg tables for the "
-                        "record tables (a dataset keeps the layout of its first run)")
+                        "record tables (default: the dataset's own, parquet for a new one; a dataset keeps "
+                        "the layout of its first run)")
     p.add_argument("--catalog-uri", default=None, metavar="URI",
                    help="with --format iceberg: the SQL catalog (sqlite:///FILE or postgresql://…; default a "
                         "SQLite file in DIR/iceberg/)")

@@ -56,6 +56,8 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     assert again["run"] is None and again["snapshots"]["decisions"] == \
         manifest["iceberg"]["tables"]["decisions"]["snapshot_id"]
     assert gate(["export", "--out", str(parquet)], seeded).returncode == 0
+    line = one_error_line(gate(["export", "--out", str(ice), "--format", "parquet"], seeded))
+    assert "holds an Iceberg dataset: export it with --format iceberg" in line
 
     args = ["report", "effectiveness", "--policy", POLICY, "--scope", "acme", "--json", "--dataset"]
     reports = [json.loads(gate([*args, str(root)], seeded).stdout) for root in (ice, parquet)]

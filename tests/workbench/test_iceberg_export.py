@@ -21,9 +21,9 @@ from tests.conftest import PG_ADMIN_URL, PG_AVAILABLE
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset import iceberg
 from workbench.dataset.export import export_ledger
+from workbench.dataset.integrity import iter_all, table_dataset
 from workbench.dataset.load import DatasetError as LoadError
 from workbench.dataset.load import from_dataset, scan_table
-from workbench.dataset.integrity import iter_all, table_dataset
 from workbench.dataset.location import DatasetError, open_location
 from workbench.dataset.schema import TABLES
 from workbench.migration import DryRunError, dry_run
@@ -231,7 +231,7 @@ def test_a_crash_between_commits_commits_nothing_and_the_next_run_exports_each_r
     real = iceberg.IcebergWriter.commit
 
     def crash(self):
-        committed = real(self)  # every table's snapshot is committed …
+        real(self)  # every table's snapshot is committed …
         raise RuntimeError("killed before the manifest")  # … and the run dies before its manifest
 
     monkeypatch.setattr(iceberg.IcebergWriter, "commit", crash)
@@ -258,7 +258,7 @@ def test_a_dataset_keeps_its_layout_and_an_unreachable_catalog_writes_nothing(wr
     with pytest.raises(DatasetError, match="holds a Parquet dataset"):
         export_ledger(writer.ledger, str(parquet), now=NOW, lakehouse=lake(parquet))
     with pytest.raises(DatasetError, match="holds an Iceberg dataset"):
-        export_ledger(writer.ledger, str(ice), now=NOW)
+        export_ledger(writer.ledger, str(ice), now=NOW, layout="parquet")
     with pytest.raises(DatasetError, match="has its Iceberg tables in catalog"):
         export_ledger(writer.ledger, str(ice), now=NOW, lakehouse=lake(ice, f"sqlite:///{tmp_path}/other.db"))
     fresh = tmp_path / "fresh"
@@ -266,3 +266,7 @@ def test_a_dataset_keeps_its_layout_and_an_unreachable_catalog_writes_nothing(wr
         export_ledger(writer.ledger, str(fresh), now=NOW,
                       lakehouse=lake(fresh, "postgresql+psycopg://nobody:secret@127.0.0.1:9/none"))
     assert not (fresh / "manifest.json").exists()
+    # Without a target an Iceberg dataset is continued where its manifest says (the workbench's refresh).
+    continued = export_ledger(writer.ledger, str(ice), now=NOW)
+    assert continued.run == 2 and continued.new_rows["decisions"] == 1 and continued.manifest["layout"] == "iceberg"
+    assert scan_table(ice, "decisions").collect().height == 7

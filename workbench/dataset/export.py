@@ -214,6 +214,7 @@ def export_ledger(
     rollup_progress: Progress | None = None,
     signer: ReceiptSigner | None = None,
     lakehouse: IcebergTarget | None = None,
+    layout: str | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
 
@@ -222,7 +223,9 @@ def export_ledger(
     `signer` signs the committed manifest's `dataset_hash` (`workbench.dataset.integrity.seal`); without
     one the manifest lists every file's digest but carries no signature. `lakehouse`: write the
     record tables as Iceberg tables there (`workbench.dataset.iceberg`; the location keeps the
-    manifest and the facts files), one snapshot per table and run; a dataset keeps its layout.
+    manifest and the facts files), one snapshot per table and run. A dataset keeps its layout:
+    without `lakehouse` an Iceberg dataset is continued in the catalog its manifest names
+    (`GATE_ICEBERG_CATALOG_URI` gives it with credentials); `layout="parquet"` refuses one.
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -232,7 +235,7 @@ def export_ledger(
     location = open_location(uri)
     manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
                                                   created_at=iso_ms(now))
-    _check_layout(location, manifest, lakehouse)
+    lakehouse = _layout_target(location, manifest, lakehouse, layout)
     _remove_uncommitted(location, manifest["runs"])
     scopes = [scope] if scope is not None else stream.scopes(ledger)
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
@@ -251,19 +254,24 @@ def export_ledger(
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
 
 
-def _check_layout(location: Location, manifest: dict[str, Any], lakehouse: IcebergTarget | None) -> None:
-    """A dataset keeps the layout (and the Iceberg catalog, warehouse, namespace) of its first run."""
+def _layout_target(location: Location, manifest: dict[str, Any], lakehouse: IcebergTarget | None,
+                   layout: str | None) -> IcebergTarget | None:
+    """The run's Iceberg target (None: Parquet). A dataset keeps the layout (and the Iceberg catalog,
+    warehouse and namespace) of its first run: another one asked for is refused."""
     if manifest["runs"] == 0:
-        return
-    if iceberg.is_iceberg(manifest) != (lakehouse is not None):
-        held = "an Iceberg" if iceberg.is_iceberg(manifest) else "a Parquet"
-        raise DatasetError(f"{location.uri} holds {held} dataset: export it with "
-                           f"--format {'iceberg' if iceberg.is_iceberg(manifest) else 'parquet'}")
-    if lakehouse is not None:
-        named = {key: manifest["iceberg"].get(key) for key in ("catalog", "catalog_name", "warehouse", "namespace")}
-        if named != lakehouse.member():
-            raise DatasetError(f"{location.uri} has its Iceberg tables in catalog {named['catalog']}, warehouse "
-                               f"{named['warehouse']}, namespace {named['namespace']}: export with those")
+        return lakehouse
+    held = iceberg.is_iceberg(manifest)
+    if (held and layout == "parquet") or (not held and lakehouse is not None):
+        raise DatasetError(f"{location.uri} holds {'an Iceberg' if held else 'a Parquet'} dataset: export it with "
+                           f"--format {'iceberg' if held else 'parquet'}")
+    if not held:
+        return None
+    target = lakehouse or iceberg.target_of(manifest)
+    named = {key: manifest["iceberg"].get(key) for key in ("catalog", "catalog_name", "warehouse", "namespace")}
+    if named != target.member():
+        raise DatasetError(f"{location.uri} has its Iceberg tables in catalog {named['catalog']}, warehouse "
+                           f"{named['warehouse']}, namespace {named['namespace']}: export with those")
+    return target
 
 
 def _late_receipt_warnings(plan: dict[str, Any]) -> list[str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ DEFAULT_NAMESPACE = "gate"
 CATALOG_ENV = "GATE_ICEBERG_CATALOG_URI"  # readers: the catalog URI with its credentials
 RUN_PROPERTY = "gate.export.run"
 LOCATION_PROPERTY = "gate.dataset.location"
+_LOCK = threading.Lock()
 
 __all__ = [
     "CATALOG_ENV",
@@ -58,6 +60,7 @@ __all__ = [
     "default_target",
     "is_iceberg",
     "table_files",
+    "target_of",
 ]
 
 
@@ -123,9 +126,27 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def target_of(manifest: dict[str, Any]) -> IcebergTarget:
+    """The target an Iceberg dataset's manifest names (the catalog URI from `GATE_ICEBERG_CATALOG_URI`
+    when set: the manifest's has no password)."""
+    member = manifest["iceberg"]
+    return IcebergTarget(os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"], member["namespace"])
+
+
+_CATALOGS: dict[tuple[str, str], Any] = {}  # readers: one catalog (one connection pool) per process
+
+
 def _catalog_of(member: dict[str, Any]) -> Any:
-    """The catalog a manifest names; `GATE_ICEBERG_CATALOG_URI` gives it with its credentials."""
-    return open_catalog(os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"])
+    """The catalog a manifest names; `GATE_ICEBERG_CATALOG_URI` gives it with its credentials. Kept
+    for the process: a catalog holds only a connection pool; every table is loaded anew."""
+    key = (os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"])
+    with _LOCK:
+        catalog = _CATALOGS.get(key)
+    if catalog is None:
+        catalog = open_catalog(*key)
+        with _LOCK:
+            _CATALOGS[key] = catalog
+    return catalog
 
 
 def warehouse_location(warehouse: str) -> Location:
