@@ -53,7 +53,7 @@ from workbench.dataset.location import (
     read_manifest,
     write_manifest,
 )
-from workbench.dataset.partwriter import PartitionedWriter, run_of
+from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, run_of
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
 
 SETTLE_SECONDS = 120
@@ -322,10 +322,12 @@ def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run
     with `lakehouse`, the record tables' data files and one snapshot per table instead of their
     part files and no rollups. On any failure the run's files are removed (or left for the next
     run to remove) and the error is raised, as DatasetError when it is one of writing."""
-    writer = PartitionedWriter(location, run)
+    # The Iceberg layout's two writers (record tables, facts files) share the one buffer budget.
+    budget = BUFFER_ROWS if lakehouse is None else BUFFER_ROWS // 2
+    writer = PartitionedWriter(location, run, buffer_rows=budget)
     lake = None
     if lakehouse is not None:
-        lake = IcebergWriter(lakehouse, location, run)
+        lake = IcebergWriter(lakehouse, location, run, buffer_rows=budget)
         lake.prepare(manifest.get("iceberg"))
     # The (scope, month) decision partitions whose decisions get new outcome records: a late
     # outcome changes its decision's rollup (looked up in the ledger by id, batch by batch, when
