@@ -1,4 +1,10 @@
-"""`gate export --out DIR [--scope S]`: the ledger into the Parquet dataset, incrementally.
+"""`gate export --out DIR [--scope S] [--format parquet|iceberg]`: the ledger into the dataset, incrementally.
+
+`--format iceberg` writes the record tables as Apache Iceberg tables (one snapshot per table
+and run) in a SQL catalog (`--catalog-uri`, default a SQLite file in DIR/iceberg/, or in
+GATE_HOME/iceberg/ for an object-store DIR; `postgresql://…` in production) and a warehouse
+(`--warehouse`, default DIR/iceberg/warehouse); the signed manifest names the snapshots and
+their data files' digests (docs/dataset.md, "Iceberg layout").
 
 The committed manifest lists every file's sha256 and is signed with the gate's Ed25519 key
 (the keyring's active key; the HMAC receipt secret when there is no keyring); see
@@ -38,6 +44,9 @@ def cmd_export(args) -> int:
     if args.settle_seconds < 0:
         print("gate export: --settle-seconds must be 0 or more", file=sys.stderr)
         return 2
+    if args.format != "iceberg" and (args.catalog_uri or args.warehouse or args.namespace):
+        print("gate export: --catalog-uri, --warehouse and --namespace need --format iceberg", file=sys.stderr)
+        return 2
     settings = Settings.from_env()
     signer = _dataset_signer(settings)
     if signer is None and settings.require_signing:
@@ -46,10 +55,12 @@ def cmd_export(args) -> int:
         return 2
     ledger = Ledger(settings.database_url)
     try:
+        lakehouse = _lakehouse(args, settings)
         ledger.upgrade()
         result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
                                settle_seconds=args.settle_seconds, progress=ProgressBar(),
-                               rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer)
+                               rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer,
+                               lakehouse=lakehouse, layout=args.format)
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2
@@ -58,12 +69,19 @@ def cmd_export(args) -> int:
         return 2
     finally:
         ledger.dispose()
+    _print_result(args, result)
+    return 0
+
+
+def _print_result(args, result) -> None:
+    """The run's summary on stdout (JSON with --json), its warnings on stderr."""
     manifest = result.manifest
     for warning in result.warnings:
         print(f"gate export: warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps({"out": args.out, "run": result.run, "new_rows": result.new_rows,
                           "files": [entry["path"] for entry in result.files],
+                          "snapshots": _snapshots(manifest),
                           "rows": {name: table["rows"] for name, table in manifest["tables"].items()},
                           "ledger_head": manifest["ledger_head"],
                           "warnings": result.warnings}, sort_keys=True))
@@ -73,10 +91,30 @@ def cmd_export(args) -> int:
         added = ", ".join(f"{name} +{count:,}" for name, count in result.new_rows.items() if name != "facts")
         facts = result.new_rows["facts"]
         added += f", facts +{sum(facts.values()):,} ({len(facts)} rulebooks)"
-        rolled = manifest["rollups"]
-        print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files); report rollups: "
-              f"{rolled['recomputed_partitions']:,} of {rolled['decision_partitions']:,} partitions recomputed")
-    return 0
+        rolled = manifest.get("rollups")
+        if rolled is None:  # the Iceberg layout: the run's snapshots instead of rollups
+            tail = "Iceberg snapshots: " + ", ".join(f"{name} {snapshot}" for name, snapshot
+                                                      in _snapshots(manifest).items() if snapshot is not None)
+        else:
+            tail = (f"report rollups: {rolled['recomputed_partitions']:,} of {rolled['decision_partitions']:,} "
+                    "partitions recomputed")
+        print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files); {tail}")
+
+
+def _lakehouse(args, settings):
+    """The Iceberg target of `--format iceberg` (None for the Parquet layout)."""
+    if args.format != "iceberg":
+        return None
+    from workbench.dataset.iceberg import DEFAULT_NAMESPACE, default_target
+
+    return default_target(args.out, settings.home, catalog_uri=args.catalog_uri, warehouse=args.warehouse,
+                          namespace=args.namespace or DEFAULT_NAMESPACE)
+
+
+def _snapshots(manifest) -> dict:
+    """Each Iceberg table's snapshot the manifest names (empty for the Parquet layout)."""
+    tables = (manifest.get("iceberg") or {}).get("tables", {})
+    return {name: table.get("snapshot_id") for name, table in tables.items()}
 
 
 def _dataset_signer(settings):
@@ -96,6 +134,16 @@ def add_export_parser(sub) -> None:
     p.add_argument("--batch-size", type=int, default=2000, help="ledger rows per read (1 to 50000)")
     p.add_argument("--settle-seconds", type=int, default=120,
                    help="export receipts reported at least this long ago")
+    p.add_argument("--format", choices=("parquet", "iceberg"), default=None,
+                   help="the dataset's layout: Hive-partitioned Parquet files, or Apache Iceberg tables for the "
+                        "record tables (default: the dataset's own, parquet for a new one; a dataset keeps "
+                        "the layout of its first run)")
+    p.add_argument("--catalog-uri", default=None, metavar="URI",
+                   help="with --format iceberg: the SQL catalog (sqlite:///FILE or postgresql://…; default a "
+                        "SQLite file in DIR/iceberg/)")
+    p.add_argument("--warehouse", default=None, metavar="PATH|URL",
+                   help="with --format iceberg: where the tables' files go (default DIR/iceberg/warehouse)")
+    p.add_argument("--namespace", default=None, help="with --format iceberg: the catalog namespace (default gate)")
     p.add_argument("--json", action="store_true", help="print the run's summary as JSON")
     # `gate export --rebuild-rollups [--cluster ADDRESS]`: gate_cli/rebuild_cmd.py.
     p.add_argument("--rebuild-rollups", action="store_true",

@@ -42,8 +42,9 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, stream
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from workbench.dataset import convert, integrity, rollups
+from workbench.dataset import convert, iceberg, integrity, rollups
 from workbench.dataset.facts import FACTS_DIR, facts_tables
+from workbench.dataset.iceberg import IcebergTarget, IcebergWriter
 from workbench.dataset.location import (
     MANIFEST,
     DatasetError,
@@ -52,7 +53,7 @@ from workbench.dataset.location import (
     read_manifest,
     write_manifest,
 )
-from workbench.dataset.partwriter import PartitionedWriter, run_of
+from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, run_of
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
 
 SETTLE_SECONDS = 120
@@ -140,7 +141,8 @@ def _prepare(location: Location) -> dict[str, Any] | None:
             entries = location.fs.get_file_info(pafs.FileSelector(location.root)) \
                 if info.type == pafs.FileType.Directory else []
             # Only table directories (a first run that died before its manifest) may be there.
-            if any(entry.base_name not in (*TABLES, FACTS_DIR, rollups.ROLLUPS_DIR) for entry in entries):
+            if any(entry.base_name not in (*TABLES, FACTS_DIR, rollups.ROLLUPS_DIR, iceberg.ICEBERG_DIR)
+                   for entry in entries):
                 raise DatasetError(f"{location.uri} is not empty and has no {MANIFEST}: "
                                    "export into a new or empty location")
         except (OSError, pa.ArrowException) as exc:
@@ -211,13 +213,19 @@ def export_ledger(
     progress: Progress | None = None,
     rollup_progress: Progress | None = None,
     signer: ReceiptSigner | None = None,
+    lakehouse: IcebergTarget | None = None,
+    layout: str | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
 
     `progress(rows done, rows to do)` follows the rows; `rollup_progress(partitions done,
     partitions to do)` the report rollups recomputed before the commit (`workbench.dataset.rollups`).
     `signer` signs the committed manifest's `dataset_hash` (`workbench.dataset.integrity.seal`); without
-    one the manifest lists every file's digest but carries no signature.
+    one the manifest lists every file's digest but carries no signature. `lakehouse`: write the
+    record tables as Iceberg tables there (`workbench.dataset.iceberg`; the location keeps the
+    manifest and the facts files), one snapshot per table and run. A dataset keeps its layout:
+    without `lakehouse` an Iceberg dataset is continued in the catalog its manifest names
+    (`GATE_ICEBERG_CATALOG_URI` gives it with credentials); `layout="parquet"` refuses one.
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -227,6 +235,7 @@ def export_ledger(
     location = open_location(uri)
     manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
                                                   created_at=iso_ms(now))
+    lakehouse = _layout_target(location, manifest, lakehouse, layout)
     _remove_uncommitted(location, manifest["runs"])
     scopes = [scope] if scope is not None else stream.scopes(ledger)
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
@@ -240,9 +249,29 @@ def export_ledger(
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
     files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, new_rows, counter,
-                       rollup_progress)
+                       rollup_progress, lakehouse)
     manifest = _commit_run(location, manifest, run, plan, new_rows, cutoff, now, signer)
     return ExportResult(uri, run, new_rows, files, manifest, warnings)
+
+
+def _layout_target(location: Location, manifest: dict[str, Any], lakehouse: IcebergTarget | None,
+                   layout: str | None) -> IcebergTarget | None:
+    """The run's Iceberg target (None: Parquet). A dataset keeps the layout (and the Iceberg catalog,
+    warehouse and namespace) of its first run: another one asked for is refused."""
+    if manifest["runs"] == 0:
+        return lakehouse
+    held = iceberg.is_iceberg(manifest)
+    if (held and layout == "parquet") or (not held and lakehouse is not None):
+        raise DatasetError(f"{location.uri} holds {'an Iceberg' if held else 'a Parquet'} dataset: export it with "
+                           f"--format {'iceberg' if held else 'parquet'}")
+    if not held:
+        return None
+    target = lakehouse or iceberg.target_of(manifest)
+    named = {key: manifest["iceberg"].get(key) for key in ("catalog", "catalog_name", "warehouse", "namespace")}
+    if named != target.member():
+        raise DatasetError(f"{location.uri} has its Iceberg tables in catalog {named['catalog']}, warehouse "
+                           f"{named['warehouse']}, namespace {named['namespace']}: export with those")
+    return target
 
 
 def _late_receipt_warnings(plan: dict[str, Any]) -> list[str]:
@@ -251,6 +280,25 @@ def _late_receipt_warnings(plan: dict[str, Any]) -> list[str]:
             "watermark were stored after it and are not in this dataset; export into a new "
             "location to include them"
             for name, item in plan.items() for kind, count in item["late"].items()]
+
+
+class _Sink:
+    """Routes each batch: the record tables to the Iceberg writer when there is one, everything
+    else (and every table of a Parquet export) to the Parquet writer."""
+
+    def __init__(self, parquet: PartitionedWriter, lake: IcebergWriter | None) -> None:
+        self.parquet, self.lake = parquet, lake
+
+    def add(self, table: str, batch: pa.Table) -> None:
+        if self.lake is not None and table in TABLES:
+            self.lake.add(table, batch)
+        else:
+            self.parquet.add(table, batch)
+
+    def abort(self) -> None:
+        self.parquet.abort()
+        if self.lake is not None:
+            self.lake.abort()
 
 
 class _Progress:
@@ -269,29 +317,39 @@ class _Progress:
 
 def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
                cutoff: str, batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
-               rollup_progress: Progress | None) -> list[dict[str, Any]]:
-    """Write the run's part files and rollups and list them in `manifest` (not yet committed).
-    On any failure the run's files are removed (or left for the next run to remove) and the
-    error is raised, as DatasetError when it is one of writing."""
-    writer = PartitionedWriter(location, run)
+               rollup_progress: Progress | None, lakehouse: IcebergTarget | None) -> list[dict[str, Any]]:
+    """Write the run's part files and rollups and list them in `manifest` (not yet committed);
+    with `lakehouse`, the record tables' data files and one snapshot per table instead of their
+    part files and no rollups. On any failure the run's files are removed (or left for the next
+    run to remove) and the error is raised, as DatasetError when it is one of writing."""
+    # The Iceberg layout's two writers (record tables, facts files) share the one buffer budget.
+    budget = BUFFER_ROWS if lakehouse is None else BUFFER_ROWS // 2
+    writer = PartitionedWriter(location, run, buffer_rows=budget)
+    lake = None
+    if lakehouse is not None:
+        lake = IcebergWriter(lakehouse, location, run, buffer_rows=budget)
+        lake.prepare(manifest.get("iceberg"))
     # The (scope, month) decision partitions whose decisions get new outcome records: a late
     # outcome changes its decision's rollup (looked up in the ledger by id, batch by batch, when
     # the rollups are carried over; otherwise every partition is recomputed anyway).
     reopened: set[tuple[str, str]] | None = \
-        set() if rollups.current(manifest, OUTCOME_EFFECTIVENESS_CLASS) else None
+        set() if lake is None and rollups.current(manifest, OUTCOME_EFFECTIVENESS_CLASS) else None
+    sink = _Sink(writer, lake)
     try:
         for name, item in plan.items():
-            manifest["watermarks"][name] = _export_scope(ledger, writer, name, item, cutoff, batch_size,
+            manifest["watermarks"][name] = _export_scope(ledger, sink, name, item, cutoff, batch_size,
                                                          new_rows, advance, reopened)
             if item["head"] is not None:
                 manifest["chains"][name] = _chain_entry(item, manifest["chains"].get(name))
         files = writer.close()
         record_files(manifest, files, run, location)
-        # Before the commit: the report rollups of every partition this run touched.
-        manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
-                                             outcome_partitions=reopened or (), progress=rollup_progress)
+        if lake is not None:  # one snapshot per table; the rows are read from the tables (no rollups)
+            iceberg.record_run(manifest, lake.target, run, lake.commit())
+        else:  # before the commit: the report rollups of every partition this run touched
+            manifest["rollups"] = rollups.update(location, manifest, run, files, OUTCOME_EFFECTIVENESS_CLASS,
+                                                 outcome_partitions=reopened or (), progress=rollup_progress)
     except BaseException as exc:
-        writer.abort()
+        sink.abort()
         with contextlib.suppress(OSError, pa.ArrowException):  # else the next run removes them
             _remove_uncommitted(location, manifest["runs"])
         if isinstance(exc, (OSError, pa.ArrowException)):
@@ -342,7 +400,7 @@ def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[
     return entry
 
 
-def _export_scope(ledger: Ledger, writer: PartitionedWriter, scope: str, item: dict[str, Any], cutoff: str,
+def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any], cutoff: str,
                   batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
                   reopened: set[tuple[str, str]] | None) -> dict[str, Any]:
     """Write one scope's new decisions (with their facts and chain links) and receipts, counting

@@ -114,6 +114,11 @@ def listed_files(manifest: Mapping[str, Any], kind: str, name: str | None = None
             digests = {}
         return [_entry("rollups", {"path": path, **(digests.get(state) or {})}) if state in digests
                 else ListedFile("rollups", path, -1, None, None) for state, path in sorted(files.items())]
+    if kind in TABLES and manifest.get("layout") == "iceberg":
+        # Its rows are in Iceberg tables (`workbench.dataset.iceberg.table_files`): a reader that
+        # does not know the layout must fail, never read an empty table.
+        raise DatasetError(f"the {kind} table of this dataset is an Iceberg table: read it through "
+                           "workbench.dataset.iceberg")
     holder = manifest.get("facts" if kind == "facts" else "tables")
     item = holder.get(name if kind == "facts" else kind) if isinstance(holder, Mapping) else None
     if item is None:
@@ -294,6 +299,9 @@ def _problem(location: Location, entry: ListedFile) -> str | None:
     expected = TABLES.get(entry.kind)
     if expected is not None and seen.columns != _columns(expected):
         return f"does not have the {entry.kind} table's schema"
+    table = entry.kind.removeprefix("iceberg:")  # an Iceberg data file holds its partition columns too
+    if table != entry.kind and list(seen.columns) != [*TABLES[table].names, *(f.name for f in PARTITION_FIELDS)]:
+        return f"does not have the {table} table's columns"
     if entry.kind == "facts" and "decision_id" not in seen.columns:
         return "does not have the facts table's schema"
     return None
@@ -406,8 +414,9 @@ def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str
 
 
 def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:
-    """Every file the manifest lists: tables, every rulebook's facts, rollups."""
-    for table in TABLES:
+    """Every file the manifest lists in the dataset location: tables, every rulebook's facts,
+    rollups (an Iceberg dataset's tables are checked by `workbench.dataset.iceberg.check_tables`)."""
+    for table in TABLES if manifest.get("layout") != "iceberg" else ():
         yield from listed_files(manifest, table)
     facts = manifest.get("facts")
     for rulebook_id in sorted(facts) if isinstance(facts, Mapping) else ():

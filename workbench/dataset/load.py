@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from workbench.dataset import integrity
+from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_rows_of
@@ -133,8 +133,11 @@ def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | No
     """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
     `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
     its listed size, sha256, row count and schema (`workbench.dataset.integrity.check_files`): a stray
-    file is never read, and a changed, missing or truncated one refuses the dataset."""
+    file is never read, and a changed, missing or truncated one refuses the dataset. A record table
+    of an Iceberg dataset: the data files of the manifest's snapshot (`workbench.dataset.iceberg`)."""
     try:
+        if kind in TABLES and iceberg.is_iceberg(manifest):
+            return iceberg.table_files(manifest, kind, scopes)
         entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
         return integrity.check_files(dataset.open_location(str(root)), entries)
     except dataset.DatasetError as error:
@@ -144,10 +147,14 @@ def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | No
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
                manifest: dict[str, Any] | None = None) -> pl.LazyFrame:
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
-    the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files."""
-    files = listed(root, read_manifest(root) if manifest is None else manifest, table, scopes=scopes)
+    the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files.
+    An Iceberg table's data files hold `scope` and `month` as columns (identity partitions)."""
+    manifest = read_manifest(root) if manifest is None else manifest
+    files = listed(root, manifest, table, scopes=scopes)
     if not files:
         return empty(table)
+    if iceberg.is_iceberg(manifest):
+        return conform(pl.scan_parquet(files), table)
     scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema=dict.fromkeys(PARTITION_KEYS, pl.String))
     return conform(scanned, table)
 

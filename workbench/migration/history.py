@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from workbench.dataset import iceberg
 from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_tables
 from workbench.dataset.integrity import check_files, dataset_hash, listed_files, signature_problem
@@ -106,14 +107,18 @@ def replay_base(decisions: pl.LazyFrame, facts: pl.LazyFrame, covered: bool) -> 
 
 
 def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str, pl.DataType] = _HIVE) -> pl.LazyFrame:
+    # An Iceberg data file (`workbench.dataset.iceberg`) stores microseconds: read as the contract's ms.
     return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
-                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore")
+                           try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore",
+                           cast_options=pl.ScanCastOptions(datetime_cast="microsecond-downcast"))
 
 
 def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
+        if kind != "facts" and iceberg.is_iceberg(manifest):  # a record table: its snapshot's data files
+            return iceberg.table_files(manifest, kind)
         return check_files(open_location(str(root)), listed_files(manifest, kind, name))
     except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None

@@ -26,7 +26,7 @@ from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
 from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
-from workbench.dataset import integrity
+from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location
 from workbench.migration.summary import DryRunResult
 
@@ -140,6 +140,8 @@ def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors
         problems.append(f"dataset_signature: {why}")
     try:
         integrity.check_files(open_location(str(root)), integrity.iter_all(dataset))
+        if iceberg.is_iceberg(dataset):  # the record tables: their snapshots and data files
+            iceberg.check_tables(dataset)
         checks["dataset_files"] = True
     except DatasetError as exc:
         checks["dataset_files"] = False

@@ -1,0 +1,366 @@
+"""The Iceberg layout of the dataset: the record tables as Apache Iceberg tables (pyiceberg).
+
+`gate export --format iceberg` writes `decisions`, `executions`, `outcomes`, `crm_syncs` and
+`chain_links` as Iceberg tables in a SQL catalog (SQLite by default, PostgreSQL in production),
+with the Arrow schemas of `workbench.dataset.schema` plus `scope` and `month` as identity
+partitions. The dataset location keeps `manifest.json` (signed as ever) and the typed `facts`
+Parquet files; the manifest's `layout` is `"iceberg"` and its `iceberg` member names the catalog,
+the warehouse, the namespace and, per table, the snapshot the dataset was cut at and every data
+file of that snapshot with its `sha256`, `bytes` and `rows` (docs/dataset.md, "Iceberg layout").
+
+Writing (`IcebergWriter`): batches are buffered per table (bounded like the Parquet writer),
+written as data files into the warehouse when a table's buffer fills, and committed at the end
+of the run as ONE fast-append snapshot per table that got new rows (snapshot summary
+`gate.export.run`). A run that dies before its manifest is written leaves at most snapshots the
+manifest does not name: the next run sets each table back to the manifest's snapshot first.
+
+Reading (`table_files`): the catalog gives the manifest's snapshot of each table; its planned
+data files must be exactly the files the manifest lists (path and rows), and each is checked
+against its listed size, sha256 and row count (`workbench.dataset.integrity.check_files`), then
+read by the gate's Polars readers. A missing snapshot, another set of files or a changed file
+refuses the dataset with one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from workbench.dataset import integrity
+from workbench.dataset.location import DatasetError, Location, open_location
+from workbench.dataset.partwriter import BUFFER_ROWS, GROUP_ROWS
+from workbench.dataset.schema import TABLES, with_partitions
+
+LAYOUT = "iceberg"
+ICEBERG_DIR = "iceberg"  # the default catalog file and warehouse, inside a local dataset location
+CATALOG_NAME = "gate"
+DEFAULT_NAMESPACE = "gate"
+CATALOG_ENV = "GATE_ICEBERG_CATALOG_URI"  # readers: the catalog URI with its credentials
+RUN_PROPERTY = "gate.export.run"
+LOCATION_PROPERTY = "gate.dataset.location"
+_LOCK = threading.Lock()
+
+__all__ = [
+    "CATALOG_ENV",
+    "LAYOUT",
+    "IcebergTarget",
+    "IcebergWriter",
+    "check_tables",
+    "default_target",
+    "is_iceberg",
+    "table_files",
+    "target_of",
+]
+
+
+@dataclass(frozen=True)
+class IcebergTarget:
+    """Where an export writes its Iceberg tables: a SQL catalog, a warehouse, a namespace."""
+
+    catalog_uri: str
+    warehouse: str
+    namespace: str = DEFAULT_NAMESPACE
+
+    def member(self) -> dict[str, Any]:
+        """The manifest's `iceberg` member (without tables): the catalog URI without a password, the
+        catalog's name (a SQL catalog keys its tables by it), the warehouse and the namespace."""
+        return {"catalog": public_uri(self.catalog_uri), "catalog_name": CATALOG_NAME, "warehouse": self.warehouse,
+                "namespace": self.namespace}
+
+
+def is_iceberg(manifest: dict[str, Any]) -> bool:
+    return manifest.get("layout") == LAYOUT
+
+
+def _as_url(path_or_url: str) -> str:
+    return path_or_url if "://" in path_or_url else "file://" + os.path.abspath(path_or_url)
+
+
+def default_target(uri: str, home: Path, *, catalog_uri: str | None = None, warehouse: str | None = None,
+                   namespace: str = DEFAULT_NAMESPACE) -> IcebergTarget:
+    """The target of `gate export --format iceberg --out URI`: by default a SQLite catalog and
+    the warehouse in `URI/iceberg/` for a local location; for an object-store location the
+    warehouse is `URI/iceberg/warehouse` and the SQLite catalog lives in `GATE_HOME/iceberg/`."""
+    local = "://" not in uri or uri.startswith("file://")
+    base = _as_url(uri).rstrip("/") + f"/{ICEBERG_DIR}"
+    if catalog_uri is None:
+        folder = (open_location(uri).root + f"/{ICEBERG_DIR}") if local else str(Path(home) / ICEBERG_DIR)
+        catalog_uri = f"sqlite:///{folder}/catalog.db"
+    return IcebergTarget(catalog_uri, _as_url(warehouse) if warehouse else f"{base}/warehouse", namespace)
+
+
+def public_uri(uri: str) -> str:
+    """The catalog URI without its password (never a secret in a manifest)."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_catalog(catalog_uri: str, warehouse: str) -> Any:
+    """The SQL catalog (its tables created when new); DatasetError when it cannot be reached."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if catalog_uri.startswith("sqlite:///"):
+        with contextlib.suppress(OSError):
+            Path(catalog_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return SqlCatalog(CATALOG_NAME, uri=catalog_uri, warehouse=warehouse)
+    except Exception as exc:  # SQLAlchemy, the driver: each raises its own kind
+        raise DatasetError(f"cannot open the Iceberg catalog {public_uri(catalog_uri)}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def target_of(manifest: dict[str, Any]) -> IcebergTarget:
+    """The target an Iceberg dataset's manifest names (the catalog URI from `GATE_ICEBERG_CATALOG_URI`
+    when set: the manifest's has no password)."""
+    member = manifest["iceberg"]
+    return IcebergTarget(os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"], member["namespace"])
+
+
+_CATALOGS: dict[tuple[str, str], Any] = {}  # readers: one catalog (one connection pool) per process
+
+
+def _catalog_of(member: dict[str, Any]) -> Any:
+    """The catalog a manifest names; `GATE_ICEBERG_CATALOG_URI` gives it with its credentials. Kept
+    for the process: a catalog holds only a connection pool; every table is loaded anew."""
+    key = (os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"])
+    with _LOCK:
+        catalog = _CATALOGS.get(key)
+    if catalog is None:
+        catalog = open_catalog(*key)
+        with _LOCK:
+            _CATALOGS[key] = catalog
+    return catalog
+
+
+def warehouse_location(warehouse: str) -> Location:
+    """The warehouse as a `Location`, so data files are checked by the dataset's own code."""
+    if warehouse.startswith("file://"):
+        return Location(warehouse, pafs.LocalFileSystem(), warehouse.removeprefix("file://").rstrip("/") or "/")
+    return open_location(warehouse)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@dataclass
+class _Table:
+    table: Any  # pyiceberg Table
+    buffered: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    data_files: list[Any] = field(default_factory=list)
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+    write_uuid: uuid.UUID = field(default_factory=uuid.uuid4)
+
+
+class IcebergWriter:
+    """Buffers each table's batches (at most `buffer_rows` in all), writes them as data files and
+    commits one snapshot per table at `commit`. `prepare` opens (or creates) the tables and sets
+    each back to the snapshot the manifest names (a failed run's snapshot is never built upon)."""
+
+    def __init__(self, target: IcebergTarget, location: Location, run: int, *, flush_rows: int = GROUP_ROWS,
+                 buffer_rows: int = BUFFER_ROWS) -> None:
+        self.target, self.location, self.run = target, location, run
+        self.flush_rows, self.buffer_rows = flush_rows, buffer_rows
+        self.catalog = open_catalog(target.catalog_uri, target.warehouse)
+        self.tables: dict[str, _Table] = {}
+
+    def prepare(self, member: dict[str, Any] | None) -> None:
+        """Open every table (creating the namespace and tables on a first run) and check it is this
+        dataset's; set a table whose current snapshot is not the manifest's back to it."""
+        try:
+            self.catalog.create_namespace_if_not_exists(self.target.namespace)
+            for name in TABLES:
+                self.tables[name] = _Table(self._table(name, (member or {}).get("tables", {}).get(name)))
+        except DatasetError:
+            raise
+        except Exception as exc:
+            raise DatasetError(f"the Iceberg catalog {public_uri(self.target.catalog_uri)}: {_first_line(exc)}") from exc
+
+    def _table(self, name: str, listed: dict[str, Any] | None) -> Any:
+        identifier = f"{self.target.namespace}.{name}"
+        expected = (listed or {}).get("snapshot_id")
+        if self.catalog.table_exists(identifier):
+            table = self.catalog.load_table(identifier)
+            if table.properties.get(LOCATION_PROPERTY) != self.location.uri:
+                raise DatasetError(f"the Iceberg table {identifier} belongs to another dataset "
+                                   f"({table.properties.get(LOCATION_PROPERTY)!r}): choose another --namespace")
+            current = table.current_snapshot()
+            if expected is None and current is not None:  # a first run that died after its commit
+                self.catalog.drop_table(identifier)
+            elif expected is not None and (current is None or current.snapshot_id != expected):
+                if table.snapshot_by_id(expected) is None:
+                    raise DatasetError(f"the Iceberg table {identifier} has no snapshot {expected}, which the "
+                                       "manifest names: the catalog does not hold this dataset's tables")
+                table.manage_snapshots().set_current_snapshot(snapshot_id=expected).commit()
+                return table
+            else:
+                return table
+        elif expected is not None:
+            raise DatasetError(f"the Iceberg catalog has no table {identifier}, which the manifest names")
+        return self._create(identifier)
+
+    def _create(self, identifier: str) -> Any:
+        table = self.catalog.create_table(identifier, schema=with_partitions(TABLES[identifier.rsplit(".", 1)[1]]),
+                                          properties={LOCATION_PROPERTY: self.location.uri})
+        with table.update_spec() as spec:
+            spec.add_identity("scope")
+            spec.add_identity("month")
+        return table
+
+    def add(self, name: str, batch: pa.Table) -> None:
+        """Queue `batch` (shape `with_partitions(TABLES[name])`)."""
+        if batch.num_rows == 0:
+            return
+        item = self.tables[name]
+        item.buffered.append(batch.cast(with_partitions(TABLES[name])))
+        item.rows += batch.num_rows
+        if item.rows >= self.flush_rows:
+            self._flush(item)
+        while sum(entry.rows for entry in self.tables.values()) > self.buffer_rows:
+            self._flush(max(self.tables.values(), key=lambda entry: entry.rows))
+
+    def _flush(self, item: _Table) -> None:
+        from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+        if not item.rows:
+            return
+        data = pa.concat_tables(item.buffered)
+        item.buffered, item.rows = [], 0
+        # The counter and uuid are the table's for the whole run: file names never repeat.
+        item.data_files.extend(_dataframe_to_data_files(item.table.metadata, data, item.table.io,
+                                                        write_uuid=item.write_uuid, counter=item.counter))
+
+    def commit(self) -> dict[str, dict[str, Any]]:
+        """Write what is buffered and commit one snapshot per table with new data files.
+        Returns, per such table, its `snapshot_id` and its new files' manifest entries."""
+        for item in self.tables.values():
+            self._flush(item)
+        committed: dict[str, dict[str, Any]] = {}
+        for name, item in self.tables.items():
+            if not item.data_files:
+                continue
+            try:
+                transaction = item.table.transaction()
+                with transaction.update_snapshot(snapshot_properties={RUN_PROPERTY: str(self.run)}).fast_append() \
+                        as append:
+                    for data_file in item.data_files:
+                        append.append_data_file(data_file)
+                transaction.commit_transaction()
+            except Exception as exc:  # the catalog's database or the warehouse failed: nothing is reported
+                raise DatasetError(f"committing the Iceberg table {item.table.name()} failed: "
+                                   f"{_first_line(exc)}") from exc
+            snapshot = item.table.current_snapshot()
+            committed[name] = {"snapshot_id": snapshot.snapshot_id, "files": self._entries(item.data_files)}
+            item.data_files = []  # committed: `abort` leaves them (the next run sets the table back)
+        return committed
+
+    def _entries(self, data_files: Sequence[Any]) -> list[dict[str, Any]]:
+        """The manifest entries of new data files: path (relative to the warehouse), rows, run,
+        scope, month, and their sha256 and bytes (each file read once)."""
+        warehouse = warehouse_location(self.target.warehouse)
+        entries = []
+        for data_file in data_files:
+            path = relative_path(self.target.warehouse, data_file.file_path)
+            entries.append({"path": path, "rows": data_file.record_count, "run": self.run,
+                            "scope": data_file.partition[0], "month": data_file.partition[1],
+                            **integrity.describe_file(warehouse, path)})
+        return sorted(entries, key=lambda entry: entry["path"])
+
+    def abort(self) -> None:
+        """Delete the data files this run wrote and did not commit (best effort: files no snapshot
+        names are never read; an orphan left behind only takes room)."""
+        warehouse = warehouse_location(self.target.warehouse)
+        for item in self.tables.values():
+            for data_file in item.data_files:
+                with contextlib.suppress(Exception):
+                    warehouse.fs.delete_file(warehouse.path(relative_path(self.target.warehouse, data_file.file_path)))
+            item.data_files, item.buffered, item.rows = [], [], 0
+
+
+def relative_path(warehouse: str, file_path: str) -> str:
+    prefix = warehouse.rstrip("/") + "/"
+    if not file_path.startswith(prefix):
+        raise DatasetError(f"the Iceberg data file {file_path} is outside the warehouse {warehouse}")
+    return file_path[len(prefix):]
+
+
+def record_run(manifest: dict[str, Any], target: IcebergTarget, run: int,
+               committed: dict[str, dict[str, Any]]) -> None:
+    """Name the run's snapshots and list its data files in the manifest's `iceberg` member."""
+    member = manifest.setdefault("iceberg", {**target.member(), "tables": {}})
+    for name in TABLES:
+        entry = member["tables"].setdefault(name, {"identifier": f"{target.namespace}.{name}", "snapshot_id": None,
+                                                   "snapshots": [], "files": []})
+        if name in committed:
+            entry["snapshot_id"] = committed[name]["snapshot_id"]
+            entry["snapshots"].append({"run": run, "snapshot_id": committed[name]["snapshot_id"]})
+            entry["files"].extend(committed[name]["files"])
+    manifest["layout"] = LAYOUT
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _listed(member: dict[str, Any], table: str, scopes: Sequence[str] | None) -> list[integrity.ListedFile]:
+    item = member.get("tables", {}).get(table) or {}
+    files = item.get("files") or []
+    wanted = None if scopes is None else set(scopes)
+    return [integrity.ListedFile(f"{LAYOUT}:{table}", entry["path"], entry["rows"], entry.get("sha256"),
+                                 entry.get("bytes"))
+            for entry in files if wanted is None or entry.get("scope") in wanted]
+
+
+def _check_snapshot(catalog: Any, member: dict[str, Any], table: str) -> None:
+    """The manifest's snapshot of `table` is in the catalog and its data files are exactly the
+    files the manifest lists (path and rows); DatasetError otherwise."""
+    item = member["tables"][table]
+    identifier, snapshot_id = item["identifier"], item["snapshot_id"]
+    try:
+        loaded = catalog.load_table(identifier)
+        if loaded.snapshot_by_id(snapshot_id) is None:
+            raise DatasetError(f"the Iceberg table {identifier} has no snapshot {snapshot_id}, which the manifest names")
+        planned = {(relative_path(member["warehouse"], task.file.file_path), task.file.record_count)
+                   for task in loaded.scan(snapshot_id=snapshot_id).plan_files()}
+    except DatasetError:
+        raise
+    except Exception as exc:
+        raise DatasetError(f"the Iceberg table {identifier}: {_first_line(exc)}") from exc
+    if planned != {(entry["path"], entry["rows"]) for entry in item["files"]}:
+        raise DatasetError(f"snapshot {snapshot_id} of the Iceberg table {identifier} does not hold the data files "
+                           "the manifest lists")
+
+
+def table_files(manifest: dict[str, Any], table: str, scopes: Sequence[str] | None = None) -> list[str]:
+    """The checked data files of one table at the manifest's snapshot (of `scopes`, or all):
+    the snapshot and its file set checked through the catalog, each file's size, sha256 and rows
+    against its entry. DatasetError (one line) otherwise. Full paths, for the Polars readers."""
+    member = manifest.get("iceberg")
+    if not isinstance(member, dict) or table not in member.get("tables", {}):
+        raise DatasetError(f"the manifest's iceberg member names no table {table!r}")
+    if member["tables"][table].get("snapshot_id") is None:
+        return []
+    _check_snapshot(_catalog_of(member), member, table)
+    return integrity.check_files(warehouse_location(member["warehouse"]), _listed(member, table, scopes))
+
+
+def check_tables(manifest: dict[str, Any]) -> None:
+    """Every table's snapshot and every data file it lists (`table_files`); DatasetError otherwise."""
+    for table in TABLES:
+        table_files(manifest, table)
