@@ -128,3 +128,14 @@ def test_a_password_never_reaches_the_manifest():
     assert public_uri("postgresql://gate:s3cret@db.internal:5432/catalog") == \
         "postgresql://gate:***@db.internal:5432/catalog"
     assert public_uri("sqlite:////var/gate/catalog.db") == "sqlite:////var/gate/catalog.db"
+
+
+def test_a_rollup_rebuild_of_an_iceberg_dataset_is_refused_and_writes_nothing(seeded, tmp_path):
+    """The Iceberg layout keeps no rollups: a rebuild (which reads the Parquet file lists) is
+    refused with one line, never a run of empty rollups that reports would then trust."""
+    ice = tmp_path / "ice"
+    assert gate(["export", "--out", str(ice), "--format", "iceberg"], seeded).returncode == 0
+    before = (ice / "manifest.json").read_bytes()
+    line = one_error_line(gate(["export", "--out", str(ice), "--rebuild-rollups"], seeded))
+    assert "Iceberg layout, which keeps no report rollups" in line
+    assert (ice / "manifest.json").read_bytes() == before and not (ice / "rollups").exists()

@@ -110,8 +110,12 @@ def public_uri(uri: str) -> str:
 
 
 def open_catalog(catalog_uri: str, warehouse: str) -> Any:
-    """The SQL catalog (its tables created when new); DatasetError when it cannot be reached."""
-    from pyiceberg.catalog.sql import SqlCatalog
+    """The SQL catalog (its tables created when new); DatasetError when it cannot be reached or
+    pyiceberg is not installed (the `lakehouse` extra)."""
+    try:
+        from pyiceberg.catalog.sql import SqlCatalog
+    except ImportError:
+        raise DatasetError("the Iceberg layout needs pyiceberg: pip install 'decision-gate[lakehouse]'") from None
 
     if catalog_uri.startswith("sqlite:///"):
         with contextlib.suppress(OSError):

@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
-from workbench.dataset.location import Location
+from workbench.dataset.location import DatasetError, Location
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
 from workbench.engines import fact_columns as fc
@@ -173,6 +173,13 @@ def fact_moment_column(name: str) -> bool:
 
 
 def files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The table's listed Parquet files by (scope, month). An Iceberg dataset keeps no rollups and
+    its rows are read through its catalog: refused here (DatasetError), never read as empty, so a
+    rebuild or a cluster report over it fails instead of writing or trusting empty figures."""
+    if manifest.get("layout") == "iceberg":
+        raise DatasetError("this dataset is in the Iceberg layout, which keeps no report rollups and whose rows "
+                           "are read through its catalog: rebuilding rollups and cluster reports need the "
+                           "Parquet layout (gate export --format parquet into another location)")
     out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
     for entry in entries:
