@@ -9,7 +9,7 @@ Cells whose new verdict equals the old (`yes -> yes`) are in the sweep's tallies
     successes lost       D (blocked) + E   = 11 + 13          = 24
     immature             C + F (young) + G (open) + H (none) = 7 + 17 + 19 + 23 = 66
     unobservable         J + K (blocked, now approved)        = 31 + 37 = 68
-    counted nowhere      I (excluded), L, M, N (not approved before), O, P (still approved)
+    counted nowhere      I (excluded), L, M, N, Q, R, S, T (not approved before), O, P, U (still approved)
 
 With 1,000 decisions replayed, 120 into review and 45 out of it, and a failure costing 100, a
 review 2 and a lost success 10: review change 75 (rate 0.075, variance (0.165 - 0.075^2) / 1000,
@@ -41,6 +41,11 @@ TALLY = {
     ("review", "yes", "success", False): 47,    # N
     ("yes", "yes", "failure", False): 53,       # O
     ("yes", "yes", "open", True): 59,           # P
+    ("review", "no", "success", False): 61,     # Q
+    ("review", "review", "success", False): 67,  # R
+    ("review", "no", "success", True): 71,      # S
+    ("review", "review", "open", False): 73,    # T
+    ("yes", "yes", "none", False): 79,          # U
 }
 COST = CostModel(failure=100.0, review=2.0, lost_success=10.0, outcome_horizon_days=7)
 AS_OF = "2026-03-01T00:00:00.000Z"
@@ -87,6 +92,9 @@ def test_each_cost_weighs_its_own_cells():
     # Review only: second moment (120 + 45) / 1000 = 0.165, half-width 1.959964 x sqrt((0.165 - 0.075^2) / 1000).
     assert net(review=1.0)["interval_95"] == [-0.099743, -0.050257]
     assert net()["interval_95"] == [0.0, 0.0] and net()["per_decision"] == 0.0
+    # The total is rounded to six digits: 8 x 0.1234567 = 0.9876536.
+    odd = net(failure=0.1234567)
+    assert (odd["per_decision"], odd["total"]) == (0.000988, 0.987654)
 
 
 def test_out_of_review_only():
@@ -94,6 +102,13 @@ def test_out_of_review_only():
     # rate -0.25, variance (2/8 - 1/16) / 8 = 0.0234375, half-width 1.959964 x 0.1530931 = 0.3000570.
     assert change == {"count": -2, "rate": -0.25, "interval_95": [-0.550057, 0.050057], "into_review": 0,
                       "out_of_review": 2}
+
+
+def test_review_change_rounded_to_six_digits():
+    change = impact({}, 3, COST, as_of=None, review_in=1, review_out=0)["review_load_change"]
+    # rate 1/3, half-width 1.959964 x sqrt((1/3 - 1/9) / 3) = 0.5334347: -0.2001013 to 0.8667680.
+    assert change == {"count": 1, "rate": 0.333333, "interval_95": [-0.200101, 0.866768], "into_review": 1,
+                      "out_of_review": 0}
 
 
 def test_nothing_replayed():
