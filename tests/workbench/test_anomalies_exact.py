@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from workbench_support import CLASSES, T0, decision, frames
+from workbench_support import CLASSES, T0, decision, frames, outcome
 
 from workbench.engines import anomalies
 
@@ -92,3 +92,185 @@ def test_no_decisions_no_facts():
     report = _report([], [])
     assert report["checks"]["facts"] == {"recent_month": None, "numeric_facts": 0}
     assert report["anomalies"] == [] and report["recommendation"] == "insufficient_data"
+
+
+# --------------------------------------------------------------------------- failure-rate shift by segment
+#
+# Each decision below has one outcome: "failed" and "reverted" count as failures, "succeeded" as a
+# success. A segment (rule, reason code, action) is compared with the rest of the policy: odds
+# ratio with +0.5 per cell, z = ln(OR) / sqrt(1/a + 1/b + 1/c + 1/d), score = (1 - 1/OR) x
+# min(1, |z| / 3). Worked by hand: 3 of 4 against 1 of 4 is OR = (3.5 x 3.5) / (1.5 x 1.5) =
+# 5.4444, z = 1.6946 / 1.3801 = 1.2279, score = 0.8163 x 0.4093 = 0.3341.
+
+
+def _segments(rows: list[tuple], **kw) -> dict:
+    """One decision an hour from T0, each (rule, action, status or None[, version[, verdict]])."""
+    ds, outs = [], []
+    for i, (rule, action, status, *rest) in enumerate(rows):
+        version = rest[0] if rest else "v1"
+        verdict = rest[1] if len(rest) > 1 else "yes"
+        at = T0 + timedelta(hours=i)
+        ds.append(decision(f"d{i:02d}", at=at, rule=rule, action=action, policy_version=version, verdict=verdict))
+        if status is not None:
+            outs.append(outcome(f"o{i:02d}", f"d{i:02d}", status, at=at + timedelta(minutes=5)))
+    f = frames(ds, outs)
+    args = {"min_sample": 4, "threshold": 0.0, "max_items": 10, **kw}
+    return anomalies.anomalies(f.decisions, f.outcomes, CLASSES, **args)
+
+
+# Rule "hold" (action "hold" too): 3 of 4 failed; rule "approve" (action "apply_discount"): 1 of 4.
+HOLD_3_OF_4 = [("hold", "hold", "failed"), ("hold", "hold", "succeeded"), ("hold", "hold", "failed"),
+               ("hold", "hold", "reverted"), ("approve", "apply_discount", "succeeded"),
+               ("approve", "apply_discount", "failed"), ("approve", "apply_discount", "succeeded"),
+               ("approve", "apply_discount", "succeeded")]
+
+
+def _hold_finding(dimension: str, word: str) -> dict:
+    return {
+        "anomaly_id": f"failure_rate_shift:{dimension}:hold", "kind": "failure_rate_shift",
+        "dimension": dimension, "value": "hold", "anomaly_score": 0.3341, "severity": "low",
+        "reasons": [
+            f"failures are 75.0% under {word} hold, against 25.0% for the rest of the policy",
+            (f"failure rate 75.0% (3 of 4 resolved decisions) under {dimension} 'hold' against 25.0% (1 of 4) "
+            "for the rest of the policy"),
+            "odds of failure x5.44, z = 1.23",
+        ],
+        # The failed decisions of the segment only (not d01, a success; not d05, another rule's
+        # failure), newest first.
+        "decision_ids": ["d03", "d02", "d00"],
+        "baseline": {"failure_rate": 0.25, "resolved": 4, "failures": 1},
+        "observed": {"failure_rate": 0.75, "resolved": 4, "failures": 3, "odds_ratio": 5.4444, "z": 1.2279},
+    }
+
+
+def test_a_failing_segment_against_the_rest_of_the_policy_every_member():
+    report = _segments(HOLD_3_OF_4)
+    # Both sides have exactly min_sample (4) resolved decisions: the size gate lets them through.
+    assert report["anomalies"] == [_hold_finding("action", "action"), _hold_finding("matched_rule_id", "rule")]
+    assert report["anomaly_count"] == 2
+    # Low severity only: monitor, not investigate; 8 decisions are past min_sample.
+    assert report["recommendation"] == "monitor"
+    assert report["checks"]["segments"] == {"matched_rule_id": 2, "reason_code": 1, "action": 2}
+    assert report["checks"]["policy_versions"] == {"current": "v1", "previous": None}
+
+
+def test_the_segment_size_gate_at_min_sample():
+    assert _segments(HOLD_3_OF_4, min_sample=5)["anomalies"] == []       # both sides have 4
+    # The failing side below min_sample, the rest above it: no finding either.
+    rows = HOLD_3_OF_4 + [("approve", "apply_discount", "succeeded")] * 4   # rest: 1 of 8 failed
+    assert _segments(rows, min_sample=5)["anomalies"] == []
+    found = _segments(rows, min_sample=4)["anomalies"]
+    assert [a["anomaly_id"] for a in found] == ["failure_rate_shift:action:hold", "failure_rate_shift:matched_rule_id:hold"]
+    # 3 of 4 against 1 of 8: OR = (3.5 x 7.5) / (1.5 x 1.5) = 11.6667, z = 2.4567 / 1.3238 = 1.8559.
+    assert found[0]["baseline"] == {"failure_rate": 0.125, "resolved": 8, "failures": 1}
+    assert found[0]["observed"] == {"failure_rate": 0.75, "resolved": 4, "failures": 3, "odds_ratio": 11.6667,
+                                    "z": 1.8559}
+    assert found[0]["anomaly_score"] == 0.5656
+
+
+def test_a_weak_shift_is_still_a_finding_and_a_lower_rate_is_none():
+    # 4 of 10 against 3 of 10: OR = (4.5 x 7.5) / (6.5 x 3.5) = 1.4835 (not above 2), z = 0.4423 (not
+    # above 1); the "approve" side (3 of 10 against 4 of 10, OR < 1) is no finding.
+    rows = ([("hold", "hold", "failed")] * 4 + [("hold", "hold", "succeeded")] * 6
+            + [("approve", "x", "failed")] * 3 + [("approve", "x", "succeeded")] * 7)
+    report = _segments(rows)
+    assert [a["anomaly_id"] for a in report["anomalies"]] == ["failure_rate_shift:action:hold",
+                                                              "failure_rate_shift:matched_rule_id:hold"]
+    rule = report["anomalies"][1]
+    assert rule["observed"] == {"failure_rate": 0.4, "resolved": 10, "failures": 4, "odds_ratio": 1.4835, "z": 0.4423}
+    assert rule["baseline"] == {"failure_rate": 0.3, "resolved": 10, "failures": 3}
+    assert rule["anomaly_score"] == 0.0481
+    assert rule["reasons"][0] == "failures are 40.0% under rule hold, against 30.0% for the rest of the policy"
+    assert rule["decision_ids"] == ["d03", "d02", "d01", "d00"]
+    assert report["recommendation"] == "monitor"
+
+
+def test_equal_rates_are_no_finding():
+    # 2 of 4 against 2 of 4: OR exactly 1, z exactly 0.
+    rows = [("hold", "hold", "failed"), ("hold", "hold", "failed"), ("hold", "hold", "succeeded"),
+            ("hold", "hold", "succeeded"), ("approve", "x", "failed"), ("approve", "x", "reverted"),
+            ("approve", "x", "succeeded"), ("approve", "x", "succeeded")]
+    report = _segments(rows)
+    assert report["anomalies"] == [] and report["recommendation"] == "stable"
+
+
+def test_a_high_score_is_investigate():
+    # 12 of 12 against 0 of 12: OR = 12.5^2 / 0.5^2 = 625, z = 6.4378 / 2.0396 = 3.1564: score 1 - 1/625.
+    rows = [("hold", "hold", "failed")] * 12 + [("approve", "x", "succeeded")] * 12
+    report = _segments(rows)
+    rule = report["anomalies"][1]
+    assert rule["anomaly_score"] == 0.9984 and rule["severity"] == "high"
+    assert rule["observed"] == {"failure_rate": 1.0, "resolved": 12, "failures": 12, "odds_ratio": 625.0, "z": 3.1564}
+    assert rule["decision_ids"] == [f"d{i:02d}" for i in range(11, 1, -1)]   # the ten newest failures
+    assert report["recommendation"] == "investigate"
+
+
+def test_the_threshold_keeps_a_score_equal_to_it():
+    assert _segments(HOLD_3_OF_4, threshold=0.3341)["anomaly_count"] == 2
+    above = _segments(HOLD_3_OF_4, threshold=0.3342)
+    assert above["anomaly_count"] == 0 and above["anomalies"] == []
+    assert above["recommendation"] == "stable"
+
+
+def test_max_items_cuts_the_list_not_the_count():
+    report = _segments(HOLD_3_OF_4, max_items=1)
+    assert report["anomaly_count"] == 2
+    assert [a["anomaly_id"] for a in report["anomalies"]] == ["failure_rate_shift:action:hold"]
+
+
+def test_the_recommendation_at_min_sample_decisions():
+    # Eight decisions: with min_sample 8 the sample is big enough (no segment is: both sides need 8).
+    assert _segments(HOLD_3_OF_4, min_sample=8)["recommendation"] == "stable"
+    assert _segments(HOLD_3_OF_4, min_sample=9)["recommendation"] == "insufficient_data"
+
+
+def test_findings_by_score_then_id():
+    # Rule "hold" fails 4 of 4 against 0 of 4: OR = 4.5^2 / 0.5^2 = 81, z = 4.3944 / 2.1082 = 2.0845,
+    # score 0.9877 x 0.6948 = 0.6862 (medium: still monitor). Action "zz" fails 3 of 4 against 1 of 4
+    # (0.3341). The higher score comes first although its id sorts after the other's.
+    rows = ([("hold", "zz", "failed")] * 3 + [("hold", "a", "failed"), ("approve", "zz", "succeeded")]
+            + [("approve", "a", "succeeded")] * 3)
+    report = _segments(rows)
+    assert [(a["anomaly_id"], a["anomaly_score"], a["severity"], a["decision_ids"]) for a in report["anomalies"]] == [
+        ("failure_rate_shift:matched_rule_id:hold", 0.6862, "medium", ["d03", "d02", "d01", "d00"]),
+        ("failure_rate_shift:action:zz", 0.3341, "low", ["d02", "d01", "d00"]),
+    ]
+    assert report["anomalies"][0]["observed"] == {"failure_rate": 1.0, "resolved": 4, "failures": 4,
+                                                  "odds_ratio": 81.0, "z": 2.0845}
+    assert report["anomalies"][0]["baseline"] == {"failure_rate": 0.0, "resolved": 4, "failures": 0}
+    assert report["recommendation"] == "monitor"
+    assert report["checks"]["segments"] == {"matched_rule_id": 2, "reason_code": 1, "action": 2}
+
+
+def test_the_policy_version_is_no_segment():
+    # v1 fails 3 of 4, v2 (newer) 1 of 4: against the rest of the policy v1 would be a finding; by
+    # version only the newest is compared with the one before it, and it improved.
+    rows = [("hold", "hold", s, "v1") for s in ("failed", "failed", "reverted", "succeeded")]
+    rows += [("hold", "hold", s, "v2") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    report = _segments(rows, threshold=0.01)
+    assert report["anomalies"] == []
+    assert report["checks"]["segments"] == {"matched_rule_id": 1, "reason_code": 1, "action": 1}
+    assert report["checks"]["policy_versions"] == {"current": "v2", "previous": "v1"}
+
+
+# --------------------------------------------------------------------------- version order
+
+
+def test_versions_by_their_first_decision_then_by_text():
+    # "b" decided first (a "yes" at hour 0, a "no" at hour 2), "a" at hour 1: "a" is the newest.
+    first = [("r", "x", None, "b", "yes"), ("r", "x", None, "a", "yes"), ("r", "x", None, "b", "no")]
+    assert _segments(first, min_sample=1)["checks"]["policy_versions"] == {"current": "a", "previous": "b"}
+
+
+def test_versions_first_seen_together_order_by_text():
+    ds = [decision("d0", at=T0, policy_version="v2"), decision("d1", at=T0, policy_version="v1")]
+    f = frames(ds, [])
+    report = anomalies.anomalies(f.decisions, f.outcomes, CLASSES, min_sample=1, threshold=0.0, max_items=10)
+    assert report["checks"]["policy_versions"] == {"current": "v2", "previous": "v1"}
+
+
+def test_no_decisions_no_segments():
+    report = _report([], [])
+    assert report["checks"]["segments"] == {"matched_rule_id": 0, "reason_code": 0, "action": 0}
+    assert report["checks"]["policy_versions"] == {"current": None, "previous": None}
+    assert report["anomaly_count"] == 0
