@@ -22,17 +22,20 @@ draft's new `huge` rule, amount > 10^15), one does not. One decision has no fact
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from dryrun_support import decide, rule, rulebook, write_dataset
 
+from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay
 from workbench.migration.draft import load_draft, read_draft_file
-from workbench.migration.run import load_history
+from workbench.migration.manifest import sign_manifest
+from workbench.migration.run import load_history, write_dry_run
 
 NOW = "2026-11-22T00:00:00.000Z"
 OLD = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "TOO_BIG"),
@@ -195,3 +198,23 @@ def test_dry_run_error_body():
     found = [{"field": "rules[0]", "code": "REQUIRED", "message": "is required"}]
     listed = DryRunError("DRAFT_INVALID", "the draft is not valid", found)
     assert listed.to_dict() == {"error": "DRAFT_INVALID", "message": "the draft is not valid", "errors": found}
+
+
+def test_write_dry_run_files_folders_and_format(root, tmp_path):
+    """`write_dry_run`: the folder and its parents are made, `migration.json` is the manifest as
+    sorted, two-space-indented UTF-8 JSON with a final newline, unsigned without a signer; a second
+    write into the now existing folder replaces the files and leaves no temporary file."""
+    manifest = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).manifest | {"note": "naïve ünïcode"}
+    out = tmp_path / "a" / "b"
+    written = write_dry_run(out, manifest, None)
+    assert written == manifest and "signature" not in written and "migration_hash" not in written
+    text = (out / "migration.json").read_text(encoding="utf-8")
+    assert text == json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    assert '\n  "note": "naïve ünïcode",\n' in text and text.endswith("}\n")
+    assert sorted(p.name for p in out.iterdir()) == ["migration.json", "report.html", "report.md"]
+    signer = HmacReceiptSigner(HmacKey("hmac-out", b"o" * 32))
+    signed = write_dry_run(out, manifest, signer)
+    assert signed == sign_manifest(manifest, signer) and signed["migration_hash"] != written.get("migration_hash")
+    assert json.loads((out / "migration.json").read_text(encoding="utf-8")) == signed
+    assert signed["migration_hash"] in (out / "report.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["migration.json", "report.html", "report.md"]
