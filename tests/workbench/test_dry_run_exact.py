@@ -31,6 +31,7 @@ from dryrun_support import decide, rule, rulebook, write_dataset
 from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
+from gate.verify.anchors import TrustAnchors
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay
 from workbench.migration.draft import load_draft, read_draft_file
@@ -218,3 +219,16 @@ def test_write_dry_run_files_folders_and_format(root, tmp_path):
     assert json.loads((out / "migration.json").read_text(encoding="utf-8")) == signed
     assert signed["migration_hash"] in (out / "report.md").read_text(encoding="utf-8")
     assert sorted(p.name for p in out.iterdir()) == ["migration.json", "report.html", "report.md"]
+
+
+def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
+    """`dry_run` lists at most 200 flips unless told otherwise, and hands its `anchors` to the
+    history: a dataset manifest no trusted key signed is refused before any replay."""
+    assert dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.flips["listed_limit"] == 200
+    key = HmacKey("hmac-dataset", b"d" * 32)
+    anchors = TrustAnchors.from_hmac_key(key)
+    with pytest.raises(DryRunError) as caught:
+        dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, anchors=anchors)
+    assert caught.value.code == "DATASET_INVALID"
+    signed = write_dataset(tmp_path / "signed", decide(OLD, FACTS), [], signer=HmacReceiptSigner(key))
+    assert dry_run(DRAFT, "refunds", dataset=signed, created_at=NOW, anchors=anchors).result.decisions_total == 11
