@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+import polars as pl
 import pytest
 from dryrun_support import decide, rule, rulebook, write_dataset
 
@@ -232,3 +233,13 @@ def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
     assert caught.value.code == "DATASET_INVALID"
     signed = write_dataset(tmp_path / "signed", decide(OLD, FACTS), [], signer=HmacReceiptSigner(key))
     assert dry_run(DRAFT, "refunds", dataset=signed, created_at=NOW, anchors=anchors).result.decisions_total == 11
+
+
+def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
+    """`dry_run(flips_path=...)` writes every flipped decision, not only the listed ones."""
+    path = tmp_path / "flips.parquet"
+    run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=1, flips_path=path)
+    written = pl.read_parquet(path)
+    flips = run.result.flips
+    assert written.height == flips["count"] > 1 and len(flips["listed"]) == 1
+    assert flips["listed"][0]["decision_id"] in written["decision_id"].to_list()
