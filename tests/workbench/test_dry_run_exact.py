@@ -225,7 +225,11 @@ def test_write_dry_run_files_folders_and_format(root, tmp_path):
 def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
     """`dry_run` lists at most 200 flips unless told otherwise, and hands its `anchors` to the
     history: a dataset manifest no trusted key signed is refused before any replay."""
-    assert dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.flips["listed_limit"] == 200
+    run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW)
+    assert run.result.flips["listed_limit"] == 200
+    # The run carries the history it read and the draft it compiled.
+    assert (run.history.rulebook_id, run.history.source["kind"]) == ("refunds", "dataset")
+    assert run.draft.rulebook_hash == sha256_hex(DRAFT) == run.manifest["to"]["rulebook_hash"]
     key = HmacKey("hmac-dataset", b"d" * 32)
     anchors = TrustAnchors.from_hmac_key(key)
     with pytest.raises(DryRunError) as caught:
