@@ -36,6 +36,7 @@ from gate.verify.anchors import TrustAnchors
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay
 from workbench.migration.draft import load_draft, read_draft_file
+from workbench.migration.history import read_manifest
 from workbench.migration.manifest import sign_manifest
 from workbench.migration.run import load_history, write_dry_run
 
@@ -247,3 +248,35 @@ def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
     flips = run.result.flips
     assert written.height == flips["count"] > 1 and len(flips["listed"]) == 1
     assert flips["listed"][0]["decision_id"] in written["decision_id"].to_list()
+
+
+def test_read_manifest_refusals_and_answer(root, tmp_path):
+    """`history.read_manifest`: the manifest and its exact bytes, or DATASET_INVALID naming why."""
+    raw = (root / "manifest.json").read_bytes()
+    manifest, read = read_manifest(root)
+    assert read == raw and manifest == json.loads(raw)
+
+    def refused(folder, anchors=None) -> str:
+        with pytest.raises(DryRunError) as caught:
+            read_manifest(folder, anchors)
+        assert caught.value.code == "DATASET_INVALID"
+        return str(caught.value)
+
+    assert "has no manifest.json" in refused(tmp_path / "nothing")
+    for name, content in (("bytes", b"\xff\xfe"), ("text", b"{"), ("list", b"[]"), ("old", b'{"dataset_schema_version": "x"}')):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "manifest.json").write_bytes(content)
+        why = refused(folder)
+        assert ("cannot read" in why) == (name in ("bytes", "text")), why
+        assert ("schema version" in why) == (name in ("list", "old")), why
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    (changed / "manifest.json").write_text(json.dumps({**manifest, "synthetic": False}))
+    assert "its dataset_hash is missing or does not match its content" in refused(changed)
+    unsealed = tmp_path / "unsealed"
+    unsealed.mkdir()
+    (unsealed / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "dataset_hash"}))
+    assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
+    # With anchors the signature decides: this dataset is sealed but not signed.
+    assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))
