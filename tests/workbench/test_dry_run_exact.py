@@ -22,17 +22,23 @@ draft's new `huge` rule, amount > 10^15), one does not. One decision has no fact
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
+import polars as pl
 import pytest
 from dryrun_support import decide, rule, rulebook, write_dataset
 
+from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
+from gate.verify.anchors import TrustAnchors
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import replay
 from workbench.migration.draft import load_draft, read_draft_file
-from workbench.migration.run import load_history
+from workbench.migration.history import read_manifest
+from workbench.migration.manifest import sign_manifest
+from workbench.migration.run import load_history, write_dry_run
 
 NOW = "2026-11-22T00:00:00.000Z"
 OLD = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "TOO_BIG"),
@@ -195,3 +201,82 @@ def test_dry_run_error_body():
     found = [{"field": "rules[0]", "code": "REQUIRED", "message": "is required"}]
     listed = DryRunError("DRAFT_INVALID", "the draft is not valid", found)
     assert listed.to_dict() == {"error": "DRAFT_INVALID", "message": "the draft is not valid", "errors": found}
+
+
+def test_write_dry_run_files_folders_and_format(root, tmp_path):
+    """`write_dry_run`: the folder and its parents are made, `migration.json` is the manifest as
+    sorted, two-space-indented UTF-8 JSON with a final newline, unsigned without a signer; a second
+    write into the now existing folder replaces the files and leaves no temporary file."""
+    manifest = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).manifest | {"note": "naïve ünïcode"}
+    out = tmp_path / "a" / "b"
+    written = write_dry_run(out, manifest, None)
+    assert written == manifest and "signature" not in written and "migration_hash" not in written
+    text = (out / "migration.json").read_text(encoding="utf-8")
+    assert text == json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    assert '\n  "note": "naïve ünïcode",\n' in text and text.endswith("}\n")
+    assert sorted(p.name for p in out.iterdir()) == ["migration.json", "report.html", "report.md"]
+    signer = HmacReceiptSigner(HmacKey("hmac-out", b"o" * 32))
+    signed = write_dry_run(out, manifest, signer)
+    assert signed == sign_manifest(manifest, signer) and signed["migration_hash"] != written.get("migration_hash")
+    assert json.loads((out / "migration.json").read_text(encoding="utf-8")) == signed
+    assert signed["migration_hash"] in (out / "report.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in out.iterdir()) == ["migration.json", "report.html", "report.md"]
+
+
+def test_the_default_flips_limit_and_the_dataset_anchors(root, tmp_path):
+    """`dry_run` lists at most 200 flips unless told otherwise, and hands its `anchors` to the
+    history: a dataset manifest no trusted key signed is refused before any replay."""
+    run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW)
+    assert run.result.flips["listed_limit"] == 200
+    # The run carries the history it read and the draft it compiled.
+    assert (run.history.rulebook_id, run.history.source["kind"]) == ("refunds", "dataset")
+    assert run.draft.rulebook_hash == sha256_hex(DRAFT) == run.manifest["to"]["rulebook_hash"]
+    key = HmacKey("hmac-dataset", b"d" * 32)
+    anchors = TrustAnchors.from_hmac_key(key)
+    with pytest.raises(DryRunError) as caught:
+        dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, anchors=anchors)
+    assert caught.value.code == "DATASET_INVALID"
+    signed = write_dataset(tmp_path / "signed", decide(OLD, FACTS), [], signer=HmacReceiptSigner(key))
+    assert dry_run(DRAFT, "refunds", dataset=signed, created_at=NOW, anchors=anchors).result.decisions_total == 11
+
+
+def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
+    """`dry_run(flips_path=...)` writes every flipped decision, not only the listed ones."""
+    path = tmp_path / "flips.parquet"
+    run = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW, flips_limit=1, flips_path=path)
+    written = pl.read_parquet(path)
+    flips = run.result.flips
+    assert written.height == flips["count"] > 1 and len(flips["listed"]) == 1
+    assert flips["listed"][0]["decision_id"] in written["decision_id"].to_list()
+
+
+def test_read_manifest_refusals_and_answer(root, tmp_path):
+    """`history.read_manifest`: the manifest and its exact bytes, or DATASET_INVALID naming why."""
+    raw = (root / "manifest.json").read_bytes()
+    manifest, read = read_manifest(root)
+    assert read == raw and manifest == json.loads(raw)
+
+    def refused(folder, anchors=None) -> str:
+        with pytest.raises(DryRunError) as caught:
+            read_manifest(folder, anchors)
+        assert caught.value.code == "DATASET_INVALID"
+        return str(caught.value)
+
+    assert "has no manifest.json" in refused(tmp_path / "nothing")
+    for name, content in (("bytes", b"\xff\xfe"), ("text", b"{"), ("list", b"[]"), ("old", b'{"dataset_schema_version": "x"}')):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "manifest.json").write_bytes(content)
+        why = refused(folder)
+        assert ("cannot read" in why) == (name in ("bytes", "text")), why
+        assert ("schema version" in why) == (name in ("list", "old")), why
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    (changed / "manifest.json").write_text(json.dumps({**manifest, "synthetic": False}))
+    assert "its dataset_hash is missing or does not match its content" in refused(changed)
+    unsealed = tmp_path / "unsealed"
+    unsealed.mkdir()
+    (unsealed / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "dataset_hash"}))
+    assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
+    # With anchors the signature decides: this dataset is sealed but not signed.
+    assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))

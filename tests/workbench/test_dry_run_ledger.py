@@ -52,3 +52,35 @@ def test_dry_run_reads_the_live_ledger(client, api_key, sample_request, gate_env
             assert error.code == "HISTORY_EMPTY"
     finally:
         ledger.dispose()
+
+
+def test_a_scoped_dry_run_over_the_ledger_reads_only_its_scope(client, issue_key, sample_request, gate_env, backend):
+    """The ledger is read for every scope, then cut to the asked scope: its decisions, replay
+    rows and outcomes only, and the history names that scope."""
+    keys = {scope: issue_key(scope=scope)["api_key"] for scope in ("tenant_a", "tenant_b")}
+    plan = [("tenant_a", 18, "enterprise", "failed"), ("tenant_a", 15, "annual", None),
+            ("tenant_b", 22, "annual", None), ("tenant_b", 15, "annual", "succeeded"), ("tenant_b", 30, "annual", None)]
+    for scope, discount, tier, status in plan:
+        body = copy.deepcopy(sample_request)
+        body["context"]["inputs"] = {"discount_percent": discount, "margin_percent": 31, "owner_approved": True,
+                                     "account_tier": tier}
+        response = client.post("/api/decide", json=body, headers={"x-api-key": keys[scope]})
+        assert response.status_code == 200, response.json
+        if status:
+            client.post(f"/api/decision/{response.json['decision_id']}/outcome", headers={"x-api-key": keys[scope]},
+                        json={"outcome_status": status})
+    draft = copy.deepcopy(sample_request["rulebook"])
+    draft["version"] = "2026-12-01"
+    draft["rules"][0]["condition"]["value"] = 16  # block discounts above 16%
+    ledger = Ledger(gate_env["GATE_DATABASE_URL"])
+    try:
+        whole = dry_run(draft, "pricing_exception", ledger=ledger, created_at=NOW)
+        run = dry_run(draft, "pricing_exception", scope="tenant_b", ledger=ledger, created_at=NOW)
+    finally:
+        ledger.dispose()
+    assert (whole.history.scope, run.history.scope, run.result.scope) == (None, "tenant_b", "tenant_b")
+    assert (whole.result.decisions_total, run.result.decisions_total) == (5, 3)
+    assert run.history.decisions.collect().height == 3 and run.history.base.collect().height == 3
+    assert sorted(run.history.outcomes.collect()["status"].to_list()) == ["succeeded"]
+    assert sum(t["count"] for t in run.result.transitions) == 3
+    assert whole.result.outcomes["caught_failures"] == 1 and run.result.outcomes["caught_failures"] == 0

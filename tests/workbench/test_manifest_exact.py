@@ -231,9 +231,11 @@ def test_ed25519_signatures(tmp_path):
     unnamed = _resigned(manifest, {k: v for k, v in manifest["signature"].items() if k != "public_key_fingerprint"})
     assert verify_manifest(unnamed, by_fingerprint)["problems"] == [
         f"no trusted Ed25519 key for key id {key.key_id!r}", "signature does not match"]
+    # Without a fingerprint the anchor is found by its key id.
+    assert verify_manifest(unnamed, by_id) == {"valid": True, "checks": ALL_GOOD, "problems": []}
     good = manifest["signature"]["value"]
-    assert verify_manifest(_resigned(manifest, {**manifest["signature"], "value": "ed25519:!!"}), by_id)[
-        "problems"] == ["signature is not base64url"]
+    assert verify_manifest(_resigned(manifest, {**manifest["signature"], "value": "ed25519:!!"}), by_id) == {
+        "valid": False, "checks": {**ALL_GOOD, "signature": False}, "problems": ["signature is not base64url"]}
     short = "ed25519:" + b64url_encode(b"\0" * 63)
     assert verify_manifest(_resigned(manifest, {**manifest["signature"], "value": short}), by_id)[
         "problems"] == ["signature does not match"]
@@ -285,3 +287,15 @@ def test_an_unsigned_dataset(tmp_path):
     assert report["problems"] == ["dataset_signature: it is not signed"]
     assert json.loads(raw)["dataset_hash"] == manifest["dry_run"]["source"]["dataset_hash"]
     assert sha256_bytes_hex(raw) == manifest["dry_run"]["source"]["hash"]
+
+
+def test_a_manifest_without_a_dry_run_object(tmp_path):
+    manifest, _, _ = _hmac_signed(tmp_path)
+    anchors = TrustAnchors.from_hmac_key(HMAC_KEY)
+    for dry in (None, [1], "x"):
+        report = verify_manifest(sign_manifest({**manifest, "dry_run": dry}, HmacReceiptSigner(HMAC_KEY)), anchors,
+                                 draft=DRAFT, dataset_manifest=b"{}")
+        assert report["checks"] == {**ALL_GOOD, "schema": False, "result_hash": False, "draft_hash": False,
+                                    "dataset_hash": False}
+        assert report["problems"][-3:] == ["result_hash does not match", "draft_hash does not match",
+                                           "dataset_hash does not match"]
