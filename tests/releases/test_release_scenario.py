@@ -60,6 +60,7 @@ def test_publish_shadow_canary_guardrail_halt_rollback_and_offline_verification(
         assert again["release_arm"]["arm"] == arm_of[subject]
 
     # Outcomes: the active arm succeeds, the canary arm fails. The guardrail halts on its own.
+    trips_before = _failure_rate_trips(client)  # the counter is the process's: other tests may have tripped it
     for record in arms["active"][:60]:
         assert author.outcome(record, "succeeded").status_code == 201
     halted_after = None
@@ -78,8 +79,7 @@ def test_publish_shadow_canary_guardrail_halt_rollback_and_offline_verification(
     assert after_halt["release_arm"]["arm"] == "active"
     alerts = client.get("/api/policy-alerts?policy_id=pricing_exception", headers=author.headers()).json
     assert any(a["kind"] == "canary_halted" and a["source"] == "release_guardrail" for a in alerts["alerts"])
-    metrics = client.get("/metrics", headers={"x-metrics-token": "metrics-secret-token-1"}).get_data(as_text=True)
-    assert 'gate_release_guardrail_trips_total{guardrail="failure_rate"} 1.0' in metrics
+    assert _failure_rate_trips(client) == trips_before + 1
 
     # Activate v2 after all, then roll back to v1 in one call.
     author.act("activate", version="v2", reason="take the fix")
@@ -108,3 +108,11 @@ def test_publish_shadow_canary_guardrail_halt_rollback_and_offline_verification(
                               str(tmp_path / "keys.json")], capture_output=True, text=True, env={**env, "PATH": ""})
         assert run.returncode == code, run.stdout + run.stderr
     assert "tampered" in run.stdout
+
+
+def _failure_rate_trips(client) -> float:
+    """`gate_release_guardrail_trips_total{guardrail="failure_rate"}` as /metrics shows it (0 before any trip)."""
+    metrics = client.get("/metrics", headers={"x-metrics-token": "metrics-secret-token-1"}).get_data(as_text=True)
+    line = 'gate_release_guardrail_trips_total{guardrail="failure_rate"} '
+    found = [row for row in metrics.splitlines() if row.startswith(line)]
+    return float(found[0][len(line):]) if found else 0.0
