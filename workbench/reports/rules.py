@@ -15,7 +15,6 @@ import polars as pl
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS as CLASSES
 from workbench.engines import effectiveness as effectiveness_engine
 
-DEFAULT_RULE = None  # decisions no rule matched: the default outcome (or needs_input)
 MIN_SAMPLE = 10  # fewest resolved decisions before a rule's success rate is judged (the reports' default)
 
 
