@@ -133,12 +133,13 @@ class AuthoringState(param.Parameterized):
     def compute_live(self, draft: dict[str, Any]) -> dict[str, Any]:
         """The dry-run summary and the lint of `draft`, without touching any parameter (pages
         run it in a worker thread, then `apply_live` on the server's event loop)."""
+        report = lint(draft).to_json()
         try:
             summary: dict[str, Any] = self.store.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"],
                                                                 draft)
         except (DryRunError, GateError) as exc:
-            return {"refused": str(exc), "lint": lint(draft).to_json()}
-        return {"summary": summary, "lint": lint(draft).to_json()}
+            return {"refused": str(exc), "lint": report}
+        return {"summary": summary, "lint": report}
 
     def apply_live(self, computed: dict[str, Any] | None, draft_hash: str) -> None:
         """Show what `compute_live` returned, unless the draft changed meanwhile."""
