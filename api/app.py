@@ -46,8 +46,7 @@ from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
 from gate.settings import Settings
-from workbench.dataset.load import from_ledger
-from workbench.reports.policy import ReportParams, anomaly_report
+from workbench.reports import live as live_reports
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
@@ -131,17 +130,11 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         replays=ReplayService(service),
         pilots=PilotService(ledger, service.clock),
         proof_metrics=ProofMetricsService(ledger),
-        policy_alerts=PolicyAlertService(ledger, service.clock, _live_anomaly_report,
+        policy_alerts=PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
                                          max_age_days=settings.policy_source_max_age_days,
                                          release_alerts=release_service.guardrail_alerts),
     )
 
-
-def _live_anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str, Any]:
-    """The policy alerts' anomaly source: the sealed anomaly report of one policy from the live
-    ledger, by the report endpoints' engine (the core imports no Polars, so it is handed in)."""
-    params = ReportParams()
-    return dict(anomaly_report(from_ledger(ledger, scope, policy_id, limit=params.limit), policy_id, params))
 
 
 # Every route module's blueprint, in the order they are mounted. The policy checks mount theirs

@@ -23,7 +23,7 @@ from gate.replay.whatif import MAX_SCENARIOS
 from gate.rulebook import budget as B
 from gate.services.policychecks import CHECKS as POLICY_CHECKS
 from gate.settings import COST_UNITS_PER_DECIDE, DEFAULT_PLANS
-from workbench.reports.policy import PARAMS as REPORT_PARAMS
+from workbench.reports.params import PARAMS as REPORT_PARAMS
 from workbench.reports.registry import REPORTS
 
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")

@@ -21,7 +21,7 @@ from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
 from gate.services.operations import PILOT_USE_CASES
-from workbench.reports.policy import PARAMS as REPORT_PARAMS
+from workbench.reports.params import PARAMS as REPORT_PARAMS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).
 NO_CONTROL = "[^\\u0000-\\u001f\\u007f-\\u009f]"
@@ -91,7 +91,7 @@ def integer(low: int, high: int, description: str = "") -> dict[str, Any]:
 
 
 def report_param(name: str) -> dict[str, Any]:
-    """A policy report's query parameter (workbench.reports.policy.parse_params)."""
+    """A policy report's query parameter (workbench.reports.params.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
         return {"type": "string", "enum": list(C.VERDICTS), "description": p.describe()}

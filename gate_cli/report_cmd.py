@@ -26,7 +26,7 @@ from workbench.reports.registry import NAMES, REPORTS, Cohort, ReportKind
 if TYPE_CHECKING:
     from gate.ledger import Ledger
     from workbench.dataset.load import Frames
-    from workbench.reports.policy import ReportParams
+    from workbench.reports.params import ReportParams
 
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
            "min_cohort_decisions")
@@ -35,7 +35,7 @@ DATASET_LIMIT = 1_000_000_000
 
 class _ReportHelp(HelpFormatter):
     """`gate report --help`: each endpoint parameter's meaning, range, default and the reports
-    that take it, read from `workbench.reports.policy.PARAMS` when help is shown (so `gate`
+    that take it, read from `workbench.reports.params.PARAMS` when help is shown (so `gate`
     starts without Polars, and the help cannot drift from what the reports apply)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
@@ -43,7 +43,7 @@ class _ReportHelp(HelpFormatter):
             return super()._get_help_string(action)
         try:
             # Lazy: the parameters live beside the engines (Polars), read only when help is shown.
-            from workbench.reports.policy import PARAMS
+            from workbench.reports.params import PARAMS
         except ImportError:  # a core-only install: no reports to run anyway
             return action.help or ""
         kinds = ", ".join(kind for kind in NAMES if action.dest in REPORTS[kind].params)
@@ -93,7 +93,7 @@ def _digest_store() -> None:
 def _params(args: argparse.Namespace) -> ReportParams:
     """The report's parameters from the options, as strictly as the endpoint parses its query;
     `--limit all` (a dataset only) lifts the limit."""
-    from workbench.reports.policy import parse_params
+    from workbench.reports.params import parse_params
 
     raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     every = raw.get("limit") == "all"
@@ -120,7 +120,7 @@ def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -
     if not kind.cohort or ledger is None:
         return Cohort(), []
     from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-    from workbench.reports.policy import cohort_scopes
+    from workbench.reports.params import cohort_scopes
 
     opted_in = benchmark_opt_ins(ledger)
     return Cohort(own_scope=args.scope, opted_in=opted_in), cohort_scopes(opted_in, args.scope, MAX_SCOPES)

@@ -43,7 +43,7 @@ from gate.services.operations import (
     csv_cell,
     problem,
 )
-from workbench.reports.policy import ReportParams
+from workbench.reports.params import ReportParams
 
 bp = Blueprint("operations", __name__)
 

@@ -26,8 +26,7 @@ from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS
-from workbench.dataset.load import from_ledger
-from workbench.reports.policy import ReportParams, packet_intelligence
+from workbench.reports.live import packet_intelligence
 
 bp = Blueprint("packets", __name__)
 
@@ -119,9 +118,7 @@ def export_packet(caller: Caller, decision_id: str):
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
             # The policy reports of the caller's scope, by the report endpoints' engines.
-            frames = from_ledger(rt.ledger, caller.scope, record["policy_id"], policy_version=None,
-                                 limit=ReportParams().limit)
-            intelligence = packet_intelligence(frames, record)
+            intelligence = packet_intelligence(rt.ledger, caller.scope, record)
         packet = build_packet(
             record=record,
             exported_at=iso_ms(rt.service.clock.now()),

@@ -24,8 +24,8 @@ from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.services.decide import Caller
-from workbench.dataset.load import from_ledger
-from workbench.reports.policy import ReportParams, cohort_scopes, parse_params
+from workbench.reports.live import policy_report
+from workbench.reports.params import ReportParams, cohort_scopes, parse_params
 from workbench.reports.registry import REPORTS, Cohort, ReportKind
 
 bp = Blueprint("reports", __name__)
@@ -63,9 +63,7 @@ def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
         opted_in = benchmark_opt_ins(ledger)
         cohort, scopes = Cohort(own_scope=caller.scope, opted_in=opted_in), cohort_scopes(
             opted_in, caller.scope, MAX_SCOPES)
-    frames = from_ledger(ledger, caller.scope, policy_id, policy_version=kind.loaded_version(params),
-                         limit=params.limit, cohort_scopes=scopes)
-    return json_response(200, kind.build(frames, policy_id, params, cohort))
+    return json_response(200, policy_report(kind, ledger, caller.scope, policy_id, params, cohort, scopes))
 
 
 def _route(kind: ReportKind) -> None:

@@ -9,7 +9,7 @@ from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
-from workbench.reports.registry import REPORTS
+from workbench.reports.params import parse_params
 from workbench.reports.policy import (
     AnomalyReport,
     BenchmarkReport,
@@ -20,8 +20,8 @@ from workbench.reports.policy import (
     benchmark_report,
     confidence_report,
     effectiveness_report,
-    parse_params,
 )
+from workbench.reports.registry import REPORTS
 
 
 def test_defaults_are_the_reference_typical_queries():

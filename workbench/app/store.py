@@ -53,12 +53,11 @@ from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.migration.sweep import sweep
+from workbench.reports.params import ReportParams, cohort_scopes
 from workbench.reports.policy import (
     PolicyReports,
-    ReportParams,
     anomaly_report,
     benchmark_report,
-    cohort_scopes,
     confidence_report,
     effectiveness_report,
 )

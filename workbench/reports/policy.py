@@ -10,119 +10,23 @@ Each report is typed by a TypedDict of its JSON members (`EffectivenessReport`, 
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
 import polars as pl
 
-from gate.errors import GateError
 from gate.protocol.report_envelopes import seal
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from gate.vocabulary import VERDICTS
 from workbench.dataset.load import Frames
 from workbench.engines import anomalies as anomaly_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import confidence as confidence_engine
 from workbench.engines import effectiveness as effectiveness_engine
+from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
 from workbench.reports.registry import REPORTS
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: type
-    default: Any
-    low: float
-    high: float
-    doc: str = ""
-    default_doc: str = ""
-
-    def describe(self) -> str:
-        bounds = f"{self.low:g} to {self.high:g}" if self.type is not str else f"{self.low:g} to {self.high:g} characters"
-        default = self.default_doc or "none (every version)" if self.default is None else f"{self.default:g}" if self.type is not str else self.default
-        return f"{self.doc} Range {bounds}; default {default}."
-
-
-# Ranges are ours (the spec leaves them open); defaults are the reference's typical queries.
-PARAMS: dict[str, Param] = {p.name: p for p in (
-    Param("policy_version", str, None, 1, 80, "Only decisions made under this policy version."),
-    Param("limit", int, 1000, 1, 10_000, "The most recent decisions considered."),
-    Param("verdict", str, None, 2, 6, "confidence: only decisions with this verdict (yes, no or review).",
-          "none (every verdict pooled)"),
-    Param("action", str, None, 1, 160, "confidence: only decisions with this action.",
-          "none (every action pooled)"),
-    Param("min_sample", int, 10, 1, 10_000, "Fewest resolved decisions (or values) before a rate is judged."),
-    Param("threshold", float, 0.35, 0, 1, "Smallest anomaly_score reported."),
-    Param("max_items", int, 5, 1, 100, "Most anomalies listed (anomaly_count counts them all)."),
-    # SECURITY: the anonymity floors: a caller may raise them, never lower them below 3 / 30.
-    Param("min_cohort_scopes", int, 3, 3, 1000, "Fewest other opted-in scopes before percentiles are shown."),
-    Param("min_cohort_decisions", int, 30, 30, 1_000_000, "Fewest cohort decisions before percentiles are shown."),
-)}
-
-
-@dataclass(frozen=True)
-class ReportParams:
-    policy_version: str | None = None
-    verdict: str | None = None
-    action: str | None = None
-    limit: int = 1000
-    min_sample: int = 10
-    threshold: float = 0.35
-    max_items: int = 5
-    min_cohort_scopes: int = 3
-    min_cohort_decisions: int = 30
-
-    def for_kind(self, kind: str) -> dict[str, Any]:
-        values = asdict(self)
-        return {name: values[name] for name in REPORTS[kind].params}
-
-
-_ASCII_INTEGER = re.compile(r"[0-9]{1,10}")
-_ASCII_DECIMAL = re.compile(r"(?=.{1,32}\Z)-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
-
-
-def _invalid(name: str, message: str) -> GateError:
-    return GateError("REQUEST_INVALID", f"{name} {message}",
-                     errors=[{"field": name, "code": "invalid_value", "message": message}])
-
-
-def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = None) -> ReportParams:
-    """Query-string values → ReportParams, refusing (REQUEST_INVALID) anything out of range or
-    not meant for this report kind. `limit_high` lets a local dataset read raise the limit."""
-    accepted = REPORTS[kind].params
-    for name in raw:
-        if name not in accepted:
-            raise _invalid(name, f"is not a parameter of the {kind} report (accepted: {', '.join(accepted)})")
-    values: dict[str, Any] = {}
-    for name in accepted:
-        if name not in raw:
-            continue
-        p, text = PARAMS[name], raw[name]
-        high = limit_high if name == "limit" and limit_high else p.high
-        if p.type is str:
-            if not (p.low <= len(text) <= high) or not text.isprintable():
-                raise _invalid(name, f"must be {p.low:g} to {high:g} printable characters")
-            values[name] = text
-            continue
-        # SECURITY: ASCII digits only. int() and float() also read other scripts' digits
-        # ("0.35١" was 0.351, "१" was 1.0), spaces and underscores; the regexes do not.
-        grammar = _ASCII_INTEGER if p.type is int else _ASCII_DECIMAL
-        if not grammar.fullmatch(text):
-            raise _invalid(name, f"must be {'an integer' if p.type is int else 'a number'} of ASCII digits "
-                                 f"from {p.low:g} to {high:g}")
-        number: float = int(text) if p.type is int else float(text)
-        if not (p.low <= number <= high):
-            raise _invalid(name, f"must be from {p.low:g} to {high:g}")
-        values[name] = number
-    if values.get("verdict") not in (None, *VERDICTS):
-        raise _invalid("verdict", "must be yes, no or review")
-    return ReportParams(**values)
 
 
 # ---------------------------------------------------------------- the report bodies, as served
@@ -459,14 +363,3 @@ def packet_intelligence(frames: Frames, record: Mapping[str, Any]) -> PacketInte
             policy_version=record.get("policy_version"), verdict=record.get("verdict"),
             action=record.get("action"))),
     }
-
-
-def cohort_scopes(opted_in: AbstractSet[str], own_scope: str, max_scopes: int) -> list[str]:
-    """The other opted-in scopes a benchmark cohort reads: all of them up to `max_scopes` − 1,
-    else that many chosen by the sha256 of the scope name (deterministic, not biased by naming).
-    The API, the CLI and the workbench all choose the cohort here."""
-    # SECURITY: a scope that has not opted in never reads anyone else's data.
-    if own_scope not in opted_in:
-        return []
-    others = sorted(set(opted_in) - {own_scope}, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
-    return others[:max_scopes - 1]

@@ -24,7 +24,7 @@ from gate.protocol.report_envelopes import spec_of
 
 if TYPE_CHECKING:
     from workbench.dataset.load import Frames
-    from workbench.reports.policy import ReportParams
+    from workbench.reports.params import ReportParams
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class ReportKind:
     name: str             # `gate report NAME`, GET /api/decision/policies/{policy_id}/NAME
     envelope: str | Envelope  # its kind in gate.protocol.report_envelopes, or its own envelope
     summary: str          # the OpenAPI summary of its route
-    params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.policy.PARAMS)
+    params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.params.PARAMS)
     every_version: bool = False  # policy_version names the current version; every version is evidence
     cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
     engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own calls below
