@@ -199,10 +199,16 @@ def _verify(args) -> int:
     draft = read_draft_file(args.draft) if args.draft else None
     dataset_manifest = None
     if args.dataset:
+        from workbench.dataset.location import DatasetError, open_location
+
+        # The manifest's bytes as they are (a folder or an object-store URL): `verify_manifest`
+        # checks them, their hash and their signature against what the dry-run names.
         try:
-            dataset_manifest = (Path(args.dataset) / "manifest.json").read_bytes()
-        except OSError as exc:
+            dataset_manifest = open_location(args.dataset).read_bytes("manifest.json")
+        except (DatasetError, OSError) as exc:
             raise DryRunError("DATASET_INVALID", f"cannot read {args.dataset}/manifest.json: {exc}") from exc
+        if dataset_manifest is None:
+            raise DryRunError("DATASET_INVALID", f"cannot read {args.dataset}/manifest.json: no such file")
     result = verify_manifest(manifest, anchors, draft=draft, dataset_manifest=dataset_manifest,
                              dataset_root=args.dataset)
     if args.json:

@@ -189,7 +189,7 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
                     anchors: Any = None) -> tuple[History, ClusterPasses]:
     """The dataset's history of the rulebook (its versions and source; its rows stay on the
     workers, so its frames are empty) and the passes over it made on the cluster."""
-    root = Path(dataset)
+    root = str(dataset)
     manifest, raw = read_manifest(root, anchors)
     try:
         partitions = _partitions(manifest, rulebook_id)

@@ -28,7 +28,7 @@ import itertools
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,9 +121,25 @@ def open_catalog(catalog_uri: str, warehouse: str) -> Any:
         with contextlib.suppress(OSError):
             Path(catalog_uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
-        return SqlCatalog(CATALOG_NAME, uri=catalog_uri, warehouse=warehouse)
+        return SqlCatalog(CATALOG_NAME, uri=catalog_uri, warehouse=warehouse, **object_store_properties(os.environ))
     except Exception as exc:  # SQLAlchemy, the driver: each raises its own kind
         raise DatasetError(f"cannot open the Iceberg catalog {public_uri(catalog_uri)}: {_first_line(exc)}") from exc
+
+
+def object_store_properties(env: Mapping[str, str]) -> dict[str, str]:
+    """The S3 endpoint and region of the environment, as pyiceberg's file IO properties.
+
+    Arrow, which reads and writes the Parquet layout, takes an S3-compatible store's endpoint and
+    region from the standard `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` and `AWS_REGION` /
+    `AWS_DEFAULT_REGION`; pyiceberg's file IO passes its own (unset) endpoint and asks AWS for a
+    bucket's region instead. Handing them over keeps one configuration for both layouts.
+    Credentials are not copied: both read them from the environment's usual chain."""
+    properties = {}
+    if endpoint := env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"):
+        properties["s3.endpoint"] = endpoint
+    if region := env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"):
+        properties["s3.region"] = region
+    return properties
 
 
 def _first_line(exc: BaseException) -> str:
@@ -361,7 +377,8 @@ def table_files(manifest: dict[str, Any], table: str, scopes: Sequence[str] | No
     if member["tables"][table].get("snapshot_id") is None:
         return []
     _check_snapshot(_catalog_of(member), member, table)
-    return integrity.check_files(warehouse_location(member["warehouse"]), _listed(member, table, scopes))
+    location = warehouse_location(member["warehouse"])
+    return [location.url(path) for path in integrity.check_files(location, _listed(member, table, scopes))]
 
 
 def check_tables(manifest: dict[str, Any]) -> None:

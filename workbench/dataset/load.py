@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pyarrow as pa
 
 from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
@@ -105,14 +106,19 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 
 def read_manifest(root: str | Path, anchors: Any = None) -> dict[str, Any]:
     """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
-    with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys."""
-    path = Path(root) / MANIFEST
+    with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys. `root` is a
+    local folder or an object-store URL (`workbench.dataset.location`)."""
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset") from None
-    except (OSError, ValueError) as error:
-        raise DatasetError(f"{path}: unreadable manifest ({error})") from None
+        location = dataset.open_location(str(root))
+        path = location.url(location.path(MANIFEST))
+        raw = location.read_bytes(MANIFEST)
+        if raw is None:
+            raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
+        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    except dataset.DatasetError as error:
+        raise DatasetError(str(error)) from None
+    except (OSError, ValueError, pa.ArrowException) as error:
+        raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
     if version != DATASET_SCHEMA_VERSION:
         raise DatasetError(
@@ -139,7 +145,8 @@ def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | No
         if kind in TABLES and iceberg.is_iceberg(manifest):
             return iceberg.table_files(manifest, kind, scopes)
         entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
-        return integrity.check_files(dataset.open_location(str(root)), entries)
+        location = dataset.open_location(str(root))
+        return [location.url(path) for path in integrity.check_files(location, entries)]
     except dataset.DatasetError as error:
         raise DatasetError(str(error)) from None
 

@@ -19,7 +19,7 @@ import os
 import posixpath
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -58,6 +58,22 @@ class Location:
 
     def exists(self, *parts: str) -> bool:
         return bool(self.fs.get_file_info(self.path(*parts)).type != pafs.FileType.NotFound)
+
+    def url(self, path: str) -> str:
+        """What Polars opens for `path` (a path in `fs`, as `path()` gives): the path itself on a
+        local disk, with the location's scheme on an object store (`s3://bucket/...`; Polars reads
+        the store's endpoint and credentials from the same AWS_* settings as Arrow)."""
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            return path
+        return f"{urlsplit(self.uri).scheme}://{path}"
+
+    def read_bytes(self, *parts: str) -> bytes | None:
+        """A file's bytes; None when there is no such file (other read failures raise)."""
+        if not self.exists(*parts):
+            return None
+        with self.fs.open_input_stream(self.path(*parts)) as stream:
+            data: bytes = stream.read()
+        return data
 
 
 def open_location(uri: str) -> Location:

@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
-from workbench.dataset.location import DatasetError, Location
+from workbench.dataset.location import DatasetError, Location, open_location
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
 from workbench.engines import fact_columns as fc
@@ -499,7 +499,7 @@ _EMPTY = {f"anomalies.{name}": frame for name, frame in fact_moments._empty().it
 class RollupView:
     """The rollup rows of one policy (optionally one version) and some scopes (all when None)."""
 
-    root: Path
+    root: str  # the dataset's location (a folder or an object-store URL)
     files: Mapping[str, str]
     classes_hash: str | None  # None (a manifest without it): never usable
     policy_id: str
@@ -516,7 +516,7 @@ class RollupView:
         frames = {name: pl.concat(list(parts), how="diagonal_relaxed").sort(list(KEYS), nulls_last=True,
                                                                            maintain_order=True)
                   for name, parts in fresh.items() if parts}
-        return cls(Path("."), dict.fromkeys(frames, ""), classes_hash(classes), policy_id, policy_version,
+        return cls(".", dict.fromkeys(frames, ""), classes_hash(classes), policy_id, policy_version,
                    None if scopes is None else tuple(scopes), frames)
 
     @classmethod
@@ -525,8 +525,12 @@ class RollupView:
         if not _of_last_run(manifest):
             return None
         rollups = manifest["rollups"]
-        return cls(Path(root), dict(rollups["files"]), rollups.get("classes_hash"), policy_id, policy_version,
+        return cls(str(root), dict(rollups["files"]), rollups.get("classes_hash"), policy_id, policy_version,
                    None if scopes is None else tuple(scopes))
+
+    def _url(self, path: str) -> str:
+        location = open_location(self.root)
+        return location.url(location.path(path))
 
     def usable(self, classes: Mapping[str, str]) -> bool:
         return self.classes_hash == classes_hash(classes)
@@ -543,7 +547,7 @@ class RollupView:
             where &= pl.col(KEYS[2]).is_in(list(self.scopes))
         if own_scope is not None:  # within the selection, as the rows' `scope == own_scope` filter
             where &= pl.col(KEYS[2]) == own_scope
-        rows = pl.scan_parquet(self.root / path) if self.frames is None else self.frames[name].lazy()
+        rows = pl.scan_parquet(self._url(path)) if self.frames is None else self.frames[name].lazy()
         return rows.filter(where).drop([k for k in KEYS if k != keep]).collect()
 
     def by_month(self, name: str) -> pl.DataFrame:

@@ -113,13 +113,14 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
                            cast_options=pl.ScanCastOptions(datetime_cast="microsecond-downcast"))
 
 
-def _listed(root: Path, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
+def _listed(root: str, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
         if kind != "facts" and iceberg.is_iceberg(manifest):  # a record table: its snapshot's data files
             return iceberg.table_files(manifest, kind)
-        return check_files(open_location(str(root)), listed_files(manifest, kind, name))
+        location = open_location(root)
+        return [location.url(path) for path in check_files(location, listed_files(manifest, kind, name))]
     except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
 
@@ -137,16 +138,20 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: Path, anchors: Any = None) -> tuple[dict[str, Any], bytes]:
+def read_manifest(root: str | Path, anchors: Any = None) -> tuple[dict[str, Any], bytes]:
     """The manifest and its raw bytes: of this schema version, its `dataset_hash` matching its
-    content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise)."""
-    path = root / MANIFEST
+    content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise). `root`
+    is a local folder or an object-store URL (`workbench.dataset.location`)."""
+    path = f"{root}/{MANIFEST}"
     try:
-        raw = path.read_bytes()
+        found = open_location(str(root)).read_bytes(MANIFEST)
+        if found is None:
+            raise DryRunError("DATASET_INVALID", f"{root} has no {MANIFEST}: it is not an exported dataset")
+        raw = found
         manifest = json.loads(raw.decode("utf-8"))
-    except FileNotFoundError as exc:
-        raise DryRunError("DATASET_INVALID", f"{root} has no {MANIFEST}: it is not an exported dataset") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except DatasetError as exc:
+        raise DryRunError("DATASET_INVALID", str(exc)) from None
+    except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DryRunError("DATASET_INVALID", f"cannot read {path}: {exc}") from exc
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
     if version != DATASET_SCHEMA_VERSION:
@@ -170,7 +175,7 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     decisions once for `History.versions` (every scope) and the facts files' row counts. Reads
     only the files the manifest lists, each checked first; `anchors`: the manifest must be
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
-    root = Path(location)
+    root = str(location)
     manifest, raw = read_manifest(root, anchors)
     return history_of_files(rulebook_id, scope, paths, decision_files=_listed(root, manifest, "decisions"),
                             outcome_files=_listed(root, manifest, "outcomes"),
