@@ -244,3 +244,45 @@ def test_export_streams_are_the_same_whatever_the_encoding(app, client, api_key,
                 connection.execute(update(table).where(table.c[key] == row_key).values(**{column: value}))
     assert bytes(_raw(app, "SELECT record_json FROM decisions LIMIT 1"))[0] == MARK
     assert streams() == before
+
+
+def test_the_parquet_export_is_the_same_whatever_the_encoding(database_url, tmp_path, monkeypatch):
+    """A ledger written plain, exported; every document then re-encoded in place and exported
+    again: every table of the two datasets holds the same rows, and the manifests the same
+    chains and ledger head."""
+    from datetime import datetime, timezone
+
+    import pyarrow.dataset as pads
+
+    from tests.workbench.ledger_support import LedgerWriter, at
+    from workbench.dataset.export import export_ledger
+
+    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    monkeypatch.setattr(codec, "MODE", codec.PLAIN)
+    writer = LedgerWriter(database_url, tmp_path / "keys.json")
+    try:
+        for index in range(6):
+            record = writer.decide("acme", at(1 + index % 4, 1 + index, ms=index), discount=5 + index)
+            writer.receipt("outcome", "acme", record, at(5, 1 + index, ms=index), "succeeded")
+        export_ledger(writer.ledger, str(tmp_path / "plain"), now=now)
+        monkeypatch.setattr(codec, "MODE", codec.ZSTD)
+        with writer.ledger.engine.begin() as connection:
+            for table, key, column in ((decisions, "decision_id", "record_json"),
+                                       (decisions, "decision_id", "request_json"),
+                                       (chain_links, "decision_id", "link_json"),
+                                       (lifecycle_receipts, "receipt_id", "receipt_json")):
+                for row_key, value in connection.execute(select(table.c[key], table.c[column])).all():
+                    connection.execute(update(table).where(table.c[key] == row_key).values(**{column: value}))
+            assert bytes(connection.execute(text("SELECT record_json FROM decisions LIMIT 1")).scalar())[0] == MARK
+        export_ledger(writer.ledger, str(tmp_path / "zstd"), now=now)
+    finally:
+        writer.close()
+    manifests = [json.loads((tmp_path / name / "manifest.json").read_text()) for name in ("plain", "zstd")]
+    assert manifests[0]["chains"] == manifests[1]["chains"]
+    assert manifests[0]["ledger_head"] == manifests[1]["ledger_head"]
+    for table in ("decisions", "chain_links", "outcomes"):
+        rows = []
+        for name in ("plain", "zstd"):
+            data = pads.dataset(str(tmp_path / name / table), format="parquet", partitioning="hive").to_table()
+            rows.append(sorted(json.dumps(row, sort_keys=True, default=str) for row in data.to_pylist()))
+        assert rows[0] == rows[1] and rows[0], table
