@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +74,28 @@ class StoredValueUnreadable(ValueError):
     """A stored value is neither plain UTF-8 text nor a well-formed encoded value."""
 
 
-@cache
+_loaded: dict[int, zstandard.ZstdCompressionDict] = {}
+_loading = threading.Lock()
+
+
 def _dictionary(dictionary_id: int) -> zstandard.ZstdCompressionDict | None:
+    """The shipped dictionary `dictionary_id` (None for 0), checked against its pinned hash and
+    prepared for both directions once, under a lock: the prepared object is then shared, read
+    only, by every thread's compressor and decompressor."""
     if dictionary_id == 0:
         return None
+    found = _loaded.get(dictionary_id)
+    if found is not None:
+        return found
+    with _loading:
+        found = _loaded.get(dictionary_id)
+        if found is None:
+            found = _load(dictionary_id)
+            _loaded[dictionary_id] = found
+    return found
+
+
+def _load(dictionary_id: int) -> zstandard.ZstdCompressionDict:
     known = DICTIONARIES.get(dictionary_id)
     if known is None:
         raise StoredValueUnreadable(f"unknown at-rest dictionary id {dictionary_id}")
@@ -91,7 +108,16 @@ def _dictionary(dictionary_id: int) -> zstandard.ZstdCompressionDict | None:
         raise StoredValueUnreadable(f"at-rest dictionary {dictionary_id} does not match its pinned hash")
     dictionary = zstandard.ZstdCompressionDict(data, dict_type=zstandard.DICT_TYPE_FULLDICT)
     dictionary.precompute_compress(level=LEVEL)
+    probe = zstandard.ZstdCompressor(dict_data=dictionary).compress(b"{}")
+    zstandard.ZstdDecompressor(dict_data=dictionary).decompress(probe)  # builds its decompression tables now
     return dictionary
+
+
+def clear_dictionaries() -> None:
+    """Forget the loaded dictionaries and this thread's (de)compressors (tests)."""
+    with _loading:
+        _loaded.clear()
+    _local.__dict__.clear()
 
 
 # Compressor and decompressor objects are not thread-safe: one per thread and dictionary.

@@ -5,7 +5,6 @@ malformed value (corrupt frame, wrong or unknown dictionary, bomb, trailing byte
 from __future__ import annotations
 
 import hashlib
-import threading
 
 import pytest
 import zstandard
@@ -75,13 +74,12 @@ def test_corrupt_values_are_unreadable(corrupt):
 def test_a_dictionary_that_does_not_match_its_pinned_hash_is_refused(monkeypatch):
     value = pack(RECORD * 4)
     monkeypatch.setitem(codec.DICTIONARIES, 1, (codec.DICTIONARIES[1][0], "0" * 64))
-    codec._dictionary.cache_clear()
-    monkeypatch.setattr(codec, "_local", threading.local())
+    codec.clear_dictionaries()
     try:
         with pytest.raises(StoredValueUnreadable, match="pinned hash"):
             decode(value)
     finally:
-        codec._dictionary.cache_clear()
+        codec.clear_dictionaries()
 
 
 def test_the_shipped_dictionary_is_the_pinned_one():
@@ -97,13 +95,12 @@ def test_another_dictionary_does_not_misread_a_value(tmp_path, monkeypatch):
     value = pack(RECORD * 4)
     monkeypatch.setattr(codec, "DICTIONARY_DIR", tmp_path)
     monkeypatch.setitem(codec.DICTIONARIES, 1, ("other.zdict", hashlib.sha256(other.as_bytes()).hexdigest()))
-    codec._dictionary.cache_clear()
-    monkeypatch.setattr(codec, "_local", threading.local())
+    codec.clear_dictionaries()
     try:
         with pytest.raises(StoredValueUnreadable):
             decode(value)
     finally:
-        codec._dictionary.cache_clear()
+        codec.clear_dictionaries()
 
 
 def test_a_decompression_bomb_is_refused_before_allocating():
@@ -121,3 +118,16 @@ def test_a_frame_of_non_utf8_bytes_is_unreadable():
     frame = zstandard.ZstdCompressor(write_content_size=True).compress(b"\xff\xfe" * 100)
     with pytest.raises(StoredValueUnreadable, match="UTF-8"):
         decode(bytes([MARK, 0]) + frame)
+
+
+def test_threads_encode_and_decode_concurrently_from_a_cold_start():
+    from concurrent.futures import ThreadPoolExecutor
+
+    codec.clear_dictionaries()
+    texts = [RECORD * (1 + i % 5) + str(i) for i in range(400)]
+
+    def round_trip(text):
+        return decode(encode(text)) == text
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(round_trip, texts))
