@@ -128,6 +128,7 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
         decide = _wrk(base + "/api/decide", script, duration, connections)
         from sqlalchemy import create_engine, text
 
+        from gate.ledger.codec import decode
         from gate.ledger.engine import normalize_url
 
         engine = create_engine(normalize_url(url))
@@ -136,7 +137,7 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
             sample = conn.execute(text("SELECT record_json FROM decisions ORDER BY created_at DESC LIMIT 1")).scalar()
         engine.dispose()
         request = urllib.request.Request(base + "/api/decision/verify", method="POST",
-                                         data=json.dumps({"record": json.loads(sample)}).encode(),
+                                         data=json.dumps({"record": json.loads(decode(sample))}).encode(),
                                          headers={"content-type": "application/json"})
         with urllib.request.urlopen(request) as response:
             verified = json.loads(response.read())["verified"]

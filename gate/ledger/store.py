@@ -47,6 +47,7 @@ from gate.errors import (
     SnapshotRace,
 )
 from gate.ledger import writelock
+from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import read_counts
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.groupcommit import GroupWriter
@@ -75,8 +76,11 @@ _UPDATE_HEAD = update(chain_heads).where(chain_heads.c.chain_id == bindparam("he
     tree_peaks=bindparam("tree_peaks"), updated_at=bindparam("updated_at"))
 
 
+UNREADABLE = "a stored ledger value could not be decoded (corrupt, or written with an unknown dictionary)"
+
 # SQLite refuses an expression tree deeper than 1,000; an OR of N conditions is N deep.
 NODE_REFS_PER_QUERY = 400
+AT_REST_DECISION_COLUMNS = ("record_json", "request_json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +195,8 @@ class Ledger:
             raise
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger write failed: {type(exc).__name__}") from exc
+        except StoredValueUnreadable as exc:
+            raise LedgerUnavailable(UNREADABLE) from exc
 
     def _queued(self) -> AbstractContextManager[None]:
         """SQLite: wait in the host's fair write queue first (`gate.ledger.writelock`)."""
@@ -209,6 +215,8 @@ class Ledger:
                     yield connection
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
+        except StoredValueUnreadable as exc:  # a corrupt at-rest value (gate.ledger.codec): fail closed
+            raise LedgerUnavailable(UNREADABLE) from exc
 
     def insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
         """INSERT … ON CONFLICT DO NOTHING for either dialect."""
@@ -622,6 +630,9 @@ def _pg_append_statement(decision_columns: tuple[str, ...], node_count: int) -> 
     columns = ", ".join(decision_columns)
     values = ", ".join(f":d_{name}" for name in decision_columns)
     # The interpolated parts are placeholders and the table's own column names, never values.
+    # The JSON documents bind through their column type, so they are stored in the at-rest encoding.
+    documents = [bindparam("l_link_json", type_=AtRestText())] + [
+        bindparam(f"d_{name}", type_=AtRestText()) for name in decision_columns if name in AT_REST_DECISION_COLUMNS]
     return text(
         "WITH link AS (INSERT INTO chain_links (chain_id, chain_position, decision_id, leaf_hash, link_hash, link_json) "  # noqa: S608
         "VALUES (:l_chain_id, :l_position, :l_decision_id, :l_leaf_hash, :l_link_hash, :l_link_json)), "
@@ -632,7 +643,7 @@ def _pg_append_statement(decision_columns: tuple[str, ...], node_count: int) -> 
         "INSERT INTO usage_counters (key_id, period, used) VALUES (:u_key_id, :u_period, 1) "
         "ON CONFLICT (key_id, period) DO UPDATE SET used = usage_counters.used + 1 "
         "WHERE usage_counters.used < :u_cap RETURNING used"
-    )
+    ).bindparams(*documents)
 
 
 def _stored(row: RowMapping | None) -> StoredDecision | None:

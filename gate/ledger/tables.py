@@ -2,7 +2,9 @@
 
 Timestamps are stored as the ISO 8601 UTC text that is hashed into records
 (`2026-05-21T00:00:00.000Z`); that text sorts chronologically, so "newest first" is an
-ORDER BY on it. JSON documents are stored as their canonical text, byte for byte what was hashed.
+ORDER BY on it. JSON documents are stored as their canonical text, byte for byte what was hashed;
+the four per-decision documents (record, request, chain link, receipt) through `AtRestText`, the
+compact at-rest encoding of `gate.ledger.codec`, which reads back exactly that text.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+
+from gate.ledger.codec import AtRestText
 
 metadata = MetaData(
     naming_convention={
@@ -88,8 +92,8 @@ decisions = Table(
     Column("policy_version", String(80), nullable=True),
     Column("verdict", String(16), nullable=False),
     Column("created_at", String(32), nullable=False),
-    Column("record_json", Text, nullable=False),
-    Column("request_json", Text, nullable=False),
+    Column("record_json", AtRestText, nullable=False),
+    Column("request_json", AtRestText, nullable=False),
     # The row's seal (gate.chain.rowseal): hash of the columns above, and the receipt key's signature.
     # Nullable only because rows written before migration 0005 have none; verify fails them.
     Column("row_hash", String(64), nullable=True),
@@ -121,7 +125,7 @@ chain_links = Table(
     Column("decision_id", String(64), nullable=False, unique=True),
     Column("leaf_hash", String(64), nullable=False),
     Column("link_hash", String(64), nullable=False),
-    Column("link_json", Text, nullable=False),
+    Column("link_json", AtRestText, nullable=False),
 )
 
 # Hashes of complete aligned subtrees: (level, idx) covers leaves [idx·2^level, (idx+1)·2^level).
@@ -155,7 +159,7 @@ lifecycle_receipts = Table(
     Column("input_hash", String(64), nullable=False),
     Column("receipt_hash", String(64), nullable=False),
     Column("reported_at", String(32), nullable=False),
-    Column("receipt_json", Text, nullable=False),
+    Column("receipt_json", AtRestText, nullable=False),
     # Per-decision hash chain of receipt rows (gate.chain.rowseal); null only on rows from before migration 0005.
     Column("sequence", Integer, nullable=True),
     Column("previous_row_hash", String(64), nullable=True),
