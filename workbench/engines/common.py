@@ -179,6 +179,24 @@ def sample_partial(joined: pl.LazyFrame, by: Sequence[str] = ()) -> pl.DataFrame
     )
 
 
+def sample_groups(joined: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    """`sample_partial`'s aggregates per (`keys`, status), so one pass over the joined rows
+    serves the sample (`sample_of_groups`) and any count keyed by some of `keys` and status."""
+    return joined.group_by([*keys, "status"]).agg(
+        pl.len().cast(pl.Int64).alias("decisions"),
+        pl.col("outcome_records").sum().cast(pl.Int64),
+        pl.col("created_at").min().alias("first_at"),
+        pl.col("created_at").max().alias("last_at"),
+    )
+
+
+def sample_of_groups(groups: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """`sample_partial` of the rows `sample_groups` grouped (per `by` partition, keys first)."""
+    return groups.group_by([*by, "status"]).agg(
+        pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+        pl.col("last_at").max()).sort([*by, "status"], nulls_last=True)
+
+
 def merge_sample(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
     frames = [f for f in frames if f.height]
     if not frames:
