@@ -87,7 +87,9 @@ def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Ma
     fine = join_runs(decisions, runs).group_by(*by, *FINE).agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
         pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
-        pl.col("created_at").count().cast(pl.Int64).alias("timed")).collect().with_columns(class_expr(classes))
+        pl.col("created_at").count().cast(pl.Int64).alias("timed"),
+        pl.col("created_at").drop_nulls().top_k(EVIDENCE_IDS).min().alias("kth_at"),
+    ).collect().with_columns(class_expr(classes))
     versioned = pl.col("policy_version").fill_null(NONE_VALUE)
     segments = [fine.select(*by, pl.lit(dim).alias("dimension"),
                             pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
@@ -147,11 +149,12 @@ MAX_FLOORS = 64  # groups per predicate; beyond, one floor for all
 def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> pl.Expr:
     """Rows that can be evidence of a group of some grouping: at or after their group's floor
     (`_evidence_floor`), as one predicate (every row when some group has no floor)."""
-    parts = []
+    parts, earliest = [], []
     for keys in groupings:
         floors = _evidence_floors(fine, keys)
         if floors is None:
             return pl.lit(True)
+        earliest.append(floors["floor"].min())
         if floors.height > MAX_FLOORS:
             parts.append(pl.col("created_at") >= floors["floor"].min())
             continue
@@ -159,7 +162,11 @@ def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> pl.Expr:
                                          for k, v in zip(keys, row[:-1], strict=True)],
                                        pl.col("created_at") >= pl.lit(row[-1]))
                      for row in floors.iter_rows())
-    return pl.any_horizontal(*parts) if parts else pl.lit(False)
+    if not parts:
+        return pl.lit(False)
+    # The earliest floor first, alone: a plain bound the Parquet scan can check against each
+    # row group's statistics, so it skips the row groups older than every floor.
+    return (pl.col("created_at") >= min(earliest)) & pl.any_horizontal(*parts)
 
 
 def _evidence_floors(fine: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
@@ -169,8 +176,13 @@ def _evidence_floors(fine: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None
     one's `first_at` (a group with fewer rows has no bound: all of them are evidence)."""
     order = pl.col("first_at").sort(descending=True)
     enough = pl.col("timed").sort_by("first_at", descending=True).cum_sum() >= EVIDENCE_IDS
-    floors = fine.group_by(keys).agg(order.filter(enough).first().alias("floor"))
-    return None if floors["floor"].null_count() else floors.select(*keys, "floor")
+    # A fine group with k timed rows has k rows at or after its own k-th newest (`kth_at`), so
+    # the latest such time is a bound too, usually much closer to the group's k-th newest.
+    floors = fine.group_by(keys).agg(order.filter(enough).first().alias("floor"),
+                                     pl.col("kth_at").filter(pl.col("timed") >= EVIDENCE_IDS).max().alias("tight"))
+    if floors["floor"].null_count():
+        return None
+    return floors.select(*keys, pl.max_horizontal("floor", "tight").alias("floor"))
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
