@@ -84,11 +84,12 @@ def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Ma
     by = list(by)
     decisions = decisions.select(*COLUMNS, *by)
     runs = latest_runs(outcomes)
-    fine = join_runs(decisions, runs).group_by(*by, *FINE).agg(
+    # The fine groups are per day too (`_day`; every state sums it away): their first times
+    # then bound each group's newest decisions to about a day (`_evidence_floors`).
+    fine = join_runs(decisions, runs).group_by(*by, *FINE, pl.col("created_at").dt.epoch("d").alias("_day")).agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
         pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
         pl.col("created_at").count().cast(pl.Int64).alias("timed"),
-        pl.col("created_at").drop_nulls().top_k(EVIDENCE_IDS).min().alias("kth_at"),
     ).collect().with_columns(class_expr(classes))
     versioned = pl.col("policy_version").fill_null(NONE_VALUE)
     segments = [fine.select(*by, pl.lit(dim).alias("dimension"),
@@ -182,13 +183,8 @@ def _evidence_floors(fine: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None
     one's `first_at` (a group with fewer rows has no bound: all of them are evidence)."""
     order = pl.col("first_at").sort(descending=True)
     enough = pl.col("timed").sort_by("first_at", descending=True).cum_sum() >= EVIDENCE_IDS
-    # A fine group with k timed rows has k rows at or after its own k-th newest (`kth_at`), so
-    # the latest such time is a bound too, usually much closer to the group's k-th newest.
-    floors = fine.group_by(keys).agg(order.filter(enough).first().alias("floor"),
-                                     pl.col("kth_at").filter(pl.col("timed") >= EVIDENCE_IDS).max().alias("tight"))
-    if floors["floor"].null_count():
-        return None
-    return floors.select(*keys, pl.max_horizontal("floor", "tight").alias("floor"))
+    floors = fine.group_by(keys).agg(order.filter(enough).first().alias("floor"))
+    return None if floors["floor"].null_count() else floors.select(*keys, "floor")
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
