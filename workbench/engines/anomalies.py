@@ -158,7 +158,8 @@ def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> tuple[pl.Expr, An
     """Rows that can be evidence of a group of some grouping: at or after their group's floor
     (`_evidence_floor`), as one predicate (every row when some group has no floor), and the
     earliest floor (None when the predicate has no lower bound on `created_at`)."""
-    parts, earliest = [], []
+    parts: list[pl.Expr] = []
+    earliest: list[Any] = []  # each grouping's earliest floor (a datetime)
     for keys in groupings:
         floors = _evidence_floors(fine, keys)
         if floors is None:
