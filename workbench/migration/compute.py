@@ -238,10 +238,17 @@ def _replay_passes(history: History, draft: Draft, table: pl.DataFrame) -> tuple
         pl.len().cast(pl.Int64).alias("count"))
     # Pass 3: the vector rows that flip, and the partial rows with their facts for the scalar evaluator.
     selected = zipped.filter(~typed_or_absent | _flip_by_pick(table)).select(
-        *_KEEP, fc.STATE_COLUMN, "facts_json", rp.PICK)
+        *[_owned(name) for name in (*_KEEP, fc.STATE_COLUMN, "facts_json")], rp.PICK)
     # Separate streaming passes on purpose: collecting them together shares the replay as a
     # cached subplan, which holds the whole replayed history in memory.
     return grouped.collect(engine="streaming"), selected.collect(engine="streaming")
+
+
+def _owned(name: str) -> pl.Expr:
+    """A column as itself, its strings copied out of the pages they were read from: a filtered
+    string column otherwise keeps every read page's buffer alive (at 100M decisions, 8.6M flips
+    kept about 1.3 GB of the history's strings)."""
+    return pl.col(name) if name == "created_at" else pl.concat_str([pl.col(name), pl.lit("")]).alias(name)
 
 
 _FLIP_ROW = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
