@@ -77,7 +77,10 @@ def dataset(n: int) -> Path:
         return root
     shutil.rmtree(root, ignore_errors=True)
     started = time.perf_counter()
-    dryrun_data.generate(root, n)
+    if n > dryrun_data.BASE_MAX and n % dryrun_data.BASE_MAX == 0:  # e.g. 100M: copies of the 10M history
+        dryrun_data.replicate(dataset(dryrun_data.BASE_MAX), root, n // dryrun_data.BASE_MAX)
+    else:
+        dryrun_data.generate(root, n)
     print(f"generated {n:,} decisions in {time.perf_counter() - started:.1f} s at {root}", flush=True)
     return root
 

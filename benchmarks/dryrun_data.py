@@ -256,3 +256,56 @@ def listing(root: Path) -> dict:
                                 **integrity.describe_file(location, relative)})
         holder["rows"] += rows
     return {"tables": tables, "facts": facts}
+
+
+BASE_MAX = 10_000_000  # ids of a base history: dec_000xxxxxxx (replicate rewrites the first three digits)
+
+
+def _rekeyed(frame: pl.DataFrame, table: str, copy: int) -> pl.DataFrame:
+    """A file's rows as copy `copy` of them: decision ids dec_000xxxxxxx become dec_{copy:03d}xxxxxxx
+    (the id of decision copy × 10,000,000 + x, so `dec_{i:010d}` still names decision i), the
+    ids and hashes derived from them follow, and every time moves by `copy` milliseconds (a
+    decision is made on days 1 to 27, so no row leaves its month partition)."""
+    new_id = pl.concat_str([pl.lit(f"dec_{copy:03d}"), pl.col("decision_id").str.slice(7)])
+    shift = pl.duration(milliseconds=copy)
+    if table == "decisions":
+        return frame.with_columns(new_id.alias("decision_id")).with_columns(
+            (pl.col("created_at") + shift).alias("created_at"),
+            pl.col("decision_id").str.replace("dec_", "r").alias("record_hash"),
+            pl.col("decision_id").str.replace("dec_", "c").alias("receipt_hash"))
+    if table == "outcomes":
+        return frame.with_columns(new_id.alias("decision_id")).with_columns(
+            pl.concat_str([pl.lit("out_"), pl.col("decision_id")]).alias("receipt_id"),
+            (pl.col("reported_at") + shift).alias("reported_at"))
+    return frame.with_columns(new_id.alias("decision_id"), (pl.col("created_at") + shift).alias("created_at"))
+
+
+def replicate(base: Path, root: Path, copies: int) -> dict:
+    """A history of `copies` × the base's decisions, written under `root` without generating
+    (or evaluating) anything again: copy 0 is the base's files (hard links), copy c ≥ 1 every
+    base file re-keyed (`_rekeyed`: distinct decision and receipt ids, times shifted by c ms) in
+    the same partition, so the facts, stored verdicts and outcomes of each copy are the base's
+    and the dataset is valid as the dry-run reads it (every file listed with its digest)."""
+    manifest = json.loads((base / "manifest.json").read_text())
+    if manifest["decisions"] > BASE_MAX:
+        raise ValueError(f"a base of at most {BASE_MAX:,} decisions")
+    root.mkdir(parents=True, exist_ok=True)
+    for path in sorted(base.rglob("*.parquet")):
+        relative = path.relative_to(base)
+        table = relative.parts[0]
+        target = root / relative.parent
+        target.mkdir(parents=True, exist_ok=True)
+        stem = path.name.removesuffix("-0000.parquet")
+        first = target / path.name
+        if not first.exists():
+            first.hardlink_to(path)
+        frame = pl.read_parquet(path)
+        for copy in range(1, copies):
+            _rekeyed(frame, table, copy).write_parquet(target / f"{stem}-{copy:04d}.parquet", compression="zstd")
+    n = manifest["decisions"] * copies
+    out = {"dataset_schema_version": DATASET_SCHEMA_VERSION, "synthetic": True,
+           "generator": f"benchmarks/dryrun_data.py: {copies} re-keyed copies of the {manifest['decisions']:,}-decision "
+                        f"history (seed {manifest['seed']})", "seed": manifest["seed"], "decisions": n, **listing(root)}
+    out = integrity.seal(out, None)
+    (root / "manifest.json").write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    return out

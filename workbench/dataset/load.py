@@ -14,6 +14,7 @@ and `month` partition keys, as strings), so the engines cannot tell them apart:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,11 +177,31 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
         return None
     schema: dict[str, pl.DataType] = {}
     for path in files:
-        schema.update(pl.read_parquet_schema(path))
+        schema.update(_file_schema(path))
     hive = {"rulebook_id": pl.String, **dict.fromkeys(PARTITION_KEYS, pl.String)}
     return pl.scan_parquet(files, schema=schema, hive_partitioning=True, hive_schema=hive,
                            try_parse_hive_dates=False, missing_columns="insert", extra_columns="ignore"
                            ).drop("rulebook_id")
+
+
+_SCHEMAS: dict[str, tuple[tuple[int, ...], dict[str, pl.DataType]]] = {}
+
+
+def _file_schema(path: str) -> dict[str, pl.DataType]:
+    """A Parquet file's schema; a local file's is kept in this process for as long as it is the
+    same file (device, inode, size, modification and change times: what the integrity check's
+    digest cache keys on), so a report does not parse every facts file's footer again."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # not a local path (an object-store URL)
+        return dict(pl.read_parquet_schema(path))
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    known = _SCHEMAS.get(path)
+    if known is not None and known[0] == identity:
+        return known[1]
+    schema = dict(pl.read_parquet_schema(path))
+    _SCHEMAS[path] = (identity, schema)
+    return schema
 
 
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,

@@ -84,10 +84,13 @@ def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Ma
     by = list(by)
     decisions = decisions.select(*COLUMNS, *by)
     runs = latest_runs(outcomes)
-    fine = join_runs(decisions, runs).group_by(*by, *FINE).agg(
+    # The fine groups are per day too (`_day`; every state sums it away): their first times
+    # then bound each group's newest decisions to about a day (`_evidence_floors`).
+    fine = join_runs(decisions, runs).group_by(*by, *FINE, pl.col("created_at").dt.epoch("d").alias("_day")).agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
         pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
-        pl.col("created_at").count().cast(pl.Int64).alias("timed")).collect().with_columns(class_expr(classes))
+        pl.col("created_at").count().cast(pl.Int64).alias("timed"),
+    ).collect().with_columns(class_expr(classes))
     versioned = pl.col("policy_version").fill_null(NONE_VALUE)
     segments = [fine.select(*by, pl.lit(dim).alias("dimension"),
                             pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
@@ -115,12 +118,22 @@ def _evidence(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool], fine: pl
               classes: Mapping[str, str], by: list[str]) -> list[pl.DataFrame]:
     """`failed` (the newest failed decisions per segment) and `by_verdict` (the newest per
     version and verdict; no outcome needed), each from the rows recent enough to be some
-    group's evidence (`_recent`) only."""
+    group's evidence (`_recent`) only, read in one scan of the decisions."""
     failing = fine.filter(pl.col("effect") == FAILURE)
     dims = (*SEGMENT_DIMENSIONS, "policy_version")
-    recent = _recent(failing.with_columns(*[_filled(dim) for dim in dims]), [[*by, dim] for dim in dims])
+    keys = [*by, "policy_version", "verdict"]
+    recent_failed, floor_failed = _recent(failing.with_columns(*[_filled(dim) for dim in dims]),
+                                          [[*by, dim] for dim in dims])
+    recent_verdict, floor_verdict = _recent(fine.with_columns(_filled("policy_version")), [keys])
+    wanted = recent_failed | recent_verdict
+    floors = [f for f in (floor_failed, floor_verdict) if f is not None]
+    if len(floors) == 2:
+        # The earliest floor first, alone: a plain bound the Parquet scan can check against each
+        # row group's statistics, so it skips the row groups older than every floor.
+        wanted = (pl.col("created_at") >= min(floors)) & wanted
+    recent = decisions.with_columns(*[_filled(dim) for dim in dims]).filter(wanted).collect()
     # The few recent decisions are read first, so the join hashes them, not every run.
-    candidates = decisions.with_columns(*[_filled(dim) for dim in dims]).filter(recent).collect()
+    candidates = recent.filter(recent_failed)
     latest, keyed = runs
     if keyed:  # only runs whose latest status is a failure can be a failed decision's
         failures = [status for status, effect in classes.items() if effect == FAILURE]
@@ -130,10 +143,7 @@ def _evidence(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool], fine: pl
     failed = [top_per_group(frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).alias("value"),
                                          "created_at", "decision_id"), [*by, "dimension", "value"])
               for dim in dims]
-    keys = [*by, "policy_version", "verdict"]
-    versioned = decisions.with_columns(_filled("policy_version"))
-    recent = _recent(fine.with_columns(_filled("policy_version")), [keys])
-    by_verdict = top_per_group(versioned.filter(recent).select(*keys, "created_at", "decision_id"), keys)
+    by_verdict = top_per_group(recent.lazy().filter(recent_verdict).select(*keys, "created_at", "decision_id"), keys)
     return pl.collect_all([pl.concat(failed), by_verdict])
 
 
@@ -144,14 +154,17 @@ def _filled(dim: str) -> pl.Expr:
 MAX_FLOORS = 64  # groups per predicate; beyond, one floor for all
 
 
-def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> pl.Expr:
+def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> tuple[pl.Expr, Any]:
     """Rows that can be evidence of a group of some grouping: at or after their group's floor
-    (`_evidence_floor`), as one predicate (every row when some group has no floor)."""
-    parts = []
+    (`_evidence_floor`), as one predicate (every row when some group has no floor), and the
+    earliest floor (None when the predicate has no lower bound on `created_at`)."""
+    parts: list[pl.Expr] = []
+    earliest: list[Any] = []  # each grouping's earliest floor (a datetime)
     for keys in groupings:
         floors = _evidence_floors(fine, keys)
         if floors is None:
-            return pl.lit(True)
+            return pl.lit(True), None
+        earliest.append(floors["floor"].min())
         if floors.height > MAX_FLOORS:
             parts.append(pl.col("created_at") >= floors["floor"].min())
             continue
@@ -159,7 +172,9 @@ def _recent(fine: pl.DataFrame, groupings: list[list[str]]) -> pl.Expr:
                                          for k, v in zip(keys, row[:-1], strict=True)],
                                        pl.col("created_at") >= pl.lit(row[-1]))
                      for row in floors.iter_rows())
-    return pl.any_horizontal(*parts) if parts else pl.lit(False)
+    if not parts:
+        return pl.lit(False), None
+    return pl.any_horizontal(*parts), min(earliest)
 
 
 def _evidence_floors(fine: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:

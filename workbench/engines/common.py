@@ -77,15 +77,27 @@ def latest_runs(outcomes: pl.LazyFrame) -> tuple[pl.DataFrame, bool]:
     id and sorted by (key, `reported_at`, `receipt_id`), each decision's latest record is the
     last of its run and its count the run's length (no string group-by). Returns (one row per
     run, True); (the records, False) when two decision ids of the outcomes share a key."""
-    read = outcomes.select("decision_id", "reported_at", "receipt_id", "status").with_columns(_id_key()).collect()
-    runs = read.sort([_KEY, "reported_at", "receipt_id"], maintain_order=True)
-    same = pl.col(_KEY) == pl.col(_KEY).shift(1)
+    records = outcomes.select("decision_id", "reported_at", "receipt_id", "status")
+    # Read and sorted without `receipt_id` (a string sort key costs more than the rest of this
+    # function): a run whose last two records share the time is settled by `receipt_id` below,
+    # from those runs' records alone.
+    read = records.drop("receipt_id").with_columns(_id_key()).collect()
+    runs = read.sort([_KEY, "reported_at"], maintain_order=True)
+    key, at = pl.col(_KEY), pl.col("reported_at")
+    same = key == key.shift(1)
     if runs.select((same & (pl.col("decision_id") != pl.col("decision_id").shift(1))).any()).item():
-        return read, False
-    ends = runs.with_row_index("_end").filter((pl.col(_KEY) != pl.col(_KEY).shift(-1)).fill_null(True))
-    return ends.select(_KEY, pl.col("decision_id").alias("_latest_of"), "status",
-                       (pl.col("_end").cast(pl.Int64) - pl.col("_end").cast(pl.Int64).shift(1).fill_null(-1))
-                       .alias("outcome_records")), True
+        return records.collect(), False
+    last = (key != key.shift(-1)).fill_null(True)
+    tied = runs.filter(last & same & at.eq_missing(at.shift(1)))["decision_id"]
+    ends = runs.with_row_index("_end").filter(last).select(
+        _KEY, pl.col("decision_id").alias("_latest_of"), "status",
+        (pl.col("_end").cast(pl.Int64) - pl.col("_end").cast(pl.Int64).shift(1).fill_null(-1)).alias("outcome_records"))
+    if tied.len():
+        settled = (records.filter(pl.col("decision_id").is_in(tied.implode())).with_columns(_id_key()).collect()
+                   .sort([_KEY, "reported_at", "receipt_id"], maintain_order=True)
+                   .group_by(_KEY, maintain_order=True).agg(pl.col("status").last()))
+        ends = ends.update(settled, on=_KEY, include_nulls=True)
+    return ends, True
 
 
 def join_runs(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool]) -> pl.LazyFrame:
@@ -177,6 +189,24 @@ def sample_partial(joined: pl.LazyFrame, by: Sequence[str] = ()) -> pl.DataFrame
         .sort([*by, "status"], nulls_last=True)
         .collect()
     )
+
+
+def sample_groups(joined: pl.LazyFrame, keys: Sequence[str]) -> pl.LazyFrame:
+    """`sample_partial`'s aggregates per (`keys`, status), so one pass over the joined rows
+    serves the sample (`sample_of_groups`) and any count keyed by some of `keys` and status."""
+    return joined.group_by([*keys, "status"]).agg(
+        pl.len().cast(pl.Int64).alias("decisions"),
+        pl.col("outcome_records").sum().cast(pl.Int64),
+        pl.col("created_at").min().alias("first_at"),
+        pl.col("created_at").max().alias("last_at"),
+    )
+
+
+def sample_of_groups(groups: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
+    """`sample_partial` of the rows `sample_groups` grouped (per `by` partition, keys first)."""
+    return groups.group_by([*by, "status"]).agg(
+        pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
+        pl.col("last_at").max()).sort([*by, "status"], nulls_last=True)
 
 
 def merge_sample(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:

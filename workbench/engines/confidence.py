@@ -30,7 +30,8 @@ from workbench.engines.common import (
     merge_frames,
     merge_sample,
     sample_block,
-    sample_partial,
+    sample_groups,
+    sample_of_groups,
 )
 
 Z = 1.96
@@ -126,13 +127,15 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, policy_id: str, 
         chosen = chosen.filter(pl.col("verdict") == verdict)
     if action is not None:
         chosen = chosen.filter(pl.col("action") == action)
-    joined = latest_joined(chosen, outcomes).with_columns(class_expr(classes))
-    evidence, newest = pl.collect_all([
-        joined.filter(pl.col("effect").is_in([SUCCESS, FAILURE])).group_by(EVIDENCE_KEYS)
-        .agg(pl.len().cast(pl.Int64).alias("n")),
+    # One join, grouped once by every key a state is keyed by (a few dozen groups): the
+    # evidence and the sample are both sums over those groups.
+    fine, newest = pl.collect_all([
+        sample_groups(latest_joined(chosen, outcomes), ["policy_version", "verdict", "action"]),
         policy.sort(_NEWEST).select(*_NEWEST, "policy_version").tail(1),
     ])
-    return {"evidence": evidence, "newest": newest, "sample": sample_partial(joined)}
+    evidence = (fine.with_columns(class_expr(classes)).filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
+                .group_by(EVIDENCE_KEYS).agg(pl.col("decisions").sum().alias("n")))
+    return {"evidence": evidence, "newest": newest, "sample": sample_of_groups(fine)}
 
 
 def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:

@@ -73,13 +73,19 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.Dat
     moments = moments.filter((pl.col("n") > 0) | (pl.col("non_numeric") > 0))
     extreme = [pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))]
     for i, path in enumerate(paths):
-        value = _number(path)
-        for name, descending in ((f"{i}:high", True), (f"{i}:low", False)):
-            cuts = wide.select(*by, "month", pl.col(name).alias("_cut")).drop_nulls("_cut")
-            if cuts.height:
-                extreme.append(_beyond(typed.select(*by, "month", value.alias("value"), "decision_id"),
-                                       cuts, descending, by).select(*by, pl.lit(path).alias("fact"), "month",
-                                                                   "value", "decision_id"))
+        sides = [(cuts, descending) for name, descending in ((f"{i}:high", True), (f"{i}:low", False))
+                 if (cuts := wide.select(*by, "month", pl.col(name).alias("_cut")).drop_nulls("_cut")).height]
+        if not sides:
+            continue
+        # One pass over the path's values keeps those near either side's cuts (`_beyond` keeps
+        # exactly these rows of either side), so each side reads a few rows, not the table.
+        near = [pl.col("value") >= cuts["_cut"].min() if descending else pl.col("value") <= cuts["_cut"].max()
+                for cuts, descending in sides]
+        values = typed.lazy().select(*by, "month", _number(path).alias("value"), "decision_id").filter(
+            pl.any_horizontal(near)).collect()
+        extreme.extend(_beyond(values, cuts, descending, by).select(*by, pl.lit(path).alias("fact"), "month",
+                                                                   "value", "decision_id")
+                       for cuts, descending in sides)
     return moments, pl.concat(extreme, how="vertical_relaxed").unique(
         subset=[*by, "fact", "month", "decision_id"], maintain_order=True)
 
