@@ -146,3 +146,33 @@ def test_a_rulebook_whose_rules_all_fire_falls_through_nowhere_when_sampled(budg
     book = Build.rulebook([rule("aa", leaf("x", "exists"), **BLOCK), rule("bb", leaf("x", "not_exists"))])
     findings = lint(book, budget=budget, sample_count=100).findings
     assert [f["code"] for f in findings] == ["no_input_schema"]
+
+
+def test_an_overlap_after_a_rule_it_does_not_meet_is_still_found():
+    book = Build.rulebook([
+        rule("one", leaf("x", "eq", 1), priority=30, **BLOCK),
+        rule("above_five", leaf("x", "gt", 5), priority=20),
+        rule("above_three", leaf("x", "gt", 3), priority=10, **BLOCK),
+    ], input_schema={"required": ["x"], "properties": {"x": {"type": "number"}}})
+    # above_three meets no input of one, then overlaps above_five with another outcome
+    assert [(f["rule_ids"], f["winner"], f["witness"]) for f in lint(book).findings if f["code"] == "overlap"] == [
+        (["above_five", "above_three"], "above_five", {"x": 6})]
+
+
+def test_an_inexact_space_is_reported_with_its_reasons():
+    needles = [f"w{i:02d}" for i in range(12)]
+    book = Build.rulebook([rule("aa", {"any": [leaf("note", "contains", n) for n in needles]})])
+    body = lint(book, sample_count=10).to_json()
+    assert (body["exact"], body["method"], body["samples"]) == (False, "sampling", 10)
+    assert body["inexact"] == [
+        {"field": "note", "operators": ["contains", "not_contains"],
+         "reason": "12 distinct contains values on strings (exact analysis handles at most 10)"},
+        {"field": "note", "operators": ["contains", "not_contains"],
+         "reason": "12 distinct contains values on arrays (exact analysis handles at most 10)"}]
+
+
+def test_a_sampled_report_reads_only_the_samples_asked_for():
+    # One sample matches at most one rule first: at least three of the four are not observed (the
+    # default 4,000 samples observe all but dup and never).
+    findings = lint(BOOK, budget=1, sample_count=1).findings
+    assert len([f for f in findings if f["code"] == "not_observed"]) >= 3

@@ -58,10 +58,18 @@ def test_meet(a, b, met):
     assert (a, b) == before  # the operands are not changed
 
 
+def test_meet_keeps_the_longer_cubes_field_order():
+    # equal lengths: a's fields first, then b's new ones (the order later differences iterate in)
+    assert list(meet({0: 0b0011, 1: 0b011}, {1: 0b001, 2: 0b1})) == [0, 1, 2]
+    assert list(meet({1: 0b001, 2: 0b1}, {0: 0b0011, 1: 0b011})) == [1, 2, 0]
+    assert list(meet({2: 0b1}, {0: 0b0011, 1: 0b011})) == [0, 1, 2]
+
+
 @pytest.mark.parametrize(("a", "b", "pieces"), [
     ({0: 0b1111}, {0: 0b0011}, [{0: 0b1100}]),
     ({}, {0: 0b0011, 1: 0b001}, [{0: 0b1100}, {0: 0b0011, 1: 0b110}]),
     ({0: 0b0100}, {0: 0b0011}, [{0: 0b0100}]),            # apart: a itself
+    ({0: 0b0100}, {1: 0b001, 0: 0b0011}, [{0: 0b0100}]),   # apart on a later field of b: still a itself, whole
     ({0: 0b0011}, {0: 0b0011}, []),                         # inside b: nothing left
     ({}, {0: 0b1111}, []),
     ({0: 0b0110, 1: 0b011}, {0: 0b0010}, [{0: 0b0100, 1: 0b011}]),
