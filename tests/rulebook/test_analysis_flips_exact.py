@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from rulebook_support import Build
 
 from gate.rulebook.analysis import minimal_flips
@@ -135,3 +136,71 @@ def test_with_sets_and_removes_a_path_in_a_copy():
     out = _with(facts, "n", value)
     value["k"].append(2)
     assert out["n"] == {"k": [1]} and facts == {"a": {"b": 1}, "c": 2}
+
+
+def test_a_decrease_past_a_closed_threshold_lands_below_it():
+    # gte 25 blocks 25 itself: from 30 the nearest unblocked value is below 25
+    for schema_type, below in (("integer", 24), ("number", math.nextafter(25, -math.inf))):
+        book = Build.rulebook([rule("big", leaf("amount", "gte", 25), **BLOCK)], input_schema={
+            "required": ["amount"], "properties": {"amount": {"type": schema_type}}})
+        assert _flips(book, {"amount": 30})[0] == (
+            "amount", "decrease", 30, below, 30 - below, {"value": 25, "inclusive": False}, None, "ok", True)
+
+
+def test_the_nearest_integer_of_the_same_gap_stays_inside_the_gap():
+    book = Build.rulebook([rule("mid", {"all": [leaf("n", "gt", 2), leaf("n", "lt", 5)]})],
+                          input_schema={"required": ["n"], "properties": {"n": {"type": "integer"}}})
+    # 2.5 needs input; its nearest integer is 2 (a tie goes down), the gap's edge: the gap's own
+    # integer 3 is tried instead, and 2 is reached as the point
+    assert _flips(book, {"n": 2.5}) == [
+        ("n", "decrease", 2.5, 2, 0.5, {"value": 2, "inclusive": True}, None, "ok", True),
+        ("n", "increase", 2.5, 3, 0.5, None, "mid", "ok", True)]
+    # 4.75: its nearest integer 5 is the gap's edge: the gap's own integer 3, below, and 5 as the point
+    assert _flips(book, {"n": 4.75}) == [
+        ("n", "decrease", 4.75, 3, 1.75, None, "mid", "ok", True),
+        ("n", "increase", 4.75, 5, 0.25, {"value": 5, "inclusive": True}, None, "ok", True)]
+
+
+@pytest.mark.parametrize(("threshold", "value", "kind"), [
+    (2**52, 2**52 + 1, int),               # a whole float below 2^53 from an integer: written as an integer
+    (2**53 - 1, 2**53, float),             # from 2^53 on (the largest constant a rulebook takes) a float stays a float
+])
+def test_a_whole_float_past_a_threshold_is_an_integer_below_2_53(threshold, value, kind):
+    book = Build.rulebook([rule("big", leaf("amount", "gt", threshold), **BLOCK)])
+    flip = minimal_flips(book, {"amount": 0})[0]
+    assert (flip.change, flip.new_value, type(flip.new_value)) == ("increase", value, kind)
+    from_float = minimal_flips(book, {"amount": 0.0})[0]
+    assert type(from_float.new_value) is float
+
+
+def test_the_flip_json_names_the_new_value():
+    flip = minimal_flips(_book("integer"), {"amount": 22})[0]
+    body = flip.to_json()
+    assert (body["from"], body["to"], body["from_missing"], body["to_missing"]) == (22, 20, False, False)
+
+
+# rule `zz` reads a needle past the exact limit (ten per field): only the sampled values can hold it
+NEEDLES = [f"w{i}" for i in range(11)]
+SAMPLED = Build.rulebook([
+    rule("never", {"all": [leaf("gate", "exists"), *(leaf("note", "contains", n) for n in NEEDLES)]}, priority=10),
+    rule("zz", leaf("note", "contains", "zz"), **BLOCK)])
+
+
+def test_a_needle_past_the_exact_limit_is_reached_by_a_sampled_value():
+    flips = minimal_flips(SAMPLED, {"note": "plain"})
+    assert [(f.field, f.change, f.new.rule_id, f.exact, f.threshold) for f in flips] == [
+        ("note", "set", "zz", False, None)]
+    assert isinstance(flips[0].new_value, (str, list)) and "zz" in flips[0].new_value
+
+
+def test_a_sampled_number_is_tried_as_it_is(monkeypatch):
+    """A sampled value has no interval: it is tried as it is (it raised TypeError before)."""
+    from gate.rulebook.analysis import flips as module
+
+    book = Build.rulebook([rule("aa", {"any": [*(leaf("note", "contains", n) for n in NEEDLES + ["zz"])]}),
+                           rule("big", leaf("note", "gt", 5), **BLOCK)])
+    monkeypatch.setattr(module, "_sampled_values", lambda space: {0: [math.nextafter(5, math.inf), 9]})
+    flips = minimal_flips(book, {"note": 1})
+    # the atom's member and the equal sampled value tie: the atom's, with its threshold, is kept
+    assert [(f.change, f.new_value, f.threshold, f.new.rule_id, f.exact) for f in flips] == [
+        ("increase", math.nextafter(5, math.inf), {"value": 5, "inclusive": False}, "big", False)]
