@@ -141,3 +141,33 @@ def test_no_facts_give_empty_tables_with_their_columns():
 def test_table_paths_are_the_kind_columns():
     assert fm.table_paths(["b::t", "b::n", "a.c::t", "x", "t", "d::tt"]) == ["a.c", "b"]
     assert fm.table_paths([]) == []
+
+
+def _wide():
+    """25 values of v in January (0 to 24, with 9 three times) and 25 in February (100 to 124):
+    more than twice k per month, so each side's candidates are its own."""
+    jan = [*range(9), 9, 9, 9, *range(10, 23)]
+    rows = [decision(f"a{i:02d}", at=T0, facts={"v": v}) for i, v in enumerate(jan)]
+    rows += [decision(f"b{i:02d}", at=FEB, facts={"v": 100 + i}) for i in range(25)]
+    return rows
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_each_month_keeps_its_own_extremes_with_ties_at_the_cut(typed):
+    ds = _wide()
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None)
+    low = state["fact_low"].select("month", "value", "decision_id").rows()
+    high = state["fact_high"].select("month", "value", "decision_id").rows()
+    # January's ten smallest: 0 to 8 and the first of the three 9s by decision id
+    assert low[:10] == [("2026-01", float(v), f"a{v:02d}") for v in range(9)] + [("2026-01", 9.0, "a09")]
+    assert low[10:] == [("2026-02", 100.0 + i, f"b{i:02d}") for i in range(10)]
+    assert high[:10] == [("2026-01", float(22 - i), f"a{24 - i:02d}") for i in range(10)]
+    assert high[10:] == [("2026-02", 124.0 - i, f"b{24 - i:02d}") for i in range(10)]
+
+
+def test_a_typed_table_without_fact_columns_gives_empty_tables():
+    ds = [decision("d1", at=T0, facts=None), decision("d2", at=FEB, facts=None)]
+    facts = _facts(ds)
+    assert fm.table_paths(facts.columns) == []
+    state = fm.facts_partial(frames(ds, []).decisions, facts, by=["scope"])
+    assert state["facts"].height == 0 and state["fact_high"].height == 0
