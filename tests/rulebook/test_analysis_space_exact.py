@@ -271,3 +271,15 @@ def test_leaf_masks_are_the_atoms_a_leaf_holds_on():
     assert space.leaf_mask(leaf("s", "contains", "b")) == sum(1 << a for a in (6, 8, 9, 11, 13))
     assert space.leaf_mask(leaf("s", "contains", "ab")) == sum(1 << a for a in (8, 12, 13))
     assert space.full[s] == 2**15 - 1
+
+
+def test_a_witness_follows_an_object_constant_down_two_levels():
+    book = Build.rulebook([rule("aa", {"all": [leaf("a", "eq", {"b": {"c": 1}}), leaf("a.b", "exists"),
+                                               leaf("a.b.c", "eq", 2)]})])
+    space = Space([book])
+    assert [f.path for f in space.fields] == ["a", "a.b", "a.b.c"] and space.parent == [-1, 0, 1]
+    # a: 7 is the constant {"b": {"c": 1}}; a.b.c: 4 is 1, 5 is 2
+    assert space.witness({0: 1 << 7, 2: 1 << 4}) == {"a": {"b": {"c": 1}}}
+    assert space.witness({0: 1 << 7, 2: 1 << 5}) is None
+    assert space.witness({2: 1 << 4}) == {"a": {"b": {"c": 1}}}
+    assert space.witness({2: 1 << 5}) == {"a": {"|||": 0, "b": {"|||": 0, "c": 2}}}
