@@ -59,3 +59,12 @@ def test_the_report_names_the_draft_and_counts_each_transition():
     assert {(t["from"], t["to"]): t["count"] for t in report["transitions"]} == {
         ("yes", "yes"): 1, ("yes", "review"): 1, ("no", "no"): 1, ("yes", "no"): 1}
     assert report["not_replayable"] == 1 and report["decisions_evaluated"] == 4
+
+
+def test_three_scalar_rows_keep_their_own_verdicts():
+    # Three rows the columns cannot hold: three fixes of three members each, read row by row.
+    rows = [decision("s1", at=T0, facts={"amount": 2**60}), decision("s2", at=T0, facts={"amount": -(2**60)}),
+            decision("s3", at=T0, facts={"amount": 2**61}), decision("v1", at=T0, facts={"amount": 500})]
+    replayed = draft_replay(DRAFT)(frames(rows, []).decisions).collect().sort("decision_id")
+    assert replayed.select("decision_id", "new_verdict", "new_rule_id").rows() == [
+        ("s1", "no", "block_big"), ("s2", "yes", None), ("s3", "no", "block_big"), ("v1", "review", "review_mid")]
