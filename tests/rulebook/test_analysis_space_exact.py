@@ -283,3 +283,24 @@ def test_a_witness_follows_an_object_constant_down_two_levels():
     assert space.witness({0: 1 << 7, 2: 1 << 5}) is None
     assert space.witness({2: 1 << 4}) == {"a": {"b": {"c": 1}}}
     assert space.witness({2: 1 << 5}) == {"a": {"|||": 0, "b": {"|||": 0, "c": 2}}}
+
+
+def test_gaps_without_a_member_of_a_kind_have_no_atom_of_it():
+    tiny = math.nextafter(1.0, math.inf)
+    book = Build.rulebook([rule("aa", {"all": [leaf("n", "gt", 2), leaf("n", "lt", 3), leaf("x", "gt", 1),
+                                               leaf("x", "lt", tiny)]})],
+                          input_schema={"properties": {"n": {"type": "integer"}}})
+    space = Space([book])
+    n, x = space.fields[space.index["n"]], space.fields[space.index["x"]]
+    # (2, 3) holds no integer: only its non-integers have an atom (8); the other gaps both
+    assert n.number_atoms == [(-1, 4, 5), (6, -1, -1), (-1, -1, 7), (8, -1, -1), (-1, 9, 10)]
+    assert [(a.rep, a.integral) for a in n.atoms[4:11]] == [(1, True), (1.5, False), (2, None), (2.5, False),
+                                                            (3, None), (4, True), (3.5, False)]
+    assert [space.atom_of(space.index["n"], v) for v in (2.5, 2, 3, 1, 0.5, 7, 7.25)] == [7, 6, 8, 4, 5, 9, 10]
+    # (1, 1 + 2^-52) holds no number at all: no atom, in a field of either kind
+    assert x.number_atoms == [(4, -1, -1), (5, -1, -1), (-1, -1, -1), (6, -1, -1), (7, -1, -1)]
+    assert [a.rep for a in x.atoms[4:8]] == [0, 1, tiny, 2]
+    assert [space.atom_of(space.index["x"], v) for v in (0, 1, tiny, 5)] == [4, 5, 6, 7]
+    integral = Space([Build.rulebook([rule("aa", {"all": [leaf("m", "gt", 1), leaf("m", "lt", tiny)]})],
+                                     input_schema={"properties": {"m": {"type": "integer"}}})]).fields[0]
+    assert integral.number_atoms[2] == (-1, -1, -1)
