@@ -229,6 +229,8 @@ def test_leaves_left_to_right():
     (2, 5, None, 3), (2, 5, True, 3), (2, 5, False, 3.5), (2, 4, False, 2.5), (2, 3, None, 2.5),
     (2, 3, True, None), (2, 3, False, 2.5), (0.1, 0.2, True, None), (0.1, 0.2, None, 0.15000000000000002),
     (2, 2.5, False, 2.25), (1, 3, False, 1.5),
+    (None, 4.5, False, 3.5),                 # 4.5 is the bound itself: half below the integer under it
+    (2, 6, False, 2.5), (0, 4, False, 0.5),  # the midpoints are integers: half past the integer after lo
 ])
 def test_a_gap_representative(lo, hi, integral, rep):
     assert _gap_rep(lo, hi, integral) == rep
