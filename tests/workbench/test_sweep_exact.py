@@ -197,3 +197,58 @@ def test_a_sweep_starts_from_the_history_of_the_rulebook_asked(tmp_path):
     root = write_dataset(tmp_path / "ds", decisions, [])
     result = sweep(DRAFT, "refunds", ("big", "amount", 0), [5], scope="acme", dataset=root)
     assert result["decisions_replayed"] == 1 and result["as_of"] == "2026-01-05T00:00:00.000Z"
+
+
+# An approving rule swept inside `all` then `any`, a mature approval without an outcome, one exactly at
+# the horizon's cutoff: every point equals a full dry-run of the draft with that threshold.
+APPROVING = rulebook([
+    rule("ok_small", {"all": [{"field": "country", "operator": "neq", "value": "XX"},
+                              {"any": [{"field": "amount", "operator": "lte", "value": 100},
+                                       {"field": "tier", "operator": "eq", "value": "vip"}]}]}, "yes", "SMALL")],
+    version="3.0.0")
+ROWS = [(10, "std", "US", "failed"), (60, "std", "US", None), (120, "vip", "US", "succeeded"),
+        (80, "std", "US", "succeeded"), (95, "std", "XX", "failed"), (30, "std", "US", "failed"),
+        (150, "std", "US", None), (70, "std", "US", "succeeded")]
+
+
+def _approving_dataset(path):
+    decisions = decide(OLD, [{"amount": a, "tier": t, "country": c} for a, t, c, _ in ROWS])
+    outcomes = [{"decision_id": d["decision_id"], "status": s, "receipt_id": f"o{i}",
+                 "reported_at": d["created_at"] + timedelta(hours=1)}
+                for i, (d, (*_, s)) in enumerate(zip(decisions, ROWS, strict=True)) if s is not None]
+    return write_dataset(path, decisions, outcomes)
+
+
+def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_path):
+    from workbench.migration import dry_run
+
+    root = _approving_dataset(tmp_path / "ds")
+    # days 0 to 21, three apart: a six-day horizon makes day 15 the cutoff (not young) and 18, 21 young
+    cost = CostModel(outcome_horizon_days=6)
+    thresholds = [0, 50, 65, 100, 200]
+    result = sweep(APPROVING, "refunds", ("ok_small", "amount", 0), thresholds, scope="acme", dataset=root,
+                   cost=cost)
+    assert result["leaf"] == {"rule_id": "ok_small", "field": "amount", "operator": "lte", "draft_value": 100.0,
+                              "occurrence": 0}
+    for point in result["points"]:
+        variant = json.loads(json.dumps(APPROVING))
+        variant["rules"][0]["condition"]["all"][1]["any"][0]["value"] = point["threshold"]
+        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
+                       cost=cost).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (point["threshold"], name)
+        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
+    # at 0: 10, 60, 80, 95, 30, 70 withdrawn (95 is XX: sent to review at every threshold)
+    zero = result["points"][0]
+    assert zero["approvals"]["count"] == 1  # 120, vip
+    # mature (days 0 to 15): 10, 95 and 30 failed (30 on day 15, exactly the cutoff), 80 succeeded, 60 no outcome
+    assert zero["failures_caught"]["count"] == 3 and zero["successes_lost"]["count"] == 1
+    assert zero["immature"]["count"] == 2  # 60 without an outcome, and 70 (day 21) young
+    assert result["points"][3]["approvals"]["count"] == 6  # up to 100: all but 95 (XX) and 150
+
+
+def test_the_range_refusals_name_their_code():
+    for low, high, steps in ((5, 1, 10), (0, 1, 0)):
+        with pytest.raises(DryRunError) as raised:
+            thresholds_between(low, high, steps)
+        assert raised.value.code == "SWEEP_INVALID"
