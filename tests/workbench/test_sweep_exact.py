@@ -216,7 +216,11 @@ def _approving_dataset(path):
     # Older decisions whose amount is no number (missing, a string, a boolean): the swept leaf never holds
     # for them, at any threshold, though the rule would take them with it forced true.
     decisions += decide(OLD, [{"tier": "std", "country": "US"}, {"amount": "n/a", "tier": "std", "country": "US"},
-                              {"amount": True, "tier": "std", "country": "US"}], prefix="e", start=T0 - timedelta(days=30))
+                              {"amount": True, "tier": "std", "country": "US"},
+                              # the same, partial (2^60 elsewhere): the scalar evaluator replays them
+                              {"tier": "std", "country": "US", "big": 2**60},
+                              {"amount": "n/a", "tier": "std", "country": "US", "big": 2**60}],
+                        prefix="e", start=T0 - timedelta(days=30))
     outcomes = [{"decision_id": d["decision_id"], "status": s, "receipt_id": f"o{i}",
                  "reported_at": d["created_at"] + timedelta(hours=1)}
                 for i, (d, (*_, s)) in enumerate(zip(decisions[:len(ROWS)], ROWS, strict=True)) if s is not None]
@@ -249,7 +253,7 @@ def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_pat
     assert zero["failures_caught"]["count"] == 3 and zero["successes_lost"]["count"] == 1
     assert zero["immature"]["count"] == 2  # 60 without an outcome, and 70 (day 21) young
     assert result["points"][3]["approvals"]["count"] == 6  # up to 100: all but 95 (XX) and 150
-    assert result["decisions_replayed"] == 11  # the three without a number amount stay in review
+    assert result["decisions_replayed"] == 13 and result["scalar_rows"] == 2  # those without a number stay in review
 
 
 def test_the_range_refusals_name_their_code():
