@@ -248,7 +248,7 @@ def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_pat
         assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
     # at 0: 10, 60, 80, 95, 30, 70 withdrawn (95 is XX: sent to review at every threshold)
     zero = result["points"][0]
-    assert zero["approvals"]["count"] == 1  # 120, vip
+    assert zero["approvals"] == {"count": 1, "rate": 0.076923, "interval_95": wilson(1, 13)}  # 120, vip; of 13
     # mature (days 0 to 15): 10, 95 and 30 failed (30 on day 15, exactly the cutoff), 80 succeeded, 60 no outcome
     assert zero["failures_caught"]["count"] == 3 and zero["successes_lost"]["count"] == 1
     assert zero["immature"]["count"] == 2  # 60 without an outcome, and 70 (day 21) young
@@ -261,3 +261,11 @@ def test_the_range_refusals_name_their_code():
         with pytest.raises(DryRunError) as raised:
             thresholds_between(low, high, steps)
         assert raised.value.code == "SWEEP_INVALID"
+
+
+def test_a_sweep_without_any_facts_replays_nothing(tmp_path):
+    decisions = decide(OLD, [{"amount": 10}, {"amount": 60}], no_facts=(0, 1))
+    root = write_dataset(tmp_path / "ds", decisions, [], facts=False)
+    result = sweep(DRAFT, "refunds", ("big", "amount", 0), [70], scope="acme", dataset=root)
+    assert result["decisions_replayed"] == 0 and result["scalar_rows"] == 0
+    assert result["points"][0]["approvals"] == {"count": 0, "rate": None, "interval_95": wilson(0, 0)}
