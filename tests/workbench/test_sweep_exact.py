@@ -269,3 +269,19 @@ def test_a_sweep_without_any_facts_replays_nothing(tmp_path):
     result = sweep(DRAFT, "refunds", ("big", "amount", 0), [70], scope="acme", dataset=root)
     assert result["decisions_replayed"] == 0 and result["scalar_rows"] == 0
     assert result["points"][0]["approvals"] == {"count": 0, "rate": None, "interval_95": wilson(0, 0)}
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (("nope", "amount", 0), "no rule"), (("vip", "tier", 0), "not a numeric comparison"),
+    (("big", "weight", 0), "does not compare field"), (("big", "amount", 3), "occurrence 3 does not exist"),
+])
+def test_each_leaf_refusal_names_its_code(spec, message):
+    book = rulebook([rule("vip", {"field": "tier", "operator": "eq", "value": "vip"}, "yes", "VIP"),
+                     rule("big", {"field": "amount", "operator": "gt", "value": 5}, "no", "BIG")])
+    with pytest.raises(DryRunError, match=message) as raised:
+        find_leaf(book, *spec)
+    assert raised.value.code == "SWEEP_INVALID"
+    book["rules"][1]["condition"]["value"] = "5"
+    with pytest.raises(DryRunError, match="not a number") as raised:
+        find_leaf(book, "big", "amount")
+    assert raised.value.code == "SWEEP_INVALID"
