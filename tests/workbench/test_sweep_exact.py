@@ -219,11 +219,15 @@ def _approving_dataset(path):
                               {"amount": True, "tier": "std", "country": "US"},
                               # the same, partial (2^60 elsewhere): the scalar evaluator replays them
                               {"tier": "std", "country": "US", "big": 2**60},
-                              {"amount": "n/a", "tier": "std", "country": "US", "big": 2**60}],
+                              {"amount": "n/a", "tier": "std", "country": "US", "big": 2**60},
+                              # a partial approval that failed: withdrawn below 50 (its low pick is review)
+                              {"amount": 50, "tier": "std", "country": "US", "big": 2**60}],
                         prefix="e", start=T0 - timedelta(days=30))
     outcomes = [{"decision_id": d["decision_id"], "status": s, "receipt_id": f"o{i}",
                  "reported_at": d["created_at"] + timedelta(hours=1)}
                 for i, (d, (*_, s)) in enumerate(zip(decisions[:len(ROWS)], ROWS, strict=True)) if s is not None]
+    outcomes.append({"decision_id": decisions[-1]["decision_id"], "status": "failed", "receipt_id": "o-e",
+                     "reported_at": decisions[-1]["created_at"] + timedelta(hours=1)})
     return write_dataset(path, decisions, outcomes)
 
 
@@ -248,12 +252,13 @@ def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_pat
         assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
     # at 0: 10, 60, 80, 95, 30, 70 withdrawn (95 is XX: sent to review at every threshold)
     zero = result["points"][0]
-    assert zero["approvals"] == {"count": 1, "rate": 0.076923, "interval_95": wilson(1, 13)}  # 120, vip; of 13
-    # mature (days 0 to 15): 10, 95 and 30 failed (30 on day 15, exactly the cutoff), 80 succeeded, 60 no outcome
-    assert zero["failures_caught"]["count"] == 3 and zero["successes_lost"]["count"] == 1
+    assert zero["approvals"] == {"count": 1, "rate": 0.071429, "interval_95": wilson(1, 14)}  # 120, vip; of 14
+    # mature (days 0 to 15): 10, 95 and 30 failed (30 on day 15, exactly the cutoff), 80 succeeded, 60 no outcome;
+    # and the older partial approval of 50, failed
+    assert zero["failures_caught"]["count"] == 4 and zero["successes_lost"]["count"] == 1
     assert zero["immature"]["count"] == 2  # 60 without an outcome, and 70 (day 21) young
-    assert result["points"][3]["approvals"]["count"] == 6  # up to 100: all but 95 (XX) and 150
-    assert result["decisions_replayed"] == 13 and result["scalar_rows"] == 2  # those without a number stay in review
+    assert result["points"][3]["approvals"]["count"] == 7  # up to 100: all but 95 (XX), 150 and those without a number
+    assert result["decisions_replayed"] == 14 and result["scalar_rows"] == 3  # those without a number stay in review
 
 
 def test_the_range_refusals_name_their_code():
@@ -285,3 +290,24 @@ def test_each_leaf_refusal_names_its_code(spec, message):
     with pytest.raises(DryRunError, match="not a number") as raised:
         find_leaf(book, "big", "amount")
     assert raised.value.code == "SWEEP_INVALID"
+
+
+
+@pytest.mark.parametrize("operator", ["gt", "gte", "lt"])
+def test_every_operator_of_the_approving_rule_equals_full_dry_runs(tmp_path, operator):
+    from workbench.migration import dry_run
+
+    root = _approving_dataset(tmp_path / "ds")
+    draft = json.loads(json.dumps(APPROVING))
+    draft["rules"][0]["condition"]["all"][1]["any"][0]["operator"] = operator
+    cost = CostModel(outcome_horizon_days=6)
+    result = sweep(draft, "refunds", ("ok_small", "amount", 0), [0, 65, 100, 200], scope="acme", dataset=root,
+                   cost=cost)
+    for point in result["points"]:
+        variant = json.loads(json.dumps(draft))
+        variant["rules"][0]["condition"]["all"][1]["any"][0]["value"] = point["threshold"]
+        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
+                       cost=cost).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (operator, point["threshold"], name)
+        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
