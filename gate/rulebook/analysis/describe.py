@@ -26,10 +26,6 @@ from gate.rulebook.analysis.regions import Cube
 from gate.rulebook.analysis.space import Field, Space
 
 
-def _bits(mask: int, n: int) -> list[int]:
-    return [i for i in range(n) if (mask >> i) & 1]
-
-
 def _interval_text(lo: Any, lo_closed: bool, hi: Any, hi_closed: bool) -> str:
     if lo is not None and lo == hi:
         return json.dumps(lo)

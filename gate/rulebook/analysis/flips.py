@@ -143,8 +143,9 @@ def _sampled_values(space: Space) -> dict[int, list[Any]]:
 
 
 def _member(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
-    """The value to try in `atom`, and the threshold crossed (numbers only)."""
-    if atom.kind == "number" and is_number(x):
+    """The value to try in `atom`, and the threshold crossed (numbers only). A sampled value
+    (an atom of its own, without an interval) is tried as it is."""
+    if atom.kind == "number" and atom.interval is not None and is_number(x):
         return _nearest(atom, x)
     return atom.rep, None
 
