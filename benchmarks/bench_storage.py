@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import sqlite3
 import subprocess
 import sys
@@ -37,8 +36,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "storage.json"
-PG_ADMIN = os.environ.get("GATE_BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUEST = ROOT / "data" / "requests" / "verdict-yes.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_http import PG_ADMIN, _database  # noqa: E402  (the throw-away ledger database, as bench_http makes it)
+
 TABLE_ORDER = ("decisions", "chain_links", "merkle_nodes", "lifecycle_receipts", "receipt_heads",
                "outcome_latest", "confidence_counters", "rulebook_snapshots", "chain_heads", "usage_counters")
 
@@ -81,22 +82,6 @@ def pg_sizes(url: str) -> dict[str, dict[str, int]]:
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
         ).fetchall()
     return {name: {"table": int(table), "indexes": int(indexes)} for name, table, indexes in rows}
-
-
-def _database(kind: str, home: Path) -> tuple[str, Any]:
-    if kind == "sqlite":
-        return f"sqlite:///{home / 'gate.db'}", lambda: None
-    import psycopg
-
-    name = f"gate_bench_storage_{secrets.token_hex(4)}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop() -> None:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return PG_ADMIN.rsplit("/", 1)[0] + "/" + name, drop
 
 
 def _sizes(kind: str, url: str, home: Path) -> dict[str, dict[str, int]]:
@@ -180,7 +165,7 @@ def per_decision(result: dict[str, Any]) -> dict[str, Any]:
 def measure(kind: str, mode: str, n: int, request_file: Path) -> dict[str, Any]:
     env = {**os.environ, "GATE_LEDGER_AT_REST": mode}
     done = subprocess.run([sys.executable, __file__, "--child", kind, "--n", str(n), "--request", str(request_file)],
-                          env=env, capture_output=True, text=True, cwd=ROOT)
+                          check=False, env=env, capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"{kind}/{mode} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
