@@ -136,7 +136,6 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
     )
 
 
-
 # Every route module's blueprint, in the order they are mounted. The policy checks mount theirs
 # (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
 ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
