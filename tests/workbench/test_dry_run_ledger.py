@@ -6,6 +6,7 @@ import copy
 
 from gate.ledger import Ledger
 from workbench.migration import DryRunError, dry_run
+from workbench.migration.sweep import sweep
 
 NOW = "2026-11-22T00:00:00.000Z"
 
@@ -50,6 +51,12 @@ def test_dry_run_reads_the_live_ledger(client, api_key, sample_request, gate_env
             raise AssertionError("an empty history must be refused")
         except DryRunError as error:
             assert error.code == "HISTORY_EMPTY"
+        # The threshold sweep reads the same live history: at 16 its approvals are the dry-run's.
+        swept = sweep(draft, "pricing_exception", ("block_deep_discount", "discount_percent", 0), [16, 40],
+                      ledger=ledger)
+        assert swept["decisions_replayed"] == 6
+        approvals = {(t["from"], t["to"]): t["count"] for t in result.transitions if t["to"] == "yes"}
+        assert swept["points"][0]["approvals"]["count"] == sum(approvals.values())
     finally:
         ledger.dispose()
 

@@ -161,3 +161,21 @@ def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_
             assert point[name] == full.impact[name], (point["threshold"], name)
         approvals = sum(t["count"] for t in full.transitions if t["to"] == "yes")
         assert point["approvals"]["count"] == approvals, point["threshold"]
+
+
+def test_a_signed_dataset_is_swept_only_under_its_signers_key(tmp_path):
+    """`anchors` reach the history: the dataset must be signed by one of them (DATASET_INVALID
+    otherwise), as for the dry-run."""
+    from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
+    from gate.verify.anchors import TrustAnchors
+
+    key = Ed25519Key.generate()
+    facts = [{"amount": a, "tier": t, "country": "US"} for a, t in zip(AMOUNTS, TIERS, strict=True)]
+    root = write_dataset(tmp_path / "signed", decide(OLD, facts), [], signer=Ed25519ReceiptSigner(key))
+    spec, thresholds = ("big", "amount", 0), [40, 60]
+    own = TrustAnchors.from_public_key_pem(key.public_key_pem, key.key_id)
+    assert sweep(DRAFT, "refunds", spec, thresholds, dataset=root, anchors=own)["decisions_replayed"] == len(AMOUNTS)
+    stranger = TrustAnchors.from_public_key_pem(Ed25519Key.generate().public_key_pem)
+    with pytest.raises(DryRunError) as refused:
+        sweep(DRAFT, "refunds", spec, thresholds, dataset=root, anchors=stranger)
+    assert refused.value.code == "DATASET_INVALID"
