@@ -13,7 +13,7 @@ import pytest
 from dryrun_support import T0, decide, rule, rulebook, write_dataset
 
 from gate.protocol.canonical import sha256_hex
-from workbench.migration import DryRunError
+from workbench.migration import DryRunError, dry_run
 from workbench.migration.impact import CostModel, wilson
 from workbench.migration.sweep import (
     MAX_THRESHOLDS,
@@ -231,9 +231,20 @@ def _approving_dataset(path):
     return write_dataset(path, decisions, outcomes)
 
 
-def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_path):
-    from workbench.migration import dry_run
+def _each_point_is_a_full_dry_run(draft, result, root, cost, *label):
+    """Every point of a sweep of the approving rule's `amount` leaf has the impact figures and the
+    approvals of a full dry-run of `draft` with that threshold written in."""
+    for point in result["points"]:
+        variant = json.loads(json.dumps(draft))
+        variant["rules"][0]["condition"]["all"][1]["any"][0]["value"] = point["threshold"]
+        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
+                       cost=cost).result
+        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
+            assert point[name] == full.impact[name], (*label, point["threshold"], name)
+        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
 
+
+def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_path):
     root = _approving_dataset(tmp_path / "ds")
     # days 0 to 21, three apart: a six-day horizon makes day 15 the cutoff (not young) and 18, 21 young
     cost = CostModel(outcome_horizon_days=6)
@@ -242,14 +253,7 @@ def test_an_approving_rule_swept_inside_all_and_any_equals_full_dry_runs(tmp_pat
                    cost=cost)
     assert result["leaf"] == {"rule_id": "ok_small", "field": "amount", "operator": "lte", "draft_value": 100.0,
                               "occurrence": 0}
-    for point in result["points"]:
-        variant = json.loads(json.dumps(APPROVING))
-        variant["rules"][0]["condition"]["all"][1]["any"][0]["value"] = point["threshold"]
-        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
-                       cost=cost).result
-        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (point["threshold"], name)
-        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
+    _each_point_is_a_full_dry_run(APPROVING, result, root, cost)
     # at 0: 10, 60, 80, 95, 30, 70 withdrawn (95 is XX: sent to review at every threshold)
     zero = result["points"][0]
     assert zero["approvals"] == {"count": 1, "rate": 0.071429, "interval_95": wilson(1, 14)}  # 120, vip; of 14
@@ -295,19 +299,10 @@ def test_each_leaf_refusal_names_its_code(spec, message):
 
 @pytest.mark.parametrize("operator", ["gt", "gte", "lt"])
 def test_every_operator_of_the_approving_rule_equals_full_dry_runs(tmp_path, operator):
-    from workbench.migration import dry_run
-
     root = _approving_dataset(tmp_path / "ds")
     draft = json.loads(json.dumps(APPROVING))
     draft["rules"][0]["condition"]["all"][1]["any"][0]["operator"] = operator
     cost = CostModel(outcome_horizon_days=6)
     result = sweep(draft, "refunds", ("ok_small", "amount", 0), [0, 65, 100, 200], scope="acme", dataset=root,
                    cost=cost)
-    for point in result["points"]:
-        variant = json.loads(json.dumps(draft))
-        variant["rules"][0]["condition"]["all"][1]["any"][0]["value"] = point["threshold"]
-        full = dry_run(variant, "refunds", scope="acme", dataset=root, created_at="2026-11-24T00:00:00.000Z",
-                       cost=cost).result
-        for name in ("failures_caught", "successes_lost", "review_load_change", "immature", "expected_net_effect"):
-            assert point[name] == full.impact[name], (operator, point["threshold"], name)
-        assert point["approvals"]["count"] == sum(t["count"] for t in full.transitions if t["to"] == "yes")
+    _each_point_is_a_full_dry_run(draft, result, root, cost, operator)
