@@ -105,14 +105,13 @@ def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any
 
     Missing manifest: DatasetError when `required`, else None. Unreadable or of another
     version: DatasetError naming both versions."""
-    path = location.path(MANIFEST)
     try:
-        if not location.exists(MANIFEST):
+        raw = location.read_bytes(MANIFEST)
+        if raw is None:
             if required:
                 raise DatasetError(f"{location.uri} has no {MANIFEST}: it is not an exported dataset")
             return None
-        with location.fs.open_input_stream(path) as stream:
-            manifest: dict[str, Any] = json.loads(stream.read().decode("utf-8"))
+        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
     except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"cannot read {location.uri}/{MANIFEST}: {exc}") from exc
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None

@@ -144,10 +144,9 @@ def read_manifest(root: str | Path, anchors: Any = None) -> tuple[dict[str, Any]
     is a local folder or an object-store URL (`workbench.dataset.location`)."""
     path = f"{root}/{MANIFEST}"
     try:
-        found = open_location(str(root)).read_bytes(MANIFEST)
-        if found is None:
+        raw = open_location(str(root)).read_bytes(MANIFEST)
+        if raw is None:
             raise DryRunError("DATASET_INVALID", f"{root} has no {MANIFEST}: it is not an exported dataset")
-        raw = found
         manifest = json.loads(raw.decode("utf-8"))
     except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
