@@ -22,11 +22,11 @@ nothing: the counters always describe each decision's latest outcome.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Row, Select, Table, and_, bindparam, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -139,21 +139,21 @@ def counts_params(bucket: Bucket) -> dict[str, str]:
             "action": bucket.action, "policy_version": bucket.policy_version}
 
 
-def counts_from_rows(bucket: Bucket, rows: Iterable[Row[Any]]) -> ConfidenceCounts | None:
-    """ConfidenceCounts from `COUNTS_QUERY` rows; None when the scope has no Outcome Record for
-    the policy (then the record carries no `decision_confidence`)."""
-    by_key = {(row.verdict, row.action, row.policy_version): row for row in rows}
+def counts_from_rows(bucket: Bucket, rows: Iterable[Mapping[Any, Any]]) -> ConfidenceCounts | None:
+    """ConfidenceCounts from `COUNTS_QUERY` rows (mappings by column name); None when the scope
+    has no Outcome Record for the policy (then the record carries no `decision_confidence`)."""
+    by_key = {(row["verdict"], row["action"], row["policy_version"]): row for row in rows}
     policy = by_key.get((ALL, ALL, ALL))
-    if policy is None or sum(getattr(policy, name) for name in _COUNT_COLUMNS) <= 0:
+    if policy is None or sum(policy[name] for name in _COUNT_COLUMNS) <= 0:
         return None
     current = by_key.get((bucket.verdict, bucket.action, bucket.policy_version))
     every = by_key.get((bucket.verdict, bucket.action, ALL))
-    cur_s = current.n_success if current is not None else 0
-    cur_f = current.n_failure if current is not None else 0
-    all_s = every.n_success if every is not None else 0
-    all_f = every.n_failure if every is not None else 0
+    cur_s = current["n_success"] if current is not None else 0
+    cur_f = current["n_failure"] if current is not None else 0
+    all_s = every["n_success"] if every is not None else 0
+    all_f = every["n_failure"] if every is not None else 0
     return ConfidenceCounts(cur_s, cur_f, all_s - cur_s, all_f - cur_f)
 
 
 def read_counts(connection: Connection, bucket: Bucket) -> ConfidenceCounts | None:
-    return counts_from_rows(bucket, connection.execute(COUNTS_QUERY, counts_params(bucket)).all())
+    return counts_from_rows(bucket, connection.execute(COUNTS_QUERY, counts_params(bucket)).mappings().all())

@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, SnapshotRace
+from gate.ledger.prepared import Savepoint
 
 MAX_BATCH = 128
 # A caller waits this long for its batch at most; the writer answers every member well before
@@ -124,7 +125,7 @@ def _run_member(connection: Connection, member: _Member) -> None:
     """One member in its own SAVEPOINT: an expected refusal rolls back this member only; any
     other exception is recorded on it and ends the batch."""
     try:
-        with connection.begin_nested():
+        with Savepoint(connection):
             member.result = member.store(connection)
     except IntegrityError as exc:
         member.error = member.refusal(exc)

@@ -48,9 +48,10 @@ from gate.errors import (
 )
 from gate.ledger import writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
-from gate.ledger.confidence import read_counts
+from gate.ledger.confidence import COUNTS_QUERY, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.groupcommit import GroupWriter
+from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
     api_keys,
     chain_checkpoints,
@@ -152,6 +153,7 @@ class Ledger:
         self.engine = engine or make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
         self._charge_sql: ReturningInsert[Any] | None = None
+        self._prepared: dict[Any, Prepared] = {}
         self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
         if group_commit is None:
             group_commit = self.dialect == "sqlite"
@@ -412,7 +414,8 @@ class Ledger:
                    extra: Sequence[tuple[Table, dict[str, Any]]]) -> int | None:
         """One decision's statements inside a write transaction (see `store_decision`)."""
         if confidence is not None:  # before any lock: one indexed read by key prefix
-            confidence.apply(read_counts(connection, confidence.bucket))
+            rows = self._hot("counts", COUNTS_QUERY).run(connection, counts_params(confidence.bucket))
+            confidence.apply(counts_from_rows(confidence.bucket, rows))
         # The chain head lock comes first: every writer of a scope takes the same lock
         # in the same order, so snapshot and usage rows can never deadlock.
         head = self._lock_chain_head(connection, chain) if chain else None
@@ -424,17 +427,25 @@ class Ledger:
             return self._append_store_charge_pg(connection, chain, head, row, charge)
         if chain is not None and head is not None:
             row = self._append_link(connection, chain, head, row)
-        connection.execute(_INSERT_DECISION, row)
+        self._hot(("decision", *row), _INSERT_DECISION, tuple(row)).run(connection, row)
         return self._charge(connection, charge) if charge else None
 
+    def _hot(self, key: Any, statement: Any, column_keys: tuple[str, ...] | None = None) -> Prepared:
+        """A decide-path statement compiled once for this ledger (`gate.ledger.prepared`)."""
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared[key] = Prepared(statement, self.engine.dialect, column_keys)
+        return prepared
+
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
-        row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
+        head_for_update = self._hot("head", _HEAD_FOR_UPDATE)
+        row = head_for_update.first(connection, {"chain_id": chain.chain_id})
         if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
             connection.execute(self.insert_ignore(chain_heads, {
                 "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
                 "merkle_root": None, "tree_peaks": "[]", "updated_at": "",
             }))
-            row = connection.execute(_HEAD_FOR_UPDATE, {"chain_id": chain.chain_id}).mappings().first()
+            row = head_for_update.first(connection, {"chain_id": chain.chain_id})
             if row is None:  # pragma: no cover - the head was just created (by this writer or another)
                 raise LedgerUnavailable("the chain head could not be locked")
         return ChainHead(row["chain_id"], row["size"], row["head_link_hash"], row["merkle_root"],
@@ -443,16 +454,16 @@ class Ledger:
     def _append_link(self, connection: Connection, chain: ChainAppend, head: ChainHead,
                      row: dict[str, Any]) -> dict[str, Any]:
         row, link, nodes, peaks = chain.seal(head)
-        connection.execute(_INSERT_LINK, {
+        self._hot("link", _INSERT_LINK).run(connection, {
             "chain_id": chain.chain_id, "chain_position": link["chain_position"],
             "decision_id": link["decision_id"], "leaf_hash": link["leaf_hash"],
             "link_hash": link["link_hash"], "link_json": json.dumps(link, separators=(",", ":")),
         })
-        connection.execute(_INSERT_NODES, [
+        self._hot("nodes", _INSERT_NODES).run_many(connection, [
             {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest}
             for level, idx, digest in nodes
         ])
-        connection.execute(_UPDATE_HEAD, {
+        self._hot("update-head", _UPDATE_HEAD).run(connection, {
             "head_chain_id": chain.chain_id, "size": link["chain_position"], "head_link_hash": link["link_hash"],
             "merkle_root": link["merkle_root"], "tree_peaks": json.dumps(list(peaks)),
             "updated_at": link["created_at"],
@@ -601,10 +612,9 @@ class Ledger:
 
     def _charge(self, connection: Connection, charge: CapCharge) -> int:
         """One atomic upsert: create the month's counter at 1, or add 1 while below the cap."""
-        used = connection.execute(
-            self._charge_statement(),
-            {"key_id": charge.key_id, "period": charge.period, "cap": charge.cap},
-        ).scalar()
+        answer = self._hot("charge", self._charge_statement()).first(
+            connection, {"key_id": charge.key_id, "period": charge.period, "cap": charge.cap})
+        used = answer["used"] if answer is not None else None
         if used is None:
             raise MonthlyCapExceeded(charge.cap, charge.period)
         return int(used)

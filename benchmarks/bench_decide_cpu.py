@@ -1,0 +1,190 @@
+"""CPU per decide, in one worker process, and where it goes: this tree against another, same run.
+
+A fresh interpreter builds the app over a new SQLite ledger (group commit on, as `gate serve`
+runs it), answers `--warmup` decides of the sample request through the Flask test client, then
+`--decides` more, and reads the process's CPU time (every thread: the request thread and the
+ledger's writer thread). The baseline in the same process is `GET /healthz` through the same
+client (the HTTP stack's own floor), so each figure is also a ratio to it. `--rev REV` (or
+`--tree PATH`) measures another commit in the same run, round by round, so a before/after shares
+the machine's load; the 1-minute load average is printed beside each round.
+
+`--split` adds where the CPU goes in this tree: the decide's stages timed by `cProfile` on thread
+CPU time, in the request thread and in the writer thread. The profiler slows Python calls more
+than C work, so the split is a share, not a cost in µs.
+
+    .venv/bin/python benchmarks/bench_decide_cpu.py [--decides 2000] [--rounds 3] [--rev a85e481] [--split]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "decide_cpu.json"
+
+WORKER = textwrap.dedent("""
+    import json, sys, tempfile, time
+    from pathlib import Path
+    decides, warmup, split = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split"
+    from api.app import create_app
+    from gate.keys.signing import generate_keyring
+    from gate.ledger import Ledger
+    from gate.settings import Settings
+    from gate_cli.main import create_key
+    body = Path("data/requests/verdict-yes.json").read_bytes()
+    with tempfile.TemporaryDirectory() as home:
+        keyring = Path(home) / "signing-keys.json"
+        generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
+        env = {"GATE_HOME": home, "GATE_DATABASE_URL": f"sqlite:///{home}/gate.db",
+               "GATE_SIGNING_KEY_FILE": str(keyring), "GATE_LEDGER_GROUP_COMMIT": "true"}
+        Ledger(env["GATE_DATABASE_URL"]).upgrade()
+        settings = Settings.from_env(env)
+        app = create_app(settings)
+        key = create_key(settings, "bench", "scale", 1_000_000_000, None)["api_key"]
+        client = app.test_client()
+        headers = {"x-api-key": key, "content-type": "application/json"}
+        for _ in range(warmup):
+            answer = client.post("/api/decide", data=body, headers=headers)
+            assert answer.status_code == 200, answer.data
+            client.get("/healthz")
+        profiles = []
+        if split:
+            import cProfile
+            from gate.ledger import groupcommit
+            run = groupcommit.GroupWriter._run
+            def profiled(self, batch):
+                profile = cProfile.Profile(time.thread_time)
+                profiles.append(profile)
+                profile.runcall(run, self, batch)
+            groupcommit.GroupWriter._run = profiled
+            main = cProfile.Profile(time.thread_time)
+            profiles.append(main)
+            main.enable()
+        t0 = time.process_time()
+        for _ in range(decides):
+            answer = client.post("/api/decide", data=body, headers=headers)
+        decide = (time.process_time() - t0) / decides
+        assert answer.status_code == 200, answer.data
+        t1 = time.process_time()
+        for _ in range(decides):
+            client.get("/healthz")
+        healthz = (time.process_time() - t1) / decides
+        out = {"decide_ms": decide * 1000, "healthz_ms": healthz * 1000}
+        if split:
+            main.disable()
+            import pstats
+            stats = pstats.Stats(profiles[0])
+            for profile in profiles[1:]:
+                stats.add(profile)
+            out["functions"] = {f"{path}:{name}": (calls, cumulative)
+                                for (path, _, name), (_, calls, _, cumulative, _) in stats.stats.items()}
+        app.extensions["gate"].ledger.dispose()
+        print(json.dumps(out))
+""")
+
+# Stages of a decide (inclusive thread-CPU time of these functions), in the order they run.
+STAGES = [
+    ("request body read and parsed", "api/jsonio.py:read_json"),
+    ("request prepared (validation)", "gate/protocol/requests.py:prepare_decision_request"),
+    ("request fingerprint (canonical text + sha256)", "gate/services/pipeline.py:fingerprint"),
+    ("rulebook evaluated", ">:evaluate"),
+    ("record built (hashes, attestation, signature)", "gate/protocol/records.py:build_rulebook_record"),
+    ("release observation", "gate/services/decide.py:_observe_release"),
+    ("row sealed (row hash + signature)", "gate/services/pipeline.py:seal_row"),
+    ("writer: chain link and record text (under the head)", "gate/services/pipeline.py:seal"),
+    ("writer: statements and savepoints", "gate/ledger/groupcommit.py:_run_member"),
+    ("writer: the whole batch (statements + commit)", "gate/ledger/groupcommit.py:_run"),
+    ("response written", "api/errors.py:json_text_response"),
+    ("checkpoint cadence", "api/routes/decide.py:_witness_on_cadence"),
+    ("metrics", "api/metrics.py:record_decision"),
+    ("canonical JSON (all calls)", "gate/protocol/canonical.py:canonical_text"),
+    ("Ed25519 signatures (all calls)", "gate/keys/signing.py:sign"),
+    ("the decide route (everything under Flask's dispatch)", "api/routes/decide.py:decide"),
+]
+
+
+def _once(tree: Path, decides: int, warmup: int, split: bool) -> dict:
+    done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-"],
+                          cwd=tree, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, timeout=900)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _stages(functions: dict[str, list], decides: int) -> list[tuple[str, float, int]]:
+    """(stage, thread-CPU ms per decide under the profiler, calls per decide) of each stage."""
+    rows = []
+    for label, wanted in STAGES:
+        path, name = wanted.rsplit(":", 1)
+        found = [(calls, seconds) for key, (calls, seconds) in functions.items()
+                 if key.endswith(f"{path}:{name}") or (path == ">" and key.startswith("<rulebook ")
+                                                        and key.endswith(f":{name}"))]
+        calls = sum(calls for calls, _ in found)
+        seconds = max((seconds for _, seconds in found), default=0.0)  # recursion counts once
+        rows.append((label, 1000 * seconds / decides, round(calls / decides)))
+    return rows
+
+
+def _checkout(rev: str) -> Path:
+    where = Path(tempfile.mkdtemp(prefix="bench-decide-cpu-"))
+    archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decides", type=int, default=2000)
+    parser.add_argument("--warmup", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rev", help="a commit to measure beside this tree (extracted with git archive)")
+    parser.add_argument("--tree", type=Path, help="another checkout to measure beside this tree")
+    parser.add_argument("--split", action="store_true", help="also profile this tree's stages")
+    args = parser.parse_args()
+    other = args.tree or (_checkout(args.rev) if args.rev else None)
+    trees = {"this tree": ROOT} | ({f"other ({args.rev or args.tree})": other} if other else {})
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    print(f"{args.decides} decides of verdict-yes.json per round, SQLite, group commit, Flask test client")
+    print(f"{'round':>5} {'tree':<28} {'decide ms':>10} {'healthz ms':>11} {'ratio':>7} {'load1':>6}")
+    for number in range(1, args.rounds + 1):
+        for name, tree in trees.items():
+            run = _once(tree, args.decides, args.warmup, False)
+            run["load1"] = os.getloadavg()[0]
+            runs[name].append(run)
+            print(f"{number:>5} {name:<28} {run['decide_ms']:>10.3f} {run['healthz_ms']:>11.3f} "
+                  f"{run['decide_ms'] / run['healthz_ms']:>7.1f} {run['load1']:>6.2f}", flush=True)
+    summary = {name: {"decide_ms": statistics.median(r["decide_ms"] for r in rs),
+                      "healthz_ms": statistics.median(r["healthz_ms"] for r in rs),
+                      "loads": [round(r["load1"], 2) for r in rs]} for name, rs in runs.items()}
+    print("medians:")
+    for name, figures in summary.items():
+        print(f"  {name:<28} decide {figures['decide_ms']:.3f} ms CPU, healthz {figures['healthz_ms']:.3f} ms, "
+              f"decide/healthz {figures['decide_ms'] / figures['healthz_ms']:.1f}, loads {figures['loads']}")
+    if other:
+        mine, theirs = summary["this tree"]["decide_ms"], summary[next(iter(list(trees)[1:]))]["decide_ms"]
+        print(f"  this tree / other: {mine / theirs:.2f} of the CPU per decide")
+    result: dict = {"decides": args.decides, "rounds": runs, "medians": summary}
+    if args.split:
+        run = _once(ROOT, args.decides, args.warmup, True)
+        stages = _stages(run["functions"], args.decides)
+        route = next(ms for label, ms, _ in stages if label.startswith("the decide route"))
+        writer = next(ms for label, ms, _ in stages if label.startswith("writer: the whole batch"))
+        print(f"where this tree's decide goes (cProfile on thread CPU time, load {os.getloadavg()[0]:.2f}; "
+              "% of the route's thread plus the writer's):")
+        for label, ms, calls in stages:
+            print(f"  {label:<56} {100 * ms / (route + writer):5.1f}%  ({calls} call(s) per decide)")
+        result["split"] = [{"stage": label, "ms_profiled": ms, "calls": calls} for label, ms, calls in stages]
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,135 @@
+"""Hot-path statements compiled once per dialect and run on the driver's cursor.
+
+A decide's write runs about ten small statements. Through `Connection.execute` each one pays a
+cache lookup, a compiled-statement context, the construction of its parameters and a result
+object; on SQLite that overhead was about three quarters of a small statement's CPU (`benchmarks/
+bench_decide_cpu.py`). A `Prepared` statement is the same Core statement (its SQL is still
+written once, beside its table) compiled once: its SQL text, the order of its parameters and
+each parameter's bind processor (the at-rest encoding of `gate.ledger.codec`). It runs on the
+cursor of the connection the caller's transaction holds, so it is part of that transaction.
+
+What is kept from `Connection.execute`:
+- the `before_cursor_execute` event fires when a listener is registered (the fault tests
+  inject driver errors through it, so they reach this path too);
+- driver errors come out as SQLAlchemy's `IntegrityError` and `DBAPIError`, which the ledger
+  already turns into refusals and 503 `LEDGER_UNAVAILABLE`.
+PostgreSQL statements go through `Connection.exec_driver_sql`, which also keeps SQLAlchemy's
+handling of a lost connection (the pool is invalidated); SQLite has no connection to lose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+_REQUIRED = object()
+Row = dict[str, Any]
+
+
+class Prepared:
+    """One Core statement compiled for `dialect`. Parameters are mappings by bind name, as for
+    `Connection.execute`; a required parameter that is missing is a `KeyError`, never NULL."""
+
+    __slots__ = ("_positional", "_raw", "_slots", "sql")
+
+    def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
+        compiled = cast(SQLCompiler, statement.compile(dialect=dialect,
+                                                       column_keys=list(column_keys) if column_keys else None))
+        self.sql = compiled.string
+        order = compiled.positiontup
+        self._positional = order is not None
+        self._raw = dialect.name == "sqlite"
+        slots: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
+        for name in (list(order) if order is not None else list(compiled.binds)):
+            bind = compiled.binds[name]
+            # A value the statement fixes (a literal such as `used = 1`) is the bind's own.
+            default = _REQUIRED if bind.required or bind.callable is not None else bind.effective_value
+            slots.append((name, default, bind.type.bind_processor(dialect)))
+        self._slots = tuple(slots)
+
+    def parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
+        """The driver's parameters for `values` (a tuple for positional styles, else a dict)."""
+        out = []
+        for name, default, processor in self._slots:
+            value = values.get(name, default)
+            if value is _REQUIRED:
+                raise KeyError(f"statement parameter {name!r} is missing")
+            out.append(processor(value) if processor is not None else value)
+        if self._positional:
+            return tuple(out)
+        return {slot[0]: value for slot, value in zip(self._slots, out, strict=True)}
+
+    def run(self, connection: Connection, values: Mapping[str, Any]) -> list[Row]:
+        """Execute once; the rows it returns (if any) as dicts by column name."""
+        return self._execute(connection, self.parameters(values), many=False)
+
+    def run_many(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            self._execute(connection, [self.parameters(row) for row in rows], many=True)
+
+    def first(self, connection: Connection, values: Mapping[str, Any]) -> Row | None:
+        rows = self.run(connection, values)
+        return rows[0] if rows else None
+
+    def _execute(self, connection: Connection, parameters: Any, *, many: bool) -> list[Row]:
+        if self._raw:
+            return _on_cursor(connection, self.sql, parameters, many=many)
+        result = connection.exec_driver_sql(self.sql, parameters)
+        return [dict(row) for row in result.mappings()] if result.returns_rows else []
+
+
+def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool = False) -> list[Row]:
+    """Run `sql` on the driver cursor of `connection` (inside its transaction)."""
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    dbapi_error = connection.dialect.loaded_dbapi.Error
+    try:
+        hooks = connection.dispatch.before_cursor_execute
+        if hooks:
+            hooks(connection, cursor, sql, parameters, None, many)
+        if many:
+            cursor.executemany(sql, parameters)
+        else:
+            cursor.execute(sql, parameters)
+        if cursor.description is None:
+            return []
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    except dbapi_error as exc:
+        # IntegrityError for a violated constraint, DBAPIError for the rest (as execute does).
+        raise DBAPIError.instance(sql, parameters, exc, dbapi_error, dialect=connection.dialect) from exc
+    finally:
+        cursor.close()
+
+
+class Savepoint:
+    """A SAVEPOINT by name inside the caller's transaction: `begin_nested` costs about six times
+    as much on SQLite (a transaction object and its events), and a group commit takes one per
+    member (`gate.ledger.groupcommit`)."""
+
+    __slots__ = ("_connection", "_name")
+
+    def __init__(self, connection: Connection, name: str = "gate_member") -> None:
+        self._connection = connection
+        self._name = name
+
+    def _run(self, sql: str) -> None:
+        if self._connection.dialect.name == "sqlite":
+            _on_cursor(self._connection, sql, ())
+        else:
+            self._connection.exec_driver_sql(sql)
+
+    def __enter__(self) -> Savepoint:
+        self._run(f"SAVEPOINT {self._name}")
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        if kind is not None:
+            # Undo this member's statements only; the enclosing transaction goes on. If the
+            # rollback itself fails, that error (a driver fault) ends the batch.
+            self._run(f"ROLLBACK TO SAVEPOINT {self._name}")
+        self._run(f"RELEASE SAVEPOINT {self._name}")
