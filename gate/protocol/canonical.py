@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any, NoReturn
 
@@ -305,6 +305,20 @@ def _prepare(value: Any, depth: int = 0) -> Any:
     raise _SlowPath
 
 
+def _c_writer() -> Callable[[Any, Callable[[Any], list[str]]], str | None] | None:
+    """The C writer (gate/protocol/_canonical.c), which `pip install` builds; None where it was
+    not built (no C compiler): the Python writers below give the same text, more slowly."""
+    try:
+        from gate.protocol._canonical import encode
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        return None
+    return encode
+
+
+_encode_c = _c_writer()
+# Whether the C writer is in use (tests/core/test_canonical_c.py holds both writers equal).
+ACCELERATED = _encode_c is not None
+
 _FAST_ENCODER = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
 )
@@ -313,9 +327,21 @@ _FAST_ENCODER = json.JSONEncoder(
 def canonical_text(value: Any) -> str:
     """The `json.sort_deep.v1` text of `value`.
 
-    Fast path: reorder keys in Python, then let the C encoder write; the full writer below
-    handles every other case and is the reference the tests compare the fast path against.
+    Three writers, each answering what it can: the C writer (`_canonical.c`: every member in
+    `key_order`, strings, safe integers and plain floats); then keys reordered in Python and
+    written by `json`'s C encoder; then the full Python writer below, which handles every other
+    case and is the reference the tests compare the other two against.
     """
+    if _encode_c is not None:
+        text = _encode_c(value, key_order)
+        if text is not None:
+            return text
+    return _canonical_text_python(value)
+
+
+def _canonical_text_python(value: Any) -> str:
+    """The text without the C writer: keys reordered in Python, then `json`'s C encoder, then
+    the full writer for whatever that path cannot write."""
     try:
         text = _FAST_ENCODER.encode(_prepare(value))
     except _SlowPath:

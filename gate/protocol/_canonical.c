@@ -1,0 +1,299 @@
+/* The `json.sort_deep.v1` writer's fast path in C (gate.protocol.canonical).
+ *
+ * encode(value, key_order) returns the canonical text of `value`, or None when the value holds
+ * something only the Python writer formats or rejects correctly: a number outside the forms
+ * below, a type that is not exactly dict, list, tuple, str, int, float, bool or None, an object
+ * key that is not a str, or nesting deeper than MAX_DEPTH. The caller then runs the Python
+ * writer, which is the reference: tests hold this writer equal to it.
+ *
+ * Rules (reference facts section 1, as the Python writer implements them):
+ * - object members in the order `key_order(dict)` returns (array-index keys, then collation);
+ * - strings as JSON.stringify writes them: `"` and `\` escaped, \b \f \n \r \t, every other
+ *   code point below U+0020 as \u00xx, and every surrogate code point as \udxxx (lowercase
+ *   hex); everything else as itself;
+ * - integers within +-(2^53-1) in decimal; floats that are whole and within that range as
+ *   integers; other finite floats with 1e-4 <= |x| < 1e16 in Python's shortest repr, which is
+ *   ECMAScript's Number::toString there.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+#define MAX_DEPTH 128
+#define MAX_SAFE_INTEGER 9007199254740991LL
+
+typedef struct {
+    Py_UCS4 *data;
+    Py_ssize_t size;
+    Py_ssize_t capacity;
+} Buffer;
+
+/* 0: written; 1: not for this writer (the caller falls back); -1: a Python error is set. */
+enum { DONE = 0, FALLBACK = 1, FAILED = -1 };
+
+static int reserve(Buffer *buffer, Py_ssize_t more) {
+    if (buffer->size + more <= buffer->capacity) {
+        return DONE;
+    }
+    Py_ssize_t capacity = buffer->capacity ? buffer->capacity : 1024;
+    while (capacity < buffer->size + more) {
+        if (capacity > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(Py_UCS4)) {
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        capacity *= 2;
+    }
+    Py_UCS4 *data = PyMem_Realloc(buffer->data, (size_t)capacity * sizeof(Py_UCS4));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    buffer->data = data;
+    buffer->capacity = capacity;
+    return DONE;
+}
+
+static int put_ascii(Buffer *buffer, const char *text, Py_ssize_t length) {
+    if (reserve(buffer, length) != DONE) {
+        return FAILED;
+    }
+    for (Py_ssize_t i = 0; i < length; i++) {
+        buffer->data[buffer->size++] = (Py_UCS4)(unsigned char)text[i];
+    }
+    return DONE;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+static int put_string(Buffer *buffer, PyObject *text) {
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    /* First the exact length (escapes take two or six code points), then one reservation. */
+    Py_ssize_t needed = 2;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x20 && c != '"' && c != '\\' && (c < 0xD800 || c > 0xDFFF)) {
+            needed += 1;
+        } else if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') {
+            needed += 2;
+        } else {
+            needed += 6;
+        }
+    }
+    if (reserve(buffer, needed) != DONE) {
+        return FAILED;
+    }
+    Py_UCS4 *out = buffer->data + buffer->size;
+    *out++ = '"';
+    for (Py_ssize_t i = 0; i < length; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x20 && c != '"' && c != '\\' && (c < 0xD800 || c > 0xDFFF)) {
+            *out++ = c;
+            continue;
+        }
+        *out++ = '\\';
+        switch (c) {
+        case '"': *out++ = '"'; break;
+        case '\\': *out++ = '\\'; break;
+        case '\b': *out++ = 'b'; break;
+        case '\f': *out++ = 'f'; break;
+        case '\n': *out++ = 'n'; break;
+        case '\r': *out++ = 'r'; break;
+        case '\t': *out++ = 't'; break;
+        default:
+            *out++ = 'u';
+            *out++ = HEX[(c >> 12) & 0xF];
+            *out++ = HEX[(c >> 8) & 0xF];
+            *out++ = HEX[(c >> 4) & 0xF];
+            *out++ = HEX[c & 0xF];
+        }
+    }
+    *out++ = '"';
+    buffer->size = out - buffer->data;
+    return DONE;
+}
+
+static int put_str_of(Buffer *buffer, PyObject *value) {
+    /* The decimal text of an int, or the repr of a float (both ASCII). */
+    PyObject *text = PyObject_Repr(value);
+    if (text == NULL) {
+        return FAILED;
+    }
+    Py_ssize_t length;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &length);
+    int result = utf8 == NULL ? FAILED : put_ascii(buffer, utf8, length);
+    Py_DECREF(text);
+    return result;
+}
+
+static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int depth);
+
+static int write_dict(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
+    if (PyDict_GET_SIZE(value) == 0) {
+        return put_ascii(buffer, "{}", 2);
+    }
+    Py_ssize_t position = 0;
+    PyObject *key, *item;
+    while (PyDict_Next(value, &position, &key, &item)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return FALLBACK;  /* the Python writer names the error */
+        }
+    }
+    PyObject *order = PyObject_CallOneArg(key_order, value);
+    if (order == NULL) {
+        return FAILED;
+    }
+    PyObject *keys = PySequence_Fast(order, "key_order must return a sequence");
+    Py_DECREF(order);
+    if (keys == NULL) {
+        return FAILED;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(keys);
+    int result = put_ascii(buffer, "{", 1);
+    for (Py_ssize_t i = 0; i < count && result == DONE; i++) {
+        key = PySequence_Fast_GET_ITEM(keys, i);
+        item = PyDict_GetItemWithError(value, key);  /* borrowed */
+        if (item == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "key_order returned a key the object does not have");
+            }
+            result = FAILED;
+            break;
+        }
+        if (i > 0) {
+            result = put_ascii(buffer, ",", 1);
+        }
+        if (result == DONE) {
+            result = put_string(buffer, key);
+        }
+        if (result == DONE) {
+            result = put_ascii(buffer, ":", 1);
+        }
+        if (result == DONE) {
+            Py_INCREF(item);  /* key_order is Python: keep the value alive while it is written */
+            result = write_value(buffer, item, key_order, depth + 1);
+            Py_DECREF(item);
+        }
+    }
+    Py_DECREF(keys);
+    return result == DONE ? put_ascii(buffer, "}", 1) : result;
+}
+
+static int write_array(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
+    Py_ssize_t count = PyList_CheckExact(value) ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
+    if (count == 0) {
+        return put_ascii(buffer, "[]", 2);
+    }
+    int result = put_ascii(buffer, "[", 1);
+    for (Py_ssize_t i = 0; result == DONE; i++) {
+        /* A list can change size while a key_order call runs Python: re-read its length. */
+        Py_ssize_t now = PyList_CheckExact(value) ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
+        if (i >= now) {
+            break;
+        }
+        PyObject *item = PyList_CheckExact(value) ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i);
+        if (i > 0) {
+            result = put_ascii(buffer, ",", 1);
+        }
+        if (result == DONE) {
+            Py_INCREF(item);
+            result = write_value(buffer, item, key_order, depth + 1);
+            Py_DECREF(item);
+        }
+    }
+    return result == DONE ? put_ascii(buffer, "]", 1) : result;
+}
+
+static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
+    if (PyUnicode_CheckExact(value)) {
+        return put_string(buffer, value);
+    }
+    if (value == Py_None) {
+        return put_ascii(buffer, "null", 4);
+    }
+    if (value == Py_True) {
+        return put_ascii(buffer, "true", 4);
+    }
+    if (value == Py_False) {
+        return put_ascii(buffer, "false", 5);
+    }
+    if (PyDict_CheckExact(value) || PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+        if (depth >= MAX_DEPTH) {
+            return FALLBACK;  /* the Python writer raises JSON_TOO_DEEP */
+        }
+        if (Py_EnterRecursiveCall(" in canonical JSON")) {
+            return FAILED;
+        }
+        int result = PyDict_CheckExact(value) ? write_dict(buffer, value, key_order, depth)
+                                              : write_array(buffer, value, key_order, depth);
+        Py_LeaveRecursiveCall();
+        return result;
+    }
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (number == -1 && PyErr_Occurred()) {
+            return FAILED;
+        }
+        if (overflow || number > MAX_SAFE_INTEGER || number < -MAX_SAFE_INTEGER) {
+            return FALLBACK;  /* written as JavaScript writes the double it becomes */
+        }
+        char digits[32];
+        int length = snprintf(digits, sizeof digits, "%lld", number);
+        return put_ascii(buffer, digits, length);
+    }
+    if (PyFloat_CheckExact(value)) {
+        double number = PyFloat_AS_DOUBLE(value);
+        if (!isfinite(number)) {
+            return FALLBACK;
+        }
+        if (number == floor(number)) {
+            if (number > (double)MAX_SAFE_INTEGER || number < -(double)MAX_SAFE_INTEGER) {
+                return FALLBACK;
+            }
+            char digits[32];
+            /* -0.0 is written "0", as JavaScript writes it. */
+            int length = snprintf(digits, sizeof digits, "%lld", (long long)number);
+            return put_ascii(buffer, digits, length);
+        }
+        double magnitude = fabs(number);
+        if (magnitude < 1e-4 || magnitude >= 1e16) {
+            return FALLBACK;  /* exponent forms differ between Python and JavaScript */
+        }
+        return put_str_of(buffer, value);
+    }
+    return FALLBACK;
+}
+
+static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode(value, key_order) takes two arguments");
+        return NULL;
+    }
+    Buffer buffer = {NULL, 0, 0};
+    int result = write_value(&buffer, args[0], args[1], 0);
+    PyObject *text = NULL;
+    if (result == DONE) {
+        text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer.data, buffer.size);
+    } else if (result == FALLBACK) {
+        text = Py_NewRef(Py_None);
+    }
+    PyMem_Free(buffer.data);
+    return text;
+}
+
+static PyMethodDef METHODS[] = {
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
+     "encode(value, key_order) -> the canonical JSON text, or None when the Python writer must write it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "gate.protocol._canonical",
+    "The canonical JSON writer's fast path (see gate/protocol/canonical.py).", -1, METHODS, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__canonical(void) {
+    return PyModule_Create(&MODULE);
+}

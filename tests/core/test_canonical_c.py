@@ -1,0 +1,168 @@
+"""The C canonical JSON writer (gate/protocol/_canonical.c) against the Python reference writer.
+
+The C writer answers the common forms (str-keyed objects in `key_order`, arrays, strings, safe
+integers, plain floats, null and booleans) and returns None for everything else, which the
+Python writers then write or refuse. Every text it answers must be the reference writer's.
+"""
+
+from __future__ import annotations
+
+import enum
+import shutil
+import sys
+from collections import OrderedDict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gate.protocol import canonical
+from gate.protocol.canonical import (
+    CanonicalJSONError,
+    _canonical_text_python,
+    _canonical_text_slow,
+    canonical_text,
+    key_order,
+)
+
+pytestmark = pytest.mark.skipif(canonical._encode_c is None, reason="the C writer is not built here")
+encode_c = canonical._encode_c
+
+
+def _reference(value):
+    """The reference writer's text, or the code it refuses the value with."""
+    try:
+        return _canonical_text_slow(value)
+    except CanonicalJSONError as error:
+        return ("refused", error.code)
+
+
+def test_the_c_writer_is_built_where_a_compiler_is():
+    """`pip install` builds it (scripts/bootstrap, CI); only a machine without a C compiler
+    falls back to the Python writers (the same text, slower)."""
+    if shutil.which("cc") or shutil.which("gcc"):
+        assert canonical.ACCELERATED
+
+
+# Any text, surrogates and control characters included; keys that look like array indexes.
+texts = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
+keys = texts | st.sampled_from(["0", "1", "01", "10", "-1", "4294967294", "4294967295", "a", "A", "_", "é", "Z"])
+scalars = (st.none() | st.booleans() | st.integers() | st.floats() | texts)
+values = st.recursive(
+    scalars,
+    lambda children: (st.lists(children, max_size=5) | st.lists(children, max_size=3).map(tuple)
+                      | st.dictionaries(keys, children, max_size=5)),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(values)
+def test_every_text_the_c_writer_answers_is_the_reference_text(value):
+    text = encode_c(value, key_order)
+    reference = _reference(value)
+    if text is not None:
+        assert text == reference
+    # Whoever writes it, canonical_text is the reference (or refuses the same way).
+    try:
+        assert canonical_text(value) == reference
+    except CanonicalJSONError as error:
+        assert reference == ("refused", error.code)
+
+
+plain = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | texts
+    | st.floats(min_value=1e-4, max_value=1e15) | st.floats(min_value=-1e15, max_value=-1e-4),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(keys, children, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(plain)
+def test_the_c_writer_answers_every_plain_document(value):
+    """Records and requests are made of these forms: the C writer must not hand them back."""
+    assert encode_c(value, key_order) == _canonical_text_slow(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values)
+def test_the_python_path_is_still_the_reference(value):
+    """Without the C writer (a build without a compiler) the text is the same."""
+    reference = _reference(value)
+    try:
+        assert _canonical_text_python(value) == reference
+    except CanonicalJSONError as error:
+        assert reference == ("refused", error.code)
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+class Text(str):
+    pass
+
+
+def _nested(depth: int):
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", [
+    2**53, -(2**53), 10**30, 1e16, -1e16, 1e-5, 2.5e-7, 1e21, float("inf"), float("nan"),
+    Level.HIGH, Text("a"), OrderedDict(a=1), {1: "a"}, {"a": {None: 1}}, [b"bytes"], {"a": object()},
+    _nested(129), {"deep": _nested(128)},
+], ids=repr)
+def test_what_the_c_writer_hands_back(value):
+    """Numbers whose JavaScript text differs from Python's, types that are not exactly JSON's,
+    non-string keys and nesting past the writer's limit are the Python writers' to answer."""
+    assert encode_c(value, key_order) is None
+    reference = _reference(value)
+    try:
+        assert canonical_text(value) == reference
+    except CanonicalJSONError as error:
+        assert reference == ("refused", error.code)
+
+
+def test_the_limit_of_nesting_is_the_reference_writers():
+    assert encode_c(_nested(128), key_order) == _canonical_text_slow(_nested(128))
+    with pytest.raises(CanonicalJSONError) as caught:
+        canonical_text(_nested(129))
+    assert caught.value.code == "JSON_TOO_DEEP"
+
+
+def test_edges_written_exactly():
+    assert encode_c({"b": -0.0, "a": 5.0, "10": 0.0001, "2": 9007199254740991,
+                     "c": -9007199254740991.0, "d": 0.1 + 0.2}, key_order) == (
+        '{"2":9007199254740991,"10":0.0001,"a":5,"b":0,"c":-9007199254740991,"d":0.30000000000000004}')
+    assert encode_c("\x00\x1f\x7f\u2028\ud800\udfff😀\"\\", key_order) == (
+        '"\\u0000\\u001f\x7f\u2028\\ud800\\udfff😀\\"\\\\"')
+    assert encode_c([(), {}, [], ""], key_order) == '[[],{},[],""]'
+
+
+def test_errors_of_the_key_order_come_out_and_nothing_leaks():
+    def failing(_):
+        raise ValueError("no order")
+
+    with pytest.raises(ValueError, match="no order"):
+        encode_c({"a": 1}, failing)
+    with pytest.raises(RuntimeError):
+        encode_c({"a": 1}, lambda _: ["b"])
+    with pytest.raises(TypeError):
+        encode_c({"a": 1}, lambda _: 5)
+    with pytest.raises(TypeError):
+        encode_c({"a": 1})
+
+
+def test_references_are_balanced():
+    """Encoding many times leaves every reference count where it was (no leak, no early free)."""
+    inner, text, number = {"k": [1, 2.5]}, "some text é", 12345678901
+    value = {"inner": inner, "list": [text, number, inner], "tuple": (text,)}
+    before = [sys.getrefcount(item) for item in (inner, text, number, value)]
+    for _ in range(2000):
+        assert encode_c(value, key_order) is not None
+        assert encode_c({"x": object()}, key_order) is None
+    assert [sys.getrefcount(item) for item in (inner, text, number, value)] == before
