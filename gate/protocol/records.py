@@ -204,12 +204,15 @@ def compact_deep(value: Any) -> Any:
     if isinstance(value, dict):
         result = {}
         for key, item in value.items():
-            compacted = compact_deep(item)
-            if not _is_empty(compacted):
-                result[key] = compacted
+            if isinstance(item, (dict, list, tuple)):
+                compacted = compact_deep(item)
+                if compacted:  # not {} or [] (before or after compaction)
+                    result[key] = compacted
+            elif item is not None and not (isinstance(item, str) and not item):
+                result[key] = item
         return result
     if isinstance(value, (list, tuple)):
-        return [compact_deep(item) for item in value]
+        return [compact_deep(item) if isinstance(item, (dict, list, tuple)) else item for item in value]
     return value
 
 

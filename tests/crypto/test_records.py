@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from crypto_support import (
     ADAPTER,
     CONTEXT,
@@ -325,3 +327,30 @@ def test_views():
             assert view[name] == record[name]
     with pytest.raises(ValueError):
         project_view(record, "compact")
+
+
+def _compact_reference(value):
+    """compact_deep as the reference facts state it: every value compacted, then members whose
+    compacted value is null, "", {} or [] dropped; arrays keep every position."""
+    def empty(item):
+        return item is None or (isinstance(item, (str, dict, list, tuple)) and len(item) == 0)
+    if isinstance(value, dict):
+        compacted = {key: _compact_reference(item) for key, item in value.items()}
+        return {key: item for key, item in compacted.items() if not empty(item)}
+    if isinstance(value, (list, tuple)):
+        return [_compact_reference(item) for item in value]
+    return value
+
+
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", 0.0, 1.5]),
+    lambda children: (st.lists(children, max_size=4) | st.lists(children, max_size=3).map(tuple)
+                      | st.dictionaries(st.sampled_from(["a", "b", "c", ""]), children, max_size=4)),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_like)
+def test_compact_deep_is_the_reference_compaction(value):
+    assert compact_deep(value) == _compact_reference(value)
