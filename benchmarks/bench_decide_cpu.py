@@ -132,10 +132,12 @@ def _stages(functions: dict[str, list], decides: int) -> list[tuple[str, float, 
     return rows
 
 
-def _checkout(rev: str) -> Path:
-    where = Path(tempfile.mkdtemp(prefix="bench-decide-cpu-"))
+def _checkout(rev: str, where: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    if (where / "setup.py").exists():  # a commit with the C canonical writer: build it there too
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=where, check=True,
+                       capture_output=True)
     return where
 
 
@@ -148,7 +150,12 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this tree")
     parser.add_argument("--split", action="store_true", help="also profile this tree's stages")
     args = parser.parse_args()
-    other = args.tree or (_checkout(args.rev) if args.rev else None)
+    with tempfile.TemporaryDirectory(prefix="bench-decide-cpu-") as scratch:
+        other = args.tree or (_checkout(args.rev, Path(scratch)) if args.rev else None)
+        return _measure(args, other)
+
+
+def _measure(args: argparse.Namespace, other: Path | None) -> int:
     trees = {"this tree": ROOT} | ({f"other ({args.rev or args.tree})": other} if other else {})
     runs: dict[str, list[dict]] = {name: [] for name in trees}
     print(f"{args.decides} decides of verdict-yes.json per round, SQLite, group commit, Flask test client")
