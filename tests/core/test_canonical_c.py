@@ -111,11 +111,16 @@ def _nested(depth: int):
     return value
 
 
-@pytest.mark.parametrize("value", [
-    2**53, -(2**53), 10**30, 1e16, -1e16, 1e-5, 2.5e-7, 1e21, float("inf"), float("nan"),
-    Level.HIGH, Text("a"), OrderedDict(a=1), {1: "a"}, {"a": {None: 1}}, [b"bytes"], {"a": object()},
-    _nested(129), {"deep": _nested(128)},
-], ids=repr)
+HANDED_BACK = {
+    "2^53": 2**53, "-2^53": -(2**53), "10^30": 10**30, "1e16": 1e16, "-1e16": -1e16, "1e-5": 1e-5,
+    "2.5e-7": 2.5e-7, "1e21": 1e21, "inf": float("inf"), "nan": float("nan"), "an IntEnum": Level.HIGH,
+    "a str subclass": Text("a"), "an OrderedDict": OrderedDict(a=1), "an int key": {1: "a"},
+    "a None key inside": {"a": {None: 1}}, "bytes": [b"bytes"], "an object": {"a": object()},
+    "129 levels": _nested(129), "129 levels inside an object": {"deep": _nested(128)},
+}
+
+
+@pytest.mark.parametrize("value", list(HANDED_BACK.values()), ids=list(HANDED_BACK))
 def test_what_the_c_writer_hands_back(value):
     """Numbers whose JavaScript text differs from Python's, types that are not exactly JSON's,
     non-string keys and nesting past the writer's limit are the Python writers' to answer."""
