@@ -141,8 +141,10 @@ def full_transitions(root: Path, draft: dict) -> dict:
     return {(a, b): n for a, b, n in frame.iter_rows()}
 
 
-def big_run(n: int) -> dict:
-    """The dry-run over `n` decisions in a child process: wall time and peak RSS."""
+def big_run(n: int, code_root: Path = ROOT, out: Path = RESULTS / "dry-run-big") -> dict:
+    """The dry-run over `n` decisions in a child process, written to `out`: wall time, CPU time
+    and peak RSS. `code_root`: a checkout whose dry-run is run (this one by default; another,
+    e.g. the code before a change, on the same history)."""
     root = dataset(n)
     code = (
         "import sys, time; sys.path[:0] = [%r, %r]\n"
@@ -151,20 +153,21 @@ def big_run(n: int) -> dict:
         "from pathlib import Path\n"
         "_, draft = dryrun_data.rulebooks()\n"
         "out = Path(%r); out.mkdir(parents=True, exist_ok=True)\n"
-        "t = time.perf_counter()\n"
+        "t, cpu = time.perf_counter(), time.process_time()\n"
         "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=%r, created_at='2026-11-22T00:00:00.000Z',"
         " flips_path=out / 'flips.parquet')\n"
         "write_dry_run(out, run.manifest, None)\n"
-        "print(time.perf_counter() - t, run.result.decisions_total, run.result.decisions_changed,"
+        "print(time.perf_counter() - t, time.process_time() - cpu, run.result.decisions_total, run.result.decisions_changed,"
         " next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
-    ) % (str(ROOT), str(ROOT / "benchmarks"), str(RESULTS / "dry-run-big"), str(root))
+    ) % (str(code_root), str(code_root / "benchmarks"), str(out), str(root))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(done.stderr)
     # The child reports its own address space's peak: RUSAGE_CHILDREN would be the largest of every
     # child so far, and the child's ru_maxrss would include the parent's peak (kept across exec).
-    seconds, total, changed, peak_kib = done.stdout.split()
+    seconds, cpu, total, changed, peak_kib = done.stdout.split()
     return {"decisions": int(total), "changed": int(changed), "seconds": round(float(seconds), 3),
+            "cpu_seconds": round(float(cpu), 3), "code": str(code_root),
             "peak_rss_bytes": int(peak_kib) * 1024, "peak_rss_note": "the child's own VmHWM"}
 
 

@@ -14,6 +14,8 @@ JSON text, which the scalar baseline parses.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -280,28 +282,39 @@ def _rekeyed(frame: pl.DataFrame, table: str, copy: int) -> pl.DataFrame:
     return frame.with_columns(new_id.alias("decision_id"), (pl.col("created_at") + shift).alias("created_at"))
 
 
-def replicate(base: Path, root: Path, copies: int) -> dict:
+def _replicate_file(path: Path, target: Path, table: str, copies: int) -> None:
+    """Copies 1 … copies − 1 of one base file, written beside its hard link in `target`."""
+    stem = path.name.removesuffix("-0000.parquet")
+    frame = pl.read_parquet(path)
+    for copy in range(1, copies):
+        _rekeyed(frame, table, copy).write_parquet(target / f"{stem}-{copy:04d}.parquet", compression="zstd")
+
+
+def replicate(base: Path, root: Path, copies: int, workers: int = 2) -> dict:
     """A history of `copies` × the base's decisions, written under `root` without generating
     (or evaluating) anything again: copy 0 is the base's files (hard links), copy c ≥ 1 every
     base file re-keyed (`_rekeyed`: distinct decision and receipt ids, times shifted by c ms) in
     the same partition, so the facts, stored verdicts and outcomes of each copy are the base's
-    and the dataset is valid as the dry-run reads it (every file listed with its digest)."""
+    and the dataset is valid as the dry-run reads it (every file listed with its digest).
+    `workers` processes rewrite the base files side by side (each file's copies are written by
+    one of them, so the files are the same whatever the number)."""
     manifest = json.loads((base / "manifest.json").read_text())
     if manifest["decisions"] > BASE_MAX:
         raise ValueError(f"a base of at most {BASE_MAX:,} decisions")
     root.mkdir(parents=True, exist_ok=True)
+    jobs = []
     for path in sorted(base.rglob("*.parquet")):
         relative = path.relative_to(base)
-        table = relative.parts[0]
         target = root / relative.parent
         target.mkdir(parents=True, exist_ok=True)
-        stem = path.name.removesuffix("-0000.parquet")
         first = target / path.name
         if not first.exists():
             first.hardlink_to(path)
-        frame = pl.read_parquet(path)
-        for copy in range(1, copies):
-            _rekeyed(frame, table, copy).write_parquet(target / f"{stem}-{copy:04d}.parquet", compression="zstd")
+        jobs.append((path, target, relative.parts[0], copies))
+    # Spawned, not forked: Polars' thread pool does not survive a fork.
+    with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=get_context("spawn")) as pool:
+        for done in [pool.submit(_replicate_file, *job) for job in jobs]:
+            done.result()
     n = manifest["decisions"] * copies
     out = {"dataset_schema_version": DATASET_SCHEMA_VERSION, "synthetic": True,
            "generator": f"benchmarks/dryrun_data.py: {copies} re-keyed copies of the {manifest['decisions']:,}-decision "

@@ -1,48 +1,53 @@
 """The vectorized dry-run: every historical decision of a rulebook re-evaluated under a draft.
 
-Steps (all lazy until the one `collect_all`, run on Polars' streaming engine so memory stays
-bounded by the aggregates, not by the history):
+Steps (each a streaming pass of Polars' engine, so memory is bounded by aggregates and by one
+bucket of flips, not by the history nor by its flips):
 
-1. `replay`: the replay base (`History.base`: each decision's stored verdict, rule and reason,
-   the *old* side, with its typed facts) evaluated by the compiled draft
-   (`rulebook_polars.evaluate`).
+1. One pass over the replay base (`History.base`: each decision's stored verdict, rule and
+   reason, the *old* side, with its typed facts), evaluated by the compiled draft
+   (`rulebook_polars.with_pick`): the rows counted by stored outcome, month and the draft's
+   pick, and the rows that flip or that the typed columns cannot hold exactly written to a
+   file (`workbench.migration.flips`).
 2. Rows the typed columns cannot hold exactly (`facts_state` partial, or no facts row) are
    read back with their `facts_json` and evaluated one by one by the scalar evaluator (the
-   ground truth); their results are patched in. Rows without facts stay `unreplayable`.
+   ground truth). Rows without facts stay `unreplayable`.
 3. Each flipped decision gets its latest outcome (by `reported_at`, then `receipt_id`) and its
    effectiveness class (`gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`: success, failure,
    excluded, open), `none` when no outcome was reported, and `unobservable` when the stored
    verdict was `no`: a blocked decision was never executed, so what a flip to `yes` would
-   have done has no observed outcome.
+   have done has no observed outcome (`workbench.migration.flips`: through files, by bucket).
 4. A small cube (old/new verdict × old/new rule × old/new reason × new status × replay →
    count), the flips' outcome classes, a per-month review count, per-field change counts and
    the most recent flips. Everything in the result is derived from these
    (`workbench.migration.summary`).
+
+`replay` gives every decision's old and new columns row by row (the benchmark's and the tests'
+per-decision check); the dry-run itself never builds them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from gate.clock import iso_ms
-from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
+from workbench.migration import flips
 from workbench.migration.draft import Draft
+from workbench.migration.flips import FLIP_COLUMNS, NO_OUTCOME, UNOBSERVABLE, latest_outcomes
 from workbench.migration.history import History
 
-__all__ = ["CUBE_KEYS", "Computed", "Passes", "compute", "latest_outcomes"]
+__all__ = ["CUBE_KEYS", "FLIP_COLUMNS", "NO_OUTCOME", "UNOBSERVABLE", "Computed", "Passes", "compute", "latest_outcomes"]
 
 CUBE_KEYS = ["old_verdict", "new_verdict", "old_rule", "new_rule", "old_reason", "new_reason", "new_status", "replay"]
-FLIP_COLUMNS = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
-                "old_reason", "new_reason", "outcome_status", "outcome_class"]
-UNOBSERVABLE, NO_OUTCOME = "unobservable", "none"
 _RESULT = ["replay", "status", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id"]
 
 
@@ -115,12 +120,6 @@ def replay(history: History, draft: Draft) -> tuple[pl.LazyFrame, int]:
     return evaluated.rename(_NEW), scalar_count
 
 
-def latest_outcomes(outcomes: pl.LazyFrame) -> pl.LazyFrame:
-    """The latest outcome status per decision (by reported_at, then receipt_id)."""
-    return outcomes.group_by("decision_id").agg(
-        pl.col("status").sort_by(["reported_at", "receipt_id"]).last().alias("outcome_status"))
-
-
 def _flip_by_pick(table: pl.DataFrame) -> pl.Expr:
     """A vector row whose stored verdict differs from the verdict its pick answers (a stored
     verdict that is null is no flip, as `old != new` is null there)."""
@@ -156,114 +155,168 @@ class Passes(Protocol):
 
 def compute(history: History, draft: Draft, *, flips_limit: int = 200, flips_path: Path | None = None,
             horizon_days: int = 30, passes: Passes | None = None) -> Computed:
-    """Run the dry-run: one aggregating pass over the history and one over its flips (the
-    flips, not the history, are held in memory); `flips_path` also writes every flip as Parquet.
+    """Run the dry-run: one pass over the history that aggregates as it reads and writes the
+    rows it selects (the flips and the partial rows) to a file, one over the outcomes that
+    keeps those of the selected decisions, then passes over these files
+    (`workbench.migration.flips`): memory holds aggregates, the scalar rows and one bucket of
+    flips at a time, never every flip. Every flip is written to `flips_path` (without one, to
+    a file of the run's own folder, removed at the end as the others).
 
-    The passes over the history group and filter by the draft's pick (`rulebook_polars.PICK`:
+    The pass over the history groups and filters by the draft's pick (`rulebook_polars.PICK`:
     which rule, the default outcome or needs_input), not by the strings it answers; the small
     results are named through `rulebook_polars.outcome_table` afterwards. The rows the scalar
-    evaluator replays are few and join in memory. `passes`: those passes made elsewhere (a cluster)."""
+    evaluator replays are few and are evaluated in memory. `passes`: the passes over the
+    history made elsewhere (a cluster); their selected rows go through the same files."""
     table = rp.outcome_table(draft.polars)
     named = table.rename(_NEW)
-    grouped, selected = (passes.replay if passes else _replay_passes)(history, draft, table)
     versions = history.versions_in_scope()
-    partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json")
-    scalar = _scalar_rows(partial, draft).rename(_NEW)
+    with flips.spill_folder(flips_path) as folder:
+        grouped, rows = _selected_rows(history, draft, table, passes, folder / "selected.parquet")
+        selected = pl.scan_parquet(folder / "selected.parquet")
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
+            # The outcomes of every selected decision (the flips and the few partial rows, whose
+            # flips are known only after the scalar evaluator), read while the scalar rows are
+            # evaluated and the cube is built (Polars releases the GIL).
+            reading = worker.submit(_outcome_lookup, history, passes, selected, folder / "outcomes.parquet")
+            partial = selected.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL).select(*_KEEP, "facts_json")
+            scalar = _scalar_rows(partial.collect(), draft).rename(_NEW)
+            fine = _fine_cube(grouped, named, scalar)
+            cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
+            months = _month_counts(fine)
+            changes = _field_changes(fine.filter(pl.col("replay") != rp.REPLAY_NONE))
+            lookup = reading.result()
+        flips_file = flips_path if flips_path is not None else folder / "flips.parquet"
+        every = flips.write_flips(flips_file, _flipped(selected, named, scalar), lookup, flips.buckets_for(rows))
+        outcome_cube, listed, as_of, tally = _flip_aggregates(every, flips_limit, versions, horizon_days)
     scalar_rows = int((scalar["replay"] == rp.REPLAY_SCALAR).sum())
-    flipped = _flipped(selected, named, scalar)
-    # At 100M decisions the flips are millions of rows: what they were selected from, and later
-    # the flipped rows themselves, are dropped as soon as the next frame holds what they held.
-    del selected, partial
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dry-run") as worker:
-        # Outcomes only of the flipped decisions (the history's outcomes are never held in
-        # memory), read while the cube is built from the grouped rows (Polars releases the GIL).
-        reading = worker.submit(passes.latest_outcomes, flipped) if passes else worker.submit(
-            latest_outcomes(history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode())))
-            .collect, engine="streaming")
-        fine = _fine_cube(grouped, named, scalar)
-        cube = fine.group_by(CUBE_KEYS).agg(pl.col("count").sum())
-        months = _month_counts(fine)
-        changes = _field_changes(fine.filter(pl.col("replay") != rp.REPLAY_NONE))
-        flips = _classified_flips(flipped, reading.result())
-        del flipped
-        if flips_path is not None:  # written while the last aggregates are made
-            writing = worker.submit(flips.write_parquet, flips_path)
-        outcome_cube = flips.group_by(["old_verdict", "new_verdict", "outcome_class"]).agg(
-            pl.len().cast(pl.Int64).alias("count"))
-        listed = _newest(flips, flips_limit)
-        as_of, tally = impact_tally(flips, versions, horizon_days)
-        if flips_path is not None:
-            writing.result()  # a failed write raises here
     return Computed(cube, outcome_cube, months, listed, versions, changes, scalar_rows, flips_limit, tally, as_of)
 
 
+def _selected_rows(history: History, draft: Draft, table: pl.DataFrame, passes: Passes | None,
+                   path: Path) -> tuple[pl.DataFrame, int]:
+    """The replay pass (`_replay_pass`, or `passes` on a cluster): the grouped counts, and the
+    selected rows written to `path`; returns the counts and how many rows were selected."""
+    if passes is None:
+        grouped = _replay_pass(history, draft, table, path)
+        return grouped, pq.read_metadata(path).num_rows
+    grouped, rows = passes.replay(history, draft, table)
+    rows.write_parquet(path, compression=flips.SPILL_COMPRESSION)
+    return grouped, rows.height
+
+
+def _outcome_lookup(history: History, passes: Passes | None, selected: pl.LazyFrame, path: Path) -> flips.Lookup:
+    """The latest outcomes of the selected decisions, by bucket (`flips.Lookup`): their records
+    kept in one streaming pass over the history's outcomes (`flips.outcome_records`), or on a
+    cluster their latest outcomes found by its workers (held in memory, as the cluster's rows)."""
+    if passes is None:
+        return flips.outcome_records(history.outcomes, selected, path)
+    latest = passes.latest_outcomes(selected.select("decision_id", "scope").collect())
+    return latest.filter
+
+
+def _flip_aggregates(buckets: Iterable[pl.DataFrame], k: int, versions: pl.DataFrame, horizon_days: int
+                     ) -> tuple[pl.DataFrame, pl.DataFrame, str | None, dict[tuple[str, str, str, bool], int]]:
+    """From every flip (FLIP_COLUMNS, a bucket at a time): the outcome cube (old verdict × new
+    verdict × outcome class → flips), the `k` newest flips (newest first, a flip without a time
+    before all, then by decision id: the newest of each bucket's newest), `as_of` and the impact
+    tally (old verdict × new verdict × outcome class × young → flips; `_as_of`)."""
+    as_of, young = _as_of(versions, horizon_days)
+    keys = ["old_verdict", "new_verdict", "outcome_class", "young"]
+    is_young = (young if young is not None else pl.lit(None, pl.Boolean)).alias("young")
+    counts, newest = [], []
+    for frame in buckets:
+        counts.append(_detached(frame.group_by(*keys[:3], is_young).agg(pl.len().cast(pl.Int64).alias("count"))))
+        newest.append(_newest(frame, k))
+        del frame
+    cells = pl.concat(counts).group_by(keys).agg(pl.col("count").sum())
+    outcome_cube = cells.group_by(keys[:3]).agg(pl.col("count").sum())
+    tally = {(o, n, c, bool(y)): int(count) for o, n, c, y, count in cells.select(*keys, "count").iter_rows()} \
+        if young is not None else {}
+    return outcome_cube, _newest(pl.concat(newest), k), as_of, tally
+
+
 def _newest(flips: pl.DataFrame, k: int) -> pl.DataFrame:
-    """`flips.sort(["created_at", "decision_id"], descending=[True, False]).head(k)` without
-    sorting (a copy of) every flip: only the rows at or after the k-th newest time (and those
-    without a time, which that sort puts first) can be among them."""
+    """`flips.sort(["created_at", "decision_id"], descending=[True, False]).head(k)`, the `k`
+    newest flips (a flip without a time before all), without sorting (a copy of) every flip:
+    only the rows at or after the k-th newest time (and those without a time, which that sort
+    puts first) can be among them. The result holds no buffer of `flips` (`_detached`)."""
     cut = flips.select(pl.col("created_at").drop_nulls().top_k(k).min()).item() if k > 0 else None
     near = pl.col("created_at").is_null() | (pl.col("created_at") >= cut) if cut is not None \
         else pl.col("created_at").is_null()
     candidates = flips.filter(near) if k > 0 else flips.clear()
-    return candidates.sort(["created_at", "decision_id"], descending=[True, False]).head(k)
+    return _detached(candidates.sort(["created_at", "decision_id"], descending=[True, False]).head(k))
 
 
-def impact_tally(flips: pl.DataFrame, versions: pl.DataFrame,
-                 horizon_days: int) -> tuple[str | None, dict[tuple[str, str, str, bool], int]]:
-    """The flips by (old verdict, new verdict, outcome class, young): young = newer than
-    `horizon_days` before the history's newest decision (`as_of`, so the figures depend on the
-    data only, never on when the dry-run runs)."""
+def _detached(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with its strings copied out: a filtered, gathered or sliced string column refers
+    to the buffers it was taken from, so a few rows kept from each bucket would keep every
+    bucket alive."""
+    return frame.select(_owned(name) if dtype == pl.String else pl.col(name) for name, dtype in frame.schema.items())
+
+
+def _as_of(versions: pl.DataFrame, horizon_days: int) -> tuple[str | None, pl.Expr | None]:
+    """The history's newest decision time (`as_of`, so the figures depend on the data only,
+    never on when the dry-run runs) and whether a flip is young: newer than `horizon_days`
+    before it. (None, None) for a history without a decision time."""
     newest = versions["last"].max() if versions.height else None
     if not isinstance(newest, datetime):
-        return None, {}
-    as_of = iso_ms(newest)
-    if not flips.height:
-        return as_of, {}
-    cutoff = newest - timedelta(days=horizon_days)
-    grouped = flips.with_columns((pl.col("created_at") > cutoff).alias("young")).group_by(
-        ["old_verdict", "new_verdict", "outcome_class", "young"]).agg(pl.len().alias("count"))
-    return as_of, {(o, n, c, bool(y)): int(count) for o, n, c, y, count in grouped.iter_rows()}
+        return None, None
+    return iso_ms(newest), pl.col("created_at") > newest - timedelta(days=horizon_days)
+
+
+def _replay_plan(history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """The one pass over the history, as two queries over the same evaluated rows: (the typed
+    and absent rows counted by stored outcome, month and the draft's pick; the vector rows that
+    flip and the partial rows, the latter with their facts for the scalar evaluator)."""
+    evaluated = rp.with_pick(history.base, draft.polars)
+    typed_or_absent = pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)
+    grouped = evaluated.filter(typed_or_absent).group_by([*_OLD, "month", rp.PICK]).agg(
+        pl.len().cast(pl.Int64).alias("count"))
+    selected = evaluated.filter(~typed_or_absent | _flip_by_pick(table)).select(
+        *_KEEP, fc.STATE_COLUMN, pl.when(~typed_or_absent).then(pl.col("facts_json")).alias("facts_json"), rp.PICK)
+    return grouped, selected
+
+
+def _replay_pass(history: History, draft: Draft, table: pl.DataFrame, selected_path: Path) -> pl.DataFrame:
+    """`_replay_plan` in one streaming pass: the grouped counts (small) returned, the selected
+    rows written to `selected_path` as they are found (in the history's order)."""
+    grouped, selected = _replay_plan(history, draft, table)
+    sink = selected.sink_parquet(selected_path, compression=flips.SPILL_COMPRESSION, lazy=True)
+    found, _ = pl.collect_all([grouped, sink], engine="streaming")
+    return found
 
 
 def _replay_passes(history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The three passes over the history: (the typed and absent rows counted by stored outcome,
-    month and the draft's pick; the vector rows that flip and the partial rows, with their facts)."""
-    # Pass 1 evaluates the rules and keeps only each row's pick (4 bytes a row); passes 2 and
-    # 3 read the stored columns beside it (a lazy horizontal concat is row-aligned), so the
-    # rules are evaluated once.
-    picks = rp.with_pick(history.base, draft.polars).select(rp.PICK).collect(engine="streaming")
-    zipped = pl.concat([history.base.select(*_KEEP, fc.STATE_COLUMN, "facts_json"), picks.lazy()], how="horizontal")
-    typed_or_absent = pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)
-    grouped = zipped.filter(typed_or_absent).group_by([*_OLD, "month", rp.PICK]).agg(
-        pl.len().cast(pl.Int64).alias("count"))
-    # Pass 3: the vector rows that flip, and the partial rows with their facts for the scalar evaluator.
-    selected = zipped.filter(~typed_or_absent | _flip_by_pick(table)).select(
-        *[_owned(name) for name in (*_KEEP, fc.STATE_COLUMN, "facts_json")], rp.PICK)
-    # Separate streaming passes on purpose: collecting them together shares the replay as a
-    # cached subplan, which holds the whole replayed history in memory.
-    return grouped.collect(engine="streaming"), selected.collect(engine="streaming")
+    """`_replay_plan` in one streaming pass, both results in memory (a partition's, on a
+    cluster's worker: `workbench.cluster.dryrun`)."""
+    grouped, selected = _replay_plan(history, draft, table)
+    found, rows = pl.collect_all([grouped, selected.select(_owned(name) for name in selected.collect_schema().names())],
+                                 engine="streaming")
+    return found, rows
 
 
 def _owned(name: str) -> pl.Expr:
     """A column as itself, its strings copied out of the pages they were read from: a filtered
     string column otherwise keeps every read page's buffer alive (at 100M decisions, 8.6M flips
     kept about 1.3 GB of the history's strings)."""
-    return pl.col(name) if name == "created_at" else pl.concat_str([pl.col(name), pl.lit("")]).alias(name)
+    return pl.col(name) if name in ("created_at", rp.PICK) else pl.concat_str([pl.col(name), pl.lit("")]).alias(name)
 
 
 _FLIP_ROW = ["decision_id", "created_at", "scope", "old_verdict", "new_verdict", "old_rule", "new_rule",
              "old_reason", "new_reason"]
 
 
-def _flipped(selected: pl.DataFrame, named: pl.DataFrame, scalar: pl.DataFrame) -> pl.DataFrame:
-    """The decisions whose verdict flips: the vector rows (named through the draft's outcome
-    table) and the rows the scalar evaluator replayed to another verdict."""
-    vector = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).select(
-        "decision_id", "created_at", "scope", "old_verdict", "old_rule", "old_reason", rp.PICK)
+def _flipped(selected: pl.LazyFrame, named: pl.DataFrame, scalar: pl.DataFrame) -> pl.LazyFrame:
+    """The decisions whose verdict flips, in the history's order: the vector rows (their pick
+    named through the draft's outcome table) and the rows the scalar evaluator replayed to
+    another verdict."""
+    pick = pl.col(rp.PICK)
+    vector = selected.filter(pl.col(fc.STATE_COLUMN).ne_missing(fc.STATE_PARTIAL)).with_columns(
+        pick.replace_strict(named[rp.PICK], named[name], default=None, return_dtype=pl.String).alias(name)
+        for name in ("new_verdict", "new_rule", "new_reason"))
     return pl.concat([
-        vector.join(named.select(rp.PICK, "new_verdict", "new_rule", "new_reason"), on=rp.PICK, how="left")
-        .select(_FLIP_ROW),
-        scalar.filter((pl.col("replay") == rp.REPLAY_SCALAR) & (pl.col("old_verdict") != pl.col("new_verdict")))
+        vector.select(_FLIP_ROW),
+        scalar.lazy().filter((pl.col("replay") == rp.REPLAY_SCALAR) & (pl.col("old_verdict") != pl.col("new_verdict")))
         .select(_FLIP_ROW),
     ], how="vertical_relaxed")
 
@@ -292,14 +345,3 @@ def _month_counts(fine: pl.DataFrame) -> pl.DataFrame:
         pl.col("count").filter(in_fine & (pl.col("old_verdict") == "review")).sum().alias("review_before"),
         pl.col("count").filter(in_fine & (pl.col("new_verdict") == "review")).sum().alias("review_after"),
     )
-
-
-def _classified_flips(flipped: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFrame:
-    """The flips with their latest outcome and its effectiveness class (`unobservable` for a
-    decision that was no, NO_OUTCOME without one), as FLIP_COLUMNS."""
-    classes = dict(OUTCOME_EFFECTIVENESS_CLASS)
-    return flipped.join(outcomes, on="decision_id", how="left").with_columns(
-        pl.when(pl.col("old_verdict") == "no").then(pl.lit(UNOBSERVABLE))
-        .when(pl.col("outcome_status").is_null()).then(pl.lit(NO_OUTCOME))
-        .otherwise(pl.col("outcome_status").replace_strict(classes, default="unknown", return_dtype=pl.String))
-        .alias("outcome_class")).select(FLIP_COLUMNS)
