@@ -106,9 +106,13 @@ def latest_runs(outcomes: pl.LazyFrame) -> pl.DataFrame:
 
 def join_runs(decisions: pl.LazyFrame, latest: pl.DataFrame) -> pl.LazyFrame:
     """The decisions, each with `status` and `outcome_records` of `latest_runs` (null and 0
-    without an outcome record)."""
-    return decisions.join(latest.lazy(), on="decision_id", how="left").with_columns(
-        pl.col("outcome_records").fill_null(0))
+    without an outcome record), in their own order. Only the decision ids go through the join
+    (kept in the decisions' order; `latest` holds one row per id, so one row comes out per
+    decision, and a second row would fail the stacking, never shift it); its two columns are
+    then set beside the decisions' other columns, which are never gathered."""
+    rows = decisions.collect()
+    found = rows.select("decision_id").join(latest, on="decision_id", how="left", maintain_order="left")
+    return rows.hstack([found.get_column("status"), found.get_column("outcome_records").fill_null(0)]).lazy()
 
 
 def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:
