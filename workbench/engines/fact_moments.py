@@ -55,8 +55,9 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str],
     if not paths:
         return pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA)), pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     columns = [fc.column(path, part) for path in paths for part in ("t", "n")]
+    ids = ["decision_id"] if extreme_ids else []  # a string per row: read only to name extremes
     typed = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).select(
-        *by, "month", "decision_id", *columns).collect()  # read once; both passes below are in memory
+        *by, "month", *ids, *columns).collect()  # read once; both passes below are in memory
     aggs = []
     for i, path in enumerate(paths):
         number = _number(path)
