@@ -59,7 +59,7 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
 
 
 def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFrame:
-    """`with_latest_outcome(decisions, outcomes)` (the same rows, in another order) at a
+    """`with_latest_outcome(decisions, outcomes)` (the same rows, in the decisions' order) at a
     fraction of the cost: `join_runs(decisions, latest_runs(outcomes))`."""
     return join_runs(decisions, latest_runs(outcomes))
 
