@@ -28,9 +28,10 @@ What is timed (best of `--repeat` runs, wall clock, load average printed beside)
   load is not timed).
 
 Each SQL result is checked against the engines' numbers before anything is reported.
-Figures are ratios to our time in the same run. Each report from rows is timed right before
-its SQL twins (benchmarks' twin is the effectiveness SQL, timed again), so the two sides of a
-ratio share the machine's load, printed beside them.
+Figures are ratios to our time in the same run. Each report from rows and its SQL twins
+(benchmarks' twin is the effectiveness SQL, timed again) are run in turn, one run of each then
+again, each keeping its best, so the two sides of a ratio share the machine's load, printed
+beside them.
 """
 
 from __future__ import annotations
@@ -220,6 +221,20 @@ def calibration() -> float:
     return best(lambda: frame.group_by("k").agg(pl.col("v").sum()), 3)[0]
 
 
+def interleaved(runs: dict[str, tuple[object, int]]) -> dict[str, tuple[float, object]]:
+    """Each named function run its own number of times, in turn (one run of each, then again),
+    keeping each one's best time and last result."""
+    out: dict[str, tuple[float, object]] = {}
+    for turn in range(max(repeat for _fn, repeat in runs.values())):
+        for name, (fn, repeat) in runs.items():
+            if turn < repeat:
+                t0 = time.perf_counter()
+                result = fn()
+                seconds = time.perf_counter() - t0
+                out[name] = (min(seconds, out[name][0]) if name in out else seconds, result)
+    return out
+
+
 def best(fn, repeat: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeat):
@@ -407,10 +422,14 @@ def main() -> int:
     engines = {"duckdb": duckdb_queries(root)}
     if not args.skip_postgres:
         engines["postgresql"] = postgres_queries(root, args.pg_url)
-    # Each report from rows is timed right before its SQL twins, so a pair shares the machine's
-    # load (on a shared machine the load moves by a factor of two within minutes).
+    # Each report from rows and its SQL twins are timed in turn, run by run (ours, DuckDB,
+    # PostgreSQL, ours, …), each keeping its best: on a shared machine the load moves by a factor
+    # of two within a minute, and alternating lets both sides of a ratio meet the same load.
     for kind, fn in rows.items():
-        seconds, report = best(fn, args.rows_repeat)
+        twin = "effectiveness" if kind == "benchmarks" else kind
+        timed = interleaved({"rows": (fn, args.rows_repeat),
+                             **{engine: (queries[twin], args.repeat) for engine, queries in engines.items()}})
+        seconds, report = timed.pop("rows")
         if kind in reports:
             assert report == reports[kind], f"{kind}: the report from rows differs from the report from rollups"
         else:  # no rollups: "ours" is the report from rows
@@ -419,9 +438,7 @@ def main() -> int:
         figures[kind]["rows"] = seconds
         figures[kind]["rows_load"] = os.getloadavg()[0]
         print(f"rows  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}  (identical report)", flush=True)
-        for engine, queries in engines.items():
-            twin = "effectiveness" if kind == "benchmarks" else kind
-            seconds, rows_out = best(queries[twin], args.repeat)
+        for engine, (seconds, rows_out) in timed.items():
             if twin == "effectiveness":
                 assert _counts_from_sql(rows_out) == expected, (engine, _counts_from_sql(rows_out), expected)
             if twin == "confidence":

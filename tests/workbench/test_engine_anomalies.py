@@ -112,3 +112,23 @@ def test_each_reason_leads_with_a_plain_sentence_then_the_statistics():
                                  "'no' verdicts rose from 0.0% to 50.0% after version v2")
     drift = next(a for a in _run(_ledger(drift=True))["anomalies"] if a["kind"] == "fact_drift")
     assert drift["reasons"][0].startswith("fact amount rose from ") and drift["reasons"][0].endswith(" on average in 2026-02")
+
+
+def _without_ids(report: dict) -> dict:
+    return {**report, "anomalies": [{**a, "decision_ids": []} for a in report["anomalies"]]}
+
+
+def test_without_evidence_every_finding_is_the_same_but_its_decision_ids():
+    """The effectiveness report's `health` reads the anomaly state without its evidence
+    (`partial(…, evidence=False)`): every finding, score, order and reason must be the same."""
+    args = {"min_sample": 10, "threshold": 0.0, "max_items": 100}
+    every_kind = {"failure_rate_shift", "verdict_mix_shift", "fact_drift"}
+    for f in (_ledger(bad_rule=True, new_version_blocks=True, drift=True, version_fails=True), _ledger(drift=True)):
+        full = anomalies.finalize(anomalies.merge([anomalies.partial(f.decisions, f.outcomes, CLASSES)]), CLASSES,
+                                  **args)
+        bare = anomalies.partial(f.decisions, f.outcomes, CLASSES, evidence=False)
+        assert all(not bare[name].height for name in ("failed", "by_verdict", "fact_high", "fact_low"))
+        lean = anomalies.finalize(anomalies.merge([bare]), CLASSES, **args)
+        assert full["anomalies"] and all(a["decision_ids"] for a in full["anomalies"])
+        assert lean == _without_ids(full)
+    assert {a["kind"] for a in full["anomalies"]} <= every_kind

@@ -1,6 +1,7 @@
-"""`latest_joined` (the integer-keyed join of each decision to its latest outcome) gives exactly
-the rows of `with_latest_outcome`, also when decision ids share a key (forced here: every id
-of one length gets one key), with timestamp ties broken by receipt id."""
+"""`latest_joined` (each decision joined to its latest outcome through `latest_runs`, which packs
+time and status into integer maxima instead of sorting) gives exactly the rows of
+`with_latest_outcome`: with timestamp ties broken by receipt id (tied records of one status and of
+several), null times and statuses, statuses no mapping knows, and outcomes too wide to pack."""
 
 from __future__ import annotations
 
@@ -37,14 +38,47 @@ def test_latest_joined_equals_the_string_join(seed: int) -> None:
     assert _same(common.latest_joined(decisions, outcomes).collect(), expected)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_shared_keys_are_never_trusted(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    decisions, outcomes = _frames(seed)
+def _edge_outcomes() -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Decisions a–h and records that reach every branch of `latest_runs`."""
+    t = [datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s) for s in range(3)]
+    rows = [
+        ("a", "r2", t[1], "failed"), ("a", "r1", t[1], "succeeded"), ("a", "r0", t[0], "pending"),  # tie, two statuses
+        ("b", "r1", t[2], "failed"), ("b", "r9", t[2], "failed"), ("b", "r5", t[1], "succeeded"),  # tie, one status
+        ("c", "r1", None, "failed"), ("c", "r0", None, "succeeded"),  # no time at all: by receipt id
+        ("d", "r1", None, "failed"), ("d", "r0", t[0], "pending"),  # a null time is the earliest
+        ("e", "r1", t[2], None), ("e", "r2", t[1], "succeeded"),  # a null status is a status
+        ("f", "r1", t[2], "mystery"), ("f", "r2", t[2], "failed"),  # a status no mapping knows, tied
+        ("g", None, t[1], "failed"), ("g", "r0", t[1], "succeeded"),  # a null receipt id sorts first
+        ("x", "r1", t[0], "failed"),  # a record of no decision here
+    ]
+    outcomes = pl.DataFrame(rows, schema={"decision_id": pl.String, "receipt_id": pl.String,
+                                          "reported_at": pl.Datetime("us", "UTC"), "status": pl.String}, orient="row")
+    decisions = pl.DataFrame({"decision_id": list("abcdefgh"), "created_at": t[:1] * 8})
+    return decisions.lazy(), outcomes.lazy()
+
+
+def test_every_tie_and_null_is_settled_as_the_sort_does() -> None:
+    decisions, outcomes = _edge_outcomes()
+    got = common.latest_joined(decisions, outcomes).collect()
+    assert _same(got, common.with_latest_outcome(decisions, outcomes).collect())
+    assert dict(got.select("decision_id", "status").iter_rows()) == {
+        "a": "failed", "b": "failed", "c": "failed", "d": "pending", "e": None, "f": "failed", "g": "succeeded",
+        "h": None}
+
+
+def test_outcomes_too_wide_to_pack_take_the_sort(monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions, outcomes = _edge_outcomes()
     expected = common.with_latest_outcome(decisions, outcomes).collect()
-    monkeypatch.setattr(common, "_id_key", lambda column="decision_id": pl.col(column).str.len_bytes()
-                        .cast(pl.UInt64).alias(common._KEY))
+    monkeypatch.setattr(common, "_ORDER_RANGE", 8)
     assert _same(common.latest_joined(decisions, outcomes).collect(), expected)
-    # outcomes of one decision only: keys shared by decisions (not by outcomes) take the integer path
-    one = outcomes.filter(pl.col("decision_id") == "dec_001")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_outcome_at_all_and_one_record_each(seed: int) -> None:
+    decisions, outcomes = _frames(seed)
+    none = outcomes.filter(pl.lit(False))
+    assert _same(common.latest_joined(decisions, none).collect(),
+                 common.with_latest_outcome(decisions, none).collect())
+    one = outcomes.unique("decision_id", keep="first", maintain_order=True)
     assert _same(common.latest_joined(decisions, one).collect(),
                  common.with_latest_outcome(decisions, one).collect())

@@ -59,15 +59,19 @@ COLUMNS = ("decision_id", "created_at", "month", "policy_version", "verdict", *S
 
 
 def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
-            facts: pl.LazyFrame | None = None, by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+            facts: pl.LazyFrame | None = None, by: Sequence[str] = (), *,
+            evidence: bool = True) -> dict[str, pl.DataFrame]:
     """The additive state of one partition (of each partition of the `by` key columns, keys
     first, when given): `outcome_partial` and the facts' moments. `facts`: the typed facts
     table of exactly these decisions when the source has one (`fact_moments.facts_partial`;
-    with `by`, its rows carry the key columns)."""
-    state = outcome_partial(decisions, outcomes, classes, by)
+    with `by`, its rows carry the key columns). `evidence` False: the states of decision ids
+    (`failed`, `by_verdict`, `fact_high`, `fact_low`) are left empty, so the findings, their
+    scores, order and reasons are the same and only their `decision_ids` are empty (what the
+    effectiveness report's `health` reads)."""
+    state = outcome_partial(decisions, outcomes, classes, by, evidence=evidence)
     # The facts need no outcome: read straight from the decisions, so the join does not carry
     # every decision's facts text through it.
-    state.update(factlib.facts_partial(decisions, facts, by))
+    state.update(factlib.facts_partial(decisions, facts, by, extreme_ids=evidence))
     return state
 
 
@@ -75,12 +79,12 @@ FINE = (*SEGMENT_DIMENSIONS, "policy_version", "verdict", "month", "status")
 
 
 def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
-                    by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+                    by: Sequence[str] = (), *, evidence: bool = True) -> dict[str, pl.DataFrame]:
     """Every state of `partial` but the facts' (`sample`, `segments`, `failed`, `versions`,
     `by_verdict`, `months`). The decision–outcome join runs once (`latest_joined`); one
     group-by of its rows by every column a state is keyed by (`FINE`, a few hundred groups)
     gives every count, and the newest-decision evidence reads only the rows recent enough to be
-    any group's evidence (`_evidence_floor`)."""
+    any group's evidence (`_evidence_floor`); `evidence` False: `failed` and `by_verdict` empty."""
     by = list(by)
     decisions = decisions.select(*COLUMNS, *by)
     runs = latest_runs(outcomes)
@@ -96,16 +100,16 @@ def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Ma
                             pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
                             "decisions", _count_of(SUCCESS, "success"), _count_of(FAILURE, "failure"))
                 for dim in (*SEGMENT_DIMENSIONS, "policy_version")]
-    evidence = _evidence(decisions, runs, fine, classes, by)
+    found = _evidence(decisions, runs, fine, classes, by) if evidence else [pl.DataFrame(), pl.DataFrame()]
     return {
         "sample": fine.group_by(*by, "status").agg(
             pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
             pl.col("last_at").max()).sort([*by, "status"], nulls_last=True),
         "segments": merge_frames(segments, [*by, "dimension", "value"], SEGMENT_HOW),
-        "failed": evidence[0],
+        "failed": found[0],
         "versions": merge_frames([fine.select(*by, versioned, "verdict", "decisions", "first_at")],
                                  [*by, "policy_version", "verdict"], VERSION_HOW),
-        "by_verdict": evidence[1],
+        "by_verdict": found[1],
         "months": merge_frames([fine.select(*by, "month", "decisions")], [*by, "month"], {"decisions": "sum"}),
     }
 
@@ -114,7 +118,7 @@ def _count_of(effect: str, name: str) -> pl.Expr:
     return pl.when(pl.col("effect") == effect).then(pl.col("decisions")).otherwise(0).alias(name)
 
 
-def _evidence(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool], fine: pl.DataFrame,
+def _evidence(decisions: pl.LazyFrame, runs: pl.DataFrame, fine: pl.DataFrame,
               classes: Mapping[str, str], by: list[str]) -> list[pl.DataFrame]:
     """`failed` (the newest failed decisions per segment) and `by_verdict` (the newest per
     version and verdict; no outcome needed), each from the rows recent enough to be some
@@ -134,11 +138,9 @@ def _evidence(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool], fine: pl
     recent = decisions.with_columns(*[_filled(dim) for dim in dims]).filter(wanted).collect()
     # The few recent decisions are read first, so the join hashes them, not every run.
     candidates = recent.filter(recent_failed)
-    latest, keyed = runs
-    if keyed:  # only runs whose latest status is a failure can be a failed decision's
-        failures = [status for status, effect in classes.items() if effect == FAILURE]
-        runs = latest.filter(pl.col("status").is_in(failures)), keyed
-    frame = join_runs(candidates.lazy(), runs).with_columns(
+    # only runs whose latest status is a failure can be a failed decision's
+    failures = [status for status, effect in classes.items() if effect == FAILURE]
+    frame = join_runs(candidates.lazy(), runs.filter(pl.col("status").is_in(failures))).with_columns(
         class_expr(classes)).filter(pl.col("effect") == FAILURE).collect().lazy()
     failed = [top_per_group(frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).alias("value"),
                                          "created_at", "decision_id"), [*by, "dimension", "value"])

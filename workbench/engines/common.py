@@ -58,60 +58,61 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
     )
 
 
-_KEY = "_decision_key"  # a 64-bit hash of decision_id (collisions are detected, never trusted)
-_KEY_SEED = 0x6A7E
-
-
-def _id_key(column: str = "decision_id") -> pl.Expr:
-    return pl.col(column).hash(_KEY_SEED).alias(_KEY)
-
-
 def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFrame:
-    """`with_latest_outcome(decisions, outcomes)` (the same rows, in another order) at a
+    """`with_latest_outcome(decisions, outcomes)` (the same rows, in the decisions' order) at a
     fraction of the cost: `join_runs(decisions, latest_runs(outcomes))`."""
     return join_runs(decisions, latest_runs(outcomes))
 
 
-def latest_runs(outcomes: pl.LazyFrame) -> tuple[pl.DataFrame, bool]:
-    """The outcome records read once, for `join_runs`: keyed by a 64-bit hash of their decision
-    id and sorted by (key, `reported_at`, `receipt_id`), each decision's latest record is the
-    last of its run and its count the run's length (no string group-by). Returns (one row per
-    run, True); (the records, False) when two decision ids of the outcomes share a key."""
-    records = outcomes.select("decision_id", "reported_at", "receipt_id", "status")
-    # Read and sorted without `receipt_id` (a string sort key costs more than the rest of this
-    # function): a run whose last two records share the time is settled by `receipt_id` below,
-    # from those runs' records alone.
-    read = records.drop("receipt_id").with_columns(_id_key()).collect()
-    runs = read.sort([_KEY, "reported_at"], maintain_order=True)
-    key, at = pl.col(_KEY), pl.col("reported_at")
-    same = key == key.shift(1)
-    if runs.select((same & (pl.col("decision_id") != pl.col("decision_id").shift(1))).any()).item():
-        return records.collect(), False
-    last = (key != key.shift(-1)).fill_null(True)
-    tied = runs.filter(last & same & at.eq_missing(at.shift(1)))["decision_id"]
-    ends = runs.with_row_index("_end").filter(last).select(
-        _KEY, pl.col("decision_id").alias("_latest_of"), "status",
-        (pl.col("_end").cast(pl.Int64) - pl.col("_end").cast(pl.Int64).shift(1).fill_null(-1)).alias("outcome_records"))
-    if tied.len():
-        settled = (records.filter(pl.col("decision_id").is_in(tied.implode())).with_columns(_id_key()).collect()
-                   .sort([_KEY, "reported_at", "receipt_id"], maintain_order=True)
-                   .group_by(_KEY, maintain_order=True).agg(pl.col("status").last()))
-        ends = ends.update(settled, on=_KEY, include_nulls=True)
-    return ends, True
+_ORDER_RANGE = 1 << 62  # (time span + 1) × (statuses + 1) must stay below this in an Int64
 
 
-def join_runs(decisions: pl.LazyFrame, runs: tuple[pl.DataFrame, bool]) -> pl.LazyFrame:
-    """The decisions, each with `status` and `outcome_records` from `latest_runs`, joined on the
-    integer key. Exact, not probabilistic: a decision takes a run only when the run's decision
-    id equals its own; with shared keys in the outcomes, the string join (`with_latest_outcome`)."""
-    latest, keyed = runs
-    if not keyed:
-        return with_latest_outcome(decisions, latest.lazy())
-    names = decisions.collect_schema().names()
-    mine = pl.col("_latest_of") == pl.col("decision_id")
-    return (decisions.with_columns(_id_key()).join(latest.lazy(), on=_KEY, how="left")
-            .select(*names, pl.when(mine).then(pl.col("status")).alias("status"),
-                    pl.when(mine).then(pl.col("outcome_records")).otherwise(0).alias("outcome_records")))
+def latest_runs(outcomes: pl.LazyFrame) -> pl.DataFrame:
+    """`latest_outcomes(outcomes)` (one row per decision id: `decision_id`, `status` of its
+    latest record by (`reported_at`, `receipt_id`), `outcome_records`) without a sort: one
+    string-keyed group-by of integer maxima.
+
+    Each record's (`reported_at`, status) is packed into one Int64 (time since the earliest
+    record × (statuses + 1) + the status's code), so a decision's greatest packed value holds
+    its latest time and the greatest status code at that time; a second maximum, with the codes
+    reversed, holds the least. When the two agree, every record at the latest time has that
+    status and `receipt_id` cannot change the answer; the few decisions where they differ (or
+    whose times are all null) are settled by `latest_outcomes` over their own records. Exact
+    for any input; outcomes whose times and statuses do not fit the packing take
+    `latest_outcomes` whole."""
+    read = outcomes.select("decision_id", "reported_at", "status").collect()
+    statuses = read.get_column("status").drop_nulls().unique().sort()
+    at = pl.col("reported_at").to_physical()
+    first, last = read.select(at.min().alias("first"), at.max().alias("last")).row(0)
+    width = statuses.len() + 1  # code 0: a null status
+    if first is not None and (last - first + 1) * width >= _ORDER_RANGE:
+        return latest_outcomes(outcomes).collect()
+    code = (pl.col("status").cast(pl.Enum(statuses)).to_physical().cast(pl.Int64) + 1).fill_null(0)
+    since = at - pl.lit(first or 0, dtype=pl.Int64)
+    runs = read.lazy().select(
+        "decision_id", (since * width + code).alias("_high"), (since * width + (width - 1 - code)).alias("_low"),
+    ).group_by("decision_id").agg(
+        pl.col("_high").max(), pl.col("_low").max(), pl.len().cast(pl.Int64).alias("outcome_records"),
+    ).with_columns((pl.col("_high") % width).alias("_code")).collect()
+    names = pl.Series([None, *statuses], dtype=pl.String)
+    tied = runs.filter(pl.col("_high").is_null() | (pl.col("_code") != width - 1 - pl.col("_low") % width))
+    latest = runs.select("decision_id", pl.lit(names).gather(pl.col("_code")).alias("status"), "outcome_records")
+    if tied.height:
+        settled = latest_outcomes(outcomes.filter(pl.col("decision_id").is_in(tied["decision_id"].implode())))
+        latest = latest.update(settled.select("decision_id", "status").collect(), on="decision_id",
+                               include_nulls=True)
+    return latest
+
+
+def join_runs(decisions: pl.LazyFrame, latest: pl.DataFrame) -> pl.LazyFrame:
+    """The decisions, each with `status` and `outcome_records` of `latest_runs` (null and 0
+    without an outcome record), in their own order. Only the decision ids go through the join
+    (kept in the decisions' order; `latest` holds one row per id, so one row comes out per
+    decision, and a second row would fail the stacking, never shift it); its two columns are
+    then set beside the decisions' other columns, which are never gathered."""
+    rows = decisions.collect()
+    found = rows.select("decision_id").join(latest, on="decision_id", how="left", maintain_order="left")
+    return rows.hstack([found.get_column("status"), found.get_column("outcome_records").fill_null(0)]).lazy()
 
 
 def class_expr(classes: Mapping[str, str], column: str = "status") -> pl.Expr:

@@ -44,17 +44,20 @@ def table_paths(names: Sequence[str]) -> list[str]:
     return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix))
 
 
-def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str],
+           extreme_ids: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The typed rows' moments per (fact, month), and candidates for each path's k largest and
     k smallest values per month with their decision: every value at or beyond the least
     extreme of those months' k-th extremes (a superset of each month's k largest and smallest,
     ties included; `extremes` keeps exactly those). One grouped pass over the table however
-    many paths (wide, then one row per (fact, month)), then one filter for the candidates."""
+    many paths (wide, then one row per (fact, month)), then one filter for the candidates
+    (none, and no extreme in the grouped pass, when `extreme_ids` is False)."""
     if not paths:
         return pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA)), pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     columns = [fc.column(path, part) for path in paths for part in ("t", "n")]
+    ids = ["decision_id"] if extreme_ids else []  # a string per row: read only to name extremes
     typed = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).select(
-        *by, "month", "decision_id", *columns).collect()  # read once; both passes below are in memory
+        *by, "month", *ids, *columns).collect()  # read once; both passes below are in memory
     aggs = []
     for i, path in enumerate(paths):
         number = _number(path)
@@ -62,9 +65,10 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.Dat
         other = kind.is_not_null() & (kind != fc.KIND_NULL) & (kind != fc.KIND_NUMBER)
         aggs += [number.count().cast(pl.Float64).alias(f"{i}:n"), number.sum().alias(f"{i}:total"),
                  (number * number).sum().alias(f"{i}:total_sq"),
-                 other.sum().cast(pl.Float64).alias(f"{i}:non_numeric"),
-                 number.drop_nulls().top_k(EVIDENCE_IDS).min().alias(f"{i}:high"),
-                 number.drop_nulls().bottom_k(EVIDENCE_IDS).max().alias(f"{i}:low")]
+                 other.sum().cast(pl.Float64).alias(f"{i}:non_numeric")]
+        if extreme_ids:
+            aggs += [number.drop_nulls().top_k(EVIDENCE_IDS).min().alias(f"{i}:high"),
+                     number.drop_nulls().bottom_k(EVIDENCE_IDS).max().alias(f"{i}:low")]
     wide = typed.group_by(*by, "month").agg(aggs)
     moments = pl.concat([wide.select(*by, pl.lit(path, dtype=pl.String).alias("fact"), "month",
                                      *[pl.col(f"{i}:{name}").alias(name) for name in FACTS_HOW])
@@ -72,7 +76,7 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str]) -> tuple[pl.Dat
     # A (fact, month) without a value has no row, as from the JSON (a path only ever null is no fact).
     moments = moments.filter((pl.col("n") > 0) | (pl.col("non_numeric") > 0))
     extreme = [pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))]
-    for i, path in enumerate(paths):
+    for i, path in enumerate(paths if extreme_ids else ()):
         sides = [(cuts, descending) for name, descending in ((f"{i}:high", True), (f"{i}:low", False))
                  if (cuts := wide.select(*by, "month", pl.col(name).alias("_cut")).drop_nulls("_cut")).height]
         if not sides:
@@ -143,7 +147,7 @@ def _json_long(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | pl.DataFrame | None = None,
-                  by: Sequence[str] = ()) -> dict[str, pl.DataFrame]:
+                  by: Sequence[str] = (), *, extreme_ids: bool = True) -> dict[str, pl.DataFrame]:
     """`facts` (fact, month → n, total, total_sq, non_numeric), `fact_high` / `fact_low`
     (the EVIDENCE_IDS largest / smallest values per fact and month, with their decision).
 
@@ -151,7 +155,8 @@ def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | 
     `facts_state`, `facts_json`, typed columns), as an exported dataset holds it; without it,
     every decision's `facts_json` is flattened one by one (the live ledger's bounded samples).
     `by`: partition key columns (of the decisions, and of the facts rows when given); every
-    table is then per partition, keys first."""
+    table is then per partition, keys first. `extreme_ids` False: `fact_high` and `fact_low` are
+    left empty (the moments alone: no decision's value is ranked)."""
     by = list(by)
     if facts is None:
         rows = decisions.lazy().filter(pl.col("facts_json").is_not_null()).select(
@@ -165,12 +170,15 @@ def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | 
         needed = facts.filter(partial).select("decision_id", "month", "facts_json", *by)
         rows = needed.collect() if facts.select(partial.any()).collect().item() else pl.DataFrame(
             schema=needed.collect_schema())
-        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()), by)
+        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()), by,
+                                                 extreme_ids)
     long = _json_long(rows).lazy()
     if by:  # each flattened value carries its decision's partition keys
         long = long.join(rows.lazy().select("decision_id", *by), on="decision_id", how="left").select(
             *by, *_LONG_SCHEMA)
     values = long.filter(pl.col("value").is_not_null()).select(*by, "fact", "month", "value", "decision_id")
+    if not extreme_ids:
+        values = values.filter(pl.lit(False))
     json_moments, json_high, json_low = pl.collect_all(
         [_moments(long, by), _candidates(values, True, by), _candidates(values, False, by)])
     merged = merge_frames([typed_moments, json_moments.select(*by, *_FACTS_SCHEMA)], [*by, "fact", "month"],

@@ -240,8 +240,9 @@ def effectiveness_report(frames: Frames, policy_id: str, params: ReportParams, *
     shared = None
     if with_health and anomalies is None and not _rolled_up(frames):
         # From rows, the anomaly state's sample is the effectiveness state (the same decisions
-        # joined to the same outcomes): one join serves both reports.
-        shared = _anomaly_state(frames)
+        # joined to the same outcomes): one join serves both reports. The health reads the
+        # findings' recommendation and first reason, never their decision ids: no evidence.
+        shared = _anomaly_state(frames, evidence=False)
     state = _merged(effectiveness_engine.merge, "effectiveness", frames,
                     lambda: {"sample": shared["sample"]} if shared is not None
                     else effectiveness_engine.partial(frames.decisions, frames.outcomes))
@@ -257,9 +258,12 @@ def _rolled_up(frames: Frames) -> bool:
     return frames.rollup is not None and bool(frames.rollup.usable(CLASSES))
 
 
-def _anomaly_state(frames: Frames) -> dict[str, pl.DataFrame]:
+def _anomaly_state(frames: Frames, *, evidence: bool = True) -> dict[str, pl.DataFrame]:
+    """`evidence` False: from rows, without the states of decision ids (`anomaly_engine.partial`);
+    from rollups, which hold them already, the same state either way."""
     return _merged(anomaly_engine.merge, "anomalies", frames,
-                   lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts))
+                   lambda: anomaly_engine.partial(frames.decisions, frames.outcomes, CLASSES, frames.facts,
+                                                  evidence=evidence))
 
 
 def _anomaly_body(frames: Frames, params: ReportParams,
