@@ -30,7 +30,8 @@ def offline_identity(pattern_id):
 
 def test_an_explicit_historical_replay_names_the_mode_it_refuses(client, api_key):
     record = decide(client, api_key, advisory_body()).json
-    response = post(client, api_key, f"/api/decision/{record['decision_id']}/replay", {"replay_mode": "historical"})
+    path = f"/api/decision/{record['decision_id']}/replay"
+    response = post(client, api_key, path, {"replay_mode": "historical"})
     assert response.status_code == 409
     body = response.json
     assert (body["error"], body["lineage_component"], body["replay_mode"]) == (
@@ -100,7 +101,8 @@ def test_a_diff_of_a_request_without_context_gives_it_one(client, api_key):
     bare = decide(client, api_key, stored).json
     summary = post(client, api_key, f"/api/decision/{bare['decision_id']}/diff", {"input": {"seats": 3}}).json
     replayed = summary["decision"]
-    assert replayed["input_hash"] == sha256_hex({"question": stored["question"], "context": {"inputs": {"seats": 3}}})
+    given = {"question": stored["question"], "context": {"inputs": {"seats": 3}}}
+    assert replayed["input_hash"] == sha256_hex(given)
     assert replayed["advisory_verdict"] == "review" and replayed["policy_id"] == "advisory.general"
 
 
