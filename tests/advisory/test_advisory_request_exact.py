@@ -35,8 +35,12 @@ from tests.advisory.test_advisory_http import advisory_body, decide, stored_coun
 def test_each_refusal_names_its_field_and_code(client, api_key, app, body, field, code):
     response = decide(client, api_key, body)
     assert response.status_code == 400, response.json
-    assert response.json["error"] == "REQUEST_INVALID"
-    assert [(e["field"], e["code"]) for e in response.json["errors"]] == [(field, code)]
+    body = response.json
+    assert body["error"] == "REQUEST_INVALID"
+    assert [(e["field"], e["code"]) for e in body["errors"]] == [(field, code)]
+    # One message, the same at the top and in the error entry (the shape every refusal shares).
+    assert sorted(body["errors"][0]) == ["code", "field", "message"]
+    assert isinstance(body["message"], str) and body["message"] == body["errors"][0]["message"]
     assert stored_count(app) == 0
 
 
