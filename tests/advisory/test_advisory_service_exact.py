@@ -1,0 +1,73 @@
+"""Exact answers of the advisory service (`gate.services.advisory`) over HTTP: the panel it forms
+per mode, what `/api/runtime-config` says of it, and what it stores. Every test builds its own app,
+ledger and fake provider."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from gate.ledger.tables import decisions
+from tests.advisory.fake_llm import FakeLLM
+from tests.advisory.test_advisory_http import advisory_body, decide
+
+
+def llm_env(llm, models):
+    return {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": models, "GATE_ADVISOR_TIMEOUT": "1"}
+
+
+def test_the_runtime_config_describes_the_offline_panel(client):
+    assert client.get("/api/runtime-config").json["advisory"] == {
+        "advisory_version": "decision_advisory_v1", "offline_advisor": "policy_pattern_rulebook",
+        "http_advisors": [], "single_advisor": "policy_pattern_rulebook", "multi_available": False}
+
+
+def test_the_runtime_config_describes_the_http_advisors(make_app):
+    with FakeLLM() as llm:
+        client = make_app(llm_env(llm, "model-a,model-b")).test_client()
+        provider = llm.url.split("/")[2]
+        assert client.get("/api/runtime-config").json["advisory"] == {
+            "advisory_version": "decision_advisory_v1", "offline_advisor": "policy_pattern_rulebook",
+            "http_advisors": [{"advisor_id": "http_llm:model-a", "model": "model-a", "provider": provider},
+                              {"advisor_id": "http_llm:model-b", "model": "model-b", "provider": provider}],
+            "single_advisor": "http_llm:model-a", "multi_available": True}
+
+
+def test_one_http_advisor_makes_multi_available(make_app, api_key):
+    with FakeLLM() as llm:
+        llm.behaviour["model-a"] = ("answer", {"decision": "no", "rationale": "no"})
+        client = make_app(llm_env(llm, "model-a")).test_client()
+        assert client.get("/api/runtime-config").json["advisory"]["multi_available"] is True
+        record = decide(client, api_key, advisory_body("multi")).json
+    assert [v["advisor_id"] for v in record["advisory"]["advisors"]] == [
+        "policy_pattern_rulebook", "http_llm:model-a"]
+    assert record["advisory"]["tally"] == {"yes": 1, "no": 1, "review": 0, "failed": 0}
+    assert record["advisory_verdict"] == "review"  # one no of two is not more than half
+
+
+def test_multi_without_an_http_advisor_names_the_panel_it_has(client, api_key):
+    response = decide(client, api_key, advisory_body("multi"))
+    assert response.status_code == 503
+    body = response.json
+    assert (body["error"], body["mode"], body["advisors"]) == (
+        "ADVISOR_UNAVAILABLE", "multi", ["policy_pattern_rulebook"])
+
+
+def test_single_asks_only_the_first_http_advisor(make_app, api_key):
+    with FakeLLM() as llm:
+        llm.behaviour["model-a"] = ("answer", {"decision": "no", "rationale": "no"})
+        llm.behaviour["model-b"] = ("answer", {"decision": "yes", "rationale": "yes"})
+        client = make_app(llm_env(llm, "model-a,model-b")).test_client()
+        record = decide(client, api_key, advisory_body("single")).json
+        assert [sent["body"]["model"] for sent in llm.requests] == ["model-a"]
+    assert [v["advisor_id"] for v in record["advisory"]["advisors"]] == ["http_llm:model-a"]
+    assert record["advisory_verdict"] == "no"
+
+
+def test_the_stored_row_carries_the_panel_hash_and_the_callers_request_id(app, client, api_key):
+    record = decide(client, api_key, advisory_body(), **{"x-request-id": "trace-42"}).json
+    assert record["request_id"] == "trace-42"
+    other = decide(client, api_key, advisory_body()).json
+    assert other["request_id"] and other["request_id"] != "trace-42"
+    with app.extensions["gate"].ledger.read() as connection:
+        rows = dict(connection.execute(select(decisions.c.decision_id, decisions.c.rulebook_hash)).all())
+    assert rows == {record["decision_id"]: record["policy_hash"], other["decision_id"]: other["policy_hash"]}
