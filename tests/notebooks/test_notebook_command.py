@@ -56,9 +56,13 @@ def clone(tmp_path_factory) -> Path:
     # scripts/notebooks runs scripts/bootstrap, which reinstalls when the venv's stamp does not
     # name this pyproject.toml: from the clone, that would point this checkout's .venv at a
     # temporary copy. Refuse instead, and say how to put it right.
-    stamp = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    # The stamp is over what the install builds from, as scripts/bootstrap computes it.
+    stamped = b"".join((ROOT / name).read_bytes()
+                       for name in ("pyproject.toml", "setup.py", "gate/protocol/_canonical.c"))
+    stamp = hashlib.sha256(stamped).hexdigest()[:16]
     if not (ROOT / ".venv" / f".installed-{stamp}").exists():
-        pytest.fail("this checkout's .venv was installed for another pyproject.toml: run scripts/bootstrap first")
+        pytest.fail("this checkout's .venv was installed for another pyproject.toml, setup.py or C source: "
+                    "run scripts/bootstrap first")
     (target / ".venv").symlink_to(ROOT / ".venv")
     return target
 
