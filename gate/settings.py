@@ -39,7 +39,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_DATABASE_URL", "sqlite:///$GATE_HOME/gate.db", "ledger URL; postgresql://user@host/db in production"),
     ("GATE_SIGNING_KEY_FILE", "$GATE_HOME/signing-keys.json", "Ed25519 keyring (gate keys signing-init)"),
     ("GATE_SIGNING_KEY_CHECK_MS", "1000", "how often each worker looks for a new keyring; 0: never"),
-    ("GATE_LEDGER_GROUP_COMMIT", "auto", "decisions stored many per transaction by one writer thread per process; auto: SQLite on, PostgreSQL off"),
+    ("GATE_LEDGER_GROUP_COMMIT", "auto", "decisions stored many per transaction by one writer thread per process; auto: on (SQLite and PostgreSQL)"),
     ("GATE_API_KEY_CACHE_MS", "1000", "longest a worker trusts an active API key it read (a disabled key is refused after it); 0: every request reads"),
     ("GATE_RECEIPT_HMAC_SECRET", "unset", "HMAC-SHA256 receipt secret (>= 32 characters) instead of Ed25519"),
     ("GATE_RECEIPT_HMAC_KEY_ID", "hmac-receipt-v1", "key id named in HMAC receipts"),

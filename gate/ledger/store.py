@@ -50,7 +50,7 @@ from gate.ledger import writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
-from gate.ledger.groupcommit import GroupWriter
+from gate.ledger.groupcommit import BATCH_MEMO, GroupWriter
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
     api_keys,
@@ -142,13 +142,22 @@ class StoredDecision:
     columns: dict[str, Any]
 
 
+def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any], peaks: Sequence[str]) -> None:
+    """In a batch run all at once (`gate.ledger.groupcommit`), the head this member's link leaves
+    is the next member's: the row stays locked to this transaction until it commits."""
+    memo = connection.info.get(BATCH_MEMO)
+    if memo is not None:
+        memo["head", chain.chain_id] = ChainHead(chain.chain_id, link["chain_position"], link["link_hash"],
+                                                 link["merkle_root"], tuple(peaks))
+
+
 class Ledger:
     """Repository over an SQLAlchemy engine (SQLite file or PostgreSQL)."""
 
     def __init__(self, url: str, *, pool_size: int = 5, engine: Engine | None = None,
                  group_commit: bool | None = None) -> None:
         """`group_commit`: decisions stored through one writer thread per process, many per
-        transaction (`gate.ledger.groupcommit`); None: on for SQLite, off for PostgreSQL."""
+        transaction (`gate.ledger.groupcommit`); None (auto): on, for SQLite and PostgreSQL alike."""
         self.url = normalize_url(url)
         self.engine = engine or make_engine(self.url, pool_size=pool_size)
         self.dialect = self.engine.dialect.name
@@ -156,7 +165,7 @@ class Ledger:
         self._prepared: dict[Any, Prepared] = {}
         self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
         if group_commit is None:
-            group_commit = self.dialect == "sqlite"
+            group_commit = True
         self.group = GroupWriter(self.write) if group_commit else None
 
     # ------------------------------------------------------------------ lifecycle
@@ -413,8 +422,13 @@ class Ledger:
                    charge: CapCharge | None, chain: ChainAppend | None, confidence: ConfidenceRead | None,
                    extra: Sequence[tuple[Table, dict[str, Any]]]) -> int | None:
         """One decision's statements inside a write transaction (see `store_decision`)."""
-        if confidence is not None:  # before any lock: one indexed read by key prefix
-            rows = self._hot("counts", COUNTS_QUERY).run(connection, counts_params(confidence.bucket))
+        if confidence is not None:  # before any lock: one indexed read by key prefix (once per batch)
+            memo = connection.info.get(BATCH_MEMO)
+            rows = memo.get(("counts", confidence.bucket)) if memo is not None else None
+            if rows is None:
+                rows = self._hot("counts", COUNTS_QUERY).run(connection, counts_params(confidence.bucket))
+                if memo is not None:
+                    memo["counts", confidence.bucket] = rows
             confidence.apply(counts_from_rows(confidence.bucket, rows))
         # The chain head lock comes first: every writer of a scope takes the same lock
         # in the same order, so snapshot and usage rows can never deadlock.
@@ -438,6 +452,10 @@ class Ledger:
         return prepared
 
     def _lock_chain_head(self, connection: Connection, chain: ChainAppend) -> ChainHead:
+        memo = connection.info.get(BATCH_MEMO)
+        if memo is not None and ("head", chain.chain_id) in memo:  # locked by an earlier member of this batch
+            head: ChainHead = memo["head", chain.chain_id]
+            return head
         head_for_update = self._hot("head", _HEAD_FOR_UPDATE)
         row = head_for_update.first(connection, {"chain_id": chain.chain_id})
         if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
@@ -468,6 +486,7 @@ class Ledger:
             "merkle_root": link["merkle_root"], "tree_peaks": json.dumps(list(peaks)),
             "updated_at": link["created_at"],
         })
+        _carry_head(connection, chain, link, peaks)
         return row
 
     def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, head: ChainHead,
@@ -488,9 +507,12 @@ class Ledger:
         )
         for index, (level, idx, digest) in enumerate(nodes):
             params.update({f"n{index}_level": level, f"n{index}_idx": idx, f"n{index}_hash": digest})
-        used = connection.execute(_pg_append_statement(tuple(row), len(nodes)), params).scalar()
+        shape = (tuple(row), len(nodes))
+        returned = self._hot(("pg-append", *shape), _pg_append_statement(*shape)).run(connection, params)
+        used = returned[0]["used"] if returned else None
         if used is None:
             raise MonthlyCapExceeded(charge.cap, charge.period)
+        _carry_head(connection, chain, link, peaks)
         return int(used)
 
     # ------------------------------------------------------------------ chain reads

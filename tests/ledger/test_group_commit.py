@@ -5,7 +5,9 @@
 - a batch gathered while the writer is busy commits together: its members' positions follow
   arrival order, and a duplicate key inside the batch is the winner's replay;
 - a driver fault injected in the middle of a batch answers 503 to every member and stores none
-  of them (no half batch); the next decide continues the chain where it was.
+  of them (no half batch); the next decide continues the chain where it was;
+- a batch without refusals runs without savepoints and reads its chain head and confidence
+  counts once; a refusal sends the batch back through member-by-member savepoints.
 """
 
 from __future__ import annotations
@@ -128,3 +130,57 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
     chain = app.test_client().get(f"/api/decision/chains/{first.json['audit_chain']['chain_id']}",
                                   headers={"x-api-key": api_key})
     assert chain.json["verification"]["valid"] is True
+
+
+def _statements_during(app, calls) -> list[str]:
+    """The SQL the writer ran while `calls` were gathered into one batch."""
+    ledger = app.extensions["gate"].ledger
+    seen: list[str] = []
+
+    def record(connection, cursor, statement, parameters, context, executemany):
+        seen.append(statement)
+
+    event.listen(ledger.engine, "before_cursor_execute", record)
+    try:
+        _gathered(app, calls)
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", record)
+    return seen
+
+
+def _head_reads(statements: list[str]) -> int:
+    return sum(1 for sql in statements if sql.lstrip().upper().startswith("SELECT") and "FROM chain_heads" in sql)
+
+
+def test_a_batch_without_refusals_runs_without_savepoints_and_reads_shared_rows_once(app, api_key, sample_request):
+    assert _post(app, api_key, sample_request).status_code == 200  # the chain exists
+    answers: list = []
+    statements = _statements_during(app, [lambda: answers.append(_post(app, api_key, sample_request))
+                                          for _ in range(6)])
+    assert [a.status_code for a in answers] == [200] * 6
+    assert _positions(answers) == [2, 3, 4, 5, 6, 7]
+    assert not [sql for sql in statements if "SAVEPOINT" in sql]
+    assert _head_reads(statements) == 1  # the first member locks it; the others carry it
+    # one bucket: its confidence counts are read once for the batch
+    assert sum(1 for sql in statements if "FROM confidence_counters" in sql) == 1
+    chain = app.test_client().get(f"/api/decision/chains/{answers[0].json['audit_chain']['chain_id']}",
+                                  headers={"x-api-key": api_key})
+    assert chain.json["verification"]["valid"] is True
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        head = connection.execute(select(chain_heads.c.size, chain_heads.c.head_link_hash)).one()
+    newest = max(answers, key=lambda a: a.json["audit_chain"]["chain_position"])
+    assert tuple(head) == (7, newest.json["audit_chain"]["link_hash"])
+
+
+def test_a_refusal_in_a_batch_reruns_it_member_by_member(app, api_key, sample_request):
+    assert _post(app, api_key, sample_request).status_code == 200
+    answers: list = []
+    keys = [None, None, "taken", "taken", None]
+    statements = _statements_during(app, [lambda k=k: answers.append(_post(app, api_key, sample_request, k))
+                                          for k in keys])
+    assert [a.status_code for a in answers] == [200] * 5
+    assert _positions(answers) == [2, 3, 4, 5]
+    # the first run stopped at the second "taken" and rolled back; the second ran each in a savepoint
+    assert sum(1 for sql in statements if sql.startswith("SAVEPOINT")) == 5
+    assert sum(1 for sql in statements if sql.startswith("ROLLBACK TO SAVEPOINT")) == 1
+    assert _counts(app.extensions["gate"].ledger.engine) == {"decisions": 5, "chain_links": 5}
