@@ -148,18 +148,18 @@ def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    response = Response(dumps(body), status=status, mimetype="application/json")
-    if headers:
-        response.headers.update(headers)
-    return response
+    return json_text_response(status, dumps(body), headers)
 
 
 def json_text_response(status: int, text: str, headers: dict[str, str] | None = None) -> Response:
     """`json_response` for a body already encoded the same way (`dumps`): a stored record's text."""
-    response = Response(text, status=status, mimetype="application/json")
-    if headers:
-        response.headers.update(headers)
-    return response
+    if headers and any(name.lower() == "content-type" for name in headers):
+        response = Response(text, status=status, mimetype="application/json")
+        response.headers.update(headers)  # the caller's Content-Type replaces the JSON one
+        return response
+    # Given to the constructor, the headers are added once each (a decide sets about fifteen;
+    # `update` would look for an earlier value of each first).
+    return Response(text, status=status, headers=headers, mimetype="application/json")
 
 
 def error_response(code: str, message: str, *, status: int | None = None,

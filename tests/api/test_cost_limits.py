@@ -15,6 +15,7 @@ import math
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -368,3 +369,51 @@ def test_a_chunked_body_is_weighed_as_the_largest_body(still_app, starter, decid
         headers={**starter, "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
     assert response.status_code == 200, response.json
     assert response.headers["X-RateLimit-Cost"] == str(STARTER_UNITS)  # 1 + 128, at most the window
+
+
+def test_redis_limiter_survives_a_flushed_script_and_a_killed_connection():
+    """Each serving thread keeps its own connection and sends EVALSHA on it: a Redis that lost the
+    script (SCRIPT FLUSH, a restart) gets it again, and a killed connection fails that one hit
+    closed (503), after which the next hit opens a new connection; every charge counts once."""
+    import redis
+
+    url = _redis_or_skip()
+    prefix = f"gate:test:{secrets.token_hex(6)}:"
+    limiter = RedisRateLimiter(url, prefix=prefix)
+    admin = redis.Redis.from_url(url)
+    now = 1_800_000_000_000
+    assert limiter.hit("key", 10, now).remaining == 9
+    admin.script_flush()
+    assert limiter.hit("key", 10, now).remaining == 8  # NOSCRIPT: loaded again, charged once
+    connection = limiter._local.connection  # white box: this thread's connection, to kill it
+    connection.send_command("CLIENT", "ID")
+    admin.client_kill_filter(_id=connection.read_response())
+    with pytest.raises(GateError) as refused:
+        limiter.hit("key", 10, now)
+    assert refused.value.code == "RATE_LIMITER_UNAVAILABLE"
+    assert limiter.hit("key", 10, now).remaining == 7  # a new connection; the failed hit charged nothing
+    names = list(admin.scan_iter(prefix + "*"))
+    assert len(names) == 1 and int(admin.get(names[0])) == 3
+
+
+def test_redis_limiter_recovers_after_more_failures_than_a_pool_holds():
+    """While Redis cannot be reached every hit fails closed, each on a new connection; once it is
+    back the next hit succeeds, however many failed before (more than redis-py's pool of 100
+    would have counted: such connections are outside it)."""
+    from tests.server.proxy import Forwarder
+
+    url = urlsplit(_redis_or_skip())
+    forwarder = Forwarder(url.port or 6379).up()
+    try:
+        limiter = RedisRateLimiter(url._replace(netloc=f"127.0.0.1:{forwarder.port}").geturl(),
+                                   prefix=f"gate:test:{secrets.token_hex(6)}:")
+        now = 1_800_000_000_000
+        assert limiter.hit("key", 1000, now).remaining == 999
+        forwarder.down()
+        for _ in range(120):
+            with pytest.raises(GateError):
+                limiter.hit("key", 1000, now)
+        forwarder.up()
+        assert limiter.hit("key", 1000, now).remaining == 998
+    finally:
+        forwarder.down()
