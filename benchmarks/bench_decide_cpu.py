@@ -6,13 +6,16 @@ runs it), answers `--warmup` decides of the sample request through the Flask tes
 ledger's writer thread). The baseline in the same process is `GET /healthz` through the same
 client (the HTTP stack's own floor), so each figure is also a ratio to it. `--rev REV` (or
 `--tree PATH`) measures another commit in the same run, round by round, so a before/after shares
-the machine's load; the 1-minute load average is printed beside each round.
+the machine's load; the 1-minute load average is printed beside each round. `--threads 8` sends
+the decides from 8 threads at once (one `gate serve` worker's callers), so the writer stores
+several per transaction, as it does under load; the default is one caller after the other.
 
 `--split` adds where the CPU goes in this tree: the decide's stages timed by `cProfile` on thread
-CPU time, in the request thread and in the writer thread. The profiler slows Python calls more
-than C work, so the split is a share, not a cost in µs.
+CPU time, in the request thread and in the writer thread (one caller, whatever `--threads` says).
+The profiler slows Python calls more than C work, so the split is a share, not a cost in µs.
 
     .venv/bin/python benchmarks/bench_decide_cpu.py [--decides 2000] [--rounds 3] [--rev a85e481] [--split]
+                                                    [--threads 8]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "decide_cpu.json"
 WORKER = textwrap.dedent("""
     import json, sys, tempfile, time
     from pathlib import Path
-    decides, warmup, split = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split"
+    decides, warmup, split, threads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split", int(sys.argv[4])
     from api.app import create_app
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
@@ -68,11 +71,17 @@ WORKER = textwrap.dedent("""
             main = cProfile.Profile(time.thread_time)
             profiles.append(main)
             main.enable()
+        def post(_):
+            return app.test_client().post("/api/decide", data=body, headers=headers).status_code
         t0 = time.process_time()
-        for _ in range(decides):
-            answer = client.post("/api/decide", data=body, headers=headers)
+        if threads == 1:
+            codes = [post(n) for n in range(decides)]
+        else:  # concurrent callers: the writer stores them many per transaction, as under load
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(threads) as pool:
+                codes = list(pool.map(post, range(decides)))
         decide = (time.process_time() - t0) / decides
-        assert answer.status_code == 200, answer.data
+        assert set(codes) == {200}, codes
         t1 = time.process_time()
         for _ in range(decides):
             client.get("/healthz")
@@ -100,7 +109,7 @@ STAGES = [
     ("release observation", "gate/services/decide.py:_observe_release"),
     ("row sealed (row hash + signature)", "gate/services/pipeline.py:seal_row"),
     ("writer: chain link and record text (under the head)", "gate/services/pipeline.py:seal"),
-    ("writer: statements and savepoints", "gate/ledger/groupcommit.py:_run_member"),
+    ("writer: the batch's transaction (begin, statements, commit)", "gate/ledger/groupcommit.py:_all_at_once"),
     ("writer: the whole batch (statements + commit)", "gate/ledger/groupcommit.py:_run"),
     ("response written", "api/errors.py:json_text_response"),
     ("checkpoint cadence", "api/routes/decide.py:_witness_on_cadence"),
@@ -111,8 +120,9 @@ STAGES = [
 ]
 
 
-def _once(tree: Path, decides: int, warmup: int, split: bool) -> dict:
-    done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-"],
+def _once(tree: Path, decides: int, warmup: int, split: bool, threads: int = 1) -> dict:
+    done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-",
+                           str(threads)],
                           cwd=tree, capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(tree)}, timeout=900)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -135,9 +145,13 @@ def _stages(functions: dict[str, list], decides: int) -> list[tuple[str, float, 
 def _checkout(rev: str, where: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev], cwd=ROOT, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    if (where / "setup.py").exists():  # a commit with the C canonical writer: build it there too
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=where, check=True,
-                       capture_output=True)
+    source = where / "gate" / "protocol" / "_canonical.c"
+    if source.exists():  # a commit with the C canonical writer: build it there too (as setup.py would)
+        import sysconfig
+        target = source.with_name("_canonical" + sysconfig.get_config_var("EXT_SUFFIX"))
+        subprocess.run([sysconfig.get_config_var("CC").split()[0], "-shared", "-fPIC", "-O2",
+                        f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(target)],
+                       check=True, capture_output=True)
     return where
 
 
@@ -149,6 +163,9 @@ def main() -> int:
     parser.add_argument("--rev", help="a commit to measure beside this tree (extracted with git archive)")
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this tree")
     parser.add_argument("--split", action="store_true", help="also profile this tree's stages")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="concurrent callers in the worker (8 = one gunicorn worker's threads): the writer "
+                             "then stores several decides per transaction")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-decide-cpu-") as scratch:
         other = args.tree or (_checkout(args.rev, Path(scratch)) if args.rev else None)
@@ -158,11 +175,12 @@ def main() -> int:
 def _measure(args: argparse.Namespace, other: Path | None) -> int:
     trees = {"this tree": ROOT} | ({f"other ({args.rev or args.tree})": other} if other else {})
     runs: dict[str, list[dict]] = {name: [] for name in trees}
-    print(f"{args.decides} decides of verdict-yes.json per round, SQLite, group commit, Flask test client")
+    print(f"{args.decides} decides of verdict-yes.json per round, SQLite, group commit, Flask test client, "
+          f"{args.threads} caller thread(s)")
     print(f"{'round':>5} {'tree':<28} {'decide ms':>10} {'healthz ms':>11} {'ratio':>7} {'load1':>6}")
     for number in range(1, args.rounds + 1):
         for name, tree in trees.items():
-            run = _once(tree, args.decides, args.warmup, False)
+            run = _once(tree, args.decides, args.warmup, False, args.threads)
             run["load1"] = os.getloadavg()[0]
             runs[name].append(run)
             print(f"{number:>5} {name:<28} {run['decide_ms']:>10.3f} {run['healthz_ms']:>11.3f} "
@@ -177,9 +195,9 @@ def _measure(args: argparse.Namespace, other: Path | None) -> int:
     if other:
         mine, theirs = summary["this tree"]["decide_ms"], summary[next(iter(list(trees)[1:]))]["decide_ms"]
         print(f"  this tree / other: {mine / theirs:.2f} of the CPU per decide")
-    result: dict = {"decides": args.decides, "rounds": runs, "medians": summary}
+    result: dict = {"decides": args.decides, "threads": args.threads, "rounds": runs, "medians": summary}
     if args.split:
-        run = _once(ROOT, args.decides, args.warmup, True)
+        run = _once(ROOT, args.decides, args.warmup, True)  # one caller: the profiler sees its thread
         stages = _stages(run["functions"], args.decides)
         route = next(ms for label, ms, _ in stages if label.startswith("the decide route"))
         writer = next(ms for label, ms, _ in stages if label.startswith("writer: the whole batch"))

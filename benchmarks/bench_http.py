@@ -78,13 +78,54 @@ def _load1() -> float:
     return os.getloadavg()[0]
 
 
-def _wrk(url: str, script: Path | None, duration: int, connections: int) -> dict:
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its descendants so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15)
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def _postgres_cpu_seconds() -> float:
+    """User + system CPU seconds of every `postgres` process on this host so far (its backends serve
+    the benchmark's connections; the server's own tree does not include them)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, _, rest = text.partition(" (")[2].rpartition(")")
+        if name == "postgres":
+            fields = rest.split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _wrk(url: str, script: Path | None, duration: int, connections: int, server_pid: int | None = None) -> dict:
     args = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "5s"]
     if script:
         args += ["-s", str(script)]
     load_before = _load1()
+    cpu_before = _tree_cpu_seconds(server_pid) if server_pid else None
+    database_before = _postgres_cpu_seconds()
     done = subprocess.run(args + [url], capture_output=True, text=True, check=True)
-    return {**_parse_wrk(done.stdout), "load1_before": load_before, "load1_after": _load1()}
+    result = {**_parse_wrk(done.stdout), "load1_before": load_before, "load1_after": _load1()}
+    answered = max(result["requests"], 1)
+    if server_pid:  # the server's CPU per answered request: what a request costs, whatever else the host runs
+        result["server_cpu_ms_per_request"] = round(1000 * (_tree_cpu_seconds(server_pid) - cpu_before) / answered, 3)
+    # PostgreSQL's CPU in the same window (0 on SQLite, but for other users of the host's PostgreSQL)
+    result["postgres_cpu_ms_per_request"] = round(1000 * (_postgres_cpu_seconds() - database_before) / answered, 3)
+    return result
 
 
 def _database(kind: str, home: Path) -> tuple[str, callable]:
@@ -124,8 +165,8 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
         script = home / "post.lua"
         script.write_text(WRK_POST.format(key=key, body=body))
         _wrk(base + "/api/decide", script, 2, connections)  # warm-up (also warms the compile cache)
-        baseline = _wrk(base + "/healthz", None, duration, connections)
-        decide = _wrk(base + "/api/decide", script, duration, connections)
+        baseline = _wrk(base + "/healthz", None, duration, connections, server.pid)
+        decide = _wrk(base + "/api/decide", script, duration, connections, server.pid)
         from sqlalchemy import create_engine, text
 
         from gate.ledger.codec import decode
@@ -165,13 +206,14 @@ def main() -> int:
     results = [run_backend(kind, args.duration, args.connections, args.request) for kind in args.backends.split(",")]
     print(f"{args.connections} connections, {args.duration} s per route, request {args.request}")
     print(f"{'backend':10} {'route':8} {'rps':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>8} {'non-2xx':>7} "
-          f"{'load1':>11} {'stored':>7} {'ratio':>6}")
+          f"{'load1':>11} {'cpu ms':>6} {'pg ms':>6} {'stored':>7} {'ratio':>6}")
     for r in results:
         for route, w in (("healthz", r["baseline_healthz"]), ("decide", r["decide"])):
             tail = (f"{r['stored_records']:7d} {r['ratio_rps_vs_healthz']:6.3f}  verified={r['sample_verified']}"
                     if route == "decide" else "")
             print(f"{r['backend']:10} {route:8} {w['requests_per_second']:7.0f} {w['p50_ms']:7.2f} {w['p90_ms']:7.2f} "
-                  f"{w['p99_ms']:8.2f} {w['non_2xx']:7d} {w['load1_before']:5.2f}→{w['load1_after']:<5.2f} {tail}")
+                  f"{w['p99_ms']:8.2f} {w['non_2xx']:7d} {w['load1_before']:5.2f}→{w['load1_after']:<5.2f} "
+                  f"{w['server_cpu_ms_per_request']:6.3f} {w['postgres_cpu_ms_per_request']:6.3f} {tail}")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     (out / "http.json").write_text(json.dumps(results, indent=2))
