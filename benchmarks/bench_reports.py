@@ -20,18 +20,21 @@ What is timed (best of `--repeat` runs, wall clock, load average printed beside)
   (`workbench.dataset.rollups`), which the export keeps current; building them for the whole dataset
   (what a first export or a full rebuild pays once) is timed and printed separately;
 * ours from rows: the same reports with the rollups set aside, the engines over every decision
-  and outcome (best of `--rows-repeat`): the frames `from_dataset` gives a dataset without
-  current rollups (its typed facts table as it is, one row per decision); both must give
-  identical reports, hashes included. Confidence has no rollups: it is always from rows;
-* DuckDB: the aggregates the engines compute, in SQL over the same Parquet files;
-* PostgreSQL: the same SQL over the same rows COPYed into tables with the obvious indexes (the
-  load is not timed).
+  and outcome (best of `--rows-repeat`, default 3, as many as the SQL twins): the frames
+  `from_dataset(…, rollups=False)` gives (its typed facts table as it is, one row per decision);
+  both must give identical reports, hashes included. Confidence has no rollups: it is always
+  from rows;
+* DuckDB: what each report from rows computes, in SQL over the same Parquet files (the facts
+  table's files included): see `JOINED_SQL` and the twins below it;
+* PostgreSQL: the join's aggregates only (latest outcome counts by scope, by rule, version and
+  verdict, by verdict, action and version) over the same rows COPYed into tables with the
+  obvious indexes (the load is not timed; no facts table there).
 
-Each SQL result is checked against the engines' numbers before anything is reported.
-Figures are ratios to our time in the same run. Each report from rows and its SQL twins
-(benchmarks' twin is the effectiveness SQL, timed again) are run in turn, one run of each then
-again, each keeping its best, so the two sides of a ratio share the machine's load, printed
-beside them.
+Each SQL result is checked against the report's numbers (the DuckDB twins' evidence and
+extreme decision ids against the anomaly findings' too) before anything is reported. Figures
+are ratios to our time in the same run. Each report from rows and its SQL twins are run in
+turn, one run of each then again, each keeping its best, so the two sides of a ratio share
+the machine's load, printed beside them.
 """
 
 from __future__ import annotations
@@ -52,7 +55,6 @@ import pyarrow.dataset as pads
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dataclasses import replace  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 
@@ -61,8 +63,7 @@ from workbench.dataset import (
     rollups,  # noqa: E402
 )
 from workbench.dataset.export import new_manifest, record_files  # noqa: E402
-from workbench.dataset.facts import facts_rows_of  # noqa: E402
-from workbench.dataset.load import conform, from_dataset, scan_facts  # noqa: E402
+from workbench.dataset.load import conform, from_dataset  # noqa: E402
 from workbench.dataset.location import open_location  # noqa: E402
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES  # noqa: E402
 from workbench.dataset.synth import facts_columns_table  # noqa: E402
@@ -246,22 +247,21 @@ def best(fn, repeat: int) -> tuple[float, object]:
 
 # --------------------------------------------------------------------------- SQL baselines
 
-LATEST_SQL = """
-WITH ranked AS (
-  SELECT decision_id, status,
-         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r,
-         count(*) OVER (PARTITION BY decision_id) AS n
-  FROM {outcomes})
+def _ranked(counted: bool) -> str:
+    """`WITH ranked`: each decision's outcome records, newest first (ties by receipt id), with
+    their number when `counted`; every SQL twin joins its `r = 1` row, the latest outcome."""
+    count = ",\n         count(*) OVER (PARTITION BY decision_id) AS n" if counted else ""
+    return ("WITH ranked AS (\n  SELECT decision_id, status,\n         row_number() OVER (PARTITION BY decision_id "
+            f"ORDER BY reported_at DESC, receipt_id DESC) AS r{count}\n  FROM {{outcomes}})")
+
+
+LATEST_SQL = _ranked(True) + """
 SELECT d.scope, l.status, count(*) AS decisions, sum(coalesce(l.n, 0)) AS outcome_records
 FROM {decisions} d LEFT JOIN (SELECT decision_id, status, n FROM ranked WHERE r = 1) l USING (decision_id)
 WHERE d.policy_id = 'pricing_exception'
 GROUP BY d.scope, l.status
 """
-SEGMENT_SQL = """
-WITH ranked AS (
-  SELECT decision_id, status,
-         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r
-  FROM {outcomes})
+SEGMENT_SQL = _ranked(False) + """
 SELECT coalesce(d.matched_rule_id, '(default_outcome)') AS value, d.policy_version, d.verdict,
        count(*) AS decisions,
        sum(CASE WHEN l.status = 'succeeded' THEN 1 ELSE 0 END) AS success,
@@ -272,11 +272,7 @@ GROUP BY 1, 2, 3
 """
 
 
-CONFIDENCE_SQL = """
-WITH ranked AS (
-  SELECT decision_id, status,
-         row_number() OVER (PARTITION BY decision_id ORDER BY reported_at DESC, receipt_id DESC) AS r
-  FROM {outcomes}),
+CONFIDENCE_SQL = _ranked(False) + """,
 policy AS (SELECT * FROM {decisions} WHERE policy_id = 'pricing_exception')
 SELECT d.verdict, d.action, d.policy_version = (SELECT policy_version FROM policy
                                                 ORDER BY created_at DESC, decision_id DESC LIMIT 1) AS current,
@@ -295,6 +291,75 @@ def _counts_from_sql(rows) -> dict[str | None, int]:
     return out
 
 
+# DuckDB's twins compute what each report from rows computes (issue 24, item 3: the same
+# aggregate over the same files), each over the decisions of the policy joined to their latest
+# outcome (`JOINED_SQL`; kept as a temporary table when a twin reads it more than once):
+#
+# * effectiveness: the counts by latest status (decisions, outcome records, first and last
+#   decision time), and what its `health` reads of the anomaly state without evidence: the
+#   counts by rule, reason code, action, version, verdict, month and status, and the numeric
+#   facts' moments per month from the typed facts table;
+# * anomalies: the same, plus each fact's 10 largest and smallest values per month with their
+#   decision, the 10 newest failed decisions per rule, reason code, action and version, and
+#   the 10 newest per version and verdict (ties by decision id, as the engines break them);
+# * benchmarks: the counts by scope and latest status with first and last decision time;
+# * confidence: the counts by version, verdict, action and latest status (with outcome records
+#   and first and last time) and the version of the policy's newest decision.
+JOINED_SQL = _ranked(True) + """
+SELECT d.decision_id, d.scope, d.month, d.created_at, d.policy_version, d.verdict, d.action, d.reason_code,
+       d.matched_rule_id, l.status, coalesce(l.n, 0) AS n
+FROM {decisions} d LEFT JOIN (SELECT decision_id, status, n FROM ranked WHERE r = 1) l USING (decision_id)
+WHERE d.policy_id = 'pricing_exception'
+"""
+SAMPLE_COLUMNS = "count(*) AS decisions, sum(n) AS outcome_records, min(created_at), max(created_at)"
+FINE_SQL = ("SELECT matched_rule_id, reason_code, action, policy_version, verdict, month, status, "
+            "count(*) AS decisions, min(created_at) AS first_at FROM joined GROUP BY ALL")
+FAILED = "status IN ('failed', 'reverted')"
+NEWEST = "min({'t': -epoch_ms(created_at), 'id': decision_id}, 10)"  # newest first, ties by id
+
+
+def _fact_paths(files: str) -> list[str]:
+    import duckdb
+
+    names = [row[0] for row in duckdb.sql(f"DESCRIBE SELECT * FROM {files}").fetchall()]
+    return sorted(name[:-3] for name in names if name.endswith("::t"))
+
+
+def _moments_sql(facts: str, paths: list[str]) -> str:
+    """Per month, each numeric fact's count, sum, sum of squares and non-numeric values (the
+    typed rows of the facts table, as `fact_moments` reads them)."""
+    columns = []
+    for path in paths:
+        kind, number = f'"{path}::t"', f'"{path}::n"'
+        value = f"CASE WHEN {kind} = 2 THEN {number} END"
+        columns += [f"count({value})", f"sum({value})", f"sum({value} * {value})",
+                    f"count(CASE WHEN {kind} NOT IN (0, 2) THEN 1 END)"]
+    return f"SELECT month, {', '.join(columns)} FROM {facts} WHERE facts_state = 'typed' GROUP BY month"
+
+
+def _extremes_sql(facts: str, paths: list[str]) -> str:
+    """Per fact and month, the 10 largest and the 10 smallest values with their decision (ties by
+    decision id): one top-N aggregate per side over the typed rows."""
+    parts = []
+    for path in paths:
+        kind, number = f'"{path}::t"', f'"{path}::n"'
+        parts.append(f"SELECT '{path}' AS fact, month, min({{'v': -{number}, 'id': decision_id}}, 10) AS high, "
+                     f"min({{'v': {number}, 'id': decision_id}}, 10) AS low FROM {facts} "
+                     f"WHERE facts_state = 'typed' AND {kind} = 2 GROUP BY month")
+    return " UNION ALL ".join(parts)
+
+
+def _evidence_sql() -> str:
+    failed = " UNION ALL ".join(
+        f"SELECT '{dim}' AS dimension, coalesce({dim}, '{default}') AS value, {NEWEST} AS ids "
+        f"FROM joined WHERE {FAILED} GROUP BY 2"
+        for dim, default in (("matched_rule_id", "(default_outcome)"), ("reason_code", "(none)"),
+                             ("action", "(none)"), ("policy_version", "(none)")))
+    by_verdict = (f"SELECT 'verdict:' || coalesce(policy_version, '(none)') AS dimension, verdict AS value, "
+                  f"{NEWEST} AS ids FROM joined GROUP BY ALL")
+    return f"{failed} UNION ALL {by_verdict}"
+
+
 def duckdb_queries(root: Path):
     import duckdb
 
@@ -302,11 +367,77 @@ def duckdb_queries(root: Path):
     con.execute(f"SET threads = {os.cpu_count()}")
     d = f"read_parquet('{root}/decisions/*/*/*.parquet', hive_partitioning = true)"
     o = f"read_parquet('{root}/outcomes/*/*/*.parquet', hive_partitioning = true)"
-    return {
-        "effectiveness": lambda: con.execute(LATEST_SQL.format(decisions=d, outcomes=o)).fetchall(),
-        "anomalies": lambda: con.execute(SEGMENT_SQL.format(decisions=d, outcomes=o)).fetchall(),
-        "confidence": lambda: con.execute(CONFIDENCE_SQL.format(decisions=d, outcomes=o)).fetchall(),
-    }
+    f = (f"read_parquet('{root}/facts/rulebook_id={POLICY}/*/*/*.parquet', hive_partitioning = true, "
+         "union_by_name = true)")
+    paths = _fact_paths(f)
+    joined = JOINED_SQL.format(decisions=d, outcomes=o)
+
+    def temporary() -> None:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE joined AS {joined}")
+
+    def effectiveness():
+        temporary()
+        return {"sample": con.execute(f"SELECT status, {SAMPLE_COLUMNS} FROM joined GROUP BY ALL").fetchall(),
+                "fine": con.execute(FINE_SQL).fetchall(),
+                "moments": con.execute(_moments_sql(f, paths)).fetchall()}
+
+    def anomalies():
+        out = effectiveness()
+        out["extremes"] = con.execute(_extremes_sql(f, paths)).fetchall()
+        out["evidence"] = con.execute(_evidence_sql()).fetchall()
+        return out
+
+    def benchmarks():
+        return con.execute(f"SELECT scope, status, {SAMPLE_COLUMNS} FROM ({joined}) GROUP BY ALL").fetchall()
+
+    def confidence():
+        policy = f"(SELECT * FROM {d} WHERE policy_id = '{POLICY}')"
+        newest = f"(SELECT policy_version FROM {policy} ORDER BY created_at DESC, decision_id DESC LIMIT 1)"
+        return {"groups": con.execute(f"SELECT policy_version, verdict, action, status, {SAMPLE_COLUMNS} "
+                                      f"FROM ({joined}) GROUP BY ALL").fetchall(),
+                "newest": con.execute(newest).fetchall()}
+
+    return {"effectiveness": effectiveness, "anomalies": anomalies, "benchmarks": benchmarks,
+            "confidence": confidence}
+
+
+def _duckdb_checks(kind: str, out, report: dict, expected: dict) -> None:
+    """The DuckDB twin's figures against the report from rows (before any time is printed)."""
+    if kind == "benchmarks":
+        own = {status: int(n) for scope, status, n, *_ in out if scope == SCOPES[0]}
+        counts = dict(report["sample"]["latest_outcome_counts"])
+        assert {k: v for k, v in own.items() if k is not None} == counts, (own, counts)
+        return
+    if kind == "confidence":
+        newest = out["newest"][0][0]
+        totals = [0, 0, 0, 0]
+        for _version, _verdict, _action, status, n, *_ in out["groups"]:
+            effect = CLASSES.get(status) if status is not None else None
+            if effect in ("success", "failure"):
+                totals[(0 if _version == newest else 2) + (effect == "failure")] += int(n)
+        based = report["based_on"]
+        assert tuple(totals) == (based["current_version_successes"], based["current_version_failures"],
+                                 based["successes"] - based["current_version_successes"],
+                                 based["failures"] - based["current_version_failures"]), (totals, based)
+        return
+    sample = {status: int(n) for status, n, *_ in out["sample"]}
+    assert sample == expected, (sample, expected)
+    if kind != "anomalies":
+        return
+    recent = max(row[0] for row in out["moments"])
+    extremes = {(fact, month): (high, low) for fact, month, high, low in out["extremes"]}
+    evidence = {(dim, value): [item["id"] for item in ids] for dim, value, ids in out["evidence"]}
+    for finding in report["anomalies"]:
+        ids = finding["decision_ids"]
+        if finding["kind"] == "fact_drift":
+            high, low = extremes[(finding["value"], recent)]
+            side = high if finding["observed"]["mean"] > finding["baseline"]["mean"] else low
+            assert ids == [item["id"] for item in side], (finding["anomaly_id"], ids)
+        elif finding["kind"] == "failure_rate_shift":
+            assert ids == evidence[(finding["dimension"], finding["value"])], (finding["anomaly_id"], ids)
+        else:  # verdict_mix_shift: the newest of one verdict of the current version
+            assert any(ids == found for (dim, _), found in evidence.items()
+                       if dim == f"verdict:{finding['value']}"), finding["anomaly_id"]
 
 
 def _confidence_from_sql(rows) -> tuple[int, int, int, int]:
@@ -368,7 +499,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--rows-repeat", type=int, default=1)
+    parser.add_argument("--rows-repeat", type=int, default=3)
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--pg-url", default=os.environ.get("GATE_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
@@ -392,10 +523,9 @@ def main() -> int:
 
     def rows_frames():
         """What `from_dataset` gives this dataset without current rollups: the facts table as it
-        is (one row per decision, counts checked), no rollup view."""
-        read = frames()
-        return replace(read, rollup=None,
-                       facts=facts_rows_of(read.decisions, scan_facts(root, POLICY), every_decision=True))
+        is (one row per decision, counts checked), no rollup view (the rollups neither read nor
+        checked)."""
+        return from_dataset(root, policy_id=POLICY, limit=None, rollups=False)
 
     ours = {
         "effectiveness": lambda: effectiveness_report(frames(), POLICY, every),
@@ -426,9 +556,10 @@ def main() -> int:
     # PostgreSQL, ours, …), each keeping its best: on a shared machine the load moves by a factor
     # of two within a minute, and alternating lets both sides of a ratio meet the same load.
     for kind, fn in rows.items():
-        twin = "effectiveness" if kind == "benchmarks" else kind
-        timed = interleaved({"rows": (fn, args.rows_repeat),
-                             **{engine: (queries[twin], args.repeat) for engine, queries in engines.items()}})
+        runs = {"rows": (fn, args.rows_repeat), "duckdb": (engines["duckdb"][kind], args.repeat)}
+        if "postgresql" in engines:  # the join's aggregates only (no facts table loaded there)
+            runs["postgresql"] = (engines["postgresql"]["effectiveness" if kind == "benchmarks" else kind], args.repeat)
+        timed = interleaved(runs)
         seconds, report = timed.pop("rows")
         if kind in reports:
             assert report == reports[kind], f"{kind}: the report from rows differs from the report from rollups"
@@ -439,9 +570,11 @@ def main() -> int:
         figures[kind]["rows_load"] = os.getloadavg()[0]
         print(f"rows  {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}  (identical report)", flush=True)
         for engine, (seconds, rows_out) in timed.items():
-            if twin == "effectiveness":
+            if engine == "duckdb":
+                _duckdb_checks(kind, rows_out, report, expected)
+            elif kind in ("effectiveness", "benchmarks"):
                 assert _counts_from_sql(rows_out) == expected, (engine, _counts_from_sql(rows_out), expected)
-            if twin == "confidence":
+            elif kind == "confidence":
                 based = reports["confidence"]["based_on"]
                 ours_counts = (based["current_version_successes"], based["current_version_failures"],
                                based["successes"] - based["current_version_successes"],
@@ -449,9 +582,7 @@ def main() -> int:
                 assert _confidence_from_sql(rows_out) == ours_counts, (engine, _confidence_from_sql(rows_out),
                                                                         ours_counts)
             figures[kind][engine] = seconds
-            print(f"{engine:10} {twin:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
-    # Benchmarks count decisions by latest status per scope: the effectiveness SQL's aggregate,
-    # timed again beside the benchmarks report from rows.
+            print(f"{engine:10} {kind:13} {seconds:7.3f} s   load {os.getloadavg()[0]:.1f}", flush=True)
     print()
     print(f"| report ({sample['decisions_considered']:,} decisions, {sample['outcome_records']:,} outcomes) "
           "| ours | × ours: ours from rows | × ours: DuckDB | × ours: PostgreSQL |")

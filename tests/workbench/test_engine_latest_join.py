@@ -82,3 +82,50 @@ def test_no_outcome_at_all_and_one_record_each(seed: int) -> None:
     one = outcomes.unique("decision_id", keep="first", maintain_order=True)
     assert _same(common.latest_joined(decisions, one).collect(),
                  common.with_latest_outcome(decisions, one).collect())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_latest_rows_keep_the_rows_order_and_equal_the_join_of_runs(seed: int) -> None:
+    """`latest_rows` (the records joined to the rows' index, grouped by it) gives the rows of
+    `join_runs(rows, latest_runs(outcomes))` in the rows' own order, a repeated decision id
+    included (each of its rows gets the decision's latest status and count)."""
+    decisions, outcomes = _frames(seed)
+    rows = decisions.collect().sample(fraction=1.0, shuffle=True, seed=seed)
+    rows = pl.concat([rows, rows.head(7)])  # seven decision ids twice
+    expected = common.join_runs(rows.lazy(), common.latest_runs(outcomes)).collect()
+    got = common.latest_rows(rows, outcomes)
+    assert got.equals(expected) and got.schema == expected.schema
+    assert got.get_column("decision_id").equals(rows.get_column("decision_id"))
+
+
+def test_latest_rows_settle_ties_and_take_the_sort_when_too_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions, outcomes = _edge_outcomes()
+    rows = decisions.collect().reverse()
+    expected = common.with_latest_outcome(rows.lazy(), outcomes).collect()
+    assert _same(common.latest_rows(rows, outcomes), expected)
+    assert common.latest_rows(rows, outcomes).get_column("decision_id").to_list() == list("hgfedcba")
+    monkeypatch.setattr(common, "_ORDER_RANGE", 8)
+    assert _same(common.latest_rows(rows, outcomes), expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_latest_rows_exact_when_decision_id_hashes_collide(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ids are joined by their hashes only when the rows' hashes are distinct, and every
+    matched pair is compared as text: with a hash that collides on purpose (an id's length),
+    rows of distinct lengths whose records' ids share a length with some row's (so they match by
+    hash, not by text) get only their own records; rows whose hashes repeat take the text join."""
+    rng = random.Random(seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    ids = ["d" * length for length in range(1, 41)]
+    decisions = pl.DataFrame({"decision_id": ids, "created_at": [start] * len(ids)})
+    owners = rng.choices([*ids, *("x" * length for length in range(1, 41))], k=300)
+    outcomes = pl.DataFrame({
+        "receipt_id": [f"r{n:03d}" for n in range(len(owners))], "decision_id": owners,
+        "reported_at": [start + timedelta(seconds=rng.randrange(3)) for _ in owners],
+        "status": rng.choices(["succeeded", "failed", "pending"], k=len(owners))}).lazy()
+    expected = common.with_latest_outcome(decisions.lazy(), outcomes).collect()
+    monkeypatch.setattr(common, "_id_hash", lambda: pl.col("decision_id").str.len_bytes().cast(pl.UInt64))
+    assert _same(common.latest_rows(decisions, outcomes), expected)
+    repeated = pl.concat([decisions, decisions.head(3)])  # equal hashes: the text join
+    assert _same(common.latest_rows(repeated, outcomes),
+                 common.join_runs(repeated.lazy(), common.latest_runs(outcomes)).collect())

@@ -1,7 +1,7 @@
 """Reports from rows on edge datasets: every policy report computed from the rows (the rollups
 set aside) equals the report from the dataset's rollups, hashes included, and equals the report
-computed with the sorting reference of the latest outcome (`common.latest_outcomes`, which
-`latest_runs` replaces). The dataset holds what a packed maximum or a partition could get
+computed with the sorting reference of the latest outcome (`common.with_latest_outcome`, which
+`latest_rows` replaces). The dataset holds what a packed maximum or a partition could get
 wrong: timestamp ties of one status and of two (settled by receipt id), a decision whose
 outcomes sit in two months' partitions (and in a later month than the decision), a decision
 decisions with no outcome, empty partition files, outcomes of
@@ -112,14 +112,24 @@ def test_reports_from_rows_equal_reports_from_rollups(dataset, view):
     assert from_rows["anomalies"]["anomaly_count"] and all(a["decision_ids"] for a in from_rows["anomalies"]["anomalies"])
 
 
+@pytest.mark.parametrize("view", [{}, {"scopes": ["tenant_b"]}, {"policy_version": "v2"}])
+def test_a_read_with_the_rollups_set_aside_gives_the_same_reports(dataset, view):
+    """`from_dataset(…, rollups=False)`: no rollup view (the rollups neither read nor checked),
+    the facts table matched to the decisions as for a dataset without rollups, and the same
+    reports as from the rollups, hashes included."""
+    frames = from_dataset(dataset, policy_id=POLICY, limit=None, rollups=False, **view)
+    assert frames.rollup is None and frames.facts is not None
+    assert _reports(frames) == _reports(from_dataset(dataset, policy_id=POLICY, limit=None, **view))
+
+
 def test_reports_from_rows_equal_the_sorting_reference(dataset, monkeypatch):
     """The same reports with the latest outcome taken by the sort (`latest_outcomes`) and the
     health from the anomaly state with its evidence: the figures the rows gave before."""
     frames = replace(from_dataset(dataset, policy_id=POLICY, limit=None), rollup=None)
     now = _reports(frames)
-    reference = common.latest_outcomes
-    monkeypatch.setattr(common, "latest_runs", lambda outcomes: reference(outcomes).collect())
-    monkeypatch.setattr(anomaly_engine, "latest_runs", common.latest_runs)
+    reference = common.with_latest_outcome
+    monkeypatch.setattr(common, "latest_rows", lambda rows, outcomes: reference(rows.lazy(), outcomes).collect())
+    monkeypatch.setattr(anomaly_engine, "latest_rows", common.latest_rows)
     full = anomaly_engine.partial
     monkeypatch.setattr(anomaly_engine, "partial", lambda *a, evidence=True, **k: full(*a, **k))
     assert _reports(frames) == now

@@ -27,8 +27,10 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ from workbench.dataset.schema import PARTITION_FIELDS, TABLES
 __all__ = [
     "ListedFile",
     "check_files",
+    "checked_columns",
     "dataset_hash",
     "describe_file",
     "digest_store_of",
@@ -59,6 +62,7 @@ __all__ = [
     "seal",
     "signature_payload",
     "signature_problem",
+    "stat_identity",
     "table_dataset",
     "unsigned",
     "use_digest_store",
@@ -204,6 +208,14 @@ def _identity(location: Location, path: str) -> tuple[int, ...] | None:
         st = os.stat(location.path(path))
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):  # not a file: `_problem` asks the filesystem (missing)
+        return None
+    return stat_identity(st)
+
+
+def stat_identity(st: os.stat_result) -> tuple[int, ...]:
+    """What says a local file is still the one read before: device, inode, size, modification
+    and change times (the digest cache's key; `workbench.dataset.load` keys schemas on it too)."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
@@ -242,9 +254,10 @@ def _read_remote(location: Location, path: str) -> _Seen:
     return _Seen(described["sha256"], described["bytes"], *_footer(metadata))
 
 
-def _seen(location: Location, path: str) -> _Seen:
-    """The file as read now, or as read before in this process when its identity is unchanged."""
-    identity = _identity(location, path)
+def _seen(location: Location, path: str, identity: tuple[int, ...] | None = None) -> _Seen:
+    """The file as read now, or as read before in this process when its identity is unchanged
+    (`identity`: `_identity` of the file when the caller has just taken it)."""
+    identity = _identity(location, path) if identity is None else identity
     if identity is None:
         return _read_remote(location, path) if not isinstance(location.fs, pafs.LocalFileSystem) \
             else _read_local(location, path)
@@ -258,6 +271,23 @@ def _seen(location: Location, path: str) -> _Seen:
         _SEEN[key] = (identity, seen)
         _STORE["dirty"] = True
     return seen
+
+
+def checked_columns(path: str) -> dict[str, str] | None:
+    """The columns of a local file as its check found them (`check_files`, this process or the
+    digest store), when the file is unchanged since (same identity); None otherwise (not checked,
+    not local, changed): the caller reads its schema itself."""
+    with _LOCK:
+        known = _SEEN.get(path)
+    if known is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if known[0] != stat_identity(st) or known[1].error is not None:
+        return None
+    return known[1].columns
 
 
 def _size(location: Location, path: str) -> int | None:
@@ -287,12 +317,13 @@ def _problem(location: Location, entry: ListedFile) -> str | None:
     if entry.sha256 is None or entry.bytes is None:
         return ("has no digest in the manifest (a dataset written before file digests: export it again "
                 "into a new location)")
-    size = _size(location, entry.path)
+    identity = _identity(location, entry.path)  # a local file's stat gives its size too
+    size = identity[2] if identity is not None else _size(location, entry.path)
     if size is None:
         return "is missing"
     if size != entry.bytes:
         return f"has {size} bytes, the manifest lists {entry.bytes}"
-    seen = _seen(location, entry.path)
+    seen = _seen(location, entry.path, identity)
     if not hmac.compare_digest(seen.sha256, entry.sha256):
         return "does not match its sha256 in the manifest (it was changed after the export)"
     if seen.error is not None or seen.columns is None:
@@ -310,19 +341,41 @@ def _problem(location: Location, entry: ListedFile) -> str | None:
     return None
 
 
+CHECK_THREADS = max(1, min(4, os.cpu_count() or 1))  # files read and hashed side by side (`check_files`)
+_CHECK_WINDOW = 64  # files checked before the first bad one among them is reported
+
+
+def _problem_or_error(location: Location, entry: ListedFile) -> str | None:
+    try:
+        return _problem(location, entry)
+    except (OSError, pa.ArrowException) as exc:
+        return f"cannot be read ({exc})"
+
+
 def check_files(location: Location, entries: Iterable[ListedFile]) -> list[str]:
     """Refuse (DatasetError, one line naming the first bad file) unless every entry's file is
-    there with its listed size, digest, row count and schema. Returns the files' full paths."""
+    there with its listed size, digest, row count and schema. Returns the files' full paths.
+
+    Files are read and hashed by CHECK_THREADS threads side by side (sha256 and the file reads
+    release the GIL), a window of them at a time: the first bad file in the entries' order is
+    the one reported, and no window after it is read."""
+    entries = list(entries)
     paths = []
-    for entry in entries:
-        try:
-            problem = _problem(location, entry)
-        except (OSError, pa.ArrowException) as exc:
-            problem = f"cannot be read ({exc})"
-        if problem is not None:
-            raise DatasetError(f"dataset {location.uri}: {entry.path} {problem}; the dataset does not match "
-                               "its manifest")
-        paths.append(location.path(entry.path))
+    threads = min(CHECK_THREADS, len(entries))
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="check-files") if threads > 1 else None
+    try:
+        for start in range(0, len(entries), _CHECK_WINDOW):
+            window = entries[start:start + _CHECK_WINDOW]
+            problems = (pool.map(lambda entry: _problem_or_error(location, entry), window) if pool is not None
+                        else (_problem_or_error(location, entry) for entry in window))
+            for entry, problem in zip(window, problems, strict=True):
+                if problem is not None:
+                    raise DatasetError(f"dataset {location.uri}: {entry.path} {problem}; the dataset does not "
+                                       "match its manifest")
+                paths.append(location.path(entry.path))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     save_digest_store()
     return paths
 

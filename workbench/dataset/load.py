@@ -195,7 +195,7 @@ def _file_schema(path: str) -> dict[str, pl.DataType]:
         st = os.stat(path)
     except (OSError, ValueError):  # not a local path (an object-store URL)
         return dict(pl.read_parquet_schema(path))
-    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    identity = integrity.stat_identity(st)
     known = _SCHEMAS.get(path)
     if known is not None and known[0] == identity:
         return known[1]
@@ -205,18 +205,21 @@ def _file_schema(path: str) -> dict[str, pl.DataType]:
 
 
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
-                 policy_version: str | None = None, limit: int | None = None, anchors: Any = None) -> Frames:
+                 policy_version: str | None = None, limit: int | None = None, anchors: Any = None,
+                 rollups: bool = True) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
     typed facts table too when the dataset has one, and for a whole-history read (`limit` None)
     the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.dataset.rollups`).
     Only the files the manifest lists are read, each checked first (`listed`); with `anchors`
-    the manifest must be signed by one of them. `Frames.source` names the manifest's hash."""
+    the manifest must be signed by one of them. `Frames.source` names the manifest's hash.
+    `rollups` False: the rollups set aside (neither read nor checked), as for a dataset without
+    current ones, so the reports compute from the rows."""
     manifest = read_manifest(root, anchors)
     frames = select(scan_table(root, "decisions", scopes, manifest), scan_table(root, "outcomes", scopes, manifest),
                     scopes=scopes, policy_id=policy_id, policy_version=policy_version, limit=limit)
     source = source_of(manifest)
     rollup = None
-    if policy_id is not None and limit is None:
+    if policy_id is not None and limit is None and rollups:
         rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
         if rollup is not None:
             listed(root, manifest, "rollups")

@@ -35,8 +35,7 @@ from workbench.engines.common import (
     class_counts,
     class_expr,
     evidence,
-    join_runs,
-    latest_runs,
+    latest_rows,
     merge_frames,
     merge_sample,
     merge_top,
@@ -81,16 +80,15 @@ FINE = (*SEGMENT_DIMENSIONS, "policy_version", "verdict", "month", "status")
 def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
                     by: Sequence[str] = (), *, evidence: bool = True) -> dict[str, pl.DataFrame]:
     """Every state of `partial` but the facts' (`sample`, `segments`, `failed`, `versions`,
-    `by_verdict`, `months`). The decision–outcome join runs once (`latest_joined`); one
+    `by_verdict`, `months`). The decision–outcome join runs once (`latest_rows`); one
     group-by of its rows by every column a state is keyed by (`FINE`, a few hundred groups)
     gives every count, and the newest-decision evidence reads only the rows recent enough to be
     any group's evidence (`_evidence_floor`); `evidence` False: `failed` and `by_verdict` empty."""
     by = list(by)
-    decisions = decisions.select(*COLUMNS, *by)
-    runs = latest_runs(outcomes)
+    joined = latest_rows(decisions.select(*COLUMNS, *by).collect(), outcomes)
     # The fine groups are per day too (`_day`; every state sums it away): their first times
     # then bound each group's newest decisions to about a day (`_evidence_floors`).
-    fine = join_runs(decisions, runs).group_by(*by, *FINE, pl.col("created_at").dt.epoch("d").alias("_day")).agg(
+    fine = joined.lazy().group_by(*by, *FINE, pl.col("created_at").dt.epoch("d").alias("_day")).agg(
         pl.len().cast(pl.Int64).alias("decisions"), pl.col("outcome_records").sum().cast(pl.Int64),
         pl.col("created_at").min().alias("first_at"), pl.col("created_at").max().alias("last_at"),
         pl.col("created_at").count().cast(pl.Int64).alias("timed"),
@@ -100,7 +98,7 @@ def outcome_partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Ma
                             pl.col(dim).fill_null(DEFAULT_RULE if dim == "matched_rule_id" else NONE_VALUE).alias("value"),
                             "decisions", _count_of(SUCCESS, "success"), _count_of(FAILURE, "failure"))
                 for dim in (*SEGMENT_DIMENSIONS, "policy_version")]
-    found = _evidence(decisions, runs, fine, classes, by) if evidence else [pl.DataFrame(), pl.DataFrame()]
+    found = _evidence(joined, fine, classes, by) if evidence else [pl.DataFrame(), pl.DataFrame()]
     return {
         "sample": fine.group_by(*by, "status").agg(
             pl.col("decisions").sum(), pl.col("outcome_records").sum(), pl.col("first_at").min(),
@@ -118,11 +116,12 @@ def _count_of(effect: str, name: str) -> pl.Expr:
     return pl.when(pl.col("effect") == effect).then(pl.col("decisions")).otherwise(0).alias(name)
 
 
-def _evidence(decisions: pl.LazyFrame, runs: pl.DataFrame, fine: pl.DataFrame,
-              classes: Mapping[str, str], by: list[str]) -> list[pl.DataFrame]:
+def _evidence(joined: pl.DataFrame, fine: pl.DataFrame, classes: Mapping[str, str],
+              by: list[str]) -> list[pl.DataFrame]:
     """`failed` (the newest failed decisions per segment) and `by_verdict` (the newest per
     version and verdict; no outcome needed), each from the rows recent enough to be some
-    group's evidence (`_recent`) only, read in one scan of the decisions."""
+    group's evidence (`_recent`) only, taken from the joined rows already in memory (each
+    with its latest status: no second read of the decisions, no second join)."""
     failing = fine.filter(pl.col("effect") == FAILURE)
     dims = (*SEGMENT_DIMENSIONS, "policy_version")
     keys = [*by, "policy_version", "verdict"]
@@ -130,18 +129,14 @@ def _evidence(decisions: pl.LazyFrame, runs: pl.DataFrame, fine: pl.DataFrame,
                                           [[*by, dim] for dim in dims])
     recent_verdict, floor_verdict = _recent(fine.with_columns(_filled("policy_version")), [keys])
     wanted = recent_failed | recent_verdict
+    rows = joined.lazy()
     floors = [f for f in (floor_failed, floor_verdict) if f is not None]
     if len(floors) == 2:
-        # The earliest floor first, alone: a plain bound the Parquet scan can check against each
-        # row group's statistics, so it skips the row groups older than every floor.
-        wanted = (pl.col("created_at") >= min(floors)) & wanted
-    recent = decisions.with_columns(*[_filled(dim) for dim in dims]).filter(wanted).collect()
-    # The few recent decisions are read first, so the join hashes them, not every run.
-    candidates = recent.filter(recent_failed)
-    # only runs whose latest status is a failure can be a failed decision's
-    failures = [status for status, effect in classes.items() if effect == FAILURE]
-    frame = join_runs(candidates.lazy(), runs.filter(pl.col("status").is_in(failures))).with_columns(
-        class_expr(classes)).filter(pl.col("effect") == FAILURE).collect().lazy()
+        # The earliest floor first, alone: one comparison per row leaves the few rows the
+        # per-group predicate then reads.
+        rows = rows.filter(pl.col("created_at") >= min(floors))
+    recent = rows.with_columns(*[_filled(dim) for dim in dims]).filter(wanted).collect()
+    frame = recent.lazy().filter(recent_failed).with_columns(class_expr(classes)).filter(pl.col("effect") == FAILURE)
     failed = [top_per_group(frame.select(*by, pl.lit(dim).alias("dimension"), pl.col(dim).alias("value"),
                                          "created_at", "decision_id"), [*by, "dimension", "value"])
               for dim in dims]

@@ -60,8 +60,8 @@ def with_latest_outcome(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.L
 
 def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFrame:
     """`with_latest_outcome(decisions, outcomes)` (the same rows, in the decisions' order) at a
-    fraction of the cost: `join_runs(decisions, latest_runs(outcomes))`."""
-    return join_runs(decisions, latest_runs(outcomes))
+    fraction of the cost: `latest_rows(decisions.collect(), outcomes)`."""
+    return latest_rows(decisions.collect(), outcomes).lazy()
 
 
 _ORDER_RANGE = 1 << 62  # (time span + 1) × (statuses + 1) must stay below this in an Int64
@@ -81,20 +81,13 @@ def latest_runs(outcomes: pl.LazyFrame) -> pl.DataFrame:
     for any input; outcomes whose times and statuses do not fit the packing take
     `latest_outcomes` whole."""
     read = outcomes.select("decision_id", "reported_at", "status").collect()
-    statuses = read.get_column("status").drop_nulls().unique().sort()
-    at = pl.col("reported_at").to_physical()
-    first, last = read.select(at.min().alias("first"), at.max().alias("last")).row(0)
-    width = statuses.len() + 1  # code 0: a null status
-    if first is not None and (last - first + 1) * width >= _ORDER_RANGE:
+    packing = _packing(read)
+    if packing is None:
         return latest_outcomes(outcomes).collect()
-    code = (pl.col("status").cast(pl.Enum(statuses)).to_physical().cast(pl.Int64) + 1).fill_null(0)
-    since = at - pl.lit(first or 0, dtype=pl.Int64)
-    runs = read.lazy().select(
-        "decision_id", (since * width + code).alias("_high"), (since * width + (width - 1 - code)).alias("_low"),
-    ).group_by("decision_id").agg(
-        pl.col("_high").max(), pl.col("_low").max(), pl.len().cast(pl.Int64).alias("outcome_records"),
+    names, high, low, width = packing
+    runs = read.lazy().group_by("decision_id").agg(
+        high.max(), low.max(), pl.len().cast(pl.Int64).alias("outcome_records"),
     ).with_columns((pl.col("_high") % width).alias("_code")).collect()
-    names = pl.Series([None, *statuses], dtype=pl.String)
     tied = runs.filter(pl.col("_high").is_null() | (pl.col("_code") != width - 1 - pl.col("_low") % width))
     latest = runs.select("decision_id", pl.lit(names).gather(pl.col("_code")).alias("status"), "outcome_records")
     if tied.height:
@@ -102,6 +95,79 @@ def latest_runs(outcomes: pl.LazyFrame) -> pl.DataFrame:
         latest = latest.update(settled.select("decision_id", "status").collect(), on="decision_id",
                                include_nulls=True)
     return latest
+
+
+def _packing(read: pl.DataFrame) -> tuple[pl.Series, pl.Expr, pl.Expr, int] | None:
+    """`latest_runs`' packing of (`reported_at`, status) for these records: the status names
+    (code 0: null, then the sorted statuses), the `_high` and `_low` expressions and their width;
+    None when the records' times and statuses do not fit an Int64."""
+    statuses = read.get_column("status").drop_nulls().unique().sort()
+    at = pl.col("reported_at").to_physical()
+    first, last = read.select(at.min().alias("first"), at.max().alias("last")).row(0)
+    width = statuses.len() + 1  # code 0: a null status
+    if first is not None and (last - first + 1) * width >= _ORDER_RANGE:
+        return None
+    code = (pl.col("status").cast(pl.Enum(statuses)).to_physical().cast(pl.Int64) + 1).fill_null(0)
+    since = at - pl.lit(first or 0, dtype=pl.Int64)
+    names = pl.Series([None, *statuses], dtype=pl.String)
+    return names, (since * width + code).alias("_high"), (since * width + (width - 1 - code)).alias("_low"), width
+
+
+def latest_rows(rows: pl.DataFrame, outcomes: pl.LazyFrame) -> pl.DataFrame:
+    """`rows` (decisions, in memory) with `status` and `outcome_records` set beside their own
+    columns, in their order: exactly `join_runs(rows, latest_runs(outcomes))`, with one join
+    instead of a group-by and a join by the ids' text. Each outcome record is matched once to
+    its row's position (`_record_rows`; records of no row drop out), and `latest_runs`' packed
+    maxima are grouped by that integer position; the rows' own columns are never gathered. A row whose records
+    tie on two statuses at the latest time, or have no time, is settled as `latest_runs` settles
+    it (`latest_outcomes` over its own records); outcomes that do not fit the packing take
+    `latest_outcomes` whole."""
+    read = outcomes.select("decision_id", "reported_at", "status").collect()
+    packing = _packing(read)
+    if packing is None:
+        return join_runs(rows.lazy(), latest_outcomes(outcomes).collect()).collect()
+    names, high, low, width = packing
+    ids = rows.get_column("decision_id")
+    runs = _record_rows(read.select("decision_id", high, low), ids).group_by("_row").agg(
+        pl.col("_high").max(), pl.col("_low").max(), pl.len().cast(pl.Int64).alias("outcome_records"),
+    ).with_columns((pl.col("_high") % width).alias("_code")).collect()
+    tied = runs.filter(pl.col("_high").is_null() | (pl.col("_code") != width - 1 - pl.col("_low") % width))
+    at = runs.get_column("_row")
+    code = pl.repeat(0, rows.height, dtype=pl.Int64, eager=True).scatter(at, runs.get_column("_code"))
+    if tied.height:
+        tied_ids = ids.gather(tied.get_column("_row"))
+        settled = latest_outcomes(outcomes.filter(pl.col("decision_id").is_in(tied_ids.implode()))).collect()
+        found = pl.DataFrame({"_row": tied.get_column("_row"), "decision_id": tied_ids}).join(
+            settled, on="decision_id", how="left", maintain_order="left")
+        status_code = pl.col("status").cast(pl.Enum(names.drop_nulls())).to_physical().cast(pl.Int64) + 1
+        code = code.scatter(found.get_column("_row"), found.select(status_code.fill_null(0)).to_series())
+    records = pl.repeat(0, rows.height, dtype=pl.Int64, eager=True).scatter(at, runs.get_column("outcome_records"))
+    return rows.hstack([names.gather(code).alias("status"), records.alias("outcome_records")])
+
+
+def _id_hash() -> pl.Expr:
+    """A decision id's 64-bit hash (`_record_rows`; one function, so a test can make it collide)."""
+    return pl.col("decision_id").hash()
+
+
+def _record_rows(read: pl.DataFrame, ids: pl.Series) -> pl.LazyFrame:
+    """The outcome records (`read`: `decision_id`, `_high`, `_low`) each with `_row`, the
+    position in `ids` (the rows' decision ids) of its decision; records of no row are left out,
+    a record of a repeated id comes once per row. The ids are matched by their 64-bit hashes,
+    which join at a fraction of the cost of their text, whenever the rows' hashes are distinct
+    (no repeated id, no collision): each record then meets at most one row, and each matched
+    pair's ids are compared as text, so a record whose id only shares a hash with a row's is
+    dropped, never counted: exact for any input. Otherwise the ids are joined as text."""
+    hashed = ids.to_frame().select(_id_hash().alias("_hash")).with_row_index("_row")
+    if hashed.get_column("_hash").n_unique() != ids.len():
+        index = ids.to_frame().with_row_index("_row")
+        return read.lazy().join(index.lazy(), on="decision_id", how="inner").select("_row", "_high", "_low")
+    pairs = read.lazy().with_row_index("_record").select(
+        "_record", _id_hash().alias("_hash"), "_high", "_low",
+    ).join(hashed.lazy(), on="_hash", how="inner").collect()
+    same = (read.get_column("decision_id").gather(pairs.get_column("_record"))
+            == ids.gather(pairs.get_column("_row"))).fill_null(False)
+    return (pairs if same.all() else pairs.filter(same)).lazy().select("_row", "_high", "_low")
 
 
 def join_runs(decisions: pl.LazyFrame, latest: pl.DataFrame) -> pl.LazyFrame:

@@ -26,7 +26,7 @@ from workbench.engines.common import (
     FAILURE,
     SUCCESS,
     class_expr,
-    latest_joined,
+    latest_rows,
     merge_frames,
     merge_sample,
     sample_block,
@@ -120,8 +120,10 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, policy_id: str, 
     """The additive state of one partition: the similar decisions (latest outcome success or
     failure) counted by version, verdict, action and class (`evidence`), the sample of the
     chosen decisions (`sample`), and the policy's newest decision with its version (`newest`)."""
+    # The policy's decisions are read once: the newest is taken from them in memory, and the
+    # chosen ones are joined to their latest outcome (`latest_rows`).
     policy = decisions.filter(pl.col("policy_id") == policy_id).select(
-        "decision_id", "created_at", "policy_version", "verdict", "action")
+        "decision_id", "created_at", "policy_version", "verdict", "action").collect()
     chosen = policy
     if verdict is not None:
         chosen = chosen.filter(pl.col("verdict") == verdict)
@@ -130,8 +132,8 @@ def partial(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, policy_id: str, 
     # One join, grouped once by every key a state is keyed by (a few dozen groups): the
     # evidence and the sample are both sums over those groups.
     fine, newest = pl.collect_all([
-        sample_groups(latest_joined(chosen, outcomes), ["policy_version", "verdict", "action"]),
-        policy.sort(_NEWEST).select(*_NEWEST, "policy_version").tail(1),
+        sample_groups(latest_rows(chosen, outcomes).lazy(), ["policy_version", "verdict", "action"]),
+        policy.lazy().sort(_NEWEST).select(*_NEWEST, "policy_version").tail(1),
     ])
     evidence = (fine.with_columns(class_expr(classes)).filter(pl.col("effect").is_in([SUCCESS, FAILURE]))
                 .group_by(EVIDENCE_KEYS).agg(pl.col("decisions").sum().alias("n")))
