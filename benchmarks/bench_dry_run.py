@@ -141,25 +141,30 @@ def full_transitions(root: Path, draft: dict) -> dict:
     return {(a, b): n for a, b, n in frame.iter_rows()}
 
 
-def big_run(n: int, code_root: Path = ROOT, out: Path = RESULTS / "dry-run-big") -> dict:
+def big_run(n: int, code_root: Path = ROOT, out: Path = RESULTS / "dry-run-big", digest_store: Path | None = None) -> dict:
     """The dry-run over `n` decisions in a child process, written to `out`: wall time, CPU time
     and peak RSS. `code_root`: a checkout whose dry-run is run (this one by default; another,
-    e.g. the code before a change, on the same history)."""
+    e.g. the code before a change, on the same history). `digest_store`: the child keeps what it
+    found of each file there, as `gate dry-run` does in GATE_HOME (`integrity.use_digest_store`):
+    an empty store is filled (every file hashed), a filled one spares hashing unchanged files."""
     root = dataset(n)
     code = (
         "import sys, time; sys.path[:0] = [%r, %r]\n"
         "import dryrun_data\n"
         "from workbench.migration import dry_run, write_dry_run\n"
+        "from workbench.dataset import integrity\n"
         "from pathlib import Path\n"
         "_, draft = dryrun_data.rulebooks()\n"
-        "out = Path(%r); out.mkdir(parents=True, exist_ok=True)\n"
+        "store = %r\n"
         "t, cpu = time.perf_counter(), time.process_time()\n"
+        "integrity.use_digest_store(Path(store) if store else None)\n"
+        "out = Path(%r); out.mkdir(parents=True, exist_ok=True)\n"
         "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=%r, created_at='2026-11-22T00:00:00.000Z',"
         " flips_path=out / 'flips.parquet')\n"
         "write_dry_run(out, run.manifest, None)\n"
         "print(time.perf_counter() - t, time.process_time() - cpu, run.result.decisions_total, run.result.decisions_changed,"
         " next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
-    ) % (str(code_root), str(code_root / "benchmarks"), str(out), str(root))
+    ) % (str(code_root), str(code_root / "benchmarks"), str(digest_store or ""), str(out), str(root))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(done.stderr)

@@ -26,7 +26,11 @@ per size under benchmarks/results/data/, git-ignored; about 5 minutes per 10M on
 Figures are printed with the load average beside them, and a linear extrapolation to
 `--target` decisions (time and the part of peak memory that grows with the history).
 
-Run: .venv/bin/python benchmarks/bench_dry_run_scale.py [--decisions 10000000] [--sample 20000] [--before DIR]
+`--warm`: the end-to-end child keeps a digest store (an empty one: every file is still hashed),
+then a second child runs with it, as a second `gate dry-run` of the same files runs (each file
+stat'ed and found unchanged, not hashed again); both `migration.json` must be the same bytes.
+
+Run: .venv/bin/python benchmarks/bench_dry_run_scale.py [--decisions 10000000] [--sample 20000] [--before DIR] [--warm]
 """
 
 from __future__ import annotations
@@ -94,12 +98,21 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=20_000)
     parser.add_argument("--target", type=int, default=100_000_000)
     parser.add_argument("--before", type=Path, help="a checkout of the code before a change, run on the same history")
+    parser.add_argument("--warm", action="store_true",
+                        help="the end-to-end run keeps a digest store, then runs again with it, as `gate dry-run` does")
     args = parser.parse_args()
     _, draft = dryrun_data.rulebooks()
     root = bench_dry_run.dataset(args.decisions)
     load_before = os.getloadavg()
-    big = bench_dry_run.big_run(args.decisions)
-    compared = before_and_after(args.decisions, args.before, big) if args.before else None
+    with tempfile.TemporaryDirectory() as stores:
+        store = Path(stores) / "dataset-digests.json" if args.warm else None
+        big = bench_dry_run.big_run(args.decisions, digest_store=store)  # cold: every file hashed
+        compared = before_and_after(args.decisions, args.before, big) if args.before else None
+        warm = (bench_dry_run.big_run(args.decisions, out=bench_dry_run.RESULTS / "dry-run-big-warm", digest_store=store)
+                if store is not None else None)
+    if warm is not None:
+        warm["same_migration_json"] = ((bench_dry_run.RESULTS / "dry-run-big-warm" / "migration.json").read_bytes()
+                                       == (bench_dry_run.RESULTS / "dry-run-big" / "migration.json").read_bytes())
     load_compared = os.getloadavg()
     parts = split(root, draft)
     parts["rest"] = big["seconds"] - parts["load"] - parts["passes"] - parts["outcomes"]
@@ -110,7 +123,7 @@ def main() -> int:
     identical = vector == scalar
     scale = args.target / args.decisions
     result = {"decisions": args.decisions, "end_to_end_s": big["seconds"], "cpu_s": big["cpu_seconds"],
-              "peak_rss_bytes": big["peak_rss_bytes"], "flips": big["changed"], "before": compared,
+              "peak_rss_bytes": big["peak_rss_bytes"], "flips": big["changed"], "before": compared, "warm": warm,
               "load_after_end_to_end": load_compared,
               "split_s": {k: round(v, 3) for k, v in parts.items()}, "sample": len(scalar),
               "identical_on_sample": identical, "load_before": load_before, "load_after": os.getloadavg(),
@@ -125,10 +138,15 @@ def main() -> int:
         print(f"  before ({args.before}): {old['seconds']:.2f} s (CPU {old['cpu_seconds']:.1f} s), peak RSS "
               f"{old['peak_rss_bytes'] / 2**30:.2f} GiB: {compared['time_ratio']}x the time, {compared['cpu_ratio']}x "
               f"the CPU, {compared['peak_ratio']}x the peak; same migration.json: {compared['same_migration_json']}")
+    if warm is not None:
+        print(f"  again with the digest store (files stat'ed, not hashed, as a second `gate dry-run`): {warm['seconds']:.2f} s "
+              f"(CPU {warm['cpu_seconds']:.1f} s), peak RSS {warm['peak_rss_bytes'] / 2**30:.2f} GiB; "
+              f"same migration.json: {warm['same_migration_json']}")
     print("  split: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items() if k != "passes"))
     print(f"  identical on {len(scalar):,} sampled decisions (scalar evaluator, one by one): {identical}")
     print(f"  linear extrapolation to {args.target:,}: {big['seconds'] * scale:.0f} s (same load)")
-    return 0 if identical and (compared is None or compared["same_migration_json"]) else 1
+    same = (compared is None or compared["same_migration_json"]) and (warm is None or warm["same_migration_json"])
+    return 0 if identical and same else 1
 
 
 if __name__ == "__main__":
