@@ -172,3 +172,18 @@ def test_any_one_advisory_member_makes_a_record_advisory(client, api_key, kept):
     result = verify(client, stripped)
     assert result["record_kind"] == "advisory"
     assert result["checks"]["record_members"] is False
+
+
+OUTPUT_MEMBERS = ("status", "mode", "c", "v", "verdict", "advisory_verdict", "action", "evidence",
+                  "decision_contract", "production_binding_required", "advisory")
+
+
+def test_the_output_hash_binds_exactly_the_advisory_members(client, api_key):
+    record = decide(client, api_key, advisory_body()).json
+    assert record["output_hash"] == sha256_hex({name: record[name] for name in OUTPUT_MEMBERS})
+    # The question is read by no other check: only the output hash notices it changed.
+    forged = copy.deepcopy(record)
+    forged["advisory"]["question"] = "Something else?"
+    result = verify(client, forged)
+    assert result["verified"] is False and result["checks"]["output_hash"] is False
+    assert result["checks"]["compact_verdict"] is True

@@ -5,6 +5,7 @@ by decision id), from the typed facts table and from the JSON, per partition and
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import polars as pl
@@ -171,3 +172,59 @@ def test_a_typed_table_without_fact_columns_gives_empty_tables():
     assert fm.table_paths(facts.columns) == []
     state = fm.facts_partial(frames(ds, []).decisions, facts, by=["scope"])
     assert state["facts"].height == 0 and state["fact_high"].height == 0
+
+
+def test_no_facts_give_typed_empty_extremes_on_both_sides():
+    ds = [decision("d1", at=T0, facts=None)]
+    for facts in (None, _facts(ds)):
+        state = fm.facts_partial(frames(ds, []).decisions, facts)
+        expected = {"fact": pl.String, "month": pl.String, "value": pl.Float64, "decision_id": pl.String}
+        assert state["fact_high"].schema == expected and state["fact_low"].schema == expected
+
+
+def test_a_negative_zero_in_the_json_is_read_as_zero():
+    # as the typed column stores it: a JSON -0.0 is the number 0.0, shown without its sign
+    ds = [decision("d1", at=T0, facts={"v": -0.0})]
+    assert ds[0]["facts_json"] == '{"v":-0.0}'
+    state = fm.facts_partial(frames(ds, []).decisions)
+    [(value, decision_id)] = state["fact_high"].select("value", "decision_id").rows()
+    assert decision_id == "d1" and value == 0.0 and math.copysign(1.0, value) == 1.0
+    [(value, _)] = state["fact_low"].select("value", "decision_id").rows()
+    assert math.copysign(1.0, value) == 1.0
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_without_extreme_ids_only_the_moments(typed):
+    # d4's row is partial (BIG) in the typed table: its values come from the JSON in both readings
+    ds = _decisions()
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None, extreme_ids=False)
+    assert state["facts"].rows() == MOMENTS
+    assert state["fact_high"].height == state["fact_low"].height == 0
+    assert state["fact_high"].columns == state["fact_low"].columns == ["fact", "month", "value", "decision_id"]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_without_extreme_ids_per_partition(typed):
+    ds = _decisions()
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None, by=["scope"],
+                             extreme_ids=False)
+    assert [row[:3] for row in state["facts"].rows()][:2] == [("tenant_a", "big", "2026-02"),
+                                                             ("tenant_a", "o", "2026-01")]
+    assert state["fact_high"].height == state["fact_low"].height == 0
+    assert state["fact_high"].columns == ["scope", "fact", "month", "value", "decision_id"]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_each_partition_keeps_its_own_extremes(typed):
+    # tenant_a's twelve values all lie above tenant_b's two: each partition's ten are its own
+    ds = [decision(f"a{i:02d}", at=T0, facts={"v": 100 + i}) for i in range(12)]
+    ds += [decision("b1", at=T0, facts={"v": 1}, scope="tenant_b"),
+           decision("b2", at=T0, facts={"v": 2}, scope="tenant_b")]
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None, by=["scope"])
+    high = state["fact_high"].select("scope", "value", "decision_id").rows()
+    low = state["fact_low"].select("scope", "value", "decision_id").rows()
+    assert high == [("tenant_a", 111.0 - i, f"a{11 - i:02d}") for i in range(10)] + [
+        ("tenant_b", 2.0, "b2"), ("tenant_b", 1.0, "b1")]
+    assert low == [("tenant_a", 100.0 + i, f"a{i:02d}") for i in range(10)] + [
+        ("tenant_b", 1.0, "b1"), ("tenant_b", 2.0, "b2")]
+

@@ -44,9 +44,10 @@ def table_paths(names: Sequence[str]) -> list[str]:
     return sorted(name[: -len(suffix)] for name in names if name.endswith(suffix))
 
 
-def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str],
+def _typed(typed: pl.DataFrame, paths: list[str], by: list[str],
            extreme_ids: bool = True) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The typed rows' moments per (fact, month), and candidates for each path's k largest and
+    """The typed rows' moments per (fact, month) (`typed`: the typed rows of the facts table, in
+    memory: `by`, `month`, `decision_id` when `extreme_ids`, and each path's `t` and `n`), and candidates for each path's k largest and
     k smallest values per month with their decision: every value at or beyond the least
     extreme of those months' k-th extremes (a superset of each month's k largest and smallest,
     ties included; `extremes` keeps exactly those). One grouped pass over the table however
@@ -54,10 +55,6 @@ def _typed(facts: pl.LazyFrame, paths: list[str], by: list[str],
     (none, and no extreme in the grouped pass, when `extreme_ids` is False)."""
     if not paths:
         return pl.DataFrame(schema=_keyed(by, _FACTS_SCHEMA)), pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
-    columns = [fc.column(path, part) for path in paths for part in ("t", "n")]
-    ids = ["decision_id"] if extreme_ids else []  # a string per row: read only to name extremes
-    typed = facts.filter(pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED).select(
-        *by, "month", *ids, *columns).collect()  # read once; both passes below are in memory
     aggs = []
     for i, path in enumerate(paths):
         number = _number(path)
@@ -165,13 +162,18 @@ def facts_partial(decisions: pl.LazyFrame | pl.DataFrame, facts: pl.LazyFrame | 
         typed_candidates = pl.DataFrame(schema=_keyed(by, _EXTREME_SCHEMA))
     else:
         facts = facts.lazy()
-        partial = pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL
+        paths = table_paths(facts.collect_schema().names())
+        state = pl.col(fc.STATE_COLUMN)
+        ids = ["decision_id"] if extreme_ids else []  # a string per row: read only to name extremes
+        # One read of the table's states and typed columns; both passes of `_typed` are in memory.
+        read = facts.select(*by, "month", *ids, fc.STATE_COLUMN,
+                            *[fc.column(path, part) for path in paths for part in ("t", "n")]).collect()
         # Read `facts_json` only when some row needs it (most tables have no partial row).
-        needed = facts.filter(partial).select("decision_id", "month", "facts_json", *by)
-        rows = needed.collect() if facts.select(partial.any()).collect().item() else pl.DataFrame(
+        needed = facts.filter(state == fc.STATE_PARTIAL).select("decision_id", "month", "facts_json", *by)
+        rows = needed.collect() if (read.get_column(fc.STATE_COLUMN) == fc.STATE_PARTIAL).any() else pl.DataFrame(
             schema=needed.collect_schema())
-        typed_moments, typed_candidates = _typed(facts, table_paths(facts.collect_schema().names()), by,
-                                                 extreme_ids)
+        typed = read.filter(state == fc.STATE_TYPED).drop(fc.STATE_COLUMN)
+        typed_moments, typed_candidates = _typed(typed, paths, by, extreme_ids)
     long = _json_long(rows).lazy()
     if by:  # each flattened value carries its decision's partition keys
         long = long.join(rows.lazy().select("decision_id", *by), on="decision_id", how="left").select(
