@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.browser.conftest import Workbench, screenshot
 from tests.browser.test_workbench_pages import draft_from_current, tab
@@ -172,6 +173,39 @@ def _cell(page, table: str, row: int, field: str):
     return page.locator(f"{table} .tabulator-row").nth(row).locator(f".tabulator-cell[tabulator-field='{field}']")
 
 
+def _click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
+    """Click `target()` until `shown` is visible. The page redraws its panes after the draft
+    changed; on a busy host a click can land on a table being replaced, and is then lost (the
+    click never reached the server), so the cell is found and clicked again."""
+    for attempt in range(attempts):
+        target().click()
+        try:
+            shown.wait_for(timeout=seconds * 1000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
+def _edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 4) -> None:
+    """Type `text` into a cell's editor and commit it with Enter. The rule table is drawn again
+    when the draft it shows arrives (the editor's text, then the table); on a busy host the click
+    that opens the editor can land on the table being replaced, and no editor opens (CI saw the
+    fill wait 60 s for it). The cell is found again and clicked until its editor shows."""
+    for attempt in range(attempts):
+        cell = _cell(page, table, row, field)
+        cell.click()
+        editor = cell.locator("input")
+        try:
+            editor.wait_for(timeout=10_000)
+            editor.fill(text, timeout=10_000)
+            editor.press("Enter", timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
 def _text(locator) -> str:
     """What a Markdown pane shows (its paragraphs and list items live in the pane's shadow root)."""
     return "\n".join(locator.locator("p, li").all_inner_texts())
@@ -213,11 +247,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     fix = {"all": [{"field": "amount", "operator": "lte", "value": 150},
                    {"field": "order_age_days", "operator": "lte", "value": 30},
                    {"field": "fraud_score", "operator": "lt", "value": 0.5}]}
-    cell = _cell(page, ".rule-table", row, "condition")
-    cell.click()
-    editor = cell.locator("input")
-    editor.fill(json.dumps(fix))
-    editor.press("Enter")
+    _edit_cell(page, ".rule-table", row, "condition", json.dumps(fix))
     draft["rules"][row]["condition"] = fix
     _wait_for_text(_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
                    read=lambda cell: cell.inner_text())
@@ -261,8 +291,8 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     }""")
     assert picked == 200
     page.get_by_text("amount lte 200 set in the draft").wait_for()
-    _cell(page, ".sweep-points", 1, "threshold").click()
-    page.get_by_text("amount lte 100 set in the draft").wait_for()
+    _click_until(lambda: _cell(page, ".sweep-points", 1, "threshold"),
+                 page.get_by_text("amount lte 100 set in the draft"))
     draft["rules"][row]["condition"]["all"][0]["value"] = 100
     at_100 = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
                      created_at="2026-11-24T00:00:00.000Z").result.to_dict()
