@@ -8,6 +8,9 @@ Series (no label carries tenant data: routes are URL *templates* such as
   that matches no route is `route="unmatched"`;
 * `gate_decisions_total{authority, verdict}`: records created by `POST /api/decide`
   (`authority` binding or advisory; replays are not counted again);
+* `gate_ledger_wait_seconds{wait}` (histogram): how long ledger writers waited for SQLite's write
+  lock (`write_queue`), PostgreSQL's chain-head row lock (`chain_head`) and, per decide, for
+  their process's writer thread to commit them (`writer`; `gate.ledger.waits`);
 * `gate_ledger_ready`, `gate_signing_ready`, `gate_signing_required` (1/0, computed at scrape
   time) and `gate_build_info{interface_version}`.
 
@@ -40,6 +43,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from api.errors import error_response
 from gate import vocabulary as C
+from gate.ledger import waits
 from gate.services.operations import token_matches
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -50,6 +54,11 @@ LATENCY = Histogram("gate_http_request_duration_seconds", "Time to answer a requ
                     buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
 DECISIONS = Counter("gate_decisions", "Decision Records created, by authority (binding, advisory) and verdict.",
                     ("authority", "verdict"), registry=REGISTRY)
+LEDGER_WAITS = Histogram("gate_ledger_wait_seconds", "Time a ledger writer waited, by wait (gate.ledger.waits): "
+                         "write_queue (SQLite's write lock), chain_head (PostgreSQL's chain-head row lock), "
+                         "writer (a decide's write handed to its process's writer thread, until committed).",
+                         ("wait",), registry=REGISTRY,
+                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
 GUARDRAIL_TRIPS = Counter("gate_release_guardrail_trips", "Canaries halted by a tripped guardrail, by guardrail "
                           "(failure_rate, verdict_mix).", ("guardrail",), registry=REGISTRY)
 
@@ -132,7 +141,14 @@ class _Forward:
         yield from self.registry.collect()
 
 
+def _observe_ledger_wait(wait: str, seconds: float) -> None:
+    if wait in waits.WAITS:  # a closed set of label values
+        LEDGER_WAITS.labels(wait).observe(seconds)
+
+
 def init_metrics(app: Flask) -> None:
+    waits.watch(_observe_ledger_wait)
+
     @app.before_request
     def _start_timer():
         g.metrics_started = time.perf_counter()

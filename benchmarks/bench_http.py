@@ -7,6 +7,9 @@ The baseline, measured in the same run on the same server, is `GET /healthz`: th
 route (no ledger, limiter or key), i.e. the ceiling of the HTTP stack itself. Figures are
 reported as ratios to it, with the 1-minute load average read before and after each route
 beside them (issue 23: a figure without the load beside it says little on a shared host).
+During the decide run it also reads `gate_ledger_wait_seconds` from `/metrics`: how many ledger
+waits (SQLite's write lock, PostgreSQL's chain-head row lock, a decide's wait for its writer
+thread) took over 50 ms, and the histogram bound under which 99% and all of them fell.
 
 Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 16] [--request verdict-yes.json]
 Needs: wrk (Debian package `wrk`), Redis on 127.0.0.1:6379 (shared rate limits for 2 workers).
@@ -128,6 +131,43 @@ def _wrk(url: str, script: Path | None, duration: int, connections: int, server_
     return result
 
 
+def _ledger_waits(base: str) -> dict[str, dict[str, float]]:
+    """`gate_ledger_wait_seconds` from `/metrics` (both workers' files): per wait, its count and
+    the cumulative count of each bucket bound (`le`)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(base + "/metrics") as response:
+        families = text_string_to_metric_families(response.read().decode())
+    found: dict[str, dict[str, float]] = {}
+    for family in families:
+        if family.name == "gate_ledger_wait_seconds":
+            for sample in family.samples:
+                if sample.name.endswith("_bucket"):
+                    found.setdefault(sample.labels["wait"], {})[sample.labels["le"]] = sample.value
+    return found
+
+
+def _waits_added(before: dict, after: dict) -> dict[str, dict]:
+    """Per wait during the run: how many, how many over 50 ms, and the bucket bound under which
+    99% and all of them fell (a histogram's resolution: 1, 2.5, 5, 10, 20, 50, 100, 250 ms …)."""
+    out = {}
+    for wait, buckets in after.items():
+        added = {le: value - before.get(wait, {}).get(le, 0.0) for le, value in buckets.items()}
+        total = added.get("+Inf", 0.0)
+        if not total:
+            continue
+        bounds = sorted((float(le), count) for le, count in added.items())
+        out[wait] = {"count": int(total), "over_50_ms": int(total - added["0.05"]),
+                     "p99_ms_at_most": _bound_under(bounds, 0.99 * total), "max_ms_at_most": _bound_under(bounds, total)}
+    return out
+
+
+def _bound_under(bounds: list[tuple[float, float]], count: float) -> str:
+    """The least bucket bound (ms) with at least `count` waits at or under it."""
+    bound = next(le for le, cumulative in bounds if cumulative >= count)
+    return "inf" if bound == float("inf") else f"{bound * 1000:g}"
+
+
 def _database(kind: str, home: Path) -> tuple[str, callable]:
     if kind == "sqlite":
         return f"sqlite:///{home / 'gate.db'}", lambda: None
@@ -166,7 +206,9 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
         script.write_text(WRK_POST.format(key=key, body=body))
         _wrk(base + "/api/decide", script, 2, connections)  # warm-up (also warms the compile cache)
         baseline = _wrk(base + "/healthz", None, duration, connections, server.pid)
+        waits_before = _ledger_waits(base)
         decide = _wrk(base + "/api/decide", script, duration, connections, server.pid)
+        decide["ledger_waits"] = _waits_added(waits_before, _ledger_waits(base))
         from sqlalchemy import create_engine, text
 
         from gate.ledger.codec import decode
@@ -214,6 +256,11 @@ def main() -> int:
             print(f"{r['backend']:10} {route:8} {w['requests_per_second']:7.0f} {w['p50_ms']:7.2f} {w['p90_ms']:7.2f} "
                   f"{w['p99_ms']:8.2f} {w['non_2xx']:7d} {w['load1_before']:5.2f}→{w['load1_after']:<5.2f} "
                   f"{w['server_cpu_ms_per_request']:6.3f} {w['postgres_cpu_ms_per_request']:6.3f} {tail}")
+    print("ledger waits during the decide run (gate_ledger_wait_seconds; issue 23: none over 50 ms):")
+    for r in results:
+        for wait, w in r["decide"]["ledger_waits"].items():
+            print(f"  {r['backend']:10} {wait:12} {w['count']:8d} waits, {w['over_50_ms']:6d} over 50 ms, "
+                  f"p99 ≤ {w['p99_ms_at_most']} ms, max ≤ {w['max_ms_at_most']} ms")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     (out / "http.json").write_text(json.dumps(results, indent=2))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, SnapshotRace
+from gate.ledger import waits
 from gate.ledger.prepared import Savepoint
 
 MAX_BATCH = 128
@@ -83,9 +85,11 @@ class GroupWriter:
         or raises its refusal, or `LedgerUnavailable` when the batch failed."""
         self._ensure_thread()
         member = _Member(store, refusal)
+        asked = time.perf_counter()
         self._queue.put(member)
         if not member.done.wait(ANSWER_TIMEOUT_S):
             raise LedgerUnavailable("ledger write failed: the writer did not answer")
+        waits.waited(waits.WRITER, time.perf_counter() - asked)
         if member.error is not None:
             raise member.error
         return member.result

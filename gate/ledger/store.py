@@ -13,6 +13,7 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from gate.errors import (
     RulebookVersionConflict,
     SnapshotRace,
 )
-from gate.ledger import writelock
+from gate.ledger import waits, writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
@@ -198,9 +199,12 @@ class Ledger:
     def write(self) -> Iterator[Connection]:
         """A write transaction (BEGIN IMMEDIATE on SQLite); commits on success."""
         try:
+            asked = time.perf_counter()
             with self._queued(), self.engine.connect() as plain:
                 connection = plain.execution_options(**{WRITE_OPTION: True})
                 with connection.begin():
+                    if self.write_queue is not None:  # SQLite: BEGIN IMMEDIATE ran, the write lock is held
+                        waits.waited(waits.WRITE_QUEUE, time.perf_counter() - asked)
                     yield connection
         except IntegrityError:
             raise
@@ -457,7 +461,10 @@ class Ledger:
             head: ChainHead = memo["head", chain.chain_id]
             return head
         head_for_update = self._hot("head", _HEAD_FOR_UPDATE)
+        asked = time.perf_counter()
         row = head_for_update.first(connection, {"chain_id": chain.chain_id})
+        if self.dialect == "postgresql":  # the row lock another transaction may hold (SQLite's is the file's)
+            waits.waited(waits.CHAIN_HEAD, time.perf_counter() - asked)
         if row is None:  # a new chain: create its head (a concurrent creator may win), then lock it
             connection.execute(self.insert_ignore(chain_heads, {
                 "chain_id": chain.chain_id, "scope": chain.scope, "size": 0, "head_link_hash": None,
