@@ -154,6 +154,3 @@ def counts_from_rows(bucket: Bucket, rows: Iterable[Mapping[Any, Any]]) -> Confi
     all_f = every["n_failure"] if every is not None else 0
     return ConfidenceCounts(cur_s, cur_f, all_s - cur_s, all_f - cur_f)
 
-
-def read_counts(connection: Connection, bucket: Bucket) -> ConfidenceCounts | None:
-    return counts_from_rows(bucket, connection.execute(COUNTS_QUERY, counts_params(bucket)).mappings().all())

@@ -77,10 +77,15 @@ class Prepared:
         return rows[0] if rows else None
 
     def _execute(self, connection: Connection, parameters: Any, *, many: bool) -> list[Row]:
-        if self._raw:
-            return _on_cursor(connection, self.sql, parameters, many=many)
-        result = connection.exec_driver_sql(self.sql, parameters)
-        return [dict(row) for row in result.mappings()] if result.returns_rows else []
+        return _run_sql(connection, self.sql, parameters, raw=self._raw, many=many)
+
+
+def _run_sql(connection: Connection, sql: str, parameters: Any, *, raw: bool, many: bool = False) -> list[Row]:
+    """SQLite (`raw`): on the driver cursor; PostgreSQL: through `exec_driver_sql` (see above)."""
+    if raw:
+        return _on_cursor(connection, sql, parameters, many=many)
+    result = connection.exec_driver_sql(sql, parameters)
+    return [dict(row) for row in result.mappings()] if result.returns_rows else []
 
 
 def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool = False) -> list[Row]:
@@ -118,10 +123,7 @@ class Savepoint:
         self._name = name
 
     def _run(self, sql: str) -> None:
-        if self._connection.dialect.name == "sqlite":
-            _on_cursor(self._connection, sql, ())
-        else:
-            self._connection.exec_driver_sql(sql)
+        _run_sql(self._connection, sql, (), raw=self._connection.dialect.name == "sqlite")
 
     def __enter__(self) -> Savepoint:
         self._run(f"SAVEPOINT {self._name}")

@@ -49,7 +49,7 @@ from gate.errors import (
 )
 from gate.ledger import waits, writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
-from gate.ledger.confidence import COUNTS_QUERY, counts_from_rows, counts_params
+from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.groupcommit import BATCH_MEMO, GroupWriter
 from gate.ledger.prepared import Prepared
@@ -63,6 +63,7 @@ from gate.ledger.tables import (
     rulebook_snapshots,
     usage_counters,
 )
+from gate.protocol.confidence import ConfidenceCounts
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUNDLE_CANDIDATES = 8
@@ -430,7 +431,7 @@ class Ledger:
             memo = connection.info.get(BATCH_MEMO)
             rows = memo.get(("counts", confidence.bucket)) if memo is not None else None
             if rows is None:
-                rows = self._hot("counts", COUNTS_QUERY).run(connection, counts_params(confidence.bucket))
+                rows = self._counts_rows(connection, confidence.bucket)
                 if memo is not None:
                     memo["counts", confidence.bucket] = rows
             confidence.apply(counts_from_rows(confidence.bucket, rows))
@@ -447,6 +448,14 @@ class Ledger:
             row = self._append_link(connection, chain, head, row)
         self._hot(("decision", *row), _INSERT_DECISION, tuple(row)).run(connection, row)
         return self._charge(connection, charge) if charge else None
+
+    def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
+        """The confidence counts of `bucket` as stored now; None before its scope's first outcome."""
+        with self.read() as connection:
+            return counts_from_rows(bucket, self._counts_rows(connection, bucket))
+
+    def _counts_rows(self, connection: Connection, bucket: Bucket) -> list[dict[str, Any]]:
+        return self._hot("counts", COUNTS_QUERY).run(connection, counts_params(bucket))
 
     def _hot(self, key: Any, statement: Any, column_keys: tuple[str, ...] | None = None) -> Prepared:
         """A decide-path statement compiled once for this ledger (`gate.ledger.prepared`)."""

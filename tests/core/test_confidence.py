@@ -7,7 +7,7 @@ import math
 import pytest
 
 from gate.ledger import Ledger
-from gate.ledger.confidence import Bucket, OutcomeMove, apply_outcome, read_counts
+from gate.ledger.confidence import Bucket, OutcomeMove, apply_outcome
 from gate.protocol.confidence import (
     ConfidenceCounts,
     confidence_block,
@@ -78,8 +78,7 @@ def test_outcome_moves_follow_the_latest_outcome(database_url):
             return apply_outcome(connection, ledger.dialect, OutcomeMove(where, decision, at, receipt, effect))
 
     def counts():
-        with ledger.read() as connection:
-            return read_counts(connection, bucket)
+        return ledger.confidence_counts(bucket)
 
     try:
         assert counts() is None
