@@ -260,7 +260,7 @@ def receipt_counts(ledger: Ledger, scope: str | None = None) -> dict[str, int]:
     if scope is not None:
         query = query.where(lifecycle_receipts.c.scope == scope)
     with ledger.read() as connection:
-        counts: dict[str, int] = {kind: count for kind, count in connection.execute(query)}
+        counts: dict[str, int] = dict(connection.execute(query).all())
     return {kind: int(counts.get(kind, 0)) for kind in RECEIPT_KINDS}
 
 
