@@ -13,6 +13,7 @@ Guarantees:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -166,6 +167,7 @@ class Ledger:
         self._charge_sql: ReturningInsert[Any] | None = None
         self._prepared: dict[Any, Prepared] = {}
         self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
+        self._snapshot = threading.local()  # the connection of this thread's `one_snapshot`, if any
         if group_commit is None:
             group_commit = True
         self.group = GroupWriter(self.write) if group_commit else None
@@ -221,8 +223,13 @@ class Ledger:
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read. On PostgreSQL reads run in autocommit (no BEGIN/COMMIT round trips): each
-        is one statement, and the writes they race are atomic transactions."""
+        is one statement, and the writes they race are atomic transactions. Inside
+        `one_snapshot` every read of the thread runs on that snapshot's connection."""
+        pinned: Connection | None = getattr(self._snapshot, "connection", None)
         try:
+            if pinned is not None:
+                yield pinned
+                return
             with self.engine.connect() as connection:
                 if self.dialect == "postgresql":
                     yield connection.execution_options(isolation_level="AUTOCOMMIT")
@@ -233,6 +240,29 @@ class Ledger:
             raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
         except StoredValueUnreadable as exc:  # a corrupt at-rest value (gate.ledger.codec): fail closed
             raise LedgerUnavailable(UNREADABLE) from exc
+
+    @contextmanager
+    def one_snapshot(self) -> Iterator[None]:
+        """Every read of this thread inside sees the ledger as of one instant. Several reads that
+        must agree (a chain head, its newest link, its nodes) otherwise each see the ledger of
+        their own moment, and a decide committed between them reads as a contradiction. SQLite:
+        one deferred read transaction (WAL keeps its snapshot from the first read); PostgreSQL:
+        one REPEATABLE READ, READ ONLY transaction. Nested: the outer snapshot holds."""
+        if getattr(self._snapshot, "connection", None) is not None:
+            yield
+            return
+        try:
+            with self.engine.connect() as plain:
+                connection = (plain.execution_options(isolation_level="REPEATABLE READ", postgresql_readonly=True)
+                              if self.dialect == "postgresql" else plain)
+                with connection.begin():
+                    self._snapshot.connection = connection
+                    try:
+                        yield
+                    finally:
+                        self._snapshot.connection = None
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
 
     def insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
         """INSERT … ON CONFLICT DO NOTHING for either dialect."""

@@ -149,13 +149,16 @@ class AuditChainService:
         return self._checked_head(chain_id)[0]
 
     def _checked_head(self, chain_id: str) -> tuple[dict[str, Any] | None, list[str] | None]:
-        """`consistent_head`, with the consistency proof from the held checkpoint it checked."""
-        head = self.ledger.chain_head(chain_id)
-        if head is None:
-            return None, None
-        failures, proof = self.head_failures(chain_id, head), None
-        if not failures:
-            _, proof, failures = self._witness(chain_id, head["size"], _peaks_root(head))
+        """`consistent_head`, with the consistency proof from the held checkpoint it checked. The
+        head, its newest link and the nodes are read in one snapshot: decides committed between
+        those reads would otherwise read as a head that contradicts its links."""
+        with self.ledger.one_snapshot():
+            head = self.ledger.chain_head(chain_id)
+            if head is None:
+                return None, None
+            failures, proof = self.head_failures(chain_id, head), None
+            if not failures:
+                _, proof, failures = self._witness(chain_id, head["size"], _peaks_root(head))
         if failures:
             raise GateError("CHAIN_INTEGRITY_FAILED", "the stored audit chain contradicts its own links or "
                             "Merkle nodes, or a checkpoint witnessed outside the ledger; no proof material is "
@@ -245,29 +248,31 @@ class AuditChainService:
         """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
         verification recomputed from storage. None when the chain is not the caller's. A head
         that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
-        head = self.ledger.chain_head(chain_id)
-        if head is None or not owns_chain(head, scope, chain_id):
-            return None
-        head_failures = self.head_failures(chain_id, head)
-        size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
-        first = max(1, size - limit + 1)
-        rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
-        stored_links = [json.loads(row["link_json"]) for row in rows]
-        previous = stored_links.pop(0) if first > 1 and stored_links else None
-        rows = rows[1:] if previous is not None else rows
-        checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
-        checks["chain_head"] = not head_failures
-        failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
-                      "actual": "differs"} for name in head_failures]
-        peaks_root = _root_or_none(head)
-        checks["tree_root"] = self._tree_root_matches(chain_id, size, peaks_root, failures)
-        held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
-                           if not head_failures and peaks_root is not None else (None, []))
-        checks["checkpoint_log"] = not witnessed
-        failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
-                      if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
-                     for name in witnessed]
+        with self.ledger.one_snapshot():  # head, links, nodes as of one instant (see `_checked_head`)
+            head = self.ledger.chain_head(chain_id)
+            if head is None or not owns_chain(head, scope, chain_id):
+                return None
+            head_failures = self.head_failures(chain_id, head)
+            size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
+            first = max(1, size - limit + 1)
+            rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
+            stored_links = [json.loads(row["link_json"]) for row in rows]
+            previous = stored_links.pop(0) if first > 1 and stored_links else None
+            rows = rows[1:] if previous is not None else rows
+            checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
+            checks["chain_head"] = not head_failures
+            failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
+                          "actual": "differs"} for name in head_failures]
+            peaks_root = _root_or_none(head)
+            checks["tree_root"] = self._tree_root_matches(chain_id, size, peaks_root, failures)
+            held, witnessed = (self.witness_failures(chain_id, size, peaks_root)
+                               if not head_failures and peaks_root is not None else (None, []))
+            checks["checkpoint_log"] = not witnessed
+            failures += [{"check": name, "expected": {"tree_size": held["tree_size"], "root_hash": held["root_hash"]}
+                          if held else None, "actual": {"tree_size": size, "root_hash": peaks_root}}
+                         for name in witnessed]
         signable = size and not head_failures and not witnessed
+        checkpoint = self.checkpoint(chain_id, size, peaks_root) if signable and peaks_root else None
         return {
             "ok": True,
             "chain_id": chain_id,
@@ -277,7 +282,7 @@ class AuditChainService:
             "merkle_root": head["merkle_root"],
             "head_link_hash": head["head_link_hash"],
             "tree": {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "tree_size": size, "root_hash": peaks_root},
-            "checkpoint": self.checkpoint(chain_id, size, peaks_root) if signable and peaks_root else None,
+            "checkpoint": checkpoint,
             "checkpoint_log": {"enabled": self.checkpoint_log is not None,
                                "tree_size": held["tree_size"] if held else None,
                                "root_hash": held["root_hash"] if held else None},

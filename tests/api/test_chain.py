@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from unittest import mock
 
 import pytest
 from sqlalchemy import text, update
@@ -170,3 +172,39 @@ def test_stored_nodes_are_read_for_any_number_of_refs(app, count):
         connection.execute(insert(merkle_nodes), rows)
     refs = [(i % 3, i) for i in range(count)] + [(5, 0)]  # and one that is not stored
     assert ledger.merkle_nodes("chain_big", refs) == {(i % 3, i): f"{i:064x}" for i in range(count)}
+
+
+@pytest.mark.parametrize("route", ["checkpoint", "view"])
+def test_a_decide_committed_between_the_head_and_its_links_is_no_contradiction(app, api_key, sample_request, route):
+    """The checkpoint and chain routes read the chain head, then its newest link and nodes. A decide that
+    commits between those reads (forced here: it runs, to its commit, just before the newest
+    link is read) must not read as a head contradicting its links: a 409 `CHAIN_INTEGRITY_FAILED` for a
+    chain that is whole, and a checkpoint the cadence then skips. Found under concurrent load."""
+    client = app.test_client()
+    records = decide_many(client, api_key, sample_request, 3)
+    chain_id = records[0]["audit_chain"]["chain_id"]
+    ledger = app.extensions["gate"].ledger
+    read_last_link = type(ledger).chain_last_link
+    raced: list[int] = []
+
+    def a_decide_then_the_last_link(self, wanted):
+        if not raced:  # once, from another thread, committed before the newest link is read
+            answer: dict = {}
+            caller = threading.Thread(target=lambda: answer.update(status=app.test_client().post(
+                "/api/decide", json=sample_request, headers={"x-api-key": api_key}).status_code))
+            caller.start()
+            caller.join(30)
+            raced.append(answer["status"])
+        return read_last_link(self, wanted)
+
+    url = f"/api/decision/chains/{chain_id}" + ("/checkpoint" if route == "checkpoint" else "")
+    with mock.patch.object(type(ledger), "chain_last_link", a_decide_then_the_last_link):
+        answer = client.get(url, headers={"x-api-key": api_key})
+    assert raced == [200]
+    assert answer.status_code == 200, answer.json
+    assert answer.json["checkpoint"]["tree_size"] == 3  # the head as it was when the read began
+    if route == "view":
+        assert answer.json["verification"]["valid"] is True, answer.json["verification"]
+        assert answer.json["chain_size"] == 3 and len(answer.json["links"]) == 3
+    after = client.get(url, headers={"x-api-key": api_key})
+    assert after.status_code == 200 and after.json["checkpoint"]["tree_size"] == 4
