@@ -79,29 +79,30 @@ def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup
                            request_public_key=public_key)
     body = {**result.to_dict(), "decision_id": decision_id,
             "source": "supplied" if supplied is not None else "ledger"}
-    ledger_checks = {
-        "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
-        "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
-        "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
-    }
-    ledger_checks.update(link_checks_for(ledger, stored_record))
-    link_row = ledger.chain_link_for(decision_id)
-    chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
-    head_checks, head_failures = _head_checks(ledger, audit, link_row, chain_head)
-    ledger_checks.update(head_checks)
-    row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
-                                                 chain_head, anchors)
-    ledger_checks.update(row_checks)
-    snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
-    if snapshot is not None:
-        ledger_checks["rulebook_snapshot"] = snapshot["valid"]
-        body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
-    receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
-    ledger_checks["lifecycle_receipts"] = not receipt_failures
-    chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
-    chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
-                                            lifecycle.store.receipt_head(decision_id), stored_record, anchors)
-    ledger_checks["receipt_chain"] = not chain_failures
+    with ledger.one_snapshot():  # the chain head, links, receipts and their heads as of one instant
+        ledger_checks = {
+            "ledger_record_hash": stored.record_hash == record_hash(stored_record) == stored_record.get("record_hash"),
+            "ledger_receipt_hash": stored.receipt_hash == stored_record.get("receipt_hash"),
+            "ledger_input_hash": stored.input_hash == sha256_hex(stored_request) == stored_record.get("input_hash"),
+        }
+        ledger_checks.update(link_checks_for(ledger, stored_record))
+        link_row = ledger.chain_link_for(decision_id)
+        chain_head = ledger.chain_head(link_row["chain_id"]) if link_row else None
+        head_checks, head_failures = _head_checks(ledger, audit, link_row, chain_head)
+        ledger_checks.update(head_checks)
+        row_checks, mismatched = decision_row_checks(decision_id, stored.columns, stored_record, link_row,
+                                                     chain_head, anchors)
+        ledger_checks.update(row_checks)
+        snapshot = rulebook_snapshot_check(ledger, stored.scope, stored_record)
+        if snapshot is not None:
+            ledger_checks["rulebook_snapshot"] = snapshot["valid"]
+            body["rulebook_snapshot"] = {name: snapshot[name] for name in ("rulebook_id", "version", "expected", "actual")}
+        receipt_failures = lifecycle.integrity_failures(decision_id, stored_record)
+        ledger_checks["lifecycle_receipts"] = not receipt_failures
+        chained, total = lifecycle.store.chained(decision_id, limit=RECEIPT_CHAIN_WINDOW)
+        chain_failures = receipt_chain_failures(decision_id, stored.scope, chained, total,
+                                                lifecycle.store.receipt_head(decision_id), stored_record, anchors)
+        ledger_checks["receipt_chain"] = not chain_failures
     if supplied is not None:
         ledger_checks["matches_ledger"] = (supplied.get("record_hash") == stored.record_hash
                                            and record_hash(supplied) == stored.record_hash)

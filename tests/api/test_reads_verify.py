@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import threading
+from unittest import mock
 
 import pytest
 
@@ -149,3 +151,47 @@ def test_malformed_verify_requests_are_400(client, payload, code):
 def test_verify_describes_itself(client):
     body = client.get("/api/decision/verify").json
     assert body["method"] == "POST" and "record" in body["request"]
+
+
+OUTCOME = {"outcome_status": "succeeded", "action_executed": True, "observed_metrics": {"margin": 31.5}}
+
+
+@pytest.mark.usefixtures("backend")
+@pytest.mark.parametrize("race", ["a decide before the newest link is read", "an outcome before the receipt head is read"])
+def test_hosted_verify_reads_the_ledger_as_of_one_instant(app, api_key, sample_request, race):
+    """Hosted verify compares a chain head with the chain's newest link, and a decision's receipts
+    with their head. A write committed between two such reads (forced here, from another thread,
+    run to its commit) must not fail a check of a ledger that is whole."""
+    client = app.test_client()
+    headers = {"x-api-key": api_key}
+    record = client.post("/api/decide", json=sample_request, headers=headers).json
+    decision_id = record["decision_id"]
+    assert client.post(f"/api/decision/{decision_id}/outcome", headers=headers,
+                       json={**OUTCOME, "decision_record_hash": record["record_hash"]}).status_code in (200, 201)
+    ledger, lifecycle = app.extensions["gate"].ledger, app.extensions["gate"].lifecycle
+    if race.startswith("a decide"):
+        owner, name = type(ledger), "chain_last_link"
+        def write():
+            return app.test_client().post("/api/decide", json=sample_request, headers=headers)
+    else:
+        owner, name = type(lifecycle.store), "receipt_head"
+        def write():
+            return app.test_client().post(f"/api/decision/{decision_id}/outcome", headers=headers, json={
+                **OUTCOME, "outcome_status": "failed", "decision_record_hash": record["record_hash"]})
+    original, raced = getattr(owner, name), []
+
+    def a_write_first(self, *args):
+        if not raced:
+            answer: dict = {}
+            writer = threading.Thread(target=lambda: answer.update(status=write().status_code))
+            writer.start()
+            writer.join(30)
+            raced.append(answer["status"])
+        return original(self, *args)
+
+    with mock.patch.object(owner, name, a_write_first):
+        body = client.get(f"/api/decision/{decision_id}/verify", headers=headers).json
+    assert raced and raced[0] in (200, 201)
+    assert body["verified"] is True, (body["failed_checks"], body["chain_failures"], body["receipt_failures"])
+    again = client.get(f"/api/decision/{decision_id}/verify", headers=headers).json
+    assert again["verified"] is True, again["failed_checks"]
