@@ -78,17 +78,15 @@ def _consistency_from(rt, chain, first: int | None) -> dict | None:
 
 def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
     """The newest receipts of each kind, their stored totals and the signed receipt head they
-    were read under: re-read (up to three times) while a concurrent receipt write moves the
-    head, so the head's count describes the lists exported beside it."""
+    were read under, all read in one snapshot of the ledger: the head's count describes the lists
+    exported beside it, whatever receipt a concurrent request writes meanwhile."""
     store = rt.lifecycle.store
-    for _ in range(3):
+    with store.ledger.one_snapshot():
         head = store.receipt_head(decision_id)
         parts, totals = {}, {}
         for name, kind in KINDS.items():
             limit = options.limit_for(kind.list_name)
             parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
-        if store.receipt_head(decision_id) == head:
-            break
     return parts, totals, head
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import threading
+from unittest import mock
 
 import pytest
 from sqlalchemy import text
@@ -128,3 +130,37 @@ def test_packet_verify_endpoint_describes_and_refuses_bad_bodies(client):
     for body in ({}, {"packet": 1}, {"packet": {}, "extra": 1}, {"packet": {}, "input": 3}):
         response = client.post("/api/decision/packet/verify", json=body)
         assert response.status_code == 400 and response.json["error"] == "REQUEST_INVALID"
+
+
+def test_a_receipt_written_while_a_packet_is_read_is_not_half_in_it(app, client, api_key, populated, sample_request):
+    """The packet's receipt head and its receipt lists are read in one snapshot: an execution
+    receipt committed between reading the head and reading the lists (forced here, from another
+    thread, run to its commit, each time the list is read) is in neither, and the packet
+    verifies. (Re-reading while the head moved, as before, gave up after three tries.)"""
+    lifecycle = app.extensions["gate"].lifecycle
+    original, raced = type(lifecycle).all_for, []
+    url = f"/api/decision/{populated['decision_id']}"
+
+    def a_receipt_first(self, kind, *args, **kwargs):
+        if kind.list_name == "execution_receipts" and len(raced) < 3:  # each time the list is read
+            answer: dict = {}
+            writer = threading.Thread(target=lambda: answer.update(status=app.test_client().post(
+                url + "/execution", headers={"x-api-key": api_key}, json={
+                    "execution_status": "executed", "external_ref": f"run-mid-export-{len(raced)}",
+                    "decision_record_hash": populated["record_hash"],
+                    "decision_receipt_hash": populated["receipt_hash"]}).status_code))
+            writer.start()
+            writer.join(30)
+            raced.append(answer["status"])
+        return original(self, kind, *args, **kwargs)
+
+    with mock.patch.object(type(lifecycle), "all_for", a_receipt_first):
+        packet = export(client, api_key, populated).json
+    assert raced and set(raced) <= {200, 201}
+    result = verify(client, packet, input=sample_request)
+    assert result["verified"] is True, result["failed_checks"]
+    assert packet["packet_manifest"]["components"]["execution_receipts"] == 3  # as of the head it was read under
+    assert [r["external_ref"] for r in packet["execution_receipts"]] == ["run-2", "run-1", "run-0"]
+    later = export(client, api_key, populated).json
+    assert later["packet_manifest"]["components"]["execution_receipts"] == 3 + len(raced)
+    assert verify(client, later, input=sample_request)["verified"] is True
