@@ -11,7 +11,7 @@ During the decide run it also reads `gate_ledger_wait_seconds` from `/metrics`: 
 waits (SQLite's write lock, PostgreSQL's chain-head row lock, a decide's wait for its writer
 thread) took over 50 ms, and the histogram bound under which 99% and all of them fell.
 
-Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 16] [--request verdict-yes.json]
+Run: .venv/bin/python benchmarks/bench_http.py [--duration 10] [--connections 16[,64]] [--request verdict-yes.json]
 Needs: wrk (Debian package `wrk`), Redis on 127.0.0.1:6379 (shared rate limits for 2 workers).
 """
 
@@ -238,29 +238,32 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections (issue 23 measures at 16)")
+    parser.add_argument("--connections", default="16",
+                        help="wrk connections, or several separated by commas (issue 23: 16; locks up to 64)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--request", default="verdict-yes.json", help="a file of data/requests/")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
-    results = [run_backend(kind, args.duration, args.connections, args.request) for kind in args.backends.split(",")]
-    print(f"{args.connections} connections, {args.duration} s per route, request {args.request}")
-    print(f"{'backend':10} {'route':8} {'rps':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>8} {'non-2xx':>7} "
+    counts = [int(count) for count in args.connections.split(",")]
+    results = [run_backend(kind, args.duration, connections, args.request)
+               for connections in counts for kind in args.backends.split(",")]
+    print(f"{args.duration} s per route, request {args.request}")
+    print(f"{'backend':10} {'conns':>5} {'route':8} {'rps':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>8} {'non-2xx':>7} "
           f"{'load1':>11} {'cpu ms':>6} {'pg ms':>6} {'stored':>7} {'ratio':>6}")
     for r in results:
         for route, w in (("healthz", r["baseline_healthz"]), ("decide", r["decide"])):
             tail = (f"{r['stored_records']:7d} {r['ratio_rps_vs_healthz']:6.3f}  verified={r['sample_verified']}"
                     if route == "decide" else "")
-            print(f"{r['backend']:10} {route:8} {w['requests_per_second']:7.0f} {w['p50_ms']:7.2f} {w['p90_ms']:7.2f} "
-                  f"{w['p99_ms']:8.2f} {w['non_2xx']:7d} {w['load1_before']:5.2f}→{w['load1_after']:<5.2f} "
+            print(f"{r['backend']:10} {r['connections']:5d} {route:8} {w['requests_per_second']:7.0f} {w['p50_ms']:7.2f} "
+                  f"{w['p90_ms']:7.2f} {w['p99_ms']:8.2f} {w['non_2xx']:7d} {w['load1_before']:5.2f}→{w['load1_after']:<5.2f} "
                   f"{w['server_cpu_ms_per_request']:6.3f} {w['postgres_cpu_ms_per_request']:6.3f} {tail}")
     print("ledger waits during the decide run (gate_ledger_wait_seconds; issue 23: none over 50 ms):")
     for r in results:
         for wait, w in r["decide"]["ledger_waits"].items():
-            print(f"  {r['backend']:10} {wait:12} {w['count']:8d} waits, {w['over_50_ms']:6d} over 50 ms, "
-                  f"p99 ≤ {w['p99_ms_at_most']} ms, max ≤ {w['max_ms_at_most']} ms")
+            print(f"  {r['backend']:10} {r['connections']:3d} conns {wait:12} {w['count']:8d} waits, "
+                  f"{w['over_50_ms']:6d} over 50 ms, p99 ≤ {w['p99_ms_at_most']} ms, max ≤ {w['max_ms_at_most']} ms")
     out = ROOT / "benchmarks" / "results"
     out.mkdir(exist_ok=True)
     (out / "http.json").write_text(json.dumps(results, indent=2))
