@@ -57,6 +57,23 @@ def test_flips_in_many_buckets_give_the_figures_of_one(history, tmp_path, monkey
     assert pq.ParquetFile(tmp_path / "one" / "flips.parquet").metadata.num_row_groups == 1
 
 
+def test_each_bucket_holds_its_flips_in_the_historys_order(history, tmp_path, monkeypatch):
+    """With several buckets each bucket of `flips.parquet` (a row group) holds exactly the rows of
+    the one-bucket file whose decision id hashes into it, in the same order (the history's: the
+    vector rows, then the scalar ones), with the same outcome and class."""
+    one, one_flips = _run(history, tmp_path / "one")
+    monkeypatch.setattr(flips, "FLIPS_PER_BUCKET", 60)
+    many, _ = _run(history, tmp_path / "many")
+    assert many == one
+    written = pq.ParquetFile(tmp_path / "many" / "flips.parquet")
+    buckets = written.metadata.num_row_groups
+    assert buckets > 3
+    for bucket in range(buckets):
+        expected = one_flips.filter(flips.in_bucket(bucket, buckets))
+        assert expected.height > 0
+        assert pl.from_arrow(written.read_row_group(bucket)).equals(expected)
+
+
 def test_colliding_id_hashes_take_no_other_decisions_outcome(history, tmp_path, monkeypatch):
     """With a hash under which thousands of ids collide (their length), the pass over the outcomes
     keeps every record of every decision with a selected decision's length, and the buckets are
@@ -67,6 +84,30 @@ def test_colliding_id_hashes_take_no_other_decisions_outcome(history, tmp_path, 
     collided, collided_flips = _run(history, tmp_path / "collided")
     assert collided == clean
     assert collided_flips.sort("decision_id").equals(clean_flips.sort("decision_id"))
+
+
+def test_the_bitmap_keeps_every_selected_id_and_few_others():
+    """`may_be_selected` is true for every id whose hash it was given, and for about one other id
+    in BITS_PER_SELECTED (its hash's low bits those of a given one): here at most twice that."""
+    ids = pl.DataFrame({"decision_id": [f"dec_{i:010d}" for i in range(200_000)]})
+    chosen = ids.gather_every(50)
+    hashes = chosen.select(flips._id_hash()).to_series()
+    passed = ids.with_columns(flips.may_be_selected(hashes).alias("passed"))
+    assert passed.join(chosen, on="decision_id", how="semi")["passed"].all()
+    others = passed.join(chosen, on="decision_id", how="anti")["passed"].sum()
+    assert 0 < others <= 2 * ids.height // flips.BITS_PER_SELECTED
+
+
+def test_records_of_other_decisions_that_pass_the_bitmap_change_nothing(history, tmp_path, monkeypatch):
+    """With a bitmap of two bits nearly every outcome record passes the outcome pass: the exact
+    join by decision id still gives each flip its own latest outcome, in one bucket or many."""
+    clean, clean_flips = _run(history, tmp_path / "clean")
+    monkeypatch.setattr(flips, "_MAX_BITS", 2)
+    loose, loose_flips = _run(history, tmp_path / "loose")
+    assert loose == clean and loose_flips.equals(clean_flips)
+    monkeypatch.setattr(flips, "FLIPS_PER_BUCKET", 100)
+    many, many_flips = _run(history, tmp_path / "many")
+    assert many == clean and many_flips.sort("decision_id").equals(clean_flips.sort("decision_id"))
 
 
 def test_the_run_folder_is_removed_after_success_and_failure(history, tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
-"""`latest_joined` (each decision joined to its latest outcome through `latest_runs`, which packs
-time and status into integer maxima instead of sorting) gives exactly the rows of
-`with_latest_outcome`: with timestamp ties broken by receipt id (tied records of one status and of
-several), null times and statuses, statuses no mapping knows, and outcomes too wide to pack."""
+"""`latest_joined` and `latest_rows` (each decision joined to its latest outcome by packing time and
+status into integer maxima instead of sorting) give exactly the rows of a plain-Python reference
+(`_reference`: each row's records compared one by one) and of `with_latest_outcome`: with timestamp
+ties broken by receipt id (tied records of one status and of several), null times and statuses,
+statuses no mapping knows, and outcomes too wide to pack."""
 
 from __future__ import annotations
 
@@ -27,6 +28,28 @@ def _frames(seed: int) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     return decisions.lazy(), pl.DataFrame(rows).lazy()
 
 
+def _reference(rows: pl.DataFrame, outcomes: pl.LazyFrame) -> pl.DataFrame:
+    """`rows` with `status` of each decision's latest outcome record and `outcome_records`, in
+    the rows' order, computed record by record: the latest record is the greatest by
+    (`reported_at`, `receipt_id`), a null below every value, and of records equal on both the
+    last one read; null and 0 for a decision without records."""
+    latest: dict[str, tuple[tuple, str | None]] = {}
+    counts: dict[str, int] = {}
+
+    def key(value):  # a null sorts before every value
+        return (value is not None, value)
+
+    for record in outcomes.collect().iter_rows(named=True):
+        owner = record["decision_id"]
+        counts[owner] = counts.get(owner, 0) + 1
+        order = (key(record["reported_at"]), key(record["receipt_id"]))
+        if owner not in latest or order >= latest[owner][0]:
+            latest[owner] = (order, record["status"])
+    ids = rows.get_column("decision_id").to_list()
+    return rows.with_columns(pl.Series("status", [latest[i][1] if i in latest else None for i in ids], pl.String),
+                             pl.Series("outcome_records", [counts.get(i, 0) for i in ids], pl.Int64))
+
+
 def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
     return a.sort("decision_id").equals(b.sort("decision_id")) and a.schema == b.schema
 
@@ -35,11 +58,12 @@ def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
 def test_latest_joined_equals_the_string_join(seed: int) -> None:
     decisions, outcomes = _frames(seed)
     expected = common.with_latest_outcome(decisions, outcomes).collect()
+    assert _same(expected, _reference(decisions.collect(), outcomes))
     assert _same(common.latest_joined(decisions, outcomes).collect(), expected)
 
 
 def _edge_outcomes() -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Decisions a–h and records that reach every branch of `latest_runs`."""
+    """Decisions a–h and records that reach every branch of the packing (`latest_rows`)."""
     t = [datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s) for s in range(3)]
     rows = [
         ("a", "r2", t[1], "failed"), ("a", "r1", t[1], "succeeded"), ("a", "r0", t[0], "pending"),  # tie, two statuses
@@ -61,6 +85,7 @@ def test_every_tie_and_null_is_settled_as_the_sort_does() -> None:
     decisions, outcomes = _edge_outcomes()
     got = common.latest_joined(decisions, outcomes).collect()
     assert _same(got, common.with_latest_outcome(decisions, outcomes).collect())
+    assert _same(got, _reference(decisions.collect(), outcomes))
     assert dict(got.select("decision_id", "status").iter_rows()) == {
         "a": "failed", "b": "failed", "c": "failed", "d": "pending", "e": None, "f": "failed", "g": "succeeded",
         "h": None}
@@ -87,12 +112,12 @@ def test_no_outcome_at_all_and_one_record_each(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_latest_rows_keep_the_rows_order_and_equal_the_join_of_runs(seed: int) -> None:
     """`latest_rows` (the records joined to the rows' index, grouped by it) gives the rows of
-    `join_runs(rows, latest_runs(outcomes))` in the rows' own order, a repeated decision id
-    included (each of its rows gets the decision's latest status and count)."""
+    the reference in the rows' own order, a repeated decision id included (each of its rows gets
+    the decision's latest status and count)."""
     decisions, outcomes = _frames(seed)
     rows = decisions.collect().sample(fraction=1.0, shuffle=True, seed=seed)
     rows = pl.concat([rows, rows.head(7)])  # seven decision ids twice
-    expected = common.join_runs(rows.lazy(), common.latest_runs(outcomes)).collect()
+    expected = _reference(rows, outcomes)
     got = common.latest_rows(rows, outcomes)
     assert got.equals(expected) and got.schema == expected.schema
     assert got.get_column("decision_id").equals(rows.get_column("decision_id"))
@@ -102,10 +127,11 @@ def test_latest_rows_settle_ties_and_take_the_sort_when_too_wide(monkeypatch: py
     decisions, outcomes = _edge_outcomes()
     rows = decisions.collect().reverse()
     expected = common.with_latest_outcome(rows.lazy(), outcomes).collect()
-    assert _same(common.latest_rows(rows, outcomes), expected)
+    assert _same(expected, _reference(rows, outcomes))
+    assert common.latest_rows(rows, outcomes).equals(_reference(rows, outcomes))
     assert common.latest_rows(rows, outcomes).get_column("decision_id").to_list() == list("hgfedcba")
     monkeypatch.setattr(common, "_ORDER_RANGE", 8)
-    assert _same(common.latest_rows(rows, outcomes), expected)
+    assert common.latest_rows(rows, outcomes).equals(_reference(rows, outcomes))
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -124,8 +150,8 @@ def test_latest_rows_exact_when_decision_id_hashes_collide(seed: int, monkeypatc
         "reported_at": [start + timedelta(seconds=rng.randrange(3)) for _ in owners],
         "status": rng.choices(["succeeded", "failed", "pending"], k=len(owners))}).lazy()
     expected = common.with_latest_outcome(decisions.lazy(), outcomes).collect()
+    assert _same(expected, _reference(decisions, outcomes))
     monkeypatch.setattr(common, "_id_hash", lambda: pl.col("decision_id").str.len_bytes().cast(pl.UInt64))
-    assert _same(common.latest_rows(decisions, outcomes), expected)
+    assert common.latest_rows(decisions, outcomes).equals(_reference(decisions, outcomes))
     repeated = pl.concat([decisions, decisions.head(3)])  # equal hashes: the text join
-    assert _same(common.latest_rows(repeated, outcomes),
-                 common.join_runs(repeated.lazy(), common.latest_runs(outcomes)).collect())
+    assert common.latest_rows(repeated, outcomes).equals(_reference(repeated, outcomes))

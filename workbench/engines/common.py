@@ -67,38 +67,8 @@ def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFra
 _ORDER_RANGE = 1 << 62  # (time span + 1) × (statuses + 1) must stay below this in an Int64
 
 
-def latest_runs(outcomes: pl.LazyFrame) -> pl.DataFrame:
-    """`latest_outcomes(outcomes)` (one row per decision id: `decision_id`, `status` of its
-    latest record by (`reported_at`, `receipt_id`), `outcome_records`) without a sort: one
-    string-keyed group-by of integer maxima.
-
-    Each record's (`reported_at`, status) is packed into one Int64 (time since the earliest
-    record × (statuses + 1) + the status's code), so a decision's greatest packed value holds
-    its latest time and the greatest status code at that time; a second maximum, with the codes
-    reversed, holds the least. When the two agree, every record at the latest time has that
-    status and `receipt_id` cannot change the answer; the few decisions where they differ (or
-    whose times are all null) are settled by `latest_outcomes` over their own records. Exact
-    for any input; outcomes whose times and statuses do not fit the packing take
-    `latest_outcomes` whole."""
-    read = outcomes.select("decision_id", "reported_at", "status").collect()
-    packing = _packing(read)
-    if packing is None:
-        return latest_outcomes(outcomes).collect()
-    names, high, low, width = packing
-    runs = read.lazy().group_by("decision_id").agg(
-        high.max(), low.max(), pl.len().cast(pl.Int64).alias("outcome_records"),
-    ).with_columns((pl.col("_high") % width).alias("_code")).collect()
-    tied = runs.filter(pl.col("_high").is_null() | (pl.col("_code") != width - 1 - pl.col("_low") % width))
-    latest = runs.select("decision_id", pl.lit(names).gather(pl.col("_code")).alias("status"), "outcome_records")
-    if tied.height:
-        settled = latest_outcomes(outcomes.filter(pl.col("decision_id").is_in(tied["decision_id"].implode())))
-        latest = latest.update(settled.select("decision_id", "status").collect(), on="decision_id",
-                               include_nulls=True)
-    return latest
-
-
 def _packing(read: pl.DataFrame) -> tuple[pl.Series, pl.Expr, pl.Expr, int] | None:
-    """`latest_runs`' packing of (`reported_at`, status) for these records: the status names
+    """`latest_rows`' packing of (`reported_at`, status) for these records: the status names
     (code 0: null, then the sorted statuses), the `_high` and `_low` expressions and their width;
     None when the records' times and statuses do not fit an Int64."""
     statuses = read.get_column("status").drop_nulls().unique().sort()
@@ -115,12 +85,17 @@ def _packing(read: pl.DataFrame) -> tuple[pl.Series, pl.Expr, pl.Expr, int] | No
 
 def latest_rows(rows: pl.DataFrame, outcomes: pl.LazyFrame) -> pl.DataFrame:
     """`rows` (decisions, in memory) with `status` and `outcome_records` set beside their own
-    columns, in their order: exactly `join_runs(rows, latest_runs(outcomes))`, with one join
-    instead of a group-by and a join by the ids' text. Each outcome record is matched once to
-    its row's position (`_record_rows`; records of no row drop out), and `latest_runs`' packed
-    maxima are grouped by that integer position; the rows' own columns are never gathered. A row whose records
-    tie on two statuses at the latest time, or have no time, is settled as `latest_runs` settles
-    it (`latest_outcomes` over its own records); outcomes that do not fit the packing take
+    columns, in their order: the status of each decision's latest outcome record by
+    (`reported_at`, `receipt_id`), as `latest_outcomes` gives it, without a sort nor a
+    string-keyed group-by. Each outcome record is matched once to its row's position
+    (`_record_rows`; records of no row drop out), and its (`reported_at`, status) is packed into
+    one Int64 (time since the earliest record × (statuses + 1) + the status's code, `_packing`),
+    grouped by that integer position: a row's greatest packed value holds its latest time and
+    the greatest status code at that time; a second maximum, with the codes reversed, holds the
+    least. When the two agree, every record at the latest time has that status and `receipt_id`
+    cannot change the answer; a row whose records tie on two statuses at the latest time, or
+    have no time, is settled by `latest_outcomes` over its own records. The rows' own columns
+    are never gathered. Exact for any input; outcomes that do not fit the packing take
     `latest_outcomes` whole."""
     read = outcomes.select("decision_id", "reported_at", "status").collect()
     packing = _packing(read)
@@ -171,8 +146,8 @@ def _record_rows(read: pl.DataFrame, ids: pl.Series) -> pl.LazyFrame:
 
 
 def join_runs(decisions: pl.LazyFrame, latest: pl.DataFrame) -> pl.LazyFrame:
-    """The decisions, each with `status` and `outcome_records` of `latest_runs` (null and 0
-    without an outcome record), in their own order. Only the decision ids go through the join
+    """The decisions, each with `status` and `outcome_records` of `latest` (`latest_outcomes`,
+    collected; null and 0 without an outcome record), in their own order. Only the decision ids go through the join
     (kept in the decisions' order; `latest` holds one row per id, so one row comes out per
     decision, and a second row would fail the stacking, never shift it); its two columns are
     then set beside the decisions' other columns, which are never gathered."""

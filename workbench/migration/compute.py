@@ -211,7 +211,10 @@ def _outcome_lookup(history: History, passes: Passes | None, selected: pl.LazyFr
     if passes is None:
         return flips.outcome_records(history.outcomes, selected, path)
     latest = passes.latest_outcomes(selected.select("decision_id", "scope").collect())
-    return latest.filter
+
+    def lookup(rows: pl.DataFrame, bucket: pl.Expr) -> pl.DataFrame:
+        return rows.join(latest.filter(bucket), on="decision_id", how="left", maintain_order="left")
+    return lookup
 
 
 def _flip_aggregates(buckets: Iterable[pl.DataFrame], k: int, versions: pl.DataFrame, horizon_days: int
