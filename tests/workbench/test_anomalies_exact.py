@@ -274,3 +274,96 @@ def test_no_decisions_no_segments():
     assert report["checks"]["segments"] == {"matched_rule_id": 0, "reason_code": 0, "action": 0}
     assert report["checks"]["policy_versions"] == {"current": None, "previous": None}
     assert report["anomaly_count"] == 0
+
+
+# --------------------------------------------------------------------------- shifts between versions
+#
+# The newest version (by its first decision) against the one before it. All decisions share one
+# rule and action, so no segment has a rest of the policy to be compared with: only the version
+# detectors speak.
+
+
+def test_a_failure_rate_rising_after_a_version_every_member():
+    # v1 (older) fails 1 of 4, v2 3 of 4: OR = (3.5 x 3.5) / (1.5 x 1.5) = 5.4444, z = 1.2279, score
+    # 0.3341 (the worked example above). The verdicts did not move (all yes): that finding scores 0.
+    rows = [("hold", "hold", s, "v1") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    rows += [("hold", "hold", s, "v2") for s in ("failed", "failed", "reverted", "succeeded")]
+    report = _segments(rows)
+    shift = next(a for a in report["anomalies"] if a["kind"] == "failure_rate_shift")
+    assert shift == {
+        "anomaly_id": "failure_rate_shift:policy_version:v2", "kind": "failure_rate_shift",
+        "dimension": "policy_version", "value": "v2", "anomaly_score": 0.3341, "severity": "low",
+        "reasons": [
+            "failures rose from 25.0% to 75.0% after version v2",
+            ("failure rate 75.0% (3 of 4 resolved decisions) under policy_version 'v2' against 25.0% (1 of 4) "
+             "for the previous version 'v1'"),
+            "odds of failure x5.44, z = 1.23",
+        ],
+        # v2's failures only (d04 to d06; not v1's d00, not v2's success d07), newest first.
+        "decision_ids": ["d06", "d05", "d04"],
+        "baseline": {"failure_rate": 0.25, "resolved": 4, "failures": 1},
+        "observed": {"failure_rate": 0.75, "resolved": 4, "failures": 3, "odds_ratio": 5.4444, "z": 1.2279},
+    }
+    assert [a["anomaly_id"] for a in report["anomalies"]] == ["failure_rate_shift:policy_version:v2",
+                                                              "verdict_mix_shift:policy_version:v2"]
+    mix = report["anomalies"][1]
+    assert mix["anomaly_score"] == 0.0 and mix["severity"] == "low"
+    assert report["anomaly_count"] == 2 and report["recommendation"] == "monitor"
+    assert report["checks"]["policy_versions"] == {"current": "v2", "previous": "v1"}
+
+
+def test_the_version_failure_gate_at_min_sample():
+    # Both versions have exactly 4 resolved decisions: found at min_sample 4, not at 5 (either side short).
+    rows = [("hold", "hold", s, "v1") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    rows += [("hold", "hold", s, "v2") for s in ("failed", "failed", "reverted", "succeeded")]
+    assert _segments(rows, min_sample=5)["anomalies"] == []
+    # v2 with a fifth resolved decision (4 of 5 failed), v1 still 4: min(5, 4) = 4 passes 4, not 5.
+    five = rows + [("hold", "hold", "failed", "v2")]
+    assert [a["anomaly_id"] for a in _segments(five, min_sample=5)["anomalies"]] == []
+    found = [a for a in _segments(five, min_sample=4)["anomalies"] if a["kind"] == "failure_rate_shift"]
+    # 4 of 5 against 1 of 4: OR = (4.5 x 3.5) / (1.5 x 1.5) = 7.0, z = 1.9459 / 1.3569 = 1.4340.
+    assert [(a["value"], a["observed"], a["baseline"]) for a in found] == [
+        ("v2", {"failure_rate": 0.8, "resolved": 5, "failures": 4, "odds_ratio": 7.0, "z": 1.434},
+         {"failure_rate": 0.25, "resolved": 4, "failures": 1})]
+    # An improving version is no failure finding.
+    better = [("hold", "hold", s, "v1") for s in ("failed", "failed", "reverted", "succeeded")]
+    better += [("hold", "hold", s, "v2") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    assert not [a for a in _segments(better)["anomalies"] if a["kind"] == "failure_rate_shift"]
+
+
+def test_a_verdict_mix_shift_every_member():
+    # v1: four yes; v2: one yes, two no, one review (no outcomes: no failure finding). Per verdict,
+    # (1 - 1/max(OR, 1/OR)) x min(1, |z| / 3):
+    #   yes 1 of 4 against 4 of 4: OR = (1.5 x 0.5) / (3.5 x 4.5) = 1/21, z = -3.0445 / 1.7817 = -1.7087:
+    #       (1 - 1/21) x 0.5696 = 0.5425, the best;
+    #   no 2 of 4 against 0 of 4: OR = 9, z = 1.2639: 0.3745; review 1 of 4 against 0: OR 3.857: 0.1870.
+    # The evidence is v2's verdict whose share rose most: no (+50 points; review +25, yes -75).
+    rows = [("r", "x", None, "v1", "yes")] * 4
+    rows += [("r", "x", None, "v2", v) for v in ("yes", "no", "review", "no")]
+    report = _segments(rows)
+    assert report["anomalies"] == [{
+        "anomaly_id": "verdict_mix_shift:policy_version:v2", "kind": "verdict_mix_shift",
+        "dimension": "policy_version", "value": "v2", "anomaly_score": 0.5425, "severity": "medium",
+        "reasons": [
+            "'yes' verdicts fell from 100.0% to 25.0% after version v2",
+            "share of verdict 'yes' moved from 100.0% (4 of 4) under version 'v1' to 25.0% (1 of 4) under version 'v2'",
+            "verdict mix yes 100.0% -> 25.0%, no 0.0% -> 50.0%, review 0.0% -> 25.0%; odds ratio 0.05, z = -1.71",
+        ],
+        "decision_ids": ["d07", "d05"],
+        "baseline": {"policy_version": "v1", "decisions": 4,
+                     "verdict_shares": {"yes": 1.0, "no": 0.0, "review": 0.0}},
+        "observed": {"policy_version": "v2", "decisions": 4,
+                     "verdict_shares": {"yes": 0.25, "no": 0.5, "review": 0.25},
+                     "odds_ratio": 0.0476, "z": -1.7087},
+    }]
+    assert report["recommendation"] == "monitor"
+    # Both versions need min_sample decisions: 4 each passes 4, not 5.
+    assert _segments(rows, min_sample=5)["anomalies"] == []
+    # A share that rose is said to rise; v1's decisions are the baseline whatever their number.
+    grown = [("r", "x", None, "v1", "no")] * 4 + [("r", "x", None, "v2", "no")] + [("r", "x", None, "v2", "yes")] * 4
+    found = _segments(grown)["anomalies"]
+    assert [a["reasons"][0] for a in found] == ["'yes' verdicts rose from 0.0% to 80.0% after version v2"]
+    assert found[0]["baseline"]["decisions"] == 4 and found[0]["observed"]["decisions"] == 5
+    assert found[0]["decision_ids"] == ["d08", "d07", "d06", "d05"]
+    # One version more than min_sample, the other short: no finding.
+    assert _segments(grown[1:], min_sample=4)["anomalies"] == []
