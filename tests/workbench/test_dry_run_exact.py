@@ -280,3 +280,47 @@ def test_read_manifest_refusals_and_answer(root, tmp_path):
     assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
     # With anchors the signature decides: this dataset is sealed but not signed.
     assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))
+
+
+def _outcome(decision: str, verdict: str, action: str, reason: str) -> dict:
+    return {"decision": decision, "verdict": verdict, "action": action, "reason_code": reason}
+
+
+def test_field_changes_count_each_outcome_field_on_its_own(tmp_path):
+    """The manifest's `field_changes`: per outcome field, the replayed decisions whose value
+    changes. Each decision below changes a different set of fields, so every count differs:
+
+        #  facts                   old (OLD_FIELDS)          draft (DRAFT_FIELDS)         changes
+        0  amount 200, tier        no  NO_V  act_no  BIG     no  NO_V  act_block BIG      action
+        1  amount 5, tier          yes YES_V act_yes SMALL   yes OK    act_yes   SMALL    application verdict
+        2  amount 70, tier         review (default)          yes YES_V act_yes   MID (mid) verdict, application
+                                                                                          verdict, action, reason, rule
+        3  amount 30, no tier      review (default)          needs_input                  status, application
+                                                                                          verdict, action, reason
+        4  nothing                 needs_input               needs_input                  none
+        5  amount 30, tier         review (default)          review (default)             none
+    """
+    old = rulebook([
+        {"rule_id": "big", "condition": {"field": "amount", "operator": "gt", "value": 100},
+         "outcome": _outcome("no", "NO_V", "act_no", "BIG")},
+        {"rule_id": "small", "condition": {"field": "amount", "operator": "lte", "value": 10},
+         "outcome": _outcome("yes", "YES_V", "act_yes", "SMALL")},
+    ]) | {"input_schema": {"required": ["amount"]}}
+    draft = rulebook([
+        {"rule_id": "big", "condition": {"field": "amount", "operator": "gt", "value": 100},
+         "outcome": _outcome("no", "NO_V", "act_block", "BIG")},
+        {"rule_id": "small", "condition": {"field": "amount", "operator": "lte", "value": 10},
+         "outcome": _outcome("yes", "OK", "act_yes", "SMALL")},
+        {"rule_id": "mid", "condition": {"field": "amount", "operator": "gt", "value": 50},
+         "outcome": _outcome("yes", "YES_V", "act_yes", "MID")},
+    ], version="2.0.0") | {"input_schema": {"required": ["amount", "tier"]}}
+    facts = [{"amount": 200, "tier": "t"}, {"amount": 5, "tier": "t"}, {"amount": 70, "tier": "t"}, {"amount": 30},
+             {}, {"amount": 30, "tier": "t"}]
+    decisions = decide(old, facts)
+    assert [d["reason_code"] for d in decisions] == ["BIG", "SMALL", "NO_RULE", "NO_RULE", "INPUT_SCHEMA_FAILED", "NO_RULE"]
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    dry = dry_run(draft, "refunds", dataset=root, created_at=NOW)
+    assert dry.manifest["dry_run"]["field_changes"] == {
+        "status": 1, "verdict": 1, "application_verdict": 3, "action": 3, "reason_code": 2, "matched_rule_id": 1}
+    assert (dry.result.decisions_changed, dry.result.decisions_reason_changed,
+            dry.result.decisions_rule_changed, dry.result.needs_input) == (1, 2, 1, 2)
