@@ -132,6 +132,52 @@ def test_flips_and_their_outcome_classes(result):
     assert cells[("no", "yes")]["unobservable"] == 2
 
 
+
+def test_transitions_drift_and_rules_in_their_order_every_member(result):
+    """The lists a reader reads top down, to the member and in order (the scalar comparison of
+    test_scalar_dry_run_figures.py reads them as dicts). Replayed: the ten decisions with facts."""
+    assert result.transitions == [   # every (stored, draft) pair in verdict order, zeros included
+        {"from": "yes", "to": "yes", "count": 2}, {"from": "yes", "to": "no", "count": 0},
+        {"from": "yes", "to": "review", "count": 0}, {"from": "no", "to": "yes", "count": 2},
+        {"from": "no", "to": "no", "count": 1}, {"from": "no", "to": "review", "count": 0},
+        {"from": "review", "to": "yes", "count": 2}, {"from": "review", "to": "no", "count": 2},
+        {"from": "review", "to": "review", "count": 1},
+    ]
+    # Largest first; ties by stored rule (the default, a null rule, after the named ones), then draft rule.
+    assert result.rule_transitions == [
+        {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2},
+        {"from": "yes", "to": "yes", "old_rule": "small", "new_rule": "small", "count": 2},
+        {"from": "review", "to": "no", "old_rule": None, "new_rule": "big", "count": 2},
+        {"from": "review", "to": "yes", "old_rule": None, "new_rule": "small", "count": 2},
+        {"from": "no", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
+    ]
+    # By the size of the change, then by name.
+    assert result.drift_by_rule == [
+        {"rule_id": None, "before": 5, "after": 1, "delta": -4},
+        {"rule_id": "huge", "before": 0, "after": 2, "delta": 2},
+        {"rule_id": "small", "before": 2, "after": 4, "delta": 2},
+        {"rule_id": "big", "before": 3, "after": 3, "delta": 0},
+    ]
+    assert result.drift_by_reason == [
+        {"reason_code": "NO_RULE", "before": 5, "after": 1, "delta": -4},
+        {"reason_code": "HUGE", "before": 0, "after": 2, "delta": 2},
+        {"reason_code": "SMALL", "before": 2, "after": 4, "delta": 2},
+        {"reason_code": "TOO_BIG", "before": 3, "after": 3, "delta": 0},
+    ]
+    assert result.rules == [   # the draft's order, each with its priority (none given: 0)
+        {"rule_id": "huge", "priority": 10, "fired_in_history": 0, "fires_under_draft": 2},
+        {"rule_id": "big", "priority": 0, "fired_in_history": 3, "fires_under_draft": 3},
+        {"rule_id": "small", "priority": 0, "fired_in_history": 2, "fires_under_draft": 4},
+        {"rule_id": "ghost", "priority": -1, "fired_in_history": 0, "fires_under_draft": 0},
+    ]
+    assert result.draft == {"rulebook_id": "refunds", "version": "2.0.0", "rulebook_hash": sha256_hex(DRAFT),
+                            "rule_order": ["huge", "big", "small", "ghost"]}
+    assert (result.rulebook_id, result.scope) == ("refunds", None)
+    assert [(v["first"], v["last"]) for v in result.history_versions] == [
+        ("2026-01-05T00:00:00.000Z", "2026-02-04T00:00:00.000Z")]
+
+
 def test_review_forecast_is_exact(result):
     load = result.review_load
     assert (load["before"], load["after"], load["delta"]) == (5, 1, -4)
