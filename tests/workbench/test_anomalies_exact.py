@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import polars as pl
 import pytest
 from workbench_support import CLASSES, T0, decision, frames, outcome
 
+from workbench.dataset.convert import frame_of
+from workbench.dataset.facts import facts_table
 from workbench.engines import anomalies
 
 FEB = T0 + timedelta(days=40)
@@ -367,3 +370,19 @@ def test_a_verdict_mix_shift_every_member():
     assert found[0]["decision_ids"] == ["d08", "d07", "d06", "d05"]
     # One version more than min_sample, the other short: no finding.
     assert _segments(grown[1:], min_sample=4)["anomalies"] == []
+
+
+def test_the_typed_facts_table_is_what_the_drift_reads():
+    # An exported dataset gives the facts as a typed table (`facts`); its decisions need not carry
+    # facts_json. The drift of the first case above (score 0.9203), read from the table alone.
+    ds = [decision(f"b{i}", at=T0 + timedelta(days=i), facts={"amount": v}) for i, v in enumerate([10, 12, 14, 16, 18])]
+    ds += [decision(f"r{i}", at=FEB + timedelta(days=i), facts={"amount": v}) for i, v in enumerate([20, 22, 24])]
+    f = frames(ds, [])
+    table = frame_of(facts_table(f.decisions.collect().to_arrow()))
+    bare = f.decisions.with_columns(pl.lit(None, dtype=pl.String).alias("facts_json"))
+    report = anomalies.anomalies(bare, f.outcomes, CLASSES, min_sample=1, threshold=0.0, max_items=10,
+                                 facts=table.lazy())
+    drift = _drift(report)
+    assert drift is not None and drift["anomaly_score"] == 0.9203
+    assert drift["decision_ids"] == ["r2", "r1", "r0"]
+    assert _drift(anomalies.anomalies(bare, f.outcomes, CLASSES, min_sample=1, threshold=0.0, max_items=10)) is None
