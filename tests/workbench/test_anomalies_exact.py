@@ -289,8 +289,10 @@ def test_no_decisions_no_segments():
 def test_a_failure_rate_rising_after_a_version_every_member():
     # v1 (older) fails 1 of 4, v2 3 of 4: OR = (3.5 x 3.5) / (1.5 x 1.5) = 5.4444, z = 1.2279, score
     # 0.3341 (the worked example above). The verdicts did not move (all yes): that finding scores 0.
-    rows = [("hold", "hold", s, "v1") for s in ("failed", "succeeded", "succeeded", "succeeded")]
-    rows += [("hold", "hold", s, "v2") for s in ("failed", "failed", "reverted", "succeeded")]
+    # The action is named "v2" too: its failed decisions (all of the policy's) are no evidence of
+    # the version.
+    rows = [("hold", "v2", s, "v1") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    rows += [("hold", "v2", s, "v2") for s in ("failed", "failed", "reverted", "succeeded")]
     report = _segments(rows)
     shift = next(a for a in report["anomalies"] if a["kind"] == "failure_rate_shift")
     assert shift == {

@@ -368,5 +368,14 @@ def test_field_changes_count_each_outcome_field_on_its_own(tmp_path):
     dry = dry_run(draft, "refunds", dataset=root, created_at=NOW)
     assert dry.manifest["dry_run"]["field_changes"] == {
         "status": 1, "verdict": 1, "application_verdict": 3, "action": 3, "reason_code": 2, "matched_rule_id": 1}
+    # A tie in the size of the change puts the default (a null rule) after the named rule.
+    assert dry.result.drift_by_rule == [
+        {"rule_id": "mid", "before": 0, "after": 1, "delta": 1},
+        {"rule_id": None, "before": 4, "after": 3, "delta": -1},
+        {"rule_id": "big", "before": 1, "after": 1, "delta": 0},
+        {"rule_id": "small", "before": 1, "after": 1, "delta": 0},
+    ]
+    assert [(r["reason_code"], r["delta"]) for r in dry.result.drift_by_reason] == [
+        ("NO_RULE", -2), ("INPUT_SCHEMA_FAILED", 1), ("MID", 1), ("BIG", 0), ("SMALL", 0)]
     assert (dry.result.decisions_changed, dry.result.decisions_reason_changed,
             dry.result.decisions_rule_changed, dry.result.needs_input) == (1, 2, 1, 2)
