@@ -388,3 +388,15 @@ def test_the_typed_facts_table_is_what_the_drift_reads():
     assert drift is not None and drift["anomaly_score"] == 0.9203
     assert drift["decision_ids"] == ["r2", "r1", "r0"]
     assert _drift(anomalies.anomalies(bare, f.outcomes, CLASSES, min_sample=1, threshold=0.0, max_items=10)) is None
+
+
+def test_a_verdict_mix_tie_names_the_first_verdict():
+    # v1: four reviews; v2: four no. No (0 of 4 to 4 of 4) and review (4 of 4 to 0 of 4) move alike:
+    # OR 81 and 1/81, |z| = 4.3944 / 2.1082 = 2.0845, score 0.9877 x 0.6948 = 0.6862 each. The
+    # first of equals in verdict order (yes, no, review) is named: no.
+    rows = [("r", "x", None, "v1", "review")] * 4 + [("r", "x", None, "v2", "no")] * 4
+    (found,) = _segments(rows)["anomalies"]
+    assert found["anomaly_score"] == 0.6862 and found["severity"] == "medium"
+    assert found["reasons"][0] == "'no' verdicts rose from 0.0% to 100.0% after version v2"
+    assert (found["observed"]["odds_ratio"], found["observed"]["z"]) == (81.0, 2.0845)
+    assert found["decision_ids"] == ["d07", "d06", "d05", "d04"]
