@@ -400,3 +400,18 @@ def test_a_verdict_mix_tie_names_the_first_verdict():
     assert found["reasons"][0] == "'no' verdicts rose from 0.0% to 100.0% after version v2"
     assert (found["observed"]["odds_ratio"], found["observed"]["z"]) == (81.0, 2.0845)
     assert found["decision_ids"] == ["d07", "d06", "d05", "d04"]
+
+
+def test_the_verdict_mix_evidence_is_the_verdict_whose_share_rose_most():
+    # The evidence names v2's decisions of the verdict whose share rose most, by share, not by count:
+    # v1 four yes, v2 three yes and one no: yes fell (-25 points) though it is v2's commonest, no rose.
+    rows = [("r", "x", None, "v1", "yes")] * 4 + [("r", "x", None, "v2", "yes")] * 3 + [("r", "x", None, "v2", "no")]
+    (found,) = _segments(rows)["anomalies"]
+    assert found["decision_ids"] == ["d07"]
+    # A verdict v1 never gave counts from a share of 0: v1 three yes and one no, v2 two no and two
+    # reviews: review rose 50 points, no 25.
+    rows = [("r", "x", None, "v1", v) for v in ("yes", "yes", "yes", "no")]
+    rows += [("r", "x", None, "v2", v) for v in ("no", "no", "review", "review")]
+    (found,) = _segments(rows)["anomalies"]
+    assert found["decision_ids"] == ["d07", "d06"]
+    assert found["baseline"]["verdict_shares"] == {"yes": 0.75, "no": 0.25, "review": 0.0}

@@ -379,3 +379,26 @@ def test_field_changes_count_each_outcome_field_on_its_own(tmp_path):
         ("NO_RULE", -2), ("INPUT_SCHEMA_FAILED", 1), ("MID", 1), ("BIG", 0), ("SMALL", 0)]
     assert (dry.result.decisions_changed, dry.result.decisions_reason_changed,
             dry.result.decisions_rule_changed, dry.result.needs_input) == (1, 2, 1, 2)
+
+
+def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
+    """Ties on count and rules are ordered by the stored verdict, then the draft's verdict. The
+    history holds two versions: rule big said no under 1.0.0 and review under 1.1.0; the draft's
+    default is no, and its schema sends a decision without `tier` to needs_input (a review)."""
+    big = {"field": "amount", "operator": "gt", "value": 100}
+    v1 = rulebook([rule("big", big, "no", "BIG")])
+    v2 = rulebook([rule("big", big, "review", "BIG")], version="1.1.0")
+    draft = rulebook([rule("big", big, "no", "BIG")], version="2.0.0", default=("no", "NO", "stop", "NO_RULE")) | {
+        "input_schema": {"required": ["amount", "tier"]}}
+    decisions = decide(v1, [{"amount": 200, "tier": "t"}], prefix="a") + decide(
+        v2, [{"amount": 200, "tier": "t"}, {"amount": 5}, {"amount": 5, "tier": "t"}], prefix="b",
+        start=datetime(2026, 2, 1, tzinfo=timezone.utc))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    result = dry_run(draft, "refunds", dataset=root, created_at=NOW).result
+    assert result.rule_transitions == [
+        {"from": "no", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "no", "old_rule": None, "new_rule": None, "count": 1},
+        {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
+    ]
+    assert result.needs_input == 1
