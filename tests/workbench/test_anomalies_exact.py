@@ -415,3 +415,8 @@ def test_the_verdict_mix_evidence_is_the_verdict_whose_share_rose_most():
     (found,) = _segments(rows)["anomalies"]
     assert found["decision_ids"] == ["d07", "d06"]
     assert found["baseline"]["verdict_shares"] == {"yes": 0.75, "no": 0.25, "review": 0.0}
+    # Only the current version's decisions of that verdict: v1's two no are not its evidence.
+    rows = [("r", "x", None, "v1", v) for v in ("yes", "yes", "no", "no")]
+    rows += [("r", "x", None, "v2", v) for v in ("yes", "no", "no", "no")]
+    (found,) = _segments(rows)["anomalies"]
+    assert found["decision_ids"] == ["d07", "d06", "d05"]
