@@ -420,3 +420,13 @@ def test_the_verdict_mix_evidence_is_the_verdict_whose_share_rose_most():
     rows += [("r", "x", None, "v2", v) for v in ("yes", "no", "no", "no")]
     (found,) = _segments(rows)["anomalies"]
     assert found["decision_ids"] == ["d07", "d06", "d05"]
+
+
+def test_the_severity_reads_the_reported_four_digit_score():
+    # One recent value 18.3835 against 10..18 (mean 14, sd sqrt(10)): d = 4.3835 / 3.16228 = 1.38618,
+    # z = 4.3835 / sqrt(2) = 3.0996 (full evidence): score 1 - e^-1.38618 = 0.749972, reported as
+    # 0.75: high, as the reported number says (not medium, as 0.74997 would be).
+    report = _report([10, 12, 14, 16, 18], [18.3835])
+    drift = _drift(report)
+    assert (drift["anomaly_score"], drift["severity"]) == (0.75, "high")
+    assert report["recommendation"] == "investigate"
