@@ -430,3 +430,16 @@ def test_the_severity_reads_the_reported_four_digit_score():
     drift = _drift(report)
     assert (drift["anomaly_score"], drift["severity"]) == (0.75, "high")
     assert report["recommendation"] == "investigate"
+
+
+def test_the_newest_version_against_the_one_just_before_it():
+    # Three versions: v3 (3 of 4 failed) against v2 (1 of 4), not against v1 (3 of 4 too).
+    rows = [("hold", "hold", s, "v1") for s in ("failed", "failed", "reverted", "succeeded")]
+    rows += [("hold", "hold", s, "v2") for s in ("failed", "succeeded", "succeeded", "succeeded")]
+    rows += [("hold", "hold", s, "v3") for s in ("failed", "failed", "reverted", "succeeded")]
+    report = _segments(rows)
+    assert report["checks"]["policy_versions"] == {"current": "v3", "previous": "v2"}
+    shift = next(a for a in report["anomalies"] if a["kind"] == "failure_rate_shift")
+    assert (shift["value"], shift["anomaly_score"], shift["baseline"]) == (
+        "v3", 0.3341, {"failure_rate": 0.25, "resolved": 4, "failures": 1})
+    assert shift["decision_ids"] == ["d10", "d09", "d08"]
