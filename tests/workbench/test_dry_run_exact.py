@@ -402,3 +402,23 @@ def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
         {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
     ]
     assert result.needs_input == 1
+
+
+def test_history_versions_by_their_first_decision(tmp_path):
+    """`history_versions`: each stored version with its decisions and first and last time, oldest
+    first (five versions, named so that no text order is the time order)."""
+    names = ["3.0.0", "1.0.0", "5.0.0", "2.0.0", "4.0.0"]
+    decisions = []
+    for month, name in enumerate(names, start=1):
+        book = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "BIG")], version=name)
+        decisions += decide(book, [{"amount": 5}] * month, prefix=f"v{month}-",
+                            start=datetime(2026, month, 2, tzinfo=timezone.utc))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    versions = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.history_versions
+    assert [(v["policy_version"], v["decisions"], v["first"], v["last"]) for v in versions] == [
+        ("3.0.0", 1, "2026-01-02T00:00:00.000Z", "2026-01-02T00:00:00.000Z"),
+        ("1.0.0", 2, "2026-02-02T00:00:00.000Z", "2026-02-05T00:00:00.000Z"),
+        ("5.0.0", 3, "2026-03-02T00:00:00.000Z", "2026-03-08T00:00:00.000Z"),
+        ("2.0.0", 4, "2026-04-02T00:00:00.000Z", "2026-04-11T00:00:00.000Z"),
+        ("4.0.0", 5, "2026-05-02T00:00:00.000Z", "2026-05-14T00:00:00.000Z"),
+    ]
