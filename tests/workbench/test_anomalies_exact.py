@@ -443,3 +443,16 @@ def test_the_newest_version_against_the_one_just_before_it():
     assert (shift["value"], shift["anomaly_score"], shift["baseline"]) == (
         "v3", 0.3341, {"failure_rate": 0.25, "resolved": 4, "failures": 1})
     assert shift["decision_ids"] == ["d10", "d09", "d08"]
+
+
+def test_the_default_rule_and_a_missing_action_keep_their_evidence():
+    # HOLD_3_OF_4 with the failing segment decided by the default outcome (no rule) and without an
+    # action: its findings are named "(default_outcome)" and "(none)", and their evidence is found
+    # under those names.
+    rows = [(None if rule == "hold" else rule, None if action == "hold" else action, status)
+            for rule, action, status in HOLD_3_OF_4]
+    found = _segments(rows)["anomalies"]
+    assert [(a["anomaly_id"], a["anomaly_score"], a["decision_ids"]) for a in found] == [
+        ("failure_rate_shift:action:(none)", 0.3341, ["d03", "d02", "d00"]),
+        ("failure_rate_shift:matched_rule_id:(default_outcome)", 0.3341, ["d03", "d02", "d00"]),
+    ]
