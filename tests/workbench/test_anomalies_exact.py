@@ -456,3 +456,16 @@ def test_the_default_rule_and_a_missing_action_keep_their_evidence():
         ("failure_rate_shift:action:(none)", 0.3341, ["d03", "d02", "d00"]),
         ("failure_rate_shift:matched_rule_id:(default_outcome)", 0.3341, ["d03", "d02", "d00"]),
     ]
+
+
+def test_evidence_of_more_groups_than_the_per_group_floors_hold():
+    # 65 failing rules (past MAX_FLOORS, 64: one floor for the grouping), ten failures each, then 650
+    # successes of rule "ok": every failing rule keeps its own ten failures as evidence, the oldest
+    # rule's too (its failures are older than every other group's floor).
+    rows = [(f"r{r:02d}", "x", "failed") for r in range(65) for _ in range(10)]
+    rows += [("ok", "x", "succeeded")] * 650
+    found = {a["anomaly_id"]: a["decision_ids"] for a in _segments(rows, max_items=100)["anomalies"]
+             if a["dimension"] == "matched_rule_id"}
+    assert len(found) == 65
+    assert found["failure_rate_shift:matched_rule_id:r00"] == [f"d{i:02d}" for i in range(9, -1, -1)]
+    assert found["failure_rate_shift:matched_rule_id:r64"] == [f"d{i:02d}" for i in range(649, 639, -1)]
