@@ -425,3 +425,19 @@ def test_history_versions_by_their_first_decision(tmp_path):
         ("2.0.0", 4, "2026-04-02T00:00:00.000Z", "2026-04-11T00:00:00.000Z"),
         ("4.0.0", 5, "2026-05-02T00:00:00.000Z", "2026-05-14T00:00:00.000Z"),
     ]
+
+
+def test_a_flip_exactly_at_the_horizon_is_mature(tmp_path):
+    """`young` is newer than the horizon (30 days) before the history's newest decision: a flip
+    exactly 30 days before it is mature, so its failed outcome counts as a failure caught."""
+    ok = {"field": "amount", "operator": "lte", "value": 100}
+    old = rulebook([rule("ok", ok, "yes", "OK")])
+    draft = rulebook([rule("cap", {"field": "amount", "operator": "gt", "value": 50}, "no", "CAP", priority=5),
+                      rule("ok", ok, "yes", "OK")], version="2.0.0")
+    decisions = decide(old, [{"amount": 60}] + [{"amount": 10}] * 10)   # d00000 at T0, d00010 30 days later
+    outcomes = [{"decision_id": "d00000", "status": "failed", "receipt_id": "o0",
+                 "reported_at": decisions[0]["created_at"] + timedelta(days=1)}]
+    root = write_dataset(tmp_path / "ds", decisions, outcomes)
+    impact = dry_run(draft, "refunds", dataset=root, created_at=NOW).result.impact
+    assert impact["as_of"] == "2026-02-04T00:00:00.000Z"
+    assert (impact["failures_caught"]["count"], impact["immature"]["count"]) == (1, 0)
