@@ -469,3 +469,20 @@ def test_evidence_of_more_groups_than_the_per_group_floors_hold():
     assert len(found) == 65
     assert found["failure_rate_shift:matched_rule_id:r00"] == [f"d{i:02d}" for i in range(9, -1, -1)]
     assert found["failure_rate_shift:matched_rule_id:r64"] == [f"d{i:02d}" for i in range(649, 639, -1)]
+
+
+def test_evidence_of_a_later_grouping_beside_one_past_the_floors():
+    # The 65 failing rules above, and before them ten failures of rule r00 with reason code OLD. The
+    # rules' grouping (past MAX_FLOORS) reads only rows from its earliest floor on, after the OLD
+    # failures; the reason codes' grouping still reads them, so OLD keeps its ten as evidence.
+    at = [T0 + timedelta(hours=i) for i in range(1310)]
+    ds = [decision(f"e{i}", at=at[i], rule="r00", reason="OLD", action="x") for i in range(10)]
+    ds += [decision(f"f{r:02d}{j}", at=at[10 + 10 * r + j], rule=f"r{r:02d}", action="x")
+           for r in range(65) for j in range(10)]
+    ds += [decision(f"s{i:03d}", at=at[660 + i], rule="ok", action="x") for i in range(650)]
+    outs = [outcome(f"o-{d['decision_id']}", d["decision_id"], "succeeded" if d["decision_id"][0] == "s" else "failed",
+                    at=d["created_at"] + timedelta(minutes=5)) for d in ds]
+    f = frames(ds, outs)
+    report = anomalies.anomalies(f.decisions, f.outcomes, CLASSES, min_sample=4, threshold=0.0, max_items=200)
+    found = {a["anomaly_id"]: a["decision_ids"] for a in report["anomalies"]}
+    assert found["failure_rate_shift:reason_code:OLD"] == [f"e{i}" for i in range(9, -1, -1)]
