@@ -486,3 +486,12 @@ def test_evidence_of_a_later_grouping_beside_one_past_the_floors():
     report = anomalies.anomalies(f.decisions, f.outcomes, CLASSES, min_sample=4, threshold=0.0, max_items=200)
     found = {a["anomaly_id"]: a["decision_ids"] for a in report["anomalies"]}
     assert found["failure_rate_shift:reason_code:OLD"] == [f"e{i}" for i in range(9, -1, -1)]
+
+
+def test_a_decision_without_a_version_keeps_its_verdict_evidence():
+    # Ten yes under v1, then ten no recorded without a version (the "(none)" version, the newest):
+    # the verdict mix names the ten newest no decisions of "(none)" as its evidence.
+    rows = [("r", "x", None, "v1", "yes")] * 10 + [("r", "x", None, None, "no")] * 10
+    (found,) = _segments(rows)["anomalies"]
+    assert (found["anomaly_id"], found["observed"]["decisions"]) == ("verdict_mix_shift:policy_version:(none)", 10)
+    assert found["decision_ids"] == [f"d{i:02d}" for i in range(19, 9, -1)]
