@@ -495,3 +495,16 @@ def test_a_decision_without_a_version_keeps_its_verdict_evidence():
     (found,) = _segments(rows)["anomalies"]
     assert (found["anomaly_id"], found["observed"]["decisions"]) == ("verdict_mix_shift:policy_version:(none)", 10)
     assert found["decision_ids"] == [f"d{i:02d}" for i in range(19, 9, -1)]
+
+
+def test_the_outcome_state_keeps_its_evidence_by_default():
+    # The dataset's rollups call outcome_partial without `evidence`: its default keeps the failed
+    # decisions per segment (the findings' decision ids).
+    ds, outs = [], []
+    for i, (rule, action, status) in enumerate(HOLD_3_OF_4):
+        ds.append(decision(f"d{i:02d}", at=T0 + timedelta(hours=i), rule=rule, action=action))
+        outs.append(outcome(f"o{i:02d}", f"d{i:02d}", status, at=T0 + timedelta(hours=i, minutes=5)))
+    f = frames(ds, outs)
+    failed = anomalies.outcome_partial(f.decisions, f.outcomes, CLASSES)["failed"]
+    rule = failed.filter((pl.col("dimension") == "matched_rule_id") & (pl.col("value") == "hold"))
+    assert sorted(rule["decision_id"].to_list()) == ["d00", "d02", "d03"]
