@@ -132,6 +132,55 @@ def test_flips_and_their_outcome_classes(result):
     assert cells[("no", "yes")]["unobservable"] == 2
 
 
+
+def test_transitions_drift_and_rules_in_their_order_every_member(result):
+    """The lists a reader reads top down, to the member and in order (the scalar comparison of
+    test_scalar_dry_run_figures.py reads them as dicts). Replayed: the ten decisions with facts."""
+    assert result.transitions == [   # every (stored, draft) pair in verdict order, zeros included
+        {"from": "yes", "to": "yes", "count": 2}, {"from": "yes", "to": "no", "count": 0},
+        {"from": "yes", "to": "review", "count": 0}, {"from": "no", "to": "yes", "count": 2},
+        {"from": "no", "to": "no", "count": 1}, {"from": "no", "to": "review", "count": 0},
+        {"from": "review", "to": "yes", "count": 2}, {"from": "review", "to": "no", "count": 2},
+        {"from": "review", "to": "review", "count": 1},
+    ]
+    # Largest first; ties by stored rule (the default, a null rule, after the named ones), then draft rule.
+    assert result.rule_transitions == [
+        {"from": "no", "to": "yes", "old_rule": "big", "new_rule": "huge", "count": 2},
+        {"from": "yes", "to": "yes", "old_rule": "small", "new_rule": "small", "count": 2},
+        {"from": "review", "to": "no", "old_rule": None, "new_rule": "big", "count": 2},
+        {"from": "review", "to": "yes", "old_rule": None, "new_rule": "small", "count": 2},
+        {"from": "no", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
+    ]
+    # By the size of the change, then by name.
+    assert result.drift_by_rule == [
+        {"rule_id": None, "before": 5, "after": 1, "delta": -4},
+        {"rule_id": "huge", "before": 0, "after": 2, "delta": 2},
+        {"rule_id": "small", "before": 2, "after": 4, "delta": 2},
+        {"rule_id": "big", "before": 3, "after": 3, "delta": 0},
+    ]
+    assert result.drift_by_reason == [
+        {"reason_code": "NO_RULE", "before": 5, "after": 1, "delta": -4},
+        {"reason_code": "HUGE", "before": 0, "after": 2, "delta": 2},
+        {"reason_code": "SMALL", "before": 2, "after": 4, "delta": 2},
+        {"reason_code": "TOO_BIG", "before": 3, "after": 3, "delta": 0},
+    ]
+    assert result.rules == [   # the draft's order, each with its priority (none given: 0)
+        {"rule_id": "huge", "priority": 10, "fired_in_history": 0, "fires_under_draft": 2},
+        {"rule_id": "big", "priority": 0, "fired_in_history": 3, "fires_under_draft": 3},
+        {"rule_id": "small", "priority": 0, "fired_in_history": 2, "fires_under_draft": 4},
+        {"rule_id": "ghost", "priority": -1, "fired_in_history": 0, "fires_under_draft": 0},
+    ]
+    assert result.draft == {"rulebook_id": "refunds", "version": "2.0.0", "rulebook_hash": sha256_hex(DRAFT),
+                            "rule_order": ["huge", "big", "small", "ghost"]}
+    assert (result.rulebook_id, result.scope) == ("refunds", None)
+    # The reader's notes on what the figures mean travel with every result (three of them; the
+    # first explains the unobservable class of a flip from no).
+    assert len(result.notes) == 3 and "cannot be observed (outcome class unobservable)" in result.notes[0]
+    assert [(v["first"], v["last"]) for v in result.history_versions] == [
+        ("2026-01-05T00:00:00.000Z", "2026-02-04T00:00:00.000Z")]
+
+
 def test_review_forecast_is_exact(result):
     load = result.review_load
     assert (load["before"], load["after"], load["delta"]) == (5, 1, -4)
@@ -280,3 +329,115 @@ def test_read_manifest_refusals_and_answer(root, tmp_path):
     assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
     # With anchors the signature decides: this dataset is sealed but not signed.
     assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))
+
+
+def _outcome(decision: str, verdict: str, action: str, reason: str) -> dict:
+    return {"decision": decision, "verdict": verdict, "action": action, "reason_code": reason}
+
+
+def test_field_changes_count_each_outcome_field_on_its_own(tmp_path):
+    """The manifest's `field_changes`: per outcome field, the replayed decisions whose value
+    changes. Each decision below changes a different set of fields, so every count differs:
+
+        #  facts                   old (OLD_FIELDS)          draft (DRAFT_FIELDS)         changes
+        0  amount 200, tier        no  NO_V  act_no  BIG     no  NO_V  act_block BIG      action
+        1  amount 5, tier          yes YES_V act_yes SMALL   yes OK    act_yes   SMALL    application verdict
+        2  amount 70, tier         review (default)          yes YES_V act_yes   MID (mid) verdict, application
+                                                                                          verdict, action, reason, rule
+        3  amount 30, no tier      review (default)          needs_input                  status, application
+                                                                                          verdict, action, reason
+        4  nothing                 needs_input               needs_input                  none
+        5  amount 30, tier         review (default)          review (default)             none
+    """
+    old = rulebook([
+        {"rule_id": "big", "condition": {"field": "amount", "operator": "gt", "value": 100},
+         "outcome": _outcome("no", "NO_V", "act_no", "BIG")},
+        {"rule_id": "small", "condition": {"field": "amount", "operator": "lte", "value": 10},
+         "outcome": _outcome("yes", "YES_V", "act_yes", "SMALL")},
+    ]) | {"input_schema": {"required": ["amount"]}}
+    draft = rulebook([
+        {"rule_id": "big", "condition": {"field": "amount", "operator": "gt", "value": 100},
+         "outcome": _outcome("no", "NO_V", "act_block", "BIG")},
+        {"rule_id": "small", "condition": {"field": "amount", "operator": "lte", "value": 10},
+         "outcome": _outcome("yes", "OK", "act_yes", "SMALL")},
+        {"rule_id": "mid", "condition": {"field": "amount", "operator": "gt", "value": 50},
+         "outcome": _outcome("yes", "YES_V", "act_yes", "MID")},
+    ], version="2.0.0") | {"input_schema": {"required": ["amount", "tier"]}}
+    facts = [{"amount": 200, "tier": "t"}, {"amount": 5, "tier": "t"}, {"amount": 70, "tier": "t"}, {"amount": 30},
+             {}, {"amount": 30, "tier": "t"}]
+    decisions = decide(old, facts)
+    assert [d["reason_code"] for d in decisions] == ["BIG", "SMALL", "NO_RULE", "NO_RULE", "INPUT_SCHEMA_FAILED", "NO_RULE"]
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    dry = dry_run(draft, "refunds", dataset=root, created_at=NOW)
+    assert dry.manifest["dry_run"]["field_changes"] == {
+        "status": 1, "verdict": 1, "application_verdict": 3, "action": 3, "reason_code": 2, "matched_rule_id": 1}
+    # A tie in the size of the change puts the default (a null rule) after the named rule.
+    assert dry.result.drift_by_rule == [
+        {"rule_id": "mid", "before": 0, "after": 1, "delta": 1},
+        {"rule_id": None, "before": 4, "after": 3, "delta": -1},
+        {"rule_id": "big", "before": 1, "after": 1, "delta": 0},
+        {"rule_id": "small", "before": 1, "after": 1, "delta": 0},
+    ]
+    assert [(r["reason_code"], r["delta"]) for r in dry.result.drift_by_reason] == [
+        ("NO_RULE", -2), ("INPUT_SCHEMA_FAILED", 1), ("MID", 1), ("BIG", 0), ("SMALL", 0)]
+    assert (dry.result.decisions_changed, dry.result.decisions_reason_changed,
+            dry.result.decisions_rule_changed, dry.result.needs_input) == (1, 2, 1, 2)
+
+
+def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
+    """Ties on count and rules are ordered by the stored verdict, then the draft's verdict. The
+    history holds two versions: rule big said no under 1.0.0 and review under 1.1.0; the draft's
+    default is no, and its schema sends a decision without `tier` to needs_input (a review)."""
+    big = {"field": "amount", "operator": "gt", "value": 100}
+    v1 = rulebook([rule("big", big, "no", "BIG")])
+    v2 = rulebook([rule("big", big, "review", "BIG")], version="1.1.0")
+    draft = rulebook([rule("big", big, "no", "BIG")], version="2.0.0", default=("no", "NO", "stop", "NO_RULE")) | {
+        "input_schema": {"required": ["amount", "tier"]}}
+    decisions = decide(v1, [{"amount": 200, "tier": "t"}], prefix="a") + decide(
+        v2, [{"amount": 200, "tier": "t"}, {"amount": 5}, {"amount": 5, "tier": "t"}], prefix="b",
+        start=datetime(2026, 2, 1, tzinfo=timezone.utc))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    result = dry_run(draft, "refunds", dataset=root, created_at=NOW).result
+    assert result.rule_transitions == [
+        {"from": "no", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "no", "old_rule": "big", "new_rule": "big", "count": 1},
+        {"from": "review", "to": "no", "old_rule": None, "new_rule": None, "count": 1},
+        {"from": "review", "to": "review", "old_rule": None, "new_rule": None, "count": 1},
+    ]
+    assert result.needs_input == 1
+
+
+def test_history_versions_by_their_first_decision(tmp_path):
+    """`history_versions`: each stored version with its decisions and first and last time, oldest
+    first (five versions, named so that no text order is the time order)."""
+    names = ["3.0.0", "1.0.0", "5.0.0", "2.0.0", "4.0.0"]
+    decisions = []
+    for month, name in enumerate(names, start=1):
+        book = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "BIG")], version=name)
+        decisions += decide(book, [{"amount": 5}] * month, prefix=f"v{month}-",
+                            start=datetime(2026, month, 2, tzinfo=timezone.utc))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    versions = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.history_versions
+    assert [(v["policy_version"], v["decisions"], v["first"], v["last"]) for v in versions] == [
+        ("3.0.0", 1, "2026-01-02T00:00:00.000Z", "2026-01-02T00:00:00.000Z"),
+        ("1.0.0", 2, "2026-02-02T00:00:00.000Z", "2026-02-05T00:00:00.000Z"),
+        ("5.0.0", 3, "2026-03-02T00:00:00.000Z", "2026-03-08T00:00:00.000Z"),
+        ("2.0.0", 4, "2026-04-02T00:00:00.000Z", "2026-04-11T00:00:00.000Z"),
+        ("4.0.0", 5, "2026-05-02T00:00:00.000Z", "2026-05-14T00:00:00.000Z"),
+    ]
+
+
+def test_a_flip_exactly_at_the_horizon_is_mature(tmp_path):
+    """`young` is newer than the horizon (30 days) before the history's newest decision: a flip
+    exactly 30 days before it is mature, so its failed outcome counts as a failure caught."""
+    ok = {"field": "amount", "operator": "lte", "value": 100}
+    old = rulebook([rule("ok", ok, "yes", "OK")])
+    draft = rulebook([rule("cap", {"field": "amount", "operator": "gt", "value": 50}, "no", "CAP", priority=5),
+                      rule("ok", ok, "yes", "OK")], version="2.0.0")
+    decisions = decide(old, [{"amount": 60}] + [{"amount": 10}] * 10)   # d00000 at T0, d00010 30 days later
+    outcomes = [{"decision_id": "d00000", "status": "failed", "receipt_id": "o0",
+                 "reported_at": decisions[0]["created_at"] + timedelta(days=1)}]
+    root = write_dataset(tmp_path / "ds", decisions, outcomes)
+    impact = dry_run(draft, "refunds", dataset=root, created_at=NOW).result.impact
+    assert impact["as_of"] == "2026-02-04T00:00:00.000Z"
+    assert (impact["failures_caught"]["count"], impact["immature"]["count"]) == (1, 0)

@@ -84,3 +84,48 @@ def test_no_resolved_decision_has_zero_confidence_and_no_interval():
     assert report["metrics"]["success_rate_interval"] is None
     assert report["effectiveness_score"] is None
     assert report["metrics"]["terminal_coverage"] == 0.6667
+
+
+def _groups(rows: list[tuple[str | None, str]], *, min_sample: int = 1) -> list:
+    """One decision an hour per (rule, outcome kind); `by_group` over the matched rule."""
+    ds = [decision(f"d{i:03d}", at=T0 + i * H, rule=rule) for i, (rule, _kind) in enumerate(rows)]
+    os_ = [outcome(f"r{i:03d}", f"d{i:03d}", STATUS[kind], at=T0 + 500 * H)
+           for i, (_rule, kind) in enumerate(rows) if kind != "-"]
+    f_ = frames(ds, os_)
+    return effectiveness.by_group(f_.decisions, f_.outcomes, CLASSES, "matched_rule_id", min_sample=min_sample)
+
+
+def test_by_group_orders_groups_by_size_then_value_nulls_last():
+    # b: 4 decisions (3 of 4 succeeded); a, c and the default (no rule): 2 each. Ties by value, the
+    # null group last.
+    rows = [(None, "f"), ("c", "s"), ("b", "s"), ("a", "s"), ("b", "f"), ("c", "x"), ("b", "s"),
+            ("a", "-"), (None, "s"), ("b", "s")]
+    groups = _groups(rows, min_sample=2)
+    assert [value for value, _body in groups] == ["b", "a", "c", None]
+    bodies = dict(groups)
+    b = bodies["b"]
+    assert (b["effectiveness_score"], b["recommendation"]) == (0.75, "monitor")
+    assert b["metrics"]["resolved_decisions"] == 4 and b["sample"]["decisions_considered"] == 4
+    # Each group is finalized on its own sample: a has one resolved decision (under min_sample 2),
+    # one without an outcome; c one success and one excluded; the null group one of each.
+    a = bodies["a"]
+    assert (a["recommendation"], a["metrics"]["resolved_decisions"], a["metrics"]["outcome_coverage"]) == (
+        "insufficient_data", 1, 0.5)
+    c = bodies["c"]
+    assert (c["metrics"]["resolved_decisions"], c["metrics"]["excluded_rate"], c["metrics"]["terminal_coverage"]) == (
+        1, 0.5, 1.0)
+    none = bodies[None]
+    assert (none["effectiveness_score"], none["metrics"]["failure_rate"], none["recommendation"]) == (
+        0.5, 0.5, "review_policy")
+    # The same body as the whole report of exactly that group's decisions.
+    for value, body in groups:
+        kept = [(rule, kind) for rule, kind in rows if rule == value]
+        only = [decision(f"d{i:03d}", at=T0 + i * H, rule=rule) for i, (rule, _k) in enumerate(rows) if rule == value]
+        outs = [outcome(f"r{i:03d}", f"d{i:03d}", STATUS[kind], at=T0 + 500 * H)
+                for i, (rule, kind) in enumerate(rows) if rule == value and kind != "-"]
+        f_ = frames(only, outs)
+        assert body == effectiveness.effectiveness(f_.decisions, f_.outcomes, CLASSES, min_sample=2), (value, kept)
+
+
+def test_by_group_without_decisions_is_empty():
+    assert _groups([]) == []
