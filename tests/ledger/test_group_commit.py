@@ -75,11 +75,19 @@ def _gathered(app, calls):
         threads = [threading.Thread(target=call) for call in calls]
         for thread in threads:
             thread.start()
-        # The idle writer takes the first arrival at once and waits for `busy` with it in hand.
-        deadline = time.monotonic() + 20
-        while writer.waiting() < len(calls) - 1 and time.monotonic() < deadline:
+        # The idle writer takes the first arrival and waits for `busy` with it in hand, so the
+        # others wait in its queue. On a busy host the writer thread can take a while to be
+        # scheduled after the first arrival (all callers queued, none taken yet): wait until
+        # the queue has held exactly the others for a moment.
+        deadline, since = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            if writer.waiting() != len(calls) - 1:
+                since = None
+            elif since is None:
+                since = time.monotonic()
+            elif time.monotonic() - since >= 0.2:
+                break
             time.sleep(0.01)
-        time.sleep(0.05)
         assert writer.waiting() == len(calls) - 1
     for thread in threads:
         thread.join(30)
