@@ -133,3 +133,29 @@ def test_reports_from_rows_equal_the_sorting_reference(dataset, monkeypatch):
     full = anomaly_engine.partial
     monkeypatch.setattr(anomaly_engine, "partial", lambda *a, evidence=True, **k: full(*a, **k))
     assert _reports(frames) == now
+
+
+def test_the_facts_are_matched_to_the_decisions_only_when_a_report_reads_them(dataset, monkeypatch):
+    """From rows, the facts table's match to the decisions (for a whole history, a count of each:
+    a read of every decision) is made the first time `Frames.facts` is read, once: benchmarks and
+    confidence never read the facts and never pay for it; effectiveness (its health) and
+    anomalies do, and both reports are the ones of a dataset read without the deferral."""
+    import workbench.dataset.load as load
+
+    calls = []
+    real = load.facts_rows_of
+    monkeypatch.setattr(load, "facts_rows_of", lambda *a, **k: calls.append(k) or real(*a, **k))
+    frames = from_dataset(dataset, policy_id=POLICY, limit=None, rollups=False)
+    benchmark_report(frames, POLICY, EVERY, own_scope=SCOPES[0], opted_in=set(SCOPES))
+    confidence_report(frames, POLICY, EVERY)
+    assert calls == []
+    effectiveness = effectiveness_report(frames, POLICY, EVERY)
+    anomalies = anomaly_report(frames, POLICY, EVERY)
+    assert calls == [{"every_decision": True}]  # once, for the whole history
+    assert frames.facts is frames.facts
+    eager = replace(frames, facts_of=real(frames.decisions, load.scan_facts(dataset, POLICY), every_decision=True))
+    assert eager.facts is eager.facts_of
+    assert (effectiveness, anomalies) == (effectiveness_report(eager, POLICY, EVERY), anomaly_report(eager, POLICY, EVERY))
+    scoped = from_dataset(dataset, policy_id=POLICY, limit=None, rollups=False, policy_version="v2")
+    anomaly_report(scoped, POLICY, EVERY)
+    assert calls[-1] == {"every_decision": False}  # one version: matched by decision id

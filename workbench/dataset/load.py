@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,10 @@ class Frames:
 
     decisions: pl.LazyFrame
     outcomes: pl.LazyFrame
-    facts: pl.LazyFrame | None = None
+    # The facts table, or a function that gives it (or None) the first time `facts` is read: a
+    # dataset's check that the table is the decisions' own reads every decision, and a report
+    # that never reads the facts (benchmarks, confidence) should not pay for it.
+    facts_of: pl.LazyFrame | Callable[[], pl.LazyFrame | None] | None = None
     # The dataset's report rollups of exactly this selection (a whole-history read of one
     # policy), when current: `workbench.dataset.rollups.RollupView`. The policy reports merge them
     # instead of scanning the rows; everything else reads the frames.
@@ -56,6 +60,11 @@ class Frames:
     # Where the frames came from, for a dataset: `source_of(manifest)`, which each report names
     # (and so seals) in its `source` member. None for the live ledger.
     source: dict[str, Any] | None = None
+
+    @cached_property
+    def facts(self) -> pl.LazyFrame | None:
+        """The typed facts table of exactly `decisions` (`facts_of`, given or computed once)."""
+        return self.facts_of() if callable(self.facts_of) else self.facts_of
 
 
 def polars_schema(table: str) -> pl.Schema:
@@ -226,11 +235,12 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     facts = scan_facts(root, policy_id, scopes, manifest) if policy_id is not None else None
     if facts is None:
         return Frames(frames.decisions, frames.outcomes, None, rollup, source)
-    # With rollups the reports never read these facts: they stay a lazy match by decision id
-    # (no count over every decision now; the cost is paid only by whoever collects them).
+    # The match of the facts rows to these decisions is made when a report first reads them
+    # (`Frames.facts`): for a whole history, one count of each decides whether the table is the
+    # decisions' own as it is; the reports that never read the facts never count.
     every = policy_version is None and limit is None and rollup is None
-    return Frames(frames.decisions, frames.outcomes, facts_rows_of(frames.decisions, facts, every_decision=every),
-                  rollup, source)
+    return Frames(frames.decisions, frames.outcomes,
+                  lambda: facts_rows_of(frames.decisions, facts, every_decision=every), rollup, source)
 
 
 def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
