@@ -10,7 +10,8 @@ import copy
 
 import pytest
 
-from gate.advisory.advisors import MULTI_RULE, RULES
+from gate.advisory.advisors import MULTI_RULE, RULES, Combined, Vote
+from gate.advisory.record import build_advisory_record
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import action_binding_from_context, decision_urls
 from gate.rulebook.patterns import load_patterns
@@ -187,3 +188,82 @@ def test_the_output_hash_binds_exactly_the_advisory_members(client, api_key):
     result = verify(client, forged)
     assert result["verified"] is False and result["checks"]["output_hash"] is False
     assert result["checks"]["compact_verdict"] is True
+
+
+# Direct calls of `build_advisory_record`: every argument lands in its own member (through HTTP
+# several arguments come from one request, so a swapped or dropped one could pass unnoticed).
+
+def _direct_record(**changes):
+    votes = [
+        Vote("offline", "policy_pattern_rulebook", "ok", "no", "too much", ("OVER_LIMIT",)),
+        Vote("http_llm:m", "http_llm", "ok", "no", "no", ("LLM_NO", "OVER_LIMIT"), details={"model": "m"}),
+    ]
+    arguments = {
+        "decision_id": "dec_direct_1", "request_id": "req-direct-1", "idempotency_key": None,
+        "created_at": "2026-11-25T00:00:00.000Z", "input_hash": "ab" * 32, "mode": "runtime",
+        "question": "Refund it?", "context": {"workflow": "crm", "source_record_id": "r-1", "amount": 12},
+        "facts": {"amount": 12}, "pattern_id": None, "policy_id": "advisory.general",
+        "policy_version": "decision_advisory_v1",
+        "identities": [{"advisor_id": "offline", "kind": "policy_pattern_rulebook"},
+                       {"advisor_id": "http_llm:m", "kind": "http_llm", "model": "m"}],
+        "votes": votes, "combined": Combined(MULTI_RULE, "no", {"yes": 0, "no": 2, "review": 0, "failed": 0}),
+    }
+    return build_advisory_record(**{**arguments, **changes})
+
+
+def test_a_directly_built_record_has_each_argument_in_its_member():
+    record = _direct_record()
+    advisory = {
+        "advisory_version": "decision_advisory_v1", "mode": "runtime", "question": "Refund it?",
+        "policy_pattern": None,
+        "advisors": [
+            {"advisor_id": "offline", "kind": "policy_pattern_rulebook", "status": "ok", "decision": "no",
+             "rationale": "too much", "evidence": ["OVER_LIMIT"]},
+            {"advisor_id": "http_llm:m", "kind": "http_llm", "status": "ok", "decision": "no",
+             "rationale": "no", "evidence": ["LLM_NO", "OVER_LIMIT"], "model": "m"}],
+        "combining_rule": {"rule_id": "unanimous_yes_majority_no_v1",
+                           "description": RULES["unanimous_yes_majority_no_v1"]},
+        "tally": {"yes": 0, "no": 2, "review": 0, "failed": 0},
+        "combined_decision": "no",
+        "runtime_context_hash": sha256_hex({"amount": 12}),
+    }
+    expected = {
+        "decision_protocol_version": DECISION_PROTOCOL_VERSION, "decision_record_version": DECISION_RECORD_VERSION,
+        "status": "ok", "mode": "runtime", "c": "no", "v": "denied", "verdict": "no", "advisory_verdict": "no",
+        "decision_contract": {"authority": "advisory_only", "production_verdict": False},
+        "production_binding_required": True, "advisory": advisory,
+        "request_id": "req-direct-1", "decision_id": "dec_direct_1",
+        "evidence": ["ADVISORY_ONLY", "OVER_LIMIT", "LLM_NO"],
+        "evidence_manifest": {"codes": ["ADVISORY_ONLY", "OVER_LIMIT", "LLM_NO"], "sources": [
+            {"id": "offline", "type": "advisor_vote", "kind": "policy_pattern_rulebook", "decision": "no",
+             "status": "ok"},
+            {"id": "http_llm:m", "type": "advisor_vote", "kind": "http_llm", "decision": "no", "status": "ok",
+             "model": "m"}]},
+        "action": "block_action",
+        "action_binding": {"system": "crm", "resource": "r-1", "amount": "12"},
+        "policy_id": "advisory.general", "policy_version": "decision_advisory_v1",
+        "policy_hash": sha256_hex({"advisory_version": "decision_advisory_v1", "mode": "runtime",
+                                   "combining_rule": "unanimous_yes_majority_no_v1",
+                                   "advisors": [{"advisor_id": "offline", "kind": "policy_pattern_rulebook"},
+                                                {"advisor_id": "http_llm:m", "kind": "http_llm", "model": "m"}]}),
+        "input_hash": "ab" * 32,
+    }
+    expected["output_hash"] = sha256_hex({name: expected[name] for name in OUTPUT_MEMBERS})
+    expected.update(replay_url="/api/decision/dec_direct_1/replay", verify_url="/api/decision/dec_direct_1/verify",
+                    decision_url="/api/decision/dec_direct_1", created_at="2026-11-25T00:00:00.000Z")
+    sealed = {"record_hash", "receipt_hash", "integrity"}
+    assert {k: v for k, v in record.items() if k not in sealed} == expected
+    assert list(record)[:len(expected)] == list(expected)  # the serialized order
+    assert record["integrity"]["input_hash"] == "ab" * 32
+    assert record["integrity"]["output_hash"] == expected["output_hash"]
+    assert record["integrity"]["replay_url"] == "/api/decision/dec_direct_1/replay"
+
+
+@pytest.mark.parametrize("given, kept", [
+    (None, None), ("", None), ("   ", None), ("  key-1 ", "key-1"),
+    ("k" * 301, "k" * 300), ("k" * 300, "k" * 300),
+])
+def test_a_directly_built_record_keeps_its_bounded_idempotency_key(given, kept):
+    record = _direct_record(idempotency_key=given)
+    assert record.get("idempotency_key", None) == kept
+    assert ("idempotency_key" in record) is (kept is not None)

@@ -106,3 +106,24 @@ def test_not_opted_in_shows_thresholds_only():
     assert report["cross_customer"]["status"] == "not_opted_in"
     assert report["cross_customer"]["cohort"] == {"min_cohort_scopes": 1, "min_cohort_decisions": 2}
     assert report["comparison"]["success_rate_delta_vs_p50"] is None
+
+
+def _sample_counts(state: dict) -> dict:
+    return {status: n for status, n in state["sample"].select("status", "decisions").iter_rows()}
+
+
+def test_a_partial_without_an_own_scope_keeps_every_scopes_sample():
+    """The rollups compute one partial for every scope (`own_scope=None`) and pick the caller's
+    sample when they read it: without an own scope no decision is left out of the sample."""
+    ds, os_ = [], []
+    for scope, kinds in {"own": "sf-", "b": "so", "c": "s"}.items():
+        d, o = _scope(scope, kinds)
+        ds, os_ = ds + d, os_ + o
+    f = frames(ds, os_)
+    every = benchmarks.partial(f.decisions, f.outcomes, CLASSES, own_scope=None)
+    assert _sample_counts(every) == {"succeeded": 3, "failed": 1, "pending": 1, None: 1}
+    own = benchmarks.partial(f.decisions, f.outcomes, CLASSES, own_scope="own")
+    assert _sample_counts(own) == {"succeeded": 1, "failed": 1, None: 1}
+    for state in (every, own):  # the per-scope counts do not depend on the own scope
+        assert state["scopes"].select("scope", "decisions", "success", "failure", "open", "with_outcome").rows() == [
+            ("b", 2, 1, 0, 1, 2), ("c", 1, 1, 0, 0, 1), ("own", 3, 1, 1, 0, 2)]

@@ -19,7 +19,7 @@ from datetime import timedelta
 import pytest
 from workbench_support import CLASSES, T0, decision, frames, outcome
 
-from workbench.engines.confidence import MAX_BUCKETS, confidence_report
+from workbench.engines.confidence import MAX_BUCKETS, confidence_report, finalize, merge, partial
 
 H = timedelta(hours=1)
 
@@ -161,3 +161,47 @@ def test_bucket_counts_add_both_versions():
     ds, os_ = _history(2, 1, 3, 4, verdict="no", action="reject")
     (bucket,) = _report(ds, os_, policy_version="v2")["buckets"]
     assert (bucket["successes"], bucket["failures"], bucket["similar_decisions"]) == (5, 5, 10)
+
+
+def test_a_newest_decision_without_a_version_makes_every_decision_old():
+    """The dataset's `policy_version` may be null (`row.get("policy_version")`). When the newest
+    decision has none, no version is current: every similar decision counts as old, its own
+    version or none (`pl.lit(False)`, not a comparison with null, which would count none)."""
+    ds, os_ = _history(0, 0, 3, 1)                     # v1: 3 successes, 1 failure
+    ds.append(decision("untyped", at=T0 + 10 * H, policy_version=None))
+    os_.append(outcome("runtyped", "untyped", "succeeded", at=T0 + 1000 * H))
+    ds.append(decision("newest", at=T0 + 50 * H, policy_version=None))   # no outcome: not similar
+    report = _report(ds, os_, min_sample=1)
+    assert report["based_on"] == {
+        "policy_version": None, "verdict": None, "action": None, "successes": 4, "failures": 1,
+        "current_version_successes": 0, "current_version_failures": 0, "min_sample": 1,
+    }
+    # As _history(0, 0, 4, 1): none current, so p_cur is 1/2 and p_old 5/7: 1 - |1/2 - 5/7|.
+    assert (report["similar_decisions"], report["policy_stability"]) == (5, 0.785714)
+    (bucket,) = report["buckets"]
+    assert (bucket["successes"], bucket["failures"]) == (4, 1)
+
+
+def test_partials_of_partitions_merge_to_the_report_of_the_whole():
+    """The cluster merges one partial per chunk: the newest decision (the current version) is
+    taken over every partial, whichever lists it, and the evidence is summed. Here the newest
+    decisions sit in the first partial, the oldest in the last, and a partial has no decision."""
+    ds, os_ = _history(3, 1, 2, 2)                     # v1 first (d0000 to d0003), then v2
+    ds.append(decision("later", at=T0 + 50 * H, policy_version="v3"))   # newest, no outcome
+    whole = frames(ds, os_)
+    chunks = [ds[4:], [], ds[:4]]
+    parts = []
+    for chunk in chunks:
+        ids = {d["decision_id"] for d in chunk}
+        f = frames(chunk, [o for o in os_ if o["decision_id"] in ids])
+        parts.append(partial(f.decisions, f.outcomes, policy_id="pricing", classes=CLASSES))
+    assert [p["newest"].height for p in parts] == [1, 0, 1]
+    state = merge(parts)
+    assert state["newest"].rows() == [(T0 + 50 * H, "later", "v3")]
+    report = finalize(state, policy_id="pricing", classes=CLASSES)   # min_sample by default: 10
+    assert report == confidence_report(whole.decisions, whole.outcomes, policy_id="pricing", classes=CLASSES)
+    assert report["based_on"] == {
+        "policy_version": "v3", "verdict": None, "action": None, "successes": 5, "failures": 3,
+        "current_version_successes": 0, "current_version_failures": 0, "min_sample": 10,
+    }
+    assert (report["similar_decisions"], report["level"]) == (8, "insufficient_data")
