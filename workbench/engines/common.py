@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -63,6 +63,10 @@ def latest_joined(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> pl.LazyFra
     fraction of the cost: `latest_rows(decisions.collect(), outcomes)`."""
     return latest_rows(decisions.collect(), outcomes).lazy()
 
+
+# `latest_rows`' hash join and its group-by by row run on Polars' streaming engine, whose
+# executor threads share both out among the cores (the in-memory engine ran them on about one).
+_JOIN_ENGINE: Literal["in-memory", "streaming"] = "streaming"
 
 _ORDER_RANGE = 1 << 62  # (time span + 1) × (statuses + 1) must stay below this in an Int64
 
@@ -105,7 +109,7 @@ def latest_rows(rows: pl.DataFrame, outcomes: pl.LazyFrame) -> pl.DataFrame:
     ids = rows.get_column("decision_id")
     runs = _record_rows(read.select("decision_id", high, low), ids).group_by("_row").agg(
         pl.col("_high").max(), pl.col("_low").max(), pl.len().cast(pl.Int64).alias("outcome_records"),
-    ).with_columns((pl.col("_high") % width).alias("_code")).collect()
+    ).with_columns((pl.col("_high") % width).alias("_code")).collect(engine=_JOIN_ENGINE)
     tied = runs.filter(pl.col("_high").is_null() | (pl.col("_code") != width - 1 - pl.col("_low") % width))
     at = runs.get_column("_row")
     code = pl.repeat(0, rows.height, dtype=pl.Int64, eager=True).scatter(at, runs.get_column("_code"))
@@ -139,7 +143,7 @@ def _record_rows(read: pl.DataFrame, ids: pl.Series) -> pl.LazyFrame:
         return read.lazy().join(index.lazy(), on="decision_id", how="inner").select("_row", "_high", "_low")
     pairs = read.lazy().with_row_index("_record").select(
         "_record", _id_hash().alias("_hash"), "_high", "_low",
-    ).join(hashed.lazy(), on="_hash", how="inner").collect()
+    ).join(hashed.lazy(), on="_hash", how="inner").collect(engine=_JOIN_ENGINE)
     same = (read.get_column("decision_id").gather(pairs.get_column("_record"))
             == ids.gather(pairs.get_column("_row"))).fill_null(False)
     return (pairs if same.all() else pairs.filter(same)).lazy().select("_row", "_high", "_low")
