@@ -74,6 +74,11 @@ def test_a_history_of_two_scopes_counts_each(tmp_path):
     assert beta.per_scope() == {"acme": 3, "beta": 2}
     assert beta.versions_in_scope().rows() == [_expected()[1][1:]]
     assert beta.decisions.select("decision_id").collect().to_series().to_list() == ["b00000", "b00001"]
+    # `from_dataset` itself reads the scope's decisions, outcomes and facts only.
+    direct = hist.from_dataset(root, "refunds", "beta", ("amount",))
+    assert direct.scope == "beta" and direct.per_scope() == {"acme": 3, "beta": 2}
+    for frame in (direct.decisions, direct.base):
+        assert frame.select("decision_id").collect().to_series().to_list() == ["b00000", "b00001"]
 
 
 def test_one_version_over_two_scopes_is_added_up(tmp_path):
@@ -214,9 +219,46 @@ def test_the_source_a_dataset_dry_run_names(tmp_path):
     assert history.source["hash"] == sha256_bytes_hex(raw) and history.source["location"] == str(root)
 
 
+class _ShownPassword:
+    def render_as_string(self, hide_password: bool = False) -> str:
+        return "db://u:***@h/x" if hide_password else "db://u:secret@h/x"
+
+    def __str__(self) -> str:
+        return "db://u:secret@h/x"
+
+
 def test_the_ledger_location_never_shows_a_password():
     assert hist.ledger_location(object()) == "ledger"
     assert hist.ledger_location(SimpleNamespace(engine=SimpleNamespace(url=None))) == "ledger"
+    # A URL whose text shows its password (as SQLAlchemy 1.x's did): rendered without it.
+    assert hist.ledger_location(SimpleNamespace(engine=SimpleNamespace(url=_ShownPassword()))) == "db://u:***@h/x"
     url = make_url("postgresql://gate:secret@db.example/gate")
     assert hist.ledger_location(SimpleNamespace(engine=SimpleNamespace(url=url))) == "postgresql://gate:***@db.example/gate"
     assert hist.ledger_location(SimpleNamespace(engine=SimpleNamespace(url="sqlite:///x.db"))) == "sqlite:///x.db"
+
+
+COVERED = ["decision_id", "facts_state", "facts_json", "created_at", "old_verdict", "old_rule", "old_reason",
+           "old_application_verdict", "old_action", "amount::t", "amount::b", "amount::n", "amount::s", "amount::j",
+           "amount::e", "scope", "month"]
+
+
+def test_a_base_covered_by_its_facts_files_is_the_facts_table(tmp_path):
+    """When every decision has a facts row and the facts files repeat the stored outcome
+    (`_carry_stored_outcome`), the replay base is the facts table itself (no join): its columns
+    are the facts files'. Files never checked in this process are read for their columns."""
+    decisions = decide(V1, [{"amount": 5}, {"amount": 200}], no_facts=(1,))
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    facts = sorted(str(path) for path in (root / "facts").rglob("*.parquet"))
+    direct = hist.history_of_files("refunds", None, ("amount",), decision_files=_files(root), outcome_files=[],
+                                   facts_files=facts, source={})
+    assert direct.base.collect_schema().names() == COVERED
+    loaded = load_history("refunds", None, dataset=root, ledger=None, paths=("amount",))
+    assert loaded.base.collect_schema().names() == COVERED
+    assert [(row[0], row[1], row[4]) for row in loaded.base.collect().rows()] == [
+        ("d00000", "typed", "review"), ("d00001", "absent", "no")]
+    joined = hist.history_of_files("refunds", None, ("amount",), decision_files=_files(root), outcome_files=[],
+                                   facts_files=[], source={})
+    names = joined.base.collect_schema().names()
+    assert "policy_id" in names and names[:2] == ["decision_id", "created_at"]
+    assert joined.base.select("decision_id", "facts_state").collect().rows() == [("d00000", "partial"),
+                                                                                  ("d00001", "partial")]
