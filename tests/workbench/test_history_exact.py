@@ -168,6 +168,13 @@ def test_a_row_group_is_settled_only_by_exact_statistics(tmp_path):
     }
     for name, table in cases.items():
         assert hist._file_versions(_row_group(tmp_path, name, table), "refunds") is None, name
+    bare = tmp_path / "groups" / "scope=acme" / "no_statistics.parquet"
+    pq.write_table(source, bare, write_statistics=False)
+    assert hist._file_versions(str(bare), "refunds") is None
+    for column in ("policy_id", "created_at"):  # statistics of every column but one
+        path = tmp_path / "groups" / "scope=acme" / f"no_{column}_statistics.parquet"
+        pq.write_table(source, path, write_statistics=[c for c in source.column_names if c != column])
+        assert hist._file_versions(str(path), "refunds") is None, column
     other = with_column("policy_id", pa.array(["other"] * 3))
     assert hist._file_versions(_row_group(tmp_path, "other", other), "refunds") == []
     assert hist._file_versions(_row_group(tmp_path, "other2", other), "other")[0][1:4] == ("1.0.0", sha256_hex(V1), 3)
@@ -194,6 +201,11 @@ def test_unsettled_files_are_read_beside_the_settled_ones(tmp_path):
     assert sorted(history.versions.rows()) == [
         ("acme", "1.0.0", sha256_hex(V1), 2, T0, T0 + timedelta(days=6)),
         ("acme", "1.2.0", sha256_hex(V1), 1, three, three), _expected()[1]]
+    # The facts rows, counted beside the read, still cover every decision: the base is the facts table.
+    facts = sorted(str(path) for path in (root / "facts").rglob("*.parquet"))
+    covered = hist.history_of_files("refunds", None, ("amount",), decision_files=files, outcome_files=[],
+                                    facts_files=facts, source={})
+    assert covered.base.collect_schema().names() == COVERED
     only = hist.history_of_files("refunds", None, (), decision_files=files[:1], outcome_files=[], facts_files=[],
                                  source={})
     assert sorted(only.versions.rows()) == sorted(history.versions.rows())[:2]
@@ -262,3 +274,41 @@ def test_a_base_covered_by_its_facts_files_is_the_facts_table(tmp_path):
     assert "policy_id" in names and names[:2] == ["decision_id", "created_at"]
     assert joined.base.select("decision_id", "facts_state").collect().rows() == [("d00000", "partial"),
                                                                                   ("d00001", "partial")]
+
+
+def test_six_partitions_of_scopes_named_by_numbers(tmp_path):
+    """Three scopes named "7", "8" and "9" (hive folders read as text, never as numbers), two
+    months each: six files, whose footers give six rows (read as rows, not as six columns)."""
+    decisions = [row for name in ("7", "8", "9")
+                 for row in decide(V1, [{"amount": 5}] * 11, scope=name, prefix=f"s{name}-")]
+    root = write_dataset(tmp_path / "ds", decisions, [])
+    files = _files(root)
+    assert len(files) == 6
+    known, rest = hist.footer_versions("refunds", files)
+    assert rest == [] and known.schema == pl.Schema(hist.VERSIONS_SCHEMA)
+    day = timedelta(days=3)
+    assert sorted(known.rows()) == sorted(row for name in ("7", "8", "9") for row in (
+        (name, "1.0.0", sha256_hex(V1), 9, T0, T0 + 8 * day), (name, "1.0.0", sha256_hex(V1), 2, T0 + 9 * day, T0 + 10 * day)))
+    history = load_history("refunds", "8", dataset=root, ledger=None, paths=())
+    assert history.per_scope() == {"7": 11, "8": 11, "9": 11}
+    scoped = history.decisions.select("scope", "month").collect()
+    assert scoped.schema == pl.Schema({"scope": pl.String, "month": pl.String})
+    assert scoped.rows() == [("8", "2026-01")] * 9 + [("8", "2026-02")] * 2
+    base = history.base.select("decision_id", "scope", "facts_state").collect()
+    assert base.schema["scope"] == pl.String and base["scope"].to_list() == ["8"] * 11
+    # The scope's own facts rows cover its decisions: the base is its typed facts, not a join.
+    assert base["facts_state"].to_list() == ["typed"] * 11
+
+
+def test_the_history_reads_the_contract_columns_only(tmp_path):
+    """The decisions and outcomes are read with the dataset contract's analysis columns and types
+    (the files hold more: evidence, hashes, the receipt), plus the hive scope and month."""
+    decisions = decide(V1, [{"amount": 5}, {"amount": 200}])
+    outcomes = [{"decision_id": "d00000", "status": "succeeded", "receipt_id": "o1",
+                 "reported_at": T0 + timedelta(days=1)}]
+    root = write_dataset(tmp_path / "ds", decisions, outcomes)
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=())
+    assert history.decisions.collect_schema() == pl.Schema({**hist.DECISION_ANALYSIS_SCHEMA, **hist._HIVE})
+    assert history.outcomes.collect_schema() == pl.Schema({**hist.OUTCOME_COLUMNS, **hist._HIVE})
+    assert history.outcomes.collect().rows() == [("o1", "d00000", T0 + timedelta(days=1), "succeeded", "acme",
+                                                  "2026-01")]
