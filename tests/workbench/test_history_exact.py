@@ -17,12 +17,14 @@ from types import SimpleNamespace
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from dryrun_support import T0, decide, rule, rulebook, write_dataset
 from sqlalchemy.engine import make_url
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION
 from workbench.migration import history as hist
+from workbench.migration.errors import DryRunError
 from workbench.migration.run import load_history
 
 BIG = {"field": "amount", "operator": "gt", "value": 100}
@@ -312,3 +314,28 @@ def test_the_history_reads_the_contract_columns_only(tmp_path):
     assert history.outcomes.collect_schema() == pl.Schema({**hist.OUTCOME_COLUMNS, **hist._HIVE})
     assert history.outcomes.collect().rows() == [("o1", "d00000", T0 + timedelta(days=1), "succeeded", "acme",
                                                   "2026-01")]
+
+
+def test_an_empty_row_group_is_passed_over(tmp_path):
+    """A row group without rows settles nothing and hides nothing: the row groups after it count."""
+    source = pq.read_table(_files(_dataset(tmp_path))[0])
+    path = tmp_path / "empty_first" / "scope=acme" / "part.parquet"
+    path.parent.mkdir(parents=True)
+    with pq.ParquetWriter(path, source.schema) as writer:
+        writer.write_table(source.slice(0, 0))
+        writer.write_table(source)
+    assert pq.read_metadata(path).num_row_groups == 2
+    assert hist._file_versions(str(path), "refunds") == [
+        ("acme", "1.0.0", sha256_hex(V1), 3, int(T0.timestamp() * 1000), int((T0 + timedelta(days=6)).timestamp() * 1000))]
+
+
+def test_a_listed_file_that_changed_refuses_the_dataset(tmp_path):
+    """A decisions file that no longer matches its manifest entry: DATASET_INVALID, naming it."""
+    root = _dataset(tmp_path)
+    changed = _files(root)[0]
+    with open(changed, "ab") as handle:
+        handle.write(b"x")
+    with pytest.raises(DryRunError) as caught:
+        load_history("refunds", None, dataset=root, ledger=None, paths=())
+    assert caught.value.code == "DATASET_INVALID"
+    assert Path(changed).name in str(caught.value) and "None" not in str(caught.value)
