@@ -300,6 +300,7 @@ def test_six_partitions_of_scopes_named_by_numbers(tmp_path):
     assert base.schema["scope"] == pl.String and base["scope"].to_list() == ["8"] * 11
     # The scope's own facts rows cover its decisions: the base is its typed facts, not a join.
     assert base["facts_state"].to_list() == ["typed"] * 11
+    assert history.base.collect_schema().names() == [name for name in COVERED if "::" not in name]
 
 
 def test_the_history_reads_the_contract_columns_only(tmp_path):
