@@ -23,7 +23,9 @@ draft's new `huge` rule, amount > 10^15), one does not. One decision has no fact
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -33,9 +35,11 @@ from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.verify.anchors import TrustAnchors
+from workbench.engines import rulebook_polars as rp
 from workbench.migration import DryRunError, dry_run
-from workbench.migration.compute import replay
+from workbench.migration.compute import _flip_aggregates, _newest, _replay_passes, compute, replay
 from workbench.migration.draft import load_draft, read_draft_file
+from workbench.migration.flips import latest_outcomes
 from workbench.migration.history import read_manifest
 from workbench.migration.manifest import sign_manifest
 from workbench.migration.run import load_history, write_dry_run
@@ -441,3 +445,170 @@ def test_a_flip_exactly_at_the_horizon_is_mature(tmp_path):
     impact = dry_run(draft, "refunds", dataset=root, created_at=NOW).result.impact
     assert impact["as_of"] == "2026-02-04T00:00:00.000Z"
     assert (impact["failures_caught"]["count"], impact["immature"]["count"]) == (1, 0)
+
+
+class _LocalPasses:
+    """`compute`'s `Passes` made in this process as a cluster's workers make them
+    (`workbench.cluster.dryrun`): the replay passes of `_replay_passes`, and the latest outcome
+    of each decision it is handed (kept, to be read)."""
+
+    def __init__(self, history):
+        self.history = history
+        self.handed = None
+        self.replayed = 0
+
+    def replay(self, history, draft, table):
+        self.replayed += 1
+        return _replay_passes(history, draft, table)
+
+    def latest_outcomes(self, flipped):
+        self.handed = flipped
+        wanted = self.history.outcomes.filter(pl.col("decision_id").is_in(flipped["decision_id"].implode()))
+        return latest_outcomes(wanted).collect()
+
+
+def _sorted(frame: pl.DataFrame) -> tuple:
+    return frame.schema, frame.sort(frame.columns, nulls_last=True).rows()
+
+
+def test_passes_made_elsewhere_give_the_figures_of_the_local_pass(root, tmp_path):
+    """`compute(passes=...)` (a cluster's passes): the grouped counts and the selected rows come
+    from the passes, the selected decisions (the four vector flips and the three partial rows)
+    are handed over for their latest outcomes, and every figure and the flips file are the local
+    pass's, flips without an outcome included."""
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    local = compute(history, draft, flips_limit=4, flips_path=tmp_path / "local.parquet")
+    passes = _LocalPasses(history)
+    made = compute(history, draft, flips_limit=4, flips_path=tmp_path / "made.parquet", passes=passes)
+    assert passes.replayed == 1 and passes.handed.columns == ["decision_id", "scope"]
+    assert sorted(passes.handed.rows()) == [(f"d{i:05d}", "acme") for i in (1, 2, 4, 7, 8, 9, 10)]
+    for name in ("cube", "outcome_cube", "months", "versions"):
+        assert _sorted(getattr(made, name)) == _sorted(getattr(local, name)), name
+    assert made.flips.equals(local.flips) and made.flips.height == 4
+    assert (made.changes, made.scalar_rows, made.impact_tally, made.as_of, made.flips_limit) == (
+        local.changes, local.scalar_rows, local.impact_tally, local.as_of, local.flips_limit)
+    assert sum(made.outcome_cube["count"]) == 6
+    assert pl.read_parquet(tmp_path / "made.parquet").equals(pl.read_parquet(tmp_path / "local.parquet"))
+
+
+def test_replay_passes_hold_the_grouped_counts_and_the_selected_rows(root):
+    """`_replay_passes` (a cluster worker's pass over its partition): the typed and absent rows
+    counted by stored outcome, month and pick, and the selected rows in the history's order,
+    every column as read (the partial rows with their facts, the flips without)."""
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    grouped, rows = _replay_passes(history, draft, rp.outcome_table(draft.polars))
+    assert int(grouped["count"].sum()) == 8 and grouped["count"].dtype == pl.Int64
+    assert rows["decision_id"].to_list() == [f"d{i:05d}" for i in (1, 2, 4, 7, 8, 9, 10)]
+    assert rows.schema["created_at"] == history.base.collect_schema()["created_at"]
+    by_id = {row["decision_id"]: row for row in rows.iter_rows(named=True)}
+    assert [by_id[f"d{i:05d}"]["facts_json"] is None for i in (1, 2, 4, 7, 8, 9, 10)] == [
+        True, True, False, False, True, True, False]
+    assert json.loads(by_id["d00004"]["facts_json"]) == {"amount": 2**60}
+    assert [by_id[f"d{i:05d}"]["old_verdict"] for i in (1, 2, 4, 9)] == ["review", "review", "no", "review"]
+    assert by_id["d00009"]["month"] == "2026-02" and by_id["d00009"]["scope"] == "acme"
+
+
+def test_compute_defaults_list_two_hundred_flips_over_a_thirty_day_horizon(tmp_path):
+    """`compute`'s own defaults (the run passes its cost model's): at most 200 flips listed, and
+    a flip exactly 30 days before the newest decision is mature."""
+    ok = {"field": "amount", "operator": "lte", "value": 100}
+    old = rulebook([rule("ok", ok, "yes", "OK")])
+    book = rulebook([rule("cap", {"field": "amount", "operator": "gt", "value": 50}, "no", "CAP", priority=5),
+                     rule("ok", ok, "yes", "OK")], version="2.0.0")
+    root = write_dataset(tmp_path / "ds", decide(old, [{"amount": 60}] + [{"amount": 10}] * 10), [])
+    draft = load_draft(book, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    computed = compute(history, draft)
+    assert computed.flips_limit == 200 and computed.flips["decision_id"].to_list() == ["d00000"]
+    assert computed.impact_tally == {("yes", "no", "none", False): 1}
+    assert computed.as_of == "2026-02-04T00:00:00.000Z"
+
+
+def test_the_run_spills_beside_its_flips_file(root, tmp_path, monkeypatch):
+    """`compute`'s intermediate files go to a new folder beside `flips_path` (on its disk, not the
+    system's temporary one), removed when the run ends."""
+    made = []
+    real = tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs):
+        made.append(Path(real(*args, **kwargs)))
+        return str(made[-1])
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    computed = compute(history, draft, flips_limit=4, flips_path=folder / "flips.parquet")
+    assert computed.flips.height == 4 and pl.read_parquet(folder / "flips.parquet").height == 6
+    assert [path.parent for path in made] == [folder] and not made[0].exists()
+    assert [path.name for path in folder.iterdir()] == ["flips.parquet"]
+
+
+def _flips_frame(rows: list[tuple]) -> pl.DataFrame:
+    """Flips as `write_flips` yields them (FLIP_COLUMNS): (id, created_at, old, new, class)."""
+    return pl.DataFrame(
+        [{"decision_id": i, "created_at": at, "scope": "acme", "old_verdict": old, "new_verdict": new,
+          "old_rule": None, "new_rule": None, "old_reason": None, "new_reason": None, "outcome_status": None,
+          "outcome_class": cls} for i, at, old, new, cls in rows],
+        schema={"decision_id": pl.String, "created_at": pl.Datetime("ms", "UTC"), "scope": pl.String,
+                "old_verdict": pl.String, "new_verdict": pl.String, "old_rule": pl.String, "new_rule": pl.String,
+                "old_reason": pl.String, "new_reason": pl.String, "outcome_status": pl.String,
+                "outcome_class": pl.String})
+
+
+def _versions(last: datetime | None) -> pl.DataFrame:
+    rows = [] if last is None else [("1.0.0", "h", 1, last, last)]
+    return pl.DataFrame(rows, schema={"policy_version": pl.String, "rulebook_hash": pl.String, "decisions": pl.Int64,
+                                      "first": pl.Datetime("ms", "UTC"), "last": pl.Datetime("ms", "UTC")},
+                        orient="row")
+
+
+def test_flip_aggregates_count_one_cell_over_young_and_mature_flips():
+    """The outcome cube has one row per (old verdict, new verdict, outcome class), young and
+    mature flips of a cell added up; the impact tally tells them apart (two buckets here)."""
+    newest = datetime(2026, 3, 31, tzinfo=timezone.utc)
+    first = _flips_frame([("a", newest - timedelta(days=40), "review", "yes", "failure"),
+                          ("b", newest - timedelta(days=2), "review", "yes", "failure")])
+    second = _flips_frame([("c", newest - timedelta(days=1), "review", "yes", "failure"),
+                           ("d", newest - timedelta(days=50), "yes", "no", "success")])
+    cube, listed, as_of, tally = _flip_aggregates([first, second], 3, _versions(newest), 30)
+    assert cube.columns == ["old_verdict", "new_verdict", "outcome_class", "count"]
+    assert sorted(cube.rows()) == [("review", "yes", "failure", 3), ("yes", "no", "success", 1)]
+    assert tally == {("review", "yes", "failure", False): 1, ("review", "yes", "failure", True): 2,
+                     ("yes", "no", "success", False): 1}
+    assert as_of == "2026-03-31T00:00:00.000Z" and listed["decision_id"].to_list() == ["c", "b", "a"]
+
+
+def test_flip_aggregates_without_a_decision_time_have_no_tally():
+    """A history without a decision time has no `as_of` and no young flips: the outcome cube
+    still counts every flip, the impact tally is empty."""
+    flipped = _flips_frame([("a", None, "review", "yes", "none"), ("b", None, "review", "yes", "none")])
+    cube, listed, as_of, tally = _flip_aggregates([flipped], 5, _versions(None), 30)
+    assert (as_of, tally) == (None, {})
+    assert cube.rows() == [("review", "yes", "none", 2)]
+    assert cube.columns == ["old_verdict", "new_verdict", "outcome_class", "count"]
+    assert listed["decision_id"].to_list() == ["a", "b"]
+
+
+def test_month_counts_of_the_computed_history(root):
+    """`Computed.months`: per month the decisions, those replayed (not the one without facts) and
+    those in review before and after the draft."""
+    draft = load_draft(DRAFT, "refunds")
+    history = load_history("refunds", None, dataset=root, ledger=None, paths=draft.polars.paths)
+    months = compute(history, draft, flips_limit=4).months
+    assert months.columns == ["month", "decisions", "replayed", "review_before", "review_after"]
+    assert sorted(months.rows()) == [("2026-01", 9, 8, 4, 1), ("2026-02", 2, 2, 1, 0)]
+
+
+def test_the_newest_flips_break_a_tie_by_decision_id():
+    """`_newest`: a flip without a time first, then newest first, flips of the same time by
+    decision id (ascending), at most k."""
+    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    flipped = _flips_frame([("b", at, "review", "yes", "none"), ("c", at - timedelta(days=1), "review", "yes", "none"),
+                            ("a", at, "review", "yes", "none"), ("n", None, "review", "yes", "none")])
+    assert _newest(flipped, 3)["decision_id"].to_list() == ["n", "a", "b"]
+    assert _newest(flipped, 9)["decision_id"].to_list() == ["n", "a", "b", "c"]
+    assert _newest(flipped, 0).height == 0 and _newest(flipped, 0).columns == flipped.columns
