@@ -191,3 +191,9 @@ def test_eq_false_matches_the_boolean_false_only():
     compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "eq", "value": False})), ["ra"])
     out = rp.evaluate(table({"x": False}, {"x": True}, {"x": 0}, {"x": None}, {"x": {}}, {}), compiled).collect()
     assert out["matched_rule_id"].to_list() == ["ra", None, None, None, None, None]
+
+
+def test_in_a_list_holding_false_matches_the_boolean_false():
+    compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "in", "value": [False, "a"]})), ["ra"])
+    out = rp.evaluate(table({"x": False}, {"x": True}, {"x": 0}, {"x": "a"}, {}), compiled).collect()
+    assert out["matched_rule_id"].to_list() == ["ra", None, None, "ra", None]
