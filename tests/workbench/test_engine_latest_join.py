@@ -155,3 +155,16 @@ def test_latest_rows_exact_when_decision_id_hashes_collide(seed: int, monkeypatc
     assert common.latest_rows(decisions, outcomes).equals(_reference(decisions, outcomes))
     repeated = pl.concat([decisions, decisions.head(3)])  # equal hashes: the text join
     assert common.latest_rows(repeated, outcomes).equals(_reference(repeated, outcomes))
+
+
+def test_a_tie_settled_on_a_null_status_leaves_the_status_null() -> None:
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    outcomes = pl.DataFrame([("a", "r1", t, None), ("a", "r0", t, "failed"), ("b", "r1", None, None),
+                             ("b", "r0", None, "succeeded"), ("c", "r0", t, "failed")],
+                            schema={"decision_id": pl.String, "receipt_id": pl.String,
+                                    "reported_at": pl.Datetime("us", "UTC"), "status": pl.String},
+                            orient="row").lazy()
+    rows = pl.DataFrame({"decision_id": ["a", "b", "c"], "created_at": [t] * 3})
+    got = common.latest_rows(rows, outcomes)
+    assert got.select("decision_id", "status", "outcome_records").rows() == [("a", None, 2), ("b", None, 2),
+                                                                              ("c", "failed", 1)]

@@ -228,3 +228,25 @@ def test_each_partition_keeps_its_own_extremes(typed):
     assert low == [("tenant_a", 100.0 + i, f"a{i:02d}") for i in range(10)] + [
         ("tenant_b", 1.0, "b1"), ("tenant_b", 2.0, "b2")]
 
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_one_month_of_distinct_values_keeps_each_sides_value_at_its_cut(typed):
+    # 25 distinct values in one month: the low cut (9) lies below the high cut (15), so the
+    # low side's own prefilter alone must keep the value at its cut
+    ds = [decision(f"d{v:02d}", at=T0, facts={"v": v}) for v in range(25)]
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None)
+    assert state["fact_low"].select("value", "decision_id").rows() == [(float(v), f"d{v:02d}") for v in range(10)]
+    assert state["fact_high"].select("value", "decision_id").rows() == [
+        (float(v), f"d{v:02d}") for v in range(24, 14, -1)]
+
+
+def test_a_typed_table_whose_every_row_is_partial_reads_them_all_from_the_json():
+    ds = [decision("d1", at=T0, facts={"big": BIG, "x": 2}), decision("d2", at=T0, facts={"big": -BIG})]
+    facts = _facts(ds)
+    assert facts.get_column("facts_state").to_list() == ["partial", "partial"]
+    state = fm.facts_partial(frames(ds, []).decisions, facts)
+    assert state["facts"].rows() == [("big", "2026-01", 2.0, 0.0, 2.0 * float(BIG) ** 2, 0.0),
+                                     ("x", "2026-01", 1.0, 2.0, 4.0, 0.0)]
+    assert state["fact_high"].rows() == [("big", "2026-01", float(BIG), "d1"), ("big", "2026-01", -float(BIG), "d2"),
+                                         ("x", "2026-01", 2.0, "d1")]

@@ -115,3 +115,85 @@ def test_the_pick_is_int32_and_null_off_the_vector_path():
     assert picked.schema[rp.PICK] == pl.Int32
     assert picked[rp.PICK].to_list() == [0, -2, None]
     assert picked["replay"].to_list() == ["vector", "vector", "scalar"]
+
+
+KINDS = [1, 1.5, "s", True, [1], {"k": 1}, None]  # then a row without the path
+
+
+@pytest.mark.parametrize(("kind", "fits"), [
+    ("number", [1, 1.5]), ("integer", [1]), ("string", ["s"]), ("boolean", [True]), ("array", [[1]]),
+    ("object", [{"k": 1}]), ("null", [None])])
+def test_each_declared_type_admits_its_own_kind_only(kind, fits):
+    rulebook = book(rule("ra", {"field": "x", "operator": "not_exists"}),
+                    input_schema={"properties": {"v": {"type": kind}}})
+    compiled = rp.compile_rulebook(rulebook, ["ra"])
+    out = rp.evaluate(table(*({"v": value} for value in KINDS), {}), compiled).collect()
+    expected = ["ok" if value in fits and type(value) in {type(f) for f in fits} else "needs_input" for value in KINDS]
+    assert out["status"].to_list() == [*expected, "ok"]  # an undeclared missing path is no failure
+    assert out["matched_rule_id"].to_list() == [("ra" if s == "ok" else None) for s in expected] + ["ra"]
+
+
+def test_an_input_schema_with_only_required_only_properties_or_neither():
+    only_required = book(rule("ra", {"field": "x", "operator": "exists"}), input_schema={"required": ["r"]})
+    out = rp.evaluate(table({"x": 1, "r": "any"}, {"x": 1}), rp.compile_rulebook(only_required, ["ra"])).collect()
+    assert out["status"].to_list() == ["ok", "needs_input"]
+    assert rp.referenced_paths(only_required) == ["r", "x"]
+    only_properties = book(rule("ra", {"field": "x", "operator": "exists"}),
+                           input_schema={"properties": {"p": {"type": "string"}}})
+    assert rp.referenced_paths(only_properties) == ["p", "x"]
+    out = rp.evaluate(table({"x": 1, "p": 2}, {"x": 1}), rp.compile_rulebook(only_properties, ["ra"])).collect()
+    assert out["status"].to_list() == ["needs_input", "ok"]
+    for schema in ({"required": []}, {"properties": {}}):
+        rulebook = book(rule("ra", {"field": "x", "operator": "exists"}))
+        rulebook["input_schema"] = schema
+        compiled = rp.compile_rulebook(rulebook, ["ra"])
+        assert compiled.needs_input is None and compiled.paths == ("x",)
+        assert rp.evaluate(table({"x": 1}, {}), compiled).collect()["status"].to_list() == ["ok", "ok"]
+
+
+def test_contains_reads_a_string_needle_literally():
+    compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "contains", "value": "a.c"})), ["ra"])
+    out = rp.evaluate(table({"x": "abc"}, {"x": "za.cz"}, {"x": "A.C"}, {"x": ["a.c"]}, {"x": ["abc"]}), compiled)
+    assert out.collect()["matched_rule_id"].to_list() == [None, "ra", None, "ra", None]
+    bracket = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "not_contains", "value": "(["})), ["ra"])
+    out = rp.evaluate(table({"x": "x(["}, {"x": "x"}, {}), bracket).collect()
+    assert out["matched_rule_id"].to_list() == [None, "ra", None]
+
+
+def test_in_and_not_in_an_empty_list():
+    compiled = rp.compile_rulebook(book(rule("in", {"field": "x", "operator": "in", "value": []}, priority=2),
+                                        rule("out", {"field": "x", "operator": "not_in", "value": []}, priority=1)),
+                                   ["in", "out"])
+    out = rp.evaluate(table({"x": 1}, {"x": None}, {}), compiled).collect()
+    assert out["matched_rule_id"].to_list() == ["out", "out", None]
+
+
+def test_an_order_of_the_right_length_naming_a_rule_twice_is_refused():
+    rulebook = book(rule("aa", {"field": "x", "operator": "exists"}), rule("bb", {"field": "x", "operator": "exists"}))
+    with pytest.raises(ValueError, match="exactly once"):
+        rp.compile_rulebook(rulebook, ["aa", "aa"])
+    with pytest.raises(ValueError, match="exactly once"):
+        rp.compile_rulebook(rulebook, ["aa", "bb", "bb"])
+
+
+def test_a_rule_without_a_priority_ranks_as_priority_zero():
+    rulebook = book(rule("ra", {"field": "x", "operator": "exists"}, priority=0),
+                    rule("rb", {"field": "x", "operator": "exists"}),
+                    rule("rc", {"field": "x", "operator": "exists"}, priority=-1))
+    compiled = rp.compile_rulebook(rulebook, ["ra", "rb", "rc"])
+    assert [rule_id for rule_id, _ in compiled.rules] == ["ra", "rb", "rc"]
+    assert [rule_id for rule_id, _ in rp.compile_rulebook(rulebook, ["rb", "ra", "rc"]).rules] == ["rb", "ra", "rc"]
+    with pytest.raises(ValueError, match="priority"):
+        rp.compile_rulebook(rulebook, ["rc", "ra", "rb"])
+
+
+def test_eq_false_matches_the_boolean_false_only():
+    compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "eq", "value": False})), ["ra"])
+    out = rp.evaluate(table({"x": False}, {"x": True}, {"x": 0}, {"x": None}, {"x": {}}, {}), compiled).collect()
+    assert out["matched_rule_id"].to_list() == ["ra", None, None, None, None, None]
+
+
+def test_in_a_list_holding_false_matches_the_boolean_false():
+    compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "in", "value": [False, "a"]})), ["ra"])
+    out = rp.evaluate(table({"x": False}, {"x": True}, {"x": 0}, {"x": "a"}, {}), compiled).collect()
+    assert out["matched_rule_id"].to_list() == ["ra", None, None, "ra", None]
