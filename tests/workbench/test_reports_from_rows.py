@@ -159,3 +159,35 @@ def test_the_facts_are_matched_to_the_decisions_only_when_a_report_reads_them(da
     scoped = from_dataset(dataset, policy_id=POLICY, limit=None, rollups=False, policy_version="v2")
     anomaly_report(scoped, POLICY, EVERY)
     assert calls[-1] == {"every_decision": False}  # one version: matched by decision id
+
+
+def test_two_frames_match_their_facts_at_the_same_time():
+    """A first read of one selection's facts (a count of every decision, seconds at 10M) does not
+    hold up the first read of another's: the workbench serves sessions on threads."""
+    import threading
+
+    import polars as pl
+
+    from workbench.dataset.load import Frames
+
+    empty = pl.LazyFrame({"decision_id": []}, schema={"decision_id": pl.String})
+    started, released = threading.Event(), threading.Event()
+    waited = {}
+
+    def slow():
+        started.set()
+        waited["released"] = released.wait(5)
+        return empty
+
+    def quick():
+        released.set()
+        return empty
+
+    first, second = Frames(empty, empty, slow), Frames(empty, empty, quick)
+    reader = threading.Thread(target=lambda: first.facts)
+    reader.start()
+    assert started.wait(5)
+    assert second.facts is empty  # computed while the first is still being matched
+    reader.join(10)
+    assert waited == {"released": True}
+    assert first.facts is empty and first.facts is first.facts

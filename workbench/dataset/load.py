@@ -17,7 +17,6 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,10 +60,19 @@ class Frames:
     # (and so seals) in its `source` member. None for the live ledger.
     source: dict[str, Any] | None = None
 
-    @cached_property
+    @property
     def facts(self) -> pl.LazyFrame | None:
-        """The typed facts table of exactly `decisions` (`facts_of`, given or computed once)."""
-        return self.facts_of() if callable(self.facts_of) else self.facts_of
+        """The typed facts table of exactly `decisions` (`facts_of`, given or computed once). Not a
+        `functools.cached_property`: on Python 3.11 its lock is one for every instance, so the
+        first read of one selection's facts would hold up another's."""
+        known = self.__dict__.get("_facts", _UNREAD)
+        if known is _UNREAD:  # two threads reading at once may both compute it: the same table
+            known = self.facts_of() if callable(self.facts_of) else self.facts_of
+            object.__setattr__(self, "_facts", known)
+        return known  # type: ignore[no-any-return]
+
+
+_UNREAD = object()
 
 
 def polars_schema(table: str) -> pl.Schema:
