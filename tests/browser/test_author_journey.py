@@ -187,16 +187,18 @@ def _click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
                 raise
 
 
-def _edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 4) -> None:
+def _edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 6) -> None:
     """Type `text` into a cell's editor and commit it with Enter. The rule table is drawn again
     when the draft it shows arrives (the editor's text, then the table); on a busy host the click
     that opens the editor can land on the table being replaced, and no editor opens (CI saw the
-    fill wait 60 s for it). The cell is found again and clicked until its editor shows."""
+    fill wait 60 s for it), or the table is drawn before its pane has its height, and Tabulator's
+    virtual rows leave the row out of the page (CI saw the click wait 60 s for the cell). The cell
+    is found again and clicked until its editor shows, the table laid out again between tries."""
     for attempt in range(attempts):
         cell = _cell(page, table, row, field)
-        cell.click()
-        editor = cell.locator("input")
         try:
+            cell.click(timeout=15_000)
+            editor = cell.locator("input")
             editor.wait_for(timeout=10_000)
             editor.fill(text, timeout=10_000)
             editor.press("Enter", timeout=10_000)
@@ -204,6 +206,14 @@ def _edit_cell(page, table: str, row: int, field: str, text: str, attempts: int 
         except PlaywrightTimeout:
             if attempt == attempts - 1:
                 raise
+            _lay_out_again(page)
+
+
+def _lay_out_again(page) -> None:
+    """A resize of the window, and back: Tabulator draws its rows again for the pane's height."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": size["height"] + 40})
+    page.set_viewport_size(size)
 
 
 def _text(locator) -> str:
