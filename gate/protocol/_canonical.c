@@ -1,6 +1,6 @@
 /* The `json.sort_deep.v1` writer's fast path in C (gate.protocol.canonical).
  *
- * encode(value, key_order) returns the canonical text of `value`, or None when the value holds
+ * encode(value, key_order[, orders]) returns the canonical text of `value`, or None when the value holds
  * something only the Python writer formats or rejects correctly: a number outside the forms
  * below, a type that is not exactly dict, list, tuple, str, int, float, bool or None, an object
  * key that is not a str, or nesting deeper than MAX_DEPTH. The caller then runs the Python
@@ -8,6 +8,9 @@
  *
  * Rules (reference facts section 1, as the Python writer implements them):
  * - object members in the order `key_order(dict)` returns (array-index keys, then collation);
+ *   `orders`, when given, is key_order's own cache (a dict from the tuple of an object's keys,
+ *   in iteration order, to their order): an object whose keys it holds is ordered without
+ *   calling Python at all, the same order key_order would return;
  * - strings as JSON.stringify writes them: `"` and `\` escaped, \b \f \n \r \t, every other
  *   code point below U+0020 as \u00xx, and every surrogate code point as \udxxx (lowercase
  *   hex); everything else as itself;
@@ -127,25 +130,50 @@ static int put_str_of(Buffer *buffer, PyObject *value) {
     return result;
 }
 
-static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int depth);
+typedef struct {
+    PyObject *key_order;  /* key_order(dict) -> the keys in canonical order */
+    PyObject *orders;     /* key_order's cache (dict) or NULL */
+} Order;
 
-static int write_dict(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
-    if (PyDict_GET_SIZE(value) == 0) {
+static int write_value(Buffer *buffer, PyObject *value, const Order *order, int depth);
+
+static int write_dict(Buffer *buffer, PyObject *value, const Order *order, int depth) {
+    Py_ssize_t size = PyDict_GET_SIZE(value);
+    if (size == 0) {
         return put_ascii(buffer, "{}", 2);
     }
-    Py_ssize_t position = 0;
+    PyObject *signature = order->orders != NULL ? PyTuple_New(size) : NULL;
+    if (order->orders != NULL && signature == NULL) {
+        return FAILED;
+    }
+    Py_ssize_t position = 0, index = 0;
     PyObject *key, *item;
     while (PyDict_Next(value, &position, &key, &item)) {
         if (!PyUnicode_CheckExact(key)) {
+            Py_XDECREF(signature);
             return FALLBACK;  /* the Python writer names the error */
         }
+        if (signature != NULL && index < size) {
+            PyTuple_SET_ITEM(signature, index++, Py_NewRef(key));
+        }
     }
-    PyObject *order = PyObject_CallOneArg(key_order, value);
-    if (order == NULL) {
-        return FAILED;
+    PyObject *sorted = NULL;
+    if (signature != NULL) {
+        sorted = PyDict_GetItemWithError(order->orders, signature);  /* borrowed */
+        Py_DECREF(signature);
+        if (sorted == NULL && PyErr_Occurred()) {
+            return FAILED;
+        }
+        Py_XINCREF(sorted);  /* a nested key_order call may empty the cache while this is written */
     }
-    PyObject *keys = PySequence_Fast(order, "key_order must return a sequence");
-    Py_DECREF(order);
+    if (sorted == NULL) {
+        sorted = PyObject_CallOneArg(order->key_order, value);
+        if (sorted == NULL) {
+            return FAILED;
+        }
+    }
+    PyObject *keys = PySequence_Fast(sorted, "key_order must return a sequence");
+    Py_DECREF(sorted);
     if (keys == NULL) {
         return FAILED;
     }
@@ -172,7 +200,7 @@ static int write_dict(Buffer *buffer, PyObject *value, PyObject *key_order, int 
         }
         if (result == DONE) {
             Py_INCREF(item);  /* key_order is Python: keep the value alive while it is written */
-            result = write_value(buffer, item, key_order, depth + 1);
+            result = write_value(buffer, item, order, depth + 1);
             Py_DECREF(item);
         }
     }
@@ -180,7 +208,7 @@ static int write_dict(Buffer *buffer, PyObject *value, PyObject *key_order, int 
     return result == DONE ? put_ascii(buffer, "}", 1) : result;
 }
 
-static int write_array(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
+static int write_array(Buffer *buffer, PyObject *value, const Order *order, int depth) {
     Py_ssize_t count = PyList_CheckExact(value) ? PyList_GET_SIZE(value) : PyTuple_GET_SIZE(value);
     if (count == 0) {
         return put_ascii(buffer, "[]", 2);
@@ -198,14 +226,14 @@ static int write_array(Buffer *buffer, PyObject *value, PyObject *key_order, int
         }
         if (result == DONE) {
             Py_INCREF(item);
-            result = write_value(buffer, item, key_order, depth + 1);
+            result = write_value(buffer, item, order, depth + 1);
             Py_DECREF(item);
         }
     }
     return result == DONE ? put_ascii(buffer, "]", 1) : result;
 }
 
-static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int depth) {
+static int write_value(Buffer *buffer, PyObject *value, const Order *order, int depth) {
     if (PyUnicode_CheckExact(value)) {
         return put_string(buffer, value);
     }
@@ -225,8 +253,8 @@ static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int
         if (Py_EnterRecursiveCall(" in canonical JSON")) {
             return FAILED;
         }
-        int result = PyDict_CheckExact(value) ? write_dict(buffer, value, key_order, depth)
-                                              : write_array(buffer, value, key_order, depth);
+        int result = PyDict_CheckExact(value) ? write_dict(buffer, value, order, depth)
+                                              : write_array(buffer, value, order, depth);
         Py_LeaveRecursiveCall();
         return result;
     }
@@ -267,12 +295,20 @@ static int write_value(Buffer *buffer, PyObject *value, PyObject *key_order, int
 }
 
 static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "encode(value, key_order) takes two arguments");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode(value, key_order[, orders]) takes two or three arguments");
         return NULL;
     }
+    Order order = {args[1], NULL};
+    if (nargs == 3 && args[2] != Py_None) {
+        if (!PyDict_CheckExact(args[2])) {
+            PyErr_SetString(PyExc_TypeError, "orders must be a dict");
+            return NULL;
+        }
+        order.orders = args[2];
+    }
     Buffer buffer = {NULL, 0, 0};
-    int result = write_value(&buffer, args[0], args[1], 0);
+    int result = write_value(&buffer, args[0], &order, 0);
     PyObject *text = NULL;
     if (result == DONE) {
         text = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buffer.data, buffer.size);
@@ -285,7 +321,7 @@ static PyObject *encode(PyObject *module, PyObject *const *args, Py_ssize_t narg
 
 static PyMethodDef METHODS[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
-     "encode(value, key_order) -> the canonical JSON text, or None when the Python writer must write it"},
+     "encode(value, key_order[, orders]) -> the canonical JSON text, or None when the Python writer must write it"},
     {NULL, NULL, 0, NULL},
 };
 

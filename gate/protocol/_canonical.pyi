@@ -1,4 +1,5 @@
 from collections.abc import Callable
 from typing import Any
 
-def encode(value: Any, key_order: Callable[[Any], list[str]], /) -> str | None: ...
+def encode(value: Any, key_order: Callable[[Any], list[str]],
+           orders: dict[tuple[str, ...], list[str]] | None = None, /) -> str | None: ...

@@ -305,9 +305,11 @@ def _prepare(value: Any, depth: int = 0) -> Any:
     raise _SlowPath
 
 
-def _c_writer() -> Callable[[Any, Callable[[Any], list[str]]], str | None] | None:
+def _c_writer() -> Callable[..., str | None] | None:
     """The C writer (gate/protocol/_canonical.c), which `pip install` builds; None where it was
-    not built (no C compiler): the Python writers below give the same text, more slowly."""
+    not built (no C compiler): the Python writers below give the same text, more slowly. It
+    takes `key_order` and key_order's cache, which it reads itself: an object whose keys the
+    cache holds is ordered without a Python call (most objects of a record, after the first)."""
     try:
         from gate.protocol._canonical import encode
     except ImportError:  # pragma: no cover - a build without a C compiler
@@ -333,7 +335,7 @@ def canonical_text(value: Any) -> str:
     case and is the reference the tests compare the other two against.
     """
     if _encode_c is not None:
-        text = _encode_c(value, key_order)
+        text = _encode_c(value, key_order, _ORDER_CACHE)
         if text is not None:
             return text
     return _canonical_text_python(value)

@@ -171,3 +171,52 @@ def test_references_are_balanced():
         assert encode_c(value, key_order) is not None
         assert encode_c({"x": object()}, key_order) is None
     assert [sys.getrefcount(item) for item in (inner, text, number, value)] == before
+
+
+# --------------------------------------------------------------------------- key_order's cache, read in C
+
+
+def test_an_object_whose_keys_the_cache_holds_is_ordered_without_calling_key_order():
+    """The third argument is key_order's own cache: an object whose tuple of keys it holds is
+    written in the cached order, with no Python call; any other object still asks key_order."""
+    asked = []
+
+    def counting(keys):
+        asked.append(tuple(keys))
+        return key_order(keys)
+
+    value = {"b": 1, "a": {"d": 2, "c": 3}}
+    orders = {("b", "a"): ["a", "b"]}
+    assert encode_c(value, counting, orders) == canonical_text(value) == '{"a":{"c":3,"d":2},"b":1}'
+    assert asked == [("d", "c")]  # the outer object came from the cache
+    # The cache is read as it is: an order it holds is the order written (so it must only ever
+    # hold key_order's own answers, which canonical.key_order guarantees).
+    assert encode_c({"b": 1, "a": 2}, counting, {("b", "a"): ["b", "a"]}) == '{"b":1,"a":2}'
+    # Keys in another iteration order are another tuple: no false hit.
+    assert encode_c({"a": 2, "b": 1}, lambda keys: ["b", "a"], {("b", "a"): ["a", "b"]}) == '{"b":1,"a":2}'
+    assert encode_c(value, counting, None) == canonical_text(value)
+    with pytest.raises(TypeError, match="orders must be a dict"):
+        encode_c(value, counting, [])
+
+
+def test_canonical_text_reads_the_module_cache_and_matches_the_reference():
+    value = {"zeta": [1, {"y": 1, "x": 2}], "alpha": {"10": 1, "9": 2, "b": 3}}
+    canonical._ORDER_CACHE.clear()
+    first = canonical_text(value)
+    assert canonical._ORDER_CACHE  # key_order filled it on the first write
+    assert canonical_text(value) == first == _canonical_text_slow(value)
+
+
+def test_a_cache_emptied_while_an_object_is_written_frees_nothing_in_use():
+    """A nested object's key_order call may empty the cache (its byte budget) while an outer
+    object is written in a cached order: that order is held, not borrowed."""
+    orders = {}
+
+    def clearing(keys):
+        orders.clear()
+        return key_order(keys)
+
+    value = {"b": {"y": 1, "x": 2}, "a": 1}
+    for _ in range(500):
+        orders[("b", "a")] = ["a", "b"]  # a fresh list each time: its only reference is the cache's
+        assert encode_c(value, clearing, orders) == '{"a":1,"b":{"x":2,"y":1}}'
