@@ -59,11 +59,20 @@ ANSWER_TIMEOUT_S = 90.0
 Store = Callable[[Connection], "int | None"]
 
 
+def _held_lock() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(slots=True)
 class _Member:
     store: Store
     refusal: Callable[[IntegrityError], Exception]
-    done: threading.Event = field(default_factory=threading.Event)
+    # Held until the member is answered: the writer releases it, the caller's acquire returns.
+    # A plain lock is the cheapest one-shot signal between two threads (an Event is a
+    # Condition in Python: a lock, a waiter list and a notify per member).
+    done: threading.Lock = field(default_factory=_held_lock)
     result: int | None = None
     error: BaseException | None = None
 
@@ -87,7 +96,7 @@ class GroupWriter:
         member = _Member(store, refusal)
         asked = time.perf_counter()
         self._queue.put(member)
-        if not member.done.wait(ANSWER_TIMEOUT_S):
+        if not member.done.acquire(timeout=ANSWER_TIMEOUT_S):
             raise LedgerUnavailable("ledger write failed: the writer did not answer")
         waits.waited(waits.WRITER, time.perf_counter() - asked)
         if member.error is not None:
@@ -143,7 +152,7 @@ class GroupWriter:
                     member.error.__cause__ = exc
         finally:
             for member in batch:
-                member.done.set()
+                member.done.release()
 
     def _all_at_once(self, batch: list[_Member]) -> None:
         """Every member in one transaction without savepoints, shared reads made once (`BATCH_MEMO`).
