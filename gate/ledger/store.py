@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
-    ColumnElement,
     RowMapping,
+    Select,
     Table,
     TextClause,
     and_,
@@ -33,7 +33,6 @@ from sqlalchemy import (
     or_,
     select,
     text,
-    tuple_,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -166,6 +165,7 @@ class Ledger:
         self.dialect = self.engine.dialect.name
         self._charge_sql: ReturningInsert[Any] | None = None
         self._prepared: dict[Any, Prepared] = {}
+        self._node_queries: dict[int, Select[Any]] = {}  # `merkle_nodes` by how many levels it names
         self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
         self._snapshot = threading.local()  # the connection of this thread's `one_snapshot`, if any
         if group_commit is None:
@@ -602,27 +602,38 @@ class Ledger:
     def merkle_nodes(self, chain_id: str, refs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
         """The stored subtree hashes for `refs`, in one read transaction of bounded queries.
 
-        A query names at most `NODE_REFS_PER_QUERY` refs: one condition per ref in a single
-        statement made SQLite refuse a chain view of 1,000 links ("Expression tree is too
-        large", a 503) and would grow a PostgreSQL statement without bound."""
+        A query names at most `NODE_REFS_PER_QUERY` refs, grouped by tree level: one
+        `level = ? AND idx IN (...)` term per level (a tree has at most 64), so the statement's
+        shape depends only on how many levels it names and is built and compiled once per
+        count (`_nodes_query`). One condition per ref made SQLite refuse a chain view of 1,000
+        links ("Expression tree is too large", a 503), and building that expression anew for
+        every read cost most of a checkpoint's CPU."""
         if not refs:
             return {}
         found: dict[tuple[int, int], str] = {}
         with self.read() as connection:
             for start in range(0, len(refs), NODE_REFS_PER_QUERY):
-                part = list(refs[start:start + NODE_REFS_PER_QUERY])
-                condition: ColumnElement[bool]
-                if self.dialect == "postgresql":
-                    condition = tuple_(merkle_nodes.c.level, merkle_nodes.c.idx).in_(part)
-                else:
-                    condition = or_(*[and_(merkle_nodes.c.level == level, merkle_nodes.c.idx == idx)
-                                      for level, idx in part])
-                rows = connection.execute(
-                    select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
-                    .where(and_(merkle_nodes.c.chain_id == chain_id, condition))
-                ).all()
+                by_level: dict[int, list[int]] = {}
+                for level, idx in refs[start:start + NODE_REFS_PER_QUERY]:
+                    by_level.setdefault(level, []).append(idx)
+                params: dict[str, Any] = {"chain_id": chain_id}
+                for number, (level, indexes) in enumerate(by_level.items()):
+                    params[f"level_{number}"], params[f"idx_{number}"] = level, indexes
+                rows = connection.execute(self._nodes_query(len(by_level)), params).all()
                 found.update(((row.level, row.idx), row.hash) for row in rows)
         return found
+
+    def _nodes_query(self, levels: int) -> Select[Any]:
+        """The node read naming `levels` tree levels, each with its list of indexes."""
+        query = self._node_queries.get(levels)
+        if query is None:
+            query = self._node_queries[levels] = (
+                select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
+                .where(and_(merkle_nodes.c.chain_id == bindparam("chain_id"), or_(*[
+                    and_(merkle_nodes.c.level == bindparam(f"level_{number}"),
+                         merkle_nodes.c.idx.in_(bindparam(f"idx_{number}", expanding=True)))
+                    for number in range(levels)]))))
+        return cast(Select[Any], query)
 
     def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
         """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""
