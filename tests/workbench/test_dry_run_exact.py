@@ -321,18 +321,21 @@ def test_read_manifest_refusals_and_answer(root, tmp_path):
         folder.mkdir()
         (folder / "manifest.json").write_bytes(content)
         why = refused(folder)
-        assert ("cannot read" in why) == (name in ("bytes", "text")), why
+        assert why.startswith(f"cannot read {folder}/manifest.json: ") == (name in ("bytes", "text")), why
         assert ("schema version" in why) == (name in ("list", "old")), why
     changed = tmp_path / "changed"
     changed.mkdir()
     (changed / "manifest.json").write_text(json.dumps({**manifest, "synthetic": False}))
-    assert "its dataset_hash is missing or does not match its content" in refused(changed)
+    assert refused(changed) == f"{changed}/manifest.json: its dataset_hash is missing or does not match its content"
     unsealed = tmp_path / "unsealed"
     unsealed.mkdir()
     (unsealed / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "dataset_hash"}))
     assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
     # With anchors the signature decides: this dataset is sealed but not signed.
     assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))
+    # A location that cannot be opened: the location's own reason.
+    assert refused("") == "the dataset location is empty"
+    assert refused("nosuch://x/y").startswith("cannot open dataset location 'nosuch://x/y': ")
 
 
 def _outcome(decision: str, verdict: str, action: str, reason: str) -> dict:

@@ -340,3 +340,89 @@ def test_a_listed_file_that_changed_refuses_the_dataset(tmp_path):
         load_history("refunds", None, dataset=root, ledger=None, paths=())
     assert caught.value.code == "DATASET_INVALID"
     assert Path(changed).name in str(caught.value) and "None" not in str(caught.value)
+
+
+@pytest.fixture
+def writer(database_url, tmp_path):
+    from ledger_support import LedgerWriter
+    w = LedgerWriter(database_url, tmp_path / "keys.json")
+    yield w
+    w.close()
+
+
+@pytest.mark.usefixtures("backend")
+def test_from_ledger_reads_one_rulebook_in_its_scope(writer):
+    """`from_ledger`: the rulebook's decisions and outcomes only (another rulebook's decision
+    and outcome in the same scope are left out), of the asked scope only, and a source hash
+    over that scope's chain heads."""
+    from ledger_support import at
+
+    from gate.ledger import stream
+    ids = {}
+    for name, scope, day, rulebook_id in (("a1", "tenant_a", 1, None), ("a2", "tenant_a", 2, None),
+                                          ("b1", "tenant_b", 3, None), ("o1", "tenant_a", 4, "other_policy")):
+        record = writer.decide(scope, at(1, day), rulebook_id=rulebook_id)
+        ids[name] = record["decision_id"]
+        if name != "a2":
+            ids["r" + name] = writer.receipt("outcome", scope, record, at(2, day), "succeeded")["outcome_id"]
+    ledger = writer.ledger
+    every = hist.from_ledger(ledger, "pricing_exception")
+    assert (every.rulebook_id, every.scope) == ("pricing_exception", None)
+    assert every.per_scope() == {"tenant_a": 2, "tenant_b": 1}
+    assert sorted(every.decisions.collect()["decision_id"]) == sorted([ids["a1"], ids["a2"], ids["b1"]])
+    assert sorted(every.base.collect()["decision_id"]) == sorted([ids["a1"], ids["a2"], ids["b1"]])
+    assert sorted(every.outcomes.collect()["receipt_id"]) == sorted([ids["ra1"], ids["rb1"]])
+    assert every.source == {"kind": "ledger", "location": hist.ledger_location(ledger),
+                            "hash": sha256_hex({"chain_heads": stream.chain_heads_of(ledger)}), "chain_heads": 2,
+                            "dataset_schema_version": DATASET_SCHEMA_VERSION}
+    scoped = hist.from_ledger(ledger, "pricing_exception", "tenant_b")
+    assert scoped.scope == "tenant_b" and scoped.per_scope() == {"tenant_b": 1}
+    assert scoped.decisions.collect()["decision_id"].to_list() == [ids["b1"]]
+    assert scoped.base.collect()["decision_id"].to_list() == [ids["b1"]]
+    assert scoped.outcomes.collect()["receipt_id"].to_list() == [ids["rb1"]]
+    heads = stream.chain_heads_of(ledger, "tenant_b")
+    assert len(heads) == 1 and scoped.source["chain_heads"] == 1
+    assert scoped.source["hash"] == sha256_hex({"chain_heads": heads}) != every.source["hash"]
+
+
+@pytest.mark.usefixtures("backend")
+def test_from_ledger_of_a_rulebook_without_decisions_is_empty_in_the_contract_columns(writer):
+    """A rulebook the ledger never decided: an empty history whose frames have the columns and
+    types of a full one (the facts table's base columns, the decisions' and outcomes' contract)."""
+    from ledger_support import at
+    record = writer.decide("tenant_a", at(1, 1))
+    writer.receipt("outcome", "tenant_a", record, at(2, 1), "succeeded")
+    full = hist.from_ledger(writer.ledger, "pricing_exception")
+    empty = hist.from_ledger(writer.ledger, "no_such_rulebook")
+    assert empty.per_scope() == {} and empty.versions.height == 0
+    for frame in ("decisions", "outcomes", "base"):
+        assert getattr(empty, frame).collect().height == 0, frame
+    assert empty.decisions.collect_schema() == full.decisions.collect_schema()
+    assert empty.outcomes.collect_schema() == full.outcomes.collect_schema()
+    base = {name: dtype for name, dtype in full.base.collect_schema().items() if "::" not in name}
+    assert dict(empty.base.collect_schema()) == base
+    assert sorted(base) == sorted(hist.REPLAY_COLUMNS)
+
+
+@pytest.mark.usefixtures("backend")
+def test_from_ledger_batches_of_different_facts_add_up_to_one_read(writer):
+    """Read a decision at a time, batches whose facts differ (one without `account_tier`) give
+    the history of one read: every batch's facts rows, the missing column null."""
+    import copy
+
+    from ledger_support import REQUEST, at
+
+    from gate.services.decide import Caller
+    writer.decide("tenant_a", at(1, 1))
+    writer.clock.set(at(1, 2))
+    body = copy.deepcopy(REQUEST)
+    del body["context"]["inputs"]["account_tier"]
+    bare = writer.service.decide(Caller("key_test", "tenant_a", "starter", 1000, 10_000_000), body).record
+    writer.decide("tenant_a", at(1, 3), discount=30)
+    whole = hist.from_ledger(writer.ledger, "pricing_exception").base.collect().sort("decision_id")
+    by_one = hist.from_ledger(writer.ledger, "pricing_exception", batch_size=1).base.collect().sort("decision_id")
+    assert by_one.height == 3 and sorted(by_one.columns) == sorted(whole.columns)
+    assert by_one.select(whole.columns).equals(whole)
+    tiers = [name for name in whole.columns if name.startswith("account_tier::")]
+    assert tiers and whole.filter(pl.col("decision_id") == bare["decision_id"]).select(tiers).null_count().row(0) == (
+        (1,) * len(tiers))
