@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_http import GATE, REDIS, ROOT, _database, _port, _wait  # noqa: E402
+from bench_http import GATE, REDIS, ROOT, _database, _port, _settled, _wait  # noqa: E402
 
 TARGET_RPS, TARGET_P99_MS = 400.0, 25.0
 
@@ -184,6 +184,7 @@ def run(backend: str, workers: int, threads: int, duration: int, connections: in
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         _wait(base + "/api/decision/status")
+        _settled(server.pid)
         body = json.dumps(json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text()))
         decide_script = _script(home, "decide", LUA_POST, key=key, body=body)
         _wrk(base + "/api/decide", decide_script, 2, connections)  # warm-up: compile cache, pools
