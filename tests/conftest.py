@@ -36,7 +36,10 @@ PG_AVAILABLE = _pg_available()
 # Under mutation testing (scripts/mutation sets GATE_MUTATION_EXAMPLES) every property test runs
 # at most that many examples, derandomized and without the example database: a mutant must get
 # the same verdict on every run, and the per-mutant run stays short. The example tests carry the
-# sharp assertions; the properties are a second net. Not set in the default test command.
+# sharp assertions; the properties are a second net. A failing example is not shrunk (nor
+# explained): mutmut reads only whether the test failed, and shrinking a generated rulebook ran
+# past mutmut's timeout (a mutant then counted as a timeout after 20 s or more instead of a kill
+# in one). Not set in the default test command.
 MUTATION_EXAMPLES = int(os.environ.get("GATE_MUTATION_EXAMPLES", "0") or 0)
 
 
@@ -54,7 +57,7 @@ def _fresh_evaluators_under_mutation():
 def pytest_collection_modifyitems(config, items):
     if not MUTATION_EXAMPLES:
         return
-    from hypothesis import settings
+    from hypothesis import Phase, settings
 
     for item in items:
         test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
@@ -62,7 +65,8 @@ def pytest_collection_modifyitems(config, items):
         if current is not None:
             test._hypothesis_internal_use_settings = settings(
                 current, max_examples=min(current.max_examples, MUTATION_EXAMPLES),
-                derandomize=True, database=None, deadline=None)
+                derandomize=True, database=None, deadline=None,
+                phases=[phase for phase in current.phases if phase not in (Phase.shrink, Phase.explain)])
 
 
 @pytest.fixture(scope="session")

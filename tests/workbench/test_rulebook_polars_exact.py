@@ -197,3 +197,13 @@ def test_in_a_list_holding_false_matches_the_boolean_false():
     compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": "in", "value": [False, "a"]})), ["ra"])
     out = rp.evaluate(table({"x": False}, {"x": True}, {"x": 0}, {"x": "a"}, {}), compiled).collect()
     assert out["matched_rule_id"].to_list() == ["ra", None, None, "ra", None]
+
+
+@pytest.mark.parametrize(("operator", "matches"), [
+    ("gt", [None, None, "ra", None, None]), ("gte", [None, "ra", "ra", None, None]),
+    ("lt", ["ra", None, None, None, None]), ("lte", ["ra", "ra", None, None, None]),
+])
+def test_each_comparison_at_its_bound(operator, matches):
+    compiled = rp.compile_rulebook(book(rule("ra", {"field": "x", "operator": operator, "value": 5})), ["ra"])
+    out = rp.evaluate(table({"x": 4.5}, {"x": 5.0}, {"x": 6}, {"x": "5"}, {}), compiled).collect()
+    assert out["matched_rule_id"].to_list() == matches
