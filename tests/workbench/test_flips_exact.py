@@ -133,3 +133,35 @@ def test_spill_folder_beside_a_file_and_removed(tmp_path):
         assert Path(other).is_dir() and other.parent != beside.parent
         raise RuntimeError
     assert not other.exists()
+
+
+def test_in_bucket_of_two_buckets_splits_the_ids():
+    ids = pl.DataFrame({"decision_id": [f"dec_{i}" for i in range(400)]})
+    halves = [ids.filter(flips.in_bucket(b, 2))["decision_id"].to_list() for b in range(2)]
+    assert all(100 < len(half) < 300 for half in halves)
+    assert sorted(halves[0] + halves[1]) == sorted(ids["decision_id"].to_list())
+
+
+def test_write_flips_passes_on_a_failure_before_its_first_write(tmp_path):
+    def failing(rows, bucket):
+        raise RuntimeError("lookup failed")
+    flipped = pl.DataFrame([_flip("d1", "yes", None)]).drop("outcome_status")
+    with pytest.raises(RuntimeError, match="lookup failed"):
+        list(flips.write_flips(tmp_path / "flips.parquet", flipped.lazy(), failing, 2))
+    assert not (tmp_path / "flips.parquet").exists()
+
+
+def _passing(ids: pl.DataFrame, hashes: pl.Series, bits: int) -> list[str]:
+    low = set((hashes & (bits - 1)).to_list())
+    return ids.filter((flips._id_hash() & (bits - 1)).is_in(list(low)))["decision_id"].to_list()
+
+
+@pytest.mark.parametrize(("selected", "bits"), [(1, 1 << 16), (2_048, 1 << 16), (2_049, 1 << 17), (4_096, 1 << 17)])
+def test_the_bitmap_is_the_least_power_of_two_of_32_bits_a_hash_and_at_least_2_16(selected, bits):
+    # An id passes exactly when its hash's low bits are those of a selected one's: the bitmap's size decides
+    # which ids pass (2,048 hashes fill 2**16 bits at 32 a hash; one more needs 2**17).
+    ids = pl.DataFrame({"decision_id": [f"y{i}" for i in range(100_000)]})
+    hashes = ids.head(selected).select(flips._id_hash()).to_series()
+    passed = ids.filter(flips.may_be_selected(hashes))["decision_id"].to_list()
+    assert passed == _passing(ids, hashes, bits)
+    assert passed != _passing(ids, hashes, bits * 2)
