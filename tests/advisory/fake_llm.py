@@ -26,8 +26,9 @@ class FakeLLM:
 
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                raw = self.rfile.read(length)
+                body = json.loads(raw)
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "raw": raw})
                 kind, value = outer.behaviour.get(body.get("model"), ("status", 404))
                 if kind == "wire":
                     self.wfile.write(value)

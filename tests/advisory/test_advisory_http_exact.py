@@ -19,7 +19,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gate.advisory.advisors import AdvisoryQuestion
-from gate.advisory.http import AdvisorFailure, HttpLLMAdvisor, _Deadline, _shut
+from gate.advisory.http import SYSTEM_PROMPT, AdvisorFailure, HttpLLMAdvisor, _Deadline, _shut
+from gate.protocol.canonical import canonical_text
+from gate.rulebook.patterns import load_patterns
 from tests.advisory.fake_llm import FakeLLM
 
 QUESTION = AdvisoryQuestion("single", "Approve the refund?", {"inputs": {"amount": 5}}, {}, None)
@@ -236,3 +238,50 @@ def test_an_exchange_in_flight_holds_no_thread_the_interpreter_would_wait_for(ll
     worker.join(10)
     assert timers and all(timer.daemon for timer in timers)
     assert [(vote.status, vote.decision, vote.rationale) for vote in votes] == [("ok", "yes", "late")]
+
+
+def test_the_request_is_exactly_the_chat_completion_the_module_documents(llm):
+    pattern = load_patterns().patterns[0]
+    question = AdvisoryQuestion("runtime", "Rembourser Zoë ?", {"inputs": {"amount": 5}, "workflow": "refund"},
+                                {"amount": 5}, pattern)
+    llm.behaviour["model-a"] = ("answer", {"decision": "yes", "rationale": "ok"})
+    advisor = HttpLLMAdvisor(llm.url + "/", "model-a", timeout=5)
+    assert advisor.advise(question).status == "ok"
+    user = {"mode": "runtime", "question": "Rembourser Zoë ?",
+            "context": {"inputs": {"amount": 5}, "workflow": "refund"},
+            "policy_pattern": {"pattern_id": pattern.pattern_id, "summary": pattern.body["summary"]}}
+    expected = {"model": "model-a", "temperature": 0, "response_format": {"type": "json_object"},
+                "messages": [{"role": "system", "content": SYSTEM_PROMPT},
+                             {"role": "user", "content": canonical_text(user)}]}
+    (sent,) = llm.requests
+    assert sent["path"] == "/v1/chat/completions"  # the base URL's trailing slash is dropped
+    assert sent["body"] == expected
+    assert sent["raw"] == json.dumps(expected, ensure_ascii=False).encode("utf-8")  # UTF-8, not \u escapes
+    headers = {name.lower(): value for name, value in sent["headers"].items()}
+    assert (headers["content-type"], headers["accept"]) == ("application/json", "application/json")
+    assert "authorization" not in headers  # no key configured: no header at all
+
+
+def test_a_question_without_a_pattern_sends_a_null_policy_pattern(llm):
+    llm.behaviour["model-a"] = ("answer", {"decision": "yes", "rationale": "ok"})
+    HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
+    assert json.loads(llm.requests[0]["body"]["messages"][1]["content"]) == {
+        "mode": "single", "question": "Approve the refund?", "context": {"inputs": {"amount": 5}},
+        "policy_pattern": None}
+
+
+def test_the_advisor_names_itself_its_model_and_provider_without_its_key():
+    advisor = HttpLLMAdvisor("https://llm.example:8443/v1/", "m-1", api_key="sk-secret-1", timeout=3.5)
+    assert (advisor.base_url, advisor.model, advisor.provider, advisor.timeout, advisor.advisor_id) == (
+        "https://llm.example:8443/v1", "m-1", "llm.example:8443", 3.5, "http_llm:m-1")
+    assert advisor.identity(QUESTION) == {"advisor_id": "http_llm:m-1", "kind": "http_llm", "model": "m-1",
+                                          "provider": "llm.example:8443"}
+    assert repr(advisor) == "HttpLLMAdvisor(provider='llm.example:8443', model='m-1')"
+    assert HttpLLMAdvisor("http://llm.example", "m").provider == "llm.example"
+    assert HttpLLMAdvisor("http://llm.example", "m").timeout == 10.0
+
+
+@pytest.mark.parametrize("url", ["ftp://llm.example", "llm.example/v1", "http:///v1", "https://"])
+def test_a_base_url_that_is_not_http_with_a_host_is_refused(url):
+    with pytest.raises(ValueError, match="must be an http"):
+        HttpLLMAdvisor(url, "m")
