@@ -28,7 +28,8 @@ class FakeLLM:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
                 body = json.loads(raw)
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "raw": raw})
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                       "raw": raw})
                 kind, value = outer.behaviour.get(body.get("model"), ("status", 404))
                 if kind == "wire":
                     self.wfile.write(value)

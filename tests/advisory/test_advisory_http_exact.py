@@ -45,7 +45,8 @@ def _certificate(subject: x509.Name, issuer: x509.Name, public_key, signing_key,
             critical=True)
     else:
         builder = (builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-                   .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]),
+                                  critical=False))
     return builder.sign(signing_key, hashes.SHA256())
 
 
@@ -58,10 +59,12 @@ def tls_files(tmp_path_factory):
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "decision gate test CA")])
     ca = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, True, [])
     server = _certificate(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name,
-                          server_key.public_key(), ca_key, False, [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+                          server_key.public_key(), ca_key, False,
+                          [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    (folder / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM) + server_key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key = server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption())
+    (folder / "server.pem").write_bytes(server.public_bytes(serialization.Encoding.PEM) + key)
     return folder
 
 
@@ -73,14 +76,16 @@ def tls_llm(tls_files, monkeypatch):
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls_files / "server.pem")
     # The handshake runs in the handler's thread, on its first read.
-    fake.server.socket = context.wrap_socket(fake.server.socket, server_side=True, do_handshake_on_connect=False)
+    fake.server.socket = context.wrap_socket(fake.server.socket, server_side=True,
+                                             do_handshake_on_connect=False)
     fake.url = fake.url.replace("http://", "https://")
     with fake:
         yield fake
 
 
 def test_an_https_provider_is_asked_and_answers_a_vote(tls_llm):
-    tls_llm.behaviour["model-a"] = ("answer", {"decision": "no", "rationale": "Too generous.", "evidence": ["RISK"]})
+    answer = {"decision": "no", "rationale": "Too generous.", "evidence": ["RISK"]}
+    tls_llm.behaviour["model-a"] = ("answer", answer)
     advisor = HttpLLMAdvisor(tls_llm.url, "model-a", api_key="sk-tls-1", timeout=5)
     vote = advisor.advise(QUESTION)
     assert (vote.status, vote.decision, vote.rationale, vote.evidence, vote.error) == (
@@ -151,7 +156,8 @@ def _completion(content) -> bytes:
     (_completion(["yes"]), "the model's content is not a JSON object"),
     (_completion(7), "the model's content is not a JSON object"),
     (_completion('"yes"'), "the model's content is not a JSON object"),
-    (_completion('{"decision": "approve", "rationale": "x"}'), "the model's decision is not yes, no or review"),
+    (_completion('{"decision": "approve", "rationale": "x"}'),
+     "the model's decision is not yes, no or review"),
     (_completion('{"decision": "yes", "rationale": "  "}'), "the model gave no rationale"),
     (_completion('{"decision": "yes", "rationale": "x", "evidence": ["ok"]}'),
      "evidence must be a list of UPPER_SNAKE reason codes"),
@@ -242,8 +248,8 @@ def test_an_exchange_in_flight_holds_no_thread_the_interpreter_would_wait_for(ll
 
 def test_the_request_is_exactly_the_chat_completion_the_module_documents(llm):
     pattern = load_patterns().patterns[0]
-    question = AdvisoryQuestion("runtime", "Rembourser Zoë ?", {"inputs": {"amount": 5}, "workflow": "refund"},
-                                {"amount": 5}, pattern)
+    context = {"inputs": {"amount": 5}, "workflow": "refund"}
+    question = AdvisoryQuestion("runtime", "Rembourser Zoë ?", context, {"amount": 5}, pattern)
     llm.behaviour["model-a"] = ("answer", {"decision": "yes", "rationale": "ok"})
     advisor = HttpLLMAdvisor(llm.url + "/", "model-a", timeout=5)
     assert advisor.advise(question).status == "ok"

@@ -85,8 +85,9 @@ def test_the_provider_is_asked_the_requests_mode_question_context_and_pattern(ma
             body = advisory_body(mode)
             assert decide(client, api_key, body).status_code == 200
             user = json.loads(llm.requests[-1]["body"]["messages"][1]["content"])
+            policy_pattern = {"pattern_id": pattern.pattern_id, "summary": pattern.body["summary"]}
             assert user == {"mode": mode, "question": body["question"], "context": body["context"],
-                            "policy_pattern": {"pattern_id": pattern.pattern_id, "summary": pattern.body["summary"]}}
+                            "policy_pattern": policy_pattern}
 
 
 def test_the_stored_advisory_row_and_its_audit_chain_are_signed(app, client, api_key):
