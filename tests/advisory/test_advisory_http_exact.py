@@ -163,6 +163,10 @@ def _completion(content) -> bytes:
      "evidence must be a list of UPPER_SNAKE reason codes"),
     (_completion('{"decision": "yes", "rationale": "x", "evidence": "RISK"}'),
      "evidence must be a list of UPPER_SNAKE reason codes"),
+    (_completion('{"decision": "yes", "rationale": "x", "evidence": {"RISK_CODE": true}}'),
+     "evidence must be a list of UPPER_SNAKE reason codes"),
+    (_completion('{"decision": "yes", "rationale": "x", "evidence": ""}'),
+     "evidence must be a list of UPPER_SNAKE reason codes"),
 ])
 def test_each_invalid_answer_fails_with_its_own_message(raw, message):
     with pytest.raises(AdvisorFailure) as caught:
@@ -284,6 +288,7 @@ def test_the_advisor_names_itself_its_model_and_provider_without_its_key():
                                           "provider": "llm.example:8443"}
     assert repr(advisor) == "HttpLLMAdvisor(provider='llm.example:8443', model='m-1')"
     assert HttpLLMAdvisor("http://llm.example", "m").provider == "llm.example"
+    assert HttpLLMAdvisor("http://llm.example/v1X//", "m").base_url == "http://llm.example/v1X"
     assert HttpLLMAdvisor("http://llm.example", "m").timeout == 10.0
 
 
@@ -291,3 +296,49 @@ def test_the_advisor_names_itself_its_model_and_provider_without_its_key():
 def test_a_base_url_that_is_not_http_with_a_host_is_refused(url):
     with pytest.raises(ValueError, match="must be an http"):
         HttpLLMAdvisor(url, "m")
+
+
+def test_an_endless_body_is_cut_after_256_kib(llm):
+    # The reads stop one byte past the bound: an answer without length never holds the exchange.
+    llm.behaviour["model-a"] = ("endless", None)
+    started = time.monotonic()
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=3).advise(QUESTION)
+    assert (vote.status, vote.error, vote.rationale) == (
+        "failed", "ADVISOR_RESPONSE_INVALID", "provider answer exceeds 256 KiB")
+    assert time.monotonic() - started < 2.5
+
+
+def test_a_connection_reset_during_the_body_is_a_failed_connection(llm):
+    llm.behaviour["model-a"] = ("reset", 0.3)
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
+    assert (vote.status, vote.decision, vote.error, vote.rationale) == (
+        "failed", "review", "ADVISOR_UNREACHABLE", "provider connection failed")
+
+
+def test_a_provider_that_never_accepts_the_connection_times_out():
+    # A listener whose accept queue is full drops new connections' SYNs: connect itself hangs,
+    # before any socket is registered with the deadline, so only the socket timeout ends it.
+    with socket.socket() as listener, socket.socket() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        queued.connect(listener.getsockname())
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        votes = []
+        worker = threading.Thread(target=lambda: votes.append(
+            HttpLLMAdvisor(url, "model-a", timeout=1).advise(QUESTION)), daemon=True)
+        started = time.monotonic()
+        worker.start()
+        worker.join(6)
+        assert not worker.is_alive(), "the exchange outlived its timeout"
+        assert time.monotonic() - started < 4
+    assert [(vote.status, vote.error) for vote in votes] == [("failed", "ADVISOR_TIMEOUT")]
+
+
+def test_an_answer_of_exactly_256_kib_is_read_whole(llm):
+    answer = _completion(json.dumps({"decision": "yes", "rationale": "at the bound"}))
+    llm.behaviour["model-a"] = ("raw", answer + b" " * (262_144 - len(answer)))
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
+    assert (vote.status, vote.decision, vote.rationale) == ("ok", "yes", "at the bound")
+    llm.behaviour["model-a"] = ("raw", answer + b" " * (262_145 - len(answer)))
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
+    assert (vote.status, vote.rationale) == ("failed", "provider answer exceeds 256 KiB")
