@@ -4,6 +4,7 @@ vote carries, and the exchange deadline's sockets and timer."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -342,3 +343,39 @@ def test_an_answer_of_exactly_256_kib_is_read_whole(llm):
     llm.behaviour["model-a"] = ("raw", answer + b" " * (262_145 - len(answer)))
     vote = HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
     assert (vote.status, vote.rationale) == ("failed", "provider answer exceeds 256 KiB")
+
+
+
+def test_a_request_the_provider_never_reads_times_out_at_the_deadline(tls_files, monkeypatch):
+    # The provider completes the TLS handshake half a second late, then never reads: the request's
+    # body fills the socket buffers and its send blocks until the deadline shuts the socket, half a
+    # second before the send's own timeout. That send's error (a TLS or pipe error, no timeout) is
+    # the deadline's: a timeout, not an unreachable provider.
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_files / "ca.pem"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tls_files / "server.pem")
+    done = threading.Event()
+
+    def serve(listener):
+        connection, _ = listener.accept()
+        time.sleep(0.5)
+        with contextlib.suppress(OSError), context.wrap_socket(connection, server_side=True):
+            done.wait(10)
+        connection.close()
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        server = threading.Thread(target=serve, args=(listener,), daemon=True)
+        server.start()
+        url = f"https://127.0.0.1:{listener.getsockname()[1]}/v1"
+        question = AdvisoryQuestion("single", "Approve?", {"blob": "x" * 24_000_000}, {}, None)
+        started = time.monotonic()
+        try:
+            vote = HttpLLMAdvisor(url, "model-a", timeout=1).advise(question)
+        finally:
+            done.set()
+        elapsed = time.monotonic() - started
+        server.join(5)
+    assert (vote.status, vote.error, vote.rationale) == ("failed", "ADVISOR_TIMEOUT", "no answer within 1 s")
+    assert elapsed < 3, elapsed
