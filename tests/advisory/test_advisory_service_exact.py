@@ -98,3 +98,15 @@ def test_the_stored_advisory_row_and_its_audit_chain_are_signed(app, client, api
     with app.extensions["gate"].ledger.read() as connection:
         (signature,) = connection.execute(select(decisions.c.row_signature)).scalars().all()
     assert signature
+
+
+def test_a_replayed_key_answers_the_stored_record_without_asking_the_advisors_again(make_app, api_key):
+    with FakeLLM() as llm:
+        llm.behaviour["model-a"] = ("answer", {"decision": "no", "rationale": "no"})
+        client = make_app(llm_env(llm, "model-a")).test_client()
+        first = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-7"})
+        llm.behaviour["model-a"] = ("status", 500)  # asked again, the provider would fail the request
+        again = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-7"})
+        assert len(llm.requests) == 1
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.headers["x-idempotency-status"] == "replayed" and again.json == first.json
