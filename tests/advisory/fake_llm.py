@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,6 +14,8 @@ class FakeLLM:
     """`behaviour[model]` is one of: ("answer", {decision, rationale, evidence}), ("status", 500),
     ("raw", b"..."), ("content", "<not json>"), ("sleep", seconds), ("redirect", url),
     ("trickle", seconds): a valid answer sent one byte per `seconds` (a slow-loris upstream),
+    ("endless", None): a body without length that never ends, ("reset", seconds): part of a body,
+    then after `seconds` a reset connection,
     ("trickle_headers", seconds): one header line per `seconds`, ("wire", b"..."): these bytes
     as the whole HTTP answer (a malformed status line, too many headers, ...)."""
 
@@ -26,13 +30,35 @@ class FakeLLM:
 
             def do_POST(self):
                 length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length))
-                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                raw = self.rfile.read(length)
+                body = json.loads(raw)
+                outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body,
+                                       "raw": raw})
                 kind, value = outer.behaviour.get(body.get("model"), ("status", 404))
                 if kind == "wire":
                     self.wfile.write(value)
                     self.wfile.flush()
                     self.close_connection = True
+                    return
+                if kind == "endless":  # a close-delimited body that never ends
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.end_headers()
+                    try:
+                        while True:
+                            self.wfile.write(b" " * 65536)
+                    except (BrokenPipeError, ConnectionResetError):
+                        return
+                if kind == "reset":  # the headers and part of the body, then a reset (RST) connection
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", "1000")
+                    self.end_headers()
+                    self.wfile.write(b'{"choices": ')
+                    self.wfile.flush()
+                    time.sleep(value)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
                     return
                 if kind == "trickle_headers":
                     self.wfile.write(b"HTTP/1.1 200 OK\r\n")

@@ -4,9 +4,12 @@ ledger and fake provider."""
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import select
 
 from gate.ledger.tables import decisions
+from gate.rulebook.patterns import load_patterns
 from tests.advisory.fake_llm import FakeLLM
 from tests.advisory.test_advisory_http import advisory_body, decide
 
@@ -71,3 +74,39 @@ def test_the_stored_row_carries_the_panel_hash_and_the_callers_request_id(app, c
     with app.extensions["gate"].ledger.read() as connection:
         rows = dict(connection.execute(select(decisions.c.decision_id, decisions.c.rulebook_hash)).all())
     assert rows == {record["decision_id"]: record["policy_hash"], other["decision_id"]: other["policy_hash"]}
+
+
+def test_the_provider_is_asked_the_requests_mode_question_context_and_pattern(make_app, api_key):
+    pattern = load_patterns().for_workflow("billing_discount_gate")
+    with FakeLLM() as llm:
+        llm.behaviour["model-a"] = ("answer", {"decision": "review", "rationale": "unsure"})
+        client = make_app(llm_env(llm, "model-a")).test_client()
+        for mode in ("single", "multi"):
+            body = advisory_body(mode)
+            assert decide(client, api_key, body).status_code == 200
+            user = json.loads(llm.requests[-1]["body"]["messages"][1]["content"])
+            policy_pattern = {"pattern_id": pattern.pattern_id, "summary": pattern.body["summary"]}
+            assert user == {"mode": mode, "question": body["question"], "context": body["context"],
+                            "policy_pattern": policy_pattern}
+
+
+def test_the_stored_advisory_row_and_its_audit_chain_are_signed(app, client, api_key):
+    record = decide(client, api_key, advisory_body()).json
+    # pipeline.store is given the signer: it signs the row and the record's audit chain
+    assert record["receipt_signature"] and isinstance(record["audit_chain_signature"], str)
+    assert record["audit_chain_signature"]
+    with app.extensions["gate"].ledger.read() as connection:
+        (signature,) = connection.execute(select(decisions.c.row_signature)).scalars().all()
+    assert signature
+
+
+def test_a_replayed_key_answers_the_stored_record_without_asking_the_advisors_again(make_app, api_key):
+    with FakeLLM() as llm:
+        llm.behaviour["model-a"] = ("answer", {"decision": "no", "rationale": "no"})
+        client = make_app(llm_env(llm, "model-a")).test_client()
+        first = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-7"})
+        llm.behaviour["model-a"] = ("status", 500)  # asked again, the provider would fail the request
+        again = decide(client, api_key, advisory_body(), **{"x-idempotency-key": "adv-7"})
+        assert len(llm.requests) == 1
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.headers["x-idempotency-status"] == "replayed" and again.json == first.json
