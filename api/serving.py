@@ -9,6 +9,11 @@
   body is answered 408 `REQUEST_TIMEOUT` and disconnected; it held one of the worker's threads
   for at most that long, never the whole worker (the sync worker was held until gunicorn's
   30 s kill).
+- With several workers, a worker that already holds a full share of connections (as many as it
+  has threads) steps back from a new one for `ACCEPT_STEP_BACK_S` before taking it, so a worker
+  holding less than a share takes it first. Without this the workers raced for every new
+  connection and a pool of keep-alive clients often landed on one of them (16 of 16 `wrk`
+  connections on one of two workers: one core idle, a third less throughput; docs/operating.md).
 - Every error gunicorn answers itself, before the application sees the request (414 request
   line too long, 431 headers too large, 400 malformed HTTP, 501 transfer coding, 417 expectation),
   has the JSON error shape `{c: "unclear", v, error, message}` of `api.errors`, not HTML.
@@ -45,6 +50,12 @@ log = logging.getLogger("gate.serve")
 SERVE_KEEPALIVE_S = 5
 DEFAULT_THREADS = 8
 SWITCH_INTERVAL_S = 0.0005
+# How long a worker holding a full share of connections (its threads' worth) waits before it
+# accepts a new one itself: time for a worker holding less, woken by the same connection, to
+# take it. Constant, not growing with the connections held: when every worker is full, a new
+# connection (a client without keep-alive opens one per request) pays it once, and each worker
+# still accepts several hundred a second.
+ACCEPT_STEP_BACK_S = 0.003
 
 # gunicorn's pre-application refusals → (error code, message). Anything else it raises is a 500.
 _PARSE_ERRORS: tuple[tuple[type[BaseException], str, str], ...] = (
@@ -115,6 +126,11 @@ class DeadlineSocket(socket.socket):
 class GateWorker(ThreadWorker):
     """gthread with event-loop waits for first bytes, a per-request read deadline and JSON errors."""
 
+    # The monotonic time until which this worker leaves new connections to the others, and when
+    # it last took accepting up again (the connection it stepped back from is then its to take).
+    _accept_paused_until: float | None = None
+    _accept_resumed_at: float = float("-inf")
+
     def init_process(self) -> None:
         # SECURITY (issue 18): a thread that waits on I/O (a keyed decide's ledger round trips)
         # reacquires the GIL only at the next switch interval of a CPU-bound thread (a public
@@ -127,7 +143,42 @@ class GateWorker(ThreadWorker):
     def read_timeout(self) -> float:
         return float(getattr(self.app, "read_timeout", 10.0))
 
+    def accept_step_back(self) -> float:
+        """Seconds this worker leaves a new connection to the others first: `ACCEPT_STEP_BACK_S`
+        once it holds a full share of connections (its threads' worth); 0 when it holds less, or
+        is the only worker."""
+        if self.cfg.workers <= 1 or self.nr_conns < self.cfg.threads:
+            return 0.0
+        return ACCEPT_STEP_BACK_S
+
+    def set_accept_enabled(self, enabled: bool) -> None:
+        if enabled and self._accept_paused_until is not None:
+            enabled = False  # stepping back: wait_for_and_dispatch_events takes accepting up again
+        super().set_accept_enabled(enabled)
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        if self._accept_paused_until is not None:
+            remaining = self._accept_paused_until - time.monotonic()
+            if remaining <= 0:
+                self._accept_paused_until = None
+                self._accept_resumed_at = time.monotonic()
+                # Not while stopping: the graceful shutdown has stopped accepting for good.
+                self.set_accept_enabled(self.alive and self.nr_conns < self.worker_connections)
+            else:
+                timeout = min(timeout, remaining)
+        super().wait_for_and_dispatch_events(timeout)
+
     def accept(self, listener) -> None:
+        step_back = self.accept_step_back()
+        if step_back:
+            now = time.monotonic()
+            if now - self._accept_resumed_at > step_back:
+                # A less loaded worker, woken by the same connection, takes it meanwhile; if none
+                # has when the pause ends, this worker takes one.
+                self._accept_paused_until = now + step_back
+                self.set_accept_enabled(False)
+                return
+            self._accept_resumed_at = float("-inf")  # one connection per pause
         try:
             client, address = listener.accept()
         except OSError as exc:

@@ -91,6 +91,30 @@ def worker_pids(master_pid: int) -> list[int]:
     return [int(pid) for pid in children]
 
 
+def workers_booted(master_pid: int, workers: int, timeout: float = 60.0) -> None:
+    """Wait until `workers` workers run and have finished booting. The first answer comes from
+    whichever worker is up first; one still building the app (seconds on a busy host) takes no
+    connection yet. Booting is CPU-bound, so the workers have booted once they use (almost) no
+    CPU for a second while no request comes."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        total = 0
+        for pid in worker_pids(master_pid):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / tick
+
+    deadline, quiet, before = time.time() + timeout, 0, cpu()
+    while quiet < 4:
+        if time.time() > deadline:
+            raise AssertionError(f"the workers of {master_pid} did not settle in {timeout} s")
+        time.sleep(0.25)
+        now = cpu()
+        quiet = quiet + 1 if now - before < 0.02 and len(worker_pids(master_pid)) == workers else 0
+        before = now
+
+
 def peak_rss_kib(pid: int) -> int:
     """Peak resident set size (VmHWM) of a process, in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
