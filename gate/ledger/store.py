@@ -20,25 +20,25 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     RowMapping,
-    Select,
     Table,
     TextClause,
     and_,
     bindparam,
     insert,
-    or_,
     select,
     text,
+    union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.dml import Insert, ReturningInsert
+from sqlalchemy.sql.expression import Executable
 
 from gate.errors import (
     DuplicateIdempotencyKey,
@@ -165,7 +165,7 @@ class Ledger:
         self.dialect = self.engine.dialect.name
         self._charge_sql: ReturningInsert[Any] | None = None
         self._prepared: dict[Any, Prepared] = {}
-        self._node_queries: dict[int, Select[Any]] = {}  # `merkle_nodes` by how many levels it names
+        self._node_queries: dict[int, Executable] = {}  # `merkle_nodes` by how many levels it names
         self.write_queue = writelock.for_url(self.engine.url.database) if self.dialect == "sqlite" else None
         self._snapshot = threading.local()  # the connection of this thread's `one_snapshot`, if any
         if group_commit is None:
@@ -623,17 +623,20 @@ class Ledger:
                 found.update(((row.level, row.idx), row.hash) for row in rows)
         return found
 
-    def _nodes_query(self, levels: int) -> Select[Any]:
-        """The node read naming `levels` tree levels, each with its list of indexes."""
+    def _nodes_query(self, levels: int) -> Executable:
+        """The node read naming `levels` tree levels, each with its list of indexes: one arm per
+        level, `UNION ALL`, each a search of the primary key on (chain_id, level, idx). One `OR`
+        of the levels' terms made SQLite search on `chain_id` alone, reading every node of the
+        chain: 13.7 ms a read at 100,000 links, and decide's CPU grew with the chain."""
         query = self._node_queries.get(levels)
         if query is None:
-            query = self._node_queries[levels] = (
-                select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash)
-                .where(and_(merkle_nodes.c.chain_id == bindparam("chain_id"), or_(*[
-                    and_(merkle_nodes.c.level == bindparam(f"level_{number}"),
-                         merkle_nodes.c.idx.in_(bindparam(f"idx_{number}", expanding=True)))
-                    for number in range(levels)]))))
-        return cast(Select[Any], query)
+            arms = [select(merkle_nodes.c.level, merkle_nodes.c.idx, merkle_nodes.c.hash).where(
+                        merkle_nodes.c.chain_id == bindparam("chain_id"),
+                        merkle_nodes.c.level == bindparam(f"level_{number}"),
+                        merkle_nodes.c.idx.in_(bindparam(f"idx_{number}", expanding=True)))
+                    for number in range(levels)]
+            query = self._node_queries[levels] = arms[0] if levels == 1 else union_all(*arms)
+        return query
 
     def decision_hashes(self, decision_ids: Sequence[str | None]) -> dict[str | None, dict[str, Any]]:
         """scope, record_hash, receipt_hash and the stored record JSON of the given decisions."""
