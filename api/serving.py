@@ -14,6 +14,9 @@
   holding less than a share takes it first. Without this the workers raced for every new
   connection and a pool of keep-alive clients often landed on one of them (16 of 16 `wrk`
   connections on one of two workers: one core idle, a third less throughput; docs/operating.md).
+  When no other worker took the connections it stepped back from, `ACCEPT_ALONE_AFTER` times
+  in a row (all are full), it accepts at once for `ACCEPT_ALONE_S`: clients that open a
+  connection per request are not slowed.
 - Once the application is built, the worker freezes the collector's view of everything alive
   (`gc.freeze()`): the app and its imports (about 320,000 objects) live as long as the worker,
   and a full collection that walked them stopped every thread of the worker for 80-110 ms,
@@ -57,10 +60,13 @@ DEFAULT_THREADS = 8
 SWITCH_INTERVAL_S = 0.0005
 # How long a worker holding a full share of connections (its threads' worth) waits before it
 # accepts a new one itself: time for a worker holding less, woken by the same connection, to
-# take it. Constant, not growing with the connections held: when every worker is full, a new
-# connection (a client without keep-alive opens one per request) pays it once, and each worker
-# still accepts several hundred a second.
+# take it. When the pause ends with the connection still there ACCEPT_ALONE_AFTER times in a
+# row (every worker is full, or the others are too busy to wake), the worker accepts without
+# stepping back for ACCEPT_ALONE_S: under load from clients that open a connection per request,
+# a few connections in that time pay the step, not every one.
 ACCEPT_STEP_BACK_S = 0.003
+ACCEPT_ALONE_AFTER = 3
+ACCEPT_ALONE_S = 0.1
 
 # gunicorn's pre-application refusals → (error code, message). Anything else it raises is a 500.
 _PARSE_ERRORS: tuple[tuple[type[BaseException], str, str], ...] = (
@@ -135,6 +141,8 @@ class GateWorker(ThreadWorker):
     # it last took accepting up again (the connection it stepped back from is then its to take).
     _accept_paused_until: float | None = None
     _accept_resumed_at: float = float("-inf")
+    _accept_alone_until: float = float("-inf")  # every worker was full: accept at once until then
+    _accept_untaken = 0  # step-backs in a row whose connection no other worker took
 
     def init_process(self) -> None:
         # SECURITY (issue 18): a thread that waits on I/O (a keyed decide's ledger round trips)
@@ -156,9 +164,10 @@ class GateWorker(ThreadWorker):
 
     def accept_step_back(self) -> float:
         """Seconds this worker leaves a new connection to the others first: `ACCEPT_STEP_BACK_S`
-        once it holds a full share of connections (its threads' worth); 0 when it holds less, or
-        is the only worker."""
-        if self.cfg.workers <= 1 or self.nr_conns < self.cfg.threads:
+        once it holds a full share of connections (its threads' worth); 0 when it holds less, is
+        the only worker, or found every other worker full a moment ago (`ACCEPT_ALONE_S`)."""
+        if (self.cfg.workers <= 1 or self.nr_conns < self.cfg.threads
+                or time.monotonic() < self._accept_alone_until):
             return 0.0
         return ACCEPT_STEP_BACK_S
 
@@ -180,22 +189,27 @@ class GateWorker(ThreadWorker):
         super().wait_for_and_dispatch_events(timeout)
 
     def accept(self, listener) -> None:
-        step_back = self.accept_step_back()
-        if step_back:
-            now = time.monotonic()
-            if now - self._accept_resumed_at > step_back:
-                # A less loaded worker, woken by the same connection, takes it meanwhile; if none
-                # has when the pause ends, this worker takes one.
-                self._accept_paused_until = now + step_back
-                self.set_accept_enabled(False)
-                return
-            self._accept_resumed_at = float("-inf")  # one connection per pause
+        step_back, now = self.accept_step_back(), time.monotonic()
+        resumed = now - self._accept_resumed_at <= step_back
+        if step_back and not resumed:
+            # A less loaded worker, woken by the same connection, takes it meanwhile; if none
+            # has when the pause ends, this worker takes one.
+            self._accept_paused_until = now + step_back
+            self.set_accept_enabled(False)
+            return
+        self._accept_resumed_at = float("-inf")
         try:
             client, address = listener.accept()
         except OSError as exc:
             if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.ECONNABORTED):
                 return  # another worker took it, or the client gave up
             raise
+        if step_back:  # no other worker took it while this one stepped back
+            self._accept_untaken += 1
+            if self._accept_untaken >= ACCEPT_ALONE_AFTER:  # they are full too
+                self._accept_alone_until, self._accept_untaken = now + ACCEPT_ALONE_S, 0
+        else:
+            self._accept_untaken = 0
         self.nr_conns += 1
         conn = TConn(self.cfg, DeadlineSocket.adopt(client), address, listener.getsockname())
         # SECURITY: wait for the first bytes in the event loop; an idle connection holds no thread.
