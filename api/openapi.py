@@ -145,26 +145,32 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("post", "/api/decision/rulebooks", "Publish a Rulebook v1 (body) as an immutable version of the "
              "caller's scope; needs the `publish` permission.", True,
              {200: "{ok, created: false, rulebook} the same content again", 201: "{ok, created: true, rulebook}",
-              403: "key lacks publish", 409: "other content under a published version", 422: "invalid rulebook"},
+              400: "malformed JSON body", 401: "missing or invalid key", 403: "key lacks publish",
+              409: "other content under a published version", 413: "body too large", 415: MEDIA,
+              422: "invalid rulebook"},
              errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"),
              request_body="RulebookPublishRequest", tags=("releases",)),
     Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release", "A rulebook's release: state (active, "
              "previous, shadow, canary, pending approvals), the scope's release policy, the live shadow and canary "
              "comparison with intervals and guardrails, and the signed event history.", True,
-             {200: "{ok, rulebook_id, state, policy, comparison, history}", 404: "not published in this scope"},
+             {200: "{ok, rulebook_id, state, policy, comparison, history}", 401: "missing or invalid key",
+              404: "not published in this scope"},
              errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
     Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release/history", "The portable release history "
              "(`release_history_v1`) that `gate verify` checks offline.", True,
-             {200: "{release_history_version, scope_hash, rulebook_id, events}", 404: "not published in this scope"},
+             {200: "{release_history_version, scope_hash, rulebook_id, events}", 401: "missing or invalid key",
+              404: "not published in this scope"},
              errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
     Endpoint("post", "/api/decision/rulebooks/{rulebook_id}/release", "One transition `{action: shadow | canary | "
              "activate | halt | rollback | approve, version?, percent?, subject?, reason?, migration_manifest_hash?, "
              "request_seq?, rulebook_hash?}`: a signed, chained release event. Needs `release` (`approve` for "
              "approve); idempotent under x-idempotency-key.", True,
              {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
-              400: "malformed action", 403: "permission, or an identity approving its own request",
+              400: "malformed action", 401: "missing or invalid key",
+              403: "permission, or an identity approving its own request",
               404: "rulebook, version or pending request not found",
-              409: "the release state refuses the action, or another body under the key"},
+              409: "the release state refuses the action, or another body under the key",
+              413: "body too large", 415: MEDIA},
              errors=_RELEASE_ERRORS + ("RELEASE_ACTION_INVALID", "RELEASE_TRANSITION_REFUSED",
                                        "RELEASE_NOTHING_TO_HALT", "RELEASE_NOTHING_TO_ROLL_BACK",
                                        "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_APPROVAL_MISMATCH",
@@ -172,10 +178,11 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
              request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
              response_headers=("x-idempotency-status",), tags=("releases",)),
     Endpoint("get", "/api/decision/release-policy", "The scope's release policy.", True,
-             {200: "{ok, policy}"}, errors=AUTH_ERRORS, tags=("releases",)),
+             {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("releases",)),
     Endpoint("put", "/api/decision/release-policy", "Set the scope's release policy `{require_approval, "
              "approval_ttl_seconds, refuse_superseded_inline}`; needs `release`.", True,
-             {200: "{ok, policy}", 400: "malformed policy", 403: "key lacks release"},
+             {200: "{ok, policy}", 400: "malformed policy", 401: "missing or invalid key", 403: "key lacks release",
+              413: "body too large", 415: MEDIA},
              errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED"),
              request_body="ReleasePolicy", tags=("releases",)),
 )

@@ -37,6 +37,33 @@ def test_publish_refuses_an_invalid_rulebook_and_binds_nothing(author):
     assert author.publish(version("v1")).status_code == 201  # nothing was bound by the refusal
 
 
+@pytest.mark.parametrize(("method", "template"), [
+    ("post", "/api/decision/rulebooks"),
+    ("post", "/api/decision/rulebooks/{rulebook_id}/release"),
+    ("put", "/api/decision/release-policy"),
+])
+def test_the_release_routes_refuse_bad_bodies_with_the_statuses_they_document(client, author, method, template):
+    """Found by the contract test: publishing answered 400 for an integer that cannot be hashed
+    exactly, a status its operation did not document. Each body route's refusals are checked
+    here against its own OpenAPI operation, and nothing is published by them."""
+    operation = client.get("/openapi.json").json["paths"][template][method]
+    path, send = template.format(rulebook_id="pricing_exception"), getattr(client, method)
+    unsafe = b'{"rulebook_id": "pricing_exception", "version": "v1", "n": 9007199254740993}'
+    refusals = [
+        (send(path, data=unsafe, headers=author.headers({"content-type": "application/json"})),
+         400, "JSON_UNSAFE_INTEGER"),
+        (send(path, data=b"{}", headers=author.headers({"content-type": "text/plain"})), 415, "UNSUPPORTED_MEDIA_TYPE"),
+        (send(path, data=b"{" + b" " * 1_100_000 + b"}", headers=author.headers({"content-type": "application/json"})),
+         413, "REQUEST_TOO_LARGE"),
+        (send(path, data=b"{}", headers={"content-type": "application/json"}), 401, "SVC_API_UNAUTHORIZED"),
+    ]
+    for answer, status, code in refusals:
+        assert (answer.status_code, answer.json["error"]) == (status, code)
+        assert str(status) in operation["responses"], (template, status)
+        assert code in operation["responses"][str(status)].get("x-error-codes", []), (template, status, code)
+    assert author.status().status_code == 404  # nothing was published
+
+
 def test_default_keys_keep_todays_rights_only(client, issue_key, author):
     plain = Api(client, issue_key()["api_key"])
     refused = plain.publish(version("v1"))
