@@ -10,6 +10,7 @@ without them. The commands share their settings, ledger and clock through `gate_
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -155,7 +156,11 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
     open_ledger(settings).dispose()  # migrate once, before workers fork
     for line in startup_notes(settings):
         print(line, file=sys.stderr, flush=True)
-    GateServer(settings, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
+    # The workers do not migrate again: a worker restarted while the ledger is unreachable then
+    # boots and answers 503 until it is back, where its migration failed and gunicorn, seeing a
+    # worker fail to boot, shut the whole server down.
+    served = dataclasses.replace(settings, auto_migrate=False)
+    GateServer(served, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
 
 
 def startup_notes(settings) -> list[str]:

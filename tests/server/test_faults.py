@@ -191,6 +191,41 @@ def test_postgresql_unreachable_mid_load(server_factory, issue_key, sample_reque
         forwarder.down()
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_a_worker_restarted_while_postgresql_is_unreachable_boots_and_the_server_stays_up(
+        server_factory, issue_key, sample_request, gate_env, backend):
+    """Found when a worker still booting met the outage of the test above: each worker ran the
+    migrations again when it built its app, a worker that could not reach the ledger failed to
+    boot, and gunicorn then shut the whole server down (connection refused from then on). The
+    master migrates once; a worker (re)started during an outage boots and answers 503 until the
+    ledger is back."""
+    url = urlsplit(gate_env["GATE_DATABASE_URL"])
+    forwarder = Forwarder(url.port or 5432).up()
+    proxied = url._replace(netloc=f"{url.username}@127.0.0.1:{forwarder.port}").geturl()
+    server = server_factory(workers=2, env={"GATE_DATABASE_URL": proxied})
+    key = issue_key()["api_key"]
+    try:
+        forwarder.down()
+        victim = worker_pids(server.process.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.time() + 30
+        while victim in worker_pids(server.process.pid) or len(worker_pids(server.process.pid)) < 2:
+            assert server.process.poll() is None, "the server shut down"
+            assert time.time() < deadline, "no worker replaced the killed one"
+            time.sleep(0.1)
+        time.sleep(3)  # the new worker builds its app while the ledger is away
+        assert server.process.poll() is None, "the server shut down"
+        for _ in range(6):  # both workers answer, closed
+            status, _, body = call("POST", server.base + "/api/decide", sample_request, {"x-api-key": key})
+            assert status == 503 and body["c"] == "unclear", body
+        forwarder.up()
+        _recovered(server.base, key, sample_request)
+    finally:
+        server.stop()
+        forwarder.down()
+
+
 def test_redis_down_mid_load(server_factory, issue_key, sample_request, gate_env):
     redis_url = urlsplit(REDIS_URL)
     forwarder = Forwarder(redis_url.port or 6379).up()
