@@ -162,13 +162,18 @@ def test_postgresql_restarted_mid_load(server_factory, issue_key, sample_request
     _nothing_half_written(gate_env["GATE_DATABASE_URL"], server.base, key, load)
 
 
-@pytest.mark.postgres
-@pytest.mark.parametrize("backend", ["postgresql"])
-def test_postgresql_unreachable_mid_load(server_factory, issue_key, sample_request, gate_env, backend):
+def _behind_a_forwarder(server_factory, gate_env):
+    """A 2-worker server whose path to PostgreSQL runs through a forwarder the test can cut."""
     url = urlsplit(gate_env["GATE_DATABASE_URL"])
     forwarder = Forwarder(url.port or 5432).up()
     proxied = url._replace(netloc=f"{url.username}@127.0.0.1:{forwarder.port}").geturl()
-    server = server_factory(workers=2, env={"GATE_DATABASE_URL": proxied})
+    return server_factory(workers=2, env={"GATE_DATABASE_URL": proxied}), forwarder
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgresql"])
+def test_postgresql_unreachable_mid_load(server_factory, issue_key, sample_request, gate_env, backend):
+    server, forwarder = _behind_a_forwarder(server_factory, gate_env)
     key = issue_key()["api_key"]
     try:
         with Load(server.base, key, sample_request) as load:
@@ -200,10 +205,7 @@ def test_a_worker_restarted_while_postgresql_is_unreachable_boots_and_the_server
     boot, and gunicorn then shut the whole server down (connection refused from then on). The
     master migrates once; a worker (re)started during an outage boots and answers 503 until the
     ledger is back."""
-    url = urlsplit(gate_env["GATE_DATABASE_URL"])
-    forwarder = Forwarder(url.port or 5432).up()
-    proxied = url._replace(netloc=f"{url.username}@127.0.0.1:{forwarder.port}").geturl()
-    server = server_factory(workers=2, env={"GATE_DATABASE_URL": proxied})
+    server, forwarder = _behind_a_forwarder(server_factory, gate_env)
     key = issue_key()["api_key"]
     try:
         forwarder.down()
