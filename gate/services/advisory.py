@@ -105,7 +105,7 @@ class AdvisoryService:
                request_id: str | None) -> DecideResult:
         """Called by `DecisionService.decide` for advisory bodies, with its shared pipeline."""
         prepared = prepare_advisory_request(body, self.patterns)
-        claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
+        claim = Claim(caller, idempotency_key, fingerprint(prepared.request))
         replayed = pipeline.replay_known(claim)
         if replayed is not None:
             return replayed

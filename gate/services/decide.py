@@ -107,7 +107,7 @@ class DecisionService:
             body, routed = self.releases.route(caller, body, idempotency_key,
                                                lambda rid: self._prior_version(caller, idempotency_key, rid))
         prepared = prepare_decision_request(body)
-        claim = Claim(caller, idempotency_key, fingerprint(prepared.request), prepared.response_view)
+        claim = Claim(caller, idempotency_key, fingerprint(prepared.request))
         replayed = self.pipeline.replay_known(claim)
         if replayed is not None:
             return replayed
@@ -192,7 +192,7 @@ class DecisionService:
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
             extra=extra, text=text)
-        return DecideResult(record, CREATED, used, prepared.response_view, evaluated.notices, text.value)
+        return DecideResult(record, CREATED, used, evaluated.notices, text.value)
 
     def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> list[tuple[Any, dict[str, Any]]]:

@@ -56,7 +56,6 @@ class DecideResult:
     record: dict[str, Any]
     idempotency_status: str  # created | replayed
     monthly_used: int | None
-    response_view: str | None
     headers: tuple[tuple[str, str], ...] = ()  # response headers a release adds (docs/releases.md)
     # The stored text of a record this decide created (its full view, written once by the seal).
     record_json: str | None = None
@@ -79,12 +78,11 @@ class Fingerprint:
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """Who asks, under which idempotency key, and the view the answer is shaped in."""
+    """Who asks, under which idempotency key, and the canonical request (the route shapes the answer)."""
 
     caller: Caller
     idempotency_key: str | None
     fingerprint: Fingerprint
-    response_view: str | None
 
 
 def fingerprint(request: Any) -> Fingerprint:
@@ -92,11 +90,11 @@ def fingerprint(request: Any) -> Fingerprint:
     return Fingerprint(request_text, sha256_bytes_hex(request_text.encode("utf-8")))
 
 
-def replay(existing: StoredDecision, idempotency_key: str, input_hash: str, view: str | None) -> DecideResult:
+def replay(existing: StoredDecision, idempotency_key: str, input_hash: str) -> DecideResult:
     """The stored record again; another body under the same key is `IdempotencyConflict`."""
     if existing.input_hash != input_hash:
         raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
-    return DecideResult(json.loads(existing.record_json), REPLAYED, None, view)
+    return DecideResult(json.loads(existing.record_json), REPLAYED, None)
 
 
 def decision_row(claim: Claim, record: dict[str, Any], rulebook_hash: str) -> dict[str, Any]:
@@ -174,14 +172,14 @@ class DecisionPipeline:
         existing = self.ledger.decision_by_idempotency(claim.caller.scope, claim.idempotency_key)
         if existing is None:
             return None
-        return replay(existing, claim.idempotency_key, claim.fingerprint.input_hash, claim.response_view)
+        return replay(existing, claim.idempotency_key, claim.fingerprint.input_hash)
 
     def replay_winner(self, claim: Claim) -> DecideResult:
         """The answer after a concurrent request claimed the key first: the winner's record."""
         existing = self.ledger.decision_by_idempotency(claim.caller.scope, claim.idempotency_key or "")
         if existing is None:  # pragma: no cover - the winner's row must be visible
             raise GateError("LEDGER_UNAVAILABLE", "idempotency claim could not be read")
-        return replay(existing, claim.idempotency_key or "", claim.fingerprint.input_hash, claim.response_view)
+        return replay(existing, claim.idempotency_key or "", claim.fingerprint.input_hash)
 
     def receipt_signer(self) -> ReceiptSigner | None:
         """SECURITY: reference facts §3 — when signing is required and no key is usable, refuse
@@ -221,7 +219,7 @@ class DecisionPipeline:
             used = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
-        return DecideResult(record, CREATED, used, claim.response_view)
+        return DecideResult(record, CREATED, used)
 
 
 __all__ = [

@@ -250,3 +250,18 @@ def test_a_typed_table_whose_every_row_is_partial_reads_them_all_from_the_json()
                                      ("x", "2026-01", 1.0, 2.0, 4.0, 0.0)]
     assert state["fact_high"].rows() == [("big", "2026-01", float(BIG), "d1"), ("big", "2026-01", -float(BIG), "d2"),
                                          ("x", "2026-01", 2.0, "d1")]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_partition_whose_key_is_null_keeps_its_extremes(typed):
+    # A partition key may be null (a decision stored without it): its values are a partition of
+    # their own in the moments and in the extremes, in either reading. The typed reading had
+    # joined each side's cut on the keys, where null matches nothing, and dropped its extremes.
+    ds = [decision("a1", at=T0, facts={"v": 5}), decision("a2", at=T0, facts={"v": 7}),
+          decision("n1", at=T0, facts={"v": 1}, scope=None), decision("n2", at=T0, facts={"v": 9}, scope=None)]
+    state = fm.facts_partial(frames(ds, []).decisions, _facts(ds) if typed else None, by=["scope"])
+    assert [row[:4] for row in state["facts"].rows()] == [("tenant_a", "v", "2026-01", 2.0), (None, "v", "2026-01", 2.0)]
+    assert state["fact_high"].select("scope", "value", "decision_id").rows() == [
+        ("tenant_a", 7.0, "a2"), ("tenant_a", 5.0, "a1"), (None, 9.0, "n2"), (None, 1.0, "n1")]
+    assert state["fact_low"].select("scope", "value", "decision_id").rows() == [
+        ("tenant_a", 5.0, "a1"), ("tenant_a", 7.0, "a2"), (None, 1.0, "n1"), (None, 9.0, "n2")]

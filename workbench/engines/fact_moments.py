@@ -98,7 +98,8 @@ def _beyond(values: pl.DataFrame, cuts: pl.DataFrame, descending: bool, by: list
     keys = [*by, "month"]
     floor = cuts["_cut"].min() if descending else cuts["_cut"].max()
     near = pl.col("value") >= floor if descending else pl.col("value") <= floor
-    rows = values.lazy().filter(near).join(cuts.lazy(), on=keys, how="inner")
+    # A null partition key is a partition of its own (as `group_by` makes it): it meets its cut.
+    rows = values.lazy().filter(near).join(cuts.lazy(), on=keys, how="inner", nulls_equal=True)
     beyond = pl.col("value") > pl.col("_cut") if descending else pl.col("value") < pl.col("_cut")
     tied = (rows.filter(pl.col("value") == pl.col("_cut")).group_by(keys)
             .agg(pl.col("value").first(), pl.col("decision_id").bottom_k(EVIDENCE_IDS)).explode("decision_id"))
