@@ -4,8 +4,10 @@ real ledger and its dataset. Every figure is asserted equal to the library call 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import logging
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +15,7 @@ import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.app import ruletable
-from workbench.app.pages.authoring import live_markdown, live_warnings
+from workbench.app.pages.authoring import live_markdown, live_warnings, schedule_live
 from workbench.app.pages.rule_table import rule_frame
 from workbench.app.pages.sweep import sweep_columns, sweep_frame
 from workbench.app.state.authoring import AuthoringState, comparison_key
@@ -201,6 +203,49 @@ def test_live_impact_is_the_dry_runs_summary_of_the_draft(workbench_home):
     state.rulebook_id = ""
     refused = state.compute_live(other)
     assert "unknown_rulebook" in refused["refused"]
+
+
+def test_the_scheduled_live_impact_shows_the_last_edit_and_logs_a_failed_run(workbench_home, caplog):
+    """`schedule_live` as the served page runs it, on an event loop: edits faster than the
+    debounce end on the last draft's figures; a run that raises says so on the page and leaves
+    its traceback in the server's log; the next edit's run shows its figures again."""
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    failures: list[str] = []
+    compute = state.compute_live
+
+    def flaky(draft):
+        if failures:
+            raise RuntimeError(failures.pop())
+        return compute(draft)
+
+    state.compute_live = flaky
+
+    async def settle() -> None:
+        while state.live_note == "updating…":
+            await asyncio.sleep(0.05)
+
+    async def journey() -> None:
+        schedule_live(state)
+        for value in (15, 20, 25):  # three edits within one debounce: only the last one runs
+            state.edit_cell(0, "condition", json.dumps({"field": "discount_percent", "operator": "gt", "value": value}))
+        await asyncio.wait_for(settle(), 60)
+        assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
+        assert state.live == compute(state.draft)["summary"]
+        failures.append("the dataset went away")
+        state.edit_cell(0, "priority", "99")
+        await asyncio.wait_for(settle(), 60)
+        assert state.live_note == "live impact failed: see the server log"
+        state.edit_cell(0, "priority", "98")
+        await asyncio.wait_for(settle(), 60)
+        assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
+
+    with caplog.at_level(logging.ERROR, logger="workbench.authoring"):
+        asyncio.run(journey())
+    failed = [r for r in caplog.records if r.name == "workbench.authoring"]
+    assert len(failed) == 1 and "live impact of draft" in failed[0].getMessage()
+    assert "the dataset went away" in str(failed[0].exc_info[1])
 
 
 # ---------------------------------------------------------------------- threshold sweeps

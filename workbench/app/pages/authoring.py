@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import panel as pn
@@ -16,6 +17,8 @@ from workbench.app.state.authoring import LIVE_DEBOUNCE_S, AuthoringState
 from workbench.app.store import DraftCheck
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
+
+LOG = logging.getLogger("workbench.authoring")
 
 
 def error_markdown(check: DraftCheck | None) -> str:
@@ -151,6 +154,8 @@ def schedule_live(state: AuthoringState) -> None:
         computed = None
         try:
             computed = await asyncio.to_thread(state.compute_live, draft)
+        except Exception:  # the page says "see the server log": this is that log's line
+            LOG.exception("live impact of draft %s failed", draft_hash[:16])
         finally:
             state.apply_live(computed, draft_hash)
 
