@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.server.support import free_port
 
@@ -92,3 +93,50 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def table_cell(page, table: str, row: int, field: str):
+    return page.locator(f"{table} .tabulator-row").nth(row).locator(f".tabulator-cell[tabulator-field='{field}']")
+
+
+def click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
+    """Click `target()` until `shown` is visible. The page redraws its panes after the draft
+    changed; on a busy host a click can land on a table being replaced, and is then lost (the
+    click never reached the server), so the cell is found and clicked again."""
+    for attempt in range(attempts):
+        target().click()
+        try:
+            shown.wait_for(timeout=seconds * 1000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+
+
+def edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 6) -> None:
+    """Type `text` into a cell's editor and commit it with Enter. The rule table is drawn again
+    when the draft it shows arrives (the editor's text, then the table); on a busy host the click
+    that opens the editor can land on the table being replaced, and no editor opens (CI saw the
+    fill wait 60 s for it), or the table is drawn before its pane has its height, and Tabulator's
+    virtual rows leave the row out of the page (CI saw the click wait 60 s for the cell). The cell
+    is found again and clicked until its editor shows, the table laid out again between tries."""
+    for attempt in range(attempts):
+        cell = table_cell(page, table, row, field)
+        try:
+            cell.click(timeout=15_000)
+            editor = cell.locator("input")
+            editor.wait_for(timeout=10_000)
+            editor.fill(text, timeout=10_000)
+            editor.press("Enter", timeout=10_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            _lay_out_again(page)
+
+
+def _lay_out_again(page) -> None:
+    """A resize of the window, and back: Tabulator draws its rows again for the pane's height."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": size["height"] + 40})
+    page.set_viewport_size(size)

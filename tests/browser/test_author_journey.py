@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from tests.browser.conftest import Workbench, screenshot
+from tests.browser.conftest import Workbench, click_until, edit_cell, screenshot, table_cell
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
 from workbench.migration.impact import impact_rows
@@ -169,60 +168,14 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     assert page.errors == []
 
 
-def _cell(page, table: str, row: int, field: str):
-    return page.locator(f"{table} .tabulator-row").nth(row).locator(f".tabulator-cell[tabulator-field='{field}']")
-
-
-def _click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
-    """Click `target()` until `shown` is visible. The page redraws its panes after the draft
-    changed; on a busy host a click can land on a table being replaced, and is then lost (the
-    click never reached the server), so the cell is found and clicked again."""
-    for attempt in range(attempts):
-        target().click()
-        try:
-            shown.wait_for(timeout=seconds * 1000)
-            return
-        except PlaywrightTimeout:
-            if attempt == attempts - 1:
-                raise
-
-
-def _edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 6) -> None:
-    """Type `text` into a cell's editor and commit it with Enter. The rule table is drawn again
-    when the draft it shows arrives (the editor's text, then the table); on a busy host the click
-    that opens the editor can land on the table being replaced, and no editor opens (CI saw the
-    fill wait 60 s for it), or the table is drawn before its pane has its height, and Tabulator's
-    virtual rows leave the row out of the page (CI saw the click wait 60 s for the cell). The cell
-    is found again and clicked until its editor shows, the table laid out again between tries."""
-    for attempt in range(attempts):
-        cell = _cell(page, table, row, field)
-        try:
-            cell.click(timeout=15_000)
-            editor = cell.locator("input")
-            editor.wait_for(timeout=10_000)
-            editor.fill(text, timeout=10_000)
-            editor.press("Enter", timeout=10_000)
-            return
-        except PlaywrightTimeout:
-            if attempt == attempts - 1:
-                raise
-            _lay_out_again(page)
-
-
-def _lay_out_again(page) -> None:
-    """A resize of the window, and back: Tabulator draws its rows again for the pane's height."""
-    size = page.viewport_size
-    page.set_viewport_size({"width": size["width"], "height": size["height"] + 40})
-    page.set_viewport_size(size)
-
-
 def _text(locator) -> str:
     """What a Markdown pane shows (its paragraphs and list items live in the pane's shadow root)."""
     return "\n".join(locator.locator("p, li").all_inner_texts())
 
 
-def _wait_for_text(locator, expected: str, seconds: float = 60, read=None) -> str:
-    """The locator's text once it contains `expected` (the page updates it from the server)."""
+def _wait_for_text(locator, expected: str, seconds: float = 60, read=None, explain=None) -> str:
+    """The locator's text once it contains `expected` (the page updates it from the server);
+    `explain()` adds what else the page and the server showed to the failure's message."""
     read = read or _text
     deadline = time.monotonic() + seconds
     text = ""
@@ -231,7 +184,21 @@ def _wait_for_text(locator, expected: str, seconds: float = 60, read=None) -> st
         if expected in text:
             return text
         time.sleep(0.2)
-    raise AssertionError(f"{expected!r} never appeared in {text!r}")
+    raise AssertionError(f"{expected!r} never appeared in {text!r}" + (f"\n{explain()}" if explain else ""))
+
+
+def _authoring_state(page, server: Workbench, row: int):
+    """What a failed wait on the live impact needs to tell its causes apart: the draft in the
+    browser's editor (the edit there or not), the rule table's row (the server's draft), the
+    page's notes and the workbench's log (a live run that failed logs its traceback)."""
+    def explain() -> str:
+        editor = page.locator(".ace_editor").first.evaluate("node => node.env.editor.getValue()")
+        reads = table_cell(page, ".rule-table", row, "reads").inner_text()
+        notes = page.locator(".live-impact em").all_inner_texts()
+        log = server.log.read_text(errors="replace")[-3000:]
+        return (f"editor draft (first 300 of {len(editor)}): {editor[:300]!r}\nrule row {row} reads: {reads!r}\n"
+                f"live notes: {notes!r}\nworkbench log tail:\n{log}")
+    return explain
 
 
 def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_workbench):
@@ -257,11 +224,11 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     fix = {"all": [{"field": "amount", "operator": "lte", "value": 150},
                    {"field": "order_age_days", "operator": "lte", "value": 30},
                    {"field": "fraud_score", "operator": "lt", "value": 0.5}]}
-    _edit_cell(page, ".rule-table", row, "condition", json.dumps(fix))
+    edit_cell(page, ".rule-table", row, "condition", json.dumps(fix))
     draft["rules"][row]["condition"] = fix
-    _wait_for_text(_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
+    _wait_for_text(table_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
                    read=lambda cell: cell.inner_text())
-    history = _cell(page, ".rule-table", row, "success_rate").inner_text()
+    history = table_cell(page, ".rule-table", row, "success_rate").inner_text()
     assert "%" in history and "n=" in history  # the rule's own record: success rate with its interval
 
     # Live impact beside the editor: the dry-run summary of exactly this draft.
@@ -269,7 +236,8 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
                        created_at="2026-11-24T00:00:00.000Z").result.to_dict()
     caught_line = dict(impact_rows(expected["impact"]))["Failures caught"]
     assert expected["impact"]["failures_caught"]["count"] > 0
-    _wait_for_text(page.locator(".live-impact"), f"Failures caught: {caught_line}")
+    _wait_for_text(page.locator(".live-impact"), f"Failures caught: {caught_line}",
+                   explain=_authoring_state(page, server, row))
     live = _text(page.locator(".live-impact"))
     assert f"{expected['decisions_changed']:,} change verdict" in live
     screenshot(page, "author-2-table-fix-live-impact")
@@ -285,8 +253,8 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     swept = sweep(draft, "refund_approval", ("approve_within_auto_limit", "amount", 0),
                   [50.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0], scope="demo", dataset=dataset)
     point = swept["points"][1]
-    assert _cell(page, ".sweep-points", 1, "threshold").inner_text().strip() == "100"
-    assert _cell(page, ".sweep-points", 1, "failures_caught").inner_text().startswith(
+    assert table_cell(page, ".sweep-points", 1, "threshold").inner_text().strip() == "100"
+    assert table_cell(page, ".sweep-points", 1, "failures_caught").inner_text().startswith(
         f"{point['failures_caught']['count']:,} (")
     time.sleep(1.5)  # BokehJS draws the plot after its pane arrives
     screenshot(page, "author-3-sweep")
@@ -301,14 +269,15 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     }""")
     assert picked == 200
     page.get_by_text("amount lte 200 set in the draft").wait_for()
-    _click_until(lambda: _cell(page, ".sweep-points", 1, "threshold"),
+    click_until(lambda: table_cell(page, ".sweep-points", 1, "threshold"),
                  page.get_by_text("amount lte 100 set in the draft"))
     draft["rules"][row]["condition"]["all"][0]["value"] = 100
     at_100 = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
                      created_at="2026-11-24T00:00:00.000Z").result.to_dict()
     assert at_100["impact"]["failures_caught"] == point["failures_caught"]  # the sweep's point is the dry-run
     _wait_for_text(page.locator(".live-impact"),
-                   f"Failures caught: {dict(impact_rows(at_100['impact']))['Failures caught']}")
+                   f"Failures caught: {dict(impact_rows(at_100['impact']))['Failures caught']}",
+                   explain=_authoring_state(page, server, row))
 
     # The full dry-run on Migration reads the same impact, and the export carries it.
     tab(page, "Migration")

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import Workbench, screenshot
+from tests.browser.conftest import Workbench, screenshot, table_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -123,4 +124,47 @@ def test_typing_fast_loses_no_character(page, workbench):
         text = page.locator(".ace_editor").first.evaluate("node => node.env.editor.getValue()")
         assert text.endswith(typed), (attempt, text[-200:])
     screenshot(page, "authoring-fast-typing")
+    assert page.errors == []
+
+
+def test_a_table_edit_right_after_typing_keeps_the_typed_text(page, workbench):
+    """The editor's text and a rule-table edit made right after it both reach the draft, in the
+    order the author made them. The workbench had applied the table's edit first (Panel delays an
+    editor's change 50 ms and a table's not at all), then the typed text over it: the edit was
+    lost and the live impact stayed on the typed draft (CI saw it once on a busy host). Each try
+    types a new version and at once renames the first rule in the table; both must stay."""
+    open_scope(page, workbench)
+    tab(page, "Authoring")
+    page.get_by_label("Rulebook").select_option("pricing_exception")
+    page.get_by_role("button", name="Load current version").click()
+    page.get_by_text("loaded pricing_exception").wait_for()
+    editor = page.locator(".ace_editor").first
+    for attempt in range(4):
+        draft = copy.deepcopy(RULEBOOK)
+        draft["version"] = f"2026-12-1{attempt}"
+        cell = table_cell(page, ".rule-table", 0, "rule_id")
+        cell.click()
+        cell_input = cell.locator("input")
+        cell_input.wait_for()
+        # One turn of the page's script: the editor's new text, then the cell's edit committed, so
+        # both messages leave the browser back to back (as a slow link or a busy server sees them).
+        editor.evaluate("""(node, args) => {
+          node.env.editor.setValue(args.text, -1);
+          args.input.value = args.name;
+          args.input.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', keyCode: 13, bubbles: true}));
+        }""", {"text": json.dumps(draft, indent=2), "name": f"renamed_{attempt}",
+                                 "input": cell_input.element_handle()})
+        version, renamed = f'"version": "{draft["version"]}"', f'"rule_id": "renamed_{attempt}"'
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = editor.evaluate("node => node.env.editor.getValue()")
+            if version in text and renamed in text:
+                break
+            time.sleep(0.2)
+        page.wait_for_timeout(1500)  # anything still in flight has arrived
+        text = editor.evaluate("node => node.env.editor.getValue()")
+        assert version in text and renamed in text, (attempt, text[:400])
+        assert table_cell(page, ".rule-table", 0, "rule_id").inner_text().strip() == f"renamed_{attempt}"
+        page.wait_for_url(f"**{draft['version']}**")  # the server's draft carries the typed version
+    screenshot(page, "authoring-type-then-edit-table")
     assert page.errors == []
