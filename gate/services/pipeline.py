@@ -68,6 +68,44 @@ class SealedText:
     value: str | None = None
 
 
+_encode_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class RecordText:
+    """The stored JSON text of a record that only gains members after this point.
+
+    The record's text is written under the chain head (its `audit_chain` is known only there), and
+    on SQLite that lock is the whole ledger's write lock: encoding the whole record there (about
+    70 µs for the sample record, a tenth of the time a decide holds the lock) kept every other
+    writer waiting. So the text of the record as the request thread hands it over is encoded
+    there, and under the lock only the members added since (`decision_confidence`,
+    `audit_chain` and their signatures) are encoded and spliced in before the closing brace: the
+    same bytes `json.dumps(record, ensure_ascii=False, separators=(",", ":"))` writes, since
+    JSON writes a dict's members in their insertion order. When the record changed otherwise
+    (a member replaced or removed), the whole record is encoded again.
+    """
+
+    __slots__ = ("_members", "_text")
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self._members = tuple(record.items())
+        self._text = _encode_text(record)
+
+    def of(self, record: dict[str, Any]) -> str:
+        """The text of `record` now."""
+        if len(record) < len(self._members) or not self._members:
+            return _encode_text(record)
+        members = iter(record.items())
+        # The known members first: zip stops at their end without taking an added one.
+        for (known_key, known_value), (key, value) in zip(self._members, members):
+            if key != known_key or value is not known_value:
+                return _encode_text(record)
+        added = list(members)
+        if any(type(key) is not str for key, _ in added):  # json.dumps writes other keys as text
+            return _encode_text(record)
+        return self._text[:-1] + "".join(f",{_encode_text(key)}:{_encode_text(value)}" for key, value in added) + "}"
+
+
 @dataclass(frozen=True, slots=True)
 class Fingerprint:
     """A prepared request in canonical text, and the input hash a record and a replay compare."""
@@ -129,7 +167,9 @@ def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
 
 def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
                  receipt_signer: ReceiptSigner | None, text: SealedText | None = None) -> Callable[[ChainHead], Sealed]:
-    """The step that runs under the chain head lock: link the record and complete its tree nodes."""
+    """The step that runs under the chain head lock: link the record and complete its tree nodes.
+    The record's text so far is encoded here, before the lock (`RecordText`)."""
+    encoded = RecordText(record)
 
     def seal(head: ChainHead) -> Sealed:
         link = new_link(
@@ -147,7 +187,7 @@ def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
         attach_audit_chain(record, record_audit_chain(link), receipt_signer)
         tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-        record_json = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        record_json = encoded.of(record)
         if text is not None:
             text.value = record_json
         sealed_row = dict(row, record_json=record_json)
