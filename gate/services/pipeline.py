@@ -128,7 +128,7 @@ class RecordText:
             return _encode_text(record)
         members = iter(record.items())
         # The known members first: zip stops at their end without taking an added one.
-        for (known_key, known_value), (key, value) in zip(self._members, members):
+        for (known_key, known_value), (key, value) in zip(self._members, members, strict=False):
             if key != known_key or value is not known_value:
                 return _encode_text(record)
         added = list(members)
