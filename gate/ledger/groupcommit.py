@@ -8,12 +8,13 @@ the second-long tails came from. Here the requests of a process hand their write
 writer thread, which takes every write waiting (up to `MAX_BATCH`), runs them in one
 transaction, commits once and only then answers each caller.
 
-The batch is closed only once its transaction holds the write lock: the writes that queued while
-the writer waited for it (on SQLite, while another process's writer held the file) join the
-batch instead of waiting for the next one. On SQLite with two worker processes that wait is half
-of each writer's time, so a batch formed before it held 3.6 decides on average and one closed
-after it 5.4: fewer lock turns and commits per decide, the lock free more often, and no decide
-waits a whole extra turn (docs/operating.md, "Sizing").
+The batch is closed only once its first member holds the chain head: the writes that queued
+while the writer waited for that lock join the batch instead of waiting for the next one. On
+SQLite the lock is the file's, taken by `BEGIN IMMEDIATE` (another process's writer may hold it);
+on PostgreSQL it is the head's row lock, taken by the first member's `SELECT … FOR UPDATE`. With
+two worker processes that wait is about half of each writer's time: on SQLite a batch formed
+before it held 3.6 decides on average and one closed after it 5.4, fewer lock turns and commits
+per decide, and no decide waits a whole extra turn (docs/operating.md, "Sizing").
 
 A batch is first run all at once: no SAVEPOINT per member, and what the members share read
 once per transaction (`BATCH_MEMO`): each chain's head, then carried in memory from member to
@@ -167,17 +168,20 @@ class GroupWriter:
         Raises `_Refused` (the transaction rolled back) at a member's expected refusal; a fault
         is recorded on its member and raised, as in `_run_member`."""
         with self.transaction() as connection:
-            # The write lock is held: what queued meanwhile joins this batch, after the members
-            # already in it (arrival order), rather than wait for the next turn of the lock.
-            # `batch` is the caller's list: a rerun or a failure answers these members too.
-            batch.extend(self._drain(self.max_batch - len(batch)))
             connection.info[BATCH_MEMO] = {}
             try:
-                for member in batch:
+                for position, member in enumerate(batch):
                     try:
                         member.result = member.store(connection)
                     except BaseException as exc:
                         raise _Refused(_refusal_or_raise(member, exc)) from exc
+                    if position == 0:
+                        # The first member holds the chain head now (and on SQLite the file's
+                        # write lock): what queued meanwhile joins this batch, after the members
+                        # already in it (arrival order), rather than wait for the next turn of
+                        # the lock. `batch` is the caller's list: a rerun or a failure answers
+                        # these members too; the loop goes on over them.
+                        batch.extend(self._drain(self.max_batch - len(batch)))
             finally:
                 connection.info.pop(BATCH_MEMO, None)
 

@@ -151,3 +151,32 @@ def test_a_fault_answers_the_late_members_closed_too(where):
     answers = _first_then_late(lock, writer, ["a", "b", "c"], store)
     assert set(answers) == {"first", "a", "b", "c"}
     assert all(isinstance(answer, LedgerUnavailable) for answer in answers.values())
+
+
+def test_writes_queued_while_the_first_member_waits_for_the_chain_head_join_its_batch():
+    """PostgreSQL: the transaction begins at once and the first member's `SELECT … FOR UPDATE`
+    waits for the head's row lock; what queues meanwhile joins the batch."""
+    head = Lock()
+    head.free.set()  # the transaction itself does not wait
+    row_lock = threading.Event()
+    waiting_for_row = threading.Event()
+
+    def store(name):
+        def write(connection):
+            if name == "first":
+                waiting_for_row.set()
+                assert row_lock.wait(30)
+            connection.append(name)
+            return name
+
+        return write
+
+    writer = GroupWriter(head.transaction)
+    answers, threads = _submit_all(writer, ["first"], store, queued=False)
+    assert waiting_for_row.wait(10)
+    more, more_threads = _submit_all(writer, ["a", "b"], store)
+    row_lock.set()
+    for thread in threads + more_threads:
+        thread.join(30)
+    assert head.transactions == [["first", "a", "b"]]
+    assert {**answers, **more} == {"first": "first", "a": "a", "b": "b"}
