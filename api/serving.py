@@ -245,7 +245,7 @@ class GateWorker(ThreadWorker):
             return False
         if conn.parser is not None and conn.parser.unreader.buf.getvalue():
             return True
-        if self.tpool._work_queue.qsize():
+        if self._requests_waiting():
             return False
         poll = select.poll()
         try:
@@ -253,6 +253,12 @@ class GateWorker(ThreadWorker):
             return bool(poll.poll(KEEPALIVE_LINGER_S * 1000))
         except (OSError, ValueError):  # the socket is gone: gthread's own path closes it
             return False
+
+    def _requests_waiting(self) -> bool:
+        """Whether a request waits for a thread: gthread's pool is a ThreadPoolExecutor, whose
+        queue of submitted work is not public; without it, the thread never lingers."""
+        waiting = getattr(getattr(self.tpool, "_work_queue", None), "qsize", None)
+        return waiting is None or waiting() > 0
 
     def _handle_one(self, conn):
         if isinstance(conn.sock, DeadlineSocket):

@@ -89,3 +89,22 @@ def test_a_next_request_that_trickles_after_the_linger_began_is_a_408_at_the_rea
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert b"REQUEST_TIMEOUT" in answer
         assert read_timeout * 0.8 <= waited <= read_timeout + 3, waited
+
+
+def test_the_thread_lingers_only_while_no_request_waits_and_only_with_a_pool_it_can_read():
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    from api.serving import GateWorker
+
+    worker = object.__new__(GateWorker)  # only the pool is read
+    worker.tpool = ThreadPoolExecutor(1)
+    try:
+        assert worker._requests_waiting() is False
+        worker.tpool._work_queue.put(object())  # a submitted request no thread took yet
+        assert worker._requests_waiting() is True
+    finally:
+        worker.tpool._work_queue = queue.SimpleQueue()
+        worker.tpool.shutdown()
+    worker.tpool = object()  # a pool whose queue cannot be read: never linger
+    assert worker._requests_waiting() is True
