@@ -8,6 +8,7 @@ import asyncio
 import copy
 import json
 import logging
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -242,7 +243,7 @@ def test_the_scheduled_live_impact_shows_the_last_edit_and_logs_a_failed_run(wor
         assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
 
     with caplog.at_level(logging.ERROR, logger="workbench.authoring"):
-        asyncio.run(journey())
+        _run_on_a_loop_of_its_own(journey)
     failed = [r for r in caplog.records if r.name == "workbench.authoring"]
     assert len(failed) == 1 and "live impact of draft" in failed[0].getMessage()
     assert "the dataset went away" in str(failed[0].exc_info[1])
@@ -313,3 +314,25 @@ def test_each_edit_flags_an_undeclared_fact_and_a_number_compared_with_a_string(
     assert text.startswith("**2 warning(s) as you type** (lint):")
     assert "rule block\\_deep\\_discount (line" in text and "unsatisfiable" in text
     assert "fact coupon\\_code" in text and "undeclared\\_field" in text
+
+
+def _run_on_a_loop_of_its_own(journey) -> None:
+    """`asyncio.run(journey())` in a thread of its own. In the full suite an earlier test of the
+    same process may leave an event loop marked running on the main thread, where asyncio.run
+    refuses to start ("cannot be called from a running event loop"); the test's subject is the
+    debounce, not that thread."""
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(journey())
+        except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, name="live-impact-journey")
+    thread.start()
+    thread.join(300)
+    assert not thread.is_alive(), "the journey did not end within 300 s"
+    if outcome:
+        raise outcome[0]
+
