@@ -220,3 +220,17 @@ def test_a_cache_emptied_while_an_object_is_written_frees_nothing_in_use():
     for _ in range(500):
         orders[("b", "a")] = ["a", "b"]  # a fresh list each time: its only reference is the cache's
         assert encode_c(value, clearing, orders) == '{"a":1,"b":{"x":2,"y":1}}'
+
+
+@pytest.mark.parametrize("text", [
+    "plain ascii", 'quote " and backslash \\ and \b\f\n\r\t and \x00\x1f\x7f',  # ASCII: escapes, DEL as itself
+    "é (two bytes) ☃ (three) 😀 (four) \U0010ffff (the last)",
+    "é with escapes \" \\ \n \x01",  # not ASCII: the code point path writes escapes too
+    "lone \ud800 and \udfff, a pair written apart \ud83d\ude00",  # surrogates: each escaped
+    "",
+])
+def test_every_utf8_length_and_escape_is_the_reference_text(text):
+    # The writer works in UTF-8 (ASCII text copied byte for byte, the rest encoded per code
+    # point); the text it answers must be the reference writer's, as keys and as values.
+    value = {text: [text, {"k": text}]}
+    assert encode_c(value, key_order) == _canonical_text_slow(value)
