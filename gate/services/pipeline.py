@@ -131,10 +131,14 @@ class RecordText:
         for (known_key, known_value), (key, value) in zip(self._members, members, strict=False):
             if key != known_key or value is not known_value:
                 return _encode_text(record)
-        added = list(members)
-        if any(type(key) is not str for key, _ in added):  # json.dumps writes other keys as text
+        added = dict(members)
+        if not added:
+            return self._text
+        if any(type(key) is not str for key in added):  # json.dumps writes other keys as text
             return _encode_text(record)
-        return self._text[:-1] + "".join(f",{_encode_text(key)}:{_encode_text(value)}" for key, value in added) + "}"
+        # The added members as one object, in their order: its text without the braces is
+        # exactly what they add inside the record's (one encoder call, not two per member).
+        return self._text[:-1] + "," + _encode_text(added)[1:]
 
 
 @dataclass(frozen=True, slots=True)
