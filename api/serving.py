@@ -68,15 +68,15 @@ log = logging.getLogger("gate.serve")
 SERVE_KEEPALIVE_S = 5
 DEFAULT_THREADS = 8
 SWITCH_INTERVAL_S = 0.0005
+# How long the thread that answered on a keep-alive connection waits for its next request
+# before handing the connection back to the event loop (only while no request waits for a thread).
+KEEPALIVE_LINGER_S = 0.005
 # How long a worker holding a full share of connections (its threads' worth) waits before it
 # accepts a new one itself: time for a worker holding less, woken by the same connection, to
 # take it. When the pause ends with the connection still there ACCEPT_ALONE_AFTER times in a
 # row (every worker is full, or the others are too busy to wake), the worker accepts without
 # stepping back for ACCEPT_ALONE_S: under load from clients that open a connection per request,
 # a few connections in that time pay the step, not every one.
-# How long the thread that answered on a keep-alive connection waits for its next request
-# before handing the connection back to the event loop (only while no request waits for a thread).
-KEEPALIVE_LINGER_S = 0.005
 ACCEPT_STEP_BACK_S = 0.003
 ACCEPT_ALONE_AFTER = 3
 ACCEPT_ALONE_S = 0.1
