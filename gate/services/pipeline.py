@@ -105,15 +105,18 @@ def _encode_text(value: Any) -> str:
 class RecordText:
     """The stored JSON text of a record that only gains members after this point.
 
-    The record's text is written under the chain head (its `audit_chain` is known only there), and
-    on SQLite that lock is the whole ledger's write lock: encoding the whole record there with
-    `json.dumps` (about 45-70 µs for the sample record, up to a tenth of the time a decide held
-    the lock) kept every other writer waiting. So the text of the record as the request thread hands it over is encoded
-    there, and under the lock only the members added since (`decision_confidence`,
-    `audit_chain` and their signatures) are encoded and spliced in before the closing brace: the
-    same bytes `json.dumps(record, ensure_ascii=False, separators=(",", ":"))` writes, since
-    JSON writes a dict's members in their insertion order. When the record changed otherwise
-    (a member replaced or removed), the whole record is encoded again.
+    The record's text is written under the chain head (its `audit_chain` is known only there),
+    and on SQLite that lock is the whole ledger's write lock: encoding the whole record there
+    with `json.dumps` (45-70 µs for the sample record, up to a tenth of the time a decide held
+    the lock) kept every other writer waiting. So the record as the request thread hands it over
+    is encoded there, and under the lock only the members added since (`decision_confidence`,
+    `audit_chain` and their signatures) are encoded, as one object, and spliced in before the
+    closing brace: the same bytes `json.dumps(record, ensure_ascii=False, separators=(",", ":"))`
+    writes, since JSON writes a dict's members in their insertion order (`_encode_text` writes
+    both texts). A member replaced or removed meanwhile is seen (by identity, at the top level),
+    and the whole record is encoded again; nothing changes a member's contents in place after
+    the hand-over (the seal only adds members), and the tests hold the stored text to
+    `json.dumps` of the stored record on both ledgers.
     """
 
     __slots__ = ("_members", "_text")
