@@ -18,8 +18,10 @@
   in a row (all are full), it accepts at once for `ACCEPT_ALONE_S`: clients that open a
   connection per request are not slowed.
 - After answering on a keep-alive connection, the thread that answered waits up to
-  `KEEPALIVE_LINGER_S` (5 ms) for that connection's next request and serves it itself, when no
-  other request is waiting for a thread. gthread handed each answered connection back to its
+  `KEEPALIVE_LINGER_S` (5 ms) for that connection's next request and serves it itself, when the
+  worker holds no more connections than threads and no other request is waiting for a thread
+  (with more connections, one whose request is ready in the event loop would wait on a thread
+  that waits on a silent one: at 64 connections that halved decide in one harness run). gthread handed each answered connection back to its
   event loop (a pipe write to wake it, the poller's register and unregister, a future and a
   thread hand-off for the next request): on a busy two-core host those hand-offs cost a decide
   about a tenth of its CPU, and `GET /healthz` a third of its throughput (docs/operating.md). A
@@ -239,13 +241,16 @@ class GateWorker(ThreadWorker):
 
     def _next_request_follows(self, conn) -> bool:
         """Whether this thread serves the connection's next request itself: it is already read
-        ahead, or arrives within `KEEPALIVE_LINGER_S`, and no other request waits for a thread
-        (one that does is served first: the connection goes back to the event loop)."""
+        ahead, or arrives within `KEEPALIVE_LINGER_S` while the worker holds no more connections
+        than threads and no other request waits for a thread (otherwise the connection goes back
+        to the event loop, which serves whichever is ready first)."""
         if not self.alive:  # stopping: gthread answers what arrives with Connection: close
             return False
         if conn.parser is not None and conn.parser.unreader.buf.getvalue():
             return True
-        if self._requests_waiting():
+        if self.nr_conns > self.cfg.threads or self._requests_waiting():
+            # More connections than threads: another may have its next request ready in the
+            # event loop, not yet queued, while this thread waits on a silent one.
             return False
         poll = select.poll()
         try:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -51,15 +52,20 @@ def _port() -> int:
 
 
 def _wait(url: str) -> None:
-    deadline = time.time() + 30
+    deadline, last = time.time() + 30, "no answer"
     while time.time() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
                     return
-        except OSError:
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as error:  # a 429 (the public budget) or 503 names itself
+            last = f"HTTP {error.code}"
             time.sleep(0.2)
-    raise RuntimeError(f"{url} did not become ready")
+        except OSError as error:
+            last = type(error).__name__
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not become ready (last: {last})")
 
 
 def _settled(pid: int, timeout: float = 60.0) -> None:

@@ -108,3 +108,32 @@ def test_the_thread_lingers_only_while_no_request_waits_and_only_with_a_pool_it_
         worker.tpool.shutdown()
     worker.tpool = object()  # a pool whose queue cannot be read: never linger
     assert worker._requests_waiting() is True
+
+
+def test_a_worker_holding_more_connections_than_threads_never_lingers():
+    """One whose next request is ready in the event loop (not yet queued) would wait on a thread
+    that waits on a silent connection: past a connection per thread, no thread lingers."""
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+
+    from api.serving import GateWorker
+
+    worker = object.__new__(GateWorker)
+    worker.alive, worker.cfg, worker.tpool = True, SimpleNamespace(threads=2), ThreadPoolExecutor(2)
+    ours, theirs = socket.socketpair()
+    try:
+        conn = SimpleNamespace(sock=ours, parser=None)
+        theirs.sendall(b"G")  # the connection's next request has begun
+        worker.nr_conns = 2  # a thread for each connection: it serves its next request itself
+        assert worker._next_request_follows(conn) is True
+        worker.nr_conns = 3
+        assert worker._next_request_follows(conn) is False
+        ours.recv(1)
+        worker.nr_conns = 1  # nothing arrives within the linger: back to the event loop
+        started = time.monotonic()
+        assert worker._next_request_follows(conn) is False
+        assert time.monotonic() - started < 0.5
+    finally:
+        worker.tpool.shutdown()
+        ours.close()
+        theirs.close()
