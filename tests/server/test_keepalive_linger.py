@@ -67,14 +67,14 @@ def test_an_idle_keep_alive_connection_holds_the_only_thread_no_longer_than_the_
         status, _, _ = call("GET", server.base + "/healthz", timeout=10)
         took = time.monotonic() - started
         assert status == 200
-        assert took < SERVE_KEEPALIVE_S / 5, took  # not the keep-alive time: the linger (5 ms) and a request
+        assert took < SERVE_KEEPALIVE_S / 2, took  # not the keep-alive time: the linger (5 ms) and a request
         idle.sendall(GET)  # the idle connection, back in the event loop, is still served
         assert _read_answers(idle, 1)[0].startswith(b"HTTP/1.1 200")
     assert KEEPALIVE_LINGER_S <= 0.01
 
 
 def test_a_next_request_that_trickles_after_the_linger_began_is_a_408_at_the_read_deadline(server_factory):
-    read_timeout = 1.0
+    read_timeout = 2.0  # room for the other client's answer on a busy host
     server = server_factory(workers=1, threads=2, env={"GATE_REQUEST_READ_TIMEOUT": str(read_timeout)})
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as slow:
         slow.sendall(GET)
