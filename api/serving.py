@@ -21,13 +21,13 @@
   `KEEPALIVE_LINGER_S` (5 ms) for that connection's next request and serves it itself, when the
   worker holds no more connections than threads and no other request is waiting for a thread
   (with more connections, one whose request is ready in the event loop would wait on a thread
-  that waits on a silent one: at 64 connections that halved decide in one harness run). gthread handed each answered connection back to its
-  event loop (a pipe write to wake it, the poller's register and unregister, a future and a
-  thread hand-off for the next request): on a busy two-core host those hand-offs cost a decide
-  about a tenth of its CPU, and `GET /healthz` a third of its throughput (docs/operating.md). A
-  connection that sends nothing within the linger goes back to the event loop as before, so an
-  idle connection holds a thread for at most those 5 ms, and the next request's read has its
-  own deadline like any other.
+  that waits on a silent one: at 64 connections that cost decide a quarter of its rate in one
+  harness run). gthread handed each answered connection back to its event loop (a pipe write to
+  wake it, the poller's register and unregister, a future and a thread hand-off for the next
+  request): on a busy two-core host those hand-offs cost a decide about a tenth of its CPU, and
+  `GET /healthz` a third of its throughput (docs/operating.md). A connection that sends nothing
+  within the linger goes back to the event loop as before, so an idle connection holds a thread
+  for at most those 5 ms, and the next request's read has its own deadline like any other.
 - Once the application is built, the worker freezes the collector's view of everything alive
   (`gc.freeze()`): the app and its imports (about 320,000 objects) live as long as the worker,
   and a full collection that walked them stopped every thread of the worker for 80-110 ms,
@@ -71,7 +71,8 @@ SERVE_KEEPALIVE_S = 5
 DEFAULT_THREADS = 8
 SWITCH_INTERVAL_S = 0.0005
 # How long the thread that answered on a keep-alive connection waits for its next request
-# before handing the connection back to the event loop (only while no request waits for a thread).
+# before handing the connection back to the event loop (only while its worker holds no more
+# connections than threads and no request waits for a thread).
 KEEPALIVE_LINGER_S = 0.005
 # How long a worker holding a full share of connections (its threads' worth) waits before it
 # accepts a new one itself: time for a worker holding less, woken by the same connection, to

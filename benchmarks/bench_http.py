@@ -61,10 +61,9 @@ def _wait(url: str) -> None:
                 last = f"HTTP {response.status}"
         except urllib.error.HTTPError as error:  # a 429 (the public budget) or 503 names itself
             last = f"HTTP {error.code}"
-            time.sleep(0.2)
         except OSError as error:
             last = type(error).__name__
-            time.sleep(0.2)
+        time.sleep(0.2)
     raise RuntimeError(f"{url} did not become ready (last: {last})")
 
 
