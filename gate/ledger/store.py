@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,7 +51,7 @@ from gate.ledger import waits, writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
-from gate.ledger.groupcommit import BATCH_MEMO, GroupWriter
+from gate.ledger.groupcommit import BATCH_FLUSH, BATCH_MEMO, GroupWriter
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
     api_keys,
@@ -74,6 +74,9 @@ _KEY_BY_HASH = select(api_keys).where(api_keys.c.key_hash == bindparam("key_hash
 _HEAD_FOR_UPDATE = select(chain_heads).where(chain_heads.c.chain_id == bindparam("chain_id")).with_for_update()
 _INSERT_LINK = insert(chain_links)
 _INSERT_NODES = insert(merkle_nodes)
+_SET_USED = update(usage_counters).where(and_(
+    usage_counters.c.key_id == bindparam("counter_key_id"), usage_counters.c.period == bindparam("counter_period"),
+)).values(used=bindparam("counter_used"))
 _UPDATE_HEAD = update(chain_heads).where(chain_heads.c.chain_id == bindparam("head_chain_id")).values(
     size=bindparam("size"), head_link_hash=bindparam("head_link_hash"), merkle_root=bindparam("merkle_root"),
     tree_peaks=bindparam("tree_peaks"), updated_at=bindparam("updated_at"))
@@ -144,13 +147,24 @@ class StoredDecision:
     columns: dict[str, Any]
 
 
-def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any], peaks: Sequence[str]) -> None:
+def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any], peaks: Sequence[str]) -> bool:
     """In a batch run all at once (`gate.ledger.groupcommit`), the head this member's link leaves
-    is the next member's: the row stays locked to this transaction until it commits."""
+    is the next member's: the row stays locked to this transaction until it commits. False
+    outside such a batch."""
     memo = connection.info.get(BATCH_MEMO)
-    if memo is not None:
-        memo["head", chain.chain_id] = ChainHead(chain.chain_id, link["chain_position"], link["link_hash"],
-                                                 link["merkle_root"], tuple(peaks))
+    if memo is None:
+        return False
+    memo["head", chain.chain_id] = ChainHead(chain.chain_id, link["chain_position"], link["link_hash"],
+                                             link["merkle_root"], tuple(peaks))
+    return True
+
+
+def _defer(connection: Connection, name: Any, write: Callable[[Connection], Any]) -> None:
+    """Run `write` once at the end of this batch, in place of the one an earlier member deferred
+    under the same `name` (the row's last value is the one written; `BATCH_FLUSH`)."""
+    flush = connection.info[BATCH_MEMO].setdefault(BATCH_FLUSH, {})
+    flush.pop(name, None)  # the latest value, in the order the rows were first deferred
+    flush[name] = write
 
 
 class Ledger:
@@ -527,12 +541,14 @@ class Ledger:
             {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest}
             for level, idx, digest in nodes
         ])
-        self._hot("update-head", _UPDATE_HEAD).run(connection, {
-            "head_chain_id": chain.chain_id, "size": link["chain_position"], "head_link_hash": link["link_hash"],
-            "merkle_root": link["merkle_root"], "tree_peaks": json.dumps(list(peaks)),
-            "updated_at": link["created_at"],
-        })
-        _carry_head(connection, chain, link, peaks)
+        new_head = {"head_chain_id": chain.chain_id, "size": link["chain_position"],
+                    "head_link_hash": link["link_hash"], "merkle_root": link["merkle_root"],
+                    "tree_peaks": json.dumps(list(peaks)), "updated_at": link["created_at"]}
+        update_head = self._hot("update-head", _UPDATE_HEAD)
+        if not _carry_head(connection, chain, link, peaks):
+            update_head.run(connection, new_head)
+        else:  # the batch's last member's head is the one written (`BATCH_FLUSH`)
+            _defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
         return row
 
     def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, head: ChainHead,
@@ -693,12 +709,28 @@ class Ledger:
             raise SnapshotRace(snapshot["rulebook_id"])
 
     def _charge(self, connection: Connection, charge: CapCharge) -> int:
-        """One atomic upsert: create the month's counter at 1, or add 1 while below the cap."""
+        """One atomic upsert: create the month's counter at 1, or add 1 while below the cap.
+        In a batch run all at once only the key's first member runs it (the counter's row is
+        then this transaction's until the commit); the others count on from its answer, under the
+        same rule, and the batch writes the last count once (`BATCH_FLUSH`)."""
+        memo = connection.info.get(BATCH_MEMO)
+        counted: list[int] | None = memo.get(("used", charge.key_id, charge.period)) if memo is not None else None
+        if counted is not None:
+            if counted[0] >= charge.cap:
+                raise MonthlyCapExceeded(charge.cap, charge.period)
+            counted[0] += 1
+            set_used = self._hot("set-used", _SET_USED)
+            values = {"counter_key_id": charge.key_id, "counter_period": charge.period, "counter_used": counted[0]}
+            _defer(connection, ("used", charge.key_id, charge.period),
+                   lambda connection: set_used.run(connection, values))
+            return counted[0]
         answer = self._hot("charge", self._charge_statement()).first(
             connection, {"key_id": charge.key_id, "period": charge.period, "cap": charge.cap})
         used = answer["used"] if answer is not None else None
         if used is None:
             raise MonthlyCapExceeded(charge.cap, charge.period)
+        if memo is not None:
+            memo["used", charge.key_id, charge.period] = [int(used)]
         return int(used)
 
     def _charge_statement(self) -> ReturningInsert[Any]:

@@ -7,7 +7,10 @@
 - a driver fault injected in the middle of a batch answers 503 to every member and stores none
   of them (no half batch); the next decide continues the chain where it was;
 - a batch without refusals runs without savepoints and reads its chain head and confidence
-  counts once; a refusal sends the batch back through member-by-member savepoints.
+  counts once; a refusal sends the batch back through member-by-member savepoints;
+- on SQLite such a batch writes its chain head and its key's usage counter once, with their
+  last values; a monthly cap reached inside the batch refuses exactly the members past it, and a
+  fault in those last writes answers 503 to every member and stores none of them.
 """
 
 from __future__ import annotations
@@ -192,3 +195,79 @@ def test_a_refusal_in_a_batch_reruns_it_member_by_member(app, api_key, sample_re
     assert sum(1 for sql in statements if sql.startswith("SAVEPOINT")) == 5
     assert sum(1 for sql in statements if sql.startswith("ROLLBACK TO SAVEPOINT")) == 1
     assert _counts(app.extensions["gate"].ledger.engine) == {"decisions": 5, "chain_links": 5}
+
+
+def _is_sqlite(app) -> bool:
+    return app.extensions["gate"].ledger.dialect == "sqlite"
+
+
+def test_a_batch_writes_its_head_and_usage_once_with_their_last_values(app, api_key, sample_request):
+    first = _post(app, api_key, sample_request)  # the chain and the counter exist
+    remaining = int(first.headers["X-Usage-Monthly-Remaining"])  # the cap less 1
+    answers: list = []
+    statements = _statements_during(app, [lambda: answers.append(_post(app, api_key, sample_request))
+                                          for _ in range(5)])
+    assert [a.status_code for a in answers] == [200] * 5
+    if _is_sqlite(app):  # PostgreSQL writes both in each member's one statement (the CTE)
+        assert sum(1 for sql in statements if sql.startswith("UPDATE chain_heads")) == 1
+        assert sum(1 for sql in statements if "usage_counters" in sql) == 2  # the first member's upsert, the last count
+    # each member was answered its own count (2 … 6 records this month)
+    assert sorted(remaining + 1 - int(a.headers["X-Usage-Monthly-Remaining"]) for a in answers) == [2, 3, 4, 5, 6]
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        head = connection.execute(select(chain_heads.c.size, chain_heads.c.head_link_hash)).one()
+        used = connection.execute(select(usage_counters.c.used)).scalar()
+    newest = max(answers, key=lambda a: a.json["audit_chain"]["chain_position"])
+    assert tuple(head) == (6, newest.json["audit_chain"]["link_hash"])
+    assert used == 6
+    again = _post(app, api_key, sample_request)  # the next batch reads the head the flush wrote
+    assert again.json["audit_chain"]["chain_position"] == 7
+    chain = app.test_client().get(f"/api/decision/chains/{again.json['audit_chain']['chain_id']}",
+                                  headers={"x-api-key": api_key})
+    assert chain.json["verification"]["valid"] is True
+
+
+def test_a_monthly_cap_reached_inside_a_batch_refuses_exactly_the_members_past_it(app, issue_key, sample_request):
+    key = issue_key(scope="tenant_cap", monthly_cap=4)["api_key"]
+    assert _post(app, key, sample_request).status_code == 200  # used: 1
+    answers: list = []
+    _gathered(app, [lambda: answers.append(_post(app, key, sample_request)) for _ in range(5)])
+    assert sorted(a.status_code for a in answers) == [200, 200, 200, 429, 429]
+    assert {a.json["error"] for a in answers if a.status_code == 429} == {"SVC_API_MONTHLY_CAP_EXCEEDED"}
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        used = connection.execute(select(usage_counters.c.used)).scalar()
+        stored = connection.execute(select(func.count()).select_from(decisions)).scalar()
+    assert (used, stored) == (4, 4)
+
+
+@pytest.mark.parametrize("table", ["chain_heads", "usage_counters"])
+def test_a_fault_in_the_batchs_last_writes_fails_every_member_and_stores_none(app, api_key, sample_request, table):
+    first = _post(app, api_key, sample_request)
+    assert first.status_code == 200
+    ledger = app.extensions["gate"].ledger
+    before = _counts(ledger.engine)
+    seen = {"faults": 0}
+
+    def fault(connection, cursor, statement, parameters, context, executemany):
+        # SQLite: the batch's one write of the row, after every member ran; PostgreSQL: the
+        # 4th member's one statement (which writes both rows), as a driver error
+        if statement.startswith(f"UPDATE {table}") or (
+                "WITH link AS" in statement and (seen.__setitem__("pg", seen.get("pg", 0) + 1) or seen["pg"] == 4)):
+            seen["faults"] += 1
+            raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
+
+    event.listen(ledger.engine, "before_cursor_execute", fault)
+    answers: list = []
+    try:
+        _gathered(app, [lambda: answers.append(_post(app, api_key, sample_request)) for _ in range(5)])
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", fault)
+    assert seen["faults"] == 1
+    assert [a.status_code for a in answers] == [503] * 5
+    assert {a.json["error"] for a in answers} == {"LEDGER_UNAVAILABLE"}
+    assert _counts(ledger.engine) == before
+    with ledger.engine.connect() as connection:
+        assert connection.execute(select(usage_counters.c.used)).scalar() == 1
+        assert connection.execute(select(chain_heads.c.size)).scalar() == 1
+    again = _post(app, api_key, sample_request)
+    assert again.status_code == 200
+    assert again.json["audit_chain"]["chain_position"] == 2
