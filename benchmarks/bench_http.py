@@ -203,7 +203,8 @@ def _database(kind: str, home: Path) -> tuple[str, callable]:
     return PG_ADMIN.rsplit("/", 1)[0] + "/" + name, drop
 
 
-def run_backend(kind: str, duration: int, connections: int, request_file: str) -> dict:
+def run_backend(kind: str, duration: int, connections: int, request_file: str, workers: int = 2,
+                threads: int = 8) -> dict:
     home = Path(tempfile.mkdtemp(prefix=f"gate-bench-{kind}-"))
     url, drop = _database(kind, home)
     env = {**os.environ, "GATE_HOME": str(home), "GATE_DATABASE_URL": url, "GATE_REDIS_URL": REDIS,
@@ -216,7 +217,8 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
                                          "--monthly-cap", "100000000", "--json"], env=env, check=True,
                                         capture_output=True, text=True).stdout)["api_key"]
         port = _port()
-        server = subprocess.Popen([GATE, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        server = subprocess.Popen([GATE, "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+                                   "--threads", str(threads)],
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{port}"
         _wait(base + "/api/decision/status")
@@ -244,7 +246,8 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str) -
                                          headers={"content-type": "application/json"})
         with urllib.request.urlopen(request) as response:
             verified = json.loads(response.read())["verified"]
-        return {"backend": kind, "connections": connections, "request": request_file, "baseline_healthz": baseline,
+        return {"backend": kind, "connections": connections, "workers": workers, "threads": threads,
+                "request": request_file, "baseline_healthz": baseline,
                 "decide": decide, "stored_records": stored, "sample_verified": verified,
                 "ratio_rps_vs_healthz": round(decide["requests_per_second"] / baseline["requests_per_second"], 3)}
     finally:
@@ -262,14 +265,16 @@ def main() -> int:
                         help="wrk connections, or several separated by commas (issue 23: 16; locks up to 64)")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--request", default="verdict-yes.json", help="a file of data/requests/")
+    parser.add_argument("--workers", type=int, default=2, help="gate serve --workers (issue 23 measures 2)")
+    parser.add_argument("--threads", type=int, default=8, help="gate serve --threads, per worker")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
         return 2
     counts = [int(count) for count in args.connections.split(",")]
-    results = [run_backend(kind, args.duration, connections, args.request)
+    results = [run_backend(kind, args.duration, connections, args.request, args.workers, args.threads)
                for connections in counts for kind in args.backends.split(",")]
-    print(f"{args.duration} s per route, request {args.request}")
+    print(f"{args.duration} s per route, request {args.request}, {args.workers} workers × {args.threads} threads")
     print(f"{'backend':10} {'conns':>5} {'route':8} {'rps':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>8} {'non-2xx':>7} "
           f"{'load1':>11} {'cpu ms':>6} {'pg ms':>6} {'stored':>7} {'ratio':>6}")
     for r in results:
