@@ -21,9 +21,12 @@ once per transaction (`BATCH_MEMO`): each chain's head, then carried in memory f
 member (its row stays locked until the commit, so no other writer can move it), and each
 confidence bucket's counts (the counts as the batch's transaction first saw them). What every member
 updates, its chain's head row and its key's monthly usage counter, is written once at the end of
-the batch with its last value (`BATCH_FLUSH`): on SQLite each statement under the write lock hands
-the GIL to the request threads and waits to take it back, so a batch of five runs 17 statements
-where it ran 25. Only when a
+the batch with its last value, and on SQLite the members' links, tree nodes and decision rows are
+inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`): each statement under SQLite's
+write lock hands the GIL to the request threads and waits to take it back, and a batch of five
+now runs ten statements where it ran 29. A constraint one of those rows violates (a key claimed
+meanwhile) fails its INSERT without saying whose row it was: the batch is then run again member by
+member, as for any refusal. Only when a
 member meets an expected refusal is that transaction rolled back and the batch run again member
 by member, each inside its own SAVEPOINT reading everything afresh. A refusal is rare on the hot
 path (a replayed idempotency key is answered before the writer), so most batches pay neither the
@@ -154,7 +157,7 @@ class GroupWriter:
             try:
                 self._all_at_once(batch)
             except _Refused as refused:
-                if len(batch) == 1:  # its transaction was only its own: the refusal is its answer
+                if len(batch) == 1 and refused.answer is not None:  # its transaction was only its own
                     batch[0].error = refused.answer
                 else:
                     for member in batch:
@@ -191,16 +194,20 @@ class GroupWriter:
                         # the lock. `batch` is the caller's list: a rerun or a failure answers
                         # these members too; the loop goes on over them.
                         batch.extend(self._drain(self.max_batch - len(batch)))
-                for write in connection.info[BATCH_MEMO].get(BATCH_FLUSH, {}).values():
-                    write(connection)
+                try:
+                    for write in connection.info[BATCH_MEMO].get(BATCH_FLUSH, {}).values():
+                        write(connection)
+                except IntegrityError as exc:  # a deferred row's constraint: whose, the rerun says
+                    raise _Refused(None) from exc
             finally:
                 connection.info.pop(BATCH_MEMO, None)
 
 
 class _Refused(Exception):
-    """A member of a batch run all at once met an expected refusal (`answer`)."""
+    """A member of a batch run all at once met an expected refusal (`answer`); None when a
+    deferred write (`BATCH_FLUSH`) met one, so that which member it was is not known."""
 
-    def __init__(self, answer: BaseException) -> None:
+    def __init__(self, answer: BaseException | None) -> None:
         super().__init__("refused")
         self.answer = answer
 

@@ -28,6 +28,9 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 _REQUIRED = object()
+# SQLite's limit on a statement's parameters (SQLITE_MAX_VARIABLE_NUMBER, 32,766 since 3.32),
+# with room to spare.
+MAX_SQLITE_VARIABLES = 30_000
 Row = dict[str, Any]
 
 
@@ -72,12 +75,28 @@ class Prepared:
         if rows:
             self._execute(connection, [self.parameters(row) for row in rows], many=True)
 
+    def insert_rows(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """An INSERT of `rows` as few statements as SQLite's variable limit allows (one `VALUES`
+        list of many rows: one step of the driver, which releases and takes back the GIL once,
+        where `run_many` does so per row); other drivers run it as `run_many`."""
+        if not self._raw or not self._positional or " VALUES (" not in self.sql:
+            self.run_many(connection, rows)
+            return
+        head, _, values = self.sql.rpartition(" VALUES ")
+        per_statement = max(1, MAX_SQLITE_VARIABLES // max(1, len(self._slots)))
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start:start + per_statement]
+            parameters: list[Any] = []
+            for row in chunk:
+                parameters.extend(cast(tuple[Any, ...], self.parameters(row)))
+            self._execute(connection, tuple(parameters), many=False, sql=f"{head} VALUES {', '.join([values] * len(chunk))}")
+
     def first(self, connection: Connection, values: Mapping[str, Any]) -> Row | None:
         rows = self.run(connection, values)
         return rows[0] if rows else None
 
-    def _execute(self, connection: Connection, parameters: Any, *, many: bool) -> list[Row]:
-        return _run_sql(connection, self.sql, parameters, raw=self._raw, many=many)
+    def _execute(self, connection: Connection, parameters: Any, *, many: bool, sql: str | None = None) -> list[Row]:
+        return _run_sql(connection, sql or self.sql, parameters, raw=self._raw, many=many)
 
 
 def _run_sql(connection: Connection, sql: str, parameters: Any, *, raw: bool, many: bool = False) -> list[Row]:

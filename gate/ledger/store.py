@@ -490,8 +490,26 @@ class Ledger:
             return self._append_store_charge_pg(connection, chain, head, row, charge)
         if chain is not None and head is not None:
             row = self._append_link(connection, chain, head, row)
-        self._hot(("decision", *row), _INSERT_DECISION, tuple(row)).run(connection, row)
+        self._insert(connection, ("decision", *row), _INSERT_DECISION, row, tuple(row))
         return self._charge(connection, charge) if charge else None
+
+    def _insert(self, connection: Connection, key: Any, statement: Any, row: dict[str, Any],
+                column_keys: tuple[str, ...] | None = None) -> None:
+        """Insert `row` now, or, in a batch run all at once on SQLite, with the batch's other rows
+        of the same statement in one multi-row INSERT before the commit (`BATCH_FLUSH`). A
+        constraint a deferred row violates then fails that INSERT, and the batch is run again
+        member by member, each row in its member's SAVEPOINT (`gate.ledger.groupcommit`)."""
+        prepared = self._hot(key, statement, column_keys)
+        memo = connection.info.get(BATCH_MEMO)
+        if memo is None or self.dialect != "sqlite":
+            prepared.run(connection, row)
+            return
+        pending: list[dict[str, Any]] | None = memo.get(("rows", key))
+        if pending is None:
+            pending = memo["rows", key] = []
+            rows: list[dict[str, Any]] = pending
+            _defer(connection, ("rows", key), lambda connection: prepared.insert_rows(connection, rows))
+        pending.append(row)
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
         """The confidence counts of `bucket` as stored now; None before its scope's first outcome."""
@@ -532,15 +550,14 @@ class Ledger:
     def _append_link(self, connection: Connection, chain: ChainAppend, head: ChainHead,
                      row: dict[str, Any]) -> dict[str, Any]:
         row, link, nodes, peaks = chain.seal(head)
-        self._hot("link", _INSERT_LINK).run(connection, {
+        self._insert(connection, "link", _INSERT_LINK, {
             "chain_id": chain.chain_id, "chain_position": link["chain_position"],
             "decision_id": link["decision_id"], "leaf_hash": link["leaf_hash"],
             "link_hash": link["link_hash"], "link_json": json.dumps(link, separators=(",", ":")),
         })
-        self._hot("nodes", _INSERT_NODES).run_many(connection, [
-            {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest}
-            for level, idx, digest in nodes
-        ])
+        for level, idx, digest in nodes:
+            self._insert(connection, "nodes", _INSERT_NODES,
+                         {"chain_id": chain.chain_id, "level": level, "idx": idx, "hash": digest})
         new_head = {"head_chain_id": chain.chain_id, "size": link["chain_position"],
                     "head_link_hash": link["link_hash"], "merkle_root": link["merkle_root"],
                     "tree_peaks": json.dumps(list(peaks)), "updated_at": link["created_at"]}

@@ -114,14 +114,18 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
     assert first.status_code == 200
     ledger = app.extensions["gate"].ledger
     before = _counts(ledger.engine)
-    seen = {"inserts": 0}
+    seen = {"inserts": 0, "links": 0}
+    # SQLite: the batch's one INSERT of its six decision rows, after its six links were written
+    # in the same transaction; PostgreSQL: the 3rd member's one statement (link, nodes, head,
+    # decision and charge), after two members were written. Each fails like a driver error.
+    fail_at = 1 if _is_sqlite(app) else 3
 
     def fault(connection, cursor, statement, parameters, context, executemany):
-        # The 3rd member's decision row (SQLite: INSERT INTO decisions; PostgreSQL: the one
-        # statement of link, nodes, head, decision and charge) fails like a driver error.
+        if statement.startswith("INSERT INTO chain_links"):
+            seen["links"] += len(parameters) // 6  # rows in its VALUES list
         if "INSERT INTO decisions" in statement:
             seen["inserts"] += 1
-            if seen["inserts"] == 3:
+            if seen["inserts"] == fail_at:
                 raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
 
     event.listen(ledger.engine, "before_cursor_execute", fault)
@@ -130,7 +134,8 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
         _gathered(app, [lambda: answers.append(_post(app, api_key, sample_request)) for _ in range(6)])
     finally:
         event.remove(ledger.engine, "before_cursor_execute", fault)
-    assert seen["inserts"] == 3  # two members stored before the fault, in the same transaction
+    assert seen["inserts"] == fail_at
+    assert seen["links"] == (6 if _is_sqlite(app) else 0)  # rows written before the fault, in its transaction
     assert [a.status_code for a in answers] == [503] * 6
     assert {a.json["error"] for a in answers} == {"LEDGER_UNAVAILABLE"}
     assert all("verdict" not in a.json for a in answers)
@@ -211,6 +216,10 @@ def test_a_batch_writes_its_head_and_usage_once_with_their_last_values(app, api_
     if _is_sqlite(app):  # PostgreSQL writes both in each member's one statement (the CTE)
         assert sum(1 for sql in statements if sql.startswith("UPDATE chain_heads")) == 1
         assert sum(1 for sql in statements if "usage_counters" in sql) == 2  # the first member's upsert, the last count
+        # the batch's links, tree nodes and decisions: one INSERT each, of all five members' rows
+        # (and the first member's upsert of the counter)
+        assert sorted(sql.split(" (")[0] for sql in statements if sql.startswith("INSERT INTO")) == [
+            "INSERT INTO chain_links", "INSERT INTO decisions", "INSERT INTO merkle_nodes", "INSERT INTO usage_counters"]
     # each member was answered its own count (2 … 6 records this month)
     assert sorted(remaining + 1 - int(a.headers["X-Usage-Monthly-Remaining"]) for a in answers) == [2, 3, 4, 5, 6]
     with app.extensions["gate"].ledger.engine.connect() as connection:
@@ -271,3 +280,21 @@ def test_a_fault_in_the_batchs_last_writes_fails_every_member_and_stores_none(ap
     again = _post(app, api_key, sample_request)
     assert again.status_code == 200
     assert again.json["audit_chain"]["chain_position"] == 2
+
+
+def test_a_key_claimed_meanwhile_is_the_winners_replay_when_found_by_the_batchs_last_writes(
+        app, api_key, sample_request, monkeypatch):
+    # The second request missed the winner in the idempotency fast path (as in a race); on
+    # SQLite its row is refused by the batch's one INSERT of decisions, after its member ran.
+    first = _post(app, api_key, sample_request, "raced")
+    assert first.headers["x-idempotency-status"] == "created"
+    pipeline = app.extensions["gate"].service.pipeline
+    monkeypatch.setattr(pipeline, "replay_known", lambda claim: None)
+    again = _post(app, api_key, sample_request, "raced")
+    assert again.status_code == 200
+    assert again.headers["x-idempotency-status"] == "replayed"
+    assert again.json["decision_id"] == first.json["decision_id"]
+    assert _counts(app.extensions["gate"].ledger.engine) == {"decisions": 1, "chain_links": 1}
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        assert connection.execute(select(chain_heads.c.size)).scalar() == 1
+        assert connection.execute(select(usage_counters.c.used)).scalar() == 1

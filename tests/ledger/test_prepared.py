@@ -111,3 +111,35 @@ def test_a_savepoint_undoes_its_statements_only(ledger):
         with Savepoint(connection):
             statement.run_many(connection, [{**LINK, "chain_position": 3, "decision_id": "d3"}])
     assert [link["decision_id"] for link in _links(ledger)] == ["d1", "d3"]
+
+
+def test_insert_rows_stores_every_row_in_as_few_statements_as_the_variable_limit_allows(ledger, monkeypatch):
+    from gate.ledger import prepared as prepared_module
+
+    monkeypatch.setattr(prepared_module, "MAX_SQLITE_VARIABLES", 12)  # two rows of six per statement
+    rows = [dict(LINK, chain_position=n, decision_id=f"d{n}") for n in range(1, 6)]
+    seen: list[tuple[str, int]] = []
+
+    def record(connection, cursor, statement, parameters, context, executemany):
+        seen.append((statement.split(" VALUES ")[0], len(parameters)))
+
+    event.listen(ledger.engine, "before_cursor_execute", record)
+    try:
+        with ledger.write() as connection:
+            Prepared(insert(chain_links), ledger.engine.dialect).insert_rows(connection, rows)
+    finally:
+        event.remove(ledger.engine, "before_cursor_execute", record)
+    assert _links(ledger) == rows  # every value as given, the at-rest encoding read back
+    inserts = [count for sql, count in seen if sql.startswith("INSERT INTO chain_links")]
+    if ledger.dialect == "sqlite":
+        assert inserts == [12, 12, 6]  # rows 1-2, 3-4, 5: one step each
+    else:
+        assert inserts == [5]  # executemany of five rows
+
+
+def test_insert_rows_refuses_a_violation_and_leaves_the_transaction_to_the_caller(ledger):
+    rows = [dict(LINK, chain_position=1, decision_id="d1"), dict(LINK, chain_position=1, decision_id="d2")]
+    with pytest.raises(IntegrityError):
+        with ledger.write() as connection:
+            Prepared(insert(chain_links), ledger.engine.dialect).insert_rows(connection, rows)
+    assert _links(ledger) == []  # not one row of the statement is stored
