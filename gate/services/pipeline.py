@@ -82,6 +82,8 @@ _NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
 def _orjson_may_differ(data: bytes) -> bool:
     if b"0.0000" in data:
         return True
+    if b"e-" not in data:  # the common case, found by a byte search (1 against 9 µs for 7 KB)
+        return False
     return any(match.start() and data[match.start() - 1] in b"0123456789"
                for match in _NEGATIVE_EXPONENT.finditer(data))
 
