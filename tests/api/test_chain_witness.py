@@ -38,6 +38,7 @@ def decide(client, key, request, n=1):
         response = client.post("/api/decide", json=request, headers={"x-api-key": key})
         assert response.status_code == 200, response.json
         out.append(response.json)
+        response.close()  # as a WSGI server does once the answer is sent: the cadence checkpoint runs then
     return out
 
 
@@ -179,6 +180,15 @@ def test_a_growing_chain_stays_consistent_with_the_log_and_cadence_appends(make_
     log.write_text(log.read_text() + "not json\n")
     view = get(client, api_key, f"/api/decision/chains/{records[0]['audit_chain']['chain_id']}").json
     assert "checkpoint_log.unreadable" in {f["check"] for f in view["verification"]["failures"]}
+
+
+def test_the_cadence_checkpoint_is_written_once_the_answer_is_sent(make_app, api_key, sample_request, gate_env):
+    app = make_app(checkpoint_every=1)
+    response = app.test_client().post("/api/decide", json=sample_request, headers={"x-api-key": api_key})
+    log = Path(gate_env["GATE_HOME"]) / "checkpoints.jsonl"
+    assert response.status_code == 200 and not log.exists()  # answered; the checkpoint not yet written
+    response.close()  # what the WSGI server does once the answer is sent
+    assert [json.loads(line)["tree_size"] for line in log.read_text().splitlines()] == [1]
 
 
 def test_an_unreadable_gate_log_is_named_and_never_fails_a_decide(make_app, api_key, sample_request, tmp_path):

@@ -1,0 +1,38 @@
+"""The cadence checkpoint runs once the decide's answer is sent (api/routes/decide.py), on a real
+`gate serve`: the gate's checkpoint log gains the chain's signed checkpoint every
+`GATE_CHECKPOINT_EVERY` decisions without the caller waiting for it, and the log stays consistent
+with the chain (issue 23: the 1% of decides that carried it set the decide's 99th percentile).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.server.support import call
+
+pytestmark = pytest.mark.slow
+
+
+def _logged_sizes(log: Path) -> list[int]:
+    return [json.loads(line)["tree_size"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_a_running_gate_appends_every_cadence_checkpoint_after_the_answer(server_factory, api_key, sample_request,
+                                                                         gate_env):
+    server = server_factory(workers=1, threads=2, env={"GATE_CHECKPOINT_EVERY": "2"})
+    for _ in range(5):
+        status, _, body = call("POST", server.base + "/api/decide", sample_request, {"x-api-key": api_key})
+        assert status == 200, body
+    chain_id = body["audit_chain"]["chain_id"]
+    log = Path(gate_env["GATE_HOME"]) / "checkpoints.jsonl"
+    deadline = time.monotonic() + 20
+    while _logged_sizes(log) != [2, 4] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _logged_sizes(log) == [2, 4]
+    status, _, view = call("GET", server.base + f"/api/decision/chains/{chain_id}", headers={"x-api-key": api_key})
+    assert status == 200 and view["verification"]["valid"] is True
+    assert view["checkpoint_log"]["tree_size"] == 4
