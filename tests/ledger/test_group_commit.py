@@ -96,6 +96,18 @@ def _gathered(app, calls):
         thread.join(30)
 
 
+def _gathered_posts_watched(app, listener, key: str, body: dict, count: int) -> list:
+    """`count` decides gathered into one batch while `listener` sees the writer's statements."""
+    engine = app.extensions["gate"].ledger.engine
+    answers: list = []
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        _gathered(app, [lambda: answers.append(_post(app, key, body)) for _ in range(count)])
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    return answers
+
+
 def test_one_batch_commits_together_and_a_duplicate_in_it_is_the_winners_replay(app, api_key, sample_request):
     assert _post(app, api_key, sample_request).status_code == 200  # the rulebook is bound, the chain exists
     answers: list = []
@@ -128,12 +140,7 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
             if seen["inserts"] == fail_at:
                 raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
 
-    event.listen(ledger.engine, "before_cursor_execute", fault)
-    answers: list = []
-    try:
-        _gathered(app, [lambda: answers.append(_post(app, api_key, sample_request)) for _ in range(6)])
-    finally:
-        event.remove(ledger.engine, "before_cursor_execute", fault)
+    answers = _gathered_posts_watched(app, fault, api_key, sample_request, 6)
     assert seen["inserts"] == fail_at
     assert seen["links"] == (6 if _is_sqlite(app) else 0)  # rows written before the fault, in its transaction
     assert [a.status_code for a in answers] == [503] * 6
@@ -254,22 +261,18 @@ def test_a_fault_in_the_batchs_last_writes_fails_every_member_and_stores_none(ap
     assert first.status_code == 200
     ledger = app.extensions["gate"].ledger
     before = _counts(ledger.engine)
-    seen = {"faults": 0}
+    seen = {"faults": 0, "members": 0}
 
     def fault(connection, cursor, statement, parameters, context, executemany):
         # SQLite: the batch's one write of the row, after every member ran; PostgreSQL: the
-        # 4th member's one statement (which writes both rows), as a driver error
-        if statement.startswith(f"UPDATE {table}") or (
-                "WITH link AS" in statement and (seen.__setitem__("pg", seen.get("pg", 0) + 1) or seen["pg"] == 4)):
+        # 4th member's one statement (which writes both rows). Each fails as a driver error.
+        if "WITH link AS" in statement:
+            seen["members"] += 1
+        if statement.startswith(f"UPDATE {table}") or ("WITH link AS" in statement and seen["members"] == 4):
             seen["faults"] += 1
             raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
 
-    event.listen(ledger.engine, "before_cursor_execute", fault)
-    answers: list = []
-    try:
-        _gathered(app, [lambda: answers.append(_post(app, api_key, sample_request)) for _ in range(5)])
-    finally:
-        event.remove(ledger.engine, "before_cursor_execute", fault)
+    answers = _gathered_posts_watched(app, fault, api_key, sample_request, 5)
     assert seen["faults"] == 1
     assert [a.status_code for a in answers] == [503] * 5
     assert {a.json["error"] for a in answers} == {"LEDGER_UNAVAILABLE"}
