@@ -19,18 +19,18 @@ per decide, and no decide waits a whole extra turn (docs/operating.md, "Sizing")
 A batch is first run all at once: no SAVEPOINT per member, and what the members share read
 once per transaction (`BATCH_MEMO`): each chain's head, then carried in memory from member to
 member (its row stays locked until the commit, so no other writer can move it), and each
-confidence bucket's counts (the counts as the batch's transaction first saw them). What every member
-updates, its chain's head row and its key's monthly usage counter, is written once at the end of
-the batch with its last value, and on SQLite the members' links, tree nodes and decision rows are
-inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`): each statement under SQLite's
-write lock hands the GIL to the request threads and waits to take it back, and a batch of five
-now runs ten statements where it ran 29. A constraint one of those rows violates (a key claimed
-meanwhile) fails its INSERT without saying whose row it was: the batch is then run again member by
-member, as for any refusal. Only when a
-member meets an expected refusal is that transaction rolled back and the batch run again member
-by member, each inside its own SAVEPOINT reading everything afresh. A refusal is rare on the hot
-path (a replayed idempotency key is answered before the writer), so most batches pay neither the
-savepoints nor the repeated reads: on PostgreSQL that is four round trips fewer per decide.
+confidence bucket's counts (the counts as the batch's transaction first saw them). What every
+member updates, its chain's head row and its key's monthly usage counter, is written once at the
+end of the batch with its last value, and on SQLite the members' links, tree nodes and decision
+rows are inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`): each statement under
+SQLite's write lock hands the GIL to the request threads and waits to take it back, and a batch
+of five now runs ten statements where it ran 29. Only when a member meets an expected refusal is
+that transaction rolled back and the batch run again member by member, each inside its own
+SAVEPOINT reading everything afresh; a constraint one of the deferred rows violates (a key
+claimed meanwhile) fails its INSERT without saying whose row it was, and reruns the batch so
+too. A refusal is rare on the hot path (a replayed idempotency key is answered before the
+writer), so most batches pay neither the savepoints nor the repeated reads: on PostgreSQL that
+is four round trips fewer per decide.
 
 Guarantees (each tested in `tests/ledger/test_group_commit.py`):
 - A caller is answered only after the transaction holding its rows committed: a success is
