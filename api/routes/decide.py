@@ -43,7 +43,8 @@ def _cadence_witness(rt: GateRuntime, record: dict[str, Any]) -> Callable[[], No
     The route runs it once the answer is sent (the response's close): the decision is already
     stored and the caller does not wait for the chain's checks, the signature, the checkpoint's
     own write transaction and the log's fsync (a few milliseconds, on every hundredth decide: the
-    decide's 99th percentile). A chain that fails its checks there is logged, never turned into
+    decide's 99th percentile). The serving thread does: a next request on the same keep-alive
+    connection is read once it is done. A chain that fails its checks there is logged, never turned into
     an error of this decide; a process that stops before it runs leaves that checkpoint to the
     next one, which covers the chain up to its own, later head."""
     every, chain = rt.settings.checkpoint_every, record.get("audit_chain")
