@@ -199,7 +199,14 @@ def test_registry_snapshot_is_reused_for_later_decisions(client, api_key, sample
     assert first["decision_id"] != second["decision_id"]
 
 
-def test_rate_limit_refuses_with_headers_and_creates_nothing(app, client, issue_key, sample_request):
+def test_rate_limit_refuses_with_headers_and_creates_nothing(app, client, issue_key, sample_request, monkeypatch):
+    # One instant for the three decides: on the wall clock a slow host could send the third into
+    # the next minute's window, which would rightly admit it.
+    from datetime import UTC, datetime
+
+    from gate.clock import FixedClock
+
+    monkeypatch.setattr(app.extensions["gate"].service, "clock", FixedClock(datetime.now(UTC)))
     key = issue_key(rate_limit=2)["api_key"]
     assert post(client, sample_request, key).status_code == 200
     assert post(client, sample_request, key).status_code == 200
