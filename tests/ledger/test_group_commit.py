@@ -96,15 +96,20 @@ def _gathered(app, calls):
         thread.join(30)
 
 
-def _gathered_posts_watched(app, listener, key: str, body: dict, count: int) -> list:
-    """`count` decides gathered into one batch while `listener` sees the writer's statements."""
+def _gathered_watched(app, calls, listener) -> None:
+    """`calls` gathered into one batch while `listener` sees the writer's statements."""
     engine = app.extensions["gate"].ledger.engine
-    answers: list = []
     event.listen(engine, "before_cursor_execute", listener)
     try:
-        _gathered(app, [lambda: answers.append(_post(app, key, body)) for _ in range(count)])
+        _gathered(app, calls)
     finally:
         event.remove(engine, "before_cursor_execute", listener)
+
+
+def _gathered_posts_watched(app, listener, key: str, body: dict, count: int) -> list:
+    """`count` decides gathered into one batch while `listener` sees the writer's statements."""
+    answers: list = []
+    _gathered_watched(app, [lambda: answers.append(_post(app, key, body)) for _ in range(count)], listener)
     return answers
 
 
@@ -157,17 +162,12 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
 
 def _statements_during(app, calls) -> list[str]:
     """The SQL the writer ran while `calls` were gathered into one batch."""
-    ledger = app.extensions["gate"].ledger
     seen: list[str] = []
 
     def record(connection, cursor, statement, parameters, context, executemany):
         seen.append(statement)
 
-    event.listen(ledger.engine, "before_cursor_execute", record)
-    try:
-        _gathered(app, calls)
-    finally:
-        event.remove(ledger.engine, "before_cursor_execute", record)
+    _gathered_watched(app, calls, record)
     return seen
 
 
