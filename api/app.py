@@ -40,7 +40,6 @@ from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.advisory import AdvisoryService
-from gate.services.cadence import CheckpointCadence
 from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService, with_releases
 from gate.services.lifecycle import LifecycleService
@@ -118,7 +117,6 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         advisory=advisory_service(settings),
     )
     release_service = with_releases(service, on_trip=record_guardrail_trip)
-    audit = AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log)
     return GateRuntime(
         settings=settings,
         ledger=ledger,
@@ -128,8 +126,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
-        audit=audit,
-        cadence=CheckpointCadence(audit.publish_checkpoint),
+        audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),
         pilots=PilotService(ledger, service.clock),
         proof_metrics=ProofMetricsService(ledger),

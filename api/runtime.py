@@ -35,7 +35,6 @@ class GateRuntime:
     proof_metrics: Any = None  # gate.services.operations.ProofMetricsService
     policy_alerts: Any = None  # gate.services.operations.PolicyAlertService
     releases: Any = None  # gate.services.releases.ReleaseService
-    cadence: Any = None  # gate.services.cadence.CheckpointCadence: the cadence checkpoint's thread
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

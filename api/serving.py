@@ -83,9 +83,6 @@ KEEPALIVE_LINGER_S = 0.005
 ACCEPT_STEP_BACK_S = 0.003
 ACCEPT_ALONE_AFTER = 3
 ACCEPT_ALONE_S = 0.1
-# A worker stopping gracefully appends the cadence checkpoint its last decides made due, waiting
-# at most this long (inside gunicorn's graceful_timeout of 10 s).
-CADENCE_SETTLE_S = 3.0
 
 # gunicorn's pre-application refusals → (error code, message). Anything else it raises is a 500.
 _PARSE_ERRORS: tuple[tuple[type[BaseException], str, str], ...] = (
@@ -328,14 +325,6 @@ def metrics_child_exit(server, worker) -> None:
         multiprocess.mark_process_dead(worker.pid)
 
 
-def settle_cadence_on_exit(server, worker) -> None:
-    """gunicorn hook, in a worker that stops gracefully: the cadence checkpoint its last decides made
-    due is appended first, for up to `CADENCE_SETTLE_S` (`gate.services.cadence`)."""
-    gate = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("gate")
-    if gate is not None and gate.cadence is not None:
-        gate.cadence.settle(CADENCE_SETTLE_S)
-
-
 class GateServer(BaseApplication):
     """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
 
@@ -358,7 +347,6 @@ class GateServer(BaseApplication):
         # No shared control socket in $HOME: several gates (and tests) run side by side.
         self.cfg.set("control_socket_disable", True)
         self.cfg.set("child_exit", metrics_child_exit)
-        self.cfg.set("worker_exit", settle_cadence_on_exit)
         if self.on_ready is not None:
             ready = self.on_ready
             self.cfg.set("when_ready", lambda _arbiter: ready())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from gate.services.decide import Caller
 from gate.vocabulary import VIEW_FULL
 
 bp = Blueprint("decide", __name__)
+LOG = logging.getLogger(__name__)
 
 
 def _seconds_to_next_month(now: datetime) -> int:
@@ -36,13 +38,15 @@ def _seconds_to_next_month(now: datetime) -> int:
 
 
 def _cadence_witness(rt: GateRuntime, record: dict[str, Any]) -> Callable[[], None] | None:
-    """Every GATE_CHECKPOINT_EVERY-th decision of a chain, the step that notes the chain as due for
-    its signed checkpoint in the gate's checkpoint log (docs/verification.md §7.4); None for the
-    others. The route runs it once the answer is sent (the response's close), and the process's
-    cadence thread appends the checkpoint (`gate.services.cadence`): neither the caller nor the
-    serving thread waits for the chain's checks, the signature, the checkpoint's own write
-    transaction and the log's fsync (a few milliseconds, on every hundredth decide: the decide's
-    99th percentile). A failure there is logged, never turned into an error of this decide."""
+    """Every GATE_CHECKPOINT_EVERY-th decision of a chain, the step that appends its signed
+    checkpoint to the gate's checkpoint log (docs/verification.md §7.4); None for the others.
+    The route runs it once the answer is sent (the response's close): the decision is already
+    stored and the caller does not wait for the chain's checks, the signature, the checkpoint's
+    own write transaction and the log's fsync (a few milliseconds, on every hundredth decide: the
+    decide's 99th percentile). The serving thread does: a next request on the same keep-alive
+    connection is read once it is done. A chain that fails its checks there is logged, never turned into
+    an error of this decide; a process that stops before it runs leaves that checkpoint to the
+    next one, which covers the chain up to its own, later head."""
     every, chain = rt.settings.checkpoint_every, record.get("audit_chain")
     if not every or rt.audit.checkpoint_log is None or not isinstance(chain, dict):
         return None
@@ -50,7 +54,17 @@ def _cadence_witness(rt: GateRuntime, record: dict[str, Any]) -> Callable[[], No
     if type(position) is not int or position % every:
         return None
     chain_id = chain["chain_id"]
-    return lambda: rt.cadence.due(chain_id, position)
+
+    def witness() -> None:
+        try:
+            rt.audit.publish_checkpoint(chain_id)
+        except GateError as error:
+            LOG.error("checkpoint of chain %s at %s not witnessed: %s %s", chain_id, position,
+                      error.code, error.details.get("failed_checks", ""))
+        except Exception:
+            LOG.exception("checkpoint of chain %s at %s not witnessed", chain_id, position)
+
+    return witness
 
 
 def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
