@@ -1,7 +1,8 @@
 """CPU per decide, in one worker process, and where it goes: this tree against another, same run.
 
-A fresh interpreter builds the app over a new SQLite ledger (group commit on, as `gate serve`
-runs it), answers `--warmup` decides of the sample request through the Flask test client, then
+A fresh interpreter builds the app over a new SQLite ledger (`--backend postgresql`: a throw-away
+PostgreSQL database; the CPU read is this process's, not the database server's), group commit on,
+as `gate serve` runs it, answers `--warmup` decides of the sample request through the Flask test client, then
 `--decides` more, and reads the process's CPU time (every thread: the request thread and the
 ledger's writer thread). The baseline in the same process is `GET /healthz` through the same
 client (the HTTP stack's own floor), so each figure is also a ratio to it. `--rev REV` (or
@@ -15,7 +16,7 @@ CPU time, in the request thread and in the writer thread (one caller, whatever `
 The profiler slows Python calls more than C work, so the split is a share, not a cost in µs.
 
     .venv/bin/python benchmarks/bench_decide_cpu.py [--decides 2000] [--rounds 3] [--rev a85e481] [--split]
-                                                    [--threads 8]
+                                                    [--threads 8] [--backend postgresql]
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_http import _database  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "decide_cpu.json"
 
@@ -37,6 +42,7 @@ WORKER = textwrap.dedent("""
     import json, sys, tempfile, time
     from pathlib import Path
     decides, warmup, split, threads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split", int(sys.argv[4])
+    database = sys.argv[5]  # "sqlite" (a file in the temporary home) or a PostgreSQL URL
     from api.app import create_app
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
@@ -46,7 +52,7 @@ WORKER = textwrap.dedent("""
     with tempfile.TemporaryDirectory() as home:
         keyring = Path(home) / "signing-keys.json"
         generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
-        env = {"GATE_HOME": home, "GATE_DATABASE_URL": f"sqlite:///{home}/gate.db",
+        env = {"GATE_HOME": home, "GATE_DATABASE_URL": f"sqlite:///{home}/gate.db" if database == "sqlite" else database,
                "GATE_SIGNING_KEY_FILE": str(keyring), "GATE_LEDGER_GROUP_COMMIT": "true"}
         Ledger(env["GATE_DATABASE_URL"]).upgrade()
         settings = Settings.from_env(env)
@@ -120,11 +126,15 @@ STAGES = [
 ]
 
 
-def _once(tree: Path, decides: int, warmup: int, split: bool, threads: int = 1) -> dict:
-    done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-",
-                           str(threads)],
-                          cwd=tree, capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": str(tree)}, timeout=900)
+def _once(tree: Path, decides: int, warmup: int, split: bool, threads: int = 1, backend: str = "sqlite") -> dict:
+    database, drop = ("sqlite", lambda: None) if backend == "sqlite" else _database(backend, Path(tempfile.gettempdir()))
+    try:
+        done = subprocess.run([sys.executable, "-c", WORKER, str(decides), str(warmup), "split" if split else "-",
+                               str(threads), database],
+                              cwd=tree, capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(tree)}, timeout=900)
+    finally:
+        drop()
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -163,6 +173,9 @@ def main() -> int:
     parser.add_argument("--rev", help="a commit to measure beside this tree (extracted with git archive)")
     parser.add_argument("--tree", type=Path, help="another checkout to measure beside this tree")
     parser.add_argument("--split", action="store_true", help="also profile this tree's stages")
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgresql"],
+                        help="the ledger: a SQLite file, or a throw-away PostgreSQL database (GATE_BENCH_PG_ADMIN_URL); "
+                             "the CPU read is this process's, not PostgreSQL's own")
     parser.add_argument("--threads", type=int, default=1,
                         help="concurrent callers in the worker (8 = one gunicorn worker's threads): the writer "
                              "then stores several decides per transaction")
@@ -175,12 +188,12 @@ def main() -> int:
 def _measure(args: argparse.Namespace, other: Path | None) -> int:
     trees = {"this tree": ROOT} | ({f"other ({args.rev or args.tree})": other} if other else {})
     runs: dict[str, list[dict]] = {name: [] for name in trees}
-    print(f"{args.decides} decides of verdict-yes.json per round, SQLite, group commit, Flask test client, "
+    print(f"{args.decides} decides of verdict-yes.json per round, {args.backend}, group commit, Flask test client, "
           f"{args.threads} caller thread(s)")
     print(f"{'round':>5} {'tree':<28} {'decide ms':>10} {'healthz ms':>11} {'ratio':>7} {'load1':>6}")
     for number in range(1, args.rounds + 1):
         for name, tree in trees.items():
-            run = _once(tree, args.decides, args.warmup, False, args.threads)
+            run = _once(tree, args.decides, args.warmup, False, args.threads, args.backend)
             run["load1"] = os.getloadavg()[0]
             runs[name].append(run)
             print(f"{number:>5} {name:<28} {run['decide_ms']:>10.3f} {run['healthz_ms']:>11.3f} "
@@ -195,9 +208,10 @@ def _measure(args: argparse.Namespace, other: Path | None) -> int:
     if other:
         mine, theirs = summary["this tree"]["decide_ms"], summary[next(iter(list(trees)[1:]))]["decide_ms"]
         print(f"  this tree / other: {mine / theirs:.2f} of the CPU per decide")
-    result: dict = {"decides": args.decides, "threads": args.threads, "rounds": runs, "medians": summary}
+    result: dict = {"decides": args.decides, "threads": args.threads, "backend": args.backend, "rounds": runs,
+                    "medians": summary}
     if args.split:
-        run = _once(ROOT, args.decides, args.warmup, True)  # one caller: the profiler sees its thread
+        run = _once(ROOT, args.decides, args.warmup, True, 1, args.backend)  # one caller: the profiler sees its thread
         stages = _stages(run["functions"], args.decides)
         route = next(ms for label, ms, _ in stages if label.startswith("the decide route"))
         writer = next(ms for label, ms, _ in stages if label.startswith("writer: the whole batch"))

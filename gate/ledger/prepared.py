@@ -13,8 +13,10 @@ What is kept from `Connection.execute`:
   inject driver errors through it, so they reach this path too);
 - driver errors come out as SQLAlchemy's `IntegrityError` and `DBAPIError`, which the ledger
   already turns into refusals and 503 `LEDGER_UNAVAILABLE`.
-PostgreSQL statements go through `Connection.exec_driver_sql`, which also keeps SQLAlchemy's
-handling of a lost connection (the pool is invalidated); SQLite has no connection to lose.
+- a driver error goes through SQLAlchemy's own handling of one (`_handle_dbapi_exception`), so a
+  lost PostgreSQL connection invalidates the pool as it did when these statements went through
+  `Connection.exec_driver_sql` (until 2026-11-25 evening: on PostgreSQL that call and its result
+  object were a third of the writer's CPU for a decide's statement).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from sqlalchemy.engine import Connection, Dialect
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -38,7 +39,7 @@ class Prepared:
     """One Core statement compiled for `dialect`. Parameters are mappings by bind name, as for
     `Connection.execute`; a required parameter that is missing is a `KeyError`, never NULL."""
 
-    __slots__ = ("_positional", "_raw", "_slots", "sql")
+    __slots__ = ("_positional", "_slots", "_sqlite", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect,
@@ -46,7 +47,7 @@ class Prepared:
         self.sql = compiled.string
         order = compiled.positiontup
         self._positional = order is not None
-        self._raw = dialect.name == "sqlite"
+        self._sqlite = dialect.name == "sqlite"
         slots: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
         for name in (list(order) if order is not None else list(compiled.binds)):
             bind = compiled.binds[name]
@@ -79,7 +80,7 @@ class Prepared:
         """An INSERT of `rows` as few statements as SQLite's variable limit allows (one `VALUES`
         list of many rows: one step of the driver, which releases and takes back the GIL once,
         where `run_many` does so per row); other drivers run it as `run_many`."""
-        if not self._raw or not self._positional or " VALUES (" not in self.sql:
+        if not self._sqlite or not self._positional or " VALUES (" not in self.sql:
             self.run_many(connection, rows)
             return
         head, _, values = self.sql.rpartition(" VALUES ")
@@ -96,21 +97,12 @@ class Prepared:
         return rows[0] if rows else None
 
     def _execute(self, connection: Connection, parameters: Any, *, many: bool, sql: str | None = None) -> list[Row]:
-        return _run_sql(connection, sql or self.sql, parameters, raw=self._raw, many=many)
-
-
-def _run_sql(connection: Connection, sql: str, parameters: Any, *, raw: bool, many: bool = False) -> list[Row]:
-    """SQLite (`raw`): on the driver cursor; PostgreSQL: through `exec_driver_sql` (see above)."""
-    if raw:
-        return _on_cursor(connection, sql, parameters, many=many)
-    result = connection.exec_driver_sql(sql, parameters)
-    return [dict(row) for row in result.mappings()] if result.returns_rows else []
+        return _on_cursor(connection, sql or self.sql, parameters, many=many)
 
 
 def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool = False) -> list[Row]:
     """Run `sql` on the driver cursor of `connection` (inside its transaction)."""
     cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    dbapi_error = connection.dialect.loaded_dbapi.Error
     try:
         hooks = connection.dispatch.before_cursor_execute
         if hooks:
@@ -123,9 +115,11 @@ def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool 
             return []
         names = [column[0] for column in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    except dbapi_error as exc:
-        # IntegrityError for a violated constraint, DBAPIError for the rest (as execute does).
-        raise DBAPIError.instance(sql, parameters, exc, dbapi_error, dialect=connection.dialect) from exc
+    except connection.dialect.loaded_dbapi.Error as exc:
+        # As `Connection.execute` does: IntegrityError for a violated constraint, DBAPIError for
+        # the rest, and a connection found lost is invalidated with the pool's older ones.
+        connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
+        raise  # pragma: no cover - the call above always raises
     finally:
         cursor.close()
 
@@ -142,7 +136,7 @@ class Savepoint:
         self._name = name
 
     def _run(self, sql: str) -> None:
-        _run_sql(self._connection, sql, (), raw=self._connection.dialect.name == "sqlite")
+        _on_cursor(self._connection, sql, ())
 
     def __enter__(self) -> Savepoint:
         self._run(f"SAVEPOINT {self._name}")
