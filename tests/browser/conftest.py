@@ -76,16 +76,56 @@ def browser():
         chromium.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, so the `page` fixture knows its test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
 @pytest.fixture
-def page(browser):
+def page(browser, request):
     context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
     page = context.new_page()
     errors: list[str] = []
+    console: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
     page.errors = errors
     page.set_default_timeout(60_000)
     yield page
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        print(failure_evidence(page, request.node.name, console))
     context.close()
+
+
+# What the page's tables hold: a table drawn with no rows (CI saw the Authoring page's rule table
+# stay empty for 60 s after its draft loaded, once, on one xdist worker) shows here with its size.
+_TABLES = """() => Array.from(document.querySelectorAll('.tabulator')).map(table => {
+  const holder = table.querySelector('.tabulator-tableholder');
+  return {classes: table.className, rows: table.querySelectorAll('.tabulator-row').length,
+          height: table.clientHeight, holder: holder ? holder.clientHeight : null,
+          visible: table.offsetParent !== null};
+})"""
+
+
+def failure_evidence(page, name: str, console: list[str]) -> str:
+    """A failed test's browser state, printed into the test's report (CI keeps only its output):
+    the address, the page's tables, its script errors and the last console lines; and a
+    screenshot beside the others. Whatever cannot be read is said, never raised."""
+    lines = [f"browser evidence for {name}:"]
+    try:
+        lines.append(f"  url: {page.url}")
+        lines.append(f"  screenshot: {screenshot(page, f'failed-{name}')}")
+        for table in page.evaluate(_TABLES):
+            lines.append(f"  table: {table}")
+    except Exception as exc:  # noqa: BLE001 - the page may be gone; the test's own failure stands
+        lines.append(f"  (page unreadable: {type(exc).__name__}: {exc})")
+    lines.extend(f"  page error: {error}" for error in getattr(page, "errors", []))
+    lines.extend(f"  console {line}" for line in console[-40:])
+    return "\n".join(lines)
 
 
 def screenshot(page, name: str) -> Path:
