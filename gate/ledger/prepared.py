@@ -39,7 +39,7 @@ class Prepared:
     """One Core statement compiled for `dialect`. Parameters are mappings by bind name, as for
     `Connection.execute`; a required parameter that is missing is a `KeyError`, never NULL."""
 
-    __slots__ = ("_positional", "_slots", "_sqlite", "sql")
+    __slots__ = ("_columns", "_positional", "_slots", "_sqlite", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect,
@@ -55,6 +55,10 @@ class Prepared:
             default = _REQUIRED if bind.required or bind.callable is not None else bind.effective_value
             slots.append((name, default, bind.type.bind_processor(dialect)))
         self._slots = tuple(slots)
+        # The columns the statement answers (None: it answers no rows), read from the driver's
+        # description on its first run: a statement's result columns never change, and psycopg
+        # builds a `Column` object per column on every read of `description`.
+        self._columns: tuple[str, list[str] | None] | None = None
 
     def parameters(self, values: Mapping[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
         """The driver's parameters for `values` (a tuple for positional styles, else a dict)."""
@@ -97,12 +101,45 @@ class Prepared:
         return rows[0] if rows else None
 
     def _execute(self, connection: Connection, parameters: Any, *, many: bool, sql: str | None = None) -> list[Row]:
-        return _on_cursor(connection, sql or self.sql, parameters, many=many)
+        if sql is not None:  # a statement of its own (insert_rows' multi-row INSERT): no rows
+            return _on_cursor(connection, sql, parameters, many=many, columns=None)
+        known = self._columns
+        if known is not None and known[0] == self.sql:
+            return _on_cursor(connection, self.sql, parameters, many=many, columns=known[1])
+        rows = _on_cursor(connection, self.sql, parameters, many=many)
+        self._columns = (self.sql, _last_columns(connection))
+        return rows
 
 
-def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool = False) -> list[Row]:
-    """Run `sql` on the driver cursor of `connection` (inside its transaction)."""
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+_CURSOR = "gate.cursor"  # `Connection.info` key of the driver cursor the statements run on
+_UNKNOWN: Any = object()
+
+
+def _cursor(connection: Connection) -> Any:
+    """The driver cursor kept for this DBAPI connection: one per connection, reused by every
+    statement (psycopg builds a cursor, with its own adapters map, for each `cursor()`).
+    `Connection.info` lives as long as the DBAPI connection and is emptied when the pool
+    replaces it, and the cursor is checked to belong to the connection it is used on."""
+    driver = connection.connection.driver_connection
+    kept = connection.info.get(_CURSOR)
+    if kept is not None and kept[0] is driver:
+        return kept[1]
+    cursor = driver.cursor()  # type: ignore[union-attr]
+    connection.info[_CURSOR] = (driver, cursor)
+    return cursor
+
+
+def _last_columns(connection: Connection) -> list[str] | None:
+    description = _cursor(connection).description
+    return None if description is None else [column[0] for column in description]
+
+
+def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool = False,
+               columns: list[str] | None = _UNKNOWN) -> list[Row]:
+    """Run `sql` on the driver cursor of `connection` (inside its transaction). `columns` are
+    the result's column names when the caller knows them (None: no rows); else the driver's
+    description says."""
+    cursor = _cursor(connection)
     try:
         hooks = connection.dispatch.before_cursor_execute
         if hooks:
@@ -111,17 +148,18 @@ def _on_cursor(connection: Connection, sql: str, parameters: Any, *, many: bool 
             cursor.executemany(sql, parameters)
         else:
             cursor.execute(sql, parameters)
-        if cursor.description is None:
+        if columns is _UNKNOWN:
+            columns = _last_columns(connection)
+        if columns is None:
             return []
-        names = [column[0] for column in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
     except connection.dialect.loaded_dbapi.Error as exc:
         # As `Connection.execute` does: IntegrityError for a violated constraint, DBAPIError for
-        # the rest, and a connection found lost is invalidated with the pool's older ones.
+        # the rest, and a connection found lost is invalidated with the pool's older ones. That
+        # handling closes the cursor, so the next statement takes a new one.
+        connection.info.pop(_CURSOR, None)
         connection._handle_dbapi_exception(exc, sql, parameters, cursor, None)
         raise  # pragma: no cover - the call above always raises
-    finally:
-        cursor.close()
 
 
 class Savepoint:
