@@ -21,10 +21,12 @@ once per transaction (`BATCH_MEMO`): each chain's head, then carried in memory f
 member (its row stays locked until the commit, so no other writer can move it), and each
 confidence bucket's counts (the counts as the batch's transaction first saw them). What every
 member updates, its chain's head row and its key's monthly usage counter, is written once at the
-end of the batch with its last value, and on SQLite the members' links, tree nodes and decision
-rows are inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`): each statement under
-SQLite's write lock hands the GIL to the request threads and waits to take it back, and a batch
-of five now runs ten statements where it ran 29. Only when a member meets an expected refusal is
+end of the batch with its last value, and the members' links, tree nodes and decision rows are
+inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`), on both ledgers: each
+statement under the lock (SQLite's file lock, PostgreSQL's chain-head row lock) hands the GIL to
+the request threads and waits to take it back, and on PostgreSQL is a round trip as well; a batch
+of five runs ten statements where it ran 29 on SQLite, and a fixed handful of round trips where
+PostgreSQL ran one per member. Only when a member meets an expected refusal is
 that transaction rolled back and the batch run again member by member, each inside its own
 SAVEPOINT reading everything afresh; a constraint one of the deferred rows violates (a key
 claimed meanwhile) fails its INSERT without saying whose row it was, and reruns the batch so

@@ -21,7 +21,9 @@ What is kept from `Connection.execute`:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, cast
 
 from sqlalchemy.engine import Connection, Dialect
@@ -29,9 +31,11 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 _REQUIRED = object()
-# SQLite's limit on a statement's parameters (SQLITE_MAX_VARIABLE_NUMBER, 32,766 since 3.32),
-# with room to spare.
-MAX_SQLITE_VARIABLES = 30_000
+# The most parameters a multi-row INSERT (`Prepared.insert_rows`) binds: under SQLite's limit
+# (SQLITE_MAX_VARIABLE_NUMBER, 32,766 since 3.32) and PostgreSQL's (65,535), with room to spare.
+MAX_VARIABLES = 30_000
+# A named placeholder in psycopg's paramstyle; the names are the statement's own bind names.
+_NAMED = re.compile(r"%\((\w+)\)s")
 Row = dict[str, Any]
 
 
@@ -39,7 +43,7 @@ class Prepared:
     """One Core statement compiled for `dialect`. Parameters are mappings by bind name, as for
     `Connection.execute`; a required parameter that is missing is a `KeyError`, never NULL."""
 
-    __slots__ = ("_columns", "_positional", "_slots", "_sqlite", "sql")
+    __slots__ = ("_columns", "_positional", "_slots", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect,
@@ -47,7 +51,6 @@ class Prepared:
         self.sql = compiled.string
         order = compiled.positiontup
         self._positional = order is not None
-        self._sqlite = dialect.name == "sqlite"
         slots: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
         for name in (list(order) if order is not None else list(compiled.binds)):
             bind = compiled.binds[name]
@@ -81,20 +84,30 @@ class Prepared:
             self._execute(connection, [self.parameters(row) for row in rows], many=True)
 
     def insert_rows(self, connection: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-        """An INSERT of `rows` as few statements as SQLite's variable limit allows (one `VALUES`
-        list of many rows: one step of the driver, which releases and takes back the GIL once,
-        where `run_many` does so per row); other drivers run it as `run_many`."""
-        if not self._sqlite or not self._positional or " VALUES (" not in self.sql:
+        """An INSERT of `rows` as few statements as the driver's parameter limit allows: one
+        `VALUES` list of many rows, which the driver runs in one step (on SQLite it releases and
+        takes back the GIL once, where `run_many` does so per row; on PostgreSQL it is one round
+        trip and one statement to plan). A statement without a `VALUES` list runs as `run_many`."""
+        head, found, values = self.sql.rpartition(" VALUES ")
+        if not rows or not found or not values.startswith("("):
             self.run_many(connection, rows)
             return
-        head, _, values = self.sql.rpartition(" VALUES ")
-        per_statement = max(1, MAX_SQLITE_VARIABLES // max(1, len(self._slots)))
+        per_statement = max(1, MAX_VARIABLES // max(1, len(self._slots)))
         for start in range(0, len(rows), per_statement):
             chunk = rows[start:start + per_statement]
-            parameters: list[Any] = []
-            for row in chunk:
-                parameters.extend(cast(tuple[Any, ...], self.parameters(row)))
-            self._execute(connection, tuple(parameters), many=False, sql=f"{head} VALUES {', '.join([values] * len(chunk))}")
+            if self._positional:  # `?` placeholders (SQLite): the rows' values one after the other
+                parameters: Any = []
+                for row in chunk:
+                    parameters.extend(cast(tuple[Any, ...], self.parameters(row)))
+                lists = [values] * len(chunk)
+            else:  # named placeholders (psycopg's `%(name)s`): each row's renamed `name__<row>`
+                parameters, lists = {}, []
+                for number, row in enumerate(chunk):
+                    named = cast(dict[str, Any], self.parameters(row))
+                    parameters.update((f"{name}__{number}", value) for name, value in named.items())
+                    lists.append(_numbered(values, number))
+            self._execute(connection, tuple(parameters) if self._positional else parameters, many=False,
+                          sql=f"{head} VALUES {', '.join(lists)}")
 
     def first(self, connection: Connection, values: Mapping[str, Any]) -> Row | None:
         rows = self.run(connection, values)
@@ -127,6 +140,12 @@ def _cursor(connection: Connection) -> Any:
     cursor = driver.cursor()  # type: ignore[union-attr]
     connection.info[_CURSOR] = (driver, cursor)
     return cursor
+
+
+@lru_cache(maxsize=1024)
+def _numbered(values: str, number: int) -> str:
+    """A `VALUES` list of named placeholders for the row `number` of a multi-row INSERT."""
+    return _NAMED.sub(lambda match: f"%({match.group(1)}__{number})s", values)
 
 
 def _last_columns(connection: Connection) -> list[str] | None:

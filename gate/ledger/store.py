@@ -486,7 +486,8 @@ class Ledger:
             self._bind_snapshot(connection, snapshot)
         for table, values in extra:  # rows that live or die with the decision (its release row)
             connection.execute(insert(table).values(**values))
-        if chain is not None and head is not None and charge is not None and self.dialect == "postgresql":
+        if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
+                and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
             return self._append_store_charge_pg(connection, chain, head, row, charge)
         if chain is not None and head is not None:
             row = self._append_link(connection, chain, head, row)
@@ -495,13 +496,13 @@ class Ledger:
 
     def _insert(self, connection: Connection, key: Any, statement: Any, row: dict[str, Any],
                 column_keys: tuple[str, ...] | None = None) -> None:
-        """Insert `row` now, or, in a batch run all at once on SQLite, with the batch's other rows
-        of the same statement in one multi-row INSERT before the commit (`BATCH_FLUSH`). A
-        constraint a deferred row violates then fails that INSERT, and the batch is run again
-        member by member, each row in its member's SAVEPOINT (`gate.ledger.groupcommit`)."""
+        """Insert `row` now, or, in a batch run all at once, with the batch's other rows of the
+        same statement in one multi-row INSERT before the commit (`BATCH_FLUSH`). A constraint a
+        deferred row violates then fails that INSERT, and the batch is run again member by
+        member, each row in its member's SAVEPOINT (`gate.ledger.groupcommit`)."""
         prepared = self._hot(key, statement, column_keys)
         memo = connection.info.get(BATCH_MEMO)
-        if memo is None or self.dialect != "sqlite":
+        if memo is None:
             prepared.run(connection, row)
             return
         pending: list[dict[str, Any]] | None = memo.get(("rows", key))
@@ -570,10 +571,12 @@ class Ledger:
 
     def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, head: ChainHead,
                                 row: dict[str, Any], charge: CapCharge) -> int:
-        """PostgreSQL: link, Merkle nodes, head, decision and usage charge in ONE statement
-        (data-modifying CTEs), so the locked section makes one round trip instead of five. The
-        semantics are those of the separate statements: any violation aborts the transaction,
-        and no returned row means the cap refused the charge."""
+        """PostgreSQL, a decide stored in a transaction of its own (group commit off, or a
+        member rerun in its SAVEPOINT): link, Merkle nodes, head, decision and usage charge in
+        ONE statement (data-modifying CTEs), so the locked section makes one round trip instead
+        of five. The semantics are those of the separate statements: any violation aborts the
+        transaction, and no returned row means the cap refused the charge. A batch run all at
+        once defers these rows to its multi-row INSERTs instead (`_insert`, `BATCH_FLUSH`)."""
         row, link, nodes, peaks = chain.seal(head)
         params = {f"d_{name}": value for name, value in row.items()}
         params.update(

@@ -132,10 +132,9 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
     ledger = app.extensions["gate"].ledger
     before = _counts(ledger.engine)
     seen = {"inserts": 0, "links": 0}
-    # SQLite: the batch's one INSERT of its six decision rows, after its six links were written
-    # in the same transaction; PostgreSQL: the 3rd member's one statement (link, nodes, head,
-    # decision and charge), after two members were written. Each fails like a driver error.
-    fail_at = 1 if _is_sqlite(app) else 3
+    # The batch's one INSERT of its six decision rows, after its six links were written in the
+    # same transaction: it fails like a driver error.
+    fail_at = 1
 
     def fault(connection, cursor, statement, parameters, context, executemany):
         if statement.startswith("INSERT INTO chain_links"):
@@ -147,7 +146,7 @@ def test_a_fault_mid_batch_fails_every_member_and_stores_none(app, api_key, samp
 
     answers = _gathered_posts_watched(app, fault, api_key, sample_request, 6)
     assert seen["inserts"] == fail_at
-    assert seen["links"] == (6 if _is_sqlite(app) else 0)  # rows written before the fault, in its transaction
+    assert seen["links"] == 6  # rows written before the fault, in its transaction
     assert [a.status_code for a in answers] == [503] * 6
     assert {a.json["error"] for a in answers} == {"LEDGER_UNAVAILABLE"}
     assert all("verdict" not in a.json for a in answers)
@@ -209,10 +208,6 @@ def test_a_refusal_in_a_batch_reruns_it_member_by_member(app, api_key, sample_re
     assert _counts(app.extensions["gate"].ledger.engine) == {"decisions": 5, "chain_links": 5}
 
 
-def _is_sqlite(app) -> bool:
-    return app.extensions["gate"].ledger.dialect == "sqlite"
-
-
 def test_a_batch_writes_its_head_and_usage_once_with_their_last_values(app, api_key, sample_request):
     first = _post(app, api_key, sample_request)  # the chain and the counter exist
     remaining = int(first.headers["X-Usage-Monthly-Remaining"])  # the cap less 1
@@ -220,13 +215,12 @@ def test_a_batch_writes_its_head_and_usage_once_with_their_last_values(app, api_
     statements = _statements_during(app, [lambda: answers.append(_post(app, api_key, sample_request))
                                           for _ in range(5)])
     assert [a.status_code for a in answers] == [200] * 5
-    if _is_sqlite(app):  # PostgreSQL writes both in each member's one statement (the CTE)
-        assert sum(1 for sql in statements if sql.startswith("UPDATE chain_heads")) == 1
-        assert sum(1 for sql in statements if "usage_counters" in sql) == 2  # the first member's upsert, the last count
-        # the batch's links, tree nodes and decisions: one INSERT each, of all five members' rows
-        # (and the first member's upsert of the counter)
-        assert sorted(sql.split(" (")[0] for sql in statements if sql.startswith("INSERT INTO")) == [
-            "INSERT INTO chain_links", "INSERT INTO decisions", "INSERT INTO merkle_nodes", "INSERT INTO usage_counters"]
+    assert sum(1 for sql in statements if sql.startswith("UPDATE chain_heads")) == 1
+    assert sum(1 for sql in statements if "usage_counters" in sql) == 2  # the first member's upsert, the last count
+    # the batch's links, tree nodes and decisions: one INSERT each, of all five members' rows
+    # (and the first member's upsert of the counter), on both ledgers
+    assert sorted(sql.split(" (")[0] for sql in statements if sql.startswith("INSERT INTO")) == [
+        "INSERT INTO chain_links", "INSERT INTO decisions", "INSERT INTO merkle_nodes", "INSERT INTO usage_counters"]
     # each member was answered its own count (2 … 6 records this month)
     assert sorted(remaining + 1 - int(a.headers["X-Usage-Monthly-Remaining"]) for a in answers) == [2, 3, 4, 5, 6]
     with app.extensions["gate"].ledger.engine.connect() as connection:
@@ -261,14 +255,11 @@ def test_a_fault_in_the_batchs_last_writes_fails_every_member_and_stores_none(ap
     assert first.status_code == 200
     ledger = app.extensions["gate"].ledger
     before = _counts(ledger.engine)
-    seen = {"faults": 0, "members": 0}
+    seen = {"faults": 0}
 
     def fault(connection, cursor, statement, parameters, context, executemany):
-        # SQLite: the batch's one write of the row, after every member ran; PostgreSQL: the
-        # 4th member's one statement (which writes both rows). Each fails as a driver error.
-        if "WITH link AS" in statement:
-            seen["members"] += 1
-        if statement.startswith(f"UPDATE {table}") or ("WITH link AS" in statement and seen["members"] == 4):
+        # The batch's one write of the row, after every member ran: it fails as a driver error.
+        if statement.startswith(f"UPDATE {table}"):
             seen["faults"] += 1
             raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
 

@@ -116,7 +116,7 @@ def test_a_savepoint_undoes_its_statements_only(ledger):
 def test_insert_rows_stores_every_row_in_as_few_statements_as_the_variable_limit_allows(ledger, monkeypatch):
     from gate.ledger import prepared as prepared_module
 
-    monkeypatch.setattr(prepared_module, "MAX_SQLITE_VARIABLES", 12)  # two rows of six per statement
+    monkeypatch.setattr(prepared_module, "MAX_VARIABLES", 12)  # two rows of six per statement
     rows = [dict(LINK, chain_position=n, decision_id=f"d{n}") for n in range(1, 6)]
     seen: list[tuple[str, int]] = []
 
@@ -131,10 +131,7 @@ def test_insert_rows_stores_every_row_in_as_few_statements_as_the_variable_limit
         event.remove(ledger.engine, "before_cursor_execute", record)
     assert _links(ledger) == rows  # every value as given, the at-rest encoding read back
     inserts = [count for sql, count in seen if sql.startswith("INSERT INTO chain_links")]
-    if ledger.dialect == "sqlite":
-        assert inserts == [12, 12, 6]  # rows 1-2, 3-4, 5: one step each
-    else:
-        assert inserts == [5]  # executemany of five rows
+    assert inserts == [12, 12, 6]  # rows 1-2, 3-4, 5: one statement each, on both ledgers
 
 
 def test_insert_rows_refuses_a_violation_and_leaves_the_transaction_to_the_caller(ledger):
