@@ -132,7 +132,8 @@ def rulebook_attestation_bundle(
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,
 ) -> dict[str, Any]:
-    """The attested bundle; `trusted_adapter` is null (not absent) in direct mode."""
+    """The attested bundle; `trusted_adapter` is null (not absent) in direct mode. Its members
+    are copies: the bundle shares no object with its arguments."""
     return {
         "engine": engine,
         "evaluator_version": evaluator_version,
@@ -162,12 +163,14 @@ def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> dic
 
 
 def build_rulebook_attestation(bundle: dict[str, Any], key: Ed25519Key | None) -> dict[str, Any]:
-    """``{schema_version, bundle_hash, bundle, signature}`` for `bundle`."""
+    """``{schema_version, bundle_hash, bundle, signature}`` for `bundle`, which the attestation
+    holds as it is: pass one that nothing else keeps or changes (`rulebook_attestation_bundle`
+    builds one of copies)."""
     digest = bundle_hash(bundle)
     return {
         "schema_version": RULEBOOK_ATTESTATION_VERSION,
         "bundle_hash": digest,
-        "bundle": clone(bundle),
+        "bundle": bundle,
         "signature": rulebook_attestation_signature(digest, key),
     }
 

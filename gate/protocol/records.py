@@ -194,6 +194,9 @@ def _is_empty(value: Any) -> bool:
     return value is None or (isinstance(value, (str, dict, list, tuple)) and len(value) == 0)
 
 
+_CONTAINERS = (dict, list, tuple)
+
+
 def compact_deep(value: Any) -> Any:
     """Remove object members whose value is null, "", {} or [] at every depth.
 
@@ -204,15 +207,20 @@ def compact_deep(value: Any) -> Any:
     if isinstance(value, dict):
         result = {}
         for key, item in value.items():
-            if isinstance(item, (dict, list, tuple)):
+            if type(item) is str:  # the common member first (a record is mostly text)
+                if item:
+                    result[key] = item
+            elif item is None:
+                continue
+            elif isinstance(item, _CONTAINERS):
                 compacted = compact_deep(item)
                 if compacted:  # not {} or [] (before or after compaction)
                     result[key] = compacted
-            elif item is not None and not (isinstance(item, str) and not item):
+            elif not (isinstance(item, str) and not item):
                 result[key] = item
         return result
-    if isinstance(value, (list, tuple)):
-        return [compact_deep(item) if isinstance(item, (dict, list, tuple)) else item for item in value]
+    if isinstance(value, _CONTAINERS[1:]):
+        return [compact_deep(item) if isinstance(item, _CONTAINERS) else item for item in value]
     return value
 
 
@@ -412,6 +420,10 @@ def attach_audit_chain(record: dict[str, Any], audit_chain: Mapping[str, Any],
     return record
 
 
+# What `seal_record` writes (anew, replacing any the record brings).
+_SEALED_MEMBERS = frozenset(("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS))
+
+
 def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | None = None) -> dict[str, Any]:
     """Copy of `record` with `record_hash`, `receipt_hash`, receipt signature and `integrity`.
 
@@ -425,8 +437,7 @@ def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | No
     ``signature: {algorithm, key_id, public_key_fingerprint?}``.
     """
     # A shallow copy: sealing only sets top-level members, nested values are shared.
-    sealed = {k: v for k, v in record.items()
-              if k not in ("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS)}
+    sealed = {k: v for k, v in record.items() if k not in _SEALED_MEMBERS}
     sealed["record_hash"] = record_hash(sealed)
     sealed["receipt_hash"] = receipt_hash(sealed)
     signature_block = None
