@@ -134,7 +134,8 @@ def _postgres_cpu_seconds() -> float:
 
 
 def _wrk(url: str, script: Path | None, duration: int, connections: int, server_pid: int | None = None) -> dict:
-    args = ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "5s"]
+    # wrk needs at least one connection per thread: two threads, or one for a single connection.
+    args = ["wrk", f"-t{min(2, connections)}", f"-c{connections}", f"-d{duration}s", "--latency", "--timeout", "5s"]
     if script:
         args += ["-s", str(script)]
     load_before = _load1()
