@@ -6,7 +6,10 @@ object; on SQLite that overhead was about three quarters of a small statement's 
 bench_decide_cpu.py`). A `Prepared` statement is the same Core statement (its SQL is still
 written once, beside its table) compiled once: its SQL text, the order of its parameters and
 each parameter's bind processor (the at-rest encoding of `gate.ledger.codec`). It runs on the
-cursor of the connection the caller's transaction holds, so it is part of that transaction.
+cursor of the connection the caller's transaction holds, so it is part of that transaction: one
+cursor kept per DBAPI connection, on PostgreSQL a psycopg raw cursor with the statement's
+placeholders written as PostgreSQL's own `$1, $2, …` (`_dollar_placeholders`), so psycopg sends
+the text as it is instead of parsing it for placeholders on every run.
 
 What is kept from `Connection.execute`:
 - the `before_cursor_execute` event fires when a listener is registered (the fault tests
@@ -34,8 +37,9 @@ _REQUIRED = object()
 # The most parameters a multi-row INSERT (`Prepared.insert_rows`) binds: under SQLite's limit
 # (SQLITE_MAX_VARIABLE_NUMBER, 32,766 since 3.32) and PostgreSQL's (65,535), with room to spare.
 MAX_VARIABLES = 30_000
-# A named placeholder in psycopg's paramstyle; the names are the statement's own bind names.
-_NAMED = re.compile(r"%\((\w+)\)s")
+# A placeholder in psycopg's paramstyle (or its escaped `%`), and one of PostgreSQL's own.
+_PYFORMAT = re.compile(r"%\((\w+)\)s|%%")
+_DOLLAR = re.compile(r"\$(\d+)")
 Row = dict[str, Any]
 
 
@@ -43,13 +47,20 @@ class Prepared:
     """One Core statement compiled for `dialect`. Parameters are mappings by bind name, as for
     `Connection.execute`; a required parameter that is missing is a `KeyError`, never NULL."""
 
-    __slots__ = ("_columns", "_positional", "_slots", "sql")
+    __slots__ = ("_columns", "_numbered", "_positional", "_slots", "sql")
 
     def __init__(self, statement: ClauseElement, dialect: Dialect, column_keys: Sequence[str] | None = None) -> None:
         compiled = cast(SQLCompiler, statement.compile(dialect=dialect,
                                                        column_keys=list(column_keys) if column_keys else None))
         self.sql = compiled.string
         order = compiled.positiontup
+        # psycopg: PostgreSQL's own `$1, $2, …` on a raw cursor (`_cursor`), which sends the
+        # text as it is; with `%(name)s` psycopg parsed every statement's text again to find its
+        # placeholders (a regular-expression pass, uncached past 4 KB or 50 parameters, which a
+        # batch's multi-row INSERT always is): 6% of a PostgreSQL worker's time under load.
+        self._numbered = order is None and _raw_driver(dialect)
+        if self._numbered:
+            self.sql, order = _dollar_placeholders(self.sql)
         self._positional = order is not None
         slots: list[tuple[str, Any, Callable[[Any], Any] | None]] = []
         for name in (list(order) if order is not None else list(compiled.binds)):
@@ -87,27 +98,26 @@ class Prepared:
         """An INSERT of `rows` as few statements as the driver's parameter limit allows: one
         `VALUES` list of many rows, which the driver runs in one step (on SQLite it releases and
         takes back the GIL once, where `run_many` does so per row; on PostgreSQL it is one round
-        trip and one statement to plan). A statement without a `VALUES` list runs as `run_many`."""
+        trip and one statement to plan). A statement without a `VALUES` list, or with named
+        placeholders (a driver other than those two), runs as `run_many`."""
         head, found, values = self.sql.rpartition(" VALUES ")
         if not rows or not found or not values.startswith("("):
             self.run_many(connection, rows)
             return
-        per_statement = max(1, MAX_VARIABLES // max(1, len(self._slots)))
+        if not self._positional:
+            self.run_many(connection, rows)
+            return
+        width = len(self._slots)
+        per_statement = max(1, MAX_VARIABLES // max(1, width))
         for start in range(0, len(rows), per_statement):
             chunk = rows[start:start + per_statement]
-            if self._positional:  # `?` placeholders (SQLite): the rows' values one after the other
-                parameters: Any = []
-                for row in chunk:
-                    parameters.extend(cast(tuple[Any, ...], self.parameters(row)))
-                lists = [values] * len(chunk)
-            else:  # named placeholders (psycopg's `%(name)s`): each row's renamed `name__<row>`
-                parameters, lists = {}, []
-                for number, row in enumerate(chunk):
-                    named = cast(dict[str, Any], self.parameters(row))
-                    parameters.update((f"{name}__{number}", value) for name, value in named.items())
-                    lists.append(_numbered(values, number))
-            self._execute(connection, tuple(parameters) if self._positional else parameters, many=False,
-                          sql=f"{head} VALUES {', '.join(lists)}")
+            parameters: list[Any] = []
+            for row in chunk:  # the rows' values one after the other
+                parameters.extend(cast(tuple[Any, ...], self.parameters(row)))
+            # `?` (SQLite) repeats as it is; `$n` (PostgreSQL) counts on from row to row
+            lists = ([_row_numbers(values, number * width) for number in range(len(chunk))] if self._numbered
+                     else [values] * len(chunk))
+            self._execute(connection, tuple(parameters), many=False, sql=f"{head} VALUES {', '.join(lists)}")
 
     def first(self, connection: Connection, values: Mapping[str, Any]) -> Row | None:
         rows = self.run(connection, values)
@@ -137,15 +147,39 @@ def _cursor(connection: Connection) -> Any:
     kept = connection.info.get(_CURSOR)
     if kept is not None and kept[0] is driver:
         return kept[1]
-    cursor = driver.cursor()  # type: ignore[union-attr]
+    if _raw_driver(connection.dialect):  # statements with `$n` placeholders, sent as they are
+        from psycopg import RawCursor
+
+        cursor: Any = RawCursor(driver)  # type: ignore[arg-type]
+    else:
+        cursor = driver.cursor()  # type: ignore[union-attr]
     connection.info[_CURSOR] = (driver, cursor)
     return cursor
 
 
+def _raw_driver(dialect: Dialect) -> bool:
+    return dialect.driver == "psycopg"
+
+
+def _dollar_placeholders(sql: str) -> tuple[str, list[str]]:
+    """psycopg's `%(name)s` placeholders of compiled `sql` as PostgreSQL's `$1, $2, …` (a name
+    used twice keeps its number) and `%%` as `%`, with the names in number order. The names are
+    the statement's own bind names, never values."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        return f"${numbers.setdefault(name, len(numbers) + 1)}"
+
+    return _PYFORMAT.sub(number, sql), list(numbers)
+
+
 @lru_cache(maxsize=1024)
-def _numbered(values: str, number: int) -> str:
-    """A `VALUES` list of named placeholders for the row `number` of a multi-row INSERT."""
-    return _NAMED.sub(lambda match: f"%({match.group(1)}__{number})s", values)
+def _row_numbers(values: str, offset: int) -> str:
+    """A `VALUES` list of `$n` placeholders numbered `offset` further (a later row's)."""
+    return _DOLLAR.sub(lambda match: f"${int(match.group(1)) + offset}", values)
 
 
 def _last_columns(connection: Connection) -> list[str] | None:

@@ -140,3 +140,21 @@ def test_insert_rows_refuses_a_violation_and_leaves_the_transaction_to_the_calle
         with ledger.write() as connection:
             Prepared(insert(chain_links), ledger.engine.dialect).insert_rows(connection, rows)
     assert _links(ledger) == []  # not one row of the statement is stored
+
+
+def test_postgresql_statements_carry_its_own_numbered_placeholders():
+    # On psycopg a statement is sent as PostgreSQL's `$1, $2, …` on a raw cursor: a name bound
+    # twice keeps its number, an escaped `%` is a plain one, and the parameters come in number order.
+    from sqlalchemy import bindparam, text
+    from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+
+    from gate.ledger.prepared import _dollar_placeholders, _row_numbers
+
+    sql, names = _dollar_placeholders("UPDATE t SET a = %(a)s, b = %(b)s WHERE c = %(a)s AND d LIKE 'x%%'")
+    assert (sql, names) == ("UPDATE t SET a = $1, b = $2 WHERE c = $1 AND d LIKE 'x%'", ["a", "b"])
+    assert _row_numbers("($1, $2, $1)", 2) == "($3, $4, $3)"
+    statement = text("SELECT :first AS one, :second AS two, :first AS three").bindparams(
+        bindparam("first"), bindparam("second"))
+    prepared = Prepared(statement, pg_psycopg.dialect())
+    assert prepared.sql == "SELECT $1 AS one, $2 AS two, $1 AS three"
+    assert prepared.parameters({"second": 2, "first": 1}) == (1, 2)
