@@ -103,12 +103,24 @@ def page(browser, request):
 
 # What the page's tables hold: a table drawn with no rows (CI saw the Authoring page's rule table
 # stay empty for 60 s after its draft loaded, once, on one xdist worker) shows here with its size.
-_TABLES = """() => Array.from(document.querySelectorAll('.tabulator')).map(table => {
-  const holder = table.querySelector('.tabulator-tableholder');
-  return {classes: table.className, rows: table.querySelectorAll('.tabulator-row').length,
-          height: table.clientHeight, holder: holder ? holder.clientHeight : null,
-          visible: table.offsetParent !== null};
-})"""
+# Panel draws each widget inside a shadow root, which `querySelectorAll` does not enter: the
+# tables are looked for in every open shadow root too.
+_TABLES = """() => {
+  const found = [];
+  const visit = root => {
+    root.querySelectorAll('.tabulator').forEach(table => found.push(table));
+    root.querySelectorAll('*').forEach(node => { if (node.shadowRoot) visit(node.shadowRoot); });
+  };
+  visit(document);
+  return found.map(table => {
+    const holder = table.querySelector('.tabulator-tableholder');
+    const host = table.getRootNode().host;
+    return {classes: (host ? host.className + ' ' : '') + table.className,
+            rows: table.querySelectorAll('.tabulator-row').length,
+            height: table.clientHeight, holder: holder ? holder.clientHeight : null,
+            visible: table.offsetParent !== null};
+  });
+}"""
 
 
 def failure_evidence(page, name: str, console: list[str]) -> str:
@@ -137,6 +149,20 @@ def screenshot(page, name: str) -> Path:
 
 def table_cell(page, table: str, row: int, field: str):
     return page.locator(f"{table} .tabulator-row").nth(row).locator(f".tabulator-cell[tabulator-field='{field}']")
+
+
+def wait_for_rows(page, table: str, attempts: int = 4, seconds: float = 15) -> None:
+    """Wait until `table` shows its first row, laying the page out again between tries: a table
+    drawn before its pane had its height could stay empty until the window was resized (the rule
+    table now draws every row; other tables still draw what fits)."""
+    for attempt in range(attempts):
+        try:
+            page.locator(f"{table} .tabulator-row").first.wait_for(timeout=seconds * 1000)
+            return
+        except PlaywrightTimeout:
+            if attempt == attempts - 1:
+                raise
+            _lay_out_again(page)
 
 
 def click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:

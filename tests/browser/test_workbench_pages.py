@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import Workbench, screenshot, table_cell
+from tests.browser.conftest import Workbench, screenshot, table_cell, wait_for_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -138,6 +138,7 @@ def test_a_table_edit_right_after_typing_keeps_the_typed_text(page, workbench):
     page.get_by_label("Rulebook").select_option("pricing_exception")
     page.get_by_role("button", name="Load current version").click()
     page.get_by_text("loaded pricing_exception").wait_for()
+    wait_for_rows(page, ".rule-table")
     editor = page.locator(".ace_editor").first
     for attempt in range(4):
         draft = copy.deepcopy(RULEBOOK)

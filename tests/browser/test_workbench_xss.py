@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import Workbench, screenshot
+from tests.browser.conftest import Workbench, screenshot, wait_for_rows
 from tests.workbench.hostile_ledger import (
     HOSTILE_ACTION,
     HOSTILE_FACT,
@@ -103,6 +103,7 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
     page.get_by_role("button", name="Load current version").click()
     see(page, f"loaded {RULEBOOK_ID} version {HOSTILE_VERSION}")
     # Issue 21: the rule table, the live impact and the sweep show the hostile outcome text as text.
+    wait_for_rows(page, ".rule-table")
     page.locator(".rule-table .tabulator-cell", has_text=HOSTILE_ACTION).first.wait_for()
     see(page, "change verdict · review queue")  # the live impact of the loaded draft
     page.get_by_role("button", name="Sweep threshold").click()

@@ -45,9 +45,13 @@ def rule_table(state: AuthoringState) -> pn.Column:
     the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft rebuilds the rows."""
     editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
+    # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws:
+    # a draft's rules are few (the rulebook's budget bounds them), and a table drawn while its pane
+    # had no height yet stayed empty until the window was resized (CI saw it after a draft loaded).
     table = pn.widgets.Tabulator(rule_frame(state.rules), editors=editors, show_index=False, selectable=1,
                                  titles=TITLES, widths=WIDTHS, layout="fit_data_table", sizing_mode="stretch_width",
-                                 height=260, css_classes=["rule-table"], name="Rules")
+                                 height=260, css_classes=["rule-table"], name="Rules",
+                                 configuration={"renderVertical": "basic"})
 
     def edited(event: Any) -> None:
         index = int(table.value.iloc[event.row]["index"])
