@@ -30,6 +30,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,8 +207,24 @@ def _database(kind: str, home: Path) -> tuple[str, callable]:
     return PG_ADMIN.rsplit("/", 1)[0] + "/" + name, drop
 
 
-def run_backend(kind: str, duration: int, connections: int, request_file: str, workers: int = 2,
-                threads: int = 8) -> dict:
+@dataclass(frozen=True)
+class Served:
+    """A running `gate serve` of `served_gate`: its address, the benchmark key's wrk script, the
+    server's process id and its ledger URL."""
+
+    base: str
+    script: Path
+    pid: int
+    url: str
+
+
+@contextmanager
+def served_gate(kind: str, workers: int = 2, threads: int = 8,
+                request_file: str = "verdict-yes.json") -> Iterator[Served]:
+    """`gate serve` over a new ledger of `kind` (a SQLite file, or a throw-away PostgreSQL
+    database), Redis for the shared windows, a key with high limits and the wrk script that
+    posts `request_file` with it; every worker booted and a first decide run made (the warm-up).
+    Stopped, and its ledger dropped, on exit."""
     home = Path(tempfile.mkdtemp(prefix=f"gate-bench-{kind}-"))
     url, drop = _database(kind, home)
     env = {**os.environ, "GATE_HOME": str(home), "GATE_DATABASE_URL": url, "GATE_REDIS_URL": REDIS,
@@ -227,36 +246,47 @@ def run_backend(kind: str, duration: int, connections: int, request_file: str, w
         body = json.dumps(json.loads((ROOT / "data" / "requests" / request_file).read_text()))
         script = home / "post.lua"
         script.write_text(WRK_POST.format(key=key, body=body))
-        _wrk(base + "/api/decide", script, 2, connections)  # warm-up (also warms the compile cache)
-        baseline = _wrk(base + "/healthz", None, duration, connections, server.pid)
-        waits_before = _ledger_waits(base)
-        decide = _wrk(base + "/api/decide", script, duration, connections, server.pid)
-        decide["ledger_waits"] = _waits_added(waits_before, _ledger_waits(base))
-        from sqlalchemy import create_engine, text
-
-        from gate.ledger.codec import decode
-        from gate.ledger.engine import normalize_url
-
-        engine = create_engine(normalize_url(url))
-        with engine.connect() as conn:
-            stored = conn.execute(text("SELECT count(*) FROM decisions")).scalar()
-            sample = conn.execute(text("SELECT record_json FROM decisions ORDER BY created_at DESC LIMIT 1")).scalar()
-        engine.dispose()
-        request = urllib.request.Request(base + "/api/decision/verify", method="POST",
-                                         data=json.dumps({"record": json.loads(decode(sample))}).encode(),
-                                         headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request) as response:
-            verified = json.loads(response.read())["verified"]
-        return {"backend": kind, "connections": connections, "workers": workers, "threads": threads,
-                "request": request_file, "baseline_healthz": baseline,
-                "decide": decide, "stored_records": stored, "sample_verified": verified,
-                "ratio_rps_vs_healthz": round(decide["requests_per_second"] / baseline["requests_per_second"], 3)}
+        _wrk(base + "/api/decide", script, 2, 16)  # warm-up (also warms the compile cache)
+        yield Served(base, script, server.pid, url)
     finally:
         if server:
             server.terminate()
             server.wait(timeout=15)
         drop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def run_backend(kind: str, duration: int, connections: int, request_file: str, workers: int = 2,
+                threads: int = 8) -> dict:
+    with served_gate(kind, workers, threads, request_file) as served:
+        baseline = _wrk(served.base + "/healthz", None, duration, connections, served.pid)
+        waits_before = _ledger_waits(served.base)
+        decide = _wrk(served.base + "/api/decide", served.script, duration, connections, served.pid)
+        decide["ledger_waits"] = _waits_added(waits_before, _ledger_waits(served.base))
+        stored, verified = _stored_and_verified(served)
+    return {"backend": kind, "connections": connections, "workers": workers, "threads": threads,
+            "request": request_file, "baseline_healthz": baseline,
+            "decide": decide, "stored_records": stored, "sample_verified": verified,
+            "ratio_rps_vs_healthz": round(decide["requests_per_second"] / baseline["requests_per_second"], 3)}
+
+
+def _stored_and_verified(served: Served) -> tuple[int, bool]:
+    """How many records the ledger holds, and whether the newest verifies (hosted verify)."""
+    from sqlalchemy import create_engine, text
+
+    from gate.ledger.codec import decode
+    from gate.ledger.engine import normalize_url
+
+    engine = create_engine(normalize_url(served.url))
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT count(*) FROM decisions")).scalar()
+        sample = conn.execute(text("SELECT record_json FROM decisions ORDER BY created_at DESC LIMIT 1")).scalar()
+    engine.dispose()
+    request = urllib.request.Request(served.base + "/api/decision/verify", method="POST",
+                                     data=json.dumps({"record": json.loads(decode(sample))}).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return int(stored or 0), bool(json.loads(response.read())["verified"])
 
 
 def main() -> int:
