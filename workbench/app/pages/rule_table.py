@@ -32,12 +32,19 @@ def _success(row: dict[str, Any]) -> str:
 
 
 def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The rows as the table shows them: the rule's cells, then its history as text."""
+    """The rows as the table shows them: the rule's cells, then its history as text.
+
+    Every column is of dtype object, whatever the rows hold: Panel derives the table's column
+    configuration (a numeric column's sorter) from the dtypes, and a changed configuration makes
+    the browser build the table anew; rows that arrive while it builds are dropped (Panel 1.9's
+    `setData` returns while the table is building), and the table stayed empty after a draft
+    loaded (an empty frame's object columns became integers). With one configuration for every
+    draft, a new draft only replaces the rows."""
     shown = [{**{name: row.get(name) for name in COLUMNS},
               "fired": int(row.get("fired") or 0),
               "share": "" if row.get("share") is None else f"{100 * row['share']:.1f}%",
               "success_rate": _success(row)} for row in rows]
-    return pd.DataFrame(shown, columns=list(SHOWN))
+    return pd.DataFrame(shown, columns=list(SHOWN), dtype=object)
 
 
 def rule_table(state: AuthoringState) -> pn.Column:
@@ -45,9 +52,8 @@ def rule_table(state: AuthoringState) -> pn.Column:
     the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft rebuilds the rows."""
     editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
-    # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws:
-    # a draft's rules are few (the rulebook's budget bounds them), and a table drawn while its pane
-    # had no height yet stayed empty until the window was resized (CI saw it after a draft loaded).
+    # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws
+    # (a draft's rules are few: the rulebook's budget bounds them).
     table = pn.widgets.Tabulator(rule_frame(state.rules), editors=editors, show_index=False, selectable=1,
                                  titles=TITLES, widths=WIDTHS, layout="fit_data_table", sizing_mode="stretch_width",
                                  height=260, css_classes=["rule-table"], name="Rules",
