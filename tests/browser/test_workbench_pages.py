@@ -127,6 +127,28 @@ def test_typing_fast_loses_no_character(page, workbench):
     assert page.errors == []
 
 
+def test_the_rule_table_sorts_priorities_and_counts_as_numbers(page, workbench):
+    """The rule table's columns are all text to Panel (one configuration for every draft); its
+    priorities and history counts still sort as numbers: 10, 50, 100, not 10, 100, 50."""
+    open_scope(page, workbench)
+    tab(page, "Authoring")
+    page.get_by_label("Rulebook").select_option("pricing_exception")
+    page.get_by_role("button", name="Load current version").click()
+    page.get_by_text("loaded pricing_exception").wait_for()
+    wait_for_rows(page, ".rule-table")
+    for field in ("priority", "fired"):
+        page.locator(f".rule-table .tabulator-col[tabulator-field='{field}'] .tabulator-col-title").click()
+        deadline = time.monotonic() + 15
+        while True:
+            cells = page.locator(f".rule-table .tabulator-row .tabulator-cell[tabulator-field='{field}']")
+            shown = [float(cells.nth(row).inner_text()) for row in range(cells.count())]
+            if shown == sorted(shown) and len(shown) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(shown) == 3 and shown == sorted(shown), (field, shown)
+    assert page.errors == []
+
+
 def test_a_table_edit_right_after_typing_keeps_the_typed_text(page, workbench):
     """The editor's text and a rule-table edit made right after it both reach the draft, in the
     order the author made them. The workbench had applied the table's edit first (Panel delays an
