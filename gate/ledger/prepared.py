@@ -101,10 +101,7 @@ class Prepared:
         trip and one statement to plan). A statement without a `VALUES` list, or with named
         placeholders (a driver other than those two), runs as `run_many`."""
         head, found, values = self.sql.rpartition(" VALUES ")
-        if not rows or not found or not values.startswith("("):
-            self.run_many(connection, rows)
-            return
-        if not self._positional:
+        if not rows or not found or not values.startswith("(") or not self._positional:
             self.run_many(connection, rows)
             return
         width = len(self._slots)
