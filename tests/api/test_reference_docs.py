@@ -70,3 +70,47 @@ def test_asset_types_do_not_follow_the_process_wide_registry(client, monkeypatch
     assert client.get("/docs/assets/swagger-ui-bundle.js").mimetype == "text/javascript"
     assert client.get("/docs/assets/swagger-ui.css").mimetype == "text/css"
     assert client.get("/docs/assets/favicon-16x16.png").mimetype == "image/png"
+
+
+def test_the_contract_documents_are_built_once_however_many_ask_first(app, monkeypatch):
+    """The first requests of a busy worker used to build the OpenAPI document once per thread
+    (an lru_cache lets every thread that misses it build): a second of first answers at 64
+    connections. Now one thread builds each document's text; the others wait for it and all
+    answer the same bytes, those of the document encoded as every JSON answer is."""
+    import threading
+
+    from api.jsonio import dumps
+    from api.openapi import docs_document, openapi_document
+    from api.routes import meta
+
+    builds: list[str] = []
+
+    def counted(build):
+        def slow_build():
+            builds.append(build.__name__)
+            threading.Event().wait(0.05)  # a build long enough for every thread to miss the cache
+            return build()
+
+        slow_build.__name__ = build.__name__
+        return slow_build
+
+    monkeypatch.setattr(meta, "_TEXTS", {})
+    monkeypatch.setattr(meta, "openapi_document", counted(openapi_document))
+    monkeypatch.setattr(meta, "docs_document", counted(docs_document))
+    start = threading.Barrier(16)
+    answers: list[tuple[str, int, bytes]] = []
+
+    def ask(path: str) -> None:
+        client = app.test_client()
+        start.wait()
+        response = client.get(path)
+        answers.append((path, response.status_code, response.get_data()))
+
+    threads = [threading.Thread(target=ask, args=(path,)) for path in ["/openapi.json", "/docs.json"] * 8]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(builds) == ["docs_document", "openapi_document"]
+    expected = {"/openapi.json": dumps(openapi_document()).encode(), "/docs.json": dumps(docs_document()).encode()}
+    assert len(answers) == 16 and all(status == 200 and body == expected[path] for path, status, body in answers)
