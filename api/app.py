@@ -86,7 +86,8 @@ def create_app(
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
     error bodies. The keyword arguments replace a part (tests, benchmarks); None builds it from `settings`."""
     settings = settings or Settings.from_env()
-    ledger = ledger or Ledger(settings.database_url, group_commit=settings.ledger_group_commit)
+    ledger = ledger or Ledger(settings.database_url, pool_size=settings.ledger_pool_size,
+                              group_commit=settings.ledger_group_commit)
     if settings.auto_migrate:
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.

@@ -43,6 +43,7 @@ misconfigured.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import gc
 import logging
@@ -69,6 +70,10 @@ log = logging.getLogger("gate.serve")
 
 SERVE_KEEPALIVE_S = 5
 DEFAULT_THREADS = 8
+# Ledger connections a worker keeps open beyond one per request thread: its writer's and a spare.
+# With fewer, a busy worker closed a connection on nearly every return to the pool and opened a
+# new one (on PostgreSQL a new server process) for the next request.
+LEDGER_POOL_BEYOND_THREADS = 2
 SWITCH_INTERVAL_S = 0.0005
 # How long the thread that answered on a keep-alive connection waits for its next request
 # before handing the connection back to the event loop (only while its worker holds no more
@@ -330,6 +335,7 @@ class GateServer(BaseApplication):
 
     def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS,
                  on_ready: Callable[[], None] | None = None) -> None:
+        settings = dataclasses.replace(settings, ledger_pool_size=threads + LEDGER_POOL_BEYOND_THREADS)
         self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
         self.on_ready = on_ready  # called once the listening socket is bound (`gate demo` prints its banner)
         self.read_timeout = settings.request_read_timeout

@@ -99,8 +99,11 @@ class Settings:
     signing_key_check_ms: int = 1000
     # How long (milliseconds) a worker may trust an active API key row it read; 0: read on every request.
     api_key_cache_ms: int = 1000
-    # Group commit of decisions (gate/ledger/groupcommit.py): None = auto (SQLite on, PostgreSQL off).
+    # Group commit of decisions (gate/ledger/groupcommit.py): None = auto (on, for SQLite and PostgreSQL).
     ledger_group_commit: bool | None = None
+    # Ledger connections a process keeps open between uses. `gate serve` sets one per request thread
+    # and two more (the writer's, a spare); at a peak up to 10 more open, and close again on return.
+    ledger_pool_size: int = 5
     # Policy checks and workflow routes (docs/policy-checks.md): per-client limit, optional bearer token.
     policycheck_rate_limit: int = 600
     workflow_token: str | None = field(default=None, repr=False)
