@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "decide_cpu.json"
 
 WORKER = textwrap.dedent("""
-    import json, sys, tempfile, time
+    import dataclasses, json, sys, tempfile, time
     from pathlib import Path
     decides, warmup, split, threads = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "split", int(sys.argv[4])
     database = sys.argv[5]  # "sqlite" (a file in the temporary home) or a PostgreSQL URL
@@ -56,6 +56,11 @@ WORKER = textwrap.dedent("""
                "GATE_SIGNING_KEY_FILE": str(keyring), "GATE_LEDGER_GROUP_COMMIT": "true"}
         Ledger(env["GATE_DATABASE_URL"]).upgrade()
         settings = Settings.from_env(env)
+        try:  # as `gate serve` sizes the pool: a connection per caller thread, the writer's and a spare
+            from api.serving import LEDGER_POOL_BEYOND_THREADS
+            settings = dataclasses.replace(settings, ledger_pool_size=threads + LEDGER_POOL_BEYOND_THREADS)
+        except ImportError:  # a tree (--rev, --tree) from before the pool followed the threads
+            pass
         app = create_app(settings)
         key = create_key(settings, "bench", "scale", 1_000_000_000, None)["api_key"]
         client = app.test_client()
