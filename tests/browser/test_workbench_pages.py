@@ -38,12 +38,17 @@ def tab(page, name):
     page.locator(".bk-tab", has_text=name).click()
 
 
-def draft_from_current(page, rulebook_id: str, text: str) -> None:
-    """On the Authoring page: load the current version of `rulebook_id`, then type `text`."""
+def load_current(page, rulebook_id: str) -> None:
+    """On the Authoring page: load the current version of `rulebook_id` as the draft."""
     tab(page, "Authoring")
     page.get_by_label("Rulebook").select_option(rulebook_id)
     page.get_by_role("button", name="Load current version").click()
     page.get_by_text(f"loaded {rulebook_id}").wait_for()
+
+
+def draft_from_current(page, rulebook_id: str, text: str) -> None:
+    """On the Authoring page: load the current version of `rulebook_id`, then type `text`."""
+    load_current(page, rulebook_id)
     replace_draft(page, text)
 
 
@@ -110,10 +115,7 @@ def test_typing_fast_loses_no_character(page, workbench):
     """Issue 21, item 4: at 40 ms a key, 3 of 4 tries lost characters (the server wrote each
     keystroke's older text back into the editor). Four tries of 160 characters each, every one kept."""
     open_scope(page, workbench)
-    tab(page, "Authoring")
-    page.get_by_label("Rulebook").select_option("pricing_exception")
-    page.get_by_role("button", name="Load current version").click()
-    page.get_by_text("loaded pricing_exception").wait_for()
+    load_current(page, "pricing_exception")
     editor = page.locator(".ace_text-input")
     for attempt in range(4):
         editor.focus()
@@ -131,10 +133,7 @@ def test_the_rule_table_sorts_priorities_and_counts_as_numbers(page, workbench):
     """The rule table's columns are all text to Panel (one configuration for every draft); its
     priorities and history counts still sort as numbers: 10, 50, 100, not 10, 100, 50."""
     open_scope(page, workbench)
-    tab(page, "Authoring")
-    page.get_by_label("Rulebook").select_option("pricing_exception")
-    page.get_by_role("button", name="Load current version").click()
-    page.get_by_text("loaded pricing_exception").wait_for()
+    load_current(page, "pricing_exception")
     wait_for_rows(page, ".rule-table")
     for field in ("priority", "fired"):
         page.locator(f".rule-table .tabulator-col[tabulator-field='{field}'] .tabulator-col-title").click()
@@ -156,10 +155,7 @@ def test_a_table_edit_right_after_typing_keeps_the_typed_text(page, workbench):
     lost and the live impact stayed on the typed draft (CI saw it once on a busy host). Each try
     types a new version and at once renames the first rule in the table; both must stay."""
     open_scope(page, workbench)
-    tab(page, "Authoring")
-    page.get_by_label("Rulebook").select_option("pricing_exception")
-    page.get_by_role("button", name="Load current version").click()
-    page.get_by_text("loaded pricing_exception").wait_for()
+    load_current(page, "pricing_exception")
     wait_for_rows(page, ".rule-table")
     editor = page.locator(".ace_editor").first
     for attempt in range(4):
