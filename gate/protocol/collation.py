@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any
@@ -181,7 +182,10 @@ del _ALL
 
 
 def _sorted_marks(marks: str) -> str:
-    """A run of non-starters in canonical order: a stable sort by combining class, in C."""
+    """A run of non-starters in canonical order: a stable sort by combining class, in C (the
+    extension's counting sort, or sorted() over the marks' indexes)."""
+    if _C is not None:
+        return str(_C.canonical_order(marks))
     classes = marks.translate(_CLASS)
     if "".join(sorted(classes)) == classes:  # already in order (timsort: one linear pass)
         return marks
@@ -299,6 +303,63 @@ def _elements(text: str) -> _Elements:
     return elements
 
 
+_TABLE_SIZE = 0x30000  # the C table's flat part; above it, own entries only (checked above)
+
+
+def _weight_bytes(elements: _Elements) -> bytes:
+    """Collation elements as the C table holds them: native uint16 weights, three per element."""
+    return array("H", [weight for element in elements for weight in element[:3]]).tobytes()
+
+
+def _trie_node(node: Any) -> tuple[Any, Any]:  # a pyuca trie node (untyped) as nested tuples for C
+    value = _weight_bytes(node.value) if node.value else None
+    children = {cp: _trie_node(child) for cp, child in node.children.items()} if node.children else None
+    return value, children
+
+
+def _implicit_ranges(collator: Any) -> list[tuple[int, int, int, int]]:
+    """pyuca's implicit-weight rules for `collator`, in its order: (start, end, base, by_offset);
+    by_offset 0: AAAA = base + (cp >> 15), 1: AAAA = base and BBBB from cp - start."""
+    shifted = [(0x4E00, 0x9FCC, 0xFB40)]
+    shifted += [(0x9FCD, 0x9FD5, 0xFB40)] if collator.CJK_IDEOGRAPHS_8_0_0 else []
+    shifted += [(0x9FD6, 0x9FEA, 0xFB40)] if collator.CJK_IDEOGRAPHS_10_0_0 else []
+    shifted += [(cp, cp, 0xFB40) for cp in (0xFA0E, 0xFA0F, 0xFA11, 0xFA13, 0xFA14, 0xFA1F,
+                                             0xFA21, 0xFA23, 0xFA24, 0xFA27, 0xFA28, 0xFA29)]
+    shifted += [(0x2CEA2, 0x2CEA2, 0xFBC0)] if collator.CJK_IDEOGRAPHS_EXT_E else []  # pyuca's exception
+    extensions = (("EXT_A", 0x3400, 0x4DB5), ("EXT_B", 0x20000, 0x2A6D6), ("EXT_C", 0x2A700, 0x2B734),
+                  ("EXT_D", 0x2B740, 0x2B81D), ("EXT_E", 0x2B820, 0x2CEAF), ("EXT_F", 0x2CEB0, 0x2EBE0))
+    shifted += [(start, end, 0xFB80) for name, start, end in extensions if getattr(collator, f"CJK_IDEOGRAPHS_{name}")]
+    return ([(start, end, base, 0) for start, end, base in shifted]
+            + [(start, end, base, 1) for start, end, base in collator.implicit_weights])
+
+
+def _c_levels() -> Any:  # the extension module (untyped), or None
+    """The collation loop in C (gate/protocol/_collation.c), configured with this table; None where
+    the extension was not built (no C compiler): `_python_key` below gives the same keys, more slowly."""
+    try:
+        from gate.protocol import _collation
+    except ImportError:  # pragma: no cover - a build without a C compiler
+        return None
+    classes = bytearray(_TABLE_SIZE)
+    starts = bytearray(_TABLE_SIZE)
+    for cp, klass in _NON_STARTERS.items():
+        classes[cp] = klass
+    for cp in _STARTS:
+        starts[cp] = 1
+    _holds(all(_ROOT.children[cp].value for cp in _STARTS), "every contraction start has its own entry")
+    _holds(all(cp < _TABLE_SIZE for cp in _NON_STARTERS), "non-starters below the flat table's end")
+    _holds(all(len(element) == 3 and max(element) <= 0xFFFF for value in _SINGLE.values() for element in value),
+           "three 16-bit weights per element")
+    _collation.configure(bytes(classes), bytes(starts),
+                         {cp: _weight_bytes(value) for cp, value in _SINGLE.items()},
+                         {cp: _trie_node(_ROOT.children[cp]) for cp in _STARTS}, _implicit_ranges(_COLLATOR))
+    return _collation
+
+
+_C = _c_levels()
+# Whether the C loop is in use (tests/core/test_collation.py holds both paths equal to pyuca).
+ACCELERATED = _C is not None
+
 _PIECE_CACHE: dict[str, tuple[str, str, str]] = {}
 _PIECE_CACHE_SIZE = 4096  # entries of at most _PIECE_CACHED_CHARS characters
 _PIECE_CACHED_CHARS = 32
@@ -361,6 +422,14 @@ def collation_key(text: str) -> tuple[str, str, str]:
     """A key that orders strings exactly as `pyuca.Collator().sort_key` orders them."""
     if text.isascii():  # no ASCII character starts a contraction that ASCII can continue
         return _ascii_key(text)
+    if _C is not None:
+        return _C.levels(text if unicodedata.is_normalized("NFD", text) else _nfd(text))
+    return _python_key(text)
+
+
+def _python_key(text: str) -> tuple[str, str, str]:
+    """`collation_key` of non-ASCII text without the C loop: regular text by table, irregular spans
+    through `_elements`."""
     categories = text.translate(_CATEGORY)
     if unicodedata.is_normalized("NFD", text):  # a linear check; no second category pass
         normalized = text

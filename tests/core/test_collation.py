@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyuca import Collator
 
-from gate.protocol import canonical
+from gate.protocol import canonical, collation
 from gate.protocol.collation import _nfd, collation_key
 
 _PYUCA = Collator()
@@ -199,3 +199,53 @@ def test_hostile_keys_cost_within_a_small_factor_of_a_plain_letter():
     for text in ("\u07fd" * 50_000, "a\u07fd" * 25_000, "a\u07fd\u0301" * 16_000, "\U0010fffd" * 50_000):
         ratio = _best_seconds(lambda text=text: collation_key(text)) / _best_seconds(lambda: collation_key(plain))
         assert ratio < 5, (ascii(text[:3]), ratio)
+
+
+# ---------------------------------------------------------------- issue 41, defect 3: the loop in C
+# The C loop (gate/protocol/_collation.c) and the Python path must both give pyuca's keys: every
+# contraction of the table in every context a mark or a starter can give it, and random text.
+_CONTRACTIONS = []
+
+
+def _walk(node, path):
+    for cp, child in (node.children or {}).items():
+        if child.value and len(path) >= 1:
+            _CONTRACTIONS.append("".join(map(chr, path + [cp])))
+        _walk(child, path + [cp])
+
+
+_walk(_PYUCA.table.root, [])
+_CONTEXTS = ("{}", "a{}", "{}a", "{}{}", "{}\u0301", "{}\u0316\u0301", "{}\u0327\u0306", "{}\u07fd\u0301",
+             "\u07fd{}", "{}\u0e40\u0e01", "x{}\u0308y", "{}\u0f72\u0f71")
+
+
+def test_the_c_loop_is_built_here():
+    # Without it the service keys contractions through the Python loop (45x ASCII over HTTP).
+    assert collation.ACCELERATED
+
+
+def test_every_contraction_in_every_context_equals_pyuca():
+    assert len(_CONTRACTIONS) > 800
+    for contraction in _CONTRACTIONS:
+        for context in _CONTEXTS:
+            text = context.format(contraction, contraction) if context.count("{}") == 2 else context.format(contraction)
+            assert flat(collation_key(text)) == _PYUCA.sort_key(text), ascii(text)
+            assert collation._python_key(unicodedata.normalize("NFC", text)) == collation_key(
+                unicodedata.normalize("NFC", text)), ascii(text)
+
+
+def test_implicit_weights_at_every_range_boundary_equal_pyuca():
+    edges = {0, 0x10FFFF}
+    for start, end, _, _ in collation._implicit_ranges(_PYUCA):
+        edges |= {start - 1, start, start + 1, end - 1, end, end + 1}
+    cps = sorted(edges | set(range(0, 0x110000, 257)))
+    text = "".join(chr(cp) for cp in cps if not 0xD800 <= cp < 0xE000 and 0 <= cp <= 0x10FFFF)
+    for index in range(0, len(text), 64):
+        piece = text[index:index + 64]
+        assert flat(collation_key(piece)) == _PYUCA.sort_key(piece), ascii(piece)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_CLASSES, max_size=40).map("".join))
+def test_the_python_path_equals_the_c_loop(text):
+    assert collation._python_key(text) == collation_key(text)

@@ -1,0 +1,495 @@
+/* Collation elements in C: the fast path of gate.protocol.collation (issue 41, defect 3).
+ *
+ * levels(text) takes NFD text and returns (primary, secondary, tertiary), each level's non-zero
+ * weights as a str of chr(weight): exactly what `_elements` followed by `_level_text` gives in
+ * Python, which is itself a port of pyuca's `collation_elements`. The Python loop costs about a
+ * microsecond per contraction (`L` + U+00B7, a Thai prevowel and its consonant, U+0439 after NFD)
+ * and per span where a mark may join a contraction: a 1 MB body of such keys cost 45 times ASCII.
+ * Here the same loop walks the text once, with the table in flat arrays:
+ *
+ * - every code point below TABLE_SIZE: its combining class, whether it starts a contraction, and
+ *   its own collation elements (an offset into one array of weight triples);
+ * - code points from TABLE_SIZE up: their own elements in a dict (none starts a contraction or is
+ *   a non-starter; gate.protocol.collation checks this when it configures the table);
+ * - contractions: the pyuca trie below each starting code point, as nested (value, children)
+ *   tuples, walked only where a contraction may start;
+ * - implicit weights: pyuca's rule, from the ranges configure() is given.
+ *
+ * The text is a singly linked list of code points, so that a mark pulled forward out of the
+ * middle (pyuca's discontiguous rule) is unlinked in constant time: each step costs a bounded
+ * amount of work, and a key costs time linear in its length.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TABLE_SIZE 0x30000
+#define START 1
+#define HAS_ENTRY 2
+#define END ((Py_ssize_t)-1)
+#define MAX_RANGES 64
+
+typedef struct {
+    uint32_t start, end, base, by_offset;
+} Range;
+
+static uint8_t *classes;     /* combining class per code point below TABLE_SIZE */
+static uint8_t *flags;       /* START, HAS_ENTRY */
+static uint32_t *offsets;    /* TABLE_SIZE + 1: element index of each code point's own entry */
+static uint16_t *weights;    /* three weights per element */
+static PyObject *high;       /* dict: code point >= TABLE_SIZE -> tuple of (p, s, t) */
+static PyObject *contractions; /* dict: starting code point -> (value, children) */
+static Range ranges[MAX_RANGES];
+static int range_count;
+
+typedef struct {
+    Py_UCS4 *data[3];
+    Py_ssize_t size[3];
+    Py_ssize_t capacity;
+} Levels;
+
+static int grow(Levels *out, Py_ssize_t more) {
+    Py_ssize_t need = 0;
+    for (int level = 0; level < 3; level++) {
+        if (out->size[level] + more > need) {
+            need = out->size[level] + more;
+        }
+    }
+    if (need <= out->capacity) {
+        return 0;
+    }
+    Py_ssize_t capacity = out->capacity * 2 > need ? out->capacity * 2 : need;
+    for (int level = 0; level < 3; level++) {
+        Py_UCS4 *data = PyMem_Realloc(out->data[level], (size_t)capacity * sizeof(Py_UCS4));
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        out->data[level] = data;
+    }
+    out->capacity = capacity;
+    return 0;
+}
+
+static inline void put(Levels *out, uint32_t primary, uint32_t secondary, uint32_t tertiary) {
+    if (primary) out->data[0][out->size[0]++] = primary;
+    if (secondary) out->data[1][out->size[1]++] = secondary;
+    if (tertiary) out->data[2][out->size[2]++] = tertiary;
+}
+
+static int put_implicit(Levels *out, uint32_t cp) {
+    uint32_t aaaa = 0xFBC0 + (cp >> 15), bbbb = (cp & 0x7FFF) | 0x8000;
+    for (int i = 0; i < range_count; i++) {
+        if (ranges[i].start <= cp && cp <= ranges[i].end) {
+            aaaa = ranges[i].by_offset ? ranges[i].base : ranges[i].base + (cp >> 15);
+            bbbb = ranges[i].by_offset ? ((cp - ranges[i].start) | 0x8000) : ((cp & 0x7FFF) | 0x8000);
+            break;
+        }
+    }
+    if (grow(out, 2) < 0) {
+        return -1;
+    }
+    put(out, aaaa, 0x20, 0x02);
+    put(out, bbbb, 0, 0);
+    return 0;
+}
+
+/* A trie value or a high code point's entry: bytes of native uint16 weights, three per element. */
+static int put_value(Levels *out, PyObject *value) {
+    Py_ssize_t count = PyBytes_GET_SIZE(value) / (3 * (Py_ssize_t)sizeof(uint16_t));
+    const uint16_t *element = (const uint16_t *)PyBytes_AS_STRING(value);
+    if (grow(out, count) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++, element += 3) {
+        put(out, element[0], element[1], element[2]);
+    }
+    return 0;
+}
+
+static inline unsigned class_of(Py_UCS4 cp) {
+    return cp < TABLE_SIZE ? classes[cp] : 0;
+}
+
+/* A code point's own entry: 1 written, 0 none (the caller writes implicit weights), -1 error. */
+static int put_own(Levels *out, Py_UCS4 cp) {
+    if (cp < TABLE_SIZE) {
+        if (!(flags[cp] & HAS_ENTRY)) {
+            return 0;
+        }
+        uint32_t first = offsets[cp], last = offsets[cp + 1];
+        if (grow(out, last - first) < 0) {
+            return -1;
+        }
+        for (uint32_t i = first; i < last; i++) {
+            put(out, weights[3 * i], weights[3 * i + 1], weights[3 * i + 2]);
+        }
+        return 1;
+    }
+    PyObject *key = PyLong_FromUnsignedLong(cp);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *value = PyDict_GetItemWithError(high, key);  /* borrowed */
+    Py_DECREF(key);
+    if (value == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    return put_value(out, value) < 0 ? -1 : 1;
+}
+
+static inline int has_own(Py_UCS4 cp) {
+    return cp < TABLE_SIZE ? (flags[cp] & HAS_ENTRY) != 0 : -1;  /* -1: ask the dict */
+}
+
+/* children.get(cp) for a trie node's children (a dict or None); borrowed, NULL when absent. */
+static PyObject *child(PyObject *children, Py_UCS4 cp) {
+    if (children == Py_None) {
+        return NULL;
+    }
+    PyObject *key = PyLong_FromUnsignedLong(cp);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *node = PyDict_GetItemWithError(children, key);
+    Py_DECREF(key);
+    return node;
+}
+
+#define VALUE(node) PyTuple_GET_ITEM(node, 0)
+#define CHILDREN(node) PyTuple_GET_ITEM(node, 1)
+
+/* The trie node of a starting code point (borrowed), or NULL. */
+static PyObject *start_node(Py_UCS4 cp) {
+    if (cp >= TABLE_SIZE || !(flags[cp] & START)) {
+        return NULL;
+    }
+    return child(contractions, cp);
+}
+
+/* The value of the exact trie entry `matched` + `extra` (borrowed; NULL: none); `matched` starts
+ * a contraction and holds `length` >= 1 code points. */
+static PyObject *entry(const Py_UCS4 *matched, int length, Py_UCS4 extra) {
+    PyObject *node = start_node(matched[0]);
+    for (int i = 1; node != NULL && i < length; i++) {
+        node = child(CHILDREN(node), matched[i]);
+    }
+    if (node == NULL) {
+        return NULL;
+    }
+    node = child(CHILDREN(node), extra);
+    return node != NULL && VALUE(node) != Py_None ? VALUE(node) : NULL;
+}
+
+#define MAX_MATCH 8
+
+static int collate(const Py_UCS4 *text, Py_ssize_t size, Py_ssize_t *next, Levels *out) {
+    for (Py_ssize_t i = 0; i < size; i++) {
+        next[i] = i + 1 < size ? i + 1 : END;
+    }
+    Py_ssize_t head = size ? 0 : END;
+    while (head != END) {
+        Py_ssize_t b = next[head], c = b == END ? END : next[b];
+        Py_UCS4 cp = text[head];
+        unsigned klass = class_of(cp);
+        PyObject *node = start_node(cp);
+        if (node == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+        if (node == NULL) {
+            int own = put_own(out, cp);
+            if (own < 0) {
+                return -1;
+            }
+            if (own) {  /* its own entry and no contraction: nothing can join it */
+                head = b;
+                continue;
+            }
+            if (!klass || b == END || class_of(text[b]) == 0 || class_of(text[b]) == klass) {
+                if (put_implicit(out, cp) < 0) {
+                    return -1;
+                }
+                head = b;
+                continue;
+            }
+        } else {
+            PyObject *children = CHILDREN(node);
+            PyObject *pair = b == END ? NULL : child(children, text[b]);
+            if (pair == NULL && PyErr_Occurred()) {
+                return -1;
+            }
+            unsigned next_class = b == END ? 0 : class_of(text[b]);
+            if (b == END || (pair == NULL && (!next_class || c == END || class_of(text[c]) == 0
+                                               || class_of(text[c]) == next_class))) {
+                if (put_value(out, VALUE(node)) < 0) {  /* stays alone */
+                    return -1;
+                }
+                head = b;
+                continue;
+            }
+            if (pair != NULL && VALUE(pair) != Py_None && CHILDREN(pair) == Py_None
+                && (c == END || class_of(text[c]) == 0)) {
+                if (put_value(out, VALUE(pair)) < 0) {  /* a two-character contraction, then a starter */
+                    return -1;
+                }
+                head = c;
+                continue;
+            }
+        }
+        /* The general step (pyuca's loop): the longest entry from head (none when head is a mark
+         * without an entry: nothing else reaches here), then the non-starters that may join it
+         * without being adjacent. */
+        Py_UCS4 matched[MAX_MATCH];
+        int length = 0;
+        PyObject *value = NULL;  /* borrowed from the trie, or NULL */
+        if (node != NULL) {
+            PyObject *walk = node;
+            Py_ssize_t index = head;
+            for (int depth = 1; walk != NULL && depth <= MAX_MATCH; depth++) {
+                if (VALUE(walk) != Py_None) {
+                    length = depth;
+                    value = VALUE(walk);
+                }
+                index = next[index];
+                if (index == END || CHILDREN(walk) == Py_None) {
+                    break;
+                }
+                walk = child(CHILDREN(walk), text[index]);
+                if (walk == NULL && PyErr_Occurred()) {
+                    return -1;
+                }
+            }
+        }
+        for (int i = 0; i < length; i++) {
+            matched[i] = text[head];
+            head = next[head];
+        }
+        unsigned last_class = 256;
+        int pulled = 0;  /* a mark's own entry pulled forward and written */
+        for (Py_ssize_t j = head, previous = END; j != END; previous = j, j = next[j]) {
+            unsigned joined_class = class_of(text[j]);
+            if (joined_class == 0 || joined_class == last_class) {
+                break;
+            }
+            last_class = joined_class;
+            PyObject *joined = NULL;
+            if (length) {
+                joined = entry(matched, length, text[j]);
+                if (joined == NULL && PyErr_Occurred()) {
+                    return -1;
+                }
+            } else if (has_own(text[j]) != 1) {
+                continue;
+            }
+            if (length && joined == NULL) {
+                continue;
+            }
+            if (previous == END) {
+                head = next[j];
+            } else {
+                next[previous] = next[j];
+            }
+            if (joined != NULL) {
+                value = joined;
+            } else if (put_own(out, text[j]) < 0) {
+                return -1;
+            } else {
+                pulled = 1;
+            }
+            break;
+        }
+        if (pulled) {
+            continue;
+        }
+        if (value != NULL) {
+            if (put_value(out, value) < 0) {
+                return -1;
+            }
+        } else {
+            if (put_implicit(out, text[head]) < 0) {
+                return -1;
+            }
+            head = next[head];
+        }
+    }
+    return 0;
+}
+
+static PyObject *levels(PyObject *module, PyObject *text) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "levels(text) takes a str");
+        return NULL;
+    }
+    if (classes == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "levels: configure() was not called");
+        return NULL;
+    }
+    Py_UCS4 *codepoints = PyUnicode_AsUCS4Copy(text);
+    if (codepoints == NULL) {
+        return NULL;
+    }
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t *next = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(Py_ssize_t));
+    Levels out = {{NULL, NULL, NULL}, {0, 0, 0}, 0};
+    PyObject *result = NULL;
+    if (next == NULL) {
+        PyErr_NoMemory();
+    } else if (grow(&out, size + 16) == 0 && collate(codepoints, size, next, &out) == 0) {
+        PyObject *parts[3] = {NULL, NULL, NULL};
+        for (int level = 0; level < 3; level++) {
+            parts[level] = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.data[level], out.size[level]);
+        }
+        if (parts[0] && parts[1] && parts[2]) {
+            result = PyTuple_Pack(3, parts[0], parts[1], parts[2]);
+        }
+        for (int level = 0; level < 3; level++) {
+            Py_XDECREF(parts[level]);
+        }
+    }
+    for (int level = 0; level < 3; level++) {
+        PyMem_Free(out.data[level]);
+    }
+    PyMem_Free(next);
+    PyMem_Free(codepoints);
+    return result;
+}
+
+/* canonical_order(marks) -> the same code points stably sorted by combining class (canonical
+ * ordering of a run of non-starters): a counting sort, linear in the run's length. */
+static PyObject *canonical_order(PyObject *module, PyObject *text) {
+    if (!PyUnicode_Check(text) || classes == NULL) {
+        PyErr_SetString(PyExc_TypeError, "canonical_order(marks) takes a str, after configure()");
+        return NULL;
+    }
+    Py_ssize_t size = PyUnicode_GET_LENGTH(text);
+    Py_UCS4 *marks = PyUnicode_AsUCS4Copy(text);
+    Py_UCS4 *sorted = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(Py_UCS4));
+    PyObject *result = NULL;
+    if (marks != NULL && sorted != NULL) {
+        Py_ssize_t first[257] = {0};
+        for (Py_ssize_t i = 0; i < size; i++) {
+            first[class_of(marks[i]) + 1]++;
+        }
+        for (int klass = 0; klass < 256; klass++) {
+            first[klass + 1] += first[klass];
+        }
+        for (Py_ssize_t i = 0; i < size; i++) {
+            sorted[first[class_of(marks[i])]++] = marks[i];
+        }
+        result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, sorted, size);
+    } else if (marks != NULL) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(marks);
+    PyMem_Free(sorted);
+    return result;
+}
+
+/* configure(classes: bytes, starts: bytes, entries: dict, contractions: dict, ranges: list)
+ * classes: combining class per code point below TABLE_SIZE; starts: 1 where a contraction starts;
+ * entries: code point -> weight bytes, every code point's own entry; contractions: starting
+ * code point -> (value, children) trie node; ranges: (start, end, base, by_offset) implicit rules in
+ * pyuca's order. Called once, at import. */
+static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyDict_Check(args[2])
+        || !PyDict_Check(args[3]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "configure(classes, starts, entries, contractions, ranges)");
+        return NULL;
+    }
+    if (classes != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was called already");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(args[0]) != TABLE_SIZE || PyBytes_GET_SIZE(args[1]) != TABLE_SIZE
+        || PyList_GET_SIZE(args[4]) > MAX_RANGES) {
+        PyErr_SetString(PyExc_ValueError, "configure: table sizes do not match TABLE_SIZE");
+        return NULL;
+    }
+    uint8_t *new_classes = PyMem_Malloc(TABLE_SIZE), *new_flags = PyMem_Calloc(TABLE_SIZE, 1);
+    uint32_t *new_offsets = PyMem_Calloc(TABLE_SIZE + 1, sizeof(uint32_t));
+    PyObject *new_high = PyDict_New();
+    uint16_t *new_weights = NULL;
+    if (!new_classes || !new_flags || !new_offsets || !new_high) {
+        goto fail;
+    }
+    memcpy(new_classes, PyBytes_AS_STRING(args[0]), TABLE_SIZE);
+    const char *starts = PyBytes_AS_STRING(args[1]);
+    /* Count each low code point's elements (offsets[cp + 1] = count), then sum them up. */
+    PyObject *key, *value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(args[2], &position, &key, &value)) {
+        unsigned long cp = PyLong_AsUnsignedLong(key);
+        if (PyErr_Occurred() || !PyBytes_Check(value) || PyBytes_GET_SIZE(value) % 6) {
+            PyErr_SetString(PyExc_TypeError, "configure: entries maps code points to weight bytes");
+            goto fail;
+        }
+        if (cp < TABLE_SIZE) {
+            new_offsets[cp + 1] = (uint32_t)(PyBytes_GET_SIZE(value) / 6);
+            new_flags[cp] |= HAS_ENTRY;
+        } else if (PyDict_SetItem(new_high, key, value) < 0) {
+            goto fail;
+        }
+    }
+    for (Py_ssize_t cp = 0; cp < TABLE_SIZE; cp++) {
+        new_offsets[cp + 1] += new_offsets[cp];
+        if (starts[cp]) {
+            new_flags[cp] |= START;
+        }
+    }
+    new_weights = PyMem_Malloc((size_t)(new_offsets[TABLE_SIZE] ? new_offsets[TABLE_SIZE] : 1) * 3 * sizeof(uint16_t));
+    if (!new_weights) {
+        goto fail;
+    }
+    position = 0;
+    while (PyDict_Next(args[2], &position, &key, &value)) {
+        unsigned long cp = PyLong_AsUnsignedLong(key);
+        if (cp >= TABLE_SIZE) {
+            continue;
+        }
+        memcpy(new_weights + 3 * new_offsets[cp], PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[4]); i++) {
+        PyObject *rule = PyList_GET_ITEM(args[4], i);
+        if (!PyArg_ParseTuple(rule, "IIII", &ranges[i].start, &ranges[i].end, &ranges[i].base, &ranges[i].by_offset)) {
+            goto fail;
+        }
+    }
+    range_count = (int)PyList_GET_SIZE(args[4]);
+    classes = new_classes;
+    flags = new_flags;
+    offsets = new_offsets;
+    weights = new_weights;
+    high = new_high;
+    contractions = Py_NewRef(args[3]);
+    Py_RETURN_NONE;
+fail:
+    if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    PyMem_Free(new_classes);
+    PyMem_Free(new_flags);
+    PyMem_Free(new_offsets);
+    PyMem_Free(new_weights);
+    Py_XDECREF(new_high);
+    return NULL;
+}
+
+static PyMethodDef METHODS[] = {
+    {"levels", (PyCFunction)levels, METH_O,
+     "levels(nfd_text) -> (primary, secondary, tertiary): the collation weights of each level as text"},
+    {"canonical_order", (PyCFunction)canonical_order, METH_O,
+     "canonical_order(marks) -> the marks stably sorted by combining class"},
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
+     "configure(classes, starts, entries, contractions, ranges): the collation table, once"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "gate.protocol._collation",
+    "Collation weights in C (see gate/protocol/collation.py).", -1, METHODS, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__collation(void) {
+    return PyModule_Create(&MODULE);
+}
