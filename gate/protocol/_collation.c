@@ -27,6 +27,7 @@
 #define TABLE_SIZE 0x30000
 #define START 1
 #define HAS_ENTRY 2
+#define MAX_SPECIAL 255  /* contraction starts, and code points that continue one: at most this many each */
 #define END ((Py_ssize_t)-1)
 #define MAX_RANGES 64
 
@@ -40,6 +41,10 @@ static uint32_t *offsets;    /* TABLE_SIZE + 1: element index of each code point
 static uint16_t *weights;    /* three weights per element */
 static PyObject *high;       /* dict: code point >= TABLE_SIZE -> tuple of (p, s, t) */
 static PyObject *contractions; /* dict: starting code point -> (value, children) */
+static uint8_t *start_index;    /* 1 + index into start_nodes, or 0 */
+static PyObject *start_nodes[MAX_SPECIAL];  /* borrowed from contractions */
+static uint8_t *continue_index; /* 1 + index into continue_keys, or 0: no trie holds it below a start */
+static PyObject *continue_keys[MAX_SPECIAL];  /* the code point as an int, made once */
 static Range ranges[MAX_RANGES];
 static int range_count;
 
@@ -143,18 +148,13 @@ static inline int has_own(Py_UCS4 cp) {
     return cp < TABLE_SIZE ? (flags[cp] & HAS_ENTRY) != 0 : -1;  /* -1: ask the dict */
 }
 
-/* children.get(cp) for a trie node's children (a dict or None); borrowed, NULL when absent. */
+/* children.get(cp) for a trie node's children (a dict or None); borrowed, NULL when absent. Only
+ * code points that continue some contraction can be there: the others are answered without a lookup. */
 static PyObject *child(PyObject *children, Py_UCS4 cp) {
-    if (children == Py_None) {
+    if (children == Py_None || cp >= TABLE_SIZE || !continue_index[cp]) {
         return NULL;
     }
-    PyObject *key = PyLong_FromUnsignedLong(cp);
-    if (key == NULL) {
-        return NULL;
-    }
-    PyObject *node = PyDict_GetItemWithError(children, key);
-    Py_DECREF(key);
-    return node;
+    return PyDict_GetItemWithError(children, continue_keys[continue_index[cp] - 1]);
 }
 
 #define VALUE(node) PyTuple_GET_ITEM(node, 0)
@@ -162,10 +162,7 @@ static PyObject *child(PyObject *children, Py_UCS4 cp) {
 
 /* The trie node of a starting code point (borrowed), or NULL. */
 static PyObject *start_node(Py_UCS4 cp) {
-    if (cp >= TABLE_SIZE || !(flags[cp] & START)) {
-        return NULL;
-    }
-    return child(contractions, cp);
+    return cp < TABLE_SIZE && start_index[cp] ? start_nodes[start_index[cp] - 1] : NULL;
 }
 
 /* The value of the exact trie entry `matched` + `extra` (borrowed; NULL: none); `matched` starts
@@ -386,15 +383,16 @@ static PyObject *canonical_order(PyObject *module, PyObject *text) {
     return result;
 }
 
-/* configure(classes: bytes, starts: bytes, entries: dict, contractions: dict, ranges: list)
- * classes: combining class per code point below TABLE_SIZE; starts: 1 where a contraction starts;
+/* configure(classes: bytes, continues: bytes, entries: dict, contractions: dict, ranges: list)
+ * classes: combining class per code point below TABLE_SIZE; continues: 1 where a code point
+ * continues a contraction (is a key of a trie node's children below a start);
  * entries: code point -> weight bytes, every code point's own entry; contractions: starting
  * code point -> (value, children) trie node; ranges: (start, end, base, by_offset) implicit rules in
  * pyuca's order. Called once, at import. */
 static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyDict_Check(args[2])
         || !PyDict_Check(args[3]) || !PyList_Check(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "configure(classes, starts, entries, contractions, ranges)");
+        PyErr_SetString(PyExc_TypeError, "configure(classes, continues, entries, contractions, ranges)");
         return NULL;
     }
     if (classes != NULL) {
@@ -407,14 +405,16 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     uint8_t *new_classes = PyMem_Malloc(TABLE_SIZE), *new_flags = PyMem_Calloc(TABLE_SIZE, 1);
+    uint8_t *new_starts = PyMem_Calloc(TABLE_SIZE, 1), *new_continues = PyMem_Calloc(TABLE_SIZE, 1);
+    int start_count = 0, continue_count = 0;
     uint32_t *new_offsets = PyMem_Calloc(TABLE_SIZE + 1, sizeof(uint32_t));
     PyObject *new_high = PyDict_New();
     uint16_t *new_weights = NULL;
-    if (!new_classes || !new_flags || !new_offsets || !new_high) {
+    if (!new_classes || !new_flags || !new_offsets || !new_high || !new_starts || !new_continues) {
         goto fail;
     }
     memcpy(new_classes, PyBytes_AS_STRING(args[0]), TABLE_SIZE);
-    const char *starts = PyBytes_AS_STRING(args[1]);
+    const char *continues = PyBytes_AS_STRING(args[1]);
     /* Count each low code point's elements (offsets[cp + 1] = count), then sum them up. */
     PyObject *key, *value;
     Py_ssize_t position = 0;
@@ -433,9 +433,24 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     for (Py_ssize_t cp = 0; cp < TABLE_SIZE; cp++) {
         new_offsets[cp + 1] += new_offsets[cp];
-        if (starts[cp]) {
-            new_flags[cp] |= START;
+        if (continues[cp]) {
+            if (continue_count == MAX_SPECIAL || (continue_keys[continue_count] = PyLong_FromSsize_t(cp)) == NULL) {
+                goto fail;
+            }
+            new_continues[cp] = (uint8_t)++continue_count;
         }
+    }
+    position = 0;
+    while (PyDict_Next(args[3], &position, &key, &value)) {
+        unsigned long cp = PyLong_AsUnsignedLong(key);
+        if (PyErr_Occurred() || cp >= TABLE_SIZE || start_count == MAX_SPECIAL || !PyTuple_Check(value)
+            || PyTuple_GET_SIZE(value) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(value, 0))) {
+            PyErr_SetString(PyExc_ValueError, "configure: contractions maps code points to (value, children)");
+            goto fail;
+        }
+        start_nodes[start_count] = value;
+        new_starts[cp] = (uint8_t)++start_count;
+        new_flags[cp] |= START;
     }
     new_weights = PyMem_Malloc((size_t)(new_offsets[TABLE_SIZE] ? new_offsets[TABLE_SIZE] : 1) * 3 * sizeof(uint16_t));
     if (!new_weights) {
@@ -462,6 +477,8 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     weights = new_weights;
     high = new_high;
     contractions = Py_NewRef(args[3]);
+    start_index = new_starts;
+    continue_index = new_continues;
     Py_RETURN_NONE;
 fail:
     if (!PyErr_Occurred()) {
@@ -471,6 +488,11 @@ fail:
     PyMem_Free(new_flags);
     PyMem_Free(new_offsets);
     PyMem_Free(new_weights);
+    PyMem_Free(new_starts);
+    PyMem_Free(new_continues);
+    for (int i = 0; i < continue_count; i++) {
+        Py_CLEAR(continue_keys[i]);
+    }
     Py_XDECREF(new_high);
     return NULL;
 }

@@ -341,16 +341,16 @@ def _c_levels() -> Any:  # the extension module (untyped), or None
     except ImportError:  # pragma: no cover - a build without a C compiler
         return None
     classes = bytearray(_TABLE_SIZE)
-    starts = bytearray(_TABLE_SIZE)
+    continues = bytearray(_TABLE_SIZE)
     for cp, klass in _NON_STARTERS.items():
         classes[cp] = klass
-    for cp in _STARTS:
-        starts[cp] = 1
+    for cp in _CONTINUES:
+        continues[cp] = 1
     _holds(all(_ROOT.children[cp].value for cp in _STARTS), "every contraction start has its own entry")
     _holds(all(cp < _TABLE_SIZE for cp in _NON_STARTERS), "non-starters below the flat table's end")
     _holds(all(len(element) == 3 and max(element) <= 0xFFFF for value in _SINGLE.values() for element in value),
            "three 16-bit weights per element")
-    _collation.configure(bytes(classes), bytes(starts),
+    _collation.configure(bytes(classes), bytes(continues),
                          {cp: _weight_bytes(value) for cp, value in _SINGLE.items()},
                          {cp: _trie_node(_ROOT.children[cp]) for cp in _STARTS}, _implicit_ranges(_COLLATOR))
     return _collation
