@@ -423,7 +423,8 @@ def collation_key(text: str) -> tuple[str, str, str]:
     if text.isascii():  # no ASCII character starts a contraction that ASCII can continue
         return _ascii_key(text)
     if _C is not None:
-        return _C.levels(text if unicodedata.is_normalized("NFD", text) else _nfd(text))
+        key: tuple[str, str, str] = _C.levels(text if unicodedata.is_normalized("NFD", text) else _nfd(text))
+        return key
     return _python_key(text)
 
 
