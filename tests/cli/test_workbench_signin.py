@@ -2,7 +2,8 @@
 `gate workbench` as subprocesses, the login form over HTTP from several loopback addresses.
 
 The password file holds scrypt hashes only; a plaintext file is refused at startup with the
-command that converts it; wrong passwords are throttled per user and per client address."""
+command that converts it; wrong passwords are throttled per user at an address and per client
+address, and slowed per user for addresses that have failed; no flood locks a user out (issue 41)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.server.support import free_port
 
 GATE = str(Path(sys.executable).parent / "gate")
 PASSWORD = "correct horse battery staple"
+USERS = ("ana", "bo", "cy", "dee", "eve")
 pytestmark = pytest.mark.slow
 
 
@@ -62,10 +64,10 @@ def sign_in(port: int, user: str, password: str, source: str = "127.0.0.1") -> h
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("signin")
     users = home / "users.json"
-    for user in ("ana", "bo", "cy"):
+    for user in USERS:
         assert passwd(home, str(users), user, stdin=PASSWORD + "\n").returncode == 0
     grants = home / "grants.json"
-    grants.write_text(json.dumps({"ana": ["acme"], "bo": ["acme"], "cy": ["acme"]}))
+    grants.write_text(json.dumps({user: ["acme"] for user in USERS}))
     process, port, log = start_workbench(home, users, grants)
     try:
         wait_for(f"http://127.0.0.1:{port}/login", process, log)
@@ -166,18 +168,50 @@ def test_the_right_password_signs_in_and_a_wrong_one_does_not(server):
         assert "user=" not in (wrong.getheader("Set-Cookie") or "")
 
 
-def test_wrong_passwords_for_one_user_are_throttled_from_any_address(server):
-    for attempt in range(6):  # 5 free failures, the 6th starts a 30 s block
-        wrong = sign_in(server, "bo", f"guess-{attempt}", f"127.0.0.{10 + attempt}")
+def test_wrong_passwords_for_one_user_are_throttled_at_the_address_that_sent_them(server):
+    for attempt in range(6):  # 5 free failures, the 6th starts a 30 s block for this address
+        wrong = sign_in(server, "bo", f"guess-{attempt}", "127.0.0.10")
         assert wrong.status == 401, (attempt, wrong.status)
     started = time.monotonic()
-    blocked = [sign_in(server, "bo", password, "127.0.0.20") for password in ("guess-7", PASSWORD)]
-    assert [answer.status for answer in blocked] == [429, 429]  # even the right password waits
+    blocked = [sign_in(server, "bo", password, "127.0.0.10") for password in ("guess-7", PASSWORD)]
+    assert [answer.status for answer in blocked] == [429, 429]  # even the right password waits there
     assert 1 <= int(blocked[1].getheader("Retry-After")) <= 30
     assert "Too many failed sign-ins" in blocked[1].text
     assert "user=" not in (blocked[1].getheader("Set-Cookie") or "")
     assert time.monotonic() - started < 30
+    assert sign_in(server, "bo", PASSWORD, "127.0.0.20").status == 302  # bo, from an address that has not failed
     assert sign_in(server, "ana", PASSWORD, "127.0.0.20").status == 302  # other users are not held up
+
+
+def test_a_flood_of_wrong_passwords_cannot_lock_the_user_out(server):
+    # Issue 41, defect 4: after 1,200 failed sign-ins for one user from one address, that user's
+    # right password got 429 from everywhere. Now the flood is throttled where it comes from.
+    statuses = [sign_in(server, "dee", f"guess-{attempt}", "127.0.0.50").status for attempt in range(1200)]
+    assert statuses.count(401) == 6 and statuses.count(429) == 1194  # 6 checked: 5 free, 1 starts the block
+    assert sign_in(server, "dee", PASSWORD, "127.0.0.50").status == 429
+    answer = sign_in(server, "dee", PASSWORD, "127.0.0.51")  # the owner, from an address that has not failed
+    assert answer.status == 302 and "user=" in (answer.getheader("Set-Cookie") or "")
+
+
+def test_guesses_from_many_addresses_are_slowed_per_user_but_never_lock_it(server):
+    # One guess from each of 25 fresh addresses: no address has failed yet, so each is checked.
+    sources = [f"127.0.1.{index}" for index in range(1, 26)]
+    assert [sign_in(server, "eve", f"spread-{n}", source).status for n, source in enumerate(sources)] == [401] * 25
+    # eve is past her 20 free failures: addresses that have failed now share one slot every few
+    # seconds (2 s, 4 s, ... at most 60 s), however many of them there are.
+    started = time.monotonic()
+    burst = [sign_in(server, "eve", f"again-{n}", sources[n % 25]) for n in range(100)]
+    elapsed = time.monotonic() - started
+    checked = [answer.status for answer in burst].count(401)
+    assert {answer.status for answer in burst} <= {401, 429}
+    assert 1 <= checked <= 1 + elapsed / 2, (checked, elapsed)  # the first slot after 25 failures: 32 s
+    assert all(1 <= int(a.getheader("Retry-After")) <= 60 for a in burst if a.status == 429)
+    answer = sign_in(server, "eve", PASSWORD, "127.0.1.200")  # the owner, from an address that has not failed
+    assert answer.status == 302 and "user=" in (answer.getheader("Set-Cookie") or "")
+    slowed = sign_in(server, "eve", PASSWORD, sources[0])  # from a failed address: a wait, never a lock
+    assert slowed.status in (302, 429)
+    if slowed.status == 429:
+        assert 1 <= int(slowed.getheader("Retry-After")) <= 60
 
 
 def test_wrong_passwords_from_one_address_are_throttled_for_every_user(server):

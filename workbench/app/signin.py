@@ -4,14 +4,19 @@ throttled per user and per client address.
 `signin_provider(password_file)` is the auth provider `workbench.app.server` hands to Panel in
 place of Panel's basic auth (which compares plaintext passwords with `==`). A sign-in runs:
 
-1. the throttle (`SignInThrottle`): a user or a client address with too many recent failures,
-   or with a check already running, gets 429 and the login page saying when to try again,
-   with `Retry-After`; the KDF does not run, so the throttle bounds CPU as well as guesses;
+1. the throttle (`SignInThrottle`): an address with too many recent failures for this user, or
+   for all users, or with a check already running, gets 429 and the login page saying when to
+   try again, with `Retry-After`; the KDF does not run, so the throttle bounds CPU as well as
+   guesses. A user with many recent failures from anywhere slows down further guesses from
+   addresses that have failed (one every few seconds, over all of them), but never an address
+   that has not: nobody can lock a user out by failing in their name (issue 41);
 2. the password check (`workbench.app.passwords.PasswordCheck`) on a two-thread pool, so the
    server's event loop keeps serving while scrypt runs: at most two checks use CPU at once;
 3. a failure: 401 and the login page ("Invalid username or password."), counted against the
-   user and the address; a success: Panel's signed session cookie, the user's failures
-   forgotten (the address's are not: a valid account does not buy an address more guesses).
+   user at the address, the address and the user; a success: Panel's signed session cookie,
+   the failures of the user at this address forgotten (the address's are not: a valid account
+   does not buy an address more guesses; nor the user's: the owner's sign-in does not reset an
+   attacker's slowdown).
 
 SECURITY: the address is the TCP peer (`remote_ip`); forwarded headers are not trusted, so
 behind a proxy every client shares the proxy's address budget. A session's user is read from
@@ -57,12 +62,17 @@ class ThrottlePolicy:
     running: int  # checks that may run at once for one key
 
 
-# A user gets 5 free failures, an address 20 (several people may share one); then 30 s, 1 min,
-# 2 min, … up to 15 min between guesses, until an hour passes without a failure: at most about
-# 100 guesses a day per user instead of hundreds a second. An attacker can delay a user's
-# sign-in this way, by at most 15 min at a time.
-USER_POLICY = ThrottlePolicy(free=5, base=30.0, longest=900.0, forget=3600.0, running=2)
+# One address guessing one user's password gets 5 free failures, then 30 s, 1 min, 2 min, … up
+# to 15 min between guesses, until an hour passes without a failure: about 100 guesses a day.
+# An address gets 20 free failures over all users (several people may share one), then the same.
+# These block only the address that failed: they are what an attacker's own guesses cost him.
+PAIR_POLICY = ThrottlePolicy(free=5, base=30.0, longest=900.0, forget=3600.0, running=2)
 ADDRESS_POLICY = ThrottlePolicy(free=20, base=30.0, longest=900.0, forget=3600.0, running=4)
+# A user: after 20 failures from anywhere within the hour, guesses from addresses that have failed
+# are spaced 2 s, 4 s, … at most 60 s apart, over all of them together (one at a time per slot):
+# many addresses cannot outguess one. It never blocks: an address that has not failed is not
+# subject to it, so the user's right password from a clean address always gets in (issue 41).
+USER_POLICY = ThrottlePolicy(free=20, base=2.0, longest=60.0, forget=3600.0, running=1)
 
 
 @dataclass
@@ -74,14 +84,14 @@ class _Record:
 
 
 class _Book:
-    """Records of one kind of key (users or addresses), the least recently used dropped first
-    beyond `capacity` (a record that is running a check is never dropped)."""
+    """Records of one kind of key (users, addresses, or a user at an address), the least recently
+    used dropped first beyond `capacity` (a record that is running a check is never dropped)."""
 
     def __init__(self, policy: ThrottlePolicy, capacity: int) -> None:
         self.policy, self.capacity = policy, capacity
-        self.records: OrderedDict[str, _Record] = OrderedDict()
+        self.records: OrderedDict[object, _Record] = OrderedDict()
 
-    def get(self, key: str, now: float) -> _Record:
+    def get(self, key: object, now: float) -> _Record:
         record = self.records.get(key)
         if record is None:
             record = self.records[key] = _Record()
@@ -108,15 +118,30 @@ class _Book:
         record.last_failure = now
         excess = record.failures - self.policy.free
         if excess > 0:
-            record.blocked_until = now + min(self.policy.base * 2 ** min(excess - 1, 30), self.policy.longest)
+            record.blocked_until = now + self.delay(record)
+
+    def delay(self, record: _Record) -> float:
+        """The block after `record`'s latest failure: base doubled per failure past the free ones."""
+        excess = record.failures - self.policy.free
+        return min(self.policy.base * 2 ** min(excess - 1, 30), self.policy.longest) if excess > 0 else 0.0
+
+    def forget(self, key: object) -> None:
+        """A success: the key's failures are forgotten (the record too, unless in use)."""
+        record = self.records.get(key)
+        if record is not None:
+            record.failures, record.blocked_until = 0, 0.0
+            if not record.running:
+                del self.records[key]
 
 
 class SignInThrottle:
-    """Failed sign-ins per user and per client address (see the module docstring)."""
+    """Failed sign-ins per user at an address, per address and per user (see the module docstring)."""
 
-    def __init__(self, users: ThrottlePolicy = USER_POLICY, addresses: ThrottlePolicy = ADDRESS_POLICY,
-                 clock: Callable[[], float] = time.monotonic, capacity: int = 10_000) -> None:
-        self.users, self.addresses = _Book(users, capacity), _Book(addresses, capacity)
+    def __init__(self, pairs: ThrottlePolicy = PAIR_POLICY, addresses: ThrottlePolicy = ADDRESS_POLICY,
+                 users: ThrottlePolicy = USER_POLICY, clock: Callable[[], float] = time.monotonic,
+                 capacity: int = 10_000) -> None:
+        self.pairs, self.addresses = _Book(pairs, capacity), _Book(addresses, capacity)
+        self.users = _Book(users, capacity)
         self.clock = clock
         self.running = 0
         self._lock = threading.Lock()
@@ -125,33 +150,48 @@ class SignInThrottle:
         """0 to go ahead (then `finish` must follow), else the seconds to wait before trying again."""
         with self._lock:
             now = self.clock()
-            pair = self.users.get(user[:MAX_USER_CHARS + 1], now), self.addresses.get(address, now)
-            wait = max(self.users.wait(pair[0], now), self.addresses.wait(pair[1], now))
+            name = user[:MAX_USER_CHARS + 1]
+            pair, at = self.pairs.get((name, address), now), self.addresses.get(address, now)
+            wait = max(self.pairs.wait(pair, now), self.addresses.wait(at, now))
+            slowed = self._slowed(name, at, now)
+            if slowed is not None:  # an address that has failed, guessing a user past the free failures
+                wait = max(wait, self.users.wait(slowed, now))
             if wait == 0 and self.running >= MAX_CHECKS_RUNNING:
                 wait = 1.0
             if wait:
                 return wait
-            for record in pair:
+            if slowed is not None:  # this check takes the user's next slot
+                slowed.blocked_until = now + self.users.delay(slowed)
+            for record in (pair, at):
                 record.running += 1
             self.running += 1
             return 0.0
+
+    def _slowed(self, name: str, address: _Record, now: float) -> _Record | None:
+        """The user's record when the user-wide slowdown applies to this attempt, else None: it
+        applies to addresses with a recent failure once the user is past its free failures."""
+        if not address.failures:
+            return None
+        record = self.users.get(name, now)
+        return record if record.failures > self.users.policy.free else None
 
     def finish(self, user: str, address: str, succeeded: bool) -> None:
         """Count the outcome of an admitted check."""
         with self._lock:
             now = self.clock()
-            key = user[:MAX_USER_CHARS + 1]
-            user_record, address_record = self.users.get(key, now), self.addresses.get(address, now)
-            user_record.running -= 1
-            address_record.running -= 1
+            name = user[:MAX_USER_CHARS + 1]
+            pair, at = self.pairs.get((name, address), now), self.addresses.get(address, now)
+            pair.running -= 1
+            at.running -= 1
             self.running -= 1
-            if succeeded:  # the user's failures are forgotten (the record too, unless in use)
-                user_record.failures, user_record.blocked_until = 0, 0.0
-                if not user_record.running:
-                    del self.users.records[key]
-                return
-            self.users.fail(user_record, now)
-            self.addresses.fail(address_record, now)
+            if succeeded:  # this address's failures for the user are forgotten; the address's are
+                self.pairs.forget((name, address))  # not (a valid account buys no more guesses),
+                return  # nor the user's (the owner signing in does not reset an attacker's slowdown)
+            self.pairs.fail(pair, now)
+            self.addresses.fail(at, now)
+            user_record = self.users.get(name, now)
+            user_record.failures += 1
+            user_record.last_failure = now
 
 
 def client_key(address: str) -> str:
@@ -210,8 +250,7 @@ class SignInHandler(BasicLoginHandler):
         if wait:
             seconds = math.ceil(wait)
             self.set_header("Retry-After", str(seconds))
-            self._page(429, f"Too many failed sign-ins for this user or from this address. "
-                            f"Try again in {seconds} s.")
+            self._page(429, f"Too many failed sign-ins from this address. Try again in {seconds} s.")
             return
         verdict = False
         try:
