@@ -17,12 +17,14 @@ COPY gate_cli ./gate_cli
 COPY workbench ./workbench
 COPY schemas ./schemas
 COPY data ./data
-# gcc only while installing: it compiles the canonical JSON writer (gate/protocol/_canonical.c),
-# then leaves the image (without it the same text is written in Python, more slowly).
+# gcc only while installing: it compiles the canonical JSON writer (gate/protocol/_canonical.c)
+# and the collation loop (gate/protocol/_collation.c), then leaves the image (without them the
+# same text and keys are computed in Python, more slowly: contractions in keys then cost a public
+# verify up to 45x ASCII, issue 41).
 RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
  && python -m venv /opt/gate \
  && /opt/gate/bin/pip install --editable '.[server]' \
- && /opt/gate/bin/python -c "import gate.protocol._canonical" \
+ && /opt/gate/bin/python -c "import gate.protocol._canonical, gate.protocol._collation" \
  && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/gate --create-home gate \
  && chmod 0700 /var/lib/gate

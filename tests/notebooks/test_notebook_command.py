@@ -58,7 +58,8 @@ def clone(tmp_path_factory) -> Path:
     # temporary copy. Refuse instead, and say how to put it right.
     # The stamp is over what the install builds from, as scripts/bootstrap computes it.
     stamped = b"".join((ROOT / name).read_bytes()
-                       for name in ("pyproject.toml", "setup.py", "gate/protocol/_canonical.c"))
+                       for name in ("pyproject.toml", "setup.py", "gate/protocol/_canonical.c",
+                                    "gate/protocol/_collation.c"))
     stamp = hashlib.sha256(stamped).hexdigest()[:16]
     if not (ROOT / ".venv" / f".installed-{stamp}").exists():
         pytest.fail("this checkout's .venv was installed for another pyproject.toml, setup.py or C source: "
