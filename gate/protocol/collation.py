@@ -11,16 +11,20 @@ order exactly as `pyuca`'s do, in linear time:
 - NFD: `unicodedata.normalize` when the text has no long run of characters whose
   decomposition starts with a combining mark (each run is then short, so the insertion sort is
   bounded per character); otherwise a per-character decomposition followed by a stable sort of
-  each run by combining class, which is what canonical ordering is.
-- Collation elements: a string in which no contraction can start is mapped one character at a
-  time with `str.translate` (C speed) into three weight strings, one per level; anything else
-  goes through `_elements`, a port of `pyuca`'s loop that walks a reversed list instead of
-  slicing, so each step costs a bounded amount of work.
+  each run by combining class, which is what canonical ordering is (in C where it is built).
+- Collation elements of ASCII text: `bytes.translate` alone (`_ascii_key`).
+- Collation elements of other text: where the extension `gate/protocol/_collation.c` is built
+  (`ACCELERATED`), its port of `pyuca`'s loop walks the whole text once with the table in flat
+  arrays, so contractions and marks pulled forward cost no Python work (issue 41: such keys
+  had cost a public verify 45x ASCII). Without it (`_python_key`): a string in which no
+  contraction can start is mapped one character at a time with `str.translate` into three
+  weight strings, one per level; anything else goes through `_elements`, a port of `pyuca`'s
+  loop that walks a reversed list instead of slicing, so each step costs a bounded amount of work.
 
 The key is `(primary, secondary, tertiary)` as strings of `chr(weight)`. Comparing those
 tuples orders exactly as `pyuca`'s flat tuple `primary + (0,) + secondary + (0,) + tertiary
 + (0,)` does, because every weight written is non-zero. `tests/core/test_collation.py`
-checks this against `pyuca` itself.
+checks both paths against `pyuca` itself.
 """
 
 from __future__ import annotations
