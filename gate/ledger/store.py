@@ -52,6 +52,7 @@ from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.groupcommit import BATCH_FLUSH, BATCH_MEMO, GroupWriter
+from gate.ledger.outbox_write import append_event
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
     api_keys,
@@ -379,6 +380,10 @@ class Ledger:
             if existing == snapshot["rulebook_hash"]:
                 return False
             self._bind_snapshot(connection, snapshot)
+            append_event(connection, snapshot["scope"], "rulebook.published", snapshot["rulebook_id"],
+                         snapshot["registered_at"], {"rulebook_id": snapshot["rulebook_id"],
+                                                  "version": snapshot["version"],
+                                                  "rulebook_hash": snapshot["rulebook_hash"]})
         return True
 
     # ------------------------------------------------------------------ decisions
