@@ -38,6 +38,7 @@ from gate.adapters import AdapterRegistry, default_registry
 from gate.advisory.http import HttpLLMAdvisor
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
+from gate.events.stream import JetStreamPublisher
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.advisory import AdvisoryService
@@ -128,7 +129,9 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         service=service,
         releases=release_service,
         events=events,
-        dispatcher=Dispatcher(events, settings.events_interval_ms / 1000) if settings.events_dispatch else None,
+        dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
+                              stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
+                              if settings.nats_url else None) if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),

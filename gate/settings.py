@@ -135,6 +135,8 @@ class Settings:
     webhook_allow_hosts: tuple[str, ...] = ()
     events_dispatch: bool = True
     events_interval_ms: int = 1000
+    nats_url: str | None = None
+    nats_stream: str = "GATE_EVENTS"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -182,6 +184,8 @@ class Settings:
             webhook_allow_hosts=tuple(h.strip() for h in env.get("GATE_WEBHOOK_ALLOW_HOSTS", "").split(",")
                                       if h.strip()),
             events_dispatch=_flag(env.get("GATE_EVENTS_DISPATCH", "true"), "GATE_EVENTS_DISPATCH"),
+            nats_url=env.get("GATE_NATS_URL") or None,
+            nats_stream=env.get("GATE_NATS_STREAM", "GATE_EVENTS"),
             events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
                                       50, 3_600_000),
         )

@@ -215,7 +215,11 @@ class EventService:
             if not self.outbox.claim(row["subscription_id"], owner, iso_ms(now), until):
                 continue
             try:
-                posts += self._deliver(owner, row, budget)
+                # Read it again under the lease: the listing above may predate another
+                # dispatcher's progress, and its cursor would post those events twice.
+                held = self.outbox.subscription(row["scope"], row["subscription_id"])
+                if held is not None:
+                    posts += self._deliver(owner, held, budget)
             finally:
                 self.outbox.release(row["subscription_id"], owner)
         return posts
@@ -294,8 +298,10 @@ class EventService:
 class Dispatcher:
     """A daemon thread that runs `dispatch_once` every `interval` seconds (and at once when woken)."""
 
-    def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None) -> None:
+    def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
+                 stream: Any = None) -> None:
         self.service = service
+        self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
         self._stop = threading.Event()
@@ -321,8 +327,12 @@ class Dispatcher:
             started = time.monotonic()
             try:
                 self.service.dispatch_once(self.owner)
+                if self.stream is not None:
+                    self.stream.publish_pending()
             except GateError as exc:  # the ledger is away: the next pass tries again
                 log.warning("event dispatch pass failed: %s", exc.code)
+            except Exception as exc:  # noqa: BLE001 (the broker is away: the next pass connects again)
+                log.warning("event stream pass failed: %s", type(exc).__name__)
             self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
             self._wake.clear()
 
