@@ -44,9 +44,9 @@ def add_events_parser(sub) -> None:
             parser.add_argument("--overlap-seconds", type=int, default=None,
                                 help="how long the old secret keeps signing (default: 86400)")
         if name == "replay":
-            parser.add_argument("--seq", type=int, default=None, help="one event's seq (or --since/--until)")
-            parser.add_argument("--since", default=None, help="ISO 8601 start of a range (with --until)")
-            parser.add_argument("--until", default=None, help="ISO 8601 end of a range (with --since)")
+            parser.add_argument("--seq", type=int, default=None, help="one event's seq (default: none; or --since/--until)")
+            parser.add_argument("--since", default=None, help="ISO 8601 start of a range, with --until (default: none)")
+            parser.add_argument("--until", default=None, help="ISO 8601 end of a range, with --since (default: none)")
         if name == "deliveries":
             parser.add_argument("--json", action="store_true", help="print JSON")
     dispatch = esub.add_parser("dispatch", help="run the dispatcher in this process (Ctrl-C stops it)")
@@ -112,8 +112,8 @@ def deliveries_text(report: dict[str, Any]) -> str:
         f"{report['success_rate'] * 100:.1f}% of {report['attempts']} attempts succeeded")
     lines = [f"{sub['subscription_id']} → {sub['url']} ({sub['status']})",
              f"  {rate}; lag {report['lag']} event(s); {report['pending_replays']} replay(s) pending",
-             f"  latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
-             f"(last {report['latency_window']} successful attempts)"]
+             (f"  latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
+              f"(last {report['latency_window']} successful attempts)")]
     if sub["disabled_reason"]:
         lines.append(f"  disabled: {sub['disabled_reason']}")
     for failure in report["last_failures"]:
