@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
-from api.metrics import init_metrics, record_guardrail_trip
+from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import (
@@ -122,6 +122,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
     )
     release_service = with_releases(service, on_trip=record_guardrail_trip)
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts)
+    events.on_attempt = record_webhook_attempt
     return GateRuntime(
         settings=settings,
         ledger=ledger,

@@ -88,6 +88,7 @@ class EventService:
         self.allow_hosts = frozenset(allow_hosts)
         self.poster: Poster = poster or post
         self._resolve = resolve
+        self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
 
     def _target(self, url: object) -> Target:
         try:
@@ -278,6 +279,8 @@ class EventService:
             "event_id": event["event_id"], "attempted_at": iso_ms(now), "ok": int(result.ok),
             "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
             "replay": int(replay)})
+        if self.on_attempt is not None:
+            self.on_attempt(result.ok, replay)
         return result
 
     def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int) -> None:

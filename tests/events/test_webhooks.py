@@ -271,3 +271,17 @@ def test_permissions_and_scopes(gate, admin, issue_key, receiver):
     # a listing never shows a secret
     listed = admin.client.get("/api/events/subscriptions", headers=admin.headers()).get_json()
     assert "whsec_" not in json.dumps(listed)
+
+
+def test_metrics_count_attempts_subscriptions_and_lag(make_app, issue_key, receiver, clock):
+    app = make_app(env={**LOOPBACK, "GATE_METRICS_TOKEN": "m" * 24})
+    app.extensions["gate"].events.clock = clock
+    api = Api(app.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
+    subscribe(api, receiver)
+    receiver.failing = True
+    assert api.publish(version("2026-01")).status_code == 201
+    dispatch(app, passes=1)
+    text = api.client.get("/metrics", headers={"x-metrics-token": "m" * 24}).get_data(as_text=True)
+    assert 'gate_webhook_subscriptions{status="active"} 1.0' in text
+    assert "gate_webhook_lag_events 1.0" in text
+    assert 'gate_webhook_attempts_total{kind="ordered",result="failed"}' in text
