@@ -865,7 +865,8 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     """The route's path parameters, then its query parameters, then its request headers."""
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
-        for name in ("decision_id", "chain_id", "policy_id", "rulebook_id", "name", "ticketing_system", "workflow")
+        for name in ("decision_id", "chain_id", "policy_id", "rulebook_id", "name", "ticketing_system", "workflow",
+                     "subscription_id")
         if "{" + name + "}" in endpoint.path
     ]
     parameters += [_query_parameter(*entry) for entry in endpoint.query]
