@@ -28,6 +28,7 @@ EVENT_TYPES: dict[str, str] = {
     "release.approval_requested": "an activation or canary waits for a second principal's approval",
     "release.approved": "a second principal approved a pending request (which then took effect)",
     "rulebook.published": "a rulebook version was published (bound) in the scope",
+    "checkpoint.saved": "a signed checkpoint of the scope's audit chain was stored (its Merkle root at a size)",
     "subscription.disabled": "a webhook subscription was disabled after sustained delivery failure",
 }
 

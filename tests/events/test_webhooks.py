@@ -83,7 +83,7 @@ EXPECTED_TYPES = ["rulebook.published", "rulebook.published", "release.activated
                   "release.rolled_back"]
 
 
-def test_release_transitions_reach_the_receiver_signed_in_order_with_their_hashes(gate, admin, receiver):
+def test_release_transitions_reach_the_receiver_signed_in_order_with_their_hashes(backend, gate, admin, receiver):
     subscribe(admin, receiver, **{"from": "beginning"})
     release_burst(admin)
     dispatch(gate)
@@ -285,3 +285,15 @@ def test_metrics_count_attempts_subscriptions_and_lag(make_app, issue_key, recei
     assert 'gate_webhook_subscriptions{status="active"} 1.0' in text
     assert "gate_webhook_lag_events 1.0" in text
     assert 'gate_webhook_attempts_total{kind="ordered",result="failed"}' in text
+
+
+def test_a_saved_checkpoint_is_announced_once(backend, gate, admin, receiver, sample_request):
+    subscribe(admin, receiver, event_types=["checkpoint.saved"])
+    records = [admin.decide(sample_request).get_json() for _ in range(3)]
+    chain = records[-1]["audit_chain"]["chain_id"]
+    for _ in range(2):  # the same size twice: one stored checkpoint, one event
+        assert admin.client.get(f"/api/decision/chains/{chain}/checkpoint", headers=admin.headers()).status_code == 200
+    dispatch(gate)
+    assert [e["type"] for e in receiver.accepted] == ["dev.decision-gate.checkpoint.saved"]
+    data = receiver.accepted[0]["data"]
+    assert data["chain_id"] == chain and data["tree_size"] == 3 and len(data["checkpoint_hash"]) == 64
