@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
 from api.limits import make_rate_limiter
-from api.metrics import init_metrics, record_guardrail_trip
+from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import (
@@ -32,16 +32,19 @@ from api.routes import (
     reports,
     workflows,
 )
+from api.routes import events as events_routes
 from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry, default_registry
 from gate.advisory.http import HttpLLMAdvisor
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
+from gate.events.stream import JetStreamPublisher
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.advisory import AdvisoryService
 from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService, with_releases
+from gate.services.events import Dispatcher, EventService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
@@ -118,12 +121,18 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         advisory=advisory_service(settings),
     )
     release_service = with_releases(service, on_trip=record_guardrail_trip)
+    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts)
+    events.on_attempt = record_webhook_attempt
     return GateRuntime(
         settings=settings,
         ledger=ledger,
         signing=signing,
         service=service,
         releases=release_service,
+        events=events,
+        dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
+                              stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
+                              if settings.nats_url else None) if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
@@ -141,7 +150,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
 # (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
 ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
                         reference)
-ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases)
+ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases, events_routes)
 
 
 def _mount_routes(app: Flask) -> None:

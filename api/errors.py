@@ -133,6 +133,12 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RELEASE_PERMISSION_DENIED": (403, "forbidden"),
     "RELEASE_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
     "RELEASE_POLICY_INVALID": (400, "invalid_request"),
+    # Events out (docs/events.md): a refused subscription change changes nothing.
+    "EVENT_SUBSCRIPTION_INVALID": (400, "invalid_request"),
+    "EVENT_TARGET_REFUSED": (400, "invalid_request"),
+    "EVENT_SUBSCRIPTION_LIMIT": (409, "limit_reached"),
+    "EVENT_SUBSCRIPTION_NOT_FOUND": (404, "not_found"),
+    "EVENT_NOT_FOUND": (404, "not_found"),
 }
 
 

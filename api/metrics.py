@@ -61,6 +61,8 @@ LEDGER_WAITS = Histogram("gate_ledger_wait_seconds", "Time a ledger writer waite
                          buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
 GUARDRAIL_TRIPS = Counter("gate_release_guardrail_trips", "Canaries halted by a tripped guardrail, by guardrail "
                           "(failure_rate, verdict_mix).", ("guardrail",), registry=REGISTRY)
+WEBHOOK_ATTEMPTS = Counter("gate_webhook_attempts", "Webhook delivery attempts, by result (ok, failed: a retry "
+                           "is scheduled) and kind (ordered, replay).", ("result", "kind"), registry=REGISTRY)
 
 
 # SECURITY: label values come from a closed set. The HTTP method is the client's own token
@@ -105,6 +107,31 @@ def record_guardrail_trip(scope: str, rulebook_id: str, report: Any) -> None:
             GUARDRAIL_TRIPS.labels(name).inc()
 
 
+def record_webhook_attempt(ok: bool, replay: bool) -> None:
+    WEBHOOK_ATTEMPTS.labels("ok" if ok else "failed", "replay" if replay else "ordered").inc()
+
+
+class EventsCollector:
+    """Events out, read from the ledger when scraped: subscriptions by status and the events
+    active subscriptions still have to deliver (the lag), summed over scopes."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def collect(self):
+        rt = self.app.extensions["gate"]
+        rows = rt.events.outbox.subscriptions()
+        statuses = GaugeMetricFamily("gate_webhook_subscriptions", "Webhook subscriptions by status.",
+                                     labels=["status"])
+        for status in ("active", "disabled"):
+            statuses.add_metric([status], float(sum(1 for r in rows if r["status"] == status)))
+        yield statuses
+        heads = {scope: rt.events.outbox.head(scope) for scope in {r["scope"] for r in rows}}
+        lag = sum(max(0, heads[r["scope"]] - r["cursor"]) for r in rows if r["status"] == "active")
+        yield GaugeMetricFamily("gate_webhook_lag_events", "Events active subscriptions have yet to receive.",
+                                value=float(lag))
+
+
 def metrics_token_refusal() -> Response | None:
     """None when the request carries the configured metrics token; else the refusal to answer.
     The same token guards `/metrics`, `/api/proof-metrics` and `/api/pilot-export`."""
@@ -130,6 +157,7 @@ def _scrape_registry(app: Flask) -> CollectorRegistry:
     else:
         registry.register(_Forward(REGISTRY))
     registry.register(ReadinessCollector(app))
+    registry.register(EventsCollector(app))
     return registry
 
 

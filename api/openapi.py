@@ -187,6 +187,56 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
              request_body="ReleasePolicy", tags=("releases",)),
 )
 
+# Events out (docs/events.md): webhook subscriptions, deliveries, replays, the outbox.
+_ERRORS = AUTH_ERRORS + ("RELEASE_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
+_SUB = "/api/events/subscriptions/{subscription_id}"
+_NOT_FOUND = "no such subscription in this scope"
+_KEYED = {401: "missing or invalid key", 403: "key lacks admin"}
+EVENT_ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("get", "/api/events/subscriptions", "The scope's webhook subscriptions (never their secrets); needs "
+             "`admin`.", True, {200: "{ok, subscriptions}", **_KEYED}, errors=_ERRORS, tags=("events",)),
+    Endpoint("post", "/api/events/subscriptions", "Subscribe a webhook `{url, event_types?: [type | \"*\"], "
+             "from?: \"now\" | \"beginning\"}`: deliveries are CloudEvents 1.0 signed per Standard Webhooks; the "
+             "secret is answered once. An address inside (private, loopback, link-local) is refused unless the "
+             "operator allows its host by name (GATE_WEBHOOK_ALLOW_HOSTS). Needs `admin`.", True,
+             {201: "{ok, subscription, secret}", 400: "malformed subscription or refused target", **_KEYED,
+              409: "the scope has 20 subscriptions", 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_TARGET_REFUSED",
+                                             "EVENT_SUBSCRIPTION_LIMIT"), tags=("events",)),
+    Endpoint("get", _SUB, "One subscription (no secret).", True,
+             {200: "{ok, subscription}", **_KEYED, 404: _NOT_FOUND},
+             errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",)),
+    Endpoint("patch", _SUB, "Enable or disable `{status: active | disabled}`; enabling forgets the failures and "
+             "carries on from the cursor.", True,
+             {200: "{ok, subscription}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND, 413: "body too large",
+              415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
+             tags=("events",)),
+    Endpoint("post", _SUB + "/rotate", "A new secret `{overlap_seconds?}` (default 86,400, at most 604,800): the "
+             "old one signs beside it until then.", True,
+             {200: "{ok, subscription, secret}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND,
+              413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
+             tags=("events",)),
+    Endpoint("post", _SUB + "/replay", "Send events again `{seq}` or `{since, until}` (at most 10,000), with "
+             "their original ids.", True,
+             {202: "{ok, queued}", 400: "malformed body", **_KEYED, 404: "no such subscription or event",
+              413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
+                                             "EVENT_NOT_FOUND"), tags=("events",)),
+    Endpoint("get", _SUB + "/deliveries", "Deliveries: attempts, success rate, latency, lag, pending replays and "
+             "the last failures with the receiver's status and the first 300 characters of its answer (text).",
+             True, {200: "{ok, subscription, attempts, succeeded, success_rate, latency_ms_p50, lag, last_failures}",
+                    **_KEYED, 404: _NOT_FOUND},
+             errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",)),
+    Endpoint("get", "/api/events", "The scope's outbox in order: CloudEvents after `after` (a seq), at most "
+             "`limit` (1 to 500).", True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED},
+             errors=_ERRORS + ("REQUEST_INVALID",),
+             query=(("after", "integer", "the last seq already read (default 0)"),
+                    ("limit", "integer", "how many events at most (default 100, at most 500)")),
+             tags=("events",)),
+)
+
 # Issue 11: operational routes (docs/operations.md).
 _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
 OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
@@ -548,6 +598,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *POLICYCHECK_ENDPOINTS,
     *OPERATIONS_ENDPOINTS,
     *RELEASE_ENDPOINTS,
+    *EVENT_ENDPOINTS,
 )
 
 # Issue 18 item 7: the costly keyed routes are charged to the key's cost window (api/costs.py).
@@ -560,6 +611,7 @@ CHARGED_ROUTES = frozenset({
     ("post", "/api/decision/rulebooks"), ("get", "/api/decision/rulebooks/{rulebook_id}/release"),
     ("get", "/api/decision/rulebooks/{rulebook_id}/release/history"),
     ("post", "/api/decision/rulebooks/{rulebook_id}/release"),
+    *((e.method, e.path) for e in EVENT_ENDPOINTS),
     *(("get", kind.path) for kind in REPORTS.values()),
 })
 
@@ -813,7 +865,8 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     """The route's path parameters, then its query parameters, then its request headers."""
     parameters = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
-        for name in ("decision_id", "chain_id", "policy_id", "rulebook_id", "name", "ticketing_system", "workflow")
+        for name in ("decision_id", "chain_id", "policy_id", "rulebook_id", "name", "ticketing_system", "workflow",
+                     "subscription_id")
         if "{" + name + "}" in endpoint.path
     ]
     parameters += [_query_parameter(*entry) for entry in endpoint.query]

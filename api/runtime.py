@@ -35,6 +35,12 @@ class GateRuntime:
     proof_metrics: Any = None  # gate.services.operations.ProofMetricsService
     policy_alerts: Any = None  # gate.services.operations.PolicyAlertService
     releases: Any = None  # gate.services.releases.ReleaseService
+    events: Any = None  # gate.services.events.EventService
+    dispatcher: Any = None  # gate.services.events.Dispatcher, started by `gate serve` in each worker
+
+    def wake_dispatcher(self) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
 
     def now_ms(self) -> int:
         return int(self.service.clock.now().timestamp() * 1000)

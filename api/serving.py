@@ -175,6 +175,11 @@ class GateWorker(ThreadWorker):
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        # Events out (docs/events.md): each worker runs a dispatcher thread; leases in the ledger
+        # let one of them (on any host) deliver a subscription at a time.
+        gate_runtime = getattr(self.wsgi, "extensions", {}).get("gate")
+        if gate_runtime is not None and gate_runtime.dispatcher is not None:
+            gate_runtime.dispatcher.start()
         # What exists now (the app, its imports, its caches as built) lives as long as the
         # worker: the collector's full passes need not walk it again on every request's time.
         gc.freeze()

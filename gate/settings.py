@@ -130,6 +130,13 @@ class Settings:
     # Witnessed checkpoints (docs/verification.md §7.4): the gate's own log outside the ledger.
     checkpoint_log: Path | None = None
     checkpoint_every: int = 100
+    # Events out (docs/events.md): hosts a webhook may reach although they resolve inside
+    # (loopback, private, link-local), named by the operator; the dispatcher's pass interval.
+    webhook_allow_hosts: tuple[str, ...] = ()
+    events_dispatch: bool = True
+    events_interval_ms: int = 1000
+    nats_url: str | None = None
+    nats_stream: str = "GATE_EVENTS"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -174,6 +181,13 @@ class Settings:
             **_operations_settings(env),
             checkpoint_log=_checkpoint_log(env.get("GATE_CHECKPOINT_LOG", ""), home),
             checkpoint_every=_whole(env.get("GATE_CHECKPOINT_EVERY", "100"), "GATE_CHECKPOINT_EVERY", 0, 1_000_000),
+            webhook_allow_hosts=tuple(h.strip() for h in env.get("GATE_WEBHOOK_ALLOW_HOSTS", "").split(",")
+                                      if h.strip()),
+            events_dispatch=_flag(env.get("GATE_EVENTS_DISPATCH", "true"), "GATE_EVENTS_DISPATCH"),
+            nats_url=env.get("GATE_NATS_URL") or None,
+            nats_stream=env.get("GATE_NATS_STREAM", "GATE_EVENTS"),
+            events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
+                                      50, 3_600_000),
         )
 
     def with_(self, **changes: Any) -> Settings:

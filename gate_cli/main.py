@@ -28,6 +28,7 @@ from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_
 from gate_cli.contract_cmd import add_contract_parsers
 from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
+from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, apply_everywhere
 from gate_cli.release_cmd import add_release_parser
@@ -260,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys_parser(sub)
     # Each other subcommand family lives in its own module and adds its own parser.
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
+                add_events_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)

@@ -95,6 +95,14 @@ CASES = {
     "RELEASE_IDEMPOTENCY_CONFLICT": lambda c: _idempotency_conflict(_releases(c)),
     "RELEASE_POLICY_INVALID": lambda c: c.client.put("/api/decision/release-policy", json={"require_approval": 1},
                                                      headers=_releases(c).headers()),
+    "EVENT_SUBSCRIPTION_INVALID": lambda c: _events_call(c, "post", "/api/events/subscriptions",
+                                                         {"url": "https://example.com/h", "event_types": []}),
+    "EVENT_TARGET_REFUSED": lambda c: _events_call(c, "post", "/api/events/subscriptions",
+                                                   {"url": "http://169.254.169.254/latest"}),
+    "EVENT_SUBSCRIPTION_LIMIT": lambda c: _subscription_limit(c),
+    "EVENT_SUBSCRIPTION_NOT_FOUND": lambda c: _events_call(c, "get", "/api/events/subscriptions/sub_nope", None),
+    "EVENT_NOT_FOUND": lambda c: _events_call(c, "post", f"/api/events/subscriptions/{_loopback_sub(c)}/replay",
+                                              {"seq": 5}),
     "METRICS_UNAUTHORIZED": lambda c: c.make_app({"GATE_METRICS_TOKEN": "m" * 20}).test_client().get(
         "/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
     "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
@@ -434,6 +442,30 @@ def _approve_unknown(api: Api):
 def _idempotency_conflict(api: Api):
     api.act("activate", version="v1", key="k-1")
     return api.act("activate", version="v2", key="k-1")
+
+
+def _events_app(c):
+    """An app that may call loopback webhooks, and an admin key's headers on it."""
+    if not hasattr(c, "events_client"):
+        c.events_client = c.make_app({"GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}).test_client()
+        c.events_headers = {"x-api-key": c.issue_key(scope="events", permissions="decide,admin")["api_key"]}
+    return c.events_client, c.events_headers
+
+
+def _events_call(c, method: str, path: str, body):
+    client, headers = _events_app(c)
+    return getattr(client, method)(path, json=body, headers=headers)
+
+
+def _loopback_sub(c) -> str:
+    response = _events_call(c, "post", "/api/events/subscriptions", {"url": "http://127.0.0.1:9/hook"})
+    return response.json["subscription"]["subscription_id"]
+
+
+def _subscription_limit(c):
+    for _ in range(20):
+        _loopback_sub(c)
+    return _events_call(c, "post", "/api/events/subscriptions", {"url": "http://127.0.0.1:9/hook"})
 
 
 def _served(c, payload: bytes):

@@ -45,7 +45,7 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 # Release permissions (docs/releases.md). `decide` is every key's right; the others are granted
 # explicitly (`gate keys create --permissions decide,publish,release,approve`). Stored as a sorted,
 # comma-separated list; a key without a stored list has today's rights: decide (and the reads).
-PERMISSIONS = ("decide", "publish", "release", "approve")
+PERMISSIONS = ("decide", "publish", "release", "approve", "admin")
 DEFAULT_PERMISSIONS = frozenset({"decide"})
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import outcome_latest, release_decisions, release_events, release_policies
 
@@ -26,6 +27,14 @@ class ArmTally:
     verdicts: dict[str, int]
     failed: int
     succeeded: int
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """The outbox event that announces a release event (its type and data)."""
+
+    name: str
+    data: dict[str, Any]
 
 
 class ReleaseLedger:
@@ -60,11 +69,15 @@ class ReleaseLedger:
                                              release_events.c.idempotency_key == key)).mappings().first()
         return dict(row) if row else None
 
-    def append(self, row: dict[str, Any]) -> None:
-        """Insert an event row; `ReleaseRace` when its seq (or its idempotency key) was taken."""
+    def append(self, row: dict[str, Any], announce: Announcement | None = None) -> None:
+        """Insert an event row, and its announcement in the outbox in the same transaction
+        (docs/events.md); `ReleaseRace` when its seq (or its idempotency key) was taken."""
         try:
             with self.ledger.write() as connection:
                 connection.execute(insert(release_events).values(**row))
+                if announce is not None:
+                    append_event(connection, row["scope"], announce.name, row["rulebook_id"], row["created_at"],
+                                 announce.data)
         except IntegrityError as exc:
             raise ReleaseRace(str(row.get("seq"))) from exc
 

@@ -52,6 +52,7 @@ from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
 from gate.ledger.groupcommit import BATCH_FLUSH, BATCH_MEMO, GroupWriter
+from gate.ledger.outbox_write import append_event
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
     api_keys,
@@ -379,6 +380,10 @@ class Ledger:
             if existing == snapshot["rulebook_hash"]:
                 return False
             self._bind_snapshot(connection, snapshot)
+            append_event(connection, snapshot["scope"], "rulebook.published", snapshot["rulebook_id"],
+                         snapshot["registered_at"], {"rulebook_id": snapshot["rulebook_id"],
+                                                  "version": snapshot["version"],
+                                                  "rulebook_hash": snapshot["rulebook_hash"]})
         return True
 
     # ------------------------------------------------------------------ decisions
@@ -697,8 +702,17 @@ class Ledger:
     def store_checkpoint(self, chain_id: str, tree_size: int, checkpoint_json: str) -> str:
         """Keep the first checkpoint stored for (chain, size); returns the one that is stored."""
         with self.write() as connection:
-            connection.execute(self.insert_ignore(chain_checkpoints, {
-                "chain_id": chain_id, "tree_size": tree_size, "checkpoint_json": checkpoint_json}))
+            # RETURNING names the row only when this writer inserted it (the driver's rowcount is
+            # -1 for an upsert on PostgreSQL's raw cursor, so it cannot say).
+            inserted = connection.execute(self.insert_ignore(chain_checkpoints, {
+                "chain_id": chain_id, "tree_size": tree_size, "checkpoint_json": checkpoint_json})
+                .returning(chain_checkpoints.c.tree_size)).scalar()
+            scope = connection.execute(select(chain_heads.c.scope).where(chain_heads.c.chain_id == chain_id)).scalar()
+            if inserted is not None and scope is not None:  # announced once, by its first writer (docs/events.md)
+                made = json.loads(checkpoint_json)
+                append_event(connection, scope, "checkpoint.saved", chain_id, str(made["created_at"]),
+                             {member: made.get(member) for member in (
+                                 "chain_id", "tree_size", "root_hash", "checkpoint_hash", "created_at")})
             stored: str = connection.execute(
                 select(chain_checkpoints.c.checkpoint_json).where(and_(
                     chain_checkpoints.c.chain_id == chain_id, chain_checkpoints.c.tree_size == tree_size))

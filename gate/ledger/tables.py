@@ -325,3 +325,86 @@ release_policies = Table(
     Column("policy_json", Text, nullable=False),
     Column("updated_at", String(32), nullable=False),
 )
+
+# The transactional outbox (gate/services/events.py, docs/events.md): one row per event, written
+# in the same transaction as the fact it announces. `seq` counts per scope from 1 without gaps:
+# the writer takes it from `event_sequences` under that row's lock, so commit order is seq order.
+event_outbox = Table(
+    "event_outbox",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("event_id", String(64), nullable=False, unique=True),
+    Column("event_type", String(80), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("event_json", Text, nullable=False),  # the CloudEvent, canonical text: the body delivered
+)
+
+event_sequences = Table(
+    "event_sequences",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("last_seq", Integer, nullable=False),
+)
+
+# Webhook subscriptions per scope. `secret` signs deliveries (Standard Webhooks, HMAC-SHA256): it
+# must be readable to sign, so it is stored as issued; `previous_secret` signs beside it until
+# `previous_until` after a rotation. `cursor` is the last seq settled (delivered, or not wanted);
+# a dispatcher holds `lease_owner` until `lease_until` while it delivers, so one at a time.
+webhook_subscriptions = Table(
+    "webhook_subscriptions",
+    metadata,
+    Column("subscription_id", String(40), primary_key=True),
+    Column("scope", String(120), nullable=False, index=True),
+    Column("url", String(2000), nullable=False),
+    Column("event_types", Text, nullable=False),  # canonical JSON list of types (["*"] for every type)
+    Column("secret", String(120), nullable=False),
+    Column("previous_secret", String(120), nullable=True),
+    Column("previous_until", String(32), nullable=True),
+    Column("status", String(16), nullable=False),  # active | disabled
+    Column("disabled_reason", String(400), nullable=True),
+    Column("cursor", Integer, nullable=False),
+    Column("attempts", Integer, nullable=False),  # failed attempts of the event after `cursor`
+    Column("failing_since", String(32), nullable=True),
+    Column("next_attempt_at", String(32), nullable=True),
+    Column("lease_owner", String(80), nullable=True),
+    Column("lease_until", String(32), nullable=True),
+    Column("created_at", String(32), nullable=False),
+    Column("created_by", String(600), nullable=False),
+)
+
+# Every delivery attempt: the receiver's status and the first bytes of its answer (shown as text).
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("attempt_id", Integer, primary_key=True, autoincrement=True),
+    Column("subscription_id", String(40), nullable=False),
+    Column("scope", String(120), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("attempted_at", String(32), nullable=False),
+    Column("ok", Integer, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("latency_ms", Integer, nullable=False),
+    Column("excerpt", String(600), nullable=False),
+    Column("replay", Integer, nullable=False),
+    Index("ix_webhook_attempts_subscription", "subscription_id", "attempt_id"),
+)
+
+# Manual replays waiting to be sent (one event or a range), beside the ordered stream.
+webhook_replays = Table(
+    "webhook_replays",
+    metadata,
+    Column("subscription_id", String(40), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("requested_at", String(32), nullable=False),
+)
+
+# Where each named stream (a NATS JetStream publisher) stands in each scope's outbox.
+event_stream_cursors = Table(
+    "event_stream_cursors",
+    metadata,
+    Column("stream", String(80), primary_key=True),
+    Column("scope", String(120), primary_key=True),
+    Column("cursor", Integer, nullable=False),
+)

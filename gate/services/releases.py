@@ -24,7 +24,7 @@ from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.ledger.releases import ArmTally, ReleaseLedger, ReleaseRace, halt_rows
+from gate.ledger.releases import Announcement, ArmTally, ReleaseLedger, ReleaseRace, halt_rows
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import EventInputs, build_event, history_document, state_from_member
 from gate.releases.figures import canary_figures, shadow_figures
@@ -102,6 +102,25 @@ class Observed:
 def _permission_denied(permission: str) -> GateError:
     return GateError("RELEASE_PERMISSION_DENIED", f"this API key lacks the {permission!r} permission "
                      "(gate keys create --permissions ...)", permission=permission)
+
+
+# A release event's announcement type (docs/events.md); a canary or activation that waits for a
+# second principal is announced as a request, not as the move it asks for.
+_ANNOUNCED = {"shadow": "release.shadow", "canary": "release.canary", "activate": "release.activated",
+              "halt": "release.halted", "rollback": "release.rolled_back", "approve": "release.approved"}
+_ANNOUNCED_MEMBERS = ("rulebook_id", "seq", "action", "actor", "created_at", "version", "rulebook_hash", "percent",
+                      "request_seq", "reason", "evidence", "event_hash", "previous_event_hash", "key_id")
+
+
+def announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
+    """The outbox event of a signed release event: its members a receiver acts on, and the
+    event hash that lets it fetch the history and verify the event (`gate verify`)."""
+    name = _ANNOUNCED[str(event["action"])]
+    if event["action"] in ("canary", "activate") and event.get("approval_expires_at") is not None:
+        name = "release.approval_requested"
+    data = {member: event.get(member) for member in _ANNOUNCED_MEMBERS}
+    data["approval_expires_at"] = event.get("approval_expires_at")
+    return Announcement(name, {"scope": scope, **data})
 
 
 def require(caller: Caller, permission: str) -> None:
@@ -237,7 +256,8 @@ class ReleaseService:
                 self.store.append({"scope": scope, "rulebook_id": rulebook_id, "seq": event["seq"],
                                    "action": event["action"], "event_hash": event["event_hash"],
                                    "idempotency_key": idempotency_key, "request_hash": request_hash,
-                                   "created_at": event["created_at"], "event_json": canonical_text(event)})
+                                   "created_at": event["created_at"], "event_json": canonical_text(event)},
+                                  announcement(scope, event))
             except ReleaseRace:
                 continue  # another transition took this seq (or this key): read the new head
             self.state(scope, rulebook_id, fresh=True)

@@ -1,0 +1,63 @@
+"""An event as a CloudEvents 1.0 structured-mode JSON document (https://github.com/cloudevents/spec,
+`spec.md` and `formats/json-format.md`): the required attributes `specversion`, `id`, `source`,
+`type`, the optional `subject`, `time` and `datacontenttype`, the `sequence` extension (a string,
+as the sequence extension states) and `data`. The document is written once, as canonical JSON, into
+the outbox row in the transaction of the fact it announces; every delivery sends those exact bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gate.protocol.canonical import sha256_hex
+
+SPEC_VERSION = "1.0"
+CONTENT_TYPE = "application/cloudevents+json"
+TYPE_PREFIX = "dev.decision-gate."
+SOURCE_PREFIX = "urn:decision-gate:scope:"
+
+# Every type an event can have (without TYPE_PREFIX), with what it announces. docs/events.md lists
+# the data members of each; tests/events/test_event_types.py holds the two lists equal.
+EVENT_TYPES: dict[str, str] = {
+    "release.shadow": "a version started running in shadow beside the active one",
+    "release.canary": "a canary started (or changed its share) for a version",
+    "release.activated": "a version became the active one",
+    "release.halted": "a canary or shadow stopped (by a principal, or by its guardrail with the evidence)",
+    "release.rolled_back": "the previously active version became active again",
+    "release.approval_requested": "an activation or canary waits for a second principal's approval",
+    "release.approved": "a second principal approved a pending request (which then took effect)",
+    "rulebook.published": "a rulebook version was published (bound) in the scope",
+    "checkpoint.saved": "a signed checkpoint of the scope's audit chain was stored (its Merkle root at a size)",
+    "subscription.disabled": "a webhook subscription was disabled after sustained delivery failure",
+}
+
+
+def full_type(name: str) -> str:
+    if name not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {name!r}")
+    return TYPE_PREFIX + name
+
+
+def event_id(scope: str, seq: int) -> str:
+    """A deterministic id for the scope's `seq`-th event: the same event keeps its id across
+    retries, replays and the stream (receivers and JetStream deduplicate by it)."""
+    return "evt_" + sha256_hex({"scope": scope, "seq": seq})[:40]
+
+
+def cloud_event(scope: str, seq: int, name: str, subject: str | None, time: str,
+                data: Mapping[str, Any]) -> dict[str, Any]:
+    """The event document (attributes in the order the JSON format lists them)."""
+    event: dict[str, Any] = {
+        "specversion": SPEC_VERSION,
+        "id": event_id(scope, seq),
+        "source": SOURCE_PREFIX + scope,
+        "type": full_type(name),
+        "time": time,
+        "datacontenttype": "application/json",
+        "sequence": str(seq),
+    }
+    if subject is not None:
+        event["subject"] = subject
+    event["data"] = dict(data)
+    return event

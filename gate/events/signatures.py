@@ -1,0 +1,39 @@
+"""Webhook signatures per the Standard Webhooks specification (standard-webhooks/spec,
+`spec/standard-webhooks.md`): the signed content is `{webhook-id}.{webhook-timestamp}.{body}`,
+signed with HMAC-SHA256 under the secret's bytes (the base64 after the `whsec_` prefix), sent as
+`v1,{base64 signature}`; several signatures (a rotation's overlap) are separated by spaces.
+Receivers verify with any Standard Webhooks library (the tests use the `standardwebhooks` package).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+
+SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
+SECRET_BYTES = 32
+
+
+def new_secret() -> str:
+    """A fresh secret: 32 random bytes, base64, with the `whsec_` prefix."""
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
+
+
+def _key(secret: str) -> bytes:
+    if not secret.startswith(SECRET_PREFIX):
+        raise ValueError("a webhook secret starts with whsec_")
+    return base64.b64decode(secret[len(SECRET_PREFIX):], validate=True)
+
+
+def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """One `v1,` signature of a delivery."""
+    content = f"{webhook_id}.{timestamp}.".encode() + body
+    digest = hmac.new(_key(secret), content, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+def signature_header(secrets_in_force: list[str], webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The `webhook-signature` value: one signature per secret in force (newest first)."""
+    return " ".join(sign(secret, webhook_id, timestamp, body) for secret in secrets_in_force)

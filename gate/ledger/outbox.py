@@ -1,0 +1,189 @@
+"""Ledger reads and writes of events out (tables `event_outbox`, `event_sequences`,
+`webhook_subscriptions`, `webhook_attempts`, `webhook_replays`, `event_stream_cursors`; migration
+0012). `append_event` runs inside the caller's write transaction, so an event exists exactly when
+the fact it announces does. A scope's sequence is taken from its `event_sequences` row by one
+upsert that holds the row until commit: two transactions of one scope take 5 and 6 in the order
+they commit, so a reader that sees 6 has seen 5."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from gate.ledger.outbox_write import append_event
+from gate.ledger.store import Ledger
+from gate.ledger.tables import (
+    event_outbox,
+    event_sequences,
+    event_stream_cursors,
+    webhook_attempts,
+    webhook_replays,
+    webhook_subscriptions,
+)
+
+
+class Outbox:
+    """The event tables over one `Ledger`."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # ------------------------------------------------------------------ events
+
+    def events_after(self, scope: str, after: int, limit: int = 100) -> list[dict[str, Any]]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(
+                select(event_outbox).where(event_outbox.c.scope == scope, event_outbox.c.seq > after)
+                .order_by(event_outbox.c.seq).limit(limit)).mappings().all()
+        return [dict(r) for r in rows]
+
+    def event(self, scope: str, seq: int) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(select(event_outbox).where(
+                event_outbox.c.scope == scope, event_outbox.c.seq == seq)).mappings().first()
+        return dict(row) if row else None
+
+    def seqs_between(self, scope: str, since: str, until: str) -> list[int]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(event_outbox.c.seq).where(
+                event_outbox.c.scope == scope, event_outbox.c.created_at >= since,
+                event_outbox.c.created_at <= until).order_by(event_outbox.c.seq)).all()
+        return [int(r[0]) for r in rows]
+
+    def head(self, scope: str) -> int:
+        with self.ledger.read() as connection:
+            value = connection.execute(select(event_sequences.c.last_seq)
+                                       .where(event_sequences.c.scope == scope)).scalar()
+        return int(value or 0)
+
+    def scopes(self) -> list[str]:
+        with self.ledger.read() as connection:
+            return [r[0] for r in connection.execute(select(event_sequences.c.scope)
+                                                     .order_by(event_sequences.c.scope)).all()]
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def add_subscription(self, row: Mapping[str, Any]) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(insert(webhook_subscriptions).values(**row))
+
+    def subscription(self, scope: str, subscription_id: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(select(webhook_subscriptions).where(
+                webhook_subscriptions.c.scope == scope,
+                webhook_subscriptions.c.subscription_id == subscription_id)).mappings().first()
+        return dict(row) if row else None
+
+    def subscriptions(self, scope: str | None = None, *, active_only: bool = False) -> list[dict[str, Any]]:
+        query = select(webhook_subscriptions).order_by(webhook_subscriptions.c.created_at,
+                                                       webhook_subscriptions.c.subscription_id)
+        if scope is not None:
+            query = query.where(webhook_subscriptions.c.scope == scope)
+        if active_only:
+            query = query.where(webhook_subscriptions.c.status == "active")
+        with self.ledger.read() as connection:
+            return [dict(r) for r in connection.execute(query).mappings().all()]
+
+    def update_subscription(self, subscription_id: str, values: Mapping[str, Any],
+                            lease_owner: str | None = None) -> bool:
+        """Change a subscription (only while `lease_owner` still holds it, when given)."""
+        condition = webhook_subscriptions.c.subscription_id == subscription_id
+        if lease_owner is not None:
+            condition = and_(condition, webhook_subscriptions.c.lease_owner == lease_owner)
+        with self.ledger.write() as connection:
+            return connection.execute(update(webhook_subscriptions).where(condition).values(**values)).rowcount == 1
+
+    def claim(self, subscription_id: str, owner: str, now: str, until: str) -> bool:
+        """Take the subscription's lease if nobody holds an unexpired one (compare and set: of
+        several dispatchers, on any number of hosts, one wins)."""
+        free = or_(webhook_subscriptions.c.lease_until.is_(None), webhook_subscriptions.c.lease_until < now,
+                   webhook_subscriptions.c.lease_owner == owner)
+        with self.ledger.write() as connection:
+            changed = connection.execute(update(webhook_subscriptions).where(
+                webhook_subscriptions.c.subscription_id == subscription_id,
+                webhook_subscriptions.c.status == "active", free)
+                .values(lease_owner=owner, lease_until=until)).rowcount
+        return changed == 1
+
+    def release(self, subscription_id: str, owner: str) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(update(webhook_subscriptions).where(
+                webhook_subscriptions.c.subscription_id == subscription_id,
+                webhook_subscriptions.c.lease_owner == owner).values(lease_owner=None, lease_until=None))
+
+    def disable(self, subscription: Mapping[str, Any], reason: str, at: str,
+                event: tuple[str, Mapping[str, Any]] | None) -> None:
+        """Disable a subscription, and (when `event` is given) write its event in the same transaction."""
+        with self.ledger.write() as connection:
+            connection.execute(update(webhook_subscriptions).where(
+                webhook_subscriptions.c.subscription_id == subscription["subscription_id"])
+                .values(status="disabled", disabled_reason=reason, lease_owner=None, lease_until=None))
+            if event is not None:
+                append_event(connection, subscription["scope"], event[0], subscription["subscription_id"], at,
+                             event[1])
+
+    # ------------------------------------------------------------------ attempts and replays
+
+    def record_attempt(self, row: Mapping[str, Any]) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(insert(webhook_attempts).values(**row))
+
+    def attempts(self, subscription_id: str, limit: int = 200) -> list[dict[str, Any]]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(webhook_attempts).where(
+                webhook_attempts.c.subscription_id == subscription_id)
+                .order_by(webhook_attempts.c.attempt_id.desc()).limit(limit)).mappings().all()
+        return [dict(r) for r in rows]
+
+    def attempt_totals(self, subscription_id: str) -> tuple[int, int]:
+        """(attempts, successful attempts) of a subscription, over its whole life."""
+        with self.ledger.read() as connection:
+            total, ok = connection.execute(select(func.count(), func.coalesce(func.sum(webhook_attempts.c.ok), 0))
+                                           .where(webhook_attempts.c.subscription_id == subscription_id)).one()
+        return int(total), int(ok)
+
+    def add_replays(self, subscription_id: str, seqs: Sequence[int], at: str) -> int:
+        with self.ledger.write() as connection:
+            known = {int(r[0]) for r in connection.execute(select(webhook_replays.c.seq).where(
+                webhook_replays.c.subscription_id == subscription_id)).all()}
+            fresh = [s for s in seqs if s not in known]
+            if fresh:
+                connection.execute(insert(webhook_replays), [
+                    {"subscription_id": subscription_id, "seq": s, "requested_at": at} for s in fresh])
+        return len(fresh)
+
+    def replays(self, subscription_id: str, limit: int = 50) -> list[int]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(webhook_replays.c.seq).where(
+                webhook_replays.c.subscription_id == subscription_id).order_by(webhook_replays.c.seq)
+                .limit(limit)).all()
+        return [int(r[0]) for r in rows]
+
+    def replay_done(self, subscription_id: str, seq: int) -> None:
+        with self.ledger.write() as connection:
+            connection.execute(delete(webhook_replays).where(webhook_replays.c.subscription_id == subscription_id,
+                                                             webhook_replays.c.seq == seq))
+
+    # ------------------------------------------------------------------ streams
+
+    def stream_cursor(self, stream: str, scope: str) -> int:
+        with self.ledger.read() as connection:
+            value = connection.execute(select(event_stream_cursors.c.cursor).where(
+                event_stream_cursors.c.stream == stream, event_stream_cursors.c.scope == scope)).scalar()
+        return int(value or 0)
+
+    def set_stream_cursor(self, stream: str, scope: str, cursor: int) -> None:
+        with self.ledger.write() as connection:
+            dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+            statement = dialect.insert(event_stream_cursors).values(stream=stream, scope=scope, cursor=cursor)
+            connection.execute(statement.on_conflict_do_update(
+                index_elements=["stream", "scope"], set_={"cursor": cursor}))
+
+
+def event_types_of(row: Mapping[str, Any]) -> list[str]:
+    value = json.loads(row["event_types"])
+    return [str(v) for v in value]

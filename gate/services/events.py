@@ -1,0 +1,346 @@
+"""Events out, the use case (docs/events.md): webhook subscriptions per scope, the dispatcher that
+delivers the outbox to them at least once and in order, and replays.
+
+Delivery: a subscription walks its scope's outbox in `seq` order from its cursor. Each event it
+wants is posted (Standard Webhooks signature over the CloudEvent's canonical bytes) until a 2xx;
+a failure is retried with backoff (`gate.events.backoff`) and holds the events behind it, so a
+receiver sees one scope's events in order; events it does not want move the cursor without a
+post. A subscription whose oldest undelivered event has failed for `DISABLE_AFTER_SECONDS` is
+disabled, which is itself an event. At least once: the cursor moves after the 2xx, so a dispatcher
+killed between the two posts the event again (receivers deduplicate by `webhook-id`).
+
+Who delivers: any number of dispatchers (threads of `gate serve` workers, on any number of hosts
+sharing one ledger, or `gate events dispatch`) claim a subscription by a lease in its row (compare
+and set in one UPDATE), so one at a time delivers it and none is left unclaimed once a lease expires.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gate.clock import Clock, SystemClock, iso_ms
+from gate.errors import GateError
+from gate.events import backoff, signatures
+from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
+from gate.events.targets import Target, TargetRefused, check
+from gate.events.webhook import Delivery, post
+from gate.ledger import Ledger
+from gate.ledger.outbox import Outbox, event_types_of
+from gate.protocol.canonical import canonical_text
+
+log = logging.getLogger("gate.events")
+
+MAX_SUBSCRIPTIONS_PER_SCOPE = 20
+LEASE_SECONDS = 60
+MAX_REPLAY_EVENTS = 10_000
+ROTATION_OVERLAP_SECONDS = 24 * 3600
+MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
+WILDCARD = "*"
+Poster = Callable[[Target, Mapping[str, str], bytes], Delivery]
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _invalid(message: str) -> GateError:
+    return GateError("EVENT_SUBSCRIPTION_INVALID", message)
+
+
+def _checked_types(value: object) -> list[str]:
+    if value is None:
+        return [WILDCARD]
+    if not isinstance(value, list) or not value or len(value) > len(EVENT_TYPES) + 1:
+        raise _invalid("event_types must be a non-empty list of event types (or [\"*\"] for every type)")
+    names: list[str] = []
+    for item in value:
+        name = item[len(TYPE_PREFIX):] if isinstance(item, str) and item.startswith(TYPE_PREFIX) else item
+        if name != WILDCARD and name not in EVENT_TYPES:
+            raise _invalid(f"unknown event type {str(item)[:80]!r}; see docs/events.md")
+        if name not in names:
+            names.append(name)
+    return sorted(names)
+
+
+def public_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A subscription as its owners see it: never its secrets."""
+    return {"subscription_id": row["subscription_id"], "url": row["url"], "event_types": event_types_of(row),
+            "status": row["status"], "disabled_reason": row["disabled_reason"], "cursor": row["cursor"],
+            "failing_since": row["failing_since"], "next_attempt_at": row["next_attempt_at"],
+            "created_at": row["created_at"], "created_by": row["created_by"],
+            "rotation_overlap_until": row["previous_until"]}
+
+
+class EventService:
+    """Subscriptions, deliveries and replays over one ledger."""
+
+    def __init__(self, ledger: Ledger, clock: Clock | None = None, *, allow_hosts: Collection[str] = (),
+                 poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None) -> None:
+        self.outbox = Outbox(ledger)
+        self.clock = clock or SystemClock()
+        self.allow_hosts = frozenset(allow_hosts)
+        self.poster: Poster = poster or post
+        self._resolve = resolve
+        self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
+
+    def _target(self, url: object) -> Target:
+        try:
+            if self._resolve is not None:
+                return check(url, self.allow_hosts, self._resolve)
+            return check(url, self.allow_hosts)
+        except TargetRefused as exc:
+            raise GateError("EVENT_TARGET_REFUSED", str(exc)) from None
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(self, scope: str, actor: str, body: object) -> tuple[dict[str, Any], str]:
+        """A new subscription: (its public view, its secret, shown this once)."""
+        if not isinstance(body, Mapping):
+            raise _invalid("the body must be a JSON object")
+        unknown = sorted(set(body) - {"url", "event_types", "from"})
+        if unknown:
+            raise _invalid(f"unknown member(s): {', '.join(unknown)[:200]}")
+        types = _checked_types(body.get("event_types"))
+        start = body.get("from", "now")
+        if start not in ("now", "beginning"):
+            raise _invalid("from must be \"now\" (events after this one) or \"beginning\" (every stored event)")
+        self._target(body.get("url"))
+        if len(self.outbox.subscriptions(scope)) >= MAX_SUBSCRIPTIONS_PER_SCOPE:
+            raise GateError("EVENT_SUBSCRIPTION_LIMIT", f"a scope has at most {MAX_SUBSCRIPTIONS_PER_SCOPE} "
+                            "subscriptions; delete one first")
+        secret = signatures.new_secret()
+        row = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": body["url"],
+               "event_types": canonical_text(types), "secret": secret, "previous_secret": None,
+               "previous_until": None, "status": "active", "disabled_reason": None,
+               "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
+               "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
+               "created_at": iso_ms(self.clock.now()), "created_by": actor}
+        self.outbox.add_subscription(row)
+        return public_view(row), secret
+
+    def _owned(self, scope: str, subscription_id: object) -> dict[str, Any]:
+        row = self.outbox.subscription(scope, subscription_id) if isinstance(subscription_id, str) else None
+        if row is None:  # SECURITY: another scope's subscription reads as absent
+            raise GateError("EVENT_SUBSCRIPTION_NOT_FOUND", "no subscription with this id in this scope")
+        return row
+
+    def listed(self, scope: str) -> list[dict[str, Any]]:
+        return [public_view(r) for r in self.outbox.subscriptions(scope)]
+
+    def show(self, scope: str, subscription_id: str) -> dict[str, Any]:
+        return public_view(self._owned(scope, subscription_id))
+
+    def rotate(self, scope: str, subscription_id: str, overlap_seconds: object = None) -> tuple[dict[str, Any], str]:
+        """A new secret; the old one keeps signing beside it for the overlap (deliveries carry
+        both signatures until then), so receivers can switch without losing a delivery."""
+        overlap = ROTATION_OVERLAP_SECONDS if overlap_seconds is None else overlap_seconds
+        if not isinstance(overlap, int) or isinstance(overlap, bool) or not 0 <= overlap <= MAX_ROTATION_OVERLAP_SECONDS:
+            raise _invalid(f"overlap_seconds must be a whole number from 0 to {MAX_ROTATION_OVERLAP_SECONDS}")
+        row = self._owned(scope, subscription_id)
+        secret = signatures.new_secret()
+        until = iso_ms(self.clock.now() + timedelta(seconds=overlap))
+        self.outbox.update_subscription(row["subscription_id"], {"secret": secret, "previous_secret": row["secret"],
+                                                                 "previous_until": until})
+        return public_view({**row, "previous_until": until}), secret
+
+    def set_status(self, scope: str, subscription_id: str, status: object) -> dict[str, Any]:
+        """Enable (from the cursor where it stopped, failures forgotten) or disable by hand."""
+        if status not in ("active", "disabled"):
+            raise _invalid("status must be \"active\" or \"disabled\"")
+        row = self._owned(scope, subscription_id)
+        values: dict[str, Any] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
+        if status == "active":
+            values.update(attempts=0, failing_since=None, next_attempt_at=None)
+        self.outbox.update_subscription(row["subscription_id"], values)
+        return public_view({**row, **values})
+
+    def replay(self, scope: str, subscription_id: str, body: object) -> int:
+        """Queue events again: one (`{"seq": n}`) or a time range (`{"since": t, "until": t}`)."""
+        row = self._owned(scope, subscription_id)
+        if not isinstance(body, Mapping) or set(body) - {"seq", "since", "until"}:
+            raise _invalid("a replay names {\"seq\": n} or {\"since\": time, \"until\": time}")
+        if "seq" in body:
+            seq = body["seq"]
+            if not isinstance(seq, int) or isinstance(seq, bool) or self.outbox.event(scope, seq) is None:
+                raise GateError("EVENT_NOT_FOUND", "no event with this seq in this scope")
+            seqs = [seq]
+        else:
+            since, until = body.get("since"), body.get("until")
+            try:
+                first, last = iso_ms(_utc(str(since))), iso_ms(_utc(str(until)))
+            except ValueError:
+                raise _invalid("since and until must be ISO 8601 times") from None
+            seqs = self.outbox.seqs_between(scope, first, last)[:MAX_REPLAY_EVENTS + 1]
+            if len(seqs) > MAX_REPLAY_EVENTS:
+                raise _invalid(f"a replay covers at most {MAX_REPLAY_EVENTS} events; narrow the range")
+        return self.outbox.add_replays(row["subscription_id"], seqs, iso_ms(self.clock.now()))
+
+    def deliveries(self, scope: str, subscription_id: str, limit: int = 20) -> dict[str, Any]:
+        """What a subscription's deliveries did: success rate over every attempt, latency of the
+        recent ones, the last failures with the receiver's status and answer (text), the lag."""
+        row = self._owned(scope, subscription_id)
+        total, ok = self.outbox.attempt_totals(row["subscription_id"])
+        recent = self.outbox.attempts(row["subscription_id"], limit=200)
+        latencies = sorted(a["latency_ms"] for a in recent if a["ok"])
+        failures = [{"seq": a["seq"], "event_id": a["event_id"], "attempted_at": a["attempted_at"],
+                     "status_code": a["status_code"], "excerpt": a["excerpt"], "replay": bool(a["replay"])}
+                    for a in recent if not a["ok"]][:limit]
+        return {"subscription": public_view(row), "attempts": total, "succeeded": ok,
+                "success_rate": (ok / total) if total else None,
+                "latency_ms_p50": latencies[len(latencies) // 2] if latencies else None,
+                "latency_ms_max": latencies[-1] if latencies else None,
+                "latency_window": len(latencies),
+                "lag": max(0, self.outbox.head(scope) - row["cursor"]),
+                "pending_replays": len(self.outbox.replays(row["subscription_id"], limit=MAX_REPLAY_EVENTS)),
+                "last_failures": failures}
+
+    # ------------------------------------------------------------------ delivery
+
+    def dispatch_once(self, owner: str, budget: int = 50) -> int:
+        """One pass over every active subscription that is due: deliver up to `budget` events
+        each. Returns how many posts were made."""
+        posts = 0
+        for row in self.outbox.subscriptions(active_only=True):
+            now = self.clock.now()
+            if row["next_attempt_at"] and _utc(row["next_attempt_at"]) > now and not self.outbox.replays(
+                    row["subscription_id"], limit=1):
+                continue
+            until = iso_ms(now + timedelta(seconds=LEASE_SECONDS))
+            if not self.outbox.claim(row["subscription_id"], owner, iso_ms(now), until):
+                continue
+            try:
+                # Read it again under the lease: the listing above may predate another
+                # dispatcher's progress, and its cursor would post those events twice.
+                held = self.outbox.subscription(row["scope"], row["subscription_id"])
+                if held is not None:
+                    posts += self._deliver(owner, held, budget)
+            finally:
+                self.outbox.release(row["subscription_id"], owner)
+        return posts
+
+    def _deliver(self, owner: str, row: dict[str, Any], budget: int) -> int:
+        posts = self._replays(row, budget)
+        wanted = set(event_types_of(row))
+        cursor, attempts = row["cursor"], row["attempts"]
+        if row["next_attempt_at"] and _utc(row["next_attempt_at"]) > self.clock.now():
+            return posts
+        for event in self.outbox.events_after(row["scope"], cursor, limit=budget):
+            name = event["event_type"][len(TYPE_PREFIX):]
+            if WILDCARD in wanted or name in wanted:
+                posts += 1
+                result = self._post(row, event, replay=False)
+                if not result.ok:
+                    self._failed(owner, row, attempts + 1, cursor)
+                    return posts
+            cursor, attempts = event["seq"], 0
+            if not self.outbox.update_subscription(row["subscription_id"], {
+                    "cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None}, owner):
+                return posts  # the lease was lost: whoever holds it now carries on from the stored cursor
+        return posts
+
+    def _replays(self, row: Mapping[str, Any], budget: int) -> int:
+        posts = 0
+        for seq in self.outbox.replays(row["subscription_id"], limit=budget):
+            event = self.outbox.event(row["scope"], seq)
+            if event is not None:
+                posts += 1
+                if not self._post(row, event, replay=True).ok:
+                    break  # kept: tried again on the next pass
+            self.outbox.replay_done(row["subscription_id"], seq)
+        return posts
+
+    def _secrets(self, row: Mapping[str, Any]) -> list[str]:
+        keys = [row["secret"]]
+        if row["previous_secret"] and row["previous_until"] and _utc(row["previous_until"]) > self.clock.now():
+            keys.append(row["previous_secret"])
+        return keys
+
+    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool) -> Delivery:
+        body = event["event_json"].encode("utf-8")
+        now = self.clock.now()
+        stamp = int(now.timestamp())
+        headers = {"content-type": CONTENT_TYPE, "webhook-id": event["event_id"], "webhook-timestamp": str(stamp),
+                   "webhook-signature": signatures.signature_header(self._secrets(row), event["event_id"], stamp,
+                                                                    body),
+                   "user-agent": "decision-gate-webhooks/1"}
+        try:
+            result = self.poster(self._target(row["url"]), headers, body)
+        except GateError as refused:  # the host moved inside since it was checked: never posted
+            result = Delivery(False, None, 0, refused.message[:300])
+        self.outbox.record_attempt({
+            "subscription_id": row["subscription_id"], "scope": row["scope"], "seq": event["seq"],
+            "event_id": event["event_id"], "attempted_at": iso_ms(now), "ok": int(result.ok),
+            "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
+            "replay": int(replay)})
+        if self.on_attempt is not None:
+            self.on_attempt(result.ok, replay)
+        return result
+
+    def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int) -> None:
+        now = self.clock.now()
+        since = row["failing_since"] or iso_ms(now)
+        if (now - _utc(since)).total_seconds() >= backoff.DISABLE_AFTER_SECONDS:
+            reason = f"deliveries failed for {backoff.DISABLE_AFTER_SECONDS / 3600:.0f} hours ({attempts} attempts)"
+            self.outbox.disable(row, reason, iso_ms(now), ("subscription.disabled", {
+                "subscription_id": row["subscription_id"], "url": row["url"], "reason": reason,
+                "undelivered_after_seq": cursor, "failing_since": since}))
+            log.warning("webhook subscription %s disabled: %s", row["subscription_id"], reason)
+            return
+        retry = iso_ms(now + timedelta(seconds=backoff.delay(attempts)))
+        self.outbox.update_subscription(row["subscription_id"], {
+            "attempts": attempts, "failing_since": since, "next_attempt_at": retry}, owner)
+
+
+class Dispatcher:
+    """A daemon thread that runs `dispatch_once` every `interval` seconds (and at once when woken)."""
+
+    def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
+                 stream: Any = None) -> None:
+        self.service = service
+        self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
+        self.interval = interval
+        self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gate-events", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                self.service.dispatch_once(self.owner)
+                if self.stream is not None:
+                    self.stream.publish_pending()
+            except GateError as exc:  # the ledger is away: the next pass tries again
+                log.warning("event dispatch pass failed: %s", exc.code)
+            except Exception as exc:  # noqa: BLE001 (the broker is away: the next pass connects again)
+                log.warning("event stream pass failed: %s", type(exc).__name__)
+            self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
+            self._wake.clear()
+
+
+def event_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The CloudEvent stored in an outbox row."""
+    value: dict[str, Any] = json.loads(row["event_json"])
+    return value

@@ -1,0 +1,142 @@
+"""`gate events …`: the operator's side of events out (docs/events.md), through the same
+`EventService` as the API. Subscriptions are made as the local operator (`operator:<login>`).
+
+    gate events subscribe   --scope S --url URL [--type T ...] [--from-beginning]   (prints the secret once)
+    gate events list        --scope S
+    gate events rotate      --scope S --id SUB [--overlap-seconds N]                 (prints the new secret once)
+    gate events enable|disable --scope S --id SUB
+    gate events replay      --scope S --id SUB (--seq N | --since TIME --until TIME)
+    gate events deliveries  --scope S --id SUB [--json]
+    gate events dispatch    [--once] [--interval SECONDS]        (deliver, and publish to NATS if configured)
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from typing import Any
+
+from gate_cli.context import load_settings, open_ledger
+
+
+def add_events_parser(sub) -> None:
+    events = sub.add_parser("events", help="webhook subscriptions, deliveries, replays and the dispatcher")
+    esub = events.add_subparsers(dest="events_command", required=True)
+    subscribe = esub.add_parser("subscribe", help="subscribe a webhook URL (its secret is printed once)")
+    _scope(subscribe)
+    subscribe.add_argument("--url", required=True, help="the receiver's http(s) URL (required)")
+    subscribe.add_argument("--type", dest="types", action="append", default=None,
+                           help="an event type it wants, repeatable (default: every type)")
+    subscribe.add_argument("--from-beginning", action="store_true",
+                           help="deliver every stored event too (default: only events after now)")
+    listed = esub.add_parser("list", help="the scope's subscriptions (never their secrets)")
+    _scope(listed)
+    for name, text in (("rotate", "a new secret (printed once); the old one signs beside it for the overlap"),
+                       ("enable", "deliver again from where it stopped"), ("disable", "stop delivering"),
+                       ("replay", "send one event or a time range again"),
+                       ("deliveries", "success rate, latency, lag and the last failures")):
+        parser = esub.add_parser(name, help=text)
+        _scope(parser)
+        parser.add_argument("--id", required=True, help="the subscription id (required)")
+        if name == "rotate":
+            parser.add_argument("--overlap-seconds", type=int, default=None,
+                                help="how long the old secret keeps signing (default: 86400)")
+        if name == "replay":
+            parser.add_argument("--seq", type=int, default=None, help="one event's seq (default: none; or --since/--until)")
+            parser.add_argument("--since", default=None, help="ISO 8601 start of a range, with --until (default: none)")
+            parser.add_argument("--until", default=None, help="ISO 8601 end of a range, with --since (default: none)")
+        if name == "deliveries":
+            parser.add_argument("--json", action="store_true", help="print JSON")
+    dispatch = esub.add_parser("dispatch", help="run the dispatcher in this process (Ctrl-C stops it)")
+    dispatch.add_argument("--once", action="store_true", help="one pass, then exit (default: run until stopped)")
+    dispatch.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default: 1.0)")
+    events.set_defaults(func=cmd_events)
+
+
+def _scope(parser) -> None:
+    parser.add_argument("--scope", required=True, help="the scope (required)")
+
+
+def cmd_events(args) -> int:
+    from gate.errors import GateError
+    from gate.services.events import EventService
+
+    settings = load_settings()
+    ledger = open_ledger(settings)
+    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts)
+    try:
+        return _run(args, service, settings)
+    except GateError as error:
+        print(f"gate events: {error.code}: {error.message}", file=sys.stderr)
+        return 2
+    finally:
+        ledger.dispose()
+
+
+def _run(args, service, settings) -> int:
+    command = args.events_command
+    if command == "dispatch":
+        return _dispatch(args, service, settings)
+    if command == "subscribe":
+        body: dict[str, Any] = {"url": args.url, "from": "beginning" if args.from_beginning else "now"}
+        if args.types:
+            body["event_types"] = args.types
+        view, secret = service.subscribe(args.scope, "operator:" + getpass.getuser(), body)
+        print(json.dumps({"subscription": view, "secret": secret}, indent=2))
+        return 0
+    if command == "list":
+        print(json.dumps(service.listed(args.scope), indent=2))
+        return 0
+    if command == "rotate":
+        view, secret = service.rotate(args.scope, args.id, args.overlap_seconds)
+        print(json.dumps({"subscription": view, "secret": secret}, indent=2))
+        return 0
+    if command in ("enable", "disable"):
+        view = service.set_status(args.scope, args.id, "active" if command == "enable" else "disabled")
+        print(json.dumps(view, indent=2))
+        return 0
+    if command == "replay":
+        replay = {"seq": args.seq} if args.seq is not None else {"since": args.since, "until": args.until}
+        print(f"queued {service.replay(args.scope, args.id, replay)} event(s)")
+        return 0
+    report = service.deliveries(args.scope, args.id)
+    print(json.dumps(report, indent=2) if args.json else deliveries_text(report))
+    return 0
+
+
+def deliveries_text(report: dict[str, Any]) -> str:
+    sub = report["subscription"]
+    rate = "no attempts yet" if report["success_rate"] is None else (
+        f"{report['success_rate'] * 100:.1f}% of {report['attempts']} attempts succeeded")
+    lines = [f"{sub['subscription_id']} → {sub['url']} ({sub['status']})",
+             f"  {rate}; lag {report['lag']} event(s); {report['pending_replays']} replay(s) pending",
+             (f"  latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
+              f"(last {report['latency_window']} successful attempts)")]
+    if sub["disabled_reason"]:
+        lines.append(f"  disabled: {sub['disabled_reason']}")
+    for failure in report["last_failures"]:
+        lines.append(f"  failed {failure['attempted_at']} seq {failure['seq']} status {failure['status_code']}: "
+                     f"{failure['excerpt']!r}")
+    return "\n".join(lines)
+
+
+def _dispatch(args, service, settings) -> int:
+    from gate.events.stream import JetStreamPublisher
+    from gate.services.events import Dispatcher
+
+    stream = JetStreamPublisher(service.outbox, settings.nats_url, settings.nats_stream) if settings.nats_url else None
+    if args.once:
+        posts = service.dispatch_once(f"cli-{getpass.getuser()}")
+        published = stream.publish_pending() if stream is not None else 0
+        print(f"posted {posts} webhook delivery(ies), published {published} event(s)")
+        return 0
+    dispatcher = Dispatcher(service, args.interval, stream=stream)
+    dispatcher.start()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        dispatcher.stop()
+    return 0

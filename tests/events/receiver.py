@@ -1,0 +1,66 @@
+"""A webhook receiver for the tests: a real HTTP server on loopback that verifies every delivery
+with the `standardwebhooks` package (not with the gate's own code) and keeps what it accepted.
+It can be told to answer 500 for a stretch, to stand for a receiver that is down."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import WebhookVerificationError
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.secrets: list[str] = []
+        self.accepted: list[dict[str, Any]] = []  # CloudEvents, in arrival order
+        self.rejected = 0
+        self.headers: list[dict[str, str]] = []
+        self.failing = False
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                status = receiver.take(body, headers)
+                self.send_response(status)
+                self.send_header("content-type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"<b>down for maintenance</b>" if status >= 500 else b"ok")
+
+            def log_message(self, *_args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/gate?x=1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def take(self, body: bytes, headers: dict[str, str]) -> int:
+        with self.lock:
+            self.headers.append(headers)
+            if self.failing:
+                return 500
+            for secret in self.secrets:
+                try:
+                    Webhook(secret).verify(body, headers)
+                except WebhookVerificationError:
+                    continue
+                self.accepted.append(json.loads(body))
+                return 204
+            self.rejected += 1
+            return 401
+
+    def sequences(self, scope: str | None = None) -> list[int]:
+        with self.lock:
+            return [int(e["sequence"]) for e in self.accepted
+                    if scope is None or e["source"].endswith(":" + scope)]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

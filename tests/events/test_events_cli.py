@@ -1,0 +1,55 @@
+"""`gate events …` as a subprocess: subscribe (secret printed once), list (never a secret), a
+dispatch pass delivering to a verifying receiver, deliveries, replay, rotation, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.events.receiver import Receiver
+
+GATE = str(Path(sys.executable).parent / "gate")
+
+
+def run(args, env, check=True):
+    done = subprocess.run([GATE, "events", *args], env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=60)
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_operator_subscribes_dispatches_and_reads_deliveries(gate_env, sample_rulebook):
+    env = {**gate_env, "GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}
+    receiver = Receiver()
+    try:
+        made = json.loads(run(["subscribe", "--scope", "acme", "--url", receiver.url, "--from-beginning"], env).stdout)
+        receiver.secrets.append(made["secret"])
+        sid = made["subscription"]["subscription_id"]
+        assert made["subscription"]["created_by"].startswith("operator:")
+        listed = run(["list", "--scope", "acme"], env).stdout
+        assert sid in listed and "whsec_" not in listed
+        path = Path(gate_env["GATE_HOME"]) / "rulebook.json"
+        path.write_text(json.dumps(sample_rulebook))
+        done = subprocess.run([GATE, "release", "publish", "--scope", "acme", str(path)], env={**os.environ, **env},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "posted 1 webhook" in run(["dispatch", "--once"], env).stdout
+        assert [e["type"] for e in receiver.accepted] == ["dev.decision-gate.rulebook.published"]
+        assert "queued 1 event(s)" in run(["replay", "--scope", "acme", "--id", sid, "--seq", "1"], env).stdout
+        run(["dispatch", "--once"], env)
+        assert len(receiver.accepted) == 2
+        report = run(["deliveries", "--scope", "acme", "--id", sid], env).stdout
+        assert "100.0% of 2 attempts succeeded" in report and "lag 0" in report
+        rotated = json.loads(run(["rotate", "--scope", "acme", "--id", sid, "--overlap-seconds", "0"], env).stdout)
+        assert rotated["secret"] != made["secret"]
+        # another scope's subscription reads as absent; an address inside needs the allowance
+        done = run(["deliveries", "--scope", "other", "--id", sid], env, check=False)
+        assert done.returncode == 2 and "EVENT_SUBSCRIPTION_NOT_FOUND" in done.stderr
+        done = run(["subscribe", "--scope", "acme", "--url", receiver.url], gate_env, check=False)
+        assert done.returncode == 2 and "EVENT_TARGET_REFUSED" in done.stderr
+    finally:
+        receiver.close()
