@@ -446,7 +446,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "get", "/api/decision/chains/{chain_id}",
         "The caller's audit chain: retained links, chain_size, rolling merkle_root, head_link_hash, "
-        "RFC 6962 tree root, signed checkpoint and verification recomputed from storage.",
+        "RFC 6962 tree root, signed checkpoint, the window's outcomes linked to their execution receipts "
+        "(execution_links) and verification recomputed from storage.",
         True, {200: "chain view", 400: "bad limit", 401: "missing or invalid key", 403: "disabled key",
                404: "not in scope"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),
