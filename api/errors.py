@@ -76,6 +76,8 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "SVC_EXECUTION_RECORD_MISMATCH": (409, "record_mismatch"),
     "SVC_OUTCOME_RECORD_MISMATCH": (409, "record_mismatch"),
     "SVC_CRM_SYNC_RECORD_MISMATCH": (409, "record_mismatch"),
+    # An outcome's execution_receipt_id / execution_hash name no execution receipt of its decision.
+    "SVC_OUTCOME_EXECUTION_MISMATCH": (409, "execution_mismatch"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": (422, "credentials_forbidden"),
     "SVC_EXECUTION_UNAVAILABLE": (503, "unavailable"),
     "SVC_OUTCOME_UNAVAILABLE": (503, "unavailable"),

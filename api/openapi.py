@@ -420,11 +420,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
                 True,
                 {201: "created", 200: "idempotent replay (identical body)", 400: "malformed body",
                  401: "missing or invalid key", 403: "disabled key", 404: "decision not in scope",
-                 409: "idempotency conflict, in progress, or record mismatch", 413: "body too large",
+                 409: "idempotency conflict, in progress, or record mismatch"
+                 + (" or execution mismatch (the linked execution receipt)" if path == "outcome" else ""),
+                 413: "body too large",
                  415: MEDIA, 422: "credentials offered (CRM sync)", 503: "claim or storage failure: nothing recorded"},
                 errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", f"{code}_IDEMPOTENCY_CONFLICT",
                         f"{code}_IDEMPOTENCY_IN_PROGRESS", f"{code}_RECORD_MISMATCH", f"{code}_UNAVAILABLE")
-                + BODY_ERRORS + (("SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN",) if path == "crm-sync" else ()),
+                + BODY_ERRORS + (("SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN",) if path == "crm-sync" else ())
+                + (("SVC_OUTCOME_EXECUTION_MISMATCH",) if path == "outcome" else ()),
                 request_body=f"{wrapper.title().replace('_', '')}Request",
                 response_headers=(f"{id_header}-id", f"{id_header}-hash", "x-idempotency-status"),
                 request_headers=("x-api-key", "x-idempotency-key", "x-request-id"),
@@ -493,7 +496,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "get", "/api/decision/chains/{chain_id}",
         "The caller's audit chain: retained links, chain_size, rolling merkle_root, head_link_hash, "
-        "RFC 6962 tree root, signed checkpoint and verification recomputed from storage.",
+        "RFC 6962 tree root, signed checkpoint, the window's outcomes linked to their execution receipts "
+        "(execution_links) and verification recomputed from storage.",
         True, {200: "chain view", 400: "bad limit", 401: "missing or invalid key", 403: "disabled key",
                404: "not in scope"},
         errors=("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID"),

@@ -86,9 +86,19 @@ def request_schema(members: dict[str, Any], required: tuple[str, ...]) -> dict[s
             "properties": {name: member_schema(check, name in required) for name, check in members.items()}}
 
 
+_LINK_ID = ("execution_receipt_id", {"type": "string", "pattern": NOT_BLANK})
+_LINK_HASH = ("execution_hash", {"type": "string"})
+
 RECEIPT_REQUEST_SCHEMAS: dict[str, dict[str, Any]] = {
     "ExecutionRequest": request_schema(V.EXECUTION_REQUEST_MEMBERS, V.REQUIRED_EXECUTION_MEMBERS),
-    "OutcomeRequest": request_schema(V.OUTCOME_REQUEST_MEMBERS, V.REQUIRED_OUTCOME_MEMBERS),
+    "OutcomeRequest": {
+        **request_schema(V.OUTCOME_REQUEST_MEMBERS, V.REQUIRED_OUTCOME_MEMBERS),
+        # validate_outcome_request: a link to the execution receipt names it by id and hash (null
+        # and a blank id read as absent, so only a stated one needs the other).
+        "allOf": [{"if": {"required": [name], "properties": {name: stated}},
+                   "then": {"required": [other], "properties": {other: other_stated}}}
+                  for (name, stated), (other, other_stated) in ((_LINK_ID, _LINK_HASH), (_LINK_HASH, _LINK_ID))],
+    },
     "CrmSyncRequest": {
         **request_schema(V.CRM_SYNC_REQUEST_MEMBERS, V.REQUIRED_CRM_SYNC_MEMBERS),
         # validate_crm_sync_request: a write names the object written.

@@ -148,6 +148,9 @@ for _path, _prefix in LIFECYCLE.items():
     CASES[f"{_prefix}_IDEMPOTENCY_IN_PROGRESS"] = lambda c, p=_path: _lifecycle_in_progress(c, p)
     CASES[f"{_prefix}_RECORD_MISMATCH"] = lambda c, p=_path: _lifecycle(c, p, extra={"decision_record_hash": "e" * 64})
     CASES[f"{_prefix}_UNAVAILABLE"] = lambda c, p=_path: _lifecycle_broken(c, p)
+# Issue 41 item 7: an outcome's link names no execution receipt of its decision.
+CASES["SVC_OUTCOME_EXECUTION_MISMATCH"] = lambda c: _lifecycle(
+    c, "outcome", extra={"execution_receipt_id": "exe_" + "0" * 24, "execution_hash": "0" * 64})
 
 # Issue 11 (w11a): policy checks and workflow routes (tests/policychecks/ covers them in depth).
 CASES.update({
@@ -230,6 +233,7 @@ DETAILS = {
     **{f"{p}_IDEMPOTENCY_CONFLICT": {"idempotency_key", "input_hash", "existing_input_hash"}
        for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
     **{f"{p}_RECORD_MISMATCH": {"expected", "supplied"} for p in ("SVC_EXECUTION", "SVC_OUTCOME", "SVC_CRM_SYNC")},
+    "SVC_OUTCOME_EXECUTION_MISMATCH": {"fields", "supplied"},
 }
 
 

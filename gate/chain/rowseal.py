@@ -16,7 +16,10 @@ gate writes carries a *seal* that hosted verification recomputes (docs/verificat
   and the newest `row_hash`, signed with the receipt key over
   `canon({receipt_chain_version, decision_id, count, head_row_hash, key_id})`. Deleting any
   receipt row, moving one to another decision, or editing any column breaks the chain, the
-  count or the signature.
+  count or the signature. An Outcome Record's link to its execution receipt is not in its
+  `receipt_hash` (that stays over the reference's list), so the row repeats it in two columns
+  (`RECEIPT_ROW_LINK_COLUMNS`) that the row hash covers when the row has a link; a row without
+  one hashes exactly as rows did before the columns existed.
 
 `H` is sha256 over canonical JSON (`json.sort_deep.v1`). Everything here is pure.
 """
@@ -56,9 +59,16 @@ def decision_row_hash(row: Mapping[str, Any]) -> str:
     return sha256_hex(decision_row_material(row))
 
 
+# lifecycle_receipts columns under `row_hash` only when one of them is set (an outcome's link).
+RECEIPT_ROW_LINK_COLUMNS = ("execution_receipt_id", "execution_hash")
+
+
 def receipt_row_material(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The object whose hash is a lifecycle_receipts row's `row_hash` (missing columns as null)."""
+    """The object whose hash is a lifecycle_receipts row's `row_hash` (missing columns as null;
+    the link columns only when one is set)."""
     material = {name: row.get(name) for name in RECEIPT_ROW_COLUMNS}
+    if any(row.get(name) is not None for name in RECEIPT_ROW_LINK_COLUMNS):
+        material.update({name: row.get(name) for name in RECEIPT_ROW_LINK_COLUMNS})
     material["ledger_row_version"] = LEDGER_ROW_VERSION
     material["table"] = "lifecycle_receipts"
     return material

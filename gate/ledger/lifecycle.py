@@ -18,6 +18,7 @@ row, whatever writes race.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,38 @@ class LifecycleStore:
                 select(lifecycle_receipts).where(lifecycle_receipts.c.receipt_id == receipt_id)
             ).mappings().first()
         return dict(row) if row else None
+
+    def execution_receipt(self, decision_id: str, receipt_id: str) -> dict[str, Any] | None:
+        """The stored execution receipt `receipt_id` of `decision_id` (parsed), None when the
+        decision has none with that id (another kind, another decision, no such row)."""
+        with self.ledger.read() as connection:
+            row = connection.execute(
+                select(lifecycle_receipts.c.receipt_json).where(and_(
+                    lifecycle_receipts.c.receipt_id == receipt_id, lifecycle_receipts.c.kind == "execution",
+                    lifecycle_receipts.c.decision_id == decision_id))
+            ).mappings().first()
+        if row is None:
+            return None
+        receipt: dict[str, Any] = json.loads(row["receipt_json"])
+        return receipt
+
+    def execution_links(self, decision_ids: list[str], *, limit: int) -> list[dict[str, Any]]:
+        """Outcome rows of `decision_ids` that link to an execution receipt (oldest first, at most
+        `limit`): the outcome's id, hash and link columns, and the named row's kind, decision id
+        and hash (null when no row has that id)."""
+        outcome, named = lifecycle_receipts.alias("outcome"), lifecycle_receipts.alias("named")
+        query = (
+            select(outcome.c.decision_id, outcome.c.receipt_id.label("outcome_id"),
+                   outcome.c.receipt_hash.label("outcome_hash"), outcome.c.execution_receipt_id,
+                   outcome.c.execution_hash, named.c.kind.label("named_kind"),
+                   named.c.decision_id.label("named_decision_id"), named.c.receipt_hash.label("named_hash"))
+            .select_from(outcome.outerjoin(named, named.c.receipt_id == outcome.c.execution_receipt_id))
+            .where(and_(outcome.c.decision_id.in_(decision_ids), outcome.c.kind == "outcome",
+                        or_(outcome.c.execution_receipt_id.is_not(None), outcome.c.execution_hash.is_not(None))))
+            .order_by(outcome.c.reported_at, outcome.c.receipt_id).limit(limit)
+        )
+        with self.ledger.read() as connection:
+            return [dict(row) for row in connection.execute(query).mappings().all()]
 
     def receipts(self, decision_id: str, kind: str, *, limit: int,
                  before: tuple[str, str] | None = None) -> list[dict[str, Any]]:

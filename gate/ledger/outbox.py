@@ -1,6 +1,6 @@
 """Ledger reads and writes of events out (tables `event_outbox`, `event_sequences`,
 `webhook_subscriptions`, `webhook_attempts`, `webhook_replays`, `event_stream_cursors`; migration
-0012). `append_event` runs inside the caller's write transaction, so an event exists exactly when
+0013). `append_event` runs inside the caller's write transaction, so an event exists exactly when
 the fact it announces does. A scope's sequence is taken from its `event_sequences` row by one
 upsert that holds the row until commit: two transactions of one scope take 5 and 6 in the order
 they commit, so a reader that sees 6 has seen 5."""

@@ -164,6 +164,10 @@ lifecycle_receipts = Table(
     Column("sequence", Integer, nullable=True),
     Column("previous_row_hash", String(64), nullable=True),
     Column("row_hash", String(64), nullable=True),
+    # An Outcome Record's link to the execution receipt it follows (migration 0012; null on every
+    # other row): copies of the receipt's own link members, under the row seal.
+    Column("execution_receipt_id", String(64), nullable=True),
+    Column("execution_hash", String(64), nullable=True),
     Index("ix_lifecycle_receipts_decision", "decision_id", "kind", "reported_at"),
     # The keyset of the export's receipt stream (gate.ledger.stream.iter_receipts).
     Index("ix_lifecycle_receipts_scope_kind_reported", "scope", "kind", "reported_at", "receipt_id"),

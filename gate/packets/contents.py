@@ -47,10 +47,12 @@ def _check_receipts(state: _State, packet: Mapping[str, Any], record: Mapping[st
         failures = []
         if slow:
             chosen = [items[i] for i in slow]
+            executions = packet.get("execution_receipts")
             found = verify_receipt_links(record,
                                          executions=chosen if part == "execution_receipts" else (),
                                          outcomes=chosen if part == "outcome_records" else (),
-                                         syncs=chosen if part == "crm_sync_records" else ())
+                                         syncs=chosen if part == "crm_sync_records" else (),
+                                         linked_executions=executions if isinstance(executions, list) else ())
             for failure in found:
                 index = slow[failure.index]
                 name = f"{part}[{index}].{failure.check}"

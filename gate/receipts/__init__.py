@@ -9,7 +9,8 @@ Public API (everything else in the package is an implementation detail):
 * request validation: `validate_execution_request`, `validate_outcome_request`,
   `validate_crm_sync_request`, `request_input_hash`;
 * binding: `action_binding_match`, `derived_action_binding`, `check_record_references`;
-* builders: `build_execution_receipt`, `build_outcome_record`, `build_crm_sync_record`;
+* builders: `build_execution_receipt`, `build_outcome_record`, `build_crm_sync_record`, and
+  `check_execution_link` (an outcome's link to the execution it follows);
 * hashes: `execution_hash_of`, `outcome_hash_of`, `sync_hash_of` and the preimage member
   lists;
 * packet step 3: `verify_receipt_links` → list of `LinkFailure`.
@@ -27,15 +28,19 @@ from gate.receipts.binding import (
 from gate.receipts.build import (
     CRM_SYNC_RECORD_MISMATCH,
     EXECUTION_RECORD_MISMATCH,
+    OUTCOME_EXECUTION_MISMATCH,
     OUTCOME_RECORD_MISMATCH,
+    ExecutionLookup,
     build_crm_sync_record,
     build_execution_receipt,
     build_outcome_record,
+    check_execution_link,
 )
 from gate.receipts.credentials import CREDENTIAL_NAMES, credential_paths
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
+    OUTCOME_LINK_MEMBERS,
     SYNC_HASH_MEMBERS,
     compact,
     execution_hash_of,
@@ -72,6 +77,7 @@ ERROR_CODES = (
     EXECUTION_RECORD_MISMATCH,
     OUTCOME_RECORD_MISMATCH,
     CRM_SYNC_RECORD_MISMATCH,
+    OUTCOME_EXECUTION_MISMATCH,
     CREDENTIALS_FORBIDDEN,
 )
 
@@ -89,7 +95,9 @@ __all__ = [
     "EXECUTION_STATUSES",
     "EXECUTION_TERMINAL_STATUSES",
     "OUTCOME_EFFECTIVENESS_CLASS",
+    "OUTCOME_EXECUTION_MISMATCH",
     "OUTCOME_HASH_MEMBERS",
+    "OUTCOME_LINK_MEMBERS",
     "OUTCOME_RECORD_MISMATCH",
     "OUTCOME_REQUEST_MEMBERS",
     "OUTCOME_STATUSES",
@@ -99,11 +107,13 @@ __all__ = [
     "SYNC_HASH_MEMBERS",
     "SYNC_STATUSES",
     "SYNC_TERMINAL_STATUSES",
+    "ExecutionLookup",
     "LinkFailure",
     "action_binding_match",
     "build_crm_sync_record",
     "build_execution_receipt",
     "build_outcome_record",
+    "check_execution_link",
     "check_record_references",
     "compact",
     "credential_paths",

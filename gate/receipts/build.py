@@ -4,7 +4,10 @@ Pure: ids, the idempotency key, the clock value and the stored Decision Record a
 Each builder validates the request (REQUEST_INVALID, or SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN),
 checks the record references (`*_RECORD_MISMATCH`), then returns the receipt: the compacted
 hash-preimage members (`gate.receipts.hashing`) plus the hash member. A built receipt has no
-other member, so everything it states is hashed. The write endpoints wrap it as
+other member, so everything it states is hashed, with one exception: an Outcome Record's link to
+the execution it follows (`OUTCOME_LINK_MEMBERS`), stated beside `outcome_hash` so that hash stays
+over the reference's list; the builder refuses a link that does not name a stored execution
+receipt of the same decision with that hash (`SVC_OUTCOME_EXECUTION_MISMATCH`). The write endpoints wrap it as
 ``{execution: …}``, ``{outcome: …}``, ``{crm_sync: …}`` (reference facts §6).
 
 Members copied from the record, never from the request: `decision_id`,
@@ -34,6 +37,7 @@ from gate.receipts.fields import MAX_ID, utf16_length
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
+    OUTCOME_LINK_MEMBERS,
     SYNC_HASH_MEMBERS,
     hash_preimage,
 )
@@ -53,15 +57,23 @@ from gate.vocabulary import (
 __all__ = [
     "CRM_SYNC_RECORD_MISMATCH",
     "EXECUTION_RECORD_MISMATCH",
+    "OUTCOME_EXECUTION_MISMATCH",
     "OUTCOME_RECORD_MISMATCH",
+    "ExecutionLookup",
     "build_crm_sync_record",
     "build_execution_receipt",
     "build_outcome_record",
+    "check_execution_link",
 ]
 
 EXECUTION_RECORD_MISMATCH = "SVC_EXECUTION_RECORD_MISMATCH"
 OUTCOME_RECORD_MISMATCH = "SVC_OUTCOME_RECORD_MISMATCH"
 CRM_SYNC_RECORD_MISMATCH = "SVC_CRM_SYNC_RECORD_MISMATCH"
+OUTCOME_EXECUTION_MISMATCH = "SVC_OUTCOME_EXECUTION_MISMATCH"
+
+# execution_receipt_id → the stored execution receipt of the outcome's decision, None when the
+# decision has no execution receipt with that id.
+ExecutionLookup = Callable[[str], Mapping[str, Any] | None]
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -160,6 +172,30 @@ def build_execution_receipt(
     return _seal(members, EXECUTION_HASH_MEMBERS, "execution_hash")
 
 
+def check_execution_link(fields: Mapping[str, Any], lookup: ExecutionLookup | None) -> dict[str, str]:
+    """The outcome's link members (`{}` without a link); SVC_OUTCOME_EXECUTION_MISMATCH unless
+    they name an execution receipt of the outcome's decision (`lookup`) and its `execution_hash`.
+
+    An unknown id and an id of another decision's receipt get the same answer, so the refusal
+    never tells a caller that a receipt id exists outside its decision."""
+    link = {name: fields[name] for name in OUTCOME_LINK_MEMBERS if name in fields}
+    if not link:
+        return {}
+    stored = lookup(link["execution_receipt_id"]) if lookup is not None else None
+    if stored is None:
+        raise GateError(OUTCOME_EXECUTION_MISMATCH,
+                        "execution_receipt_id names no execution receipt of this decision; "
+                        "record the execution first (POST .../execution) and send its id and hash",
+                        fields=["execution_receipt_id"], supplied=link)
+    if stored.get("execution_hash") != link["execution_hash"]:
+        raise GateError(OUTCOME_EXECUTION_MISMATCH,
+                        "execution_hash is not the hash of the named execution receipt",
+                        fields=["execution_hash"], supplied=link,
+                        expected={"execution_receipt_id": link["execution_receipt_id"],
+                                  "execution_hash": stored.get("execution_hash")})
+    return link
+
+
 def build_outcome_record(
     *,
     body: Any,
@@ -168,10 +204,16 @@ def build_outcome_record(
     idempotency_key: str | None,
     reported_at: str,
     outcome_input_hash: str | None = None,
+    execution_lookup: ExecutionLookup | None = None,
 ) -> dict[str, Any]:
-    """The stored Outcome Record (`decision_outcome_v1`); `action_binding` is the record's."""
-    record, _, members = _start(record, body, validate_outcome_request, OUTCOME_RECORD_MISMATCH,
-                                idempotency_key)
+    """The stored Outcome Record (`decision_outcome_v1`); `action_binding` is the record's.
+
+    With `execution_receipt_id` and `execution_hash` in the body, `execution_lookup` must find
+    that execution receipt of the decision (`check_execution_link`); the two members follow the
+    hash member, outside `outcome_hash`."""
+    record, fields, members = _start(record, body, validate_outcome_request, OUTCOME_RECORD_MISMATCH,
+                                     idempotency_key)
+    link = check_execution_link(fields, execution_lookup)
     members.update(
         decision_outcome_version=DECISION_OUTCOME_VERSION,
         outcome_id=_server_text("outcome_id", outcome_id),
@@ -179,7 +221,7 @@ def build_outcome_record(
         outcome_input_hash=_input_hash("outcome_input_hash", outcome_input_hash, body),
         reported_at=_server_text("reported_at", reported_at),
     )
-    return _seal(members, OUTCOME_HASH_MEMBERS, "outcome_hash")
+    return {**_seal(members, OUTCOME_HASH_MEMBERS, "outcome_hash"), **link}
 
 
 def build_crm_sync_record(

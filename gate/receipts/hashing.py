@@ -28,6 +28,7 @@ from gate.protocol.canonical import sha256_hex
 __all__ = [
     "EXECUTION_HASH_MEMBERS",
     "OUTCOME_HASH_MEMBERS",
+    "OUTCOME_LINK_MEMBERS",
     "SYNC_HASH_MEMBERS",
     "compact",
     "execution_hash_of",
@@ -100,6 +101,13 @@ OUTCOME_HASH_MEMBERS = (
     "reported_at",
     "decision_found",
 )
+
+# The execution an Outcome Record follows (the reference's lifecycle example sends both with the
+# outcome). Stated beside `outcome_hash`, never in it: `outcome_hash` stays over the reference's
+# list above, so every outcome hashes as before. The link is checked against the named execution
+# receipt instead: when written (SVC_OUTCOME_EXECUTION_MISMATCH), by packet verification
+# (`gate.receipts.links`) and by the ledger's row seal (`gate.chain.rowseal`).
+OUTCOME_LINK_MEMBERS = ("execution_receipt_id", "execution_hash")
 
 # Ours, by analogy with the two lists above (docs/receipts.md, "CRM sync hash").
 SYNC_HASH_MEMBERS = (

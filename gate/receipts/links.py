@@ -22,7 +22,12 @@ Checks, per receipt, each named as in `LinkFailure.name` (``execution_receipts[0
 * execution receipts: ``action_binding_hash`` = sha256 of the receipt's `action_binding`
   ({} when absent) and ``action_binding_match`` = the match rule recomputed from the record's
   and the receipt's bindings (`gate.receipts.binding`);
-* Outcome Records: ``action_binding`` equals the record's.
+* Outcome Records: ``action_binding`` equals the record's; ``execution_link``: a receipt with
+  `execution_receipt_id` / `execution_hash` (`OUTCOME_LINK_MEMBERS`, stated beside the hash)
+  states both, and they name one of the given execution receipts and its `execution_hash`.
+  Those two members are the only ones outside a hash preimage that a receipt may carry. A link
+  to a receipt that is not given fails (fail closed: what cannot be checked is not proven); a
+  packet whose truncated `execution_receipts` lacks it is re-exported with a larger limit.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from gate.receipts.binding import action_binding_match
 from gate.receipts.hashing import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
+    OUTCOME_LINK_MEMBERS,
     SYNC_HASH_MEMBERS,
     compact,
     execution_hash_of,
@@ -89,6 +95,7 @@ class _Kind:
     members: tuple[str, ...]
     hash_of: Callable[[Mapping[str, Any]], str]
     value_sets: tuple[tuple[str, tuple[str, ...]], ...]
+    beside_hash: tuple[str, ...] = ()  # members stated outside the preimage, checked on their own
 
 
 _EXECUTION = _Kind("execution_receipts", "decision_execution_version", DECISION_EXECUTION_VERSION,
@@ -96,7 +103,7 @@ _EXECUTION = _Kind("execution_receipts", "decision_execution_version", DECISION_
                    (("execution_status", EXECUTION_STATUSES),))
 _OUTCOME = _Kind("outcome_records", "decision_outcome_version", DECISION_OUTCOME_VERSION,
                  "outcome_hash", OUTCOME_HASH_MEMBERS, outcome_hash_of,
-                 (("outcome_status", OUTCOME_STATUSES),))
+                 (("outcome_status", OUTCOME_STATUSES),), OUTCOME_LINK_MEMBERS)
 _SYNC = _Kind("crm_syncs", "decision_crm_sync_version", DECISION_CRM_SYNC_VERSION,
               "sync_hash", SYNC_HASH_MEMBERS, sync_hash_of,
               (("sync_status", SYNC_STATUSES), ("sync_direction", SYNC_DIRECTIONS)))
@@ -151,7 +158,7 @@ def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any])
     recomputed = _safe_hash(kind.hash_of, receipt)
     if recomputed is None or receipt.get(kind.hash_member) != recomputed:
         fail(kind.hash_member, recomputed, receipt.get(kind.hash_member))
-    extra = sorted(set(receipt) - set(kind.members) - {kind.hash_member})
+    extra = sorted(set(receipt) - set(kind.members) - {kind.hash_member} - set(kind.beside_hash))
     if extra:
         fail("unhashed_members", [], extra)
     for member, source in _RECORD_LINKS:
@@ -173,17 +180,54 @@ def _check_one(kind: _Kind, index: int, receipt: Any, record: Mapping[str, Any])
     return failures
 
 
+def _executions_by_id(executions: Iterable[Any]) -> dict[str, Mapping[str, Any]]:
+    return {receipt["execution_receipt_id"]: receipt for receipt in executions
+            if isinstance(receipt, Mapping) and isinstance(receipt.get("execution_receipt_id"), str)}
+
+
+def _stated_link(outcome: Any) -> dict[str, Any] | None:
+    """The outcome's link members as stated (None: no link member at all)."""
+    if not isinstance(outcome, Mapping) or not any(name in outcome for name in OUTCOME_LINK_MEMBERS):
+        return None
+    return {name: outcome.get(name) for name in OUTCOME_LINK_MEMBERS}
+
+
+def _link_failure(index: int, outcome: Any, executions: Mapping[str, Mapping[str, Any]]) -> LinkFailure | None:
+    """`outcome_records[index].execution_link`, or None when the link holds or is absent."""
+    link = _stated_link(outcome)
+    if link is None:
+        return None
+    receipt_id = link["execution_receipt_id"]
+    named = executions.get(receipt_id) if isinstance(receipt_id, str) else None
+    if named is None:
+        return LinkFailure(_OUTCOME.artifact, index, "execution_link",
+                           "an execution receipt of this decision among the execution receipts given "
+                           "(a packet: re-export with an execution_limit that includes it)", link)
+    expected = {"execution_receipt_id": receipt_id, "execution_hash": named.get("execution_hash")}
+    if link != expected:
+        return LinkFailure(_OUTCOME.artifact, index, "execution_link", expected, link)
+    return None
+
+
 def verify_receipt_links(
     record: Mapping[str, Any],
     executions: Iterable[Any] = (),
     outcomes: Iterable[Any] = (),
     syncs: Iterable[Any] = (),
+    *,
+    linked_executions: Iterable[Any] | None = None,
 ) -> list[LinkFailure]:
-    """Every failed link check of the receipts against `record`, in input order; [] when none."""
+    """Every failed link check of the receipts against `record`, in input order; [] when none.
+
+    Outcome links are resolved among `linked_executions` (default: `executions`)."""
     if not isinstance(record, Mapping):
         raise TypeError("record must be a Decision Record object")
+    executions = list(executions or ())
+    known = _executions_by_id(executions if linked_executions is None else linked_executions)
     failures: list[LinkFailure] = []
     for kind, items in ((_EXECUTION, executions), (_OUTCOME, outcomes), (_SYNC, syncs)):
         for index, receipt in enumerate(items or ()):
             failures.extend(_check_one(kind, index, receipt, record))
+            if kind is _OUTCOME and (failure := _link_failure(index, receipt, known)):
+                failures.append(failure)
     return failures

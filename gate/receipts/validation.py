@@ -21,6 +21,7 @@ from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.receipts import fields as F
 from gate.receipts.credentials import credential_paths
+from gate.receipts.hashing import OUTCOME_LINK_MEMBERS
 from gate.receipts.values import (
     EXECUTION_STATUSES,
     OUTCOME_STATUSES,
@@ -86,6 +87,9 @@ OUTCOME_REQUEST_MEMBERS: dict[str, F.Check] = {
     "observed_metrics": F.observed_metrics,
     "evidence_refs": F.evidence_refs,
     "executed_at": F.timestamp,
+    # The execution this outcome follows (OUTCOME_LINK_MEMBERS): both or neither, outside the hash.
+    "execution_receipt_id": F.identifier,
+    "execution_hash": F.hex64,
 }
 REQUIRED_OUTCOME_MEMBERS = ("outcome_status",)
 
@@ -150,8 +154,16 @@ def validate_execution_request(body: Any) -> dict[str, Any]:
 
 
 def validate_outcome_request(body: Any) -> dict[str, Any]:
-    """Normalized outcome request; REQUEST_INVALID listing every problem."""
+    """Normalized outcome request; REQUEST_INVALID listing every problem. The link to an
+    execution receipt names it by id and hash, so one of the two alone is `missing_field` for
+    the other."""
     fields, problems = _validate(body, OUTCOME_REQUEST_MEMBERS, REQUIRED_OUTCOME_MEMBERS, "outcome")
+    stated = [name for name in OUTCOME_LINK_MEMBERS if name in fields]
+    if len(stated) == 1:
+        (missing,) = (name for name in OUTCOME_LINK_MEMBERS if name not in fields)
+        if not problems.at(missing):
+            problems.add(missing, "missing_field",
+                         f"{missing} is required with {stated[0]}: a link names the execution receipt by both")
     if problems:
         _raise(problems, "outcome")
     return fields

@@ -40,6 +40,7 @@ from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
+from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.protocol.records import record_hash
@@ -260,6 +261,7 @@ class AuditChainService:
             previous = stored_links.pop(0) if first > 1 and stored_links else None
             rows = rows[1:] if previous is not None else rows
             checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
+            execution_links = self._execution_links(stored_links, checks, failures)
             checks["chain_head"] = not head_failures
             failures += [{"check": name, "expected": "the head names the newest stored link and the stored tree",
                           "actual": "differs"} for name in head_failures]
@@ -287,6 +289,7 @@ class AuditChainService:
                                "tree_size": held["tree_size"] if held else None,
                                "root_hash": held["root_hash"] if held else None},
             "links": stored_links,
+            "execution_links": execution_links,
             "window": {
                 "first_position": stored_links[0]["chain_position"] if stored_links else None,
                 "last_position": stored_links[-1]["chain_position"] if stored_links else None,
@@ -300,6 +303,31 @@ class AuditChainService:
                 "failures": failures,
             },
         }
+
+    def _execution_links(self, links: list[dict[str, Any]], checks: dict[str, Any],
+                         failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The window's Outcome Records that name the execution receipt they follow (oldest
+        first, at most MAX_CHAIN_LIMIT), each `valid` when its link columns name a stored
+        execution receipt of the same decision with that hash; `execution_links` check: all are.
+        (The row seal and hosted verify bind the columns to the stored receipt.)"""
+        positions = {link.get("decision_id"): link.get("chain_position") for link in links}
+        rows = LifecycleStore(self.ledger).execution_links([str(name) for name in positions], limit=MAX_CHAIN_LIMIT)
+        shown = []
+        for row in rows:
+            valid = (row["named_kind"] == "execution" and row["named_decision_id"] == row["decision_id"]
+                     and row["execution_hash"] is not None and row["named_hash"] == row["execution_hash"])
+            position = positions.get(row["decision_id"])
+            shown.append({"chain_position": position, "decision_id": row["decision_id"],
+                          "outcome_id": row["outcome_id"], "outcome_hash": row["outcome_hash"],
+                          "execution_receipt_id": row["execution_receipt_id"],
+                          "execution_hash": row["execution_hash"], "valid": valid})
+            if not valid:
+                failures.append({"chain_position": position, "check": "execution_links",
+                                 "expected": "an execution receipt of the same decision with this hash",
+                                 "actual": {"execution_receipt_id": row["execution_receipt_id"],
+                                            "execution_hash": row["execution_hash"]}})
+        checks["execution_links"] = all(item["valid"] for item in shown)
+        return shown
 
     def _tree_root_matches(self, chain_id: str, size: int, peaks_root: str | None,
                            failures: list[dict[str, Any]]) -> bool:

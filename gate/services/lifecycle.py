@@ -55,10 +55,17 @@ class Kind:
     input_hash_kw: str
 
 
+def _without_lookup(kw: dict[str, Any]) -> dict[str, Any]:
+    """Only an Outcome Record links to an execution receipt."""
+    kw.pop("execution_lookup")
+    return kw
+
+
 KINDS: dict[str, Kind] = {
     "execution": Kind("execution", "SVC_EXECUTION", "exe_", "execution_receipt_id", "execution_hash",
                       "execution", "execution_receipts",
-                      lambda **kw: R.build_execution_receipt(execution_receipt_id=kw.pop("receipt_id"), **kw),
+                      lambda **kw: R.build_execution_receipt(execution_receipt_id=kw.pop("receipt_id"),
+                                                             **_without_lookup(kw)),
                       "execution_input_hash"),
     "outcome": Kind("outcome", "SVC_OUTCOME", "out_", "outcome_id", "outcome_hash", "outcome",
                     "outcome_records",
@@ -66,7 +73,7 @@ KINDS: dict[str, Kind] = {
                     "outcome_input_hash"),
     "crm_sync": Kind("crm_sync", "SVC_CRM_SYNC", "crm_", "sync_id", "sync_hash", "crm_sync",
                      "crm_sync_records",
-                     lambda **kw: R.build_crm_sync_record(sync_id=kw.pop("receipt_id"), **kw),
+                     lambda **kw: R.build_crm_sync_record(sync_id=kw.pop("receipt_id"), **_without_lookup(kw)),
                      "sync_input_hash"),
 }
 
@@ -105,6 +112,7 @@ class LifecycleService:
         # Build first: validation and reference errors refuse before anything is claimed.
         receipt = kind.build(body=body, record=record, receipt_id=receipt_id,
                              idempotency_key=idempotency_key, reported_at=reported_at,
+                             execution_lookup=lambda linked: self.store.execution_receipt(decision_id, linked),
                              **{kind.input_hash_kw: input_hash})
         token = None
         if idempotency_key is not None:
@@ -117,6 +125,7 @@ class LifecycleService:
             "idempotency_key": idempotency_key, "input_hash": input_hash,
             "receipt_hash": receipt[kind.hash_field], "reported_at": reported_at,
             "receipt_json": json.dumps(receipt, ensure_ascii=False, separators=(",", ":")),
+            **_link_columns(kind, receipt),
         }
         try:
             self.store.store(row, claim_token=token, outcome=_outcome_move(kind, scope, record, receipt, row))
@@ -201,8 +210,9 @@ class LifecycleService:
 
     def integrity_failures(self, decision_id: str, record: dict[str, Any], limit: int = 1000) -> builtins.list[str]:
         """Named failures of the decision's stored receipts (newest `limit` of each kind): each
-        receipt's hash and its links to the record recomputed (packet step 3), and each row's
-        indexed hash and decision id equal to the receipt it stores."""
+        receipt's hash and its links to the record recomputed (packet step 3, outcome links to
+        execution receipts included), and each row's indexed hash, decision id and link columns
+        equal to the receipt it stores."""
         parsed: dict[str, builtins.list[dict[str, Any]]] = {}
         failures: list[str] = []
         for kind in KINDS.values():
@@ -210,10 +220,22 @@ class LifecycleService:
             parsed[kind.name] = [json.loads(row["receipt_json"]) for row in rows]
             for index, (row, receipt) in enumerate(zip(rows, parsed[kind.name], strict=True)):
                 if row["receipt_hash"] != receipt.get(kind.hash_field) or row["receipt_id"] != receipt.get(kind.id_field) \
-                        or row["decision_id"] != receipt.get("decision_id"):
+                        or row["decision_id"] != receipt.get("decision_id") \
+                        or any(row.get(name) != value for name, value in _link_columns(kind, receipt).items()):
                     failures.append(f"{kind.list_name}[{index}].ledger_row")
-        links = R.verify_receipt_links(record, parsed["execution"], parsed["outcome"], parsed["crm_sync"])
+        links = R.verify_receipt_links(record, parsed["execution"], parsed["outcome"], parsed["crm_sync"],
+                                       linked_executions=self._linked_executions(decision_id, parsed))
         return sorted(set(failures) | {failure.name for failure in links})
+
+    def _linked_executions(self, decision_id: str,
+                           parsed: dict[str, builtins.list[dict[str, Any]]]) -> builtins.list[dict[str, Any]]:
+        """The execution receipts the outcomes' links resolve against: those read, and any older
+        one a link names, read by id (absent when the decision has no such receipt)."""
+        known = {receipt.get("execution_receipt_id") for receipt in parsed["execution"]}
+        named = {outcome["execution_receipt_id"] for outcome in parsed["outcome"]
+                 if isinstance(outcome.get("execution_receipt_id"), str)} - known
+        older = [self.store.execution_receipt(decision_id, receipt_id) for receipt_id in sorted(named)]
+        return parsed["execution"] + [receipt for receipt in older if receipt is not None]
 
     def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, Any]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
@@ -230,6 +252,13 @@ def _outcome_move(kind: Kind, scope: str, record: dict[str, Any], receipt: dict[
                     str(record.get("policy_version")))
     return OutcomeMove(bucket, row["decision_id"], row["reported_at"], row["receipt_id"],
                        OUTCOME_EFFECTIVENESS_CLASS[receipt["outcome_status"]])
+
+
+def _link_columns(kind: Kind, receipt: dict[str, Any]) -> dict[str, Any]:
+    """The row's copies of an Outcome Record's execution link (null on every other row: an
+    execution receipt's own id and hash are not a link)."""
+    linked = kind.name == "outcome"
+    return {name: receipt.get(name) if linked else None for name in R.OUTCOME_LINK_MEMBERS}
 
 
 def _parse_cursor(cursor: str) -> tuple[str, str]:

@@ -201,14 +201,19 @@ def executions(record: dict, count: int) -> list[dict]:
     return receipts[::-1]
 
 
-def outcomes(record: dict, count: int) -> list[dict]:
+def outcomes(record: dict, count: int, follows: dict | None = None) -> list[dict]:
+    """`count` Outcome Records, newest first; with `follows` (an execution receipt), the newest
+    names it as the execution it follows (issue 41, item 7)."""
     items = []
     for n in range(count):
         body = {"outcome_status": ("pending", "succeeded", "review")[n % 3], "action_executed": True,
                 "action_taken": "apply_discount", "target_system": "billing",
                 "observed_metrics": {"revenue_delta": 120.5 + n, "discount_percent": 15, "churned": 0}}
+        if follows is not None and n == count - 1:
+            body.update(execution_receipt_id=follows["execution_receipt_id"], execution_hash=follows["execution_hash"])
         items.append(build_outcome_record(body=body, record=record, outcome_id=f"out_{n:04d}",
-                                          idempotency_key=None, reported_at=at(900 + n)))
+                                          idempotency_key=None, reported_at=at(900 + n),
+                                          execution_lookup=lambda _id: follows))
     return items[::-1]
 
 
@@ -265,8 +270,9 @@ class Scenario:
 def scenario(*, record_key: Ed25519Key = ACTIVE, checkpoint_key: Ed25519Key = ACTIVE,
              before: int = 24, after: int = 15, n_exec: int = 5, n_out: int = 3, n_crm: int = 2,
              include_chain: bool = True, include_input: bool = True, reports: bool = True,
-             **option_values) -> Scenario:
-    """A packet of a record at position before+1 of a chain of before+1+after links.
+             link_outcome: bool = False, **option_values) -> Scenario:
+    """A packet of a record at position before+1 of a chain of before+1+after links; with
+    `link_outcome`, the newest outcome names the newest execution receipt it follows.
 
     Defaults: execution_limit 3 (5 stored: truncated; CRM 2 of 3 allowed: complete),
     outcome_limit 2 (3 stored: truncated), chain_limit 20 (window 21..40, ending at the head).
@@ -278,7 +284,9 @@ def scenario(*, record_key: Ed25519Key = ACTIVE, checkpoint_key: Ed25519Key = AC
     chain.filler(before, start_seconds=-100)
     record = chained_record(chain, make_record(key=record_key))
     chain.filler(after, start_seconds=30)
-    parts = {"executions": executions(record, n_exec), "outcomes": outcomes(record, n_out),
+    stored_executions = executions(record, n_exec)
+    parts = {"executions": stored_executions,
+             "outcomes": outcomes(record, n_out, stored_executions[0] if link_outcome else None),
              "crm_syncs": crm_syncs(record, n_crm)}
     packet = build_packet(
         record=record, exported_at=at(7200), options=options,

@@ -25,7 +25,7 @@ from gate.protocol.canonical import sha256_hex
 from tests.strategies import one_character_edit
 
 ANCHORS = anchors()
-BASE = scenario()
+BASE = scenario(link_outcome=True)  # an outcome's execution link is edited too (issue 41, item 7)
 PACKET = BASE.packet
 MANIFEST = PACKET["packet_manifest"]
 

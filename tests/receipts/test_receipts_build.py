@@ -19,6 +19,7 @@ from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.receipts import (
     EXECUTION_HASH_MEMBERS,
     OUTCOME_HASH_MEMBERS,
+    OUTCOME_LINK_MEMBERS,
     SYNC_HASH_MEMBERS,
     build_crm_sync_record,
     build_execution_receipt,
@@ -183,9 +184,10 @@ def test_golden_vector_rebuilds_exactly_from_its_request(name):
     assert list(rebuilt) == list(vector["receipt"])
 
 
+# An outcome's link to its execution receipt is stored beside outcome_hash, not in it (issue 41).
 @pytest.mark.parametrize("request_members, hash_members", [
     ("EXECUTION_REQUEST_MEMBERS", EXECUTION_HASH_MEMBERS),
-    ("OUTCOME_REQUEST_MEMBERS", OUTCOME_HASH_MEMBERS),
+    ("OUTCOME_REQUEST_MEMBERS", OUTCOME_HASH_MEMBERS + OUTCOME_LINK_MEMBERS),
     ("CRM_SYNC_REQUEST_MEMBERS", SYNC_HASH_MEMBERS),
 ])
 def test_every_request_member_is_stored_in_the_preimage(request_members, hash_members):
@@ -196,7 +198,7 @@ def test_every_request_member_is_stored_in_the_preimage(request_members, hash_me
 
 @pytest.mark.parametrize("request_members, hash_members", [
     ("EXECUTION_REQUEST_MEMBERS", EXECUTION_HASH_MEMBERS),
-    ("OUTCOME_REQUEST_MEMBERS", OUTCOME_HASH_MEMBERS),
+    ("OUTCOME_REQUEST_MEMBERS", OUTCOME_HASH_MEMBERS + OUTCOME_LINK_MEMBERS),
     ("CRM_SYNC_REQUEST_MEMBERS", SYNC_HASH_MEMBERS),
 ])
 def test_problems_are_reported_in_preimage_order_after_decision_id(request_members, hash_members):

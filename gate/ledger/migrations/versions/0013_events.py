@@ -1,16 +1,16 @@
 """Events out (docs/events.md): the transactional outbox with its per-scope sequence, webhook
 subscriptions with their delivery attempts and manual replays, and stream cursors.
 
-Revision ID: 0012_events
-Revises: 0011_at_rest_encoding
+Revision ID: 0013_events
+Revises: 0012_outcome_execution_link
 Create Date: 2026-11-26
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_events"
-down_revision = "0011_at_rest_encoding"
+revision = "0013_events"
+down_revision = "0012_outcome_execution_link"
 branch_labels = None
 depends_on = None
 
