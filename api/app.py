@@ -121,7 +121,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         advisory=advisory_service(settings),
     )
     release_service = with_releases(service, on_trip=record_guardrail_trip)
-    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts)
+    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing)
     events.on_attempt = record_webhook_attempt
     return GateRuntime(
         settings=settings,

@@ -31,6 +31,8 @@ def add_events_parser(sub) -> None:
                            help="an event type it wants, repeatable (default: every type)")
     subscribe.add_argument("--from-beginning", action="store_true",
                            help="deliver every stored event too (default: only events after now)")
+    subscribe.add_argument("--sign-ed25519", action="store_true",
+                           help="deliveries also carry the gate's Ed25519 signature (v1a; default: HMAC only)")
     listed = esub.add_parser("list", help="the scope's subscriptions (never their secrets)")
     _scope(listed)
     for name, text in (("rotate", "a new secret (printed once); the old one signs beside it for the overlap"),
@@ -61,11 +63,14 @@ def _scope(parser) -> None:
 
 def cmd_events(args) -> int:
     from gate.errors import GateError
+    from gate.keys.config import SigningSetup
     from gate.services.events import EventService
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts)
+    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                                settings.require_signing)
+    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing)
     try:
         return _run(args, service, settings)
     except GateError as error:
@@ -83,6 +88,8 @@ def _run(args, service, settings) -> int:
         body: dict[str, Any] = {"url": args.url, "from": "beginning" if args.from_beginning else "now"}
         if args.types:
             body["event_types"] = args.types
+        if args.sign_ed25519:
+            body["sign_ed25519"] = True
         view, secret = service.subscribe(args.scope, "operator:" + getpass.getuser(), body)
         print(json.dumps({"subscription": view, "secret": secret}, indent=2))
         return 0

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
 SECRET_BYTES = 32
@@ -32,6 +33,13 @@ def sign(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
     content = f"{webhook_id}.{timestamp}.".encode() + body
     digest = hmac.new(_key(secret), content, hashlib.sha256).digest()
     return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+def sign_ed25519(key: Any, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """The specification's asymmetric form: `v1a,` + base64 of the Ed25519 signature of the same
+    content, by the gate's attestation key (its public key is in `GET /api/decision/receipt-keys`)."""
+    content = f"{webhook_id}.{timestamp}.".encode() + body
+    return "v1a," + base64.b64encode(key.sign(content)).decode("ascii")
 
 
 def signature_header(secrets_in_force: list[str], webhook_id: str, timestamp: int, body: bytes) -> str:

@@ -375,6 +375,7 @@ webhook_subscriptions = Table(
     Column("lease_until", String(32), nullable=True),
     Column("created_at", String(32), nullable=False),
     Column("created_by", String(600), nullable=False),
+    Column("sign_ed25519", Integer, nullable=False),  # 1: deliveries also carry the gate's Ed25519 signature
 )
 
 # Every delivery attempt: the receiver's status and the first bytes of its answer (shown as text).

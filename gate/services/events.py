@@ -75,6 +75,7 @@ def public_view(row: Mapping[str, Any]) -> dict[str, Any]:
             "status": row["status"], "disabled_reason": row["disabled_reason"], "cursor": row["cursor"],
             "failing_since": row["failing_since"], "next_attempt_at": row["next_attempt_at"],
             "created_at": row["created_at"], "created_by": row["created_by"],
+            "sign_ed25519": bool(row["sign_ed25519"]),
             "rotation_overlap_until": row["previous_until"]}
 
 
@@ -82,8 +83,10 @@ class EventService:
     """Subscriptions, deliveries and replays over one ledger."""
 
     def __init__(self, ledger: Ledger, clock: Clock | None = None, *, allow_hosts: Collection[str] = (),
-                 poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None) -> None:
+                 poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
+                 signing: Any = None) -> None:
         self.outbox = Outbox(ledger)
+        self.signing = signing  # its attestation_key() (Ed25519) signs deliveries that ask for it
         self.clock = clock or SystemClock()
         self.allow_hosts = frozenset(allow_hosts)
         self.poster: Poster = poster or post
@@ -104,7 +107,7 @@ class EventService:
         """A new subscription: (its public view, its secret, shown this once)."""
         if not isinstance(body, Mapping):
             raise _invalid("the body must be a JSON object")
-        unknown = sorted(set(body) - {"url", "event_types", "from"})
+        unknown = sorted(set(body) - {"url", "event_types", "from", "sign_ed25519"})
         if unknown:
             raise _invalid(f"unknown member(s): {', '.join(unknown)[:200]}")
         types = _checked_types(body.get("event_types"))
@@ -112,6 +115,11 @@ class EventService:
         if start not in ("now", "beginning"):
             raise _invalid("from must be \"now\" (events after this one) or \"beginning\" (every stored event)")
         self._target(body.get("url"))
+        ed25519 = body.get("sign_ed25519", False)
+        if not isinstance(ed25519, bool):
+            raise _invalid("sign_ed25519 must be true or false")
+        if ed25519 and self._ed25519_key() is None:
+            raise _invalid("this gate has no Ed25519 key to sign deliveries with (gate keys signing-init)")
         if len(self.outbox.subscriptions(scope)) >= MAX_SUBSCRIPTIONS_PER_SCOPE:
             raise GateError("EVENT_SUBSCRIPTION_LIMIT", f"a scope has at most {MAX_SUBSCRIPTIONS_PER_SCOPE} "
                             "subscriptions; delete one first")
@@ -121,7 +129,7 @@ class EventService:
                "previous_until": None, "status": "active", "disabled_reason": None,
                "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
                "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
-               "created_at": iso_ms(self.clock.now()), "created_by": actor}
+               "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519)}
         self.outbox.add_subscription(row)
         return public_view(row), secret
 
@@ -262,17 +270,30 @@ class EventService:
             keys.append(row["previous_secret"])
         return keys
 
+    def _ed25519_key(self) -> Any:
+        return self.signing.attestation_key() if self.signing is not None else None
+
+    def _headers(self, row: Mapping[str, Any], event: Mapping[str, Any], stamp: int, body: bytes) -> dict[str, str]:
+        """Standard Webhooks headers; with `sign_ed25519`, a `v1a` signature by the gate's Ed25519
+        key beside the HMAC ones, and `webhook-key-id` naming it in the published key registry.
+        SECURITY: no key, no delivery (GateError): a receiver that asked for it never gets less."""
+        signature = signatures.signature_header(self._secrets(row), event["event_id"], stamp, body)
+        headers = {"content-type": CONTENT_TYPE, "webhook-id": event["event_id"], "webhook-timestamp": str(stamp),
+                   "webhook-signature": signature, "user-agent": "decision-gate-webhooks/1"}
+        if row["sign_ed25519"]:
+            key = self._ed25519_key()
+            if key is None:
+                raise GateError("SIGNING_KEY_MISSING", "no Ed25519 key to sign this delivery with")
+            headers["webhook-signature"] += " " + signatures.sign_ed25519(key, event["event_id"], stamp, body)
+            headers["webhook-key-id"] = key.key_id
+        return headers
+
     def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool) -> Delivery:
         body = event["event_json"].encode("utf-8")
         now = self.clock.now()
-        stamp = int(now.timestamp())
-        headers = {"content-type": CONTENT_TYPE, "webhook-id": event["event_id"], "webhook-timestamp": str(stamp),
-                   "webhook-signature": signatures.signature_header(self._secrets(row), event["event_id"], stamp,
-                                                                    body),
-                   "user-agent": "decision-gate-webhooks/1"}
         try:
-            result = self.poster(self._target(row["url"]), headers, body)
-        except GateError as refused:  # the host moved inside since it was checked: never posted
+            result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
+        except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
         self.outbox.record_attempt({
             "subscription_id": row["subscription_id"], "scope": row["scope"], "seq": event["seq"],

@@ -297,3 +297,30 @@ def test_a_saved_checkpoint_is_announced_once(backend, gate, admin, receiver, sa
     assert [e["type"] for e in receiver.accepted] == ["dev.decision-gate.checkpoint.saved"]
     data = receiver.accepted[0]["data"]
     assert data["chain_id"] == chain and data["tree_size"] == 3 and len(data["checkpoint_hash"]) == 64
+
+
+def test_deliveries_can_carry_the_gates_ed25519_signature_from_the_key_registry(gate, admin, receiver):
+    import base64
+
+    import nacl.signing
+
+    from gate.keys.signing import raw_public_key_from_pem
+
+    subscribe(admin, receiver, sign_ed25519=True)
+    assert admin.publish(version("2026-01")).status_code == 201
+    dispatch(gate)
+    assert len(receiver.accepted) == 1  # the HMAC signature still verifies with standardwebhooks
+    headers = receiver.headers[-1]
+    registry = admin.client.get("/api/decision/receipt-keys").get_json()
+    key = next(k for k in registry["keys"] if k["key_id"] == headers["webhook-key-id"])
+    verify_key = nacl.signing.VerifyKey(raw_public_key_from_pem(key["public_key"]))
+    v1a = [s.split(",", 1)[1] for s in headers["webhook-signature"].split(" ") if s.startswith("v1a,")]
+    content = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode()
+    stored = gate.extensions["gate"].events.outbox.event("tenant_a", 1)["event_json"].encode()
+    verify_key.verify(content + stored, base64.b64decode(v1a[0]))  # raises on a bad signature
+    assert json.loads(stored) == receiver.accepted[0]
+    # a gate without an Ed25519 key refuses the option instead of sending less than asked
+    gate.extensions["gate"].events.signing = None
+    response = admin.client.post("/api/events/subscriptions", json={"url": receiver.url, "sign_ed25519": True},
+                                 headers=admin.headers())
+    assert response.status_code == 400 and "Ed25519" in response.get_json()["message"]

@@ -52,6 +52,7 @@ def upgrade() -> None:
         sa.Column("lease_until", sa.String(32), nullable=True),
         sa.Column("created_at", sa.String(32), nullable=False),
         sa.Column("created_by", sa.String(600), nullable=False),
+        sa.Column("sign_ed25519", sa.Integer, nullable=False),
         sa.PrimaryKeyConstraint("subscription_id", name="pk_webhook_subscriptions"),
     )
     op.create_index("ix_webhook_subscriptions_scope", "webhook_subscriptions", ["scope"])
