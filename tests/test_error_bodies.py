@@ -412,14 +412,14 @@ def _releases(c, active: str | None = None) -> Api:
 
 def _superseded(c):
     api = _releases(c, active="v2")
-    c.client.put("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
+    c.client.patch("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
     c.client.application.extensions["gate"].releases.cache_seconds = 0
     return api.decide(inline(version("v1")))
 
 
 def _approval(c, *, own: bool, rulebook_hash: str | None = None):
     api = _releases(c)
-    c.client.put("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
+    c.client.patch("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
     pending = api.act("activate", version="v1").json["state"]["pending"][0]
     approver = api if own else Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     return approver.act("approve", request_seq=pending["request_seq"], version="v1",
