@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
 import re
 import sys
 from typing import Any
@@ -184,8 +185,16 @@ def _run(args, releases) -> int:
 
 
 def operator() -> Principal:
-    """The local operator: the login of the process acting on the ledger (never a typed name)."""
-    return Principal.operator(getpass.getuser())
+    """The local operator: the login of the process's real user id (never a typed name, nor the
+    LOGNAME/USER environment variables `getpass.getuser` would read first: setting one must not
+    make a second person); `getpass.getuser` where there are no POSIX user ids."""
+    try:
+        import pwd
+
+        login = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        login = getpass.getuser()
+    return Principal.operator(login)
 
 
 def _policy(args, releases) -> int:
