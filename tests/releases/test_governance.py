@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -38,12 +41,29 @@ def _anchors(client) -> TrustAnchors:
     return TrustAnchors.from_registry_body(client.get("/api/decision/receipt-keys").get_data(), "key_registry_file")
 
 
-def test_finding_1_one_key_can_no_longer_switch_approvals_off_and_activate_alone(client, key_a, approver):
+def test_finding_1_one_key_can_no_longer_switch_approvals_off_and_activate_alone(client, issue_key, gate_env):
+    """As filed: approvals on with a 3,600 s expiry, key A's activation pending, then key A sends
+    `PUT {"require_approval": false}` (200) and activates alone (201), and the PUT reset the
+    expiry to 86,400. Key A holds the rights it held in the report: publish, release, approve."""
+    filed = Api(client, issue_key(permissions="decide,publish,release,approve")["api_key"])
+    operator = _gate(gate_env, "release", "policy", "--scope", "tenant_a", "--require-approval", "--approval-ttl", "3600")
+    assert operator.returncode == 0, operator.stderr
+    filed.publish(version("v1"))
+    assert filed.act("activate", version="v1").json["state"]["pending"][0]["action"] == "activate"
+    as_filed = client.put(POLICY, json={"require_approval": False}, headers=filed.headers())
+    assert as_filed.status_code == 403 and as_filed.json["permission"] == "admin"
+    alone = filed.act("activate", version="v1")
+    assert alone.status_code == 201 and alone.json["state"]["active"] is None  # only another request
+    policy = client.get(POLICY, headers=filed.headers()).json["policy"]
+    assert policy["require_approval"] is True and policy["approval_ttl_seconds"] == 3600
+
+
+def test_even_an_admin_key_only_requests_a_weakening(client, key_a, approver):
     key_a.publish(version("v1"))
     assert _policy(key_a, require_approval=True, approval_ttl_seconds=3600).status_code == 200
     pending = key_a.act("activate", version="v1").json["state"]
     assert pending["active"] is None and len(pending["pending"]) == 1
-    # The PUT of the report, stated whole as PUT now must be: a request, not a change.
+    # The whole-policy PUT turning approvals off: a request, not a change.
     turned_off = _policy(key_a, "put", **{**WHOLE, "approval_ttl_seconds": 3600})
     assert turned_off.status_code == 202, turned_off.json
     assert turned_off.json["policy"]["require_approval"] is True
@@ -52,10 +72,16 @@ def test_finding_1_one_key_can_no_longer_switch_approvals_off_and_activate_alone
     alone = key_a.act("activate", version="v1")
     assert alone.status_code == 201 and alone.json["state"]["active"] is None  # still only a request
     assert len(alone.json["state"]["pending"]) == 2
-    # Nor can key A approve its own policy request, nor a release-only key change the policy.
+    # Nor can key A approve its own policy request.
     own = client.post(f"{POLICY}/approvals", json={"request_seq": request["request_seq"]}, headers=key_a.headers())
     assert own.status_code == 403 and own.json["error"] == "RELEASE_SELF_APPROVAL"
     assert client.get(POLICY, headers=key_a.headers()).json["policy"]["require_approval"] is True
+
+
+def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+    environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
+    return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
+                          env=environment, timeout=120)
 
 
 def key_a_id(client, api: Api) -> str:
