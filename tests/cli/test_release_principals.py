@@ -58,6 +58,15 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
     second = Api(client, issue_key(scope=SCOPE, permissions="approve")["api_key"])
     approved = second.act("approve", request_seq=event["seq"], version="v1", rulebook_hash=published["hash"])
     assert approved.status_code == 201 and approved.json["state"]["active"]["version"] == "v1"
+    # `gate verify` of the history names both principals' changes and lists the policy change.
+    history = _gate(gate_env, "release", "history", "--scope", SCOPE, "--rulebook-id", "pricing_exception")
+    (tmp_path / "history.json").write_text(history.stdout)
+    (tmp_path / "keys.json").write_bytes(client.get("/api/decision/receipt-keys").get_data())
+    verified = _gate(gate_env, "verify", str(tmp_path / "history.json"), "--key-registry", str(tmp_path / "keys.json"))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "VERIFIED (2 events, 1 policy changes)" in verified.stdout
+    assert (f"policy_set by operator:{_login()} (operator): require_approval: False -> True"
+            in verified.stdout)
 
 
 def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(gate_env):
