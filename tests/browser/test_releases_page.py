@@ -14,6 +14,7 @@ from gate.verify import TrustAnchors, verify_record
 from tests.browser.conftest import Workbench, screenshot
 from tests.demo_support import GATE, gate_env
 from tests.releases.support import ALL, Api, by_reference, version
+from workbench.app.store import workbench_principal
 
 pytestmark = pytest.mark.slow
 
@@ -121,5 +122,6 @@ def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate
     events = api.history().json["events"]
     assert verify_history(events, anchors).valid
     assert [e["actor"] for e in events if e["action"] == "halt"][-1] == "guardrail"
-    assert all(e["actor"] == "workbench:local" for e in events if e["seq"] > 1 and e["actor"] != "guardrail")
+    local = workbench_principal("workbench:local").actor  # the session's principal until sign-in (issue 42)
+    assert all(e["actor"] == local for e in events if e["seq"] > 1 and e["actor"] != "guardrail")
     assert all(verify_record(r, anchors=anchors).verified for r in records)

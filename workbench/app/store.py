@@ -32,6 +32,7 @@ from gate.keys.config import SigningSetup
 from gate.keys.signing import ReceiptSigner, receipt_signer_for
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
@@ -462,10 +463,10 @@ class WorkbenchStore:
         """State, policy, live comparison and history of a release (runs its guardrails)."""
         return self.releases.status(scope, rulebook_id)
 
-    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
-        """One transition as the workbench user `actor` (a signed event; approvals still need a
-        second identity). Raises GateError with the API's codes."""
-        event, _created = self.releases.act(scope, actor, frozenset({"decide", "publish", "release", "approve"}),
+    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], principal: Principal) -> dict[str, Any]:
+        """One transition by the workbench's `principal` (a signed event; approvals still need a
+        second principal). Raises GateError with the API's codes."""
+        event, _created = self.releases.act(scope, principal, frozenset({"decide", "publish", "release", "approve"}),
                                             rulebook_id, body)
         return event
 
@@ -477,4 +478,10 @@ class WorkbenchStore:
         return self.ledger.rulebook_ids(scope)
 
 
-__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate"]
+def workbench_principal(actor: str) -> Principal:
+    """The principal of a workbench session's `workbench:<user>` actor (until sign-in gives
+    each person their issuer and subject)."""
+    return Principal.person("workbench", actor.removeprefix("workbench:") or "local")
+
+
+__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate", "workbench_principal"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gate.principals import Principal
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
@@ -164,7 +165,8 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     assert author.status["history"][-1]["reason"] == "<b>not yet</b>"  # stored as data
     author.act("rollback")
     assert "refused (RELEASE_NOTHING_TO_ROLL_BACK)" in author.message
-    store.releases.set_policy("globex", {"require_approval": True})
+    admin = (Principal.operator("test-admin"), frozenset({"admin", "approve"}))
+    store.releases.set_policy("globex", *admin, {"require_approval": True}, partial=True)
     author.act("activate", version="2027-02-01")
     pending = author.status["state"]["pending"][0]
     author.approve(pending["request_seq"])
@@ -172,8 +174,13 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     approver = ReleasesState(store, scope="globex", rulebook_id="pricing_exception", actor="workbench:bob")
     approver.approve(pending["request_seq"])
     assert approver.status["state"]["active"]["version"] == "2027-02-01"
-    assert [e["actor"] for e in approver.status["history"][-2:]] == ["workbench:alice", "workbench:bob"]
-    store.releases.set_policy("globex", {})
+    assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:workbench#alice",
+                                                                       "person:workbench#bob"]
+    # Turning approvals off again weakens the policy: a request a second principal approves.
+    _event, requested = store.releases.set_policy("globex", *admin, {"require_approval": False}, partial=True)
+    store.releases.approve_policy("globex", Principal.operator("test-approver"), frozenset({"approve"}),
+                                  requested.pending[-1].seq)
+    assert store.releases.policy("globex").require_approval is False
 
 
 def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):

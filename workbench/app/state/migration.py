@@ -12,7 +12,7 @@ import param
 
 from gate.errors import GateError
 from workbench.app.state.authoring import AuthoringState
-from workbench.app.store import WorkbenchStore
+from workbench.app.store import WorkbenchStore, workbench_principal
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
 
@@ -134,7 +134,7 @@ class MigrationState(param.Parameterized):
             body["migration_manifest_hash"] = manifest
         try:
             outcome = self.store.promote(self.scope, draft)
-            event = self.store.release_act(self.scope, draft["rulebook_id"], body, self.actor)
+            event = self.store.release_act(self.scope, draft["rulebook_id"], body, workbench_principal(self.actor))
         except GateError as exc:
             self.promoted = None
             self.message = f"release refused ({exc.code}): {exc}"

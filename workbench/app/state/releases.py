@@ -8,7 +8,7 @@ from typing import Any
 import param
 
 from gate.errors import GateError
-from workbench.app.store import WorkbenchStore
+from workbench.app.store import WorkbenchStore, workbench_principal
 
 
 class ReleasesState(param.Parameterized):
@@ -55,7 +55,7 @@ class ReleasesState(param.Parameterized):
         try:
             event = self.store.release_act(self.scope, self.rulebook_id,
                                            {"action": action, **{k: v for k, v in body.items() if v not in (None, "")}},
-                                           self.actor)
+                                           workbench_principal(self.actor))
         except GateError as exc:
             self.message = f"{action} refused ({exc.code}): {exc}"
             self.refresh()
