@@ -27,6 +27,8 @@ EVENT_TYPES: dict[str, str] = {
     "release.rolled_back": "the previously active version became active again",
     "release.approval_requested": "an activation or canary waits for a second principal's approval",
     "release.approved": "a second principal approved a pending request (which then took effect)",
+    "release.policy_changed": "the scope's release policy changed (set, or a weakening request approved)",
+    "release.policy_change_requested": "a weakening of the release policy waits for a second principal",
     "rulebook.published": "a rulebook version was published (bound) in the scope",
     "checkpoint.saved": "a signed checkpoint of the scope's audit chain was stored (its Merkle root at a size)",
     "subscription.disabled": "a webhook subscription was disabled after sustained delivery failure",

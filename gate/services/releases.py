@@ -102,7 +102,8 @@ def _permission_denied(permission: str) -> GateError:
 # second principal is announced as a request, not as the move it asks for.
 _ANNOUNCED = {"shadow": "release.shadow", "canary": "release.canary", "activate": "release.activated",
               "halt": "release.halted", "rollback": "release.rolled_back", "approve": "release.approved"}
-_ANNOUNCED_MEMBERS = ("rulebook_id", "seq", "action", "actor", "created_at", "version", "rulebook_hash", "percent",
+_ANNOUNCED_MEMBERS = ("rulebook_id", "seq", "action", "actor", "principal", "override", "created_at", "version",
+                      "rulebook_hash", "percent",
                       "request_seq", "reason", "evidence", "event_hash", "previous_event_hash", "key_id")
 
 
@@ -115,6 +116,17 @@ def announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
     data = {member: event.get(member) for member in _ANNOUNCED_MEMBERS}
     data["approval_expires_at"] = event.get("approval_expires_at")
     return Announcement(name, {"scope": scope, **data})
+
+
+_GOVERNANCE_MEMBERS = ("seq", "action", "actor", "principal", "created_at", "request_seq", "expires_at", "reason",
+                       "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash", "key_id")
+
+
+def governance_announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
+    """The outbox event of a signed release-policy change: a request while it waits for a second
+    principal, a change once it is in force (set directly, or a request approved)."""
+    name = "release.policy_change_requested" if event["action"] == "policy_request" else "release.policy_changed"
+    return Announcement(name, {"scope": scope, **{member: event.get(member) for member in _GOVERNANCE_MEMBERS}})
 
 
 def require(caller: Caller, permission: str) -> None:
@@ -285,7 +297,7 @@ class ReleaseService:
             self.store.append({"scope": scope, "rulebook_id": GOVERNANCE_ID, "seq": event["seq"],
                                "action": event["action"], "event_hash": event["event_hash"], "idempotency_key": None,
                                "request_hash": event["event_hash"], "created_at": event["created_at"],
-                               "event_json": canonical_text(event)})
+                               "event_json": canonical_text(event)}, governance_announcement(scope, event))
         except ReleaseRace:
             return None
         self.governance(scope, fresh=True)

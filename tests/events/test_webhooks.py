@@ -254,7 +254,7 @@ def test_a_subscription_gets_only_the_types_it_asked_for(gate, admin, receiver):
 
 def test_permissions_and_scopes(gate, admin, issue_key, receiver):
     subscription = subscribe(admin, receiver)
-    plain = Api(admin.client, issue_key(permissions=ALL)["api_key"])
+    plain = Api(admin.client, issue_key(permissions="decide,publish,release,approve")["api_key"])
     assert plain.client.get("/api/events/subscriptions", headers=plain.headers()).status_code == 403
     assert plain.client.post("/api/events/subscriptions", json={"url": receiver.url},
                              headers=plain.headers()).status_code == 403
@@ -324,3 +324,24 @@ def test_deliveries_can_carry_the_gates_ed25519_signature_from_the_key_registry(
     response = admin.client.post("/api/events/subscriptions", json={"url": receiver.url, "sign_ed25519": True},
                                  headers=admin.headers())
     assert response.status_code == 400 and "Ed25519" in response.get_json()["message"]
+
+
+def test_policy_changes_requests_and_approvals_are_announced_with_their_principals(gate, admin, issue_key, receiver):
+    subscribe(admin, receiver)
+    other = Api(admin.client, issue_key(permissions="decide,approve")["api_key"])
+    policy = "/api/decision/release-policy"
+    assert admin.client.patch(policy, json={"require_approval": True}, headers=admin.headers()).status_code == 200
+    assert admin.client.patch(policy, json={"require_approval": False}, headers=admin.headers()).status_code == 202
+    assert admin.publish(version("2026-01")).status_code == 201
+    pending = admin.act("activate", version="2026-01").get_json()["state"]["pending"][0]
+    assert other.act("approve", request_seq=pending["request_seq"], version="2026-01",
+                     rulebook_hash=pending["rulebook_hash"]).status_code == 201
+    dispatch(gate)
+    types = [e["type"].removeprefix("dev.decision-gate.") for e in receiver.accepted]
+    assert types == ["release.policy_changed", "release.policy_change_requested", "rulebook.published",
+                     "release.approval_requested", "release.approved"]
+    changed = receiver.accepted[0]["data"]
+    assert changed["policy_before"]["require_approval"] is False and changed["policy_after"]["require_approval"]
+    assert changed["principal"]["kind"] == "api_key"
+    approved = receiver.accepted[-1]["data"]
+    assert approved["principal"]["id"] != receiver.accepted[3]["data"]["principal"]["id"]
