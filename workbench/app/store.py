@@ -32,6 +32,7 @@ from gate.keys.config import SigningSetup
 from gate.keys.signing import ReceiptSigner, receipt_signer_for
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
+from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
@@ -125,6 +126,14 @@ def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
         "invalid_fields": list(evaluation.invalid_fields),
         "checks": [dict(check) for check in evaluation.checks],
     }
+
+
+def require(permissions: frozenset[str], permission: str) -> None:
+    """Refuse (GateError WORKBENCH_PERMISSION_DENIED) unless `permission` is among the session's
+    permissions in the scope (`workbench.app.access.Access.permissions_in`)."""
+    if permission not in permissions:
+        raise GateError("WORKBENCH_PERMISSION_DENIED", f"your roles in this scope do not grant {permission!r}",
+                        permission=permission)
 
 
 class WorkbenchStore:
@@ -450,9 +459,11 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ promotion
 
-    def promote(self, scope: str, draft: dict[str, Any]) -> dict[str, Any]:
+    def promote(self, scope: str, draft: dict[str, Any], permissions: frozenset[str]) -> dict[str, Any]:
         """Publish the draft as an immutable version of the scope (service layer; never edits
-        history). Raises GateError (RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
+        history). Raises GateError (WORKBENCH_PERMISSION_DENIED without `publish`,
+        RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
+        require(permissions, "publish")
         registry, created = self.service.register_rulebook(scope, draft)
         return {"registry": registry, "created": created}
 
@@ -462,19 +473,24 @@ class WorkbenchStore:
         """State, policy, live comparison and history of a release (runs its guardrails)."""
         return self.releases.status(scope, rulebook_id)
 
-    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
-        """One transition as the workbench user `actor` (a signed event; approvals still need a
-        second identity). Raises GateError with the API's codes."""
-        event, _created = self.releases.act(scope, actor, frozenset({"decide", "publish", "release", "approve"}),
-                                            rulebook_id, body)
+    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], principal: Principal,
+                    permissions: frozenset[str]) -> dict[str, Any]:
+        """One transition by the session's `principal` with its `permissions` in `scope` (a signed
+        event; the service refuses an action the permissions do not cover, and an approval by the
+        principal that made the request). Raises GateError with the API's codes."""
+        event, _created = self.releases.act(scope, principal.actor, permissions, rulebook_id, body)
         return event
 
     def release_policy(self, scope: str) -> dict[str, Any]:
         return self.releases.policy(scope).to_json()
+
+    def published_versions(self, scope: str, rulebook_id: str) -> list[str]:
+        """The versions of a rulebook published in the scope, newest first (the pages' pickers)."""
+        return self.ledger.rulebook_versions(scope, rulebook_id)
 
     def release_ids(self, scope: str) -> list[str]:
         """The scope's rulebook ids that have a published version."""
         return self.ledger.rulebook_ids(scope)
 
 
-__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate"]
+__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate", "require"]
