@@ -97,6 +97,10 @@ class ReleasesState(param.Parameterized):
         if action not in CONFIRMED_ACTIONS:
             self.act(action, **body)
             return
+        if not self.may(action):  # nothing to confirm (the service would refuse it too)
+            self.message = (f"{action} refused (RELEASE_PERMISSION_DENIED): your roles in {self.scope} do not "
+                            f"grant {MOVE_PERMISSION[action]!r}")
+            return
         if not body.get("version"):
             self.message = f"{action}: pick a published version first"
             return
