@@ -133,6 +133,11 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RELEASE_PERMISSION_DENIED": (403, "forbidden"),
     "RELEASE_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
     "RELEASE_POLICY_INVALID": (400, "invalid_request"),
+    # Issue 42: governance of the policy and guarded activation.
+    "RELEASE_POLICY_CHANGED": (409, "release_transition_refused"),
+    "RELEASE_VERSION_HALTED": (409, "release_transition_refused"),
+    "RELEASE_DRY_RUN_REQUIRED": (409, "release_transition_refused"),
+    "RELEASE_DRY_RUN_REJECTED": (422, "invalid_request"),
 }
 
 

@@ -162,29 +162,62 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
               404: "not published in this scope"},
              errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
     Endpoint("post", "/api/decision/rulebooks/{rulebook_id}/release", "One transition `{action: shadow | canary | "
-             "activate | halt | rollback | approve, version?, percent?, subject?, reason?, migration_manifest_hash?, "
-             "request_seq?, rulebook_hash?}`: a signed, chained release event. Needs `release` (`approve` for "
-             "approve); idempotent under x-idempotency-key.", True,
+             "activate | halt | rollback | approve, version?, percent?, subject?, reason?, migration_manifest?, "
+             "migration_manifest_hash?, override?, request_seq?, rulebook_hash?}`: a signed, chained release event "
+             "naming its principal (the key). Needs `release` (`approve` for approve; `admin` for override). Where "
+             "the policy sets require_dry_run, activate (and a canary above dry_run_canary_percent) passes the "
+             "version's signed dry-run manifest; a version its guardrail halted needs override `guardrail_halt` "
+             "and a reason. Idempotent under x-idempotency-key.", True,
              {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
               400: "malformed action", 401: "missing or invalid key",
-              403: "permission, or an identity approving its own request",
+              403: "permission, or a principal approving its own request",
               404: "rulebook, version or pending request not found",
-              409: "the release state refuses the action, or another body under the key",
-              413: "body too large", 415: MEDIA},
+              409: "the release state or policy refuses the action (a halted version, a missing dry-run), or "
+                   "another body under the key",
+              413: "body too large", 415: MEDIA, 422: "the dry-run manifest does not allow this move"},
              errors=_RELEASE_ERRORS + ("RELEASE_ACTION_INVALID", "RELEASE_TRANSITION_REFUSED",
                                        "RELEASE_NOTHING_TO_HALT", "RELEASE_NOTHING_TO_ROLL_BACK",
                                        "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_APPROVAL_MISMATCH",
-                                       "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE"),
+                                       "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE",
+                                       "RELEASE_VERSION_HALTED", "RELEASE_DRY_RUN_REQUIRED",
+                                       "RELEASE_DRY_RUN_REJECTED"),
              request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
              response_headers=("x-idempotency-status",), tags=("releases",)),
-    Endpoint("get", "/api/decision/release-policy", "The scope's release policy.", True,
-             {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("releases",)),
-    Endpoint("put", "/api/decision/release-policy", "Set the scope's release policy `{require_approval, "
-             "approval_ttl_seconds, refuse_superseded_inline}`; needs `release`.", True,
-             {200: "{ok, policy}", 400: "malformed policy", 401: "missing or invalid key", 403: "key lacks release",
+    Endpoint("get", "/api/decision/release-policy", "The scope's release policy in force, its pending requests "
+             "and every change (the signed `release_governance_event_v1` chain).", True,
+             {200: "{ok, policy, pending, governance_seq, history}", 401: "missing or invalid key"},
+             errors=AUTH_ERRORS, tags=("releases",)),
+    Endpoint("put", "/api/decision/release-policy", "State the scope's whole release policy (every member of "
+             "ReleasePolicy; a missing one is a 400 naming it). Needs `admin`. A signed policy event; while "
+             "approvals are required a weakening change is a request (202) a second principal approves.", True,
+             {200: "{ok, policy, pending, governance_seq, event} (event null: nothing changed)",
+              202: "{ok, policy, pending, governance_seq, event}: the change waits for approval",
+              400: "malformed or incomplete policy", 401: "missing or invalid key", 403: "key lacks admin",
               413: "body too large", 415: MEDIA},
-             errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED"),
+             errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                                 "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
              request_body="ReleasePolicy", tags=("releases",)),
+    Endpoint("patch", "/api/decision/release-policy", "Change the named members of the scope's release policy; "
+             "every other member keeps its value. Needs `admin`; otherwise as PUT.", True,
+             {200: "{ok, policy, pending, governance_seq, event} (event null: nothing changed)",
+              202: "{ok, policy, pending, governance_seq, event}: the change waits for approval",
+              400: "malformed policy member", 401: "missing or invalid key", 403: "key lacks admin",
+              413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                                 "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             request_body="ReleasePolicyPatch", tags=("releases",)),
+    Endpoint("post", "/api/decision/release-policy/approvals", "Approve another principal's pending policy "
+             "request `{request_seq, reason?}`: applies it as a signed policy event. Needs `approve`; never the "
+             "requester.", True,
+             {200: "{ok, policy, pending, governance_seq, event}", 400: "malformed body",
+              401: "missing or invalid key", 403: "key lacks approve, or approves its own request",
+              404: "no such pending request", 409: "the policy changed since the request",
+              413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                                 "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_SELF_APPROVAL",
+                                                 "RELEASE_POLICY_CHANGED", "LEDGER_UNAVAILABLE",
+                                                 "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             request_body="ReleasePolicyApproval", tags=("releases",)),
 )
 
 # Issue 11: operational routes (docs/operations.md).
@@ -583,6 +616,17 @@ def _charged(endpoint: Endpoint) -> Endpoint:
 ENDPOINTS = tuple(_charged(endpoint) for endpoint in ENDPOINTS)
 
 
+# The members of a release policy (gate.releases.policy), whole for PUT, any for PATCH.
+_RELEASE_POLICY_MEMBERS: dict[str, Any] = {
+    "require_approval": {"type": "boolean"},
+    "approval_ttl_seconds": {"type": "integer", "minimum": 60, "maximum": 2592000},
+    "refuse_superseded_inline": {"type": "boolean"},
+    "require_dry_run": {"type": "boolean", "description": "activate, and a canary above dry_run_canary_percent, "
+                        "need the version's signed dry-run manifest"},
+    "dry_run_canary_percent": {"type": "number", "minimum": 0, "exclusiveMaximum": 100},
+    "dry_run_max_age_seconds": {"type": "integer", "minimum": 60, "maximum": 31536000},
+}
+
 SCHEMAS: dict[str, Any] = {
     **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
     "ErrorBody": {
@@ -748,6 +792,10 @@ SCHEMAS: dict[str, Any] = {
             "subject": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}(\\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$"},
             "reason": {"type": "string", "minLength": 1, "maxLength": 500},
             "migration_manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "migration_manifest": {"type": "object", "description": "the version's signed dry-run manifest "
+                                   "(rulebook_migration_v1 with dry_run), checked in full for canary and activate"},
+            "override": {"type": "string", "enum": ["guardrail_halt"],
+                         "description": "an admin activating a version its guardrail halted (with a reason)"},
             "request_seq": {"type": "integer", "minimum": 1},
             "rulebook_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         },
@@ -755,11 +803,22 @@ SCHEMAS: dict[str, Any] = {
     },
     "ReleasePolicy": {
         "type": "object",
-        "properties": {
-            "require_approval": {"type": "boolean"},
-            "approval_ttl_seconds": {"type": "integer", "minimum": 60, "maximum": 2592000},
-            "refuse_superseded_inline": {"type": "boolean"},
-        },
+        "required": ["require_approval", "approval_ttl_seconds", "refuse_superseded_inline", "require_dry_run",
+                     "dry_run_canary_percent", "dry_run_max_age_seconds"],
+        "properties": _RELEASE_POLICY_MEMBERS,
+        "additionalProperties": False,
+    },
+    "ReleasePolicyPatch": {
+        "type": "object",
+        "minProperties": 1,
+        "properties": _RELEASE_POLICY_MEMBERS,
+        "additionalProperties": False,
+    },
+    "ReleasePolicyApproval": {
+        "type": "object",
+        "required": ["request_seq"],
+        "properties": {"request_seq": {"type": "integer", "minimum": 1},
+                       "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
         "additionalProperties": False,
     },
     "ExportedRecordVerificationRequest": {

@@ -3,8 +3,10 @@
 * `gate conformance --endpoint URL [--api-key KEY] [--json]`: the conformance fixtures against an
   endpoint (gate_cli/conformance.py); exit 0 only when every fixture passed, 1 when any failed,
   3 when some were skipped (incomplete), 2 for unusable arguments.
-* `gate migration check MANIFEST [--rulebook FILE] [--corpus DIR] [--json]`: a
-  `rulebook_migration_v1` manifest against the golden replay corpus (gate/replay/migration_check.py);
+* `gate migration check MANIFEST [--rulebook FILE] [--corpus DIR] [--public-key PEM]
+  [--key-registry FILE] [--json]`: a `rulebook_migration_v1` manifest against the golden replay
+  corpus, or a dry-run's manifest against its own evidence, its signature by a key this gate
+  trusts (its keyring and HMAC secret, plus the options) (gate/replay/migration_check.py);
   exit 0 only when the gate passed, 1 when it did not (or could not run), 2 for unreadable files.
 The API key may also come from `GATE_API_KEY` (never logged, never printed).
 """
@@ -43,6 +45,23 @@ def _adapters():
     return factory() if callable(factory) else adapters.AdapterRegistry()
 
 
+def _anchors(args):
+    """The keys a dry-run manifest's signature may be by: this gate's own (keyring, HMAC secret)
+    and those the options name (unusable ones raise TrustAnchorError, a GateError)."""
+    from gate.keys.config import SigningSetup
+    from gate.verify.anchors import TrustAnchors
+    from gate_cli.context import load_settings
+
+    settings = load_settings()
+    anchors = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                                False).trust_anchors()
+    if args.public_key:
+        anchors = anchors + TrustAnchors.from_public_key_pem(Path(args.public_key).read_text())
+    if args.key_registry:
+        anchors = anchors + TrustAnchors.from_registry_body(Path(args.key_registry).read_bytes())
+    return anchors
+
+
 def cmd_migration_check(args) -> int:
     from gate.replay.golden import CORPUS_DIR
     from gate.replay.migration_check import check_migration
@@ -56,8 +75,15 @@ def cmd_migration_check(args) -> int:
         except (OSError, CanonicalJSONError) as exc:
             print(f"gate: cannot read {name} {path}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
             return EXIT_UNUSABLE
+    from gate.errors import GateError
+
+    try:
+        anchors = _anchors(args)
+    except (OSError, ValueError, GateError) as exc:
+        print(f"gate: cannot use the trusted keys: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
     result = check_migration(documents["manifest"], corpus=Path(args.corpus) if args.corpus else CORPUS_DIR,
-                             rulebook=documents.get("rulebook"), adapters=_adapters())
+                             rulebook=documents.get("rulebook"), adapters=_adapters(), anchors=anchors)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -84,5 +110,9 @@ def add_contract_parsers(sub) -> None:
     c.add_argument("--rulebook", default=None, help="the candidate Rulebook v1 file (hash = to.rulebook_hash) "
                                                             "(default: the corpus's snapshot of that hash)")
     c.add_argument("--corpus", default=None, help="golden replay corpus folder (default: the published one)")
+    c.add_argument("--public-key", default=None, help="PEM file of another trusted Ed25519 key for a dry-run's "
+                                                      "manifest (default: this gate's own keys only)")
+    c.add_argument("--key-registry", default=None, help="a saved receipt key registry (JSON) of trusted keys "
+                                                        "(default: this gate's own keys only)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_migration_check)

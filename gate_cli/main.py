@@ -201,7 +201,7 @@ def cmd_demo(args) -> int:
     retired = retire_demo_keys(settings)
     # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
     # window (360 units a minute); a starter key (60) answered 429 to the reports after step 7.
-    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL, "decide,publish,release,approve")
+    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL, "decide,publish,release,approve,admin")
     banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
@@ -294,8 +294,8 @@ def _add_keys_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (default: the plan's)")
     k.add_argument("--monthly-cap", type=int, default=None, help="records per month (default: the plan's)")
     k.add_argument("--permissions", default=None,
-                   help="comma-separated rights among decide,publish,release,approve (default: decide only, "
-                        "today's rights; docs/releases.md)")
+                   help="comma-separated rights among decide,publish,release,approve,admin (default: decide "
+                        "only, today's rights; admin changes the release policy; docs/releases.md)")
     k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)

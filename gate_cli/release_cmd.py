@@ -1,30 +1,39 @@
 """`gate release …`: the operator's side of policy releases (docs/releases.md), through the same
-`ReleaseService` as the API and the workbench. The operator acts as `operator:<name>` (`--as`,
-default the login name): approvals still need a second identity.
+`ReleaseService` as the API and the workbench. The local operator acts on the ledger directly as
+the principal `operator:<login>` (the process's login name; no option names anyone else), marked
+as an operator in every signed event: approvals still need a second principal.
 
     gate release publish  --scope S FILE
     gate release status   --scope S --rulebook-id ID [--json]
     gate release history  --scope S --rulebook-id ID           (the offline-verifiable history)
     gate release shadow   --scope S --rulebook-id ID --version V [--reason R] [--manifest migration.json]
     gate release canary   --scope S --rulebook-id ID --version V --percent P [--subject PATH] …
-    gate release activate --scope S --rulebook-id ID --version V …
+    gate release activate --scope S --rulebook-id ID --version V [--manifest migration.json]
+                          [--override-halt --reason R]
     gate release halt|rollback --scope S --rulebook-id ID [--reason R]
     gate release approve  --scope S --rulebook-id ID --request-seq N --version V --rulebook-hash H
     gate release policy   --scope S [--require-approval | --no-require-approval] [--approval-ttl SECONDS]
                           [--refuse-superseded-inline | --allow-superseded-inline]
+                          [--require-dry-run | --no-require-dry-run] [--dry-run-canary-percent P]
+                          [--dry-run-max-age SECONDS] [--reason R]
+    gate release policy-approve --scope S --request-seq N [--reason R]
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import os
 import re
 import sys
 from typing import Any
 
+from gate.principals import Principal
 from gate_cli.context import CliError, load_settings, open_ledger
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
+# The local operator holds the signing key and the ledger: every right, the two-person rule aside.
+OPERATOR_PERMISSIONS = frozenset({"decide", "publish", "release", "approve", "admin"})
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -55,19 +64,36 @@ def add_release_parser(sub) -> None:
             parser.add_argument("--rulebook-hash", required=True, help="the requested version's hash (required)")
         parser.add_argument("--reason", default=None, help="why (recorded in the signed event; default: none)")
         parser.add_argument("--manifest", default=None,
-                            help="the dry-run's migration.json this rests on (its migration_hash is recorded; default: none)")
-        parser.add_argument("--as", dest="actor", default=None, help="operator name (default: the login name)")
+                            help="the dry-run's signed migration.json this rests on: checked in full for canary and "
+                                 "activate (required where the scope's policy sets require_dry_run), its "
+                                 "migration_hash recorded; default: none")
+        if name == "activate":
+            parser.add_argument("--override-halt", action="store_true",
+                                help="activate a version its guardrail halted (admin; needs --reason)")
         parser.add_argument("--idempotency-key", default=None, help="retry-safe key (default: none)")
         parser.add_argument("--json", action="store_true", help="print the event as JSON")
-    policy = rsub.add_parser("policy", help="show or change a scope's release policy")
+    policy = rsub.add_parser("policy", help="show or change a scope's release policy (a signed policy event)")
     _scope(policy)
     policy.add_argument("--require-approval", dest="require_approval", action="store_const", const=True, default=None,
-                        help="canary and activation need a second identity's approval")
+                        help="canary and activation need a second principal's approval")
     policy.add_argument("--no-require-approval", dest="require_approval", action="store_const", const=False)
-    policy.add_argument("--approval-ttl", type=int, default=None, help="seconds an approval request lives (60..2592000; default: unchanged, 86400 for a new policy)")
+    policy.add_argument("--approval-ttl", type=int, default=None,
+                        help="seconds an approval request lives (60..2592000; default: unchanged)")
     policy.add_argument("--refuse-superseded-inline", dest="refuse_inline", action="store_const", const=True,
                         default=None, help="refuse inline decides of a released id with other content (409)")
     policy.add_argument("--allow-superseded-inline", dest="refuse_inline", action="store_const", const=False)
+    policy.add_argument("--require-dry-run", dest="require_dry_run", action="store_const", const=True, default=None,
+                        help="activation (and a canary above --dry-run-canary-percent) needs a signed dry-run manifest")
+    policy.add_argument("--no-require-dry-run", dest="require_dry_run", action="store_const", const=False)
+    policy.add_argument("--dry-run-canary-percent", type=float, default=None,
+                        help="canary shares above this need the manifest too (0..<100; default: unchanged)")
+    policy.add_argument("--dry-run-max-age", type=int, default=None,
+                        help="seconds the dry-run's history may be old (60..31536000; default: unchanged)")
+    policy.add_argument("--reason", default=None, help="why (recorded in the signed policy event; default: none)")
+    approve = rsub.add_parser("policy-approve", help="approve another principal's pending policy request")
+    _scope(approve)
+    approve.add_argument("--request-seq", type=int, required=True, help="the pending request's seq (required)")
+    approve.add_argument("--reason", default=None, help="why (recorded in the signed policy event; default: none)")
     release.set_defaults(func=cmd_release)
 
 
@@ -75,22 +101,29 @@ def _scope(parser) -> None:
     parser.add_argument("--scope", required=True, help="the scope (required)")
 
 
-def _manifest_hash(path: str | None) -> str | None:
+def _manifest(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
         with open(path, encoding="utf-8") as handle:
-            digest = json.load(handle).get("migration_hash")
-    except (OSError, ValueError, AttributeError) as exc:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as exc:
         raise CliError(f"cannot read the migration manifest {path}: {exc}") from exc
+    digest = manifest.get("migration_hash") if isinstance(manifest, dict) else None
     if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
         raise CliError(f"{path} has no migration_hash (is it a dry-run's migration.json?)")
-    return digest
+    return manifest
 
 
 def _body(args) -> dict[str, Any]:
-    body: dict[str, Any] = {"action": args.release_command, "reason": args.reason,
-                            "migration_manifest_hash": _manifest_hash(args.manifest)}
+    manifest = _manifest(args.manifest)
+    body: dict[str, Any] = {"action": args.release_command, "reason": args.reason}
+    if manifest is not None and args.release_command in ("canary", "activate"):
+        body["migration_manifest"] = manifest  # checked in full by the service
+    elif manifest is not None:
+        body["migration_manifest_hash"] = manifest["migration_hash"]
+    if getattr(args, "override_halt", False):
+        body["override"] = "guardrail_halt"
     for name in ("version", "percent", "subject", "request_seq", "rulebook_hash"):
         if getattr(args, name, None) is not None:
             body[name] = getattr(args, name)
@@ -129,6 +162,8 @@ def _run(args, releases) -> int:
         return 0
     if command == "policy":
         return _policy(args, releases)
+    if command == "policy-approve":
+        return _policy_approve(args, releases)
     if command == "history":
         print(json.dumps(releases.history_document(args.scope, args.rulebook_id), indent=2))
         return 0
@@ -136,9 +171,8 @@ def _run(args, releases) -> int:
         status = releases.status(args.scope, args.rulebook_id)
         print(json.dumps(status, indent=2) if args.json else status_text(status))
         return 0
-    actor = "operator:" + (args.actor or getpass.getuser())
-    event, created = releases.act(args.scope, actor, frozenset({"decide", "publish", "release", "approve"}),
-                                  args.rulebook_id, _body(args), args.idempotency_key)
+    event, created = releases.act(args.scope, operator(), OPERATOR_PERMISSIONS, args.rulebook_id, _body(args),
+                                  args.idempotency_key)
     if args.json:
         print(json.dumps(event, indent=2))
     else:
@@ -150,14 +184,46 @@ def _run(args, releases) -> int:
     return 0
 
 
+def operator() -> Principal:
+    """The local operator: the login of the process's real user id (never a typed name, nor the
+    LOGNAME/USER environment variables `getpass.getuser` would read first: setting one must not
+    make a second person); `getpass.getuser` where there are no POSIX user ids."""
+    try:
+        import pwd
+
+        login = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        login = getpass.getuser()
+    return Principal.operator(login)
+
+
 def _policy(args, releases) -> int:
-    current = releases.policy(args.scope).to_json()
     changes = {"require_approval": args.require_approval, "approval_ttl_seconds": args.approval_ttl,
-               "refuse_superseded_inline": args.refuse_inline}
-    if any(v is not None for v in changes.values()):
-        current = releases.set_policy(args.scope, {**current, **{k: v for k, v in changes.items()
-                                                                  if v is not None}}).to_json()
-    print(json.dumps({"scope": args.scope, "policy": current}, indent=2))
+               "refuse_superseded_inline": args.refuse_inline, "require_dry_run": args.require_dry_run,
+               "dry_run_canary_percent": args.dry_run_canary_percent,
+               "dry_run_max_age_seconds": args.dry_run_max_age}
+    named = {k: v for k, v in changes.items() if v is not None}
+    event = None
+    if named:  # the members named change, every other is kept (a PATCH)
+        event, _state = releases.set_policy(args.scope, operator(), OPERATOR_PERMISSIONS, named, partial=True,
+                                            reason=args.reason)
+    return _print_policy(args.scope, releases, event)
+
+
+def _policy_approve(args, releases) -> int:
+    event, _state = releases.approve_policy(args.scope, operator(), OPERATOR_PERMISSIONS, args.request_seq,
+                                            args.reason)
+    return _print_policy(args.scope, releases, event)
+
+
+def _print_policy(scope: str, releases, event) -> int:
+    document = releases.policy_document(scope)
+    print(json.dumps({"scope": scope, "policy": document["policy"], "pending": document["pending"],
+                      "event": event}, indent=2))
+    if event is not None and event["action"] == "policy_request":
+        print(f"gate release: the change weakens a policy that requires approvals: request {event['seq']} waits "
+              "for a second principal (gate release policy-approve, or POST /api/decision/release-policy/approvals)",
+              file=sys.stderr)
     return 0
 
 

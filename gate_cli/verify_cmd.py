@@ -151,9 +151,12 @@ def cmd_verify(args) -> int:
 
 def _verify_release_history(document: dict, anchors: TrustAnchors, as_json: bool) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
-    link, signature and stated state (gate.releases.events). Verified needs a trusted key."""
-    events = document.get("events")
-    check = verify_history(events if isinstance(events, list) else [], None if anchors.empty else anchors)
+    link, signature and stated state (gate.releases.events), with the scope's policy changes
+    (its governance chain): each one is listed, and a deleted or edited one fails. Verified
+    needs a trusted key."""
+    events, governance = document.get("events"), document.get("governance")
+    check = verify_history(events if isinstance(events, list) else [], None if anchors.empty else anchors,
+                           governance if isinstance(governance, list) else [])
     verified = check.valid and not anchors.empty
     result = {"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
               "rulebook_id": document.get("rulebook_id"), **check.to_json()}
@@ -161,9 +164,19 @@ def _verify_release_history(document: dict, anchors: TrustAnchors, as_json: bool
         print(json.dumps(result, indent=2))
     else:
         print(f"release history of {document.get('rulebook_id')!r}: {'VERIFIED' if verified else 'NOT VERIFIED'}"
-              f" ({check.events} events)")
+              f" ({check.events} events, {len(check.policy_changes)} policy changes)")
         print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
         print(f"  authenticity {'valid' if verified else 'NOT PROVEN (no trusted key)' if check.valid else 'INVALID'}")
+        for change in check.policy_changes:
+            print(f"  policy event {change['seq']} {change['created_at']} {change['action']} by {change['actor']}"
+                  f" ({(change.get('principal') or {}).get('kind')}): {_policy_delta(change)}")
         for problem in check.problems:
             print(f"  {problem}")
     return 0 if verified else 1
+
+
+def _policy_delta(change: dict) -> str:
+    """The members a policy change states differently after than before (`a: x -> y`)."""
+    before, after = change.get("policy_before") or {}, change.get("policy_after") or {}
+    moved = [f"{name}: {before.get(name)!r} -> {after.get(name)!r}" for name in after if before.get(name) != after.get(name)]
+    return "; ".join(moved) or "no member changed"

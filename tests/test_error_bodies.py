@@ -95,6 +95,10 @@ CASES = {
     "RELEASE_IDEMPOTENCY_CONFLICT": lambda c: _idempotency_conflict(_releases(c)),
     "RELEASE_POLICY_INVALID": lambda c: c.client.put("/api/decision/release-policy", json={"require_approval": 1},
                                                      headers=_releases(c).headers()),
+    "RELEASE_POLICY_CHANGED": lambda c: _stale_policy_request(c),
+    "RELEASE_VERSION_HALTED": lambda c: _halted(c),
+    "RELEASE_DRY_RUN_REQUIRED": lambda c: _dry_run(c, None),
+    "RELEASE_DRY_RUN_REJECTED": lambda c: _dry_run(c, {"schema_version": "rulebook_migration_v1"}),
     "METRICS_UNAUTHORIZED": lambda c: c.make_app({"GATE_METRICS_TOKEN": "m" * 20}).test_client().get(
         "/api/proof-metrics", headers={"x-metrics-token": "x" * 20}),
     "POLICY_PATTERN_NOT_FOUND": lambda c: c.client.get("/api/decision/policy-patterns?pattern_id=no_such_pattern"),
@@ -191,6 +195,8 @@ DETAILS = {
     "SVC_API_MONTHLY_CAP_EXCEEDED": {"retry_after", "monthly_cap", "period"},
     "SVC_API_IDEMPOTENCY_CONFLICT": {"idempotency_key", "decision_id", "input_hash", "existing_input_hash"},
     "RULEBOOK_INVALID": {"errors"},
+    "RELEASE_VERSION_HALTED": {"version"},
+    "RELEASE_DRY_RUN_REJECTED": {"problems"},
     "RULEBOOK_BINDING_MODE_UNSUPPORTED": {"binding_mode", "supported_binding_modes"},
     "RULEBOOK_BINDING_MODE_CONFLICT": {"binding_mode", "inferred_binding_mode"},
     "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN": {"forbidden_fields"},
@@ -412,18 +418,46 @@ def _releases(c, active: str | None = None) -> Api:
 
 def _superseded(c):
     api = _releases(c, active="v2")
-    c.client.put("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
+    c.client.patch("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=api.headers())
     c.client.application.extensions["gate"].releases.cache_seconds = 0
     return api.decide(inline(version("v1")))
 
 
 def _approval(c, *, own: bool, rulebook_hash: str | None = None):
     api = _releases(c)
-    c.client.put("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
+    c.client.patch("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
     pending = api.act("activate", version="v1").json["state"]["pending"][0]
     approver = api if own else Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     return approver.act("approve", request_seq=pending["request_seq"], version="v1",
                         rulebook_hash=rulebook_hash or pending["rulebook_hash"])
+
+
+def _stale_policy_request(c):
+    api = _releases(c)
+    policy = "/api/decision/release-policy"
+    c.client.patch(policy, json={"require_approval": True, "approval_ttl_seconds": 3600}, headers=api.headers())
+    request = c.client.patch(policy, json={"approval_ttl_seconds": 7200}, headers=api.headers()).json["pending"][0]
+    c.client.patch(policy, json={"approval_ttl_seconds": 600}, headers=api.headers())
+    approver = Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
+    return c.client.post(f"{policy}/approvals", json={"request_seq": request["request_seq"]},
+                         headers=approver.headers())
+
+
+def _halted(c):
+    from gate.principals import Principal
+
+    api = _releases(c, active="v1")
+    api.act("canary", version="v2", percent=10)
+    c.client.application.extensions["gate"].releases.act(
+        "releases", Principal.guardrail(), frozenset({"release"}), "pricing_exception",
+        {"action": "halt", "reason": "guardrail tripped", "evidence": {"canary_version": "v2"}})
+    return api.act("activate", version="v2")
+
+
+def _dry_run(c, manifest):
+    api = _releases(c)
+    c.client.patch("/api/decision/release-policy", json={"require_dry_run": True}, headers=api.headers())
+    return api.act("activate", version="v1", **({"migration_manifest": manifest} if manifest else {}))
 
 
 def _approve_unknown(api: Api):

@@ -11,8 +11,8 @@ from api.errors import error_response, gate_error_body, json_response
 from api.jsonio import read_json
 from api.runtime import idempotency_key_header, keyed, runtime
 from gate.errors import GateError
+from gate.principals import Principal
 from gate.services.decide import Caller
-from gate.services.releases import require
 
 bp = Blueprint("releases", __name__)
 
@@ -76,7 +76,7 @@ def release_action(caller: Caller, rulebook_id: str):
         body = read_json(request, rt.settings.max_body_bytes)
         if isinstance(body, dict) and "evidence" in body:
             return error_response("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
-        event, created = rt.releases.act(caller.scope, caller.key_id, caller.permissions, rulebook_id, body, key)
+        event, created = rt.releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
     except GateError as error:
         return _refused(error)
     state = rt.releases.state(caller.scope, rulebook_id)
@@ -85,17 +85,53 @@ def release_action(caller: Caller, rulebook_id: str):
                          {"x-idempotency-status": "created" if created else "replayed"})
 
 
-@bp.route("/api/decision/release-policy", methods=["GET", "PUT"])
+def principal_of(caller: Caller) -> Principal:
+    """The principal an API key acts as: its key id (never a name the request carries)."""
+    try:
+        return Principal.api_key(caller.key_id)
+    except ValueError:
+        raise GateError("RELEASE_PERMISSION_DENIED", "this API key's id cannot act on releases",
+                        permission="release") from None
+
+
+@bp.route("/api/decision/release-policy", methods=["GET", "PUT", "PATCH"])
 @keyed("SVC_API_UNAUTHORIZED")
 def release_policy(caller: Caller):
-    """The scope's release policy; changing it needs the `release` permission."""
+    """The scope's release policy, its pending requests and its signed changes. PUT states the
+    whole policy, PATCH the members it changes; both need the `admin` permission. While approvals
+    are required a weakening change answers 202 with a request a second principal approves."""
     rt = runtime()
     try:
-        if request.method == "PUT":
-            require(caller, "release")
-            policy = rt.releases.set_policy(caller.scope, read_json(request, rt.settings.max_body_bytes))
-        else:
-            policy = rt.releases.policy(caller.scope)
+        if request.method == "GET":
+            return json_response(200, {"ok": True, **rt.releases.policy_document(caller.scope)})
+        body = read_json(request, rt.settings.max_body_bytes)
+        event, _state = rt.releases.set_policy(caller.scope, principal_of(caller), caller.permissions, body,
+                                                   partial=request.method == "PATCH")
     except GateError as error:
         return _refused(error)
-    return json_response(200, {"ok": True, "policy": policy.to_json()})
+    requested = event is not None and event["action"] == "policy_request"
+    return json_response(202 if requested else 200, _policy_answer(rt, caller.scope, event))
+
+
+@bp.post("/api/decision/release-policy/approvals")
+@keyed("SVC_API_UNAUTHORIZED")
+def approve_release_policy(caller: Caller):
+    """A second principal (the `approve` permission, never the requester) applies a pending
+    policy request: `{"request_seq": N}`."""
+    rt = runtime()
+    try:
+        body = read_json(request, rt.settings.max_body_bytes)
+        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+            raise GateError("RELEASE_POLICY_INVALID", "the body is {request_seq, reason?}")
+        event, _state = rt.releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
+                                                       body.get("request_seq"), body.get("reason"))
+    except GateError as error:
+        return _refused(error)
+    return json_response(200, _policy_answer(rt, caller.scope, event))
+
+
+def _policy_answer(rt, scope: str, event) -> dict:
+    """The policy in force after the change, the pending requests and the change's signed event."""
+    document = rt.releases.policy_document(scope)
+    return {"ok": True, "policy": document["policy"], "pending": document["pending"],
+            "governance_seq": document["governance_seq"], "event": event}

@@ -43,9 +43,11 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 
 
 # Release permissions (docs/releases.md). `decide` is every key's right; the others are granted
-# explicitly (`gate keys create --permissions decide,publish,release,approve`). Stored as a sorted,
-# comma-separated list; a key without a stored list has today's rights: decide (and the reads).
-PERMISSIONS = ("decide", "publish", "release", "approve")
+# explicitly (`gate keys create --permissions decide,publish,release,approve,admin`). Stored as a
+# sorted, comma-separated list; a key without a stored list has today's rights: decide (and the
+# reads). `admin` (issue 42) changes the scope's release policy and overrides a guardrail halt; a
+# `release` key no longer does: one key must not switch the two-person rule off.
+PERMISSIONS = ("decide", "publish", "release", "approve", "admin")
 DEFAULT_PERMISSIONS = frozenset({"decide"})
 
 

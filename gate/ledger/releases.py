@@ -1,7 +1,9 @@
 """Ledger reads and writes of policy releases (tables `release_events`, `release_decisions`,
 `release_policies`; migration 0010). The release chain of one `(scope, rulebook_id)` is gap-free:
 an event is inserted as `seq = head + 1` under the primary key, so of two racing transitions one
-wins and the other is retried on the new head by the service."""
+wins and the other is retried on the new head by the service. A scope's release-policy changes
+are a chain of the same table under the reserved id `GOVERNANCE_ID` (issue 42); `release_policies`
+holds only the policy a scope stored before its first change."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.ledger.store import Ledger
 from gate.ledger.tables import outcome_latest, release_decisions, release_events, release_policies
+from gate.releases.governance import GOVERNANCE_ID
 
 
 class ReleaseRace(Exception):
@@ -71,7 +74,8 @@ class ReleaseLedger:
     def rulebook_ids(self, scope: str) -> list[str]:
         with self.ledger.read() as connection:
             rows = connection.execute(
-                select(release_events.c.rulebook_id).where(release_events.c.scope == scope)
+                select(release_events.c.rulebook_id).where(release_events.c.scope == scope,
+                                                           release_events.c.rulebook_id != GOVERNANCE_ID)
                 .group_by(release_events.c.rulebook_id).order_by(release_events.c.rulebook_id)).all()
         return [r[0] for r in rows]
 
@@ -80,10 +84,6 @@ class ReleaseLedger:
             return connection.execute(select(release_policies.c.policy_json)
                                       .where(release_policies.c.scope == scope)).scalar()
 
-    def set_policy(self, scope: str, policy_json: str, at: str) -> None:
-        with self.ledger.write() as connection:
-            connection.execute(release_policies.delete().where(release_policies.c.scope == scope))
-            connection.execute(insert(release_policies).values(scope=scope, policy_json=policy_json, updated_at=at))
 
     def arm_tallies(self, scope: str, rulebook_id: str, since_seq: int) -> dict[str, ArmTally]:
         """Per arm (active, canary) since event `since_seq`: decisions by verdict and their

@@ -2,10 +2,15 @@
 
 An event states the action and its inputs (who, when, why, the dry-run manifest it rests on, the
 guardrail evidence of an automatic halt), the hash of the event before it, and the release state
-after it. `event_hash` = sha256(canon(the event without `event_hash` and its signature members));
-the receipt key signs canon({event_hash, key_id}). `verify_history` checks a whole history offline:
-every hash, every link, every signature against the trust anchors, gap-free sequence numbers, and
-that each stated state is exactly the fold of the actions before it (gate.releases.model).
+after it. Since issue 42 it also carries its signed `principal` (kind, id, and for people the
+issuer, subject and display name) beside the `actor` string, the scope's policy event in force
+(`governance_seq`) and an admin's `override` of a guardrail halt. `event_hash` = sha256(canon(the
+event without `event_hash` and its signature members)); the receipt key signs
+canon({event_hash, key_id}) (gate.releases.sealing). `verify_history` checks a whole history
+offline: every hash, every link, every signature against the trust anchors, gap-free sequence
+numbers, that each stated state is exactly the fold of the actions before it
+(gate.releases.model), the scope's policy changes (gate.releases.governance), and that every
+event since issue 42 was allowed by the policy in force when it was made.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.keys.signing import ReceiptSigner
-from gate.protocol.canonical import canonical_bytes, sha256_hex
+from gate.principals import Principal
+from gate.releases.governance import GovernanceCheck, verify_governance
 from gate.releases.model import (
     Action,
     Canary,
@@ -25,20 +31,13 @@ from gate.releases.model import (
     Version,
     transition,
 )
+from gate.releases.policy import ReleasePolicy, needs_dry_run
+from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash, seal, signature_payload
 from gate.verify.anchors import TrustAnchors
-from gate.verify.signatures import signature_holds
 
 EVENT_VERSION = "release_event_v1"
 HISTORY_VERSION = "release_history_v1"
-SIGNATURE_MEMBERS = ("event_hash", "key_id", "signature_algorithm", "public_key_fingerprint", "signature")
-
-
-def event_hash(event: Mapping[str, Any]) -> str:
-    return sha256_hex({k: v for k, v in event.items() if k not in SIGNATURE_MEMBERS})
-
-
-def signature_payload(event_hash_value: str, key_id: str) -> bytes:
-    return canonical_bytes({"event_hash": event_hash_value, "key_id": key_id})
+OVERRIDE_HALT = "guardrail_halt"  # an admin's activation of a version its guardrail halted
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +48,9 @@ class EventInputs:
     reason: str | None = None
     migration_manifest_hash: str | None = None
     evidence: Mapping[str, Any] | None = None
+    principal: Principal | None = None  # who acted (issue 42): signed beside the actor string
+    governance_seq: int | None = None  # the scope's policy event in force (gate.releases.governance)
+    override: str | None = None  # OVERRIDE_HALT, with the reason, when an admin overrode a halt
 
 
 def state_member(state: ReleaseState) -> dict[str, Any]:
@@ -84,12 +86,12 @@ def build_event(state: ReleaseState, action: Action, inputs: EventInputs,
         "previous_event_hash": state.head_event_hash,
         "state": state_member(after),
     }
-    event["event_hash"] = event_hash(event)
-    if signer is not None:
-        event["key_id"] = signer.key_id
-        event["signature_algorithm"] = signer.algorithm
-        event["public_key_fingerprint"] = signer.public_key_fingerprint
-        event["signature"] = signer.sign_payload(signature_payload(event["event_hash"], signer.key_id))
+    if inputs.principal is not None:  # members of issue 42; events before it lack them and still verify
+        if inputs.principal.actor != action.actor:
+            raise ValueError("the event's actor must be its principal's")
+        event.update(principal=inputs.principal.to_json(), governance_seq=inputs.governance_seq,
+                     override=inputs.override)
+    seal(event, signer)
     return event, replace(after, seq=seq, head_event_hash=event["event_hash"])
 
 
@@ -126,59 +128,140 @@ def state_from_member(rulebook_id: str, seq: int, head: str | None, body: Mappin
 
 @dataclass(frozen=True, slots=True)
 class HistoryCheck:
-    """What `verify_history` found: overall validity and the first problem of each event."""
+    """What `verify_history` found: overall validity, the first problem, the state after the
+    last event and every change of the scope's release policy the history carries."""
 
     valid: bool
     events: int
     problems: tuple[str, ...] = field(default_factory=tuple)
     state: dict[str, Any] | None = None
+    policy_changes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "events": self.events, "problems": list(self.problems), "state": self.state}
+        return {"valid": self.valid, "events": self.events, "problems": list(self.problems), "state": self.state,
+                "policy_changes": list(self.policy_changes)}
+
+
+def halted_version(event: Mapping[str, Any]) -> str | None:
+    """The version a guardrail halted, when the event is such a halt."""
+    if event.get("action") != "halt" or event.get("actor") != "guardrail":
+        return None
+    evidence = event.get("evidence")
+    version = evidence.get("canary_version") if isinstance(evidence, Mapping) else None
+    return version if isinstance(version, str) else None
+
+
+def activating_version(event: Mapping[str, Any], state: ReleaseState) -> str | None:
+    """The version an event activates or asks to activate: an activation (direct or a request),
+    or the approval of an activation request pending in `state`."""
+    if event.get("action") == "activate":
+        version = event.get("version")
+        return version if isinstance(version, str) else None
+    if event.get("action") == "approve":
+        request = next((p for p in state.pending if p.seq == event.get("request_seq")), None)
+        return request.version.version if request is not None and request.action == "activate" else None
+    return None
+
+
+def override_problem(event: Mapping[str, Any], state: ReleaseState, halted: frozenset[str]) -> str | None:
+    """A version its guardrail halted is activated (asked, approved or applied) only with an
+    admin's override and a reason."""
+    version = activating_version(event, state)
+    if version in halted and (event.get("override") != OVERRIDE_HALT or not event.get("reason")):
+        return f"activates version {version!r}, which its guardrail halted, without an override and a reason"
+    return None
+
+
+def policy_problem(event: Mapping[str, Any], policy: ReleasePolicy) -> str | None:
+    """A canary or activation the policy in force did not allow as stated."""
+    name = event.get("action")
+    if name not in ("canary", "activate"):
+        return None
+    if policy.require_approval and event.get("approval_expires_at") is None:
+        return f"{name} applied alone while the policy in force required approval"
+    if needs_dry_run(policy, name, event.get("percent")) and not event.get("migration_manifest_hash"):
+        return f"{name} without the dry-run manifest the policy in force required"
+    return None
+
+
+def principal_problem(event: Mapping[str, Any]) -> str | None:
+    try:
+        principal = Principal.from_json(event.get("principal"))
+    except ValueError as exc:
+        return f"its principal is malformed ({exc})"
+    return None if principal.actor == event.get("actor") else "actor is not its principal's"
+
+
+def _governed_problem(event: Mapping[str, Any], state: ReleaseState, governance: GovernanceCheck,
+                      last_seq: int, halted: frozenset[str]) -> str | None:
+    """The checks of an event made since issue 42 (it carries its principal): who, which policy
+    event was in force (present, never going back), whether that policy allowed it, and halts."""
+    seq = event.get("governance_seq")
+    if type(seq) is not int or seq < last_seq:
+        return f"governance_seq {seq!r} goes back before policy event {last_seq}"
+    if seq >= len(governance.policies):
+        return f"names policy event {seq}, which the history lacks (deleted)"
+    policy = governance.policies[seq]
+    return (principal_problem(event) or (policy_problem(event, policy) if policy is not None else None)
+            or override_problem(event, state, halted))
 
 
 def _event_problem(event: Any, index: int, state: ReleaseState, anchors: TrustAnchors | None,
                    expected_scope_hash: Any) -> tuple[str | None, ReleaseState]:
+    where = f"event {index + 1}"
     if not isinstance(event, Mapping) or event.get("release_event_version") != EVENT_VERSION:
-        return f"event {index + 1}: not a {EVENT_VERSION} object", state
+        return f"{where}: not a {EVENT_VERSION} object", state
     if event.get("seq") != state.seq + 1:
-        return f"event {index + 1}: seq {event.get('seq')!r}, expected {state.seq + 1} (gap or reorder)", state
+        return f"{where}: seq {event.get('seq')!r}, expected {state.seq + 1} (gap or reorder)", state
     if event.get("rulebook_id") != state.rulebook_id or event.get("scope_hash") != expected_scope_hash:
-        return f"event {index + 1}: belongs to another release", state
-    if event.get("previous_event_hash") != state.head_event_hash:
-        return f"event {index + 1}: previous_event_hash does not link to the event before it", state
-    if event.get("event_hash") != event_hash(event):
-        return f"event {index + 1}: event_hash does not match its content (tampered)", state
-    if anchors is not None:
-        payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
-        held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
-                               event.get("public_key_fingerprint"), event.get("signature"), payload)
-        if held is not True:
-            return f"event {index + 1}: signature {'fails' if held is False else 'has no trusted key'}", state
+        return f"{where}: belongs to another release", state
+    problem = chain_problem(event, where, state.seq, state.head_event_hash, expected_scope_hash, anchors)
+    if problem is not None:
+        return problem, state
     try:
         after = replace(transition(state, action_of(event), state.seq + 1),
                         seq=state.seq + 1, head_event_hash=event["event_hash"])
     except ReleaseRefused as refused:
-        return f"event {index + 1}: the state machine refuses this action ({refused.code})", state
+        return f"{where}: the state machine refuses this action ({refused.code})", state
     if state_member(after) != event.get("state"):
-        return f"event {index + 1}: stated state is not the fold of the actions", state
+        return f"{where}: stated state is not the fold of the actions", state
     return None, after
 
 
-def verify_history(events: Sequence[Any], anchors: TrustAnchors | None) -> HistoryCheck:
-    """Check a release's whole history offline (anchors None: hashes and links only)."""
+def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
+                   governance: Sequence[Any] = ()) -> HistoryCheck:
+    """Check a release's whole history offline (anchors None: hashes and links only), with the
+    scope's governance chain: every policy change, and that each event since issue 42 names a
+    policy event the history holds and was allowed by it."""
     if not events or not isinstance(events[0], Mapping):
         return HistoryCheck(False, len(events), ("no events",))
     first = events[0]
-    state = ReleaseState(rulebook_id=str(first.get("rulebook_id")))
+    policy_check = verify_governance(governance, anchors, first.get("scope_hash"))
+    changes = policy_check.changes
+    if policy_check.problem is not None:
+        return HistoryCheck(False, len(events), (policy_check.problem,), None, changes)
+    state, last_seq, halted = ReleaseState(rulebook_id=str(first.get("rulebook_id"))), 0, frozenset[str]()
     for index, event in enumerate(events):
-        problem, state = _event_problem(event, index, state, anchors, first.get("scope_hash"))
+        problem, after = _event_problem(event, index, state, anchors, first.get("scope_hash"))
+        if problem is None and "principal" in event:
+            governed = _governed_problem(event, state, policy_check, last_seq, halted)
+            problem = f"event {index + 1}: {governed}" if governed else None
+            last_seq = event["governance_seq"] if governed is None else last_seq
         if problem is not None:
-            return HistoryCheck(False, len(events), (problem,))
-    return HistoryCheck(True, len(events), (), state.to_json())
+            return HistoryCheck(False, len(events), (problem,), None, changes)
+        state, version = after, halted_version(event)
+        halted = halted | {version} if version else halted
+    return HistoryCheck(True, len(events), (), state.to_json(), changes)
 
 
-def history_document(scope_hash_value: str, rulebook_id: str, events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The portable history file `gate verify --release-history` checks."""
+def history_document(scope_hash_value: str, rulebook_id: str, events: Sequence[Mapping[str, Any]],
+                     governance: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The portable history file `gate verify --release-history` checks: the release's events
+    and the scope's policy changes (its governance chain)."""
     return {"release_history_version": HISTORY_VERSION, "scope_hash": scope_hash_value,
-            "rulebook_id": rulebook_id, "events": list(events)}
+            "rulebook_id": rulebook_id, "events": list(events), "governance": list(governance)}
+
+
+__all__ = ["EVENT_VERSION", "HISTORY_VERSION", "OVERRIDE_HALT", "SIGNATURE_MEMBERS", "EventInputs", "HistoryCheck",
+           "action_of", "build_event", "event_hash", "history_document", "signature_payload", "state_from_member",
+           "verify_history"]

@@ -20,6 +20,11 @@ routing changes, and its manifest makes the expected drift and approval machine-
 6. The manifest must be approved: `status: approved`, and `approval.status: approved` (or
    `not_required` when no drift is expected).
 
+A dry-run's manifest (it carries the `dry_run` member: `gate dry-run`, the workbench's export)
+is checked against its own evidence instead (`dry_run_problems`, issue 42): it re-evaluated the
+rulebook's real history, which the golden corpus does not hold, and it says `proposed` because
+the approval of its drift is the release's approval, not an edit of the file.
+
 Result: `{ok, gate_passed, problems[], manifest{…}, observed_drift[], fixtures[]}`. `ok` is false
 when the check could not run (invalid manifest, no candidate, empty corpus); `gate_passed` only
 when every step holds.
@@ -36,7 +41,7 @@ import jsonschema
 
 from gate import vocabulary as C
 from gate.errors import GateError
-from gate.protocol.canonical import sha256_hex
+from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.replay.golden import (
     CORPUS_DIR,
     CorpusError,
@@ -47,6 +52,8 @@ from gate.replay.golden import (
 )
 from gate.replay.historical import Snapshot
 from gate.rulebook import SCHEMA_PATH, get_evaluator
+from gate.verify.anchors import TrustAnchors
+from gate.verify.signatures import signature_holds
 
 MIGRATION_SCHEMA = SCHEMA_PATH.parent / "rulebook-migration-v1.schema.json"
 CLASS_COVERS = {"evaluator": {"evaluator"}, "adapter": {"adapter"}, "rulebook": {"rulebook"},
@@ -120,10 +127,58 @@ def _replay_one(fixture: Fixture, manifest: dict[str, Any], candidate: Snapshot,
     return result
 
 
-def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None) -> dict[str, Any]:
+def _dry_run_signature(manifest: dict[str, Any], anchors: TrustAnchors | None) -> str | None:
+    """The problem of a dry-run manifest's signature by the service's receipt key, or None."""
+    signature = manifest.get("signature")
+    if anchors is None or anchors.empty:
+        return "signature: not checked (no trusted key: pass --public-key, --hmac-secret-env or --key-registry)"
+    if not isinstance(signature, dict):
+        return "signature: the manifest is not signed"
+    key_id = signature.get("key_id")
+    held = signature_holds(anchors, signature.get("algorithm"), key_id, signature.get("public_key_fingerprint"),
+                           signature.get("value"), canonical_bytes({"key_id": key_id,
+                                                                    "migration_hash": manifest["migration_hash"]}))
+    return None if held is True else f"signature: {'fails' if held is False else 'no trusted key can check it'}"
+
+
+def dry_run_problems(manifest: dict[str, Any], anchors: TrustAnchors | None) -> list[str]:
+    """A dry-run's manifest (`gate dry-run`, the workbench's export) is checked against its own
+    evidence, not the golden corpus: the dry-run re-evaluated the rulebook's real history.
+    Its hashes and signature hold, the drift it declares is the drift the dry-run measured, and
+    its status is `proposed` (what a dry-run writes: the approval of its drift is the release's
+    own approval, docs/releases.md) or `approved`; never `rejected` or `superseded`."""
+    dry_run, drift = manifest["dry_run"], manifest["expected_drift"]
+    problems = []
+    if dry_run.get("result_hash") != sha256_hex({k: v for k, v in dry_run.items() if k != "result_hash"}):
+        problems.append("dry_run.result_hash does not match the dry-run (edited)")
+    if manifest.get("migration_hash") != sha256_hex({k: v for k, v in manifest.items()
+                                                     if k not in ("migration_hash", "signature")}):
+        problems.append("migration_hash does not match the manifest (edited)")
+    else:
+        problems += [p for p in (_dry_run_signature(manifest, anchors),) if p]
+    if (dry_run.get("draft") or {}).get("rulebook_hash") != manifest["to"]["rulebook_hash"]:
+        problems.append("the dry-run's draft is not the manifest's `to` rulebook")
+    changes = dry_run.get("field_changes") if isinstance(dry_run.get("field_changes"), dict) else {}
+    measured = {name for name, count in changes.items() if count}
+    if measured != set(drift["fields"]):
+        problems.append(f"the declared drift {sorted(drift['fields'])} is not the drift the dry-run measured "
+                        f"{sorted(measured)}")
+    if (drift["policy"] == "requires_approval") != bool(drift["fields"]):
+        problems.append(f"expected_drift.policy {drift['policy']!r} contradicts the declared fields")
+    if manifest["status"] not in ("proposed", "approved"):
+        problems.append(f"the manifest is {manifest['status']}")
+    if manifest["approval"]["status"] == "rejected":
+        problems.append("the manifest's drift was rejected")
+    if not isinstance(dry_run.get("decisions_evaluated"), int) or dry_run["decisions_evaluated"] < 1:
+        problems.append("the dry-run re-evaluated no historical decision")
+    return problems
+
+
+def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None,
+                    anchors: TrustAnchors | None = None) -> dict[str, Any]:
     """Run the gate over a parsed manifest (see the module doc for every step). `adapters`
-    defaults to the shipped adapters (`gate.replay.golden.shipped_adapters`)."""
-    adapters = shipped_adapters() if adapters is None else adapters
+    defaults to the shipped adapters (`gate.replay.golden.shipped_adapters`). A dry-run's
+    manifest (it carries `dry_run`) is checked by `dry_run_problems` with `anchors`."""
     out: dict[str, Any] = {"ok": False, "gate_passed": False, "problems": [], "observed_drift": [], "fixtures": []}
     problems = _schema_problems(manifest)
     if problems:
@@ -133,6 +188,12 @@ def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any =
     out["manifest"] = {"migration_id": manifest["migration_id"], "status": manifest["status"],
                        "compatibility_class": manifest["compatibility_class"], "to": manifest["to"],
                        "expected_drift": manifest["expected_drift"], "approval_status": manifest["approval"]["status"]}
+    if isinstance(manifest.get("dry_run"), dict):
+        problems = dry_run_problems(manifest, anchors)
+        out.update(ok=True, gate_passed=not problems, problems=problems, observed_drift=sorted(declared),
+                   checked_against="dry_run")
+        return out
+    adapters = shipped_adapters() if adapters is None else adapters
     try:
         _, fixtures = load_corpus(corpus)
     except CorpusError as exc:

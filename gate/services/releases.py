@@ -25,10 +25,28 @@ from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.releases import ArmTally, ReleaseLedger, ReleaseRace, halt_rows
+from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.releases.events import EventInputs, build_event, history_document, state_from_member
+from gate.releases.events import (
+    OVERRIDE_HALT,
+    EventInputs,
+    activating_version,
+    build_event,
+    halted_version,
+    history_document,
+    state_from_member,
+)
 from gate.releases.figures import canary_figures, shadow_figures
+from gate.releases.governance import (
+    GOVERNANCE_ID,
+    GovernanceState,
+    PolicyAction,
+    build_governance_event,
+    pending_request,
+    state_from_event,
+)
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
+from gate.releases.guards import manifest_problems
 from gate.releases.model import (
     DEFAULT_SUBJECT,
     Action,
@@ -39,6 +57,7 @@ from gate.releases.model import (
     in_canary,
     subject_value,
 )
+from gate.releases.policy import ReleasePolicy, needs_approval, needs_dry_run
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.pipeline import Caller
@@ -46,37 +65,12 @@ from gate.services.pipeline import Caller
 CACHE_SECONDS = 1.0  # a transition reaches every other worker's decides within this bound
 GUARD_EVERY = 25  # canary decides between two background guardrail checks of a release
 _BODY_MEMBERS = {"action", "version", "percent", "subject", "reason", "migration_manifest_hash", "request_seq",
-                 "rulebook_hash"}
+                 "rulebook_hash", "migration_manifest", "override"}
 _SUBJECT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ACTION_PERMISSION = {"approve": "approve"}
+_MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 ARM_BLOCK_VERSION = "release_arm_v1"
-
-
-@dataclass(frozen=True, slots=True)
-class ReleasePolicy:
-    """A scope's release policy (`gate release policy`)."""
-
-    require_approval: bool = False
-    approval_ttl_seconds: int = 86_400
-    refuse_superseded_inline: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"require_approval": self.require_approval, "approval_ttl_seconds": self.approval_ttl_seconds,
-                "refuse_superseded_inline": self.refuse_superseded_inline}
-
-    @classmethod
-    def from_json(cls, body: Any) -> ReleasePolicy:
-        if not isinstance(body, Mapping) or set(body) - {"require_approval", "approval_ttl_seconds",
-                                                            "refuse_superseded_inline"}:
-            raise GateError("RELEASE_POLICY_INVALID", "a release policy has require_approval, approval_ttl_seconds "
-                            "and refuse_superseded_inline only")
-        ttl = body.get("approval_ttl_seconds", 86_400)
-        flags = (body.get("require_approval", False), body.get("refuse_superseded_inline", False))
-        if type(ttl) is not int or not 60 <= ttl <= 30 * 86_400 or any(type(f) is not bool for f in flags):
-            raise GateError("RELEASE_POLICY_INVALID", "approval_ttl_seconds is an integer from 60 to 2592000; "
-                            "the other two members are booleans")
-        return cls(flags[0], ttl, flags[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +94,26 @@ class Observed:
 
 
 def _permission_denied(permission: str) -> GateError:
-    return GateError("RELEASE_PERMISSION_DENIED", f"this API key lacks the {permission!r} permission "
-                     "(gate keys create --permissions ...)", permission=permission)
+    return GateError("RELEASE_PERMISSION_DENIED", f"this principal lacks the {permission!r} permission "
+                     "(API keys: gate keys create --permissions ...)", permission=permission)
 
 
 def require(caller: Caller, permission: str) -> None:
     if permission not in caller.permissions:
         raise _permission_denied(permission)
+
+
+def _require(principal: Principal, permissions: frozenset[str], permission: str) -> None:
+    """The service's own check of a principal's right (whatever a page or route already hid)."""
+    if not isinstance(principal, Principal):
+        raise TypeError("a release or policy change is made by a Principal, never a name")
+    if permission not in permissions:
+        raise _permission_denied(permission)
+
+
+def _check_reason(reason: Any) -> None:
+    if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
+        raise GateError("RELEASE_POLICY_INVALID", "reason must be a string of 1 to 500 characters")
 
 
 def _refused(refused: ReleaseRefused) -> GateError:
@@ -135,6 +142,7 @@ class ReleaseService:
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
         self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
+        self._gov_cache: dict[tuple[str, str], tuple[float, GovernanceState]] = {}
         self._lock = threading.Lock()
         self._canary_decides: dict[tuple[str, str], int] = {}
         self._guard_pool: ThreadPoolExecutor | None = None
@@ -175,22 +183,122 @@ class ReleaseService:
             self._cache[key] = (now + self.cache_seconds, state)
         return state
 
-    def policy(self, scope: str) -> ReleasePolicy:
-        stored = self.store.policy(scope)
-        return ReleasePolicy.from_json(json.loads(stored)) if stored else ReleasePolicy()
+    # ------------------------------------------------------------------ the release policy and its governance
 
-    def set_policy(self, scope: str, body: Any) -> ReleasePolicy:
-        policy = ReleasePolicy.from_json(body)
-        self.store.set_policy(scope, canonical_text(policy.to_json()), iso_ms(self.clock.now()))
-        return policy
+    def governance(self, scope: str, *, fresh: bool = False) -> GovernanceState:
+        """The scope's governance chain at its head (cached like a release state)."""
+        key = (scope, GOVERNANCE_ID)
+        now = time.monotonic()
+        cached = None if fresh else self._gov_cache.get(key)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        head = self.store.head(scope, GOVERNANCE_ID)
+        state = GovernanceState() if head is None else state_from_event(json.loads(head["event_json"]))
+        with self._lock:
+            if len(self._gov_cache) >= 4096:
+                self._gov_cache.clear()
+            self._gov_cache[key] = (now + self.cache_seconds, state)
+        return state
+
+    def _policy_of(self, scope: str, governance: GovernanceState) -> ReleasePolicy:
+        """The policy in force: the governance chain's, or (before its first change) the one a
+        scope stored before issue 42, or the default."""
+        if governance.policy is not None:
+            return governance.policy
+        stored = self.store.policy(scope)
+        return ReleasePolicy.stored(json.loads(stored)) if stored else ReleasePolicy()
+
+    def policy(self, scope: str, *, fresh: bool = False) -> ReleasePolicy:
+        return self._policy_of(scope, self.governance(scope, fresh=fresh))
+
+    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any, *,
+                   partial: bool = False, reason: str | None = None) -> tuple[dict[str, Any] | None, GovernanceState]:
+        """Change the policy (PUT: `body` states it whole; PATCH, `partial`: the members named):
+        (the signed governance event, or None when nothing changes; the state after). A weakening
+        change while approvals are required becomes a pending request."""
+        _require(principal, permissions, "admin")
+        _check_reason(reason)
+        for _attempt in range(8):
+            governance = self.governance(scope, fresh=True)
+            before = self._policy_of(scope, governance)
+            after = before.patched(body) if partial else ReleasePolicy.from_json(body)
+            if after == before:
+                return None, governance
+            now = self.clock.now()
+            expires = iso_ms(_utc(now) + timedelta(seconds=before.approval_ttl_seconds)) \
+                if needs_approval(before, after) else None
+            action = PolicyAction("policy_request" if expires else "policy_set", principal, iso_ms(now), before,
+                                  after, expires_at=expires, reason=reason)
+            done = self._govern(scope, governance, action)
+            if done is not None:
+                return done
+        raise GateError("LEDGER_UNAVAILABLE", "release policy changes raced too often; retry")
+
+    def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+                       reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
+        """A second principal applies a pending policy request (the `approve` permission)."""
+        _require(principal, permissions, "approve")
+        _check_reason(reason)
+        if type(request_seq) is not int or request_seq < 1:
+            raise GateError("RELEASE_POLICY_INVALID", "request_seq must be a positive integer")
+        for _attempt in range(8):
+            governance = self.governance(scope, fresh=True)
+            at = iso_ms(self.clock.now())
+            request = pending_request(governance, request_seq, at)
+            if request is None:
+                raise GateError("RELEASE_APPROVAL_NOT_FOUND", "no pending policy request has this request_seq "
+                                "(it may have expired or been applied)")
+            action = PolicyAction("policy_approve", principal, at, self._policy_of(scope, governance), request.after,
+                                  request_seq=request_seq, reason=reason)
+            done = self._govern(scope, governance, action)
+            if done is not None:
+                return done
+        raise GateError("LEDGER_UNAVAILABLE", "release policy changes raced too often; retry")
+
+    def _govern(self, scope: str, governance: GovernanceState,
+                action: PolicyAction) -> tuple[dict[str, Any], GovernanceState] | None:
+        """Append one governance event (None: another change took its seq; the caller re-reads)."""
+        try:
+            event, after = build_governance_event(governance, action, scope_hash(scope), self._signer())
+        except ReleaseRefused as refused:
+            raise _refused(refused) from None
+        try:
+            self.store.append({"scope": scope, "rulebook_id": GOVERNANCE_ID, "seq": event["seq"],
+                               "action": event["action"], "event_hash": event["event_hash"], "idempotency_key": None,
+                               "request_hash": event["event_hash"], "created_at": event["created_at"],
+                               "event_json": canonical_text(event)})
+        except ReleaseRace:
+            return None
+        self.governance(scope, fresh=True)
+        return event, after
+
+    def policy_document(self, scope: str) -> dict[str, Any]:
+        """What GET /api/decision/release-policy answers: the policy in force, the pending
+        requests and every change (the signed governance events)."""
+        governance = self.governance(scope, fresh=True)
+        at = iso_ms(self.clock.now())
+        return {"policy": self._policy_of(scope, governance).to_json(),
+                "pending": [p.to_json() for p in governance.pending if p.expires_at > at],
+                "governance_seq": governance.seq, "history": self.governance_history(scope)}
+
+    def governance_history(self, scope: str) -> list[dict[str, Any]]:
+        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
+
+    def _signer(self) -> Any:
+        signer = self.signing.receipt_signer()
+        if signer is None and self.signing.required:
+            raise SigningUnavailable()  # SECURITY: no unsigned release or policy event where signing is required
+        return signer
 
     def history(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
         return [json.loads(row["event_json"]) for row in self.store.events(scope, rulebook_id)]
 
     def history_document(self, caller_scope: str, rulebook_id: str) -> dict[str, Any]:
-        """The portable, offline-verifiable release history (`gate verify --release-history`)."""
+        """The portable, offline-verifiable release history (`gate verify --release-history`),
+        with the scope's policy changes."""
         self._known(caller_scope, rulebook_id)
-        return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id))
+        return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id),
+                                self.governance_history(caller_scope))
 
     def status(self, scope: str, rulebook_id: str) -> dict[str, Any]:
         """State, policy, history and the live comparison; runs the guardrails (they may halt)."""
@@ -214,16 +322,16 @@ class ReleaseService:
 
     # ------------------------------------------------------------------ transitions
 
-    def act(self, scope: str, actor: str, permissions: frozenset[str], rulebook_id: str, body: Any,
+    def act(self, scope: str, principal: Principal, permissions: frozenset[str], rulebook_id: str, body: Any,
             idempotency_key: str | None = None) -> tuple[dict[str, Any], bool]:
-        """Apply one action: (the signed event, newly created). The same idempotency key with the
-        same body answers the same event; with another body it is 409."""
+        """Apply one action by an authenticated principal: (the signed event, newly created). The
+        same idempotency key with the same body answers the same event; with another body it is 409."""
+        if not isinstance(principal, Principal):
+            raise TypeError("a release action is taken by a Principal, never a name")
         checked = self._checked_body(body)
-        require_permission = _ACTION_PERMISSION.get(checked["action"], "release")
-        if require_permission not in permissions:
-            raise _permission_denied(require_permission)
+        _require(principal, permissions, _ACTION_PERMISSION.get(checked["action"], "release"))
         self._known(scope, rulebook_id)
-        request_hash = sha256_hex({"actor": actor, "body": checked})
+        request_hash = sha256_hex({"actor": principal.actor, "body": checked})
         for _attempt in range(8):
             if idempotency_key is not None:
                 known = self.store.by_idempotency(scope, rulebook_id, idempotency_key)
@@ -232,7 +340,7 @@ class ReleaseService:
                         raise GateError("RELEASE_IDEMPOTENCY_CONFLICT",
                                         "this idempotency key was already used with another release request")
                     return json.loads(known["event_json"]), False
-            event = self._event(scope, actor, rulebook_id, checked)
+            event = self._event(scope, principal, permissions, rulebook_id, checked)
             try:
                 self.store.append({"scope": scope, "rulebook_id": rulebook_id, "seq": event["seq"],
                                    "action": event["action"], "event_hash": event["event_hash"],
@@ -244,29 +352,69 @@ class ReleaseService:
             return event, True
         raise GateError("LEDGER_UNAVAILABLE", "release transitions raced too often; retry")
 
-    def _event(self, scope: str, actor: str, rulebook_id: str, checked: dict[str, Any]) -> dict[str, Any]:
+    def _event(self, scope: str, principal: Principal, permissions: frozenset[str], rulebook_id: str,
+               checked: dict[str, Any]) -> dict[str, Any]:
         state = self.state(scope, rulebook_id, fresh=True)
+        governance = self.governance(scope, fresh=True)
+        policy = self._policy_of(scope, governance)
         name = checked["action"]
         now = self.clock.now()
         version = self._version(scope, rulebook_id, checked["version"]) if checked.get("version") is not None else None
         if name == "approve" and version is not None and checked.get("rulebook_hash") != version.rulebook_hash:
             raise GateError("RELEASE_APPROVAL_MISMATCH", "rulebook_hash is not the published hash of this version")
         expires = None
-        policy = self.policy(scope)
         if name in ("canary", "activate") and policy.require_approval:
             expires = iso_ms(_utc(now) + timedelta(seconds=policy.approval_ttl_seconds))
-        action = Action(name, actor, iso_ms(now), version, checked.get("percent"),
+        override = self._halt_override(scope, rulebook_id, state, checked, permissions)
+        manifest_hash = self._dry_run_evidence(rulebook_id, policy, checked, version, now)
+        action = Action(name, principal.actor, iso_ms(now), version, checked.get("percent"),
                         checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires)
-        inputs = EventInputs(scope_hash(scope), checked.get("reason"), checked.get("migration_manifest_hash"),
-                             checked.get("evidence"))
-        signer = self.signing.receipt_signer()
-        if signer is None and self.signing.required:
-            raise SigningUnavailable()  # SECURITY: no unsigned release event where signing is required
+        inputs = EventInputs(scope_hash(scope), checked.get("reason"), manifest_hash, checked.get("evidence"),
+                             principal, governance.seq, override)
         try:
-            event, _after = build_event(state, action, inputs, signer)
+            event, _after = build_event(state, action, inputs, self._signer())
         except ReleaseRefused as refused:
             raise _refused(refused) from None
         return event
+
+    def _halt_override(self, scope: str, rulebook_id: str, state: ReleaseState, checked: Mapping[str, Any],
+                       permissions: frozenset[str]) -> str | None:
+        """A version its guardrail halted is activated only by an admin who says so and why."""
+        version = activating_version(checked, state)
+        halted = version is not None and any(halted_version(e) == version for e in self.history(scope, rulebook_id))
+        if not halted:
+            if checked.get("override") is not None:
+                raise GateError("RELEASE_ACTION_INVALID", "override applies only to activating a version its "
+                                "guardrail halted")
+            return None
+        if checked.get("override") != OVERRIDE_HALT or not checked.get("reason"):
+            raise GateError("RELEASE_VERSION_HALTED", f"version {version!r} was halted by its guardrail: an admin "
+                            f"activates it only with override {OVERRIDE_HALT!r} and a reason", version=version)
+        if "admin" not in permissions:
+            raise _permission_denied("admin")
+        return OVERRIDE_HALT
+
+    def _dry_run_evidence(self, rulebook_id: str, policy: ReleasePolicy, checked: Mapping[str, Any],
+                          version: Version | None, now: datetime) -> str | None:
+        """The migration_hash the event records: a passed manifest's, checked in full, where the
+        policy asks for one (or whenever one is passed); else the hash the caller stated, if any."""
+        manifest = checked.get("migration_manifest")
+        if manifest is None:
+            if needs_dry_run(policy, checked["action"], checked.get("percent")):
+                raise GateError("RELEASE_DRY_RUN_REQUIRED", f"this scope's policy requires a signed dry-run manifest "
+                                f"of the version for {checked['action']}: pass migration_manifest")
+            stated: str | None = checked.get("migration_manifest_hash")
+            return stated
+        if version is None or checked["action"] not in ("canary", "activate"):
+            raise GateError("RELEASE_ACTION_INVALID", "migration_manifest goes with a canary or an activation")
+        problems = manifest_problems(manifest, rulebook_id, version, self.signing.trust_anchors(), _utc(now),
+                                     policy.dry_run_max_age_seconds)
+        if problems:
+            raise GateError("RELEASE_DRY_RUN_REJECTED", problems[0], problems=problems)
+        digest: str = manifest["migration_hash"]
+        if checked.get("migration_manifest_hash") not in (None, digest):
+            raise GateError("RELEASE_ACTION_INVALID", "migration_manifest_hash is not the passed manifest's")
+        return digest
 
     @staticmethod
     def _checked_body(body: Any) -> dict[str, Any]:
@@ -407,7 +555,7 @@ class ReleaseService:
                 "evidence": {"canary_version": canary.version.version, "canary_since_seq": canary.since_seq,
                              **report.to_json()}}
         try:
-            self.act(scope, "guardrail", frozenset({"release"}), rulebook_id, body,
+            self.act(scope, Principal.guardrail(), frozenset({"release"}), rulebook_id, body,
                      idempotency_key=f"guardrail:{canary.since_seq}")
         except GateError as error:
             if error.code != "RELEASE_NOTHING_TO_HALT":  # someone halted it first: nothing to do
@@ -493,6 +641,11 @@ def _body_problems(body: Mapping[str, Any]) -> list[str]:
     evidence = body.get("evidence")
     if evidence is not None and not isinstance(evidence, Mapping):
         problems.append("evidence must be an object")
+    if body.get("migration_manifest") is not None and not isinstance(body.get("migration_manifest"), Mapping):
+        problems.append("migration_manifest must be a dry-run's manifest (a JSON object)")
+    if body.get("override") not in (None, OVERRIDE_HALT):
+        problems.append(f"override, when given, is {OVERRIDE_HALT!r} (an admin activating a version its guardrail "
+                        "halted, with a reason)")
     return problems
 
 

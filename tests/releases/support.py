@@ -10,7 +10,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 RULEBOOK = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
 REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
-ALL = "decide,publish,release,approve"
+ALL = "decide,publish,release,approve,admin"
 
 
 def version(name: str, *, approve_limit: int = 20, action: str = "apply_discount") -> dict[str, Any]:

@@ -174,7 +174,7 @@ def test_superseded_inline_decides_say_so_and_an_opted_in_scope_refuses_them(cli
     assert "release_arm" not in old.json  # an inline decide's record is exactly what the spec says
     current = author.decide(inline(version("v2", approve_limit=10)))
     assert current.status_code == 200 and "x-decision-rulebook-superseded-by" not in current.headers
-    client.put("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=author.headers())
+    client.patch("/api/decision/release-policy", json={"refuse_superseded_inline": True}, headers=author.headers())
     author.client.application.extensions["gate"].releases.cache_seconds = 0
     refused = author.decide(inline(version("v1")))
     assert refused.status_code == 409 and refused.json["error"] == "RULEBOOK_SUPERSEDED"
@@ -186,11 +186,12 @@ def test_release_policy_input_is_checked(client, author, issue_key):
     bad = client.put("/api/decision/release-policy", json={"require_approval": "yes"}, headers=author.headers())
     assert bad.status_code == 400 and bad.json["error"] == "RELEASE_POLICY_INVALID"
     plain = issue_key()["api_key"]
-    denied = client.put("/api/decision/release-policy", json={"require_approval": True},
-                        headers={"x-api-key": plain})
+    denied = client.patch("/api/decision/release-policy", json={"require_approval": True},
+                          headers={"x-api-key": plain})
     assert denied.status_code == 403
     assert client.get("/api/decision/release-policy", headers=author.headers()).json["policy"] == {
-        "require_approval": False, "approval_ttl_seconds": 86400, "refuse_superseded_inline": False}
+        "require_approval": False, "approval_ttl_seconds": 86400, "refuse_superseded_inline": False,
+        "require_dry_run": False, "dry_run_canary_percent": 0, "dry_run_max_age_seconds": 604800}
 
 
 @pytest.mark.parametrize(("body", "code"), [
@@ -247,7 +248,7 @@ def test_approvals_need_a_second_identity_and_bind_the_version_hash(client, issu
     approver = Api(client, issue_key(permissions="approve")["api_key"])
     author.publish(version("v1"))
     published = author.publish(version("v2", approve_limit=10)).json["rulebook"]
-    client.put("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 600},
+    client.patch("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 600},
                headers=author.headers())
     requested = author.act("activate", version="v1", reason="first release")
     assert requested.status_code == 201
@@ -277,7 +278,7 @@ def author_key_id(client, api: Api) -> str:
 def test_an_expired_approval_request_cannot_be_approved(client, issue_key, author):
     approver = Api(client, issue_key(permissions="approve")["api_key"])
     author.publish(version("v1"))
-    client.put("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 60},
+    client.patch("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 60},
                headers=author.headers())
     pending = author.act("activate", version="v1").json["state"]["pending"][0]
     clock = client.application.extensions["gate"].service.clock

@@ -478,7 +478,7 @@ class WorkbenchStore:
         """One transition by the session's `principal` with its `permissions` in `scope` (a signed
         event; the service refuses an action the permissions do not cover, and an approval by the
         principal that made the request). Raises GateError with the API's codes."""
-        event, _created = self.releases.act(scope, principal.actor, permissions, rulebook_id, body)
+        event, _created = self.releases.act(scope, principal, permissions, rulebook_id, body)
         return event
 
     def release_policy(self, scope: str) -> dict[str, Any]:

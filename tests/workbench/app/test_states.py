@@ -9,6 +9,7 @@ import copy
 import json
 from pathlib import Path
 
+from gate.principals import Principal
 from workbench.app.access import Identity, Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
@@ -181,7 +182,8 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     assert author.status["history"][-1]["reason"] == "<b>not yet</b>"  # stored as data
     author.act("rollback")
     assert "refused (RELEASE_NOTHING_TO_ROLL_BACK)" in author.message
-    store.releases.set_policy("globex", {"require_approval": True})
+    admin = (Principal.operator("test-admin"), frozenset({"admin", "approve"}))
+    store.releases.set_policy("globex", *admin, {"require_approval": True}, partial=True)
     author.propose("activate", version="2027-02-01")
     assert "another person must approve" in author.confirmation_text()
     author.confirm()
@@ -196,7 +198,11 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     assert approver.status["state"]["active"]["version"] == "2027-02-01"
     assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:password-file#alice",
                                                                      "person:password-file#bob"]
-    store.releases.set_policy("globex", {})
+    # Turning approvals off again weakens the policy: a request a second principal approves.
+    _event, requested = store.releases.set_policy("globex", *admin, {"require_approval": False}, partial=True)
+    store.releases.approve_policy("globex", Principal.operator("test-approver"), frozenset({"approve"}),
+                                  requested.pending[-1].seq)
+    assert store.releases.policy("globex").require_approval is False
 
 
 def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):

@@ -1,0 +1,81 @@
+"""Issue 42 through `gate release` as a subprocess: no option names an identity (`--as` is gone),
+the local operator is `operator:<login of the real user id>`, marked as an operator in the signed
+event, and cannot approve its own request, whatever LOGNAME or USER say; a policy weakening from
+the CLI is a request like any other; `gate keys create --permissions admin` works."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+
+from tests.releases.support import ALL, Api, version
+
+SCOPE = "tenant_a"
+
+
+def _gate(gate_env, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", ""),
+                   **(env or {})}
+    return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
+                          env=environment, timeout=120)
+
+
+def _login() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_as_is_refused_as_an_unknown_option(gate_env):
+    for command in (["approve", "--request-seq", "1", "--version", "v1", "--rulebook-hash", "0" * 64],
+                    ["activate", "--version", "v1"]):
+        run = _gate(gate_env, "release", command[0], "--scope", SCOPE, "--rulebook-id", "pricing_exception",
+                    *command[1:], "--as", "someone-else")
+        assert run.returncode == 2, run.stdout + run.stderr
+        assert "unrecognized arguments: --as someone-else" in run.stderr
+
+
+def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue_key, gate_env, tmp_path):
+    author = Api(client, issue_key(scope=SCOPE, permissions=ALL)["api_key"])
+    published = author.publish(version("v1")).json["rulebook"]
+    policy = _gate(gate_env, "release", "policy", "--scope", SCOPE, "--require-approval", "--reason", "two people")
+    assert policy.returncode == 0, policy.stderr
+    assert json.loads(policy.stdout)["event"]["principal"] == {"kind": "operator", "id": f"operator:{_login()}"}
+    requested = _gate(gate_env, "release", "activate", "--scope", SCOPE, "--rulebook-id", "pricing_exception",
+                      "--version", "v1", "--json")
+    assert requested.returncode == 0, requested.stderr
+    event = json.loads(requested.stdout)
+    assert event["principal"] == {"kind": "operator", "id": f"operator:{_login()}"}
+    assert event["actor"] == f"operator:{_login()}" and event["state"]["pending"][0]["request_seq"] == event["seq"]
+    approve = ("release", "approve", "--scope", SCOPE, "--rulebook-id", "pricing_exception", "--request-seq",
+               str(event["seq"]), "--version", "v1", "--rulebook-hash", published["hash"])
+    for names in ({}, {"LOGNAME": "someone-else", "USER": "someone-else", "USERNAME": "someone-else"}):
+        own = _gate(gate_env, *approve, env=names)
+        assert own.returncode == 1 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
+    status = author.status().json
+    assert status["state"]["active"] is None and len(status["history"]) == 1  # nothing recorded
+    second = Api(client, issue_key(scope=SCOPE, permissions="approve")["api_key"])
+    approved = second.act("approve", request_seq=event["seq"], version="v1", rulebook_hash=published["hash"])
+    assert approved.status_code == 201 and approved.json["state"]["active"]["version"] == "v1"
+
+
+def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(gate_env):
+    assert _gate(gate_env, "release", "policy", "--scope", SCOPE, "--require-approval",
+                 "--approval-ttl", "3600").returncode == 0
+    weakened = _gate(gate_env, "release", "policy", "--scope", SCOPE, "--no-require-approval")
+    assert weakened.returncode == 0, weakened.stderr
+    shown = json.loads(weakened.stdout)
+    assert shown["policy"]["require_approval"] is True and shown["policy"]["approval_ttl_seconds"] == 3600
+    assert shown["event"]["action"] == "policy_request" and "waits for a second principal" in weakened.stderr
+    own = _gate(gate_env, "release", "policy-approve", "--scope", SCOPE, "--request-seq", str(shown["event"]["seq"]),
+                env={"LOGNAME": "someone-else", "USER": "someone-else"})
+    assert own.returncode == 1 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
+    still = json.loads(_gate(gate_env, "release", "policy", "--scope", SCOPE).stdout)
+    assert still["policy"]["require_approval"] is True and len(still["pending"]) == 1
+
+
+def test_keys_are_created_with_the_admin_permission(gate_env):
+    run = _gate(gate_env, "keys", "create", "--scope", SCOPE, "--permissions", "release,admin", "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["permissions"] == "decide,release,admin"
