@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from gate.principals import Principal
 from tests.browser.conftest import Workbench, screenshot
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
@@ -39,7 +40,8 @@ def governed(tmp_path_factory, oidc_provider):  # noqa: F811
     home = tmp_path_factory.mktemp("oidc-home")
     build_small_ledger(home)
     ledger, releases = release_service(home)
-    releases.set_policy(SCOPE, {"require_approval": True})
+    releases.set_policy(SCOPE, Principal.operator("test-admin"), frozenset({"admin"}), {"require_approval": True},
+                        partial=True)
     ledger.dispose()
     port = free_port()
     client_id, client_secret = oidc_provider.register(f"http://127.0.0.1:{port}/login")
@@ -119,6 +121,11 @@ def test_an_author_requests_and_another_person_approves(browser, governed):
     assert (request["action"], request["actor"]) == ("activate", f"person:{issuer}#alice")
     assert (approval["action"], approval["actor"]) == ("approve", f"person:{issuer}#bob")
     assert approval["request_seq"] == request["seq"] and approval["state"]["active"]["version"] == VERSION
+    # The signed principal members name both people: issuer, subject and display name.
+    assert request["principal"] == {"kind": "person", "id": f"{issuer}#alice", "issuer": issuer, "subject": "alice",
+                                    "display_name": "Alice Author"}
+    assert approval["principal"] == {"kind": "person", "id": f"{issuer}#bob", "issuer": issuer, "subject": "bob",
+                                     "display_name": "Bob Approver"}
 
 
 # Show the hidden Activate button of the page's Bokeh document (what a hand-made client can do).
