@@ -187,12 +187,14 @@ def build_store(settings, dataset: str | None, cluster: str | None = None):
 
 def cmd_workbench(args) -> int:
     from workbench.app.access import AccessConfigError, access_for
-    from workbench.app.oidc import OIDCConfigError
+    from workbench.app.oidc import discover
 
     try:
         bind, authority = bind_address(args.host, args.port)
         access = access_for(bind, args.basic_auth, args.grants, oidc_settings(args))
-    except (AccessConfigError, ValueError) as exc:
+        # The provider's discovery document, read before anything is opened (OIDCConfigError).
+        discovery = discover(access.oidc) if access.oidc is not None else None
+    except (AccessConfigError, ValueError) as exc:  # OIDCConfigError is a ValueError
         print(f"gate workbench: {exc}", file=sys.stderr)
         return 2
     settings = Settings.from_env()
@@ -204,12 +206,9 @@ def cmd_workbench(args) -> int:
     from workbench.app.server import make_server
 
     try:
-        server = make_server(store, access, bind, args.port, origins=args.allow_origin)
+        server = make_server(store, access, bind, args.port, origins=args.allow_origin, discovery=discovery)
     except OSError as exc:  # the address is not this machine's, or the port is taken
         print(f"gate workbench: cannot listen on {authority}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
-    except OIDCConfigError as exc:
-        print(f"gate workbench: {exc}", file=sys.stderr)
         return 2
     print(f"workbench on http://{authority}/workbench", flush=True)
     server.start()
