@@ -90,6 +90,7 @@ def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate
         act(page, "Halt")
         page.get_by_text("halt recorded as release event 3").wait_for()
         api.publish(version("v3", action="apply_discount_v3"))
+        refresh(page)  # the version picker offers what is published as of the last read
         act(page, "Start canary", "v3", "10")
         page.get_by_text("canary recorded as release event 4").wait_for()
         refresh(page)

@@ -150,7 +150,6 @@ def releases_page(state: ReleasesState) -> pn.viewable.Viewable:
     moves["activate"].on_click(lambda _: state.propose("activate", version=version.value, reason=reason.value))
     moves["halt"].on_click(lambda _: state.act("halt", reason=reason.value))
     moves["rollback"].on_click(lambda _: state.act("rollback", reason=reason.value))
-    refresh.on_click(lambda _: state.refresh())
 
     def follow(*_: object) -> None:  # the pickers and the buttons follow the release and the scope
         version.options = state.versions()
@@ -160,6 +159,12 @@ def releases_page(state: ReleasesState) -> pn.viewable.Viewable:
 
     state.param.watch(follow, ["status", "scope"])
     follow()
+
+    def reread(_: object) -> None:  # versions published elsewhere (API, CLI) appear in the picker
+        state.refresh()
+        follow()
+
+    refresh.on_click(reread)
     return pn.Column(
         pn.Row(version, percent, reason, align="end"),
         pn.Row(*moves.values(), refresh),
