@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 
 import pytest
 
 from gate.principals import Principal
-from tests.browser.conftest import Workbench, screenshot
+from tests.browser.conftest import GATE, Workbench, screenshot
+from tests.demo_support import gate_env
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
 from tests.server.support import free_port
@@ -126,6 +128,19 @@ def test_an_author_requests_and_another_person_approves(browser, governed):
                                     "display_name": "Alice Author"}
     assert approval["principal"] == {"kind": "person", "id": f"{issuer}#bob", "issuer": issuer, "subject": "bob",
                                      "display_name": "Bob Approver"}
+    # Offline: `gate verify` checks the exported history whose signed events name both people, and
+    # lists the policy change that required the approval.
+    env = gate_env(server.home)
+    exported = subprocess.run([GATE, "release", "history", "--scope", SCOPE, "--rulebook-id", RULEBOOK_ID],
+                              env=env, check=True, capture_output=True, text=True, timeout=120).stdout
+    (server.home / "history.json").write_text(exported)
+    verified = json.loads(subprocess.run([GATE, "verify", "--json", str(server.home / "history.json")], env=env,
+                                         capture_output=True, text=True, timeout=120).stdout)
+    assert verified["integrity_valid"] and verified["problems"] == []
+    assert [change["policy_after"]["require_approval"] for change in verified["policy_changes"]] == [True]
+    people = {e["principal"]["display_name"] for e in json.loads(exported)["events"]
+              if (e.get("principal") or {}).get("kind") == "person"}
+    assert people == {"Alice Author", "Bob Approver"}
 
 
 # Show the hidden Activate button of the page's Bokeh document (what a hand-made client can do).
