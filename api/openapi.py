@@ -157,8 +157,9 @@ RELEASE_ENDPOINTS: tuple[Endpoint, ...] = (
               404: "not published in this scope"},
              errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
     Endpoint("get", "/api/decision/rulebooks/{rulebook_id}/release/history", "The portable release history "
-             "(`release_history_v1`) that `gate verify` checks offline.", True,
-             {200: "{release_history_version, scope_hash, rulebook_id, events}", 401: "missing or invalid key",
+             "(`release_history_v1`) that `gate verify` checks offline, with the scope's signed policy changes "
+             "(`governance`).", True,
+             {200: "{release_history_version, scope_hash, rulebook_id, events, governance}", 401: "missing or invalid key",
               404: "not published in this scope"},
              errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",)),
     Endpoint("post", "/api/decision/rulebooks/{rulebook_id}/release", "One transition `{action: shadow | canary | "

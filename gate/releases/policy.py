@@ -91,16 +91,18 @@ def _checked(policy: ReleasePolicy) -> ReleasePolicy:
 
 
 def weakenings(before: ReleasePolicy, after: ReleasePolicy) -> tuple[str, ...]:
-    """The members `after` weakens: a check turned off, a longer approval expiry, a staler
-    dry-run allowed, a larger canary share without one. (No member names who may approve:
-    that is the `approve` permission of keys and roles, not the policy.)"""
+    """The members `after` weakens: a check turned off, a longer approval expiry, and, while the
+    dry-run stays required, a staler dry-run or a larger canary share without one (turning the
+    dry-run off is named itself; turning it on never weakens). No member names who may approve:
+    that is the `approve` permission of keys and roles, not the policy."""
     out = []
     for name in ("require_approval", "refuse_superseded_inline", "require_dry_run"):
         if getattr(before, name) and not getattr(after, name):
             out.append(name)
-    for name in ("approval_ttl_seconds", "dry_run_max_age_seconds", "dry_run_canary_percent"):
-        if getattr(after, name) > getattr(before, name):
-            out.append(name)
+    numbers = ["approval_ttl_seconds"]
+    if before.require_dry_run and after.require_dry_run:  # the dry-run's bounds matter only while it is on
+        numbers += ["dry_run_max_age_seconds", "dry_run_canary_percent"]
+    out += [name for name in numbers if getattr(after, name) > getattr(before, name)]
     return tuple(out)
 
 

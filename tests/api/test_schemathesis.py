@@ -74,6 +74,10 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     # percent; a percent two decimals): relations JSON Schema's one object cannot state per action.
     "RELEASE_ACTION_INVALID": (None, ("POST /api/decision/rulebooks/{rulebook_id}/release",),
                                "the members each action needs"),
+    # A migration_manifest is an object to the schema; the gate checks it as `gate migration check`
+    # does (signature, hashes, the version it tested, its age): issue 42, docs/releases.md.
+    "RELEASE_DRY_RUN_REJECTED": (None, ("POST /api/decision/rulebooks/{rulebook_id}/release",),
+                                 "the dry-run manifest's signature, hashes, version and age"),
     # JSON Schema's uniqueItems compares whole items; scenario ids are unique on their own.
     "COUNTERFACTUAL_SCENARIOS_INVALID": (frozenset({"duplicate_value"}), None, "scenario ids unique in the request"),
     "REQUEST_INVALID": (frozenset({

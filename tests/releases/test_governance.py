@@ -219,3 +219,27 @@ def test_old_events_without_a_principal_still_verify(client, key_a):
     check = verify_history(history["events"], None, history["governance"])  # hashes and links (re-signed: no key)
     assert check.valid, check.problems
     assert json.loads(json.dumps(check.to_json()))["policy_changes"] == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_racing_policy_changes_make_one_gap_free_signed_chain(app, issue_key, backend):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gate.releases.governance import verify_governance
+
+    client = app.test_client()
+    key_a = Api(client, issue_key(permissions=ALL)["api_key"])
+
+    def change(ttl: int) -> int:
+        other = Api(app.test_client(), key_a.key)
+        return _policy(other, approval_ttl_seconds=ttl).status_code
+
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(change, range(600, 1200, 100)))
+    assert codes == [200] * 6
+    history = client.get(POLICY, headers=key_a.headers()).json["history"]
+    assert [e["seq"] for e in history] == [1, 2, 3, 4, 5, 6]
+    assert all(e["previous_event_hash"] == p["event_hash"] for p, e in zip(history, history[1:], strict=False))
+    check = verify_governance(history, _anchors(client), history[0]["scope_hash"])
+    assert check.problem is None and check.policies[-1].approval_ttl_seconds == history[-1]["policy_after"][
+        "approval_ttl_seconds"]

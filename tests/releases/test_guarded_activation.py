@@ -49,6 +49,13 @@ def test_a_dry_run_manifest_guards_activation(app, client, issue_key, gate_env, 
     checked = _gate(gate_env, "migration", "check", str(tmp_path / "dry-run-v2" / "migration.json"), "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads(checked.stdout)["checked_against"] == "dry_run"
+    edited_file = tmp_path / "edited.json"
+    edited_file.write_text(json.dumps({**manifest, "expected_drift": {"policy": "none", "fields": []}}))
+    refused = _gate(gate_env, "migration", "check", str(edited_file))
+    assert refused.returncode == 1 and "migration_hash does not match the manifest (edited)" in refused.stdout
+    untrusted = _gate({**gate_env, "GATE_SIGNING_KEY_FILE": str(tmp_path / "no-keyring.json")}, "migration",
+                      "check", str(tmp_path / "dry-run-v2" / "migration.json"))
+    assert untrusted.returncode == 1 and "signature: not checked (no trusted key" in untrusted.stdout
 
     policy = client.patch("/api/decision/release-policy", json={"require_dry_run": True, "dry_run_canary_percent": 5},
                           headers=admin.headers())
