@@ -32,6 +32,7 @@ from __future__ import annotations
 import getpass
 import ipaddress
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,9 +90,16 @@ class Identity:
 
 
 def _login() -> str:
+    """The login of the process's real user id, as `gate release` names the operator
+    (gate_cli/release_cmd.py `operator`): never LOGNAME/USER, which `getpass.getuser` reads first
+    (setting one must not make a second person); "local" when the uid has no name."""
     try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except ImportError:  # no POSIX user ids
         return getpass.getuser()
-    except (KeyError, OSError):  # no login name for this uid (a container): still one operator
+    except KeyError:  # no login name for this uid (a container): still one operator
         return "local"
 
 

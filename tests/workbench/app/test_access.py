@@ -32,6 +32,16 @@ def test_loopback_serves_every_scope_without_sign_in():
     assert access.scopes_for(None, ["a", "b"]) == []  # nobody: nothing (fail closed)
 
 
+def test_the_loopback_operator_is_the_real_user_ids_login_not_an_environment_variable(monkeypatch):
+    import os
+    import pwd
+
+    monkeypatch.setenv("LOGNAME", "someone-else")
+    monkeypatch.setenv("USER", "someone-else")
+    login = pwd.getpwuid(os.getuid()).pw_name
+    assert Identity.local_operator().principal == Principal.operator(login)
+
+
 @pytest.mark.parametrize("address", ["0.0.0.0", "10.1.2.3", "::"])
 def test_any_other_address_refuses_without_authentication(address):
     with pytest.raises(AccessConfigError, match="without authentication"):
