@@ -30,8 +30,9 @@ def add_workbench_parser(sub) -> None:
     p = sub.add_parser(
         "workbench", help="serve the policy workbench (dashboard) beside the API",
         description="Serve the Panel workbench over the Parquet dataset and the ledger. On a loopback "
-                    "address (the default) it serves without sign-in; on any other address it refuses to "
-                    "start unless --basic-auth and --grants are given.",
+                    "address (the default) it serves without sign-in, as the local operator; on any other "
+                    "address it refuses to start unless sign-in (--oidc-issuer or --basic-auth) and --grants "
+                    "are given.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="bind address")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port")
@@ -42,8 +43,10 @@ def add_workbench_parser(sub) -> None:
                         "on the login page, failed sign-ins throttled; plaintext entries are refused "
                         "(default: none; needed on a non-loopback --host)")
     p.add_argument("--grants", type=Path, default=None,
-                   help='JSON file {"user": ["scope", ...]} ("*" for all): scopes each user may see '
-                        "(default: none; needed on a non-loopback --host)")
+                   help='JSON file {"users": {NAME: {SCOPE: [ROLE, ...]}}, "groups": {GROUP: {...}}} ("*" for '
+                        "every scope; roles viewer, author, releaser, approver, reviewer, admin): each signed-in "
+                        "person's roles per scope (docs/workbench.md; default: none; needed with sign-in)")
+    add_oidc_arguments(p)
     p.add_argument("--allow-origin", action="append", default=[], metavar="HOST:PORT",
                    help="a name browsers reach the workbench under when it is not on loopback "
                         "(repeatable; its websocket refuses other origins; default: none)")
@@ -52,6 +55,53 @@ def add_workbench_parser(sub) -> None:
                    help="export what is new in the ledger into the dataset before serving")
     p.set_defaults(func=cmd_workbench)
     add_passwd_parser(sub)
+
+
+OIDC_SECRET_ENV = "GATE_OIDC_CLIENT_SECRET"  # noqa: S105  # the variable's name, not a secret
+
+
+def add_oidc_arguments(p) -> None:
+    g = p.add_argument_group("sign-in through an OpenID Connect provider (docs/workbench.md)")
+    g.add_argument("--oidc-issuer", default=None, metavar="URL",
+                   help="the provider's issuer URL (its /.well-known/openid-configuration is read at start; "
+                        "https, or http on loopback) (default: none)")
+    g.add_argument("--oidc-client-id", default=None, metavar="ID", help="this workbench's client id at the provider")
+    g.add_argument("--oidc-client-secret-file", type=Path, default=None, metavar="FILE",
+                   help=f"a file holding the client secret (default: ${OIDC_SECRET_ENV}; neither: a public "
+                        "client, PKCE alone)")
+    g.add_argument("--oidc-groups-claim", default="groups", metavar="CLAIM",
+                   help="the ID token claim listing the person's groups (the grants file's \"groups\")")
+    g.add_argument("--oidc-scopes", default="openid profile", metavar="SCOPES",
+                   help="the scopes asked for, space-separated (must include openid; add the one that "
+                        "releases the groups claim where the provider needs it)")
+    g.add_argument("--oidc-redirect-uri", default=None, metavar="URL",
+                   help="the redirect URI registered at the provider (default: the URL the browser used, "
+                        "path /login)")
+
+
+def oidc_settings(args):
+    """The OIDCSettings `args` ask for (None without --oidc-issuer), or ValueError with the line to print."""
+    from workbench.app.oidc import OIDCSettings
+
+    if args.oidc_issuer is None:
+        if args.oidc_client_id or args.oidc_client_secret_file:
+            raise ValueError("--oidc-client-id and --oidc-client-secret-file need --oidc-issuer")
+        return None
+    if not args.oidc_client_id:
+        raise ValueError("--oidc-issuer needs --oidc-client-id")
+    scopes = tuple(args.oidc_scopes.split())
+    if "openid" not in scopes:
+        raise ValueError("--oidc-scopes must include openid")
+    secret = os.environ.get(OIDC_SECRET_ENV) or None
+    if args.oidc_client_secret_file is not None:
+        try:
+            secret = args.oidc_client_secret_file.read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise ValueError(f"--oidc-client-secret-file {args.oidc_client_secret_file}: {exc.strerror or exc}") from None
+        if secret is None:
+            raise ValueError(f"--oidc-client-secret-file {args.oidc_client_secret_file} is empty")
+    return OIDCSettings(args.oidc_issuer, args.oidc_client_id, secret, args.oidc_groups_claim, scopes,
+                        args.oidc_redirect_uri)
 
 
 def add_passwd_parser(sub) -> None:
@@ -137,11 +187,14 @@ def build_store(settings, dataset: str | None, cluster: str | None = None):
 
 def cmd_workbench(args) -> int:
     from workbench.app.access import AccessConfigError, access_for
+    from workbench.app.oidc import discover
 
     try:
         bind, authority = bind_address(args.host, args.port)
-        access = access_for(bind, args.basic_auth, args.grants)
-    except (AccessConfigError, ValueError) as exc:
+        access = access_for(bind, args.basic_auth, args.grants, oidc_settings(args))
+        # The provider's discovery document, read before anything is opened (OIDCConfigError).
+        discovery = discover(access.oidc) if access.oidc is not None else None
+    except (AccessConfigError, ValueError) as exc:  # OIDCConfigError is a ValueError
         print(f"gate workbench: {exc}", file=sys.stderr)
         return 2
     settings = Settings.from_env()
@@ -153,7 +206,7 @@ def cmd_workbench(args) -> int:
     from workbench.app.server import make_server
 
     try:
-        server = make_server(store, access, bind, args.port, origins=args.allow_origin)
+        server = make_server(store, access, bind, args.port, origins=args.allow_origin, discovery=discovery)
     except OSError as exc:  # the address is not this machine's, or the port is taken
         print(f"gate workbench: cannot listen on {authority}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -366,6 +366,14 @@ class Ledger:
         with self.read() as connection:
             return [row[0] for row in connection.execute(query)]
 
+    def rulebook_versions(self, scope: str, rulebook_id: str) -> list[str]:
+        """The versions of `rulebook_id` published (registered) in `scope`, newest first."""
+        query = (select(rulebook_snapshots.c.version)
+                 .where(and_(rulebook_snapshots.c.scope == scope, rulebook_snapshots.c.rulebook_id == rulebook_id))
+                 .order_by(rulebook_snapshots.c.registered_at.desc(), rulebook_snapshots.c.snapshot_id.desc()))
+        with self.read() as connection:
+            return list(dict.fromkeys(row[0] for row in connection.execute(query)))
+
     def register_snapshot(self, snapshot: dict[str, Any]) -> bool:
         """Bind a snapshot outside a decide (a promoted draft). True when newly bound, False when
         the same hash was already bound; another hash under the same version raises

@@ -44,8 +44,11 @@ def wait_for(url: str, process: subprocess.Popen, log: Path, seconds: float = 12
 class Workbench:
     """One `gate workbench` process on a free loopback port, over a home folder."""
 
-    def __init__(self, home: Path, extra: list[str] | None = None) -> None:
-        self.home, self.port = home, free_port()
+    def __init__(self, home: Path, extra: list[str] | None = None, port: int | None = None,
+                 ready: str = "/workbench") -> None:
+        """`ready`: the path answered once it serves (a sign-in provider's pages need a browser's
+        cookies, so a workbench signing in through one is asked for its logout page)."""
+        self.home, self.port = home, port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/workbench"
         self.log = home / f"workbench-{self.port}.log"
         env = {**os.environ, "GATE_HOME": str(home)}
@@ -54,7 +57,7 @@ class Workbench:
         self.process = subprocess.Popen(
             [GATE, "workbench", "--port", str(self.port), *(extra or [])], env=env,
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(self.url, self.process, self.log)
+        wait_for(f"http://127.0.0.1:{self.port}{ready}", self.process, self.log)
 
     def stop(self) -> None:
         self.process.terminate()

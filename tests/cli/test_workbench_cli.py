@@ -43,6 +43,34 @@ def test_authentication_without_grants_is_refused(tmp_path):
     assert done.returncode == 2 and "--grants" in done.stderr
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["--oidc-issuer", "http://127.0.0.1:9/"], "--oidc-issuer needs --oidc-client-id"),
+    (["--oidc-client-id", "wb"], "need --oidc-issuer"),
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb", "--oidc-scopes", "profile"],
+     "must include openid"),
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb", "--oidc-client-secret-file", "absent"],
+     "--oidc-client-secret-file absent"),
+    (["--oidc-issuer", "http://id.example", "--oidc-client-id", "wb", "--grants", "GRANTS"],
+     "must be https (http only on loopback)"),
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb", "--grants", "GRANTS"],
+     "cannot read the discovery document http://127.0.0.1:9/.well-known/openid-configuration"),
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb", "--basic-auth", "USERS", "--grants", "GRANTS"],
+     "either --basic-auth or --oidc-issuer"),
+    (["--oidc-issuer", "http://127.0.0.1:9", "--oidc-client-id", "wb"], "sign-in needs --grants FILE"),
+])
+def test_unusable_openid_connect_settings_are_refused_in_one_line(tmp_path, extra, message):
+    users, grants = tmp_path / "users.json", tmp_path / "grants.json"
+    users.write_text(json.dumps({"ana": hash_password("correct horse battery staple")}))
+    grants.write_text(json.dumps({"groups": {"gate-viewers": {"*": ["viewer"]}}}))
+    extra = [{"USERS": str(users), "GRANTS": str(grants)}.get(item, item) for item in extra]
+    done = subprocess.run([GATE, "workbench", "--host", "0.0.0.0", "--port", str(free_port()), *extra],
+                          env=_env(tmp_path), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "gate.db").exists()  # refused before touching anything
+
+
 def test_with_authentication_a_visitor_must_sign_in(tmp_path):
     users = tmp_path / "users.json"
     users.write_text(json.dumps({"ana": hash_password("correct horse battery staple")}))

@@ -128,6 +128,14 @@ def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
     }
 
 
+def require(permissions: frozenset[str], permission: str) -> None:
+    """Refuse (GateError WORKBENCH_PERMISSION_DENIED) unless `permission` is among the session's
+    permissions in the scope (`workbench.app.access.Access.permissions_in`)."""
+    if permission not in permissions:
+        raise GateError("WORKBENCH_PERMISSION_DENIED", f"your roles in this scope do not grant {permission!r}",
+                        permission=permission)
+
+
 class WorkbenchStore:
     """Shared by all sessions; thread-safe because every call reads through the ledger's own
     connections and the services hold no per-request state."""
@@ -451,9 +459,11 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ promotion
 
-    def promote(self, scope: str, draft: dict[str, Any]) -> dict[str, Any]:
+    def promote(self, scope: str, draft: dict[str, Any], permissions: frozenset[str]) -> dict[str, Any]:
         """Publish the draft as an immutable version of the scope (service layer; never edits
-        history). Raises GateError (RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
+        history). Raises GateError (WORKBENCH_PERMISSION_DENIED without `publish`,
+        RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
+        require(permissions, "publish")
         registry, created = self.service.register_rulebook(scope, draft)
         return {"registry": registry, "created": created}
 
@@ -463,25 +473,24 @@ class WorkbenchStore:
         """State, policy, live comparison and history of a release (runs its guardrails)."""
         return self.releases.status(scope, rulebook_id)
 
-    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], principal: Principal) -> dict[str, Any]:
-        """One transition by the workbench's `principal` (a signed event; approvals still need a
-        second principal). Raises GateError with the API's codes."""
-        event, _created = self.releases.act(scope, principal, frozenset({"decide", "publish", "release", "approve"}),
-                                            rulebook_id, body)
+    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], principal: Principal,
+                    permissions: frozenset[str]) -> dict[str, Any]:
+        """One transition by the session's `principal` with its `permissions` in `scope` (a signed
+        event; the service refuses an action the permissions do not cover, and an approval by the
+        principal that made the request). Raises GateError with the API's codes."""
+        event, _created = self.releases.act(scope, principal, permissions, rulebook_id, body)
         return event
 
     def release_policy(self, scope: str) -> dict[str, Any]:
         return self.releases.policy(scope).to_json()
+
+    def published_versions(self, scope: str, rulebook_id: str) -> list[str]:
+        """The versions of a rulebook published in the scope, newest first (the pages' pickers)."""
+        return self.ledger.rulebook_versions(scope, rulebook_id)
 
     def release_ids(self, scope: str) -> list[str]:
         """The scope's rulebook ids that have a published version."""
         return self.ledger.rulebook_ids(scope)
 
 
-def workbench_principal(actor: str) -> Principal:
-    """The principal of a workbench session's `workbench:<user>` actor (until sign-in gives
-    each person their issuer and subject)."""
-    return Principal.person("workbench", actor.removeprefix("workbench:") or "local")
-
-
-__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate", "workbench_principal"]
+__all__ = ["DraftCheck", "GateError", "WorkbenchStore", "check_draft", "evaluate", "require"]

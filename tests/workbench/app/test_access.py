@@ -1,5 +1,5 @@
-"""Access policy of the workbench: loopback without sign-in; anywhere else only with
-authentication and scope grants."""
+"""Access policy of the workbench: loopback without sign-in (the local operator, every role);
+anywhere else only with sign-in and a grants file giving each person roles per scope."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from workbench.app.access import AccessConfigError, access_for, is_loopback
+from gate.principals import ROLES, Principal
+from workbench.app.access import AccessConfigError, Identity, access_for, is_loopback
 from workbench.app.passwords import hash_password
 
 HASH = hash_password("s3cret-pass")
@@ -24,7 +25,21 @@ def test_loopback_detection(address, loopback):
 def test_loopback_serves_every_scope_without_sign_in():
     access = access_for("127.0.0.1", None, None)
     assert not access.authenticated
-    assert access.scopes_for(None, ["a", "b"]) == ["a", "b"]
+    operator = Identity.local_operator("ops")
+    assert operator.principal == Principal.operator("ops") and operator.operator
+    assert access.scopes_for(operator, ["a", "b"]) == ["a", "b"]
+    assert access.roles_in(operator, "a") == frozenset(ROLES)
+    assert access.scopes_for(None, ["a", "b"]) == []  # nobody: nothing (fail closed)
+
+
+def test_the_loopback_operator_is_the_real_user_ids_login_not_an_environment_variable(monkeypatch):
+    import os
+    import pwd
+
+    monkeypatch.setenv("LOGNAME", "someone-else")
+    monkeypatch.setenv("USER", "someone-else")
+    login = pwd.getpwuid(os.getuid()).pw_name
+    assert Identity.local_operator().principal == Principal.operator(login)
 
 
 @pytest.mark.parametrize("address", ["0.0.0.0", "10.1.2.3", "::"])
@@ -42,25 +57,51 @@ def test_authentication_needs_grants(tmp_path):
     users = _write(tmp_path / "users.json", {"ana": HASH})
     with pytest.raises(AccessConfigError, match="--grants"):
         access_for("0.0.0.0", users, None)
-    with pytest.raises(AccessConfigError, match="needs --basic-auth"):
+    with pytest.raises(AccessConfigError, match="--grants needs sign-in"):
         access_for("127.0.0.1", None, _write(tmp_path / "g.json", {"ana": ["a"]}))
 
 
-def test_a_signed_in_user_sees_only_granted_scopes(tmp_path):
+def test_the_older_grants_form_grants_viewers_only(tmp_path):
     users = _write(tmp_path / "users.json", {"ana": HASH, "bo": HASH, "root": HASH})
     grants = _write(tmp_path / "grants.json", {"ana": ["acme"], "root": ["*"]})
     access = access_for("0.0.0.0", users, grants)
     assert access.authenticated
     known = ["acme", "globex", "initech"]
-    assert access.scopes_for("ana", known) == ["acme"]
-    assert access.scopes_for("root", known) == known
-    assert access.scopes_for("bo", known) == []  # no grant: nothing
+    ana, root, bo = (Identity.password_user(name) for name in ("ana", "root", "bo"))
+    assert access.scopes_for(ana, known) == ["acme"]
+    assert access.scopes_for(root, known) == known
+    assert access.scopes_for(bo, known) == []  # no grant: nothing
     assert access.scopes_for(None, known) == []
+    # SECURITY: a scope one could only *see* grants no release right any more (issue 42, finding 3).
+    assert access.permissions_in(root, "acme") == frozenset({"read"})
+    assert access.permissions_in(ana, "globex") == frozenset()
+
+
+def test_roles_per_scope_come_from_the_user_and_from_each_group(tmp_path):
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    grants = _write(tmp_path / "grants.json", {
+        "users": {"ana": {"acme": ["author", "releaser"]}},
+        "groups": {"gate-approvers": {"*": ["approver"]}, "globex-admins": {"globex": ["admin"]}}})
+    access = access_for("0.0.0.0", users, grants)
+    ana = Identity.password_user("ana")
+    assert access.roles_in(ana, "acme") == {"author", "releaser"}
+    assert access.permissions_in(ana, "acme") == {"read", "draft", "dry_run", "export", "publish", "release"}
+    assert access.scopes_for(ana, ["acme", "globex"]) == ["acme"]
+    bob = Identity(Principal.person("https://id.example", "bob-sub", "Bob"), ("gate-approvers", "globex-admins"))
+    assert access.roles_in(bob, "acme") == {"approver"}
+    assert access.roles_in(bob, "globex") == {"approver", "admin"}
+    assert "release" not in access.permissions_in(bob, "globex")
+    # A user entry is by subject: another issuer's "ana" is the same entry only in one deployment
+    # (one issuer per deployment), and a group nobody vouched for grants nothing.
+    assert access.roles_in(Identity(Principal.person("https://id.example", "carol")), "acme") == frozenset()
 
 
 @pytest.mark.parametrize("content, message", [
     ("not json", "not readable JSON"), ("[]", "non-empty JSON object"), ("{}", "non-empty JSON object"),
-    ('{"ana": "acme"}', "list of scope names"), ('{"ana": [""]}', "list of scope names"),
+    ('{"ana": "acme"}', "unknown member"), ('{"ana": [""]}', "list of scope names"),
+    ('{"users": {"ana": ["acme"]}}', "lists of roles"), ('{"users": {"ana": {"acme": ["root"]}}}', "unknown role"),
+    ('{"users": {"ana": {"acme": "author"}}}', "lists of roles"), ('{"groups": []}', "must map names"),
+    ('{"users": {}, "roles": {}}', "unknown member"),
 ])
 def test_bad_grants_files_are_refused(tmp_path, content, message):
     users = _write(tmp_path / "users.json", {"ana": HASH})

@@ -9,14 +9,13 @@ import copy
 import json
 from pathlib import Path
 
-import pytest
-
 from gate.principals import Principal
+from workbench.app.access import Identity, Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
-from workbench.app.state.releases import ReleasesState
 from workbench.app.state.overview import OverviewState
+from workbench.app.state.releases import ReleasesState
 from workbench.dataset.load import from_dataset
 from workbench.reports.policy import (
     ReportParams,
@@ -25,6 +24,12 @@ from workbench.reports.policy import (
 )
 
 RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
+OPERATOR = Rights.operator("tester")
+
+
+def person(name: str, *roles: str) -> Rights:
+    """A password-file person holding `roles` in every scope."""
+    return Rights(Identity.password_user(name), lambda _scope: frozenset(roles))
 
 
 def test_overview_reports_are_the_api_reports(workbench_home):
@@ -122,7 +127,7 @@ def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
     draft["version"] = "2026-12-01"
     draft["rules"][0]["condition"]["value"] = 15  # block discounts above 15 instead of 25
     authoring.draft_text = json.dumps(draft, indent=2)
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, OPERATOR, scope="acme", rulebook_id="pricing_exception")
     state.run()
     result = state.result
     assert result["decisions_evaluated"] > 0 and result["decisions_changed"] > 0
@@ -138,6 +143,11 @@ def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
     assert release["state"]["shadow"]["version"] == "2026-12-01"
     assert release["history"][-1]["migration_manifest_hash"] == manifest["migration_hash"]
     state.request_activation()
+    assert state.proposal is not None and "is active" not in state.message  # asks first
+    assert "Publish and activate pricing_exception version 2026-12-01 in scope acme?" in state.confirmation_text()
+    assert f"{result['decisions_changed']:,} of {result['decisions_evaluated']:,} decisions change verdict" \
+        in state.confirmation_text()
+    state.confirm()
     assert "is active" in state.message
     assert store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-01"
     assert store.release_status("acme", "pricing_exception")["state"]["shadow"] is None  # it became active
@@ -145,6 +155,7 @@ def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
     draft["rules"][0]["condition"]["value"] = 16
     authoring.draft_text = json.dumps(draft)
     state.request_activation()
+    state.confirm()
     assert "RULEBOOK_VERSION_CONFLICT" in state.message
     assert store.current_rulebook("acme", "pricing_exception")["rules"][0]["condition"]["value"] == 15
 
@@ -152,11 +163,17 @@ def test_migration_dry_run_export_and_promotion(workbench_home, tmp_path):
 def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(workbench_home):
     store, _, _ = workbench_home
     rulebook = copy.deepcopy(store.current_rulebook("globex", "pricing_exception"))
-    author = ReleasesState(store, scope="globex", rulebook_id="pricing_exception", actor="workbench:alice")
+    author = ReleasesState(store, person("alice", "author", "releaser"), scope="globex",
+                           rulebook_id="pricing_exception")
     for name in ("2027-01-01", "2027-02-01"):
         rulebook["version"] = name
-        store.promote("globex", rulebook)
-    author.act("activate", version="2027-01-01", reason="first")
+        store.promote("globex", rulebook, frozenset({"publish"}))
+    assert author.versions()[:2] == ["2027-02-01", "2027-01-01"]  # the picker: newest first
+    author.propose("activate", version="2027-01-01", reason="first")
+    assert author.status["state"]["active"] is None or author.status["state"]["active"]["version"] != "2027-01-01"
+    assert "Activate pricing_exception version 2027-01-01 in scope globex?" in author.confirmation_text()
+    assert "Arm shares: active 2027-01-01: 100% of decides" in author.confirmation_text()
+    author.confirm()
     assert author.status["state"]["active"]["version"] == "2027-01-01"
     author.act("canary", version="2027-02-01", percent=5)
     assert author.status["state"]["canary"]["percent"] == 5 and author.status["comparison"]["canary"]
@@ -167,15 +184,20 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     assert "refused (RELEASE_NOTHING_TO_ROLL_BACK)" in author.message
     admin = (Principal.operator("test-admin"), frozenset({"admin", "approve"}))
     store.releases.set_policy("globex", *admin, {"require_approval": True}, partial=True)
-    author.act("activate", version="2027-02-01")
+    author.propose("activate", version="2027-02-01")
+    assert "another person must approve" in author.confirmation_text()
+    author.confirm()
     pending = author.status["state"]["pending"][0]
     author.approve(pending["request_seq"])
-    assert "RELEASE_SELF_APPROVAL" in author.message
-    approver = ReleasesState(store, scope="globex", rulebook_id="pricing_exception", actor="workbench:bob")
+    assert "RELEASE_PERMISSION_DENIED" in author.message  # an author-releaser is no approver
+    viewer = ReleasesState(store, person("carol", "viewer"), scope="globex", rulebook_id="pricing_exception")
+    viewer.act("rollback")
+    assert "RELEASE_PERMISSION_DENIED" in viewer.message and not viewer.may("rollback")
+    approver = ReleasesState(store, person("bob", "approver"), scope="globex", rulebook_id="pricing_exception")
     approver.approve(pending["request_seq"])
     assert approver.status["state"]["active"]["version"] == "2027-02-01"
-    assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:workbench#alice",
-                                                                       "person:workbench#bob"]
+    assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:password-file#alice",
+                                                                     "person:password-file#bob"]
     # Turning approvals off again weakens the policy: a request a second principal approves.
     _event, requested = store.releases.set_policy("globex", *admin, {"require_approval": False}, partial=True)
     store.releases.approve_policy("globex", Principal.operator("test-approver"), frozenset({"approve"}),
@@ -186,7 +208,7 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
 def test_migration_refuses_a_bad_draft(workbench_home, tmp_path):
     store, _, _ = workbench_home
     authoring = AuthoringState(store, scope="acme", draft_text="{}")
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, OPERATOR, scope="acme", rulebook_id="pricing_exception")
     state.run()
     assert state.result is None and "errors" in state.message
 
@@ -197,7 +219,7 @@ def test_migration_compute_writes_no_parameter(workbench_home, tmp_path):
     store, _, _ = workbench_home
     authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
     authoring.load_current()
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, OPERATOR, scope="acme", rulebook_id="pricing_exception")
     draft = state.begin()
     assert state.running and draft is not None
     events = []
@@ -238,7 +260,7 @@ def test_the_decision_shows_its_facts(workbench_home):
 def _session(store, scopes, tmp_path):
     from workbench.app.pages import Session
 
-    return Session(store, scopes, tmp_path)
+    return Session(store, scopes, tmp_path, rights=OPERATOR)
 
 
 def test_a_link_opens_scope_policy_page_decision_and_draft(workbench_home, tmp_path):

@@ -10,6 +10,7 @@ from typing import Any
 import panel as pn
 import param
 
+from workbench.app.access import Identity, Rights, roles_text
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
 from workbench.app.pages.links import (
@@ -42,7 +43,7 @@ class Session(param.Parameterized):
     dataset = param.String(default="")
 
     def __init__(self, store: WorkbenchStore, scopes: list[str], export_root: Path, *,
-                 actor: str = "workbench:local", **params: Any) -> None:
+                 rights: Rights, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.scopes = scopes
@@ -50,8 +51,8 @@ class Session(param.Parameterized):
         self.overview = OverviewState(store)
         self.decisions = DecisionsState(store)
         self.authoring = AuthoringState(store)
-        self.migration = MigrationState(store, self.authoring, export_root, actor=actor)
-        self.releases = ReleasesState(store, actor=actor)
+        self.migration = MigrationState(store, self.authoring, export_root, rights)
+        self.releases = ReleasesState(store, rights, dry_run_result=lambda: self.migration.result)
         self.describe_dataset()
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
@@ -166,10 +167,27 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
     return pn.bind(pages, session.param.scope)
 
 
-def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = None,
+def _who(scope: str, rights: Rights) -> str:
+    """The header's line: who acts, and the roles they hold in the open scope."""
+    identity = rights.identity
+    who = "local operator" if identity.operator else "signed in as"
+    line = f"{who} **{md_text(identity.label)}**"
+    if scope:
+        line += f" · roles here: {md_text(roles_text(rights.roles_in(scope)))}"
+    return line
+
+
+def build_app(store: WorkbenchStore, scopes: list[str], *, identity: Identity | None = None,
+              roles: Callable[[str], frozenset[str]] | None = None,
               export_root: Path | None = None) -> pn.viewable.Viewable:
+    """The app of one session. `identity` is who acts (default: the local operator, as on a
+    loopback workbench without sign-in) and `roles(scope)` the roles it holds there (default:
+    every role, the operator's)."""
     export_root = export_root or store.exports_dir
-    session = Session(store, scopes, export_root, actor=f"workbench:{user}" if user else "workbench:local")
+    if (identity is None) != (roles is None):
+        raise ValueError("build_app: give both identity and roles, or neither")
+    rights = Rights(identity, roles) if identity is not None and roles is not None else Rights.operator()
+    session = Session(store, scopes, export_root, rights=rights)
     scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
     refresh = pn.widgets.Button(name="Refresh dataset from ledger")
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
@@ -195,5 +213,6 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, user: str | None = No
     refresh.on_click(refresh_dataset)
 
     header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar,
-                    pn.pane.Markdown(f"signed in as **{md_text(user)}**" if user else ""), align="center")
+                    pn.pane.Markdown(pn.bind(_who, session.param.scope, rights), css_classes=["signed-in"]),
+                    align="center")
     return pn.Column(header, status, _pages(session, scopes), sizing_mode="stretch_width")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import panel as pn
@@ -25,3 +26,22 @@ def json_pane(value_param: param.Parameter[Any], title: str) -> pn.Column:
         return pn.Column(f"**{title}**", pn.pane.JSON(value, depth=2, sizing_mode="stretch_width"))
 
     return pn.Column(pn.bind(render, value_param), sizing_mode="stretch_width")
+
+
+def confirmation_box(proposal: param.Parameter[Any], text: Callable[[], str], confirm: Callable[[], None],
+                     cancel: Callable[[], None], name: str) -> pn.Column:
+    """The confirmation of a move that changes production: `text()` (plain text, one line per
+    item, escaped here) with Confirm and Cancel, shown while the view-model's `proposal` is set."""
+    yes = pn.widgets.Button(name="Confirm", button_type="danger", css_classes=[f"{name}-confirm"])
+    no = pn.widgets.Button(name="Cancel", css_classes=[f"{name}-cancel"])
+    yes.on_click(lambda _: confirm())
+    no.on_click(lambda _: cancel())
+
+    def box(value: dict[str, Any] | None) -> pn.viewable.Viewable:
+        if not value:
+            return pn.Spacer(height=0)
+        lines = "\n".join(f"- {md_text(line)}" for line in text().split("\n"))
+        return pn.Column(pn.pane.Markdown(lines, css_classes=[f"{name}-confirmation"]), pn.Row(yes, no),
+                         styles={"border": "2px solid #d9534f", "padding": "4px"})
+
+    return pn.Column(pn.bind(box, proposal))

@@ -12,7 +12,7 @@ import pandas as pd
 import panel as pn
 
 from gate.vocabulary import VERDICTS
-from workbench.app.pages.common import note
+from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.migration import Computed, MigrationState, Refused
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
@@ -114,6 +114,14 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
     shadow.on_click(lambda _: state.start_shadow())
     activate.on_click(lambda _: state.request_activation())
 
+    def follow(*_: object) -> None:
+        # Only what the session's roles permit is shown; MigrationState refuses the rest anyway.
+        run.visible, export.visible = state.may("dry_run"), state.may("export")
+        shadow.visible = activate.visible = state.may("publish") and state.may("release")
+
+    state.param.watch(follow, "scope")
+    follow()
+
     def downloads(exported: dict[str, str] | None) -> pn.viewable.Viewable:
         if not exported:
             return pn.Spacer()
@@ -123,6 +131,7 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
 
     return pn.Column(
         pn.Row(run, progress, export, shadow, activate, align="center"),
+        confirmation_box(state.param.proposal, state.confirmation_text, state.confirm, state.cancel, "migration"),
         note(state.param.message),
         pn.bind(downloads, state.param.exported),
         pn.Row(pn.Column(pn.bind(_result_view, state.param.result), sizing_mode="stretch_width"),

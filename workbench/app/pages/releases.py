@@ -4,12 +4,13 @@ the ReleaseService (gate/releases/figures.py); caller text is escaped (workbench
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pandas as pd
 import panel as pn
 
-from workbench.app.pages.common import note
+from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.releases import ReleasesState
 from workbench.reports.textsafe import md_text
 
@@ -95,34 +96,82 @@ def _history_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
     if not history:
         return pn.Spacer()
     rows = [{"#": e["seq"], "at": e["created_at"], "action": e["action"], "version": e.get("version") or "",
-             "by": e["actor"], "why": e.get("reason") or "", "event hash": e["event_hash"][:16]}
+             "by": _by(e), "why": e.get("reason") or "", "event hash": e["event_hash"][:16]}
             for e in reversed(history)]
     return pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=220,
                                 sizing_mode="stretch_width")
 
 
+def _by(event: dict[str, Any]) -> str:
+    """Who made an event: the principal's display name and id when the event names one."""
+    principal = event.get("principal") or {}
+    name = principal.get("display_name")
+    return f"{name} ({principal['id']})" if name and principal.get("id") else event["actor"]
+
+
+def _approve(state: ReleasesState, request_seq: int, _event: object) -> None:
+    state.approve(request_seq)
+
+
+def _pending_rows(state: ReleasesState) -> pn.viewable.Viewable:
+    """One row per pending request, each with its own Approve button (shown to approvers)."""
+    def rows(_status: dict[str, Any] | None) -> pn.viewable.Viewable:
+        pending = state.pending()
+        if not pending:
+            return pn.pane.Markdown("*No pending requests.*", css_classes=["pending-none"])
+        items: list[pn.viewable.Viewable] = []
+        for request in pending:
+            approve = pn.widgets.Button(name=f"Approve request {request['request_seq']}", button_type="success",
+                                        visible=state.may("approve"), css_classes=["release-approve"])
+            approve.on_click(partial(_approve, state, request["request_seq"]))
+            text = (f"request {request['request_seq']}: {md_text(request['action'])} "
+                    f"{md_text(request['version'])} by {md_text(request['requested_by'])}, "
+                    f"expires {md_text(request['expires_at'])}")
+            items.append(pn.Row(pn.pane.Markdown(text, css_classes=["pending-request"]), approve, align="center"))
+        return pn.Column(*items)
+
+    return pn.Column(pn.pane.Markdown("**Pending requests**"), pn.bind(rows, state.param.status))
+
+
 def releases_page(state: ReleasesState) -> pn.viewable.Viewable:
-    version = pn.widgets.TextInput(name="Version", placeholder="a published version", width=180)
+    version = pn.widgets.Select(name="Version", options=state.versions(), width=180)
     percent = pn.widgets.FloatInput(name="Canary %", value=10.0, start=0.01, end=99.99, step=1.0, width=110)
     reason = pn.widgets.TextInput(name="Reason", placeholder="why (recorded in the signed event)", width=300)
-    request = pn.widgets.IntInput(name="Request #", value=0, start=0, width=110)
-    buttons = {name: pn.widgets.Button(name=label, button_type=kind) for name, label, kind in (
-        ("shadow", "Start shadow", "default"), ("canary", "Start canary", "warning"),
-        ("activate", "Activate", "danger"), ("halt", "Halt", "warning"), ("rollback", "Roll back", "danger"),
-        ("approve", "Approve request", "success"), ("refresh", "Refresh", "default"))}
-    buttons["shadow"].on_click(lambda _: state.act("shadow", version=version.value, reason=reason.value))
-    buttons["canary"].on_click(lambda _: state.act("canary", version=version.value, percent=percent.value,
-                                                   reason=reason.value))
-    buttons["activate"].on_click(lambda _: state.act("activate", version=version.value, reason=reason.value))
-    buttons["halt"].on_click(lambda _: state.act("halt", reason=reason.value))
-    buttons["rollback"].on_click(lambda _: state.act("rollback", reason=reason.value))
-    buttons["approve"].on_click(lambda _: state.approve(int(request.value or 0)))
-    buttons["refresh"].on_click(lambda _: state.refresh())
+    moves = {name: pn.widgets.Button(name=label, button_type=kind, css_classes=[f"release-{name}"])
+             for name, label, kind in (("shadow", "Start shadow", "default"), ("canary", "Start canary", "warning"),
+                                       ("activate", "Activate", "danger"), ("halt", "Halt", "warning"),
+                                       ("rollback", "Roll back", "danger"))}
+    refresh = pn.widgets.Button(name="Refresh")
+    # SECURITY: hidden buttons are a courtesy; ReleasesState.act sends the session's permissions
+    # and the service refuses what they do not cover, whatever the browser sends.
+    moves["shadow"].on_click(lambda _: state.act("shadow", version=version.value, reason=reason.value))
+    moves["canary"].on_click(lambda _: state.propose("canary", version=version.value, percent=percent.value,
+                                                     reason=reason.value))
+    moves["activate"].on_click(lambda _: state.propose("activate", version=version.value, reason=reason.value))
+    moves["halt"].on_click(lambda _: state.act("halt", reason=reason.value))
+    moves["rollback"].on_click(lambda _: state.act("rollback", reason=reason.value))
+
+    def follow(*_: object) -> None:  # the pickers and the buttons follow the release and the scope
+        version.options = state.versions()
+        for name, button in moves.items():
+            button.visible = state.may(name)
+        percent.visible = version.visible = reason.visible = any(state.may(name) for name in moves)
+
+    state.param.watch(follow, ["status", "scope"])
+    follow()
+
+    def reread(_: object) -> None:  # versions published elsewhere (API, CLI) appear in the picker
+        state.refresh()
+        follow()
+
+    refresh.on_click(reread)
     return pn.Column(
-        pn.Row(version, percent, reason, request, align="end"),
-        pn.Row(*buttons.values()),
+        pn.Row(version, percent, reason, align="end"),
+        pn.Row(*moves.values(), refresh),
+        confirmation_box(state.param.proposal, state.confirmation_text, state.confirm, state.cancel, "release"),
         note(state.param.message),
         pn.bind(_state_view, state.param.status),
+        _pending_rows(state),
         pn.Row(pn.Column(pn.bind(_shadow_view, state.param.status), sizing_mode="stretch_width"),
                pn.Column(pn.bind(_canary_view, state.param.status), sizing_mode="stretch_width")),
         pn.pane.Markdown("**History** (signed, chained; `gate verify` checks it offline)"),

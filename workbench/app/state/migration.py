@@ -11,8 +11,10 @@ from typing import Any, TypedDict, final
 import param
 
 from gate.errors import GateError
+from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
-from workbench.app.store import WorkbenchStore, workbench_principal
+from workbench.app.state.releases import arm_shares, impact_text
+from workbench.app.store import WorkbenchStore, require
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
 
@@ -41,12 +43,13 @@ class MigrationState(param.Parameterized):
     promoted = param.Dict(default=None, allow_None=True)
     seconds = param.Number(default=None, allow_None=True)
     message = param.String(default="")
-    actor = param.String(default="workbench:local", doc="who acts in release events (the signed-in user)")
+    proposal = param.Dict(default=None, allow_None=True, doc="a release move awaiting confirmation")
 
-    def __init__(self, store: WorkbenchStore, authoring: AuthoringState, export_root: Path,
+    def __init__(self, store: WorkbenchStore, authoring: AuthoringState, export_root: Path, rights: Rights,
                  **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
+        self.rights = rights  # who acts, and what their roles permit in the scope (checked at each move)
         self.authoring = authoring
         self.export_root = Path(export_root)
         self._run: DryRun | None = None
@@ -65,8 +68,23 @@ class MigrationState(param.Parameterized):
         if draft is not None:
             self.finish(self.compute(draft))
 
+    def _refused(self, permission: str) -> bool:
+        """True (and the message says so) when the session's roles do not grant `permission`."""
+        try:
+            require(self.rights.permissions_in(self.scope), permission)
+        except GateError as exc:
+            self.message = f"refused ({exc.code}): {exc}"
+            return True
+        return False
+
+    def may(self, permission: str) -> bool:
+        """Whether the session's roles in the scope grant `permission` (what the page shows)."""
+        return self.rights.may(self.scope, permission)
+
     def begin(self) -> dict[str, Any] | None:
         """Mark a dry-run as started; the draft to run, or None (the message says why)."""
+        if self._refused("dry_run"):
+            return None
         draft = self._draft()
         if draft is None:
             return None
@@ -107,6 +125,8 @@ class MigrationState(param.Parameterized):
 
     def export(self) -> None:
         """Write the signed `rulebook_migration_v1` manifest and the reports of the last run."""
+        if self._refused("export"):
+            return
         if self._run is None:
             self.message = "run a dry-run first"
             return
@@ -119,22 +139,58 @@ class MigrationState(param.Parameterized):
         self._release("shadow")
 
     def request_activation(self) -> None:
-        """Publish the draft and activate it, or, where the scope's release policy requires
-        approval, record the request for a second identity to approve on the Releases page."""
+        """Ask for confirmation of publishing the draft and activating it (`confirmation_text`)."""
+        draft = self._draft()
+        if draft is None or self._refused("publish") or self._refused("release"):
+            return
+        self.proposal = {"action": "activate", "rulebook_id": draft["rulebook_id"], "version": draft["version"]}
+
+    def confirmation_text(self) -> str:
+        """Plain text (the page escapes it): scope, version, arm shares, impact headline."""
+        proposal = self.proposal
+        if not proposal:
+            return ""
+        rulebook_id, version = proposal["rulebook_id"], proposal["version"]
+        try:
+            state = self.store.release_status(self.scope, rulebook_id)
+        except GateError:  # never published here yet: no release state
+            state = {"state": None, "policy": self.store.release_policy(self.scope)}
+        required = bool(state["policy"].get("require_approval"))
+        return "\n".join([
+            f"Publish and activate {rulebook_id} version {version} in scope {self.scope}?",
+            f"Arm shares: {arm_shares(state['state'], 'activate', version, None)}",
+            f"Impact: {impact_text(self.result, rulebook_id, version)}",
+            "Approvals are required in this scope: this records a request that another person must approve."
+            if required else "This changes what production callers get as soon as it is confirmed."])
+
+    def confirm(self) -> None:
+        """Make the confirmed move: publish the draft and activate it (or request activation)."""
+        proposal, self.proposal = self.proposal, None
+        draft = self.authoring.draft
+        if not proposal or draft is None:
+            return
+        if (draft.get("rulebook_id"), draft.get("version")) != (proposal["rulebook_id"], proposal["version"]):
+            self.message = "the draft changed since you asked: request activation again"
+            return
         self._release("activate")
+
+    def cancel(self) -> None:
+        self.proposal = None
+        self.message = "cancelled: nothing was published or requested"
 
     def _release(self, action: str) -> None:
         draft = self._draft()
-        if draft is None:
+        if draft is None or self._refused("publish") or self._refused("release"):
             return
         body: dict[str, Any] = {"action": action, "version": draft["version"],
                                 "reason": f"from the Migration page ({'shadow' if action == 'shadow' else 'activation'})"}
         manifest = self._manifest_hash()
         if manifest is not None:
             body["migration_manifest_hash"] = manifest
+        permissions = self.rights.permissions_in(self.scope)
         try:
-            outcome = self.store.promote(self.scope, draft)
-            event = self.store.release_act(self.scope, draft["rulebook_id"], body, workbench_principal(self.actor))
+            outcome = self.store.promote(self.scope, draft, permissions)
+            event = self.store.release_act(self.scope, draft["rulebook_id"], body, self.rights.principal, permissions)
         except GateError as exc:
             self.promoted = None
             self.message = f"release refused ({exc.code}): {exc}"

@@ -1,14 +1,52 @@
 """Releases: which published version production runs, the shadow and canary on live traffic, and
-the moves (approve, halt, rollback, activate, shadow, canary), all through the ReleaseService."""
+the moves (approve, halt, rollback, activate, shadow, canary), all through the ReleaseService.
+
+Every move is made by the session's principal with its permissions in the scope (`Rights`):
+the page hides what the roles do not permit, and the store's service refuses it whatever the
+page sends. Activate and canary, the moves that change what production callers get, are
+proposed first (`propose`) and made only on `confirm`, after the page has shown the scope, the
+version, the arm shares and the impact headline (`confirmation_text`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import param
 
 from gate.errors import GateError
-from workbench.app.store import WorkbenchStore, workbench_principal
+from workbench.app.access import Rights
+from workbench.app.store import WorkbenchStore
+from workbench.migration.impact import headline
+
+CONFIRMED_ACTIONS = ("activate", "canary")  # asked for confirmation before they are sent
+# The permission each move needs (gate.services.releases: approve needs approve, the rest release).
+MOVE_PERMISSION = {"approve": "approve", "shadow": "release", "canary": "release", "activate": "release",
+                   "halt": "release", "rollback": "release"}
+
+
+def arm_shares(state: dict[str, Any] | None, action: str, version: str, percent: float | None) -> str:
+    """Who gets which version once `action` applies, from the release state as it is now."""
+    state = state or {}
+    active = (state.get("active") or {}).get("version")
+    canary = state.get("canary")
+    if action == "canary":
+        share = float(percent or 0)
+        return (f"canary {version}: {share:g}% of subjects; active {active or 'none'}: the other "
+                f"{100 - share:g}%")
+    if canary and canary["version"] != version:
+        return (f"active {version}: {100 - canary['percent']:g}% of subjects (was {active or 'none'}); "
+                f"canary {canary['version']} keeps {canary['percent']:g}%")
+    return f"active {version}: 100% of decides (was {active or 'none'})" + (
+        "; the canary of this version ends" if canary else "")
+
+
+def impact_text(result: dict[str, Any] | None, rulebook_id: str, version: str) -> str:
+    """The impact headline of this session's dry-run of exactly this version, or why there is none."""
+    if not result or result.get("rulebook_id") != rulebook_id or (result.get("draft") or {}).get("version") != version:
+        return "not known: no dry-run of this version in this session (run one on the Migration page)"
+    changed = f"{result['decisions_changed']:,} of {result['decisions_evaluated']:,} decisions change verdict"
+    return f"{changed}; {headline(result['impact'])}" if result.get("impact") else changed
 
 
 class ReleasesState(param.Parameterized):
@@ -16,16 +54,20 @@ class ReleasesState(param.Parameterized):
     rulebook_id = param.String(default="")
     status = param.Dict(default=None, allow_None=True, doc="the release status (ReleaseService.status)")
     message = param.String(default="")
-    actor = param.String(default="workbench:local", doc="who acts in release events (the signed-in user)")
+    proposal = param.Dict(default=None, allow_None=True, doc="a move awaiting confirmation: action and body")
 
-    def __init__(self, store: WorkbenchStore, **params: Any) -> None:
+    def __init__(self, store: WorkbenchStore, rights: Rights,
+                 dry_run_result: Callable[[], dict[str, Any] | None] = lambda: None, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
+        self.rights = rights
+        self.dry_run_result = dry_run_result  # the Migration page's last dry-run (for the impact headline)
         self.refresh()
 
     @param.depends("scope", "rulebook_id", watch=True)
     def refresh(self) -> None:
         """Read the release again (its guardrails run on the way: a tripped one halts the canary)."""
+        self.proposal = None
         if not self.scope or not self.rulebook_id:
             self.status = None
             return
@@ -36,16 +78,57 @@ class ReleasesState(param.Parameterized):
             self.message = (f"{self.rulebook_id} has no published version in this scope yet"
                             if exc.code == "RULEBOOK_NOT_FOUND" else f"{self.rulebook_id}: {exc}")
 
+    def may(self, move: str) -> bool:
+        """Whether the session's roles in the scope permit `move` (what the page shows)."""
+        return self.rights.may(self.scope, MOVE_PERMISSION[move])
+
     def versions(self) -> list[str]:
-        """Published versions named in the release's history and state (newest first)."""
-        if not self.status:
+        """The rulebook's published versions in this scope, newest first (the version picker)."""
+        if not self.scope or not self.rulebook_id:
             return []
-        seen: list[str] = []
-        for event in reversed(self.status["history"]):
-            for version in (event.get("version"),):
-                if version and version not in seen:
-                    seen.append(version)
-        return seen
+        return self.store.published_versions(self.scope, self.rulebook_id)
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The pending requests (each with its request_seq), oldest first."""
+        return list(((self.status or {}).get("state") or {}).get("pending") or [])
+
+    def propose(self, action: str, **body: Any) -> None:
+        """Ask for confirmation of an activate or canary (the page shows `confirmation_text`)."""
+        if action not in CONFIRMED_ACTIONS:
+            self.act(action, **body)
+            return
+        if not self.may(action):  # nothing to confirm (the service would refuse it too)
+            self.message = (f"{action} refused (RELEASE_PERMISSION_DENIED): your roles in {self.scope} do not "
+                            f"grant {MOVE_PERMISSION[action]!r}")
+            return
+        if not body.get("version"):
+            self.message = f"{action}: pick a published version first"
+            return
+        self.proposal = {"action": action, **{k: v for k, v in body.items() if v not in (None, "")}}
+
+    def confirmation_text(self) -> str:
+        """Plain text (the page escapes it): scope, version, arm shares, impact headline."""
+        proposal = self.proposal
+        if not proposal:
+            return ""
+        version, action = proposal["version"], proposal["action"]
+        required = bool(self.store.release_policy(self.scope).get("require_approval"))  # as it is now
+        verb = {"activate": "Activate", "canary": "Start a canary of"}[action]
+        return "\n".join([
+            f"{verb} {self.rulebook_id} version {version} in scope {self.scope}?",
+            f"Arm shares: {arm_shares((self.status or {}).get('state'), action, version, proposal.get('percent'))}",
+            f"Impact: {impact_text(self.dry_run_result(), self.rulebook_id, version)}",
+            "Approvals are required in this scope: this records a request that another person must approve."
+            if required else "This changes what production callers get as soon as it is confirmed."])
+
+    def confirm(self) -> None:
+        proposal, self.proposal = self.proposal, None
+        if proposal:
+            self.act(**proposal)
+
+    def cancel(self) -> None:
+        self.proposal = None
+        self.message = "cancelled: nothing was sent"
 
     def act(self, action: str, **body: Any) -> None:
         """One transition; the message says what happened or why it was refused."""
@@ -55,17 +138,21 @@ class ReleasesState(param.Parameterized):
         try:
             event = self.store.release_act(self.scope, self.rulebook_id,
                                            {"action": action, **{k: v for k, v in body.items() if v not in (None, "")}},
-                                           workbench_principal(self.actor))
+                                           self.rights.principal, self.rights.permissions_in(self.scope))
         except GateError as exc:
             self.message = f"{action} refused ({exc.code}): {exc}"
             self.refresh()
             return
-        self.message = f"{action} recorded as release event {event['seq']} ({event['event_hash'][:12]}…)"
+        pending = event["state"]["pending"]
         self.refresh()
+        if pending and pending[-1]["request_seq"] == event["seq"]:
+            self.message = (f"{action} of {event.get('version')} requested (request {event['seq']}): waiting for "
+                            "another person's approval")
+        else:
+            self.message = f"{action} recorded as release event {event['seq']} ({event['event_hash'][:12]}…)"
 
     def approve(self, request_seq: int) -> None:
-        pending = next((p for p in (self.status or {}).get("state", {}).get("pending", [])
-                        if p["request_seq"] == request_seq), None)
+        pending = next((p for p in self.pending() if p["request_seq"] == request_seq), None)
         if pending is None:
             self.message = f"no pending request {request_seq}"
             return

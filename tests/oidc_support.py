@@ -1,0 +1,95 @@
+"""The OpenID Connect provider the workbench's sign-in tests run against: the `oidc-provider`
+package on Node (tests/support/oidc/provider.mjs), installed with `npm ci` from its lock file and
+started on a free loopback port for the test session.
+
+Its people: alice (Alice Author, group gate-authors), bob (Bob Approver, gate-approvers) and
+carol (Carol Viewer, gate-viewers); each password is `<name>-password`. A test registers a
+client for its own redirect URI (`register`, RFC 7591 dynamic registration)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.server.support import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+PROVIDER_DIR = ROOT / "tests" / "support" / "oidc"
+PEOPLE = {"alice": ("Alice Author", "gate-authors"), "bob": ("Bob Approver", "gate-approvers"),
+          "carol": ("Carol Viewer", "gate-viewers")}
+
+
+def password(name: str) -> str:
+    return f"{name}-password"
+
+
+def install() -> None:
+    """`npm ci` in tests/support/oidc once (several test processes may ask at the same time)."""
+    with open(PROVIDER_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        marker = PROVIDER_DIR / "node_modules" / ".package-lock.json"
+        lock_file = PROVIDER_DIR / "package-lock.json"
+        if marker.exists() and marker.stat().st_mtime >= lock_file.stat().st_mtime:
+            return
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PROVIDER_DIR)],  # noqa: S607
+                       check=True, capture_output=True, timeout=600)
+
+
+@dataclass
+class Provider:
+    issuer: str
+    process: subprocess.Popen
+
+    def register(self, redirect_uri: str, auth_method: str = "client_secret_basic") -> tuple[str, str | None]:
+        """A new client for `redirect_uri`: (client_id, client_secret or None for a public client)."""
+        body = {"redirect_uris": [redirect_uri], "grant_types": ["authorization_code"], "response_types": ["code"],
+                "token_endpoint_auth_method": auth_method}
+        request = urllib.request.Request(f"{self.issuer}/reg", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310  # loopback http
+            client = json.loads(response.read())
+        return client["client_id"], client.get("client_secret")
+
+
+def start(log: Path) -> Provider:
+    port = free_port()
+    out = open(log, "w")  # noqa: SIM115  # the provider's output, kept for the test's report
+    process = subprocess.Popen(["node", str(PROVIDER_DIR / "provider.mjs")],  # noqa: S607
+                               env={**os.environ, "OIDC_PORT": str(port)}, stdout=out, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    issuer = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the OIDC provider exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{issuer}/.well-known/openid-configuration", timeout=5):  # noqa: S310
+                return Provider(issuer, process)
+        except OSError:
+            time.sleep(0.2)
+    process.terminate()
+    raise AssertionError(f"the OIDC provider did not answer at {issuer}:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def oidc_provider(tmp_path_factory):
+    """The provider for the session (skipped, saying why, only where node or npm is missing)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are needed for the OpenID Connect provider (apt-get install nodejs npm)")
+    install()
+    provider = start(tmp_path_factory.mktemp("oidc") / "provider.log")
+    yield provider
+    provider.process.terminate()
+    try:
+        provider.process.wait(10)
+    except subprocess.TimeoutExpired:
+        provider.process.kill()
