@@ -6,8 +6,8 @@ the login of the process acting on the ledger directly, and the guardrail is the
 Two principals are the same person exactly when their ids are equal; the display name is for
 display only and never compared.
 
-The interface is shared with the workbench's sign-in (see /work/principals-contract.md in the
-issue's working notes and docs/releases.md, "Who may do what"). Pure core: stdlib only.
+The API, the CLI and the workbench's sign-in all build their principals here (docs/releases.md,
+"Who may do what"). Pure core: stdlib only.
 """
 
 from __future__ import annotations
