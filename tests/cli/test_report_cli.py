@@ -46,13 +46,13 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     write_dataset(tmp_path / "ds", frames.decisions.collect().to_dicts(), frames.outcomes.collect().to_dicts())
     ledger.dispose()
     from_files = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset",
-                       str(tmp_path / "ds"), "--json"], seeded)
+                       str(tmp_path / "ds"), "--json", "--allow-unsigned"], seeded)
     assert from_files.returncode == 0, from_files.stderr
     # The same report, naming (and so, through its hash, binding to) the dataset manifest it read.
     from_dataset = json.loads(from_files.stdout)
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert from_dataset["source"] == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
-                                      "synthetic": False}
+                                      "trust": "unsigned", "synthetic": False}
     same = ("source", "effectiveness_hash")
     assert {k: v for k, v in from_dataset.items() if k not in same} == \
         {k: v for k, v in report.items() if k not in same}
