@@ -135,13 +135,17 @@ def read_manifest(root: str | Path) -> dict[str, Any]:
 def _read(root: str | Path) -> tuple[dict[str, Any], bytes]:
     try:
         location = dataset.open_location(str(root))
-        raw = location.read_bytes(MANIFEST)
-        if raw is None:
-            raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
-        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+        found = location.read_bytes(MANIFEST)
     except dataset.DatasetError as error:
         raise DatasetError(str(error)) from None
-    except (OSError, ValueError, pa.ArrowException) as error:
+    except (OSError, pa.ArrowException) as error:
+        raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
+    if found is None:
+        raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
+    raw = found
+    try:
+        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    except ValueError as error:
         raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
     if version != DATASET_SCHEMA_VERSION:
