@@ -79,3 +79,25 @@ def test_with_a_key_the_page_export_is_signed(workbench_home, tmp_path):
     state.export()
     manifest = json.loads((tmp_path.glob("*/migration.json").__next__()).read_text())
     assert manifest["signature"]["key_id"] and manifest["dry_run"]["source"]["dataset_key_id"]
+
+
+def test_an_unsigned_dataset_is_shown_only_by_opt_in_and_says_so(keyless, monkeypatch):
+    """Issue 41, defect 1 on the pages: without the opt-in the Overview shows the refusal and no
+    figure; with it every figure is marked UNSIGNED (status line, Overview, report envelopes)."""
+    from workbench.app.state.decisions import DecisionsState
+    from workbench.app.state.overview import OverviewState
+    from workbench.app.store import WorkbenchStore
+
+    store, home = keyless
+    strict = WorkbenchStore(store.ledger, store.signing, home / "dataset")
+    refused = OverviewState(strict, scope="acme", policy_id="pricing_exception")
+    assert refused.reports is None and refused.message.startswith("the dataset cannot be used: ")
+    assert "it is not signed" in refused.message and "--allow-unsigned" in refused.message
+    assert strict.dataset_status()["ok"] is False
+    listed = DecisionsState(strict, scope="acme")
+    assert "it is not signed" in listed.message
+    shown = OverviewState(store, scope="acme", policy_id="pricing_exception")
+    assert shown.message.startswith("UNSIGNED dataset (read by opt-in: no key vouches for these figures) · ")
+    assert all(report["source"]["trust"] == "unsigned" and report["source"]["key_id"] is None
+               for report in shown.reports.values())
+    assert store.dataset_status()["source"]["trust"] == "unsigned"
