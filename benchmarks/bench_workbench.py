@@ -68,7 +68,7 @@ def main() -> int:
     # Synthetic datasets are never signed; the workbench's dry-run and sweep need a manifest signed
     # by a key the gate trusts (issue 18), so the bench signs the copy it reads with its own key.
     location = open_location(str(dataset))
-    write_manifest(location, integrity.seal(read_manifest(location), store._dataset_signer()))
+    write_manifest(location, integrity.seal(read_manifest(location), dataset_signer(store.signing)))
     reference_store = WorkbenchStore(ledger, signing, dataset, reference=True)
     current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
     store.promote("demo", current)  # the scope's current version, for the semantic diff

@@ -56,3 +56,36 @@ def open_ledger(settings: Settings) -> Ledger:
 def now() -> str:
     """The current time as the ledger stores it (ISO 8601, milliseconds, UTC)."""
     return iso_ms(SystemClock().now())
+
+
+def ledger_at_hand(settings: Settings) -> Ledger | None:
+    """The live ledger when there is one to compare a dataset with (a SQLite file that exists, or a
+    server that answers); None otherwise. The caller disposes of it."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gate.errors import LedgerUnavailable
+    from gate.ledger import Ledger
+
+    url = settings.database_url
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return None
+    ledger = None
+    try:
+        ledger = Ledger(url)
+        ledger.upgrade()
+    except (LedgerUnavailable, SQLAlchemyError, OSError):  # no ledger at hand: staleness is not checked
+        if ledger is not None:
+            ledger.dispose()
+        return None
+    return ledger
+
+
+def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None):
+    """How a command trusts a dataset (`workbench.dataset.trust.reader_trust`): this gate's keyring and
+    HMAC secret, `--allow-unsigned`, the newest-seen state in GATE_HOME/cache, and `ledger`'s chain heads."""
+    from gate.keys.config import SigningSetup
+    from workbench.dataset.trust import reader_trust
+
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    return reader_trust(settings.home, setup.trust_anchors(), allow_unsigned=allow_unsigned, ledger=ledger)

@@ -55,9 +55,37 @@ def add_dry_run_parser(sub) -> None:
                                           "(default: none)")
     p.add_argument("--key-registry", help="with --verify: a saved receipt key registry (JSON file) of trusted keys "
                                             "(default: none)")
+    add_allow_unsigned(p)
+    p.add_argument("--allow-stale", action="store_true",
+                   help="sign a result over a dataset that lags the live ledger past GATE_DATASET_STALE_AFTER "
+                        "(the manifest then names the lag in dry_run.source.stale; default: refused, DATASET_STALE)")
     p.add_argument("--json", action="store_true", help="print the result (or the verification) as JSON")
     add_cluster_argument(p, "the replay over the dataset's partitions (with --dataset)")
     p.set_defaults(func=cmd_dry_run)
+
+
+def add_allow_unsigned(p) -> None:
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="with --dataset: read a dataset whose manifest carries no signature (synthetic or local "
+                        "data); the result names no dataset key (default: the dataset's signature must verify "
+                        "with this gate's keys)")
+
+
+def trust_for(args, settings):
+    """How the command trusts `--dataset` (`gate_cli.context.dataset_trust`): against the live ledger's
+    chain heads when one is at hand (for staleness)."""
+    from gate_cli.context import dataset_trust, ledger_at_hand
+    from workbench.dataset.trust import Untrusted
+    from workbench.migration import DryRunError
+
+    ledger = ledger_at_hand(settings)
+    try:
+        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=ledger)
+    except Untrusted as error:
+        raise DryRunError("USAGE", str(error)) from None
+    finally:
+        if ledger is not None:
+            ledger.dispose()
 
 
 def _fail(error, as_json: bool, command: str = "dry-run") -> int:
@@ -118,14 +146,12 @@ def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
     from workbench.migration.draft import load_draft, read_draft_file
     from workbench.migration.impact import headline
+    from workbench.signing import result_signer
 
     _check_args(args)
     settings, setup = _signing()
     _digest_store(settings)
-    signer = setup.receipt_signer()
-    if signer is None and settings.require_signing:
-        raise DryRunError("SIGNING_KEY_MISSING", "no receipt key to sign the result: run `gate keys signing-init` "
-                          "(or set GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned result")
+    result_signer(setup)  # no key while signing is required: refused before any work
     draft = read_draft_file(args.draft)
     if args.cluster is not None:  # a bad draft is refused before the cluster is reached
         load_draft(draft, args.rulebook_id)
@@ -144,13 +170,14 @@ def _run(args) -> int:
     staging_dir = Path(tempfile.mkdtemp(prefix="gate-dry-run-"))
     staging = staging_dir / "flips.parquet"
     try:
-        # A result this gate signs must cover history the gate signed: the dataset's manifest
-        # must be signed by a key it trusts (unsigned results may replay any dataset).
-        anchors = setup.trust_anchors() if signer is not None else None
+        # The dataset's manifest must be signed by a key this gate trusts, or unsigned by
+        # --allow-unsigned (the result then names no dataset key); stale: see result_signer.
+        trust = trust_for(args, settings) if args.dataset is not None else None
         with cluster_client(args.cluster) as client:
             run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
                           created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
-                          anchors=anchors, cost=cost, cluster=client)
+                          anchors=trust, cost=cost, cluster=client)
+        signer = result_signer(setup, run.history.source, allow_stale=args.allow_stale)
         manifest = write_dry_run(out, run.manifest, signer)
         shutil.move(staging, out / "flips.parquet")
     finally:

@@ -22,7 +22,6 @@ import sys
 
 from gate.errors import LedgerUnavailable
 from gate.keys.config import SigningSetup
-from gate.keys.signing import receipt_signer_for
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
 from gate_cli.progress import ProgressBar
@@ -33,6 +32,7 @@ def cmd_export(args) -> int:
     from gate.ledger import Ledger
     from workbench.dataset.export import export_ledger
     from workbench.dataset.location import DatasetError
+    from workbench.signing import SigningRefused, dataset_signer
 
     if args.rebuild_rollups or args.cluster is not None:
         from gate_cli.rebuild_cmd import cmd_rebuild_rollups
@@ -48,10 +48,12 @@ def cmd_export(args) -> int:
         print("gate export: --catalog-uri, --warehouse and --namespace need --format iceberg", file=sys.stderr)
         return 2
     settings = Settings.from_env()
-    signer = _dataset_signer(settings)
-    if signer is None and settings.require_signing:
-        print("gate export: no key to sign the dataset manifest: run `gate keys signing-init` (or set "
-              "GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned dataset", file=sys.stderr)
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    try:
+        signer = dataset_signer(setup)
+    except SigningRefused as refused:
+        print(f"gate export: {refused.code}: {refused.message}", file=sys.stderr)
         return 2
     ledger = Ledger(settings.database_url)
     try:
@@ -60,7 +62,7 @@ def cmd_export(args) -> int:
         result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
                                settle_seconds=args.settle_seconds, progress=ProgressBar(),
                                rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer,
-                               lakehouse=lakehouse, layout=args.format)
+                               lakehouse=lakehouse, layout=args.format, anchors=setup.trust_anchors())
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2
@@ -115,14 +117,6 @@ def _snapshots(manifest) -> dict:
     """Each Iceberg table's snapshot the manifest names (empty for the Parquet layout)."""
     tables = (manifest.get("iceberg") or {}).get("tables", {})
     return {name: table.get("snapshot_id") for name, table in tables.items()}
-
-
-def _dataset_signer(settings):
-    """The key that signs the dataset manifest: the keyring's active Ed25519 key (anyone with
-    the public key registry verifies it offline), else the HMAC receipt secret, else None."""
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
-    return receipt_signer_for(setup.attestation_key()) or setup.receipt_signer()
 
 
 def add_export_parser(sub) -> None:

@@ -24,27 +24,31 @@ def _fail(message: str) -> int:
 
 def cmd_rebuild_rollups(args: Any) -> int:
     # Lazy: the dataset brings Polars and the cluster Dask.
-    from gate_cli.export_cmd import _dataset_signer
+    from gate.keys.config import SigningSetup
     from workbench.cluster import ClusterError
     from workbench.dataset.location import DatasetError
     from workbench.dataset.rebuild import rebuild_rollups
+    from workbench.signing import SigningRefused, dataset_signer
 
     if not args.rebuild_rollups:
         return _fail("--cluster runs the rollup rebuild: give --rebuild-rollups")
     settings = Settings.from_env()
-    signer = _dataset_signer(settings)
-    if signer is None and settings.require_signing:
-        return _fail("no key to sign the dataset manifest: run `gate keys signing-init` (or set "
-                     "GATE_RECEIPT_HMAC_SECRET), or GATE_REQUIRE_SIGNING=false for an unsigned dataset")
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
+                              settings.require_signing)
+    try:
+        signer = dataset_signer(setup)
+    except SigningRefused as refused:
+        return _fail(f"{refused.code}: {refused.message}")
     progress = ProgressBar(label="rollups", unit="partitions")
     try:
         with cluster_client(args.cluster) as client:
             if client is None:
-                manifest = rebuild_rollups(args.out, signer=signer, progress=progress)
+                manifest = rebuild_rollups(args.out, signer=signer, progress=progress, anchors=setup.trust_anchors())
             else:
                 from workbench.cluster.rebuild import cluster_rebuild
 
-                manifest = cluster_rebuild(client, args.out, signer=signer, progress=progress)
+                manifest = cluster_rebuild(client, args.out, signer=signer, progress=progress,
+                                           anchors=setup.trust_anchors())
     except (DatasetError, ClusterError) as error:
         return _fail(str(error))
     rolled = manifest["rollups"]

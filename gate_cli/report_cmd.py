@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate.errors import GateError
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
-from gate_cli.context import load_settings, open_ledger
+from gate_cli.context import dataset_trust, ledger_at_hand, load_settings, open_ledger
 from gate_cli.help import HelpFormatter
 from gate_cli.report_text import render
 from workbench.reports.registry import NAMES, REPORTS, Cohort, ReportKind
@@ -65,6 +65,10 @@ def add_report_parser(sub) -> None:
                                    "benchmarks; default with --dataset: every scope)")
     p.add_argument("--dataset", help="read an exported dataset (path or URL) instead of the live ledger "
                                      "(default: the live ledger, GATE_DATABASE_URL)")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="with --dataset: read a dataset whose manifest carries no signature (synthetic or local "
+                        "data); every report then says source.trust \"unsigned\" (default: a dataset is read "
+                        "only when its signature verifies with this gate's keys)")
     p.add_argument("--json", action="store_true", help="print the sealed report as JSON")
     add_cluster_argument(p, "the engines' partials over the dataset's partitions (with --dataset and --limit all)")
     for name in OPTIONS:
@@ -111,6 +115,8 @@ def _params(args: argparse.Namespace) -> ReportParams:
 def _check_scope(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> None:
     if args.scope is None and (args.dataset is None or kind.cohort):
         raise _Refused("--scope is required (reports from the ledger and benchmarks are per scope)")
+    if args.allow_unsigned and args.dataset is None:
+        raise _Refused("--allow-unsigned reads an unsigned dataset: give --dataset")
     if args.cluster is not None and (args.dataset is None or params.limit is not None):
         raise _Refused("--cluster reads a whole dataset over its partitions: give --dataset and --limit all")
 
@@ -126,21 +132,35 @@ def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -
     return Cohort(own_scope=args.scope, opted_in=opted_in), cohort_scopes(opted_in, args.scope, MAX_SCOPES)
 
 
+def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
+    """How the dataset is trusted (`gate_cli.context.dataset_trust`): against the live ledger's
+    chain heads when a ledger is at hand (the cohort's, or the configured one when it exists)."""
+    settings = load_settings()
+    at_hand = ledger if ledger is not None else ledger_at_hand(settings)
+    try:
+        return dataset_trust(settings, allow_unsigned=args.allow_unsigned, ledger=at_hand)
+    finally:
+        if at_hand is not None and at_hand is not ledger:
+            at_hand.dispose()
+
+
 def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, ledger: Ledger | None,
             cohort_scopes: list[str], client: Any = None) -> Frames:
-    """The decisions the report reads: from the dataset when one is named (its partials computed
-    on the cluster with `client`), else from the ledger."""
+    """The decisions the report reads: from the dataset when one is named, once it is trusted
+    (its partials computed on the cluster with `client`), else from the ledger."""
     from workbench.dataset.load import from_dataset, from_ledger
 
-    if client is not None:
-        from workbench.cluster.reports import cluster_frames
-
-        return cluster_frames(client, args.dataset, policy_id=args.policy, policy_version=kind.loaded_version(params),
-                              scopes=None if args.scope is None else [args.scope, *cohort_scopes])
     if args.dataset:
         _digest_store()
-        return from_dataset(args.dataset, scopes=None if args.scope is None else [args.scope, *cohort_scopes],
-                            policy_id=args.policy, policy_version=kind.loaded_version(params), limit=params.limit)
+        trust = _trust(args, ledger)
+        scopes = None if args.scope is None else [args.scope, *cohort_scopes]
+        if client is not None:
+            from workbench.cluster.reports import cluster_frames
+
+            return cluster_frames(client, args.dataset, policy_id=args.policy,
+                                  policy_version=kind.loaded_version(params), scopes=scopes, trust=trust)
+        return from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
+                            policy_version=kind.loaded_version(params), limit=params.limit, trust=trust)
     return from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
                        limit=params.limit, cohort_scopes=cohort_scopes)
 
@@ -160,13 +180,14 @@ def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) ->
 def cmd_report(args: argparse.Namespace) -> int:
     from workbench.cluster import ClusterError
     from workbench.dataset.load import DatasetError
+    from workbench.dataset.trust import Untrusted
 
     kind = REPORTS[args.kind]
     try:
         params = _params(args)
         _check_scope(args, kind, params)
         report = _report(args, kind, params)
-    except (_Refused, DatasetError, ClusterError) as refused:
+    except (_Refused, DatasetError, ClusterError, Untrusted) as refused:
         return _fail(str(refused))
     if args.json:
         print(json.dumps(report, ensure_ascii=False))

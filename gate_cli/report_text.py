@@ -44,7 +44,24 @@ def _header(title: str, report: Mapping[str, Any], source: str) -> list[str]:
     version = report.get("policy_version") or "all versions"
     params = "  ".join(f"{k}={_param(k, v)}" for k, v in report["parameters"].items() if k != "policy_version")
     return [f"{title} of policy {report['policy_id']} ({version}) from the {source}" if source == "live ledger"
-            else f"{title} of policy {report['policy_id']} ({version}) from dataset {source}", f"  {params}", ""]
+            else f"{title} of policy {report['policy_id']} ({version}) from dataset {source}",
+            *_trust(report.get("source")), f"  {params}", ""]
+
+
+def _trust(source: Any) -> list[str]:
+    """A dataset's trust status as the report's `source` names it: the verified key, or UNSIGNED,
+    and STALE with its lag and bound (`workbench.dataset.trust`)."""
+    if not isinstance(source, Mapping):
+        return []
+    lines = [f"  signed by key {source['key_id']} (dataset_hash {source.get('dataset_hash')})"
+             if source.get("trust") == "signed" and source.get("key_id")
+             else f"  UNSIGNED dataset, read by --allow-unsigned: no key vouches for these figures "
+                  f"(dataset_hash {source.get('dataset_hash')})"]
+    stale = source.get("stale")
+    if isinstance(stale, Mapping):
+        lines.append(f"  STALE: {stale.get('lag_seconds')} s behind the live ledger (bound {stale.get('bound_seconds')} s; "
+                     f"scopes {', '.join(stale.get('behind_scopes') or [])})")
+    return lines
 
 
 def _effectiveness(report: Mapping[str, Any]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from gate_cli.dry_run_cmd import _cost_model, _digest_store, _fail, _signing
+from gate_cli.dry_run_cmd import _cost_model, _digest_store, _fail, _signing, add_allow_unsigned, trust_for
 
 
 def add_sweep_parser(sub) -> None:
@@ -30,6 +30,7 @@ def add_sweep_parser(sub) -> None:
     p.add_argument("--dataset", default=None, help="an exported dataset folder (default: the live ledger)")
     p.add_argument("--cost-model", metavar="FILE", default=None,
                    help="JSON {failure, review, lost_success, outcome_horizon_days} (default: as gate dry-run)")
+    add_allow_unsigned(p)
     p.add_argument("--json", action="store_true", help="print the sweep as JSON")
     p.set_defaults(func=cmd_sweep)
 
@@ -44,16 +45,16 @@ def cmd_sweep(args) -> int:
         thresholds = thresholds_between(args.low, args.high, args.steps)
         cost = _cost_model(args.cost_model)
         draft = read_draft_file(args.draft)
-        settings, setup = _signing()
+        settings, _setup = _signing()
         _digest_store(settings)
         if args.dataset is None:
             from gate.ledger import Ledger
 
             ledger = Ledger(settings.database_url)
             ledger.upgrade()
-        anchors = setup.trust_anchors() if setup.receipt_signer() is not None and args.dataset else None
+        trust = trust_for(args, settings) if args.dataset else None
         result = sweep(draft, args.rulebook_id, (args.rule, args.field, args.occurrence), thresholds,
-                       scope=args.scope, dataset=args.dataset, ledger=ledger, anchors=anchors, cost=cost)
+                       scope=args.scope, dataset=args.dataset, ledger=ledger, anchors=trust, cost=cost)
     except DryRunError as error:
         return _fail(error, args.json, "sweep")
     finally:

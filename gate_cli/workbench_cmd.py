@@ -53,6 +53,12 @@ def add_workbench_parser(sub) -> None:
     add_cluster_argument(p, "the full-history dry-run (default: GATE_CLUSTER when set)")
     p.add_argument("--refresh", action="store_true",
                    help="export what is new in the ledger into the dataset before serving")
+    p.add_argument("--allow-unsigned", action="store_true",
+                   help="show a dataset whose manifest carries no signature (synthetic or local data); every "
+                        "page then says UNSIGNED (default: pages show a refusal instead of its figures)")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="let the Migration page sign a dry-run over a dataset behind the live ledger by more than "
+                        "GATE_DATASET_STALE_AFTER (default: its export is refused, DATASET_STALE)")
     p.set_defaults(func=cmd_workbench)
     add_passwd_parser(sub)
 
@@ -173,7 +179,8 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
     return bare, f"{bare}:{port}"
 
 
-def build_store(settings, dataset: str | None, cluster: str | None = None):
+def build_store(settings, dataset: str | None, cluster: str | None = None, *, allow_unsigned: bool = False,
+                allow_stale: bool = False):
     # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
@@ -182,7 +189,8 @@ def build_store(settings, dataset: str | None, cluster: str | None = None):
     ledger.upgrade()
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
-    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset", cluster=cluster)
+    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
+                          home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale)
 
 
 def cmd_workbench(args) -> int:
@@ -199,9 +207,16 @@ def cmd_workbench(args) -> int:
         return 2
     settings = Settings.from_env()
     settings.home.mkdir(parents=True, exist_ok=True)
-    store = build_store(settings, args.dataset, args.cluster)
+    store = build_store(settings, args.dataset, args.cluster, allow_unsigned=args.allow_unsigned,
+                        allow_stale=args.allow_stale)
     if args.refresh:
-        outcome = store.refresh_dataset()
+        from workbench.signing import SigningRefused
+
+        try:
+            outcome = store.refresh_dataset()
+        except SigningRefused as refused:
+            print(f"gate workbench: {refused.code}: {refused.message}", file=sys.stderr)
+            return 2
         print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)
     from workbench.app.server import make_server
 

@@ -34,6 +34,7 @@ from workbench.engines.common import latest_outcomes
 from workbench.notebooks import plots
 from workbench.notebooks.support import (
     FACT_NAME,
+    dataset_trust,
     decision_frames,
     fact_points,
     monthly_effectiveness,
@@ -50,6 +51,7 @@ from workbench.reports.policy import (
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET, SCOPE = PATHS.dataset, os.environ.get("GATE_SCOPE", "demo")
+TRUST = dataset_trust(PATHS)  # the gate's keys sign it, or GATE_ALLOW_UNSIGNED=1
 print("dataset:", DATASET, "· scope:", SCOPE)
 pl.Config.set_tbl_rows(20)
 pl.Config.set_fmt_str_lengths(60)
@@ -60,9 +62,9 @@ pl.Config.set_fmt_str_lengths(60)
 
 # %%
 params = ReportParams()
-everything = from_dataset(DATASET, scopes=[SCOPE])
+everything = from_dataset(DATASET, trust=TRUST, scopes=[SCOPE])
 policies = sorted(everything.decisions.select("policy_id").unique().collect()["policy_id"].drop_nulls().to_list())
-reports = {policy: anomaly_report(from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, limit=params.limit),
+reports = {policy: anomaly_report(from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=policy, limit=params.limit),
                                   policy, params) for policy in policies}
 summary = pl.DataFrame([{"policy_id": p, "anomaly_count": r["anomaly_count"], "recommendation": r["recommendation"],
                          "top_score": max([a["anomaly_score"] for a in r["anomalies"]], default=0.0)}
@@ -89,11 +91,11 @@ for finding in report["anomalies"]:
 # dashed line where a version starts; the bars give one effectiveness report per version.
 
 # %%
-frames = from_dataset(DATASET, scopes=[SCOPE], policy_id=policy)
+frames = from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=policy)
 change = report["checks"]["policy_versions"]
 versions = version_changes(frames)
 by_version = pl.DataFrame([{"policy_version": v, **report_row(effectiveness_report(
-    from_dataset(DATASET, scopes=[SCOPE], policy_id=policy, policy_version=v, limit=params.limit), policy,
+    from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=policy, policy_version=v, limit=params.limit), policy,
     ReportParams(policy_version=v)))} for v in versions["policy_version"].to_list()])
 fig = plots.course(monthly_effectiveness(frames, policy), versions, f"{policy}: effectiveness per month")
 fig = plots.by_version(by_version, f"{policy}: effectiveness per policy version")

@@ -27,11 +27,12 @@ import polars as pl
 
 from workbench.dataset.load import from_dataset
 from workbench.notebooks import plots
-from workbench.notebooks.support import setup
+from workbench.notebooks.support import dataset_trust, setup
 from workbench.reports.policy import ReportParams, benchmark_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET = PATHS.dataset
+TRUST = dataset_trust(PATHS)  # the gate's keys sign it, or GATE_ALLOW_UNSIGNED=1
 SCOPE = os.environ.get("GATE_SCOPE", "demo")
 # The operator's opt-ins live in the ledger (`gate scopes benchmarks …`); for a dataset read
 # offline, name the opted-in scopes here (the demo opts every demo scope in).
@@ -39,7 +40,7 @@ OPTED_IN = set(filter(None, os.environ.get("GATE_OPTED_IN", "").split(","))) or 
 print("dataset:", DATASET, "· scope:", SCOPE)
 
 # %%
-everything = from_dataset(DATASET)
+everything = from_dataset(DATASET, trust=TRUST)
 scopes = sorted(everything.decisions.select("scope").unique().collect()["scope"].to_list())
 opted_in = OPTED_IN if OPTED_IN is not None else set(scopes)
 policies = sorted(everything.decisions.select("policy_id").unique().collect()["policy_id"].drop_nulls().to_list())
@@ -49,7 +50,7 @@ print(len(scopes), "scopes,", len(opted_in), "opted in; policies:", policies)
 params = ReportParams()
 rows = []
 for policy in policies:
-    report = benchmark_report(from_dataset(DATASET, policy_id=policy), policy, params, own_scope=SCOPE, opted_in=opted_in)
+    report = benchmark_report(from_dataset(DATASET, trust=TRUST, policy_id=policy), policy, params, own_scope=SCOPE, opted_in=opted_in)
     cross = report["cross_customer"]
     p = (cross.get("percentiles") or {}).get("success_rate") or {}
     rows.append({"policy_id": policy, "your_success_rate": report["your_metrics"].get("success_rate"),
@@ -68,7 +69,7 @@ table
 behind = table.filter(pl.col("delta_vs_p50").is_not_null()).sort("delta_vs_p50")
 if behind.height:
     lagging = behind["policy_id"][0]
-    report = benchmark_report(from_dataset(DATASET, policy_id=lagging), lagging, params, own_scope=SCOPE,
+    report = benchmark_report(from_dataset(DATASET, trust=TRUST, policy_id=lagging), lagging, params, own_scope=SCOPE,
                               opted_in=opted_in)
     cross = report["cross_customer"]
     metrics = pl.DataFrame([{"metric": name, "yours": report["your_metrics"].get(name), "cohort_status": cross["status"],
@@ -82,7 +83,7 @@ if behind.height:
 # With fewer opted-in scopes than `min_cohort_scopes`, no percentile is shown.
 
 # %%
-alone = benchmark_report(from_dataset(DATASET, policy_id=policies[0]), policies[0], params, own_scope=SCOPE,
+alone = benchmark_report(from_dataset(DATASET, trust=TRUST, policy_id=policies[0]), policies[0], params, own_scope=SCOPE,
                          opted_in={SCOPE})
 print(alone["cross_customer"]["status"], alone["cross_customer"].get("percentiles"))
 assert not alone["cross_customer"].get("percentiles")

@@ -32,11 +32,12 @@ from workbench.dataset.load import from_dataset
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
 from workbench.notebooks import plots
-from workbench.notebooks.support import report_row, setup
+from workbench.notebooks.support import dataset_trust, report_row, setup
 from workbench.reports.policy import ReportParams, effectiveness_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
 DATASET, RULEBOOKS = PATHS.dataset, PATHS.rulebooks
+TRUST = dataset_trust(PATHS)  # the gate's keys sign it, or GATE_ALLOW_UNSIGNED=1
 SCOPE = os.environ.get("GATE_SCOPE", "demo")
 POLICY = "refund_approval"
 print("dataset:", DATASET, "· rulebooks:", RULEBOOKS, "· scope:", SCOPE)
@@ -46,11 +47,11 @@ print("dataset:", DATASET, "· rulebooks:", RULEBOOKS, "· scope:", SCOPE)
 
 # %%
 params = ReportParams(limit=10_000)
-versions = (from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY).decisions.select("policy_version").unique()
+versions = (from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY).decisions.select("policy_version").unique()
             .collect()["policy_version"].sort().to_list())
 by_version = pl.DataFrame([
     {"policy_version": v, **report_row(effectiveness_report(
-        from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY, policy_version=v), POLICY, params))}
+        from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY, policy_version=v), POLICY, params))}
     for v in versions])
 fig = plots.by_version(by_version, f"{POLICY}: effectiveness per policy version (95% interval)")
 by_version
@@ -104,7 +105,7 @@ fig = plots.paired([f"{t['from']} → {t['to']}" for t in moved], [t["success"] 
 # %%
 diff = semantic_diff(current, draft)
 flipped = pl.DataFrame(result["flips"]["listed"])
-decisions = from_dataset(DATASET, scopes=[SCOPE], policy_id=POLICY).decisions
+decisions = from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY).decisions
 facts = (decisions.filter(pl.col("decision_id").is_in(flipped["decision_id"].to_list()))
          .select("decision_id", "policy_version", "facts_json").collect())
 current_version_rows = facts.filter(pl.col("policy_version") == current["version"])

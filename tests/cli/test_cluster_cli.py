@@ -41,7 +41,7 @@ def dataset(tmp_path_factory):
 
 def test_report_on_a_local_cluster_is_the_report_of_one_process(dataset):
     args = ("report", "anomalies", "--policy", "refund_approval", "--dataset", str(dataset / "ds"),
-            "--limit", "all", "--min-sample", "5", "--threshold", "0", "--json")
+            "--limit", "all", "--min-sample", "5", "--threshold", "0", "--json", "--allow-unsigned")
     single = gate(*args, home=dataset / "home")
     clustered = gate(*args, "--cluster", "local", home=dataset / "home")
     assert single.returncode == clustered.returncode == 0, clustered.stderr
@@ -56,7 +56,8 @@ def test_dry_run_on_a_local_cluster_has_the_result_hash_of_one_process(tmp_path)
     results = {}
     for name, extra in (("single", ()), ("cluster", ("--cluster", "local"))):
         done = gate("dry-run", "--rulebook-id", dryrun_data.RULEBOOK_ID, "--draft", str(tmp_path / "draft.json"),
-                    "--dataset", str(tmp_path / "history"), "--out", str(tmp_path / name), "--json", *extra,
+                    "--dataset", str(tmp_path / "history"), "--out", str(tmp_path / name), "--json", "--allow-unsigned",
+                    *extra,
                     home=tmp_path / "home")
         assert done.returncode == 0, done.stderr
         results[name] = json.loads((tmp_path / name / "migration.json").read_text())["dry_run"]
@@ -74,7 +75,7 @@ def test_rollup_rebuild_on_a_local_cluster_is_committed_and_read(dataset, tmp_pa
     assert body["run"] == body["rollups"]["run"] == 2
     assert body["rollups"]["recomputed_partitions"] == body["rollups"]["decision_partitions"] > 0
     report = ("report", "effectiveness", "--policy", "refund_approval", "--dataset", str(target), "--limit", "all",
-              "--json")
+              "--json", "--allow-unsigned")
     from_rollups = gate(*report, home=dataset / "home")
     assert from_rollups.returncode == 0, from_rollups.stderr
     assert json.loads(from_rollups.stdout)["source"]["dataset_hash"] == body["dataset_hash"]
@@ -83,7 +84,7 @@ def test_rollup_rebuild_on_a_local_cluster_is_committed_and_read(dataset, tmp_pa
 def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(dataset):
     started = time.monotonic()
     done = gate("report", "effectiveness", "--policy", "refund_approval", "--dataset", str(dataset / "ds"),
-                "--limit", "all", "--cluster", "tcp://127.0.0.1:9", home=dataset / "home", timeout=60)
+                "--limit", "all", "--allow-unsigned", "--cluster", "tcp://127.0.0.1:9", home=dataset / "home", timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
         "gate report: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 10 s")
@@ -101,6 +102,6 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(data
     assert usage.returncode == 2 and "--cluster replays a dataset's partitions: give --dataset" in usage.stderr
     # a bad draft is refused before the (unreachable) cluster is tried
     bad = gate("dry-run", "--rulebook-id", "refund_approval", "--draft", str(dataset / "draft.json"),
-               "--dataset", str(dataset / "ds"), "--out", str(dataset / "out"), "--cluster", "tcp://127.0.0.1:9",
+               "--dataset", str(dataset / "ds"), "--allow-unsigned", "--out", str(dataset / "out"), "--cluster", "tcp://127.0.0.1:9",
                home=dataset / "home")
     assert bad.returncode == 2 and "DRAFT_INVALID" in bad.stderr and "Dask" not in bad.stderr

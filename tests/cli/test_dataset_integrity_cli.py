@@ -175,8 +175,12 @@ def test_a_file_of_another_schema_is_refused_even_when_listed(exported):
     entry.update(integrity.describe_file(open_location(str(tmp / "ds")), entry["path"]))
     (tmp / "ds" / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
     unsigned = dict(env, GATE_REQUIRE_SIGNING="false", GATE_SIGNING_KEY_FILE=str(tmp / "none.json"))
-    refused(dry_run(tmp, unsigned), "DATASET_INVALID", "does not have the decisions table's schema")
-    refused(report(tmp, env), "does not have the decisions table's schema")
+    # Unsigned, it is read only by opt-in (issue 41), and then its schema refuses it.
+    refused(dry_run(tmp, unsigned), "DATASET_INVALID", "not signed", "--allow-unsigned")
+    opted_in = gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", "ds", "--out", "out",
+                     "--allow-unsigned"], unsigned, cwd=tmp)
+    refused(opted_in, "DATASET_INVALID", "does not have the decisions table's schema")
+    refused(report(tmp, env, "--allow-unsigned"), "does not have the decisions table's schema")
 
 
 def _forge_facts(root: Path) -> None:

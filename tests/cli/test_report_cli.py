@@ -46,13 +46,13 @@ def test_report_json_is_the_api_report_from_ledger_and_dataset(seeded, tmp_path)
     write_dataset(tmp_path / "ds", frames.decisions.collect().to_dicts(), frames.outcomes.collect().to_dicts())
     ledger.dispose()
     from_files = gate(["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset",
-                       str(tmp_path / "ds"), "--json"], seeded)
+                       str(tmp_path / "ds"), "--json", "--allow-unsigned"], seeded)
     assert from_files.returncode == 0, from_files.stderr
     # The same report, naming (and so, through its hash, binding to) the dataset manifest it read.
     from_dataset = json.loads(from_files.stdout)
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert from_dataset["source"] == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
-                                      "synthetic": False}
+                                      "trust": "unsigned", "synthetic": False}
     same = ("source", "effectiveness_hash")
     assert {k: v for k, v in from_dataset.items() if k not in same} == \
         {k: v for k, v in report.items() if k not in same}
@@ -125,14 +125,18 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     args = ["--policy", POLICY, "--dataset", str(out), "--limit", "all", "--min-sample", "3", "--json"]
     done = gate(["report", "anomalies", "--scope", "tenant_a", "--threshold", "0", *args], seeded)
     assert done.returncode == 0, done.stderr
-    frames = from_dataset(out, scopes=["tenant_a"], policy_id=POLICY, limit=None)
-    assert frames.rollup is not None
+    from gate.keys.config import SigningSetup
+    from workbench.dataset.trust import Trust
+
+    own = SigningSetup.load(Path(seeded["GATE_SIGNING_KEY_FILE"]), None, "hmac").trust_anchors()
+    frames = from_dataset(out, scopes=["tenant_a"], policy_id=POLICY, limit=None, trust=Trust(anchors=own))
+    assert frames.rollup is not None and frames.source["trust"] == "signed"
     params = ReportParams(limit=None, min_sample=3, threshold=0.0)
     assert json.loads(done.stdout) == anomaly_report(replace(frames, rollup=None), POLICY, params)
 
     # It really reads them: a stored count changed by hand changes the answer …
-    def effective():
-        run = gate(["report", "effectiveness", "--scope", "tenant_a", *args], seeded)
+    def effective(*extra):
+        run = gate(["report", "effectiveness", "--scope", "tenant_a", *args, *extra], seeded)
         assert run.returncode == 0, run.stderr
         return json.loads(run.stdout)["sample"]["decisions_considered"]
 
@@ -149,8 +153,8 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     manifest["rollups"]["file_digests"]["effectiveness.sample"].update(
         integrity.describe_file(open_location(str(out)), manifest["rollups"]["files"]["effectiveness.sample"]))
     (out / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
-    assert effective() == 30
+    assert effective("--allow-unsigned") == 30  # relisted by hand: unsigned, read only by opt-in
     # … and a manifest whose rollups are not its last run's is answered from the rows.
     manifest["rollups"]["run"] = 0
     (out / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
-    assert effective() == 15
+    assert effective("--allow-unsigned") == 15

@@ -36,6 +36,10 @@ def test_notebook_executes(path, demo_dataset, monkeypatch, tmp_path):
     monkeypatch.setenv("GATE_DATASET", str(demo_dataset["dataset"]))
     monkeypatch.delenv("GATE_RULEBOOKS", raising=False)
     monkeypatch.delenv("GATE_HOME", raising=False)
+    # The notebooks read a dataset only when it is signed by a key of the gate they trust (issue 41):
+    # the keyring of the demo gate that exported it.
+    monkeypatch.setenv("GATE_SIGNING_KEY_FILE", str(demo_dataset["home"] / "signing-keys.json"))
+    monkeypatch.delenv("GATE_ALLOW_UNSIGNED", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})

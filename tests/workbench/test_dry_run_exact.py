@@ -304,10 +304,13 @@ def test_every_flip_is_written_to_the_flips_path(root, tmp_path):
 
 
 def test_read_manifest_refusals_and_answer(root, tmp_path):
-    """`history.read_manifest`: the manifest and its exact bytes, or DATASET_INVALID naming why."""
+    """`history.read_manifest`: the manifest, its exact bytes and its trust status as
+    `workbench.dataset.load.open_dataset` gives them (issue 41), or DATASET_INVALID naming why."""
     raw = (root / "manifest.json").read_bytes()
-    manifest, read = read_manifest(root)
+    manifest, read, trusted = read_manifest(root)
     assert read == raw and manifest == json.loads(raw)
+    assert trusted == {"kind": "dataset", "dataset_hash": manifest["dataset_hash"], "key_id": None,
+                       "trust": "unsigned", "synthetic": bool(manifest.get("synthetic"))}
 
     def refused(folder, anchors=None) -> str:
         with pytest.raises(DryRunError) as caught:
@@ -315,22 +318,23 @@ def test_read_manifest_refusals_and_answer(root, tmp_path):
         assert caught.value.code == "DATASET_INVALID"
         return str(caught.value)
 
-    assert "has no manifest.json" in refused(tmp_path / "nothing")
+    assert refused(tmp_path / "nothing") == f"{tmp_path / 'nothing'}: no manifest.json; not a decision dataset"
     for name, content in (("bytes", b"\xff\xfe"), ("text", b"{"), ("list", b"[]"), ("old", b'{"dataset_schema_version": "x"}')):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "manifest.json").write_bytes(content)
         why = refused(folder)
-        assert why.startswith(f"cannot read {folder}/manifest.json: ") == (name in ("bytes", "text")), why
+        assert why.startswith(f"{folder}/manifest.json: unreadable manifest (") == (name in ("bytes", "text")), why
         assert ("schema version" in why) == (name in ("list", "old")), why
     changed = tmp_path / "changed"
     changed.mkdir()
     (changed / "manifest.json").write_text(json.dumps({**manifest, "synthetic": False}))
-    assert refused(changed) == f"{changed}/manifest.json: its dataset_hash is missing or does not match its content"
+    assert refused(changed) == (f"{changed}/manifest.json: its dataset_hash does not match its content (the manifest "
+                                "was changed after it was sealed)")
     unsealed = tmp_path / "unsealed"
     unsealed.mkdir()
     (unsealed / "manifest.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "dataset_hash"}))
-    assert "its dataset_hash is missing or does not match its content" in refused(unsealed)
+    assert "its dataset_hash does not match its content" in refused(unsealed)
     # With anchors the signature decides: this dataset is sealed but not signed.
     assert "it is not signed" in refused(root, TrustAnchors.from_hmac_key(HmacKey("k", b"k" * 32)))
     # A location that cannot be opened: the location's own reason.

@@ -214,22 +214,28 @@ def test_unsettled_files_are_read_beside_the_settled_ones(tmp_path):
 
 
 def test_the_source_a_dataset_dry_run_names(tmp_path):
-    """`dataset_source`: the manifest's bytes hashed, its dataset hash, signing key, previous
-    dataset and ledger head (None when the manifest has none)."""
+    """`dataset_source`: the manifest's bytes hashed, its dataset hash, the key that signed it as
+    its trust status says (issue 41: never the key the manifest merely names), previous dataset
+    and ledger head (None when the manifest has none), and the staleness when it is stale."""
     raw = b'{"x": 1}'
     manifest = {"dataset_hash": "h" * 64, "signature": {"key_id": "k1"}, "previous_dataset_hash": "p" * 64,
                 "ledger_head": {"head_hash": "l" * 64}}
-    assert hist.dataset_source(tmp_path, manifest, raw) == {
+    assert hist.dataset_source(tmp_path, manifest, raw, {"key_id": "k1"}) == {
         "kind": "dataset", "location": str(tmp_path), "hash": sha256_bytes_hex(raw),
         "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": "h" * 64, "dataset_key_id": "k1",
         "previous_dataset_hash": "p" * 64, "ledger_head_hash": "l" * 64}
-    bare = hist.dataset_source("s3://b/ds", {"dataset_hash": "h" * 64, "signature": "k1", "ledger_head": None}, raw)
+    assert hist.dataset_source(tmp_path, manifest, raw, {"key_id": None})["dataset_key_id"] is None  # not verified
+    stale = {"lag_seconds": 7200, "bound_seconds": 3600, "behind_scopes": ["a"]}
+    assert hist.dataset_source(tmp_path, manifest, raw, {"key_id": "k1", "stale": stale})["stale"] == stale
+    bare = hist.dataset_source("s3://b/ds", {"dataset_hash": "h" * 64, "signature": "k1", "ledger_head": None}, raw,
+                               {"key_id": None})
     assert (bare["location"], bare["dataset_key_id"], bare["previous_dataset_hash"], bare["ledger_head_hash"]) == (
         "s3://b/ds", None, None, None)
     root = _dataset(tmp_path)
     history = load_history("refunds", None, dataset=root, ledger=None, paths=())
     raw = (root / "manifest.json").read_bytes()
-    assert history.source == hist.dataset_source(root, hist.read_manifest(root)[0], raw)
+    manifest, _, trusted = hist.read_manifest(root)
+    assert history.source == hist.dataset_source(root, manifest, raw, trusted)
     assert history.source["hash"] == sha256_bytes_hex(raw) and history.source["location"] == str(root)
 
 

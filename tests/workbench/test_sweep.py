@@ -97,7 +97,10 @@ def test_the_cli_sweeps_with_json_and_refuses_bad_input(root, tmp_path):
     draft = tmp_path / "draft.json"
     draft.write_text(json.dumps(DRAFT))
     base = [sys.executable, "-m", "gate_cli.main", "sweep", "--rulebook-id", "refunds", "--draft", str(draft),
-            "--scope", "acme", "--dataset", str(root), "--rule", "big", "--field", "amount"]
+            "--scope", "acme", "--dataset", str(root), "--allow-unsigned", "--rule", "big", "--field", "amount"]
+    unsigned = subprocess.run([*base[:-5], *base[-4:], "--from", "0", "--to", "150", "--steps", "4"],
+                              capture_output=True, text=True, timeout=120, env={"GATE_HOME": str(tmp_path / "home")})
+    assert unsigned.returncode == 2 and "not signed" in unsigned.stderr  # an unsigned dataset only by opt-in
     done = subprocess.run([*base, "--from", "0", "--to", "150", "--steps", "4", "--json"], capture_output=True,
                           text=True, timeout=120, env={"GATE_HOME": str(tmp_path / "home"), "GATE_REQUIRE_SIGNING": "false"})
     assert done.returncode == 0, done.stderr

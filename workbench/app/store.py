@@ -29,7 +29,6 @@ from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import SigningSetup
-from gate.keys.signing import ReceiptSigner, receipt_signer_for
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.principals import Principal
@@ -45,11 +44,13 @@ from workbench.cluster import ClusterError, cluster_setting, connect
 from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
 from workbench.dataset.export import Progress, export_ledger
-from workbench.dataset.load import Frames, from_dataset, scan_table
+from workbench.dataset.load import DatasetError as LoadError
+from workbench.dataset.load import Frames, Opened, from_dataset, open_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
+from workbench.dataset.trust import Trust, Untrusted, reader_trust
 from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
@@ -69,6 +70,7 @@ from workbench.reports.timeseries import (
     version_changes,
     version_changes_from_rollups,
 )
+from workbench.signing import dataset_signer, result_signer
 
 DRAFT_PATH = "draft"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
@@ -142,7 +144,8 @@ class WorkbenchStore:
 
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
                  exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False,
-                 cluster: str | None = None) -> None:
+                 cluster: str | None = None, home: Path | None = None, allow_unsigned: bool = False,
+                 allow_stale: bool = False) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
@@ -166,6 +169,12 @@ class WorkbenchStore:
         # workbench.cluster): 'local' starts two worker processes for each run. The live impact
         # and the reports (read from the rollups) stay in this process.
         self.cluster = cluster if cluster is not None else cluster_setting()
+        # How the dataset is trusted (`trust`): the newest manifest seen is kept under `home`
+        # (GATE_HOME; default the dataset's parent folder); `allow_unsigned` reads an unsigned
+        # dataset (`gate workbench --allow-unsigned`), every page then saying so; `allow_stale`
+        # lets the Migration page sign a result over a stale dataset (`--allow-stale`).
+        self.home = Path(home) if home is not None else self.dataset_dir.parent
+        self.allow_unsigned, self.allow_stale = allow_unsigned, allow_stale
 
     # ------------------------------------------------------------------ scopes and policies
 
@@ -185,22 +194,40 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ the dataset
 
-    def dataset_status(self) -> dict[str, Any]:
-        """What the dataset holds (from its manifest), or why it cannot be read."""
+    def trust(self) -> Trust:
+        """How the dataset is trusted now: this gate's keys, the opt-in, the newest manifest seen,
+        and the live ledger's chain heads (`workbench.dataset.trust.reader_trust`)."""
+        return reader_trust(self.home, self.signing.trust_anchors(), allow_unsigned=self.allow_unsigned,
+                            ledger=self.ledger)
+
+    def opened(self) -> Opened | None:
+        """The dataset as a reader may use it (`open_dataset` under `trust`), None without a
+        manifest; DatasetError (one line) when it may not be read."""
         try:
-            manifest = read_manifest(open_location(str(self.dataset_dir)), required=False)
-        except DatasetError as exc:
-            return {"ok": False, "message": str(exc)}
-        if manifest is None:
+            if read_manifest(open_location(str(self.dataset_dir)), required=False) is None:
+                return None
+            return open_dataset(self.dataset_dir, self.trust())
+        except (DatasetError, Untrusted) as exc:  # unreadable; a bad GATE_DATASET_STALE_AFTER
+            raise LoadError(str(exc)) from None
+
+    def dataset_status(self) -> dict[str, Any]:
+        """What the dataset holds (from its manifest) and how far it is trusted, or why it cannot be read."""
+        try:
+            opened = self.opened()
+        except LoadError as exc:
+            return {"ok": False, "message": f"the dataset cannot be used: {exc}"}
+        if opened is None:
             return {"ok": False, "message": f"no dataset at {self.dataset_dir} yet: refresh it"}
+        manifest = opened.manifest
         rows = {name: table.get("rows", 0) for name, table in manifest.get("tables", {}).items()}
         return {"ok": True, "updated_at": manifest.get("updated_at"), "rows": rows,
-                "synthetic": manifest.get("synthetic", False)}
+                "synthetic": manifest.get("synthetic", False), "source": opened.source}
 
     def refresh_dataset(self, progress: Progress | None = None) -> dict[str, Any]:
         """Export what is new in the ledger into the dataset (the `gate export` call);
         `progress(done, total)` is called as rows are written."""
-        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=self._dataset_signer())
+        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=dataset_signer(self.signing),
+                               anchors=self.signing.trust_anchors())
         with self._figures_lock:  # keyed by the old manifest: never read again, free them now
             self._figures.clear()
         with self._cache_lock:
@@ -209,26 +236,17 @@ class WorkbenchStore:
                     for count in result.new_rows.values())
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
 
-    def _dataset_signer(self) -> ReceiptSigner | None:
-        """The key `gate export` signs the dataset manifest with (Ed25519 first)."""
-        return receipt_signer_for(self.signing.attestation_key()) or self.signing.receipt_signer()
-
     # ------------------------------------------------------------------ policy reports
 
-    def _manifest(self) -> dict[str, Any] | None:
-        try:
-            return read_manifest(open_location(str(self.dataset_dir)), required=False)
-        except DatasetError:
-            return None
-
     def _manifest_key(self) -> str | None:
-        """sha256 of the dataset's manifest as read now (None without one): what every cached
-        figure and frame is keyed by, so a refresh (a new manifest) is never answered from
-        the cache."""
-        manifest = self._manifest()
-        if manifest is None:
+        """sha256 of the dataset's manifest and trust status as read now (None without one): what
+        every cached figure and frame is keyed by, so a refresh (a new manifest) or a dataset
+        turned stale is never answered from the cache. DatasetError when it may not be read."""
+        opened = self.opened()
+        if opened is None:
             return None
-        return hashlib.sha256(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        keyed = {"manifest": opened.manifest, "source": opened.source}
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def _frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None,
                 manifest_key: str | None = None) -> Frames:
@@ -249,10 +267,10 @@ class WorkbenchStore:
     def _read_frames(self, scopes: tuple[str, ...], policy_id: str, limit: int | None) -> Frames:
         if limit is not None and not self.reference:
             return recent_frames(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit,
-                                 decision_columns=DECISION_ANALYSIS_COLUMNS,
+                                 trust=self.trust(), decision_columns=DECISION_ANALYSIS_COLUMNS,
                                  outcome_columns=rollups.OUTCOME_COLUMNS,
                                  facts_column=rollups.fact_moment_column)
-        lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit)
+        lazy = from_dataset(self.dataset_dir, scopes=list(scopes), policy_id=policy_id, limit=limit, trust=self.trust())
         # With rollups the reports never read the facts: they are not read into memory.
         facts = lazy.facts if lazy.facts is None or lazy.rollup is not None else lazy.facts.collect().lazy()
         return Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, lazy.rollup,
@@ -319,7 +337,8 @@ class WorkbenchStore:
 
         def compute() -> pl.DataFrame:
             if not self.reference:
-                manifest = self._manifest()
+                opened = self.opened()
+                manifest = None if opened is None else opened.manifest
                 view = None if manifest is None else RollupView.of(
                     self.dataset_dir, manifest, policy_id=policy_id, policy_version=None, scopes=[scope])
                 figure = from_rollups(view)
@@ -337,7 +356,9 @@ class WorkbenchStore:
                       limit: int = 25) -> tuple[pl.DataFrame, int]:
         """One page of a scope's decisions from the dataset, newest first, each with its latest
         outcome status; and the number of decisions the filters match."""
-        decisions = scan_table(self.dataset_dir, "decisions", [scope])
+        opened = self.opened()
+        manifest = None if opened is None else opened.manifest
+        decisions = scan_table(self.dataset_dir, "decisions", [scope], manifest)
         if policy_id:
             decisions = decisions.filter(pl.col("policy_id") == policy_id)
         if verdict:
@@ -350,7 +371,7 @@ class WorkbenchStore:
         newest_first = (["created_at", "decision_id"], True)
         # A join does not keep the left frame's order (Polars' default): sort the page again after it.
         page = (decisions.sort(newest_first[0], descending=newest_first[1]).slice(offset, limit)
-                .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope])),
+                .join(latest_outcomes(scan_table(self.dataset_dir, "outcomes", [scope], manifest)),
                       on="decision_id", how="left")
                 .sort(newest_first[0], descending=newest_first[1])
                 .select("decision_id", "created_at", "policy_id", "policy_version", "verdict",
@@ -411,14 +432,15 @@ class WorkbenchStore:
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
         dataset, on the workbench's cluster when it has one and `on_cluster`. Raises DryRunError
         for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
-        signer = self.signing.receipt_signer()
         address = self.cluster if on_cluster else None
         try:
+            trust = self.trust()
             with connect(address) if address else nullcontext() as client:
-                # A result the workbench signs must cover a dataset signed by a key this gate trusts.
+                # The dataset is read only as trusted (signed by a key this gate trusts, or unsigned by opt-in).
                 return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
-                               created_at=iso_ms(self.clock.now()),
-                               anchors=self.signing.trust_anchors() if signer else None, cluster=client)
+                               created_at=iso_ms(self.clock.now()), anchors=trust, cluster=client)
+        except Untrusted as error:
+            raise DryRunError("USAGE", str(error)) from None
         except ClusterError as error:
             raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
@@ -432,8 +454,11 @@ class WorkbenchStore:
     def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
               thresholds: list[float]) -> dict[str, Any]:
         """`gate sweep`'s library call over this scope's history in the dataset (DryRunError)."""
-        anchors = self.signing.trust_anchors() if self.signing.receipt_signer() else None
-        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=anchors)
+        try:
+            trust = self.trust()
+        except Untrusted as error:
+            raise DryRunError("USAGE", str(error)) from None
+        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=trust)
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
         """Each stored matched rule of the policy over its whole history in the scope: decisions,
@@ -441,7 +466,7 @@ class WorkbenchStore:
         manifest_key = self._manifest_key()
 
         def compute() -> list[RuleHistory]:
-            frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id)
+            frames = from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, trust=self.trust())
             return rule_history(frames.decisions, frames.outcomes)
 
         rows: list[RuleHistory] = self._remembered((manifest_key, "rules", scope, policy_id), compute)
@@ -453,8 +478,10 @@ class WorkbenchStore:
         return semantic_diff(current, draft).to_json() if current is not None else None
 
     def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
-        """Sign (with the receipt key) and write the manifest and the reports; name → path."""
-        write_dry_run(out, run.manifest, self.signing.receipt_signer())
+        """Sign (with the receipt key) and write the manifest and the reports; name → path. The
+        rule of `gate dry-run` (`workbench.signing.result_signer`): SigningRefused, nothing
+        written, without a key while signing is required or over a stale dataset."""
+        write_dry_run(out, run.manifest, result_signer(self.signing, run.history.source, allow_stale=self.allow_stale))
         return {name: str(Path(out) / name) for name in ("migration.json", "report.md", "report.html")}
 
     # ------------------------------------------------------------------ promotion

@@ -190,7 +190,7 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
     """The dataset's history of the rulebook (its versions and source; its rows stay on the
     workers, so its frames are empty) and the passes over it made on the cluster."""
     root = str(dataset)
-    manifest, raw = read_manifest(root, anchors)
+    manifest, raw, trusted = read_manifest(root, anchors)
     try:
         partitions = _partitions(manifest, rulebook_id)
     except DatasetError as error:
@@ -214,5 +214,5 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
         rulebook_id, scope, load_draft(draft, rulebook_id).polars.paths, decision_files=files("decisions"),
         outcome_files=files("outcomes"), facts_files=files("facts"))
     history = History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered=False), outcomes,
-                      dataset_source(dataset, manifest, raw), versions)
+                      dataset_source(dataset, manifest, raw, trusted), versions)
     return history, ClusterPasses(client, str(root), replayed, dict(outcome_files))

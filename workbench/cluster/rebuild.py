@@ -23,7 +23,7 @@ __all__ = ["cluster_rebuild"]
 
 
 def cluster_rebuild(client: Client, uri: str, *, signer: ReceiptSigner | None, now: datetime | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[int, int], None] | None = None, anchors: Any = None) -> dict[str, Any]:
     """`rebuild_rollups(uri, …)` with every listed file it reads checked on the cluster's workers
     (`tasks.check`, one task per partition) and `rollups.chunk_partials` of every chunk run there
     (`tasks.rebuild_chunk`), their results taken in the chunks' order."""
@@ -35,4 +35,4 @@ def cluster_rebuild(client: Client, uri: str, *, signer: ReceiptSigner | None, n
         return run_all(client, bind(tasks.rebuild_chunk, uri, dict(OUTCOME_EFFECTIVENESS_CLASS)), chunks)
 
     return rebuild_rollups(uri, signer=signer, now=now, progress=progress, run_chunks=run_chunks,
-                           run_checks=run_checks)
+                           run_checks=run_checks, anchors=anchors)

@@ -27,7 +27,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.cluster import by_partition, run_all, tasks
 from workbench.dataset import integrity, rollups
 from workbench.dataset import location as dataset
-from workbench.dataset.load import DatasetError, Frames, empty, read_manifest, source_of
+from workbench.dataset.load import DatasetError, Frames, empty, open_dataset
 from workbench.engines import confidence as confidence_engine
 
 if TYPE_CHECKING:
@@ -92,13 +92,14 @@ def _partition_groups(manifest: dict[str, Any], policy_id: str,
 
 
 def cluster_frames(client: Client, root: str | Path, *, policy_id: str, policy_version: str | None = None,
-                   scopes: Sequence[str] | None = None, anchors: Any = None) -> Frames:
+                   scopes: Sequence[str] | None = None, trust: Any = None) -> Frames:
     """`from_dataset(root, scopes=…, policy_id=…, policy_version=…, limit=None)` whose reports'
     partials are computed on the cluster (`Frames.rollup` is a `ClusterView`). DatasetError as
-    `from_dataset` raises it: the manifest (and its signature with `anchors`) here, each listed
+    `from_dataset` raises it: the manifest's trust (`open_dataset` under `trust`) here, each listed
     file of the selection on the workers."""
     uri = str(root)
-    manifest = read_manifest(root, anchors)
+    opened = open_dataset(root, trust)
+    manifest = opened.manifest
     try:
         location = dataset.open_location(uri)
         groups = _partition_groups(manifest, policy_id, scopes)
@@ -110,4 +111,4 @@ def cluster_frames(client: Client, root: str | Path, *, policy_id: str, policy_v
     except dataset.DatasetError as error:
         raise DatasetError(str(error)) from None
     view = ClusterView(client, uri, chunks, policy_id, policy_version, None if scopes is None else tuple(scopes))
-    return Frames(empty("decisions"), empty("outcomes"), None, view, source_of(manifest))
+    return Frames(empty("decisions"), empty("outcomes"), None, view, opened.source)

@@ -42,6 +42,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, stream
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.verify.anchors import TrustAnchors
 from workbench.dataset import convert, iceberg, integrity, rollups
 from workbench.dataset.facts import FACTS_DIR, facts_tables
 from workbench.dataset.iceberg import IcebergTarget, IcebergWriter
@@ -215,6 +216,7 @@ def export_ledger(
     signer: ReceiptSigner | None = None,
     lakehouse: IcebergTarget | None = None,
     layout: str | None = None,
+    anchors: TrustAnchors | None = None,
 ) -> ExportResult:
     """Export what is new in the ledger (one scope, or all) to the dataset at `uri`.
 
@@ -226,6 +228,8 @@ def export_ledger(
     manifest and the facts files), one snapshot per table and run. A dataset keeps its layout:
     without `lakehouse` an Iceberg dataset is continued in the catalog its manifest names
     (`GATE_ICEBERG_CATALOG_URI` gives it with credentials); `layout="parquet"` refuses one.
+    `anchors` (the gate's keys): with a signer, a committed manifest is built on only when its
+    signature verifies with them (`integrity.build_on`).
 
     Raises DatasetError (nothing written) when the location cannot be written, is not empty
     and has no manifest, holds another schema version or a synthetic dataset."""
@@ -235,6 +239,7 @@ def export_ledger(
     location = open_location(uri)
     manifest = _prepare(location) or new_manifest(synthetic=False, generator="gate export",
                                                   created_at=iso_ms(now))
+    integrity.build_on(manifest, signer, anchors, location.uri)
     lakehouse = _layout_target(location, manifest, lakehouse, layout)
     _remove_uncommitted(location, manifest["runs"])
     scopes = [scope] if scope is not None else stream.scopes(ledger)

@@ -50,6 +50,7 @@ from workbench.dataset.schema import PARTITION_FIELDS, TABLES
 
 __all__ = [
     "ListedFile",
+    "build_on",
     "check_files",
     "checked_columns",
     "dataset_hash",
@@ -467,6 +468,21 @@ def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str
         return "its signature is not base64url"
     good = len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw)
     return None if good else "its signature does not verify"
+
+
+def build_on(manifest: Mapping[str, Any], signer: ReceiptSigner | None, anchors: TrustAnchors | None,
+             uri: str) -> None:
+    """Refuse (DatasetError) to sign a new run over a committed manifest that does not verify with
+    `anchors` (the gate's keys): a signed export, incremental or a rollup rebuild, reads back the
+    files the manifest lists and would otherwise vouch for a forged or unsigned dataset. Nothing to
+    check without a signer (the output is unsigned), without anchors (a library caller) or before
+    the first run; a synthetic dataset is never signed."""
+    if signer is None or anchors is None or not manifest.get("runs") or manifest.get("synthetic"):
+        return
+    problem = signature_problem(manifest, anchors)
+    if problem is not None:
+        raise DatasetError(f"{uri}: the committed manifest cannot be built on: {problem}; a signed export "
+                           "vouches only for a dataset this gate signed (export into a new location)")
 
 
 def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:

@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.fs as pafs
 
+from gate.verify.anchors import TrustAnchors
 from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, receipts_table
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
+from workbench.dataset.trust import Trust, Untrusted, trust_of, verdict
 
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
     from gate.ledger import Ledger
@@ -56,8 +59,9 @@ class Frames:
     # policy), when current: `workbench.dataset.rollups.RollupView`. The policy reports merge them
     # instead of scanning the rows; everything else reads the frames.
     rollup: Any = None
-    # Where the frames came from, for a dataset: `source_of(manifest)`, which each report names
-    # (and so seals) in its `source` member. None for the live ledger.
+    # Where the frames came from, for a dataset: its trust status (`open_dataset`: dataset_hash,
+    # key_id only when the signature verified, trust "signed" or "unsigned", stale when behind the
+    # live ledger), which each report names (and so seals) in its `source` member. None for the ledger.
     source: dict[str, Any] | None = None
 
     @property
@@ -122,34 +126,57 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 # --------------------------------------------------------------------------- dataset
 
 
-def read_manifest(root: str | Path, anchors: Any = None) -> dict[str, Any]:
-    """The dataset's manifest, of this schema version, whose `dataset_hash` matches its content;
-    with `anchors` (`gate.verify.TrustAnchors`), also signed by one of those keys. `root` is a
-    local folder or an object-store URL (`workbench.dataset.location`)."""
+def read_manifest(root: str | Path) -> dict[str, Any]:
+    """The dataset's manifest, of this schema version, as stored (unchecked: `open_dataset` is
+    what readers call). `root` is a local folder or an object-store URL (`workbench.dataset.location`)."""
+    return _read(root)[0]
+
+
+def _read(root: str | Path) -> tuple[dict[str, Any], bytes]:
     try:
         location = dataset.open_location(str(root))
-        path = location.url(location.path(MANIFEST))
-        raw = location.read_bytes(MANIFEST)
-        if raw is None:
-            raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
-        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+        found = location.read_bytes(MANIFEST)
     except dataset.DatasetError as error:
         raise DatasetError(str(error)) from None
-    except (OSError, ValueError, pa.ArrowException) as error:
+    except (OSError, pa.ArrowException) as error:
+        raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
+    if found is None:
+        raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
+    raw = found
+    try:
+        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+    except ValueError as error:
         raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
     if version != DATASET_SCHEMA_VERSION:
         raise DatasetError(
             f"{root}: dataset schema version {version!r}; this reader needs {DATASET_SCHEMA_VERSION!r}")
-    if anchors is not None:
-        problem = integrity.signature_problem(manifest, anchors)
-    elif "dataset_hash" in manifest and manifest["dataset_hash"] != integrity.dataset_hash(manifest):
-        problem = "its dataset_hash does not match its content (the manifest was changed after the export)"
-    else:
-        problem = None
-    if problem is not None:
-        raise DatasetError(f"{path}: {problem}")
-    return manifest
+    return manifest, raw
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A dataset as a reader may use it: its manifest and its trust status (`source`: what every
+    report names; `workbench.dataset.trust.verdict`)."""
+
+    manifest: dict[str, Any]
+    source: dict[str, Any]
+    raw: bytes  # the manifest's bytes as read (a dry-run names their sha256)
+
+
+def open_dataset(root: str | Path, trust: Trust | TrustAnchors | None = None) -> Opened:
+    """The one opening of a dataset every reader goes through: the manifest (`read_manifest`) and
+    its trust status under `trust` (`workbench.dataset.trust`): signed by a key of the trusted
+    registry, or unsigned by the reader's opt-in; DatasetError (one line) otherwise: a changed
+    manifest, a signature that does not verify, a missing one without the opt-in, a rollback."""
+    manifest, raw = _read(root)
+    location = dataset.open_location(str(root))
+    uri = location.root if isinstance(location.fs, pafs.LocalFileSystem) else location.uri
+    try:
+        source = verdict(manifest, uri, trust_of(trust))
+    except Untrusted as why:
+        raise DatasetError(f"{location.url(location.path(MANIFEST))}: {why}") from None
+    return Opened(manifest, source, raw)
 
 
 def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | None = None,
@@ -174,7 +201,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
     the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files.
     An Iceberg table's data files hold `scope` and `month` as columns (identity partitions)."""
-    manifest = read_manifest(root) if manifest is None else manifest
+    manifest = open_dataset(root).manifest if manifest is None else manifest
     files = listed(root, manifest, table, scopes=scopes)
     if not files:
         return empty(table)
@@ -189,7 +216,7 @@ def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None 
     """The typed facts table of one rulebook (`workbench.dataset.facts`), None when the dataset has no
     facts file for it. Files of different export batches hold different paths: the scan reads
     the union of their columns, a column a file lacks as null (as the table's contract says)."""
-    files = listed(root, read_manifest(root) if manifest is None else manifest, "facts", rulebook_id, scopes)
+    files = listed(root, open_dataset(root).manifest if manifest is None else manifest, "facts", rulebook_id, scopes)
     if not files:
         return None
     schema: dict[str, pl.DataType] = {}
@@ -222,19 +249,20 @@ def _file_schema(path: str) -> dict[str, pl.DataType]:
 
 
 def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, policy_id: str | None = None,
-                 policy_version: str | None = None, limit: int | None = None, anchors: Any = None,
-                 rollups: bool = True) -> Frames:
+                 policy_version: str | None = None, limit: int | None = None,
+                 trust: Trust | TrustAnchors | None = None, rollups: bool = True) -> Frames:
     """Frames from an exported dataset (every scope when `scopes` is None); with a policy, its
     typed facts table too when the dataset has one, and for a whole-history read (`limit` None)
     the dataset's current report rollups of that selection (`Frames.rollup`, `workbench.dataset.rollups`).
-    Only the files the manifest lists are read, each checked first (`listed`); with `anchors`
-    the manifest must be signed by one of them. `Frames.source` names the manifest's hash.
+    Only the files the manifest lists are read, each checked first (`listed`), once the manifest is
+    trusted (`open_dataset` under `trust`). `Frames.source` is its trust status.
     `rollups` False: the rollups set aside (neither read nor checked), as for a dataset without
     current ones, so the reports compute from the rows."""
-    manifest = read_manifest(root, anchors)
+    opened = open_dataset(root, trust)
+    manifest = opened.manifest
     frames = select(scan_table(root, "decisions", scopes, manifest), scan_table(root, "outcomes", scopes, manifest),
                     scopes=scopes, policy_id=policy_id, policy_version=policy_version, limit=limit)
-    source = source_of(manifest)
+    source = opened.source
     rollup = None
     if policy_id is not None and limit is None and rollups:
         rollup = RollupView.of(root, manifest, policy_id=policy_id, policy_version=policy_version, scopes=scopes)
@@ -249,14 +277,6 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
     every = policy_version is None and limit is None and rollup is None
     return Frames(frames.decisions, frames.outcomes,
                   lambda: facts_rows_of(frames.decisions, facts, every_decision=every), rollup, source)
-
-
-def source_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What a report read from a dataset binds to: the manifest's `dataset_hash` (which covers
-    every listed file's sha256 and the ledger's chain heads) and the key that signed it."""
-    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
-    return {"kind": "dataset", "dataset_hash": manifest.get("dataset_hash"), "key_id": signature.get("key_id"),
-            "synthetic": bool(manifest.get("synthetic"))}
 
 
 # --------------------------------------------------------------------------- live ledger

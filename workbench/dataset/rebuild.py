@@ -21,6 +21,7 @@ import pyarrow as pa
 from gate.clock import iso_ms
 from gate.keys.signing import ReceiptSigner
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.verify.anchors import TrustAnchors
 from workbench.dataset import integrity, rollups
 from workbench.dataset.location import DatasetError, open_location, read_manifest, write_manifest
 from workbench.dataset.schema import TABLES
@@ -31,11 +32,13 @@ __all__ = ["rebuild_rollups"]
 def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | None = None,
                     progress: Callable[[int, int], None] | None = None,
                     run_chunks: rollups.RunChunks | None = None,
-                    run_checks: rollups.RunChecks | None = None) -> dict[str, Any]:
+                    run_checks: rollups.RunChecks | None = None, anchors: TrustAnchors | None = None
+                    ) -> dict[str, Any]:
     """Recompute the rollups of every partition of the dataset at `uri` and commit them as a new
     run; returns the committed manifest. DatasetError (nothing committed) when the location holds
     no committed export, its manifest does not match its `dataset_hash`, or a listed file no
-    longer matches its digest. A synthetic dataset stays unsigned."""
+    longer matches its digest, or, with `anchors`, it is not signed by one of them (`integrity.build_on`).
+    A synthetic dataset stays unsigned."""
     from workbench.dataset.export import _remove_uncommitted  # the export's own clean-up of failed runs
 
     now = now or datetime.now(UTC)
@@ -45,6 +48,7 @@ def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | N
         raise DatasetError(f"{uri}: no manifest")
     if manifest.get("dataset_hash") != integrity.dataset_hash(manifest):
         raise DatasetError(f"{uri}: the manifest does not match its dataset_hash (changed after it was written)")
+    integrity.build_on(manifest, signer, anchors, uri)
     runs = manifest.get("runs")
     if not isinstance(runs, int) or runs < 1:
         raise DatasetError(f"{uri}: no committed export run; nothing to rebuild")

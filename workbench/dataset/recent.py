@@ -24,15 +24,16 @@ from pathlib import Path
 
 import polars as pl
 
+from gate.verify.anchors import TrustAnchors
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.load import (
     Frames,
     most_recent,
-    read_manifest,
+    open_dataset,
     scan_facts,
     scan_table,
-    source_of,
 )
+from workbench.dataset.trust import Trust
 
 KEY_COLUMNS = ("scope", "month", "created_at", "decision_id")
 ROW = "__row"
@@ -75,6 +76,7 @@ def _chosen(decisions: pl.LazyFrame, limit: int) -> pl.DataFrame:
 
 
 def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: str, limit: int,
+                  trust: Trust | TrustAnchors | None = None,
                   decision_columns: Sequence[str] | None = None,
                   outcome_columns: Sequence[str] | None = None,
                   facts_column: Callable[[str], bool] | None = None) -> Frames:
@@ -86,9 +88,10 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
     (`workbench.dataset.schema.DECISION_ANALYSIS_COLUMNS`): the record hashes and receipt bodies are most of
     the bytes and no figure reads them. `facts_column`: which columns of the typed facts table
     to read (`workbench.dataset.rollups.fact_moment_column`; the partition keys are always read)."""
-    # The same refusals as from_dataset: another schema version, a manifest changed after the
-    # export, and (in scan_table/scan_facts) any listed file that does not match its entry.
-    manifest = read_manifest(root)
+    # The same refusals as from_dataset: another schema version, a manifest that is not trusted
+    # (`open_dataset`), and (in scan_table/scan_facts) any listed file that does not match its entry.
+    opened = open_dataset(root, trust)
+    manifest = opened.manifest
     decisions = _projected(scan_table(root, "decisions", scopes, manifest), decision_columns, KEY_COLUMNS)
     decisions = _in_scopes(decisions, scopes).filter(pl.col("policy_id") == policy_id)
     chosen = _chosen(decisions, limit)
@@ -103,4 +106,4 @@ def recent_frames(root: str | Path, *, scopes: Sequence[str] | None, policy_id: 
                                   if facts_column(name) or name in ("decision_id", "scope", "month")])
         facts = facts_rows_of(chosen.lazy(), facts.filter(pl.col("decision_id").is_in(ids)),
                          every_decision=False).collect().lazy()
-    return Frames(chosen.lazy(), outcomes.lazy(), facts, None, source_of(manifest))
+    return Frames(chosen.lazy(), outcomes.lazy(), facts, None, opened.source)

@@ -13,7 +13,8 @@ class DryRunError(Exception):
     `DRAFT_RULEBOOK_MISMATCH` (the draft is of another rulebook id), `RULEBOOK_UNKNOWN` (no
     decision of that rulebook id anywhere in the history), `HISTORY_EMPTY` (none in the chosen
     scope), `DATASET_INVALID` (no manifest, unreadable, or another schema version),
-    `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `USAGE` (a
+    `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `DATASET_STALE` (a
+    signed result over a dataset behind the live ledger, without --allow-stale), `USAGE` (a
     command-line argument is missing or out of range), `SWEEP_INVALID` (a threshold sweep's rule,
     field, comparison or range cannot be swept: workbench.migration.sweep).
     """

@@ -34,9 +34,7 @@ from workbench.dataset.facts import facts_tables
 from workbench.dataset.integrity import (
     check_files,
     checked_columns,
-    dataset_hash,
     listed_files,
-    signature_problem,
 )
 from workbench.dataset.location import DatasetError, open_location
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS
@@ -232,33 +230,18 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(checked_columns(path) or pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: str | Path, anchors: Any = None) -> tuple[dict[str, Any], bytes]:
-    """The manifest and its raw bytes: of this schema version, its `dataset_hash` matching its
-    content, and with `anchors` signed by one of those keys (DATASET_INVALID otherwise). `root`
-    is a local folder or an object-store URL (`workbench.dataset.location`)."""
-    path = f"{root}/{MANIFEST}"
+def read_manifest(root: str | Path, trust: Any = None) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    """The manifest, its raw bytes and its trust status as `workbench.dataset.load.open_dataset`
+    gives them under `trust` (a `workbench.dataset.trust.Trust`, or anchors: signed by one of
+    those keys); DATASET_INVALID with its one line otherwise."""
+    from workbench.dataset.load import DatasetError as Refused
+    from workbench.dataset.load import open_dataset
+
     try:
-        raw = open_location(str(root)).read_bytes(MANIFEST)
-        if raw is None:
-            raise DryRunError("DATASET_INVALID", f"{root} has no {MANIFEST}: it is not an exported dataset")
-        manifest = json.loads(raw.decode("utf-8"))
-    except DatasetError as exc:
+        opened = open_dataset(root, trust)
+    except Refused as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
-    except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DryRunError("DATASET_INVALID", f"cannot read {path}: {exc}") from exc
-    version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
-    if version != DATASET_SCHEMA_VERSION:
-        raise DryRunError("DATASET_INVALID", f"{root} holds a dataset of schema version {version!r}; "
-                          f"this gate reads {DATASET_SCHEMA_VERSION!r}: export it again into a new folder")
-    if anchors is not None:
-        problem = signature_problem(manifest, anchors)
-    elif manifest.get("dataset_hash") != dataset_hash(manifest):
-        problem = "its dataset_hash is missing or does not match its content"
-    else:
-        problem = None
-    if problem is not None:
-        raise DryRunError("DATASET_INVALID", f"{path}: {problem}")
-    return manifest, raw
+    return opened.manifest, opened.raw, opened.source
 
 
 def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = None,
@@ -269,21 +252,26 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     only the files the manifest lists, each checked first; `anchors`: the manifest must be
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = str(location)
-    manifest, raw = read_manifest(root, anchors)
+    manifest, raw, trusted = read_manifest(root, anchors)
     return history_of_files(rulebook_id, scope, paths, decision_files=_listed(root, manifest, "decisions"),
                             outcome_files=_listed(root, manifest, "outcomes"),
                             facts_files=_listed(root, manifest, "facts", rulebook_id),
-                            source=dataset_source(location, manifest, raw))
+                            source=dataset_source(location, manifest, raw, trusted))
 
 
-def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes) -> dict[str, Any]:
-    """What a dry-run of a dataset names and signs: the manifest's bytes, its `dataset_hash`
-    and signing key, the previous dataset and the ledger head it was cut at."""
-    signature = found if isinstance(found := manifest.get("signature"), dict) else {}
-    return {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
-            "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
-            "dataset_key_id": signature.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
-            "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
+def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes,
+                   trusted: dict[str, Any]) -> dict[str, Any]:
+    """What a dry-run of a dataset names and signs: the manifest's bytes, its `dataset_hash`,
+    the key that signed it (only when its signature verified: `trusted` is the trust status of
+    `open_dataset`), the previous dataset and the ledger head it was cut at, and `stale` when
+    the dataset lags the live ledger past the bound."""
+    source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
+              "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
+              "dataset_key_id": trusted.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
+              "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
+    if "stale" in trusted:
+        source["stale"] = trusted["stale"]
+    return source
 
 
 def scans_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],

@@ -8,6 +8,10 @@ folder, `scripts/notebooks` in `var/notebooks/`). In order:
 * else `$GATE_HOME/dataset`, `GATE_HOME` defaulting to `var` as for every `gate` command;
 * `GATE_RULEBOOKS`: the sample rulebooks, default `data/rulebooks`.
 
+The dataset is read only as the CLI reads it (`dataset_trust`): its manifest signed by a key of
+the gate's keyring in `GATE_HOME` (or GATE_SIGNING_KEY_FILE, GATE_RECEIPT_HMAC_SECRET), or, with
+`GATE_ALLOW_UNSIGNED=1`, unsigned (a synthetic dataset), every report then saying so.
+
 A relative value is taken from the project root: the folder with this project's
 `pyproject.toml`, found by walking up from this module (the checkout the kernel imports).
 `scripts/demo` fills `var/dataset`; `gate export --out DIR` writes one from any ledger.
@@ -29,6 +33,7 @@ from typing import Any
 import polars as pl
 
 from workbench.dataset.load import Frames
+from workbench.dataset.trust import Trust, reader_trust
 from workbench.engines.common import latest_outcomes
 from workbench.reports.policy import CLASSES, ReportParams, effectiveness_report
 
@@ -91,6 +96,21 @@ def require_dataset(paths: NotebookPaths) -> NotebookPaths:
         "`scripts/demo` seeds the demo ledger and exports it to $GATE_HOME/dataset (var/dataset), or "
         f"`.venv/bin/gate export --out {paths.dataset}` exports an existing ledger; or point GATE_DATASET "
         "at a dataset folder.")
+
+
+def dataset_trust(paths: NotebookPaths, env: Mapping[str, str] | None = None) -> Trust:
+    """How a notebook trusts its dataset (`workbench.dataset.trust.reader_trust`): the keys of the
+    gate whose home `paths.home` is, GATE_ALLOW_UNSIGNED=1 as the opt-in to unsigned data, and
+    the newest manifest seen kept in that home (no ledger: staleness is not checked)."""
+    # Lazy: the keyring is read only by a notebook that reads the dataset.
+    from gate.keys.config import SigningSetup
+    from gate.settings import Settings
+
+    env = dict(os.environ if env is None else env)
+    settings = Settings.from_env({**env, "GATE_HOME": str(paths.home)})
+    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id)
+    return reader_trust(paths.home, setup.trust_anchors(), allow_unsigned=env.get("GATE_ALLOW_UNSIGNED") == "1",
+                        env=env)
 
 
 def setup() -> NotebookPaths:

@@ -39,7 +39,7 @@ def synthetic(tmp_path_factory):
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
     ledger.upgrade()
     signing = SigningSetup.load(home / "keys.json", None, "hmac")
-    yield (WorkbenchStore(ledger, signing, home / "ds"), WorkbenchStore(ledger, signing, home / "ds", reference=True),
+    yield (WorkbenchStore(ledger, signing, home / "ds", allow_unsigned=True), WorkbenchStore(ledger, signing, home / "ds", reference=True, allow_unsigned=True),
            home / "ds", ledger)
     ledger.dispose()
 
@@ -122,7 +122,7 @@ def test_cached_figures_are_copies(synthetic):
 def test_the_figure_cache_is_bounded(synthetic, monkeypatch):
     shared, _, root, _ = synthetic
     monkeypatch.setattr(store_module, "FIGURE_CACHE_SIZE", 3)
-    fast = WorkbenchStore(shared.ledger, shared.signing, root)
+    fast = WorkbenchStore(shared.ledger, shared.signing, root, allow_unsigned=True)
     for limit in range(1, 8):
         fast.policy_reports(_scopes(root)[0], "refund_approval", limit=limit)
         assert len(fast._figures) == min(limit, 3)
@@ -147,8 +147,10 @@ def test_a_refresh_is_never_answered_from_the_cache(tmp_path):
         record = writer.decide("acme", at(3, 1 + index, 10), discount=10, margin=30)
         writer.receipt("outcome", "acme", record, at(3, 2 + index, 10), "failed")
     writer.close()
-    # Exported by another process (`gate export`): only the manifest tells the store.
-    export_ledger(store.ledger, str(tmp_path / "dataset"))
+    # Exported by another process (`gate export`, signed as it signs): only the manifest tells the store.
+    from workbench.signing import dataset_signer
+
+    export_ledger(store.ledger, str(tmp_path / "dataset"), signer=dataset_signer(store.signing))
     state.refresh()
     assert state.reports["effectiveness"]["sample"]["decisions_considered"] == 17
     assert state.series["month"].to_list() == ["2026-01", "2026-02", "2026-03"]
@@ -221,8 +223,8 @@ def test_the_monthly_course_without_rollups_is_read_from_the_rows(synthetic, tmp
         from workbench.dataset import integrity
 
         (copy / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
-        fast = WorkbenchStore(shared.ledger, shared.signing, copy)
-        reference = WorkbenchStore(shared.ledger, shared.signing, copy, reference=True)
+        fast = WorkbenchStore(shared.ledger, shared.signing, copy, allow_unsigned=True)
+        reference = WorkbenchStore(shared.ledger, shared.signing, copy, reference=True, allow_unsigned=True)
         scope = _scopes(copy)[1]
         for policy in POLICIES:
             assert_frame_equal(fast.monthly_series(scope, policy), reference.monthly_series(scope, policy))

@@ -36,13 +36,13 @@ def test_overview_reports_are_the_api_reports(workbench_home):
     store, _, home = workbench_home
     state = OverviewState(store, scope="acme", policy_id="pricing_exception")
     assert state.reports is not None
-    expected = effectiveness_report(from_dataset(home / "dataset", scopes=["acme"], policy_id="pricing_exception",
+    expected = effectiveness_report(from_dataset(home / "dataset", trust=store.trust(), scopes=["acme"], policy_id="pricing_exception",
                                                  limit=1000), "pricing_exception", ReportParams())
     assert state.reports["effectiveness"] == expected
     assert state.reports["effectiveness"]["effectiveness_hash"] == expected["effectiveness_hash"]
     assert set(state.reports) == {"effectiveness", "confidence", "anomalies", "benchmarks"}
     assert state.reports["confidence"] == confidence_report(
-        from_dataset(home / "dataset", scopes=["acme"], policy_id="pricing_exception", limit=1000),
+        from_dataset(home / "dataset", trust=store.trust(), scopes=["acme"], policy_id="pricing_exception", limit=1000),
         "pricing_exception", ReportParams())
     series = state.series
     assert series["month"].to_list() == ["2026-01", "2026-02", "2026-03", "2026-04"]

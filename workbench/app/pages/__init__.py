@@ -30,7 +30,9 @@ from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.state.releases import ReleasesState
 from workbench.app.store import WorkbenchStore
+from workbench.dataset.trust import trust_text
 from workbench.reports.textsafe import md_text
+from workbench.signing import SigningRefused
 
 
 class Session(param.Parameterized):
@@ -130,7 +132,7 @@ class Session(param.Parameterized):
         rows = status["rows"]
         self.dataset = (f"dataset updated {status['updated_at']} · {rows.get('decisions', 0)} decisions, "
                         f"{rows.get('outcomes', 0)} outcomes" + (" · synthetic" if status["synthetic"] else "")
-                        + (f" · {note}" if note else ""))
+                        + f" · {trust_text(status['source'])}" + (f" · {note}" if note else ""))
 
 
 def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
@@ -204,6 +206,12 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, identity: Identity | 
 
         try:
             outcome = await asyncio.to_thread(store.refresh_dataset, progress)
+        except SigningRefused as refused:  # nothing written: the export rule of `gate export`
+            session.describe_dataset(f"refresh refused ({refused.code}): {refused.message}")
+            return
+        finally:
+            refresh.disabled, bar.visible = False, False
+        try:
             session.describe_dataset(f"refreshed: {outcome['added']} new rows")
             session.overview.refresh()
             session.decisions.refresh()

@@ -131,7 +131,12 @@ class MigrationState(param.Parameterized):
             self.message = "run a dry-run first"
             return
         out = self.export_root / f"{self._run.result.rulebook_id}-{int(time.time() * 1000)}"
-        self.exported = self.store.export_migration(self._run, out)
+        try:
+            self.exported = self.store.export_migration(self._run, out)
+        except DryRunError as refused:  # the rule of `gate dry-run`: signed, or not written
+            self.exported = None
+            self.message = f"export refused ({refused.code}): {refused.message}"
+            return
         self.message = f"exported to {out}"
 
     def start_shadow(self) -> None:

@@ -9,6 +9,7 @@ import param
 
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.load import DatasetError
+from workbench.dataset.trust import trust_text
 from workbench.reports.policy import PolicyReports
 
 
@@ -49,6 +50,7 @@ def status_line(reports: PolicyReports) -> str:
     """The status line over the reports: the sample, the anomalies and the health."""
     effectiveness = reports["effectiveness"]
     health = effectiveness["health"]  # the store builds the reports with their health
-    return (f"{effectiveness['sample']['decisions_considered']} decisions considered · "
+    return (f"{trust_text(effectiveness.get('source'))} · "
+            f"{effectiveness['sample']['decisions_considered']} decisions considered · "
             f"{reports['anomalies']['anomaly_count']} anomalies · "
             f"health: {health['state']} over the {health['window']['text']}")
