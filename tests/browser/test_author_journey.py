@@ -228,6 +228,10 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     draft["rules"][row]["condition"] = fix
     _wait_for_text(table_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
                    read=lambda cell: cell.inner_text())
+    # Issue 45, item 1: the condition typed key by key (quotes, braces, commas) is the draft's, and
+    # the table shows the draft (the live impact below is the library's over this very draft).
+    assert json.loads(page.locator(".ace_editor").first.evaluate("node => node.env.editor.getValue()")) == draft
+    assert table_cell(page, ".rule-table", row, "condition").inner_text().strip() == json.dumps(fix)
     history = table_cell(page, ".rule-table", row, "success_rate").inner_text()
     assert "%" in history and "n=" in history  # the rule's own record: success rate with its interval
 

@@ -172,6 +172,30 @@ def test_a_table_edit_is_written_into_the_json_and_a_bad_one_changes_nothing(wor
     assert text != edited
 
 
+def test_a_refused_or_unchanging_table_edit_shows_the_drafts_rows_again(workbench_home):
+    """Issue 45, item 1: the table's cell holds what was typed before the draft sees it; a refused
+    edit left it there (equal rows were not sent again), so the table showed a condition the draft
+    did not hold. The page's table holds the draft's rows after every edit, kept or refused."""
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    table = rule_table(state).objects[2]
+    state.load_current()
+    text, shown = state.draft_text, rule_frame(state.rules)
+    cases = [("condition", '{field: margin_percent, operator: lt'),  # refused: not JSON
+             ("priority", "high"),  # refused: not a number
+             ("condition", '{"field":"margin_percent","operator":"lt","value":20}')]  # the draft's, other spacing
+    for column, typed in cases:
+        table.patch({column: [(1, typed)]})  # as the browser's edit leaves the server's table
+        assert table.value[column].iloc[1] == typed
+        state.edit_cell(1, column, typed)
+        assert state.draft_text == text
+        assert table.value.equals(shown), (column, table.value[column].iloc[1])
+    assert state.table_message == ""
+    state.draft_text = "{ not json"
+    state.edit_cell(0, "priority", "5")
+    assert "not changed" in state.table_message and len(table.value) == 0
+
+
 def test_a_new_draft_replaces_the_tables_rows_and_never_its_configuration(workbench_home):
     # Panel builds a Tabulator anew in the browser when its configuration changes, and rows that
     # arrive while it builds are dropped (Panel 1.9's `setData` returns then): the rule table stayed

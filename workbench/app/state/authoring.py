@@ -105,18 +105,27 @@ class AuthoringState(param.Parameterized):
         self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
 
     def _edited(self, change: Any) -> None:
+        """Write a table edit into the draft. The table then shows the draft's rows again, whatever
+        became of the edit: a refused cell goes back to the draft's value (the message says why),
+        and an edit the draft already held (a condition typed with other spacing) shows as the
+        draft writes it. `rules` is sent even when equal to the last rows: the table's cell holds
+        what was typed, not what `rules` holds."""
         parsed = self.check.rulebook if self.check is not None else None
         if not isinstance(parsed, dict):
-            self.table_message = "the JSON does not parse: fix it in the editor first"
+            self.table_message = "not changed: the JSON does not parse: fix it in the editor first"
+            self.param.trigger("rules")
             return
         try:
-            edited = change(parsed)
+            text = ruletable.draft_text(change(parsed))
         except ruletable.RuleEditError as exc:
             self.table_message = f"not changed: {exc}"
-            self.rules = list(self.rules)  # the table shows the draft's value again
+            self.param.trigger("rules")
             return
         self.table_message = ""
-        self.draft_text = ruletable.draft_text(edited)
+        if text == self.draft_text:
+            self.param.trigger("rules")
+        else:
+            self.draft_text = text
 
     def edit_cell(self, index: int, column: str, value: Any) -> None:
         """Write one table cell into the draft (the JSON editor follows); a bad cell changes nothing."""
