@@ -17,7 +17,7 @@ from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
-from workbench.migration.sweep import sweep
+from workbench.migration.sweep import default_range, field_spread, sweep
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -95,6 +95,11 @@ def test_overview_anomaly_decision_authoring_by_a_shared_deep_link(browser, page
     other.set_default_timeout(60_000)
     other.goto(shared)
     other.get_by_text("Valid Rulebook v1").wait_for()
+    # Issue 45, item 5: the link's draft gets its live impact with no edit, within a second of
+    # showing (it said "updating…" until an edit: the link's draft was held before the page was).
+    shown = time.monotonic()
+    _wait_for_text(other.locator(".live-impact"), "decisions replayed", seconds=30)
+    assert time.monotonic() - shown < 1.0, f"the live impact showed {time.monotonic() - shown:.2f} s after the draft"
     assert "2026-12-02" in other.locator(".ace_content").inner_text()
     assert other.get_by_label("Rulebook").input_value() == "refund_approval"
     screenshot(other, "deeplink-4-authoring-shared-link")
@@ -247,7 +252,13 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     screenshot(page, "author-2-table-fix-live-impact")
 
     # Sweep the fixed rule's amount threshold; the table under the plot is the library's sweep.
+    # Issue 45, item 3: the picked comparison gets its own field's range (the first pick was
+    # fraud_score's, 0.02 to 0.8), then the author's range is typed over it.
+    amount = default_range(150, field_spread("refund_approval", "amount", scope="demo", dataset=dataset))
     page.get_by_label("Comparison").select_option(label="approve_within_auto_limit: amount ≤ 150")
+    bounds = (page.get_by_label("From", exact=True), page.get_by_label("To", exact=True))
+    _wait_for_text(bounds, repr(amount), read=lambda fields: repr(tuple(float(f.input_value()) for f in fields)))
+    page.get_by_text("amount's range: percentiles 1 to 99").wait_for()
     for name, value in (("From", "50"), ("To", "400"), ("Thresholds", "8")):
         field = page.get_by_label(name, exact=True)
         field.fill(value)

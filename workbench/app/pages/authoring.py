@@ -159,11 +159,10 @@ def schedule_live(state: AuthoringState) -> None:
         finally:
             state.apply_live(computed, draft_hash)
 
-    def changed(event: param.parameterized.Event) -> None:
+    def start(check: DraftCheck | None) -> None:
         task = pending["task"]
         if task is not None and not task.done():
             task.cancel()
-        check: DraftCheck | None = event.new
         if check is None or not check.valid or check.rulebook is None or check.rulebook_hash is None:
             return
         try:
@@ -172,7 +171,11 @@ def schedule_live(state: AuthoringState) -> None:
             return
         pending["task"] = loop.create_task(run(check.rulebook, check.rulebook_hash))
 
-    state.param.watch(changed, "check")
+    state.param.watch(lambda event: start(event.new), "check")
+    # A draft the state already holds when the page is built (a shared link's: the link is applied
+    # before the pages exist) has had no edit to start its run: it starts now, not at the next edit.
+    if state.check is not None and state.live_hash != state.check.rulebook_hash:
+        start(state.check)
 
 
 def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:
