@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gate.rulebook.analysis import group_findings, lint
 from tests.browser.conftest import Workbench, click_until, edit_cell, screenshot, table_cell
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
@@ -249,6 +250,15 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
                    explain=_authoring_state(page, server, row))
     live = _text(page.locator(".live-impact"))
     assert f"{expected['decisions_changed']:,} change verdict" in live
+    # Issue 45, item 10: the lint (run with the live impact) lists each distinct finding once,
+    # with its count; the fall-through finding opens to its regions, each with a fact set.
+    groups = group_findings(lint(draft).to_json()["findings"])
+    page.get_by_text(f"{sum(g['count'] for g in groups)} finding(s), {len(groups)} distinct").wait_for()
+    falls = next(g for g in groups if g["code"] == "falls_through")
+    regions = page.locator(".lint-regions").filter(has_text="falls_through")
+    assert regions.count() == 1
+    regions.locator("button").first.click()
+    _wait_for_text(regions, str(falls["count"]), read=lambda card: str(card.locator("li").count()))
     screenshot(page, "author-2-table-fix-live-impact")
 
     # Sweep the fixed rule's amount threshold; the table under the plot is the library's sweep.
