@@ -80,7 +80,8 @@ def group_findings(findings: list[Finding]) -> list[dict[str, Any]]:
         group["count"] += 1
         if any(finding.get(key) is not None for key in REGION_KEYS):
             group["regions"].append({key: finding.get(key) for key in REGION_KEYS})
-    return sorted(groups.values(), key=lambda group: SEVERITY_RANK.get(group.get("severity"), len(SEVERITY_RANK)))
+    last = len(SEVERITY_RANK)
+    return sorted(groups.values(), key=lambda group: SEVERITY_RANK.get(str(group.get("severity")), last))
 
 
 def lint(rulebook: RulebookDocument, *, budget: int = 3_000_000, sample_count: int = DEFAULT_SAMPLES) -> LintReport:

@@ -367,7 +367,8 @@ def test_lint_groups_identical_findings_with_their_regions_most_severe_first(wor
     engine = [f for f in report["findings"] if f["code"] == "falls_through"]
     assert [(r["text"], r["witness"]) for r in falls["regions"]] == [(f["text"], f["witness"]) for f in engine]
     run = evaluator(book)
-    assert all(run(r["witness"]).status == "ok" and not run(r["witness"]).matched for r in falls["regions"])  # each one falls through
+    # Each witness falls through: a valid input no rule matches.
+    assert all(run(r["witness"]).status == "ok" and not run(r["witness"]).matched for r in falls["regions"])
     view = lint_view(report, state.draft_text)
     texts = _lint_texts(view)
     assert texts[0].startswith("**13 finding(s), 7 distinct** (exact analysis)")

@@ -126,8 +126,7 @@ def _course(series: pl.DataFrame | None, versions: pl.DataFrame | None = None) -
     score.add_layout(score.legend[0], "right")
     for plot in (volume, score):
         _mark_versions(plot, months, versions)
-    return pn.Column(pn.pane.Bokeh(volume, sizing_mode="stretch_width"), pn.pane.Bokeh(score, sizing_mode="stretch_width"),
-                     sizing_mode="stretch_width")
+    return pn.Column(pn.pane.Bokeh(volume), pn.pane.Bokeh(score), sizing_mode="stretch_width")
 
 
 def overview_page(state: OverviewState, policies: list[str]) -> pn.viewable.Viewable:
