@@ -71,7 +71,7 @@ def _label(label: dict) -> str:
 
 def cmd_lint(args) -> int:
     # Lazy (here and below): the analysis modules load only for the command that runs them.
-    from gate.rulebook.analysis import lint
+    from gate.rulebook.analysis import group_findings, lint
 
     try:
         book = _rulebook(args.file)
@@ -88,12 +88,14 @@ def cmd_lint(args) -> int:
               f"({body['method']})")
         for reason in body["inexact"]:
             print(f"  not exact: {reason['reason']}")
-        for finding in body["findings"]:
-            print(f"{finding['severity']:7} {finding['code']}: {finding['message']}")
-            if finding.get("text"):
-                print(f"          where {finding['text']}")
-            if finding.get("witness") is not None:
-                print(f"          e.g. {witness_text(finding['witness'], finding.get('where'))}")
+        for group in group_findings(body["findings"]):  # one line per distinct finding, then its regions
+            many = f" ({group['count']} regions)" if group["count"] > 1 else ""
+            print(f"{group['severity']:7} {group['code']}{many}: {group['message']}")
+            for region in group["regions"]:
+                if region.get("text"):
+                    print(f"          where {region['text']}")
+                if region.get("witness") is not None:
+                    print(f"          e.g. {witness_text(region['witness'], region.get('where'))}")
     if failing:
         return EXIT_FINDINGS
     return EXIT_CLEAN if report.exact else EXIT_INCONCLUSIVE

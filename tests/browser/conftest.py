@@ -183,7 +183,9 @@ def click_until(target, shown, attempts: int = 4, seconds: float = 15) -> None:
 
 
 def edit_cell(page, table: str, row: int, field: str, text: str, attempts: int = 6) -> None:
-    """Type `text` into a cell's editor and commit it with Enter. The rule table is drawn again
+    """Type `text` into a cell's editor key by key, as an author types, and commit it with Enter
+    (`fill()` sets the text at once and missed the keys the table took for its own: Tabulator's
+    key bindings read `"` as Page Down and dropped every quote). The rule table is drawn again
     when the draft it shows arrives (the editor's text, then the table); on a busy host the click
     that opens the editor can land on the table being replaced, and no editor opens (CI saw the
     fill wait 60 s for it), or the table is drawn before its pane has its height, and Tabulator's
@@ -195,7 +197,11 @@ def edit_cell(page, table: str, row: int, field: str, text: str, attempts: int =
             cell.click(timeout=15_000)
             editor = cell.locator("input")
             editor.wait_for(timeout=10_000)
-            editor.fill(text, timeout=10_000)
+            editor.press("Control+A", timeout=10_000)
+            editor.press_sequentially(text, timeout=30_000)
+            assert editor.count() == 1, f"the cell's editor closed while {text!r} was typed (a key left it)"
+            typed = editor.input_value(timeout=10_000)
+            assert typed == text, f"the cell's editor holds {typed!r}, typed {text!r}"
             editor.press("Enter", timeout=10_000)
             return
         except PlaywrightTimeout:

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from gate.rulebook.analysis import group_findings, lint
 from tests.browser.conftest import Workbench, click_until, edit_cell, screenshot, table_cell
 from tests.browser.test_workbench_pages import draft_from_current, tab
 from tests.demo_support import build_demo_home
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
-from workbench.migration.sweep import sweep
+from workbench.migration.sweep import default_range, field_spread, sweep
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -95,6 +96,11 @@ def test_overview_anomaly_decision_authoring_by_a_shared_deep_link(browser, page
     other.set_default_timeout(60_000)
     other.goto(shared)
     other.get_by_text("Valid Rulebook v1").wait_for()
+    # Issue 45, item 5: the link's draft gets its live impact with no edit, within a second of
+    # showing (it said "updating…" until an edit: the link's draft was held before the page was).
+    shown = time.monotonic()
+    _wait_for_text(other.locator(".live-impact"), "decisions replayed", seconds=30)
+    assert time.monotonic() - shown < 1.0, f"the live impact showed {time.monotonic() - shown:.2f} s after the draft"
     assert "2026-12-02" in other.locator(".ace_content").inner_text()
     assert other.get_by_label("Rulebook").input_value() == "refund_approval"
     screenshot(other, "deeplink-4-authoring-shared-link")
@@ -228,6 +234,10 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     draft["rules"][row]["condition"] = fix
     _wait_for_text(table_cell(page, ".rule-table", row, "reads"), "amount ≤ 150 and order_age_days ≤ 30",
                    read=lambda cell: cell.inner_text())
+    # Issue 45, item 1: the condition typed key by key (quotes, braces, commas) is the draft's, and
+    # the table shows the draft (the live impact below is the library's over this very draft).
+    assert json.loads(page.locator(".ace_editor").first.evaluate("node => node.env.editor.getValue()")) == draft
+    assert table_cell(page, ".rule-table", row, "condition").inner_text().strip() == json.dumps(fix)
     history = table_cell(page, ".rule-table", row, "success_rate").inner_text()
     assert "%" in history and "n=" in history  # the rule's own record: success rate with its interval
 
@@ -240,10 +250,25 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
                    explain=_authoring_state(page, server, row))
     live = _text(page.locator(".live-impact"))
     assert f"{expected['decisions_changed']:,} change verdict" in live
+    # Issue 45, item 10: the lint (run with the live impact) lists each distinct finding once,
+    # with its count; the fall-through finding opens to its regions, each with a fact set.
+    groups = group_findings(lint(draft).to_json()["findings"])
+    page.get_by_text(f"{sum(g['count'] for g in groups)} finding(s), {len(groups)} distinct").wait_for()
+    falls = next(g for g in groups if g["code"] == "falls_through")
+    regions = page.locator(".lint-regions").filter(has_text="falls_through")
+    assert regions.count() == 1
+    click_until(lambda: regions.locator("button").first, regions.locator("li").nth(falls["count"] - 1))
+    assert regions.locator("li").count() == falls["count"]
     screenshot(page, "author-2-table-fix-live-impact")
 
     # Sweep the fixed rule's amount threshold; the table under the plot is the library's sweep.
+    # Issue 45, item 3: the picked comparison gets its own field's range (the first pick was
+    # fraud_score's, 0.02 to 0.8), then the author's range is typed over it.
+    amount = default_range(150, field_spread("refund_approval", "amount", scope="demo", dataset=dataset))
     page.get_by_label("Comparison").select_option(label="approve_within_auto_limit: amount ≤ 150")
+    bounds = (page.get_by_label("From", exact=True), page.get_by_label("To", exact=True))
+    _wait_for_text(bounds, repr(amount), read=lambda fields: repr(tuple(float(f.input_value()) for f in fields)))
+    page.get_by_text("amount's range: percentiles 1 to 99").wait_for()
     for name, value in (("From", "50"), ("To", "400"), ("Thresholds", "8")):
         field = page.get_by_label(name, exact=True)
         field.fill(value)

@@ -95,6 +95,7 @@ def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate
         page.get_by_text("canary recorded as release event 4").wait_for()
         refresh(page)
         page.get_by_text("too young to judge").wait_for()
+        page.get_by_text("by subject context.source_record_id").wait_for()  # as text, no escapes (issue 45)
         arms: dict[str, list[dict]] = {"active": [], "canary": []}
         index = 0
         while len(arms["canary"]) < 40:
@@ -111,6 +112,12 @@ def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate
         history.filter(has_text="guardrail").first.wait_for()
         page.get_by_text("canary:").wait_for(state="detached")
         page.get_by_text("failure_rate tripped").wait_for()
+        # Issue 45, item 8: the halted canary keeps its arms and the evidence that halted it.
+        page.get_by_text("Canary v3 halted by its guardrails").wait_for()
+        arms = page.locator(".canary-arms .tabulator-cell[tabulator-field='arm']")
+        assert sorted(arms.all_inner_texts()) == ["active", "canary"]
+        decisions = page.locator(".canary-arms .tabulator-cell[tabulator-field='decisions']").all_inner_texts()
+        assert int(decisions[1]) >= 40
         screenshot(page, "releases-3-guardrail-halted")
 
         # Activate the fix, then roll back in one click.

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import Workbench, screenshot, table_cell, wait_for_rows
+from tests.browser.conftest import Workbench, edit_cell, screenshot, table_cell, wait_for_rows
+from workbench.app import ruletable
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -186,4 +187,61 @@ def test_a_table_edit_right_after_typing_keeps_the_typed_text(page, workbench):
         assert table_cell(page, ".rule-table", 0, "rule_id").inner_text().strip() == f"renamed_{attempt}"
         page.wait_for_url(f"**{draft['version']}**")  # the server's draft carries the typed version
     screenshot(page, "authoring-type-then-edit-table")
+    assert page.errors == []
+
+
+def _editor_draft(page) -> str:
+    return page.locator(".ace_editor").first.evaluate("node => node.env.editor.getValue()")
+
+
+def _until(read, expected, seconds: float = 30):
+    deadline = time.monotonic() + seconds
+    while (value := read()) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return value
+
+
+def test_every_rule_table_cell_typed_key_by_key_reaches_the_draft(page, workbench):
+    """Issue 45, item 1: Tabulator's key bindings read a typed `"` as Page Down (and `'`, `(`,
+    `#`, `$`, `!`, `%`, `&` as other moves) and dropped it, so no condition could be typed into
+    the table, and a refused cell kept its broken text while the draft kept the old value. Every
+    editable cell of one rule typed key by key, each character the table would have taken among
+    them: the draft holds exactly what was typed, and the table shows the draft; then a refused
+    condition goes back to the draft's and says why."""
+    open_scope(page, workbench)
+    load_current(page, "pricing_exception")
+    wait_for_rows(page, ".rule-table")
+    condition = {"any": [{"field": "margin_percent", "operator": "lt", "value": 12.5},
+                         {"all": [{"field": "account_tier", "operator": "in", "value": ["trial", "q'1 (new)"]},
+                                  {"field": "owner_approved", "operator": "neq", "value": True}]}]}
+    typed = {"priority": "45", "rule_id": "review_thin_or_trial", "condition": json.dumps(condition),
+             "decision": "review", "verdict": "HOLD", "reason_code": "MARGIN_OR_TRIAL",
+             "action": "route \"thin\" margins to finance's queue (50% & up) #1 $!"}
+    expected = copy.deepcopy(RULEBOOK["rules"][1])
+    for field, text in typed.items():
+        edit_cell(page, ".rule-table", 1, field, text)
+        if field == "priority":
+            expected["priority"] = int(text)
+        elif field == "condition":
+            expected["condition"] = condition
+        elif field == "rule_id":
+            expected["rule_id"] = text
+        else:
+            expected["outcome"][field] = text
+        held = _until(lambda: json.loads(_editor_draft(page))["rules"][1], expected)
+        assert held == expected, (field, held)
+        shown = ruletable.rule_rows({"rules": [expected]})[0][field]
+        cell = table_cell(page, ".rule-table", 1, field)
+        assert _until(lambda: cell.inner_text().strip(), str(shown)) == str(shown), field
+    page.get_by_text("Valid Rulebook v1").wait_for()
+    assert table_cell(page, ".rule-table", 1, "reads").inner_text().strip() == ruletable.reads(condition)
+    screenshot(page, "authoring-rule-table-typed")
+
+    # A refused edit: the cell shows the draft's condition again, the message says why.
+    draft = _editor_draft(page)
+    edit_cell(page, ".rule-table", 1, "condition", '{"field": "margin_percent", "operator"')
+    page.get_by_text("not changed: the condition is not JSON").wait_for()
+    cell = table_cell(page, ".rule-table", 1, "condition")
+    assert _until(lambda: cell.inner_text().strip(), ruletable.compact(condition)) == ruletable.compact(condition)
+    assert _editor_draft(page) == draft
     assert page.errors == []

@@ -140,3 +140,21 @@ def test_flips_list_the_nearest_changes(tmp_path, files):
     assert flips[("discount", "increase")]["new"]["rule_id"] == "block"
     files("list.json", [1])
     assert gate("flips", "book.json", "list.json", cwd=tmp_path).returncode == 2
+
+
+def test_lint_prints_each_distinct_finding_once_with_its_regions(tmp_path):
+    """Issue 45, item 10: the current refund_approval has 13 findings, seven of them the same
+    fall-through line once per region. The text prints that line once with its count, then each
+    region with a fact set inside it; `--json` keeps every finding as the engine gave it."""
+    book = str(Path(__file__).resolve().parents[2] / "data" / "rulebooks" / "refund-approval-2026-08-01.json")
+    body = json.loads(gate("lint", book, "--json", cwd=tmp_path).stdout)
+    falls = [finding for finding in body["findings"] if finding["code"] == "falls_through"]
+    assert len(body["findings"]) == 13 and len(falls) == 7
+    text = gate("lint", book, cwd=tmp_path).stdout.splitlines()
+    heads = [line for line in text if not line.startswith(" ")][1:]
+    assert len(heads) == 7 and heads[-1] == ("info    falls_through (7 regions): inputs here match no rule and get "
+                                             "the default outcome")
+    assert sum("falls_through" in line for line in text) == 1
+    regions = text[text.index(heads[-1]) + 1:]
+    assert [line.split(" ", 1)[0] for line in (r.strip() for r in regions)] == ["where", "e.g."] * 7
+    assert [line.strip()[len("where "):] for line in regions[::2]] == [finding["text"] for finding in falls]

@@ -1,9 +1,11 @@
 """Lint findings as a reader wants them: one line each, with where in the draft and what to do.
 
 `lint_items(report, text)` turns a `gate.rulebook.analysis.lint` report into items
-`{severity, code, where, line, message, fix}`: `line` is the 1-based line of the rule the finding is
-about in the draft text (None for the rulebook as a whole), `fix` a suggested change per finding
-code. The page renders the items as text (caller-supplied ids are escaped there).
+`{severity, code, where, line, message, fix, count, regions}`, one per distinct finding: `line` is
+the 1-based line of the rule the finding is about in the draft text (None for the rulebook as a
+whole), `fix` a suggested change per finding code, `count` how many findings say it and `regions`
+where each holds with a fact set there. The page renders the items as text (caller-supplied ids
+are escaped there).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from gate.rulebook.analysis import group_findings
 
 FIXES = {
     "undeclared_field": "declare the fact in input_schema.properties (with its type), or read a declared fact",
@@ -39,17 +43,22 @@ def _rule_lines(text: str) -> dict[str, int]:
 
 
 def lint_items(report: dict[str, Any] | None, text: str) -> list[dict[str, Any]]:
+    """One item per distinct finding (`group_findings`: the seven fall-through regions of a
+    rulebook are one item), with its `count` and `regions` (each `{text, witness}`: where, in
+    words, and a fact set inside it), most severe first, then by line."""
     if not report:
         return []
     lines = _rule_lines(text)
     items = []
-    for finding in report.get("findings", []):
+    for finding in group_findings(report.get("findings", [])):
         rule_ids = finding.get("rule_ids") or ([finding["rule_id"]] if finding.get("rule_id") else [])
         where = ", ".join(f"rule {rule_id}" for rule_id in rule_ids) or "the rulebook"
         if finding.get("field"):
             where += f", fact {finding['field']}"
         items.append({"severity": finding.get("severity", "info"), "code": finding.get("code", ""), "where": where,
                       "line": lines.get(rule_ids[0]) if rule_ids else None, "message": finding.get("message", ""),
-                      "fix": FIXES.get(finding.get("code", ""), "")})
+                      "fix": FIXES.get(finding.get("code", ""), ""), "count": finding["count"],
+                      "regions": [{"text": region["text"] or "a sampled input", "witness": region["witness"]}
+                                  for region in finding["regions"]]})
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(items, key=lambda item: (order.get(item["severity"], 3), item["line"] or 0))

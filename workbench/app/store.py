@@ -54,7 +54,7 @@ from workbench.dataset.trust import Trust, Untrusted, reader_trust
 from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
-from workbench.migration.sweep import sweep
+from workbench.migration.sweep import field_spread, sweep
 from workbench.reports.params import ReportParams, cohort_scopes
 from workbench.reports.policy import (
     PolicyReports,
@@ -459,6 +459,15 @@ class WorkbenchStore:
         except Untrusted as error:
             raise DryRunError("USAGE", str(error)) from None
         return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=trust)
+
+    def field_spread(self, scope: str, rulebook_id: str, field: str) -> dict[str, Any]:
+        """How one fact is spread over the rulebook's history in this scope (`sweep.field_spread`:
+        what a sweep's default range is drawn from), cached by manifest (DryRunError)."""
+        anchors = self.signing.trust_anchors() if self.signing.receipt_signer() else None
+        spread: dict[str, Any] = self._remembered(
+            (self._manifest_key(), "spread", scope, rulebook_id, field),
+            lambda: field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir, anchors=anchors))
+        return spread
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
         """Each stored matched rule of the policy over its whole history in the scope: decisions,

@@ -50,10 +50,11 @@ from workbench.migration.history import History
 from workbench.migration.impact import CostModel, impact, wilson
 from workbench.migration.run import load_history
 
-__all__ = ["SweepLeaf", "find_leaf", "sweep", "thresholds_between"]
+__all__ = ["SweepLeaf", "default_range", "field_spread", "find_leaf", "sweep", "thresholds_between"]
 
 NUMERIC = ("gt", "gte", "lt", "lte")
 MAX_THRESHOLDS = 1000
+SPREAD_QUANTILES = (0.01, 0.99)  # a sweep's default range: where 98% of a field's observed numbers lie
 # The replayed decisions are counted by these (`k`: where the verdict switches among the sorted thresholds, `_switch`).
 GROUP_KEYS = ["old_verdict", "outcome_class", "young", "low_verdict", "high_verdict", "k"]
 
@@ -371,3 +372,38 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
         "as_of": as_of, "cost_model": cost.to_dict(),
         "points": [_point(t, tally, cost, as_of) for t, tally in zip(thresholds, tallies, strict=True)],
     }
+
+
+def field_spread(rulebook_id: str, field: str, *, scope: str | None = None, dataset: Any = None, ledger: Any = None,
+                 anchors: Any = None) -> dict[str, Any]:
+    """The observed distribution of one fact over the rulebook's history, as a sweep reads it:
+    {field, observed (decisions where it is a number), low and high (the SPREAD_QUANTILES, linear
+    interpolation; None when none is), min, max}. A decision where the fact is missing or not a
+    number is not counted, as `field op t` never holds there. DryRunError as the sweep's."""
+    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=(field,), anchors=anchors)
+    x = rp._col(field, "n")
+    typed = (history.base.filter((pl.col(fc.STATE_COLUMN) == fc.STATE_TYPED)
+                                 & rp._kind(field, fc.KIND_NUMBER).fill_null(False) & x.is_not_null())
+             .select(x.cast(pl.Float64).alias("x")).collect(engine="streaming")["x"])
+    partial = (history.base.filter((pl.col(fc.STATE_COLUMN) == fc.STATE_PARTIAL) & pl.col("facts_json").is_not_null())
+               .select("facts_json").collect(engine="streaming")["facts_json"])
+    found = [_field_number(json.loads(text), field) for text in partial]
+    values = pl.concat([typed, pl.Series("x", [float(v) for v in found if v is not None], dtype=pl.Float64)])
+    low_q, high_q = SPREAD_QUANTILES
+    quantile = (lambda q: values.quantile(q, interpolation="linear")) if len(values) else (lambda q: None)
+    return {"field": field, "observed": len(values), "low": quantile(low_q), "high": quantile(high_q),
+            "min": values.min() if len(values) else None, "max": values.max() if len(values) else None}
+
+
+def default_range(value: float, spread: dict[str, Any] | None) -> tuple[float, float]:
+    """A comparison's sweep range: its field's observed spread (`field_spread`: 1st to 99th
+    percentile) widened to hold the draft's `value`, its ends rounded outward at a tenth of the
+    span's order of magnitude (0 to 1,900, 0.01 to 0.99); with no observed number, 0 to twice
+    the value (around 0: -1 to 1)."""
+    if spread is None or spread.get("low") is None or spread.get("high") is None:
+        return (0.0, 2 * value) if value > 0 else (2 * value, 0.0) if value < 0 else (-1.0, 1.0)
+    low, high = min(float(spread["low"]), value), max(float(spread["high"]), value)
+    if low == high:  # every observed number (and the draft's) is one value
+        return default_range(value, None) if low == 0 else (min(0.0, 2 * low), max(0.0, 2 * low))
+    unit = 10.0 ** (math.floor(math.log10(high - low)) - 1)
+    return (float(f"{math.floor(low / unit) * unit:.12g}"), float(f"{math.ceil(high / unit) * unit:.12g}"))

@@ -11,7 +11,9 @@ Public interface (all take validated-or-not Rulebook v1 dicts and raise
 `gate.errors.RulebookInvalid` when one is invalid):
 
 - `lint(rulebook) -> LintReport`: dead (unsatisfiable or shadowed) rules, overlapping rules with
-  different outcomes and the winner, fall-through regions, fields `input_schema` does not declare.
+  different outcomes and the winner, fall-through regions, fields `input_schema` does not declare;
+  `group_findings(report findings)` the same findings grouped as readers see them (one line per
+  distinct finding, with its count and regions).
 - `semantic_diff(old, new, compare="outcome") -> DiffReport`: every region where the result
   changes, with old → new labels and a witness; `verdict` is "equivalent" when there is none.
 - `minimal_flips(rulebook, facts, compare="outcome") -> list[Flip]`: per field, the smallest
@@ -22,6 +24,7 @@ Each result has `.to_json()`; the JSON shapes are documented in docs/rulebook-an
 
 from gate.rulebook.analysis.diff import Difference, DiffReport, semantic_diff
 from gate.rulebook.analysis.flips import Flip, minimal_flips
-from gate.rulebook.analysis.lint import LintReport, lint
+from gate.rulebook.analysis.lint import LintReport, group_findings, lint
 
-__all__ = ["DiffReport", "Difference", "Flip", "LintReport", "lint", "minimal_flips", "semantic_diff"]
+__all__ = ["DiffReport", "Difference", "Flip", "LintReport", "group_findings", "lint", "minimal_flips",
+           "semantic_diff"]

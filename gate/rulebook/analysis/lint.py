@@ -19,6 +19,7 @@ fall-through are reported from samples with their witness, and the report says `
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,28 @@ class LintReport:
         return {"kind": "rulebook_lint", "rulebook": self.rulebook_ref, "exact": self.exact,
                 "method": "exact" if self.exact else "sampling", "inexact": self.inexact,
                 "samples": self.samples, "counts": counts, "findings": self.findings}
+
+
+REGION_KEYS = ("where", "text", "witness")  # what tells apart findings that say the same thing
+SEVERITY_RANK = {WARNING: 0, INFO: 1}
+
+
+def group_findings(findings: list[Finding]) -> list[dict[str, Any]]:
+    """A report's findings as a reader wants them: findings identical but for their region (the
+    same code, severity, rules, field and message: the fall-through regions, or a sampled and an
+    exact overlap of one pair) as one group, `{...the finding's members, count, regions}`, each
+    region `{where, text, witness}` in the report's order; warnings before notes, the report's
+    order within a severity. The report is unchanged (the pages and `gate rulebook lint` print
+    the groups; `--json` keeps every finding)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for finding in findings:
+        said = {key: value for key, value in finding.items() if key not in REGION_KEYS}
+        group = groups.setdefault(json.dumps(said, sort_keys=True, default=str), {**said, "count": 0, "regions": []})
+        group["count"] += 1
+        if any(finding.get(key) is not None for key in REGION_KEYS):
+            group["regions"].append({key: finding.get(key) for key in REGION_KEYS})
+    last = len(SEVERITY_RANK)
+    return sorted(groups.values(), key=lambda group: SEVERITY_RANK.get(str(group.get("severity")), last))
 
 
 def lint(rulebook: RulebookDocument, *, budget: int = 3_000_000, sample_count: int = DEFAULT_SAMPLES) -> LintReport:

@@ -11,6 +11,7 @@ import logging
 import threading
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -23,7 +24,7 @@ from workbench.app.state.authoring import AuthoringState, comparison_key
 from workbench.dataset.load import from_dataset
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
-from workbench.migration.sweep import numeric_comparisons, sweep, with_threshold
+from workbench.migration.sweep import default_range, numeric_comparisons, sweep, with_threshold
 from workbench.reports.textsafe import md_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -172,6 +173,30 @@ def test_a_table_edit_is_written_into_the_json_and_a_bad_one_changes_nothing(wor
     assert text != edited
 
 
+def test_a_refused_or_unchanging_table_edit_shows_the_drafts_rows_again(workbench_home):
+    """Issue 45, item 1: the table's cell holds what was typed before the draft sees it; a refused
+    edit left it there (equal rows were not sent again), so the table showed a condition the draft
+    did not hold. The page's table holds the draft's rows after every edit, kept or refused."""
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    table = rule_table(state).objects[2]
+    state.load_current()
+    text, shown = state.draft_text, rule_frame(state.rules)
+    cases = [("condition", '{field: margin_percent, operator: lt'),  # refused: not JSON
+             ("priority", "high"),  # refused: not a number
+             ("condition", '{"field":"margin_percent","operator":"lt","value":20}')]  # the draft's, other spacing
+    for column, typed in cases:
+        table.patch({column: [(1, typed)]})  # as the browser's edit leaves the server's table
+        assert table.value[column].iloc[1] == typed
+        state.edit_cell(1, column, typed)
+        assert state.draft_text == text
+        assert table.value.equals(shown), (column, table.value[column].iloc[1])
+    assert state.table_message == ""
+    state.draft_text = "{ not json"
+    state.edit_cell(0, "priority", "5")
+    assert "not changed" in state.table_message and len(table.value) == 0
+
+
 def test_a_new_draft_replaces_the_tables_rows_and_never_its_configuration(workbench_home):
     # Panel builds a Tabulator anew in the browser when its configuration changes, and rows that
     # arrive while it builds are dropped (Panel 1.9's `setData` returns then): the rule table stayed
@@ -283,8 +308,9 @@ def test_the_sweep_is_the_librarys_and_a_picked_point_sets_the_threshold(workben
     assert [comparison_key(c) for c in state.comparisons] == [
         "block_deep_discount|discount_percent|0", "review_thin_margin|margin_percent|0",
         "approve_owner_backed|discount_percent|0"]
-    assert (state.sweep_key, state.sweep_from, state.sweep_to) == ("block_deep_discount|discount_percent|0", 0.0, 50.0)
-    state.param.update(sweep_key="review_thin_margin|margin_percent|0", sweep_from=10.0, sweep_to=40.0, sweep_steps=7)
+    assert (state.sweep_key, state.sweep_from, state.sweep_to) == ("block_deep_discount|discount_percent|0", 10.0, 30.0)
+    state.sweep_key = "review_thin_margin|margin_percent|0"  # the pick sets its range, the author's follows
+    state.param.update(sweep_from=10.0, sweep_to=40.0, sweep_steps=7)
     request = state.sweep_request()
     assert request is not None
     state.apply_sweep(state.compute_sweep(request))
@@ -306,6 +332,55 @@ def test_the_sweep_is_the_librarys_and_a_picked_point_sets_the_threshold(workben
     state.sweep_key = "no_such|x|0"
     assert state.sweep_request() is None and "pick a numeric comparison" in state.message
     assert state.draft_text == text
+
+
+def test_each_comparison_gets_its_own_sweep_range_from_its_fields_history(workbench_home):
+    """Issue 45, item 3: the first comparison's range (0 to twice its value) stayed for every
+    comparison picked after it. Each pick now sets From and To to its own field's observed spread
+    (percentiles 1 to 99), widened to hold the draft's value; the author's own range stands until
+    the next pick. The ledger's facts (`build_small_ledger`): scope acme holds the decisions whose
+    index is not a multiple of 3, discount 10 + 5 (i mod 5), margin 15 + 8 (i mod 4)."""
+    store, _, _ = workbench_home
+    acme = [i for i in range(48) if i % 3]
+    observed = {"discount_percent": [10 + (i % 5) * 5 for i in acme], "margin_percent": [15 + (i % 4) * 8 for i in acme]}
+    for field, values in observed.items():
+        spread = store.field_spread("acme", "pricing_exception", field)
+        assert spread["observed"] == len(values) == 32
+        assert (spread["low"], spread["high"]) == pytest.approx(tuple(np.percentile(values, [1, 99])))
+        assert (spread["min"], spread["max"]) == (min(values), max(values))
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()
+    picks = {"block_deep_discount|discount_percent|0": (10.0, 30.0),  # discount 10..30 holds its 25
+             "review_thin_margin|margin_percent|0": (15.0, 39.0),  # margin 15..39 holds its 20
+             "approve_owner_backed|discount_percent|0": (10.0, 30.0)}
+    assert state.sweep_key == "block_deep_discount|discount_percent|0"
+    assert "percentiles 1 to 99 of its 32 observed values" in state.sweep_basis
+    for key, expected in picks.items():
+        state.sweep_key = key
+        assert (state.sweep_from, state.sweep_to) == expected, key
+        assert state.sweep_basis.startswith(f"{key.split('|')[1]}'s range")
+        state.param.update(sweep_from=1.0, sweep_to=2.0)  # the author's own range stands ...
+        state.draft_text = state.draft_text.replace('"version": "', '"version": "x', 1)
+        assert (state.sweep_key, state.sweep_from, state.sweep_to) == (key, 1.0, 2.0)  # ... until the next pick
+    # A draft value outside the observed spread widens the range to it.
+    state.draft_text = state.draft_text.replace('"value": 25', '"value": 80', 1)
+    state.sweep_key = "review_thin_margin|margin_percent|0"
+    state.sweep_key = "block_deep_discount|discount_percent|0"
+    assert (state.sweep_from, state.sweep_to) == (10.0, 80.0)
+    # Without a history to read, the range is around the draft's value, and the page says why.
+    lost = AuthoringState(store, scope="acme", rulebook_id="no_such_rulebook")
+    lost.draft_text = state.draft_text
+    assert (lost.sweep_from, lost.sweep_to) == (0.0, 160.0) and "no decision of rulebook" in lost.sweep_basis
+
+
+def test_a_sweep_range_is_the_observed_spread_widened_to_the_value_and_rounded_outward():
+    assert default_range(0.8, {"low": 0.0286, "high": 0.508}) == (0.02, 0.8)
+    assert default_range(150, {"low": 23.85, "high": 534.12}) == (20.0, 540.0)
+    assert default_range(150, {"low": 23.85, "high": 1873.4}) == (0.0, 1900.0)
+    assert default_range(-3, {"low": -7.25, "high": 12.5}) == (-8.0, 13.0)
+    assert default_range(5, {"low": 5.0, "high": 5.0}) == (0.0, 10.0)  # one observed value, the draft's
+    assert default_range(0.8, None) == (0.0, 1.6) and default_range(-2, None) == (-4.0, 0.0)
+    assert default_range(0, {"low": None, "high": None}) == (-1.0, 1.0)
 
 
 def test_numeric_comparisons_are_the_leaves_a_sweep_accepts():
@@ -339,6 +414,27 @@ def test_each_edit_flags_an_undeclared_fact_and_a_number_compared_with_a_string(
     assert text.startswith("**2 warning(s) as you type** (lint):")
     assert "rule block\\_deep\\_discount (line" in text and "unsatisfiable" in text
     assert "fact coupon\\_code" in text and "undeclared\\_field" in text
+
+
+def test_a_draft_held_before_the_page_is_built_gets_its_live_impact_without_an_edit(workbench_home):
+    """Issue 45, item 5: a shared link's draft is applied before the pages exist, so its check
+    changed before the live impact watched it, and the page said "updating…" until the next
+    edit. The page built over a state that holds a valid draft runs that draft's impact."""
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    state.load_current()  # as a link's draft: held before the page is built
+    assert state.live_note == "updating…" and state.live is None
+
+    async def journey() -> None:
+        schedule_live(state)
+        async def settle() -> None:
+            while state.live_note == "updating…":
+                await asyncio.sleep(0.05)
+        await asyncio.wait_for(settle(), 30)
+        assert state.live_hash == state.check.rulebook_hash and state.live_note == ""
+        assert state.live == state.compute_live(state.draft)["summary"]
+
+    _run_on_a_loop_of_its_own(journey)
 
 
 def _run_on_a_loop_of_its_own(journey) -> None:

@@ -328,7 +328,7 @@ def test_lint_findings_read_as_a_list_with_lines_and_fixes(workbench_home):
     """Issue 21, item 4: lint findings as a readable list (where, line, fix), not a JSON tree; a
     number compared with a string and an undeclared fact are both flagged."""
     from workbench.app.lintview import lint_items
-    from workbench.app.pages.authoring import _lint_markdown
+    from workbench.app.pages.authoring import lint_view
 
     store, _, _ = workbench_home
     state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
@@ -348,6 +348,70 @@ def test_lint_findings_read_as_a_list_with_lines_and_fixes(workbench_home):
     assert '"rule_id": "deep_cap"' in line
     assert [i["severity"] for i in items] == sorted((i["severity"] for i in items),
                                                     key=lambda s: {"warning": 1, "info": 2}[s])
-    rendered = _lint_markdown(state.lint_report, state.draft_text)
+    rendered = "\n".join(_lint_texts(lint_view(state.lint_report, state.draft_text)))
     assert "Fix:" in rendered and "deep\\_cap" in rendered and f"(line {by_code['unsatisfiable']['line']})" in rendered
-    assert _lint_markdown(None, "").startswith("*Lint")
+    assert _lint_texts(lint_view(None, ""))[0].startswith("*Lint")
+
+
+def _lint_texts(view) -> list[str]:
+    """The Markdown a lint view shows, in order: its head, each finding's line (a card's header)
+    and, after a card's header, its regions."""
+    import panel as pn
+
+    texts = []
+    for shown in view.objects:
+        if isinstance(shown, pn.Card):
+            texts += [shown.header.object, *(pane.object for pane in shown.objects)]
+        else:
+            texts.append(shown.object)
+    return texts
+
+
+def test_lint_groups_identical_findings_with_their_regions_most_severe_first(workbench_home):
+    """Issue 45, item 10: loading the current refund_approval listed 13 findings, seven the same
+    fall-through line once per region. One line per distinct finding, with its count; it opens to
+    its regions, each with a fact set there (the engine's witness, which falls through); the
+    engine's report is unchanged; warnings lead (a rule reading an undeclared fact here)."""
+    from collections import Counter
+
+    import panel as pn
+
+    from gate.rulebook.analysis import lint
+    from gate.rulebook.analysis.common import evaluator
+    from workbench.app.lintview import lint_items
+    from workbench.app.pages.authoring import lint_view
+
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="refund_approval")
+    book = json.loads(Path("data/rulebooks/refund-approval-2026-08-01.json").read_text())
+    state.draft_text = json.dumps(book, indent=2)
+    state.run_lint()
+    report = state.lint_report
+    assert report == lint(book).to_json() and len(report["findings"]) == 13  # the engine's, every finding
+    items = lint_items(report, state.draft_text)
+    # Most severe first, then by line: the rulebook's own finding before the rules'.
+    assert [(i["severity"], i["code"], i["count"]) for i in items] == [("info", "falls_through", 7)] + [
+        ("info", "overlap", 1)] * 6
+    falls = items[0]
+    engine = [f for f in report["findings"] if f["code"] == "falls_through"]
+    assert [(r["text"], r["witness"]) for r in falls["regions"]] == [(f["text"], f["witness"]) for f in engine]
+    run = evaluator(book)
+    # Each witness falls through: a valid input no rule matches.
+    assert all(run(r["witness"]).status == "ok" and not run(r["witness"]).matched for r in falls["regions"])
+    view = lint_view(report, state.draft_text)
+    texts = _lint_texts(view)
+    assert texts[0].startswith("**13 finding(s), 7 distinct** (exact analysis)")
+    assert sum("falls\\_through" in text for text in texts) == 1
+    cards = [shown for shown in view.objects if isinstance(shown, pn.Card)]
+    assert len(cards) == 7 and all(card.collapsed for card in cards)  # each finding opens to its regions
+    assert "falls\\_through" in cards[0].header.object and "**7 regions**" in cards[0].header.object
+    assert cards[0].objects[0].object.count("*e.g.*") == 7
+    # A warning leads the list; every finding is counted once.
+    book["rules"][-1]["condition"] = {"field": "refund_reason", "operator": "eq", "value": "damaged"}
+    state.draft_text = json.dumps(book, indent=2)
+    state.run_lint()
+    items = lint_items(state.lint_report, state.draft_text)
+    said = Counter((f["code"], f["message"]) for f in state.lint_report["findings"])
+    assert items[0]["severity"] == "warning" and items[0]["code"] == "undeclared_field"
+    assert {(i["code"], i["message"]): i["count"] for i in items} == dict(said)
+    assert [i["severity"] for i in items] == sorted((i["severity"] for i in items), key=["warning", "info"].index)

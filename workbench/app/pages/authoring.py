@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -78,19 +79,45 @@ def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
     return editor
 
 
-def _lint_markdown(report: dict[str, Any] | None, text: str) -> str:
-    """The lint findings as a readable list: severity, where (rule and line), message, fix."""
-    if report is None:
-        return "*Lint the draft to see its findings.*"
+def _lint_line(item: dict[str, Any]) -> str:
+    """One distinct finding: severity, where (rule and line), message, how many, fix."""
+    many = f" · **{item['count']} regions**" if item["count"] > 1 else ""
+    return (f"**{md_text(item['severity'])}** · {md_text(item['where'])}"
+            + (f" (line {item['line']})" if item["line"] else "")
+            + f" · {md_text(item['code'])}: {md_text(item['message'])}{many}"
+            + (f"  \n*Fix:* {md_text(item['fix'])}" if item["fix"] else ""))
+
+
+def _regions_markdown(item: dict[str, Any]) -> str:
+    """A finding's regions, each in words with a fact set inside it (the region's witness)."""
+    return "\n".join(f"{number}. {md_text(region['text'])}  \n   *e.g.* "
+                      f"{md_text(json.dumps(region['witness'], ensure_ascii=False))}"
+                      for number, region in enumerate(item["regions"], start=1))
+
+
+def lint_view(report: dict[str, Any] | None, text: str) -> pn.Column:
+    """The lint findings as a readable list, one line per distinct finding (`lint_items`: the
+    same finding in seven regions is one line that says 7), most severe first; a finding with
+    regions opens to list them, each with a fact set that lands there."""
     items = lint_items(report, text)
-    if not items:
-        return "**No findings.** The rules are reachable, declared and disjoint where it matters."
-    head = f"**{len(items)} finding(s)** ({md_text(report.get('method'))} analysis)"
-    rows = [f"- **{md_text(i['severity'])}** · {md_text(i['where'])}"
-            + (f" (line {i['line']})" if i["line"] else "")
-            + f" · {md_text(i['code'])}: {md_text(i['message'])}"
-            + (f"  \n  *Fix:* {md_text(i['fix'])}" if i["fix"] else "") for i in items]
-    return "\n".join([head, *rows])
+    if report is None:
+        head = "*Lint the draft to see its findings.*"
+    elif not items:
+        head = "**No findings.** The rules are reachable, declared and disjoint where it matters."
+    else:
+        total = sum(item["count"] for item in items)
+        head = (f"**{total} finding(s), {len(items)} distinct** ({md_text(report.get('method'))} analysis), "
+                "most severe first")
+    shown: list[Any] = [pn.pane.Markdown(head, sizing_mode="stretch_width")]
+    for item in items:
+        line = pn.pane.Markdown(_lint_line(item), sizing_mode="stretch_width", css_classes=["lint-finding"],
+                                styles={"text-align": "left"})
+        if not item["regions"]:
+            shown.append(line)
+            continue
+        shown.append(pn.Card(pn.pane.Markdown(_regions_markdown(item), sizing_mode="stretch_width"), header=line,
+                             collapsed=True, sizing_mode="stretch_width", css_classes=["lint-regions"]))
+    return pn.Column(*shown, sizing_mode="stretch_width", css_classes=["lint-findings"])
 
 
 def _draft_tests(state: AuthoringState) -> pn.Row:
@@ -109,9 +136,8 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
                   json_pane(state.param.flips, "Minimal flips (one fact each)"), width=460),
         pn.Column("### Test on a stored decision", decision, run_decision,
                   json_pane(state.param.decision_test, "Stored vs draft"), width=460),
-        pn.Column("### Lint", run_lint, pn.pane.Markdown(pn.bind(_lint_markdown, state.param.lint_report,
-                                                                 state.param.draft_text),
-                                                         css_classes=["lint-findings"]), width=460),
+        pn.Column("### Lint", run_lint, pn.bind(lint_view, state.param.lint_report, state.param.draft_text),
+                  width=460),
     )
 
 
@@ -159,11 +185,10 @@ def schedule_live(state: AuthoringState) -> None:
         finally:
             state.apply_live(computed, draft_hash)
 
-    def changed(event: param.parameterized.Event) -> None:
+    def start(check: DraftCheck | None) -> None:
         task = pending["task"]
         if task is not None and not task.done():
             task.cancel()
-        check: DraftCheck | None = event.new
         if check is None or not check.valid or check.rulebook is None or check.rulebook_hash is None:
             return
         try:
@@ -172,7 +197,11 @@ def schedule_live(state: AuthoringState) -> None:
             return
         pending["task"] = loop.create_task(run(check.rulebook, check.rulebook_hash))
 
-    state.param.watch(changed, "check")
+    state.param.watch(lambda event: start(event.new), "check")
+    # A draft the state already holds when the page is built (a shared link's: the link is applied
+    # before the pages exist) has had no edit to start its run: it starts now, not at the next edit.
+    if state.check is not None and state.live_hash != state.check.rulebook_hash:
+        start(state.check)
 
 
 def authoring_page(state: AuthoringState, policies: list[str]) -> pn.viewable.Viewable:

@@ -73,6 +73,9 @@ def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
     )
 
 
+SEMANTIC_WIDTH = 480  # the semantic diff's column beside the dry-run
+
+
 def _semantic_view(semantic: dict[str, Any] | None) -> pn.viewable.Viewable:
     if semantic is None:
         return pn.pane.Markdown("*Semantic diff: no current version registered to compare with.*")
@@ -83,9 +86,13 @@ def _semantic_view(semantic: dict[str, Any] | None) -> pn.viewable.Viewable:
              "current": f"{d['old'].get('decision')} · {d['old'].get('rule_id') or 'default'}",
              "draft": f"{d['new'].get('decision')} · {d['new'].get('rule_id') or 'default'}",
              "witness": json.dumps(d.get("witness"), ensure_ascii=False)} for d in differences[:50]]
+    # The column's width, every cell wrapped: its longest texts ran the table past the page's edge.
+    wrapped = {name: {"type": "textarea"} for name in ("where", "current", "draft", "witness")}
     return pn.Column(pn.pane.Markdown(head, css_classes=["semantic-diff"]),
-                     pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=220,
-                                          sizing_mode="stretch_width") if rows else pn.Spacer())
+                     pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=320,
+                                          width=SEMANTIC_WIDTH - 10, layout="fit_columns", formatters=wrapped,
+                                          stylesheets=[".tabulator-cell { overflow-wrap: anywhere; }"],
+                                          css_classes=["semantic-table"]) if rows else pn.Spacer())
 
 
 def migration_page(state: MigrationState) -> pn.viewable.Viewable:
@@ -135,6 +142,6 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
         note(state.param.message),
         pn.bind(downloads, state.param.exported),
         pn.Row(pn.Column(pn.bind(_result_view, state.param.result), sizing_mode="stretch_width"),
-               pn.Column(pn.bind(_semantic_view, state.param.semantic), width=480)),
+               pn.Column(pn.bind(_semantic_view, state.param.semantic), width=SEMANTIC_WIDTH)),
         name="Migration",
     )

@@ -113,7 +113,9 @@ def _course(series: pl.DataFrame | None, versions: pl.DataFrame | None = None) -
                     toolbar_location=None)
     volume.vbar_stack(list(VERDICT_COLORS), x="month", width=0.8, source=source,
                       color=list(VERDICT_COLORS.values()), legend_label=list(VERDICT_COLORS))
-    volume.legend.location = "top_left"
+    # The legends beside the plots, not over them: the version labels sit at the plots' bottom
+    # left, where the score plot's legend hid the first one.
+    volume.add_layout(volume.legend[0], "right")
     score = figure(x_range=FactorRange(factors=months), height=260, sizing_mode="stretch_width", toolbar_location=None,
                    title="Effectiveness score per month with its 95% Wilson interval (latest outcome per decision)")
     score.varea(x="month", y1="low", y2="high", source=source, fill_alpha=0.2, fill_color="#1f77b4",
@@ -121,7 +123,7 @@ def _course(series: pl.DataFrame | None, versions: pl.DataFrame | None = None) -
     score.line(x="month", y="score", source=source, line_width=2)
     score.scatter(x="month", y="score", source=source, size=7)
     score.y_range = Range1d(start=0, end=1.05)
-    score.legend.location = "bottom_left"
+    score.add_layout(score.legend[0], "right")
     for plot in (volume, score):
         _mark_versions(plot, months, versions)
     return pn.Column(pn.pane.Bokeh(volume), pn.pane.Bokeh(score), sizing_mode="stretch_width")

@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
+from gate.releases.figures import arm_figures
+from gate.releases.guardrails import ArmCounts
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.releases import ReleasesState
 from workbench.reports.textsafe import md_text
@@ -32,8 +34,9 @@ def _state_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
         lines.append(f"- shadow: **{md_text(state['shadow']['version'])}**")
     if state.get("canary"):
         canary = state["canary"]
+        # The subject as text (inside a code span its escapes showed: context\.source\_record\_id).
         lines.append(f"- canary: **{md_text(canary['version'])}** at {canary['percent']}% of subjects "
-                     f"by `{md_text(canary['subject'])}`")
+                     f"by subject {md_text(canary['subject'])}")
     for pending in state.get("pending", []):
         lines.append(f"- pending: {md_text(pending['action'])} {md_text(pending['version'])} "
                      f"(request {pending['request_seq']} by {md_text(pending['requested_by'])}, "
@@ -70,25 +73,50 @@ def _shadow_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
                      else pn.pane.Markdown("*No flips yet.*"))
 
 
-def _canary_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
-    canary = (status or {}).get("comparison", {}).get("canary")
-    if not canary:
-        return pn.Spacer()
-    guard = canary["guardrails"]
-    rows = [{"arm": arm["arm"], "decisions": arm["decisions"], "yes share": _interval(arm["verdict_mix"]["yes"]),
-             "failure rate": _interval(arm["failure_rate"]), "resolved": arm["resolved_outcomes"]}
-            for arm in canary["arms"]]
+def halted_arms(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    """A canary's arms when its guardrails halted it, from the halt event's evidence (the counts
+    the guardrails judged), as the same figures a running canary shows (`arm_figures`)."""
+    mix = {comparison["name"].split(".", 1)[1]: comparison for comparison in evidence.get("verdict_mix", [])}
+    failure = evidence["failure_rate"]
+    return [arm_figures(arm, ArmCounts({verdict: mix[verdict][arm]["events"] for verdict in mix},
+                                       failure[arm]["events"], failure[arm]["n"] - failure[arm]["events"]))
+            for arm in ("active", "canary")]
+
+
+def _guardrails(guard: dict[str, Any]) -> str:
+    """The guardrails' verdict and the failure-rate comparison behind it."""
     failure = guard["failure_rate"]
     verdict = ("TRIPPED: " + ", ".join(guard["tripped"])) if guard["tripped"] else \
         ("holding" if failure["judged"] else f"too young to judge (each arm needs {guard['settings']['min_count']})")
     interval = failure["interval"]
     detail = (f" · failure difference canary − active {failure['difference']:+.1%}, always-valid interval "
               f"{interval[0]:+.1%} to {interval[1]:+.1%}" if interval else "")
-    return pn.Column(
-        pn.pane.Markdown(f"**Canary {md_text(canary['version'])}** at {canary['percent']}% · guardrails: "
-                         f"**{verdict}**{detail} (false-alarm rate at most {guard['settings']['alpha']})",
-                         css_classes=["canary-head"]),
-        pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=110))
+    return f"**{verdict}**{detail} (false-alarm rate at most {guard['settings']['alpha']})"
+
+
+def _canary_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
+    """The running canary's arms and guardrails; with none running, those of the last canary its
+    guardrails halted (the arms as the halt's evidence holds them), so the halt keeps its why."""
+    canary = (status or {}).get("comparison", {}).get("canary")
+    halts = [e for e in (status or {}).get("history", []) if e["action"] == "halt" and e["actor"] == "guardrail"
+             and e.get("evidence")]
+    if canary:
+        head = f"**Canary {md_text(canary['version'])}** at {canary['percent']}% · guardrails: " + \
+            _guardrails(canary["guardrails"])
+        arms = canary["arms"]
+    elif halts:
+        evidence = halts[-1]["evidence"]
+        head = (f"**Canary {md_text(evidence.get('canary_version'))} halted by its guardrails** (event "
+                f"{halts[-1]['seq']}, {md_text(halts[-1]['created_at'])}) · {_guardrails(evidence)} · "
+                "its arms when it stopped:")
+        arms = halted_arms(evidence)
+    else:
+        return pn.Spacer()
+    rows = [{"arm": arm["arm"], "decisions": arm["decisions"], "yes share": _interval(arm["verdict_mix"]["yes"]),
+             "failure rate": _interval(arm["failure_rate"]), "resolved": arm["resolved_outcomes"]} for arm in arms]
+    return pn.Column(pn.pane.Markdown(head, css_classes=["canary-head"]),
+                     pn.widgets.Tabulator(pd.DataFrame(rows), disabled=True, show_index=False, height=110,
+                                          sizing_mode="stretch_width", css_classes=["canary-arms"]))
 
 
 def _history_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:

@@ -56,11 +56,14 @@ def rule_table(state: AuthoringState) -> pn.Column:
     editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
     # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws
-    # (a draft's rules are few: the rulebook's budget bounds them).
+    # (a draft's rules are few: the rulebook's budget bounds them). No key bindings: Tabulator 6.4
+    # reads a key by its character's code, so a `"` typed into a cell was Page Down (34) and
+    # dropped, and `!#$%&'(` scrolled or moved the editor away (33-40); Enter, Escape and leaving
+    # the cell are the editor's own and still commit or cancel.
     table = pn.widgets.Tabulator(rule_frame(state.rules), editors=editors, show_index=False, selectable=1,
                                  titles=TITLES, widths=WIDTHS, layout="fit_data_table", sizing_mode="stretch_width",
                                  height=260, css_classes=["rule-table"], name="Rules",
-                                 configuration={"renderVertical": "basic",
+                                 configuration={"renderVertical": "basic", "keybindings": False,
                                                 "columns": [{"field": name, "sorter": "number"} for name in NUMERIC]})
 
     def edited(event: Any) -> None:

@@ -121,5 +121,6 @@ def sweep_view(state: AuthoringState) -> pn.Column:
             f"{result['scalar_rows']:,} rows evaluated by the scalar evaluator.", css_classes=["sweep-head"])
         return pn.Column(head, sweep_plot(result, state.use_threshold), table, sizing_mode="stretch_width")
 
-    return pn.Column("### Threshold sweep", pn.Row(pick, low, high, steps, run, align="end"),
+    basis = pn.pane.Markdown(pn.bind(md_text, state.param.sweep_basis), css_classes=["sweep-basis"])
+    return pn.Column("### Threshold sweep", pn.Row(pick, low, high, steps, run, align="end"), basis,
                      pn.bind(shown, state.param.sweep_result), sizing_mode="stretch_width")

@@ -14,7 +14,14 @@ from gate.rulebook.layout import readable_order
 from workbench.app import ruletable
 from workbench.app.store import DraftCheck, WorkbenchStore, check_draft, evaluate
 from workbench.migration.errors import DryRunError
-from workbench.migration.sweep import MAX_THRESHOLDS, numeric_comparisons, thresholds_between, with_threshold
+from workbench.migration.sweep import (
+    MAX_THRESHOLDS,
+    SPREAD_QUANTILES,
+    default_range,
+    numeric_comparisons,
+    thresholds_between,
+    with_threshold,
+)
 
 LIVE_DEBOUNCE_S = 0.25  # the live impact runs this long after the last valid edit (pages schedule it)
 SWEEP_STEPS = 41  # thresholds a sweep tries by default
@@ -52,6 +59,7 @@ class AuthoringState(param.Parameterized):
     sweep_from = param.Number(default=0.0)
     sweep_to = param.Number(default=1.0)
     sweep_steps = param.Integer(default=SWEEP_STEPS, bounds=(1, MAX_THRESHOLDS))
+    sweep_basis = param.String(default="", doc="where the picked comparison's From and To came from")
     sweep_result = param.Dict(default=None, allow_None=True)
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
@@ -105,18 +113,27 @@ class AuthoringState(param.Parameterized):
         self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
 
     def _edited(self, change: Any) -> None:
+        """Write a table edit into the draft. The table then shows the draft's rows again, whatever
+        became of the edit: a refused cell goes back to the draft's value (the message says why),
+        and an edit the draft already held (a condition typed with other spacing) shows as the
+        draft writes it. `rules` is sent even when equal to the last rows: the table's cell holds
+        what was typed, not what `rules` holds."""
         parsed = self.check.rulebook if self.check is not None else None
         if not isinstance(parsed, dict):
-            self.table_message = "the JSON does not parse: fix it in the editor first"
+            self.table_message = "not changed: the JSON does not parse: fix it in the editor first"
+            self.param.trigger("rules")
             return
         try:
-            edited = change(parsed)
+            text = ruletable.draft_text(change(parsed))
         except ruletable.RuleEditError as exc:
             self.table_message = f"not changed: {exc}"
-            self.rules = list(self.rules)  # the table shows the draft's value again
+            self.param.trigger("rules")
             return
         self.table_message = ""
-        self.draft_text = ruletable.draft_text(edited)
+        if text == self.draft_text:
+            self.param.trigger("rules")
+        else:
+            self.draft_text = text
 
     def edit_cell(self, index: int, column: str, value: Any) -> None:
         """Write one table cell into the draft (the JSON editor follows); a bad cell changes nothing."""
@@ -160,16 +177,39 @@ class AuthoringState(param.Parameterized):
     # ------------------------------------------------------------------ threshold sweeps
 
     def _offer_comparisons(self, rulebook: dict[str, Any]) -> None:
-        """The draft's sweepable comparisons; a new pick (and its default range: 0 to twice the
-        draft's value) only when the current one is gone. One batch: the picker follows once."""
+        """The draft's sweepable comparisons; a new pick only when the current one is gone (its
+        range follows the pick, `_range_of_pick`). One batch: the picker follows once."""
         comparisons = numeric_comparisons(rulebook)
         keys = [comparison_key(c) for c in comparisons]
         if self.sweep_key in keys or not comparisons:
             self.param.update(comparisons=comparisons, sweep_key=self.sweep_key if comparisons else "")
             return
-        value = float(comparisons[0]["value"])
-        low, high = (0.0, 2 * value) if value > 0 else (2 * value, 0.0) if value < 0 else (-1.0, 1.0)
-        self.param.update(comparisons=comparisons, sweep_key=keys[0], sweep_from=low, sweep_to=high)
+        self.param.update(comparisons=comparisons, sweep_key=keys[0])
+
+    @param.depends("sweep_key", watch=True)
+    def _range_of_pick(self) -> None:
+        """Each picked comparison gets its own From and To: its field's observed spread in the
+        scope's history (`sweep.default_range`), widened to hold the draft's value; an edit of
+        From or To afterwards stands until the next pick."""
+        chosen = next((c for c in self.comparisons if comparison_key(c) == self.sweep_key), None)
+        if chosen is None:
+            return
+        value, field = float(chosen["value"]), chosen["field"]
+        rulebook_id = self.rulebook_id or str((self.draft or {}).get("rulebook_id") or "")
+        try:
+            spread = self.store.field_spread(self.scope, rulebook_id, field) if self.scope and rulebook_id else None
+            why = "no scope or rulebook to read its history"
+        except (DryRunError, GateError, OSError, ValueError) as exc:
+            spread, why = None, str(exc)
+        low, high = default_range(value, spread)
+        if spread is not None and spread["observed"]:
+            q_low, q_high = (round(100 * q) for q in SPREAD_QUANTILES)
+            basis = (f"{field}'s range: percentiles {q_low} to {q_high} of its {spread['observed']:,} observed "
+                     f"values, and the draft's {value:g}")
+        else:
+            reason = why if spread is None else f"no decision in history has a number {field}"
+            basis = f"{field}'s range: around the draft's {value:g} ({reason})"
+        self.param.update(sweep_from=low, sweep_to=high, sweep_basis=basis)
 
     def sweep_request(self) -> tuple[dict[str, Any], tuple[str, str, int], list[float]] | None:
         """(draft, comparison, thresholds) of the sweep to run, or None (the message says why)."""
