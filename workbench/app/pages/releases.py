@@ -37,10 +37,7 @@ def _state_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
         # The subject as text (inside a code span its escapes showed: context\.source\_record\_id).
         lines.append(f"- canary: **{md_text(canary['version'])}** at {canary['percent']}% of subjects "
                      f"by subject {md_text(canary['subject'])}")
-    for pending in state.get("pending", []):
-        lines.append(f"- pending: {md_text(pending['action'])} {md_text(pending['version'])} "
-                     f"(request {pending['request_seq']} by {md_text(pending['requested_by'])}, "
-                     f"expires {md_text(pending['expires_at'])})")
+    # Pending requests are listed once, as rows with their Approve buttons (`_pending_rows`).
     halts = [e for e in status["history"] if e["action"] == "halt" and e["actor"] == "guardrail"]
     if halts:
         evidence = halts[-1].get("evidence") or {}
