@@ -46,13 +46,13 @@ def _canary(author: Api, per_arm: int) -> dict[str, list[dict]]:
     assert author.act("activate", version="v1").status_code == 201
     assert author.act("canary", version="v3", percent=50).status_code == 201
     arms: dict[str, list[dict]] = {"active": [], "canary": []}
-    index = 0
-    while min(len(arms["active"]), len(arms["canary"])) < per_arm:
+    for index in range(10 * per_arm):  # about 5 * per_arm an arm: each arm fills long before
         record = author.decide(by_reference(subject=f"order-{index}")).json
-        index += 1
         if len(arms[record["release_arm"]["arm"]]) < per_arm:
             arms[record["release_arm"]["arm"]].append(record)
-    return arms
+        if min(len(arms["active"]), len(arms["canary"])) == per_arm:
+            return arms
+    raise AssertionError(f"a 50% canary split {10 * per_arm} subjects {len(arms['canary'])} / {len(arms['active'])}")
 
 
 def _expected_failure(events_c: int, n_c: int, events_a: int, n_a: int, interval: list[float],

@@ -348,6 +348,13 @@ def test_the_allowed_transitions_state_exactly():
     assert kept.shadow is None and kept.canary == canary.canary
 
 
+def test_a_canary_share_may_be_any_basis_point_strictly_between_0_and_100():
+    for percent in (0.01, 0.5, 1, 12.34, 99.99):
+        assert transition(ACTIVE, _act("canary", V2, percent=percent), 2).canary.percent == percent
+    for percent in (-1, 0, 100, 100.5, 0.001, 12.345):
+        assert _refusal(ACTIVE, _act("canary", V2, percent=percent)) == ("RELEASE_ACTION_INVALID", 400), percent
+
+
 def test_previous_versions_are_capped():
     assert model.MAX_PREVIOUS == 50
     state = ReleaseState("rb")
