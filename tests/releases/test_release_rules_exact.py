@@ -258,6 +258,7 @@ ACTIVE = ReleaseState("rb", seq=1, head_event_hash="a" * 64, active=V1)
 def _refusal(state: ReleaseState, action: Action) -> tuple[str, int]:
     with pytest.raises(ReleaseRefused) as caught:
         transition(state, action, state.seq + 1)
+    assert str(caught.value) == caught.value.message and caught.value.message
     return caught.value.code, caught.value.status
 
 
@@ -309,11 +310,23 @@ def test_approval_refusals_and_what_an_approval_applies():
     assert _refusal(state, late) == ("RELEASE_APPROVAL_NOT_FOUND", 404)
 
 
+def test_a_request_expires_at_its_expiry_instant():
+    state = _pending(expires=AT)
+    at_expiry = Action("approve", "key-b", AT, V2, request_seq=2)
+    assert _refusal(state, at_expiry) == ("RELEASE_APPROVAL_NOT_FOUND", 404)
+    just_before = Action("approve", "key-b", "2026-11-25T23:59:59.999Z", V2, request_seq=2)
+    assert transition(state, just_before, 3).active == V2
+
+
 def test_an_approved_canary_starts_with_the_requested_percent_and_subject():
     state = _pending("canary", V2, percent=12.5)
     after = transition(state, _act("approve", V2, actor="key-b", request_seq=2), 3)
     assert after.canary == Canary(V2, 12.5, "context.source_record_id", 3) and after.active == V1
     assert after.pending == ()
+    requested = transition(ACTIVE, _act("canary", V2, percent=7, subject="context.inputs.account",
+                                        approval_expires_at=LATER), 2)
+    approved = transition(requested, _act("approve", V2, actor="key-b", request_seq=2), 3)
+    assert approved.canary == Canary(V2, 7, "context.inputs.account", 3)
 
 
 def test_a_request_needing_approval_is_checked_first_and_only_pends():
@@ -321,6 +334,9 @@ def test_a_request_needing_approval_is_checked_first_and_only_pends():
     assert _refusal(ACTIVE, _act("canary", V1, percent=10, **expiring)) == ("RELEASE_TRANSITION_REFUSED", 409)
     assert _refusal(ACTIVE, _act("canary", V2, percent=0, **expiring)) == ("RELEASE_ACTION_INVALID", 400)
     assert _refusal(ACTIVE, _act("activate", None, **expiring)) == ("RELEASE_ACTION_INVALID", 400)
+    # The percent is checked before the state: an invalid share is 400 even without an active version.
+    assert _refusal(ReleaseState("rb"), _act("canary", V2, percent=0, **expiring)) == ("RELEASE_ACTION_INVALID", 400)
+    assert _refusal(ReleaseState("rb"), _act("canary", V2, percent=5, **expiring)) == ("RULEBOOK_NOT_ACTIVE", 409)
     after = transition(ACTIVE, _act("canary", V2, percent=5, subject="context.inputs.account", **expiring), 2)
     assert after.canary is None and after.active == V1
     assert after.pending == (Pending(2, "canary", V2, 5, "context.inputs.account", "key-a", LATER),)
@@ -342,6 +358,10 @@ def test_the_allowed_transitions_state_exactly():
     assert halted.canary is None and halted.shadow is None and halted.active == V1
     rolled = transition(promoted, _act("rollback"), 5)
     assert rolled.active == V1 and rolled.previous == () and rolled.canary is None and rolled.shadow is None
+    canary_rolled = transition(transition(promoted, _act("canary", V3, percent=5), 5), _act("rollback"), 6)
+    assert canary_rolled.canary is None and canary_rolled.active == V1
+    twice = transition(transition(promoted, _act("activate", V3), 5), _act("rollback"), 6)
+    assert twice.active == V2 and twice.previous == (V1,)
     shadow_only = transition(ACTIVE, _act("shadow", V2), 2)
     assert transition(shadow_only, _act("halt"), 3).shadow is None
     kept = transition(shadowed, _act("activate", V3), 4)
@@ -402,3 +422,50 @@ def test_the_state_states_every_member():
     }
     assert state.versions_in_use() == ("v1", "v3", "v2")
     assert ReleaseState("rb").to_json()["active"] is None and ReleaseState("rb").versions_in_use() == ()
+
+
+# ---------------------------------------------------------------- edges of the guardrails
+
+
+def test_a_guardrail_trips_only_when_the_interval_lies_strictly_beyond_its_tolerance():
+    base = compare("failure_rate", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=0.0, one_sided=True)
+    low, high = base.interval
+    at_low = compare("failure_rate", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=low, one_sided=True)
+    assert at_low.tripped is False
+    two = compare("verdict_mix.no", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=low, one_sided=False)
+    assert two.interval == base.interval and two.tripped is False
+    fell = compare("verdict_mix.yes", (50, 1000), (15, 100), tau=0.05, alpha=0.05, tolerance=0.0, one_sided=False)
+    at_high = compare("verdict_mix.yes", (50, 1000), (15, 100), tau=0.05, alpha=0.05, tolerance=-fell.interval[1],
+                      one_sided=False)
+    assert fell.tripped is True and at_high.tripped is False
+
+
+def test_the_likelihood_ratio_is_capped_at_e_to_the_700():
+    huge = compare("failure_rate", (5000, 10000), (0, 10000), tau=0.05, alpha=0.05, tolerance=0.0, one_sided=True)
+    assert _log_lr(5000, 10000, 0, 10000, 0.05) > 700
+    assert huge.likelihood_ratio == math.exp(700.0)
+
+
+def test_the_failure_guardrail_is_one_sided_and_named_in_the_report():
+    better = evaluate(ArmCounts({"yes": 100}, failed=0, succeeded=100), ArmCounts({"yes": 1000}, failed=500,
+                                                                                 succeeded=500))
+    assert better.failure_rate.name == "failure_rate" and better.failure_rate.judged
+    assert better.failure_rate.interval[1] < 0 and better.failure_rate.tripped is False and better.tripped == ()
+    assert better.to_json()["failure_rate"]["name"] == "failure_rate"
+
+
+def test_the_verdict_mix_is_two_sided():
+    # The approvals' share falls by 30 points, spread over the three other verdicts (10 points each).
+    canary = ArmCounts({"yes": 700, "no": 100, "review": 100, "needs_input": 100}, 0, 0)
+    report = evaluate(canary, ArmCounts({"yes": 1000}, 0, 0))
+    assert report.tripped == ("verdict_mix",)
+    assert [c.name for c in report.verdict_mix if c.tripped] == ["verdict_mix.yes"]
+
+
+def test_the_settings_minimum_count_reaches_both_guardrails():
+    arm = ArmCounts({"yes": 40}, failed=4, succeeded=36)
+    report = evaluate(arm, arm, GuardrailSettings(min_count=50))
+    assert not report.failure_rate.judged and not any(c.judged for c in report.verdict_mix)
+    report = evaluate(arm, arm, GuardrailSettings(min_count=40))
+    assert report.failure_rate.judged and all(c.judged for c in report.verdict_mix)
+    assert report.to_json()["settings"]["min_count"] == 40
