@@ -69,7 +69,7 @@ def test_an_event_states_every_member():
 
 
 def test_the_stored_state_reads_back_as_it_was():
-    pending = Pending(3, "activate", V2, None, None, "key-a", "2026-12-01T00:00:00.000Z")
+    pending = Pending(3, "canary", V2, 2.5, "context.inputs.account", "key-a", "2026-12-01T00:00:00.000Z")
     state = ReleaseState("rb", 4, "h" * 64, V1, (V2,), V2, Canary(V2, 2.5, "context.x", 2), (pending,))
     member = E.state_member(state)
     assert "seq" not in member and "head_event_hash" not in member
@@ -81,6 +81,9 @@ def test_an_event_reads_back_as_its_action():
     canary = _history()[1]
     assert E.action_of(canary) == Action("canary", "key-a", AT, V2, 10, "context.x", None, None)
     assert E.action_of({"action": "halt", "actor": "guardrail", "created_at": AT, "version": "v1"}).version is None
+    approve = {"action": "approve", "actor": "key-b", "created_at": AT, "version": "v2", "rulebook_hash": "2" * 64,
+               "request_seq": 2, "approval_expires_at": "2026-12-01T00:00:00.000Z"}
+    assert E.action_of(approve) == Action("approve", "key-b", AT, V2, None, None, 2, "2026-12-01T00:00:00.000Z")
 
 
 def test_a_whole_history_verifies_with_and_without_anchors():
@@ -125,6 +128,12 @@ def test_each_tampering_is_named_at_its_event(what, edit, problem):
     check = E.verify_history(history, ANCHORS)
     assert check.valid is False and check.problems == (problem,) and check.state is None
     assert check.events == len(history)
+
+
+def test_a_key_is_found_by_its_id_when_the_fingerprint_is_gone():
+    history = _history()
+    history[1].pop("public_key_fingerprint")  # outside event_hash: the key id still names the key
+    assert E.verify_history(history, ANCHORS).valid
 
 
 def test_a_key_the_anchors_do_not_hold_is_named():

@@ -145,9 +145,14 @@ def test_a_decide_only_key_halts_a_canary_of_its_own_scope_and_the_evidence_name
     assert halt["action"] == "halt" and halt["actor"] == "guardrail"
     assert halt["evidence"]["trigger"]["reported_by"] == author_key_id(client, reporter)
     assert halt["evidence"]["trigger"]["decision_id"] == arms["canary"][29]["decision_id"]
-    alert = next(a for a in client.get("/api/policy-alerts?policy_id=pricing_exception",
-                                       headers=author.headers()).json["alerts"] if a["kind"] == "canary_halted")
-    assert alert["trigger"] == halt["evidence"]["trigger"]
+    # A later halt by a person is no alert, and does not hide the guardrail's.
+    assert author.act("canary", version="v3", percent=10).status_code == 201
+    assert author.act("halt", reason="by hand").status_code == 201
+    alerts = [a for a in client.get("/api/policy-alerts?policy_id=pricing_exception",
+                                    headers=author.headers()).json["alerts"] if a["source"] == "release_guardrail"]
+    assert [(a["kind"], a["release_seq"], a["event_hash"]) for a in alerts] == [
+        ("canary_halted", halt["seq"], halt["event_hash"])]
+    assert alerts[0]["trigger"] == halt["evidence"]["trigger"]
     # The same key still cannot move the release itself.
     assert reporter.act("canary", version="v3", percent=10).status_code == 403
 

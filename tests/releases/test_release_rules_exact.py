@@ -232,16 +232,21 @@ def test_shadow_figures_exactly():
             {"verdict": "yes", "shadow_verdict": "review", "effect": "failure"},
             {"verdict": "yes", "shadow_verdict": "review", "effect": "success"},
             {"verdict": "yes", "shadow_verdict": "review", "effect": "open"},
-            {"verdict": "no", "shadow_verdict": "yes", "effect": None}]
+            {"verdict": "no", "shadow_verdict": "yes", "effect": None},
+            {"verdict": "yes", "shadow_verdict": "yes", "effect": "failure"},
+            {"verdict": "yes", "shadow_verdict": "review", "effect": "failure"}]
     figures = shadow_figures(rows)
-    assert figures["decisions"] == 5
-    assert {k: figures["agreement"][k] for k in ("events", "n", "rate")} == {"events": 1, "n": 5, "rate": 0.2}
-    assert figures["transitions"] == [{"live": "no", "shadow": "yes", "n": 1}, {"live": "yes", "shadow": "review", "n": 3},
-                                      {"live": "yes", "shadow": "yes", "n": 1}]
+    assert list(figures) == ["decisions", "agreement", "transitions", "flips", "note"]
+    assert figures["decisions"] == 7
+    assert {k: figures["agreement"][k] for k in ("events", "n", "rate")} == {"events": 2, "n": 7,
+                                                                            "rate": round(2 / 7, 6)}
+    assert figures["transitions"] == [{"live": "no", "shadow": "yes", "n": 1}, {"live": "yes", "shadow": "review", "n": 4},
+                                      {"live": "yes", "shadow": "yes", "n": 2}]
     flips = figures["flips"]
     assert [(f["live"], f["shadow"], f["n"], f["failed"], f["succeeded"], f["open_or_unreported"]) for f in flips] == [
-        ("no", "yes", 1, 0, 0, 1), ("yes", "review", 3, 1, 1, 1)]
-    assert {k: flips[1]["failure_rate"][k] for k in ("events", "n", "rate")} == {"events": 1, "n": 2, "rate": 0.5}
+        ("no", "yes", 1, 0, 0, 1), ("yes", "review", 4, 2, 1, 1)]
+    assert {k: flips[1]["failure_rate"][k] for k in ("events", "n", "rate")} == {"events": 2, "n": 3,
+                                                                                "rate": round(2 / 3, 6)}
     assert shadow_figures([])["agreement"]["rate"] is None
 
 
