@@ -38,13 +38,14 @@ def _ratio(events_c: int, n_c: int, events_a: int, n_a: int, tau: float = 0.05) 
     return math.exp(0.5 * math.log(v / (v + tau ** 2)) + d * d * tau ** 2 / (2 * v * (v + tau ** 2)))
 
 
-def _canary(author: Api, per_arm: int) -> dict[str, list[dict]]:
-    """v1 active, v3 (same verdicts, another action) in a 50% canary; decides until each arm has
-    `per_arm` records (yes, all of them)."""
+def _canary(author: Api, per_arm: int, candidate: dict | None = None) -> dict[str, list[dict]]:
+    """v1 active, `candidate` (default v3: same verdicts, another action) in a 50% canary; decides
+    until each arm has `per_arm` records (yes, all of them, unless the candidate says otherwise)."""
+    candidate = candidate or version("v3", action="apply_discount_v3")
     author.publish(version("v1"))
-    author.publish(version("v3", action="apply_discount_v3"))
+    author.publish(candidate)
     assert author.act("activate", version="v1").status_code == 201
-    assert author.act("canary", version="v3", percent=50).status_code == 201
+    assert author.act("canary", version=candidate["version"], percent=50).status_code == 201
     arms: dict[str, list[dict]] = {"active": [], "canary": []}
     for index in range(10 * per_arm):  # about 5 * per_arm an arm: each arm fills long before
         record = author.decide(by_reference(subject=f"order-{index}")).json
@@ -223,3 +224,20 @@ def test_an_approval_naming_another_version_with_its_own_hash_is_refused(client,
     right = approver.act("approve", request_seq=pending["request_seq"], version="v1",
                          rulebook_hash=pending["rulebook_hash"])
     assert right.status_code == 201 and right.json["state"]["active"]["version"] == "v1"
+
+
+def test_a_verdict_mix_halt_found_without_an_outcome_names_no_trigger(author):
+    # v2 sends the sample's 15% discount to review: every canary decision is review, every active
+    # one yes. No outcome is reported; a status read (or the background check) finds the trip.
+    arms = _canary(author, 30, version("v2", approve_limit=10))
+    assert {r["verdict"] for r in arms["canary"]} == {"review"} and {r["verdict"] for r in arms["active"]} == {"yes"}
+    status = author.status().json
+    assert status["state"]["canary"] is None
+    halt = status["history"][-1]
+    assert (halt["action"], halt["actor"]) == ("halt", "guardrail")
+    evidence = halt["evidence"]
+    assert evidence["tripped"] == ["verdict_mix"] and evidence["trigger"] is None
+    assert evidence["failure_rate"]["judged"] is False and evidence["failure_rate"]["interval"] is None
+    yes = next(c for c in evidence["verdict_mix"] if c["name"] == "verdict_mix.yes")
+    assert yes["canary"]["events"] == 0 and yes["active"]["events"] == yes["active"]["n"] >= 30
+    assert yes["difference"] == -1.0 and yes["interval"][0] == -1.0 and yes["tripped"] is True
