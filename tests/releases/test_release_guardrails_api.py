@@ -138,14 +138,17 @@ def test_a_healthy_canary_past_its_minimum_runs_on_under_the_default_settings(au
 def test_a_decide_only_key_halts_a_canary_of_its_own_scope_and_the_evidence_names_it(client, issue_key, author):
     reporter = Api(client, issue_key()["api_key"])  # decide only
     arms = _canary(author, 30)
-    for record in arms["active"]:
-        assert reporter.outcome(record, "succeeded").status_code == 201
+    # The canary's failures first: nothing is judged until the active arm has 30 resolved outcomes,
+    # so the active arm's 30th success is the outcome whose report halts the canary.
     for record in arms["canary"]:
         assert reporter.outcome(record, "failed").status_code == 201
+    for record in arms["active"]:
+        assert reporter.outcome(record, "succeeded").status_code == 201
     halt = author.status().json["history"][-1]
     assert halt["action"] == "halt" and halt["actor"] == "guardrail"
-    assert halt["evidence"]["trigger"]["reported_by"] == author_key_id(client, reporter)
-    assert halt["evidence"]["trigger"]["decision_id"] == arms["canary"][29]["decision_id"]
+    trigger = halt["evidence"]["trigger"]
+    assert trigger["reported_by"] == author_key_id(client, reporter) and trigger["arm"] == "active"
+    assert trigger["decision_id"] == arms["active"][29]["decision_id"]
     # A later halt by a person is no alert, and does not hide the guardrail's.
     assert author.act("canary", version="v3", percent=10).status_code == 201
     assert author.act("halt", reason="by hand").status_code == 201
