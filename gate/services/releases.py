@@ -413,7 +413,9 @@ class ReleaseService:
             self.act(scope, "guardrail", frozenset({"release"}), rulebook_id, body,
                      idempotency_key=f"guardrail:{canary.since_seq}")
         except GateError as error:
-            if error.code != "RELEASE_NOTHING_TO_HALT":  # someone halted it first: nothing to do
+            # Someone halted it first (a person, or another check of this canary, whose evidence
+            # differs under the same key): nothing to do.
+            if error.code not in ("RELEASE_NOTHING_TO_HALT", "RELEASE_IDEMPOTENCY_CONFLICT"):
                 raise
         if self.on_trip is not None:
             self.on_trip(scope, rulebook_id, report)

@@ -13,6 +13,7 @@ import pytest
 
 from gate.protocol.canonical import sha256_hex
 from gate.releases.events import verify_history
+from gate.releases.guardrails import evaluate
 from gate.verify import TrustAnchors
 from tests.releases.support import ALL, Api, by_reference, version
 from tests.releases.test_releases_api import author_key_id
@@ -244,3 +245,24 @@ def test_a_verdict_mix_halt_found_without_an_outcome_names_no_trigger(author):
     yes = next(c for c in evidence["verdict_mix"] if c["name"] == "verdict_mix.yes")
     assert yes["canary"]["events"] == 0 and yes["active"]["events"] == yes["active"]["n"] >= 30
     assert yes["difference"] == -1.0 and yes["interval"][0] == -1.0 and yes["tripped"] is True
+
+
+def test_a_stale_guardrail_check_replays_its_halt_and_stops_nothing_started_since(client, author):
+    # Two checks of one canary can race (an outcome's and the background thread's): the one that
+    # loses must not record a second halt, which would stop whatever was started in between.
+    arms = _canary(author, 30)
+    releases = client.application.extensions["gate"].releases
+    state = releases.state("tenant_a", "pricing_exception", fresh=True)
+    for record in arms["active"]:
+        author.outcome(record, "succeeded")
+    for record in arms["canary"]:
+        author.outcome(record, "failed")
+    assert releases.state("tenant_a", "pricing_exception", fresh=True).canary is None
+    assert author.act("shadow", version="v3").status_code == 201
+    before = author.status().json["history"]
+    report = evaluate(*releases._arm_counts("tenant_a", state))
+    assert report.tripped == ("failure_rate",)
+    # The stale racer: its evidence (no trigger) differs from the recorded halt's under the same key.
+    releases._halt_for("tenant_a", "pricing_exception", state.canary, report, None)
+    after = author.status().json
+    assert after["history"] == before and after["state"]["shadow"]["version"] == "v3"
