@@ -13,7 +13,7 @@ import pytest
 
 from gate.protocol.canonical import sha256_hex
 from gate.releases.events import verify_history
-from gate.releases.guardrails import evaluate
+from gate.releases.guardrails import ArmCounts, evaluate
 from gate.verify import TrustAnchors
 from tests.releases.support import ALL, Api, by_reference, version
 from tests.releases.test_releases_api import author_key_id
@@ -266,3 +266,18 @@ def test_a_stale_guardrail_check_replays_its_halt_and_stops_nothing_started_sinc
     releases._halt_for("tenant_a", "pricing_exception", state.canary, report, None)
     after = author.status().json
     assert after["history"] == before and after["state"]["shadow"]["version"] == "v3"
+
+
+def test_a_guardrail_check_that_finds_the_canary_halted_by_a_person_does_nothing(client, author):
+    author.publish(version("v1"))
+    author.publish(version("v3", action="apply_discount_v3"))
+    author.act("activate", version="v1")
+    author.act("canary", version="v3", percent=50)
+    releases = client.application.extensions["gate"].releases
+    canary = releases.state("tenant_a", "pricing_exception", fresh=True).canary
+    report = evaluate(ArmCounts({"yes": 30}, 30, 0), ArmCounts({"yes": 30}, 0, 30))
+    assert report.tripped == ("failure_rate",)
+    assert author.act("halt", reason="by hand").status_code == 201
+    before = author.status().json["history"]
+    releases._halt_for("tenant_a", "pricing_exception", canary, report, None)  # checked before the person's halt
+    assert author.status().json["history"] == before
