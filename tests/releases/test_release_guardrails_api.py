@@ -281,3 +281,21 @@ def test_a_guardrail_check_that_finds_the_canary_halted_by_a_person_does_nothing
     before = author.status().json["history"]
     releases._halt_for("tenant_a", "pricing_exception", canary, report, None)  # checked before the person's halt
     assert author.status().json["history"] == before
+
+
+def test_an_outcome_of_a_pinned_decision_runs_no_guardrail(client, author):
+    # The verdict mix has tripped (every canary decision review, every active one yes), but no
+    # status read or background check has looked yet (fewer than 50 canary decides). An outcome of
+    # a decision pinned to a version is outside the canary's arms: it runs no check.
+    arms = _canary(author, 30, version("v2", approve_limit=10))
+    releases = client.application.extensions["gate"].releases
+    assert releases._canary_decides[("tenant_a", "pricing_exception")] < 50
+    pinned = author.decide(by_reference(version_name="v1", subject="pinned-1")).json
+    assert pinned["release_arm"]["arm"] == "pinned"
+    assert author.outcome(pinned, "failed").status_code == 201
+    assert releases.state("tenant_a", "pricing_exception", fresh=True).canary is not None
+    # An outcome of the active arm does run it, and names itself.
+    assert author.outcome(arms["active"][0], "succeeded").status_code == 201
+    assert releases.state("tenant_a", "pricing_exception", fresh=True).canary is None
+    trigger = author.status().json["history"][-1]["evidence"]["trigger"]
+    assert (trigger["arm"], trigger["decision_id"]) == ("active", arms["active"][0]["decision_id"])
