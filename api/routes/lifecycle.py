@@ -32,7 +32,7 @@ def _endpoint(kind: Kind):
         idempotency_key = idempotency_key_header()
         payload = read_json(request, rt.settings.max_body_bytes)
         result = rt.lifecycle.record(kind, scope=caller.scope, decision_id=decision_id, record=record,
-                                     body=payload, idempotency_key=idempotency_key)
+                                     body=payload, idempotency_key=idempotency_key, reported_by=caller.key_id)
         receipt = result.receipt
         prefix = HEADER_PREFIX[kind.name]
         headers = {

@@ -20,7 +20,11 @@ Under "no difference" L is a nonnegative martingale, so by Ville's inequality P(
 <= alpha: looking after every decision does not inflate the false-alarm rate. Inverting L < 1/alpha
 gives the always-valid confidence sequence d +/- r with
 
-    r = sqrt(V (V + tau^2) / tau^2 * (2 ln(1/alpha) + ln((V + tau^2) / V))).
+    r = sqrt(V (V + tau^2) / tau^2 * (2 ln(1/alpha) + ln((V + tau^2) / V))),
+
+clipped to [-1, 1], the range of a difference of two proportions: (d - r, d + r) can reach past
+it when one arm has all events and the other none, and the intersection with the possible range
+is as valid as the sequence itself (the true difference lies in both).
 
 A guardrail trips when the whole interval lies beyond its tolerance: for `failure_rate`, the
 canary is worse (lower bound > tolerance, default 0); for `verdict_mix`, some verdict's share moved
@@ -97,7 +101,9 @@ def compare(name: str, canary: tuple[int, int], active: tuple[int, int], *, tau:
     t2 = tau * tau
     log_lr = 0.5 * math.log(v / (v + t2)) + d * d * t2 / (2 * v * (v + t2))
     radius = math.sqrt(v * (v + t2) / t2 * (2 * math.log(1 / alpha) + math.log((v + t2) / v)))
-    low, high = d - radius, d + radius
+    # A difference of two proportions lies in [-1, 1]: the interval is clipped to that range (still a
+    # valid confidence sequence, since the true difference lies in it; d itself always does).
+    low, high = max(d - radius, -1.0), min(d + radius, 1.0)
     tripped = low > tolerance if one_sided else (low > tolerance or high < -tolerance)
     return Comparison(name, canary, active, d, (low, high), math.exp(min(log_lr, 700.0)), alpha, tolerance,
                       tripped, True)

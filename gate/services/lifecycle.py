@@ -86,11 +86,12 @@ class LifecycleResult:
 
 class LifecycleService:
     def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None, *,
-                 after_outcome: Callable[[str, str], None] | None = None) -> None:
+                 after_outcome: Callable[[str, str, str, str | None], None] | None = None) -> None:
         """`signing` is required so no writer forgets it: its receipt key signs each decision's
         receipt head, and hosted verify names an unsigned head (`receipt_chain.signature`).
-        `after_outcome(scope, decision_id)` runs after an Outcome Record is stored (the canary
-        guardrails, gate.services.releases); it never fails the stored receipt."""
+        `after_outcome(scope, decision_id, outcome_id, reported_by)` runs after an Outcome Record is
+        stored (the canary guardrails, gate.services.releases, which name the outcome and the key
+        that reported it in a halt's evidence); it never fails the stored receipt."""
         self.store = LifecycleStore(ledger, self._sign_head)
         self.clock = clock
         self.signing = signing
@@ -105,7 +106,7 @@ class LifecycleService:
             receipt_head_payload(decision_id, count, head_row_hash, signer.key_id))
 
     def record(self, kind: Kind, *, scope: str, decision_id: str, record: dict[str, Any],
-               body: Any, idempotency_key: str | None) -> LifecycleResult:
+               body: Any, idempotency_key: str | None, reported_by: str | None = None) -> LifecycleResult:
         reported_at = iso_ms(self.clock.now())
         input_hash = R.request_input_hash(body)
         receipt_id = kind.id_prefix + secrets.token_hex(12)
@@ -145,14 +146,14 @@ class LifecycleService:
                 self._release_quietly(kind, scope, idempotency_key, token)
             raise
         if kind.name == "outcome" and self.after_outcome is not None:
-            self._after_outcome_quietly(scope, decision_id)
+            self._after_outcome_quietly(scope, decision_id, receipt_id, reported_by)
         return LifecycleResult(receipt, CREATED)
 
-    def _after_outcome_quietly(self, scope: str, decision_id: str) -> None:
+    def _after_outcome_quietly(self, scope: str, decision_id: str, outcome_id: str, reported_by: str | None) -> None:
         """The receipt is stored and acknowledged whatever the follow-up does; a failure is logged."""
         try:
             if self.after_outcome is not None:
-                self.after_outcome(scope, decision_id)
+                self.after_outcome(scope, decision_id, outcome_id, reported_by)
         except Exception:
             logging.getLogger("gate.releases").exception("guardrail check after an outcome failed")
 

@@ -571,37 +571,45 @@ class ReleaseService:
 
         return counts(tallies.get("canary", empty)), counts(tallies.get("active", empty))
 
-    def check_guardrails(self, scope: str, rulebook_id: str) -> GuardrailReport | None:
-        """Run the guardrails of a running canary; a tripped one halts it with its evidence."""
+    def check_guardrails(self, scope: str, rulebook_id: str,
+                         trigger: Mapping[str, Any] | None = None) -> GuardrailReport | None:
+        """Run the guardrails of a running canary; a tripped one halts it with its evidence
+        (`trigger`: the outcome whose report ran them, and the key that reported it)."""
         state = self.state(scope, rulebook_id, fresh=True)
         if state.canary is None:
             return None
         canary_counts, active_counts = self._arm_counts(scope, state)
         report = evaluate(canary_counts, active_counts)
         if report.tripped:
-            self._halt_for(scope, rulebook_id, state.canary, report)
+            self._halt_for(scope, rulebook_id, state.canary, report, trigger)
         return report
 
-    def _halt_for(self, scope: str, rulebook_id: str, canary: Canary, report: GuardrailReport) -> None:
+    def _halt_for(self, scope: str, rulebook_id: str, canary: Canary, report: GuardrailReport,
+                  trigger: Mapping[str, Any] | None) -> None:
         body = {"action": "halt", "reason": f"guardrail tripped: {', '.join(report.tripped)}",
                 "evidence": {"canary_version": canary.version.version, "canary_since_seq": canary.since_seq,
-                             **report.to_json()}}
+                             **report.to_json(), "trigger": dict(trigger) if trigger is not None else None}}
         try:
             self.act(scope, Principal.guardrail(), frozenset({"release"}), rulebook_id, body,
                      idempotency_key=f"guardrail:{canary.since_seq}")
         except GateError as error:
-            if error.code != "RELEASE_NOTHING_TO_HALT":  # someone halted it first: nothing to do
+            # Someone halted it first (a person, or another check of this canary, whose evidence
+            # differs under the same key): nothing to do.
+            if error.code not in ("RELEASE_NOTHING_TO_HALT", "RELEASE_IDEMPOTENCY_CONFLICT"):
                 raise
         if self.on_trip is not None:
             self.on_trip(scope, rulebook_id, report)
 
-    def after_outcome(self, scope: str, decision_id: str) -> None:
-        """Called after an Outcome Record is stored: a canary decision's outcome re-runs its guardrails."""
+    def after_outcome(self, scope: str, decision_id: str, outcome_id: str, reported_by: str | None) -> None:
+        """Called after an Outcome Record is stored: a canary decision's outcome re-runs its guardrails.
+        A halt it causes names this outcome, its arm and the API key that reported it (`trigger`)."""
         row = self.store.release_row(scope, decision_id)
         if row is not None and row["arm"] in ("canary", "active"):
             state = self.state(scope, row["rulebook_id"], fresh=True)
             if state.canary is not None:
-                self.check_guardrails(scope, row["rulebook_id"])
+                self.check_guardrails(scope, row["rulebook_id"], {
+                    "outcome_id": outcome_id, "decision_id": decision_id, "arm": row["arm"],
+                    "reported_by": reported_by})
 
     def _count_canary_decide(self, scope: str, rulebook_id: str) -> None:
         key = (scope, rulebook_id)
@@ -635,6 +643,7 @@ class ReleaseService:
                 "kind": "canary_halted", "severity": "high", "policy_id": event["rulebook_id"],
                 "canary_version": evidence.get("canary_version"), "guardrails": evidence.get("tripped", []),
                 "release_seq": event["seq"], "event_hash": event["event_hash"], "halted_at": event["created_at"],
+                "trigger": evidence.get("trigger"),
                 "reasons": [(f"the canary of version {evidence.get('canary_version')} was halted on its own: "
                              f"{', '.join(evidence.get('tripped', []))} tripped (always-valid test, "
                              f"alpha {evidence.get('settings', {}).get('alpha')})")],

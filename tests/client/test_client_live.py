@@ -248,6 +248,14 @@ def test_decide_by_reference_proceeds_only_on_the_signed_arm_of_that_rulebook(li
     via_proxy, _ = client(fresh_proxy.base, key, pinned)
     fresh_proxy.plan.rewrite = lambda record: {**record, "release_arm": {**record["release_arm"], "rulebook_id": "x"}}
     assert via_proxy.route_by_reference(request, request["rulebook"]["rulebook_id"]).route == REVIEW
+    # A record whose signed arm is removed still verifies as a record (the arm is outside
+    # record_hash, docs/releases.md), but route_by_reference names the missing arm (SECURITY.md).
+    fresh_proxy.plan.rewrite = lambda record: {k: v for k, v in record.items()
+                                               if k not in ("release_arm", "release_arm_signature")}
+    stripped = via_proxy.route_by_reference(request, request["rulebook"]["rulebook_id"])
+    assert stripped.route == REVIEW and "release_arm" not in stripped.record
+    assert stripped.verification["failed_checks"] == ["release_reference"]
+    assert gate.verify(stripped.record).verified is True
     fresh_proxy.plan.rewrite = None
     other_facts = copy.deepcopy(request)
     other_facts["context"]["inputs"]["discount_percent"] = 1

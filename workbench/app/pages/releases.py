@@ -43,11 +43,14 @@ def _state_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
         evidence = halts[-1].get("evidence") or {}
         failure = evidence.get("failure_rate") or {}
         interval = failure.get("interval")
+        trigger = evidence.get("trigger") or {}
         lines.append(f"- last guardrail halt (event {halts[-1]['seq']}): canary "
                      f"{md_text(evidence.get('canary_version'))} stopped, "
                      f"{md_text(', '.join(evidence.get('tripped', [])))} tripped"
                      + (f"; failure difference canary − active {failure['difference']:+.1%}, always-valid "
-                        f"interval {interval[0]:+.1%} to {interval[1]:+.1%}" if interval else ""))
+                        f"interval {interval[0]:+.1%} to {interval[1]:+.1%}" if interval else "")
+                     + (f"; outcome {md_text(trigger.get('outcome_id'))} reported by key "
+                        f"{md_text(trigger['reported_by'])}" if trigger.get("reported_by") else ""))
     policy = status["policy"]
     lines.append(f"- policy: approvals {'required' if policy['require_approval'] else 'not required'}; "
                  f"superseded inline decides {'refused' if policy['refuse_superseded_inline'] else 'flagged'}")

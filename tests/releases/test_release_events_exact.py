@@ -1,0 +1,145 @@
+"""Release events (gate.releases.events), exactly: every member of a signed event, the state read
+back from it, and each problem `verify_history` names, one tampering at a time (issue 41 item 8)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+
+import pytest
+
+from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
+from gate.protocol.canonical import canonical_bytes
+from gate.releases import events as E
+from gate.releases.model import Action, Canary, Pending, ReleaseState, Version
+from gate.verify.anchors import TrustAnchors
+
+KEY = Ed25519Key.from_seed(b"\x07" * 32)
+SIGNER = Ed25519ReceiptSigner(KEY)
+ANCHORS = TrustAnchors.from_public_key_pem(KEY.public_key_pem, key_id=KEY.key_id)
+V1, V2 = Version("v1", "1" * 64), Version("v2", "2" * 64)
+SCOPE = "s" * 64
+AT = "2026-11-26T00:00:00.000Z"
+
+
+def _history() -> list[dict]:
+    state = ReleaseState("rb")
+    out = []
+    for action, inputs in (
+        (Action("activate", "key-a", AT, V1), E.EventInputs(SCOPE, "first", "m" * 64)),
+        (Action("canary", "key-a", AT, V2, 10, "context.x"), E.EventInputs(SCOPE)),
+        (Action("halt", "guardrail", AT), E.EventInputs(SCOPE, "tripped", None, {"tripped": ["failure_rate"]})),
+    ):
+        event, state = E.build_event(state, action, inputs, SIGNER)
+        out.append(event)
+    return out
+
+
+def _rehash(event: dict) -> dict:
+    event["event_hash"] = E.event_hash(event)
+    event["signature"] = SIGNER.sign_payload(E.signature_payload(event["event_hash"], SIGNER.key_id))
+    return event
+
+
+def test_an_event_states_every_member():
+    first = _history()[0]
+    body = {k: v for k, v in first.items() if k not in E.SIGNATURE_MEMBERS}
+    assert body == {
+        "release_event_version": "release_event_v1", "scope_hash": SCOPE, "rulebook_id": "rb", "seq": 1,
+        "action": "activate", "actor": "key-a", "created_at": AT, "version": "v1", "rulebook_hash": "1" * 64,
+        "percent": None, "subject": None, "request_seq": None, "approval_expires_at": None, "reason": "first",
+        "migration_manifest_hash": "m" * 64, "evidence": None, "previous_event_hash": None,
+        "state": {"rulebook_id": "rb", "active": {"version": "v1", "rulebook_hash": "1" * 64}, "previous": [],
+                  "shadow": None, "canary": None, "pending": []},
+    }
+    assert first["event_hash"] == hashlib.sha256(canonical_bytes(body)).hexdigest()
+    assert (first["key_id"], first["signature_algorithm"], first["public_key_fingerprint"]) == (
+        KEY.key_id, "ed25519", KEY.fingerprint)
+    assert E.signature_payload("h", "k") == canonical_bytes({"event_hash": "h", "key_id": "k"})
+    assert first["signature"] == SIGNER.sign_payload(E.signature_payload(first["event_hash"], KEY.key_id))
+    canary, halt = _history()[1:]
+    assert (canary["percent"], canary["subject"], canary["previous_event_hash"]) == (10, "context.x",
+                                                                                      first["event_hash"])
+    assert canary["state"]["canary"] == {"version": "v2", "rulebook_hash": "2" * 64, "percent": 10,
+                                         "subject": "context.x", "since_seq": 2}
+    assert halt["evidence"] == {"tripped": ["failure_rate"]} and halt["version"] is None
+    unsigned, after = E.build_event(ReleaseState("rb"), Action("activate", "k", AT, V1), E.EventInputs(SCOPE), None)
+    assert not set(E.SIGNATURE_MEMBERS[1:]) & set(unsigned) and after.seq == 1
+    assert after.head_event_hash == unsigned["event_hash"] and after.active == V1
+
+
+def test_the_stored_state_reads_back_as_it_was():
+    pending = Pending(3, "canary", V2, 2.5, "context.inputs.account", "key-a", "2026-12-01T00:00:00.000Z")
+    state = ReleaseState("rb", 4, "h" * 64, V1, (V2,), V2, Canary(V2, 2.5, "context.x", 2), (pending,))
+    member = E.state_member(state)
+    assert "seq" not in member and "head_event_hash" not in member
+    assert E.state_from_member("rb", 4, "h" * 64, member) == state
+    assert E.state_from_member("rb", 0, None, {}) == ReleaseState("rb")
+
+
+def test_an_event_reads_back_as_its_action():
+    canary = _history()[1]
+    assert E.action_of(canary) == Action("canary", "key-a", AT, V2, 10, "context.x", None, None)
+    assert E.action_of({"action": "halt", "actor": "guardrail", "created_at": AT, "version": "v1"}).version is None
+    approve = {"action": "approve", "actor": "key-b", "created_at": AT, "version": "v2", "rulebook_hash": "2" * 64,
+               "request_seq": 2, "approval_expires_at": "2026-12-01T00:00:00.000Z"}
+    assert E.action_of(approve) == Action("approve", "key-b", AT, V2, None, None, 2, "2026-12-01T00:00:00.000Z")
+
+
+def test_a_whole_history_verifies_with_and_without_anchors():
+    history = _history()
+    check = E.verify_history(history, ANCHORS)
+    assert check.valid and check.events == 3 and check.problems == ()
+    assert check.state == {**history[-1]["state"], "seq": 3, "head_event_hash": history[-1]["event_hash"]}
+    assert check.to_json() == {"valid": True, "events": 3, "problems": [], "state": check.state}
+    assert E.verify_history(history, None).valid
+    assert E.history_document(SCOPE, "rb", history) == {"release_history_version": "release_history_v1",
+                                                        "scope_hash": SCOPE, "rulebook_id": "rb", "events": history}
+
+
+def _tampered(edit) -> list[dict]:
+    history = copy.deepcopy(_history())
+    edit(history)
+    return history
+
+
+@pytest.mark.parametrize(("what", "edit", "problem"), [
+    ("no events", lambda h: h.clear(), "no events"),
+    ("not an object", lambda h: h.__setitem__(1, "x"), "event 2: not a release_event_v1 object"),
+    ("another version", lambda h: h[1].update(release_event_version="release_event_v0"),
+     "event 2: not a release_event_v1 object"),
+    ("a gap", lambda h: h.pop(1), "event 2: seq 3, expected 2 (gap or reorder)"),
+    ("another rulebook", lambda h: h.__setitem__(1, _rehash({**h[1], "rulebook_id": "other"})),
+     "event 2: belongs to another release"),
+    ("another scope", lambda h: h.__setitem__(1, _rehash({**h[1], "scope_hash": "t" * 64})),
+     "event 2: belongs to another release"),
+    ("a broken link", lambda h: h.__setitem__(1, _rehash({**h[1], "previous_event_hash": "0" * 64})),
+     "event 2: previous_event_hash does not link to the event before it"),
+    ("edited content", lambda h: h[1].update(reason="edited"), "event 2: event_hash does not match its content (tampered)"),
+    ("a bad signature", lambda h: h[1].update(signature=h[0]["signature"]), "event 2: signature fails"),
+    ("another key id", lambda h: h[1].update(key_id="someone-else"), "event 2: signature fails"),
+    ("a refused action", lambda h: h.__setitem__(1, _rehash({**h[1], "action": "rollback"})),
+     "event 2: the state machine refuses this action (RELEASE_NOTHING_TO_ROLL_BACK)"),
+    ("a forged state", lambda h: h.__setitem__(1, _rehash({**h[1], "state": {**h[1]["state"], "canary": None}})),
+     "event 2: stated state is not the fold of the actions"),
+])
+def test_each_tampering_is_named_at_its_event(what, edit, problem):
+    history = _tampered(edit)
+    check = E.verify_history(history, ANCHORS)
+    assert check.valid is False and check.problems == (problem,) and check.state is None
+    assert check.events == len(history)
+
+
+def test_a_key_is_found_by_its_id_when_the_fingerprint_is_gone():
+    history = _history()
+    history[1].pop("public_key_fingerprint")  # outside event_hash: the key id still names the key
+    assert E.verify_history(history, ANCHORS).valid
+
+
+def test_a_key_the_anchors_do_not_hold_is_named():
+    other = TrustAnchors.from_public_key_pem(Ed25519Key.from_seed(b"\x08" * 32).public_key_pem)
+    assert E.verify_history(_history(), other).problems == ("event 1: signature has no trusted key",)
+
+
+def test_a_first_event_that_is_no_object_is_no_history():
+    assert E.verify_history(["x"], ANCHORS).problems == ("no events",)
