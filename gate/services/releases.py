@@ -175,6 +175,20 @@ class ReleaseService:
             self._cache[key] = (now + self.cache_seconds, state)
         return state
 
+    def running_rulebook(self, scope: str, rulebook_id: str) -> tuple[dict[str, Any], str] | None:
+        """What production runs for the rulebook in `scope` and where that comes from: the active
+        release version's bound snapshot ("active release"), or, where the rulebook has no active
+        release, the newest version callers sent inline and the ledger registered ("newest inline
+        version"); None when the scope has neither. (The dry-run's baseline: docs/dry-run.md.)"""
+        active = self.state(scope, rulebook_id).active
+        if active is not None:
+            row = self.snapshots.bound_snapshot(scope, rulebook_id, active.version)
+            source = f"active release {active.version}"
+        else:
+            row = self.ledger.latest_rulebook_snapshot(scope, rulebook_id)
+            source = "newest inline version (no release)"
+        return (json.loads(row["body_json"]), source) if row else None
+
     def policy(self, scope: str) -> ReleasePolicy:
         stored = self.store.policy(scope)
         return ReleasePolicy.from_json(json.loads(stored)) if stored else ReleasePolicy()

@@ -70,9 +70,11 @@ from workbench.reports.timeseries import (
 )
 
 DRAFT_PATH = "draft"
+# What a dry-run compares the draft with (`WorkbenchStore.dry_run`): the version production runs, or the history.
+CURRENT, HISTORY = "current", "history"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
 # What the Authoring page's live impact shows of a dry-run's result (the same figures as Migration).
-LIVE_SUMMARY_KEYS = ("draft", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
+LIVE_SUMMARY_KEYS = ("draft", "baseline", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
                      "review_load", "rules", "transitions")
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
@@ -169,10 +171,8 @@ class WorkbenchStore:
     def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
         """The scope's current version of a rulebook, as bound: the active release version when the
         rulebook has one (what production runs), else the newest registered version."""
-        active = self.releases.state(scope, rulebook_id).active
-        row = (self.service.bound_snapshot(scope, rulebook_id, active.version) if active is not None
-               else self.ledger.latest_rulebook_snapshot(scope, rulebook_id))
-        return json.loads(row["body_json"]) if row else None
+        running = self.releases.running_rulebook(scope, rulebook_id)
+        return running[0] if running else None
 
     # ------------------------------------------------------------------ the dataset
 
@@ -398,10 +398,17 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ migrations
 
-    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True) -> DryRun:
+    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True,
+                against: str = CURRENT) -> DryRun:
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
-        dataset, on the workbench's cluster when it has one and `on_cluster`. Raises DryRunError
-        for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
+        dataset, on the workbench's cluster when it has one and `on_cluster`. `against`: CURRENT
+        compares the draft with what production runs in the scope (`ReleaseService.running_rulebook`,
+        replayed over the same history; the history where the scope has no version), HISTORY with
+        the verdicts stored when each decision was made (workbench.migration.baseline). Raises
+        DryRunError for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
+        if against not in (CURRENT, HISTORY):
+            raise DryRunError("USAGE", f"compare with {CURRENT!r} or {HISTORY!r}, not {against!r}")
+        running = self.releases.running_rulebook(scope, rulebook_id) if against == CURRENT else None
         signer = self.signing.receipt_signer()
         address = self.cluster if on_cluster else None
         try:
@@ -409,14 +416,15 @@ class WorkbenchStore:
                 # A result the workbench signs must cover a dataset signed by a key this gate trusts.
                 return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
                                created_at=iso_ms(self.clock.now()),
-                               anchors=self.signing.trust_anchors() if signer else None, cluster=client)
+                               anchors=self.signing.trust_anchors() if signer else None, cluster=client,
+                               baseline=running[0] if running else None, baseline_source=running[1] if running else None)
         except ClusterError as error:
             raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
     def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
-        """The dry-run's summary of the draft over full history (the same `dry_run` call and the
-        same figures as the Migration page and `gate dry-run`): what the Authoring page shows
-        live beside the editor. Raises DryRunError like `dry_run`."""
+        """The dry-run's summary of the draft against what production runs, over full history (the
+        same `dry_run` call and the same figures as the Migration page and `gate dry-run`): what the
+        Authoring page shows live beside the editor. Raises DryRunError like `dry_run`."""
         result = self.dry_run(scope, rulebook_id, draft, on_cluster=False).result.to_dict()
         return {key: result[key] for key in LIVE_SUMMARY_KEYS}
 

@@ -15,7 +15,9 @@ class DryRunError(Exception):
     scope), `DATASET_INVALID` (no manifest, unreadable, or another schema version),
     `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `USAGE` (a
     command-line argument is missing or out of range), `SWEEP_INVALID` (a threshold sweep's rule,
-    field, comparison or range cannot be swept: workbench.migration.sweep).
+    field, comparison or range cannot be swept: workbench.migration.sweep), `BASELINE_INVALID` (the
+    version a draft is compared with is not a valid rulebook of the same id, or there is none to
+    compare with: workbench.migration.baseline).
     """
 
     def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
