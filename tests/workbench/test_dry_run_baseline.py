@@ -82,3 +82,20 @@ def test_a_baseline_that_is_not_a_version_of_the_rulebook_is_refused(mixed):
     with pytest.raises(DryRunError) as caught:
         dry_run(V2, "refunds", dataset=root, created_at=NOW, baseline={"rules": []})
     assert caught.value.code == "BASELINE_INVALID" and caught.value.errors
+
+
+def test_the_sweep_compares_with_the_same_baseline(mixed):
+    from workbench.migration.sweep import sweep
+
+    root, _ = mixed
+    swept = sweep(V2, "refunds", ("big", "amount", 0), [50.0, 100.0], dataset=root, baseline=V2,
+                  baseline_source="active release")
+    assert swept["baseline"]["kind"] == "version" and swept["baseline"]["version"] == "2.0.0"
+    unchanged, moved = swept["points"]
+    assert unchanged["failures_caught"]["count"] == unchanged["successes_lost"]["count"] == 0
+    assert unchanged["review_load_change"]["count"] == 0
+    at_100 = dry_run({**V2, "rules": [{**V2["rules"][0], "condition": {**V2["rules"][0]["condition"], "value": 100}},
+                                      *V2["rules"][1:]]},
+                     "refunds", dataset=root, created_at=NOW, baseline=V2).result.to_dict()
+    assert moved["failures_caught"] == at_100["impact"]["failures_caught"]
+    assert moved["review_load_change"]["count"] == at_100["impact"]["review_load_change"]["count"]

@@ -430,9 +430,12 @@ class WorkbenchStore:
 
     def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
               thresholds: list[float]) -> dict[str, Any]:
-        """`gate sweep`'s library call over this scope's history in the dataset (DryRunError)."""
+        """`gate sweep`'s library call over this scope's history in the dataset, compared with what
+        production runs there, as the live impact (DryRunError)."""
         anchors = self.signing.trust_anchors() if self.signing.receipt_signer() else None
-        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=anchors)
+        running = self.releases.running_rulebook(scope, rulebook_id)
+        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=anchors,
+                     baseline=running[0] if running else None, baseline_source=running[1] if running else None)
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
         """Each stored matched rule of the policy over its whole history in the scope: decisions,

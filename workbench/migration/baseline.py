@@ -26,10 +26,11 @@ import polars as pl
 
 from workbench.engines import rulebook_polars as rp
 from workbench.migration.compute import replay
-from workbench.migration.draft import Draft
+from workbench.migration.draft import Draft, load_draft
+from workbench.migration.errors import DryRunError
 from workbench.migration.history import OLD_NAMES, History
 
-__all__ = ["HISTORY", "against", "compared_with", "describe"]
+__all__ = ["HISTORY", "against", "compared_with", "compiled", "describe"]
 
 HISTORY: dict[str, Any] = {
     "kind": "history",
@@ -38,6 +39,17 @@ HISTORY: dict[str, Any] = {
 # The baseline's replayed column → the replay base's old column it stands for.
 _AS_OLD = {"new_verdict": "old_verdict", "new_rule": "old_rule", "new_reason": "old_reason",
            "new_application_verdict": "old_application_verdict", "new_action": "old_action"}
+
+
+def compiled(baseline: Any, rulebook_id: str) -> Draft | None:
+    """The compiled baseline version (a parsed rulebook of `rulebook_id`), or None for the stored
+    history (BASELINE_INVALID when it is not a valid version of that rulebook)."""
+    if baseline is None:
+        return None
+    try:
+        return load_draft(baseline, rulebook_id)
+    except DryRunError as exc:
+        raise DryRunError("BASELINE_INVALID", f"the baseline version: {exc.message}", exc.errors) from None
 
 
 def describe(baseline: Draft | None, source: str | None) -> dict[str, Any]:

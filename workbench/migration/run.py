@@ -92,7 +92,7 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     process (a cluster replays against the history only).
     """
     compiled = load_draft(draft, rulebook_id)
-    base = _baseline(baseline, rulebook_id)
+    base = baselines.compiled(baseline, rulebook_id)
     passes = None
     if cluster is not None and dataset is not None and base is None:
         from workbench.cluster.dryrun import cluster_history  # lazy: Dask only with a cluster
@@ -108,16 +108,6 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
                        horizon_days=cost.outcome_horizon_days, passes=passes)
     result = summarize(history, compiled, computed, cost, baselines.describe(base, baseline_source))
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
-
-
-def _baseline(baseline: Any, rulebook_id: str) -> Draft | None:
-    """The compiled baseline version, or None for the stored history (BASELINE_INVALID)."""
-    if baseline is None:
-        return None
-    try:
-        return load_draft(baseline, rulebook_id)
-    except DryRunError as exc:
-        raise DryRunError("BASELINE_INVALID", f"the baseline version: {exc.message}", exc.errors) from None
 
 
 def write_dry_run(out: str | Path, manifest: dict[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
