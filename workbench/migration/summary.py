@@ -19,13 +19,18 @@ import polars as pl
 from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
 from workbench.migration.baseline import HISTORY
-from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
+from workbench.migration.compute import FLIP_COLUMNS, NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 from workbench.migration.impact import CostModel, impact
 
-__all__ = ["DryRunResult", "summarize"]
+__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunResult", "summarize"]
 
+# The types of the result's row lists, for a frame built from them (`pl.DataFrame(rows, schema=…)`):
+# never inferred from the first rows, where a column may be null throughout (the newest flips have
+# no outcome yet) and refuse a later value.
+LISTED_FLIP_SCHEMA: dict[str, pl.DataType] = {name: pl.String() for name in FLIP_COLUMNS}  # created_at as ISO text
+TRANSITION_SCHEMA: dict[str, pl.DataType] = {"from": pl.String(), "to": pl.String(), "count": pl.Int64()}
 OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 
