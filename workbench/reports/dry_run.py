@@ -14,7 +14,7 @@ from typing import Any
 from gate.vocabulary import VERDICTS
 from workbench.migration.baseline import compared_with
 from workbench.migration.impact import impact_rows
-from workbench.reports import svg
+from workbench.reports import numbers, svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_html", "render_markdown"]
@@ -27,7 +27,7 @@ def _rule(rule_id: Any) -> str:
 
 
 def _pct(part: int, whole: int) -> str:
-    return "n/a" if not whole else f"{100 * part / whole:.2f}%"
+    return numbers.rate(part / whole if whole else None)
 
 
 def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
@@ -46,7 +46,7 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("Verdict changed", f"{d['decisions_changed']:,} ({_pct(d['decisions_changed'], d['decisions_evaluated'])})"),
         *impact_rows(d.get("impact")),
         ("Review queue", (f"{review['before']:,} → {review['after']:,} "
-                          f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
+                          f"({numbers.signed_rate(change)}; "
                           f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)")),
         ("Expected drift", (f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
                             f"approval {m['approval']['status']}")),
