@@ -290,16 +290,16 @@ class WorkbenchStore:
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
-    def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[dict[str, Any]]:
+    def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[Any]:
         """Every finding of the policy's anomaly report, strongest first (the report lists the first
         `max_items` and counts them all): the same report with `max_items` at its bound."""
         manifest_key = self._manifest_key()
         bound = int(PARAMS["max_items"].high)
 
-        def compute() -> list[dict[str, Any]]:
+        def compute() -> list[Any]:
             frames = self._frames((scope,), policy_id, limit, manifest_key)
             return list(anomaly_report(frames, policy_id, ReportParams(limit=limit, max_items=bound))["anomalies"])
-        found: list[dict[str, Any]] = self._remembered((manifest_key, "anomalies", scope, policy_id, limit), compute)
+        found: list[Any] = self._remembered((manifest_key, "anomalies", scope, policy_id, limit), compute)
         return found
 
     def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:

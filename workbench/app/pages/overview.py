@@ -108,7 +108,7 @@ def _show_every(state: OverviewState) -> pn.viewable.Viewable:
         show = pn.widgets.Button(name=f"Show all {count} anomalies", css_classes=["show-every-anomaly"])
         show.on_click(lambda _: state.show_every_anomaly())
         return show
-    return pn.panel(pn.bind(button, state.param.reports, state.param.every_anomaly))
+    return pn.Column(pn.bind(button, state.param.reports, state.param.every_anomaly))
 
 
 def _mark_versions(plot: figure, months: list[str], versions: pl.DataFrame | None) -> None:

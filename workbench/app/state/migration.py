@@ -44,7 +44,7 @@ class MigrationState(param.Parameterized):
     seconds = param.Number(default=None, allow_None=True)
     message = param.String(default="")
     actor = param.String(default="workbench:local", doc="who acts in release events (the signed-in user)")
-    against = param.Selector(default=CURRENT, objects=[CURRENT, HISTORY],
+    against: param.Selector[str] = param.Selector(default=CURRENT, objects=[CURRENT, HISTORY],
                              doc="what the dry-run compares the draft with: the version production runs "
                                  "(current) or the verdicts stored in history (history); workbench.migration.baseline")
 

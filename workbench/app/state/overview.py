@@ -57,7 +57,7 @@ class OverviewState(param.Parameterized):
                 self.message = f"the dataset cannot be used: {exc}"
 
 
-def listed_anomalies(reports: PolicyReports, every: list[dict[str, Any]] | None) -> tuple[list[dict[str, Any]], str]:
+def listed_anomalies(reports: PolicyReports, every: list[Any] | None) -> tuple[list[Any], str]:
     """The anomalies to list and their heading: "5 of 7 anomalies (the strongest)" when the report
     lists fewer than it counts, "7 anomalies" when every one is listed."""
     count = reports["anomalies"]["anomaly_count"]
