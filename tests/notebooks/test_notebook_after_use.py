@@ -6,6 +6,7 @@ notebook that fails must say which notebook, which cell and why."""
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import subprocess
@@ -84,6 +85,13 @@ def test_the_used_dataset_lists_a_pending_outcome_after_a_hundred_without_one(us
 
 
 def test_scripts_notebooks_runs_migration_impact_after_use(used_demo, tmp_path):
+    # scripts/notebooks runs scripts/bootstrap, which reinstalls this checkout into its .venv when the
+    # venv's stamp names other install inputs: refuse instead, as test_notebook_command does.
+    stamp = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in
+                                    ("pyproject.toml", "setup.py", "gate/protocol/_canonical.c"))).hexdigest()[:16]
+    if not (ROOT / ".venv" / f".installed-{stamp}").exists():
+        pytest.fail("this checkout's .venv was installed for another pyproject.toml, setup.py or C source: "
+                    "run scripts/bootstrap first")
     env = {key: value for key, value in os.environ.items() if not key.startswith("GATE_")}
     env.update(GATE_DATASET=str(used_demo / "refreshed"), GATE_HOME=str(tmp_path / "home"))
     env.pop("PYTHONPATH", None)
