@@ -171,8 +171,10 @@ class WorkbenchStore:
     def current_rulebook(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
         """The scope's current version of a rulebook, as bound: the active release version when the
         rulebook has one (what production runs), else the newest registered version."""
-        running = self.releases.running_rulebook(scope, rulebook_id)
-        return running[0] if running else None
+        active = self.releases.state(scope, rulebook_id).active
+        row = (self.service.bound_snapshot(scope, rulebook_id, active.version) if active is not None
+               else self.ledger.latest_rulebook_snapshot(scope, rulebook_id))
+        return json.loads(row["body_json"]) if row else None
 
     # ------------------------------------------------------------------ the dataset
 

@@ -50,3 +50,22 @@ def test_an_unknown_comparison_is_refused(workbench_home):
     with pytest.raises(DryRunError) as caught:
         store.dry_run("acme", "pricing_exception", authoring.draft, against="yesterday")
     assert caught.value.code == "USAGE"
+
+
+def test_a_version_published_for_shadow_is_not_the_baseline(workbench_home, tmp_path):
+    """Last in this module: it starts a shadow. The newest registered version is then the shadowed
+    draft, which does not run: the dry-run says it compares with the history instead."""
+    store, _, _ = workbench_home
+    authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    authoring.load_current()
+    running = authoring.draft["version"]
+    draft = copy.deepcopy(authoring.draft)
+    draft["version"] = "2026-12-09"
+    draft["rules"][0]["condition"]["value"] = 15
+    authoring.draft_text = json.dumps(draft)
+    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state.start_shadow()
+    assert "in shadow" in state.message and store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-09"
+    assert store.releases.running_rulebook("acme", "pricing_exception") is None
+    result = store.dry_run("acme", "pricing_exception", draft).result.to_dict()
+    assert result["baseline"]["kind"] == "history" and running != "2026-12-09"
