@@ -49,6 +49,13 @@ def add_dry_run_parser(sub) -> None:
     p.add_argument("--cost-model", metavar="FILE", default=None,
                    help="JSON {failure, review, lost_success, outcome_horizon_days} for dry_run.impact "
                         "(default: failure 1, review 0.05, lost success 0.2, horizon 30 days; docs/dry-run.md)")
+    p.add_argument("--baseline", metavar="current|history|FILE", default=None,
+                   help="what the draft is compared with: current (what production runs in --scope: the active "
+                        "release version, or the newest version callers sent where there is no release; read from "
+                        "the ledger, GATE_DATABASE_URL), history (the verdicts stored when each decision was made, "
+                        "by the version that ran then) or FILE (a rulebook version, replayed like current) "
+                        "(default: current with --scope, falling back to history where no version runs there; "
+                        "history without --scope; docs/dry-run.md)")
     p.add_argument("--verify", metavar="PATH", help="verify a dry-run folder or its migration.json instead "
                                                         "(default: run a dry-run)")
     p.add_argument("--public-key", help="with --verify: PEM file of another trusted Ed25519 public key "
@@ -142,8 +149,46 @@ def _check_args(args) -> None:
         raise DryRunError("USAGE", "--cluster replays a dataset's partitions: give --dataset")
 
 
+def _baseline(args, settings, setup, ledger):
+    """(the baseline version or None for the history, where it came from) of `--baseline`
+    (DryRunError USAGE, BASELINE_INVALID; workbench.migration.baseline)."""
+    from workbench.migration import DryRunError
+    from workbench.migration.draft import read_draft_file
+
+    choice = args.baseline or ("current" if args.scope else "history")
+    if choice == "history":
+        return None, None
+    if choice != "current":
+        try:
+            return read_draft_file(choice), f"file {choice}"
+        except DryRunError as exc:
+            raise DryRunError("BASELINE_INVALID", f"--baseline {exc.message}") from None
+    if not args.scope:
+        raise DryRunError("USAGE", "--baseline current needs --scope (each scope runs its own version); "
+                          "give --baseline history or --baseline FILE to compare without one")
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gate.errors import GateError
+    from gate.ledger import Ledger
+    from gate.services.decide import DecisionService, with_releases
+
+    reader = ledger or Ledger(settings.database_url)
+    why = f"no version of {args.rulebook_id!r} runs in scope {args.scope!r} in the ledger (GATE_DATABASE_URL)"
+    try:
+        running = with_releases(DecisionService(reader, setup)).running_rulebook(args.scope, args.rulebook_id)
+    except (GateError, SQLAlchemyError) as exc:  # no ledger there (a dataset read elsewhere), or unreadable
+        running, why = None, f"the ledger (GATE_DATABASE_URL) cannot be read: {str(exc).splitlines()[0]}"
+    finally:
+        if ledger is None:
+            reader.dispose()
+    if running is None and args.baseline == "current":
+        raise DryRunError("BASELINE_INVALID", f"{why}: give --baseline history or --baseline FILE")
+    return running if running is not None else (None, None)
+
+
 def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
+    from workbench.migration.baseline import compared_with
     from workbench.migration.draft import load_draft, read_draft_file
     from workbench.migration.impact import headline
     from workbench.signing import result_signer
@@ -162,6 +207,7 @@ def _run(args) -> int:
 
         ledger = Ledger(settings.database_url)
         ledger.upgrade()
+    baseline, baseline_source = _baseline(args, settings, setup, ledger)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise DryRunError("USAGE", f"--out {out} exists and is not a folder")
@@ -176,7 +222,8 @@ def _run(args) -> int:
         with cluster_client(args.cluster) as client:
             run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
                           created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
-                          anchors=trust, cost=cost, cluster=client)
+                          anchors=trust, cost=cost, cluster=client, baseline=baseline,
+                          baseline_source=baseline_source)
         signer = result_signer(setup, run.history.source, allow_stale=args.allow_stale)
         manifest = write_dry_run(out, run.manifest, signer)
         shutil.move(staging, out / "flips.parquet")
@@ -187,11 +234,11 @@ def _run(args) -> int:
     d = manifest["dry_run"]
     if args.json:
         print(json.dumps({"out": str(out), "migration_hash": manifest.get("migration_hash"), **{
-            k: d[k] for k in ("decisions_total", "decisions_evaluated", "decisions_changed", "decisions_unreplayable",
-                              "transitions", "impact", "result_hash")}}, indent=2))
+            k: d[k] for k in ("baseline", "decisions_total", "decisions_evaluated", "decisions_changed",
+                              "decisions_unreplayable", "transitions", "impact", "result_hash")}}, indent=2))
     else:
         print(f"dry-run of {args.rulebook_id} under draft {manifest['to']['version']} "
-              f"(sha256 {manifest['to']['rulebook_hash'][:16]}…)")
+              f"(sha256 {manifest['to']['rulebook_hash'][:16]}…), {compared_with(d['baseline'])}")
         print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
               f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
         print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; "

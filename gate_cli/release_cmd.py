@@ -30,6 +30,7 @@ from typing import Any
 
 from gate.principals import Principal
 from gate_cli.context import CliError, load_settings, open_ledger
+from workbench.reports.numbers import rate, rate_interval
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
 # The local operator holds the signing key and the ledger: every right, the two-person rule aside.
@@ -245,13 +246,14 @@ def status_text(status: dict[str, Any]) -> str:
     if shadow:
         agreement = shadow["agreement"]
         lines.append(f"  shadow agreement {agreement['events']}/{agreement['n']} "
-                     f"(95% interval {agreement['interval_95']}) over {shadow['decisions']} live decisions")
+                     f"({rate(agreement.get('rate'))}, 95% {rate_interval(*(agreement['interval_95'] or (None, None)))}) "
+                     f"over {shadow['decisions']} live decisions")
     canary = comparison.get("canary")
     if canary:
         for arm in canary["arms"]:
             failure = arm["failure_rate"]
-            lines.append(f"  arm {arm['arm']:<7} {arm['decisions']} decisions; failure rate {failure['rate']} "
-                         f"of {failure['n']} resolved (95% {failure['interval_95']})")
+            lines.append(f"  arm {arm['arm']:<7} {arm['decisions']} decisions; failure rate {rate(failure['rate'])} "
+                         f"of {failure['n']} resolved (95% {rate_interval(*(failure['interval_95'] or (None, None)))})")
         tripped = canary["guardrails"]["tripped"]
         lines.append(f"  guardrails {'TRIPPED: ' + ', '.join(tripped) if tripped else 'holding'}")
     for event in status.get("history", [])[-10:]:

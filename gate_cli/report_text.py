@@ -1,6 +1,7 @@
 """Readable terminal text for the policy reports (`gate report`, without --json).
 
-Rates are percentages with one decimal (`12.5%`), scores and confidences have four decimals,
+Figures in the one voice of `workbench.reports.numbers`: rates are percentages with one decimal
+(`12.5%`), scores and confidences have three decimals,
 parameters are printed as they are typed (`limit=all` for `--limit all`, `threshold=0.35`).
 """
 
@@ -10,11 +11,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from workbench.reports import numbers
 from workbench.reports.registry import REPORTS
 
 
 def _pct(value: Any) -> str:
-    return "n/a" if value is None else f"{value * 100:.1f}%"
+    return numbers.rate(value)
 
 
 def _sample(sample: Mapping[str, Any]) -> list[str]:
@@ -68,7 +70,7 @@ def _effectiveness(report: Mapping[str, Any]) -> list[str]:
     m = report["metrics"]
     score = report["effectiveness_score"]
     return [
-        (f"Effectiveness score {'n/a' if score is None else f'{score:.4f}'}   confidence {report['confidence']:.4f}   "
+        (f"Effectiveness score {numbers.score(score)}   confidence {numbers.score(report['confidence'])}   "
         f"recommendation: {report['recommendation']}"),
         (f"  success {_pct(m['success_rate'])}  failure {_pct(m['failure_rate'])}  still open {_pct(m['review_rate'])}  "
         f"excluded {_pct(m['excluded_rate'])}"),
@@ -90,7 +92,7 @@ def _health(health: Mapping[str, Any] | None) -> list[str]:
 def _anomalies(report: Mapping[str, Any]) -> list[str]:
     lines = [f"{report['anomaly_count']} anomalies   recommendation: {report['recommendation']}"]
     for item in report["anomalies"]:
-        lines.append(f"  [{item['severity']}] {item['anomaly_score']:.4f}  {item['kind']}  {item['dimension']} = {item['value']}")
+        lines.append(f"  [{item['severity']}] {numbers.score(item['anomaly_score'])}  {item['kind']}  {item['dimension']} = {item['value']}")
         lines.extend(f"      {reason}" for reason in item["reasons"])
         if item["decision_ids"]:
             shown = ", ".join(item["decision_ids"][:3]) + (" ..." if len(item["decision_ids"]) > 3 else "")
@@ -115,7 +117,7 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
         lines.append(f"  {metric:18} p25 {_pct(values['p25'])}  p50 {_pct(values['p50'])}  p75 {_pct(values['p75'])}")
     delta = report["comparison"]["success_rate_delta_vs_p50"]
     if delta is not None:
-        lines.append(f"  your success rate vs the cohort median: {delta * 100:+.1f} points")
+        lines.append(f"  your success rate vs the cohort median: {numbers.signed(None if delta is None else 100 * delta, numbers.RATE_PLACES)} points")
     lines.append(f"Recommendation: {report['recommendation']}")
     return lines + [""]
 
@@ -123,14 +125,15 @@ def _benchmarks(report: Mapping[str, Any]) -> list[str]:
 def _confidence(report: Mapping[str, Any]) -> list[str]:
     b = report["based_on"]
     lines = [
-        (f"Score {report['score']:.4f}   level {report['level']}   policy_stability {report['policy_stability']:.4f}   "
+        (f"Score {numbers.score(report['score'])}   level {report['level']}   "
+        f"policy_stability {numbers.score(report['policy_stability'])}   "
         f"recommendation: {report['recommendation']}"),
         (f"  similar decisions {report['similar_decisions']} (verdict {b['verdict'] or 'any'}, action "
         f"{b['action'] or 'any'}): {b['successes']} succeeded, {b['failures']} failed; current version "
         f"{b['policy_version']}: {b['current_version_successes']} / {b['current_version_failures']}"),
     ]
     for bucket in report["buckets"]:
-        lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {bucket['score']:.4f}  "
+        lines.append(f"  {bucket['verdict']:6} {bucket['action'][:40]:40} score {numbers.score(bucket['score'])}  "
                      f"{bucket['level']:17} n={bucket['similar_decisions']}")
     return lines + [""]
 

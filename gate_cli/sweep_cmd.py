@@ -66,7 +66,9 @@ def cmd_sweep(args) -> int:
 
 def _pct(figure: dict) -> str:
     interval = figure.get("interval_95")
-    return "n/a" if interval is None else f"{figure['count']:>7,} ({100 * interval[0]:5.1f}–{100 * interval[1]:5.1f}%)"
+    from workbench.reports.numbers import rate_interval
+
+    return "n/a" if interval is None else f"{figure['count']:>7,} ({rate_interval(*interval)})"
 
 
 def sweep_text(result: dict) -> str:

@@ -35,6 +35,7 @@ from workbench.notebooks import plots
 from workbench.notebooks.support import (
     FACT_NAME,
     dataset_trust,
+    REPORT_ROW_SCHEMA,
     decision_frames,
     fact_points,
     monthly_effectiveness,
@@ -42,6 +43,7 @@ from workbench.notebooks.support import (
     setup,
     version_changes,
 )
+from workbench.reports import numbers
 from workbench.reports.policy import (
     CLASSES,
     ReportParams,
@@ -68,7 +70,9 @@ reports = {policy: anomaly_report(from_dataset(DATASET, trust=TRUST, scopes=[SCO
                                   policy, params) for policy in policies}
 summary = pl.DataFrame([{"policy_id": p, "anomaly_count": r["anomaly_count"], "recommendation": r["recommendation"],
                          "top_score": max([a["anomaly_score"] for a in r["anomalies"]], default=0.0)}
-                        for p, r in reports.items()]).sort(["top_score", "policy_id"], descending=[True, False])
+                        for p, r in reports.items()],
+                       schema={"policy_id": pl.String, "anomaly_count": pl.Int64, "recommendation": pl.String,
+                               "top_score": pl.Float64}).sort(["top_score", "policy_id"], descending=[True, False])
 fig = plots.bars(summary["policy_id"].to_list(), summary["top_score"].to_list(),
                  f"Strongest anomaly finding per policy (scope {SCOPE})", "anomaly_score (0 to 1)")
 summary
@@ -79,9 +83,9 @@ report = reports[policy]
 assert report["anomaly_count"] >= 1, f"no anomaly above the threshold for {policy}"
 print(f"policy {policy}: {report['anomaly_count']} anomalies, recommendation {report['recommendation']}")
 print("report hash:", report["anomaly_hash"])
-for finding in report["anomalies"]:
-    print(f"[{finding['severity']}] score {finding['anomaly_score']:.3f} · {finding['anomaly_id']}")
-    for reason in finding["reasons"]:
+for item in report["anomalies"]:
+    print(f"[{item['severity']}] score {numbers.score(item['anomaly_score'])} · {item['anomaly_id']}")
+    for reason in item["reasons"]:
         print("   -", reason)
 
 # %% [markdown]
@@ -96,7 +100,8 @@ change = report["checks"]["policy_versions"]
 versions = version_changes(frames)
 by_version = pl.DataFrame([{"policy_version": v, **report_row(effectiveness_report(
     from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=policy, policy_version=v, limit=params.limit), policy,
-    ReportParams(policy_version=v)))} for v in versions["policy_version"].to_list()])
+    ReportParams(policy_version=v)))} for v in versions["policy_version"].to_list()],
+    schema={"policy_version": pl.String, **REPORT_ROW_SCHEMA})
 fig = plots.course(monthly_effectiveness(frames, policy), versions, f"{policy}: effectiveness per month")
 fig = plots.by_version(by_version, f"{policy}: effectiveness per policy version")
 print("current version:", change["current"], "· previous:", change["previous"])
@@ -125,7 +130,8 @@ assert drivers.height == len(ids), "every decision id a finding names is in the 
 drivers
 
 # %%
-facts = pl.DataFrame([json.loads(text) for text in drivers["facts_json"].to_list()])
+# Facts have no fixed schema: each column's type is inferred from every row, not the first ones.
+facts = pl.DataFrame([json.loads(text) for text in drivers["facts_json"].to_list()], infer_schema_length=None)
 numeric = [name for name, dtype in facts.schema.items() if dtype.is_numeric() and FACT_NAME.fullmatch(name)]
 facts
 
@@ -159,18 +165,23 @@ rows = {row["policy_version"]: row for row in by_version.iter_rows(named=True)}
 before, after = rows.get(change["previous"]), rows.get(change["current"])
 failed = outcome_report["sample"]["outcome_classes"]["failure"]
 lines = [f"Policy {policy} ({SCOPE}): {report['anomaly_count']} anomalies, recommendation {report['recommendation']}."]
+# The finding followed, in its own words: its headline, its score and its statistic, and its evidence.
+lines.append(f"The finding followed ({finding['anomaly_id']}): {finding['reasons'][0]}; it scores "
+             f"{numbers.score(finding['anomaly_score'])} ({finding['severity']}): {finding['reasons'][-1]}; {failed} of its "
+             f"{len(ids)} evidence decisions ended in failure.")
 rates = [row["failure_rate"] for row in (before, after) if row] if before and after else []
-if finding["dimension"] == "policy_version" and len(rates) == 2 and None not in rates:
+if finding["dimension"] == "policy_version" and finding["value"] == change["current"] and len(rates) == 2 \
+        and None not in rates:
     first = versions.filter(pl.col("policy_version") == change["current"])["first_decision"][0]
-    lines.append(f"Failures rose from {before['failure_rate']:.1%} ({before['resolved']} resolved) under version "
-                 f"{change['previous']} to {after['failure_rate']:.1%} ({after['resolved']} resolved) after version "
-                 f"{change['current']}, first used {first:%Y-%m-%d}; effectiveness {before['effectiveness_score']:.2f} "
-                 f"-> {after['effectiveness_score']:.2f}.")
-    lines.append(f"The finding scores {finding['anomaly_score']:.2f} ({finding['severity']}): {finding['reasons'][-1]}.")
+    lines.append(f"Per version (the effectiveness reports above): failure rate {numbers.rate(before['failure_rate'])} "
+                 f"({before['resolved']} resolved) under {change['previous']}, {numbers.rate(after['failure_rate'])} "
+                 f"({after['resolved']} resolved) under {change['current']}, first used {first:%Y-%m-%d}; "
+                 f"effectiveness {numbers.score(before['effectiveness_score'])} -> {numbers.score(after['effectiveness_score'])}.")
     if after["failure_rate"] > before["failure_rate"]:
-        lines.append(f"{failed} of its {len(ids)} evidence decisions ended in failure; the change of version is "
-                     "the lead: draft a fix and measure it over history (notebook migration_impact).")
-else:
-    lines.append(f"The strongest finding is on {finding['dimension']} {finding['value']}: {finding['reasons'][0]}; "
-                 f"{failed} of its {len(ids)} evidence decisions ended in failure.")
-print("\n".join(lines))
+        lines.append("The change of version is the lead: draft a fix and measure it over history "
+                     "(notebook migration_impact).")
+conclusion = "\n".join(lines)
+# One anomaly's words, score and evidence: never one finding's headline beside another's figures.
+assert finding["reasons"][0] in conclusion and numbers.score(finding["anomaly_score"]) in conclusion
+assert all(other["reasons"][0] not in conclusion for other in report["anomalies"] if other is not finding)
+print(conclusion)

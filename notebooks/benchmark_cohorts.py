@@ -57,7 +57,9 @@ for policy in policies:
                  "cohort_status": cross["status"], "p25": p.get("p25"), "p50": p.get("p50"), "p75": p.get("p75"),
                  "delta_vs_p50": (report.get("comparison") or {}).get("success_rate_delta_vs_p50"),
                  "recommendation": report["recommendation"]})
-table = pl.DataFrame(rows)
+table = pl.DataFrame(rows, schema={"policy_id": pl.String, "your_success_rate": pl.Float64, "cohort_status": pl.String,
+                                  "p25": pl.Float64, "p50": pl.Float64, "p75": pl.Float64,
+                                  "delta_vs_p50": pl.Float64, "recommendation": pl.String})
 fig = plots.cohorts(table, f"Scope {SCOPE} against the opted-in cohort: success rate per policy")
 table
 
@@ -73,7 +75,9 @@ if behind.height:
                               opted_in=opted_in)
     cross = report["cross_customer"]
     metrics = pl.DataFrame([{"metric": name, "yours": report["your_metrics"].get(name), "cohort_status": cross["status"],
-                             **quartiles} for name, quartiles in cross["percentiles"].items()])
+                             **quartiles} for name, quartiles in cross["percentiles"].items()],
+                           schema={"metric": pl.String, "yours": pl.Float64, "cohort_status": pl.String,
+                                   "p25": pl.Float64, "p50": pl.Float64, "p75": pl.Float64})
     fig = plots.cohorts(metrics, f"{lagging} in scope {SCOPE} against its cohort ({cross['cohort']['scopes']} scopes)",
                         label="metric", value="yours", xlabel="rate")
     print(lagging, report["recommendation"], report["comparison"])

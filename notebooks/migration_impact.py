@@ -29,10 +29,12 @@ import polars as pl
 
 from gate.rulebook.analysis import semantic_diff
 from workbench.dataset.load import from_dataset
+from workbench.migration.baseline import compared_with
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
+from workbench.migration.summary import LISTED_FLIP_SCHEMA, TRANSITION_SCHEMA
 from workbench.notebooks import plots
-from workbench.notebooks.support import dataset_trust, report_row, setup
+from workbench.notebooks.support import REPORT_ROW_SCHEMA, dataset_trust, report_row, setup
 from workbench.reports.policy import ReportParams, effectiveness_report
 
 PATHS = setup()  # stops here, saying how to create it, when there is no dataset
@@ -52,7 +54,7 @@ versions = (from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY)
 by_version = pl.DataFrame([
     {"policy_version": v, **report_row(effectiveness_report(
         from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY, policy_version=v), POLICY, params))}
-    for v in versions])
+    for v in versions], schema={"policy_version": pl.String, **REPORT_ROW_SCHEMA})
 fig = plots.by_version(by_version, f"{POLICY}: effectiveness per policy version (95% interval)")
 by_version
 
@@ -74,14 +76,18 @@ for difference in exact["differences"][:5]:
 
 # %% [markdown]
 # ## 3. What the draft would have changed over history
+# Compared with what runs today: the current version replayed over the same history (the
+# baseline of the workbench's live impact and of `gate dry-run --scope`; docs/dry-run.md).
 
 # %%
-run = dry_run(draft, POLICY, scope=SCOPE, dataset=DATASET, created_at="2026-12-01T00:00:00.000Z")
+run = dry_run(draft, POLICY, scope=SCOPE, dataset=DATASET, created_at="2026-12-01T00:00:00.000Z",
+              baseline=current, baseline_source="the current version, data/rulebooks")
 result = run.result.to_dict()
+print(compared_with(result["baseline"]))
 print(f"{result['decisions_evaluated']} replayed, {result['decisions_changed']} flip, "
       f"{result['decisions_unreplayable']} could not be replayed")
-fig = plots.transitions(result["transitions"], "Verdicts over history: as decided (rows) and under the draft (columns)")
-pl.DataFrame(result["transitions"]).pivot(on="to", index="from", values="count")
+fig = plots.transitions(result["transitions"], "Verdicts over history: the current version's (rows) and the draft's (columns)")
+pl.DataFrame(result["transitions"], schema=TRANSITION_SCHEMA).pivot(on="to", index="from", values="count")
 
 # %%
 outcomes = result["outcomes"]
@@ -90,8 +96,8 @@ for label, text in impact_rows(result["impact"]):  # the same rows the page, the
 print("review queue:", result["review_load"]["before"], "→", result["review_load"]["after"])
 by_month = result["review_load"]["by_month"]
 fig = plots.paired([m["month"] for m in by_month], [m["review_before"] for m in by_month],
-                   [m["review_after"] for m in by_month], "Review queue per month: history against the draft",
-                   names=("as decided", "under the draft"))
+                   [m["review_after"] for m in by_month], "Review queue per month: the current version against the draft",
+                   names=("current version", "under the draft"))
 moved = [t for t in outcomes["by_transition"] if t["count"]]
 fig = plots.paired([f"{t['from']} → {t['to']}" for t in moved], [t["success"] for t in moved],
                    [t["failure"] for t in moved], "Known outcomes of the decisions that flip, by transition",
@@ -100,17 +106,16 @@ fig = plots.paired([f"{t['from']} → {t['to']}" for t in moved], [t["success"] 
 # %% [markdown]
 # ## 4. History agrees with the proof
 # Every decision that flipped lies in a region the exact diff names (history shows what did flip;
-# the diff proves what can).
+# the diff proves what can): against the current version, every flip, whichever version decided it.
 
 # %%
 diff = semantic_diff(current, draft)
-flipped = pl.DataFrame(result["flips"]["listed"])
+flipped = pl.DataFrame(result["flips"]["listed"], schema=LISTED_FLIP_SCHEMA)
 decisions = from_dataset(DATASET, trust=TRUST, scopes=[SCOPE], policy_id=POLICY).decisions
 facts = (decisions.filter(pl.col("decision_id").is_in(flipped["decision_id"].to_list()))
          .select("decision_id", "policy_version", "facts_json").collect())
-current_version_rows = facts.filter(pl.col("policy_version") == current["version"])
-outside = [row["decision_id"] for row in current_version_rows.iter_rows(named=True)
+outside = [row["decision_id"] for row in facts.iter_rows(named=True)
            if diff.region_of(json.loads(row["facts_json"])) is None]
-print(f"{current_version_rows.height} flipped decisions made under the current version; outside every diff region: {len(outside)}")
+print(f"{facts.height} flipped decisions listed; outside every diff region: {len(outside)}")
 assert not outside
 flipped.head(10)

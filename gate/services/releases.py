@@ -214,6 +214,25 @@ class ReleaseService:
             self._cache[key] = (now + self.cache_seconds, state)
         return state
 
+    def running_rulebook(self, scope: str, rulebook_id: str) -> tuple[dict[str, Any], str] | None:
+        """What production runs for the rulebook in `scope` and where that comes from: the active
+        release version's bound snapshot ("active release"), or, where the rulebook has no active
+        release, the newest version callers sent inline and the ledger registered ("newest inline
+        version"); None when the scope has neither, or when that newest version is one published for
+        shadow, canary or a pending activation (it does not run: what callers send is not known
+        then). (The dry-run's baseline: docs/dry-run.md.)"""
+        state = self.state(scope, rulebook_id)
+        if state.active is not None:
+            row = self.snapshots.bound_snapshot(scope, rulebook_id, state.active.version)
+            source = f"active release {state.active.version}"
+        else:
+            row = self.ledger.latest_rulebook_snapshot(scope, rulebook_id)
+            source = "newest inline version (no release)"
+            candidates = {*state.versions_in_use(), *(pending.version.version for pending in state.pending)}
+            if row is not None and row["version"] in candidates:
+                return None  # a version published for shadow, canary or approval does not run: unknown
+        return (json.loads(row["body_json"]), source) if row else None
+
     # ------------------------------------------------------------------ the release policy and its governance
 
     def governance(self, scope: str, *, fresh: bool = False) -> GovernanceState:

@@ -25,6 +25,23 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def running(home: Path) -> dict | None:
+    """What the workbench compares a draft with in scope demo (docs/dry-run.md): the active release
+    version, else the newest version callers sent; None (the history) when that newest version is
+    one an earlier test of this module published for shadow or approval."""
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from gate.services.decide import DecisionService, with_releases
+
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    try:
+        signing = SigningSetup.load(home / "signing-keys.json", None, "hmac")
+        found = with_releases(DecisionService(ledger, signing)).running_rulebook("demo", "refund_approval")
+        return found[0] if found else None
+    finally:
+        ledger.dispose()
+
+
 @pytest.fixture(scope="module")
 def demo_workbench(tmp_path_factory):
     paths = build_demo_home(tmp_path_factory.mktemp("demo-browser"))
@@ -213,6 +230,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     export; every figure the page shows equals the library's over the same dataset."""
     server, paths = demo_workbench
     dataset = paths["dataset"]
+    baseline = running(paths["home"])  # the live impact's, the sweep's and the Migration page's baseline
     page.goto(server.url)
     page.locator("select").first.select_option("demo")
     page.get_by_label("Policy").first.select_option("refund_approval")
@@ -243,7 +261,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
 
     # Live impact beside the editor: the dry-run summary of exactly this draft.
     expected = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
-                       created_at="2026-11-24T00:00:00.000Z").result.to_dict()
+                       created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result.to_dict()
     caught_line = dict(impact_rows(expected["impact"]))["Failures caught"]
     assert expected["impact"]["failures_caught"]["count"] > 0
     _wait_for_text(page.locator(".live-impact"), f"Failures caught: {caught_line}",
@@ -276,7 +294,8 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
     page.get_by_role("button", name="Sweep threshold").click()
     page.get_by_text("swept 8 thresholds").wait_for()
     swept = sweep(draft, "refund_approval", ("approve_within_auto_limit", "amount", 0),
-                  [50.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0], scope="demo", dataset=dataset)
+                  [50.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0], scope="demo", dataset=dataset,
+                  baseline=baseline)
     point = swept["points"][1]
     assert table_cell(page, ".sweep-points", 1, "threshold").inner_text().strip() == "100"
     assert table_cell(page, ".sweep-points", 1, "failures_caught").inner_text().startswith(
@@ -298,7 +317,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
                  page.get_by_text("amount lte 100 set in the draft"))
     draft["rules"][row]["condition"]["all"][0]["value"] = 100
     at_100 = dry_run(draft, "refund_approval", scope="demo", dataset=dataset,
-                     created_at="2026-11-24T00:00:00.000Z").result.to_dict()
+                     created_at="2026-11-24T00:00:00.000Z", baseline=baseline).result.to_dict()
     assert at_100["impact"]["failures_caught"] == point["failures_caught"]  # the sweep's point is the dry-run
     _wait_for_text(page.locator(".live-impact"),
                    f"Failures caught: {dict(impact_rows(at_100['impact']))['Failures caught']}",

@@ -11,7 +11,6 @@ dataset the command writes nothing and says how to make one.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -20,6 +19,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.demo_support import require_bootstrapped_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.py"))
@@ -57,13 +58,7 @@ def clone(tmp_path_factory) -> Path:
     # name this pyproject.toml: from the clone, that would point this checkout's .venv at a
     # temporary copy. Refuse instead, and say how to put it right.
     # The stamp is over what the install builds from, as scripts/bootstrap computes it.
-    stamped = b"".join((ROOT / name).read_bytes()
-                       for name in ("pyproject.toml", "setup.py", "gate/protocol/_canonical.c",
-                                    "gate/protocol/_collation.c"))
-    stamp = hashlib.sha256(stamped).hexdigest()[:16]
-    if not (ROOT / ".venv" / f".installed-{stamp}").exists():
-        pytest.fail("this checkout's .venv was installed for another pyproject.toml, setup.py or C source: "
-                    "run scripts/bootstrap first")
+    require_bootstrapped_venv(ROOT)
     (target / ".venv").symlink_to(ROOT / ".venv")
     return target
 

@@ -31,6 +31,9 @@ def test_notebook_executes(path, demo_dataset, monkeypatch, tmp_path):
     import jupytext
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    from workbench.notebooks.run import failed_cell
 
     notebook = jupytext.read(path)
     monkeypatch.setenv("GATE_DATASET", str(demo_dataset["dataset"]))
@@ -43,9 +46,13 @@ def test_notebook_executes(path, demo_dataset, monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    OUTPUT.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, OUTPUT / f"{path.stem}.ipynb")
+    try:
+        client.execute()
+    except CellExecutionError as failure:  # say which notebook, which cell and why, as scripts/notebooks does
+        pytest.fail(f"notebook {path.stem}: {failed_cell(notebook, failure)}", pytrace=False)
+    finally:
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, OUTPUT / f"{path.stem}.ipynb")
     errors = [output for cell in notebook.cells if cell.cell_type == "code"
               for output in cell.get("outputs", []) if output.get("output_type") == "error"]
     assert not errors

@@ -146,7 +146,7 @@ def test_rows_and_headline():
         ("Too young to judge", ("66 withdrawn approvals with an open, unreported or younger-than-7-day outcome "
                                "(as of 2026-03-01T00:00:00.000Z)")),
         ("Review load change", "+75 (120 in, 45 out), +7.5% of decisions (95% +5.0 to +10.0%)"),
-        ("Expected net effect", ("+0.41 per decision (95% -0.1543 to +0.9743), +410 over the history at cost of a "
+        ("Expected net effect", ("+0.4100 per decision (95% -0.1543 to +0.9743), +410.0 over the history at cost of a "
                                 "failure 100, a review 2, a lost success 10")),
     ]
     assert headline(_impact()) == ("failures caught 8 (0.8% (95% 0.4–1.6%)); successes lost 24 (2.4% (95% "

@@ -85,7 +85,7 @@ def test_health_is_one_state_over_a_named_window_and_an_anomaly_outranks_a_healt
     # The anomaly report handed in is the one computed inside: same health either way.
     assert effectiveness_report(drifting, "p", ReportParams(), anomalies=anomalies) == report
     stable = effectiveness_report(_ledger(), "p", ReportParams())["health"]
-    assert stable["state"] == "healthy" and stable["because"] == ["200 resolved decisions, success rate 85.5% (healthy)"]
+    assert stable["state"] == "healthy" and stable["because"] == ["200 resolved decisions, success rate 85.5%"]
     few = effectiveness_report(_ledger(n=8), "p", ReportParams())["health"]
     assert few["state"] == "insufficient_data"
 

@@ -55,7 +55,7 @@ from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.migration.sweep import field_spread, sweep
-from workbench.reports.params import ReportParams, cohort_scopes
+from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.policy import (
     PolicyReports,
     anomaly_report,
@@ -73,9 +73,11 @@ from workbench.reports.timeseries import (
 from workbench.signing import dataset_signer, result_signer
 
 DRAFT_PATH = "draft"
+# What a dry-run compares the draft with (`WorkbenchStore.dry_run`): the version production runs, or the history.
+CURRENT, HISTORY = "current", "history"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
 # What the Authoring page's live impact shows of a dry-run's result (the same figures as Migration).
-LIVE_SUMMARY_KEYS = ("draft", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
+LIVE_SUMMARY_KEYS = ("draft", "baseline", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
                      "review_load", "rules", "transitions")
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
@@ -317,6 +319,18 @@ class WorkbenchStore:
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
 
+    def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[Any]:
+        """Every finding of the policy's anomaly report, strongest first (the report lists the first
+        `max_items` and counts them all): the same report with `max_items` at its bound."""
+        manifest_key = self._manifest_key()
+        bound = int(PARAMS["max_items"].high)
+
+        def compute() -> list[Any]:
+            frames = self._frames((scope,), policy_id, limit, manifest_key)
+            return list(anomaly_report(frames, policy_id, ReportParams(limit=limit, max_items=bound))["anomalies"])
+        found: list[Any] = self._remembered((manifest_key, "anomalies", scope, policy_id, limit), compute)
+        return found
+
     def monthly_series(self, scope: str, policy_id: str) -> pl.DataFrame:
         """Volume by verdict and effectiveness, month by month (`workbench.reports.timeseries`): from the
         dataset's rollups when they are current, else from the rows."""
@@ -428,45 +442,59 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ migrations
 
-    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True) -> DryRun:
+    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True,
+                against: str = CURRENT) -> DryRun:
         """The dry-run of `gate dry-run` (same library call) over this scope's history in the
-        dataset, on the workbench's cluster when it has one and `on_cluster`. Raises DryRunError
-        for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
+        dataset, on the workbench's cluster when it has one and `on_cluster`. `against`: CURRENT
+        compares the draft with what production runs in the scope (`ReleaseService.running_rulebook`,
+        replayed over the same history; the history where the scope has no version), HISTORY with
+        the verdicts stored when each decision was made (workbench.migration.baseline). Raises
+        DryRunError for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
+        if against not in (CURRENT, HISTORY):
+            raise DryRunError("USAGE", f"compare with {CURRENT!r} or {HISTORY!r}, not {against!r}")
+        running = self.releases.running_rulebook(scope, rulebook_id) if against == CURRENT else None
         address = self.cluster if on_cluster else None
         try:
             trust = self.trust()
             with connect(address) if address else nullcontext() as client:
                 # The dataset is read only as trusted (signed by a key this gate trusts, or unsigned by opt-in).
                 return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
-                               created_at=iso_ms(self.clock.now()), anchors=trust, cluster=client)
+                               created_at=iso_ms(self.clock.now()), anchors=trust, cluster=client,
+                               baseline=running[0] if running else None, baseline_source=running[1] if running else None)
         except Untrusted as error:
             raise DryRunError("USAGE", str(error)) from None
         except ClusterError as error:
             raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
     def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
-        """The dry-run's summary of the draft over full history (the same `dry_run` call and the
-        same figures as the Migration page and `gate dry-run`): what the Authoring page shows
-        live beside the editor. Raises DryRunError like `dry_run`."""
+        """The dry-run's summary of the draft against what production runs, over full history (the
+        same `dry_run` call and the same figures as the Migration page and `gate dry-run`): what the
+        Authoring page shows live beside the editor. Raises DryRunError like `dry_run`."""
         result = self.dry_run(scope, rulebook_id, draft, on_cluster=False).result.to_dict()
         return {key: result[key] for key in LIVE_SUMMARY_KEYS}
 
     def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
               thresholds: list[float]) -> dict[str, Any]:
-        """`gate sweep`'s library call over this scope's history in the dataset (DryRunError)."""
+        """`gate sweep`'s library call over this scope's history in the dataset, compared with what
+        production runs there, as the live impact (DryRunError)."""
         try:
             trust = self.trust()
         except Untrusted as error:
             raise DryRunError("USAGE", str(error)) from None
-        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=trust)
+        running = self.releases.running_rulebook(scope, rulebook_id)
+        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=trust,
+                     baseline=running[0] if running else None, baseline_source=running[1] if running else None)
 
     def field_spread(self, scope: str, rulebook_id: str, field: str) -> dict[str, Any]:
         """How one fact is spread over the rulebook's history in this scope (`sweep.field_spread`:
         what a sweep's default range is drawn from), cached by manifest (DryRunError)."""
-        anchors = self.signing.trust_anchors() if self.signing.receipt_signer() else None
+        try:
+            trust = self.trust()
+        except Untrusted as error:
+            raise DryRunError("USAGE", str(error)) from None
         spread: dict[str, Any] = self._remembered(
             (self._manifest_key(), "spread", scope, rulebook_id, field),
-            lambda: field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir, anchors=anchors))
+            lambda: field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir, anchors=trust))
         return spread
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:

@@ -16,7 +16,9 @@ class DryRunError(Exception):
     `SIGNING_KEY_MISSING` (the service's receipt key is required and absent), `DATASET_STALE` (a
     signed result over a dataset behind the live ledger, without --allow-stale), `USAGE` (a
     command-line argument is missing or out of range), `SWEEP_INVALID` (a threshold sweep's rule,
-    field, comparison or range cannot be swept: workbench.migration.sweep).
+    field, comparison or range cannot be swept: workbench.migration.sweep), `BASELINE_INVALID` (the
+    version a draft is compared with is not a valid rulebook of the same id, or there is none to
+    compare with: workbench.migration.baseline).
     """
 
     def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:

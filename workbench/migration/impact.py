@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from gate.protocol.confidence import wilson_interval
+from workbench.reports.numbers import rate, rate_interval, signed, signed_interval, signed_rate
 
 Z95 = 1.959964
 APPROVED, BLOCKED, REVIEW = "yes", "no", "review"
@@ -142,11 +143,14 @@ def impact(tally: Tally, replayed: int, cost: CostModel, *, as_of: str | None,
     }
 
 
+NET_PLACES = 4  # decimals of the expected net effect per decision (cost units), its interval's too
+
+
 def _pct(figure: Mapping[str, Any]) -> str:
     interval = figure.get("interval_95")
     if figure.get("rate") is None or interval is None:
         return "n/a"
-    return f"{100 * figure['rate']:.1f}% (95% {100 * interval[0]:.1f}–{100 * interval[1]:.1f}%)"
+    return f"{rate(figure['rate'])} (95% {rate_interval(*interval)})"
 
 
 def impact_rows(impact: Mapping[str, Any] | None) -> list[tuple[str, str]]:
@@ -172,11 +176,11 @@ def impact_rows(impact: Mapping[str, Any] | None) -> list[tuple[str, str]]:
                                f"or younger-than-{cost['outcome_horizon_days']}-day outcome (as of "
                                f"{impact['as_of'] or 'n/a'})")),
         ("Review load change", f"{review['count']:+,} ({review['into_review']:,} in, {review['out_of_review']:,} out)"
-                               + (f", {100 * review['rate']:+.1f}% of decisions (95% {100 * review_interval[0]:+.1f} "
-                                  f"to {100 * review_interval[1]:+.1f}%)" if review_interval else "")),
-        ("Expected net effect", (f"{net['per_decision']:+.4g} per decision (95% {net_interval[0]:+.4g} to "
-                                 f"{net_interval[1]:+.4g}), {net['total']:+,.6g} over the history" if net_interval
-                                 else "n/a")
+                               + (f", {signed_rate(review['rate'])} of decisions (95% "
+                                  f"{rate_interval(*review_interval, signed=True)})" if review_interval else "")),
+        ("Expected net effect", (f"{signed(net['per_decision'], NET_PLACES)} per decision (95% "
+                                 f"{signed_interval(net_interval, NET_PLACES)}), {net['total']:+,.1f} over the history"
+                                 if net_interval else "n/a")
          + f" at cost of a failure {cost['failure']:g}, a review {cost['review']:g}, a lost success "
            f"{cost['lost_success']:g}"),
     ]

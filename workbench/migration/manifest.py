@@ -62,8 +62,9 @@ def build_manifest(result: DryRunResult, changes: dict[str, int], created_at: st
     dry_run["field_changes"] = {name: int(changes.get(name, 0)) for name in _DRIFT_FIELDS}
     dry_run["result_hash"] = sha256_hex(dry_run)
     drifting = [name for name in _DRIFT_FIELDS if changes.get(name, 0)]
+    against = result.baseline.get("rulebook_hash")  # a version baseline names another comparison
     migration_id = "mig_" + sha256_hex({"draft": result.draft["rulebook_hash"], "source": result.source["hash"],
-                                        "scope": result.scope})[:24]
+                                        "scope": result.scope, **({"baseline": against} if against else {})})[:24]
     return {
         "schema_version": MIGRATION_SCHEMA_VERSION,
         "migration_id": migration_id,

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from gate.keys.signing import ReceiptSigner
+from workbench.migration import baseline as baselines
 from workbench.migration.compute import compute
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
@@ -74,7 +75,7 @@ def checked_history(history: History, rulebook_id: str, scope: str | None) -> Hi
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             ledger: Any = None, created_at: str, flips_limit: int = 200,
             flips_path: Path | None = None, anchors: Any = None, cost: CostModel | None = None,
-            cluster: Any = None) -> DryRun:
+            cluster: Any = None, baseline: Any = None, baseline_source: str | None = None) -> DryRun:
     """Re-evaluate every historical decision of `rulebook_id` under `draft` (a parsed rulebook).
 
     Raises DryRunError for bad input before reading any history. `created_at` is the
@@ -84,22 +85,28 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     (`gate.verify.TrustAnchors`): the dataset's manifest must be signed by one of those keys
     (DATASET_INVALID otherwise); its listed files are checked either way. `cluster`: a Dask
     client (`workbench.cluster.connect`) that reads and replays a dataset's partitions on its
-    workers (`workbench.cluster.dryrun`); the result is the same.
+    workers (`workbench.cluster.dryrun`); the result is the same. `baseline`: the version the
+    draft is compared with (a parsed rulebook of the same id, replayed over the same history:
+    `workbench.migration.baseline`; BASELINE_INVALID when it is not one), `baseline_source` where it
+    came from; None compares with the stored history. A version baseline is replayed in this
+    process (a cluster replays against the history only).
     """
     compiled = load_draft(draft, rulebook_id)
+    base = baselines.compiled(baseline, rulebook_id)
     passes = None
-    if cluster is not None and dataset is not None:
+    if cluster is not None and dataset is not None and base is None:
         from workbench.cluster.dryrun import cluster_history  # lazy: Dask only with a cluster
 
         loaded, passes = cluster_history(cluster, dataset, draft, rulebook_id, scope, anchors=anchors)
         history = checked_history(loaded, rulebook_id, scope)
     else:
-        history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
-                               anchors=anchors)
+        paths = tuple(dict.fromkeys(compiled.polars.paths + (base.polars.paths if base is not None else ())))
+        history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=paths, anchors=anchors)
+    replayed = baselines.against(history, base) if base is not None else history
     cost = cost or CostModel()
-    computed = compute(history, compiled, flips_limit=flips_limit, flips_path=flips_path,
+    computed = compute(replayed, compiled, flips_limit=flips_limit, flips_path=flips_path,
                        horizon_days=cost.outcome_horizon_days, passes=passes)
-    result = summarize(history, compiled, computed, cost)
+    result = summarize(history, compiled, computed, cost, baselines.describe(base, baseline_source))
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
 
 

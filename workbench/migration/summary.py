@@ -18,13 +18,19 @@ import polars as pl
 
 from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
-from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, Computed
+from workbench.migration.baseline import HISTORY
+from workbench.migration.compute import FLIP_COLUMNS, NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
 from workbench.migration.impact import CostModel, impact
 
-__all__ = ["DryRunResult", "summarize"]
+__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunResult", "summarize"]
 
+# The types of the result's row lists, for a frame built from them (`pl.DataFrame(rows, schema=…)`):
+# never inferred from the first rows, where a column may be null throughout (the newest flips have
+# no outcome yet) and refuse a later value.
+LISTED_FLIP_SCHEMA: dict[str, pl.DataType] = {name: pl.String() for name in FLIP_COLUMNS}  # created_at as ISO text
+TRANSITION_SCHEMA: dict[str, pl.DataType] = {"from": pl.String(), "to": pl.String(), "count": pl.Int64()}
 OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 
@@ -56,6 +62,8 @@ class DryRunResult:
     rules_never_firing_under_draft: list[str]
     flips: dict[str, Any]
     impact: dict[str, Any] = field(default_factory=dict)
+    # What the old side is (workbench.migration.baseline): a version replayed over the history, or the history.
+    baseline: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +177,8 @@ def _impact(replayed: pl.DataFrame, computed: Computed, cost: CostModel) -> dict
     return impact(computed.impact_tally, _count(replayed), cost, as_of=computed.as_of, review_in=into, review_out=out)
 
 
-def summarize(history: History, draft: Draft, computed: Computed, cost: CostModel | None = None) -> DryRunResult:
+def summarize(history: History, draft: Draft, computed: Computed, cost: CostModel | None = None,
+              baseline: dict[str, Any] | None = None) -> DryRunResult:
     """The dry-run's result: the computed cubes, flips and months read as the report's figures."""
     cube = computed.cube
     replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
@@ -207,5 +216,6 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         rules_never_firing_under_draft=[r["rule_id"] for r in rules if r["fires_under_draft"] == 0],
         flips={"count": changed, "listed": _rows(flips), "listed_limit": computed.flips_limit},
         impact=_impact(replayed, computed, cost or CostModel()),
+        baseline=dict(baseline if baseline is not None else HISTORY),
         notes=list(NOTES),
     )

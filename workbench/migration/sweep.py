@@ -43,6 +43,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook import get_evaluator
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
+from workbench.migration import baseline as baselines
 from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, latest_outcomes
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
@@ -341,16 +342,20 @@ def _point(threshold: float, tally: Counter[tuple[str, str, str, bool]], cost: C
 
 def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresholds: Sequence[float], *,
           scope: str | None = None, dataset: Any = None, ledger: Any = None, anchors: Any = None,
-          cost: CostModel | None = None) -> dict[str, Any]:
+          cost: CostModel | None = None, baseline: Any = None, baseline_source: str | None = None) -> dict[str, Any]:
     """Sweep the threshold of (rule id, field, occurrence) in `draft` over `thresholds`: one
-    point per threshold with the dry-run's figures and intervals (module doc)."""
+    point per threshold with the dry-run's figures and intervals (module doc). `baseline`,
+    `baseline_source`: what each point is compared with, as `dry_run`'s (workbench.migration.baseline)."""
     cost = cost or CostModel()
     compiled = load_draft(draft, rulebook_id)
+    base = baselines.compiled(baseline, rulebook_id)
     leaf = find_leaf(compiled.rulebook, *leaf_spec)
     if not thresholds or len(thresholds) > MAX_THRESHOLDS or not all(math.isfinite(t) for t in thresholds):
         raise DryRunError("SWEEP_INVALID", f"give 1 to {MAX_THRESHOLDS} finite thresholds")
-    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=compiled.polars.paths,
-                           anchors=anchors)
+    paths = tuple(dict.fromkeys(compiled.polars.paths + (base.polars.paths if base is not None else ())))
+    history = load_history(rulebook_id, scope, dataset=dataset, ledger=ledger, paths=paths, anchors=anchors)
+    if base is not None:
+        history = baselines.against(history, base)
     versions = history.versions_in_scope()
     newest = versions["last"].max() if versions.height else None
     if not isinstance(newest, datetime):
@@ -365,7 +370,7 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
     tallies = _tallies(pl.concat([vector, scalar]), leaf, order)
     return {
         "sweep_version": "threshold_sweep_v1", "rulebook_id": rulebook_id, "scope": scope,
-        "draft_hash": compiled.rulebook_hash,
+        "draft_hash": compiled.rulebook_hash, "baseline": baselines.describe(base, baseline_source),
         "leaf": {"rule_id": leaf.rule_id, "field": leaf.field, "operator": leaf.operator,
                  "draft_value": leaf.value, "occurrence": leaf_spec[2]},
         "decisions_replayed": sum(tallies[0].values()) if tallies else 0, "scalar_rows": scalar_rows,

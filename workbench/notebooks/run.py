@@ -8,7 +8,7 @@ else `$GATE_HOME/dataset`, else `var/dataset` under the project root. Without on
 nothing and exits 2 with the commands that make one. Each notebook runs in a fresh kernel
 whose working folder is the output folder (not the project root), importing this checkout.
 A notebook whose cell fails is still written (up to the failing cell); the run then exits 1
-naming it. `--lab` opens JupyterLab on the output folder afterwards (loopback only).
+naming the notebook, the cell (its number and first line of code) and the exception with its message. `--lab` opens JupyterLab on the output folder afterwards (loopback only).
 """
 
 from __future__ import annotations
@@ -63,6 +63,23 @@ def _count(notebook: Any, kinds: tuple[str, ...]) -> int:  # an nbformat Noteboo
                if any(kind in output.get("data", {}) for kind in kinds))
 
 
+def failed_cell(notebook: Any, failure: Exception) -> str:
+    """Which cell failed and why: "cell N of M (its first line of code): ExceptionName: message",
+    from the error the kernel recorded in the cell's outputs (nbclient's own message ends with a
+    hint about the traceback, not the exception)."""
+    cells = notebook.cells
+    for number, cell in enumerate(cells, start=1):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.get("output_type") == "error":
+                code = next((line.strip() for line in cell.source.splitlines()
+                             if line.strip() and not line.lstrip().startswith("#")), "")
+                why = " ".join(ANSI.sub("", str(output.get("evalue", ""))).split())
+                where = f"cell {number} of {len(cells)} ({code[:80] + ('…' if len(code) > 80 else '')})"
+                return f"{where}: {output.get('ename', 'Error')}: {why[:600]}"
+    name, value = getattr(failure, "ename", type(failure).__name__), getattr(failure, "evalue", "")
+    return f"{name}: {' '.join(ANSI.sub('', str(value)).split())[:600]}"
+
+
 def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str | None, int]:
     """Run one notebook; returns where it was written, the error (None when every cell ran)
     and how many plots it shows."""
@@ -79,8 +96,7 @@ def execute(source: Path, paths: NotebookPaths, timeout: int) -> tuple[Path, str
     try:
         client.execute()
     except CellExecutionError as failure:
-        text = ANSI.sub("", str(failure)).strip()
-        error = text.splitlines()[-1] if text else type(failure).__name__
+        error = failed_cell(notebook, failure)
     target = paths.output / f"{source.stem}.ipynb"
     nbformat.write(notebook, target)  # type: ignore[no-untyped-call]  # nbformat.write has no annotations
     return target, error, _count(notebook, PLOT_TYPES)

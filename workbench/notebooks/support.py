@@ -137,6 +137,13 @@ def decision_frames(frames: Frames, decision_ids: list[str]) -> Frames:
     return Frames(decisions, outcomes)
 
 
+# `report_row`'s columns with their types: a frame of such rows is built with them, never with types
+# inferred from its first rows (a column null there would refuse a later value).
+REPORT_ROW_SCHEMA: dict[str, pl.DataType] = {
+    "effectiveness_score": pl.Float64(), "failure_rate": pl.Float64(), "interval_low": pl.Float64(),
+    "interval_high": pl.Float64(), "resolved": pl.Int64(), "decisions": pl.Int64(), "recommendation": pl.String()}
+
+
 def report_row(report: Mapping[str, Any]) -> dict[str, Any]:
     """An effectiveness report as one row: score, failure rate, the success rate's 95% Wilson
     interval, resolved decisions and recommendation (all as the report states them)."""
@@ -154,10 +161,7 @@ def monthly_effectiveness(frames: Frames, policy_id: str, *, min_sample: int = 1
     params = ReportParams(limit=10_000, min_sample=min_sample)
     rows = [{"month": month, **report_row(effectiveness_report(month_frames(frames, month), policy_id, params))}
             for month in months]
-    schema = {"month": pl.String, "effectiveness_score": pl.Float64, "failure_rate": pl.Float64,
-              "interval_low": pl.Float64, "interval_high": pl.Float64, "resolved": pl.Int64,
-              "decisions": pl.Int64, "recommendation": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema={"month": pl.String, **REPORT_ROW_SCHEMA})
 
 
 def version_changes(frames: Frames) -> pl.DataFrame:

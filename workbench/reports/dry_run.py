@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from gate.vocabulary import VERDICTS
+from workbench.migration.baseline import compared_with
 from workbench.migration.impact import impact_rows
-from workbench.reports import svg
+from workbench.reports import numbers, svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 __all__ = ["render_html", "render_markdown"]
@@ -26,7 +27,7 @@ def _rule(rule_id: Any) -> str:
 
 
 def _pct(part: int, whole: int) -> str:
-    return "n/a" if not whole else f"{100 * part / whole:.2f}%"
+    return numbers.rate(part / whole if whole else None)
 
 
 def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
@@ -38,18 +39,24 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("Scope", d["scope"] or "all scopes"),
         ("Draft hash", m["to"]["rulebook_hash"]),
         ("History", f"{d['source']['kind']} {d['source']['location']} (sha256 {d['source']['hash']})"),
+        ("Baseline", compared_with(d.get("baseline")).capitalize()),
         ("Decisions in history", f"{d['decisions_total']:,}"),
         ("Replayed", f"{d['decisions_evaluated']:,} ({d['decisions_scalar']:,} by the scalar evaluator)"),
         ("Could not replay (no facts)", f"{d['decisions_unreplayable']:,}"),
         ("Verdict changed", f"{d['decisions_changed']:,} ({_pct(d['decisions_changed'], d['decisions_evaluated'])})"),
         *impact_rows(d.get("impact")),
         ("Review queue", (f"{review['before']:,} → {review['after']:,} "
-                          f"({'n/a' if change is None else f'{100 * change:+.1f}%'}; "
+                          f"({numbers.signed_rate(change)}; "
                           f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)")),
         ("Expected drift", (f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
                             f"approval {m['approval']['status']}")),
         ("Signed", f"{m['signature']['algorithm']} key {m['signature']['key_id']}" if m.get("signature") else "unsigned"),
     ]
+
+
+def _old_side(d: dict[str, Any]) -> str:
+    """The transitions' old side: the current version's verdicts, or the history's."""
+    return "current" if (d.get("baseline") or {}).get("kind") == "version" else "history"
 
 
 def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -63,7 +70,7 @@ def render_markdown(m: dict[str, Any]) -> str:
     lines = [f"# Dry-run of a draft of {md_text(m['rulebook_id'])}", ""]
     lines += _md_table(["", ""], [[k, v] for k, v in _headline(m)])
     matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
-    lines += ["## Verdict transitions (history → draft)", ""]
+    lines += [f"## Verdict transitions ({_old_side(d)} → draft)", ""]
     lines += _md_table(["from \\ to", *VERDICTS], [[v, *[f"{matrix.get((v, w), 0):,}" for w in VERDICTS]] for v in VERDICTS])
     lines += ["### By rule (old rule → new rule, largest first)", ""]
     lines += _md_table(["from", "to", "old rule", "new rule", "decisions"],
@@ -129,7 +136,7 @@ def render_html(m: dict[str, Any]) -> str:
         f"<h1>Dry-run of a draft of <code>{html_text(m['rulebook_id'])}</code></h1>",
         _html_table(["", ""], [[k, v] for k, v in _headline(m)]),
         "<div class=\"charts\">",
-        svg.heatmap(list(VERDICTS), list(VERDICTS), matrix, "Verdict transitions (history → draft)"),
+        svg.heatmap(list(VERDICTS), list(VERDICTS), matrix, f"Verdict transitions ({_old_side(d)} → draft)"),
         svg.grouped_bars(drift, "Decisions by matched rule"),
         svg.grouped_bars(reasons, "Decisions by reason code"),
         svg.paired_series(months, "Review queue by month"),

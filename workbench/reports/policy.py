@@ -23,6 +23,7 @@ from workbench.engines import anomalies as anomaly_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import confidence as confidence_engine
 from workbench.engines import effectiveness as effectiveness_engine
+from workbench.reports import numbers
 from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
 from workbench.reports.registry import REPORTS
 
@@ -313,9 +314,8 @@ def policy_health(effectiveness: EffectivenessBody, anomalies: AnomalyBody, para
     rate, shifts = effectiveness["recommendation"], anomalies["recommendation"]
     metrics = effectiveness["metrics"]
     success_rate = metrics["success_rate"]
-    because = [f"{metrics['resolved_decisions']} resolved decisions, success rate "
-               + ("n/a" if success_rate is None else f"{success_rate:.1%}")
-               + f" ({rate})"]
+    # The state's words only where they are the state: the rate's own recommendation is `outcome_rates`.
+    because = [f"{metrics['resolved_decisions']} resolved decisions, success rate {numbers.rate(success_rate)}"]
     if shifts in ("investigate", "monitor") and anomalies["anomalies"]:
         because.append(anomalies["anomalies"][0]["reasons"][0])
     return {"state": _health_state(rate, shifts), "outcome_rates": rate, "anomalies": shifts,

@@ -315,7 +315,9 @@ def test_the_sweep_is_the_librarys_and_a_picked_point_sets_the_threshold(workben
     assert request is not None
     state.apply_sweep(state.compute_sweep(request))
     expected = sweep(state.draft, "pricing_exception", ("review_thin_margin", "margin_percent", 0),
-                     [10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0], scope="acme", dataset=home / "dataset")
+                     [10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0], scope="acme", dataset=home / "dataset",
+                     baseline=store.current_rulebook("acme", "pricing_exception"),
+                     baseline_source="newest inline version (no release)")  # what the page compares with
     assert state.sweep_result == expected and "swept 7 thresholds" in state.message
     columns = sweep_columns(expected)
     assert columns["threshold"] == [10.0, 15.0, 20.0, 25.0, 30.0, 35.0, 40.0]

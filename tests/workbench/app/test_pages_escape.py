@@ -54,7 +54,7 @@ def reports(recommendation: str = "monitor") -> PolicyReports:
 
 
 def test_anomaly_reasons_and_ids_are_text():
-    markdown = _anomalies(reports(), "acme", "pricing").object
+    markdown = _anomalies(reports(), None, "acme", "pricing").object
     assert not elements(markdown) & {"img", "b", "code", "script"}
     assert REASON in text(markdown) and "dec_`<b>2</b>`" in text(markdown)
     # The only links are the decision ids' own, to the Decisions page, the id URL-encoded.

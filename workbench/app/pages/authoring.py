@@ -16,6 +16,7 @@ from workbench.app.pages.rule_table import rule_table
 from workbench.app.pages.sweep import sweep_view
 from workbench.app.state.authoring import LIVE_DEBOUNCE_S, AuthoringState
 from workbench.app.store import DraftCheck
+from workbench.migration.baseline import compared_with
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
@@ -163,7 +164,8 @@ def live_markdown(live: dict[str, Any] | None, note_text: str) -> str:
     review = live["review_load"]
     counts = (f"**{live['decisions_evaluated']:,}** decisions replayed · **{live['decisions_changed']:,}** change "
               f"verdict · review queue {review['before']:,} → {review['after']:,}")
-    lines = [head, "", counts, ""]
+    baseline = f"*{md_text(compared_with(live.get('baseline')).capitalize())}.*"
+    lines = [head, "", baseline, "", counts, ""]
     lines += [f"- {label}: **{md_text(text)}**" for label, text in impact_rows(live["impact"])]
     if note_text:
         lines += ["", f"*{md_text(note_text)}*"]

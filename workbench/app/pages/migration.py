@@ -14,6 +14,7 @@ import panel as pn
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.migration import Computed, MigrationState, Refused
+from workbench.migration.baseline import compared_with
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
@@ -31,10 +32,12 @@ def table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 def transition_matrix(result: dict[str, Any]) -> pd.DataFrame:
-    """old verdict (rows) × draft verdict (columns), from the result's `transitions`."""
+    """Baseline verdict (rows: the current version's, or the history's) × draft verdict (columns),
+    from the result's `transitions`."""
     counts = {(t["from"], t["to"]): t["count"] for t in result["transitions"]}
+    old_side = "current" if (result.get("baseline") or {}).get("kind") == "version" else "history"
     return pd.DataFrame({f"draft: {new}": [counts.get((old, new), 0) for old in VERDICTS] for new in VERDICTS},
-                        index=[f"history: {old}" for old in VERDICTS])
+                        index=[f"{old_side}: {old}" for old in VERDICTS])
 
 
 def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
@@ -43,6 +46,7 @@ def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
     review = result["review_load"]
     impact = "  \n".join(f"{label}: **{md_text(text)}**" for label, text in impact_rows(result["impact"]))
     summary = (
+        f"*{md_text(compared_with(result.get('baseline')).capitalize())}.*  \n"
         f"**{result['decisions_evaluated']}** decisions replayed · **{result['decisions_changed']}** change verdict · "
         f"**{result['decisions_unreplayable']}** could not be replayed (no stored facts)  \n"
         f"{impact}  \n"
@@ -136,8 +140,10 @@ def migration_page(state: MigrationState) -> pn.viewable.Viewable:
                                                 button_type="success")
                         for name, path in exported.items() if name != "report.md"])
 
+    against = pn.widgets.RadioButtonGroup.from_param(state.param.against, name="Compare with",
+                                                     css_classes=["dry-run-baseline"])
     return pn.Column(
-        pn.Row(run, progress, export, shadow, activate, align="center"),
+        pn.Row(run, against, progress, export, shadow, activate, align="center"),
         confirmation_box(state.param.proposal, state.confirmation_text, state.confirm, state.cancel, "migration"),
         note(state.param.message),
         pn.bind(downloads, state.param.exported),

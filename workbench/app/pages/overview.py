@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import panel as pn
 import polars as pl
 from bokeh.models import ColumnDataSource, FactorRange, Range1d
@@ -11,7 +13,8 @@ from bokeh.plotting import figure
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
 from workbench.app.pages.links import decision_href
-from workbench.app.state.overview import OverviewState
+from workbench.app.state.overview import OverviewState, listed_anomalies
+from workbench.reports import numbers
 from workbench.reports.policy import BenchmarkReport, Health, PolicyReports
 from workbench.reports.textsafe import html_text, md_text
 
@@ -24,7 +27,7 @@ def _benchmark_caption(benchmarks: BenchmarkReport) -> str:
     cross = benchmarks["cross_customer"]
     success = cross["percentiles"].get("success_rate")  # only metrics with enough cohort values
     p50 = success["p50"] if success else None
-    return f"cohort p50 {p50}" if p50 is not None else f"cohort: {cross['status']}"
+    return f"cohort p50 {numbers.rate(p50)}" if p50 is not None else f"cohort: {cross['status']}"
 
 
 def _card_values(reports: PolicyReports) -> list[Card]:
@@ -39,14 +42,22 @@ def _card_values(reports: PolicyReports) -> list[Card]:
          f"{effectiveness['sample']['decisions_considered']} decisions"),
         ("Decision confidence", confidence["score"], confidence["level"]),
         ("Anomalies", anomalies["anomaly_count"], anomalies["recommendation"]),
-        ("Benchmark", benchmarks["your_metrics"]["success_rate"], _benchmark_caption(benchmarks)),
+        ("Benchmark", benchmarks["your_metrics"]["success_rate"], _benchmark_caption(benchmarks)),  # a rate
     ]
+
+
+# The cards' figures in the one voice (workbench.reports.numbers): a rate as a percentage at one
+# decimal (as its caption's cohort p50), a score at three decimals.
+RATE_CARDS = frozenset({"Benchmark"})
+RATE_FORMAT = "{value:." + str(numbers.RATE_PLACES) + "%}"
+SCORE_FORMAT = "{value:." + str(numbers.SCORE_PLACES) + "f}"
 
 
 def _card(title: str, value: float | int | None, caption: str) -> pn.indicators.Number:
     # Panel puts a Number's name into HTML as it is: escape the caption (report text).
     return pn.indicators.Number(name=html_text(f"{title} · {caption}"), value=value if value is not None else 0,
-                                format="{value:.3f}" if isinstance(value, float) else "{value}",
+                                format=(RATE_FORMAT if title in RATE_CARDS else SCORE_FORMAT) if isinstance(value, float)
+                                else "{value}",
                                 font_size="28pt", title_size="10pt", css_classes=["report-card"])
 
 
@@ -67,22 +78,37 @@ def _health_markdown(health: Health | None) -> str:
             + (f" · {because}" if because else ""))
 
 
-def _anomalies(reports: PolicyReports | None, scope: str, policy: str) -> pn.viewable.Viewable:
+def _anomalies(reports: PolicyReports | None, every: list[dict[str, Any]] | None, scope: str,
+               policy: str) -> pn.viewable.Viewable:
     if not reports:
         return pn.pane.Markdown("")
-    items = reports["anomalies"]["anomalies"]
+    items, heading = listed_anomalies(reports, every)
     if not items:
         return pn.pane.Markdown("**No anomaly above the threshold.**")
-    lines = ["### Anomalies"]
+    lines = [f"### {heading}"]
     for item in items:  # reasons quote versions, actions and rule ids that callers chose: text only
         reasons = item["reasons"]
         # Each decision id links to the Decisions page with it open (a shareable URL).
         ids = ", ".join(f"[{md_text(i)}]({decision_href(scope, policy, i)})" for i in item["decision_ids"][:5])
         lines.append(f"- **{md_text(reasons[0] if reasons else item['kind'])}**  \n"
-                     f"  {md_text(item['severity'])} · score {item['anomaly_score']:.2f} · "
+                     f"  {md_text(item['severity'])} · score {numbers.score(item['anomaly_score'])} · "
                      + "; ".join(md_text(reason) for reason in reasons[1:])
                      + (f"  \n  decisions: {ids}" if ids else ""))
     return pn.pane.Markdown("\n".join(lines), css_classes=["anomalies"], sizing_mode="stretch_width")
+
+
+def _show_every(state: OverviewState) -> pn.viewable.Viewable:
+    """"Show all 7 anomalies" while the report lists fewer than it counts (and none is asked yet)."""
+    def button(reports: PolicyReports | None, every: list[dict[str, Any]] | None) -> pn.viewable.Viewable:
+        if not reports or every is not None:
+            return pn.Spacer(height=0)
+        count = reports["anomalies"]["anomaly_count"]
+        if len(reports["anomalies"]["anomalies"]) >= count:
+            return pn.Spacer(height=0)
+        show = pn.widgets.Button(name=f"Show all {count} anomalies", css_classes=["show-every-anomaly"])
+        show.on_click(lambda _: state.show_every_anomaly())
+        return show
+    return pn.Column(pn.bind(button, state.param.reports, state.param.every_anomaly))
 
 
 def _mark_versions(plot: figure, months: list[str], versions: pl.DataFrame | None) -> None:
@@ -136,7 +162,8 @@ def overview_page(state: OverviewState, policies: list[str]) -> pn.viewable.View
         pn.Row(policy, limit),
         note(state.param.message),
         pn.bind(_cards, state.param.reports),
-        pn.bind(_anomalies, state.param.reports, state.param.scope, state.param.policy_id),
+        pn.bind(_anomalies, state.param.reports, state.param.every_anomaly, state.param.scope, state.param.policy_id),
+        _show_every(state),
         pn.bind(_course, state.param.series, state.param.versions),
         name="Overview",
     )

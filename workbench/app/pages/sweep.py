@@ -16,6 +16,8 @@ from bokeh.models.renderers import DataRenderer
 from bokeh.plotting import figure
 
 from workbench.app.state.authoring import AuthoringState, comparison_key, comparison_label
+from workbench.migration.impact import NET_PLACES
+from workbench.reports import numbers
 from workbench.reports.textsafe import md_text
 
 # (figure member, label, colour): each plotted as its rate of the decisions replayed, in %.
@@ -45,11 +47,12 @@ def sweep_frame(result: dict[str, Any]) -> pd.DataFrame:
         interval, rate = figure.get("interval_95"), figure.get("rate")
         if rate is None or interval is None:
             return f"{figure['count']:,}"
-        return f"{figure['count']:,} ({100 * rate:.1f}%, 95% {100 * interval[0]:.1f}–{100 * interval[1]:.1f}%)"
+        return f"{figure['count']:,} ({numbers.rate(rate)}, 95% {numbers.rate_interval(*interval)})"
 
     # The threshold as the draft will hold it (100, 0.3: never 0.30000000000000004).
     rows = [{"threshold": f"{p['threshold']:.12g}", **{name: cell(p[name]) for name, _, _ in SERIES},
-             "net_effect": p["expected_net_effect"].get("per_decision"), "immature": p["immature"]["count"]}
+             "net_effect": numbers.signed(p["expected_net_effect"].get("per_decision"), NET_PLACES),
+             "immature": p["immature"]["count"]}
             for p in result["points"]]
     return pd.DataFrame(rows)
 

@@ -1,4 +1,5 @@
-"""Migration: the author's draft against the current version over full history: the empirical
+"""Migration: the author's draft against the version production runs (or, as a second view, the
+stored history) over full history: the empirical
 dry-run beside the exact semantic diff, one-click export of the manifest and report, promotion."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from gate.errors import GateError
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.releases import arm_shares, impact_text
-from workbench.app.store import WorkbenchStore, require
+from workbench.app.store import CURRENT, HISTORY, WorkbenchStore, require
+from workbench.migration.baseline import compared_with
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
 
@@ -44,6 +46,9 @@ class MigrationState(param.Parameterized):
     seconds = param.Number(default=None, allow_None=True)
     message = param.String(default="")
     proposal = param.Dict(default=None, allow_None=True, doc="a release move awaiting confirmation")
+    against: param.Selector[str] = param.Selector(default=CURRENT, objects=[CURRENT, HISTORY],
+                             doc="what the dry-run compares the draft with: the version production runs "
+                                 "(current) or the verdicts stored in history (history); workbench.migration.baseline")
 
     def __init__(self, store: WorkbenchStore, authoring: AuthoringState, export_root: Path, rights: Rights,
                  **params: Any) -> None:
@@ -99,7 +104,7 @@ class MigrationState(param.Parameterized):
         rulebook_id = self.rulebook_id or draft["rulebook_id"]
         started = time.perf_counter()
         try:
-            run = self.store.dry_run(self.scope, rulebook_id, draft)
+            run = self.store.dry_run(self.scope, rulebook_id, draft, against=self.against)
             semantic = self.store.semantic_diff(self.scope, rulebook_id, draft)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc)}
@@ -118,8 +123,8 @@ class MigrationState(param.Parameterized):
                 self._run, self.semantic, self.seconds = run, computed["semantic"], computed["seconds"]
                 self.result = run.result.to_dict()
                 self.message = (f"{self.result['decisions_evaluated']} decisions replayed, "
-                                f"{self.result['decisions_changed']} change verdict "
-                                f"({self.seconds:.2f} s)")
+                                f"{self.result['decisions_changed']} change verdict ({self.seconds:.2f} s), "
+                                f"{compared_with(self.result['baseline'])}")
         finally:
             self.running = False
 

@@ -22,6 +22,8 @@ class OverviewState(param.Parameterized):
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
     versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")
+    every_anomaly = param.Parameter(default=None, doc="every finding of the anomaly report when asked for "
+                                                      "(`show_every_anomaly`); None: the report's listed ones")
 
     def __init__(self, store: WorkbenchStore, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
@@ -30,6 +32,7 @@ class OverviewState(param.Parameterized):
 
     @param.depends("scope", "policy_id", "limit", watch=True)
     def refresh(self) -> None:
+        self.every_anomaly = None
         if not (self.scope and self.policy_id):
             self.reports, self.series, self.versions = None, None, None
             self.message = "pick a scope and a policy"
@@ -44,6 +47,25 @@ class OverviewState(param.Parameterized):
             self.message = f"the dataset cannot be used: {exc}"
             return
         self.message = status_line(reports)
+
+
+    def show_every_anomaly(self) -> None:
+        """List every anomaly the report counts, not only the strongest it lists."""
+        if self.reports is not None:
+            try:
+                self.every_anomaly = self.store.every_anomaly(self.scope, self.policy_id, limit=self.limit)
+            except DatasetError as exc:
+                self.message = f"the dataset cannot be used: {exc}"
+
+
+def listed_anomalies(reports: PolicyReports, every: list[Any] | None) -> tuple[list[Any], str]:
+    """The anomalies to list and their heading: "5 of 7 anomalies (the strongest)" when the report
+    lists fewer than it counts, "7 anomalies" when every one is listed."""
+    count = reports["anomalies"]["anomaly_count"]
+    items = list(every if every is not None else reports["anomalies"]["anomalies"])
+    if len(items) < count:
+        return items, f"{len(items)} of {count} anomalies (the strongest first)"
+    return items, f"{count} {'anomaly' if count == 1 else 'anomalies'} (the strongest first)"
 
 
 def status_line(reports: PolicyReports) -> str:
