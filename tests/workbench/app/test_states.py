@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from gate.principals import Principal
+from gate.releases.policy import DRY_RUN_AGE_RANGE
 from workbench.app.access import Identity, Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
@@ -24,6 +25,7 @@ from workbench.reports.policy import (
 )
 
 RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
+MAX_AGE = DRY_RUN_AGE_RANGE[1]
 OPERATOR = Rights.operator("tester")
 
 
@@ -415,3 +417,40 @@ def test_lint_groups_identical_findings_with_their_regions_most_severe_first(wor
     assert items[0]["severity"] == "warning" and items[0]["code"] == "undeclared_field"
     assert {(i["code"], i["message"]): i["count"] for i in items} == dict(said)
     assert [i["severity"] for i in items] == sorted((i["severity"] for i in items), key=["warning", "info"].index)
+
+
+def test_a_guarded_activation_from_the_migration_page_carries_the_exported_manifest(workbench_home, tmp_path):
+    """Where the scope requires a dry-run (issue 42, guarded activation), Request activation passes
+    the exported, signed manifest itself; without an export it is refused and nothing moves."""
+    store, _, _ = workbench_home
+    admin = (Principal.operator("test-admin"), frozenset({"admin", "approve"}))
+    store.releases.set_policy("acme", *admin, {"require_dry_run": True}, partial=True)
+    authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    authoring.load_current()
+    draft = copy.deepcopy(authoring.draft)
+    draft["version"] = "2026-12-02"
+    draft["rules"][0]["condition"]["value"] = 14
+    authoring.draft_text = json.dumps(draft, indent=2)
+    state = MigrationState(store, authoring, tmp_path, OPERATOR, scope="acme", rulebook_id="pricing_exception")
+    state.run()
+    state.request_activation()
+    state.confirm()
+    assert "RELEASE_DRY_RUN_REQUIRED" in state.message  # no export yet: refused
+
+    def active() -> str | None:
+        release = store.release_status("acme", "pricing_exception")["state"]["active"]
+        return release["version"] if release else None
+
+    assert active() != "2026-12-02"
+    state.export()
+    manifest = json.loads(Path(state.exported["migration.json"]).read_text())
+    state.request_activation()
+    state.confirm()  # the fixture's history ends months ago: older than the default bound of 7 days
+    assert "RELEASE_DRY_RUN_REJECTED" in state.message and "dry_run_max_age_seconds" in state.message
+    store.releases.set_policy("acme", *admin, {"dry_run_max_age_seconds": MAX_AGE}, partial=True)
+    state.request_activation()
+    state.confirm()
+    assert "is active" in state.message, state.message
+    assert active() == "2026-12-02"
+    assert store.release_status("acme", "pricing_exception")["history"][-1]["migration_manifest_hash"] == \
+        manifest["migration_hash"]

@@ -12,6 +12,7 @@ from typing import Any, TypedDict, final
 import param
 
 from gate.errors import GateError
+from gate.releases.policy import needs_dry_run
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.releases import arm_shares, impact_text
@@ -194,9 +195,13 @@ class MigrationState(param.Parameterized):
             return
         body: dict[str, Any] = {"action": action, "version": draft["version"],
                                 "reason": f"from the Migration page ({'shadow' if action == 'shadow' else 'activation'})"}
-        manifest = self._manifest_hash()
+        manifest = self._exported_manifest()
         if manifest is not None:
-            body["migration_manifest_hash"] = manifest
+            body["migration_manifest_hash"] = manifest.get("migration_hash")
+            if needs_dry_run(self.store.releases.policy(self.scope), action, None):
+                # The scope asks for the evidence itself (guarded activation, docs/releases.md):
+                # the exported, signed manifest of this draft's dry-run, checked in full.
+                body["migration_manifest"] = manifest
         permissions = self.rights.permissions_in(self.scope)
         try:
             outcome = self.store.promote(self.scope, draft, permissions)
@@ -216,13 +221,13 @@ class MigrationState(param.Parameterized):
             self.message = (f"{draft['rulebook_id']} version {draft['version']} is in shadow beside live decides "
                             f"(release event {event['seq']})")
 
-    def _manifest_hash(self) -> str | None:
-        """The exported manifest's `migration_hash`, when this draft's dry-run was exported."""
+    def _exported_manifest(self) -> dict[str, Any] | None:
+        """The exported `migration.json`, when this draft's dry-run was exported (and names a hash)."""
         path = (self.exported or {}).get("migration.json")
         if path is None:
             return None
         try:
-            digest = json.loads(Path(path).read_text(encoding="utf-8")).get("migration_hash")
+            manifest = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return digest if isinstance(digest, str) else None
+        return manifest if isinstance(manifest, dict) and isinstance(manifest.get("migration_hash"), str) else None
