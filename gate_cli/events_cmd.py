@@ -81,6 +81,8 @@ def cmd_events(args) -> int:
 
 
 def _run(args, service, settings) -> int:
+    from workbench.reports.deliveries import delivery_lines
+
     command = args.events_command
     if command == "dispatch":
         return _dispatch(args, service, settings)
@@ -109,24 +111,8 @@ def _run(args, service, settings) -> int:
         print(f"queued {service.replay(args.scope, args.id, replay)} event(s)")
         return 0
     report = service.deliveries(args.scope, args.id)
-    print(json.dumps(report, indent=2) if args.json else deliveries_text(report))
+    print(json.dumps(report, indent=2) if args.json else "\n".join(delivery_lines(report)))
     return 0
-
-
-def deliveries_text(report: dict[str, Any]) -> str:
-    sub = report["subscription"]
-    rate = "no attempts yet" if report["success_rate"] is None else (
-        f"{report['success_rate'] * 100:.1f}% of {report['attempts']} attempts succeeded")
-    lines = [f"{sub['subscription_id']} → {sub['url']} ({sub['status']})",
-             f"  {rate}; lag {report['lag']} event(s); {report['pending_replays']} replay(s) pending",
-             (f"  latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
-              f"(last {report['latency_window']} successful attempts)")]
-    if sub["disabled_reason"]:
-        lines.append(f"  disabled: {sub['disabled_reason']}")
-    for failure in report["last_failures"]:
-        lines.append(f"  failed {failure['attempted_at']} seq {failure['seq']} status {failure['status_code']}: "
-                     f"{failure['excerpt']!r}")
-    return "\n".join(lines)
 
 
 def _dispatch(args, service, settings) -> int:

@@ -18,11 +18,14 @@ import pytest
 from tests.browser.conftest import Workbench, screenshot, wait_for_rows
 from tests.workbench.hostile_ledger import (
     HOSTILE_ACTION,
+    HOSTILE_ANSWER,
     HOSTILE_FACT,
+    HOSTILE_HOOK,
     HOSTILE_VALUE,
     HOSTILE_VERSION,
     RULEBOOK_ID,
     SCOPE,
+    add_hostile_subscription,
     build_hostile_ledger,
 )
 from tests.workbench.markup_support import assert_report_is_text
@@ -39,6 +42,7 @@ WATCH = """document.addEventListener('securitypolicyviolation', e => {
 def hostile(tmp_path_factory):
     home = tmp_path_factory.mktemp("hostile-home")
     ids = build_hostile_ledger(home)
+    add_hostile_subscription(home)
     server = Workbench(home, ["--refresh"])
     yield server, ids
     server.stop()
@@ -120,6 +124,12 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
     page.get_by_role("button", name="Export manifest and report").click()
     see(page, "exported to")
     assert_clean(page, "migration")
+
+    tab(page, "Events")  # issue 44: a subscription's URL and a receiver's answer are text
+    see(page, HOSTILE_HOOK)
+    see(page, HOSTILE_ANSWER)
+    see(page, "status 503")
+    assert_clean(page, "events")
 
     folders = sorted((server.home / "migration-reports").iterdir())
     assert folders

@@ -41,6 +41,29 @@ def _body(version: str, index: int) -> dict:
     return body
 
 
+HOSTILE_HOOK = "http://127.0.0.1:9/<script>alert(1)</script>"  # a URL its tenant chose (no spaces: allowed)
+HOSTILE_ANSWER = "<img src=x onerror=alert(1)> is down"  # what a receiver answered
+
+
+def add_hostile_subscription(home: Path) -> str:
+    """A webhook subscription of scope `acme` whose URL and last failed answer are markup (the
+    Events page must show both as text); its id."""
+    from gate.ledger import Ledger
+    from gate.services.events import EventService
+
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    try:
+        events = EventService(ledger, allow_hosts={"127.0.0.1"})
+        view, _secret = events.subscribe(SCOPE, "key_test", {"url": HOSTILE_HOOK})
+        events.outbox.record_attempt({
+            "subscription_id": view["subscription_id"], "scope": SCOPE, "seq": 1, "event_id": "evt_hostile",
+            "attempted_at": "2026-04-02T09:00:00.000Z", "ok": 0, "status_code": 503, "latency_ms": 12,
+            "excerpt": HOSTILE_ANSWER, "replay": 0})
+        return str(view["subscription_id"])
+    finally:
+        ledger.dispose()
+
+
 def build_hostile_ledger(home: Path) -> list[str]:
     """The decisions above in scope `acme`, months 1–4 (the hostile version in months 3–4),
     executions and outcomes for the approvals; their decision ids, oldest first."""

@@ -37,6 +37,7 @@ from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.services.chains import AuditChainService, inclusion_for
 from gate.services.decide import DecisionService, with_releases
+from gate.services.events import EventService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
@@ -158,6 +159,9 @@ class WorkbenchStore:
         self.releases = with_releases(self.service)  # the one ReleaseService (docs/releases.md)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
+        # Events out (docs/events.md): the API's service; the page reads deliveries and queues
+        # replays, which the gate's dispatchers send.
+        self.events = EventService(ledger, self.clock)
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
@@ -544,6 +548,21 @@ class WorkbenchStore:
         principal that made the request). Raises GateError with the API's codes."""
         event, _created = self.releases.act(scope, principal, permissions, rulebook_id, body)
         return event
+
+    def event_deliveries(self, scope: str, permissions: frozenset[str]) -> list[dict[str, Any]]:
+        """Each webhook subscription of `scope` with its deliveries (`EventService.deliveries`),
+        for a session holding `admin` there (GateError otherwise, like the API's routes)."""
+        require(permissions, "admin")
+        return [self.events.deliveries(scope, sub["subscription_id"]) for sub in self.events.listed(scope)]
+
+    def event_replay(self, scope: str, permissions: frozenset[str], subscription_id: str, seq: int) -> int:
+        require(permissions, "admin")
+        return self.events.replay(scope, subscription_id, {"seq": seq})
+
+    def event_subscription_status(self, scope: str, permissions: frozenset[str], subscription_id: str,
+                                  status: str) -> dict[str, Any]:
+        require(permissions, "admin")
+        return self.events.set_status(scope, subscription_id, status)
 
     def release_policy(self, scope: str) -> dict[str, Any]:
         return self.releases.policy(scope).to_json()

@@ -13,6 +13,7 @@ import param
 from workbench.app.access import Identity, Rights, roles_text
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
+from workbench.app.pages.events import events_page
 from workbench.app.pages.links import (
     PAGES,
     QUERY,
@@ -26,6 +27,7 @@ from workbench.app.pages.overview import overview_page
 from workbench.app.pages.releases import releases_page
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
+from workbench.app.state.events import EventsState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.state.releases import ReleasesState
@@ -55,6 +57,7 @@ class Session(param.Parameterized):
         self.authoring = AuthoringState(store)
         self.migration = MigrationState(store, self.authoring, export_root, rights)
         self.releases = ReleasesState(store, rights, dry_run_result=lambda: self.migration.result)
+        self.events = EventsState(store, rights)
         self.describe_dataset()
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
@@ -66,6 +69,7 @@ class Session(param.Parameterized):
         self.authoring.param.watch(lambda e: self._to_link(draft=draft_for_url(e.new)), "draft_text")
         # The Releases page reads the release again when it opens and after Migration moves it.
         self.param.watch(lambda e: self.releases.refresh() if e.new == "releases" else None, "page")
+        self.param.watch(lambda e: self.events.refresh() if e.new == "events" else None, "page")
         self.migration.param.watch(lambda _e: self.releases.refresh(), "message")
 
     def _to_link(self, **values: str) -> None:
@@ -81,7 +85,7 @@ class Session(param.Parameterized):
         if self.scope and self.scope not in self.scopes:  # SECURITY: only granted scopes
             self.scope = ""
             return
-        for state in (self.overview, self.decisions, self.authoring, self.migration, self.releases):
+        for state in (self.overview, self.decisions, self.authoring, self.migration, self.releases, self.events):
             state.scope = self.scope
         self.decisions.selected, self.decisions.detail = "", None  # another scope's decision is not shown
         names = self.store.policies(self.scope) if self.scope else []
@@ -151,6 +155,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
             authoring_page(session.authoring, names),
             migration_page(session.migration),
             releases_page(session.releases),
+            events_page(session.events),
             dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
         )
         tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import param
 
-PAGES = ("overview", "decisions", "authoring", "migration", "releases")
+PAGES = ("overview", "decisions", "authoring", "migration", "releases", "events")
 QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft"}
 DRAFT_URL_LIMIT = 8000  # characters of draft text kept in the URL; a longer draft is left out
 ID_LIMIT = 200
