@@ -190,7 +190,8 @@ def build_store(settings, dataset: str | None, cluster: str | None = None, *, al
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
     return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
-                          home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale)
+                          home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale,
+                          webhook_allow_hosts=settings.webhook_allow_hosts)
 
 
 def cmd_workbench(args) -> int:

@@ -148,7 +148,7 @@ class WorkbenchStore:
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
                  exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False,
                  cluster: str | None = None, home: Path | None = None, allow_unsigned: bool = False,
-                 allow_stale: bool = False) -> None:
+                 allow_stale: bool = False, webhook_allow_hosts: tuple[str, ...] = ()) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
@@ -159,9 +159,9 @@ class WorkbenchStore:
         self.releases = with_releases(self.service)  # the one ReleaseService (docs/releases.md)
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
-        # Events out (docs/events.md): the API's service; the page reads deliveries and queues
-        # replays, which the gate's dispatchers send.
-        self.events = EventService(ledger, self.clock)
+        # Events out (docs/events.md): the API's service, with the operator's allowance of hosts
+        # inside (GATE_WEBHOOK_ALLOW_HOSTS); the gate's dispatchers send what the page queues.
+        self.events = EventService(ledger, self.clock, allow_hosts=webhook_allow_hosts, signing=signing)
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
@@ -554,6 +554,12 @@ class WorkbenchStore:
         for a session holding `admin` there (GateError otherwise, like the API's routes)."""
         require(permissions, "admin")
         return [self.events.deliveries(scope, sub["subscription_id"]) for sub in self.events.listed(scope)]
+
+    def event_subscribe(self, scope: str, principal: Principal, permissions: frozenset[str],
+                        body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """A new subscription made by the session's principal (its secret, shown this once)."""
+        require(permissions, "admin")
+        return self.events.subscribe(scope, principal.actor, body)
 
     def event_replay(self, scope: str, permissions: frozenset[str], subscription_id: str, seq: int) -> int:
         require(permissions, "admin")

@@ -17,6 +17,7 @@ def test_admins_see_deliveries_replay_and_disable_and_others_are_refused(workben
     from gate.services.events import EventService
 
     store, _, _ = workbench_home
+    store.events.allow_hosts = frozenset({"127.0.0.1"})  # as GATE_WEBHOOK_ALLOW_HOSTS=127.0.0.1
     maker = EventService(store.ledger, allow_hosts={"127.0.0.1"})
     view, _secret = maker.subscribe("acme", "key_test", {"url": "http://127.0.0.1:9/hook", "from": "beginning"})
     sid = view["subscription_id"]
@@ -30,6 +31,12 @@ def test_admins_see_deliveries_replay_and_disable_and_others_are_refused(workben
     assert report == store.events.deliveries("acme", sid)  # the API's figures, unchanged
     shown = "\n".join(delivery_lines(report, md_text))
     assert "0.0% of 1 attempts succeeded" in shown and "status 500" in shown and "<b>" not in shown
+    admin.subscribe("http://10.1.2.3/hook", ["release.halted"])  # inside, and not allowed by name
+    assert "subscription refused (EVENT_TARGET_REFUSED)" in admin.message and admin.secret == ""
+    admin.subscribe("http://127.0.0.1:8/hook", ["release.halted"])
+    assert admin.secret.startswith("whsec_") and "not shown again" in admin.message
+    made = [r["subscription"] for r in admin.subscriptions if r["subscription"]["subscription_id"] != sid]
+    assert made[0]["event_types"] == ["release.halted"] and made[0]["created_by"] == "person:password-file#ada"
     admin.set_status(sid, "disabled")
     assert admin.subscriptions[0]["subscription"]["status"] == "disabled"
     admin.replay(sid, 999)
@@ -39,6 +46,9 @@ def test_admins_see_deliveries_replay_and_disable_and_others_are_refused(workben
     assert viewer.subscriptions == [] and "WORKBENCH_PERMISSION_DENIED" in viewer.message
     viewer.set_status(sid, "active")
     assert "WORKBENCH_PERMISSION_DENIED" in viewer.message
+    viewer.subscribe("http://127.0.0.1:8/other", [])
+    assert "WORKBENCH_PERMISSION_DENIED" in viewer.message and viewer.secret == ""
+    assert len(store.events.listed("acme")) == 2
     assert store.events.show("acme", sid)["status"] == "disabled"  # nothing changed
     other = EventsState(store, person("ada", "admin"), scope="globex")
     other.refresh()

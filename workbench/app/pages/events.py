@@ -10,6 +10,7 @@ from typing import Any
 
 import panel as pn
 
+from gate.events.cloudevent import EVENT_TYPES
 from workbench.app.pages.common import note
 from workbench.app.state.events import EventsState
 from workbench.reports.deliveries import delivery_lines
@@ -28,6 +29,23 @@ def _subscription(state: EventsState, report: dict[str, Any]) -> pn.viewable.Vie
                      pn.Row(seq, replay, toggle, align="end"), sizing_mode="stretch_width")
 
 
+def _secret_text(secret: str) -> str:
+    return f"secret (shown once): `{md_text(secret)}`" if secret else ""
+
+
+def _subscribe_form(state: EventsState) -> pn.viewable.Viewable:
+    url = pn.widgets.TextInput(name="Receiver URL", placeholder="https://hooks.example.com/gate", width=360)
+    types = pn.widgets.MultiChoice(name="Event types (none: every type)", options=sorted(EVENT_TYPES), width=420)
+    subscribe = pn.widgets.Button(name="Subscribe", button_type="primary", css_classes=["events-subscribe"])
+    subscribe.on_click(lambda _e: state.subscribe(url.value or "", list(types.value or [])))
+    secret = pn.pane.Markdown(pn.bind(_secret_text, state.param.secret), css_classes=["events-secret"])
+    return pn.Column(pn.Row(url, types, subscribe, align="end"), secret, visible=state.may_manage())
+
+
+def _form_for_scope(state: EventsState, _scope: str) -> pn.viewable.Viewable:
+    return _subscribe_form(state)  # built again per scope: shown only to the scope's admins
+
+
 def events_page(state: EventsState) -> pn.viewable.Viewable:
     refresh = pn.widgets.Button(name="Refresh", css_classes=["events-refresh"])
     refresh.on_click(lambda _e: state.refresh())
@@ -40,6 +58,7 @@ def events_page(state: EventsState) -> pn.viewable.Viewable:
                                     "`POST /api/events/subscriptions` or `gate events subscribe` (docs/events.md).")
         return pn.Column(*(_subscription(state, report) for report in subscriptions), sizing_mode="stretch_width")
 
-    return pn.Column(pn.Row(refresh), note(state.param.message),
+    form = pn.bind(partial(_form_for_scope, state), state.param.scope)
+    return pn.Column(pn.Row(refresh), form, note(state.param.message),
                      pn.bind(body, state.param.subscriptions, state.param.scope),
                      sizing_mode="stretch_width", name="Events")

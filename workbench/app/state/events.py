@@ -18,6 +18,7 @@ class EventsState(param.Parameterized):
     scope = param.String(default="")
     subscriptions = param.List(default=[], doc="EventService.deliveries of each subscription")
     message = param.String(default="")
+    secret = param.String(default="", doc="a new subscription's secret, shown once, until the next action")
 
     def __init__(self, store: WorkbenchStore, rights: Rights, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
@@ -35,6 +36,22 @@ class EventsState(param.Parameterized):
             self.subscriptions = self.store.event_deliveries(self.scope, self.rights.permissions_in(self.scope))
         except GateError as exc:
             self.subscriptions, self.message = [], f"refused ({exc.code}): {exc}"
+
+    def subscribe(self, url: str, event_types: list[str]) -> None:
+        """Subscribe `url` to `event_types` (every type when empty); the secret is shown once."""
+        body: dict[str, Any] = {"url": url}
+        if event_types:
+            body["event_types"] = list(event_types)
+        try:
+            view, secret = self.store.event_subscribe(self.scope, self.rights.principal,
+                                                      self.rights.permissions_in(self.scope), body)
+        except GateError as exc:
+            self.secret, self.message = "", f"subscription refused ({exc.code}): {exc}"
+            return
+        self.secret = secret
+        self.message = (f"subscribed {view['subscription_id']}: copy its secret now, it is not shown again "
+                        "(verify deliveries with any Standard Webhooks library)")
+        self.refresh()
 
     def replay(self, subscription_id: str, seq: int) -> None:
         try:
