@@ -34,6 +34,8 @@ COST_UNITS_PER_DECIDE = 3
 
 # Every variable `Settings.from_env` reads: (name, default, meaning). `gate serve --help` prints
 # this table; tests check it against the variables read below and the README's table.
+DEFAULT_NATS_STREAM = "GATE_EVENTS"  # the JetStream stream's name (gate/events/stream.py)
+
 VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_HOME", "./var", "folder of the embedded ledger and keyring (created on first use)"),
     ("GATE_DATABASE_URL", "sqlite:///$GATE_HOME/gate.db", "ledger URL; postgresql://user@host/db in production"),
@@ -63,6 +65,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_CHECKPOINT_LOG", "$GATE_HOME/checkpoints.jsonl",
      "the gate's own witness log of signed chain checkpoints, outside the ledger; off: none"),
     ("GATE_CHECKPOINT_EVERY", "100", "append a chain's checkpoint to that log every N decisions; 0: on demand only"),
+    ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
+    ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
+    ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
+    ("GATE_NATS_URL", "", "publish every event to NATS JetStream at this server (empty: off)"),
+    ("GATE_NATS_STREAM", "GATE_EVENTS", "the JetStream stream the events go to"),
 )
 
 
@@ -185,7 +192,7 @@ class Settings:
                                       if h.strip()),
             events_dispatch=_flag(env.get("GATE_EVENTS_DISPATCH", "true"), "GATE_EVENTS_DISPATCH"),
             nats_url=env.get("GATE_NATS_URL") or None,
-            nats_stream=env.get("GATE_NATS_STREAM", "GATE_EVENTS"),
+            nats_stream=env.get("GATE_NATS_STREAM", DEFAULT_NATS_STREAM),
             events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
                                       50, 3_600_000),
         )

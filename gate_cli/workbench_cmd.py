@@ -71,7 +71,8 @@ def add_oidc_arguments(p) -> None:
     g.add_argument("--oidc-issuer", default=None, metavar="URL",
                    help="the provider's issuer URL (its /.well-known/openid-configuration is read at start; "
                         "https, or http on loopback) (default: none)")
-    g.add_argument("--oidc-client-id", default=None, metavar="ID", help="this workbench's client id at the provider")
+    g.add_argument("--oidc-client-id", default=None, metavar="ID",
+                   help="this workbench's client id at the provider (required with --oidc-issuer; default: none)")
     g.add_argument("--oidc-client-secret-file", type=Path, default=None, metavar="FILE",
                    help=f"a file holding the client secret (default: ${OIDC_SECRET_ENV}; neither: a public "
                         "client, PKCE alone)")

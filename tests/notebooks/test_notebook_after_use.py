@@ -88,7 +88,8 @@ def test_scripts_notebooks_runs_migration_impact_after_use(used_demo, tmp_path):
     # venv's stamp names other install inputs: refuse instead, as test_notebook_command does.
     require_bootstrapped_venv(ROOT)
     env = {key: value for key, value in os.environ.items() if not key.startswith("GATE_")}
-    env.update(GATE_DATASET=str(used_demo / "refreshed"), GATE_HOME=str(tmp_path / "home"))
+    env.update(GATE_DATASET=str(used_demo / "refreshed"), GATE_HOME=str(tmp_path / "home"),
+               GATE_SIGNING_KEY_FILE=str(used_demo / "signing-keys.json"))  # the key that signed the export
     env.pop("PYTHONPATH", None)
     done = subprocess.run([str(ROOT / "scripts" / "notebooks"), "--only", "migration_impact"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1800)

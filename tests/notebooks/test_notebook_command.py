@@ -105,7 +105,9 @@ def outputs(notebook: dict) -> list[dict]:
 
 
 def test_the_readme_command_runs_every_notebook_from_a_fresh_clone(clone, demo_dataset):
+    # What scripts/demo leaves in var/: the signed dataset and the keyring that signed it.
     shutil.copytree(demo_dataset["dataset"], clone / "var" / "dataset")
+    shutil.copy2(demo_dataset["home"] / "signing-keys.json", clone / "var" / "signing-keys.json")
     result = run(readme_command(), clone, clean_env())
     assert result.returncode == 0, result.stdout + result.stderr
     written = clone / "var" / "notebooks"

@@ -59,6 +59,7 @@ def test_anomaly_notebook_outputs_hold_caller_text_as_text(hostile_dataset, monk
 
     notebook = jupytext.read(ROOT / "notebooks" / "anomaly_investigation.py")
     monkeypatch.setenv("GATE_DATASET", str(hostile_dataset))
+    monkeypatch.setenv("GATE_HOME", str(hostile_dataset.parent))  # its keyring signed the export
     monkeypatch.setenv("GATE_SCOPE", SCOPE)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     NotebookClient(notebook, timeout=600, kernel_name="python3",

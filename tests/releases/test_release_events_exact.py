@@ -91,10 +91,12 @@ def test_a_whole_history_verifies_with_and_without_anchors():
     check = E.verify_history(history, ANCHORS)
     assert check.valid and check.events == 3 and check.problems == ()
     assert check.state == {**history[-1]["state"], "seq": 3, "head_event_hash": history[-1]["event_hash"]}
-    assert check.to_json() == {"valid": True, "events": 3, "problems": [], "state": check.state}
+    assert check.to_json() == {"valid": True, "events": 3, "problems": [], "state": check.state,
+                               "policy_changes": []}
     assert E.verify_history(history, None).valid
     assert E.history_document(SCOPE, "rb", history) == {"release_history_version": "release_history_v1",
-                                                        "scope_hash": SCOPE, "rulebook_id": "rb", "events": history}
+                                                        "scope_hash": SCOPE, "rulebook_id": "rb", "events": history,
+                                                        "governance": []}
 
 
 def _tampered(edit) -> list[dict]:

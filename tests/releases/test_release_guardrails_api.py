@@ -214,8 +214,8 @@ def test_an_approval_naming_another_version_with_its_own_hash_is_refused(client,
     approver = Api(client, issue_key(permissions="approve")["api_key"])
     author.publish(version("v1"))
     v2 = author.publish(version("v2", approve_limit=10)).json["rulebook"]
-    client.put("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 600},
-               headers=author.headers())
+    client.patch("/api/decision/release-policy", json={"require_approval": True, "approval_ttl_seconds": 600},
+                 headers=author.headers())
     pending = author.act("activate", version="v1").json["state"]["pending"][0]
     # v2 with v2's correct hash: a real version, the wrong one. Nothing is activated.
     other = approver.act("approve", request_seq=pending["request_seq"], version="v2", rulebook_hash=v2["hash"])

@@ -96,7 +96,7 @@ def test_gate_dry_run_writes_escaped_reports(hostile_dataset, tmp_path):
     draft.write_text(json.dumps(DRAFT))
     env = {**os.environ, "GATE_HOME": str(tmp_path / "home"), "GATE_REQUIRE_SIGNING": "false"}
     done = subprocess.run([GATE, "dry-run", "--rulebook-id", "refunds", "--draft", str(draft),
-                           "--dataset", str(hostile_dataset), "--out", str(tmp_path / "cli")],
+                           "--dataset", str(hostile_dataset), "--allow-unsigned", "--out", str(tmp_path / "cli")],
                           check=False, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert_report_is_text(tmp_path / "cli")

@@ -52,7 +52,9 @@ def test_a_sweep_names_its_leaf_history_and_approvals(root):
         "draft_hash": sha256_hex(DRAFT),
         "leaf": {"rule_id": "big", "field": "amount", "operator": "gt", "draft_value": 50.0, "occurrence": 0},
         "decisions_replayed": 4, "scalar_rows": 0, "as_of": "2026-01-14T00:00:00.000Z",
-        "cost_model": CostModel().to_dict()}
+        "cost_model": CostModel().to_dict(),
+        "baseline": {"kind": "history", "description": "the verdicts stored when each decision was made, "
+                                                      "by the version that ran then"}}
     assert [p["threshold"] for p in points] == [70, 0, 1000]
     # 70: 10 and 60 approved, 120 and 80 refused; 0: every amount refused; 1000: every amount approved.
     assert [p["approvals"] for p in points] == [

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.migration import MigrationState
 from workbench.app.store import CURRENT, HISTORY
@@ -22,7 +23,7 @@ def test_the_loaded_current_version_shows_no_change_live_and_on_the_migration_pa
     assert live["baseline"]["kind"] == "version" and live["baseline"]["version"] == authoring.draft["version"]
     assert live["decisions_evaluated"] > 0 and live["decisions_changed"] == 0
     assert live["review_load"]["before"] == live["review_load"]["after"]
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, Rights.operator("tester"), scope="acme", rulebook_id="pricing_exception")
     assert state.against == CURRENT
     state.run()
     assert state.result["decisions_changed"] == 0 and "compared with version" in state.message
@@ -63,7 +64,7 @@ def test_a_version_published_for_shadow_is_not_the_baseline(workbench_home, tmp_
     draft["version"] = "2026-12-09"
     draft["rules"][0]["condition"]["value"] = 15
     authoring.draft_text = json.dumps(draft)
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, Rights.operator("tester"), scope="acme", rulebook_id="pricing_exception")
     state.start_shadow()
     assert "in shadow" in state.message and store.current_rulebook("acme", "pricing_exception")["version"] == "2026-12-09"
     assert store.releases.running_rulebook("acme", "pricing_exception") is None

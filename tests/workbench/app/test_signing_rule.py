@@ -42,12 +42,13 @@ def keyless(tmp_path):
 
 def test_the_migration_page_export_is_refused_without_a_key(keyless):
     from workbench.app.state.authoring import AuthoringState
+    from workbench.app.access import Rights
     from workbench.app.state.migration import MigrationState
 
     store, home = keyless
     authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
     _draft(authoring)
-    state = MigrationState(store, authoring, home / "exports", scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, home / "exports", Rights.operator("tester"), scope="acme", rulebook_id="pricing_exception")
     state.run()
     assert state.result is not None and state.result["decisions_evaluated"] > 0
     assert state.result["source"]["dataset_key_id"] is None  # an unsigned dataset names no key
@@ -69,12 +70,13 @@ def test_the_workbench_refresh_is_refused_without_a_key(keyless):
 
 def test_with_a_key_the_page_export_is_signed(workbench_home, tmp_path):
     from workbench.app.state.authoring import AuthoringState
+    from workbench.app.access import Rights
     from workbench.app.state.migration import MigrationState
 
     store, _, _ = workbench_home
     authoring = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
     _draft(authoring)
-    state = MigrationState(store, authoring, tmp_path, scope="acme", rulebook_id="pricing_exception")
+    state = MigrationState(store, authoring, tmp_path, Rights.operator("tester"), scope="acme", rulebook_id="pricing_exception")
     state.run()
     state.export()
     manifest = json.loads((tmp_path.glob("*/migration.json").__next__()).read_text())
