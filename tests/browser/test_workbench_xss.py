@@ -126,7 +126,7 @@ def test_hostile_caller_text_is_text_on_every_page(watched, hostile):
     assert_clean(page, "migration")
 
     tab(page, "Events")  # issue 44: a subscription's URL and a receiver's answer are text
-    see(page, HOSTILE_HOOK)
+    see(page, HOSTILE_HOOK.split("/", 3)[3])  # the path part (the address itself may show as a link)
     see(page, HOSTILE_ANSWER)
     see(page, "status 503")
     assert_clean(page, "events")

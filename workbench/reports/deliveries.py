@@ -21,7 +21,8 @@ def delivery_lines(report: dict[str, Any], text: Callable[[str], str] = str) -> 
         head += f", disabled: {text(sub['disabled_reason'])}"
     lines = [head,
              f"- {outcome}; lag {report['lag']:,} event(s); {report['pending_replays']:,} replay(s) pending",
-             (f"- latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
+             ("- latency: no successful attempt yet" if report["latency_ms_p50"] is None else
+              f"- latency p50 {report['latency_ms_p50']} ms, max {report['latency_ms_max']} ms "
               f"(last {report['latency_window']} successful attempts)"),
              f"- event types: {text(', '.join(sub['event_types']))}"]
     for failure in report["last_failures"][:SHOWN_FAILURES]:
