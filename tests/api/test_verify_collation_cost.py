@@ -22,17 +22,13 @@ import pytest
 
 
 BOUND = 10
+# The three reproductions and the sweep's worst unit; benchmarks/bench_collation_pairs.py
+# sweeps every contraction and pair of classes (14,177 units) and exits 1 over the same bound.
 WORST = {
     "L + middle dot (contraction)": "L\u00b7",
     "Thai prevowel + consonant (contraction, reordered)": "\u0e40\u0e01",
     "U+07FD (a mark without an entry)": "\u07fd",
-    "U+0439 (decomposes to a contraction)": "\u0439",
-    "U+0CCA (decomposes to a two-part vowel contraction)": "\u0cca",
-    "U+0CCA U+0F73": "\u0cca\u0f73",
-    "breve + U+07FD (marks pulled forward)": "\u0306\u07fd",
     "U+07FD + U+0344 (decomposes to two marks)": "\u07fd\u0344",
-    "U+0F73 (decomposes to marks: one long run)": "\u0f73",
-    "cyrillic i + cedilla + breve (discontiguous)": "\u0438\u0327\u0306",
 }
 
 
