@@ -15,7 +15,7 @@ from gate.errors import GateError
 from gate.releases.policy import needs_dry_run
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
-from workbench.app.state.releases import arm_shares, impact_text
+from workbench.app.state.releases import confirmation_lines, impact_text
 from workbench.app.store import CURRENT, HISTORY, WorkbenchStore, require
 from workbench.migration.baseline import compared_with
 from workbench.migration.errors import DryRunError
@@ -167,12 +167,9 @@ class MigrationState(param.Parameterized):
         except GateError:  # never published here yet: no release state
             state = {"state": None, "policy": self.store.release_policy(self.scope)}
         required = bool(state["policy"].get("require_approval"))
-        return "\n".join([
-            f"Publish and activate {rulebook_id} version {version} in scope {self.scope}?",
-            f"Arm shares: {arm_shares(state['state'], 'activate', version, None)}",
-            f"Impact: {impact_text(self.result, rulebook_id, version)}",
-            "Approvals are required in this scope: this records a request that another person must approve."
-            if required else "This changes what production callers get as soon as it is confirmed."])
+        return confirmation_lines(f"Publish and activate {rulebook_id} version {version} in scope {self.scope}?",
+                                  state["state"], "activate", version, None,
+                                  impact_text(self.result, rulebook_id, version), required)
 
     def confirm(self) -> None:
         """Make the confirmed move: publish the draft and activate it (or request activation)."""

@@ -49,6 +49,19 @@ def impact_text(result: dict[str, Any] | None, rulebook_id: str, version: str) -
     return f"{changed}; {headline(result['impact'])}" if result.get("impact") else changed
 
 
+def confirmation_lines(question: str, state: dict[str, Any] | None, action: str, version: str,
+                       percent: float | None, impact: str, approval_required: bool) -> str:
+    """What a move that changes production says before it is confirmed (Releases and Migration
+    pages alike): the question, the arm shares after it, the impact headline, and whether it only
+    records a request for another person's approval."""
+    return "\n".join([
+        question,
+        f"Arm shares: {arm_shares(state, action, version, percent)}",
+        f"Impact: {impact}",
+        "Approvals are required in this scope: this records a request that another person must approve."
+        if approval_required else "This changes what production callers get as soon as it is confirmed."])
+
+
 class ReleasesState(param.Parameterized):
     scope = param.String(default="")
     rulebook_id = param.String(default="")
@@ -114,12 +127,9 @@ class ReleasesState(param.Parameterized):
         version, action = proposal["version"], proposal["action"]
         required = bool(self.store.release_policy(self.scope).get("require_approval"))  # as it is now
         verb = {"activate": "Activate", "canary": "Start a canary of"}[action]
-        return "\n".join([
-            f"{verb} {self.rulebook_id} version {version} in scope {self.scope}?",
-            f"Arm shares: {arm_shares((self.status or {}).get('state'), action, version, proposal.get('percent'))}",
-            f"Impact: {impact_text(self.dry_run_result(), self.rulebook_id, version)}",
-            "Approvals are required in this scope: this records a request that another person must approve."
-            if required else "This changes what production callers get as soon as it is confirmed."])
+        return confirmation_lines(f"{verb} {self.rulebook_id} version {version} in scope {self.scope}?",
+                                  (self.status or {}).get("state"), action, version, proposal.get("percent"),
+                                  impact_text(self.dry_run_result(), self.rulebook_id, version), required)
 
     def confirm(self) -> None:
         proposal, self.proposal = self.proposal, None
