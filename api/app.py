@@ -33,6 +33,7 @@ from api.routes import (
     workflows,
 )
 from api.routes import events as events_routes
+from api.routes import holds as holds_routes
 from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry, default_registry
 from gate.advisory.http import HttpLLMAdvisor
@@ -45,6 +46,7 @@ from gate.services.advisory import AdvisoryService
 from gate.services.chains import AuditChainService
 from gate.services.decide import DecisionService, with_releases
 from gate.services.events import Dispatcher, EventService
+from gate.services.holds import HoldService, HoldSweeper
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
@@ -123,6 +125,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
     release_service = with_releases(service, on_trip=record_guardrail_trip)
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing)
     events.on_attempt = record_webhook_attempt
+    holds = HoldService(ledger, signing, service.clock)
     return GateRuntime(
         settings=settings,
         ledger=ledger,
@@ -130,6 +133,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         service=service,
         releases=release_service,
         events=events,
+        holds=holds,
+        hold_sweeper=HoldSweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
                               if settings.nats_url else None) if settings.events_dispatch else None,
@@ -150,7 +155,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
 # (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
 ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
                         reference)
-ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases, events_routes)
+ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases, events_routes, holds_routes)
 
 
 def _mount_routes(app: Flask) -> None:

@@ -135,6 +135,18 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RELEASE_PERMISSION_DENIED": (403, "forbidden"),
     "RELEASE_IDEMPOTENCY_CONFLICT": (409, "idempotency_conflict"),
     "RELEASE_POLICY_INVALID": (400, "invalid_request"),
+    # Held actions (docs/holds.md): a refused step changes nothing; an open hold never approves.
+    "HOLD_NOT_FOUND": (404, "not_found"),
+    "HOLD_ALREADY_RESOLVED": (409, "hold_already_resolved"),
+    "HOLD_ALREADY_VOTED": (409, "hold_already_voted"),
+    "HOLD_CLAIMED": (409, "hold_claimed"),
+    "HOLD_NOT_ESCALABLE": (409, "hold_not_escalable"),
+    "HOLD_BUSY": (503, "unavailable"),
+    "HOLD_PERMISSION_DENIED": (403, "forbidden"),
+    "HOLD_FOUR_EYES": (403, "forbidden"),
+    "HOLD_NOT_A_MEMBER": (403, "forbidden"),
+    "HOLD_RESOLUTION_INVALID": (400, "invalid_request"),
+    "HOLD_POLICY_INVALID": (400, "invalid_request"),
     # Events out (docs/events.md): a refused subscription change changes nothing.
     "EVENT_SUBSCRIPTION_INVALID": (400, "invalid_request"),
     "EVENT_TARGET_REFUSED": (400, "invalid_request"),

@@ -271,6 +271,60 @@ EVENT_ENDPOINTS: tuple[Endpoint, ...] = (
              tags=("events",)),
 )
 
+# Held actions (docs/holds.md): the inbox, a hold's signed steps, the hold policy and chain, the wait.
+_HOLD = "/api/holds/{decision_id}"
+_HOLD_KEYED = {401: "missing or invalid key", 403: "key lacks resolve (or, under four eyes, asked for the action)"}
+_HOLD_ERRORS = AUTH_ERRORS + ("HOLD_NOT_FOUND", "LEDGER_UNAVAILABLE")
+_HOLD_STEP_ERRORS = BODY_ERRORS + _HOLD_ERRORS + (
+    "HOLD_PERMISSION_DENIED", "HOLD_FOUR_EYES", "HOLD_NOT_A_MEMBER", "HOLD_ALREADY_RESOLVED", "HOLD_ALREADY_VOTED",
+    "HOLD_CLAIMED", "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+_STEP_ANSWERS = {201: "{ok, event, hold}: the signed hold_event_v1 and the hold after it", 400: "malformed body",
+                 **_HOLD_KEYED, 404: "no such hold in this scope", 409: "already resolved, voted or claimed",
+                 413: "body too large", 415: MEDIA, 503: "busy or no signing key"}
+HOLD_ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("get", "/api/holds", "The scope's holds, soonest deadline first then most urgent: `state` (open, "
+             "approved, denied, expired, closed, all), `queue`, `limit` (1-500), `offset`.", True,
+             {200: "{ok, holds, count, total, counts}", 400: "bad query", 401: "missing or invalid key"},
+             errors=AUTH_ERRORS + ("REQUEST_INVALID",),
+             query=(("state", "string", "open (default), approved, denied, expired, closed or all"),
+                    ("queue", "string", "one queue only"),
+                    ("limit", "integer", "at most this many (default 50, at most 500)"),
+                    ("offset", "integer", "skip this many")), tags=("holds",)),
+    Endpoint("get", "/api/holds/policy", "The scope's hold policy: queues (deadline, quorum, members, "
+             "justification, escalation), routes by policy and rule, four eyes.", True,
+             {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",)),
+    Endpoint("put", "/api/holds/policy", "State the whole hold policy (needs `admin`): a signed `policy_set` step "
+             "of the scope's hold chain.", True,
+             {200: "{ok, policy, event}", 400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
+              413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED"),
+             request_body="HoldPolicy", tags=("holds",)),
+    Endpoint("get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) for offline checks "
+             "(`gate verify --hold-history`).", True, {200: "hold_history_v1", 401: "missing or invalid key"},
+             errors=AUTH_ERRORS, tags=("holds",)),
+    Endpoint("get", _HOLD, "One hold with its facts and its signed events.", True,
+             {200: "{ok, hold}", 401: "missing or invalid key", 404: "no such hold in this scope"},
+             errors=_HOLD_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/resolve", "A reviewer's vote `{decision: approve | deny, reason_code, note?}` (needs "
+             "`resolve`); it closes the hold when it denies or completes the queue's quorum.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, request_body="HoldResolution", tags=("holds",)),
+    Endpoint("post", _HOLD + "/claim", "Claim the hold (others cannot claim or resolve it for 30 minutes).", True,
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/unclaim", "Release one's own claim.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}`.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now.", True,
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",)),
+    Endpoint("get", "/api/decision/{decision_id}/resolution", "The held decision's state and, once closed, its "
+             "signed resolution; `wait` (0-30 s) long-polls for the close without holding a server thread. An "
+             "open or expired hold never reads as approval.", True,
+             {200: "{ok, decision_id, state, approved, resolution, hold}", 400: "bad wait",
+              401: "missing or invalid key", 404: "no hold for this decision in this scope"},
+             errors=_HOLD_ERRORS + ("REQUEST_INVALID",),
+             query=(("wait", "integer", "seconds to wait for the close (0 to 30)"),), tags=("holds",)),
+)
+
 # Issue 11: operational routes (docs/operations.md).
 _METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
 OPERATIONS_ENDPOINTS: tuple[Endpoint, ...] = (
@@ -637,6 +691,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     *OPERATIONS_ENDPOINTS,
     *RELEASE_ENDPOINTS,
     *EVENT_ENDPOINTS,
+    *HOLD_ENDPOINTS,
 )
 
 # Issue 18 item 7: the costly keyed routes are charged to the key's cost window (api/costs.py).
@@ -869,6 +924,22 @@ SCHEMAS: dict[str, Any] = {
         "type": "object",
         "minProperties": 1,
         "properties": _RELEASE_POLICY_MEMBERS,
+        "additionalProperties": False,
+    },
+    "HoldPolicy": {
+        "type": "object",
+        "required": ["default_queue", "four_eyes", "queues", "routes"],
+        "properties": {"default_queue": {"type": "string"}, "four_eyes": {"type": "boolean"},
+                       "queues": {"type": "object", "additionalProperties": {"type": "object"}},
+                       "routes": {"type": "array", "items": {"type": "object"}}},
+        "additionalProperties": False,
+    },
+    "HoldResolution": {
+        "type": "object",
+        "required": ["decision", "reason_code"],
+        "properties": {"decision": {"type": "string", "enum": ["approve", "deny"]},
+                       "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{1,63}$"},
+                       "note": {"type": "string", "maxLength": 2000}},
         "additionalProperties": False,
     },
     "ReleasePolicyApproval": {

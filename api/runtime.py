@@ -37,6 +37,8 @@ class GateRuntime:
     releases: Any = None  # gate.services.releases.ReleaseService
     events: Any = None  # gate.services.events.EventService
     dispatcher: Any = None  # gate.services.events.Dispatcher, started by `gate serve` in each worker
+    holds: Any = None  # gate.services.holds.HoldService
+    hold_sweeper: Any = None  # gate.services.holds.HoldSweeper, started by `gate serve` in each worker
 
     def wake_dispatcher(self) -> None:
         if self.dispatcher is not None:

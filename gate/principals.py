@@ -2,7 +2,8 @@
 
 A principal is never a name typed by a caller: an API key is its key id, a person is the issuer
 and subject an identity provider (or the scrypt password file) vouched for, the local operator is
-the login of the process acting on the ledger directly, and the guardrail is the gate itself.
+the login of the process acting on the ledger directly, the guardrail is the gate itself halting a
+canary, and the clock is the gate expiring or escalating a hold whose time came.
 Two principals are the same person exactly when their ids are equal; the display name is for
 display only and never compared.
 
@@ -19,7 +20,8 @@ KIND_API_KEY = "api_key"
 KIND_PERSON = "person"
 KIND_OPERATOR = "operator"
 KIND_GUARDRAIL = "guardrail"
-KINDS = (KIND_API_KEY, KIND_PERSON, KIND_OPERATOR, KIND_GUARDRAIL)
+KIND_CLOCK = "clock"  # the gate acting on time: a hold's deadline or escalation came (docs/holds.md)
+KINDS = (KIND_API_KEY, KIND_PERSON, KIND_OPERATOR, KIND_GUARDRAIL, KIND_CLOCK)
 
 ROLES = ("viewer", "author", "releaser", "approver", "reviewer", "admin")
 
@@ -38,6 +40,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
 _OPERATOR_PREFIX = "operator:"
 _PERSON_PREFIX = "person:"
 _GUARDRAIL_ID = "guardrail"
+_CLOCK_ID = "clock"
 _MAX_TEXT = 512
 
 
@@ -80,6 +83,10 @@ class Principal:
     @classmethod
     def guardrail(cls) -> Principal:
         return cls(KIND_GUARDRAIL, _GUARDRAIL_ID)
+
+    @classmethod
+    def clock(cls) -> Principal:
+        return cls(KIND_CLOCK, _CLOCK_ID)
 
     @property
     def actor(self) -> str:
@@ -136,10 +143,12 @@ def _check(principal: Principal) -> None:
         raise ValueError("an operator's id must be operator:<login>")
     if principal.kind == KIND_GUARDRAIL and principal.id != _GUARDRAIL_ID:
         raise ValueError("the guardrail's id is 'guardrail'")
+    if principal.kind == KIND_CLOCK and principal.id != _CLOCK_ID:
+        raise ValueError("the clock's id is 'clock'")
     if principal.kind == KIND_API_KEY and (
-        principal.id.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or principal.id == _GUARDRAIL_ID
+        principal.id.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or principal.id in (_GUARDRAIL_ID, _CLOCK_ID)
     ):
-        raise ValueError("an API key id cannot look like an operator, a person or the guardrail")
+        raise ValueError("an API key id cannot look like an operator, a person, the guardrail or the clock")
 
 
 def permissions_of(roles: Iterable[str]) -> frozenset[str]:

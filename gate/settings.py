@@ -144,6 +144,8 @@ class Settings:
     events_interval_ms: int = 1000
     nats_url: str | None = None
     nats_stream: str = "GATE_EVENTS"
+    # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
+    hold_sweep_ms: int = 1000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -195,6 +197,7 @@ class Settings:
             nats_stream=env.get("GATE_NATS_STREAM", DEFAULT_NATS_STREAM),
             events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
                                       50, 3_600_000),
+            hold_sweep_ms=_whole(env.get("GATE_HOLD_SWEEP_MS", "1000"), "GATE_HOLD_SWEEP_MS", 50, 3_600_000),
         )
 
     def with_(self, **changes: Any) -> Settings:

@@ -41,6 +41,7 @@ from typing import Any
 import requests
 
 from gate.errors import GateError
+from gate.holds.events import verify_resolution
 from gate.packets import verify_packet
 from gate.packets.result import PacketVerification
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
@@ -62,10 +63,12 @@ __all__ = [
     "Route",
     "anchors_from_registry",
     "is_advisory",
+    "resolution_route",
     "route_record",
 ]
 
 PROCEED, DENY, REVIEW = "proceed", "deny", "review"
+MAX_WAIT_SECONDS = 30  # the gate's longest long-poll (GET /api/decision/{id}/resolution?wait=)
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # A receipt write still being finished by an earlier attempt with the same key: retry it.
 RETRY_CODES = frozenset({"SVC_EXECUTION_IDEMPOTENCY_IN_PROGRESS", "SVC_OUTCOME_IDEMPOTENCY_IN_PROGRESS",
@@ -176,6 +179,27 @@ def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:
     return Route(REVIEW, f"verdict {verdict!r} ({record.get('reason_code')})", record, dict(verification))
 
 
+def resolution_route(record: Any, resolution: Any, anchors: TrustAnchors,
+                     verification: Mapping[str, Any] | None) -> Route:
+    """The routing rule on a held record and its resolution (pure; docs/holds.md). SECURITY:
+    the resolution, not a new decide, is the authority, and only a verified approval bound to
+    this very record proceeds; an expiry is a refusal (silence is not consent)."""
+    if not isinstance(record, Mapping):
+        return Route(REVIEW, "no Decision Record to bind the resolution to")
+    record = dict(record)
+    if not verification or verification.get("verified") is not True:
+        return Route(REVIEW, "the held record failed offline verification", record, dict(verification or {}))
+    if record.get("verdict") != "review":
+        return Route(REVIEW, "this record did not hold the action; a resolution does not apply", record)
+    check = verify_resolution(record, resolution, anchors)
+    details = {**dict(verification), "resolution": check.to_json()}
+    if not check.verified:
+        return Route(REVIEW, "the resolution failed verification: " + "; ".join(check.problems), record, details)
+    if check.approved:
+        return Route(PROCEED, "verified approving resolution", record, details)
+    return Route(DENY, f"verified resolution: {check.outcome}", record, details)
+
+
 class GateClient:
     """One gate, one API key, the operator's trust anchors."""
 
@@ -247,6 +271,44 @@ class GateClient:
         is this request's facts."""
         return self.route(_by_reference(request, rulebook_id, version), idempotency_key=idempotency_key)
 
+    # ------------------------------------------------------------------ held actions (docs/holds.md)
+
+    def resolution(self, decision_id: str, *, wait: float = 0) -> dict[str, Any]:
+        """GET the held decision's state and signed resolution, waiting up to `wait` seconds
+        (0-30) for it on the server. Raises GateClientError (a 404 when nothing is held)."""
+        seconds = max(0, min(MAX_WAIT_SECONDS, int(wait)))
+        answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/resolution",
+                               params={"wait": seconds}, retry=True, timeout=self.timeout + seconds)
+        body: dict[str, Any] = self._json(answer)
+        return body
+
+    def wait_for_resolution(self, record: Mapping[str, Any], *, timeout: float = 300.0) -> dict[str, Any]:
+        """Long-poll until the hold on `record` closes or `timeout` seconds pass; the last answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            answer = self.resolution(str(record["decision_id"]), wait=max(0.0, min(MAX_WAIT_SECONDS, left)))
+            if answer.get("state") != "open" or deadline - time.monotonic() <= 0:
+                return answer
+
+    def route_by_resolution(self, record: Mapping[str, Any], resolution: Any = None, *,
+                            wait: float = 0) -> Route:
+        """Where a held action goes: `proceed` only on a resolution that verifies with this
+        client's anchors, is bound to `record` (decision id and record hash), closes the hold as
+        `approved`, and whose record verifies too; `block` on a verified denial or expiry;
+        `review` while the hold is open or when anything fails to verify or answer. Without
+        `resolution`, asks the gate (waiting up to `wait` seconds)."""
+        if resolution is None:
+            try:
+                answer = self.wait_for_resolution(record, timeout=wait) if wait else self.resolution(
+                    str(record["decision_id"]))
+            except GateClientError as error:
+                return Route(REVIEW, f"no usable answer from the gate: {error}", dict(record), error=error)
+            resolution = answer.get("resolution")
+            if resolution is None:
+                return Route(REVIEW, f"the hold is {answer.get('state', 'unknown')}: not approved", dict(record))
+        return resolution_route(record, resolution, self.anchors, self.verify(record).to_dict())
+
     # ------------------------------------------------------------------ lifecycle, packets
 
     def execution(self, record: Mapping[str, Any], execution_status: str, *, idempotency_key: str | None = None,
@@ -300,7 +362,8 @@ class GateClient:
     # ------------------------------------------------------------------ transport
 
     def _send(self, method: str, path: str, *, body: Any = None, params: Mapping[str, Any] | None = None,
-              idempotency_key: str | None = None, retry: bool = False) -> tuple[Answer, int]:
+              idempotency_key: str | None = None, retry: bool = False,
+              timeout: float | None = None) -> tuple[Answer, int]:
         headers = {"accept": "application/json"}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -313,7 +376,7 @@ class GateClient:
         attempts = self.retries + 1 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                answer = self._exchange(method, path, data, params, headers)
+                answer = self._exchange(method, path, data, params, headers, timeout)
             except requests.Timeout as exc:
                 error = GateClientError(None, "TIMEOUT", f"no answer within {self.timeout} s ({type(exc).__name__})")
             except requests.RequestException as exc:
@@ -332,9 +395,9 @@ class GateClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _exchange(self, method: str, path: str, data: bytes | None, params: Mapping[str, Any] | None,
-                  headers: dict[str, str]) -> Answer:
+                  headers: dict[str, str], timeout: float | None = None) -> Answer:
         with self._session.request(method, self.base_url + path, data=data, params=params, headers=headers,
-                                   timeout=self.timeout, stream=True) as response:
+                                   timeout=timeout or self.timeout, stream=True) as response:
             chunks, size = [], 0
             for chunk in response.iter_content(65536):
                 size += len(chunk)

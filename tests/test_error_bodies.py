@@ -181,6 +181,83 @@ CASES.update({
 })
 
 
+# Issue 43: held actions (tests/holds/ covers them in depth).
+CASES.update({
+    "HOLD_NOT_FOUND": lambda c: _hold_api(c, "decide,resolve").show("dec_" + "0" * 24),
+    "HOLD_ALREADY_RESOLVED": lambda c: _resolved_twice(c),
+    "HOLD_ALREADY_VOTED": lambda c: _voted_twice(c),
+    "HOLD_CLAIMED": lambda c: _claimed(c),
+    "HOLD_NOT_ESCALABLE": lambda c: _hold_api(c, "decide,resolve").act(_held_id(c), "escalate"),
+    "HOLD_BUSY": lambda c: _hold_busy(c),
+    "HOLD_PERMISSION_DENIED": lambda c: _hold_api(c, "decide").resolve(_held_id(c)),
+    "HOLD_FOUR_EYES": lambda c: _four_eyes(c),
+    "HOLD_NOT_A_MEMBER": lambda c: _not_a_member(c),
+    "HOLD_RESOLUTION_INVALID": lambda c: _hold_api(c, "decide,resolve").resolve(_held_id(c), "perhaps"),
+    "HOLD_POLICY_INVALID": lambda c: _hold_api(c, "decide,admin").put_policy({"four_eyes": "yes"}),
+})
+
+
+def _hold_api(c, permissions):
+    from tests.holds.support import Holds
+
+    return Holds(c.client, c.issue_key(scope="holds", permissions=permissions)["api_key"])
+
+
+def _held_id(c):
+    from tests.holds.support import held_request
+
+    return _hold_api(c, "decide").decide(held_request()).json["decision_id"]
+
+
+def _resolved_twice(c):
+    decision_id, api = _held_id(c), _hold_api(c, "decide,resolve")
+    api.resolve(decision_id)
+    return api.resolve(decision_id)
+
+
+def _two_person_policy(c, **queue_args):
+    from tests.holds.support import policy, queue
+
+    assert _hold_api(c, "decide,admin").put_policy(policy({"default": queue(**queue_args)})).status_code == 200
+
+
+def _voted_twice(c):
+    _two_person_policy(c, quorum="two")
+    decision_id, api = _held_id(c), _hold_api(c, "decide,resolve")
+    api.resolve(decision_id)
+    return api.resolve(decision_id)
+
+
+def _claimed(c):
+    decision_id = _held_id(c)
+    _hold_api(c, "decide,resolve").act(decision_id, "claim")
+    return _hold_api(c, "decide,resolve").resolve(decision_id)
+
+
+def _hold_busy(c):
+    from gate.ledger.holds import HoldRace
+
+    decision_id = _held_id(c)
+
+    def always_raced(*args, **kwargs):
+        raise HoldRace("busy")
+
+    c.client.application.extensions["gate"].holds.holds.append = always_raced
+    return _hold_api(c, "decide,resolve").resolve(decision_id)
+
+
+def _four_eyes(c):
+    from tests.holds.support import held_request
+
+    api = _hold_api(c, "decide,resolve")
+    return api.resolve(api.decide(held_request()).json["decision_id"])
+
+
+def _not_a_member(c):
+    _two_person_policy(c, quorum="all", members=["someone_else", "and_another"])
+    return _hold_api(c, "decide,resolve").resolve(_held_id(c))
+
+
 def _replay(c, path, body, statement=None):
     from sqlalchemy import text
 

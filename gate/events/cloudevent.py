@@ -32,6 +32,15 @@ EVENT_TYPES: dict[str, str] = {
     "rulebook.published": "a rulebook version was published (bound) in the scope",
     "checkpoint.saved": "a signed checkpoint of the scope's audit chain was stored (its Merkle root at a size)",
     "subscription.disabled": "a webhook subscription was disabled after sustained delivery failure",
+    "hold.opened": "a decide held the action: its hold opened in a queue with a deadline (docs/holds.md)",
+    "hold.voted": "a reviewer approved a hold whose quorum needs more approvals (it stays open)",
+    "hold.resolved": "a hold closed as approved or denied; data.hold_event is the signed resolution",
+    "hold.expired": "a hold's deadline passed with no resolution; it closed as expired, which never approves",
+    "hold.escalated": "a hold moved to the next queue before its deadline",
+    "hold.reassigned": "a reviewer moved a hold to another queue",
+    "hold.claimed": "a reviewer claimed a hold",
+    "hold.unclaimed": "a reviewer released a claimed hold",
+    "hold.policy_changed": "the scope's hold policy changed (a signed step of its hold chain)",
 }
 
 

@@ -46,8 +46,9 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 # explicitly (`gate keys create --permissions decide,publish,release,approve,admin`). Stored as a
 # sorted, comma-separated list; a key without a stored list has today's rights: decide (and the
 # reads). `admin` (issue 42) changes the scope's release policy and overrides a guardrail halt; a
-# `release` key no longer does: one key must not switch the two-person rule off.
-PERMISSIONS = ("decide", "publish", "release", "approve", "admin")
+# `release` key no longer does: one key must not switch the two-person rule off. `resolve` (issue 43)
+# votes on the scope's held actions (docs/holds.md).
+PERMISSIONS = ("decide", "publish", "release", "approve", "resolve", "admin")
 DEFAULT_PERMISSIONS = frozenset({"decide"})
 
 

@@ -453,12 +453,12 @@ class Ledger:
         charge: CapCharge | None,
         chain: ChainAppend | None = None,
         confidence: ConfidenceRead | None = None,
-        extra: Sequence[tuple[Table, dict[str, Any]]] = (),
+        extra: Sequence[tuple[Table, dict[str, Any]] | Callable[[Connection], Any]] = (),
     ) -> int | None:
         """Store one decision atomically with its snapshot and usage charge (and, with
         `confidence`, read its confidence counts first in the same transaction). `extra` rows
-        (table, values) are inserted in the same transaction: they are stored exactly when the
-        decision is.
+        (table, values) are inserted, and `extra` callables run on the connection (an outbox
+        event), in the same transaction: they are stored exactly when the decision is.
 
         Returns the monthly usage after the charge (None without a charge). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -482,7 +482,7 @@ class Ledger:
 
     def _store_one(self, connection: Connection, row: dict[str, Any], snapshot: dict[str, Any] | None,
                    charge: CapCharge | None, chain: ChainAppend | None, confidence: ConfidenceRead | None,
-                   extra: Sequence[tuple[Table, dict[str, Any]]]) -> int | None:
+                   extra: Sequence[tuple[Table, dict[str, Any]] | Callable[[Connection], Any]]) -> int | None:
         """One decision's statements inside a write transaction (see `store_decision`)."""
         if confidence is not None:  # before any lock: one indexed read by key prefix (once per batch)
             memo = connection.info.get(BATCH_MEMO)
@@ -497,8 +497,11 @@ class Ledger:
         head = self._lock_chain_head(connection, chain) if chain else None
         if snapshot is not None:
             self._bind_snapshot(connection, snapshot)
-        for table, values in extra:  # rows that live or die with the decision (its release row)
-            connection.execute(insert(table).values(**values))
+        for item in extra:  # rows that live or die with the decision (its release row, its hold)
+            if callable(item):
+                item(connection)
+            else:
+                connection.execute(insert(item[0]).values(**item[1]))
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
             return self._append_store_charge_pg(connection, chain, head, row, charge)

@@ -413,3 +413,57 @@ event_stream_cursors = Table(
     Column("scope", String(120), primary_key=True),
     Column("cursor", Integer, nullable=False),
 )
+
+# Held actions (issue 43, docs/holds.md). One row per decision whose verdict holds the action,
+# written in the decide's own transaction; its state moves only with a hold event of the same
+# transaction (`row_version` makes two racing resolutions give one). `approvals_json` lists the
+# approving votes so far ({actor, event_hash}); `facts_json` the facts a reviewer sees.
+holds = Table(
+    "holds",
+    metadata,
+    Column("decision_id", String(64), primary_key=True),
+    Column("scope", String(120), nullable=False),
+    Column("record_hash", String(64), nullable=False),
+    Column("policy_id", String(200), nullable=True),
+    Column("policy_version", String(200), nullable=True),
+    Column("rule_id", String(200), nullable=True),
+    Column("reason_code", String(200), nullable=True),
+    Column("requested_by", String(600), nullable=False),
+    Column("queue", String(64), nullable=False),
+    Column("priority", String(16), nullable=False),
+    Column("priority_rank", Integer, nullable=False),
+    Column("opened_at", String(32), nullable=False),
+    Column("deadline_at", String(32), nullable=False),
+    Column("escalate_at", String(32), nullable=True),
+    Column("approvals_needed", Integer, nullable=False),
+    Column("require_justification", Integer, nullable=False),
+    Column("four_eyes", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("claimed_by", String(600), nullable=True),
+    Column("claimed_at", String(32), nullable=True),
+    Column("approvals_json", Text, nullable=False),
+    Column("resolved_at", String(32), nullable=True),
+    Column("resolved_by", String(600), nullable=True),
+    Column("resolution_seq", Integer, nullable=True),
+    Column("row_version", Integer, nullable=False),
+    Column("facts_json", Text, nullable=False),
+    Index("ix_holds_scope_state_deadline", "scope", "state", "deadline_at"),
+    Index("ix_holds_state_deadline", "state", "deadline_at"),
+    Index("ix_holds_state_escalate", "state", "escalate_at"),
+)
+
+# The scope's hold chain (`hold_event_v1`, gate.holds.events): votes, expiries, escalations,
+# claims, reassignments and hold-policy changes, gap-free per scope.
+hold_events = Table(
+    "hold_events",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("decision_id", String(64), nullable=True),
+    Column("action", String(16), nullable=False),
+    Column("event_hash", String(64), nullable=False),
+    Column("created_at", String(32), nullable=False),
+    Column("event_json", Text, nullable=False),
+    Index("ix_hold_events_decision", "decision_id", "seq"),
+    Index("ix_hold_events_scope_action", "scope", "action", "seq"),
+)

@@ -132,7 +132,8 @@ class AdvisoryService:
             combined=outcome.combined,
             receipt_signer=receipt_signer,
         )
-        return pipeline.store(claim, record, rulebook_hash=record["policy_hash"], receipt_signer=receipt_signer)
+        return pipeline.store(claim, record, rulebook_hash=record["policy_hash"], receipt_signer=receipt_signer,
+                              facts=prepared.facts)
 
 
 __all__ = ["AdvisoryOutcome", "AdvisoryService"]

@@ -191,7 +191,7 @@ class DecisionService:
         used = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
-            extra=extra, text=text)
+            extra=extra, text=text, facts=evaluated.facts)
         return DecideResult(record, CREATED, used, evaluated.notices, text.value)
 
     def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,

@@ -33,6 +33,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledger, StoredDecision
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.protocol.records import attach_audit_chain
+from gate.services.holds import HoldOpener
 
 CREATED = "created"
 REPLAYED = "replayed"
@@ -244,6 +245,7 @@ class DecisionPipeline:
         self.signing = signing
         self.clock = clock
         self.ids = ids
+        self.holds = HoldOpener(ledger)  # a held verdict opens its hold in the decide's transaction
 
     def replay_known(self, claim: Claim) -> DecideResult | None:
         """The idempotency fast path: the stored answer for the claim's key, or None when new."""
@@ -272,13 +274,15 @@ class DecisionPipeline:
     def store_sealed(
         self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
         snapshot_row: dict[str, Any] | None = None, confidence: ConfidenceRead | None = None,
-        extra: Sequence[tuple[Any, dict[str, Any]]] = (), text: SealedText | None = None,
+        extra: Sequence[Any] = (), text: SealedText | None = None, facts: Any = None,
     ) -> int | None:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
         monthly-cap charge in one transaction; returns the key's monthly usage (and leaves the
-        stored record text in `text`). Raises
+        stored record text in `text`). A record whose verdict holds the action opens its hold
+        (with `facts` for the reviewer) in the same transaction (gate.services.holds). Raises
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
+        extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts)]
         row = decision_row(claim, record, rulebook_hash)
         seal_row(row, receipt_signer)
         chain_id = chain_id_for(caller.scope)
@@ -293,10 +297,12 @@ class DecisionPipeline:
 
     def store(
         self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
+        facts: Any = None,
     ) -> DecideResult:
         """Store the record and answer `created`; a lost race for the key answers the winner's replay."""
         try:
-            used = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer)
+            used = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer,
+                                     facts=facts)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
         return DecideResult(record, CREATED, used)

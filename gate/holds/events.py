@@ -1,0 +1,209 @@
+"""Hold events (`hold_event_v1`): every step of a held action's life, hashed, chained and signed.
+
+A hold opens with its decision: the signed record whose verdict holds the action is the proof it
+exists, and the hold's row is written in the decide's own transaction. One chain per scope
+(gap-free `seq`, each event linking the hash of the one before) then carries the votes of reviewers, the expiries and escalations of the clock, claims, reassignments and the
+scope's hold-policy changes. An event that closes a hold states its `outcome` (`approved`,
+`denied`, `expired`): that event is the hold's **resolution record**, bound to the decision by
+`decision_id` and `record_hash`. `event_hash` = sha256(canon(the event without `event_hash` and
+its signature members)); the receipt key signs canon({event_hash, key_id}) exactly like a release
+event (gate.releases.sealing), so the same trust anchors verify both offline.
+
+A closing approval states what it rests on: the quorum's `approvals_needed`, the hashes of the
+earlier approving votes (`votes`), `four_eyes` and the principal that asked for the action
+(`requested_by`). `hold_events_problems` checks a decision's events with no database: each
+event's hash, signature and binding, their order, at most one close and only at the end, that an
+approval has as many distinct approving principals as it needs, none of them the requester under
+four eyes, and that an expiry never reads as approval. `verify_resolution` is the caller's check
+of one resolution before it proceeds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gate.keys.signing import ReceiptSigner
+from gate.principals import Principal
+from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal, signature_payload
+from gate.verify.anchors import TrustAnchors
+from gate.verify.signatures import signature_holds
+
+HOLD_EVENT_VERSION = "hold_event_v1"
+HOLD_HISTORY_VERSION = "hold_history_v1"
+ACTIONS = ("vote", "expire", "escalate", "claim", "unclaim", "reassign", "policy_set")
+VOTES = ("approve", "deny")
+APPROVED, DENIED, EXPIRED = "approved", "denied", "expired"
+OUTCOMES = (APPROVED, DENIED, EXPIRED)
+OPEN = "open"
+STATES = (OPEN, *OUTCOMES)
+
+EVENT_MEMBERS = ("hold_event_version", "scope_hash", "seq", "previous_event_hash", "action", "decision_id",
+                 "record_hash", "principal", "actor", "created_at", "vote", "reason_code", "note", "queue",
+                 "priority", "deadline_at", "outcome", "approvals_needed", "votes", "four_eyes", "requested_by",
+                 "policy")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one event states beyond its place in the chain (see EVENT_MEMBERS)."""
+
+    action: str
+    principal: Principal
+    at: str
+    decision_id: str | None = None
+    record_hash: str | None = None
+    vote: str | None = None
+    reason_code: str | None = None
+    note: str | None = None
+    queue: str | None = None
+    priority: str | None = None
+    deadline_at: str | None = None
+    outcome: str | None = None
+    approvals_needed: int | None = None
+    votes: tuple[str, ...] = ()
+    four_eyes: bool | None = None
+    requested_by: str | None = None
+    policy: Mapping[str, Any] | None = None
+
+
+def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: str | None,
+                signer: ReceiptSigner | None) -> dict[str, Any]:
+    """The sealed event for `step` at position `seq` of the scope's hold chain."""
+    if step.action not in ACTIONS:
+        raise ValueError(f"unknown hold action {step.action!r}")
+    event: dict[str, Any] = {
+        "hold_event_version": HOLD_EVENT_VERSION, "scope_hash": scope_hash, "seq": seq,
+        "previous_event_hash": previous_event_hash, "action": step.action, "decision_id": step.decision_id,
+        "record_hash": step.record_hash, "principal": step.principal.to_json(), "actor": step.principal.actor,
+        "created_at": step.at, "vote": step.vote, "reason_code": step.reason_code, "note": step.note,
+        "queue": step.queue, "priority": step.priority, "deadline_at": step.deadline_at, "outcome": step.outcome,
+        "approvals_needed": step.approvals_needed, "votes": list(step.votes), "four_eyes": step.four_eyes,
+        "requested_by": step.requested_by, "policy": dict(step.policy) if step.policy is not None else None,
+    }
+    seal(event, signer)
+    return event
+
+
+def _signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
+    held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
+                           event.get("public_key_fingerprint"), event.get("signature"), payload)
+    if held is True:
+        return None
+    return "signature fails" if held is False else "signature has no trusted key"
+
+
+def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
+    """One event of a decision's hold, alone: its members, content hash, signature and binding."""
+    if not isinstance(event, Mapping):
+        return ["a hold event must be a JSON object"]
+    problems = []
+    members = set(map(str, event))
+    expected = set(EVENT_MEMBERS) | set(SIGNATURE_MEMBERS)
+    if members != expected:
+        problems.append("members differ from hold_event_v1's")
+    if event.get("hold_event_version") != HOLD_EVENT_VERSION:
+        problems.append(f"hold_event_version must be {HOLD_EVENT_VERSION}")
+    if event.get("event_hash") != event_hash(event):
+        problems.append("event_hash does not match its content (tampered)")
+    signature = _signature_problem(event, anchors)
+    if signature is not None:
+        problems.append(signature)
+    for name in ("decision_id", "record_hash"):
+        if not isinstance(event.get(name), str) or event.get(name) != record.get(name):
+            problems.append(f"{name} is not the decision record's")
+    try:
+        principal = Principal.from_json(event.get("principal"))
+        if principal.actor != event.get("actor"):
+            problems.append("actor is not its principal's")
+    except ValueError as exc:
+        problems.append(f"principal is malformed ({exc})")
+    return problems
+
+
+def _approval_problems(closing: Mapping[str, Any], votes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A closing approval's quorum: enough distinct approving principals, all listed, none the requester."""
+    needed = closing.get("approvals_needed")
+    if type(needed) is not int or needed < 1:
+        return ["an approval must state approvals_needed (at least 1)"]
+    approving = [v for v in votes if v.get("vote") == "approve"] + [closing]
+    listed = closing.get("votes")
+    if not isinstance(listed, list) or listed != [v.get("event_hash") for v in approving[:-1]]:
+        return ["an approval's votes must list the hashes of the earlier approving votes, in order"]
+    actors = [v.get("actor") for v in approving]
+    problems = []
+    if len(set(actors)) != len(actors):
+        problems.append("one principal approved twice")
+    if len(set(actors)) < needed:
+        problems.append(f"approved by {len(set(actors))} distinct principal(s), the quorum needs {needed}")
+    if closing.get("four_eyes") is not False and closing.get("requested_by") in actors:
+        problems.append("approved by the principal that asked for the action (four eyes)")
+    return problems
+
+
+_CLOSES_AS = {("vote", "approve"): APPROVED, ("vote", "deny"): DENIED, ("expire", None): EXPIRED}
+
+
+def _closes_as(event: Mapping[str, Any]) -> str | None:
+    """The outcome an event's action and vote may close a hold with (None: it cannot close one)."""
+    return _CLOSES_AS.get((str(event.get("action")), event.get("vote")))
+
+
+def _close_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """At most one closing event, the last; what it closes as is what its action allows."""
+    closing = [i for i, e in enumerate(events) if e.get("outcome") is not None]
+    if not closing:
+        return []
+    if len(closing) > 1 or closing[0] != len(events) - 1:
+        return ["a hold closes once, with its last event"]
+    last = events[-1]
+    outcome, action = last.get("outcome"), last.get("action")
+    if _closes_as(last) != outcome:
+        return [f"a {action} event cannot close a hold as {outcome!r}"]
+    if outcome == APPROVED:
+        return _approval_problems(last, [e for e in events[:-1] if e.get("action") == "vote"])
+    return []
+
+
+def hold_events_problems(record: Mapping[str, Any], events: Sequence[Any], anchors: TrustAnchors) -> list[str]:
+    """Every problem of a decision's hold events (oldest first), or [] when they verify offline."""
+    problems = []
+    for index, event in enumerate(events):
+        problems += [f"hold_events[{index}]: {p}" for p in event_problems(event, record, anchors)]
+    if problems:
+        return problems
+    seqs = [e.get("seq") for e in events]
+    if any(type(s) is not int for s in seqs) or seqs != sorted(set(seqs)):
+        return ["hold_events must be in chain order, each once"]
+    return _close_problems(events)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolutionCheck:
+    """The caller's check of one resolution: whether it verifies, and whether it approves."""
+
+    verified: bool
+    approved: bool
+    outcome: str | None
+    problems: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verified": self.verified, "approved": self.approved, "outcome": self.outcome,
+                "problems": list(self.problems)}
+
+
+def verify_resolution(record: Mapping[str, Any], resolution: Any, anchors: TrustAnchors) -> ResolutionCheck:
+    """SECURITY: a resolution approves only when it verifies against a trusted key, is bound to
+    this record (decision id and record hash) and closes the hold as `approved`; an expiry, a
+    denial, a partial vote, a tampered or foreign event never does (silence is not consent)."""
+    problems = event_problems(resolution, record, anchors)
+    if isinstance(resolution, Mapping):
+        if resolution.get("outcome") not in OUTCOMES:
+            problems.append("this event does not close the hold (no outcome)")
+        elif _closes_as(resolution) != resolution.get("outcome"):
+            problems.append("its outcome does not follow from its action")
+    outcome = resolution.get("outcome") if isinstance(resolution, Mapping) else None
+    verified = not problems
+    return ResolutionCheck(verified, verified and outcome == APPROVED, outcome if verified else None, tuple(problems))

@@ -1,0 +1,220 @@
+"""A scope's hold policy, pure: who owns a held action, by when, and what closes it (docs/holds.md).
+
+A record whose verdict holds the action (`review`; `unclear` in the compact form) opens a hold.
+The hold policy is declared per scope outside the Rulebook v1 document, so records keep verifying
+with the reference verifier:
+
+* `queues`: named owners. Each has a `deadline_seconds` (silence past it expires the hold, which
+  never approves), a `quorum` (`any`: one reviewer; `two`: two distinct reviewers approve;
+  `all`: every principal in `members` approves), whether a written justification (a note) is
+  required, and an optional escalation (`escalate_after_seconds` then `escalate_to` another
+  queue) before the deadline.
+* `routes`: which queue and priority a held record goes to, matched by `policy_id` and,
+  optionally, the rule that held it (`matched_rule_id`); the first match wins, else the
+  `default_queue` at `normal` priority.
+* `four_eyes`: the principal that asked for the action (the decide's API key) never resolves it.
+
+Any one deny closes a hold as denied, whatever the quorum: a hold never approves on fewer
+approvals than its quorum names. A PUT states the whole policy; nothing falls back to a default
+once a policy exists. Nothing here reads a clock or a database.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.errors import GateError
+
+QUORUMS = ("any", "two", "all")
+PRIORITIES = ("low", "normal", "high", "urgent")  # ascending urgency; the inbox sorts urgent first
+DEFAULT_QUEUE = "default"
+DEADLINE_RANGE = (60, 30 * 86_400)
+MAX_QUEUES = 50
+MAX_ROUTES = 200
+MAX_MEMBERS = 50
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,159}$")
+_QUEUE_MEMBERS = frozenset({"deadline_seconds", "quorum", "members", "require_justification",
+                            "escalate_after_seconds", "escalate_to"})
+_ROUTE_MEMBERS = frozenset({"policy_id", "rule_id", "queue", "priority"})
+_POLICY_MEMBERS = ("default_queue", "four_eyes", "queues", "routes")
+
+
+def _invalid(message: str, **extra: Any) -> GateError:
+    return GateError("HOLD_POLICY_INVALID", message, **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """One owner of held actions."""
+
+    name: str
+    deadline_seconds: int = 86_400
+    quorum: str = "any"
+    members: tuple[str, ...] = ()
+    require_justification: bool = False
+    escalate_after_seconds: int | None = None
+    escalate_to: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
+                "require_justification": self.require_justification,
+                "escalate_after_seconds": self.escalate_after_seconds, "escalate_to": self.escalate_to}
+
+    def approvals_needed(self) -> int:
+        """How many distinct approving principals close a hold of this queue as approved."""
+        if self.quorum == "all":
+            return len(self.members)
+        return 2 if self.quorum == "two" else 1
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    policy_id: str
+    queue: str
+    rule_id: str | None = None
+    priority: str = "normal"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy_id": self.policy_id, "rule_id": self.rule_id, "queue": self.queue, "priority": self.priority}
+
+    def matches(self, policy_id: Any, rule_id: Any) -> bool:
+        return self.policy_id == policy_id and (self.rule_id is None or self.rule_id == rule_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Where a held record goes: its queue, priority and the queue's timings."""
+
+    queue: Queue
+    priority: str
+
+
+@dataclass(frozen=True, slots=True)
+class HoldPolicy:
+    """A scope's hold policy (`GET/PUT /api/holds/policy`)."""
+
+    default_queue: str = DEFAULT_QUEUE
+    four_eyes: bool = True
+    queues: tuple[Queue, ...] = field(default_factory=lambda: (Queue(DEFAULT_QUEUE),))
+    routes: tuple[Route, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"default_queue": self.default_queue, "four_eyes": self.four_eyes,
+                "queues": {q.name: q.to_json() for q in self.queues},
+                "routes": [r.to_json() for r in self.routes]}
+
+    def queue(self, name: str) -> Queue | None:
+        return next((q for q in self.queues if q.name == name), None)
+
+    def assign(self, policy_id: Any, rule_id: Any) -> Assignment:
+        """The queue and priority of a record held under `policy_id` by `rule_id`."""
+        for route in self.routes:
+            if route.matches(policy_id, rule_id):
+                queue = self.queue(route.queue)
+                if queue is not None:  # always: from_json checks every route's queue exists
+                    return Assignment(queue, route.priority)
+        return Assignment(self.queue(self.default_queue) or Queue(self.default_queue), "normal")
+
+    @classmethod
+    def from_json(cls, body: Any) -> HoldPolicy:
+        """A whole policy as a PUT states it: every member present and valid (HOLD_POLICY_INVALID)."""
+        if not isinstance(body, Mapping):
+            raise _invalid("the hold policy must be a JSON object")
+        unknown = sorted(set(map(str, body)) - set(_POLICY_MEMBERS))
+        missing = [name for name in _POLICY_MEMBERS if name not in body]
+        if unknown or missing:
+            raise _invalid("a PUT states the whole hold policy: " + "; ".join(
+                ([f"unknown member(s) {', '.join(unknown)}"] if unknown else [])
+                + ([f"missing {', '.join(missing)}"] if missing else [])), unknown=unknown, missing=missing)
+        if not isinstance(body["four_eyes"], bool):
+            raise _invalid("four_eyes must be true or false")
+        queues = _queues(body["queues"])
+        names = {q.name for q in queues}
+        if body["default_queue"] not in names:
+            raise _invalid("default_queue must name one of the queues")
+        policy = cls(body["default_queue"], body["four_eyes"], queues, _routes(body["routes"], names))
+        _check_escalations(policy)
+        return policy
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise _invalid(f"{what} must match {_NAME.pattern}")
+    return value
+
+
+def _seconds(value: Any, what: str) -> int:
+    low, high = DEADLINE_RANGE
+    if type(value) is not int or not low <= value <= high:
+        raise _invalid(f"{what} must be a whole number of seconds from {low} to {high}")
+    return value
+
+
+def _queues(body: Any) -> tuple[Queue, ...]:
+    if not isinstance(body, Mapping) or not body or len(body) > MAX_QUEUES:
+        raise _invalid(f"queues must be an object of 1 to {MAX_QUEUES} named queues")
+    return tuple(_queue(_name(name, "a queue name"), spec) for name, spec in body.items())
+
+
+def _queue(name: str, spec: Any) -> Queue:
+    if not isinstance(spec, Mapping) or set(map(str, spec)) != _QUEUE_MEMBERS:
+        raise _invalid(f"queue {name!r} states exactly: {', '.join(sorted(_QUEUE_MEMBERS))}")
+    if spec["quorum"] not in QUORUMS:
+        raise _invalid(f"queue {name!r}: quorum must be one of {', '.join(QUORUMS)}")
+    members = spec["members"]
+    if not isinstance(members, list) or len(members) > MAX_MEMBERS or not all(
+            isinstance(m, str) and 0 < len(m) <= 512 and m.isprintable() for m in members) \
+            or len(set(members)) != len(members):
+        raise _invalid(f"queue {name!r}: members must be distinct principal ids (at most {MAX_MEMBERS})")
+    if spec["quorum"] == "all" and len(members) < 2:
+        raise _invalid(f"queue {name!r}: quorum 'all' needs at least two members")
+    if not isinstance(spec["require_justification"], bool):
+        raise _invalid(f"queue {name!r}: require_justification must be true or false")
+    deadline = _seconds(spec["deadline_seconds"], f"queue {name!r}: deadline_seconds")
+    after, to = spec["escalate_after_seconds"], spec["escalate_to"]
+    if (after is None) != (to is None):
+        raise _invalid(f"queue {name!r}: escalate_after_seconds and escalate_to go together")
+    if after is not None and _seconds(after, f"queue {name!r}: escalate_after_seconds") >= deadline:
+        raise _invalid(f"queue {name!r}: escalation must come before the deadline")
+    return Queue(name, deadline, spec["quorum"], tuple(members), spec["require_justification"], after,
+                 None if to is None else _name(to, f"queue {name!r}: escalate_to"))
+
+
+def _routes(body: Any, names: set[str]) -> tuple[Route, ...]:
+    if not isinstance(body, list) or len(body) > MAX_ROUTES:
+        raise _invalid(f"routes must be a list of at most {MAX_ROUTES} routes")
+    routes = []
+    for index, spec in enumerate(body):
+        where = f"routes[{index}]"
+        if not isinstance(spec, Mapping) or set(map(str, spec)) != _ROUTE_MEMBERS:
+            raise _invalid(f"{where} states exactly: {', '.join(sorted(_ROUTE_MEMBERS))}")
+        if not isinstance(spec["policy_id"], str) or not _ID.fullmatch(spec["policy_id"]):
+            raise _invalid(f"{where}.policy_id must be a policy id")
+        rule = spec["rule_id"]
+        if rule is not None and (not isinstance(rule, str) or not _ID.fullmatch(rule)):
+            raise _invalid(f"{where}.rule_id must be a rule id or null")
+        if spec["queue"] not in names:
+            raise _invalid(f"{where}.queue must name one of the queues")
+        if spec["priority"] not in PRIORITIES:
+            raise _invalid(f"{where}.priority must be one of {', '.join(PRIORITIES)}")
+        routes.append(Route(spec["policy_id"], spec["queue"], rule, spec["priority"]))
+    return tuple(routes)
+
+
+def _check_escalations(policy: HoldPolicy) -> None:
+    """Every escalation names a queue, and following them never comes back to a queue."""
+    for start in policy.queues:
+        seen = {start.name}
+        queue: Queue | None = start
+        while queue is not None and queue.escalate_to is not None:
+            if queue.escalate_to in seen:
+                raise _invalid(f"escalation from queue {start.name!r} comes back to {queue.escalate_to!r}")
+            nxt = policy.queue(queue.escalate_to)
+            if nxt is None:
+                raise _invalid(f"queue {queue.name!r}: escalate_to must name one of the queues")
+            seen.add(nxt.name)
+            queue = nxt

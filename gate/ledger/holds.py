@@ -1,0 +1,167 @@
+"""Ledger reads and writes of held actions (tables `holds` and `hold_events`, migration 0014).
+
+A hold's row is inserted with its decision (`store_decision`'s same-transaction rows). Every
+later change is one transaction: the row moves from the version the service read
+(`row_version`) and the scope's hold chain grows by one event at `seq = head + 1`, with its
+announcement in the outbox. Of two racing changes one commits; the other finds the row moved or
+the sequence taken (`HoldRace`) and the service reads again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from gate.ledger.outbox_write import append_event
+from gate.ledger.store import Ledger
+from gate.ledger.tables import hold_events, holds
+
+
+class HoldRace(Exception):
+    """Internal: the row or the chain moved since it was read; read again and retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Announce:
+    """The outbox event that announces a hold event (its CloudEvent type and data)."""
+
+    name: str
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    rows: list[dict[str, Any]]
+    total: int
+
+
+def announce_opened(connection: Connection, row: Mapping[str, Any]) -> None:
+    """`hold.opened` in the decide's own transaction (the hold row is inserted beside it)."""
+    append_event(connection, row["scope"], "hold.opened", row["decision_id"], row["opened_at"], {
+        "decision_id": row["decision_id"], "record_hash": row["record_hash"], "queue": row["queue"],
+        "priority": row["priority"], "deadline_at": row["deadline_at"], "policy_id": row["policy_id"],
+        "rule_id": row["rule_id"], "reason_code": row["reason_code"]})
+
+
+class HoldLedger:
+    """The hold tables over one `Ledger`."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def hold(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        with self.ledger.read() as connection:
+            row = connection.execute(select(holds).where(holds.c.scope == scope, holds.c.decision_id == decision_id)
+                                     ).mappings().first()
+        return dict(row) if row else None
+
+    def page(self, scope: str, *, states: Sequence[str], queue: str | None, limit: int, offset: int) -> Page:
+        """The scope's holds in `states`, soonest deadline first, then the most urgent."""
+        where = [holds.c.scope == scope, holds.c.state.in_(list(states))]
+        if queue is not None:
+            where.append(holds.c.queue == queue)
+        query = (select(holds).where(*where)
+                 .order_by(holds.c.deadline_at, holds.c.priority_rank.desc(), holds.c.decision_id)
+                 .limit(limit).offset(offset))
+        with self.ledger.read() as connection:
+            rows = [dict(r) for r in connection.execute(query).mappings().all()]
+            total = int(connection.execute(select(func.count()).select_from(holds).where(*where)).scalar_one())
+        return Page(rows, total)
+
+    def counts(self, scope: str) -> dict[str, int]:
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(holds.c.state, func.count()).where(holds.c.scope == scope)
+                                      .group_by(holds.c.state)).all()
+        return {str(state): int(count) for state, count in rows}
+
+    def events_of(self, scope: str, decision_id: str, limit: int = 500) -> list[dict[str, Any]]:
+        """A decision's hold events, oldest first."""
+        query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope,
+                                                        hold_events.c.decision_id == decision_id)
+                 .order_by(hold_events.c.seq).limit(limit))
+        with self.ledger.read() as connection:
+            return [json.loads(r[0]) for r in connection.execute(query).all()]
+
+    def history(self, scope: str, limit: int) -> list[dict[str, Any]]:
+        """The scope's newest `limit` hold events, oldest first."""
+        query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope)
+                 .order_by(hold_events.c.seq.desc()).limit(limit))
+        with self.ledger.read() as connection:
+            return [json.loads(r[0]) for r in reversed(connection.execute(query).all())]
+
+    def policy_event(self, scope: str) -> dict[str, Any] | None:
+        """The scope's newest hold-policy change (None while it keeps the default policy)."""
+        query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope,
+                                                        hold_events.c.action == "policy_set")
+                 .order_by(hold_events.c.seq.desc()).limit(1))
+        with self.ledger.read() as connection:
+            text = connection.execute(query).scalar()
+        return json.loads(text) if text is not None else None
+
+    def head(self, scope: str) -> tuple[int, str | None]:
+        with self.ledger.read() as connection:
+            return _head(connection, scope)
+
+    def append(self, scope: str, build: Any, *, move: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+               decision_id: str | None = None, expected_version: int | None = None,
+               announce: Announce | None = None) -> dict[str, Any]:
+        """One step in one transaction: `build(seq, previous_event_hash)` makes the sealed event
+        on the chain head read here; the hold row (when `move`) takes the columns `move(event)` names,
+        from `expected_version`.
+        Raises HoldRace when either moved meanwhile; nothing is then written."""
+        try:
+            with self.ledger.write() as connection:
+                seq, previous = _head(connection, scope)
+                event: dict[str, Any] = build(seq + 1, previous)
+                if move is not None:
+                    moved = connection.execute(
+                        update(holds).where(holds.c.scope == scope, holds.c.decision_id == decision_id,
+                                            holds.c.row_version == expected_version)
+                        .values(**move(event), row_version=holds.c.row_version + 1)).rowcount
+                    if moved != 1:
+                        raise HoldRace(decision_id)
+                connection.execute(insert(hold_events).values(
+                    scope=scope, seq=event["seq"], decision_id=event.get("decision_id"), action=event["action"],
+                    event_hash=event["event_hash"], created_at=event["created_at"],
+                    event_json=json.dumps(event, ensure_ascii=False, separators=(",", ":"))))
+                if announce is not None:
+                    append_event(connection, scope, announce.name, decision_id, event["created_at"],
+                                 {**announce.data, "hold_event": event})
+        except IntegrityError as exc:
+            raise HoldRace(str(scope)) from exc
+        return event
+
+    def due(self, now: str, limit: int) -> list[dict[str, Any]]:
+        """Open holds whose deadline or escalation time has come (any scope), soonest first."""
+        deadline = (select(holds).where(holds.c.state == "open", holds.c.deadline_at <= now)
+                    .order_by(holds.c.deadline_at).limit(limit))
+        escalation = (select(holds).where(holds.c.state == "open", holds.c.escalate_at.is_not(None),
+                                          holds.c.escalate_at <= now)
+                      .order_by(holds.c.escalate_at).limit(limit))
+        with self.ledger.read() as connection:
+            rows = {r["decision_id"]: dict(r) for r in connection.execute(deadline).mappings().all()}
+            for r in connection.execute(escalation).mappings().all():
+                rows.setdefault(r["decision_id"], dict(r))
+        return list(rows.values())
+
+    def closed_among(self, decision_ids: Sequence[str]) -> set[str]:
+        """Which of these held decisions are no longer open (what long-polls wait for)."""
+        if not decision_ids:
+            return set()
+        with self.ledger.read() as connection:
+            rows = connection.execute(select(holds.c.decision_id).where(
+                holds.c.decision_id.in_(list(decision_ids)), holds.c.state != "open")).all()
+        return {r[0] for r in rows}
+
+
+def _head(connection: Connection, scope: str) -> tuple[int, str | None]:
+    row = connection.execute(select(hold_events.c.seq, hold_events.c.event_hash)
+                             .where(hold_events.c.scope == scope)
+                             .order_by(hold_events.c.seq.desc()).limit(1)).first()
+    return (int(row[0]), str(row[1])) if row else (0, None)

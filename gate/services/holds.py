@@ -1,0 +1,452 @@
+"""Held actions (issue 43, docs/holds.md): open a hold with its decision, resolve it with a signed
+event, expire and escalate it on the clock, and tell whoever waits.
+
+* `HoldOpener` runs in every decide: a record whose verdict holds the action (`review`) gets
+  its hold row (queue, priority, deadline, the facts a reviewer needs) and its `hold.opened`
+  event in the decision's own transaction, so an idempotent retry (which replays the stored
+  decision) never opens a second one.
+* `HoldService` is every other use case. Each change is one transaction that moves the row from
+  the version read and appends one signed event to the scope's hold chain; of two racing
+  resolutions one commits, the other reads again and is told the hold is already resolved.
+
+Who may act: an API key with the `resolve` permission or a person with the reviewer role in the
+scope (`permissions` carries either); `admin` changes the scope's hold policy. SECURITY: under
+four eyes the principal that asked for the action never resolves it; a quorum `all` hold takes
+votes from its members only; silence never approves (a hold past its deadline closes `expired`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gate.chain.links import scope_hash
+from gate.clock import Clock, SystemClock, iso_ms
+from gate.errors import GateError, SigningUnavailable
+from gate.holds.events import (
+    APPROVED,
+    DENIED,
+    EXPIRED,
+    HOLD_HISTORY_VERSION,
+    OPEN,
+    OUTCOMES,
+    STATES,
+    Step,
+    build_event,
+)
+from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
+from gate.keys.config import SigningSetup
+from gate.ledger import Ledger
+from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
+from gate.ledger.tables import holds as holds_table
+from gate.principals import Principal
+
+HELD_VERDICT = "review"
+MAX_FACTS_BYTES = 16_384
+MAX_NOTE = 2000
+CLAIM_TTL = timedelta(minutes=30)
+RETRIES = 8
+_REASON_CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
+_RESOLVE_MEMBERS = frozenset({"decision", "reason_code", "note"})
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _facts_text(facts: Any) -> str:
+    """The facts a reviewer sees, as stored; too large a set is replaced by a note saying so."""
+    text = json.dumps(facts, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    if len(text.encode("utf-8")) > MAX_FACTS_BYTES:
+        return json.dumps({"_omitted": f"the facts exceed {MAX_FACTS_BYTES} bytes; see the decision packet"})
+    return text
+
+
+class HoldOpener:
+    """The hold a decide opens with its record (see the module docstring)."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.holds = HoldLedger(ledger)
+
+    def policy(self, scope: str) -> HoldPolicy:
+        event = self.holds.policy_event(scope)
+        return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
+
+    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
+                facts: Any) -> list[Any]:
+        """The same-transaction writes of a held record: its row and its announcement ([] when
+        the verdict does not hold the action)."""
+        if record.get("verdict") != HELD_VERDICT:
+            return []
+        policy = self.policy(scope)
+        assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
+        row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority)
+        row["four_eyes"] = int(policy.four_eyes)
+        return [(holds_table, row), lambda connection: announce_opened(connection, row)]
+
+
+def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
+              priority: str) -> dict[str, Any]:
+    opened = _utc(str(record["created_at"]))
+    return {
+        "decision_id": record["decision_id"], "scope": scope, "record_hash": record["record_hash"],
+        "policy_id": record.get("policy_id"), "policy_version": record.get("policy_version"),
+        "rule_id": record.get("matched_rule_id"), "reason_code": record.get("reason_code"),
+        "requested_by": requested_by, **_queue_columns(queue, opened), "priority": priority,
+        "priority_rank": PRIORITIES.index(priority), "opened_at": record["created_at"],
+        "deadline_at": iso_ms(opened + timedelta(seconds=queue.deadline_seconds)),
+        "four_eyes": 1, "state": OPEN, "claimed_by": None, "claimed_at": None, "approvals_json": "[]",
+        "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
+        "facts_json": _facts_text(facts),
+    }
+
+
+def _queue_columns(queue: Queue, since: datetime) -> dict[str, Any]:
+    """The columns a queue sets on its hold: its name, quorum and escalation time."""
+    escalate = (iso_ms(since + timedelta(seconds=queue.escalate_after_seconds))
+                if queue.escalate_after_seconds is not None else None)
+    return {"queue": queue.name, "approvals_needed": queue.approvals_needed(),
+            "require_justification": int(queue.require_justification), "escalate_at": escalate}
+
+
+def hold_view(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A hold as the API, the CLI and the inbox show it."""
+    return {
+        "decision_id": row["decision_id"], "state": row["state"], "queue": row["queue"],
+        "priority": row["priority"], "opened_at": row["opened_at"], "deadline_at": row["deadline_at"],
+        "escalate_at": row["escalate_at"], "policy_id": row["policy_id"], "policy_version": row["policy_version"],
+        "rule_id": row["rule_id"], "reason_code": row["reason_code"], "record_hash": row["record_hash"],
+        "requested_by": row["requested_by"], "claimed_by": row["claimed_by"], "claimed_at": row["claimed_at"],
+        "approvals": json.loads(row["approvals_json"]), "approvals_needed": row["approvals_needed"],
+        "require_justification": bool(row["require_justification"]), "four_eyes": bool(row["four_eyes"]),
+        "resolved_at": row["resolved_at"], "resolved_by": row["resolved_by"], "facts": json.loads(row["facts_json"]),
+    }
+
+
+def _denied(permission: str) -> GateError:
+    return GateError("HOLD_PERMISSION_DENIED", f"this principal lacks the {permission!r} permission in this scope",
+                     permission=permission)
+
+
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """A checked resolution request."""
+
+    decision: str
+    reason_code: str
+    note: str | None
+
+
+def parse_vote(body: Any) -> Vote:
+    """`{decision: approve|deny, reason_code, note?}` or HOLD_RESOLUTION_INVALID (nothing changes)."""
+    if not isinstance(body, Mapping):
+        raise GateError("HOLD_RESOLUTION_INVALID", "the body must be a JSON object")
+    unknown = sorted(set(map(str, body)) - _RESOLVE_MEMBERS)
+    if unknown:
+        raise GateError("HOLD_RESOLUTION_INVALID", f"unknown member(s): {', '.join(unknown)}", unknown=unknown)
+    if body.get("decision") not in ("approve", "deny"):
+        raise GateError("HOLD_RESOLUTION_INVALID", "decision must be 'approve' or 'deny'")
+    code = body.get("reason_code")
+    if not isinstance(code, str) or not _REASON_CODE.fullmatch(code):
+        raise GateError("HOLD_RESOLUTION_INVALID", f"reason_code must match {_REASON_CODE.pattern}")
+    note = body.get("note")
+    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE
+                             or not all(c.isprintable() or c in "\n\t" for c in note)):
+        raise GateError("HOLD_RESOLUTION_INVALID", f"note must be text of at most {MAX_NOTE} characters")
+    return Vote(body["decision"], code, note.strip() or None if isinstance(note, str) else None)
+
+
+class HoldService:
+    """Every use case of held actions but the opening (see the module docstring)."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock | None = None) -> None:
+        self.holds = HoldLedger(ledger)
+        self.opener = HoldOpener(ledger)
+        self.signing = signing
+        self.clock = clock or SystemClock()
+        self._closed = threading.Condition()
+        self._listeners: list[Callable[[str], None]] = []
+
+    # -- reads -------------------------------------------------------------------------------
+    def policy(self, scope: str) -> HoldPolicy:
+        return self.opener.policy(scope)
+
+    def show(self, scope: str, decision_id: str) -> dict[str, Any]:
+        row = self._row(scope, decision_id)
+        return {**hold_view(row), "events": self.holds.events_of(scope, decision_id)}
+
+    def list(self, scope: str, *, state: str = OPEN, queue: str | None = None, limit: int = 50,
+             offset: int = 0) -> dict[str, Any]:
+        if state not in (*STATES, "closed", "all"):
+            raise GateError("REQUEST_INVALID", f"state must be one of {', '.join((*STATES, 'closed', 'all'))}")
+        states = {"closed": OUTCOMES, "all": STATES}.get(state, (state,))
+        page = self.holds.page(scope, states=states, queue=queue, limit=limit, offset=offset)
+        return {"ok": True, "holds": [hold_view(r) for r in page.rows], "count": len(page.rows),
+                "total": page.total, "counts": self.holds.counts(scope)}
+
+    def resolution(self, scope: str, decision_id: str) -> dict[str, Any]:
+        """The hold's state and, once closed, its signed resolution (the closing event)."""
+        row = self._row(scope, decision_id)
+        resolution = None
+        if row["state"] != OPEN:
+            events = self.holds.events_of(scope, decision_id)
+            resolution = next((e for e in reversed(events) if e.get("outcome") is not None), None)
+        return {"ok": True, "decision_id": decision_id, "state": row["state"],
+                "approved": row["state"] == APPROVED and resolution is not None,
+                "resolution": resolution, "hold": hold_view(row)}
+
+    def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
+        """The scope's hold chain as `gate verify --hold-history` checks it offline."""
+        return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": scope_hash(scope),
+                "events": self.holds.history(scope, limit)}
+
+    def _row(self, scope: str, decision_id: str) -> dict[str, Any]:
+        row = self.holds.hold(scope, decision_id)
+        if row is None:  # SECURITY: another scope's hold is exactly as absent as none
+            raise GateError("HOLD_NOT_FOUND", "no hold for this decision in this scope", decision_id=decision_id)
+        return row
+
+    # -- changes -----------------------------------------------------------------------------
+    def resolve(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+                body: Any) -> dict[str, Any]:
+        """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
+        if "resolve" not in permissions:
+            raise _denied("resolve")
+        vote = parse_vote(body)
+        return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
+
+    def claim(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+              release: bool = False) -> dict[str, Any]:
+        if "resolve" not in permissions:
+            raise _denied("resolve")
+        return self._step(scope, decision_id, lambda row: self._claim_step(row, principal, release))
+
+    def reassign(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+                 body: Any) -> dict[str, Any]:
+        if "resolve" not in permissions:
+            raise _denied("resolve")
+        queue_name = body.get("queue") if isinstance(body, Mapping) else None
+        note = body.get("note") if isinstance(body, Mapping) else None
+        queue = self.policy(scope).queue(queue_name) if isinstance(queue_name, str) else None
+        if queue is None:
+            raise GateError("HOLD_RESOLUTION_INVALID", "queue must name one of the scope's queues")
+        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
+            raise GateError("HOLD_RESOLUTION_INVALID", f"note must be text of at most {MAX_NOTE} characters")
+        return self._step(scope, decision_id, lambda row: self._move_step(row, principal, "reassign", queue, note))
+
+    def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],
+                 decision_id: str) -> dict[str, Any]:
+        if "resolve" not in permissions:
+            raise _denied("resolve")
+        policy = self.policy(scope)
+
+        def step(row: dict[str, Any]) -> tuple[Step, dict[str, Any], str]:
+            current = policy.queue(row["queue"])
+            target = policy.queue(current.escalate_to) if current and current.escalate_to else None
+            if target is None:
+                raise GateError("HOLD_NOT_ESCALABLE", "this hold's queue names no queue to escalate to")
+            return self._move_step(row, principal, "escalate", target, None)
+        return self._step(scope, decision_id, step)
+
+    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> dict[str, Any]:
+        """Replace the scope's hold policy (admin): a signed event of the hold chain."""
+        if "admin" not in permissions:
+            raise _denied("admin")
+        policy = HoldPolicy.from_json(body)
+        signer = self._signer()
+        at = iso_ms(self.clock.now())
+        step = Step("policy_set", principal, at, policy=policy.to_json())
+        for _ in range(RETRIES):
+            try:
+                event = self.holds.append(scope, lambda seq, prev: build_event(
+                    step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
+                    announce=Announce("hold.policy_changed", {"policy": policy.to_json()}))
+                return {"ok": True, "policy": policy.to_json(), "event": event}
+            except HoldRace:
+                continue
+        raise GateError("HOLD_BUSY", "the scope's hold chain is busy; retry")
+
+    def sweep(self, limit: int = 200) -> int:
+        """Expire every open hold past its deadline and escalate those whose time has come (any
+        scope). Run by every serving process: each step happens once, whoever gets there first."""
+        now = self.clock.now()
+        done = 0
+        for row in self.holds.due(iso_ms(now), limit):
+            try:
+                self._step(row["scope"], row["decision_id"], lambda current: self._clock_step(current, now))
+                done += 1
+            except GateError:
+                continue  # resolved or moved meanwhile: nothing is due any more
+        return done
+
+    # -- steps -------------------------------------------------------------------------------
+    def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote) -> tuple[Step, dict[str, Any], str]:
+        queue = self.policy(row["scope"]).queue(row["queue"])
+        if row["four_eyes"] and principal.actor == row["requested_by"]:
+            raise GateError("HOLD_FOUR_EYES", "the principal that asked for this action cannot resolve it")
+        if queue is not None and queue.quorum == "all" and principal.id not in queue.members:
+            raise GateError("HOLD_NOT_A_MEMBER", "this queue takes votes from its members only")
+        approvals = json.loads(row["approvals_json"])
+        if any(a["actor"] == principal.actor for a in approvals):
+            raise GateError("HOLD_ALREADY_VOTED", "this principal has already approved this hold")
+        if row["require_justification"] and not vote.note:
+            raise GateError("HOLD_RESOLUTION_INVALID", "this queue requires a written justification (note)")
+        self._check_claim(row, principal)
+        closes = vote.decision == "deny" or len(approvals) + 1 >= row["approvals_needed"]
+        outcome = (DENIED if vote.decision == "deny" else APPROVED) if closes else None
+        step = Step("vote", principal, "", row["decision_id"], row["record_hash"], vote=vote.decision,
+                    reason_code=vote.reason_code, note=vote.note, queue=row["queue"], outcome=outcome,
+                    approvals_needed=row["approvals_needed"] if outcome == APPROVED else None,
+                    votes=tuple(a["event_hash"] for a in approvals) if outcome == APPROVED else (),
+                    four_eyes=bool(row["four_eyes"]), requested_by=row["requested_by"])
+        name = "hold.resolved" if outcome else "hold.voted"
+        return step, {}, name
+
+    def _check_claim(self, row: Mapping[str, Any], principal: Principal) -> None:
+        claimed = row["claimed_by"]
+        if claimed and claimed != principal.actor and _utc(row["claimed_at"]) + CLAIM_TTL > self.clock.now():
+            raise GateError("HOLD_CLAIMED", "another reviewer has claimed this hold", claimed_by=claimed)
+
+    def _claim_step(self, row: dict[str, Any], principal: Principal,
+                    release: bool) -> tuple[Step, dict[str, Any], str]:
+        if release:
+            if row["claimed_by"] != principal.actor:
+                raise GateError("HOLD_CLAIMED", "only the reviewer who claimed this hold releases it",
+                                claimed_by=row["claimed_by"])
+            move: dict[str, Any] = {"claimed_by": None, "claimed_at": None}
+        else:
+            self._check_claim(row, principal)
+            move = {"claimed_by": principal.actor, "claimed_at": "@now"}
+        step = Step("unclaim" if release else "claim", principal, "", row["decision_id"], row["record_hash"],
+                    queue=row["queue"])
+        return step, move, "hold.claimed" if not release else "hold.unclaimed"
+
+    def _move_step(self, row: dict[str, Any], principal: Principal, action: str, queue: Queue,
+                   note: str | None) -> tuple[Step, dict[str, Any], str]:
+        if queue.name == row["queue"]:
+            raise GateError("HOLD_RESOLUTION_INVALID", "the hold is already in this queue")
+        step = Step(action, principal, "", row["decision_id"], row["record_hash"], note=note, queue=queue.name,
+                    deadline_at=row["deadline_at"])
+        move = {**_queue_columns(queue, self.clock.now()), "claimed_by": None, "claimed_at": None,
+                "approvals_json": "[]"}
+        return step, move, "hold.escalated" if action == "escalate" else "hold.reassigned"
+
+    def _clock_step(self, row: dict[str, Any], now: datetime) -> tuple[Step, dict[str, Any], str]:
+        clock = Principal.clock()
+        if row["deadline_at"] <= iso_ms(now):
+            step = Step("expire", clock, "", row["decision_id"], row["record_hash"], queue=row["queue"],
+                        deadline_at=row["deadline_at"], outcome=EXPIRED)
+            return step, {}, "hold.expired"
+        if row["escalate_at"] is not None and row["escalate_at"] <= iso_ms(now):
+            current = self.policy(row["scope"]).queue(row["queue"])
+            target = self.policy(row["scope"]).queue(current.escalate_to) if current and current.escalate_to else None
+            if target is None:  # the policy changed since: nothing to escalate to, only the deadline stays
+                return (Step("escalate", clock, "", row["decision_id"], row["record_hash"], queue=row["queue"],
+                             deadline_at=row["deadline_at"], note="no queue to escalate to"),
+                        {"escalate_at": None}, "hold.escalated")
+            return self._move_step(row, clock, "escalate", target, None)
+        raise GateError("HOLD_NOT_DUE", "nothing is due on this hold")
+
+    def _step(self, scope: str, decision_id: str,
+              make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]) -> dict[str, Any]:
+        """Read the row, make the step, write it with the row's move; on a race read again."""
+        signer = self._signer()
+        for _ in range(RETRIES):
+            row = self._row(scope, decision_id)
+            if row["state"] != OPEN:
+                raise GateError("HOLD_ALREADY_RESOLVED", f"this hold is already {row['state']}", state=row["state"])
+            step, move, name = make(row)
+            at = iso_ms(self.clock.now())
+            step = replace(step, at=at)
+            move = {k: (at if v == "@now" else v) for k, v in move.items()}
+
+            def move_of(event: Mapping[str, Any], step: Step = step, move: dict[str, Any] = move,
+                        row: dict[str, Any] = row) -> dict[str, Any]:
+                return {**move, **_closing_move(step, row, event)}
+            try:
+                event = self.holds.append(scope, lambda seq, prev, step=step: build_event(
+                    step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
+                    move=move_of, decision_id=decision_id, expected_version=row["row_version"],
+                    announce=Announce(name, {"decision_id": decision_id, "record_hash": row["record_hash"],
+                                             "queue": step.queue, "outcome": step.outcome}))
+            except HoldRace:
+                continue
+            if step.outcome is not None:
+                self._announce_closed(decision_id)
+            after = self._row(scope, decision_id)
+            return {"ok": True, "event": event, "hold": hold_view(after)}
+        raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
+
+    def _signer(self) -> Any:
+        signer = self.signing.receipt_signer()
+        if signer is None and self.signing.required:
+            raise SigningUnavailable()
+        return signer
+
+    # -- waiting ---------------------------------------------------------------------------
+    def on_closed(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(decision_id)` when this process closes a hold (the long-poll's wake-up)."""
+        self._listeners.append(listener)
+
+    def _announce_closed(self, decision_id: str) -> None:
+        with self._closed:
+            self._closed.notify_all()
+        for listener in list(self._listeners):
+            listener(decision_id)
+
+    def wait_closed(self, scope: str, decision_id: str, seconds: float, poll: float = 0.25) -> dict[str, Any]:
+        """The resolution, waiting up to `seconds` for the hold to close (here or in another
+        process: the row is read again every `poll` seconds). For servers without parking."""
+        deadline = self.clock.now() + timedelta(seconds=seconds)
+        answer = self.resolution(scope, decision_id)
+        while answer["state"] == OPEN:
+            left = (deadline - self.clock.now()).total_seconds()
+            if left <= 0:
+                break
+            with self._closed:
+                self._closed.wait(min(poll, left))
+            answer = self.resolution(scope, decision_id)
+        return answer
+
+
+def _closing_move(step: Step, row: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's columns after the step's event: its state, or the approvals so far."""
+    if step.outcome is not None:
+        return {"state": step.outcome, "resolved_at": step.at, "resolved_by": step.principal.actor,
+                "resolution_seq": event["seq"]}
+    if step.action == "vote" and step.vote == "approve":
+        approvals = [*json.loads(row["approvals_json"]), {"actor": step.principal.actor, "event_hash": event["event_hash"]}]
+        return {"approvals_json": json.dumps(approvals)}
+    return {}
+
+
+class HoldSweeper:
+    """A daemon thread that runs `HoldService.sweep` every `interval` seconds (one per serving
+    process; every process may run one, each step still happens once)."""
+
+    def __init__(self, service: HoldService, interval: float = 1.0) -> None:
+        self.service, self.interval = service, interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gate-hold-sweeper", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        log = logging.getLogger("gate.holds")
+        while not self._stop.wait(self.interval):
+            try:
+                self.service.sweep()
+            except Exception:  # the ledger may be away (logged); the next pass tries again
+                log.warning("the hold sweep failed; retrying", exc_info=True)

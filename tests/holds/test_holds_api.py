@@ -1,0 +1,257 @@
+"""Held actions through HTTP (issue 43, docs/holds.md): a decide that holds opens exactly one hold;
+a reviewer's signed resolution is what lets the caller proceed; who may resolve; silence expires."""
+
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+
+from gate.holds.events import verify_resolution
+from gate_client.client import resolution_route
+from gate.verify import verify_record
+
+from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
+
+
+@pytest.fixture
+def clock():
+    return MovingClock()
+
+
+@pytest.fixture
+def gate(make_app, clock):
+    app = make_app()
+    app.extensions["gate"].holds.clock = clock
+    app.extensions["gate"].service.clock = clock
+    return app
+
+
+@pytest.fixture
+def keys(issue_key):
+    return {
+        "caller": issue_key(permissions="decide")["api_key"],
+        "reviewer": issue_key(permissions="decide,resolve")["api_key"],
+        "reviewer2": issue_key(permissions="decide,resolve")["api_key"],
+        "admin": issue_key(permissions="decide,admin")["api_key"],
+        "other_scope": issue_key(scope="tenant_b", permissions="decide,resolve,admin")["api_key"],
+    }
+
+
+def _as(gate, keys, name):
+    return Holds(gate.test_client(), keys[name])
+
+
+def _held(gate, keys, **kw):
+    answer = _as(gate, keys, "caller").decide(held_request(**kw))
+    assert answer.status_code == 200, answer.get_json()
+    record = answer.get_json()
+    assert record["verdict"] == "review"
+    return record
+
+
+def test_a_held_decide_opens_one_hold_with_its_owner_deadline_and_facts(gate, keys, clock):
+    record = _held(gate, keys)
+    inbox = _as(gate, keys, "reviewer").inbox().get_json()
+    assert inbox["total"] == 1 and inbox["counts"] == {"open": 1}
+    hold = inbox["holds"][0]
+    assert hold["decision_id"] == record["decision_id"] and hold["record_hash"] == record["record_hash"]
+    assert hold["queue"] == "default" and hold["priority"] == "normal" and hold["state"] == "open"
+    assert hold["rule_id"] == "review_thin_margin" and hold["reason_code"] == "MARGIN_BELOW_FLOOR"
+    assert hold["facts"]["margin_percent"] == 12
+    assert hold["deadline_at"] > hold["opened_at"] == record["created_at"]
+    # a decide that does not hold opens nothing
+    assert _as(gate, keys, "caller").decide(approved_request()).get_json()["verdict"] == "yes"
+    assert _as(gate, keys, "reviewer").inbox().get_json()["total"] == 1
+
+
+def test_sixteen_concurrent_retries_of_one_key_open_one_hold(gate, keys):
+    api = _as(gate, keys, "caller")
+    answers = []
+
+    def call():
+        answers.append(Holds(gate.test_client(), keys["caller"]).decide(held_request(), key="retry-1").get_json())
+    threads = [threading.Thread(target=call) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({a["decision_id"] for a in answers}) == 1
+    inbox = _as(gate, keys, "reviewer").inbox().get_json()
+    assert inbox["total"] == 1 and inbox["holds"][0]["decision_id"] == answers[0]["decision_id"]
+    assert api.decide(held_request(), key="retry-1").get_json()["decision_id"] == answers[0]["decision_id"]
+
+
+def test_an_approving_resolution_is_signed_bound_and_lets_the_caller_proceed(gate, keys):
+    record = _held(gate, keys)
+    reviewer = _as(gate, keys, "reviewer")
+    answer = reviewer.resolve(record["decision_id"], "approve", "MARGIN_OK", note="finance signed off")
+    assert answer.status_code == 201, answer.get_json()
+    event = answer.get_json()["event"]
+    assert event["outcome"] == "approved" and event["record_hash"] == record["record_hash"]
+    assert event["principal"] == {"kind": "api_key", "id": event["actor"]}
+    polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
+    assert polled["state"] == "approved" and polled["approved"] is True and polled["resolution"] == event
+    anchors = gate.extensions["gate"].signing.trust_anchors()
+    assert verify_resolution(record, event, anchors).approved
+    verified = verify_record(record, anchors=anchors).to_dict()
+    assert resolution_route(record, event, anchors, verified).route == "proceed"
+    # any changed byte fails, and a resolution bound to another record never proceeds
+    for name, value in (("outcome", "denied"), ("note", "x"), ("record_hash", "0" * 64), ("seq", 99)):
+        forged = dict(event, **{name: value})
+        assert not verify_resolution(record, forged, anchors).verified, name
+        assert resolution_route(record, forged, anchors, verified).route == "review"
+    other = _held(gate, keys, margin=11)
+    assert resolution_route(other, event, anchors, verify_record(other, anchors=anchors).to_dict()).route == "review"
+    # a second resolution changes nothing
+    again = _as(gate, keys, "reviewer2").resolve(record["decision_id"], "deny", "TOO_LATE")
+    assert again.status_code == 409 and again.get_json()["error"] == "HOLD_ALREADY_RESOLVED"
+
+
+def test_a_denial_routes_to_deny(gate, keys):
+    record = _held(gate, keys)
+    event = _as(gate, keys, "reviewer").resolve(record["decision_id"], "deny", "MARGIN_TOO_THIN").get_json()["event"]
+    anchors = gate.extensions["gate"].signing.trust_anchors()
+    check = verify_resolution(record, event, anchors)
+    assert check.verified and not check.approved and check.outcome == "denied"
+    assert resolution_route(record, event, anchors, verify_record(record, anchors=anchors).to_dict()).route == "deny"
+
+
+@pytest.mark.parametrize("who, code, status", [
+    ("caller", "HOLD_PERMISSION_DENIED", 403),  # a decide-only key
+    ("admin", "HOLD_PERMISSION_DENIED", 403),  # admin does not imply resolve
+    ("other_scope", "HOLD_NOT_FOUND", 404),  # another scope's hold does not exist for it
+])
+def test_who_may_not_resolve(gate, keys, who, code, status):
+    record = _held(gate, keys)
+    answer = _as(gate, keys, who).resolve(record["decision_id"])
+    assert answer.status_code == status and answer.get_json()["error"] == code
+    assert _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]["state"] == "open"
+    assert _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]["events"] == []
+
+
+def test_four_eyes_refuses_the_requester_and_allows_it_when_the_scope_turns_it_off(gate, keys, issue_key):
+    both = issue_key(permissions="decide,resolve")["api_key"]
+    api = Holds(gate.test_client(), both)
+    record = api.decide(held_request()).get_json()
+    refused = api.resolve(record["decision_id"])
+    assert refused.status_code == 403 and refused.get_json()["error"] == "HOLD_FOUR_EYES"
+    assert _as(gate, keys, "admin").put_policy(policy(four_eyes=False)).status_code == 200
+    later = api.decide(held_request(margin=13)).get_json()
+    assert api.resolve(later["decision_id"]).status_code == 201
+    # the hold opened under four eyes keeps it
+    assert api.resolve(record["decision_id"]).get_json()["error"] == "HOLD_FOUR_EYES"
+
+
+def test_a_two_person_quorum_needs_two_distinct_approvers(gate, keys):
+    assert _as(gate, keys, "admin").put_policy(policy({"default": queue(quorum="two")})).status_code == 200
+    record = _held(gate, keys)
+    first = _as(gate, keys, "reviewer").resolve(record["decision_id"]).get_json()
+    assert first["event"]["outcome"] is None and first["hold"]["state"] == "open"
+    again = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert again.status_code == 409 and again.get_json()["error"] == "HOLD_ALREADY_VOTED"
+    second = _as(gate, keys, "reviewer2").resolve(record["decision_id"]).get_json()
+    assert second["event"]["outcome"] == "approved"
+    assert second["event"]["votes"] == [first["event"]["event_hash"]] and second["event"]["approvals_needed"] == 2
+    anchors = gate.extensions["gate"].signing.trust_anchors()
+    assert verify_resolution(record, second["event"], anchors).approved
+
+
+def test_a_queue_that_requires_a_justification_refuses_a_vote_without_one(gate, keys):
+    _as(gate, keys, "admin").put_policy(policy({"default": queue(justification=True)}))
+    record = _held(gate, keys)
+    refused = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert refused.status_code == 400 and refused.get_json()["error"] == "HOLD_RESOLUTION_INVALID"
+    assert _as(gate, keys, "reviewer").resolve(record["decision_id"], note="checked the contract").status_code == 201
+
+
+def test_racing_resolutions_give_one(gate, keys):
+    record = _held(gate, keys)
+    statuses = []
+
+    def vote(name, decision):
+        statuses.append(Holds(gate.test_client(), keys[name]).resolve(record["decision_id"], decision).status_code)
+    threads = [threading.Thread(target=vote, args=(name, d)) for name in ("reviewer", "reviewer2")
+               for d in ("approve", "deny", "approve", "deny")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses).count(201) == 1 and all(s in (201, 409) for s in statuses)
+    events = _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]["events"]
+    assert len(events) == 1 and events[0]["outcome"] in ("approved", "denied")
+
+
+def test_silence_expires_the_hold_and_an_expiry_never_approves(gate, keys, clock):
+    record = _held(gate, keys)
+    holds = gate.extensions["gate"].holds
+    assert holds.sweep() == 0
+    clock.advance(86_400 + 1)
+    assert holds.sweep() == 1 and holds.sweep() == 0  # once, however often swept
+    polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
+    assert polled["state"] == "expired" and polled["approved"] is False
+    event = polled["resolution"]
+    assert event["action"] == "expire" and event["principal"] == {"kind": "clock", "id": "clock"}
+    anchors = gate.extensions["gate"].signing.trust_anchors()
+    check = verify_resolution(record, event, anchors)
+    assert check.verified and not check.approved
+    assert resolution_route(record, event, anchors, verify_record(record, anchors=anchors).to_dict()).route == "deny"
+    late = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert late.status_code == 409 and late.get_json()["error"] == "HOLD_ALREADY_RESOLVED"
+    # a forged expiry that claims approval fails
+    forged = copy.deepcopy(event)
+    forged["outcome"] = "approved"
+    assert not verify_resolution(record, forged, anchors).approved
+
+
+def test_escalation_moves_the_hold_before_its_deadline_and_is_recorded(gate, keys, clock):
+    _as(gate, keys, "admin").put_policy(policy({
+        "default": queue(deadline=7200, escalate_after=600, escalate_to="leads"), "leads": queue(deadline=7200)}))
+    record = _held(gate, keys)
+    holds = gate.extensions["gate"].holds
+    clock.advance(601)
+    assert holds.sweep() == 1
+    hold = _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]
+    assert hold["queue"] == "leads" and hold["state"] == "open" and hold["events"][-1]["action"] == "escalate"
+    assert hold["deadline_at"] == hold["events"][-1]["deadline_at"]  # the deadline does not move
+    clock.advance(7200)
+    holds.sweep()
+    assert _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()["state"] == "expired"
+
+
+def test_routes_send_a_rule_to_its_queue_with_its_priority(gate, keys):
+    _as(gate, keys, "admin").put_policy(policy(
+        {"default": queue(), "finance": queue(deadline=600)},
+        routes=[{"policy_id": "pricing_exception", "rule_id": "review_thin_margin", "queue": "finance",
+                 "priority": "urgent"}]))
+    record = _held(gate, keys)
+    hold = _as(gate, keys, "reviewer").inbox("?queue=finance").get_json()["holds"][0]
+    assert hold["decision_id"] == record["decision_id"] and hold["priority"] == "urgent"
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"decision": "maybe", "reason_code": "X1"}, "decision"),
+    ({"decision": "approve", "reason_code": "lower"}, "reason_code"),
+    ({"decision": "approve", "reason_code": "OK_1", "extra": 1}, "unknown"),
+    ({"decision": "approve", "reason_code": "OK_1", "note": "x" * 2001}, "note"),
+    ([1, 2], "object"),
+])
+def test_a_malformed_resolution_is_refused_and_changes_nothing(gate, keys, body, fragment):
+    record = _held(gate, keys)
+    answer = gate.test_client().post(f"/api/holds/{record['decision_id']}/resolve", json=body,
+                                     headers={"x-api-key": keys["reviewer"]})
+    assert answer.status_code == 400 and answer.get_json()["error"] == "HOLD_RESOLUTION_INVALID"
+    assert fragment in answer.get_json()["message"]
+    assert _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]["events"] == []
+
+
+def test_the_hold_policy_is_admin_only_and_a_signed_step_of_the_chain(gate, keys):
+    refused = _as(gate, keys, "reviewer").put_policy(policy(four_eyes=False))
+    assert refused.status_code == 403 and refused.get_json()["error"] == "HOLD_PERMISSION_DENIED"
+    bad = _as(gate, keys, "admin").put_policy({"default_queue": "x"})
+    assert bad.status_code == 400 and bad.get_json()["error"] == "HOLD_POLICY_INVALID"
+    ok = _as(gate, keys, "admin").put_policy(policy(four_eyes=False)).get_json()
+    assert ok["event"]["action"] == "policy_set" and ok["event"]["policy"]["four_eyes"] is False
+    history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["admin"]}).get_json()
+    assert [e["action"] for e in history["events"]] == ["policy_set"]
