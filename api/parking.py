@@ -19,6 +19,7 @@ is answered in its thread (bounded by the route's 30 seconds), never refused.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -38,9 +39,9 @@ log = logging.getLogger("gate.parking")
 class Parked(BaseException):
     """Raised out of the WSGI call for a request that asked to be parked."""
 
-    def __init__(self, decision_id: str, seconds: float) -> None:
+    def __init__(self, decision_id: str, seconds: float, body: bytes | None = None) -> None:
         super().__init__(decision_id)
-        self.decision_id, self.seconds = decision_id, seconds
+        self.decision_id, self.seconds, self.body = decision_id, seconds, body
 
 
 @dataclass(slots=True)
@@ -49,12 +50,13 @@ class Ticket:
     deadline: float  # time.monotonic()
     conn: Any
     req: Any
+    body: bytes | None  # the request body the resumed run reads again (a POST's was consumed)
 
 
 class ParkingLot:
     """The parked requests of one worker and the thread that resumes them."""
 
-    def __init__(self, closed_among: Callable[[list[str]], set[str]], resume: Callable[[Any, Any], None],
+    def __init__(self, closed_among: Callable[[list[str]], set[str]], resume: Callable[[Any, Any, bytes | None], None],
                  alive: Callable[[], bool], *, poll: float = POLL_SECONDS, limit: int = LIMIT) -> None:
         self.closed_among, self.resume, self.alive = closed_among, resume, alive
         self.poll, self.limit = poll, limit
@@ -69,7 +71,11 @@ class ParkingLot:
         """The WSGI application with parking offered to its routes."""
         def parked_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             self._local.ask = None
-            environ[PARK] = None if getattr(self._local, "resumed", False) else self._ask
+            resumed = getattr(self._local, "resumed", False)
+            environ[PARK] = None if resumed else self._ask
+            body = getattr(self._local, "body", None)
+            if resumed and body is not None:
+                environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
             result = app(environ, start_response)
             ask = self._local.ask
             if ask is not None:
@@ -81,21 +87,23 @@ class ParkingLot:
             return result
         return parked_app
 
-    def _ask(self, decision_id: str, seconds: float) -> bool:
-        """The route's request to park (True: it will be; False: the lot is full, wait in the thread)."""
+    def _ask(self, decision_id: str, seconds: float, body: bytes | None = None) -> bool:
+        """The route's request to park (True: it will be; False: the lot is full, wait in the thread).
+        A route that read a body passes it (`body`): the resumed run reads it again."""
         if len(self._tickets) >= self.limit:
             return False
-        self._local.ask = (decision_id, seconds)
+        self._local.ask = (decision_id, seconds, body)
         return True
 
-    def resumed(self) -> ResumedContext:
-        """Context for a resumed request's run: parking is refused to it."""
-        return ResumedContext(self._local)
+    def resumed(self, body: bytes | None) -> ResumedContext:
+        """Context for a resumed request's run: parking is refused to it; it reads `body` again."""
+        return ResumedContext(self._local, body)
 
     # -- the worker's side ---------------------------------------------------------------------
     def hold(self, conn: Any, req: Any, parked: Parked) -> None:
         with self._lock:
-            self._tickets[id(conn)] = Ticket(parked.decision_id, time.monotonic() + parked.seconds, conn, req)
+            self._tickets[id(conn)] = Ticket(parked.decision_id, time.monotonic() + parked.seconds, conn, req,
+                                             parked.body)
         self.start()
 
     def wake(self, _decision_id: str | None = None) -> None:
@@ -140,15 +148,15 @@ class ParkingLot:
             with self._lock:
                 if self._tickets.pop(id(ticket.conn), None) is None:
                     continue
-            self.resume(ticket.conn, ticket.req)
+            self.resume(ticket.conn, ticket.req, ticket.body)
 
 
 class ResumedContext:
-    def __init__(self, local: threading.local) -> None:
-        self.local = local
+    def __init__(self, local: threading.local, body: bytes | None) -> None:
+        self.local, self.body = local, body
 
     def __enter__(self) -> None:
-        self.local.resumed = True
+        self.local.resumed, self.local.body = True, self.body
 
     def __exit__(self, *exc: object) -> None:
-        self.local.resumed = False
+        self.local.resumed, self.local.body = False, None

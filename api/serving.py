@@ -293,15 +293,15 @@ class GateWorker(ThreadWorker):
             return  # the parking lot holds the connection (still counted in nr_conns)
         super().finish_request(conn, fs)
 
-    def resume_parked(self, conn, req) -> None:
+    def resume_parked(self, conn, req, body) -> None:
         """From the parking thread: answer a parked request on a pool thread, then carry on
         with the connection as after any answer (keep-alive or close)."""
-        future = self.tpool.submit(self._serve_parked, conn, req)
+        future = self.tpool.submit(self._serve_parked, conn, req, body)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
-    def _serve_parked(self, conn, req):
+    def _serve_parked(self, conn, req, body):
         try:
-            with self.parking.resumed() if self.parking is not None else contextlib.nullcontext():
+            with self.parking.resumed(body) if self.parking is not None else contextlib.nullcontext():
                 return self._keepalive_after(conn, self.handle_request(req, conn))
         except OSError:  # the waiting client left: nothing to answer
             return False

@@ -30,6 +30,14 @@ def _long_poll(base, key, decision_id, wait, out):
     out.append((status, body, time.monotonic() - started, time.monotonic()))
 
 
+def _mcp_wait(base, key, decision_id, wait, out):
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "hold_resolution", "arguments": {"decision_id": decision_id, "wait_seconds": wait}}}
+    started = time.monotonic()
+    status, _, body = call("POST", base + "/api/mcp", message, {"x-api-key": key}, timeout=wait + 10)
+    out.append((status, body, time.monotonic() - started, time.monotonic()))
+
+
 def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_factory, issue_key, gate_env):
     server = server_factory(workers=2, threads=2, env={"GATE_HOLD_SWEEP_MS": "200"})
     caller, reviewer = issue_key(permissions="decide")["api_key"], issue_key(permissions="resolve")["api_key"]
@@ -38,6 +46,9 @@ def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_
     answers: list = []
     threads = [threading.Thread(target=_long_poll, args=(server.base, caller, record["decision_id"], 20, answers))
                for _ in range(WAITERS)]
+    mcp: list = []  # an agent waiting through the MCP tool is parked the same way
+    threads += [threading.Thread(target=_mcp_wait, args=(server.base, caller, record["decision_id"], 20, mcp))
+                for _ in range(2)]
     for t in threads:
         t.start()
     time.sleep(1.5)  # every waiter is parked by now
@@ -60,6 +71,12 @@ def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_
         assert status == 200 and body["state"] == "approved" and body["resolution"] == resolved["event"]
         assert done - resolved_at < 1.0, done - resolved_at
         assert verify_resolution(record, body["resolution"], anchors).approved
+    assert len(mcp) == 2
+    for status, body, _, done in mcp:
+        result = body["result"]
+        assert status == 200 and result["isError"] is False and done - resolved_at < 1.0
+        assert result["structuredContent"]["state"] == "approved"
+        assert result["structuredContent"]["resolution"] == resolved["event"]
     # A wait that runs out answers the state as it is: open, never approval.
     short: list = []
     _long_poll(server.base, caller, other["decision_id"], 1, short)
