@@ -255,3 +255,13 @@ def test_the_hold_policy_is_admin_only_and_a_signed_step_of_the_chain(gate, keys
     assert ok["event"]["action"] == "policy_set" and ok["event"]["policy"]["four_eyes"] is False
     history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["admin"]}).get_json()
     assert [e["action"] for e in history["events"]] == ["policy_set"]
+
+
+def test_a_vote_after_the_deadline_expires_the_hold_first_even_before_any_sweep(gate, keys, clock):
+    record = _held(gate, keys)
+    clock.advance(86_400)  # exactly at the deadline: no sweep has run
+    late = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert late.status_code == 409 and late.get_json()["error"] == "HOLD_ALREADY_RESOLVED"
+    assert late.get_json()["state"] == "expired"
+    polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
+    assert polled["state"] == "expired" and polled["resolution"]["action"] == "expire"
