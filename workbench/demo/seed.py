@@ -31,9 +31,9 @@ from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.engine import make_engine
 from gate.ledger.reports import set_benchmark_opt_in
+from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from gate.principals import Principal
 from gate.services.decide import Caller, DecisionService
 from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
