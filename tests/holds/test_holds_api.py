@@ -9,9 +9,8 @@ import threading
 import pytest
 
 from gate.holds.events import verify_resolution
-from gate_client.client import resolution_route
 from gate.verify import verify_record
-
+from gate_client.client import resolution_route
 from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
 
 
