@@ -48,8 +48,8 @@ def _adapters():
 def _anchors(args):
     """The keys a dry-run manifest's signature may be by: this gate's own (keyring, HMAC secret)
     and those the options name (unusable ones raise TrustAnchorError, a GateError)."""
+    from gate.keys.anchors import TrustAnchors
     from gate.keys.config import SigningSetup
-    from gate.verify.anchors import TrustAnchors
     from gate_cli.context import load_settings
 
     settings = load_settings()

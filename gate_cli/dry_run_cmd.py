@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 
 from gate.clock import SystemClock, iso_ms
+from gate.keys.anchors import TrustAnchorError, TrustAnchors
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
-from gate.verify.anchors import TrustAnchorError, TrustAnchors
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 
 __all__ = ["add_dry_run_parser", "cmd_dry_run"]

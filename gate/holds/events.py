@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal, signature_payload
-from gate.verify.anchors import TrustAnchors
 from gate.verify.signatures import signature_holds
 
 HOLD_EVENT_VERSION = "hold_event_v1"

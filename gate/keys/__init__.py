@@ -1,2 +1,2 @@
-"""Key material: Ed25519 and HMAC signing and the keyring (`signing`), which key signs what
-(`config`), and API key generation and hashing (`apikeys`)."""
+"""Key material: Ed25519 and HMAC signing and the keyring (`signing`), the keys a verifier trusts
+(`anchors`), which key signs what (`config`), and API key generation and hashing (`apikeys`)."""

@@ -24,6 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import (
     Ed25519Key,
     HmacKey,
@@ -33,7 +34,6 @@ from gate.keys.signing import (
     load_keyring,
     receipt_signer_for,
 )
-from gate.verify import TrustAnchors
 
 log = logging.getLogger("gate.keys.signing")
 

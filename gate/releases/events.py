@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
 from gate.releases.governance import GovernanceCheck, verify_governance
@@ -33,7 +34,6 @@ from gate.releases.model import (
 )
 from gate.releases.policy import ReleasePolicy, needs_dry_run
 from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash, seal, signature_payload
-from gate.verify.anchors import TrustAnchors
 
 EVENT_VERSION = "release_event_v1"
 HISTORY_VERSION = "release_history_v1"

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.releases.model import Version
 from gate.replay.migration_check import check_migration
-from gate.verify.anchors import TrustAnchors
 
 
 def dataset_as_of(dry_run: Mapping[str, Any]) -> datetime | None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.protocol.canonical import canonical_bytes, sha256_hex
-from gate.verify.anchors import TrustAnchors
 from gate.verify.signatures import signature_holds
 
 SIGNATURE_MEMBERS = ("event_hash", "key_id", "signature_algorithm", "public_key_fingerprint", "signature")

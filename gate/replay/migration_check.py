@@ -41,6 +41,7 @@ import jsonschema
 
 from gate import vocabulary as C
 from gate.errors import GateError
+from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.replay.golden import (
     CORPUS_DIR,
@@ -52,7 +53,6 @@ from gate.replay.golden import (
 )
 from gate.replay.historical import Snapshot
 from gate.rulebook import SCHEMA_PATH, get_evaluator
-from gate.verify.anchors import TrustAnchors
 from gate.verify.signatures import signature_holds
 
 MIGRATION_SCHEMA = SCHEMA_PATH.parent / "rulebook-migration-v1.schema.json"

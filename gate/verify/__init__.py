@@ -19,7 +19,7 @@ See docs/verification.md for the algorithm written out step by step.
 
 from __future__ import annotations
 
-from gate.verify.anchors import (
+from gate.keys.anchors import (
     SOURCE_HMAC_SECRET,
     SOURCE_KEY_REGISTRY_FILE,
     SOURCE_KEY_REGISTRY_URL,

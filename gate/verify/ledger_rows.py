@@ -22,8 +22,8 @@ from gate.chain.rowseal import (
     receipt_row_hash,
     row_signature_payload,
 )
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import b64url_decode, ed25519_verify
-from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
 # Row columns that copy a record member: column -> record member.

@@ -20,12 +20,12 @@ from gate.advisory.record import (
     reading_consistent,
 )
 from gate.errors import GateError
+from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
 from gate.protocol.release_arm import release_arm_hash
 from gate.protocol.types import DECISION_RECORD_MEMBERS, DECISION_RECORD_REQUIRED
-from gate.verify.anchors import TrustAnchors
 from gate.verify.attestations import (
     check_registry,
     check_rulebook_attestation,

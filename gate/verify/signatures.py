@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import (
     b64url_decode,
     ed25519_verify,
@@ -18,7 +19,6 @@ from gate.keys.signing import (
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
-from gate.verify.anchors import TrustAnchors
 from gate.verify.checks import _digest_equal, _safe
 from gate.verify.result import CheckResult, CheckValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256

@@ -1,4 +1,4 @@
-"""`gate.verify.anchors` member by member: what each constructor keeps of the key material, which
+"""`gate.keys.anchors` member by member: what each constructor keeps of the key material, which
 registry entries become keys, and how a key or secret is selected from a record's untrusted
 key id and fingerprint."""
 

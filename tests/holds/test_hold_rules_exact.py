@@ -12,7 +12,7 @@ from gate.holds.policy import HoldPolicy, Queue
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import signature_payload
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 
 KEY = Ed25519Key.from_seed(b"\x09" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)

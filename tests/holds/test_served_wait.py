@@ -14,7 +14,7 @@ import pytest
 
 from gate.holds.events import verify_resolution
 from gate.keys.signing import load_keyring
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from tests.holds.support import held_request, policy, queue
 from tests.server.support import call, server_factory  # noqa: F401 (the fixture)
 

@@ -16,7 +16,7 @@ from gate.chain.rowseal import (
     row_signature_payload,
 )
 from gate.keys.signing import Ed25519Key, HmacKey, b64url_encode, receipt_signer_for
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from gate.verify.ledger_rows import (
     decision_row_checks,
     receipt_chain_failures,

@@ -20,7 +20,7 @@ from gate.keys.signing import (
 )
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from gate.rulebook import get_evaluator
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from workbench.migration import (
     DryRunError,
     dry_run,

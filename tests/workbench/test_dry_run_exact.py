@@ -34,7 +34,7 @@ from dryrun_support import decide, rule, rulebook, write_dataset
 from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from workbench.engines import rulebook_polars as rp
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import _flip_aggregates, _newest, _replay_passes, compute, replay

@@ -170,7 +170,7 @@ def test_a_signed_dataset_is_swept_only_under_its_signers_key(tmp_path):
     """`anchors` reach the history: the dataset must be signed by one of them (DATASET_INVALID
     otherwise), as for the dry-run."""
     from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
-    from gate.verify.anchors import TrustAnchors
+    from gate.keys.anchors import TrustAnchors
 
     key = Ed25519Key.generate()
     facts = [{"amount": a, "tier": t, "country": "US"} for a, t in zip(AMOUNTS, TIERS, strict=True)]

@@ -38,11 +38,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from gate.clock import iso_ms
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, stream
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from gate.verify.anchors import TrustAnchors
 from workbench.dataset import convert, iceberg, integrity, rollups
 from workbench.dataset.facts import FACTS_DIR, facts_tables
 from workbench.dataset.iceberg import IcebergTarget, IcebergWriter

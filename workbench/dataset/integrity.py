@@ -41,9 +41,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_hex
-from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset.location import DatasetError, Location, partitioning
 from workbench.dataset.schema import PARTITION_FIELDS, TABLES

@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, receipts_table

@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 
 from gate.clock import iso_ms
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from gate.verify.anchors import TrustAnchors
 from workbench.dataset import integrity, rollups
 from workbench.dataset.location import DatasetError, open_location, read_manifest, write_manifest
 from workbench.dataset.schema import TABLES

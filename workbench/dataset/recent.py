@@ -24,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.load import (
     Frames,

@@ -33,7 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gate.verify.anchors import TrustAnchors
+from gate.keys.anchors import TrustAnchors
 from workbench.dataset.integrity import dataset_hash, signature_problem
 
 __all__ = ["DEFAULT_STALE_AFTER", "Trust", "Untrusted", "reader_trust", "seen_store_of", "stale_after_setting", "trust_of",

@@ -22,9 +22,9 @@ from typing import Any
 
 import jsonschema
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
-from gate.verify.anchors import TrustAnchors
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location

@@ -2,6 +2,10 @@
 
 Only keys in `TrustAnchors` can make a record authentic; a key that travels inside a request,
 a record or a packet is never one of them (see the `gate.verify` package docstring).
+
+They live with the keys, below the verifier: the key configuration (`gate.keys.config`) builds
+the server's own anchors from its keyring, and every verifier (`gate.verify`, the release and
+hold events, the dataset's manifests) takes them as a value.
 """
 
 from __future__ import annotations
