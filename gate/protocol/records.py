@@ -37,6 +37,7 @@ from gate.protocol.attestation import (
     rulebook_reference,
 )
 from gate.protocol.canonical import canonical_bytes, canonical_text, clone, sha256_hex
+from gate.protocol.evaluation import Evaluation
 from gate.protocol.types import (
     DecisionRecord,
     EvidenceManifest,
@@ -46,7 +47,6 @@ from gate.protocol.types import (
     RulebookReference,
     RuntimeBinding,
 )
-from gate.rulebook.evaluation import Evaluation
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
     BINDING_ADAPTER,
@@ -594,7 +594,7 @@ def _check_binding(inputs: RulebookRecordInputs) -> None:
     if inputs.binding_mode == BINDING_ADAPTER and not inputs.trusted_adapter:
         raise ValueError("adapter binding mode needs the trusted_adapter lineage")
     if not isinstance(inputs.evaluation, Evaluation):
-        raise TypeError("evaluation must be a gate.rulebook.evaluation.Evaluation")
+        raise TypeError("evaluation must be a gate.protocol.evaluation.Evaluation")
 
 
 def _checked_identity(inputs: RulebookRecordInputs) -> _Identity:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from gate.rulebook.evaluation import Evaluation
+from gate.protocol.evaluation import Evaluation
 from gate.vocabulary import ENGINE
 
 

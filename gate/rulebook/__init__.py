@@ -10,9 +10,9 @@ Public interface (reference facts §2 is the contract):
 - `schema_bytes()`, `schema_hash()`, `SCHEMA_PATH`: the published JSON Schema file.
 """
 
+from gate.protocol.evaluation import Evaluation
 from gate.rulebook.cache import get_evaluator
 from gate.rulebook.compile import CompiledRulebook
-from gate.rulebook.evaluation import Evaluation
 from gate.rulebook.schema import SCHEMA_PATH, schema_bytes, schema_hash
 from gate.rulebook.validate import validate_rulebook
 

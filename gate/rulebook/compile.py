@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 from gate.protocol.canonical import collation_sorted
+from gate.protocol.evaluation import STATUS_OK, Evaluation
 from gate.rulebook import semantics
 from gate.rulebook.contract import NEEDS_INPUT_DECISION
-from gate.rulebook.evaluation import STATUS_OK, Evaluation
 from gate.rulebook.shapes import Condition, Evaluator, InputSchema, Outcome, Rule, RulebookDocument
 from gate.vocabulary import (
     NEEDS_INPUT_ACTION,

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from gate.protocol.canonical import clone, parse_strict, sha256_hex
+from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook import get_evaluator
 from gate.rulebook.contract import VERDICT_YES
-from gate.rulebook.evaluation import STATUS_OK
 from gate.rulebook.shapes import Outcome, Rule, RulebookDocument
 from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSION
 

@@ -3,18 +3,18 @@
 A rulebook reaches the compiler, the cost bound and the analyses as the JSON object that
 `validate_rulebook` accepted, so its members are those of `gate.rulebook.contract`. Callers
 hold it as a plain `dict` (it is hashed and stored as sent), hence `RulebookDocument`; the
-parts read out of it are typed here. An evaluation's trace entries are `Check`s.
+parts read out of it are typed here. An evaluation's trace entries are `Check`s, defined with
+the `Evaluation` they belong to (`gate.protocol.evaluation`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
-if TYPE_CHECKING:
-    from gate.rulebook.evaluation import Evaluation
+from gate.protocol.evaluation import Evaluation
 
-__all__ = ["Check", "Condition", "Evaluator", "InputSchema", "Outcome", "Rule", "RulebookDocument"]
+__all__ = ["Condition", "Evaluator", "InputSchema", "Outcome", "Rule", "RulebookDocument"]
 
 RulebookDocument = dict[str, Any]
 """A Rulebook v1 object that `validate_rulebook` accepted (members: `contract.RULEBOOK_MEMBERS`)."""
@@ -45,14 +45,5 @@ class InputSchema(TypedDict, total=False):
     properties: dict[str, dict[str, str]]  # name -> {"type": one of contract.INPUT_TYPES}
 
 
-class Check(TypedDict):
-    """One evaluated leaf in an evaluation's trace, in evaluation order."""
-
-    rule_id: str
-    field: str
-    operator: str
-    passed: bool
-
-
-Evaluator = Callable[[Any], "Evaluation"]
+Evaluator = Callable[[Any], Evaluation]
 """A compiled rulebook's `evaluate(facts)`: pure, total, never raises."""

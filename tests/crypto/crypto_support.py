@@ -23,8 +23,8 @@ from gate.keys.signing import (  # noqa: E402
 )
 from gate.protocol.attestation import registry_entry, sign_registry_entry  # noqa: E402
 from gate.protocol.canonical import sha256_hex  # noqa: E402
+from gate.protocol.evaluation import Evaluation  # noqa: E402
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record  # noqa: E402
-from gate.rulebook.evaluation import Evaluation  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 HMAC_SECRET = b"decide_conformance_hmac_secret_v1"

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 from rulebook_support import Build
 
+from gate.protocol.evaluation import Evaluation
 from gate.rulebook import compile as compiler
 from gate.rulebook.compile import compile_rulebook
-from gate.rulebook.evaluation import Evaluation
 from gate.rulebook.semantics import strict_equal
 
 FACTS = ["a", "", None, True, False, 0, 1, 1.0, 2, -0.0, [1], {"k": 1}, "True", "1"]

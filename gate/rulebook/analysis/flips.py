@@ -26,11 +26,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook.analysis.common import CompareKey, compare_key, evaluator, label_of
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.sampling import samples
 from gate.rulebook.analysis.space import Atom, Space, is_number, resolve
-from gate.rulebook.evaluation import STATUS_OK
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Evaluator, RulebookDocument
 

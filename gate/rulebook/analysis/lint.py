@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook.analysis.common import evaluator, region
 from gate.rulebook.analysis.model import Label, decision_list
 from gate.rulebook.analysis.regions import (
@@ -36,7 +37,6 @@ from gate.rulebook.analysis.regions import (
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
 from gate.rulebook.analysis.space import Space, leaves_of
 from gate.rulebook.compile import rule_order
-from gate.rulebook.evaluation import STATUS_OK
 from gate.rulebook.shapes import Evaluator, RulebookDocument
 
 WARNING, INFO = "warning", "info"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gate.protocol.evaluation import STATUS_OK, Evaluation
 from gate.rulebook.analysis.regions import (
     Budget,
     Cube,
@@ -26,7 +27,6 @@ from gate.rulebook.analysis.regions import (
 from gate.rulebook.analysis.space import Space, type_ok
 from gate.rulebook.compile import rule_order
 from gate.rulebook.contract import NEEDS_INPUT_DECISION
-from gate.rulebook.evaluation import STATUS_OK, Evaluation
 from gate.rulebook.shapes import Outcome, RulebookDocument
 from gate.vocabulary import (
     NEEDS_INPUT_ACTION,

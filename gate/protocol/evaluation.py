@@ -1,15 +1,25 @@
-"""The result of evaluating a compiled Rulebook v1 over facts.
+"""The result of evaluating a compiled Rulebook v1 over facts, and its trace entries.
 
-This is the contract between the evaluator and the record builder: a frozen value, the same
-for the same rulebook hash and facts (spec, evaluation rule 5).
+This is the contract between the evaluator (`gate.rulebook`) and the record builder
+(`gate.protocol.records`): a frozen value, the same for the same rulebook hash and facts (spec,
+evaluation rule 5). It lives here, below both, so that the record protocol needs nothing of the
+rulebook package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from gate.rulebook.shapes import Check
+
+class Check(TypedDict):
+    """One evaluated leaf in an evaluation's trace, in evaluation order."""
+
+    rule_id: str
+    field: str
+    operator: str
+    passed: bool
+
 
 STATUS_OK = "ok"
 """`Evaluation.status` when the facts satisfied `input_schema` (else NEEDS_INPUT_STATUS)."""
