@@ -17,6 +17,7 @@ from api.mcp import input_schema
 from api.openapi_receipts import RECEIPT_REQUEST_SCHEMAS
 from api.public_limits import HEAVY_KINDS, PUBLIC_PATHS
 from gate import vocabulary as C
+from gate.protocol import fact_limits as F
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
 from gate.replay.historical import REPLAY_MODES
 from gate.replay.whatif import MAX_SCENARIOS
@@ -1154,8 +1155,8 @@ def _limits() -> dict[str, Any]:
         "request_read_timeout": "10 s by default (GATE_REQUEST_READ_TIMEOUT) to send a request's head and body",
         "rulebook": {"rules": "1-100", "condition_nodes": 256, "depth": 8, "children_per_combinator": 32},
         "evaluation": {
-            "input_values": B.MAX_FACT_VALUES, "input_array_length": B.MAX_FACT_ARRAY_LENGTH,
-            "input_string_length": B.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
+            "input_values": F.MAX_FACT_VALUES, "input_array_length": F.MAX_FACT_ARRAY_LENGTH,
+            "input_string_length": F.MAX_FACT_STRING_LENGTH, "work_units": B.MAX_EVALUATION_WORK,
             "work_model": "per leaf: path parts; contains/not_contains over an array: length × needle "
                           "size; in/not_in/eq/neq: size of the rulebook value (422 beyond)",
         },

@@ -45,7 +45,7 @@ from gate.adapters.manifest import (
 )
 from gate.errors import GateError
 from gate.protocol.canonical import CanonicalJSONError, clone, sha256_hex
-from gate.rulebook.budget import check_facts
+from gate.protocol.fact_limits import check_facts
 
 __all__ = [
     "BUILTIN_DIR",

@@ -20,8 +20,8 @@ from typing import Any
 
 from gate import vocabulary as C
 from gate.errors import GateError
+from gate.protocol.fact_limits import check_facts
 from gate.protocol.requests import forbidden_output_fields
-from gate.rulebook.budget import check_facts
 from gate.rulebook.patterns import Pattern, PatternRegistry
 
 MAX_QUESTION = 2000

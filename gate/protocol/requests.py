@@ -6,7 +6,7 @@ first failing one answers):
 2. legacy or missing `mode`: `gate.services.decide` hands those to `gate.advisory` before this runs; here
    they answer 422 `LEGACY_MODE_UNAVAILABLE` (advisory modes switched off, `GATE_ADVISORY_MODES`);
 3. `context.inputs` within the evaluation size limits (422 `EVALUATION_INPUT_TOO_LARGE`,
-   `gate.rulebook.budget`), then response-only material in the request (422
+   `gate.protocol.fact_limits`), then response-only material in the request (422
    `RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN`);
 4. `binding_mode` outside the supported pair (422 `RULEBOOK_BINDING_MODE_UNSUPPORTED`);
 5. facts from both or neither source, or a binding mode that contradicts the facts source
@@ -22,7 +22,7 @@ from typing import Any
 
 from gate import vocabulary as C
 from gate.errors import GateError
-from gate.rulebook.budget import check_facts
+from gate.protocol.fact_limits import check_facts
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
+from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record, project_view
 from gate.protocol.requests import (
     PreparedRequest,
@@ -45,7 +46,7 @@ from gate.protocol.requests import (
     prepare_decision_request,
 )
 from gate.rulebook import get_evaluator
-from gate.rulebook.budget import check_evaluation_cost, check_facts
+from gate.rulebook.budget import check_evaluation_cost
 
 REPLAY_HISTORICAL = "historical"
 REPLAY_CURRENT = "current"

@@ -25,6 +25,7 @@ from typing import Any
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.protocol.canonical import clone, sha256_hex
+from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import action_binding_from_context, project_view
 from gate.protocol.requests import PreparedRequest, forbidden_output_fields
 from gate.replay.historical import (
@@ -34,7 +35,7 @@ from gate.replay.historical import (
     stored_request,
 )
 from gate.rulebook import Evaluation, get_evaluator
-from gate.rulebook.budget import check_evaluation_cost, check_facts
+from gate.rulebook.budget import check_evaluation_cost
 
 MAX_SCENARIOS = 20
 MAX_LABEL = 200

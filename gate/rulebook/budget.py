@@ -9,7 +9,8 @@ checks (`gate.protocol.requests`), before anything walks or hashes the facts; th
 1. `EVALUATION_INPUT_TOO_LARGE`: the facts (`context.inputs`) hold at most `MAX_FACT_VALUES`
    JSON values in all (each object, array, string, number, boolean and null counts one), no
    array longer than `MAX_FACT_ARRAY_LENGTH` and no string or object key longer than
-   `MAX_FACT_STRING_LENGTH` characters.
+   `MAX_FACT_STRING_LENGTH` characters. This one is part of the request's shape, so it lives
+   with the request checks in `gate.protocol.fact_limits`, below the rulebook package.
 2. `EVALUATION_TOO_COSTLY`: an upper bound of the evaluator's work over these facts is at most
    `MAX_EVALUATION_WORK` units. Per leaf: one unit per field path part; for `contains` and
    `not_contains` over an array, its length times the size of the needle (elements are compared
@@ -33,17 +34,10 @@ from gate.rulebook.shapes import Condition, RulebookDocument
 
 __all__ = [
     "MAX_EVALUATION_WORK",
-    "MAX_FACT_ARRAY_LENGTH",
-    "MAX_FACT_STRING_LENGTH",
-    "MAX_FACT_VALUES",
     "check_evaluation_cost",
-    "check_facts",
     "evaluation_work",
 ]
 
-MAX_FACT_VALUES = 100_000
-MAX_FACT_ARRAY_LENGTH = 10_000
-MAX_FACT_STRING_LENGTH = 65_536
 MAX_EVALUATION_WORK = 250_000
 
 _ARRAY_OPERATORS = frozenset({"contains", "not_contains"})
@@ -53,39 +47,6 @@ _VALUE_OPERATORS = frozenset({"in", "not_in", "eq", "neq"})
 _PROFILE_CACHE_SIZE = 512
 _lock = threading.Lock()
 _profiles: OrderedDict[str, tuple[tuple[tuple[str, ...], bool, int], ...]] = OrderedDict()
-
-
-def _too_large(limit: str, message: str, maximum: int) -> GateError:
-    return GateError("EVALUATION_INPUT_TOO_LARGE", f"context.inputs {message}; at most {maximum} allowed",
-                     limit=limit, maximum=maximum)
-
-
-def check_facts(facts: Any) -> int:
-    """The number of JSON values in `facts`; raises `EVALUATION_INPUT_TOO_LARGE` past a limit."""
-    count = 0
-    stack = [facts]
-    while stack:
-        value = stack.pop()
-        count += 1
-        if count > MAX_FACT_VALUES:  # SECURITY: stop walking at the limit
-            raise _too_large("values", f"holds more than {MAX_FACT_VALUES} values", MAX_FACT_VALUES)
-        kind = type(value)
-        if kind is str:
-            if len(value) > MAX_FACT_STRING_LENGTH:
-                raise _too_large("string_length", f"holds a string of {len(value)} characters",
-                                 MAX_FACT_STRING_LENGTH)
-        elif kind is list:
-            if len(value) > MAX_FACT_ARRAY_LENGTH:
-                raise _too_large("array_length", f"holds an array of {len(value)} elements",
-                                 MAX_FACT_ARRAY_LENGTH)
-            stack.extend(value)
-        elif kind is dict:
-            for key in value:
-                if len(key) > MAX_FACT_STRING_LENGTH:
-                    raise _too_large("string_length", f"holds an object key of {len(key)} characters",
-                                     MAX_FACT_STRING_LENGTH)
-            stack.extend(value.values())
-    return count
 
 
 def _size(value: Any) -> int:

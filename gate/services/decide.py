@@ -28,11 +28,12 @@ from gate.ledger.tables import release_decisions
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
+from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
 from gate.protocol.release_arm import attach_release_arm
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
-from gate.rulebook.budget import check_evaluation_cost, check_facts
+from gate.rulebook.budget import check_evaluation_cost
 from gate.services.advisory import AdvisoryService
 from gate.services.pipeline import (
     CREATED,

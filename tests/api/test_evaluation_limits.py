@@ -11,12 +11,8 @@ import time
 
 import pytest
 
-from gate.rulebook.budget import (
-    MAX_EVALUATION_WORK,
-    MAX_FACT_ARRAY_LENGTH,
-    MAX_FACT_STRING_LENGTH,
-    MAX_FACT_VALUES,
-)
+from gate.protocol.fact_limits import MAX_FACT_ARRAY_LENGTH, MAX_FACT_STRING_LENGTH, MAX_FACT_VALUES
+from gate.rulebook.budget import MAX_EVALUATION_WORK
 
 
 def _rulebook(rules: int = 8, leaves: int = 31, needle=None) -> dict:

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
+from gate.protocol.fact_limits import check_facts
 from gate.rulebook import get_evaluator, semantics
-from gate.rulebook.budget import check_facts, evaluation_work
+from gate.rulebook.budget import evaluation_work
 
 
 def _rulebook(conditions: list[dict]) -> dict:
