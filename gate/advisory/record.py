@@ -19,7 +19,9 @@ Hashes: `record_hash`, `receipt_hash` and the receipt signature exactly as for e
 `advisory_verdict`, `mode`, the contract and the `advisory` block with every vote) are bound by
 ``output_hash = sha256(canonical({status, mode, c, v, verdict, advisory_verdict, action, evidence,
 decision_contract, production_binding_required, advisory}))``, which is in the envelope and
-the receipt; `gate.verify` recomputes it. `policy_hash` is the hash of the advisor panel (advisory
+the receipt; `gate.verify` recomputes it. The reading table, the contract, the record's members and
+that hash are the record's wire shape, shared with the verifier: `gate.protocol.advisory_record`.
+`policy_hash` is the hash of the advisor panel (advisory
 version, mode, combining rule and each advisor's identity), so a replay sees a changed panel.
 """
 
@@ -30,6 +32,7 @@ from typing import Any
 
 from gate.advisory.advisors import RULES, Combined, Vote
 from gate.keys.signing import ReceiptSigner
+from gate.protocol.advisory_record import ADVISORY_CONTRACT, READING, advisory_output_hash
 from gate.protocol.canonical import clone, sha256_hex
 from gate.protocol.records import (
     MAX_ACTION,
@@ -45,55 +48,9 @@ from gate.protocol.records import (
 from gate.vocabulary import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
 
 ADVISORY_VERSION = "decision_advisory_v1"
-ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}
 ADVISORY_EVIDENCE = "ADVISORY_ONLY"
 POLICY_PREFIX = "advisory."
 GENERAL_POLICY = POLICY_PREFIX + "general"
-
-# combined opinion -> (verdict, c, v, action)
-READING = {
-    "yes": ("review", "unclear", "approved", "hold_for_binding_decision"),
-    "no": ("no", "no", "denied", "block_action"),
-    "review": ("review", "unclear", "review", "hold_for_owner_review"),
-}
-
-ADVISORY_RECORD_REQUIRED = frozenset({
-    "decision_protocol_version", "decision_record_version", "status", "mode", "c", "v", "verdict",
-    "advisory_verdict", "decision_contract", "production_binding_required", "advisory", "request_id",
-    "decision_id", "evidence", "evidence_manifest", "action", "action_binding", "policy_id", "policy_version",
-    "policy_hash", "input_hash", "output_hash", "record_hash", "receipt_hash", "replay_url", "verify_url",
-    "decision_url", "integrity", "created_at",
-})
-ADVISORY_RECORD_ALLOWED = ADVISORY_RECORD_REQUIRED | {
-    "idempotency_key", "receipt_key_id", "receipt_signature", "receipt_signature_algorithm",
-    "receipt_public_key_fingerprint", "audit_chain", "audit_chain_signature",
-}
-_OUTPUT_MEMBERS = ("status", "mode", "c", "v", "verdict", "advisory_verdict", "action", "evidence",
-                   "decision_contract", "production_binding_required", "advisory")
-
-
-def is_advisory_record(record: Mapping[str, Any]) -> bool:
-    return "decision_contract" in record or "advisory" in record or "production_binding_required" in record
-
-
-def advisory_output_hash(record: Mapping[str, Any]) -> str:
-    """sha256 of the members that only the advisory record has (missing members are null)."""
-    return sha256_hex({name: record.get(name) for name in _OUTPUT_MEMBERS})
-
-
-def reading_consistent(record: Mapping[str, Any]) -> bool:
-    """The contract holds: exact contract members, and c / v / verdict / action as `READING` says
-    for the stated `advisory_verdict` (so an advisory approval can never read as `yes`)."""
-    opinion = record.get("advisory_verdict")
-    if opinion not in READING:
-        return False
-    verdict, c, v, action = READING[opinion]
-    advisory = record.get("advisory")
-    return (record.get("decision_contract") == ADVISORY_CONTRACT
-            and record.get("production_binding_required") is True
-            and record.get("verdict") == verdict and record.get("c") == c and record.get("v") == v
-            and record.get("action") == action
-            and isinstance(advisory, Mapping) and advisory.get("combined_decision") == opinion)
 
 
 def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -218,6 +175,5 @@ def build_advisory_record(
     return seal_record(record, receipt_signer=receipt_signer)
 
 
-__all__ = ["ADVISORY_CONTRACT", "ADVISORY_EVIDENCE", "ADVISORY_RECORD_ALLOWED", "ADVISORY_RECORD_REQUIRED",
-           "ADVISORY_VERSION", "GENERAL_POLICY", "POLICY_PREFIX", "READING", "advisory_output_hash",
-           "build_advisory_record", "is_advisory_record", "panel_policy", "reading_consistent"]
+__all__ = ["ADVISORY_EVIDENCE", "ADVISORY_VERSION", "GENERAL_POLICY", "POLICY_PREFIX", "build_advisory_record",
+           "panel_policy"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate.advisory.record import is_advisory_record
 from gate.advisory.replay import advisory_replay
 from gate.errors import GateError
+from gate.protocol.advisory_record import is_advisory_record
 from gate.replay.historical import (
     Runtime,
     Snapshot,

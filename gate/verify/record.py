@@ -12,15 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate.advisory.record import (
+from gate.errors import GateError
+from gate.keys.anchors import TrustAnchors
+from gate.protocol.advisory_record import (
     ADVISORY_RECORD_ALLOWED,
     ADVISORY_RECORD_REQUIRED,
     advisory_output_hash,
     is_advisory_record,
     reading_consistent,
 )
-from gate.errors import GateError
-from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.confidence import confidence_hash
 from gate.protocol.records import receipt_hash, record_hash, rulebook_output_hash
@@ -145,7 +145,7 @@ def check_output_hash(record: Mapping[str, Any], kind: str) -> CheckResult:
 
 def check_compact_verdict(record: Mapping[str, Any], kind: str) -> CheckValue:
     """`c` is the compact form of `verdict`, `v` the application verdict; an advisory approval
-    never reads as yes (gate.advisory.record.READING)."""
+    never reads as yes (gate.protocol.advisory_record.READING)."""
     if "c" not in record and "v" not in record:
         return None
     verdict = record.get("verdict")

@@ -10,12 +10,9 @@ import pytest
 from crypto_support import REQUEST, key_a, key_b, load_vector, make_record
 
 from gate.advisory.advisors import SINGLE_RULE, Combined, Vote
-from gate.advisory.record import (
-    ADVISORY_RECORD_ALLOWED,
-    ADVISORY_RECORD_REQUIRED,
-    build_advisory_record,
-)
+from gate.advisory.record import build_advisory_record
 from gate.keys.signing import Ed25519ReceiptSigner
+from gate.protocol.advisory_record import ADVISORY_RECORD_ALLOWED, ADVISORY_RECORD_REQUIRED
 from gate.protocol.canonical import sha256_hex
 from gate.verify import (
     AUTHENTICITY_CHECKS,
@@ -243,7 +240,7 @@ def test_an_advisory_member_outside_the_envelope_is_bound_by_output_hash():
 
 def test_an_advisory_approval_that_reads_as_binding_fails_the_compact_verdict():
     # Rewritten consistently (compact pair and output_hash) and resealed: only the reading is wrong.
-    from gate.advisory.record import advisory_output_hash
+    from gate.protocol.advisory_record import advisory_output_hash
 
     record = _advisory_record()
     record["production_binding_required"] = False
