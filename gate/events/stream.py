@@ -18,14 +18,26 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from typing import Any
-
-from gate.ledger.outbox import Outbox
+from typing import Any, Protocol
 
 SUBJECT_PREFIX = "gate.events"
 DEFAULT_STREAM = "GATE_EVENTS"
 DUPLICATE_WINDOW_SECONDS = 600.0
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class OutboxReader(Protocol):
+    """What the publisher reads of the outbox and writes back: the scopes, each scope's events
+    after a cursor, and the stream's cursor per scope. `gate.ledger.outbox.Outbox` is one; the
+    publisher names only these methods, so the events package stays below the ledger."""
+
+    def scopes(self) -> list[str]: ...
+
+    def events_after(self, scope: str, after: int, limit: int = 100) -> list[dict[str, Any]]: ...
+
+    def stream_cursor(self, stream: str, scope: str) -> int: ...
+
+    def set_stream_cursor(self, stream: str, scope: str, cursor: int) -> None: ...
 
 
 def scope_token(scope: str) -> str:
@@ -42,7 +54,7 @@ class JetStreamPublisher:
     """Publishes what the outbox holds beyond each scope's stream cursor. Not thread-safe: one
     thread (the dispatcher's) drives it; its event loop lives as long as it does."""
 
-    def __init__(self, outbox: Outbox, url: str, stream: str = DEFAULT_STREAM, name: str = "jetstream") -> None:
+    def __init__(self, outbox: OutboxReader, url: str, stream: str = DEFAULT_STREAM, name: str = "jetstream") -> None:
         self.outbox, self.url, self.stream, self.name = outbox, url, stream, name
         self._loop = asyncio.new_event_loop()
         self._nc: Any = None
