@@ -91,7 +91,7 @@ def integer(low: int, high: int, description: str = "") -> dict[str, Any]:
 
 
 def report_param(name: str) -> dict[str, Any]:
-    """A policy report's query parameter (workbench.reports.params.parse_params)."""
+    """A policy report's query parameter (workbench.reports.registry.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
         return {"type": "string", "enum": list(C.VERDICTS), "description": p.describe()}

@@ -40,7 +40,7 @@ from workbench.dataset.load import from_dataset
 from workbench.dataset.rebuild import rebuild_rollups
 from workbench.dataset.synth import synthesize
 from workbench.migration import dry_run
-from workbench.reports.policy import ReportParams
+from workbench.reports.policy import ReportParams, build_report
 from workbench.reports.registry import REPORTS, Cohort
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -78,12 +78,12 @@ def reports(client, root: Path) -> dict[str, float]:
     names = [name for name, kind in REPORTS.items() if not kind.cohort]
 
     def single():
-        return {n: REPORTS[n].build(replace(from_dataset(root, policy_id=POLICY, limit=None), rollup=None), POLICY,
-                                    PARAMS, cohort) for n in names}
+        return {n: build_report(REPORTS[n], replace(from_dataset(root, policy_id=POLICY, limit=None), rollup=None),
+                                POLICY, PARAMS, cohort) for n in names}
 
     def clustered():
         frames = cluster_frames(client, root, policy_id=POLICY)
-        return {n: REPORTS[n].build(frames, POLICY, PARAMS, cohort) for n in names}
+        return {n: build_report(REPORTS[n], frames, POLICY, PARAMS, cohort) for n in names}
 
     a, one = timed(single)
     b, many = timed(clustered)

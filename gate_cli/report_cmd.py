@@ -97,7 +97,7 @@ def _digest_store() -> None:
 def _params(args: argparse.Namespace) -> ReportParams:
     """The report's parameters from the options, as strictly as the endpoint parses its query;
     `--limit all` (a dataset only) lifts the limit."""
-    from workbench.reports.params import parse_params
+    from workbench.reports.registry import parse_params
 
     raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     every = raw.get("limit") == "all"
@@ -167,11 +167,14 @@ def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, le
 
 def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> Mapping[str, Any]:
     """The sealed report; the ledger is opened for a ledger read and for a cohort's opt-ins."""
+    from workbench.reports.policy import build_report  # Polars: only once a report is built
+
     ledger = open_ledger(load_settings()) if kind.cohort or not args.dataset else None
     try:
         cohort, scopes = _cohort(args, kind, ledger)
         with cluster_client(args.cluster) as client:
-            return kind.build(_frames(args, kind, params, ledger, scopes, client), args.policy, params, cohort)
+            return build_report(kind, _frames(args, kind, params, ledger, scopes, client), args.policy, params,
+                                cohort)
     finally:
         if ledger is not None:
             ledger.dispose()

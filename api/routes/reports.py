@@ -25,8 +25,8 @@ from gate.errors import GateError
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.services.decide import Caller
 from workbench.reports.live import policy_report
-from workbench.reports.params import ReportParams, cohort_scopes, parse_params
-from workbench.reports.registry import REPORTS, Cohort, ReportKind
+from workbench.reports.params import ReportParams, cohort_scopes
+from workbench.reports.registry import REPORTS, Cohort, ReportKind, parse_params
 
 bp = Blueprint("reports", __name__)
 

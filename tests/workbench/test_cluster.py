@@ -24,7 +24,7 @@ from workbench.dataset.rebuild import rebuild_rollups
 from workbench.dataset.synth import synthesize
 from workbench.demo import scenario as S
 from workbench.migration import dry_run
-from workbench.reports.policy import ReportParams
+from workbench.reports.policy import ReportParams, build_report
 from workbench.reports.registry import REPORTS, Cohort
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -52,7 +52,7 @@ def synthetic(tmp_path_factory):
 
 
 def _reports(frames, policy, params, cohort):
-    return {name: kind.build(frames, policy, params, cohort) for name, kind in REPORTS.items()}
+    return {name: build_report(kind, frames, policy, params, cohort) for name, kind in REPORTS.items()}
 
 
 def _single(root, policy, params, scopes=None, version=None):
@@ -61,9 +61,9 @@ def _single(root, policy, params, scopes=None, version=None):
     for name, kind in REPORTS.items():
         frames = from_dataset(root, scopes=scopes, policy_id=policy, policy_version=kind.loaded_version(params)
                               if version is None else version, limit=None)
-        out[name] = (kind.build(replace(frames, rollup=None), policy, params, Cohort(scopes[0] if scopes else "",
-                                                                                     frozenset(scopes or ()))),
-                     kind.build(frames, policy, params, Cohort(scopes[0] if scopes else "", frozenset(scopes or ()))))
+        cohort = Cohort(scopes[0] if scopes else "", frozenset(scopes or ()))
+        out[name] = (build_report(kind, replace(frames, rollup=None), policy, params, cohort),
+                     build_report(kind, frames, policy, params, cohort))
     return out
 
 
@@ -75,9 +75,9 @@ def test_every_report_kind_on_a_cluster_equals_the_single_process_report(client,
         for name, kind in REPORTS.items():
             version = kind.loaded_version(EVERY)
             rows = replace(from_dataset(root, policy_id=policy, policy_version=version, limit=None), rollup=None)
-            single = kind.build(rows, policy, EVERY, cohort)
-            clustered = kind.build(cluster_frames(client, root, policy_id=policy, policy_version=version),
-                                   policy, EVERY, cohort)
+            single = build_report(kind, rows, policy, EVERY, cohort)
+            clustered = build_report(kind, cluster_frames(client, root, policy_id=policy, policy_version=version),
+                                     policy, EVERY, cohort)
             assert clustered == single, (policy, name)  # the sealed report, its hash included
     # A selection of scopes, one version, a verdict: still the same reports.
     versions = {"refund_approval": None}
@@ -89,8 +89,8 @@ def test_every_report_kind_on_a_cluster_equals_the_single_process_report(client,
                                         policy_version=version, limit=None), rollup=None)
             frames = cluster_frames(client, root, policy_id="refund_approval", policy_version=version,
                                     scopes=scopes[1:3])
-            assert kind.build(frames, "refund_approval", params, cohort) == \
-                kind.build(rows, "refund_approval", params, cohort), name
+            assert build_report(kind, frames, "refund_approval", params, cohort) == \
+                build_report(kind, rows, "refund_approval", params, cohort), name
     assert versions
 
 

@@ -9,7 +9,7 @@ from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
-from workbench.reports.params import parse_params
+from workbench.reports.registry import parse_params
 from workbench.reports.policy import (
     AnomalyReport,
     BenchmarkReport,

@@ -24,10 +24,11 @@ def policy_report(kind: ReportKind, ledger: Ledger, scope: str, policy_id: str, 
                   cohort: Cohort, cohort_scopes: Sequence[str] = ()) -> Mapping[str, Any]:
     """The sealed `kind` report of `scope`'s policy from the live ledger (GET .../policies/{id}/{kind})."""
     from workbench.dataset.load import from_ledger
+    from workbench.reports import policy
 
     frames = from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
                          limit=params.limit, cohort_scopes=cohort_scopes)
-    return kind.build(frames, policy_id, params, cohort)
+    return policy.build_report(kind, frames, policy_id, params, cohort)
 
 
 def anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str, Any]:

@@ -2,21 +2,21 @@
 
 Plain Python (no Polars, no dataset): the API imports this at start-up to document and check a
 report's query before anything loads the analytics stack (`workbench.reports.policy`), which a
-worker imports on its first report.
+worker imports on its first report. Which parameters a report kind takes is the kind's entry
+(`workbench.reports.registry`, above this module: `parse_params(kind, raw)` is there).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from gate.errors import GateError
 from gate.vocabulary import VERDICTS
-from workbench.reports.registry import REPORTS
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,6 @@ class ReportParams:
     min_cohort_scopes: int = 3
     min_cohort_decisions: int = 30
 
-    def for_kind(self, kind: str) -> dict[str, Any]:
-        values = asdict(self)
-        return {name: values[name] for name in REPORTS[kind].params}
-
 
 _ASCII_INTEGER = re.compile(r"[0-9]{1,10}")
 _ASCII_DECIMAL = re.compile(r"(?=.{1,32}\Z)-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?")
@@ -78,10 +74,11 @@ def _invalid(name: str, message: str) -> GateError:
                      errors=[{"field": name, "code": "invalid_value", "message": message}])
 
 
-def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = None) -> ReportParams:
+def parse_query(kind: str, accepted: Sequence[str], raw: Mapping[str, str], *,
+                limit_high: int | None = None) -> ReportParams:
     """Query-string values → ReportParams, refusing (REQUEST_INVALID) anything out of range or
-    not meant for this report kind. `limit_high` lets a local dataset read raise the limit."""
-    accepted = REPORTS[kind].params
+    not among `accepted`, the parameters of the report `kind`. `limit_high` lets a local dataset
+    read raise the limit."""
     for name in raw:
         if name not in accepted:
             raise _invalid(name, f"is not a parameter of the {kind} report (accepted: {', '.join(accepted)})")

@@ -6,6 +6,8 @@ documented ranges, and seals each body in its envelope (`gate.protocol.report_en
 `workbench.dataset.load` (a Parquet dataset or the live ledger), so the same numbers come out of both.
 Each report is typed by a TypedDict of its JSON members (`EffectivenessReport`, `AnomalyReport`,
 `BenchmarkReport`, `ConfidenceReport`), so readers index the members they need, not `.get()` chains.
+`build_report(kind, ...)` builds any kind of the registry (`workbench.reports.registry`) in the one
+call shape the API, the CLI and the cluster use.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from workbench.engines import confidence as confidence_engine
 from workbench.engines import effectiveness as effectiveness_engine
 from workbench.reports import numbers
 from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
-from workbench.reports.registry import REPORTS
+from workbench.reports.registry import REPORTS, Cohort, Engine, ReportKind
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 
@@ -212,8 +214,9 @@ def sealed_report(kind: str, policy_id: str, params: ReportParams, body: Mapping
                   frames: Frames | None = None) -> dict[str, Any]:
     """A report kind's body in its envelope: the policy, the parameters it was asked with, the
     body, and the dataset it was read from (if any), sealed by its hash member."""
-    return seal(REPORTS[kind].envelope_spec, {"policy_id": policy_id, "policy_version": params.policy_version,
-                                              "parameters": params.for_kind(kind), **body, **_source(frames)})
+    entry = REPORTS[kind]
+    return seal(entry.envelope_spec, {"policy_id": policy_id, "policy_version": params.policy_version,
+                                      "parameters": entry.parameters(params), **body, **_source(frames)})
 
 
 def _source(frames: Frames | None) -> dict[str, Any]:
@@ -349,7 +352,7 @@ def confidence_report(frames: Frames, policy_id: str, params: ReportParams) -> C
             min_sample=params.min_sample)
     return cast(ConfidenceReport, seal("confidence", {
         "policy_id": policy_id, "policy_version": body["based_on"]["policy_version"],
-        "parameters": params.for_kind("confidence"), **body, **_source(frames)}))
+        "parameters": REPORTS["confidence"].parameters(params), **body, **_source(frames)}))
 
 
 def packet_intelligence(frames: Frames, record: Mapping[str, Any]) -> PacketIntelligence:
@@ -367,3 +370,22 @@ def packet_intelligence(frames: Frames, record: Mapping[str, Any]) -> PacketInte
             policy_version=record.get("policy_version"), verdict=record.get("verdict"),
             action=record.get("action"))),
     }
+
+
+# Each built-in kind's function, in the one call shape of `build_report`.
+_BUILT_IN: dict[str, Engine] = {
+    "effectiveness": lambda frames, policy_id, params, _: effectiveness_report(frames, policy_id, params),
+    "confidence": lambda frames, policy_id, params, _: confidence_report(frames, policy_id, params),
+    "anomalies": lambda frames, policy_id, params, _: anomaly_report(frames, policy_id, params),
+    "benchmarks": lambda frames, policy_id, params, cohort: benchmark_report(
+        frames, policy_id, params, own_scope=cohort.own_scope, opted_in=cohort.opted_in),
+}
+
+
+def build_report(kind: ReportKind, frames: Frames, policy_id: str, params: ReportParams,
+                 cohort: Cohort) -> Mapping[str, Any]:
+    """The sealed `kind` report over `frames`: a kind with its own `engine` has that body sealed in
+    its envelope (`sealed_report`); a built-in kind is its function above."""
+    if kind.engine is not None:
+        return sealed_report(kind.name, policy_id, params, kind.engine(frames, params, cohort), frames)
+    return _BUILT_IN[kind.name](frames, policy_id, params, cohort)

@@ -8,23 +8,24 @@ engine module, one entry here (with `engine=` and its own envelope), its test an
 (tests/workbench/test_report_registry.py adds one that way and finds it served everywhere).
 
 The table itself loads no Polars: `gate` builds its parser from it at every start. The engines
-(`workbench.reports.policy`) load when a report is first built.
+(`workbench.reports.policy`, above this module) load when a report is first built there
+(`build_report`); a kind's query is parsed here (`parse_params`), with the parameters of
+`workbench.reports.params`, below it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gate.protocol.report_envelopes import ReportKind as Envelope
 from gate.protocol.report_envelopes import spec_of
+from workbench.reports.params import ReportParams, parse_query
 
 if TYPE_CHECKING:
     from workbench.dataset.load import Frames
-    from workbench.reports.params import ReportParams
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class ReportKind:
     params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.params.PARAMS)
     every_version: bool = False  # policy_version names the current version; every version is evidence
     cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
-    engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own calls below
+    engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own functions (policy)
 
     @property
     def envelope_spec(self) -> Envelope:
@@ -72,14 +73,10 @@ class ReportKind:
         """The policy version whose decisions are loaded (None: every version)."""
         return None if self.every_version else params.policy_version
 
-    def build(self, frames: Frames, policy_id: str, params: ReportParams, cohort: Cohort) -> Mapping[str, Any]:
-        """The sealed report, from its engine."""
-        if self.engine is not None:
-            # Lazy for the same reason as `_engines`.
-            from workbench.reports.policy import sealed_report
-
-            return sealed_report(self.name, policy_id, params, self.engine(frames, params, cohort), frames)
-        return _engines()[self.name](frames, policy_id, params, cohort)
+    def parameters(self, params: ReportParams) -> dict[str, Any]:
+        """The parameters this kind takes, with their values: the sealed report's `parameters`."""
+        values = asdict(params)
+        return {name: values[name] for name in self.params}
 
 
 REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
@@ -109,19 +106,10 @@ REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
 NAMES = tuple(REPORTS)
 
 
-@cache
-def _engines() -> dict[str, Engine]:
-    """Each kind's engine, in the one call shape the shells use."""
-    # Lazy: the engines bring Polars, which `gate --version` and `gate verify` do without.
-    from workbench.reports import policy
-
-    return {
-        "effectiveness": lambda frames, policy_id, params, _: policy.effectiveness_report(frames, policy_id, params),
-        "confidence": lambda frames, policy_id, params, _: policy.confidence_report(frames, policy_id, params),
-        "anomalies": lambda frames, policy_id, params, _: policy.anomaly_report(frames, policy_id, params),
-        "benchmarks": lambda frames, policy_id, params, cohort: policy.benchmark_report(
-            frames, policy_id, params, own_scope=cohort.own_scope, opted_in=cohort.opted_in),
-    }
+def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = None) -> ReportParams:
+    """Query-string values → ReportParams, refusing (REQUEST_INVALID) anything out of range or
+    not meant for this report kind. `limit_high` lets a local dataset read raise the limit."""
+    return parse_query(kind, REPORTS[kind].params, raw, limit_high=limit_high)
 
 
-__all__ = ["NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind"]
+__all__ = ["NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind", "parse_params"]
