@@ -456,7 +456,7 @@ def test_a_flip_exactly_at_the_horizon_is_mature(tmp_path):
 
 class _LocalPasses:
     """`compute`'s `Passes` made in this process as a cluster's workers make them
-    (`workbench.cluster.dryrun`): the replay passes of `_replay_passes`, and the latest outcome
+    (`workbench.migration.on_cluster`): the replay passes of `_replay_passes`, and the latest outcome
     of each decision it is handed (kept, to be read)."""
 
     def __init__(self, history):

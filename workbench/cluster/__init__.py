@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-if TYPE_CHECKING:  # Dask loads only when a cluster is used
-    from distributed import Client
+if TYPE_CHECKING:  # Dask loads only when a cluster is used; the callers name the client's type from here
+    from distributed import Client as Client
 
 __all__ = ["CLUSTER_ENV", "CONNECT_SECONDS", "LOCAL", "LOCAL_WORKERS", "ClusterError", "by_partition",
            "cluster_setting", "connect", "run_all"]

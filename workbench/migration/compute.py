@@ -145,7 +145,7 @@ def _field_changes(replayed: pl.DataFrame) -> dict[str, int]:
 
 
 class Passes(Protocol):
-    """The passes over the history done elsewhere (`workbench.cluster.dryrun`: per partition on a
+    """The passes over the history done elsewhere (`workbench.migration.on_cluster`: per partition on a
     cluster's workers): what `_replay_passes` returns, and the latest outcomes of some decisions."""
 
     def replay(self, history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]: ...
@@ -291,7 +291,7 @@ def _replay_pass(history: History, draft: Draft, table: pl.DataFrame, selected_p
 
 def _replay_passes(history: History, draft: Draft, table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """`_replay_plan` in one streaming pass, both results in memory (a partition's, on a
-    cluster's worker: `workbench.cluster.dryrun`)."""
+    cluster's worker: `workbench.migration.on_cluster`)."""
     grouped, selected = _replay_plan(history, draft, table)
     found, rows = pl.collect_all([grouped, selected.select(_owned(name) for name in selected.collect_schema().names())],
                                  engine="streaming")

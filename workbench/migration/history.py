@@ -300,7 +300,7 @@ def scans_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], 
 def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
                      outcome_files: list[str], facts_files: list[str], source: dict[str, Any]) -> History:
     """The history of `rulebook_id` in some checked files of a dataset (all of it, or one
-    partition's on a cluster's worker: `workbench.cluster.dryrun`); `versions` of every scope
+    partition's on a cluster's worker: `workbench.migration.on_cluster`); `versions` of every scope
     the files hold, the frames of `scope` (all when None)."""
     every_scope, decisions, outcomes, facts = scans_of_files(
         rulebook_id, scope, paths, decision_files=decision_files, outcome_files=outcome_files, facts_files=facts_files)

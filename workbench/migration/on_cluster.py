@@ -20,6 +20,8 @@ instead of reading the rows itself:
    latest of those (the latest of a union is the latest of the parts' latest).
 
 The draft travels as its JSON and is compiled once per worker process (`load_draft`), as on the client.
+The tasks are the dry-run's own; `workbench.cluster` only maps them over the workers (`run_all`),
+so the dry-run sits above the cluster and the cluster knows nothing of it.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from workbench.migration.history import (
 )
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from workbench.cluster import Client
 
 __all__ = ["ClusterPasses", "Partition", "cluster_history", "latest_outcomes_of", "replay_partition"]
 

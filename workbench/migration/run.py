@@ -26,8 +26,8 @@ from workbench.migration.errors import DryRunError
 from workbench.migration.history import History, from_dataset, from_ledger
 from workbench.migration.impact import CostModel
 from workbench.migration.manifest import build_manifest, sign_manifest
+from workbench.migration.report import render_html, render_markdown
 from workbench.migration.summary import DryRunResult, summarize
-from workbench.reports.dry_run import render_html, render_markdown
 
 __all__ = ["DryRun", "checked_history", "dry_run", "load_history", "write_dry_run"]
 
@@ -85,7 +85,7 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     (`gate.verify.TrustAnchors`): the dataset's manifest must be signed by one of those keys
     (DATASET_INVALID otherwise); its listed files are checked either way. `cluster`: a Dask
     client (`workbench.cluster.connect`) that reads and replays a dataset's partitions on its
-    workers (`workbench.cluster.dryrun`); the result is the same. `baseline`: the version the
+    workers (`workbench.migration.on_cluster`); the result is the same. `baseline`: the version the
     draft is compared with (a parsed rulebook of the same id, replayed over the same history:
     `workbench.migration.baseline`; BASELINE_INVALID when it is not one), `baseline_source` where it
     came from; None compares with the stored history. A version baseline is replayed in this
@@ -95,7 +95,7 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     base = baselines.compiled(baseline, rulebook_id)
     passes = None
     if cluster is not None and dataset is not None and base is None:
-        from workbench.cluster.dryrun import cluster_history  # lazy: Dask only with a cluster
+        from workbench.migration.on_cluster import cluster_history  # lazy: Dask only with a cluster
 
         loaded, passes = cluster_history(cluster, dataset, draft, rulebook_id, scope, anchors=anchors)
         history = checked_history(loaded, rulebook_id, scope)

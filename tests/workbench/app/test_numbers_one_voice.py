@@ -15,8 +15,8 @@ from workbench.app.pages.overview import _benchmark_caption, _card
 from workbench.app.pages.sweep import sweep_frame
 from workbench.app.state.authoring import AuthoringState
 from workbench.migration.impact import NET_PLACES, impact_rows
+from workbench.migration.report import render_markdown
 from workbench.reports import numbers
-from workbench.reports.dry_run import render_markdown
 
 LONG_DECIMALS = re.compile(r"\d\.\d{5,}")  # 0.006868, -0.045604, 0.392974: never printed
 STATES = ("healthy", "monitor", "investigate", "review_policy", "insufficient_data")
