@@ -88,7 +88,7 @@ def add_oidc_arguments(p) -> None:
 
 def oidc_settings(args):
     """The OIDCSettings `args` ask for (None without --oidc-issuer), or ValueError with the line to print."""
-    from workbench.app.oidc import OIDCSettings
+    from workbench.app.oidc_settings import OIDCSettings
 
     if args.oidc_issuer is None:
         if args.oidc_client_id or args.oidc_client_secret_file:

@@ -42,7 +42,7 @@ from gate.principals import ROLES, Principal, permissions_of
 from workbench.app.passwords import PasswordFileError, load_hashes
 
 if TYPE_CHECKING:
-    from workbench.app.oidc import OIDCSettings
+    from workbench.app.oidc_settings import OIDCSettings
 
 ALL_SCOPES = "*"
 PASSWORD_FILE_ISSUER = "password-file"  # noqa: S105  # an issuer name, not a password

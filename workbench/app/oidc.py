@@ -38,7 +38,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from joserfc import jwt
@@ -52,6 +52,7 @@ from tornado.web import HTTPError, decode_signed_value
 
 from gate.principals import Principal
 from workbench.app.access import Identity, identity_from_claims, is_loopback
+from workbench.app.oidc_settings import OIDCSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,18 +67,6 @@ DISCOVERY_TIMEOUT = 15.0
 
 class OIDCConfigError(ValueError):
     """The provider or its configuration is unusable; the message says what to fix."""
-
-
-@dataclass(frozen=True)
-class OIDCSettings:
-    """What an operator configures (`gate workbench --oidc-issuer ...`; docs/workbench.md)."""
-
-    issuer: str
-    client_id: str
-    client_secret: str | None = field(default=None, repr=False)
-    groups_claim: str = "groups"
-    scopes: tuple[str, ...] = ("openid", "profile")
-    redirect_uri: str | None = None  # default: http(s)://<the Host the browser used>/login
 
 
 @dataclass(frozen=True)

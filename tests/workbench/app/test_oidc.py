@@ -24,12 +24,12 @@ from workbench.app.access import Identity, access_for
 from workbench.app.oidc import (
     OIDCClient,
     OIDCConfigError,
-    OIDCSettings,
     SignInFailed,
     discover,
     discovery_from,
     identity_from_cookie,
 )
+from workbench.app.oidc_settings import OIDCSettings
 
 SCOPES = ("openid", "profile", "groups")
 SECRET = "cookie-secret-for-the-test-" + "x" * 20
