@@ -22,6 +22,7 @@ import argparse
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +61,18 @@ def held(path: Path, limit: int | None) -> Frames:
     return Frames(lazy.decisions.collect().lazy(), lazy.outcomes.collect().lazy(), facts, None)
 
 
+def _runs(frames: Frames, params: ReportParams) -> tuple[Callable[[], object], ...]:
+    """The four measured calls over these frames: effectiveness alone, with its health, and the
+    Overview's effectiveness and anomalies apart and together (each bound to its own frames)."""
+    return (
+        lambda: effectiveness_report(frames, POLICY, params, with_health=False),
+        lambda: effectiveness_report(frames, POLICY, params),
+        lambda: (effectiveness_report(frames, POLICY, params, with_health=False),
+                 anomaly_report(frames, POLICY, params)),
+        lambda: effectiveness_report(frames, POLICY, params, anomalies=anomaly_report(frames, POLICY, params)),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=100_000)
@@ -69,12 +82,7 @@ def main() -> None:
     print(f"loadavg before: {loadavg()}")
     for limit in (1000, None):
         frames, params = held(path, limit), ReportParams(limit=limit or 10_000_000)
-        base = best(lambda: effectiveness_report(frames, POLICY, params, with_health=False), args.repeat)
-        health = best(lambda: effectiveness_report(frames, POLICY, params), args.repeat)
-        apart = best(lambda: (effectiveness_report(frames, POLICY, params, with_health=False),
-                              anomaly_report(frames, POLICY, params)), args.repeat)
-        together = best(lambda: effectiveness_report(frames, POLICY, params,
-                                                     anomalies=anomaly_report(frames, POLICY, params)), args.repeat)
+        base, health, apart, together = (best(run, args.repeat) for run in _runs(frames, params))
         print(f"limit {limit or 'all'}: effectiveness {base * 1000:.1f} ms; with health {health / base:.2f}x; "
               f"Overview (effectiveness + anomalies) {together / apart:.2f}x of before "
               f"({apart * 1000:.1f} ms before)")

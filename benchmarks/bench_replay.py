@@ -67,9 +67,11 @@ def main() -> int:
         for name, body in (("direct", direct), ("adapter", adapter_request())):
             decision_id = client.post("/api/decide", json=body, headers=headers).json["decision_id"]
             figures = medians_ms({
-                "get": lambda: client.get(f"/api/decision/{decision_id}", headers=headers),
-                "replay": lambda: client.post(f"/api/decision/{decision_id}/replay", headers=headers),
-                "diff": lambda: client.post(f"/api/decision/{decision_id}/diff", headers=headers),
+                "get": lambda decision_id=decision_id: client.get(f"/api/decision/{decision_id}", headers=headers),
+                "replay": lambda decision_id=decision_id: client.post(f"/api/decision/{decision_id}/replay",
+                                                                      headers=headers),
+                "diff": lambda decision_id=decision_id: client.post(f"/api/decision/{decision_id}/diff",
+                                                                    headers=headers),
             }, args.n)
             base, replay, diff = figures["get"], figures["replay"], figures["diff"]
             check = client.post(f"/api/decision/{decision_id}/replay", headers=headers).json

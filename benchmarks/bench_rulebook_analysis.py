@@ -149,8 +149,8 @@ def measure(runs: int, seeds: int, samples: int) -> dict:
     for seed in range(seeds):
         old = rulebook(seed)
         for kind, new in (("edited", edited(old, 1000 + seed)), ("unrelated", rulebook(500 + seed))):
-            exact_s, exact_max, report = _median(lambda: semantic_diff(old, new), runs)
-            base_s, _, differing = _median(lambda: sampling_diff(old, new, facts), runs)
+            exact_s, exact_max, report = _median(lambda old=old, new=new: semantic_diff(old, new), runs)
+            base_s, _, differing = _median(lambda old=old, new=new: sampling_diff(old, new, facts), runs)
             rows.append({"pair": f"{kind} #{seed}", "exact_s": exact_s, "exact_max_s": exact_max,
                          "sampling_s": base_s, "ratio": exact_s / base_s, "verdict": report.verdict,
                          "exact": report.exact, "regions": len(report.differences),

@@ -232,7 +232,7 @@ def test_every_rule_table_cell_typed_key_by_key_reaches_the_draft(page, workbenc
         assert held == expected, (field, held)
         shown = ruletable.rule_rows({"rules": [expected]})[0][field]
         cell = table_cell(page, ".rule-table", 1, field)
-        assert _until(lambda: cell.inner_text().strip(), str(shown)) == str(shown), field
+        assert _until(lambda cell=cell: cell.inner_text().strip(), str(shown)) == str(shown), field
     page.get_by_text("Valid Rulebook v1").wait_for()
     assert table_cell(page, ".rule-table", 1, "reads").inner_text().strip() == ruletable.reads(condition)
     screenshot(page, "authoring-rule-table-typed")
