@@ -29,6 +29,7 @@ import polars as pl  # noqa: E402
 from gate.keys.config import SigningSetup  # noqa: E402
 from gate.keys.signing import generate_keyring  # noqa: E402
 from gate.ledger import Ledger  # noqa: E402
+from workbench.app.access import Rights  # noqa: E402
 from workbench.app.state.authoring import LIVE_DEBOUNCE_S, AuthoringState, comparison_key  # noqa: E402
 from workbench.app.state.decisions import DecisionsState  # noqa: E402
 from workbench.app.state.migration import MigrationState  # noqa: E402
@@ -37,6 +38,7 @@ from workbench.app.store import WorkbenchStore  # noqa: E402
 from workbench.dataset import integrity  # noqa: E402
 from workbench.dataset.location import open_location, read_manifest, write_manifest  # noqa: E402
 from workbench.dataset.synth import synthesize  # noqa: E402
+from workbench.signing import dataset_signer  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -71,7 +73,7 @@ def main() -> int:
     write_manifest(location, integrity.seal(read_manifest(location), dataset_signer(store.signing)))
     reference_store = WorkbenchStore(ledger, signing, dataset, reference=True)
     current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
-    store.promote("demo", current)  # the scope's current version, for the semantic diff
+    store.promote("demo", current, frozenset({"publish"}))  # the scope's current version, for the semantic diff
     fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
     fix["version"] = "2026-12-01"
 
@@ -124,7 +126,8 @@ def main() -> int:
     # The reference store keeps no figure cache: each rule's record read from the rows every time.
     timed("authoring: rule history (each rule's record, uncached)",
           lambda: reference_store.rule_history("demo", "refund_approval"), rows, 1.0)
-    migration = MigrationState(store, authoring, home / "exports", scope="demo", rulebook_id="refund_approval")
+    migration = MigrationState(store, authoring, home / "exports", Rights.operator("bench"), scope="demo",
+                               rulebook_id="refund_approval")
     timed("migration: full-history dry-run + exact diff", migration.run, rows, 5.0)
     evaluated = migration.result["decisions_evaluated"] if migration.result else 0
 
