@@ -66,7 +66,7 @@ def _decides(base: str, key: str, n: int) -> int:
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
-def test_kill_9_mid_burst_on_two_servers_loses_no_event_and_invents_none(backend, server_factory, issue_key,
+def test_kill_9_mid_burst_on_two_servers_loses_no_event_and_invents_none(backend, server_factory, issue_key,  # noqa: F811 (the fixture imported above)
                                                                           gate_env):
     receiver = Receiver()
     try:

@@ -38,7 +38,7 @@ def _mcp_wait(base, key, decision_id, wait, out):
     out.append((status, body, time.monotonic() - started, time.monotonic()))
 
 
-def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_factory, issue_key, gate_env):
+def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_factory, issue_key, gate_env):  # noqa: F811 (the fixture)
     server = server_factory(workers=2, threads=2, env={"GATE_HOLD_SWEEP_MS": "200"})
     caller, reviewer = issue_key(permissions="decide")["api_key"], issue_key(permissions="resolve")["api_key"]
     status, _, record = call("POST", server.base + "/api/decide", held_request(), {"x-api-key": caller})
@@ -84,7 +84,7 @@ def test_waiters_hold_no_thread_and_wake_within_a_second_of_a_resolution(server_
     assert status == 200 and body["state"] == "open" and body["approved"] is False and 0.9 < took < 3
 
 
-def test_two_workers_expire_a_hold_once(server_factory, issue_key):
+def test_two_workers_expire_a_hold_once(server_factory, issue_key):  # noqa: F811 (the fixture imported above)
     server = server_factory(workers=2, threads=2, env={"GATE_HOLD_SWEEP_MS": "100"})
     admin, caller = issue_key(permissions="admin")["api_key"], issue_key(permissions="decide")["api_key"]
     status, _, _ = call("PUT", server.base + "/api/holds/policy", policy({"default": queue(deadline=5)}),

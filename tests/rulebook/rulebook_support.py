@@ -1,7 +1,7 @@
-"""Builders and fixtures for the Rulebook v1 tests (imported by each test module).
+"""Builders and fixtures for the Rulebook v1 tests.
 
-Test modules import the fixtures by name (`from rulebook_support import build, evaluate`),
-which is how pytest discovers fixtures defined outside a conftest.
+Test modules import the builders (`Build`, ...); the fixtures (`build`, `evaluate`, `matches`)
+reach every test module here through `tests/rulebook/conftest.py`.
 """
 
 from __future__ import annotations

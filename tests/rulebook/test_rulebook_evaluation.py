@@ -7,7 +7,6 @@ import math
 import threading
 
 import pytest
-from rulebook_support import build, evaluate  # noqa: F401  (pytest fixtures)
 
 from gate.errors import RulebookInvalid
 from gate.protocol.canonical import sha256_hex

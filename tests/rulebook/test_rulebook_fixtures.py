@@ -13,7 +13,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from rulebook_support import evaluate  # noqa: F401  (pytest fixtures)
 
 from gate.rulebook import schema_bytes, validate_rulebook
 

@@ -7,7 +7,6 @@ tests field `f` (or a dotted path) against `value`.
 from __future__ import annotations
 
 import pytest
-from rulebook_support import build, evaluate, matches  # noqa: F401  (pytest fixtures)
 
 UNSET = object()
 

@@ -7,7 +7,6 @@ import copy
 import math
 
 import pytest
-from rulebook_support import build, evaluate  # noqa: F401  (pytest fixtures)
 
 from gate.rulebook import validate_rulebook
 from gate.rulebook.contract import ERROR_CODES, MAX_ERRORS
