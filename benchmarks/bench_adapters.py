@@ -92,8 +92,8 @@ def bench_runs(pool_size: int, runs: int, pace: float) -> tuple[list[float], lis
 
 def bench_decides(runs: int) -> dict[str, list[float]]:
     from api.app import create_app
-    from gate.settings import Settings
     from gate.keys.signing import generate_keyring
+    from gate.settings import Settings
     from gate_cli.main import create_key
 
     home = Path(tempfile.mkdtemp(prefix="bench_adapters_"))

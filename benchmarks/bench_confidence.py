@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import GATE, REDIS, ROOT, WRK_POST, _database, _port, _wait, _wrk  # noqa: E402
+from bench_http import GATE, REDIS, ROOT, WRK_POST, _database, _port, _wait, _wrk
 
 OUTCOMES = ("succeeded", "succeeded", "succeeded", "failed", "succeeded")
 
@@ -63,7 +63,8 @@ def _stop(server: subprocess.Popen) -> None:
 
 def _busy_seconds() -> float:
     """CPU time the whole machine has spent busy (every core; /proc/stat, all but idle and iowait)."""
-    fields = [int(value) for value in open("/proc/stat").readline().split()[1:]]
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
@@ -126,7 +127,7 @@ def run_backend(kind: str, duration: int, rounds: int, connections: int) -> dict
         off, on = statistics.median(runs["off"]), statistics.median(runs["on"])
         # Each round's two runs are adjacent in time: the median of the rounds' own ratios is less
         # sensitive to the machine's drift than the ratio of the two medians.
-        paired = statistics.median(b / a for a, b in zip(runs["off"], runs["on"]))
+        paired = statistics.median(b / a for a, b in zip(runs["off"], runs["on"], strict=True))
         return {"backend": kind, "rps_without_confidence": runs["off"], "rps_with_confidence": runs["on"],
                 "median_without": off, "median_with": on, "ratio_with_vs_without": round(on / off, 3),
                 "median_paired_ratio": round(paired, 3),

@@ -149,22 +149,22 @@ def big_run(n: int, code_root: Path = ROOT, out: Path = RESULTS / "dry-run-big",
     an empty store is filled (every file hashed), a filled one spares hashing unchanged files."""
     root = dataset(n)
     code = (
-        "import sys, time; sys.path[:0] = [%r, %r]\n"
+        "import sys, time; sys.path[:0] = [{!r}, {!r}]\n"
         "import dryrun_data\n"
         "from workbench.migration import dry_run, write_dry_run\n"
         "from workbench.dataset import integrity\n"
         "from pathlib import Path\n"
         "_, draft = dryrun_data.rulebooks()\n"
-        "store = %r\n"
+        "store = {!r}\n"
         "t, cpu = time.perf_counter(), time.process_time()\n"
         "integrity.use_digest_store(Path(store) if store else None)\n"
-        "out = Path(%r); out.mkdir(parents=True, exist_ok=True)\n"
-        "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset=%r, created_at='2026-11-22T00:00:00.000Z',"
+        "out = Path({!r}); out.mkdir(parents=True, exist_ok=True)\n"
+        "run = dry_run(draft, dryrun_data.RULEBOOK_ID, dataset={!r}, created_at='2026-11-22T00:00:00.000Z',"
         " flips_path=out / 'flips.parquet')\n"
         "write_dry_run(out, run.manifest, None)\n"
         "print(time.perf_counter() - t, time.process_time() - cpu, run.result.decisions_total, run.result.decisions_changed,"
         " next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
-    ) % (str(code_root), str(code_root / "benchmarks"), str(digest_store or ""), str(out), str(root))
+    ).format(str(code_root), str(code_root / "benchmarks"), str(digest_store or ""), str(out), str(root))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(done.stderr)
@@ -244,7 +244,7 @@ def main() -> int:
     print(f"  evaluation only            {scalar_full_s:8.3f} s   ({scalar_per * 1e6:.2f} µs/decision on a "
           f"{len(scalar):,}-decision pre-read sample, scaled): {scalar_full_s / vector_s:.1f}× "
           f"(CPU {scalar_full_cpu / vector_cpu:.1f}×)")
-    print(f"  identical results          scalar dry-run {'= every figure' if not differing else differing}; "
+    print(f"  identical results          scalar dry-run {differing or '= every figure'}; "
           f"{identical} on {len(scalar):,} sampled decisions and the whole history's transition matrix "
           f"{mismatches or ''}")
     if big:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gate.keys.config import LiveSigning, SigningSetup  # noqa: E402
-from gate.keys.signing import generate_keyring  # noqa: E402
+from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import generate_keyring
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_http import GATE, REDIS, ROOT, _database, _port, _settled, _wait  # noqa: E402
+from bench_http import GATE, REDIS, ROOT, _database, _port, _settled, _wait
 
 TARGET_RPS, TARGET_P99_MS = 400.0, 25.0
 

@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_http import GATE, REDIS, ROOT, _port, _wait, _wrk  # noqa: E402
+from bench_http import GATE, REDIS, ROOT, _port, _wait, _wrk
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "refund_eligibility", "arguments": {"vendor": "Adobe", "region": "US", "plan": "annual",

@@ -58,10 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from workbench.dataset import (
-    integrity,  # noqa: E402
-    rollups,  # noqa: E402
-)
+from workbench.dataset import integrity, rollups  # noqa: E402
 from workbench.dataset.export import new_manifest, record_files  # noqa: E402
 from workbench.dataset.load import conform, from_dataset  # noqa: E402
 from workbench.dataset.location import open_location  # noqa: E402
@@ -90,7 +87,7 @@ STATUSES = np.array(list(CLASSES), dtype=object)
 
 def _pick(values, index: np.ndarray) -> pl.Series:
     """values[index] as a String series (vectorized, nulls allowed)."""
-    return pl.Series(index).replace_strict({i: v for i, v in enumerate(values)}, return_dtype=pl.String)
+    return pl.Series(index).replace_strict(dict(enumerate(values)), return_dtype=pl.String)
 
 
 def _hex(ids: pl.Series, salt: int) -> pl.Series:

@@ -264,7 +264,7 @@ def main(argv=None) -> int:
         assert evaluation.application_verdict == "REVIEW" and len(evaluation.checks) == leaves
         engines[f"ours, {count} rules (no match, {leaves} leaves)"] = (timed, None, [facts], f"wide_{count}")
 
-    for name, (_, verdict, inputs, group) in engines.items():  # every engine decides the same
+    for name, (_, verdict, _inputs, group) in engines.items():  # every engine decides the same
         if group == "pricing":
             got = [verdict(f) for f in FACTS]
             assert got == EXPECTED, f"{name} disagrees: {got}"

@@ -36,9 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.browser.conftest import wait_for
-from tests.server.support import free_port
-from workbench.app.passwords import hash_password
+from tests.browser.conftest import wait_for  # noqa: E402
+from tests.server.support import free_port  # noqa: E402
+from workbench.app.passwords import hash_password  # noqa: E402
 
 GATE = str(Path(sys.executable).parent / "gate")
 PASSWORD = "correct horse battery staple"

@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from api.app import create_app  # noqa: E402
-from gate.settings import Settings  # noqa: E402
 from gate.keys.signing import generate_keyring  # noqa: E402
 from gate.services.chains import (  # noqa: E402
     chain_head_integrity,
     chain_tree_root,
     rulebook_snapshot_check,
 )
+from gate.settings import Settings  # noqa: E402
 from gate_cli.main import create_key  # noqa: E402
 
 REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())

@@ -15,9 +15,9 @@ def embedded_app(**app_options: Any) -> Iterator[tuple[Any, Any]]:
     """(settings, app) over a temporary home; `app_options` go to `create_app` (e.g. adapters).
     The ledger's connections are closed and the home removed on exit."""
     from api.app import create_app
-    from gate.settings import Settings
     from gate.keys.signing import generate_keyring
     from gate.ledger import Ledger
+    from gate.settings import Settings
 
     with tempfile.TemporaryDirectory() as home:
         keyring = Path(home) / "signing-keys.json"

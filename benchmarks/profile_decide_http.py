@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_http import ROOT, _load1, _wrk, served_gate  # noqa: E402
+from bench_http import ROOT, _load1, _wrk, served_gate
 
 RESULTS = ROOT / "benchmarks" / "results" / "profile_decide_http.json"
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -79,8 +79,8 @@ def share_out(raw: str) -> tuple[Counter[str], int]:
         samples = int(number)
         total += samples
         part = OTHER
-        for frame in stack.split(";"):
-            frame = _LINE.sub(")", frame)
+        for raw in stack.split(";"):
+            frame = _LINE.sub(")", raw)
             part = next((name for name, pattern in compiled if pattern.search(frame)), part)
         counts[part] += samples
     return counts, total

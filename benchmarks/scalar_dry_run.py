@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import unquote
 
 import pyarrow.dataset as ds
@@ -110,7 +111,7 @@ def _latest_outcomes(root: Path, wanted: dict) -> dict[str, tuple]:
     for path, _scope, _month in _files(root, "outcomes"):
         table = pq.read_table(path, columns=OUTCOME_COLUMNS)
         columns = [table.column(name).to_pylist() for name in OUTCOME_COLUMNS]
-        for decision_id, reported_at, receipt_id, status in zip(*columns):
+        for decision_id, reported_at, receipt_id, status in zip(*columns, strict=True):
             if decision_id in wanted:
                 key = (reported_at, receipt_id)
                 seen = latest.get(decision_id)
@@ -150,7 +151,7 @@ def scalar_dry_run(root: Path, rulebook_id: str, evaluate: Callable[[Any], Any],
     wanted = ds.field("policy_id") == rulebook_id
     for path, scope, month in _files(root, "decisions"):
         table = pq.read_table(path, columns=DECISION_COLUMNS, filters=wanted)
-        for row in zip(*(table.column(name).to_pylist() for name in DECISION_COLUMNS)):
+        for row in zip(*(table.column(name).to_pylist() for name in DECISION_COLUMNS), strict=True):
             tally.add(row, scope, month, evaluate)
     flips = _flip_rows(tally, _latest_outcomes(root, tally.flips))
     outcome_classes = Counter((row["old_verdict"], row["new_verdict"], row["outcome_class"]) for row in flips)

@@ -37,8 +37,8 @@ def main() -> int:
 
     os.environ["GATE_LEDGER_AT_REST"] = "plain"  # the samples are the texts themselves
     import zstandard
-
     from bench_storage import fill
+
     from gate.ledger import Ledger
     from gate.ledger.codec import DICTIONARY_DIR
 

@@ -27,7 +27,7 @@ def _pg_available() -> bool:
 
         with psycopg.connect(PG_ADMIN_URL, connect_timeout=2):
             return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever fails, PostgreSQL does not answer here
         return False
 
 

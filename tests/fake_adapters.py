@@ -48,12 +48,15 @@ class Registered:
         return {"adapter_id": ADAPTER_ID, "version": VERSION, "manifest_hash": MANIFEST_HASH}
 
 
+REGISTERED = Registered()  # the one registered adapter every run names, as a registry holds one
+
+
 @dataclass(frozen=True)
 class AdapterRun:
     facts: dict
     trusted_adapter: dict
     adapter_facts: dict
-    adapter: Registered = Registered()
+    adapter: Registered = REGISTERED
 
 
 class FakeRegistry:

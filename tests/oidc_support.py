@@ -40,7 +40,7 @@ def install() -> None:
         lock_file = PROVIDER_DIR / "package-lock.json"
         if marker.exists() and marker.stat().st_mtime >= lock_file.stat().st_mtime:
             return
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PROVIDER_DIR)],  # noqa: S607
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PROVIDER_DIR)],
                        check=True, capture_output=True, timeout=600)
 
 
@@ -55,7 +55,7 @@ class Provider:
                 "token_endpoint_auth_method": auth_method}
         request = urllib.request.Request(f"{self.issuer}/reg", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310  # loopback http
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
             client = json.loads(response.read())
         return client["client_id"], client.get("client_secret")
 
@@ -63,7 +63,7 @@ class Provider:
 def start(log: Path) -> Provider:
     port = free_port()
     out = open(log, "w")  # noqa: SIM115  # the provider's output, kept for the test's report
-    process = subprocess.Popen(["node", str(PROVIDER_DIR / "provider.mjs")],  # noqa: S607
+    process = subprocess.Popen(["node", str(PROVIDER_DIR / "provider.mjs")],
                                env={**os.environ, "OIDC_PORT": str(port)}, stdout=out, stderr=subprocess.STDOUT,
                                start_new_session=True)
     issuer = f"http://127.0.0.1:{port}"
@@ -72,7 +72,7 @@ def start(log: Path) -> Provider:
         if process.poll() is not None:
             raise AssertionError(f"the OIDC provider exited with {process.returncode}:\n{log.read_text()}")
         try:
-            with urllib.request.urlopen(f"{issuer}/.well-known/openid-configuration", timeout=5):  # noqa: S310
+            with urllib.request.urlopen(f"{issuer}/.well-known/openid-configuration", timeout=5):
                 return Provider(issuer, process)
         except OSError:
             time.sleep(0.2)

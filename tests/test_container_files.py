@@ -32,8 +32,8 @@ def dockerfile() -> list[tuple[str, str]]:
     """(instruction, arguments) pairs, continuation lines joined."""
     text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
     pairs = []
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line and not line.startswith("#"):
             instruction, _, rest = line.partition(" ")
             pairs.append((instruction.upper(), rest.strip()))

@@ -377,7 +377,8 @@ def _lifecycle_broken(c, path):
 def _packet_without_chain_nodes(c):
     from sqlalchemy import text
 
-    record = [_decide(c.client, c.key, c.sample).json for _ in range(3)][0]  # its proof needs stored nodes
+    records = [_decide(c.client, c.key, c.sample).json for _ in range(3)]  # its proof needs stored nodes
+    record = records[0]
     with c.client.application.extensions["gate"].ledger.engine.begin() as connection:
         connection.execute(text("DROP TABLE merkle_nodes"))
     return c.client.get(f"/api/decision/{record['decision_id']}/packet", headers={"x-api-key": c.key})

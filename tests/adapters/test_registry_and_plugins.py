@@ -7,7 +7,6 @@ import textwrap
 
 import pytest
 
-from gate.settings import Settings, SettingsError
 from gate.adapters import (
     AdapterDefinitionError,
     AdapterRegistry,
@@ -16,6 +15,7 @@ from gate.adapters import (
 )
 from gate.adapters.executor import WorkerPool
 from gate.protocol.canonical import sha256_hex
+from gate.settings import Settings, SettingsError
 from tests.adapters.support import invocation
 
 GOOD = '''

@@ -88,7 +88,8 @@ def test_the_gate_process_environment_cannot_be_read(registry):
 
 
 def test_the_adapter_still_reads_its_own_directory_and_imports_the_standard_library(registry):
-    expected = len(open(os.path.join(os.path.dirname(escapes().filename), "probe.py")).read())
+    with open(os.path.join(os.path.dirname(escapes().filename), "probe.py")) as probe:
+        expected = len(probe.read())
     assert run(registry, "read_own_directory").output == {"result": expected}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -108,10 +109,8 @@ class FakeLLM:
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeouts)
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
-                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -43,7 +43,7 @@ def test_multi_rule_boundaries(spec, decision, tally):
     combined = combine(MULTI_RULE, _votes(spec))
     assert combined.rule == MULTI_RULE
     assert combined.decision == decision
-    assert combined.tally == dict(zip(("yes", "no", "review", "failed"), tally))
+    assert combined.tally == dict(zip(("yes", "no", "review", "failed"), tally, strict=True))
 
 
 @pytest.mark.parametrize(("spec", "decision", "tally"), [
@@ -55,7 +55,7 @@ def test_multi_rule_boundaries(spec, decision, tally):
 def test_single_rule_is_the_one_vote_or_review_when_it_failed(spec, decision, tally):
     combined = combine(SINGLE_RULE, _votes(spec))
     assert (combined.rule, combined.decision) == (SINGLE_RULE, decision)
-    assert combined.tally == dict(zip(("yes", "no", "review", "failed"), tally))
+    assert combined.tally == dict(zip(("yes", "no", "review", "failed"), tally, strict=True))
 
 
 @pytest.mark.parametrize("spec", ["", "yy", "yf"])

@@ -81,7 +81,7 @@ def test_the_registry_is_public(client):
 def _fill(template, record):
     text = json.dumps(template)
     for name in ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version"):
-        text = text.replace("{{%s}}" % name, str(record[name]))
+        text = text.replace("{{" + name + "}}", str(record[name]))
     return json.loads(text)
 
 

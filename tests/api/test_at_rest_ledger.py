@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -250,14 +251,14 @@ def test_the_parquet_export_is_the_same_whatever_the_encoding(database_url, tmp_
     """A ledger written plain, exported; every document then re-encoded in place and exported
     again: every table of the two datasets holds the same rows, and the manifests the same
     chains and ledger head."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     import pyarrow.dataset as pads
 
     from tests.workbench.ledger_support import LedgerWriter, at
     from workbench.dataset.export import export_ledger
 
-    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 6, 1, tzinfo=UTC)
     monkeypatch.setattr(codec, "MODE", codec.PLAIN)
     writer = LedgerWriter(database_url, tmp_path / "keys.json")
     try:

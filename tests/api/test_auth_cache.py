@@ -67,7 +67,7 @@ def test_a_disabled_key_is_refused_once_the_bound_has_passed(gate, issue_key, sa
 
 
 def test_a_key_never_seen_is_read_from_the_ledger_before_it_is_accepted(gate, issue_key, sample_request):
-    app, clock, reads = gate
+    app, _clock, reads = gate
     assert _decide(app, "dg_" + "x" * 43, sample_request) == 401  # unknown: read, refused, not cached
     assert _decide(app, "dg_" + "x" * 43, sample_request) == 401
     assert len(reads) == 2
@@ -80,7 +80,7 @@ def test_a_key_never_seen_is_read_from_the_ledger_before_it_is_accepted(gate, is
 
 
 def test_re_enabling_takes_effect_at_once_and_the_cache_is_bounded(gate, issue_key, sample_request, monkeypatch):
-    app, clock, reads = gate
+    app, _clock, _reads = gate
     issued = issue_key()
     ledger = app.extensions["gate"].ledger
     ledger.set_api_key_status(issued["key_id"], "disabled", "2026-11-22T00:00:00.000Z")

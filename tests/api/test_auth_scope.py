@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from gate.settings import Settings
 from gate.keys.apikeys import hash_api_key
 from gate.ledger import Ledger
+from gate.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("backend")
 

@@ -35,7 +35,7 @@ def outcome(client, api_key, record, status):
 @pytest.fixture
 def history(client, api_key, sample_request):
     records = [decide(client, api_key, sample_request) for _ in range(4)]
-    for record, status in zip(records, ("succeeded", "succeeded", "failed", "pending")):
+    for record, status in zip(records, ("succeeded", "succeeded", "failed", "pending"), strict=True):
         outcome(client, api_key, record, status)
     blocked = decide(client, api_key, sample_request, discount_percent=40)
     outcome(client, api_key, blocked, "succeeded")

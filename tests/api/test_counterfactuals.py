@@ -62,7 +62,7 @@ def test_scenarios_use_the_gates_evaluator_over_the_merged_facts(client, api_key
     body = _post(client, api_key, record["decision_id"], {"scenarios": SCENARIOS}).json
     rulebook = sample_request["rulebook"]
     evaluator = get_evaluator(rulebook, sha256_hex(rulebook))
-    for given, got in zip(SCENARIOS, body["scenarios"]):
+    for given, got in zip(SCENARIOS, body["scenarios"], strict=True):
         facts = merge_patch(sample_request["context"], given["context_patch"]).get("inputs", {})
         expected = evaluator.evaluate(facts)
         assert (got["verdict"], got["application_verdict"], got["matched_rule_id"]) == (

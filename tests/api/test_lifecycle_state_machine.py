@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -89,7 +90,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     """Model: the decisions of this example's scope, their receipts, and what was tampered."""
 
     app = None  # set by the test
-    exercised: set[str] = set()  # tamper names applied over the whole run
+    exercised: ClassVar[set[str]] = set()  # tamper names applied over the whole run (shared on purpose)
     decision_tampers: tuple[str, ...] = tuple(sorted(DECISION_TAMPERS))
     receipt_tampers: tuple[str, ...] = RECEIPT_TAMPERS
     sample_request = None

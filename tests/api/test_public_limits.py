@@ -6,15 +6,15 @@ from __future__ import annotations
 import io
 import re
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from api.app import create_app
 from api.openapi import openapi_document
 from api.public_limits import PUBLIC_PATHS, PUBLIC_ROUTES
-from gate.settings import Settings, SettingsError
 from gate.clock import FixedClock
+from gate.settings import Settings, SettingsError
 
 # Routes that count against something else: an API key (keyed), their own per-client window
 # (policy checks, MCP, workflows, pilot) or the metrics token.
@@ -27,7 +27,7 @@ OWN_LIMIT = {"policychecks.rest_refund", "policychecks.rest_cancellation", "poli
 def _app(gate_env, **env):
     """An app whose clock stands still, so every request of a test falls in one window."""
     settings = Settings.from_env({**gate_env, **env})
-    app = create_app(settings, clock=FixedClock(datetime(2026, 11, 23, 12, 0, 30, tzinfo=timezone.utc)))
+    app = create_app(settings, clock=FixedClock(datetime(2026, 11, 23, 12, 0, 30, tzinfo=UTC)))
     app.testing = True
     return app
 

@@ -20,7 +20,6 @@ import time
 
 import pytest
 
-
 BOUND = 10
 # The three reproductions and the sweep's worst unit; benchmarks/bench_collation_pairs.py
 # sweeps every contraction and pair of classes (14,177 units) and exits 1 over the same bound.

@@ -54,9 +54,10 @@ class Workbench:
         env = {**os.environ, "GATE_HOME": str(home)}
         env.pop("GATE_DATABASE_URL", None)
         env.pop("GATE_SIGNING_KEY_FILE", None)
-        self.process = subprocess.Popen(
-            [GATE, "workbench", "--port", str(self.port), *(extra or [])], env=env,
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        with open(self.log, "w") as log:  # the server writes to its own copy of the file
+            self.process = subprocess.Popen(
+                [GATE, "workbench", "--port", str(self.port), *(extra or [])], env=env,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(f"http://127.0.0.1:{self.port}{ready}", self.process, self.log)
 
     def stop(self) -> None:

@@ -21,8 +21,9 @@ def gate_server(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GATE_")} | {"GATE_HOME": str(home)}
     port = free_port()
     log = home / "serve.log"
-    process = subprocess.Popen([GATE, "serve", "--port", str(port)], env=env, stdout=open(log, "w"),
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    with open(log, "w") as out:  # the server writes to its own copy of the file
+        process = subprocess.Popen([GATE, "serve", "--port", str(port)], env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
     wait_for(f"http://127.0.0.1:{port}/healthz", process, log)
     yield f"http://127.0.0.1:{port}"
     process.terminate()

@@ -137,7 +137,7 @@ def test_a_link_to_a_scope_or_decision_it_does_not_hold_opens_nothing(page, demo
 
 
 def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_workbench, tmp_path):
-    server, paths = demo_workbench
+    server, _paths = demo_workbench
     page.goto(server.url)
     page.locator("select").first.select_option("demo")
     page.locator(".bk-tab", has_text="Decisions").wait_for()

@@ -15,8 +15,8 @@ import pytest
 
 from gate.principals import Principal
 from tests.browser.conftest import GATE, Workbench, screenshot
-from tests.demo_support import gate_env
 from tests.browser.test_workbench_pages import draft_from_current, tab
+from tests.demo_support import gate_env
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 from tests.workbench.ledger_support import REQUEST

@@ -87,7 +87,7 @@ def test_a_bad_draft_shows_its_error_where_it_was_typed(page, workbench):
     bad["rules"][0]["condition"]["operator"] = "greater"
     text = json.dumps(bad, indent=2)
     draft_from_current(page, "pricing_exception", text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if '"greater"' in l)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if '"greater"' in row)
     page.get_by_text("Invalid draft: 1 error(s)").wait_for()
     page.get_by_text(f"line {line}, column").wait_for()
     page.get_by_text("draft.rules[0].condition.operator").wait_for()
@@ -142,7 +142,7 @@ def test_the_rule_table_sorts_priorities_and_counts_as_numbers(page, workbench):
         while True:
             cells = page.locator(f".rule-table .tabulator-row .tabulator-cell[tabulator-field='{field}']")
             shown = [float(cells.nth(row).inner_text()) for row in range(cells.count())]
-            if shown == sorted(shown) and len(shown) == 3 or time.monotonic() > deadline:
+            if (shown == sorted(shown) and len(shown) == 3) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert len(shown) == 3 and shown == sorted(shown), (field, shown)

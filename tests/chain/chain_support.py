@@ -61,7 +61,7 @@ def naive_chain(size: int, chain_id: str = "chain_test") -> list[dict]:
             "policy_version": "2026.05.1" if position % 3 else None,
             "created_at": f"2026-05-21T00:00:{position % 60:02d}.000Z",
         }
-        link["link_hash"] = naive_h({k: v for k, v in link.items()})
+        link["link_hash"] = naive_h(dict(link))
         links.append(link)
         prev_link, prev_root = link["link_hash"], root
     return links

@@ -16,8 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import nacl.signing  # noqa: E402
-from chain_support import (  # noqa: E402
+import nacl.signing
+from chain_support import (
     SEED,
     VECTORS,
     naive_chain,
@@ -27,7 +27,7 @@ from chain_support import (  # noqa: E402
     naive_proof,
 )
 
-from gate.keys.signing import Ed25519Key  # noqa: E402
+from gate.keys.signing import Ed25519Key
 
 SIZE = 7
 CREATED_AT = "2026-05-21T00:01:00.000Z"

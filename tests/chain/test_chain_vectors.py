@@ -49,7 +49,7 @@ def test_links_are_rebuilt_by_new_link():
 
 def test_golden_links_verify_and_the_tree_is_over_their_leaf_hashes():
     assert verify_links(GOLDEN["links"]).valid
-    assert LEAVES == [link["leaf_hash"] for link in GOLDEN["links"]]
+    assert [link["leaf_hash"] for link in GOLDEN["links"]] == LEAVES
 
 
 @pytest.mark.parametrize("size", range(len(LEAVES) + 1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import nacl.signing
 import pytest
@@ -29,7 +29,7 @@ def signed(**overrides):
 
 
 def test_body_members_and_labels():
-    body = checkpoint_body("chain_a", 42, ROOT, datetime(2026, 5, 21, 1, 2, 3, 456789, tzinfo=timezone.utc))
+    body = checkpoint_body("chain_a", 42, ROOT, datetime(2026, 5, 21, 1, 2, 3, 456789, tzinfo=UTC))
     assert body == {
         "checkpoint_version": "decision_chain_checkpoint_v1", "chain_id": "chain_a", "tree_size": 42,
         "root_hash": ROOT, "hash_algorithm": "sha256", "tree_algorithm": "rfc6962_sha256",

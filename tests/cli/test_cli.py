@@ -52,7 +52,7 @@ def test_disable_unknown_key_fails(gate_env):
 
 
 def test_serve_refuses_several_workers_without_redis(gate_env):
-    env = {k: v for k, v in gate_env.items()}
+    env = dict(gate_env)
     done = subprocess.run([GATE, "serve", "--workers", "2"], env={k: v for k, v in os.environ.items()
                           if k != "GATE_REDIS_URL"} | env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "GATE_REDIS_URL" in done.stderr

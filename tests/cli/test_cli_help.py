@@ -91,7 +91,7 @@ def test_every_subcommand_help_shows_defaults_and_required_options():
     with ThreadPoolExecutor(max_workers=3) as pool:
         pages = list(pool.map(lambda item: _help(item[0]), paths))
     problems = []
-    for (words, parser), done in zip(paths, pages):
+    for (words, parser), done in zip(paths, pages, strict=True):
         assert done.returncode == 0, (words, done.stderr)
         problems += [f"gate {' '.join(words)} {p}" for p in _problems(parser, done.stdout)]
     assert not problems, "\n".join(problems)

@@ -59,7 +59,7 @@ def _check_witnesses(text: str, items: list[dict], runs) -> None:
     """Every printed witness is a real one: it gives the finding's labels under each rulebook."""
     printed = [json.loads(line.split("e.g. ", 1)[1]) for line in text.splitlines() if "e.g. " in line]
     assert len(printed) == len(items)
-    for shown, item in zip(printed, items):
+    for shown, item in zip(printed, items, strict=True):
         for run, key in runs:
             assert label_of(run, shown) == label_of(run, item["witness"]), (shown, item["witness"], key)
 

@@ -97,8 +97,8 @@ def test_errors_exit_2_with_a_message_and_write_nothing(seeded, tmp_path):
 def test_incremental_runs_chain_signed_manifests_and_reuse_listed_digests(seeded, tmp_path):
     """Run 2 hashes only its own files (run 1's entries are carried over as listed), names run 1's
     manifest in `previous_dataset_hash`, and is signed by the gate's key like run 1."""
-    from gate.keys.signing import load_keyring
     from gate.keys.anchors import TrustAnchors
+    from gate.keys.signing import load_keyring
     from workbench.dataset import integrity
     from workbench.dataset.location import open_location
 

@@ -154,7 +154,8 @@ def test_a_closed_pipe_ends_quietly(record_file, tmp_path):
     finally:
         os.close(write_end)
     assert done.returncode == 141 and done.stderr == ""
-    shell = subprocess.run(f"'{GATE}' verify '{record_file}' --json | head -1", shell=True, cwd=tmp_path,
+    # A shell on purpose: the pipe into `head` is what closes the reader early.
+    shell = subprocess.run(f"'{GATE}' verify '{record_file}' --json | head -1", shell=True, cwd=tmp_path,  # noqa: S602
                            env=clean_env(), capture_output=True, text=True, timeout=60)
     assert shell.stdout == "{\n" and "Traceback" not in shell.stderr and "BrokenPipe" not in shell.stderr
 
@@ -248,7 +249,7 @@ def test_the_demo_walkthrough_runs_as_printed_and_one_demo_key_stays_active(tmp_
     port = free_port()
     process, printed = _start_demo(tmp_path, port)
     try:
-        commands = [line[2:] for line in printed[printed.index(next(l for l in printed if l.startswith("1. "))):]
+        commands = [line[2:] for line in printed[printed.index(next(shown for shown in printed if shown.startswith("1. "))):]
                     if line.startswith("  ") and not line.startswith("   ")]
         assert len(commands) == 9, printed
         script = "set -e\n" + "\n".join(commands) + "\n"

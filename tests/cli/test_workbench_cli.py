@@ -79,9 +79,10 @@ def test_with_authentication_a_visitor_must_sign_in(tmp_path):
     port = free_port()
     log = tmp_path / "workbench.log"
     # Bound to all interfaces (that is what requires sign-in), probed over loopback only.
-    process = subprocess.Popen([GATE, "workbench", "--host", "0.0.0.0", "--port", str(port), "--basic-auth",
-                                str(users), "--grants", str(grants)], env=_env(tmp_path),
-                               stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    with open(log, "w") as out:  # the workbench writes to its own copy of the file
+        process = subprocess.Popen([GATE, "workbench", "--host", "0.0.0.0", "--port", str(port), "--basic-auth",
+                                    str(users), "--grants", str(grants)], env=_env(tmp_path),
+                                   stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_for(f"http://127.0.0.1:{port}/login", process, log)
 

@@ -17,10 +17,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 
 GATE = str(Path(sys.executable).parent / "gate")
 
@@ -61,7 +61,7 @@ class LiveGate:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)["api_key"]
 
-    def start(self) -> "LiveGate":
+    def start(self) -> LiveGate:
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "a") as log:
             self.process = subprocess.Popen(
@@ -165,7 +165,7 @@ class Proxy:
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def start(self) -> "Proxy":
+    def start(self) -> Proxy:
         self.thread.start()
         return self
 

@@ -146,4 +146,4 @@ def test_hashes_match_is_exact():
     assert hashes_match(hash_api_key("k"), "k") is True
     assert hashes_match(hash_api_key("k"), "K") is False
     assert hashes_match(hash_api_key("k").upper(), "k") is False
-    assert hash_api_key("é") == hashlib.sha256("é".encode("utf-8")).hexdigest()
+    assert hash_api_key("é") == hashlib.sha256("é".encode()).hexdigest()

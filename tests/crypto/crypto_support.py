@@ -169,26 +169,26 @@ def make_record(
         "hmac": lambda: HmacReceiptSigner(hmac_key()),
         None: lambda: None,
     }[signer]()
-    kwargs = dict(
-        decision_id="dec_test_0001",
-        request_id="req_test_0001",
-        idempotency_key=idempotency_key,
-        created_at=CREATED_AT,
-        input_hash=sha256_hex(REQUEST),
-        facts={**FACTS, "derived_margin_ok": True} if adapter else FACTS,
-        rulebook=RULEBOOK,
-        rulebook_hash=rulebook_hash,
-        evaluation=evaluation or ok_evaluation(),
-        binding_mode=C.BINDING_ADAPTER if adapter else C.BINDING_DIRECT,
-        rulebook_registry=registry,
-        schema_url=SCHEMA_URL,
-        schema_hash=SCHEMA_HASH,
-        context={k: v for k, v in CONTEXT.items() if k != "inputs"} if adapter else CONTEXT,
-        attestation_key=key if attest else None,
-        receipt_signer=receipt_signer,
-        trusted_adapter=ADAPTER if adapter else None,
-        adapter_facts={**FACTS, "derived_margin_ok": True} if adapter else None,
-    )
+    kwargs = {
+        "decision_id": "dec_test_0001",
+        "request_id": "req_test_0001",
+        "idempotency_key": idempotency_key,
+        "created_at": CREATED_AT,
+        "input_hash": sha256_hex(REQUEST),
+        "facts": {**FACTS, "derived_margin_ok": True} if adapter else FACTS,
+        "rulebook": RULEBOOK,
+        "rulebook_hash": rulebook_hash,
+        "evaluation": evaluation or ok_evaluation(),
+        "binding_mode": C.BINDING_ADAPTER if adapter else C.BINDING_DIRECT,
+        "rulebook_registry": registry,
+        "schema_url": SCHEMA_URL,
+        "schema_hash": SCHEMA_HASH,
+        "context": {k: v for k, v in CONTEXT.items() if k != "inputs"} if adapter else CONTEXT,
+        "attestation_key": key if attest else None,
+        "receipt_signer": receipt_signer,
+        "trusted_adapter": ADAPTER if adapter else None,
+        "adapter_facts": {**FACTS, "derived_margin_ok": True} if adapter else None,
+    }
     kwargs.update(overrides)
     signing = {name: kwargs.pop(name) for name in ("attestation_key", "receipt_signer")}
     return build_rulebook_record(RulebookRecordInputs(**kwargs), **signing)

@@ -21,4 +21,4 @@ def test_a_built_record_has_the_members_of_its_type(options):
 
 def test_the_verifier_closes_a_rulebook_record_over_the_types_members():
     assert RULEBOOK_RECORD_ALLOWED == DECISION_RECORD_MEMBERS
-    assert RULEBOOK_RECORD_REQUIRED == DECISION_RECORD_REQUIRED | {"rulebook_registry"}
+    assert DECISION_RECORD_REQUIRED | {"rulebook_registry"} == RULEBOOK_RECORD_REQUIRED

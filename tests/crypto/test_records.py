@@ -5,8 +5,6 @@ from __future__ import annotations
 import copy
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from crypto_support import (
     ADAPTER,
     CONTEXT,
@@ -17,6 +15,8 @@ from crypto_support import (
     make_record,
     needs_input_evaluation,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gate import vocabulary as C
 from gate.keys.signing import b64url_decode, ed25519_verify

@@ -8,7 +8,7 @@ import hmac
 import json
 import os
 import stat
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from crypto_support import SEED_A, key_a
@@ -181,8 +181,8 @@ def test_hmac_key_accepts_text_secret_and_rejects_empty():
 
 # --------------------------------------------------------------------------- keyring
 
-NOW = datetime(2026, 5, 21, 0, 0, tzinfo=timezone.utc)
-LATER = datetime(2026, 6, 1, 12, 30, 5, 123000, tzinfo=timezone.utc)
+NOW = datetime(2026, 5, 21, 0, 0, tzinfo=UTC)
+LATER = datetime(2026, 6, 1, 12, 30, 5, 123000, tzinfo=UTC)
 
 
 def _mode(path) -> int:
@@ -245,7 +245,8 @@ def test_rotation_write_is_atomic(tmp_path, monkeypatch):
 
     def failing_replace(src, dst):
         seen["mode"] = _mode(src)
-        seen["content"] = json.loads(open(src).read())
+        with open(src) as written:
+            seen["content"] = json.loads(written.read())
         raise OSError("disk full")
 
     monkeypatch.setattr("gate.keys.signing.os.replace", failing_replace)

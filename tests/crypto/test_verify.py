@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from crypto_support import (
@@ -187,9 +187,9 @@ def test_bad_trust_anchor_material_raises():
 
 def test_retired_key_still_verifies_old_records(tmp_path):
     path = tmp_path / "keyring.json"
-    old = generate_keyring(path, datetime(2026, 1, 1, tzinfo=timezone.utc)).active
+    old = generate_keyring(path, datetime(2026, 1, 1, tzinfo=UTC)).active
     record = make_record(key=old)
-    rotated = rotate_keyring(path, datetime(2026, 7, 1, tzinfo=timezone.utc))
+    rotated = rotate_keyring(path, datetime(2026, 7, 1, tzinfo=UTC))
     assert rotated.active.key_id != old.key_id
     anchors = TrustAnchors.from_keyring(rotated)
     result = verify_record(record, anchors=anchors)

@@ -79,7 +79,7 @@ def test_a_keyring_gives_every_key_with_its_source_and_status():
 
 def test_hmac_secrets_keep_their_key_id_bytes_and_source():
     (secret,) = TrustAnchors.from_hmac_secret("sécret", key_id="k1", source="custom").hmac
-    assert (secret.key_id, secret.secret, secret.source) == ("k1", "sécret".encode("utf-8"), "custom")
+    assert (secret.key_id, secret.secret, secret.source) == ("k1", "sécret".encode(), "custom")
     (secret,) = TrustAnchors.from_hmac_key(HmacKey("k2", HMAC_SECRET), source="custom").hmac
     assert (secret.key_id, secret.secret, secret.source) == ("k2", HMAC_SECRET, "custom")
     assert TrustAnchors.from_hmac_secret(HMAC_SECRET).hmac[0].source == "hmac_secret"

@@ -14,11 +14,11 @@ from gate.protocol.attestation import registry_attestation_hash
 from gate.protocol.canonical import sha256_hex
 from gate.verify import TrustAnchors
 from gate.verify.attestations import (
+    _dependency_matches,
+    _is_hex64,
     check_registry,
     check_rulebook_attestation,
     check_trusted_adapter,
-    _dependency_matches,
-    _is_hex64,
 )
 
 ANCHORS = TrustAnchors.from_public_key_pem(key_a().public_key_pem, key_id=key_a().key_id)
@@ -218,8 +218,8 @@ def test_no_registry_and_a_registry_that_is_not_an_object():
 
 
 @pytest.mark.parametrize("change", [
-    dict(rulebook_id="other"), dict(version="0"), dict(hash="0" * 64), dict(evaluator_version="other"),
-    dict(trusted_adapter_dependency={"adapter_id": "x", "version": "1", "manifest_hash": "2" * 64}),
+    {"rulebook_id": "other"}, {"version": "0"}, {"hash": "0" * 64}, {"evaluator_version": "other"},
+    {"trusted_adapter_dependency": {"adapter_id": "x", "version": "1", "manifest_hash": "2" * 64}},
 ])
 def test_each_registry_member_must_agree_with_the_record(change):
     record = _resign_registry(make_record(), **change)

@@ -7,8 +7,8 @@ import pytest
 from gate.verify.checks import (
     _INTEGRITY_MIRRORED,
     _canon_equal,
-    check_integrity_block,
     _digest_equal,
+    check_integrity_block,
 )
 from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM
 

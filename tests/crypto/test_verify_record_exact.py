@@ -34,10 +34,10 @@ NOT_APPLICABLE = {"trusted_adapter_lineage", "confidence_hash", "audit_chain", "
 
 def _checks(true=(), false=(), none=()):
     """Every check name: True unless named otherwise."""
-    checks = {name: True for name in (*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS)}
-    checks.update({name: False for name in false})
-    checks.update({name: None for name in none})
-    checks.update({name: True for name in true})
+    checks = dict.fromkeys((*INTEGRITY_CHECKS, *AUTHENTICITY_CHECKS, *DIAGNOSTIC_CHECKS), True)
+    checks.update(dict.fromkeys(false, False))
+    checks.update(dict.fromkeys(none))
+    checks.update(dict.fromkeys(true, True))
     return checks
 
 

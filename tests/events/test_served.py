@@ -6,6 +6,7 @@ each scope's events first seen in order, and no event delivered twice while no p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -58,10 +59,8 @@ def _burst(bases: list[str], key: str, stop: threading.Event, counts: dict) -> N
 def _decides(base: str, key: str, n: int) -> int:
     ok = 0
     for _ in range(n):
-        try:
+        with contextlib.suppress(OSError):
             ok += call("POST", base + "/api/decide", REQUEST, {"x-api-key": key}, timeout=10)[0] == 200
-        except OSError:
-            pass
     return ok
 
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from gate.events.stream import JetStreamPublisher, scope_token, subject_of
-from tests.releases.support import ALL, Api
 from tests.events.test_webhooks import release_burst
+from tests.releases.support import ALL, Api
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 

@@ -9,10 +9,10 @@ import pytest
 from gate.errors import GateError
 from gate.holds import events as E
 from gate.holds.policy import HoldPolicy, Queue
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import signature_payload
-from gate.keys.anchors import TrustAnchors
 
 KEY = Ed25519Key.from_seed(b"\x09" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)

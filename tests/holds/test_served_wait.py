@@ -13,8 +13,8 @@ import time
 import pytest
 
 from gate.holds.events import verify_resolution
-from gate.keys.signing import load_keyring
 from gate.keys.anchors import TrustAnchors
+from gate.keys.signing import load_keyring
 from tests.holds.support import held_request, policy, queue
 from tests.server.support import call, server_factory  # noqa: F401 (the fixture)
 

@@ -60,7 +60,7 @@ def test_a_burst_is_stored_whole_gap_free_and_idempotent(app, api_key, sample_re
     assert len(created) == 42  # 40 plain + one per shared key
     assert _positions(answers) == list(range(1, 43))
     for key in ("burst-key-1", "burst-key-2"):
-        ids = {a.json["decision_id"] for a, k in zip(answers, plain + shared) if k == key}
+        ids = {a.json["decision_id"] for a, k in zip(answers, plain + shared, strict=True) if k == key}
         assert len(ids) == 1
     engine = app.extensions["gate"].ledger.engine
     assert _counts(engine) == {"decisions": 42, "chain_links": 42}

@@ -15,8 +15,8 @@ from gate.chain.rowseal import (
     receipt_row_hash,
     row_signature_payload,
 )
-from gate.keys.signing import Ed25519Key, HmacKey, b64url_encode, receipt_signer_for
 from gate.keys.anchors import TrustAnchors
+from gate.keys.signing import Ed25519Key, HmacKey, b64url_encode, receipt_signer_for
 from gate.verify.ledger_rows import (
     decision_row_checks,
     receipt_chain_failures,

@@ -136,9 +136,8 @@ def test_insert_rows_stores_every_row_in_as_few_statements_as_the_variable_limit
 
 def test_insert_rows_refuses_a_violation_and_leaves_the_transaction_to_the_caller(ledger):
     rows = [dict(LINK, chain_position=1, decision_id="d1"), dict(LINK, chain_position=1, decision_id="d2")]
-    with pytest.raises(IntegrityError):
-        with ledger.write() as connection:
-            Prepared(insert(chain_links), ledger.engine.dialect).insert_rows(connection, rows)
+    with pytest.raises(IntegrityError), ledger.write() as connection:
+        Prepared(insert(chain_links), ledger.engine.dialect).insert_rows(connection, rows)
     assert _links(ledger) == []  # not one row of the statement is stored
 
 

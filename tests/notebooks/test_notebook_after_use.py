@@ -19,8 +19,8 @@ from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.rulebook.analysis import semantic_diff
 from gate.services.decide import Caller, DecisionService
-from tests.demo_support import GATE, build_demo_home, gate_env, require_bootstrapped_venv
 from gate.services.lifecycle import KINDS, LifecycleService
+from tests.demo_support import GATE, build_demo_home, gate_env, require_bootstrapped_venv
 from workbench.demo.seed import _receipt_body, _request
 from workbench.migration.run import dry_run
 from workbench.notebooks.run import execute

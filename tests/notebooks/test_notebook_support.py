@@ -36,7 +36,7 @@ def test_the_project_root_is_found_from_the_module_not_the_working_folder(tmp_pa
 def test_a_folder_without_this_projects_pyproject_is_no_root(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "someone-else"\n')
     (tmp_path / "inner").mkdir()
-    with pytest.raises(NotebookSetupError, match="no decision-gate pyproject.toml"):
+    with pytest.raises(NotebookSetupError, match=r"no decision-gate pyproject\.toml"):
         project_root(tmp_path / "inner")
 
 

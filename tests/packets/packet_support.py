@@ -16,7 +16,7 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ RETIRED = Ed25519Key.from_seed(bytes(range(150, 182)))
 ATTACKER = Ed25519Key.from_seed(bytes(range(50, 82)))
 CHAIN_ID = "chain_7f3a9c2e1b"
 DECISION_ID = "dec_5c1e9a04b7d2f3e8a6c0b1d9"
-T0 = datetime(2026, 11, 3, 9, 30, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 3, 9, 30, 0, tzinfo=UTC)
 
 
 def iso(moment: datetime) -> str:

@@ -114,8 +114,8 @@ def test_the_packet_is_realistic():
     assert {"decision_record", "original_input", "execution_receipts", "outcome_records", "crm_sync_records",
             "policy_intelligence", "audit_chain", "packet_manifest", "exported_at"} <= kinds
     assert any(isinstance(_get(PACKET, p), float) for p in LEAVES) and any(type(_get(PACKET, p)) is int for p in LEAVES)
-    assert CLAIMS == {("exported_at",), ("packet_manifest", "totals", "execution_receipts"),
-                      ("packet_manifest", "totals", "outcome_records")}
+    assert {("exported_at",), ("packet_manifest", "totals", "execution_receipts"),
+                      ("packet_manifest", "totals", "outcome_records")} == CLAIMS
 
 
 def test_every_leaf_edited_once_is_caught():

@@ -36,9 +36,8 @@ def live(gate_env, tmp_path):
 
 
 async def _session_run(url: str, body):
-    async with streamable_http_client(url) as (read, write):
-        async with ClientSession(read, write) as session:
-            return await body(session)
+    async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        return await body(session)
 
 
 def run(url: str, body):

@@ -14,8 +14,8 @@ from gate.receipts.values import (
 def test_execution_status_is_exactly_the_spec_seven():
     assert receipts.EXECUTION_STATUSES == (
         "executed", "queued", "skipped", "failed", "blocked", "reviewed", "reverted")
-    assert receipts.EXECUTION_TERMINAL_STATUSES == set(receipts.EXECUTION_STATUSES) - {"queued", "reviewed"}
-    assert receipts.EXECUTION_MUTATED_STATUSES == {"executed", "reverted"}
+    assert set(receipts.EXECUTION_STATUSES) - {"queued", "reviewed"} == receipts.EXECUTION_TERMINAL_STATUSES
+    assert {"executed", "reverted"} == receipts.EXECUTION_MUTATED_STATUSES
 
 
 def test_outcome_statuses_include_the_spec_named_ones_and_classify_every_value():
@@ -23,11 +23,11 @@ def test_outcome_statuses_include_the_spec_named_ones_and_classify_every_value()
     assert set(receipts.OUTCOME_EFFECTIVENESS_CLASS) == set(receipts.OUTCOME_STATUSES)
     assert set(receipts.OUTCOME_EFFECTIVENESS_CLASS.values()) == {
         EFFECT_SUCCESS, EFFECT_FAILURE, EFFECT_EXCLUDED, EFFECT_OPEN}
-    assert receipts.OUTCOME_TERMINAL_STATUSES == {"succeeded", "failed", "reverted", "cancelled"}
+    assert {"succeeded", "failed", "reverted", "cancelled"} == receipts.OUTCOME_TERMINAL_STATUSES
 
 
 def test_sync_values():
     assert "written" in receipts.SYNC_STATUSES
-    assert receipts.SYNC_TERMINAL_STATUSES < set(receipts.SYNC_STATUSES)
+    assert set(receipts.SYNC_STATUSES) > receipts.SYNC_TERMINAL_STATUSES
     assert receipts.SYNC_DIRECTIONS == ("writeback", "inbound")
     assert receipts.SYNC_DIRECTION_DEFAULT in receipts.SYNC_DIRECTIONS

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 
@@ -239,7 +240,7 @@ def test_racing_policy_changes_make_one_gap_free_signed_chain(app, issue_key, ba
     assert codes == [200] * 6
     history = client.get(POLICY, headers=key_a.headers()).json["history"]
     assert [e["seq"] for e in history] == [1, 2, 3, 4, 5, 6]
-    assert all(e["previous_event_hash"] == p["event_hash"] for p, e in zip(history, history[1:], strict=False))
+    assert all(e["previous_event_hash"] == p["event_hash"] for p, e in pairwise(history))
     check = verify_governance(history, _anchors(client), history[0]["scope_hash"])
     assert check.problem is None and check.policies[-1].approval_ttl_seconds == history[-1]["policy_after"][
         "approval_ttl_seconds"]

@@ -106,5 +106,5 @@ def test_a_dry_run_manifest_guards_activation(app, client, issue_key, gate_env, 
 
     forged["events"][-1]["event_hash"] = event_hash(forged["events"][-1])
     check = verify_history(forged["events"], None, forged["governance"])
-    assert check.problems == (f"event {len(forged['events'])}: activate without the dry-run manifest the policy in "
-                              "force required",)
+    assert check.problems == ((f"event {len(forged['events'])}: activate without the dry-run manifest the policy in "
+                               "force required"),)

@@ -8,11 +8,11 @@ import hashlib
 
 import pytest
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.protocol.canonical import canonical_bytes
 from gate.releases import events as E
 from gate.releases.model import Action, Canary, Pending, ReleaseState, Version
-from gate.keys.anchors import TrustAnchors
 
 KEY = Ed25519Key.from_seed(b"\x07" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)

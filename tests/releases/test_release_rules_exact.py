@@ -434,7 +434,7 @@ def test_the_state_states_every_member():
 
 def test_a_guardrail_trips_only_when_the_interval_lies_strictly_beyond_its_tolerance():
     base = compare("failure_rate", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=0.0, one_sided=True)
-    low, high = base.interval
+    low, _ = base.interval
     at_low = compare("failure_rate", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=low, one_sided=True)
     assert at_low.tripped is False
     two = compare("verdict_mix.no", (15, 100), (50, 1000), tau=0.05, alpha=0.05, tolerance=low, one_sided=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 
 import pytest
 from sqlalchemy import func, select
@@ -309,7 +310,7 @@ def test_racing_transitions_make_one_gap_free_chain(app, issue_key, backend):
         seqs = [r[0] for r in connection.execute(select(release_events.c.seq).order_by(release_events.c.seq))]
     assert seqs == [1, 2, 3, 4, 5, 6]
     history = author.status().json["history"]
-    assert all(e["previous_event_hash"] == p["event_hash"] for p, e in zip(history, history[1:], strict=False))
+    assert all(e["previous_event_hash"] == p["event_hash"] for p, e in pairwise(history))
 
 
 def test_shadow_evaluates_beside_live_decides_without_changing_them(app, author):

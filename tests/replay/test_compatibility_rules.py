@@ -9,10 +9,10 @@ from datetime import date
 import pytest
 
 from api.app import create_app
-from gate.settings import Settings
 from gate.protocol.canonical import sha256_hex
 from gate.replay.golden import CORPUS_DIR, load_corpus, replay_fixture
 from gate.replay.migration_check import check_migration
+from gate.settings import Settings
 from gate_cli.conformance import exit_code, run_conformance
 from gate_cli.golden_build import build_corpus
 from tests.api.test_replay import decide

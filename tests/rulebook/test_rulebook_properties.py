@@ -51,7 +51,7 @@ def ref_equal(a, b):
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(ref_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(ref_equal(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict) and isinstance(b, dict):
         return set(a) == set(b) and all(ref_equal(a[k], b[k]) for k in a)
     return False

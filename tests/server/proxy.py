@@ -7,6 +7,7 @@ PostgreSQL and Redis servers, shared with other test runs, are never touched.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -21,7 +22,7 @@ class Forwarder:
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._lock = threading.Lock()
 
-    def up(self) -> "Forwarder":
+    def up(self) -> Forwarder:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -33,19 +34,15 @@ class Forwarder:
     def down(self) -> None:
         listener, self._listener = self._listener, None
         if listener is not None:
-            try:
+            with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             listener.close()
         with self._lock:
             pairs, self._pairs = self._pairs, []
         for pair in pairs:
             for sock in pair:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 sock.close()
 
     def _accept(self, listener: socket.socket) -> None:
@@ -78,7 +75,5 @@ class Forwarder:
             pass
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass

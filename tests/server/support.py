@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ def redis_available() -> bool:
         import redis
 
         return bool(redis.Redis.from_url(REDIS_URL, socket_connect_timeout=1).ping())
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever fails, Redis does not answer here
         return False
 
 
@@ -66,10 +67,8 @@ class RawResponse:
 def raw_exchange(port: int, payload: bytes, timeout: float = 10) -> RawResponse:
     """Send raw bytes (possibly not even HTTP) and read until the server closes or stops sending."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        try:
+        with contextlib.suppress(OSError):  # the server may refuse and close before taking everything
             sock.sendall(payload)
-        except OSError:
-            pass  # the server may refuse and close before taking everything
         chunks = []
         try:
             while chunk := sock.recv(65536):
@@ -132,13 +131,13 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         self.process = None
 
-    def start(self) -> "Server":
-        log = open(self.log_path, "a")
-        self.process = subprocess.Popen(
-            [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
-            + (["--threads", str(self.threads)] if self.threads else []),
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+    def start(self) -> Server:
+        with open(self.log_path, "a") as log:  # the server writes to its own copy of the file
+            self.process = subprocess.Popen(
+                [GATE, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers)]
+                + (["--threads", str(self.threads)] if self.threads else []),
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
         deadline = time.time() + 30
         while time.time() < deadline:
             try:

@@ -75,7 +75,7 @@ class Load:
             if status not in (200, 201):
                 time.sleep(0.02)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for thread in self._threads:
             thread.start()
         return self

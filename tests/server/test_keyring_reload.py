@@ -95,10 +95,10 @@ def test_signing_init_under_a_server_started_without_keys(issue_key, sample_requ
 
 def _start_unready(server) -> None:
     """Start `gate serve` and wait for /healthz (its readiness is 503 until a key exists)."""
-    log = open(server.log_path, "a")
-    server.process = subprocess.Popen(
-        [GATE, "serve", "--host", "127.0.0.1", "--port", str(server.port), "--workers", str(server.workers)],
-        env=server.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(server.log_path, "a") as log:  # the server writes to its own copy of the file
+        server.process = subprocess.Popen(
+            [GATE, "serve", "--host", "127.0.0.1", "--port", str(server.port), "--workers", str(server.workers)],
+            env=server.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 30
     while time.time() < deadline:
         try:

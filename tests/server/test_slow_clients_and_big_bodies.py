@@ -96,8 +96,8 @@ def _slow_client(port: int, head: bytes, trickle: bytes, results: list, lock: th
         results.append(((answered_at or [time.monotonic()])[0] - started, b"".join(answer)))
 
 
-SLOW_BODY = (b"POST /api/decision/verify HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-             b"Content-Length: 5000\r\n\r\n", b'{"record": ' + b" " * 300)
+SLOW_BODY = ((b"POST /api/decision/verify HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 5000\r\n\r\n"), b'{"record": ' + b" " * 300)
 SLOW_HEAD = (b"G", b"ET /api/decision/status HTTP/1.1\r\nHost: t\r\nX-Trickle: " + b"a" * 300)
 
 
@@ -115,7 +115,7 @@ def test_slow_clients_hold_neither_the_worker_nor_a_thread_for_long(server_facto
     try:
         for _ in range(5):  # others are served meanwhile, promptly
             started = time.monotonic()
-            status, _, body = call("GET", server.base + "/api/decision/status", timeout=5)
+            status, _, _ = call("GET", server.base + "/api/decision/status", timeout=5)
             assert status == 200 and time.monotonic() - started < 4  # a held sync worker: 30 s
         for thread in slow:
             thread.join(timeout=15)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,7 +14,7 @@ from tests.workbench.manifest_support import write_listed_manifest
 from workbench.dataset.facts import write_facts
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISIONS, OUTCOMES
 
-T0 = datetime(2026, 1, 5, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
 
 
 def rulebook(rules, version="1.0.0", rulebook_id="refunds", default=("review", "REVIEW", "hold", "NO_RULE")):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.clock import FixedClock
@@ -33,7 +33,7 @@ class LedgerWriter:
             generate_keyring(keyring_path, "2026-01-01T00:00:00.000Z")
         self.ledger = Ledger(url)
         self.ledger.upgrade()
-        self.clock = MovableClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+        self.clock = MovableClock(datetime(2026, 1, 1, tzinfo=UTC))
         signing = SigningSetup.load(keyring_path, None, "hmac")
         self.service = DecisionService(self.ledger, signing, clock=self.clock)
         self.lifecycle = LifecycleService(self.ledger, self.clock, signing)
@@ -72,4 +72,4 @@ class LedgerWriter:
 
 
 def at(month: int, day: int, hour: int = 12, minute: int = 0, ms: int = 0) -> datetime:
-    return datetime(2026, month, day, hour, minute, 0, ms * 1000, tzinfo=timezone.utc)
+    return datetime(2026, month, day, hour, minute, 0, ms * 1000, tzinfo=UTC)

@@ -109,7 +109,7 @@ def test_not_opted_in_shows_thresholds_only():
 
 
 def _sample_counts(state: dict) -> dict:
-    return {status: n for status, n in state["sample"].select("status", "decisions").iter_rows()}
+    return dict(state["sample"].select("status", "decisions").iter_rows())
 
 
 def test_a_partial_without_an_own_scope_keeps_every_scopes_sample():

@@ -102,7 +102,7 @@ def test_sample_statement_and_buckets(writer):
     writer.receipt("outcome", "acme", new, at(2, 1), "succeeded")
     decide(writer, "acme", at(1, 3), VERSIONS[1], "no")  # no outcome yet: considered, not similar
     decisions, outcomes = frames(writer, "acme")
-    kwargs = dict(policy_id=old["policy_id"], classes=OUTCOME_EFFECTIVENESS_CLASS)
+    kwargs = {"policy_id": old["policy_id"], "classes": OUTCOME_EFFECTIVENESS_CLASS}
     full = confidence_report(decisions, outcomes, **kwargs)
     assert (full["based_on"]["successes"], full["based_on"]["failures"]) == (1, 1)
     assert full["sample"]["latest_outcome_counts"] == {"failed": 1, "succeeded": 1}

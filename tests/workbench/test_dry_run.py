@@ -9,9 +9,10 @@ from datetime import timedelta
 
 import jsonschema
 import pytest
-from dryrun_support import T0, decide, rule, rulebook, write_dataset
+from dryrun_support import decide, rule, rulebook, write_dataset
 from manifest_support import write_listed_manifest
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import (
     Ed25519Key,
     Ed25519ReceiptSigner,
@@ -20,7 +21,6 @@ from gate.keys.signing import (
 )
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from gate.rulebook import get_evaluator
-from gate.keys.anchors import TrustAnchors
 from workbench.migration import (
     DryRunError,
     dry_run,

@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import json
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 import pytest
 from dryrun_support import decide, rule, rulebook, write_dataset
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import HmacKey, HmacReceiptSigner
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from gate.keys.anchors import TrustAnchors
 from workbench.engines import rulebook_polars as rp
 from workbench.migration import DryRunError, dry_run
 from workbench.migration.compute import _flip_aggregates, _newest, _replay_passes, compute, replay
@@ -219,7 +219,7 @@ def test_review_forecast_rounding_over_seven_months(tmp_path):
     are rounded to 3 decimals and the relative change to 6, so thirds and sevenths show it."""
     amounts = [40, 25, 28, 10, 120, 5, 200]  # review, review, review, yes, no, yes, no under OLD
     decisions = [row for month, amount in enumerate(amounts, start=1)
-                 for row in decide(OLD, [{"amount": amount}], start=datetime(2026, month, 5, tzinfo=timezone.utc),
+                 for row in decide(OLD, [{"amount": amount}], start=datetime(2026, month, 5, tzinfo=UTC),
                                    prefix=f"m{month}-")]
     root = write_dataset(tmp_path / "ds", decisions, [])
     load = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.review_load
@@ -406,7 +406,7 @@ def test_rule_transitions_of_equal_count_by_verdicts_too(tmp_path):
         "input_schema": {"required": ["amount", "tier"]}}
     decisions = decide(v1, [{"amount": 200, "tier": "t"}], prefix="a") + decide(
         v2, [{"amount": 200, "tier": "t"}, {"amount": 5}, {"amount": 5, "tier": "t"}], prefix="b",
-        start=datetime(2026, 2, 1, tzinfo=timezone.utc))
+        start=datetime(2026, 2, 1, tzinfo=UTC))
     root = write_dataset(tmp_path / "ds", decisions, [])
     result = dry_run(draft, "refunds", dataset=root, created_at=NOW).result
     assert result.rule_transitions == [
@@ -426,7 +426,7 @@ def test_history_versions_by_their_first_decision(tmp_path):
     for month, name in enumerate(names, start=1):
         book = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 100}, "no", "BIG")], version=name)
         decisions += decide(book, [{"amount": 5}] * month, prefix=f"v{month}-",
-                            start=datetime(2026, month, 2, tzinfo=timezone.utc))
+                            start=datetime(2026, month, 2, tzinfo=UTC))
     root = write_dataset(tmp_path / "ds", decisions, [])
     versions = dry_run(DRAFT, "refunds", dataset=root, created_at=NOW).result.history_versions
     assert [(v["policy_version"], v["decisions"], v["first"], v["last"]) for v in versions] == [
@@ -576,7 +576,7 @@ def _versions(last: datetime | None) -> pl.DataFrame:
 def test_flip_aggregates_count_one_cell_over_young_and_mature_flips():
     """The outcome cube has one row per (old verdict, new verdict, outcome class), young and
     mature flips of a cell added up; the impact tally tells them apart (two buckets here)."""
-    newest = datetime(2026, 3, 31, tzinfo=timezone.utc)
+    newest = datetime(2026, 3, 31, tzinfo=UTC)
     first = _flips_frame([("a", newest - timedelta(days=40), "review", "yes", "failure"),
                           ("b", newest - timedelta(days=2), "review", "yes", "failure")])
     second = _flips_frame([("c", newest - timedelta(days=1), "review", "yes", "failure"),
@@ -613,7 +613,7 @@ def test_month_counts_of_the_computed_history(root):
 def test_the_newest_flips_break_a_tie_by_decision_id():
     """`_newest`: a flip without a time first, then newest first, flips of the same time by
     decision id (ascending), at most k."""
-    at = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 3, 1, tzinfo=UTC)
     flipped = _flips_frame([("b", at, "review", "yes", "none"), ("c", at - timedelta(days=1), "review", "yes", "none"),
                             ("a", at, "review", "yes", "none"), ("n", None, "review", "yes", "none")])
     assert _newest(flipped, 3)["decision_id"].to_list() == ["n", "a", "b"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -21,7 +21,7 @@ def reference(rows: list[dict], k: int) -> list[tuple]:
 
 
 def test_ties_on_time_go_to_the_smaller_decision_id_and_k_bounds_each_group():
-    t = datetime(2026, 3, 1, tzinfo=timezone.utc)
+    t = datetime(2026, 3, 1, tzinfo=UTC)
     rows = [{"g": "a", "created_at": t, "decision_id": d} for d in ("d9", "d2", "d5")] + [
         {"g": "a", "created_at": t - timedelta(days=1), "decision_id": "d0"},
         {"g": "b", "created_at": t - timedelta(days=2), "decision_id": "d7"},
@@ -32,7 +32,7 @@ def test_ties_on_time_go_to_the_smaller_decision_id_and_k_bounds_each_group():
 
 def test_equals_a_full_sort_on_random_frames():
     rng = random.Random(7)
-    base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
     for _ in range(30):
         rows = [{"g": rng.choice("xyz"), "created_at": base + timedelta(hours=rng.randrange(6)),
                  "decision_id": f"d{i:03d}"} for i in rng.sample(range(500), rng.randrange(1, 60))]

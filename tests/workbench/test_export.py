@@ -4,7 +4,7 @@ nothing), scope filter, manifest contents, crash leftovers, and refusals that wr
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.dataset as pads
@@ -23,7 +23,7 @@ from workbench.dataset.location import (
 from workbench.dataset.partwriter import part_name
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, TABLES
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -82,7 +82,8 @@ def test_dataset_reads_with_pyarrow_alone_and_matches_the_ledger(writer, tmp_pat
                          partitioning="hive").to_table()
     assert facts.num_rows == 24 == manifest["facts"]["pricing_exception"]["rows"]
     assert set(facts.column("facts_state").to_pylist()) == {"typed"}
-    by_id = dict(zip(decisions.column("decision_id").to_pylist(), decisions.column("facts_json").to_pylist()))
+    by_id = dict(zip(decisions.column("decision_id").to_pylist(), decisions.column("facts_json").to_pylist(),
+                     strict=True))
     for row in facts.select(["decision_id", "discount_percent::n", "owner_approved::b"]).to_pylist():
         stored = json.loads(by_id[row["decision_id"]])
         assert row["discount_percent::n"] == stored["discount_percent"] and row["owner_approved::b"] is True
@@ -154,7 +155,7 @@ def test_receipts_inside_the_settle_window_wait_for_the_next_run(writer, tmp_pat
     out = tmp_path / "ds"
     first = export_ledger(writer.ledger, str(out), now=NOW, settle_seconds=120)
     assert first.new_rows["decisions"] == 1 and first.new_rows["outcomes"] == 0
-    later = export_ledger(writer.ledger, str(out), now=datetime(2026, 6, 1, 0, 5, tzinfo=timezone.utc))
+    later = export_ledger(writer.ledger, str(out), now=datetime(2026, 6, 1, 0, 5, tzinfo=UTC))
     assert later.new_rows == {"decisions": 0, "executions": 0, "outcomes": 1, "crm_syncs": 0, "chain_links": 0,
                               "facts": {}}
 
@@ -167,7 +168,7 @@ def test_a_failed_runs_files_are_removed_by_the_next_run(writer, tmp_path):
     leftover.write_bytes(b"half a file")
     fill(writer, 2, start=4)
     result = export_ledger(writer.ledger, str(out), now=NOW)
-    assert result.run == 2 and not leftover.exists() or leftover.read_bytes() != b"half a file"
+    assert (result.run == 2 and not leftover.exists()) or leftover.read_bytes() != b"half a file"
     decisions = pads.dataset(str(out / "decisions"), format="parquet", partitioning="hive").to_table()
     assert decisions.num_rows == 6
 
@@ -176,7 +177,7 @@ def test_refusals_write_nothing(writer, tmp_path):
     fill(writer, 2)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    with pytest.raises(DatasetError, match="cannot write|is a file"):
+    with pytest.raises(DatasetError, match=r"cannot write|is a file"):
         export_ledger(writer.ledger, str(blocker / "ds"), now=NOW)
     with pytest.raises(DatasetError, match="is a file"):
         export_ledger(writer.ledger, str(blocker), now=NOW)
@@ -218,7 +219,7 @@ def test_buffered_partitions_hold_only_their_own_rows(tmp_path):
     rows = 4_000
     columns = {field.name: [None] * rows for field in schema}
     columns.update(receipt_id=[f"out_{i:06d}" for i in range(rows)], decision_id=[f"dec_{i:06d}" for i in range(rows)],
-                   reported_at=[datetime(2026, 1 + i % 4, 1, tzinfo=timezone.utc) for i in range(rows)],
+                   reported_at=[datetime(2026, 1 + i % 4, 1, tzinfo=UTC) for i in range(rows)],
                    status=["succeeded"] * rows, receipt_hash=["0" * 64] * rows, receipt_json=["x" * 1_000] * rows,
                    scope=["acme"] * rows, month=[f"2026-0{1 + i % 4}" for i in range(rows)])
     batch = pa.table(columns, schema=schema)

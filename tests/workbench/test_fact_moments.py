@@ -91,8 +91,8 @@ def test_mixed_kinds_unreachable_keys_and_partial_rows():
     f = frames(ds, os_)
     state = fact_moments.facts_partial(f.decisions)
     by_fact = state["facts"].drop("month").group_by("fact").sum()
-    non_numeric = dict(zip(by_fact["fact"], by_fact["non_numeric"]))
-    counted = dict(zip(by_fact["fact"], by_fact["n"]))
+    non_numeric = dict(zip(by_fact["fact"], by_fact["non_numeric"], strict=True))
+    counted = dict(zip(by_fact["fact"], by_fact["n"], strict=True))
     # a path that is sometimes an object, a boolean among numbers: counted as non-numeric
     assert non_numeric["shape"] > 0 and non_numeric["customer.tier"] > 0
     assert non_numeric["flag"] > 0 and non_numeric["region"] > 0 and non_numeric["tags"] > 0

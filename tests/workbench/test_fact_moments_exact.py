@@ -126,7 +126,7 @@ def test_merged_partials_add_up_and_keep_the_extremes():
     assert merged["facts"].sort("fact", "month").rows() == MOMENTS
     assert merged["fact_high"].rows() == HIGH and merged["fact_low"].rows() == LOW
     again = fm.merge_facts([fm.facts_partial(frames(ds[:2], []).decisions), fm.facts_partial(frames(ds[1:3], []).decisions)])
-    assert dict(((f, m), n) for f, m, n, *_ in again["facts"].rows())[("x", "2026-01")] == 3.0  # d2 counted twice
+    assert {(f, m): n for f, m, n, *_ in again["facts"].rows()}[("x", "2026-01")] == 3.0  # d2 counted twice
 
 
 def test_no_facts_give_empty_tables_with_their_columns():

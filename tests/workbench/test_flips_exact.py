@@ -41,7 +41,7 @@ def test_in_bucket_splits_the_ids_exactly_once():
     assert ids.filter(flips.in_bucket(0, 1)).height == 400
     seen = [ids.filter(flips.in_bucket(b, 3))["decision_id"].to_list() for b in range(3)]
     assert all(30 < len(part) < 250 for part in seen)
-    assert sorted(sum(seen, [])) == sorted(ids["decision_id"].to_list())
+    assert sorted(i for part in seen for i in part) == sorted(ids["decision_id"].to_list())
     hashes = ids.select(pl.col("decision_id").hash(0x5EED)).to_series()
     assert seen[1] == ids.filter(hashes % 3 == 1)["decision_id"].to_list()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +30,7 @@ from workbench.migration.run import load_history
 BIG = {"field": "amount", "operator": "gt", "value": 100}
 V1 = rulebook([rule("big", BIG, "no", "BIG")])
 V2 = rulebook([rule("big", BIG, "review", "BIG")], version="1.1.0")
-FEB = datetime(2026, 2, 10, tzinfo=timezone.utc)
+FEB = datetime(2026, 2, 10, tzinfo=UTC)
 KEYS = ["scope", "policy_version", "rulebook_hash"]
 
 

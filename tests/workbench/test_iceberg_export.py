@@ -10,7 +10,7 @@ import json
 import os
 import secrets
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -36,7 +36,7 @@ from workbench.reports.policy import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 8, 1, tzinfo=UTC)
 POLICY = "pricing_exception"
 EVERY = ReportParams(limit=None, min_sample=5, threshold=0.0, max_items=100)
 RECENT = ReportParams(limit=20, min_sample=3, threshold=0.0, max_items=100)

@@ -12,9 +12,9 @@ import json
 
 from dryrun_support import decide, rule, rulebook, write_dataset
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner, b64url_encode
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
-from gate.keys.anchors import TrustAnchors
 from workbench.migration import dry_run
 from workbench.migration.manifest import build_manifest, sign_manifest, signature_payload, verify_manifest
 from workbench.migration.summary import DryRunResult

@@ -9,7 +9,6 @@ from workbench_support import frames, random_ledger
 
 from gate.errors import GateError
 from gate.protocol.report_envelopes import verify
-from workbench.reports.registry import parse_params
 from workbench.reports.policy import (
     AnomalyReport,
     BenchmarkReport,
@@ -21,7 +20,7 @@ from workbench.reports.policy import (
     confidence_report,
     effectiveness_report,
 )
-from workbench.reports.registry import REPORTS
+from workbench.reports.registry import REPORTS, parse_params
 
 
 def test_defaults_are_the_reference_typical_queries():

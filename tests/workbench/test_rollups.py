@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -25,7 +25,7 @@ from workbench.reports.policy import (
     effectiveness_report,
 )
 
-NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 8, 1, tzinfo=UTC)
 EVERY = ReportParams(limit=None, min_sample=5, threshold=0.0, max_items=100)
 
 

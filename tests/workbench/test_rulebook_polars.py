@@ -62,7 +62,7 @@ _KEYS = ("status", "verdict", "application_verdict", "action", "reason_code", "m
 
 def assert_same(rulebook, facts_list, max_paths=512):
     rows = polars_results(rulebook, facts_list, max_paths)
-    for facts, row in zip(facts_list, rows):
+    for facts, row in zip(facts_list, rows, strict=True):
         if facts is _NO_FACTS:
             assert row["replay"] == "unreplayable" and row["verdict"] is None
             continue

@@ -23,8 +23,8 @@ from workbench.migration.draft import load_draft
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import dryrun_data  # noqa: E402
-import scalar_dry_run  # noqa: E402
+import dryrun_data
+import scalar_dry_run
 
 N = 2_000
 SEED = 10  # five partial rows (integers beyond 2^53) at this size; the default seed has none

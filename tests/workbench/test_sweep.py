@@ -89,7 +89,7 @@ def test_a_comparison_under_not_is_refused():
 
 @pytest.mark.parametrize(("low", "high", "steps"), [(5, 1, 10), (0, float("inf"), 10), (0, 1, 0), (0, 1, 1001)])
 def test_bad_ranges_are_refused(low, high, steps):
-    with pytest.raises(DryRunError, match="SWEEP_INVALID|range|steps"):
+    with pytest.raises(DryRunError, match=r"SWEEP_INVALID|range|steps"):
         thresholds_between(low, high, steps)
 
 
@@ -169,8 +169,8 @@ def test_without_facts_rows_every_decision_goes_to_the_scalar_evaluator_and_one_
 def test_a_signed_dataset_is_swept_only_under_its_signers_key(tmp_path):
     """`anchors` reach the history: the dataset must be signed by one of them (DATASET_INVALID
     otherwise), as for the dry-run."""
-    from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
     from gate.keys.anchors import TrustAnchors
+    from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 
     key = Ed25519Key.generate()
     facts = [{"amount": a, "tier": t, "country": "US"} for a, t in zip(AMOUNTS, TIERS, strict=True)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
@@ -12,7 +12,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset.load import Frames, conform, empty
 
 CLASSES = OUTCOME_EFFECTIVENESS_CLASS
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def decision(decision_id: str, *, at: datetime, scope: str = "tenant_a", policy_id: str = "pricing",

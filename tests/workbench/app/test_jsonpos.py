@@ -47,7 +47,8 @@ def test_unparsable_json_points_at_the_parse_error():
 
 
 def test_a_valid_draft_has_a_hash():
-    text = open("data/rulebooks/pricing-exception.json").read()
+    with open("data/rulebooks/pricing-exception.json") as draft:
+        text = draft.read()
     check = check_draft(text)
     assert check.valid and len(check.rulebook_hash) == 64
 
@@ -64,6 +65,6 @@ json_values = st.recursive(
 def test_every_path_points_at_its_own_value(value, indent):
     text = json.dumps(value, indent=indent, ensure_ascii=False)
     positions = locate(text, "$")
-    offsets = [sum(len(l) + 1 for l in text.splitlines()[:line]) + column for line, column in positions.values()]
+    offsets = [sum(len(row) + 1 for row in text.splitlines()[:line]) + column for line, column in positions.values()]
     assert len(set(offsets)) == len(offsets)  # one place per path
     assert position_of(positions, "$") == (0, 0)

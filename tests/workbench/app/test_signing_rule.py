@@ -41,8 +41,8 @@ def keyless(tmp_path):
 
 
 def test_the_migration_page_export_is_refused_without_a_key(keyless):
-    from workbench.app.state.authoring import AuthoringState
     from workbench.app.access import Rights
+    from workbench.app.state.authoring import AuthoringState
     from workbench.app.state.migration import MigrationState
 
     store, home = keyless
@@ -69,8 +69,8 @@ def test_the_workbench_refresh_is_refused_without_a_key(keyless):
 
 
 def test_with_a_key_the_page_export_is_signed(workbench_home, tmp_path):
-    from workbench.app.state.authoring import AuthoringState
     from workbench.app.access import Rights
+    from workbench.app.state.authoring import AuthoringState
     from workbench.app.state.migration import MigrationState
 
     store, _, _ = workbench_home

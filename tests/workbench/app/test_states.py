@@ -241,12 +241,13 @@ def test_migration_compute_writes_no_parameter(workbench_home, tmp_path):
 
 
 def test_each_page_of_decisions_is_newest_first(workbench_home):
-    store, ids, _ = workbench_home
+    store, _, _ = workbench_home
     state = DecisionsState(store, page_size=25)
     state.scope = "acme"
     for page in (1, 2):
         state.page = page
-        created = list(zip(state.rows["created_at"].to_list(), state.rows["decision_id"].to_list()))
+        created = list(zip(state.rows["created_at"].to_list(), state.rows["decision_id"].to_list(),
+                           strict=True))
         assert created == sorted(created, reverse=True)  # the outcome join must not reorder the page
 
 
