@@ -17,6 +17,7 @@ votes from its members only; silence never approves (a hold past its deadline cl
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
@@ -41,6 +42,7 @@ from gate.holds.events import (
     build_event,
 )
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
+from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
@@ -200,6 +202,25 @@ class HoldService:
         return {"ok": True, "decision_id": decision_id, "state": row["state"],
                 "approved": row["state"] == APPROVED and resolution is not None,
                 "resolution": resolution, "hold": hold_view(row)}
+
+    def similar(self, scope: str, decision_id: str, limit: int = NEAREST, window: int = WINDOW) -> builtins.list[dict[str, Any]]:
+        """The closed holds most like this one (`gate.holds.similar`): of the scope's newest
+        `window` closed holds of the same policy and rule, the `limit` nearest by their numeric
+        facts, nearest first, each with how it closed (its resolution's vote, reason and note)."""
+        row = self._row(scope, decision_id)
+        candidates = self.holds.closed_like(scope, row["policy_id"], row["rule_id"], limit=window,
+                                            excluding=decision_id)
+        picked = nearest(json.loads(row["facts_json"]), [json.loads(c["facts_json"]) for c in candidates], limit)
+        closing = self.holds.events_at(scope, [candidates[i]["resolution_seq"] for i, _ in picked
+                                               if candidates[i]["resolution_seq"] is not None])
+        found = []
+        for index, score in picked:
+            view = hold_view(candidates[index])
+            event = closing.get(candidates[index]["resolution_seq"]) or {}
+            found.append({**view, "distance": score, "resolution": {
+                "vote": event.get("vote"), "reason_code": event.get("reason_code"), "note": event.get("note"),
+                "actor": event.get("actor"), "created_at": event.get("created_at")}})
+        return found
 
     def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
         """The scope's hold chain as `gate verify --hold-history` checks it offline."""
