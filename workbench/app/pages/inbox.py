@@ -49,7 +49,7 @@ def summary_markdown(detail: dict[str, Any] | None) -> str:
         f"- queue **{md_text(hold['queue'])}**, priority **{md_text(hold['priority'])}**, deadline "
         f"{md_text(hold['deadline_at'])}" + (f", escalates at {md_text(hold['escalate_at'])}"
                                              if hold.get("escalate_at") else ""),
-        f"- opened {md_text(hold['opened_at'])} for {md_text(hold['requested_by'])}; {claimed}",
+        f"- opened {md_text(hold['opened_at'])}, asked for by {md_text(hold['requested_by'])}; {claimed}",
         f"- approvals {len(hold['approvals'])} of {hold['approvals_needed']}"
         + ("; four eyes: the requester cannot resolve it" if hold.get("four_eyes") else "")
         + ("; a written justification (note) is required" if hold.get("require_justification") else ""),
@@ -182,6 +182,7 @@ def _steps(state: InboxState) -> pn.Column:
         hold = (state.detail or {}).get("hold") or {}
         box.visible = state.may_act() and hold.get("state") == "open"
         target.options = [name for name in state.queues if name != hold.get("queue")]
+        buttons["reassign"].visible = target.visible = bool(target.options)  # one queue: nowhere to move it
 
     state.param.watch(follow, ["detail", "scope", "queues"])
     follow()
