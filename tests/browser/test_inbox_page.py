@@ -111,7 +111,7 @@ def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(browser, inbox
             assert holds.resolution(SCOPE, target["decision_id"])["state"] == "open"  # a link alone resolves nothing
         finally:
             ledger.dispose()
-        bob.get_by_label("Reason code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+        bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
         bob.get_by_label("Note", exact=True).press_sequentially(HOSTILE_NOTE)
         bob.locator(".inbox-approve button").click()
         confirmation = bob.locator(".inbox-confirmation")
@@ -177,7 +177,7 @@ def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_
         assert carol.locator(".inbox-steps").is_hidden() and carol.locator(".inbox-approve").is_hidden()
         screenshot(carol, "inbox-3-viewer")
         assert carol.evaluate(_FORCE_DENY) >= 2
-        carol.get_by_label("Reason code", exact=True).press_sequentially("FORCED")
+        carol.get_by_label("Resolution code", exact=True).press_sequentially("FORCED")
         carol.locator(".inbox-deny button").click()
         carol.get_by_text("resolve refused (HOLD_PERMISSION_DENIED)").wait_for()
         assert_text_only(carol)

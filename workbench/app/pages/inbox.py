@@ -162,9 +162,10 @@ def _steps(state: InboxState) -> pn.Column:
     """The steps on the open hold, shown while the session may take them and the hold is open.
     SECURITY: hiding is a courtesy; InboxState sends the session's permissions and the service
     refuses what they do not cover, whatever the browser sends."""
-    reason = pn.widgets.TextInput(name="Reason code", placeholder="e.g. CHECKED_WITH_OWNER", width=220)
+    # Not labelled "Reason…": the Releases page's "Reason" field shares the document (label lookups).
+    reason = pn.widgets.TextInput(name="Resolution code", placeholder="a reason code: CHECKED_WITH_OWNER", width=240)
     text = pn.widgets.TextAreaInput(name="Note", placeholder="why (signed into the hold event)", width=380, height=70)
-    target = pn.widgets.Select(name="Queue", options=[], width=160)
+    target = pn.widgets.Select(name="Move to queue", options=[], width=160)
     buttons = {name: pn.widgets.Button(name=label, button_type=kind, css_classes=[f"inbox-{name}"])
                for name, label, kind in (("approve", "Approve", "success"), ("deny", "Deny", "danger"),
                                          ("claim", "Claim", "default"), ("release", "Release", "default"),
