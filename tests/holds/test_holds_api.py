@@ -52,6 +52,10 @@ def _held(gate, keys, **kw):
 
 def test_a_held_decide_opens_one_hold_with_its_owner_deadline_and_facts(gate, keys, clock):
     record = _held(gate, keys)
+    # The hold lives beside the record: the record has exactly the members of any other record
+    # (the reference verifier reads it as before).
+    approved = _as(gate, keys, "caller").decide(approved_request()).get_json()
+    assert set(record) == set(approved) and not [name for name in record if "hold" in name]
     inbox = _as(gate, keys, "reviewer").inbox().get_json()
     assert inbox["total"] == 1 and inbox["counts"] == {"open": 1}
     hold = inbox["holds"][0]
