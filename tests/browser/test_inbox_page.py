@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.browser.conftest import Workbench, screenshot, wait_for_rows
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 from tests.workbench.hostile_ledger import HOSTILE_FACT, HOSTILE_VALUE
-from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
+from tests.workbench.ledger_support import REQUEST, LedgerWriter
 from workbench.app.pages.links import hold_href
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -26,8 +27,9 @@ SCOPE = "acme"
 HOSTILE_NOTE = "<img src=x onerror=alert('note')> checked"
 
 
-def _held(writer: LedgerWriter, day: int, margin: float, hostile: bool = False) -> dict:
-    writer.clock.set(at(3, day))
+def _held(writer: LedgerWriter, hours_ago: int, margin: float, hostile: bool = False) -> dict:
+    """A hold opened `hours_ago` (its deadline, a day after, still ahead: the workbench acts now)."""
+    writer.clock.set(datetime.now(UTC).replace(microsecond=0) - timedelta(hours=hours_ago))
     body = copy.deepcopy(REQUEST)
     body["context"]["inputs"].update(discount_percent=15, margin_percent=margin)
     if hostile:
@@ -53,7 +55,7 @@ def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
     Carol looks at."""
     home = tmp_path_factory.mktemp("inbox-home")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
-    earlier, target, other = _held(writer, 1, 13), _held(writer, 2, 13, hostile=True), _held(writer, 3, 16)
+    earlier, target, other = _held(writer, 3, 13), _held(writer, 2, 13, hostile=True), _held(writer, 1, 16)
     writer.close()
     ledger, holds = hold_service(home)
     holds.resolve(SCOPE, Principal.person("password-file", "old", None), frozenset({"resolve"}),

@@ -60,11 +60,12 @@ def _held(writer, day: int, margin: float, discount: float = 15, scope: str = "a
 
 def test_the_nearest_closed_holds_of_the_same_policy_and_rule_with_how_they_closed(written):
     writer, service = written
-    closed = {margin: _held(writer, day, margin) for day, margin in enumerate((10, 12, 14, 16, 18, 19, 11), start=1)}
-    for margin, decision_id in closed.items():
+    closed = {}
+    for day, margin in enumerate((10, 12, 14, 16, 18, 19, 11), start=1):  # each resolved before its deadline
+        closed[margin] = _held(writer, day, margin)
         body = {"decision": "deny" if margin < 13 else "approve", "reason_code": f"M{margin}",
                 "note": f"<b>margin {margin}</b>"}
-        service.resolve("acme", REVIEWER, RESOLVE, decision_id, body)
+        service.resolve("acme", REVIEWER, RESOLVE, closed[margin], body)
     other_policy = _held(writer, 8, 13, rulebook_id="pricing_other")
     service.resolve("acme", REVIEWER, RESOLVE, other_policy, {"decision": "approve", "reason_code": "OTHER"})
     other_scope = _held(writer, 9, 13, scope="globex")

@@ -16,7 +16,7 @@ from gate.principals import Principal
 from gate.services.decide import Caller
 from tests.holds.support import policy, queue
 from tests.workbench.hostile_ledger import HOSTILE_FACT, HOSTILE_VALUE
-from tests.workbench.ledger_support import REQUEST, LedgerWriter, at
+from tests.workbench.ledger_support import REQUEST, LedgerWriter, MovableClock, at
 from tests.workbench.markup_support import markdown_html, parse
 from workbench.app.access import Identity, Rights
 from workbench.app.state.inbox import InboxState
@@ -47,7 +47,7 @@ def _held(writer: LedgerWriter, scope: str, moment, margin: float, *, rulebook_i
 @pytest.fixture(scope="module")
 def inbox(tmp_path_factory):
     """acme: a hold policy (finance for the thin-margin rule at high priority, escalating to
-    leads; default for the rest), ten open holds (one with hostile facts), three closed ones with
+    leads; default for the rest), eleven open holds (one with hostile facts), three closed ones with
     a hostile note; globex: one open hold."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
@@ -57,11 +57,14 @@ def inbox(tmp_path_factory):
     home = tmp_path_factory.mktemp("inbox")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
     holds = HoldService(writer.ledger, writer.service.signing, writer.clock)
+    month = 30 * 86_400  # the longest deadline: every open hold is still open at the store's clock
     holds.set_policy("acme", Principal.operator("admin"), frozenset({"admin"}), policy(
-        {"default": queue(), "finance": queue(escalate_after=600, escalate_to="leads"), "leads": queue()}, ROUTES))
-    closed = [_held(writer, "acme", at(1, day), margin)["decision_id"] for day, margin in ((1, 11), (2, 14), (3, 18))]
-    for decision_id, vote in zip(closed, ("approve", "deny", "approve"), strict=True):
-        holds.resolve("acme", Principal.person("password-file", "old", None), frozenset({"resolve"}), decision_id,
+        {"default": queue(month), "finance": queue(month, escalate_after=600, escalate_to="leads"),
+         "leads": queue(month)}, ROUTES))
+    closed = []
+    for day, margin, vote in ((1, 11, "approve"), (2, 14, "deny"), (3, 18, "approve")):  # resolved at once
+        closed.append(_held(writer, "acme", at(1, day), margin)["decision_id"])
+        holds.resolve("acme", Principal.person("password-file", "old", None), frozenset({"resolve"}), closed[-1],
                       {"decision": vote, "reason_code": "EARLIER", "note": f"{HOSTILE} earlier"})
     ids = {"closed": closed, "open": []}
     for day in range(4, 12):
@@ -72,8 +75,11 @@ def inbox(tmp_path_factory):
     ids["hostile"] = _held(writer, "acme", at(2, 20), 13, hostile=True)["decision_id"]
     ids["globex"] = _held(writer, "globex", at(2, 5), 12)["decision_id"]
     writer.close()
+    # The reviewers act on 21 February, before any open hold's deadline (a step after the deadline
+    # expires the hold first: gate.services.holds).
     store = WorkbenchStore(Ledger(f"sqlite:///{home / 'gate.db'}"),
-                           SigningSetup.load(home / "signing-keys.json", None, "hmac"), home / "dataset")
+                           SigningSetup.load(home / "signing-keys.json", None, "hmac"), home / "dataset",
+                           clock=MovableClock(at(2, 21)))
     yield store, ids, home
     store.ledger.dispose()
 
