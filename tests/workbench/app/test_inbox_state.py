@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -282,3 +283,22 @@ def test_caller_and_reviewer_text_renders_as_text(inbox):
     notes = set(similar_rows(detail)["note"])
     assert f"{HOSTILE} earlier" in notes  # table cells: Tabulator shows them as text
     assert list(event_rows(None).columns) == ["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"]
+
+
+def test_a_step_after_the_deadline_finds_the_hold_expired_and_the_page_shows_it(inbox):
+    store, ids, _ = inbox
+    target = ids["open"][7]
+    state = InboxState(store, person("rita", "reviewer"), scope="acme")
+    state.open(target)
+    assert state.detail["hold"]["state"] == "open"
+    clock = store.clock
+    moment = clock.now()
+    clock.set(moment + timedelta(days=40))  # past every open hold's month-long deadline
+    try:
+        state.resolve("deny", "TOO_LATE", "")
+    finally:
+        clock.set(moment)
+    assert state.message == "resolve refused (HOLD_ALREADY_RESOLVED): this hold is already expired"
+    assert state.detail["hold"]["state"] == "expired" and state.detail["resolution"]["approved"] is False
+    assert state.detail["resolution"]["verified"] is True and state.detail["events"][-1]["action"] == "expire"
+    assert target not in {hold["decision_id"] for hold in state.rows}

@@ -203,8 +203,8 @@ class InboxState(param.Parameterized):
             answer = self.store.hold_act(self.scope, self.rights.principal, self.rights.permissions_in(self.scope),
                                          decision_id, action, body)
         except GateError as exc:
-            self.message = f"{action} refused ({exc.code}): {exc}"
-            return
-        text = step_text(action, answer)
-        self.reload()
+            text = f"{action} refused ({exc.code}): {exc}"
+        else:
+            text = step_text(action, answer)
+        self.reload()  # a refused step may still have moved it (a step after the deadline expires the hold first)
         self.message = text
