@@ -3,7 +3,8 @@ Connect provider (tests/oidc_support.py), lands on that hold in the Inbox, and a
 reason code and a note after confirming; the hold is then approved and its signed resolution
 verifies with the gate's trust anchors. A viewer sees the Inbox but no step on a hold, and the
 service refuses the hidden Deny forced through the page's Bokeh model. The hold's facts, a
-closed neighbour's note and the reviewer's own note are markup, and show as text."""
+closed neighbour's note and the reviewer's own note are markup, and show as text, with no
+Content-Security-Policy violation."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from gate.principals import Principal
 from gate.services.decide import Caller
 from tests.browser.conftest import Workbench, screenshot, wait_for_rows
+from tests.browser.test_workbench_xss import WATCH, violations
 from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 from tests.workbench.hostile_ledger import HOSTILE_FACT, HOSTILE_VALUE
@@ -83,6 +85,7 @@ def signed_in(browser, server, name: str, url: str):
     page.errors, page.dialogs = [], []
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.add_init_script(WATCH)  # every Content-Security-Policy violation, recorded
     page.goto(url)
     page.locator("input[name=login]").fill(name)
     page.locator("input[name=password]").fill(password(name))
@@ -92,7 +95,9 @@ def signed_in(browser, server, name: str, url: str):
 
 
 def assert_text_only(page) -> None:
+    """Nothing ran: no element made from a payload, no dialog, no CSP violation, no script error."""
     assert page.locator("img[src=x]").count() == 0 and page.dialogs == [] and page.errors == []
+    assert violations(page) == []
 
 
 def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(browser, inbox):
