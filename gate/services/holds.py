@@ -203,7 +203,8 @@ class HoldService:
                 "approved": row["state"] == APPROVED and resolution is not None,
                 "resolution": resolution, "hold": hold_view(row)}
 
-    def similar(self, scope: str, decision_id: str, limit: int = NEAREST, window: int = WINDOW) -> builtins.list[dict[str, Any]]:
+    def similar(self, scope: str, decision_id: str, limit: int = NEAREST,
+                window: int = WINDOW) -> builtins.list[dict[str, Any]]:
         """The closed holds most like this one (`gate.holds.similar`): of the scope's newest
         `window` closed holds of the same policy and rule, the `limit` nearest by their numeric
         facts, nearest first, each with how it closed (its resolution's vote, reason and note)."""
