@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -436,10 +437,10 @@ class HoldService:
     def wait_closed(self, scope: str, decision_id: str, seconds: float, poll: float = 0.25) -> dict[str, Any]:
         """The resolution, waiting up to `seconds` for the hold to close (here or in another
         process: the row is read again every `poll` seconds). For servers without parking."""
-        deadline = self.clock.now() + timedelta(seconds=seconds)
+        deadline = time.monotonic() + seconds  # a wait is measured in real time, whatever the clock says
         answer = self.resolution(scope, decision_id)
         while answer["state"] == OPEN:
-            left = (deadline - self.clock.now()).total_seconds()
+            left = deadline - time.monotonic()
             if left <= 0:
                 break
             with self._closed:
