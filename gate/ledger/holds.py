@@ -41,12 +41,12 @@ class Page:
     total: int
 
 
-def announce_opened(connection: Connection, row: Mapping[str, Any]) -> None:
+def announce_opened(connection: Connection, row: Mapping[str, Any], inbox_url: str | None = None) -> None:
     """`hold.opened` in the decide's own transaction (the hold row is inserted beside it)."""
     append_event(connection, row["scope"], "hold.opened", row["decision_id"], row["opened_at"], {
         "decision_id": row["decision_id"], "record_hash": row["record_hash"], "queue": row["queue"],
         "priority": row["priority"], "deadline_at": row["deadline_at"], "policy_id": row["policy_id"],
-        "rule_id": row["rule_id"], "reason_code": row["reason_code"]})
+        "rule_id": row["rule_id"], "reason_code": row["reason_code"], "inbox_url": inbox_url})
 
 
 class HoldLedger:

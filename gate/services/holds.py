@@ -42,6 +42,7 @@ from gate.holds.events import (
     Step,
     build_event,
 )
+from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import SigningSetup
@@ -74,8 +75,9 @@ def _facts_text(facts: Any) -> str:
 class HoldOpener:
     """The hold a decide opens with its record (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
+        self.inbox_base = inbox_base  # the workbench's address: hold events link to the Inbox
 
     def policy(self, scope: str) -> HoldPolicy:
         event = self.holds.policy_event(scope)
@@ -91,7 +93,8 @@ class HoldOpener:
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
         row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority)
         row["four_eyes"] = int(policy.four_eyes)
-        return [(holds_table, row), lambda connection: announce_opened(connection, row)]
+        link = inbox_url(self.inbox_base, scope, row["decision_id"])
+        return [(holds_table, row), lambda connection: announce_opened(connection, row, link)]
 
 
 def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
@@ -408,7 +411,8 @@ class HoldService:
                     step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
                     move=move_of, decision_id=decision_id, expected_version=row["row_version"],
                     announce=Announce(name, {"decision_id": decision_id, "record_hash": row["record_hash"],
-                                             "queue": step.queue, "outcome": step.outcome}))
+                                             "queue": step.queue, "outcome": step.outcome,
+                                             "inbox_url": inbox_url(self.opener.inbox_base, scope, decision_id)}))
             except HoldRace:
                 continue
             if step.outcome is not None:

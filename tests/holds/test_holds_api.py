@@ -369,3 +369,19 @@ def test_the_wait_answers_at_once_when_closed_and_waits_in_thread_without_parkin
         assert refused.status_code == 400
     missing = caller.resolution("dec_" + "0" * 24)
     assert missing.status_code == 404 and missing.get_json()["error"] == "HOLD_NOT_FOUND"
+
+
+def test_hold_events_link_to_the_inbox_when_the_workbench_address_is_known(make_app, issue_key):
+    import json as _json
+
+    from gate.ledger.outbox import Outbox
+
+    app = make_app({"GATE_WORKBENCH_URL": "https://gate.example/workbench"})
+    caller, reviewer = issue_key(permissions="decide")["api_key"], issue_key(permissions="resolve")["api_key"]
+    record = Holds(app.test_client(), caller).decide(held_request()).get_json()
+    Holds(app.test_client(), reviewer).resolve(record["decision_id"])
+    events = [_json.loads(r["event_json"]) for r in Outbox(app.extensions["gate"].ledger).events_after("tenant_a", 0)]
+    links = {e["type"].rsplit(".", 1)[-1]: e["data"]["inbox_url"] for e in events if e["type"].startswith(
+        "dev.decision-gate.hold.")}
+    expected = f"https://gate.example/workbench?scope=tenant_a&page=inbox&hold={record['decision_id']}"
+    assert links == {"opened": expected, "resolved": expected}

@@ -15,6 +15,8 @@ from urllib.parse import urlencode
 
 import param
 
+from gate.holds.links import inbox_query
+
 PAGES = ("overview", "decisions", "authoring", "migration", "releases", "events", "inbox")
 QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft",
          "hold": "hold", "state": "state", "queue": "queue"}
@@ -68,7 +70,7 @@ def decision_href(scope: str, policy: str, decision_id: str) -> str:
 def hold_href(scope: str, decision_id: str) -> str:
     """A relative link that opens one hold in the Inbox (after sign-in, where the workbench asks
     for one): it opens the hold, it never resolves it."""
-    return "?" + urlencode({"scope": scope, "page": "inbox", "hold": decision_id})
+    return inbox_query(scope, decision_id)  # one format, also in the hold events (gate.holds.links)
 
 
 __all__ = [
