@@ -156,7 +156,7 @@ def _close_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
     closing = [i for i, e in enumerate(events) if e.get("outcome") is not None]
     if not closing:
         return []
-    if len(closing) > 1 or closing[0] != len(events) - 1:
+    if closing[0] != len(events) - 1:  # a second close would come after the first
         return ["a hold closes once, with its last event"]
     last = events[-1]
     outcome, action = last.get("outcome"), last.get("action")
