@@ -166,3 +166,33 @@ def test_policy_is_shown_and_replaced_by_a_signed_operator_event(gate_env, calle
              "HOLD_POLICY_INVALID")
     unreadable = _gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "missing.json"))
     assert unreadable.returncode == 2 and unreadable.stderr.startswith("gate holds: cannot read the hold policy")
+
+
+def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api, held, tmp_path):
+    decision_id = held["decision_id"]
+    for step in (("claim",), ("resolve", "--approve", "--reason-code", "MARGIN_OK", "--note", "checked")):
+        assert _gate(gate_env, "holds", step[0], "--scope", SCOPE, decision_id, *step[1:]).returncode == 0
+    document = client.get("/api/holds/history", headers=api.h()).get_json()
+    assert [e["action"] for e in document["events"]] == ["claim", "vote"]
+    saved, keys = tmp_path / "history.json", tmp_path / "keys.json"
+    saved.write_text(json.dumps(document))
+    keys.write_bytes(client.get("/api/decision/receipt-keys").get_data())
+    verified = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "VERIFIED (2 events; holds closed: approved 1, denied 0, expired 0; 0 policy changes)" in verified.stdout
+    as_json = json.loads(_gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json").stdout)
+    assert as_json["verified"] is True and as_json["closed"]["approved"] == 1  # FILE itself is recognised
+    unproven = _gate(gate_env, "verify", "--hold-history", str(saved))
+    assert unproven.returncode == 1 and "NOT PROVEN (no trusted key)" in unproven.stdout
+    document["events"][1]["note"] = "checkeD"
+    saved.write_text(json.dumps(document))
+    tampered = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert tampered.returncode == 1 and "NOT VERIFIED" in tampered.stdout
+    assert "event 2 (seq 2): event_hash does not match its content (tampered)" in tampered.stdout
+    saved.write_text(json.dumps({**document, "events": document["events"][1:]}))
+    deleted = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert deleted.returncode == 1 and "seq 2, expected 1 (gap or reorder)" in deleted.stdout
+    both = _gate(gate_env, "verify", str(saved), "--hold-history", str(saved))
+    assert both.returncode == 2 and both.stderr.strip() == "gate verify: give one file: FILE or --hold-history FILE"
+    neither = _gate(gate_env, "verify")
+    assert neither.returncode == 2 and "give one file" in neither.stderr
