@@ -100,7 +100,9 @@ def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str 
     return None
 
 
-def _signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """The event's signature by a trusted key, over canon({event_hash, key_id}), and the key's
+    fingerprint; None when both hold."""
     payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
     held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
                            event.get("public_key_fingerprint"), event.get("signature"), payload)
@@ -123,7 +125,7 @@ def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors 
         problems.append(f"hold_event_version must be {HOLD_EVENT_VERSION}")
     if event.get("event_hash") != event_hash(event):
         problems.append("event_hash does not match its content (tampered)")
-    signature = _signature_problem(event, anchors) if anchors is not None else None
+    signature = signature_problem(event, anchors) if anchors is not None else None
     if signature is not None:
         problems.append(signature)
     for name in ("decision_id", "record_hash"):
