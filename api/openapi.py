@@ -263,6 +263,14 @@ EVENT_ENDPOINTS: tuple[Endpoint, ...] = (
              True, {200: "{ok, subscription, attempts, succeeded, success_rate, latency_ms_p50, lag, last_failures}",
                     **_KEYED, 404: _NOT_FOUND},
              errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",)),
+    Endpoint("get", "/api/events/settings", "The scope's opt-in events: `decision_created` and the anomaly "
+             "report's schedule; needs `admin`.", True, {200: "{ok, settings}", **_KEYED}, errors=_ERRORS,
+             tags=("events",)),
+    Endpoint("put", "/api/events/settings", "State `{decision_created: bool, anomaly_every_seconds: null | "
+             "300-604800}`: every decision announced with its record, and the anomaly report run on a schedule "
+             "(each anomaly announced once until it clears). Needs `admin`.", True,
+             {200: "{ok, settings}", 400: "malformed settings", **_KEYED, 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID",), tags=("events",)),
     Endpoint("get", "/api/events", "The scope's outbox in order: CloudEvents after `after` (a seq), at most "
              "`limit` (1 to 500).", True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED},
              errors=_ERRORS + ("REQUEST_INVALID",),

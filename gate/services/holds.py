@@ -278,12 +278,17 @@ class HoldService:
         now = self.clock.now()
         done = 0
         for row in self.holds.due(iso_ms(now), limit):
-            try:
-                self._step(row["scope"], row["decision_id"], lambda current: self._clock_step(current, now))
+            if self._expire(row["scope"], row["decision_id"], now):
                 done += 1
-            except GateError:
-                continue  # resolved or moved meanwhile: nothing is due any more
         return done
+
+    def _expire(self, scope: str, decision_id: str, now: datetime) -> bool:
+        """The clock's step on a due hold (expiry or escalation); False when nothing was due."""
+        try:
+            self._step(scope, decision_id, lambda current: self._clock_step(current, now), by_clock=True)
+        except GateError:
+            return False  # resolved or moved meanwhile: nothing is due any more
+        return True
 
     # -- steps -------------------------------------------------------------------------------
     def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote) -> tuple[Step, dict[str, Any], str]:
@@ -353,12 +358,18 @@ class HoldService:
             return self._move_step(row, clock, "escalate", target, None)
         raise GateError("HOLD_NOT_DUE", "nothing is due on this hold")
 
-    def _step(self, scope: str, decision_id: str,
-              make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]) -> dict[str, Any]:
-        """Read the row, make the step, write it with the row's move; on a race read again."""
+    def _step(self, scope: str, decision_id: str, make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]],
+              *, by_clock: bool = False) -> dict[str, Any]:
+        """Read the row, make the step, write it with the row's move; on a race read again.
+        SECURITY: a hold whose deadline has passed is expired first, whatever the sweeper has
+        done yet, so no vote, claim or move lands after the deadline (silence is not consent)."""
         signer = self._signer()
         for _ in range(RETRIES):
             row = self._row(scope, decision_id)
+            now = self.clock.now()
+            if row["state"] == OPEN and row["deadline_at"] <= iso_ms(now) and not by_clock:
+                self._expire(scope, decision_id, now)
+                continue
             if row["state"] != OPEN:
                 raise GateError("HOLD_ALREADY_RESOLVED", f"this hold is already {row['state']}", state=row["state"])
             step, move, name = make(row)

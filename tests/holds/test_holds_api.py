@@ -9,9 +9,8 @@ import threading
 import pytest
 
 from gate.holds.events import verify_resolution
-from gate_client.client import resolution_route
 from gate.verify import verify_record
-
+from gate_client.client import resolution_route
 from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
 
 
@@ -53,6 +52,10 @@ def _held(gate, keys, **kw):
 
 def test_a_held_decide_opens_one_hold_with_its_owner_deadline_and_facts(gate, keys, clock):
     record = _held(gate, keys)
+    # The hold lives beside the record: the record has exactly the members of any other record
+    # (the reference verifier reads it as before).
+    approved = _as(gate, keys, "caller").decide(approved_request()).get_json()
+    assert set(record) == set(approved) and not [name for name in record if "hold" in name]
     inbox = _as(gate, keys, "reviewer").inbox().get_json()
     assert inbox["total"] == 1 and inbox["counts"] == {"open": 1}
     hold = inbox["holds"][0]
@@ -255,3 +258,13 @@ def test_the_hold_policy_is_admin_only_and_a_signed_step_of_the_chain(gate, keys
     assert ok["event"]["action"] == "policy_set" and ok["event"]["policy"]["four_eyes"] is False
     history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["admin"]}).get_json()
     assert [e["action"] for e in history["events"]] == ["policy_set"]
+
+
+def test_a_vote_after_the_deadline_expires_the_hold_first_even_before_any_sweep(gate, keys, clock):
+    record = _held(gate, keys)
+    clock.advance(86_400)  # exactly at the deadline: no sweep has run
+    late = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert late.status_code == 409 and late.get_json()["error"] == "HOLD_ALREADY_RESOLVED"
+    assert late.get_json()["state"] == "expired"
+    polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
+    assert polled["state"] == "expired" and polled["resolution"]["action"] == "expire"
