@@ -157,6 +157,9 @@ def test_dropped_reordered_foreign_or_empty_events_fail():
     for empty in ([], {}, None):
         result = verify_packet(_rehash({**copy.deepcopy(HELD), "hold_events": empty}), anchors=ANCHORS)
         assert result.details["hold_events"] == ["hold_events must be a non-empty array"]
+    result = verify_packet(_rehash({**copy.deepcopy(HELD), "hold_events": [1, *events]}), anchors=ANCHORS)
+    assert result.details["hold_events"] == ["hold_events[0]: a hold event must be a JSON object"]
+    assert result.details["hold_events_signature"] == ["hold_events[0]: not an object"]
 
 
 def test_an_export_before_the_last_event_is_named():
