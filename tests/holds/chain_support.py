@@ -7,7 +7,7 @@ from typing import Any
 
 from gate.chain.links import scope_hash
 from gate.holds.events import HOLD_HISTORY_VERSION, Step, build_event
-from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
+from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner, ReceiptSigner
 from gate.principals import Principal
 from gate.verify import TrustAnchors
 from tests.holds.support import policy, queue
@@ -53,9 +53,10 @@ def steps() -> list[Step]:
     ]
 
 
-def chain(key: Ed25519Key = KEY, scope: str = SCOPE) -> list[dict[str, Any]]:
-    """The events of `steps()`, sealed and chained (seq 1…), each a second after the one before."""
-    signer = Ed25519ReceiptSigner(key)
+def chain(key: Ed25519Key = KEY, scope: str = SCOPE, signer: ReceiptSigner | None = None) -> list[dict[str, Any]]:
+    """The events of `steps()`, sealed and chained (seq 1…), each a second after the one before,
+    signed with `key` (or `signer`)."""
+    signer = signer or Ed25519ReceiptSigner(key)
     events: list[dict[str, Any]] = []
     for index, step in enumerate(steps()):
         votes = tuple(events[-1]["event_hash"] if v == "@previous" else v for v in step.votes)

@@ -11,11 +11,12 @@ import pytest
 from gate.chain.links import scope_hash
 from gate.holds.events import Step, build_event
 from gate.holds.history import HoldHistoryCheck, verify_hold_history
-from gate.keys.signing import Ed25519ReceiptSigner
+from gate.holds.events import hold_events_problems
+from gate.keys.signing import Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import seal
 from gate.verify import TrustAnchors
-from tests.holds.chain_support import KEY, OTHER, RECORDS, SCOPE, anchors, chain, history
+from tests.holds.chain_support import KEY, OTHER, RECORDS, SCOPE, anchors, chain, history, of_decision
 
 ANCHORS = anchors()
 
@@ -175,3 +176,35 @@ def test_unsigned_or_odd_content_fails_without_raising(kind):
     else:
         events[1]["note"] = float("nan")
         assert _problems(history(events)) == ["event 2 (seq 2): is not canonical JSON"]
+
+
+def test_the_stated_fingerprint_names_the_key_that_signed_among_several():
+    both = anchors(KEY) + anchors(OTHER)
+    assert verify_hold_history(history(), both).verified
+    events = chain()
+    events[1]["public_key_fingerprint"] = OTHER.fingerprint  # another trusted key's, not the signer's
+    assert _problems(history(events), both) == ["event 2 (seq 2): public_key_fingerprint does not name the trusted key"]
+
+
+def test_hmac_signed_events_state_no_fingerprint_and_need_their_key_ids_secret():
+    key = HmacKey("hmac-1", b"a shared secret")
+    events = chain(signer=HmacReceiptSigner(key))
+    trust = TrustAnchors.from_hmac_key(key)
+    assert events[0]["public_key_fingerprint"] is None and verify_hold_history(history(events), trust).verified
+    events[1]["public_key_fingerprint"] = KEY.fingerprint
+    assert _problems(history(events), trust) == ["event 2 (seq 2): an HMAC signature states no public_key_fingerprint"]
+    other = TrustAnchors.from_hmac_key(HmacKey("hmac-2", b"a shared secret"))
+    assert _problems(history(chain(signer=HmacReceiptSigner(key))), other) == [
+        "event 1 (seq 1): signature has no trusted key"]
+
+
+def test_one_decisions_events_with_keys_name_each_signature():
+    events = of_decision(chain(), "d")
+    assert hold_events_problems(RECORDS["d"], events, ANCHORS) == []
+    assert hold_events_problems(RECORDS["d"], events, None) == []
+    assert hold_events_problems(RECORDS["d"], events, anchors(OTHER)) == [
+        "hold_events[0]: signature has no trusted key", "hold_events[1]: signature has no trusted key"]
+    edited = copy.deepcopy(events)
+    edited[0]["note"] = "added later"
+    assert hold_events_problems(RECORDS["d"], edited, None) == [
+        "hold_events[0]: event_hash does not match its content (tampered)"]

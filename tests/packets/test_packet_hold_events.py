@@ -107,6 +107,11 @@ def test_a_changed_byte_of_the_resolution_fails_the_named_check():
     assert result.details["hold_events"] == ["hold_events[2]: event_hash does not match its content (tampered)"]
     rehashed = verify_packet(_rehash(packet), anchors=ANCHORS)
     assert rehashed.failed_checks == ("hold_events",) and not rehashed.integrity_valid and not rehashed.verified
+    first = copy.deepcopy(HELD)
+    first["hold_events"][0]["queue"] = "other"  # the first event's, the later two intact
+    result = verify_packet(_rehash(first), anchors=ANCHORS)
+    assert result.details["hold_events"] == ["hold_events[0]: event_hash does not match its content (tampered)"]
+    assert result.checks["hold_events_signature"] is True  # it signs the stated event_hash, which is intact
 
 
 def _leaves(value, path=()):
