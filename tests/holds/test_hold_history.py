@@ -19,6 +19,8 @@ from gate.verify import TrustAnchors
 from tests.holds.chain_support import KEY, OTHER, RECORDS, SCOPE, anchors, chain, history, of_decision
 
 ANCHORS = anchors()
+OTHER_ENTRY = {"key_id": OTHER.key_id, "algorithm": "ed25519", "public_key": OTHER.public_key_pem,
+               "public_key_fingerprint": OTHER.fingerprint, "status": "active", "not_before": "2026-01-01T00:00:00.000Z"}
 
 
 def _problems(document, trust=ANCHORS) -> list[str]:
@@ -199,7 +201,16 @@ def test_hmac_signed_events_state_no_fingerprint_and_need_their_key_ids_secret()
 
 
 def test_one_decisions_events_with_keys_name_each_signature():
+    key = HmacKey("hmac-1", b"a shared secret")
+    signed = of_decision(chain(signer=HmacReceiptSigner(key)), "d")
+    assert hold_events_problems(RECORDS["d"], signed, TrustAnchors.from_hmac_key(key)) == []
+    assert hold_events_problems(RECORDS["d"], signed, TrustAnchors.from_hmac_key(HmacKey("hmac-2", key.secret))) == [
+        "hold_events[0]: signature has no trusted key", "hold_events[1]: signature has no trusted key"]
     events = of_decision(chain(), "d")
+    listed = copy.deepcopy(events)
+    listed[0]["public_key_fingerprint"] = [KEY.fingerprint]
+    assert hold_events_problems(RECORDS["d"], listed, ANCHORS) == [
+        "hold_events[0]: public_key_fingerprint does not name the trusted key"]
     assert hold_events_problems(RECORDS["d"], events, ANCHORS) == []
     assert hold_events_problems(RECORDS["d"], events, None) == []
     assert hold_events_problems(RECORDS["d"], events, anchors(OTHER)) == [
@@ -208,3 +219,14 @@ def test_one_decisions_events_with_keys_name_each_signature():
     edited[0]["note"] = "added later"
     assert hold_events_problems(RECORDS["d"], edited, None) == [
         "hold_events[0]: event_hash does not match its content (tampered)"]
+
+
+def test_two_trusted_keys_under_one_key_id_are_told_apart_by_the_fingerprint():
+    # A registry may hold two keys with one key id; the stated fingerprint picks the signer's.
+    twin = dict(OTHER_ENTRY, key_id=KEY.key_id)
+    trust = anchors(KEY) + TrustAnchors.from_registry_entries([twin])
+    signer = Ed25519ReceiptSigner(OTHER)
+    signer.key_id = KEY.key_id
+    events = of_decision(chain(signer=signer), "d")
+    assert hold_events_problems(RECORDS["d"], events, trust) == []
+    assert verify_hold_history(history(chain(signer=signer)), trust).verified
