@@ -643,8 +643,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}/packet",
-        "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs and the audit-chain "
-        "excerpt with its inclusion proof and signed checkpoint. Never partial: 503 when a source cannot be read.",
+        "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs, a held decision's signed "
+        "hold events and the audit-chain excerpt with its inclusion proof and signed checkpoint. Never partial: 503 "
+        "when a source cannot be read.",
         True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
                404: "not in scope", 409: "the stored chain head contradicts its links or nodes",
                503: "a packet source cannot be read"},
@@ -663,8 +664,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              {200: "endpoint metadata"}, tags=("verification",)),
     Endpoint(
         "post", "/api/decision/packet/verify",
-        "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, report "
-        "hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never trusted.",
+        "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, hold events, "
+        "report hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never "
+        "trusted.",
         False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",),
     ),
