@@ -244,6 +244,7 @@ class HoldService:
         """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
         if "resolve" not in permissions:
             raise _denied("resolve")
+        self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         vote = parse_vote(body)
         return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
 
@@ -257,6 +258,7 @@ class HoldService:
                  body: Any) -> dict[str, Any]:
         if "resolve" not in permissions:
             raise _denied("resolve")
+        self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         queue_name = body.get("queue") if isinstance(body, Mapping) else None
         note = body.get("note") if isinstance(body, Mapping) else None
         queue = self.policy(scope).queue(queue_name) if isinstance(queue_name, str) else None
