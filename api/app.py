@@ -127,6 +127,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing)
     events.on_attempt = record_webhook_attempt
     holds = HoldService(ledger, signing, service.clock)
+    holds.opener.inbox_base = service.pipeline.holds.inbox_base = settings.workbench_url
     policy_alerts = PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
                                        max_age_days=settings.policy_source_max_age_days,
                                        release_alerts=release_service.guardrail_alerts)

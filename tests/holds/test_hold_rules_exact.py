@@ -259,3 +259,72 @@ def test_a_deny_vote_among_the_votes_does_not_count_as_an_approval():
                  _approval(ALICE, needed=2, seq=2)]
     problems = E.hold_events_problems(RECORD, deny_then, ANCHORS)
     assert any("the quorum needs 2" in p for p in problems), problems
+
+
+def test_a_refusal_names_exactly_what_is_unknown_or_missing():
+    with pytest.raises(GateError) as unknown:
+        HoldPolicy.from_json({**_policy(), "zeta": 1, "alpha": 2})
+    assert unknown.value.message == "a PUT states the whole hold policy: unknown member(s) alpha, zeta"
+    assert unknown.value.details == {"unknown": ["alpha", "zeta"], "missing": []}
+    with pytest.raises(GateError) as missing:
+        HoldPolicy.from_json({"four_eyes": True, "queues": {}})
+    assert missing.value.message == "a PUT states the whole hold policy: missing default_queue, routes"
+    assert missing.value.details == {"unknown": [], "missing": ["default_queue", "routes"]}
+
+
+def test_a_route_refusal_names_its_place():
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json(_policy(routes=[_route(), _route(priority="asap")]))
+    assert refused.value.message.startswith("routes[1].priority")
+
+
+def test_the_size_limits_are_inclusive():
+    many = {f"q{i}": _queue() for i in range(50)}
+    assert len(HoldPolicy.from_json(_policy(queues=many, default_queue="q0")).queues) == 50
+    members = [f"m{i}" for i in range(49)] + ["x" * 512]
+    policy = HoldPolicy.from_json(_policy(queues={"default": _queue(quorum="all", members=members)}))
+    assert policy.queue("default").approvals_needed() == 50
+
+
+def test_a_chain_of_escalations_that_runs_into_a_loop_is_refused():
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json(_policy(queues={
+            "default": _queue(escalate_after_seconds=60, escalate_to="b"),
+            "b": _queue(escalate_after_seconds=60, escalate_to="c"),
+            "c": _queue(escalate_after_seconds=60, escalate_to="b")}))
+    assert refused.value.message == "escalation from queue 'default' comes back to 'b'"
+
+
+def _forged(key_id, signer):
+    """An approval whose signature members name `key_id` but were made with `signer`."""
+    event = _approval()
+    event["key_id"] = key_id
+    event["public_key_fingerprint"] = signer.public_key_fingerprint
+    event["signature"] = signer.sign_payload(signature_payload(event["event_hash"], key_id))
+    return event
+
+
+def test_a_signature_is_checked_with_the_key_the_event_names_and_its_fingerprint():
+    from gate.verify.anchors import TrustedEd25519Key
+
+    other_key = Ed25519Key.from_seed(b"\x0a" * 32)
+    both = TrustAnchors(ed25519=(ANCHORS.ed25519[0],
+                                 TrustedEd25519Key.from_pem(other_key.public_key_pem, key_id="key-b", source="test")))
+    # Signed by the other key while naming key-b's id with the other key's fingerprint: key-b checks it.
+    forged = _forged("key-b", SIGNER)
+    assert E.event_problems(forged, RECORD, both) == ["signature fails"]
+    # Two trusted keys under one id: the fingerprint picks the one that signed.
+    twins = TrustAnchors(ed25519=(TrustedEd25519Key.from_pem(other_key.public_key_pem, key_id="shared", source="t"),
+                                  TrustedEd25519Key.from_pem(KEY.public_key_pem, key_id="shared", source="t")))
+    assert E.event_problems(_forged("shared", SIGNER), RECORD, twins) == []
+
+
+def test_every_bad_event_is_named_not_only_the_last():
+    first = {**_event("claim", seq=1), "note": "x"}
+    problems = E.hold_events_problems(RECORD, [first, _approval(seq=2)], ANCHORS)
+    assert problems == ["hold_events[0]: event_hash does not match its content (tampered)"]
+
+
+def test_a_close_that_its_action_cannot_make_is_named_with_the_action():
+    event = _event("vote", vote="deny", reason_code="NO", outcome=E.APPROVED)
+    assert E.hold_events_problems(RECORD, [event], ANCHORS) == ["a vote event cannot close a hold as 'approved'"]
