@@ -42,10 +42,10 @@ from gate.holds.events import (
     hold_events_problems,
 )
 from gate.holds.policy import HoldPolicy
+from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import CanonicalJSONError
 from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem
-from gate.verify.anchors import TrustAnchors
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)

@@ -9,9 +9,8 @@ import copy
 import pytest
 
 from gate.chain.links import scope_hash
-from gate.holds.events import Step, build_event
+from gate.holds.events import Step, build_event, hold_events_problems
 from gate.holds.history import HoldHistoryCheck, verify_hold_history
-from gate.holds.events import hold_events_problems
 from gate.keys.signing import Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import seal

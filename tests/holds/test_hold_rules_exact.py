@@ -305,7 +305,7 @@ def _forged(key_id, signer):
 
 
 def test_a_signature_is_checked_with_the_key_the_event_names_and_its_fingerprint():
-    from gate.verify.anchors import TrustedEd25519Key
+    from gate.keys.anchors import TrustedEd25519Key
 
     other_key = Ed25519Key.from_seed(b"\x0a" * 32)
     both = TrustAnchors(ed25519=(ANCHORS.ed25519[0],

@@ -149,11 +149,11 @@ def test_a_reviewer_approves_after_confirming_and_the_signed_resolution_verifies
     text = state.confirmation_text()
     assert text.split("\n") == [
         f"Approve held action {target} in scope acme?",
-        f"Held by rule review_thin_margin of pricing_exception {state.detail['rule']['policy_version']}: "
-        "MARGIN_BELOW_FLOOR (margin_percent < 20)",
+        (f"Held by rule review_thin_margin of pricing_exception {state.detail['rule']['policy_version']}: "
+         "MARGIN_BELOW_FLOOR (margin_percent < 20)"),
         "Quorum: approval 1 of 1: it closes the hold as approved, and the caller may go ahead with the action",
-        "Reason code CHECKED_WITH_OWNER; note: owner confirmed by phone; signed as person:password-file#rita in the "
-        "scope's hold chain."]
+        ("Reason code CHECKED_WITH_OWNER; note: owner confirmed by phone; signed as person:password-file#rita in the "
+         "scope's hold chain.")]
     state.cancel()
     assert state.proposal is None and state.message == "cancelled: nothing was sent"
     assert store.holds.resolution("acme", target)["state"] == "open"
