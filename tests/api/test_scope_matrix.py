@@ -56,6 +56,9 @@ def _count(app) -> tuple[int, int]:
 @pytest.mark.parametrize("method,path", ROUTES, ids=[f"{m.upper()} {p}" for m, p in ROUTES])
 def test_another_scopes_item_is_404_and_the_owners_is_served(app, client, issue_key, sample_request, method, path):
     owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
+    if path.endswith("/holds"):  # the hold report considers held decisions: a thin margin holds this one
+        sample_request = {**sample_request, "context": {**sample_request["context"], "inputs": {
+            **sample_request["context"]["inputs"], "margin_percent": 12}}}
     record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
     # the stranger has a chain of its own, so a chain route cannot answer 404 for "no chain at all"
     client.post("/api/decide", json=sample_request, headers={"x-api-key": stranger})
@@ -81,6 +84,9 @@ def test_a_policy_report_counts_only_the_callers_scope(client, issue_key, sample
     """A policy id is a name, not an item of one scope: every scope may ask for a report on it,
     and each gets its own sample (benchmarks add only opted-in cohorts, never raw records)."""
     owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
+    if path.endswith("/holds"):  # the hold report considers held decisions: a thin margin holds this one
+        sample_request = {**sample_request, "context": {**sample_request["context"], "inputs": {
+            **sample_request["context"]["inputs"], "margin_percent": 12}}}
     record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
     url = path.replace("{policy_id}", record["policy_id"])
     mine = client.get(url, headers={"x-api-key": owner})

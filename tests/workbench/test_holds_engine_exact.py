@@ -68,6 +68,16 @@ def test_the_policys_figures_are_exact():
                                     "too_young": 1, "no_terminal_outcome": 1}
 
 
+def test_the_sample_is_the_held_decisions_considered():
+    # Three open holds and seven closed ones; outcome records of h1 (two), h2, h3 and h6.
+    assert report()["sample"] == {
+        "decisions_considered": 10, "decisions_with_outcome": 4, "outcome_records": 5,
+        "latest_outcome_counts": {"failed": 2, "pending": 1, "succeeded": 1},
+        "outcome_classes": {"success": 1, "failure": 2, "excluded": 0, "open": 1, "unclassified": 0},
+        "first_decision_at": "2026-01-01T00:00:00.000Z", "last_decision_at": "2026-03-02T00:00:00.000Z"}
+    assert report(limit=2)["sample"]["decisions_considered"] == 5
+
+
 def test_the_window_is_named():
     window = report()["window"]
     assert window == {
@@ -134,6 +144,7 @@ def test_without_holds_every_figure_is_empty_not_zero_rates():
     assert body["holds"]["time_to_resolution"] == {"n": 0, "p50_seconds": None, "p90_seconds": None}
     assert body["holds"]["approval_rate"]["rate"] is None and body["holds"]["expiry_rate"]["interval_95"] is None
     assert body["queues"] == [] and body["reviewers"] == []
+    assert body["sample"]["decisions_considered"] == 0 and body["sample"]["first_decision_at"] is None
 
 
 def test_only_open_holds_give_a_backlog_and_no_rates():

@@ -46,7 +46,19 @@ from typing import Any
 import polars as pl
 
 from gate.vocabulary import HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED, HOLD_OPEN
-from workbench.engines.common import FAILURE, SUCCESS, class_expr, iso, latest_outcomes, r4, ratio, wilson
+from workbench.engines.common import (
+    FAILURE,
+    SUCCESS,
+    class_expr,
+    iso,
+    latest_outcomes,
+    r4,
+    ratio,
+    sample_block,
+    sample_partial,
+    wilson,
+    with_latest_outcome,
+)
 
 FAILED, SUCCEEDED, TOO_YOUNG, NO_TERMINAL = "failed", "succeeded", "too_young", "no_terminal_outcome"
 _TS = pl.Datetime("ms", "UTC")
@@ -172,10 +184,21 @@ def _window(closed_row: Mapping[str, Any], open_row: Mapping[str, Any], *, as_of
             "judged_before": iso(judged_before), "text": text}
 
 
+def _sample(open_: pl.LazyFrame, closed: pl.LazyFrame, outcomes: pl.LazyFrame,
+            classes: Mapping[str, str]) -> dict[str, Any]:
+    """The sample block every report states (`workbench.engines.common.sample_block`), over the held
+    decisions the report considers: the open holds and the closed ones of the window (a hold's
+    `opened_at` is its decision's `created_at`)."""
+    held = pl.concat([open_.select("decision_id", pl.col("opened_at").alias("created_at")),
+                      closed.select("decision_id", pl.col("opened_at").alias("created_at"))])
+    mine = outcomes.join(held.select("decision_id"), on="decision_id", how="semi")
+    return sample_block(sample_partial(with_latest_outcome(held, mine)), classes)
+
+
 def hold_report(holds: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *, as_of: datetime,
                 limit: int | None, outcome_window_days: int) -> dict[str, Any]:
-    """The hold report's body (module doc): `window`, the policy's figures (`holds`), `queues`
-    and `reviewers`."""
+    """The hold report's body (module doc): `window`, the policy's figures (`holds`), `queues`,
+    `reviewers` and the `sample` of held decisions they rest on."""
     if outcome_window_days < 0:
         raise ValueError("outcome_window_days must be 0 or more")
     judged_before = as_of - timedelta(days=outcome_window_days)
@@ -190,4 +213,5 @@ def hold_report(holds: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
         "holds": {"backlog": _backlog_block(open_row), **_closed_block(closed_row)},
         "queues": _by_queue(open_, closed, as_of),
         "reviewers": _by_reviewer(closed),
+        "sample": _sample(open_, closed, outcomes, classes),
     }
