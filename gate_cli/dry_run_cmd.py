@@ -190,6 +190,7 @@ def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
     from workbench.migration.baseline import compared_with
     from workbench.migration.draft import load_draft, read_draft_file
+    from workbench.migration.holdcost import hold_cost_text
     from workbench.migration.impact import headline
     from workbench.signing import result_signer
 
@@ -243,6 +244,7 @@ def _run(args) -> int:
               f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
         print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; "
               + headline(d["impact"]))
+        print(f"  cost of a hold: {hold_cost_text(d['review_load'].get('hold_cost'))}")
         print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
     return 0
 

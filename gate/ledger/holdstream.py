@@ -97,6 +97,16 @@ def iter_hold_events(ledger: Ledger, scope: str, *, after_seq: int, upto_seq: in
     return _keyset_pages(ledger, base, [hold_events.c.seq], limit, (after_seq,))
 
 
+def iter_policy_holds(ledger: Ledger, policy_id: str, *, scope: str | None = None,
+                      batch_size: int) -> Iterator[list[dict[str, Any]]]:
+    """Every hold of `policy_id` (in `scope`, or every scope) as it is now, in `decision_id`
+    order, in batches: the dry-run's history of a live ledger."""
+    where = [holds.c.policy_id == policy_id]
+    if scope is not None:
+        where.append(holds.c.scope == scope)
+    return _keyset_pages(ledger, _hold_select().where(*where), [holds.c.decision_id], _batch(batch_size), None)
+
+
 def report_holds(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None, closed_limit: int,
                  batch_size: int = 5_000) -> list[dict[str, Any]]:
     """What a live hold report reads of one scope's policy: every open hold (in `decision_id`
@@ -118,5 +128,5 @@ def report_holds(ledger: Ledger, scope: str, policy_id: str, *, policy_version: 
 
 __all__ = [
     "HOLD_EVENT_COLUMNS", "HOLD_ROW_COLUMNS", "count_holds", "hold_head", "iter_hold_events", "iter_hold_states",
-    "report_holds",
+    "iter_policy_holds", "report_holds",
 ]

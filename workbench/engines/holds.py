@@ -74,9 +74,15 @@ def _closed(holds: pl.LazyFrame, limit: int | None) -> pl.LazyFrame:
     return closed if limit is None else closed.head(limit)
 
 
+def _wait() -> pl.Expr:
+    """`resolved_at − opened_at` of a hold a reviewer resolved (approved or denied), in seconds; null otherwise."""
+    reviewed = pl.col("state").is_in([HOLD_APPROVED, HOLD_DENIED])
+    return pl.when(reviewed).then(_seconds(pl.col("resolved_at") - pl.col("opened_at"))).alias("wait_seconds")
+
+
 def _after_approval(closed: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str],
                     judged_before: datetime) -> pl.LazyFrame:
-    """The closed holds with `wait_seconds` (reviewed ones) and `after`: what became of an approved
+    """The closed holds with `wait_seconds` (`_wait`) and `after`: what became of an approved
     hold's decision (failed, succeeded, too young, no terminal outcome; null for the others)."""
     latest = latest_outcomes(outcomes.join(closed.select("decision_id"), on="decision_id", how="semi"))
     effect = class_expr(classes)
@@ -86,10 +92,8 @@ def _after_approval(closed: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mappi
              .when(effect == FAILURE).then(pl.lit(FAILED))
              .when(effect == SUCCESS).then(pl.lit(SUCCEEDED))
              .otherwise(pl.lit(NO_TERMINAL)))
-    reviewed = pl.col("state").is_in([HOLD_APPROVED, HOLD_DENIED])
     return closed.join(latest.select("decision_id", "status"), on="decision_id", how="left").with_columns(
-        pl.when(reviewed).then(_seconds(pl.col("resolved_at") - pl.col("opened_at"))).alias("wait_seconds"),
-        after.alias("after"))
+        _wait(), after.alias("after"))
 
 
 def _count(condition: pl.Expr, name: str) -> pl.Expr:
@@ -215,3 +219,16 @@ def hold_report(holds: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
         "reviewers": _by_reviewer(closed),
         "sample": _sample(open_, closed, outcomes, classes),
     }
+
+
+def resolution_figures(holds: pl.LazyFrame, limit: int | None = None) -> dict[str, Any]:
+    """What a closed hold cost, with no outcome and no instant: of the `limit` most recently closed
+    holds (all when None), `closed`, their `first_resolved_at` and `last_resolved_at`, and
+    `time_to_resolution`, `approval_rate` and `expiry_rate` exactly as `hold_report` states them
+    (the dry-run's measured cost of a hold, `workbench.migration.holdcost`)."""
+    closed = _closed(holds.select(_HOLD_COLUMNS), limit).with_columns(_wait(), pl.lit(None, pl.String).alias("after"))
+    row = closed.select(_closed_aggs()).collect().row(0, named=True)
+    block = _closed_block(row)
+    return {"closed": int(row["closed"]), "first_resolved_at": iso(row["first_resolved_at"]),
+            "last_resolved_at": iso(row["last_resolved_at"]),
+            **{name: block[name] for name in ("time_to_resolution", "approval_rate", "expiry_rate")}}
