@@ -11,7 +11,7 @@ from typing import Any
 
 from workbench.reports import numbers
 
-__all__ = ["health_line", "hold_lines"]
+__all__ = ["health_cells", "health_line", "hold_lines"]
 
 
 def _rate(block: Mapping[str, Any]) -> str:
@@ -20,13 +20,21 @@ def _rate(block: Mapping[str, Any]) -> str:
             else f"n/a (n={block['n']:,})")
 
 
+def health_cells(figures: Mapping[str, Any]) -> dict[str, str]:
+    """A queue's (or the policy's) health as four texts: `open` holds, the `oldest` open hold's age,
+    the `p50` time to resolution with its n, the `expiry` rate with its interval and n."""
+    backlog, waits = figures["backlog"], figures["time_to_resolution"]
+    return {"open": f"{backlog['open']:,}", "oldest": numbers.duration(backlog["oldest_age_seconds"]),
+            "p50": f"{numbers.duration(waits['p50_seconds'])} (n={waits['n']:,})",
+            "expiry": _rate(figures["expiry_rate"])}
+
+
 def health_line(figures: Mapping[str, Any]) -> str:
     """A queue's (or the policy's) health in one line: backlog, oldest open hold, p50 time to
     resolution, expiry rate."""
-    backlog, waits = figures["backlog"], figures["time_to_resolution"]
-    return (f"{backlog['open']:,} open, oldest {numbers.duration(backlog['oldest_age_seconds'])}; "
-            f"time to resolution p50 {numbers.duration(waits['p50_seconds'])} (n={waits['n']:,}); "
-            f"expiry rate {_rate(figures['expiry_rate'])}")
+    cells = health_cells(figures)
+    return (f"{cells['open']} open, oldest {cells['oldest']}; time to resolution p50 {cells['p50']}; "
+            f"expiry rate {cells['expiry']}")
 
 
 def _closed_lines(figures: Mapping[str, Any]) -> list[str]:
