@@ -9,6 +9,7 @@ import json
 import shutil
 from datetime import datetime, timezone
 
+import polars as pl
 import pytest
 
 from gate.holds import events as hold_events
@@ -17,6 +18,7 @@ from tests.workbench.hold_support import HoldWriter
 from tests.workbench.ledger_support import at
 from workbench.dataset import integrity
 from workbench.dataset.export import export_ledger
+from workbench.dataset.load import DatasetError as LoadError
 from workbench.dataset.load import holds_from_dataset, scan_table
 from workbench.dataset.location import open_location, read_manifest, write_manifest
 from workbench.dataset.schema import HOLD_TABLES
@@ -90,6 +92,9 @@ def test_the_export_lists_holds_and_hold_events_in_the_signed_manifest(writer, t
     # The hold events are the scope's signed chain, each event as stored.
     events = scan_table(root, "hold_events").sort("seq").collect()
     assert [json.loads(text) for text in events["event_json"]] == chain
+    # A decision's events, read back from the dataset, verify offline with the gate's keys.
+    mine = [json.loads(text) for text in events.filter(pl.col("decision_id") == held[0]["decision_id"])["event_json"]]
+    assert hold_events.hold_events_problems(held[0], mine, writer.signing.trust_anchors()) == []
     assert events.select("action", "vote", "outcome", "actor_kind", "actor").rows() == [
         ("vote", "approve", "approved", "api_key", "key_reviewer"),
         ("vote", "deny", "denied", "api_key", "key_reviewer"),
@@ -132,3 +137,15 @@ def test_a_dataset_without_hold_tables_loads_empty_and_its_next_export_backfills
     rows, _ = states(root, writer)
     assert sorted(rows) == sorted(r["decision_id"] for r in held)
     assert read_manifest(open_location(str(root)))["watermarks"]["acme"]["hold_seq"] == 3
+
+
+def test_a_changed_hold_file_refuses_the_dataset(writer, tmp_path):
+    seed(writer)
+    root = tmp_path / "ds"
+    export(writer, root, FIRST)
+    part = next((root / "holds").rglob("*.parquet"))
+    data = bytearray(part.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    part.write_bytes(bytes(data))
+    with pytest.raises(LoadError, match="does not match its sha256"):
+        states(root, writer)
