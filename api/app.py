@@ -50,6 +50,7 @@ from gate.services.holds import HoldService, HoldSweeper
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
+from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
 from workbench.reports import live as live_reports
 
@@ -126,6 +127,12 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing)
     events.on_attempt = record_webhook_attempt
     holds = HoldService(ledger, signing, service.clock)
+    holds.opener.inbox_base = service.pipeline.holds.inbox_base = settings.workbench_url
+    policy_alerts = PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
+                                       max_age_days=settings.policy_source_max_age_days,
+                                       release_alerts=release_service.guardrail_alerts)
+    scope_events = ScopeEventService(ledger, service.clock,
+                                     alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"])
     return GateRuntime(
         settings=settings,
         ledger=ledger,
@@ -134,10 +141,12 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         releases=release_service,
         events=events,
         holds=holds,
+        scope_events=scope_events,
         hold_sweeper=HoldSweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
-                              if settings.nats_url else None) if settings.events_dispatch else None,
+                              if settings.nats_url else None,
+                              tasks=(scope_events.run_due,)) if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
@@ -145,9 +154,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         replays=ReplayService(service),
         pilots=PilotService(ledger, service.clock),
         proof_metrics=ProofMetricsService(ledger),
-        policy_alerts=PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
-                                         max_age_days=settings.policy_source_max_age_days,
-                                         release_alerts=release_service.guardrail_alerts),
+        policy_alerts=policy_alerts,
     )
 
 

@@ -150,6 +150,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     # Events out (docs/events.md): a refused subscription change changes nothing.
     "EVENT_SUBSCRIPTION_INVALID": (400, "invalid_request"),
     "EVENT_TARGET_REFUSED": (400, "invalid_request"),
+    "EVENT_SETTINGS_INVALID": (400, "invalid_request"),
     "EVENT_SUBSCRIPTION_LIMIT": (409, "limit_reached"),
     "EVENT_SUBSCRIPTION_NOT_FOUND": (404, "not_found"),
     "EVENT_NOT_FOUND": (404, "not_found"),

@@ -24,6 +24,8 @@ but reached no verdict (its rulebook gave none), and it carries no `structuredCo
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from api.jsonio import dumps
@@ -74,12 +76,15 @@ def _valid_id(value: Any) -> bool:
 class McpEndpoint:
     """One MCP server: a name and the tools it exposes (one service, or all four)."""
 
-    def __init__(self, checks: PolicyCheckService, tools: tuple[str, ...], name: str, title: str) -> None:
+    def __init__(self, checks: PolicyCheckService, tools: tuple[str, ...], name: str, title: str,
+                 extra: Mapping[str, ExtraTool] | None = None) -> None:
         self.checks = checks
-        self.tools = tools
+        self.extra = dict(extra or {})
+        self.tools = tools + tuple(self.extra)
         self.name = name
         self.title = title
         self._tool_list = [tool_definition(checks, checks.spec_for_tool(tool)) for tool in tools]
+        self._tool_list += [tool.definition for tool in self.extra.values()]
 
     def handle(self, message: Any) -> tuple[int, dict[str, Any] | list | None]:
         """(HTTP status, JSON body or None for 202) for one parsed JSON-RPC message."""
@@ -151,6 +156,8 @@ class McpEndpoint:
         if not isinstance(name, str) or name not in self.tools:
             raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
         arguments = params.get("arguments", {})  # absent means none; `null` is refused as a non-object
+        if name in self.extra:
+            return self._extra_call(request_id, self.extra[name], arguments, params)
         try:
             structured = self.checks.check(name, arguments)
         except ArgumentsInvalid as invalid:
@@ -164,6 +171,27 @@ class McpEndpoint:
             "structuredContent": structured,
             "isError": False,
         })
+
+
+    def _extra_call(self, request_id: Any, tool: ExtraTool, arguments: Any, params: dict[str, Any]) -> dict[str, Any]:
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        try:
+            structured = tool.call(arguments, message)
+        except ValueError as invalid:
+            raise _InvalidParams(f"invalid arguments for {tool.definition['name']}: {invalid}") from invalid
+        except tool.refused as refused:
+            return self._result(request_id, {"content": [{"type": "text", "text": str(refused)}], "isError": True})
+        return self._result(request_id, {"content": [{"type": "text", "text": dumps(structured)}],
+                                         "structuredContent": structured, "isError": False})
+
+
+@dataclass(frozen=True)
+class ExtraTool:
+    """A tool beside the policy checks (the held action's wait, api.mcp_holds)."""
+
+    definition: dict[str, Any]
+    call: Callable[[Any, dict[str, Any]], dict[str, Any]]
+    refused: type[Exception]
 
 
 class _InvalidParams(Exception):

@@ -263,6 +263,14 @@ EVENT_ENDPOINTS: tuple[Endpoint, ...] = (
              True, {200: "{ok, subscription, attempts, succeeded, success_rate, latency_ms_p50, lag, last_failures}",
                     **_KEYED, 404: _NOT_FOUND},
              errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",)),
+    Endpoint("get", "/api/events/settings", "The scope's opt-in events: `decision_created` and the anomaly "
+             "report's schedule; needs `admin`.", True, {200: "{ok, settings}", **_KEYED}, errors=_ERRORS,
+             tags=("events",)),
+    Endpoint("put", "/api/events/settings", "State `{decision_created: bool, anomaly_every_seconds: null | "
+             "300-604800}`: every decision announced with its record, and the anomaly report run on a schedule "
+             "(each anomaly announced once until it clears). Needs `admin`.", True,
+             {200: "{ok, settings}", 400: "malformed settings", **_KEYED, 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID",), tags=("events",)),
     Endpoint("get", "/api/events", "The scope's outbox in order: CloudEvents after `after` (a seq), at most "
              "`limit` (1 to 500).", True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED},
              errors=_ERRORS + ("REQUEST_INVALID",),
@@ -286,10 +294,13 @@ HOLD_ENDPOINTS: tuple[Endpoint, ...] = (
              "approved, denied, expired, closed, all), `queue`, `limit` (1-500), `offset`.", True,
              {200: "{ok, holds, count, total, counts}", 400: "bad query", 401: "missing or invalid key"},
              errors=AUTH_ERRORS + ("REQUEST_INVALID",),
-             query=(("state", "string", "open (default), approved, denied, expired, closed or all"),
+             query=(("state", "string", "open (default), approved, denied, expired, closed or all",
+                     {"type": "string", "enum": ["open", "approved", "denied", "expired", "closed", "all"]}),
                     ("queue", "string", "one queue only"),
-                    ("limit", "integer", "at most this many (default 50, at most 500)"),
-                    ("offset", "integer", "skip this many")), tags=("holds",)),
+                    ("limit", "integer", "at most this many (default 50, at most 500)",
+                     {"type": "integer", "minimum": 1, "maximum": 500}),
+                    ("offset", "integer", "skip this many", {"type": "integer", "minimum": 0, "maximum": 1_000_000})),
+             tags=("holds",)),
     Endpoint("get", "/api/holds/policy", "The scope's hold policy: queues (deadline, quorum, members, "
              "justification, escalation), routes by policy and rule, four eyes.", True,
              {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",)),
@@ -313,7 +324,7 @@ HOLD_ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("post", _HOLD + "/unclaim", "Release one's own claim.", True, _STEP_ANSWERS,
              errors=_HOLD_STEP_ERRORS, tags=("holds",)),
     Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}`.", True, _STEP_ANSWERS,
-             errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+             errors=_HOLD_STEP_ERRORS, request_body="HoldReassign", tags=("holds",)),
     Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now.", True,
              _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",)),
     Endpoint("get", "/api/decision/{decision_id}/resolution", "The held decision's state and, once closed, its "
@@ -322,7 +333,8 @@ HOLD_ENDPOINTS: tuple[Endpoint, ...] = (
              {200: "{ok, decision_id, state, approved, resolution, hold}", 400: "bad wait",
               401: "missing or invalid key", 404: "no hold for this decision in this scope"},
              errors=_HOLD_ERRORS + ("REQUEST_INVALID",),
-             query=(("wait", "integer", "seconds to wait for the close (0 to 30)"),), tags=("holds",)),
+             query=(("wait", "integer", "seconds to wait for the close (0 to 30)",
+                     {"type": "integer", "minimum": 0, "maximum": 30}),), tags=("holds",)),
 )
 
 # Issue 11: operational routes (docs/operations.md).
@@ -631,8 +643,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint(
         "get", "/api/decision/{decision_id}/packet",
-        "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs and the audit-chain "
-        "excerpt with its inclusion proof and signed checkpoint. Never partial: 503 when a source cannot be read.",
+        "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs, a held decision's signed "
+        "hold events and the audit-chain excerpt with its inclusion proof and signed checkpoint. Never partial: 503 "
+        "when a source cannot be read.",
         True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
                404: "not in scope", 409: "the stored chain head contradicts its links or nodes",
                503: "a packet source cannot be read"},
@@ -651,8 +664,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              {200: "endpoint metadata"}, tags=("verification",)),
     Endpoint(
         "post", "/api/decision/packet/verify",
-        "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, report "
-        "hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never trusted.",
+        "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, hold events, "
+        "report hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never "
+        "trusted.",
         False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",),
     ),
@@ -932,6 +946,13 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"default_queue": {"type": "string"}, "four_eyes": {"type": "boolean"},
                        "queues": {"type": "object", "additionalProperties": {"type": "object"}},
                        "routes": {"type": "array", "items": {"type": "object"}}},
+        "additionalProperties": False,
+    },
+    "HoldReassign": {
+        "type": "object",
+        "required": ["queue"],
+        "properties": {"queue": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"},
+                       "note": {"type": "string", "maxLength": 2000}},
         "additionalProperties": False,
     },
     "HoldResolution": {

@@ -38,6 +38,7 @@ class GateRuntime:
     events: Any = None  # gate.services.events.EventService
     dispatcher: Any = None  # gate.services.events.Dispatcher, started by `gate serve` in each worker
     holds: Any = None  # gate.services.holds.HoldService
+    scope_events: Any = None  # gate.services.scope_events.ScopeEventService
     hold_sweeper: Any = None  # gate.services.holds.HoldSweeper, started by `gate serve` in each worker
 
     def wake_dispatcher(self) -> None:

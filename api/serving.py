@@ -43,6 +43,7 @@ misconfigured.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import gc
@@ -65,6 +66,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from api.bodies import ClientTooSlow
 from api.errors import error_body
 from api.jsonio import dumps
+from api.parking import PARKED, Parked, ParkingLot
 
 log = logging.getLogger("gate.serve")
 
@@ -180,6 +182,13 @@ class GateWorker(ThreadWorker):
         gate_runtime = getattr(self.wsgi, "extensions", {}).get("gate")
         if gate_runtime is not None and gate_runtime.dispatcher is not None:
             gate_runtime.dispatcher.start()
+        if gate_runtime is not None and gate_runtime.hold_sweeper is not None:
+            gate_runtime.hold_sweeper.start()  # held actions expire and escalate on time (docs/holds.md)
+        if gate_runtime is not None and gate_runtime.holds is not None:
+            # Long-polls for a hold's resolution wait here, not in a thread (api.parking).
+            self.parking = ParkingLot(gate_runtime.holds.holds.closed_among, self.resume_parked, lambda: self.alive)
+            gate_runtime.holds.on_closed(self.parking.wake)
+            self.wsgi = self.parking.wrap(self.wsgi)
         # What exists now (the app, its imports, its caches as built) lives as long as the
         # worker: the collector's full passes need not walk it again on every request's time.
         gc.freeze()
@@ -276,6 +285,30 @@ class GateWorker(ThreadWorker):
         waiting = getattr(getattr(self.tpool, "_work_queue", None), "qsize", None)
         return waiting is None or waiting() > 0
 
+    def _keepalive_after(self, conn, keepalive):
+        return PARKED if keepalive is PARKED else super()._keepalive_after(conn, keepalive)
+
+    def finish_request(self, conn, fs):
+        if not fs.cancelled() and fs.exception() is None and fs.result() is PARKED:
+            return  # the parking lot holds the connection (still counted in nr_conns)
+        super().finish_request(conn, fs)
+
+    def resume_parked(self, conn, req, body) -> None:
+        """From the parking thread: answer a parked request on a pool thread, then carry on
+        with the connection as after any answer (keep-alive or close)."""
+        future = self.tpool.submit(self._serve_parked, conn, req, body)
+        future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
+
+    def _serve_parked(self, conn, req, body):
+        try:
+            with self.parking.resumed(body) if self.parking is not None else contextlib.nullcontext():
+                return self._keepalive_after(conn, self.handle_request(req, conn))
+        except OSError:  # the waiting client left: nothing to answer
+            return False
+        except Exception as exc:  # noqa: BLE001 - answered as gunicorn answers any handler error
+            self.handle_error(req, conn.sock, conn.client, exc)
+            return False
+
     def _handle_one(self, conn):
         if isinstance(conn.sock, DeadlineSocket):
             conn.sock.arm(self.read_timeout)  # SECURITY: one request, one bounded read
@@ -285,8 +318,16 @@ class GateWorker(ThreadWorker):
             if isinstance(conn.sock, DeadlineSocket):
                 conn.sock.disarm()
 
+    parking: ParkingLot | None = None
+
     def handle_request(self, req, conn):
-        keep_alive = super().handle_request(req, conn)
+        try:
+            keep_alive = super().handle_request(req, conn)
+        except Parked as parked:
+            if self.parking is None:  # pragma: no cover - only a lot's wrapper raises it
+                raise
+            self.parking.hold(conn, req, parked)  # answered later by resume_parked; no thread waits
+            return PARKED
         sock = conn.sock
         expired = isinstance(sock, DeadlineSocket) and sock.expired
         close = isinstance(sock, DeadlineSocket) and sock.close_after_response

@@ -1,13 +1,16 @@
-"""A decide's cost with one webhook subscription delivering, against none, in one run (issue 44).
+"""A decide's cost with one webhook subscription delivering, and with the scope mirrored
+(`decision.created` for every decision, delivered too), against none, in one run (issue 44).
 
 One process builds the app over a new SQLite ledger (group commit on, as `gate serve` runs it) with
 its event dispatcher thread running (as in every `gate serve` worker), and a receiver in another
 process on loopback. A background thread moves a release (shadow, halt, …) about 20 times a second
 throughout, so events are written in every round. Rounds alternate: the subscription disabled
-("none") and enabled ("subscribed", the dispatcher posting each event, signed, to the receiver);
+("none"), enabled ("subscribed", the dispatcher posting each event, signed, to the receiver) and
+enabled with the scope opted in to `decision.created` ("mirrored": one more outbox row per decide,
+with the record, written in the writer's batch, and one more delivery);
 each round sends `--decides` decides from 8 caller threads through the Flask test client and reads
 the process's CPU time (every thread: callers, the ledger's writer, the dispatcher). Reported: CPU
-per decide and decides per second of each round, the ratio subscribed / none per pair of rounds,
+per decide and decides per second of each round, the ratios subscribed / none and mirrored / none,
 and the 1-minute load average beside each round.
 
     .venv/bin/python benchmarks/bench_events.py [--decides 1500] [--rounds 3]
@@ -121,17 +124,24 @@ def main() -> int:
         rows = []
         for _ in range(args.rounds):
             pair = {}
-            for mode, status in (("none", "disabled"), ("subscribed", "active")):
+            for mode, status, mirrored in (("none", "disabled", False), ("subscribed", "active", False),
+                                           ("mirrored", "active", True)):
                 client.patch(f"/api/events/subscriptions/{sub}", json={"status": status}, headers=headers)
+                client.put("/api/events/settings", json={"decision_created": mirrored, "anomaly_every_seconds": None},
+                           headers=headers)
+                time.sleep(2.1)  # the decide path reads the opt-ins at most every 2 s
                 pair[mode] = _round(app, headers, request, args.decides)
             pair["cpu_ratio"] = round(pair["subscribed"]["cpu_ms_per_decide"] / pair["none"]["cpu_ms_per_decide"], 3)
             pair["rate_ratio"] = round(pair["subscribed"]["decides_per_s"] / pair["none"]["decides_per_s"], 3)
+            pair["mirrored_cpu_ratio"] = round(
+                pair["mirrored"]["cpu_ms_per_decide"] / pair["none"]["cpu_ms_per_decide"], 3)
             rows.append(pair)
             print(json.dumps(pair))
         stop.set()
         dispatcher.stop()
         report = client.get(f"/api/events/subscriptions/{sub}/deliveries", headers=headers).get_json()
         summary = {"rounds": rows, "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in rows),
+                   "median_mirrored_cpu_ratio": statistics.median(r["mirrored_cpu_ratio"] for r in rows),
                    "median_rate_ratio": statistics.median(r["rate_ratio"] for r in rows),
                    "deliveries": {"attempts": report["attempts"], "succeeded": report["succeeded"]}}
         print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}))

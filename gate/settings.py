@@ -146,6 +146,7 @@ class Settings:
     nats_stream: str = "GATE_EVENTS"
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
     hold_sweep_ms: int = 1000
+    workbench_url: str | None = None  # where people open the workbench: hold events link to the Inbox
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -198,6 +199,7 @@ class Settings:
             events_interval_ms=_whole(env.get("GATE_EVENTS_INTERVAL_MS", "1000"), "GATE_EVENTS_INTERVAL_MS",
                                       50, 3_600_000),
             hold_sweep_ms=_whole(env.get("GATE_HOLD_SWEEP_MS", "1000"), "GATE_HOLD_SWEEP_MS", 50, 3_600_000),
+            workbench_url=_http_url(env.get("GATE_WORKBENCH_URL"), "GATE_WORKBENCH_URL"),
         )
 
     def with_(self, **changes: Any) -> Settings:
@@ -235,6 +237,15 @@ def _whole(value: str, name: str, low: int, high: int) -> int:
     if not low <= number <= high:
         raise SettingsError(f"{name} must be a whole number from {low} to {high}, not {value!r}")
     return number
+
+
+def _http_url(value: str | None, name: str) -> str | None:
+    """An http(s) address of at most 500 printable characters, or None when unset."""
+    if not value:
+        return None
+    if not value.startswith(("http://", "https://")) or len(value) > 500 or not value.isprintable() or " " in value:
+        raise SettingsError(f"{name} must be an http:// or https:// address")
+    return value
 
 
 def _seconds(value: str, name: str) -> float:

@@ -6,10 +6,13 @@ build the parser), so the command modules and the entry point form no circle.
 
 from __future__ import annotations
 
+import getpass
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.clock import SystemClock, iso_ms
+from gate.principals import Principal
 from gate.settings import Settings
 
 if TYPE_CHECKING:
@@ -18,6 +21,24 @@ if TYPE_CHECKING:
 
 class CliError(Exception):
     """An expected condition a command cannot get past: one line on stderr, exit status 2."""
+
+
+# The local operator holds the signing key and the ledger: every right (the two-person rule of
+# releases and the four eyes of held actions aside: those compare principals, not rights).
+OPERATOR_PERMISSIONS = frozenset({"decide", "publish", "release", "approve", "resolve", "admin"})
+
+
+def operator() -> Principal:
+    """The local operator: the login of the process's real user id (never a typed name, nor the
+    LOGNAME/USER environment variables `getpass.getuser` would read first: setting one must not
+    make a second person); `getpass.getuser` where there are no POSIX user ids."""
+    try:
+        import pwd
+
+        login = pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        login = getpass.getuser()
+    return Principal.operator(login)
 
 
 def load_settings() -> Settings:

@@ -1,5 +1,5 @@
-"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, rulebook, dry-run, workbench,
-conformance, migration, checkpoint.
+"""The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, release, events, holds,
+rulebook, dry-run, workbench, conformance, migration, checkpoint.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages (the
@@ -31,6 +31,7 @@ from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, apply_everywhere
+from gate_cli.holds_cmd import add_holds_parser
 from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
@@ -261,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_keys_parser(sub)
     # Each other subcommand family lives in its own module and adds its own parser.
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
-                add_events_parser,
+                add_events_parser, add_holds_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
                 add_checkpoint_parser):
         add(sub)

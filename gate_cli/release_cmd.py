@@ -21,20 +21,15 @@ as an operator in every signed event: approvals still need a second principal.
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import re
 import sys
 from typing import Any
 
-from gate.principals import Principal
-from gate_cli.context import CliError, load_settings, open_ledger
+from gate_cli.context import OPERATOR_PERMISSIONS, CliError, load_settings, open_ledger, operator
 from workbench.reports.numbers import rate, rate_interval
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
-# The local operator holds the signing key and the ledger: every right, the two-person rule aside.
-OPERATOR_PERMISSIONS = frozenset({"decide", "publish", "release", "approve", "admin"})
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -183,19 +178,6 @@ def _run(args, releases) -> int:
         print(status_text({"rulebook_id": args.rulebook_id, "state": state.to_json(), "history": [],
                            "comparison": {"shadow": None, "canary": None}}))
     return 0
-
-
-def operator() -> Principal:
-    """The local operator: the login of the process's real user id (never a typed name, nor the
-    LOGNAME/USER environment variables `getpass.getuser` would read first: setting one must not
-    make a second person); `getpass.getuser` where there are no POSIX user ids."""
-    try:
-        import pwd
-
-        login = pwd.getpwuid(os.getuid()).pw_name
-    except (ImportError, KeyError):
-        login = getpass.getuser()
-    return Principal.operator(login)
 
 
 def _policy(args, releases) -> int:

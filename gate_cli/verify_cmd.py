@@ -7,6 +7,8 @@ environment variable holding the HMAC secret). Without any of them only integrit
 and the exit code is non-zero, because authenticity is unproven.
 `--checkpoints FILE` (a witness's checkpoint log) also checks that a packet's chain is at least
 as long as, and extends, the newest checkpoint held for it (docs/verification.md §7.4).
+`--hold-history FILE` (or FILE itself, when it is one) checks a scope's whole hold chain
+(`hold_history_v1`, GET /api/holds/history; `gate.holds.history`).
 Exit codes: 0 verified, 1 verification failed, 2 unusable input (unreadable file, bad key).
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.errors import GateError
+from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.releases.events import verify_history
@@ -34,7 +37,8 @@ from gate_cli.packet_report import is_packet, packet_report
 
 def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="verify an exported Decision Record or Decision Packet offline")
-    p.add_argument("file", help="the exported record or packet (JSON)")
+    p.add_argument("file", nargs="?", default=None,
+                   help="the exported record, packet or history (JSON); required unless --hold-history")
     p.add_argument("--key-registry", help="receipt key registry: a URL or a saved JSON file (default: none; without any trusted key "
                                            "only integrity is checked)")
     p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key (default: none)")
@@ -42,6 +46,10 @@ def add_verify_parser(sub) -> None:
     p.add_argument("--input", help="the original request body (JSON), checked against input_hash (default: not checked)")
     p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`): a packet's chain must "
                                          "be at least as long as, and extend, the newest checkpoint held for it (default: none)")
+    p.add_argument("--hold-history", default=None,
+                   help="a scope's hold chain (hold_history_v1, GET /api/holds/history) to check instead of FILE: "
+                        "every event's seq, link, hash and signature, each policy it sets, each hold's closing "
+                        "rules (default: none)")
     p.add_argument("--json", action="store_true", help="print the verification result as JSON")
     p.set_defaults(func=cmd_verify)
 
@@ -122,13 +130,25 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
+def _input_file(args) -> tuple[str, str]:
+    """The one file to check and what it is called: FILE, or the --hold-history file."""
+    if (args.file is None) == (args.hold_history is None):
+        raise GateError("VERIFY_INPUT_UNREADABLE", "give one file: FILE or --hold-history FILE")
+    if args.hold_history is not None and (args.input or args.checkpoints):
+        raise GateError("VERIFY_INPUT_UNREADABLE", "--input and --checkpoints do not apply to a hold history")
+    return (args.file, "record") if args.file is not None else (args.hold_history, "hold history")
+
+
 def cmd_verify(args) -> int:
     try:
-        record = _read_json(args.file, "record")
+        path, what = _input_file(args)
+        record = _read_json(path, what)
         original = _read_json(args.input, "input") if args.input else None
         anchors = load_anchors(args)
         if not isinstance(record, dict):
-            raise GateError("VERIFY_INPUT_UNREADABLE", f"{args.file} does not hold a JSON object")
+            raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} does not hold a JSON object")
+        if args.hold_history is not None or "hold_history_version" in record:
+            return _verify_hold_history(record, anchors, args.json)
         if record.get("release_history_version") is not None:
             return _verify_release_history(record, anchors, args.json)
         packet = is_packet(record)
@@ -180,3 +200,25 @@ def _policy_delta(change: dict) -> str:
     before, after = change.get("policy_before") or {}, change.get("policy_after") or {}
     moved = [f"{name}: {before.get(name)!r} -> {after.get(name)!r}" for name in after if before.get(name) != after.get(name)]
     return "; ".join(moved) or "no member changed"
+
+
+def _verify_hold_history(document: dict, anchors: TrustAnchors, as_json: bool) -> int:
+    """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key."""
+    check = verify_hold_history(document, anchors)
+    if as_json:
+        print(json.dumps(check.to_json(), indent=2))
+        return 0 if check.verified else 1
+    closed = ", ".join(f"{outcome} {count}" for outcome, count in check.closed.items())
+    print(f"hold history of scope {str(document.get('scope_hash'))[:16]}…: "
+          f"{'VERIFIED' if check.verified else 'NOT VERIFIED'} ({check.events} events"
+          + (f"; holds closed: {closed}" if closed else "") + f"; {len(check.policy_changes)} policy changes)")
+    print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
+    print(f"  authenticity {'valid' if check.verified else 'INVALID' if not check.valid else 'NOT PROVEN (no trusted key)'}")
+    for change in check.policy_changes:
+        policy = change.get("policy") or {}
+        print(f"  policy event {change['seq']} {change['created_at']} by {change['actor']}"
+              f" ({(change.get('principal') or {}).get('kind')}): queues {', '.join(sorted(policy.get('queues') or {}))};"
+              f" default {policy.get('default_queue')}; four eyes {'on' if policy.get('four_eyes') else 'off'}")
+    for problem in check.problems:
+        print(f"  {problem}")
+    return 0 if check.verified else 1

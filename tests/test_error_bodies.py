@@ -100,6 +100,7 @@ CASES = {
     "EVENT_TARGET_REFUSED": lambda c: _events_call(c, "post", "/api/events/subscriptions",
                                                    {"url": "http://169.254.169.254/latest"}),
     "EVENT_SUBSCRIPTION_LIMIT": lambda c: _subscription_limit(c),
+    "EVENT_SETTINGS_INVALID": lambda c: _events_call(c, "put", "/api/events/settings", {"decision_created": 1}),
     "EVENT_SUBSCRIPTION_NOT_FOUND": lambda c: _events_call(c, "get", "/api/events/subscriptions/sub_nope", None),
     "EVENT_NOT_FOUND": lambda c: _events_call(c, "post", f"/api/events/subscriptions/{_loopback_sub(c)}/replay",
                                               {"seq": 5}),

@@ -10,6 +10,7 @@ from flask import Blueprint, request
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
 from api.jsonio import read_json
+from api.routes.releases import principal_of
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.services.decide import Caller
@@ -109,6 +110,24 @@ def deliveries(caller: Caller, subscription_id: str):
         return json_response(200, {"ok": True, **_events().deliveries(caller.scope, subscription_id)})
     except GateError as error:
         return _refused(error)
+
+
+@bp.route("/api/events/settings", methods=["GET", "PUT"])
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(WEIGHT)
+def settings(caller: Caller):
+    """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin)."""
+    try:
+        require(caller, "admin")
+        service = runtime().scope_events
+        if request.method == "GET":
+            return json_response(200, {"ok": True, "settings": service.settings(caller.scope)})
+        body = read_json(request, runtime().settings.max_body_bytes)
+        view = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
+    except GateError as error:
+        return _refused(error)
+    runtime().wake_dispatcher()
+    return json_response(200, {"ok": True, "settings": view})
 
 
 @bp.get("/api/events")

@@ -12,6 +12,7 @@ from flask import Blueprint, request
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
 from api.jsonio import read_json
+from api.parking import PARK
 from api.query import int_arg
 from api.routes.releases import principal_of
 from api.runtime import keyed, runtime
@@ -25,7 +26,7 @@ READ_WEIGHT = Weight(base=2)
 ACTION_WEIGHT = Weight(base=2)
 MAX_WAIT_SECONDS = 30
 MAX_PAGE = 500
-PARK = "gate.park"  # set by the served worker (api.serving): a long-poll then holds no thread
+_IN_THREAD = object()  # no parking offered (the test client, the development server)
 
 
 def _refused(error: GateError):
@@ -136,12 +137,12 @@ def resolution(caller: Caller, decision_id: str):
         wait = int_arg("wait", low=0, high=MAX_WAIT_SECONDS, default=0) or 0
         service = _holds()
         answer = service.resolution(caller.scope, decision_id)
-        if answer["state"] == "open" and wait > 0:
-            park = request.environ.get(PARK)
-            if park is not None and park(decision_id, float(wait)):
+        if answer["state"] == "open" and wait > 0 and request.environ.get(PARK, _IN_THREAD) is not None:
+            # None: this is the parked request's resumed run, which answers the state as it is now.
+            park = request.environ.get(PARK, _IN_THREAD)
+            if park is not _IN_THREAD and park(decision_id, float(wait)):
                 return json_response(202, {"ok": True, "parked": True})  # never sent: the worker answers later
-            if park is None:
-                answer = service.wait_closed(caller.scope, decision_id, float(wait))
+            answer = service.wait_closed(caller.scope, decision_id, float(wait))  # no parking here (or lot full)
         return json_response(200, answer)
     except GateError as error:
         return _refused(error)

@@ -39,7 +39,8 @@ PACKET_VERIFY_DESCRIPTION = {
     "steps": [
         "packet_hash over the canonical packet without packet_hash",
         "the embedded record's hashes, bundle hash and signatures",
-        "execution, outcome and CRM sync hashes against the record's ids, hashes and action binding",
+        ("execution, outcome and CRM sync hashes against the record's ids, hashes and action binding; a held "
+         "decision's hold events: hashes, binding, order, closing rules and signatures"),
         ("intelligence report hashes; retained audit-chain links, the RFC 6962 inclusion proof and "
          "the signed checkpoint"),
     ],
@@ -113,6 +114,8 @@ def export_packet(caller: Caller, decision_id: str):
             raise PacketSourceError("the decision's audit chain link cannot be read")
         consistency = _consistency_from(rt, chain, consistency_from)
         record = json.loads(stored.record_json)
+        # A held decision's signed hold events (issue 43), oldest first: none, no member.
+        hold_events = rt.holds.holds.events_of(caller.scope, decision_id)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
             # The policy reports of the caller's scope, by the report endpoints' engines.
@@ -130,6 +133,7 @@ def export_packet(caller: Caller, decision_id: str):
             policy_intelligence=intelligence,
             receipt_head=receipt_head,
             consistency=consistency,
+            hold_events=hold_events,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.

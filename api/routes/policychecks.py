@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask, Response, current_app, request
 
+from api import mcp_holds
 from api.client_limits import client_limit, hit_client_limit
 from api.errors import error_response, json_response
 from api.jsonio import dumps, read_json
@@ -29,6 +30,7 @@ from api.mcp import (
     PARSE_ERROR,
     PROTOCOL_VERSIONS,
     RATE_LIMITED,
+    ExtraTool,
     McpEndpoint,
     error_message,
 )
@@ -153,12 +155,12 @@ def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
     app.extensions["policychecks"] = service or PolicyCheckService(clock=gate_clock)
     endpoints: dict[str, McpEndpoint] = {}
 
-    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str):
+    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str, extra: dict[str, ExtraTool] | None = None):
         def factory() -> McpEndpoint:
             current = current_app.extensions["policychecks"]
             cached = endpoints.get(key)
             if cached is None or cached.checks is not current:
-                cached = endpoints[key] = McpEndpoint(current, tools, name, title)
+                cached = endpoints[key] = McpEndpoint(current, tools, name, title, extra)
             return cached
 
         return factory
@@ -166,7 +168,9 @@ def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
     app.register_blueprint(bp)
     app.register_blueprint(_mcp_blueprint(
         "mcp_all", None, endpoint("all", tuple(s.tool for s in CHECKS), "decision-gate-policy-checks",
-                                  "Decision Gate policy checks")))
+                                  "Decision Gate policy checks",
+                                  {mcp_holds.TOOL: ExtraTool(mcp_holds.DEFINITION, mcp_holds.call,
+                                                             mcp_holds.ToolRefused)})))
     for spec in CHECKS:
         app.register_blueprint(_mcp_blueprint(
             f"mcp_{spec.service}", MCP_PREFIXES[spec.service],

@@ -41,6 +41,9 @@ EVENT_TYPES: dict[str, str] = {
     "hold.claimed": "a reviewer claimed a hold",
     "hold.unclaimed": "a reviewer released a claimed hold",
     "hold.policy_changed": "the scope's hold policy changed (a signed step of its hold chain)",
+    "decision.created": "a decision was stored (opt-in per scope): its full record, for those who mirror the ledger",
+    "anomaly.detected": "the scope's scheduled anomaly report found an anomaly (announced once until it clears)",
+    "anomaly.cleared": "an anomaly announced before is no longer in the scope's scheduled report",
 }
 
 

@@ -29,6 +29,7 @@ from gate.principals import Principal
 from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal, signature_payload
 from gate.verify.anchors import TrustAnchors
 from gate.verify.signatures import signature_holds
+from gate.vocabulary import SIG_HMAC_SHA256
 
 HOLD_EVENT_VERSION = "hold_event_v1"
 HOLD_HISTORY_VERSION = "hold_history_v1"
@@ -86,17 +87,33 @@ def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: s
     return event
 
 
-def _signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """SECURITY: the stated `public_key_fingerprint` names the trusted key that checks the
+    signature (an HMAC signature states none), so no member of a signed event is left free to
+    edit once a key is trusted (docs/verification.md §2.3 checks a record's the same way)."""
+    stated = event.get("public_key_fingerprint")
+    if event.get("signature_algorithm") == SIG_HMAC_SHA256:
+        return None if stated is None else "an HMAC signature states no public_key_fingerprint"
+    key = anchors.select_ed25519(event.get("key_id"), stated)
+    if key is None or not isinstance(stated, str) or stated not in key.fingerprints:
+        return "public_key_fingerprint does not name the trusted key"
+    return None
+
+
+def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """The event's signature by a trusted key, over canon({event_hash, key_id}), and the key's
+    fingerprint; None when both hold."""
     payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
     held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
                            event.get("public_key_fingerprint"), event.get("signature"), payload)
     if held is True:
-        return None
+        return fingerprint_problem(event, anchors)
     return "signature fails" if held is False else "signature has no trusted key"
 
 
-def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
-    """One event of a decision's hold, alone: its members, content hash, signature and binding."""
+def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors | None) -> list[str]:
+    """One event of a decision's hold, alone: its members, content hash, signature and binding
+    (`anchors` None: everything but the signature, which a caller then checks on its own)."""
     if not isinstance(event, Mapping):
         return ["a hold event must be a JSON object"]
     problems = []
@@ -108,7 +125,7 @@ def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors)
         problems.append(f"hold_event_version must be {HOLD_EVENT_VERSION}")
     if event.get("event_hash") != event_hash(event):
         problems.append("event_hash does not match its content (tampered)")
-    signature = _signature_problem(event, anchors)
+    signature = signature_problem(event, anchors) if anchors is not None else None
     if signature is not None:
         problems.append(signature)
     for name in ("decision_id", "record_hash"):
@@ -156,7 +173,7 @@ def _close_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
     closing = [i for i, e in enumerate(events) if e.get("outcome") is not None]
     if not closing:
         return []
-    if len(closing) > 1 or closing[0] != len(events) - 1:
+    if closing[0] != len(events) - 1:  # a second close would come after the first
         return ["a hold closes once, with its last event"]
     last = events[-1]
     outcome, action = last.get("outcome"), last.get("action")
@@ -167,8 +184,10 @@ def _close_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
-def hold_events_problems(record: Mapping[str, Any], events: Sequence[Any], anchors: TrustAnchors) -> list[str]:
-    """Every problem of a decision's hold events (oldest first), or [] when they verify offline."""
+def hold_events_problems(record: Mapping[str, Any], events: Sequence[Any], anchors: TrustAnchors | None) -> list[str]:
+    """Every problem of a decision's hold events (oldest first), or [] when they verify offline.
+    With `anchors` None the signatures are left out (integrity and the closing rules only): the
+    packet verifier checks them as authenticity, the hold history along its chain."""
     problems = []
     for index, event in enumerate(events):
         problems += [f"hold_events[{index}]: {p}" for p in event_problems(event, record, anchors)]

@@ -31,7 +31,7 @@ from gate.errors import GateError
 QUORUMS = ("any", "two", "all")
 PRIORITIES = ("low", "normal", "high", "urgent")  # ascending urgency; the inbox sorts urgent first
 DEFAULT_QUEUE = "default"
-DEADLINE_RANGE = (60, 30 * 86_400)
+DEADLINE_RANGE = (5, 30 * 86_400)  # an agent's tool call may wait seconds; a deal desk, weeks
 MAX_QUEUES = 50
 MAX_ROUTES = 200
 MAX_MEMBERS = 50

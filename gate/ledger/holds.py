@@ -41,12 +41,12 @@ class Page:
     total: int
 
 
-def announce_opened(connection: Connection, row: Mapping[str, Any]) -> None:
+def announce_opened(connection: Connection, row: Mapping[str, Any], inbox_url: str | None = None) -> None:
     """`hold.opened` in the decide's own transaction (the hold row is inserted beside it)."""
     append_event(connection, row["scope"], "hold.opened", row["decision_id"], row["opened_at"], {
         "decision_id": row["decision_id"], "record_hash": row["record_hash"], "queue": row["queue"],
         "priority": row["priority"], "deadline_at": row["deadline_at"], "policy_id": row["policy_id"],
-        "rule_id": row["rule_id"], "reason_code": row["reason_code"]})
+        "rule_id": row["rule_id"], "reason_code": row["reason_code"], "inbox_url": inbox_url})
 
 
 class HoldLedger:
@@ -149,6 +149,29 @@ class HoldLedger:
             for r in connection.execute(escalation).mappings().all():
                 rows.setdefault(r["decision_id"], dict(r))
         return list(rows.values())
+
+    def closed_like(self, scope: str, policy_id: str | None, rule_id: str | None, *, limit: int,
+                    excluding: str | None = None) -> list[dict[str, Any]]:
+        """The scope's newest `limit` closed holds of one policy and rule, newest first (the
+        candidates of `gate.holds.similar`); `excluding` leaves one decision out."""
+        where = [holds.c.scope == scope, holds.c.state.in_(["approved", "denied", "expired"]),
+                 holds.c.policy_id.is_(None) if policy_id is None else holds.c.policy_id == policy_id,
+                 holds.c.rule_id.is_(None) if rule_id is None else holds.c.rule_id == rule_id]
+        if excluding is not None:
+            where.append(holds.c.decision_id != excluding)
+        query = (select(holds).where(*where).order_by(holds.c.opened_at.desc(), holds.c.decision_id.desc())
+                 .limit(limit))
+        with self.ledger.read() as connection:
+            return [dict(r) for r in connection.execute(query).mappings().all()]
+
+    def events_at(self, scope: str, seqs: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The scope's hold events at these positions, by seq (a closed hold's `resolution_seq`)."""
+        if not seqs:
+            return {}
+        query = select(hold_events.c.seq, hold_events.c.event_json).where(
+            hold_events.c.scope == scope, hold_events.c.seq.in_(list(seqs)))
+        with self.ledger.read() as connection:
+            return {int(r[0]): json.loads(r[1]) for r in connection.execute(query).all()}
 
     def closed_among(self, decision_ids: Sequence[str]) -> set[str]:
         """Which of these held decisions are no longer open (what long-polls wait for)."""

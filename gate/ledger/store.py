@@ -498,16 +498,20 @@ class Ledger:
         if snapshot is not None:
             self._bind_snapshot(connection, snapshot)
         for item in extra:  # rows that live or die with the decision (its release row, its hold)
-            if callable(item):
-                item(connection)
-            else:
+            if not callable(item):
                 connection.execute(insert(item[0]).values(**item[1]))
+        after = [item for item in extra if callable(item)]  # outbox events: after the record is sealed
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
-            return self._append_store_charge_pg(connection, chain, head, row, charge)
+            used = self._append_store_charge_pg(connection, chain, head, row, charge)
+            for announce in after:
+                announce(connection)
+            return used
         if chain is not None and head is not None:
             row = self._append_link(connection, chain, head, row)
         self._insert(connection, ("decision", *row), _INSERT_DECISION, row, tuple(row))
+        for announce in after:
+            announce(connection)
         return self._charge(connection, charge) if charge else None
 
     def _insert(self, connection: Connection, key: Any, statement: Any, row: dict[str, Any],

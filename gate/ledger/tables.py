@@ -467,3 +467,28 @@ hold_events = Table(
     Index("ix_hold_events_decision", "decision_id", "seq"),
     Index("ix_hold_events_scope_action", "scope", "action", "seq"),
 )
+
+# Per-scope event settings (docs/events.md, "Opt-in events"): `decision.created` for every
+# decision, and the schedule of the scope's anomaly report whose findings become events.
+event_settings = Table(
+    "event_settings",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("decision_created", Integer, nullable=False),
+    Column("anomaly_every_seconds", Integer, nullable=True),
+    Column("anomaly_next_at", String(32), nullable=True),
+    Column("updated_at", String(32), nullable=False),
+    Column("updated_by", String(600), nullable=False),
+)
+
+# The anomalies a scope's scheduled report has announced and not yet seen cleared: one
+# `anomaly.detected` per anomaly until it is gone from the report (`anomaly.cleared`).
+anomaly_alerts = Table(
+    "anomaly_alerts",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("anomaly_key", String(64), primary_key=True),
+    Column("first_seen", String(32), nullable=False),
+    Column("last_seen", String(32), nullable=False),
+    Column("summary_json", Text, nullable=False),
+)

@@ -20,8 +20,9 @@ receipt signature and (when a chain is present) the checkpoint signature are pro
 
 What is proven (docs/verification.md §8.3). The packet is not signed as a whole. Authentic
 against trusted keys: the record (receipt signature) and its leaf at `record_position` in the
-signed tree of `chain_size` leaves (inclusion proof + checkpoint). Intact and consistent but
-unkeyed (anyone rewriting a packet can recompute them): `packet_hash`, receipt and report hashes,
+signed tree of `chain_size` leaves (inclusion proof + checkpoint). A held decision's hold events
+(`hold_events`) are each authentic against trusted keys and bound to the record. Intact and
+consistent but unkeyed (anyone rewriting a packet can recompute them): `packet_hash`, receipt and report hashes,
 the window's rolling links and head. Every member is covered by some check besides
 `packet_hash`, except these export claims, checked only for form and consistency: `exported_at`
 (beyond being later than everything in the packet), `packet_manifest.totals.*` of a truncated

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
 from gate.chain.merkle import verify_inclusion
 from gate.chain.rowseal import RECEIPT_CHAIN_VERSION
+from gate.holds.events import hold_events_problems
 from gate.keys.signing import iso_timestamp
 from gate.packets.common import (
     _COMPONENT_NAMES,
@@ -261,17 +262,32 @@ class _InputMember(TypedDict, total=False):
     original_input: Any
 
 
+def _hold_events_member(record: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """The packet's `hold_events` (None: no member), copied oldest first; PacketSourceError
+    unless they are this record's and hold together (signatures are the verifier's to check)."""
+    if not events:
+        return None
+    copied = [copy.deepcopy(dict(event)) for event in events]
+    problems = hold_events_problems(record, copied, None)
+    if problems:
+        raise PacketSourceError(f"the decision's hold events do not verify: {problems[0]}")
+    return copied
+
+
 class _LaterMembers(TypedDict, total=False):
-    """The optional members after the receipt lists: the reports and the chain's proofs."""
+    """The optional members after the receipt lists: the reports, the chain's proofs and the
+    hold's events."""
 
     policy_intelligence: dict[str, dict[str, Any]]
     audit_chain: AuditChain
     receipt_chain_head: ReceiptChainHead
     chain_consistency: ChainConsistency
+    hold_events: list[dict[str, Any]]
 
 
 def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
-                   head: ReceiptChainHead | None, consistency: ChainConsistency | None) -> _LaterMembers:
+                   head: ReceiptChainHead | None, consistency: ChainConsistency | None,
+                   holds: list[dict[str, Any]] | None) -> _LaterMembers:
     later: _LaterMembers = {}
     if intelligence:
         later["policy_intelligence"] = intelligence
@@ -281,6 +297,8 @@ def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditCh
         later["receipt_chain_head"] = head
     if consistency is not None:
         later["chain_consistency"] = consistency
+    if holds is not None:
+        later["hold_events"] = holds
     return later
 
 
@@ -317,6 +335,7 @@ def build_packet(
     policy_intelligence: Mapping[str, Mapping[str, Any]] | None = None,
     receipt_head: Mapping[str, Any] | None = None,
     consistency: Mapping[str, Any] | None = None,
+    hold_events: Sequence[Mapping[str, Any]] = (),
 ) -> DecisionPacket:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -337,6 +356,8 @@ def build_packet(
     * `consistency`: ``{first, first_root, proof}``, the RFC 6962 consistency proof from tree
       size `first` to the chain's size read from the store; exported as `chain_consistency`
       (requires the chain).
+    * `hold_events`: the decision's hold events (`hold_event_v1`), oldest first; exported as
+      `hold_events` when there is at least one (a packet of a decision without them is as before).
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
@@ -351,7 +372,8 @@ def build_packet(
     intelligence = _intelligence_member(record, options, policy_intelligence)
     chain_consistency = _consistency_member(consistency, audit_chain) if consistency is not None else None
     included: _InputMember = {"original_input": copy.deepcopy(original_input)} if options.include_input else {}
+    later = _later_members(intelligence, audit_chain, head, chain_consistency, _hold_events_member(record, hold_events))
     packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, intelligence), included,
-                       listed, _later_members(intelligence, audit_chain, head, chain_consistency))
+                       listed, later)
     _refuse_early_export(packet)
     return {**packet, "packet_hash": sha256_hex(packet)}

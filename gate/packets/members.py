@@ -98,6 +98,7 @@ class UnsealedPacket(TypedDict):
     audit_chain: NotRequired[AuditChain]
     receipt_chain_head: NotRequired[ReceiptChainHead]
     chain_consistency: NotRequired[ChainConsistency]
+    hold_events: NotRequired[list[dict[str, Any]]]  # the decision's hold_event_v1 events, oldest first
 
 
 class DecisionPacket(UnsealedPacket):

@@ -18,6 +18,7 @@ from gate.packets.envelope import (
     _check_members,
     _check_packet_hash,
 )
+from gate.packets.hold_checks import check_hold_events
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
 from gate.packets.witness import check_chain_consistency, check_checkpoint_log
@@ -79,10 +80,11 @@ def _check_original_input(state: _State, result: VerificationResult, packet_inpu
 
 def _check_linked_receipts(state: _State, packet: Mapping[str, Any], record: Any, anchors: TrustAnchors,
                            texts: _ReceiptTexts) -> None:
-    """Step 3: the receipts and the receipt head, linked to the record."""
+    """Step 3: the receipts and the receipt head, linked to the record; the hold's signed events."""
     if isinstance(record, Mapping):
         state.guard("execution_receipts", _check_receipts, state, packet, record, texts)
         state.guard("receipt_chain_head", _check_receipt_head, state, packet, record, anchors)
+        state.guard("hold_events", check_hold_events, state, packet, record, anchors)
     else:
         for part in _LISTED:
             state.fail(part, "no decision record to link to")
@@ -115,13 +117,15 @@ def _integrity_valid(state: _State, failed: Sequence[str]) -> bool:
 
 def _authenticity_valid(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
                         result: VerificationResult | None) -> bool:
-    """The record's signature, and, when present, the checkpoint's and the receipt head's,
-    proven with trusted keys."""
+    """The record's signature, and, when present, the checkpoint's, the receipt head's and the
+    hold events', proven with trusted keys."""
     valid = bool(result is not None and result.authenticity_valid)
     if "audit_chain" in packet:
         valid = valid and state.checks["audit_chain.checkpoint_signature"] is True
     if isinstance(packet.get("receipt_chain_head"), Mapping) and isinstance(record.get("receipt_key_id"), str):
         valid = valid and state.checks["receipt_chain_head_signature"] is True
+    if "hold_events" in packet:
+        valid = valid and state.checks["hold_events_signature"] is True
     return valid
 
 

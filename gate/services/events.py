@@ -323,9 +323,10 @@ class Dispatcher:
     """A daemon thread that runs `dispatch_once` every `interval` seconds (and at once when woken)."""
 
     def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
-                 stream: Any = None) -> None:
+                 stream: Any = None, tasks: tuple[Callable[[], Any], ...] = ()) -> None:
         self.service = service
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
+        self.tasks = tasks  # what else each pass runs: the scopes' scheduled anomaly reports
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
         self._stop = threading.Event()
@@ -350,6 +351,7 @@ class Dispatcher:
         while not self._stop.is_set():
             started = time.monotonic()
             try:
+                self._run_tasks()
                 self.service.dispatch_once(self.owner)
                 if self.stream is not None:
                     self.stream.publish_pending()
@@ -359,6 +361,14 @@ class Dispatcher:
                 log.warning("event stream pass failed: %s", type(exc).__name__)
             self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
             self._wake.clear()
+
+
+    def _run_tasks(self) -> None:
+        for task in self.tasks:
+            try:
+                task()
+            except Exception as exc:  # noqa: BLE001 - a report that fails now runs again at its next time
+                log.warning("scheduled event task failed: %s", type(exc).__name__)
 
 
 def event_data(row: Mapping[str, Any]) -> dict[str, Any]:

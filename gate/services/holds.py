@@ -17,10 +17,12 @@ votes from its members only; silence never approves (a hold past its deadline cl
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -40,7 +42,9 @@ from gate.holds.events import (
     Step,
     build_event,
 )
+from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
+from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
@@ -71,8 +75,9 @@ def _facts_text(facts: Any) -> str:
 class HoldOpener:
     """The hold a decide opens with its record (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
+        self.inbox_base = inbox_base  # the workbench's address: hold events link to the Inbox
 
     def policy(self, scope: str) -> HoldPolicy:
         event = self.holds.policy_event(scope)
@@ -88,7 +93,8 @@ class HoldOpener:
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
         row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority)
         row["four_eyes"] = int(policy.four_eyes)
-        return [(holds_table, row), lambda connection: announce_opened(connection, row)]
+        link = inbox_url(self.inbox_base, scope, row["decision_id"])
+        return [(holds_table, row), lambda connection: announce_opened(connection, row, link)]
 
 
 def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
@@ -201,6 +207,26 @@ class HoldService:
                 "approved": row["state"] == APPROVED and resolution is not None,
                 "resolution": resolution, "hold": hold_view(row)}
 
+    def similar(self, scope: str, decision_id: str, limit: int = NEAREST,
+                window: int = WINDOW) -> builtins.list[dict[str, Any]]:
+        """The closed holds most like this one (`gate.holds.similar`): of the scope's newest
+        `window` closed holds of the same policy and rule, the `limit` nearest by their numeric
+        facts, nearest first, each with how it closed (its resolution's vote, reason and note)."""
+        row = self._row(scope, decision_id)
+        candidates = self.holds.closed_like(scope, row["policy_id"], row["rule_id"], limit=window,
+                                            excluding=decision_id)
+        picked = nearest(json.loads(row["facts_json"]), [json.loads(c["facts_json"]) for c in candidates], limit)
+        closing = self.holds.events_at(scope, [candidates[i]["resolution_seq"] for i, _ in picked
+                                               if candidates[i]["resolution_seq"] is not None])
+        found = []
+        for index, score in picked:
+            view = hold_view(candidates[index])
+            event = closing.get(candidates[index]["resolution_seq"]) or {}
+            found.append({**view, "distance": score, "resolution": {
+                "vote": event.get("vote"), "reason_code": event.get("reason_code"), "note": event.get("note"),
+                "actor": event.get("actor"), "created_at": event.get("created_at")}})
+        return found
+
     def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
         """The scope's hold chain as `gate verify --hold-history` checks it offline."""
         return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": scope_hash(scope),
@@ -218,6 +244,7 @@ class HoldService:
         """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
         if "resolve" not in permissions:
             raise _denied("resolve")
+        self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         vote = parse_vote(body)
         return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
 
@@ -231,6 +258,7 @@ class HoldService:
                  body: Any) -> dict[str, Any]:
         if "resolve" not in permissions:
             raise _denied("resolve")
+        self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         queue_name = body.get("queue") if isinstance(body, Mapping) else None
         note = body.get("note") if isinstance(body, Mapping) else None
         queue = self.policy(scope).queue(queue_name) if isinstance(queue_name, str) else None
@@ -278,12 +306,17 @@ class HoldService:
         now = self.clock.now()
         done = 0
         for row in self.holds.due(iso_ms(now), limit):
-            try:
-                self._step(row["scope"], row["decision_id"], lambda current: self._clock_step(current, now))
+            if self._expire(row["scope"], row["decision_id"], now):
                 done += 1
-            except GateError:
-                continue  # resolved or moved meanwhile: nothing is due any more
         return done
+
+    def _expire(self, scope: str, decision_id: str, now: datetime) -> bool:
+        """The clock's step on a due hold (expiry or escalation); False when nothing was due."""
+        try:
+            self._step(scope, decision_id, lambda current: self._clock_step(current, now), by_clock=True)
+        except GateError:
+            return False  # resolved or moved meanwhile: nothing is due any more
+        return True
 
     # -- steps -------------------------------------------------------------------------------
     def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote) -> tuple[Step, dict[str, Any], str]:
@@ -353,12 +386,18 @@ class HoldService:
             return self._move_step(row, clock, "escalate", target, None)
         raise GateError("HOLD_NOT_DUE", "nothing is due on this hold")
 
-    def _step(self, scope: str, decision_id: str,
-              make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]) -> dict[str, Any]:
-        """Read the row, make the step, write it with the row's move; on a race read again."""
+    def _step(self, scope: str, decision_id: str, make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]],
+              *, by_clock: bool = False) -> dict[str, Any]:
+        """Read the row, make the step, write it with the row's move; on a race read again.
+        SECURITY: a hold whose deadline has passed is expired first, whatever the sweeper has
+        done yet, so no vote, claim or move lands after the deadline (silence is not consent)."""
         signer = self._signer()
         for _ in range(RETRIES):
             row = self._row(scope, decision_id)
+            now = self.clock.now()
+            if row["state"] == OPEN and row["deadline_at"] <= iso_ms(now) and not by_clock:
+                self._expire(scope, decision_id, now)
+                continue
             if row["state"] != OPEN:
                 raise GateError("HOLD_ALREADY_RESOLVED", f"this hold is already {row['state']}", state=row["state"])
             step, move, name = make(row)
@@ -374,7 +413,8 @@ class HoldService:
                     step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
                     move=move_of, decision_id=decision_id, expected_version=row["row_version"],
                     announce=Announce(name, {"decision_id": decision_id, "record_hash": row["record_hash"],
-                                             "queue": step.queue, "outcome": step.outcome}))
+                                             "queue": step.queue, "outcome": step.outcome,
+                                             "inbox_url": inbox_url(self.opener.inbox_base, scope, decision_id)}))
             except HoldRace:
                 continue
             if step.outcome is not None:
@@ -403,10 +443,10 @@ class HoldService:
     def wait_closed(self, scope: str, decision_id: str, seconds: float, poll: float = 0.25) -> dict[str, Any]:
         """The resolution, waiting up to `seconds` for the hold to close (here or in another
         process: the row is read again every `poll` seconds). For servers without parking."""
-        deadline = self.clock.now() + timedelta(seconds=seconds)
+        deadline = time.monotonic() + seconds  # a wait is measured in real time, whatever the clock says
         answer = self.resolution(scope, decision_id)
         while answer["state"] == OPEN:
-            left = (deadline - self.clock.now()).total_seconds()
+            left = deadline - time.monotonic()
             if left <= 0:
                 break
             with self._closed:

@@ -34,6 +34,7 @@ from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledge
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.protocol.records import attach_audit_chain
 from gate.services.holds import HoldOpener
+from gate.services.scope_events import MirrorFlags, announce_decision
 
 CREATED = "created"
 REPLAYED = "replayed"
@@ -246,6 +247,7 @@ class DecisionPipeline:
         self.clock = clock
         self.ids = ids
         self.holds = HoldOpener(ledger)  # a held verdict opens its hold in the decide's transaction
+        self.mirror = MirrorFlags(ledger)  # scopes that opted in to decision.created (docs/events.md)
 
     def replay_known(self, claim: Claim) -> DecideResult | None:
         """The idempotency fast path: the stored answer for the claim's key, or None when new."""
@@ -283,6 +285,8 @@ class DecisionPipeline:
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
         extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts)]
+        if self.mirror.mirrored(caller.scope):
+            extra.append(lambda connection: announce_decision(connection, caller.scope, record))
         row = decision_row(claim, record, rulebook_hash)
         seal_row(row, receipt_signer)
         chain_id = chain_id_for(caller.scope)

@@ -25,7 +25,29 @@ def _body(method: str, path: str, record: dict):
     tail = path.rsplit("/", 1)[-1]
     if tail in KIND_CASES:
         return KIND_CASES[tail][0](record)
-    return {"verify": {}, "replay": {}, "diff": {}, "counterfactuals": SCENARIO}[tail]
+    return {"verify": {}, "replay": {}, "diff": {}, "counterfactuals": SCENARIO, "claim": None, "unclaim": None,
+            "escalate": None, "reassign": {"queue": "leads"},
+            "resolve": {"decision": "approve", "reason_code": "CHECKED"}}[tail]
+
+
+def _is_hold_route(path: str) -> bool:
+    return path.startswith("/api/holds/") or path.endswith("/resolution")
+
+
+def _held_record(client, issue_key, path: str) -> tuple[dict, str, str]:
+    """A held decision of scope_a (made by another key: four eyes), a reviewer of scope_a, one of
+    scope_b, and a policy with somewhere to escalate and reassign to."""
+    from tests.holds.support import held_request, policy, queue
+
+    owner = issue_key("scope_a", permissions="decide,resolve")["api_key"]
+    stranger = issue_key("scope_b", permissions="decide,resolve")["api_key"]
+    admin, decider = issue_key("scope_a", permissions="admin")["api_key"], issue_key("scope_a")["api_key"]
+    client.put("/api/holds/policy", json=policy({"default": queue(escalate_after=60, escalate_to="leads"),
+                                                 "leads": queue()}), headers={"x-api-key": admin})
+    record = client.post("/api/decide", json=held_request(), headers={"x-api-key": decider}).json
+    if path.endswith("/unclaim"):
+        client.post(f"/api/holds/{record['decision_id']}/claim", headers={"x-api-key": owner})
+    return record, owner, stranger
 
 
 def _url(path: str, record: dict) -> str:
@@ -55,11 +77,11 @@ def _count(app) -> tuple[int, int]:
 
 @pytest.mark.parametrize("method,path", ROUTES, ids=[f"{m.upper()} {p}" for m, p in ROUTES])
 def test_another_scopes_item_is_404_and_the_owners_is_served(app, client, issue_key, sample_request, method, path):
-    owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
-    if path.endswith("/holds"):  # the hold report considers held decisions: a thin margin holds this one
-        sample_request = {**sample_request, "context": {**sample_request["context"], "inputs": {
-            **sample_request["context"]["inputs"], "margin_percent": 12}}}
-    record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
+    if _is_hold_route(path):
+        record, owner, stranger = _held_record(client, issue_key, path)
+    else:
+        owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
+        record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
     # the stranger has a chain of its own, so a chain route cannot answer 404 for "no chain at all"
     client.post("/api/decide", json=sample_request, headers={"x-api-key": stranger})
     url, body = _url(path, record), _body(method, path, record)
@@ -83,11 +105,14 @@ REPORTS = [e.path for e in ENDPOINTS if e.auth and "{policy_id}" in e.path]
 def test_a_policy_report_counts_only_the_callers_scope(client, issue_key, sample_request, path):
     """A policy id is a name, not an item of one scope: every scope may ask for a report on it,
     and each gets its own sample (benchmarks add only opted-in cohorts, never raw records)."""
-    owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
-    if path.endswith("/holds"):  # the hold report considers held decisions: a thin margin holds this one
-        sample_request = {**sample_request, "context": {**sample_request["context"], "inputs": {
-            **sample_request["context"]["inputs"], "margin_percent": 12}}}
-    record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
+    if _is_hold_route(path):
+        record, owner, stranger = _held_record(client, issue_key, path)
+    else:
+        owner, stranger = issue_key("scope_a")["api_key"], issue_key("scope_b")["api_key"]
+        if path.endswith("/holds"):  # the hold report considers held decisions: a thin margin holds this one
+            sample_request = {**sample_request, "context": {**sample_request["context"], "inputs": {
+                **sample_request["context"]["inputs"], "margin_percent": 12}}}
+        record = client.post("/api/decide", json=sample_request, headers={"x-api-key": owner}).json
     url = path.replace("{policy_id}", record["policy_id"])
     mine = client.get(url, headers={"x-api-key": owner})
     theirs = client.get(url, headers={"x-api-key": stranger})

@@ -18,7 +18,9 @@ def test_each_kind_builds_its_id_and_actor() -> None:
     assert person.id == "https://idp.example#sub-1"
     assert person.actor == "person:https://idp.example#sub-1"
     assert (person.issuer, person.subject, person.display_name) == ("https://idp.example", "sub-1", "Alice")
-    assert {p.kind for p in (key, op, rail, person)} == set(KINDS)
+    clock = Principal.clock()
+    assert (clock.kind, clock.id, clock.actor) == ("clock", "clock", "clock")
+    assert {p.kind for p in (key, op, rail, person, clock)} == set(KINDS)
 
 
 def test_json_round_trip_leaves_out_none_members() -> None:
@@ -28,7 +30,7 @@ def test_json_round_trip_leaves_out_none_members() -> None:
     assert Principal.from_json(person.to_json()) == person
     named = Principal.person("https://idp.example", "s", "Bob B.")
     assert Principal.from_json(named.to_json()) == named
-    for p in (Principal.api_key("key_1"), Principal.operator("root"), Principal.guardrail()):
+    for p in (Principal.api_key("key_1"), Principal.operator("root"), Principal.guardrail(), Principal.clock()):
         assert p.to_json() == {"kind": p.kind, "id": p.id}
         assert Principal.from_json(p.to_json()) == p
 
@@ -49,6 +51,7 @@ def test_identity_is_the_id_never_the_display_name() -> None:
     {"kind": "api_key", "id": "guardrail"},
     {"kind": "operator", "id": "root"}, {"kind": "operator", "id": "operator:"},
     {"kind": "guardrail", "id": "key_1"},
+    {"kind": "clock", "id": "guardrail"}, {"kind": "api_key", "id": "clock"},
     {"kind": "person", "id": "i#s"}, {"kind": "person", "id": "i#s", "issuer": "i", "subject": "t"},
     {"kind": "person", "id": "i#s", "issuer": "i", "subject": "s", "display_name": ""},
     {"kind": "api_key", "id": "key\n1"}, {"kind": "api_key", "id": "k" * 513},

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import pytest
 
 from gate.holds.events import verify_resolution
-from gate_client.client import resolution_route
 from gate.verify import verify_record
-
+from gate_client.client import resolution_route
 from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
 
 
@@ -53,6 +53,10 @@ def _held(gate, keys, **kw):
 
 def test_a_held_decide_opens_one_hold_with_its_owner_deadline_and_facts(gate, keys, clock):
     record = _held(gate, keys)
+    # The hold lives beside the record: the record has exactly the members of any other record
+    # (the reference verifier reads it as before).
+    approved = _as(gate, keys, "caller").decide(approved_request()).get_json()
+    assert set(record) == set(approved) and not [name for name in record if "hold" in name]
     inbox = _as(gate, keys, "reviewer").inbox().get_json()
     assert inbox["total"] == 1 and inbox["counts"] == {"open": 1}
     hold = inbox["holds"][0]
@@ -255,3 +259,129 @@ def test_the_hold_policy_is_admin_only_and_a_signed_step_of_the_chain(gate, keys
     assert ok["event"]["action"] == "policy_set" and ok["event"]["policy"]["four_eyes"] is False
     history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["admin"]}).get_json()
     assert [e["action"] for e in history["events"]] == ["policy_set"]
+
+
+def test_a_vote_after_the_deadline_expires_the_hold_first_even_before_any_sweep(gate, keys, clock):
+    record = _held(gate, keys)
+    clock.advance(86_400)  # exactly at the deadline: no sweep has run
+    late = _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    assert late.status_code == 409 and late.get_json()["error"] == "HOLD_ALREADY_RESOLVED"
+    assert late.get_json()["state"] == "expired"
+    polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
+    assert polled["state"] == "expired" and polled["resolution"]["action"] == "expire"
+
+
+def test_claims_keep_other_reviewers_off_until_released_or_stale(gate, keys, clock):
+    record = _held(gate, keys)
+    first, second = _as(gate, keys, "reviewer"), _as(gate, keys, "reviewer2")
+    claimed = first.act(record["decision_id"], "claim")
+    assert claimed.status_code == 201 and claimed.get_json()["hold"]["claimed_by"] == claimed.get_json()["event"]["actor"]
+    assert claimed.get_json()["event"]["action"] == "claim"
+    for refused in (second.act(record["decision_id"], "claim"), second.resolve(record["decision_id"])):
+        assert refused.status_code == 409 and refused.get_json()["error"] == "HOLD_CLAIMED"
+    not_theirs = second.act(record["decision_id"], "unclaim")
+    assert not_theirs.status_code == 409 and not_theirs.get_json()["error"] == "HOLD_CLAIMED"
+    assert first.act(record["decision_id"], "claim").status_code == 201  # one's own claim is renewed
+    released = first.act(record["decision_id"], "unclaim")
+    assert released.status_code == 201 and released.get_json()["hold"]["claimed_by"] is None
+    assert second.act(record["decision_id"], "claim").status_code == 201
+    clock.advance(30 * 60 + 1)  # a claim left alone goes stale: it never blocks the others for good
+    assert first.resolve(record["decision_id"]).status_code == 201
+    actions = [e["action"] for e in first.show(record["decision_id"]).get_json()["hold"]["events"]]
+    assert actions == ["claim", "claim", "unclaim", "claim", "vote"]
+
+
+def test_reassign_and_escalate_move_the_hold_and_reset_its_claim_and_votes(gate, keys):
+    _as(gate, keys, "admin").put_policy(policy({
+        "default": queue(quorum="two", escalate_after=600, escalate_to="leads"), "leads": queue(quorum="any"),
+        "other": queue()}))
+    record = _held(gate, keys)
+    reviewer = _as(gate, keys, "reviewer")
+    reviewer.resolve(record["decision_id"])  # one of two approvals
+    reviewer.act(record["decision_id"], "claim")
+    moved = reviewer.act(record["decision_id"], "reassign", {"queue": "other", "note": "wrong desk"})
+    assert moved.status_code == 201, moved.get_json()
+    hold = moved.get_json()["hold"]
+    assert hold["queue"] == "other" and hold["claimed_by"] is None and hold["approvals"] == []
+    assert hold["escalate_at"] is None and moved.get_json()["event"]["note"] == "wrong desk"
+    for body in ({"queue": "other"}, {"queue": "nowhere"}, {"queue": 5}, {}, {"queue": "leads", "note": 5}):
+        refused = reviewer.act(record["decision_id"], "reassign", body)
+        assert refused.status_code == 400 and refused.get_json()["error"] == "HOLD_RESOLUTION_INVALID", body
+    not_escalable = reviewer.act(record["decision_id"], "escalate")
+    assert not_escalable.status_code == 409 and not_escalable.get_json()["error"] == "HOLD_NOT_ESCALABLE"
+    reviewer.act(record["decision_id"], "reassign", {"queue": "default"})
+    escalated = reviewer.act(record["decision_id"], "escalate")
+    assert escalated.status_code == 201 and escalated.get_json()["hold"]["queue"] == "leads"
+    assert escalated.get_json()["hold"]["approvals_needed"] == 1
+    assert escalated.get_json()["event"]["deadline_at"] == hold["deadline_at"]
+    for action in ("claim", "unclaim", "escalate"):
+        refused = _as(gate, keys, "caller").act(record["decision_id"], action)
+        assert refused.status_code == 403 and refused.get_json()["error"] == "HOLD_PERMISSION_DENIED"
+    refused = _as(gate, keys, "caller").act(record["decision_id"], "reassign", {"queue": "other"})
+    assert refused.status_code == 403
+
+
+def test_the_inbox_lists_filters_and_pages(gate, keys, clock):
+    _as(gate, keys, "admin").put_policy(policy(
+        {"default": queue(), "fast": queue(deadline=600)},
+        routes=[{"policy_id": "pricing_exception", "rule_id": None, "queue": "fast", "priority": "low"}]))
+    first = _held(gate, keys)
+    clock.advance(60)
+    second = _held(gate, keys, margin=11)
+    reviewer = _as(gate, keys, "reviewer")
+    listed = reviewer.inbox().get_json()
+    assert [h["decision_id"] for h in listed["holds"]] == [first["decision_id"], second["decision_id"]]
+    assert reviewer.inbox("?limit=1&offset=1").get_json()["holds"][0]["decision_id"] == second["decision_id"]
+    reviewer.resolve(first["decision_id"], "deny", "NO")
+    assert reviewer.inbox("?state=denied").get_json()["total"] == 1
+    assert reviewer.inbox("?state=closed").get_json()["total"] == 1
+    assert reviewer.inbox("?state=all").get_json()["total"] == 2
+    assert reviewer.inbox("?queue=default").get_json()["total"] == 0
+    for query in ("?state=maybe", "?limit=0", "?limit=501", "?offset=-1"):
+        answer = reviewer.inbox(query)
+        assert answer.status_code == 400 and answer.get_json()["error"] == "REQUEST_INVALID", query
+    assert _as(gate, keys, "other_scope").inbox("?state=all").get_json()["total"] == 0
+    history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["reviewer"]}).get_json()
+    assert history["hold_history_version"] == "hold_history_v1"
+    assert [e["seq"] for e in history["events"]] == [1, 2] and history["events"][1]["outcome"] == "denied"
+    assert reviewer.client.get("/api/holds/policy", headers=reviewer.h()).get_json()["policy"]["queues"]["fast"][
+        "deadline_seconds"] == 600
+
+
+def test_the_wait_answers_at_once_when_closed_and_waits_in_thread_without_parking(gate, keys):
+    record = _held(gate, keys)
+    caller = _as(gate, keys, "caller")
+    started = time.monotonic()
+    assert caller.resolution(record["decision_id"], wait=1).get_json()["state"] == "open"
+    assert 0.9 < time.monotonic() - started < 5
+    waiter = threading.Thread(target=lambda: answers.append(caller.resolution(record["decision_id"], wait=20)
+                                                            .get_json()))
+    answers: list = []
+    waiter.start()
+    time.sleep(0.5)
+    resolved_at = time.monotonic()
+    _as(gate, keys, "reviewer").resolve(record["decision_id"])
+    waiter.join(timeout=10)
+    assert answers and answers[0]["state"] == "approved" and time.monotonic() - resolved_at < 2
+    for bad in ("?wait=31", "?wait=-1", "?wait=x"):
+        refused = gate.test_client().get(f"/api/decision/{record['decision_id']}/resolution{bad}",
+                                         headers={"x-api-key": keys["caller"]})
+        assert refused.status_code == 400
+    missing = caller.resolution("dec_" + "0" * 24)
+    assert missing.status_code == 404 and missing.get_json()["error"] == "HOLD_NOT_FOUND"
+
+
+def test_hold_events_link_to_the_inbox_when_the_workbench_address_is_known(make_app, issue_key):
+    import json as _json
+
+    from gate.ledger.outbox import Outbox
+
+    app = make_app({"GATE_WORKBENCH_URL": "https://gate.example/workbench"})
+    caller, reviewer = issue_key(permissions="decide")["api_key"], issue_key(permissions="resolve")["api_key"]
+    record = Holds(app.test_client(), caller).decide(held_request()).get_json()
+    Holds(app.test_client(), reviewer).resolve(record["decision_id"])
+    events = [_json.loads(r["event_json"]) for r in Outbox(app.extensions["gate"].ledger).events_after("tenant_a", 0)]
+    links = {e["type"].rsplit(".", 1)[-1]: e["data"]["inbox_url"] for e in events if e["type"].startswith(
+        "dev.decision-gate.hold.")}
+    expected = f"https://gate.example/workbench?scope=tenant_a&page=inbox&hold={record['decision_id']}"
+    assert links == {"opened": expected, "resolved": expected}

@@ -55,13 +55,17 @@ def test_sdk_initializes_lists_and_calls_every_tool_on_the_combined_endpoint(liv
         init = await session.initialize()
         tools = await session.list_tools()
         results = {name: await session.call_tool(name, args) for name, (args, _) in CALLS.items()}
+        results["hold_resolution"] = await session.call_tool("hold_resolution", {"decision_id": "dec_unknown"})
         return init, tools, results
 
     init, tools, results = run(live + "/api/mcp", body)
     assert init.protocol_version == "2025-11-25"
     assert init.server_info.name == "decision-gate-policy-checks"
     listed = {tool.name: tool for tool in tools.tools}
-    assert set(listed) == set(CALLS)
+    # The held action's wait is keyed (docs/holds.md): without x-api-key it is a tool error, never a state.
+    assert set(listed) == set(CALLS) | {"hold_resolution"}
+    assert results["hold_resolution"].is_error is True
+    assert "unauthorized" in results["hold_resolution"].content[0].text
     for tool in listed.values():
         assert tool.annotations.read_only_hint is True
         assert tool.input_schema["type"] == "object" and tool.output_schema["type"] == "object"

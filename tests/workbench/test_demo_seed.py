@@ -88,3 +88,31 @@ def test_bad_arguments_write_nothing(tmp_path, signing, kwargs, message):
 def test_unsigned_gate_is_refused(tmp_path):
     with pytest.raises(SeedError, match="signing"):
         seed_ledger_at(f"sqlite:///{tmp_path / 'x.db'}", SigningSetup(None, None), decisions=3)
+
+
+def test_seeded_holds_are_resolved_by_reviewers_or_expired_and_verify(tmp_path, signing):
+    from gate.holds.events import hold_events_problems
+    from gate.ledger.holds import HoldLedger
+    from workbench.demo.seed import DEMO_ISSUER
+
+    url = f"sqlite:///{tmp_path / 'holds.db'}"
+    seed_ledger_at(url, signing, decisions=300, seed=5)
+    ledger = Ledger(url)
+    try:
+        holds = HoldLedger(ledger)
+        records = {row["decision_id"]: json.loads(row["record_json"])
+                   for batch in stream.iter_decisions(ledger) for row in batch}
+        held = [r for r in records.values() if r["verdict"] == "review"]
+        states: dict[str, int] = {}
+        for record in held:
+            scope = next(s for s in ("demo", "acme-retail", "globex-saas", "initech-finance", "umbrella-health")
+                         if holds.hold(s, record["decision_id"]))
+            row = holds.hold(scope, record["decision_id"])
+            states[row["state"]] = states.get(row["state"], 0) + 1
+            events = holds.events_of(scope, record["decision_id"])
+            assert hold_events_problems(record, events, signing.trust_anchors()) == []
+            if row["state"] in ("approved", "denied"):
+                assert events[-1]["principal"]["issuer"] == DEMO_ISSUER
+        assert len(held) == sum(states.values()) and set(states) == {"approved", "denied", "expired"}
+    finally:
+        ledger.dispose()

@@ -91,7 +91,7 @@ class Identity:
 
 def _login() -> str:
     """The login of the process's real user id, as `gate release` names the operator
-    (gate_cli/release_cmd.py `operator`): never LOGNAME/USER, which `getpass.getuser` reads first
+    (gate_cli/context.py `operator`): never LOGNAME/USER, which `getpass.getuser` reads first
     (setting one must not make a second person); "local" when the uid has no name."""
     try:
         import pwd

@@ -28,6 +28,7 @@ import polars as pl
 from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
+from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
@@ -38,9 +39,11 @@ from gate.rulebook.analysis import semantic_diff
 from gate.services.chains import AuditChainService, inclusion_for
 from gate.services.decide import DecisionService, with_releases
 from gate.services.events import EventService
+from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
+from workbench.app.ruletable import reads
 from workbench.cluster import ClusterError, cluster_setting, connect
 from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
@@ -164,6 +167,9 @@ class WorkbenchStore:
         # Events out (docs/events.md): the API's service, with the operator's allowance of hosts
         # inside (GATE_WEBHOOK_ALLOW_HOSTS); the gate's dispatchers send what the page queues.
         self.events = EventService(ledger, self.clock, allow_hosts=webhook_allow_hosts, signing=signing)
+        # Held actions (docs/holds.md): the API's service, so the Inbox's steps are the same signed
+        # hold events, refused for the same reasons (the API's serving processes sweep deadlines).
+        self.holds = HoldService(ledger, signing, self.clock)
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
@@ -584,6 +590,82 @@ class WorkbenchStore:
                                   status: str) -> dict[str, Any]:
         require(permissions, "admin")
         return self.events.set_status(scope, subscription_id, status)
+
+    # ------------------------------------------------------------------ held actions (docs/holds.md)
+
+    def hold_page(self, scope: str, *, state: str = "open", queue: str | None = None, offset: int = 0,
+                  limit: int = 25) -> dict[str, Any]:
+        """One page of the scope's holds in `state`, soonest deadline first, then the most urgent
+        (`HoldService.list`, the API's `GET /api/holds`), with the count per state and the
+        names of the scope's queues. GateError REQUEST_INVALID for an unknown state."""
+        page = self.holds.list(scope, state=state, queue=queue or None, limit=limit, offset=offset)
+        return {**page, "queues": [queue.name for queue in self.holds.policy(scope).queues]}
+
+    def hold_detail(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+        """One hold as a reviewer weighs it, or None when `scope` has no hold for the decision:
+        the hold and its signed events, the rule that held it, a fresh verification of the stored
+        record (the Decisions page's), the offline check of its hold events and, once closed, of
+        its resolution (with this gate's trust anchors), and the closed holds most like it with
+        their latest outcome (`HoldService.similar`). Reading never changes the hold."""
+        stored = self.ledger.decision(scope, decision_id)
+        if stored is None:
+            return None
+        try:
+            shown = self.holds.show(scope, decision_id)
+        except GateError as exc:
+            if exc.code == "HOLD_NOT_FOUND":
+                return None
+            raise
+        record = json.loads(stored.record_json)
+        anchors = self.signing.trust_anchors()
+        events = shown.pop("events")
+        closing = next((event for event in reversed(events) if event.get("outcome") is not None), None)
+        problems = hold_events_problems(record, events, anchors)
+        return {
+            "hold": shown,
+            "events": events,
+            "rule": self._held_by(scope, record),
+            "verification": verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored),
+            "hold_events": {"verified": not problems, "count": len(events), "problems": problems},
+            "resolution": verify_resolution(record, closing, anchors).to_json() if closing is not None else None,
+            "similar": [{**hold, "latest_outcome": self._latest_outcome(hold["decision_id"])}
+                        for hold in self.holds.similar(scope, decision_id)],
+        }
+
+    def _held_by(self, scope: str, record: dict[str, Any]) -> dict[str, Any]:
+        """The rule that held the record, as its bound rulebook states it (its condition in words)."""
+        bound = record.get("rulebook") or {}
+        rule_id = record.get("matched_rule_id")
+        snapshot = (self.service.bound_snapshot(scope, str(bound.get("id")), str(bound.get("version")))
+                    if bound.get("id") and bound.get("version") else None)
+        rules = json.loads(snapshot["body_json"]).get("rules", []) if snapshot else []
+        rule = next((r for r in rules if isinstance(r, dict) and r.get("rule_id") == rule_id), None)
+        return {"rule_id": rule_id, "reason_code": record.get("reason_code"), "action": record.get("action"),
+                "verdict": record.get("verdict"), "policy_id": record.get("policy_id"),
+                "policy_version": record.get("policy_version"),
+                "condition": reads(rule.get("condition")) if rule is not None else None}
+
+    def _latest_outcome(self, decision_id: str) -> str | None:
+        """The status of the decision's newest outcome record (None before one is reported)."""
+        items, _total = self.lifecycle.all_for(KINDS["outcome"], decision_id, 1)
+        return str(items[0].get("outcome_status")) if items else None
+
+    def hold_act(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
+                 action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One step on a hold by the session's `principal` with its `permissions` in `scope`:
+        `resolve` (body: decision, reason_code, note), `claim`, `release`, `reassign` (body:
+        queue, note) or `escalate`. Each is a signed hold event written by `HoldService`, which
+        refuses what the permissions do not cover (HOLD_PERMISSION_DENIED without `resolve`),
+        a requester under four eyes, another reviewer's claim, a closed hold; GateError."""
+        if action == "resolve":
+            return self.holds.resolve(scope, principal, permissions, decision_id, body)
+        if action in ("claim", "release"):
+            return self.holds.claim(scope, principal, permissions, decision_id, release=action == "release")
+        if action == "reassign":
+            return self.holds.reassign(scope, principal, permissions, decision_id, body)
+        if action == "escalate":
+            return self.holds.escalate(scope, principal, permissions, decision_id)
+        raise GateError("REQUEST_INVALID", f"unknown hold action {action!r}")
 
     def release_policy(self, scope: str) -> dict[str, Any]:
         return self.releases.policy(scope).to_json()

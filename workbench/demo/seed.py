@@ -31,9 +31,11 @@ from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.engine import make_engine
 from gate.ledger.reports import set_benchmark_opt_in
+from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.services.decide import Caller, DecisionService
+from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 from workbench.demo import scenario as S
@@ -157,6 +159,8 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
     events = S.draw_events(plan, verdict, rule, seed)
     clock = _Clock(S.START)
     writer = _Writer(ledger, signing, clock, seed, plan, verdict, events)
+    for scope in S.SCOPES:  # the operator who set the demo up declared who owns held actions
+        writer.holds.set_policy(scope, Principal.operator("demo-seed"), frozenset({"admin"}), DEMO_HOLD_POLICY)
     total = len(plan) + len(events)
     if progress is not None:
         progress(0, total)
@@ -168,6 +172,8 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
             writer.decision(row)
         if progress is not None and (done % 50 == 0 or done == total):
             progress(done, total)
+    clock.set_ms(S.END_MS)
+    writer.holds.sweep(limit=MAX_DECISIONS)  # the reviews nobody made expired at their deadlines
     _opt_in_to_benchmarks(ledger, clock)
     return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)
 
@@ -207,6 +213,10 @@ class _Writer:
         self.plan, self.verdict, self.events = plan, verdict, events
         self.service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
         self.lifecycle = LifecycleService(ledger, clock, signing)
+        self.holds = HoldService(ledger, signing, clock)
+        # A held decision a person approved runs afterwards (an execution other than `reviewed`).
+        ran = (events.kind == "execution") & (events.status != "reviewed") & (events.status != "blocked")
+        self.approved = set(events.decision[ran].tolist())
         self.rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
         self.callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
                         for index, scope in enumerate(S.SCOPES)}
@@ -228,6 +238,8 @@ class _Writer:
         decision = int(events.decision[row])
         record = self.records[decision]
         kind = str(events.kind[row])
+        if kind == "execution" and str(events.status[row]) == "reviewed":
+            self._review(decision, record)
         self.lifecycle.record(KINDS[kind], scope=S.SCOPES[plan.scope[decision]], decision_id=record["decision_id"],
                               record=record, body=_receipt_body(kind, str(events.status[row]), record,
                                                                 S.POLICIES[plan.policy[decision]]),
@@ -235,6 +247,27 @@ class _Writer:
         self.remaining[decision] -= 1
         if not self.remaining[decision]:
             del self.records[decision]
+
+
+    def _review(self, decision: int, record: dict[str, Any]) -> None:
+        """The scenario's reviewer resolves the decision's hold (one of three people per scope)."""
+        scope = S.SCOPES[self.plan.scope[decision]]
+        reviewer = Principal.person(DEMO_ISSUER, f"{scope}-reviewer-{decision % 3 + 1}",
+                                    f"Reviewer {decision % 3 + 1} ({scope})")
+        approve = decision in self.approved
+        self.holds.resolve(scope, reviewer, frozenset({"resolve"}), record["decision_id"], {
+            "decision": "approve" if approve else "deny",
+            "reason_code": "CHECKED_WITH_CUSTOMER" if approve else "RISK_NOT_ACCEPTED"})
+
+
+DEMO_ISSUER = "https://demo.decision-gate.invalid"  # the demo's invented reviewers (never a real issuer)
+_THREE_DAYS = 3 * 86_400
+DEMO_HOLD_POLICY = {  # reviewers answer within two days (workbench.demo.scenario); refunds go to their own queue
+    "default_queue": "default", "four_eyes": True,
+    "queues": {name: {"deadline_seconds": _THREE_DAYS, "quorum": "any", "members": [], "require_justification": False,
+                      "escalate_after_seconds": None, "escalate_to": None} for name in ("default", "refunds")},
+    "routes": [{"policy_id": "refund_approval", "rule_id": None, "queue": "refunds", "priority": "high"}],
+}
 
 
 def _opt_in_to_benchmarks(ledger: Ledger, clock: _Clock) -> None:

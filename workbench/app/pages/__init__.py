@@ -14,6 +14,7 @@ from workbench.app.access import Identity, Rights, roles_text
 from workbench.app.pages.authoring import authoring_page
 from workbench.app.pages.decisions import decisions_page
 from workbench.app.pages.events import events_page
+from workbench.app.pages.inbox import inbox_page
 from workbench.app.pages.links import (
     PAGES,
     QUERY,
@@ -28,6 +29,7 @@ from workbench.app.pages.releases import releases_page
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.events import EventsState
+from workbench.app.state.inbox import InboxState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.state.releases import ReleasesState
@@ -39,7 +41,8 @@ from workbench.signing import SigningRefused
 
 class Session(param.Parameterized):
     """The session's shared selection: one scope and one policy for every page, and the deep
-    link (`links`) that names them, the open page, the open decision and the draft."""
+    link (`links`) that names them, the open page, the open decision, the draft, and the Inbox's
+    open hold and filters."""
 
     scope = param.String(default="")
     policy = param.String(default="")
@@ -58,6 +61,7 @@ class Session(param.Parameterized):
         self.migration = MigrationState(store, self.authoring, export_root, rights)
         self.releases = ReleasesState(store, rights, dry_run_result=lambda: self.migration.result)
         self.events = EventsState(store, rights)
+        self.inbox = InboxState(store, rights)
         self.describe_dataset()
         self._scope_changed()
         self.authoring.param.watch(lambda e: setattr(self.migration, "rulebook_id", e.new), "rulebook_id")
@@ -66,10 +70,13 @@ class Session(param.Parameterized):
         self.links.param.watch(lambda *_: self.follow_link(), list(QUERY))  # one call per batch
         self.param.watch(lambda *events: self._to_link(**{e.name: e.new for e in events}), ["scope", "policy", "page"])
         self.decisions.param.watch(lambda e: self._to_link(decision=e.new), "selected")
+        self.inbox.param.watch(lambda e: self._to_link(hold=e.new), "selected")
+        self.inbox.param.watch(lambda *events: self._to_link(**{e.name: e.new for e in events}), ["state", "queue"])
         self.authoring.param.watch(lambda e: self._to_link(draft=draft_for_url(e.new)), "draft_text")
         # The Releases page reads the release again when it opens and after Migration moves it.
         self.param.watch(lambda e: self.releases.refresh() if e.new == "releases" else None, "page")
         self.param.watch(lambda e: self.events.refresh() if e.new == "events" else None, "page")
+        self.param.watch(lambda e: self.inbox.reload() if e.new == "inbox" else None, "page")
         self.migration.param.watch(lambda _e: self.releases.refresh(), "message")
 
     def _to_link(self, **values: str) -> None:
@@ -85,9 +92,11 @@ class Session(param.Parameterized):
         if self.scope and self.scope not in self.scopes:  # SECURITY: only granted scopes
             self.scope = ""
             return
-        for state in (self.overview, self.decisions, self.authoring, self.migration, self.releases, self.events):
+        for state in (self.overview, self.decisions, self.authoring, self.migration, self.releases, self.events,
+                      self.inbox):
             state.scope = self.scope
         self.decisions.selected, self.decisions.detail = "", None  # another scope's decision is not shown
+        self.inbox.selected, self.inbox.detail, self.inbox.proposal = "", None, None  # nor its hold
         names = self.store.policies(self.scope) if self.scope else []
         if self.policy not in names:
             self.policy = names[0] if names else ""
@@ -108,12 +117,14 @@ class Session(param.Parameterized):
 
     def follow_link(self) -> None:
         """Apply the URL's values (untrusted): a scope must be granted (else nothing opens), a
-        policy must be the scope's, a page one of PAGES; the decision opens only in the scope."""
+        policy must be the scope's, a page one of PAGES; the decision and the hold open only in the
+        scope, and a hold's link only opens it (`InboxState.follow`)."""
         if self._writing_link:  # our own write, not a link the browser opened
             return
         links = self.links  # read every value first: applying the scope rewrites the others
         scope, policy, page = text_value(links.scope), text_value(links.policy), text_value(links.page)
         decision, draft = text_value(links.decision), draft_value(links.draft)
+        hold, hold_state, queue = text_value(links.hold), text_value(links.state), text_value(links.queue)
         if scope != self.scope:
             self.scope = scope if scope in self.scopes else ""
         if not self.scope:
@@ -126,6 +137,7 @@ class Session(param.Parameterized):
             self.decisions.open(decision)
         if draft and draft_for_url(draft) != draft_for_url(self.authoring.draft_text):
             self.authoring.draft_text = draft
+        self.inbox.follow(hold_state, queue, hold)
 
     def describe_dataset(self, note: str = "") -> None:
         """The status line's text (plain text: the page escapes it)."""
@@ -156,6 +168,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
             migration_page(session.migration),
             releases_page(session.releases),
             events_page(session.events),
+            inbox_page(session.inbox),
             dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
         )
         tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")

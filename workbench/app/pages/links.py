@@ -1,4 +1,5 @@
-"""Shareable deep links: the page's state (scope, policy, page, decision, draft) in the URL.
+"""Shareable deep links: the page's state (scope, policy, page, decision, draft, and the Inbox's
+open hold and filters) in the URL.
 
 `Links` holds what the address bar says, as the browser sent it; `Session` (pages/__init__)
 applies it to the view-models and writes their changes back, so a copied link reopens the same
@@ -14,8 +15,11 @@ from urllib.parse import urlencode
 
 import param
 
-PAGES = ("overview", "decisions", "authoring", "migration", "releases", "events")
-QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft"}
+from gate.holds.links import inbox_query
+
+PAGES = ("overview", "decisions", "authoring", "migration", "releases", "events", "inbox")
+QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft",
+         "hold": "hold", "state": "state", "queue": "queue"}
 DRAFT_URL_LIMIT = 8000  # characters of draft text kept in the URL; a longer draft is left out
 ID_LIMIT = 200
 
@@ -29,6 +33,9 @@ class Links(param.Parameterized):
     page = param.Parameter(default="overview")
     decision = param.Parameter(default="")
     draft = param.Parameter(default="")
+    hold = param.Parameter(default="", doc="the Inbox's open hold (a decision id)")
+    state = param.Parameter(default="open", doc="the Inbox's state filter")
+    queue = param.Parameter(default="", doc="the Inbox's queue filter")
 
 
 def text_value(value: Any, limit: int = ID_LIMIT) -> str:
@@ -60,6 +67,12 @@ def decision_href(scope: str, policy: str, decision_id: str) -> str:
     return "?" + urlencode({"scope": scope, "policy": policy, "page": "decisions", "decision": decision_id})
 
 
+def hold_href(scope: str, decision_id: str) -> str:
+    """A relative link that opens one hold in the Inbox (after sign-in, where the workbench asks
+    for one): it opens the hold, it never resolves it."""
+    return inbox_query(scope, decision_id)  # one format, also in the hold events (gate.holds.links)
+
+
 __all__ = [
     "DRAFT_URL_LIMIT",
     "PAGES",
@@ -68,5 +81,6 @@ __all__ = [
     "decision_href",
     "draft_for_url",
     "draft_value",
+    "hold_href",
     "text_value",
 ]

@@ -1,0 +1,169 @@
+"""Offline verification of a scope's hold chain (`hold_history_v1`, GET /api/holds/history),
+as `gate verify --hold-history FILE` runs it with no database.
+
+The document is `{hold_history_version, scope_hash, events}`, the events oldest first. It
+verifies when:
+
+* the chain is whole from its first event: `seq` 1, 2, 3, … without a gap, each event linking
+  the hash of the one before (`previous_event_hash`, null at seq 1), of the document's scope,
+  its `event_hash` recomputed and its signature made by a trusted key
+  (`gate.releases.sealing.chain_problem`, the check release events use), which its
+  `public_key_fingerprint` names;
+* every event has exactly the members of `hold_event_v1`, a known action and a well-formed
+  principal whose actor it states;
+* each `policy_set` event carries a hold policy that parses (`HoldPolicy.from_json`);
+* each decision's events, taken together, follow the closing rules of
+  `gate.holds.events.hold_events_problems`: one `record_hash` throughout, at most one close and
+  only last, an approval with its quorum of distinct principals, none of them the requester
+  under four eyes, an expiry that never approves.
+
+SECURITY: an edited, deleted (other than the newest), inserted or reordered event breaks a
+hash, a link or the sequence. The newest events can be cut off unseen (nothing signs the
+head), and a history of more events than the endpoint returns does not start at seq 1: it is
+refused, not verified from the middle. Without anchors the signatures are not checked and
+the result is never `verified` (integrity only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gate.errors import GateError
+from gate.holds.events import (
+    ACTIONS,
+    EVENT_MEMBERS,
+    HOLD_EVENT_VERSION,
+    HOLD_HISTORY_VERSION,
+    OUTCOMES,
+    fingerprint_problem,
+    hold_events_problems,
+)
+from gate.holds.policy import HoldPolicy
+from gate.principals import Principal
+from gate.protocol.canonical import CanonicalJSONError
+from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem
+from gate.verify.anchors import TrustAnchors
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+
+
+@dataclass(frozen=True, slots=True)
+class HoldHistoryCheck:
+    """What `verify_hold_history` found: validity (integrity, and signatures when anchors were
+    given), the first problem, how many events and holds closed per outcome, and every change
+    of the scope's hold policy."""
+
+    valid: bool
+    signatures_checked: bool
+    events: int
+    problems: tuple[str, ...] = ()
+    closed: dict[str, int] = field(default_factory=dict)
+    policy_changes: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        return self.valid and self.signatures_checked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verified": self.verified, "valid": self.valid, "signatures_checked": self.signatures_checked,
+                "events": self.events, "problems": list(self.problems), "closed": dict(self.closed),
+                "policy_changes": list(self.policy_changes)}
+
+
+def _document_problem(document: Any) -> str | None:
+    if not isinstance(document, Mapping):
+        return "a hold history must be a JSON object"
+    if document.get("hold_history_version") != HOLD_HISTORY_VERSION:
+        return f"hold_history_version must be {HOLD_HISTORY_VERSION}"
+    if not isinstance(document.get("scope_hash"), str) or not _HEX64.fullmatch(document["scope_hash"]):
+        return "scope_hash must be a sha256 hex"
+    if not isinstance(document.get("events"), list):
+        return "events must be an array"
+    return None
+
+
+def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
+    """The event's members, version, action and principal."""
+    if set(map(str, event)) != _MEMBERS:
+        return f"{where}: members differ from {HOLD_EVENT_VERSION}'s"
+    if event.get("hold_event_version") != HOLD_EVENT_VERSION:
+        return f"{where}: hold_event_version must be {HOLD_EVENT_VERSION}"
+    if event.get("action") not in ACTIONS:
+        return f"{where}: unknown action {event.get('action')!r}"
+    try:
+        if Principal.from_json(event.get("principal")).actor != event.get("actor"):
+            return f"{where}: actor is not its principal's"
+    except ValueError as exc:
+        return f"{where}: principal is malformed ({exc})"
+    return None
+
+
+def _policy_problem(event: Mapping[str, Any], where: str) -> str | None:
+    if event.get("action") != "policy_set":
+        return None
+    try:
+        HoldPolicy.from_json(event.get("policy"))
+    except GateError as exc:
+        return f"{where}: its policy does not parse ({exc.message})"
+    return None
+
+
+def _event_problem(event: Any, index: int, head: tuple[int, str | None], scope: str,
+                   anchors: TrustAnchors | None) -> str | None:
+    """The first problem of the event at `index` after the chain head `head` (seq, hash)."""
+    where = f"event {index + 1}"
+    if not isinstance(event, Mapping):
+        return f"{where}: must be a JSON object"
+    where = f"event {index + 1} (seq {event.get('seq')!r})"
+    try:
+        problem = chain_problem(event, where, head[0], head[1], scope, anchors)
+    except (CanonicalJSONError, TypeError, ValueError, RecursionError):
+        return f"{where}: is not canonical JSON"
+    if problem is None and anchors is not None:
+        fingerprint = fingerprint_problem(event, anchors)
+        problem = f"{where}: {fingerprint}" if fingerprint else None
+    return problem or _form_problem(event, where) or _policy_problem(event, where)
+
+
+def _decision_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each decision's events, together, under the closing rules (signatures already checked)."""
+    by_decision: dict[str, list[Mapping[str, Any]]] = {}
+    for event in events:
+        if event.get("action") != "policy_set":
+            by_decision.setdefault(str(event.get("decision_id")), []).append(event)
+    for decision_id, own in by_decision.items():
+        record = {"decision_id": decision_id, "record_hash": own[0].get("record_hash")}
+        problems = hold_events_problems(record, own, None)
+        if problems:
+            return [f"decision {decision_id}: {problem}" for problem in problems]
+    return []
+
+
+def _policy_change(event: Mapping[str, Any]) -> dict[str, Any]:
+    return {"seq": event["seq"], "created_at": event.get("created_at"), "actor": event.get("actor"),
+            "principal": event.get("principal"), "policy": event.get("policy")}
+
+
+def verify_hold_history(document: Any, anchors: TrustAnchors | None) -> HoldHistoryCheck:
+    """Check a `hold_history_v1` document offline (see the module docstring). `anchors` None or
+    empty: hashes, links and rules only."""
+    checked = anchors is not None and not anchors.empty
+    usable = anchors if checked else None
+    problem = _document_problem(document)
+    if problem is not None:
+        return HoldHistoryCheck(False, checked, 0, (problem,))
+    events: list[Any] = document["events"]
+    head: tuple[int, str | None] = (0, None)
+    for index, event in enumerate(events):
+        problem = _event_problem(event, index, head, document["scope_hash"], usable)
+        if problem is not None:
+            return HoldHistoryCheck(False, checked, len(events), (problem,))
+        head = (event["seq"], event["event_hash"])
+    problems = _decision_problems(events)
+    closed = {outcome: sum(1 for e in events if e.get("outcome") == outcome) for outcome in OUTCOMES}
+    changes = tuple(_policy_change(e) for e in events if e.get("action") == "policy_set")
+    return HoldHistoryCheck(not problems, checked, len(events), tuple(problems), closed, changes)

@@ -1,0 +1,198 @@
+"""Issue 43, item 5 in a real browser: a reviewer follows a hold's link, signs in at a real OpenID
+Connect provider (tests/oidc_support.py), lands on that hold in the Inbox, and approves it with a
+reason code and a note after confirming; the hold is then approved and its signed resolution
+verifies with the gate's trust anchors. A viewer sees the Inbox but no step on a hold, and the
+service refuses the hidden Deny forced through the page's Bokeh model. The hold's facts, a
+closed neighbour's note and the reviewer's own note are markup, and show as text, with no
+Content-Security-Policy violation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from gate.principals import Principal
+from gate.services.decide import Caller
+from tests.browser.conftest import Workbench, screenshot, wait_for_rows
+from tests.browser.test_workbench_xss import WATCH, violations
+from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
+from tests.server.support import free_port
+from tests.workbench.hostile_ledger import HOSTILE_FACT, HOSTILE_VALUE
+from tests.workbench.ledger_support import REQUEST, LedgerWriter
+from workbench.app.pages.links import hold_href
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+SCOPE = "acme"
+HOSTILE_NOTE = "<img src=x onerror=alert('note')> checked"
+
+
+def _held(writer: LedgerWriter, hours_ago: int, margin: float, hostile: bool = False) -> dict:
+    """A hold opened `hours_ago` (its deadline, a day after, still ahead: the workbench acts now)."""
+    writer.clock.set(datetime.now(UTC).replace(microsecond=0) - timedelta(hours=hours_ago))
+    body = copy.deepcopy(REQUEST)
+    body["context"]["inputs"].update(discount_percent=15, margin_percent=margin)
+    if hostile:
+        body["context"]["inputs"].update({HOSTILE_FACT: 3, "customer_note": HOSTILE_VALUE})
+    record = writer.service.decide(Caller("key_test", SCOPE, "starter", 1000, 10_000_000), body).record
+    assert record["verdict"] == "review"
+    return record
+
+
+def hold_service(home):
+    from gate.keys.config import SigningSetup
+    from gate.ledger import Ledger
+    from gate.services.holds import HoldService
+
+    ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
+    return ledger, HoldService(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac"))
+
+
+@pytest.fixture(scope="module")
+def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
+    """A workbench whose people sign in at the provider: Bob's group reviews acme, Carol's views
+    it. Three holds: one closed with a hostile note, the hostile-facts hold Bob approves, and one
+    Carol looks at."""
+    home = tmp_path_factory.mktemp("inbox-home")
+    writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
+    earlier, target, other = _held(writer, 3, 13), _held(writer, 2, 13, hostile=True), _held(writer, 1, 16)
+    writer.close()
+    ledger, holds = hold_service(home)
+    holds.resolve(SCOPE, Principal.person("password-file", "old", None), frozenset({"resolve"}),
+                  earlier["decision_id"], {"decision": "deny", "reason_code": "EARLIER", "note": HOSTILE_NOTE})
+    ledger.dispose()
+    port = free_port()
+    client_id, client_secret = oidc_provider.register(f"http://127.0.0.1:{port}/login")
+    (home / "client-secret").write_text(client_secret + "\n")
+    (home / "grants.json").write_text(json.dumps({"groups": {
+        "gate-approvers": {SCOPE: ["reviewer"]}, "gate-viewers": {SCOPE: ["viewer"]}}}))
+    server = Workbench(home, ["--oidc-issuer", oidc_provider.issuer, "--oidc-client-id", client_id,
+                              "--oidc-client-secret-file", str(home / "client-secret"),
+                              "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
+                       port=port, ready="/logout")
+    yield server, oidc_provider.issuer, {"earlier": earlier, "target": target, "other": other}
+    server.stop()
+
+
+def signed_in(browser, server, name: str, url: str):
+    """A fresh browser (its own cookies) that opens `url`, signs in as `name` at the provider and
+    is sent back to `url`; every dialog is recorded (and dismissed)."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1300})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    page.errors, page.dialogs = [], []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.add_init_script(WATCH)  # every Content-Security-Policy violation, recorded
+    page.goto(url)
+    page.locator("input[name=login]").fill(name)
+    page.locator("input[name=password]").fill(password(name))
+    page.locator("button[type=submit]").click()
+    page.locator("select").first.wait_for()
+    return context, page
+
+
+def assert_text_only(page) -> None:
+    """Nothing ran: no element made from a payload, no dialog, no CSP violation, no script error."""
+    assert page.locator("img[src=x]").count() == 0 and page.dialogs == [] and page.errors == []
+    assert violations(page) == []
+
+
+def test_a_reviewer_follows_a_holds_link_signs_in_and_approves_it(browser, inbox):
+    server, issuer, held = inbox
+    target = held["target"]
+    context, bob = signed_in(browser, server, "bob", server.url + hold_href(SCOPE, target["decision_id"]))
+    try:
+        bob.get_by_text("signed in as Bob Approver · roles here: reviewer").wait_for()
+        hold = bob.locator(".inbox-hold")
+        hold.get_by_text(f"Hold {target['decision_id']} · open").wait_for()  # the link opened it, after sign-in
+        hold.get_by_text("condition margin_percent < 20").wait_for()
+        hold.get_by_text(HOSTILE_VALUE).wait_for()  # a fact's value, as typed by the caller
+        hold.get_by_text(HOSTILE_FACT).wait_for()  # a fact's name
+        bob.locator(".inbox-verification").get_by_text("the decision record verifies").wait_for()
+        bob.locator(".inbox-similar .tabulator-cell", has_text=HOSTILE_NOTE).wait_for()  # the denied neighbour
+        ledger, holds = hold_service(server.home)
+        try:
+            assert holds.resolution(SCOPE, target["decision_id"])["state"] == "open"  # a link alone resolves nothing
+        finally:
+            ledger.dispose()
+        bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+        bob.get_by_label("Note", exact=True).press_sequentially(HOSTILE_NOTE)
+        bob.locator(".inbox-approve button").click()
+        confirmation = bob.locator(".inbox-confirmation")
+        confirmation.get_by_text(f"Approve held action {target['decision_id']} in scope {SCOPE}?").wait_for()
+        confirmation.get_by_text("Quorum: approval 1 of 1: it closes the hold as approved").wait_for()
+        screenshot(bob, "inbox-1-reviewer-confirms")
+        bob.locator(".inbox-confirm button").click()
+        bob.get_by_text(f"{target['decision_id']} is approved: hold event").wait_for()
+        bob.locator(".inbox-events .tabulator-cell", has_text=HOSTILE_NOTE).first.wait_for()
+        bob.locator(".inbox-verification").get_by_text("the resolution (approved) verifies").wait_for()
+        assert bob.locator(".inbox-steps").is_hidden()  # a closed hold takes no more steps
+        screenshot(bob, "inbox-2-reviewer-approved")
+        assert_text_only(bob)
+    finally:
+        context.close()
+
+    from gate.holds.events import verify_resolution
+
+    ledger, holds = hold_service(server.home)
+    try:
+        answer = holds.resolution(SCOPE, target["decision_id"])
+        anchors = holds.signing.trust_anchors()
+    finally:
+        ledger.dispose()
+    assert answer["state"] == "approved" and answer["approved"] is True
+    resolution = answer["resolution"]
+    assert resolution["actor"] == f"person:{issuer}#bob" and resolution["principal"]["display_name"] == "Bob Approver"
+    assert (resolution["vote"], resolution["reason_code"], resolution["note"]) == (
+        "approve", "CHECKED_WITH_OWNER", HOSTILE_NOTE)
+    check = verify_resolution(target, resolution, anchors)
+    assert check.verified and check.approved and check.outcome == "approved"
+
+
+# Show the hidden Deny button of the page's Bokeh document (what a hand-made client can do).
+_FORCE_DENY = """() => {
+  let shown = 0;
+  for (const doc of Bokeh.documents) {
+    for (const model of doc.all_models) {
+      const classes = model.css_classes || [];
+      if (classes.includes('inbox-steps') || classes.includes('inbox-deny')) { model.visible = true; shown += 1; }
+    }
+  }
+  return shown;
+}"""
+
+
+def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_one(browser, inbox):
+    server, _, held = inbox
+    other = held["other"]["decision_id"]
+    ledger, holds = hold_service(server.home)
+    try:
+        before = holds.history_document(SCOPE)["events"]
+    finally:
+        ledger.dispose()
+    url = server.url + "?" + "scope=acme&page=inbox&hold=" + "%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E"
+    context, carol = signed_in(browser, server, "carol", url)
+    try:
+        carol.get_by_text("roles here: viewer").wait_for()
+        carol.get_by_text("no hold '<img src=x onerror=alert(1)>' in scope 'acme'").wait_for()  # the link's id, as text
+        wait_for_rows(carol, ".inbox-holds")
+        carol.locator(".inbox-holds .tabulator-cell", has_text=other).click()
+        carol.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
+        assert carol.locator(".inbox-steps").is_hidden() and carol.locator(".inbox-approve").is_hidden()
+        screenshot(carol, "inbox-3-viewer")
+        assert carol.evaluate(_FORCE_DENY) >= 2
+        carol.get_by_label("Resolution code", exact=True).press_sequentially("FORCED")
+        carol.locator(".inbox-deny button").click()
+        carol.get_by_text("resolve refused (HOLD_PERMISSION_DENIED)").wait_for()
+        assert_text_only(carol)
+    finally:
+        context.close()
+    ledger, holds = hold_service(server.home)
+    try:
+        assert holds.history_document(SCOPE)["events"] == before
+        assert holds.resolution(SCOPE, other)["state"] == "open"
+    finally:
+        ledger.dispose()

@@ -1,0 +1,198 @@
+"""`gate holds` as a subprocess on the ledger an app serves (issue 43): the local operator lists,
+shows, claims and resolves holds as `operator:<login of the real user id>` (no option names
+anyone, LOGNAME and USER change nothing), its resolution verifies like any reviewer's, and every
+refusal is one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+
+import pytest
+
+from gate.holds.events import verify_resolution
+from tests.holds.support import Holds, held_request, policy, queue
+
+SCOPE = "tenant_a"
+
+
+def _gate(gate_env, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", ""),
+                   **(env or {})}
+    return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
+                          env=environment, timeout=120)
+
+
+def _operator() -> str:
+    return f"operator:{pwd.getpwuid(os.getuid()).pw_name}"
+
+
+def _refused(run: subprocess.CompletedProcess, code: str) -> None:
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"gate holds: {code}: "), run.stderr
+
+
+@pytest.fixture
+def caller(client, issue_key):
+    """The key that asks for the held actions (four eyes keeps it from resolving them)."""
+    return Holds(client, issue_key(scope=SCOPE, permissions="decide")["api_key"])
+
+
+@pytest.fixture
+def api(client, issue_key):
+    """A reviewer's key, beside the operator."""
+    return Holds(client, issue_key(scope=SCOPE, permissions="decide,resolve")["api_key"])
+
+
+@pytest.fixture
+def held(caller):
+    answer = caller.decide(held_request())
+    assert answer.status_code == 200 and answer.get_json()["verdict"] == "review", answer.get_json()
+    return answer.get_json()
+
+
+def test_list_shows_the_open_hold_as_a_table_and_as_json(gate_env, held):
+    table = _gate(gate_env, "holds", "list", "--scope", SCOPE)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0] == f"1 of 1 open holds in scope {SCOPE!r} (open 1, approved 0, denied 0, expired 0)"
+    assert lines[1].split() == ["DECISION", "STATE", "PRIORITY", "QUEUE", "DEADLINE", "APPROVALS", "CLAIMED", "BY",
+                                "RULE", "REASON"]
+    assert lines[2].split()[:4] == [held["decision_id"], "open", "normal", "default"]
+    assert lines[2].split()[5:] == ["0/1", "-", "review_thin_margin", "MARGIN_BELOW_FLOOR"]
+    page = json.loads(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--json").stdout)
+    assert page["total"] == 1 and page["holds"][0]["decision_id"] == held["decision_id"]
+    closed = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--state", "closed")
+    assert closed.returncode == 0 and closed.stdout.startswith(f"no closed holds in scope {SCOPE!r}")
+    assert _gate(gate_env, "holds", "list", "--scope", "elsewhere").stdout.strip() == (
+        "no open holds in scope 'elsewhere' (open 0, approved 0, denied 0, expired 0)")
+    assert json.loads(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--queue", "other", "--json").stdout)[
+        "total"] == 0
+
+
+def test_show_claim_and_resolve_as_the_local_operator(gate_env, client, api, held):
+    decision_id = held["decision_id"]
+    shown = _gate(gate_env, "holds", "show", "--scope", SCOPE, decision_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"hold {decision_id}: open (queue default, priority normal)" in shown.stdout
+    assert "  margin_percent: 12" in shown.stdout and "events:\n  none yet" in shown.stdout
+    assert "  quorum        1 approval(s), 0 so far; four eyes\n" in shown.stdout
+    assert "  held by       rule review_thin_margin (MARGIN_BELOW_FLOOR) of policy pricing_exception" in shown.stdout
+    claimed = _gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id, "--json",
+                    env={"LOGNAME": "someone-else", "USER": "someone-else"})
+    assert claimed.returncode == 0, claimed.stderr
+    event = json.loads(claimed.stdout)["event"]
+    assert event["principal"] == {"kind": "operator", "id": _operator()} and event["action"] == "claim"
+    assert api.show(decision_id).get_json()["hold"]["claimed_by"] == _operator()
+    # another reviewer (the API key) is held off by the operator's claim
+    assert api.resolve(decision_id).get_json()["error"] == "HOLD_CLAIMED"
+    resolved = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--approve",
+                     "--reason-code", "MARGIN_OK", "--note", "checked with finance")
+    assert resolved.returncode == 0, resolved.stderr
+    assert resolved.stdout.splitlines()[-1] == "the hold is approved"
+    assert f"vote approve MARGIN_OK by {_operator()} -> approved: checked with finance" in resolved.stdout
+    answer = api.resolution(decision_id).get_json()
+    assert answer["state"] == "approved" and answer["approved"] is True
+    assert answer["resolution"]["actor"] == _operator() and answer["resolution"]["note"] == "checked with finance"
+    anchors = client.application.extensions["gate"].signing.trust_anchors()
+    assert verify_resolution(held, answer["resolution"], anchors).approved
+    events = _gate(gate_env, "holds", "show", "--scope", SCOPE, decision_id).stdout
+    assert "#1 " in events and " claim by " in events and "#2 " in events and "-> approved" in events
+
+
+def test_unclaim_and_deny(gate_env, api, held):
+    decision_id = held["decision_id"]
+    assert _gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id).returncode == 0
+    released = _gate(gate_env, "holds", "unclaim", "--scope", SCOPE, decision_id)
+    assert released.returncode == 0, released.stderr
+    assert released.stdout.splitlines()[-1] == "the hold is open: 0 of 1 approvals"
+    assert api.show(decision_id).get_json()["hold"]["claimed_by"] is None
+    _refused(_gate(gate_env, "holds", "unclaim", "--scope", SCOPE, decision_id), "HOLD_CLAIMED")
+    denied = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--deny", "--reason-code", "TOO_THIN")
+    assert denied.returncode == 0 and denied.stdout.splitlines()[-1] == "the hold is denied", denied.stderr
+    assert api.resolution(decision_id).get_json()["state"] == "denied"
+
+
+def test_refusals_are_one_line_with_exit_status_2(gate_env, api, held):
+    decision_id = held["decision_id"]
+    resolve = ("holds", "resolve", "--scope", SCOPE)
+    _refused(_gate(gate_env, *resolve, "dec_does_not_exist", "--approve", "--reason-code", "OK_CODE"),
+             "HOLD_NOT_FOUND")
+    _refused(_gate(gate_env, "holds", "show", "--scope", "tenant_b", decision_id), "HOLD_NOT_FOUND")
+    for code in ("lower_case", "A", "HAS SPACE", "X" * 65):
+        _refused(_gate(gate_env, *resolve, decision_id, "--approve", "--reason-code", code), "HOLD_RESOLUTION_INVALID")
+    assert api.show(decision_id).get_json()["hold"]["state"] == "open"  # nothing was recorded
+    _refused(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--state", "pending"), "REQUEST_INVALID")
+    assert _gate(gate_env, *resolve, decision_id, "--approve", "--reason-code", "FIRST").returncode == 0
+    _refused(_gate(gate_env, *resolve, decision_id, "--deny", "--reason-code", "SECOND"), "HOLD_ALREADY_RESOLVED")
+    _refused(_gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id), "HOLD_ALREADY_RESOLVED")
+    limit = _gate(gate_env, "holds", "list", "--scope", SCOPE, "--limit", "0")
+    assert limit.returncode == 2 and limit.stderr.strip() == "gate holds: --limit must be 1..500"
+
+
+def test_no_option_names_an_identity_and_a_vote_is_required(gate_env, held):
+    named = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, held["decision_id"], "--approve",
+                  "--reason-code", "OK_CODE", "--as", "someone-else")
+    assert named.returncode == 2 and "unrecognized arguments: --as someone-else" in named.stderr
+    neither = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, held["decision_id"], "--reason-code", "OK_CODE")
+    assert neither.returncode == 2 and "one of the arguments --approve --deny is required" in neither.stderr
+    both = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, held["decision_id"], "--approve", "--deny",
+                 "--reason-code", "OK_CODE")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_policy_is_shown_and_replaced_by_a_signed_operator_event(gate_env, caller, tmp_path):
+    shown = json.loads(_gate(gate_env, "holds", "policy", "--scope", SCOPE).stdout)
+    assert shown["event"] is None and shown["policy"]["default_queue"] == "default"
+    wanted = policy({"default": queue(deadline=600), "finance": queue(quorum="two", justification=True)},
+                    routes=[{"policy_id": "pricing_exception", "rule_id": None, "queue": "finance",
+                             "priority": "high"}])
+    (tmp_path / "policy.json").write_text(json.dumps(wanted))
+    changed = _gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "policy.json"))
+    assert changed.returncode == 0, changed.stderr
+    body = json.loads(changed.stdout)
+    assert body["event"]["action"] == "policy_set" and body["event"]["actor"] == _operator()
+    assert body["policy"]["queues"]["finance"]["quorum"] == "two"
+    # the new route sends the next held decision to finance, at high priority
+    assert caller.decide(held_request(subject="another")).get_json()["verdict"] == "review"
+    listed = json.loads(_gate(gate_env, "holds", "list", "--scope", SCOPE, "--queue", "finance", "--json").stdout)
+    assert listed["total"] == 1 and listed["holds"][0]["priority"] == "high"
+    (tmp_path / "bad.json").write_text(json.dumps({**wanted, "default_queue": "nowhere"}))
+    _refused(_gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "bad.json")),
+             "HOLD_POLICY_INVALID")
+    unreadable = _gate(gate_env, "holds", "policy", "--scope", SCOPE, "--set", str(tmp_path / "missing.json"))
+    assert unreadable.returncode == 2 and unreadable.stderr.startswith("gate holds: cannot read the hold policy")
+
+
+def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api, held, tmp_path):
+    decision_id = held["decision_id"]
+    for step in (("claim",), ("resolve", "--approve", "--reason-code", "MARGIN_OK", "--note", "checked")):
+        assert _gate(gate_env, "holds", step[0], "--scope", SCOPE, decision_id, *step[1:]).returncode == 0
+    document = client.get("/api/holds/history", headers=api.h()).get_json()
+    assert [e["action"] for e in document["events"]] == ["claim", "vote"]
+    saved, keys = tmp_path / "history.json", tmp_path / "keys.json"
+    saved.write_text(json.dumps(document))
+    keys.write_bytes(client.get("/api/decision/receipt-keys").get_data())
+    verified = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "VERIFIED (2 events; holds closed: approved 1, denied 0, expired 0; 0 policy changes)" in verified.stdout
+    as_json = json.loads(_gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json").stdout)
+    assert as_json["verified"] is True and as_json["closed"]["approved"] == 1  # FILE itself is recognised
+    unproven = _gate(gate_env, "verify", "--hold-history", str(saved))
+    assert unproven.returncode == 1 and "NOT PROVEN (no trusted key)" in unproven.stdout
+    document["events"][1]["note"] = "checkeD"
+    saved.write_text(json.dumps(document))
+    tampered = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert tampered.returncode == 1 and "NOT VERIFIED" in tampered.stdout
+    assert "event 2 (seq 2): event_hash does not match its content (tampered)" in tampered.stdout
+    saved.write_text(json.dumps({**document, "events": document["events"][1:]}))
+    deleted = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert deleted.returncode == 1 and "seq 2, expected 1 (gap or reorder)" in deleted.stdout
+    both = _gate(gate_env, "verify", str(saved), "--hold-history", str(saved))
+    assert both.returncode == 2 and both.stderr.strip() == "gate verify: give one file: FILE or --hold-history FILE"
+    neither = _gate(gate_env, "verify")
+    assert neither.returncode == 2 and "give one file" in neither.stderr

@@ -1,0 +1,232 @@
+"""`verify_hold_history`, pure (gate/holds/history.py): a scope's whole hold chain verifies offline,
+and an edited, deleted, reordered, inserted or re-signed event, a policy that does not parse, or a
+closing that breaks the rules is named."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gate.chain.links import scope_hash
+from gate.holds.events import Step, build_event
+from gate.holds.history import HoldHistoryCheck, verify_hold_history
+from gate.holds.events import hold_events_problems
+from gate.keys.signing import Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner
+from gate.principals import Principal
+from gate.releases.sealing import seal
+from gate.verify import TrustAnchors
+from tests.holds.chain_support import KEY, OTHER, RECORDS, SCOPE, anchors, chain, history, of_decision
+
+ANCHORS = anchors()
+OTHER_ENTRY = {"key_id": OTHER.key_id, "algorithm": "ed25519", "public_key": OTHER.public_key_pem,
+               "public_key_fingerprint": OTHER.fingerprint, "status": "active", "not_before": "2026-01-01T00:00:00.000Z"}
+
+
+def _problems(document, trust=ANCHORS) -> list[str]:
+    """The problems of a document that fails, its result held exactly: not valid, whether keys
+    were used, and how many events it holds (none when the document itself is malformed)."""
+    check = verify_hold_history(document, trust)
+    events = document.get("events") if isinstance(document, dict) else None
+    counted = len(events) if isinstance(events, list) and check.problems[0].startswith(("event ", "decision ")) else 0
+    keyed = trust is not None and not trust.empty
+    assert (check.valid, check.signatures_checked, check.events) == (False, keyed, counted)
+    assert check.valid is False and check.signatures_checked is keyed and check.problems
+    if not check.problems[0].startswith("decision "):  # the chain broke: nothing is summed up
+        assert check == HoldHistoryCheck(False, keyed, counted, check.problems)
+    return list(check.problems)
+
+
+def _resealed(events, signer_key=KEY) -> list[dict]:
+    """The events chained and signed again from the first (what an editor with a key would do)."""
+    signer = Ed25519ReceiptSigner(signer_key)
+    previous = None
+    for seq, event in enumerate(events, start=1):
+        event["seq"], event["previous_event_hash"] = seq, previous
+        seal(event, signer)
+        previous = event["event_hash"]
+    return events
+
+
+def test_a_whole_chain_verifies_with_its_outcomes_and_policy_changes():
+    check = verify_hold_history(history(), ANCHORS)
+    assert check.verified and check.valid and check.signatures_checked and check.events == 7
+    assert check.closed == {"approved": 2, "denied": 1, "expired": 1}
+    first = chain()[0]
+    assert check.policy_changes == ({"seq": 1, "created_at": first["created_at"], "actor": "operator:ops",
+                                     "principal": {"kind": "operator", "id": "operator:ops"},
+                                     "policy": first["policy"]},)
+    assert check.to_json() == {"verified": True, "valid": True, "signatures_checked": True, "events": 7,
+                               "problems": [], "closed": {"approved": 2, "denied": 1, "expired": 1},
+                               "policy_changes": list(check.policy_changes)}
+    empty = verify_hold_history(history([]), ANCHORS)
+    assert empty.verified and empty.events == 0
+
+
+def test_without_a_trusted_key_it_is_intact_but_never_verified():
+    for trust in (None, TrustAnchors()):
+        check = verify_hold_history(history(), trust)
+        assert check.valid and not check.signatures_checked and not check.verified
+    assert _problems(history(), anchors(OTHER)) == ["event 1 (seq 1): signature has no trusted key"]
+
+
+def test_a_changed_byte_is_tampering_and_a_new_hash_breaks_the_signature():
+    events = chain()
+    events[2]["note"] = "fine by finance!"
+    assert _problems(history(events)) == ["event 3 (seq 3): event_hash does not match its content (tampered)"]
+    moved = chain()
+    moved[1]["public_key_fingerprint"] = OTHER.fingerprint
+    assert _problems(history(moved)) == ["event 2 (seq 2): public_key_fingerprint does not name the trusted key"]
+    seal(events[2], None)  # the hash recomputed over the edit, the old signature kept
+    assert _problems(history(events)) == ["event 3 (seq 3): signature fails"]
+    resigned = chain()
+    resigned[2]["note"] = "edited"
+    assert _problems(history(_resealed(resigned, OTHER))) == ["event 1 (seq 1): signature has no trusted key"]
+
+
+def test_every_single_character_edit_of_any_event_is_named():
+    base = chain()
+    edited = 0
+    for index, event in enumerate(base):
+        for name, value in event.items():
+            if not isinstance(value, str) or not value:
+                continue
+            events = copy.deepcopy(base)
+            middle = len(value) // 2
+            events[index][name] = value[:middle] + ("0" if value[middle] != "0" else "1") + value[middle + 1:]
+            assert not verify_hold_history(history(events), ANCHORS).valid, (index, name)
+            edited += 1
+    assert edited > 80
+
+
+def test_deleted_reordered_and_inserted_events_break_the_sequence():
+    events = chain()
+    assert _problems(history(events[1:])) == ["event 1 (seq 2): seq 2, expected 1 (gap or reorder)"]
+    assert _problems(history(events[:3] + events[4:])) == ["event 4 (seq 5): seq 5, expected 4 (gap or reorder)"]
+    swapped = events[:3] + [events[4], events[3]] + events[5:]
+    assert _problems(history(swapped)) == ["event 4 (seq 5): seq 5, expected 4 (gap or reorder)"]
+    doubled = events[:3] + [events[2]] + events[3:]
+    assert _problems(history(doubled)) == ["event 4 (seq 3): seq 3, expected 4 (gap or reorder)"]
+    # renumbered after a deletion: the link to the deleted event's hash is gone
+    renumbered = copy.deepcopy(events[:3] + events[4:])
+    for seq, event in enumerate(renumbered, start=1):
+        event["seq"] = seq
+    assert _problems(history(renumbered)) == ["event 4 (seq 4): previous_event_hash does not link to the event before it"]
+
+
+def test_another_scopes_chain_is_refused():
+    assert _problems(history(chain(), scope="tenant_b")) == ["event 1 (seq 1): belongs to another scope"]
+    assert verify_hold_history(history(chain(scope="tenant_b"), scope="tenant_b"), ANCHORS).verified
+
+
+def test_a_policy_that_does_not_parse_is_named():
+    events = chain()
+    events[0]["policy"] = {**events[0]["policy"], "default_queue": "nowhere"}
+    problems = _problems(history(_resealed(events)))
+    assert len(problems) == 1 and problems[0].startswith("event 1 (seq 1): its policy does not parse (")
+
+
+def test_a_closing_that_breaks_the_rules_is_named_per_decision():
+    events = chain()
+    events[6]["votes"] = []  # bob's approval no longer rests on alice's vote
+    problems = _problems(history(_resealed(events)))
+    assert problems == ["decision dec_d: an approval's votes must list the hashes of the earlier approving votes, in order"]
+    events = chain()
+    lonely = events[:5] + [events[6]]
+    lonely[5]["votes"] = []
+    assert _problems(history(_resealed(lonely))) == [
+        "decision dec_d: approved by 1 distinct principal(s), the quorum needs 2"]
+    events = chain()
+    events[3]["action"] = "escalate"  # an escalation cannot close a hold as expired
+    assert _problems(history(_resealed(events))) == [
+        "decision dec_b: a escalate event cannot close a hold as 'expired'"]
+    events = chain()
+    events[3]["record_hash"] = "f" * 64  # one of dec_b's events bound to another record
+    events.insert(3, copy.deepcopy(events[1]))
+    events[3]["decision_id"] = RECORDS["b"]["decision_id"]
+    problems = _problems(history(_resealed(events)))
+    assert problems[0].startswith("decision dec_b: hold_events[1]: record_hash is not the decision record's")
+
+
+def test_malformed_events_and_documents_are_named():
+    events = chain()
+    events[1]["extra"] = 1
+    assert _problems(history(_resealed(events))) == ["event 2 (seq 2): members differ from hold_event_v1's"]
+    events = chain()
+    events[1]["action"] = "approve_all"
+    assert _problems(history(_resealed(events))) == ["event 2 (seq 2): unknown action 'approve_all'"]
+    events = chain()
+    events[1]["actor"] = "person:someone#else"
+    assert _problems(history(_resealed(events))) == ["event 2 (seq 2): actor is not its principal's"]
+    assert _problems(history([1])) == ["event 1: must be a JSON object"]
+    for document, problem in (([], "a hold history must be a JSON object"),
+                              ({**history(), "hold_history_version": "v0"}, "hold_history_version must be hold_history_v1"),
+                              ({**history(), "scope_hash": SCOPE}, "scope_hash must be a sha256 hex"),
+                              ({**history(), "events": {}}, "events must be an array")):
+        assert _problems(document) == [problem]
+
+
+@pytest.mark.parametrize("kind", ["unsigned", "float"])
+def test_unsigned_or_odd_content_fails_without_raising(kind):
+    events = chain()
+    if kind == "unsigned":
+        step = Step("claim", Principal.operator("ops"), "2026-11-03T10:00:00.000Z", "dec_a", "a" * 64, queue="default")
+        events.append(build_event(step, scope_hash=scope_hash(SCOPE), seq=8, previous_event_hash=events[-1]["event_hash"],
+                                  signer=None))
+        assert _problems(history(events)) == ["event 8 (seq 8): signature fails"]
+        assert _problems(history(events), None) == ["event 8 (seq 8): members differ from hold_event_v1's"]
+    else:
+        events[1]["note"] = float("nan")
+        assert _problems(history(events)) == ["event 2 (seq 2): is not canonical JSON"]
+
+
+def test_the_stated_fingerprint_names_the_key_that_signed_among_several():
+    both = anchors(KEY) + anchors(OTHER)
+    assert verify_hold_history(history(), both).verified
+    events = chain()
+    events[1]["public_key_fingerprint"] = OTHER.fingerprint  # another trusted key's, not the signer's
+    assert _problems(history(events), both) == ["event 2 (seq 2): public_key_fingerprint does not name the trusted key"]
+
+
+def test_hmac_signed_events_state_no_fingerprint_and_need_their_key_ids_secret():
+    key = HmacKey("hmac-1", b"a shared secret")
+    events = chain(signer=HmacReceiptSigner(key))
+    trust = TrustAnchors.from_hmac_key(key)
+    assert events[0]["public_key_fingerprint"] is None and verify_hold_history(history(events), trust).verified
+    events[1]["public_key_fingerprint"] = KEY.fingerprint
+    assert _problems(history(events), trust) == ["event 2 (seq 2): an HMAC signature states no public_key_fingerprint"]
+    other = TrustAnchors.from_hmac_key(HmacKey("hmac-2", b"a shared secret"))
+    assert _problems(history(chain(signer=HmacReceiptSigner(key))), other) == [
+        "event 1 (seq 1): signature has no trusted key"]
+
+
+def test_one_decisions_events_with_keys_name_each_signature():
+    key = HmacKey("hmac-1", b"a shared secret")
+    signed = of_decision(chain(signer=HmacReceiptSigner(key)), "d")
+    assert hold_events_problems(RECORDS["d"], signed, TrustAnchors.from_hmac_key(key)) == []
+    assert hold_events_problems(RECORDS["d"], signed, TrustAnchors.from_hmac_key(HmacKey("hmac-2", key.secret))) == [
+        "hold_events[0]: signature has no trusted key", "hold_events[1]: signature has no trusted key"]
+    events = of_decision(chain(), "d")
+    listed = copy.deepcopy(events)
+    listed[0]["public_key_fingerprint"] = [KEY.fingerprint]
+    assert hold_events_problems(RECORDS["d"], listed, ANCHORS) == [
+        "hold_events[0]: public_key_fingerprint does not name the trusted key"]
+    assert hold_events_problems(RECORDS["d"], events, ANCHORS) == []
+    assert hold_events_problems(RECORDS["d"], events, None) == []
+    assert hold_events_problems(RECORDS["d"], events, anchors(OTHER)) == [
+        "hold_events[0]: signature has no trusted key", "hold_events[1]: signature has no trusted key"]
+    edited = copy.deepcopy(events)
+    edited[0]["note"] = "added later"
+    assert hold_events_problems(RECORDS["d"], edited, None) == [
+        "hold_events[0]: event_hash does not match its content (tampered)"]
+
+
+def test_two_trusted_keys_under_one_key_id_are_told_apart_by_the_fingerprint():
+    # A registry may hold two keys with one key id; the stated fingerprint picks the signer's.
+    twin = dict(OTHER_ENTRY, key_id=KEY.key_id)
+    trust = anchors(KEY) + TrustAnchors.from_registry_entries([twin])
+    signer = Ed25519ReceiptSigner(OTHER)
+    signer.key_id = KEY.key_id
+    events = of_decision(chain(signer=signer), "d")
+    assert hold_events_problems(RECORDS["d"], events, trust) == []
+    assert verify_hold_history(history(chain(signer=signer)), trust).verified

@@ -1,0 +1,181 @@
+"""A held decision's packet carries its signed hold events (`hold_events`, issue 43), checked by two
+named checks: `hold_events` (integrity, binding and the closing rules) and `hold_events_signature`
+(authenticity). Any edit of any hold event fails one of them, even with `packet_hash` recomputed;
+a packet of a decision without hold events is byte for byte what it was before the member existed."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from packet_support import (
+    ACTIVE,
+    ATTACKER,
+    REQUEST,
+    anchors,
+    at,
+    intelligence_reports,
+    receipt_head,
+    scenario,
+)
+
+from gate.holds.events import Step, build_event
+from gate.keys.signing import Ed25519ReceiptSigner
+from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.principals import Principal
+from gate.protocol.canonical import sha256_hex
+
+ANCHORS = anchors()
+BASE = scenario()
+# The packet hashes of these scenarios as the builder made them before `hold_events` existed
+# (computed at f353c0d): a packet of a decision without hold events has not changed by a byte.
+BEFORE = {"default": "2036d1a2b0286a93ac79000913e99492d42cfed6dc4af72bf9b1008be95a2955",
+          "link_outcome": "0347da1e5006da74152766bb39dae8feafcb6b463f8e73fac3f9facc17faa6f8",
+          "bare": "08168693d0ea89f1e829d193864ffced226d6e92013027e36e1f2177fb56c3bc"}
+
+
+def hold_events(record: dict, key=ACTIVE) -> list[dict]:
+    """A claim, then two reviewers' approvals closing a quorum-two hold: seq 3, 5 and 8 of the
+    scope's hold chain (other decisions' events sit between them)."""
+    signer = Ed25519ReceiptSigner(key)
+    alice, bob = Principal.person("https://id.example", "alice"), Principal.person("https://id.example", "bob")
+    bound = {"decision_id": record["decision_id"], "record_hash": record["record_hash"]}
+    close = {"four_eyes": True, "requested_by": "key_caller", "queue": "pair"}
+    events: list[dict] = []
+    for seq, make in ((3, lambda: Step("claim", alice, at(3000), **bound, queue="pair")),
+                      (5, lambda: Step("vote", alice, at(3001), **bound, vote="approve", reason_code="CHECKED",
+                                       **close)),
+                      (8, lambda: Step("vote", bob, at(3002), **bound, vote="approve", reason_code="CHECKED",
+                                       note="margin accepted by finance", outcome="approved", approvals_needed=2,
+                                       votes=(events[1]["event_hash"],), **close))):
+        events.append(build_event(make(), scope_hash="5" * 64, seq=seq, previous_event_hash=f"{seq - 1:x}" * 64,
+                                  signer=signer))
+    return events
+
+
+def packet_of(events, exported_at: str = at(7200)) -> dict:
+    """The default scenario's packet, with `events` as the decision's hold events."""
+    record = BASE.record
+    options = PacketOptions(execution_limit=3, outcome_limit=2, include_input=True, include_chain=True)
+    return build_packet(record=record, exported_at=exported_at, options=options,
+                        receipt_head=receipt_head(record, 10, ACTIVE), original_input=copy.deepcopy(REQUEST),
+                        chain=BASE.chain.excerpt(25, options.chain_limit), policy_intelligence=intelligence_reports(record),
+                        hold_events=events, **BASE.parts)
+
+
+HELD = packet_of(hold_events(BASE.record))
+
+
+def _rehash(packet: dict) -> dict:
+    packet["packet_hash"] = sha256_hex({k: v for k, v in packet.items() if k != "packet_hash"})
+    return packet
+
+
+def test_a_packet_without_hold_events_is_as_before():
+    assert packet_of(()) == BASE.packet and "hold_events" not in BASE.packet
+    assert BASE.packet["packet_hash"] == BEFORE["default"]
+    assert scenario(link_outcome=True).packet["packet_hash"] == BEFORE["link_outcome"]
+    assert scenario(include_chain=False, reports=False, include_input=False).packet["packet_hash"] == BEFORE["bare"]
+    result = verify_packet(BASE.packet, anchors=ANCHORS)
+    assert result.verified and result.checks["hold_events"] is None and result.checks["hold_events_signature"] is None
+
+
+def test_a_held_decisions_packet_carries_its_events_and_verifies():
+    assert [e["seq"] for e in HELD["hold_events"]] == [3, 5, 8] and list(HELD)[-2:] == ["hold_events", "packet_hash"]
+    assert HELD["packet_manifest"] == BASE.packet["packet_manifest"]  # no component, no option: as before
+    result = verify_packet(HELD, anchors=ANCHORS)
+    assert result.verified, result.details
+    assert result.checks["hold_events"] is True and result.checks["hold_events_signature"] is True
+
+
+def test_without_a_trusted_key_the_events_are_intact_but_not_authentic():
+    result = verify_packet(HELD, anchors=None)
+    assert result.checks["hold_events"] is True and result.checks["hold_events_signature"] is False
+    assert not result.authenticity_valid
+    foreign = packet_of(hold_events(BASE.record, key=ATTACKER))
+    result = verify_packet(foreign, anchors=ANCHORS)
+    assert result.integrity_valid and not result.authenticity_valid and not result.verified
+    assert result.failed_checks == ("hold_events_signature",)
+    assert result.details["hold_events_signature"][0] == "hold_events[0]: signature has no trusted key"
+
+
+def test_a_changed_byte_of_the_resolution_fails_the_named_check():
+    packet = copy.deepcopy(HELD)
+    packet["hold_events"][-1]["note"] = "margin accepted by Finance"
+    result = verify_packet(packet, anchors=ANCHORS)
+    assert {"packet_hash", "hold_events"} <= set(result.failed_checks) and not result.verified
+    assert result.details["hold_events"] == ["hold_events[2]: event_hash does not match its content (tampered)"]
+    rehashed = verify_packet(_rehash(packet), anchors=ANCHORS)
+    assert rehashed.failed_checks == ("hold_events",) and not rehashed.integrity_valid and not rehashed.verified
+    first = copy.deepcopy(HELD)
+    first["hold_events"][0]["queue"] = "other"  # the first event's, the later two intact
+    result = verify_packet(_rehash(first), anchors=ANCHORS)
+    assert result.details["hold_events"] == ["hold_events[0]: event_hash does not match its content (tampered)"]
+    assert result.checks["hold_events_signature"] is True  # it signs the stated event_hash, which is intact
+
+
+def _leaves(value, path=()):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, (*path, index))
+    elif isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        yield path
+
+
+def _edit(value):
+    if isinstance(value, int):
+        return value + 1
+    middle = len(value) // 2
+    return value[:middle] + ("0" if value[middle:middle + 1] != "0" else "1") + value[middle + 1:]
+
+
+LEAVES = list(_leaves(HELD["hold_events"]))
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=["/".join(map(str, p)) for p in LEAVES])
+def test_any_single_edit_of_a_hold_event_fails_a_hold_check_even_rehashed(path):
+    packet = copy.deepcopy(HELD)
+    target = packet["hold_events"]
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = _edit(target[path[-1]])
+    result = verify_packet(_rehash(packet), anchors=ANCHORS)
+    assert not result.verified
+    assert {"hold_events", "hold_events_signature"} & set(result.failed_checks), result.failed_checks
+
+
+def test_dropped_reordered_foreign_or_empty_events_fail():
+    events = hold_events(BASE.record)
+    cases = {
+        "an approval without its earlier vote": [events[0], events[2]],
+        "reordered": [events[1], events[0], events[2]],
+        "twice": [events[0], events[0], events[1], events[2]],
+        "another decision's": hold_events({**BASE.record, "decision_id": "dec_other"}),
+    }
+    for name, listed in cases.items():
+        packet = _rehash({**copy.deepcopy(HELD), "hold_events": listed})
+        result = verify_packet(packet, anchors=ANCHORS)
+        assert "hold_events" in result.failed_checks and not result.verified, name
+    for empty in ([], {}, None):
+        result = verify_packet(_rehash({**copy.deepcopy(HELD), "hold_events": empty}), anchors=ANCHORS)
+        assert result.details["hold_events"] == ["hold_events must be a non-empty array"]
+    result = verify_packet(_rehash({**copy.deepcopy(HELD), "hold_events": [1, *events]}), anchors=ANCHORS)
+    assert result.details["hold_events"] == ["hold_events[0]: a hold event must be a JSON object"]
+    assert result.details["hold_events_signature"] == ["hold_events[0]: not an object"]
+
+
+def test_an_export_before_the_last_event_is_named():
+    packet = _rehash({**copy.deepcopy(HELD), "exported_at": at(3001)})
+    result = verify_packet(packet, anchors=ANCHORS)
+    assert "exported_at" in result.failed_checks
+    assert any("hold_events[].created_at" in reason for reason in result.details["exported_at"])
+
+
+def test_the_builder_refuses_events_that_are_not_the_records():
+    with pytest.raises(PacketSourceError, match="hold events do not verify"):
+        packet_of(hold_events({**BASE.record, "record_hash": "0" * 64}))
+    with pytest.raises(PacketSourceError, match="exported_at is earlier than hold_events"):
+        packet_of(hold_events(BASE.record), exported_at=at(3001))
