@@ -110,3 +110,12 @@ MAX_SAFE_INTEGER = 2**53 - 1
 CHAIN_ENTRY_TYPE_DECISION = "decision"
 CHAIN_CHECKPOINT_VERSION = "decision_chain_checkpoint_v1"
 CHAIN_TREE_ALGORITHM = "rfc6962_sha256"
+
+# Held actions (issue 43, docs/holds.md): a hold's states, as `hold_event_v1` states its outcome
+# (gate.holds.events holds the same words; tests/workbench/test_hold_export.py keeps them equal).
+# The analytics (the export, the hold report's engine) read them here.
+HOLD_OPEN = "open"
+HOLD_APPROVED = "approved"
+HOLD_DENIED = "denied"
+HOLD_EXPIRED = "expired"
+HOLD_STATES = (HOLD_OPEN, HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED)

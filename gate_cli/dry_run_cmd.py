@@ -188,9 +188,7 @@ def _baseline(args, settings, setup, ledger):
 
 def _run(args) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
-    from workbench.migration.baseline import compared_with
     from workbench.migration.draft import load_draft, read_draft_file
-    from workbench.migration.impact import headline
     from workbench.signing import result_signer
 
     _check_args(args)
@@ -237,14 +235,25 @@ def _run(args) -> int:
             k: d[k] for k in ("baseline", "decisions_total", "decisions_evaluated", "decisions_changed",
                               "decisions_unreplayable", "transitions", "impact", "result_hash")}}, indent=2))
     else:
-        print(f"dry-run of {args.rulebook_id} under draft {manifest['to']['version']} "
-              f"(sha256 {manifest['to']['rulebook_hash'][:16]}…), {compared_with(d['baseline'])}")
-        print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
-              f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
-        print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; "
-              + headline(d["impact"]))
-        print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
+        _print_summary(args.rulebook_id, out, manifest)
     return 0
+
+
+def _print_summary(rulebook_id: str, out: Path, manifest: dict) -> None:
+    """The written dry-run in a few lines: the draft, the replay, the review queue with the impact's
+    headline, the cost of a hold, and the files."""
+    from workbench.migration.baseline import compared_with
+    from workbench.migration.holdcost import hold_cost_text
+    from workbench.migration.impact import headline
+
+    d = manifest["dry_run"]
+    print(f"dry-run of {rulebook_id} under draft {manifest['to']['version']} "
+          f"(sha256 {manifest['to']['rulebook_hash'][:16]}…), {compared_with(d['baseline'])}")
+    print(f"  {d['decisions_evaluated']:,} decisions replayed, {d['decisions_changed']:,} change verdict, "
+          f"{d['decisions_unreplayable']:,} could not be replayed (no facts)")
+    print(f"  review queue {d['review_load']['before']:,} → {d['review_load']['after']:,}; " + headline(d["impact"]))
+    print(f"  cost of a hold: {hold_cost_text(d['review_load'].get('hold_cost'))}")
+    print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
 
 
 def _verify(args) -> int:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from workbench.reports.params import ReportParams
 
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
-           "min_cohort_decisions")
+           "min_cohort_decisions", "outcome_window_days")
 DATASET_LIMIT = 1_000_000_000
 
 
@@ -55,7 +55,8 @@ class _ReportHelp(HelpFormatter):
 
 
 def add_report_parser(sub) -> None:
-    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks)",
+    p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks, "
+                                      "holds)",
                        formatter_class=_ReportHelp,
                        description="Readable text by default (rates as percentages with one decimal, scores "
                                    "with four); --json prints the sealed report exactly as the endpoint answers.")
@@ -119,6 +120,8 @@ def _check_scope(args: argparse.Namespace, kind: ReportKind, params: ReportParam
         raise _Refused("--allow-unsigned reads an unsigned dataset: give --dataset")
     if args.cluster is not None and (args.dataset is None or params.limit is not None):
         raise _Refused("--cluster reads a whole dataset over its partitions: give --dataset and --limit all")
+    if args.cluster is not None and kind.reads_holds:
+        raise _Refused(f"the {kind.name} report reads the holds in this process: leave out --cluster")
 
 
 def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -> tuple[Cohort, list[str]]:
@@ -148,12 +151,15 @@ def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, le
             cohort_scopes: list[str], client: Any = None) -> Frames:
     """The decisions the report reads: from the dataset when one is named, once it is trusted
     (its partials computed on the cluster with `client`), else from the ledger."""
-    from workbench.dataset.load import from_dataset, from_ledger
+    from workbench.dataset.load import from_dataset, from_ledger, holds_from_dataset, holds_from_ledger
 
     if args.dataset:
         _digest_store()
         trust = _trust(args, ledger)
         scopes = None if args.scope is None else [args.scope, *cohort_scopes]
+        if kind.reads_holds:
+            return holds_from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
+                                      policy_version=kind.loaded_version(params), trust=trust)
         if client is not None:
             from workbench.cluster.reports import cluster_frames
 
@@ -161,6 +167,11 @@ def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, le
                                   policy_version=kind.loaded_version(params), scopes=scopes, trust=trust)
         return from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
                             policy_version=kind.loaded_version(params), limit=params.limit, trust=trust)
+    if kind.reads_holds:
+        if params.limit is None:  # `_params` refuses `--limit all` without a dataset already
+            raise _Refused("--limit all reads a whole dataset; the ledger allows 1 to 10000")
+        return holds_from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
+                                 limit=params.limit)
     return from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
                        limit=params.limit, cohort_scopes=cohort_scopes)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from workbench.reports import numbers
+from workbench.reports.holdtext import hold_lines
 from workbench.reports.registry import REPORTS
 
 
@@ -142,6 +143,7 @@ def _confidence(report: Mapping[str, Any]) -> list[str]:
 # members and its hash.
 BODIES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "effectiveness": _effectiveness, "confidence": _confidence, "anomalies": _anomalies, "benchmarks": _benchmarks,
+    "holds": hold_lines,
 }
 
 

@@ -194,6 +194,11 @@ def test_review_forecast_is_exact(result):
         {"month": "2026-01", "replayed": 8, "review_before": 4, "review_after": 1},
         {"month": "2026-02", "replayed": 2, "review_before": 1, "review_after": 0},
     ]
+    # A dataset written without hold tables: the cost of a hold is not measured, and says so.
+    assert load["hold_cost"] == {
+        "measured": False, "source": None, "assumed_review_cost": 0.05,
+        "note": ("no closed hold of this rulebook in the history: the review forecast is the queue's counts, and the "
+                 "cost model's review cost (0.05 per review) is assumed, not measured")}
 
 
 def test_review_forecast_without_reviews_before_has_no_relative_change(tmp_path):

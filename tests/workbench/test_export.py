@@ -157,7 +157,7 @@ def test_receipts_inside_the_settle_window_wait_for_the_next_run(writer, tmp_pat
     assert first.new_rows["decisions"] == 1 and first.new_rows["outcomes"] == 0
     later = export_ledger(writer.ledger, str(out), now=datetime(2026, 6, 1, 0, 5, tzinfo=UTC))
     assert later.new_rows == {"decisions": 0, "executions": 0, "outcomes": 1, "crm_syncs": 0, "chain_links": 0,
-                              "facts": {}}
+                              "holds": 0, "hold_events": 0, "facts": {}}
 
 
 def test_a_failed_runs_files_are_removed_by_the_next_run(writer, tmp_path):

@@ -49,7 +49,7 @@ from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
 from workbench.dataset.export import Progress, export_ledger
 from workbench.dataset.load import DatasetError as LoadError
-from workbench.dataset.load import Frames, Opened, from_dataset, open_dataset, scan_table
+from workbench.dataset.load import Frames, Opened, from_dataset, holds_from_dataset, open_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
@@ -59,14 +59,17 @@ from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun, dry_run, write_dry_run
 from workbench.migration.sweep import field_spread, sweep
+from workbench.reports.holds import HoldReport
 from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.policy import (
     PolicyReports,
     anomaly_report,
     benchmark_report,
+    build_report,
     confidence_report,
     effectiveness_report,
 )
+from workbench.reports.registry import REPORTS, Cohort
 from workbench.reports.rules import RuleHistory, rule_history
 from workbench.reports.timeseries import (
     monthly,
@@ -328,6 +331,19 @@ class WorkbenchStore:
             "anomalies": anomalies,
             "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
         }
+
+    def hold_report(self, scope: str, policy_id: str) -> HoldReport:
+        """The policy's hold report (the registry's kind `holds`, at its default parameters) over
+        the dataset, exactly as `gate report holds --dataset` builds it: the queues' health beside
+        the policy's on the Overview. Cached by manifest like the other reports."""
+        manifest_key = self._manifest_key()
+        kind, params = REPORTS["holds"], ReportParams()
+
+        def compute() -> dict[str, Any]:
+            frames = holds_from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, trust=self.trust())
+            return dict(build_report(kind, frames, policy_id, params, Cohort()))
+        report: HoldReport = self._remembered((manifest_key, "holds", scope, policy_id), compute)
+        return report
 
     def every_anomaly(self, scope: str, policy_id: str, *, limit: int = 1000) -> list[Any]:
         """Every finding of the policy's anomaly report, strongest first (the report lists the first

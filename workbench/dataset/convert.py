@@ -19,6 +19,10 @@ What each column is read from (see docs/dataset.md for the meaning of every colu
   `execution_status`, `outcome_status` or `sync_status`; `receipt_json` is the receipt's JSON
   text as the gate stored and returned it (canonicalize it to recompute its hash).
 * chain_links: the link row; `merkle_root` and `created_at` from the stored link.
+* holds: the hold row as `gate.ledger.holdstream` reads it; `approvals` counts the approving votes
+  (`approvals_json`) plus the closing one of an approved hold; `month` is `opened_at`'s.
+* hold_events: the event row; `vote`, `outcome`, `queue`, `reason_code`, `actor` and the
+  principal's kind (`actor_kind`) from the stored signed event (`event_json`).
 
 Timestamps are parsed from the stored ISO 8601 text (`2026-05-21T00:00:00.000Z`) into UTC
 milliseconds; `month` is that text's `YYYY-MM` (UTC).
@@ -34,11 +38,14 @@ import polars as pl
 import pyarrow as pa
 
 from gate.protocol.canonical import canonical_text
+from gate.vocabulary import HOLD_APPROVED
 from workbench.dataset.schema import (
+    ALL_TABLES,
     CHAIN_LINKS,
     DECISIONS,
     EXECUTIONS,
-    TABLES,
+    HOLD_EVENTS,
+    HOLDS,
     TS,
     with_partitions,
 )
@@ -53,6 +60,8 @@ __all__ = [
     "empty_table",
     "facts_of",
     "frame_of",
+    "hold_events_table",
+    "holds_table",
     "month_of",
     "receipts_table",
 ]
@@ -167,9 +176,42 @@ def chain_links_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     return _table(CHAIN_LINKS, columns)
 
 
+def holds_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Hold rows (`gate.ledger.holdstream`) → a table in `with_partitions(HOLDS)`."""
+    columns = _columns(HOLDS)
+    for row in rows:
+        approvals = len(json.loads(row["approvals_json"])) + (1 if row["state"] == HOLD_APPROVED else 0)
+        values = {name: row[name] for name in ("decision_id", "opened_at", "policy_id", "policy_version", "rule_id",
+                                                "reason_code", "queue", "priority", "deadline_at", "state",
+                                                "resolved_at", "resolved_by", "approvals_needed", "record_hash",
+                                                "last_event_seq", "scope")}
+        values.update(approvals=approvals, month=month_of(row["opened_at"]))
+        for name, value in values.items():
+            columns[name].append(value)
+    return _table(HOLDS, columns)
+
+
+def hold_events_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
+    """Hold event rows (`gate.ledger.holdstream.iter_hold_events`) → a table in
+    `with_partitions(HOLD_EVENTS)`."""
+    columns = _columns(HOLD_EVENTS)
+    for row in rows:
+        event = json.loads(row["event_json"])
+        principal = event.get("principal")
+        values = {"seq": row["seq"], "decision_id": row["decision_id"], "action": row["action"],
+                  "vote": event.get("vote"), "outcome": event.get("outcome"),
+                  "actor_kind": principal.get("kind") if isinstance(principal, dict) else None,
+                  "actor": event.get("actor"), "queue": event.get("queue"), "reason_code": event.get("reason_code"),
+                  "created_at": row["created_at"], "event_hash": row["event_hash"], "event_json": row["event_json"],
+                  "scope": row["scope"], "month": month_of(row["created_at"])}
+        for name, value in values.items():
+            columns[name].append(value)
+    return _table(HOLD_EVENTS, columns)
+
+
 def empty_table(name: str) -> pa.Table:
     """An empty table of dataset table `name`, with the partition columns."""
-    return with_partitions(TABLES[name]).empty_table()
+    return with_partitions(ALL_TABLES[name]).empty_table()
 
 
 def frame_of(table: pa.Table) -> pl.DataFrame:

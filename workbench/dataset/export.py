@@ -40,7 +40,7 @@ import pyarrow.fs as pafs
 from gate.clock import iso_ms
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import Ledger, stream
+from gate.ledger import Ledger, holdstream, stream
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset import convert, iceberg, integrity, rollups
@@ -55,7 +55,7 @@ from workbench.dataset.location import (
     write_manifest,
 )
 from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, run_of
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
+from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
 
 SETTLE_SECONDS = 120
 
@@ -93,7 +93,7 @@ def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> dict[st
         "created_at": created_at,
         "updated_at": created_at,
         "runs": 0,
-        "tables": {name: {"rows": 0, "files": []} for name in TABLES},
+        "tables": {name: {"rows": 0, "files": []} for name in ALL_TABLES},
         "facts": {},
         "chains": {},
         "watermarks": {},
@@ -113,8 +113,8 @@ def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int
     for entry in files:
         item = {"path": entry["path"], "rows": entry["rows"], "run": run,
                 **integrity.describe_file(location, entry["path"])}
-        if entry["table"] in TABLES:
-            manifest["tables"][entry["table"]]["files"].append(item)
+        if entry["table"] in ALL_TABLES:  # a dataset written before the hold tables lists none of them
+            manifest["tables"].setdefault(entry["table"], {"rows": 0, "files": []})["files"].append(item)
         else:
             rulebook_id = unquote(entry["table"].split("rulebook_id=", 1)[1])
             manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["files"].append(item)
@@ -142,7 +142,7 @@ def _prepare(location: Location) -> dict[str, Any] | None:
             entries = location.fs.get_file_info(pafs.FileSelector(location.root)) \
                 if info.type == pafs.FileType.Directory else []
             # Only table directories (a first run that died before its manifest) may be there.
-            if any(entry.base_name not in (*TABLES, FACTS_DIR, rollups.ROLLUPS_DIR, iceberg.ICEBERG_DIR)
+            if any(entry.base_name not in (*ALL_TABLES, FACTS_DIR, rollups.ROLLUPS_DIR, iceberg.ICEBERG_DIR)
                    for entry in entries):
                 raise DatasetError(f"{location.uri} is not empty and has no {MANIFEST}: "
                                    "export into a new or empty location")
@@ -165,7 +165,7 @@ def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     """Delete part files and rollups of runs the manifest has not committed (a failed run's leftovers)."""
     removed = 0
     rollups.remove_runs(location, newer_than=committed_runs)
-    for table in (*TABLES, FACTS_DIR):
+    for table in (*ALL_TABLES, FACTS_DIR):
         if not location.exists(table):
             continue
         selector = pafs.FileSelector(location.path(table), recursive=True)
@@ -197,10 +197,23 @@ def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any],
                     - receipts[kind] - after["count"]
                 if behind > 0:
                     late[kind] = behind
+        holds = _pending_holds(ledger, scope, head, mark)
         plan[scope] = {"head": head, "mark": mark, "decisions": new_decisions, "receipts": receipts,
-                       "late": late}
-        total += new_decisions + sum(receipts.values())
+                       "late": late, "holds": holds}
+        total += new_decisions + sum(receipts.values()) + holds
     return plan, total
+
+
+def _pending_holds(ledger: Ledger, scope: str, head: dict[str, Any] | None, mark: dict[str, Any]) -> int:
+    """The hold rows a run would count as progress for the scope: its hold events after the
+    watermark (`hold_seq`), and, when the dataset has not exported the scope's holds yet (a
+    dataset of an earlier release, or a new one), every hold of its exported decisions too."""
+    if head is None:
+        return 0
+    seq, _ = holdstream.hold_head(ledger, scope)
+    known = mark.get("hold_seq")
+    backfill = holdstream.count_holds(ledger, scope, upto_position=head["size"]) if known is None else 0
+    return max(0, seq - (known or 0)) + backfill
 
 
 def export_ledger(
@@ -245,8 +258,10 @@ def export_ledger(
     scopes = [scope] if scope is not None else stream.scopes(ledger)
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
     plan, total = _plan(ledger, scopes, manifest["watermarks"], cutoff)
+    for item in plan.values():  # the instant the manifest names for the scope's hold states
+        item["as_of"] = iso_ms(now)
     warnings = _late_receipt_warnings(plan)
-    new_rows: dict[str, Any] = dict.fromkeys(TABLES, 0)
+    new_rows: dict[str, Any] = dict.fromkeys(ALL_TABLES, 0)
     new_rows["facts"] = {}
     if total == 0:
         return ExportResult(uri, None, new_rows, [], manifest, warnings)
@@ -316,6 +331,9 @@ class _Progress:
 
     def __call__(self, count: int) -> None:
         self.done += count
+        # Hold events committed after the plan counted them are exported too (the holds' cut is
+        # read later, in one snapshot with their rows): the total grows with them.
+        self.total = max(self.total, self.done)
         if self.progress is not None:
             self.progress(self.done, self.total)
 
@@ -346,6 +364,7 @@ def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run
                                                          new_rows, advance, reopened)
             if item["head"] is not None:
                 manifest["chains"][name] = _chain_entry(item, manifest["chains"].get(name))
+                manifest.setdefault("hold_chains", {})[name] = item["hold_head"]
         files = writer.close()
         record_files(manifest, files, run, location)
         if lake is not None:  # one snapshot per table; the rows are read from the tables (no rollups)
@@ -368,8 +387,8 @@ def _commit_run(location: Location, manifest: dict[str, Any], run: int, plan: di
                 signer: ReceiptSigner | None) -> dict[str, Any]:
     """Count the run's rows into the manifest, seal it and write it: the run is committed.
     Returns the sealed manifest."""
-    for name in TABLES:
-        manifest["tables"][name]["rows"] += new_rows[name]
+    for name in ALL_TABLES:
+        manifest["tables"].setdefault(name, {"rows": 0, "files": []})["rows"] += new_rows[name]
     for rulebook_id, count in new_rows["facts"].items():
         manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["rows"] += count
     manifest["runs"] = run
@@ -412,6 +431,8 @@ def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any
     them into `new_rows` and, for outcomes, their decisions' partitions into `reopened`.
     Returns the scope's new watermark."""
     mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
+    if "hold_seq" in item["mark"]:
+        mark["hold_seq"] = item["mark"]["hold_seq"]
     head = item["head"]
     if head is not None and item["decisions"]:
         for rows in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
@@ -444,4 +465,39 @@ def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any
             mark["receipts"][kind] = {"reported_at": rows[-1]["reported_at"], "receipt_id": rows[-1]["receipt_id"],
                                       "count": previous + len(rows)}
             advance(len(rows))
+    if head is not None:
+        _export_holds(ledger, writer, scope, item, mark, batch_size, new_rows, advance, item["as_of"])
     return mark
+
+
+def _export_holds(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any], mark: dict[str, Any],
+                  batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None], as_of: str) -> None:
+    """Write the scope's hold states and hold events that are new since `mark` (`hold_seq`, the
+    hold chain's watermark) and move it to the head read in the snapshot of the states.
+
+    Hold states: the holds of this run's decisions (chain positions after the old decision
+    watermark, up to the run's head) and the holds of earlier decisions that an event after the
+    watermark moved, read in one snapshot with the hold chain's head, so each row is its hold as
+    of that head (`gate.ledger.holdstream`); a scope whose holds this dataset has not exported yet
+    gets every hold of its exported decisions. Hold events: the chain after the watermark up to
+    that head (gap-free and committed in order, so exact). `as_of`: the run's time, which the
+    manifest names as the instant of the cut (`hold_chains.<scope>.as_of`; the states are read
+    just after it)."""
+    known = item["mark"].get("hold_seq")
+    new_after = 0 if known is None else item["mark"]["chain_position"]
+    with ledger.one_snapshot():
+        seq, event_hash = holdstream.hold_head(ledger, scope)
+        for rows in holdstream.iter_hold_states(ledger, scope, upto_position=item["head"]["size"],
+                                                new_after_position=new_after, changed_after_seq=known or 0,
+                                                batch_size=batch_size):
+            writer.add("holds", convert.holds_table(rows))
+            new_rows["holds"] += len(rows)
+            if known is None:  # the backfill is counted in the plan; later states come with their events
+                advance(len(rows))
+    for rows in holdstream.iter_hold_events(ledger, scope, after_seq=known or 0, upto_seq=seq,
+                                            batch_size=batch_size):
+        writer.add("hold_events", convert.hold_events_table(rows))
+        new_rows["hold_events"] += len(rows)
+        advance(len(rows))
+    mark["hold_seq"] = seq
+    item["hold_head"] = {"seq": seq, "head_event_hash": event_hash, "as_of": as_of}

@@ -46,7 +46,7 @@ from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset.location import DatasetError, Location, partitioning
-from workbench.dataset.schema import PARTITION_FIELDS, TABLES
+from workbench.dataset.schema import ALL_TABLES, HOLD_TABLES, PARTITION_FIELDS, TABLES
 
 __all__ = [
     "ListedFile",
@@ -310,7 +310,7 @@ def _columns(schema: pa.Schema) -> dict[str, str]:
     return {field.name: _plain(field.type) for field in schema}
 
 
-_TABLE_COLUMNS = {name: _columns(schema) for name, schema in TABLES.items()}  # what `_problem` compares to
+_TABLE_COLUMNS = {name: _columns(schema) for name, schema in ALL_TABLES.items()}  # what `_problem` compares to
 
 
 def _problem(location: Location, entry: ListedFile) -> str | None:
@@ -396,9 +396,9 @@ def table_dataset(location: Location, table: str, manifest: dict[str, Any] | Non
     is adding files), each checked against its listed size, sha256, rows and schema first
     (`check_files`, DatasetError on a mismatch); without, every Parquet file
     under `<table>/`, unchecked."""
-    if table not in TABLES:
-        raise DatasetError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
-    schema = pa.schema(list(TABLES[table]) + PARTITION_FIELDS)
+    if table not in ALL_TABLES:
+        raise DatasetError(f"unknown table {table!r}; tables: {', '.join(ALL_TABLES)}")
+    schema = pa.schema(list(ALL_TABLES[table]) + PARTITION_FIELDS)
     if manifest is not None:
         files = check_files(location, listed_files(manifest, table))
         return ds.dataset(files, schema=schema, format="parquet", filesystem=location.fs,
@@ -487,8 +487,9 @@ def build_on(manifest: Mapping[str, Any], signer: ReceiptSigner | None, anchors:
 
 def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:
     """Every file the manifest lists in the dataset location: tables, every rulebook's facts,
-    rollups (an Iceberg dataset's tables are checked by `workbench.dataset.iceberg.check_tables`)."""
-    for table in TABLES if manifest.get("layout") != "iceberg" else ():
+    rollups (an Iceberg dataset's record tables are checked by `workbench.dataset.iceberg.check_tables`;
+    its hold tables are part files in the location, as in the Parquet layout)."""
+    for table in ALL_TABLES if manifest.get("layout") != "iceberg" else HOLD_TABLES:
         yield from listed_files(manifest, table)
     facts = manifest.get("facts")
     for rulebook_id in sorted(facts) if isinstance(facts, Mapping) else ():

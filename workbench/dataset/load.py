@@ -8,7 +8,10 @@ and `month` partition keys, as strings), so the engines cannot tell them apart:
 * `from_ledger(ledger, scope, …)` reads one scope's most recent decisions (optionally of one
   policy) and their receipts from the ledger, bounded by `limit`.
 
-`Frames.decisions` / `Frames.outcomes` are what the engines take.
+`Frames.decisions` / `Frames.outcomes` are what the engines take. The hold report reads
+`Frames.holds` (one row per hold, its latest state) with the outcomes of the held decisions, from
+`holds_from_dataset` or `holds_from_ledger`; a dataset exported before the hold tables existed
+gives an empty `holds` frame.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +31,10 @@ import pyarrow.fs as pafs
 from gate.keys.anchors import TrustAnchors
 from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
-from workbench.dataset.convert import decisions_table, frame_of, receipts_table
+from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.rollups import RollupView
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
+from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 from workbench.dataset.trust import Trust, Untrusted, trust_of, verdict
 
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
@@ -63,6 +67,11 @@ class Frames:
     # key_id only when the signature verified, trust "signed" or "unsigned", stale when behind the
     # live ledger), which each report names (and so seals) in its `source` member. None for the ledger.
     source: dict[str, Any] | None = None
+    # The hold report's frames (`holds_from_dataset`, `holds_from_ledger`): one row per hold in
+    # its latest state (None: not loaded, as for every other report), and the instant the holds
+    # were read at (a dataset's cut, the ledger's read), from which open holds' ages are counted.
+    holds: pl.LazyFrame | None = None
+    as_of: datetime | None = None
 
     @property
     def facts(self) -> pl.LazyFrame | None:
@@ -81,7 +90,7 @@ _UNREAD = object()
 
 def polars_schema(table: str) -> pl.Schema:
     """The Polars schema of a table: its Arrow columns, then `scope` and `month`."""
-    empty = frame_of(TABLES[table].empty_table())
+    empty = frame_of(ALL_TABLES[table].empty_table())
     return pl.Schema({**empty.schema, **dict.fromkeys(PARTITION_KEYS, pl.String())})
 
 
@@ -205,7 +214,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
     files = listed(root, manifest, table, scopes=scopes)
     if not files:
         return empty(table)
-    if iceberg.is_iceberg(manifest):
+    if iceberg.is_iceberg(manifest) and table in TABLES:  # the hold tables are part files in either layout
         return conform(pl.scan_parquet(files), table)
     scanned = pl.scan_parquet(files, hive_partitioning=True, hive_schema=dict.fromkeys(PARTITION_KEYS, pl.String))
     return conform(scanned, table)
@@ -279,7 +288,65 @@ def from_dataset(root: str | Path, *, scopes: Sequence[str] | None = None, polic
                   lambda: facts_rows_of(frames.decisions, facts, every_decision=every), rollup, source)
 
 
+# --------------------------------------------------------------------------- holds
+
+
+def latest_hold_states(holds: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per hold: of the states of a hold the export wrote (`workbench.dataset.schema.HOLDS`,
+    one per run that saw it new or changed), the one with the greatest `last_event_seq`."""
+    return holds.filter(pl.col("last_event_seq") == pl.col("last_event_seq").max().over("decision_id"))
+
+
+def _policy_holds(holds: pl.LazyFrame, policy_id: str, policy_version: str | None) -> pl.LazyFrame:
+    holds = holds.filter(pl.col("policy_id") == policy_id)
+    return holds if policy_version is None else holds.filter(pl.col("policy_version") == policy_version)
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def holds_as_of(manifest: dict[str, Any], scopes: Sequence[str] | None) -> datetime:
+    """The instant a dataset's hold states are as of: the earliest cut (`hold_chains.<scope>.as_of`)
+    of the scopes read, else (no hold cut: a dataset without hold tables) its `updated_at`."""
+    cuts = manifest.get("hold_chains") or {}
+    times = [cut["as_of"] for scope, cut in sorted(cuts.items()) if scopes is None or scope in scopes]
+    return _utc(min(times) if times else manifest["updated_at"])
+
+
+def holds_from_dataset(root: str | Path, *, policy_id: str, scopes: Sequence[str] | None = None,
+                       policy_version: str | None = None, trust: Trust | TrustAnchors | None = None) -> Frames:
+    """The hold report's frames from a dataset: the policy's holds (of `policy_version` when
+    given) in their latest state, the outcome records of the held decisions, and `as_of` the cut
+    the holds were read at (`holds_as_of`). No decisions are read. A dataset without hold tables
+    gives empty frames. The manifest is trusted and every file read is checked first, as `from_dataset`."""
+    opened = open_dataset(root, trust)
+    manifest = opened.manifest
+    holds = _policy_holds(latest_hold_states(scan_table(root, "holds", scopes, manifest)), policy_id, policy_version)
+    outcomes = scan_table(root, "outcomes", scopes, manifest).join(holds.select("decision_id"), on="decision_id",
+                                                                  how="semi")
+    return Frames(empty("decisions"), outcomes, source=opened.source, holds=holds,
+                  as_of=holds_as_of(manifest, scopes))
+
+
 # --------------------------------------------------------------------------- live ledger
+
+
+def holds_from_ledger(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None = None,
+                      limit: int, as_of: datetime | None = None) -> Frames:
+    """The hold report's frames from the live ledger: `scope`'s open holds of the policy and its
+    `limit` most recently closed (`gate.ledger.holdstream.report_holds`), with their decisions'
+    outcome records, converted into the dataset contract; `as_of` the read's time (now when None)."""
+    from gate.ledger.holdstream import report_holds
+    from gate.ledger.reports import receipts_of
+
+    as_of = as_of or datetime.now(UTC)
+    rows = report_holds(ledger, scope, policy_id, policy_version=policy_version, closed_limit=limit)
+    outcomes = receipts_of(ledger, "outcome", rows)
+    return Frames(empty("decisions"), conform(frame_of(receipts_table(outcomes)), "outcomes"),
+                  holds=conform(frame_of(holds_table(rows)), "holds"), as_of=as_of)
+
+
 
 
 def from_ledger(ledger: Ledger, scope: str, policy_id: str, *, policy_version: str | None = None, limit: int,

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from workbench.dataset.location import Location, partition_dir
-from workbench.dataset.schema import TABLES
+from workbench.dataset.schema import ALL_TABLES
 
 GROUP_ROWS = 32_000
 BUFFER_ROWS = 96_000
@@ -73,7 +73,7 @@ class PartitionedWriter:
         self.files: list[dict[str, Any]] = []  # {"path", "table", "scope", "month", "rows", "run"}
 
     def add(self, table: str, batch: pa.Table) -> None:
-        """Queue `batch` (schema `with_partitions(TABLES[table])`) for writing."""
+        """Queue `batch` (schema `with_partitions(ALL_TABLES[table])`, or a facts table) for writing."""
         if batch.num_rows == 0:
             return
         keys = batch.select(["scope", "month"])
@@ -111,7 +111,7 @@ class PartitionedWriter:
     def _flush(self, partition: _Partition) -> None:
         if not partition.buffered_rows:
             return
-        schema = TABLES.get(partition.table)
+        schema = ALL_TABLES.get(partition.table)
         if schema is None:
             data = pa.concat_tables(partition.buffered, promote_options="default")
             if partition.writer is not None:

@@ -12,8 +12,8 @@ Layout (Hive-partitioned, documented in docs/dataset.md):
 
 `scope` and `month` are partition keys: they are in the directory names, not in the files, and
 every reader gets them back as columns. `month` is the UTC month of the row's own timestamp
-(`created_at` for decisions, `reported_at` for receipts, the decision's `created_at` for chain
-links). Timestamps are UTC with millisecond precision, the same instants the records hash.
+(`created_at` for decisions and hold events, `reported_at` for receipts, the decision's
+`created_at` for chain links, `opened_at` for holds). Timestamps are UTC with millisecond precision, the same instants the records hash.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ CHAIN_LINKS = pa.schema([
     pa.field("created_at", TS, nullable=False),
 ])
 
+# The record tables: rows of signed records, appended by chain position or receipt keyset. In the
+# Iceberg layout these are the Iceberg tables.
 TABLES: dict[str, pa.Schema] = {
     "decisions": DECISIONS,
     "executions": EXECUTIONS,
@@ -89,6 +91,54 @@ TABLES: dict[str, pa.Schema] = {
     "crm_syncs": CRM_SYNCS,
     "chain_links": CHAIN_LINKS,
 }
+
+# Held actions (issue 43, docs/holds.md). A hold's row changes (votes, escalation, resolution), so
+# the export appends one row per hold *state* it saw: a hold that changed between two runs has a
+# row from each, and `last_event_seq` (the seq of the newest hold event of the scope's hold chain
+# that the row reflects; 0 before any) orders them. Readers keep the row with the greatest
+# `last_event_seq` per decision (`workbench.dataset.load.latest_hold_states`): one row per hold.
+# `month` is the month of `opened_at` (the decision's `created_at`), so every state of a hold is in
+# the same partition.
+HOLDS = pa.schema([
+    pa.field("decision_id", pa.string(), nullable=False),
+    pa.field("opened_at", TS, nullable=False),
+    pa.field("policy_id", pa.string()),
+    pa.field("policy_version", pa.string()),
+    pa.field("rule_id", pa.string()),              # the rule that held it; null: the default outcome
+    pa.field("reason_code", pa.string()),
+    pa.field("queue", pa.string(), nullable=False),  # the queue it is in (after any reassignment)
+    pa.field("priority", pa.string(), nullable=False),
+    pa.field("deadline_at", TS, nullable=False),
+    pa.field("state", pa.string(), nullable=False),  # open | approved | denied | expired
+    pa.field("resolved_at", TS),                    # null while open
+    pa.field("resolved_by", pa.string()),           # the closing event's actor ("clock" for an expiry)
+    pa.field("approvals", pa.int64(), nullable=False),  # approving votes counted, the closing one included
+    pa.field("approvals_needed", pa.int64(), nullable=False),
+    pa.field("record_hash", pa.string(), nullable=False),
+    pa.field("last_event_seq", pa.int64(), nullable=False),
+])
+
+# One row per hold event (`hold_event_v1`) of a scope's hold chain, in `seq` order; `month` is the
+# month of `created_at`. `event_json` is the signed event as stored (gate.holds.events verifies it).
+HOLD_EVENTS = pa.schema([
+    pa.field("seq", pa.int64(), nullable=False),
+    pa.field("decision_id", pa.string()),          # null for a hold-policy change
+    pa.field("action", pa.string(), nullable=False),  # vote | expire | escalate | claim | unclaim | reassign | policy_set
+    pa.field("vote", pa.string()),                 # approve | deny (votes only)
+    pa.field("outcome", pa.string()),              # approved | denied | expired on the closing event
+    pa.field("actor_kind", pa.string(), nullable=False),  # api_key | person | operator | clock | …
+    pa.field("actor", pa.string(), nullable=False),       # the principal's actor string
+    pa.field("queue", pa.string()),
+    pa.field("reason_code", pa.string()),
+    pa.field("created_at", TS, nullable=False),
+    pa.field("event_hash", pa.string(), nullable=False),
+    pa.field("event_json", pa.string(), nullable=False),
+])
+
+HOLD_TABLES: dict[str, pa.Schema] = {"holds": HOLDS, "hold_events": HOLD_EVENTS}
+# Every table of the dataset. A manifest written before the hold tables existed lists none of
+# them; readers read an absent table as empty.
+ALL_TABLES: dict[str, pa.Schema] = {**TABLES, **HOLD_TABLES}
 
 # The lifecycle receipt kind of the ledger stored in each receipt table.
 RECEIPT_TABLE_KIND = {"executions": "execution", "outcomes": "outcome", "crm_syncs": "crm_sync"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 from workbench.dataset import iceberg
-from workbench.dataset.convert import decisions_table, frame_of, receipts_table
+from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
 from workbench.dataset.facts import facts_tables
 from workbench.dataset.integrity import (
     check_files,
@@ -37,7 +37,7 @@ from workbench.dataset.integrity import (
     listed_files,
 )
 from workbench.dataset.location import DatasetError, open_location
-from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS
+from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS, TABLES
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
@@ -61,7 +61,10 @@ class History:
     decision: `REPLAY_COLUMNS` and the typed fact columns, what the replay reads), `outcomes`
     (OUTCOME_COLUMNS), `source` (JSON-ready: kind, location, `hash` of what was read) and
     `versions` (`summarize_decisions`: the rulebook's decisions per scope, version and rulebook
-    hash in every scope, read once; `per_scope` and `versions_in_scope` derive from it)."""
+    hash in every scope, read once; `per_scope` and `versions_in_scope` derive from it) and
+    `holds`: the rulebook's holds of `scope` in their latest state (`workbench.dataset.schema.HOLDS`;
+    empty for a dataset without hold tables, None when the source was not asked for them), from
+    which the review forecast measures what a hold costs (`workbench.migration.holdcost`)."""
 
     rulebook_id: str
     scope: str | None
@@ -70,6 +73,7 @@ class History:
     outcomes: pl.LazyFrame
     source: dict[str, Any]
     versions: pl.DataFrame
+    holds: pl.LazyFrame | None = None
 
     def per_scope(self) -> dict[str, int]:
         """Decisions of the rulebook per scope, every scope."""
@@ -208,7 +212,7 @@ def _listed(root: str, manifest: dict[str, Any], kind: str, name: str | None = N
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
-        if kind != "facts" and iceberg.is_iceberg(manifest):  # a record table: its snapshot's data files
+        if kind in TABLES and iceberg.is_iceberg(manifest):  # a record table: its snapshot's data files
             return iceberg.table_files(manifest, kind)
         location = open_location(root)
         return [location.url(path) for path in check_files(location, listed_files(manifest, kind, name))]
@@ -253,10 +257,21 @@ def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = Non
     signed by one of those keys. `source` names the manifest's bytes and its `dataset_hash`."""
     root = str(location)
     manifest, raw, trusted = read_manifest(root, anchors)
-    return history_of_files(rulebook_id, scope, paths, decision_files=_listed(root, manifest, "decisions"),
-                            outcome_files=_listed(root, manifest, "outcomes"),
-                            facts_files=_listed(root, manifest, "facts", rulebook_id),
-                            source=dataset_source(location, manifest, raw, trusted))
+    history = history_of_files(rulebook_id, scope, paths, decision_files=_listed(root, manifest, "decisions"),
+                               outcome_files=_listed(root, manifest, "outcomes"),
+                               facts_files=_listed(root, manifest, "facts", rulebook_id),
+                               source=dataset_source(location, manifest, raw, trusted))
+    return replace(history, holds=holds_of_files(_listed(root, manifest, "holds"), rulebook_id, scope))
+
+
+def holds_of_files(files: list[str], rulebook_id: str, scope: str | None) -> pl.LazyFrame:
+    """The rulebook's holds of `scope` (every scope when None) in checked `holds` files of a
+    dataset, one row each in its latest state (`workbench.dataset.load.latest_hold_states`)."""
+    from workbench.dataset.load import latest_hold_states, polars_schema
+
+    schema = {name: kind for name, kind in polars_schema("holds").items() if name not in _HIVE}
+    holds = latest_hold_states(_scan_files(files, schema)).filter(pl.col("policy_id") == rulebook_id)
+    return holds if scope is None else holds.filter(pl.col("scope") == scope)
 
 
 def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes,
@@ -337,6 +352,7 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
             fact_frames.append(frame_of(facts))
     for rows in stream.iter_receipts(ledger, "outcome", scope=scope, policy_id=rulebook_id, batch_size=batch_size):
         outcome_frames.append(frame_of(receipts_table(rows)).select([*OUTCOME_COLUMNS, "scope", "month"]))
+    holds = _ledger_holds(ledger, rulebook_id, scope, batch_size)
     empty_facts = pl.DataFrame(schema={"decision_id": pl.String(), fc.STATE_COLUMN: pl.String(),
                                        "facts_json": pl.String(), "created_at": pl.Datetime("ms", "UTC"),
                                        **dict.fromkeys(OLD_NAMES, pl.String()), **_HIVE})
@@ -350,7 +366,17 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
     # Every decision of the rulebook got a facts row from the same batch: the base is covered.
     return History(rulebook_id, scope, decisions.lazy(), replay_base(decisions.lazy(), facts.lazy(), True),
-                   outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect())
+                   outcomes.lazy(), source, summarize_decisions(decisions.lazy()).collect(), holds)
+
+
+def _ledger_holds(ledger: Ledger, rulebook_id: str, scope: str | None, batch_size: int) -> pl.LazyFrame:
+    """The rulebook's holds as they are now in the ledger, in the dataset contract."""
+    from gate.ledger.holdstream import iter_policy_holds
+    from workbench.dataset.load import conform, empty
+
+    frames = [frame_of(holds_table(rows)) for rows in iter_policy_holds(ledger, rulebook_id, scope=scope,
+                                                                         batch_size=batch_size)]
+    return conform(pl.concat(frames), "holds") if frames else empty("holds")
 
 
 def ledger_location(ledger: object) -> str:

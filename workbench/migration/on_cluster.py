@@ -52,6 +52,7 @@ from workbench.migration.history import (
     _scan,
     dataset_source,
     history_of_files,
+    holds_of_files,
     read_manifest,
     replay_base,
     scans_of_files,
@@ -215,6 +216,8 @@ def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id
     _every, decisions, outcomes, facts = scans_of_files(
         rulebook_id, scope, load_draft(draft, rulebook_id).polars.paths, decision_files=files("decisions"),
         outcome_files=files("outcomes"), facts_files=files("facts"))
+    # The holds are few (one per held decision): read on the client, for the measured cost of a hold.
+    holds = holds_of_files(_checked(str(root), listed_files(manifest, "holds")), rulebook_id, scope)
     history = History(rulebook_id, scope, decisions, replay_base(decisions, facts, covered=False), outcomes,
-                      dataset_source(dataset, manifest, raw, trusted), versions)
+                      dataset_source(dataset, manifest, raw, trusted), versions, holds)
     return history, ClusterPasses(client, str(root), replayed, dict(outcome_files))

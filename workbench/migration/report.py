@@ -13,6 +13,7 @@ from typing import Any
 
 from gate.vocabulary import VERDICTS
 from workbench.migration.baseline import compared_with
+from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
 from workbench.reports import numbers, svg
 from workbench.reports.textsafe import html_text, md_cell, md_text
@@ -48,6 +49,7 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("Review queue", (f"{review['before']:,} → {review['after']:,} "
                           f"({numbers.signed_rate(change)}; "
                           f"{review['per_month_before']:,} → {review['per_month_after']:,} per month)")),
+        ("Cost of a hold", hold_cost_text(review.get("hold_cost"))),
         ("Expected drift", (f"{m['expected_drift']['policy']} ({', '.join(m['expected_drift']['fields']) or 'none'}); "
                             f"approval {m['approval']['status']}")),
         ("Signed", f"{m['signature']['algorithm']} key {m['signature']['key_id']}" if m.get("signature") else "unsigned"),

@@ -69,7 +69,8 @@ def checked_history(history: History, rulebook_id: str, scope: str | None) -> Hi
         return history
     in_scope = pl.col("scope") == scope  # the ledger was read for every scope
     return replace(history, scope=scope, decisions=history.decisions.filter(in_scope),
-                   base=history.base.filter(in_scope), outcomes=history.outcomes.filter(in_scope))
+                   base=history.base.filter(in_scope), outcomes=history.outcomes.filter(in_scope),
+                   holds=None if history.holds is None else history.holds.filter(in_scope))
 
 
 def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,

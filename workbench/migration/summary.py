@@ -22,6 +22,7 @@ from workbench.migration.baseline import HISTORY
 from workbench.migration.compute import FLIP_COLUMNS, NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
 from workbench.migration.history import History
+from workbench.migration.holdcost import hold_cost
 from workbench.migration.impact import CostModel, impact
 
 __all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunResult", "summarize"]
@@ -116,17 +117,23 @@ def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _review_load(replayed: pl.DataFrame, months: pl.DataFrame) -> dict[str, Any]:
+def _review_load(replayed: pl.DataFrame, months: pl.DataFrame, holds: pl.LazyFrame | None,
+                 cost: CostModel) -> dict[str, Any]:
+    """The review queue before and under the draft, and what a hold costs (`hold_cost`: measured
+    from the history's closed holds, or said not to be)."""
     before = _count(replayed, pl.col("old_verdict") == "review")
     after = _count(replayed, pl.col("new_verdict") == "review")
     per_month = _rows(months.sort("month").select("month", "replayed", "review_before", "review_after"))
     count = len(per_month) or 1
+    per_month_before, per_month_after = round(before / count, 3), round(after / count, 3)
     return {
         "before": before, "after": after, "delta": after - before,
         "relative_change": None if before == 0 else round((after - before) / before, 6),
         "months": len(per_month),
-        "per_month_before": round(before / count, 3), "per_month_after": round(after / count, 3),
+        "per_month_before": per_month_before, "per_month_after": per_month_after,
         "by_month": per_month,
+        "hold_cost": hold_cost(holds, per_month_before=per_month_before, per_month_after=per_month_after,
+                               review_cost=cost.review),
     }
 
 
@@ -208,7 +215,7 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         drift_by_rule=_drift(replayed, "old_rule", "new_rule", "rule_id"),
         drift_by_reason=_drift(replayed, "old_reason", "new_reason", "reason_code"),
         outcomes=_outcomes(computed.outcome_cube),
-        review_load=_review_load(replayed, computed.months),
+        review_load=_review_load(replayed, computed.months, history.holds, cost or CostModel()),
         unreplayable={"count": _count(unreplayable),
                       "by_verdict": {v: _count(unreplayable, pl.col("old_verdict") == v) for v in VERDICTS}},
         rules=rules,

@@ -22,12 +22,17 @@ if TYPE_CHECKING:
 
 def policy_report(kind: ReportKind, ledger: Ledger, scope: str, policy_id: str, params: ReportParams,
                   cohort: Cohort, cohort_scopes: Sequence[str] = ()) -> Mapping[str, Any]:
-    """The sealed `kind` report of `scope`'s policy from the live ledger (GET .../policies/{id}/{kind})."""
-    from workbench.dataset.load import from_ledger
+    """The sealed `kind` report of `scope`'s policy from the live ledger (GET .../policies/{id}/{kind}):
+    its decisions and their outcomes, or (a kind that reads holds) its holds and their decisions' outcomes."""
+    from workbench.dataset.load import from_ledger, holds_from_ledger
     from workbench.reports import policy
 
-    frames = from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
-                         limit=params.limit, cohort_scopes=cohort_scopes)
+    if kind.reads_holds:
+        frames = holds_from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
+                                   limit=params.limit)
+    else:
+        frames = from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
+                             limit=params.limit, cohort_scopes=cohort_scopes)
     return policy.build_report(kind, frames, policy_id, params, cohort)
 
 

@@ -5,6 +5,8 @@
   `39.3–60.7%`, `signed_interval(0.0051, 0.008636, 4)` is `+0.0051 to +0.0086`.
 * A score or a cost per decision is a plain number at a stated number of decimals (`number`,
   `signed`): `signed(0.006868, 4)` is `+0.0069`.
+* A duration (seconds) is written in its largest whole unit at one decimal: `duration(45)` is
+  `45.0 s`, `duration(5400)` is `1.5 h`, `duration(172800)` is `2.0 d`.
 * A missing figure is `n/a`.
 
 A health state's words (healthy, monitor, investigate, …) are written only where they are the state
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["RATE_PLACES", "SCORE_PLACES", "number", "rate", "rate_interval", "score", "signed", "signed_interval", "signed_rate"]
+__all__ = ["RATE_PLACES", "SCORE_PLACES", "duration", "number", "rate", "rate_interval", "score", "signed",
+           "signed_interval", "signed_rate"]
 
 RATE_PLACES = 1  # decimals of a percentage
 SCORE_PLACES = 3  # decimals of a score (effectiveness, confidence, anomaly score: 0 to 1)
@@ -61,3 +64,14 @@ def signed_interval(bounds: Sequence[float] | None, places: int) -> str:
     if not bounds:
         return NA
     return f"{signed(bounds[0], places)} to {signed(bounds[1], places)}"
+
+
+_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
+
+
+def duration(seconds: float | None) -> str:
+    """A duration in its largest unit of which it holds at least one, at one decimal: `1.5 h`."""
+    if seconds is None:
+        return NA
+    size, unit = next(((size, unit) for size, unit in _UNITS if abs(seconds) >= size), _UNITS[-1])
+    return f"{seconds / size:.1f} {unit}"

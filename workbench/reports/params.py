@@ -38,7 +38,8 @@ class Param:
 # Ranges are ours (the spec leaves them open); defaults are the reference's typical queries.
 PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("policy_version", str, None, 1, 80, "Only decisions made under this policy version."),
-    Param("limit", int, 1000, 1, 10_000, "The most recent decisions considered."),
+    Param("limit", int, 1000, 1, 10_000, "The most recent decisions considered (holds: the most recently "
+          "closed holds; every open hold counts)."),
     Param("verdict", str, None, 2, 6, "confidence: only decisions with this verdict (yes, no or review).",
           "none (every verdict pooled)"),
     Param("action", str, None, 1, 160, "confidence: only decisions with this action.",
@@ -49,6 +50,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     # SECURITY: the anonymity floors: a caller may raise them, never lower them below 3 / 30.
     Param("min_cohort_scopes", int, 3, 3, 1000, "Fewest other opted-in scopes before percentiles are shown."),
     Param("min_cohort_decisions", int, 30, 30, 1_000_000, "Fewest cohort decisions before percentiles are shown."),
+    Param("outcome_window_days", int, 30, 0, 3650, "holds: an approval is judged by its decision's latest outcome "
+          "once it is this many days old; younger ones are counted apart as too young."),
 )}
 
 
@@ -63,6 +66,7 @@ class ReportParams:
     max_items: int = 5
     min_cohort_scopes: int = 3
     min_cohort_decisions: int = 30
+    outcome_window_days: int = 30
 
 
 _ASCII_INTEGER = re.compile(r"[0-9]{1,10}")

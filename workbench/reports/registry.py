@@ -53,6 +53,10 @@ class ReportKind:
     every_version: bool = False  # policy_version names the current version; every version is evidence
     cohort: bool = False  # compares against opted-in scopes (benchmarks): per scope, reads their settings
     engine: BodyEngine | None = None  # a report's body; None: the built-in reports' own functions (policy)
+    # Reads held actions, not decisions: the shells load its frames with
+    # `workbench.dataset.load.holds_from_dataset` / `holds_from_ledger` (the holds and their
+    # decisions' outcomes) instead of `from_dataset` / `from_ledger`.
+    reads_holds: bool = False
 
     @property
     def envelope_spec(self) -> Envelope:
@@ -79,6 +83,17 @@ class ReportKind:
         return {name: values[name] for name in self.params}
 
 
+# The hold report's own envelope (no packet embeds it).
+HOLD_REPORT = Envelope("holds", "hold_report_version", "hold_report_v1", "holds_hash")
+
+
+def _hold_body(frames: Frames, params: ReportParams, cohort: Cohort) -> Mapping[str, Any]:
+    # Lazy for the same reason as `_engines`.
+    from workbench.reports.holds import hold_body
+
+    return hold_body(frames, params)
+
+
 REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
     ReportKind(
         "effectiveness", "effectiveness",
@@ -102,6 +117,12 @@ REPORTS: dict[str, ReportKind] = {kind.name: kind for kind in (
         "Opt-in anonymized benchmarks (decision_benchmark_v1, benchmark_hash): your_metrics, cross_customer "
         "percentiles, comparison.success_rate_delta_vs_p50.",
         ("policy_version", "limit", "min_cohort_scopes", "min_cohort_decisions"), cohort=True),
+    ReportKind(
+        "holds", HOLD_REPORT,
+        "Held actions (hold_report_v1, holds_hash): the backlog and its age, time to resolution p50/p90, "
+        "approval and expiry rates with 95% Wilson intervals, and approvals whose decision later failed (too-young "
+        "ones counted apart); for the policy, per queue and per reviewer, over the window it names.",
+        ("policy_version", "limit", "outcome_window_days"), engine=_hold_body, reads_holds=True),
 )}
 NAMES = tuple(REPORTS)
 
@@ -112,4 +133,4 @@ def parse_params(kind: str, raw: Mapping[str, str], *, limit_high: int | None = 
     return parse_query(kind, REPORTS[kind].params, raw, limit_high=limit_high)
 
 
-__all__ = ["NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind", "parse_params"]
+__all__ = ["HOLD_REPORT", "NAMES", "REPORTS", "BodyEngine", "Cohort", "Engine", "ReportKind", "parse_params"]

@@ -17,6 +17,7 @@ from workbench.app.pages.sweep import sweep_view
 from workbench.app.state.authoring import LIVE_DEBOUNCE_S, AuthoringState
 from workbench.app.store import DraftCheck
 from workbench.migration.baseline import compared_with
+from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
@@ -167,6 +168,7 @@ def live_markdown(live: dict[str, Any] | None, note_text: str) -> str:
     baseline = f"*{md_text(compared_with(live.get('baseline')).capitalize())}.*"
     lines = [head, "", baseline, "", counts, ""]
     lines += [f"- {label}: **{md_text(text)}**" for label, text in impact_rows(live["impact"])]
+    lines.append(f"- Cost of a hold: {md_text(hold_cost_text(review.get('hold_cost')))}")
     if note_text:
         lines += ["", f"*{md_text(note_text)}*"]
     return "\n".join(lines)

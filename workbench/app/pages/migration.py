@@ -15,6 +15,7 @@ from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.migration import Computed, MigrationState, Refused
 from workbench.migration.baseline import compared_with
+from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
 
@@ -51,7 +52,8 @@ def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
         f"**{result['decisions_unreplayable']}** could not be replayed (no stored facts)  \n"
         f"{impact}  \n"
         f"Review queue: {review['before']} → {review['after']} ({review['delta']:+d}) · "
-        f"rules that never fired in history: {md_text(', '.join(result['rules_never_fired_in_history']) or 'none')}"
+        f"rules that never fired in history: {md_text(', '.join(result['rules_never_fired_in_history']) or 'none')}  \n"
+        f"Cost of a hold: {md_text(hold_cost_text(review.get('hold_cost')))}"
     )
     flips = table(result["flips"]["listed"])
     return pn.Column(

@@ -1,4 +1,5 @@
-"""Overview page: report cards, the anomalies with their reasons, and the policy's course."""
+"""Overview page: report cards, the hold queues' health, the anomalies with their reasons, and the
+policy's course."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from bokeh.plotting import figure
 from gate.vocabulary import VERDICTS
 from workbench.app.pages.common import note
 from workbench.app.pages.links import decision_href
-from workbench.app.state.overview import OverviewState, listed_anomalies
+from workbench.app.state.overview import OverviewState, listed_anomalies, queue_health
 from workbench.reports import numbers
+from workbench.reports.holds import HoldReport
 from workbench.reports.policy import BenchmarkReport, Health, PolicyReports
-from workbench.reports.textsafe import html_text, md_text
+from workbench.reports.textsafe import html_text, md_cell, md_text
 
 VERDICT_COLORS = dict(zip(VERDICTS, ("#2e7d32", "#c62828", "#f9a825"), strict=True))
 Card = tuple[str, float | int | None, str]  # title, value, caption
@@ -76,6 +78,23 @@ def _health_markdown(health: Health | None) -> str:
     because = "; ".join(md_text(reason) for reason in health["because"])
     return (f"**Health: {md_text(health['state'])}** over the {md_text(health['window']['text'])}"
             + (f" · {because}" if because else ""))
+
+
+def queue_health_markdown(holds: HoldReport | None) -> str:
+    """The hold queues' health beside the policy's, from the hold report: a table of open holds,
+    the oldest one's age, p50 time to resolution and expiry rate, and the window it covers."""
+    rows = queue_health(holds)
+    if holds is None or not rows:
+        return "**Holds:** none for this policy in the dataset."
+    lines = [f"**Hold queues** · {md_text(holds['window']['text'])}", "",
+             "| queue | open | oldest open | time to resolution p50 | expiry rate |", "|---|---|---|---|---|"]
+    lines += [f"| {md_cell(name)} | {cells['open']} | {cells['oldest']} | {cells['p50']} | {cells['expiry']} |"
+              for name, cells in rows]
+    return "\n".join(lines)
+
+
+def _queues(holds: HoldReport | None) -> pn.viewable.Viewable:
+    return pn.pane.Markdown(queue_health_markdown(holds), css_classes=["queue-health"], sizing_mode="stretch_width")
 
 
 def _anomalies(reports: PolicyReports | None, every: list[dict[str, Any]] | None, scope: str,
@@ -162,6 +181,7 @@ def overview_page(state: OverviewState, policies: list[str]) -> pn.viewable.View
         pn.Row(policy, limit),
         note(state.param.message),
         pn.bind(_cards, state.param.reports),
+        pn.bind(_queues, state.param.holds),
         pn.bind(_anomalies, state.param.reports, state.param.every_anomaly, state.param.scope, state.param.policy_id),
         _show_every(state),
         pn.bind(_course, state.param.series, state.param.versions),

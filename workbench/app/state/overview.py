@@ -1,5 +1,6 @@
 """Overview: one scope's policy at a glance: effectiveness, confidence, anomalies (with their
-reasons) and benchmarks, and their course month by month."""
+reasons) and benchmarks, the health of its hold queues (the hold report), and their course month
+by month."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import param
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.load import DatasetError
 from workbench.dataset.trust import trust_text
+from workbench.reports.holds import HoldReport
+from workbench.reports.holdtext import health_cells
 from workbench.reports.policy import PolicyReports
 
 
@@ -19,6 +22,8 @@ class OverviewState(param.Parameterized):
     limit = param.Integer(default=1000, bounds=(1, 10_000_000),
                           doc="most recent decisions the reports consider (the API's default is 1000)")
     reports = param.Parameter(default=None, doc="PolicyReports: kind → report envelope, as the API serves it")
+    holds = param.Parameter(default=None, doc="HoldReport: the policy's hold report (its queues' health), as the "
+                                              "API serves it")
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
     versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")
@@ -34,16 +39,17 @@ class OverviewState(param.Parameterized):
     def refresh(self) -> None:
         self.every_anomaly = None
         if not (self.scope and self.policy_id):
-            self.reports, self.series, self.versions = None, None, None
+            self.reports, self.series, self.versions, self.holds = None, None, None, None
             self.message = "pick a scope and a policy"
             return
         try:
             reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
             self.reports = reports
+            self.holds = self.store.hold_report(self.scope, self.policy_id)
             self.series = self.store.monthly_series(self.scope, self.policy_id)
             self.versions = self.store.version_changes(self.scope, self.policy_id)
         except DatasetError as exc:  # a dataset that does not match its manifest is never shown
-            self.reports, self.series, self.versions = None, None, None
+            self.reports, self.series, self.versions, self.holds = None, None, None, None
             self.message = f"the dataset cannot be used: {exc}"
             return
         self.message = status_line(reports)
@@ -56,6 +62,19 @@ class OverviewState(param.Parameterized):
                 self.every_anomaly = self.store.every_anomaly(self.scope, self.policy_id, limit=self.limit)
             except DatasetError as exc:
                 self.message = f"the dataset cannot be used: {exc}"
+
+
+ALL_QUEUES = "all queues"
+
+
+def queue_health(holds: HoldReport | None) -> list[tuple[str, dict[str, str]]]:
+    """The hold queues' health beside the policy's: (`all queues`, the policy's cells), then each
+    queue's, most open holds first (`workbench.reports.holdtext.health_cells`: open holds, the oldest
+    one's age, p50 time to resolution, expiry rate). Empty when the policy has no hold."""
+    if holds is None or not holds["sample"]["decisions_considered"]:
+        return []
+    return [(ALL_QUEUES, health_cells(holds["holds"])),
+            *((queue["queue"], health_cells(queue)) for queue in holds["queues"])]
 
 
 def listed_anomalies(reports: PolicyReports, every: list[Any] | None) -> tuple[list[Any], str]:
