@@ -15,7 +15,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset.load import Frames
 from workbench.engines.holds import hold_report
 from workbench.reports.params import ReportParams
-from workbench.reports.policy import Sample
+from workbench.reports.sample import Sample
 
 # ---------------------------------------------------------------- the report, as served
 

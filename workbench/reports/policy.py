@@ -28,6 +28,7 @@ from workbench.engines import effectiveness as effectiveness_engine
 from workbench.reports import numbers
 from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
 from workbench.reports.registry import REPORTS, Cohort, Engine, ReportKind
+from workbench.reports.sample import Sample as Sample  # every report states its sample
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 
@@ -37,18 +38,6 @@ CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 # covers it), so its type is a TypedDict of its members, not a class of its own. The engines
 # build the members (workbench.engines); tests/workbench/test_policy_reports.py holds every
 # report's members to these types.
-
-
-class Sample(TypedDict):
-    """What every report states about its sample (`workbench.engines.common.sample_block`)."""
-
-    decisions_considered: int
-    decisions_with_outcome: int
-    outcome_records: int
-    latest_outcome_counts: dict[str, int]
-    outcome_classes: dict[str, int]
-    first_decision_at: str | None
-    last_decision_at: str | None
 
 
 class EffectivenessMetrics(TypedDict):
