@@ -124,7 +124,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock
         advisory=advisory_service(settings),
     )
     release_service = with_releases(service, on_trip=record_guardrail_trip)
-    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing)
+    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                          lease_seconds=settings.events_lease_seconds)
     events.on_attempt = record_webhook_attempt
     holds = HoldService(ledger, signing, service.clock)
     holds.opener.inbox_base = service.pipeline.holds.inbox_base = settings.workbench_url

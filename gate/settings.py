@@ -68,6 +68,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
     ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
+    ("GATE_EVENTS_LEASE_SECONDS", "60",
+     "how long a dispatcher holds a subscription per pass; a dead one's is taken over after it (1-3600)"),
     ("GATE_NATS_URL", "", "publish every event to NATS JetStream at this server (empty: off)"),
     ("GATE_NATS_STREAM", "GATE_EVENTS", "the JetStream stream the events go to"),
 )
@@ -138,10 +140,12 @@ class Settings:
     checkpoint_log: Path | None = None
     checkpoint_every: int = 100
     # Events out (docs/events.md): hosts a webhook may reach although they resolve inside
-    # (loopback, private, link-local), named by the operator; the dispatcher's pass interval.
+    # (loopback, private, link-local), named by the operator; the dispatcher's pass interval and
+    # its lease on a subscription (docs/events.md, "Guarantees").
     webhook_allow_hosts: tuple[str, ...] = ()
     events_dispatch: bool = True
     events_interval_ms: int = 1000
+    events_lease_seconds: int = 60
     nats_url: str | None = None
     nats_stream: str = "GATE_EVENTS"
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
@@ -200,6 +204,8 @@ class Settings:
                                       50, 3_600_000),
             hold_sweep_ms=_whole(env.get("GATE_HOLD_SWEEP_MS", "1000"), "GATE_HOLD_SWEEP_MS", 50, 3_600_000),
             workbench_url=_http_url(env.get("GATE_WORKBENCH_URL"), "GATE_WORKBENCH_URL"),
+            events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
+                                        1, 3600),
         )
 
     def with_(self, **changes: Any) -> Settings:

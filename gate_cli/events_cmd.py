@@ -70,7 +70,8 @@ def cmd_events(args) -> int:
     ledger = open_ledger(settings)
     signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                                 settings.require_signing)
-    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing)
+    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                           lease_seconds=settings.events_lease_seconds)
     try:
         return _run(args, service, settings)
     except GateError as error:

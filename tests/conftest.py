@@ -134,12 +134,11 @@ def database_url(request, tmp_path, sqlite_template):
     return f"sqlite:///{path}"
 
 
-@pytest.fixture
-def gate_env(tmp_path, database_url):
-    """Environment for a gate process or app: its own home, ledger and signing keyring."""
+def gate_environment(home: Path, database_url: str) -> dict[str, str]:
+    """A gate process's environment over `home` (created, with a generated signing keyring) and
+    the ledger at `database_url`."""
     from gate.keys.signing import generate_keyring
 
-    home = tmp_path / "home"
     home.mkdir()
     keyring = home / "signing-keys.json"
     generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
@@ -149,6 +148,12 @@ def gate_env(tmp_path, database_url):
         "GATE_SIGNING_KEY_FILE": str(keyring),
         "GATE_POLICY_DIR": str(ROOT / "data" / "rulebooks"),
     }
+
+
+@pytest.fixture
+def gate_env(tmp_path, database_url):
+    """Environment for a gate process or app: its own home, ledger and signing keyring."""
+    return gate_environment(tmp_path / "home", database_url)
 
 
 @pytest.fixture

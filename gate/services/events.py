@@ -84,8 +84,12 @@ class EventService:
 
     def __init__(self, ledger: Ledger, clock: Clock | None = None, *, allow_hosts: Collection[str] = (),
                  poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
-                 signing: Any = None) -> None:
+                 signing: Any = None, lease_seconds: int = LEASE_SECONDS) -> None:
         self.outbox = Outbox(ledger)
+        # A pass holds each subscription it delivers for this long (GATE_EVENTS_LEASE_SECONDS); a
+        # dispatcher that dies leaves its lease to expire, and a pass that outlasts it may see
+        # another dispatcher post the same events again (at least once still holds).
+        self.lease_seconds = lease_seconds
         self.signing = signing  # its attestation_key() (Ed25519) signs deliveries that ask for it
         self.clock = clock or SystemClock()
         self.allow_hosts = frozenset(allow_hosts)
@@ -220,7 +224,7 @@ class EventService:
             if row["next_attempt_at"] and _utc(row["next_attempt_at"]) > now and not self.outbox.replays(
                     row["subscription_id"], limit=1):
                 continue
-            until = iso_ms(now + timedelta(seconds=LEASE_SECONDS))
+            until = iso_ms(now + timedelta(seconds=self.lease_seconds))
             if not self.outbox.claim(row["subscription_id"], owner, iso_ms(now), until):
                 continue
             try:

@@ -32,6 +32,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+from hypothesis.strategies._internal import regex as hypothesis_regex
+from hypothesis.strategies._internal.lazy import unwrap_strategies
 from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks, not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -156,6 +158,33 @@ def test_every_operation_of_the_document_is_exercised(client):
     assert {(op.method.upper(), op.path) for op in OPERATIONS} == listed
 
 
+@pytest.fixture(scope="module")
+def regex_strategies_built_once():
+    """Each pattern's Hypothesis strategy built once per alphabet, then reused.
+
+    Hypothesis builds a character class one code point at a time, and builds a pattern's strategy
+    anew for every lazy copy schemathesis makes of it (each `.filter`, each negative case's mutated
+    schema). The printable class (`api.openapi_params.printable`), which `POST /api/pilot` holds
+    beside its contact_email pattern, took 3 to 12 s a build and was built 8 times for that
+    operation's 12 examples: most of its 49 s on CI. A strategy is a description, reusable across
+    draws, so the seed draws the very same cases (12 of 12 identical bodies, headers and modes
+    when this was measured), in 16 s instead of 89 s on a busy host. Where Hypothesis's internals
+    change, the wrapper still passes every call through: slower, never different."""
+    build = hypothesis_regex.regex_strategy
+    built: dict[tuple, tuple] = {}
+
+    def built_once(regex, *args, alphabet=None, **kwargs):
+        plain = unwrap_strategies(alphabet) if alphabet is not None else None
+        key = (regex, args, tuple(sorted(kwargs.items())), id(plain))
+        if key not in built:  # the alphabet is kept beside it, so its id stays its own
+            built[key] = (build(regex, *args, alphabet=alphabet, **kwargs), plain)
+        return built[key][0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hypothesis_regex, "regex_strategy", built_once)
+        yield
+
+
 @pytest.fixture
 def contract_app(make_app):
     # Metrics reads configured (else they are a documented 503), client budgets out of the way.
@@ -164,7 +193,8 @@ def contract_app(make_app):
 
 
 @pytest.mark.parametrize("operation", OPERATIONS, ids=lambda op: op.label)
-def test_every_operation_keeps_its_documented_contract(operation, contract_app, api_key, sample_request):
+def test_every_operation_keeps_its_documented_contract(operation, contract_app, api_key, sample_request,
+                                                       regex_strategies_built_once):
     app = contract_app
     SCHEMA.app = app  # checks that send follow-up requests (ignored_auth, use_after_free) reach this app
     client = app.test_client()

@@ -33,3 +33,12 @@ def test_the_checkpoint_log_defaults_under_gate_home_and_can_be_moved_or_turned_
 def test_an_unusable_checkpoint_cadence_refuses_to_start(tmp_path, value):
     with pytest.raises(SettingsError, match="GATE_CHECKPOINT_EVERY"):
         Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_CHECKPOINT_EVERY": value})
+
+
+def test_the_events_lease_defaults_to_a_minute_and_refuses_what_it_cannot_use(tmp_path):
+    """A dead dispatcher's lease on a subscription expires after GATE_EVENTS_LEASE_SECONDS."""
+    assert Settings.from_env({"GATE_HOME": str(tmp_path)}).events_lease_seconds == 60
+    assert Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_LEASE_SECONDS": "10"}).events_lease_seconds == 10
+    for value in ("0", "3601", "1.5", "ten"):
+        with pytest.raises(SettingsError, match="GATE_EVENTS_LEASE_SECONDS"):
+            Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_LEASE_SECONDS": value})

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import gate_environment
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset import integrity
 from workbench.dataset.location import open_location
@@ -50,16 +51,43 @@ def refused(done, *words):
     return lines[0]
 
 
-@pytest.fixture
-def exported(gate_env, tmp_path):
-    """A signed export of a ledger with outcomes of mixed statuses, and a draft that changes verdicts."""
-    writer = LedgerWriter(gate_env["GATE_DATABASE_URL"], Path(gate_env["GATE_SIGNING_KEY_FILE"]))
+def _seed_and_export(env: dict, out: Path) -> None:
+    """A ledger with outcomes of mixed statuses, exported and signed by `gate export` to `out`."""
+    writer = LedgerWriter(env["GATE_DATABASE_URL"], Path(env["GATE_SIGNING_KEY_FILE"]))
     for i in range(18):
         record = writer.decide("tenant_a", at(1 + i % 3, 1 + i, ms=i), discount=10 + i % 6, margin=15 + i % 3 * 8)
         writer.receipt("outcome", "tenant_a", record, at(4, 1 + i), ("succeeded", "failed", "succeeded")[i % 3])
     writer.close()
-    done = gate(["export", "--out", str(tmp_path / "ds")], gate_env)
+    done = gate(["export", "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="session")
+def export_template(tmp_path_factory, sqlite_template):
+    """One seeded SQLite ledger, its keyring and its signed export, made once per session: each
+    `exported` gets a copy (a few milliseconds) instead of its own `gate export` (a subprocess of
+    3 s of CPU, 9 s on a busy host; 17 tests use it). Nothing in them names their folder (the
+    ledger, the keyring and the manifest hold no path), so a copy is the export it was copied from."""
+    root = tmp_path_factory.mktemp("export-template")
+    shutil.copyfile(sqlite_template, root / "gate.db")
+    env = gate_environment(root / "home", f"sqlite:///{root / 'gate.db'}")
+    _seed_and_export(env, root / "ds")
+    return root
+
+
+@pytest.fixture
+def exported(gate_env, tmp_path, request):
+    """A signed export of a ledger with outcomes of mixed statuses, and a draft that changes verdicts:
+    on SQLite, a copy of the session's `export_template` (its ledger, keyring and dataset over this
+    test's own); on PostgreSQL, seeded and exported here."""
+    url = gate_env["GATE_DATABASE_URL"]
+    if url.startswith("sqlite:///"):
+        template = request.getfixturevalue("export_template")
+        shutil.copyfile(template / "gate.db", url[len("sqlite:///"):])
+        shutil.copytree(template / "home", gate_env["GATE_HOME"], dirs_exist_ok=True)  # the keyring that signed
+        shutil.copytree(template / "ds", tmp_path / "ds")
+    else:
+        _seed_and_export(gate_env, tmp_path / "ds")
     draft = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
     draft["version"] = "2026-12-01"
     draft["rules"][0]["condition"]["value"] = 12  # block_deep_discount from 12 %: some approvals flip

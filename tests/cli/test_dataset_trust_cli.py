@@ -16,6 +16,7 @@ import pytest
 from tests.cli.test_dataset_integrity_cli import (
     POLICY,
     dry_run,
+    export_template,  # noqa: F401  (the fixture `exported` copies)
     exported,  # noqa: F401  (the fixture)
     first_file,
     gate,

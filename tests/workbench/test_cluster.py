@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from workbench.cluster import LOCAL, ClusterError, connect
+from workbench.cluster import CONNECT_SECONDS, LOCAL, ClusterError, connect, connect_seconds
 from workbench.cluster.rebuild import cluster_rebuild
 from workbench.cluster.reports import cluster_frames
 from workbench.dataset.load import DatasetError, from_dataset
@@ -216,6 +216,18 @@ def test_an_unreachable_scheduler_is_one_clear_error_within_the_timeout():
     with pytest.raises(ClusterError, match=r"cannot reach the Dask scheduler at 'tcp://127\.0\.0\.1:9' within 2 s"), \
             connect("tcp://127.0.0.1:9", timeout=2):
         pass
+
+
+def test_the_scheduler_is_waited_for_10_s_unless_the_setting_says_otherwise(monkeypatch):
+    assert connect_seconds({}) == CONNECT_SECONDS == 10
+    assert connect_seconds({"GATE_CLUSTER_CONNECT_SECONDS": " 2.5 "}) == 2.5
+    for value in ("0", "-1", "601", "nan", "inf", "ten"):
+        with pytest.raises(ClusterError, match="GATE_CLUSTER_CONNECT_SECONDS must be a number"):
+            connect_seconds({"GATE_CLUSTER_CONNECT_SECONDS": value})
+    monkeypatch.setenv("GATE_CLUSTER_CONNECT_SECONDS", "1")  # connect reads it when no timeout is given
+    with pytest.raises(ClusterError, match="within 1 s"):
+        with connect("tcp://127.0.0.1:9"):
+            pass
 
 
 def test_the_workbench_dry_run_on_its_cluster_address_equals_the_single_process_one(client, tmp_path, monkeypatch):

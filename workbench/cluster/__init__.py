@@ -24,13 +24,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:  # Dask loads only when a cluster is used; the callers name the client's type from here
     from distributed import Client as Client
 
-__all__ = ["CLUSTER_ENV", "CONNECT_SECONDS", "LOCAL", "LOCAL_WORKERS", "ClusterError", "by_partition",
-           "cluster_setting", "connect", "run_all"]
+__all__ = ["CLUSTER_ENV", "CONNECT_ENV", "CONNECT_SECONDS", "LOCAL", "LOCAL_WORKERS", "ClusterError", "by_partition",
+           "cluster_setting", "connect", "connect_seconds", "run_all"]
 
 LOCAL = "local"
 LOCAL_WORKERS = 2
 CONNECT_SECONDS = 10.0
+MAX_CONNECT_SECONDS = 600.0
 CLUSTER_ENV = "GATE_CLUSTER"
+CONNECT_ENV = "GATE_CLUSTER_CONNECT_SECONDS"
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -46,11 +48,29 @@ def cluster_setting(environ: dict[str, str] | None = None) -> str | None:
     return value or None
 
 
+def connect_seconds(environ: dict[str, str] | None = None) -> float:
+    """How long a scheduler is waited for (GATE_CLUSTER_CONNECT_SECONDS, default 10 s): more than
+    0 and at most 600 seconds, else ClusterError naming the variable."""
+    value = (os.environ if environ is None else environ).get(CONNECT_ENV, "").strip()
+    if not value:
+        return CONNECT_SECONDS
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= MAX_CONNECT_SECONDS:  # NaN fails this too
+        raise ClusterError(f"{CONNECT_ENV} must be a number of seconds above 0 and at most "
+                           f"{MAX_CONNECT_SECONDS:g}, not {value[:40]!r}")
+    return seconds
+
+
 @contextmanager
-def connect(address: str, *, timeout: float = CONNECT_SECONDS, workers: int = LOCAL_WORKERS) -> Iterator[Client]:
+def connect(address: str, *, timeout: float | None = None, workers: int = LOCAL_WORKERS) -> Iterator[Client]:
     """A Dask client of the cluster at `address`, or of a local cluster of `workers` worker
     processes (one thread each) when `address` is `local`; closed (the local cluster shut down)
-    on exit. ClusterError within `timeout` seconds when the scheduler cannot be reached."""
+    on exit. ClusterError within `timeout` seconds (default `connect_seconds()`) when the
+    scheduler cannot be reached."""
+    timeout = connect_seconds() if timeout is None else timeout
     try:
         from distributed import Client, LocalCluster
     except ImportError:
