@@ -280,3 +280,9 @@ def _relinked(events, start):
             events[index]["previous_event_hash"] = events[index - 1]["event_hash"]
         events[index] = _resealed(events[index])
     return events
+
+
+def test_a_first_change_that_is_a_request_pins_the_policy_it_was_made_against():
+    state = govern(GovernanceState(), _request(ON, LOOSE), 1)
+    assert state.policy == ON and state.to_json()["policy"] == ON.to_json()
+    _refused(lambda: govern(state, _set(OFF, ON), 2), "RELEASE_POLICY_CHANGED", 409)  # a stale before is refused
