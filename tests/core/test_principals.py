@@ -78,3 +78,69 @@ def test_roles_map_to_permissions() -> None:
     assert permissions_of(["admin"]) == {"read", "admin"}
     with pytest.raises(ValueError, match="unknown role"):
         permissions_of(["viewer", "owner"])
+
+
+TEXT = "must be a non-empty string of at most 512 characters"
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: Principal.api_key(""), f"a principal's key id {TEXT}"),
+    (lambda: Principal.api_key("k" * 513), f"a principal's key id {TEXT}"),
+    (lambda: Principal.api_key("key\t1"), "a principal's key id must be printable text"),
+    (lambda: Principal.operator(""), f"a principal's login {TEXT}"),
+    (lambda: Principal.operator("ro\not"), "a principal's login must be printable text"),
+    (lambda: Principal.person("", "s"), f"a principal's issuer {TEXT}"),
+    (lambda: Principal.person("i", 5), f"a principal's subject {TEXT}"),  # type: ignore[arg-type]
+    (lambda: Principal.person("i", "s", ""), f"a principal's display name {TEXT}"),
+    (lambda: Principal("nobody", "x"), "a principal's kind must be one of api_key, person, operator, guardrail"),
+    (lambda: Principal("api_key", ""), f"a principal's id {TEXT}"),
+    (lambda: Principal("person", "i#s", None, "s"), f"a principal's issuer {TEXT}"),
+    (lambda: Principal("person", "i#s", "i", None), f"a principal's subject {TEXT}"),
+    (lambda: Principal("person", "i#s", "i", "s", ""), f"a principal's display name {TEXT}"),
+    (lambda: Principal("person", "i#t", "i", "s"), "a person's id must be <issuer>#<subject>"),
+    (lambda: Principal("api_key", "k", "i"), "only a person carries an issuer, a subject and a display name"),
+    (lambda: Principal("guardrail", "guardrail", None, "s"),
+     "only a person carries an issuer, a subject and a display name"),
+    (lambda: Principal("operator", "operator:x", None, None, "X"),
+     "only a person carries an issuer, a subject and a display name"),
+    (lambda: Principal("operator", "root"), "an operator's id must be operator:<login>"),
+    (lambda: Principal("operator", "operator:"), "an operator's id must be operator:<login>"),
+    (lambda: Principal("guardrail", "guardrails"), "the guardrail's id is 'guardrail'"),
+    (lambda: Principal("api_key", "operator:x"), "an API key id cannot look like an operator, a person or the guardrail"),
+    (lambda: Principal("api_key", "person:x"), "an API key id cannot look like an operator, a person or the guardrail"),
+    (lambda: Principal("api_key", "guardrail"), "an API key id cannot look like an operator, a person or the guardrail"),
+])
+def test_each_refusal_names_the_member_at_fault(build, message):
+    with pytest.raises(ValueError) as refused:
+        build()
+    assert str(refused.value) == message
+
+
+def test_the_members_each_kind_allows():
+    assert Principal("operator", "operator:x").actor == "operator:x"
+    assert Principal("api_key", "operators:x").id == "operators:x"  # only the exact prefixes are reserved
+    assert Principal("api_key", "guardrail-2").id == "guardrail-2"
+    assert Principal("person", "i#s", "i", "s").display_name is None
+    assert Principal.person("i", "s", None).to_json() == {"kind": "person", "id": "i#s", "issuer": "i", "subject": "s"}
+    assert Principal.person("i", "s", "x" * 512).display_name == "x" * 512
+    assert Principal.api_key("k" * 512).id == "k" * 512
+    assert Principal.guardrail() == Principal("guardrail", "guardrail")
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ([], "a principal must be a JSON object"),
+    ({"kind": "api_key", "id": "k", "b": 1, "a": 2}, "a principal has unknown members: a, b"),
+    ({"kind": "robot", "id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail"),
+    ({"id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail"),
+])
+def test_malformed_json_says_what_is_wrong(value, message):
+    with pytest.raises(ValueError) as refused:
+        Principal.from_json(value)
+    assert str(refused.value) == message
+
+
+def test_unknown_roles_are_named():
+    with pytest.raises(ValueError) as refused:
+        permissions_of(["viewer", "owner"])
+    assert str(refused.value) == "unknown role 'owner': one of viewer, author, releaser, approver, reviewer, admin"
+    assert permissions_of(iter(["reviewer", "releaser"])) == {"read", "resolve", "publish", "release"}

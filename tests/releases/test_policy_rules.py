@@ -157,3 +157,58 @@ def test_the_dry_run_bounds_weaken_only_while_the_dry_run_stays_required():
     assert weakenings(replace(BASE, require_dry_run=False), replace(BASE, **loose)) == ()  # turned on: stronger
     assert weakenings(BASE, replace(BASE, require_dry_run=False, **loose)) == ("require_dry_run",)
     assert weakenings(BASE, replace(BASE, **loose)) == ("dry_run_max_age_seconds", "dry_run_canary_percent")
+
+
+@pytest.mark.parametrize(("member", "value", "ok"), [
+    ("approval_ttl_seconds", 60, True), ("approval_ttl_seconds", 59, False), ("approval_ttl_seconds", 30 * 86_400, True),
+    ("approval_ttl_seconds", 30 * 86_400 + 1, False), ("approval_ttl_seconds", 600.0, False),
+    ("approval_ttl_seconds", True, False),
+    ("dry_run_max_age_seconds", 60, True), ("dry_run_max_age_seconds", 59, False),
+    ("dry_run_max_age_seconds", 365 * 86_400, True), ("dry_run_max_age_seconds", 365 * 86_400 + 1, False),
+    ("dry_run_canary_percent", 0, True), ("dry_run_canary_percent", 99.99, True), ("dry_run_canary_percent", 100, False),
+    ("dry_run_canary_percent", -0.01, False), ("dry_run_canary_percent", True, False),
+    ("dry_run_canary_percent", "5", False), ("dry_run_canary_percent", 5, True),
+    ("require_approval", 1, False), ("refuse_superseded_inline", "true", False), ("require_dry_run", None, False),
+    ("require_approval", False, True),
+])
+def test_each_member_is_checked_at_its_bounds_and_named(member, value, ok):
+    if ok:
+        assert getattr(BASE.patched({member: value}), member) == value
+        return
+    with pytest.raises(GateError) as refused:
+        BASE.patched({member: value})
+    assert refused.value.code == "RELEASE_POLICY_INVALID" and refused.value.details == {"member": member}
+
+
+def test_a_policy_is_read_whole_stored_or_patched_and_refuses_anything_else():
+    assert BASE.to_json() == {"require_approval": True, "approval_ttl_seconds": 3600, "refuse_superseded_inline": True,
+                              "require_dry_run": True, "dry_run_canary_percent": 5, "dry_run_max_age_seconds": 86400}
+    assert ReleasePolicy().to_json() == {"require_approval": False, "approval_ttl_seconds": 86_400,
+                                         "refuse_superseded_inline": False, "require_dry_run": False,
+                                         "dry_run_canary_percent": 0, "dry_run_max_age_seconds": 604_800}
+    for bad in ([], "x", None):
+        with pytest.raises(GateError) as refused:
+            ReleasePolicy.from_json(bad)
+        assert refused.value.code == "RELEASE_POLICY_INVALID" and refused.value.message == (
+            "a release policy is a JSON object")
+    with pytest.raises(GateError) as unknown:
+        ReleasePolicy.from_json({**BASE.to_json(), "zeta": 1, "alpha": 2})
+    assert unknown.value.message.startswith("unknown member(s) alpha, zeta; a release policy has require_approval, ")
+    with pytest.raises(GateError) as invalid:
+        ReleasePolicy.from_json({**BASE.to_json(), "approval_ttl_seconds": 1})
+    assert invalid.value.details == {"member": "approval_ttl_seconds"}
+    assert ReleasePolicy.stored(None) == ReleasePolicy.stored([1]) == ReleasePolicy()
+    assert ReleasePolicy.stored({"require_dry_run": True, "gone": 1}) == ReleasePolicy(require_dry_run=True)
+    with pytest.raises(GateError):
+        ReleasePolicy.stored({"approval_ttl_seconds": 1})
+    with pytest.raises(GateError) as empty:
+        BASE.patched({})
+    assert empty.value.message == "a PATCH names at least one member"
+
+
+def test_an_approval_is_needed_only_while_approvals_are_required_and_for_a_weakening():
+    off = replace(BASE, require_approval=False)
+    assert needs_approval(BASE, replace(BASE, approval_ttl_seconds=3601)) is True
+    assert needs_approval(BASE, replace(BASE, approval_ttl_seconds=3600)) is False
+    assert needs_approval(off, replace(off, approval_ttl_seconds=9999)) is False
+    assert needs_approval(off, BASE) is False

@@ -4,11 +4,12 @@ anywhere else only with sign-in and a grants file giving each person roles per s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from gate.principals import ROLES, Principal
-from workbench.app.access import AccessConfigError, Identity, access_for, is_loopback
+from workbench.app.access import AccessConfigError, Identity, Rights, access_for, is_loopback
 from workbench.app.passwords import hash_password
 
 HASH = hash_password("s3cret-pass")
@@ -17,6 +18,7 @@ HASH = hash_password("s3cret-pass")
 @pytest.mark.parametrize("address, loopback", [
     ("127.0.0.1", True), ("127.8.9.1", True), ("::1", True), ("[::1]", True), ("localhost", True),
     ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("example.org", False), ("", False),
+    ("X::1", False), ("[::1]X", False),
 ])
 def test_loopback_detection(address, loopback):
     assert is_loopback(address) is loopback
@@ -102,6 +104,7 @@ def test_roles_per_scope_come_from_the_user_and_from_each_group(tmp_path):
     ('{"users": {"ana": ["acme"]}}', "lists of roles"), ('{"users": {"ana": {"acme": ["root"]}}}', "unknown role"),
     ('{"users": {"ana": {"acme": "author"}}}', "lists of roles"), ('{"groups": []}', "must map names"),
     ('{"users": {}, "roles": {}}', "unknown member"),
+    ('{"users": ["acme"]}', "must map names"), ('{"groups": ["acme"]}', "must map names"),
 ])
 def test_bad_grants_files_are_refused(tmp_path, content, message):
     users = _write(tmp_path / "users.json", {"ana": HASH})
@@ -140,3 +143,123 @@ def test_a_password_file_holding_anything_but_scrypt_hashes_is_refused(tmp_path,
     assert "gate workbench-passwd FILE --convert" in str(refused.value)
     if isinstance(value, str):
         assert value not in str(refused.value)  # never echoed
+
+
+def test_the_label_is_a_persons_name_else_subject_else_id():
+    assert Identity(Principal.person("https://id.example", "bob-sub", "Bob")).label == "Bob"
+    assert Identity(Principal.person("https://id.example", "bob-sub")).label == "bob-sub"
+    assert Identity(Principal.api_key("key_1")).label == "key_1"
+    assert Identity.local_operator("ops").label == "operator:ops"
+    assert Identity.password_user("ana").principal == Principal.person("password-file", "ana", "ana")
+    assert Identity.password_user("ana").groups == () and not Identity.password_user("ana").operator
+
+
+def test_the_operators_login_falls_back_when_the_uid_has_no_name_or_there_are_no_uids(monkeypatch):
+    import getpass
+    import pwd
+    import sys
+
+    def no_name(uid):
+        raise KeyError(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", no_name)
+    assert Identity.local_operator().principal == Principal.operator("local")
+    monkeypatch.setitem(sys.modules, "pwd", None)  # no POSIX user ids: `import pwd` raises ImportError
+    monkeypatch.setattr(getpass, "getuser", lambda: "winuser")
+    assert Identity.local_operator().principal == Principal.operator("winuser")
+    assert Identity.local_operator("given").principal == Principal.operator("given")
+
+
+def test_rights_decide_per_scope_at_each_call():
+    held = {"acme": frozenset({"author"})}
+    rights = Rights(Identity.password_user("ana"), lambda scope: held.get(scope, frozenset()))
+    assert rights.principal == Principal.person("password-file", "ana", "ana")
+    assert rights.permissions_in("acme") == {"read", "draft", "dry_run", "export"}
+    assert rights.may("acme", "draft") and not rights.may("acme", "release") and not rights.may("globex", "read")
+    held["acme"] = frozenset({"releaser"})  # read again at the next call, never held by the page
+    assert rights.may("acme", "release") and not rights.may("acme", "draft")
+    assert rights.permissions_in("") == frozenset()
+    operator = Rights.operator("ops")
+    assert operator.identity == Identity.local_operator("ops") and operator.identity.operator
+    assert operator.permissions_in("any") == {"read", "draft", "dry_run", "export", "publish", "release", "approve",
+                                              "resolve", "admin"}
+    assert operator.permissions_in("") == frozenset()
+
+
+def test_the_operator_has_every_role_only_without_sign_in_and_grants():
+    from workbench.app.access import Access, Grants
+
+    operator = Identity.local_operator("ops")
+    assert Access(None, None).roles_in(operator, "a") == frozenset(ROLES)
+    assert Access(None, None).roles_in(Identity.password_user("ops"), "a") == frozenset()  # not the operator
+    assert Access(None, Grants()).roles_in(operator, "a") == frozenset()
+    signed_in = Access(Path("users.json"), None)
+    assert signed_in.authenticated and signed_in.roles_in(operator, "a") == frozenset()
+    assert Access(None, None, oidc=object()).authenticated  # type: ignore[arg-type]
+    granted = Access(Path("users.json"), Grants(users={"ops": {"a": frozenset({"viewer"})}}))
+    assert granted.roles_in(Identity.password_user("ops"), "a") == {"viewer"}
+    assert granted.roles_in(Identity.password_user("ops"), "b") == frozenset()
+    assert granted.roles_in(Identity(Principal.api_key("key_1")), "a") == frozenset()  # no subject: no user entry
+
+
+def test_roles_text_lists_roles_in_their_order():
+    from workbench.app.access import roles_text
+
+    assert roles_text({"admin", "author", "viewer"}) == "viewer, author, admin"
+    assert roles_text(["releaser", "releaser"]) == "releaser"
+    assert roles_text([]) == "none"
+
+
+@pytest.mark.parametrize(("claims", "identity"), [
+    ({"iss": "i", "sub": "s", "name": "Ana", "preferred_username": "ana", "groups": ["g1", "", 5, "g2"]},
+     ("i", "s", "Ana", ("g1", "g2"))),
+    ({"iss": "i", "sub": "s", "preferred_username": "ana", "groups": "g1"}, ("i", "s", "ana", ("g1",))),
+    ({"iss": "i", "sub": "s", "name": "", "preferred_username": "ana"}, ("i", "s", "ana", ())),
+    ({"iss": "i", "sub": "s", "name": 5, "groups": {"g": 1}}, ("i", "s", None, ())),
+    ({"iss": "i", "sub": "s", "roles": ["r"], "groups": ["g"]}, ("i", "s", None, ("g",))),
+    ({"iss": "i", "sub": "s", "name": ""}, ("i", "s", None, ())),
+])
+def test_the_identity_from_verified_claims(claims, identity):
+    from workbench.app.access import identity_from_claims
+
+    assert identity_from_claims(claims, "groups") == identity
+    assert identity_from_claims({**claims, "team": ["t"]}, "team")[3] == ("t",)
+
+
+def test_a_grants_file_names_its_path_and_section_in_each_refusal(tmp_path):
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    for section in ("users", "groups"):
+        grants = _write(tmp_path / f"grants-{section}.json", {section: ["acme"]})
+        with pytest.raises(AccessConfigError) as refused:
+            access_for("0.0.0.0", users, grants)
+        assert str(refused.value) == f"grants file {grants}: '{section}' must map names to {{scope: [roles]}}"
+    grants = _write(tmp_path / "bad-role.json", {"groups": {"ops": {"acme": ["root"]}}})
+    with pytest.raises(AccessConfigError) as refused:
+        access_for("0.0.0.0", users, grants)
+    assert str(refused.value).startswith(f"grants file {grants}: groups 'ops', scope 'acme': unknown role(s) 'root'")
+
+
+def test_a_grants_file_may_name_users_only_or_groups_only(tmp_path):
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    only_groups = access_for("0.0.0.0", users, _write(tmp_path / "g.json", {"groups": {"ops": {"*": ["viewer"]}}}))
+    assert only_groups.roles_in(Identity(Principal.person("i", "ana"), ("ops",)), "x") == {"viewer"}
+    assert only_groups.roles_in(Identity(Principal.person("i", "ana"), ("other",)), "x") == frozenset()
+    only_users = access_for("0.0.0.0", users, _write(tmp_path / "u.json", {"users": {"ana": {"x": ["author"]}}}))
+    assert only_users.roles_in(Identity(Principal.person("i", "ana"), ("ops",)), "x") == {"author"}
+
+
+def test_sign_in_by_an_identity_provider_keeps_its_settings(tmp_path):
+    grants = _write(tmp_path / "grants.json", {"users": {"ana": {"acme": ["viewer"]}}})
+    settings = object()
+    access = access_for("0.0.0.0", None, grants, oidc=settings)  # type: ignore[arg-type]
+    assert access.oidc is settings and access.basic_auth_file is None and access.authenticated
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    with pytest.raises(AccessConfigError, match="not both"):
+        access_for("0.0.0.0", users, grants, oidc=settings)  # type: ignore[arg-type]
+
+
+def test_an_identity_without_a_subject_matches_no_user_entry():
+    from workbench.app.access import Grants
+
+    grants = Grants(users={"": {"a": frozenset({"admin"})}, "XXXX": {"a": frozenset({"viewer"})}})
+    assert grants.roles(Identity(Principal.api_key("key_1")), "a") == {"admin"}  # the empty name, never another
