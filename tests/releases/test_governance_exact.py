@@ -240,12 +240,12 @@ def test_a_chain_of_another_scope_is_refused(signing):
 @pytest.mark.parametrize(("index", "member", "value", "problem"), [
     (0, "principal", {"kind": "api_key"}, "policy event 1: its principal or policies are malformed"),
     (0, "policy_after", {"require_approval": "yes"}, "policy event 1: its principal or policies are malformed"),
-    (1, "action", "policy_set", "policy event 2: the governance rules refuse this change "
-                                "(RELEASE_POLICY_APPROVAL_REQUIRED)"),
+    (1, "action", "policy_set", ("policy event 2: the governance rules refuse this change "
+                                "(RELEASE_POLICY_APPROVAL_REQUIRED)")),
     (2, "principal", {"kind": "api_key", "id": "key_c"}, "policy event 3: actor is not its principal's"),
     (2, "actor", "key_a", "policy event 3: actor is not its principal's"),
-    (0, "state", {"policy": OFF.to_json(), "pending": []}, "policy event 1: stated policy is not the fold of the "
-                                                            "changes"),
+    (0, "state", {"policy": OFF.to_json(), "pending": []}, ("policy event 1: stated policy is not the fold of the "
+                                                            "changes")),
 ])
 def test_an_event_the_rules_refuse_or_that_misstates_its_fold_fails(index, member, value, problem):
     events, _state = _chain_unsigned()

@@ -63,8 +63,8 @@ def test_a_fresh_manifest_of_the_version_passes_its_own_check(check):
 @pytest.mark.parametrize("manifest", [None, [], "x", {"to": {}}, {"dry_run": None}, {"dry_run": []}])
 def test_only_a_dry_runs_manifest_is_read(check, manifest):
     stand_in = check()
-    assert _problems(manifest) == ["migration_manifest must be a dry-run's signed manifest (rulebook_migration_v1 "
-                                   "with dry_run)"]
+    assert _problems(manifest) == [("migration_manifest must be a dry-run's signed manifest (rulebook_migration_v1 "
+                                   "with dry_run)")]
     assert stand_in.calls == []
 
 
@@ -82,8 +82,8 @@ def test_a_failed_check_another_version_and_a_stale_history_are_each_named(check
     assert _problems(stale) == [
         "gate migration check: migration_hash does not match the manifest (edited)",
         "the dry-run tested another rulebook: to.rulebook_hash is not the hash of version 'v2'",
-        "the history the dry-run ran over ends 7200 s ago, staler than the scope's bound of 3600 s "
-        "(dry_run_max_age_seconds): run the dry-run again"]
+        ("the history the dry-run ran over ends 7200 s ago, staler than the scope's bound of 3600 s "
+        "(dry_run_max_age_seconds): run the dry-run again")]
 
 
 @pytest.mark.parametrize("to", [{"rulebook_id": "other", "rulebook_hash": HASH},
@@ -99,8 +99,8 @@ def test_the_history_must_end_within_the_bound(check):
     check()
     assert _problems(_manifest(), max_age=3600) == []
     assert _problems(_manifest(), max_age=3599) == [
-        "the history the dry-run ran over ends 3600 s ago, staler than the scope's bound of 3599 s "
-        "(dry_run_max_age_seconds): run the dry-run again"]
+        ("the history the dry-run ran over ends 3600 s ago, staler than the scope's bound of 3599 s "
+        "(dry_run_max_age_seconds): run the dry-run again")]
     assert _problems(_manifest(dry_run={})) == ["the dry-run states no decision time for the history it ran over"]
 
 

@@ -170,15 +170,15 @@ BODY_PROBLEMS = [
     ({"action": "activate", "version": 1}, ["version must be a string of 1 to 80 characters"]),
     ({"action": "canary", "subject": "context.source_record_id"}, []),
     ({"action": "canary", "subject": "_a." + ".".join(["b" * 64] * 7)}, []),
-    ({"action": "canary", "subject": ".".join(["a"] * 9)}, ["subject must be a dotted path such as "
-                                                            "context.source_record_id"]),
+    ({"action": "canary", "subject": ".".join(["a"] * 9)}, [("subject must be a dotted path such as "
+                                                            "context.source_record_id")]),
     ({"action": "canary", "subject": "a" * 65}, ["subject must be a dotted path such as context.source_record_id"]),
     ({"action": "canary", "subject": "1a"}, ["subject must be a dotted path such as context.source_record_id"]),
     ({"action": "canary", "subject": "a..b"}, ["subject must be a dotted path such as context.source_record_id"]),
     ({"action": "canary", "subject": 5}, ["subject must be a dotted path such as context.source_record_id"]),
     ({"action": "activate", "migration_manifest_hash": H64, "rulebook_hash": "0123456789abcdef" * 4}, []),
-    ({"action": "activate", "migration_manifest_hash": "A" * 64}, ["migration_manifest_hash must be 64 lowercase "
-                                                                    "hex characters"]),
+    ({"action": "activate", "migration_manifest_hash": "A" * 64}, [("migration_manifest_hash must be 64 lowercase "
+                                                                    "hex characters")]),
     ({"action": "activate", "rulebook_hash": "a" * 63}, ["rulebook_hash must be 64 lowercase hex characters"]),
     ({"action": "activate", "rulebook_hash": "g" * 64}, ["rulebook_hash must be 64 lowercase hex characters"]),
     ({"action": "activate", "rulebook_hash": 5}, ["rulebook_hash must be 64 lowercase hex characters"]),
@@ -196,11 +196,11 @@ BODY_PROBLEMS = [
     ({"action": "halt", "evidence": {}}, []),
     ({"action": "halt", "evidence": []}, ["evidence must be an object"]),
     ({"action": "activate", "migration_manifest": {}}, []),
-    ({"action": "activate", "migration_manifest": "x"}, ["migration_manifest must be a dry-run's manifest "
-                                                         "(a JSON object)"]),
+    ({"action": "activate", "migration_manifest": "x"}, [("migration_manifest must be a dry-run's manifest "
+                                                         "(a JSON object)")]),
     ({"action": "activate", "override": "guardrail_halt"}, []),
-    ({"action": "activate", "override": "other"}, ["override, when given, is 'guardrail_halt' (an admin activating "
-                                                   "a version its guardrail halted, with a reason)"]),
+    ({"action": "activate", "override": "other"}, [("override, when given, is 'guardrail_halt' (an admin activating "
+                                                   "a version its guardrail halted, with a reason)")]),
     ({"action": 1, "percent": False, "reason": "", "version": "", "subject": "-", "migration_manifest_hash": "x",
       "rulebook_hash": "x", "request_seq": -1, "evidence": 1, "migration_manifest": 1, "override": 1},
      ["action is required: shadow, canary, activate, halt, rollback or approve", "percent must be a number",

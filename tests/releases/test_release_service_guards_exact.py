@@ -12,6 +12,7 @@ from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
+from gate.verify.anchors import TrustAnchors
 
 from gate.errors import GateError
 from gate.principals import Principal
@@ -21,7 +22,6 @@ from gate.releases.guardrails import ArmCounts, evaluate
 from gate.releases.model import Version, canary_bucket
 from gate.services import releases as module
 from gate.services.releases import GUARD_EVERY, Observed, Routed
-from gate.verify.anchors import TrustAnchors
 from tests.releases.service_support import (
     EVERY_RIGHT,
     KEY_A,
@@ -489,8 +489,8 @@ def test_the_alerts_list_the_guardrails_halts_only_newest_first(world: World):
         "alert_id": "release:" + halt["event_hash"][:24], "source": "release_guardrail", "kind": "canary_halted",
         "severity": "high", "policy_id": RULEBOOK_ID, "canary_version": "v2", "guardrails": ["failure_rate"],
         "release_seq": 3, "event_hash": halt["event_hash"], "halted_at": halt["created_at"], "trigger": trigger,
-        "reasons": ["the canary of version v2 was halted on its own: failure_rate tripped (always-valid test, "
-                    f"alpha {report.settings.alpha})"]}]
+        "reasons": [("the canary of version v2 was halted on its own: failure_rate tripped (always-valid test, "
+                    f"alpha {report.settings.alpha})")]}]
     assert world.releases.guardrail_alerts("other") == []
 
 
@@ -499,8 +499,8 @@ def test_an_alert_of_a_halt_without_evidence_names_nothing(world: World):
     world.act("halt", principal=Principal.guardrail(), permissions=frozenset({"release"}))
     [alert] = world.releases.guardrail_alerts(SCOPE)
     assert (alert["canary_version"], alert["guardrails"], alert["trigger"]) == (None, [], None)
-    assert alert["reasons"] == ["the canary of version None was halted on its own:  tripped (always-valid test, "
-                                "alpha None)"]
+    assert alert["reasons"] == [("the canary of version None was halted on its own:  tripped (always-valid test, "
+                                "alpha None)")]
 
 
 # ------------------------------------------------------------------ an admin's override of a guardrail halt

@@ -225,9 +225,8 @@ def test_the_scheduler_is_waited_for_10_s_unless_the_setting_says_otherwise(monk
         with pytest.raises(ClusterError, match="GATE_CLUSTER_CONNECT_SECONDS must be a number"):
             connect_seconds({"GATE_CLUSTER_CONNECT_SECONDS": value})
     monkeypatch.setenv("GATE_CLUSTER_CONNECT_SECONDS", "1")  # connect reads it when no timeout is given
-    with pytest.raises(ClusterError, match="within 1 s"):
-        with connect("tcp://127.0.0.1:9"):
-            pass
+    with pytest.raises(ClusterError, match="within 1 s"), connect("tcp://127.0.0.1:9"):
+        pass
 
 
 def test_the_workbench_dry_run_on_its_cluster_address_equals_the_single_process_one(client, tmp_path, monkeypatch):
