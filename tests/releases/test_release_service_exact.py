@@ -701,3 +701,72 @@ def test_a_policy_approval_that_loses_a_race_to_another_approval_is_not_found(wo
     monkeypatch.setattr(store, "append", lose_to_another_approver)
     _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 2), "RELEASE_APPROVAL_NOT_FOUND")
     assert [e["actor"] for e in world.releases.governance_history(SCOPE)] == ["key_a", "key_a", "key_c"]
+
+
+def test_a_scopes_stored_policy_rules_its_moves_until_its_first_change(world: World):
+    two_versions(world)
+    world.store_policy({"require_approval": True, "approval_ttl_seconds": 300, "refuse_superseded_inline": True})
+    requested = world.act("activate", version="v1")
+    assert requested["approval_expires_at"] == "2026-11-26T12:05:00.000Z" and requested["state"]["active"] is None
+    document = world.releases.policy_document(SCOPE)
+    assert document["policy"] == {**WHOLE, "require_approval": True, "approval_ttl_seconds": 300,
+                                  "refuse_superseded_inline": True}
+    assert world.releases.status(SCOPE, RULEBOOK_ID)["policy"] == document["policy"]
+
+
+def test_a_canary_waits_for_approval_as_an_activation_does(world: World):
+    two_versions(world)
+    world.act("activate", version="v1")
+    world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_approval": True, "approval_ttl_seconds": 60},
+                              partial=True)
+    requested = world.act("canary", version="v2", percent=10)
+    assert requested["approval_expires_at"] == "2026-11-26T12:01:00.000Z"
+    assert requested["state"]["canary"] is None and requested["state"]["pending"][0]["action"] == "canary"
+    for action, body in (("shadow", {"version": "v2"}), ("halt", {})):
+        assert world.act(action, **body)["approval_expires_at"] is None
+    assert world.act("activate", version="v2")["approval_expires_at"] == "2026-11-26T12:01:00.000Z"
+
+
+def test_a_fresh_policy_read_sees_another_workers_change(world: World):
+    assert world.releases.policy(SCOPE) == ReleasePolicy()
+    world.another_worker().set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_dry_run": True}, partial=True)
+    assert world.releases.policy(SCOPE) == ReleasePolicy()  # cached
+    assert world.releases.policy(SCOPE, fresh=True) == ReleasePolicy(require_dry_run=True)
+
+
+def test_a_status_states_the_scopes_policy_and_its_running_comparison(world: World):
+    two_versions(world)
+    world.act("activate", version="v1")
+    world.act("canary", version="v2", percent=20)
+    world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"refuse_superseded_inline": True}, partial=True)
+    world.add_rows("canary", ["review", "review"], release_seq=2, effects=["success", "failure"])
+    status = world.releases.status(SCOPE, RULEBOOK_ID)
+    assert status["policy"] == {**WHOLE, "refuse_superseded_inline": True}
+    state = world.releases.state(SCOPE, RULEBOOK_ID)
+    assert status["comparison"] == world.releases.comparison(SCOPE, state)
+    assert status["comparison"]["canary"]["arms"][1]["decisions"] == 2
+
+
+def _policy_changes(world: World, first: int, last: int) -> None:
+    """Governance rows `first` to `last` written straight into the ledger (their bodies name their seq)."""
+    from sqlalchemy import insert
+
+    from gate.ledger.tables import release_events
+
+    rows = [{"scope": SCOPE, "rulebook_id": GOVERNANCE_ID, "seq": seq, "action": "policy_set",
+             "event_hash": f"{seq:064x}", "idempotency_key": None, "request_hash": f"{seq:064x}", "created_at": AT,
+             "event_json": f'{{"seq": {seq}}}'} for seq in range(first, last + 1)]
+    with world.ledger.write() as connection:
+        connection.execute(insert(release_events), rows)
+
+
+def test_the_governance_history_holds_more_than_a_thousand_changes(world: World):
+    _policy_changes(world, 1, 1001)
+    history = world.releases.governance_history(SCOPE)
+    assert len(history) == 1001 and history[0] == {"seq": 1} and history[-1] == {"seq": 1001}
+
+
+def test_the_governance_history_reads_the_newest_100000_changes_at_most(world: World):
+    _policy_changes(world, 1, 100_001)
+    history = world.releases.governance_history(SCOPE)
+    assert len(history) == 100_000 and history[0] == {"seq": 2} and history[-1] == {"seq": 100_001}

@@ -636,3 +636,36 @@ def test_a_canary_with_a_manifest_records_its_hash(dry_run_required: World, monk
     monkeypatch.setattr(module, "manifest_problems", ManifestCheck())
     canary = dry_run_required.act("canary", version="v2", percent=50, migration_manifest=MANIFEST)
     assert canary["migration_manifest_hash"] == "b" * 64
+
+
+def test_a_shadow_is_compiled_from_its_own_snapshot(world: World):
+    from gate.rulebook.cache import clear_cache
+
+    hashes = two_versions(world)
+    clear_cache()  # nothing compiled yet: the shadow's rulebook is compiled from its snapshot
+    assert world.releases._shadow(SCOPE, RULEBOOK_ID, Version("v2", hashes["v2"]), FACTS) == {
+        "shadow_version": "v2", "shadow_verdict": "review", "shadow_reason_code": "NO_RULE_MATCHED",
+        "shadow_matched_rule_id": None}
+
+
+def test_a_decide_keeps_the_release_seq_it_was_routed_under(world: World):
+    two_versions(world)
+    world.act("activate", version="v1")
+    world.act("shadow", version="v2")
+    world.act("halt")
+    routed = Routed(RULEBOOK_ID, "v1", "active", 1, "s" * 64)  # routed before the shadow and the halt
+    observed = world.releases.observe(SCOPE, _record(), FACTS, routed)
+    assert observed.row["release_seq"] == 1 and observed.arm_block["release_seq"] == 1
+    assert world.releases.observe(SCOPE, _record("dec_2"), FACTS, None).row["release_seq"] == 3
+
+
+def test_an_outcome_reads_the_canary_fresh(world: World):
+    two_versions(world)
+    world.act("activate", version="v1")
+    assert world.releases.state(SCOPE, RULEBOOK_ID).canary is None  # cached without a canary
+    world.another_worker().act(SCOPE, KEY_A, EVERY_RIGHT, RULEBOOK_ID,
+                               {"action": "canary", "version": "v2", "percent": 50})
+    _failing_canary(world)
+    [canary_id] = world.add_rows("canary", ["yes"], release_seq=2, effects=["failure"], prefix="last")
+    world.releases.after_outcome(SCOPE, canary_id, "out_9", "key_b")
+    assert world.releases.history(SCOPE, RULEBOOK_ID)[-1]["actor"] == "guardrail"
