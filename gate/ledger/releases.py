@@ -7,6 +7,7 @@ holds only the policy a scope stored before its first change."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,16 @@ class ReleaseLedger:
                                  announce.data)
         except IntegrityError as exc:
             raise ReleaseRace(str(row.get("seq"))) from exc
+
+    def halt_events(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
+        """Every halt event of a release, however long its history (a guardrail's halt binds for good)."""
+        with self.ledger.read() as connection:
+            rows = connection.execute(
+                select(release_events.c.event_json).where(release_events.c.scope == scope,
+                                                          release_events.c.rulebook_id == rulebook_id,
+                                                          release_events.c.action == "halt")
+                .order_by(release_events.c.seq)).all()
+        return [json.loads(r[0]) for r in rows]
 
     def rulebook_ids(self, scope: str) -> list[str]:
         with self.ledger.read() as connection:

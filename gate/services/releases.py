@@ -432,7 +432,10 @@ class ReleaseService:
                        permissions: frozenset[str]) -> str | None:
         """A version its guardrail halted is activated only by an admin who says so and why."""
         version = activating_version(checked, state)
-        halted = version is not None and any(halted_version(e) == version for e in self.history(scope, rulebook_id))
+        # SECURITY: every halt of the release, not the newest page of its history: a halt 1,000
+        # events back binds as much as the last one (issue 41 mutation finding).
+        halted = version is not None and any(halted_version(e) == version
+                                             for e in self.store.halt_events(scope, rulebook_id))
         if not halted:
             if checked.get("override") is not None:
                 raise GateError("RELEASE_ACTION_INVALID", "override applies only to activating a version its "

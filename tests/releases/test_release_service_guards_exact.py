@@ -12,9 +12,9 @@ from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
-from gate.verify.anchors import TrustAnchors
 
 from gate.errors import GateError
+from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.releases.figures import canary_figures, shadow_figures
@@ -669,3 +669,16 @@ def test_an_outcome_reads_the_canary_fresh(world: World):
     [canary_id] = world.add_rows("canary", ["yes"], release_seq=2, effects=["failure"], prefix="last")
     world.releases.after_outcome(SCOPE, canary_id, "out_9", "key_b")
     assert world.releases.history(SCOPE, RULEBOOK_ID)[-1]["actor"] == "guardrail"
+
+
+def test_a_guardrail_halt_binds_however_long_the_history_grows_after_it(world: World):
+    """A halt 1,000 events back binds as the last one (the check read only the newest page of
+    the history: 500 shadows and halts later a `release` key activated the halted version)."""
+    _halted_v2(world)
+    for _ in range(501):
+        world.act("shadow", version="v2")
+        world.act("halt", reason="routine")
+    assert len(world.releases.history(SCOPE, RULEBOOK_ID)) == 1000  # the page no longer holds the halt
+    refused = _refusal(lambda: world.act("activate", permissions=frozenset({"release"}), version="v2"),
+                       "RELEASE_VERSION_HALTED")
+    assert refused.details == {"version": "v2"}
