@@ -92,7 +92,7 @@ TEXT = "must be a non-empty string of at most 512 characters"
     (lambda: Principal.person("", "s"), f"a principal's issuer {TEXT}"),
     (lambda: Principal.person("i", 5), f"a principal's subject {TEXT}"),  # type: ignore[arg-type]
     (lambda: Principal.person("i", "s", ""), f"a principal's display name {TEXT}"),
-    (lambda: Principal("nobody", "x"), "a principal's kind must be one of api_key, person, operator, guardrail"),
+    (lambda: Principal("nobody", "x"), "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
     (lambda: Principal("api_key", ""), f"a principal's id {TEXT}"),
     (lambda: Principal("person", "i#s", None, "s"), f"a principal's issuer {TEXT}"),
     (lambda: Principal("person", "i#s", "i", None), f"a principal's subject {TEXT}"),
@@ -106,9 +106,9 @@ TEXT = "must be a non-empty string of at most 512 characters"
     (lambda: Principal("operator", "root"), "an operator's id must be operator:<login>"),
     (lambda: Principal("operator", "operator:"), "an operator's id must be operator:<login>"),
     (lambda: Principal("guardrail", "guardrails"), "the guardrail's id is 'guardrail'"),
-    (lambda: Principal("api_key", "operator:x"), "an API key id cannot look like an operator, a person or the guardrail"),
-    (lambda: Principal("api_key", "person:x"), "an API key id cannot look like an operator, a person or the guardrail"),
-    (lambda: Principal("api_key", "guardrail"), "an API key id cannot look like an operator, a person or the guardrail"),
+    (lambda: Principal("api_key", "operator:x"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
+    (lambda: Principal("api_key", "person:x"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
+    (lambda: Principal("api_key", "guardrail"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
 ])
 def test_each_refusal_names_the_member_at_fault(build, message):
     with pytest.raises(ValueError) as refused:
@@ -130,8 +130,8 @@ def test_the_members_each_kind_allows():
 @pytest.mark.parametrize(("value", "message"), [
     ([], "a principal must be a JSON object"),
     ({"kind": "api_key", "id": "k", "b": 1, "a": 2}, "a principal has unknown members: a, b"),
-    ({"kind": "robot", "id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail"),
-    ({"id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail"),
+    ({"kind": "robot", "id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
+    ({"id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
 ])
 def test_malformed_json_says_what_is_wrong(value, message):
     with pytest.raises(ValueError) as refused:
