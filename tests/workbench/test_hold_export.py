@@ -105,7 +105,7 @@ def test_a_later_run_appends_the_changed_and_new_holds_and_readers_see_one_row_e
     held = seed(writer)
     root = tmp_path / "ds"
     export(writer, root, FIRST)
-    writer.approve("acme", held[3], at(2, 1))  # the open hold closes
+    writer.approve("acme", held[3], at(1, 4, 20))  # the open hold closes (before its deadline, 01-05 12:00)
     later = writer.held("acme", at(2, 2))  # a new held decision
     second = export(writer, root, SECOND)
     assert second.new_rows["holds"] == 2 and second.new_rows["hold_events"] == 1 and second.new_rows["decisions"] == 1
