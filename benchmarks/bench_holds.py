@@ -3,8 +3,9 @@ the hold report and the dry-run's measured cost of a hold say and cost, on the d
 
 Steps, each timed (wall clock, this process; load average beside):
 
-1. seed the demo scenario (`--decisions`, SQLite) and resolve its holds through the real hold
-   service on a moving clock: for each hold, in opening order, with a seeded draw, a reviewer
+1. seed the demo scenario (`--decisions`, SQLite; the seed resolves most holds as the scenario's
+   reviewers) and resolve the holds it left open through the real hold service on a moving
+   clock: for each such hold, in opening order, with a seeded draw, a reviewer
    (one of three API keys) approves (`--approve` share) or denies (`--deny`) it after a
    log-normal wait (median 2 h), or nobody acts and the clock's sweep (run as each later hold
    opens, and once at the end) expires it after its deadline;
@@ -84,13 +85,15 @@ def _utc(text: str) -> datetime:
 
 
 def resolve(ledger: Ledger, signing: SigningSetup, args: argparse.Namespace) -> dict[str, int]:
-    """Approve, deny or leave each open hold (seeded), then sweep the rest past their deadlines."""
+    """Approve, deny or leave each hold the seed left open (seeded), then sweep the rest past their
+    deadlines. (The demo seed resolves its holds itself, as the scenario's reviewers: then nothing is left.)"""
     clock = Clock()
     service = HoldService(ledger, signing, clock)
     rng = random.Random(args.seed)
     with ledger.read() as connection:
         rows = [dict(r) for r in connection.execute(
-            holds_table.select().order_by(holds_table.c.opened_at, holds_table.c.decision_id)).mappings()]
+            holds_table.select().where(holds_table.c.state == "open")
+            .order_by(holds_table.c.opened_at, holds_table.c.decision_id)).mappings()]
     counts = {"approved": 0, "denied": 0, "left": 0}
     for row in rows:
         clock.at = _utc(row["opened_at"])  # the clock's pass as each hold opens: earlier ones past their deadline expire

@@ -105,14 +105,14 @@ def test_a_later_run_appends_the_changed_and_new_holds_and_readers_see_one_row_e
     held = seed(writer)
     root = tmp_path / "ds"
     export(writer, root, FIRST)
-    assert writer.sweep(at(2, 1)) == 1  # the open hold closes: past its deadline, it expires
+    writer.approve("acme", held[3], at(1, 4, 20))  # the open hold closes (before its deadline, 01-05 12:00)
     later = writer.held("acme", at(2, 2))  # a new held decision
     second = export(writer, root, SECOND)
     assert second.new_rows["holds"] == 2 and second.new_rows["hold_events"] == 1 and second.new_rows["decisions"] == 1
     assert second.manifest["tables"]["holds"]["rows"] == 6
     rows, frames = states(root, writer)
     assert len(rows) == 5 and frames.as_of == SECOND
-    assert rows[held[3]["decision_id"]]["state"] == "expired" and rows[later["decision_id"]]["state"] == "open"
+    assert rows[held[3]["decision_id"]]["state"] == "approved" and rows[later["decision_id"]]["state"] == "open"
     # Nothing new: nothing is written.
     assert export(writer, root, SECOND).run is None
 
