@@ -72,6 +72,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
      "how long a dispatcher holds a subscription per pass; a dead one's is taken over after it (1-3600)"),
     ("GATE_NATS_URL", "", "publish every event to NATS JetStream at this server (empty: off)"),
     ("GATE_NATS_STREAM", "GATE_EVENTS", "the JetStream stream the events go to"),
+    ("GATE_HOLD_SWEEP_MS", "1000", "how often each serving process expires and escalates due holds (50-3600000)"),
+    ("GATE_WORKBENCH_URL", "", "the workbench's address: hold events then link to the Inbox (docs/holds.md)"),
 )
 
 

@@ -128,6 +128,7 @@ CASES = {
     "SVC_POLICY_CONFIDENCE_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/confidence"),
     "SVC_POLICY_ANOMALIES_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/anomalies"),
     "SVC_POLICY_BENCHMARKS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/benchmarks"),
+    "SVC_POLICY_HOLDS_UNAUTHORIZED": lambda c: c.client.get("/api/decision/policies/p/holds"),
     "SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN": lambda c: _lifecycle(c, "crm-sync", extra={"password": "hunter2"}),
     "PACKET_SOURCE_UNAVAILABLE": lambda c: _packet_without_chain_nodes(c),
     "CHAIN_INTEGRITY_FAILED": lambda c: _packet_of_a_rolled_back_head(c),
