@@ -19,6 +19,15 @@ from tests.releases.support import ALL, Api
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
+def _run(coroutine):
+    """`asyncio.run` in a thread of its own: an earlier test of this worker (a browser test's
+    Playwright sync API) may leave an event loop marked running on the main thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result(timeout=120)
+
+
 @pytest.fixture
 def nats_url(tmp_path):
     if not shutil.which(NATS_SERVER):
@@ -79,7 +88,7 @@ def test_a_consumer_started_after_the_burst_reads_every_event_once_in_order(make
         assert publisher.publish_pending() == 9
     finally:
         publisher.close()
-    read = asyncio.run(_read_all(nats_url))
+    read = _run(_read_all(nats_url))
     assert len(read) == 18
     mine = [(s, i, e) for s, i, e in read if e["source"].endswith(":tenant_a")]
     assert [int(e["sequence"]) for _, _, e in mine] == list(range(1, 10))
@@ -89,10 +98,10 @@ def test_a_consumer_started_after_the_burst_reads_every_event_once_in_order(make
     assert mine[0][0] == "gate.events.tenant_a.rulebook.published"
     # a hostile scope name never becomes subject syntax; one scope's subject filters its events
     assert scope_token("tenant.b*").startswith("h") and "." not in scope_token("tenant.b*")
-    theirs = asyncio.run(_read_all(nats_url, f"gate.events.{scope_token('tenant.b*')}.>"))
+    theirs = _run(_read_all(nats_url, f"gate.events.{scope_token('tenant.b*')}.>"))
     assert len(theirs) == 9 and all(e["source"].endswith(":tenant.b*") for _, _, e in theirs)
     # and a consumer can start anywhere
-    late = asyncio.run(_read_all(nats_url, start=10))
+    late = _run(_read_all(nats_url, start=10))
     assert [i for _, i, _ in late] == [i for _, i, _ in read[9:]]
 
 

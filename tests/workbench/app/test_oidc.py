@@ -35,6 +35,15 @@ SCOPES = ("openid", "profile", "groups")
 SECRET = "cookie-secret-for-the-test-" + "x" * 20
 
 
+def _run(coroutine):
+    """`asyncio.run` in a thread of its own: in the full suite an earlier test of this worker (a
+    browser test's Playwright sync API) may leave an event loop marked running on the main thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result(timeout=120)
+
+
 def provider_sign_in(client: httpx.Client, url: str, user: str, secret: str, stop: str) -> httpx.URL:
     """Follow the provider's redirects from `url`, answering its login form as `user`, until a
     redirect leaves for `stop` (the relying party's redirect URI); that URL. Raises on a 4xx."""
@@ -83,12 +92,12 @@ def issued(relying_party, user: str = "alice") -> tuple[OIDCClient, str, str]:
     code = back.params["code"]
     assert back.params["iss"] == settings.issuer
     client = OIDCClient(settings, discovery, frozenset({"gate-authors", "gate-approvers"}))
-    return client, asyncio.run(client.exchange(code, redirect, verifier)), nonce
+    return client, _run(client.exchange(code, redirect, verifier)), nonce
 
 
 def test_an_id_token_the_provider_issued_is_checked_and_names_the_person(relying_party):
     client, id_token, nonce = issued(relying_party)
-    claims = asyncio.run(client.verify(id_token, nonce))
+    claims = _run(client.verify(id_token, nonce))
     assert claims["sub"] == "alice" and claims["groups"] == ["gate-authors"] and claims["name"] == "Alice Author"
     cookie = json.loads(client.cookie_value(claims))
     assert cookie == {"iss": relying_party[0].issuer, "sub": "alice", "name": "Alice Author", "groups": ["gate-authors"]}
@@ -97,26 +106,26 @@ def test_an_id_token_the_provider_issued_is_checked_and_names_the_person(relying
 def test_a_wrong_nonce_audience_issuer_expiry_or_signature_is_refused(relying_party):
     client, id_token, nonce = issued(relying_party)
     with pytest.raises(SignInFailed, match="nonce"):
-        asyncio.run(client.verify(id_token, "another-nonce"))
+        _run(client.verify(id_token, "another-nonce"))
     settings, discovery, _ = relying_party
     other_client = OIDCClient(OIDCSettings(settings.issuer, "another-client", None), discovery, frozenset())
     with pytest.raises(SignInFailed, match="aud"):
-        asyncio.run(other_client.verify(id_token, nonce))
+        _run(other_client.verify(id_token, nonce))
     other_issuer = OIDCClient(settings, discovery.__class__(**{**discovery.__dict__, "issuer": "http://127.0.0.1:1"}),
                               frozenset())
     with pytest.raises(SignInFailed, match="iss"):
-        asyncio.run(other_issuer.verify(id_token, nonce))
+        _run(other_issuer.verify(id_token, nonce))
     later = OIDCClient(settings, discovery, frozenset(), clock=lambda: 4_000_000_000)
     with pytest.raises(SignInFailed, match="exp"):
-        asyncio.run(later.verify(id_token, nonce))
+        _run(later.verify(id_token, nonce))
     head, body, signature = id_token.split(".")
     claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
     forged = base64.urlsafe_b64encode(json.dumps({**claims, "sub": "bob"}).encode()).decode().rstrip("=")
     with pytest.raises(SignInFailed, match="signature"):
-        asyncio.run(client.verify(f"{head}.{forged}.{signature}", nonce))
+        _run(client.verify(f"{head}.{forged}.{signature}", nonce))
     unsigned = base64.urlsafe_b64encode(b'{"alg":"none"}').decode().rstrip("=")
     with pytest.raises(SignInFailed, match="signature"):
-        asyncio.run(client.verify(f"{unsigned}.{body}.", nonce))
+        _run(client.verify(f"{unsigned}.{body}.", nonce))
 
 
 def test_discovery_must_name_the_configured_issuer_and_offer_pkce(oidc_provider):  # noqa: F811
