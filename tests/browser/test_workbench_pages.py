@@ -145,7 +145,7 @@ def test_typing_fast_loses_no_character(page, workbench):
         page.keyboard.press("Control+End")
         typed = f' "note_{attempt}": "' + "abcdefghij0123456789" * 7 + '"'
         page.keyboard.type(typed)  # key by key: keydown, input and keyup for every character
-        served = _until(lambda: _url_draft(page).endswith(typed), True)  # every key's round trip is back
+        served = _until(lambda typed=typed: _url_draft(page).endswith(typed), True)  # every key's round trip is back
         page.wait_for_timeout(300)  # and whatever the server sent back with the last one has landed
         text = _editor_draft(page)
         assert served and text.endswith(typed), (attempt, served, text[-200:], _url_draft(page)[-200:])
