@@ -27,8 +27,8 @@ from typing import Any
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
-from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal, signature_payload
-from gate.verify.signatures import signature_holds
+from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal
+from gate.releases.sealing import signature_problem as chain_signature_problem
 from gate.vocabulary import SIG_HMAC_SHA256
 
 HOLD_EVENT_VERSION = "hold_event_v1"
@@ -103,12 +103,8 @@ def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str 
 def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
     """The event's signature by a trusted key, over canon({event_hash, key_id}), and the key's
     fingerprint; None when both hold."""
-    payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
-    held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
-                           event.get("public_key_fingerprint"), event.get("signature"), payload)
-    if held is True:
-        return fingerprint_problem(event, anchors)
-    return "signature fails" if held is False else "signature has no trusted key"
+    problem = chain_signature_problem(event, anchors)  # the release chains' own check
+    return fingerprint_problem(event, anchors) if problem is None else problem
 
 
 def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors | None) -> list[str]:

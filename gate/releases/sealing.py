@@ -47,10 +47,16 @@ def chain_problem(event: Mapping[str, Any], where: str, seq_before: int, head_be
         return f"{where}: previous_event_hash does not link to the event before it"
     if event.get("event_hash") != event_hash(event):
         return f"{where}: event_hash does not match its content (tampered)"
-    if anchors is not None:
-        payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
-        held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
-                               event.get("public_key_fingerprint"), event.get("signature"), payload)
-        if held is not True:
-            return f"{where}: signature {'fails' if held is False else 'has no trusted key'}"
-    return None
+    problem = signature_problem(event, anchors) if anchors is not None else None
+    return f"{where}: {problem}" if problem is not None else None
+
+
+def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+    """The event's signature by a trusted key over canon({event_hash, key_id}), or what is wrong
+    with it (release, governance and hold events alike)."""
+    payload = signature_payload(str(event.get("event_hash")), str(event.get("key_id")))
+    held = signature_holds(anchors, event.get("signature_algorithm"), event.get("key_id"),
+                           event.get("public_key_fingerprint"), event.get("signature"), payload)
+    if held is True:
+        return None
+    return "signature fails" if held is False else "signature has no trusted key"
