@@ -408,18 +408,6 @@ def audit_chain_signature_payload(decision_id: Any, key_id: Any, audit_chain: Ma
                             "audit_chain_hash": sha256_hex(dict(audit_chain))})
 
 
-def attach_audit_chain(record: dict[str, Any], audit_chain: Mapping[str, Any],
-                       receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
-    """Give a sealed record its `audit_chain` member and, with a signer, `audit_chain_signature`
-    (signed with the receipt key, so it verifies wherever the receipt does). Mutates `record`."""
-    record["audit_chain"] = dict(audit_chain)
-    record.pop("audit_chain_signature", None)
-    if receipt_signer is not None:
-        record["audit_chain_signature"] = receipt_signer.sign_payload(
-            audit_chain_signature_payload(record.get("decision_id"), receipt_signer.key_id, audit_chain))
-    return record
-
-
 # What `seal_record` writes (anew, replacing any the record brings).
 _SEALED_MEMBERS = frozenset(("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS))
 

@@ -22,15 +22,15 @@ from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, RulebookVersionConflict, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import ConfidenceRead, Ledger, StoredDecision
+from gate.ledger import Ledger, StoredDecision
 from gate.ledger.confidence import Bucket
+from gate.ledger.store import DecisionExtra
 from gate.ledger.tables import release_decisions
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
+from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
-from gate.protocol.release_arm import attach_release_arm
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
@@ -42,7 +42,6 @@ from gate.services.pipeline import (
     Claim,
     DecideResult,
     DecisionPipeline,
-    SealedText,
     fingerprint,
 )
 from gate.services.releases import ReleaseService, Routed
@@ -169,7 +168,7 @@ class DecisionService:
         registry, snapshot_row = self._registry_for(
             claim.caller.scope, prepared.rulebook, evaluated.rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
-        record: dict[str, Any] = dict(build_rulebook_record(RulebookRecordInputs(
+        built = DecisionRecord.built(build_rulebook_record(RulebookRecordInputs(
             decision_id=self.ids.decision_id(),
             request_id=request_id or self.ids.request_id(),
             idempotency_key=claim.idempotency_key,
@@ -187,42 +186,33 @@ class DecisionService:
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
-        extra = self._observe_release(claim.caller.scope, record, evaluated, receipt_signer)
-        text = SealedText()
-        used = self.pipeline.store_sealed(
+        record, extra = self._observe_release(claim.caller.scope, built, evaluated, receipt_signer)
+        written = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
-            snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
-            extra=extra, text=text, facts=evaluated.facts)
-        return DecideResult(record, CREATED, used, evaluated.notices, text.value)
+            snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
+            extra=extra, facts=evaluated.facts)
+        return DecideResult(written.record, CREATED, written.used, evaluated.notices)
 
-    def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,
-                         receipt_signer: ReceiptSigner | None) -> list[tuple[Any, dict[str, Any]]]:
-        """The release row stored with the decision (arm, shadow result) and, for a decide by
-        reference, the record's signed `release_arm` member (outside record_hash)."""
+    def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
+                         receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:
+        """The record with, for a decide by reference, its signed `release_arm` member (outside
+        record_hash), and the release row stored with the decision (arm, shadow result)."""
         if self.releases is None:
-            return []
+            return record, []
         observed = self.releases.observe(scope, record, evaluated.facts, evaluated.routed)
         if observed.arm_block is not None:
-            attach_release_arm(record, observed.arm_block, receipt_signer)
-        return [(release_decisions, observed.row)] if observed.row is not None else []
+            record = record.with_release_arm(observed.arm_block, receipt_signer)
+        return record, [(release_decisions, observed.row)] if observed.row is not None else []
 
-    def _confidence_read(self, scope: str, record: dict[str, Any],
-                         receipt_signer: ReceiptSigner | None) -> ConfidenceRead | None:
-        """`decision_confidence` from the scope's outcome counters for this policy, verdict and
-        action, read in the transaction that stores the decision (one indexed read; the record
-        carries no block while the scope has no Outcome Record for the policy). The block is
-        outside record_hash, so it is signed on its own (gate.protocol.confidence). None when decide-time
-        confidence is off."""
+    def _confidence_bucket(self, scope: str, record: DecisionRecord) -> Bucket | None:
+        """Where `decision_confidence` comes from: the scope's outcome counters for this policy,
+        verdict and action, read in the transaction that stores the decision (one indexed read;
+        the record carries no block while the scope has no Outcome Record for the policy). The
+        block is outside record_hash, so it is signed on its own (gate.protocol.confidence). None
+        when decide-time confidence is off."""
         if not self.confidence:
             return None
-        bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
-
-        def apply(counts: ConfidenceCounts | None) -> None:
-            if counts is not None:
-                attach_confidence(record, confidence_block(counts, policy_version=record["policy_version"]),
-                                  receipt_signer)
-
-        return ConfidenceRead(bucket, apply)
+        return Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
 
     def _registry_for(
         self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
