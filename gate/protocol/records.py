@@ -39,9 +39,9 @@ from gate.protocol.attestation import (
 from gate.protocol.canonical import canonical_bytes, canonical_text, clone, sha256_hex
 from gate.protocol.evaluation import Evaluation
 from gate.protocol.types import (
-    DecisionRecord,
     EvidenceManifest,
     PolicyBundle,
+    RecordMembers,
     RulebookContract,
     RulebookRecordInputs,
     RulebookReference,
@@ -531,7 +531,7 @@ def build_rulebook_record(
     *,
     attestation_key: Ed25519Key | None = None,
     receipt_signer: ReceiptSigner | None = None,
-) -> DecisionRecord:
+) -> RecordMembers:
     """The full rulebook-mode Decision Record (the `full` view) of `inputs`, sealed.
 
     Built in named steps: check the inputs (`_check_binding`, `_checked_identity`,
@@ -558,8 +558,8 @@ def build_rulebook_record(
     record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
                   created_at=identity.created_at)
     # seal_record also seals advisory records, so it answers a plain object; this one has
-    # exactly the members DecisionRecord names (tests/crypto checks them against the type).
-    return cast(DecisionRecord, seal_record(record, receipt_signer=receipt_signer))
+    # exactly the members RecordMembers names (tests/crypto checks them against the type).
+    return cast(RecordMembers, seal_record(record, receipt_signer=receipt_signer))
 
 
 @dataclass(frozen=True, slots=True)
