@@ -60,7 +60,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("service: row seal (hash and signature)", r"^seal_row "),
     ("service: hand-off to the writer and the wake-up", r"^GroupWriter\.submit "),
     ("writer: statements, at-rest encoding, begin and commit", r"^GroupWriter\._serve "),
-    ("writer: chain link, audit-chain signature, record text (under the lock)", r"^chain_sealer\.<locals>\.seal "),
+    ("writer: chain link, audit-chain signature, record text (under the lock)", r"^record_chain\.<locals>\.seal "),
     ("the cadence checkpoint (every Nth decide, after its answer)", r"^_cadence_witness\.<locals>\.witness "),
 )
 OTHER = "other (the worker's loop, frames no part names)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,7 +37,7 @@ def _seconds_to_next_month(now: datetime) -> int:
     return max(1, math.ceil((start - now).total_seconds()))
 
 
-def _cadence_witness(rt: GateRuntime, record: dict[str, Any]) -> Callable[[], None] | None:
+def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[], None] | None:
     """Every GATE_CHECKPOINT_EVERY-th decision of a chain, the step that appends its signed
     checkpoint to the gate's checkpoint log (docs/verification.md §7.4); None for the others.
     The route runs it once the answer is sent (the response's close): the decision is already
@@ -96,7 +96,7 @@ def _refused(rt: GateRuntime, error: GateError, headers: dict[str, str]) -> Resp
     return json_response(status, body, headers)
 
 
-def _record_headers(caller: Caller, record: dict[str, Any], used: int, idempotency_status: str) -> dict[str, str]:
+def _record_headers(caller: Caller, record: Mapping[str, Any], used: int, idempotency_status: str) -> dict[str, str]:
     """Usage, the record's identity and hashes, its receipt signature and its confidence block."""
     headers = {
         "X-Usage-Monthly-Remaining": str(max(0, caller.monthly_cap - used)),

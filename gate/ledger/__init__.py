@@ -4,9 +4,10 @@ from gate.ledger.store import (
     CapCharge,
     ChainAppend,
     ChainHead,
-    ConfidenceRead,
     Ledger,
+    SealedDecision,
     StoredDecision,
+    Written,
 )
 
-__all__ = ["CapCharge", "ChainAppend", "ChainHead", "ConfidenceRead", "Ledger", "StoredDecision"]
+__all__ = ["CapCharge", "ChainAppend", "ChainHead", "Ledger", "SealedDecision", "StoredDecision", "Written"]

@@ -56,6 +56,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
@@ -78,7 +79,8 @@ BATCH_FLUSH = "flush"
 # (the write lock itself gives up after 30 s), so this only bounds a writer that died.
 ANSWER_TIMEOUT_S = 90.0
 
-Store = Callable[[Connection], "int | None"]
+Store = Callable[[Connection], Any]
+T = TypeVar("T")
 
 
 def _held_lock() -> threading.Lock:
@@ -95,7 +97,7 @@ class _Member:
     # A plain lock is the cheapest one-shot signal between two threads (an Event is a
     # Condition in Python: a lock, a waiter list and a notify per member).
     done: threading.Lock = field(default_factory=_held_lock)
-    result: int | None = None
+    result: Any = None
     error: BaseException | None = None
 
 
@@ -111,7 +113,7 @@ class GroupWriter:
         self._start_lock = threading.Lock()
         self.busy = threading.Lock()  # held while a batch runs (tests hold it to gather a batch)
 
-    def submit(self, store: Store, refusal: Callable[[IntegrityError], Exception]) -> int | None:
+    def submit(self, store: Callable[[Connection], T], refusal: Callable[[IntegrityError], Exception]) -> T:
         """Run `store(connection)` in the next batch; returns its result once the batch committed,
         or raises its refusal, or `LedgerUnavailable` when the batch failed."""
         self._ensure_thread()
@@ -123,7 +125,8 @@ class GroupWriter:
         waits.waited(waits.WRITER, time.perf_counter() - asked)
         if member.error is not None:
             raise member.error
-        return member.result
+        result: T = member.result
+        return result
 
     def waiting(self) -> int:
         return self._queue.qsize()

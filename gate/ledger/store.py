@@ -111,26 +111,49 @@ class ChainHead:
 
 
 @dataclass(frozen=True, slots=True)
-class ChainAppend:
-    """What one decision adds to its chain: computed by the caller from the locked head.
+class SealedDecision:
+    """What `ChainAppend.seal` returns: the decision row (its stored record text included), its
+    chain link, the completed tree nodes (level, index, hash), the tree's new peaks, and the
+    sealed record itself (a `gate.protocol.decision_record.DecisionRecord`; the ledger only hands
+    it to the decision's `after` steps and returns it)."""
 
-    `seal(head)` returns (decision_row, link, merkle_nodes[(level, idx, hash)], new_peaks).
+    row: dict[str, Any]
+    link: dict[str, Any]
+    nodes: list[tuple[int, int, str]]
+    peaks: tuple[str, ...]
+    record: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChainAppend:
+    """What one decision adds to its chain, computed by the caller in two steps.
+
+    `prepare(counts)` runs first, before the chain head is locked: `counts` are the decide-time
+    confidence counts of `confidence` (read in the storing transaction, once per batch; None
+    without a bucket or before the scope's first outcome). `seal(head, prepared)` then runs under
+    the head's lock with what `prepare` returned, and answers the `SealedDecision`. Both return
+    new values; a batch run again member by member calls them again from the start.
     """
 
     chain_id: str
     scope: str
-    seal: Any
+    seal: Callable[[ChainHead, Any], SealedDecision]
+    prepare: Callable[[ConfidenceCounts | None], Any] = lambda counts: None
+    confidence: Bucket | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ConfidenceRead:
-    """The decide-time confidence counts a decision's record carries: `bucket`'s counters are
-    read first in the transaction that stores the decision and handed to `apply` (None when the
-    scope has no Outcome Record for the policy), which attaches the block to the record before
-    it is sealed. One transaction instead of a read of its own before it."""
+class Written:
+    """What `store_decision` answers: the key's monthly usage after the charge (None without a
+    charge) and the sealed record (None without a chain)."""
 
-    bucket: Any  # gate.ledger.confidence.Bucket
-    apply: Any  # Callable[[ConfidenceCounts | None], None]
+    used: int | None
+    record: Any = None
+
+
+# A row stored with a decision, or a step run after its seal in the same transaction (an outbox
+# event), given the connection and the sealed record.
+DecisionExtra = tuple[Table, dict[str, Any]] | Callable[[Connection, Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,20 +475,20 @@ class Ledger:
         snapshot: dict[str, Any] | None,
         charge: CapCharge | None,
         chain: ChainAppend | None = None,
-        confidence: ConfidenceRead | None = None,
-        extra: Sequence[tuple[Table, dict[str, Any]] | Callable[[Connection], Any]] = (),
-    ) -> int | None:
-        """Store one decision atomically with its snapshot and usage charge (and, with
-        `confidence`, read its confidence counts first in the same transaction). `extra` rows
-        (table, values) are inserted, and `extra` callables run on the connection (an outbox
-        event), in the same transaction: they are stored exactly when the decision is.
+        extra: Sequence[DecisionExtra] = (),
+    ) -> Written:
+        """Store one decision atomically with its snapshot and usage charge (and, with a chain
+        whose `confidence` names a bucket, read its confidence counts first in the same
+        transaction). `extra` rows (table, values) are inserted, and `extra` callables run on the
+        connection with the sealed record (an outbox event), in the same transaction: they are
+        stored exactly when the decision is.
 
-        Returns the monthly usage after the charge (None without a charge). Raises
+        Returns the monthly usage after the charge and the sealed record (`Written`). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
         LedgerUnavailable; in every case nothing was written.
         """
-        def store(connection: Connection) -> int | None:
-            return self._store_one(connection, row, snapshot, charge, chain, confidence, extra)
+        def store(connection: Connection) -> Written:
+            return self._store_one(connection, row, snapshot, charge, chain, extra)
 
         def refusal(exc: IntegrityError) -> Exception:
             if row.get("idempotency_key") is not None and _is_idempotency_violation(exc):
@@ -481,17 +504,9 @@ class Ledger:
             raise refusal(exc) from exc
 
     def _store_one(self, connection: Connection, row: dict[str, Any], snapshot: dict[str, Any] | None,
-                   charge: CapCharge | None, chain: ChainAppend | None, confidence: ConfidenceRead | None,
-                   extra: Sequence[tuple[Table, dict[str, Any]] | Callable[[Connection], Any]]) -> int | None:
+                   charge: CapCharge | None, chain: ChainAppend | None, extra: Sequence[DecisionExtra]) -> Written:
         """One decision's statements inside a write transaction (see `store_decision`)."""
-        if confidence is not None:  # before any lock: one indexed read by key prefix (once per batch)
-            memo = connection.info.get(BATCH_MEMO)
-            rows = memo.get(("counts", confidence.bucket)) if memo is not None else None
-            if rows is None:
-                rows = self._counts_rows(connection, confidence.bucket)
-                if memo is not None:
-                    memo["counts", confidence.bucket] = rows
-            confidence.apply(counts_from_rows(confidence.bucket, rows))
+        prepared = chain.prepare(self._batch_counts(connection, chain.confidence)) if chain else None
         # The chain head lock comes first: every writer of a scope takes the same lock
         # in the same order, so snapshot and usage rows can never deadlock.
         head = self._lock_chain_head(connection, chain) if chain else None
@@ -503,16 +518,33 @@ class Ledger:
         after = [item for item in extra if callable(item)]  # outbox events: after the record is sealed
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
-            used = self._append_store_charge_pg(connection, chain, head, row, charge)
+            sealed = chain.seal(head, prepared)
+            used = self._append_store_charge_pg(connection, chain, sealed, charge)
             for announce in after:
-                announce(connection)
-            return used
+                announce(connection, sealed.record)
+            return Written(used, sealed.record)
+        record = None
         if chain is not None and head is not None:
-            row = self._append_link(connection, chain, head, row)
+            sealed = chain.seal(head, prepared)
+            self._append_link(connection, chain, sealed)
+            row, record = sealed.row, sealed.record
         self._insert(connection, ("decision", *row), _INSERT_DECISION, row, tuple(row))
         for announce in after:
-            announce(connection)
-        return self._charge(connection, charge) if charge else None
+            announce(connection, record)
+        return Written(self._charge(connection, charge) if charge else None, record)
+
+    def _batch_counts(self, connection: Connection, bucket: Bucket | None) -> ConfidenceCounts | None:
+        """The confidence counts of `bucket`, before any lock: one indexed read by key prefix,
+        once per batch (None without a bucket)."""
+        if bucket is None:
+            return None
+        memo = connection.info.get(BATCH_MEMO)
+        rows = memo.get(("counts", bucket)) if memo is not None else None
+        if rows is None:
+            rows = self._counts_rows(connection, bucket)
+            if memo is not None:
+                memo["counts", bucket] = rows
+        return counts_from_rows(bucket, rows)
 
     def _insert(self, connection: Connection, key: Any, statement: Any, row: dict[str, Any],
                 column_keys: tuple[str, ...] | None = None) -> None:
@@ -568,9 +600,8 @@ class Ledger:
         return ChainHead(row["chain_id"], row["size"], row["head_link_hash"], row["merkle_root"],
                          tuple(json.loads(row["tree_peaks"])))
 
-    def _append_link(self, connection: Connection, chain: ChainAppend, head: ChainHead,
-                     row: dict[str, Any]) -> dict[str, Any]:
-        row, link, nodes, peaks = chain.seal(head)
+    def _append_link(self, connection: Connection, chain: ChainAppend, sealed: SealedDecision) -> None:
+        link, nodes, peaks = sealed.link, sealed.nodes, sealed.peaks
         self._insert(connection, "link", _INSERT_LINK, {
             "chain_id": chain.chain_id, "chain_position": link["chain_position"],
             "decision_id": link["decision_id"], "leaf_hash": link["leaf_hash"],
@@ -587,17 +618,16 @@ class Ledger:
             update_head.run(connection, new_head)
         else:  # the batch's last member's head is the one written (`BATCH_FLUSH`)
             _defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
-        return row
 
-    def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, head: ChainHead,
-                                row: dict[str, Any], charge: CapCharge) -> int:
+    def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, sealed: SealedDecision,
+                                charge: CapCharge) -> int:
         """PostgreSQL, a decide stored in a transaction of its own (group commit off, or a
         member rerun in its SAVEPOINT): link, Merkle nodes, head, decision and usage charge in
         ONE statement (data-modifying CTEs), so the locked section makes one round trip instead
         of five. The semantics are those of the separate statements: any violation aborts the
         transaction, and no returned row means the cap refused the charge. A batch run all at
         once defers these rows to its multi-row INSERTs instead (`_insert`, `BATCH_FLUSH`)."""
-        row, link, nodes, peaks = chain.seal(head)
+        row, link, nodes, peaks = sealed.row, sealed.link, sealed.nodes, sealed.peaks
         params = {f"d_{name}": value for name, value in row.items()}
         params.update(
             l_chain_id=chain.chain_id, l_position=link["chain_position"], l_decision_id=link["decision_id"],

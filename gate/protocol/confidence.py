@@ -152,14 +152,3 @@ def confidence_signature_payload(decision_id: Any, key_id: Any, confidence_hash_
                             "key_id": key_id})
 
 
-def attach_confidence(record: dict[str, Any], block: Mapping[str, Any], receipt_signer: Any) -> dict[str, Any]:
-    """Give a sealed record `decision_confidence`, its top-level `confidence_hash` copy and, with
-    a signer, `confidence_signature`. Mutates and returns `record`."""
-    record["decision_confidence"] = dict(block)
-    record["confidence_hash"] = block["confidence_hash"]
-    record.pop("confidence_signature", None)
-    if receipt_signer is not None:
-        record["confidence_signature"] = receipt_signer.sign_payload(
-            confidence_signature_payload(record.get("decision_id"), receipt_signer.key_id,
-                                         block["confidence_hash"]))
-    return record

@@ -39,9 +39,9 @@ from gate.protocol.attestation import (
 from gate.protocol.canonical import canonical_bytes, canonical_text, clone, sha256_hex
 from gate.protocol.evaluation import Evaluation
 from gate.protocol.types import (
-    DecisionRecord,
     EvidenceManifest,
     PolicyBundle,
+    RecordMembers,
     RulebookContract,
     RulebookRecordInputs,
     RulebookReference,
@@ -408,18 +408,6 @@ def audit_chain_signature_payload(decision_id: Any, key_id: Any, audit_chain: Ma
                             "audit_chain_hash": sha256_hex(dict(audit_chain))})
 
 
-def attach_audit_chain(record: dict[str, Any], audit_chain: Mapping[str, Any],
-                       receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
-    """Give a sealed record its `audit_chain` member and, with a signer, `audit_chain_signature`
-    (signed with the receipt key, so it verifies wherever the receipt does). Mutates `record`."""
-    record["audit_chain"] = dict(audit_chain)
-    record.pop("audit_chain_signature", None)
-    if receipt_signer is not None:
-        record["audit_chain_signature"] = receipt_signer.sign_payload(
-            audit_chain_signature_payload(record.get("decision_id"), receipt_signer.key_id, audit_chain))
-    return record
-
-
 # What `seal_record` writes (anew, replacing any the record brings).
 _SEALED_MEMBERS = frozenset(("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS))
 
@@ -543,7 +531,7 @@ def build_rulebook_record(
     *,
     attestation_key: Ed25519Key | None = None,
     receipt_signer: ReceiptSigner | None = None,
-) -> DecisionRecord:
+) -> RecordMembers:
     """The full rulebook-mode Decision Record (the `full` view) of `inputs`, sealed.
 
     Built in named steps: check the inputs (`_check_binding`, `_checked_identity`,
@@ -570,8 +558,8 @@ def build_rulebook_record(
     record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
                   created_at=identity.created_at)
     # seal_record also seals advisory records, so it answers a plain object; this one has
-    # exactly the members DecisionRecord names (tests/crypto checks them against the type).
-    return cast(DecisionRecord, seal_record(record, receipt_signer=receipt_signer))
+    # exactly the members RecordMembers names (tests/crypto checks them against the type).
+    return cast(RecordMembers, seal_record(record, receipt_signer=receipt_signer))
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,3 @@ def release_arm_signature_payload(decision_id: Any, key_id: Any, arm_hash: Any) 
     return canonical_bytes({"decision_id": decision_id, "key_id": key_id, "release_arm_hash": arm_hash})
 
 
-def attach_release_arm(record: dict[str, Any], block: Mapping[str, Any], receipt_signer: Any) -> dict[str, Any]:
-    """Give a built record its `release_arm` member (and signature, with a signer). Mutates `record`."""
-    member = {k: v for k, v in block.items() if v is not None}
-    member["release_arm_hash"] = release_arm_hash(member)
-    record["release_arm"] = member
-    record.pop("release_arm_signature", None)
-    if receipt_signer is not None:
-        record["release_arm_signature"] = receipt_signer.sign_payload(
-            release_arm_signature_payload(record.get("decision_id"), receipt_signer.key_id,
-                                          member["release_arm_hash"]))
-    return record

@@ -1,9 +1,10 @@
-"""The rulebook-mode Decision Record as a type: its wire members (`DecisionRecord`) and what the
+"""The rulebook-mode Decision Record as a type: its wire members (`RecordMembers`) and what the
 decide pipeline hands the builder (`RulebookRecordInputs`).
 
-The record stays a JSON object: `DecisionRecord` is a TypedDict, so a record is a plain dict at
-run time and serialises byte for byte as before. The builder (`gate.protocol.records`) returns
-one; the verifier (`gate.verify.record`) takes its closed member set from it.
+`RecordMembers` is a TypedDict of the wire members: the builder (`gate.protocol.records`)
+returns one, which the decide wraps as its envelope in the record value
+(`gate.protocol.decision_record.DecisionRecord`, which adds the signed parts); the verifier
+(`gate.verify.record`) takes its closed member set from it.
 
 No `from __future__ import annotations` here: `Required` and `NotRequired` must be real
 objects when the TypedDict is created, or Python 3.11 cannot tell required members apart.
@@ -74,7 +75,7 @@ class PolicyBundle(TypedDict):
     source: str
 
 
-class DecisionRecord(TypedDict):
+class RecordMembers(TypedDict):
     """A sealed rulebook-mode Decision Record (the `full` view), member by member.
 
     Required members are those `build_rulebook_record` always writes; the others appear when
@@ -139,8 +140,8 @@ class DecisionRecord(TypedDict):
     release_arm_signature: NotRequired[str]
 
 
-DECISION_RECORD_REQUIRED: frozenset[str] = DecisionRecord.__required_keys__
-DECISION_RECORD_MEMBERS: frozenset[str] = DecisionRecord.__required_keys__ | DecisionRecord.__optional_keys__
+DECISION_RECORD_REQUIRED: frozenset[str] = RecordMembers.__required_keys__
+DECISION_RECORD_MEMBERS: frozenset[str] = RecordMembers.__required_keys__ | RecordMembers.__optional_keys__
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

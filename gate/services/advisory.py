@@ -38,6 +38,7 @@ from gate.advisory.record import (
 from gate.advisory.request import AdvisoryRequest, prepare_advisory_request
 from gate.clock import iso_ms
 from gate.errors import GateError
+from gate.protocol.decision_record import DecisionRecord
 from gate.rulebook.patterns import PatternRegistry, load_patterns
 from gate.services.pipeline import Caller, Claim, DecideResult, DecisionPipeline, fingerprint
 
@@ -114,7 +115,7 @@ class AdvisoryService:
         pattern = prepared.pattern
         created_at = iso_ms(pipeline.clock.now())
         decision_id = pipeline.ids.decision_id()
-        record = build_advisory_record(
+        record = DecisionRecord.built(build_advisory_record(
             decision_id=decision_id,
             request_id=request_id or pipeline.ids.request_id(),
             idempotency_key=idempotency_key,
@@ -131,7 +132,7 @@ class AdvisoryService:
             votes=outcome.votes,
             combined=outcome.combined,
             receipt_signer=receipt_signer,
-        )
+        ))
         return pipeline.store(claim, record, rulebook_hash=record["policy_hash"], receipt_signer=receipt_signer,
                               facts=prepared.facts)
 

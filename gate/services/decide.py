@@ -19,18 +19,17 @@ from gate.adapters import AdapterRegistry, AdapterRun
 from gate.advisory.request import is_advisory
 from gate.chain.links import chain_id_for, scope_hash
 from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
-from gate.errors import DuplicateIdempotencyKey, GateError, RulebookVersionConflict, SnapshotRace
+from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import ConfidenceRead, Ledger, StoredDecision
+from gate.ledger import Ledger, StoredDecision
 from gate.ledger.confidence import Bucket
+from gate.ledger.store import DecisionExtra
 from gate.ledger.tables import release_decisions
-from gate.protocol.attestation import registry_entry, sign_registry_entry
-from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.protocol.confidence import ConfidenceCounts, attach_confidence, confidence_block
+from gate.protocol.canonical import sha256_hex
+from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
-from gate.protocol.release_arm import attach_release_arm
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
@@ -42,10 +41,10 @@ from gate.services.pipeline import (
     Claim,
     DecideResult,
     DecisionPipeline,
-    SealedText,
     fingerprint,
 )
 from gate.services.releases import ReleaseService, Routed
+from gate.services.snapshots import RulebookSnapshots
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +82,7 @@ class DecisionService:
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
-        self._snapshots: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.snapshots = RulebookSnapshots(ledger, signing, self.clock)
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
         self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids)
         self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
@@ -105,8 +104,7 @@ class DecisionService:
         if self.releases is not None and isinstance(body, dict) and "rulebook_ref" in body:
             # Decide by reference (docs/releases.md): the request an inline decide of the version
             # the scope's release picks would be; everything after is the inline path.
-            body, routed = self.releases.route(caller, body, idempotency_key,
-                                               lambda rid: self._prior_version(caller, idempotency_key, rid))
+            body, routed = self.releases.route(caller, body, idempotency_key)
         prepared = prepare_decision_request(body)
         claim = Claim(caller, idempotency_key, fingerprint(prepared.request))
         replayed = self.pipeline.replay_known(claim)
@@ -126,18 +124,6 @@ class DecisionService:
         check_evaluation_cost(prepared.rulebook, rulebook_hash, facts)
         evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter, routed, notices)
         return self._store_evaluated(claim, evaluated, request_id, receipt_signer)
-
-    def _prior_version(self, caller: Caller, idempotency_key: str | None, rulebook_id: str) -> str | None:
-        """The version of `rulebook_id` an earlier decide under this idempotency key ran (a retry
-        stays in its arm); None when the key is new or was used for another rulebook (whose replay
-        then answers the idempotency conflict)."""
-        if idempotency_key is None:
-            return None
-        stored = self.ledger.decision_by_idempotency(caller.scope, idempotency_key)
-        if stored is None or stored.columns.get("policy_id") != rulebook_id:
-            return None
-        version = stored.columns.get("policy_version")
-        return version if isinstance(version, str) else None
 
     def _facts(self, prepared: PreparedRequest) -> tuple[AdapterRun | None, dict[str, Any]]:
         """The facts to evaluate: a trusted adapter's output, else the request's own facts."""
@@ -166,10 +152,10 @@ class DecisionService:
                    receipt_signer: ReceiptSigner | None) -> DecideResult:
         prepared, adapter = evaluated.prepared, evaluated.adapter
         created_at = iso_ms(self.clock.now())
-        registry, snapshot_row = self._registry_for(
+        registry, snapshot_row = self.snapshots.registry_for(
             claim.caller.scope, prepared.rulebook, evaluated.rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
-        record: dict[str, Any] = dict(build_rulebook_record(RulebookRecordInputs(
+        built = DecisionRecord.built(build_rulebook_record(RulebookRecordInputs(
             decision_id=self.ids.decision_id(),
             request_id=request_id or self.ids.request_id(),
             idempotency_key=claim.idempotency_key,
@@ -187,100 +173,37 @@ class DecisionService:
             trusted_adapter=adapter.trusted_adapter if adapter is not None else None,
             adapter_facts=adapter.adapter_facts if adapter is not None else None,
         ), attestation_key=self.signing.attestation_key(), receipt_signer=receipt_signer))
-        extra = self._observe_release(claim.caller.scope, record, evaluated, receipt_signer)
-        text = SealedText()
-        used = self.pipeline.store_sealed(
+        record, extra = self._observe_release(claim.caller.scope, built, evaluated, receipt_signer)
+        written = self.pipeline.store_sealed(
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
-            snapshot_row=snapshot_row, confidence=self._confidence_read(claim.caller.scope, record, receipt_signer),
-            extra=extra, text=text, facts=evaluated.facts)
-        return DecideResult(record, CREATED, used, evaluated.notices, text.value)
+            snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
+            extra=extra, facts=evaluated.facts)
+        return DecideResult(written.record, CREATED, written.used, evaluated.notices)
 
-    def _observe_release(self, scope: str, record: dict[str, Any], evaluated: Evaluated,
-                         receipt_signer: ReceiptSigner | None) -> list[tuple[Any, dict[str, Any]]]:
-        """The release row stored with the decision (arm, shadow result) and, for a decide by
-        reference, the record's signed `release_arm` member (outside record_hash)."""
+    def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
+                         receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:
+        """The record with, for a decide by reference, its signed `release_arm` member (outside
+        record_hash), and the release row stored with the decision (arm, shadow result)."""
         if self.releases is None:
-            return []
+            return record, []
         observed = self.releases.observe(scope, record, evaluated.facts, evaluated.routed)
         if observed.arm_block is not None:
-            attach_release_arm(record, observed.arm_block, receipt_signer)
-        return [(release_decisions, observed.row)] if observed.row is not None else []
+            record = record.with_release_arm(observed.arm_block, receipt_signer)
+        return record, [(release_decisions, observed.row)] if observed.row is not None else []
 
-    def _confidence_read(self, scope: str, record: dict[str, Any],
-                         receipt_signer: ReceiptSigner | None) -> ConfidenceRead | None:
-        """`decision_confidence` from the scope's outcome counters for this policy, verdict and
-        action, read in the transaction that stores the decision (one indexed read; the record
-        carries no block while the scope has no Outcome Record for the policy). The block is
-        outside record_hash, so it is signed on its own (gate.protocol.confidence). None when decide-time
-        confidence is off."""
+    def _confidence_bucket(self, scope: str, record: DecisionRecord) -> Bucket | None:
+        """Where `decision_confidence` comes from: the scope's outcome counters for this policy,
+        verdict and action, read in the transaction that stores the decision (one indexed read;
+        the record carries no block while the scope has no Outcome Record for the policy). The
+        block is outside record_hash, so it is signed on its own (gate.protocol.confidence). None
+        when decide-time confidence is off."""
         if not self.confidence:
             return None
-        bucket = Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
-
-        def apply(counts: ConfidenceCounts | None) -> None:
-            if counts is not None:
-                attach_confidence(record, confidence_block(counts, policy_version=record["policy_version"]),
-                                  receipt_signer)
-
-        return ConfidenceRead(bucket, apply)
-
-    def _registry_for(
-        self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
-        adapter_dependency: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The scope's registry entry for this rulebook, and a snapshot row when it is new.
-
-        The first binding of (id, version) also pins its facts source: the trusted adapter
-        dependency of an adapter-mode decide, or none. Using the pair later with another (or
-        without / with a first) adapter dependency is `RULEBOOK_VERSION_CONFLICT`
-        (compatibility rule 3: an adapter change needs a new rulebook version)."""
-        rulebook_id, version = rulebook["rulebook_id"], rulebook["version"]
-        stored = self.bound_snapshot(scope, rulebook_id, version)
-        if stored is not None:
-            if stored["rulebook_hash"] != rulebook_hash:
-                raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash)
-            registry = json.loads(stored["registry_json"])
-            bound = registry.get("trusted_adapter_dependency")
-            if (bound or None) != (adapter_dependency or None):
-                raise RulebookVersionConflict(rulebook_id, version, stored["rulebook_hash"], rulebook_hash,
-                                              registered_dependency=bound, supplied_dependency=adapter_dependency)
-            return registry, None
-        registry = sign_registry_entry(
-            registry_entry(
-                rulebook_id=rulebook_id,
-                version=version,
-                rulebook_hash=rulebook_hash,
-                scope_hash=scope_hash(scope),
-                registered_at=now,
-                adapter_dependency=adapter_dependency,
-            ),
-            self.signing.attestation_key(),
-        )
-        snapshot_row = {
-            "scope": scope,
-            "rulebook_id": rulebook_id,
-            "version": version,
-            "rulebook_hash": rulebook_hash,
-            "evaluator_version": C.EVALUATOR_VERSION,
-            "schema_hash": schema_hash(),
-            "registered_at": now,
-            "body_json": canonical_text(rulebook),
-            "registry_json": canonical_text(registry),
-        }
-        return registry, snapshot_row
+        return Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
 
     def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
-        """The bound snapshot for (scope, id, version). Bindings are immutable once stored
-        (compatibility rule 2), so a found binding is cached in-process; absence is not."""
-        cache_key = (scope, rulebook_id, version)
-        stored = self._snapshots.get(cache_key)
-        if stored is None:
-            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook_id, version=version)
-            if stored is not None:
-                if len(self._snapshots) >= 4096:
-                    self._snapshots.clear()
-                self._snapshots[cache_key] = stored
-        return stored
+        """The bound snapshot for (scope, id, version) (`RulebookSnapshots.bound_snapshot`)."""
+        return self.snapshots.bound_snapshot(scope, rulebook_id, version)
 
     def monthly_used(self, caller: Caller, result: DecideResult) -> int:
         """The key's records this month, as the decide left it: counted by the store of a new
@@ -292,30 +215,8 @@ class DecisionService:
     # ------------------------------------------------------------------ promotion
 
     def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]:
-        """Promote a rulebook: bind it in `scope` as an immutable snapshot, which makes it the
-        scope's current version of its id. Returns (registry entry, newly bound).
-
-        It validates first (`RULEBOOK_INVALID`, nothing bound); a version already bound to
-        another hash is `RULEBOOK_VERSION_CONFLICT` (compatibility rule 2: publish a new
-        version); the same content again is a no-op. History is never edited.
-        """
-        rulebook_hash = sha256_hex(rulebook) if isinstance(rulebook, dict) else ""
-        get_evaluator(rulebook, rulebook_hash)  # raises RULEBOOK_INVALID for anything invalid
-        registry, snapshot_row = self._registry_for(scope, rulebook, rulebook_hash,
-                                                    iso_ms(self.clock.now()))
-        if snapshot_row is None:
-            return registry, False
-        try:
-            created = self.ledger.register_snapshot(snapshot_row)
-        except SnapshotRace:  # a concurrent promotion of the same content won
-            created = False
-        if not created:
-            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook["rulebook_id"],
-                                                   version=rulebook["version"])
-            if stored is None:  # pragma: no cover - the snapshot is bound: by this call or a concurrent one
-                raise GateError("LEDGER_UNAVAILABLE", "the bound rulebook snapshot could not be read")
-            return json.loads(stored["registry_json"]), False
-        return registry, True
+        """Promote a rulebook in `scope` (`RulebookSnapshots.register_rulebook`)."""
+        return self.snapshots.register_rulebook(scope, rulebook)
 
     # ------------------------------------------------------------------ reads
 
@@ -383,6 +284,7 @@ __all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "
 def with_releases(service: DecisionService, on_trip: Any = None) -> ReleaseService:
     """Wire policy releases into a decision service (the API, the CLI and the workbench build it
     here): decide by reference, shadows and canaries then run in its decides."""
-    releases = ReleaseService(service.ledger, service.signing, snapshots=service, clock=service.clock, on_trip=on_trip)
-    service.releases = releases
+    releases = ReleaseService(service.ledger, service.signing, snapshots=service.snapshots, clock=service.clock,
+                              on_trip=on_trip)
+    service.releases = releases  # one way: the releases read the snapshots, never the decision service
     return releases

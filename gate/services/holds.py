@@ -94,7 +94,7 @@ class HoldOpener:
         row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority)
         row["four_eyes"] = int(policy.four_eyes)
         link = inbox_url(self.inbox_base, scope, row["decision_id"])
-        return [(holds_table, row), lambda connection: announce_opened(connection, row, link)]
+        return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
 
 
 def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,

@@ -15,12 +15,9 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from gate.chain.links import chain_id_for, new_link, record_audit_chain
 from gate.chain.merkle import CompactRange
@@ -30,18 +27,17 @@ from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict,
 from gate.keys.apikeys import DEFAULT_PERMISSIONS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import CapCharge, ChainAppend, ChainHead, ConfidenceRead, Ledger, StoredDecision
+from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, SealedDecision, StoredDecision, Written
+from gate.ledger.confidence import Bucket
+from gate.ledger.store import DecisionExtra
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
-from gate.protocol.records import attach_audit_chain
+from gate.protocol.confidence import ConfidenceCounts, confidence_block
+from gate.protocol.decision_record import DecisionRecord
 from gate.services.holds import HoldOpener
 from gate.services.scope_events import MirrorFlags, announce_decision
 
 CREATED = "created"
 REPLAYED = "replayed"
-
-# What `ChainAppend.seal` returns: the sealed row, its chain link, the completed tree nodes
-# (level, index, hash) and the tree's new peaks.
-Sealed = tuple[dict[str, Any], dict[str, Any], list[tuple[int, int, str]], tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,94 +54,16 @@ class Caller:
 
 @dataclass(frozen=True, slots=True)
 class DecideResult:
-    record: dict[str, Any]
+    record: DecisionRecord
     idempotency_status: str  # created | replayed
     monthly_used: int | None
     headers: tuple[tuple[str, str], ...] = ()  # response headers a release adds (docs/releases.md)
-    # The stored text of a record this decide created (its full view, written once by the seal).
-    record_json: str | None = None
 
-
-@dataclass(slots=True)
-class SealedText:
-    """Where the seal leaves the record's stored JSON text, so the answer need not encode it again."""
-
-    value: str | None = None
-
-
-_json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-# orjson writes a finite float below 1e-4 as `0.0000…` or with a one-digit exponent (`1e-7`),
-# where Python writes `1e-05` and `1e-07`; everything else a record holds it writes as Python does.
-# (One expression for both, `[0-9]e-[0-9]|0\.0000`, took 107 µs over the sample record's 7 KB:
-# it tries each byte; a literal start is found by a fast search, 10 µs for both tests.)
-_NEGATIVE_EXPONENT = re.compile(rb"e-[0-9]")
-
-
-def _orjson_may_differ(data: bytes) -> bool:
-    if b"0.0000" in data:
-        return True
-    if b"e-" not in data:  # the common case, found by a byte search (1 against 9 µs for 7 KB)
-        return False
-    return any(match.start() and data[match.start() - 1] in b"0123456789"
-               for match in _NEGATIVE_EXPONENT.finditer(data))
-
-
-def _encode_text(value: Any) -> str:
-    """Exactly `json.dumps(value, ensure_ascii=False, separators=(",", ":"))`, about 4 times
-    faster for a record (13 against 50 µs for the sample): orjson writes the text, and where it
-    could differ (a float it writes otherwise, which its text shows, or what it refuses: an
-    integer beyond 64 bits, a lone surrogate, a key that is not text) Python's encoder writes it.
-    A record holds no NaN or infinity (its canonical text refuses them), the one value orjson
-    writes (as null) without a trace in its text."""
-    try:
-        data = orjson.dumps(value)
-    except TypeError:  # orjson.JSONEncodeError
-        return _json_text(value)
-    if _orjson_may_differ(data):
-        return _json_text(value)
-    return data.decode("utf-8")
-
-
-class RecordText:
-    """The stored JSON text of a record that only gains members after this point.
-
-    The record's text is written under the chain head (its `audit_chain` is known only there),
-    and on SQLite that lock is the whole ledger's write lock: encoding the whole record there
-    with `json.dumps` (45-70 µs for the sample record, up to a tenth of the time a decide held
-    the lock) kept every other writer waiting. So the record as the request thread hands it over
-    is encoded there, and under the lock only the members added since (`decision_confidence`,
-    `audit_chain` and their signatures) are encoded, as one object, and spliced in before the
-    closing brace: the same bytes `json.dumps(record, ensure_ascii=False, separators=(",", ":"))`
-    writes, since JSON writes a dict's members in their insertion order (`_encode_text` writes
-    both texts). A member replaced or removed meanwhile is seen (by identity, at the top level),
-    and the whole record is encoded again; nothing changes a member's contents in place after
-    the hand-over (the seal only adds members), and the tests hold the stored text to
-    `json.dumps` of the stored record on both ledgers.
-    """
-
-    __slots__ = ("_members", "_text")
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        self._members = tuple(record.items())
-        self._text = _encode_text(record)
-
-    def of(self, record: dict[str, Any]) -> str:
-        """The text of `record` now."""
-        if len(record) < len(self._members) or not self._members:
-            return _encode_text(record)
-        members = iter(record.items())
-        # The known members first: zip stops at their end without taking an added one.
-        for (known_key, known_value), (key, value) in zip(self._members, members, strict=False):
-            if key != known_key or value is not known_value:
-                return _encode_text(record)
-        added = dict(members)
-        if not added:
-            return self._text
-        if any(type(key) is not str for key in added):  # json.dumps writes other keys as text
-            return _encode_text(record)
-        # The added members as one object, in their order: its text without the braces is
-        # exactly what they add inside the record's (one encoder call, not two per member).
-        return self._text[:-1] + "," + _encode_text(added)[1:]
+    @property
+    def record_json(self) -> str | None:
+        """The stored text of a record this decide created (its `full` answer as stored); None
+        for a replay, whose answer is encoded from the stored value as before."""
+        return self.record.text if self.idempotency_status == CREATED else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +92,10 @@ def replay(existing: StoredDecision, idempotency_key: str, input_hash: str) -> D
     """The stored record again; another body under the same key is `IdempotencyConflict`."""
     if existing.input_hash != input_hash:
         raise IdempotencyConflict(idempotency_key, existing.decision_id, input_hash, existing.input_hash)
-    return DecideResult(json.loads(existing.record_json), REPLAYED, None)
+    return DecideResult(DecisionRecord.stored(json.loads(existing.record_json), existing.record_json), REPLAYED, None)
 
 
-def decision_row(claim: Claim, record: dict[str, Any], rulebook_hash: str) -> dict[str, Any]:
+def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> dict[str, Any]:
     """The decision row's columns before sealing (`record_json` is written by the seal)."""
     return {
         "decision_id": record["decision_id"],
@@ -207,13 +125,21 @@ def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
                             if receipt_signer is not None else None)
 
 
-def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
-                 receipt_signer: ReceiptSigner | None, text: SealedText | None = None) -> Callable[[ChainHead], Sealed]:
-    """The step that runs under the chain head lock: link the record and complete its tree nodes.
-    The record's text so far is encoded here, before the lock (`RecordText`)."""
-    encoded = RecordText(record)
+def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[str, Any],
+                 receipt_signer: ReceiptSigner | None, confidence: Bucket | None = None) -> ChainAppend:
+    """The record's two sealing steps in its storing transaction, each returning a new record:
+    `prepare` adds the decide-time confidence block (outside the chain head lock; when the scope
+    has outcomes for the bucket), `seal` links the record into its chain under the lock, adds the
+    signed `audit_chain`, completes the tree nodes and writes the row's stored text (the record's
+    `text`: the envelope's, encoded when built, with the parts written under the lock)."""
 
-    def seal(head: ChainHead) -> Sealed:
+    def prepare(counts: ConfidenceCounts | None) -> DecisionRecord:
+        if counts is None:
+            return record
+        return record.with_confidence(confidence_block(counts, policy_version=record["policy_version"]),
+                                      receipt_signer)
+
+    def seal(head: ChainHead, prepared: DecisionRecord) -> SealedDecision:
         link = new_link(
             chain_id=chain_id,
             chain_position=head.size + 1,
@@ -227,15 +153,12 @@ def chain_sealer(chain_id: str, record: dict[str, Any], row: dict[str, Any],
             created_at=record["created_at"],
         )
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
-        attach_audit_chain(record, record_audit_chain(link), receipt_signer)
+        sealed = prepared.with_audit_chain(record_audit_chain(link), receipt_signer)
         tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-        record_json = encoded.of(record)
-        if text is not None:
-            text.value = record_json
-        sealed_row = dict(row, record_json=record_json)
-        return sealed_row, link, [(n.level, n.index, n.hash) for n in completed], tree.peaks
+        return SealedDecision(dict(row, record_json=sealed.text), link,
+                              [(n.level, n.index, n.hash) for n in completed], tree.peaks, sealed)
 
-    return seal
+    return ChainAppend(chain_id, scope, seal, prepare, confidence)
 
 
 class DecisionPipeline:
@@ -274,19 +197,20 @@ class DecisionPipeline:
         return signer
 
     def store_sealed(
-        self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
-        snapshot_row: dict[str, Any] | None = None, confidence: ConfidenceRead | None = None,
-        extra: Sequence[Any] = (), text: SealedText | None = None, facts: Any = None,
-    ) -> int | None:
+        self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
+        snapshot_row: dict[str, Any] | None = None, confidence: Bucket | None = None,
+        extra: Sequence[DecisionExtra] = (), facts: Any = None,
+    ) -> Written:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
-        monthly-cap charge in one transaction; returns the key's monthly usage (and leaves the
-        stored record text in `text`). A record whose verdict holds the action opens its hold
-        (with `facts` for the reviewer) in the same transaction (gate.services.holds). Raises
+        monthly-cap charge in one transaction; returns the key's monthly usage and the record as
+        sealed (its confidence block, when `confidence` names a bucket with outcomes, and its
+        chain member). A record whose verdict holds the action opens its hold (with `facts` for
+        the reviewer) in the same transaction (gate.services.holds). Raises
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
         extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts)]
         if self.mirror.mirrored(caller.scope):
-            extra.append(lambda connection: announce_decision(connection, caller.scope, record))
+            extra.append(lambda connection, sealed: announce_decision(connection, caller.scope, sealed.as_dict()))
         row = decision_row(claim, record, rulebook_hash)
         seal_row(row, receipt_signer)
         chain_id = chain_id_for(caller.scope)
@@ -294,22 +218,21 @@ class DecisionPipeline:
             row,
             snapshot=snapshot_row,
             charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
-            chain=ChainAppend(chain_id, caller.scope, chain_sealer(chain_id, record, row, receipt_signer, text)),
-            confidence=confidence,
+            chain=record_chain(chain_id, caller.scope, record, row, receipt_signer, confidence),
             extra=extra,
         )
 
     def store(
-        self, claim: Claim, record: dict[str, Any], *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
+        self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
         facts: Any = None,
     ) -> DecideResult:
         """Store the record and answer `created`; a lost race for the key answers the winner's replay."""
         try:
-            used = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer,
-                                     facts=facts)
+            written = self.store_sealed(claim, record, rulebook_hash=rulebook_hash, receipt_signer=receipt_signer,
+                                        facts=facts)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
-        return DecideResult(record, CREATED, used)
+        return DecideResult(written.record, CREATED, written.used)
 
 
 __all__ = [
@@ -320,7 +243,7 @@ __all__ = [
     "DecideResult",
     "DecisionPipeline",
     "Fingerprint",
-    "SealedText",
     "fingerprint",
+    "record_chain",
     "replay",
 ]

@@ -152,7 +152,7 @@ def _refused(refused: ReleaseRefused) -> GateError:
 
 
 class Snapshots(Protocol):
-    """The rulebook snapshots a release moves between (DecisionService provides them)."""
+    """The rulebook snapshots a release moves between (`gate.services.snapshots.RulebookSnapshots`)."""
 
     def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]: ...
 
@@ -484,11 +484,24 @@ class ReleaseService:
 
     # ------------------------------------------------------------------ decide: route and observe
 
+    def prior_version(self, scope: str, idempotency_key: str | None, rulebook_id: str) -> str | None:
+        """The version of `rulebook_id` an earlier decide under this idempotency key ran (a retry
+        stays in its arm); None when the key is new or was used for another rulebook (whose replay
+        then answers the idempotency conflict)."""
+        if idempotency_key is None:
+            return None
+        stored = self.ledger.decision_by_idempotency(scope, idempotency_key)
+        if stored is None or stored.columns.get("policy_id") != rulebook_id:
+            return None
+        version = stored.columns.get("policy_version")
+        return version if isinstance(version, str) else None
+
     def route(self, caller: Caller, body: dict[str, Any], idempotency_key: str | None,
-              prior_version: Callable[[str], str | None]) -> tuple[dict[str, Any], Routed]:
+              prior_version: Callable[[str], str | None] | None = None) -> tuple[dict[str, Any], Routed]:
         """The request an inline decide of the referenced version would be, and where it went.
-        `prior_version()` names the version an earlier decide under the same idempotency key ran,
-        so a retry replays in its arm whatever the release did since."""
+        `prior_version(rulebook_id)` names the version an earlier decide under the same
+        idempotency key ran (by default read from the ledger: `prior_version`), so a retry replays
+        in its arm whatever the release did since."""
         ref = body.get("rulebook_ref")
         if "rulebook" in body or not isinstance(ref, Mapping) or set(ref) - {"rulebook_id", "version"} \
                 or not isinstance(ref.get("rulebook_id"), str) \
@@ -499,7 +512,8 @@ class ReleaseService:
         state = self.state(scope, rulebook_id)
         version, arm, subject_hash = ref.get("version"), "pinned", None
         if version is None:
-            version = prior_version(rulebook_id) if idempotency_key is not None else None
+            prior = prior_version or (lambda rid: self.prior_version(scope, idempotency_key, rid))
+            version = prior(rulebook_id) if idempotency_key is not None else None
             arm = "replayed" if version is not None else "active"
         if version is None:
             if state.active is None:

@@ -65,7 +65,7 @@ class VerificationInputError(GateError):
         super().__init__("VERIFY_RECORD_INVALID", message)
 
 
-# The members of a rulebook record (`gate.protocol.types.DecisionRecord`): those the builder
+# The members of a rulebook record (`gate.protocol.types.RecordMembers`): those the builder
 # always writes, and those it may add. The verifier also requires `rulebook_registry`: the gate
 # registers every rulebook it decides under, so a stored record always names its entry.
 RULEBOOK_RECORD_REQUIRED = DECISION_RECORD_REQUIRED | {"rulebook_registry"}

@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from crypto_support import hmac_key, key_a, key_b, make_record
 
 from gate.keys.signing import Ed25519ReceiptSigner, HmacReceiptSigner
 from gate.protocol.confidence import (
     ConfidenceCounts,
-    attach_confidence,
     confidence_block,
     confidence_hash,
 )
+from gate.protocol.decision_record import confidence_part
 from gate.protocol.records import receipt_hash, record_hash
 from gate.verify import TrustAnchors, verify_record
 
@@ -33,7 +31,7 @@ def with_confidence(signer: str = "ed25519") -> dict:
     record = make_record(signer=signer)
     receipt_signer = {"ed25519": lambda: Ed25519ReceiptSigner(key_a()),
                       "hmac": lambda: HmacReceiptSigner(hmac_key()), None: lambda: None}[signer]()
-    return attach_confidence(record, BLOCK, receipt_signer)
+    return {**record, **confidence_part(record["decision_id"], BLOCK, receipt_signer)}
 
 
 def anchors_for(signer: str) -> TrustAnchors:
@@ -115,16 +113,15 @@ def test_every_way_of_breaking_the_block_is_caught(change):
         expected = ("confidence_signature",)
     elif change == "other_key":
         other = Ed25519ReceiptSigner(key_b())
-        forged = attach_confidence(copy.deepcopy(record), BLOCK, other)
-        record["confidence_signature"] = forged["confidence_signature"]
+        record["confidence_signature"] = confidence_part(record["decision_id"], BLOCK, other)["confidence_signature"]
         expected = ("confidence_signature",)
     elif change == "block_not_object":
         record["decision_confidence"] = "high"
         expected = ("confidence_hash", "confidence_signature")
     else:  # a block signed for another decision is not this record's
         other = make_record(decision_id="dec_test_0002")
-        record["confidence_signature"] = attach_confidence(
-            other, BLOCK, Ed25519ReceiptSigner(key_a()))["confidence_signature"]
+        record["confidence_signature"] = confidence_part(
+            other["decision_id"], BLOCK, Ed25519ReceiptSigner(key_a()))["confidence_signature"]
         expected = ("confidence_signature",)
     assert verify_record(record, anchors=ed_anchors()).failed_checks == expected
 

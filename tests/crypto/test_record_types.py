@@ -1,4 +1,4 @@
-"""`gate.protocol.types`: the records the builder makes have exactly the members `DecisionRecord`
+"""`gate.protocol.types`: the records the builder makes have exactly the members `RecordMembers`
 names, and the verifier's closed member set is the type's."""
 
 from __future__ import annotations

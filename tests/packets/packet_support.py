@@ -35,7 +35,8 @@ from gate.packets import (
 )
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import sha256_hex
-from gate.protocol.records import RulebookRecordInputs, attach_audit_chain, build_rulebook_record
+from gate.protocol.decision_record import audit_chain_part
+from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
 from gate.receipts import (
     build_crm_sync_record,
     build_execution_receipt,
@@ -173,7 +174,8 @@ def chained_record(chain: Chain, record: dict, signer=None) -> dict:
     if signer is None:
         key = next(k for k in (ACTIVE, RETIRED, ATTACKER) if k.key_id == record["receipt_key_id"])
         signer = Ed25519ReceiptSigner(key)
-    return attach_audit_chain(dict(record), record_audit_chain(link), signer)
+    unchained = {k: v for k, v in record.items() if k not in ("audit_chain", "audit_chain_signature")}
+    return {**unchained, **audit_chain_part(record["decision_id"], record_audit_chain(link), signer)}
 
 
 def executions(record: dict, count: int) -> list[dict]:

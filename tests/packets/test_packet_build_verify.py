@@ -306,10 +306,11 @@ def test_hmac_signed_record_needs_the_secret():
 
     s = scenario(include_chain=False)
     key = HmacKey("hmac-ops-1", b"operator-secret-please-rotate")
-    from gate.protocol.records import attach_audit_chain
+    from gate.protocol.decision_record import AUDIT_CHAIN_MEMBERS, audit_chain_part
 
-    record = seal_record(s.record, receipt_signer=HmacReceiptSigner(key))
-    attach_audit_chain(record, s.record["audit_chain"], HmacReceiptSigner(key))
+    sealed = seal_record(s.record, receipt_signer=HmacReceiptSigner(key))
+    record = {**{k: v for k, v in sealed.items() if k not in AUDIT_CHAIN_MEMBERS},
+              **audit_chain_part(sealed["decision_id"], s.record["audit_chain"], HmacReceiptSigner(key))}
     packet = build_packet(record=record, exported_at=at(7200), options=PacketOptions(include_chain=False))
     assert not verify_packet(packet, anchors=ANCHORS).verified
     trusted = ANCHORS + TrustAnchors.from_hmac_key(key)

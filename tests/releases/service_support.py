@@ -71,7 +71,7 @@ class World:
 
     def another_worker(self, cache_seconds: float = 60.0) -> ReleaseService:
         """A second release service on the same ledger (another API worker)."""
-        return ReleaseService(self.ledger, self.signing, snapshots=self.decisions, clock=self.clock,
+        return ReleaseService(self.ledger, self.signing, snapshots=self.decisions.snapshots, clock=self.clock,
                               cache_seconds=cache_seconds)
 
     def store_policy(self, policy: dict[str, Any], scope: str = SCOPE) -> None:
@@ -119,7 +119,7 @@ def build_world(database_url: str, home: Path, *, signing: SigningSetup | None =
     clock = Clock()
     decisions = DecisionService(ledger, signing, clock=clock)
     trips: list[tuple[Any, ...]] = []
-    releases = ReleaseService(ledger, signing, snapshots=decisions, clock=clock, cache_seconds=cache_seconds,
+    releases = ReleaseService(ledger, signing, snapshots=decisions.snapshots, clock=clock, cache_seconds=cache_seconds,
                               on_trip=lambda *args: trips.append(args))
     decisions.releases = releases
     return World(ledger, signing, clock, decisions, releases, trips)

@@ -146,7 +146,7 @@ def test_utc_reads_a_naive_time_as_utc_and_keeps_an_aware_one():
 def test_a_service_built_without_a_clock_reads_the_system_clock(world: World):
     from gate.clock import SystemClock
 
-    bare = ReleaseService(world.ledger, world.signing, snapshots=world.decisions)
+    bare = ReleaseService(world.ledger, world.signing, snapshots=world.decisions.snapshots)
     assert isinstance(bare.clock, SystemClock) and bare.cache_seconds == CACHE_SECONDS and bare.on_trip is None
     assert bare.state(SCOPE, RULEBOOK_ID) == ReleaseState(RULEBOOK_ID)
 
@@ -485,7 +485,7 @@ def test_an_event_without_a_signing_key_is_refused_where_signing_is_required(wor
     unsigned_home.mkdir()
     for required in (True, False):
         signing = SigningSetup.load(None, None, "hmac", required=required)
-        bare = ReleaseService(world.ledger, signing, snapshots=world.decisions, clock=world.clock)
+        bare = ReleaseService(world.ledger, signing, snapshots=world.decisions.snapshots, clock=world.clock)
         world.publish(version("v1"))
         if required:
             with pytest.raises(SigningUnavailable):

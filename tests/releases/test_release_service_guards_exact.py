@@ -138,6 +138,23 @@ def test_a_retry_under_an_idempotency_key_replays_in_the_version_it_ran(world: W
     assert asked == [RULEBOOK_ID, RULEBOOK_ID]
 
 
+def test_the_version_a_key_ran_is_read_from_the_ledger_by_default(world: World):
+    _canary(world)
+    subject = _subject_in("canary")
+    first = world.decisions.decide(world.caller(), by_reference(subject=subject), idempotency_key="idem-1")
+    assert first.record["policy_version"] == "v2" and first.record["release_arm"]["arm"] == "canary"
+    assert world.releases.prior_version(SCOPE, "idem-1", RULEBOOK_ID) == "v2"
+    assert world.releases.prior_version(SCOPE, "idem-1", "another_rulebook") is None
+    assert world.releases.prior_version(SCOPE, "idem-2", RULEBOOK_ID) is None
+    assert world.releases.prior_version(SCOPE, None, RULEBOOK_ID) is None
+    assert world.releases.prior_version("other", "idem-1", RULEBOOK_ID) is None
+    world.act("halt")  # the canary ends: a new decide of this subject runs v1
+    _request, routed = world.releases.route(world.caller(), by_reference(subject=subject), "idem-1")
+    assert routed.version == "v2" and routed.arm == "replayed"
+    _request, routed = world.releases.route(world.caller(), by_reference(subject=subject), "idem-3")
+    assert routed.version == "v1" and routed.arm == "active"
+
+
 def test_a_canary_splits_subjects_by_their_hash_and_falls_back_to_the_request_hash(world: World):
     _canary(world)
     inside, outside = _subject_in("canary"), _subject_in("active")

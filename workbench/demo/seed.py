@@ -227,7 +227,7 @@ class _Writer:
         plan = self.plan
         policy = S.POLICIES[plan.policy[row]]
         body = _request(policy, self.rulebooks[(policy, int(plan.version[row]))], plan.facts_of(row), row)
-        record = self.service.decide(self.callers[S.SCOPES[plan.scope[row]]], body).record
+        record = self.service.decide(self.callers[S.SCOPES[plan.scope[row]]], body).record.as_dict()
         if record["verdict"] != self.verdict[row]:  # pragma: no cover - the evaluator is deterministic
             raise SeedError(f"decision {row}: stored verdict {record['verdict']} != planned {self.verdict[row]}")
         if self.remaining[row]:
