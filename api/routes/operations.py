@@ -68,7 +68,7 @@ def _policy_alerts() -> PolicyAlertService:
 
 
 @bp.get("/api/runtime-config")
-def runtime_config():
+def runtime_config() -> Response:
     rt = runtime()
     settings = rt.settings
     signer = rt.signing.receipt_signer()
@@ -113,7 +113,7 @@ def runtime_config():
 
 
 @bp.post("/api/pilot")
-def pilot():
+def pilot() -> Response:
     limited = client_limit("pilot")
     if isinstance(limited, Response):
         return limited
@@ -137,7 +137,7 @@ def pilot():
 
 
 @bp.get("/api/proof-metrics")
-def proof_metrics():
+def proof_metrics() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
@@ -150,7 +150,7 @@ def proof_metrics():
 
 
 @bp.get("/api/pilot-export")
-def pilot_export():
+def pilot_export() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
@@ -188,5 +188,5 @@ def _alert_report_units() -> int:
 @bp.get("/api/policy-alerts")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(query=_alert_report_units))
-def policy_alerts(caller: Caller):
+def policy_alerts(caller: Caller) -> Response:
     return json_response(200, _policy_alerts().alerts(caller.scope, _wanted_policy()))
