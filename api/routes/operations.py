@@ -181,7 +181,7 @@ def _wanted_policy() -> str | None:
 def _alert_report_units() -> int:
     """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES
     (api.costs); a bad query is a 400 before the charge."""
-    per_report = units(ReportParams().limit, REPORT_ROWS_PER_UNIT)
+    per_report = units(ReportParams().ledger_limit, REPORT_ROWS_PER_UNIT)
     return per_report * (1 if _wanted_policy() is not None else MAX_ALERT_POLICIES)
 
 
