@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
 
 from flask import Flask, Response, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
 from api.errors import error_response, gate_error_body, json_response
-from api.limits import make_rate_limiter
+from api.limits import RateLimiter, make_rate_limiter
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
@@ -74,7 +74,8 @@ def advisory_service(settings: Settings) -> AdvisoryService | None:
     """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
     if not settings.advisory_modes:
         return None
-    http = [HttpLLMAdvisor(settings.advisor_base_url, model, api_key=settings.advisor_api_key,
+    # No base URL means no models either (gate.settings); "" would be refused like any other bad URL.
+    http = [HttpLLMAdvisor(settings.advisor_base_url or "", model, api_key=settings.advisor_api_key,
                            timeout=settings.advisor_timeout) for model in settings.advisor_models]
     return AdvisoryService(http)
 
@@ -85,8 +86,8 @@ def create_app(
     ledger: Ledger | None = None,
     clock: Clock | None = None,
     ids: IdSource | None = None,
-    limiter: Any = None,
-    signing: SigningSetup | None = None,
+    limiter: RateLimiter | None = None,
+    signing: SigningSetup | LiveSigning | None = None,
     adapters: AdapterRegistry | None = None,
 ) -> Flask:
     """The API: the core's services over the ledger of `settings`, its routes, request checks and
@@ -97,23 +98,24 @@ def create_app(
     if settings.auto_migrate:
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.
-    signing = signing or LiveSigning(
+    setup: SigningSetup | LiveSigning = signing or LiveSigning(
         settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing,
         check_interval=settings.signing_key_check_ms / 1000,
     )
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
-    app.json.sort_keys = False
-    app.extensions["gate"] = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter,
+    if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
+        app.json.sort_keys = False
+    app.extensions["gate"] = _runtime(settings, ledger, setup, clock=clock, ids=ids, limiter=limiter,
                                       adapters=adapters)
     _mount_routes(app)
-    _install_request_checks(app, settings, signing)
+    _install_request_checks(app, settings, setup)
     _install_error_bodies(app)
     return app
 
 
-def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup, *, clock: Clock | None,
-             ids: IdSource | None, limiter: Any, adapters: AdapterRegistry | None) -> GateRuntime:
+def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
+             ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None) -> GateRuntime:
     """The core's services the routes share (`api.runtime.runtime()`)."""
     service = DecisionService(
         ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
@@ -174,7 +176,7 @@ def _mount_routes(app: Flask) -> None:
         app.register_blueprint(module.bp)
 
 
-def _install_request_checks(app: Flask, settings: Settings, signing: SigningSetup) -> None:
+def _install_request_checks(app: Flask, settings: Settings, signing: SigningSetup | LiveSigning) -> None:
     """What runs around every request, in this order: the metrics, the public routes' budgets,
     the signing keyring's pin, and the refusal of undecodable or control-character URLs."""
     init_metrics(app)

@@ -16,6 +16,7 @@ sending the header, directly or through the proxy.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 
 from flask import Response, request
 
@@ -25,7 +26,7 @@ from api.runtime import runtime
 from gate.errors import GateError
 
 
-def _is_trusted_proxy(peer: str, networks) -> bool:
+def _is_trusted_proxy(peer: str, networks: Iterable[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:
     try:
         address = ipaddress.ip_address(peer)
     except ValueError:

@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
+from typing import Concatenate, ParamSpec, TypeVar
 
 from flask import Response, request
 
@@ -39,6 +40,9 @@ STORED_BYTES_PER_UNIT = 16_384  # the stored request a replay re-reads, re-hashe
 REPORT_ROWS_PER_UNIT = 50  # decisions a report's `limit` lets it load and analyse
 LINKS_PER_UNIT = 10  # chain links (and receipts) a page re-verifies
 PACKET_INTELLIGENCE_UNITS = 20  # the policy reports a packet embeds (one report's worth at limit 1,000)
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +104,19 @@ def cost_limit(caller: Caller) -> int:
     return math.ceil(limit * caller.rate_limit / plan_rate)
 
 
-def charged(weight: Weight) -> Callable:
+def charged(
+    weight: Weight,
+) -> Callable[[Callable[Concatenate[Caller, P], R]], Callable[Concatenate[Caller, P], R | Response]]:
     """Charge the request's weight to the caller's cost window before the view runs (place it
     under `@keyed`); the cost window's rate headers go on the view's answer."""
 
-    def decorate(view: Callable) -> Callable:
+    def decorate(view: Callable[Concatenate[Caller, P], R]) -> Callable[Concatenate[Caller, P], R | Response]:
         @wraps(view)
-        def wrapper(caller: Caller, *args, **kwargs):
+        def wrapper(caller: Caller, /, *args: P.args, **kwargs: P.kwargs) -> R | Response:
+            decision_id = kwargs.get("decision_id")  # the route's URL part, when it has one
             try:
-                refusal, headers = charge(caller, weigh(weight, caller, kwargs.get("decision_id")))
+                refusal, headers = charge(caller, weigh(weight, caller,
+                                                        decision_id if isinstance(decision_id, str) else None))
             except GateError as error:  # a bad query (400) or declared size (413), uncharged; 503 fails closed
                 return json_response(*gate_error_body(error))
             if refusal is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from gate.errors import GateError
 
@@ -53,6 +54,16 @@ def _state(allowed: bool, count: int, limit: int, window: int, now_ms: int) -> R
         reset_ms=reset_ms,
         retry_after=0 if allowed else max(1, math.ceil((reset_ms - now_ms) / 1000)),
     )
+
+
+class RateLimiter(Protocol):
+    """The contract both backends keep (and a test's stand-in for a limiter that is down)."""
+
+    backend: str
+
+    def hit(self, key_id: str, limit: int, now_ms: int, weight: int = 1) -> RateState: ...
+
+    def ping(self) -> bool: ...
 
 
 class MemoryRateLimiter:
@@ -158,5 +169,5 @@ class RedisRateLimiter:
             return False
 
 
-def make_rate_limiter(redis_url: str | None):
+def make_rate_limiter(redis_url: str | None) -> RateLimiter:
     return RedisRateLimiter(redis_url) if redis_url else MemoryRateLimiter()

@@ -86,7 +86,7 @@ class McpEndpoint:
         self._tool_list = [tool_definition(checks, checks.spec_for_tool(tool)) for tool in tools]
         self._tool_list += [tool.definition for tool in self.extra.values()]
 
-    def handle(self, message: Any) -> tuple[int, dict[str, Any] | list | None]:
+    def handle(self, message: Any) -> tuple[int, dict[str, Any] | None]:
         """(HTTP status, JSON body or None for 202) for one parsed JSON-RPC message."""
         if isinstance(message, list):
             return 400, error_message(INVALID_REQUEST, "batch requests are not supported; send one JSON-RPC "

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from flask import Flask, Response, current_app, g, request
@@ -39,7 +40,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from api.errors import error_response
 from gate import vocabulary as C
@@ -81,7 +82,7 @@ class ReadinessCollector:
     def __init__(self, app: Flask) -> None:
         self.app = app
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         rt = self.app.extensions["gate"]
         for name, documentation, value in (
             ("gate_ledger_ready", "1 when the ledger answers.", rt.ledger.ping()),
@@ -118,7 +119,7 @@ class EventsCollector:
     def __init__(self, app: Flask) -> None:
         self.app = app
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         rt = self.app.extensions["gate"]
         rows = rt.events.outbox.subscriptions()
         statuses = GaugeMetricFamily("gate_webhook_subscriptions", "Webhook subscriptions by status.",
@@ -165,7 +166,7 @@ class _Forward:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         yield from self.registry.collect()
 
 
@@ -178,11 +179,11 @@ def init_metrics(app: Flask) -> None:
     waits.watch(_observe_ledger_wait)
 
     @app.before_request
-    def _start_timer():
+    def _start_timer() -> None:
         g.metrics_started = time.perf_counter()
 
     @app.after_request
-    def _observe(response: Response):
+    def _observe(response: Response) -> Response:
         started = g.pop("metrics_started", None)
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
         method = method_label(request.method)
@@ -192,7 +193,7 @@ def init_metrics(app: Flask) -> None:
         return response
 
     @app.get("/metrics")
-    def metrics():
+    def metrics() -> Response:
         if app.extensions["gate"].settings.metrics_token is not None:
             refusal = metrics_token_refusal()
             if refusal is not None:

@@ -1070,7 +1070,8 @@ def _response(endpoint: Endpoint, status: int, description: str, errors: tuple[s
     return response
 
 
-def _with_public_budget(kind: str, responses: dict[int, str], errors: tuple[str, ...]):
+def _with_public_budget(kind: str, responses: dict[int, str],
+                        errors: tuple[str, ...]) -> tuple[dict[int, str], tuple[str, ...]]:
     """A public route's 429 (per-client budget) and 503 (limiter down; verification slots busy)."""
     setting = "GATE_PUBLIC_VERIFY_RATE_LIMIT" if kind == "verify" else "GATE_PUBLIC_RATE_LIMIT"
     unavailable = "rate limiter unavailable" + (

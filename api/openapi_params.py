@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from gate import vocabulary as C
@@ -58,6 +58,14 @@ PRINTABLE_FORMAT = "printable"
 # The class above takes a fifth of a second to build, so schemas hold this placeholder and the
 # document is resolved once, when first served (`resolve_printable`); importing the app stays cheap.
 _PRINTABLE_RUN = "\x00printable-run\x00"
+
+
+@overload
+def resolve_printable(value: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@overload
+def resolve_printable(value: Any) -> Any: ...
 
 
 def resolve_printable(value: Any) -> Any:

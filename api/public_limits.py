@@ -81,7 +81,7 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
     limits = {"verify": settings.public_verify_rate_limit, "public": settings.public_rate_limit}
 
     @app.before_request
-    def _charge_public_request():
+    def _charge_public_request() -> Response | None:
         kind = PUBLIC_ROUTES.get(request.endpoint or "")
         if kind is None:
             return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 from urllib.parse import unquote_to_bytes
 
 from flask import request
@@ -21,6 +21,14 @@ from flask import request
 from gate.errors import GateError
 
 _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+@overload
+def int_arg(name: str, *, low: int = 1, high: int | None = None, default: int) -> int: ...
+
+
+@overload
+def int_arg(name: str, *, low: int = 1, high: int | None = None, default: None = None) -> int | None: ...
 
 
 def int_arg(name: str, *, low: int = 1, high: int | None = None, default: int | None = None) -> int | None:

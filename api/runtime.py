@@ -6,18 +6,30 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any
+from typing import Concatenate, ParamSpec, TypeVar
 
-from flask import current_app, request
+from flask import Response, current_app, request
 
 from api.auth import REALM, Authenticator, AuthFailure
 from api.errors import error_response
+from api.limits import RateLimiter
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
+from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
+from gate.services.events import Dispatcher, EventService
+from gate.services.holds import HoldService, HoldSweeper
+from gate.services.lifecycle import LifecycleService
+from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+from gate.services.releases import ReleaseService
+from gate.services.replay import ReplayService
+from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass
@@ -26,20 +38,20 @@ class GateRuntime:
     ledger: Ledger
     signing: SigningSetup | LiveSigning
     service: DecisionService
-    limiter: Any
+    limiter: RateLimiter
     auth: Authenticator
-    lifecycle: Any = None
-    audit: Any = None
-    replays: Any = None  # gate.services.replay.ReplayService
-    pilots: Any = None  # gate.services.operations.PilotService
-    proof_metrics: Any = None  # gate.services.operations.ProofMetricsService
-    policy_alerts: Any = None  # gate.services.operations.PolicyAlertService
-    releases: Any = None  # gate.services.releases.ReleaseService
-    events: Any = None  # gate.services.events.EventService
-    dispatcher: Any = None  # gate.services.events.Dispatcher, started by `gate serve` in each worker
-    holds: Any = None  # gate.services.holds.HoldService
-    scope_events: Any = None  # gate.services.scope_events.ScopeEventService
-    hold_sweeper: Any = None  # gate.services.holds.HoldSweeper, started by `gate serve` in each worker
+    lifecycle: LifecycleService
+    audit: AuditChainService
+    replays: ReplayService
+    pilots: PilotService
+    proof_metrics: ProofMetricsService
+    policy_alerts: PolicyAlertService
+    releases: ReleaseService
+    events: EventService
+    holds: HoldService
+    scope_events: ScopeEventService
+    dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
+    hold_sweeper: HoldSweeper | None = None  # started by `gate serve` in each worker; None: dispatch is off
 
     def wake_dispatcher(self) -> None:
         if self.dispatcher is not None:
@@ -50,15 +62,18 @@ class GateRuntime:
 
 
 def runtime() -> GateRuntime:
-    return current_app.extensions["gate"]
+    rt: GateRuntime = current_app.extensions["gate"]  # set by api.app.create_app
+    return rt
 
 
-def keyed(unauthorized_code: str = "SVC_API_UNAUTHORIZED") -> Callable:
+def keyed(
+    unauthorized_code: str = "SVC_API_UNAUTHORIZED",
+) -> Callable[[Callable[Concatenate[Caller, P], R]], Callable[P, R | Response]]:
     """Require an active API key; the route receives the resolved `Caller` first."""
 
-    def decorate(view: Callable) -> Callable:
+    def decorate(view: Callable[Concatenate[Caller, P], R]) -> Callable[P, R | Response]:
         @wraps(view)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | Response:
             try:
                 caller = runtime().auth.authenticate(request)
             except AuthFailure as failure:

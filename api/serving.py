@@ -55,8 +55,10 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
@@ -67,6 +69,13 @@ from api.bodies import ClientTooSlow
 from api.errors import error_body
 from api.jsonio import dumps
 from api.parking import PARKED, Parked, ParkingLot
+from gate.settings import Settings
+
+if TYPE_CHECKING:
+    from flask import Flask
+    from gunicorn.arbiter import Arbiter
+    from gunicorn.http.message import Request
+    from gunicorn.workers.base import Worker
 
 log = logging.getLogger("gate.serve")
 
@@ -157,8 +166,10 @@ class DeadlineSocket(socket.socket):
             self.settimeout(prior)
 
 
-class GateWorker(ThreadWorker):
+class GateWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no type information
     """gthread with event-loop waits for first bytes, a per-request read deadline and JSON errors."""
+
+    wsgi: Callable[..., Any]  # the WSGI app gunicorn loads (wrapped by the parking lot below)
 
     # The monotonic time until which this worker leaves new connections to the others, and when
     # it last took accepting up again (the connection it stepped back from is then its to take).
@@ -223,7 +234,7 @@ class GateWorker(ThreadWorker):
                 timeout = min(timeout, remaining)
         super().wait_for_and_dispatch_events(timeout)
 
-    def accept(self, listener) -> None:
+    def accept(self, listener: socket.socket) -> None:
         step_back, now = self.accept_step_back(), time.monotonic()
         resumed = now - self._accept_resumed_at <= step_back
         if step_back and not resumed:
@@ -252,14 +263,14 @@ class GateWorker(ThreadWorker):
         self.pending_conns.append(conn)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
 
-    def handle(self, conn):
+    def handle(self, conn: TConn) -> object:
         """Serve the connection's request, then its next ones while they follow within the linger."""
         while True:
             keep_alive = self._handle_one(conn)
             if keep_alive is not True or not self._next_request_follows(conn):
                 return keep_alive  # False (close), True (back to the event loop) or gthread's defer
 
-    def _next_request_follows(self, conn) -> bool:
+    def _next_request_follows(self, conn: TConn) -> bool:
         """Whether this thread serves the connection's next request itself: it is already read
         ahead, or arrives within `KEEPALIVE_LINGER_S` while the worker holds no more connections
         than threads and no other request waits for a thread (otherwise the connection goes back
@@ -285,21 +296,21 @@ class GateWorker(ThreadWorker):
         waiting = getattr(getattr(self.tpool, "_work_queue", None), "qsize", None)
         return waiting is None or waiting() > 0
 
-    def _keepalive_after(self, conn, keepalive):
+    def _keepalive_after(self, conn: TConn, keepalive: object) -> object:
         return PARKED if keepalive is PARKED else super()._keepalive_after(conn, keepalive)
 
-    def finish_request(self, conn, fs):
+    def finish_request(self, conn: TConn, fs: Future[object]) -> None:
         if not fs.cancelled() and fs.exception() is None and fs.result() is PARKED:
             return  # the parking lot holds the connection (still counted in nr_conns)
         super().finish_request(conn, fs)
 
-    def resume_parked(self, conn, req, body) -> None:
+    def resume_parked(self, conn: TConn, req: Request, body: bytes | None) -> None:
         """From the parking thread: answer a parked request on a pool thread, then carry on
         with the connection as after any answer (keep-alive or close)."""
         future = self.tpool.submit(self._serve_parked, conn, req, body)
         future.add_done_callback(lambda done: self.method_queue.defer(self.finish_request, conn, done))
 
-    def _serve_parked(self, conn, req, body):
+    def _serve_parked(self, conn: TConn, req: Request, body: bytes | None) -> object:
         try:
             with self.parking.resumed(body) if self.parking is not None else contextlib.nullcontext():
                 return self._keepalive_after(conn, self.handle_request(req, conn))
@@ -309,7 +320,7 @@ class GateWorker(ThreadWorker):
             self.handle_error(req, conn.sock, conn.client, exc)
             return False
 
-    def _handle_one(self, conn):
+    def _handle_one(self, conn: TConn) -> object:
         if isinstance(conn.sock, DeadlineSocket):
             conn.sock.arm(self.read_timeout)  # SECURITY: one request, one bounded read
         try:
@@ -320,7 +331,7 @@ class GateWorker(ThreadWorker):
 
     parking: ParkingLot | None = None
 
-    def handle_request(self, req, conn):
+    def handle_request(self, req: Request, conn: TConn) -> object:
         try:
             keep_alive = super().handle_request(req, conn)
         except Parked as parked:
@@ -336,7 +347,8 @@ class GateWorker(ThreadWorker):
             sock.close_after_response = False
         return keep_alive and not expired and not close
 
-    def handle_error(self, req, client, addr, exc) -> None:
+    def handle_error(self, req: Request | None, client: socket.socket, addr: tuple[Any, ...] | str | None,
+                     exc: BaseException) -> None:
         code, message = "INTERNAL_ERROR", "internal error; nothing was approved"
         for kind, known_code, known_message in _PARSE_ERRORS:
             if isinstance(exc, kind) and not isinstance(exc, (http_errors.InvalidResponseHeader,
@@ -354,7 +366,7 @@ class GateWorker(ThreadWorker):
             log.debug("could not send the error response")
 
 
-def prepare_metrics_multiprocess(home, workers: int) -> None:
+def prepare_metrics_multiprocess(home: Path, workers: int) -> None:
     """Before gunicorn forks N>1 workers: give prometheus_client a shared, emptied directory
     (`api.metrics`). Runs in the master before anything imports prometheus_client, which reads
     `PROMETHEUS_MULTIPROC_DIR` when it is first imported (in each worker, after the fork)."""
@@ -367,7 +379,7 @@ def prepare_metrics_multiprocess(home, workers: int) -> None:
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
 
 
-def metrics_child_exit(server, worker) -> None:
+def metrics_child_exit(server: Arbiter, worker: Worker) -> None:
     """gunicorn hook: a dead worker's live gauges leave the aggregate."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Lazy: prometheus_client reads PROMETHEUS_MULTIPROC_DIR when first imported (in each worker).
@@ -376,10 +388,10 @@ def metrics_child_exit(server, worker) -> None:
         multiprocess.mark_process_dead(worker.pid)
 
 
-class GateServer(BaseApplication):
+class GateServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type information
     """`gate serve`: the app from `api.app.create_app`, served by `GateWorker` processes."""
 
-    def __init__(self, settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS,
+    def __init__(self, settings: Settings, host: str, port: int, workers: int, threads: int = DEFAULT_THREADS,
                  on_ready: Callable[[], None] | None = None) -> None:
         settings = dataclasses.replace(settings, ledger_pool_size=threads + LEDGER_POOL_BEYOND_THREADS)
         self.settings, self.bind, self.workers, self.threads = settings, f"{host}:{port}", workers, threads
@@ -403,7 +415,7 @@ class GateServer(BaseApplication):
             ready = self.on_ready
             self.cfg.set("when_ready", lambda _arbiter: ready())
 
-    def load(self):
+    def load(self) -> Flask:
         # Lazy: the app (and prometheus_client with it) loads in each worker, after the fork.
         from api.app import create_app
 

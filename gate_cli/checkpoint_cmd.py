@@ -16,6 +16,7 @@ log), 2 unusable input (unreadable log, unreachable gate, no key).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -23,6 +24,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +41,13 @@ from gate.errors import GateError
 from gate.keys.config import SigningSetup
 from gate.verify import TrustAnchors
 from gate_cli.context import load_settings, open_ledger
+from gate_cli.help import Subparsers
 from gate_cli.verify_cmd import load_anchors
 
 MAX_ANSWER_BYTES = 1024 * 1024
 
 
-def add_checkpoint_parser(sub) -> None:
+def add_checkpoint_parser(sub: Subparsers) -> None:
     p = sub.add_parser("checkpoint", help="witness the audit chain: keep signed checkpoints outside the ledger")
     csub = p.add_subparsers(dest="checkpoint_command", required=True, metavar="CHECKPOINT_COMMAND")
     s = csub.add_parser("save", help="append the chain's current signed checkpoint to a JSONL log",
@@ -109,7 +112,8 @@ def _trusted(checkpoint: Any, anchors: TrustAnchors) -> None:
         raise _Refused(f"the checkpoint does not verify: {', '.join(result.failed_checks)}")
 
 
-def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAnchors]:
+def _from_gate(args: argparse.Namespace,
+               held: dict[str, Any] | None) -> tuple[dict[str, Any], list[str] | None, TrustAnchors]:
     if not (args.chain and args.api_key_env):
         raise GateError("VERIFY_INPUT_UNREADABLE", "--url needs --chain and --api-key-env")
     api_key = os.environ.get(args.api_key_env)
@@ -130,7 +134,8 @@ def _from_gate(args, held: dict | None) -> tuple[dict, list[str] | None, TrustAn
     return checkpoint, proof, anchors
 
 
-def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, Path]:
+def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[str, Any] | None],
+                 ) -> tuple[dict[str, Any], list[str] | None, TrustAnchors, Path]:
     # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.services.chains import AuditChainService
 
@@ -156,11 +161,11 @@ def _from_ledger(args, held_of) -> tuple[dict, list[str] | None, TrustAnchors, P
     return published["checkpoint"], proof, signing.trust_anchors(), log
 
 
-def _held(log: Path, chain_id: str) -> dict | None:
+def _held(log: Path, chain_id: str) -> dict[str, Any] | None:
     return latest_checkpoint(read_checkpoint_log(log), chain_id)
 
 
-def _save(args) -> dict:
+def _save(args: argparse.Namespace) -> dict[str, Any]:
     if bool(args.url) == bool(args.scope):
         raise GateError("VERIFY_INPUT_UNREADABLE", "give either --url (a running gate) or --scope (the local ledger)")
     if args.url:
@@ -182,7 +187,7 @@ def _save(args) -> dict:
             "tree_size": checkpoint["tree_size"], "root_hash": checkpoint["root_hash"]}
 
 
-def cmd_checkpoint(args) -> int:
+def cmd_checkpoint(args: argparse.Namespace) -> int:
     try:
         result = _save(args)
     except _Refused as exc:

@@ -92,7 +92,7 @@ def semantic_result(status: int, body: Any) -> dict[str, Any]:
 def _matches(expected: Any, actual: Any) -> bool:
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and _matches(v, actual[k]) for k, v in expected.items())
-    return expected == actual
+    return bool(expected == actual)  # JSON values: their == is a bool
 
 
 def _mismatches(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
@@ -129,7 +129,8 @@ def _published_adapters(send: Transport) -> list[dict[str, Any]] | None:
     return found
 
 
-def _prepare(fixture: dict[str, Any], adapters: list[dict[str, Any]] | None) -> tuple[dict | None, str | None]:
+def _prepare(fixture: dict[str, Any],
+             adapters: list[dict[str, Any]] | None) -> tuple[dict[str, Any] | None, str | None]:
     request = copy.deepcopy(fixture["request"])
     needed = (fixture.get("requires") or {}).get("adapter")
     if not needed:

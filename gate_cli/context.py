@@ -17,6 +17,7 @@ from gate.settings import Settings
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
+    from workbench.dataset.trust import Trust
 
 
 class CliError(Exception):
@@ -101,7 +102,7 @@ def ledger_at_hand(settings: Settings) -> Ledger | None:
     return ledger
 
 
-def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None):
+def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None) -> Trust:
     """How a command trusts a dataset (`workbench.dataset.trust.reader_trust`): this gate's keyring and
     HMAC secret, `--allow-unsigned`, the newest-seen state in GATE_HOME/cache, and `ledger`'s chain heads."""
     from gate.keys.config import SigningSetup

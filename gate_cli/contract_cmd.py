@@ -13,17 +13,24 @@ The API key may also come from `GATE_API_KEY` (never logged, never printed).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
+from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:
+    from gate.adapters import AdapterRegistry
+    from gate.keys.anchors import TrustAnchors
 
 EXIT_UNUSABLE = 2
 
 
-def cmd_conformance(args) -> int:
+def cmd_conformance(args: argparse.Namespace) -> int:
     # Lazy: each command's modules load only when it runs (`gate --version` stays fast).
     from gate_cli.conformance import exit_code, http_transport, render, run_conformance
 
@@ -36,7 +43,7 @@ def cmd_conformance(args) -> int:
     return exit_code(report)
 
 
-def _adapters():
+def _adapters() -> AdapterRegistry:
     """The adapters this installation would run (builtins and installed plugins)."""
     # Lazy (here and below): the adapters read the installed entry points, a start-up cost `gate` avoids.
     import gate.adapters as adapters
@@ -45,7 +52,7 @@ def _adapters():
     return factory() if callable(factory) else adapters.AdapterRegistry()
 
 
-def _anchors(args):
+def _anchors(args: argparse.Namespace) -> TrustAnchors:
     """The keys a dry-run manifest's signature may be by: this gate's own (keyring, HMAC secret)
     and those the options name (unusable ones raise TrustAnchorError, a GateError)."""
     from gate.keys.anchors import TrustAnchors
@@ -62,7 +69,7 @@ def _anchors(args):
     return anchors
 
 
-def cmd_migration_check(args) -> int:
+def cmd_migration_check(args: argparse.Namespace) -> int:
     from gate.replay.golden import CORPUS_DIR
     from gate.replay.migration_check import check_migration
 
@@ -97,7 +104,7 @@ def cmd_migration_check(args) -> int:
     return 0 if result["gate_passed"] else 1
 
 
-def add_contract_parsers(sub) -> None:
+def add_contract_parsers(sub: Subparsers) -> None:
     p = sub.add_parser("conformance", help="run the published conformance fixtures against an endpoint")
     p.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8080")
     p.add_argument("--api-key", default=None, help="API key (default: GATE_API_KEY)")

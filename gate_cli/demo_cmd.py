@@ -9,22 +9,29 @@ a newcomer's first reports have history behind them; later runs start at once.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gate.clock import SystemClock, iso_ms
 from gate.errors import LedgerUnavailable
 from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring
 from gate.settings import Settings
+from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 
+if TYPE_CHECKING:
+    from workbench.demo.seed import SeedResult
 
-def _signing(settings):
+
+def _signing(settings: Settings) -> SigningSetup:
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, iso_ms(SystemClock().now()))
@@ -32,7 +39,7 @@ def _signing(settings):
                              settings.require_signing)
 
 
-def seed(settings, decisions: int, seed_value: int):
+def seed(settings: Settings, decisions: int, seed_value: int) -> SeedResult:
     """Seed the settings' ledger; prints progress (TTY) and a summary. Raises SeedError."""
     # Lazy (here and below): the seeder and the ledger bring SQLAlchemy, the synthesiser Polars.
     from workbench.demo.seed import seed_ledger_at
@@ -44,7 +51,7 @@ def seed(settings, decisions: int, seed_value: int):
     return result
 
 
-def seed_on_first_run(settings, decisions: int) -> bool:
+def seed_on_first_run(settings: Settings, decisions: int) -> bool:
     """Seed the demo ledger (`decisions`, 0 = never) when the ledger holds no decision yet;
     True if it did."""
     from gate.ledger import Ledger, stream
@@ -65,7 +72,7 @@ def seed_on_first_run(settings, decisions: int) -> bool:
     return True
 
 
-def cmd_demo_seed(args) -> int:
+def cmd_demo_seed(args: argparse.Namespace) -> int:
     from workbench.demo.seed import SeedError
 
     try:
@@ -79,7 +86,7 @@ def cmd_demo_seed(args) -> int:
     return 0
 
 
-def cmd_demo_synth(args) -> int:
+def cmd_demo_synth(args: argparse.Namespace) -> int:
     from workbench.dataset.location import DatasetError
     from workbench.dataset.synth import synthesize
 
@@ -191,8 +198,9 @@ def demo_walkthrough(base: str, api_key: str) -> str:
     ])
 
 
-def add_demo_parser(sub, serve_demo, formatter=None) -> None:
-    extra = {"formatter_class": formatter} if formatter else {}
+def add_demo_parser(sub: Subparsers, serve_demo: Callable[[argparse.Namespace], int],
+                    formatter: type[argparse.HelpFormatter] | None = None) -> None:
+    extra: dict[str, Any] = {"formatter_class": formatter} if formatter else {}
     p = sub.add_parser("demo", help="set up the embedded default with demo data and serve it",
                        description="Serve the embedded demo (seeding the demo ledger on the first run), "
                                    "or `gate demo seed` to write the demo ledger only. Each run disables the "

@@ -20,22 +20,31 @@ schema path).
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gate.clock import SystemClock, iso_ms
 from gate.keys.anchors import TrustAnchorError, TrustAnchors
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
+from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:
+    from gate.ledger import Ledger
+    from workbench.dataset.trust import Trust
+    from workbench.migration import DryRunError
+    from workbench.migration.impact import CostModel
 
 __all__ = ["add_dry_run_parser", "cmd_dry_run"]
 
 
-def add_dry_run_parser(sub) -> None:
+def add_dry_run_parser(sub: Subparsers) -> None:
     p = sub.add_parser("dry-run", help="re-evaluate a rulebook's history under a draft (or --verify a result)")
     p.add_argument("--rulebook-id", help="the rulebook whose historical decisions are replayed "
                                                 "(required unless --verify)")
@@ -71,14 +80,14 @@ def add_dry_run_parser(sub) -> None:
     p.set_defaults(func=cmd_dry_run)
 
 
-def add_allow_unsigned(p) -> None:
+def add_allow_unsigned(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-unsigned", action="store_true",
                    help="with --dataset: read a dataset whose manifest carries no signature (synthetic or local "
                         "data); the result names no dataset key (default: the dataset's signature must verify "
                         "with this gate's keys)")
 
 
-def trust_for(args, settings):
+def trust_for(args: argparse.Namespace, settings: Settings) -> Trust:
     """How the command trusts `--dataset` (`gate_cli.context.dataset_trust`): against the live ledger's
     chain heads when one is at hand (for staleness)."""
     from gate_cli.context import dataset_trust, ledger_at_hand
@@ -95,7 +104,7 @@ def trust_for(args, settings):
             ledger.dispose()
 
 
-def _fail(error, as_json: bool, command: str = "dry-run") -> int:
+def _fail(error: DryRunError, as_json: bool, command: str = "dry-run") -> int:
     if as_json:
         print(json.dumps(error.to_dict(), indent=2), file=sys.stderr)
     else:
@@ -105,14 +114,14 @@ def _fail(error, as_json: bool, command: str = "dry-run") -> int:
     return 2
 
 
-def _signing():
+def _signing() -> tuple[Settings, SigningSetup]:
     settings = Settings.from_env()
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
     return settings, setup
 
 
-def _digest_store(settings) -> None:
+def _digest_store(settings: Settings) -> None:
     """Dataset files checked against their manifest are remembered in GATE_HOME by identity."""
     # Lazy (here and below): the dataset, the migration engine and the ledger bring Polars and SQLAlchemy.
     from workbench.dataset import integrity
@@ -120,7 +129,7 @@ def _digest_store(settings) -> None:
     integrity.use_digest_store(integrity.digest_store_of(settings.home))
 
 
-def _cost_model(path: str | None):
+def _cost_model(path: str | None) -> CostModel:
     """The author's cost model from a JSON file (DryRunError USAGE when unreadable or invalid)."""
     from workbench.migration import DryRunError
     from workbench.migration.impact import CostModel
@@ -136,7 +145,7 @@ def _cost_model(path: str | None):
         raise DryRunError("USAGE", f"--cost-model {path}: {exc}") from None
 
 
-def _check_args(args) -> None:
+def _check_args(args: argparse.Namespace) -> None:
     """The run's arguments (DryRunError USAGE): the required ones, the flips limit, a cluster's dataset."""
     from workbench.migration import DryRunError
 
@@ -149,7 +158,8 @@ def _check_args(args) -> None:
         raise DryRunError("USAGE", "--cluster replays a dataset's partitions: give --dataset")
 
 
-def _baseline(args, settings, setup, ledger):
+def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
+              ledger: Ledger | None) -> tuple[dict[str, Any] | None, str | None]:
     """(the baseline version or None for the history, where it came from) of `--baseline`
     (DryRunError USAGE, BASELINE_INVALID; workbench.migration.baseline)."""
     from workbench.migration import DryRunError
@@ -186,7 +196,7 @@ def _baseline(args, settings, setup, ledger):
     return running if running is not None else (None, None)
 
 
-def _run(args) -> int:
+def _run(args: argparse.Namespace) -> int:
     from workbench.migration import DryRunError, dry_run, write_dry_run
     from workbench.migration.draft import load_draft, read_draft_file
     from workbench.signing import result_signer
@@ -239,7 +249,7 @@ def _run(args) -> int:
     return 0
 
 
-def _print_summary(rulebook_id: str, out: Path, manifest: dict) -> None:
+def _print_summary(rulebook_id: str, out: Path, manifest: dict[str, Any]) -> None:
     """The written dry-run in a few lines: the draft, the replay, the review queue with the impact's
     headline, the cost of a hold, and the files."""
     from workbench.migration.baseline import compared_with
@@ -256,7 +266,7 @@ def _print_summary(rulebook_id: str, out: Path, manifest: dict) -> None:
     print(f"  wrote {out}/migration.json, report.md, report.html, flips.parquet")
 
 
-def _verify(args) -> int:
+def _verify(args: argparse.Namespace) -> int:
     from workbench.migration import DryRunError, verify_manifest
     from workbench.migration.draft import read_draft_file
 
@@ -305,7 +315,7 @@ def _verify(args) -> int:
     return 0 if result["valid"] else 1
 
 
-def cmd_dry_run(args) -> int:
+def cmd_dry_run(args: argparse.Namespace) -> int:
     from workbench.cluster import ClusterError
     from workbench.migration import DryRunError
 

@@ -12,16 +12,22 @@
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gate.settings import Settings
 from gate_cli.context import load_settings, open_ledger
+from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:
+    from gate.services.events import EventService
 
 
-def add_events_parser(sub) -> None:
+def add_events_parser(sub: Subparsers) -> None:
     events = sub.add_parser("events", help="webhook subscriptions, deliveries, replays and the dispatcher")
     esub = events.add_subparsers(dest="events_command", required=True)
     subscribe = esub.add_parser("subscribe", help="subscribe a webhook URL (its secret is printed once)")
@@ -57,11 +63,11 @@ def add_events_parser(sub) -> None:
     events.set_defaults(func=cmd_events)
 
 
-def _scope(parser) -> None:
+def _scope(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", required=True, help="the scope (required)")
 
 
-def cmd_events(args) -> int:
+def cmd_events(args: argparse.Namespace) -> int:
     from gate.errors import GateError
     from gate.keys.config import SigningSetup
     from gate.services.events import EventService
@@ -81,7 +87,7 @@ def cmd_events(args) -> int:
         ledger.dispose()
 
 
-def _run(args, service, settings) -> int:
+def _run(args: argparse.Namespace, service: EventService, settings: Settings) -> int:
     from workbench.reports.deliveries import delivery_lines
 
     command = args.events_command
@@ -116,7 +122,7 @@ def _run(args, service, settings) -> int:
     return 0
 
 
-def _dispatch(args, service, settings) -> int:
+def _dispatch(args: argparse.Namespace, service: EventService, settings: Settings) -> int:
     from gate.events.stream import JetStreamPublisher
     from gate.services.events import Dispatcher
 

@@ -17,17 +17,24 @@ written). A progress bar is drawn on stderr when stderr is a terminal.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 from gate.errors import LedgerUnavailable
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
+from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
 
+if TYPE_CHECKING:
+    from workbench.dataset.export import ExportResult
+    from workbench.dataset.iceberg import IcebergTarget
 
-def cmd_export(args) -> int:
+
+def cmd_export(args: argparse.Namespace) -> int:
     # Lazy: the ledger and the exporter bring SQLAlchemy and Polars, which `gate --version` does without.
     from gate.ledger import Ledger
     from workbench.dataset.export import export_ledger
@@ -75,7 +82,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def _print_result(args, result) -> None:
+def _print_result(args: argparse.Namespace, result: ExportResult) -> None:
     """The run's summary on stdout (JSON with --json), its warnings on stderr."""
     manifest = result.manifest
     for warning in result.warnings:
@@ -103,7 +110,7 @@ def _print_result(args, result) -> None:
         print(f"export run {result.run} to {args.out}: {added} ({len(result.files)} files); {tail}")
 
 
-def _lakehouse(args, settings):
+def _lakehouse(args: argparse.Namespace, settings: Settings) -> IcebergTarget | None:
     """The Iceberg target of `--format iceberg` (None for the Parquet layout)."""
     if args.format != "iceberg":
         return None
@@ -113,13 +120,13 @@ def _lakehouse(args, settings):
                           namespace=args.namespace or DEFAULT_NAMESPACE)
 
 
-def _snapshots(manifest) -> dict:
+def _snapshots(manifest: dict[str, Any]) -> dict[str, Any]:
     """Each Iceberg table's snapshot the manifest names (empty for the Parquet layout)."""
     tables = (manifest.get("iceberg") or {}).get("tables", {})
     return {name: table.get("snapshot_id") for name, table in tables.items()}
 
 
-def add_export_parser(sub) -> None:
+def add_export_parser(sub: Subparsers) -> None:
     p = sub.add_parser("export", help="export the ledger into a Hive-partitioned Parquet dataset",
                        description="Stream what is new in the ledger since the last export into "
                                    "DIR (a path or an object-store URL); see docs/dataset.md.")

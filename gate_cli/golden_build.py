@@ -68,6 +68,9 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
             stored = ledger.decision(SCOPE, record["decision_id"])
             snapshot = ledger.rulebook_snapshot(SCOPE, rulebook_id=record["rulebook"]["id"],
                                                 version=record["rulebook"]["version"])
+            if stored is None or snapshot is None:  # the decide just above stored both
+                raise RuntimeError(f"decision {record['decision_id']} or its rulebook snapshot "
+                                   "was not stored")
             fixture = {
                 "fixture_id": item["fixture_id"],
                 "description": item["description"],

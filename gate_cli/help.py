@@ -12,8 +12,14 @@ each option to this.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from typing import TypeAlias
 
-__all__ = ["HelpFormatter", "apply_everywhere"]
+__all__ = ["HelpFormatter", "Subparsers", "apply_everywhere"]
+
+# What `ArgumentParser.add_subparsers()` returns, as every `add_*_parser(sub)` receives it (a string:
+# argparse's class takes no type argument at run time).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -39,7 +45,7 @@ def _no_default(value: object) -> bool:
     return value is None or value is False or value == [] or value == argparse.SUPPRESS
 
 
-def subparsers(parser: argparse.ArgumentParser):
+def subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
     """Every parser below `parser` (depth first), with `parser` itself first."""
     yield parser
     for action in parser._actions:  # argparse offers no public walk over subcommands

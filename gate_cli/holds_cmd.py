@@ -18,19 +18,24 @@ in one line, `gate holds: CODE: message`, and exit status 2.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate_cli.context import OPERATOR_PERMISSIONS, CliError, load_settings, open_ledger, operator
+from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:
+    from gate.services.holds import HoldService
 
 STATES = ("open", "approved", "denied", "expired", "closed", "all")
 MAX_LIMIT = 500
 _STEPS = ("resolve", "claim", "unclaim")
 
 
-def add_holds_parser(sub) -> None:
+def add_holds_parser(sub: Subparsers) -> None:
     holds = sub.add_parser("holds", help="held actions: the inbox, a hold's facts and events, resolve, claim, policy")
     hsub = holds.add_subparsers(dest="holds_command", required=True)
     listed = hsub.add_parser("list", help="the scope's holds, soonest deadline first, then the most urgent")
@@ -69,11 +74,11 @@ def add_holds_parser(sub) -> None:
     holds.set_defaults(func=cmd_holds)
 
 
-def _scope(parser) -> None:
+def _scope(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", required=True, help="the scope (required)")
 
 
-def cmd_holds(args) -> int:
+def cmd_holds(args: argparse.Namespace) -> int:
     from gate.errors import GateError
     from gate.keys.config import SigningSetup
     from gate.services.holds import HoldService
@@ -91,7 +96,7 @@ def cmd_holds(args) -> int:
         ledger.dispose()
 
 
-def _run(args, service) -> int:
+def _run(args: argparse.Namespace, service: HoldService) -> int:
     command = args.holds_command
     if command == "list":
         if not 1 <= args.limit <= MAX_LIMIT:
@@ -115,7 +120,7 @@ def _run(args, service) -> int:
     return 0
 
 
-def _policy(args, service) -> int:
+def _policy(args: argparse.Namespace, service: HoldService) -> int:
     event = None
     if args.set_file is not None:
         try:

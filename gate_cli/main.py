@@ -15,13 +15,15 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from gate import __version__
 from gate.errors import GateError
 from gate.keys.apikeys import new_api_key, parse_permissions, permissions_text
 from gate.keys.config import SigningSetup
-from gate.keys.signing import generate_keyring, rotate_keyring
-from gate.settings import DEFAULT_PLANS, SettingsError, variables_help
+from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
+from gate.settings import DEFAULT_PLANS, Settings, SettingsError, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home
@@ -30,7 +32,7 @@ from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, s
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
-from gate_cli.help import HelpFormatter, apply_everywhere
+from gate_cli.help import HelpFormatter, Subparsers, apply_everywhere
 from gate_cli.holds_cmd import add_holds_parser
 from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
@@ -48,8 +50,8 @@ CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 # --------------------------------------------------------------------------- keys
 
 
-def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
-               label: str | None = None, permissions: str | None = None) -> dict:
+def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
+               label: str | None = None, permissions: str | None = None) -> dict[str, Any]:
     """Create an API key; returns the one-time JSON (the key itself is never stored)."""
     try:
         granted = parse_permissions(permissions)
@@ -92,7 +94,7 @@ def create_key(settings, scope: str, plan: str, rate_limit: int | None, monthly_
     }
 
 
-def cmd_keys(args) -> int:
+def cmd_keys(args: argparse.Namespace) -> int:
     settings = load_settings()
     if args.keys_command == "create":
         result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label,
@@ -129,7 +131,7 @@ def cmd_keys(args) -> int:
         prepare_home(settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         keyring = generate_keyring(path, now(), overwrite=args.force)
-        print(json.dumps({"keyring": str(path), "active_key_id": keyring.active.key_id}))
+        print(json.dumps({"keyring": str(path), "active_key_id": _active_key_id(keyring, path)}))
         return 0
     if args.keys_command == "signing-rotate":
         if not settings.signing_key_file.exists():
@@ -138,15 +140,23 @@ def cmd_keys(args) -> int:
         keyring = rotate_keyring(settings.signing_key_file, now())
         retired = [e["key_id"] for e in keyring.registry_entries() if e["status"] == "retired"]
         print(json.dumps({"keyring": str(settings.signing_key_file),
-                          "active_key_id": keyring.active.key_id, "retired_key_ids": retired}))
+                          "active_key_id": _active_key_id(keyring, settings.signing_key_file),
+                          "retired_key_ids": retired}))
         return 0
     raise AssertionError(args.keys_command)
+
+
+def _active_key_id(keyring: Keyring, path: Path) -> str:
+    """The active key's id of a keyring just written (signing-init and signing-rotate always make one)."""
+    if keyring.active is None:
+        raise CliError(f"the keyring written at {path} has no active key")
+    return keyring.active.key_id
 
 
 # --------------------------------------------------------------------------- serve / demo
 
 
-def serve(settings, host: str, port: int, workers: int, threads: int | None = None,
+def serve(settings: Settings, host: str, port: int, workers: int, threads: int | None = None,
           on_ready: Callable[[], None] | None = None) -> None:
     """Serve the API in the foreground; `on_ready()` runs once its socket is bound."""
     # Lazy: the HTTP server (Flask, gunicorn) loads only for `gate serve` and `gate demo`.
@@ -165,7 +175,7 @@ def serve(settings, host: str, port: int, workers: int, threads: int | None = No
     GateServer(served, host, port, workers, threads or DEFAULT_THREADS, on_ready=on_ready).run()
 
 
-def startup_notes(settings) -> list[str]:
+def startup_notes(settings: Settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
     setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
                               settings.require_signing)
@@ -181,12 +191,12 @@ def startup_notes(settings) -> list[str]:
             f"gate serve: fix: {setup.fix}"]
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     serve(load_settings(), args.host, args.port, args.workers, args.threads)
     return 0
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     """Embedded default: SQLite file, generated Ed25519 keyring, a demo key printed once.
 
     The API's and the workbench's ports are tried first: a busy one stops the demo with one line
@@ -218,7 +228,7 @@ DEMO_SCOPE = "demo"
 DEMO_KEY_LABEL = "demo key"
 
 
-def retire_demo_keys(settings) -> int:
+def retire_demo_keys(settings: Settings) -> int:
     """Disable the active demo keys of earlier `gate demo` runs (their keys were shown once and are
     gone); returns how many. Keys an operator created, even in scope demo, are left alone."""
     ledger = open_ledger(settings)
@@ -232,7 +242,7 @@ def retire_demo_keys(settings) -> int:
         ledger.dispose()
 
 
-def cmd_db(args) -> int:
+def cmd_db(args: argparse.Namespace) -> int:
     settings = load_settings()
     open_ledger(settings).dispose()
     print(f"ledger at {settings.database_url.split('@')[-1]} is at the newest revision")
@@ -270,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+def _add_serve_parser(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run the API (configuration from GATE_* environment variables)",
                        formatter_class=HelpFormatter, epilog=variables_help(),
                        description="Serve the API with gunicorn (N workers x T threads). Migrates the ledger "
@@ -282,13 +292,13 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
-def _add_db_parser(sub: argparse._SubParsersAction) -> None:
+def _add_db_parser(sub: Subparsers) -> None:
     p = sub.add_parser("db", help="ledger schema", formatter_class=HelpFormatter)
     p.add_argument("db_command", choices=["upgrade"], help="upgrade: apply the Alembic migrations (serve does too)")
     p.set_defaults(func=cmd_db)
 
 
-def _add_keys_parser(sub: argparse._SubParsersAction) -> None:
+def _add_keys_parser(sub: Subparsers) -> None:
     keys = sub.add_parser("keys", help="API keys and signing keys", formatter_class=HelpFormatter)
     ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="KEYS_COMMAND")
     k = ksub.add_parser("create", help="create an API key (printed once)", formatter_class=HelpFormatter)

@@ -45,7 +45,7 @@ def near_text(value: Any, anchors: list[Any]) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _inside(c: float, interval: dict) -> bool:
+def _inside(c: float, interval: dict[str, Any]) -> bool:
     lo, hi = interval.get("min"), interval.get("max")
     if lo is not None and (c < lo or (c == lo and not interval.get("min_inclusive"))):
         return False
@@ -55,7 +55,7 @@ def _inside(c: float, interval: dict) -> bool:
     return integers is None or float(c).is_integer() == integers
 
 
-def _shortest(x: float, interval: dict) -> float | int:
+def _shortest(x: float, interval: dict[str, Any]) -> float | int:
     """The number with the fewest decimals inside `interval` nearest to x (x itself at worst)."""
     for places in range(18):
         c = round(x, places)
@@ -72,13 +72,13 @@ def _get(obj: Any, path: list[str]) -> Any:
     return obj
 
 
-def _put(obj: dict, path: list[str], value: Any) -> None:
+def _put(obj: dict[str, Any], path: list[str], value: Any) -> None:
     for part in path[:-1]:
         obj = obj[part]
     obj[path[-1]] = value
 
 
-def tidy_witness(witness: Any, where: list[dict] | None) -> Any:
+def tidy_witness(witness: Any, where: list[dict[str, Any]] | None) -> Any:
     """A copy of an exact region's witness with each noisy number written at the fewest
     decimals its interval allows; unchanged without a region (a sampled finding)."""
     if not isinstance(witness, dict) or not where:
@@ -101,6 +101,6 @@ def tidy_witness(witness: Any, where: list[dict] | None) -> Any:
     return out
 
 
-def witness_text(witness: Any, where: list[dict] | None) -> str:
+def witness_text(witness: Any, where: list[dict[str, Any]] | None) -> str:
     """The witness as one line of JSON, its numbers tidied (see `tidy_witness`)."""
     return json.dumps(tidy_witness(witness, where), sort_keys=True)

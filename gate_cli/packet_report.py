@@ -28,7 +28,7 @@ def _short(value: Any, width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _why(result: dict, name: str) -> list[str]:
+def _why(result: dict[str, Any], name: str) -> list[str]:
     """Reasons for one failed check: its details, else its expected/actual values."""
     reasons = list(result.get("details", {}).get(name) or [])
     if reasons:
@@ -43,7 +43,7 @@ def _why(result: dict, name: str) -> list[str]:
     return []
 
 
-def packet_report(result: dict) -> str:
+def packet_report(result: dict[str, Any]) -> str:
     """Multi-line report of a packet verification result dict."""
     verdict = "VERIFIED" if result.get("verified") else "NOT VERIFIED"
     lines = [f"packet for decision {result.get('decision_id')}: {verdict}"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TextIO
 
 
 class ProgressBar:
@@ -12,7 +13,7 @@ class ProgressBar:
 
     WIDTH = 30
 
-    def __init__(self, stream=None, label: str = "export", unit: str = "rows") -> None:
+    def __init__(self, stream: TextIO | None = None, label: str = "export", unit: str = "rows") -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty()
         self.label = label

@@ -21,19 +21,24 @@ as an operator in every signed event: approvals still need a second principal.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate_cli.context import OPERATOR_PERMISSIONS, CliError, load_settings, open_ledger, operator
+from gate_cli.help import Subparsers
 from workbench.reports.numbers import rate, rate_interval
+
+if TYPE_CHECKING:
+    from gate.services.releases import ReleaseService
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-def add_release_parser(sub) -> None:
+def add_release_parser(sub: Subparsers) -> None:
     release = sub.add_parser("release", help="publish rulebook versions and move their releases")
     rsub = release.add_subparsers(dest="release_command", required=True)
     publish = rsub.add_parser("publish", help="publish a Rulebook v1 file in a scope (immutable)")
@@ -93,7 +98,7 @@ def add_release_parser(sub) -> None:
     release.set_defaults(func=cmd_release)
 
 
-def _scope(parser) -> None:
+def _scope(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scope", required=True, help="the scope (required)")
 
 
@@ -106,12 +111,12 @@ def _manifest(path: str | None) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot read the migration manifest {path}: {exc}") from exc
     digest = manifest.get("migration_hash") if isinstance(manifest, dict) else None
-    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+    if not isinstance(manifest, dict) or not isinstance(digest, str) or not _HEX64.fullmatch(digest):
         raise CliError(f"{path} has no migration_hash (is it a dry-run's migration.json?)")
     return manifest
 
 
-def _body(args) -> dict[str, Any]:
+def _body(args: argparse.Namespace) -> dict[str, Any]:
     manifest = _manifest(args.manifest)
     body: dict[str, Any] = {"action": args.release_command, "reason": args.reason}
     if manifest is not None and args.release_command in ("canary", "activate"):
@@ -126,7 +131,7 @@ def _body(args) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-def cmd_release(args) -> int:
+def cmd_release(args: argparse.Namespace) -> int:
     from gate.errors import GateError
     from gate.keys.config import SigningSetup
     from gate.services.decide import DecisionService, with_releases
@@ -145,7 +150,7 @@ def cmd_release(args) -> int:
         ledger.dispose()
 
 
-def _run(args, releases) -> int:
+def _run(args: argparse.Namespace, releases: ReleaseService) -> int:
     command = args.release_command
     if command == "publish":
         try:
@@ -180,7 +185,7 @@ def _run(args, releases) -> int:
     return 0
 
 
-def _policy(args, releases) -> int:
+def _policy(args: argparse.Namespace, releases: ReleaseService) -> int:
     changes = {"require_approval": args.require_approval, "approval_ttl_seconds": args.approval_ttl,
                "refuse_superseded_inline": args.refuse_inline, "require_dry_run": args.require_dry_run,
                "dry_run_canary_percent": args.dry_run_canary_percent,
@@ -193,13 +198,13 @@ def _policy(args, releases) -> int:
     return _print_policy(args.scope, releases, event)
 
 
-def _policy_approve(args, releases) -> int:
+def _policy_approve(args: argparse.Namespace, releases: ReleaseService) -> int:
     event, _state = releases.approve_policy(args.scope, operator(), OPERATOR_PERMISSIONS, args.request_seq,
                                             args.reason)
     return _print_policy(args.scope, releases, event)
 
 
-def _print_policy(scope: str, releases, event) -> int:
+def _print_policy(scope: str, releases: ReleaseService, event: dict[str, Any] | None) -> int:
     document = releases.policy_document(scope)
     print(json.dumps({"scope": scope, "policy": document["policy"], "pending": document["pending"],
                       "event": event}, indent=2))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from gate.errors import GateError
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 from gate_cli.context import dataset_trust, ledger_at_hand, load_settings, open_ledger
-from gate_cli.help import HelpFormatter
+from gate_cli.help import HelpFormatter, Subparsers
 from gate_cli.report_text import render
 from workbench.reports.registry import NAMES, REPORTS, Cohort, ReportKind
 
@@ -54,7 +54,7 @@ class _ReportHelp(HelpFormatter):
         return text.replace("%", "%%")
 
 
-def add_report_parser(sub) -> None:
+def add_report_parser(sub: Subparsers) -> None:
     p = sub.add_parser("report", help="print a policy report (effectiveness, confidence, anomalies, benchmarks, "
                                       "holds)",
                        formatter_class=_ReportHelp,
@@ -167,9 +167,11 @@ def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, le
                                   policy_version=kind.loaded_version(params), scopes=scopes, trust=trust)
         return from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
                             policy_version=kind.loaded_version(params), limit=params.limit, trust=trust)
+    if ledger is None:  # `_report` opens the ledger whenever no dataset is named
+        raise _Refused("the report reads the ledger, and none is open")
+    if params.limit is None:  # `_params` refuses `--limit all` without a dataset already
+        raise _Refused("--limit all reads a whole dataset; the ledger allows 1 to 10000")
     if kind.reads_holds:
-        if params.limit is None:  # `_params` refuses `--limit all` without a dataset already
-            raise _Refused("--limit all reads a whole dataset; the ledger allows 1 to 10000")
         return holds_from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
                                  limit=params.limit)
     return from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),

@@ -13,21 +13,23 @@ Exit codes (the same for every subcommand, documented in docs/rulebook-analysis.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.rulebook import validate_rulebook
 from gate.vocabulary import NEEDS_INPUT_STATUS
+from gate_cli.help import Subparsers
 from gate_cli.numbers import near_text, witness_text
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INVALID, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
 class _BadInput(Exception):
-    def __init__(self, body: dict) -> None:
+    def __init__(self, body: dict[str, Any]) -> None:
         super().__init__(body["message"])
         self.body = body
 
@@ -44,13 +46,13 @@ def _load(path: str, what: str = "rulebook") -> Any:
                          "message": f"{path} is not valid JSON: {exc.message}"}) from exc
 
 
-def _rulebook(path: str) -> dict:
+def _rulebook(path: str) -> dict[str, Any]:
     book = _load(path)
     errors = validate_rulebook(book)
     if errors:
         raise _BadInput({"file": path, "problem": "invalid_rulebook", "code": "RULEBOOK_INVALID",
                          "message": f"{path} is not a valid Rulebook v1 ({len(errors)} errors)", "errors": errors})
-    return book
+    return cast(dict[str, Any], book)  # a valid Rulebook v1 is a JSON object
 
 
 def _fail(exc: _BadInput, as_json: bool) -> int:
@@ -63,13 +65,13 @@ def _fail(exc: _BadInput, as_json: bool) -> int:
     return EXIT_INVALID
 
 
-def _label(label: dict) -> str:
+def _label(label: dict[str, Any]) -> str:
     rule = f"rule {label['rule_id']}" if label["rule_id"] else (
         NEEDS_INPUT_STATUS if label["status"] != "ok" else "default outcome")
     return f"{rule} ({label['decision']}/{label['verdict']}/{label['reason_code']})"
 
 
-def cmd_lint(args) -> int:
+def cmd_lint(args: argparse.Namespace) -> int:
     # Lazy (here and below): the analysis modules load only for the command that runs them.
     from gate.rulebook.analysis import group_findings, lint
 
@@ -101,7 +103,7 @@ def cmd_lint(args) -> int:
     return EXIT_CLEAN if report.exact else EXIT_INCONCLUSIVE
 
 
-def cmd_diff(args) -> int:
+def cmd_diff(args: argparse.Namespace) -> int:
     from gate.rulebook.analysis import semantic_diff
 
     try:
@@ -127,7 +129,7 @@ def cmd_diff(args) -> int:
     return EXIT_CLEAN if report.exact else EXIT_INCONCLUSIVE
 
 
-def cmd_flips(args) -> int:
+def cmd_flips(args: argparse.Namespace) -> int:
     from gate.rulebook.analysis import minimal_flips
 
     try:
@@ -151,10 +153,10 @@ def cmd_flips(args) -> int:
     return EXIT_CLEAN
 
 
-def add_rulebook_parser(sub) -> None:
+def add_rulebook_parser(sub: Subparsers) -> None:
     rb = sub.add_parser("rulebook", help="exact rulebook analysis: lint, semantic diff, minimal flips")
     rsub = rb.add_subparsers(dest="rulebook_command", required=True)
-    compare = {"choices": ["outcome", "decision", "rule"], "default": "outcome",
+    compare: dict[str, Any] = {"choices": ["outcome", "decision", "rule"], "default": "outcome",
                "help": "what counts as a different result (default: outcome)"}
     p = rsub.add_parser("lint", help="dead and shadowed rules, overlaps, fall-through, undeclared fields")
     p.add_argument("file")

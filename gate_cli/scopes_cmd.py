@@ -3,13 +3,15 @@ setting for anonymized cross-customer benchmarks (revocable; a scope never set i
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from gate_cli.context import load_settings, now, open_ledger
+from gate_cli.help import Subparsers
 
 
-def add_scopes_parser(sub) -> None:
+def add_scopes_parser(sub: Subparsers) -> None:
     scopes = sub.add_parser("scopes", help="per-scope operator settings")
     ssub = scopes.add_subparsers(dest="scopes_command", required=True)
     b = ssub.add_parser("benchmarks", help="opt a scope in to or out of anonymized benchmarks")
@@ -25,7 +27,7 @@ def add_scopes_parser(sub) -> None:
     scopes.set_defaults(func=cmd_scopes)
 
 
-def cmd_scopes(args) -> int:
+def cmd_scopes(args: argparse.Namespace) -> int:
     # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.ledger.reports import benchmark_setting, set_benchmark_opt_in
 

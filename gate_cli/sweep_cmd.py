@@ -10,12 +10,15 @@ Exit 0 with the sweep; 2 with one line on stderr for bad input (nothing is read 
 
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Any
 
 from gate_cli.dry_run_cmd import _cost_model, _digest_store, _fail, _signing, add_allow_unsigned, trust_for
+from gate_cli.help import Subparsers
 
 
-def add_sweep_parser(sub) -> None:
+def add_sweep_parser(sub: Subparsers) -> None:
     p = sub.add_parser("sweep", help="sweep a rule's numeric threshold over history (figures with intervals)")
     p.add_argument("--rulebook-id", required=True, help="the rulebook whose history is replayed (required)")
     p.add_argument("--draft", required=True, help="the draft rulebook (JSON file) (required)")
@@ -35,7 +38,7 @@ def add_sweep_parser(sub) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
-def cmd_sweep(args) -> int:
+def cmd_sweep(args: argparse.Namespace) -> int:
     from workbench.migration import DryRunError
     from workbench.migration.draft import read_draft_file
     from workbench.migration.sweep import sweep, thresholds_between
@@ -64,14 +67,14 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _pct(figure: dict) -> str:
+def _pct(figure: dict[str, Any]) -> str:
     interval = figure.get("interval_95")
     from workbench.reports.numbers import rate_interval
 
     return "n/a" if interval is None else f"{figure['count']:>7,} ({rate_interval(*interval)})"
 
 
-def sweep_text(result: dict) -> str:
+def sweep_text(result: dict[str, Any]) -> str:
     leaf = result["leaf"]
     lines = [(f"sweep of {result['rulebook_id']}: rule {leaf['rule_id']}, {leaf['field']} {leaf['operator']} t "
              f"(draft t = {leaf['draft_value']:g}) over {result['decisions_replayed']:,} decisions (as of "

@@ -14,11 +14,13 @@ Exit codes: 0 verified, 1 verification failed, 2 unusable input (unreadable file
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.errors import GateError
@@ -32,10 +34,11 @@ from gate.verify import (
     TrustAnchors,
     verify_record,
 )
+from gate_cli.help import Subparsers
 from gate_cli.packet_report import is_packet, packet_report
 
 
-def add_verify_parser(sub) -> None:
+def add_verify_parser(sub: Subparsers) -> None:
     p = sub.add_parser("verify", help="verify an exported Decision Record or Decision Packet offline")
     p.add_argument("file", nargs="?", default=None,
                    help="the exported record, packet or history (JSON); required unless --hold-history")
@@ -54,7 +57,7 @@ def add_verify_parser(sub) -> None:
     p.set_defaults(func=cmd_verify)
 
 
-def _read_json(path: str, what: str):
+def _read_json(path: str, what: str) -> Any:  # any JSON value: the caller checks its shape
     try:
         return parse_strict(Path(path).read_bytes())
     except OSError as exc:
@@ -73,11 +76,12 @@ def is_url(location: str) -> bool:
 def _registry_body(location: str) -> bytes:
     if is_url(location):
         with urllib.request.urlopen(location, timeout=10) as response:  # noqa: S310 - operator-chosen URL
-            return response.read(MAX_REGISTRY_BYTES + 1)
+            body: bytes = response.read(MAX_REGISTRY_BYTES + 1)  # typeshed leaves urlopen's answer Any
+            return body
     return Path(location).read_bytes()
 
 
-def load_anchors(args) -> TrustAnchors:
+def load_anchors(args: argparse.Namespace) -> TrustAnchors:
     anchors = TrustAnchors()
     if args.key_registry:
         # The result names where the trusted keys came from: a URL is labelled a URL, never a file.
@@ -104,7 +108,7 @@ def load_anchors(args) -> TrustAnchors:
     return anchors
 
 
-def _checkpoint_log(path: str | None) -> list[dict] | None:
+def _checkpoint_log(path: str | None) -> list[dict[str, Any]] | None:
     """The checkpoints of `--checkpoints` (None without it); unreadable is exit 2."""
     if path is None:
         return None
@@ -116,7 +120,7 @@ def _checkpoint_log(path: str | None) -> list[dict] | None:
         raise GateError("VERIFY_INPUT_UNREADABLE", exc.message) from exc
 
 
-def report(result: dict) -> str:
+def report(result: dict[str, Any]) -> str:
     lines = [f"decision {result.get('decision_id')}: " + ("VERIFIED" if result["verified"] else "NOT VERIFIED")]
     lines.append(f"  integrity    {'valid' if result['integrity_valid'] else 'INVALID'}")
     source = result.get("key_source") or "no trusted key"
@@ -130,7 +134,7 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _input_file(args) -> tuple[str, str]:
+def _input_file(args: argparse.Namespace) -> tuple[str, str]:
     """The one file to check and what it is called: FILE, or the --hold-history file."""
     if (args.file is None) == (args.hold_history is None):
         raise GateError("VERIFY_INPUT_UNREADABLE", "give one file: FILE or --hold-history FILE")
@@ -139,7 +143,7 @@ def _input_file(args) -> tuple[str, str]:
     return (args.file, "record") if args.file is not None else (args.hold_history, "hold history")
 
 
-def cmd_verify(args) -> int:
+def cmd_verify(args: argparse.Namespace) -> int:
     try:
         path, what = _input_file(args)
         record = _read_json(path, what)
@@ -169,7 +173,7 @@ def cmd_verify(args) -> int:
     return 0 if result["verified"] else 1
 
 
-def _verify_release_history(document: dict, anchors: TrustAnchors, as_json: bool) -> int:
+def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
@@ -195,14 +199,14 @@ def _verify_release_history(document: dict, anchors: TrustAnchors, as_json: bool
     return 0 if verified else 1
 
 
-def _policy_delta(change: dict) -> str:
+def _policy_delta(change: dict[str, Any]) -> str:
     """The members a policy change states differently after than before (`a: x -> y`)."""
     before, after = change.get("policy_before") or {}, change.get("policy_after") or {}
     moved = [f"{name}: {before.get(name)!r} -> {after.get(name)!r}" for name in after if before.get(name) != after.get(name)]
     return "; ".join(moved) or "no member changed"
 
 
-def _verify_hold_history(document: dict, anchors: TrustAnchors, as_json: bool) -> int:
+def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
     """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key."""
     check = verify_hold_history(document, anchors)
     if as_json:

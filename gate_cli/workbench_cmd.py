@@ -18,15 +18,21 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
+from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:
+    from workbench.app.oidc_settings import OIDCSettings
+    from workbench.app.store import WorkbenchStore
 
 DEFAULT_PORT = 5006
 
 
-def add_workbench_parser(sub) -> None:
+def add_workbench_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "workbench", help="serve the policy workbench (dashboard) beside the API",
         description="Serve the Panel workbench over the Parquet dataset and the ledger. On a loopback "
@@ -66,7 +72,7 @@ def add_workbench_parser(sub) -> None:
 OIDC_SECRET_ENV = "GATE_OIDC_CLIENT_SECRET"  # noqa: S105  # the variable's name, not a secret
 
 
-def add_oidc_arguments(p) -> None:
+def add_oidc_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sign-in through an OpenID Connect provider (docs/workbench.md)")
     g.add_argument("--oidc-issuer", default=None, metavar="URL",
                    help="the provider's issuer URL (its /.well-known/openid-configuration is read at start; "
@@ -86,7 +92,7 @@ def add_oidc_arguments(p) -> None:
                         "path /login)")
 
 
-def oidc_settings(args):
+def oidc_settings(args: argparse.Namespace) -> OIDCSettings | None:
     """The OIDCSettings `args` ask for (None without --oidc-issuer), or ValueError with the line to print."""
     from workbench.app.oidc_settings import OIDCSettings
 
@@ -111,7 +117,7 @@ def oidc_settings(args):
                         args.oidc_redirect_uri)
 
 
-def add_passwd_parser(sub) -> None:
+def add_passwd_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "workbench-passwd", help="set a workbench user's password (stored as a scrypt hash)",
         description="Add a user to the workbench password file or set their password. The password is "
@@ -136,7 +142,7 @@ def _read_new_password() -> str:
     return first
 
 
-def cmd_passwd(args) -> int:
+def cmd_passwd(args: argparse.Namespace) -> int:
     # Lazy (here and in cmd_workbench): the workbench's modules load only for its commands.
     from workbench.app.passwords import PasswordFileError, convert_plaintext, set_password
 
@@ -180,8 +186,8 @@ def bind_address(host: str, port: int) -> tuple[str, str]:
     return bare, f"{bare}:{port}"
 
 
-def build_store(settings, dataset: str | None, cluster: str | None = None, *, allow_unsigned: bool = False,
-                allow_stale: bool = False):
+def build_store(settings: Settings, dataset: str | None, cluster: str | None = None, *, allow_unsigned: bool = False,
+                allow_stale: bool = False) -> WorkbenchStore:
     # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
@@ -195,7 +201,7 @@ def build_store(settings, dataset: str | None, cluster: str | None = None, *, al
                           webhook_allow_hosts=settings.webhook_allow_hosts)
 
 
-def cmd_workbench(args) -> int:
+def cmd_workbench(args: argparse.Namespace) -> int:
     from workbench.app.access import AccessConfigError, access_for
     from workbench.app.oidc import discover
 
@@ -236,7 +242,7 @@ def cmd_workbench(args) -> int:
 SERVING = "workbench on http"  # the line `gate workbench` prints once its socket is bound
 
 
-def start_beside(host: str, port: int):
+def start_beside(host: str, port: int) -> subprocess.Popen[str]:
     """Start `gate workbench --refresh` as a child process beside a server in the foreground
     (`gate demo`). The child exports what is new in the ledger, then serves; it is stopped when
     this process exits, and on Linux the kernel stops it even if this process is killed.
@@ -256,17 +262,21 @@ def start_beside(host: str, port: int):
     child = subprocess.Popen([gate, "workbench", "--host", host, "--port", str(port), "--refresh"],  # noqa: S603
                              preexec_fn=die_with_parent,  # noqa: PLW1509
                              stdout=subprocess.PIPE, text=True)
-    atexit.register(lambda: child.poll() is None and child.terminate())
+    def stop_child() -> None:
+        if child.poll() is None:
+            child.terminate()
+
+    atexit.register(stop_child)
     print("Policy workbench: exporting the ledger to the Parquet dataset first; its address follows "
           "once it listens", flush=True)
     threading.Thread(target=_relay, args=(child, host, port), daemon=True, name="workbench-relay").start()
     return child
 
 
-def _relay(child: subprocess.Popen, host: str, port: int) -> None:
+def _relay(child: subprocess.Popen[str], host: str, port: int) -> None:
     """Copy the workbench's output; announce it when it serves, or say that it did not."""
     served = False
-    for line in child.stdout:
+    for line in child.stdout or ():  # a pipe: the child was started with stdout=PIPE
         if line.startswith(SERVING) and not served:
             served = True
             print(f"\nPolicy workbench (dashboard): http://{host}:{port}/workbench\n", flush=True)

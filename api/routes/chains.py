@@ -8,7 +8,9 @@ The checkpoint and the proofs read O(log n) nodes and are not charged.
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from typing import Any
+
+from flask import Blueprint, Response, request
 
 from api.costs import LINKS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
@@ -21,7 +23,7 @@ from gate.services.decide import Caller
 bp = Blueprint("chains", __name__)
 
 
-def _answer(body):
+def _answer(body: dict[str, Any] | None) -> Response:
     if body is None:
         return error_response("CHAIN_NOT_FOUND", "no audit chain (or decision in it) with this id in your scope")
     return json_response(200, body)
@@ -37,13 +39,13 @@ CHAIN_WEIGHT = Weight(query=lambda: units(_limit(), LINKS_PER_UNIT))
 @bp.get("/api/decision/chains/<chain_id>")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
 @charged(CHAIN_WEIGHT)
-def chain(caller: Caller, chain_id: str):
+def chain(caller: Caller, chain_id: str) -> Response:
     return _answer(runtime().audit.chain_view(caller.scope, chain_id, _limit()))
 
 
 @bp.get("/api/decision/chains/<chain_id>/inclusion")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def inclusion(caller: Caller, chain_id: str):
+def inclusion(caller: Caller, chain_id: str) -> Response:
     decision_id = request.args.get("decision_id")
     if not decision_id:
         raise GateError("REQUEST_INVALID", "decision_id is required",
@@ -54,7 +56,7 @@ def inclusion(caller: Caller, chain_id: str):
 
 @bp.get("/api/decision/chains/<chain_id>/consistency")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def consistency(caller: Caller, chain_id: str):
+def consistency(caller: Caller, chain_id: str) -> Response:
     first = int_arg("first")
     if first is None:
         raise GateError("REQUEST_INVALID", "first is required",
@@ -64,7 +66,7 @@ def consistency(caller: Caller, chain_id: str):
 
 @bp.get("/api/decision/chains/<chain_id>/checkpoint")
 @keyed("SVC_CHAIN_UNAUTHORIZED")
-def checkpoint(caller: Caller, chain_id: str):
+def checkpoint(caller: Caller, chain_id: str) -> Response:
     """The signed checkpoint of the caller's chain at its head (appended to the gate's own
     checkpoint log), and with `first` the consistency proof from that tree size, so a witness
     can check it extends the checkpoint it holds. 409 `CHAIN_INTEGRITY_FAILED` when the stored

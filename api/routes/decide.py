@@ -122,7 +122,7 @@ def _record_headers(caller: Caller, record: Mapping[str, Any], used: int, idempo
 
 @bp.post("/api/decide")
 @keyed("SVC_API_UNAUTHORIZED")
-def decide(caller: Caller):
+def decide(caller: Caller) -> Response:
     rt = runtime()
     headers = _rate_checked(rt, caller)
     if isinstance(headers, Response):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import Weight, charged
 from api.errors import error_response, json_response
@@ -66,12 +66,12 @@ def _body_fields(body: Any) -> tuple[Any, Any, Any]:
 
 
 @bp.get("/api/decision/verify")
-def describe_verify():
+def describe_verify() -> Response:
     return json_response(200, VERIFY_DESCRIPTION)
 
 
 @bp.post("/api/decision/verify")
-def verify_exported():
+def verify_exported() -> Response:
     rt = runtime()
     data = read_json_bytes(request, rt.settings.max_body_bytes)
     with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy
@@ -86,7 +86,7 @@ def verify_exported():
 
 @bp.get("/api/decision/<decision_id>")
 @keyed("SVC_API_UNAUTHORIZED")
-def read_decision(caller: Caller, decision_id: str):
+def read_decision(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
     view, _ = requested_view(request.args.get("response_view"))
     if view not in C.VIEWS:
@@ -106,7 +106,7 @@ VERIFY_WEIGHT = Weight(body=True, stored=4)
 @bp.route("/api/decision/<decision_id>/verify", methods=["GET", "POST"])
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(VERIFY_WEIGHT)
-def verify_stored(caller: Caller, decision_id: str):
+def verify_stored(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes, optional=True,
                                 max_depth=MAX_DOCUMENT_DEPTH) if request.method == "POST" else None

@@ -5,7 +5,7 @@ exist. A subscription's secret is answered once, when it is made or rotated."""
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
@@ -23,7 +23,7 @@ WEIGHT = Weight(base=2)
 MAX_EVENTS_PAGE = 500
 
 
-def _refused(error: GateError):
+def _refused(error: GateError) -> Response:
     status, body = gate_error_body(error)
     return json_response(status, body)
 
@@ -36,7 +36,7 @@ def _events() -> EventService:
 @bp.route("/api/events/subscriptions", methods=["GET", "POST"])
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def subscriptions(caller: Caller):
+def subscriptions(caller: Caller) -> Response:
     """GET: the scope's subscriptions (no secrets). POST `{url, event_types?, from?}`: a new one,
     201 with its secret (shown this once); 400 `EVENT_TARGET_REFUSED` for an address inside."""
     try:
@@ -54,7 +54,7 @@ def subscriptions(caller: Caller):
 @bp.route("/api/events/subscriptions/<subscription_id>", methods=["GET", "PATCH"])
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def subscription(caller: Caller, subscription_id: str):
+def subscription(caller: Caller, subscription_id: str) -> Response:
     """GET: one subscription. PATCH `{"status": "active" | "disabled"}`: enable or disable it."""
     try:
         require(caller, "admin")
@@ -73,7 +73,7 @@ def subscription(caller: Caller, subscription_id: str):
 @bp.post("/api/events/subscriptions/<subscription_id>/rotate")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def rotate(caller: Caller, subscription_id: str):
+def rotate(caller: Caller, subscription_id: str) -> Response:
     """A new secret (shown once); the old one keeps signing beside it for `overlap_seconds`."""
     try:
         require(caller, "admin")
@@ -89,7 +89,7 @@ def rotate(caller: Caller, subscription_id: str):
 @bp.post("/api/events/subscriptions/<subscription_id>/replay")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def replay(caller: Caller, subscription_id: str):
+def replay(caller: Caller, subscription_id: str) -> Response:
     """Send events again: `{"seq": n}` or `{"since": time, "until": time}`; 202 with the count queued."""
     try:
         require(caller, "admin")
@@ -103,7 +103,7 @@ def replay(caller: Caller, subscription_id: str):
 @bp.get("/api/events/subscriptions/<subscription_id>/deliveries")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def deliveries(caller: Caller, subscription_id: str):
+def deliveries(caller: Caller, subscription_id: str) -> Response:
     """Success rate, latency, lag and the last failures (the receiver's status and answer, as text)."""
     try:
         require(caller, "admin")
@@ -115,7 +115,7 @@ def deliveries(caller: Caller, subscription_id: str):
 @bp.route("/api/events/settings", methods=["GET", "PUT"])
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def settings(caller: Caller):
+def settings(caller: Caller) -> Response:
     """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin)."""
     try:
         require(caller, "admin")
@@ -133,7 +133,7 @@ def settings(caller: Caller):
 @bp.get("/api/events")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
-def events(caller: Caller):
+def events(caller: Caller) -> Response:
     """The scope's events after `after` (a seq, default 0), oldest first, at most `limit` (500)."""
     try:
         require(caller, "admin")

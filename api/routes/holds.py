@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
@@ -29,7 +29,7 @@ MAX_PAGE = 500
 _IN_THREAD = object()  # no parking offered (the test client, the development server)
 
 
-def _refused(error: GateError):
+def _refused(error: GateError) -> Response:
     status, body = gate_error_body(error)
     return json_response(status, body)
 
@@ -42,7 +42,7 @@ def _holds() -> HoldService:
 @bp.get("/api/holds")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def inbox(caller: Caller):
+def inbox(caller: Caller) -> Response:
     """The scope's holds: `state` (open, approved, denied, expired, closed, all; default open),
     `queue`, `limit` (1-500, default 50) and `offset`; soonest deadline first, then most urgent."""
     try:
@@ -57,14 +57,14 @@ def inbox(caller: Caller):
 @bp.get("/api/holds/policy")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def policy(caller: Caller):
+def policy(caller: Caller) -> Response:
     return json_response(200, {"ok": True, "policy": _holds().policy(caller.scope).to_json()})
 
 
 @bp.put("/api/holds/policy")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
-def set_policy(caller: Caller):
+def set_policy(caller: Caller) -> Response:
     """The whole hold policy (admin): 200 with the signed `policy_set` event of the hold chain."""
     try:
         body = read_json(request, runtime().settings.max_body_bytes)
@@ -76,7 +76,7 @@ def set_policy(caller: Caller):
 @bp.get("/api/holds/history")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
-def history(caller: Caller):
+def history(caller: Caller) -> Response:
     """The scope's hold chain (`hold_history_v1`) that `gate verify --hold-history` checks offline."""
     return json_response(200, _holds().history_document(caller.scope))
 
@@ -84,14 +84,14 @@ def history(caller: Caller):
 @bp.get("/api/holds/<decision_id>")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def show(caller: Caller, decision_id: str):
+def show(caller: Caller, decision_id: str) -> Response:
     try:
         return json_response(200, {"ok": True, "hold": _holds().show(caller.scope, decision_id)})
     except GateError as error:
         return _refused(error)
 
 
-def act(caller: Caller, decision_id: str, action: str):
+def act(caller: Caller, decision_id: str, action: str) -> Response:
     """One signed step: `resolve` `{decision, reason_code, note?}`, `claim`, `unclaim`,
     `reassign` `{queue, note?}`, `escalate`. 201 with the event and the hold after it."""
     service = _holds()
@@ -114,7 +114,7 @@ def act(caller: Caller, decision_id: str, action: str):
 
 def _step_route(action: str) -> None:
     """POST /api/holds/<decision_id>/<action>: one route per step, so each is declared as it is."""
-    def route(caller: Caller, decision_id: str):
+    def route(caller: Caller, decision_id: str) -> Response:
         return act(caller, decision_id, action)
     route.__name__ = f"hold_{action}"
     bp.add_url_rule(f"/api/holds/<decision_id>/{action}", view_func=keyed("SVC_API_UNAUTHORIZED")(
@@ -128,7 +128,7 @@ for _action in ("resolve", "claim", "unclaim", "reassign", "escalate"):
 @bp.get("/api/decision/<decision_id>/resolution")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
-def resolution(caller: Caller, decision_id: str):
+def resolution(caller: Caller, decision_id: str) -> Response:
     """The held decision's state and, once closed, its signed resolution. `wait` (0-30 s) waits
     for the close: served by `gate serve`, the request is parked in the worker's event loop and
     holds no thread; it is answered within a second of a close in any process, or at the end of

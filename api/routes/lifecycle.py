@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from collections.abc import Callable
+
+from flask import Blueprint, Response, request
 
 from api.errors import error_response, json_response
 from api.jsonio import read_json
@@ -18,9 +20,9 @@ HEADER_PREFIX = {"execution": "x-decision-execution", "outcome": "x-decision-out
 PATHS = {"execution": "execution", "outcome": "outcome", "crm_sync": "crm-sync"}
 
 
-def _endpoint(kind: Kind):
+def _endpoint(kind: Kind) -> Callable[[str], Response]:
     @keyed(f"{kind.code}_UNAUTHORIZED")
-    def view(caller: Caller, decision_id: str):
+    def view(caller: Caller, decision_id: str) -> Response:
         rt = runtime()
         record = rt.service.stored_record(caller, decision_id)
         if record is None:

@@ -38,7 +38,7 @@ def _document_text(build: Callable[[], Any]) -> str:
 
 
 @bp.get("/schemas/<path:name>")
-def schema(name: str):
+def schema(name: str) -> Response:
     """Contract artifacts (`schemas/`: JSON Schemas, conformance index and fixtures, golden replay
     corpus), served byte for byte."""
     # SECURITY: only plain names inside the schemas folder (no `..`, no absolute or hidden paths),
@@ -52,10 +52,10 @@ def schema(name: str):
 
 
 @bp.get("/openapi.json")
-def openapi():
+def openapi() -> Response:
     return json_text_response(200, _document_text(openapi_document))
 
 
 @bp.get("/docs.json")
-def docs():
+def docs() -> Response:
     return json_text_response(200, _document_text(docs_document))

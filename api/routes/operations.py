@@ -68,7 +68,7 @@ def _policy_alerts() -> PolicyAlertService:
 
 
 @bp.get("/api/runtime-config")
-def runtime_config():
+def runtime_config() -> Response:
     rt = runtime()
     settings = rt.settings
     signer = rt.signing.receipt_signer()
@@ -113,7 +113,7 @@ def runtime_config():
 
 
 @bp.post("/api/pilot")
-def pilot():
+def pilot() -> Response:
     limited = client_limit("pilot")
     if isinstance(limited, Response):
         return limited
@@ -137,7 +137,7 @@ def pilot():
 
 
 @bp.get("/api/proof-metrics")
-def proof_metrics():
+def proof_metrics() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
@@ -150,7 +150,7 @@ def proof_metrics():
 
 
 @bp.get("/api/pilot-export")
-def pilot_export():
+def pilot_export() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
         return refusal
@@ -181,12 +181,12 @@ def _wanted_policy() -> str | None:
 def _alert_report_units() -> int:
     """One anomaly report's units per policy read: the named one, else up to MAX_ALERT_POLICIES
     (api.costs); a bad query is a 400 before the charge."""
-    per_report = units(ReportParams().limit, REPORT_ROWS_PER_UNIT)
+    per_report = units(ReportParams().ledger_limit, REPORT_ROWS_PER_UNIT)
     return per_report * (1 if _wanted_policy() is not None else MAX_ALERT_POLICIES)
 
 
 @bp.get("/api/policy-alerts")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(query=_alert_report_units))
-def policy_alerts(caller: Caller):
+def policy_alerts(caller: Caller) -> Response:
     return json_response(200, _policy_alerts().alerts(caller.scope, _wanted_policy()))

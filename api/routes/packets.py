@@ -9,19 +9,20 @@ is false).
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import parse_json_bytes, read_json_bytes
 from api.public_limits import verification_slot
 from api.query import int_arg
-from api.runtime import keyed, runtime
+from api.runtime import GateRuntime, keyed, runtime
 from gate import vocabulary as C
 from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
-from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
+from gate.packets import ChainExcerpt, PacketOptions, PacketSourceError, build_packet, verify_packet
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH
 from gate.services.chains import packet_chain_excerpt
 from gate.services.decide import Caller
@@ -64,7 +65,7 @@ def _packet_query_units() -> int:
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
 
 
-def _consistency_from(rt, chain, first: int | None) -> dict | None:
+def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | None) -> dict[str, Any] | None:
     """`{first, first_root, proof}` from the stored nodes, for `consistency_from=<first>`: the
     proof that the tree a witness holds (of `first` leaves) is a prefix of the exported one."""
     if first is None or chain is None:
@@ -77,14 +78,17 @@ def _consistency_from(rt, chain, first: int | None) -> dict | None:
             "proof": rt.audit.consistency_proof(chain.chain_id, first, chain.chain_size)}
 
 
-def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
+def _receipts_under_head(
+    rt: GateRuntime, decision_id: str, options: PacketOptions,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int], dict[str, Any] | None]:
     """The newest receipts of each kind, their stored totals and the signed receipt head they
     were read under, all read in one snapshot of the ledger: the head's count describes the lists
     exported beside it, whatever receipt a concurrent request writes meanwhile."""
     store = rt.lifecycle.store
     with store.ledger.one_snapshot():
         head = store.receipt_head(decision_id)
-        parts, totals = {}, {}
+        parts: dict[str, list[dict[str, Any]]] = {}
+        totals: dict[str, int] = {}
         for name, kind in KINDS.items():
             limit = options.limit_for(kind.list_name)
             parts[name], totals[kind.list_name] = rt.lifecycle.all_for(kind, decision_id, limit)
@@ -94,7 +98,7 @@ def _receipts_under_head(rt, decision_id: str, options: PacketOptions):
 @bp.get("/api/decision/<decision_id>/packet")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PACKET_WEIGHT)
-def export_packet(caller: Caller, decision_id: str):
+def export_packet(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
     options = _options()
     consistency_from = int_arg("consistency_from")
@@ -107,7 +111,7 @@ def export_packet(caller: Caller, decision_id: str):
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
     try:
         parts, totals, receipt_head = _receipts_under_head(rt, decision_id, options)
-        if receipt_head is None and sum(totals.values()):
+        if receipt_head is None and any(totals.values()):  # stored receipts, but no head
             raise PacketSourceError("the decision's receipt chain head is missing but receipts are stored")
         chain = packet_chain_excerpt(rt.audit, decision_id, options.chain_limit) if options.include_chain else None
         if options.include_chain and chain is None:
@@ -144,12 +148,12 @@ def export_packet(caller: Caller, decision_id: str):
 
 
 @bp.get("/api/decision/packet/verify")
-def describe_packet_verify():
+def describe_packet_verify() -> Response:
     return json_response(200, PACKET_VERIFY_DESCRIPTION)
 
 
 @bp.post("/api/decision/packet/verify")
-def verify_exported_packet():
+def verify_exported_packet() -> Response:
     rt = runtime()
     data = read_json_bytes(request, rt.settings.max_packet_bytes)
     with verification_slot():  # issue 18: 503 at once when the process's public verifications are busy

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.errors import error_response, json_response
 from gate.rulebook.patterns import REGISTRY_VERSION, load_patterns
@@ -17,13 +17,13 @@ _VALUE = re.compile(r"^[A-Za-z0-9_.:-]{1,120}$")
 _PARAMS = ("pattern_id", "tag")
 
 
-def _bad(name: str, message: str):
+def _bad(name: str, message: str) -> Response:
     return error_response("REQUEST_INVALID", f"{name} {message}",
                           errors=[{"field": name, "code": "invalid_value", "message": message}])
 
 
 @bp.get("/api/decision/policy-patterns")
-def policy_patterns():
+def policy_patterns() -> Response:
     for name in request.args:
         if name not in _PARAMS:
             return _bad(name, "is not a parameter of this registry (accepted: pattern_id, tag)")

@@ -17,6 +17,9 @@ error object (JSON-RPC error or the gate's error body), never a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask import Blueprint, Flask, Response, current_app, request
 
 from api import mcp_holds
@@ -39,6 +42,7 @@ from gate.services.policychecks import (
     CHECKS,
     ArgumentsInvalid,
     CheckFailed,
+    CheckSpec,
     PolicyCheckService,
 )
 
@@ -51,12 +55,13 @@ bp = Blueprint("policychecks", __name__)
 
 
 def checks() -> PolicyCheckService:
-    return current_app.extensions["policychecks"]
+    service: PolicyCheckService = current_app.extensions["policychecks"]  # set by init_app
+    return service
 
 
 # ---------------------------------------------------------------------------- MCP
 
-def _jsonrpc(status: int, body, headers: dict[str, str] | None = None) -> Response:
+def _jsonrpc(status: int, body: dict[str, Any] | None, headers: dict[str, str] | None = None) -> Response:
     if body is None:
         response = Response(status=status)
     else:
@@ -97,11 +102,11 @@ def _serve_mcp(endpoint: McpEndpoint) -> Response:
     return _jsonrpc(status, body, headers)
 
 
-def _mcp_blueprint(name: str, prefix: str | None, endpoint_factory) -> Blueprint:
+def _mcp_blueprint(name: str, prefix: str | None, endpoint_factory: Callable[[], McpEndpoint]) -> Blueprint:
     blueprint = Blueprint(name, __name__, url_prefix=prefix)
 
     @blueprint.route("/api/mcp", methods=["POST", *_NOT_POST])
-    def mcp():
+    def mcp() -> Response:
         return _serve_mcp(endpoint_factory())
 
     return blueprint
@@ -131,8 +136,8 @@ def _rest_check(tool: str) -> Response:
     return json_response(200, result, headers)
 
 
-def _register_rest(spec) -> None:
-    def view():
+def _register_rest(spec: CheckSpec) -> None:
+    def view() -> Response:
         return _rest_check(spec.tool)
 
     bp.add_url_rule(spec.rest_path, f"rest_{spec.service}", view, methods=["POST"])
@@ -143,7 +148,7 @@ for _spec in CHECKS:
 
 
 @bp.get("/rules/policy-sources.json")
-def policy_sources():
+def policy_sources() -> Response:
     return json_response(200, checks().sources(), {"Cache-Control": "public, max-age=300"})
 
 
@@ -155,9 +160,10 @@ def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
     app.extensions["policychecks"] = service or PolicyCheckService(clock=gate_clock)
     endpoints: dict[str, McpEndpoint] = {}
 
-    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str, extra: dict[str, ExtraTool] | None = None):
+    def endpoint(key: str, tools: tuple[str, ...], name: str, title: str,
+                 extra: dict[str, ExtraTool] | None = None) -> Callable[[], McpEndpoint]:
         def factory() -> McpEndpoint:
-            current = current_app.extensions["policychecks"]
+            current = checks()
             cached = endpoints.get(key)
             if cached is None or cached.checks is not current:
                 cached = endpoints[key] = McpEndpoint(current, tools, name, title, extra)

@@ -76,13 +76,13 @@ def assets_dir() -> Path | None:
     return folder if (folder / "swagger-ui-bundle.js").is_file() else None
 
 
-def _missing_assets():
+def _missing_assets() -> Response:
     return error_response("NOT_FOUND", "the API reference assets are not installed "
                                        "(pip install 'decision-gate[server]'); /openapi.json has the same contract")
 
 
 @bp.get("/docs")
-def page():
+def page() -> Response:
     if assets_dir() is None:
         return _missing_assets()
     response = Response(_PAGE.replace("{version}", __version__), status=200, mimetype="text/html")
@@ -92,7 +92,7 @@ def page():
 
 
 @bp.get("/docs/assets/<name>")
-def asset(name: str):
+def asset(name: str) -> Response:
     if name == INIT_SCRIPT:
         response = Response(_INIT, status=200, mimetype="text/javascript")
     else:
@@ -110,5 +110,5 @@ def asset(name: str):
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> Response:
     return json_response(200, {"ok": True, "status": "alive", "service_version": __version__})

@@ -6,8 +6,9 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.errors import error_response, json_response
 from api.runtime import keyed, runtime
@@ -23,7 +24,7 @@ bp = Blueprint("registries", __name__)
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
-def rulebook_contract() -> dict:
+def rulebook_contract() -> dict[str, Any]:
     return {
         "schema_version": C.RULEBOOK_SCHEMA_VERSION,
         "schema_url": runtime().settings.schema_url,
@@ -33,7 +34,7 @@ def rulebook_contract() -> dict:
 
 
 @bp.get("/api/decision/status")
-def status():
+def status() -> Response:
     rt = runtime()
     ledger_ok = rt.service.ledger_ready()
     limiter_ok = rt.limiter.ping()
@@ -92,7 +93,7 @@ def status():
 
 
 @bp.get("/api/decision/receipt-keys")
-def receipt_keys():
+def receipt_keys() -> Response:
     rt = runtime()
     signer = rt.signing.receipt_signer()
     body = {
@@ -110,7 +111,7 @@ def receipt_keys():
     return json_response(200, body)
 
 
-def version_order_key(version: str) -> tuple:
+def version_order_key(version: str) -> tuple[tuple[int, int, str], ...]:
     """Natural order of version labels: digit runs compare as numbers, other runs as text
     ("2026-08-01" > "2026-05-01", "1.10.0" > "1.9.0")."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
@@ -118,14 +119,14 @@ def version_order_key(version: str) -> tuple:
 
 
 @lru_cache(maxsize=4)
-def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
+def _published_bundles(policy_dir: str | None) -> tuple[dict[str, Any], ...]:
     """Operator-published rulebooks (GATE_POLICY_DIR), as policy bundle entries.
 
     Per rulebook id, the highest version (natural order, `version_order_key`) is `active`; the
     other published versions are `historical`, listed with `superseded_by`."""
     if not policy_dir:
         return ()
-    bundles = []
+    bundles: list[dict[str, Any]] = []
     for path in sorted(Path(policy_dir).glob("*.json")):
         try:
             rulebook = parse_strict(path.read_bytes())
@@ -147,7 +148,7 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
                 "status": "active",
             }
         )
-    latest: dict[str, dict] = {}
+    latest: dict[str, dict[str, Any]] = {}
     for bundle in bundles:
         best = latest.get(bundle["id"])
         if best is None or version_order_key(bundle["version"]) > version_order_key(best["version"]):
@@ -162,7 +163,7 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict, ...]:
 
 
 @bp.get("/api/decision/policy-bundles")
-def policy_bundles():
+def policy_bundles() -> Response:
     rt = runtime()
     policy_dir = str(rt.settings.policy_dir) if rt.settings.policy_dir else None
     bundles = list(_published_bundles(policy_dir))
@@ -202,7 +203,7 @@ def policy_bundles():
 
 @bp.get("/api/decision/rulebooks")
 @keyed("SVC_API_UNAUTHORIZED")
-def rulebooks(caller: Caller):
+def rulebooks(caller: Caller) -> Response:
     rt = runtime()
     wanted_hash = request.args.get("hash")
     rulebook_id = request.args.get("rulebook_id")
@@ -214,7 +215,7 @@ def rulebooks(caller: Caller):
             "RULEBOOK_LOOKUP_INVALID",
             "look up a rulebook by exactly `hash`, or by both `rulebook_id` and `version`",
         )
-    if by_hash:
+    if wanted_hash is not None:  # by hash (the check above leaves no other case with a hash)
         snapshot = rt.service.rulebook_snapshot(caller, rulebook_hash=wanted_hash.strip().lower())
     else:
         snapshot = rt.service.rulebook_snapshot(caller, rulebook_id=rulebook_id, version=version)
@@ -228,7 +229,10 @@ def rulebooks(caller: Caller):
     dependency = metadata.get("trusted_adapter_dependency")
     metadata["trusted_adapter_dependency"] = dependency
     if isinstance(dependency, dict):
-        adapter = rt.service.adapters.get(dependency.get("adapter_id"), dependency.get("version"))
+        adapter_id, adapter_version = dependency.get("adapter_id"), dependency.get("version")
+        # The gate writes both as strings; anything else names no registered adapter.
+        adapter = (rt.service.adapters.get(adapter_id, adapter_version)
+                   if isinstance(adapter_id, str) and isinstance(adapter_version, str) else None)
         metadata["adapter_dependency_registered"] = bool(
             adapter is not None and adapter.manifest_hash == dependency.get("manifest_hash"))
     return json_response(200, {"ok": True, "rulebook": metadata})
@@ -238,7 +242,7 @@ _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 @bp.get("/api/decision/adapters")
-def adapters():
+def adapters() -> Response:
     """Public registry of trusted adapter manifests, so a caller can build an invocation."""
     registry = runtime().service.adapters
     adapter_id = request.args.get("adapter_id")

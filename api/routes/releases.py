@@ -4,12 +4,14 @@ scope's rulebook is 404, exactly like one that does not exist."""
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from typing import Any
+
+from flask import Blueprint, Response, request
 
 from api.costs import Weight, charged
 from api.errors import error_response, gate_error_body, json_response
 from api.jsonio import read_json
-from api.runtime import idempotency_key_header, keyed, runtime
+from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
 from gate.errors import GateError
 from gate.principals import Principal
 from gate.services.decide import Caller
@@ -21,7 +23,7 @@ STATUS_WEIGHT = Weight(base=10)  # the shadow and canary figures read up to 50,0
 ACTION_WEIGHT = Weight(base=2)
 
 
-def _refused(error: GateError):
+def _refused(error: GateError) -> Response:
     status, body = gate_error_body(error)
     return json_response(status, body)
 
@@ -29,7 +31,7 @@ def _refused(error: GateError):
 @bp.post("/api/decision/rulebooks")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PUBLISH_WEIGHT)
-def publish(caller: Caller):
+def publish(caller: Caller) -> Response:
     """Publish a Rulebook v1 in the caller's scope: 201 new, 200 the same content again, 409
     `RULEBOOK_VERSION_CONFLICT` for other content under a published version, 422 invalid."""
     rt = runtime()
@@ -44,7 +46,7 @@ def publish(caller: Caller):
 @bp.get("/api/decision/rulebooks/<rulebook_id>/release")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(STATUS_WEIGHT)
-def release_status(caller: Caller, rulebook_id: str):
+def release_status(caller: Caller, rulebook_id: str) -> Response:
     """State (active, shadow, canary, pending approvals), policy, history and the live comparison."""
     try:
         status = runtime().releases.status(caller.scope, rulebook_id)
@@ -56,7 +58,7 @@ def release_status(caller: Caller, rulebook_id: str):
 @bp.get("/api/decision/rulebooks/<rulebook_id>/release/history")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(STATUS_WEIGHT)
-def release_history(caller: Caller, rulebook_id: str):
+def release_history(caller: Caller, rulebook_id: str) -> Response:
     """The portable release history that `gate verify --release-history` checks offline."""
     try:
         document = runtime().releases.history_document(caller.scope, rulebook_id)
@@ -68,7 +70,7 @@ def release_history(caller: Caller, rulebook_id: str):
 @bp.post("/api/decision/rulebooks/<rulebook_id>/release")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
-def release_action(caller: Caller, rulebook_id: str):
+def release_action(caller: Caller, rulebook_id: str) -> Response:
     """One transition: 201 with the signed event, 200 when the idempotency key replays it."""
     rt = runtime()
     try:
@@ -96,7 +98,7 @@ def principal_of(caller: Caller) -> Principal:
 
 @bp.route("/api/decision/release-policy", methods=["GET", "PUT", "PATCH"])
 @keyed("SVC_API_UNAUTHORIZED")
-def release_policy(caller: Caller):
+def release_policy(caller: Caller) -> Response:
     """The scope's release policy, its pending requests and its signed changes. PUT states the
     whole policy, PATCH the members it changes; both need the `admin` permission. While approvals
     are required a weakening change answers 202 with a request a second principal approves."""
@@ -115,7 +117,7 @@ def release_policy(caller: Caller):
 
 @bp.post("/api/decision/release-policy/approvals")
 @keyed("SVC_API_UNAUTHORIZED")
-def approve_release_policy(caller: Caller):
+def approve_release_policy(caller: Caller) -> Response:
     """A second principal (the `approve` permission, never the requester) applies a pending
     policy request: `{"request_seq": N}`."""
     rt = runtime()
@@ -130,7 +132,7 @@ def approve_release_policy(caller: Caller):
     return json_response(200, _policy_answer(rt, caller.scope, event))
 
 
-def _policy_answer(rt, scope: str, event) -> dict:
+def _policy_answer(rt: GateRuntime, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
     """The policy in force after the change, the pending requests and the change's signed event."""
     document = rt.releases.policy_document(scope)
     return {"ok": True, "policy": document["policy"], "pending": document["pending"],

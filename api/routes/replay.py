@@ -12,7 +12,7 @@ request it re-evaluates.
 
 from __future__ import annotations
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from api.costs import Weight, charged
 from api.errors import error_response, json_response
@@ -34,7 +34,7 @@ def _header_view() -> str | None:
     return view
 
 
-def _replay(caller: Caller, decision_id: str, forced_mode: str | None):
+def _replay(caller: Caller, decision_id: str, forced_mode: str | None) -> Response:
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes, optional=True)
     summary = rt.replays.replay(caller, decision_id, body, forced_mode=forced_mode, header_view=_header_view())
@@ -46,21 +46,21 @@ def _replay(caller: Caller, decision_id: str, forced_mode: str | None):
 @bp.post("/api/decision/<decision_id>/replay")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def replay(caller: Caller, decision_id: str):
+def replay(caller: Caller, decision_id: str) -> Response:
     return _replay(caller, decision_id, None)
 
 
 @bp.post("/api/decision/<decision_id>/diff")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def diff(caller: Caller, decision_id: str):
+def diff(caller: Caller, decision_id: str) -> Response:
     return _replay(caller, decision_id, REPLAY_CURRENT)
 
 
 @bp.post("/api/decision/<decision_id>/counterfactuals")
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(REPLAY_WEIGHT)
-def counterfactuals(caller: Caller, decision_id: str):
+def counterfactuals(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
     body = read_json(request, rt.settings.max_body_bytes)
     result = rt.replays.counterfactuals(caller, decision_id, body)

@@ -48,7 +48,7 @@ def _args(kind: str) -> ReportParams:
 def _report_units() -> int:
     """The report's `limit` as its route will read it (a bad policy id or query is a 400 before the charge)."""
     _policy_id((request.view_args or {}).get("policy_id", ""))
-    return units(_args(str(request.endpoint).rsplit(".", 1)[-1]).limit, REPORT_ROWS_PER_UNIT)
+    return units(_args(str(request.endpoint).rsplit(".", 1)[-1]).ledger_limit, REPORT_ROWS_PER_UNIT)
 
 
 REPORT_WEIGHT = Weight(query=_report_units)

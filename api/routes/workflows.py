@@ -99,7 +99,7 @@ def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
 
 
 @bp.post("/api/v1/workflows/<ticketing_system>/<workflow>")
-def run_workflow(ticketing_system: str, workflow: str):
+def run_workflow(ticketing_system: str, workflow: str) -> Response:
     headers = client_limit("workflow")
     if isinstance(headers, Response):
         return headers

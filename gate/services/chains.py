@@ -38,7 +38,7 @@ from gate.chain.merkle import (
 )
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
-from gate.keys.config import SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
@@ -67,7 +67,7 @@ class AuditChainService:
     the database, `gate.chain.checkpoint_log`); when set, every chain read compares the chain with the
     newest checkpoint it holds, and `publish_checkpoint` appends to it."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock, *,
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, *,
                  checkpoint_log: Path | None = None) -> None:
         self.ledger = ledger
         self.signing = signing

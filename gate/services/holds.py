@@ -45,7 +45,7 @@ from gate.holds.events import (
 from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
 from gate.holds.similar import NEAREST, WINDOW, nearest
-from gate.keys.config import SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
@@ -171,7 +171,7 @@ def parse_vote(body: Any) -> Vote:
 class HoldService:
     """Every use case of held actions but the opening (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup, clock: Clock | None = None) -> None:
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None) -> None:
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
         self.signing = signing

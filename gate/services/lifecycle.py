@@ -31,7 +31,7 @@ from gate import receipts as R
 from gate.chain.rowseal import receipt_head_payload
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError, LedgerUnavailable
-from gate.keys.config import SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.confidence import Bucket, OutcomeMove
 from gate.ledger.lifecycle import DONE, ClaimLost, LifecycleStore
@@ -85,7 +85,7 @@ class LifecycleResult:
 
 
 class LifecycleService:
-    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | None, *,
+    def __init__(self, ledger: Ledger, clock: Clock, signing: SigningSetup | LiveSigning | None, *,
                  after_outcome: Callable[[str, str, str, str | None], None] | None = None) -> None:
         """`signing` is required so no writer forgets it: its receipt key signs each decision's
         receipt head, and hosted verify names an unsigned head (`receipt_chain.signature`).

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gate.keys.config import SigningSetup
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredDecision
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.records import record_hash
@@ -63,7 +63,7 @@ def _head_checks(ledger: Ledger, audit: AuditChainService | None, link_row: dict
     return checks, failures
 
 
-def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup, stored: StoredDecision, *,
+def verify_stored_decision(ledger: Ledger, lifecycle: Any, signing: SigningSetup | LiveSigning, stored: StoredDecision, *,
                            supplied: dict[str, Any] | None = None, original: dict[str, Any] | None = None,
                            public_key: str | None = None, audit: AuditChainService | None = None) -> dict[str, Any]:
     """The verification body (without `ok`) for a stored decision, or for a `supplied` record

@@ -78,7 +78,7 @@ class ExportResult:
 
     uri: str
     run: int | None
-    new_rows: dict[str, int]
+    new_rows: dict[str, Any]  # rows written per table; "facts": rows per rulebook id
     files: list[dict[str, Any]] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)

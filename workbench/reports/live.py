@@ -29,10 +29,10 @@ def policy_report(kind: ReportKind, ledger: Ledger, scope: str, policy_id: str, 
 
     if kind.reads_holds:
         frames = holds_from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
-                                   limit=params.limit)
+                                   limit=params.ledger_limit)
     else:
         frames = from_ledger(ledger, scope, policy_id, policy_version=kind.loaded_version(params),
-                             limit=params.limit, cohort_scopes=cohort_scopes)
+                             limit=params.ledger_limit, cohort_scopes=cohort_scopes)
     return policy.build_report(kind, frames, policy_id, params, cohort)
 
 
@@ -42,7 +42,8 @@ def anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str, Any]
     from workbench.reports import policy
 
     params = ReportParams()
-    return dict(policy.anomaly_report(from_ledger(ledger, scope, policy_id, limit=params.limit), policy_id, params))
+    frames = from_ledger(ledger, scope, policy_id, limit=params.ledger_limit)
+    return dict(policy.anomaly_report(frames, policy_id, params))
 
 
 def packet_intelligence(ledger: Ledger, scope: str, record: Mapping[str, Any]) -> dict[str, Any]:
@@ -50,5 +51,6 @@ def packet_intelligence(ledger: Ledger, scope: str, record: Mapping[str, Any]) -
     from workbench.dataset.load import from_ledger
     from workbench.reports import policy
 
-    frames = from_ledger(ledger, scope, record["policy_id"], policy_version=None, limit=ReportParams().limit)
+    frames = from_ledger(ledger, scope, record["policy_id"], policy_version=None,
+                         limit=ReportParams().ledger_limit)
     return dict(policy.packet_intelligence(frames, record))

@@ -60,13 +60,20 @@ class ReportParams:
     policy_version: str | None = None
     verdict: str | None = None
     action: str | None = None
-    limit: int = 1000
+    limit: int | None = 1000  # None: every decision (`gate report --limit all`, a dataset only)
     min_sample: int = 10
     threshold: float = 0.35
     max_items: int = 5
     min_cohort_scopes: int = 3
     min_cohort_decisions: int = 30
     outcome_window_days: int = 30
+
+    @property
+    def ledger_limit(self) -> int:
+        """`limit` for a read of the ledger, which always has one (`--limit all` reads a dataset only)."""
+        if self.limit is None:
+            raise ValueError("a ledger report needs a limit; only a dataset is read whole")
+        return self.limit
 
 
 _ASCII_INTEGER = re.compile(r"[0-9]{1,10}")

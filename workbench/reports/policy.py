@@ -53,7 +53,7 @@ class EffectivenessMetrics(TypedDict):
 
 # `from` is a Python keyword: this one is spelled as a call.
 HealthWindow = TypedDict("HealthWindow", {
-    "limit": int, "policy_version": str | None, "decisions": int,
+    "limit": int | None, "policy_version": str | None, "decisions": int,
     "from": str | None, "to": str | None, "text": str,
 })
 
