@@ -15,25 +15,7 @@ from api.limits import RateLimiter, make_rate_limiter
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
-from api.routes import (
-    chains,
-    decide,
-    decisions,
-    lifecycle,
-    meta,
-    operations,
-    packets,
-    patterns,
-    policychecks,
-    reference,
-    registries,
-    releases,
-    replay,
-    reports,
-    workflows,
-)
-from api.routes import events as events_routes
-from api.routes import holds as holds_routes
+from api.routes import route_tables
 from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry, default_registry
 from gate.advisory.http import HttpLLMAdvisor
@@ -161,19 +143,10 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
     )
 
 
-# Every route module's blueprint, in the order they are mounted. The policy checks mount theirs
-# (with their MCP endpoints) in `policychecks.init_app`, between the reference and the workflow routes.
-ROUTES_BEFORE_CHECKS = (decide, decisions, lifecycle, chains, packets, registries, reports, replay, meta,
-                        reference)
-ROUTES_AFTER_CHECKS = (workflows, patterns, operations, releases, events_routes, holds_routes)
-
-
 def _mount_routes(app: Flask) -> None:
-    for module in ROUTES_BEFORE_CHECKS:
-        app.register_blueprint(module.bp)
-    policychecks.init_app(app)
-    for module in ROUTES_AFTER_CHECKS:
-        app.register_blueprint(module.bp)
+    """Every route module of `api/routes/` (found there, in name order) with its setup and blueprints."""
+    for routes in route_tables():
+        routes.mount(app)
 
 
 def _install_request_checks(app: Flask, settings: Settings, signing: SigningSetup | LiveSigning) -> None:

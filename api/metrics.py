@@ -192,11 +192,12 @@ def init_metrics(app: Flask) -> None:
             LATENCY.labels(method, rule).observe(time.perf_counter() - started)
         return response
 
-    @app.get("/metrics")
-    def metrics() -> Response:
-        if app.extensions["gate"].settings.metrics_token is not None:
-            refusal = metrics_token_refusal()
-            if refusal is not None:
-                return refusal
-        return Response(generate_latest(_scrape_registry(app)), mimetype=CONTENT_TYPE_LATEST.split(";")[0],
-                        headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})
+
+def metrics_response(app: Flask) -> Response:
+    """`GET /metrics` (api.routes.metrics): the exposition, behind the metrics token when one is set."""
+    if app.extensions["gate"].settings.metrics_token is not None:
+        refusal = metrics_token_refusal()
+        if refusal is not None:
+            return refusal
+    return Response(generate_latest(_scrape_registry(app)), mimetype=CONTENT_TYPE_LATEST.split(";")[0],
+                    headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"})

@@ -7,7 +7,11 @@ same limiter (memory or Redis) as keyed requests:
 
 - `verify` (POST /api/decision/verify, POST /api/decision/packet/verify): the bodies are large
   (1 MiB, 16 MiB) and verifying costs CPU, so `GATE_PUBLIC_VERIFY_RATE_LIMIT` (60) per minute;
-- `public` (everything else listed in `PUBLIC_ROUTES`): `GATE_PUBLIC_RATE_LIMIT` (600) per minute.
+- `public` (every other route declared with `budget="public"`, and Flask's static files):
+  `GATE_PUBLIC_RATE_LIMIT` (600) per minute.
+
+Each public route names its budget in its declaration (`api.routing.Endpoint.budget`); the
+OpenAPI document states the same budget's 429 and 503 answers from it.
 
 Beyond its budget a client gets 429 `SVC_API_RATE_LIMITED` with `Retry-After` and the
 `X-RateLimit-*` headers, before its body is read; allowed responses carry the headers too.
@@ -30,42 +34,11 @@ from flask import Flask, Response, current_app, request
 
 from api.client_limits import client_limit
 from api.errors import error_response
+from api.routing import mounted
 from gate.settings import Settings
 
-# Flask endpoint → budget kind. tests/api/test_public_limits.py checks that every registered
-# route is keyed, limited per client by its own module, or listed here.
-PUBLIC_ROUTES: dict[str, str] = {
-    "decisions.verify_exported": "verify",
-    "packets.verify_exported_packet": "verify",
-    "decisions.describe_verify": "public",
-    "packets.describe_packet_verify": "public",
-    "registries.status": "public",
-    "registries.receipt_keys": "public",
-    "registries.policy_bundles": "public",
-    "registries.adapters": "public",
-    "patterns.policy_patterns": "public",
-    "policychecks.policy_sources": "public",
-    "operations.runtime_config": "public",
-    "meta.schema": "public",
-    "meta.openapi": "public",
-    "meta.docs": "public",
-    "reference.page": "public",
-    "reference.asset": "public",
-    "reference.healthz": "public",
-    "metrics": "public",
-    "static": "public",
-}
-# The same routes as the OpenAPI document names them (method, path) → kind; api/openapi.py
-# documents their 429 and 503 answers from this table.
-PUBLIC_PATHS: dict[tuple[str, str], str] = {
-    ("post", "/api/decision/verify"): "verify",
-    ("post", "/api/decision/packet/verify"): "verify",
-    **{("get", path): "public" for path in (
-        "/api/decision/verify", "/api/decision/packet/verify", "/api/decision/status", "/api/decision/receipt-keys",
-        "/api/decision/policy-bundles", "/api/decision/adapters", "/api/decision/policy-patterns",
-        "/rules/policy-sources.json", "/api/runtime-config", "/schemas/{name}", "/openapi.json", "/docs.json",
-        "/docs", "/docs/assets/{name}", "/healthz", "/metrics", "/static/{filename}")},
-}
+# Flask's own route (the app declares none of its own there), budgeted like the public routes.
+UNDECLARED_BUDGETS = {"static": "public"}
 HEAVY_KINDS = frozenset({"verify"})  # their views hold a `verification_slot` while they work
 _HEADERS = "gate.public_rate_headers"
 _SLOTS = "gate.public_verification_slots"
@@ -75,14 +48,21 @@ class VerificationBusy(Exception):
     """Every public verification slot of this process is taken."""
 
 
+def public_budgets(app: Flask) -> dict[str, str]:
+    """Flask endpoint → budget kind, of every route the app mounted with a budget (and static files)."""
+    return {**{declared.name: declared.budget for declared in mounted(app) if declared.budget},
+            **UNDECLARED_BUDGETS}
+
+
 def init_public_limits(app: Flask, settings: Settings) -> None:
     """Charge every public request to its client's window; answer a busy process's refusals."""
     app.extensions[_SLOTS] = threading.BoundedSemaphore(settings.public_verify_concurrency)
     limits = {"verify": settings.public_verify_rate_limit, "public": settings.public_rate_limit}
+    budgets = public_budgets(app)
 
     @app.before_request
     def _charge_public_request() -> Response | None:
-        kind = PUBLIC_ROUTES.get(request.endpoint or "")
+        kind = budgets.get(request.endpoint or "")
         if kind is None:
             return None
         limited = client_limit(kind, limits[kind])
@@ -139,5 +119,5 @@ def verification_slot() -> Iterator[None]:
         slots.release()
 
 
-__all__ = ["HEAVY_KINDS", "PUBLIC_PATHS", "PUBLIC_ROUTES", "VerificationBusy", "init_public_limits",
+__all__ = ["HEAVY_KINDS", "UNDECLARED_BUDGETS", "VerificationBusy", "init_public_limits", "public_budgets",
            "verification_slot"]

@@ -63,6 +63,7 @@ def main() -> None:
 
     def build_document() -> None:
         openapi.openapi_document.cache_clear()
+        openapi.endpoints.cache_clear()  # the routes' declarations, gathered and their charges added
         openapi_params._not_printable_class.cache_clear()
         openapi.openapi_document()
 

@@ -1,8 +1,10 @@
 """The rules of direction (docs/architecture.md): the import-linter contracts in pyproject.toml (layers
-and forbidden arrows), and no file-level import circle in product code."""
+and forbidden arrows), no file-level import circle in product code, and what "Where a change goes"
+says of an API route."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +84,35 @@ def test_no_product_module_imports_itself_through_others():
     details = [" ⇄ ".join(cycle) + ": " + "; ".join(
         f"{m} -> {t}" for m in cycle for t in sorted(imports[m] & set(cycle))) for cycle in cycles]
     assert not cycles, "\n".join(details)
+
+
+def _where_a_change_goes(change: str) -> str:
+    """The "files it touches" cell of one row of docs/architecture.md's "Where a change goes"."""
+    section = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("## Where a change goes", 1)[1]
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0] == change:
+            return cells[1]
+    raise AssertionError(f"no row for {change!r}")
+
+
+def test_the_api_route_row_names_the_files_and_the_tests_that_hold_it():
+    """What docs/architecture.md says a new API route touches, checked where it can be: the files
+    it names exist, and the tests it names (a route module added alone is served, budgeted and
+    documented; the app's routes and the document are equal) are there to hold the rest."""
+    row = _where_a_change_goes("an API route")
+    named = re.findall(r"`((?:api|gate|tests)/[\w/.]*)`", row)
+    assert [path for path in named if not (ROOT / path).exists()] == []
+    assert {"gate/services/", "api/routes/", "tests/api/test_routing.py", "tests/test_openapi.py"} <= set(named)
+
+
+def test_routes_are_declared_only_beside_their_handlers():
+    """No second list of routes: `Endpoint(…)` declarations appear in the route modules alone
+    (`api/routing.py` defines the record), and the app imports the route tables, not the
+    modules by name."""
+    outside = [str(path.relative_to(ROOT)) for package in PRODUCT_PACKAGES for path in (ROOT / package).rglob("*.py")
+               if re.search(r"\bEndpoint\(", path.read_text(encoding="utf-8"))
+               and path.parent != ROOT / "api" / "routes" and path != ROOT / "api" / "routing.py"]
+    assert outside == []
+    app = (ROOT / "api" / "app.py").read_text(encoding="utf-8")
+    assert re.findall(r"from api\.routes[.\w]* import (.+)", app) == ["route_tables"]

@@ -8,11 +8,12 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.errors import error_response, gate_error_body, json_response, json_text_response
 from api.jsonio import read_json
 from api.metrics import record_decision
+from api.routing import AUTH_ERRORS, BODY_ERRORS, DECIDE_HEADERS, MEDIA, REQUEST_HEADERS, Endpoint, Routes
 from api.runtime import (
     GateRuntime,
     caller_request_id,
@@ -26,7 +27,7 @@ from gate.protocol.records import project_view
 from gate.services.decide import Caller
 from gate.vocabulary import VIEW_FULL
 
-bp = Blueprint("decide", __name__)
+routes = Routes("decide", __name__)
 LOG = logging.getLogger(__name__)
 
 
@@ -120,7 +121,36 @@ def _record_headers(caller: Caller, record: Mapping[str, Any], used: int, idempo
     return headers
 
 
-@bp.post("/api/decide")
+@routes.route(Endpoint(
+    "post", "/api/decide", "Create a signed Decision Record (binding in rulebook mode; advisory in the legacy "
+    "modes single, multi, runtime and when mode is omitted: decision_contract advisory_only, an advisory "
+    "approval reads verdict review / c unclear) or replay one.",
+    True,
+    {200: "Decision Record in the requested view", 400: "malformed request", 401: "missing or invalid key",
+     403: "disabled key", 409: "idempotency or rulebook version conflict", 413: "body too large",
+     415: MEDIA, 422: "rulebook or trusted adapter invocation refused, or evaluation limits exceeded (fail closed)",
+     429: "rate limit or monthly cap",
+     500: "trusted adapter output invalid or capability denied (nothing stored, nothing approved)",
+     502: "advisory mode: the advisor failed (nothing stored)",
+     503: "signing, ledger, limiter, adapter worker or (multi) advisors unavailable",
+     504: "trusted adapter exceeded its 1,000 ms budget (nothing stored)"},
+    errors=AUTH_ERRORS + BODY_ERRORS + (
+        "SVC_API_RATE_LIMITED", "SVC_API_MONTHLY_CAP_EXCEEDED", "SVC_API_IDEMPOTENCY_CONFLICT",
+        "LEGACY_MODE_UNAVAILABLE", "ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE", "RULEBOOK_INVALID",
+        "RULEBOOK_BINDING_MODE_UNSUPPORTED", "RULEBOOK_BINDING_MODE_CONFLICT", "RULEBOOK_OUTPUT_MATERIAL_FORBIDDEN",
+        "RULEBOOK_VERSION_CONFLICT", "TRUSTED_ADAPTER_INVALID", "TRUSTED_ADAPTER_NOT_REGISTERED",
+        "TRUSTED_ADAPTER_MANIFEST_MISMATCH", "TRUSTED_ADAPTER_INPUT_INVALID",
+        "TRUSTED_ADAPTER_EXECUTION_TIMEOUT", "TRUSTED_ADAPTER_OUTPUT_INVALID",
+        "TRUSTED_ADAPTER_CAPABILITY_DENIED", "TRUSTED_ADAPTER_UNAVAILABLE",
+        "EVALUATION_INPUT_TOO_LARGE", "EVALUATION_TOO_COSTLY",
+        "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "LEDGER_UNAVAILABLE", "RATE_LIMITER_UNAVAILABLE",
+        "INTERNAL_ERROR",
+    ),
+    request_body="DecisionRequest",
+    response_headers=DECIDE_HEADERS + ("Retry-After",),
+    request_headers=tuple(REQUEST_HEADERS),
+    tags=("decisions",),
+))
 @keyed("SVC_API_UNAUTHORIZED")
 def decide(caller: Caller) -> Response:
     rt = runtime()

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.costs import Weight, charged
 from api.errors import error_response, json_response
 from api.jsonio import parse_json_bytes, read_json, read_json_bytes
 from api.public_limits import verification_slot
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, requested_view, runtime
 from gate import vocabulary as C
 from gate.errors import GateError
@@ -19,7 +21,7 @@ from gate.services.decide import Caller
 from gate.services.verification import verify_stored_decision
 from gate.verify import verify_record
 
-bp = Blueprint("decisions", __name__)
+routes = Routes("decisions", __name__)
 
 VERIFY_DESCRIPTION = {
     "ok": True,
@@ -65,12 +67,21 @@ def _body_fields(body: Any) -> tuple[Any, Any, Any]:
     return record, original, public_key
 
 
-@bp.get("/api/decision/verify")
+@routes.route(Endpoint(
+    "get", "/api/decision/verify", "Describe exported-record verification.", False,
+    {200: "endpoint metadata"}, tags=("verification",), budget="public",
+))
 def describe_verify() -> Response:
     return json_response(200, VERIFY_DESCRIPTION)
 
 
-@bp.post("/api/decision/verify")
+@routes.route(Endpoint(
+    "post", "/api/decision/verify",
+    "Verify an exported record `{record, input?, public_key?}` without a ledger lookup. "
+    "A key in the request is never a trust anchor.",
+    False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS, request_body="ExportedRecordVerificationRequest", tags=("verification",), budget="verify",
+))
 def verify_exported() -> Response:
     rt = runtime()
     data = read_json_bytes(request, rt.settings.max_body_bytes)
@@ -84,7 +95,15 @@ def verify_exported() -> Response:
     return json_response(200, {"ok": True, **result.to_dict()})
 
 
-@bp.get("/api/decision/<decision_id>")
+@routes.route(Endpoint(
+    "get", "/api/decision/{decision_id}", "The stored Decision Record (full view unless a view is asked for). "
+    "A row whose record is not bound to it (another id or scope) reads as absent.",
+    True, {200: "Decision Record", 400: "response_view is not minimal, standard or full",
+           401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+    errors=AUTH_ERRORS + ("DECISION_NOT_FOUND", "REQUEST_INVALID"),
+    query=(("response_view", "string", "minimal, standard or full", P.view("minimal, standard or full")),),
+    tags=("decisions",),
+))
 @keyed("SVC_API_UNAUTHORIZED")
 def read_decision(caller: Caller, decision_id: str) -> Response:
     rt = runtime()
@@ -103,7 +122,23 @@ def read_decision(caller: Caller, decision_id: str) -> Response:
 VERIFY_WEIGHT = Weight(body=True, stored=4)
 
 
-@bp.route("/api/decision/<decision_id>/verify", methods=["GET", "POST"])
+@routes.route(
+    Endpoint(
+        "get", "/api/decision/{decision_id}/verify",
+        "Recompute the stored record's hashes and signatures, and bind it to its ledger row: id, scope, "
+        "chain position, indexed columns, the row seal and the decision's receipt chain (docs/verification.md §9).",
+        True, {200: "verification result", 401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+        errors=AUTH_ERRORS + ("DECISION_NOT_FOUND",), tags=("verification",), charged=True,
+    ),
+    Endpoint(
+        "post", "/api/decision/{decision_id}/verify",
+        "Verify a supplied record (`{record?, input?}`) against the stored one, or the stored one.",
+        True, {200: "verification result", 400: "malformed body", 401: "missing or invalid key",
+               403: "disabled key", 404: "not in scope", 413: "body too large", 415: MEDIA},
+        errors=AUTH_ERRORS + BODY_ERRORS + ("DECISION_NOT_FOUND",),
+        request_body="RecordVerificationRequest", tags=("verification",), charged=True,
+    ),
+)
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(VERIFY_WEIGHT)
 def verify_stored(caller: Caller, decision_id: str) -> Response:

@@ -5,19 +5,24 @@ exist. A subscription's secret is answered once, when it is made or rotated."""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
 from api.jsonio import read_json
 from api.routes.releases import principal_of
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
 from gate.services.releases import require
 
-bp = Blueprint("events", __name__)
+routes = Routes("events", __name__)
+_ERRORS = AUTH_ERRORS + ("RELEASE_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
+_SUB = "/api/events/subscriptions/{subscription_id}"
+_NOT_FOUND = "no such subscription in this scope"
+_KEYED = {401: "missing or invalid key", 403: "key lacks admin"}
 
 WEIGHT = Weight(base=2)
 MAX_EVENTS_PAGE = 500
@@ -33,7 +38,19 @@ def _events() -> EventService:
     return service
 
 
-@bp.route("/api/events/subscriptions", methods=["GET", "POST"])
+@routes.route(
+    Endpoint("get", "/api/events/subscriptions", "The scope's webhook subscriptions (never their secrets); needs "
+             "`admin`.", True, {200: "{ok, subscriptions}", **_KEYED}, errors=_ERRORS, tags=("events",),
+             charged=True),
+    Endpoint("post", "/api/events/subscriptions", "Subscribe a webhook `{url, event_types?: [type | \"*\"], "
+             "from?: \"now\" | \"beginning\"}`: deliveries are CloudEvents 1.0 signed per Standard Webhooks; the "
+             "secret is answered once. An address inside (private, loopback, link-local) is refused unless the "
+             "operator allows its host by name (GATE_WEBHOOK_ALLOW_HOSTS). Needs `admin`.", True,
+             {201: "{ok, subscription, secret}", 400: "malformed subscription or refused target", **_KEYED,
+              409: "the scope has 20 subscriptions", 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_TARGET_REFUSED",
+                                             "EVENT_SUBSCRIPTION_LIMIT"), tags=("events",), charged=True),
+)
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def subscriptions(caller: Caller) -> Response:
@@ -51,7 +68,17 @@ def subscriptions(caller: Caller) -> Response:
     return json_response(201, {"ok": True, "subscription": view, "secret": secret})
 
 
-@bp.route("/api/events/subscriptions/<subscription_id>", methods=["GET", "PATCH"])
+@routes.route(
+    Endpoint("get", _SUB, "One subscription (no secret).", True,
+             {200: "{ok, subscription}", **_KEYED, 404: _NOT_FOUND},
+             errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",), charged=True),
+    Endpoint("patch", _SUB, "Enable or disable `{status: active | disabled}`; enabling forgets the failures and "
+             "carries on from the cursor.", True,
+             {200: "{ok, subscription}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND, 413: "body too large",
+              415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
+             tags=("events",), charged=True),
+)
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def subscription(caller: Caller, subscription_id: str) -> Response:
@@ -70,7 +97,13 @@ def subscription(caller: Caller, subscription_id: str) -> Response:
     return json_response(200, {"ok": True, "subscription": view})
 
 
-@bp.post("/api/events/subscriptions/<subscription_id>/rotate")
+@routes.route(Endpoint(
+    "post", _SUB + "/rotate", "A new secret `{overlap_seconds?}` (default 86,400, at most 604,800): the "
+    "old one signs beside it until then.", True,
+    {200: "{ok, subscription, secret}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND,
+     413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
+    tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def rotate(caller: Caller, subscription_id: str) -> Response:
@@ -86,7 +119,13 @@ def rotate(caller: Caller, subscription_id: str) -> Response:
     return json_response(200, {"ok": True, "subscription": view, "secret": secret})
 
 
-@bp.post("/api/events/subscriptions/<subscription_id>/replay")
+@routes.route(Endpoint(
+    "post", _SUB + "/replay", "Send events again `{seq}` or `{since, until}` (at most 10,000), with "
+    "their original ids.", True,
+    {202: "{ok, queued}", 400: "malformed body", **_KEYED, 404: "no such subscription or event",
+     413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
+                                    "EVENT_NOT_FOUND"), tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def replay(caller: Caller, subscription_id: str) -> Response:
@@ -100,7 +139,12 @@ def replay(caller: Caller, subscription_id: str) -> Response:
     return json_response(202, {"ok": True, "queued": queued})
 
 
-@bp.get("/api/events/subscriptions/<subscription_id>/deliveries")
+@routes.route(Endpoint(
+    "get", _SUB + "/deliveries", "Deliveries: attempts, success rate, latency, lag, pending replays and "
+    "the last failures with the receiver's status and the first 300 characters of its answer (text).",
+    True, {200: "{ok, subscription, attempts, succeeded, success_rate, latency_ms_p50, lag, last_failures}",
+           **_KEYED, 404: _NOT_FOUND},
+    errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def deliveries(caller: Caller, subscription_id: str) -> Response:
@@ -112,7 +156,16 @@ def deliveries(caller: Caller, subscription_id: str) -> Response:
         return _refused(error)
 
 
-@bp.route("/api/events/settings", methods=["GET", "PUT"])
+@routes.route(
+    Endpoint("get", "/api/events/settings", "The scope's opt-in events: `decision_created` and the anomaly "
+             "report's schedule; needs `admin`.", True, {200: "{ok, settings}", **_KEYED}, errors=_ERRORS,
+             tags=("events",), charged=True),
+    Endpoint("put", "/api/events/settings", "State `{decision_created: bool, anomaly_every_seconds: null | "
+             "300-604800}`: every decision announced with its record, and the anomaly report run on a schedule "
+             "(each anomaly announced once until it clears). Needs `admin`.", True,
+             {200: "{ok, settings}", 400: "malformed settings", **_KEYED, 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID",), tags=("events",), charged=True),
+)
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def settings(caller: Caller) -> Response:
@@ -130,7 +183,13 @@ def settings(caller: Caller) -> Response:
     return json_response(200, {"ok": True, "settings": view})
 
 
-@bp.get("/api/events")
+@routes.route(Endpoint(
+    "get", "/api/events", "The scope's outbox in order: CloudEvents after `after` (a seq), at most "
+    "`limit` (1 to 500).", True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED},
+    errors=_ERRORS + ("REQUEST_INVALID",),
+    query=(("after", "integer", "the last seq already read (default 0)"),
+           ("limit", "integer", "how many events at most (default 100, at most 500)")),
+    tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def events(caller: Caller) -> Response:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.costs import Weight, charged
 from api.errors import gate_error_body, json_response
@@ -15,12 +15,22 @@ from api.jsonio import read_json
 from api.parking import PARK
 from api.query import int_arg
 from api.routes.releases import principal_of
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.services.decide import Caller
 from gate.services.holds import HoldService
 
-bp = Blueprint("holds", __name__)
+routes = Routes("holds", __name__)
+_HOLD = "/api/holds/{decision_id}"
+_HOLD_KEYED = {401: "missing or invalid key", 403: "key lacks resolve (or, under four eyes, asked for the action)"}
+_HOLD_ERRORS = AUTH_ERRORS + ("HOLD_NOT_FOUND", "LEDGER_UNAVAILABLE")
+_HOLD_STEP_ERRORS = BODY_ERRORS + _HOLD_ERRORS + (
+    "HOLD_PERMISSION_DENIED", "HOLD_FOUR_EYES", "HOLD_NOT_A_MEMBER", "HOLD_ALREADY_RESOLVED", "HOLD_ALREADY_VOTED",
+    "HOLD_CLAIMED", "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+_STEP_ANSWERS = {201: "{ok, event, hold}: the signed hold_event_v1 and the hold after it", 400: "malformed body",
+                 **_HOLD_KEYED, 404: "no such hold in this scope", 409: "already resolved, voted or claimed",
+                 413: "body too large", 415: MEDIA, 503: "busy or no signing key"}
 
 READ_WEIGHT = Weight(base=2)
 ACTION_WEIGHT = Weight(base=2)
@@ -39,7 +49,18 @@ def _holds() -> HoldService:
     return service
 
 
-@bp.get("/api/holds")
+@routes.route(Endpoint(
+    "get", "/api/holds", "The scope's holds, soonest deadline first then most urgent: `state` (open, "
+    "approved, denied, expired, closed, all), `queue`, `limit` (1-500), `offset`.", True,
+    {200: "{ok, holds, count, total, counts}", 400: "bad query", 401: "missing or invalid key"},
+    errors=AUTH_ERRORS + ("REQUEST_INVALID",),
+    query=(("state", "string", "open (default), approved, denied, expired, closed or all",
+            {"type": "string", "enum": ["open", "approved", "denied", "expired", "closed", "all"]}),
+           ("queue", "string", "one queue only"),
+           ("limit", "integer", "at most this many (default 50, at most 500)",
+            {"type": "integer", "minimum": 1, "maximum": 500}),
+           ("offset", "integer", "skip this many", {"type": "integer", "minimum": 0, "maximum": 1_000_000})),
+    tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def inbox(caller: Caller) -> Response:
@@ -54,14 +75,23 @@ def inbox(caller: Caller) -> Response:
         return _refused(error)
 
 
-@bp.get("/api/holds/policy")
+@routes.route(Endpoint(
+    "get", "/api/holds/policy", "The scope's hold policy: queues (deadline, quorum, members, "
+    "justification, escalation), routes by policy and rule, four eyes.", True,
+    {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def policy(caller: Caller) -> Response:
     return json_response(200, {"ok": True, "policy": _holds().policy(caller.scope).to_json()})
 
 
-@bp.put("/api/holds/policy")
+@routes.route(Endpoint(
+    "put", "/api/holds/policy", "State the whole hold policy (needs `admin`): a signed `policy_set` step "
+    "of the scope's hold chain.", True,
+    {200: "{ok, policy, event}", 400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
+     413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED"),
+    request_body="HoldPolicy", tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
 def set_policy(caller: Caller) -> Response:
@@ -73,7 +103,10 @@ def set_policy(caller: Caller) -> Response:
         return _refused(error)
 
 
-@bp.get("/api/holds/history")
+@routes.route(Endpoint(
+    "get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) for offline checks "
+    "(`gate verify --hold-history`).", True, {200: "hold_history_v1", 401: "missing or invalid key"},
+    errors=AUTH_ERRORS, tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
 def history(caller: Caller) -> Response:
@@ -81,7 +114,10 @@ def history(caller: Caller) -> Response:
     return json_response(200, _holds().history_document(caller.scope))
 
 
-@bp.get("/api/holds/<decision_id>")
+@routes.route(Endpoint(
+    "get", _HOLD, "One hold with its facts and its signed events.", True,
+    {200: "{ok, hold}", 401: "missing or invalid key", 404: "no such hold in this scope"},
+    errors=_HOLD_ERRORS, tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def show(caller: Caller, decision_id: str) -> Response:
@@ -112,20 +148,41 @@ def act(caller: Caller, decision_id: str, action: str) -> Response:
     return json_response(201, answer)
 
 
-def _step_route(action: str) -> None:
+def _step_route(endpoint: Endpoint) -> None:
     """POST /api/holds/<decision_id>/<action>: one route per step, so each is declared as it is."""
+    action = endpoint.path.rsplit("/", 1)[-1]
+
     def route(caller: Caller, decision_id: str) -> Response:
         return act(caller, decision_id, action)
     route.__name__ = f"hold_{action}"
-    bp.add_url_rule(f"/api/holds/<decision_id>/{action}", view_func=keyed("SVC_API_UNAUTHORIZED")(
-        charged(ACTION_WEIGHT)(route)), methods=["POST"])
+    routes.add(keyed("SVC_API_UNAUTHORIZED")(charged(ACTION_WEIGHT)(route)), endpoint)
 
 
-for _action in ("resolve", "claim", "unclaim", "reassign", "escalate"):
-    _step_route(_action)
+for _step in (
+    Endpoint("post", _HOLD + "/resolve", "A reviewer's vote `{decision: approve | deny, reason_code, note?}` (needs "
+             "`resolve`); it closes the hold when it denies or completes the queue's quorum.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, request_body="HoldResolution", tags=("holds",)),
+    Endpoint("post", _HOLD + "/claim", "Claim the hold (others cannot claim or resolve it for 30 minutes).", True,
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/unclaim", "Release one's own claim.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+    Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}`.", True, _STEP_ANSWERS,
+             errors=_HOLD_STEP_ERRORS, request_body="HoldReassign", tags=("holds",)),
+    Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now.", True,
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",)),
+):
+    _step_route(_step)
 
 
-@bp.get("/api/decision/<decision_id>/resolution")
+@routes.route(Endpoint(
+    "get", "/api/decision/{decision_id}/resolution", "The held decision's state and, once closed, its "
+    "signed resolution; `wait` (0-30 s) long-polls for the close without holding a server thread. An "
+    "open or expired hold never reads as approval.", True,
+    {200: "{ok, decision_id, state, approved, resolution, hold}", 400: "bad wait",
+     401: "missing or invalid key", 404: "no hold for this decision in this scope"},
+    errors=_HOLD_ERRORS + ("REQUEST_INVALID",),
+    query=(("wait", "integer", "seconds to wait for the close (0 to 30)",
+            {"type": "integer", "minimum": 0, "maximum": 30}),), tags=("holds",)))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def resolution(caller: Caller, decision_id: str) -> Response:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.query import int_arg
+from api.routing import BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import idempotency_key_header, keyed, runtime
 from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS, Kind
 
-bp = Blueprint("lifecycle", __name__)
+routes = Routes("lifecycle", __name__)
 
 HEADER_PREFIX = {"execution": "x-decision-execution", "outcome": "x-decision-outcome",
                  "crm_sync": "x-decision-crm-sync"}
@@ -49,6 +51,41 @@ def _endpoint(kind: Kind) -> Callable[[str], Response]:
     return view
 
 
+def _declared(kind: Kind) -> tuple[Endpoint, Endpoint]:
+    """POST (record) and GET (list) of one kind's receipts."""
+    path, code, wrapper, id_header = PATHS[kind.name], kind.code, kind.wrapper, HEADER_PREFIX[kind.name]
+    record = Endpoint(
+        "post", f"/api/decision/{{decision_id}}/{path}",
+        f"Record a hashed {wrapper.replace('_', ' ')} receipt linked to the decision "
+        f"(`{{ok, {wrapper}}}`); idempotent with x-idempotency-key.",
+        True,
+        {201: "created", 200: "idempotent replay (identical body)", 400: "malformed body",
+         401: "missing or invalid key", 403: "disabled key", 404: "decision not in scope",
+         409: "idempotency conflict, in progress, or record mismatch"
+         + (" or execution mismatch (the linked execution receipt)" if path == "outcome" else ""),
+         413: "body too large",
+         415: MEDIA, 422: "credentials offered (CRM sync)", 503: "claim or storage failure: nothing recorded"},
+        errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", f"{code}_IDEMPOTENCY_CONFLICT",
+                f"{code}_IDEMPOTENCY_IN_PROGRESS", f"{code}_RECORD_MISMATCH", f"{code}_UNAVAILABLE")
+        + BODY_ERRORS + (("SVC_CRM_SYNC_CREDENTIALS_FORBIDDEN",) if path == "crm-sync" else ())
+        + (("SVC_OUTCOME_EXECUTION_MISMATCH",) if path == "outcome" else ()),
+        request_body=f"{wrapper.title().replace('_', '')}Request",
+        response_headers=(f"{id_header}-id", f"{id_header}-hash", "x-idempotency-status"),
+        request_headers=("x-api-key", "x-idempotency-key", "x-request-id"),
+        tags=("lifecycle",),
+    )
+    listing = Endpoint(
+        "get", f"/api/decision/{{decision_id}}/{path}",
+        f"List the decision's {wrapper.replace('_', ' ')} receipts, newest first, paged.",
+        True, {200: "page", 400: "bad limit or cursor", 401: "missing or invalid key",
+               403: "disabled key", 404: "decision not in scope"},
+        errors=(f"{code}_UNAUTHORIZED", "DECISION_NOT_FOUND", "REQUEST_INVALID"),
+        query=(("limit", "integer", "1-100, default 20", P.integer(1, 100)),
+               ("cursor", "string", "next_cursor of the previous page")),
+        tags=("lifecycle",),
+    )
+    return record, listing
+
+
 for _kind in KINDS.values():
-    bp.add_url_rule(f"/api/decision/<decision_id>/{PATHS[_kind.name]}", view_func=_endpoint(_kind),
-                    methods=["GET", "POST"])
+    routes.add(_endpoint(_kind), *_declared(_kind))

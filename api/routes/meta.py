@@ -7,14 +7,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Response
 
 from api.errors import error_response, json_text_response
 from api.jsonio import dumps
 from api.openapi import docs_document, openapi_document
+from api.routing import Endpoint, Routes
 from gate.rulebook import SCHEMA_PATH
 
-bp = Blueprint("meta", __name__)
+routes = Routes("meta", __name__)
 
 # At most two folder levels (conformance/fixtures/x.json); every segment a plain lowercase name.
 _SCHEMA_NAME = re.compile(r"^(?:[a-z0-9][a-z0-9_-]*/){0,2}[a-z0-9][a-z0-9._-]*\.json$")
@@ -37,7 +38,10 @@ def _document_text(build: Callable[[], Any]) -> str:
     return text
 
 
-@bp.get("/schemas/<path:name>")
+@routes.route(Endpoint(
+    "get", "/schemas/{name}", "Public contract schemas, served byte for byte (Rulebook v1 …).",
+    False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",), budget="public",
+), converters={"name": "path"})
 def schema(name: str) -> Response:
     """Contract artifacts (`schemas/`: JSON Schemas, conformance index and fixtures, golden replay
     corpus), served byte for byte."""
@@ -51,11 +55,13 @@ def schema(name: str) -> Response:
     return Response(path.read_bytes(), status=200, mimetype=mimetype)
 
 
-@bp.get("/openapi.json")
+@routes.route(Endpoint("get", "/openapi.json", "This OpenAPI 3.1 document.", False, {200: "OpenAPI"},
+                       tags=("contract",), budget="public"))
 def openapi() -> Response:
     return json_text_response(200, _document_text(openapi_document))
 
 
-@bp.get("/docs.json")
+@routes.route(Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
+                       tags=("contract",), budget="public"))
 def docs() -> Response:
     return json_text_response(200, _document_text(docs_document))

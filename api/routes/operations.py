@@ -23,13 +23,15 @@ The use cases live in `gate.services.operations`; this module parses requests an
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.client_limits import client_limit
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.metrics import metrics_token_refusal
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate import vocabulary as C
 from gate.clock import iso_ms
@@ -45,11 +47,12 @@ from gate.services.operations import (
 )
 from workbench.reports.params import ReportParams
 
-bp = Blueprint("operations", __name__)
+routes = Routes("operations", __name__)
+_METRICS_ERRORS = ("METRICS_UNAUTHORIZED", "METRICS_UNAVAILABLE")
 
 PILOT_MAX_BODY = 16_384
 
-__all__ = ["bp", "csv_cell", "metrics_token_refusal"]
+__all__ = ["csv_cell", "metrics_token_refusal", "routes"]
 
 
 def _pilots() -> PilotService:
@@ -67,7 +70,11 @@ def _policy_alerts() -> PolicyAlertService:
 # --------------------------------------------------------------------------- runtime config
 
 
-@bp.get("/api/runtime-config")
+@routes.route(Endpoint(
+    "get", "/api/runtime-config", "Public runtime configuration: versions, binding and advisory modes, "
+    "advisor panel (models and provider hosts only), signing algorithm and key id, registries, limits, "
+    "which protections are on. Never a secret.", False, {200: "runtime configuration"},
+    tags=("operations",), budget="public"))
 def runtime_config() -> Response:
     rt = runtime()
     settings = rt.settings
@@ -112,7 +119,21 @@ def runtime_config() -> Response:
 # --------------------------------------------------------------------------- pilot
 
 
-@bp.post("/api/pilot")
+@routes.route(Endpoint(
+    "post", "/api/pilot",
+    "Pilot intake. Submission `{company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
+    "consent: true}` → 201 with pilot_id and a one-time confirmation_token; the same submission again (same "
+    "Idempotency-Key, default sha256 of e-mail and company) → 200 replayed; another body under the key → 409. "
+    "Confirmation `{pilot_id, confirmation_token}` → 200 confirmed (idempotent); unknown id or wrong token → "
+    "404. Rate-limited per client address.",
+    False, {201: "intake stored", 200: "replayed submission, or confirmed", 400: "invalid intake or confirmation",
+            404: "no intake with this id and token", 409: "idempotency key holds another intake",
+            413: "body over 16 KiB", 415: MEDIA, 429: "rate limited per client",
+            503: "ledger or rate limiter unavailable"},
+    errors=BODY_ERRORS + ("PILOT_IDEMPOTENCY_CONFLICT", "PILOT_NOT_FOUND", "SVC_API_RATE_LIMITED",
+                          "RATE_LIMITER_UNAVAILABLE", "LEDGER_UNAVAILABLE"),
+    request_body="PilotRequest", response_headers=RATE_HEADERS + ("x-idempotency-status",),
+    request_headers=("Idempotency-Key",), tags=("operations",)))
 def pilot() -> Response:
     limited = client_limit("pilot")
     if isinstance(limited, Response):
@@ -136,7 +157,13 @@ def pilot() -> Response:
 # --------------------------------------------------------------------------- metrics token reads
 
 
-@bp.get("/api/proof-metrics")
+@routes.route(Endpoint(
+    "get", "/api/proof-metrics", "Aggregate proof metrics (decisions by authority and verdict, receipts by "
+    "kind, audit chains, workflow runs, pilots, signing readiness); no tenant names. Needs x-metrics-token.",
+    False, {200: "proof metrics", 401: "missing or wrong metrics token",
+            503: "no metrics token configured, or ledger unavailable"},
+    errors=_METRICS_ERRORS + ("LEDGER_UNAVAILABLE",), request_headers=("x-metrics-token",),
+    tags=("operations",)))
 def proof_metrics() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
@@ -149,7 +176,16 @@ def proof_metrics() -> Response:
     return json_response(200, body, {"Cache-Control": "no-store"})
 
 
-@bp.get("/api/pilot-export")
+@routes.route(Endpoint(
+    "get", "/api/pilot-export", "Pilot intakes as CSV (text/csv, oldest first; every field quoted, and a ' put "
+    "before any = + - @ that could start a cell under the separators , ; tab | or a line "
+    "break, against formula injection). Needs x-metrics-token.",
+    False, {200: "CSV export", 400: "bad limit", 401: "missing or wrong metrics token",
+            503: "no metrics token configured, or ledger unavailable"},
+    errors=_METRICS_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+    query=(("limit", "integer", "1-10000, default 1000", P.integer(1, 10_000)),),
+    request_headers=("x-metrics-token",),
+    tags=("operations",)))
 def pilot_export() -> Response:
     refusal = metrics_token_refusal()
     if refusal is not None:
@@ -185,7 +221,16 @@ def _alert_report_units() -> int:
     return per_report * (1 if _wanted_policy() is not None else MAX_ALERT_POLICIES)
 
 
-@bp.get("/api/policy-alerts")
+@routes.route(Endpoint(
+    "get", "/api/policy-alerts", "Alerts for the caller's scope: anomalies of the caller's ten most recently "
+    "decided policies (or `policy_id`), from the same anomaly engine and report as /anomalies, and vendor "
+    "policy-table rows verified longer ago than GATE_POLICY_SOURCE_MAX_AGE_DAYS.",
+    True, {200: "alerts", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
+           503: "ledger unavailable"},
+    errors=AUTH_ERRORS + ("REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+    query=(("policy_id", "string", "only this policy's anomalies",
+            P.printable(1, P.MAX_POLICY_ID, "only this policy's anomalies")),), tags=("operations",),
+    charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(query=_alert_report_units))
 def policy_alerts(caller: Caller) -> Response:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.costs import LINKS_PER_UNIT, PACKET_INTELLIGENCE_UNITS, Weight, charged, units
 from api.errors import error_response, json_response
 from api.jsonio import parse_json_bytes, read_json_bytes
 from api.public_limits import verification_slot
 from api.query import int_arg
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
 from gate import vocabulary as C
 from gate.clock import iso_ms
@@ -29,7 +31,7 @@ from gate.services.decide import Caller
 from gate.services.lifecycle import KINDS
 from workbench.reports.live import packet_intelligence
 
-bp = Blueprint("packets", __name__)
+routes = Routes("packets", __name__)
 
 PACKET_VERIFY_DESCRIPTION = {
     "ok": True,
@@ -95,7 +97,25 @@ def _receipts_under_head(
     return parts, totals, head
 
 
-@bp.get("/api/decision/<decision_id>/packet")
+@routes.route(Endpoint(
+    "get", "/api/decision/{decision_id}/packet",
+    "Export a portable decision_packet_v1: the record, receipts, outcomes, CRM syncs, a held decision's signed "
+    "hold events and the audit-chain excerpt with its inclusion proof and signed checkpoint. Never partial: 503 "
+    "when a source cannot be read.",
+    True, {200: "packet", 400: "bad query", 401: "missing or invalid key", 403: "disabled key",
+           404: "not in scope", 409: "the stored chain head contradicts its links or nodes",
+           503: "a packet source cannot be read"},
+    errors=AUTH_ERRORS + ("REQUEST_INVALID", "DECISION_NOT_FOUND", "PACKET_SOURCE_UNAVAILABLE",
+                          "CHAIN_INTEGRITY_FAILED"),
+    query=(("include_input", "boolean", "default false"), ("include_chain", "boolean", "default true"),
+           ("include_intelligence", "boolean", "default true"),
+           *[(name, "integer", "1-1000, default 20", P.packet_limit("1-1000, default 20"))
+             for name in ("execution_limit", "outcome_limit", "chain_limit")],
+           ("consistency_from", "integer", ("optional, 1 … chain size: add chain_consistency, the proof that "
+                                            "the tree of that size (a witness's checkpoint) is a prefix of the "
+                                            "exported one"), P.integer(1, P.INT_ARG_MAX))),
+    response_headers=("x-decision-packet-version", "x-decision-packet-hash"), tags=("packets",), charged=True,
+))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PACKET_WEIGHT)
 def export_packet(caller: Caller, decision_id: str) -> Response:
@@ -147,12 +167,20 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
     return json_response(200, packet, headers)
 
 
-@bp.get("/api/decision/packet/verify")
+@routes.route(Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,
+                       {200: "endpoint metadata"}, tags=("verification",), budget="public"))
 def describe_packet_verify() -> Response:
     return json_response(200, PACKET_VERIFY_DESCRIPTION)
 
 
-@bp.post("/api/decision/packet/verify")
+@routes.route(Endpoint(
+    "post", "/api/decision/packet/verify",
+    "Verify an exported packet `{packet, input?}`: packet hash, embedded record, receipt links, hold events, "
+    "report hashes, chain links, inclusion proof and checkpoint signature. A key inside the packet is never "
+    "trusted.",
+    False, {200: "verification result", 400: "malformed body", 413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS, request_body="PacketVerificationRequest", tags=("verification",), budget="verify",
+))
 def verify_exported_packet() -> Response:
     rt = runtime()
     data = read_json_bytes(request, rt.settings.max_packet_bytes)

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.errors import error_response, json_response
+from api.routing import Endpoint, Routes
 from gate.rulebook.patterns import REGISTRY_VERSION, load_patterns
 
-bp = Blueprint("patterns", __name__)
+routes = Routes("patterns", __name__)
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.:-]{1,120}$")
 _PARAMS = ("pattern_id", "tag")
@@ -22,7 +23,20 @@ def _bad(name: str, message: str) -> Response:
                           errors=[{"field": name, "code": "invalid_value", "message": message}])
 
 
-@bp.get("/api/decision/policy-patterns")
+@routes.route(Endpoint(
+    "get", "/api/decision/policy-patterns",
+    "Policy pattern registry (decision_pattern_registry_v1): pricing_exception, refund_review, "
+    "agent_action_gate, crm_writeback_gate, each with pattern_hash, a decision_request_template that is a "
+    "valid rulebook-mode request, outcome and CRM sync templates and SDK examples. `?pattern_id=` (pattern "
+    "id or policy id) answers one `policy_pattern`; `?tag=` filters the list.",
+    False, {200: "registry or one pattern", 400: "unknown or malformed query parameter",
+            404: "no pattern has this id (or not with this tag)"},
+    errors=("REQUEST_INVALID", "POLICY_PATTERN_NOT_FOUND"),
+    query=(("pattern_id", "string", "pattern id or policy id; answers one pattern",
+            {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,120}$"}),
+           ("tag", "string", "only patterns carrying this tag", {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,120}$"})),
+    tags=("registries",), budget="public",
+))
 def policy_patterns() -> Response:
     for name in request.args:
         if name not in _PARAMS:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Blueprint, Flask, Response, current_app, request
+from flask import Flask, Response, current_app, request
 
 from api import mcp_holds
 from api.client_limits import client_limit, hit_client_limit
@@ -37,6 +37,7 @@ from api.mcp import (
     McpEndpoint,
     error_message,
 )
+from api.routing import BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
 from gate.errors import GateError
 from gate.services.policychecks import (
     CHECKS,
@@ -49,9 +50,11 @@ from gate.services.policychecks import (
 MAX_BODY_BYTES = 65_536
 MAX_DEPTH = 32
 MCP_PREFIXES = {"refund": "/refund", "cancellation": "/cancel", "return": "/return", "trial": "/trial"}
-_NOT_POST = ["GET", "PUT", "PATCH", "DELETE"]
+_NOT_POST = ("get", "put", "patch", "delete")
 
-bp = Blueprint("policychecks", __name__)
+routes = Routes("policychecks", __name__)
+CHECK_ERRORS = BODY_ERRORS + ("SVC_API_RATE_LIMITED", "RATE_LIMITER_UNAVAILABLE", "POLICY_CHECK_UNDECIDED")
+_MCP_FACTORIES = "policychecks.mcp"  # app.extensions: each MCP endpoint's factory, by key ("all" or a service)
 
 
 def checks() -> PolicyCheckService:
@@ -102,14 +105,36 @@ def _serve_mcp(endpoint: McpEndpoint) -> Response:
     return _jsonrpc(status, body, headers)
 
 
-def _mcp_blueprint(name: str, prefix: str | None, endpoint_factory: Callable[[], McpEndpoint]) -> Blueprint:
-    blueprint = Blueprint(name, __name__, url_prefix=prefix)
+def _mcp_endpoints(path: str) -> tuple[Endpoint, ...]:
+    """One MCP endpoint: POST serves JSON-RPC; GET, PUT, PATCH and DELETE answer 405."""
+    served = Endpoint(
+        "post", path,
+        ("MCP JSON-RPC 2.0 (protocol 2025-11-25 or 2024-11-05): initialize, ping, notifications (202), tools/list, "
+         "tools/call → {content, structuredContent, isError}. " + ("All four policy-check tools." if path == "/api/mcp"
+         else "One service's tool ({…_url}/api/mcp).") + " JSON-RPC errors −32700/−32600 (HTTP 400), −32601, −32602, "
+         "−32603 (HTTP 200), −32000 rate limited (HTTP 429). Batches are refused (−32600). Advisory only."),
+        False, {200: "JSON-RPC response", 202: "notification or response accepted (no body)",
+                400: "parse error or invalid request (JSON-RPC error body)", 413: "body over 64 KiB",
+                415: MEDIA, 429: "rate limited (−32000)", 503: "rate limiter unavailable (−32603)"},
+        request_body="JsonRpcMessage", response_headers=RATE_HEADERS, tags=("policy-checks",),
+        error_schema="JsonRpcError")
+    refused = tuple(
+        Endpoint(method, path, "Not served: answers 405 with `Allow: POST` and a JSON-RPC error (−32000).", False,
+                 {405: "method not allowed (JSON-RPC error body)"}, tags=("policy-checks",), error_schema="JsonRpcError")
+        for method in _NOT_POST)
+    return (served, *refused)
 
-    @blueprint.route("/api/mcp", methods=["POST", *_NOT_POST])
+
+def _mcp_view(key: str) -> Callable[[], Response]:
     def mcp() -> Response:
-        return _serve_mcp(endpoint_factory())
+        return _serve_mcp(current_app.extensions[_MCP_FACTORIES][key]())
 
-    return blueprint
+    return mcp
+
+
+# The combined endpoint, then one per service under its prefix; each its own blueprint (`mcp_<key>`).
+for _key, _prefix in (("all", ""), *((spec.service, MCP_PREFIXES[spec.service]) for spec in CHECKS)):
+    routes.add(_mcp_view(_key), *_mcp_endpoints(_prefix + "/api/mcp"), blueprint=f"mcp_{_key}")
 
 
 # ---------------------------------------------------------------------------- REST twins and sources
@@ -140,22 +165,33 @@ def _register_rest(spec: CheckSpec) -> None:
     def view() -> Response:
         return _rest_check(spec.tool)
 
-    bp.add_url_rule(spec.rest_path, f"rest_{spec.service}", view, methods=["POST"])
+    routes.add(view, Endpoint(
+        "post", spec.rest_path, f"REST twin of the `{spec.tool}` MCP tool: the body is its arguments, the answer its "
+        "structuredContent (same engine, same result). Advisory only (production_verdict false).",
+        False, {200: "check result", 400: "bad arguments or body", 413: "body over 64 KiB", 415: MEDIA,
+                429: "rate limited per client", 500: "the rulebook reached no verdict", 503: "rate limiter unavailable"},
+        errors=CHECK_ERRORS, request_body=f"PolicyCheckArguments_{spec.tool}", response_headers=RATE_HEADERS,
+        tags=("policy-checks",)), name=f"rest_{spec.service}")
 
 
 for _spec in CHECKS:
     _register_rest(_spec)
 
 
-@bp.get("/rules/policy-sources.json")
+@routes.route(Endpoint(
+    "get", "/rules/policy-sources.json", "Vendor policy table sources: every row's source URL, notes, "
+    "last-verified date and source hash, with table and rulebook versions.", False, {200: "policy sources"},
+    tags=("policy-checks",), budget="public"))
 def policy_sources() -> Response:
     return json_response(200, checks().sources(), {"Cache-Control": "public, max-age=300"})
 
 
 # ---------------------------------------------------------------------------- wiring
 
+@routes.setup
 def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
-    """Load the checks (tables and rulebooks validated now: a bad file stops the app) and mount routes."""
+    """Load the checks (tables and rulebooks validated now: a bad file stops the app) and make the
+    MCP endpoints' factories, before the routes are mounted."""
     gate_clock = app.extensions["gate"].service.clock
     app.extensions["policychecks"] = service or PolicyCheckService(clock=gate_clock)
     endpoints: dict[str, McpEndpoint] = {}
@@ -171,13 +207,10 @@ def init_app(app: Flask, service: PolicyCheckService | None = None) -> None:
 
         return factory
 
-    app.register_blueprint(bp)
-    app.register_blueprint(_mcp_blueprint(
-        "mcp_all", None, endpoint("all", tuple(s.tool for s in CHECKS), "decision-gate-policy-checks",
-                                  "Decision Gate policy checks",
-                                  {mcp_holds.TOOL: ExtraTool(mcp_holds.DEFINITION, mcp_holds.call,
-                                                             mcp_holds.ToolRefused)})))
-    for spec in CHECKS:
-        app.register_blueprint(_mcp_blueprint(
-            f"mcp_{spec.service}", MCP_PREFIXES[spec.service],
-            endpoint(spec.service, (spec.tool,), f"decision-gate-{spec.service}-check", f"Decision Gate {spec.title}")))
+    app.extensions[_MCP_FACTORIES] = {
+        "all": endpoint("all", tuple(s.tool for s in CHECKS), "decision-gate-policy-checks",
+                        "Decision Gate policy checks",
+                        {mcp_holds.TOOL: ExtraTool(mcp_holds.DEFINITION, mcp_holds.call, mcp_holds.ToolRefused)}),
+        **{spec.service: endpoint(spec.service, (spec.tool,), f"decision-gate-{spec.service}-check",
+                                  f"Decision Gate {spec.title}") for spec in CHECKS},
+    }

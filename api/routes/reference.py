@@ -14,12 +14,13 @@ import importlib.util
 from functools import lru_cache
 from pathlib import Path
 
-from flask import Blueprint, Response, send_file
+from flask import Response, send_file
 
 from api.errors import error_response, json_response
+from api.routing import Endpoint, Routes
 from gate import __version__
 
-bp = Blueprint("reference", __name__)
+routes = Routes("reference", __name__)
 ASSET_TYPES = {".js": "text/javascript", ".css": "text/css", ".png": "image/png"}
 
 # The asset files the page loads, by name (no path from the request ever reaches the file system).
@@ -81,7 +82,11 @@ def _missing_assets() -> Response:
                                        "(pip install 'decision-gate[server]'); /openapi.json has the same contract")
 
 
-@bp.get("/docs")
+@routes.route(Endpoint(
+    "get", "/docs", "Interactive API reference (Swagger UI over /openapi.json), from assets installed with "
+    "the server; no CDN.", False, {200: "HTML page", 404: "reference assets not installed"},
+    errors=("NOT_FOUND",), response_headers=("Content-Security-Policy", "X-Content-Type-Options"),
+    tags=("contract",), budget="public"))
 def page() -> Response:
     if assets_dir() is None:
         return _missing_assets()
@@ -91,7 +96,9 @@ def page() -> Response:
     return response
 
 
-@bp.get("/docs/assets/<name>")
+@routes.route(Endpoint(
+    "get", "/docs/assets/{name}", "A script, style or icon file of the API reference page (fixed list).",
+    False, {200: "asset file", 404: "no such asset"}, errors=("NOT_FOUND",), tags=("contract",), budget="public"))
 def asset(name: str) -> Response:
     if name == INIT_SCRIPT:
         response = Response(_INIT, status=200, mimetype="text/javascript")
@@ -109,6 +116,8 @@ def asset(name: str) -> Response:
     return response
 
 
-@bp.get("/healthz")
+@routes.route(Endpoint(
+    "get", "/healthz", "Liveness: 200 while the process serves requests; reads no ledger, limiter or key "
+    "(readiness is /api/decision/status).", False, {200: "alive"}, tags=("registries",), budget="public"))
 def healthz() -> Response:
     return json_response(200, {"ok": True, "status": "alive", "service_version": __version__})

@@ -8,9 +8,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.errors import error_response, json_response
+from api.routing import AUTH_ERRORS, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate import __version__
 from gate import vocabulary as C
@@ -19,7 +21,7 @@ from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import schema_hash
 from gate.services.decide import Caller
 
-bp = Blueprint("registries", __name__)
+routes = Routes("registries", __name__)
 
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
@@ -33,7 +35,10 @@ def rulebook_contract() -> dict[str, Any]:
     }
 
 
-@bp.get("/api/decision/status")
+@routes.route(Endpoint(
+    "get", "/api/decision/status", "Readiness: signing, ledger, idempotency, limits, auth, registries.",
+    False, {200: "ready", 503: "degraded (same body shape)"}, tags=("registries",), budget="public",
+))
 def status() -> Response:
     rt = runtime()
     ledger_ok = rt.service.ledger_ready()
@@ -92,7 +97,10 @@ def status() -> Response:
     return json_response(200 if ready else 503, body)
 
 
-@bp.get("/api/decision/receipt-keys")
+@routes.route(Endpoint(
+    "get", "/api/decision/receipt-keys", "Public receipt key registry (active and retired Ed25519 keys).",
+    False, {200: "key registry"}, tags=("registries",), budget="public",
+))
 def receipt_keys() -> Response:
     rt = runtime()
     signer = rt.signing.receipt_signer()
@@ -162,7 +170,15 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict[str, Any], ...]:
     return tuple(bundles)
 
 
-@bp.get("/api/decision/policy-bundles")
+@routes.route(Endpoint(
+    "get", "/api/decision/policy-bundles", "Policy bundle registry; `?hash=` resolves one bundle.",
+    False, {200: "registry or one bundle", 400: "malformed hash", 404: "unknown bundle hash"},
+    errors=("REQUEST_INVALID", "POLICY_BUNDLE_NOT_FOUND"),
+    query=(("hash", "string", "64-hex bundle hash to resolve",
+            {"type": "string", "pattern": f"^{P.SPACES}*[0-9A-Fa-f]{{64}}{P.SPACES}*$",
+             "description": "64-hex bundle hash to resolve (case and surrounding space ignored)"}),),
+    tags=("registries",), budget="public",
+))
 def policy_bundles() -> Response:
     rt = runtime()
     policy_dir = str(rt.settings.policy_dir) if rt.settings.policy_dir else None
@@ -201,7 +217,15 @@ def policy_bundles() -> Response:
     return error_response("POLICY_BUNDLE_NOT_FOUND", "no policy bundle has this hash")
 
 
-@bp.get("/api/decision/rulebooks")
+@routes.route(Endpoint(
+    "get", "/api/decision/rulebooks", "Rulebook snapshot metadata in the caller's scope (never the body).",
+    True, {200: "{ok, rulebook}", 400: "lookup needs exactly hash, or rulebook_id and version",
+           401: "missing or invalid key", 403: "disabled key", 404: "not in scope"},
+    errors=AUTH_ERRORS + ("RULEBOOK_LOOKUP_INVALID", "RULEBOOK_NOT_FOUND"),
+    query=(("hash", "string", "rulebook hash"), ("rulebook_id", "string", "with version"),
+           ("version", "string", "with rulebook_id")),
+    tags=("registries",),
+))
 @keyed("SVC_API_UNAUTHORIZED")
 def rulebooks(caller: Caller) -> Response:
     rt = runtime()
@@ -241,7 +265,17 @@ def rulebooks(caller: Caller) -> Response:
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-@bp.get("/api/decision/adapters")
+@routes.route(Endpoint(
+    "get", "/api/decision/adapters", "Trusted adapter registry (public): manifests with closed input and "
+    "output JSON Schemas, implementation_hash, manifest_hash and the execution contract, so a caller can "
+    "build an `adapter` invocation. `?adapter_id=` filters; with `&version=` it answers one `adapter`.",
+    False, {200: "{ok, trusted_adapter_registry_version, count, adapters} or {ok, adapter}",
+            400: "version without adapter_id, or not semver", 404: "no registered adapter matches"},
+    errors=("REQUEST_INVALID", "TRUSTED_ADAPTER_NOT_FOUND"),
+    query=(("adapter_id", "string", "adapter id"),
+           ("version", "string", "semver, with adapter_id", {"type": "string", "pattern": P.SEMVER})),
+    tags=("registries",), budget="public",
+))
 def adapters() -> Response:
     """Public registry of trusted adapter manifests, so a caller can build an invocation."""
     registry = runtime().service.adapters

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.costs import Weight, charged
 from api.errors import error_response, gate_error_body, json_response
 from api.jsonio import read_json
+from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
 from gate.errors import GateError
 from gate.principals import Principal
 from gate.services.decide import Caller
 
-bp = Blueprint("releases", __name__)
+routes = Routes("releases", __name__)
+_RELEASE_ERRORS = BODY_ERRORS + AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "RELEASE_PERMISSION_DENIED",
+                                               "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
 
 PUBLISH_WEIGHT = Weight(body=True)
 STATUS_WEIGHT = Weight(base=10)  # the shadow and canary figures read up to 50,000 release rows
@@ -28,7 +31,15 @@ def _refused(error: GateError) -> Response:
     return json_response(status, body)
 
 
-@bp.post("/api/decision/rulebooks")
+@routes.route(Endpoint(
+    "post", "/api/decision/rulebooks", "Publish a Rulebook v1 (body) as an immutable version of the "
+    "caller's scope; needs the `publish` permission.", True,
+    {200: "{ok, created: false, rulebook} the same content again", 201: "{ok, created: true, rulebook}",
+     400: "malformed JSON body", 401: "missing or invalid key", 403: "key lacks publish",
+     409: "other content under a published version", 413: "body too large", 415: MEDIA,
+     422: "invalid rulebook"},
+    errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"),
+    request_body="RulebookPublishRequest", tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(PUBLISH_WEIGHT)
 def publish(caller: Caller) -> Response:
@@ -43,7 +54,13 @@ def publish(caller: Caller) -> Response:
     return json_response(201 if created else 200, {"ok": True, "created": created, "rulebook": metadata})
 
 
-@bp.get("/api/decision/rulebooks/<rulebook_id>/release")
+@routes.route(Endpoint(
+    "get", "/api/decision/rulebooks/{rulebook_id}/release", "A rulebook's release: state (active, "
+    "previous, shadow, canary, pending approvals), the scope's release policy, the live shadow and canary "
+    "comparison with intervals and guardrails, and the signed event history.", True,
+    {200: "{ok, rulebook_id, state, policy, comparison, history}", 401: "missing or invalid key",
+     404: "not published in this scope"},
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(STATUS_WEIGHT)
 def release_status(caller: Caller, rulebook_id: str) -> Response:
@@ -55,7 +72,13 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
     return json_response(200, {"ok": True, **status})
 
 
-@bp.get("/api/decision/rulebooks/<rulebook_id>/release/history")
+@routes.route(Endpoint(
+    "get", "/api/decision/rulebooks/{rulebook_id}/release/history", "The portable release history "
+    "(`release_history_v1`) that `gate verify` checks offline, with the scope's signed policy changes "
+    "(`governance`).", True,
+    {200: "{release_history_version, scope_hash, rulebook_id, events, governance}", 401: "missing or invalid key",
+     404: "not published in this scope"},
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(STATUS_WEIGHT)
 def release_history(caller: Caller, rulebook_id: str) -> Response:
@@ -67,7 +90,29 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
     return json_response(200, document)
 
 
-@bp.post("/api/decision/rulebooks/<rulebook_id>/release")
+@routes.route(Endpoint(
+    "post", "/api/decision/rulebooks/{rulebook_id}/release", "One transition `{action: shadow | canary | "
+    "activate | halt | rollback | approve, version?, percent?, subject?, reason?, migration_manifest?, "
+    "migration_manifest_hash?, override?, request_seq?, rulebook_hash?}`: a signed, chained release event "
+    "naming its principal (the key). Needs `release` (`approve` for approve; `admin` for override). Where "
+    "the policy sets require_dry_run, activate (and a canary above dry_run_canary_percent) passes the "
+    "version's signed dry-run manifest; a version its guardrail halted needs override `guardrail_halt` "
+    "and a reason. Idempotent under x-idempotency-key.", True,
+    {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
+     400: "malformed action", 401: "missing or invalid key",
+     403: "permission, or a principal approving its own request",
+     404: "rulebook, version or pending request not found",
+     409: "the release state or policy refuses the action (a halted version, a missing dry-run), or "
+          "another body under the key",
+     413: "body too large", 415: MEDIA, 422: "the dry-run manifest does not allow this move"},
+    errors=_RELEASE_ERRORS + ("RELEASE_ACTION_INVALID", "RELEASE_TRANSITION_REFUSED",
+                              "RELEASE_NOTHING_TO_HALT", "RELEASE_NOTHING_TO_ROLL_BACK",
+                              "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_APPROVAL_MISMATCH",
+                              "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE",
+                              "RELEASE_VERSION_HALTED", "RELEASE_DRY_RUN_REQUIRED",
+                              "RELEASE_DRY_RUN_REJECTED"),
+    request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
+    response_headers=("x-idempotency-status",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
 def release_action(caller: Caller, rulebook_id: str) -> Response:
@@ -96,7 +141,34 @@ def principal_of(caller: Caller) -> Principal:
                         permission="release") from None
 
 
-@bp.route("/api/decision/release-policy", methods=["GET", "PUT", "PATCH"])
+@routes.route(
+    Endpoint(
+        "get", "/api/decision/release-policy", "The scope's release policy in force, its pending requests "
+        "and every change (the signed `release_governance_event_v1` chain).", True,
+        {200: "{ok, policy, pending, governance_seq, history}", 401: "missing or invalid key"},
+        errors=AUTH_ERRORS, tags=("releases",)),
+    Endpoint(
+        "put", "/api/decision/release-policy", "State the scope's whole release policy (every member of "
+        "ReleasePolicy; a missing one is a 400 naming it). Needs `admin`. A signed policy event; while "
+        "approvals are required a weakening change is a request (202) a second principal approves.", True,
+        {200: "{ok, policy, pending, governance_seq, event} (event null: nothing changed)",
+         202: "{ok, policy, pending, governance_seq, event}: the change waits for approval",
+         400: "malformed or incomplete policy", 401: "missing or invalid key", 403: "key lacks admin",
+         413: "body too large", 415: MEDIA},
+        errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+        request_body="ReleasePolicy", tags=("releases",)),
+    Endpoint(
+        "patch", "/api/decision/release-policy", "Change the named members of the scope's release policy; "
+        "every other member keeps its value. Needs `admin`; otherwise as PUT.", True,
+        {200: "{ok, policy, pending, governance_seq, event} (event null: nothing changed)",
+         202: "{ok, policy, pending, governance_seq, event}: the change waits for approval",
+         400: "malformed policy member", 401: "missing or invalid key", 403: "key lacks admin",
+         413: "body too large", 415: MEDIA},
+        errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+        request_body="ReleasePolicyPatch", tags=("releases",)),
+)
 @keyed("SVC_API_UNAUTHORIZED")
 def release_policy(caller: Caller) -> Response:
     """The scope's release policy, its pending requests and its signed changes. PUT states the
@@ -115,7 +187,19 @@ def release_policy(caller: Caller) -> Response:
     return json_response(202 if requested else 200, _policy_answer(rt, caller.scope, event))
 
 
-@bp.post("/api/decision/release-policy/approvals")
+@routes.route(Endpoint(
+    "post", "/api/decision/release-policy/approvals", "Approve another principal's pending policy "
+    "request `{request_seq, reason?}`: applies it as a signed policy event. Needs `approve`; never the "
+    "requester.", True,
+    {200: "{ok, policy, pending, governance_seq, event}", 400: "malformed body",
+     401: "missing or invalid key", 403: "key lacks approve, or approves its own request",
+     404: "no such pending request", 409: "the policy changed since the request",
+     413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
+                                        "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_SELF_APPROVAL",
+                                        "RELEASE_POLICY_CHANGED", "LEDGER_UNAVAILABLE",
+                                        "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+    request_body="ReleasePolicyApproval", tags=("releases",)))
 @keyed("SVC_API_UNAUTHORIZED")
 def approve_release_policy(caller: Caller) -> Response:
     """A second principal (the `approve` permission, never the requester) applies a pending

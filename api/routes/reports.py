@@ -16,19 +16,21 @@ unit plus one per started 50 decisions its `limit` lets it read (default 1,000: 
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
+from api import openapi_params as P
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
 from api.errors import json_response
+from api.routing import Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.services.decide import Caller
 from workbench.reports.live import policy_report
-from workbench.reports.params import ReportParams, cohort_scopes
+from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.registry import REPORTS, Cohort, ReportKind, parse_params
 
-bp = Blueprint("reports", __name__)
+routes = Routes("reports", __name__)
 
 MAX_POLICY_ID = 120
 
@@ -66,6 +68,23 @@ def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
     return json_response(200, policy_report(kind, ledger, caller.scope, policy_id, params, cohort, scopes))
 
 
+def _declared(kind: ReportKind) -> Endpoint:
+    """The report's route as the OpenAPI document states it: the registry entry's summary and parameters."""
+    return Endpoint(
+        "get", kind.path,
+        kind.summary + " Computed from the live ledger by the same engines as `gate report` "
+        "(docs/intelligence.md); only the caller's scope is read, so a policy without decisions in it "
+        "answers an empty sample.",
+        True, {200: "sealed report", 400: "bad query parameter", 401: "missing or invalid key", 403: "disabled key",
+               503: "ledger unavailable"},
+        errors=(kind.unauthorized, "REQUEST_INVALID", "LEDGER_UNAVAILABLE"),
+        query=tuple((name, PARAMS[name].type.__name__.replace("int", "integer").replace("float", "number")
+                     .replace("str", "string"), PARAMS[name].describe(), P.report_param(name))
+                    for name in kind.params),
+        tags=("intelligence",), charged=True,
+    )
+
+
 def _route(kind: ReportKind) -> None:
     """GET /api/decision/policies/<policy_id>/<kind>: keyed, charged, then answered."""
 
@@ -74,8 +93,7 @@ def _route(kind: ReportKind) -> None:
     def view(caller: Caller, policy_id: str) -> Response:
         return _answer(kind, caller, policy_id)
 
-    bp.add_url_rule(f"/api/decision/policies/<policy_id>/{kind.name}", endpoint=kind.name, view_func=view,
-                    methods=["GET"])
+    routes.add(view, _declared(kind), name=kind.name)
 
 
 for _kind in REPORTS.values():

@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Response, request
 
 from api.client_limits import client_limit
 from api.errors import error_response
 from api.jsonio import read_json
-from api.routes.policychecks import MAX_BODY_BYTES, MAX_DEPTH, checks
+from api.routes.policychecks import CHECK_ERRORS, MAX_BODY_BYTES, MAX_DEPTH, checks
+from api.routing import MEDIA, RATE_HEADERS, WORKFLOW_REQUEST_HEADERS, Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
 from gate.services.operations import token_matches
@@ -42,12 +43,12 @@ from gate.services.workflows import (
     WorkflowService,
 )
 
-bp = Blueprint("workflows", __name__)
+routes = Routes("workflows", __name__)
 
 REALM = 'Bearer realm="decision-gate-workflows"'
 _KEY = re.compile(r"^[\x21-\x7e]{1,300}$")
 
-__all__ = ["TICKETING_SYSTEMS", "WORKFLOWS", "bp"]
+__all__ = ["TICKETING_SYSTEMS", "WORKFLOWS", "routes"]
 
 
 def _authorized() -> bool:
@@ -98,7 +99,20 @@ def _read_request(ticketing_system: str, workflow: str) -> WorkflowRequest:
     return WorkflowRequest(ticketing_system, workflow, body, override)
 
 
-@bp.post("/api/v1/workflows/<ticketing_system>/<workflow>")
+@routes.route(Endpoint(
+    "post", "/api/v1/workflows/{ticketing_system}/{workflow}",
+    "Helpdesk workflow (`workflow` = refund|cancel|return|trial): runs the policy check and answers request_id, "
+    "action, policy_class and ticket_annotations. Advisory only. Idempotent per ticket (default key "
+    "`<workflow>:<ticket_id>` within the ticketing system; `Idempotency-Key` overrides); a replay answers the "
+    "same bytes with `x-idempotency-status: replayed`. Bearer token only when GATE_WORKFLOW_TOKEN is set.",
+    False, {200: "workflow result (created or replayed)", 400: "missing or bad field, unsupported ticketing "
+            "system or workflow", 401: "bearer token required", 409: "idempotency key holds another request",
+            413: "body over 64 KiB", 415: MEDIA, 429: "rate limited per client",
+            500: "the rulebook reached no verdict", 503: "ledger or rate limiter unavailable"},
+    errors=CHECK_ERRORS + ("WORKFLOW_UNSUPPORTED", "WORKFLOW_UNAUTHORIZED", "WORKFLOW_IDEMPOTENCY_CONFLICT",
+                           "LEDGER_UNAVAILABLE"),
+    request_body="WorkflowRequest", response_headers=RATE_HEADERS + ("x-idempotency-status", "x-request-id"),
+    request_headers=tuple(WORKFLOW_REQUEST_HEADERS), tags=("workflows",)))
 def run_workflow(ticketing_system: str, workflow: str) -> Response:
     headers = client_limit("workflow")
     if isinstance(headers, Response):

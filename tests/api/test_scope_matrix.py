@@ -1,4 +1,4 @@
-"""Every keyed route that names a stored item, derived from the OpenAPI registry: another scope's
+"""Every keyed route that names a stored item, derived from the routes' declarations: another scope's
 item is a 404 (the same body as an id that does not exist), the owner's answers, nothing is
 written for the foreign caller. A new keyed route with a path parameter fails here until it has
 a case below (so no route can skip the check)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from api.openapi import ENDPOINTS
+from api.openapi import endpoints
 from gate.ledger.tables import decisions, lifecycle_receipts
 from tests.api.test_lifecycle import KIND_CASES
 
@@ -60,7 +60,7 @@ def _url(path: str, record: dict) -> str:
     return url
 
 
-ROUTES = [(e.method, e.path) for e in ENDPOINTS if e.auth and ("{decision_id}" in e.path or "{chain_id}" in e.path)]
+ROUTES = [(e.method, e.path) for e in endpoints() if e.auth and ("{decision_id}" in e.path or "{chain_id}" in e.path)]
 
 
 def test_the_matrix_covers_every_keyed_item_route():
@@ -98,7 +98,7 @@ def test_another_scopes_item_is_404_and_the_owners_is_served(app, client, issue_
     assert own.status_code in (200, 201), (url, own.status_code, own.json)
 
 
-REPORTS = [e.path for e in ENDPOINTS if e.auth and "{policy_id}" in e.path]
+REPORTS = [e.path for e in endpoints() if e.auth and "{policy_id}" in e.path]
 
 
 @pytest.mark.parametrize("path", REPORTS)

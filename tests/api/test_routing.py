@@ -1,0 +1,166 @@
+"""Routes declared once (api/routing.py): the app registers each route from its declaration, the
+OpenAPI document and the public budgets read the same declarations, and a new route module is
+found without a list to edit (docs/architecture.md, "Where a change goes": an API route)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from api.openapi import endpoints
+from api.routes import route_modules, route_tables
+from api.routing import Endpoint, Routes, flask_rule, mounted
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYED = "keyed.<locals>.decorate.<locals>.wrapper"  # api.runtime.keyed
+CHARGED = "charged.<locals>.decorate.<locals>.wrapper"  # api.costs.charged
+# Charged to the key's cost window in code, but the document does not state it (no 429 and cost
+# headers on them): the hold routes. Declaring them `charged=True` adds those to the document.
+CHARGED_UNDOCUMENTED = "holds."
+
+
+def _decorators(view) -> list[str]:
+    """The code of every function from the view inward (`functools.wraps` keeps `__wrapped__`)."""
+    names = []
+    while view is not None:
+        names.append(view.__code__.co_qualname)
+        view = getattr(view, "__wrapped__", None)
+    return names
+
+
+def test_every_module_of_the_routes_package_is_a_route_table():
+    modules = sorted(path.stem for path in (ROOT / "api" / "routes").glob("*.py") if path.stem != "__init__")
+    assert list(route_modules()) == modules
+    assert [routes.name for routes in route_tables()] == modules
+
+
+def test_each_declared_view_is_the_view_flask_serves(app):
+    declared = mounted(app)
+    names = [d.name for d in declared]
+    assert len(names) == len(set(names))
+    assert set(names) == {rule.endpoint for rule in app.url_map.iter_rules()} - {"static"}
+    for d in declared:
+        assert app.view_functions[d.name] is d.view, d.name
+        rules = [rule for rule in app.url_map.iter_rules() if rule.endpoint == d.name]
+        assert [rule.rule for rule in rules] == [d.rule], d.name
+        assert rules[0].methods - {"HEAD", "OPTIONS"} == {e.method.upper() for e in d.endpoints}, d.name
+    assert [e for d in declared for e in d.endpoints] == [e for r in route_tables() for e in r.endpoints]
+
+
+def test_a_route_documented_with_a_key_is_keyed_and_the_others_are_not(app):
+    for d in mounted(app):
+        keyed = KEYED in _decorators(d.view)
+        assert [e.auth for e in d.endpoints] == [keyed] * len(d.endpoints), d.name
+
+
+def test_a_route_documented_as_charged_is_charged(app):
+    for d in mounted(app):
+        charged = CHARGED in _decorators(d.view)
+        documented = {e.charged for e in d.endpoints}
+        assert len(documented) == 1, d.name
+        if d.name.startswith(CHARGED_UNDOCUMENTED):
+            assert charged and documented == {False}, d.name  # when this fails, drop the exception
+        else:
+            assert documented == {charged}, d.name
+
+
+def test_the_document_states_each_declared_charge():
+    charged = [e for e in endpoints() if e.charged]
+    assert charged
+    for endpoint in charged:
+        assert 429 in endpoint.responses and "SVC_API_RATE_LIMITED" in endpoint.errors, endpoint.path
+        assert "X-RateLimit-Cost" in endpoint.response_headers, endpoint.path
+
+
+def test_a_path_names_its_url_rule():
+    assert flask_rule("/api/decision/{decision_id}/verify") == "/api/decision/<decision_id>/verify"
+    assert flask_rule("/schemas/{name}", {"name": "path"}) == "/schemas/<path:name>"
+    assert flask_rule("/api/v1/workflows/{ticketing_system}/{workflow}") == (
+        "/api/v1/workflows/<ticketing_system>/<workflow>")
+
+
+def _view() -> None:
+    return None
+
+
+@pytest.mark.parametrize("declarations, problem", [
+    ((), "at least one"),
+    ((Endpoint("get", "/a", "a", False, {200: "a"}), Endpoint("post", "/b", "b", False, {200: "b"})), "one path"),
+    ((Endpoint("get", "/a", "a", False, {200: "a"}), Endpoint("get", "/a", "b", False, {200: "b"})), "each method"),
+    ((Endpoint("get", "/a", "a", False, {200: "a"}, budget="public"),
+      Endpoint("post", "/a", "b", False, {200: "b"})), "one budget"),
+    ((Endpoint("get", "/a", "a", False, {200: "a"}, budget="cheap"),), "one budget"),
+    ((Endpoint("get", "/a", "a", True, {200: "a"}, budget="public"),), "keyed"),
+])
+def test_inconsistent_declarations_are_refused(declarations, problem):
+    routes = Routes("probe", __name__)
+    with pytest.raises(ValueError, match=problem):
+        routes.add(_view, *declarations)
+    assert routes.declared == []
+
+
+PROBE = textwrap.dedent('''
+    from api.errors import json_response
+    from api.routing import AUTH_ERRORS, Endpoint, Routes
+    from api.runtime import keyed
+
+    routes = Routes("probe", __name__)
+
+
+    @routes.route(Endpoint("get", "/api/probe/{name}", "A public route added by its module alone.", False,
+                           {200: "the name"}, tags=("probe",), budget="public"))
+    def look(name):
+        return json_response(200, {"ok": True, "name": name})
+
+
+    @routes.route(Endpoint("post", "/api/probe/{name}", "A keyed route added by its module alone.", True,
+                           {200: "the name", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("probe",)))
+    @keyed("SVC_API_UNAUTHORIZED")
+    def poke(caller, name):
+        return json_response(200, {"ok": True, "name": name, "scope": caller.scope})
+''')
+
+SCRIPT = textwrap.dedent('''
+    import json, sys
+
+    import api.routes
+    api.routes.__path__.append(sys.argv[1])  # the probe module beside the package's own
+
+    from api.app import create_app
+    from gate.settings import Settings
+
+    client = create_app(Settings.from_env()).test_client()
+    look, poke = client.get("/api/probe/x"), client.post("/api/probe/x")
+    spec, docs = client.get("/openapi.json").json, client.get("/docs.json").json
+    print(json.dumps({"look": [look.status_code, look.json, look.headers.get("X-RateLimit-Limit")],
+                      "poke": [poke.status_code, poke.json["error"]],
+                      "operations": spec["paths"].get("/api/probe/{name}"),
+                      "listed": [e for e in docs["endpoints"] if e["path"] == "/api/probe/{name}"]}))
+''')
+
+
+def test_a_new_route_module_is_served_budgeted_and_documented_by_itself(gate_env, tmp_path):
+    """One file, `api/routes/probe.py`, and nothing else: the app mounts it, its public route
+    counts against the client's budget, its keyed route asks for a key, and both are documented."""
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "probe.py").write_text(PROBE, encoding="utf-8")
+    env = {**os.environ, **gate_env, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(folder)], env=env, capture_output=True, text=True,
+                          timeout=180, check=False)
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout.splitlines()[-1])
+    assert answers["look"] == [200, {"ok": True, "name": "x"}, "600"]
+    assert answers["poke"] == [401, "SVC_API_UNAUTHORIZED"]
+    look, poke = answers["operations"]["get"], answers["operations"]["post"]
+    assert look["security"] == [] and poke["security"] == [{"ApiKey": []}, {"Bearer": []}]
+    assert [p["name"] for p in look["parameters"] if p["in"] == "path"] == ["name"]
+    assert "SVC_API_RATE_LIMITED" in look["responses"]["429"]["x-error-codes"]  # the public budget's 429
+    assert "429" not in poke["responses"]
+    assert {(e["method"], e["auth"]) for e in answers["listed"]} == {("GET", "public"), ("POST", "api_key")}
