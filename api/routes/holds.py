@@ -60,7 +60,7 @@ def _holds() -> HoldService:
            ("limit", "integer", "at most this many (default 50, at most 500)",
             {"type": "integer", "minimum": 1, "maximum": 500}),
            ("offset", "integer", "skip this many", {"type": "integer", "minimum": 0, "maximum": 1_000_000})),
-    tags=("holds",)))
+    tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def inbox(caller: Caller) -> Response:
@@ -78,7 +78,7 @@ def inbox(caller: Caller) -> Response:
 @routes.route(Endpoint(
     "get", "/api/holds/policy", "The scope's hold policy: queues (deadline, quorum, members, "
     "justification, escalation), routes by policy and rule, four eyes.", True,
-    {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",)))
+    {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def policy(caller: Caller) -> Response:
@@ -91,7 +91,7 @@ def policy(caller: Caller) -> Response:
     {200: "{ok, policy, event}", 400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
      413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED"),
-    request_body="HoldPolicy", tags=("holds",)))
+    request_body="HoldPolicy", tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
 def set_policy(caller: Caller) -> Response:
@@ -106,7 +106,7 @@ def set_policy(caller: Caller) -> Response:
 @routes.route(Endpoint(
     "get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) for offline checks "
     "(`gate verify --hold-history`).", True, {200: "hold_history_v1", 401: "missing or invalid key"},
-    errors=AUTH_ERRORS, tags=("holds",)))
+    errors=AUTH_ERRORS, tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
 def history(caller: Caller) -> Response:
@@ -117,7 +117,7 @@ def history(caller: Caller) -> Response:
 @routes.route(Endpoint(
     "get", _HOLD, "One hold with its facts and its signed events.", True,
     {200: "{ok, hold}", 401: "missing or invalid key", 404: "no such hold in this scope"},
-    errors=_HOLD_ERRORS, tags=("holds",)))
+    errors=_HOLD_ERRORS, tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def show(caller: Caller, decision_id: str) -> Response:
@@ -161,15 +161,15 @@ def _step_route(endpoint: Endpoint) -> None:
 for _step in (
     Endpoint("post", _HOLD + "/resolve", "A reviewer's vote `{decision: approve | deny, reason_code, note?}` (needs "
              "`resolve`); it closes the hold when it denies or completes the queue's quorum.", True, _STEP_ANSWERS,
-             errors=_HOLD_STEP_ERRORS, request_body="HoldResolution", tags=("holds",)),
+             errors=_HOLD_STEP_ERRORS, request_body="HoldResolution", tags=("holds",), charged=True),
     Endpoint("post", _HOLD + "/claim", "Claim the hold (others cannot claim or resolve it for 30 minutes).", True,
-             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS, tags=("holds",), charged=True),
     Endpoint("post", _HOLD + "/unclaim", "Release one's own claim.", True, _STEP_ANSWERS,
-             errors=_HOLD_STEP_ERRORS, tags=("holds",)),
+             errors=_HOLD_STEP_ERRORS, tags=("holds",), charged=True),
     Endpoint("post", _HOLD + "/reassign", "Move the hold to another queue `{queue, note?}`.", True, _STEP_ANSWERS,
-             errors=_HOLD_STEP_ERRORS, request_body="HoldReassign", tags=("holds",)),
+             errors=_HOLD_STEP_ERRORS, request_body="HoldReassign", tags=("holds",), charged=True),
     Endpoint("post", _HOLD + "/escalate", "Move the hold to its queue's escalation queue now.", True,
-             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",)),
+             _STEP_ANSWERS, errors=_HOLD_STEP_ERRORS + ("HOLD_NOT_ESCALABLE",), tags=("holds",), charged=True),
 ):
     _step_route(_step)
 
@@ -182,7 +182,7 @@ for _step in (
      401: "missing or invalid key", 404: "no hold for this decision in this scope"},
     errors=_HOLD_ERRORS + ("REQUEST_INVALID",),
     query=(("wait", "integer", "seconds to wait for the close (0 to 30)",
-            {"type": "integer", "minimum": 0, "maximum": 30}),), tags=("holds",)))
+            {"type": "integer", "minimum": 0, "maximum": 30}),), tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def resolution(caller: Caller, decision_id: str) -> Response:

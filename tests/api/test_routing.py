@@ -20,9 +20,6 @@ from api.routing import Endpoint, Routes, flask_rule, mounted
 ROOT = Path(__file__).resolve().parents[2]
 KEYED = "keyed.<locals>.decorate.<locals>.wrapper"  # api.runtime.keyed
 CHARGED = "charged.<locals>.decorate.<locals>.wrapper"  # api.costs.charged
-# Charged to the key's cost window in code, but the document does not state it (no 429 and cost
-# headers on them): the hold routes. Declaring them `charged=True` adds those to the document.
-CHARGED_UNDOCUMENTED = "holds."
 
 
 def _decorators(view) -> list[str]:
@@ -64,10 +61,7 @@ def test_a_route_documented_as_charged_is_charged(app):
         charged = CHARGED in _decorators(d.view)
         documented = {e.charged for e in d.endpoints}
         assert len(documented) == 1, d.name
-        if d.name.startswith(CHARGED_UNDOCUMENTED):
-            assert charged and documented == {False}, d.name  # when this fails, drop the exception
-        else:
-            assert documented == {charged}, d.name
+        assert documented == {charged}, d.name
 
 
 def test_the_document_states_each_declared_charge():
