@@ -116,3 +116,14 @@ def test_routes_are_declared_only_beside_their_handlers():
     assert outside == []
     app = (ROOT / "api" / "app.py").read_text(encoding="utf-8")
     assert re.findall(r"from api\.routes[.\w]* import (.+)", app) == ["route_tables"]
+
+
+def test_every_page_has_its_view_and_state_and_every_state_is_a_page():
+    from workbench.app.pages import PAGES, VIEWS
+
+    assert tuple(name for name, _view in VIEWS) == PAGES and len(set(PAGES)) == len(PAGES)
+    for name in PAGES:
+        assert (ROOT / "workbench" / "app" / "pages" / f"{name}.py").is_file(), name
+        assert (ROOT / "workbench" / "app" / "state" / f"{name}.py").is_file(), name
+    states = {path.stem for path in (ROOT / "workbench" / "app" / "state").glob("*.py")} - {"__init__"}
+    assert states == set(PAGES)
