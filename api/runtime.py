@@ -40,6 +40,7 @@ class GateRuntime:
     holds: Any = None  # gate.services.holds.HoldService
     scope_events: Any = None  # gate.services.scope_events.ScopeEventService
     hold_sweeper: Any = None  # gate.services.holds.HoldSweeper, started by `gate serve` in each worker
+    reports: Any = None  # workbench.services.reports.ReportService (every report kind of the registry)
 
     def wake_dispatcher(self) -> None:
         if self.dispatcher is not None:
