@@ -1,10 +1,11 @@
 """The workbench's data store: no UI, one instance shared by every session.
 
 Every number the dashboard shows comes from here, and the store only calls what the API, the
-CLI and the notebooks call: `workbench.engines` (through `workbench.reports`), the dry-run of
-`workbench.migration`, the exact analysis of `gate.rulebook.analysis`, and the `gate` services
-(records, receipts, chain proofs, verification, promotion). It chooses inputs (scope, policy,
-dataset) and caches results of expensive reads, nothing else.
+CLI and the notebooks call: the analytics services (`workbench.services`: export, the reports of
+every registry kind, the dry-run, the sweep, the live impact), built with the decision service by
+the composition root (`workbench.services.root`), the exact analysis of `gate.rulebook.analysis`,
+and the `gate` services (records, receipts, chain proofs, verification, promotion). It chooses
+inputs (scope, policy, dataset) and caches results of expensive reads, nothing else.
 
 Reads are scoped: every method takes the scope it reads, and the session only passes scopes
 its user was granted (`workbench.app.access`).
