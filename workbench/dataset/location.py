@@ -41,8 +41,10 @@ __all__ = [
 ]
 
 
-class DatasetError(Exception):
-    """A dataset cannot be read or written as asked; the message says why and what to do."""
+class DatasetError(ValueError):
+    """A dataset cannot be read or written as asked (missing, another schema version, a file that
+    does not match its manifest, a location that cannot be used); the message says why and what
+    to do. The one error of the dataset: its writers and its readers (`workbench.dataset.load`) raise it."""
 
 
 @dataclass(frozen=True)
