@@ -42,7 +42,8 @@ without facts come out with `replay = "unreplayable"`. No operator is ever appro
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -75,6 +76,9 @@ RESULT_COLUMNS = ("replay", "status", "verdict", "application_verdict", "action"
 _NEEDS_INPUT_INDEX = -1
 _DEFAULT_INDEX = -2
 PICK = "_pick"
+
+LeafExpr = Callable[[str, Any], pl.Expr]
+"""A leaf operator's expression from the leaf's field path and value."""
 
 
 @dataclass(frozen=True)
@@ -181,35 +185,67 @@ def _resolved(path: str) -> pl.Expr:
     return _col(path, "t").is_not_null()
 
 
-def _leaf(node: dict[str, Any]) -> pl.Expr:
-    operator, path, value = node["operator"], node["field"], node.get("value")
-    if operator == "exists":
-        expr = _resolved(path)
-    elif operator == "not_exists":
-        expr = _col(path, "t").is_null()
-    elif operator == "eq":
-        expr = _eq(path, value)
-    elif operator == "neq":
-        expr = _resolved(path) & ~_eq(path, value).fill_null(False)
-    elif operator in ("gt", "gte", "lt", "lte"):
+def _two_valued(leaf: LeafExpr) -> LeafExpr:
+    """`leaf` with null (a path that does not resolve) read as false."""
+
+    def two_valued(path: str, value: Any) -> pl.Expr:
+        return leaf(path, value).fill_null(False)
+
+    return two_valued
+
+
+def _negated(positive: LeafExpr) -> LeafExpr:
+    """The negation of `positive` on a resolved field (false where the path does not resolve)."""
+
+    def negated(path: str, value: Any) -> pl.Expr:
+        return _resolved(path) & ~positive(path, value).fill_null(False)
+
+    return _two_valued(negated)
+
+
+def _number(compare: Callable[[pl.Expr, float], pl.Expr]) -> LeafExpr:
+    """A number comparison on `n`: kind number, then `compare`; false for a non-number constant."""
+
+    def number(path: str, value: Any) -> pl.Expr:
         if not _is_number(value):
             return pl.lit(False)
-        n, v = _col(path, "n"), float(value)
-        compare = {"gt": n > v, "gte": n >= v, "lt": n < v, "lte": n <= v}[operator]
-        expr = _kind(path, fc.KIND_NUMBER) & compare
-    elif operator in ("in", "not_in"):
-        if not isinstance(value, list):
-            return pl.lit(False)
-        expr = _member(path, value)
-        if operator == "not_in":
-            expr = _resolved(path) & ~expr.fill_null(False)
-    elif operator == "contains":
-        expr = _contains(path, value)
-    elif operator == "not_contains":
-        expr = _resolved(path) & ~_contains(path, value).fill_null(False)
-    else:  # unreachable after validation
-        raise ValueError(f"unsupported operator {operator!r}")
-    return expr.fill_null(False)
+        return (_kind(path, fc.KIND_NUMBER) & compare(_col(path, "n"), float(value))).fill_null(False)
+
+    return number
+
+
+def _options(positive: LeafExpr) -> LeafExpr:
+    """A test against an array of options; false when the constant is not an array."""
+
+    def options(path: str, value: Any) -> pl.Expr:
+        return positive(path, value) if isinstance(value, list) else pl.lit(False)
+
+    return options
+
+
+# One entry per Rulebook v1 leaf operator (declared in gate.rulebook.operators; a test holds the
+# names equal): the leaf's two-valued expression from its field path and its value.
+LEAVES: dict[str, LeafExpr] = {
+    "exists": _two_valued(lambda path, value: _resolved(path)),
+    "not_exists": _two_valued(lambda path, value: _col(path, "t").is_null()),
+    "eq": _two_valued(_eq),
+    "neq": _negated(_eq),
+    "gt": _number(operator.gt),
+    "gte": _number(operator.ge),
+    "lt": _number(operator.lt),
+    "lte": _number(operator.le),
+    "in": _options(_two_valued(_member)),
+    "not_in": _options(_negated(_member)),
+    "contains": _two_valued(_contains),
+    "not_contains": _negated(_contains),
+}
+
+
+def _leaf(node: dict[str, Any]) -> pl.Expr:
+    leaf = LEAVES.get(node["operator"])
+    if leaf is None:  # unreachable after validation
+        raise ValueError(f"unsupported operator {node['operator']!r}")
+    return leaf(node["field"], node.get("value"))
 
 
 def _condition(node: dict[str, Any]) -> pl.Expr:
