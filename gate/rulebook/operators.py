@@ -22,9 +22,9 @@ An `Operator` says:
 - `compiled(src, field, value)`: the compiled form, a Python boolean expression (see below).
 - `words`: how the rule table reads the leaf, `field <words> value` (`field <words>` when the
   operator takes no value).
-- `cost`: its share of the evaluation's work bound (`gate.rulebook.budget`): `PATH` one unit
-  per field path part (and one); `VALUE` that plus the size of the rulebook's value; `ARRAY`
-  the field path plus, when the fact is an array, its length times the size of the value.
+- `cost`: its share of the evaluation's work bound (`gate.rulebook.budget`), in units: one per
+  field path part, plus: `PATH` one; `VALUE` the size of the rulebook's value; `ARRAY` the fact's
+  length times the size of the value when the fact is an array, else one.
 - `negates`: the operator whose negation it is on a resolved field (`neq` of `eq`); for
   `not_exists`, `exists`, negated everywhere.
 - `compare`: the comparison it makes between two values of a type it compares (`operator.gt`
@@ -41,9 +41,10 @@ and `HELPERS`. SECURITY: the expression is made of fixed text and those names on
 rulebook string or value is ever spelled into it (`gate.rulebook.compile`).
 
 A new operator is one entry here, one in `workbench/engines/rulebook_polars.py` (`LEAVES`), its
-name in `schemas/rulebook-v1.schema.json` and its tests, as long as its operand is one of the
-kinds above and its cost one of the classes above; a new kind of operand also changes how the
-analysis cuts a field (`gate/rulebook/analysis/space.py`), a new cost class `budget.py`.
+name in `schemas/rulebook-v1.schema.json` and its entries in
+`tests/rulebook/test_rulebook_operators.py`, as long as its operand is one of the kinds above and
+its cost one of the classes above; a new kind of operand also changes how the analysis cuts a
+field (`gate/rulebook/analysis/space.py`), a new cost class `budget.py`.
 """
 
 from __future__ import annotations

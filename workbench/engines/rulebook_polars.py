@@ -8,7 +8,9 @@ scalar evaluator (`gate.rulebook.compile`, reference facts §2) row for row: `st
 a hypothesis differential test over generated rulebooks and facts holds the two together.
 
 How each leaf maps to columns (`t` kind, `b`/`n`/`s` scalar values, `j` strict key of an
-array or object, `e` strict keys of array elements):
+array or object, `e` strict keys of array elements), one `LEAVES` entry per operator (the
+operators are declared in `gate.rulebook.operators`; this module cannot import it, and a test
+holds the two to the same names):
 
 - `exists` / `not_exists`: `t` is (not) null.
 - `eq`: the kind of the constant, then its value: a string against `s`, a number against `n`
