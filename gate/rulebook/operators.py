@@ -176,15 +176,27 @@ def _compiled_neq(src: Constants, field: str, value: Any) -> str:
     return f"({_bind(field)} is not _M and not {_eq_test(src, value, 'x')})"
 
 
-def _compiled_threshold(symbol: str) -> Callable[[Constants, str, Any], str]:
-    """The compiled form of a number comparison written `x <symbol> value` in Python."""
+def _number_test(src: Constants, field: str, value: Any, symbol: str) -> str:
+    """A number comparison `x <symbol> value` in Python, both sides plain numbers."""
+    if not is_number(value):
+        return "False"
+    return f"((_type({_bind(field)}) is _int or _type(x) is _float) and x {symbol} {src.const(value)})"
 
-    def compiled(src: Constants, field: str, value: Any) -> str:
-        if not is_number(value):
-            return "False"
-        return f"((_type({_bind(field)}) is _int or _type(x) is _float) and x {symbol} {src.const(value)})"
 
-    return compiled
+def _compiled_gt(src: Constants, field: str, value: Any) -> str:
+    return _number_test(src, field, value, ">")
+
+
+def _compiled_gte(src: Constants, field: str, value: Any) -> str:
+    return _number_test(src, field, value, ">=")
+
+
+def _compiled_lt(src: Constants, field: str, value: Any) -> str:
+    return _number_test(src, field, value, "<")
+
+
+def _compiled_lte(src: Constants, field: str, value: Any) -> str:
+    return _number_test(src, field, value, "<=")
 
 
 def _compiled_in(src: Constants, field: str, value: Any) -> str:
@@ -229,13 +241,20 @@ def _holds_neq(x: Any, value: Any) -> bool:
     return x is not MISSING and not strict_equal(x, value)
 
 
-def _holds_threshold(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    """A number comparison: both sides plain numbers (a boolean is not one), then `compare`."""
+def _holds_gt(x: Any, value: Any) -> bool:
+    return is_number(value) and is_number(x) and x > value
 
-    def holds(x: Any, value: Any) -> bool:
-        return is_number(value) and is_number(x) and compare(x, value)
 
-    return holds
+def _holds_gte(x: Any, value: Any) -> bool:
+    return is_number(value) and is_number(x) and x >= value
+
+
+def _holds_lt(x: Any, value: Any) -> bool:
+    return is_number(value) and is_number(x) and x < value
+
+
+def _holds_lte(x: Any, value: Any) -> bool:
+    return is_number(value) and is_number(x) and x <= value
 
 
 def _holds_in(x: Any, value: Any) -> bool:
@@ -246,23 +265,23 @@ def _holds_not_in(x: Any, value: Any) -> bool:
     return isinstance(value, list) and x is not MISSING and not member(x, value)
 
 
-def _threshold(name: str, symbol: str, words: str, compare: Callable[[Any, Any], bool],
-               rising: bool, strict: bool) -> Operator:
-    return Operator(name, Operand.NUMBER, _holds_threshold(compare), _compiled_threshold(symbol), words,
-                    Cost.PATH, compare=compare, threshold=Threshold(rising=rising, strict=strict))
-
-
-# The table, in the order of the schema's enum.
+# The table, in the order of the schema's enum. Every meaning and compiled form is a function of
+# its own, called when a leaf is evaluated or compiled (none is made at import by a factory), so
+# mutation testing reaches each of them.
 OPERATORS: tuple[Operator, ...] = (
     Operator("exists", Operand.NONE, _holds_exists, _compiled_exists, "exists", Cost.PATH),
     Operator("not_exists", Operand.NONE, _holds_not_exists, _compiled_not_exists, "is absent", Cost.PATH,
              negates="exists"),
     Operator("eq", Operand.VALUE, _holds_eq, _compiled_eq, "=", Cost.VALUE, compare=op.eq),
     Operator("neq", Operand.VALUE, _holds_neq, _compiled_neq, "≠", Cost.VALUE, negates="eq", compare=op.ne),
-    _threshold("gt", ">", ">", op.gt, rising=True, strict=True),
-    _threshold("gte", ">=", "≥", op.ge, rising=True, strict=False),
-    _threshold("lt", "<", "<", op.lt, rising=False, strict=True),
-    _threshold("lte", "<=", "≤", op.le, rising=False, strict=False),
+    Operator("gt", Operand.NUMBER, _holds_gt, _compiled_gt, ">", Cost.PATH, compare=op.gt,
+             threshold=Threshold(rising=True, strict=True)),
+    Operator("gte", Operand.NUMBER, _holds_gte, _compiled_gte, "≥", Cost.PATH, compare=op.ge,
+             threshold=Threshold(rising=True, strict=False)),
+    Operator("lt", Operand.NUMBER, _holds_lt, _compiled_lt, "<", Cost.PATH, compare=op.lt,
+             threshold=Threshold(rising=False, strict=True)),
+    Operator("lte", Operand.NUMBER, _holds_lte, _compiled_lte, "≤", Cost.PATH, compare=op.le,
+             threshold=Threshold(rising=False, strict=False)),
     Operator("in", Operand.OPTIONS, _holds_in, _compiled_in, "in", Cost.VALUE),
     Operator("not_in", Operand.OPTIONS, _holds_not_in, _compiled_not_in, "not in", Cost.VALUE, negates="in"),
     Operator("contains", Operand.NEEDLE, contains, _compiled_contains, "contains", Cost.ARRAY),

@@ -187,59 +187,86 @@ def _resolved(path: str) -> pl.Expr:
     return _col(path, "t").is_not_null()
 
 
-def _two_valued(leaf: LeafExpr) -> LeafExpr:
-    """`leaf` with null (a path that does not resolve) read as false."""
-
-    def two_valued(path: str, value: Any) -> pl.Expr:
-        return leaf(path, value).fill_null(False)
-
-    return two_valued
+_FALSE = pl.lit(False)  # a leaf that never holds (a constant of the wrong kind): final as it is
 
 
-def _negated(positive: LeafExpr) -> LeafExpr:
-    """The negation of `positive` on a resolved field (false where the path does not resolve)."""
-
-    def negated(path: str, value: Any) -> pl.Expr:
-        return _resolved(path) & ~positive(path, value).fill_null(False)
-
-    return _two_valued(negated)
+def _negated(path: str, positive: pl.Expr) -> pl.Expr:
+    """Resolved and not `positive`."""
+    return _resolved(path) & ~positive.fill_null(False)
 
 
-def _number(compare: Callable[[pl.Expr, float], pl.Expr]) -> LeafExpr:
-    """A number comparison on `n`: kind number, then `compare`; false for a non-number constant."""
-
-    def number(path: str, value: Any) -> pl.Expr:
-        if not _is_number(value):
-            return pl.lit(False)
-        return (_kind(path, fc.KIND_NUMBER) & compare(_col(path, "n"), float(value))).fill_null(False)
-
-    return number
+def _number(path: str, value: Any, compare: Callable[[pl.Expr, float], pl.Expr]) -> pl.Expr:
+    """Kind number and `compare` on `n`; never for a non-number constant."""
+    if not _is_number(value):
+        return _FALSE
+    return _kind(path, fc.KIND_NUMBER) & compare(_col(path, "n"), float(value))
 
 
-def _options(positive: LeafExpr) -> LeafExpr:
-    """A test against an array of options; false when the constant is not an array."""
+def _leaf_exists(path: str, value: Any) -> pl.Expr:
+    return _resolved(path)
 
-    def options(path: str, value: Any) -> pl.Expr:
-        return positive(path, value) if isinstance(value, list) else pl.lit(False)
 
-    return options
+def _leaf_not_exists(path: str, value: Any) -> pl.Expr:
+    return _col(path, "t").is_null()
+
+
+def _leaf_eq(path: str, value: Any) -> pl.Expr:
+    return _eq(path, value)
+
+
+def _leaf_neq(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _eq(path, value))
+
+
+def _leaf_gt(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.gt)
+
+
+def _leaf_gte(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.ge)
+
+
+def _leaf_lt(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.lt)
+
+
+def _leaf_lte(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.le)
+
+
+def _leaf_in(path: str, value: Any) -> pl.Expr:
+    return _member(path, value) if isinstance(value, list) else _FALSE
+
+
+def _leaf_not_in(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _member(path, value)) if isinstance(value, list) else _FALSE
+
+
+def _leaf_contains(path: str, value: Any) -> pl.Expr:
+    return _contains(path, value)
+
+
+def _leaf_not_contains(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _contains(path, value))
 
 
 # One entry per Rulebook v1 leaf operator (declared in gate.rulebook.operators; a test holds the
-# names equal): the leaf's two-valued expression from its field path and its value.
+# names equal): the leaf's expression from its field path and its value, null where the path is
+# missing (`_leaf` reads null as false), or `_FALSE`. Each is a function of its own, called when
+# a rulebook is compiled, so mutation testing reaches each.
 LEAVES: dict[str, LeafExpr] = {
-    "exists": _two_valued(lambda path, value: _resolved(path)),
-    "not_exists": _two_valued(lambda path, value: _col(path, "t").is_null()),
-    "eq": _two_valued(_eq),
-    "neq": _negated(_eq),
-    "gt": _number(operator.gt),
-    "gte": _number(operator.ge),
-    "lt": _number(operator.lt),
-    "lte": _number(operator.le),
-    "in": _options(_two_valued(_member)),
-    "not_in": _options(_negated(_member)),
-    "contains": _two_valued(_contains),
-    "not_contains": _negated(_contains),
+    "exists": _leaf_exists,
+    "not_exists": _leaf_not_exists,
+    "eq": _leaf_eq,
+    "neq": _leaf_neq,
+    "gt": _leaf_gt,
+    "gte": _leaf_gte,
+    "lt": _leaf_lt,
+    "lte": _leaf_lte,
+    "in": _leaf_in,
+    "not_in": _leaf_not_in,
+    "contains": _leaf_contains,
+    "not_contains": _leaf_not_contains,
 }
 
 
@@ -247,7 +274,8 @@ def _leaf(node: dict[str, Any]) -> pl.Expr:
     leaf = LEAVES.get(node["operator"])
     if leaf is None:  # unreachable after validation
         raise ValueError(f"unsupported operator {node['operator']!r}")
-    return leaf(node["field"], node.get("value"))
+    expr = leaf(node["field"], node.get("value"))
+    return expr if expr is _FALSE else expr.fill_null(False)
 
 
 def _condition(node: dict[str, Any]) -> pl.Expr:
