@@ -12,11 +12,12 @@ checks (`gate.protocol.requests`), before anything walks or hashes the facts; th
    `MAX_FACT_STRING_LENGTH` characters. This one is part of the request's shape, so it lives
    with the request checks in `gate.protocol.fact_limits`, below the rulebook package.
 2. `EVALUATION_TOO_COSTLY`: an upper bound of the evaluator's work over these facts is at most
-   `MAX_EVALUATION_WORK` units. Per leaf (its operator's `cost`, `gate.rulebook.operators`): one
-   unit per field path part; for `contains` and
-   `not_contains` over an array, its length times the size of the needle (elements are compared
-   with the needle by strict equality, which visits at most the needle); for `in`, `not_in`,
-   `eq` and `neq`, the size of the rulebook's value. Short-circuiting only lowers the real work.
+   `MAX_EVALUATION_WORK` units. Per leaf, by its operator's `cost` (`gate.rulebook.operators`):
+   one unit per field path part, plus: for `contains` and `not_contains` over an array, its
+   length times the size of the needle (elements are compared with the needle by strict
+   equality, which visits at most the needle), over anything else one; for `in`, `not_in`, `eq`
+   and `neq`, the size of the rulebook's value; for the others, one. Short-circuiting only
+   lowers the real work.
 
 Under these limits evaluation is exactly what it was: the checks refuse or pass, they never
 change a verdict. The limits are documented in `docs.json` and the README.

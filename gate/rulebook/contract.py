@@ -36,7 +36,8 @@ EXECUTABLE_KEYS = frozenset({"code", "handler", "function", "javascript", "scrip
 # The leaf operators are declared, with their meaning, in gate.rulebook.operators (in the order
 # of the schema's enum); their names, and those that take no value, as the validator reads them.
 OPERATORS = tuple(operator.name for operator in DECLARED_OPERATORS)
-VALUELESS_OPERATORS = frozenset(operator.name for operator in DECLARED_OPERATORS if operator.operand is Operand.NONE)
+VALUELESS_OPERATORS = frozenset(
+    operator.name for operator in DECLARED_OPERATORS if operator.operand is Operand.NONE)
 
 # An outcome's `decision` is one of gate.vocabulary.VERDICTS, named here for the rulebook's readers.
 VERDICT_YES, VERDICT_NO, VERDICT_REVIEW = VERDICTS
