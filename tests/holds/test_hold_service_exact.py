@@ -242,6 +242,9 @@ def test_a_route_sets_the_queue_priority_quorum_and_escalation_of_the_hold(desk)
                                          "approvals_needed", "require_justification", "four_eyes")} == {
         "queue": "finance", "priority": "urgent", "priority_rank": 3, "deadline_at": "2026-11-26T13:00:00.000Z",
         "escalate_at": "2026-11-26T12:01:00.000Z", "approvals_needed": 2, "require_justification": 1, "four_eyes": 0}
+    assert hold_view(row) == _view(record, queue="finance", priority="urgent", deadline_at=DEADLINE_1H,
+                                   escalate_at="2026-11-26T12:01:00.000Z", approvals_needed=2,
+                                   require_justification=True, four_eyes=False)
     assert _announced(desk)[-1][3]["inbox_url"] == \
         f"https://gate.example/wb?scope={SCOPE}&page=inbox&hold={record['decision_id']}"
 
