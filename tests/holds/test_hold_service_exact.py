@@ -145,6 +145,8 @@ def test_utc_reads_a_stored_time_in_utc():
     assert _utc("2026-11-26T13:00:00.000+01:00") == START and _utc("2026-11-26T13:00:00+01:00").tzinfo is UTC
     with pytest.raises(ValueError):
         _utc("2026-11-26T12:00:00.000z")  # the stored form only: an upper-case Z
+    with pytest.raises(ValueError):
+        _utc("2026-11-26T12:00:00.000XXZXX")  # only the one letter Z is read as UTC
 
 
 def test_the_stored_facts_are_compact_sorted_utf8_and_bounded_in_bytes():
