@@ -143,6 +143,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     releases = with_releases(DecisionService(ledger, signing))
     try:
         return _run(args, releases)
+    except CliError:
+        raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
     except GateError as error:
         print(f"gate release: {error.code}: {error.message}", file=sys.stderr)
         return 1

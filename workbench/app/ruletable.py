@@ -17,6 +17,8 @@ import copy
 import json
 from typing import Any
 
+from gate.errors import CodedError
+
 OUTCOME_COLUMNS = ("decision", "verdict", "action", "reason_code")
 EDITABLE = ("priority", "rule_id", "condition", *OUTCOME_COLUMNS)
 COLUMNS = ("index", "priority", "rule_id", "condition", "reads", *OUTCOME_COLUMNS)
@@ -29,8 +31,10 @@ NEW_RULE: dict[str, Any] = {
 }
 
 
-class RuleEditError(ValueError):
+class RuleEditError(CodedError, ValueError):
     """A cell value the table cannot write into the draft (the draft is unchanged)."""
+
+    CODE = "RULE_EDIT_INVALID"
 
 
 def compact(value: Any) -> str:

@@ -33,6 +33,7 @@ from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
 from workbench.dataset.facts import facts_rows_of
+from workbench.dataset.location import DatasetError as DatasetError  # the one dataset refusal, named here too
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 from workbench.dataset.trust import Trust, Untrusted, trust_of, verdict
@@ -41,10 +42,6 @@ if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
     from gate.ledger import Ledger
 
 MANIFEST = "manifest.json"
-
-
-class DatasetError(ValueError):
-    """The dataset cannot be read as this contract (missing, another schema version)."""
 
 
 @dataclass(frozen=True)

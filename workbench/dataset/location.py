@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from gate.errors import CodedError
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS
 
 MANIFEST = "manifest.json"
@@ -41,8 +42,12 @@ __all__ = [
 ]
 
 
-class DatasetError(Exception):
-    """A dataset cannot be read or written as asked; the message says why and what to do."""
+class DatasetError(CodedError, ValueError):
+    """A dataset cannot be read or written as asked (missing, unreadable, another schema
+    version, not what its manifest lists); the message says why and what to do. The one
+    dataset refusal: `workbench.dataset.load` raises it too."""
+
+    CODE = "DATASET_INVALID"
 
 
 @dataclass(frozen=True)
