@@ -59,7 +59,7 @@ _SOURCED_FIELDS = ("vendor", "region", "plan", "terms", "source_url", "last_veri
 _NOT_ID = re.compile(r"[^a-z0-9_-]+")
 
 
-class VendorTableInvalid(CodedError, ValueError):
+class VendorTableInvalid(CodedError):
     """A vendor policy table file is unreadable, off-schema, has duplicate keys or a wrong hash."""
 
     CODE = "POLICY_TABLE_INVALID"

@@ -41,7 +41,7 @@ OUTCOME_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_
 FIXTURE_MEMBERS = ("fixture_id", "description", "request_text", "snapshot", "expected_record")
 
 
-class CorpusError(CodedError, ValueError):
+class CorpusError(CodedError):
     """The corpus cannot be read, or a fixture is not the file its index names."""
 
     CODE = "REPLAY_CORPUS_INVALID"

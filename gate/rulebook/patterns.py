@@ -50,7 +50,7 @@ _PLACEHOLDERS = {name: "{{" + name + "}}" for name in  # `{{record_hash}}`: name
                  ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version")}
 
 
-class PatternError(CodedError, ValueError):
+class PatternError(CodedError):
     """The pattern file or a rulebook it names is unusable; the gate refuses to start."""
 
     CODE = "POLICY_PATTERNS_INVALID"

@@ -95,7 +95,7 @@ class ArgumentsInvalid(Signal, ValueError):
         self.errors = errors
 
 
-class CheckFailed(CodedError, RuntimeError):
+class CheckFailed(CodedError):
     """The rulebook did not produce a usable verdict (fail closed: no answer at all)."""
 
     CODE = "POLICY_CHECK_UNDECIDED"

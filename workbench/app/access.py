@@ -50,7 +50,7 @@ PASSWORD_FILE_ISSUER = "password-file"  # noqa: S105  # an issuer name, not a pa
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
 
 
-class AccessConfigError(CodedError, ValueError):
+class AccessConfigError(CodedError):
     """The workbench's access configuration is unusable; the message says what to fix."""
 
     CODE = "WORKBENCH_ACCESS_INVALID"

@@ -37,7 +37,7 @@ _N_RANGE, _R_RANGE, _P_RANGE = (2**10, 2**20), (1, 32), (1, 16)
 CONVERT_COMMAND = "gate workbench-passwd FILE --convert"
 
 
-class PasswordFileError(CodedError, ValueError):
+class PasswordFileError(CodedError):
     """The password file is unusable; the message says what to fix (and never holds a password)."""
 
     CODE = "WORKBENCH_PASSWORDS_INVALID"

@@ -31,7 +31,7 @@ NEW_RULE: dict[str, Any] = {
 }
 
 
-class RuleEditError(CodedError, ValueError):
+class RuleEditError(CodedError):
     """A cell value the table cannot write into the draft (the draft is unchanged)."""
 
     CODE = "RULE_EDIT_INVALID"

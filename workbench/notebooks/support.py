@@ -43,7 +43,7 @@ MANIFEST = "manifest.json"
 FACT_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
-class NotebookSetupError(CodedError, RuntimeError):
+class NotebookSetupError(CodedError):
     """The notebooks cannot run here: no dataset where the paths point (the message says how
     to make one)."""
 
