@@ -17,16 +17,13 @@ from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import route_tables
 from api.runtime import GateRuntime
-from gate.adapters import AdapterRegistry, default_registry
-from gate.advisory.http import HttpLLMAdvisor
+from gate.adapters import AdapterRegistry
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
 from gate.events.stream import JetStreamPublisher
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.services.advisory import AdvisoryService
 from gate.services.chains import AuditChainService
-from gate.services.decide import DecisionService, with_releases
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService, HoldSweeper
 from gate.services.lifecycle import LifecycleService
@@ -35,6 +32,7 @@ from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
 from workbench.reports import live as live_reports
+from workbench.services.root import compose, live_signing
 
 log = logging.getLogger("gate.api")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
@@ -50,16 +48,6 @@ def _refuse_undecodable_url() -> Response | None:
                               errors=[{"field": field, "code": "invalid_encoding",
                                        "message": "percent-encoded bytes must form UTF-8"}])
     return None
-
-
-def advisory_service(settings: Settings) -> AdvisoryService | None:
-    """The advisory legacy modes' service (gate/advisory/), or None when GATE_ADVISORY_MODES is off."""
-    if not settings.advisory_modes:
-        return None
-    # No base URL means no models either (gate.settings); "" would be refused like any other bad URL.
-    http = [HttpLLMAdvisor(settings.advisor_base_url or "", model, api_key=settings.advisor_api_key,
-                           timeout=settings.advisor_timeout) for model in settings.advisor_models]
-    return AdvisoryService(http)
 
 
 def create_app(
@@ -80,34 +68,26 @@ def create_app(
     if settings.auto_migrate:
         ledger.upgrade()
     # The keyring file is followed while the app runs: signing-init / signing-rotate need no restart.
-    setup: SigningSetup | LiveSigning = signing or LiveSigning(
-        settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id, settings.require_signing,
-        check_interval=settings.signing_key_check_ms / 1000,
-    )
+    signing = signing or live_signing(settings)
     app = Flask("decision_gate")
     app.config["MAX_CONTENT_LENGTH"] = None  # enforced by api.jsonio with the spec's error body
     if isinstance(app.json, DefaultJSONProvider):  # Flask's own provider, the one it always installs
         app.json.sort_keys = False
-    app.extensions["gate"] = _runtime(settings, ledger, setup, clock=clock, ids=ids, limiter=limiter,
+    app.extensions["gate"] = _runtime(settings, ledger, signing, clock=clock, ids=ids, limiter=limiter,
                                       adapters=adapters)
     _mount_routes(app)
-    _install_request_checks(app, settings, setup)
+    _install_request_checks(app, settings, signing)
     _install_error_bodies(app)
     return app
 
 
 def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
              ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None) -> GateRuntime:
-    """The core's services the routes share (`api.runtime.runtime()`)."""
-    service = DecisionService(
-        ledger, signing, schema_url=settings.schema_url, clock=clock, ids=ids,
-        adapters=adapters or default_registry(pool_size=settings.adapter_pool_size,
-                                              memory_mb=settings.adapter_memory_mb,
-                                              plugins=settings.adapter_plugins),
-        confidence=settings.decide_confidence,
-        advisory=advisory_service(settings),
-    )
-    release_service = with_releases(service, on_trip=record_guardrail_trip)
+    """The core's services the routes share (`api.runtime.runtime()`), built by the composition
+    root (`workbench.services.root`) with the serving settings and the guardrail hook."""
+    services = compose(signing, ledger, settings=settings, clock=clock, ids=ids, adapters=adapters,
+                       on_trip=record_guardrail_trip)
+    service, release_service = services.live()
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
                           lease_seconds=settings.events_lease_seconds)
     events.on_attempt = record_webhook_attempt
@@ -140,6 +120,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         pilots=PilotService(ledger, service.clock),
         proof_metrics=ProofMetricsService(ledger),
         policy_alerts=policy_alerts,
+        reports=services.reports,
     )
 
 

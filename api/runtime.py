@@ -27,6 +27,7 @@ from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
+from workbench.services.reports import ReportService
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -50,6 +51,7 @@ class GateRuntime:
     events: EventService
     holds: HoldService
     scope_events: ScopeEventService
+    reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: HoldSweeper | None = None  # started by `gate serve` in each worker; None: dispatch is off
 

@@ -38,7 +38,7 @@ from gate.chain.links import chain_id_for
 from gate.chain.merkle import verify_checkpoint
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
-from gate.keys.config import SigningSetup
+from gate.services.root import signing_setup
 from gate.verify import TrustAnchors
 from gate_cli.context import load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
@@ -146,8 +146,7 @@ def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[s
         raise GateError("VERIFY_INPUT_UNREADABLE", "no --log and GATE_CHECKPOINT_LOG is off")
     chain_id = chain_id_for(args.scope)
     held = held_of(log, chain_id)
-    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                settings.require_signing)
+    signing = signing_setup(settings)
     ledger = open_ledger(settings)
     try:
         audit = AuditChainService(ledger, signing, SystemClock())  # no log here: this command appends

@@ -116,9 +116,8 @@ def ledger_at_hand(settings: Settings) -> Ledger | None:
 def dataset_trust(settings: Settings, *, allow_unsigned: bool, ledger: Ledger | None = None) -> Trust:
     """How a command trusts a dataset (`workbench.dataset.trust.reader_trust`): this gate's keyring and
     HMAC secret, `--allow-unsigned`, the newest-seen state in GATE_HOME/cache, and `ledger`'s chain heads."""
-    from gate.keys.config import SigningSetup
+    from gate.services.root import signing_setup
     from workbench.dataset.trust import reader_trust
 
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
-    return reader_trust(settings.home, setup.trust_anchors(), allow_unsigned=allow_unsigned, ledger=ledger)
+    return reader_trust(settings.home, signing_setup(settings).trust_anchors(), allow_unsigned=allow_unsigned,
+                        ledger=ledger)

@@ -56,12 +56,10 @@ def _anchors(args: argparse.Namespace) -> TrustAnchors:
     """The keys a dry-run manifest's signature may be by: this gate's own (keyring, HMAC secret)
     and those the options name (unusable ones raise TrustAnchorError, a GateError)."""
     from gate.keys.anchors import TrustAnchors
-    from gate.keys.config import SigningSetup
+    from gate.services.root import signing_setup
     from gate_cli.context import load_settings
 
-    settings = load_settings()
-    anchors = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                False).trust_anchors()
+    anchors = signing_setup(load_settings()).trust_anchors()
     if args.public_key:
         anchors = anchors + TrustAnchors.from_public_key_pem(Path(args.public_key).read_text())
     if args.key_registry:

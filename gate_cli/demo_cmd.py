@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from gate.clock import SystemClock, iso_ms
 from gate.errors import LedgerUnavailable
-from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring
+from gate.services.root import signing_setup
 from gate.settings import Settings
 from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 
 if TYPE_CHECKING:
+    from gate.keys.config import SigningSetup
     from workbench.demo.seed import SeedResult
 
 
@@ -35,8 +36,7 @@ def _signing(settings: Settings) -> SigningSetup:
     settings.home.mkdir(parents=True, exist_ok=True)
     if not settings.signing_key_file.exists():
         generate_keyring(settings.signing_key_file, iso_ms(SystemClock().now()))
-    return SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                             settings.require_signing)
+    return signing_setup(settings)
 
 
 def seed(settings: Settings, decisions: int, seed_value: int) -> SeedResult:

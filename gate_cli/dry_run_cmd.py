@@ -28,14 +28,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gate.clock import SystemClock, iso_ms
 from gate.keys.anchors import TrustAnchorError, TrustAnchors
-from gate.keys.config import SigningSetup
 from gate.settings import Settings
-from gate_cli.cluster_opt import add_cluster_argument, cluster_client
+from gate_cli.cluster_opt import add_cluster_argument
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
+    from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
     from workbench.dataset.trust import Trust
     from workbench.migration import DryRunError
@@ -115,10 +114,10 @@ def _fail(error: DryRunError, as_json: bool, command: str = "dry-run") -> int:
 
 
 def _signing() -> tuple[Settings, SigningSetup]:
+    from gate.services.root import signing_setup
+
     settings = Settings.from_env()
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
-    return settings, setup
+    return settings, signing_setup(settings)
 
 
 def _digest_store(settings: Settings) -> None:
@@ -159,15 +158,15 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
-              ledger: Ledger | None) -> tuple[dict[str, Any] | None, str | None]:
-    """(the baseline version or None for the history, where it came from) of `--baseline`
+              ledger: Ledger | None) -> tuple[dict[str, Any], str] | None:
+    """(the baseline version, where it came from) of `--baseline`, None for the history
     (DryRunError USAGE, BASELINE_INVALID; workbench.migration.baseline)."""
     from workbench.migration import DryRunError
     from workbench.migration.draft import read_draft_file
 
     choice = args.baseline or ("current" if args.scope else "history")
     if choice == "history":
-        return None, None
+        return None
     if choice != "current":
         try:
             return read_draft_file(choice), f"file {choice}"
@@ -180,12 +179,12 @@ def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
 
     from gate.errors import GateError
     from gate.ledger import Ledger
-    from gate.services.decide import DecisionService, with_releases
+    from workbench.services.root import compose
 
     reader = ledger or Ledger(settings.database_url)
     why = f"no version of {args.rulebook_id!r} runs in scope {args.scope!r} in the ledger (GATE_DATABASE_URL)"
     try:
-        running = with_releases(DecisionService(reader, setup)).running_rulebook(args.scope, args.rulebook_id)
+        running = compose(setup, reader).dry_runs.production(args.scope, args.rulebook_id)
     except (GateError, SQLAlchemyError) as exc:  # no ledger there (a dataset read elsewhere), or unreadable
         running, why = None, f"the ledger (GATE_DATABASE_URL) cannot be read: {str(exc).splitlines()[0]}"
     finally:
@@ -193,18 +192,18 @@ def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
             reader.dispose()
     if running is None and args.baseline == "current":
         raise DryRunError("BASELINE_INVALID", f"{why}: give --baseline history or --baseline FILE")
-    return running if running is not None else (None, None)
+    return running
 
 
 def _run(args: argparse.Namespace) -> int:
-    from workbench.migration import DryRunError, dry_run, write_dry_run
+    from workbench.migration import DryRunError
     from workbench.migration.draft import load_draft, read_draft_file
-    from workbench.signing import result_signer
+    from workbench.services.root import compose
 
     _check_args(args)
     settings, setup = _signing()
     _digest_store(settings)
-    result_signer(setup)  # no key while signing is required: refused before any work
+    compose(setup).dry_runs.check_signing()  # no key while signing is required: refused before any work
     draft = read_draft_file(args.draft)
     if args.cluster is not None:  # a bad draft is refused before the cluster is reached
         load_draft(draft, args.rulebook_id)
@@ -215,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
 
         ledger = Ledger(settings.database_url)
         ledger.upgrade()
-    baseline, baseline_source = _baseline(args, settings, setup, ledger)
+    baseline = _baseline(args, settings, setup, ledger)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise DryRunError("USAGE", f"--out {out} exists and is not a folder")
@@ -227,13 +226,11 @@ def _run(args: argparse.Namespace) -> int:
         # The dataset's manifest must be signed by a key this gate trusts, or unsigned by
         # --allow-unsigned (the result then names no dataset key); stale: see result_signer.
         trust = trust_for(args, settings) if args.dataset is not None else None
-        with cluster_client(args.cluster) as client:
-            run = dry_run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, ledger=ledger,
-                          created_at=iso_ms(SystemClock().now()), flips_limit=args.flips_limit, flips_path=staging,
-                          anchors=trust, cost=cost, cluster=client, baseline=baseline,
-                          baseline_source=baseline_source)
-        signer = result_signer(setup, run.history.source, allow_stale=args.allow_stale)
-        manifest = write_dry_run(out, run.manifest, signer)
+        dry_runs = compose(setup, ledger).dry_runs
+        run = dry_runs.run(draft, args.rulebook_id, scope=args.scope, dataset=args.dataset, trust=trust,
+                           cluster=args.cluster, baseline=baseline, flips_limit=args.flips_limit, flips_path=staging,
+                           cost=cost)
+        manifest = dry_runs.write(run, out, allow_stale=args.allow_stale)
         shutil.move(staging, out / "flips.parquet")
     finally:
         shutil.rmtree(staging_dir, ignore_errors=True)

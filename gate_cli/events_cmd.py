@@ -69,14 +69,12 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 def cmd_events(args: argparse.Namespace) -> int:
     from gate.errors import GateError
-    from gate.keys.config import SigningSetup
     from gate.services.events import EventService
+    from gate.services.root import signing_setup
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                settings.require_signing)
-    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing_setup(settings),
                            lease_seconds=settings.events_lease_seconds)
     try:
         return _run(args, service, settings)

@@ -23,7 +23,6 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gate.errors import LedgerUnavailable
-from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
 from gate_cli.help import Subparsers
@@ -37,9 +36,9 @@ if TYPE_CHECKING:
 def cmd_export(args: argparse.Namespace) -> int:
     # Lazy: the ledger and the exporter bring SQLAlchemy and Polars, which `gate --version` does without.
     from gate.ledger import Ledger
-    from workbench.dataset.export import export_ledger
     from workbench.dataset.location import DatasetError
-    from workbench.signing import SigningRefused, dataset_signer
+    from workbench.services.root import compose, signing_setup
+    from workbench.signing import SigningRefused
 
     if args.rebuild_rollups or args.cluster is not None:
         from gate_cli.rebuild_cmd import cmd_rebuild_rollups
@@ -55,10 +54,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         print("gate export: --catalog-uri, --warehouse and --namespace need --format iceberg", file=sys.stderr)
         return 2
     settings = Settings.from_env()
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
     try:
-        signer = dataset_signer(setup)
+        # The one signing rule for datasets (`workbench.services.exports`): refused before the
+        # ledger or the dataset is opened when there is no key while signing is required.
+        export = compose(signing_setup(settings)).exports.begin()
     except SigningRefused as refused:
         print(f"gate export: {refused.code}: {refused.message}", file=sys.stderr)
         return 2
@@ -66,10 +65,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         lakehouse = _lakehouse(args, settings)
         ledger.upgrade()
-        result = export_ledger(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
-                               settle_seconds=args.settle_seconds, progress=ProgressBar(),
-                               rollup_progress=ProgressBar(label="rollups", unit="partitions"), signer=signer,
-                               lakehouse=lakehouse, layout=args.format, anchors=setup.trust_anchors())
+        result = export.run(ledger, args.out, scope=args.scope, batch_size=args.batch_size,
+                            settle_seconds=args.settle_seconds, progress=ProgressBar(),
+                            rollup_progress=ProgressBar(label="rollups", unit="partitions"),
+                            lakehouse=lakehouse, layout=args.format)
     except DatasetError as exc:
         print(f"gate export: {exc}", file=sys.stderr)
         return 2

@@ -22,7 +22,8 @@ from gate.clock import FixedClock
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.protocol.canonical import sha256_bytes_hex
-from gate.services.decide import Caller, DecisionService
+from gate.services.decide import Caller
+from gate.services.root import decision_services
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = ROOT / "data" / "golden" / "requests.json"
@@ -58,9 +59,11 @@ def build_corpus(items: list[dict[str, Any]], out: Path, *, adapters: Any = None
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Ledger(f"sqlite:///{tmp}/golden.db")
         ledger.upgrade()
-        service = DecisionService(ledger, SigningSetup(keyring=None, hmac_key=None, required=False),
-                                  clock=FixedClock(START, step_ms=1000), ids=SequentialIds(id_prefix),
-                                  confidence=False, **({"adapters": adapters} if adapters is not None else {}))
+        # The composition root's decision service, with the corpus's fixed clock and ids, no keys,
+        # no decide-time confidence and no releases (every request decides inline).
+        service = decision_services(ledger, SigningSetup(keyring=None, hmac_key=None, required=False),
+                                    clock=FixedClock(START, step_ms=1000), ids=SequentialIds(id_prefix),
+                                    adapters=adapters, confidence=False, releases=False).decisions
         caller = Caller(key_id="key_golden", scope=SCOPE, plan="golden", rate_limit=0, monthly_cap=10**9)
         entries = list(keep or [])
         for item in items:

@@ -80,13 +80,12 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 def cmd_holds(args: argparse.Namespace) -> int:
     from gate.errors import GateError
-    from gate.keys.config import SigningSetup
     from gate.services.holds import HoldService
+    from gate.services.root import signing_setup
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                settings.require_signing)
+    signing = signing_setup(settings)
     try:
         return _run(args, HoldService(ledger, signing))
     except CliError:

@@ -21,8 +21,8 @@ from typing import Any
 from gate import __version__
 from gate.errors import GateError
 from gate.keys.apikeys import new_api_key, parse_permissions, permissions_text
-from gate.keys.config import SigningSetup
 from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
+from gate.services.root import signing_setup
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
@@ -177,8 +177,7 @@ def serve(settings: Settings, host: str, port: int, workers: int, threads: int |
 
 def startup_notes(settings: Settings) -> list[str]:
     """What `serve` says before it listens: a missing or broken signing key and the command that fixes it."""
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
+    setup = signing_setup(settings)
     if setup.receipt_signer() is not None:
         return []
     problem = setup.problem or "no receipt signing key is configured"

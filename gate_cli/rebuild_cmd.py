@@ -24,31 +24,22 @@ def _fail(message: str) -> int:
 
 def cmd_rebuild_rollups(args: Any) -> int:
     # Lazy: the dataset brings Polars and the cluster Dask.
-    from gate.keys.config import SigningSetup
     from workbench.cluster import ClusterError
     from workbench.dataset.location import DatasetError
-    from workbench.dataset.rebuild import rebuild_rollups
-    from workbench.signing import SigningRefused, dataset_signer
+    from workbench.services.root import compose, signing_setup
+    from workbench.signing import SigningRefused
 
     if not args.rebuild_rollups:
         return _fail("--cluster runs the rollup rebuild: give --rebuild-rollups")
     settings = Settings.from_env()
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                              settings.require_signing)
     try:
-        signer = dataset_signer(setup)
+        export = compose(signing_setup(settings)).exports.begin()  # signed as `gate export` signs
     except SigningRefused as refused:
         return _fail(f"{refused.code}: {refused.message}")
     progress = ProgressBar(label="rollups", unit="partitions")
     try:
         with cluster_client(args.cluster) as client:
-            if client is None:
-                manifest = rebuild_rollups(args.out, signer=signer, progress=progress, anchors=setup.trust_anchors())
-            else:
-                from workbench.cluster.rebuild import cluster_rebuild
-
-                manifest = cluster_rebuild(client, args.out, signer=signer, progress=progress,
-                                           anchors=setup.trust_anchors())
+            manifest = export.rebuild_rollups(args.out, cluster=client, progress=progress)
     except (DatasetError, ClusterError) as error:
         return _fail(str(error))
     rolled = manifest["rollups"]

@@ -133,14 +133,11 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from gate.errors import GateError
-    from gate.keys.config import SigningSetup
-    from gate.services.decide import DecisionService, with_releases
+    from gate.services.root import decision_services, signing_setup
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                settings.require_signing)
-    releases = with_releases(DecisionService(ledger, signing))
+    releases = decision_services(ledger, signing_setup(settings)).release_service()
     try:
         return _run(args, releases)
     except CliError:

@@ -1,8 +1,8 @@
 """`gate report KIND --policy ID [--scope S] [--dataset DIR] [--json]`: the policy reports of
 the API on the terminal, from the live ledger (default) or from an exported Parquet dataset.
 
-The numbers are the API's: the same report kinds (`workbench.reports.registry`), loader
-contract, engines and envelopes (`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
+The numbers are the API's: the same report service (`workbench.services.reports`), report kinds
+(`workbench.reports.registry`), loader contract, engines and envelopes (`workbench.reports.policy`). Readable text by default; `--json` prints the sealed report
 exactly as the endpoint answers it. Exit status 2 on bad input (unknown parameter values, a
 dataset of another schema version), with the reason on stderr.
 """
@@ -19,11 +19,10 @@ from gate_cli.cluster_opt import add_cluster_argument, cluster_client
 from gate_cli.context import CliError, dataset_trust, ledger_at_hand, load_settings, open_ledger
 from gate_cli.help import HelpFormatter, Subparsers
 from gate_cli.report_text import render
-from workbench.reports.registry import NAMES, REPORTS, Cohort, ReportKind
+from workbench.reports.registry import NAMES, REPORTS, ReportKind
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
-    from workbench.dataset.load import Frames
     from workbench.reports.params import ReportParams
 
 OPTIONS = ("policy_version", "verdict", "action", "limit", "min_sample", "threshold", "max_items", "min_cohort_scopes",
@@ -110,17 +109,6 @@ def _check_scope(args: argparse.Namespace, kind: ReportKind, params: ReportParam
         raise CliError(f"the {kind.name} report reads the holds in this process: leave out --cluster")
 
 
-def _cohort(args: argparse.Namespace, kind: ReportKind, ledger: Ledger | None) -> tuple[Cohort, list[str]]:
-    """A cross-scope report's cohort (the opted-in scopes, and those it loads); else none."""
-    if not kind.cohort or ledger is None:
-        return Cohort(), []
-    from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-    from workbench.reports.params import cohort_scopes
-
-    opted_in = benchmark_opt_ins(ledger)
-    return Cohort(own_scope=args.scope, opted_in=opted_in), cohort_scopes(opted_in, args.scope, MAX_SCOPES)
-
-
 def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
     """How the dataset is trusted (`gate_cli.context.dataset_trust`): against the live ledger's
     chain heads when a ledger is at hand (the cohort's, or the configured one when it exists)."""
@@ -133,47 +121,22 @@ def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
             at_hand.dispose()
 
 
-def _frames(args: argparse.Namespace, kind: ReportKind, params: ReportParams, ledger: Ledger | None,
-            cohort_scopes: list[str], client: Any = None) -> Frames:
-    """The decisions the report reads: from the dataset when one is named, once it is trusted
-    (its partials computed on the cluster with `client`), else from the ledger."""
-    from workbench.dataset.load import from_dataset, from_ledger, holds_from_dataset, holds_from_ledger
-
-    if args.dataset:
-        _digest_store()
-        trust = _trust(args, ledger)
-        scopes = None if args.scope is None else [args.scope, *cohort_scopes]
-        if kind.reads_holds:
-            return holds_from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
-                                      policy_version=kind.loaded_version(params), trust=trust)
-        if client is not None:
-            from workbench.cluster.reports import cluster_frames
-
-            return cluster_frames(client, args.dataset, policy_id=args.policy,
-                                  policy_version=kind.loaded_version(params), scopes=scopes, trust=trust)
-        return from_dataset(args.dataset, scopes=scopes, policy_id=args.policy,
-                            policy_version=kind.loaded_version(params), limit=params.limit, trust=trust)
-    if ledger is None:  # `_report` opens the ledger whenever no dataset is named
-        raise CliError("the report reads the ledger, and none is open")
-    if params.limit is None:  # `_params` refuses `--limit all` without a dataset already
-        raise CliError("--limit all reads a whole dataset; the ledger allows 1 to 10000")
-    if kind.reads_holds:
-        return holds_from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
-                                 limit=params.limit)
-    return from_ledger(ledger, args.scope, args.policy, policy_version=kind.loaded_version(params),
-                       limit=params.limit, cohort_scopes=cohort_scopes)
-
-
 def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> Mapping[str, Any]:
-    """The sealed report; the ledger is opened for a ledger read and for a cohort's opt-ins."""
-    from workbench.reports.policy import build_report  # Polars: only once a report is built
+    """The sealed report (`workbench.services.reports.ReportService`): from the dataset when one is
+    named, once it is trusted (its partials computed on the cluster), else from the ledger; the
+    ledger is opened for a ledger read and for a cohort's opt-ins."""
+    from workbench.services.root import compose, signing_setup
 
-    ledger = open_ledger(load_settings()) if kind.cohort or not args.dataset else None
+    settings = load_settings()
+    ledger = open_ledger(settings) if kind.cohort or not args.dataset else None
     try:
-        cohort, scopes = _cohort(args, kind, ledger)
+        reports = compose(signing_setup(settings), ledger).reports
         with cluster_client(args.cluster) as client:
-            return build_report(kind, _frames(args, kind, params, ledger, scopes, client), args.policy, params,
-                                cohort)
+            if not args.dataset:
+                return reports.live(kind, args.scope, args.policy, params)
+            _digest_store()
+            return reports.from_dataset(kind, args.dataset, args.policy, params, scope=args.scope,
+                                        trust=_trust(args, ledger), cluster=client)
     finally:
         if ledger is not None:
             ledger.dispose()

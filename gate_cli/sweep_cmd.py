@@ -41,14 +41,15 @@ def add_sweep_parser(sub: Subparsers) -> None:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from workbench.migration import DryRunError
     from workbench.migration.draft import read_draft_file
-    from workbench.migration.sweep import sweep, thresholds_between
+    from workbench.migration.sweep import thresholds_between
+    from workbench.services.root import compose
 
     ledger = None
     try:
         thresholds = thresholds_between(args.low, args.high, args.steps)
         cost = _cost_model(args.cost_model)
         draft = read_draft_file(args.draft)
-        settings, _setup = _signing()
+        settings, setup = _signing()
         _digest_store(settings)
         if args.dataset is None:
             from gate.ledger import Ledger
@@ -56,8 +57,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ledger = Ledger(settings.database_url)
             ledger.upgrade()
         trust = trust_for(args, settings) if args.dataset else None
-        result = sweep(draft, args.rulebook_id, (args.rule, args.field, args.occurrence), thresholds,
-                       scope=args.scope, dataset=args.dataset, ledger=ledger, anchors=trust, cost=cost)
+        # Compared with the verdicts stored when each decision was made (no baseline version).
+        result = compose(setup, ledger).sweeps.sweep(draft, args.rulebook_id, (args.rule, args.field, args.occurrence),
+                                                     thresholds, scope=args.scope, dataset=args.dataset, trust=trust,
+                                                     cost=cost)
     except DryRunError as error:
         return _fail(error, args.json, "sweep")
     finally:

@@ -20,7 +20,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gate.keys.config import SigningSetup
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
 from gate_cli.help import Subparsers
@@ -191,12 +190,11 @@ def build_store(settings: Settings, dataset: str | None, cluster: str | None = N
     # Lazy (here and below): the ledger and the workbench bring SQLAlchemy, Polars and Panel.
     from gate.ledger import Ledger
     from workbench.app.store import WorkbenchStore
+    from workbench.services.root import signing_setup
 
     ledger = Ledger(settings.database_url)
     ledger.upgrade()
-    signing = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id,
-                                settings.require_signing)
-    return WorkbenchStore(ledger, signing, Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
+    return WorkbenchStore(ledger, signing_setup(settings), Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
                           home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale,
                           webhook_allow_hosts=settings.webhook_allow_hosts)
 

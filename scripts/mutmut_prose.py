@@ -14,8 +14,9 @@ literal text has a space, or a concatenation of such. Prose changes no decision,
 * an assignment of prose is not replaced by `None` (`message = f"..."` -> `message = None`).
 
 Everything else (codes, member names, comparisons, constants, other arguments) is mutated
-exactly as mutmut does. Modules whose strings are code, not prose (`CODE_STRINGS`: the rulebook
-compiler's source templates), are mutated exactly as mutmut does, strings included.
+exactly as mutmut does. Modules whose strings are code, not prose (`CODE_STRINGS`: the source
+templates of the rulebook compiler and of the operators' compiled forms), are mutated exactly as
+mutmut does, strings included.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import libcst as cst
 import mutmut.mutation.file_mutation as file_mutation
 import mutmut.mutation.mutators as mutators
 
-CODE_STRINGS = {"gate/rulebook/compile.py"}
+CODE_STRINGS = {"gate/rulebook/compile.py", "gate/rulebook/operators.py"}
 _current = {"file": ""}
 
 

@@ -4,6 +4,7 @@ says of an API route."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -116,3 +117,76 @@ def test_routes_are_declared_only_beside_their_handlers():
     assert outside == []
     app = (ROOT / "api" / "app.py").read_text(encoding="utf-8")
     assert re.findall(r"from api\.routes[.\w]* import (.+)", app) == ["route_tables"]
+
+
+def test_every_page_has_its_view_and_state_and_every_state_is_a_page():
+    from workbench.app.pages import PAGES, VIEWS
+
+    assert tuple(name for name, _view in VIEWS) == PAGES and len(set(PAGES)) == len(PAGES)
+    for name in PAGES:
+        assert (ROOT / "workbench" / "app" / "pages" / f"{name}.py").is_file(), name
+        assert (ROOT / "workbench" / "app" / "state" / f"{name}.py").is_file(), name
+    states = {path.stem for path in (ROOT / "workbench" / "app" / "state").glob("*.py")} - {"__init__"}
+    assert states == set(PAGES)
+
+
+# --------------------------------------------------------------------------- rulebook operators
+
+# Where a Rulebook v1 operator's name may be spelled in product code (docs/architecture.md, "Where
+# a change goes"): its declaration in the core, and the vector evaluator, which cannot import the
+# core. Every other reader takes the operators from the table, so a new operator changes no other
+# module.
+OPERATOR_MODULES = ("gate/rulebook/operators.py", "workbench/engines/rulebook_polars.py")
+# Literals that spell an operator's name but do not name the operator, each with its reason.
+NOT_OPERATORS = {
+    # The region description's members: the `contains` needles a group of strings holds and those
+    # it does not (docs/rulebook-analysis.md), named after the operator but a JSON format's keys.
+    ("gate/rulebook/analysis/describe.py", "contains"),
+    ("gate/rulebook/analysis/describe.py", "not_contains"),
+    # The new rule a table author starts from: data, `amount > 0`, not a reader of operators.
+    ("workbench/app/ruletable.py", "gt"),
+    # OpenAPI's parameter location (`"in": "query"`).
+    ("api/openapi.py", "in"),
+}
+
+
+def _operator_literals(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
+    """(line, text) of every string literal in `source` that is one of `names`, docstrings aside."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return sorted((node.lineno, node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+                  and id(node) not in docstrings)
+
+
+def test_the_literal_finder_finds_operator_names_and_skips_docstrings_and_comments():
+    source = ('"""gte in the module docstring."""\n'
+              'def f(op):\n    """eq in a docstring."""\n    # lt in a comment\n'
+              '    return op in ("gte", "lt") or {"eq": 1}.get(op) or f"{op} eq" == "neq"\n')
+    assert _operator_literals(source, frozenset({"gte", "lt", "eq", "neq"})) == [(5, "eq"), (5, "gte"), (5, "lt"),
+                                                                                (5, "neq")]
+
+
+def test_only_the_operator_table_and_the_vector_evaluator_spell_operator_names():
+    from gate.rulebook.operators import OPERATORS
+
+    names = frozenset(operator.name for operator in OPERATORS)
+    found: dict[tuple[str, str], list[int]] = {}
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            module = path.relative_to(ROOT).as_posix()
+            if module in OPERATOR_MODULES:
+                continue
+            for line, text in _operator_literals(path.read_text(encoding="utf-8"), names):
+                found.setdefault((module, text), []).append(line)
+    spelled = {f"{module}:{lines[0]}: {text!r}" for (module, text), lines in found.items()
+               if (module, text) not in NOT_OPERATORS}
+    assert not spelled, "read the operators from gate.rulebook.operators instead: " + ", ".join(sorted(spelled))
+    assert set(found) >= NOT_OPERATORS  # every exception is still needed
+    for module in OPERATOR_MODULES:  # and the two modules spell every operator
+        assert {text for _, text in _operator_literals((ROOT / module).read_text(encoding="utf-8"), names)} == names

@@ -1,4 +1,6 @@
 """The one signing rule for what a release may trust, in every shell: signed, or not written.
+Every shell reaches it through the same services (`workbench.services.exports` for datasets,
+`workbench.services.dry_runs` for results).
 
 `gate export` and the workbench's dataset refresh sign a dataset manifest with `dataset_signer`;
 `gate dry-run` and the Migration page's export sign a `rulebook_migration_v1` manifest with

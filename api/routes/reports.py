@@ -2,7 +2,8 @@
 
 `GET /api/decision/policies/{policy_id}/{effectiveness|confidence|anomalies|benchmarks}` load the
 caller's most recent decisions of the policy (and their outcomes) from the ledger, run the same
-engines as the CLI and the workbench (`workbench.reports.policy`), and answer the sealed report.
+engines as the CLI and the workbench (the report service, `workbench.services.reports`), and
+answer the sealed report.
 
 Scoping: a report only ever reads the caller's own scope (benchmarks add anonymized cohorts of
 opted-in scopes, never their names or records). A policy id the caller has no decisions for,
@@ -24,11 +25,9 @@ from api.errors import json_response
 from api.routing import Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
-from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.services.decide import Caller
-from workbench.reports.live import policy_report
-from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
-from workbench.reports.registry import REPORTS, Cohort, ReportKind, parse_params
+from workbench.reports.params import PARAMS, ReportParams
+from workbench.reports.registry import REPORTS, ReportKind, parse_params
 
 routes = Routes("reports", __name__)
 
@@ -57,15 +56,10 @@ REPORT_WEIGHT = Weight(query=_report_units)
 
 
 def _answer(kind: ReportKind, caller: Caller, policy_id: str) -> Response:
-    """The sealed report of the caller's scope; a cross-scope report adds the opted-in cohorts."""
+    """The sealed report of the caller's scope (`workbench.services.reports.ReportService.live`);
+    a cross-scope report adds the opted-in cohorts."""
     policy_id, params = _policy_id(policy_id), _args(kind.name)
-    ledger = runtime().ledger
-    cohort, scopes = Cohort(), []
-    if kind.cohort:
-        opted_in = benchmark_opt_ins(ledger)
-        cohort, scopes = Cohort(own_scope=caller.scope, opted_in=opted_in), cohort_scopes(
-            opted_in, caller.scope, MAX_SCOPES)
-    return json_response(200, policy_report(kind, ledger, caller.scope, policy_id, params, cohort, scopes))
+    return json_response(200, runtime().reports.live(kind, caller.scope, policy_id, params))
 
 
 def _declared(kind: ReportKind) -> Endpoint:

@@ -18,38 +18,41 @@ from gate.protocol.canonical import sha256_hex
 
 
 @dataclass(frozen=True)
-class ReportKind:
+class Envelope:
+    """A report's envelope: its version member and version first, its hash member last. (The
+    report kinds the shells serve are `workbench.reports.registry.ReportKind`, each sealed in one.)"""
+
     kind: str             # the packet's report_type
     version_member: str
     version: str
     hash_member: str
 
 
-KINDS: dict[str, ReportKind] = {
+KINDS: dict[str, Envelope] = {
     k.kind: k
     for k in (
-        ReportKind("effectiveness", "decision_effectiveness_report_version", "decision_effectiveness_report_v1",
+        Envelope("effectiveness", "decision_effectiveness_report_version", "decision_effectiveness_report_v1",
                    "effectiveness_hash"),
-        ReportKind("anomaly", "decision_anomaly_report_version", "decision_anomaly_report_v1", "anomaly_hash"),
-        ReportKind("benchmark", "decision_benchmark_version", "decision_benchmark_v1", "benchmark_hash"),
-        ReportKind("confidence", "decision_confidence_version", "decision_confidence_v1", "confidence_hash"),
+        Envelope("anomaly", "decision_anomaly_report_version", "decision_anomaly_report_v1", "anomaly_hash"),
+        Envelope("benchmark", "decision_benchmark_version", "decision_benchmark_v1", "benchmark_hash"),
+        Envelope("confidence", "decision_confidence_version", "decision_confidence_v1", "confidence_hash"),
     )
 }
 
 
-def spec_of(kind: str | ReportKind) -> ReportKind:
+def spec_of(kind: str | Envelope) -> Envelope:
     """A kind's envelope: one of `KINDS` by name, or a report's own (a report kind the
     workbench's registry adds beside these, which no packet embeds)."""
-    return kind if isinstance(kind, ReportKind) else KINDS[kind]
+    return kind if isinstance(kind, Envelope) else KINDS[kind]
 
 
-def report_hash(kind: str | ReportKind, report: Mapping[str, Any]) -> str:
+def report_hash(kind: str | Envelope, report: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of `report` without its hash member."""
     member = spec_of(kind).hash_member
     return sha256_hex({k: v for k, v in report.items() if k != member})
 
 
-def seal(kind: str | ReportKind, body: Mapping[str, Any]) -> dict[str, Any]:
+def seal(kind: str | Envelope, body: Mapping[str, Any]) -> dict[str, Any]:
     """The report: version member first, then `body`, then the hash member over both."""
     spec = spec_of(kind)
     report: dict[str, Any] = {spec.version_member: spec.version}
@@ -58,7 +61,7 @@ def seal(kind: str | ReportKind, body: Mapping[str, Any]) -> dict[str, Any]:
     return report
 
 
-def verify(kind: str | ReportKind, report: Mapping[str, Any]) -> bool:
+def verify(kind: str | Envelope, report: Mapping[str, Any]) -> bool:
     """True when the report carries its version label and a hash that matches its content."""
     spec = spec_of(kind)
     return (
@@ -68,4 +71,4 @@ def verify(kind: str | ReportKind, report: Mapping[str, Any]) -> bool:
     )
 
 
-__all__ = ["KINDS", "ReportKind", "report_hash", "seal", "spec_of", "verify"]
+__all__ = ["KINDS", "Envelope", "report_hash", "seal", "spec_of", "verify"]

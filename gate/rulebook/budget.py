@@ -12,10 +12,12 @@ checks (`gate.protocol.requests`), before anything walks or hashes the facts; th
    `MAX_FACT_STRING_LENGTH` characters. This one is part of the request's shape, so it lives
    with the request checks in `gate.protocol.fact_limits`, below the rulebook package.
 2. `EVALUATION_TOO_COSTLY`: an upper bound of the evaluator's work over these facts is at most
-   `MAX_EVALUATION_WORK` units. Per leaf: one unit per field path part; for `contains` and
-   `not_contains` over an array, its length times the size of the needle (elements are compared
-   with the needle by strict equality, which visits at most the needle); for `in`, `not_in`,
-   `eq` and `neq`, the size of the rulebook's value. Short-circuiting only lowers the real work.
+   `MAX_EVALUATION_WORK` units. Per leaf, by its operator's `cost` (`gate.rulebook.operators`):
+   one unit per field path part, plus: for `contains` and `not_contains` over an array, its
+   length times the size of the needle (elements are compared with the needle by strict
+   equality, which visits at most the needle), over anything else one; for `in`, `not_in`, `eq`
+   and `neq`, the size of the rulebook's value; for the others, one. Short-circuiting only
+   lowers the real work.
 
 Under these limits evaluation is exactly what it was: the checks refuse or pass, they never
 change a verdict. The limits are documented in `docs.json` and the README.
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gate.errors import GateError
+from gate.rulebook.operators import BY_NAME, Cost
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Condition, RulebookDocument
 
@@ -39,9 +42,6 @@ __all__ = [
 ]
 
 MAX_EVALUATION_WORK = 250_000
-
-_ARRAY_OPERATORS = frozenset({"contains", "not_contains"})
-_VALUE_OPERATORS = frozenset({"in", "not_in", "eq", "neq"})
 
 # Leaf profiles per rulebook hash (the same key as the evaluator cache, and as bounded).
 _PROFILE_CACHE_SIZE = 512
@@ -86,10 +86,10 @@ def _profile(rulebook: RulebookDocument, rulebook_hash: str) -> tuple[tuple[tupl
     for rule in rulebook["rules"]:
         for leaf in _leaves(rule["condition"]):
             parts = tuple(leaf["field"].split("."))
-            operator = leaf["operator"]
-            if operator in _ARRAY_OPERATORS:
+            cost = BY_NAME[leaf["operator"]].cost
+            if cost is Cost.ARRAY:
                 profile.append((parts, True, _size(leaf.get("value"))))
-            elif operator in _VALUE_OPERATORS:
+            elif cost is Cost.VALUE:
                 profile.append((parts, False, _size(leaf.get("value"))))
             else:
                 profile.append((parts, False, 1))

@@ -9,12 +9,14 @@ SECURITY: no rulebook string or value ever appears in the generated source. Fiel
 parts, comparison values, rule ids, outcomes and operator names are placed in a constant
 tuple that the generated code unpacks into closure variables named `_k0`, `_k1`, … by
 position; the source text is built only from those generated names and fixed templates of
-this module, selected by operators that validation has already restricted to the 12 known
-names. A rulebook therefore cannot inject code, whatever its strings contain.
+this module and of the operators' compiled forms (`gate.rulebook.operators`), selected by
+operators that validation has already restricted to the declared names. A rulebook therefore
+cannot inject code, whatever its strings contain.
 
-Semantics are those of `gate.rulebook.semantics` (reference facts §2); the compiled form only
-specialises them for speed (for example `eq` against a string constant is plain `==`, which
-is exact for JSON values because Python never equates a string with a non-string).
+Semantics are those of `gate.rulebook.semantics` and each operator's `holds` (reference facts
+§2); an operator's compiled form only specialises them for speed (for example `eq` against a
+string constant is plain `==`, which is exact for JSON values because Python never equates a
+string with a non-string).
 
 Trace (`Evaluation.checks`): every leaf actually evaluated, in evaluation order, as
 `{"rule_id", "field", "operator", "passed"}`. `all` stops at its first false child and `any`
@@ -34,6 +36,7 @@ from gate.protocol.canonical import collation_sorted
 from gate.protocol.evaluation import STATUS_OK, Evaluation
 from gate.rulebook import semantics
 from gate.rulebook.contract import NEEDS_INPUT_DECISION
+from gate.rulebook.operators import BY_NAME, HELPERS
 from gate.rulebook.shapes import Condition, Evaluator, InputSchema, Outcome, Rule, RulebookDocument
 from gate.vocabulary import (
     NEEDS_INPUT_ACTION,
@@ -108,10 +111,7 @@ _RUNTIME = {
     "_int": int,
     "_float": float,
     "_tuple": tuple,
-    "_deq": semantics.strict_equal,
-    "_member": semantics.member,
-    "_contains": semantics.contains,
-    "_not_contains": semantics.not_contains,
+    **HELPERS,
 }
 
 
@@ -149,68 +149,12 @@ def _resolve_expr(src: _Source, field: str) -> str:
     return expr
 
 
-def _is_plain_number(value: Any) -> bool:
-    return type(value) in (int, float)
-
-
-def _eq_test(src: _Source, value: Any, x: str) -> str:
-    """Test of the field value strictly equal to the constant `value`.
-
-    `x` is the expression for the first read of the field (a walrus binding `x` or `x`
-    itself); later reads use the bound name `x`.
-    """
-    if type(value) is str:
-        return f"{x} == {src.const(value)}"
-    if value is None:
-        return f"{x} is None"
-    if value is True:
-        return f"{x} is True"
-    if value is False:
-        return f"{x} is False"
-    if _is_plain_number(value):
-        return f"({x} == {src.const(value)} and _type(x) is not _bool)"
-    return f"_deq({x}, {src.const(value)})"
-
-
-def _in_test(src: _Source, options: list[Any], x: str) -> str:
-    """Test of the field value being strictly equal to an element of `options` (see _eq_test)."""
-    if options and all(type(o) is str for o in options):
-        return f"(_isinstance({x}, _str) and x in {src.const(frozenset(options))})"
-    if options and all(_is_plain_number(o) for o in options):
-        return f"((_type({x}) is _int or _type(x) is _float) and x in {src.const(frozenset(options))})"
-    return f"_member({x}, {src.const(options)})"
-
-
 def _leaf_test(src: _Source, operator: str, field: str, value: Any) -> str:
-    """A boolean expression for one leaf; binds the resolved field to `x` when it is read."""
-    bind = f"(x := {_resolve_expr(src, field)})"
-    if operator == "exists":
-        return f"{bind} is not _M"
-    if operator == "not_exists":
-        return f"{bind} is _M"
-    if operator == "eq":
-        return _eq_test(src, value, bind)
-    if operator == "neq":
-        return f"({bind} is not _M and not {_eq_test(src, value, 'x')})"
-    if operator in ("gt", "gte", "lt", "lte"):
-        if not _is_plain_number(value):
-            return "False"
-        symbol = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[operator]
-        return f"((_type({bind}) is _int or _type(x) is _float) and x {symbol} {src.const(value)})"
-    if operator in ("in", "not_in"):
-        if not isinstance(value, list):
-            return "False"
-        if operator == "in":
-            return _in_test(src, value, bind)
-        return f"({bind} is not _M and not {_in_test(src, value, 'x')})"
-    if operator == "contains":
-        if type(value) is str:
-            needle = src.const(value)
-            return f"({needle} in x if _isinstance({bind}, _str) else _contains(x, {needle}))"
-        return f"_contains({_resolve_expr(src, field)}, {src.const(value)})"
-    if operator == "not_contains":
-        return f"_not_contains({_resolve_expr(src, field)}, {src.const(value)})"
-    raise ValueError(f"unsupported operator {operator!r}")  # unreachable after validation
+    """A boolean expression for one leaf: its operator's compiled form (`gate.rulebook.operators`)."""
+    declared = BY_NAME.get(operator)
+    if declared is None:
+        raise ValueError(f"unsupported operator {operator!r}")  # unreachable after validation
+    return declared.compiled(src, _resolve_expr(src, field), value)
 
 
 def _condition_expr(src: _Source, node: Condition, rule_id: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from gate.rulebook.operators import OPERATORS as DECLARED_OPERATORS
+from gate.rulebook.operators import Operand
 from gate.vocabulary import RULEBOOK_SCHEMA_VERSION, VERDICTS
 
 SCHEMA_VERSION = RULEBOOK_SCHEMA_VERSION
@@ -31,21 +33,11 @@ CONDITION_MEMBERS = COMBINATORS + LEAF_MEMBERS
 # payload is ever stored, hashed into a record or echoed back.
 EXECUTABLE_KEYS = frozenset({"code", "handler", "function", "javascript", "script", "source", "wasm"})
 
-OPERATORS = (
-    "exists",
-    "not_exists",
-    "eq",
-    "neq",
-    "gt",
-    "gte",
-    "lt",
-    "lte",
-    "in",
-    "not_in",
-    "contains",
-    "not_contains",
-)
-VALUELESS_OPERATORS = frozenset({"exists", "not_exists"})
+# The leaf operators are declared, with their meaning, in gate.rulebook.operators (in the order
+# of the schema's enum); their names, and those that take no value, as the validator reads them.
+OPERATORS = tuple(operator.name for operator in DECLARED_OPERATORS)
+VALUELESS_OPERATORS = frozenset(
+    operator.name for operator in DECLARED_OPERATORS if operator.operand is Operand.NONE)
 
 # An outcome's `decision` is one of gate.vocabulary.VERDICTS, named here for the rulebook's readers.
 VERDICT_YES, VERDICT_NO, VERDICT_REVIEW = VERDICTS

@@ -2,11 +2,21 @@
 
 Each case is (operator, facts, value, expected match) for a one-rule rulebook whose rule
 tests field `f` (or a dotted path) against `value`.
+
+This is the one test file a new operator adds to (docs/architecture.md, "Where a change goes"):
+its cases (`CASES`), its reference meaning (`REFERENCE`, which the property tests' interpreter
+evaluates leaves with) and its declaration in `gate.rulebook.operators`, pinned (`DECLARED`).
+The checks that read the table and need no entry are in test_operator_table.py, the vector
+evaluator's in tests/workbench/test_rulebook_polars.py.
 """
 
 from __future__ import annotations
 
+import operator as op
+
 import pytest
+
+from gate.rulebook.operators import OPERATORS, Cost, Operand, Threshold
 
 UNSET = object()
 
@@ -161,9 +171,100 @@ def test_operator(build, evaluate, operator, facts, value, expected):
 
 
 def test_every_operator_is_covered():
-    from gate.rulebook.contract import OPERATORS
+    names = {operator.name for operator in OPERATORS}
+    assert {case[0] for case in CASES} == names
+    assert set(REFERENCE) == names and set(DECLARED) == names
 
-    assert {case[0] for case in CASES} == set(OPERATORS)
+
+# --------------------------------------------------------------------------- the reference meaning
+
+# Each operator's meaning, written straight from reference facts §2 and sharing no code with
+# gate.rulebook (its own equality, recursive): the property tests' interpreter
+# (test_rulebook_properties.py) evaluates every leaf with `ref_leaf`, and it must give every case.
+REF_MISSING = object()  # the value of a path that does not resolve
+
+
+def ref_is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def ref_equal(a, b):
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if ref_is_number(a) or ref_is_number(b):
+        return ref_is_number(a) and ref_is_number(b) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(ref_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(ref_equal(a[k], b[k]) for k in a)
+    return False
+
+
+def ref_contains(container, needle):
+    if isinstance(container, list):
+        return any(ref_equal(item, needle) for item in container)
+    return isinstance(container, str) and isinstance(needle, str) and needle in container
+
+
+# The operators that ask whether the path resolves; every other is false where it does not.
+ASKS_PRESENCE = {"exists", "not_exists"}
+REFERENCE = {
+    "exists": lambda x, value: x is not REF_MISSING,
+    "not_exists": lambda x, value: x is REF_MISSING,
+    "eq": lambda x, value: ref_equal(x, value),
+    "neq": lambda x, value: not ref_equal(x, value),
+    "gt": lambda x, value: ref_is_number(x) and ref_is_number(value) and x > value,
+    "gte": lambda x, value: ref_is_number(x) and ref_is_number(value) and x >= value,
+    "lt": lambda x, value: ref_is_number(x) and ref_is_number(value) and x < value,
+    "lte": lambda x, value: ref_is_number(x) and ref_is_number(value) and x <= value,
+    "in": lambda x, value: isinstance(value, list) and any(ref_equal(x, v) for v in value),
+    "not_in": lambda x, value: isinstance(value, list) and not any(ref_equal(x, v) for v in value),
+    "contains": lambda x, value: ref_contains(x, value),
+    "not_contains": lambda x, value: not ref_contains(x, value),
+}
+
+
+def ref_leaf(operator, x, value):
+    """One leaf by the reference meaning; an operator without one fails the test that meets it."""
+    if x is REF_MISSING and operator not in ASKS_PRESENCE:
+        return False
+    return REFERENCE[operator](x, value)
+
+
+@pytest.mark.parametrize("operator, facts, value, expected", CASES, ids=[f"{i}-{c[0]}" for i, c in enumerate(CASES)])
+def test_the_reference_meaning_gives_every_case(operator, facts, value, expected):
+    x = facts.get("f", REF_MISSING)
+    assert ref_leaf(operator, x, None if value is UNSET else value) is expected
+
+
+# --------------------------------------------------------------------------- the declarations
+
+# Each operator's declaration in gate.rulebook.operators, in the schema's order: what its value
+# is, its cost class, how the rule table reads it, the operator it negates, its comparison and
+# its threshold (test_operator_table.py checks each against the operator's meaning).
+DECLARED = {
+    "exists": (Operand.NONE, Cost.PATH, "exists", None, None, None),
+    "not_exists": (Operand.NONE, Cost.PATH, "is absent", "exists", None, None),
+    "eq": (Operand.VALUE, Cost.VALUE, "=", None, op.eq, None),
+    "neq": (Operand.VALUE, Cost.VALUE, "≠", "eq", op.ne, None),
+    "gt": (Operand.NUMBER, Cost.PATH, ">", None, op.gt, Threshold(rising=True, strict=True)),
+    "gte": (Operand.NUMBER, Cost.PATH, "≥", None, op.ge, Threshold(rising=True, strict=False)),
+    "lt": (Operand.NUMBER, Cost.PATH, "<", None, op.lt, Threshold(rising=False, strict=True)),
+    "lte": (Operand.NUMBER, Cost.PATH, "≤", None, op.le, Threshold(rising=False, strict=False)),
+    "in": (Operand.OPTIONS, Cost.VALUE, "in", None, None, None),
+    "not_in": (Operand.OPTIONS, Cost.VALUE, "not in", "in", None, None),
+    "contains": (Operand.NEEDLE, Cost.ARRAY, "contains", None, None, None),
+    "not_contains": (Operand.NEEDLE, Cost.ARRAY, "not contains", "contains", None, None),
+}
+
+
+def test_each_operator_is_declared_as_pinned():
+    declared = {o.name: (o.operand, o.cost, o.words, o.negates, o.compare, o.threshold) for o in OPERATORS}
+    assert declared == DECLARED and list(declared) == list(DECLARED)
 
 
 # --------------------------------------------------------------------------- dotted paths

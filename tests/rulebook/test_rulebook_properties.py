@@ -2,8 +2,10 @@
 
 The interpreter below is written straight from reference facts §2 (recursive, no code
 generation, its own equality and collation calls) and shares no code with `gate.rulebook`
-except nothing: it sorts with `pyuca` directly. Random rulebooks mix every operator and
-combinator, ties in priority, collation-sensitive ids, typed inputs and nested facts.
+except nothing: it sorts with `pyuca` directly. Random rulebooks mix every declared operator
+(the names, and which take an array or no value, from `gate.rulebook.operators`; the meaning is
+the interpreter's own) and combinator, ties in priority, collation-sensitive ids, typed inputs
+and nested facts.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import operator as op
 
 import jsonschema
 from hypothesis import HealthCheck, given, settings
@@ -20,12 +21,13 @@ from pyuca import Collator
 
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, schema_bytes, validate_rulebook
+from gate.rulebook import operators as operator_table
+from tests.rulebook.test_rulebook_operators import REF_MISSING as _MISSING
+from tests.rulebook.test_rulebook_operators import ref_is_number, ref_leaf
 
 # --------------------------------------------------------------------------- reference interpreter
 
 _COLLATOR = Collator()
-_MISSING = object()
-_COMPARE = {"gt": op.gt, "gte": op.ge, "lt": op.lt, "lte": op.le}
 
 
 def ref_resolve(facts, path):
@@ -35,56 +37,6 @@ def ref_resolve(facts, path):
             return _MISSING
         current = current[part]
     return current
-
-
-def ref_is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def ref_equal(a, b):
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if ref_is_number(a) or ref_is_number(b):
-        return ref_is_number(a) and ref_is_number(b) and a == b
-    if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(ref_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return set(a) == set(b) and all(ref_equal(a[k], b[k]) for k in a)
-    return False
-
-
-def ref_contains(container, needle):
-    if isinstance(container, list):
-        return any(ref_equal(item, needle) for item in container)
-    return isinstance(container, str) and isinstance(needle, str) and needle in container
-
-
-def ref_leaf(operator, x, value):
-    if operator == "exists":
-        return x is not _MISSING
-    if operator == "not_exists":
-        return x is _MISSING
-    if x is _MISSING:
-        return False
-    if operator == "eq":
-        return ref_equal(x, value)
-    if operator == "neq":
-        return not ref_equal(x, value)
-    if operator in _COMPARE:
-        return ref_is_number(x) and ref_is_number(value) and _COMPARE[operator](x, value)
-    if operator == "in":
-        return isinstance(value, list) and any(ref_equal(x, v) for v in value)
-    if operator == "not_in":
-        return isinstance(value, list) and not any(ref_equal(x, v) for v in value)
-    if operator == "contains":
-        return ref_contains(x, value)
-    if operator == "not_contains":
-        return not ref_contains(x, value)
-    raise AssertionError(operator)
 
 
 def ref_condition(node, facts, rule_id, trace):
@@ -163,7 +115,8 @@ def as_dict(evaluation):
 FIELDS = ["a", "b", "c", "a.b", "a.b.c", "b.a", "c.x"]
 KEYS = ["a", "b", "c", "x"]
 RULE_IDS = ["a1", "a_b", "ab", "a-b", "a.b", "a:b", "ba", "rule.9", "rule.10", "zeta", "a0"]
-OPERATORS = ["exists", "not_exists", "eq", "neq", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "not_contains"]
+# Every declared operator (the reference interpreter above refuses one it does not know).
+OPERATORS = [operator.name for operator in operator_table.OPERATORS]
 
 scalars = st.one_of(
     st.none(),
@@ -184,9 +137,10 @@ leaf_values = st.one_of(scalars, scalars, json_values, st.lists(scalars, max_siz
 def leaves(draw):
     operator = draw(st.sampled_from(OPERATORS))
     node = {"field": draw(st.sampled_from(FIELDS)), "operator": operator}
-    if operator in ("in", "not_in") and draw(st.integers(0, 4)):
+    operand = operator_table.BY_NAME[operator].operand
+    if operand is operator_table.Operand.OPTIONS and draw(st.integers(0, 4)):
         node["value"] = draw(st.lists(st.one_of(scalars, json_values), max_size=4))
-    elif operator not in ("exists", "not_exists") or draw(st.booleans()):
+    elif operand is not operator_table.Operand.NONE or draw(st.booleans()):
         node["value"] = draw(leaf_values)
     return node
 

@@ -23,6 +23,7 @@ from gate import vocabulary as constants
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.rulebook import get_evaluator
 from gate.rulebook.compile import rule_order
+from gate.rulebook.operators import BY_NAME, OPERATORS, Operand
 from tests.rulebook.test_rulebook_properties import (
     SETTINGS,
     facts_strategy,
@@ -112,6 +113,11 @@ def book(*rules, input_schema=None):
     return out
 
 
+# One field's values across the rows of a batch: every kind, look-alikes, nested and broken paths.
+MIXED_VALUES = [1, 1.0, 0, -0.0, 2**53 - 1, 0.5, True, False, "1", "abc", "", None, [], [1], [1.0, "a", None],
+                [[1]], ["b"], {"k": 1}, {"k": [1]}, {"y": {"z": 1}}, {"y": {"z": None}}, {"y": 3}, {"y": []}]
+
+
 @pytest.mark.parametrize("condition", [
     {"field": "x", "operator": "eq", "value": 1},
     {"field": "x", "operator": "eq", "value": True},
@@ -136,10 +142,25 @@ def book(*rules, input_schema=None):
 def test_each_operator_on_mixed_types(condition):
     """One field that is a number, a string, a boolean, null, an array, an object, missing, or a
     broken path across the rows of one batch (a type-mismatched column)."""
-    values = [1, 1.0, 0, -0.0, 2**53 - 1, 0.5, True, False, "1", "abc", "", None, [], [1], [1.0, "a", None],
-              [[1]], ["b"], {"k": 1}, {"k": [1]}, {"y": {"z": 1}}, {"y": {"z": None}}, {"y": 3}, {"y": []}]
-    batch = [{"x": value} for value in values] + [{}, {"y": 1}, []]
+    batch = [{"x": value} for value in MIXED_VALUES] + [{}, {"y": 1}, []]
     assert_same(book(build(condition)), batch)
+
+
+def test_every_declared_operator_has_a_vector_leaf():
+    assert list(rp.LEAVES) == [operator.name for operator in OPERATORS]
+
+
+@pytest.mark.parametrize("name", [operator.name for operator in OPERATORS])
+def test_each_declared_operator_equals_the_scalar_evaluator(name):
+    """Every operator of the table (gate.rulebook.operators), with a constant of every kind,
+    over one field of every kind (and missing) across the rows of one batch."""
+    constants = [None, True, 0, 1, 2.5, "a", "", [], [1, "a"], ["b"], {"k": 1}]
+    batch = [{"x": value} for value in MIXED_VALUES] + [{}, {"y": 1}]
+    if BY_NAME[name].operand is Operand.NONE:
+        assert_same(book(build({"field": "x", "operator": name})), batch)
+        return
+    for value in constants:
+        assert_same(book(build({"field": "x", "operator": name, "value": value})), batch)
 
 
 def test_priority_ties_follow_collation_order_and_first_match_wins():

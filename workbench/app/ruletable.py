@@ -18,12 +18,15 @@ import json
 from typing import Any
 
 from gate.errors import CodedError
+from gate.rulebook.operators import OPERATORS, Operand
 
 OUTCOME_COLUMNS = ("decision", "verdict", "action", "reason_code")
 EDITABLE = ("priority", "rule_id", "condition", *OUTCOME_COLUMNS)
 COLUMNS = ("index", "priority", "rule_id", "condition", "reads", *OUTCOME_COLUMNS)
 PRIORITY_RANGE = (-1000, 1000)  # the Rulebook v1 schema's
-SYMBOLS = {"eq": "=", "neq": "≠", "gt": ">", "gte": "≥", "lt": "<", "lte": "≤"}
+# How the table writes each operator between a field and its value (`fraud_score ≥ 0.8`).
+WORDS = {operator.name: operator.words for operator in OPERATORS}
+VALUELESS = frozenset(operator.name for operator in OPERATORS if operator.operand is Operand.NONE)
 NEW_RULE: dict[str, Any] = {
     "rule_id": "new_rule", "priority": 0,
     "condition": {"field": "amount", "operator": "gt", "value": 0},
@@ -55,10 +58,10 @@ def reads(condition: Any) -> str:
         return "not " + _grouped(child[0] if isinstance(child, list) and len(child) == 1 else child, always=True)
     operator = str(condition.get("operator"))
     field = str(condition.get("field"))
-    if operator in ("exists", "not_exists"):
-        return f"{field} {'exists' if operator == 'exists' else 'is absent'}"
-    symbol = SYMBOLS.get(operator, operator.replace("_", " "))
-    return f"{field} {symbol} {compact(condition.get('value'))}"
+    if operator in VALUELESS:
+        return f"{field} {WORDS[operator]}"
+    words = WORDS.get(operator, operator.replace("_", " "))
+    return f"{field} {words} {compact(condition.get('value'))}"
 
 
 def _grouped(child: Any, *, always: bool = False) -> str:

@@ -1,10 +1,11 @@
 """The workbench's data store: no UI, one instance shared by every session.
 
 Every number the dashboard shows comes from here, and the store only calls what the API, the
-CLI and the notebooks call: `workbench.engines` (through `workbench.reports`), the dry-run of
-`workbench.migration`, the exact analysis of `gate.rulebook.analysis`, and the `gate` services
-(records, receipts, chain proofs, verification, promotion). It chooses inputs (scope, policy,
-dataset) and caches results of expensive reads, nothing else.
+CLI and the notebooks call: the analytics services (`workbench.services`: export, the reports of
+every registry kind, the dry-run, the sweep, the live impact), built with the decision service by
+the composition root (`workbench.services.root`), the exact analysis of `gate.rulebook.analysis`,
+and the `gate` services (records, receipts, chain proofs, verification, promotion). It chooses
+inputs (scope, policy, dataset) and caches results of expensive reads, nothing else.
 
 Reads are scoped: every method takes the scope it reads, and the session only passes scopes
 its user was granted (`workbench.app.access`).
@@ -17,8 +18,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from gate.chain.links import chain_id_for
-from gate.clock import Clock, SystemClock, iso_ms
+from gate.clock import Clock, SystemClock
 from gate.errors import GateError
 from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
@@ -37,18 +37,16 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
 from gate.services.chains import AuditChainService, inclusion_for
-from gate.services.decide import DecisionService, with_releases
 from gate.services.events import EventService
 from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
 from workbench.app.ruletable import reads
-from workbench.cluster import ClusterError, cluster_setting, connect
+from workbench.cluster import cluster_setting
 from workbench.dataset import rollups
 from workbench.dataset.convert import facts_of
-from workbench.dataset.export import Progress, export_ledger
-from workbench.dataset.load import DatasetError as LoadError
+from workbench.dataset.export import Progress
 from workbench.dataset.load import Frames, Opened, from_dataset, holds_from_dataset, open_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
 from workbench.dataset.recent import recent_frames
@@ -57,19 +55,11 @@ from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.dataset.trust import Trust, Untrusted, reader_trust
 from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
-from workbench.migration.run import DryRun, dry_run, write_dry_run
-from workbench.migration.sweep import field_spread, sweep
+from workbench.migration.run import DryRun
 from workbench.reports.holds import HoldReport
 from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
-from workbench.reports.policy import (
-    PolicyReports,
-    anomaly_report,
-    benchmark_report,
-    build_report,
-    confidence_report,
-    effectiveness_report,
-)
-from workbench.reports.registry import REPORTS, Cohort
+from workbench.reports.policy import PolicyReports, policy_reports_of
+from workbench.reports.registry import REPORTS, Cohort, ReportKind
 from workbench.reports.rules import RuleHistory, rule_history
 from workbench.reports.timeseries import (
     monthly,
@@ -77,15 +67,14 @@ from workbench.reports.timeseries import (
     version_changes,
     version_changes_from_rollups,
 )
-from workbench.signing import dataset_signer, result_signer
+from workbench.services.root import compose
 
 DRAFT_PATH = "draft"
 # What a dry-run compares the draft with (`WorkbenchStore.dry_run`): the version production runs, or the history.
 CURRENT, HISTORY = "current", "history"
 FRAME_CACHE_SIZE = 8  # (scopes, policy, limit) entries; each holds one policy's rows
-# What the Authoring page's live impact shows of a dry-run's result (the same figures as Migration).
-LIVE_SUMMARY_KEYS = ("draft", "baseline", "decisions_evaluated", "decisions_changed", "decisions_unreplayable", "impact",
-                     "review_load", "rules", "transitions")
+# The hold report: beside the Overview's cards at its default parameters (`hold_report`), not in `reports`.
+HOLDS = "holds"
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
 
@@ -161,8 +150,10 @@ class WorkbenchStore:
         # Exported migration manifests and reports, one folder per export (kept for reviewers).
         self.exports_dir = Path(exports_dir) if exports_dir else self.dataset_dir.parent / "migration-reports"
         self.clock = clock or SystemClock()
-        self.service = DecisionService(ledger, signing, clock=self.clock)
-        self.releases = with_releases(self.service)  # the one ReleaseService (docs/releases.md)
+        # The composition root's services (`workbench.services.root`): the decision service with
+        # the one ReleaseService (docs/releases.md), and the analytics services the CLI and the API call.
+        self.services = compose(signing, ledger, clock=self.clock)
+        self.service, self.releases = self.services.live()
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
         self.audit = AuditChainService(ledger, signing, self.clock)
         # Events out (docs/events.md): the API's service, with the operator's allowance of hosts
@@ -222,14 +213,14 @@ class WorkbenchStore:
             if read_manifest(open_location(str(self.dataset_dir)), required=False) is None:
                 return None
             return open_dataset(self.dataset_dir, self.trust())
-        except (DatasetError, Untrusted) as exc:  # unreadable; a bad GATE_DATASET_STALE_AFTER
-            raise LoadError(str(exc)) from None
+        except Untrusted as exc:  # a bad GATE_DATASET_STALE_AFTER
+            raise DatasetError(str(exc)) from None
 
     def dataset_status(self) -> dict[str, Any]:
         """What the dataset holds (from its manifest) and how far it is trusted, or why it cannot be read."""
         try:
             opened = self.opened()
-        except LoadError as exc:
+        except DatasetError as exc:
             return {"ok": False, "message": f"the dataset cannot be used: {exc}"}
         if opened is None:
             return {"ok": False, "message": f"no dataset at {self.dataset_dir} yet: refresh it"}
@@ -239,10 +230,10 @@ class WorkbenchStore:
                 "synthetic": manifest.get("synthetic", False), "source": opened.source}
 
     def refresh_dataset(self, progress: Progress | None = None) -> dict[str, Any]:
-        """Export what is new in the ledger into the dataset (the `gate export` call);
-        `progress(done, total)` is called as rows are written."""
-        result = export_ledger(self.ledger, str(self.dataset_dir), progress=progress, signer=dataset_signer(self.signing),
-                               anchors=self.signing.trust_anchors())
+        """Export what is new in the ledger into the dataset (the export service of `gate export`,
+        with its one signing rule: `SigningRefused`, nothing written, without a key while signing
+        is required); `progress(done, total)` is called as rows are written."""
+        result = self.services.exports.begin().run(self.ledger, str(self.dataset_dir), progress=progress)
         with self._figures_lock:  # keyed by the old manifest: never read again, free them now
             self._figures.clear()
         with self._cache_lock:
@@ -308,40 +299,54 @@ class WorkbenchStore:
                     self._figures.popitem(last=False)
         return copy.deepcopy(found) if isinstance(found, dict) else found
 
-    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> PolicyReports:
-        """The policy reports exactly as the API builds them (same functions, same envelopes
-        and hashes, same cohort rule), over the dataset instead of the live ledger."""
+    def reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> dict[str, Mapping[str, Any]]:
+        """Every report kind of the registry (`workbench.reports.registry.REPORTS`) but the hold
+        report (`hold_report`), built by the report service the API and `gate report` call (same
+        engines, envelopes and hashes, same cohort rule) over the dataset instead of the live
+        ledger, at the page's `limit`: kind → sealed report, in the registry's order. A kind added
+        to the registry is among them. Cached by manifest and cohort."""
         opted_in = benchmark_opt_ins(self.ledger)
         manifest_key = self._manifest_key()
         cohort_of = tuple(cohort_scopes(opted_in, scope, MAX_SCOPES))
         key = (manifest_key, "reports", scope, policy_id, limit, cohort_of, frozenset(opted_in))
-        reports: PolicyReports = self._remembered(
-            key, lambda: self._policy_reports(scope, policy_id, limit, opted_in, cohort_of, manifest_key))
+        reports: dict[str, Mapping[str, Any]] = self._remembered(
+            key, lambda: self._reports(scope, policy_id, limit, opted_in, cohort_of, manifest_key))
         return reports
 
-    def _policy_reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
-                        cohort_of: tuple[str, ...], manifest_key: str | None) -> PolicyReports:
+    def policy_reports(self, scope: str, policy_id: str, *, limit: int = 1000) -> PolicyReports:
+        """The four policy reports of the Overview's cards (`reports`, those kinds)."""
+        return policy_reports_of(self.reports(scope, policy_id, limit=limit))
+
+    def _reports(self, scope: str, policy_id: str, limit: int, opted_in: set[str],
+                 cohort_of: tuple[str, ...], manifest_key: str | None) -> dict[str, Mapping[str, Any]]:
         params = ReportParams(limit=limit)
-        frames = self._frames((scope,), policy_id, limit, manifest_key)
-        cohort = self._frames((scope, *cohort_of), policy_id, limit, manifest_key)
-        anomalies = anomaly_report(frames, policy_id, params)
-        return {
-            "effectiveness": effectiveness_report(frames, policy_id, params, anomalies=anomalies),
-            "confidence": confidence_report(frames, policy_id, params),
-            "anomalies": anomalies,
-            "benchmarks": benchmark_report(cohort, policy_id, params, own_scope=scope, opted_in=opted_in),
-        }
+        kinds = [kind for name, kind in REPORTS.items() if name != HOLDS]
+
+        def frames_of(kind: ReportKind) -> Frames:
+            if kind.reads_holds:
+                return holds_from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id,
+                                          policy_version=kind.loaded_version(params), trust=self.trust())
+            return self._frames((scope, *cohort_of) if kind.cohort else (scope,), policy_id, limit, manifest_key)
+
+        service = self.services.reports
+        built: dict[str, Mapping[str, Any]] = {}
+        # The anomaly report first: the effectiveness report's health reads it (the same report).
+        for kind in sorted(kinds, key=lambda kind: kind.name != "anomalies"):
+            cohort = Cohort(own_scope=scope, opted_in=opted_in) if kind.cohort else Cohort()
+            built[kind.name] = service.build(kind, frames_of(kind), policy_id, params, cohort,
+                                             anomalies=built.get("anomalies"))
+        return {kind.name: built[kind.name] for kind in kinds}
 
     def hold_report(self, scope: str, policy_id: str) -> HoldReport:
         """The policy's hold report (the registry's kind `holds`, at its default parameters) over
-        the dataset, exactly as `gate report holds --dataset` builds it: the queues' health beside
-        the policy's on the Overview. Cached by manifest like the other reports."""
+        the dataset, exactly as `gate report holds --dataset` builds it (the report service): the
+        queues' health beside the policy's on the Overview. Cached by manifest like the other reports."""
         manifest_key = self._manifest_key()
-        kind, params = REPORTS["holds"], ReportParams()
+        kind, params = REPORTS[HOLDS], ReportParams()
 
         def compute() -> dict[str, Any]:
             frames = holds_from_dataset(self.dataset_dir, scopes=[scope], policy_id=policy_id, trust=self.trust())
-            return dict(build_report(kind, frames, policy_id, params, Cohort()))
+            return dict(self.services.reports.build(kind, frames, policy_id, params))
         report: HoldReport = self._remembered((manifest_key, "holds", scope, policy_id), compute)
         return report
 
@@ -353,7 +358,9 @@ class WorkbenchStore:
 
         def compute() -> list[Any]:
             frames = self._frames((scope,), policy_id, limit, manifest_key)
-            return list(anomaly_report(frames, policy_id, ReportParams(limit=limit, max_items=bound))["anomalies"])
+            report = self.services.reports.build(REPORTS["anomalies"], frames, policy_id,
+                                                 ReportParams(limit=limit, max_items=bound))
+            return list(report["anomalies"])
         found: list[Any] = self._remembered((manifest_key, "anomalies", scope, policy_id, limit), compute)
         return found
 
@@ -470,7 +477,7 @@ class WorkbenchStore:
 
     def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True,
                 against: str = CURRENT) -> DryRun:
-        """The dry-run of `gate dry-run` (same library call) over this scope's history in the
+        """The dry-run of `gate dry-run` (the same service) over this scope's history in the
         dataset, on the workbench's cluster when it has one and `on_cluster`. `against`: CURRENT
         compares the draft with what production runs in the scope (`ReleaseService.running_rulebook`,
         replayed over the same history; the history where the scope has no version), HISTORY with
@@ -478,49 +485,42 @@ class WorkbenchStore:
         DryRunError for a bad draft, an unknown rulebook or empty history, or an unreachable cluster."""
         if against not in (CURRENT, HISTORY):
             raise DryRunError("USAGE", f"compare with {CURRENT!r} or {HISTORY!r}, not {against!r}")
-        running = self.releases.running_rulebook(scope, rulebook_id) if against == CURRENT else None
-        address = self.cluster if on_cluster else None
+        dry_runs = self.services.dry_runs
+        baseline = dry_runs.production(scope, rulebook_id) if against == CURRENT else None
+        # The dataset is read only as trusted (signed by a key this gate trusts, or unsigned by opt-in).
+        return dry_runs.run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir, trust=self._run_trust(),
+                            cluster=self.cluster if on_cluster and self.cluster else None, baseline=baseline)
+
+    def _run_trust(self) -> Trust:
+        """`trust` for a dry-run or a sweep: DryRunError USAGE when it cannot be established."""
         try:
-            trust = self.trust()
-            with connect(address) if address else nullcontext() as client:
-                # The dataset is read only as trusted (signed by a key this gate trusts, or unsigned by opt-in).
-                return dry_run(draft, rulebook_id, scope=scope, dataset=self.dataset_dir,
-                               created_at=iso_ms(self.clock.now()), anchors=trust, cluster=client,
-                               baseline=running[0] if running else None, baseline_source=running[1] if running else None)
+            return self.trust()
         except Untrusted as error:
             raise DryRunError("USAGE", str(error)) from None
-        except ClusterError as error:
-            raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
     def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
-        """The dry-run's summary of the draft against what production runs, over full history (the
-        same `dry_run` call and the same figures as the Migration page and `gate dry-run`): what the
-        Authoring page shows live beside the editor. Raises DryRunError like `dry_run`."""
-        result = self.dry_run(scope, rulebook_id, draft, on_cluster=False).result.to_dict()
-        return {key: result[key] for key in LIVE_SUMMARY_KEYS}
+        """The live impact (`workbench.services.impact`): the dry-run's summary of the draft against
+        what production runs, over full history in this process (the same figures as the Migration
+        page and `gate dry-run`), beside the Authoring page's editor. Raises DryRunError like `dry_run`."""
+        return self.services.impact.summary(scope, rulebook_id, draft, dataset=self.dataset_dir,
+                                            trust=self._run_trust())
 
     def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
               thresholds: list[float]) -> dict[str, Any]:
-        """`gate sweep`'s library call over this scope's history in the dataset, compared with what
+        """`gate sweep`'s service over this scope's history in the dataset, compared with what
         production runs there, as the live impact (DryRunError)."""
-        try:
-            trust = self.trust()
-        except Untrusted as error:
-            raise DryRunError("USAGE", str(error)) from None
-        running = self.releases.running_rulebook(scope, rulebook_id)
-        return sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir, anchors=trust,
-                     baseline=running[0] if running else None, baseline_source=running[1] if running else None)
+        trust = self._run_trust()
+        return self.services.sweeps.sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir,
+                                          trust=trust, baseline=self.services.dry_runs.production(scope, rulebook_id))
 
     def field_spread(self, scope: str, rulebook_id: str, field: str) -> dict[str, Any]:
         """How one fact is spread over the rulebook's history in this scope (`sweep.field_spread`:
         what a sweep's default range is drawn from), cached by manifest (DryRunError)."""
-        try:
-            trust = self.trust()
-        except Untrusted as error:
-            raise DryRunError("USAGE", str(error)) from None
+        trust = self._run_trust()
         spread: dict[str, Any] = self._remembered(
             (self._manifest_key(), "spread", scope, rulebook_id, field),
-            lambda: field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir, anchors=trust))
+            lambda: self.services.sweeps.field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir,
+                                                      trust=trust))
         return spread
 
     def rule_history(self, scope: str, policy_id: str) -> list[RuleHistory]:
@@ -542,9 +542,10 @@ class WorkbenchStore:
 
     def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
         """Sign (with the receipt key) and write the manifest and the reports; name → path. The
-        rule of `gate dry-run` (`workbench.signing.result_signer`): SigningRefused, nothing
-        written, without a key while signing is required or over a stale dataset."""
-        write_dry_run(out, run.manifest, result_signer(self.signing, run.history.source, allow_stale=self.allow_stale))
+        dry-run service's rule, as `gate dry-run` writes (`workbench.signing.result_signer`):
+        SigningRefused, nothing written, without a key while signing is required or over a stale
+        dataset (unless `allow_stale`)."""
+        self.services.dry_runs.write(run, out, allow_stale=self.allow_stale)
         return {name: str(Path(out) / name) for name in ("migration.json", "report.md", "report.html")}
 
     # ------------------------------------------------------------------ promotion

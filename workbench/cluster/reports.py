@@ -27,7 +27,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.cluster import by_partition, run_all, tasks
 from workbench.dataset import integrity, rollups
 from workbench.dataset import location as dataset
-from workbench.dataset.load import DatasetError, Frames, empty, open_dataset
+from workbench.dataset.load import Frames, empty, open_dataset
 from workbench.engines import confidence as confidence_engine
 
 if TYPE_CHECKING:
@@ -100,15 +100,12 @@ def cluster_frames(client: Client, root: str | Path, *, policy_id: str, policy_v
     uri = str(root)
     opened = open_dataset(root, trust)
     manifest = opened.manifest
-    try:
-        location = dataset.open_location(uri)
-        groups = _partition_groups(manifest, policy_id, scopes)
-        run_all(client, bind(tasks.check, uri), groups)
-        decision_files = rollups.files_by_partition(manifest, "decisions")
-        wanted = None if scopes is None else set(scopes)
-        todo = sorted(key for key in decision_files if wanted is None or key[0] in wanted)
-        chunks = rollups.plan_chunks(location, manifest, todo, decision_files)
-    except dataset.DatasetError as error:
-        raise DatasetError(str(error)) from None
+    location = dataset.open_location(uri)
+    groups = _partition_groups(manifest, policy_id, scopes)
+    run_all(client, bind(tasks.check, uri), groups)
+    decision_files = rollups.files_by_partition(manifest, "decisions")
+    wanted = None if scopes is None else set(scopes)
+    todo = sorted(key for key in decision_files if wanted is None or key[0] in wanted)
+    chunks = rollups.plan_chunks(location, manifest, todo, decision_files)
     view = ClusterView(client, uri, chunks, policy_id, policy_version, None if scopes is None else tuple(scopes))
     return Frames(empty("decisions"), empty("outcomes"), None, view, opened.source)

@@ -33,7 +33,9 @@ from workbench.dataset import iceberg, integrity
 from workbench.dataset import location as dataset
 from workbench.dataset.convert import decisions_table, frame_of, holds_table, receipts_table
 from workbench.dataset.facts import facts_rows_of
-from workbench.dataset.location import DatasetError as DatasetError  # the one dataset refusal, named here too
+from workbench.dataset.location import (
+    DatasetError as DatasetError,  # the readers raise the dataset's one error
+)
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
 from workbench.dataset.trust import Trust, Untrusted, trust_of, verdict
@@ -142,8 +144,6 @@ def _read(root: str | Path) -> tuple[dict[str, Any], bytes]:
     try:
         location = dataset.open_location(str(root))
         found = location.read_bytes(MANIFEST)
-    except dataset.DatasetError as error:
-        raise DatasetError(str(error)) from None
     except (OSError, pa.ArrowException) as error:
         raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
     if found is None:
@@ -192,14 +192,11 @@ def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | No
     its listed size, sha256, row count and schema (`workbench.dataset.integrity.check_files`): a stray
     file is never read, and a changed, missing or truncated one refuses the dataset. A record table
     of an Iceberg dataset: the data files of the manifest's snapshot (`workbench.dataset.iceberg`)."""
-    try:
-        if kind in TABLES and iceberg.is_iceberg(manifest):
-            return iceberg.table_files(manifest, kind, scopes)
-        entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
-        location = dataset.open_location(str(root))
-        return [location.url(path) for path in integrity.check_files(location, entries)]
-    except dataset.DatasetError as error:
-        raise DatasetError(str(error)) from None
+    if kind in TABLES and iceberg.is_iceberg(manifest):
+        return iceberg.table_files(manifest, kind, scopes)
+    entries = integrity.in_scopes(integrity.listed_files(manifest, kind, name), scopes)
+    location = dataset.open_location(str(root))
+    return [location.url(path) for path in integrity.check_files(location, entries)]
 
 
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,

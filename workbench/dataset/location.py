@@ -43,9 +43,9 @@ __all__ = [
 
 
 class DatasetError(CodedError, ValueError):
-    """A dataset cannot be read or written as asked (missing, unreadable, another schema
-    version, not what its manifest lists); the message says why and what to do. The one
-    dataset refusal: `workbench.dataset.load` raises it too."""
+    """A dataset cannot be read or written as asked (missing, another schema version, a file that
+    does not match its manifest, a location that cannot be used); the message says why and what
+    to do. The one error of the dataset: its writers and its readers (`workbench.dataset.load`) raise it."""
 
     CODE = "DATASET_INVALID"
 

@@ -35,9 +35,10 @@ from gate.ledger.reports import set_benchmark_opt_in
 from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
-from gate.services.decide import Caller, DecisionService
+from gate.services.decide import Caller
 from gate.services.holds import HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
+from gate.services.root import decision_services
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 from workbench.demo import scenario as S
 
@@ -214,7 +215,9 @@ class _Writer:
     def __init__(self, ledger: Ledger, signing: SigningSetup, clock: _Clock, seed: int, plan: S.DecisionPlan,
                  verdict: np.ndarray, events: S.Events) -> None:
         self.plan, self.verdict, self.events = plan, verdict, events
-        self.service = DecisionService(ledger, signing, clock=clock, ids=_SeedIds(seed))
+        # The core's composition root, with the scenario's clock and ids; no releases (every
+        # decision is inline, as the scenario's callers send them).
+        self.service = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False).decisions
         self.lifecycle = LifecycleService(ledger, clock, signing)
         self.holds = HoldService(ledger, signing, clock)
         # A held decision a person approved runs afterwards (an execution other than `reviewed`).

@@ -1,7 +1,8 @@
 """Vectorized evaluation of the demo rulebooks over NumPy columns (for `workbench.dataset.synth`).
 
-A deliberately small interpreter: the leaf operators `eq`, `neq`, `gt`, `gte`, `lt`, `lte`,
-`in`, `not_in` and the combinators `all`, `any`, `not`, over facts that are always present
+A deliberately small interpreter: the leaf operators that make a plain comparison (`eq`, `neq`,
+`gt`, `gte`, `lt`, `lte`: their `compare` in `gate.rulebook.operators`) or test an array of
+options (`in`, `not_in`), and the combinators `all`, `any`, `not`, over facts that are always present
 and well typed (the scenario draws them so). Rules are tried by descending priority, ties in
 document order, and the first match decides, as in `gate.rulebook`; a test holds it equal to
 the scalar evaluator on the scenario's facts. It is not a general Rulebook v1 compiler (the
@@ -10,13 +11,17 @@ dry-run's Polars compiler is): anything else raises ValueError.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
 
-_COMPARE = {
-    "eq": np.equal, "neq": np.not_equal, "gt": np.greater, "gte": np.greater_equal,
-    "lt": np.less, "lte": np.less_equal,
+from gate.rulebook.operators import BY_NAME, Operand
+
+# The NumPy form of each comparison an operator makes (`Operator.compare`, gate.rulebook.operators).
+_UFUNCS: dict[Any, np.ufunc] = {
+    operator.eq: np.equal, operator.ne: np.not_equal, operator.gt: np.greater, operator.ge: np.greater_equal,
+    operator.lt: np.less, operator.le: np.less_equal,
 }
 
 
@@ -33,17 +38,19 @@ def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n:
         return mask
     if "not" in condition:
         return ~condition_mask(condition["not"], columns, n)
-    operator = condition["operator"]
+    name = condition["operator"]
+    declared = BY_NAME.get(name)
     value: Any = condition.get("value")  # JSON: a list for in / not_in, a scalar to compare with
     column = columns[condition["field"]]
-    if operator in ("in", "not_in"):
+    if declared is not None and declared.operand is Operand.OPTIONS:
         mask = np.isin(column, value)
-        return mask if operator == "in" else ~mask
-    if operator not in _COMPARE:
-        raise ValueError(f"operator {operator!r} is not supported here")
+        return ~mask if declared.negates else mask
+    ufunc = None if declared is None else _UFUNCS.get(declared.compare)
+    if declared is None or ufunc is None:
+        raise ValueError(f"operator {name!r} is not supported here")
     if isinstance(value, bool) != (column.dtype == bool):
-        return np.full(n, operator == "neq")  # strict types: a boolean never equals a number
-    compared: np.ndarray = _COMPARE[operator](column, value)
+        return np.full(n, declared.negates is not None)  # strict types: a boolean never equals a number
+    compared: np.ndarray = ufunc(column, value)
     return compared
 
 

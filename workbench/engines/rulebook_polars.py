@@ -8,7 +8,9 @@ scalar evaluator (`gate.rulebook.compile`, reference facts §2) row for row: `st
 a hypothesis differential test over generated rulebooks and facts holds the two together.
 
 How each leaf maps to columns (`t` kind, `b`/`n`/`s` scalar values, `j` strict key of an
-array or object, `e` strict keys of array elements):
+array or object, `e` strict keys of array elements), one `LEAVES` entry per operator (the
+operators are declared in `gate.rulebook.operators`; this module cannot import it, and a test
+holds the two to the same names):
 
 - `exists` / `not_exists`: `t` is (not) null.
 - `eq`: the kind of the constant, then its value: a string against `s`, a number against `n`
@@ -42,7 +44,8 @@ without facts come out with `replay = "unreplayable"`. No operator is ever appro
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -75,6 +78,9 @@ RESULT_COLUMNS = ("replay", "status", "verdict", "application_verdict", "action"
 _NEEDS_INPUT_INDEX = -1
 _DEFAULT_INDEX = -2
 PICK = "_pick"
+
+LeafExpr = Callable[[str, Any], pl.Expr]
+"""A leaf operator's expression from the leaf's field path and value."""
 
 
 @dataclass(frozen=True)
@@ -181,35 +187,95 @@ def _resolved(path: str) -> pl.Expr:
     return _col(path, "t").is_not_null()
 
 
+_FALSE = pl.lit(False)  # a leaf that never holds (a constant of the wrong kind): final as it is
+
+
+def _negated(path: str, positive: pl.Expr) -> pl.Expr:
+    """Resolved and not `positive`."""
+    return _resolved(path) & ~positive.fill_null(False)
+
+
+def _number(path: str, value: Any, compare: Callable[[pl.Expr, float], pl.Expr]) -> pl.Expr:
+    """Kind number and `compare` on `n`; never for a non-number constant."""
+    if not _is_number(value):
+        return _FALSE
+    return _kind(path, fc.KIND_NUMBER) & compare(_col(path, "n"), float(value))
+
+
+def _leaf_exists(path: str, value: Any) -> pl.Expr:
+    return _resolved(path)
+
+
+def _leaf_not_exists(path: str, value: Any) -> pl.Expr:
+    return _col(path, "t").is_null()
+
+
+def _leaf_eq(path: str, value: Any) -> pl.Expr:
+    return _eq(path, value)
+
+
+def _leaf_neq(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _eq(path, value))
+
+
+def _leaf_gt(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.gt)
+
+
+def _leaf_gte(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.ge)
+
+
+def _leaf_lt(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.lt)
+
+
+def _leaf_lte(path: str, value: Any) -> pl.Expr:
+    return _number(path, value, operator.le)
+
+
+def _leaf_in(path: str, value: Any) -> pl.Expr:
+    return _member(path, value) if isinstance(value, list) else _FALSE
+
+
+def _leaf_not_in(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _member(path, value)) if isinstance(value, list) else _FALSE
+
+
+def _leaf_contains(path: str, value: Any) -> pl.Expr:
+    return _contains(path, value)
+
+
+def _leaf_not_contains(path: str, value: Any) -> pl.Expr:
+    return _negated(path, _contains(path, value))
+
+
+# One entry per Rulebook v1 leaf operator (declared in gate.rulebook.operators; a test holds the
+# names equal): the leaf's expression from its field path and its value, null where the path is
+# missing (`_leaf` reads null as false), or `_FALSE`. Each is a function of its own, called when
+# a rulebook is compiled, so mutation testing reaches each.
+LEAVES: dict[str, LeafExpr] = {
+    "exists": _leaf_exists,
+    "not_exists": _leaf_not_exists,
+    "eq": _leaf_eq,
+    "neq": _leaf_neq,
+    "gt": _leaf_gt,
+    "gte": _leaf_gte,
+    "lt": _leaf_lt,
+    "lte": _leaf_lte,
+    "in": _leaf_in,
+    "not_in": _leaf_not_in,
+    "contains": _leaf_contains,
+    "not_contains": _leaf_not_contains,
+}
+
+
 def _leaf(node: dict[str, Any]) -> pl.Expr:
-    operator, path, value = node["operator"], node["field"], node.get("value")
-    if operator == "exists":
-        expr = _resolved(path)
-    elif operator == "not_exists":
-        expr = _col(path, "t").is_null()
-    elif operator == "eq":
-        expr = _eq(path, value)
-    elif operator == "neq":
-        expr = _resolved(path) & ~_eq(path, value).fill_null(False)
-    elif operator in ("gt", "gte", "lt", "lte"):
-        if not _is_number(value):
-            return pl.lit(False)
-        n, v = _col(path, "n"), float(value)
-        compare = {"gt": n > v, "gte": n >= v, "lt": n < v, "lte": n <= v}[operator]
-        expr = _kind(path, fc.KIND_NUMBER) & compare
-    elif operator in ("in", "not_in"):
-        if not isinstance(value, list):
-            return pl.lit(False)
-        expr = _member(path, value)
-        if operator == "not_in":
-            expr = _resolved(path) & ~expr.fill_null(False)
-    elif operator == "contains":
-        expr = _contains(path, value)
-    elif operator == "not_contains":
-        expr = _resolved(path) & ~_contains(path, value).fill_null(False)
-    else:  # unreachable after validation
-        raise ValueError(f"unsupported operator {operator!r}")
-    return expr.fill_null(False)
+    leaf = LEAVES.get(node["operator"])
+    if leaf is None:  # unreachable after validation
+        raise ValueError(f"unsupported operator {node['operator']!r}")
+    expr = leaf(node["field"], node.get("value"))
+    return expr if expr is _FALSE else expr.fill_null(False)
 
 
 def _condition(node: dict[str, Any]) -> pl.Expr:

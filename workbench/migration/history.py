@@ -238,12 +238,11 @@ def read_manifest(root: str | Path, trust: Any = None) -> tuple[dict[str, Any], 
     """The manifest, its raw bytes and its trust status as `workbench.dataset.load.open_dataset`
     gives them under `trust` (a `workbench.dataset.trust.Trust`, or anchors: signed by one of
     those keys); DATASET_INVALID with its one line otherwise."""
-    from workbench.dataset.load import DatasetError as Refused
     from workbench.dataset.load import open_dataset
 
     try:
         opened = open_dataset(root, trust)
-    except Refused as exc:
+    except DatasetError as exc:
         raise DryRunError("DATASET_INVALID", str(exc)) from None
     return opened.manifest, opened.raw, opened.source
 

@@ -41,6 +41,7 @@ from gate.clock import iso_ms
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook import get_evaluator
+from gate.rulebook.operators import OPERATORS, Threshold
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
 from workbench.migration import baseline as baselines
@@ -53,7 +54,9 @@ from workbench.migration.run import load_history
 
 __all__ = ["SweepLeaf", "default_range", "field_spread", "find_leaf", "sweep", "thresholds_between"]
 
-NUMERIC = ("gt", "gte", "lt", "lte")
+# The numeric threshold comparisons (gt, gte, lt, lte), the operators a sweep can move, and their form.
+_THRESHOLDS = {operator.name: operator.threshold for operator in OPERATORS if operator.threshold is not None}
+NUMERIC = tuple(_THRESHOLDS)
 MAX_THRESHOLDS = 1000
 SPREAD_QUANTILES = (0.01, 0.99)  # a sweep's default range: where 98% of a field's observed numbers lie
 # The replayed decisions are counted by these (`k`: where the verdict switches among the sorted thresholds, `_switch`).
@@ -100,7 +103,7 @@ def find_leaf(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: in
         raise DryRunError("SWEEP_INVALID", f"rule {rule_id!r} does not compare field {field!r}")
     if not numeric:
         raise DryRunError("SWEEP_INVALID", f"rule {rule_id!r} compares {field!r} with "
-                          f"{matches[0][1].get('operator')!r}, not a numeric comparison (gt, gte, lt, lte)")
+                          f"{matches[0][1].get('operator')!r}, not a numeric comparison ({', '.join(NUMERIC)})")
     if not 0 <= occurrence < len(numeric):
         raise DryRunError("SWEEP_INVALID", f"rule {rule_id!r} has {len(numeric)} numeric comparison(s) of {field!r}; "
                           f"occurrence {occurrence} does not exist")
@@ -248,16 +251,29 @@ def _switch(leaf: SweepLeaf, points: list[float]) -> pl.Expr:
     for the thresholds at positions below k (gt, gte) or from k on (lt, lte), compared in
     float64 as the Polars leaf compares. A value that is not a number never holds: k is 0 (gt,
     gte) or every position (lt, lte)."""
-    side: Literal["left", "right"] = "left" if leaf.operator in ("gt", "lte") else "right"
+    threshold = _threshold(leaf)
+    side: Literal["left", "right"] = "left" if _search_left(threshold) else "right"
     x = rp._col(leaf.field, "n")
     number = rp._kind(leaf.field, fc.KIND_NUMBER).fill_null(False) & x.is_not_null()
-    missing = 0 if leaf.operator in ("gt", "gte") else len(points)
+    missing = 0 if threshold.rising else len(points)
     search = pl.lit(pl.Series(points, dtype=pl.Float64)).search_sorted(x, side=side).cast(pl.Int64)
     return pl.when(number).then(search).otherwise(pl.lit(missing, dtype=pl.Int64))
 
 
 _EXTREME = 1.0e308  # a finite JSON number beyond every finite fact: forces the leaf false or true
-_BISECT = {"gt": bisect.bisect_left, "lte": bisect.bisect_left, "gte": bisect.bisect_right, "lt": bisect.bisect_right}
+
+
+def _threshold(leaf: SweepLeaf) -> Threshold:
+    """The swept operator's threshold form (`find_leaf` takes only numeric comparisons)."""
+    return _THRESHOLDS[leaf.operator]
+
+
+def _search_left(threshold: Threshold) -> bool:
+    """Whether a value's `k` among the ascending thresholds is its leftmost insertion point.
+
+    `x > t` holds for the thresholds below x (left), `x >= t` for those up to x (right); `x < t`
+    holds from the thresholds above x on (right), `x <= t` from x itself on (left)."""
+    return threshold.rising == threshold.strict
 
 
 def _field_number(facts: Any, field: str) -> Any:
@@ -281,10 +297,12 @@ def _scalar_groups(history: History, draft: Draft, leaf: SweepLeaf, exact: list[
                .select("decision_id", "old_verdict", _young(cutoff), "facts_json").collect(engine="streaming"))
     columns: dict[str, list[Any]] = {"low_verdict": [], "high_verdict": [], "k": []}
     if partial.height:
-        sign = 1 if leaf.operator in ("gt", "gte") else -1
+        threshold = _threshold(leaf)
+        sign = 1 if threshold.rising else -1
         low = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, sign * _EXTREME)))
         high = get_evaluator(*_hashed(_with_value(draft.rulebook, leaf, -sign * _EXTREME)))
-        search, missing = _BISECT[leaf.operator], 0 if sign == 1 else len(exact)
+        search = bisect.bisect_left if _search_left(threshold) else bisect.bisect_right
+        missing = 0 if sign == 1 else len(exact)
         for text in partial["facts_json"]:
             facts = json.loads(text)
             columns["low_verdict"].append(low.evaluate(facts).decision)
@@ -306,7 +324,7 @@ def _tallies(groups: pl.DataFrame, leaf: SweepLeaf, order: list[int]) -> list[Co
     """Per threshold (in the caller's order): (old verdict, new verdict, class, young) → decisions.
     `order[p]`: the caller's index of the threshold at ascending position p."""
     tallies: list[Counter[tuple[str, str, str, bool]]] = [Counter() for _ in order]
-    rising = leaf.operator in ("gt", "gte")
+    rising = _threshold(leaf).rising
     for (old, name, young, low_verdict, high_verdict), group in groups.group_by(GROUP_KEYS[:-1]):
         counts = np.zeros(len(order) + 1, dtype=np.int64)
         np.add.at(counts, group["k"].to_numpy(), group["count"].to_numpy())

@@ -106,14 +106,13 @@ def dataset_trust(paths: NotebookPaths, env: Mapping[str, str] | None = None) ->
     gate whose home `paths.home` is, GATE_ALLOW_UNSIGNED=1 as the opt-in to unsigned data, and
     the newest manifest seen kept in that home (no ledger: staleness is not checked)."""
     # Lazy: the keyring is read only by a notebook that reads the dataset.
-    from gate.keys.config import SigningSetup
     from gate.settings import Settings
+    from workbench.services.root import signing_setup
 
     env = dict(os.environ if env is None else env)
     settings = Settings.from_env({**env, "GATE_HOME": str(paths.home)})
-    setup = SigningSetup.load(settings.signing_key_file, settings.hmac_secret, settings.hmac_key_id)
-    return reader_trust(paths.home, setup.trust_anchors(), allow_unsigned=env.get("GATE_ALLOW_UNSIGNED") == "1",
-                        env=env)
+    return reader_trust(paths.home, signing_setup(settings).trust_anchors(),
+                        allow_unsigned=env.get("GATE_ALLOW_UNSIGNED") == "1", env=env)
 
 
 def setup() -> NotebookPaths:

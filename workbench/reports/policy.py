@@ -188,6 +188,15 @@ class PolicyReports(TypedDict):
     benchmarks: BenchmarkReport
 
 
+# The kinds of `PolicyReports`, in its order.
+POLICY_REPORT_KINDS = ("effectiveness", "confidence", "anomalies", "benchmarks")
+
+
+def policy_reports_of(reports: Mapping[str, Mapping[str, Any]]) -> PolicyReports:
+    """The four policy reports among reports by kind (the workbench store's `reports`)."""
+    return cast(PolicyReports, {name: reports[name] for name in POLICY_REPORT_KINDS})
+
+
 class PacketIntelligence(TypedDict):
     """A packet's `policy_intelligence`: no benchmarks (they describe other scopes)."""
 
@@ -372,9 +381,13 @@ _BUILT_IN: dict[str, Engine] = {
 
 
 def build_report(kind: ReportKind, frames: Frames, policy_id: str, params: ReportParams,
-                 cohort: Cohort) -> Mapping[str, Any]:
+                 cohort: Cohort, *, anomalies: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     """The sealed `kind` report over `frames`: a kind with its own `engine` has that body sealed in
-    its envelope (`sealed_report`); a built-in kind is its function above."""
+    its envelope (`sealed_report`); a built-in kind is its function above. `anomalies`: the anomaly
+    report of the same frames and parameters when the caller has it (the effectiveness report's
+    health reads it instead of computing it again; the report is the same)."""
+    if anomalies is not None and kind.name == "effectiveness":
+        return effectiveness_report(frames, policy_id, params, anomalies=cast(AnomalyBody, anomalies))
     if kind.engine is not None:
         return sealed_report(kind.name, policy_id, params, kind.engine(frames, params, cohort), frames)
     return _BUILT_IN[kind.name](frames, policy_id, params, cohort)

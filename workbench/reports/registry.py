@@ -1,11 +1,13 @@
 """The policy report kinds: one entry per report, read by every shell that serves one.
 
 The API's routes (`api/routes/reports.py`), `gate report` (`gate_cli/report_cmd.py`), the
-OpenAPI document and its cost table (`api/openapi.py`) and the report parameters
-(`workbench.reports.policy`) take the kinds, their names, envelopes, parameters, summaries and
-engines from `REPORTS`; none of them lists report kinds of its own. A new report engine is its
-engine module, one entry here (with `engine=` and its own envelope), its test and its doc
-(tests/workbench/test_report_registry.py adds one that way and finds it served everywhere).
+workbench's Overview (`workbench/app/store.py`, its page), the OpenAPI document and its cost table
+(`api/openapi.py`) and the report parameters (`workbench.reports.policy`) take the kinds, their
+names, envelopes, parameters, summaries and engines from `REPORTS`; none of them lists report
+kinds of its own, and all of them build reports through the report service
+(`workbench.services.reports`). A new report engine is its engine module, one entry here (with
+`engine=` and its own envelope), its test and its doc (tests/workbench/test_report_registry.py
+adds one that way and finds it served everywhere).
 
 The table itself loads no Polars: `gate` builds its parser from it at every start. The engines
 (`workbench.reports.policy`, above this module) load when a report is first built there
@@ -20,8 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gate.protocol.report_envelopes import ReportKind as Envelope
-from gate.protocol.report_envelopes import spec_of
+from gate.protocol.report_envelopes import Envelope, spec_of
 from workbench.reports.params import ReportParams, parse_query
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ class ReportKind:
     """One policy report: how the shells name it, which envelope seals it, what it reads."""
 
     name: str             # `gate report NAME`, GET /api/decision/policies/{policy_id}/NAME
-    envelope: str | Envelope  # its kind in gate.protocol.report_envelopes, or its own envelope
+    envelope: str | Envelope  # its envelope's kind in gate.protocol.report_envelopes.KINDS, or its own envelope
     summary: str          # the OpenAPI summary of its route
     params: tuple[str, ...]  # the query parameters it accepts (workbench.reports.params.PARAMS)
     every_version: bool = False  # policy_version names the current version; every version is evidence

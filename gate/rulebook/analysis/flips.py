@@ -30,7 +30,8 @@ from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook.analysis.common import CompareKey, compare_key, evaluator, label_of
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.sampling import samples
-from gate.rulebook.analysis.space import Atom, Space, is_number, resolve
+from gate.rulebook.analysis.space import Atom, Space, resolve
+from gate.rulebook.operators import is_number
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Evaluator, RulebookDocument
 

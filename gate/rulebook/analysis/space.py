@@ -40,45 +40,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.rulebook.analysis.regions import Cube
-from gate.rulebook.semantics import (
-    MISSING,
-    contains,
-    member,
-    not_contains,
-    strict_equal,
-)
+from gate.rulebook.operators import BY_NAME, OPERATORS, Operand, is_number
+from gate.rulebook.semantics import MISSING, strict_equal
 from gate.rulebook.shapes import Condition, RulebookDocument
 
 MAX_NEEDLES = 10
-_NUMBER_OPS = ("gt", "gte", "lt", "lte")
-_COMPARE = {"gt": lambda x, v: x > v, "gte": lambda x, v: x >= v, "lt": lambda x, v: x < v, "lte": lambda x, v: x <= v}
-
-
-def is_number(value: Any) -> bool:
-    return type(value) in (int, float)
+# The operators whose value is a needle (contains, not_contains): named when they make a space inexact.
+_NEEDLE_OPERATORS = [operator.name for operator in OPERATORS if operator.operand is Operand.NEEDLE]
 
 
 def leaf_holds(operator: str, value: Any, x: Any) -> bool:
     """One leaf on a resolved field value `x` (MISSING when unresolved), as the evaluator does."""
-    if operator == "exists":
-        return x is not MISSING
-    if operator == "not_exists":
-        return x is MISSING
-    if operator == "eq":
-        return x is not MISSING and strict_equal(x, value)
-    if operator == "neq":
-        return x is not MISSING and not strict_equal(x, value)
-    if operator in _COMPARE:
-        return is_number(value) and is_number(x) and _COMPARE[operator](x, value)
-    if operator == "in":
-        return isinstance(value, list) and member(x, value)
-    if operator == "not_in":
-        return isinstance(value, list) and x is not MISSING and not member(x, value)
-    if operator == "contains":
-        return contains(x, value)
-    if operator == "not_contains":
-        return not_contains(x, value)
-    raise ValueError(f"unsupported operator {operator!r}")
+    declared = BY_NAME.get(operator)
+    if declared is None:
+        raise ValueError(f"unsupported operator {operator!r}")
+    return declared.holds(x, value)
 
 
 def type_ok(kind: str, x: Any) -> bool:
@@ -209,14 +185,14 @@ class Space:
                 for leaf in leaves_of(rule["condition"]):
                     entry = constants.setdefault(leaf["field"], _Constants())
                     texts.update(leaf["field"].split("."))
-                    value, operator = leaf.get("value"), leaf["operator"]
+                    value, operand = leaf.get("value"), BY_NAME[leaf["operator"]].operand
                     _strings_in(value, texts)
-                    if operator in ("eq", "neq") or operator in _NUMBER_OPS:
+                    if operand in (Operand.VALUE, Operand.NUMBER):
                         entry.add_value(value)
-                    elif operator in ("in", "not_in") and isinstance(value, list):
+                    elif operand is Operand.OPTIONS and isinstance(value, list):
                         for option in value:
                             entry.add_value(option)
-                    elif operator in ("contains", "not_contains") and "value" in leaf:
+                    elif operand is Operand.NEEDLE and "value" in leaf:
                         entry.needles.append(value)
         # A separator no constant contains: other strings are built around it, so they can
         # never equal a constant or contain a needle by accident.
@@ -260,7 +236,7 @@ class Space:
         for kind, found in (("string", string_needles), ("array", array_needles)):
             needles = found
             if len(found) > MAX_NEEDLES:
-                self.inexact.append({"field": path, "operators": ["contains", "not_contains"],
+                self.inexact.append({"field": path, "operators": list(_NEEDLE_OPERATORS),
                                      "reason": f"{len(found)} distinct contains values on {kind}s "
                                                f"(exact analysis handles at most {MAX_NEEDLES})"})
                 needles = found[:MAX_NEEDLES]

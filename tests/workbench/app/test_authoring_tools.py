@@ -16,11 +16,12 @@ import polars as pl
 import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
+from gate.rulebook.operators import OPERATORS, Operand
 from workbench.app import ruletable
 from workbench.app.pages.authoring import live_markdown, live_warnings, schedule_live
 from workbench.app.pages.rule_table import rule_frame, rule_table
 from workbench.app.pages.sweep import sweep_columns, sweep_frame
-from workbench.app.state.authoring import AuthoringState, comparison_key
+from workbench.app.state.authoring import AuthoringState, comparison_key, comparison_label
 from workbench.dataset.load import from_dataset
 from workbench.migration.impact import impact_rows
 from workbench.migration.run import dry_run
@@ -106,6 +107,22 @@ def test_conditions_read_as_words():
                       {"all": [{"field": "b", "operator": "eq", "value": True},
                                {"not": {"field": "c", "operator": "not_exists"}}]}]}
     assert ruletable.reads(nested) == "a > 1 or (b = true and not (c is absent))"
+
+
+@pytest.mark.parametrize("operator", OPERATORS, ids=lambda operator: operator.name)
+def test_every_declared_operator_reads_in_its_words(operator):
+    """`field words value`, or `field words` for an operator without a value (the words are
+    pinned with each declaration, tests/rulebook/test_rulebook_operators.py)."""
+    text = ruletable.reads({"field": "f", "operator": operator.name, "value": [2]})
+    assert text == (f"f {operator.words}" if operator.operand is Operand.NONE else f"f {operator.words} [2]")
+    comparison = {"rule_id": "r", "field": "amount", "operator": operator.name, "value": 10}
+    assert comparison_label(comparison) == f"r: amount {operator.words} 10"
+
+
+def test_a_name_that_is_no_operator_reads_as_itself_in_words():
+    # A draft half typed: the table still shows the rule, the name with its underscores as spaces.
+    assert ruletable.reads({"field": "f", "operator": "starts_with", "value": "a"}) == 'f starts with "a"'
+    assert ruletable.reads({"field": "f", "value": 1}) == "f None 1"
 
 
 # ---------------------------------------------------------------------- each rule's history

@@ -9,7 +9,7 @@ from __future__ import annotations
 from tests.workbench.markup_support import HOSTILE_VERSION, markdown_html, parse
 from workbench.app.pages.authoring import error_markdown
 from workbench.app.pages.decisions import _verification_markdown
-from workbench.app.pages.overview import _anomalies, _cards
+from workbench.app.pages.overview import _anomalies, _cards, more_reports_markdown
 from workbench.app.store import DraftCheck
 from workbench.reports.policy import PolicyReports, Sample
 
@@ -82,3 +82,17 @@ def test_draft_errors_quote_what_was_typed_as_text():
 def test_failed_checks_are_text():
     markdown = _verification_markdown({"verification": {"verified": False, "failed_checks": ["x`<img src=x>`"]}})
     assert "img" not in elements(markdown) and "x`<img src=x>`" in text(markdown)
+
+
+def test_another_registry_kinds_figures_are_text():
+    """A report kind the page has no card for (a new registry entry) is shown as a table of its
+    figures: a member or value that is caller text stays text, a float is a score, a list a count."""
+    report = {"decision_volume_report_version": "decision_volume_report_v1", "policy_id": HOSTILE_VERSION,
+              "by_reason": {"[x](javascript:alert(1))": 3, "<b>bold</b>|pipe": 1}, "rate": 0.123456,
+              "items": [1, 2], "volume_hash": "h"}
+    markdown = more_reports_markdown({"volume": report})
+    assert not elements(markdown) & {"img", "b", "a", "script"}
+    shown = text(markdown)
+    assert HOSTILE_VERSION in shown and "by_reason.[x](javascript:alert(1))" in shown
+    assert "by_reason.<b>bold</b>|pipe" in shown and "0.123" in shown and "2 items" in shown
+    assert markdown.splitlines()[0] == "#### Report: volume" and more_reports_markdown(None) == ""

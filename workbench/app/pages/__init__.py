@@ -16,7 +16,6 @@ from workbench.app.pages.decisions import decisions_page
 from workbench.app.pages.events import events_page
 from workbench.app.pages.inbox import inbox_page
 from workbench.app.pages.links import (
-    PAGES,
     QUERY,
     Links,
     draft_for_url,
@@ -37,6 +36,20 @@ from workbench.app.store import WorkbenchStore
 from workbench.dataset.trust import trust_text
 from workbench.reports.textsafe import md_text
 from workbench.signing import SigningRefused
+
+# The pages, in tab order: each one's name in the URL (`?page=`) and its view of the session's
+# state (a `Session`, below). A new page is one entry here, its state in `Session.__init__`, its
+# view and state modules and its browser test (docs/architecture.md "Where a change goes").
+VIEWS: tuple[tuple[str, Callable[[Any, list[str]], Any]], ...] = (
+    ("overview", lambda session, names: overview_page(session.overview, names)),
+    ("decisions", lambda session, names: decisions_page(session.decisions, names)),
+    ("authoring", lambda session, names: authoring_page(session.authoring, names)),
+    ("migration", lambda session, _names: migration_page(session.migration)),
+    ("releases", lambda session, _names: releases_page(session.releases)),
+    ("events", lambda session, _names: events_page(session.events)),
+    ("inbox", lambda session, _names: inbox_page(session.inbox)),
+)
+PAGES = tuple(name for name, _view in VIEWS)
 
 
 class Session(param.Parameterized):
@@ -162,13 +175,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
                                     "### No scope is granted to you, or the ledger has no decisions yet")
         names = session.store.policies(scope_name)
         tabs = pn.Tabs(
-            overview_page(session.overview, names),
-            decisions_page(session.decisions, names),
-            authoring_page(session.authoring, names),
-            migration_page(session.migration),
-            releases_page(session.releases),
-            events_page(session.events),
-            inbox_page(session.inbox),
+            *(view(session, names) for _name, view in VIEWS),
             dynamic=False, sizing_mode="stretch_width", active=PAGES.index(session.page),
         )
         tabs.param.watch(lambda e: setattr(session, "page", PAGES[e.new]), "active")

@@ -17,7 +17,6 @@ import param
 
 from gate.holds.links import inbox_query
 
-PAGES = ("overview", "decisions", "authoring", "migration", "releases", "events", "inbox")
 QUERY = {"scope": "scope", "policy": "policy", "page": "page", "decision": "decision", "draft": "draft",
          "hold": "hold", "state": "state", "queue": "queue"}
 DRAFT_URL_LIMIT = 8000  # characters of draft text kept in the URL; a longer draft is left out
@@ -75,7 +74,6 @@ def hold_href(scope: str, decision_id: str) -> str:
 
 __all__ = [
     "DRAFT_URL_LIMIT",
-    "PAGES",
     "QUERY",
     "Links",
     "decision_href",

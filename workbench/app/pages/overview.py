@@ -1,8 +1,9 @@
-"""Overview page: report cards, the hold queues' health, the anomalies with their reasons, and the
-policy's course."""
+"""Overview page: report cards, the hold queues' health, the anomalies with their reasons, every
+other report kind of the registry, and the policy's course."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import panel as pn
@@ -18,6 +19,7 @@ from workbench.app.state.overview import OverviewState, listed_anomalies, queue_
 from workbench.reports import numbers
 from workbench.reports.holds import HoldReport
 from workbench.reports.policy import BenchmarkReport, Health, PolicyReports
+from workbench.reports.registry import REPORTS
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
 VERDICT_COLORS = dict(zip(VERDICTS, ("#2e7d32", "#c62828", "#f9a825"), strict=True))
@@ -95,6 +97,40 @@ def queue_health_markdown(holds: HoldReport | None) -> str:
 
 def _queues(holds: HoldReport | None) -> pn.viewable.Viewable:
     return pn.pane.Markdown(queue_health_markdown(holds), css_classes=["queue-health"], sizing_mode="stretch_width")
+
+
+def _figures(report: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """A report's members as (name, text): numbers and words as they are (a float as a score),
+    an object's members one level in (`sample.decisions_considered`), a list by its length."""
+    for name, value in report.items():
+        if isinstance(value, Mapping):
+            for inner, item in value.items():
+                if not isinstance(item, Mapping | list):
+                    yield f"{name}.{inner}", _figure(item)
+        else:
+            yield name, f"{len(value)} items" if isinstance(value, list) else _figure(value)
+
+
+def _figure(value: Any) -> str:
+    return numbers.score(value) if isinstance(value, float) else str(value)
+
+
+def more_reports_markdown(more: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """Every report kind of the registry the cards and the queues do not show (a kind added to
+    `workbench.reports.registry` shows here with no page code): its name and summary, then its
+    figures and its hash, read from the sealed report as the API serves it."""
+    lines: list[str] = []
+    for name, report in (more or {}).items():
+        kind = REPORTS.get(name)
+        lines += [f"#### Report: {md_text(name)}", md_text(kind.summary) if kind is not None else "", "",
+                  "| member | value |", "|---|---|"]
+        lines += [f"| {md_cell(member)} | {md_cell(text)} |" for member, text in _figures(report)]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def _more_reports(more: Mapping[str, Mapping[str, Any]] | None) -> pn.viewable.Viewable:
+    return pn.pane.Markdown(more_reports_markdown(more), css_classes=["more-reports"], sizing_mode="stretch_width")
 
 
 def _anomalies(reports: PolicyReports | None, every: list[dict[str, Any]] | None, scope: str,
@@ -184,6 +220,7 @@ def overview_page(state: OverviewState, policies: list[str]) -> pn.viewable.View
         pn.bind(_queues, state.param.holds),
         pn.bind(_anomalies, state.param.reports, state.param.every_anomaly, state.param.scope, state.param.policy_id),
         _show_every(state),
+        pn.bind(_more_reports, state.param.more),
         pn.bind(_course, state.param.series, state.param.versions),
         name="Overview",
     )

@@ -323,5 +323,5 @@ def comparison_key(comparison: dict[str, Any]) -> str:
 
 
 def comparison_label(comparison: dict[str, Any]) -> str:
-    symbol = ruletable.SYMBOLS.get(comparison["operator"], comparison["operator"])
+    symbol = ruletable.WORDS.get(comparison["operator"], comparison["operator"])
     return f"{comparison['rule_id']}: {comparison['field']} {symbol} {comparison['value']}"

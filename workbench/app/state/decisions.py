@@ -9,7 +9,7 @@ import param
 
 from gate.vocabulary import VERDICTS
 from workbench.app.store import WorkbenchStore
-from workbench.dataset.load import DatasetError
+from workbench.dataset.location import DatasetError
 
 
 class DecisionsState(param.Parameterized):

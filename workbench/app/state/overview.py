@@ -1,19 +1,20 @@
 """Overview: one scope's policy at a glance: effectiveness, confidence, anomalies (with their
-reasons) and benchmarks, the health of its hold queues (the hold report), and their course month
-by month."""
+reasons) and benchmarks, the health of its hold queues (the hold report), every other report
+kind of the registry, and their course month by month."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import param
 
 from workbench.app.store import WorkbenchStore
-from workbench.dataset.load import DatasetError
+from workbench.dataset.location import DatasetError
 from workbench.dataset.trust import trust_text
 from workbench.reports.holds import HoldReport
 from workbench.reports.holdtext import health_cells
-from workbench.reports.policy import PolicyReports
+from workbench.reports.policy import POLICY_REPORT_KINDS, PolicyReports, policy_reports_of
 
 
 class OverviewState(param.Parameterized):
@@ -24,6 +25,8 @@ class OverviewState(param.Parameterized):
     reports = param.Parameter(default=None, doc="PolicyReports: kind → report envelope, as the API serves it")
     holds = param.Parameter(default=None, doc="HoldReport: the policy's hold report (its queues' health), as the "
                                               "API serves it")
+    more = param.Parameter(default=None, doc="kind → report envelope: every other kind of the report registry "
+                                             "(`workbench.reports.registry`), as the API serves it")
     series = param.Parameter(default=None, doc="polars DataFrame: one row per month")
     versions = param.Parameter(default=None, doc="polars DataFrame: each version and the month it took over")
     message = param.String(default="")
@@ -39,17 +42,19 @@ class OverviewState(param.Parameterized):
     def refresh(self) -> None:
         self.every_anomaly = None
         if not (self.scope and self.policy_id):
-            self.reports, self.series, self.versions, self.holds = None, None, None, None
+            self.reports, self.series, self.versions, self.holds, self.more = None, None, None, None, None
             self.message = "pick a scope and a policy"
             return
         try:
-            reports = self.store.policy_reports(self.scope, self.policy_id, limit=self.limit)
+            every = self.store.reports(self.scope, self.policy_id, limit=self.limit)
+            reports = policy_reports_of(every)
             self.reports = reports
+            self.more = other_reports(every)
             self.holds = self.store.hold_report(self.scope, self.policy_id)
             self.series = self.store.monthly_series(self.scope, self.policy_id)
             self.versions = self.store.version_changes(self.scope, self.policy_id)
         except DatasetError as exc:  # a dataset that does not match its manifest is never shown
-            self.reports, self.series, self.versions, self.holds = None, None, None, None
+            self.reports, self.series, self.versions, self.holds, self.more = None, None, None, None, None
             self.message = f"the dataset cannot be used: {exc}"
             return
         self.message = status_line(reports)
@@ -65,6 +70,11 @@ class OverviewState(param.Parameterized):
 
 
 ALL_QUEUES = "all queues"
+
+
+def other_reports(reports: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """The reports of the kinds the cards do not show (`POLICY_REPORT_KINDS`), in the registry's order."""
+    return {name: report for name, report in reports.items() if name not in POLICY_REPORT_KINDS}
 
 
 def queue_health(holds: HoldReport | None) -> list[tuple[str, dict[str, str]]]:
