@@ -10,7 +10,7 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import ERROR_TABLE, error_response, gate_error_body, json_response
 from api.limits import RateLimiter, make_rate_limiter
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
 from api.public_limits import init_public_limits
@@ -185,6 +185,8 @@ def _http_error(error: HTTPException) -> Response:
 
 
 def _gate_error(error: GateError) -> Response:  # any refusal a route did not answer itself
+    if error.code not in ERROR_TABLE:  # a refusal of the CLI or the workbench: here it is a fault
+        return _unexpected(error)
     return json_response(*gate_error_body(error))
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from flask import Request
 
+from gate.errors import Signal
 from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, parse_permissions
 from gate.ledger import Ledger
 from gate.services.decide import Caller
@@ -30,7 +31,10 @@ REALM = 'Bearer realm="decision-gate"'
 
 
 @dataclass(frozen=True, slots=True)
-class AuthFailure(Exception):
+class AuthFailure(Signal):
+    """No usable key: `runtime.keyed` answers it with the route's own *_UNAUTHORIZED code, 401
+    (missing or invalid key) or 403 (a disabled key) as `status` says."""
+
     status: int
     message: str
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from flask import Request
 
-from gate.errors import GateError
+from gate.errors import GateError, Signal
 
 CHUNK_BYTES = 65_536
 
 
-class ClientTooSlow(Exception):
-    """The client did not send its request (head and body) within the server's read deadline.
+class ClientTooSlow(Signal):
+    """The client did not send its request (head and body) within the server's read deadline:
+    answered REQUEST_TIMEOUT by `read_body` (the body) or by `api.serving` (the head).
 
     Deliberately not an `OSError`: Werkzeug turns those into a silent disconnect, and gunicorn
     logs them as socket errors; this one must reach the error body writer.

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.jsonio import dumps
+from gate.errors import Signal
 from gate.services.policychecks import (
     ArgumentsInvalid,
     CheckFailed,
@@ -194,7 +195,9 @@ class ExtraTool:
     refused: type[Exception]
 
 
-class _InvalidParams(Exception):
+class _InvalidParams(Signal):
+    """JSON-RPC invalid params (-32602): `handle` answers it as an error object."""
+
     def __init__(self, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.message = message

@@ -19,7 +19,7 @@ from api.auth import AuthFailure
 from api.jsonio import dumps
 from api.parking import PARK
 from api.runtime import runtime
-from gate.errors import GateError
+from gate.errors import GateError, Signal
 
 TOOL = "hold_resolution"
 MAX_WAIT_SECONDS = 30
@@ -45,8 +45,8 @@ DEFINITION: dict[str, Any] = {
 }
 
 
-class ToolRefused(Exception):
-    """The tool ran and refused (shown to the model as a tool error, never as a state)."""
+class ToolRefused(Signal):
+    """The tool ran and refused (`api.mcp` shows it to the model as a tool error, never as a state)."""
 
 
 def _arguments(arguments: Any) -> tuple[str, int]:

@@ -35,6 +35,7 @@ from flask import Flask, Response, current_app, request
 from api.client_limits import client_limit
 from api.errors import error_response
 from api.routing import mounted
+from gate.errors import CodedError
 from gate.settings import Settings
 
 # Flask's own route (the app declares none of its own there), budgeted like the public routes.
@@ -44,8 +45,13 @@ _HEADERS = "gate.public_rate_headers"
 _SLOTS = "gate.public_verification_slots"
 
 
-class VerificationBusy(Exception):
+class VerificationBusy(CodedError):
     """Every public verification slot of this process is taken."""
+
+    CODE = "PUBLIC_VERIFY_BUSY"
+
+    def __init__(self) -> None:
+        super().__init__("every public verification slot of this server process is busy; retry shortly")
 
 
 def public_budgets(app: Flask) -> dict[str, str]:
@@ -81,10 +87,9 @@ def init_public_limits(app: Flask, settings: Settings) -> None:
         return response
 
     @app.errorhandler(VerificationBusy)
-    def _busy(_error: VerificationBusy) -> Response:
+    def _busy(error: VerificationBusy) -> Response:  # the refusal's body, with when to retry
         _close_unread()
-        return error_response("PUBLIC_VERIFY_BUSY", "every public verification slot of this server process is "
-                              "busy; retry shortly", headers={"Retry-After": "1"})
+        return error_response(error.code, error.message, headers={"Retry-After": "1"})
 
 
 def _close_unread() -> None:

@@ -1,12 +1,21 @@
-"""Domain errors: a stable code, a message, and extra body members.
+"""Domain errors: one root of refusals (`GateError`), and `Signal` for internal turns.
 
-The core raises these; `api/errors.py` is the only table from code to HTTP status and body.
-Expected verification failures are not errors: they are values (see `gate.verify`).
+A `GateError` is a fail-closed refusal: a stable machine `code`, a `message` and extra body
+members (`details`). The core, the API, the CLI and the workbench raise these; `api/errors.py`
+(`ERROR_TABLE`) is the only table from code to HTTP status and body, and the CLI prints the
+message with its refusal exit status. A class of one code names it in `CODE` (a `CodedError`)
+and is raised with its message alone.
+
+A `Signal` is not an error: an internal turn the raiser's caller catches at once (a lost race
+to retry, a fast path declined, a refusal one frame from being translated). No shell maps one
+to a status or an exit code.
+
+Expected verification failures are neither: they are values (see `gate.verify`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 _UNSET: Any = object()
 
@@ -24,51 +33,67 @@ class GateError(Exception):
         return f"{type(self).__name__}({self.code!r}, {self.message!r})"
 
 
-class RulebookInvalid(GateError):
+class CodedError(GateError):
+    """A refusal of one code, which the class names (`CODE`): raised with its message alone."""
+
+    CODE: ClassVar[str]
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(self.CODE, message, **details)
+
+
+class Signal(Exception):
+    """Not an error: an internal turn the raiser's caller catches at once (a lost race to
+    retry, a fast path declined, a refusal one frame from being translated). No shell maps
+    one to an HTTP status or an exit code."""
+
+
+class RulebookInvalid(CodedError):
     """Rulebook failed validation; `details["errors"]` lists `{field, code, message}`."""
+
+    CODE = "RULEBOOK_INVALID"
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
         first = errors[0]["message"] if errors else "rulebook is invalid"
-        super().__init__(
-            "RULEBOOK_INVALID",
-            f"Rulebook v1 validation failed: {first}",
-            errors=errors,
-        )
+        super().__init__(f"Rulebook v1 validation failed: {first}", errors=errors)
 
 
-class SigningUnavailable(GateError):
+class SigningUnavailable(CodedError):
     """Signing is required but no usable key is configured: no record may be produced."""
 
+    CODE = "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"
+
     def __init__(self, message: str = "receipt signing is required but no signing key is configured") -> None:
-        super().__init__("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", message)
+        super().__init__(message)
 
 
-class LedgerUnavailable(GateError):
+class LedgerUnavailable(CodedError):
     """The ledger could not be read or written; nothing was stored."""
 
+    CODE = "LEDGER_UNAVAILABLE"
+
     def __init__(self, message: str = "the decision ledger is unavailable; nothing was stored") -> None:
-        super().__init__("LEDGER_UNAVAILABLE", message)
+        super().__init__(message)
 
 
-class MonthlyCapExceeded(GateError):
+class MonthlyCapExceeded(CodedError):
     """The key's monthly record cap is used up; no record was created."""
 
+    CODE = "SVC_API_MONTHLY_CAP_EXCEEDED"
+
     def __init__(self, cap: int, period: str) -> None:
-        super().__init__(
-            "SVC_API_MONTHLY_CAP_EXCEEDED",
-            f"monthly record cap of {cap} for {period} is exhausted",
-            monthly_cap=cap,
-            period=period,
-        )
+        super().__init__(f"monthly record cap of {cap} for {period} is exhausted", monthly_cap=cap, period=period)
 
 
-class RulebookVersionConflict(GateError):
+class RulebookVersionConflict(CodedError):
     """A (rulebook_id, version) pair is already bound to another hash, or to another trusted
     adapter dependency, in this scope.
 
     SECURITY: spec compatibility rules 2 and 3 — a pair can never silently rebind to a new hash,
     and a change of its adapter dependency needs a new rulebook version.
     """
+
+    CODE = "RULEBOOK_VERSION_CONFLICT"
 
     def __init__(self, rulebook_id: str, version: str, registered_hash: str, supplied_hash: str,
                  *, registered_dependency: Any = _UNSET, supplied_dependency: Any = _UNSET) -> None:
@@ -81,7 +106,6 @@ class RulebookVersionConflict(GateError):
             details = {"registered_adapter_dependency": registered_dependency,
                        "supplied_adapter_dependency": supplied_dependency}
         super().__init__(
-            "RULEBOOK_VERSION_CONFLICT",
             message,
             rulebook_id=rulebook_id,
             version=version,
@@ -91,12 +115,13 @@ class RulebookVersionConflict(GateError):
         )
 
 
-class IdempotencyConflict(GateError):
+class IdempotencyConflict(CodedError):
     """Same idempotency key, different canonical payload: nothing was created."""
+
+    CODE = "SVC_API_IDEMPOTENCY_CONFLICT"
 
     def __init__(self, idempotency_key: str, decision_id: str, input_hash: str, existing_input_hash: str) -> None:
         super().__init__(
-            "SVC_API_IDEMPOTENCY_CONFLICT",
             "this idempotency key was already used with a different payload",
             idempotency_key=idempotency_key,
             decision_id=decision_id,
@@ -105,9 +130,9 @@ class IdempotencyConflict(GateError):
         )
 
 
-class DuplicateIdempotencyKey(Exception):
+class DuplicateIdempotencyKey(Signal):
     """Internal: a concurrent writer stored this (scope, idempotency_key) first."""
 
 
-class SnapshotRace(Exception):
+class SnapshotRace(Signal):
     """Internal: a concurrent writer registered the rulebook snapshot first; rebuild with it."""

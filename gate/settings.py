@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from gate.errors import CodedError
+
 # A trusted proxy: one address or a network (GATE_TRUSTED_PROXIES).
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -85,8 +87,10 @@ def variables_help() -> str:
     return "\n".join(lines)
 
 
-class SettingsError(ValueError):
+class SettingsError(CodedError, ValueError):
     """A configuration value is unusable; the service refuses to start."""
+
+    CODE = "SETTINGS_INVALID"
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,10 @@ from gate.chain.checkpoint_log import (
 from gate.chain.links import chain_id_for
 from gate.chain.merkle import verify_checkpoint
 from gate.clock import SystemClock
-from gate.errors import GateError
+from gate.errors import CodedError, GateError
 from gate.services.root import signing_setup
 from gate.verify import TrustAnchors
-from gate_cli.context import load_settings, open_ledger
+from gate_cli.context import load_settings, open_ledger, refusal_text
 from gate_cli.help import Subparsers
 from gate_cli.verify_cmd import load_anchors
 
@@ -67,15 +67,16 @@ def add_checkpoint_parser(sub: Subparsers) -> None:
     s.set_defaults(func=cmd_checkpoint)
 
 
-class _Refused(Exception):
+class _Refused(CodedError):
     """The checkpoint is not appended: exit 1."""
 
+    CODE = "CHECKPOINT_REFUSED"
 
-class _OutOfRange(GateError):
+
+class _OutOfRange(CodedError):
     """The gate refused `first` (larger than its chain): the chain is shorter than held."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("VERIFY_INPUT_UNREADABLE", message)
+    CODE = "VERIFY_INPUT_UNREADABLE"
 
 
 def _get_json(url: str, api_key: str) -> Any:
@@ -189,7 +190,7 @@ def _save(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     try:
         result = _save(args)
-    except _Refused as exc:
+    except _Refused as exc:  # before GateError: the one refusal with exit status 1
         print(f"gate checkpoint: REFUSED: {exc}", file=sys.stderr)
         return 1
     except GateError as exc:
@@ -197,7 +198,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
             print(f"gate checkpoint: REFUSED: {exc.message} ({', '.join(exc.details.get('failed_checks', []))})",
                   file=sys.stderr)
             return 1
-        print(f"gate checkpoint: {exc.message}", file=sys.stderr)
+        print(f"gate checkpoint: {refusal_text(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result, indent=2))

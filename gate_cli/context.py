@@ -12,16 +12,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.clock import SystemClock, iso_ms
+from gate.errors import CodedError, GateError
 from gate.principals import Principal
-from gate.settings import Settings
+from gate.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
     from workbench.dataset.trust import Trust
 
 
-class CliError(Exception):
+class CliError(CodedError):
     """An expected condition a command cannot get past: one line on stderr, exit status 2."""
+
+    CODE = "CLI_REFUSED"
+
+
+def refusal_text(error: GateError) -> str:
+    """The one line a command prints for a refusal: its message (a configuration value's
+    named as one)."""
+    if isinstance(error, SettingsError):
+        return f"configuration: {error.message}"
+    return error.message
 
 
 # The local operator holds the signing key and the ledger: every right (the two-person rule of

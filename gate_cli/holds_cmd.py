@@ -88,6 +88,8 @@ def cmd_holds(args: argparse.Namespace) -> int:
     signing = signing_setup(settings)
     try:
         return _run(args, HoldService(ledger, signing))
+    except CliError:
+        raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
     except GateError as error:
         print(f"gate holds: {error.code}: {error.message}", file=sys.stderr)
         return 2

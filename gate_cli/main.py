@@ -23,10 +23,10 @@ from gate.errors import GateError
 from gate.keys.apikeys import new_api_key, parse_permissions, permissions_text
 from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
 from gate.services.root import signing_setup
-from gate.settings import DEFAULT_PLANS, Settings, SettingsError, variables_help
+from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
-from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home
+from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
 from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
@@ -353,13 +353,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def expected_failure(exc: BaseException) -> str | None:
-    """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise)."""
-    if isinstance(exc, CliError):
-        return str(exc)
+    """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise).
+    Every refusal is a GateError (CliError and SettingsError among them)."""
     if isinstance(exc, GateError):
-        return exc.message
-    if isinstance(exc, SettingsError):
-        return f"configuration: {exc}"
+        return refusal_text(exc)
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is not None and isinstance(exc, sqlalchemy_exc.OperationalError):
         reason = str(getattr(exc, "orig", exc)).splitlines()[0]

@@ -140,6 +140,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     releases = decision_services(ledger, signing_setup(settings)).release_service()
     try:
         return _run(args, releases)
+    except CliError:
+        raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
     except GateError as error:
         print(f"gate release: {error.code}: {error.message}", file=sys.stderr)
         return 1

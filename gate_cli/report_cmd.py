@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from gate.errors import GateError
 from gate_cli.cluster_opt import add_cluster_argument, cluster_client
-from gate_cli.context import dataset_trust, ledger_at_hand, load_settings, open_ledger
+from gate_cli.context import CliError, dataset_trust, ledger_at_hand, load_settings, open_ledger
 from gate_cli.help import HelpFormatter, Subparsers
 from gate_cli.report_text import render
 from workbench.reports.registry import NAMES, REPORTS, ReportKind
@@ -77,15 +75,6 @@ def add_report_parser(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def _fail(message: str) -> int:
-    print(f"gate report: {message}", file=sys.stderr)
-    return 2
-
-
-class _Refused(Exception):
-    """Bad input to `gate report`: one line on stderr, exit status 2."""
-
-
 def _digest_store() -> None:
     """Files checked against the dataset's manifest are remembered in GATE_HOME by identity."""
     # Lazy (here and below): the dataset readers and the engines bring Polars and the ledger SQLAlchemy.
@@ -102,25 +91,22 @@ def _params(args: argparse.Namespace) -> ReportParams:
     raw = {name: getattr(args, name) for name in OPTIONS if getattr(args, name) is not None}
     every = raw.get("limit") == "all"
     if every and not args.dataset:
-        raise _Refused("--limit all reads a whole dataset; the ledger allows 1 to 10000")
+        raise CliError("--limit all reads a whole dataset; the ledger allows 1 to 10000")
     if every:
         del raw["limit"]
-    try:
-        params = parse_params(args.kind, raw, limit_high=DATASET_LIMIT if args.dataset else None)
-    except GateError as error:
-        raise _Refused(error.message) from None
+    params = parse_params(args.kind, raw, limit_high=DATASET_LIMIT if args.dataset else None)
     return replace(params, limit=None) if every else params
 
 
 def _check_scope(args: argparse.Namespace, kind: ReportKind, params: ReportParams) -> None:
     if args.scope is None and (args.dataset is None or kind.cohort):
-        raise _Refused("--scope is required (reports from the ledger and benchmarks are per scope)")
+        raise CliError("--scope is required (reports from the ledger and benchmarks are per scope)")
     if args.allow_unsigned and args.dataset is None:
-        raise _Refused("--allow-unsigned reads an unsigned dataset: give --dataset")
+        raise CliError("--allow-unsigned reads an unsigned dataset: give --dataset")
     if args.cluster is not None and (args.dataset is None or params.limit is not None):
-        raise _Refused("--cluster reads a whole dataset over its partitions: give --dataset and --limit all")
+        raise CliError("--cluster reads a whole dataset over its partitions: give --dataset and --limit all")
     if args.cluster is not None and kind.reads_holds:
-        raise _Refused(f"the {kind.name} report reads the holds in this process: leave out --cluster")
+        raise CliError(f"the {kind.name} report reads the holds in this process: leave out --cluster")
 
 
 def _trust(args: argparse.Namespace, ledger: Ledger | None) -> Any:
@@ -157,17 +143,12 @@ def _report(args: argparse.Namespace, kind: ReportKind, params: ReportParams) ->
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from workbench.cluster import ClusterError
-    from workbench.dataset.location import DatasetError
-    from workbench.dataset.trust import Untrusted
-
+    """The report, printed. A refusal (bad options, a dataset that may not be read, an unreachable
+    cluster: each a GateError) is one line on stderr and exit status 2 (`gate_cli.main`)."""
     kind = REPORTS[args.kind]
-    try:
-        params = _params(args)
-        _check_scope(args, kind, params)
-        report = _report(args, kind, params)
-    except (_Refused, DatasetError, ClusterError, Untrusted) as refused:
-        return _fail(str(refused))
+    params = _params(args)
+    _check_scope(args, kind, params)
+    report = _report(args, kind, params)
     if args.json:
         print(json.dumps(report, ensure_ascii=False))
     else:

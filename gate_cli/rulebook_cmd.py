@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+from gate.errors import CodedError
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.rulebook import validate_rulebook
 from gate.vocabulary import NEEDS_INPUT_STATUS
@@ -28,7 +29,11 @@ from gate_cli.numbers import near_text, witness_text
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INVALID, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 
-class _BadInput(Exception):
+class _BadInput(CodedError):
+    """A file `gate rulebook` cannot read: `body` is what --json prints, exit status 2."""
+
+    CODE = "RULEBOOK_INPUT_INVALID"
+
     def __init__(self, body: dict[str, Any]) -> None:
         super().__init__(body["message"])
         self.body = body

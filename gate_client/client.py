@@ -76,15 +76,19 @@ RETRY_CODES = frozenset({"SVC_EXECUTION_IDEMPOTENCY_IN_PROGRESS", "SVC_OUTCOME_I
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024  # a packet is at most 16 MiB; anything larger is refused
 
 
-class GateClientError(Exception):
+class GateClientError(GateError):
     """A request that did not succeed. `status` is the HTTP status (None: no answer), `code` the
     gate's error code (or TRANSPORT / TIMEOUT / UNEXPECTED_RESPONSE), `body` the error body."""
 
     def __init__(self, status: int | None, code: str, message: str, *, body: Any = None,
                  retry_after: float | None = None, attempts: int = 1) -> None:
-        super().__init__(f"{code}: {message}" if status is None else f"HTTP {status} {code}: {message}")
-        self.status, self.code, self.message, self.body = status, code, message, body
+        super().__init__(code, message)
+        self.status, self.body = status, body
         self.retry_after, self.attempts = retry_after, attempts
+
+    def __str__(self) -> str:
+        answer = f"{self.code}: {self.message}"
+        return answer if self.status is None else f"HTTP {self.status} {answer}"
 
     @property
     def retryable(self) -> bool:

@@ -157,7 +157,7 @@ def _rest_check(tool: str) -> Response:
         return error_response("REQUEST_INVALID", f"invalid arguments: {invalid}", headers=headers,
                               errors=invalid.errors)
     except CheckFailed as failed:
-        return error_response("POLICY_CHECK_UNDECIDED", str(failed), headers=headers)
+        return error_response(failed.code, failed.message, headers=headers)
     return json_response(200, result, headers)
 
 

@@ -35,6 +35,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from gate import vocabulary as C
+from gate.errors import CodedError
 from gate.protocol.canonical import clone, sha256_hex
 
 ADAPTER_ID = re.compile(r"^[a-z][a-z0-9_.:-]{1,119}$")
@@ -46,8 +47,11 @@ MAX_FIELD_ERRORS = 32
 _FORMATS = Draft202012Validator.FORMAT_CHECKER
 
 
-class AdapterDefinitionError(ValueError):
-    """An adapter source or manifest the gate refuses to register."""
+class AdapterDefinitionError(CodedError, ValueError):
+    """An adapter source or manifest the gate refuses to register (still a ValueError: a
+    plugin's is logged with the other unreadable plugins)."""
+
+    CODE = "TRUSTED_ADAPTER_DEFINITION_INVALID"
 
 
 def read_manifest_literal(source: str, filename: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from gate.advisory.advisors import AdvisoryQuestion, Vote
+from gate.errors import Signal
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.vocabulary import VERDICTS
 
@@ -122,7 +123,9 @@ def _deadline_handlers(deadline: _Deadline) -> list[urllib.request.BaseHandler]:
     return [_HTTPHandler(), _HTTPSHandler(), _NoRedirect()]
 
 
-class AdvisorFailure(Exception):
+class AdvisorFailure(Signal):
+    """The exchange failed (`code`): `advise` answers it as the advisor's failed vote."""
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

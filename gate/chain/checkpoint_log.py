@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from gate.chain.merkle import verify_consistency
-from gate.errors import GateError
+from gate.errors import CodedError
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, parse_strict
 
 __all__ = [
@@ -50,11 +50,10 @@ MAX_LOG_LINE = 64 * 1024  # a checkpoint is under 1 KiB; a longer line is not on
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-class CheckpointLogError(GateError):
+class CheckpointLogError(CodedError):
     """The log cannot be read, or refuses a checkpoint (details: `failed_checks`)."""
 
-    def __init__(self, message: str, **details: Any) -> None:
-        super().__init__("CHECKPOINT_LOG_REFUSED", message, **details)
+    CODE = "CHECKPOINT_LOG_REFUSED"
 
 
 def _is_checkpoint(value: Any) -> bool:

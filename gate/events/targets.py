@@ -17,12 +17,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from gate.errors import CodedError
+
 MAX_URL_LENGTH = 2000
 Resolver = Callable[[str, int], list[str]]
 
 
-class TargetRefused(ValueError):
+class TargetRefused(CodedError):
     """The URL may not be called; the message says why (shown to the subscriber)."""
+
+    CODE = "EVENT_TARGET_REFUSED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.errors import GateError
+from gate.errors import CodedError
 from gate.keys.signing import (
     HmacKey,
     KeyMaterialError,
@@ -34,11 +34,10 @@ SOURCE_PUBLIC_KEY_PEM = "public_key_pem"
 SOURCE_HMAC_SECRET = "hmac_secret"  # noqa: S105 (a key-source label, not a secret)
 
 
-class TrustAnchorError(GateError):
+class TrustAnchorError(CodedError):
     """Operator-supplied key material (registry, PEM, secret) that cannot be used."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("VERIFY_TRUST_ANCHOR_INVALID", message)
+    CODE = "VERIFY_TRUST_ANCHOR_INVALID"
 
 
 @dataclass(frozen=True, slots=True)

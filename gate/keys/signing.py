@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import nacl.exceptions
 import nacl.signing
 
-from gate.errors import GateError
+from gate.errors import CodedError
 from gate.protocol.canonical import canonical_bytes
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
@@ -93,18 +93,19 @@ _STATUS_ACTIVE = "active"
 _STATUS_RETIRED = "retired"
 
 
-class KeyMaterialError(GateError):
+class KeyMaterialError(CodedError):
     """Key text that is not exactly an Ed25519 key in the accepted PEM form."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("SIGNING_KEY_INVALID", message)
+    CODE = "SIGNING_KEY_INVALID"
 
 
-class KeyringError(GateError):
+class KeyringError(CodedError):
     """The keyring file is missing, unreadable, corrupt or inconsistent (never read as empty)."""
 
+    CODE = "SIGNING_KEYRING_INVALID"
+
     def __init__(self, message: str, path: StrPath | None = None) -> None:
-        super().__init__("SIGNING_KEYRING_INVALID", message, path=str(path) if path else None)
+        super().__init__(message, path=str(path) if path else None)
 
 
 # --------------------------------------------------------------------------- base64url

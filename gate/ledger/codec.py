@@ -45,6 +45,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from gate.errors import Signal
+
 MARK = 0xFF
 CURRENT_DICTIONARY = 1
 DICTIONARY_DIR = Path(__file__).resolve().parent / "dictionaries"
@@ -70,8 +72,9 @@ def _mode(value: str | None) -> str:
 MODE = _mode(os.environ.get(AT_REST_ENV))
 
 
-class StoredValueUnreadable(ValueError):
-    """A stored value is neither plain UTF-8 text nor a well-formed encoded value."""
+class StoredValueUnreadable(Signal, ValueError):
+    """A stored value is neither plain UTF-8 text nor a well-formed encoded value (the ledger's
+    read or write answers it as LedgerUnavailable)."""
 
 
 _loaded: dict[int, zstandard.ZstdCompressionDict] = {}

@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, SnapshotRace
+from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, Signal, SnapshotRace
 from gate.ledger import waits
 from gate.ledger.prepared import Savepoint
 
@@ -208,7 +208,7 @@ class GroupWriter:
                 connection.info.pop(BATCH_MEMO, None)
 
 
-class _Refused(Exception):
+class _Refused(Signal):
     """A member of a batch run all at once met an expected refusal (`answer`); None when a
     deferred write (`BATCH_FLUSH`) met one, so that which member it was is not known."""
 

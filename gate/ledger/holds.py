@@ -18,12 +18,13 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import hold_events, holds
 
 
-class HoldRace(Exception):
+class HoldRace(Signal):
     """Internal: the row or the chain moved since it was read; read again and retry."""
 
 

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from gate.chain.rowseal import receipt_row_hash
-from gate.errors import LedgerUnavailable
+from gate.errors import LedgerUnavailable, Signal
 from gate.ledger.confidence import OutcomeMove, apply_outcome
 from gate.ledger.store import Ledger
 from gate.ledger.tables import idempotency_claims, lifecycle_receipts, receipt_heads
@@ -50,7 +50,7 @@ class Claim:
     receipt_id: str | None
 
 
-class ClaimLost(Exception):
+class ClaimLost(Signal):
     """Internal: the pending claim was taken over before this writer completed it."""
 
 

@@ -14,13 +14,14 @@ from typing import Any
 from sqlalchemy import and_, case, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import outcome_latest, release_decisions, release_events, release_policies
 from gate.releases.governance import GOVERNANCE_ID
 
 
-class ReleaseRace(Exception):
+class ReleaseRace(Signal):
     """Internal: a concurrent transition took this sequence number; re-read the head and retry."""
 
 

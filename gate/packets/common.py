@@ -11,7 +11,7 @@ from typing import Any, TypeGuard
 
 from gate.chain.links import LINK_HASH_MEMBERS
 from gate.chain.merkle import CHECKPOINT_BODY_MEMBERS
-from gate.errors import GateError
+from gate.errors import CodedError
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.verify import VerificationInputError
 
@@ -145,19 +145,17 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ISO_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
-class PacketSourceError(GateError):
+class PacketSourceError(CodedError):
     """The parts read for a packet are missing or contradict each other: no packet is built
     (the spec's 503 "a required packet source cannot be read"; never partial proof material)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("PACKET_SOURCE_UNAVAILABLE", message)
+    CODE = "PACKET_SOURCE_UNAVAILABLE"
 
 
 class PacketInputError(VerificationInputError):
     """The thing to verify is not a JSON object (or a packet verify body lacks one)."""
 
-    def __init__(self, message: str) -> None:
-        GateError.__init__(self, "VERIFY_PACKET_INVALID", message)
+    CODE = "VERIFY_PACKET_INVALID"
 
 
 # --------------------------------------------------------------------------- small helpers

@@ -31,6 +31,7 @@ from typing import Any
 
 import jsonschema
 
+from gate.errors import CodedError
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
 
 __all__ = [
@@ -58,8 +59,10 @@ _SOURCED_FIELDS = ("vendor", "region", "plan", "terms", "source_url", "last_veri
 _NOT_ID = re.compile(r"[^a-z0-9_-]+")
 
 
-class VendorTableInvalid(ValueError):
+class VendorTableInvalid(CodedError):
     """A vendor policy table file is unreadable, off-schema, has duplicate keys or a wrong hash."""
+
+    CODE = "POLICY_TABLE_INVALID"
 
 
 def normalize_id(value: str) -> str:

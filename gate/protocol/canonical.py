@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any, NoReturn
 
+from gate.errors import Signal
 from gate.protocol.collation import collation_key
 from gate.vocabulary import MAX_SAFE_INTEGER
 
@@ -68,12 +69,16 @@ _cache_bytes = [0, 0]  # estimated bytes held by _SORT_KEY_CACHE, _ORDER_CACHE
 _encode_string = json.encoder.encode_basestring  # C-accelerated, ensure_ascii=False semantics
 
 
-class CanonicalJSONError(ValueError):
+class CanonicalJSONError(Signal, ValueError):
     """Input that cannot be canonicalised without changing its meaning.
 
     `code` is a stable machine string (`JSON_NON_FINITE_NUMBER`, `JSON_DUPLICATE_KEY`,
     `JSON_UNSAFE_INTEGER`, `JSON_INVALID`, `JSON_UNSUPPORTED_TYPE`, `JSON_TOO_DEEP`);
     `path` points at the offending member (`$.context.inputs.amount`) when known.
+
+    A Signal, not a refusal: every caller translates it with its own context (the API into a 400
+    body, `api.jsonio`; the CLI naming the file; a verifier into a failed check), and a value the
+    writer cannot canonicalise is a fault of the caller, never a refusal of the request.
     """
 
     def __init__(self, code: str, message: str, path: str | None = None) -> None:
@@ -263,7 +268,7 @@ def _write(value: Any, out: list[str], depth: int = 0) -> None:
         )
 
 
-class _SlowPath(Exception):
+class _SlowPath(Signal):
     """The fast path met a value only the full writer formats (or rejects) correctly."""
 
 

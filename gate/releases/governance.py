@@ -218,10 +218,10 @@ def _fold_problem(event: Mapping[str, Any], where: str, state: GovernanceState) 
     try:
         action = action_of(event)
         after = govern(state, action, state.seq + 1)
+    except ReleaseRefused as refused:  # before GateError: a refusal of the rules, not a malformed event
+        return f"{where}: the governance rules refuse this change ({refused.code})", state
     except (ValueError, GateError):
         return f"{where}: its principal or policies are malformed", state
-    except ReleaseRefused as refused:
-        return f"{where}: the governance rules refuse this change ({refused.code})", state
     if event.get("actor") != action.principal.actor:
         return f"{where}: actor is not its principal's", state
     if after.to_json() != event.get("state"):

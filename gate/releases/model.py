@@ -20,6 +20,8 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gate.errors import GateError
+
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
 APPROVABLE = ("canary", "activate")
 MAX_PREVIOUS = 50
@@ -27,12 +29,13 @@ DEFAULT_SUBJECT = "context.source_record_id"
 BUCKETS = 10_000  # canary shares are whole basis points
 
 
-class ReleaseRefused(Exception):
-    """An action the state does not allow: `code` and `status` are what the API answers."""
+class ReleaseRefused(GateError):
+    """An action the state does not allow: the refusal the API answers (`code`, `message`).
+    `status` is the HTTP status `api.errors.ERROR_TABLE` gives its code, stated beside each rule."""
 
     def __init__(self, code: str, message: str, status: int = 409) -> None:
-        super().__init__(message)
-        self.code, self.message, self.status = code, message, status
+        super().__init__(code, message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)

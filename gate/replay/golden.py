@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gate import vocabulary as C
-from gate.errors import GateError
+from gate.errors import CodedError, GateError
 from gate.protocol.canonical import sha256_bytes_hex
 from gate.replay.historical import (
     REPLAY_CURRENT,
@@ -41,8 +41,10 @@ OUTCOME_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_
 FIXTURE_MEMBERS = ("fixture_id", "description", "request_text", "snapshot", "expected_record")
 
 
-class CorpusError(ValueError):
+class CorpusError(CodedError):
     """The corpus cannot be read, or a fixture is not the file its index names."""
+
+    CODE = "REPLAY_CORPUS_INVALID"
 
 
 @dataclass(frozen=True)

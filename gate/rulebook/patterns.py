@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from gate.errors import CodedError
 from gate.protocol.canonical import clone, parse_strict, sha256_hex
 from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook import get_evaluator
@@ -49,8 +50,10 @@ _PLACEHOLDERS = {name: "{{" + name + "}}" for name in  # `{{record_hash}}`: name
                  ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version")}
 
 
-class PatternError(ValueError):
+class PatternError(CodedError):
     """The pattern file or a rulebook it names is unusable; the gate refuses to start."""
+
+    CODE = "POLICY_PATTERNS_INVALID"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.events import backoff, signatures
 from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
-from gate.events.targets import Target, TargetRefused, check
+from gate.events.targets import Target, check
 from gate.events.webhook import Delivery, post
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
@@ -98,12 +98,10 @@ class EventService:
         self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
 
     def _target(self, url: object) -> Target:
-        try:
-            if self._resolve is not None:
-                return check(url, self.allow_hosts, self._resolve)
-            return check(url, self.allow_hosts)
-        except TargetRefused as exc:
-            raise GateError("EVENT_TARGET_REFUSED", str(exc)) from None
+        """The checked target, or TargetRefused (EVENT_TARGET_REFUSED)."""
+        if self._resolve is not None:
+            return check(url, self.allow_hosts, self._resolve)
+        return check(url, self.allow_hosts)
 
     # ------------------------------------------------------------------ subscriptions
 

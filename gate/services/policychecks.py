@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.clock import Clock, SystemClock, iso_ms
+from gate.errors import CodedError, Signal
 from gate.policychecks.tables import (
     ANY_PLAN,
     TABLES_DIR,
@@ -84,16 +85,20 @@ BY_TOOL = {spec.tool: spec for spec in CHECKS}
 BY_SERVICE = {spec.service: spec for spec in CHECKS}
 
 
-class ArgumentsInvalid(ValueError):
-    """The arguments of a check are not usable; `errors` lists `{field, code, message}`."""
+class ArgumentsInvalid(Signal, ValueError):
+    """The arguments of a check are not usable; `errors` lists `{field, code, message}`. Each
+    shell answers it in its own words (REQUEST_INVALID naming the body or the arguments; MCP's
+    invalid params)."""
 
     def __init__(self, errors: list[dict[str, str]]) -> None:
         super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
         self.errors = errors
 
 
-class CheckFailed(RuntimeError):
+class CheckFailed(CodedError):
     """The rulebook did not produce a usable verdict (fail closed: no answer at all)."""
+
+    CODE = "POLICY_CHECK_UNDECIDED"
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,6 @@ from gate.releases.model import (
     DEFAULT_SUBJECT,
     Action,
     Canary,
-    ReleaseRefused,
     ReleaseState,
     Version,
     in_canary,
@@ -145,10 +144,6 @@ def _require(principal: Principal, permissions: frozenset[str], permission: str)
 def _check_reason(reason: Any) -> None:
     if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
         raise GateError("RELEASE_POLICY_INVALID", "reason must be a string of 1 to 500 characters")
-
-
-def _refused(refused: ReleaseRefused) -> GateError:
-    return GateError(refused.code, refused.message)
 
 
 class Snapshots(Protocol):
@@ -308,10 +303,7 @@ class ReleaseService:
     def _govern(self, scope: str, governance: GovernanceState,
                 action: PolicyAction) -> tuple[dict[str, Any], GovernanceState] | None:
         """Append one governance event (None: another change took its seq; the caller re-reads)."""
-        try:
-            event, after = build_governance_event(governance, action, scope_hash(scope), self._signer())
-        except ReleaseRefused as refused:
-            raise _refused(refused) from None
+        event, after = build_governance_event(governance, action, scope_hash(scope), self._signer())
         try:
             self.store.append({"scope": scope, "rulebook_id": GOVERNANCE_ID, "seq": event["seq"],
                                "action": event["action"], "event_hash": event["event_hash"], "idempotency_key": None,
@@ -422,10 +414,7 @@ class ReleaseService:
                         checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires)
         inputs = EventInputs(scope_hash(scope), checked.get("reason"), manifest_hash, checked.get("evidence"),
                              principal, governance.seq, override)
-        try:
-            event, _after = build_event(state, action, inputs, self._signer())
-        except ReleaseRefused as refused:
-            raise _refused(refused) from None
+        event, _after = build_event(state, action, inputs, self._signer())
         return event
 
     def _halt_override(self, scope: str, rulebook_id: str, state: ReleaseState, checked: Mapping[str, Any],

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate.errors import GateError
+from gate.errors import CodedError
 from gate.keys.anchors import TrustAnchors
 from gate.protocol.advisory_record import (
     ADVISORY_RECORD_ALLOWED,
@@ -58,11 +58,10 @@ from gate.verify.signatures import (
 from gate.vocabulary import COMPACT_FOR_VERDICT
 
 
-class VerificationInputError(GateError):
+class VerificationInputError(CodedError):
     """The thing to verify is not a JSON object (or a verify body lacks one)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("VERIFY_RECORD_INVALID", message)
+    CODE = "VERIFY_RECORD_INVALID"
 
 
 # The members of a rulebook record (`gate.protocol.types.RecordMembers`): those the builder

@@ -26,7 +26,6 @@ from gate.services.releases import (
     ReleaseService,
     _body_problems,
     _check_reason,
-    _refused,
     _require,
     _utc,
     announcement,
@@ -132,9 +131,11 @@ def test_a_reason_is_one_to_500_characters(reason, ok):
         _refusal(lambda: _check_reason(reason), "RELEASE_POLICY_INVALID")
 
 
-def test_a_refusal_keeps_its_code_and_message():
-    error = _refused(ReleaseRefused("RELEASE_SELF_APPROVAL", "not your own", 403))
-    assert (type(error), error.code, error.message) == (GateError, "RELEASE_SELF_APPROVAL", "not your own")
+def test_a_refusal_of_the_rules_is_the_gate_error_the_api_answers():
+    error = ReleaseRefused("RELEASE_SELF_APPROVAL", "not your own", 403)
+    assert isinstance(error, GateError)  # raised through the service as it is: no translation
+    assert (error.code, error.message, error.details, error.status, str(error)) == (
+        "RELEASE_SELF_APPROVAL", "not your own", {}, 403, "not your own")
 
 
 def test_utc_reads_a_naive_time_as_utc_and_keeps_an_aware_one():

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gate.errors import CodedError
 from gate.principals import ROLES, Principal, permissions_of
 from workbench.app.passwords import PasswordFileError, load_hashes
 
@@ -49,8 +50,10 @@ PASSWORD_FILE_ISSUER = "password-file"  # noqa: S105  # an issuer name, not a pa
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
 
 
-class AccessConfigError(ValueError):
+class AccessConfigError(CodedError):
     """The workbench's access configuration is unusable; the message says what to fix."""
+
+    CODE = "WORKBENCH_ACCESS_INVALID"
 
 
 def is_loopback(address: str) -> bool:

@@ -50,6 +50,7 @@ from panel.io.state import state
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.web import HTTPError, decode_signed_value
 
+from gate.errors import CodedError, Signal
 from gate.principals import Principal
 from workbench.app.access import Identity, identity_from_claims, is_loopback
 from workbench.app.oidc_settings import OIDCSettings
@@ -65,8 +66,10 @@ MAX_GROUP_CHARS = 256
 DISCOVERY_TIMEOUT = 15.0
 
 
-class OIDCConfigError(ValueError):
+class OIDCConfigError(CodedError, ValueError):
     """The provider or its configuration is unusable; the message says what to fix."""
+
+    CODE = "WORKBENCH_OIDC_INVALID"
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,8 @@ def discover(settings: OIDCSettings) -> Discovery:
     return discovery_from(document, settings.issuer)
 
 
-class SignInFailed(Exception):
-    """One sign-in failed; the message is logged, the browser gets a fixed 401 page."""
+class SignInFailed(Signal):
+    """One sign-in failed; the message is logged, the browser gets a fixed 401 page (`_refuse`)."""
 
 
 class OIDCClient:

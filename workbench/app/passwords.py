@@ -25,6 +25,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gate.errors import CodedError
+
 SCHEME = "scrypt"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
 SALT_BYTES, KEY_BYTES = 16, 32
@@ -35,8 +37,10 @@ _N_RANGE, _R_RANGE, _P_RANGE = (2**10, 2**20), (1, 32), (1, 16)
 CONVERT_COMMAND = "gate workbench-passwd FILE --convert"
 
 
-class PasswordFileError(ValueError):
+class PasswordFileError(CodedError):
     """The password file is unusable; the message says what to fix (and never holds a password)."""
+
+    CODE = "WORKBENCH_PASSWORDS_INVALID"
 
 
 @dataclass(frozen=True)

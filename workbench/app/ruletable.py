@@ -17,6 +17,7 @@ import copy
 import json
 from typing import Any
 
+from gate.errors import CodedError
 from gate.rulebook.operators import OPERATORS, Operand
 
 OUTCOME_COLUMNS = ("decision", "verdict", "action", "reason_code")
@@ -33,8 +34,10 @@ NEW_RULE: dict[str, Any] = {
 }
 
 
-class RuleEditError(ValueError):
+class RuleEditError(CodedError):
     """A cell value the table cannot write into the draft (the draft is unchanged)."""
+
+    CODE = "RULE_EDIT_INVALID"
 
 
 def compact(value: Any) -> str:

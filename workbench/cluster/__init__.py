@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gate.errors import CodedError
+
 if TYPE_CHECKING:  # Dask loads only when a cluster is used; the callers name the client's type from here
     from distributed import Client as Client
 
@@ -38,8 +40,10 @@ T = TypeVar("T")
 F = TypeVar("F")
 
 
-class ClusterError(Exception):
+class ClusterError(CodedError):
     """The cluster cannot be used (Dask not installed, the address unreachable): one line."""
+
+    CODE = "CLUSTER_UNAVAILABLE"
 
 
 def cluster_setting(environ: dict[str, str] | None = None) -> str | None:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from gate.errors import CodedError
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS
 
 MANIFEST = "manifest.json"
@@ -41,10 +42,12 @@ __all__ = [
 ]
 
 
-class DatasetError(ValueError):
+class DatasetError(CodedError, ValueError):
     """A dataset cannot be read or written as asked (missing, another schema version, a file that
     does not match its manifest, a location that cannot be used); the message says why and what
     to do. The one error of the dataset: its writers and its readers (`workbench.dataset.load`) raise it."""
+
+    CODE = "DATASET_INVALID"
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gate.errors import CodedError
 from gate.keys.anchors import TrustAnchors
 from workbench.dataset.integrity import dataset_hash, signature_problem
 
@@ -44,8 +45,10 @@ SEEN_HASHES = 1_000  # earlier manifest hashes remembered per location (a rollba
 UNSIGNED_HINT = "give --allow-unsigned (GATE_ALLOW_UNSIGNED=1) to read unsigned synthetic or local data as unsigned"
 
 
-class Untrusted(ValueError):
+class Untrusted(CodedError, ValueError):
     """The dataset may not be read: one line saying why (the caller adds where)."""
+
+    CODE = "DATASET_UNTRUSTED"
 
 
 @dataclass(frozen=True)

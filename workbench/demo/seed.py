@@ -27,6 +27,7 @@ import numpy as np
 from sqlalchemy import event
 
 from gate.clock import FixedClock, iso_ms
+from gate.errors import CodedError
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.engine import make_engine
@@ -49,8 +50,10 @@ __all__ = ["DEFAULT_DECISIONS", "DEFAULT_SEED", "SeedError", "SeedResult", "plan
            "seed_ledger_at"]
 
 
-class SeedError(Exception):
+class SeedError(CodedError):
     """The ledger cannot be seeded as asked (the message says why); nothing was written."""
+
+    CODE = "DEMO_SEED_REFUSED"
 
 
 @dataclass(frozen=True)

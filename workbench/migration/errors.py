@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.errors import GateError
 
-class DryRunError(Exception):
+
+class DryRunError(GateError):
     """Bad input to a dry-run: nothing was computed or written.
 
     `code` is a stable machine string: `DRAFT_UNREADABLE` (not a file of JSON),
@@ -22,9 +24,7 @@ class DryRunError(Exception):
     """
 
     def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message, **({"errors": errors} if errors else {}))
         self.errors = errors or []
 
     def __reduce__(self) -> tuple[type[DryRunError], tuple[str, str, list[dict[str, Any]]]]:

@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from gate.errors import CodedError
 from workbench.dataset.load import Frames
 from workbench.dataset.trust import Trust, reader_trust
 from workbench.engines.common import latest_outcomes
@@ -42,9 +43,11 @@ MANIFEST = "manifest.json"
 FACT_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
-class NotebookSetupError(RuntimeError):
+class NotebookSetupError(CodedError):
     """The notebooks cannot run here: no dataset where the paths point (the message says how
     to make one)."""
+
+    CODE = "NOTEBOOK_SETUP_FAILED"
 
 
 @dataclass(frozen=True)

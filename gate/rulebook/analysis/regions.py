@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.errors import Signal
 from gate.rulebook.shapes import Condition
 
 Cube = dict[int, int]  # field index -> atom mask
@@ -27,8 +28,8 @@ MAX_CUBES = 4096  # regions one condition may need (its normal form); more falls
 ABSORB_LIMIT = 256  # above this many cubes, absorption only removes exact repeats
 
 
-class BudgetExceeded(Exception):
-    """The exact analysis would need more cube operations than allowed."""
+class BudgetExceeded(Signal):
+    """The exact analysis would need more cube operations than allowed (the caller samples instead)."""
 
 
 class Budget:
