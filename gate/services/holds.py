@@ -91,14 +91,13 @@ class HoldOpener:
             return []
         policy = self.policy(scope)
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
-        row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority)
-        row["four_eyes"] = int(policy.four_eyes)
+        row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority, policy.four_eyes)
         link = inbox_url(self.inbox_base, scope, row["decision_id"])
         return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
 
 
 def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
-              priority: str) -> dict[str, Any]:
+              priority: str, four_eyes: bool) -> dict[str, Any]:
     opened = _utc(str(record["created_at"]))
     return {
         "decision_id": record["decision_id"], "scope": scope, "record_hash": record["record_hash"],
@@ -107,7 +106,7 @@ def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: A
         "requested_by": requested_by, **_queue_columns(queue, opened), "priority": priority,
         "priority_rank": PRIORITIES.index(priority), "opened_at": record["created_at"],
         "deadline_at": iso_ms(opened + timedelta(seconds=queue.deadline_seconds)),
-        "four_eyes": 1, "state": OPEN, "claimed_by": None, "claimed_at": None, "approvals_json": "[]",
+        "four_eyes": int(four_eyes), "state": OPEN, "claimed_by": None, "claimed_at": None, "approvals_json": "[]",
         "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
         "facts_json": _facts_text(facts),
     }
