@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
@@ -482,8 +482,8 @@ class ReleaseService:
         stored = self.ledger.decision_by_idempotency(scope, idempotency_key)
         if stored is None or stored.columns.get("policy_id") != rulebook_id:
             return None
-        version = stored.columns.get("policy_version")
-        return version if isinstance(version, str) else None
+        # the decisions table's text column: a version's text, or NULL (a decide that named none)
+        return cast("str | None", stored.columns.get("policy_version"))
 
     def route(self, caller: Caller, body: dict[str, Any], idempotency_key: str | None,
               prior_version: Callable[[str], str | None] | None = None) -> tuple[dict[str, Any], Routed]:
