@@ -10,9 +10,12 @@ claim, a required justification; each step is a signed event of the scope's hold
     gate holds resolve --scope S ID (--approve | --deny) --reason-code CODE [--note TEXT] [--json]
     gate holds claim   --scope S ID [--json]
     gate holds unclaim --scope S ID [--json]
+    gate holds reassign --scope S ID --queue Q [--note TEXT] [--json]   (to another of the scope's queues)
+    gate holds escalate --scope S ID [--json]                  (to the queue its queue escalates to)
     gate holds policy  --scope S [--set FILE]                    (always JSON)
 
-A refusal (an unknown hold, one already resolved, a malformed reason code, four eyes, …) ends
+A refusal (an unknown hold, one already resolved, a malformed reason code, four eyes, a queue the
+policy does not name, a queue with nowhere to escalate to, …) ends
 in one line, `gate holds: CODE: message`, and exit status 2.
 """
 
@@ -32,11 +35,11 @@ if TYPE_CHECKING:
 
 STATES = ("open", "approved", "denied", "expired", "closed", "all")
 MAX_LIMIT = 500
-_STEPS = ("resolve", "claim", "unclaim")
+_STEPS = ("resolve", "claim", "unclaim", "reassign", "escalate")
 
 
 def add_holds_parser(sub: Subparsers) -> None:
-    holds = sub.add_parser("holds", help="held actions: the inbox, a hold's facts and events, resolve, claim, policy")
+    holds = sub.add_parser("holds", help="held actions: the inbox, a hold's facts and events, resolve, claim, reassign, escalate, policy")
     hsub = holds.add_subparsers(dest="holds_command", required=True)
     listed = hsub.add_parser("list", help="the scope's holds, soonest deadline first, then the most urgent")
     _scope(listed)
@@ -50,7 +53,9 @@ def add_holds_parser(sub: Subparsers) -> None:
     show.add_argument("--json", action="store_true", help="print the hold as JSON")
     texts = {"resolve": "approve or deny a hold (a signed vote; it closes the hold when its quorum is met)",
              "claim": "claim a hold, so other reviewers leave it to you for 30 minutes",
-             "unclaim": "release your claim on a hold"}
+             "unclaim": "release your claim on a hold",
+             "reassign": "move an open hold to another of the scope's queues (its deadline and quorum follow)",
+             "escalate": "move an open hold to the queue its queue escalates to, before its escalation time"}
     for name in _STEPS:
         parser = hsub.add_parser(name, help=texts[name])
         _scope(parser)
@@ -66,6 +71,9 @@ def add_holds_parser(sub: Subparsers) -> None:
             parser.add_argument("--note", default=None,
                                 help="a note for the record (required where the queue asks for a justification; "
                                      "default: none)")
+        if name == "reassign":
+            parser.add_argument("--queue", required=True, help="the queue to move the hold to (required)")
+            parser.add_argument("--note", default=None, help="why, for the record (default: none)")
         parser.add_argument("--json", action="store_true", help="print the signed event and the hold as JSON")
     policy = hsub.add_parser("policy", help="show the scope's hold policy, or replace it (a signed policy event)")
     _scope(policy)
@@ -114,6 +122,11 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
     if command == "resolve":
         body = {"decision": args.vote, "reason_code": args.reason_code, "note": args.note}
         answer = service.resolve(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id, body)
+    elif command == "reassign":
+        answer = service.reassign(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id,
+                                  {"queue": args.queue, "note": args.note})
+    elif command == "escalate":
+        answer = service.escalate(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id)
     else:
         answer = service.claim(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id,
                                release=command == "unclaim")

@@ -196,3 +196,32 @@ def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api,
     assert both.returncode == 2 and both.stderr.strip() == "gate verify: give one file: FILE or --hold-history FILE"
     neither = _gate(gate_env, "verify")
     assert neither.returncode == 2 and "give one file" in neither.stderr
+
+
+def test_reassign_and_escalate_move_the_hold_between_the_policys_queues(gate_env, client, issue_key, caller, api):
+    """The moves the API and the Inbox offer, from the shell: each a signed event by the operator;
+    a queue the policy does not name, a queue with nowhere to escalate to and another scope's hold
+    are refused in one line and record nothing."""
+    wanted = policy({"default": queue(escalate_after=600, escalate_to="finance"), "finance": queue(quorum="two"),
+                     "legal": queue()})
+    admin = Holds(client, issue_key(scope=SCOPE, permissions="admin")["api_key"])
+    stored = admin.put_policy(wanted)
+    assert stored.status_code == 200, stored.get_json()
+    decision_id = caller.decide(held_request()).get_json()["decision_id"]
+    moved = _gate(gate_env, "holds", "reassign", "--scope", SCOPE, decision_id, "--queue", "legal", "--note",
+                  "a contract question")
+    assert moved.returncode == 0, moved.stderr
+    assert f"reassign to legal by {_operator()}: a contract question" in moved.stdout.splitlines()[0]
+    _refused(_gate(gate_env, "holds", "escalate", "--scope", SCOPE, decision_id), "HOLD_NOT_ESCALABLE")
+    _refused(_gate(gate_env, "holds", "reassign", "--scope", SCOPE, decision_id, "--queue", "<b>nowhere</b>"),
+             "HOLD_RESOLUTION_INVALID")
+    _refused(_gate(gate_env, "holds", "reassign", "--scope", "tenant_b", decision_id, "--queue", "default"),
+             "HOLD_NOT_FOUND")
+    assert api.show(decision_id).get_json()["hold"]["queue"] == "legal"  # the refusals recorded nothing
+    assert _gate(gate_env, "holds", "reassign", "--scope", SCOPE, decision_id, "--queue", "default").returncode == 0
+    escalated = json.loads(_gate(gate_env, "holds", "escalate", "--scope", SCOPE, decision_id, "--json").stdout)
+    assert escalated["event"]["action"] == "escalate" and escalated["event"]["queue"] == "finance"
+    assert escalated["event"]["actor"] == _operator()
+    hold = api.show(decision_id).get_json()["hold"]
+    assert hold["queue"] == "finance" and hold["approvals_needed"] == 2 and hold["state"] == "open"
+    assert [e["action"] for e in hold["events"]] == ["reassign", "reassign", "escalate"]
