@@ -218,6 +218,9 @@ def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_jso
           + (f"; holds closed: {closed}" if closed else "") + f"; {len(check.policy_changes)} policy changes)")
     print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
     print(f"  authenticity {'valid' if check.verified else 'INVALID' if not check.valid else 'NOT PROVEN (no trusted key)'}")
+    if check.as_of is not None:
+        print(f"  head         seq {(document.get('head') or {}).get('seq')}, signed as of {check.as_of}"
+              " (events after that time are not covered)")
     for change in check.policy_changes:
         policy = change.get("policy") or {}
         print(f"  policy event {change['seq']} {change['created_at']} by {change['actor']}"

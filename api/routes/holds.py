@@ -104,13 +104,15 @@ def set_policy(caller: Caller) -> Response:
 
 
 @routes.route(Endpoint(
-    "get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) for offline checks "
-    "(`gate verify --hold-history`).", True, {200: "hold_history_v1", 401: "missing or invalid key"},
-    errors=AUTH_ERRORS, tags=("holds",), charged=True))
+    "get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) with its signed head, for "
+    "offline checks (`gate verify --hold-history`).", True,
+    {200: "hold_history_v1", 401: "missing or invalid key", 503: "signing is required and no key is configured"},
+    errors=AUTH_ERRORS + ("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",), tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
 def history(caller: Caller) -> Response:
-    """The scope's hold chain (`hold_history_v1`) that `gate verify --hold-history` checks offline."""
+    """The scope's hold chain (`hold_history_v1`, its head signed as of now) that `gate verify
+    --hold-history` checks offline."""
     return json_response(200, _holds().history_document(caller.scope))
 
 

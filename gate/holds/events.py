@@ -16,6 +16,10 @@ event's hash, signature and binding, their order, at most one close and only at 
 approval has as many distinct approving principals as it needs, none of them the requester under
 four eyes, and that an expiry never reads as approval. `verify_resolution` is the caller's check
 of one resolution before it proceeds.
+
+A served history ends with the chain's signed head (`build_head`, `hold_chain_head_v1`): the
+newest event's seq and hash as of a time, sealed like an event, so an offline check sees newest
+events cut off (gate.holds.history).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from gate.vocabulary import SIG_HMAC_SHA256
 
 HOLD_EVENT_VERSION = "hold_event_v1"
 HOLD_HISTORY_VERSION = "hold_history_v1"
+HOLD_HEAD_VERSION = "hold_chain_head_v1"
+# The signed head a served history ends with: the chain's newest seq and event_hash (0 and null
+# for an empty chain) as of a time; sealed like an event (event_hash is the head's own hash).
+HEAD_MEMBERS = ("hold_chain_head_version", "scope_hash", "seq", "head_event_hash", "as_of")
 ACTIONS = ("vote", "expire", "escalate", "claim", "unclaim", "reassign", "policy_set")
 VOTES = ("approve", "deny")
 APPROVED, DENIED, EXPIRED = "approved", "denied", "expired"
@@ -98,6 +106,18 @@ def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str 
     if key is None or not isinstance(stated, str) or stated not in key.fingerprints:
         return "public_key_fingerprint does not name the trusted key"
     return None
+
+
+def build_head(scope_hash: str, events: Sequence[Mapping[str, Any]], as_of: str,
+               signer: ReceiptSigner | None) -> dict[str, Any]:
+    """The signed head of a scope's hold chain whose newest events are `events` (oldest first),
+    as of `as_of`: what lets an offline check see that no newest event was cut off."""
+    last = events[-1] if events else None
+    head: dict[str, Any] = {"hold_chain_head_version": HOLD_HEAD_VERSION, "scope_hash": scope_hash,
+                            "seq": last["seq"] if last is not None else 0,
+                            "head_event_hash": last["event_hash"] if last is not None else None, "as_of": as_of}
+    seal(head, signer)
+    return head
 
 
 def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:

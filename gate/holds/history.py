@@ -1,8 +1,8 @@
 """Offline verification of a scope's hold chain (`hold_history_v1`, GET /api/holds/history),
 as `gate verify --hold-history FILE` runs it with no database.
 
-The document is `{hold_history_version, scope_hash, events}`, the events oldest first. It
-verifies when:
+The document is `{hold_history_version, scope_hash, events, head}`, the events oldest first and
+`head` the chain's signed head as the gate served it (`hold_chain_head_v1`). It verifies when:
 
 * the chain is whole from its first event: `seq` 1, 2, 3, … without a gap, each event linking
   the hash of the one before (`previous_event_hash`, null at seq 1), of the document's scope,
@@ -18,9 +18,11 @@ verifies when:
   under four eyes, an expiry that never approves.
 
 SECURITY: an edited, deleted (other than the newest), inserted or reordered event breaks a
-hash, a link or the sequence. The newest events can be cut off unseen (nothing signs the
-head), and a history of more events than the endpoint returns does not start at seq 1: it is
-refused, not verified from the middle. Without anchors the signatures are not checked and
+hash, a link or the sequence; cutting off the newest events leaves the signed head naming an
+event the document lacks. A document without a head is refused. The head proves the chain as of
+its `as_of` only: an older document, whole with its older head, still verifies (compare `as_of`
+with when you asked). A history of more events than the endpoint returns does not start at seq 1:
+it is refused, not verified from the middle. Without anchors the signatures are not checked and
 the result is never `verified` (integrity only).
 """
 
@@ -35,20 +37,25 @@ from gate.errors import GateError
 from gate.holds.events import (
     ACTIONS,
     EVENT_MEMBERS,
+    HEAD_MEMBERS,
     HOLD_EVENT_VERSION,
+    HOLD_HEAD_VERSION,
     HOLD_HISTORY_VERSION,
     OUTCOMES,
     fingerprint_problem,
     hold_events_problems,
+    signature_problem,
 )
 from gate.holds.policy import HoldPolicy
 from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import CanonicalJSONError
-from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem
+from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+_HEAD_MEMBERS = frozenset(HEAD_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,7 @@ class HoldHistoryCheck:
     problems: tuple[str, ...] = ()
     closed: dict[str, int] = field(default_factory=dict)
     policy_changes: tuple[dict[str, Any], ...] = ()
+    as_of: str | None = None  # the signed head's time, once the head holds
 
     @property
     def verified(self) -> bool:
@@ -70,8 +78,8 @@ class HoldHistoryCheck:
 
     def to_json(self) -> dict[str, Any]:
         return {"verified": self.verified, "valid": self.valid, "signatures_checked": self.signatures_checked,
-                "events": self.events, "problems": list(self.problems), "closed": dict(self.closed),
-                "policy_changes": list(self.policy_changes)}
+                "events": self.events, "as_of": self.as_of, "problems": list(self.problems),
+                "closed": dict(self.closed), "policy_changes": list(self.policy_changes)}
 
 
 def _document_problem(document: Any) -> str | None:
@@ -129,6 +137,30 @@ def _event_problem(event: Any, index: int, head: tuple[int, str | None], scope: 
     return problem or _form_problem(event, where) or _policy_problem(event, where)
 
 
+def _head_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
+                  anchors: TrustAnchors | None) -> str | None:
+    """The first problem of the document's signed head, or None (the events already hold)."""
+    head = document.get("head")
+    if not isinstance(head, Mapping):
+        return "head: missing (the newest events could have been cut off unseen)"
+    if set(map(str, head)) != _HEAD_MEMBERS:
+        return f"head: members differ from {HOLD_HEAD_VERSION}'s"
+    if head.get("hold_chain_head_version") != HOLD_HEAD_VERSION:
+        return f"head: hold_chain_head_version must be {HOLD_HEAD_VERSION}"
+    if head.get("scope_hash") != document["scope_hash"]:
+        return "head: belongs to another scope"
+    if not isinstance(head.get("as_of"), str) or not _ISO_MS.fullmatch(head["as_of"]):
+        return "head: as_of must be a UTC time in milliseconds (YYYY-MM-DDTHH:MM:SS.mmmZ)"
+    last = (events[-1]["seq"], events[-1]["event_hash"]) if events else (0, None)
+    if (head.get("seq"), head.get("head_event_hash")) != last:
+        return (f"head: names seq {head.get('seq')!r}, the document ends at seq {last[0]}"
+                " (events cut off, or a head of another chain)")
+    if head.get("event_hash") != event_hash(head):  # every hashed member is checked above: canonical
+        return "head: event_hash does not match its content (tampered)"
+    problem = signature_problem(head, anchors) if anchors is not None else None
+    return f"head: {problem}" if problem is not None else None
+
+
 def _decision_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each decision's events, together, under the closing rules (signatures already checked)."""
     by_decision: dict[str, list[Mapping[str, Any]]] = {}
@@ -163,7 +195,11 @@ def verify_hold_history(document: Any, anchors: TrustAnchors | None) -> HoldHist
         if problem is not None:
             return HoldHistoryCheck(False, checked, len(events), (problem,))
         head = (event["seq"], event["event_hash"])
+    problem = _head_problem(document, events, usable)
+    if problem is not None:
+        return HoldHistoryCheck(False, checked, len(events), (problem,))
     problems = _decision_problems(events)
     closed = {outcome: sum(1 for e in events if e.get("outcome") == outcome) for outcome in OUTCOMES}
     changes = tuple(_policy_change(e) for e in events if e.get("action") == "policy_set")
-    return HoldHistoryCheck(not problems, checked, len(events), tuple(problems), closed, changes)
+    return HoldHistoryCheck(not problems, checked, len(events), tuple(problems), closed, changes,
+                            document["head"]["as_of"])

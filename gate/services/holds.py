@@ -41,6 +41,7 @@ from gate.holds.events import (
     STATES,
     Step,
     build_event,
+    build_head,
 )
 from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
@@ -227,9 +228,12 @@ class HoldService:
         return found
 
     def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
-        """The scope's hold chain as `gate verify --hold-history` checks it offline."""
-        return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": scope_hash(scope),
-                "events": self.holds.history(scope, limit)}
+        """The scope's hold chain as `gate verify --hold-history` checks it offline: its newest
+        `limit` events, oldest first, and the signed head that names the newest of them."""
+        hashed = scope_hash(scope)
+        events = self.holds.history(scope, limit)
+        return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": hashed, "events": events,
+                "head": build_head(hashed, events, iso_ms(self.clock.now()), self._signer())}
 
     def _row(self, scope: str, decision_id: str) -> dict[str, Any]:
         row = self.holds.hold(scope, decision_id)

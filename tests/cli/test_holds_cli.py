@@ -180,6 +180,7 @@ def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api,
     verified = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "VERIFIED (2 events; holds closed: approved 1, denied 0, expired 0; 0 policy changes)" in verified.stdout
+    assert f"  head         seq 2, signed as of {document['head']['as_of']}" in verified.stdout
     as_json = json.loads(_gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json").stdout)
     assert as_json["verified"] is True and as_json["closed"]["approved"] == 1  # FILE itself is recognised
     unproven = _gate(gate_env, "verify", "--hold-history", str(saved))
@@ -189,6 +190,10 @@ def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api,
     tampered = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
     assert tampered.returncode == 1 and "NOT VERIFIED" in tampered.stdout
     assert "event 2 (seq 2): event_hash does not match its content (tampered)" in tampered.stdout
+    document["events"][1]["note"] = "checked"
+    saved.write_text(json.dumps({**document, "events": document["events"][:1]}))  # the newest event cut off
+    cut = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
+    assert cut.returncode == 1 and "head: names seq 2, the document ends at seq 1" in cut.stdout
     saved.write_text(json.dumps({**document, "events": document["events"][1:]}))
     deleted = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
     assert deleted.returncode == 1 and "seq 2, expected 1 (gap or reorder)" in deleted.stdout

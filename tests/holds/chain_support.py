@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gate.chain.links import scope_hash
-from gate.holds.events import HOLD_HISTORY_VERSION, Step, build_event
+from gate.holds.events import HOLD_HISTORY_VERSION, Step, build_event, build_head
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner, ReceiptSigner
 from gate.principals import Principal
 from gate.verify import TrustAnchors
@@ -67,9 +67,17 @@ def chain(key: Ed25519Key = KEY, scope: str = SCOPE, signer: ReceiptSigner | Non
     return events
 
 
-def history(events: list[dict[str, Any]] | None = None, scope: str = SCOPE) -> dict[str, Any]:
-    return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": scope_hash(scope),
-            "events": chain() if events is None else events}
+AS_OF = "2026-11-03T10:00:00.000Z"
+
+
+def history(events: list[Any] | None = None, scope: str = SCOPE,
+            signer: ReceiptSigner | None = None) -> dict[str, Any]:
+    """The served document: the events (those of `chain()` by default) and the head that names
+    the last of them, signed with `KEY` (or `signer`) as of `AS_OF`."""
+    events = chain() if events is None else events
+    last = [event for event in events[-1:] if isinstance(event, dict)]
+    return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": scope_hash(scope), "events": events,
+            "head": build_head(scope_hash(scope), last, AS_OF, signer or Ed25519ReceiptSigner(KEY))}
 
 
 def of_decision(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """`verify_hold_history`, pure (gate/holds/history.py): a scope's whole hold chain verifies offline,
-and an edited, deleted, reordered, inserted or re-signed event, a policy that does not parse, or a
-closing that breaks the rules is named."""
+and an edited, deleted, reordered, inserted or re-signed event, a policy that does not parse, a
+closing that breaks the rules, or newest events cut off under the signed head is named."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from gate.keys.signing import Ed25519ReceiptSigner, HmacKey, HmacReceiptSigner
 from gate.principals import Principal
 from gate.releases.sealing import seal
 from gate.verify import TrustAnchors
-from tests.holds.chain_support import KEY, OTHER, RECORDS, SCOPE, anchors, chain, history, of_decision
+from tests.holds.chain_support import AS_OF, KEY, OTHER, RECORDS, SCOPE, anchors, chain, history, of_decision
 
 ANCHORS = anchors()
 OTHER_ENTRY = {"key_id": OTHER.key_id, "algorithm": "ed25519", "public_key": OTHER.public_key_pem,
@@ -27,7 +27,7 @@ def _problems(document, trust=ANCHORS) -> list[str]:
     were used, and how many events it holds (none when the document itself is malformed)."""
     check = verify_hold_history(document, trust)
     events = document.get("events") if isinstance(document, dict) else None
-    counted = len(events) if isinstance(events, list) and check.problems[0].startswith(("event ", "decision ")) else 0
+    counted = len(events) if isinstance(events, list) and check.problems[0].startswith(("event ", "decision ", "head")) else 0
     keyed = trust is not None and not trust.empty
     assert (check.valid, check.signatures_checked, check.events) == (False, keyed, counted)
     assert check.valid is False and check.signatures_checked is keyed and check.problems
@@ -55,11 +55,13 @@ def test_a_whole_chain_verifies_with_its_outcomes_and_policy_changes():
     assert check.policy_changes == ({"seq": 1, "created_at": first["created_at"], "actor": "operator:ops",
                                      "principal": {"kind": "operator", "id": "operator:ops"},
                                      "policy": first["policy"]},)
+    assert check.as_of == AS_OF
     assert check.to_json() == {"verified": True, "valid": True, "signatures_checked": True, "events": 7,
-                               "problems": [], "closed": {"approved": 2, "denied": 1, "expired": 1},
+                               "as_of": AS_OF, "problems": [], "closed": {"approved": 2, "denied": 1, "expired": 1},
                                "policy_changes": list(check.policy_changes)}
     empty = verify_hold_history(history([]), ANCHORS)
-    assert empty.verified and empty.events == 0
+    assert empty.verified and empty.events == 0 and empty.as_of == AS_OF
+    assert history([])["head"]["seq"] == 0 and history([])["head"]["head_event_hash"] is None
 
 
 def test_without_a_trusted_key_it_is_intact_but_never_verified():
@@ -189,13 +191,17 @@ def test_the_stated_fingerprint_names_the_key_that_signed_among_several():
 
 def test_hmac_signed_events_state_no_fingerprint_and_need_their_key_ids_secret():
     key = HmacKey("hmac-1", b"a shared secret")
-    events = chain(signer=HmacReceiptSigner(key))
+    signer = HmacReceiptSigner(key)
+    events = chain(signer=signer)
     trust = TrustAnchors.from_hmac_key(key)
-    assert events[0]["public_key_fingerprint"] is None and verify_hold_history(history(events), trust).verified
+    assert events[0]["public_key_fingerprint"] is None
+    assert verify_hold_history(history(events, signer=signer), trust).verified
+    assert _problems(history(events), trust) == ["head: signature has no trusted key"]  # the head by another key
     events[1]["public_key_fingerprint"] = KEY.fingerprint
-    assert _problems(history(events), trust) == ["event 2 (seq 2): an HMAC signature states no public_key_fingerprint"]
+    assert _problems(history(events, signer=signer), trust) == [
+        "event 2 (seq 2): an HMAC signature states no public_key_fingerprint"]
     other = TrustAnchors.from_hmac_key(HmacKey("hmac-2", b"a shared secret"))
-    assert _problems(history(chain(signer=HmacReceiptSigner(key))), other) == [
+    assert _problems(history(chain(signer=signer), signer=signer), other) == [
         "event 1 (seq 1): signature has no trusted key"]
 
 
@@ -228,4 +234,45 @@ def test_two_trusted_keys_under_one_key_id_are_told_apart_by_the_fingerprint():
     signer.key_id = KEY.key_id
     events = of_decision(chain(signer=signer), "d")
     assert hold_events_problems(RECORDS["d"], events, trust) == []
-    assert verify_hold_history(history(chain(signer=signer)), trust).verified
+    assert verify_hold_history(history(chain(signer=signer), signer=signer), trust).verified
+
+
+def test_newest_events_cut_off_under_the_signed_head_are_named():
+    """SECURITY: the head the gate signed names the chain's newest event; a document whose newest
+    events were dropped (each event left intact) no longer ends where its head says."""
+    whole = history()
+    for kept in (6, 1, 0):
+        cut = {**whole, "events": whole["events"][:kept]}
+        assert _problems(cut) == [(f"head: names seq 7, the document ends at seq {kept} "
+                                   "(events cut off, or a head of another chain)")]
+    assert verify_hold_history(history(chain()[:6]), ANCHORS).verified  # an older, whole document with its head
+
+
+def test_a_missing_forged_or_malformed_head_is_named():
+    whole = history()
+    head = whole["head"]
+    without = {name: value for name, value in whole.items() if name != "head"}
+    missing = "head: missing (the newest events could have been cut off unseen)"
+    assert _problems(without) == [missing]
+    assert _problems({**whole, "head": [head]}) == [missing]
+    assert _problems({**whole, "head": {**head, "extra": 1}}) == ["head: members differ from hold_chain_head_v1's"]
+    assert _problems({**whole, "head": {**head, "hold_chain_head_version": "v0"}}) == [
+        "head: hold_chain_head_version must be hold_chain_head_v1"]
+    other_scope = history(chain(scope="tenant_b"), scope="tenant_b")["head"]
+    assert _problems({**whole, "head": other_scope}) == ["head: belongs to another scope"]
+    for as_of in ("2026-11-03T10:00:00Z", "2026-11-03 10:00:00.000Z", 1, None, "<b>now</b>"):
+        assert _problems({**whole, "head": {**head, "as_of": as_of}}) == [
+            "head: as_of must be a UTC time in milliseconds (YYYY-MM-DDTHH:MM:SS.mmmZ)"], as_of
+    assert _problems({**whole, "head": {**head, "as_of": "2026-11-04T10:00:00.000Z"}}) == [
+        "head: event_hash does not match its content (tampered)"]
+    assert _problems({**whole, "head": {**head, "head_event_hash": chain()[5]["event_hash"]}}) == [
+        "head: names seq 7, the document ends at seq 7 (events cut off, or a head of another chain)"]
+    resealed = {**head, "as_of": "2026-11-04T10:00:00.000Z"}
+    seal(resealed, None)  # the hash recomputed over the edit, the old signature kept
+    assert _problems({**whole, "head": resealed}) == ["head: signature fails"]
+    assert _problems({**whole, "head": {**head, "public_key_fingerprint": OTHER.fingerprint}}) == [
+        "head: public_key_fingerprint does not name the trusted key"]
+    forged = history(signer=Ed25519ReceiptSigner(OTHER))
+    assert _problems(forged) == ["head: signature has no trusted key"]
+    assert verify_hold_history(forged, None).valid  # integrity alone does not see whose key signed
+    assert _problems({**whole, "head": {**head, "key_id": float("nan")}}) == ["head: signature fails"]

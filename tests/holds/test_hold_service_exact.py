@@ -24,7 +24,7 @@ from gate.chain.links import scope_hash
 from gate.clock import iso_ms
 from gate.errors import GateError
 from gate.events.cloudevent import full_type
-from gate.holds.events import EVENT_MEMBERS, HOLD_EVENT_VERSION, Step, event_problems
+from gate.holds.events import EVENT_MEMBERS, HOLD_EVENT_VERSION, Step, build_head, event_problems
 from gate.holds.history import verify_hold_history
 from gate.holds.policy import Queue
 from gate.ledger.holds import HoldRace
@@ -744,10 +744,21 @@ def test_the_history_document_is_the_scopes_chain_newest_last(desk, monkeypatch)
     record = desk.held()
     first = desk.service.claim(SCOPE, REVIEWER, RESOLVE, record["decision_id"])["event"]
     second = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)["event"]
-    assert desk.service.history_document(SCOPE) == {"hold_history_version": "hold_history_v1",
-                                                    "scope_hash": scope_hash(SCOPE), "events": [first, second]}
-    assert desk.service.history_document(SCOPE, limit=1)["events"] == [second]
-    assert desk.service.history_document("globex")["events"] == []
+    desk.clock.advance(5)
+    document = desk.service.history_document(SCOPE)
+    signer = desk.signing.receipt_signer()
+    as_of = iso_ms(desk.clock.now())
+    assert document == {"hold_history_version": "hold_history_v1", "scope_hash": scope_hash(SCOPE),
+                        "events": [first, second],
+                        "head": build_head(scope_hash(SCOPE), [first, second], as_of, signer)}
+    assert document["head"]["seq"] == 2 and document["head"]["head_event_hash"] == second["event_hash"]
+    assert document["head"]["as_of"] == as_of and document["head"]["key_id"] == signer.key_id
+    assert verify_hold_history(document, desk.anchors).verified
+    newest = desk.service.history_document(SCOPE, limit=1)
+    assert newest["events"] == [second] and newest["head"]["seq"] == 2
+    empty = desk.service.history_document("globex")
+    assert empty["events"] == [] and (empty["head"]["seq"], empty["head"]["head_event_hash"]) == (0, None)
+    assert empty["head"]["scope_hash"] == scope_hash("globex") and verify_hold_history(empty, desk.anchors).verified
     limits: list[int] = []
     history = desk.service.holds.history
     monkeypatch.setattr(desk.service.holds, "history", lambda scope, limit: limits.append(limit) or history(
