@@ -1,7 +1,8 @@
-"""Every `gate` subcommand's --help, as a subprocess: each option says what happens when it is
-left out (its default, or that it is required), so the README's "every command's --help shows
-its defaults" holds. The list of subcommands and options comes from the parser itself: a new
-option without a shown default fails here."""
+"""Every `gate` subcommand's --help: each option says what happens when it is left out (its
+default, or that it is required), so the README's "every command's --help shows its defaults"
+holds. The list of subcommands and options comes from the parser itself: a new option without a
+shown default fails here. The pages are the parsers' own text at 100 columns; a sample of them is
+also run as `gate … --help` subprocesses, which must print exactly that text."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from gate_cli.help import subparsers
@@ -85,16 +85,28 @@ def _problems(parser: argparse.ArgumentParser, page: str) -> list[str]:
     return problems
 
 
-def test_every_subcommand_help_shows_defaults_and_required_options():
+def _page(parser: argparse.ArgumentParser, monkeypatch) -> str:
+    """What `gate … --help` prints at 100 columns: the parser's own help text."""
+    monkeypatch.setenv("COLUMNS", "100")
+    return parser.format_help()
+
+
+def test_every_subcommand_help_shows_defaults_and_required_options(monkeypatch):
     paths = _paths()
     assert len(paths) > 25 and any(words == ["report"] for words, _ in paths)
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        pages = list(pool.map(lambda item: _help(item[0]), paths))
     problems = []
-    for (words, parser), done in zip(paths, pages, strict=True):
-        assert done.returncode == 0, (words, done.stderr)
-        problems += [f"gate {' '.join(words)} {p}" for p in _problems(parser, done.stdout)]
+    for words, parser in paths:
+        problems += [f"gate {' '.join(words)} {p}" for p in _problems(parser, _page(parser, monkeypatch))]
     assert not problems, "\n".join(problems)
+
+
+def test_the_help_subprocesses_print_the_parsers_pages(monkeypatch):
+    """The shell prints exactly the pages checked above (top level, one command, a nested one)."""
+    paths = {" ".join(words): parser for words, parser in _paths()}
+    for words in ("", "report", "holds resolve"):
+        done = _help(words.split())
+        assert done.returncode == 0, (words, done.stderr)
+        assert done.stdout == _page(paths[words], monkeypatch), words
 
 
 def test_report_help_shows_the_endpoint_defaults_and_ranges():

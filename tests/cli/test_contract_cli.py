@@ -57,7 +57,7 @@ def test_conformance_runner_against_a_live_server(live, issue_key):
     assert run("conformance", "--endpoint", "ftp://x").returncode == 2
 
 
-def test_migration_check_gates_the_golden_corpus(live, tmp_path):
+def test_migration_check_gates_the_golden_corpus(tmp_path):
     done = run("migration", "check", str(MANIFEST), "--rulebook", str(CANDIDATE), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
