@@ -13,12 +13,16 @@ import pytest
 from flask import Request
 from werkzeug.test import EnvironBuilder
 
+import api.auth as auth_module
 from api.auth import Authenticator, AuthFailure, presented_key
 from gate.keys.apikeys import (
     KEY_PREFIX,
+    PERMISSIONS,
     hash_api_key,
     hashes_match,
     new_api_key,
+    parse_permissions,
+    permissions_text,
     well_formed,
 )
 
@@ -147,3 +151,111 @@ def test_hashes_match_is_exact():
     assert hashes_match(hash_api_key("k"), "K") is False
     assert hashes_match(hash_api_key("k").upper(), "k") is False
     assert hash_api_key("é") == hashlib.sha256("é".encode()).hexdigest()
+
+
+@pytest.mark.parametrize(("text", "granted"), [
+    (None, {"decide"}), ("", {"decide"}), ("  ", {"decide"}), ("decide", {"decide"}),
+    ("release, approve", {"decide", "release", "approve"}), ("admin,,resolve ,", {"decide", "admin", "resolve"}),
+    ("publish", {"decide", "publish"}),
+])
+def test_parse_permissions_always_grants_decide_beside_what_it_names(text, granted):
+    assert parse_permissions(text) == frozenset(granted)
+
+
+@pytest.mark.parametrize(("text", "unknown"), [
+    ("release,fly,Admin", "Admin, fly"), ("release;approve", "release;approve"), ("release approve", "release approve"),
+])
+def test_parse_permissions_refuses_any_name_it_does_not_know(text, unknown):
+    with pytest.raises(ValueError) as caught:
+        parse_permissions(text)
+    assert str(caught.value) == (f"unknown permission(s) {unknown}; "
+                                 "choose from decide, publish, release, approve, resolve, admin")
+
+
+def test_permissions_text_lists_them_in_the_fixed_order():
+    assert permissions_text(frozenset({"admin", "release", "decide"})) == "decide,release,admin"
+    assert permissions_text(frozenset(PERMISSIONS)) == "decide,publish,release,approve,resolve,admin"
+    assert permissions_text(frozenset()) == ""
+
+
+@pytest.mark.parametrize(("stored", "granted"), [
+    ("release,approve", {"decide", "release", "approve"}), (None, {"decide"}),
+    ("release,teleport", {"decide"}),  # a list this build does not know grants only decide (fail closed)
+])
+def test_the_caller_holds_the_permissions_its_key_row_stores(stored, granted):
+    caller = Authenticator(_Ledger(_row("k", permissions=stored)), PLANS).authenticate(_request(**{"x-api-key": "k"}))
+    assert caller.permissions == frozenset(granted)
+    unstated = _row("k")
+    assert "permissions" not in unstated  # a row from before permissions existed
+    assert Authenticator(_Ledger(unstated), PLANS).authenticate(_request(**{"x-api-key": "k"})).permissions == {"decide"}
+
+
+class _Keys(_Ledger):
+    """Several key rows; every lookup recorded, and the clock moved by each read (a slow read)."""
+
+    def __init__(self, rows, clock=None, read_seconds=0.0):
+        super().__init__()
+        self.rows = {row["key_hash"]: row for row in rows}
+        self.clock, self.read_seconds = clock, read_seconds
+
+    def api_key_by_hash(self, key_hash):
+        self.looked_up.append(key_hash)
+        if self.clock is not None:
+            self.clock.now += self.read_seconds
+        return self.rows.get(key_hash)
+
+
+class _Clock:
+    def __init__(self, now=100.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def test_without_a_cache_every_request_reads_the_key_and_keeps_nothing():
+    clock = _Clock()
+    ledger = _Keys([_row("k")])
+    authenticator = Authenticator(ledger, PLANS, clock=clock)
+    for _ in range(2):
+        assert authenticator.authenticate(_request(**{"x-api-key": "k"})).key_id == "key_1"
+    assert len(ledger.looked_up) == 2 and authenticator._active == {}
+
+
+def test_a_cached_key_is_read_again_once_its_time_is_up_counted_from_before_the_read():
+    clock = _Clock()
+    ledger = _Keys([_row("k")], clock, read_seconds=0.3)
+    authenticator = Authenticator(ledger, PLANS, cache_ms=500, clock=clock)
+    assert authenticator.cache_seconds == 0.5
+    request = _request(**{"x-api-key": "k"})
+    first = authenticator.authenticate(request)  # read from 100.0 to 100.3
+    for now in (100.3, 100.4999):
+        clock.now = now
+        assert authenticator.authenticate(request) is first
+    assert len(ledger.looked_up) == 1
+    clock.now = 100.5  # 0.5 s after the read began: read again
+    assert authenticator.authenticate(request) is not first and len(ledger.looked_up) == 2
+
+
+def test_a_refused_key_is_never_cached():
+    clock = _Clock()
+    ledger = _Keys([_row("k", status="disabled")])
+    authenticator = Authenticator(ledger, PLANS, cache_ms=60_000, clock=clock)
+    for _ in range(2):
+        _fails(authenticator, _request(**{"x-api-key": "k"}), 403, "the API key is disabled")
+        _fails(authenticator, _request(**{"x-api-key": "other"}), 401, "the API key is not valid")
+    assert len(ledger.looked_up) == 4 and authenticator._active == {}
+
+
+def test_a_full_cache_is_emptied_before_the_next_key_is_kept(monkeypatch):
+    monkeypatch.setattr(auth_module, "CACHE_ENTRIES", 2)
+    keys = ["k1", "k2", "k3"]
+    ledger = _Keys([_row(key, key_id=f"key_{key}") for key in keys])
+    authenticator = Authenticator(ledger, PLANS, cache_ms=60_000, clock=_Clock())
+    for count, key in enumerate(keys[:2], start=1):
+        authenticator.authenticate(_request(**{"x-api-key": key}))
+        assert len(authenticator._active) == count
+    authenticator.authenticate(_request(**{"x-api-key": "k3"}))  # the third: two were kept, the limit
+    assert list(authenticator._active) == [hash_api_key("k3")]
+    authenticator.authenticate(_request(**{"x-api-key": "k1"}))
+    assert len(ledger.looked_up) == 4  # k1 was dropped with the rest and read again

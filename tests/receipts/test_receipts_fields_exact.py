@@ -70,3 +70,12 @@ def test_problems_at_looks_for_the_field_of_a_recorded_problem():
     problems.add("a", "invalid_type", "a must be a string")
     assert problems.at("a") is True
     assert problems.at("b") is False
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("2026-05-21T23:59:59Z", True), ("2026-05-21T00:60:00Z", False), ("2026-05-21T00:00:60Z", False),
+    ("2026-05-21T24:00:00Z", False), ("2026-13-01T00:00:00Z", False), ("2026-05-32T00:00:00Z", False),
+])
+def test_a_timestamp_is_a_real_time_in_each_of_its_six_fields(value, ok):
+    """The pattern takes any two digits; the hour, minute and second must each exist too."""
+    assert run(F.timestamp, value, "executed_at") == ((value, []) if ok else (None, [("executed_at", "invalid_format")]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from receipts_support import RECORD, crm_body, execution_body, outcome_body, problems
 
+from gate.errors import GateError
 from gate.receipts import (
     validate_crm_sync_request,
     validate_execution_request,
@@ -193,3 +194,36 @@ def test_outcome_and_crm_record_hashes_are_optional_execution_ones_are_not():
 def test_metrics_accept_integers_floats_and_negative_numbers():
     fields = OUT(outcome_body(observed_metrics={"a": 1, "b": -2.5, "c.d": 0, "e:f-g_h": 1e-7}))
     assert fields["observed_metrics"] == {"a": 1, "b": -2.5, "c.d": 0, "e:f-g_h": 1e-7}
+
+
+LINK_ID, LINK_HASH = "exr_0123456789abcdef", "e" * 64
+
+
+def _link_problems(body) -> list[dict[str, str]]:
+    with pytest.raises(GateError) as caught:
+        OUT(body)
+    return caught.value.details["errors"]
+
+
+def test_an_outcome_names_its_execution_by_both_members_or_by_neither():
+    """Issue 41, item 7: execution_receipt_id and execution_hash together, or neither; one alone
+    is `missing_field` for the other, with the message that says why."""
+    both = OUT(outcome_body(execution_receipt_id=LINK_ID, execution_hash=LINK_HASH))
+    assert (both["execution_receipt_id"], both["execution_hash"]) == (LINK_ID, LINK_HASH)
+    neither = OUT(outcome_body())
+    assert "execution_receipt_id" not in neither and "execution_hash" not in neither
+    assert _link_problems(outcome_body(execution_receipt_id=LINK_ID)) == [{
+        "field": "execution_hash", "code": "missing_field",
+        "message": "execution_hash is required with execution_receipt_id: a link names the execution receipt by both"}]
+    assert _link_problems(outcome_body(execution_hash=LINK_HASH)) == [{
+        "field": "execution_receipt_id", "code": "missing_field",
+        "message": "execution_receipt_id is required with execution_hash: a link names the execution receipt by both"}]
+
+
+def test_a_malformed_link_member_is_named_once_not_also_missing():
+    assert problems(OUT, outcome_body(execution_receipt_id=LINK_ID, execution_hash="E" * 64)) == [
+        ("execution_hash", "invalid_format")]
+    assert problems(OUT, outcome_body(execution_receipt_id=5, execution_hash=LINK_HASH)) == [
+        ("execution_receipt_id", "invalid_type")]
+    assert problems(OUT, outcome_body(execution_receipt_id=None, execution_hash=LINK_HASH)) == [
+        ("execution_receipt_id", "missing_field")]
