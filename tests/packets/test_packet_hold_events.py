@@ -179,3 +179,16 @@ def test_the_builder_refuses_events_that_are_not_the_records():
         packet_of(hold_events({**BASE.record, "record_hash": "0" * 64}))
     with pytest.raises(PacketSourceError, match="exported_at is earlier than hold_events"):
         packet_of(hold_events(BASE.record), exported_at=at(3001))
+
+
+def test_a_hold_events_step_that_raises_fails_closed_under_its_own_name(monkeypatch):
+    """Any surprise inside the hold events' step fails `hold_events`, named, never a crash or a pass."""
+    import gate.packets.verify as packet_verify
+
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(packet_verify, "check_hold_events", explode)
+    result = verify_packet(copy.deepcopy(HELD), anchors=ANCHORS)
+    assert result.verified is False and result.checks["hold_events"] is False
+    assert result.details["hold_events"] == ["could not be checked (RuntimeError)"]

@@ -143,3 +143,14 @@ def test_a_checkpoint_log_step_that_raises_fails_closed_under_its_own_name(monke
     result = verify_packet(copy.deepcopy(BASE.packet), anchors=ANCHORS, checkpoint_log=held)
     assert result.failed_checks == ("checkpoint_log",)
     assert result.details["checkpoint_log"] == ["could not be checked (RuntimeError)"]
+
+
+def test_a_chain_consistency_member_is_checked_by_its_own_step_not_lost_to_a_crash():
+    """The step runs on the packet's own verification state: a malformed member is named by its
+    check, never 'could not be checked'."""
+    packet = copy.deepcopy(BASE.packet)
+    packet["chain_consistency"] = {"first": 1}
+    result = verify_packet(_rehash(packet), anchors=ANCHORS)
+    assert result.checks["chain_consistency"] is False and "chain_consistency" in result.failed_checks
+    assert result.details["chain_consistency"] and not any(
+        "could not be checked" in detail for detail in result.details["chain_consistency"])
