@@ -14,6 +14,7 @@ from gate.advisory.record import build_advisory_record
 from gate.keys.signing import Ed25519ReceiptSigner
 from gate.protocol.advisory_record import ADVISORY_RECORD_ALLOWED, ADVISORY_RECORD_REQUIRED
 from gate.protocol.canonical import sha256_hex
+from gate.protocol.decision_record import release_arm_part
 from gate.verify import (
     AUTHENTICITY_CHECKS,
     DIAGNOSTIC_CHECKS,
@@ -26,6 +27,7 @@ from gate.verify import (
     verify_record,
     verify_request_body,
 )
+from gate.vocabulary import BINDING_ADAPTER
 
 ANCHORS = TrustAnchors.from_public_key_pem(key_a().public_key_pem, key_id=key_a().key_id)
 NOT_APPLICABLE = {"trusted_adapter_lineage", "confidence_hash", "audit_chain", "audit_chain_signature",
@@ -293,3 +295,73 @@ def test_the_original_request_reaches_the_adapter_lineage():
     result = verify_record(record, anchors=ANCHORS)
     assert result.checks["trusted_adapter_lineage"] is True
     assert any("adapter" in note for note in result.notes)
+
+
+# --------------------------------------------------------------------------- parts outside record_hash
+
+ARM = {"arm": "canary", "release_seq": 4, "rulebook_version": "2026.06", "percent": 10.0}
+
+
+def _with_arm(record, block=ARM, key=None):
+    return {**record, **release_arm_part(record["decision_id"], block, Ed25519ReceiptSigner(key or key_a()))}
+
+
+def test_a_release_arm_is_checked_by_its_hash_and_its_signature():
+    record = _with_arm(make_record())
+    result = verify_record(record, anchors=ANCHORS, original_input=REQUEST)
+    assert result.checks == _checks(none=NOT_APPLICABLE - {"release_arm_hash", "release_arm_signature"})
+    assert result.verified
+    stated = record["release_arm"]["release_arm_hash"]
+    assert result.expected["release_arm_hash"] == result.actual["release_arm_hash"] == stated
+
+
+def test_a_changed_release_arm_fails_its_hash_and_its_signature():
+    record = _with_arm(make_record())
+    record["release_arm"] = {**record["release_arm"], "arm": "active"}
+    result = verify_record(record, anchors=ANCHORS, original_input=REQUEST)
+    assert (result.checks["release_arm_hash"], result.checks["release_arm_signature"]) == (False, False)
+    assert result.actual["release_arm_hash"] == record["release_arm"]["release_arm_hash"]
+    assert result.expected["release_arm_hash"] != result.actual["release_arm_hash"]
+    assert not result.integrity_valid and not result.authenticity_valid and not result.verified
+    other = verify_record(_with_arm(make_record(), key=key_b()), anchors=ANCHORS, original_input=REQUEST)
+    assert (other.checks["release_arm_hash"], other.checks["release_arm_signature"]) == (True, False)
+
+
+@pytest.mark.parametrize("arm", ["canary", None, 5])
+def test_a_release_arm_signature_without_an_arm_object_fails_the_hash(arm):
+    record = _with_arm(make_record())
+    record["release_arm"] = arm
+    if arm is None:
+        del record["release_arm"]
+    result = verify_record(record, anchors=ANCHORS, original_input=REQUEST)
+    assert result.checks["release_arm_hash"] is False
+    assert result.expected["release_arm_hash"] is None and result.actual["release_arm_hash"] is None
+
+
+def test_a_malformed_audit_chain_is_a_failed_check_not_a_skipped_one():
+    record = make_record()
+    record["audit_chain"] = {"chain_id": "tenant", "position": "one"}
+    result = verify_record(record, anchors=ANCHORS, original_input=REQUEST)
+    assert result.checks["audit_chain"] is False
+
+
+def test_an_advisory_record_has_no_adapter_lineage_even_when_it_states_a_binding():
+    record = dict(_advisory_record())
+    record["runtime_binding"] = {"binding_mode": BINDING_ADAPTER}
+    assert verify_record(record, anchors=ANCHORS).checks["trusted_adapter_lineage"] is None
+
+
+def test_an_adapter_binding_without_its_blocks_fails_the_lineage():
+    record = make_record()
+    record["runtime_binding"] = {"binding_mode": BINDING_ADAPTER}  # no adapter_authority: not the direct-mode refusal
+    assert verify_record(record, anchors=ANCHORS, original_input=REQUEST).checks["trusted_adapter_lineage"] is False
+
+
+def test_an_unsigned_records_release_arm_is_still_hashed():
+    record = make_record(signer=None)
+    record.update(release_arm_part(record["decision_id"], ARM, None))
+    assert "release_arm_signature" not in record
+    result = verify_record(record, anchors=ANCHORS, original_input=REQUEST)
+    assert result.checks["release_arm_hash"] is True
+    record["release_arm"] = {**record["release_arm"], "percent": 50.0}
+    assert verify_record(record, anchors=ANCHORS, original_input=REQUEST).checks["release_arm_hash"] is False

@@ -18,12 +18,15 @@ from gate.protocol.confidence import (
     confidence_block,
     confidence_signature_payload,
 )
+from gate.protocol.decision_record import release_arm_part
 from gate.protocol.records import audit_chain_signature_payload
 from gate.verify import TrustAnchors
 from gate.verify.signatures import (
     check_audit_chain_signature,
     check_confidence_signature,
     check_receipt_signature,
+    check_release_arm_signature,
+    signature_holds,
 )
 
 RECORD_HASH, RECEIPT_HASH = "a" * 64, "b" * 64
@@ -197,3 +200,81 @@ def test_an_audit_chain_that_is_not_an_object_fails_its_signature_even_if_signed
     assert check_audit_chain_signature(record, _ed_anchors(("k1", key_a()))) is False
     record["audit_chain"] = dict(member)  # the same content as an object verifies
     assert check_audit_chain_signature(record, _ed_anchors(("k1", key_a()))) is True
+
+
+def test_an_hmac_record_with_a_fingerprint_and_no_trusted_secret_fails_both():
+    record = _signed_receipt(_hmac_signer(), "k_hmac", "hmac-sha256", receipt_public_key_fingerprint="f" * 64)
+    checks, notes, source = _receipt(record, TrustAnchors.from_hmac_secret(HMAC_SECRET, "k_other"))
+    assert checks == {"receipt_public_key_fingerprint": False, "receipt_signature": False}
+    assert notes == ["no trusted HMAC secret for key id 'k_hmac'"] and source is None
+
+
+# --------------------------------------------------------------------------- the release arm
+
+
+ARM = {"arm": "canary", "release_seq": 4, "rulebook_version": "2026.06", "percent": 10.0}
+
+
+def _with_arm(signer, key_id, block=ARM, decision_id="dec_1"):
+    """A record carrying a release arm part sealed for `decision_id` by `signer` under `key_id`."""
+    signer.key_id = key_id
+    return {"decision_id": decision_id, "receipt_key_id": key_id,
+            "receipt_signature_algorithm": signer.algorithm, **release_arm_part(decision_id, block, signer)}
+
+
+def test_the_release_arm_signature_holds_over_the_recomputed_block():
+    anchors = _ed_anchors(("k1", key_a()))
+    record = _with_arm(Ed25519ReceiptSigner(key_a()), "k1")
+    assert check_release_arm_signature(record, anchors) is True
+    assert check_release_arm_signature({k: v for k, v in record.items() if k != "release_arm"}, anchors) is None
+    hmac_record = _with_arm(_hmac_signer(), "k_hmac")
+    assert check_release_arm_signature(hmac_record, TrustAnchors.from_hmac_secret(HMAC_SECRET, "k_hmac")) is True
+
+
+@pytest.mark.parametrize("change", ["block", "rehashed", "decision", "key_id", "other_key", "not_object"])
+def test_a_changed_release_arm_fails_its_signature(change):
+    anchors = _ed_anchors(("k1", key_a()), ("k2", key_b()))
+    record = _with_arm(Ed25519ReceiptSigner(key_a()), "k1")
+    if change == "block":
+        record["release_arm"] = {**record["release_arm"], "percent": 90.0}
+    elif change == "rehashed":  # the forger recomputes the stated hash: the signature still covers the old one
+        forged = {k: v for k, v in record["release_arm"].items() if k != "release_arm_hash"} | {"percent": 90.0}
+        record["release_arm"] = release_arm_part("dec_1", forged, None)["release_arm"]
+    elif change == "decision":
+        record["decision_id"] = "dec_2"
+    elif change == "key_id":
+        record["receipt_key_id"] = "k2"
+    elif change == "other_key":
+        record = _with_arm(Ed25519ReceiptSigner(key_b()), "k1")
+    else:
+        record["release_arm"] = "canary"
+    assert check_release_arm_signature(record, anchors) is False
+
+
+def test_signature_holds_checks_a_detached_signature_by_a_trusted_key():
+    payload = b'{"event_hash":"e","key_id":"k1"}'
+    body = Ed25519ReceiptSigner(key_a()).sign_payload(payload)
+    anchors = _ed_anchors(("k1", key_a()))
+    assert signature_holds(anchors, "ed25519", "k1", key_a().fingerprint, body, payload) is True
+    assert signature_holds(anchors, "ed25519", "k1", None, body, payload) is True
+    assert signature_holds(anchors, "ed25519", "k1", key_a().fingerprint, body, payload + b" ") is False
+    assert signature_holds(anchors, "ed25519", "k1", key_a().fingerprint, None, payload) is False
+    assert signature_holds(anchors, "ed25519", "k9", None, body, payload) is None  # no key named by id or fingerprint
+    assert signature_holds(_ed_anchors(("k1", key_b())), "ed25519", "k1", None, body, payload) is False
+    secret = _hmac_signer().sign_payload(payload)
+    assert signature_holds(TrustAnchors.from_hmac_secret(HMAC_SECRET, "k_hmac"), "hmac-sha256", "k_hmac", None,
+                           secret, payload) is True
+
+
+def test_the_stated_fingerprint_picks_the_signing_key_among_twins_under_one_key_id():
+    payload = b'{"event_hash":"e","key_id":"k1"}'
+    body = Ed25519ReceiptSigner(key_b()).sign_payload(payload)
+    twins = _ed_anchors(("k1", key_a()), ("k1", key_b()))
+    assert signature_holds(twins, "ed25519", "k1", key_b().fingerprint, body, payload) is True
+    assert signature_holds(twins, "ed25519", "k1", key_a().fingerprint, body, payload) is False
+
+
+def test_an_hmac_release_arm_that_is_not_an_object_fails_without_raising():
+    record = _with_arm(_hmac_signer(), "k_hmac")
+    record["release_arm"] = "canary"
+    assert check_release_arm_signature(record, TrustAnchors.from_hmac_secret(HMAC_SECRET, "k_hmac")) is False
