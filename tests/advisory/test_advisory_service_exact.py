@@ -110,3 +110,16 @@ def test_a_replayed_key_answers_the_stored_record_without_asking_the_advisors_ag
         assert len(llm.requests) == 1
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.headers["x-idempotency-status"] == "replayed" and again.json == first.json
+
+
+def test_an_advisory_review_opens_its_hold_with_the_facts_it_was_asked_about(client, issue_key):
+    """A `review` answer holds the action like a rulebook's: the reviewer sees the facts the
+    advisors were given (context.inputs), not an empty hold."""
+    key = issue_key(permissions="decide,resolve")["api_key"]
+    facts = {"discount_percent": 15, "margin_percent": 9, "note": "<b>unmatched</b>"}
+    answer = decide(client, key, advisory_body(inputs=facts, workflow="no_such_workflow"))
+    assert answer.status_code == 200, answer.get_json()
+    record = answer.get_json()
+    assert record["verdict"] == "review", record
+    hold = client.get(f"/api/holds/{record['decision_id']}", headers={"x-api-key": key}).get_json()["hold"]
+    assert hold["facts"] == facts and hold["state"] == "open"
