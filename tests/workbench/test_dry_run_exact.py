@@ -624,3 +624,17 @@ def test_the_newest_flips_break_a_tie_by_decision_id():
     assert _newest(flipped, 3)["decision_id"].to_list() == ["n", "a", "b"]
     assert _newest(flipped, 9)["decision_id"].to_list() == ["n", "a", "b", "c"]
     assert _newest(flipped, 0).height == 0 and _newest(flipped, 0).columns == flipped.columns
+
+
+def test_a_dry_run_error_carries_its_problems_as_the_refusals_details():
+    """The API answers a GateError with its details: a draft's problems reach the caller as
+    `errors`, and an error without problems adds no member."""
+    problems = [{"field": "rules[0].priority", "code": "invalid_type", "message": "priority must be an integer"}]
+    invalid = DryRunError("DRAFT_INVALID", "the draft is not a valid rulebook", problems)
+    assert (invalid.code, invalid.message, invalid.details, invalid.errors) == (
+        "DRAFT_INVALID", "the draft is not a valid rulebook", {"errors": problems}, problems)
+    assert invalid.to_dict() == {"error": "DRAFT_INVALID", "message": "the draft is not a valid rulebook",
+                                 "errors": problems}
+    usage = DryRunError("USAGE", "--out is required")
+    assert (usage.details, usage.errors, usage.to_dict()) == ({}, [], {"error": "USAGE", "message": "--out is required"})
+    assert DryRunError("USAGE", "m", []).details == {}
