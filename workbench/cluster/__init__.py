@@ -80,9 +80,12 @@ def connect(address: str, *, timeout: float | None = None, workers: int = LOCAL_
     except ImportError:
         raise ClusterError("--cluster needs Dask distributed: pip install 'decision-gate[distributed]'") from None
     if address == LOCAL:
-        # Dask's constructors are untyped (no-untyped-call).
+        # Dask's constructors are untyped (no-untyped-call). The local cluster is this command's
+        # own and is torn down with it: its workers' logs stay off stderr below CRITICAL (a
+        # refusal is one line; a worker losing its scheduler at teardown logged a traceback at
+        # ERROR there), while a task's exception still reaches the command through the client.
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
-                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                          dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
                 Client(cluster, timeout=timeout) as client:  # type: ignore[no-untyped-call]
             yield client
         return
