@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pytest
 
@@ -19,7 +20,7 @@ from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook.operators import OPERATORS, Operand
 from workbench.app import ruletable
 from workbench.app.pages.authoring import live_markdown, live_warnings, schedule_live
-from workbench.app.pages.rule_table import rule_frame, rule_table
+from workbench.app.pages.rule_table import cell_patch, rule_frame, rule_table, show_rows
 from workbench.app.pages.sweep import sweep_columns, sweep_frame
 from workbench.app.state.authoring import AuthoringState, comparison_key, comparison_label
 from workbench.dataset.load import from_dataset
@@ -237,6 +238,63 @@ def test_a_new_draft_replaces_the_tables_rows_and_never_its_configuration(workbe
     # ... and the numbers still sort as numbers (100 after 40), which Panel named only for integer columns
     sorters = {column["field"]: column.get("sorter") for column in model.configuration["columns"]}
     assert sorters["priority"] == sorters["fired"] == sorters["share"] == "number"
+
+
+def test_a_draft_with_equal_rows_sends_nothing_and_an_edit_only_its_changed_cells(workbench_home):
+    # Issue 54, item 6: every change of the draft replaced the table's whole value, even with equal
+    # rows, and the browser drew every row again, closing a cell editor a person had just opened.
+    # Equal rows now send nothing; changed cells go as a patch; only another count of rows (a rule
+    # added or removed) replaces the value.
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    table = rule_table(state).objects[2]
+    model = table.get_root()
+    state.load_current()
+    sent: list[str] = []  # every change of the rows the browser holds, a patch or a new value
+    model.source.on_change("data", lambda attr, old, new: sent.append(attr))
+    rows = model.source.data
+    state.param.trigger("rules")  # the same rows again
+    state.draft_text = state.draft_text + "\n"  # the same draft, other text
+    assert sent == [] and table.value.equals(rule_frame(state.rules))
+    before = rule_frame(state.rules)
+    state.edit_cell(1, "priority", "42")
+    after = rule_frame(state.rules)
+    assert sent == ["data"] and model.source.data is rows  # patched in place, not replaced
+    assert table.value.equals(after) and list(model.source.data["priority"]) == list(after["priority"])
+    changed = [(column, row) for column in after.columns for row in range(len(after))
+               if before[column].iloc[row] != after[column].iloc[row]]
+    assert ("priority", 1) in changed and all(row == 1 for _, row in changed)
+    state.add_rule()  # one more row: the whole value
+    assert model.source.data is not rows and len(table.value) == len(state.rules)
+
+
+def test_cell_patch_names_each_changed_cell_and_none_where_the_rows_differ():
+    frame = pd.DataFrame([{"a": 1, "b": "x"}, {"a": 2, "b": None}], dtype=object)
+    assert cell_patch(frame, frame.copy()) == {}
+    other = pd.DataFrame([{"a": 1, "b": "y"}, {"a": 2.0, "b": None}], dtype=object)
+    assert cell_patch(frame, other) == {"a": [(1, 2.0)], "b": [(0, "y")]}  # 2 and 2.0 differ in kind
+    assert cell_patch(None, frame) is None
+    assert cell_patch(frame, frame.iloc[:1]) is None
+    assert cell_patch(frame, frame.rename(columns={"b": "c"})) is None
+
+
+def test_a_cell_just_edited_goes_back_in_the_same_patch_even_when_equal(workbench_home):
+    # The browser shows a typed cell at once; a patch from an earlier draft still on its way can
+    # write the older cell over it there, while the server's value holds the edit. The edited cell
+    # is sent with the draft's rows even when equal, in the one patch those rows go in.
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    table = rule_table(state).objects[2]
+    model = table.get_root()
+    state.load_current()
+    patches: list[str] = []
+    model.source.on_change("data", lambda attr, old, new: patches.append(attr))
+    frame = rule_frame(state.rules)
+    show_rows(table, frame, [(1, "rule_id")])
+    assert len(patches) == 1 and table.value.equals(frame)
+    show_rows(table, frame, [(len(frame), "rule_id"), (0, "no_such_column")])  # nothing to send back
+    show_rows(table, frame)
+    assert len(patches) == 1
 
 
 # ---------------------------------------------------------------------- live impact

@@ -3,6 +3,7 @@ each with its history (how often it decided, its share, the success rate with it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -50,9 +51,53 @@ def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(shown, columns=list(SHOWN), dtype=object)
 
 
+def _same(old: Any, new: Any) -> bool:
+    return type(old) is type(new) and bool(old == new)
+
+
+def cell_patch(shown: pd.DataFrame | None, frame: pd.DataFrame) -> dict[str, list[tuple[int, Any]]] | None:
+    """The cells of `frame` that differ from the table's `shown` rows, per column as Tabulator's
+    patch takes them ({} where every cell is equal), or None where the rows themselves differ
+    (another count or other columns) and the table must take the new frame whole.
+
+    Replacing the table's value draws every row anew in the browser, which closes a cell editor a
+    person has just opened; a draft arriving from the server with equal rows (the JSON's own echo
+    of an edit, a refused edit that puts the draft's cell back) must not."""
+    if shown is None or list(shown.columns) != list(frame.columns) or len(shown) != len(frame):
+        return None
+    patch: dict[str, list[tuple[int, Any]]] = {}
+    for column in frame.columns:
+        old, new = shown[column].tolist(), frame[column].tolist()
+        changed = [(row, value) for row, value in enumerate(new) if not _same(old[row], value)]
+        if changed:
+            patch[column] = changed
+    return patch
+
+
+def show_rows(table: pn.widgets.Tabulator, frame: pd.DataFrame, resend: Sequence[tuple[int, str]] = ()) -> None:
+    """Bring the table to `frame`: its changed cells patched, or the whole value where the rows
+    differ in number or columns; nothing sent where every cell is equal.
+
+    `resend` names cells sent in the patch even when equal to the table's value: the cell a
+    person just edited. The browser shows what was typed at once, and a patch already on its way
+    from an earlier draft (the editor's text, sent a moment before the edit) can write the older
+    cell over it there; the server's value holds the edit, so a diff alone would never send the
+    cell back. It goes in the same patch as the rest: each patch draws the browser's rows anew."""
+    patch = cell_patch(table.value, frame)
+    if patch is None:
+        table.value = frame
+        return
+    for row, column in resend:
+        if 0 <= row < len(frame) and column in frame.columns and row not in {r for r, _ in patch.get(column, [])}:
+            patch.setdefault(column, []).append((row, frame[column].iloc[row]))
+    if patch:
+        table.patch(patch, as_index=False)
+
+
 def rule_table(state: AuthoringState) -> pn.Column:
     """The editable table, kept in step with the draft both ways: a cell edit is written into
-    the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft rebuilds the rows."""
+    the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft patches the
+    cells that changed (`show_rows`)."""
     editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
     # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws
@@ -66,12 +111,18 @@ def rule_table(state: AuthoringState) -> pn.Column:
                                  configuration={"renderVertical": "basic", "keybindings": False,
                                                 "columns": [{"field": name, "sorter": "number"} for name in NUMERIC]})
 
+    editing: list[tuple[int, str]] = []  # the cell being written into the draft (`show_rows`'s resend)
+
     def edited(event: Any) -> None:
         index = int(table.value.iloc[event.row]["index"])
-        state.edit_cell(index, event.column, event.value)
+        editing[:] = [(event.row, event.column)]
+        try:
+            state.edit_cell(index, event.column, event.value)
+        finally:
+            editing.clear()
 
     table.on_edit(edited)
-    state.param.watch(lambda e: setattr(table, "value", rule_frame(e.new)), "rules")
+    state.param.watch(lambda e: show_rows(table, rule_frame(e.new), editing), "rules")
     add = pn.widgets.Button(name="Add rule")
     add.on_click(lambda _: state.add_rule())
     remove = pn.widgets.Button(name="Remove selected rule")
