@@ -285,6 +285,22 @@ def test_caller_and_reviewer_text_renders_as_text(inbox):
     assert list(event_rows(None).columns) == ["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"]
 
 
+def test_a_hold_from_the_default_outcome_names_it_not_an_empty_rule(inbox):
+    # Issue 56: a record no rule matched (matched_rule_id null) read "held by rule ****".
+    from workbench.app.pages.inbox import summary_markdown
+
+    store, ids, _ = inbox
+    state = InboxState(store, person("rita", "reviewer"), scope="acme")
+    state.open(ids["open"][7])
+    detail = copy.deepcopy(state.detail)
+    named = summary_markdown(detail)
+    assert "held by rule review_thin_margin of" in "".join(parse(markdown_html(named)).text)
+    detail["rule"].update(rule_id=None, reason_code=None, condition=None)
+    text = "".join(parse(markdown_html(summary_markdown(detail))).text)
+    assert "****" not in summary_markdown(detail)
+    assert "held by the default outcome (no rule matched) of" in text and "reason no reason code" in text
+
+
 def test_a_step_after_the_deadline_finds_the_hold_expired_and_the_page_shows_it(inbox):
     store, ids, _ = inbox
     target = ids["open"][7]

@@ -36,6 +36,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _held_by(rule: dict[str, Any]) -> str:
+    """The rule that held the record, or its rulebook's default outcome where no rule matched (a
+    record's `matched_rule_id` is then null: the bold marks alone read as "****")."""
+    if rule.get("rule_id") is None:
+        return "the **default outcome** (no rule matched)"
+    return f"rule **{md_text(rule['rule_id'])}**"
+
+
 def summary_markdown(detail: dict[str, Any] | None) -> str:
     """The open hold: where it stands, the rule and reason that held it, and its facts (a table of
     text cells)."""
@@ -53,8 +61,8 @@ def summary_markdown(detail: dict[str, Any] | None) -> str:
         f"- approvals {len(hold['approvals'])} of {hold['approvals_needed']}"
         + ("; four eyes: the requester cannot resolve it" if hold.get("four_eyes") else "")
         + ("; a written justification (note) is required" if hold.get("require_justification") else ""),
-        f"- held by rule **{md_text(rule['rule_id'])}** of {md_text(rule['policy_id'])} "
-        f"{md_text(rule['policy_version'])}: reason **{md_text(rule['reason_code'])}**"
+        f"- held by {_held_by(rule)} of {md_text(rule['policy_id'])} "
+        f"{md_text(rule['policy_version'])}: reason **{md_text(rule['reason_code'] or 'no reason code')}**"
         + (f" · condition {md_text(rule['condition'])}" if rule.get("condition") else "")
         + (f" · action {md_text(rule['action'])}" if rule.get("action") else ""),
     ]
