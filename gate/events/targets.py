@@ -102,17 +102,12 @@ def _public_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 
 
 def public(address: str) -> bool:
-    """Whether the gate may connect to `address` (SECURITY: fail closed). A plain address must be
-    global unicast; one that carries an IPv4 address is public only when every IPv4 address it may
-    stand for is, and, unless it is the IPv4-mapped spelling of that very address (a dual-stack
-    socket's), when the IPv6 address itself is too."""
+    """Whether the gate may connect to `address` (SECURITY: fail closed): a global unicast address
+    and, for an IPv6 address that carries IPv4 addresses, every one of those too."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv4Address):
         return _public_ip(ip)
-    inside = embedded_ipv4(ip)
-    if not all(_public_ip(v4) for v4 in inside):
-        return False
-    return ip in _MAPPED or _public_ip(ip)
+    return _public_ip(ip) and all(_public_ip(v4) for v4 in embedded_ipv4(ip))
 
 
 def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolve) -> Target:

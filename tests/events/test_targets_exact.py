@@ -11,7 +11,7 @@ import ipaddress
 
 import pytest
 
-from gate.events.targets import MAX_URL_LENGTH, Target, TargetRefused, check, embedded_ipv4, public
+from gate.events.targets import MAX_URL_LENGTH, Target, TargetRefused, _resolve, check, embedded_ipv4, public
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"
@@ -129,6 +129,13 @@ def test_an_allowed_host_is_taken_as_it_resolves_and_only_by_its_exact_name():
     # the other guards hold for an allowed host too
     refused("ftp://receiver.internal/h", "http or https", answers("10.1.2.3"), allow={"receiver.internal"})
     refused("http://u:p@receiver.internal/h", "credentials", answers("10.1.2.3"), allow={"receiver.internal"})
+
+
+def test_the_real_resolver_answers_each_address_once_for_a_stream():
+    assert _resolve("127.0.0.1", 8490) == ["127.0.0.1"]
+    assert _resolve("::127.0.0.1", 80) == ["::127.0.0.1"]
+    assert check("http://[::127.0.0.1]:8490/h", {"::127.0.0.1"}) == Target("http", "::127.0.0.1", 8490, "/h",
+                                                                           "::127.0.0.1")
 
 
 # ---------------------------------------------------------------- which addresses are inside
