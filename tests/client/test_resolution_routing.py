@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gate.keys.anchors import TrustAnchors
 from gate.verify import verify_record
 from gate_client.client import GateClient, resolution_route
 from gate_client.resolutions import DENY, PROCEED, REVIEW, Verdict, resolution_verdict
@@ -90,3 +91,12 @@ def test_route_by_resolution_routes_a_given_resolution_without_asking(gate, keys
     client = GateClient("http://gate.invalid", "key", anchors=anchors)  # nothing is asked: no server there
     assert client.route_by_resolution(record, event).route == PROCEED
     assert resolution_route("not a record", event, anchors, None).route == REVIEW
+
+
+def test_an_approval_signed_by_a_key_the_client_does_not_pin_is_reviewed(gate, keys):
+    """The record verifies (as checked by whoever holds the gate's keys), but this client's anchors
+    do not trust the key that signed the resolution: its approval does not proceed."""
+    record, event, _, verified = _resolved(gate, keys, "approve")
+    verdict = resolution_verdict(record, event, TrustAnchors(), verified)
+    assert verdict.route == REVIEW and verdict.details["resolution"]["verified"] is False
+    assert any("sign" in problem or "key" in problem for problem in verdict.details["resolution"]["problems"])

@@ -205,6 +205,8 @@ def test_the_embeddings_decode_exactly():
     # Teredo 2001::/32 (RFC 4380 4): the server at bits 32-63, the client inverted in the last 32
     assert carried("2001:0:4136:e378:8000:63bf:3fff:fdd2") == ["65.54.227.120", "192.0.2.45"]
     assert carried("2001:0:a00:1:ffff:ffff:80ff:fffe") == ["10.0.0.1", "127.0.0.1"]
+    assert carried("2001:0:c000:201::3fff:fdd2") == ["192.0.2.1", "192.0.2.45"]  # every bit of the server
+    assert carried("2002:c000:201::") == ["192.0.2.1"]
     # no embedding: nothing carried
     for plain in ("2606:4700::1111", "64:ff9b:0:1::102:304", "64:ff9b:2::102:304", "2003::1", "2001:1::1",
                   "::1:0:102:304", "0:0:0:1::102:304", "::fffe:0:102:304"):
