@@ -104,7 +104,7 @@ def _public_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 def public(address: str) -> bool:
     """Whether the gate may connect to `address` (SECURITY: fail closed): a global unicast address
     and, for an IPv6 address that carries IPv4 addresses, every one of those too."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    ip = ipaddress.ip_address(address)  # a scoped IPv6 address ("fe80::1%eth0") parses with its zone
     if isinstance(ip, ipaddress.IPv4Address):
         return _public_ip(ip)
     return _public_ip(ip) and all(_public_ip(v4) for v4 in embedded_ipv4(ip))

@@ -119,6 +119,8 @@ def test_a_host_that_does_not_resolve_is_refused():
 def test_one_address_inside_among_public_ones_refuses_the_host_and_is_named():
     refused("https://hooks.example.com/in", "(10.0.0.5)", answers(PUBLIC_V4, "10.0.0.5", PUBLIC_V6))
     refused("https://hooks.example.com/in", "(fe80::1%eth0)", answers("fe80::1%eth0"))
+    refused("https://hooks.example.com/in", "(::127.0.0.1%eth0)", answers("::127.0.0.1%eth0"))  # a zone hides nothing
+    assert check("https://hooks.example.com/in", (), answers("2606:4700::1111%eth0")).address == "2606:4700::1111%eth0"
 
 
 def test_an_allowed_host_is_taken_as_it_resolves_and_only_by_its_exact_name():
