@@ -41,7 +41,6 @@ from typing import Any
 import requests
 
 from gate.errors import GateError
-from gate.holds.events import verify_resolution
 from gate.packets import verify_packet
 from gate.packets.result import PacketVerification
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
@@ -52,6 +51,15 @@ from gate.verify import (
     verify_record,
 )
 from gate.verify.result import VerificationResult
+from gate_client.resolutions import (
+    DENY,
+    PROCEED,
+    REVIEW,
+    next_pause,
+    request_limit,
+    resolution_verdict,
+    wait_seconds,
+)
 
 __all__ = [
     "DENY",
@@ -67,8 +75,6 @@ __all__ = [
     "route_record",
 ]
 
-PROCEED, DENY, REVIEW = "proceed", "deny", "review"
-MAX_WAIT_SECONDS = 30  # the gate's longest long-poll (GET /api/decision/{id}/resolution?wait=)
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # A receipt write still being finished by an earlier attempt with the same key: retry it.
 RETRY_CODES = frozenset({"SVC_EXECUTION_IDEMPOTENCY_IN_PROGRESS", "SVC_OUTCOME_IDEMPOTENCY_IN_PROGRESS",
@@ -185,23 +191,14 @@ def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:
 
 def resolution_route(record: Any, resolution: Any, anchors: TrustAnchors,
                      verification: Mapping[str, Any] | None) -> Route:
-    """The routing rule on a held record and its resolution (pure; docs/holds.md). SECURITY:
-    the resolution, not a new decide, is the authority, and only a verified approval bound to
-    this very record proceeds; an expiry is a refusal (silence is not consent)."""
+    """The routing rule on a held record and its resolution (pure; docs/holds.md): the rule is
+    `gate_client.resolutions.resolution_verdict`. SECURITY: only a verified approval bound to this
+    very record proceeds; an expiry is a refusal (silence is not consent)."""
     if not isinstance(record, Mapping):
         return Route(REVIEW, "no Decision Record to bind the resolution to")
     record = dict(record)
-    if not verification or verification.get("verified") is not True:
-        return Route(REVIEW, "the held record failed offline verification", record, dict(verification or {}))
-    if record.get("verdict") != "review":
-        return Route(REVIEW, "this record did not hold the action; a resolution does not apply", record)
-    check = verify_resolution(record, resolution, anchors)
-    details = {**dict(verification), "resolution": check.to_json()}
-    if not check.verified:
-        return Route(REVIEW, "the resolution failed verification: " + "; ".join(check.problems), record, details)
-    if check.approved:
-        return Route(PROCEED, "verified approving resolution", record, details)
-    return Route(DENY, f"verified resolution: {check.outcome}", record, details)
+    verdict = resolution_verdict(record, resolution, anchors, verification)
+    return Route(verdict.route, verdict.reason, record, verdict.details)
 
 
 class GateClient:
@@ -209,7 +206,8 @@ class GateClient:
 
     def __init__(self, base_url: str, api_key: str | None = None, *, anchors: TrustAnchors | None = None,
                  timeout: float = 10.0, retries: int = 3, backoff: float = 0.25, max_backoff: float = 8.0,
-                 session: requests.Session | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+                 session: requests.Session | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if retries < 0 or backoff < 0 or max_backoff < 0 or timeout <= 0:
             raise ValueError("retries, backoff and max_backoff must be >= 0 and timeout > 0")
         self.base_url = base_url.rstrip("/")
@@ -217,7 +215,7 @@ class GateClient:
         self.anchors = anchors or TrustAnchors()
         self.timeout, self.retries, self.backoff, self.max_backoff = timeout, retries, backoff, max_backoff
         self._session = session or requests.Session()
-        self._sleep = sleep
+        self._sleep, self._clock = sleep, clock
 
     def close(self) -> None:
         self._session.close()
@@ -278,22 +276,46 @@ class GateClient:
     # ------------------------------------------------------------------ held actions (docs/holds.md)
 
     def resolution(self, decision_id: str, *, wait: float = 0) -> dict[str, Any]:
-        """GET the held decision's state and signed resolution, waiting up to `wait` seconds
-        (0-30) for it on the server. Raises GateClientError (a 404 when nothing is held)."""
-        seconds = max(0, min(MAX_WAIT_SECONDS, int(wait)))
+        """GET the held decision's state and signed resolution, waiting up to `wait` seconds (its
+        whole seconds, 0-30) for it on the server; one request, retried as reads are. Raises
+        GateClientError (a 404 when nothing is held), ValueError for a wait that is not a number."""
+        return self._resolution(decision_id, wait_seconds(wait), retry=True)
+
+    def _resolution(self, decision_id: str, seconds: int, *, retry: bool) -> dict[str, Any]:
         answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/resolution",
-                               params={"wait": seconds}, retry=True, timeout=self.timeout + seconds)
+                               params={"wait": seconds}, retry=retry, timeout=self.timeout + seconds)
         body: dict[str, Any] = self._json(answer)
         return body
 
     def wait_for_resolution(self, record: Mapping[str, Any], *, timeout: float = 300.0) -> dict[str, Any]:
-        """Long-poll until the hold on `record` closes or `timeout` seconds pass; the last answer."""
-        deadline = time.monotonic() + timeout
+        """Long-poll until the hold on `record` closes or `timeout` seconds pass; the last answer.
+        At most ceil(timeout / 30) + 1 requests, the gate's `Retry-After` honoured, never past the
+        deadline (gate_client.resolutions). Raises GateClientError for an error that ends the wait."""
+        decision_id = str(record["decision_id"])
+        wait_seconds(timeout)  # a number, or ValueError
+        deadline, limit, sent = self._clock() + timeout, request_limit(timeout), 0
         while True:
-            left = deadline - time.monotonic()
-            answer = self.resolution(str(record["decision_id"]), wait=max(0.0, min(MAX_WAIT_SECONDS, left)))
-            if answer.get("state") != "open" or deadline - time.monotonic() <= 0:
+            sent += 1
+            try:
+                answer = self._resolution(decision_id, wait_seconds(deadline - self._clock()), retry=False)
+            except GateClientError as error:
+                pause = self._pause_after(error, deadline - self._clock(), sent, limit)
+                if pause is None:
+                    raise
+                self._sleep(pause)
+                continue
+            pause = next_pause(deadline - self._clock(), sent, limit)
+            if answer.get("state") != "open" or pause is None:
                 return answer
+            self._sleep(pause)
+
+    def _pause_after(self, error: GateClientError, left: float, sent: int, limit: int) -> float | None:
+        """The pause before a wait's next request after `error`: the gate's Retry-After, else a
+        backoff; None (the wait ends) for an error not worth retrying or a pause past the wait."""
+        if not error.retryable:
+            return None
+        wanted = error.retry_after if error.retry_after is not None else self._backoff(sent)
+        return next_pause(left, sent, limit, wanted)
 
     def route_by_resolution(self, record: Mapping[str, Any], resolution: Any = None, *,
                             wait: float = 0) -> Route:
@@ -301,11 +323,11 @@ class GateClient:
         client's anchors, is bound to `record` (decision id and record hash), closes the hold as
         `approved`, and whose record verifies too; `block` on a verified denial or expiry;
         `review` while the hold is open or when anything fails to verify or answer. Without
-        `resolution`, asks the gate (waiting up to `wait` seconds)."""
+        `resolution`, asks the gate, waiting up to `wait` seconds (`wait_for_resolution`: at most
+        ceil(wait / 30) + 1 requests; `wait=0` asks once)."""
         if resolution is None:
             try:
-                answer = self.wait_for_resolution(record, timeout=wait) if wait else self.resolution(
-                    str(record["decision_id"]))
+                answer = self.wait_for_resolution(record, timeout=wait)
             except GateClientError as error:
                 return Route(REVIEW, f"no usable answer from the gate: {error}", dict(record), error=error)
             resolution = answer.get("resolution")
@@ -415,6 +437,9 @@ class GateClient:
         """Exponential backoff with jitter; the server's Retry-After when it says one (None: too long)."""
         if retry_after is not None:
             return retry_after if retry_after <= self.max_backoff else None
+        return self._backoff(attempt)
+
+    def _backoff(self, attempt: int) -> float:
         ceiling: float = min(self.max_backoff, self.backoff * (2 ** (attempt - 1)))
         return ceiling * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not a secret
 

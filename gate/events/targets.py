@@ -43,11 +43,71 @@ def _resolve(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
-def _public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+# IPv6 addresses that carry an IPv4 address, and where (docs/events.md, "Targets"). A network with
+# a translator, a relay or a dual-stack socket delivers a packet for such an address to the IPv4
+# host inside, so the gate judges that host as it judges a plain IPv4 address:
+# - IPv4-compatible ::/96 (RFC 4291 section 2.5.5.1, deprecated but still routed by some stacks)
+#   and IPv4-mapped ::ffff:0:0/96 (RFC 4291 section 2.5.5.2): the last 32 bits;
+# - the SIIT "IPv4-translated" form ::ffff:0:0:0/96 (RFC 2765 section 2.1, RFC 7915): the last 32 bits;
+# - NAT64's well-known prefix 64:ff9b::/96 (RFC 6052 section 2.1): the last 32 bits;
+# - the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215), which an operator may split into any
+#   RFC 6052 prefix that fits in it (/48, /56, /64, /96; RFC 6052 section 2.2: bits 64-71 are the
+#   "u" octet, never part of the address). The gate cannot know which one a translator uses, so
+#   every reading must be public;
+# - 6to4 2002::/16 (RFC 3056 section 2): bits 16-47;
+# - Teredo 2001::/32 (RFC 4380 section 4): the server at bits 32-63, the client in the last 32
+#   bits with every bit inverted (XOR 0xffffffff).
+_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+# RFC 6052 section 2.2: (prefix length, the bit ranges (from, to) of the IPv4 address, counted from
+# the top of the 128 bits), the u octet (bits 64-71) skipped.
+_RFC6052_LAYOUTS = ((48, ((48, 64), (72, 88))), (56, ((56, 64), (72, 96))), (64, ((72, 104),)),
+                    (96, ((96, 128),)))
+
+
+def _bits(value: int, start: int, end: int) -> int:
+    """Bits start..end-1 of a 128-bit value, counted from its most significant bit."""
+    return (value >> (128 - end)) & ((1 << (end - start)) - 1)
+
+
+def _rfc6052(value: int, ranges: tuple[tuple[int, int], ...]) -> ipaddress.IPv4Address:
+    """The IPv4 address an RFC 6052 layout carries: its bit ranges joined, first to last."""
+    embedded = 0
+    for start, end in ranges:
+        embedded = (embedded << (end - start)) | _bits(value, start, end)
+    return ipaddress.IPv4Address(embedded)
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address `ip` may stand for (the comment above); () for a plain IPv6 address."""
+    value, last = int(ip), ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip in _MAPPED or ip in _COMPATIBLE or ip in _SIIT or ip in _NAT64:
+        return (last,)
+    if ip in _NAT64_LOCAL:
+        return tuple(_rfc6052(value, ranges) for _length, ranges in _RFC6052_LAYOUTS)
+    if ip in _SIX_TO_FOUR:
+        return (ipaddress.IPv4Address(_bits(value, 16, 48)),)
+    if ip in _TEREDO:
+        return ipaddress.IPv4Address(_bits(value, 32, 64)), ipaddress.IPv4Address(int(last) ^ 0xFFFFFFFF)
+    return ()
+
+
+def _public_ip(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return ip.is_global and not ip.is_multicast
+
+
+def public(address: str) -> bool:
+    """Whether the gate may connect to `address` (SECURITY: fail closed): a global unicast address
+    and, for an IPv6 address that carries IPv4 addresses, every one of those too."""
+    ip = ipaddress.ip_address(address)  # a scoped IPv6 address ("fe80::1%eth0") parses with its zone
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _public_ip(ip)
+    return _public_ip(ip) and all(_public_ip(v4) for v4 in embedded_ipv4(ip))
 
 
 def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolve) -> Target:
@@ -76,7 +136,7 @@ def check(url: object, allow_hosts: Collection[str], resolve: Resolver = _resolv
         raise TargetRefused(f"the host {host} does not resolve")
     allowed = host in allow_hosts
     if not allowed:
-        inside = [a for a in addresses if not _public(a)]
+        inside = [a for a in addresses if not public(a)]
         if inside:
             raise TargetRefused(f"the host {host} resolves to a private, loopback, link-local or reserved "
                                 f"address ({inside[0]}); an operator may allow it by name "

@@ -136,7 +136,7 @@ class Proxy:
                 request = urllib.request.Request(proxy.upstream + self.path, data=body, method=self.command,
                                                  headers=headers)
                 try:
-                    with urllib.request.urlopen(request, timeout=30) as response:
+                    with urllib.request.urlopen(request, timeout=60) as response:  # a 30 s long-poll
                         status, reply_headers, data = response.status, dict(response.headers), response.read()
                 except urllib.error.HTTPError as error:
                     status, reply_headers, data = error.code, dict(error.headers), error.read()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,26 @@ def test_decide_by_reference_proceeds_only_on_the_signed_arm_of_that_rulebook(li
     assert verification["verified"] is False
     unknown = gate.route_by_reference(request, "no_such_rulebook")
     assert unknown.route == REVIEW and unknown.error is not None and unknown.error.status == 404
+
+
+def test_an_open_hold_waited_on_for_31_seconds_makes_at_most_3_requests_and_no_429(live, pinned, fresh_proxy):
+    """Issue 53 item 4: the last second of a wait asked `wait=0` again and again (180 requests in
+    half a second, then 429 for the key's other routes). Now a wait of 31 s long-polls 30 s, sleeps
+    the last fraction and asks once more: at most ceil(31 / 30) + 1 = 3 requests, every one answered."""
+    from tests.holds.support import held_request
+
+    gate = GateClient(fresh_proxy.base, live.key, anchors=pinned)  # real time: the last fraction is slept
+    record = gate.decide(held_request()).record
+    assert record["verdict"] == "review"
+    fresh_proxy.plan.seen.clear()
+    started = time.monotonic()
+    route = gate.route_by_resolution(record, wait=31)
+    elapsed = time.monotonic() - started
+    assert route.route == REVIEW and route.error is None and route.reason == "the hold is open: not approved"
+    polls = [seen["path"] for seen in fresh_proxy.plan.seen]
+    assert 1 <= len(polls) <= 3 and all("/resolution?wait=" in path for path in polls), polls
+    assert polls[0].endswith("wait=30")
+    assert 30.5 <= elapsed <= 36, elapsed
+    # the key's budget is intact: its other routes answer at once
+    assert gate.route(sample("verdict-yes")).proceed
+    assert gate.resolution(record["decision_id"])["state"] == "open"

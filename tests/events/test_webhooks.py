@@ -214,6 +214,12 @@ def test_rotation_signs_with_both_secrets_during_the_overlap(gate, admin, receiv
     "http://169.254.169.254/latest/meta-data", "http://[::1]/hook", "http://[fe80::1]/hook",
     "http://0.0.0.0/hook", "http://localhost/hook", "ftp://example.com/hook", "http://user:pw@example.com/h",
     "http://exa mple.com/", "", 7,
+    # IPv6 spellings of internal IPv4 addresses (issue 52 item 8): the address inside is judged
+    "http://[::127.0.0.1]:8490/", "http://[64:ff9b::7f00:1]/", "http://[2002:7f00:1::]/",
+    "http://[::ffff:0:7f00:1]/", "http://[64:ff9b:1::7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:a9fe:a9fe::]/", "http://[::a9fe:a9fe]/", "http://[::ffff:0:a9fe:a9fe]/",
+    "http://[64:ff9b::a00:1]/", "http://[::ffff:127.0.0.1]/", "http://[2001:0:a00:1:ffff:ffff:80ff:fffe]/",
+    "http://[64:ff9b:1:7f08:8:808:808:808]/",
 ])
 def test_addresses_inside_are_refused_without_an_allowance(make_app, issue_key, url):
     app = make_app()  # no GATE_WEBHOOK_ALLOW_HOSTS
@@ -223,6 +229,28 @@ def test_addresses_inside_are_refused_without_an_allowance(make_app, issue_key, 
     assert response.get_json()["error"] == "EVENT_TARGET_REFUSED"
     with app.extensions["gate"].ledger.engine.connect() as connection:
         assert connection.execute(select(func.count()).select_from(webhook_subscriptions)).scalar() == 0
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("https://user:pw@hooks.example.com/in", "credentials"), ("https://user@hooks.example.com/in", "credentials"),
+    ("ftp://hooks.example.com/in", "http or https"), ("file://hooks.example.com/in", "http or https"),
+    ("https://hooks.example.com/in\x00", "control characters"), ("https://hooks.example.com/a\tb", "control"),
+    ("https://hooks.example.com/a\x7f", "control characters"),
+])
+def test_each_guard_refuses_alone_for_a_host_that_resolves_public(make_app, issue_key, url, reason):
+    """The host resolves to a public address here (as it would on the internet), so nothing but
+    the guard under test refuses the URL; the same host without the fault is subscribed."""
+    app = make_app()
+    app.extensions["gate"].events._resolve = lambda host, port: ["93.184.216.34"]
+    api = Api(app.test_client(), issue_key(permissions="decide,admin")["api_key"])
+    response = api.client.post("/api/events/subscriptions", json={"url": url}, headers=api.headers())
+    assert response.status_code == 400
+    assert response.get_json()["error"] == "EVENT_TARGET_REFUSED" and reason in response.get_json()["message"]
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        assert connection.execute(select(func.count()).select_from(webhook_subscriptions)).scalar() == 0
+    clean = api.client.post("/api/events/subscriptions", json={"url": "https://hooks.example.com/in"},
+                            headers=api.headers())
+    assert clean.status_code == 201, clean.get_json()
 
 
 def test_the_allowance_names_hosts_exactly(make_app, issue_key, receiver):
