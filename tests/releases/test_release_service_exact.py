@@ -210,7 +210,7 @@ BODY_PROBLEMS = [
       "migration_manifest_hash must be 64 lowercase hex characters",
       "rulebook_hash must be 64 lowercase hex characters", "request_seq must be a positive integer",
       "evidence must be an object", "migration_manifest must be a dry-run's manifest (a JSON object)",
-      "override, when given, is 'guardrail_halt' (an admin activating a version its guardrail halted, with a reason)"]),
+      "override, when given, is 'guardrail_halt' (an admin making a version its guardrail halted serve again, with a reason)"]),
 ]
 
 

@@ -498,7 +498,7 @@ def test_the_alerts_list_the_guardrails_halts_only_newest_first(world: World):
     report = world.releases.check_guardrails(SCOPE, RULEBOOK_ID, trigger)
     halt = world.releases.history(SCOPE, RULEBOOK_ID)[-1]
     world.clock.moment = START + timedelta(minutes=1)
-    world.act("canary", version="v2", percent=10)
+    world.act("canary", version="v2", percent=10, override="guardrail_halt", reason="an admin tries it again")
     world.clock.moment = START + timedelta(minutes=2)
     world.act("halt", reason="by hand")  # newer, by a person: no alert, and it hides nothing
     alerts = world.releases.guardrail_alerts(SCOPE)
@@ -551,7 +551,7 @@ def test_an_override_applies_only_to_a_halted_version(world: World):
     two_versions(world)
     refused = _refusal(lambda: world.act("activate", version="v1", override="guardrail_halt", reason="x"),
                        "RELEASE_ACTION_INVALID")
-    assert refused.message == "override applies only to activating a version its guardrail halted"
+    assert refused.message == "override applies only to a move that makes a version its guardrail halted serve"
     world.act("activate", version="v1")
     world.act("canary", version="v2", percent=50)
     world.act("halt", reason="a person's halt is no guardrail's")
