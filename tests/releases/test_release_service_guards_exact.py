@@ -571,6 +571,35 @@ def test_approving_the_activation_of_a_halted_version_needs_the_override_too(wor
     assert approved["state"]["active"]["version"] == "v2" and approved["override"] == "guardrail_halt"
 
 
+def test_every_move_that_makes_a_halted_version_serve_needs_the_override(world: World):
+    """Issue 52: rollback, a canary and the approval of a canary request, as well as activation."""
+    hashes = _halted_v2(world)
+    releaser = frozenset({"release"})
+    world.act("activate", version="v2", override="guardrail_halt", reason="fixed")  # v1 is previous
+    world.act("activate", version="v1")  # v2 is previous again
+    for action, body in (("rollback", {}), ("canary", {"version": "v2", "percent": 5})):
+        refused = _refusal(lambda action=action, body=body: world.act(action, permissions=releaser, **body),
+                           "RELEASE_VERSION_HALTED")
+        assert refused.details == {"version": "v2"} and refused.message.startswith(f"{action} makes version 'v2'")
+        denied = _refusal(lambda action=action, body=body: world.act(
+            action, permissions=releaser, override="guardrail_halt", reason="fixed", **body), "RELEASE_PERMISSION_DENIED")
+        assert denied.details == {"permission": "admin"}
+    assert len(world.releases.history(SCOPE, RULEBOOK_ID)) == 5
+    shadow = world.act("shadow", permissions=releaser, version="v2")  # a shadow never answers a decide
+    assert shadow["override"] is None
+    world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_approval": True}, partial=True)
+    asked = world.act("canary", version="v2", percent=5, override="guardrail_halt", reason="again")
+    approve = {"request_seq": asked["seq"], "version": "v2", "rulebook_hash": hashes["v2"]}
+    _refusal(lambda: world.act("approve", principal=KEY_B, **approve), "RELEASE_VERSION_HALTED")
+    approved = world.act("approve", principal=KEY_B, override="guardrail_halt", reason="agreed", **approve)
+    assert approved["override"] == "guardrail_halt" and approved["state"]["canary"]["version"] == "v2"
+    world.act("halt")
+    back = world.act("rollback", override="guardrail_halt", reason="v2 is fixed")
+    assert (back["override"], back["reason"], back["state"]["active"]["version"]) == ("guardrail_halt", "v2 is fixed",
+                                                                                      "v2")
+    assert world.act("rollback", permissions=releaser)["override"] is None  # to v1, never halted
+
+
 # ------------------------------------------------------------------ guarded activation
 
 
