@@ -68,7 +68,7 @@ def halt_refusal(move: Mapping[str, Any], state: ReleaseState, halted: frozenset
     if move.get("override") != OVERRIDE_HALT or not move.get("reason"):
         return ReleaseRefused("RELEASE_VERSION_HALTED", f"{move.get('action')} makes version {version!r} serve, "
                               f"which its guardrail halted: only an admin does so, with override {OVERRIDE_HALT!r} "
-                              "and a reason", 409, version=version)
+                              "and a reason", version=version)  # 409, ReleaseRefused's status
     return None
 
 
