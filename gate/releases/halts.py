@@ -14,7 +14,7 @@ event; an override on any other move is refused. `ReleaseService.act` raises the
 the `admin` permission of an override, which a history cannot show), and `verify_history` reports
 it for an event of a signed history, so a history in which a halted version was made to serve
 without the override does not verify. A shadow never answers a decide: a halted version may be
-shadowed (its evidence is how a fix is judged), and a `halt` stops what serves.
+shadowed (its verdicts beside the live ones answer nobody), and a `halt` stops what serves.
 """
 
 from __future__ import annotations
