@@ -13,7 +13,9 @@ from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.principals import Principal
 from gate.protocol.canonical import canonical_bytes
 from gate.releases import events as E
+from gate.releases.governance import GovernanceState, PolicyAction, build_governance_event, change_summary
 from gate.releases.model import Action, Canary, Pending, ReleaseState, Version
+from gate.releases.policy import ReleasePolicy
 
 KEY = Ed25519Key.from_seed(b"\x07" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)
@@ -153,19 +155,61 @@ def test_a_first_event_that_is_no_object_is_no_history():
 HALT_EVIDENCE = {"canary_version": "v1", "tripped": ["failure_rate"]}
 
 
-def _governed(*moves: tuple[Action, dict], principals: bool = True) -> list[dict]:
+def _governed(*moves: tuple[Action, dict], principals: bool = True, governance_seqs: tuple[int, ...] = ()) -> list[dict]:
     """v1 then v2 active, a canary of v1 the guardrail halted, then `moves` (each an action and the
-    inputs it states beyond SCOPE); every event names its principal unless `principals` is off."""
+    inputs it states beyond SCOPE); every event names its principal unless `principals` is off, and
+    the policy event in force (`governance_seqs`, by event; 0 beyond them)."""
     state, out = ReleaseState("rb"), []
     steps = [(Action("activate", "key-a", AT, V1), {}), (Action("activate", "key-a", AT, V2), {}),
              (Action("canary", "key-a", AT, V1, 10, "context.x"), {}),
              (Action("halt", "guardrail", AT), {"reason": "tripped", "evidence": HALT_EVIDENCE}), *moves]
-    for action, stated in steps:
+    for index, (action, stated) in enumerate(steps):
         principal = Principal.guardrail() if action.actor == "guardrail" else Principal.api_key(action.actor)
-        inputs = E.EventInputs(SCOPE, **stated, **({"principal": principal, "governance_seq": 0} if principals else {}))
+        seq = governance_seqs[index] if index < len(governance_seqs) else 0
+        inputs = E.EventInputs(SCOPE, **stated, **({"principal": principal, "governance_seq": seq} if principals else {}))
         event, state = E.build_event(state, action, inputs, SIGNER)
         out.append(event)
     return out
+
+
+def _policy_changes() -> list[dict]:
+    """The scope's governance chain: two signed changes of a policy that needs no approval."""
+    first_policy = ReleasePolicy(refuse_superseded_inline=True)
+    second_policy = ReleasePolicy(refuse_superseded_inline=True, approval_ttl_seconds=600)
+    principal = Principal.api_key("key-a")
+    first, state = build_governance_event(GovernanceState(), PolicyAction(
+        "policy_set", principal, AT, ReleasePolicy(), first_policy), SCOPE, SIGNER)
+    second, _state = build_governance_event(state, PolicyAction(
+        "policy_set", principal, AT, first_policy, second_policy), SCOPE, SIGNER)
+    return [first, second]
+
+
+def test_a_history_lists_the_scopes_policy_changes_it_verified():
+    changes = _policy_changes()
+    check = E.verify_history(_governed(governance_seqs=(0, 1, 2, 2)), ANCHORS, changes)
+    assert check.valid, check.problems
+    assert check.policy_changes == tuple(change_summary(event) for event in changes)
+
+
+def test_a_broken_policy_change_fails_the_history_with_the_changes_before_it():
+    changes = _policy_changes()
+    changes[1]["signature"] = changes[0]["signature"]
+    check = E.verify_history(_governed(governance_seqs=(0, 1, 2, 2)), ANCHORS, changes)
+    assert check == E.HistoryCheck(False, 4, ("policy event 2: signature fails",), None, (change_summary(changes[0]),))
+    other_scope = _policy_changes()
+    assert E.verify_history(_governed(), None, [{**other_scope[0], "scope_hash": "t" * 64}]).problems == (
+        "policy event 1: belongs to another scope",)
+
+
+def test_a_policy_event_in_force_never_goes_back():
+    changes = _policy_changes()
+    check = E.verify_history(_governed(governance_seqs=(0, 2, 1, 2)), ANCHORS, changes)
+    assert check == E.HistoryCheck(False, 4, ("event 3: governance_seq 1 goes back before policy event 2",), None,
+                                   tuple(change_summary(event) for event in changes))
+    history = _governed(governance_seqs=(0, 1, 2, 2))
+    history[1].pop("governance_seq")
+    assert E.verify_history(_relinked(history, old_form=()), ANCHORS, changes).problems == (
+        "event 2: governance_seq None goes back before policy event 0",)
 
 
 ROLLBACK = Action("rollback", "key-a", AT)
