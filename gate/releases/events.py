@@ -24,7 +24,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
 from gate.releases.governance import GovernanceCheck, verify_governance
-from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version
+from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version, halted_versions
 from gate.releases.model import (
     Action,
     Canary,
@@ -235,8 +235,7 @@ def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
                        "(the form before issue 42 cannot follow it)")
         if problem is not None:
             return HistoryCheck(False, len(events), (problem,), None, changes)
-        state, version = after, halted_version(event)
-        halted = halted | {version} if version else halted
+        state, halted = after, halted | halted_versions((event,))
     return HistoryCheck(True, len(events), (), state.to_json(), changes)
 
 
