@@ -9,9 +9,10 @@ as an operator in every signed event: approvals still need a second principal.
     gate release shadow   --scope S --rulebook-id ID --version V [--reason R] [--manifest migration.json]
     gate release canary   --scope S --rulebook-id ID --version V --percent P [--subject PATH] …
     gate release activate --scope S --rulebook-id ID --version V [--manifest migration.json]
-                          [--override-halt --reason R]
     gate release halt|rollback --scope S --rulebook-id ID [--reason R]
     gate release approve  --scope S --rulebook-id ID --request-seq N --version V --rulebook-hash H
+                          (canary, activate, rollback and approve take [--override-halt --reason R]:
+                          a version its guardrail halted serves again only so, docs/releases.md)
     gate release policy   --scope S [--require-approval | --no-require-approval] [--approval-ttl SECONDS]
                           [--refuse-superseded-inline | --allow-superseded-inline]
                           [--require-dry-run | --no-require-dry-run] [--dry-run-canary-percent P]
@@ -68,9 +69,9 @@ def add_release_parser(sub: Subparsers) -> None:
                             help="the dry-run's signed migration.json this rests on: checked in full for canary and "
                                  "activate (required where the scope's policy sets require_dry_run), its "
                                  "migration_hash recorded; default: none")
-        if name == "activate":
+        if name in ("canary", "activate", "rollback", "approve"):
             parser.add_argument("--override-halt", action="store_true",
-                                help="activate a version its guardrail halted (admin; needs --reason)")
+                                help="make a version its guardrail halted serve again (admin; needs --reason)")
         parser.add_argument("--idempotency-key", default=None, help="retry-safe key (default: none)")
         parser.add_argument("--json", action="store_true", help="print the event as JSON")
     policy = rsub.add_parser("policy", help="show or change a scope's release policy (a signed policy event)")

@@ -96,8 +96,9 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
     "migration_manifest_hash?, override?, request_seq?, rulebook_hash?}`: a signed, chained release event "
     "naming its principal (the key). Needs `release` (`approve` for approve; `admin` for override). Where "
     "the policy sets require_dry_run, activate (and a canary above dry_run_canary_percent) passes the "
-    "version's signed dry-run manifest; a version its guardrail halted needs override `guardrail_halt` "
-    "and a reason. Idempotent under x-idempotency-key.", True,
+    "version's signed dry-run manifest; a move that makes a version its guardrail halted serve (activate, "
+    "canary, rollback, approve) needs override `guardrail_halt` and a reason. Idempotent under "
+    "x-idempotency-key.", True,
     {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
      400: "malformed action", 401: "missing or invalid key",
      403: "permission, or a principal approving its own request",

@@ -10,7 +10,8 @@ canon({event_hash, key_id}) (gate.releases.sealing). `verify_history` checks a w
 offline: every hash, every link, every signature against the trust anchors, gap-free sequence
 numbers, that each stated state is exactly the fold of the actions before it
 (gate.releases.model), the scope's policy changes (gate.releases.governance), and that every
-event since issue 42 was allowed by the policy in force when it was made.
+event since issue 42 was allowed by the policy in force when it was made and by the halt rule
+(gate.releases.halts: no version its guardrail halted made to serve without an override).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
 from gate.releases.governance import GovernanceCheck, verify_governance
+from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version, halted_versions
 from gate.releases.model import (
     Action,
     Canary,
@@ -37,7 +39,6 @@ from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash, 
 
 EVENT_VERSION = "release_event_v1"
 HISTORY_VERSION = "release_history_v1"
-OVERRIDE_HALT = "guardrail_halt"  # an admin's activation of a version its guardrail halted
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,34 +143,12 @@ class HistoryCheck:
                 "policy_changes": list(self.policy_changes)}
 
 
-def halted_version(event: Mapping[str, Any]) -> str | None:
-    """The version a guardrail halted, when the event is such a halt."""
-    if event.get("action") != "halt" or event.get("actor") != "guardrail":
-        return None
-    evidence = event.get("evidence")
-    version = evidence.get("canary_version") if isinstance(evidence, Mapping) else None
-    return version if isinstance(version, str) else None
-
-
-def activating_version(event: Mapping[str, Any], state: ReleaseState) -> str | None:
-    """The version an event activates or asks to activate: an activation (direct or a request),
-    or the approval of an activation request pending in `state`."""
-    if event.get("action") == "activate":
-        version = event.get("version")
-        return version if isinstance(version, str) else None
-    if event.get("action") == "approve":
-        request = next((p for p in state.pending if p.seq == event.get("request_seq")), None)
-        return request.version.version if request is not None and request.action == "activate" else None
-    return None
-
-
 def override_problem(event: Mapping[str, Any], state: ReleaseState, halted: frozenset[str]) -> str | None:
-    """A version its guardrail halted is activated (asked, approved or applied) only with an
-    admin's override and a reason."""
-    version = activating_version(event, state)
-    if version in halted and (event.get("override") != OVERRIDE_HALT or not event.get("reason")):
-        return f"activates version {version!r}, which its guardrail halted, without an override and a reason"
-    return None
+    """The halt rule (gate.releases.halts) on a signed event: a version its guardrail halted made
+    to serve (activated, a canary, rolled back to, requested or approved) without an override and
+    a reason, or an override where none was needed."""
+    refusal = halt_refusal(event, state, halted)
+    return refusal.message if refusal is not None else None
 
 
 def policy_problem(event: Mapping[str, Any], policy: ReleasePolicy) -> str | None:
@@ -232,7 +211,9 @@ def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
                    governance: Sequence[Any] = ()) -> HistoryCheck:
     """Check a release's whole history offline (anchors None: hashes and links only), with the
     scope's governance chain: every policy change, and that each event since issue 42 names a
-    policy event the history holds and was allowed by it."""
+    policy event the history holds and was allowed by it (and by the halt rule). Once an event
+    carries its principal every later one must: an event in the form before issue 42 cannot
+    follow one in the later form (it would escape those checks)."""
     if not events or not isinstance(events[0], Mapping):
         return HistoryCheck(False, len(events), ("no events",))
     first = events[0]
@@ -241,16 +222,20 @@ def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
     if policy_check.problem is not None:
         return HistoryCheck(False, len(events), (policy_check.problem,), None, changes)
     state, last_seq, halted = ReleaseState(rulebook_id=str(first.get("rulebook_id"))), 0, frozenset[str]()
+    governed_from: int | None = None  # the first event that carries its principal
     for index, event in enumerate(events):
         problem, after = _event_problem(event, index, state, anchors, first.get("scope_hash"))
         if problem is None and "principal" in event:
             governed = _governed_problem(event, state, policy_check, last_seq, halted)
             problem = f"event {index + 1}: {governed}" if governed else None
             last_seq = event["governance_seq"] if governed is None else last_seq
+            governed_from = index if governed_from is None else governed_from
+        elif problem is None and governed_from is not None:
+            problem = (f"event {index + 1}: lacks the principal every event carries since event {governed_from + 1} "
+                       "(the form before issue 42 cannot follow it)")
         if problem is not None:
             return HistoryCheck(False, len(events), (problem,), None, changes)
-        state, version = after, halted_version(event)
-        halted = halted | {version} if version else halted
+        state, halted = after, halted | halted_versions((event,))
     return HistoryCheck(True, len(events), (), state.to_json(), changes)
 
 
@@ -263,5 +248,5 @@ def history_document(scope_hash_value: str, rulebook_id: str, events: Sequence[M
 
 
 __all__ = ["EVENT_VERSION", "HISTORY_VERSION", "OVERRIDE_HALT", "SIGNATURE_MEMBERS", "EventInputs", "HistoryCheck",
-           "action_of", "build_event", "event_hash", "history_document", "signature_payload", "state_from_member",
-           "verify_history"]
+           "action_of", "build_event", "event_hash", "halted_version", "history_document", "override_problem",
+           "signature_payload", "state_from_member", "verify_history"]

@@ -33,8 +33,8 @@ class ReleaseRefused(GateError):
     """An action the state does not allow: the refusal the API answers (`code`, `message`).
     `status` is the HTTP status `api.errors.ERROR_TABLE` gives its code, stated beside each rule."""
 
-    def __init__(self, code: str, message: str, status: int = 409) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str, status: int = 409, **details: Any) -> None:
+        super().__init__(code, message, **details)
         self.status = status
 
 

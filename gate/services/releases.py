@@ -27,15 +27,7 @@ from gate.ledger import Ledger
 from gate.ledger.releases import Announcement, ArmTally, ReleaseLedger, ReleaseRace, halt_rows
 from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.releases.events import (
-    OVERRIDE_HALT,
-    EventInputs,
-    activating_version,
-    build_event,
-    halted_version,
-    history_document,
-    state_from_member,
-)
+from gate.releases.events import EventInputs, build_event, history_document, state_from_member
 from gate.releases.figures import canary_figures, shadow_figures
 from gate.releases.governance import (
     GOVERNANCE_ID,
@@ -47,6 +39,7 @@ from gate.releases.governance import (
 )
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
 from gate.releases.guards import manifest_problems
+from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_versions
 from gate.releases.model import (
     DEFAULT_SUBJECT,
     Action,
@@ -419,20 +412,16 @@ class ReleaseService:
 
     def _halt_override(self, scope: str, rulebook_id: str, state: ReleaseState, checked: Mapping[str, Any],
                        permissions: frozenset[str]) -> str | None:
-        """A version its guardrail halted is activated only by an admin who says so and why."""
-        version = activating_version(checked, state)
+        """The halt rule (gate.releases.halts) for every move: a version its guardrail halted is
+        made to serve (activated, a canary, rolled back to, requested or approved) only by an
+        admin who says so and why; the override it records."""
         # SECURITY: every halt of the release, not the newest page of its history: a halt 1,000
         # events back binds as much as the last one (issue 41 mutation finding).
-        halted = version is not None and any(halted_version(e) == version
-                                             for e in self.store.halt_events(scope, rulebook_id))
-        if not halted:
-            if checked.get("override") is not None:
-                raise GateError("RELEASE_ACTION_INVALID", "override applies only to activating a version its "
-                                "guardrail halted")
+        refusal = halt_refusal(checked, state, halted_versions(self.store.halt_events(scope, rulebook_id)))
+        if refusal is not None:
+            raise refusal
+        if checked.get("override") is None:
             return None
-        if checked.get("override") != OVERRIDE_HALT or not checked.get("reason"):
-            raise GateError("RELEASE_VERSION_HALTED", f"version {version!r} was halted by its guardrail: an admin "
-                            f"activates it only with override {OVERRIDE_HALT!r} and a reason", version=version)
         if "admin" not in permissions:
             raise _permission_denied("admin")
         return OVERRIDE_HALT
@@ -710,8 +699,8 @@ def _body_problems(body: Mapping[str, Any]) -> list[str]:
     if body.get("migration_manifest") is not None and not isinstance(body.get("migration_manifest"), Mapping):
         problems.append("migration_manifest must be a dry-run's manifest (a JSON object)")
     if body.get("override") not in (None, OVERRIDE_HALT):
-        problems.append(f"override, when given, is {OVERRIDE_HALT!r} (an admin activating a version its guardrail "
-                        "halted, with a reason)")
+        problems.append(f"override, when given, is {OVERRIDE_HALT!r} (an admin making a version its guardrail "
+                        "halted serve again, with a reason)")
     return problems
 
 

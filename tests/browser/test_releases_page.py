@@ -139,3 +139,45 @@ def test_releases_page_shadow_canary_guardrail_halt_activate_rollback(page, gate
     # Without sign-in on loopback the workbench acts as the local operator (issue 42).
     assert all(e["actor"].startswith("operator:") for e in events if e["seq"] > 1 and e["actor"] != "guardrail")
     assert all(verify_record(r, anchors=anchors).verified for r in records)
+
+
+def test_the_page_cannot_make_a_version_its_guardrail_halted_serve_again(page, gate_home):
+    """Issue 52, defect 1, in the browser: v1 then v2 active, a canary of v1 halted by its
+    guardrail; Roll back (to v1) and Activate v1 are refused on the page, and nothing moves."""
+    home, env, api = gate_home
+    api.publish(version("v1"))
+    api.publish(version("v2", approve_limit=10))
+    api.act("activate", version="v1")
+    api.act("activate", version="v2")
+    api.act("canary", version="v1", percent=50)
+    arms: dict[str, list[dict]] = {"active": [], "canary": []}
+    index = 0
+    while min(len(arms["active"]), len(arms["canary"])) < 30:
+        record = api.decide(by_reference(subject=f"order-{index}")).json
+        arms[record["release_arm"]["arm"]].append(record)
+        index += 1
+    for record in arms["canary"][:30]:
+        api.outcome(record, "failed")
+    for record in arms["active"][:30]:
+        api.outcome(record, "succeeded")
+    halted = api.status().json
+    assert (halted["history"][-1]["actor"], halted["state"]["active"]["version"]) == ("guardrail", "v2")
+    subprocess.run([GATE, "export", "--out", str(home / "dataset")], env=env, check=True, capture_output=True,
+                   timeout=300)
+    server = Workbench(home)
+    try:
+        page.goto(server.url)
+        page.locator("select").first.select_option("shop")
+        tab(page, "Releases")
+        page.get_by_text("active: v2").wait_for()
+        page.get_by_text("Canary v1 halted by its guardrails").wait_for()
+        act(page, "Roll back")
+        page.get_by_text("rollback refused (RELEASE_VERSION_HALTED): rollback makes version 'v1' serve").wait_for()
+        act(page, "Activate", "v1")
+        page.get_by_text("activate refused (RELEASE_VERSION_HALTED): activate makes version 'v1' serve").wait_for()
+        page.get_by_text("active: v2").wait_for()
+        screenshot(page, "releases-5-halted-version-refused")
+        assert page.errors == []
+    finally:
+        server.stop()
+    assert api.history().json["events"] == halted["history"]  # nothing was recorded

@@ -10,9 +10,12 @@ import pytest
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
+from gate.principals import Principal
 from gate.protocol.canonical import canonical_bytes
 from gate.releases import events as E
+from gate.releases.governance import GovernanceState, PolicyAction, build_governance_event, change_summary
 from gate.releases.model import Action, Canary, Pending, ReleaseState, Version
+from gate.releases.policy import ReleasePolicy
 
 KEY = Ed25519Key.from_seed(b"\x07" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)
@@ -145,3 +148,114 @@ def test_a_key_the_anchors_do_not_hold_is_named():
 
 def test_a_first_event_that_is_no_object_is_no_history():
     assert E.verify_history(["x"], ANCHORS).problems == ("no events",)
+
+
+# ------------------------------------------------------------------ the halt rule in a signed history (issue 52)
+
+HALT_EVIDENCE = {"canary_version": "v1", "tripped": ["failure_rate"]}
+
+
+def _governed(*moves: tuple[Action, dict], principals: bool = True, governance_seqs: tuple[int, ...] = ()) -> list[dict]:
+    """v1 then v2 active, a canary of v1 the guardrail halted, then `moves` (each an action and the
+    inputs it states beyond SCOPE); every event names its principal unless `principals` is off, and
+    the policy event in force (`governance_seqs`, by event; 0 beyond them)."""
+    state, out = ReleaseState("rb"), []
+    steps = [(Action("activate", "key-a", AT, V1), {}), (Action("activate", "key-a", AT, V2), {}),
+             (Action("canary", "key-a", AT, V1, 10, "context.x"), {}),
+             (Action("halt", "guardrail", AT), {"reason": "tripped", "evidence": HALT_EVIDENCE}), *moves]
+    for index, (action, stated) in enumerate(steps):
+        principal = Principal.guardrail() if action.actor == "guardrail" else Principal.api_key(action.actor)
+        seq = governance_seqs[index] if index < len(governance_seqs) else 0
+        inputs = E.EventInputs(SCOPE, **stated, **({"principal": principal, "governance_seq": seq} if principals else {}))
+        event, state = E.build_event(state, action, inputs, SIGNER)
+        out.append(event)
+    return out
+
+
+def _policy_changes() -> list[dict]:
+    """The scope's governance chain: two signed changes of a policy that needs no approval."""
+    first_policy = ReleasePolicy(refuse_superseded_inline=True)
+    second_policy = ReleasePolicy(refuse_superseded_inline=True, approval_ttl_seconds=600)
+    principal = Principal.api_key("key-a")
+    first, state = build_governance_event(GovernanceState(), PolicyAction(
+        "policy_set", principal, AT, ReleasePolicy(), first_policy), SCOPE, SIGNER)
+    second, _state = build_governance_event(state, PolicyAction(
+        "policy_set", principal, AT, first_policy, second_policy), SCOPE, SIGNER)
+    return [first, second]
+
+
+def test_a_history_lists_the_scopes_policy_changes_it_verified():
+    changes = _policy_changes()
+    check = E.verify_history(_governed(governance_seqs=(0, 1, 2, 2)), ANCHORS, changes)
+    assert check.valid, check.problems
+    assert check.policy_changes == tuple(change_summary(event) for event in changes)
+
+
+def test_a_broken_policy_change_fails_the_history_with_the_changes_before_it():
+    changes = _policy_changes()
+    changes[1]["signature"] = changes[0]["signature"]
+    check = E.verify_history(_governed(governance_seqs=(0, 1, 2, 2)), ANCHORS, changes)
+    assert check == E.HistoryCheck(False, 4, ("policy event 2: signature fails",), None, (change_summary(changes[0]),))
+    other_scope = _policy_changes()
+    assert E.verify_history(_governed(), None, [{**other_scope[0], "scope_hash": "t" * 64}]).problems == (
+        "policy event 1: belongs to another scope",)
+
+
+def test_a_policy_event_in_force_never_goes_back():
+    changes = _policy_changes()
+    check = E.verify_history(_governed(governance_seqs=(0, 2, 1, 2)), ANCHORS, changes)
+    assert check == E.HistoryCheck(False, 4, ("event 3: governance_seq 1 goes back before policy event 2",), None,
+                                   tuple(change_summary(event) for event in changes))
+    history = _governed(governance_seqs=(0, 1, 2, 2))
+    history[1].pop("governance_seq")
+    assert E.verify_history(_relinked(history, old_form=()), ANCHORS, changes).problems == (
+        "event 2: governance_seq None goes back before policy event 0",)
+
+
+ROLLBACK = Action("rollback", "key-a", AT)
+
+
+def test_a_rollback_to_the_halted_version_without_the_override_fails_at_its_event():
+    check = E.verify_history(_governed((ROLLBACK, {})), ANCHORS)
+    assert check.problems == (("event 5: rollback makes version 'v1' serve, which its guardrail halted: only an "
+                               "admin does so, with override 'guardrail_halt' and a reason"),)
+    reasoned = E.verify_history(_governed((ROLLBACK, {"reason": "fixed"})), ANCHORS)
+    assert reasoned.problems[0].startswith("event 5: rollback makes version 'v1' serve")
+    assert E.verify_history(_governed((ROLLBACK, {"reason": "fixed", "override": "guardrail_halt"})), ANCHORS).valid
+
+
+def test_an_override_where_nothing_halted_would_serve_fails_verification():
+    moves = (Action("activate", "key-a", AT, V1), {"reason": "fixed", "override": "guardrail_halt"}), \
+        (Action("shadow", "key-a", AT, V2), {"reason": "x", "override": "guardrail_halt"})
+    check = E.verify_history(_governed(*moves), ANCHORS)
+    assert check.problems == (("event 6: override applies only to a move that makes a version its guardrail "
+                               "halted serve"),)
+
+
+def test_a_history_in_the_form_before_issue_42_is_not_judged_by_the_halt_rule():
+    assert E.verify_history(_governed((ROLLBACK, {}), principals=False), ANCHORS).valid
+
+
+def test_an_event_without_its_principal_cannot_follow_one_with_it():
+    history = _governed((ROLLBACK, {"reason": "fixed", "override": "guardrail_halt"}))
+    old_form = {k: v for k, v in history[-1].items() if k not in ("principal", "governance_seq", "override")}
+    history[-1] = _rehash(old_form)
+    assert E.verify_history(history, ANCHORS).problems == (
+        "event 5: lacks the principal every event carries since event 1 (the form before issue 42 cannot follow it)",)
+    # Events in the old form first, then the new form from event 3 on: that is how a history grew.
+    grown = _relinked(_governed((ROLLBACK, {"reason": "fixed", "override": "guardrail_halt"})), old_form=(0, 1))
+    assert E.verify_history(grown, ANCHORS).valid
+    back = _relinked(grown, old_form=(0, 1, 3))
+    assert E.verify_history(back, ANCHORS).problems == (
+        "event 4: lacks the principal every event carries since event 3 (the form before issue 42 cannot follow it)",)
+
+
+def _relinked(history: list[dict], old_form: tuple[int, ...]) -> list[dict]:
+    """The history with the events at `old_form` in the form before issue 42, linked and signed again."""
+    out: list[dict] = []
+    for index, stated in enumerate(history):
+        event = {k: v for k, v in stated.items() if index not in old_form or k not in (
+            "principal", "governance_seq", "override")}
+        event["previous_event_hash"] = out[-1]["event_hash"] if out else None
+        out.append(_rehash(event))
+    return out

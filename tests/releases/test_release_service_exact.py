@@ -200,8 +200,8 @@ BODY_PROBLEMS = [
     ({"action": "activate", "migration_manifest": "x"}, [("migration_manifest must be a dry-run's manifest "
                                                          "(a JSON object)")]),
     ({"action": "activate", "override": "guardrail_halt"}, []),
-    ({"action": "activate", "override": "other"}, [("override, when given, is 'guardrail_halt' (an admin activating "
-                                                   "a version its guardrail halted, with a reason)")]),
+    ({"action": "activate", "override": "other"}, [("override, when given, is 'guardrail_halt' (an admin making a "
+                                                   "version its guardrail halted serve again, with a reason)")]),
     ({"action": 1, "percent": False, "reason": "", "version": "", "subject": "-", "migration_manifest_hash": "x",
       "rulebook_hash": "x", "request_seq": -1, "evidence": 1, "migration_manifest": 1, "override": 1},
      ["action is required: shadow, canary, activate, halt, rollback or approve", "percent must be a number",
@@ -210,7 +210,7 @@ BODY_PROBLEMS = [
       "migration_manifest_hash must be 64 lowercase hex characters",
       "rulebook_hash must be 64 lowercase hex characters", "request_seq must be a positive integer",
       "evidence must be an object", "migration_manifest must be a dry-run's manifest (a JSON object)",
-      "override, when given, is 'guardrail_halt' (an admin activating a version its guardrail halted, with a reason)"]),
+      "override, when given, is 'guardrail_halt' (an admin making a version its guardrail halted serve again, with a reason)"]),
 ]
 
 

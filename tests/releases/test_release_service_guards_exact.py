@@ -498,7 +498,7 @@ def test_the_alerts_list_the_guardrails_halts_only_newest_first(world: World):
     report = world.releases.check_guardrails(SCOPE, RULEBOOK_ID, trigger)
     halt = world.releases.history(SCOPE, RULEBOOK_ID)[-1]
     world.clock.moment = START + timedelta(minutes=1)
-    world.act("canary", version="v2", percent=10)
+    world.act("canary", version="v2", percent=10, override="guardrail_halt", reason="an admin tries it again")
     world.clock.moment = START + timedelta(minutes=2)
     world.act("halt", reason="by hand")  # newer, by a person: no alert, and it hides nothing
     alerts = world.releases.guardrail_alerts(SCOPE)
@@ -551,7 +551,7 @@ def test_an_override_applies_only_to_a_halted_version(world: World):
     two_versions(world)
     refused = _refusal(lambda: world.act("activate", version="v1", override="guardrail_halt", reason="x"),
                        "RELEASE_ACTION_INVALID")
-    assert refused.message == "override applies only to activating a version its guardrail halted"
+    assert refused.message == "override applies only to a move that makes a version its guardrail halted serve"
     world.act("activate", version="v1")
     world.act("canary", version="v2", percent=50)
     world.act("halt", reason="a person's halt is no guardrail's")
@@ -569,6 +569,35 @@ def test_approving_the_activation_of_a_halted_version_needs_the_override_too(wor
                                reason="agreed", **approve), "RELEASE_PERMISSION_DENIED")
     approved = world.act("approve", principal=KEY_B, override="guardrail_halt", reason="agreed", **approve)
     assert approved["state"]["active"]["version"] == "v2" and approved["override"] == "guardrail_halt"
+
+
+def test_every_move_that_makes_a_halted_version_serve_needs_the_override(world: World):
+    """Issue 52: rollback, a canary and the approval of a canary request, as well as activation."""
+    hashes = _halted_v2(world)
+    releaser = frozenset({"release"})
+    world.act("activate", version="v2", override="guardrail_halt", reason="fixed")  # v1 is previous
+    world.act("activate", version="v1")  # v2 is previous again
+    for action, body in (("rollback", {}), ("canary", {"version": "v2", "percent": 5})):
+        refused = _refusal(lambda action=action, body=body: world.act(action, permissions=releaser, **body),
+                           "RELEASE_VERSION_HALTED")
+        assert refused.details == {"version": "v2"} and refused.message.startswith(f"{action} makes version 'v2'")
+        denied = _refusal(lambda action=action, body=body: world.act(
+            action, permissions=releaser, override="guardrail_halt", reason="fixed", **body), "RELEASE_PERMISSION_DENIED")
+        assert denied.details == {"permission": "admin"}
+    assert len(world.releases.history(SCOPE, RULEBOOK_ID)) == 5
+    shadow = world.act("shadow", permissions=releaser, version="v2")  # a shadow never answers a decide
+    assert shadow["override"] is None
+    world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_approval": True}, partial=True)
+    asked = world.act("canary", version="v2", percent=5, override="guardrail_halt", reason="again")
+    approve = {"request_seq": asked["seq"], "version": "v2", "rulebook_hash": hashes["v2"]}
+    _refusal(lambda: world.act("approve", principal=KEY_B, **approve), "RELEASE_VERSION_HALTED")
+    approved = world.act("approve", principal=KEY_B, override="guardrail_halt", reason="agreed", **approve)
+    assert approved["override"] == "guardrail_halt" and approved["state"]["canary"]["version"] == "v2"
+    world.act("halt")
+    back = world.act("rollback", override="guardrail_halt", reason="v2 is fixed")
+    assert (back["override"], back["reason"], back["state"]["active"]["version"]) == ("guardrail_halt", "v2 is fixed",
+                                                                                      "v2")
+    assert world.act("rollback", permissions=releaser)["override"] is None  # to v1, never halted
 
 
 # ------------------------------------------------------------------ guarded activation
