@@ -111,7 +111,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
                               if settings.nats_url else None,
-                              tasks=(scope_events.run_due,)) if settings.events_dispatch else None,
+                              tasks=(scope_events.run_due,), concurrency=settings.events_concurrency)
+        if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),

@@ -1,6 +1,8 @@
 """A webhook receiver for the tests: a real HTTP server on loopback that verifies every delivery
 with the `standardwebhooks` package (not with the gate's own code) and keeps what it accepted.
-It can be told to answer 500 for a stretch, to stand for a receiver that is down."""
+It can be told to answer 500 for a stretch, to stand for a receiver that is down, to answer any
+status with any headers (410 Gone, 429 with `Retry-After`), or to hang: verify the delivery, then
+never answer while `hang` is set (the connection stays open until the sender gives up)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ class Receiver:
         self.rejected = 0
         self.headers: list[dict[str, str]] = []
         self.failing = False
+        self.answer: tuple[int, dict[str, str]] | None = None  # (status, headers) instead of verifying's
+        self.hang = False
+        self.released = threading.Event()  # set at close: hanging handlers end
         self.lock = threading.Lock()
         receiver = self
 
@@ -28,7 +33,13 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status = receiver.take(body, headers)
+                if receiver.hang:
+                    receiver.released.wait(120)
+                    return
+                extra = receiver.answer[1] if receiver.answer is not None else {}
                 self.send_response(status)
+                for name, value in extra.items():
+                    self.send_header(name, value)
                 self.send_header("content-type", "text/plain")
                 self.end_headers()
                 self.wfile.write(b"<b>down for maintenance</b>" if status >= 500 else b"ok")
@@ -37,6 +48,7 @@ class Receiver:
                 return
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/gate?x=1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -51,6 +63,8 @@ class Receiver:
                     Webhook(secret).verify(body, headers)
                 except WebhookVerificationError:
                     continue
+                if self.answer is not None or self.hang:
+                    return self.answer[0] if self.answer is not None else 0  # verified, not accepted
                 self.accepted.append(json.loads(body))
                 return 204
             self.rejected += 1
@@ -62,5 +76,6 @@ class Receiver:
                     if scope is None or e["source"].endswith(":" + scope)]
 
     def close(self) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
