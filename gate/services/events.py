@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import threading
-import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,6 +34,7 @@ from gate.events.webhook import Delivery, post
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.protocol.canonical import canonical_text
+from gate.services.periodic import PeriodicWorker
 
 log = logging.getLogger("gate.events")
 
@@ -359,69 +358,56 @@ class EventService:
 
 
 class Dispatcher:
-    """A daemon thread that, every `interval` seconds (and at once when woken), hands each due
-    subscription to a `FairPool` of `concurrency` delivery threads: subscriptions are delivered
-    concurrently, at most half the threads on one scope, scopes in turn, and one subscription by
-    one thread at a time (its order kept). A receiver that hangs holds one thread for the post's
-    time limit, and its endpoint's breaker then keeps every thread off it."""
+    """Events out in the background, on `PeriodicWorker`s (`gate.services.periodic`): `webhooks`
+    every `interval` seconds (and at once when woken) hands each due subscription to a `FairPool`
+    of `concurrency` delivery threads: subscriptions are delivered concurrently, at most half the
+    threads on one scope, scopes in turn, and one subscription by one thread at a time (its order
+    kept). A receiver that hangs holds one thread for the post's time limit, and its endpoint's
+    breaker then keeps every thread off it. `event-stream` publishes to JetStream when configured,
+    and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
+    failing never skips the others."""
 
     def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
-                 stream: Any = None, tasks: tuple[Callable[[], Any], ...] = (),
+                 stream: Any = None, tasks: Mapping[str, Callable[[], Any]] | None = None,
                  concurrency: int = CONCURRENCY) -> None:
         self.service = service
-        self.pool: FairPool[Mapping[str, Any]] = FairPool(self._turn, concurrency, name="gate-deliveries")
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
-        self.tasks = tasks  # what else each pass runs: the scopes' scheduled anomaly reports
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.pool: FairPool[Mapping[str, Any]] = FairPool(self._turn, concurrency, name="gate-deliveries")
+        self.webhooks = PeriodicWorker("webhooks", self._offer_due, interval, log=log)
+        self.workers = [self.webhooks]
+        if stream is not None:
+            self.workers.append(PeriodicWorker("event-stream", stream.publish_pending, interval, log=log))
+        self.workers += [PeriodicWorker(name, task, interval, log=log) for name, task in (tasks or {}).items()]
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="gate-events", daemon=True)
-            self._thread.start()
+        for worker in self.workers:
+            worker.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        for worker in self.workers:
+            worker.wake()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for worker in self.workers:
+            worker.stop(timeout)
         self.pool.stop(timeout)
 
     def _turn(self, row: Mapping[str, Any]) -> bool:
-        return self.service.deliver_turn(self.owner, row)[1]
+        """One subscription's turn on a delivery thread, counted by the `webhooks` worker (a
+        ledger that is away fails the turn: logged with its traceback, tried again next pass)."""
+        try:
+            more = self.service.deliver_turn(self.owner, row)[1]
+        except Exception as error:  # noqa: BLE001 - counted and logged by the worker; the others go on
+            self.webhooks.report(error)
+            return False
+        self.webhooks.report(None)
+        return more
 
     def _offer_due(self) -> None:
         for row in self.service.due():
             self.pool.offer(row["scope"], row["subscription_id"], row)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self._run_tasks()
-                self._offer_due()
-                if self.stream is not None:
-                    self.stream.publish_pending()
-            except GateError as exc:  # the ledger is away: the next pass tries again
-                log.warning("event dispatch pass failed: %s", exc.code)
-            except Exception as exc:  # noqa: BLE001 (the broker is away: the next pass connects again)
-                log.warning("event stream pass failed: %s", type(exc).__name__)
-            self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
-            self._wake.clear()
-
-
-    def _run_tasks(self) -> None:
-        for task in self.tasks:
-            try:
-                task()
-            except Exception as exc:  # noqa: BLE001 - a report that fails now runs again at its next time
-                log.warning("scheduled event task failed: %s", type(exc).__name__)
 
 
 def event_data(row: Mapping[str, Any]) -> dict[str, Any]:
