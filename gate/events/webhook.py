@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from gate.events.targets import Target
 TIMEOUT_SECONDS = 5.0
 MAX_RESPONSE_BYTES = 64 * 1024
 EXCERPT_CHARS = 300
+IDLE_SECONDS = 15.0  # a kept connection unused for this long is closed, not reused (receivers close idle ones)
+# A kept connection the receiver closed meanwhile fails so before any answer: sent again on a new one.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 MAX_RETRY_AFTER_SECONDS = 3600.0  # a receiver asks for a pause of at most an hour (the backoff's cap)
 
 
@@ -93,21 +97,77 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
-def post(target: Target, headers: Mapping[str, str], body: bytes, timeout: float = TIMEOUT_SECONDS) -> Delivery:
-    """POST `body`; ok on any 2xx answered within `timeout`."""
+class Connections:
+    """Kept-alive connections, one per delivery thread and endpoint address, so a thread's next
+    post to an endpoint needs no new TCP (and TLS) handshake. A connection is kept only when the
+    answer was read to its end and the receiver did not ask to close it (HTTP/1.1 keep-alive), and
+    one idle for `IDLE_SECONDS` is closed rather than reused. Keyed by the address `targets.check`
+    approved for this delivery: a host that now resolves elsewhere gets a new connection there."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _cache(self) -> dict[tuple[str, str, str, int], tuple[http.client.HTTPConnection, float]]:
+        cache = getattr(self._local, "cache", None)
+        if cache is None:
+            cache = self._local.cache = {}
+        return cache
+
+    def take(self, target: Target, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """(a connection to the target's address, whether it was used before)."""
+        kept = self._cache().pop(_key(target), None)
+        if kept is not None:
+            connection, since = kept
+            if time.monotonic() - since < IDLE_SECONDS:
+                return connection, True
+            connection.close()
+        return _connection(target, timeout), False
+
+    def keep(self, target: Target, connection: http.client.HTTPConnection) -> None:
+        self._cache()[_key(target)] = (connection, time.monotonic())
+
+
+def _key(target: Target) -> tuple[str, str, str, int]:
+    return target.scheme, target.host, target.address, target.port
+
+
+def _connection(target: Target, timeout: float) -> http.client.HTTPConnection:
     kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
+    return kind(target.host, target.address, target.port, timeout)
+
+
+def post(target: Target, headers: Mapping[str, str], body: bytes, timeout: float = TIMEOUT_SECONDS,
+         connections: Connections | None = None) -> Delivery:
+    """POST `body`; ok on any 2xx answered within `timeout`. With `connections`, over this
+    thread's kept connection to the endpoint when there is one; a kept connection the receiver
+    has closed meanwhile (reset, or closed before answering) is replaced and the post sent once
+    more on a new one (receivers deduplicate by `webhook-id`: at least once)."""
     started = time.monotonic()
-    connection = kind(target.host, target.address, target.port, timeout)
+    connection, reused = connections.take(target, timeout) if connections is not None else (
+        _connection(target, timeout), False)
     try:
-        connection.request("POST", target.path, body=body, headers=dict(headers))
-        response = connection.getresponse()
-        status = response.status
-        wait = retry_after_seconds(response.getheader("retry-after"))
-        raw = _read_bounded(response, started + timeout)
+        status, wait, raw, reusable = _exchange(connection, target, headers, body, started + timeout)
     except (OSError, http.client.HTTPException) as exc:
+        connection.close()
+        if reused and isinstance(exc, _STALE):
+            return post(target, headers, body, max(0.1, timeout - (time.monotonic() - started)), None)
         latency = int((time.monotonic() - started) * 1000)
         return Delivery(False, None, latency, _excerpt(f"{type(exc).__name__}: {exc}".encode()))
-    finally:
+    if connections is not None and reusable:
+        connections.keep(target, connection)
+    else:
         connection.close()
     latency = int((time.monotonic() - started) * 1000)
     return Delivery(200 <= status < 300, status, latency, _excerpt(raw), wait)
+
+
+def _exchange(connection: http.client.HTTPConnection, target: Target, headers: Mapping[str, str], body: bytes,
+              deadline: float) -> tuple[int, float | None, bytes, bool]:
+    """(status, Retry-After seconds, the answer's first bytes, whether the connection can be reused)."""
+    connection.request("POST", target.path, body=body, headers=dict(headers))
+    response = connection.getresponse()
+    wait = retry_after_seconds(response.getheader("retry-after"))
+    raw = _read_bounded(response, deadline)
+    if response.length == 0 and not response.chunked:
+        response.close()  # read to its end (a 204 has nothing to read): the connection is free again
+    return response.status, wait, raw, response.isclosed() and not response.will_close

@@ -21,6 +21,7 @@ import logging
 import secrets
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from gate.clock import Clock, SystemClock, iso_ms
@@ -30,7 +31,7 @@ from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
 from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
 from gate.events.pool import FairPool
 from gate.events.targets import Target, check
-from gate.events.webhook import Delivery, post
+from gate.events.webhook import Connections, Delivery, post
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.protocol.canonical import canonical_text
@@ -41,6 +42,7 @@ log = logging.getLogger("gate.events")
 MAX_SUBSCRIPTIONS_PER_SCOPE = 20
 BUDGET = 50  # events one subscription's turn delivers at most before the others get theirs
 CONCURRENCY = 8  # subscriptions a dispatcher delivers at once (GATE_EVENTS_CONCURRENCY)
+FLUSH_EVERY = 20  # successful deliveries whose attempts and cursor one ledger transaction writes
 LEASE_SECONDS = 60
 MAX_REPLAY_EVENTS = 10_000
 ROTATION_OVERLAP_SECONDS = 24 * 3600
@@ -96,7 +98,8 @@ class EventService:
         self.signing = signing  # its attestation_key() (Ed25519) signs deliveries that ask for it
         self.clock = clock or SystemClock()
         self.allow_hosts = frozenset(allow_hosts)
-        self.poster: Poster = poster or post
+        self.connections = Connections()  # kept-alive connections, per delivery thread and endpoint
+        self.poster: Poster = poster or partial(post, connections=self.connections)
         self._resolve = resolve
         self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
         self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per endpoint, this process's
@@ -249,25 +252,46 @@ class EventService:
             self.outbox.release(row["subscription_id"], owner)
 
     def _deliver(self, owner: str, row: dict[str, Any], budget: int) -> tuple[int, bool]:
+        """The ordered walk from the cursor. Attempts and the cursor are written together, one
+        ledger transaction per `FLUSH_EVERY` successes (and at the end of the turn or before a
+        failure): a dispatcher killed in between posts those events again (at least once)."""
         posts, gone = self._replays(row, budget)
         wanted = set(event_types_of(row))
         cursor, attempts = row["cursor"], row["attempts"]
         if gone or (row["next_attempt_at"] and _utc(row["next_attempt_at"]) > self.clock.now()):
             return posts, False
         events = self.outbox.events_after(row["scope"], cursor, limit=budget)
+        done: list[dict[str, Any]] = []  # attempts not yet written
         for event in events:
             name = event["event_type"][len(TYPE_PREFIX):]
             if WILDCARD in wanted or name in wanted:
                 posts += 1
-                result = self._post(row, event, replay=False)
+                result, attempt = self._post(row, event, replay=False)
+                done.append(attempt)
                 if not result.ok:
-                    self._failed(owner, row, attempts + 1, cursor, result)
+                    self._flush(owner, row, done, cursor)
+                    # a cursor that moved forgot the earlier failures (attempts, failing_since)
+                    moved = cursor != row["cursor"]
+                    self._failed(owner, {**row, "failing_since": None} if moved else row,
+                                 1 if moved else attempts + 1, cursor, result)
                     return posts, False
-            cursor, attempts = event["seq"], 0
-            if not self.outbox.update_subscription(row["subscription_id"], {
-                    "cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None}, owner):
-                return posts, False  # the lease was lost: whoever holds it now carries on from the stored cursor
+            cursor = event["seq"]
+            if len(done) >= FLUSH_EVERY:
+                if not self._flush(owner, row, done, cursor):
+                    return posts, False  # the lease was lost: whoever holds it now carries on from the stored cursor
+                done = []
+        if not self._flush(owner, row, done, cursor):
+            return posts, False
         return posts, len(events) >= budget
+
+    def _flush(self, owner: str, row: Mapping[str, Any], done: list[dict[str, Any]], cursor: int) -> bool:
+        """Write the attempts made and (when it moved past the stored one) the cursor with the
+        failures forgotten, in one transaction; False when the lease was lost meanwhile."""
+        moved = cursor != row["cursor"]
+        if not done and not moved:
+            return True
+        values = {"cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None} if moved else None
+        return self.outbox.delivered(row["subscription_id"], owner, done, values)
 
     def _replays(self, row: Mapping[str, Any], budget: int) -> tuple[int, bool]:
         """Queued replays, in seq order: (posts made, whether the receiver said 410 Gone; the
@@ -277,7 +301,8 @@ class EventService:
             event = self.outbox.event(row["scope"], seq)
             if event is not None:
                 posts += 1
-                result = self._post(row, event, replay=True)
+                result, attempt = self._post(row, event, replay=True)
+                self.outbox.record_attempt(attempt)
                 if result.status_code == GONE:
                     self._gone(row, row["cursor"])
                     return posts, True
@@ -310,22 +335,23 @@ class EventService:
             headers["webhook-key-id"] = key.key_id
         return headers
 
-    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool) -> Delivery:
+    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *,
+              replay: bool) -> tuple[Delivery, dict[str, Any]]:
+        """Sign and post one event: (the result, its attempt row, for the caller to write)."""
         body = event["event_json"].encode("utf-8")
         now = self.clock.now()
         try:
             result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
         except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
-        self.outbox.record_attempt({
-            "subscription_id": row["subscription_id"], "scope": row["scope"], "seq": event["seq"],
-            "event_id": event["event_id"], "attempted_at": iso_ms(now), "ok": int(result.ok),
-            "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
-            "replay": int(replay)})
         self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after)
         if self.on_attempt is not None:
             self.on_attempt(result.ok, replay)
-        return result
+        return result, {
+            "subscription_id": row["subscription_id"], "scope": row["scope"], "seq": event["seq"],
+            "event_id": event["event_id"], "attempted_at": iso_ms(now), "ok": int(result.ok),
+            "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
+            "replay": int(replay)}
 
     def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int, result: Delivery) -> None:
         """After a failed ordered delivery: 410 Gone disables the subscription (Standard Webhooks);

@@ -16,8 +16,14 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 
 class Receiver:
-    def __init__(self) -> None:
+    """`keep_alive`: answer in HTTP/1.1 and keep the connection (HTTP/1.0, one connection per
+    delivery, otherwise); `drop_kept`: then close it after each answer anyway, without saying so
+    (a receiver that drops idle connections, as a kept one finds out only when it posts again)."""
+
+    def __init__(self, keep_alive: bool = False) -> None:
         self.secrets: list[str] = []
+        self.peers: list[int] = []  # the sender's port of each delivery: one per connection used
+        self.drop_kept = False
         self.accepted: list[dict[str, Any]] = []  # CloudEvents, in arrival order
         self.rejected = 0
         self.headers: list[dict[str, str]] = []
@@ -29,7 +35,10 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:
+                receiver.peers.append(self.client_address[1])
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 status = receiver.take(body, headers)
@@ -40,9 +49,14 @@ class Receiver:
                 self.send_response(status)
                 for name, value in extra.items():
                     self.send_header(name, value)
+                answer = b"<b>down for maintenance</b>" if status >= 500 else b"" if status == 204 else b"ok"
                 self.send_header("content-type", "text/plain")
+                if status != 204:  # a 204 has no body, nor its length
+                    self.send_header("content-length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(b"<b>down for maintenance</b>" if status >= 500 else b"ok")
+                self.wfile.write(answer)
+                if receiver.drop_kept:
+                    self.close_connection = True
 
             def log_message(self, *_args: Any) -> None:
                 return

@@ -208,3 +208,48 @@ def test_a_subscription_is_delivered_by_one_thread_at_a_time_in_order(make_app, 
         dispatcher.stop()
     for receiver in targets:
         assert receiver.sequences() == list(range(1, 13))
+
+
+# ------------------------------------------------------------------ kept connections (issue 53/3)
+
+
+def test_a_receiver_that_keeps_connections_gets_a_burst_over_one(gate, admin):
+    receiver = Receiver(keep_alive=True)
+    try:
+        subscription = subscribe(admin, receiver)
+        for n in range(12):
+            assert admin.publish(version(f"v{n}", approve_limit=10 + n)).status_code == 201
+        dispatch(gate, passes=1)
+        assert receiver.sequences() == list(range(1, 13)) and receiver.rejected == 0
+        assert len(set(receiver.peers)) == 1  # one TCP connection for the twelve
+        view = admin.client.get(f"/api/events/subscriptions/{subscription['subscription_id']}/deliveries",
+                                headers=admin.headers()).get_json()
+        assert (view["attempts"], view["succeeded"], view["lag"]) == (12, 12, 0)
+    finally:
+        receiver.close()
+
+
+def test_a_connection_the_receiver_dropped_is_replaced_without_a_failed_delivery(gate, admin):
+    receiver = Receiver(keep_alive=True)
+    receiver.drop_kept = True
+    try:
+        subscription = subscribe(admin, receiver)
+        for n in range(3):
+            assert admin.publish(version(f"v{n}", approve_limit=10 + n)).status_code == 201
+            dispatch(gate, passes=1)
+        assert receiver.sequences() == [1, 2, 3]
+        assert len(set(receiver.peers)) == 3  # each post found its kept connection closed and opened one
+        view = admin.client.get(f"/api/events/subscriptions/{subscription['subscription_id']}/deliveries",
+                                headers=admin.headers()).get_json()
+        assert (view["attempts"], view["succeeded"]) == (3, 3)
+    finally:
+        receiver.close()
+
+
+def test_a_receiver_that_closes_each_connection_still_gets_everything(gate, admin, receivers):
+    receiver = receivers()  # HTTP/1.0: one connection per delivery, never kept
+    subscribe(admin, receiver)
+    for n in range(4):
+        assert admin.publish(version(f"v{n}", approve_limit=10 + n)).status_code == 201
+    dispatch(gate, passes=1)
+    assert receiver.sequences() == [1, 2, 3, 4] and len(set(receiver.peers)) == 4
