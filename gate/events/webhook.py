@@ -24,6 +24,7 @@ from gate.events.targets import Target
 TIMEOUT_SECONDS = 5.0
 MAX_RESPONSE_BYTES = 64 * 1024
 EXCERPT_CHARS = 300
+MAX_KEPT = 16  # kept connections per delivery thread
 IDLE_SECONDS = 15.0  # a kept connection unused for this long is closed, not reused (receivers close idle ones)
 # A kept connection the receiver closed meanwhile fails so before any answer: sent again on a new one.
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
@@ -39,6 +40,13 @@ class Delivery:
     retry_after: float | None = None  # seconds the receiver asked us to wait (`Retry-After`), if it did
 
 
+def _no_delay(sock: socket.socket) -> socket.socket:
+    """No Nagle: `http.client` sends a request's headers and body in two writes, and on a kept
+    connection the body would wait for the receiver's delayed ACK of the headers (40 ms a post)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class _PinnedHTTPS(http.client.HTTPSConnection):
     """HTTPS to a fixed address, verifying the certificate for the URL's host name."""
 
@@ -47,7 +55,7 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
         self._address = address
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
+        sock = _no_delay(socket.create_connection((self._address, self.port), self.timeout))
         self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
 
 
@@ -57,7 +65,7 @@ class _PinnedHTTP(http.client.HTTPConnection):
         self._address = address
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = _no_delay(socket.create_connection((self._address, self.port), self.timeout))
 
 
 def _excerpt(raw: bytes) -> str:
@@ -124,7 +132,11 @@ class Connections:
         return _connection(target, timeout), False
 
     def keep(self, target: Target, connection: http.client.HTTPConnection) -> None:
-        self._cache()[_key(target)] = (connection, time.monotonic())
+        cache = self._cache()
+        cache[_key(target)] = (connection, time.monotonic())
+        while len(cache) > MAX_KEPT:  # a thread keeps its most recently used endpoints only
+            oldest = min(cache, key=lambda key: cache[key][1])
+            cache.pop(oldest)[0].close()
 
 
 def _key(target: Target) -> tuple[str, str, str, int]:

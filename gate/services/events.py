@@ -6,8 +6,9 @@ wants is posted (Standard Webhooks signature over the CloudEvent's canonical byt
 a failure is retried with backoff (`gate.events.backoff`) and holds the events behind it, so a
 receiver sees one scope's events in order; events it does not want move the cursor without a
 post. A subscription whose oldest undelivered event has failed for `DISABLE_AFTER_SECONDS` is
-disabled, which is itself an event. At least once: the cursor moves after the 2xx, so a dispatcher
-killed between the two posts the event again (receivers deduplicate by `webhook-id`).
+disabled, which is itself an event. At least once: the cursor moves after the 2xx (written with
+the attempts, one transaction per `FLUSH_EVERY` deliveries), so a dispatcher killed in between posts
+those events again (receivers deduplicate by `webhook-id`).
 
 Who delivers: any number of dispatchers (threads of `gate serve` workers, on any number of hosts
 sharing one ledger, or `gate events dispatch`) claim a subscription by a lease in its row (compare
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
+import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -40,9 +42,10 @@ from gate.services.periodic import PeriodicWorker
 log = logging.getLogger("gate.events")
 
 MAX_SUBSCRIPTIONS_PER_SCOPE = 20
-BUDGET = 50  # events one subscription's turn delivers at most before the others get theirs
+BUDGET = 200  # events one subscription's turn delivers at most before the others get theirs
+TURN_SHARE_OF_LEASE = 0.25  # and a turn ends after this share of its lease, so no turn outlasts it
 CONCURRENCY = 8  # subscriptions a dispatcher delivers at once (GATE_EVENTS_CONCURRENCY)
-FLUSH_EVERY = 20  # successful deliveries whose attempts and cursor one ledger transaction writes
+FLUSH_EVERY = 50  # successful deliveries whose attempts and cursor one ledger transaction writes
 LEASE_SECONDS = 60
 MAX_REPLAY_EVENTS = 10_000
 ROTATION_OVERLAP_SECONDS = 24 * 3600
@@ -262,7 +265,10 @@ class EventService:
             return posts, False
         events = self.outbox.events_after(row["scope"], cursor, limit=budget)
         done: list[dict[str, Any]] = []  # attempts not yet written
+        ends = time.monotonic() + self.lease_seconds * TURN_SHARE_OF_LEASE
         for event in events:
+            if time.monotonic() > ends:  # a slow receiver: the rest in the next turn, under a new lease
+                return posts, self._flush(owner, row, done, cursor)
             name = event["event_type"][len(TYPE_PREFIX):]
             if WILDCARD in wanted or name in wanted:
                 posts += 1
