@@ -25,7 +25,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.services.chains import AuditChainService
 from gate.services.events import Dispatcher, EventService
-from gate.services.holds import HoldService, HoldSweeper
+from gate.services.holds import HoldService, hold_sweeper
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
@@ -107,11 +107,13 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         events=events,
         holds=holds,
         scope_events=scope_events,
-        hold_sweeper=HoldSweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
+        hold_sweeper=hold_sweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
                               if settings.nats_url else None,
-                              tasks=(scope_events.run_due,)) if settings.events_dispatch else None,
+                              tasks={"scheduled-reports": scope_events.run_due},
+                              concurrency=settings.events_concurrency)
+        if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),

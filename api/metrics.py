@@ -12,7 +12,10 @@ Series (no label carries tenant data: routes are URL *templates* such as
   lock (`write_queue`), PostgreSQL's chain-head row lock (`chain_head`) and, per decide, for
   their process's writer thread to commit them (`writer`; `gate.ledger.waits`);
 * `gate_ledger_ready`, `gate_signing_ready`, `gate_signing_required` (1/0, computed at scrape
-  time) and `gate_build_info{interface_version}`.
+  time) and `gate_build_info{interface_version}`;
+* `gate_worker_healthy{worker}`, `gate_worker_failures{worker}` and
+  `gate_worker_last_success_timestamp_seconds{worker}`: the scraped process's background workers
+  (`gate.services.periodic`), computed at scrape time.
 
 Several worker processes: counters and histograms live in each worker. When
 `PROMETHEUS_MULTIPROC_DIR` is set, prometheus_client writes them to files there and a scrape of
@@ -133,6 +136,30 @@ class EventsCollector:
                                 value=float(lag))
 
 
+class WorkersCollector:
+    """The scraped process's background workers (`gate.services.periodic`), by worker name (a
+    closed set: webhooks, event-stream, scheduled-reports, hold-sweeper, release-guard)."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[Metric]:
+        families = (
+            GaugeMetricFamily("gate_worker_healthy", "1 while the background worker is healthy.", labels=["worker"]),
+            GaugeMetricFamily("gate_worker_failures", "Failed passes of the background worker since its start.",
+                              labels=["worker"]),
+            GaugeMetricFamily("gate_worker_last_success_timestamp_seconds",
+                              "Unix time of the background worker's last successful pass (0: none yet).",
+                              labels=["worker"]),
+        )
+        for worker in self.app.extensions["gate"].workers():
+            health = worker.health()
+            families[0].add_metric([health["name"]], 1.0 if health["healthy"] else 0.0)
+            families[1].add_metric([health["name"]], float(health["failures"]))
+            families[2].add_metric([health["name"]], worker.last_success or 0.0)
+        yield from families
+
+
 def metrics_token_refusal() -> Response | None:
     """None when the request carries the configured metrics token; else the refusal to answer.
     The same token guards `/metrics`, `/api/proof-metrics` and `/api/pilot-export`."""
@@ -159,6 +186,7 @@ def _scrape_registry(app: Flask) -> CollectorRegistry:
         registry.register(_Forward(REGISTRY))
     registry.register(ReadinessCollector(app))
     registry.register(EventsCollector(app))
+    registry.register(WorkersCollector(app))
     return registry
 
 

@@ -20,9 +20,10 @@ from gate.ledger import Ledger
 from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
 from gate.services.events import Dispatcher, EventService
-from gate.services.holds import HoldService, HoldSweeper
+from gate.services.holds import HoldService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+from gate.services.periodic import PeriodicWorker
 from gate.services.releases import ReleaseService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
@@ -53,7 +54,14 @@ class GateRuntime:
     scope_events: ScopeEventService
     reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
-    hold_sweeper: HoldSweeper | None = None  # started by `gate serve` in each worker; None: dispatch is off
+    hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off
+
+    def workers(self) -> list[PeriodicWorker]:
+        """This process's background workers (`/api/decision/status` `workers`, `/metrics`)."""
+        found = list(self.dispatcher.workers) if self.dispatcher is not None else []
+        if self.hold_sweeper is not None:
+            found.append(self.hold_sweeper)
+        return [*found, self.releases.guard]
 
     def wake_dispatcher(self) -> None:
         if self.dispatcher is not None:

@@ -70,6 +70,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
     ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
+    ("GATE_EVENTS_CONCURRENCY", "8",
+     "subscriptions a dispatcher delivers at once; one scope gets at most half of them (1-64)"),
     ("GATE_EVENTS_LEASE_SECONDS", "60",
      "how long a dispatcher holds a subscription per pass; a dead one's is taken over after it (1-3600)"),
     ("GATE_NATS_URL", "", "publish every event to NATS JetStream at this server (empty: off)"),
@@ -152,6 +154,7 @@ class Settings:
     events_dispatch: bool = True
     events_interval_ms: int = 1000
     events_lease_seconds: int = 60
+    events_concurrency: int = 8
     nats_url: str | None = None
     nats_stream: str = "GATE_EVENTS"
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
@@ -212,6 +215,7 @@ class Settings:
             workbench_url=_http_url(env.get("GATE_WORKBENCH_URL"), "GATE_WORKBENCH_URL"),
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
+            events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
         )
 
     def with_(self, **changes: Any) -> Settings:

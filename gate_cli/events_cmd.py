@@ -130,7 +130,7 @@ def _dispatch(args: argparse.Namespace, service: EventService, settings: Setting
         published = stream.publish_pending() if stream is not None else 0
         print(f"posted {posts} webhook delivery(ies), published {published} event(s)")
         return 0
-    dispatcher = Dispatcher(service, args.interval, stream=stream)
+    dispatcher = Dispatcher(service, args.interval, stream=stream, concurrency=settings.events_concurrency)
     dispatcher.start()
     try:
         while True:

@@ -20,6 +20,7 @@ from gate.keys.config import FIX_MISSING_KEYRING
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.rulebook import schema_hash
 from gate.services.decide import Caller
+from gate.services.periodic import PeriodicWorker
 
 routes = Routes("registries", __name__)
 
@@ -93,8 +94,17 @@ def status() -> Response:
         },
         "problems": problems,
         "fixes": fixes,
+        "workers": workers_view(rt.workers()),
     }
     return json_response(200 if ready else 503, body)
+
+
+def workers_view(workers: list[PeriodicWorker]) -> dict[str, Any]:
+    """This process's background workers (docs/operating.md, "Background workers"): healthy when
+    every one is. A worker's trouble is shown here and in `/metrics`, and does not make the gate
+    degraded: decides, holds and verification still answer; what lags is the work in the background."""
+    shown = [worker.health() for worker in workers]
+    return {"healthy": all(w["healthy"] for w in shown), "workers": shown}
 
 
 @routes.route(Endpoint(

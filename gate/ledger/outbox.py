@@ -132,6 +132,19 @@ class Outbox:
         with self.ledger.write() as connection:
             connection.execute(insert(webhook_attempts).values(**row))
 
+    def delivered(self, subscription_id: str, owner: str, attempts: Sequence[Mapping[str, Any]],
+                  values: Mapping[str, Any] | None) -> bool:
+        """Attempts made and the subscription's new cursor (`values`), in one transaction; the
+        subscription changes only while `owner` still holds its lease (False when it lost it)."""
+        with self.ledger.write() as connection:
+            if attempts:
+                connection.execute(insert(webhook_attempts), [dict(a) for a in attempts])
+            if values is None:
+                return True
+            return connection.execute(update(webhook_subscriptions).where(
+                webhook_subscriptions.c.subscription_id == subscription_id,
+                webhook_subscriptions.c.lease_owner == owner).values(**values)).rowcount == 1
+
     def attempts(self, subscription_id: str, limit: int = 200) -> list[dict[str, Any]]:
         with self.ledger.read() as connection:
             rows = connection.execute(select(webhook_attempts).where(

@@ -6,8 +6,9 @@ wants is posted (Standard Webhooks signature over the CloudEvent's canonical byt
 a failure is retried with backoff (`gate.events.backoff`) and holds the events behind it, so a
 receiver sees one scope's events in order; events it does not want move the cursor without a
 post. A subscription whose oldest undelivered event has failed for `DISABLE_AFTER_SECONDS` is
-disabled, which is itself an event. At least once: the cursor moves after the 2xx, so a dispatcher
-killed between the two posts the event again (receivers deduplicate by `webhook-id`).
+disabled, which is itself an event. At least once: the cursor moves after the 2xx (written with
+the attempts, one transaction per `FLUSH_EVERY` deliveries), so a dispatcher killed in between posts
+those events again (receivers deduplicate by `webhook-id`).
 
 Who delivers: any number of dispatchers (threads of `gate serve` workers, on any number of hosts
 sharing one ledger, or `gate events dispatch`) claim a subscription by a lease in its row (compare
@@ -19,25 +20,32 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.events import backoff, signatures
+from gate.events.breaker import GONE, THROTTLE_STATUSES, Breakers
 from gate.events.cloudevent import CONTENT_TYPE, EVENT_TYPES, TYPE_PREFIX
+from gate.events.pool import FairPool
 from gate.events.targets import Target, check
-from gate.events.webhook import Delivery, post
+from gate.events.webhook import Connections, Delivery, post
 from gate.ledger import Ledger
 from gate.ledger.outbox import Outbox, event_types_of
 from gate.protocol.canonical import canonical_text
+from gate.services.periodic import PeriodicWorker
 
 log = logging.getLogger("gate.events")
 
 MAX_SUBSCRIPTIONS_PER_SCOPE = 20
+BUDGET = 200  # events one subscription's turn delivers at most before the others get theirs
+TURN_SHARE_OF_LEASE = 0.25  # and a turn ends after this share of its lease, so no turn outlasts it
+CONCURRENCY = 8  # subscriptions a dispatcher delivers at once (GATE_EVENTS_CONCURRENCY)
+FLUSH_EVERY = 50  # successful deliveries whose attempts and cursor one ledger transaction writes
 LEASE_SECONDS = 60
 MAX_REPLAY_EVENTS = 10_000
 ROTATION_OVERLAP_SECONDS = 24 * 3600
@@ -93,9 +101,11 @@ class EventService:
         self.signing = signing  # its attestation_key() (Ed25519) signs deliveries that ask for it
         self.clock = clock or SystemClock()
         self.allow_hosts = frozenset(allow_hosts)
-        self.poster: Poster = poster or post
+        self.connections = Connections()  # kept-alive connections, per delivery thread and endpoint
+        self.poster: Poster = poster or partial(post, connections=self.connections)
         self._resolve = resolve
         self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
+        self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per endpoint, this process's
 
     def _target(self, url: object) -> Target:
         """The checked target, or TargetRefused (EVENT_TARGET_REFUSED)."""
@@ -213,58 +223,99 @@ class EventService:
 
     # ------------------------------------------------------------------ delivery
 
-    def dispatch_once(self, owner: str, budget: int = 50) -> int:
-        """One pass over every active subscription that is due: deliver up to `budget` events
-        each. Returns how many posts were made."""
-        posts = 0
-        for row in self.outbox.subscriptions(active_only=True):
-            now = self.clock.now()
-            if row["next_attempt_at"] and _utc(row["next_attempt_at"]) > now and not self.outbox.replays(
-                    row["subscription_id"], limit=1):
-                continue
-            until = iso_ms(now + timedelta(seconds=self.lease_seconds))
-            if not self.outbox.claim(row["subscription_id"], owner, iso_ms(now), until):
-                continue
-            try:
-                # Read it again under the lease: the listing above may predate another
-                # dispatcher's progress, and its cursor would post those events twice.
-                held = self.outbox.subscription(row["scope"], row["subscription_id"])
-                if held is not None:
-                    posts += self._deliver(owner, held, budget)
-            finally:
-                self.outbox.release(row["subscription_id"], owner)
-        return posts
+    def due(self) -> list[dict[str, Any]]:
+        """The active subscriptions with work now: past their retry time, or with replays queued."""
+        now = self.clock.now()
+        return [row for row in self.outbox.subscriptions(active_only=True)
+                if not (row["next_attempt_at"] and _utc(row["next_attempt_at"]) > now)
+                or self.outbox.replays(row["subscription_id"], limit=1)]
 
-    def _deliver(self, owner: str, row: dict[str, Any], budget: int) -> int:
-        posts = self._replays(row, budget)
+    def dispatch_once(self, owner: str, budget: int = BUDGET) -> int:
+        """One pass over every due subscription, one after another (`gate events dispatch --once`
+        and the tests; the `Dispatcher` runs them concurrently): deliver up to `budget` events
+        each. Returns how many posts were made."""
+        return sum(self.deliver_turn(owner, row, budget)[0] for row in self.due())
+
+    def deliver_turn(self, owner: str, row: Mapping[str, Any], budget: int = BUDGET) -> tuple[int, bool]:
+        """One subscription's turn: under its lease, up to `budget` events (replays first).
+        Returns (posts made, whether it has more to deliver at once). An endpoint whose breaker
+        is open (`gate.events.breaker`) is not tried: its events wait in the ledger."""
+        if not self.breakers.allows(row["url"]):
+            return 0, False
+        now = self.clock.now()
+        until = iso_ms(now + timedelta(seconds=self.lease_seconds))
+        if not self.outbox.claim(row["subscription_id"], owner, iso_ms(now), until):
+            return 0, False
+        try:
+            # Read it again under the lease: the listing above may predate another
+            # dispatcher's progress, and its cursor would post those events twice.
+            held = self.outbox.subscription(row["scope"], row["subscription_id"])
+            return self._deliver(owner, held, budget) if held is not None else (0, False)
+        finally:
+            self.outbox.release(row["subscription_id"], owner)
+
+    def _deliver(self, owner: str, row: dict[str, Any], budget: int) -> tuple[int, bool]:
+        """The ordered walk from the cursor. Attempts and the cursor are written together, one
+        ledger transaction per `FLUSH_EVERY` successes (and at the end of the turn or before a
+        failure): a dispatcher killed in between posts those events again (at least once)."""
+        posts, gone = self._replays(row, budget)
         wanted = set(event_types_of(row))
         cursor, attempts = row["cursor"], row["attempts"]
-        if row["next_attempt_at"] and _utc(row["next_attempt_at"]) > self.clock.now():
-            return posts
-        for event in self.outbox.events_after(row["scope"], cursor, limit=budget):
+        if gone or (row["next_attempt_at"] and _utc(row["next_attempt_at"]) > self.clock.now()):
+            return posts, False
+        events = self.outbox.events_after(row["scope"], cursor, limit=budget)
+        done: list[dict[str, Any]] = []  # attempts not yet written
+        ends = time.monotonic() + self.lease_seconds * TURN_SHARE_OF_LEASE
+        for event in events:
+            if time.monotonic() > ends:  # a slow receiver: the rest in the next turn, under a new lease
+                return posts, self._flush(owner, row, done, cursor)
             name = event["event_type"][len(TYPE_PREFIX):]
             if WILDCARD in wanted or name in wanted:
                 posts += 1
-                result = self._post(row, event, replay=False)
+                result, attempt = self._post(row, event, replay=False)
+                done.append(attempt)
                 if not result.ok:
-                    self._failed(owner, row, attempts + 1, cursor)
-                    return posts
-            cursor, attempts = event["seq"], 0
-            if not self.outbox.update_subscription(row["subscription_id"], {
-                    "cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None}, owner):
-                return posts  # the lease was lost: whoever holds it now carries on from the stored cursor
-        return posts
+                    self._flush(owner, row, done, cursor)
+                    # a cursor that moved forgot the earlier failures (attempts, failing_since)
+                    moved = cursor != row["cursor"]
+                    self._failed(owner, {**row, "failing_since": None} if moved else row,
+                                 1 if moved else attempts + 1, cursor, result)
+                    return posts, False
+            cursor = event["seq"]
+            if len(done) >= FLUSH_EVERY:
+                if not self._flush(owner, row, done, cursor):
+                    return posts, False  # the lease was lost: whoever holds it now carries on from the stored cursor
+                done = []
+        if not self._flush(owner, row, done, cursor):
+            return posts, False
+        return posts, len(events) >= budget
 
-    def _replays(self, row: Mapping[str, Any], budget: int) -> int:
+    def _flush(self, owner: str, row: Mapping[str, Any], done: list[dict[str, Any]], cursor: int) -> bool:
+        """Write the attempts made and (when it moved past the stored one) the cursor with the
+        failures forgotten, in one transaction; False when the lease was lost meanwhile."""
+        moved = cursor != row["cursor"]
+        if not done and not moved:
+            return True
+        values = {"cursor": cursor, "attempts": 0, "failing_since": None, "next_attempt_at": None} if moved else None
+        return self.outbox.delivered(row["subscription_id"], owner, done, values)
+
+    def _replays(self, row: Mapping[str, Any], budget: int) -> tuple[int, bool]:
+        """Queued replays, in seq order: (posts made, whether the receiver said 410 Gone; the
+        subscription is then disabled and nothing more is tried)."""
         posts = 0
         for seq in self.outbox.replays(row["subscription_id"], limit=budget):
             event = self.outbox.event(row["scope"], seq)
             if event is not None:
                 posts += 1
-                if not self._post(row, event, replay=True).ok:
+                result, attempt = self._post(row, event, replay=True)
+                self.outbox.record_attempt(attempt)
+                if result.status_code == GONE:
+                    self._gone(row, row["cursor"])
+                    return posts, True
+                if not result.ok:
                     break  # kept: tried again on the next pass
             self.outbox.replay_done(row["subscription_id"], seq)
-        return posts
+        return posts, False
 
     def _secrets(self, row: Mapping[str, Any]) -> list[str]:
         keys = [row["secret"]]
@@ -290,87 +341,105 @@ class EventService:
             headers["webhook-key-id"] = key.key_id
         return headers
 
-    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *, replay: bool) -> Delivery:
+    def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *,
+              replay: bool) -> tuple[Delivery, dict[str, Any]]:
+        """Sign and post one event: (the result, its attempt row, for the caller to write)."""
         body = event["event_json"].encode("utf-8")
         now = self.clock.now()
         try:
             result = self.poster(self._target(row["url"]), self._headers(row, event, int(now.timestamp()), body), body)
         except GateError as refused:  # the host moved inside since it was checked, or no key: never posted
             result = Delivery(False, None, 0, refused.message[:300])
-        self.outbox.record_attempt({
+        self.breakers.record(row["url"], result.ok, result.status_code, result.retry_after)
+        if self.on_attempt is not None:
+            self.on_attempt(result.ok, replay)
+        return result, {
             "subscription_id": row["subscription_id"], "scope": row["scope"], "seq": event["seq"],
             "event_id": event["event_id"], "attempted_at": iso_ms(now), "ok": int(result.ok),
             "status_code": result.status_code, "latency_ms": result.latency_ms, "excerpt": result.excerpt,
-            "replay": int(replay)})
-        if self.on_attempt is not None:
-            self.on_attempt(result.ok, replay)
-        return result
+            "replay": int(replay)}
 
-    def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int) -> None:
+    def _failed(self, owner: str, row: Mapping[str, Any], attempts: int, cursor: int, result: Delivery) -> None:
+        """After a failed ordered delivery: 410 Gone disables the subscription (Standard Webhooks);
+        a failure that has lasted `DISABLE_AFTER_SECONDS` does too; otherwise the next try waits
+        for the backoff, and no less than a throttling answer's `Retry-After`."""
+        if result.status_code == GONE:
+            self._gone(row, cursor)
+            return
         now = self.clock.now()
         since = row["failing_since"] or iso_ms(now)
         if (now - _utc(since)).total_seconds() >= backoff.DISABLE_AFTER_SECONDS:
             reason = f"deliveries failed for {backoff.DISABLE_AFTER_SECONDS / 3600:.0f} hours ({attempts} attempts)"
-            self.outbox.disable(row, reason, iso_ms(now), ("subscription.disabled", {
-                "subscription_id": row["subscription_id"], "url": row["url"], "reason": reason,
-                "undelivered_after_seq": cursor, "failing_since": since}))
-            log.warning("webhook subscription %s disabled: %s", row["subscription_id"], reason)
+            self._disable(row, reason, cursor, since)
             return
-        retry = iso_ms(now + timedelta(seconds=backoff.delay(attempts)))
+        wait = backoff.delay(attempts)
+        if result.status_code in THROTTLE_STATUSES and result.retry_after is not None:
+            wait = max(wait, result.retry_after)
         self.outbox.update_subscription(row["subscription_id"], {
-            "attempts": attempts, "failing_since": since, "next_attempt_at": retry}, owner)
+            "attempts": attempts, "failing_since": since,
+            "next_attempt_at": iso_ms(now + timedelta(seconds=wait))}, owner)
+
+    def _gone(self, row: Mapping[str, Any], cursor: int) -> None:
+        self._disable(row, "the receiver answered 410 Gone", cursor, row["failing_since"] or iso_ms(self.clock.now()))
+
+    def _disable(self, row: Mapping[str, Any], reason: str, cursor: int, since: str) -> None:
+        self.outbox.disable(row, reason, iso_ms(self.clock.now()), ("subscription.disabled", {
+            "subscription_id": row["subscription_id"], "url": row["url"], "reason": reason,
+            "undelivered_after_seq": cursor, "failing_since": since}))
+        log.warning("webhook subscription %s disabled: %s", row["subscription_id"], reason)
 
 
 class Dispatcher:
-    """A daemon thread that runs `dispatch_once` every `interval` seconds (and at once when woken)."""
+    """Events out in the background, on `PeriodicWorker`s (`gate.services.periodic`): `webhooks`
+    every `interval` seconds (and at once when woken) hands each due subscription to a `FairPool`
+    of `concurrency` delivery threads: subscriptions are delivered concurrently, at most half the
+    threads on one scope, scopes in turn, and one subscription by one thread at a time (its order
+    kept). A receiver that hangs holds one thread for the post's time limit, and its endpoint's
+    breaker then keeps every thread off it. `event-stream` publishes to JetStream when configured,
+    and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
+    failing never skips the others."""
 
     def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
-                 stream: Any = None, tasks: tuple[Callable[[], Any], ...] = ()) -> None:
+                 stream: Any = None, tasks: Mapping[str, Callable[[], Any]] | None = None,
+                 concurrency: int = CONCURRENCY) -> None:
         self.service = service
         self.stream = stream  # a gate.events.stream.JetStreamPublisher, or None
-        self.tasks = tasks  # what else each pass runs: the scopes' scheduled anomaly reports
         self.interval = interval
         self.owner = owner or f"dispatcher-{secrets.token_hex(6)}"
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.pool: FairPool[Mapping[str, Any]] = FairPool(self._turn, concurrency, name="gate-deliveries")
+        self.webhooks = PeriodicWorker("webhooks", self._offer_due, interval, log=log)
+        self.workers = [self.webhooks]
+        if stream is not None:
+            self.workers.append(PeriodicWorker("event-stream", stream.publish_pending, interval, log=log))
+        self.workers += [PeriodicWorker(name, task, interval, log=log) for name, task in (tasks or {}).items()]
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="gate-events", daemon=True)
-            self._thread.start()
+        for worker in self.workers:
+            worker.start()
 
     def wake(self) -> None:
-        self._wake.set()
+        for worker in self.workers:
+            worker.wake()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for worker in self.workers:
+            worker.stop(timeout)
+        self.pool.stop(timeout)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                self._run_tasks()
-                self.service.dispatch_once(self.owner)
-                if self.stream is not None:
-                    self.stream.publish_pending()
-            except GateError as exc:  # the ledger is away: the next pass tries again
-                log.warning("event dispatch pass failed: %s", exc.code)
-            except Exception as exc:  # noqa: BLE001 (the broker is away: the next pass connects again)
-                log.warning("event stream pass failed: %s", type(exc).__name__)
-            self._wake.wait(max(0.0, self.interval - (time.monotonic() - started)))
-            self._wake.clear()
+    def _turn(self, row: Mapping[str, Any]) -> bool:
+        """One subscription's turn on a delivery thread, counted by the `webhooks` worker (a
+        ledger that is away fails the turn: logged with its traceback, tried again next pass)."""
+        try:
+            more = self.service.deliver_turn(self.owner, row)[1]
+        except Exception as error:  # noqa: BLE001 - counted and logged by the worker; the others go on
+            self.webhooks.report(error)
+            return False
+        self.webhooks.report(None)
+        return more
 
-
-    def _run_tasks(self) -> None:
-        for task in self.tasks:
-            try:
-                task()
-            except Exception as exc:  # noqa: BLE001 - a report that fails now runs again at its next time
-                log.warning("scheduled event task failed: %s", type(exc).__name__)
+    def _offer_due(self) -> None:
+        for row in self.service.due():
+            self.pool.offer(row["scope"], row["subscription_id"], row)
 
 
 def event_data(row: Mapping[str, Any]) -> dict[str, Any]:

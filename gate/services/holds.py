@@ -51,6 +51,7 @@ from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
 from gate.principals import Principal
+from gate.services.periodic import PeriodicWorker
 
 HELD_VERDICT = "review"
 MAX_FACTS_BYTES = 16_384
@@ -469,27 +470,8 @@ def _closing_move(step: Step, row: Mapping[str, Any], event: Mapping[str, Any]) 
     return {}
 
 
-class HoldSweeper:
-    """A daemon thread that runs `HoldService.sweep` every `interval` seconds (one per serving
-    process; every process may run one, each step still happens once)."""
-
-    def __init__(self, service: HoldService, interval: float = 1.0) -> None:
-        self.service, self.interval = service, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="gate-hold-sweeper", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        log = logging.getLogger("gate.holds")
-        while not self._stop.wait(self.interval):
-            try:
-                self.service.sweep()
-            except Exception:  # the ledger may be away (logged); the next pass tries again
-                log.warning("the hold sweep failed; retrying", exc_info=True)
+def hold_sweeper(service: HoldService, interval: float = 1.0) -> PeriodicWorker:
+    """The worker that runs `HoldService.sweep` every `interval` seconds (one per serving process;
+    every process may run one, each step still happens once). A sweep that fails (the ledger is
+    away) is logged with its traceback under `gate.holds` and the next pass tries again."""
+    return PeriodicWorker("hold-sweeper", service.sweep, interval, log=logging.getLogger("gate.holds"))

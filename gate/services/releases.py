@@ -10,11 +10,11 @@ and runs the canary guardrails off the decide path (after outcomes, on status re
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
@@ -52,10 +52,12 @@ from gate.releases.model import (
 from gate.releases.policy import ReleasePolicy, needs_approval, needs_dry_run
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
+from gate.services.periodic import PeriodicWorker
 from gate.services.pipeline import Caller
 
 CACHE_SECONDS = 1.0  # a transition reaches every other worker's decides within this bound
 GUARD_EVERY = 25  # canary decides between two background guardrail checks of a release
+GUARD_INTERVAL_SECONDS = 1.0  # how soon checks left by a failed one run (an owed check wakes it at once)
 _BODY_MEMBERS = {"action", "version", "percent", "subject", "reason", "migration_manifest_hash", "request_seq",
                  "rulebook_hash", "migration_manifest", "override"}
 _SUBJECT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$")
@@ -164,7 +166,11 @@ class ReleaseService:
         self._gov_cache: dict[tuple[str, str], tuple[float, GovernanceState]] = {}
         self._lock = threading.Lock()
         self._canary_decides: dict[tuple[str, str], int] = {}
-        self._guard_pool: ThreadPoolExecutor | None = None
+        # The releases whose guardrails are owed a check (oldest first), run by the `release-guard`
+        # worker off the decide's path; it starts at the first one owed.
+        self._guard_due: dict[tuple[str, str], None] = {}
+        self.guard = PeriodicWorker("release-guard", self._run_due_guards, GUARD_INTERVAL_SECONDS,
+                                    log=logging.getLogger("gate.releases"))
 
     # ------------------------------------------------------------------ publish and read
 
@@ -632,17 +638,20 @@ class ReleaseService:
             self._canary_decides[key] = count
             if count % GUARD_EVERY:
                 return
-            if self._guard_pool is None:
-                self._guard_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="release-guard")
-        self._guard_pool.submit(self._guard_quietly, scope, rulebook_id)
+            self._guard_due[key] = None
+        self.guard.start()
+        self.guard.wake()
 
-    def _guard_quietly(self, scope: str, rulebook_id: str) -> None:
-        try:
-            self.check_guardrails(scope, rulebook_id)
-        except Exception:
-            import logging
-
-            logging.getLogger("gate.releases").exception("background guardrail check failed")
+    def _run_due_guards(self) -> None:
+        """Every guardrail check owed, oldest first. One that raises ends the pass (the worker
+        logs it with its traceback and counts it); the others wait for the next pass."""
+        while True:
+            with self._lock:
+                if not self._guard_due:
+                    return
+                key = next(iter(self._guard_due))
+                del self._guard_due[key]
+            self.check_guardrails(*key)
 
     def guardrail_alerts(self, scope: str) -> list[dict[str, Any]]:
         """`/api/policy-alerts` entries: canaries a guardrail halted, with the evidence event."""

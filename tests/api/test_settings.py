@@ -42,3 +42,12 @@ def test_the_events_lease_defaults_to_a_minute_and_refuses_what_it_cannot_use(tm
     for value in ("0", "3601", "1.5", "ten"):
         with pytest.raises(SettingsError, match="GATE_EVENTS_LEASE_SECONDS"):
             Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_LEASE_SECONDS": value})
+
+
+def test_the_events_concurrency_defaults_to_eight_and_refuses_what_it_cannot_use(tmp_path):
+    """GATE_EVENTS_CONCURRENCY: the delivery threads of a dispatcher (one scope gets half)."""
+    assert Settings.from_env({"GATE_HOME": str(tmp_path)}).events_concurrency == 8
+    assert Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_CONCURRENCY": "2"}).events_concurrency == 2
+    for value in ("0", "65", "1.5", "many"):
+        with pytest.raises(SettingsError, match="GATE_EVENTS_CONCURRENCY"):
+            Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_EVENTS_CONCURRENCY": value})

@@ -21,9 +21,9 @@ from tests.server.support import call, server_factory  # noqa: F401 (the fixture
 pytestmark = [pytest.mark.slow]
 
 # A 10-second lease instead of 60: when the killed server held the subscription's lease, the others
-# wait it out before they take over (the run waited 55 s for it at 60). A pass here posts at most
-# 50 events to a receiver on loopback, well within 10 s; one that outlasted its lease would let
-# another dispatcher post the same events again, and the test would see the duplicates.
+# wait it out before they take over (the run waited 55 s for it at 60). A subscription's turn ends
+# after a quarter of its lease (2.5 s here), so none outlasts it; one that did would let another
+# dispatcher post the same events again, and the test would see the duplicates.
 ENV = {"GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1", "GATE_EVENTS_INTERVAL_MS": "100", "GATE_EVENTS_LEASE_SECONDS": "10"}
 
 

@@ -33,12 +33,12 @@ from gate.principals import Principal
 from gate.services.holds import (
     MAX_FACTS_BYTES,
     HoldOpener,
-    HoldSweeper,
     Vote,
     _closing_move,
     _facts_text,
     _queue_columns,
     _utc,
+    hold_sweeper,
     hold_view,
     parse_vote,
 )
@@ -845,9 +845,9 @@ def test_a_close_in_this_process_wakes_the_wait_at_once(desk):
 def test_the_sweeper_thread_expires_a_due_hold_until_stopped(desk):
     record = desk.held()
     desk.clock.at = START + timedelta(days=1)
-    assert HoldSweeper(desk.service).interval == 1.0
-    sweeper = HoldSweeper(desk.service, interval=0.02)
-    assert sweeper._thread is None
+    assert hold_sweeper(desk.service).interval == 1.0
+    sweeper = hold_sweeper(desk.service, interval=0.02)
+    assert sweeper._thread is None and sweeper.name == "hold-sweeper" and sweeper.log.name == "gate.holds"
     sweeper.start()
     thread = sweeper._thread
     try:
@@ -895,7 +895,7 @@ def test_a_failed_sweep_is_logged_with_its_exception_and_the_next_pass_tries_aga
     logger.addHandler(records)
     logger.setLevel(logging.DEBUG)
     service = _FailsOnce()
-    sweeper = HoldSweeper(service, interval=0.01)  # type: ignore[arg-type]
+    sweeper = hold_sweeper(service, interval=0.01)  # type: ignore[arg-type]
     try:
         sweeper.start()
         assert service.again.wait(2)
@@ -905,6 +905,7 @@ def test_a_failed_sweep_is_logged_with_its_exception_and_the_next_pass_tries_aga
             sweeper._thread.join(2)
         logger.removeHandler(records)
         logger.setLevel(level)
-    failed = [r for r in records.records if r.getMessage() == "the hold sweep failed; retrying"]
-    assert len(failed) == 1 and failed[0].levelno == logging.WARNING and failed[0].name == "gate.holds"
+    failed = [r for r in records.records if r.getMessage() == "background worker hold-sweeper failed (1 in a row)"]
+    assert len(failed) == 1 and failed[0].levelno == logging.ERROR and failed[0].name == "gate.holds"
     assert isinstance(failed[0].exc_info, tuple) and failed[0].exc_info[0] is RuntimeError
+    assert sweeper.failures == 1 and sweeper.failures_in_a_row == 0 and sweeper.last_success is not None

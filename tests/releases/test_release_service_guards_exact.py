@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -42,8 +43,7 @@ H64 = "a" * 64
 def world(database_url, tmp_path):
     built = build_world(database_url, tmp_path)
     yield built
-    if built.releases._guard_pool is not None:
-        built.releases._guard_pool.shutdown(wait=True)
+    built.releases.guard.stop()
     built.ledger.dispose()
 
 
@@ -288,6 +288,13 @@ def test_a_shadow_that_cannot_be_evaluated_records_no_verdict(world: World, monk
     assert seen == [(version("v2", approve_limit=10), hashes["v2"], FACTS)]
 
 
+def _drained(world: World, timeout: float = 5.0) -> None:
+    """Wait until the release-guard worker has run every check owed."""
+    deadline = time.monotonic() + timeout
+    while (world.releases._guard_due or world.releases.guard._running_since is not None) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_canary_decide_is_counted_for_the_background_guardrail_check(world: World, monkeypatch):
     _canary(world)
     checked = []
@@ -298,33 +305,49 @@ def test_a_canary_decide_is_counted_for_the_background_guardrail_check(world: Wo
         world.releases.observe(SCOPE, _record(f"dec_c{index}", policy_version="v2"), FACTS, canary)
         world.releases.observe(SCOPE, _record(f"dec_a{index}"), FACTS, Routed(RULEBOOK_ID, "v1", "active", 2, "s"))
     assert world.releases._canary_decides == {(SCOPE, RULEBOOK_ID): GUARD_EVERY - 1}
-    assert world.releases._guard_pool is None and checked == []
+    assert world.releases.guard._thread is None and checked == []  # not started before a check is owed
     world.releases.observe(SCOPE, _record("dec_c24", policy_version="v2"), FACTS, canary)
-    pool = world.releases._guard_pool
-    assert pool is not None and pool._max_workers == 1
+    thread = world.releases.guard._thread
+    assert thread is not None and thread.name == "gate-release-guard" and world.releases.guard.name == "release-guard"
     for _index in range(GUARD_EVERY, 2 * GUARD_EVERY - 1):
         world.releases._count_canary_decide(SCOPE, RULEBOOK_ID)
     world.releases._count_canary_decide("other", RULEBOOK_ID)
-    pool.shutdown(wait=True)
+    _drained(world)
     assert [c[:2] for c in checked] == [(SCOPE, RULEBOOK_ID)]
-    assert checked[0][2].startswith("release-guard")
-    world.releases._guard_pool = pool = None
+    assert checked[0][2] == "gate-release-guard"
     world.releases._count_canary_decide(SCOPE, RULEBOOK_ID)  # the 50th
-    world.releases._guard_pool.shutdown(wait=True)
+    _drained(world)
+    assert world.releases.guard._thread is thread  # one worker, started once
     assert [c[:2] for c in checked] == [(SCOPE, RULEBOOK_ID)] * 2
     assert world.releases._canary_decides == {(SCOPE, RULEBOOK_ID): 2 * GUARD_EVERY, ("other", RULEBOOK_ID): 1}
 
 
-def test_a_failing_background_check_is_logged_not_raised(world: World, monkeypatch, caplog):
+def test_a_failing_background_check_is_logged_with_its_traceback_and_the_others_still_run(world: World, monkeypatch,
+                                                                                          caplog):
+    checked = []
+
     def broken(scope, rulebook_id):
-        raise RuntimeError(f"broken {scope} {rulebook_id}")
+        checked.append(scope)
+        if scope == "first":
+            raise RuntimeError(f"broken {scope} {rulebook_id}")
 
     monkeypatch.setattr(world.releases, "check_guardrails", broken)
     with caplog.at_level(logging.ERROR, logger="gate.releases"):
-        world.releases._guard_quietly(SCOPE, RULEBOOK_ID)
+        world.releases._canary_decides = {("first", RULEBOOK_ID): GUARD_EVERY - 1,
+                                          ("second", RULEBOOK_ID): GUARD_EVERY - 1}
+        world.releases._count_canary_decide("first", RULEBOOK_ID)
+        world.releases._count_canary_decide("second", RULEBOOK_ID)
+        deadline = time.monotonic() + 5
+        while checked.count("second") < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _drained(world)
     [entry] = [r for r in caplog.records if r.name == "gate.releases"]
-    assert entry.getMessage() == "background guardrail check failed"
-    assert str(entry.exc_info[1]) == f"broken {SCOPE} {RULEBOOK_ID}"
+    assert entry.getMessage() == "background worker release-guard failed (1 in a row)"
+    assert str(entry.exc_info[1]) == f"broken first {RULEBOOK_ID}"
+    assert checked == ["first", "second"]  # the failed one's pass ended; the next ran the other
+    health = world.releases.guard.health()
+    assert (health["failures"], health["failures_in_a_row"], health["healthy"]) == (1, 0, True)
+    assert health["last_error"] == f"RuntimeError: broken first {RULEBOOK_ID}"
 
 
 # ------------------------------------------------------------------ the guardrails and their halt
