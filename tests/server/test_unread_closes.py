@@ -116,3 +116,38 @@ def test_unread_long_polls_stall_no_worker(server_factory, issue_key, sample_req
         for sock in hostile:
             sock.close()
     print("decide behind unread long-polls:", json.dumps({"decides": len(latencies), "max_s": max(latencies)}))
+
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass  # the server reset the connection: what was still in its send queue is lost
+    return data
+
+
+def test_a_closing_answer_still_reaches_a_client_that_sends_more_and_reads_late(server_factory):
+    """The close still lingers as RFC 9112 section 9.6 asks. A client asks for a large answer
+    with `Connection: close`, sends more bytes, and reads only later through a small receive
+    window, so most of the answer still waits in the worker's send queue when the worker closes.
+    A plain close with those bytes unread (or arriving after it) makes the kernel reset the
+    connection and drop the rest of the answer; the lingering close reads them away and waits
+    for the client, so the whole answer arrives."""
+    server = server_factory(workers=1)
+    for _ in range(3):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(10)
+        with sock:
+            sock.connect(("127.0.0.1", server.port))
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(0.5)  # answered and closing by now
+            sock.sendall(b"x" * 16384)  # more than the server reads: left in its socket at the close
+            time.sleep(0.5)
+            head, _, body = _read_all(sock).partition(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
+                      if line.startswith(b"content-length:"))
+        assert head.startswith(b"HTTP/1.1 200") and length > 100_000 and len(body) == length, (len(body), length)
