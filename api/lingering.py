@@ -31,7 +31,7 @@ from functools import partial
 LINGER_S = 2.0
 LINGER_DRAIN_BYTES = 65536
 # Sockets one worker lingers on at once (open file descriptors); past it the oldest closes at once.
-LINGER_MAX = 512
+LINGER_MAX = 256
 
 
 class LingeringCloses:
@@ -73,7 +73,10 @@ class LingeringCloses:
             self._close(sock)
 
     def _readable(self, sock: socket.socket, _fileobj: object = None) -> None:
-        deadline, drained = self._lingering[sock]
+        entry = self._lingering.get(sock)
+        if entry is None:  # closed by an earlier callback of the same poll (the limit): nothing to read
+            return
+        deadline, drained = entry
         try:
             data = sock.recv(4096)
         except (BlockingIOError, InterruptedError):

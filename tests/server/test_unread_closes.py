@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from api.lingering import LINGER_MAX, LINGER_S
 from tests.holds.support import held_request
 from tests.server.support import call, worker_pids
 
@@ -118,6 +119,28 @@ def test_unread_long_polls_stall_no_worker(server_factory, issue_key, sample_req
     print("decide behind unread long-polls:", json.dumps({"decides": len(latencies), "max_s": max(latencies)}))
 
 
+
+
+def test_more_unread_closes_than_a_worker_lingers_on_lose_no_answer(server_factory, issue_key, sample_request,
+                                                                     tmp_path):
+    """Past `LINGER_MAX` lingering sockets the oldest is closed at once: its answer and FIN are
+    already queued and it sent nothing more, so its client still gets the whole answer."""
+    server = server_factory(workers=1)
+    key = issue_key()["api_key"]
+    workers = worker_pids(server.process.pid)
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    hostile = unread(server.port, LINGER_MAX + 60, request)
+    try:
+        for _ in range(5):
+            status, _, body = call("POST", server.base + "/api/decide", sample_request, {"x-api-key": key},
+                                   timeout=DECIDE_TIMEOUT_S)
+            assert status == 200, body
+        time.sleep(2 * LINGER_S)
+        assert {answered(sock) for sock in hostile} == {b"HTTP/1.1 200 OK"}
+        assert_worker_lived(server, workers, tmp_path / "server.log")
+    finally:
+        for sock in hostile:
+            sock.close()
 
 def _read_all(sock: socket.socket) -> bytes:
     data = b""
