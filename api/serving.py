@@ -28,6 +28,11 @@
   `GET /healthz` a third of its throughput (docs/operating.md). A connection that sends nothing
   within the linger goes back to the event loop as before, so an idle connection holds a thread
   for at most those 5 ms, and the next request's read has its own deadline like any other.
+- A connection that closes after its answer is closed in the event loop (`api.lingering`):
+  gthread half-closed it and then waited up to 2 s for the client's close on the worker's main
+  loop, so clients that never read their answer nor closed held the loop that accepts and tells
+  the arbiter the worker lives, until the arbiter killed the worker (issue 53). The socket now
+  waits for the client's close in the selector with the kept-alive connections.
 - Once the application is built, the worker freezes the collector's view of everything alive
   (`gc.freeze()`): the app and its imports (about 320,000 objects) live as long as the worker,
   and a full collection that walked them stopped every thread of the worker for 80-110 ms,
@@ -68,6 +73,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from api.bodies import ClientTooSlow
 from api.errors import error_body
 from api.jsonio import dumps
+from api.lingering import LingeringCloses
 from api.parking import PARKED, Parked, ParkingLot
 from gate.settings import Settings
 
@@ -166,6 +172,19 @@ class DeadlineSocket(socket.socket):
             self.settimeout(prior)
 
 
+class GateConn(TConn):  # type: ignore[misc]  # gunicorn ships no type information
+    """gthread's connection, whose graceful close (after the last answer; gthread makes it on the
+    worker's main loop) lingers in the worker's event loop instead of blocking it."""
+
+    closes: LingeringCloses | None = None
+
+    def close(self, graceful: bool = False) -> None:
+        if graceful and self.closes is not None:
+            self.closes.close(self.sock)
+        else:
+            super().close(graceful)
+
+
 class GateWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no type information
     """gthread with event-loop waits for first bytes, a per-request read deadline and JSON errors."""
 
@@ -177,6 +196,20 @@ class GateWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no type 
     _accept_resumed_at: float = float("-inf")
     _accept_alone_until: float = float("-inf")  # every worker was full: accept at once until then
     _accept_untaken = 0  # step-backs in a row whose connection no other worker took
+
+    closes: LingeringCloses | None = None
+
+    def run(self) -> None:
+        self.closes = LingeringCloses(self.poller)
+        try:
+            super().run()
+        finally:
+            self.closes.close_all()
+
+    def murder_pending(self) -> None:
+        super().murder_pending()  # each turn of the loop, and while stopping
+        if self.closes is not None:
+            self.closes.reap()
 
     def init_process(self) -> None:
         # SECURITY (issue 18): a thread that waits on I/O (a keyed decide's ledger round trips)
@@ -257,7 +290,8 @@ class GateWorker(ThreadWorker):  # type: ignore[misc]  # gunicorn ships no type 
         else:
             self._accept_untaken = 0
         self.nr_conns += 1
-        conn = TConn(self.cfg, DeadlineSocket.adopt(client), address, listener.getsockname())
+        conn = GateConn(self.cfg, DeadlineSocket.adopt(client), address, listener.getsockname())
+        conn.closes = self.closes  # SECURITY: a close never waits on the client in the main loop
         # SECURITY: wait for the first bytes in the event loop; an idle connection holds no thread.
         conn.timeout = time.monotonic() + self.cfg.keepalive
         self.pending_conns.append(conn)

@@ -14,13 +14,31 @@ import pytest
 from gate.adapters import AdapterRegistry
 from gate.adapters.executor import WorkerPool
 from gate.errors import GateError
-from tests.adapters.support import adapter_request, decide, escapes, invocation, sample
+from tests.adapters.support import (
+    GENEROUS_TIMEOUT_MS,
+    adapter_request,
+    decide,
+    escapes,
+    generous_time_budget,
+    invocation,
+    sample,
+)
 
 SECRET = "gate-secret-" + "k" * 24
 
 
 @pytest.fixture(scope="module")
 def registry():
+    """Workers with a generous time budget: the refusal a test is about strikes, never the
+    1,000 ms budget first on a loaded host (issue 53, defect 6)."""
+    registry = AdapterRegistry([escapes()], pool=WorkerPool(size=1, memory_mb=256, timeout_ms=GENEROUS_TIMEOUT_MS))
+    yield registry
+    registry.pool.close()
+
+
+@pytest.fixture(scope="module")
+def timed_registry():
+    """The production budget (1,000 ms), for the time limit's own test."""
     registry = AdapterRegistry([escapes()], pool=WorkerPool(size=1, memory_mb=256))
     yield registry
     registry.pool.close()
@@ -93,9 +111,9 @@ def test_the_adapter_still_reads_its_own_directory_and_imports_the_standard_libr
     assert run(registry, "read_own_directory").output == {"result": expected}
 
 
-def test_a_loop_inside_c_code_is_killed_at_the_budget(registry):
+def test_a_loop_inside_c_code_is_killed_at_the_budget(timed_registry):
     with pytest.raises(GateError) as caught:
-        run(registry, "c_level_loop")
+        run(timed_registry, "c_level_loop")
     assert caught.value.code == "TRUSTED_ADAPTER_EXECUTION_TIMEOUT"
 
 
@@ -107,6 +125,7 @@ def test_an_oversized_result_is_refused_before_it_is_parsed(registry):
 
 @pytest.mark.parametrize("mode", ["forge_after_denial", "rebind_worker_globals"])
 def test_through_http_an_escape_attempt_is_500_and_stores_nothing(app, client, api_key, tmp_path, mode):
+    generous_time_budget(app)
     adapter = app.extensions["gate"].service.adapters.register(escapes())
     target = tmp_path / "escaped"
     key = f"escape-{mode}"

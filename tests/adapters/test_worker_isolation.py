@@ -13,11 +13,22 @@ import pytest
 from gate.adapters import AdapterRegistry, executor
 from gate.adapters.executor import WorkerPool
 from gate.errors import GateError
-from tests.adapters.support import invocation, misbehaving, probe
+from tests.adapters.support import GENEROUS_TIMEOUT_MS, invocation, misbehaving, probe
 
 
 @pytest.fixture(scope="module")
 def registry():
+    """Workers with a generous time budget: the limit a test is about (memory, a capability, the
+    output) strikes, never the 1,000 ms budget first on a loaded host (issue 53, defect 6)."""
+    registry = AdapterRegistry([misbehaving(), probe()],
+                               pool=WorkerPool(size=1, memory_mb=256, timeout_ms=GENEROUS_TIMEOUT_MS))
+    yield registry
+    registry.pool.close()
+
+
+@pytest.fixture(scope="module")
+def timed_registry():
+    """The production budget (1,000 ms): for the time limit's own tests and the lineage naming it."""
     registry = AdapterRegistry([misbehaving(), probe()], pool=WorkerPool(size=1, memory_mb=256))
     yield registry
     registry.pool.close()
@@ -34,8 +45,8 @@ def refused(registry, mode, **extra) -> GateError:
     return caught.value
 
 
-def test_a_well_behaved_run_gives_facts_and_lineage(registry):
-    run = run_mode(registry, "ok")
+def test_a_well_behaved_run_gives_facts_and_lineage(timed_registry):
+    run = run_mode(timed_registry, "ok")
     assert run.output == {"result": 1} and run.facts == {"mode": "ok", "result": 1}
     assert run.trusted_adapter["execution_timeout_ms"] == 1000
     assert run.trusted_adapter["execution_isolation"] == "one_shot_worker_process"
@@ -95,9 +106,9 @@ def test_unbounded_allocation_hits_the_memory_bound(registry):
 
 
 @pytest.mark.parametrize("mode", ["spin", "sleep"])
-def test_the_budget_is_1000_ms_and_the_worker_is_killed(registry, mode):
+def test_the_budget_is_1000_ms_and_the_worker_is_killed(timed_registry, mode):
     started = time.perf_counter()
-    error = refused(registry, mode)
+    error = refused(timed_registry, mode)  # spin: CPU time never outruns the wall clock (RLIMIT_CPU is 2 s)
     elapsed = time.perf_counter() - started
     assert error.code == "TRUSTED_ADAPTER_EXECUTION_TIMEOUT" and error.details["execution_timeout_ms"] == 1000
     assert 1.0 <= elapsed < 3.0

@@ -133,7 +133,7 @@ def llm():
 ])
 def test_a_failed_vote_carries_its_failures_message(llm, behaviour, error, rationale):
     llm.behaviour["model-a"] = behaviour
-    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=5).advise(QUESTION)
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=60).advise(QUESTION)  # the failure under test strikes first
     assert (vote.status, vote.decision, vote.error, vote.rationale, vote.evidence) == (
         "failed", "review", error, rationale, ())
 
@@ -301,12 +301,12 @@ def test_a_base_url_that_is_not_http_with_a_host_is_refused(url):
 
 def test_an_endless_body_is_cut_after_256_kib(llm):
     # The reads stop one byte past the bound: an answer without length never holds the exchange.
+    # A generous timeout: the size bound must be what strikes, also on a loaded host (issue 53,
+    # defect 6); an endless answer the bound did not cut would end at the timeout instead.
     llm.behaviour["model-a"] = ("endless", None)
-    started = time.monotonic()
-    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=3).advise(QUESTION)
+    vote = HttpLLMAdvisor(llm.url, "model-a", timeout=60).advise(QUESTION)
     assert (vote.status, vote.error, vote.rationale) == (
         "failed", "ADVISOR_RESPONSE_INVALID", "provider answer exceeds 256 KiB")
-    assert time.monotonic() - started < 2.5
 
 
 def test_a_connection_reset_during_the_body_is_a_failed_connection(llm):

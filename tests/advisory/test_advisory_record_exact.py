@@ -17,11 +17,11 @@ from gate.protocol.records import action_binding_from_context, decision_urls
 from gate.rulebook.patterns import load_patterns
 from gate.vocabulary import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION, EVALUATOR_VERSION
 from tests.advisory.fake_llm import FakeLLM
-from tests.advisory.test_advisory_http import APPROVING, advisory_body, decide
+from tests.advisory.test_advisory_http import APPROVING, GENEROUS_TIMEOUT, advisory_body, decide
 
 
 def llm_app(make_app, llm, models):
-    env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": models, "GATE_ADVISOR_TIMEOUT": "1"}
+    env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": models, "GATE_ADVISOR_TIMEOUT": GENEROUS_TIMEOUT}
     return make_app(env).test_client()
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from gate.ledger.tables import decisions
 from tests.advisory.fake_llm import FakeLLM
-from tests.advisory.test_advisory_http import APPROVING, advisory_body, decide
+from tests.advisory.test_advisory_http import APPROVING, GENEROUS_TIMEOUT, advisory_body, decide
 
 
 def post(client, key, path, body=None):
@@ -64,7 +64,7 @@ def test_diff_with_an_input_override_reports_the_drift(app, client, api_key):
 
 def test_an_advisor_failure_during_replay_fails_closed_and_writes_nothing(make_app, api_key):
     with FakeLLM() as llm:
-        env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": "model-a", "GATE_ADVISOR_TIMEOUT": "1"}
+        env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": "model-a", "GATE_ADVISOR_TIMEOUT": GENEROUS_TIMEOUT}
         app = make_app(env)
         client = app.test_client()
         llm.behaviour["model-a"] = ("answer", {"decision": "yes", "rationale": "ok"})

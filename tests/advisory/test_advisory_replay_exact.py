@@ -12,7 +12,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook.patterns import load_patterns
 from gate.vocabulary import EVALUATOR_VERSION
 from tests.advisory.fake_llm import FakeLLM
-from tests.advisory.test_advisory_http import APPROVING, advisory_body, decide
+from tests.advisory.test_advisory_http import APPROVING, GENEROUS_TIMEOUT, advisory_body, decide
 
 
 def post(client, key, path, body=None):
@@ -118,7 +118,7 @@ def test_an_override_the_advisory_checks_refuse_answers_with_their_own_error(cli
 def test_a_multi_decision_replays_against_every_advisor_and_needs_the_panel(make_app, api_key):
     with FakeLLM() as llm:
         llm.behaviour["model-a"] = ("answer", {"decision": "yes", "rationale": "ok"})
-        env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": "model-a", "GATE_ADVISOR_TIMEOUT": "1"}
+        env = {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": "model-a", "GATE_ADVISOR_TIMEOUT": GENEROUS_TIMEOUT}
         client = make_app(env).test_client()
         record = decide(client, api_key, advisory_body("multi")).json
         assert record["advisory_verdict"] == "yes"

@@ -11,11 +11,11 @@ from sqlalchemy import select
 from gate.ledger.tables import decisions
 from gate.rulebook.patterns import load_patterns
 from tests.advisory.fake_llm import FakeLLM
-from tests.advisory.test_advisory_http import advisory_body, decide
+from tests.advisory.test_advisory_http import GENEROUS_TIMEOUT, advisory_body, decide
 
 
 def llm_env(llm, models):
-    return {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": models, "GATE_ADVISOR_TIMEOUT": "1"}
+    return {"GATE_ADVISOR_BASE_URL": llm.url, "GATE_ADVISOR_MODEL": models, "GATE_ADVISOR_TIMEOUT": GENEROUS_TIMEOUT}
 
 
 def test_the_runtime_config_describes_the_offline_panel(client):

@@ -18,6 +18,7 @@ import pytest
 
 REDIS_URL = os.environ.get("GATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 GATE = str(Path(sys.executable).parent / "gate")
+START_TIMEOUT_S = 120  # how long `Server.start` waits for the first answer
 
 
 def redis_available() -> bool:
@@ -138,7 +139,9 @@ class Server:
                 + (["--threads", str(self.threads)] if self.threads else []),
                 env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
-        deadline = time.time() + 30
+        # Three workers importing and building the app at once took 30-35 s at load 10-15 on a
+        # shared two-core host (issue 53, defect 6): start-up is not what these tests measure.
+        deadline = time.time() + START_TIMEOUT_S
         while time.time() < deadline:
             try:
                 if call("GET", self.base + "/api/decision/status", timeout=2)[0] == 200:

@@ -30,7 +30,7 @@ from sqlalchemy import text
 
 from gate.ledger import Ledger
 from tests.server.proxy import Forwarder
-from tests.server.support import REDIS_URL, call, worker_pids
+from tests.server.support import REDIS_URL, START_TIMEOUT_S, call, worker_pids
 
 pytestmark = pytest.mark.slow
 
@@ -266,7 +266,7 @@ def _respawn_worker(server) -> None:
     """SIGKILL the only worker; gunicorn forks a new one, which builds the app afresh."""
     (old,) = worker_pids(server.process.pid)
     os.kill(old, signal.SIGKILL)
-    deadline = time.time() + 30
+    deadline = time.time() + START_TIMEOUT_S  # the new worker builds its app (slow on a loaded host)
     while time.time() < deadline:
         pids = worker_pids(server.process.pid)
         if pids and pids != [old]:

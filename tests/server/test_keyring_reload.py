@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.support import GATE, REDIS_URL, Server, call, redis_available
+from tests.server.support import GATE, REDIS_URL, START_TIMEOUT_S, Server, call, redis_available
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def _start_unready(server) -> None:
         server.process = subprocess.Popen(
             [GATE, "serve", "--host", "127.0.0.1", "--port", str(server.port), "--workers", str(server.workers)],
             env=server.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 30
+    deadline = time.time() + START_TIMEOUT_S
     while time.time() < deadline:
         try:
             if call("GET", server.base + "/healthz", timeout=2)[0] == 200:

@@ -52,7 +52,9 @@ def _chunked_flood(port: int, path: str, total: int) -> bytes:
 
 @pytest.mark.parametrize("path, limit_mib", [("/api/decision/verify", 1), ("/api/decision/packet/verify", 16)])
 def test_a_400_mb_chunked_post_is_refused_without_growing_the_worker(server_factory, path, limit_mib):
-    server = server_factory(workers=1)
+    # A generous read timeout: the size limit must be what strikes (413), never the 10 s deadline
+    # for the whole body (408) while a loaded host reads the first 16 MiB (issue 53, defect 6).
+    server = server_factory(workers=1, env={"GATE_REQUEST_READ_TIMEOUT": "300"})
     call("POST", server.base + path, {"record": {}})  # warm the worker up before the baseline
     (worker,) = worker_pids(server.process.pid)
     before = peak_rss_kib(worker)
