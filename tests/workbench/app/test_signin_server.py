@@ -135,20 +135,3 @@ def test_the_login_page_never_shows_a_message_from_its_link(server):
     assert response.status == 200 and 'name="password"' in body
     assert "555-0100" not in body and "session expired" not in body
     assert "next_url=" in (response.getheader("Set-Cookie") or "")
-
-
-def test_a_session_user_comes_from_the_signed_cookie_alone():
-    """Panel's `pn.state.user` answers "guest" for any request with an `is_guest` cookie, which
-    a client sets at will; the workbench reads the signed `user` cookie and nothing else."""
-    from tornado.web import create_signed_value
-
-    from workbench.app.signin import session_user
-
-    secret = "s" * 43
-    signed = create_signed_value(secret, "user", "ana").decode()
-    assert session_user({"user": signed}, secret, 1.0) == "ana"
-    assert session_user({"user": signed, "is_guest": "1"}, secret, 1.0) == "ana"
-    assert session_user({"is_guest": "1"}, secret, 1.0) is None
-    assert session_user({"user": "ana"}, secret, 1.0) is None  # unsigned
-    assert session_user({"user": create_signed_value("other" * 9, "user", "ana").decode()}, secret, 1.0) is None
-    assert session_user({"user": signed}, None, 1.0) is None
