@@ -5,7 +5,8 @@
 - A page script cannot read the session cookie: before, the Bokeh session token embedded in the
   page held every cookie (`{"cookies": {"user": …}}`) although `document.cookie` was empty, and
   `autoload.js` served it to any origin.
-- The header's **Sign out** ends the session: the workbench asks for a password again.
+- The header's **Sign out** ends the session: the workbench asks for a password again, and
+  another tab open on the workbench closes itself.
 
 The same behaviours over plain HTTP, with the error paths, are in
 tests/workbench/app/test_sessions.py; the provider's logout in tests/browser/test_oidc_signin.py."""
@@ -79,12 +80,18 @@ def test_no_page_script_sees_the_session_cookie_and_sign_out_ends_it(page, workb
     for text in (seen["html"], seen["scripts"], seen["autoload"]):
         assert cookie.strip('"') not in text
     assert seen["autoload_status"] == 403 and seen["cookie"] == ""  # the next_url cookie is HttpOnly too
-    # The header's Sign out (on every page) ends the session: the workbench asks for a password.
+    # The header's Sign out (on every page) ends the session: the workbench asks for a password,
+    # and another tab still open on the workbench closes itself.
+    other = page.context.new_page()
+    other.goto(workbench.url)
+    other.locator("select").first.wait_for()
     page.get_by_text("Sign out", exact=True).wait_for()
     screenshot(page, "sessions-signed-in")
     with page.expect_navigation():
         page.get_by_text("Sign out", exact=True).click()
     assert page.url.endswith("/logout")
+    other.get_by_text("Your session ended").wait_for()
+    assert other.locator("select").count() == 0
     page.goto(workbench.url)
     assert "/login" in page.url and page.locator("input[name=password]").is_visible()
     assert page.errors == []

@@ -25,6 +25,7 @@ from workbench.app.signin import signin_provider
 from workbench.app.store import WorkbenchStore
 
 TITLE = "Decision Gate · policy workbench"
+ENDED = "### Your session ended (signed out, roles changed, or idle): [sign in again](/login)"
 
 
 def session_app(store: WorkbenchStore, access: Access, sessions: SignedSessions | None) -> pn.viewable.Viewable:
@@ -40,9 +41,18 @@ def session_app(store: WorkbenchStore, access: Access, sessions: SignedSessions 
         return pn.pane.Markdown("### Sign-in expired or invalid: sign in again at /login")
     identity = session.identity
     # SECURITY: the roles are asked of the session book at each call: a session that ended
-    # (logout, a grants change, a revocation, idle) holds none, even on a page still open.
-    return build_app(store, sessions.scopes_for(identity, store.scopes()), identity=identity,
-                     roles=lambda scope: sessions.roles_in(sid, identity, scope), signed_in=True)
+    # (logout, a grants change, a revocation, idle) holds none, even on a page still open; and
+    # the open page closes itself (`ENDED`).
+    app = build_app(store, sessions.scopes_for(identity, store.scopes()), identity=identity,
+                    roles=lambda scope: sessions.roles_in(sid, identity, scope), signed_in=True)
+    doc = pn.state.curdoc
+    if doc is not None and isinstance(app, pn.Column):
+        def ended() -> None:
+            doc.add_next_tick_callback(lambda: setattr(app, "objects", [pn.pane.Markdown(ENDED)]))
+
+        unwatch = sessions.book.watch(sid, ended)
+        pn.state.on_session_destroyed(lambda _context: unwatch())
+    return app
 
 
 def request_cookie(name: str) -> str | None:

@@ -86,6 +86,27 @@ class SessionBook:
         self.idle_seconds, self.clock, self.wall, self.capacity = idle_seconds, clock, wall, capacity
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._watchers: dict[str, list[Callable[[], None]]] = {}
+
+    def watch(self, sid: str, ended: Callable[[], None]) -> Callable[[], None]:
+        """Call `ended()` when session `sid` ends (an open page closes itself); the unwatch."""
+        with self._lock:
+            self._watchers.setdefault(sid, []).append(ended)
+
+        def unwatch() -> None:
+            with self._lock:
+                watchers = self._watchers.get(sid, [])
+                if ended in watchers:
+                    watchers.remove(ended)
+                if not watchers:
+                    self._watchers.pop(sid, None)
+        return unwatch
+
+    def _notify(self, sids: list[str]) -> None:
+        with self._lock:
+            called = [callback for sid in sids for callback in self._watchers.pop(sid, [])]
+        for callback in called:
+            callback()
 
     def open(self, identity: Identity, id_token: str | None = None) -> str:
         """A new session for `identity`: its id, for the signed cookie."""
@@ -105,17 +126,23 @@ class SessionBook:
             if session is None:
                 return None
             now = self.clock()
-            if now - session.seen > self.idle_seconds:
+            idle = now - session.seen > self.idle_seconds
+            if idle:
                 del self._sessions[sid]
-                return None
-            if touch:
+            elif touch:
                 session.seen = now
-            return session
+        if idle:
+            self._notify([sid])
+            return None
+        return session
 
     def end(self, sid: str | None) -> Session | None:
         """End one session (logout); the ended session, or None if it was not live."""
         with self._lock:
-            return self._sessions.pop(sid, None) if sid else None
+            session = self._sessions.pop(sid, None) if sid else None
+        if session is not None:
+            self._notify([session.sid])
+        return session
 
     def end_where(self, ended: Callable[[Session], bool]) -> int:
         """End every session `ended` picks; how many ended."""
@@ -123,6 +150,7 @@ class SessionBook:
             gone = [sid for sid, session in self._sessions.items() if ended(session)]
             for sid in gone:
                 del self._sessions[sid]
+        self._notify(gone)
         return len(gone)
 
 

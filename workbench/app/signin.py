@@ -9,11 +9,14 @@ place of Panel's basic auth (which compares plaintext passwords with `==`). A si
    try again, with `Retry-After`; the KDF does not run, so the throttle bounds CPU as well as
    guesses. A user with many recent failures from anywhere slows down further guesses from
    addresses that have failed (one every few seconds, over all of them), but never an address
-   that has not: nobody can lock a user out by failing in their name (issue 41);
+   that has not: nobody can lock a user out by failing in their name (issue 41). The global cap
+   on checks running at once holds back only addresses that have failed: a flood from many
+   addresses never refuses a clean address's sign-in, which waits its turn on the pool (issue 52);
 2. the password check (`workbench.app.passwords.PasswordCheck`) on a two-thread pool, so the
    server's event loop keeps serving while scrypt runs: at most two checks use CPU at once;
 3. a failure: 401 and the login page ("Invalid username or password."), counted against the
-   user at the address, the address and the user; a success: Panel's signed session cookie,
+   user at the address, the address and the user; a success: a server-side session
+   (`workbench.app.sessions`) named by Panel's signed cookie,
    the failures of the user at this address forgotten (the address's are not: a valid account
    does not buy an address more guesses; nor the user's: the owner's sign-in does not reset an
    attacker's slowdown).
@@ -158,7 +161,9 @@ class SignInThrottle:
             slowed = self._slowed(name, at, now)
             if slowed is not None:  # an address that has failed, guessing a user past the free failures
                 wait = max(wait, self.users.wait(slowed, now))
-            if wait == 0 and self.running >= MAX_CHECKS_RUNNING:
+            if wait == 0 and at.failures and self.running >= MAX_CHECKS_RUNNING:
+                # The global cap holds back addresses that have failed, never a clean one: a flood
+                # from many addresses must not refuse the owner's sign-in (issue 52, item 11).
                 wait = 1.0
             if wait:
                 return wait
