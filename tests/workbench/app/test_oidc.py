@@ -289,3 +289,18 @@ def test_a_failed_callback_logs_the_cause_never_the_code_or_the_state(workbench,
     text = "\n".join(record.getMessage() for record in server)
     assert "the state does not match its cookie" in text and "401 GET /login (127.0.0.1)" in text
     assert code not in text and state not in text
+
+
+def test_a_sign_in_through_the_provider_returns_only_to_a_path_on_the_workbench(workbench, oidc_provider):  # noqa: F811
+    """Issue 57, defect 1, for OpenID Connect: `next=///evil.example/phish` came back from the
+    provider as `302 Location: ///evil.example/phish`; the state now carries the workbench's page."""
+    from panel.auth import _deserialize_state
+
+    url, _, _ = workbench
+    for foreign, kept in [("///evil.example/phish", "/"), ("/\\evil.example", "/"), ("/%2F/evil.example", "/"),
+                          ("/workbench?scope=acme", "/workbench?scope=acme")]:
+        with httpx.Client(timeout=60) as browser:
+            sent = httpx.URL(browser.get(f"{url}/login", params={"next": foreign}).headers["location"])
+            assert _deserialize_state(sent.params["state"])["next_url"] == kept
+            landed = browser.get(provider_sign_in(browser, sent, "bob", password("bob"), f"{url}/login"))
+            assert landed.status_code == 302 and landed.headers["location"] == kept, foreign
