@@ -2,8 +2,8 @@
 the session each signed-in browser holds on the server, and the flags of every cookie we set.
 
 - `safe_next(value)`: the page a sign-in returns to. Only a path on this workbench: one `/` not
-  followed by `/` or `\\`, after percent-decoding (repeatedly), with no control character or
-  space (browsers drop tabs and newlines from URLs, so `/\\t/evil.example` is `//evil.example`).
+  followed by `/` or `\\`, after percent-decoding (repeatedly), with no control character
+  (browsers drop tabs and newlines from URLs, so `/\\t/evil.example` is `//evil.example`).
   Anything else is the workbench's own page. Checked when the link arrives and again just before
   the redirect (a `next_url` cookie or a `state` value is whatever the browser sent back).
 - `SessionBook`: a signed-in browser's `user` cookie holds only a random session id (signed with
@@ -57,7 +57,7 @@ def safe_next(value: str | None, default: str) -> str:
     decoded = value
     for _ in range(_DECODE_ROUNDS):  # `%2F`, `%252F` …: judge what any later decoding would see
         decoded = urllib.parse.unquote(decoded)
-    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in decoded) or "\\" in decoded:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in decoded) or "\\" in decoded:
         return default
     if not decoded.startswith("/") or decoded.startswith("//"):
         return default
