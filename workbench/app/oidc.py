@@ -151,7 +151,8 @@ class SignInFailed(Signal):
 class OIDCClient:
     """The relying party of one server: the token exchange and the ID token's checks."""
 
-    def __init__(self, settings: OIDCSettings, discovery: Discovery, kept_groups: frozenset[str],
+    def __init__(self, settings: OIDCSettings, discovery: Discovery,
+                 kept_groups: frozenset[str] | Callable[[], frozenset[str]],
                  clock: Callable[[], float] = time.time) -> None:
         self.settings, self.discovery, self.kept_groups, self.clock = settings, discovery, kept_groups, clock
         self._keys: KeySet | None = None
@@ -233,7 +234,8 @@ class OIDCClient:
         """The person the claims name, with the groups the grants file names (kept on the server)."""
         issuer, subject, name, groups = identity_from_claims(claims, self.settings.groups_claim)
         principal = Principal.person(issuer, subject, name)  # refuses an unusable subject or name (ValueError)
-        kept = sorted(g for g in groups if g in self.kept_groups and len(g) <= MAX_GROUP_CHARS)
+        named = self.kept_groups() if callable(self.kept_groups) else self.kept_groups  # the grants file now
+        kept = sorted(g for g in groups if g in named and len(g) <= MAX_GROUP_CHARS)
         return Identity(principal, tuple(kept))
 
 
@@ -340,7 +342,8 @@ class OIDCProvider(SessionAuth, BasicAuthProvider):
         return self._handler
 
 
-def oidc_provider(settings: OIDCSettings, kept_groups: frozenset[str], sessions: SignedSessions,
+def oidc_provider(settings: OIDCSettings, kept_groups: frozenset[str] | Callable[[], frozenset[str]],
+                  sessions: SignedSessions,
                   discovery: Discovery | None = None) -> OIDCProvider:
     """The auth provider of a server whose people sign in at `settings.issuer` (discovered now
     unless given; OIDCConfigError if the provider is unusable)."""

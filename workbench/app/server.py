@@ -86,7 +86,12 @@ def make_server(store: WorkbenchStore, access: Access, address: str, port: int, 
     if sessions is not None:
         kwargs["cookie_secret"] = cookie_secret or secrets.token_urlsafe(32)
     if access.oidc is not None and sessions is not None:
-        groups = frozenset(access.grants.groups) if access.grants is not None else frozenset()
+        watch = sessions.grants
+
+        def groups() -> frozenset[str]:  # the groups the grants file names now (it is re-read)
+            grants = watch.current().grants
+            return frozenset(grants.groups) if grants is not None else frozenset()
+
         kwargs["auth_provider"] = oidc_provider(access.oidc, groups, sessions, discovery)
     elif access.basic_auth_file is not None and sessions is not None:
         # SECURITY: our provider, not Panel's basic_auth (plaintext compared with ==): scrypt

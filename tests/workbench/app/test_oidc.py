@@ -304,3 +304,22 @@ def test_a_sign_in_through_the_provider_returns_only_to_a_path_on_the_workbench(
             assert _deserialize_state(sent.params["state"])["next_url"] == kept
             landed = browser.get(provider_sign_in(browser, sent, "bob", password("bob"), f"{url}/login"))
             assert landed.status_code == 302 and landed.headers["location"] == kept, foreign
+
+
+def test_a_group_the_grants_file_names_later_counts_from_the_next_sign_in(workbench, oidc_provider):  # noqa: F811
+    """The grants file is re-read when it changes (issue 57): a group it comes to name is kept
+    from the next sign-in on, without a restart."""
+    url, access, holder = workbench
+
+    def carol() -> tuple[str, ...]:
+        with httpx.Client(timeout=60) as browser:
+            sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+            browser.get(provider_sign_in(browser, sent, "carol", password("carol"), f"{url}/login"))
+            sid = decode_signed_value(SECRET, "user", browser.cookies["user"].strip('"')).decode()
+            return holder["sessions"].live(sid).identity.groups
+
+    assert carol() == ()
+    grants = json.loads(access.grants_file.read_text())
+    grants["groups"]["gate-viewers"] = {"acme": ["viewer"]}
+    access.grants_file.write_text(json.dumps(grants))
+    assert carol() == ("gate-viewers",)
