@@ -50,9 +50,11 @@ class Provider:
     process: subprocess.Popen
 
     def register(self, redirect_uri: str, auth_method: str = "client_secret_basic") -> tuple[str, str | None]:
-        """A new client for `redirect_uri`: (client_id, client_secret or None for a public client)."""
+        """A new client for `redirect_uri`: (client_id, client_secret or None for a public client).
+        Its post-logout redirect URI is the workbench's `/logout` beside it (RP-initiated logout)."""
+        logout = redirect_uri.rsplit("/", 1)[0] + "/logout"
         body = {"redirect_uris": [redirect_uri], "grant_types": ["authorization_code"], "response_types": ["code"],
-                "token_endpoint_auth_method": auth_method}
+                "token_endpoint_auth_method": auth_method, "post_logout_redirect_uris": [logout]}
         request = urllib.request.Request(f"{self.issuer}/reg", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:  # loopback http

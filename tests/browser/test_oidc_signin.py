@@ -183,3 +183,40 @@ def test_a_viewer_forcing_the_hidden_activate_is_refused_and_nothing_is_recorded
         ledger.dispose()
     assert after == before
     assert not any("#carol" in event["actor"] for event in after)
+
+
+# Show the hidden Refresh button of the page's Bokeh document.
+_FORCE_REFRESH = _FORCE_ACTIVATE.replace("release-activate", "refresh-dataset")
+
+
+def _manifest(home):
+    [manifest] = home.rglob("dataset/manifest.json")
+    return manifest.read_bytes()
+
+
+def test_a_viewers_forced_refresh_is_refused_and_sign_out_ends_the_providers_session(browser, governed):
+    """Issue 57 (defects 6 and 4), issue 52 (defect 5): Carol, a viewer, forces the hidden
+    **Refresh dataset from ledger** through the page's Bokeh model: refused on the server, the
+    signed manifest unchanged. Then the header's **Sign out** ends her session at the provider too:
+    opening the workbench again, the provider asks for a password."""
+    server, _ = governed
+    before = _manifest(server.home)
+    context, carol = sign_in(browser, server, "carol")
+    try:
+        carol.get_by_text("roles here: viewer").wait_for()
+        refresh = carol.locator(".refresh-dataset")
+        assert refresh.is_hidden()
+        assert carol.evaluate(_FORCE_REFRESH) >= 1
+        refresh.locator("button").click()
+        carol.get_by_text("refresh refused: it needs the export permission in every scope").wait_for()
+        assert _manifest(server.home) == before
+        screenshot(carol, "oidc-4-viewer-refresh-refused")
+        carol.get_by_text("Sign out", exact=True).click()
+        carol.get_by_role("button", name="Yes, sign me out").click()  # the provider's confirmation
+        carol.wait_for_url(f"{server.url.rsplit('/', 1)[0]}/logout?state=out")
+        carol.goto(server.url)
+        carol.locator("input[name=password]").wait_for()  # the provider asks again
+        assert "Test provider sign-in" in carol.title()
+        assert carol.errors == []
+    finally:
+        context.close()

@@ -35,6 +35,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,6 +140,9 @@ class Grants:
 
     users: RoleTable = field(default_factory=dict)
     groups: RoleTable = field(default_factory=dict)
+    # An administrator's revocation: subject -> epoch seconds; that subject's sessions opened
+    # before it end (workbench.app.sessions). Not a role: it never grants anything.
+    revoked: dict[str, float] = field(default_factory=dict)
 
     def roles(self, identity: Identity, scope: str) -> frozenset[str]:
         """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
@@ -157,6 +161,7 @@ class Access:
     basic_auth_file: Path | None
     grants: Grants | None  # None: the loopback operator alone, every role in every scope
     oidc: OIDCSettings | None = None
+    grants_file: Path | None = None  # re-read when it changes (workbench.app.sessions.GrantsWatch)
 
     @property
     def authenticated(self) -> bool:
@@ -221,12 +226,30 @@ def load_grants(path: Path) -> Grants:
                 raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
         return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
                              for user, scopes in data.items()})
-    unknown = sorted(set(data) - {"users", "groups"})
+    unknown = sorted(set(data) - {"users", "groups", "revoked"})
     if unknown:
         raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
-                                'it is {"users": {...}, "groups": {...}}')
+                                'it is {"users": {...}, "groups": {...}, "revoked": {...}}')
     return Grants(_role_table(path, "users", data.get("users", {})),
-                  _role_table(path, "groups", data.get("groups", {})))
+                  _role_table(path, "groups", data.get("groups", {})),
+                  _revocations(path, data.get("revoked", {})))
+
+
+def _revocations(path: Path, revoked: object) -> dict[str, float]:
+    """The grants file's `revoked`: {"<subject>": "<ISO time with zone>"} as epoch seconds."""
+    if not isinstance(revoked, dict):
+        raise AccessConfigError(f"grants file {path}: 'revoked' must map subjects to ISO times")
+    out: dict[str, float] = {}
+    for subject, when in revoked.items():
+        try:
+            moment = datetime.fromisoformat(when) if isinstance(when, str) else None
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise AccessConfigError(f"grants file {path}: revoked {subject!r}: {when!r} is not an ISO time "
+                                    "with its zone (2026-11-26T18:00:00Z)")
+        out[subject] = moment.timestamp()
+    return out
 
 
 def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | None,
@@ -252,7 +275,7 @@ def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | N
             raise AccessConfigError(str(exc)) from None
     if grants_file is None:
         raise AccessConfigError("sign-in needs --grants FILE: say which roles each person has in which scopes")
-    return Access(basic_auth_file, load_grants(grants_file), oidc)
+    return Access(basic_auth_file, load_grants(grants_file), oidc, grants_file)
 
 
 def roles_text(roles: Iterable[str]) -> str:

@@ -20,10 +20,14 @@ page); `joserfc` checks the ID token. A sign-in runs:
    client id (and `azp` the client id when there are several audiences), `exp` in the future,
    `iat` not in the future, `nonce` the one sent, `sub` present;
 5. the person (`gate.principals.Principal.person(iss, sub, name)`) and the groups of the groups
-   claim that the grants file names, in Panel's signed `user` cookie (`identity_from_cookie`).
+   claim that the grants file names, in a server-side session (`workbench.app.sessions`) that
+   the signed `user` cookie names; the ID token is kept there for the provider's logout;
+6. `/logout` ends the session and, where the provider offers `end_session_endpoint`, the
+   provider's session too (`OIDCSignOutHandler`).
 
 SECURITY: every failure answers 401 with a fixed message (the provider's text is logged, never
-shown); the token response and the ID token are never stored in a cookie or shown.
+shown; the log never holds the code or the state); the token response and the ID token are
+never stored in a cookie or shown.
 """
 
 from __future__ import annotations
@@ -44,16 +48,24 @@ from typing import Any, NoReturn
 from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
-from panel.auth import BasicAuthProvider, OAuthLoginHandler, _deserialize_state, _validate_next_url
+from panel.auth import BasicAuthProvider, OAuthLoginHandler, _deserialize_state, _serialize_state
 from panel.config import config
 from panel.io.state import state
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
-from tornado.web import HTTPError, decode_signed_value
+from tornado.web import HTTPError
 
 from gate.errors import CodedError, Signal
 from gate.principals import Principal
 from workbench.app.access import Identity, identity_from_claims, is_loopback
 from workbench.app.oidc_settings import OIDCSettings
+from workbench.app.sessions import (
+    Session,
+    SessionAuth,
+    SessionHandler,
+    SignedSessions,
+    SignOutHandler,
+    safe_next,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +94,7 @@ class Discovery:
     jwks_uri: str
     algorithms: tuple[str, ...]
     client_auth: str  # client_secret_basic | client_secret_post
+    end_session_endpoint: str | None = None  # RP-initiated logout, when the provider offers it
 
 
 def _check_url(url: object, what: str, issuer: str) -> str:
@@ -110,9 +123,11 @@ def discovery_from(document: Mapping[str, Any], issuer: str) -> Discovery:
                               f"{', '.join(ALGORITHMS)}")
     methods = document.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
     client_auth = "client_secret_basic" if "client_secret_basic" in methods else "client_secret_post"
+    end_session = document.get("end_session_endpoint")
     return Discovery(issuer, _check_url(document.get("authorization_endpoint"), "authorization_endpoint", issuer),
                      _check_url(document.get("token_endpoint"), "token_endpoint", issuer),
-                     _check_url(document.get("jwks_uri"), "jwks_uri", issuer), algorithms, client_auth)
+                     _check_url(document.get("jwks_uri"), "jwks_uri", issuer), algorithms, client_auth,
+                     _check_url(end_session, "end_session_endpoint", issuer) if end_session is not None else None)
 
 
 def discover(settings: OIDCSettings) -> Discovery:
@@ -136,7 +151,8 @@ class SignInFailed(Signal):
 class OIDCClient:
     """The relying party of one server: the token exchange and the ID token's checks."""
 
-    def __init__(self, settings: OIDCSettings, discovery: Discovery, kept_groups: frozenset[str],
+    def __init__(self, settings: OIDCSettings, discovery: Discovery,
+                 kept_groups: frozenset[str] | Callable[[], frozenset[str]],
                  clock: Callable[[], float] = time.time) -> None:
         self.settings, self.discovery, self.kept_groups, self.clock = settings, discovery, kept_groups, clock
         self._keys: KeySet | None = None
@@ -214,37 +230,20 @@ class OIDCClient:
             raise SignInFailed("the ID token's sub is not a string")
         return claims
 
-    def cookie_value(self, claims: Mapping[str, Any]) -> str:
-        """The signed `user` cookie's value: the person and the groups the grants file names."""
+    def identity(self, claims: Mapping[str, Any]) -> Identity:
+        """The person the claims name, with the groups the grants file names (kept on the server)."""
         issuer, subject, name, groups = identity_from_claims(claims, self.settings.groups_claim)
-        Principal.person(issuer, subject, name)  # refuses an unusable subject or name (ValueError)
-        kept = sorted(g for g in groups if g in self.kept_groups and len(g) <= MAX_GROUP_CHARS)
-        return json.dumps({"iss": issuer, "sub": subject, "name": name, "groups": kept}, separators=(",", ":"))
+        principal = Principal.person(issuer, subject, name)  # refuses an unusable subject or name (ValueError)
+        named = self.kept_groups() if callable(self.kept_groups) else self.kept_groups  # the grants file now
+        kept = sorted(g for g in groups if g in named and len(g) <= MAX_GROUP_CHARS)
+        return Identity(principal, tuple(kept))
 
 
-def identity_from_cookie(cookies: Mapping[str, str], secret: str | bytes | None, max_age_days: float,
-                         issuer: str) -> Identity | None:
-    """The signed-in person of a session, from the signed `user` cookie alone (None if absent,
-    unsigned, expired, or written for another issuer)."""
-    value = cookies.get("user")
-    if not value or not secret:
-        return None
-    decoded = decode_signed_value(secret, "user", value, max_age_days=max_age_days)
-    if decoded is None:
-        return None
-    try:
-        data = json.loads(decoded)
-        principal = Principal.person(data["iss"], data["sub"], data.get("name"))
-        groups = tuple(g for g in data.get("groups", []) if isinstance(g, str))
-    except (ValueError, KeyError, TypeError):
-        return None
-    return Identity(principal, groups) if principal.issuer == issuer else None
-
-
-class OIDCLoginHandler(OAuthLoginHandler):
+class OIDCLoginHandler(SessionHandler, OAuthLoginHandler):
     """Panel's OAuth login handler, driven by the discovery document, with the ID token checked."""
 
     oidc: OIDCClient  # set on the subclass `oidc_provider` makes for one server
+    _OAUTH_LOGOUT_URL = ""  # Panel's error page reads it (no provider logout link on that page)
 
     def _redirect_target(self) -> str:
         return self.oidc.settings.redirect_uri or f"{self.request.protocol}://{self.request.host}{self._login_endpoint}"
@@ -273,19 +272,20 @@ class OIDCLoginHandler(OAuthLoginHandler):
         if not verifier or not nonce:
             self._refuse("the PKCE verifier or the nonce cookie is missing")
         try:
-            claims = await self.oidc.verify(await self.oidc.exchange(code, self._redirect_target(), verifier), nonce)
-            user = self.oidc.cookie_value(claims)
+            id_token = await self.oidc.exchange(code, self._redirect_target(), verifier)
+            identity = self.oidc.identity(await self.oidc.verify(id_token, nonce))
         except (SignInFailed, ValueError) as exc:
             self._refuse(str(exc))
-        self.clear_cookie("is_guest")
-        self.set_secure_cookie("user", user, expires_days=config.oauth_expiry, httponly=True, path=config.cookie_path)
-        next_url = _validate_next_url(_deserialize_state(url_state).get("next_url"))
-        self.redirect(next_url or state.base_url)
+        self.open_session(identity, id_token)  # the ID token stays on the server (the provider's logout)
+        # SECURITY: checked again just before the redirect (`safe_next`): the state is what came back.
+        self.redirect(safe_next(_deserialize_state(url_state).get("next_url"), state.base_url or "/"))
 
     def _authorize(self) -> None:
         """Send the browser to the provider: state, nonce and the PKCE challenge in signed cookies."""
-        # Panel's OAuthLoginHandler (unannotated): the state and the PKCE pair, in signed cookies.
-        value = self.get_state()  # type: ignore[no-untyped-call]
+        # The state (the page to return to: a path on this workbench only) and, through Panel's
+        # OAuthLoginHandler (unannotated), the PKCE pair, in signed cookies.
+        next_url = safe_next(self.get_argument("next", None), state.base_url or "/")
+        value = _serialize_state({"state_id": secrets.token_hex(16), "next_url": next_url})
         self.set_state_cookie(value)  # type: ignore[no-untyped-call]
         verifier, challenge = self.get_code()  # type: ignore[no-untyped-call]
         self.set_code_cookie(verifier)  # type: ignore[no-untyped-call]
@@ -298,11 +298,41 @@ class OIDCLoginHandler(OAuthLoginHandler):
         self.redirect(f"{self.oidc.discovery.authorization_endpoint}?{urllib.parse.urlencode(query)}")
 
 
-class OIDCProvider(BasicAuthProvider):
-    """Panel's auth provider (login, logout, the signed `user` cookie) with `OIDCLoginHandler`."""
+class OIDCSignOutHandler(SignOutHandler):
+    """`/logout`, then the provider's own logout (RP-initiated logout 1.0) with the session's ID
+    token as `id_token_hint` and this workbench's `/logout` as `post_logout_redirect_uri` (register
+    it at the provider), so the next sign-in on this browser asks for a password again."""
 
-    def __init__(self, client: OIDCClient) -> None:
-        self._handler: type[OIDCLoginHandler] = type("ServerOIDCLoginHandler", (OIDCLoginHandler,), {"oidc": client})
+    oidc: OIDCClient
+
+    def provider_logout(self, session: Session, switch: bool) -> str | None:
+        endpoint = self.oidc.discovery.end_session_endpoint
+        if endpoint is None or session.id_token is None:
+            return None
+        query = {"id_token_hint": session.id_token, "client_id": self.oidc.settings.client_id,
+                 "post_logout_redirect_uri": post_logout_uri(self.oidc.settings, self.request, self.request.path),
+                 "state": "switch" if switch else "out"}
+        return f"{endpoint}?{urllib.parse.urlencode(query)}"
+
+
+def post_logout_uri(settings: OIDCSettings, request: Any, logout_path: str) -> str:
+    """This workbench's logout page as the provider sees it: the redirect URI's origin (when
+    configured) or the request's, with the logout path."""
+    if settings.redirect_uri:
+        parts = urllib.parse.urlsplit(settings.redirect_uri)
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, logout_path, "", ""))
+    return f"{request.protocol}://{request.host}{logout_path}"
+
+
+class OIDCProvider(SessionAuth, BasicAuthProvider):
+    """Panel's auth provider (login, logout) with `OIDCLoginHandler`, server-side sessions
+    (`workbench.app.sessions`) and the provider's logout."""
+
+    def __init__(self, client: OIDCClient, sessions: SignedSessions) -> None:
+        self.sessions = sessions
+        self.signout = type("ServerOIDCSignOutHandler", (OIDCSignOutHandler,), {"oidc": client})
+        self._handler: type[OIDCLoginHandler] = type("ServerOIDCLoginHandler", (OIDCLoginHandler,),
+                                                     {"oidc": client, "sessions": sessions})
         super().__init__()  # type: ignore[no-untyped-call]  # Panel's BasicAuthProvider is unannotated
 
     @property
@@ -312,8 +342,9 @@ class OIDCProvider(BasicAuthProvider):
         return self._handler
 
 
-def oidc_provider(settings: OIDCSettings, kept_groups: frozenset[str],
+def oidc_provider(settings: OIDCSettings, kept_groups: frozenset[str] | Callable[[], frozenset[str]],
+                  sessions: SignedSessions,
                   discovery: Discovery | None = None) -> OIDCProvider:
     """The auth provider of a server whose people sign in at `settings.issuer` (discovered now
     unless given; OIDCConfigError if the provider is unusable)."""
-    return OIDCProvider(OIDCClient(settings, discovery or discover(settings), kept_groups))
+    return OIDCProvider(OIDCClient(settings, discovery or discover(settings), kept_groups), sessions)

@@ -9,20 +9,24 @@ place of Panel's basic auth (which compares plaintext passwords with `==`). A si
    try again, with `Retry-After`; the KDF does not run, so the throttle bounds CPU as well as
    guesses. A user with many recent failures from anywhere slows down further guesses from
    addresses that have failed (one every few seconds, over all of them), but never an address
-   that has not: nobody can lock a user out by failing in their name (issue 41);
+   that has not: nobody can lock a user out by failing in their name (issue 41). The global cap
+   on checks running at once holds back only addresses that have failed: a flood from many
+   addresses never refuses a clean address's sign-in, which waits its turn on the pool (issue 52);
 2. the password check (`workbench.app.passwords.PasswordCheck`) on a two-thread pool, so the
    server's event loop keeps serving while scrypt runs: at most two checks use CPU at once;
 3. a failure: 401 and the login page ("Invalid username or password."), counted against the
-   user at the address, the address and the user; a success: Panel's signed session cookie,
+   user at the address, the address and the user; a success: a server-side session
+   (`workbench.app.sessions`) named by Panel's signed cookie,
    the failures of the user at this address forgotten (the address's are not: a valid account
    does not buy an address more guesses; nor the user's: the owner's sign-in does not reset an
    attacker's slowdown).
 
 SECURITY: the address is the TCP peer (`remote_ip`); forwarded headers are not trusted, so
-behind a proxy every client shares the proxy's address budget. A session's user is read from
-the signed `user` cookie alone (`session_user`): Panel's `pn.state.user` answers "guest" for any
-request that carries an `is_guest` cookie, which a client sets at will. The login page shows
-only the messages this module writes, never a `?error=` text from the link that opened it.
+behind a proxy every client shares the proxy's address budget. A session is the server-side one
+the signed `user` cookie names (`workbench.app.sessions`), never an `is_guest` cookie (Panel's
+`pn.state.user` answers "guest" for any request that carries one, which a client sets at will).
+The login page shows only the messages this module writes, never a `?error=` text from the link
+that opened it; a sign-in returns only to a path on this workbench (`safe_next`).
 """
 
 from __future__ import annotations
@@ -32,18 +36,19 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from panel.auth import BasicAuthProvider, BasicLoginHandler, _validate_next_url
+from panel.auth import BasicAuthProvider, BasicLoginHandler
 from panel.io.resources import CDN_DIST
 from panel.io.state import state
 from tornado.ioloop import IOLoop
-from tornado.web import decode_signed_value
 
+from workbench.app.access import Identity
 from workbench.app.passwords import MAX_USER_CHARS, PasswordCheck
+from workbench.app.sessions import SessionAuth, SessionHandler, SignedSessions, safe_next
 
 INVALID = "Invalid username or password."
 KDF_THREADS = 2
@@ -156,7 +161,9 @@ class SignInThrottle:
             slowed = self._slowed(name, at, now)
             if slowed is not None:  # an address that has failed, guessing a user past the free failures
                 wait = max(wait, self.users.wait(slowed, now))
-            if wait == 0 and self.running >= MAX_CHECKS_RUNNING:
+            if wait == 0 and at.failures and self.running >= MAX_CHECKS_RUNNING:
+                # The global cap holds back addresses that have failed, never a clean one: a flood
+                # from many addresses must not refuse the owner's sign-in (issue 52, item 11).
                 wait = 1.0
             if wait:
                 return wait
@@ -217,15 +224,13 @@ class SignIn:
     pool: ThreadPoolExecutor
 
 
-class SignInHandler(BasicLoginHandler):
-    """Panel's login page and session cookie; the check and the throttle are ours."""
+class SignInHandler(SessionHandler, BasicLoginHandler):
+    """Panel's login page; the check, the throttle, the session and the redirect are ours."""
 
     signin: SignIn  # set on the subclass `signin_provider` makes for one server
-    _verdict = False
 
     def _validate(self, username: str, password: str) -> bool:
-        # Called by BasicLoginHandler.post only after `post` below has checked the password.
-        return self._verdict
+        return False  # Panel's plaintext check: never used (`post` below checks the password)
 
     def _page(self, status: int, message: str) -> None:
         self.set_status(status)
@@ -235,11 +240,14 @@ class SignInHandler(BasicLoginHandler):
 
     def get(self) -> None:
         # Panel's handler shows `?error=` as the page's message, so any link could put its own
-        # text (a phishing line) on our sign-in page. Ours shows none until a sign-in fails;
-        # the `next` target is checked as Panel checks it (same origin only).
-        next_url = _validate_next_url(self.get_argument("next", state.base_url))
+        # text (a phishing line) on our sign-in page. Ours shows none until a sign-in fails.
+        # SECURITY: `next` only as a path on this workbench (`safe_next`; Panel's check let
+        # `///evil.example` through), checked again before the redirect.
+        next_url = safe_next(self.get_argument("next", None), "")
         if next_url:
-            self.set_cookie("next_url", next_url)
+            self.set_cookie("next_url", next_url, httponly=True)
+        else:
+            self.clear_cookie("next_url")
         self._page(200, "")
 
     async def post(self) -> None:
@@ -261,15 +269,20 @@ class SignInHandler(BasicLoginHandler):
         if not verdict:
             self._page(401, INVALID)
             return
-        self._verdict = True
-        super().post()  # type: ignore[no-untyped-call]  # Panel's LoginHandler.post is unannotated
+        self.open_session(Identity.password_user(user))
+        target = safe_next(self.get_cookie("next_url"), state.base_url or "/")  # a cookie is what the browser says
+        self.clear_cookie("next_url")
+        self.redirect(target)
 
 
-class SignInProvider(BasicAuthProvider):
-    """Panel's basic auth provider with `SignInHandler` as its login handler."""
+class SignInProvider(SessionAuth, BasicAuthProvider):
+    """Panel's basic auth provider with `SignInHandler` as its login handler and server-side
+    sessions (`workbench.app.sessions`)."""
 
-    def __init__(self, signin: SignIn) -> None:
-        self._handler: type[SignInHandler] = type("ServerSignInHandler", (SignInHandler,), {"signin": signin})
+    def __init__(self, signin: SignIn, sessions: SignedSessions) -> None:
+        self.sessions = sessions
+        self._handler: type[SignInHandler] = type("ServerSignInHandler", (SignInHandler,),
+                                                  {"signin": signin, "sessions": sessions})
         # Validates the provider, reading `login_handler`; Panel leaves it unannotated.
         super().__init__()  # type: ignore[no-untyped-call]
 
@@ -280,19 +293,9 @@ class SignInProvider(BasicAuthProvider):
         return self._handler
 
 
-def session_user(cookies: Mapping[str, str], secret: str | bytes | None,
-                 max_age_days: float) -> str | None:
-    """The signed-in user of a session: the `user` cookie checked against the server's cookie
-    secret, nothing else (an `is_guest` cookie, which any client can set, is ignored)."""
-    value = cookies.get("user")
-    if not value or not secret:
-        return None
-    decoded = decode_signed_value(secret, "user", value, max_age_days=max_age_days)
-    return None if decoded is None else decoded.decode("utf-8")
-
-
-def signin_provider(password_file: Path, throttle: SignInThrottle | None = None) -> SignInProvider:
+def signin_provider(password_file: Path, sessions: SignedSessions,
+                    throttle: SignInThrottle | None = None) -> SignInProvider:
     """The auth provider of a server whose users sign in against `password_file` (refused with
     `PasswordFileError` if it holds anything but scrypt hashes)."""
     pool = ThreadPoolExecutor(max_workers=KDF_THREADS, thread_name_prefix="workbench-signin")
-    return SignInProvider(SignIn(PasswordCheck(password_file), throttle or SignInThrottle(), pool))
+    return SignInProvider(SignIn(PasswordCheck(password_file), throttle or SignInThrottle(), pool), sessions)

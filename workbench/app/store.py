@@ -27,7 +27,7 @@ import polars as pl
 
 from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock
-from gate.errors import GateError
+from gate.errors import GateError, Signal
 from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
@@ -136,6 +136,10 @@ def require(permissions: frozenset[str], permission: str) -> None:
                         permission=permission)
 
 
+class RefreshRunning(Signal):
+    """A refresh of the dataset was asked while one runs (the page says so; nothing is written)."""
+
+
 class WorkbenchStore:
     """Shared by all sessions; thread-safe because every call reads through the ledger's own
     connections and the services hold no per-request state."""
@@ -168,6 +172,7 @@ class WorkbenchStore:
         # manifest's hash so a refreshed dataset is read again; least recently used dropped.
         self._figures: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._figures_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()  # one refresh at a time, over every session
         # `reference`: every figure from the rows, nothing cached but the frames (the path the
         # fast one is held equal to by tests and timed against by bench_workbench).
         self.reference = reference
@@ -232,8 +237,14 @@ class WorkbenchStore:
     def refresh_dataset(self, progress: Progress | None = None) -> dict[str, Any]:
         """Export what is new in the ledger into the dataset (the export service of `gate export`,
         with its one signing rule: `SigningRefused`, nothing written, without a key while signing
-        is required); `progress(done, total)` is called as rows are written."""
-        result = self.services.exports.begin().run(self.ledger, str(self.dataset_dir), progress=progress)
+        is required); `progress(done, total)` is called as rows are written. One refresh runs at a
+        time: another asked meanwhile is refused at once (`RefreshRunning`), nothing written."""
+        if not self._refresh_lock.acquire(blocking=False):
+            raise RefreshRunning("a refresh of the dataset is already running: wait for it to finish")
+        try:
+            result = self.services.exports.begin().run(self.ledger, str(self.dataset_dir), progress=progress)
+        finally:
+            self._refresh_lock.release()
         with self._figures_lock:  # keyed by the old manifest: never read again, free them now
             self._figures.clear()
         with self._cache_lock:

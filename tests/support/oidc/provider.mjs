@@ -37,6 +37,18 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    // RP-initiated logout: the workbench's /logout sends the browser here with id_token_hint and
+    // its registered post_logout_redirect_uri; a page of our own asks to confirm (no web fonts).
+    rpInitiatedLogout: {
+      enabled: true,
+      async logoutSource(ctx, form) {
+        ctx.body = `<!doctype html><title>Test provider sign-out</title><h1>Sign out of the test provider?</h1>
+${form}<button type="submit" form="op.logoutForm" value="yes" name="logout">Yes, sign me out</button>`;
+      },
+      async postLogoutSuccessSource(ctx) {
+        ctx.body = '<!doctype html><title>Signed out</title><h1>Signed out of the test provider</h1>';
+      },
+    },
   },
   pkce: { required: () => true },
   claims: { openid: ['sub'], profile: ['name', 'preferred_username'], groups: ['groups'] },

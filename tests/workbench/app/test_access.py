@@ -263,3 +263,33 @@ def test_an_identity_without_a_subject_matches_no_user_entry():
 
     grants = Grants(users={"": {"a": frozenset({"admin"})}, "XXXX": {"a": frozenset({"viewer"})}})
     assert grants.roles(Identity(Principal.api_key("key_1")), "a") == {"admin"}  # the empty name, never another
+
+
+def test_a_grants_file_names_revocations_as_instants_with_their_zone(tmp_path):
+    """Issue 57: `"revoked": {"<subject>": "<ISO time>"}` ends that subject's sessions opened
+    before the time (workbench.app.sessions); it grants nothing and needs the time's zone."""
+    users = _write(tmp_path / "users.json", {"ana": HASH})
+    content = {"users": {"ana": {"acme": ["viewer"]}},
+               "revoked": {"ana": "2026-11-26T18:00:00Z", "bo": "2026-11-26T20:00:00+02:00"}}
+    grants = _write(tmp_path / "grants.json", content)
+    access = access_for("0.0.0.0", users, grants)
+    assert access.grants.revoked == {"ana": 1795716000.0, "bo": 1795716000.0}
+    assert access.grants_file == grants
+    assert access.roles_in(Identity(Principal.person("i", "bo")), "acme") == frozenset()  # no role from it
+    assert access_for("0.0.0.0", users, _write(tmp_path / "none.json", {"users": {}})).grants.revoked == {}
+    for revoked, shown in [({"ana": "2026-11-26T18:00:00"}, "'2026-11-26T18:00:00'"), ({"ana": "yesterday"}, "'yesterday'"),
+                           ({"ana": 1795716000}, "1795716000")]:
+        bad = _write(tmp_path / "bad.json", {"users": {}, "revoked": revoked})
+        with pytest.raises(AccessConfigError) as refused:
+            access_for("0.0.0.0", users, bad)
+        assert str(refused.value) == (f"grants file {bad}: revoked 'ana': {shown} is not an ISO time with its "
+                                      "zone (2026-11-26T18:00:00Z)")
+    bad = _write(tmp_path / "bad.json", {"users": {}, "revoked": ["ana"]})
+    with pytest.raises(AccessConfigError) as refused:
+        access_for("0.0.0.0", users, bad)
+    assert str(refused.value) == f"grants file {bad}: 'revoked' must map subjects to ISO times"
+    bad = _write(tmp_path / "bad.json", {"users": {}, "roles": {}})
+    with pytest.raises(AccessConfigError) as refused:
+        access_for("0.0.0.0", users, bad)
+    assert str(refused.value) == (f"grants file {bad}: unknown member(s) 'roles'; "
+                                  'it is {"users": {...}, "groups": {...}, "revoked": {...}}')

@@ -27,7 +27,6 @@ from workbench.app.oidc import (
     SignInFailed,
     discover,
     discovery_from,
-    identity_from_cookie,
 )
 from workbench.app.oidc_settings import OIDCSettings
 
@@ -99,8 +98,8 @@ def test_an_id_token_the_provider_issued_is_checked_and_names_the_person(relying
     client, id_token, nonce = issued(relying_party)
     claims = _run(client.verify(id_token, nonce))
     assert claims["sub"] == "alice" and claims["groups"] == ["gate-authors"] and claims["name"] == "Alice Author"
-    cookie = json.loads(client.cookie_value(claims))
-    assert cookie == {"iss": relying_party[0].issuer, "sub": "alice", "name": "Alice Author", "groups": ["gate-authors"]}
+    assert client.identity(claims) == Identity(Principal.person(relying_party[0].issuer, "alice", "Alice Author"),
+                                               ("gate-authors",))
 
 
 def test_a_wrong_nonce_audience_issuer_expiry_or_signature_is_refused(relying_party):
@@ -165,7 +164,8 @@ def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     assert started.wait(60)
-    yield f"http://127.0.0.1:{port}", access
+    holder["sessions"] = holder["server"]._tornado.auth_provider.sessions  # the server's session book
+    yield f"http://127.0.0.1:{port}", access, holder
     loop = holder["server"].io_loop
     loop.add_callback(holder["server"].stop)
     loop.add_callback(loop.stop)
@@ -173,7 +173,7 @@ def workbench(workbench_home, oidc_provider, tmp_path):  # noqa: F811
 
 
 def test_signing_in_through_the_provider_opens_the_workbench_as_that_person(workbench, oidc_provider):  # noqa: F811
-    url, access = workbench
+    url, access, holder = workbench
     with httpx.Client(timeout=60) as browser:
         opened = browser.get(f"{url}/workbench")
         assert opened.status_code == 302 and "login?next=" in opened.headers["location"]
@@ -187,7 +187,10 @@ def test_signing_in_through_the_provider_opens_the_workbench_as_that_person(work
         assert landed.status_code == 302 and landed.headers["location"] == "/workbench"
         assert browser.get(f"{url}/workbench").status_code == 200
         cookie = browser.cookies["user"].strip('"')  # Tornado quotes the value; a server reads it unquoted
-        identity = identity_from_cookie({"user": cookie}, SECRET, 1, oidc_provider.issuer)
+        # The cookie names a server-side session, nothing else (issue 57): the person stays on the server.
+        sid = decode_signed_value(SECRET, "user", cookie).decode()
+        assert "bob" not in sid and "gate-approvers" not in sid
+        identity = holder["sessions"].live(sid).identity
         assert identity == Identity(Principal.person(oidc_provider.issuer, "bob", "Bob Approver"), ("gate-approvers",))
         assert access.permissions_in(identity, "globex") == {"read", "approve"}
         # The same code (a replayed callback) finds no state cookie any more: refused.
@@ -195,7 +198,7 @@ def test_signing_in_through_the_provider_opens_the_workbench_as_that_person(work
 
 
 def test_a_forged_state_or_a_provider_error_is_refused(workbench, oidc_provider):  # noqa: F811
-    url, _ = workbench
+    url, _, _ = workbench
     with httpx.Client(timeout=60) as browser:
         sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
         back = provider_sign_in(browser, sent, "alice", password("alice"), f"{url}/login")
@@ -206,20 +209,117 @@ def test_a_forged_state_or_a_provider_error_is_refused(workbench, oidc_provider)
         error = browser.get(f"{url}/login", params={"error": "access_denied",
                                                      "error_description": "<script>alert(1)</script>"})
         assert error.status_code == 401 and "<script>alert(1)" not in error.text
-        # A cookie signed with another secret, or naming another issuer, names nobody.
-        assert identity_from_cookie({"user": "x"}, SECRET, 1, oidc_provider.issuer) is None
-        other = json.dumps({"iss": "https://elsewhere.example", "sub": "alice", "groups": []})
+        # A cookie signed with the server's secret but naming no live session names nobody (the
+        # cookie of issue 42, the person in JSON, opens nothing any more).
         from tornado.web import create_signed_value
 
-        signed = create_signed_value(SECRET, "user", other).decode()
-        assert decode_signed_value(SECRET, "user", signed) is not None
-        assert identity_from_cookie({"user": signed}, SECRET, 1, oidc_provider.issuer) is None
+        other = json.dumps({"iss": oidc_provider.issuer, "sub": "alice", "groups": ["gate-authors"]})
+        with httpx.Client(timeout=60, cookies={"user": create_signed_value(SECRET, "user", other).decode()}) as forged:
+            assert forged.get(f"{url}/workbench").status_code == 302
 
 
 def test_a_wrong_password_at_the_provider_signs_nobody_in(workbench, oidc_provider):  # noqa: F811
-    url, _ = workbench
+    url, _, _ = workbench
     with httpx.Client(timeout=60) as browser:
         sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
         with pytest.raises(AssertionError, match="401"):
             provider_sign_in(browser, sent, "alice", "not-her-password", f"{url}/login")
         assert "user" not in browser.cookies
+
+
+def test_logout_ends_the_providers_session_too(workbench, oidc_provider):  # noqa: F811
+    """Issue 57, defect 4: after `/logout` the provider asks for a password again (RP-initiated
+    logout with `id_token_hint` and the registered `post_logout_redirect_uri`); before, `/login`
+    signed the same person in again without one."""
+    url, _, _ = workbench
+    with httpx.Client(timeout=60) as browser:
+        sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+        browser.get(provider_sign_in(browser, sent, "alice", password("alice"), f"{url}/login"))
+        kept = browser.cookies["user"]
+        assert browser.get(f"{url}/workbench").status_code == 200
+        out = browser.get(f"{url}/logout")
+        assert out.status_code == 302 and "user" not in browser.cookies
+        end = httpx.URL(out.headers["location"])
+        assert str(end).startswith(f"{oidc_provider.issuer}/session/end")
+        assert end.params["post_logout_redirect_uri"] == f"{url}/logout" and end.params["id_token_hint"]
+        assert end.params["id_token_hint"] not in out.text
+        confirm = browser.get(end)
+        assert confirm.status_code == 200 and "Yes, sign me out" in confirm.text
+        xsrf = confirm.text.split('name="xsrf" value="', 1)[1].split('"', 1)[0]
+        back = browser.post(httpx.URL(oidc_provider.issuer).join("/session/end/confirm"),
+                            data={"xsrf": xsrf, "logout": "yes"})
+        assert back.status_code in (302, 303) and back.headers["location"] == f"{url}/logout?state=out"
+        assert browser.get(back.headers["location"]).status_code == 200
+        # Signing in again: the provider shows its password form instead of sending a code back.
+        again = browser.get(httpx.URL(browser.get(f"{url}/login").headers["location"]))
+        for _ in range(5):
+            if again.status_code not in (302, 303):
+                break
+            assert "code=" not in again.headers["location"]
+            again = browser.get(again.url.join(again.headers["location"]))
+        assert again.status_code == 200 and 'type="password"' in again.text
+    with httpx.Client(timeout=60, cookies={"user": kept}) as thief:  # the cookie from before opens nothing
+        assert thief.get(f"{url}/workbench").status_code == 302
+
+
+def test_switch_person_signs_out_at_the_provider_and_returns_to_sign_in(workbench, oidc_provider):  # noqa: F811
+    url, _, _ = workbench
+    with httpx.Client(timeout=60) as browser:
+        sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+        browser.get(provider_sign_in(browser, sent, "bob", password("bob"), f"{url}/login"))
+        end = httpx.URL(browser.get(f"{url}/logout", params={"switch": "1"}).headers["location"])
+        assert end.params["state"] == "switch"
+        # The provider's answer after its confirmation page sends the browser to /logout?state=switch:
+        landing = browser.get(f"{url}/logout", params={"state": "switch"})
+        assert landing.status_code == 302 and landing.headers["location"] == "/login"
+
+
+def test_a_failed_callback_logs_the_cause_never_the_code_or_the_state(workbench, caplog):
+    """Issue 57, defect 7: a failed callback logged its whole URL, code and state, at WARNING."""
+    import logging
+
+    url, _, _ = workbench
+    caplog.set_level(logging.DEBUG)
+    code, state = "CODE-" + secrets.token_hex(12), "STATE-" + secrets.token_hex(12)
+    with httpx.Client(timeout=60) as browser:
+        refused = browser.get(f"{url}/login", params={"code": code, "state": state})
+        assert refused.status_code == 401 and "The sign-in could not be completed" in refused.text
+        assert browser.get(f"{url}/login", params={"code": code, "state": state, "error": "x"}).status_code == 401
+    server = [r for r in caplog.records if not r.name.startswith(("httpx", "httpcore"))]  # not the test's client
+    text = "\n".join(record.getMessage() for record in server)
+    assert "the state does not match its cookie" in text and "401 GET /login (127.0.0.1)" in text
+    assert code not in text and state not in text
+
+
+def test_a_sign_in_through_the_provider_returns_only_to_a_path_on_the_workbench(workbench, oidc_provider):  # noqa: F811
+    """Issue 57, defect 1, for OpenID Connect: `next=///evil.example/phish` came back from the
+    provider as `302 Location: ///evil.example/phish`; the state now carries the workbench's page."""
+    from panel.auth import _deserialize_state
+
+    url, _, _ = workbench
+    for foreign, kept in [("///evil.example/phish", "/"), ("/\\evil.example", "/"), ("/%2F/evil.example", "/"),
+                          ("/workbench?scope=acme", "/workbench?scope=acme")]:
+        with httpx.Client(timeout=60) as browser:
+            sent = httpx.URL(browser.get(f"{url}/login", params={"next": foreign}).headers["location"])
+            assert _deserialize_state(sent.params["state"])["next_url"] == kept
+            landed = browser.get(provider_sign_in(browser, sent, "bob", password("bob"), f"{url}/login"))
+            assert landed.status_code == 302 and landed.headers["location"] == kept, foreign
+
+
+def test_a_group_the_grants_file_names_later_counts_from_the_next_sign_in(workbench, oidc_provider):  # noqa: F811
+    """The grants file is re-read when it changes (issue 57): a group it comes to name is kept
+    from the next sign-in on, without a restart."""
+    url, access, holder = workbench
+
+    def carol() -> tuple[str, ...]:
+        with httpx.Client(timeout=60) as browser:
+            sent = httpx.URL(browser.get(f"{url}/login").headers["location"])
+            browser.get(provider_sign_in(browser, sent, "carol", password("carol"), f"{url}/login"))
+            sid = decode_signed_value(SECRET, "user", browser.cookies["user"].strip('"')).decode()
+            return holder["sessions"].live(sid).identity.groups
+
+    assert carol() == ()
+    grants = json.loads(access.grants_file.read_text())
+    grants["groups"]["gate-viewers"] = {"acme": ["viewer"]}
+    access.grants_file.write_text(json.dumps(grants))
+    assert carol() == ("gate-viewers",)

@@ -32,7 +32,7 @@ from workbench.app.state.inbox import InboxState
 from workbench.app.state.migration import MigrationState
 from workbench.app.state.overview import OverviewState
 from workbench.app.state.releases import ReleasesState
-from workbench.app.store import WorkbenchStore
+from workbench.app.store import RefreshRunning, WorkbenchStore
 from workbench.dataset.trust import trust_text
 from workbench.reports.textsafe import md_text
 from workbench.signing import SigningRefused
@@ -204,25 +204,27 @@ def _who(scope: str, rights: Rights) -> str:
     return line
 
 
-def build_app(store: WorkbenchStore, scopes: list[str], *, identity: Identity | None = None,
-              roles: Callable[[str], frozenset[str]] | None = None,
-              export_root: Path | None = None) -> pn.viewable.Viewable:
-    """The app of one session. `identity` is who acts (default: the local operator, as on a
-    loopback workbench without sign-in) and `roles(scope)` the roles it holds there (default:
-    every role, the operator's)."""
-    export_root = export_root or store.exports_dir
-    if (identity is None) != (roles is None):
-        raise ValueError("build_app: give both identity and roles, or neither")
-    rights = Rights(identity, roles) if identity is not None and roles is not None else Rights.operator()
-    session = Session(store, scopes, export_root, rights=rights)
-    scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
-    refresh = pn.widgets.Button(name="Refresh dataset from ledger")
+EXPORT = "export"  # the permission a refresh needs, in every scope the ledger holds (it exports them all)
+
+
+def may_refresh(store: WorkbenchStore, rights: Rights) -> bool:
+    """Whether this session may re-export (and re-sign) the dataset: `export` in every scope."""
+    return all(rights.may(scope, EXPORT) for scope in store.scopes())
+
+
+def _refresh_control(store: WorkbenchStore, session: Session, rights: Rights) -> tuple[pn.widgets.Button, Any]:
+    """The **Refresh dataset from ledger** button and its progress bar. SECURITY: the click is
+    checked on the server (`may_refresh`, at the moment of the click), whatever the page sends;
+    the store runs one refresh at a time."""
+    refresh = pn.widgets.Button(name="Refresh dataset from ledger", visible=may_refresh(store, rights),
+                                css_classes=["refresh-dataset"])
     bar = pn.indicators.Progress(value=0, max=100, width=200, visible=False)
-    status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
 
     async def refresh_dataset(_: object) -> None:
+        if not may_refresh(store, rights):
+            session.describe_dataset("refresh refused: it needs the export permission in every scope")
+            return
         refresh.disabled, bar.visible, bar.value = True, True, 0
-
         loop = asyncio.get_running_loop()
 
         def progress(done: int, total: int) -> None:  # called in the export's worker thread
@@ -234,18 +236,38 @@ def build_app(store: WorkbenchStore, scopes: list[str], *, identity: Identity | 
         except SigningRefused as refused:  # nothing written: the export rule of `gate export`
             session.describe_dataset(f"refresh refused ({refused.code}): {refused.message}")
             return
+        except RefreshRunning as running:
+            session.describe_dataset(f"refresh refused: {running}")
+            return
         finally:
             refresh.disabled, bar.visible = False, False
-        try:
-            session.describe_dataset(f"refreshed: {outcome['added']} new rows")
-            session.overview.refresh()
-            session.decisions.refresh()
-        finally:
-            refresh.disabled, bar.visible = False, False
+        session.describe_dataset(f"refreshed: {outcome['added']} new rows")
+        session.overview.refresh()
+        session.decisions.refresh()
 
     refresh.on_click(refresh_dataset)
+    return refresh, bar
 
-    header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar,
-                    pn.pane.Markdown(pn.bind(_who, session.param.scope, rights), css_classes=["signed-in"]),
+
+SIGN_OUT = "[Sign out](/logout) · [Switch person](/logout?switch=1)"
+
+
+def build_app(store: WorkbenchStore, scopes: list[str], *, identity: Identity | None = None,
+              roles: Callable[[str], frozenset[str]] | None = None,
+              export_root: Path | None = None, signed_in: bool = False) -> pn.viewable.Viewable:
+    """The app of one session. `identity` is who acts (default: the local operator, as on a
+    loopback workbench without sign-in) and `roles(scope)` the roles it holds there (default:
+    every role, the operator's); `signed_in`: the header offers sign-out and switch-person."""
+    export_root = export_root or store.exports_dir
+    if (identity is None) != (roles is None):
+        raise ValueError("build_app: give both identity and roles, or neither")
+    rights = Rights(identity, roles) if identity is not None and roles is not None else Rights.operator()
+    session = Session(store, scopes, export_root, rights=rights)
+    scope = pn.widgets.Select.from_param(session.param.scope, name="Scope", options=[""] + scopes)
+    refresh, bar = _refresh_control(store, session, rights)
+    status = pn.pane.Markdown(pn.bind(md_text, session.param.dataset), css_classes=["dataset-status"])
+    who = pn.pane.Markdown(pn.bind(_who, session.param.scope, rights), css_classes=["signed-in"])
+    account = [pn.pane.Markdown(SIGN_OUT, css_classes=["sign-out"])] if signed_in else []
+    header = pn.Row(pn.pane.Markdown("## Decision Gate · policy workbench"), scope, refresh, bar, who, *account,
                     align="center")
     return pn.Column(header, status, _pages(session, scopes), sizing_mode="stretch_width")

@@ -1,0 +1,97 @@
+"""Issue 57 in a real browser, signing in against the password file: what only a browser shows.
+
+- Chromium follows a sign-in's redirect: `next=///evil.example/phish` sent it to evil.example
+  (Python saw no host in `///host`, browsers do); it now stays on the workbench.
+- A page script cannot read the session cookie: before, the Bokeh session token embedded in the
+  page held every cookie (`{"cookies": {"user": …}}`) although `document.cookie` was empty, and
+  `autoload.js` served it to any origin.
+- The header's **Sign out** ends the session: the workbench asks for a password again, and
+  another tab open on the workbench closes itself.
+
+The same behaviours over plain HTTP, with the error paths, are in
+tests/workbench/app/test_sessions.py; the provider's logout in tests/browser/test_oidc_signin.py."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from tests.browser.conftest import GATE, Workbench, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="module")
+def workbench(tmp_path_factory):
+    from tests.workbench.app.conftest import build_small_ledger
+
+    home = tmp_path_factory.mktemp("sessions-home")
+    build_small_ledger(home)
+    users, grants = home / "users.json", home / "grants.json"
+    subprocess.run([GATE, "workbench-passwd", str(users), "ana"], input=PASSWORD + "\n", text=True,
+                   check=True, capture_output=True, timeout=120)
+    grants.write_text(json.dumps({"users": {"ana": {"acme": ["viewer"]}}}))
+    server = Workbench(home, ["--refresh", "--basic-auth", str(users), "--grants", str(grants)])
+    yield server
+    server.stop()
+
+
+def submit(page, user: str, password: str) -> None:
+    page.locator("input[name=username]").fill(user)
+    page.locator("input[name=password]").fill(password)
+    with page.expect_navigation():
+        page.locator("button[type=submit]").click()
+
+
+@pytest.mark.parametrize("foreign", ["///evil.example/phish", "////evil.example/"])
+def test_chromium_stays_on_the_workbench_after_signing_in(page, workbench, foreign):
+    origin = f"http://127.0.0.1:{workbench.port}/"
+    page.goto(f"{origin}login?next={foreign}")
+    submit(page, "ana", PASSWORD)
+    assert page.url.startswith(origin) and "evil.example" not in page.url
+    page.locator("select").first.wait_for()  # the workbench itself
+
+
+# Everything a script on the page can read: the document (with the Bokeh session token in its
+# render items), every script's text, document.cookie, and what autoload.js answers it.
+_VISIBLE = """async () => {
+  const autoload = await fetch('/workbench/autoload.js?bokeh-autoload-element=x', {credentials: 'include'});
+  return {html: document.documentElement.outerHTML, scripts: [...document.scripts].map(s => s.text).join('\\n'),
+          cookie: document.cookie, autoload_status: autoload.status, autoload: await autoload.text()};
+}"""
+
+
+def test_no_page_script_sees_the_session_cookie_and_sign_out_ends_it(page, workbench):
+    from bokeh.util.token import get_token_payload
+
+    page.goto(workbench.url)
+    submit(page, "ana", PASSWORD)
+    page.locator("select").first.wait_for()
+    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "user")
+    assert len(cookie) > 40
+    seen = page.evaluate(_VISIBLE)
+    token = re.search(r'"token":\s*"([^"]+)"', seen["scripts"]).group(1)
+    payload = get_token_payload(token)
+    assert payload["cookies"] == {} and "Cookie" not in payload["headers"]
+    for text in (seen["html"], seen["scripts"], seen["autoload"]):
+        assert cookie.strip('"') not in text
+    assert seen["autoload_status"] == 403 and seen["cookie"] == ""  # the next_url cookie is HttpOnly too
+    # The header's Sign out (on every page) ends the session: the workbench asks for a password,
+    # and another tab still open on the workbench closes itself.
+    other = page.context.new_page()
+    other.goto(workbench.url)
+    other.locator("select").first.wait_for()
+    page.get_by_text("Sign out", exact=True).wait_for()
+    screenshot(page, "sessions-signed-in")
+    with page.expect_navigation():
+        page.get_by_text("Sign out", exact=True).click()
+    assert page.url.endswith("/logout")
+    other.get_by_text("Your session ended").wait_for()
+    assert other.locator("select").count() == 0
+    page.goto(workbench.url)
+    assert "/login" in page.url and page.locator("input[name=password]").is_visible()
+    assert page.errors == []

@@ -1,0 +1,234 @@
+"""Workbench sessions an attacker cannot borrow (issue 57), over real HTTP against the real server
+(`make_server`, in this process) signing people in against a password file of scrypt hashes:
+
+- a sign-in returns only to a path on this workbench, whatever `next` (or a forged `next_url`
+  cookie) says (1);
+- the page and its Bokeh session token carry no cookie; `autoload.js` is not served (2);
+- the session lives on the server: a cookie kept from before logout, a grants-file change, an
+  administrator's revocation and an idle timeout each end it at once, websocket included (3);
+- every cookie carries `SameSite=Lax`, and `Secure` when the workbench serves a non-loopback
+  address (5).
+
+The provider's logout and the log of a failed callback (4, 7) are in test_oidc.py; the browser's
+view (Chromium following a redirect, a page script) in tests/browser/test_workbench_sessions.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+from tests.server.support import free_port
+from workbench.app.access import access_for
+from workbench.app.passwords import hash_password
+
+PASSWORD = "correct horse battery staple"
+# Every `next` a browser reads as another host (or that decodes to one), and a forged cookie.
+FOREIGN = ["///evil.example/phish", "////evil.example/", "//evil.example/", "/\\evil.example/", "\\/evil.example/",
+           "/%2F/evil.example/", "/%5Cevil.example/", "%2F%2Fevil.example/", "/%252F/evil.example/",
+           "/\t/evil.example/", "/\n/evil.example/", " //evil.example/", "https://evil.example/",
+           "http:evil.example", "javascript:alert(1)", "evil.example/phish"]
+
+
+@contextmanager
+def running(store, access, address: str = "127.0.0.1", **options):
+    """The real workbench server, started in a thread of this process; its port."""
+    from workbench.app.server import make_server
+
+    port, started, holder = free_port(), threading.Event(), {}
+
+    def run() -> None:
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        holder["server"] = server = make_server(store, access, address, port, **options)
+        server.start()
+        started.set()
+        server.io_loop.start()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert started.wait(60)
+    try:
+        yield port
+    finally:
+        loop = holder["server"].io_loop
+        loop.add_callback(holder["server"].stop)
+        loop.add_callback(loop.stop)
+        thread.join(30)
+
+
+@pytest.fixture
+def people(tmp_path):
+    users, grants = tmp_path / "users.json", tmp_path / "grants.json"
+    users.write_text(json.dumps({"ana": hash_password(PASSWORD), "bo": hash_password(PASSWORD)}))
+    grants.write_text(json.dumps({"users": {"ana": {"acme": ["viewer"]}, "bo": {"acme": ["viewer"]}}}))
+    return users, grants
+
+
+@pytest.fixture
+def server(workbench_home, people):
+    store = workbench_home[0]
+    users, grants = people
+    with running(store, access_for("127.0.0.1", users, grants)) as port:
+        yield f"http://127.0.0.1:{port}", grants
+
+
+def sign_in(client: httpx.Client, url: str, user: str = "ana", next_url: str | None = None) -> httpx.Response:
+    """The login page (with `next`), then the form: the answer to the form."""
+    page = client.get(f"{url}/login", params={} if next_url is None else {"next": next_url})
+    assert page.status_code == 200
+    return client.post(f"{url}/login", data={"username": user, "password": PASSWORD})
+
+
+def user_cookie(response: httpx.Response) -> str:
+    values = [v for v in response.headers.get_list("set-cookie") if v.startswith("user=")]
+    assert len(values) == 1, response.headers.get_list("set-cookie")
+    return values[0].split(";", 1)[0].split("=", 1)[1]
+
+
+def test_a_sign_in_returns_only_to_a_path_on_the_workbench(server):
+    url, _ = server
+    with httpx.Client(timeout=60) as client:
+        for foreign in FOREIGN:
+            answer = sign_in(client, url, next_url=foreign)
+            assert answer.status_code == 302 and answer.headers["location"] == "/", foreign
+        # The `next_url` cookie is whatever the browser sends back: checked again before the redirect.
+        client.get(f"{url}/login", params={"next": "/workbench"})
+        client.cookies.set("next_url", "///evil.example/phish")
+        answer = client.post(f"{url}/login", data={"username": "ana", "password": PASSWORD})
+        assert answer.status_code == 302 and answer.headers["location"] == "/"
+    for kept in ("/workbench?scope=acme&page=releases", "/workbench?scope=acme&hold=%3Cimg%20src%3Dx%3E"):
+        with httpx.Client(timeout=60) as client:  # a path on the workbench is kept, query and all
+            assert sign_in(client, url, next_url=kept).headers["location"] == kept
+
+
+def _token_payload(page: str) -> dict:
+    """The payload of the Bokeh session token the page embeds (what any script on it reads)."""
+    from bokeh.util.token import get_token_payload
+
+    return get_token_payload(re.search(r'"token":\s*"([^"]+)"', page).group(1))
+
+
+def test_no_page_token_or_autoload_answer_holds_the_session_cookie(server):
+    url, _ = server
+    with httpx.Client(timeout=60) as client:
+        cookie = user_cookie(sign_in(client, url))
+        page = client.get(f"{url}/workbench")
+        assert page.status_code == 200
+        payload = _token_payload(page.text)
+        assert payload["cookies"] == {} and "Cookie" not in payload["headers"]
+        assert cookie.strip('"') not in page.text and cookie.strip('"') not in json.dumps(payload)
+        # SECURITY: autoload.js (a session token for a page on another origin) is not served.
+        autoload = client.get(f"{url}/workbench/autoload.js", params={"bokeh-autoload-element": "x"},
+                              headers={"Origin": "http://127.0.0.1:1"})
+        assert autoload.status_code == 403
+        assert cookie.strip('"') not in autoload.text and "token" not in autoload.text
+
+
+async def _websocket(url: str, cookie: str, token: str) -> int:
+    """The status of a websocket handshake to the workbench with `cookie` and a page's session
+    token (101 when opened)."""
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    ws_url = url.replace("http://", "ws://") + "/workbench/ws"
+    request = HTTPRequest(ws_url, headers={"Cookie": f"user={cookie}", "Origin": url})
+    try:
+        connection = await websocket_connect(request, subprotocols=["bokeh", token])
+    except HTTPClientError as refused:
+        return refused.code
+    connection.close()
+    return 101
+
+
+def test_logout_ends_the_session_on_the_server(server):
+    url, _ = server
+    with httpx.Client(timeout=60) as browser:
+        kept = user_cookie(sign_in(browser, url))  # an attacker's copy, taken before logout
+        page = browser.get(f"{url}/workbench")
+        assert page.status_code == 200
+        token = re.search(r'"token":\s*"([^"]+)"', page.text).group(1)
+        assert _run(_websocket(url, kept, token)) == 101
+        logout = browser.get(f"{url}/logout")
+        assert logout.status_code == 200 and "user" not in browser.cookies
+    with httpx.Client(timeout=60, cookies={"user": kept}) as thief:
+        opened = thief.get(f"{url}/workbench")
+        assert opened.status_code == 302 and "login?next=" in opened.headers["location"]
+    assert _run(_websocket(url, kept, token)) == 403
+
+
+def _run(coroutine):
+    """`asyncio.run` in a thread of its own (a browser test may leave a loop on the main thread)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result(timeout=120)
+
+
+def _opens(url: str, cookie: str) -> bool:
+    with httpx.Client(timeout=60, cookies={"user": cookie}) as client:
+        return client.get(f"{url}/workbench").status_code == 200
+
+
+def test_a_grants_change_or_a_revocation_ends_sessions_at_once(server):
+    url, grants = server
+    with httpx.Client(timeout=60) as one, httpx.Client(timeout=60) as two, httpx.Client(timeout=60) as three:
+        ana, bo = user_cookie(sign_in(one, url, "ana")), user_cookie(sign_in(two, url, "bo"))
+        assert _opens(url, ana) and _opens(url, bo)
+        # ana's role changes: her session ends, bo's (unchanged) does not.
+        grants.write_text(json.dumps({"users": {"ana": {"acme": ["author"]}, "bo": {"acme": ["viewer"]}}}))
+        assert not _opens(url, ana) and _opens(url, bo)
+        # An administrator revokes bo's sessions: they end; a sign-in after the revocation works.
+        time.sleep(0.01)
+        now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + 1)) + "Z"
+        grants.write_text(json.dumps({"users": {"ana": {"acme": ["author"]}, "bo": {"acme": ["viewer"]}},
+                                      "revoked": {"bo": now}}))
+        assert not _opens(url, bo)
+        time.sleep(1.1)
+        assert _opens(url, user_cookie(sign_in(three, url, "bo")))
+        # A grants file that becomes unusable fails closed: every session ends.
+        fresh = user_cookie(sign_in(one, url, "ana"))
+        assert _opens(url, fresh)
+        grants.write_text("{not json")
+        assert not _opens(url, fresh)
+
+
+def test_a_session_idle_too_long_ends(workbench_home, people):
+    users, grants = people
+    with running(workbench_home[0], access_for("127.0.0.1", users, grants), idle_seconds=1.5) as port:
+        url = f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=60) as client:
+            cookie = user_cookie(sign_in(client, url))
+            for _ in range(3):  # each request keeps it alive
+                time.sleep(0.6)
+                assert _opens(url, cookie)
+            time.sleep(2.0)
+            assert not _opens(url, cookie)
+
+
+def test_an_is_guest_cookie_names_nobody(server):
+    """Panel answers "guest" for any request carrying `is_guest`; the workbench asks its sessions."""
+    url, _ = server
+    with httpx.Client(timeout=60, cookies={"is_guest": "1"}) as client:
+        assert client.get(f"{url}/workbench").status_code == 302
+
+
+def test_cookies_carry_samesite_and_secure_off_loopback(workbench_home, people, server):
+    url, _ = server
+    with httpx.Client(timeout=60) as client:
+        client.get(f"{url}/login", params={"next": "/workbench"})
+        answer = sign_in(client, url)
+        set_cookies = answer.headers.get_list("set-cookie") + client.get(f"{url}/logout").headers.get_list("set-cookie")
+    assert set_cookies and all("SameSite=Lax" in value for value in set_cookies), set_cookies
+    assert not any("Secure" in value for value in set_cookies)  # loopback: plain http works
+    users, grants = people
+    with (running(workbench_home[0], access_for("0.0.0.0", users, grants), address="0.0.0.0") as port,
+          httpx.Client(timeout=60) as client):
+        set_cookies = sign_in(client, f"http://127.0.0.1:{port}", next_url="/workbench").headers.get_list("set-cookie")
+    assert any(value.startswith("user=") for value in set_cookies)
+    assert all("SameSite=Lax" in value and "Secure" in value for value in set_cookies), set_cookies
