@@ -318,3 +318,32 @@ def test_a_step_after_the_deadline_finds_the_hold_expired_and_the_page_shows_it(
     assert state.detail["hold"]["state"] == "expired" and state.detail["resolution"]["approved"] is False
     assert state.detail["resolution"]["verified"] is True and state.detail["events"][-1]["action"] == "expire"
     assert target not in {hold["decision_id"] for hold in state.rows}
+
+
+def test_the_highlighted_row_is_the_open_holds_and_a_click_on_any_row_opens_it(inbox):
+    # Issue 56: after Approve → Confirm the highlight stayed on the row's index, now the next
+    # hold's, while the detail showed the closed one, and clicking that row did nothing.
+    from workbench.app.pages.inbox import _hold_table
+
+    store, ids, _ = inbox
+    state = InboxState(store, person("rita", "reviewer"), scope="acme")
+    table = _hold_table(state)
+    listed = [hold["decision_id"] for hold in state.rows]
+    target = ids["open"][3]
+    index = listed.index(target)
+    assert index + 1 < len(listed) and table.selection == []
+    table.selection = [index]  # a click on its row
+    assert state.selected == target and state.detail["hold"]["decision_id"] == target
+    state.resolve("approve", "CHECKED_WITH_OWNER", "owner confirmed")
+    state.confirm()
+    assert state.detail["hold"]["state"] == "approved" and target not in [h["decision_id"] for h in state.rows]
+    assert table.selection == []  # the closed hold is not on the page: no row is highlighted
+    table.selection = [index]  # a click on the row that took its place opens that hold
+    assert state.selected == listed[index + 1] == table.value.iloc[index]["decision_id"]
+    assert state.detail["hold"]["decision_id"] == listed[index + 1]
+    table.selection = []  # a click on the highlighted row: the hold shown stays highlighted
+    assert table.selection == [index] and state.selected == listed[index + 1]
+    state.open(ids["high"])  # opened by its id: its row is highlighted
+    assert table.selection == [[h["decision_id"] for h in state.rows].index(ids["high"])]
+    state.open(ids["globex"])  # not on this page
+    assert table.selection == []

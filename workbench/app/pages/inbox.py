@@ -135,15 +135,34 @@ def _table(frame: pd.DataFrame, css: str, height: int, selectable: bool = False)
 
 
 def _hold_table(state: InboxState) -> pn.widgets.Tabulator:
-    """The page of holds, kept in step with the view-model; a picked row opens that hold."""
+    """The page of holds, kept in step with the view-model; a picked row opens that hold. The row
+    highlighted is the open hold's, or none where it is not on this page (closed by a step, another
+    page, another state): a highlight left on a row index once pointed at the hold that moved into
+    it while the detail still showed the closed one, and clicking that row changed nothing."""
     table = _table(_hold_rows(state.rows), "inbox-holds", 320, selectable=True)
-    state.param.watch(lambda event: setattr(table, "value", _hold_rows(event.new)), "rows")
+
+    def highlight(*_: object) -> None:
+        ids = [str(hold["decision_id"]) for hold in state.rows]
+        wanted = [ids.index(state.selected)] if state.selected in ids else []
+        if list(table.selection) != wanted:
+            table.selection = wanted
+
+    def rows_changed(event: param.parameterized.Event) -> None:
+        table.value = _hold_rows(event.new)
+        highlight()
 
     def picked(event: param.parameterized.Event) -> None:
         if event.new and table.value is not None and len(table.value) > event.new[0]:
-            state.open(str(table.value.iloc[event.new[0]]["decision_id"]))
+            decision_id = str(table.value.iloc[event.new[0]]["decision_id"])
+            if decision_id != state.selected or state.detail is None:
+                state.open(decision_id)
+        else:
+            highlight()  # a click on the highlighted row unhighlights it: the hold shown stays open
 
+    state.param.watch(rows_changed, "rows")
+    state.param.watch(highlight, "selected")
     table.param.watch(picked, "selection")
+    highlight()
     return table
 
 
