@@ -49,7 +49,7 @@ def _held(writer: LedgerWriter, scope: str, moment, margin: float, *, rulebook_i
 def inbox(tmp_path_factory):
     """acme: a hold policy (finance for the thin-margin rule at high priority, escalating to
     leads; default for the rest), eleven open holds (one with hostile facts), three closed ones with
-    a hostile note; globex: one open hold."""
+    a hostile note; globex: one open hold; initech: one open hold in a queue that requires a note."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
     from gate.services.holds import HoldService
@@ -75,6 +75,9 @@ def inbox(tmp_path_factory):
     ids["normal"] = _held(writer, "acme", same_moment, 12, rulebook_id="pricing_other")["decision_id"]
     ids["hostile"] = _held(writer, "acme", at(2, 20), 13, hostile=True)["decision_id"]
     ids["globex"] = _held(writer, "globex", at(2, 5), 12)["decision_id"]
+    holds.set_policy("initech", Principal.operator("admin"), frozenset({"admin"}),
+                     policy({"default": queue(month, justification=True)}))
+    ids["justified"] = _held(writer, "initech", at(2, 6), 12)["decision_id"]
     writer.close()
     # The reviewers act on 21 February, before any open hold's deadline (a step after the deadline
     # expires the hold first: gate.services.holds).
@@ -347,3 +350,23 @@ def test_the_highlighted_row_is_the_open_holds_and_a_click_on_any_row_opens_it(i
     assert table.selection == [[h["decision_id"] for h in state.rows].index(ids["high"])]
     state.open(ids["globex"])  # not on this page
     assert table.selection == []
+
+
+def test_an_approval_without_a_required_note_is_refused_before_its_confirmation(inbox):
+    # Issue 56: the confirmation opened and the service refused only after Confirm.
+    store, ids, _ = inbox
+    target = ids["justified"]
+    state = InboxState(store, person("rita", "reviewer"), scope="initech")
+    state.open(target)
+    assert state.detail["hold"]["require_justification"] is True
+    before = _events(store, "initech")
+    state.resolve("approve", "CHECKED_WITH_OWNER", "   ")
+    assert state.proposal is None and state.confirmation_text() == ""
+    assert state.message == ("approve refused (HOLD_RESOLUTION_INVALID): this queue requires a written justification "
+                             "(note); write one in Note. Nothing was sent")
+    assert _events(store, "initech") == before and store.holds.resolution("initech", target)["state"] == "open"
+    state.resolve("approve", "CHECKED_WITH_OWNER", "owner confirmed by phone")  # with a note: confirm, then sent
+    assert state.proposal is not None and "note: owner confirmed by phone" in state.confirmation_text()
+    state.confirm()
+    assert state.message.startswith(f"{target} is approved: hold event ")
+    assert store.holds.resolution("initech", target)["resolution"]["note"] == "owner confirmed by phone"
