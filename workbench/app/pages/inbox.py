@@ -129,7 +129,8 @@ def event_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"])
 
 
-def _table(frame: pd.DataFrame, css: str, height: int, selectable: bool = False) -> pn.widgets.Tabulator:
+def _table(frame: pd.DataFrame, css: str, height: int | None, selectable: bool = False) -> pn.widgets.Tabulator:
+    """`height`: fixed (the table scrolls inside it), or None to fit every row."""
     return pn.widgets.Tabulator(frame, disabled=True, show_index=False, height=height, sizing_mode="stretch_width",
                                 selectable=1 if selectable else False, css_classes=[css])
 
@@ -139,7 +140,9 @@ def _hold_table(state: InboxState) -> pn.widgets.Tabulator:
     highlighted is the open hold's, or none where it is not on this page (closed by a step, another
     page, another state): a highlight left on a row index once pointed at the hold that moved into
     it while the detail still showed the closed one, and clicking that row changed nothing."""
-    table = _table(_hold_rows(state.rows), "inbox-holds", 320, selectable=True)
+    # No fixed height: every hold of the page is on the page. A 320 px table showed ten of twelve,
+    # the rest behind a scroll that overlay scrollbars (and headless chromium) do not show.
+    table = _table(_hold_rows(state.rows), "inbox-holds", None, selectable=True)
 
     def highlight(*_: object) -> None:
         ids = [str(hold["decision_id"]) for hold in state.rows]
