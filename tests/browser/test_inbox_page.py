@@ -55,8 +55,8 @@ def hold_service(home):
 @pytest.fixture(scope="module")
 def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
     """A workbench whose people sign in at the provider: Bob's group reviews acme, Carol's views
-    it. Three holds: one closed with a hostile note, the hostile-facts hold Bob approves, and one
-    Carol looks at."""
+    it. Fourteen holds: one closed with a hostile note, the hostile-facts hold Bob approves, one
+    Carol looks at, and eleven more (a page of holds taller than the old table)."""
     home = tmp_path_factory.mktemp("inbox-home")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
     earlier, target, other = _held(writer, 3, 13), _held(writer, 2, 13, hostile=True), _held(writer, 1, 16)
