@@ -4,7 +4,8 @@ reason code and a note after confirming; the hold is then approved and its signe
 verifies with the gate's trust anchors. A viewer sees the Inbox but no step on a hold, and the
 service refuses the hidden Deny forced through the page's Bokeh model. The hold's facts, a
 closed neighbour's note and the reviewer's own note are markup, and show as text, with no
-Content-Security-Policy violation."""
+Content-Security-Policy violation. Issue 56: every open hold of the page is on it (no row behind a
+scroll), and the highlighted row is the hold shown, also after an approval closed it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from playwright.sync_api import expect
 
 from gate.principals import Principal
 from gate.services.decide import Caller
@@ -53,11 +55,12 @@ def hold_service(home):
 @pytest.fixture(scope="module")
 def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
     """A workbench whose people sign in at the provider: Bob's group reviews acme, Carol's views
-    it. Three holds: one closed with a hostile note, the hostile-facts hold Bob approves, and one
-    Carol looks at."""
+    it. Fourteen holds: one closed with a hostile note, the hostile-facts hold Bob approves, one
+    Carol looks at, and eleven more (a page of holds taller than the old table)."""
     home = tmp_path_factory.mktemp("inbox-home")
     writer = LedgerWriter(f"sqlite:///{home / 'gate.db'}", home / "signing-keys.json")
     earlier, target, other = _held(writer, 3, 13), _held(writer, 2, 13, hostile=True), _held(writer, 1, 16)
+    more = [_held(writer, 4 + n, 14 + n / 4) for n in range(11)]  # 13 open, 12 once Bob approved one
     writer.close()
     ledger, holds = hold_service(home)
     holds.resolve(SCOPE, Principal.person("password-file", "old", None), frozenset({"resolve"}),
@@ -72,7 +75,7 @@ def inbox(tmp_path_factory, oidc_provider):  # noqa: F811
                               "--oidc-client-secret-file", str(home / "client-secret"),
                               "--oidc-scopes", "openid profile groups", "--grants", str(home / "grants.json")],
                        port=port, ready="/logout")
-    yield server, oidc_provider.issuer, {"earlier": earlier, "target": target, "other": other}
+    yield server, oidc_provider.issuer, {"earlier": earlier, "target": target, "other": other, "more": more}
     server.stop()
 
 
@@ -196,3 +199,53 @@ def test_a_viewer_sees_the_inbox_without_steps_and_the_service_refuses_a_forced_
         assert holds.resolution(SCOPE, other)["state"] == "open"
     finally:
         ledger.dispose()
+
+
+
+def _rows(page) -> list[str]:
+    return page.locator(".inbox-holds .tabulator-row .tabulator-cell[tabulator-field='decision_id']").all_inner_texts()
+
+
+def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown(browser, inbox):
+    # Issue 56: twelve open holds showed ten rows in a fixed-height table, the rest behind a scroll
+    # no scrollbar showed (overlay scrollbars); after Approve → Confirm the highlight stayed on the
+    # row's index (the next hold) while the detail showed the closed hold, and clicking it did nothing.
+    server, _, held = inbox
+    ledger, holds = hold_service(server.home)
+    try:
+        count = holds.list(SCOPE)["total"]  # 12 after the first test's approval, 13 when run alone
+    finally:
+        ledger.dispose()
+    assert count >= 12
+    context, bob = signed_in(browser, server, "bob", server.url + "?scope=acme&page=inbox")
+    try:
+        bob.get_by_text(f"{count} open hold(s) · page 1 of 1").wait_for()
+        wait_for_rows(bob, ".inbox-holds")
+        listed = _rows(bob)
+        assert len(listed) == count and {hold["decision_id"] for hold in held["more"]} <= set(listed)
+        holder = bob.locator(".inbox-holds .tabulator-tableholder")
+        assert holder.evaluate("h => h.scrollHeight - h.clientHeight") <= 0  # no row hidden behind a scroll
+        box = bob.locator(".inbox-holds .tabulator").bounding_box()
+        last = bob.locator(".inbox-holds .tabulator-row").nth(count - 1).bounding_box()
+        assert last["y"] + last["height"] <= box["y"] + box["height"] + 1
+        target, successor = listed[3], listed[4]
+        bob.locator(".inbox-holds .tabulator-cell", has_text=target).click()
+        bob.locator(".inbox-hold").get_by_text(f"Hold {target} · open").wait_for()
+        selected = bob.locator(".inbox-holds .tabulator-row.tabulator-selected")
+        assert selected.inner_text().startswith(target)
+        bob.get_by_label("Resolution code", exact=True).press_sequentially("CHECKED_WITH_OWNER")
+        bob.locator(".inbox-approve button").click()
+        bob.locator(".inbox-confirm button").click()
+        bob.get_by_text(f"{target} is approved: hold event").wait_for()
+        bob.locator(".inbox-hold").get_by_text(f"Hold {target} · approved").wait_for()
+        expect(bob.locator(".inbox-holds .tabulator-row")).to_have_count(count - 1, timeout=30_000)
+        assert target not in _rows(bob)
+        expect(selected).to_have_count(0, timeout=30_000)  # the hold shown is not on the page: no row is highlighted
+        bob.locator(".inbox-holds .tabulator-cell", has_text=successor).click()  # the row in its place
+        bob.locator(".inbox-hold").get_by_text(f"Hold {successor} · open").wait_for()
+        expect(selected).to_have_count(1, timeout=30_000)
+        assert selected.inner_text().startswith(successor)
+        screenshot(bob, "inbox-4-highlight-follows")
+        assert_text_only(bob)
+    finally:
+        context.close()

@@ -49,7 +49,7 @@ def _held(writer: LedgerWriter, scope: str, moment, margin: float, *, rulebook_i
 def inbox(tmp_path_factory):
     """acme: a hold policy (finance for the thin-margin rule at high priority, escalating to
     leads; default for the rest), eleven open holds (one with hostile facts), three closed ones with
-    a hostile note; globex: one open hold."""
+    a hostile note; globex: one open hold; initech: one open hold in a queue that requires a note."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
     from gate.services.holds import HoldService
@@ -75,6 +75,9 @@ def inbox(tmp_path_factory):
     ids["normal"] = _held(writer, "acme", same_moment, 12, rulebook_id="pricing_other")["decision_id"]
     ids["hostile"] = _held(writer, "acme", at(2, 20), 13, hostile=True)["decision_id"]
     ids["globex"] = _held(writer, "globex", at(2, 5), 12)["decision_id"]
+    holds.set_policy("initech", Principal.operator("admin"), frozenset({"admin"}),
+                     policy({"default": queue(month, justification=True)}))
+    ids["justified"] = _held(writer, "initech", at(2, 6), 12)["decision_id"]
     writer.close()
     # The reviewers act on 21 February, before any open hold's deadline (a step after the deadline
     # expires the hold first: gate.services.holds).
@@ -318,3 +321,52 @@ def test_a_step_after_the_deadline_finds_the_hold_expired_and_the_page_shows_it(
     assert state.detail["hold"]["state"] == "expired" and state.detail["resolution"]["approved"] is False
     assert state.detail["resolution"]["verified"] is True and state.detail["events"][-1]["action"] == "expire"
     assert target not in {hold["decision_id"] for hold in state.rows}
+
+
+def test_the_highlighted_row_is_the_open_holds_and_a_click_on_any_row_opens_it(inbox):
+    # Issue 56: after Approve → Confirm the highlight stayed on the row's index, now the next
+    # hold's, while the detail showed the closed one, and clicking that row did nothing.
+    from workbench.app.pages.inbox import _hold_table
+
+    store, ids, _ = inbox
+    state = InboxState(store, person("rita", "reviewer"), scope="acme")
+    table = _hold_table(state)
+    listed = [hold["decision_id"] for hold in state.rows]
+    target = ids["open"][3]
+    index = listed.index(target)
+    assert index + 1 < len(listed) and table.selection == []
+    table.selection = [index]  # a click on its row
+    assert state.selected == target and state.detail["hold"]["decision_id"] == target
+    state.resolve("approve", "CHECKED_WITH_OWNER", "owner confirmed")
+    state.confirm()
+    assert state.detail["hold"]["state"] == "approved" and target not in [h["decision_id"] for h in state.rows]
+    assert table.selection == []  # the closed hold is not on the page: no row is highlighted
+    table.selection = [index]  # a click on the row that took its place opens that hold
+    assert state.selected == listed[index + 1] == table.value.iloc[index]["decision_id"]
+    assert state.detail["hold"]["decision_id"] == listed[index + 1]
+    table.selection = []  # a click on the highlighted row: the hold shown stays highlighted
+    assert table.selection == [index] and state.selected == listed[index + 1]
+    state.open(ids["high"])  # opened by its id: its row is highlighted
+    assert table.selection == [[h["decision_id"] for h in state.rows].index(ids["high"])]
+    state.open(ids["globex"])  # not on this page
+    assert table.selection == []
+
+
+def test_an_approval_without_a_required_note_is_refused_before_its_confirmation(inbox):
+    # Issue 56: the confirmation opened and the service refused only after Confirm.
+    store, ids, _ = inbox
+    target = ids["justified"]
+    state = InboxState(store, person("rita", "reviewer"), scope="initech")
+    state.open(target)
+    assert state.detail["hold"]["require_justification"] is True
+    before = _events(store, "initech")
+    state.resolve("approve", "CHECKED_WITH_OWNER", "   ")
+    assert state.proposal is None and state.confirmation_text() == ""
+    assert state.message == ("approve refused (HOLD_RESOLUTION_INVALID): this queue requires a written justification "
+                             "(note); write one in Note. Nothing was sent")
+    assert _events(store, "initech") == before and store.holds.resolution("initech", target)["state"] == "open"
+    state.resolve("approve", "CHECKED_WITH_OWNER", "owner confirmed by phone")  # with a note: confirm, then sent
+    assert state.proposal is not None and "note: owner confirmed by phone" in state.confirmation_text()
+    state.confirm()
+    assert state.message.startswith(f"{target} is approved: hold event ")
+    assert store.holds.resolution("initech", target)["resolution"]["note"] == "owner confirmed by phone"

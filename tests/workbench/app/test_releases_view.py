@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import panel as pn
 
-from gate.releases.figures import canary_figures
+from gate.releases.figures import canary_figures, shadow_figures
 from gate.releases.guardrails import ArmCounts, evaluate
-from workbench.app.pages.releases import _canary_view, _state_view, halted_arms
+from workbench.app.pages.releases import _canary_view, _shadow_view, _state_view, halted_arms
 
 ACTIVE = ArmCounts({"yes": 300, "no": 40, "review": 60}, failed=12, succeeded=250)
 CANARY = ArmCounts({"yes": 35, "no": 2, "review": 3}, failed=30, succeeded=5)
@@ -84,3 +84,19 @@ def test_no_legend_covers_a_version_label_and_the_semantic_diff_fits_its_column(
     assert table.width < SEMANTIC_WIDTH and table.sizing_mode == "fixed" and table.layout == "fit_columns"
     assert {name: spec["type"] for name, spec in table.formatters.items()} == dict.fromkeys(
         ("where", "current", "draft", "witness"), "textarea")
+
+
+def test_a_shadow_with_no_live_decision_yet_shows_a_note_not_an_empty_row():
+    # Issue 56: the transition table showed one row with empty verdicts and n=0.
+    status = _status(None, [])
+    status["comparison"]["shadow"] = {"version": "v2", **shadow_figures([])}
+    head, empty = _shadow_view(status).objects
+    assert head.object.startswith("**Shadow v2** on 0 live decisions")
+    assert isinstance(empty, pn.pane.Markdown) and empty.object.startswith("*No live decisions compared yet")
+    rows = [{"verdict": "yes", "shadow_verdict": "yes"}, {"verdict": "yes", "shadow_verdict": "review",
+                                                          "effect": "failure"}]
+    status["comparison"]["shadow"] = {"version": "v2", **shadow_figures(rows)}
+    _, transitions, flips = _shadow_view(status).objects
+    assert transitions.value.to_dict("records") == [{"live": "yes", "shadow": "review", "n": 1},
+                                                   {"live": "yes", "shadow": "yes", "n": 1}]
+    assert flips.value.to_dict("records")[0]["live → shadow"] == "yes → review"

@@ -129,21 +129,43 @@ def event_rows(detail: dict[str, Any] | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["#", "at", "action", "by", "vote", "reason", "note", "queue", "outcome"])
 
 
-def _table(frame: pd.DataFrame, css: str, height: int, selectable: bool = False) -> pn.widgets.Tabulator:
+def _table(frame: pd.DataFrame, css: str, height: int | None, selectable: bool = False) -> pn.widgets.Tabulator:
+    """`height`: fixed (the table scrolls inside it), or None to fit every row."""
     return pn.widgets.Tabulator(frame, disabled=True, show_index=False, height=height, sizing_mode="stretch_width",
                                 selectable=1 if selectable else False, css_classes=[css])
 
 
 def _hold_table(state: InboxState) -> pn.widgets.Tabulator:
-    """The page of holds, kept in step with the view-model; a picked row opens that hold."""
-    table = _table(_hold_rows(state.rows), "inbox-holds", 320, selectable=True)
-    state.param.watch(lambda event: setattr(table, "value", _hold_rows(event.new)), "rows")
+    """The page of holds, kept in step with the view-model; a picked row opens that hold. The row
+    highlighted is the open hold's, or none where it is not on this page (closed by a step, another
+    page, another state): a highlight left on a row index once pointed at the hold that moved into
+    it while the detail still showed the closed one, and clicking that row changed nothing."""
+    # No fixed height: every hold of the page is on the page. A 320 px table showed ten of twelve,
+    # the rest behind a scroll that overlay scrollbars (and headless chromium) do not show.
+    table = _table(_hold_rows(state.rows), "inbox-holds", None, selectable=True)
+
+    def highlight(*_: object) -> None:
+        ids = [str(hold["decision_id"]) for hold in state.rows]
+        wanted = [ids.index(state.selected)] if state.selected in ids else []
+        if list(table.selection) != wanted:
+            table.selection = wanted
+
+    def rows_changed(event: param.parameterized.Event) -> None:
+        table.value = _hold_rows(event.new)
+        highlight()
 
     def picked(event: param.parameterized.Event) -> None:
         if event.new and table.value is not None and len(table.value) > event.new[0]:
-            state.open(str(table.value.iloc[event.new[0]]["decision_id"]))
+            decision_id = str(table.value.iloc[event.new[0]]["decision_id"])
+            if decision_id != state.selected or state.detail is None:
+                state.open(decision_id)
+        else:
+            highlight()  # a click on the highlighted row unhighlights it: the hold shown stays open
 
+    state.param.watch(rows_changed, "rows")
+    state.param.watch(highlight, "selected")
     table.param.watch(picked, "selection")
+    highlight()
     return table
 
 

@@ -63,7 +63,11 @@ def _shadow_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
         return pn.Spacer()
     head = (f"**Shadow {md_text(shadow['version'])}** on {shadow['decisions']} live decisions · agreement "
             f"{_interval(shadow['agreement'])}")
-    transitions = pd.DataFrame(shadow["transitions"] or [{"live": "", "shadow": "", "n": 0}])
+    if not shadow["transitions"]:  # no live decision compared yet: a note, not a table with one empty n=0 row
+        return pn.Column(pn.pane.Markdown(head, css_classes=["shadow-head"]),
+                         pn.pane.Markdown("*No live decisions compared yet: the shadow is decided beside each live "
+                                          "decision from now on.*", css_classes=["shadow-empty"]))
+    transitions = pd.DataFrame(shadow["transitions"])
     flips = pd.DataFrame([{"live → shadow": f"{f['live']} → {f['shadow']}", "n": f["n"], "failed": f["failed"],
                            "succeeded": f["succeeded"], "too young": f["open_or_unreported"],
                            "failure rate": _interval(f["failure_rate"])} for f in shadow["flips"]])

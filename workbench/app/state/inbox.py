@@ -136,6 +136,11 @@ class InboxState(param.Parameterized):
             return
         if not self._ready("approve"):
             return
+        if self.detail is not None and self.detail["hold"].get("require_justification") and not body["note"]:
+            # The service refuses it too (gate.services.holds); this says why before a confirmation.
+            self.message = ("approve refused (HOLD_RESOLUTION_INVALID): this queue requires a written justification "
+                            "(note); write one in Note. Nothing was sent")
+            return
         self.proposal = {"decision_id": self.selected, **body}
 
     def confirmation_text(self) -> str:
