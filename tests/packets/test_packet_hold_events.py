@@ -1,7 +1,9 @@
 """A held decision's packet carries its signed hold events (`hold_events`, issue 43), checked by two
 named checks: `hold_events` (integrity, binding and the closing rules) and `hold_events_signature`
 (authenticity). Any edit of any hold event fails one of them, even with `packet_hash` recomputed;
-a packet of a decision without hold events is byte for byte what it was before the member existed."""
+a packet of a decision without hold events is byte for byte what it was before the member existed.
+Its signed `hold_commitment` (issue 52) states how many events it has and the newest one's hash, so
+an event or the whole member dropped from the packet fails `hold_commitment`."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from packet_support import (
     scenario,
 )
 
-from gate.holds.events import Step, build_event
+from gate.chain.merkle import mth
+from gate.holds.events import Step, build_commitment, build_event
 from gate.keys.signing import Ed25519ReceiptSigner
 from gate.packets import PacketOptions, PacketSourceError, build_packet, verify_packet
 from gate.principals import Principal
@@ -53,14 +56,24 @@ def hold_events(record: dict, key=ACTIVE) -> list[dict]:
     return events
 
 
-def packet_of(events, exported_at: str = at(7200)) -> dict:
-    """The default scenario's packet, with `events` as the decision's hold events."""
+CHAIN = [f"{seq:x}" * 64 for seq in range(1, 9)]  # the scope's hold chain of 8 events (as hashes)
+
+
+def commitment_of(record: dict, events: list[dict], key=ACTIVE) -> dict:
+    """The signed hold commitment of `events` on the 8-event chain, as of just after the last."""
+    return build_commitment("5" * 64, record, events, (8, mth(CHAIN)), at(3003), Ed25519ReceiptSigner(key))
+
+
+def packet_of(events, exported_at: str = at(7200), commitment: dict | None = None) -> dict:
+    """The default scenario's packet, with `events` as the decision's hold events and their
+    commitment (default: made of them)."""
     record = BASE.record
+    commitment = commitment if commitment is not None or not events else commitment_of(record, list(events))
     options = PacketOptions(execution_limit=3, outcome_limit=2, include_input=True, include_chain=True)
     return build_packet(record=record, exported_at=exported_at, options=options,
                         receipt_head=receipt_head(record, 10, ACTIVE), original_input=copy.deepcopy(REQUEST),
                         chain=BASE.chain.excerpt(25, options.chain_limit), policy_intelligence=intelligence_reports(record),
-                        hold_events=events, **BASE.parts)
+                        hold_events=events, hold_commitment=commitment, **BASE.parts)
 
 
 HELD = packet_of(hold_events(BASE.record))
@@ -81,17 +94,20 @@ def test_a_packet_without_hold_events_is_as_before():
 
 
 def test_a_held_decisions_packet_carries_its_events_and_verifies():
-    assert [e["seq"] for e in HELD["hold_events"]] == [3, 5, 8] and list(HELD)[-2:] == ["hold_events", "packet_hash"]
+    assert [e["seq"] for e in HELD["hold_events"]] == [3, 5, 8]
+    assert list(HELD)[-3:] == ["hold_events", "hold_commitment", "packet_hash"]
     assert HELD["packet_manifest"] == BASE.packet["packet_manifest"]  # no component, no option: as before
     result = verify_packet(HELD, anchors=ANCHORS)
     assert result.verified, result.details
     assert result.checks["hold_events"] is True and result.checks["hold_events_signature"] is True
+    assert result.checks["hold_commitment"] is True and result.checks["hold_commitment_signature"] is True
 
 
 def test_without_a_trusted_key_the_events_are_intact_but_not_authentic():
     result = verify_packet(HELD, anchors=None)
     assert result.checks["hold_events"] is True and result.checks["hold_events_signature"] is False
     assert not result.authenticity_valid
+    assert result.checks["hold_commitment"] is True and result.checks["hold_commitment_signature"] is False
     foreign = packet_of(hold_events(BASE.record, key=ATTACKER))
     result = verify_packet(foreign, anchors=ANCHORS)
     assert result.integrity_valid and not result.authenticity_valid and not result.verified
@@ -156,7 +172,8 @@ def test_dropped_reordered_foreign_or_empty_events_fail():
         "another decision's": hold_events({**BASE.record, "decision_id": "dec_other"}),
     }
     for name, listed in cases.items():
-        packet = _rehash({**copy.deepcopy(HELD), "hold_events": listed})
+        packet = _rehash({**copy.deepcopy(HELD), "hold_events": listed,
+                          "hold_commitment": commitment_of(BASE.record, listed)})
         result = verify_packet(packet, anchors=ANCHORS)
         assert "hold_events" in result.failed_checks and not result.verified, name
     for empty in ([], {}, None):
@@ -192,3 +209,32 @@ def test_a_hold_events_step_that_raises_fails_closed_under_its_own_name(monkeypa
     result = verify_packet(copy.deepcopy(HELD), anchors=ANCHORS)
     assert result.verified is False and result.checks["hold_events"] is False
     assert result.details["hold_events"] == ["could not be checked (RuntimeError)"]
+
+
+def test_a_dropped_event_or_member_fails_the_commitment_even_rehashed():
+    """Issue 52 defect 7: the newest event (a deny, an approval) or the whole member removed and
+    `packet_hash` recomputed is named by `hold_commitment`; so is a commitment removed with them."""
+    events = HELD["hold_events"]
+    for name, packet in {
+        "the newest event dropped": {**copy.deepcopy(HELD), "hold_events": events[:-1]},
+        "the member removed": {k: v for k, v in copy.deepcopy(HELD).items() if k != "hold_events"},
+    }.items():
+        result = verify_packet(_rehash(packet), anchors=ANCHORS)
+        assert "hold_commitment" in result.failed_checks and not result.verified, name
+        assert any("events omitted" in reason for reason in result.details["hold_commitment"]), name
+    # A record whose verdict holds the action needs the commitment, with or without events.
+    bare = {k: v for k, v in copy.deepcopy(HELD).items() if k not in ("hold_events", "hold_commitment")}
+    result = verify_packet(_rehash({**bare, "decision_record": {**bare["decision_record"], "verdict": "review"}}),
+                           anchors=ANCHORS)
+    assert result.checks["hold_commitment"] is False and not result.verified
+    assert result.details["hold_commitment"] == [
+        "a held decision's packet must carry its hold_commitment (the record's verdict holds the action)"]
+    edited = copy.deepcopy(HELD)
+    edited["hold_commitment"]["count"] = 2
+    result = verify_packet(_rehash(edited), anchors=ANCHORS)
+    assert result.details["hold_commitment"][0] == "event_hash does not match its content (tampered)"
+
+
+def test_the_builder_refuses_a_commitment_that_does_not_state_the_events():
+    with pytest.raises(PacketSourceError, match="hold commitment does not state its events"):
+        packet_of(hold_events(BASE.record), commitment=commitment_of(BASE.record, hold_events(BASE.record)[:2]))
