@@ -20,10 +20,12 @@ import json
 import os
 import sys
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
+from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
 from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
@@ -156,7 +158,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if args.hold_history is not None or "hold_history_version" in record:
             return _verify_hold_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
         if record.get("release_history_version") is not None:
-            return _verify_release_history(record, anchors, args.json)
+            return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
         packet = is_packet(record)
         held = _checkpoint_log(args.checkpoints)
         if held is not None and not packet:
@@ -175,14 +177,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result["verified"] else 1
 
 
-def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
+def _release_witness_problems(document: dict[str, Any], events: list[Any], governance: list[Any],
+                              checkpoints: list[dict[str, Any]] | None, anchors: TrustAnchors) -> list[str]:
+    """With `--checkpoints`: the release chain and the governance chain against the newest
+    checkpoint of each in the log (`gate.chain.event_witness`)."""
+    scope, rulebook_id = document.get("scope_hash"), document.get("rulebook_id")
+    if checkpoints is None or not isinstance(scope, str) or not isinstance(rulebook_id, str):
+        return []
+    usable = None if anchors.empty else anchors
+    return (witness_problems(release_chain_id(scope, rulebook_id), events, checkpoints, usable)
+            + witness_problems(governance_chain_id(scope), governance, checkpoints, usable))
+
+
+def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool,
+                            checkpoints: list[dict[str, Any]] | None = None) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
-    needs a trusted key."""
+    needs a trusted key. With `checkpoints`, both chains must extend their witnessed checkpoints."""
     events, governance = document.get("events"), document.get("governance")
-    check = verify_history(events if isinstance(events, list) else [], None if anchors.empty else anchors,
-                           governance if isinstance(governance, list) else [])
+    events, governance = events if isinstance(events, list) else [], governance if isinstance(governance, list) else []
+    check = verify_history(events, None if anchors.empty else anchors, governance)
+    witnessed = _release_witness_problems(document, events, governance, checkpoints, anchors)
+    if witnessed:
+        check = replace(check, valid=False, problems=(*check.problems, *witnessed))
     verified = check.valid and not anchors.empty
     result = {"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
               "rulebook_id": document.get("rulebook_id"), **check.to_json()}

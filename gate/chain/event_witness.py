@@ -22,23 +22,35 @@ gate signed it, so an older document stays valid after the chain grew.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-from gate.chain.checkpoint_log import extension_failures
+from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
 from gate.chain.merkle import EMPTY_ROOT, consistency_proof, mth, verify_checkpoint
 from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import sha256_hex
 
 __all__ = [
+    "ChainWitness",
     "event_chain_failures",
     "event_tree_root",
     "governance_chain_id",
     "held_at",
     "held_checkpoint_problems",
+    "witness_problems",
     "hold_chain_id",
     "release_chain_id",
 ]
+
+
+class ChainWitness(Protocol):
+    """What a ledger's event writer calls (`gate.services.chains.EventChainWitness`): `check`
+    inside the write's transaction before the event (it raises to refuse a chain that does not
+    extend its witnessed checkpoint, and returns the hashes it read), `publish` after it."""
+
+    def check(self, chain_id: str, read_hashes: Callable[[], Sequence[str]]) -> list[str]: ...
+
+    def publish(self, chain_id: str, hashes: Sequence[str]) -> None: ...
 
 
 def hold_chain_id(scope_hash: str) -> str:
@@ -102,3 +114,27 @@ def held_checkpoint_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> 
         return ["no trusted key for the held checkpoint's signature"]
     result = verify_checkpoint(dict(held), key.public_key_pem)
     return [] if result.valid else [f"the held checkpoint fails {', '.join(result.failed_checks)}"]
+
+
+def witness_problems(chain_id: str, events: Sequence[Any], entries: Sequence[Mapping[str, Any]],
+                     anchors: TrustAnchors | None, as_of: Any = None) -> list[str]:
+    """A whole served event chain (its events from seq 1, oldest first) against a checkpoint log:
+    the newest checkpoint of `chain_id` (made no later than `as_of` when the document states a
+    signed time), its signature checked with `anchors` (None: not checked), must be extended by
+    the events (`event_chain_failures`). [] when nothing of the chain is held."""
+    held = (held_at(entries, chain_id, as_of) if as_of is not None
+            else latest_checkpoint([dict(entry) for entry in entries], chain_id))
+    if held is None:
+        return []
+    problems = held_checkpoint_problems(held, anchors) if anchors is not None else []
+    hashes = [str(event.get("event_hash")) if isinstance(event, Mapping) else "" for event in events]
+    failures = event_chain_failures(held, hashes)
+    where = f"checkpoint_log: the checkpoint of {held.get('tree_size')} events of {chain_id} witnessed at {held.get('created_at')}"
+    if "checkpoint_log.size" in failures:
+        problems.append(f"{where} is longer than the document's {len(hashes)} events (checkpoint_log.size: "
+                        "the chain was cut back)")
+    elif failures:
+        problems.append(f"{where} has another root than the document's first events (checkpoint_log.consistency: "
+                        "the chain was rewritten)")
+    return problems
+

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.chain.event_witness import event_chain_failures, held_at, held_checkpoint_problems, hold_chain_id
+from gate.chain.event_witness import hold_chain_id, witness_problems
 from gate.errors import GateError
 from gate.holds.events import (
     ACTIONS,
@@ -191,18 +191,8 @@ def _policy_change(event: Mapping[str, Any]) -> dict[str, Any]:
 def _witness_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
                      checkpoints: Sequence[Mapping[str, Any]], anchors: TrustAnchors | None) -> str | None:
     """The document against the newest checkpoint of its chain held by the head's `as_of`."""
-    held = held_at(checkpoints, hold_chain_id(document["scope_hash"]), document["head"]["as_of"])
-    if held is None:
-        return None
-    problems = held_checkpoint_problems(held, anchors) if anchors is not None else []
-    failures = event_chain_failures(held, [str(event["event_hash"]) for event in events])
-    where = f"checkpoint_log: the checkpoint of {held.get('tree_size')} events witnessed at {held.get('created_at')}"
-    if "checkpoint_log.size" in failures:
-        problems.append(f"{where} is longer than the document's {len(events)} events (checkpoint_log.size: "
-                        "the chain was cut back)")
-    elif failures:
-        problems.append(f"{where} has another root than the document's first events (checkpoint_log.consistency: "
-                        "the chain was rewritten)")
+    problems = witness_problems(hold_chain_id(document["scope_hash"]), events, checkpoints, anchors,
+                                document["head"]["as_of"])
     return "; ".join(problems) if problems else None
 
 
