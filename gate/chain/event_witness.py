@@ -37,9 +37,9 @@ __all__ = [
     "governance_chain_id",
     "held_at",
     "held_checkpoint_problems",
-    "witness_problems",
     "hold_chain_id",
     "release_chain_id",
+    "witness_problems",
 ]
 
 

@@ -368,9 +368,8 @@ def build_packet(
       (requires the chain).
     * `hold_events`: the decision's hold events (`hold_event_v1`), oldest first; exported as
       `hold_events` when there is at least one (a packet of a decision without them is as before).
-    * `hold_commitment`: a held decision's signed hold commitment (`gate.holds.events.
-      build_commitment`), required when the record's verdict is `review`: it must state exactly
-      `hold_events` (their count and the newest one's hash).
+    * `hold_commitment`: a held (`review`) decision's signed commitment to exactly `hold_events`
+      (`gate.holds.events.build_commitment`), required for one.
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """

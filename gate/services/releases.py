@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -355,7 +356,7 @@ class ReleaseService:
         with self.ledger.one_snapshot():
             for chain in (rulebook_id, GOVERNANCE_ID):
                 self.witness.check(witnessed_chain_id(caller_scope, chain),
-                                   lambda chain=chain: self.store.event_hashes(caller_scope, chain))
+                                   partial(self.store.event_hashes, caller_scope, chain))
             return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id),
                                     self.governance_history(caller_scope))
 
