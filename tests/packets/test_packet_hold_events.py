@@ -238,3 +238,43 @@ def test_a_dropped_event_or_member_fails_the_commitment_even_rehashed():
 def test_the_builder_refuses_a_commitment_that_does_not_state_the_events():
     with pytest.raises(PacketSourceError, match="hold commitment does not state its events"):
         packet_of(hold_events(BASE.record), commitment=commitment_of(BASE.record, hold_events(BASE.record)[:2]))
+
+
+def _witnessed(size: int, root: str | None = None, created: str = at(3003), key=ACTIVE) -> dict:
+    from gate.chain.event_witness import hold_chain_id
+    from gate.chain.merkle import checkpoint_body, sign_checkpoint
+
+    return sign_checkpoint(checkpoint_body(hold_chain_id("5" * 64), size, root or mth(CHAIN[:size]), created), key)
+
+
+def test_the_commitment_against_the_witnessed_hold_chain():
+    """Issue 52, defect 6: `hold_checkpoint_log` compares the commitment's hold chain with the newest
+    checkpoint witnessed by its `as_of`: a longer one means the chain was cut back before the export,
+    another root at the same size that it was rewritten."""
+    def check(log):
+        return verify_packet(HELD, anchors=ANCHORS, hold_checkpoints=log)
+
+    assert check(None).checks["hold_checkpoint_log"] is None
+    result = check([_witnessed(8)])
+    assert result.verified and result.checks["hold_checkpoint_log"] is True
+    assert (result.expected["hold_checkpoint_log.tree_size"], result.actual["hold_checkpoint_log.tree_size"]) == (8, 8)
+    assert check([_witnessed(5)]).checks["hold_checkpoint_log"] is True
+    cut = check([_witnessed(5), _witnessed(9, root="ab" * 32)])
+    assert cut.failed_checks == ("hold_checkpoint_log",) and not cut.verified and not cut.integrity_valid
+    assert cut.details["hold_checkpoint_log"] == [
+        f"the hold chain had 8 events when the packet was exported, fewer than the 9 of the checkpoint witnessed at "
+        f"{at(3003)}: the chain was cut back"]
+    rewritten = check([_witnessed(8, root="ab" * 32)])
+    assert rewritten.details["hold_checkpoint_log"] == [
+        "the hold chain of 8 events has another root than the witnessed checkpoint of that size: the chain was rewritten"]
+    later = check([_witnessed(9, root="ab" * 32, created=at(3004))])  # made after the export: not compared
+    assert later.verified and later.checks["hold_checkpoint_log"] is None
+    assert "holds no checkpoint of the hold chain made by the packet's hold commitment" in later.notes[0]
+    forged = check([_witnessed(8, key=ATTACKER)])
+    assert forged.details["hold_checkpoint_log"] == ["no trusted key for the held checkpoint's signature"]
+    assert verify_packet(BASE.packet, anchors=ANCHORS, hold_checkpoints=[_witnessed(9)]).checks[
+        "hold_checkpoint_log"] is None  # a packet of a decision never held
+    odd = _rehash({**copy.deepcopy(HELD), "hold_commitment": {**HELD["hold_commitment"], "chain_size": "8"}})
+    assert verify_packet(odd, anchors=ANCHORS, hold_checkpoints=[_witnessed(8)]).checks["hold_checkpoint_log"] is False
+    offline = verify_packet(HELD, anchors=ANCHORS, checkpoint_log=[_witnessed(9, root="ab" * 32)])
+    assert offline.checks["hold_checkpoint_log"] is False  # `gate verify --checkpoints`: the same log
