@@ -96,13 +96,13 @@ def test_a_served_chain_against_a_log():
     assert witness_problems(chain, events, [], anchors()) == []
     assert witness_problems(chain, events, log, anchors()) == []
     assert witness_problems(chain, events[:2], log, anchors(), "2026-11-03T09:05:00.000Z") == []
-    assert witness_problems(chain, events[:2], log, anchors()) == [
+    assert witness_problems(chain, events[:2], log, anchors()) == [(
         f"checkpoint_log: the checkpoint of 3 events of {chain} witnessed at 2026-11-03T09:10:00.000Z is longer "
-        "than the document's 2 events (checkpoint_log.size: the chain was cut back)"]
+        "than the document's 2 events (checkpoint_log.size: the chain was cut back)")]
     rewritten = [events[0], {"event_hash": "ab" * 32}, events[2]]
-    assert witness_problems(chain, rewritten, log, None) == [
+    assert witness_problems(chain, rewritten, log, None) == [(
         f"checkpoint_log: the checkpoint of 3 events of {chain} witnessed at 2026-11-03T09:10:00.000Z has another "
-        "root than the document's first events (checkpoint_log.consistency: the chain was rewritten)"]
+        "root than the document's first events (checkpoint_log.consistency: the chain was rewritten)")]
     assert witness_problems(chain, [events[0], "not an event", events[2]], log, None)[0].endswith(
         "(checkpoint_log.consistency: the chain was rewritten)")
     forged = [held(3, key=OTHER)]

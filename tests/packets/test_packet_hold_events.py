@@ -261,9 +261,9 @@ def test_the_commitment_against_the_witnessed_hold_chain():
     assert check([_witnessed(5)]).checks["hold_checkpoint_log"] is True
     cut = check([_witnessed(5), _witnessed(9, root="ab" * 32)])
     assert cut.failed_checks == ("hold_checkpoint_log",) and not cut.verified and not cut.integrity_valid
-    assert cut.details["hold_checkpoint_log"] == [
+    assert cut.details["hold_checkpoint_log"] == [(
         f"the hold chain had 8 events when the packet was exported, fewer than the 9 of the checkpoint witnessed at "
-        f"{at(3003)}: the chain was cut back"]
+        f"{at(3003)}: the chain was cut back")]
     rewritten = check([_witnessed(8, root="ab" * 32)])
     assert rewritten.details["hold_checkpoint_log"] == [
         "the hold chain of 8 events has another root than the witnessed checkpoint of that size: the chain was rewritten"]
