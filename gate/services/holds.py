@@ -251,15 +251,16 @@ class HoldService:
                                                                           dict[str, Any] | None]:
         """A decision's hold events (oldest first) and, for a held decision, its signed hold
         commitment (`gate.holds.events.build_commitment`), read in one snapshot from a hold chain
-        checked against its witnessed checkpoint (`CHAIN_INTEGRITY_FAILED` otherwise)."""
+        checked against its witnessed checkpoint (`CHAIN_INTEGRITY_FAILED` otherwise). A decision
+        that was never held has no events and no commitment: its scope's chain is not read."""
         decision_id = str(record.get("decision_id"))
+        if record.get("verdict") != HELD_VERDICT:
+            return self.holds.events_of(scope, decision_id), None
         hashed = scope_hash(scope)
         as_of = iso_ms(self.clock.now())  # before the reads: every checkpoint made by then is in them
         with self.holds.ledger.one_snapshot():
             hashes = self.witness.check(hold_chain_id(hashed), lambda: self.holds.event_hashes(scope))
             events = self.holds.events_of(scope, decision_id)
-        if record.get("verdict") != HELD_VERDICT:
-            return events, None
         return events, build_commitment(hashed, record, events, (len(hashes), event_tree_root(hashes)), as_of,
                                         self._signer())
 
