@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
-from gate.chain.merkle import EMPTY_ROOT, consistency_proof, mth, verify_checkpoint
+from gate.chain.merkle import consistency_proof, mth, verify_checkpoint
 from gate.keys.anchors import TrustAnchors
 from gate.protocol.canonical import sha256_hex
 
@@ -71,7 +71,7 @@ def release_chain_id(scope_hash: str, rulebook_id: str) -> str:
 def event_tree_root(event_hashes: Sequence[str]) -> str:
     """RFC 6962 root over the events' hashes, oldest first (the empty root for no event);
     ValueError when a hash is not even-length lowercase hex."""
-    return mth(list(event_hashes)) if event_hashes else EMPTY_ROOT
+    return mth(list(event_hashes))
 
 
 def event_chain_failures(held: Mapping[str, Any] | None, event_hashes: Sequence[str]) -> list[str]:

@@ -21,6 +21,7 @@ from gate.chain.event_witness import (
 )
 from gate.chain.merkle import EMPTY_ROOT, checkpoint_body, mth, sign_checkpoint
 from gate.protocol.canonical import sha256_hex
+from gate.verify import TrustAnchors
 from tests.holds.chain_support import KEY, OTHER, anchors
 
 SCOPE = hashlib.sha256(b"tenant_a").hexdigest()
@@ -64,6 +65,9 @@ def test_a_chain_extends_its_held_checkpoint_or_is_named():
     assert event_chain_failures(held(3), [*HASHES[:3], "not hex"]) == ["checkpoint_log.consistency"]
     assert event_chain_failures({**held(3), "tree_size": "3"}, HASHES) == ["checkpoint_log.size"]
     assert event_chain_failures({**held(3), "tree_size": 0}, HASHES) == ["checkpoint_log.consistency"]
+    # a held tree of no events is no checkpoint (a log refuses one): nothing extends it
+    assert event_chain_failures({**held(3), "tree_size": 0, "root_hash": EMPTY_ROOT}, HASHES) == [
+        "checkpoint_log.consistency"]
 
 
 def test_the_checkpoint_held_by_a_signed_time_is_the_newest_made_by_then():
@@ -87,6 +91,23 @@ def test_a_held_checkpoint_must_be_signed_by_a_trusted_key():
         "no trusted key for the held checkpoint's signature"]
     assert held_checkpoint_problems({**held(2), "tree_size": 1}, anchors()) == [
         "the held checkpoint fails checkpoint_hash, signature"]
+
+
+def test_the_held_checkpoints_key_is_chosen_by_its_key_id_then_its_fingerprint():
+    both = anchors(KEY) + anchors(OTHER)
+    stated = held(2)
+    other_fingerprint = {**stated, "signature": {**stated["signature"], "public_key_fingerprint": OTHER.fingerprint}}
+    # by key id first: KEY's, whose fingerprint the checkpoint then misstates (by fingerprint, OTHER's would fail the signature)
+    assert held_checkpoint_problems(other_fingerprint, both) == ["the held checkpoint fails public_key_fingerprint"]
+    no_id = {**stated, "signature": {**stated["signature"], "key_id": None}}
+    assert held_checkpoint_problems(no_id, both) == []  # then by fingerprint
+    # two trusted keys under one key id: the stated fingerprint picks the signer's
+    twin = held(2, key=OTHER)
+    twin = {**twin, "signature": {**twin["signature"], "key_id": KEY.key_id}}
+    trust = anchors(KEY) + TrustAnchors.from_registry_entries([{
+        "key_id": KEY.key_id, "algorithm": "ed25519", "public_key": OTHER.public_key_pem,
+        "public_key_fingerprint": OTHER.fingerprint, "status": "active", "not_before": "2026-01-01T00:00:00.000Z"}])
+    assert held_checkpoint_problems(twin, trust) == []
 
 
 def test_a_served_chain_against_a_log():
