@@ -108,6 +108,11 @@ def test_without_a_trusted_key_the_events_are_intact_but_not_authentic():
     assert result.checks["hold_events"] is True and result.checks["hold_events_signature"] is False
     assert not result.authenticity_valid
     assert result.checks["hold_commitment"] is True and result.checks["hold_commitment_signature"] is False
+    assert result.details["hold_commitment_signature"] == ["hold_commitment: signature has no trusted key"]
+    assert result.details["hold_events_signature"][0] == "hold_events[0]: signature has no trusted key"
+    unsigned = packet_of(hold_events(BASE.record), commitment=commitment_of(BASE.record, hold_events(BASE.record),
+                                                                            key=ATTACKER))
+    assert verify_packet(unsigned, anchors=ANCHORS).failed_checks == ("hold_commitment_signature",)
     foreign = packet_of(hold_events(BASE.record, key=ATTACKER))
     result = verify_packet(foreign, anchors=ANCHORS)
     assert result.integrity_valid and not result.authenticity_valid and not result.verified
