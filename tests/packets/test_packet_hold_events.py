@@ -227,6 +227,10 @@ def test_a_dropped_event_or_member_fails_the_commitment_even_rehashed():
         result = verify_packet(_rehash(packet), anchors=ANCHORS)
         assert "hold_commitment" in result.failed_checks and not result.verified, name
         assert any("events omitted" in reason for reason in result.details["hold_commitment"]), name
+    # Events without their commitment (the record's verdict aside) fail too.
+    result = verify_packet(_rehash({k: v for k, v in copy.deepcopy(HELD).items() if k != "hold_commitment"}),
+                           anchors=ANCHORS)
+    assert result.failed_checks == ("hold_commitment",) and result.checks["hold_commitment_signature"] is None
     # A record whose verdict holds the action needs the commitment, with or without events.
     bare = {k: v for k, v in copy.deepcopy(HELD).items() if k not in ("hold_events", "hold_commitment")}
     result = verify_packet(_rehash({**bare, "decision_record": {**bare["decision_record"], "verdict": "review"}}),
@@ -280,6 +284,9 @@ def test_the_commitment_against_the_witnessed_hold_chain():
     assert verify_packet(BASE.packet, anchors=ANCHORS, hold_checkpoints=[_witnessed(9)]).checks[
         "hold_checkpoint_log"] is None  # a packet of a decision never held
     odd = _rehash({**copy.deepcopy(HELD), "hold_commitment": {**HELD["hold_commitment"], "chain_size": "8"}})
-    assert verify_packet(odd, anchors=ANCHORS, hold_checkpoints=[_witnessed(8)]).checks["hold_checkpoint_log"] is False
+    odd_result = verify_packet(odd, anchors=ANCHORS, hold_checkpoints=[_witnessed(8)])
+    assert odd_result.details["hold_checkpoint_log"] == [
+        f"the hold chain had '8' events when the packet was exported, fewer than the 8 of the checkpoint witnessed at "
+        f"{at(3003)}: the chain was cut back"]
     offline = verify_packet(HELD, anchors=ANCHORS, checkpoint_log=[_witnessed(9, root="ab" * 32)])
     assert offline.checks["hold_checkpoint_log"] is False  # `gate verify --checkpoints`: the same log
