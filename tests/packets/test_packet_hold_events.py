@@ -285,8 +285,8 @@ def test_the_commitment_against_the_witnessed_hold_chain():
         "hold_checkpoint_log"] is None  # a packet of a decision never held
     odd = _rehash({**copy.deepcopy(HELD), "hold_commitment": {**HELD["hold_commitment"], "chain_size": "8"}})
     odd_result = verify_packet(odd, anchors=ANCHORS, hold_checkpoints=[_witnessed(8)])
-    assert odd_result.details["hold_checkpoint_log"] == [
+    assert odd_result.details["hold_checkpoint_log"] == [(
         f"the hold chain had '8' events when the packet was exported, fewer than the 8 of the checkpoint witnessed at "
-        f"{at(3003)}: the chain was cut back"]
+        f"{at(3003)}: the chain was cut back")]
     offline = verify_packet(HELD, anchors=ANCHORS, checkpoint_log=[_witnessed(9, root="ab" * 32)])
     assert offline.checks["hold_checkpoint_log"] is False  # `gate verify --checkpoints`: the same log
