@@ -112,7 +112,9 @@ def test_without_a_trusted_key_the_events_are_intact_but_not_authentic():
     assert result.details["hold_events_signature"][0] == "hold_events[0]: signature has no trusted key"
     unsigned = packet_of(hold_events(BASE.record), commitment=commitment_of(BASE.record, hold_events(BASE.record),
                                                                             key=ATTACKER))
-    assert verify_packet(unsigned, anchors=ANCHORS).failed_checks == ("hold_commitment_signature",)
+    result = verify_packet(unsigned, anchors=ANCHORS)
+    assert result.failed_checks == ("hold_commitment_signature",)
+    assert result.integrity_valid and not result.authenticity_valid and not result.verified
     foreign = packet_of(hold_events(BASE.record, key=ATTACKER))
     result = verify_packet(foreign, anchors=ANCHORS)
     assert result.integrity_valid and not result.authenticity_valid and not result.verified
@@ -290,3 +292,15 @@ def test_the_commitment_against_the_witnessed_hold_chain():
         f"{at(3003)}: the chain was cut back")]
     offline = verify_packet(HELD, anchors=ANCHORS, checkpoint_log=[_witnessed(9, root="ab" * 32)])
     assert offline.checks["hold_checkpoint_log"] is False  # `gate verify --checkpoints`: the same log
+
+
+def test_a_hold_checkpoint_step_that_raises_fails_closed_under_its_own_name(monkeypatch):
+    import gate.packets.verify as packet_verify
+
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("surprise")
+
+    monkeypatch.setattr(packet_verify, "check_hold_checkpoint_log", explode)
+    result = verify_packet(copy.deepcopy(HELD), anchors=ANCHORS, hold_checkpoints=[])
+    assert result.verified is False and result.failed_checks == ("hold_checkpoint_log",)
+    assert result.details["hold_checkpoint_log"] == ["could not be checked (RuntimeError)"]
