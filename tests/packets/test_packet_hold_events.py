@@ -304,3 +304,39 @@ def test_a_hold_checkpoint_step_that_raises_fails_closed_under_its_own_name(monk
     result = verify_packet(copy.deepcopy(HELD), anchors=ANCHORS, hold_checkpoints=[])
     assert result.verified is False and result.failed_checks == ("hold_checkpoint_log",)
     assert result.details["hold_checkpoint_log"] == ["could not be checked (RuntimeError)"]
+
+
+def test_commitment_problems_by_value():
+    from gate.chain.merkle import EMPTY_ROOT
+    from gate.holds.events import commitment_problems
+    from gate.releases.sealing import seal
+
+    record, events = BASE.record, hold_events(BASE.record)
+    good = commitment_of(record, events)
+    assert commitment_problems(good, record, events) == []
+
+    def resealed(**changes):
+        edited = {**good, **changes}
+        seal(edited, Ed25519ReceiptSigner(ACTIVE))
+        return edited
+
+    empty = build_commitment("5" * 64, record, [], (0, EMPTY_ROOT), at(3003), Ed25519ReceiptSigner(ACTIVE))
+    assert empty["last_event_hash"] is None and empty["count"] == 0
+    assert commitment_problems(empty, record, []) == []  # a hold without events yet, on an empty chain
+    below = {**empty, "chain_size": -1}
+    seal(below, Ed25519ReceiptSigner(ACTIVE))
+    assert commitment_problems(below, record, []) == ["chain_size must be a whole number",
+                                                       "chain_size -1 is below the newest hold event's seq 0"]
+    assert commitment_problems(resealed(chain_size=7), record, events) == [
+        "chain_size 7 is below the newest hold event's seq 8"]
+    assert commitment_problems(resealed(count=-1), record, events) == [
+        "count must be a whole number", "count is -1, the packet carries 3 hold event(s) (events omitted)"]
+    assert commitment_problems(resealed(count="3"), record, events)[0] == "count must be a whole number"
+    for name in ("scope_hash", "chain_root"):
+        for value in (5, "zz"):
+            assert f"{name} must be a sha256 hex" in commitment_problems(resealed(**{name: value}), record, events)
+    for value in (5, "2026-11-03"):
+        assert "as_of must be a UTC time in milliseconds" in commitment_problems(resealed(as_of=value), record, events)
+    unbound = {**record, "decision_id": None}
+    assert "decision_id is not the decision record's" in commitment_problems(resealed(decision_id=None), unbound,
+                                                                             events)
