@@ -95,7 +95,7 @@ def cmd_holds(args: argparse.Namespace) -> int:
     ledger = open_ledger(settings)
     signing = signing_setup(settings)
     try:
-        return _run(args, HoldService(ledger, signing))
+        return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log))
     except CliError:
         raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
     except GateError as error:

@@ -138,7 +138,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    releases = decision_services(ledger, signing_setup(settings)).release_service()
+    releases = decision_services(ledger, signing_setup(settings), checkpoint_log=settings.checkpoint_log).release_service()
     try:
         return _run(args, releases)
     except CliError:

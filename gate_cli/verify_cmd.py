@@ -8,7 +8,8 @@ and the exit code is non-zero, because authenticity is unproven.
 `--checkpoints FILE` (a witness's checkpoint log) also checks that a packet's chain is at least
 as long as, and extends, the newest checkpoint held for it (docs/verification.md §7.4).
 `--hold-history FILE` (or FILE itself, when it is one) checks a scope's whole hold chain
-(`hold_history_v1`, GET /api/holds/history; `gate.holds.history`).
+(`hold_history_v1`, GET /api/holds/history; `gate.holds.history`), with `--checkpoints` also
+against the checkpoint of that chain a witness held (a truncated or rewritten chain fails).
 Exit codes: 0 verified, 1 verification failed, 2 unusable input (unreadable file, bad key).
 """
 
@@ -19,10 +20,12 @@ import json
 import os
 import sys
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
+from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
 from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
@@ -47,7 +50,8 @@ def add_verify_parser(sub: Subparsers) -> None:
     p.add_argument("--public-key", help="PEM file of a trusted Ed25519 public key (default: none)")
     p.add_argument("--hmac-secret-env", help="environment variable that holds the HMAC secret (default: none)")
     p.add_argument("--input", help="the original request body (JSON), checked against input_hash (default: not checked)")
-    p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`): a packet's chain must "
+    p.add_argument("--checkpoints", help="a checkpoint log (JSONL, `gate checkpoint save`, the gate's "
+                                         "GATE_CHECKPOINT_LOG): a packet's chain and hold chain, or a hold history, must "
                                          "be at least as long as, and extend, the newest checkpoint held for it (default: none)")
     p.add_argument("--hold-history", default=None,
                    help="a scope's hold chain (hold_history_v1, GET /api/holds/history) to check instead of FILE: "
@@ -138,8 +142,8 @@ def _input_file(args: argparse.Namespace) -> tuple[str, str]:
     """The one file to check and what it is called: FILE, or the --hold-history file."""
     if (args.file is None) == (args.hold_history is None):
         raise GateError("VERIFY_INPUT_UNREADABLE", "give one file: FILE or --hold-history FILE")
-    if args.hold_history is not None and (args.input or args.checkpoints):
-        raise GateError("VERIFY_INPUT_UNREADABLE", "--input and --checkpoints do not apply to a hold history")
+    if args.hold_history is not None and args.input:
+        raise GateError("VERIFY_INPUT_UNREADABLE", "--input does not apply to a hold history")
     return (args.file, "record") if args.file is not None else (args.hold_history, "hold history")
 
 
@@ -152,9 +156,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not isinstance(record, dict):
             raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} does not hold a JSON object")
         if args.hold_history is not None or "hold_history_version" in record:
-            return _verify_hold_history(record, anchors, args.json)
+            return _verify_hold_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
         if record.get("release_history_version") is not None:
-            return _verify_release_history(record, anchors, args.json)
+            return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
         packet = is_packet(record)
         held = _checkpoint_log(args.checkpoints)
         if held is not None and not packet:
@@ -173,14 +177,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result["verified"] else 1
 
 
-def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
+def _release_witness_problems(document: dict[str, Any], events: list[Any], governance: list[Any],
+                              checkpoints: list[dict[str, Any]] | None, anchors: TrustAnchors) -> list[str]:
+    """With `--checkpoints`: the release chain and the governance chain against the newest
+    checkpoint of each in the log (`gate.chain.event_witness`)."""
+    scope, rulebook_id = document.get("scope_hash"), document.get("rulebook_id")
+    if checkpoints is None or not isinstance(scope, str) or not isinstance(rulebook_id, str):
+        return []
+    usable = None if anchors.empty else anchors
+    return (witness_problems(release_chain_id(scope, rulebook_id), events, checkpoints, usable)
+            + witness_problems(governance_chain_id(scope), governance, checkpoints, usable))
+
+
+def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool,
+                            checkpoints: list[dict[str, Any]] | None = None) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
-    needs a trusted key."""
+    needs a trusted key. With `checkpoints`, both chains must extend their witnessed checkpoints."""
     events, governance = document.get("events"), document.get("governance")
-    check = verify_history(events if isinstance(events, list) else [], None if anchors.empty else anchors,
-                           governance if isinstance(governance, list) else [])
+    events, governance = events if isinstance(events, list) else [], governance if isinstance(governance, list) else []
+    check = verify_history(events, None if anchors.empty else anchors, governance)
+    witnessed = _release_witness_problems(document, events, governance, checkpoints, anchors)
+    if witnessed:
+        check = replace(check, valid=False, problems=(*check.problems, *witnessed))
     verified = check.valid and not anchors.empty
     result = {"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
               "rulebook_id": document.get("rulebook_id"), **check.to_json()}
@@ -206,9 +226,11 @@ def _policy_delta(change: dict[str, Any]) -> str:
     return "; ".join(moved) or "no member changed"
 
 
-def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
-    """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key."""
-    check = verify_hold_history(document, anchors)
+def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool,
+                         checkpoints: list[dict[str, Any]] | None) -> int:
+    """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key;
+    with `--checkpoints`, the chain must extend the checkpoint of it witnessed by its head's time."""
+    check = verify_hold_history(document, anchors, checkpoints)
     if as_json:
         print(json.dumps(check.to_json(), indent=2))
         return 0 if check.verified else 1

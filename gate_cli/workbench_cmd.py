@@ -196,7 +196,7 @@ def build_store(settings: Settings, dataset: str | None, cluster: str | None = N
     ledger.upgrade()
     return WorkbenchStore(ledger, signing_setup(settings), Path(dataset) if dataset else settings.home / "dataset", cluster=cluster,
                           home=settings.home, allow_unsigned=allow_unsigned, allow_stale=allow_stale,
-                          webhook_allow_hosts=settings.webhook_allow_hosts)
+                          webhook_allow_hosts=settings.webhook_allow_hosts, checkpoint_log=settings.checkpoint_log)
 
 
 def cmd_workbench(args: argparse.Namespace) -> int:

@@ -27,9 +27,11 @@ _HOLD_KEYED = {401: "missing or invalid key", 403: "key lacks resolve (or, under
 _HOLD_ERRORS = AUTH_ERRORS + ("HOLD_NOT_FOUND", "LEDGER_UNAVAILABLE")
 _HOLD_STEP_ERRORS = BODY_ERRORS + _HOLD_ERRORS + (
     "HOLD_PERMISSION_DENIED", "HOLD_FOUR_EYES", "HOLD_NOT_A_MEMBER", "HOLD_ALREADY_RESOLVED", "HOLD_ALREADY_VOTED",
-    "HOLD_CLAIMED", "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+    "HOLD_CLAIMED", "HOLD_RESOLUTION_INVALID", "HOLD_BUSY", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",
+    "CHAIN_INTEGRITY_FAILED")
 _STEP_ANSWERS = {201: "{ok, event, hold}: the signed hold_event_v1 and the hold after it", 400: "malformed body",
-                 **_HOLD_KEYED, 404: "no such hold in this scope", 409: "already resolved, voted or claimed",
+                 **_HOLD_KEYED, 404: "no such hold in this scope",
+                 409: "already resolved, voted or claimed; or the hold chain does not extend its witnessed checkpoint",
                  413: "body too large", 415: MEDIA, 503: "busy or no signing key"}
 
 READ_WEIGHT = Weight(base=2)
@@ -89,8 +91,8 @@ def policy(caller: Caller) -> Response:
     "put", "/api/holds/policy", "State the whole hold policy (needs `admin`): a signed `policy_set` step "
     "of the scope's hold chain.", True,
     {200: "{ok, policy, event}", 400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
-     413: "body too large", 415: MEDIA},
-    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED"),
+     409: "the hold chain does not extend its witnessed checkpoint", 413: "body too large", 415: MEDIA},
+    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED", "CHAIN_INTEGRITY_FAILED"),
     request_body="HoldPolicy", tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
@@ -106,8 +108,11 @@ def set_policy(caller: Caller) -> Response:
 @routes.route(Endpoint(
     "get", "/api/holds/history", "The scope's hold chain (`hold_history_v1`) with its signed head, for "
     "offline checks (`gate verify --hold-history`).", True,
-    {200: "hold_history_v1", 401: "missing or invalid key", 503: "signing is required and no key is configured"},
-    errors=AUTH_ERRORS + ("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",), tags=("holds",), charged=True))
+    {200: "hold_history_v1", 401: "missing or invalid key",
+     409: "the hold chain does not extend its witnessed checkpoint (no head is signed)",
+     503: "signing is required and no key is configured"},
+    errors=AUTH_ERRORS + ("RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "CHAIN_INTEGRITY_FAILED"), tags=("holds",),
+    charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(Weight(base=10))
 def history(caller: Caller) -> Response:

@@ -22,6 +22,8 @@ from api.query import int_arg
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, keyed, runtime
 from gate import vocabulary as C
+from gate.chain.checkpoint_log import CheckpointLogError
+from gate.chain.event_witness import hold_chain_id
 from gate.clock import iso_ms
 from gate.errors import GateError, LedgerUnavailable
 from gate.packets import ChainExcerpt, PacketOptions, PacketSourceError, build_packet, verify_packet
@@ -138,8 +140,9 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
             raise PacketSourceError("the decision's audit chain link cannot be read")
         consistency = _consistency_from(rt, chain, consistency_from)
         record = json.loads(stored.record_json)
-        # A held decision's signed hold events (issue 43), oldest first: none, no member.
-        hold_events = rt.holds.holds.events_of(caller.scope, decision_id)
+        # A held decision's signed hold events (issue 43), oldest first (none: no member), and its
+        # signed hold commitment (issue 52), read from a hold chain that extends its witnessed checkpoint.
+        hold_events, hold_commitment = rt.holds.packet_part(caller.scope, record)
         intelligence = None
         if options.include_intelligence and isinstance(record.get("policy_id"), str):
             # The policy reports of the caller's scope, by the report endpoints' engines.
@@ -158,6 +161,7 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
             receipt_head=receipt_head,
             consistency=consistency,
             hold_events=hold_events,
+            hold_commitment=hold_commitment,
         )
     except (LedgerUnavailable, PacketSourceError, KeyError) as error:
         # SECURITY: spec — never return partial proof material.
@@ -165,6 +169,21 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
         return error_response("PACKET_SOURCE_UNAVAILABLE", f"{message}; no packet was produced")
     headers = {"x-decision-packet-version": C.DECISION_PACKET_VERSION, "x-decision-packet-hash": packet["packet_hash"]}
     return json_response(200, packet, headers)
+
+
+def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest checkpoint the gate's own log holds of the packet's hold chain (named by its
+    hold commitment), for the `hold_checkpoint_log` check: [] when none is held or the packet
+    names none; 503 when the log cannot be read."""
+    commitment = packet.get("hold_commitment")
+    scope = commitment.get("scope_hash") if isinstance(commitment, dict) else None
+    if not isinstance(scope, str):
+        return []
+    try:
+        held = rt.holds.witness.held(hold_chain_id(scope))
+    except CheckpointLogError as error:
+        raise LedgerUnavailable("the gate's checkpoint log cannot be read") from error
+    return [held] if held is not None else []
 
 
 @routes.route(Endpoint("get", "/api/decision/packet/verify", "Describe packet verification.", False,
@@ -193,5 +212,6 @@ def verify_exported_packet() -> Response:
         if "input" in body and not isinstance(body["input"], dict):
             raise GateError("REQUEST_INVALID", "input must be a JSON object",
                             errors=[{"field": "input", "code": "invalid_type", "message": "object expected"}])
-        result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"))
+        result = verify_packet(body["packet"], anchors=rt.signing.trust_anchors(), original_input=body.get("input"),
+                               hold_checkpoints=_held_hold_checkpoint(rt, body["packet"]))
     return json_response(200, {"ok": True, **result.to_dict()})

@@ -19,7 +19,8 @@ from gate.services.decide import Caller
 
 routes = Routes("releases", __name__)
 _RELEASE_ERRORS = BODY_ERRORS + AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "RELEASE_PERMISSION_DENIED",
-                                               "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+                                               "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",
+                                               "CHAIN_INTEGRITY_FAILED")
 
 PUBLISH_WEIGHT = Weight(body=True)
 STATUS_WEIGHT = Weight(base=10)  # the shadow and canary figures read up to 50,000 release rows
@@ -77,8 +78,8 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
     "(`release_history_v1`) that `gate verify` checks offline, with the scope's signed policy changes "
     "(`governance`).", True,
     {200: "{release_history_version, scope_hash, rulebook_id, events, governance}", 401: "missing or invalid key",
-     404: "not published in this scope"},
-    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",), charged=True))
+     404: "not published in this scope", 409: "a chain does not extend its witnessed checkpoint"},
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "CHAIN_INTEGRITY_FAILED"), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(STATUS_WEIGHT)
 def release_history(caller: Caller, rulebook_id: str) -> Response:
@@ -157,7 +158,8 @@ def principal_of(caller: Caller) -> Principal:
          400: "malformed or incomplete policy", 401: "missing or invalid key", 403: "key lacks admin",
          413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
-                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",
+                                            "CHAIN_INTEGRITY_FAILED"),
         request_body="ReleasePolicy", tags=("releases",)),
     Endpoint(
         "patch", "/api/decision/release-policy", "Change the named members of the scope's release policy; "
@@ -167,7 +169,8 @@ def principal_of(caller: Caller) -> Principal:
          400: "malformed policy member", 401: "missing or invalid key", 403: "key lacks admin",
          413: "body too large", 415: MEDIA},
         errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
-                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+                                            "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED",
+                                            "CHAIN_INTEGRITY_FAILED"),
         request_body="ReleasePolicyPatch", tags=("releases",)),
 )
 @keyed("SVC_API_UNAUTHORIZED")
@@ -199,7 +202,7 @@ def release_policy(caller: Caller) -> Response:
     errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",
                                         "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_SELF_APPROVAL",
                                         "RELEASE_POLICY_CHANGED", "LEDGER_UNAVAILABLE",
-                                        "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+                                        "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED", "CHAIN_INTEGRITY_FAILED"),
     request_body="ReleasePolicyApproval", tags=("releases",)))
 @keyed("SVC_API_UNAUTHORIZED")
 def approve_release_policy(caller: Caller) -> Response:

@@ -20,10 +20,18 @@ of one resolution before it proceeds.
 A served history ends with the chain's signed head (`build_head`, `hold_chain_head_v1`): the
 newest event's seq and hash as of a time, sealed like an event, so an offline check sees newest
 events cut off (gate.holds.history).
+
+A held decision's packet carries its signed **hold commitment** (`build_commitment`,
+`hold_commitment_v1`): how many hold events the decision has and the newest one's hash, and the
+size and RFC 6962 root of the scope's hold chain they were read from, as of a time, sealed like
+an event. The record's `review` verdict says the decision was held, so a packet of it without
+the commitment, or with fewer events than it states, is refused (`commitment_problems`); the
+chain's size and root compare it with the witnessed checkpoints (gate.chain.event_witness).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +46,12 @@ from gate.vocabulary import SIG_HMAC_SHA256
 HOLD_EVENT_VERSION = "hold_event_v1"
 HOLD_HISTORY_VERSION = "hold_history_v1"
 HOLD_HEAD_VERSION = "hold_chain_head_v1"
+HOLD_COMMITMENT_VERSION = "hold_commitment_v1"
+HELD_VERDICT = "review"  # the verdict that holds the action: its decide opens the hold
+# A held decision's hold events as a packet carries them: their number and the newest one's hash
+# (0 and null before the first), and the scope's hold chain (events, RFC 6962 root) they were read from.
+COMMITMENT_MEMBERS = ("hold_commitment_version", "scope_hash", "decision_id", "record_hash", "count",
+                      "last_event_hash", "chain_size", "chain_root", "as_of")
 # The signed head a served history ends with: the chain's newest seq and event_hash (0 and null
 # for an empty chain) as of a time; sealed like an event (event_hash is the head's own hash).
 HEAD_MEMBERS = ("hold_chain_head_version", "scope_hash", "seq", "head_event_hash", "as_of")
@@ -46,6 +60,8 @@ VOTES = ("approve", "deny")
 APPROVED, DENIED, EXPIRED = "approved", "denied", "expired"
 OUTCOMES = (APPROVED, DENIED, EXPIRED)
 OPEN = "open"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ISO_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 STATES = (OPEN, *OUTCOMES)
 
 EVENT_MEMBERS = ("hold_event_version", "scope_hash", "seq", "previous_event_hash", "action", "decision_id",
@@ -118,6 +134,63 @@ def build_head(scope_hash: str, events: Sequence[Mapping[str, Any]], as_of: str,
                             "head_event_hash": last["event_hash"] if last is not None else None, "as_of": as_of}
     seal(head, signer)
     return head
+
+
+def build_commitment(scope_hash: str, record: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
+                     chain: tuple[int, str], as_of: str, signer: ReceiptSigner | None) -> dict[str, Any]:
+    """The signed hold commitment of a held decision whose events are `events` (oldest first),
+    read from the scope's hold chain of `chain` = (size, RFC 6962 root) as of `as_of`."""
+    commitment: dict[str, Any] = {
+        "hold_commitment_version": HOLD_COMMITMENT_VERSION, "scope_hash": scope_hash,
+        "decision_id": record.get("decision_id"), "record_hash": record.get("record_hash"), "count": len(events),
+        "last_event_hash": events[-1]["event_hash"] if events else None, "chain_size": chain[0],
+        "chain_root": chain[1], "as_of": as_of}
+    seal(commitment, signer)
+    return commitment
+
+
+def _commitment_form(commitment: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if set(map(str, commitment)) != set(COMMITMENT_MEMBERS) | set(SIGNATURE_MEMBERS):
+        problems.append(f"members differ from {HOLD_COMMITMENT_VERSION}'s")
+    if commitment.get("hold_commitment_version") != HOLD_COMMITMENT_VERSION:
+        problems.append(f"hold_commitment_version must be {HOLD_COMMITMENT_VERSION}")
+    if commitment.get("event_hash") != event_hash(commitment):
+        problems.append("event_hash does not match its content (tampered)")
+    for name in ("count", "chain_size"):
+        if type(commitment.get(name)) is not int or commitment[name] < 0:
+            problems.append(f"{name} must be a whole number")
+    for name in ("scope_hash", "chain_root"):
+        if not isinstance(commitment.get(name), str) or not _HEX64.fullmatch(commitment[name]):
+            problems.append(f"{name} must be a sha256 hex")
+    if not isinstance(commitment.get("as_of"), str) or not _ISO_MS.fullmatch(commitment["as_of"]):
+        problems.append("as_of must be a UTC time in milliseconds")
+    return problems
+
+
+def commitment_problems(commitment: Any, record: Mapping[str, Any], events: Sequence[Any]) -> list[str]:
+    """Every problem of a packet's hold commitment against the record and the packet's hold
+    events (signature aside), or []: its form and recomputed hash, the record's decision and
+    record hash, exactly `count` events (an omitted event is named here), the newest one's hash,
+    the events' scope, and a chain at least as long as the newest event's seq."""
+    if not isinstance(commitment, Mapping):
+        return ["a held decision's packet must carry its hold_commitment (the record's verdict holds the action)"]
+    problems = _commitment_form(commitment)
+    for name in ("decision_id", "record_hash"):
+        if not isinstance(commitment.get(name), str) or commitment.get(name) != record.get(name):
+            problems.append(f"{name} is not the decision record's")
+    count = commitment.get("count")
+    if count != len(events):
+        problems.append(f"count is {count!r}, the packet carries {len(events)} hold event(s) (events omitted)")
+    last = events[-1] if events and isinstance(events[-1], Mapping) else {}
+    if commitment.get("last_event_hash") != last.get("event_hash"):
+        problems.append("last_event_hash is not the packet's newest hold event's")
+    if any(isinstance(e, Mapping) and e.get("scope_hash") != commitment.get("scope_hash") for e in events):
+        problems.append("scope_hash is not the hold events' scope")
+    seq, size = last.get("seq", 0), commitment.get("chain_size")
+    if type(seq) is int and type(size) is int and size < seq:
+        problems.append(f"chain_size {size} is below the newest hold event's seq {seq}")
+    return problems
 
 
 def signature_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:

@@ -24,6 +24,13 @@ its `as_of` only: an older document, whole with its older head, still verifies (
 with when you asked). A history of more events than the endpoint returns does not start at seq 1:
 it is refused, not verified from the middle. Without anchors the signatures are not checked and
 the result is never `verified` (integrity only).
+
+With checkpoints (`gate verify --hold-history FILE --checkpoints LOG`, a witness's copy of the
+gate's checkpoint log, `gate.chain.event_witness`): the newest checkpoint of the scope's hold
+chain made no later than the head's `as_of`, its signature verified with a trusted key, must be
+extended by the document's events: fewer events (`checkpoint_log.size`: the newest were deleted,
+even with the head signed again over what is left) or another RFC 6962 root over its first
+`tree_size` event hashes (`checkpoint_log.consistency`: an event rewritten) fails.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate.chain.event_witness import hold_chain_id, witness_problems
 from gate.errors import GateError
 from gate.holds.events import (
     ACTIONS,
@@ -180,9 +188,19 @@ def _policy_change(event: Mapping[str, Any]) -> dict[str, Any]:
             "principal": event.get("principal"), "policy": event.get("policy")}
 
 
-def verify_hold_history(document: Any, anchors: TrustAnchors | None) -> HoldHistoryCheck:
+def _witness_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
+                     checkpoints: Sequence[Mapping[str, Any]], anchors: TrustAnchors | None) -> str | None:
+    """The document against the newest checkpoint of its chain held by the head's `as_of`."""
+    problems = witness_problems(hold_chain_id(document["scope_hash"]), events, checkpoints, anchors,
+                                document["head"]["as_of"])
+    return "; ".join(problems) if problems else None
+
+
+def verify_hold_history(document: Any, anchors: TrustAnchors | None,
+                        checkpoints: Sequence[Mapping[str, Any]] | None = None) -> HoldHistoryCheck:
     """Check a `hold_history_v1` document offline (see the module docstring). `anchors` None or
-    empty: hashes, links and rules only."""
+    empty: hashes, links and rules only. `checkpoints`: a checkpoint log's entries to compare the
+    chain with."""
     checked = anchors is not None and not anchors.empty
     usable = anchors if checked else None
     problem = _document_problem(document)
@@ -196,6 +214,8 @@ def verify_hold_history(document: Any, anchors: TrustAnchors | None) -> HoldHist
             return HoldHistoryCheck(False, checked, len(events), (problem,))
         head = (event["seq"], event["event_hash"])
     problem = _head_problem(document, events, usable)
+    if problem is None and checkpoints is not None:
+        problem = _witness_problem(document, events, checkpoints, usable)
     if problem is not None:
         return HoldHistoryCheck(False, checked, len(events), (problem,))
     problems = _decision_problems(events)

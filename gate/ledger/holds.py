@@ -109,15 +109,25 @@ class HoldLedger:
         with self.ledger.read() as connection:
             return _head(connection, scope)
 
+    def event_hashes(self, scope: str) -> list[str]:
+        """The `event_hash` of every event of the scope's hold chain, oldest first (what its
+        witnessed checkpoints are made of, `gate.chain.event_witness`)."""
+        with self.ledger.read() as connection:
+            return _event_hashes(connection, scope)
+
     def append(self, scope: str, build: Any, *, move: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
                decision_id: str | None = None, expected_version: int | None = None,
-               announce: Announce | None = None) -> dict[str, Any]:
+               announce: Announce | None = None,
+               witness: Callable[[Callable[[], list[str]]], object] | None = None) -> dict[str, Any]:
         """One step in one transaction: `build(seq, previous_event_hash)` makes the sealed event
         on the chain head read here; the hold row (when `move`) takes the columns `move(event)` names,
-        from `expected_version`.
+        from `expected_version`. `witness(read)` runs first, in the transaction: `read()` gives the
+        chain's event hashes as stored, and a refusal it raises writes nothing.
         Raises HoldRace when either moved meanwhile; nothing is then written."""
         try:
             with self.ledger.write() as connection:
+                if witness is not None:
+                    witness(lambda: _event_hashes(connection, scope))
                 seq, previous = _head(connection, scope)
                 event: dict[str, Any] = build(seq + 1, previous)
                 if move is not None:
@@ -189,3 +199,9 @@ def _head(connection: Connection, scope: str) -> tuple[int, str | None]:
                              .where(hold_events.c.scope == scope)
                              .order_by(hold_events.c.seq.desc()).limit(1)).first()
     return (int(row[0]), str(row[1])) if row else (0, None)
+
+
+def _event_hashes(connection: Connection, scope: str) -> list[str]:
+    rows = connection.execute(select(hold_events.c.event_hash).where(hold_events.c.scope == scope)
+                              .order_by(hold_events.c.seq)).all()
+    return [str(row[0]) for row in rows]

@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import and_, case, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
+from gate.chain.event_witness import ChainWitness, governance_chain_id, release_chain_id
+from gate.chain.links import scope_hash
 from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
@@ -45,8 +47,9 @@ class Announcement:
 class ReleaseLedger:
     """The release tables over one `Ledger`."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, witness: ChainWitness | None = None) -> None:
         self.ledger = ledger
+        self.witness = witness
 
     def head(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
         """The newest event row of a release (None before its first transition)."""
@@ -74,17 +77,36 @@ class ReleaseLedger:
                                              release_events.c.idempotency_key == key)).mappings().first()
         return dict(row) if row else None
 
+    def event_hashes(self, scope: str, rulebook_id: str) -> list[str]:
+        """The `event_hash` of every event of one chain (a release, or `GOVERNANCE_ID`), oldest
+        first (what its witnessed checkpoints are made of, `gate.chain.event_witness`)."""
+        with self.ledger.read() as connection:
+            return _event_hashes(connection, scope, rulebook_id)
+
     def append(self, row: dict[str, Any], announce: Announcement | None = None) -> None:
         """Insert an event row, and its announcement in the outbox in the same transaction
-        (docs/events.md); `ReleaseRace` when its seq (or its idempotency key) was taken."""
+        (docs/events.md); `ReleaseRace` when its seq (or its idempotency key) was taken. With a
+        witness, the chain is checked against its witnessed checkpoint first, in the same
+        transaction (a refusal writes nothing), and so is the scope's governance chain for a
+        release event (the policy it was allowed under); the new checkpoint is published after."""
+        scope, rulebook_id = row["scope"], row["rulebook_id"]
+        chain_id = witnessed_chain_id(scope, rulebook_id)
+        hashes: list[str] = []
         try:
             with self.ledger.write() as connection:
+                if self.witness is not None:
+                    if rulebook_id != GOVERNANCE_ID:
+                        self.witness.check(witnessed_chain_id(scope, GOVERNANCE_ID),
+                                           lambda: _event_hashes(connection, scope, GOVERNANCE_ID))
+                    hashes = self.witness.check(chain_id, lambda: _event_hashes(connection, scope, rulebook_id))
                 connection.execute(insert(release_events).values(**row))
                 if announce is not None:
                     append_event(connection, row["scope"], announce.name, row["rulebook_id"], row["created_at"],
                                  announce.data)
         except IntegrityError as exc:
             raise ReleaseRace(str(row.get("seq"))) from exc
+        if self.witness is not None:
+            self.witness.publish(chain_id, [*hashes, row["event_hash"]])
 
     def halt_events(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
         """Every halt event of a release, however long its history (a guardrail's halt binds for good)."""
@@ -161,3 +183,16 @@ def halt_rows(release_ledger: ReleaseLedger, scope: str, limit: int = 50) -> lis
                                                       release_events.c.action == "halt")
             .order_by(release_events.c.created_at.desc()).limit(limit)).all()
     return [{"event_json": r[0]} for r in rows]
+
+
+def witnessed_chain_id(scope: str, rulebook_id: str) -> str:
+    """The checkpoint chain id of a release chain, or of the scope's governance chain."""
+    hashed = scope_hash(scope)
+    return governance_chain_id(hashed) if rulebook_id == GOVERNANCE_ID else release_chain_id(hashed, rulebook_id)
+
+
+def _event_hashes(connection: Any, scope: str, rulebook_id: str) -> list[str]:
+    rows = connection.execute(select(release_events.c.event_hash).where(
+        release_events.c.scope == scope, release_events.c.rulebook_id == rulebook_id)
+        .order_by(release_events.c.seq)).all()
+    return [str(row[0]) for row in rows]

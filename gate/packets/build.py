@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
 from gate.chain.merkle import verify_inclusion
 from gate.chain.rowseal import RECEIPT_CHAIN_VERSION
-from gate.holds.events import hold_events_problems
+from gate.holds.events import HELD_VERDICT, commitment_problems, hold_events_problems
 from gate.keys.signing import iso_timestamp
 from gate.packets.common import (
     _COMPONENT_NAMES,
@@ -262,16 +262,22 @@ class _InputMember(TypedDict, total=False):
     original_input: Any
 
 
-def _hold_events_member(record: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
-    """The packet's `hold_events` (None: no member), copied oldest first; PacketSourceError
-    unless they are this record's and hold together (signatures are the verifier's to check)."""
-    if not events:
-        return None
+def _hold_members(record: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
+                  commitment: Mapping[str, Any] | None) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """The packet's `hold_events` (None: no member), copied oldest first, and `hold_commitment`
+    (required for a held decision, None otherwise); PacketSourceError unless the events are this
+    record's and hold together, and the commitment states exactly them (signatures are the
+    verifier's to check)."""
     copied = [copy.deepcopy(dict(event)) for event in events]
     problems = hold_events_problems(record, copied, None)
     if problems:
         raise PacketSourceError(f"the decision's hold events do not verify: {problems[0]}")
-    return copied
+    if commitment is None and not copied and record.get("verdict") != HELD_VERDICT:
+        return None, None
+    problems = commitment_problems(commitment, record, copied)
+    if problems:
+        raise PacketSourceError(f"the decision's hold commitment does not state its events: {problems[0]}")
+    return copied or None, copy.deepcopy(dict(commitment or {}))
 
 
 class _LaterMembers(TypedDict, total=False):
@@ -283,11 +289,12 @@ class _LaterMembers(TypedDict, total=False):
     receipt_chain_head: ReceiptChainHead
     chain_consistency: ChainConsistency
     hold_events: list[dict[str, Any]]
+    hold_commitment: dict[str, Any]
 
 
 def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditChain | None,
                    head: ReceiptChainHead | None, consistency: ChainConsistency | None,
-                   holds: list[dict[str, Any]] | None) -> _LaterMembers:
+                   holds: tuple[list[dict[str, Any]] | None, dict[str, Any] | None]) -> _LaterMembers:
     later: _LaterMembers = {}
     if intelligence:
         later["policy_intelligence"] = intelligence
@@ -297,8 +304,10 @@ def _later_members(intelligence: dict[str, dict[str, Any]], audit_chain: AuditCh
         later["receipt_chain_head"] = head
     if consistency is not None:
         later["chain_consistency"] = consistency
-    if holds is not None:
-        later["hold_events"] = holds
+    if holds[0] is not None:
+        later["hold_events"] = holds[0]
+    if holds[1] is not None:
+        later["hold_commitment"] = holds[1]
     return later
 
 
@@ -336,6 +345,7 @@ def build_packet(
     receipt_head: Mapping[str, Any] | None = None,
     consistency: Mapping[str, Any] | None = None,
     hold_events: Sequence[Mapping[str, Any]] = (),
+    hold_commitment: Mapping[str, Any] | None = None,
 ) -> DecisionPacket:
     """The packet for the stored `record` (the full record, exactly as stored).
 
@@ -358,6 +368,8 @@ def build_packet(
       (requires the chain).
     * `hold_events`: the decision's hold events (`hold_event_v1`), oldest first; exported as
       `hold_events` when there is at least one (a packet of a decision without them is as before).
+    * `hold_commitment`: a held (`review`) decision's signed commitment to exactly `hold_events`
+      (`gate.holds.events.build_commitment`), required for one.
     * `exported_at`: a datetime or ISO text with milliseconds and `Z`.
     Raises PacketSourceError when a part is missing or inconsistent.
     """
@@ -372,7 +384,8 @@ def build_packet(
     intelligence = _intelligence_member(record, options, policy_intelligence)
     chain_consistency = _consistency_member(consistency, audit_chain) if consistency is not None else None
     included: _InputMember = {"original_input": copy.deepcopy(original_input)} if options.include_input else {}
-    later = _later_members(intelligence, audit_chain, head, chain_consistency, _hold_events_member(record, hold_events))
+    later = _later_members(intelligence, audit_chain, head, chain_consistency,
+                           _hold_members(record, hold_events, hold_commitment))
     packet = _assemble(record, exported_at, _manifest(options, listed, audit_chain, intelligence), included,
                        listed, later)
     _refuse_early_export(packet)

@@ -61,7 +61,7 @@ _REQUIRED_MEMBERS = (
     "packet_hash",
 )
 _OPTIONAL_MEMBERS = ("original_input", "policy_intelligence", "audit_chain", "receipt_chain_head",
-                     "chain_consistency", "hold_events")
+                     "chain_consistency", "hold_events", "hold_commitment")
 PACKET_MEMBERS = frozenset(_REQUIRED_MEMBERS + _OPTIONAL_MEMBERS)
 
 _OPTION_NAMES = ("include_input", "include_chain", "include_intelligence",
@@ -124,6 +124,8 @@ PACKET_CHECKS = (
     "receipt_chain_head_signature",
     "hold_events",
     "hold_events_signature",
+    "hold_commitment",
+    "hold_commitment_signature",
     "intelligence_reports",
     "audit_chain",
     "audit_chain.window",
@@ -135,8 +137,10 @@ PACKET_CHECKS = (
     "audit_chain.checkpoint_signature",
     "chain_consistency",
     "checkpoint_log",
+    "hold_checkpoint_log",
 )
-_AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature", "receipt_chain_head_signature", "hold_events_signature"})
+_AUTHENTICITY = frozenset({"audit_chain.checkpoint_signature", "receipt_chain_head_signature", "hold_events_signature",
+                           "hold_commitment_signature"})
 # The decision's signed receipt head (gate.chain.rowseal): how many lifecycle receipts it has and the
 # newest receipt row's hash, signed with the receipt key when exported.
 RECEIPT_HEAD_MEMBERS = ("receipt_chain_version", "decision_id", "count", "head_row_hash", "key_id", "signature")

@@ -194,6 +194,7 @@ def _check_exported_at(state: _State, packet: Mapping[str, Any], record: Mapping
         earlier[f"{part}[].reported_at"] = _latest(item.get("reported_at") for item in items if isinstance(item, Mapping))
     holds = _array(packet.get("hold_events"))
     earlier["hold_events[].created_at"] = _latest(event.get("created_at") for event in holds if isinstance(event, Mapping))
+    earlier["hold_commitment.as_of"] = _object(packet.get("hold_commitment")).get("as_of")
     for label, stamp in earlier.items():
         if isinstance(stamp, str) and _ISO_MS.fullmatch(stamp) and stamp > exported_at:
             problems.append(f"exported_at is earlier than {label} ({stamp})")

@@ -99,6 +99,7 @@ class UnsealedPacket(TypedDict):
     receipt_chain_head: NotRequired[ReceiptChainHead]
     chain_consistency: NotRequired[ChainConsistency]
     hold_events: NotRequired[list[dict[str, Any]]]  # the decision's hold_event_v1 events, oldest first
+    hold_commitment: NotRequired[dict[str, Any]]  # a held decision's signed hold_commitment_v1
 
 
 class DecisionPacket(UnsealedPacket):

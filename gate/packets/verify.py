@@ -18,7 +18,7 @@ from gate.packets.envelope import (
     _check_members,
     _check_packet_hash,
 )
-from gate.packets.hold_checks import check_hold_events
+from gate.packets.hold_checks import check_hold_checkpoint_log, check_hold_events
 from gate.packets.receipts_fast import _ReceiptTexts
 from gate.packets.result import PacketVerification, _State
 from gate.packets.witness import check_chain_consistency, check_checkpoint_log
@@ -91,9 +91,11 @@ def _check_linked_receipts(state: _State, packet: Mapping[str, Any], record: Any
 
 
 def _check_chain_material(state: _State, packet: Mapping[str, Any], record: Mapping[str, Any],
-                          anchors: TrustAnchors, checkpoint_log: Sequence[Mapping[str, Any]] | None) -> str | None:
+                          anchors: TrustAnchors, checkpoint_log: Sequence[Mapping[str, Any]] | None,
+                          hold_checkpoints: Sequence[Mapping[str, Any]] | None) -> str | None:
     """Step 4: intelligence report hashes, the audit chain, its consistency proof and the held
-    checkpoints. Returns where the checkpoint's key came from (None: no checkpoint checked)."""
+    checkpoints (of the audit chain and of the hold chain). Returns where the checkpoint's key
+    came from (None: no checkpoint checked)."""
     state.guard("intelligence_reports", _check_intelligence, state, packet, record)
     checkpoint_source = None
     if "audit_chain" in packet:
@@ -104,6 +106,8 @@ def _check_chain_material(state: _State, packet: Mapping[str, Any], record: Mapp
     state.guard("chain_consistency", check_chain_consistency, state, packet)
     if checkpoint_log is not None:
         state.guard("checkpoint_log", check_checkpoint_log, state, packet, checkpoint_log, anchors)
+    if hold_checkpoints is not None:
+        state.guard("hold_checkpoint_log", check_hold_checkpoint_log, state, packet, hold_checkpoints, anchors)
     return checkpoint_source
 
 
@@ -126,6 +130,8 @@ def _authenticity_valid(state: _State, packet: Mapping[str, Any], record: Mappin
         valid = valid and state.checks["receipt_chain_head_signature"] is True
     if "hold_events" in packet:
         valid = valid and state.checks["hold_events_signature"] is True
+    if "hold_commitment" in packet:
+        valid = valid and state.checks["hold_commitment_signature"] is True
     return valid
 
 
@@ -158,11 +164,15 @@ def verify_packet(
     anchors: TrustAnchors | None = None,
     original_input: Any = None,
     checkpoint_log: Sequence[Mapping[str, Any]] | None = None,
+    hold_checkpoints: Sequence[Mapping[str, Any]] | None = None,
 ) -> PacketVerification:
     """Verify a Decision Packet (spec "Packet verification steps" 1-4). See the `gate.packets` docstring.
 
     `checkpoint_log`: checkpoints a witness holds (`gate.chain.checkpoint_log.read_checkpoint_log`);
-    the packet's chain must extend the newest one of its chain (`checkpoint_log` check)."""
+    the packet's chain must extend the newest one of its chain (`checkpoint_log` check), and its
+    hold commitment the one of its hold chain (`hold_checkpoint_log`). `hold_checkpoints`: the
+    checkpoints for the hold chain alone (default: `checkpoint_log`; hosted verify passes the
+    gate's own newest one)."""
     if not isinstance(packet, Mapping):
         raise PacketInputError("the packet to verify must be a JSON object")
     anchors = anchors or TrustAnchors()
@@ -181,7 +191,8 @@ def verify_packet(
     if isinstance(record, Mapping):
         state.guard("record_audit_chain", _check_record_audit_chain, state, record_view)
     _check_linked_receipts(state, packet, record, anchors, texts)
-    checkpoint_source = _check_chain_material(state, packet, record_view, anchors, checkpoint_log)
+    checkpoint_source = _check_chain_material(state, packet, record_view, anchors, checkpoint_log,
+                                              checkpoint_log if hold_checkpoints is None else hold_checkpoints)
     return _conclusion(state, packet, record_view, result, checkpoint_source)
 
 

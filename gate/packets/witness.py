@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.chain.checkpoint_log import extension_failures, latest_checkpoint
-from gate.chain.merkle import verify_checkpoint, verify_consistency
+from gate.chain.event_witness import held_checkpoint_problems
+from gate.chain.merkle import verify_consistency
 from gate.packets.common import PacketSourceError, _exact_members, _is_hex64, _is_int
 from gate.packets.members import ChainConsistency
 from gate.packets.result import _State
@@ -72,17 +73,6 @@ def check_chain_consistency(state: _State, packet: Mapping[str, Any]) -> None:
     state.conclude("chain_consistency", problems)
 
 
-def _held_problems(held: Mapping[str, Any], anchors: TrustAnchors) -> list[str]:
-    """The held checkpoint must carry a signature that a trusted key verifies."""
-    stated = held.get("signature")
-    signature: Mapping[str, Any] = stated if isinstance(stated, Mapping) else {}
-    key = anchors.select_ed25519(signature.get("key_id"), signature.get("public_key_fingerprint"))
-    if key is None:
-        return ["no trusted key for the held checkpoint's signature"]
-    result = verify_checkpoint(dict(held), key.public_key_pem)
-    return [] if result.valid else [f"the held checkpoint fails {', '.join(result.failed_checks)}"]
-
-
 def check_checkpoint_log(state: _State, packet: Mapping[str, Any], log: Sequence[Mapping[str, Any]],
                          anchors: TrustAnchors) -> None:
     """`checkpoint_log`: the packet's signed tree is at least the newest held checkpoint of its
@@ -98,7 +88,7 @@ def check_checkpoint_log(state: _State, packet: Mapping[str, Any], log: Sequence
     if held is None:
         state.notes.append("the checkpoint log holds no checkpoint of this chain: nothing to compare")
         return
-    problems: list[str] = _held_problems(held, anchors)
+    problems: list[str] = held_checkpoint_problems(held, anchors)
     size, root = checkpoint.get("tree_size"), checkpoint.get("root_hash")
     member = packet.get("chain_consistency")
     proof = None

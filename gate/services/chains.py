@@ -10,7 +10,8 @@ tree root against the stored Merkle nodes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,13 @@ from gate.chain.checkpoint_log import (
     append_checkpoint,
     extension_failures,
 )
+from gate.chain.event_witness import event_chain_failures, event_tree_root
 from gate.chain.links import chain_head_failures, chain_id_for, verify_links
 from gate.chain.merkle import (
     CompactRange,
     checkpoint_body,
     checkpoint_hash,
+    consistency_proof,
     consistency_proof_from_nodes,
     inclusion_proof_from_nodes,
     leaf_node,
@@ -46,6 +49,77 @@ from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_h
 from gate.protocol.records import record_hash
 
 MAX_CHAIN_LIMIT = 1000
+log = logging.getLogger(__name__)
+
+
+def _made_checkpoint(signing: SigningSetup | LiveSigning, chain_id: str, size: int, root: str,
+                     at: str) -> dict[str, Any]:
+    """The checkpoint of (chain, size, root) at `at`, signed with the gate's Ed25519 key; stated
+    but unsigned (`signature: null`, with its hash) in HMAC-only setups."""
+    body = checkpoint_body(chain_id, size, root, at)
+    key = signing.attestation_key()
+    return sign_checkpoint(body, key) if key is not None else {**body, "checkpoint_hash": checkpoint_hash(body),
+                                                                 "signature": None}
+
+
+class EventChainWitness:
+    """The signed event chains (hold, release, governance) in the gate's own checkpoint log
+    (`gate.chain.event_witness`): `check` before an event is written or a chain is served,
+    `publish` after an event is written. Without a log (`GATE_CHECKPOINT_LOG=off`) both do
+    nothing."""
+
+    def __init__(self, signing: SigningSetup | LiveSigning, clock: Clock, checkpoint_log: Path | None) -> None:
+        self.signing = signing
+        self.clock = clock
+        self.checkpoint_log = checkpoint_log
+        self._held = HeldCheckpoints(checkpoint_log) if checkpoint_log is not None else None
+
+    def held(self, chain_id: str) -> dict[str, Any] | None:
+        """The newest checkpoint of the chain in the gate's log (None: no log, or none held);
+        CheckpointLogError when the log cannot be read."""
+        return self._held.latest(chain_id) if self._held is not None else None
+
+    def check(self, chain_id: str, read_hashes: Callable[[], Sequence[str]]) -> list[str]:
+        """The chain's event hashes (`read_hashes()`, oldest first), after checking that they
+        extend the newest checkpoint the log holds of it. The log is read first: a checkpoint
+        is appended only after its event committed, so the hashes read next include it.
+        `CHAIN_INTEGRITY_FAILED` (409) naming the failed checks otherwise: nothing is written
+        on, signed or served from a chain cut back or rewritten since it was witnessed."""
+        try:
+            held = self.held(chain_id)
+        except CheckpointLogError:
+            hashes, failures = list(read_hashes()), ["checkpoint_log.unreadable"]
+        else:
+            hashes = list(read_hashes())
+            failures = event_chain_failures(held, hashes)
+        if failures:
+            raise GateError("CHAIN_INTEGRITY_FAILED", "the stored event chain is shorter than or does not extend "
+                            "the checkpoint witnessed outside the ledger; nothing is written on it or served "
+                            "from it", chain_id=chain_id, failed_checks=failures)
+        return hashes
+
+    def publish(self, chain_id: str, hashes: Sequence[str]) -> None:
+        """Append the signed checkpoint of the chain of `hashes` (oldest first, at least one) to
+        the log, with the consistency proof from the newest held checkpoint. The events are
+        already written: a log that cannot be written, or a concurrent newer checkpoint, is
+        logged and left to the next event's checkpoint (which covers this one)."""
+        if self.checkpoint_log is None or not hashes:
+            return
+        leaves = list(hashes)
+        checkpoint = _made_checkpoint(self.signing, chain_id, len(leaves), event_tree_root(leaves),
+                                      iso_ms(self.clock.now()))
+        for attempt in range(2):
+            try:
+                held = self.held(chain_id)
+                size = held["tree_size"] if held is not None else 0
+                proof = consistency_proof(size, len(leaves), leaves) if 0 < size <= len(leaves) else None
+                append_checkpoint(self.checkpoint_log, checkpoint, proof, skip_older=True)
+                return
+            except CheckpointLogError as error:
+                if attempt or not error.details.get("failed_checks"):
+                    log.warning("the checkpoint of %s (size %d) was not logged: %s", chain_id, len(leaves),
+                                 error.message)
+                    return
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +159,7 @@ class AuditChainService:
         """The signed checkpoint for (chain, size), made once and then served as stored."""
         stored = self.ledger.checkpoint(chain_id, tree_size)
         if stored is None:
-            body = checkpoint_body(chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
-            key = self.signing.attestation_key()
-            # Without an Ed25519 key (HMAC-only setups) the checkpoint is stated but unsigned.
-            made = (sign_checkpoint(body, key) if key is not None
-                    else {**body, "checkpoint_hash": checkpoint_hash(body), "signature": None})
+            made = _made_checkpoint(self.signing, chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
             stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
         checkpoint: dict[str, Any] = json.loads(stored)
         return checkpoint

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gate import vocabulary as C
@@ -281,10 +282,11 @@ def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
 __all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row", "with_releases"]
 
 
-def with_releases(service: DecisionService, on_trip: Any = None) -> ReleaseService:
+def with_releases(service: DecisionService, on_trip: Any = None, checkpoint_log: Path | None = None) -> ReleaseService:
     """Wire policy releases into a decision service (the API, the CLI and the workbench build it
-    here): decide by reference, shadows and canaries then run in its decides."""
+    here): decide by reference, shadows and canaries then run in its decides. `checkpoint_log`:
+    the gate's witnessed log its release and governance chains are checkpointed in."""
     releases = ReleaseService(service.ledger, service.signing, snapshots=service.snapshots, clock=service.clock,
-                              on_trip=on_trip)
+                              on_trip=on_trip, checkpoint_log=checkpoint_log)
     service.releases = releases  # one way: the releases read the snapshots, never the decision service
     return releases

@@ -26,8 +26,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from gate.chain.event_witness import event_tree_root, hold_chain_id
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
@@ -35,11 +37,13 @@ from gate.holds.events import (
     APPROVED,
     DENIED,
     EXPIRED,
+    HELD_VERDICT,
     HOLD_HISTORY_VERSION,
     OPEN,
     OUTCOMES,
     STATES,
     Step,
+    build_commitment,
     build_event,
     build_head,
 )
@@ -51,9 +55,9 @@ from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
 from gate.principals import Principal
+from gate.services.chains import EventChainWitness
 from gate.services.periodic import PeriodicWorker
 
-HELD_VERDICT = "review"
 MAX_FACTS_BYTES = 16_384
 MAX_NOTE = 2000
 CLAIM_TTL = timedelta(minutes=30)
@@ -172,11 +176,14 @@ def parse_vote(body: Any) -> Vote:
 class HoldService:
     """Every use case of held actions but the opening (see the module docstring)."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None) -> None:
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
+                 checkpoint_log: Path | None = None) -> None:
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
         self.signing = signing
         self.clock = clock or SystemClock()
+        # The hold chain in the gate's witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
+        self.witness = EventChainWitness(signing, self.clock, checkpoint_log)
         self._closed = threading.Condition()
         self._listeners: list[Callable[[str], None]] = []
 
@@ -230,11 +237,33 @@ class HoldService:
 
     def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
         """The scope's hold chain as `gate verify --hold-history` checks it offline: its newest
-        `limit` events, oldest first, and the signed head that names the newest of them."""
+        `limit` events, oldest first, and the signed head that names the newest of them.
+        `CHAIN_INTEGRITY_FAILED` when the stored chain does not extend its witnessed checkpoint:
+        no head is signed over a chain cut back or rewritten."""
         hashed = scope_hash(scope)
-        events = self.holds.history(scope, limit)
+        as_of = iso_ms(self.clock.now())
+        with self.holds.ledger.one_snapshot():
+            self.witness.check(hold_chain_id(hashed), lambda: self.holds.event_hashes(scope))
+            events = self.holds.history(scope, limit)
         return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": hashed, "events": events,
-                "head": build_head(hashed, events, iso_ms(self.clock.now()), self._signer())}
+                "head": build_head(hashed, events, as_of, self._signer())}
+
+    def packet_part(self, scope: str, record: Mapping[str, Any]) -> tuple[builtins.list[dict[str, Any]],
+                                                                          dict[str, Any] | None]:
+        """A decision's hold events (oldest first) and, for a held decision, its signed hold
+        commitment (`gate.holds.events.build_commitment`), read in one snapshot from a hold chain
+        checked against its witnessed checkpoint (`CHAIN_INTEGRITY_FAILED` otherwise). A decision
+        that was never held has no events and no commitment: its scope's chain is not read."""
+        decision_id = str(record.get("decision_id"))
+        if record.get("verdict") != HELD_VERDICT:
+            return self.holds.events_of(scope, decision_id), None
+        hashed = scope_hash(scope)
+        as_of = iso_ms(self.clock.now())  # before the reads: every checkpoint made by then is in them
+        with self.holds.ledger.one_snapshot():
+            hashes = self.witness.check(hold_chain_id(hashed), lambda: self.holds.event_hashes(scope))
+            events = self.holds.events_of(scope, decision_id)
+        return events, build_commitment(hashed, record, events, (len(hashes), event_tree_root(hashes)), as_of,
+                                        self._signer())
 
     def _row(self, scope: str, decision_id: str) -> dict[str, Any]:
         row = self.holds.hold(scope, decision_id)
@@ -296,7 +325,7 @@ class HoldService:
         step = Step("policy_set", principal, at, policy=policy.to_json())
         for _ in range(RETRIES):
             try:
-                event = self.holds.append(scope, lambda seq, prev: build_event(
+                event = self._append(scope, lambda seq, prev: build_event(
                     step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
                     announce=Announce("hold.policy_changed", {"policy": policy.to_json()}))
                 return {"ok": True, "policy": policy.to_json(), "event": event}
@@ -413,7 +442,7 @@ class HoldService:
                         row: dict[str, Any] = row) -> dict[str, Any]:
                 return {**move, **_closing_move(step, row, event)}
             try:
-                event = self.holds.append(scope, lambda seq, prev, step=step: build_event(
+                event = self._append(scope, lambda seq, prev, step=step: build_event(
                     step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
                     move=move_of, decision_id=decision_id, expected_version=row["row_version"],
                     announce=Announce(name, {"decision_id": decision_id, "record_hash": row["record_hash"],
@@ -426,6 +455,17 @@ class HoldService:
             after = self._row(scope, decision_id)
             return {"ok": True, "event": event, "hold": hold_view(after)}
         raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
+
+    def _append(self, scope: str, build: Any, **step: Any) -> dict[str, Any]:
+        """`HoldLedger.append` on a hold chain checked against its witnessed checkpoint in the
+        write's own transaction (a chain cut back or rewritten takes no event:
+        `CHAIN_INTEGRITY_FAILED`), then the chain's new checkpoint appended to the log."""
+        chain_id = hold_chain_id(scope_hash(scope))
+        read: builtins.list[builtins.list[str]] = []
+        event = self.holds.append(scope, build, witness=lambda hashes: read.append(
+            self.witness.check(chain_id, hashes)), **step)
+        self.witness.publish(chain_id, [*read[-1], event["event_hash"]])
+        return event
 
     def _signer(self) -> Any:
         signer = self.signing.receipt_signer()

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from gate.chain.links import scope_hash
@@ -24,7 +26,14 @@ from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.ledger.releases import Announcement, ArmTally, ReleaseLedger, ReleaseRace, halt_rows
+from gate.ledger.releases import (
+    Announcement,
+    ArmTally,
+    ReleaseLedger,
+    ReleaseRace,
+    halt_rows,
+    witnessed_chain_id,
+)
 from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import EventInputs, build_event, history_document, state_from_member
@@ -52,6 +61,7 @@ from gate.releases.model import (
 from gate.releases.policy import ReleasePolicy, needs_approval, needs_dry_run
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
+from gate.services.chains import EventChainWitness
 from gate.services.periodic import PeriodicWorker
 from gate.services.pipeline import Caller
 
@@ -154,12 +164,15 @@ class ReleaseService:
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, *, snapshots: Snapshots,
                  clock: Clock | None = None, cache_seconds: float = CACHE_SECONDS,
-                 on_trip: Callable[[str, str, GuardrailReport], None] | None = None) -> None:
+                 on_trip: Callable[[str, str, GuardrailReport], None] | None = None,
+                 checkpoint_log: Path | None = None) -> None:
         self.ledger = ledger
-        self.store = ReleaseLedger(ledger)
         self.signing = signing
         self.snapshots = snapshots
         self.clock = clock or SystemClock()
+        # The release and governance chains in the gate's witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
+        self.witness = EventChainWitness(signing, self.clock, checkpoint_log)
+        self.store = ReleaseLedger(ledger, self.witness)
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
         self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
@@ -336,10 +349,15 @@ class ReleaseService:
 
     def history_document(self, caller_scope: str, rulebook_id: str) -> dict[str, Any]:
         """The portable, offline-verifiable release history (`gate verify --release-history`),
-        with the scope's policy changes."""
+        with the scope's policy changes. `CHAIN_INTEGRITY_FAILED` when either chain does not
+        extend its witnessed checkpoint (`EventChainWitness.check`)."""
         self._known(caller_scope, rulebook_id)
-        return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id),
-                                self.governance_history(caller_scope))
+        with self.ledger.one_snapshot():
+            for chain in (rulebook_id, GOVERNANCE_ID):
+                self.witness.check(witnessed_chain_id(caller_scope, chain),
+                                   partial(self.store.event_hashes, caller_scope, chain))
+            return history_document(scope_hash(caller_scope), rulebook_id, self.history(caller_scope, rulebook_id),
+                                    self.governance_history(caller_scope))
 
     def status(self, scope: str, rulebook_id: str) -> dict[str, Any]:
         """State, policy, history and the live comparison; runs the guardrails (they may halt)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate import vocabulary as C
@@ -78,7 +79,8 @@ class DecisionServices:
 def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, settings: Settings | None = None,
                       clock: Clock | None = None, ids: IdSource | None = None,
                       adapters: AdapterRegistry | None = None, confidence: bool | None = None,
-                      releases: bool = True, on_trip: Callable[..., Any] | None = None) -> DecisionServices:
+                      releases: bool = True, on_trip: Callable[..., Any] | None = None,
+                      checkpoint_log: Path | None = None) -> DecisionServices:
     """The decision service over `ledger`, signing with `signing`.
 
     `settings`: the serving process's decide configuration (the rulebook schema URL, the adapter
@@ -87,7 +89,8 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     decides). `adapters` replaces the registry, `confidence` the confidence setting. `releases`:
     wire the release service in (`with_releases`: decide by reference, shadows and canaries),
     with `on_trip` called when a guardrail trips; False leaves decides inline only (the golden
-    corpus, the demo seed). `clock`, `ids`: the system's when None."""
+    corpus, the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed
+    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`)."""
     from gate.services.decide import DecisionService, with_releases
 
     schema_url, advisory = C.RULEBOOK_SCHEMA_PATH, None
@@ -102,4 +105,7 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
         confidence = settings.decide_confidence if confidence is None else confidence
     service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
                               confidence=True if confidence is None else confidence, advisory=advisory)
-    return DecisionServices(service, with_releases(service, on_trip=on_trip) if releases else None)
+    if settings is not None and checkpoint_log is None:
+        checkpoint_log = settings.checkpoint_log
+    return DecisionServices(service, with_releases(service, on_trip=on_trip, checkpoint_log=checkpoint_log)
+                            if releases else None)

@@ -276,3 +276,37 @@ def test_a_missing_forged_or_malformed_head_is_named():
     assert _problems(forged) == ["head: signature has no trusted key"]
     assert verify_hold_history(forged, None).valid  # integrity alone does not see whose key signed
     assert _problems({**whole, "head": {**head, "key_id": float("nan")}}) == ["head: signature fails"]
+
+
+def _checkpoint(events: list[dict], size: int, at: str = "2026-11-03T09:59:00.000Z", key=KEY) -> dict:
+    from gate.chain.event_witness import hold_chain_id
+    from gate.chain.merkle import checkpoint_body, mth, sign_checkpoint
+
+    body = checkpoint_body(hold_chain_id(scope_hash(SCOPE)), size, mth([e["event_hash"] for e in events[:size]]), at)
+    return sign_checkpoint(body, key)
+
+
+def test_against_a_witnessed_checkpoint_a_cut_back_or_rewritten_chain_is_named():
+    """Issue 52, defect 6: the gate signs a head over whatever its ledger holds, so a chain whose
+    newest event was deleted (the head signed again over what is left) verifies alone; against a
+    checkpoint witnessed before the head's `as_of` it fails, and an older document still verifies."""
+    events = chain()
+    log = [_checkpoint(events, 7)]
+    assert verify_hold_history(history(events), ANCHORS, log).verified
+    assert verify_hold_history(history(events), ANCHORS, []).verified
+    cut = history(events[:6])
+    assert verify_hold_history(cut, ANCHORS).verified  # what the document alone cannot show
+    check = verify_hold_history(cut, ANCHORS, log)
+    assert (check.valid, check.signatures_checked, check.events, check.as_of) == (False, True, 6, None)
+    assert check.problems == ((f"checkpoint_log: the checkpoint of 7 events of hold_chain_{scope_hash(SCOPE)[:32]} "
+                               "witnessed at 2026-11-03T09:59:00.000Z is longer than the document's 6 events "
+                               "(checkpoint_log.size: the chain was cut back)"),)
+    assert verify_hold_history(cut, ANCHORS, [_checkpoint(events, 7, at="2026-11-03T10:00:00.001Z")]).verified
+    assert verify_hold_history(cut, ANCHORS, [_checkpoint(events, 7, at=AS_OF)]).valid is False
+    rewritten = _resealed(copy.deepcopy(events[:3]) + copy.deepcopy(events[4:]))
+    assert "checkpoint_log.consistency" in verify_hold_history(history(rewritten), ANCHORS, [_checkpoint(events, 5)]
+                                                               ).problems[0]
+    forged = [_checkpoint(events, 7, key=OTHER)]
+    assert verify_hold_history(history(events), ANCHORS, forged).problems == (
+        "no trusted key for the held checkpoint's signature",)
+    assert verify_hold_history(history(events), None, forged).valid  # integrity only: the held line is not checked

@@ -57,7 +57,8 @@ def test_valid_packet_verifies(base):
     assert result.checkpoint_key_source == "server_key_registry"
     assert set(PACKET_CHECKS) <= set(result.checks)
     # only with consistency_from / a checkpoint log / a held decision's hold events
-    witnessed = ("chain_consistency", "checkpoint_log", "hold_events", "hold_events_signature")
+    witnessed = ("chain_consistency", "checkpoint_log", "hold_events", "hold_events_signature", "hold_commitment",
+                 "hold_commitment_signature", "hold_checkpoint_log")
     assert all(result.checks[name] is True for name in PACKET_CHECKS if name not in witnessed), result.checks
     assert all(result.checks[name] is None for name in witnessed)
     assert result.record["verified"] is True

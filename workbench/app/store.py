@@ -147,7 +147,8 @@ class WorkbenchStore:
     def __init__(self, ledger: Ledger, signing: SigningSetup, dataset_dir: Path, *,
                  exports_dir: Path | None = None, clock: Clock | None = None, reference: bool = False,
                  cluster: str | None = None, home: Path | None = None, allow_unsigned: bool = False,
-                 allow_stale: bool = False, webhook_allow_hosts: tuple[str, ...] = ()) -> None:
+                 allow_stale: bool = False, webhook_allow_hosts: tuple[str, ...] = (),
+                 checkpoint_log: Path | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.dataset_dir = Path(dataset_dir)
@@ -165,7 +166,7 @@ class WorkbenchStore:
         self.events = EventService(ledger, self.clock, allow_hosts=webhook_allow_hosts, signing=signing)
         # Held actions (docs/holds.md): the API's service, so the Inbox's steps are the same signed
         # hold events, refused for the same reasons (the API's serving processes sweep deadlines).
-        self.holds = HoldService(ledger, signing, self.clock)
+        self.holds = HoldService(ledger, signing, self.clock, checkpoint_log=checkpoint_log)
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
