@@ -218,3 +218,48 @@ def _check_escalations(policy: HoldPolicy) -> None:
                 raise _invalid(f"queue {queue.name!r}: escalate_to must name one of the queues")
             seen.add(nxt.name)
             queue = nxt
+
+
+def _queue_weakenings(where: str, before: Queue, after: Queue) -> list[str]:
+    """What `after` loosens of `before`'s guard on a held action: fewer approvals, fewer members
+    under `all`, a later deadline, no written justification, an escalation removed or later."""
+    out = []
+    if after.approvals_needed() < before.approvals_needed():
+        out.append(f"{where}.quorum")
+    if before.quorum == "all" and after.quorum == "all" and set(before.members) - set(after.members):
+        out.append(f"{where}.members")
+    if after.deadline_seconds > before.deadline_seconds:
+        out.append(f"{where}.deadline_seconds")
+    if before.require_justification and not after.require_justification:
+        out.append(f"{where}.require_justification")
+    if before.escalate_after_seconds is not None and (
+            after.escalate_after_seconds is None or after.escalate_after_seconds > before.escalate_after_seconds):
+        out.append(f"{where}.escalate_after_seconds")
+    return out
+
+
+def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str]]:
+    """One (policy id, rule id) per class of records the routes tell apart: each rule a route
+    names, any other rule of a named policy (""), and every other policy ("", "")."""
+    keys = [(r.policy_id, r.rule_id) for r in (*before.routes, *after.routes) if r.rule_id is not None]
+    keys += [(r.policy_id, "") for r in (*before.routes, *after.routes)]
+    return sorted(set(keys)) + [("", "")]
+
+
+def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
+    """The members `after` weakens (docs/holds.md, "Changing the hold policy"): four eyes off; a
+    queue removed; a queue's guard loosened (`_queue_weakenings`); a class of held records routed
+    (or escalated) to a queue whose guard is looser than the one it went to before."""
+    out = ["four_eyes"] if before.four_eyes and not after.four_eyes else []
+    for queue in before.queues:
+        kept = after.queue(queue.name)
+        out += [f"queues.{queue.name}"] if kept is None else _queue_weakenings(f"queues.{queue.name}", queue, kept)
+        went, goes = before.queue(queue.escalate_to or ""), after.queue((kept and kept.escalate_to) or "")
+        if went is not None and goes is not None and went.name != goes.name \
+                and _queue_weakenings("", went, goes):
+            out.append(f"queues.{queue.name}.escalate_to")
+    for policy_id, rule_id in _route_keys(before, after):
+        went, goes = before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue
+        if went.name != goes.name and _queue_weakenings("", went, goes):
+            out.append("default_queue" if not policy_id else f"routes[{policy_id}/{rule_id or '*'}]")
+    return tuple(dict.fromkeys(out))

@@ -73,8 +73,10 @@ def test_a_request_states_itself_with_what_it_weakens():
     assert request.to_json() == {"request_seq": 4, "policy_before": ON.to_json(), "policy_after": OFF.to_json(),
                                  "weakens": ["require_approval", "approval_ttl_seconds"], "requested_by": "key_a",
                                  "expires_at": END}
-    assert GovernanceState().to_json() == {"policy": None, "pending": []}
-    assert GovernanceState(3, "h", ON, (request,)).to_json() == {"policy": ON.to_json(), "pending": [request.to_json()]}
+    assert GovernanceState().to_json(legacy=True) == {"policy": None, "pending": []}
+    assert GovernanceState().to_json() == {"policy": None, "pending": [], "settings": {}, "applied": {}}
+    assert GovernanceState(3, "h", ON, (request,)).to_json(legacy=True) == {"policy": ON.to_json(),
+                                                                         "pending": [request.to_json()]}
 
 
 def test_a_change_must_start_from_the_policy_in_force():
@@ -155,21 +157,24 @@ def test_a_governance_event_states_the_action_the_principal_and_the_state_after(
     assert {k: v for k, v in first.items() if k not in ("event_hash", "key_id", "signature_algorithm",
                                                        "public_key_fingerprint", "signature")} == {
         "release_governance_event_version": "release_governance_event_v1", "scope_hash": SCOPE_HASH, "seq": 1,
+        "setting": "release_policy", "approvals_required": False,
         "action": "policy_set", "actor": "key_a", "principal": {"kind": "api_key", "id": "key_a"}, "created_at": AT,
         "request_seq": None, "expires_at": None, "reason": "pilot", "policy_before": OFF.to_json(),
         "policy_after": ON.to_json(), "weakens": [], "previous_event_hash": None,
-        "state": {"policy": ON.to_json(), "pending": []}}
+        "state": {"policy": ON.to_json(), "pending": [], "settings": {}, "applied": {"release_policy": 1}}}
     assert first["event_hash"] == event_hash(first)
     assert first["key_id"] == signing.receipt_signer().key_id and first["signature"]
     assert (second["seq"], second["previous_event_hash"], second["expires_at"], second["weakens"]) == (
         2, first["event_hash"], END, ["approval_ttl_seconds"])
-    assert second["state"] == {"policy": ON.to_json(), "pending": [PolicyRequest(2, ON, LOOSE, "key_a", END).to_json()]}
+    assert second["state"] == {"policy": ON.to_json(), "pending": [PolicyRequest(2, ON, LOOSE, "key_a", END).to_json()],
+                               "settings": {}, "applied": {"release_policy": 1}}
     assert (third["actor"], third["principal"], third["request_seq"]) == (B.actor, B.to_json(), 2)
-    assert third["state"] == {"policy": LOOSE.to_json(), "pending": []}
+    assert third["state"] == {"policy": LOOSE.to_json(), "pending": [], "settings": {},
+                              "applied": {"release_policy": 3}}
     assert (state.seq, state.head_event_hash, state.policy, state.pending) == (3, third["event_hash"], LOOSE, ())
     assert state_from_event(third) == state
     assert state_from_event(second) == GovernanceState(2, second["event_hash"], ON, (
-        PolicyRequest(2, ON, LOOSE, "key_a", END),))
+        PolicyRequest(2, ON, LOOSE, "key_a", END),), applied={"release_policy": 1})
 
 
 def test_an_unsigned_event_has_only_its_hash(signing):
@@ -192,11 +197,16 @@ def test_an_event_states_its_action(signing):
     assert action_of(third) == _approve(ON, LOOSE, 2)
     with pytest.raises(ValueError):
         action_of({**third, "principal": {"kind": "api_key"}})
-    assert change_summary(third) == {k: third[k] for k in (
-        "seq", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
-        "policy_after")}
-    assert change_summary({}) == dict.fromkeys(("seq", "action", "actor", "principal", "created_at", "request_seq",
-                                                "weakens", "policy_before", "policy_after"))
+    assert change_summary(third, "key_a") == {**{k: third[k] for k in (
+        "seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
+        "policy_after")}, "requested_by": "key_a", "approved_by": ["key_a", B.actor]}
+    assert change_summary(first) == {**{k: first[k] for k in (
+        "seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
+        "policy_after")}, "requested_by": "key_a", "approved_by": ["key_a"]}
+    assert change_summary(second)["approved_by"] == [] and change_summary(second)["requested_by"] == "key_a"
+    assert change_summary({}) == {**dict.fromkeys(("seq", "action", "actor", "principal", "created_at", "request_seq",
+                                                   "weakens", "policy_before", "policy_after", "requested_by")),
+                                  "setting": "release_policy", "approved_by": []}
 
 
 def test_a_whole_chain_verifies_and_states_the_policy_after_each_event(signing):
@@ -204,7 +214,7 @@ def test_a_whole_chain_verifies_and_states_the_policy_after_each_event(signing):
     check = verify_governance(events, signing.trust_anchors(), SCOPE_HASH)
     assert check.problem is None
     assert check.policies == (OFF, ON, ON, LOOSE)
-    assert check.changes == tuple(change_summary(e) for e in events)
+    assert check.changes == (change_summary(events[0]), change_summary(events[1]), change_summary(events[2], "key_a"))
     assert verify_governance(events, None, SCOPE_HASH).problem is None  # hashes and links only
 
 
