@@ -38,5 +38,5 @@ SAFEGUARDS: Mapping[str, Safeguard] = {
 DENIED: Mapping[str, str] = {
     RELEASE_POLICY: "RELEASE_PERMISSION_DENIED",
     HOLD_POLICY: "HOLD_PERMISSION_DENIED",
-    EVENT_SETTINGS: "EVENT_SETTINGS_PERMISSION_DENIED",
+    EVENT_SETTINGS: "EVENTS_PERMISSION_DENIED",  # the events routes' one code (docs/events.md)
 }

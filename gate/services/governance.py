@@ -66,14 +66,19 @@ def announcement(scope: str, event: dict[str, Any]) -> Announcement:
     return Announcement(requested if event["action"] == "policy_request" else changed, {"scope": scope, **data})
 
 
+def check_permission(permissions: frozenset[str], permission: str, code: str) -> None:
+    """The one check of a right, refused with the code that names what was refused."""
+    if permission not in permissions:
+        raise GateError(code, f"this principal lacks the {permission!r} permission "
+                        "(API keys: gate keys create --permissions ...)", permission=permission)
+
+
 def require_permission(setting: str, principal: Principal, permissions: frozenset[str], permission: str) -> None:
-    """The one check of a principal's right to change (`admin`) or approve (`approve`) a setting,
-    refused with the setting's own code (gate.governance.table.DENIED)."""
+    """A principal's right to change (`admin`) or approve (`approve`) a setting, refused with the
+    setting's own code (gate.governance.table.DENIED)."""
     if not isinstance(principal, Principal):
         raise TypeError("a safeguard setting is changed by a Principal, never a name")
-    if permission not in permissions:
-        raise GateError(DENIED[setting], f"this principal lacks the {permission!r} permission "
-                        "(API keys: gate keys create --permissions ...)", permission=permission)
+    check_permission(permissions, permission, DENIED[setting])
 
 
 def check_reason(setting: str, reason: Any) -> None:
@@ -81,15 +86,13 @@ def check_reason(setting: str, reason: Any) -> None:
         raise GateError(refusal_code(setting, "invalid"), "reason must be a string of 1 to 500 characters")
 
 
-class GovernanceService:
-    """Read and change a scope's safeguard settings through its governance chain."""
+class SafeguardSettings:
+    """A scope's safeguard settings in force, read from its governance chain (what the decide
+    path's hold opener needs: no signing, no clock)."""
 
-    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None,
-                 cache_seconds: float = CACHE_SECONDS) -> None:
+    def __init__(self, ledger: Ledger, cache_seconds: float = CACHE_SECONDS) -> None:
         self.ledger = ledger
         self.store = ReleaseLedger(ledger)
-        self.signing = signing
-        self.clock = clock or SystemClock()
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, GovernanceState]] = {}
         self._lock = threading.Lock()
@@ -131,6 +134,20 @@ class GovernanceService:
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
+
+    def history(self, scope: str) -> list[dict[str, Any]]:
+        """Every signed change of the scope's safeguard settings, oldest first."""
+        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
+
+
+class GovernanceService(SafeguardSettings):
+    """Read and change a scope's safeguard settings through its governance chain."""
+
+    def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None,
+                 cache_seconds: float = CACHE_SECONDS) -> None:
+        super().__init__(ledger, cache_seconds)
+        self.signing = signing
+        self.clock = clock or SystemClock()
 
     def change(self, scope: str, setting: str, principal: Principal, permissions: frozenset[str],
                make: Callable[[Any], Any], reason: str | None = None) -> tuple[dict[str, Any] | None, GovernanceState]:
@@ -211,10 +228,6 @@ class GovernanceService:
         return {"policy": self.value(scope, setting, state).to_json(),
                 "pending": [p.to_json() for p in state.pending if p.expires_at > at and p.setting == setting],
                 "governance_seq": state.seq}
-
-    def history(self, scope: str) -> list[dict[str, Any]]:
-        """Every signed change of the scope's safeguard settings, oldest first."""
-        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
 
     def _signer(self) -> Any:
         signer = self.signing.receipt_signer()
