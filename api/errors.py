@@ -165,9 +165,6 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "GOVERNANCE_REQUEST_NOT_FOUND": (404, "not_found"),
     "GOVERNANCE_SELF_APPROVAL": (403, "forbidden"),
     "GOVERNANCE_SETTING_CHANGED": (409, "governance_refused"),
-    "GOVERNANCE_APPROVAL_MISMATCH": (409, "governance_refused"),
-    "GOVERNANCE_APPROVAL_REQUIRED": (409, "governance_refused"),
-    "RELEASE_POLICY_APPROVAL_REQUIRED": (409, "release_transition_refused"),
     "EVENTS_PERMISSION_DENIED": (403, "forbidden"),
 }
 

@@ -180,10 +180,20 @@ class HoldService:
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
         self.signing = signing
+        self.governance = GovernanceService(ledger, signing, clock, cache_seconds=0)
         self.clock = clock or SystemClock()
-        self.governance = GovernanceService(ledger, signing, self.clock, cache_seconds=0)
         self._closed = threading.Condition()
         self._listeners: list[Callable[[str], None]] = []
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        """One clock for the holds and the hold policy's governed changes."""
+        self._clock = clock
+        self.governance.clock = clock
 
     # -- reads -------------------------------------------------------------------------------
     def policy(self, scope: str) -> HoldPolicy:

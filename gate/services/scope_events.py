@@ -59,9 +59,20 @@ class ScopeEventService:
     def __init__(self, ledger: Ledger, clock: Clock | None = None, alerts: AlertSource | None = None,
                  signing: SigningSetup | LiveSigning | None = None) -> None:
         self.settings_ledger = EventSettingsLedger(ledger)
-        self.clock = clock or SystemClock()
         self.alerts = alerts
-        self.governance = GovernanceService(ledger, signing, self.clock, cache_seconds=0) if signing else None
+        self.governance = GovernanceService(ledger, signing, clock, cache_seconds=0) if signing else None
+        self.clock = clock or SystemClock()
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        """One clock for the schedule and the settings' governed changes."""
+        self._clock = clock
+        if self.governance is not None:
+            self.governance.clock = clock
 
     def settings(self, scope: str) -> dict[str, Any]:
         return _view(scope, self.settings_ledger.get(scope))

@@ -660,8 +660,8 @@ def test_the_hold_policy_is_a_signed_admin_change_of_the_governance_chain(desk):
     assert desk.set_policy(ESCALATING)["event"] is None  # nothing changes: no event
     assert [(e["type"], e.get("subject"), e["time"], e["data"]["policy"], e["data"]["event_hash"])
             for e in desk.announced()] == [
-        (full_type("hold.policy_changed"), None, AT, stated, first["event"]["event_hash"]),
-        (full_type("hold.policy_changed"), None, _at(1), ESCALATING, second["event_hash"])]
+        (full_type("hold.policy_changed"), "@release-policy", AT, stated, first["event"]["event_hash"]),
+        (full_type("hold.policy_changed"), "@release-policy", _at(1), ESCALATING, second["event_hash"])]
     assert desk.service.history_document(SCOPE)["events"] == []  # the hold chain holds the holds' steps only
 
 
