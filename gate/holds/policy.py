@@ -220,30 +220,40 @@ def _check_escalations(policy: HoldPolicy) -> None:
             queue = nxt
 
 
-def _queue_weakenings(where: str, before: Queue, after: Queue) -> list[str]:
-    """What `after` loosens of `before`'s guard on a held action: fewer approvals, fewer members
-    under `all`, a later deadline, no written justification, an escalation removed or later."""
+def _queue_weakenings(before: Queue, after: Queue) -> list[str]:
+    """The members by which `after` loosens `before`'s guard on a held action: fewer approvals,
+    fewer members under `all`, a later deadline, no written justification, an escalation removed
+    or later."""
     out = []
     if after.approvals_needed() < before.approvals_needed():
-        out.append(f"{where}.quorum")
+        out.append("quorum")
     if before.quorum == "all" and after.quorum == "all" and set(before.members) - set(after.members):
-        out.append(f"{where}.members")
+        out.append("members")
     if after.deadline_seconds > before.deadline_seconds:
-        out.append(f"{where}.deadline_seconds")
+        out.append("deadline_seconds")
     if before.require_justification and not after.require_justification:
-        out.append(f"{where}.require_justification")
+        out.append("require_justification")
     if before.escalate_after_seconds is not None and (
             after.escalate_after_seconds is None or after.escalate_after_seconds > before.escalate_after_seconds):
-        out.append(f"{where}.escalate_after_seconds")
+        out.append("escalate_after_seconds")
     return out
 
 
-def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str]]:
+def _looser(went: Queue | None, goes: Queue | None) -> bool:
+    """Whether held records that went to `went` now go to another queue with a looser guard."""
+    return went is not None and goes is not None and went.name != goes.name and bool(_queue_weakenings(went, goes))
+
+
+def _escalation(policy: HoldPolicy, queue: Queue | None) -> Queue | None:
+    return policy.queue(queue.escalate_to) if queue is not None and queue.escalate_to is not None else None
+
+
+def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | None]]:
     """One (policy id, rule id) per class of records the routes tell apart: each rule a route
-    names, any other rule of a named policy (""), and every other policy ("", "")."""
-    keys = [(r.policy_id, r.rule_id) for r in (*before.routes, *after.routes) if r.rule_id is not None]
-    keys += [(r.policy_id, "") for r in (*before.routes, *after.routes)]
-    return sorted(set(keys)) + [("", "")]
+    names, and any other rule of a named policy (None: only a route for every rule matches it)."""
+    routes = (*before.routes, *after.routes)
+    return sorted({(r.policy_id, r.rule_id) for r in routes if r.rule_id is not None}) + sorted(
+        {(r.policy_id, None) for r in routes})
 
 
 def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
@@ -253,13 +263,15 @@ def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
     out = ["four_eyes"] if before.four_eyes and not after.four_eyes else []
     for queue in before.queues:
         kept = after.queue(queue.name)
-        out += [f"queues.{queue.name}"] if kept is None else _queue_weakenings(f"queues.{queue.name}", queue, kept)
-        went, goes = before.queue(queue.escalate_to or ""), after.queue((kept and kept.escalate_to) or "")
-        if went is not None and goes is not None and went.name != goes.name \
-                and _queue_weakenings("", went, goes):
+        if kept is None:
+            out.append(f"queues.{queue.name}")
+            continue
+        out += [f"queues.{queue.name}.{member}" for member in _queue_weakenings(queue, kept)]
+        if _looser(_escalation(before, queue), _escalation(after, kept)):
             out.append(f"queues.{queue.name}.escalate_to")
     for policy_id, rule_id in _route_keys(before, after):
-        went, goes = before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue
-        if went.name != goes.name and _queue_weakenings("", went, goes):
-            out.append("default_queue" if not policy_id else f"routes[{policy_id}/{rule_id or '*'}]")
+        if _looser(before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue):
+            out.append(f"routes[{policy_id}/{rule_id or '*'}]")
+    if _looser(before.queue(before.default_queue), after.queue(after.default_queue)):
+        out.append("default_queue")
     return tuple(dict.fromkeys(out))

@@ -378,7 +378,7 @@ def test_a_queue_removed_or_a_looser_target_is_named():
     moved = [_route(queue="default"), _route(policy_id="refunds", rule_id="big", queue="default")]
     assert _weakens(routes=moved) == ()  # refunds' records go from `two` to `all` of three: stronger
     assert _weakens(queues={**_queues(), "lax": lax}, routes=[_route(queue="lax"), STRICT["routes"][1]]) == (
-        "routes[refunds/*]", "routes[refunds/big]")  # the first match wins: rule big goes to lax too
+        "routes[refunds/big]", "routes[refunds/*]")  # the first match wins: rule big goes to lax too
     assert _weakens(queues={**_queues(), "lax": lax}, routes=[STRICT["routes"][0], _route(
         policy_id="refunds", rule_id="big", queue="lax")]) == ()  # behind the catch-all: never matched
     assert _weakens(queues={**_queues(), "lax": lax}, routes=[_route(
@@ -387,6 +387,16 @@ def test_a_queue_removed_or_a_looser_target_is_named():
     assert _weakens(queues={"default": STRICT["queues"]["default"] | {"escalate_after_seconds": None,
                                                                       "escalate_to": None}},
                     routes=[]) == ("queues.default.escalate_after_seconds", "queues.leads")  # refunds: to `all`
+
+
+def test_a_rule_route_is_compared_with_where_that_rule_went_not_with_the_policy_route():
+    queues = {"default": _queue(quorum="all", members=["a", "b", "c"]), "lax": _queue(), "leads": _queue(quorum="two")}
+    before = HoldPolicy.from_json(_policy(queues=queues, routes=[_route(rule_id="big", queue="default"),
+                                                                 _route(queue="lax")]))
+    after = HoldPolicy.from_json(_policy(queues=queues, routes=[_route(rule_id="big", queue="leads"),
+                                                                _route(queue="lax")]))
+    assert weakenings(before, after) == ("routes[refunds/big]",)  # all of three -> two (lax -> two is stronger)
+    assert weakenings(after, before) == ()
 
 
 def test_a_route_of_another_rule_and_another_policy_are_told_apart():
