@@ -389,6 +389,26 @@ def test_a_queue_removed_or_a_looser_target_is_named():
                     routes=[]) == ("queues.default.escalate_after_seconds", "queues.leads")  # refunds: to `all`
 
 
+def test_every_queue_is_compared_after_a_removed_one():
+    queues = {**_queues(), "third": _queue()}
+    before = HoldPolicy.from_json({**STRICT, "queues": queues})
+    after = HoldPolicy.from_json({**STRICT, "queues": {"default": queues["default"], "third": _queue(
+        deadline_seconds=7200)}, "routes": []})
+    assert weakenings(before, after) == ("queues.leads", "queues.third.deadline_seconds")
+
+
+def test_an_escalation_is_compared_where_the_queue_has_one():
+    queues = {**_queues(), "lax": _queue()}
+    before = HoldPolicy.from_json({**STRICT, "queues": queues})
+    to_lax = HoldPolicy.from_json({**STRICT, "queues": {**queues, "default": {**queues["default"],
+                                                                             "escalate_to": "lax"}}})
+    assert weakenings(before, to_lax) == ("queues.default.escalate_to",)
+    assert weakenings(to_lax, before) == ()
+    unescalated = {**queues, "default": {**queues["default"], "escalate_after_seconds": None, "escalate_to": None}}
+    assert weakenings(HoldPolicy.from_json({**STRICT, "queues": unescalated}),
+                      HoldPolicy.from_json({**STRICT, "queues": unescalated})) == ()
+
+
 def test_a_rule_route_is_compared_with_where_that_rule_went_not_with_the_policy_route():
     queues = {"default": _queue(quorum="all", members=["a", "b", "c"]), "lax": _queue(), "leads": _queue(quorum="two")}
     before = HoldPolicy.from_json(_policy(queues=queues, routes=[_route(rule_id="big", queue="default"),
