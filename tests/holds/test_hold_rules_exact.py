@@ -390,11 +390,10 @@ def test_a_queue_removed_or_a_looser_target_is_named():
 
 
 def test_every_queue_is_compared_after_a_removed_one():
-    queues = {**_queues(), "third": _queue()}
+    queues = {**_queues(), "extra": _queue(), "third": _queue()}
     before = HoldPolicy.from_json({**STRICT, "queues": queues})
-    after = HoldPolicy.from_json({**STRICT, "queues": {"default": queues["default"], "third": _queue(
-        deadline_seconds=7200)}, "routes": []})
-    assert weakenings(before, after) == ("queues.leads", "queues.third.deadline_seconds")
+    after = HoldPolicy.from_json({**STRICT, "queues": {**_queues(), "third": _queue(deadline_seconds=7200)}})
+    assert weakenings(before, after) == ("queues.extra", "queues.third.deadline_seconds")
 
 
 def test_an_escalation_is_compared_where_the_queue_has_one():
