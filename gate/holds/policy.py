@@ -107,7 +107,8 @@ class HoldPolicy:
                 "queues": {q.name: q.to_json() for q in self.queues},
                 "routes": [r.to_json() for r in self.routes]}
 
-    def queue(self, name: str) -> Queue | None:
+    def queue(self, name: str | None) -> Queue | None:
+        """The queue of this name (None: none, as for a queue with no escalation)."""
         return next((q for q in self.queues if q.name == name), None)
 
     def assign(self, policy_id: Any, rule_id: Any) -> Assignment:
@@ -244,8 +245,8 @@ def _looser(went: Queue | None, goes: Queue | None) -> bool:
     return went is not None and goes is not None and went.name != goes.name and bool(_queue_weakenings(went, goes))
 
 
-def _escalation(policy: HoldPolicy, queue: Queue | None) -> Queue | None:
-    return policy.queue(queue.escalate_to) if queue is not None and queue.escalate_to is not None else None
+def _escalation(policy: HoldPolicy, queue: Queue) -> Queue | None:
+    return policy.queue(queue.escalate_to)
 
 
 def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | None]]:
