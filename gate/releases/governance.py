@@ -159,12 +159,14 @@ def approvals_required(state: GovernanceState, action: PolicyAction) -> bool:
     if action.setting == RELEASE_POLICY:
         return bool(action.before.require_approval)
     stated = action.approvals_required
+    # (only another setting's change gets here: its refusals are the governance codes)
     if state.policy is not None and stated is not None and stated != state.policy.require_approval:
-        raise _refused(action.setting, "changed", "approvals_required is not the release policy's in force", 409)
+        raise ReleaseRefused("GOVERNANCE_SETTING_CHANGED", "approvals_required is not the release policy's in force",
+                             409)
     if state.policy is not None:
         return state.policy.require_approval
     if type(stated) is not bool:
-        raise _refused(action.setting, "invalid", "a change states whether approvals were required", 400)
+        raise ReleaseRefused("GOVERNANCE_REQUEST_INVALID", "a change states whether approvals were required", 400)
     return stated
 
 
@@ -174,7 +176,8 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
     state = _live(state, action.at)
     row = table.get(action.setting)
     if row is None:
-        raise _refused(action.setting, "invalid", f"a safeguard setting is one of {', '.join(table)}", 400)
+        raise ReleaseRefused("GOVERNANCE_REQUEST_INVALID", f"a safeguard setting is one of {', '.join(table)}",
+                             400)  # every table knows the release policy
     current = state.value(action.setting)
     if current is not None and action.before != current:
         raise _refused(action.setting, "changed", "policy_before is not the policy in force", 409)
