@@ -97,7 +97,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
                                        max_age_days=settings.policy_source_max_age_days,
                                        release_alerts=release_service.guardrail_alerts)
     scope_events = ScopeEventService(ledger, service.clock,
-                                     alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"])
+                                     alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"], signing=signing,
+                                     witness=release_service.witness)
     return GateRuntime(
         settings=settings,
         ledger=ledger,

@@ -159,6 +159,13 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "RELEASE_VERSION_HALTED": (409, "release_transition_refused"),
     "RELEASE_DRY_RUN_REQUIRED": (409, "release_transition_refused"),
     "RELEASE_DRY_RUN_REJECTED": (422, "invalid_request"),
+    # Issue 52: every safeguard setting changes through one governed path (docs/releases.md, "One
+    # rule for every safeguard"); the release policy's own routes keep the RELEASE_ codes above.
+    "GOVERNANCE_REQUEST_INVALID": (400, "invalid_request"),
+    "GOVERNANCE_REQUEST_NOT_FOUND": (404, "not_found"),
+    "GOVERNANCE_SELF_APPROVAL": (403, "forbidden"),
+    "GOVERNANCE_SETTING_CHANGED": (409, "governance_refused"),
+    "EVENTS_PERMISSION_DENIED": (403, "forbidden"),
 }
 
 

@@ -293,6 +293,13 @@ SCHEMAS: dict[str, Any] = {
                        "note": {"type": "string", "maxLength": 2000}},
         "additionalProperties": False,
     },
+    "SettingApproval": {
+        "type": "object",
+        "required": ["request_seq"],
+        "properties": {"request_seq": {"type": "integer", "minimum": 1},
+                       "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
+        "additionalProperties": False,
+    },
     "ReleasePolicyApproval": {
         "type": "object",
         "required": ["request_seq"],

@@ -13,6 +13,7 @@ claim, a required justification; each step is a signed event of the scope's hold
     gate holds reassign --scope S ID --queue Q [--note TEXT] [--json]   (to another of the scope's queues)
     gate holds escalate --scope S ID [--json]                  (to the queue its queue escalates to)
     gate holds policy  --scope S [--set FILE]                    (always JSON)
+    gate holds policy-approve --scope S --request-seq N [--reason R] (always JSON)
 
 A refusal (an unknown hold, one already resolved, a malformed reason code, four eyes, a queue the
 policy does not name, a queue with nowhere to escalate to, …) ends
@@ -79,6 +80,11 @@ def add_holds_parser(sub: Subparsers) -> None:
     _scope(policy)
     policy.add_argument("--set", dest="set_file", default=None,
                         help="a JSON file holding the whole new policy (admin; default: only show the policy)")
+    approve = hsub.add_parser("policy-approve", help="approve another principal's pending hold-policy request "
+                                                     "(a signed governance event; never your own)")
+    _scope(approve)
+    approve.add_argument("--request-seq", type=int, required=True, help="the request's seq (required)")
+    approve.add_argument("--reason", default=None, help="why, for the record (default: none)")
     holds.set_defaults(func=cmd_holds)
 
 
@@ -119,6 +125,9 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
         return 0
     if command == "policy":
         return _policy(args, service)
+    if command == "policy-approve":
+        answer = service.approve_policy(args.scope, operator(), OPERATOR_PERMISSIONS, args.request_seq, args.reason)
+        return _print_policy(args.scope, answer)
     if command == "resolve":
         body = {"decision": args.vote, "reason_code": args.reason_code, "note": args.note}
         answer = service.resolve(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id, body)
@@ -135,15 +144,25 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
 
 
 def _policy(args: argparse.Namespace, service: HoldService) -> int:
-    event = None
-    if args.set_file is not None:
-        try:
-            with open(args.set_file, encoding="utf-8") as handle:
-                body = json.load(handle)
-        except (OSError, ValueError) as exc:
-            raise CliError(f"cannot read the hold policy {args.set_file}: {exc}") from exc
-        event = service.set_policy(args.scope, operator(), OPERATOR_PERMISSIONS, body)["event"]
-    print(json.dumps({"scope": args.scope, "policy": service.policy(args.scope).to_json(), "event": event}, indent=2))
+    if args.set_file is None:
+        return _print_policy(args.scope, {**service.policy_document(args.scope), "event": None})
+    try:
+        with open(args.set_file, encoding="utf-8") as handle:
+            body = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read the hold policy {args.set_file}: {exc}") from exc
+    return _print_policy(args.scope, service.set_policy(args.scope, operator(), OPERATOR_PERMISSIONS, body))
+
+
+def _print_policy(scope: str, answer: dict[str, Any]) -> int:
+    """The policy in force, its pending requests and the change's signed governance event."""
+    print(json.dumps({"scope": scope, "policy": answer["policy"], "pending": answer["pending"],
+                      "event": answer["event"]}, indent=2))
+    event = answer["event"]
+    if event is not None and event["action"] == "policy_request":
+        print(f"gate holds: the change weakens the hold policy while the scope requires approvals: request "
+              f"{event['seq']} waits for a second principal (gate holds policy-approve, or POST "
+              "/api/holds/policy/approvals)", file=sys.stderr)
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
+from gate.governance.table import SAFEGUARDS
 from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
@@ -197,7 +198,7 @@ def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_
     needs a trusted key. With `checkpoints`, both chains must extend their witnessed checkpoints."""
     events, governance = document.get("events"), document.get("governance")
     events, governance = events if isinstance(events, list) else [], governance if isinstance(governance, list) else []
-    check = verify_history(events, None if anchors.empty else anchors, governance)
+    check = verify_history(events, None if anchors.empty else anchors, governance, SAFEGUARDS)
     witnessed = _release_witness_problems(document, events, governance, checkpoints, anchors)
     if witnessed:
         check = replace(check, valid=False, problems=(*check.problems, *witnessed))
@@ -212,11 +213,22 @@ def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_
         print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
         print(f"  authenticity {'valid' if verified else 'NOT PROVEN (no trusted key)' if check.valid else 'INVALID'}")
         for change in check.policy_changes:
-            print(f"  policy event {change['seq']} {change['created_at']} {change['action']} by {change['actor']}"
-                  f" ({(change.get('principal') or {}).get('kind')}): {_policy_delta(change)}")
+            print(f"  policy event {change['seq']} {change['created_at']} {change['setting']} {change['action']} by "
+                  f"{change['actor']} ({(change.get('principal') or {}).get('kind')}){_approvers(change)}: "
+                  f"{_policy_delta(change)}")
         for problem in check.problems:
             print(f"  {problem}")
     return 0 if verified else 1
+
+
+def _approvers(change: dict[str, Any]) -> str:
+    """Who asked and who approved a change (a request: nobody yet)."""
+    approved = [str(actor) for actor in change.get("approved_by") or ()]
+    if change.get("action") == "policy_request":
+        return ", waiting for a second principal"
+    if change.get("action") == "policy_approve":
+        return f", requested by {change.get('requested_by')}, approved by {' and '.join(approved)}"
+    return f", approved by {' and '.join(approved)}"
 
 
 def _policy_delta(change: dict[str, Any]) -> str:

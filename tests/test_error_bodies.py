@@ -198,6 +198,37 @@ CASES.update({
     "HOLD_POLICY_INVALID": lambda c: _hold_api(c, "decide,admin").put_policy({"four_eyes": "yes"}),
 })
 
+# Issue 52: every safeguard setting changes through one governed path (tests/holds/test_safeguard_governance.py).
+CASES.update({
+    "GOVERNANCE_REQUEST_INVALID": lambda c: _hold_policy_approval(c, {"request_seq": "1"}),
+    "GOVERNANCE_REQUEST_NOT_FOUND": lambda c: _hold_policy_approval(c, {"request_seq": 99}),
+    "GOVERNANCE_SELF_APPROVAL": lambda c: _weaker_hold_policy(c, own=True),
+    "GOVERNANCE_SETTING_CHANGED": lambda c: _weaker_hold_policy(c, own=False, changed=True),
+    "EVENTS_PERMISSION_DENIED": lambda c: c.client.get("/api/events/settings", headers={
+        "x-api-key": c.issue_key(scope="events", permissions="decide")["api_key"]}),
+})
+
+
+def _hold_policy_approval(c, body, permissions="approve"):
+    return c.client.post("/api/holds/policy/approvals", json=body, headers={
+        "x-api-key": c.issue_key(scope="holds", permissions=permissions)["api_key"]})
+
+
+def _weaker_hold_policy(c, *, own: bool, changed: bool = False):
+    """A request to turn four eyes off while approvals are required, approved by its requester,
+    or by another principal after the policy changed."""
+    from tests.holds.support import policy, queue
+
+    admin = {"x-api-key": c.issue_key(scope="holds", permissions="admin,approve")["api_key"]}
+    c.client.patch("/api/decision/release-policy", json={"require_approval": True}, headers=admin)
+    request = c.client.put("/api/holds/policy", json=policy(four_eyes=False), headers=admin).json["pending"][0]
+    if changed:
+        c.client.put("/api/holds/policy", json=policy({"default": queue(quorum="two")}), headers=admin)
+    body = {"request_seq": request["request_seq"]}
+    if own:
+        return c.client.post("/api/holds/policy/approvals", json=body, headers=admin)
+    return _hold_policy_approval(c, body)
+
 
 def _hold_api(c, permissions):
     from tests.holds.support import Holds

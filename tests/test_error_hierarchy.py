@@ -59,8 +59,11 @@ NEVER_HTTP = {
     "SIGNING_KEYRING_INVALID": "the keyring file (the service refuses to start; gate keys)",
     "CHECKPOINT_LOG_REFUSED": "the local checkpoint log (gate checkpoint, the chain service's witness)",
     # Raised only while a governance history is folded or checked: the service requests approval
-    # for a weakening change instead of setting it (gate.services.releases).
+    # for a weakening change instead of setting it, and approves the requested value itself
+    # (gate.services.governance).
     "RELEASE_POLICY_APPROVAL_REQUIRED": "gate.releases.governance, history checks",
+    "GOVERNANCE_APPROVAL_REQUIRED": "gate.releases.governance, history checks",
+    "GOVERNANCE_APPROVAL_MISMATCH": "gate.releases.governance, history checks",
     # The hold sweeper's own step: a hold with nothing due is left as it is (HoldService.sweep).
     "HOLD_NOT_DUE": "gate.services.holds",
     # gate_client: its own codes for an answer it did not get.
@@ -217,8 +220,16 @@ def test_the_scan_sees_the_codes_raised_by_name():
     assert {"RELEASE_ACTION_INVALID", "EVENT_SUBSCRIPTION_INVALID", "TIMEOUT", "DRAFT_INVALID"} <= set(codes)
 
 
+def _governance_codes() -> set[str]:
+    """The governance rules' refusals, one pair per kind (release policy, any other setting):
+    raised through `refusal_code`, so named by their table rather than at a call."""
+    from gate.releases.governance import _CODES
+
+    return {code for pair in _CODES.values() for code in pair}
+
+
 def test_every_code_is_answered_by_the_table_or_never_reaches_http():
-    named = set(_class_codes()) | set(_literal_codes())
+    named = set(_class_codes()) | set(_literal_codes()) | _governance_codes()
     unanswered = sorted(named - set(ERROR_TABLE) - set(NEVER_HTTP))
     assert unanswered == [], "add each to api.errors.ERROR_TABLE, or to NEVER_HTTP with where it is met"
     assert sorted(set(NEVER_HTTP) & set(ERROR_TABLE)) == []

@@ -14,12 +14,13 @@ from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
+from gate.governance.table import DENIED, EVENT_SETTINGS
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
-from gate.services.releases import require
+from gate.services.governance import check_permission
 
 routes = Routes("events", __name__)
-_ERRORS = AUTH_ERRORS + ("RELEASE_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
+_ERRORS = AUTH_ERRORS + ("EVENTS_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
 _SUB = "/api/events/subscriptions/{subscription_id}"
 _NOT_FOUND = "no such subscription in this scope"
 _KEYED = {401: "missing or invalid key", 403: "key lacks admin"}
@@ -31,6 +32,12 @@ MAX_EVENTS_PAGE = 500
 def _refused(error: GateError) -> Response:
     status, body = gate_error_body(error)
     return json_response(status, body)
+
+
+def require(caller: Caller, permission: str) -> None:
+    """The one permission check of the events routes (the governance service's), refused with
+    EVENTS_PERMISSION_DENIED."""
+    check_permission(caller.permissions, permission, DENIED[EVENT_SETTINGS])
 
 
 def _events() -> EventService:
@@ -162,25 +169,61 @@ def deliveries(caller: Caller, subscription_id: str) -> Response:
              tags=("events",), charged=True),
     Endpoint("put", "/api/events/settings", "State `{decision_created: bool, anomaly_every_seconds: null | "
              "300-604800}`: every decision announced with its record, and the anomaly report run on a schedule "
-             "(each anomaly announced once until it clears). Needs `admin`.", True,
-             {200: "{ok, settings}", 400: "malformed settings", **_KEYED, 413: "body too large", 415: MEDIA},
-             errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID",), tags=("events",), charged=True),
+             "(each anomaly announced once until it clears). Needs `admin`. A signed event of the scope's "
+             "governance chain (setting `event_settings`); while the scope requires approvals, turning "
+             "`decision_created` on is a request (202) a second, distinct principal approves.", True,
+             {200: "{ok, settings, pending, governance_seq, requested, event} (event null: nothing changed)",
+              202: "{ok, settings, pending, governance_seq, requested, event}: the change waits for approval",
+              400: "malformed settings", **_KEYED, 413: "body too large", 415: MEDIA,
+              503: "signing is required and no key is configured"},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID", "GOVERNANCE_REQUEST_INVALID",
+                                             "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+             tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def settings(caller: Caller) -> Response:
-    """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin)."""
+    """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin): 200
+    in force, or 202 a request waiting for a second principal."""
     try:
         require(caller, "admin")
         service = runtime().scope_events
         if request.method == "GET":
             return json_response(200, {"ok": True, "settings": service.settings(caller.scope)})
         body = read_json(request, runtime().settings.max_body_bytes)
-        view = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
+        answer = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
     except GateError as error:
         return _refused(error)
     runtime().wake_dispatcher()
-    return json_response(200, {"ok": True, "settings": view})
+    return json_response(202 if answer["requested"] else 200, {"ok": True, **answer})
+
+
+@routes.route(Endpoint(
+    "post", "/api/events/settings/approvals", "Approve another principal's pending event-settings request "
+    "`{request_seq, reason?}`: applies it as a signed governance event. Needs `approve`; never the "
+    "requester.", True,
+    {200: "{ok, settings, pending, governance_seq, requested, event}", 400: "malformed body",
+     401: "missing or invalid key", 403: "key lacks approve, or approves its own request",
+     404: "no such pending event-settings request", 409: "the event settings changed since the request",
+     413: "body too large", 415: MEDIA, 503: "signing is required and no key is configured"},
+    errors=BODY_ERRORS + _ERRORS + ("GOVERNANCE_REQUEST_INVALID", "GOVERNANCE_REQUEST_NOT_FOUND",
+                                    "GOVERNANCE_SELF_APPROVAL", "GOVERNANCE_SETTING_CHANGED",
+                                    "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
+    request_body="SettingApproval", tags=("events",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(WEIGHT)
+def approve_settings(caller: Caller) -> Response:
+    """A second principal (`approve`, never the requester) applies a pending event-settings request."""
+    try:
+        body = read_json(request, runtime().settings.max_body_bytes)
+        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+            raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+        answer = runtime().scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
+                                                         body.get("request_seq"), body.get("reason"))
+    except GateError as error:
+        return _refused(error)
+    runtime().wake_dispatcher()
+    return json_response(200, {"ok": True, **answer})
 
 
 @routes.route(Endpoint(

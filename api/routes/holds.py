@@ -77,32 +77,70 @@ def inbox(caller: Caller) -> Response:
         return _refused(error)
 
 
+_GOVERNED = ("GOVERNANCE_REQUEST_INVALID", "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
+
+
 @routes.route(Endpoint(
     "get", "/api/holds/policy", "The scope's hold policy: queues (deadline, quorum, members, "
-    "justification, escalation), routes by policy and rule, four eyes.", True,
-    {200: "{ok, policy}", 401: "missing or invalid key"}, errors=AUTH_ERRORS, tags=("holds",), charged=True))
+    "justification, escalation), routes by policy and rule, four eyes; its pending change requests and "
+    "the governance chain's seq.", True,
+    {200: "{ok, policy, pending, governance_seq}", 401: "missing or invalid key"}, errors=AUTH_ERRORS,
+    tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def policy(caller: Caller) -> Response:
-    return json_response(200, {"ok": True, "policy": _holds().policy(caller.scope).to_json()})
+    return json_response(200, _holds().policy_document(caller.scope))
 
 
 @routes.route(Endpoint(
-    "put", "/api/holds/policy", "State the whole hold policy (needs `admin`): a signed `policy_set` step "
-    "of the scope's hold chain.", True,
-    {200: "{ok, policy, event}", 400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
-     409: "the hold chain does not extend its witnessed checkpoint", 413: "body too large", 415: MEDIA},
-    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED", "CHAIN_INTEGRITY_FAILED"),
+    "put", "/api/holds/policy", "State the whole hold policy (needs `admin`): a signed event of the scope's "
+    "governance chain (`release_governance_event_v1`, setting `hold_policy`). While the scope requires "
+    "approvals, a weakening (four eyes off, a smaller quorum, fewer members under `all`, a later deadline, "
+    "justification off, an escalation removed or later, records routed to a looser queue) is a request "
+    "(202) a second, distinct principal approves.", True,
+    {200: "{ok, policy, pending, governance_seq, requested, event} (event null: nothing changed)",
+     202: "{ok, policy, pending, governance_seq, requested, event}: the change waits for approval",
+     400: "invalid policy", 401: "missing or invalid key", 403: "key lacks admin",
+     409: "the governance chain does not extend its witnessed checkpoint",
+     413: "body too large", 415: MEDIA, 503: "signing is required and no key is configured"},
+    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_POLICY_INVALID", "HOLD_PERMISSION_DENIED", "CHAIN_INTEGRITY_FAILED") + _GOVERNED,
     request_body="HoldPolicy", tags=("holds",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(ACTION_WEIGHT)
 def set_policy(caller: Caller) -> Response:
-    """The whole hold policy (admin): 200 with the signed `policy_set` event of the hold chain."""
+    """The whole hold policy (admin): 200 in force, or 202 a request waiting for a second principal."""
     try:
         body = read_json(request, runtime().settings.max_body_bytes)
-        return json_response(200, _holds().set_policy(caller.scope, principal_of(caller), caller.permissions, body))
+        answer = _holds().set_policy(caller.scope, principal_of(caller), caller.permissions, body)
     except GateError as error:
         return _refused(error)
+    return json_response(202 if answer["requested"] else 200, answer)
+
+
+@routes.route(Endpoint(
+    "post", "/api/holds/policy/approvals", "Approve another principal's pending hold-policy request "
+    "`{request_seq, reason?}`: applies it as a signed governance event. Needs `approve`; never the "
+    "requester.", True,
+    {200: "{ok, policy, pending, governance_seq, requested, event}", 400: "malformed body",
+     401: "missing or invalid key", 403: "key lacks approve, or approves its own request",
+     404: "no such pending hold-policy request", 409: "the hold policy changed since the request",
+     413: "body too large", 415: MEDIA, 503: "signing is required and no key is configured"},
+    errors=BODY_ERRORS + AUTH_ERRORS + ("HOLD_PERMISSION_DENIED", "GOVERNANCE_REQUEST_NOT_FOUND",
+                                        "GOVERNANCE_SELF_APPROVAL", "GOVERNANCE_SETTING_CHANGED") + _GOVERNED,
+    request_body="SettingApproval", tags=("holds",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED")
+@charged(ACTION_WEIGHT)
+def approve_policy(caller: Caller) -> Response:
+    """A second principal (`approve`, never the requester) applies a pending hold-policy request."""
+    try:
+        body = read_json(request, runtime().settings.max_body_bytes)
+        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+            raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+        answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions,
+                                         body.get("request_seq"), body.get("reason"))
+    except GateError as error:
+        return _refused(error)
+    return json_response(200, answer)
 
 
 @routes.route(Endpoint(

@@ -40,10 +40,15 @@ EVENT_TYPES: dict[str, str] = {
     "hold.reassigned": "a reviewer moved a hold to another queue",
     "hold.claimed": "a reviewer claimed a hold",
     "hold.unclaimed": "a reviewer released a claimed hold",
-    "hold.policy_changed": "the scope's hold policy changed (a signed step of its hold chain)",
+    "hold.policy_changed": "the scope's hold policy changed (set, or a weakening request approved: a signed "
+                           "governance event)",
+    "hold.policy_change_requested": "a weakening of the hold policy waits for a second principal",
     "decision.created": "a decision was stored (opt-in per scope): its full record, for those who mirror the ledger",
     "anomaly.detected": "the scope's scheduled anomaly report found an anomaly (announced once until it clears)",
     "anomaly.cleared": "an anomaly announced before is no longer in the scope's scheduled report",
+    "events.settings_changed": "the scope's event settings changed (set, or a request approved: a signed "
+                               "governance event)",
+    "events.settings_change_requested": "turning decision_created on waits for a second principal",
 }
 
 

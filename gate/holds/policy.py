@@ -107,7 +107,8 @@ class HoldPolicy:
                 "queues": {q.name: q.to_json() for q in self.queues},
                 "routes": [r.to_json() for r in self.routes]}
 
-    def queue(self, name: str) -> Queue | None:
+    def queue(self, name: str | None) -> Queue | None:
+        """The queue of this name (None: none, as for a queue with no escalation)."""
         return next((q for q in self.queues if q.name == name), None)
 
     def assign(self, policy_id: Any, rule_id: Any) -> Assignment:
@@ -218,3 +219,60 @@ def _check_escalations(policy: HoldPolicy) -> None:
                 raise _invalid(f"queue {queue.name!r}: escalate_to must name one of the queues")
             seen.add(nxt.name)
             queue = nxt
+
+
+def _queue_weakenings(before: Queue, after: Queue) -> list[str]:
+    """The members by which `after` loosens `before`'s guard on a held action: fewer approvals,
+    fewer members under `all`, a later deadline, no written justification, an escalation removed
+    or later."""
+    out = []
+    if after.approvals_needed() < before.approvals_needed():
+        out.append("quorum")
+    if before.quorum == "all" and after.quorum == "all" and set(before.members) - set(after.members):
+        out.append("members")
+    if after.deadline_seconds > before.deadline_seconds:
+        out.append("deadline_seconds")
+    if before.require_justification and not after.require_justification:
+        out.append("require_justification")
+    if before.escalate_after_seconds is not None and (
+            after.escalate_after_seconds is None or after.escalate_after_seconds > before.escalate_after_seconds):
+        out.append("escalate_after_seconds")
+    return out
+
+
+def _looser(went: Queue | None, goes: Queue | None) -> bool:
+    """Whether held records that went to `went` now go to another queue with a looser guard."""
+    return went is not None and goes is not None and went.name != goes.name and bool(_queue_weakenings(went, goes))
+
+
+def _escalation(policy: HoldPolicy, queue: Queue) -> Queue | None:
+    return policy.queue(queue.escalate_to)
+
+
+def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | None]]:
+    """One (policy id, rule id) per class of records the routes tell apart: each rule a route
+    names, and any other rule of a named policy (None: only a route for every rule matches it)."""
+    routes = (*before.routes, *after.routes)
+    return sorted({(r.policy_id, r.rule_id) for r in routes if r.rule_id is not None}) + sorted(
+        {(r.policy_id, None) for r in routes})
+
+
+def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
+    """The members `after` weakens (docs/holds.md, "Changing the hold policy"): four eyes off; a
+    queue removed; a queue's guard loosened (`_queue_weakenings`); a class of held records routed
+    (or escalated) to a queue whose guard is looser than the one it went to before."""
+    out = ["four_eyes"] if before.four_eyes and not after.four_eyes else []
+    for queue in before.queues:
+        kept = after.queue(queue.name)
+        if kept is None:
+            out.append(f"queues.{queue.name}")
+            continue
+        out += [f"queues.{queue.name}.{member}" for member in _queue_weakenings(queue, kept)]
+        if _looser(_escalation(before, queue), _escalation(after, kept)):
+            out.append(f"queues.{queue.name}.escalate_to")
+    for policy_id, rule_id in _route_keys(before, after):
+        if _looser(before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue):
+            out.append(f"routes[{policy_id}/{rule_id or '*'}]")
+    if _looser(before.queue(before.default_queue), after.queue(after.default_queue)):
+        out.append("default_queue")
+    return tuple(dict.fromkeys(out))

@@ -23,7 +23,7 @@ from typing import Any
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
-from gate.releases.governance import GovernanceCheck, verify_governance
+from gate.releases.governance import RELEASE_ONLY, GovernanceCheck, Safeguard, verify_governance
 from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version, halted_versions
 from gate.releases.model import (
     Action,
@@ -208,16 +208,17 @@ def _event_problem(event: Any, index: int, state: ReleaseState, anchors: TrustAn
 
 
 def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
-                   governance: Sequence[Any] = ()) -> HistoryCheck:
+                   governance: Sequence[Any] = (), table: Mapping[str, Safeguard] = RELEASE_ONLY) -> HistoryCheck:
     """Check a release's whole history offline (anchors None: hashes and links only), with the
-    scope's governance chain: every policy change, and that each event since issue 42 names a
-    policy event the history holds and was allowed by it (and by the halt rule). Once an event
-    carries its principal every later one must: an event in the form before issue 42 cannot
-    follow one in the later form (it would escape those checks)."""
+    scope's governance chain: every change of a safeguard setting `table` knows (the release
+    policy's alone by default; `gate verify` passes gate.governance.table.SAFEGUARDS), and that
+    each event since issue 42 names a policy event the history holds and was allowed by it (and
+    by the halt rule). Once an event carries its principal every later one must: an event in the
+    form before issue 42 cannot follow one in the later form (it would escape those checks)."""
     if not events or not isinstance(events[0], Mapping):
         return HistoryCheck(False, len(events), ("no events",))
     first = events[0]
-    policy_check = verify_governance(governance, anchors, first.get("scope_hash"))
+    policy_check = verify_governance(governance, anchors, first.get("scope_hash"), table)
     changes = policy_check.changes
     if policy_check.problem is not None:
         return HistoryCheck(False, len(events), (policy_check.problem,), None, changes)

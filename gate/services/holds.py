@@ -33,6 +33,7 @@ from gate.chain.event_witness import event_tree_root, hold_chain_id
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
+from gate.governance.table import HOLD_POLICY
 from gate.holds.events import (
     APPROVED,
     DENIED,
@@ -56,6 +57,7 @@ from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
 from gate.principals import Principal
 from gate.services.chains import EventChainWitness
+from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
 
 MAX_FACTS_BYTES = 16_384
@@ -84,10 +86,13 @@ class HoldOpener:
     def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
         self.inbox_base = inbox_base  # the workbench's address: hold events link to the Inbox
+        self.safeguards = SafeguardSettings(ledger, cache_seconds=0)  # a change applies to the next decide
 
     def policy(self, scope: str) -> HoldPolicy:
-        event = self.holds.policy_event(scope)
-        return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
+        """The hold policy in force (gate.services.governance: the governance chain's, or the hold
+        chain's newest `policy_set` step made before issue 52, or the default)."""
+        policy: HoldPolicy = self.safeguards.value(scope, HOLD_POLICY)
+        return policy
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
                 facts: Any) -> list[Any]:
@@ -181,11 +186,25 @@ class HoldService:
         self.holds = HoldLedger(ledger)
         self.opener = HoldOpener(ledger)
         self.signing = signing
-        self.clock = clock or SystemClock()
-        # The hold chain in the gate's witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
-        self.witness = EventChainWitness(signing, self.clock, checkpoint_log)
+        clock = clock or SystemClock()
+        # The hold chain (and the governance chain its policy changes through) in the gate's
+        # witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
+        self.witness = EventChainWitness(signing, clock, checkpoint_log)
+        self.governance = GovernanceService(ledger, signing, clock, cache_seconds=0, witness=self.witness)
+        self.clock = clock
         self._closed = threading.Condition()
         self._listeners: list[Callable[[str], None]] = []
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        """One clock for the holds, their witness and the hold policy's governed changes."""
+        self._clock = clock
+        self.witness.clock = clock
+        self.governance.clock = clock
 
     # -- reads -------------------------------------------------------------------------------
     def policy(self, scope: str) -> HoldPolicy:
@@ -316,22 +335,26 @@ class HoldService:
         return self._step(scope, decision_id, step)
 
     def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> dict[str, Any]:
-        """Replace the scope's hold policy (admin): a signed event of the hold chain."""
-        if "admin" not in permissions:
-            raise _denied("admin")
-        policy = HoldPolicy.from_json(body)
-        signer = self._signer()
-        at = iso_ms(self.clock.now())
-        step = Step("policy_set", principal, at, policy=policy.to_json())
-        for _ in range(RETRIES):
-            try:
-                event = self._append(scope, lambda seq, prev: build_event(
-                    step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
-                    announce=Announce("hold.policy_changed", {"policy": policy.to_json()}))
-                return {"ok": True, "policy": policy.to_json(), "event": event}
-            except HoldRace:
-                continue
-        raise GateError("HOLD_BUSY", "the scope's hold chain is busy; retry")
+        """State the scope's whole hold policy (admin) through the one governed-change service: a
+        signed governance event; a weakening while the scope requires approvals is a pending
+        request (`requested`) a second, distinct principal approves (`approve_policy`)."""
+        event, _state = self.governance.change(scope, HOLD_POLICY, principal, permissions,
+                                               lambda _before: HoldPolicy.from_json(body))
+        return self._policy_answer(scope, event)
+
+    def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+                       reason: str | None = None) -> dict[str, Any]:
+        """A second, distinct principal (`approve`) applies a pending hold-policy request."""
+        event, _state = self.governance.approve(scope, HOLD_POLICY, principal, permissions, request_seq, reason)
+        return self._policy_answer(scope, event)
+
+    def policy_document(self, scope: str) -> dict[str, Any]:
+        """The hold policy in force, its pending requests and the governance chain's seq."""
+        return {"ok": True, **self.governance.document(scope, HOLD_POLICY)}
+
+    def _policy_answer(self, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
+        requested = event is not None and event["action"] == "policy_request"
+        return {**self.policy_document(scope), "requested": requested, "event": event}
 
     def sweep(self, limit: int = 200) -> int:
         """Expire every open hold past its deadline and escalate those whose time has come (any

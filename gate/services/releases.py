@@ -38,14 +38,7 @@ from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import EventInputs, build_event, history_document, state_from_member
 from gate.releases.figures import canary_figures, shadow_figures
-from gate.releases.governance import (
-    GOVERNANCE_ID,
-    GovernanceState,
-    PolicyAction,
-    build_governance_event,
-    pending_request,
-    state_from_event,
-)
+from gate.releases.governance import GOVERNANCE_ID, RELEASE_POLICY, GovernanceState
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
 from gate.releases.guards import manifest_problems
 from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_versions
@@ -58,10 +51,11 @@ from gate.releases.model import (
     in_canary,
     subject_value,
 )
-from gate.releases.policy import ReleasePolicy, needs_approval, needs_dry_run
+from gate.releases.policy import ReleasePolicy, needs_dry_run
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.chains import EventChainWitness
+from gate.services.governance import GovernanceService
 from gate.services.periodic import PeriodicWorker
 from gate.services.pipeline import Caller
 
@@ -122,17 +116,6 @@ def announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
     return Announcement(name, {"scope": scope, **data})
 
 
-_GOVERNANCE_MEMBERS = ("seq", "action", "actor", "principal", "created_at", "request_seq", "expires_at", "reason",
-                       "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash", "key_id")
-
-
-def governance_announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
-    """The outbox event of a signed release-policy change: a request while it waits for a second
-    principal, a change once it is in force (set directly, or a request approved)."""
-    name = "release.policy_change_requested" if event["action"] == "policy_request" else "release.policy_changed"
-    return Announcement(name, {"scope": scope, **{member: event.get(member) for member in _GOVERNANCE_MEMBERS}})
-
-
 def require(caller: Caller, permission: str) -> None:
     if permission not in caller.permissions:
         raise _permission_denied(permission)
@@ -144,11 +127,6 @@ def _require(principal: Principal, permissions: frozenset[str], permission: str)
         raise TypeError("a release or policy change is made by a Principal, never a name")
     if permission not in permissions:
         raise _permission_denied(permission)
-
-
-def _check_reason(reason: Any) -> None:
-    if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
-        raise GateError("RELEASE_POLICY_INVALID", "reason must be a string of 1 to 500 characters")
 
 
 class Snapshots(Protocol):
@@ -176,7 +154,7 @@ class ReleaseService:
         self.cache_seconds = cache_seconds
         self.on_trip = on_trip
         self._cache: dict[tuple[str, str], tuple[float, ReleaseState]] = {}
-        self._gov_cache: dict[tuple[str, str], tuple[float, GovernanceState]] = {}
+        self.safeguards = GovernanceService(ledger, signing, self.clock, cache_seconds, self.witness)
         self._lock = threading.Lock()
         self._canary_decides: dict[tuple[str, str], int] = {}
         # The releases whose guardrails are owed a check (oldest first), run by the `release-guard`
@@ -243,27 +221,15 @@ class ReleaseService:
     # ------------------------------------------------------------------ the release policy and its governance
 
     def governance(self, scope: str, *, fresh: bool = False) -> GovernanceState:
-        """The scope's governance chain at its head (cached like a release state)."""
-        key = (scope, GOVERNANCE_ID)
-        now = time.monotonic()
-        cached = None if fresh else self._gov_cache.get(key)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        head = self.store.head(scope, GOVERNANCE_ID)
-        state = GovernanceState() if head is None else state_from_event(json.loads(head["event_json"]))
-        with self._lock:
-            if len(self._gov_cache) >= 4096:
-                self._gov_cache.clear()
-            self._gov_cache[key] = (now + self.cache_seconds, state)
-        return state
+        """The scope's governance chain at its head (gate.services.governance, cached like a
+        release state)."""
+        return self.safeguards.state(scope, fresh=fresh)
 
     def _policy_of(self, scope: str, governance: GovernanceState) -> ReleasePolicy:
         """The policy in force: the governance chain's, or (before its first change) the one a
         scope stored before issue 42, or the default."""
-        if governance.policy is not None:
-            return governance.policy
-        stored = self.store.policy(scope)
-        return ReleasePolicy.stored(json.loads(stored)) if stored else ReleasePolicy()
+        policy: ReleasePolicy = self.safeguards.value(scope, RELEASE_POLICY, governance)
+        return policy
 
     def policy(self, scope: str, *, fresh: bool = False) -> ReleasePolicy:
         return self._policy_of(scope, self.governance(scope, fresh=fresh))
@@ -272,71 +238,24 @@ class ReleaseService:
                    partial: bool = False, reason: str | None = None) -> tuple[dict[str, Any] | None, GovernanceState]:
         """Change the policy (PUT: `body` states it whole; PATCH, `partial`: the members named):
         (the signed governance event, or None when nothing changes; the state after). A weakening
-        change while approvals are required becomes a pending request."""
-        _require(principal, permissions, "admin")
-        _check_reason(reason)
-        for _attempt in range(8):
-            governance = self.governance(scope, fresh=True)
-            before = self._policy_of(scope, governance)
-            after = before.patched(body) if partial else ReleasePolicy.from_json(body)
-            if after == before:
-                return None, governance
-            now = self.clock.now()
-            expires = iso_ms(_utc(now) + timedelta(seconds=before.approval_ttl_seconds)) \
-                if needs_approval(before, after) else None
-            action = PolicyAction("policy_request" if expires else "policy_set", principal, iso_ms(now), before,
-                                  after, expires_at=expires, reason=reason)
-            done = self._govern(scope, governance, action)
-            if done is not None:
-                return done
-        raise GateError("LEDGER_UNAVAILABLE", "release policy changes raced too often; retry")
+        change while approvals are required becomes a pending request (the one rule of every
+        safeguard setting, gate.services.governance)."""
+        def make(before: ReleasePolicy) -> ReleasePolicy:
+            return before.patched(body) if partial else ReleasePolicy.from_json(body)
+        return self.safeguards.change(scope, RELEASE_POLICY, principal, permissions, make, reason)
 
     def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
                        reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
         """A second principal applies a pending policy request (the `approve` permission)."""
-        _require(principal, permissions, "approve")
-        _check_reason(reason)
-        if type(request_seq) is not int or request_seq < 1:
-            raise GateError("RELEASE_POLICY_INVALID", "request_seq must be a positive integer")
-        for _attempt in range(8):
-            governance = self.governance(scope, fresh=True)
-            at = iso_ms(self.clock.now())
-            request = pending_request(governance, request_seq, at)
-            if request is None:
-                raise GateError("RELEASE_APPROVAL_NOT_FOUND", "no pending policy request has this request_seq "
-                                "(it may have expired or been applied)")
-            action = PolicyAction("policy_approve", principal, at, self._policy_of(scope, governance), request.after,
-                                  request_seq=request_seq, reason=reason)
-            done = self._govern(scope, governance, action)
-            if done is not None:
-                return done
-        raise GateError("LEDGER_UNAVAILABLE", "release policy changes raced too often; retry")
-
-    def _govern(self, scope: str, governance: GovernanceState,
-                action: PolicyAction) -> tuple[dict[str, Any], GovernanceState] | None:
-        """Append one governance event (None: another change took its seq; the caller re-reads)."""
-        event, after = build_governance_event(governance, action, scope_hash(scope), self._signer())
-        try:
-            self.store.append({"scope": scope, "rulebook_id": GOVERNANCE_ID, "seq": event["seq"],
-                               "action": event["action"], "event_hash": event["event_hash"], "idempotency_key": None,
-                               "request_hash": event["event_hash"], "created_at": event["created_at"],
-                               "event_json": canonical_text(event)}, governance_announcement(scope, event))
-        except ReleaseRace:
-            return None
-        self.governance(scope, fresh=True)
-        return event, after
+        return self.safeguards.approve(scope, RELEASE_POLICY, principal, permissions, request_seq, reason)
 
     def policy_document(self, scope: str) -> dict[str, Any]:
         """What GET /api/decision/release-policy answers: the policy in force, the pending
         requests and every change (the signed governance events)."""
-        governance = self.governance(scope, fresh=True)
-        at = iso_ms(self.clock.now())
-        return {"policy": self._policy_of(scope, governance).to_json(),
-                "pending": [p.to_json() for p in governance.pending if p.expires_at > at],
-                "governance_seq": governance.seq, "history": self.governance_history(scope)}
+        return {**self.safeguards.document(scope, RELEASE_POLICY), "history": self.governance_history(scope)}
 
     def governance_history(self, scope: str) -> list[dict[str, Any]]:
-        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
+        return self.safeguards.history(scope)
 
     def _signer(self) -> Any:
         signer = self.signing.receipt_signer()

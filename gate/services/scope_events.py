@@ -9,7 +9,10 @@
   each anomaly found is announced once (`anomaly.detected`) and, when a later run no longer finds
   it, cleared once (`anomaly.cleared`).
 
-Changing the settings needs `admin`; the principal who changed them is stored beside them.
+Changing the settings needs `admin` and goes through the one governed-change service
+(gate.services.governance): a signed governance event each, and turning `decision_created` on
+while the scope requires approvals is a request a second, distinct principal approves. The row
+here is written once a change applies; the principal who made it is stored beside it.
 """
 
 from __future__ import annotations
@@ -21,36 +24,27 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
+from gate.chain.event_witness import ChainWitness
 from gate.clock import Clock, SystemClock, iso_ms
-from gate.errors import GateError
+from gate.errors import GateError, SigningUnavailable
+from gate.events.egress import EventSettings
+from gate.governance.table import EVENT_SETTINGS
+from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.outbox_write import append_event
 from gate.principals import Principal
+from gate.services.governance import GovernanceService
 
-ANOMALY_EVERY_RANGE = (300, 7 * 86_400)
-_MEMBERS = frozenset({"decision_created", "anomaly_every_seconds"})
 log = logging.getLogger("gate.events")
 
 AlertSource = Callable[[str], list[dict[str, Any]]]  # scope -> the anomaly report's alerts
 
 
-def _invalid(message: str) -> GateError:
-    return GateError("EVENT_SETTINGS_INVALID", message)
-
-
 def parse_settings(body: Any) -> tuple[bool, int | None]:
     """`{decision_created: bool, anomaly_every_seconds: int | null}`, both stated."""
-    if not isinstance(body, Mapping) or set(map(str, body)) != _MEMBERS:
-        raise _invalid("the body states exactly decision_created (true or false) and anomaly_every_seconds "
-                       "(null, or seconds between runs)")
-    if not isinstance(body["decision_created"], bool):
-        raise _invalid("decision_created must be true or false")
-    every = body["anomaly_every_seconds"]
-    low, high = ANOMALY_EVERY_RANGE
-    if every is not None and (type(every) is not int or not low <= every <= high):
-        raise _invalid(f"anomaly_every_seconds must be null or a whole number from {low} to {high}")
-    return body["decision_created"], every
+    settings = EventSettings.from_json(body)
+    return settings.decision_created, settings.anomaly_every_seconds
 
 
 def _view(scope: str, row: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -63,25 +57,53 @@ def _view(scope: str, row: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 class ScopeEventService:
-    def __init__(self, ledger: Ledger, clock: Clock | None = None, alerts: AlertSource | None = None) -> None:
+    def __init__(self, ledger: Ledger, clock: Clock | None = None, alerts: AlertSource | None = None,
+                 signing: SigningSetup | LiveSigning | None = None, witness: ChainWitness | None = None) -> None:
         self.settings_ledger = EventSettingsLedger(ledger)
-        self.clock = clock or SystemClock()
         self.alerts = alerts
+        self.governance = (GovernanceService(ledger, signing, clock, cache_seconds=0, witness=witness)
+                           if signing else None)
+        self.clock = clock or SystemClock()
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        """One clock for the schedule and the settings' governed changes."""
+        self._clock = clock
+        if self.governance is not None:
+            self.governance.clock = clock
 
     def settings(self, scope: str) -> dict[str, Any]:
         return _view(scope, self.settings_ledger.get(scope))
 
+    def _governance(self) -> GovernanceService:
+        if self.governance is None:
+            raise SigningUnavailable()  # SECURITY: no change of a safeguard setting without its signed event
+        return self.governance
+
     def put_settings(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> dict[str, Any]:
-        if "admin" not in permissions:
-            raise GateError("RELEASE_PERMISSION_DENIED", "this principal lacks the 'admin' permission",
-                            permission="admin")
-        mirror, every = parse_settings(body)
-        now = self.clock.now()
-        self.settings_ledger.put({
-            "scope": scope, "decision_created": int(mirror), "anomaly_every_seconds": every,
-            "anomaly_next_at": iso_ms(now) if every is not None else None,  # the first run comes at once
-            "updated_at": iso_ms(now), "updated_by": principal.actor})
-        return self.settings(scope)
+        """State both settings (admin): one signed governance event; a weakening (turning
+        `decision_created` on) while the scope requires approvals is a pending request."""
+        event, _state = self._governance().change(scope, EVENT_SETTINGS, principal, permissions,
+                                                  lambda _before: EventSettings.from_json(body))
+        return self._answer(scope, event)
+
+    def approve_settings(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
+                         reason: str | None = None) -> dict[str, Any]:
+        """A second, distinct principal (`approve`) applies a pending event-settings request."""
+        event, _state = self._governance().approve(scope, EVENT_SETTINGS, principal, permissions, request_seq,
+                                                   reason)
+        return self._answer(scope, event)
+
+    def _answer(self, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
+        """The settings in force (as the decide path reads them), the pending requests, the change."""
+        document = self._governance().document(scope, EVENT_SETTINGS)
+        return {"settings": self.settings(scope), "pending": document["pending"],
+                "governance_seq": document["governance_seq"],
+                "requested": event is not None and event["action"] == "policy_request", "event": event}
 
     def run_due(self, limit: int = 5) -> int:
         """Run the scheduled anomaly reports that are due and this process wins; their count."""

@@ -65,8 +65,8 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
     verified = _gate(gate_env, "verify", str(tmp_path / "history.json"), "--key-registry", str(tmp_path / "keys.json"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "VERIFIED (2 events, 1 policy changes)" in verified.stdout
-    assert (f"policy_set by operator:{_login()} (operator): require_approval: False -> True"
-            in verified.stdout)
+    assert (f"release_policy policy_set by operator:{_login()} (operator), approved by operator:{_login()}: "
+            "require_approval: False -> True" in verified.stdout)
 
 
 def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(gate_env):

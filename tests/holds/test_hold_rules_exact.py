@@ -328,3 +328,104 @@ def test_every_bad_event_is_named_not_only_the_last():
 def test_a_close_that_its_action_cannot_make_is_named_with_the_action():
     event = _event("vote", vote="deny", reason_code="NO", outcome=E.APPROVED)
     assert E.hold_events_problems(RECORD, [event], ANCHORS) == ["a vote event cannot close a hold as 'approved'"]
+
+
+# ------------------------------------------------------------------ what weakens the hold policy (issue 52)
+
+from gate.holds.policy import weakenings  # noqa: E402
+
+STRICT = _policy(queues={"default": _queue(quorum="all", members=["a", "b", "c"], require_justification=True,
+                                           escalate_after_seconds=600, escalate_to="leads"),
+                         "leads": _queue(quorum="two")},
+                 routes=[_route(queue="leads"), _route(policy_id="refunds", rule_id="big", queue="default")])
+
+
+def _weakens(**changes):
+    after = {**STRICT, **changes}
+    return weakenings(HoldPolicy.from_json(STRICT), HoldPolicy.from_json(after))
+
+
+def _queues(**default):
+    return {"default": {**STRICT["queues"]["default"], **default}, "leads": STRICT["queues"]["leads"]}
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ({}, ()),
+    ({"four_eyes": False}, ("four_eyes",)),
+    ({"queues": _queues(quorum="two")}, ("queues.default.quorum",)),
+    ({"queues": _queues(quorum="any")}, ("queues.default.quorum",)),
+    ({"queues": _queues(members=["a", "b"])}, ("queues.default.quorum", "queues.default.members")),
+    ({"queues": _queues(members=["a", "b", "d"])}, ("queues.default.members",)),
+    ({"queues": _queues(members=["a", "b", "c", "d"])}, ()),  # one more approval needed: stronger
+    ({"queues": _queues(deadline_seconds=3601)}, ("queues.default.deadline_seconds",)),
+    ({"queues": _queues(deadline_seconds=3599)}, ()),
+    ({"queues": _queues(require_justification=False)}, ("queues.default.require_justification",)),
+    ({"queues": _queues(escalate_after_seconds=None, escalate_to=None)}, ("queues.default.escalate_after_seconds",)),
+    ({"queues": _queues(escalate_after_seconds=601)}, ("queues.default.escalate_after_seconds",)),
+    ({"queues": _queues(escalate_after_seconds=599)}, ()),
+])
+def test_each_member_that_weakens_a_queue_is_named(changes, named):
+    assert _weakens(**changes) == named
+
+
+def test_a_queue_removed_or_a_looser_target_is_named():
+    lax = _queue(deadline_seconds=3600)
+    assert _weakens(queues={"default": STRICT["queues"]["default"], "leads": _queue(quorum="two"), "lax": lax}) == ()
+    escalated = _queues(escalate_to="lax")
+    assert _weakens(queues={**escalated, "lax": lax}) == ("queues.default.escalate_to",)
+    assert _weakens(queues={**_queues(escalate_to="lax"), "lax": _queue(quorum="all", members=["a", "b", "c", "e"],
+                                                                       require_justification=True)}) == ()
+    moved = [_route(queue="default"), _route(policy_id="refunds", rule_id="big", queue="default")]
+    assert _weakens(routes=moved) == ()  # refunds' records go from `two` to `all` of three: stronger
+    assert _weakens(queues={**_queues(), "lax": lax}, routes=[_route(queue="lax"), STRICT["routes"][1]]) == (
+        "routes[refunds/big]", "routes[refunds/*]")  # the first match wins: rule big goes to lax too
+    assert _weakens(queues={**_queues(), "lax": lax}, routes=[STRICT["routes"][0], _route(
+        policy_id="refunds", rule_id="big", queue="lax")]) == ()  # behind the catch-all: never matched
+    assert _weakens(queues={**_queues(), "lax": lax}, routes=[_route(
+        policy_id="refunds", rule_id="big", queue="lax"), STRICT["routes"][0]]) == ("routes[refunds/big]",)
+    assert _weakens(queues={**_queues(), "lax": lax}, default_queue="lax") == ("default_queue",)
+    assert _weakens(queues={"default": STRICT["queues"]["default"] | {"escalate_after_seconds": None,
+                                                                      "escalate_to": None}},
+                    routes=[]) == ("queues.default.escalate_after_seconds", "queues.leads")  # refunds: to `all`
+
+
+def test_every_queue_is_compared_after_a_removed_one():
+    queues = {**_queues(), "extra": _queue(), "third": _queue()}
+    before = HoldPolicy.from_json({**STRICT, "queues": queues})
+    after = HoldPolicy.from_json({**STRICT, "queues": {**_queues(), "third": _queue(deadline_seconds=7200)}})
+    assert weakenings(before, after) == ("queues.extra", "queues.third.deadline_seconds")
+
+
+def test_an_escalation_is_compared_where_the_queue_has_one():
+    queues = {**_queues(), "lax": _queue()}
+    before = HoldPolicy.from_json({**STRICT, "queues": queues})
+    to_lax = HoldPolicy.from_json({**STRICT, "queues": {**queues, "default": {**queues["default"],
+                                                                             "escalate_to": "lax"}}})
+    assert weakenings(before, to_lax) == ("queues.default.escalate_to",)
+    assert weakenings(to_lax, before) == ()
+    unescalated = {**queues, "default": {**queues["default"], "escalate_after_seconds": None, "escalate_to": None}}
+    assert weakenings(HoldPolicy.from_json({**STRICT, "queues": unescalated}),
+                      HoldPolicy.from_json({**STRICT, "queues": unescalated})) == ()
+
+
+def test_a_rule_route_is_compared_with_where_that_rule_went_not_with_the_policy_route():
+    queues = {"default": _queue(quorum="all", members=["a", "b", "c"]), "lax": _queue(), "leads": _queue(quorum="two")}
+    before = HoldPolicy.from_json(_policy(queues=queues, routes=[_route(rule_id="big", queue="default"),
+                                                                 _route(queue="lax")]))
+    after = HoldPolicy.from_json(_policy(queues=queues, routes=[_route(rule_id="big", queue="leads"),
+                                                                _route(queue="lax")]))
+    assert weakenings(before, after) == ("routes[refunds/big]",)  # all of three -> two (lax -> two is stronger)
+    assert weakenings(after, before) == ()
+
+
+def test_a_route_of_another_rule_and_another_policy_are_told_apart():
+    policy = HoldPolicy.from_json(_policy(queues={"default": _queue(), "lax": _queue(deadline_seconds=7200)},
+                                          routes=[_route(rule_id="r1", queue="default")]))
+    wider = HoldPolicy.from_json(_policy(queues={"default": _queue(), "lax": _queue(deadline_seconds=7200)},
+                                         routes=[_route(rule_id="r1", queue="default"), _route(queue="lax")]))
+    assert weakenings(policy, wider) == ("routes[refunds/*]",)  # refunds' other rules now go to the laxer queue
+    other = HoldPolicy.from_json(_policy(queues={"default": _queue(), "lax": _queue(deadline_seconds=7200)},
+                                         routes=[_route(rule_id="r1", queue="default"),
+                                                 _route(policy_id="other", queue="lax")]))
+    assert weakenings(policy, other) == ("routes[other/*]",)
+    assert weakenings(wider, policy) == ()

@@ -250,15 +250,18 @@ def test_a_malformed_resolution_is_refused_and_changes_nothing(gate, keys, body,
     assert _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]["events"] == []
 
 
-def test_the_hold_policy_is_admin_only_and_a_signed_step_of_the_chain(gate, keys):
+def test_the_hold_policy_is_admin_only_and_a_signed_change_of_the_governance_chain(gate, keys):
     refused = _as(gate, keys, "reviewer").put_policy(policy(four_eyes=False))
     assert refused.status_code == 403 and refused.get_json()["error"] == "HOLD_PERMISSION_DENIED"
     bad = _as(gate, keys, "admin").put_policy({"default_queue": "x"})
     assert bad.status_code == 400 and bad.get_json()["error"] == "HOLD_POLICY_INVALID"
     ok = _as(gate, keys, "admin").put_policy(policy(four_eyes=False)).get_json()
-    assert ok["event"]["action"] == "policy_set" and ok["event"]["policy"]["four_eyes"] is False
+    assert ok["event"]["action"] == "policy_set" and ok["event"]["setting"] == "hold_policy"
+    assert ok["event"]["policy_after"]["four_eyes"] is False and ok["policy"]["four_eyes"] is False
+    governance = gate.test_client().get("/api/decision/release-policy", headers={"x-api-key": keys["admin"]})
+    assert [e["setting"] for e in governance.get_json()["history"]] == ["hold_policy"]
     history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["admin"]}).get_json()
-    assert [e["action"] for e in history["events"]] == ["policy_set"]
+    assert history["events"] == []
 
 
 def test_a_vote_after_the_deadline_expires_the_hold_first_even_before_any_sweep(gate, keys, clock):
@@ -343,7 +346,7 @@ def test_the_inbox_lists_filters_and_pages(gate, keys, clock):
     assert _as(gate, keys, "other_scope").inbox("?state=all").get_json()["total"] == 0
     history = gate.test_client().get("/api/holds/history", headers={"x-api-key": keys["reviewer"]}).get_json()
     assert history["hold_history_version"] == "hold_history_v1"
-    assert [e["seq"] for e in history["events"]] == [1, 2] and history["events"][1]["outcome"] == "denied"
+    assert [e["seq"] for e in history["events"]] == [1] and history["events"][0]["outcome"] == "denied"
     assert reviewer.client.get("/api/holds/policy", headers=reviewer.h()).get_json()["policy"]["queues"]["fast"][
         "deadline_seconds"] == 600
 

@@ -73,8 +73,10 @@ def test_a_request_states_itself_with_what_it_weakens():
     assert request.to_json() == {"request_seq": 4, "policy_before": ON.to_json(), "policy_after": OFF.to_json(),
                                  "weakens": ["require_approval", "approval_ttl_seconds"], "requested_by": "key_a",
                                  "expires_at": END}
-    assert GovernanceState().to_json() == {"policy": None, "pending": []}
-    assert GovernanceState(3, "h", ON, (request,)).to_json() == {"policy": ON.to_json(), "pending": [request.to_json()]}
+    assert GovernanceState().to_json(legacy=True) == {"policy": None, "pending": []}
+    assert GovernanceState().to_json() == {"policy": None, "pending": [], "settings": {}, "applied": {}}
+    assert GovernanceState(3, "h", ON, (request,)).to_json(legacy=True) == {"policy": ON.to_json(),
+                                                                         "pending": [request.to_json()]}
 
 
 def test_a_change_must_start_from_the_policy_in_force():
@@ -155,21 +157,24 @@ def test_a_governance_event_states_the_action_the_principal_and_the_state_after(
     assert {k: v for k, v in first.items() if k not in ("event_hash", "key_id", "signature_algorithm",
                                                        "public_key_fingerprint", "signature")} == {
         "release_governance_event_version": "release_governance_event_v1", "scope_hash": SCOPE_HASH, "seq": 1,
+        "setting": "release_policy", "approvals_required": False,
         "action": "policy_set", "actor": "key_a", "principal": {"kind": "api_key", "id": "key_a"}, "created_at": AT,
         "request_seq": None, "expires_at": None, "reason": "pilot", "policy_before": OFF.to_json(),
         "policy_after": ON.to_json(), "weakens": [], "previous_event_hash": None,
-        "state": {"policy": ON.to_json(), "pending": []}}
+        "state": {"policy": ON.to_json(), "pending": [], "settings": {}, "applied": {"release_policy": 1}}}
     assert first["event_hash"] == event_hash(first)
     assert first["key_id"] == signing.receipt_signer().key_id and first["signature"]
     assert (second["seq"], second["previous_event_hash"], second["expires_at"], second["weakens"]) == (
         2, first["event_hash"], END, ["approval_ttl_seconds"])
-    assert second["state"] == {"policy": ON.to_json(), "pending": [PolicyRequest(2, ON, LOOSE, "key_a", END).to_json()]}
+    assert second["state"] == {"policy": ON.to_json(), "pending": [PolicyRequest(2, ON, LOOSE, "key_a", END).to_json()],
+                               "settings": {}, "applied": {"release_policy": 1}}
     assert (third["actor"], third["principal"], third["request_seq"]) == (B.actor, B.to_json(), 2)
-    assert third["state"] == {"policy": LOOSE.to_json(), "pending": []}
+    assert third["state"] == {"policy": LOOSE.to_json(), "pending": [], "settings": {},
+                              "applied": {"release_policy": 3}}
     assert (state.seq, state.head_event_hash, state.policy, state.pending) == (3, third["event_hash"], LOOSE, ())
     assert state_from_event(third) == state
     assert state_from_event(second) == GovernanceState(2, second["event_hash"], ON, (
-        PolicyRequest(2, ON, LOOSE, "key_a", END),))
+        PolicyRequest(2, ON, LOOSE, "key_a", END),), applied={"release_policy": 1})
 
 
 def test_an_unsigned_event_has_only_its_hash(signing):
@@ -192,11 +197,16 @@ def test_an_event_states_its_action(signing):
     assert action_of(third) == _approve(ON, LOOSE, 2)
     with pytest.raises(ValueError):
         action_of({**third, "principal": {"kind": "api_key"}})
-    assert change_summary(third) == {k: third[k] for k in (
-        "seq", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
-        "policy_after")}
-    assert change_summary({}) == dict.fromkeys(("seq", "action", "actor", "principal", "created_at", "request_seq",
-                                                "weakens", "policy_before", "policy_after"))
+    assert change_summary(third, "key_a") == {**{k: third[k] for k in (
+        "seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
+        "policy_after")}, "requested_by": "key_a", "approved_by": ["key_a", B.actor]}
+    assert change_summary(first) == {**{k: first[k] for k in (
+        "seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "weakens", "policy_before",
+        "policy_after")}, "requested_by": "key_a", "approved_by": ["key_a"]}
+    assert change_summary(second)["approved_by"] == [] and change_summary(second)["requested_by"] == "key_a"
+    assert change_summary({}) == {**dict.fromkeys(("seq", "action", "actor", "principal", "created_at", "request_seq",
+                                                   "weakens", "policy_before", "policy_after", "requested_by")),
+                                  "setting": "release_policy", "approved_by": []}
 
 
 def test_a_whole_chain_verifies_and_states_the_policy_after_each_event(signing):
@@ -204,7 +214,7 @@ def test_a_whole_chain_verifies_and_states_the_policy_after_each_event(signing):
     check = verify_governance(events, signing.trust_anchors(), SCOPE_HASH)
     assert check.problem is None
     assert check.policies == (OFF, ON, ON, LOOSE)
-    assert check.changes == tuple(change_summary(e) for e in events)
+    assert check.changes == (change_summary(events[0]), change_summary(events[1]), change_summary(events[2], "key_a"))
     assert verify_governance(events, None, SCOPE_HASH).problem is None  # hashes and links only
 
 
@@ -286,3 +296,140 @@ def test_a_first_change_that_is_a_request_pins_the_policy_it_was_made_against():
     state = govern(GovernanceState(), _request(ON, LOOSE), 1)
     assert state.policy == ON and state.to_json()["policy"] == ON.to_json()
     _refused(lambda: govern(state, _set(OFF, ON), 2), "RELEASE_POLICY_CHANGED", 409)  # a stale before is refused
+
+
+# ------------------------------------------------------------------ issue 52: every safeguard setting, bound requests
+
+from gate.events.egress import EventSettings  # noqa: E402
+from gate.governance.table import SAFEGUARDS  # noqa: E402
+from gate.releases.governance import (  # noqa: E402
+    approvals_required,
+    distinct_approver,
+    refusal_code,
+    replay_state,
+)
+
+QUIET, LOUD = EventSettings(), EventSettings(decision_created=True)
+
+
+def _egress(action, before, after, principal=A, at=AT, required=True, **more) -> PolicyAction:
+    return PolicyAction(action, principal, at, before, after, setting="event_settings",
+                        approvals_required=required, **more)
+
+
+def test_a_request_is_bound_to_the_sequence_not_to_the_values():
+    state = replace(_requested(), seq=2)  # ON in force (applied at 1), request 2 to loosen it
+    assert state.applied == {"release_policy": 1}
+    stronger = replace(govern(state, _set(ON, replace(ON, approval_ttl_seconds=60), at=LATER), 3), seq=3)
+    assert stronger.applied == {"release_policy": 3}
+    tight = replace(ON, approval_ttl_seconds=60)
+    asked = replace(govern(stronger, _request(tight, ON, at=LATER), 4), seq=4)
+    back = replace(govern(asked, _approve(tight, ON, 4), 5), seq=5)
+    assert back.policy == ON and back.pending == state.pending  # equal values again, the request still pending
+    stale = _refused(lambda: govern(back, _approve(ON, LOOSE, 2), 6), "RELEASE_POLICY_CHANGED", 409)
+    assert stale.message == "the setting changed since this request was made: request the change again"
+    # another setting's change does not make it stale
+    other = replace(govern(state, _egress("policy_set", QUIET, EventSettings(anomaly_every_seconds=300)), 3,
+                           SAFEGUARDS), seq=3)
+    assert govern(other, _approve(ON, LOOSE, 2), 4, SAFEGUARDS).policy == LOOSE
+    assert govern(state, _approve(ON, LOOSE, 2), 3).applied == {"release_policy": 3}
+
+
+def test_every_setting_of_the_table_folds_by_the_same_rules():
+    state = replace(govern(GovernanceState(), _set(OFF, ON), 1), seq=1)
+    refused = _refused(lambda: govern(state, _egress("policy_set", QUIET, LOUD), 2, SAFEGUARDS),
+                       "GOVERNANCE_APPROVAL_REQUIRED", 409)
+    assert refused.message == "a weakening change while approvals are required needs a second principal"
+    asked = replace(govern(state, _egress("policy_request", QUIET, LOUD, expires_at=END), 2, SAFEGUARDS), seq=2)
+    assert asked.settings == {"event_settings": QUIET} and asked.applied == {"release_policy": 1}
+    assert asked.pending == (PolicyRequest(2, QUIET, LOUD, A.actor, END, "event_settings"),)
+    assert asked.pending[0].weakens == ("decision_created",)
+    assert asked.to_json()["pending"] == [{"setting": "event_settings", "request_seq": 2,
+                                           "policy_before": QUIET.to_json(), "policy_after": LOUD.to_json(),
+                                           "weakens": ["decision_created"], "requested_by": A.actor,
+                                           "expires_at": END}]
+    own = _refused(lambda: govern(asked, _egress("policy_approve", QUIET, LOUD, request_seq=2), 3, SAFEGUARDS),
+                   "GOVERNANCE_SELF_APPROVAL", 403)
+    assert own.message == "a principal cannot approve its own request"
+    _refused(lambda: govern(asked, _approve(ON, LOOSE, 2), 3, SAFEGUARDS), "RELEASE_APPROVAL_NOT_FOUND", 404)
+    _refused(lambda: govern(asked, _egress("policy_approve", QUIET, QUIET, principal=B, request_seq=2), 3,
+                            SAFEGUARDS), "GOVERNANCE_APPROVAL_MISMATCH", 409)
+    _refused(lambda: govern(asked, _egress("policy_approve", LOUD, LOUD, principal=B, request_seq=2), 3,
+                            SAFEGUARDS), "GOVERNANCE_SETTING_CHANGED", 409)
+    done = govern(asked, _egress("policy_approve", QUIET, LOUD, principal=B, request_seq=2), 3, SAFEGUARDS)
+    assert (done.settings, done.applied, done.pending) == (
+        {"event_settings": LOUD}, {"release_policy": 1, "event_settings": 3}, ())
+    assert done.value("event_settings") == LOUD and done.value("hold_policy") is None and done.value(
+        "release_policy") == ON
+    unknown = _refused(lambda: govern(state, replace(_set(OFF, ON), setting="nothing"), 2, SAFEGUARDS),
+                       "GOVERNANCE_REQUEST_INVALID", 400)
+    assert unknown.message == "a safeguard setting is one of release_policy, hold_policy, event_settings"
+    _refused(lambda: govern(state, _egress("policy_set", QUIET, LOUD), 2), "GOVERNANCE_REQUEST_INVALID", 400)
+
+
+def test_whether_approvals_were_required_comes_from_the_chain_else_the_event():
+    assert approvals_required(GovernanceState(), _set(ON, OFF)) is True
+    assert approvals_required(GovernanceState(), _set(OFF, ON, approvals_required=True)) is False
+    assert approvals_required(GovernanceState(), _egress("policy_set", QUIET, LOUD, required=False)) is False
+    assert approvals_required(GovernanceState(), _egress("policy_set", QUIET, LOUD, required=True)) is True
+    missing = _refused(lambda: approvals_required(GovernanceState(), _egress("policy_set", QUIET, LOUD,
+                                                                              required=None)),
+                       "GOVERNANCE_REQUEST_INVALID", 400)
+    assert missing.message == "a change states whether approvals were required"
+    _refused(lambda: approvals_required(GovernanceState(), _egress("policy_set", QUIET, LOUD, required=1)),
+             "GOVERNANCE_REQUEST_INVALID", 400)
+    on = GovernanceState(policy=ON)
+    assert approvals_required(on, _egress("policy_set", QUIET, LOUD, required=None)) is True
+    assert approvals_required(on, _egress("policy_set", QUIET, LOUD, required=True)) is True
+    lied = _refused(lambda: approvals_required(on, _egress("policy_set", QUIET, LOUD, required=False)),
+                    "GOVERNANCE_SETTING_CHANGED", 409)
+    assert lied.message == "approvals_required is not the release policy's in force"
+    assert approvals_required(GovernanceState(policy=OFF), _egress("policy_set", QUIET, LOUD, required=None)) is False
+
+
+def test_the_codes_distinct_approvers_and_a_legacy_state():
+    assert [refusal_code("release_policy", k) for k in ("changed", "required", "invalid", "not_found", "self",
+                                                        "mismatch")] == [
+        "RELEASE_POLICY_CHANGED", "RELEASE_POLICY_APPROVAL_REQUIRED", "RELEASE_POLICY_INVALID",
+        "RELEASE_APPROVAL_NOT_FOUND", "RELEASE_SELF_APPROVAL", "RELEASE_APPROVAL_MISMATCH"]
+    assert [refusal_code("hold_policy", k) for k in ("changed", "required", "invalid", "not_found", "self",
+                                                     "mismatch")] == [
+        "GOVERNANCE_SETTING_CHANGED", "GOVERNANCE_APPROVAL_REQUIRED", "GOVERNANCE_REQUEST_INVALID",
+        "GOVERNANCE_REQUEST_NOT_FOUND", "GOVERNANCE_SELF_APPROVAL", "GOVERNANCE_APPROVAL_MISMATCH"]
+    assert distinct_approver("key_a", B) is True and distinct_approver(A.actor, A) is False
+    state = GovernanceState(3, "h", ON, (), {"event_settings": LOUD}, {"release_policy": 1, "event_settings": 3})
+    assert state.to_json(legacy=True) == {"policy": ON.to_json(), "pending": []}
+    assert state.to_json() == {"policy": ON.to_json(), "pending": [], "settings": {"event_settings": LOUD.to_json()},
+                               "applied": {"event_settings": 3, "release_policy": 1}}
+    assert list(state.to_json()["applied"]) == ["event_settings", "release_policy"]
+
+
+def test_a_chain_of_every_setting_verifies_replays_and_reads_back(signing):
+    signer = signing.receipt_signer()
+    first, state = build_governance_event(GovernanceState(), _set(OFF, ON), SCOPE_HASH, signer, SAFEGUARDS)
+    second, state = build_governance_event(state, _egress("policy_request", QUIET, LOUD, expires_at=END),
+                                           SCOPE_HASH, signer, SAFEGUARDS)
+    third, state = build_governance_event(state, _egress("policy_approve", QUIET, LOUD, principal=B, at=LATER,
+                                                         request_seq=2), SCOPE_HASH, signer, SAFEGUARDS)
+    events = [first, second, third]
+    assert (second["setting"], second["approvals_required"], second["weakens"]) == (
+        "event_settings", True, ["decision_created"])
+    assert state_from_event(third, SAFEGUARDS) == state
+    assert replay_state(events, SAFEGUARDS) == state
+    assert replay_state([first]) == replace(state_from_event(first), pending=())
+    check = verify_governance(events, signing.trust_anchors(), SCOPE_HASH, SAFEGUARDS)
+    assert check.problem is None and check.policies == (OFF, ON, ON, ON)
+    assert [(c["setting"], c["requested_by"], c["approved_by"]) for c in check.changes] == [
+        ("release_policy", A.actor, [A.actor]), ("event_settings", A.actor, []),
+        ("event_settings", A.actor, [A.actor, B.actor])]
+    assert verify_governance(events, None, SCOPE_HASH).problem == (
+        "policy event 2: its principal or policies are malformed")  # the release policy's rules alone
+    hold_first, _ = build_governance_event(GovernanceState(), replace(
+        _egress("policy_set", QUIET, EventSettings(anomaly_every_seconds=300)), approvals_required=False),
+        SCOPE_HASH, signer, SAFEGUARDS)
+    release_second, _ = build_governance_event(replace(replay_state([hold_first], SAFEGUARDS), seq=1,
+                                                       head_event_hash=hold_first["event_hash"]),
+                                               _set(LOOSE, ON), SCOPE_HASH, signer, SAFEGUARDS)
+    late = verify_governance([hold_first, release_second], None, SCOPE_HASH, SAFEGUARDS)
+    assert late.problem is None and late.policies == (LOOSE, LOOSE, ON)  # before it: what it replaced
+    assert verify_governance([hold_first], None, SCOPE_HASH, SAFEGUARDS).policies == (None, None)

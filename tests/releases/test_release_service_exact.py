@@ -21,15 +21,15 @@ from gate.releases.events import verify_history
 from gate.releases.governance import GOVERNANCE_ID
 from gate.releases.model import ReleaseRefused, ReleaseState, Version
 from gate.releases.policy import ReleasePolicy
+from gate.services.governance import announcement as governance_announcement
+from gate.services.governance import check_reason
 from gate.services.releases import (
     CACHE_SECONDS,
     ReleaseService,
     _body_problems,
-    _check_reason,
     _require,
     _utc,
     announcement,
-    governance_announcement,
     require,
 )
 from tests.releases.service_support import (
@@ -103,7 +103,8 @@ def test_an_announcement_reads_missing_members_as_null():
 def test_a_governance_announcement_names_a_request_or_a_change(action, name):
     event = {"seq": 2, "action": action, "actor": "key_a", "principal": {"kind": "api_key"}, "created_at": AT,
              "request_seq": 1, "expires_at": AT, "reason": "r", "policy_before": {"a": 1}, "policy_after": {"a": 2},
-             "weakens": ["a"], "event_hash": "e", "previous_event_hash": "p", "key_id": "k", "state": {}, "x": 1}
+             "weakens": ["a"], "event_hash": "e", "previous_event_hash": "p", "key_id": "k", "state": {}, "x": 1,
+             "setting": "release_policy"}
     announced = governance_announcement("acme", event)
     assert announced.name == name
     assert announced.data == {"scope": "acme", **{k: v for k, v in event.items() if k not in ("state", "x")}}
@@ -126,9 +127,9 @@ def test_require_names_the_missing_permission(world: World):
                                             ("x" * 501, False), (5, False), (["x"], False)])
 def test_a_reason_is_one_to_500_characters(reason, ok):
     if ok:
-        _check_reason(reason)
+        check_reason("release_policy", reason)
     else:
-        _refusal(lambda: _check_reason(reason), "RELEASE_POLICY_INVALID")
+        _refusal(lambda: check_reason("release_policy", reason), "RELEASE_POLICY_INVALID")
 
 
 def test_a_refusal_of_the_rules_is_the_gate_error_the_api_answers():
@@ -296,11 +297,11 @@ def test_the_caches_are_cleared_when_they_reach_4096_entries(world: World):
     assert len(releases._cache) == 4096
     releases.state(SCOPE, "another")
     assert list(releases._cache) == [(SCOPE, "another")]
-    releases._gov_cache.update({("s", str(n)): (1e18, None) for n in range(4095)})
+    releases.safeguards._cache.update({str(n): (1e18, None) for n in range(4095)})
     releases.governance(SCOPE)
-    assert len(releases._gov_cache) == 4096
+    assert len(releases.safeguards._cache) == 4096
     releases.governance("other")
-    assert list(releases._gov_cache) == [("other", GOVERNANCE_ID)]
+    assert list(releases.safeguards._cache) == ["other"]
 
 
 def test_the_running_rulebook_is_the_active_version_else_the_newest_inline_one(world: World):
@@ -656,7 +657,7 @@ def test_a_policy_document_reads_the_chain_fresh(world: World):
 
 
 def test_a_policy_change_that_loses_a_race_is_retried_eight_times_at_most(world: World, monkeypatch):
-    store, append = world.releases.store, world.releases.store.append
+    store, append = world.releases.safeguards.store, world.releases.safeguards.store.append
     calls = []
 
     def lose_once(row, announce=None):
@@ -683,16 +684,16 @@ def test_a_policy_change_that_loses_a_race_is_retried_eight_times_at_most(world:
     monkeypatch.setattr(store, "append", always_lose)
     raced = _refusal(lambda: world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"approval_ttl_seconds": 60},
                                                        partial=True), "LEDGER_UNAVAILABLE")
-    assert raced.message == "release policy changes raced too often; retry" and calls == [5] * 8
+    assert raced.message == "safeguard setting changes raced too often; retry" and calls == [5] * 8
     calls.clear()
     raced = _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 4), "LEDGER_UNAVAILABLE")
-    assert raced.message == "release policy changes raced too often; retry" and calls == [5] * 8
+    assert raced.message == "safeguard setting changes raced too often; retry" and calls == [5] * 8
 
 
 def test_a_policy_approval_that_loses_a_race_to_another_approval_is_not_found(world: World, monkeypatch):
     world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_approval": True}, partial=True)
     world.releases.set_policy(SCOPE, KEY_A, EVERY_RIGHT, {"require_approval": False}, partial=True)
-    store, append = world.releases.store, world.releases.store.append
+    store, append = world.releases.safeguards.store, world.releases.safeguards.store.append
 
     def lose_to_another_approver(row, announce=None):
         monkeypatch.setattr(store, "append", append)

@@ -107,3 +107,27 @@ def test_every_release_and_policy_event_is_witnessed_and_a_whole_history_verifie
     keys.write_bytes(client.get("/api/decision/receipt-keys").get_data())
     checked = _gate(gate_env, "verify", str(saved), "--checkpoints", str(_log(gate_env)), "--key-registry", str(keys))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_hold_policy_and_event_settings_changes_are_witnessed_on_the_governance_chain(author, gate_env, client):
+    # The hold policy and the event settings change through the governance chain (issue 52's one
+    # governed-change service), so each of their events is checkpointed like a release-policy change,
+    # and a chain cut back after it refuses the next change.
+    from gate.chain.event_witness import governance_chain_id
+
+    policy = client.get("/api/holds/policy", headers=author.headers()).get_json()["policy"]
+    queues = {name: {**queue, "deadline_seconds": queue["deadline_seconds"] // 2}
+              for name, queue in policy["queues"].items()}
+    shorter = {**policy, "queues": queues}  # a shorter deadline: a strengthening, in force at once
+    changed = client.put("/api/holds/policy", json=shorter, headers=author.headers())
+    assert changed.status_code == 200 and changed.get_json()["event"] is not None, changed.get_json()
+    settings = client.put("/api/events/settings", json={"decision_created": True, "anomaly_every_seconds": None},
+                          headers=author.headers())
+    assert settings.status_code == 200 and settings.get_json()["event"] is not None, settings.get_json()
+    hashed = scope_hash("tenant_a")
+    sizes = [json.loads(line)["tree_size"] for line in _log(gate_env).read_text().splitlines()
+             if json.loads(line)["chain_id"] == governance_chain_id(hashed)]
+    assert sizes == [1, 2]
+    _delete_newest(gate_env, GOVERNANCE_ID)
+    refused = client.put("/api/holds/policy", json=policy, headers=author.headers())
+    assert refused.status_code == 409 and refused.get_json()["error"] == "CHAIN_INTEGRITY_FAILED"
