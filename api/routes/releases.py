@@ -133,11 +133,12 @@ def release_action(caller: Caller, rulebook_id: str) -> Response:
 
 
 def principal_of(caller: Caller) -> Principal:
-    """The principal an API key acts as: its key id (never a name the request carries)."""
+    """The principal an API key acts as: its key id and the holder stored with the key (never a
+    name the request carries)."""
     try:
-        return Principal.api_key(caller.key_id)
-    except ValueError:
-        raise GateError("RELEASE_PERMISSION_DENIED", "this API key's id cannot act on releases",
+        return Principal.api_key(caller.key_id, caller.holder)
+    except ValueError:  # fail closed: a stored id or holder this build cannot read acts on nothing
+        raise GateError("RELEASE_PERMISSION_DENIED", "this API key's id or holder cannot act on releases",
                         permission="release") from None
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from gate.errors import GateError
 from gate.keys.signing import ReceiptSigner
-from gate.principals import Principal
+from gate.principals import Principal, holder_id, is_distinct_approver
 from gate.releases.model import ReleaseRefused
 from gate.releases.policy import ReleasePolicy, needs_approval, weakenings
 from gate.releases.sealing import chain_problem, seal
@@ -45,11 +45,16 @@ class PolicyRequest:
     after: ReleasePolicy
     requested_by: str
     expires_at: str
+    requested_holder: str | None = None  # the requester key's stated holder (issue 52); None: none stated
 
     def to_json(self) -> dict[str, Any]:
-        return {"request_seq": self.seq, "policy_before": self.before.to_json(), "policy_after": self.after.to_json(),
-                "weakens": list(weakenings(self.before, self.after)), "requested_by": self.requested_by,
-                "expires_at": self.expires_at}
+        """`requested_holder` only when one was stated: a state written before holders reads as it did."""
+        out = {"request_seq": self.seq, "policy_before": self.before.to_json(), "policy_after": self.after.to_json(),
+               "weakens": list(weakenings(self.before, self.after)), "requested_by": self.requested_by,
+               "expires_at": self.expires_at}
+        if self.requested_holder is not None:
+            out["requested_holder"] = self.requested_holder
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,8 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int) -> Governance
     if action.action == "policy_request":
         if action.expires_at is None:
             raise ReleaseRefused("RELEASE_POLICY_INVALID", "a policy request states when it expires", 400)
-        request = PolicyRequest(seq, action.before, action.after, action.principal.actor, action.expires_at)
+        request = PolicyRequest(seq, action.before, action.after, action.principal.actor, action.expires_at,
+                                action.principal.holder)
         return replace(state, policy=action.before, pending=(*state.pending, request))
     if action.action == "policy_approve":
         return _approve(state, action)
@@ -111,8 +117,10 @@ def _approve(state: GovernanceState, action: PolicyAction) -> GovernanceState:
     if request is None:
         raise ReleaseRefused("RELEASE_APPROVAL_NOT_FOUND",
                              "no pending policy request has this request_seq (it may have expired or been applied)", 404)
-    if request.requested_by == action.principal.actor:
-        raise ReleaseRefused("RELEASE_SELF_APPROVAL", "a principal cannot approve its own request", 403)
+    if not is_distinct_approver(action.principal.holder_id,
+                                (holder_id(request.requested_by, request.requested_holder),)):
+        raise ReleaseRefused("RELEASE_SELF_APPROVAL", "a principal cannot approve its own request "
+                             "(nor another key of the same holder)", 403)
     if request.before != action.before:
         raise ReleaseRefused("RELEASE_POLICY_CHANGED", "the policy changed since this request was made: "
                              "request the change again", 409)
@@ -162,7 +170,8 @@ def state_from_event(event: Mapping[str, Any]) -> GovernanceState:
         seq=event["seq"], head_event_hash=event["event_hash"],
         policy=_policy(body["policy"]) if body.get("policy") is not None else None,
         pending=tuple(PolicyRequest(p["request_seq"], _policy(p["policy_before"]), _policy(p["policy_after"]),
-                                    p["requested_by"], p["expires_at"]) for p in body.get("pending") or ()))
+                                    p["requested_by"], p["expires_at"], p.get("requested_holder"))
+                      for p in body.get("pending") or ()))
 
 
 def action_of(event: Mapping[str, Any]) -> PolicyAction:

@@ -136,7 +136,7 @@ def test_a_closing_that_breaks_the_rules_is_named_per_decision():
     lonely = events[:5] + [events[6]]
     lonely[5]["votes"] = []
     assert _problems(history(_resealed(lonely))) == [
-        "decision dec_d: approved by 1 distinct principal(s), the quorum needs 2"]
+        "decision dec_d: approved by 1 distinct holder(s), the quorum needs 2"]
     events = chain()
     events[3]["action"] = "escalate"  # an escalation cannot close a hold as expired
     assert _problems(history(_resealed(events))) == [

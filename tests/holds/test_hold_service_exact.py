@@ -110,7 +110,7 @@ def _view(record: dict[str, Any], **changes: Any) -> dict[str, Any]:
         "opened_at": AT, "deadline_at": DEADLINE, "escalate_at": None, "policy_id": "pricing_exception",
         "policy_version": record["policy_version"], "rule_id": "review_thin_margin",
         "reason_code": "MARGIN_BELOW_FLOOR", "record_hash": record["record_hash"], "requested_by": REQUESTER,
-        "claimed_by": None, "claimed_at": None, "approvals": [], "approvals_needed": 1,
+        "requested_holder": "key:" + REQUESTER, "claimed_by": None, "claimed_at": None, "approvals": [], "approvals_needed": 1,
         "require_justification": False, "four_eyes": True, "resolved_at": None, "resolved_by": None,
         "facts": FACTS,
     }
@@ -195,7 +195,7 @@ def test_a_closing_step_sets_the_state_and_an_approval_adds_itself():
     event = {"seq": 4, "event_hash": "e1"}
     vote = Step("vote", REVIEWER, AT, "dec_1", "h", vote="approve")
     assert _closing_move(vote, row, event) == {"approvals_json": json.dumps(
-        [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "event_hash": "e1"}])}
+        [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "holder": "key:key_rev", "event_hash": "e1"}])}
     for outcome in ("approved", "denied"):
         assert _closing_move(replace(vote, outcome=outcome), row, event) == {
             "state": outcome, "resolved_at": AT, "resolved_by": "key_rev", "resolution_seq": 4}
@@ -215,7 +215,7 @@ def test_a_held_decide_opens_its_row_and_announces_it(desk):
         "priority_rank": 1, "opened_at": AT, "deadline_at": DEADLINE, "escalate_at": None, "approvals_needed": 1,
         "require_justification": 0, "four_eyes": 1, "state": "open", "claimed_by": None, "claimed_at": None,
         "approvals_json": "[]", "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
-        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True)}
+        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True), "requested_holder": None}
     assert _announced(desk) == [(full_type("hold.opened"), record["decision_id"], AT, {
         **_bound(record), "queue": "default", "priority": "normal", "deadline_at": DEADLINE,
         "policy_id": "pricing_exception", "rule_id": "review_thin_margin", "reason_code": "MARGIN_BELOW_FLOOR",
@@ -429,14 +429,14 @@ def test_a_two_person_quorum_records_the_first_approval_and_closes_on_the_second
         Step("vote", REVIEWER, "", record["decision_id"], record["record_hash"], vote="approve",
              reason_code="CHECKED", queue="default", four_eyes=True, requested_by=REQUESTER), {}, "hold.voted")
     first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)
-    approvals = [{"actor": "key_rev", "event_hash": first["event"]["event_hash"]}]
+    approvals = [{"actor": "key_rev", "holder": "key:key_rev", "event_hash": first["event"]["event_hash"]}]
     assert first["hold"] == _view(record, approvals=approvals, approvals_needed=2, deadline_at=DEADLINE_1H)
     assert desk.row(record["decision_id"])["approvals_json"] == json.dumps(approvals)
     assert _announced(desk)[-1] == _announcement("hold.voted", record, first["event"], "default")
     assert closed == []
     refused = _refusal(lambda: desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE),
                        "HOLD_ALREADY_VOTED")
-    assert refused.message == "this principal has already approved this hold"
+    assert refused.message == "this holder has already approved this hold (with one of its keys)"
     second = desk.service.resolve(SCOPE, SECOND, RESOLVE, record["decision_id"], APPROVE)["event"]
     assert _members(second) == _stated("vote", SECOND, 3, first["event"]["event_hash"], AT, **_bound(record),
                                        vote="approve", reason_code="CHECKED", queue="default", outcome="approved",
@@ -458,7 +458,8 @@ def test_four_eyes_keeps_the_requester_off_unless_the_policy_turns_it_off(desk):
     requester = Principal.api_key(REQUESTER)
     refused = _refusal(lambda: desk.service.resolve(SCOPE, requester, RESOLVE, record["decision_id"], APPROVE),
                        "HOLD_FOUR_EYES")
-    assert (refused.message, refused.details) == ("the principal that asked for this action cannot resolve it", {})
+    assert (refused.message, refused.details) == ("the holder that asked for this action cannot resolve it "
+                                                "(with any of its keys)", {})
     desk.set_policy(policy(four_eyes=False))
     later = desk.held(margin=11)
     event = desk.service.resolve(SCOPE, requester, RESOLVE, later["decision_id"], APPROVE)["event"]

@@ -619,7 +619,7 @@ def test_a_weakening_while_approvals_are_required_is_a_request_a_second_principa
     _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 2, reason=""), "RELEASE_POLICY_INVALID")
     _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 1), "RELEASE_APPROVAL_NOT_FOUND")
     own = _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_A, EVERY_RIGHT, 2), "RELEASE_SELF_APPROVAL")
-    assert own.message == "a principal cannot approve its own request"
+    assert own.message == "a principal cannot approve its own request (nor another key of the same holder)"
     world.clock.moment = START + timedelta(minutes=2)
     approved, after = world.releases.approve_policy(SCOPE, KEY_B, frozenset({"approve"}), 2, reason="agreed")
     assert {k: approved[k] for k in ("seq", "action", "actor", "created_at", "request_seq", "reason",

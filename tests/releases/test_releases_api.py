@@ -373,7 +373,8 @@ def test_keys_carry_their_permissions_through_the_cli(gate_env):
 
     env = {**gate_env, "PATH": ""}
     run = [sys.executable, "-m", "gate_cli.main", "keys"]
-    made = subprocess.run([*run, "create", "--scope", "s1", "--permissions", "publish,release", "--json"],
+    made = subprocess.run([*run, "create", "--scope", "s1", "--permissions", "publish,release",
+                           "--holder", "service:s1-releaser", "--json"],
                           capture_output=True, text=True, env=env, timeout=120)
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["permissions"] == "decide,publish,release"
