@@ -102,6 +102,15 @@ def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: s
     return event
 
 
+_MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+
+
+def members_hold(event: Mapping[str, Any]) -> bool:
+    """An event has exactly hold_event_v1's members, `requested_holder` allowed beside them."""
+    members = frozenset(map(str, event))
+    return members == _MEMBERS or members == _MEMBERS | {OPTIONAL_MEMBER}
+
+
 def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
     """SECURITY: the stated `public_key_fingerprint` names the trusted key that checks the
     signature (an HMAC signature states none), so no member of a signed event is left free to
@@ -140,9 +149,7 @@ def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors 
     if not isinstance(event, Mapping):
         return ["a hold event must be a JSON object"]
     problems = []
-    members = set(map(str, event))
-    expected = set(EVENT_MEMBERS) | set(SIGNATURE_MEMBERS)
-    if members != expected and members != expected | {OPTIONAL_MEMBER}:
+    if not members_hold(event):
         problems.append("members differ from hold_event_v1's")
     if event.get("hold_event_version") != HOLD_EVENT_VERSION:
         problems.append(f"hold_event_version must be {HOLD_EVENT_VERSION}")

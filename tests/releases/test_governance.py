@@ -20,6 +20,7 @@ from tests.releases.support import ALL, Api, version
 
 POLICY = "/api/decision/release-policy"
 APPROVER_HOLDER = "person:https://id.example#bob"
+KEY_A_HOLDER = "service:key-a"
 WHOLE = {"require_approval": False, "approval_ttl_seconds": 86400, "refuse_superseded_inline": False,
          "require_dry_run": False, "dry_run_canary_percent": 0, "dry_run_max_age_seconds": 604800}
 
@@ -27,7 +28,7 @@ WHOLE = {"require_approval": False, "approval_ttl_seconds": 86400, "refuse_super
 @pytest.fixture
 def key_a(client, issue_key):
     """Key A of finding 1, with every right a key can hold."""
-    return Api(client, issue_key(permissions=ALL)["api_key"])
+    return Api(client, issue_key(permissions=ALL, holder=KEY_A_HOLDER)["api_key"])
 
 
 @pytest.fixture
@@ -107,7 +108,8 @@ def test_a_second_principal_applies_a_weakening_and_the_history_shows_both(clien
     assert again.status_code == 404 and again.json["error"] == "RELEASE_APPROVAL_NOT_FOUND"
     moved = key_a.act("activate", version="v1")
     assert moved.json["state"]["active"]["version"] == "v1"
-    assert moved.json["event"]["principal"] == {"kind": "api_key", "id": key_a_id(client, key_a)}
+    assert moved.json["event"]["principal"] == {"kind": "api_key", "id": key_a_id(client, key_a),
+                                                "holder": KEY_A_HOLDER}
     assert moved.json["event"]["governance_seq"] == 3
     history = key_a.history().json
     check = verify_history(history["events"], _anchors(client), history["governance"])
