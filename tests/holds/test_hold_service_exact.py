@@ -909,3 +909,58 @@ def test_a_failed_sweep_is_logged_with_its_exception_and_the_next_pass_tries_aga
     failed = [r for r in records.records if r.getMessage() == "the hold sweep failed; retrying"]
     assert len(failed) == 1 and failed[0].levelno == logging.WARNING and failed[0].name == "gate.holds"
     assert isinstance(failed[0].exc_info, tuple) and failed[0].exc_info[0] is RuntimeError
+
+
+# ------------------------------------------------------------------------------ holders (issue 52)
+
+ANN, BOB = "person:https://id.example#ann", "person:https://id.example#bob"
+
+
+def test_four_eyes_refuses_every_key_of_the_requesting_holder(desk):
+    record = desk.held(holder=ANN)
+    row = desk.row(record["decision_id"])
+    assert row["requested_holder"] == ANN and hold_view(row)["requested_holder"] == ANN
+    for twin in (Principal.api_key("key_twin", ANN), Principal.person("https://id.example", "ann")):
+        refused = _refusal(lambda twin=twin: desk.service.resolve(SCOPE, twin, RESOLVE, record["decision_id"], APPROVE),
+                           "HOLD_FOUR_EYES")
+        assert refused.message == "the holder that asked for this action cannot resolve it (with any of its keys)"
+    # the deciding key itself, holder stated, is refused too; another holder's key closes it
+    _refusal(lambda: desk.service.resolve(SCOPE, Principal.api_key(REQUESTER, ANN), RESOLVE, record["decision_id"],
+                                          APPROVE), "HOLD_FOUR_EYES")
+    event = desk.service.resolve(SCOPE, Principal.api_key("key_bob", BOB), RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (event["outcome"], event["requested_by"], event["requested_holder"]) == ("approved", REQUESTER, ANN)
+    assert event["principal"] == {"kind": "api_key", "id": "key_bob", "holder": BOB}
+    _verified(desk)
+
+
+def test_a_second_key_of_a_holder_that_approved_is_no_second_vote(desk):
+    desk.set_policy(policy({"default": queue(quorum="two")}))
+    record = desk.held()
+    first = desk.service.resolve(SCOPE, Principal.api_key("key_ann1", ANN), RESOLVE, record["decision_id"], APPROVE)
+    assert json.loads(desk.row(record["decision_id"])["approvals_json"]) == [
+        {"actor": "key_ann1", "holder": ANN, "event_hash": first["event"]["event_hash"]}]
+    for twin in (Principal.api_key("key_ann2", ANN), Principal.person("https://id.example", "ann")):
+        _refusal(lambda twin=twin: desk.service.resolve(SCOPE, twin, RESOLVE, record["decision_id"], APPROVE),
+                 "HOLD_ALREADY_VOTED")
+    assert "requested_holder" not in first["event"]  # the requester stated none: its key is its holder
+    closed = desk.service.resolve(SCOPE, Principal.api_key("key_bob", BOB), RESOLVE, record["decision_id"], APPROVE)
+    assert closed["event"]["outcome"] == "approved" and "requested_holder" not in closed["event"]
+    _verified(desk)
+
+
+def test_an_approval_stored_before_holders_counts_as_its_keys_own(desk):
+    desk.set_policy(policy({"default": queue(quorum="two")}))
+    record = desk.held()
+    with desk.ledger.write() as connection:  # a vote recorded before holders: {actor, event_hash}
+        connection.execute(update(holds_table).where(holds_table.c.decision_id == record["decision_id"])
+                           .values(approvals_json=json.dumps([{"actor": "key_old", "event_hash": "e" * 64}])))
+    row = desk.row(record["decision_id"])
+    with pytest.raises(GateError) as again:
+        desk.service._vote_step(row, Principal.api_key("key_old"), Vote("approve", "CHECKED", None))
+    assert again.value.code == "HOLD_ALREADY_VOTED"
+    step, _move, _name = desk.service._vote_step(row, Principal.api_key("key_new", ANN), Vote("approve", "CHECKED", None))
+    assert step.outcome == "approved" and step.requested_holder is None
+    assert holds_module._approval_holder({"actor": "key_old", "holder": ANN}) == ANN
+    assert holds_module._approval_holder({"actor": "key_old", "holder": None}) == "key:key_old"
+    assert holds_module._requester_holder({"requested_by": "key_c", "requested_holder": None}) == "key:key_c"
+    assert holds_module._requester_holder({"requested_by": "key_c"}) == "key:key_c"

@@ -30,6 +30,7 @@ from gate.releases.policy import ReleasePolicy
 from gate.releases.sealing import event_hash
 
 A, B = Principal.api_key("key_a"), Principal.person("https://idp.example", "bob", "Bob")
+ANN = "person:https://id.example#ann"
 OFF = ReleasePolicy()
 ON = ReleasePolicy(require_approval=True, approval_ttl_seconds=600)
 LOOSE = replace(ON, approval_ttl_seconds=7200)
@@ -286,3 +287,35 @@ def test_a_first_change_that_is_a_request_pins_the_policy_it_was_made_against():
     state = govern(GovernanceState(), _request(ON, LOOSE), 1)
     assert state.policy == ON and state.to_json()["policy"] == ON.to_json()
     _refused(lambda: govern(state, _set(OFF, ON), 2), "RELEASE_POLICY_CHANGED", 409)  # a stale before is refused
+
+
+def test_a_policy_request_is_approved_by_another_holder_never_by_another_key_of_its_own():
+    """Issue 52: the request states its key's holder (only when one is stated), and a second key
+    of that holder, or the person it names, is the same approver."""
+    ann_a, ann_b = Principal.api_key("key_a", ANN), Principal.api_key("key_b", ANN)
+    state = govern(replace(govern(GovernanceState(), _set(OFF, ON), 1), seq=1), _request(ON, LOOSE, ann_a), 2)
+    request = state.pending[0]
+    assert (request.requested_by, request.requested_holder) == ("key_a", ANN)
+    assert request.to_json()["requested_holder"] == ANN
+    assert "requested_holder" not in _requested().pending[0].to_json()
+    refused = _refused(lambda: govern(state, _approve(ON, LOOSE, 2, principal=ann_b), 3), "RELEASE_SELF_APPROVAL", 403)
+    assert refused.message == "a principal cannot approve its own request (nor another key of the same holder)"
+    _refused(lambda: govern(state, _approve(ON, LOOSE, 2, principal=Principal.person("https://id.example", "ann")), 3),
+             "RELEASE_SELF_APPROVAL", 403)
+    assert govern(state, _approve(ON, LOOSE, 2, principal=Principal.api_key("key_b", "service:b")), 3).policy == LOOSE
+    assert govern(state, _approve(ON, LOOSE, 2, principal=Principal.api_key("key_b")), 3).policy == LOOSE
+    # A request of a key of no stated holder: another key with a holder approves it, the same key never.
+    assert govern(_requested(), _approve(ON, LOOSE, 2, principal=ann_b), 3).policy == LOOSE
+    assert state_from_event({"seq": 2, "event_hash": "e" * 64, "state": state.to_json()}).pending == state.pending
+
+
+def test_the_approval_of_its_own_holder_fails_verification():
+    first, state = build_governance_event(GovernanceState(), _set(OFF, ON), SCOPE_HASH, None)
+    second, state = build_governance_event(state, _request(ON, LOOSE, Principal.api_key("key_a", ANN)), SCOPE_HASH, None)
+    third, state = build_governance_event(state, _approve(ON, LOOSE, 2, Principal.api_key("key_b", "service:b")),
+                                          SCOPE_HASH, None)
+    assert verify_governance([first, second, third], None, SCOPE_HASH).problem is None
+    third["principal"]["holder"] = ANN  # the approval was Ann's second key
+    events = _relinked([first, second, third], 2)
+    assert verify_governance(events, None, SCOPE_HASH).problem == (
+        "policy event 3: the governance rules refuse this change (RELEASE_SELF_APPROVAL)")

@@ -145,3 +145,25 @@ def test_a_key_the_anchors_do_not_hold_is_named():
 
 def test_a_first_event_that_is_no_object_is_no_history():
     assert E.verify_history(["x"], ANCHORS).problems == ("no events",)
+
+
+def test_the_holder_is_signed_in_the_principal_and_read_back_by_the_fold():
+    """Issue 52: an event states its key's holder in its signed principal; the fold reads it from
+    there, and a state's pending request keeps it (only when one was stated)."""
+    from gate.principals import Principal
+
+    ann = "person:https://id.example#ann"
+    key = Principal.api_key("key-a", ann)
+    asked = Action("activate", "key-a", AT, V1, approval_expires_at="2026-12-01T00:00:00.000Z", holder=ann)
+    event, after = E.build_event(ReleaseState("rb"), asked, E.EventInputs(SCOPE, principal=key, governance_seq=0), SIGNER)
+    assert event["principal"] == {"kind": "api_key", "id": "key-a", "holder": ann}
+    assert event["state"]["pending"][0]["requested_holder"] == ann
+    assert E.action_of(event) == asked
+    assert E.state_from_member("rb", 1, event["event_hash"], event["state"]) == after
+    assert E.action_of({**event, "principal": {"kind": "api_key", "id": "key-a"}}).holder is None
+    assert E.action_of({**event, "principal": {"kind": "api_key", "id": "key-a", "holder": 7}}).holder is None
+    assert E.action_of({**event, "principal": "key-a"}).holder is None
+    for wrong in (Principal.api_key("key-a"), Principal.api_key("key-a", "service:other"), Principal.api_key("key-b", ann)):
+        with pytest.raises(ValueError) as refused:
+            E.build_event(ReleaseState("rb"), asked, E.EventInputs(SCOPE, principal=wrong, governance_seq=0), SIGNER)
+        assert str(refused.value) == "the event's actor and holder must be its principal's"
