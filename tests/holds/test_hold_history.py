@@ -330,9 +330,9 @@ def test_requested_holder_is_written_only_when_stated_and_checked_when_present()
     assert stated[1]["principal"] == {"kind": "api_key", "id": "key_c", "holder": BOB}
     bad = copy.deepcopy(stated)
     bad[1]["requested_holder"] = "crm"
-    assert hold_events_problems(record, _resealed(bad), ANCHORS) == [
-        "hold_events[1]: requested_holder is malformed (a holder is person:<issuer>#<subject>, service:<name> or "
-        "operator:<login>)"]
+    malformed = ("hold_events[1]: requested_holder is malformed (a holder is person:<issuer>#<subject>, "
+                 "service:<name> or operator:<login>)")
+    assert hold_events_problems(record, _resealed(bad), ANCHORS) == [malformed]
     extra = copy.deepcopy(bare)
     extra[1]["requested_holders"] = "service:crm"
     assert hold_events_problems(record, _resealed(extra), ANCHORS) == ["hold_events[1]: members differ from hold_event_v1's"]
