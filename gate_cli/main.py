@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.errors import GateError
@@ -27,7 +27,7 @@ from gate.services.root import signing_setup
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
-from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home, refusal_text
+from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
 from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
@@ -42,6 +42,9 @@ from gate_cli.scopes_cmd import add_scopes_parser
 from gate_cli.sweep_cmd import add_sweep_parser
 from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
+
+if TYPE_CHECKING:
+    from gate.services.keys import KeyService
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -70,7 +73,8 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         raise SystemExit("gate: --scope must be 1 to 120 characters")
     key = new_api_key()
     created_at = now()
-    open_ledger(settings).insert_api_key(
+    grant = key_service(settings).create(
+        operator(),
         {
             "key_id": key.key_id,
             "key_hash": key.key_hash,
@@ -83,7 +87,7 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
             "created_at": created_at,
             "permissions": permissions_text(granted) if permissions is not None else None,
             "holder": stated,
-        }
+        },
     )
     limits = settings.plans[plan]
     return {
@@ -96,8 +100,16 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         "created_at": created_at,
         "permissions": permissions_text(granted),
         "holder": holder_id(key.key_id, stated),
+        "grant_seq": grant["seq"] if grant is not None else None,  # its signed event in the scope's key chain
         "note": "store this key now: only its hash is kept",
     }
+
+
+def key_service(settings: Settings) -> KeyService:
+    """The key chain's service over the local ledger, signing with the receipt key (issue 52)."""
+    from gate.services.keys import KeyService
+
+    return KeyService(open_ledger(settings), signing_setup(settings))
 
 
 def _holder(holder: str | None, granted: frozenset[str]) -> str | None:
@@ -137,9 +149,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
                 print(f"{row['key_id']}  {row['status']:8}  scope={row['scope']}  plan={row['plan']}  "
                       f"permissions={row.get('permissions') or 'decide'}  holder={row['holder']}")
         return 0
+    if args.keys_command == "history":
+        print(json.dumps(key_service(settings).history_document(args.scope), indent=2))
+        return 0
     if args.keys_command in ("disable", "enable"):
         status = "disabled" if args.keys_command == "disable" else "active"
-        if not open_ledger(settings).set_api_key_status(args.key_id, status, now()):
+        done = (key_service(settings).enable(operator(), args.key_id)[0] if status == "active"
+                else open_ledger(settings).set_api_key_status(args.key_id, status, now()))
+        if not done:
             print(f"gate: no API key {args.key_id}", file=sys.stderr)
             return 1
         print(f"{args.key_id} {status}")
@@ -342,6 +359,9 @@ def _add_keys_parser(sub: Subparsers) -> None:
     for name in ("disable", "enable"):
         k = ksub.add_parser(name, help=f"{name} an API key", formatter_class=HelpFormatter)
         k.add_argument("key_id", help="key_… id from `gate keys list`")
+    k = ksub.add_parser("history", help="the scope's signed key chain: every key created or enabled with release, "
+                        "approve, resolve or admin, by whom (JSON for `gate verify`)", formatter_class=HelpFormatter)
+    k.add_argument("--scope", required=True, help="the tenant whose key chain to print")
     k = ksub.add_parser("signing-init", help="generate the Ed25519 signing keyring", formatter_class=HelpFormatter,
                         description="Write a new keyring at GATE_SIGNING_KEY_FILE; a running server picks it up "
                                     "within GATE_SIGNING_KEY_CHECK_MS, no restart.")

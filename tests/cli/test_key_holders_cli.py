@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,49 @@ def test_a_holder_that_is_no_person_service_or_operator_is_refused(gate_env, hol
     refused = run(["keys", "create", "--scope", "acme", "--permissions", "approve", "--holder", holder], gate_env)
     assert refused.returncode != 0 and refused.stderr.startswith("gate: --holder: "), refused.stderr
     assert _listed(gate_env) == []
+
+
+def test_a_key_that_acts_on_production_is_a_signed_grant_gate_verify_checks(gate_env, tmp_path):
+    """Creating a key with release/approve/resolve/admin (and enabling one again) is an event of
+    the scope's signed key chain naming the operator who did it; a plain decide key is not."""
+    made = json.loads(run(["keys", "create", "--scope", "acme", "--permissions", "approve", "--holder", ANN,
+                           "--json"], gate_env).stdout)
+    plain = json.loads(run(["keys", "create", "--scope", "acme", "--json"], gate_env).stdout)
+    assert (made["grant_seq"], plain["grant_seq"]) == (1, None)
+    assert run(["keys", "disable", made["key_id"]], gate_env).returncode == 0
+    assert run(["keys", "enable", made["key_id"]], gate_env).returncode == 0
+    missing = run(["keys", "enable", "key_000000000000"], gate_env)
+    assert missing.returncode == 1 and "no API key key_000000000000" in missing.stderr
+    history = run(["keys", "history", "--scope", "acme"], gate_env)
+    assert history.returncode == 0, history.stderr
+    document = json.loads(history.stdout)
+    login = pwd.getpwuid(os.getuid()).pw_name
+    assert [(e["seq"], e["action"], e["api_key_id"], e["holder"], e["permissions"], e["actor"])
+            for e in document["events"]] == [(1, "key_created", made["key_id"], ANN, "decide,approve",
+                                              f"operator:{login}"),
+                                             (2, "key_enabled", made["key_id"], ANN, "decide,approve",
+                                              f"operator:{login}")]
+    registry = tmp_path / "keys.json"
+    registry.write_text(json.dumps({"keys": _registry(gate_env)}))
+    (tmp_path / "grants.json").write_text(history.stdout)
+    verified = run(["verify", str(tmp_path / "grants.json"), "--key-registry", str(registry)], gate_env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "VERIFIED (2 grants)" in verified.stdout
+    assert f"grant 1 {document['events'][0]['created_at']} key_created {made['key_id']} of {ANN} (decide,approve)" \
+        f" by operator:{login}" in verified.stdout
+    document["events"][0]["holder"] = "service:someone-else"  # edited after the fact
+    (tmp_path / "edited.json").write_text(json.dumps(document))
+    edited = run(["verify", str(tmp_path / "edited.json"), "--key-registry", str(registry)], gate_env)
+    assert edited.returncode == 1 and "grant event 1: event_hash does not match its content (tampered)" in edited.stdout
+    (tmp_path / "cut.json").write_text(json.dumps({**json.loads(history.stdout), "events": document["events"][1:]}))
+    cut = run(["verify", str(tmp_path / "cut.json"), "--key-registry", str(registry)], gate_env)
+    assert cut.returncode == 1 and "grant event 1: seq 2, expected 1 (gap or reorder)" in cut.stdout
+    unproven = run(["verify", str(tmp_path / "grants.json")], gate_env)
+    assert unproven.returncode == 1 and "NOT PROVEN (no trusted key)" in unproven.stdout
+
+
+def _registry(gate_env: dict[str, str]) -> list[dict]:
+    """The receipt keys of the gate's keyring, as a key registry lists them."""
+    from gate.keys.signing import load_keyring
+
+    return load_keyring(Path(gate_env["GATE_SIGNING_KEY_FILE"])).registry_entries()
