@@ -107,7 +107,8 @@ def verify_key_grants(document: Any, anchors: TrustAnchors | None) -> GrantsChec
             or not isinstance(document.get("events"), list):
         return GrantsCheck(False, 0, f"not an {KEY_GRANTS_VERSION} document with an events array", ())
     events: list[Any] = document["events"]
-    seq, head, grants = 0, None, []
+    seq, head = 0, None
+    grants: list[dict[str, Any]] = []
     for index, event in enumerate(events):
         where = f"grant event {index + 1}"
         if not isinstance(event, Mapping):
