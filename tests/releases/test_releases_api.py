@@ -307,7 +307,9 @@ def test_racing_transitions_make_one_gap_free_chain(app, issue_key, backend):
         codes = list(pool.map(activate, range(6)))
     assert codes == [201] * 6
     with app.extensions["gate"].ledger.engine.connect() as connection:
-        seqs = [r[0] for r in connection.execute(select(release_events.c.seq).order_by(release_events.c.seq))]
+        seqs = [r[0] for r in connection.execute(select(release_events.c.seq)  # the key's grant is another chain
+                                                 .where(release_events.c.rulebook_id != "@api-keys")
+                                                 .order_by(release_events.c.seq))]
     assert seqs == [1, 2, 3, 4, 5, 6]
     history = author.status().json["history"]
     assert all(e["previous_event_hash"] == p["event_hash"] for p, e in pairwise(history))
