@@ -167,3 +167,22 @@ def test_the_holder_is_signed_in_the_principal_and_read_back_by_the_fold():
         with pytest.raises(ValueError) as refused:
             E.build_event(ReleaseState("rb"), asked, E.EventInputs(SCOPE, principal=wrong, governance_seq=0), SIGNER)
         assert str(refused.value) == "the event's actor and holder must be its principal's"
+
+
+def test_a_history_where_one_holder_approved_its_own_request_fails():
+    from gate.principals import Principal
+
+    ann, bob = "person:https://id.example#ann", "person:https://id.example#bob"
+    state, events = ReleaseState("rb"), []
+    for action, principal in (
+        (Action("activate", "key-a", AT, V1, approval_expires_at="2026-12-01T00:00:00.000Z", holder=ann),
+         Principal.api_key("key-a", ann)),
+        (Action("approve", "key-b", AT, V1, request_seq=1, holder=bob), Principal.api_key("key-b", bob)),
+    ):
+        event, state = E.build_event(state, action, E.EventInputs(SCOPE, principal=principal, governance_seq=0), SIGNER)
+        events.append(event)
+    assert E.verify_history(events, ANCHORS).valid and state.active == V1
+    events[1]["principal"]["holder"] = ann  # the approval re-stated as Ann's second key, signed again
+    _rehash(events[1])
+    assert E.verify_history(events, ANCHORS).problems == (
+        "event 2: the state machine refuses this action (RELEASE_SELF_APPROVAL)",)
