@@ -195,10 +195,8 @@ def _approval_problems(closing: Mapping[str, Any], votes: Sequence[Mapping[str, 
         problems.append("one holder approved twice")
     if len(set(holders)) < needed:
         problems.append(f"approved by {len(set(holders))} distinct holder(s), the quorum needs {needed}")
-    requester = closing.get("requested_by")
-    stated = closing.get(OPTIONAL_MEMBER)
-    requester_holder = holder_id(requester, stated if isinstance(stated, str) else None) \
-        if isinstance(requester, str) else None
+    requester = closing.get("requested_by")  # its requested_holder was checked with the event's members
+    requester_holder = holder_id(requester, closing.get(OPTIONAL_MEMBER)) if isinstance(requester, str) else None
     if closing.get("four_eyes") is not False and not all(is_distinct_approver(h, (requester_holder,)) for h in holders):
         problems.append("approved by the holder that asked for the action (four eyes)")
     return problems

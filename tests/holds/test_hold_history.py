@@ -320,6 +320,12 @@ def test_a_quorum_and_four_eyes_count_holders_not_keys():
     assert hold_events_problems(record, _pair(ann_a, Principal.api_key("key_caller")), ANCHORS) == [
         "approved by the holder that asked for the action (four eyes)"]
     assert hold_events_problems(record, _pair(ann_a, bob, requester_holder="service:crm"), ANCHORS) == []
+    # A closing that names no requester (never written by the gate) names no four-eyes breach, and never raises.
+    nobody = _pair(ann_a, bob)
+    for event in nobody:
+        event["requested_by"] = None
+    nobody[1]["votes"] = [_resealed(nobody[:1])[0]["event_hash"]]
+    assert hold_events_problems(record, _resealed(nobody), ANCHORS) == []
 
 
 def test_requested_holder_is_written_only_when_stated_and_checked_when_present():
