@@ -964,3 +964,15 @@ def test_an_approval_stored_before_holders_counts_as_its_keys_own(desk):
     assert holds_module._approval_holder({"actor": "key_old", "holder": None}) == "key:key_old"
     assert holds_module._requester_holder({"requested_by": "key_c", "requested_holder": None}) == "key:key_c"
     assert holds_module._requester_holder({"requested_by": "key_c"}) == "key:key_c"
+
+
+def test_an_approval_that_does_not_close_lists_no_earlier_votes(desk):
+    desk.set_policy(policy({"default": queue(quorum="all", members=[REVIEWER.id, SECOND.id, THIRD.id])}))
+    record = desk.held()
+    first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)["event"]
+    step, _move, name = desk.service._vote_step(desk.row(record["decision_id"]), SECOND, Vote("approve", "OK", None))
+    assert (step.outcome, step.votes, step.approvals_needed, name) == (None, (), None, "hold.voted")
+    second = desk.service.resolve(SCOPE, SECOND, RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (second["outcome"], second["votes"]) == (None, [])
+    third = desk.service.resolve(SCOPE, THIRD, RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (third["outcome"], third["votes"]) == ("approved", [first["event_hash"], second["event_hash"]])

@@ -186,3 +186,16 @@ def test_a_history_where_one_holder_approved_its_own_request_fails():
     _rehash(events[1])
     assert E.verify_history(events, ANCHORS).problems == (
         "event 2: the state machine refuses this action (RELEASE_SELF_APPROVAL)",)
+
+
+def test_an_event_with_a_principal_states_its_override_or_none():
+    from gate.principals import Principal
+
+    key = Principal.api_key("key-a")
+    plain, _ = E.build_event(ReleaseState("rb"), Action("activate", "key-a", AT, V1),
+                             E.EventInputs(SCOPE, principal=key, governance_seq=0), SIGNER)
+    assert "override" in plain and plain["override"] is None
+    forced, _ = E.build_event(ReleaseState("rb"), Action("activate", "key-a", AT, V1),
+                              E.EventInputs(SCOPE, "halted in error", principal=key, governance_seq=0,
+                                            override=E.OVERRIDE_HALT), SIGNER)
+    assert (forced["override"], forced["reason"]) == ("guardrail_halt", "halted in error")
