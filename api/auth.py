@@ -97,6 +97,7 @@ class Authenticator:
             rate_limit=row["rate_limit"] if row["rate_limit"] is not None else plan["rate_limit"],
             monthly_cap=row["monthly_cap"] if row["monthly_cap"] is not None else plan["monthly_cap"],
             permissions=_permissions(row.get("permissions")),
+            holder=row.get("holder"),
         )
 
 

@@ -70,7 +70,7 @@ def _app(home: Path):
     settings = Settings.from_env(env)
     app = create_app(settings)
     key = create_key(settings, "bench", "growth", 100_000_000, 100_000_000, None,
-                     "decide,publish,release,approve,admin")["api_key"]
+                     "decide,publish,release,approve,admin", "service:bench")["api_key"]
     return app, key
 
 

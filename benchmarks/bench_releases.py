@@ -42,7 +42,7 @@ def _app(home: Path):
     generate_keyring(home / "signing-keys.json", "2026-11-24T00:00:00.000Z")
     settings = Settings.from_env({"GATE_HOME": str(home)})
     app = create_app(settings)
-    key = create_key(settings, "bench", "scale", 10**8, 10**9, None, ALL)["api_key"]
+    key = create_key(settings, "bench", "scale", 10**8, 10**9, None, ALL, "service:bench")["api_key"]
     return app, key
 
 

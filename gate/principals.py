@@ -7,6 +7,14 @@ canary, and the clock is the gate expiring or escalating a hold whose time came.
 Two principals are the same person exactly when their ids are equal; the display name is for
 display only and never compared.
 
+Every principal acts for a **holder** (issue 52): who answers for it when approvals are counted.
+A person, the operator, the guardrail and the clock are their own holders (their `actor`). An API
+key belongs to the holder stated when it was created (`gate keys create --holder`): a person
+`person:<issuer>#<subject>`, a named service `service:<name>` or the operator `operator:<login>`;
+a key created before holders existed (none stated) is its own holder, `key:<key id>`. Four eyes,
+quorums and the two-person rule count distinct holders, never keys: `is_distinct_approver` is the
+one rule every safeguard asks (docs/releases.md, docs/holds.md).
+
 The API, the CLI and the workbench's sign-in all build their principals here (docs/releases.md,
 "Who may do what"). Pure core: stdlib only.
 """
@@ -41,6 +49,8 @@ _OPERATOR_PREFIX = "operator:"
 _PERSON_PREFIX = "person:"
 _GUARDRAIL_ID = "guardrail"
 _CLOCK_ID = "clock"
+SERVICE_HOLDER_PREFIX = "service:"
+KEY_HOLDER_PREFIX = "key:"  # the implicit holder of a key created before holders (key:<key id>)
 _MAX_TEXT = 512
 
 
@@ -62,13 +72,14 @@ class Principal:
     issuer: str | None = None
     subject: str | None = None
     display_name: str | None = None
+    holder: str | None = None  # an API key's stated holder (parse_holder); None: a key of none, key:<id>
 
     def __post_init__(self) -> None:
         _check(self)
 
     @classmethod
-    def api_key(cls, key_id: str) -> Principal:
-        return cls(KIND_API_KEY, _text(key_id, "key id"))
+    def api_key(cls, key_id: str, holder: str | None = None) -> Principal:
+        return cls(KIND_API_KEY, _text(key_id, "key id"), holder=None if holder is None else parse_holder(holder))
 
     @classmethod
     def person(cls, issuer: str, subject: str, display_name: str | None = None) -> Principal:
@@ -97,11 +108,17 @@ class Principal:
             return _PERSON_PREFIX + self.id
         return self.id
 
+    @property
+    def holder_id(self) -> str:
+        """The holder this principal acts for (see the module's text)."""
+        return holder_id(self.actor, self.holder)
+
     def to_json(self) -> dict[str, str]:
-        """{"kind", "id"} plus "issuer", "subject", "display_name" for persons (members that are
-        None are left out). Written as an event's signed `principal` member."""
+        """{"kind", "id"} plus "issuer", "subject", "display_name" for persons and "holder" for a
+        key with a stated one (members that are None are left out, so an event written before
+        holders states exactly what it stated). Written as an event's signed `principal` member."""
         out = {"kind": self.kind, "id": self.id}
-        for name in ("issuer", "subject", "display_name"):
+        for name in ("issuer", "subject", "display_name", "holder"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -112,7 +129,7 @@ class Principal:
         """The principal a `to_json` value states; ValueError on anything malformed."""
         if not isinstance(value, dict):
             raise ValueError("a principal must be a JSON object")
-        allowed = {"kind", "id", "issuer", "subject", "display_name"}
+        allowed = {"kind", "id", "issuer", "subject", "display_name", "holder"}
         unknown = sorted(set(value) - allowed)
         if unknown:
             raise ValueError(f"a principal has unknown members: {', '.join(map(str, unknown))}")
@@ -120,7 +137,7 @@ class Principal:
         if kind not in KINDS:
             raise ValueError(f"a principal's kind must be one of {', '.join(KINDS)}")
         return cls(kind, value.get("id"), value.get("issuer"), value.get("subject"),  # type: ignore[arg-type]
-                   value.get("display_name"))
+                   value.get("display_name"), value.get("holder"))
 
 
 def _check(principal: Principal) -> None:
@@ -128,6 +145,10 @@ def _check(principal: Principal) -> None:
     if principal.kind not in KINDS:
         raise ValueError(f"a principal's kind must be one of {', '.join(KINDS)}")
     _text(principal.id, "id")
+    if principal.holder is not None:
+        if principal.kind != KIND_API_KEY:
+            raise ValueError("only an API key states a holder (any other principal is its own)")
+        parse_holder(principal.holder)
     if principal.kind == KIND_PERSON:
         issuer, subject = _text(principal.issuer, "issuer"), _text(principal.subject, "subject")
         if principal.display_name is not None:
@@ -149,6 +170,39 @@ def _check(principal: Principal) -> None:
         principal.id.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or principal.id in (_GUARDRAIL_ID, _CLOCK_ID)
     ):
         raise ValueError("an API key id cannot look like an operator, a person, the guardrail or the clock")
+
+
+def parse_holder(value: object) -> str:
+    """A holder a key may be created for: `person:<issuer>#<subject>`, `service:<name>` or
+    `operator:<login>` (printable, at most 512 characters), or ValueError. `key:<id>` is never
+    stated: it is what a key of no stated holder is."""
+    text = _text(value, "holder")
+    if text.startswith(_PERSON_PREFIX):
+        issuer, mark, subject = text[len(_PERSON_PREFIX):].partition("#")
+        if issuer and mark and subject:
+            return text
+    for prefix in (SERVICE_HOLDER_PREFIX, _OPERATOR_PREFIX):
+        if text.startswith(prefix) and len(text) > len(prefix):
+            return text
+    raise ValueError("a holder is person:<issuer>#<subject>, service:<name> or operator:<login>")
+
+
+def holder_id(actor: str, holder: str | None = None) -> str:
+    """The holder an event's `actor` acted for: the `holder` its key states; else a person, the
+    operator, the guardrail and the clock are their own, and an API key of no stated holder is
+    `key:<key id>` (what every key created before holders is, so old histories keep their rules)."""
+    if holder is not None:
+        return holder
+    if actor.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or actor in (_GUARDRAIL_ID, _CLOCK_ID):
+        return actor
+    return KEY_HOLDER_PREFIX + actor
+
+
+def is_distinct_approver(holder: str, others: Iterable[str | None]) -> bool:
+    """THE rule of four eyes, quorums and the two-person rule: a holder approves only when it is
+    none of `others` (the requester, the earlier approvers; None stands for nobody). Compare
+    holders (`holder_id`), never keys: a person's second key is the same approver."""
+    return all(holder != other for other in others)
 
 
 def permissions_of(roles: Iterable[str]) -> frozenset[str]:

@@ -16,17 +16,18 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.errors import GateError
-from gate.keys.apikeys import new_api_key, parse_permissions, permissions_text
+from gate.keys.apikeys import HOLDER_REQUIRED, new_api_key, parse_permissions, permissions_text
 from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
+from gate.principals import holder_id, parse_holder
 from gate.services.root import signing_setup
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
-from gate_cli.context import CliError, load_settings, now, open_ledger, prepare_home, refusal_text
+from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
 from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
@@ -42,6 +43,9 @@ from gate_cli.sweep_cmd import add_sweep_parser
 from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
+if TYPE_CHECKING:
+    from gate.services.keys import KeyService
+
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
 CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
@@ -51,12 +55,15 @@ CORE_ONLY_COMMANDS = ("verify", "rulebook", "checkpoint")
 
 
 def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None, monthly_cap: int | None,
-               label: str | None = None, permissions: str | None = None) -> dict[str, Any]:
-    """Create an API key; returns the one-time JSON (the key itself is never stored)."""
+               label: str | None = None, permissions: str | None = None,
+               holder: str | None = None) -> dict[str, Any]:
+    """Create an API key; returns the one-time JSON (the key itself is never stored). A key that
+    may act on production or governance (HOLDER_REQUIRED) names its holder (issue 52)."""
     try:
         granted = parse_permissions(permissions)
     except ValueError as exc:
         raise SystemExit(f"gate: --permissions: {exc}") from None
+    stated = _holder(holder, granted)
     if plan not in settings.plans:
         raise SystemExit(f"gate: unknown plan {plan!r}; known plans: {', '.join(sorted(settings.plans))}")
     for name, value in (("--rate-limit", rate_limit), ("--monthly-cap", monthly_cap)):
@@ -66,7 +73,8 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         raise SystemExit("gate: --scope must be 1 to 120 characters")
     key = new_api_key()
     created_at = now()
-    open_ledger(settings).insert_api_key(
+    grant = key_service(settings).create(
+        operator(),
         {
             "key_id": key.key_id,
             "key_hash": key.key_hash,
@@ -78,7 +86,8 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
             "label": label,
             "created_at": created_at,
             "permissions": permissions_text(granted) if permissions is not None else None,
-        }
+            "holder": stated,
+        },
     )
     limits = settings.plans[plan]
     return {
@@ -90,35 +99,64 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         "monthly_cap": monthly_cap if monthly_cap is not None else limits["monthly_cap"],
         "created_at": created_at,
         "permissions": permissions_text(granted),
+        "holder": holder_id(key.key_id, stated),
+        "grant_seq": grant["seq"] if grant is not None else None,  # its signed event in the scope's key chain
         "note": "store this key now: only its hash is kept",
     }
+
+
+def key_service(settings: Settings) -> KeyService:
+    """The key chain's service over the local ledger, signing with the receipt key (issue 52)."""
+    from gate.services.keys import KeyService
+
+    return KeyService(open_ledger(settings), signing_setup(settings))
+
+
+def _holder(holder: str | None, granted: frozenset[str]) -> str | None:
+    """The holder a new key is stored with: checked; required for a key that may act on
+    production or governance (its approvals and votes are counted by holder)."""
+    if holder is None:
+        if granted & HOLDER_REQUIRED:
+            raise SystemExit(f"gate: --holder is required for a key with {', '.join(sorted(granted & HOLDER_REQUIRED))} "
+                             "(person:<issuer>#<subject>, service:<name> or operator:<login>)")
+        return None
+    try:
+        return parse_holder(holder)
+    except ValueError as exc:
+        raise SystemExit(f"gate: --holder: {exc}") from None
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
     settings = load_settings()
     if args.keys_command == "create":
         result = create_key(settings, args.scope, args.plan, args.rate_limit, args.monthly_cap, args.label,
-                            args.permissions)
+                            args.permissions, args.holder)
         if args.json:
             print(json.dumps(result))
         else:
             print(f"API key (shown once): {result['api_key']}")
             print(f"key_id {result['key_id']}  scope {result['scope']}  plan {result['plan']}  "
-                  f"rate {result['rate_limit']}/min  cap {result['monthly_cap']}/month")
+                  f"rate {result['rate_limit']}/min  cap {result['monthly_cap']}/month  holder {result['holder']}")
         return 0
     if args.keys_command == "list":
         rows = open_ledger(settings).list_api_keys()
-        public = [{k: v for k, v in row.items() if k != "key_hash"} for row in rows]
+        public = [{**{k: v for k, v in row.items() if k != "key_hash"},
+                   "holder": holder_id(row["key_id"], row.get("holder"))} for row in rows]
         if args.json:
             print(json.dumps(public))
         else:
             for row in public:
                 print(f"{row['key_id']}  {row['status']:8}  scope={row['scope']}  plan={row['plan']}  "
-                      f"permissions={row.get('permissions') or 'decide'}")
+                      f"permissions={row.get('permissions') or 'decide'}  holder={row['holder']}")
+        return 0
+    if args.keys_command == "history":
+        print(json.dumps(key_service(settings).history_document(args.scope), indent=2))
         return 0
     if args.keys_command in ("disable", "enable"):
         status = "disabled" if args.keys_command == "disable" else "active"
-        if not open_ledger(settings).set_api_key_status(args.key_id, status, now()):
+        done = (key_service(settings).enable(operator(), args.key_id)[0] if status == "active"
+                else open_ledger(settings).set_api_key_status(args.key_id, status, now()))
+        if not done:
             print(f"gate: no API key {args.key_id}", file=sys.stderr)
             return 1
         print(f"{args.key_id} {status}")
@@ -212,7 +250,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     retired = retire_demo_keys(settings)
     # The growth plan: the walkthrough, the four policy reports and a few packets fit its cost
     # window (360 units a minute); a starter key (60) answered 429 to the reports after step 7.
-    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL, "decide,publish,release,approve,admin")
+    key = create_key(settings, DEMO_SCOPE, "growth", None, None, DEMO_KEY_LABEL, "decide,publish,release,approve,admin",
+                     DEMO_KEY_HOLDER)
     banner = [f"Decision Gate demo (embedded SQLite ledger at {settings.database_url})"]
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
@@ -225,6 +264,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 DEMO_SCOPE = "demo"
 DEMO_KEY_LABEL = "demo key"
+DEMO_KEY_HOLDER = "service:demo"
 
 
 def retire_demo_keys(settings: Settings) -> int:
@@ -308,6 +348,10 @@ def _add_keys_parser(sub: Subparsers) -> None:
     k.add_argument("--permissions", default=None,
                    help="comma-separated rights among decide,publish,release,approve,admin (default: decide "
                         "only, today's rights; admin changes the release policy; docs/releases.md)")
+    k.add_argument("--holder", default=None,
+                   help="who the key belongs to: person:<issuer>#<subject>, service:<name> or operator:<login>; "
+                        "required with release, approve, resolve or admin (approvals count holders, not keys); "
+                        "default for other keys: the key is its own holder, key:<key_id> (docs/releases.md)")
     k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)
@@ -315,6 +359,9 @@ def _add_keys_parser(sub: Subparsers) -> None:
     for name in ("disable", "enable"):
         k = ksub.add_parser(name, help=f"{name} an API key", formatter_class=HelpFormatter)
         k.add_argument("key_id", help="key_… id from `gate keys list`")
+    k = ksub.add_parser("history", help="the scope's signed key chain: every key created or enabled with release, "
+                        "approve, resolve or admin, by whom (JSON for `gate verify`)", formatter_class=HelpFormatter)
+    k.add_argument("--scope", required=True, help="the tenant whose key chain to print")
     k = ksub.add_parser("signing-init", help="generate the Ed25519 signing keyring", formatter_class=HelpFormatter,
                         description="Write a new keyring at GATE_SIGNING_KEY_FILE; a running server picks it up "
                                     "within GATE_SIGNING_KEY_CHECK_MS, no restart.")

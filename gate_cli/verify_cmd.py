@@ -32,6 +32,7 @@ from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.releases.events import verify_history
+from gate.releases.key_grants import verify_key_grants
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
     SOURCE_KEY_REGISTRY_URL,
@@ -160,6 +161,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             return _verify_hold_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
         if record.get("release_history_version") is not None:
             return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
+        if record.get("api_key_grants_version") is not None:
+            return _verify_key_grants(record, anchors, args.json)
         packet = is_packet(record)
         held = _checkpoint_log(args.checkpoints)
         if held is not None and not packet:
@@ -229,6 +232,27 @@ def _approvers(change: dict[str, Any]) -> str:
     if change.get("action") == "policy_approve":
         return f", requested by {change.get('requested_by')}, approved by {' and '.join(approved)}"
     return f", approved by {' and '.join(approved)}"
+
+
+def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
+    """A scope's key chain (`gate keys history`, gate.releases.key_grants): every grant of a key
+    that acts on production, its holder and who made it. Verified needs a trusted key."""
+    check = verify_key_grants(document, None if anchors.empty else anchors)
+    verified = check.valid and not anchors.empty
+    if as_json:
+        print(json.dumps({"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
+                          **check.to_json()}, indent=2))
+        return 0 if verified else 1
+    print(f"key chain of scope {str(document.get('scope_hash'))[:16]}…: {'VERIFIED' if verified else 'NOT VERIFIED'}"
+          f" ({check.events} grants)")
+    print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
+    print(f"  authenticity {'valid' if verified else 'NOT PROVEN (no trusted key)' if check.valid else 'INVALID'}")
+    for grant in check.grants:
+        print(f"  grant {grant['seq']} {grant['created_at']} {grant['action']} {grant['api_key_id']} of {grant['holder']}"
+              f" ({grant['permissions']}) by {grant['actor']}")
+    if check.problem is not None:
+        print(f"  {check.problem}")
+    return 0 if verified else 1
 
 
 def _policy_delta(change: dict[str, Any]) -> str:

@@ -191,12 +191,20 @@ def client(app):
 @pytest.fixture
 def issue_key(gate_env):
     """Create an API key the way `gate keys create` does; returns its one-time JSON."""
+    from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions
     from gate.settings import Settings
     from gate_cli.main import create_key
 
+    made = iter(range(1, 1_000_000))
+
     def factory(scope: str = "tenant_a", plan: str = "starter", rate_limit: int | None = 10_000,
-                monthly_cap: int | None = None, permissions: str | None = None) -> dict:
-        return create_key(Settings.from_env(gate_env), scope, plan, rate_limit, monthly_cap, None, permissions)
+                monthly_cap: int | None = None, permissions: str | None = None, holder: str | None = None) -> dict:
+        # A key that must name its holder gets one of its own unless the test states one, so
+        # two such keys stay two holders (the tests of one holder's two keys state it).
+        if holder is None and parse_permissions(permissions) & HOLDER_REQUIRED:
+            holder = f"service:test-key-{next(made)}"
+        return create_key(Settings.from_env(gate_env), scope, plan, rate_limit, monthly_cap, None, permissions,
+                          holder)
 
     return factory
 

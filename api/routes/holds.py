@@ -23,7 +23,7 @@ from gate.services.holds import HoldService
 
 routes = Routes("holds", __name__)
 _HOLD = "/api/holds/{decision_id}"
-_HOLD_KEYED = {401: "missing or invalid key", 403: "key lacks resolve (or, under four eyes, asked for the action)"}
+_HOLD_KEYED = {401: "missing or invalid key", 403: "key lacks resolve (or, under four eyes, its holder asked for the action)"}
 _HOLD_ERRORS = AUTH_ERRORS + ("HOLD_NOT_FOUND", "LEDGER_UNAVAILABLE")
 _HOLD_STEP_ERRORS = BODY_ERRORS + _HOLD_ERRORS + (
     "HOLD_PERMISSION_DENIED", "HOLD_FOUR_EYES", "HOLD_NOT_A_MEMBER", "HOLD_ALREADY_RESOLVED", "HOLD_ALREADY_VOTED",

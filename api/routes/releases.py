@@ -102,7 +102,7 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
     "x-idempotency-key.", True,
     {200: "{ok, created: false, event, state} replayed", 201: "{ok, created: true, event, state}",
      400: "malformed action", 401: "missing or invalid key",
-     403: "permission, or a principal approving its own request",
+     403: "permission, or a holder approving its own request (with any of its keys)",
      404: "rulebook, version or pending request not found",
      409: "the release state or policy refuses the action (a halted version, a missing dry-run), or "
           "another body under the key",
@@ -135,11 +135,12 @@ def release_action(caller: Caller, rulebook_id: str) -> Response:
 
 
 def principal_of(caller: Caller) -> Principal:
-    """The principal an API key acts as: its key id (never a name the request carries)."""
+    """The principal an API key acts as: its key id and the holder stored with the key (never a
+    name the request carries)."""
     try:
-        return Principal.api_key(caller.key_id)
-    except ValueError:
-        raise GateError("RELEASE_PERMISSION_DENIED", "this API key's id cannot act on releases",
+        return Principal.api_key(caller.key_id, caller.holder)
+    except ValueError:  # fail closed: a stored id or holder this build cannot read acts on nothing
+        raise GateError("RELEASE_PERMISSION_DENIED", "this API key's id or holder cannot act on releases",
                         permission="release") from None
 
 
@@ -152,7 +153,7 @@ def principal_of(caller: Caller) -> Principal:
     Endpoint(
         "put", "/api/decision/release-policy", "State the scope's whole release policy (every member of "
         "ReleasePolicy; a missing one is a 400 naming it). Needs `admin`. A signed policy event; while "
-        "approvals are required a weakening change is a request (202) a second principal approves.", True,
+        "approvals are required a weakening change is a request (202) a second holder approves.", True,
         {200: "{ok, policy, pending, governance_seq, event} (event null: nothing changed)",
          202: "{ok, policy, pending, governance_seq, event}: the change waits for approval",
          400: "malformed or incomplete policy", 401: "missing or invalid key", 403: "key lacks admin",
@@ -196,7 +197,7 @@ def release_policy(caller: Caller) -> Response:
     "request `{request_seq, reason?}`: applies it as a signed policy event. Needs `approve`; never the "
     "requester.", True,
     {200: "{ok, policy, pending, governance_seq, event}", 400: "malformed body",
-     401: "missing or invalid key", 403: "key lacks approve, or approves its own request",
+     401: "missing or invalid key", 403: "key lacks approve, or its holder approves its own request",
      404: "no such pending request", 409: "the policy changed since the request",
      413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS + AUTH_ERRORS + ("RELEASE_POLICY_INVALID", "RELEASE_PERMISSION_DENIED",

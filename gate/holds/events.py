@@ -11,9 +11,11 @@ event (gate.releases.sealing), so the same trust anchors verify both offline.
 
 A closing approval states what it rests on: the quorum's `approvals_needed`, the hashes of the
 earlier approving votes (`votes`), `four_eyes` and the principal that asked for the action
-(`requested_by`). `hold_events_problems` checks a decision's events with no database: each
+(`requested_by`, and `requested_holder` when that key states a holder: issue 52).
+Every vote's `principal` states its key's holder when it has one; the quorum and four eyes count
+distinct holders (gate.principals.is_distinct_approver), never keys. `hold_events_problems` checks a decision's events with no database: each
 event's hash, signature and binding, their order, at most one close and only at the end, that an
-approval has as many distinct approving principals as it needs, none of them the requester under
+approval has as many distinct approving holders as it needs, none of them the requester's under
 four eyes, and that an expiry never reads as approval. `verify_resolution` is the caller's check
 of one resolution before it proceeds.
 
@@ -38,7 +40,7 @@ from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
-from gate.principals import Principal
+from gate.principals import Principal, holder_id, is_distinct_approver, parse_holder
 from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal
 from gate.releases.sealing import signature_problem as chain_signature_problem
 from gate.vocabulary import SIG_HMAC_SHA256
@@ -69,6 +71,8 @@ EVENT_MEMBERS = ("hold_event_version", "scope_hash", "seq", "previous_event_hash
                  "priority", "deadline_at", "outcome", "approvals_needed", "votes", "four_eyes", "requested_by",
                  "policy")
 
+OPTIONAL_MEMBER = "requested_holder"  # the requester key's stated holder, present only when it states one
+
 
 @dataclass(frozen=True, slots=True)
 class Step:
@@ -91,6 +95,7 @@ class Step:
     four_eyes: bool | None = None
     requested_by: str | None = None
     policy: Mapping[str, Any] | None = None
+    requested_holder: str | None = None  # written only when stated (events before holders lack it)
 
 
 def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: str | None,
@@ -107,8 +112,19 @@ def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: s
         "approvals_needed": step.approvals_needed, "votes": list(step.votes), "four_eyes": step.four_eyes,
         "requested_by": step.requested_by, "policy": dict(step.policy) if step.policy is not None else None,
     }
+    if step.requested_holder is not None:
+        event["requested_holder"] = step.requested_holder
     seal(event, signer)
     return event
+
+
+_MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+
+
+def members_hold(event: Mapping[str, Any]) -> bool:
+    """An event has exactly hold_event_v1's members, `requested_holder` allowed beside them."""
+    members = frozenset(map(str, event))
+    return members == _MEMBERS or members == _MEMBERS | {OPTIONAL_MEMBER}
 
 
 def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
@@ -206,9 +222,7 @@ def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors 
     if not isinstance(event, Mapping):
         return ["a hold event must be a JSON object"]
     problems = []
-    members = set(map(str, event))
-    expected = set(EVENT_MEMBERS) | set(SIGNATURE_MEMBERS)
-    if members != expected:
+    if not members_hold(event):
         problems.append("members differ from hold_event_v1's")
     if event.get("hold_event_version") != HOLD_EVENT_VERSION:
         problems.append(f"hold_event_version must be {HOLD_EVENT_VERSION}")
@@ -226,11 +240,21 @@ def event_problems(event: Any, record: Mapping[str, Any], anchors: TrustAnchors 
             problems.append("actor is not its principal's")
     except ValueError as exc:
         problems.append(f"principal is malformed ({exc})")
+    if OPTIONAL_MEMBER in event:
+        try:
+            parse_holder(event[OPTIONAL_MEMBER])
+        except ValueError as exc:
+            problems.append(f"requested_holder is malformed ({exc})")
     return problems
 
 
+def _holder(event: Mapping[str, Any]) -> str:
+    """The holder a (checked) vote's principal acted for."""
+    return Principal.from_json(event.get("principal")).holder_id
+
+
 def _approval_problems(closing: Mapping[str, Any], votes: Sequence[Mapping[str, Any]]) -> list[str]:
-    """A closing approval's quorum: enough distinct approving principals, all listed, none the requester."""
+    """A closing approval's quorum: enough distinct approving holders, all listed, none the requester's."""
     needed = closing.get("approvals_needed")
     if type(needed) is not int or needed < 1:
         return ["an approval must state approvals_needed (at least 1)"]
@@ -238,14 +262,16 @@ def _approval_problems(closing: Mapping[str, Any], votes: Sequence[Mapping[str, 
     listed = closing.get("votes")
     if not isinstance(listed, list) or listed != [v.get("event_hash") for v in approving[:-1]]:
         return ["an approval's votes must list the hashes of the earlier approving votes, in order"]
-    actors = [v.get("actor") for v in approving]
+    holders = [_holder(v) for v in approving]
     problems = []
-    if len(set(actors)) != len(actors):
-        problems.append("one principal approved twice")
-    if len(set(actors)) < needed:
-        problems.append(f"approved by {len(set(actors))} distinct principal(s), the quorum needs {needed}")
-    if closing.get("four_eyes") is not False and closing.get("requested_by") in actors:
-        problems.append("approved by the principal that asked for the action (four eyes)")
+    if any(not is_distinct_approver(h, holders[:i]) for i, h in enumerate(holders)):
+        problems.append("one holder approved twice")
+    if len(set(holders)) < needed:
+        problems.append(f"approved by {len(set(holders))} distinct holder(s), the quorum needs {needed}")
+    requester = closing.get("requested_by")  # its requested_holder was checked with the event's members
+    requester_holder = holder_id(requester, closing.get(OPTIONAL_MEMBER)) if isinstance(requester, str) else None
+    if closing.get("four_eyes") is not False and not all(is_distinct_approver(h, (requester_holder,)) for h in holders):
+        problems.append("approved by the holder that asked for the action (four eyes)")
     return problems
 
 

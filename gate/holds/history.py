@@ -44,7 +44,6 @@ from gate.chain.event_witness import hold_chain_id, witness_problems
 from gate.errors import GateError
 from gate.holds.events import (
     ACTIONS,
-    EVENT_MEMBERS,
     HEAD_MEMBERS,
     HOLD_EVENT_VERSION,
     HOLD_HEAD_VERSION,
@@ -52,6 +51,7 @@ from gate.holds.events import (
     OUTCOMES,
     fingerprint_problem,
     hold_events_problems,
+    members_hold,
     signature_problem,
 )
 from gate.holds.policy import HoldPolicy
@@ -62,7 +62,6 @@ from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-_MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
 _HEAD_MEMBERS = frozenset(HEAD_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
 
 
@@ -104,7 +103,7 @@ def _document_problem(document: Any) -> str | None:
 
 def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
     """The event's members, version, action and principal."""
-    if set(map(str, event)) != _MEMBERS:
+    if not members_hold(event):
         return f"{where}: members differ from {HOLD_EVENT_VERSION}'s"
     if event.get("hold_event_version") != HOLD_EVENT_VERSION:
         return f"{where}: hold_event_version must be {HOLD_EVENT_VERSION}"

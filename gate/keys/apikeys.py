@@ -50,6 +50,9 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 # votes on the scope's held actions (docs/holds.md).
 PERMISSIONS = ("decide", "publish", "release", "approve", "resolve", "admin")
 DEFAULT_PERMISSIONS = frozenset({"decide"})
+# A key with any of these acts on production or governance: it is created for a stated holder
+# (issue 52, gate.principals), since approvals, votes and four eyes count holders, not keys.
+HOLDER_REQUIRED = frozenset({"release", "approve", "resolve", "admin"})
 
 
 def parse_permissions(text: str | None) -> frozenset[str]:

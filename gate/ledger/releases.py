@@ -2,7 +2,8 @@
 `release_policies`; migration 0010). The release chain of one `(scope, rulebook_id)` is gap-free:
 an event is inserted as `seq = head + 1` under the primary key, so of two racing transitions one
 wins and the other is retried on the new head by the service. A scope's release-policy changes
-are a chain of the same table under the reserved id `GOVERNANCE_ID` (issue 42); `release_policies`
+are a chain of the same table under the reserved id `GOVERNANCE_ID` (issue 42), the grants of
+keys that act on production under `KEY_GRANTS_ID` (issue 52); `release_policies`
 holds only the policy a scope stored before its first change."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, case, func, insert, select
+from sqlalchemy import and_, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gate.chain.event_witness import ChainWitness, governance_chain_id, release_chain_id
@@ -19,12 +20,19 @@ from gate.chain.links import scope_hash
 from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
-from gate.ledger.tables import outcome_latest, release_decisions, release_events, release_policies
+from gate.ledger.tables import api_keys, outcome_latest, release_decisions, release_events, release_policies
 from gate.releases.governance import GOVERNANCE_ID
+from gate.releases.key_grants import KEY_GRANTS_ID
+
+_RESERVED = (GOVERNANCE_ID, KEY_GRANTS_ID)  # chains of the table that are no release
 
 
 class ReleaseRace(Signal):
     """Internal: a concurrent transition took this sequence number; re-read the head and retry."""
+
+
+class _NoSuchKey(Signal):
+    """Internal: the key a grant enables is not there; its transaction is rolled back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,27 @@ class ReleaseLedger:
         if self.witness is not None:
             self.witness.publish(chain_id, [*hashes, row["event_hash"]])
 
+    def append_key_grant(self, row: dict[str, Any], key_row: dict[str, Any] | None = None,
+                         enable_key_id: str | None = None) -> bool:
+        """A key grant's event row (gate.releases.key_grants) with what it records, in one
+        transaction: the new key's row, or the key `enable_key_id` set active again (False, and
+        nothing written, when that key is not there). `ReleaseRace` when the seq was taken."""
+        try:
+            with self.ledger.write() as connection:
+                if key_row is not None:
+                    connection.execute(insert(api_keys).values(**key_row))
+                if enable_key_id is not None:
+                    moved = connection.execute(update(api_keys).where(api_keys.c.key_id == enable_key_id)
+                                               .values(status="active", disabled_at=None))
+                    if moved.rowcount != 1:
+                        raise _NoSuchKey(enable_key_id)  # rolls the transaction back
+                connection.execute(insert(release_events).values(**row))
+        except IntegrityError as exc:
+            raise ReleaseRace(str(row.get("seq"))) from exc
+        except _NoSuchKey:
+            return False
+        return True
+
     def halt_events(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
         """Every halt event of a release, however long its history (a guardrail's halt binds for good)."""
         with self.ledger.read() as connection:
@@ -122,7 +151,7 @@ class ReleaseLedger:
         with self.ledger.read() as connection:
             rows = connection.execute(
                 select(release_events.c.rulebook_id).where(release_events.c.scope == scope,
-                                                           release_events.c.rulebook_id != GOVERNANCE_ID)
+                                                           release_events.c.rulebook_id.notin_(_RESERVED))
                 .group_by(release_events.c.rulebook_id).order_by(release_events.c.rulebook_id)).all()
         return [r[0] for r in rows]
 

@@ -46,6 +46,9 @@ api_keys = Table(
     Column("disabled_at", String(32), nullable=True),
     # Comma-separated release permissions beyond decide (publish, release, approve); null = decide only.
     Column("permissions", String(200), nullable=True),
+    # Who the key belongs to (issue 52, gate.principals.parse_holder); null = a key created before
+    # holders: its own holder, key:<key_id>.
+    Column("holder", String(600), nullable=True),
 )
 
 # Monthly record usage per key; incremented in the same transaction as the record it counts.
@@ -417,7 +420,7 @@ event_stream_cursors = Table(
 # Held actions (issue 43, docs/holds.md). One row per decision whose verdict holds the action,
 # written in the decide's own transaction; its state moves only with a hold event of the same
 # transaction (`row_version` makes two racing resolutions give one). `approvals_json` lists the
-# approving votes so far ({actor, event_hash}); `facts_json` the facts a reviewer sees.
+# approving votes so far ({actor, holder, event_hash}; holder since issue 52); `facts_json` the facts a reviewer sees.
 holds = Table(
     "holds",
     metadata,
@@ -447,6 +450,8 @@ holds = Table(
     Column("resolution_seq", Integer, nullable=True),
     Column("row_version", Integer, nullable=False),
     Column("facts_json", Text, nullable=False),
+    # The deciding key's stated holder (issue 52); null: none stated (its holder is key:<requested_by>).
+    Column("requested_holder", String(600), nullable=True),
     Index("ix_holds_scope_state_deadline", "scope", "state", "deadline_at"),
     Index("ix_holds_state_deadline", "state", "deadline_at"),
     Index("ix_holds_state_escalate", "state", "escalate_at"),

@@ -88,8 +88,8 @@ def build_event(state: ReleaseState, action: Action, inputs: EventInputs,
         "state": state_member(after),
     }
     if inputs.principal is not None:  # members of issue 42; events before it lack them and still verify
-        if inputs.principal.actor != action.actor:
-            raise ValueError("the event's actor must be its principal's")
+        if (inputs.principal.actor, inputs.principal.holder) != (action.actor, action.holder):
+            raise ValueError("the event's actor and holder must be its principal's")
         event.update(principal=inputs.principal.to_json(), governance_seq=inputs.governance_seq,
                      override=inputs.override)
     seal(event, signer)
@@ -101,9 +101,12 @@ def action_of(event: Mapping[str, Any]) -> Action:
     version = None
     if isinstance(event.get("version"), str) and isinstance(event.get("rulebook_hash"), str):
         version = Version(event["version"], event["rulebook_hash"])
+    principal = event.get("principal")
+    holder = principal.get("holder") if isinstance(principal, Mapping) else None
     return Action(action=str(event.get("action")), actor=str(event.get("actor")), at=str(event.get("created_at")),
                   version=version, percent=event.get("percent"), subject=event.get("subject"),
-                  request_seq=event.get("request_seq"), approval_expires_at=event.get("approval_expires_at"))
+                  request_seq=event.get("request_seq"), approval_expires_at=event.get("approval_expires_at"),
+                  holder=holder if isinstance(holder, str) else None)
 
 
 def _version(body: Any) -> Version | None:
@@ -122,7 +125,8 @@ def state_from_member(rulebook_id: str, seq: int, head: str | None, body: Mappin
                       canary["since_seq"])
         if isinstance(canary, Mapping) else None,
         pending=tuple(Pending(p["request_seq"], p["action"], Version(p["version"], p["rulebook_hash"]),
-                              p.get("percent"), p.get("subject"), p["requested_by"], p["expires_at"])
+                              p.get("percent"), p.get("subject"), p["requested_by"], p["expires_at"],
+                              p.get("requested_holder"))
                       for p in body.get("pending") or ()),
     )
 

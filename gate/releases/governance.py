@@ -32,7 +32,7 @@ from typing import Any
 
 from gate.errors import GateError
 from gate.keys.signing import ReceiptSigner
-from gate.principals import Principal
+from gate.principals import Principal, holder_id, is_distinct_approver
 from gate.releases.model import ReleaseRefused
 from gate.releases.policy import ReleasePolicy, weakenings
 from gate.releases.sealing import chain_problem, seal
@@ -72,10 +72,11 @@ def refusal_code(setting: str, kind: str) -> str:
     return release if setting == RELEASE_POLICY else other
 
 
-def distinct_approver(requested_by: str, approver: Principal) -> bool:
-    """Whether `approver` is another principal than the one that asked: the one definition of a
-    distinct approver for every governed change (issue 52)."""
-    return approver.actor != requested_by
+def distinct_approver(request: PolicyRequest, approver: Principal) -> bool:
+    """Whether `approver` acts for another holder than the one that asked: every governed change
+    counts holders through the one rule (gate.principals.is_distinct_approver), so a second key of
+    the requester's holder is no second approver (issue 52)."""
+    return is_distinct_approver(approver.holder_id, (holder_id(request.requested_by, request.requested_holder),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +91,15 @@ class PolicyRequest:
     expires_at: str
     setting: str = RELEASE_POLICY
     weakens: tuple[str, ...] | None = field(default=None, compare=False)  # stated, derived from the two
+    requested_holder: str | None = None  # the requester key's stated holder (issue 52); None: none stated
 
     def to_json(self) -> dict[str, Any]:
+        """`requested_holder` only when one was stated: a state written before holders reads as it did."""
         weakens = self.weakens if self.weakens is not None else weakenings(self.before, self.after)
         out = {"request_seq": self.seq, "policy_before": self.before.to_json(), "policy_after": self.after.to_json(),
                "weakens": list(weakens), "requested_by": self.requested_by, "expires_at": self.expires_at}
+        if self.requested_holder is not None:
+            out["requested_holder"] = self.requested_holder
         return out if self.setting == RELEASE_POLICY else {"setting": self.setting, **out}
 
 
@@ -191,7 +196,8 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
         if action.expires_at is None:
             raise _refused(action.setting, "invalid", "a policy request states when it expires", 400)
         request = PolicyRequest(seq, action.before, action.after, action.principal.actor, action.expires_at,
-                                action.setting, row.weakenings(action.before, action.after))
+                                action.setting, row.weakenings(action.before, action.after),
+                                action.principal.holder)
         return _with_value(replace(state, pending=(*state.pending, request)), action.setting, action.before)
     if action.action == "policy_approve":
         return _approve(state, action, seq)
@@ -214,8 +220,9 @@ def _approve(state: GovernanceState, action: PolicyAction, seq: int) -> Governan
     if request is None:
         raise _refused(setting, "not_found",
                        "no pending policy request has this request_seq (it may have expired or been applied)", 404)
-    if not distinct_approver(request.requested_by, action.principal):
-        raise _refused(setting, "self", "a principal cannot approve its own request", 403)
+    if not distinct_approver(request, action.principal):
+        raise _refused(setting, "self", "a principal cannot approve its own request "
+                       "(nor another key of the same holder)", 403)
     if state.applied.get(setting, 0) > request.seq or request.before != action.before:
         raise _refused(setting, "changed", "the setting changed since this request was made: "
                        "request the change again", 409)
@@ -280,7 +287,7 @@ def state_from_event(event: Mapping[str, Any], table: Mapping[str, Safeguard] = 
         pending=tuple(PolicyRequest(p["request_seq"], _parse(table, p.get("setting", RELEASE_POLICY), p["policy_before"]),
                                     _parse(table, p.get("setting", RELEASE_POLICY), p["policy_after"]),
                                     p["requested_by"], p["expires_at"], p.get("setting", RELEASE_POLICY),
-                                    tuple(p["weakens"])) for p in body.get("pending") or ()),
+                                    tuple(p["weakens"]), p.get("requested_holder")) for p in body.get("pending") or ()),
         settings={name: _parse(table, name, value) for name, value in (body.get("settings") or {}).items()},
         applied=dict(body.get("applied") or {}))
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gate.errors import GateError
+from gate.principals import holder_id, is_distinct_approver
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
 APPROVABLE = ("canary", "activate")
@@ -72,11 +73,17 @@ class Pending:
     subject: str | None
     requested_by: str
     expires_at: str
+    requested_holder: str | None = None  # the requester key's stated holder (issue 52); None: none stated
 
     def to_json(self) -> dict[str, Any]:
-        return {"request_seq": self.seq, "action": self.action, **self.version.to_json(),
-                "percent": self.percent, "subject": self.subject, "requested_by": self.requested_by,
-                "expires_at": self.expires_at}
+        """The request as a state member states it; `requested_holder` only when one was stated,
+        so a state written before holders reads exactly as it did."""
+        out = {"request_seq": self.seq, "action": self.action, **self.version.to_json(),
+               "percent": self.percent, "subject": self.subject, "requested_by": self.requested_by,
+               "expires_at": self.expires_at}
+        if self.requested_holder is not None:
+            out["requested_holder"] = self.requested_holder
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +125,7 @@ class Action:
     subject: str | None = None
     request_seq: int | None = None
     approval_expires_at: str | None = None  # set when the scope's policy requires approval
+    holder: str | None = None  # the acting key's stated holder (issue 52); None: the actor's own
 
 
 def _need_version(action: Action) -> Version:
@@ -185,7 +193,7 @@ def transition(state: ReleaseState, action: Action, seq: int) -> ReleaseState:
         _apply(state, action, seq)  # refuse now what could never be applied
         request = Pending(seq, action.action, version, action.percent,
                           (action.subject or DEFAULT_SUBJECT) if action.action == "canary" else None,
-                          action.actor, action.approval_expires_at)
+                          action.actor, action.approval_expires_at, action.holder)
         return replace(state, pending=(*state.pending, request))
     return _apply(state, action, seq)
 
@@ -195,8 +203,10 @@ def _approve(state: ReleaseState, action: Action, seq: int) -> ReleaseState:
     if request is None:
         raise ReleaseRefused("RELEASE_APPROVAL_NOT_FOUND",
                              "no pending request has this request_seq (it may have expired or been applied)", 404)
-    if request.requested_by == action.actor:
-        raise ReleaseRefused("RELEASE_SELF_APPROVAL", "an identity cannot approve its own request", 403)
+    if not is_distinct_approver(holder_id(action.actor, action.holder),
+                                (holder_id(request.requested_by, request.requested_holder),)):
+        raise ReleaseRefused("RELEASE_SELF_APPROVAL", "an identity cannot approve its own request "
+                             "(nor another key of the same holder)", 403)
     if action.version is None or action.version != request.version:
         raise ReleaseRefused("RELEASE_APPROVAL_MISMATCH",
                              "the approval must name the requested version and its rulebook_hash", 409)

@@ -55,7 +55,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
-from gate.principals import Principal
+from gate.principals import Principal, holder_id, is_distinct_approver
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
@@ -95,7 +95,7 @@ class HoldOpener:
         return policy
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
-                facts: Any) -> list[Any]:
+                facts: Any, requested_holder: str | None = None) -> list[Any]:
         """The same-transaction writes of a held record: its row and its announcement ([] when
         the verdict does not hold the action)."""
         if record.get("verdict") != HELD_VERDICT:
@@ -103,6 +103,7 @@ class HoldOpener:
         policy = self.policy(scope)
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
         row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority, policy.four_eyes)
+        row["requested_holder"] = requested_holder  # the deciding key's stated holder (issue 52)
         link = inbox_url(self.inbox_base, scope, row["decision_id"])
         return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
 
@@ -138,7 +139,8 @@ def hold_view(row: Mapping[str, Any]) -> dict[str, Any]:
         "priority": row["priority"], "opened_at": row["opened_at"], "deadline_at": row["deadline_at"],
         "escalate_at": row["escalate_at"], "policy_id": row["policy_id"], "policy_version": row["policy_version"],
         "rule_id": row["rule_id"], "reason_code": row["reason_code"], "record_hash": row["record_hash"],
-        "requested_by": row["requested_by"], "claimed_by": row["claimed_by"], "claimed_at": row["claimed_at"],
+        "requested_by": row["requested_by"], "requested_holder": _requester_holder(row),
+        "claimed_by": row["claimed_by"], "claimed_at": row["claimed_at"],
         "approvals": json.loads(row["approvals_json"]), "approvals_needed": row["approvals_needed"],
         "require_justification": bool(row["require_justification"]), "four_eyes": bool(row["four_eyes"]),
         "resolved_at": row["resolved_at"], "resolved_by": row["resolved_by"], "facts": json.loads(row["facts_json"]),
@@ -377,13 +379,15 @@ class HoldService:
     # -- steps -------------------------------------------------------------------------------
     def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote) -> tuple[Step, dict[str, Any], str]:
         queue = self.policy(row["scope"]).queue(row["queue"])
-        if row["four_eyes"] and principal.actor == row["requested_by"]:
-            raise GateError("HOLD_FOUR_EYES", "the principal that asked for this action cannot resolve it")
+        holder = principal.holder_id
+        if row["four_eyes"] and not is_distinct_approver(holder, (_requester_holder(row),)):
+            raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
+                            "(with any of its keys)")
         if queue is not None and queue.quorum == "all" and principal.id not in queue.members:
             raise GateError("HOLD_NOT_A_MEMBER", "this queue takes votes from its members only")
         approvals = json.loads(row["approvals_json"])
-        if any(a["actor"] == principal.actor for a in approvals):
-            raise GateError("HOLD_ALREADY_VOTED", "this principal has already approved this hold")
+        if not is_distinct_approver(holder, (_approval_holder(a) for a in approvals)):
+            raise GateError("HOLD_ALREADY_VOTED", "this holder has already approved this hold (with one of its keys)")
         if row["require_justification"] and not vote.note:
             raise GateError("HOLD_RESOLUTION_INVALID", "this queue requires a written justification (note)")
         self._check_claim(row, principal)
@@ -393,7 +397,8 @@ class HoldService:
                     reason_code=vote.reason_code, note=vote.note, queue=row["queue"], outcome=outcome,
                     approvals_needed=row["approvals_needed"] if outcome == APPROVED else None,
                     votes=tuple(a["event_hash"] for a in approvals) if outcome == APPROVED else (),
-                    four_eyes=bool(row["four_eyes"]), requested_by=row["requested_by"])
+                    four_eyes=bool(row["four_eyes"]), requested_by=row["requested_by"],
+                    requested_holder=row.get("requested_holder"))
         name = "hold.resolved" if outcome else "hold.voted"
         return step, {}, name
 
@@ -522,14 +527,25 @@ class HoldService:
         return answer
 
 
+def _requester_holder(row: Mapping[str, Any]) -> str:
+    """The holder of the key that asked for a held action (its stated one, else key:<id>)."""
+    return holder_id(row["requested_by"], row.get("requested_holder"))
+
+
+def _approval_holder(approval: Mapping[str, Any]) -> str:
+    """The holder of an approving vote so far (an approval stored before holders: its actor's)."""
+    stated = approval.get("holder")
+    return stated if isinstance(stated, str) else holder_id(approval["actor"])
+
+
 def _closing_move(step: Step, row: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
     """The row's columns after the step's event: its state, or the approvals so far."""
     if step.outcome is not None:
         return {"state": step.outcome, "resolved_at": step.at, "resolved_by": step.principal.actor,
                 "resolution_seq": event["seq"]}
     if step.action == "vote" and step.vote == "approve":
-        approvals = [*json.loads(row["approvals_json"]), {"actor": step.principal.actor, "event_hash": event["event_hash"]}]
-        return {"approvals_json": json.dumps(approvals)}
+        vote = {"actor": step.principal.actor, "holder": step.principal.holder_id, "event_hash": event["event_hash"]}
+        return {"approvals_json": json.dumps([*json.loads(row["approvals_json"]), vote])}
     return {}
 
 

@@ -50,6 +50,7 @@ class Caller:
     rate_limit: int
     monthly_cap: int
     permissions: frozenset[str] = DEFAULT_PERMISSIONS
+    holder: str | None = None  # the key's stated holder (issue 52); None: a key of none, key:<key_id>
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,7 @@ class DecisionPipeline:
         the reviewer) in the same transaction (gate.services.holds). Raises
         `DuplicateIdempotencyKey` when a concurrent request claimed the key first."""
         caller = claim.caller
-        extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts)]
+        extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder)]
         if self.mirror.mirrored(caller.scope):
             extra.append(lambda connection, sealed: announce_decision(connection, caller.scope, sealed.as_dict()))
         row = decision_row(claim, record, rulebook_hash)

@@ -347,7 +347,8 @@ class ReleaseService:
         override = self._halt_override(scope, rulebook_id, state, checked, permissions)
         manifest_hash = self._dry_run_evidence(rulebook_id, policy, checked, version, now)
         action = Action(name, principal.actor, iso_ms(now), version, checked.get("percent"),
-                        checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires)
+                        checked.get("subject") if name == "canary" else None, checked.get("request_seq"), expires,
+                        holder=principal.holder)
         inputs = EventInputs(scope_hash(scope), checked.get("reason"), manifest_hash, checked.get("evidence"),
                              principal, governance.seq, override)
         event, _after = build_event(state, action, inputs, self._signer())

@@ -32,7 +32,7 @@ def gate_home(tmp_path, monkeypatch):
     settings = Settings.from_env(env)
     app = create_app(settings)
     app.extensions["gate"].releases.cache_seconds = 0
-    key = create_key(settings, "shop", "growth", 10_000, None, None, ALL)["api_key"]
+    key = create_key(settings, "shop", "growth", 10_000, None, None, ALL, "service:shop-releaser")["api_key"]
     yield home, env, Api(app.test_client(), key)
     app.extensions["gate"].ledger.dispose()
 

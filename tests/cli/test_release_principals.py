@@ -85,6 +85,7 @@ def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(
 
 
 def test_keys_are_created_with_the_admin_permission(gate_env):
-    run = _gate(gate_env, "keys", "create", "--scope", SCOPE, "--permissions", "release,admin", "--json")
+    run = _gate(gate_env, "keys", "create", "--scope", SCOPE, "--permissions", "release,admin",
+                "--holder", "person:https://idp.example#ann", "--json")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["permissions"] == "decide,release,admin"

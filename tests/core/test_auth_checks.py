@@ -190,6 +190,16 @@ def test_the_caller_holds_the_permissions_its_key_row_stores(stored, granted):
     assert Authenticator(_Ledger(unstated), PLANS).authenticate(_request(**{"x-api-key": "k"})).permissions == {"decide"}
 
 
+def test_the_caller_acts_for_the_holder_its_key_row_stores():
+    """Issue 52: the holder stored with the key; none on a row from before holders (key:<key_id>)."""
+    holder = "person:https://id.example#ann"
+    caller = Authenticator(_Ledger(_row("k", holder=holder)), PLANS).authenticate(_request(**{"x-api-key": "k"}))
+    assert caller.holder == holder
+    unstated = _row("k")
+    assert "holder" not in unstated
+    assert Authenticator(_Ledger(unstated), PLANS).authenticate(_request(**{"x-api-key": "k"})).holder is None
+
+
 class _Keys(_Ledger):
     """Several key rows; every lookup recorded, and the clock moved by each read (a slow read)."""
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from gate.principals import KINDS, ROLE_PERMISSIONS, ROLES, Principal, permissions_of
+from gate.principals import (
+    KINDS,
+    ROLE_PERMISSIONS,
+    ROLES,
+    Principal,
+    holder_id,
+    is_distinct_approver,
+    parse_holder,
+    permissions_of,
+)
 
 
 def test_each_kind_builds_its_id_and_actor() -> None:
@@ -144,3 +153,80 @@ def test_unknown_roles_are_named():
         permissions_of(["viewer", "owner"])
     assert str(refused.value) == "unknown role 'owner': one of viewer, author, releaser, approver, reviewer, admin"
     assert permissions_of(iter(["reviewer", "releaser"])) == {"read", "resolve", "publish", "release"}
+
+
+# --------------------------------------------------------------------------- holders (issue 52)
+
+ANN = "person:https://id.example#ann"
+
+
+def test_a_key_states_its_holder_signed_in_its_json_and_every_principal_has_one() -> None:
+    key = Principal.api_key("key_0a1b2c", ANN)
+    assert (key.holder, key.holder_id, key.actor) == (ANN, ANN, "key_0a1b2c")
+    assert key.to_json() == {"kind": "api_key", "id": "key_0a1b2c", "holder": ANN}
+    assert Principal.from_json(key.to_json()) == key
+    bare = Principal.api_key("key_0a1b2c")
+    assert (bare.holder, bare.holder_id, bare.to_json()) == (None, "key:key_0a1b2c", {"kind": "api_key", "id": "key_0a1b2c"})
+    assert key != bare  # the holder is part of who acted
+    person = Principal.person("https://id.example", "ann")
+    assert person.holder_id == ANN == key.holder_id  # Ann in the workbench and Ann's key: one holder
+    assert Principal.operator("ops").holder_id == "operator:ops"
+    assert (Principal.guardrail().holder_id, Principal.clock().holder_id) == ("guardrail", "clock")
+    assert Principal.api_key("key_1", "service:crm").holder_id == "service:crm"
+    assert Principal.api_key("key_1", "operator:ops").holder_id == Principal.operator("ops").holder_id
+
+
+@pytest.mark.parametrize("holder", [ANN, "person:a#b", "person:a#b#c", "person:a#b#", "service:crm", "service:x", "operator:o",
+                                    "service:" + "x" * 504])
+def test_a_holder_is_a_person_a_service_or_the_operator(holder: str) -> None:
+    assert parse_holder(holder) == holder
+
+
+@pytest.mark.parametrize("holder", ["", "ann", "person:", "person:ann", "person:#ann", "person:ann#", "person:#a#b", "service:",
+                                    "operator:", "key:key_1", "guardrail", "clock", "Service:crm", " service:crm",
+                                    "service:a\nb", "service:" + "x" * 505, None, 7])
+def test_anything_else_is_no_holder(holder: object) -> None:
+    with pytest.raises(ValueError):
+        parse_holder(holder)
+
+
+def test_the_holder_refusals_say_what_a_holder_is() -> None:
+    with pytest.raises(ValueError) as shape:
+        parse_holder("ann")
+    assert str(shape.value) == "a holder is person:<issuer>#<subject>, service:<name> or operator:<login>"
+    with pytest.raises(ValueError) as text:
+        parse_holder("")
+    assert str(text.value) == "a principal's holder must be a non-empty string of at most 512 characters"
+    with pytest.raises(ValueError) as other:
+        Principal.from_json({"kind": "operator", "id": "operator:ops", "holder": ANN})
+    assert str(other.value) == "only an API key states a holder (any other principal is its own)"
+    with pytest.raises(ValueError) as bad:
+        Principal.from_json({"kind": "api_key", "id": "key_1", "holder": "key:key_2"})
+    assert str(bad.value) == "a holder is person:<issuer>#<subject>, service:<name> or operator:<login>"
+    with pytest.raises(ValueError):
+        Principal.api_key("key_1", "ann")
+    for build in (lambda: Principal("person", "a#b", "a", "b", None, ANN), lambda: Principal("clock", "clock", holder=ANN),
+                  lambda: Principal("guardrail", "guardrail", holder=ANN)):
+        with pytest.raises(ValueError):
+            build()
+
+
+def test_the_holder_of_an_actor_string() -> None:
+    assert holder_id("key_1") == "key:key_1"
+    assert holder_id("key_1", None) == "key:key_1"
+    assert holder_id("key_1", ANN) == ANN
+    assert holder_id("operator:ops") == "operator:ops"
+    assert holder_id(f"person:{ANN[len('person:'):]}") == ANN
+    assert holder_id("guardrail") == "guardrail" and holder_id("clock") == "clock"
+    assert holder_id("operator:ops", "service:x") == "service:x"  # a stated holder always wins
+    assert holder_id("guardrails") == "key:guardrails" and holder_id("clocks") == "key:clocks"
+
+
+def test_one_rule_says_who_is_a_distinct_approver() -> None:
+    assert is_distinct_approver(ANN, []) is True
+    assert is_distinct_approver(ANN, [None]) is True
+    assert is_distinct_approver(ANN, ["service:crm", None, "key:key_1"]) is True
+    assert is_distinct_approver(ANN, ["service:crm", ANN]) is False
+    assert is_distinct_approver(ANN, [ANN, "service:crm"]) is False
+    assert is_distinct_approver("key:key_1", ("key:key_2",)) is True
+    assert is_distinct_approver("key:key_1", iter(["key:key_1"])) is False

@@ -43,9 +43,11 @@ class Desk:
     decisions: DecisionService
     service: HoldService
 
-    def held(self, margin: float = 12, scope: str = SCOPE, requester: str = REQUESTER) -> dict[str, Any]:
-        """Decide the sample pricing request with a thin margin (a `review`): its record."""
-        caller = Caller(requester, scope, "starter", 1_000_000, 1_000_000_000)
+    def held(self, margin: float = 12, scope: str = SCOPE, requester: str = REQUESTER,
+             holder: str | None = None) -> dict[str, Any]:
+        """Decide the sample pricing request with a thin margin (a `review`): its record (asked
+        for by the key `requester`, of `holder` when one is stated)."""
+        caller = Caller(requester, scope, "starter", 1_000_000, 1_000_000_000, holder=holder)
         record = dict(self.decisions.decide(caller, held_request(margin)).record)
         assert record["verdict"] == "review"
         return record

@@ -136,7 +136,7 @@ def test_a_closing_that_breaks_the_rules_is_named_per_decision():
     lonely = events[:5] + [events[6]]
     lonely[5]["votes"] = []
     assert _problems(history(_resealed(lonely))) == [
-        "decision dec_d: approved by 1 distinct principal(s), the quorum needs 2"]
+        "decision dec_d: approved by 1 distinct holder(s), the quorum needs 2"]
     events = chain()
     events[3]["action"] = "escalate"  # an escalation cannot close a hold as expired
     assert _problems(history(_resealed(events))) == [
@@ -310,3 +310,71 @@ def test_against_a_witnessed_checkpoint_a_cut_back_or_rewritten_chain_is_named()
     assert verify_hold_history(history(events), ANCHORS, forged).problems == (
         "no trusted key for the held checkpoint's signature",)
     assert verify_hold_history(history(events), None, forged).valid  # integrity only: the held line is not checked
+
+
+# --------------------------------------------------------------------------- holders (issue 52)
+
+ANN, BOB = "person:https://id.example#ann", "person:https://id.example#bob"
+
+
+def _pair(first: Principal, second: Principal, requester_holder: str | None = None, four_eyes: bool = True,
+          needed: int = 2) -> list[dict]:
+    """Two approving votes on one hold of a two-person queue, the second closing it."""
+    record = RECORDS["d"]
+    close = {"four_eyes": four_eyes, "requested_by": "key_caller", "requested_holder": requester_holder}
+    signer = Ed25519ReceiptSigner(KEY)
+    one = build_event(Step("vote", first, "2026-11-03T09:00:01.000Z", record["decision_id"], record["record_hash"],
+                           vote="approve", reason_code="OK", queue="pair", **close),
+                      scope_hash=scope_hash(SCOPE), seq=1, previous_event_hash=None, signer=signer)
+    two = build_event(Step("vote", second, "2026-11-03T09:00:02.000Z", record["decision_id"], record["record_hash"],
+                           vote="approve", reason_code="OK", queue="pair", outcome="approved", approvals_needed=needed,
+                           votes=(one["event_hash"],), **close),
+                      scope_hash=scope_hash(SCOPE), seq=2, previous_event_hash=one["event_hash"], signer=signer)
+    return [one, two]
+
+
+def test_a_quorum_and_four_eyes_count_holders_not_keys():
+    ann_a, ann_b, bob = Principal.api_key("key_a", ANN), Principal.api_key("key_b", ANN), Principal.api_key("key_c", BOB)
+    record = RECORDS["d"]
+    assert hold_events_problems(record, _pair(ann_a, bob), ANCHORS) == []
+    assert hold_events_problems(record, _pair(ann_a, ann_b), ANCHORS) == [
+        "one holder approved twice", "approved by 1 distinct holder(s), the quorum needs 2"]
+    assert hold_events_problems(record, _pair(ann_a, ann_b, needed=1), ANCHORS) == ["one holder approved twice"]
+    # Ann's key and Ann signed in (a person): one holder.
+    assert hold_events_problems(record, _pair(ann_a, Principal.person("https://id.example", "ann")), ANCHORS)[0] == (
+        "one holder approved twice")
+    # Keys of no stated holder are their own: two keys, two holders (as before holders).
+    assert hold_events_problems(record, _pair(Principal.api_key("key_a"), Principal.api_key("key_b")), ANCHORS) == []
+    # Four eyes: the requester's holder, stated or its key's own.
+    assert hold_events_problems(record, _pair(ann_a, bob, requester_holder=BOB), ANCHORS) == [
+        "approved by the holder that asked for the action (four eyes)"]
+    assert hold_events_problems(record, _pair(ann_a, bob, requester_holder=ANN), ANCHORS) == [
+        "approved by the holder that asked for the action (four eyes)"]
+    assert hold_events_problems(record, _pair(ann_a, bob, requester_holder=BOB, four_eyes=False), ANCHORS) == []
+    assert hold_events_problems(record, _pair(ann_a, Principal.api_key("key_caller")), ANCHORS) == [
+        "approved by the holder that asked for the action (four eyes)"]
+    assert hold_events_problems(record, _pair(ann_a, bob, requester_holder="service:crm"), ANCHORS) == []
+    # A closing that names no requester (never written by the gate) names no four-eyes breach, and never raises.
+    nobody = _pair(ann_a, bob)
+    for event in nobody:
+        event["requested_by"] = None
+    nobody[1]["votes"] = [_resealed(nobody[:1])[0]["event_hash"]]
+    assert hold_events_problems(record, _resealed(nobody), ANCHORS) == []
+
+
+def test_requested_holder_is_written_only_when_stated_and_checked_when_present():
+    ann_a, bob = Principal.api_key("key_a", ANN), Principal.api_key("key_c", BOB)
+    record = RECORDS["d"]
+    stated, bare = _pair(ann_a, bob, requester_holder="service:crm"), _pair(ann_a, bob)
+    assert stated[1]["requested_holder"] == "service:crm" and "requested_holder" not in bare[1]
+    assert stated[1]["principal"] == {"kind": "api_key", "id": "key_c", "holder": BOB}
+    bad = copy.deepcopy(stated)
+    bad[1]["requested_holder"] = "crm"
+    malformed = ("hold_events[1]: requested_holder is malformed (a holder is person:<issuer>#<subject>, "
+                 "service:<name> or operator:<login>)")
+    assert hold_events_problems(record, _resealed(bad), ANCHORS) == [malformed]
+    extra = copy.deepcopy(bare)
+    extra[1]["requested_holders"] = "service:crm"
+    assert hold_events_problems(record, _resealed(extra), ANCHORS) == ["hold_events[1]: members differ from hold_event_v1's"]
+    assert verify_hold_history(history(_resealed(copy.deepcopy(stated))), ANCHORS).valid
+    assert _problems(history(_resealed(extra))) == ["event 2 (seq 2): members differ from hold_event_v1's"]

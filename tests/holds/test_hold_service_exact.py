@@ -110,7 +110,7 @@ def _view(record: dict[str, Any], **changes: Any) -> dict[str, Any]:
         "opened_at": AT, "deadline_at": DEADLINE, "escalate_at": None, "policy_id": "pricing_exception",
         "policy_version": record["policy_version"], "rule_id": "review_thin_margin",
         "reason_code": "MARGIN_BELOW_FLOOR", "record_hash": record["record_hash"], "requested_by": REQUESTER,
-        "claimed_by": None, "claimed_at": None, "approvals": [], "approvals_needed": 1,
+        "requested_holder": "key:" + REQUESTER, "claimed_by": None, "claimed_at": None, "approvals": [], "approvals_needed": 1,
         "require_justification": False, "four_eyes": True, "resolved_at": None, "resolved_by": None,
         "facts": FACTS,
     }
@@ -195,7 +195,7 @@ def test_a_closing_step_sets_the_state_and_an_approval_adds_itself():
     event = {"seq": 4, "event_hash": "e1"}
     vote = Step("vote", REVIEWER, AT, "dec_1", "h", vote="approve")
     assert _closing_move(vote, row, event) == {"approvals_json": json.dumps(
-        [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "event_hash": "e1"}])}
+        [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "holder": "key:key_rev", "event_hash": "e1"}])}
     for outcome in ("approved", "denied"):
         assert _closing_move(replace(vote, outcome=outcome), row, event) == {
             "state": outcome, "resolved_at": AT, "resolved_by": "key_rev", "resolution_seq": 4}
@@ -215,7 +215,7 @@ def test_a_held_decide_opens_its_row_and_announces_it(desk):
         "priority_rank": 1, "opened_at": AT, "deadline_at": DEADLINE, "escalate_at": None, "approvals_needed": 1,
         "require_justification": 0, "four_eyes": 1, "state": "open", "claimed_by": None, "claimed_at": None,
         "approvals_json": "[]", "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
-        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True)}
+        "facts_json": json.dumps(FACTS, separators=(",", ":"), sort_keys=True), "requested_holder": None}
     assert _announced(desk) == [(full_type("hold.opened"), record["decision_id"], AT, {
         **_bound(record), "queue": "default", "priority": "normal", "deadline_at": DEADLINE,
         "policy_id": "pricing_exception", "rule_id": "review_thin_margin", "reason_code": "MARGIN_BELOW_FLOOR",
@@ -429,14 +429,14 @@ def test_a_two_person_quorum_records_the_first_approval_and_closes_on_the_second
         Step("vote", REVIEWER, "", record["decision_id"], record["record_hash"], vote="approve",
              reason_code="CHECKED", queue="default", four_eyes=True, requested_by=REQUESTER), {}, "hold.voted")
     first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)
-    approvals = [{"actor": "key_rev", "event_hash": first["event"]["event_hash"]}]
+    approvals = [{"actor": "key_rev", "holder": "key:key_rev", "event_hash": first["event"]["event_hash"]}]
     assert first["hold"] == _view(record, approvals=approvals, approvals_needed=2, deadline_at=DEADLINE_1H)
     assert desk.row(record["decision_id"])["approvals_json"] == json.dumps(approvals)
     assert _announced(desk)[-1] == _announcement("hold.voted", record, first["event"], "default")
     assert closed == []
     refused = _refusal(lambda: desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE),
                        "HOLD_ALREADY_VOTED")
-    assert refused.message == "this principal has already approved this hold"
+    assert refused.message == "this holder has already approved this hold (with one of its keys)"
     second = desk.service.resolve(SCOPE, SECOND, RESOLVE, record["decision_id"], APPROVE)["event"]
     assert _members(second) == _stated("vote", SECOND, 2, first["event"]["event_hash"], AT, **_bound(record),
                                        vote="approve", reason_code="CHECKED", queue="default", outcome="approved",
@@ -458,7 +458,8 @@ def test_four_eyes_keeps_the_requester_off_unless_the_policy_turns_it_off(desk):
     requester = Principal.api_key(REQUESTER)
     refused = _refusal(lambda: desk.service.resolve(SCOPE, requester, RESOLVE, record["decision_id"], APPROVE),
                        "HOLD_FOUR_EYES")
-    assert (refused.message, refused.details) == ("the principal that asked for this action cannot resolve it", {})
+    assert refused.details == {}
+    assert refused.message == "the holder that asked for this action cannot resolve it (with any of its keys)"
     desk.set_policy(policy(four_eyes=False))
     later = desk.held(margin=11)
     event = desk.service.resolve(SCOPE, requester, RESOLVE, later["decision_id"], APPROVE)["event"]
@@ -911,3 +912,72 @@ def test_a_failed_sweep_is_logged_with_its_exception_and_the_next_pass_tries_aga
     assert len(failed) == 1 and failed[0].levelno == logging.ERROR and failed[0].name == "gate.holds"
     assert isinstance(failed[0].exc_info, tuple) and failed[0].exc_info[0] is RuntimeError
     assert sweeper.failures == 1 and sweeper.failures_in_a_row == 0 and sweeper.last_success is not None
+
+
+
+
+# ------------------------------------------------------------------------------ holders (issue 52)
+
+ANN, BOB = "person:https://id.example#ann", "person:https://id.example#bob"
+
+
+def test_four_eyes_refuses_every_key_of_the_requesting_holder(desk):
+    record = desk.held(holder=ANN)
+    row = desk.row(record["decision_id"])
+    assert row["requested_holder"] == ANN and hold_view(row)["requested_holder"] == ANN
+    for twin in (Principal.api_key("key_twin", ANN), Principal.person("https://id.example", "ann")):
+        refused = _refusal(lambda twin=twin: desk.service.resolve(SCOPE, twin, RESOLVE, record["decision_id"], APPROVE),
+                           "HOLD_FOUR_EYES")
+        assert refused.message == "the holder that asked for this action cannot resolve it (with any of its keys)"
+    # the deciding key itself, holder stated, is refused too; another holder's key closes it
+    _refusal(lambda: desk.service.resolve(SCOPE, Principal.api_key(REQUESTER, ANN), RESOLVE, record["decision_id"],
+                                          APPROVE), "HOLD_FOUR_EYES")
+    event = desk.service.resolve(SCOPE, Principal.api_key("key_bob", BOB), RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (event["outcome"], event["requested_by"], event["requested_holder"]) == ("approved", REQUESTER, ANN)
+    assert event["principal"] == {"kind": "api_key", "id": "key_bob", "holder": BOB}
+    _verified(desk)
+
+
+def test_a_second_key_of_a_holder_that_approved_is_no_second_vote(desk):
+    desk.set_policy(policy({"default": queue(quorum="two")}))
+    record = desk.held()
+    first = desk.service.resolve(SCOPE, Principal.api_key("key_ann1", ANN), RESOLVE, record["decision_id"], APPROVE)
+    assert json.loads(desk.row(record["decision_id"])["approvals_json"]) == [
+        {"actor": "key_ann1", "holder": ANN, "event_hash": first["event"]["event_hash"]}]
+    for twin in (Principal.api_key("key_ann2", ANN), Principal.person("https://id.example", "ann")):
+        _refusal(lambda twin=twin: desk.service.resolve(SCOPE, twin, RESOLVE, record["decision_id"], APPROVE),
+                 "HOLD_ALREADY_VOTED")
+    assert "requested_holder" not in first["event"]  # the requester stated none: its key is its holder
+    closed = desk.service.resolve(SCOPE, Principal.api_key("key_bob", BOB), RESOLVE, record["decision_id"], APPROVE)
+    assert closed["event"]["outcome"] == "approved" and "requested_holder" not in closed["event"]
+    _verified(desk)
+
+
+def test_an_approval_stored_before_holders_counts_as_its_keys_own(desk):
+    desk.set_policy(policy({"default": queue(quorum="two")}))
+    record = desk.held()
+    with desk.ledger.write() as connection:  # a vote recorded before holders: {actor, event_hash}
+        connection.execute(update(holds_table).where(holds_table.c.decision_id == record["decision_id"])
+                           .values(approvals_json=json.dumps([{"actor": "key_old", "event_hash": "e" * 64}])))
+    row = desk.row(record["decision_id"])
+    with pytest.raises(GateError) as again:
+        desk.service._vote_step(row, Principal.api_key("key_old"), Vote("approve", "CHECKED", None))
+    assert again.value.code == "HOLD_ALREADY_VOTED"
+    step, _move, _name = desk.service._vote_step(row, Principal.api_key("key_new", ANN), Vote("approve", "CHECKED", None))
+    assert step.outcome == "approved" and step.requested_holder is None
+    assert holds_module._approval_holder({"actor": "key_old", "holder": ANN}) == ANN
+    assert holds_module._approval_holder({"actor": "key_old", "holder": None}) == "key:key_old"
+    assert holds_module._requester_holder({"requested_by": "key_c", "requested_holder": None}) == "key:key_c"
+    assert holds_module._requester_holder({"requested_by": "key_c"}) == "key:key_c"
+
+
+def test_an_approval_that_does_not_close_lists_no_earlier_votes(desk):
+    desk.set_policy(policy({"default": queue(quorum="all", members=[REVIEWER.id, SECOND.id, THIRD.id])}))
+    record = desk.held()
+    first = desk.service.resolve(SCOPE, REVIEWER, RESOLVE, record["decision_id"], APPROVE)["event"]
+    step, _move, name = desk.service._vote_step(desk.row(record["decision_id"]), SECOND, Vote("approve", "OK", None))
+    assert (step.outcome, step.votes, step.approvals_needed, name) == (None, (), None, "hold.voted")
+    second = desk.service.resolve(SCOPE, SECOND, RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (second["outcome"], second["votes"]) == (None, [])
+    third = desk.service.resolve(SCOPE, THIRD, RESOLVE, record["decision_id"], APPROVE)["event"]
+    assert (third["outcome"], third["votes"]) == ("approved", [first["event_hash"], second["event_hash"]])

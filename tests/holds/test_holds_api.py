@@ -14,6 +14,8 @@ from gate.verify import verify_record
 from gate_client.client import resolution_route
 from tests.holds.support import Holds, MovingClock, approved_request, held_request, policy, queue
 
+REVIEWER_HOLDER = "service:reviewer-desk"
+
 
 @pytest.fixture
 def clock():
@@ -32,7 +34,7 @@ def gate(make_app, clock):
 def keys(issue_key):
     return {
         "caller": issue_key(permissions="decide")["api_key"],
-        "reviewer": issue_key(permissions="decide,resolve")["api_key"],
+        "reviewer": issue_key(permissions="decide,resolve", holder=REVIEWER_HOLDER)["api_key"],
         "reviewer2": issue_key(permissions="decide,resolve")["api_key"],
         "admin": issue_key(permissions="decide,admin")["api_key"],
         "other_scope": issue_key(scope="tenant_b", permissions="decide,resolve,admin")["api_key"],
@@ -94,7 +96,7 @@ def test_an_approving_resolution_is_signed_bound_and_lets_the_caller_proceed(gat
     assert answer.status_code == 201, answer.get_json()
     event = answer.get_json()["event"]
     assert event["outcome"] == "approved" and event["record_hash"] == record["record_hash"]
-    assert event["principal"] == {"kind": "api_key", "id": event["actor"]}
+    assert event["principal"] == {"kind": "api_key", "id": event["actor"], "holder": REVIEWER_HOLDER}
     polled = _as(gate, keys, "caller").resolution(record["decision_id"]).get_json()
     assert polled["state"] == "approved" and polled["approved"] is True and polled["resolution"] == event
     anchors = gate.extensions["gate"].signing.trust_anchors()

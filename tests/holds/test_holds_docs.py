@@ -8,7 +8,7 @@ from pathlib import Path
 
 from api.errors import ERROR_TABLE
 from api.routes.holds import routes
-from gate.holds.events import EVENT_MEMBERS
+from gate.holds.events import EVENT_MEMBERS, OPTIONAL_MEMBER
 from gate.holds.policy import _QUEUE_MEMBERS, PRIORITIES, QUORUMS
 from gate.releases.sealing import SIGNATURE_MEMBERS
 
@@ -25,7 +25,7 @@ def test_every_hold_error_code_is_documented():
 def test_the_event_members_are_listed_in_order():
     section = DOC.split("## The resolution record", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"`([a-z_]+)`", section.split("* `event_hash`", 1)[0])
-    assert listed == [*EVENT_MEMBERS, *SIGNATURE_MEMBERS]
+    assert listed == [*EVENT_MEMBERS, *SIGNATURE_MEMBERS, OPTIONAL_MEMBER]
 
 
 def test_the_policy_members_quorums_and_priorities_are_documented():

@@ -19,6 +19,8 @@ from gate.verify import TrustAnchors
 from tests.releases.support import ALL, Api, version
 
 POLICY = "/api/decision/release-policy"
+APPROVER_HOLDER = "person:https://id.example#bob"
+KEY_A_HOLDER = "service:key-a"
 WHOLE = {"require_approval": False, "approval_ttl_seconds": 86400, "refuse_superseded_inline": False,
          "require_dry_run": False, "dry_run_canary_percent": 0, "dry_run_max_age_seconds": 604800}
 
@@ -26,12 +28,12 @@ WHOLE = {"require_approval": False, "approval_ttl_seconds": 86400, "refuse_super
 @pytest.fixture
 def key_a(client, issue_key):
     """Key A of finding 1, with every right a key can hold."""
-    return Api(client, issue_key(permissions=ALL)["api_key"])
+    return Api(client, issue_key(permissions=ALL, holder=KEY_A_HOLDER)["api_key"])
 
 
 @pytest.fixture
 def approver(client, issue_key):
-    return Api(client, issue_key(permissions="approve")["api_key"])
+    return Api(client, issue_key(permissions="approve", holder=APPROVER_HOLDER)["api_key"])
 
 
 def _policy(api: Api, method: str = "patch", **body):
@@ -100,13 +102,14 @@ def test_a_second_principal_applies_a_weakening_and_the_history_shows_both(clien
     assert approved.status_code == 200, approved.json
     assert approved.json["policy"]["require_approval"] is False and approved.json["pending"] == []
     event = approved.json["event"]
-    assert event["principal"] == {"kind": "api_key", "id": key_a_id(client, approver)}
+    assert event["principal"] == {"kind": "api_key", "id": key_a_id(client, approver), "holder": APPROVER_HOLDER}
     assert event["policy_before"]["require_approval"] is True and event["policy_after"]["require_approval"] is False
     again = client.post(f"{POLICY}/approvals", json={"request_seq": request["request_seq"]}, headers=approver.headers())
     assert again.status_code == 404 and again.json["error"] == "RELEASE_APPROVAL_NOT_FOUND"
     moved = key_a.act("activate", version="v1")
     assert moved.json["state"]["active"]["version"] == "v1"
-    assert moved.json["event"]["principal"] == {"kind": "api_key", "id": key_a_id(client, key_a)}
+    assert moved.json["event"]["principal"] == {"kind": "api_key", "id": key_a_id(client, key_a),
+                                                "holder": KEY_A_HOLDER}
     assert moved.json["event"]["governance_seq"] == 3
     history = key_a.history().json
     check = verify_history(history["events"], _anchors(client), history["governance"])

@@ -30,6 +30,7 @@ from gate.releases.policy import ReleasePolicy
 from gate.releases.sealing import event_hash
 
 A, B = Principal.api_key("key_a"), Principal.person("https://idp.example", "bob", "Bob")
+ANN = "person:https://id.example#ann"
 OFF = ReleasePolicy()
 ON = ReleasePolicy(require_approval=True, approval_ttl_seconds=600)
 LOOSE = replace(ON, approval_ttl_seconds=7200)
@@ -350,7 +351,7 @@ def test_every_setting_of_the_table_folds_by_the_same_rules():
                                            "expires_at": END}]
     own = _refused(lambda: govern(asked, _egress("policy_approve", QUIET, LOUD, request_seq=2), 3, SAFEGUARDS),
                    "GOVERNANCE_SELF_APPROVAL", 403)
-    assert own.message == "a principal cannot approve its own request"
+    assert own.message == "a principal cannot approve its own request (nor another key of the same holder)"
     _refused(lambda: govern(asked, _approve(ON, LOOSE, 2), 3, SAFEGUARDS), "RELEASE_APPROVAL_NOT_FOUND", 404)
     _refused(lambda: govern(asked, _egress("policy_approve", QUIET, QUIET, principal=B, request_seq=2), 3,
                             SAFEGUARDS), "GOVERNANCE_APPROVAL_MISMATCH", 409)
@@ -396,7 +397,15 @@ def test_the_codes_distinct_approvers_and_a_legacy_state():
                                                      "mismatch")] == [
         "GOVERNANCE_SETTING_CHANGED", "GOVERNANCE_APPROVAL_REQUIRED", "GOVERNANCE_REQUEST_INVALID",
         "GOVERNANCE_REQUEST_NOT_FOUND", "GOVERNANCE_SELF_APPROVAL", "GOVERNANCE_APPROVAL_MISMATCH"]
-    assert distinct_approver("key_a", B) is True and distinct_approver(A.actor, A) is False
+    asked = PolicyRequest(2, OFF, ON, "key_a", END)
+    assert distinct_approver(asked, B) is True and distinct_approver(asked, A) is False
+    ann = "person:https://idp.example#ann"
+    by_ann = PolicyRequest(2, OFF, ON, "key_a", END, requested_holder=ann)
+    # holders, not keys: Ann's other key and Ann signed in are no second approver; a key of no holder is its own
+    assert distinct_approver(by_ann, Principal.api_key("key_c", ann)) is False
+    assert distinct_approver(by_ann, Principal.person("https://idp.example", "ann")) is False
+    assert distinct_approver(by_ann, Principal.api_key("key_c")) is True
+    assert distinct_approver(asked, Principal.api_key("key_a", ann)) is True
     state = GovernanceState(3, "h", ON, (), {"event_settings": LOUD}, {"release_policy": 1, "event_settings": 3})
     assert state.to_json(legacy=True) == {"policy": ON.to_json(), "pending": []}
     assert state.to_json() == {"policy": ON.to_json(), "pending": [], "settings": {"event_settings": LOUD.to_json()},
@@ -433,3 +442,35 @@ def test_a_chain_of_every_setting_verifies_replays_and_reads_back(signing):
     late = verify_governance([hold_first, release_second], None, SCOPE_HASH, SAFEGUARDS)
     assert late.problem is None and late.policies == (LOOSE, LOOSE, ON)  # before it: what it replaced
     assert verify_governance([hold_first], None, SCOPE_HASH, SAFEGUARDS).policies == (None, None)
+
+
+def test_a_policy_request_is_approved_by_another_holder_never_by_another_key_of_its_own():
+    """Issue 52: the request states its key's holder (only when one is stated), and a second key
+    of that holder, or the person it names, is the same approver."""
+    ann_a, ann_b = Principal.api_key("key_a", ANN), Principal.api_key("key_b", ANN)
+    state = govern(replace(govern(GovernanceState(), _set(OFF, ON), 1), seq=1), _request(ON, LOOSE, ann_a), 2)
+    request = state.pending[0]
+    assert (request.requested_by, request.requested_holder) == ("key_a", ANN)
+    assert request.to_json()["requested_holder"] == ANN
+    assert "requested_holder" not in _requested().pending[0].to_json()
+    refused = _refused(lambda: govern(state, _approve(ON, LOOSE, 2, principal=ann_b), 3), "RELEASE_SELF_APPROVAL", 403)
+    assert refused.message == "a principal cannot approve its own request (nor another key of the same holder)"
+    _refused(lambda: govern(state, _approve(ON, LOOSE, 2, principal=Principal.person("https://id.example", "ann")), 3),
+             "RELEASE_SELF_APPROVAL", 403)
+    assert govern(state, _approve(ON, LOOSE, 2, principal=Principal.api_key("key_b", "service:b")), 3).policy == LOOSE
+    assert govern(state, _approve(ON, LOOSE, 2, principal=Principal.api_key("key_b")), 3).policy == LOOSE
+    # A request of a key of no stated holder: another key with a holder approves it, the same key never.
+    assert govern(_requested(), _approve(ON, LOOSE, 2, principal=ann_b), 3).policy == LOOSE
+    assert state_from_event({"seq": 2, "event_hash": "e" * 64, "state": state.to_json()}).pending == state.pending
+
+
+def test_the_approval_of_its_own_holder_fails_verification():
+    first, state = build_governance_event(GovernanceState(), _set(OFF, ON), SCOPE_HASH, None)
+    second, state = build_governance_event(state, _request(ON, LOOSE, Principal.api_key("key_a", ANN)), SCOPE_HASH, None)
+    third, state = build_governance_event(state, _approve(ON, LOOSE, 2, Principal.api_key("key_b", "service:b")),
+                                          SCOPE_HASH, None)
+    assert verify_governance([first, second, third], None, SCOPE_HASH).problem is None
+    third["principal"]["holder"] = ANN  # the approval was Ann's second key
+    events = _relinked([first, second, third], 2)
+    assert verify_governance(events, None, SCOPE_HASH).problem == (
+        "policy event 3: the governance rules refuse this change (RELEASE_SELF_APPROVAL)")

@@ -259,3 +259,57 @@ def _relinked(history: list[dict], old_form: tuple[int, ...]) -> list[dict]:
         event["previous_event_hash"] = out[-1]["event_hash"] if out else None
         out.append(_rehash(event))
     return out
+
+
+def test_the_holder_is_signed_in_the_principal_and_read_back_by_the_fold():
+    """Issue 52: an event states its key's holder in its signed principal; the fold reads it from
+    there, and a state's pending request keeps it (only when one was stated)."""
+    from gate.principals import Principal
+
+    ann = "person:https://id.example#ann"
+    key = Principal.api_key("key-a", ann)
+    asked = Action("activate", "key-a", AT, V1, approval_expires_at="2026-12-01T00:00:00.000Z", holder=ann)
+    event, after = E.build_event(ReleaseState("rb"), asked, E.EventInputs(SCOPE, principal=key, governance_seq=0), SIGNER)
+    assert event["principal"] == {"kind": "api_key", "id": "key-a", "holder": ann}
+    assert event["state"]["pending"][0]["requested_holder"] == ann
+    assert E.action_of(event) == asked
+    assert E.state_from_member("rb", 1, event["event_hash"], event["state"]) == after
+    assert E.action_of({**event, "principal": {"kind": "api_key", "id": "key-a"}}).holder is None
+    assert E.action_of({**event, "principal": {"kind": "api_key", "id": "key-a", "holder": 7}}).holder is None
+    assert E.action_of({**event, "principal": "key-a"}).holder is None
+    for wrong in (Principal.api_key("key-a"), Principal.api_key("key-a", "service:other"), Principal.api_key("key-b", ann)):
+        with pytest.raises(ValueError) as refused:
+            E.build_event(ReleaseState("rb"), asked, E.EventInputs(SCOPE, principal=wrong, governance_seq=0), SIGNER)
+        assert str(refused.value) == "the event's actor and holder must be its principal's"
+
+
+def test_a_history_where_one_holder_approved_its_own_request_fails():
+    from gate.principals import Principal
+
+    ann, bob = "person:https://id.example#ann", "person:https://id.example#bob"
+    state, events = ReleaseState("rb"), []
+    for action, principal in (
+        (Action("activate", "key-a", AT, V1, approval_expires_at="2026-12-01T00:00:00.000Z", holder=ann),
+         Principal.api_key("key-a", ann)),
+        (Action("approve", "key-b", AT, V1, request_seq=1, holder=bob), Principal.api_key("key-b", bob)),
+    ):
+        event, state = E.build_event(state, action, E.EventInputs(SCOPE, principal=principal, governance_seq=0), SIGNER)
+        events.append(event)
+    assert E.verify_history(events, ANCHORS).valid and state.active == V1
+    events[1]["principal"]["holder"] = ann  # the approval re-stated as Ann's second key, signed again
+    _rehash(events[1])
+    assert E.verify_history(events, ANCHORS).problems == (
+        "event 2: the state machine refuses this action (RELEASE_SELF_APPROVAL)",)
+
+
+def test_an_event_with_a_principal_states_its_override_or_none():
+    from gate.principals import Principal
+
+    key = Principal.api_key("key-a")
+    plain, _ = E.build_event(ReleaseState("rb"), Action("activate", "key-a", AT, V1),
+                             E.EventInputs(SCOPE, principal=key, governance_seq=0), SIGNER)
+    assert "override" in plain and plain["override"] is None
+    forced, _ = E.build_event(ReleaseState("rb"), Action("activate", "key-a", AT, V1),
+                              E.EventInputs(SCOPE, "halted in error", principal=key, governance_seq=0,
+                                            override=E.OVERRIDE_HALT), SIGNER)
+    assert (forced["override"], forced["reason"]) == ("guardrail_halt", "halted in error")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -474,3 +475,27 @@ def test_the_settings_minimum_count_reaches_both_guardrails():
     report = evaluate(arm, arm, GuardrailSettings(min_count=40))
     assert report.failure_rate.judged and all(c.judged for c in report.verdict_mix)
     assert report.to_json()["settings"]["min_count"] == 40
+
+
+def test_approvals_count_holders_not_keys():
+    """Issue 52: a request states its key's holder; a second key of that holder is the same approver."""
+    ann = "person:https://id.example#ann"
+    asked = transition(ACTIVE, _act("activate", V2, actor="key-a", approval_expires_at=LATER, holder=ann), 2)
+    assert asked.pending[0].requested_holder == ann
+    assert asked.pending[0].to_json()["requested_holder"] == ann
+    state = replace(asked, seq=2)
+    assert _refusal(state, _act("approve", V2, actor="key-b", request_seq=2, holder=ann)) == ("RELEASE_SELF_APPROVAL", 403)
+    assert transition(state, _act("approve", V2, actor="key-b", request_seq=2, holder="service:b"), 3).active == V2
+    assert transition(state, _act("approve", V2, actor="key-b", request_seq=2), 3).active == V2  # key:key-b
+    # A request of a key with none stated: its own holder, key:<id>; its JSON says nothing new.
+    bare = _pending()
+    assert "requested_holder" not in bare.pending[0].to_json() and bare.pending[0].requested_holder is None
+    assert transition(bare, _act("approve", V2, actor="key-b", request_seq=2, holder="service:x"), 3).active == V2
+    assert _refusal(bare, _act("approve", V2, actor="key-a", request_seq=2)) == ("RELEASE_SELF_APPROVAL", 403)
+    # The operator's key (holder operator:ops) is the operator.
+    ops = replace(transition(ACTIVE, _act("activate", V2, actor="operator:ops", approval_expires_at=LATER), 2), seq=2)
+    assert _refusal(ops, _act("approve", V2, actor="key-b", request_seq=2, holder="operator:ops")) == (
+        "RELEASE_SELF_APPROVAL", 403)
+    with pytest.raises(ReleaseRefused) as caught:
+        transition(state, _act("approve", V2, actor="key-b", request_seq=2, holder=ann), 3)
+    assert caught.value.message == "an identity cannot approve its own request (nor another key of the same holder)"

@@ -620,7 +620,7 @@ def test_a_weakening_while_approvals_are_required_is_a_request_a_second_principa
     _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 2, reason=""), "RELEASE_POLICY_INVALID")
     _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_B, EVERY_RIGHT, 1), "RELEASE_APPROVAL_NOT_FOUND")
     own = _refusal(lambda: world.releases.approve_policy(SCOPE, KEY_A, EVERY_RIGHT, 2), "RELEASE_SELF_APPROVAL")
-    assert own.message == "a principal cannot approve its own request"
+    assert own.message == "a principal cannot approve its own request (nor another key of the same holder)"
     world.clock.moment = START + timedelta(minutes=2)
     approved, after = world.releases.approve_policy(SCOPE, KEY_B, frozenset({"approve"}), 2, reason="agreed")
     assert {k: approved[k] for k in ("seq", "action", "actor", "created_at", "request_seq", "reason",
@@ -772,3 +772,14 @@ def test_the_governance_history_reads_the_newest_100000_changes_at_most(world: W
     _policy_changes(world, 1, 100_001)
     history = world.releases.governance_history(SCOPE)
     assert len(history) == 100_000 and history[0] == {"seq": 2} and history[-1] == {"seq": 100_001}
+
+
+def test_a_key_acts_for_its_holder_in_the_signed_event(world: World):
+    """Issue 52: the event states the acting key's holder in its signed principal."""
+    from gate.principals import Principal
+
+    two_versions(world)
+    ann = "person:https://id.example#ann"
+    event, created = world.releases.act(SCOPE, Principal.api_key("key_ann1", ann), EVERY_RIGHT, RULEBOOK_ID,
+                                        {"action": "activate", "version": "v1"})
+    assert created and event["principal"] == {"kind": "api_key", "id": "key_ann1", "holder": ann}
