@@ -12,7 +12,7 @@ import pytest
 
 from gate.events import breaker
 from tests.events.receiver import Receiver
-from tests.events.test_webhooks import LOOPBACK, MovableClock, dispatch, subscribe
+from tests.events.test_webhooks import LOOPBACK, dispatch, subscribe
 from tests.releases.support import ALL, Api, version
 from tests.server.support import call, server_factory  # noqa: F401 (the fixture)
 
@@ -28,23 +28,6 @@ def receivers():
     yield make
     for receiver in made:
         receiver.close()
-
-
-@pytest.fixture
-def clock():
-    return MovableClock()
-
-
-@pytest.fixture
-def gate(make_app, clock):
-    app = make_app(env=LOOPBACK)
-    app.extensions["gate"].events.clock = clock
-    return app
-
-
-@pytest.fixture
-def admin(gate, issue_key):
-    return Api(gate.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
 
 
 def _at(text: str) -> datetime:

@@ -36,23 +36,6 @@ def receiver():
     r.close()
 
 
-@pytest.fixture
-def clock():
-    return MovableClock()
-
-
-@pytest.fixture
-def gate(make_app, clock):
-    app = make_app(env=LOOPBACK)
-    app.extensions["gate"].events.clock = clock
-    return app
-
-
-@pytest.fixture
-def admin(gate, issue_key):
-    return Api(gate.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
-
-
 def subscribe(api: Api, receiver: Receiver, **body):
     response = api.client.post("/api/events/subscriptions", json={"url": receiver.url, **body},
                                headers=api.headers())
