@@ -280,13 +280,17 @@ def test_a_failed_callback_logs_the_cause_never_the_code_or_the_state(workbench,
 
     url, _, _ = workbench
     caplog.set_level(logging.DEBUG)
-    # Tornado's access log writes the request line; a logging configuration another test of this
-    # process made (disable_existing_loggers) may have switched it off, and then nothing here would
-    # show that the line is written without its query.
+    # Tornado's access log writes the request line. A logging configuration another test of this
+    # process made may have switched it off (disable_existing_loggers), cut its propagation at
+    # `tornado` or disabled a level globally; then nothing here would show that the line is written
+    # without its query. So the capture is attached to the access logger itself.
     access = logging.getLogger("tornado.access")
     monkeypatch.setattr(access, "disabled", False)
-    monkeypatch.setattr(access, "propagate", True)
-    monkeypatch.setattr(access, "level", logging.NOTSET)
+    monkeypatch.setattr(access, "level", logging.DEBUG)
+    monkeypatch.setattr(access.manager, "disable", logging.NOTSET)
+    monkeypatch.setattr(access, "handlers", [*access.handlers, caplog.handler])
+    monkeypatch.setattr(access, "propagate", False)
+    access.manager._clear_cache()  # isEnabledFor caches its answers; the attributes above bypass that
     code, state = "CODE-" + secrets.token_hex(12), "STATE-" + secrets.token_hex(12)
     with httpx.Client(timeout=60) as browser:
         refused = browser.get(f"{url}/login", params={"code": code, "state": state})
