@@ -45,7 +45,7 @@ def test_relative_paths_are_taken_from_the_project_root(tmp_path, monkeypatch):
     default = notebook_paths({})
     assert (default.dataset, default.home, default.output) == (
         str(ROOT / "var" / "dataset"), ROOT / "var", ROOT / "var" / "notebooks")
-    assert default.rulebooks == ROOT / "data" / "rulebooks"
+    assert default.rulebooks == ROOT / "gate" / "data" / "rulebooks"
     home = notebook_paths({"GATE_HOME": "elsewhere"})
     assert home.dataset == str(ROOT / "elsewhere" / "dataset") and home.dataset_origin == "$GATE_HOME/dataset"
     chosen = notebook_paths({"GATE_HOME": "elsewhere", "GATE_DATASET": "exports/ds", "GATE_RULEBOOKS": "rb"})
