@@ -1,7 +1,31 @@
 # Decision Gate: the production-shaped image (README "Container deployment").
 # `gate serve` (gunicorn, threaded workers) with the server extras, as a non-root user.
-# The code finds its schemas and data beside its packages, so the source tree is kept as is
-# under /app and installed in place.
+# Two stages: the first builds the project's wheel (the code, its contract schemas and data as
+# package data, the compiled extensions); the second installs that wheel, never the source tree,
+# so the image runs exactly what `pip install decision_gate-*.whl` runs anywhere.
+FROM python:3.11-slim AS build
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+COPY pyproject.toml setup.py README.md LICENSE ./
+COPY gate ./gate
+COPY api ./api
+COPY gate_cli ./gate_cli
+COPY gate_client ./gate_client
+COPY workbench ./workbench
+# gcc only in this stage: it compiles the canonical JSON writer (gate/protocol/_canonical.c) and
+# the collation loop (gate/protocol/_collation.c) into the wheel (without them the same text and
+# keys are computed in Python, more slowly: contractions in keys then cost a public verify up to
+# 45x ASCII, issue 41). The wheel must carry both, or the build stops here.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && pip wheel --no-deps --wheel-dir /wheels . \
+ && python -c "import glob, zipfile; names = zipfile.ZipFile(glob.glob('/wheels/decision_gate-*.whl')[0]).namelist(); \
+assert all(any(n.startswith('gate/protocol/' + ext) and n.endswith('.so') for n in names) for ext in ('_canonical', '_collation')); \
+assert 'gate/schemas/rulebook-v1.schema.json' in names and 'gate/data/rulebooks/refund-approval.json' in names"
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -9,23 +33,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-WORKDIR /app
-COPY pyproject.toml setup.py README.md LICENSE ./
-COPY gate ./gate
-COPY api ./api
-COPY gate_cli ./gate_cli
-COPY workbench ./workbench
-COPY schemas ./schemas
-COPY data ./data
-# gcc only while installing: it compiles the canonical JSON writer (gate/protocol/_canonical.c)
-# and the collation loop (gate/protocol/_collation.c), then leaves the image (without them the
-# same text and keys are computed in Python, more slowly: contractions in keys then cost a public
-# verify up to 45x ASCII, issue 41).
-RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
- && python -m venv /opt/gate \
- && /opt/gate/bin/pip install --editable '.[server]' \
+COPY --from=build /wheels /tmp/wheels
+RUN python -m venv /opt/gate \
+ && /opt/gate/bin/pip install "$(echo /tmp/wheels/decision_gate-*.whl)[server]" \
  && /opt/gate/bin/python -c "import gate.protocol._canonical, gate.protocol._collation" \
- && apt-get purge -y --auto-remove gcc libc6-dev && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /tmp/wheels \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/gate --create-home gate \
  && chmod 0700 /var/lib/gate
 
@@ -33,6 +45,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
 # mount a volume there. Everything else comes from GATE_* variables (`gate serve --help`).
 ENV PATH=/opt/gate/bin:$PATH \
     GATE_HOME=/var/lib/gate
+WORKDIR /var/lib/gate
 VOLUME ["/var/lib/gate"]
 USER gate
 EXPOSE 8080

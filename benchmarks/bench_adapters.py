@@ -105,8 +105,8 @@ def bench_decides(runs: int) -> dict[str, list[float]]:
     key = create_key(settings, "bench", "scale", 1_000_000, None)["api_key"]
     client = app.test_client()
     bodies = {
-        "direct": json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text()),
-        "adapter": json.loads((ROOT / "data" / "requests" / "pricing-margin.json").read_text()),
+        "direct": json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text()),
+        "adapter": json.loads((ROOT / "gate" / "data" / "requests" / "pricing-margin.json").read_text()),
     }
     app.extensions["gate"].service.adapters.pool.warm()
     time.sleep(0.5)

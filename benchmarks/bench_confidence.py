@@ -93,7 +93,7 @@ def run_backend(kind: str, duration: int, rounds: int, connections: int) -> dict
         key = json.loads(subprocess.run([GATE, "keys", "create", "--scope", "bench", "--rate-limit", "100000000",
                                          "--monthly-cap", "100000000", "--json"], env=env, check=True,
                                         capture_output=True, text=True).stdout)["api_key"]
-        request = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+        request = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
         server, base = _serve(env, True)
         try:
             for index in range(200):

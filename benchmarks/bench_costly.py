@@ -68,7 +68,7 @@ def wide_input(base: dict, keys: int) -> dict:
 
 def calls_for(client, headers: dict, wide_headers: dict, decision_id: str, policy_id: str, chain_id: str,
               facts: dict) -> dict:
-    sample = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+    sample = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
     post = client.post
     calls = {
         "decide (baseline)": lambda: post("/api/decide", json=sample, headers=headers),
@@ -121,7 +121,7 @@ def main() -> int:
     with embedded_app() as (settings, app):
         key = create_key(settings, "bench", "scale", 10_000_000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
-        sample = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+        sample = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
         record = None
         for i in range(args.decisions):
             facts = {**sample["context"]["inputs"], "discount_percent": i % 40}

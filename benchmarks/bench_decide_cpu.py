@@ -48,7 +48,7 @@ WORKER = textwrap.dedent("""
     from gate.ledger import Ledger
     from gate.settings import Settings
     from gate_cli.main import create_key
-    body = Path("data/requests/verdict-yes.json").read_bytes()
+    body = Path("gate/data/requests/verdict-yes.json").read_bytes()
     with tempfile.TemporaryDirectory() as home:
         keyring = Path(home) / "signing-keys.json"
         generate_keyring(keyring, "2026-11-01T00:00:00.000Z")

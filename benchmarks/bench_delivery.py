@@ -120,7 +120,7 @@ def _ledger(kind: str, seconds: float, port: int) -> dict[str, Any]:
     try:
         app, key = _app(home, url)
         headers, client = {"x-api-key": key}, app.test_client()
-        request = json.loads((ROOT / "data" / "requests" / "verdict-yes.json").read_text())
+        request = json.loads((ROOT / "gate" / "data" / "requests" / "verdict-yes.json").read_text())
         sub = client.post("/api/events/subscriptions", json={"url": f"http://127.0.0.1:{port}/hook"},
                           headers=headers).get_json()["subscription"]["subscription_id"]
         dispatcher = app.extensions["gate"].dispatcher

@@ -112,7 +112,7 @@ def main() -> int:
         app, key = _app(home)
         headers = {"x-api-key": key}
         client = app.test_client()
-        request = json.loads((ROOT / "data" / "requests" / "verdict-yes.json").read_text())
+        request = json.loads((ROOT / "gate" / "data" / "requests" / "verdict-yes.json").read_text())
         sub = client.post("/api/events/subscriptions", json={"url": f"http://127.0.0.1:{port}/hook"},
                           headers=headers).get_json()["subscription"]["subscription_id"]
         dispatcher = app.extensions["gate"].dispatcher

@@ -243,7 +243,7 @@ def served_gate(kind: str, workers: int = 2, threads: int = 8,
         base = f"http://127.0.0.1:{port}"
         _wait(base + "/api/decision/status")
         _settled(server.pid)
-        body = json.dumps(json.loads((ROOT / "data" / "requests" / request_file).read_text()))
+        body = json.dumps(json.loads((ROOT / "gate" / "data" / "requests" / request_file).read_text()))
         script = home / "post.lua"
         script.write_text(WRK_POST.format(key=key, body=body))
         _wrk(base + "/api/decide", script, 2, 16)  # warm-up (also warms the compile cache)
@@ -295,7 +295,7 @@ def main() -> int:
     parser.add_argument("--connections", default="16",
                         help="wrk connections, or several separated by commas (issue 23: 16; locks up to 64)")
     parser.add_argument("--backends", default="sqlite,postgresql")
-    parser.add_argument("--request", default="verdict-yes.json", help="a file of data/requests/")
+    parser.add_argument("--request", default="verdict-yes.json", help="a file of gate/data/requests/")
     parser.add_argument("--workers", type=int, default=2, help="gate serve --workers (issue 23 measures 2)")
     parser.add_argument("--threads", type=int, default=8, help="gate serve --threads, per worker")
     args = parser.parse_args()

@@ -62,7 +62,7 @@ def per_decide(home: Path, keyring: Path, decides: int) -> dict:
     settings = Settings.from_env({"GATE_HOME": str(home), "GATE_SIGNING_KEY_FILE": str(keyring),
                                   "GATE_DECIDE_CONFIDENCE": "false"})
     key = create_key(settings, "bench", "scale", 1_000_000, None)["api_key"]
-    body = json.loads((ROOT / "data" / "requests" / "verdict-yes.json").read_text())
+    body = json.loads((ROOT / "gate" / "data" / "requests" / "verdict-yes.json").read_text())
     apps = {"live": create_app(settings),
             "fixed": create_app(settings, signing=SigningSetup.load(keyring, None, "hmac-receipt-v1"))}
     clients = {name: app.test_client() for name, app in apps.items()}

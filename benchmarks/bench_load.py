@@ -189,7 +189,7 @@ def run(backend: str, workers: int, threads: int, duration: int, connections: in
         base = f"http://127.0.0.1:{port}"
         _wait(base + "/api/decision/status")
         _settled(server.pid)
-        body = json.dumps(json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text()))
+        body = json.dumps(json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text()))
         decide_script = _script(home, "decide", LUA_POST, key=key, body=body)
         _wrk(base + "/api/decide", decide_script, 2, connections)  # warm-up: compile cache, pools
         time.sleep(1)  # requests in flight when wrk stopped finish before the count

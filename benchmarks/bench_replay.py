@@ -62,7 +62,7 @@ def main() -> int:
     with embedded_app(adapters=FakeRegistry()) as (settings, app):
         key = create_key(settings, "bench", "starter", 1_000_000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
-        direct = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+        direct = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
         rows = []
         for name, body in (("direct", direct), ("adapter", adapter_request())):
             decision_id = client.post("/api/decide", json=body, headers=headers).json["decision_id"]

@@ -51,7 +51,7 @@ WORKER = textwrap.dedent("""
         from gate_cli.main import create_key
         key = create_key(Settings.from_env(env), "bench", "scale", 1000, None)["api_key"]
         client, headers = app.test_client(), {"x-api-key": key}
-        body = json.loads(Path("data/requests/verdict-yes.json").read_text())
+        body = json.loads(Path("gate/data/requests/verdict-yes.json").read_text())
         t2 = time.perf_counter()
         decided = client.post("/api/decide", json=body, headers=headers)
         decide = time.perf_counter() - t2

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_storage.py [--n 1000] [--backends sqlite,postgresql] [--modes plain,zstd]
 
-The workload of docs/operating.md "Sizing": `n` decides of `data/requests/verdict-yes.json`
+The workload of docs/operating.md "Sizing": `n` decides of `gate/data/requests/verdict-yes.json`
 through the Flask app (in process, test client), with one outcome receipt per two decisions
 (every second decision gets `POST /api/decision/{id}/outcome`). Then:
 
@@ -36,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "storage.json"
-REQUEST = ROOT / "data" / "requests" / "verdict-yes.json"
+REQUEST = ROOT / "gate" / "data" / "requests" / "verdict-yes.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import PG_ADMIN, _database  # noqa: E402  (the throw-away ledger database, as bench_http makes it)
 

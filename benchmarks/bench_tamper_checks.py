@@ -45,7 +45,7 @@ from gate.services.chains import (  # noqa: E402
 from gate.settings import Settings  # noqa: E402
 from gate_cli.main import create_key  # noqa: E402
 
-REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 
 
 def loadavg() -> str:
@@ -63,7 +63,7 @@ def timed(function) -> float:
 
 def make_apps(home: Path):
     generate_keyring(home / "signing-keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_POLICY_DIR": str(ROOT / "data" / "rulebooks")}
+    env = {"GATE_HOME": str(home), "GATE_POLICY_DIR": str(ROOT / "gate" / "data" / "rulebooks")}
     settings = Settings.from_env({**env, "GATE_CHECKPOINT_EVERY": "0"})
     quiet = create_app(settings)
     every = create_app(settings.with_(checkpoint_every=1))

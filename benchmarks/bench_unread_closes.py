@@ -50,8 +50,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "unread_closes.json"
 # `gate serve` with gunicorn's stock graceful close on the main loop (the behaviour before the fix).
 STOCK = ("import sys; import api.serving as s; s.GateConn.close = s.TConn.close; "
          "from gate_cli.main import main; sys.exit(main(sys.argv[1:]))")
-DECIDE = json.loads((ROOT / "data" / "requests" / "verdict-yes.json").read_text())  # as bench_http
-HELD = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+DECIDE = json.loads((ROOT / "gate" / "data" / "requests" / "verdict-yes.json").read_text())  # as bench_http
+HELD = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 HELD["context"]["inputs"]["margin_percent"] = 12  # rule `review_thin_margin` holds it (the long-polls' hold)
 
 

@@ -72,9 +72,9 @@ def main() -> int:
     location = open_location(str(dataset))
     write_manifest(location, integrity.seal(read_manifest(location), dataset_signer(store.signing)))
     reference_store = WorkbenchStore(ledger, signing, dataset, reference=True)
-    current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    current = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
     store.promote("demo", current, frozenset({"publish"}))  # the scope's current version, for the semantic diff
-    fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    fix = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     fix["version"] = "2026-12-01"
 
     load = os.getloadavg()

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/train_ledger_dictionary.py --id 2 [--per-request 40] [--size 16384]
 
-Decides every sample request under `data/requests/` except `verdict-yes.json` (the sizing
+Decides every sample request under `gate/data/requests/` except `verdict-yes.json` (the sizing
 workload stays out of the training set) `--per-request` times through the app on a throwaway
 SQLite ledger, with an outcome receipt for every second decision, and trains one dictionary on
 the stored records, requests, chain links and receipts. It writes
@@ -46,7 +46,7 @@ def main() -> int:
     if target.exists():
         raise SystemExit(f"{target} exists: a shipped dictionary is never replaced")
     samples: list[bytes] = []
-    for path in sorted((ROOT / "data" / "requests").glob("*.json")):
+    for path in sorted((ROOT / "gate" / "data" / "requests").glob("*.json")):
         if path.name == HELD_OUT:
             continue
         with tempfile.TemporaryDirectory() as home:

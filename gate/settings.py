@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gate.errors import CodedError
+from gate.resources import data_path
 
 # A trusted proxy: one address or a network (GATE_TRUSTED_PROXIES).
 ProxyNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -54,7 +55,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_MAX_PACKET_BYTES", "16777216", "body limit of POST /api/decision/packet/verify"),
     ("GATE_REQUEST_READ_TIMEOUT", "10", "seconds to send one request's head and body (else 408)"),
     ("GATE_SCHEMA_URL", "/schemas/rulebook-v1.schema.json", "rulebook_contract.schema_url in records"),
-    ("GATE_POLICY_DIR", "data/rulebooks", "operator-published rulebooks (policy-bundles registry)"),
+    ("GATE_POLICY_DIR", "the package's gate/data/rulebooks", "operator-published rulebooks (policy-bundles registry)"),
     ("GATE_AUTO_MIGRATE", "true", "run ledger migrations when the app starts"),
     ("GATE_DECIDE_CONFIDENCE", "true", "attach the decide-time confidence block"),
     ("GATE_POLICYCHECK_RATE_LIMIT", "600", "requests per minute per client on the policy-check routes"),
@@ -275,7 +276,7 @@ def _seconds(value: str, name: str) -> float:
 
 
 def _default_policy_dir() -> Path | None:
-    candidate = Path(__file__).resolve().parent.parent / "data" / "rulebooks"
+    candidate = data_path("rulebooks")
     return candidate if candidate.is_dir() else None
 
 

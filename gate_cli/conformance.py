@@ -1,5 +1,5 @@
 """`gate conformance --endpoint URL [--api-key KEY] [--json]`: the published conformance fixtures
-(`schemas/conformance/`) against any compatible Decision Gate endpoint.
+(`gate/schemas/conformance/`) against any compatible Decision Gate endpoint.
 
 Each fixture's request is posted twice to `POST {endpoint}/api/decide`. A fixture passes when
 both responses give the same semantic result (`semantic_result`: status code and the decision
@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from gate.protocol.canonical import sha256_bytes_hex
+from gate.resources import schemas_path
 
-FIXTURES = Path(__file__).resolve().parent.parent / "schemas" / "conformance"
+FIXTURES = schemas_path("conformance")
 REGISTRY_PLACEHOLDER = "$registry"
 SEMANTIC_MEMBERS = (
     "status", "c", "v", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id", "evidence",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gate.clock import SystemClock, iso_ms
 from gate.errors import LedgerUnavailable
 from gate.keys.signing import generate_keyring
+from gate.resources import data_path
 from gate.services.root import signing_setup
 from gate.settings import Settings
 from gate_cli.help import Subparsers
@@ -145,7 +146,7 @@ def port_problem(host: str, api_port: int, workbench_port: int) -> str | None:
     return None
 
 
-REQUESTS_DIR = Path(__file__).resolve().parent.parent / "data" / "requests"
+REQUESTS_DIR = data_path("requests")
 VERDICT_SAMPLES = ("verdict-yes", "verdict-no", "verdict-review", "verdict-needs-input")
 
 

@@ -3,7 +3,7 @@
 Each request is decided by the real `DecisionService` on a throw-away SQLite ledger (fixed
 clock, sequential ids, unsigned: the corpus must not depend on anyone's keys), and the stored
 row and its bound snapshot are written out exactly as stored, with the issued record, as one
-fixture. The committed corpus (`schemas/golden-replay/`) is built from `data/golden/requests.json`;
+fixture. The committed corpus (`gate/schemas/golden-replay/`) is built from `gate/data/golden/requests.json`;
 it is regenerated only on purpose, because its records are the contract new code must replay.
 """
 
@@ -22,12 +22,12 @@ from gate.clock import FixedClock
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger
 from gate.protocol.canonical import sha256_bytes_hex
+from gate.resources import data_path, schemas_path
 from gate.services.decide import Caller
 from gate.services.root import decision_services
 
-ROOT = Path(__file__).resolve().parent.parent
-REQUESTS = ROOT / "data" / "golden" / "requests.json"
-OUT = ROOT / "schemas" / "golden-replay"
+REQUESTS = data_path("golden", "requests.json")
+OUT = schemas_path("golden-replay")
 SCOPE = "golden_corpus"
 START = datetime(2026, 11, 1, tzinfo=UTC)
 

@@ -17,7 +17,7 @@
 # known outcomes of the decisions that flip.
 #
 # The dataset is `GATE_DATASET`, else `$GATE_HOME/dataset`, else `var/dataset` under the project
-# root (which `scripts/demo` fills); the rulebooks `GATE_RULEBOOKS`, else `data/rulebooks` under
+# root (which `scripts/demo` fills); the rulebooks `GATE_RULEBOOKS`, else `gate/data/rulebooks` under
 # the project root; whatever folder the kernel runs in.
 
 # %%
@@ -60,7 +60,7 @@ by_version
 
 # %% [markdown]
 # ## 2. Draft a fix: start from the current version and tighten what it loosened
-# The old and new versions ship in `data/rulebooks`; the draft restores the old version's rules
+# The old and new versions ship in `gate/data/rulebooks`; the draft restores the old version's rules
 # under a new version label.
 
 # %%
@@ -81,7 +81,7 @@ for difference in exact["differences"][:5]:
 
 # %%
 run = dry_run(draft, POLICY, scope=SCOPE, dataset=DATASET, created_at="2026-12-01T00:00:00.000Z",
-              baseline=current, baseline_source="the current version, data/rulebooks")
+              baseline=current, baseline_source="the current version, gate/data/rulebooks")
 result = run.result.to_dict()
 print(compared_with(result["baseline"]))
 print(f"{result['decisions_evaluated']} replayed, {result['decisions_changed']} flip, "

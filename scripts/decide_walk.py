@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The decide's walk through the code: which modules a decide enters, in order (issue 46's figure).
 
-`scripts/decide_walk.py [--trace]` stores the sample request (`data/requests/pricing-exception.json`)
+`scripts/decide_walk.py [--trace]` stores the sample request (`gate/data/requests/pricing-exception.json`)
 twice through `DecisionService.decide` on a fresh SQLite ledger with an HMAC signer (once to warm
 the caches a first decide fills, then the decide measured, with a scope that has one outcome, so
 the record carries a confidence block; group commit off, so the seal runs in the same thread),
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     from gate.services.lifecycle import KINDS, LifecycleService
     from gate.services.pipeline import Caller
 
-    body = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+    body = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
     with tempfile.TemporaryDirectory() as home:
         ledger = Ledger(f"sqlite:///{home}/walk.db", group_commit=False)  # one thread: the whole walk
         ledger.upgrade()

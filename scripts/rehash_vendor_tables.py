@@ -1,6 +1,6 @@
 """Recompute `source_hash` of every row of the vendor policy tables after a reviewed edit.
 
-Usage: python scripts/rehash_vendor_tables.py [directory]   (default data/policychecks)
+Usage: python scripts/rehash_vendor_tables.py [directory]   (default gate/data/policychecks)
 
 Run it only after checking the edited rows against their `source_url` and updating
 `last_verified`: the loader refuses any row whose hash does not match its sourced material.

@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("GATE_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/test")
-SAMPLE_REQUEST = ROOT / "data" / "requests" / "pricing-exception.json"
-SAMPLE_RULEBOOK = ROOT / "data" / "rulebooks" / "pricing-exception.json"
+SAMPLE_REQUEST = ROOT / "gate" / "data" / "requests" / "pricing-exception.json"
+SAMPLE_RULEBOOK = ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json"
 
 
 def _pg_available() -> bool:
@@ -146,7 +146,7 @@ def gate_environment(home: Path, database_url: str) -> dict[str, str]:
         "GATE_HOME": str(home),
         "GATE_DATABASE_URL": database_url,
         "GATE_SIGNING_KEY_FILE": str(keyring),
-        "GATE_POLICY_DIR": str(ROOT / "data" / "rulebooks"),
+        "GATE_POLICY_DIR": str(ROOT / "gate" / "data" / "rulebooks"),
     }
 
 

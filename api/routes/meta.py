@@ -13,7 +13,7 @@ from api.errors import error_response, json_text_response
 from api.jsonio import dumps
 from api.openapi import docs_document, openapi_document
 from api.routing import Endpoint, Routes
-from gate.rulebook import SCHEMA_PATH
+from gate.resources import schemas_dir
 
 routes = Routes("meta", __name__)
 
@@ -43,11 +43,11 @@ def _document_text(build: Callable[[], Any]) -> str:
     False, {200: "JSON Schema", 404: "unknown schema"}, errors=("NOT_FOUND",), tags=("contract",), budget="public",
 ), converters={"name": "path"})
 def schema(name: str) -> Response:
-    """Contract artifacts (`schemas/`: JSON Schemas, conformance index and fixtures, golden replay
+    """Contract artifacts (`gate/schemas/`: JSON Schemas, conformance index and fixtures, golden replay
     corpus), served byte for byte."""
     # SECURITY: only plain names inside the schemas folder (no `..`, no absolute or hidden paths),
     # checked by pattern and again after resolving symlinks.
-    root = SCHEMA_PATH.parent.resolve()
+    root = schemas_dir().resolve()
     path = (root / name).resolve() if _SCHEMA_NAME.fullmatch(name) and ".." not in name else None
     if path is None or root not in path.parents or not path.is_file():
         return error_response("NOT_FOUND", f"no schema named {name}")

@@ -1,7 +1,7 @@
 """Vendor policy tables: the data the four policy-check services look up before their rulebooks decide.
 
-One JSON file per service (`data/policychecks/<service>.table.json`), each validated at load
-against `schemas/vendor-policy-table-v1.schema.json` and against what JSON Schema cannot say:
+One JSON file per service (`gate/data/policychecks/<service>.table.json`), each validated at load
+against `gate/schemas/vendor-policy-table-v1.schema.json` and against what JSON Schema cannot say:
 `(vendor, region, plan)` is unique in a table, and every row's `source_hash` is the sha256 of
 the row's sourced material (`row_source_hash`). A table that fails either check is refused
 (`VendorTableInvalid`): SECURITY, a hand-edited row whose terms changed without its hash being
@@ -33,6 +33,7 @@ import jsonschema
 
 from gate.errors import CodedError
 from gate.protocol.canonical import sha256_bytes_hex, sha256_hex
+from gate.resources import data_path, schemas_path
 
 __all__ = [
     "SERVICES",
@@ -51,9 +52,8 @@ __all__ = [
 
 SERVICES = ("refund", "cancellation", "return", "trial")
 TABLE_SCHEMA_VERSION = "vendor_policy_table_v1"
-_ROOT = Path(__file__).resolve().parents[2]
-TABLES_DIR = _ROOT / "data" / "policychecks"
-TABLE_SCHEMA_PATH = _ROOT / "schemas" / "vendor-policy-table-v1.schema.json"
+TABLES_DIR = data_path("policychecks")
+TABLE_SCHEMA_PATH = schemas_path("vendor-policy-table-v1.schema.json")
 ANY_PLAN = "*"
 _SOURCED_FIELDS = ("vendor", "region", "plan", "terms", "source_url", "last_verified")
 _NOT_ID = re.compile(r"[^a-z0-9_-]+")

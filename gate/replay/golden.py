@@ -33,9 +33,10 @@ from gate.replay.historical import (
     StoredMaterial,
     replay,
 )
-from gate.rulebook import SCHEMA_PATH, schema_hash
+from gate.resources import schemas_path
+from gate.rulebook import schema_hash
 
-CORPUS_DIR = SCHEMA_PATH.parent / "golden-replay"
+CORPUS_DIR = schemas_path("golden-replay")
 INDEX_FILE = "index.json"
 OUTCOME_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id")
 FIXTURE_MEMBERS = ("fixture_id", "description", "request_text", "snapshot", "expected_record")

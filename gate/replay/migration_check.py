@@ -3,7 +3,7 @@
 Steps (compatibility rule 7: a migration is checked before evaluator, adapter or rulebook
 routing changes, and its manifest makes the expected drift and approval machine-readable):
 
-1. The manifest must validate against `schemas/rulebook-migration-v1.schema.json`.
+1. The manifest must validate against `gate/schemas/rulebook-migration-v1.schema.json`.
 2. The candidate is the manifest's `to` rulebook (`to.rulebook_hash`): the body comes from
    `--rulebook` (its hash must be `to.rulebook_hash`) or from a corpus snapshot with that hash,
    evaluated by this gate's evaluator and adapters.
@@ -52,10 +52,11 @@ from gate.replay.golden import (
     shipped_adapters,
 )
 from gate.replay.historical import Snapshot
-from gate.rulebook import SCHEMA_PATH, get_evaluator
+from gate.resources import schemas_path
+from gate.rulebook import get_evaluator
 from gate.verify.signatures import signature_holds
 
-MIGRATION_SCHEMA = SCHEMA_PATH.parent / "rulebook-migration-v1.schema.json"
+MIGRATION_SCHEMA = schemas_path("rulebook-migration-v1.schema.json")
 CLASS_COVERS = {"evaluator": {"evaluator"}, "adapter": {"adapter"}, "rulebook": {"rulebook"},
                 "public_response": set(), "mixed": {"evaluator", "adapter", "rulebook"}}
 

@@ -1,7 +1,7 @@
 """The Rulebook v1 contract in one place: members, operators, limits, patterns, error codes.
 
 Everything here is fixed by reference facts §2; the validator, the compiler, the published
-JSON Schema (`schemas/rulebook-v1.schema.json`) and the tests all read these values, so a
+JSON Schema (`gate/schemas/rulebook-v1.schema.json`) and the tests all read these values, so a
 change here is a contract change (a new evaluator version), never a refactor.
 """
 

@@ -41,7 +41,7 @@ and `HELPERS`. SECURITY: the expression is made of fixed text and those names on
 rulebook string or value is ever spelled into it (`gate.rulebook.compile`).
 
 A new operator is one entry here, one in `workbench/engines/rulebook_polars.py` (`LEAVES`), its
-name in `schemas/rulebook-v1.schema.json` and its entries in
+name in `gate/schemas/rulebook-v1.schema.json` and its entries in
 `tests/rulebook/test_rulebook_operators.py`, as long as its operand is one of the kinds above and
 its cost one of the classes above; a new kind of operand also changes how the analysis cuts a
 field (`gate/rulebook/analysis/space.py`), a new cost class `budget.py`.

@@ -1,7 +1,7 @@
 """Policy patterns (spec "Registries and patterns"; reference facts §7): ready-made decision
 boundaries a caller can adopt, each bound to one shipped Rulebook v1.
 
-The registry is built from `data/patterns/policy-patterns.json` (what a person writes: names,
+The registry is built from `gate/data/patterns/policy-patterns.json` (what a person writes: names,
 summary, tags, use cases, an example question, context, facts, outcome metrics and a CRM
 mapping) and from the rulebook each pattern names. Everything else is derived here, so one fact
 has one source:
@@ -32,6 +32,7 @@ from typing import Any
 from gate.errors import CodedError
 from gate.protocol.canonical import clone, parse_strict, sha256_hex
 from gate.protocol.evaluation import STATUS_OK
+from gate.resources import data_path
 from gate.rulebook import get_evaluator
 from gate.rulebook.contract import VERDICT_YES
 from gate.rulebook.shapes import Outcome, Rule, RulebookDocument
@@ -39,7 +40,7 @@ from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSI
 
 PATTERN_VERSION = "decision_pattern_v1"
 REGISTRY_VERSION = "decision_pattern_registry_v1"
-PATTERNS_FILE = Path(__file__).resolve().parents[2] / "data" / "patterns" / "policy-patterns.json"
+PATTERNS_FILE = data_path("patterns", "policy-patterns.json")
 
 _ID = re.compile(r"^[a-z][a-z0-9_]{1,63}$")
 _TAG = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
@@ -283,7 +284,7 @@ def _load(path: Path) -> PatternRegistry:
 
 
 def load_patterns(path: str | Path | None = None) -> PatternRegistry:
-    """The registry of `path` (default: the shipped `data/patterns/policy-patterns.json`)."""
+    """The registry of `path` (default: the shipped `gate/data/patterns/policy-patterns.json`)."""
     return _load(Path(path or PATTERNS_FILE).resolve())
 
 

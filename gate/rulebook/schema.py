@@ -1,24 +1,22 @@
 """The published Rulebook v1 JSON Schema file: its raw bytes and their hash.
 
-The file `schemas/rulebook-v1.schema.json` is served unchanged at `{schema_url}` and
-`rulebook_contract.schema_hash` is the sha256 of its raw bytes (reference facts §2), so the
-bytes are read once and never re-serialised. `GATE_SCHEMAS_DIR` overrides the directory
-(read at import time).
+The file `gate/schemas/rulebook-v1.schema.json` (package data, `gate.resources`) is served
+unchanged at `{schema_url}` and `rulebook_contract.schema_hash` is the sha256 of its raw bytes
+(reference facts §2), so the bytes are read once and never re-serialised. `GATE_SCHEMAS_DIR`
+overrides the directory (read at import time, by `gate.resources`).
 """
 
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
 
 from gate.protocol.canonical import sha256_bytes_hex
+from gate.resources import schemas_path
 from gate.vocabulary import RULEBOOK_SCHEMA_FILE
 
 __all__ = ["SCHEMA_PATH", "schema_bytes", "schema_hash"]
 
-SCHEMAS_DIR = Path(os.environ.get("GATE_SCHEMAS_DIR") or Path(__file__).resolve().parents[2] / "schemas")
-SCHEMA_PATH = SCHEMAS_DIR / RULEBOOK_SCHEMA_FILE
+SCHEMA_PATH = schemas_path(RULEBOOK_SCHEMA_FILE)
 
 
 @functools.lru_cache(maxsize=1)

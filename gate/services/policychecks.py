@@ -7,7 +7,7 @@ Each check is two steps with separate authority:
    plain facts only: whether the vendor is in the table, whether a row covers the plan, the
    row's terms, and for window checks `days_left_in_window = window − days_since_purchase`
    (a rulebook leaf compares a field with a constant, never two fields).
-2. Verdict: the service's rulebook (`data/policychecks/<service>.rulebook.json`) is evaluated
+2. Verdict: the service's rulebook (`gate/data/policychecks/<service>.rulebook.json`) is evaluated
    over those facts by the gate's own compiled evaluator (`gate.rulebook.get_evaluator`), the
    same engine as `/api/decide`: one engine, one meaning. The verdict, code and action are the
    rulebook's application verdict, reason code and action, unchanged.

@@ -57,7 +57,7 @@ def adapter_request(adapter, payload, rulebook=None):
 
 
 def sample(name: str) -> dict:
-    return json.loads((ROOT / "data" / "requests" / f"{name}.json").read_text())
+    return json.loads((ROOT / "gate" / "data" / "requests" / f"{name}.json").read_text())
 
 
 def decide(client, key, body, **headers):

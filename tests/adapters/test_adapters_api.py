@@ -135,7 +135,7 @@ def test_adapter_registry_lists_manifests_whose_hashes_recompute(client):
     for name in EXPECTED:  # the shipped sample requests pin the current manifests
         invocation = sample(name)["adapter"]
         assert invocation["manifest_hash"] == listed[(invocation["adapter_id"], invocation["version"])]["manifest_hash"]
-        rulebook_file = json.loads((ROOT / "data" / "rulebooks" / f"{name}.json").read_text())
+        rulebook_file = json.loads((ROOT / "gate" / "data" / "rulebooks" / f"{name}.json").read_text())
         assert sample(name)["rulebook"] == rulebook_file
 
 

@@ -102,7 +102,7 @@ def test_overview_anomaly_decision_authoring_by_a_shared_deep_link(browser, page
     screenshot(page, "deeplink-3-decisions-newest-first")
 
     # 4. Authoring: a draft typed here lands in the URL; the link reopens it in a new session.
-    fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    fix = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     fix["version"] = "2026-12-02"
     draft_from_current(page, "refund_approval", json.dumps(fix, indent=2))
     page.get_by_text("Valid Rulebook v1").wait_for()
@@ -148,7 +148,7 @@ def test_find_the_degradation_draft_a_fix_dry_run_export_and_promote(page, demo_
     screenshot(page, "journey-1-overview-anomaly")
 
     # Authoring: start from the current version, restore the earlier rules under a new version.
-    fix = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    fix = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     fix["version"] = "2026-12-01"
     draft_from_current(page, "refund_approval", json.dumps(fix, indent=2))
     page.get_by_text("loaded refund_approval version 2026-08-01").wait_for()
@@ -239,7 +239,7 @@ def test_the_authors_journey_table_live_impact_sweep_dry_run_export(page, demo_w
 
     # A draft of the current version under a new version label, then the fix typed in the table:
     # the auto-refund rule narrowed back to small, recent, low-risk refunds.
-    current = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    current = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
     draft = copy.deepcopy(current)
     draft["version"] = "2026-12-03"
     draft_from_current(page, "refund_approval", json.dumps(draft, indent=2))

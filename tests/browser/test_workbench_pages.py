@@ -16,7 +16,7 @@ from workbench.app import ruletable
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
+RULEBOOK = json.loads(Path("gate/data/rulebooks/pricing-exception.json").read_text())
 
 
 @pytest.fixture(scope="module")

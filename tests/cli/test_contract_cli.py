@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import ROOT
 from tests.server.support import GATE, Server, call
 
-MANIFEST = ROOT / "data" / "migrations" / "refund-approval-2026-08-01.json"
-CANDIDATE = ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json"
+MANIFEST = ROOT / "gate" / "data" / "migrations" / "refund-approval-2026-08-01.json"
+CANDIDATE = ROOT / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json"
 
 
 def run(*args, env=None):
@@ -100,7 +100,7 @@ def test_migration_check_gates_the_golden_corpus(tmp_path):
     assert json.loads(done.stdout)["problems"][0].startswith("schema: status")
 
     assert check(manifest).returncode == 1  # the candidate body is not in the corpus: cannot run
-    other = ROOT / "data" / "rulebooks" / "refund-approval.json"
+    other = ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json"
     assert "does not hash" in check(manifest, "--rulebook", str(other)).stdout
     assert run("migration", "check", str(tmp_path / "missing.json")).returncode == 2
     text = run("migration", "check", str(MANIFEST), "--rulebook", str(CANDIDATE))

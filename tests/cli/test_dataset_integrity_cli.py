@@ -88,7 +88,7 @@ def exported(gate_env, tmp_path, request):
         shutil.copytree(template / "ds", tmp_path / "ds")
     else:
         _seed_and_export(gate_env, tmp_path / "ds")
-    draft = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    draft = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     draft["version"] = "2026-12-01"
     draft["rules"][0]["condition"]["value"] = 12  # block_deep_discount from 12 %: some approvals flip
     (tmp_path / "draft.json").write_text(json.dumps(draft))

@@ -12,8 +12,8 @@ import pytest
 
 from tests.demo_support import GATE, build_demo_home, gate_env
 
-CURRENT = "data/rulebooks/refund-approval-2026-08-01.json"  # the demo's newest refund_approval version
-EARLIER = "data/rulebooks/refund-approval.json"
+CURRENT = "gate/data/rulebooks/refund-approval-2026-08-01.json"  # the demo's newest refund_approval version
+EARLIER = "gate/data/rulebooks/refund-approval.json"
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     assert {k: v for k, v in reports[0].items() if k not in same} == \
         {k: v for k, v in reports[1].items() if k not in same}
 
-    draft = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    draft = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     draft["version"] += "-draft"
     draft["rules"][0]["condition"]["value"] = 18
     (tmp_path / "draft.json").write_text(json.dumps(draft))

@@ -146,7 +146,7 @@ def test_lint_prints_each_distinct_finding_once_with_its_regions(tmp_path):
     """Issue 45, item 10: the current refund_approval has 13 findings, seven of them the same
     fall-through line once per region. The text prints that line once with its count, then each
     region with a fact set inside it; `--json` keeps every finding as the engine gave it."""
-    book = str(Path(__file__).resolve().parents[2] / "data" / "rulebooks" / "refund-approval-2026-08-01.json")
+    book = str(Path(__file__).resolve().parents[2] / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json")
     body = json.loads(gate("lint", book, "--json", cwd=tmp_path).stdout)
     falls = [finding for finding in body["findings"] if finding["code"] == "falls_through"]
     assert len(body["findings"]) == 13 and len(falls) == 7

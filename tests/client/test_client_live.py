@@ -22,7 +22,7 @@ from gate_client.client import (
 from tests.client.live_gate import LiveGate, Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUESTS = ROOT / "data" / "requests"
+REQUESTS = ROOT / "gate" / "data" / "requests"
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 
 
 class MovingClock:

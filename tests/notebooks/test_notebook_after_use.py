@@ -27,7 +27,7 @@ from workbench.notebooks.run import execute
 from workbench.notebooks.support import NotebookPaths
 
 ROOT = Path(__file__).resolve().parents[2]
-RULEBOOKS = ROOT / "data" / "rulebooks"
+RULEBOOKS = ROOT / "gate" / "data" / "rulebooks"
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
 

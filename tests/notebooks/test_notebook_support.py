@@ -45,7 +45,7 @@ def test_relative_paths_are_taken_from_the_project_root(tmp_path, monkeypatch):
     default = notebook_paths({})
     assert (default.dataset, default.home, default.output) == (
         str(ROOT / "var" / "dataset"), ROOT / "var", ROOT / "var" / "notebooks")
-    assert default.rulebooks == ROOT / "data" / "rulebooks"
+    assert default.rulebooks == ROOT / "gate" / "data" / "rulebooks"
     home = notebook_paths({"GATE_HOME": "elsewhere"})
     assert home.dataset == str(ROOT / "elsewhere" / "dataset") and home.dataset_origin == "$GATE_HOME/dataset"
     chosen = notebook_paths({"GATE_HOME": "elsewhere", "GATE_DATASET": "exports/ds", "GATE_RULEBOOKS": "rb"})
@@ -54,6 +54,21 @@ def test_relative_paths_are_taken_from_the_project_root(tmp_path, monkeypatch):
     absolute = notebook_paths({"GATE_DATASET": str(tmp_path / "ds")})
     assert absolute.dataset == str(tmp_path / "ds")
     assert notebook_paths({"GATE_DATASET": "s3://bucket/ds"}).dataset == "s3://bucket/ds"
+
+
+def test_without_a_checkout_the_root_is_the_working_folder_and_the_rulebooks_the_packages(tmp_path, monkeypatch):
+    # As installed from the wheel (tests/test_wheel.py runs it there): no pyproject.toml above.
+    import workbench.notebooks.support as support
+    from gate.resources import data_path
+
+    def no_checkout(start=None):
+        raise NotebookSetupError("no decision-gate pyproject.toml")
+
+    monkeypatch.setattr(support, "project_root", no_checkout)
+    monkeypatch.chdir(tmp_path)
+    paths = notebook_paths({})
+    assert (paths.root, paths.home, paths.rulebooks) == (tmp_path, tmp_path / "var", data_path("rulebooks"))
+    assert notebook_paths({"GATE_RULEBOOKS": "mine"}).rulebooks == tmp_path / "mine"
 
 
 def test_a_missing_dataset_is_refused_with_how_to_make_one(tmp_path, demo_dataset):

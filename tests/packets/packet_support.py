@@ -46,7 +46,7 @@ from gate.rulebook import get_evaluator, schema_hash
 from gate.verify import TrustAnchors
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text(encoding="utf-8"))
+REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text(encoding="utf-8"))
 RULEBOOK = REQUEST["rulebook"]
 ACTIVE = Ed25519Key.from_seed(bytes(range(200, 232)))
 RETIRED = Ed25519Key.from_seed(bytes(range(150, 182)))

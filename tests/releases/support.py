@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-RULEBOOK = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
-REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+RULEBOOK = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
+REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 ALL = "decide,publish,release,approve,admin"
 
 

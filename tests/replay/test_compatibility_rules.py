@@ -19,7 +19,7 @@ from tests.api.test_replay import decide
 from tests.conftest import ROOT
 from tests.fake_adapters import FakeRegistry, adapter_request
 
-SCHEMAS = ROOT / "schemas"
+SCHEMAS = ROOT / "gate" / "schemas"
 
 
 def _adapter_corpus(tmp_path, registry):
@@ -180,14 +180,14 @@ def test_rule_6_conformance_fixtures_cover_the_required_cases_and_pass_here(gate
 
 
 def test_rule_7_migrations_are_checked_and_gated_by_their_manifest():
-    candidate = json.loads((ROOT / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    candidate = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
     fields = ["verdict", "application_verdict", "action", "reason_code", "matched_rule_id"]
     assert check_migration(_manifest(candidate, "rulebook", fields), rulebook=candidate)["gate_passed"]
     proposed = check_migration(_manifest(candidate, "rulebook", fields, status="proposed"), rulebook=candidate)
     assert proposed["ok"] and not proposed["gate_passed"]
     silent = check_migration(_manifest(candidate, "rulebook", []), rulebook=candidate)
     assert not silent["gate_passed"] and silent["observed_drift"] == fields
-    same = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    same = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     unchanged = check_migration(_manifest(same, "rulebook", [], status="approved") | {"approval": {"status": "not_required"}},
                                 rulebook=same)
     assert unchanged["gate_passed"] and unchanged["observed_drift"] == []

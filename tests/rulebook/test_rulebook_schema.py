@@ -22,7 +22,7 @@ def _schema():
 
 
 def test_schema_bytes_are_the_file_bytes():
-    assert SCHEMA_PATH == ROOT / "schemas" / "rulebook-v1.schema.json"
+    assert SCHEMA_PATH == ROOT / "gate" / "schemas" / "rulebook-v1.schema.json"
     assert schema_bytes() == SCHEMA_PATH.read_bytes()
     assert schema_hash() == hashlib.sha256(SCHEMA_PATH.read_bytes()).hexdigest()
     assert len(schema_hash()) == 64 and schema_hash() == schema_hash().lower()

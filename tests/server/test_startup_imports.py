@@ -42,7 +42,7 @@ _PROBE = textwrap.dedent("""
         from gate_cli.main import create_key
         key = create_key(Settings.from_env(env), "probe", "scale", 1000, None)["api_key"]
         client = app.test_client()
-        body = json.loads(Path("data/requests/verdict-yes.json").read_text())
+        body = json.loads(Path("gate/data/requests/verdict-yes.json").read_text())
         decided = client.post("/api/decide", json=body, headers={{"x-api-key": key}})
         after_decide = sorted(name for name in heavy if name in sys.modules)
         report = client.get(f"/api/decision/policies/{{decided.json['policy_id']}}/effectiveness",

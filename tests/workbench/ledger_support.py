@@ -19,7 +19,7 @@ from gate.services.decide import Caller, DecisionService
 from gate.services.lifecycle import KINDS, LifecycleService
 
 ROOT = Path(__file__).resolve().parents[2]
-REQUEST = json.loads((ROOT / "data" / "requests" / "pricing-exception.json").read_text())
+REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 
 
 class MovableClock(FixedClock):

@@ -44,7 +44,7 @@ CREATED = "2026-08-01T00:00:00.000Z"
 
 
 def draft() -> dict:
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     rulebook["version"] = rulebook["version"] + "-draft"
     rulebook["rules"][0]["condition"]["value"] = 18  # block discounts above 18 % instead of 25 %
     return rulebook

@@ -74,7 +74,7 @@ def without_source(report: dict) -> dict:
 
 
 def draft(tmp_path: Path) -> Path:
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     rulebook["version"] += "-draft"
     rulebook["rules"][0]["condition"]["value"] = 15
     path = tmp_path / "draft.json"

@@ -7,7 +7,7 @@ synthetic datasets (`workbench.dataset.synth`, straight into the export schema),
 Scenario (all times UTC, 2026-05-01 to 2026-10-31):
 
 * Five scopes (`demo` is the newcomer's own scope) deciding with three rulebooks from
-  data/rulebooks: `pricing_exception`, `refund_approval` and `agent_action_gate`, in a
+  gate/data/rulebooks: `pricing_exception`, `refund_approval` and `agent_action_gate`, in a
   per-scope mix.
 * Facts follow per-policy distributions (discounts, margins, refund amounts, order ages,
   fraud and risk scores, …); decisions fall on business hours more than nights.
@@ -30,12 +30,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
 
-RULEBOOK_DIR = Path(__file__).resolve().parents[2] / "data" / "rulebooks"
+from gate.resources import data_path
+
+RULEBOOK_DIR = data_path("rulebooks")
 
 SCOPES = ("demo", "acme-retail", "globex-saas", "initech-finance", "umbrella-health")
 SCOPE_WEIGHTS = (0.32, 0.20, 0.18, 0.16, 0.14)

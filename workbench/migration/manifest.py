@@ -25,6 +25,7 @@ import jsonschema
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_bytes_hex, sha256_hex
+from gate.resources import schemas_path
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 MIGRATION_SCHEMA_VERSION = "rulebook_migration_v1"
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schemas" / "rulebook-migration-v1.schema.json"
+SCHEMA_FILE = schemas_path("rulebook-migration-v1.schema.json")
 _DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_code", "matched_rule_id")
 
 

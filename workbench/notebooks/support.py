@@ -6,14 +6,17 @@ folder, `scripts/notebooks` in `var/notebooks/`). In order:
 
 * `GATE_DATASET`: the Parquet dataset (a folder, or a URL `workbench.dataset.load` reads);
 * else `$GATE_HOME/dataset`, `GATE_HOME` defaulting to `var` as for every `gate` command;
-* `GATE_RULEBOOKS`: the sample rulebooks, default `data/rulebooks`.
+* `GATE_RULEBOOKS`: the sample rulebooks, default the ones the `gate` package ships
+  (`gate/data/rulebooks`, found through `gate.resources`, so also from an installed wheel).
 
 The dataset is read only as the CLI reads it (`dataset_trust`): its manifest signed by a key of
 the gate's keyring in `GATE_HOME` (or GATE_SIGNING_KEY_FILE, GATE_RECEIPT_HMAC_SECRET), or, with
 `GATE_ALLOW_UNSIGNED=1`, unsigned (a synthetic dataset), every report then saying so.
 
 A relative value is taken from the project root: the folder with this project's
-`pyproject.toml`, found by walking up from this module (the checkout the kernel imports).
+`pyproject.toml`, found by walking up from this module (the checkout the kernel imports). Where
+the kernel imports an installed wheel (no checkout above it), the root is the working folder,
+as `GATE_HOME=var` is for every `gate` command there.
 `scripts/demo` fills `var/dataset`; `gate export --out DIR` writes one from any ledger.
 
 Every figure the notebooks show comes from the engines, through the functions the API and
@@ -33,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from gate.errors import CodedError
+from gate.resources import data_path
 from workbench.dataset.load import Frames
 from workbench.dataset.trust import Trust, reader_trust
 from workbench.engines.common import latest_outcomes
@@ -72,6 +76,14 @@ def project_root(start: Path | None = None) -> Path:
                              "from a checkout of the project (README, \"Notebooks\")")
 
 
+def _default_root() -> Path:
+    """The checkout the kernel imports, else (an installed wheel) the working folder."""
+    try:
+        return project_root()
+    except NotebookSetupError:
+        return Path.cwd()
+
+
 def _under(root: Path, value: str) -> Path:
     path = Path(value).expanduser()
     return path if path.is_absolute() else root / path
@@ -80,12 +92,13 @@ def _under(root: Path, value: str) -> Path:
 def notebook_paths(env: Mapping[str, str] | None = None, *, root: Path | None = None) -> NotebookPaths:
     """The dataset, rulebook and output paths from the environment and the project root."""
     env = os.environ if env is None else env
-    root = root or project_root()
+    root = root or _default_root()
     home = _under(root, env.get("GATE_HOME") or "var")
     raw = env.get("GATE_DATASET")
     dataset = raw if raw and "://" in raw else str(_under(root, raw) if raw else home / "dataset")
     origin = "GATE_DATASET" if raw else "$GATE_HOME/dataset" if env.get("GATE_HOME") else NotebookPaths.dataset_origin
-    rulebooks = _under(root, env.get("GATE_RULEBOOKS") or "data/rulebooks")
+    chosen = env.get("GATE_RULEBOOKS")
+    rulebooks = _under(root, chosen) if chosen else data_path("rulebooks")
     return NotebookPaths(root, home, dataset, rulebooks, home / "notebooks", origin)
 
 

@@ -30,7 +30,7 @@ from workbench.migration.sweep import default_range, numeric_comparisons, sweep,
 from workbench.reports.textsafe import md_text
 
 ROOT = Path(__file__).resolve().parents[3]
-RULEBOOKS = sorted((ROOT / "data" / "rulebooks").glob("*.json"))
+RULEBOOKS = sorted((ROOT / "gate" / "data" / "rulebooks").glob("*.json"))
 
 
 # ---------------------------------------------------------------------- the rule table (pure)
@@ -53,7 +53,7 @@ def test_every_cell_written_back_as_shown_leaves_the_draft_unchanged(path):
 
 
 def test_a_cell_edit_changes_exactly_that_member_and_keeps_the_key_order():
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     edited = ruletable.with_cell(rulebook, 2, "priority", " 75 ")
     assert edited["rules"][2]["priority"] == 75 and rulebook["rules"][2]["priority"] == 70
     expected = copy.deepcopy(rulebook)
@@ -80,7 +80,7 @@ def test_a_cell_edit_changes_exactly_that_member_and_keeps_the_key_order():
     ("fired", "3", "'fired' cannot be edited"),
 ])
 def test_a_cell_the_table_cannot_read_is_refused_and_changes_nothing(column, value, message):
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     before = copy.deepcopy(rulebook)
     with pytest.raises(ruletable.RuleEditError, match=message):
         ruletable.with_cell(rulebook, 0, column, value)
@@ -90,7 +90,7 @@ def test_a_cell_the_table_cannot_read_is_refused_and_changes_nothing(column, val
 
 
 def test_rules_are_added_with_a_free_id_and_removed_by_row():
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     once = ruletable.with_rule_added(rulebook)
     twice = ruletable.with_rule_added(once)
     assert [r["rule_id"] for r in twice["rules"][-2:]] == ["new_rule", "new_rule_2"]
@@ -461,7 +461,7 @@ def test_a_sweep_range_is_the_observed_spread_widened_to_the_value_and_rounded_o
 
 
 def test_numeric_comparisons_are_the_leaves_a_sweep_accepts():
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "refund-approval.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json").read_text())
     rulebook["rules"][3]["condition"]["all"].append({"not": {"field": "amount", "operator": "gt", "value": 9}})
     rulebook["rules"][3]["condition"]["all"].append({"field": "amount", "operator": "gte", "value": 5})
     found = numeric_comparisons(rulebook)

@@ -47,7 +47,7 @@ def test_unparsable_json_points_at_the_parse_error():
 
 
 def test_a_valid_draft_has_a_hash():
-    with open("data/rulebooks/pricing-exception.json") as draft:
+    with open("gate/data/rulebooks/pricing-exception.json") as draft:
         text = draft.read()
     check = check_draft(text)
     assert check.valid and len(check.rulebook_hash) == 64

@@ -24,7 +24,7 @@ from workbench.reports.policy import (
     effectiveness_report,
 )
 
-RULEBOOK = json.loads(Path("data/rulebooks/pricing-exception.json").read_text())
+RULEBOOK = json.loads(Path("gate/data/rulebooks/pricing-exception.json").read_text())
 MAX_AGE = DRY_RUN_AGE_RANGE[1]
 OPERATOR = Rights.operator("tester")
 
@@ -386,7 +386,7 @@ def test_lint_groups_identical_findings_with_their_regions_most_severe_first(wor
 
     store, _, _ = workbench_home
     state = AuthoringState(store, scope="acme", rulebook_id="refund_approval")
-    book = json.loads(Path("data/rulebooks/refund-approval-2026-08-01.json").read_text())
+    book = json.loads(Path("gate/data/rulebooks/refund-approval-2026-08-01.json").read_text())
     state.draft_text = json.dumps(book, indent=2)
     state.run_lint()
     report = state.lint_report

@@ -51,7 +51,7 @@ def stores(tmp_path_factory):
 
 
 def draft() -> dict:
-    rulebook = json.loads((ROOT / "data" / "rulebooks" / "pricing-exception.json").read_text())
+    rulebook = json.loads((ROOT / "gate" / "data" / "rulebooks" / "pricing-exception.json").read_text())
     rulebook["version"] += "-draft"
     rulebook["rules"][0]["condition"]["value"] = 18
     return rulebook
