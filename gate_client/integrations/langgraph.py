@@ -44,7 +44,7 @@ from typing import Any
 from langgraph.config import get_config
 from langgraph.types import Command, Interrupt, interrupt
 
-from gate_client.client import Route
+from gate_client.client import REVIEW, Route
 from gate_client.integrations.calls import ToolGate, pending
 
 __all__ = ["CALLS_KEY", "GateCall", "GraphGate", "merge_calls"]
@@ -95,8 +95,8 @@ class GraphGate:
             resolution = answer.get("resolution") if isinstance(answer, Mapping) else None
             if resolution is None:  # resumed without a resolution: no approval to check
                 entry = {**entry, "reason": "resumed without the hold's resolution: not approved"}
-            else:
-                entry = self.gate.resolve(entry, resolution)
+                return GateCall(call_id, entry, Route(REVIEW, entry["reason"], entry["record"]))
+            entry = self.gate.resolve(entry, resolution)
         return GateCall(call_id, entry, self.gate.allows(entry, tool, arguments))
 
     def resume(self, interrupts: Iterable[Interrupt], *, wait: float = 0) -> Command[Any] | None:

@@ -115,11 +115,12 @@ def test_a_review_interrupts_and_resumes_on_the_verified_approval(agent_gate):
 def test_a_denied_hold_is_rejected_and_the_tool_never_runs(agent_gate):
     billing = Billing(agent_gate.tools, HELD)
     result = billing.run()
+    stored = asyncio.run(RunState.from_string(billing.agent, result.to_state().to_string()))  # paused, kept
     agent_gate.resolve(entry(billing.context)["record"]["decision_id"], "deny")
-    resumed = billing.run(billing.settle(result))
+    resumed = billing.run(billing.settle(stored))  # settled from the restored state itself
     assert billing.ran == [] and resumed.final_output == "done"
     assert tool_output(resumed) == REFUSED + "verified resolution: denied"
-    assert entry(billing.context)["resolution"]["outcome"] == "denied"
+    assert entry(resumed.context_wrapper.context)["resolution"]["outcome"] == "denied"
 
 
 def test_an_expired_hold_is_rejected(agent_gate):
