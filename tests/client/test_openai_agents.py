@@ -8,6 +8,8 @@ unreachable gate and a tampered record are refused and the tool never runs."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 from agents import Agent, RunConfig, Runner, RunState, function_tool
@@ -180,3 +182,20 @@ def test_a_call_the_sdk_paused_on_its_own_is_decided_when_settled(agent_gate):
         resumed = billing.run(billing.settle(result))
         assert billing.ran == ran and tool_output(resumed) == output
         assert entry(billing.context)["arguments"] == arguments
+
+
+def test_settle_long_polls_and_wakes_when_the_reviewer_approves(agent_gate):
+    """`settle(wait=…)` waits on the gate's long-poll: an approval made while it waits ends the wait
+    at once (the gate wakes its waiters in this process), not at the wait's end."""
+    billing = Billing(agent_gate.tools, HELD)
+    result = billing.run()
+    decision_id = entry(billing.context)["record"]["decision_id"]
+    reviewer = threading.Timer(0.3, agent_gate.resolve, args=(decision_id, "approve"))
+    started = time.monotonic()
+    reviewer.start()
+    state = billing.settle(result, wait=20)
+    waited = time.monotonic() - started
+    reviewer.join()
+    assert 0.3 <= waited < 5, waited
+    assert billing.run(state).final_output == "done" and len(billing.ran) == 1
+    assert agent_gate.transport.paths[-2:] == ["POST /api/decide", f"GET /api/decision/{decision_id}/resolution"]
