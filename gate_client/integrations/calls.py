@@ -31,7 +31,9 @@ from gate_client.client import REVIEW, GateClient, Route
 Facts = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 RequestBuilder = Callable[[str, Mapping[str, Any]], Mapping[str, Any]]
 
-__all__ = ["Facts", "RequestBuilder", "ToolGate", "pending", "tool_arguments"]
+__all__ = ["STATE_KEY", "Facts", "RequestBuilder", "ToolGate", "pending", "tool_arguments"]
+
+STATE_KEY = "decision_gate"  # where a run keeps its calls' entries (the run context, the graph state)
 
 
 def tool_arguments(tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,7 +94,13 @@ class ToolGate:
 
     def allows(self, entry: Any, tool: str, arguments: Mapping[str, Any]) -> Route:
         """Whether the call may run now, offline: only the call this entry decided, on a verified
-        `yes` bound to its request or a verified approving resolution of its hold."""
+        `yes` bound to its request or a verified approving resolution of its hold.
+
+        SECURITY: the entry lives with the run, where the application (or whoever can write its
+        stored state) can change it, so nothing in it is taken on trust: the record is verified
+        again with the client's pinned anchors and bound to the stored request, the stored
+        arguments must be the call's, and a resolution is verified again against the record. The
+        `route` and `held` members are never read here."""
         if not isinstance(entry, Mapping):
             return Route(REVIEW, "the gate has not decided this call")
         if entry.get("tool") != tool or entry.get("arguments") != dict(arguments):
@@ -100,14 +108,12 @@ class ToolGate:
         record, request = entry.get("record"), entry.get("request")
         if not isinstance(record, Mapping) or not isinstance(request, Mapping):
             return Route(REVIEW, str(entry.get("reason") or "the gate gave no Decision Record"))
-        if entry.get("held") is True:
-            if entry.get("resolution") is None:
-                return Route(REVIEW, "the hold has no resolution yet: not approved", dict(record))
-            check = self.client.check(record, request)  # the record is bound to this call's request
-            if not check.held:  # tampered, advisory, another request's record: never a hold to resolve
-                return check
-            return self.client.route_by_resolution(record, entry["resolution"])
-        return self.client.check(record, request)
+        check = self.client.check(record, request)  # verified, bound to this call's request
+        if not check.held:  # a verified yes proceeds; a no, an advisory or tampered record never does
+            return check
+        if entry.get("resolution") is None:
+            return Route(REVIEW, "the hold has no resolution yet: not approved", dict(record))
+        return self.client.route_by_resolution(record, entry["resolution"])
 
 
 def _entry(tool: str, arguments: dict[str, Any], request: dict[str, Any] | None, route: Route) -> dict[str, Any]:

@@ -45,11 +45,11 @@ from langgraph.config import get_config
 from langgraph.types import Command, Interrupt, interrupt
 
 from gate_client.client import REVIEW, Route
-from gate_client.integrations.calls import ToolGate, pending
+from gate_client.integrations.calls import STATE_KEY, ToolGate, pending
 
 __all__ = ["CALLS_KEY", "GateCall", "GraphGate", "merge_calls"]
 
-CALLS_KEY = "decision_gate"
+CALLS_KEY = STATE_KEY
 
 
 def merge_calls(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -92,6 +92,8 @@ class GraphGate:
             answer = interrupt({CALLS_KEY: {"call_id": call_id, "tool": tool, "reason": entry["reason"],
                                             "decision_id": entry["record"]["decision_id"],
                                             "record": entry["record"]}})
+            # SECURITY: the resume value comes from whoever resumes the graph: it is checked
+            # offline against this record (ToolGate.resolve, then allows), never taken as an approval.
             resolution = answer.get("resolution") if isinstance(answer, Mapping) else None
             if resolution is None:  # resumed without a resolution: no approval to check
                 entry = {**entry, "reason": "resumed without the hold's resolution: not approved"}

@@ -42,11 +42,11 @@ from agents.tool_guardrails import (
 )
 
 from gate_client.client import DENY, PROCEED
-from gate_client.integrations.calls import ToolGate, pending
+from gate_client.integrations.calls import STATE_KEY, ToolGate, pending
 
 __all__ = ["CONTEXT_KEY", "REFUSED", "GateApproval", "calls"]
 
-CONTEXT_KEY = "decision_gate"
+CONTEXT_KEY = STATE_KEY
 REFUSED = "Decision Gate did not approve this call: "  # what the model reads instead of the tool's output
 
 
@@ -94,6 +94,10 @@ class GateApproval:
         return pending(entry)
 
     def _guard(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        # SECURITY: the one door to running a protected tool. needs_approval only chooses whether
+        # to pause; an approval in the RunState (given by hand, or by settle) is not trusted here:
+        # the call runs only when ToolGate.allows, offline, finds a verified yes or a verified
+        # approving resolution for this very call; everything else, errors included, is refused.
         tool = data.context
         entries = calls(tool.context)
         entry = entries.get(tool.tool_call_id) if entries is not None else None

@@ -44,6 +44,8 @@ def test_allows_lets_only_the_call_the_entry_decided_run(agent_gate):
     assert tools.allows(entry, "apply_discount", NO).reason == "the gate's decision was for another call"
     assert tools.allows(entry, "refund", YES).reason == "the gate's decision was for another call"
     assert tools.allows(None, "apply_discount", YES).reason == "the gate has not decided this call"
+    refused = tools.decide("apply_discount", NO)  # what the entry says of itself is not read
+    assert not tools.allows({**refused, "route": "proceed", "held": False}, "apply_discount", NO).proceed
     # the record of one request does not let another request's call run
     swapped = {**entry, "request": tools.request_for("apply_discount", NO)}
     assert "input_hash" in tools.allows(swapped, "apply_discount", YES).reason
