@@ -33,7 +33,7 @@ import json
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper, RunResult, RunState
+from agents import FunctionTool, RunContextWrapper, RunResult, RunResultStreaming, RunState
 from agents.items import ToolApprovalItem
 from agents.tool_guardrails import (
     ToolGuardrailFunctionOutput,
@@ -117,13 +117,14 @@ class GateApproval:
         return ToolGuardrailFunctionOutput.reject_content(REFUSED + reason,
                                                           output_info={"route": "refused", "reason": reason})
 
-    async def settle(self, run: RunResult | RunState[Any, Any], *, wait: float = 0) -> RunState[Any, Any]:
+    async def settle(self, run: RunResult | RunResultStreaming | RunState[Any, Any], *,
+                     wait: float = 0) -> RunState[Any, Any]:
         """The paused run's state with the protected calls settled: approved on a verified `yes` or
         a resolution that verifies as an approval, rejected on anything else that is final (a
         denial, an expiry, an unverifiable answer), left pending while the hold is open (waiting up
         to `wait` seconds for each). A call the SDK paused before `needs_approval` saw it (arguments
         it had to coerce) is decided here."""
-        if isinstance(run, RunResult):
+        if isinstance(run, RunResult | RunResultStreaming):
             context, interruptions = run.context_wrapper.context, list(run.interruptions)
         else:  # a RunState restored from storage: it keeps the context on its wrapper (no public accessor)
             context, interruptions = getattr(run._context, "context", None), run.get_interruptions()
@@ -140,7 +141,7 @@ class GateApproval:
                 entry = await asyncio.to_thread(self.gate.resolve, entry, wait=wait)
             entries[call_id] = entry
             settled.append((interruption, entry))
-        state = run.to_state() if isinstance(run, RunResult) else run
+        state = run.to_state() if isinstance(run, RunResult | RunResultStreaming) else run
         for interruption, entry in settled:
             if entry["route"] == PROCEED:
                 state.approve(interruption)

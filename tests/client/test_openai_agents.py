@@ -199,3 +199,19 @@ def test_settle_long_polls_and_wakes_when_the_reviewer_approves(agent_gate):
     assert 0.3 <= waited < 5, waited
     assert billing.run(state).final_output == "done" and len(billing.ran) == 1
     assert agent_gate.transport.paths[-2:] == ["POST /api/decide", f"GET /api/decision/{decision_id}/resolution"]
+
+
+def test_a_streamed_run_is_settled_the_same_way(agent_gate):
+    billing = Billing(agent_gate.tools, HELD)
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(billing.agent, "apply the discount", context=billing.context, run_config=QUIET)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(streamed())
+    assert len(result.interruptions) == 1 and billing.ran == []
+    agent_gate.resolve(entry(billing.context)["record"]["decision_id"], "approve")
+    resumed = billing.run(billing.settle(result))
+    assert resumed.final_output == "done" and len(billing.ran) == 1
