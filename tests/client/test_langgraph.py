@@ -154,3 +154,10 @@ def test_a_tampered_record_refuses(agent_gate):
         result = billing.invoke({"arguments": arguments})
         assert "__interrupt__" not in result and billing.ran == []
         assert result["outcome"].startswith("record failed offline verification: ") and "record_hash" in result["outcome"]
+
+
+def test_a_gate_unreachable_while_resuming_resumes_nothing(agent_gate):
+    billing = Billing(agent_gate.tools)
+    result, _ = billing.held(HELD)
+    agent_gate.tools.client = unreachable_client()
+    assert billing.gate.resume(result["__interrupt__"]) is None and billing.ran == []

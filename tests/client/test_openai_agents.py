@@ -215,3 +215,13 @@ def test_a_streamed_run_is_settled_the_same_way(agent_gate):
     agent_gate.resolve(entry(billing.context)["record"]["decision_id"], "approve")
     resumed = billing.run(billing.settle(result))
     assert resumed.final_output == "done" and len(billing.ran) == 1
+
+
+def test_a_gate_unreachable_while_settling_leaves_the_call_pending(agent_gate):
+    billing = Billing(agent_gate.tools, HELD)
+    result = billing.run()
+    agent_gate.tools.client = unreachable_client()
+    state = billing.settle(result)
+    assert [item.call_id for item in state.get_interruptions()] == ["call_1"] and billing.ran == []
+    stored = entry(billing.context)
+    assert stored["resolution"] is None and stored["reason"].startswith("no usable answer from the gate: TRANSPORT")
