@@ -131,10 +131,19 @@ class Route:
     verification: dict[str, Any] | None = None
     error: GateClientError | None = None
     idempotency_key: str | None = None
+    resolution: dict[str, Any] | None = None  # the hold's resolution this route was made on, as received
 
     @property
     def proceed(self) -> bool:
         return self.route == PROCEED
+
+    @property
+    def held(self) -> bool:
+        """Whether the gate held the action: a binding `review` record that verified, whose hold's
+        resolution (`route_by_resolution`), not a new decide, says whether it proceeds. An error, a
+        record that failed verification and an advisory record are no hold to wait on."""
+        return (self.route == REVIEW and self.record is not None and self.record.get("verdict") == "review"
+                and (self.verification or {}).get("verified") is True and not is_advisory(self.record))
 
 
 def anchors_from_registry(location: str | Path | Mapping[str, Any], *, timeout: float = 10.0) -> TrustAnchors:
@@ -198,7 +207,8 @@ def resolution_route(record: Any, resolution: Any, anchors: TrustAnchors,
         return Route(REVIEW, "no Decision Record to bind the resolution to")
     record = dict(record)
     verdict = resolution_verdict(record, resolution, anchors, verification)
-    return Route(verdict.route, verdict.reason, record, verdict.details)
+    return Route(verdict.route, verdict.reason, record, verdict.details,
+                 resolution=dict(resolution) if isinstance(resolution, Mapping) else None)
 
 
 class GateClient:
@@ -251,14 +261,22 @@ class GateClient:
         except GateClientError as error:
             return Route(REVIEW, f"no usable answer from the gate: {error}", error=error,
                          idempotency_key=idempotency_key)
+        route = self.check(decision.record, request)
+        return Route(route.route, route.reason, route.record, route.verification, None, decision.idempotency_key)
+
+    def check(self, record: Any, request: Mapping[str, Any]) -> Route:
+        """`route`'s rule on a record already received for `request`, offline: verified with this
+        client's anchors, bound to `request` (by reference: to its signed release arm), routed by
+        `route_record`. An agent adapter checks a stored record again with it before a tool runs."""
+        if not isinstance(record, Mapping):
+            return route_record(record, None)
         try:
-            verification = self.verify(decision.record, request).to_dict()
+            verification = self.verify(record, request).to_dict()
         except GateError as error:  # a record too malformed to verify at all
             verification = {"verified": False, "failed_checks": [error.code]}
         if isinstance(request.get("rulebook_ref"), Mapping):
-            verification = by_reference_verification(decision.record, request, verification)
-        route = route_record(decision.record, verification)
-        return Route(route.route, route.reason, route.record, route.verification, None, decision.idempotency_key)
+            verification = by_reference_verification(record, request, verification)
+        return route_record(record, verification)
 
     def decide_by_reference(self, request: Mapping[str, Any], rulebook_id: str, version: str | None = None, *,
                             idempotency_key: str | None = None) -> Decision:
