@@ -242,9 +242,9 @@ def _notify(name: str, spec: Any) -> Notify | None:
     if type(every) is not int or not (every == 0 or low <= every <= high):
         raise _invalid(f"{where}.every_seconds must be 0 (each hold at once) or a whole number from {low} to {high}")
     email = spec.get("email", [])
-    if not isinstance(email, list) or not 0 < len(email) <= MAX_EMAILS or not all(
-            isinstance(a, str) and len(a) <= MAX_EMAIL_LENGTH and _EMAIL.fullmatch(a) for a in email) \
-            or len({a.lower() for a in email}) != len(email):
+    if "email" in spec and (not isinstance(email, list) or not 0 < len(email) <= MAX_EMAILS or not all(
+            isinstance(a, str) and len(a) <= MAX_EMAIL_LENGTH and _EMAIL.fullmatch(a) for a in email)
+            or len({a.lower() for a in email}) != len(email)):
         raise _invalid(f"{where}.email must be 1 to {MAX_EMAILS} distinct e-mail addresses "
                        f"(name@domain, at most {MAX_EMAIL_LENGTH} characters, no display name)")
     slack = spec.get("slack")
