@@ -142,11 +142,11 @@ class Notifier:
                 sent += self._digest(channel, scope, queue, at)
         for event in self.outbox.events_after(scope, cursor, limit=BATCH):
             data = json.loads(event["event_json"])["data"] if event["event_type"] == OPENED else None
-            queue = queues.get(data["queue"]) if data else None
-            if data and queue is not None and queue.notify is not None and queue.notify.at_once(data["priority"]):
+            owner = queues.get(data["queue"]) if data else None
+            if data and owner is not None and owner.notify is not None and owner.notify.at_once(data["priority"]):
                 notice = self._notice(scope, data)
                 if notice is not None:
-                    channel.send(queue, [notice])
+                    channel.send(owner, [notice])
                     self.breakers.record(channel.endpoint, True, None, None)
                     sent += 1
             self.outbox.set_stream_cursor(name, scope, event["seq"])

@@ -52,14 +52,15 @@ def _invalid(message: str) -> GateError:
     return GateError("SLACK_INTERACTION_INVALID", message)
 
 
-class _GateClock:
-    """slack_sdk's clock protocol over the gate's clock (the tests move it)."""
+def _slack_clock(clock: Clock) -> Any:
+    """slack_sdk's clock over the gate's clock (the tests move it)."""
+    from slack_sdk.signature import Clock as SlackClock
 
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
+    class GateClock(SlackClock):
+        def now(self) -> float:
+            return clock.now().timestamp()
 
-    def now(self) -> float:
-        return self.clock.now().timestamp()
+    return GateClock()
 
 
 def verify(secret: str | None, clock: Clock, body: bytes, timestamp: str | None, signature: str | None) -> None:
@@ -76,7 +77,7 @@ def verify(secret: str | None, clock: Clock, body: bytes, timestamp: str | None,
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         text = None
-    if text is None or not signature or not SignatureVerifier(secret, _GateClock(clock)).is_valid(
+    if text is None or not signature or not SignatureVerifier(secret, _slack_clock(clock)).is_valid(
             text, timestamp, signature):
         raise GateError("SLACK_SIGNATURE_INVALID", "the request's X-Slack-Signature does not verify")
 
@@ -106,8 +107,8 @@ def parse(body: bytes) -> dict[str, Any]:
     if not isinstance(team, str) or not isinstance(user_id, str) or not _SLACK_ID.fullmatch(team) \
             or not _SLACK_ID.fullmatch(user_id):
         raise _invalid("the interaction names no Slack team and user")
-    container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
-    channel = container.get("channel_id") or (payload.get("channel") or {}).get("id")
+    container = payload["container"] if isinstance(payload.get("container"), dict) else {}
+    channel = container.get("channel_id")
     return {"action": actions[0]["action_id"], "decision_id": decision_id, "team_id": team, "user_id": user_id,
             "channel": channel if isinstance(channel, str) else None,
             "message_ts": container.get("message_ts") if isinstance(container.get("message_ts"), str) else None}

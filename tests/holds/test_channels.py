@@ -16,7 +16,7 @@ import time
 from email import message_from_bytes
 from email.policy import default as email_policy
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -24,7 +24,7 @@ from aiosmtpd.controller import Controller
 from gate.holds.policy import HoldPolicy, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
 
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # noqa: S105 - a test's Slack signing secret
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM, ALICE, BOB = "T0001TEAM", "U0001ALICE", "U0002BOB"
 ISSUER = "https://idp.example"
 
@@ -33,7 +33,7 @@ class _Mailbox:
     def __init__(self) -> None:
         self.messages: list = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's handler name
+    async def handle_DATA(self, server, session, envelope):
         self.messages.append((envelope.rcpt_tos, message_from_bytes(envelope.content, policy=email_policy)))
         return "250 OK"
 
@@ -52,11 +52,10 @@ def smtp():
 
 
 class _Recorder(BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
         kind = self.headers.get("content-type", "")
-        data = json.loads(body) if "json" in kind else dict(
-            (k, v[0]) for k, v in __import__("urllib.parse").parse.parse_qs(body.decode()).items())
+        data = json.loads(body) if "json" in kind else {k: v[0] for k, v in parse_qs(body.decode()).items()}
         self.server.calls.append((self.path.rsplit("/", 1)[-1], data, self.headers.get("authorization")))
         answer = json.dumps({"ok": True, "channel": data.get("channel"), "ts": "1700000000.000100"}).encode()
         self.send_response(200)
