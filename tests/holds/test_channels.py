@@ -353,3 +353,39 @@ def test_slack_interactions_refused_change_nothing(gate, keys, make_app, clock, 
     assert (answer.status_code, answer.get_json()["error"]) == (503, "SLACK_NOT_CONFIGURED")
     shown = Holds(gate.test_client(), keys["caller"]).resolution(record["decision_id"]).get_json()
     assert shown["state"] == "open" and shown["hold"]["approvals"] == [] and shown["resolution"] is None
+
+
+def test_the_running_dispatcher_sends_both_within_five_seconds_of_the_hold(make_app, issue_key, smtp, slack_api):
+    app = make_app({"GATE_SMTP_URL": smtp.url, "GATE_SMTP_FROM": "gate@example.org",
+                    "GATE_SLACK_BOT_TOKEN": "xoxb-test", "GATE_SLACK_API_URL": slack_api.url,
+                    "GATE_EVENTS_INTERVAL_MS": "200"})
+    admin = Holds(app.test_client(), issue_key(permissions="decide,admin")["api_key"])
+    assert admin.put_policy(_policy(_channels())).status_code == 200
+    dispatcher = app.extensions["gate"].dispatcher
+    dispatcher.start()
+    try:
+        opened = time.monotonic()
+        record = Holds(app.test_client(), issue_key(permissions="decide")["api_key"]).decide(held_request()).get_json()
+        while (not smtp.messages or not slack_api.calls) and time.monotonic() - opened < 5:
+            time.sleep(0.05)
+        took = time.monotonic() - opened
+    finally:
+        dispatcher.stop()
+    assert took < 5 and record["decision_id"] in smtp.messages[0][1].get_body(("plain",)).get_content()
+    assert record["decision_id"] in json.dumps(slack_api.calls[0][1])
+
+
+@pytest.mark.parametrize(("env", "says"), [
+    ({"GATE_SMTP_URL": "http://mail.example"}, "GATE_SMTP_URL must be"),
+    ({"GATE_SMTP_URL": "smtp://mail.example:port", "GATE_SMTP_FROM": "g@example.org"}, "GATE_SMTP_URL must be"),
+    ({"GATE_SMTP_URL": "smtp://mail.example"}, "needs GATE_SMTP_FROM"),
+    ({"GATE_SMTP_URL": "smtps://u:p@mail.example", "GATE_SMTP_FROM": "Gate <g@example.org>"}, "GATE_SMTP_FROM must"),
+    ({"GATE_SLACK_API_URL": "ftp://slack.example"}, "GATE_SLACK_API_URL must"),
+])
+def test_channel_settings_are_refused_before_anything_starts(env, says):
+    from gate.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError, match=says):
+        Settings.from_env(env)
+    settings = Settings.from_env({"GATE_SMTP_URL": "smtps://u%40x:p@mail.example:465", "GATE_SMTP_FROM": "g@example.org"})
+    assert "p@mail" not in repr(settings)  # the URL's password is never shown
