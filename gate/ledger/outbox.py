@@ -196,10 +196,10 @@ class Outbox:
         with self.ledger.write() as connection:
             dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
             statement = dialect.insert(event_stream_cursors).values(stream=stream, scope=scope, cursor=until)
-            result = connection.execute(statement.on_conflict_do_update(
+            taken = connection.execute(statement.on_conflict_do_update(
                 index_elements=["stream", "scope"], set_={"cursor": until},
-                where=event_stream_cursors.c.cursor <= now))
-        return bool(result.rowcount == 1)
+                where=event_stream_cursors.c.cursor <= now).returning(event_stream_cursors.c.cursor)).first()
+        return taken is not None  # (an upsert's rowcount is not reported by every driver)
 
     def release_stream(self, stream: str, scope: str, until: int) -> None:
         """Free a lease taken with `claim_stream` (unless another took it since)."""

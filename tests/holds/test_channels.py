@@ -389,3 +389,18 @@ def test_channel_settings_are_refused_before_anything_starts(env, says):
         Settings.from_env(env)
     settings = Settings.from_env({"GATE_SMTP_URL": "smtps://u%40x:p@mail.example:465", "GATE_SMTP_FROM": "g@example.org"})
     assert "p@mail" not in repr(settings)  # the URL's password is never shown
+
+
+def test_one_dispatcher_at_a_time_holds_a_channel_s_lease(backend, make_app):
+    from gate.ledger.outbox import Outbox
+
+    outbox = Outbox(make_app().extensions["gate"].ledger)
+    assert outbox.claim_stream("notify-lease.email", "s", now=100, until=160)
+    assert not outbox.claim_stream("notify-lease.email", "s", now=120, until=180)  # held by the first
+    assert outbox.claim_stream("notify-lease.email", "other", now=120, until=180)  # another scope's is free
+    outbox.release_stream("notify-lease.email", "s", until=999)  # not its lease: nothing changes
+    assert not outbox.claim_stream("notify-lease.email", "s", now=130, until=190)
+    outbox.release_stream("notify-lease.email", "s", until=160)
+    assert outbox.claim_stream("notify-lease.email", "s", now=130, until=190)
+    assert outbox.claim_stream("notify-lease.email", "s", now=190, until=250)  # a dead holder's lease ran out
+    assert outbox.stream_cursor("notify.email", "s", missing=-1) == -1
