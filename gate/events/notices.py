@@ -186,6 +186,13 @@ def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> None:
     client.chat_postMessage(channel=channel, text=_cut(text, 300), blocks=slack_blocks(notices))
 
 
-def resolved_blocks(decision_id: str, state: str, by: str) -> list[dict[str, Any]]:
-    """What a hold's Slack message becomes once a vote of it was taken (`chat.update`)."""
+def resolved_blocks(decision_id: str, state: str, by: str,
+                    blocks: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What a hold's Slack message becomes once a vote of it was taken (`chat.update`): the
+    message as it was (`blocks`, from the interaction) with this hold's buttons replaced by how
+    it stands, so a digest keeps the other holds' buttons; or one line when the blocks are unknown."""
+    told = {"type": "context", "elements": [_plain(f"Decision {decision_id}: {state} (by {by}).")]}
+    mine = f"hold:{decision_id}"[:255]
+    if blocks and any(b.get("block_id") == mine for b in blocks):
+        return [told if b.get("block_id") == mine else dict(b) for b in blocks]
     return [{"type": "section", "text": _plain(f"Decision {decision_id}: {state} (by {by}).")}]

@@ -109,9 +109,12 @@ def parse(body: bytes) -> dict[str, Any]:
         raise _invalid("the interaction names no Slack team and user")
     container = payload["container"] if isinstance(payload.get("container"), dict) else {}
     channel = container.get("channel_id")
+    message = payload["message"] if isinstance(payload.get("message"), dict) else {}
+    blocks = message.get("blocks")
     return {"action": actions[0]["action_id"], "decision_id": decision_id, "team_id": team, "user_id": user_id,
             "channel": channel if isinstance(channel, str) else None,
-            "message_ts": container.get("message_ts") if isinstance(container.get("message_ts"), str) else None}
+            "message_ts": container.get("message_ts") if isinstance(container.get("message_ts"), str) else None,
+            "blocks": blocks if isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks) else None}
 
 
 class SlackActions:
@@ -159,7 +162,7 @@ class SlackActions:
         try:
             self.update(channel=interaction["channel"], ts=interaction["message_ts"],
                         text=f"Decision {interaction['decision_id']}: {state}",
-                        blocks=resolved_blocks(interaction["decision_id"], state, by))
+                        blocks=resolved_blocks(interaction["decision_id"], state, by, interaction.get("blocks")))
         except Exception as error:  # noqa: BLE001 - the resolution stands; only the message is stale
             log.warning("the Slack message of %s was not updated (%s)", interaction["decision_id"],
                         type(error).__name__)

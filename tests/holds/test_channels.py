@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlencode
 import pytest
 from aiosmtpd.controller import Controller
 
+from gate.events.notices import slack_blocks
+from gate.holds.events import verify_resolution
 from gate.holds.policy import HoldPolicy, weakenings
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
 
@@ -323,6 +325,24 @@ def test_a_signed_slack_approval_resolves_as_the_mapped_person_and_wakes_the_lon
     assert at - sent < 1.0 and resolution["state"] == "approved" and resolution["approved"] is True
     update = [c for c in slack_api.calls if c[0] == "chat.update"]
     assert update and update[0][1]["ts"] == "1700000000.000100" and "approved" in json.dumps(update[0][1])
+    # The signed resolution verifies offline with the gate's trust anchors, as the Inbox's does.
+    check = verify_resolution(record, resolution["resolution"], gate.extensions["gate"].signing.trust_anchors())
+    assert check.verified and check.approved
+
+
+def test_a_digest_s_message_keeps_the_other_holds_buttons_once_one_is_resolved(gate, keys, slack_api, clock):
+    first, second = _held(gate, keys), _held(gate, keys, margin_percent=11)
+    notices = [_notifier(gate)._notice("tenant_a", {"decision_id": r["decision_id"]}) for r in (first, second)]
+    blocks = slack_blocks(notices)
+    answer = _signed(gate.test_client(), _interaction(first["decision_id"], action="hold_deny",
+                                                      message={"blocks": blocks}), clock.now())
+    assert answer.status_code == 200 and answer.get_json()["hold"]["state"] == "denied"
+    (_, update, _), = [c for c in slack_api.calls if c[0] == "chat.update"]
+    kept = update["blocks"] if isinstance(update["blocks"], list) else json.loads(update["blocks"])
+    assert len(kept) == len(blocks)
+    buttons = [e["value"] for b in kept if b["type"] == "actions" for e in b["elements"] if "value" in e]
+    assert buttons == [second["decision_id"]] * 2  # the denied hold's buttons are gone, the other's stay
+    assert f"Decision {first['decision_id']}: denied" in json.dumps(kept)
 
 
 def test_slack_interactions_refused_change_nothing(gate, keys, make_app, clock, grants):
