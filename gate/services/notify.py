@@ -18,7 +18,8 @@ its own and tells the queue's channels of every `hold.opened` event, never on th
   5 minutes) and is tried again on a later pass. At least once: a dispatcher killed between the
   server's acceptance and the cursor's write sends that notice again.
 * One dispatcher at a time per kind and scope: a lease row (`notify-lease.<kind>`) taken by a
-  compare-and-set in the ledger, so two serving processes never send the same notice twice.
+  compare-and-set in the ledger, so two serving processes never send the same notice twice. A
+  scope with no event past its cursor and no digest waiting is passed by reads alone (no lease).
 * A scope none of whose queues names the channel keeps its cursor at its events' head, so
   channels added later tell only of holds opened after (and of earlier ones a digest still holds).
 """
@@ -107,12 +108,15 @@ class Notifier:
         for scope in self.outbox.scopes():
             if not self.breakers.allows(channel.endpoint):
                 break  # the server failed again and again: its notices wait in the outbox
+            queues = self._due(channel, scope)
+            if not queues:
+                continue
             now = int((self.clock.now() - _EPOCH).total_seconds())
             lease = f"notify-lease.{channel.name}"
             if not self.outbox.claim_stream(lease, scope, now, now + LEASE_SECONDS):
                 continue
             try:
-                sent += self._scope(channel, scope)
+                sent += self._scope(channel, scope, queues)
             except Exception as error:  # noqa: BLE001 - any failure of the server: retried on a later pass
                 self.breakers.record(channel.endpoint, False, None, None)
                 log.warning("%s notice for scope %r not sent (%s: %s); it is tried again", channel.name, scope,
@@ -121,16 +125,27 @@ class Notifier:
                 self.outbox.release_stream(lease, scope, now + LEASE_SECONDS)
         return sent
 
-    def _scope(self, channel: Channel, scope: str) -> int:
+    def _due(self, channel: Channel, scope: str) -> dict[str, Queue]:
+        """The scope's queues that name the channel when it has work (reads only, no lease): an
+        event past its cursor, or a digest waiting. A scope none of whose queues names it has its
+        cursor moved to its head (the head read before the policy: a hold opened after it is
+        never skipped)."""
         name = f"notify.{channel.name}"
-        head = self.outbox.head(scope)  # before the policy: a hold opened after it is never skipped
+        head = self.outbox.head(scope)
         queues = {q.name: q for q in self.opener.policy(scope).queues
                   if q.notify is not None and channel.wants(q.notify)}
         cursor = self.outbox.stream_cursor(name, scope)
         if not queues:
             if cursor < head:
                 self.outbox.set_stream_cursor(name, scope, head)
-            return 0
+            return {}
+        digests = any(q.notify is not None and q.notify.every_seconds for q in queues.values())
+        return queues if cursor < head or digests else {}
+
+    def _scope(self, channel: Channel, scope: str, queues: dict[str, Queue]) -> int:
+        """Under the lease: each digest that is due, then every hold to tell at once."""
+        name = f"notify.{channel.name}"
+        cursor = self.outbox.stream_cursor(name, scope)
         sent = 0
         for queue in queues.values():  # each digest cursor starts where the immediate one stands
             if queue.notify is not None and queue.notify.every_seconds:
