@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
+from typing import Any
 
 from flask import Flask, Response, request
 from flask.json.provider import DefaultJSONProvider
@@ -27,6 +29,7 @@ from gate.services.chains import AuditChainService
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService, hold_sweeper
 from gate.services.lifecycle import LifecycleService
+from gate.services.notify import notifier_from_settings
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.replay import ReplayService
 from gate.services.scope_events import ScopeEventService
@@ -112,7 +115,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
                               if settings.nats_url else None,
-                              tasks={"scheduled-reports": scope_events.run_due},
+                              tasks={"scheduled-reports": scope_events.run_due, **_notify_tasks(settings, ledger,
+                                                                                                service.clock)},
                               concurrency=settings.events_concurrency)
         if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
@@ -125,6 +129,12 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         policy_alerts=policy_alerts,
         reports=services.reports,
     )
+
+
+def _notify_tasks(settings: Settings, ledger: Ledger, clock: Clock) -> dict[str, Callable[[], Any]]:
+    """The reviewers' channels' passes (gate.services.notify), one dispatcher task per kind."""
+    notifier = notifier_from_settings(ledger, settings, clock)
+    return dict(notifier.tasks()) if notifier is not None else {}
 
 
 def _mount_routes(app: Flask) -> None:

@@ -147,6 +147,12 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "HOLD_NOT_A_MEMBER": (403, "forbidden"),
     "HOLD_RESOLUTION_INVALID": (400, "invalid_request"),
     "HOLD_POLICY_INVALID": (400, "invalid_request"),
+    # Reviewers' channels (docs/integrations.md): a refused Slack interaction changes nothing.
+    "SLACK_NOT_CONFIGURED": (503, "unavailable"),
+    "SLACK_REQUEST_STALE": (401, "unauthorized"),
+    "SLACK_SIGNATURE_INVALID": (401, "unauthorized"),
+    "SLACK_INTERACTION_INVALID": (400, "invalid_request"),
+    "SLACK_USER_UNKNOWN": (403, "forbidden"),
     # Events out (docs/events.md): a refused subscription change changes nothing.
     "EVENT_SUBSCRIPTION_INVALID": (400, "invalid_request"),
     "EVENT_TARGET_REFUSED": (400, "invalid_request"),

@@ -79,6 +79,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_NATS_STREAM", "GATE_EVENTS", "the JetStream stream the events go to"),
     ("GATE_HOLD_SWEEP_MS", "1000", "how often each serving process expires and escalates due holds (50-3600000)"),
     ("GATE_WORKBENCH_URL", "", "the workbench's address: hold events then link to the Inbox (docs/holds.md)"),
+    ("GATE_SMTP_URL", "", "smtp://[user:password@]host[:port] or smtps://...: the queues' e-mail (docs/integrations.md)"),
+    ("GATE_SMTP_FROM", "", "the From address of the queues' e-mail"),
+    ("GATE_SLACK_BOT_TOKEN", "", "the Slack app's bot token: the queues' Slack messages (docs/integrations.md)"),
+    ("GATE_SLACK_API_URL", "https://slack.com/api/", "the Slack Web API's address"),
+    ("GATE_SLACK_SIGNING_SECRET", "", "verifies Slack's interactions (Approve/Deny); empty: the endpoint refuses"),
+    ("GATE_GRANTS_FILE", "", "the workbench's grants file: maps Slack users to the people they are"),
 )
 
 
@@ -161,6 +167,13 @@ class Settings:
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
     hold_sweep_ms: int = 1000
     workbench_url: str | None = None  # where people open the workbench: hold events link to the Inbox
+    # Reviewers' channels (docs/integrations.md): the operator's SMTP server, the Slack app.
+    smtp_url: str | None = field(default=None, repr=False)  # may carry a password
+    smtp_from: str | None = None
+    slack_bot_token: str | None = field(default=None, repr=False)
+    slack_api_url: str = "https://slack.com/api/"
+    slack_signing_secret: str | None = field(default=None, repr=False)
+    grants_file: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -217,6 +230,7 @@ class Settings:
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
+            **_channel_settings(env),
         )
 
     def with_(self, **changes: Any) -> Settings:
@@ -263,6 +277,31 @@ def _http_url(value: str | None, name: str) -> str | None:
     if not value.startswith(("http://", "https://")) or len(value) > 500 or not value.isprintable() or " " in value:
         raise SettingsError(f"{name} must be an http:// or https:// address")
     return value
+
+
+def _channel_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The reviewers' channels: an smtp:// or smtps:// server and its From address (both or
+    neither), the Slack bot token, API address and signing secret, the grants file."""
+    smtp_url, smtp_from = env.get("GATE_SMTP_URL") or None, env.get("GATE_SMTP_FROM") or None
+    if smtp_url is not None:
+        parts = urlsplit(smtp_url)
+        try:
+            parts.port  # noqa: B018 - a port that is not a number raises here
+        except ValueError:
+            parts = urlsplit("x:")
+        if parts.scheme not in ("smtp", "smtps") or not parts.hostname or not smtp_url.isprintable():
+            raise SettingsError("GATE_SMTP_URL must be smtp://[user:password@]host[:port] or smtps://...")
+        if smtp_from is None:
+            raise SettingsError("GATE_SMTP_URL needs GATE_SMTP_FROM, the address the e-mail comes from")
+    if smtp_from is not None and (len(smtp_from) > 254 or not re.fullmatch(r"[^@\s<>\"(),;:]+@[^@\s<>\"(),;:]+",
+                                                                          smtp_from)):
+        raise SettingsError("GATE_SMTP_FROM must be one e-mail address (name@domain)")
+    grants = env.get("GATE_GRANTS_FILE") or None
+    return {"smtp_url": smtp_url, "smtp_from": smtp_from,
+            "slack_bot_token": env.get("GATE_SLACK_BOT_TOKEN") or None,
+            "slack_api_url": _http_url(env.get("GATE_SLACK_API_URL"), "GATE_SLACK_API_URL") or "https://slack.com/api/",
+            "slack_signing_secret": env.get("GATE_SLACK_SIGNING_SECRET") or None,
+            "grants_file": Path(grants) if grants else None}
 
 
 def _seconds(value: str, name: str) -> float:

@@ -123,14 +123,19 @@ def _run(args: argparse.Namespace, service: EventService, settings: Settings) ->
 def _dispatch(args: argparse.Namespace, service: EventService, settings: Settings) -> int:
     from gate.events.stream import JetStreamPublisher
     from gate.services.events import Dispatcher
+    from gate.services.notify import notifier_from_settings
 
     stream = JetStreamPublisher(service.outbox, settings.nats_url, settings.nats_stream) if settings.nats_url else None
+    notifier = notifier_from_settings(service.outbox.ledger, settings)  # the queues' e-mail and Slack
+    tasks = dict(notifier.tasks()) if notifier is not None else {}
     if args.once:
         posts = service.dispatch_once(f"cli-{getpass.getuser()}")
         published = stream.publish_pending() if stream is not None else 0
-        print(f"posted {posts} webhook delivery(ies), published {published} event(s)")
+        notices = sum(task() for task in tasks.values())
+        print(f"posted {posts} webhook delivery(ies), published {published} event(s), sent {notices} notice(s)")
         return 0
-    dispatcher = Dispatcher(service, args.interval, stream=stream, concurrency=settings.events_concurrency)
+    dispatcher = Dispatcher(service, args.interval, stream=stream, tasks=tasks,
+                            concurrency=settings.events_concurrency)
     dispatcher.start()
     try:
         while True:

@@ -6,9 +6,13 @@ A code added to the table without a case here fails `test_every_code_is_pinned`.
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
 import json
 import os
 import shutil
+import time
+from urllib.parse import quote
 
 import pytest
 
@@ -197,6 +201,31 @@ CASES.update({
     "HOLD_RESOLUTION_INVALID": lambda c: _hold_api(c, "decide,resolve").resolve(_held_id(c), "perhaps"),
     "HOLD_POLICY_INVALID": lambda c: _hold_api(c, "decide,admin").put_policy({"four_eyes": "yes"}),
 })
+
+# Issue 56: Slack's interactions (tests/holds/test_channels.py covers each in its context).
+CASES.update({
+    "SLACK_NOT_CONFIGURED": lambda c: c.client.post("/api/integrations/slack/interactions", data=b"payload=%7B%7D"),
+    "SLACK_REQUEST_STALE": lambda c: _slack(c, b"payload=%7B%7D", stamp="1"),
+    "SLACK_SIGNATURE_INVALID": lambda c: _slack(c, b"payload=%7B%7D", secret="w" * 32),
+    "SLACK_INTERACTION_INVALID": lambda c: _slack(c, b"payload=%7B%7D"),
+    "SLACK_USER_UNKNOWN": lambda c: _slack(c, b"payload=" + quote(json.dumps({
+        "type": "block_actions", "team": {"id": "T0001"}, "user": {"id": "U0001"},
+        "actions": [{"action_id": "hold_approve", "value": "dec_1"}]})).encode()),
+})
+_SLACK_SECRET = "s" * 32
+
+
+def _slack(c, body: bytes, *, stamp: str | None = None, secret: str = _SLACK_SECRET):
+    """A Slack interaction to a gate with Slack configured, signed with `secret` at `stamp`."""
+    if not hasattr(c, "slack_client"):
+        grants = c.request.getfixturevalue("tmp_path") / "slack-grants.json"
+        grants.write_text(json.dumps({"users": {}}))
+        c.slack_client = c.make_app({"GATE_SLACK_SIGNING_SECRET": _SLACK_SECRET,
+                                     "GATE_GRANTS_FILE": str(grants)}).test_client()
+    stamp = str(int(time.time())) if stamp is None else stamp
+    signature = "v0=" + hmac.new(secret.encode(), f"v0:{stamp}:".encode() + body, hashlib.sha256).hexdigest()
+    return c.slack_client.post("/api/integrations/slack/interactions", data=body, headers={
+        "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature})
 
 # Issue 52: every safeguard setting changes through one governed path (tests/holds/test_safeguard_governance.py).
 CASES.update({

@@ -9,7 +9,7 @@ distinct principal approves.
 | setting | members that weaken it |
 |---|---|
 | `release_policy` | `require_approval`, `refuse_superseded_inline`, `require_dry_run` turned off; a longer `approval_ttl_seconds`; while the dry-run stays required, a larger `dry_run_max_age_seconds` or `dry_run_canary_percent` (gate.releases.policy.weakenings) |
-| `hold_policy` | `four_eyes` turned off; a queue removed; a queue's smaller quorum, fewer members under `all`, longer deadline, justification turned off, escalation removed or later; held records routed or escalated to a queue whose guard is looser (gate.holds.policy.weakenings) |
+| `hold_policy` | `four_eyes` turned off; a queue removed; a queue's smaller quorum, fewer members under `all`, longer deadline, justification turned off, escalation removed or later; held records routed or escalated to a queue whose guard is looser; a reviewers' channel added (gate.holds.policy.weakenings) |
 | `event_settings` | `decision_created` turned on (gate.events.egress.weakenings) |
 
 Each row also names the code a caller without the permission to change it is refused with.

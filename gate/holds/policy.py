@@ -13,6 +13,9 @@ with the reference verifier:
   optionally, the rule that held it (`matched_rule_id`); the first match wins, else the
   `default_queue` at `normal` priority.
 * `four_eyes`: the principal that asked for the action (the decide's API key) never resolves it.
+* `queues.<name>.notify` (optional): the reviewers' channels of a queue, e-mail addresses and a
+  Slack channel, told of each hold at once or in a digest every `every_seconds`
+  (`gate.services.notify` sends them through the events outbox).
 
 Any one deny closes a hold as denied, whatever the quorum: a hold never approves on fewer
 approvals than its quorum names. A PUT states the whole policy; nothing falls back to a default
@@ -39,12 +42,45 @@ _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,159}$")
 _QUEUE_MEMBERS = frozenset({"deadline_seconds", "quorum", "members", "require_justification",
                             "escalate_after_seconds", "escalate_to"})
+_OPTIONAL_QUEUE_MEMBERS = frozenset({"notify"})
+_NOTIFY_MEMBERS = frozenset({"email", "slack", "every_seconds"})
+MAX_EMAILS = 10
+MAX_EMAIL_LENGTH = 254
+DIGEST_RANGE = (60, 86_400)  # every_seconds: 0 (each hold at once) or a digest this often
+URGENT = ("high", "urgent")  # priorities told at once whatever the digest
+# An address a reviewer reads: no display name, comment, space or line break (nothing that could
+# add a header or a second recipient), one @, a domain of labels.
+_EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{8,20}$")  # a channel's id (C...; G... for an older private one)
 _ROUTE_MEMBERS = frozenset({"policy_id", "rule_id", "queue", "priority"})
 _POLICY_MEMBERS = ("default_queue", "four_eyes", "queues", "routes")
 
 
 def _invalid(message: str, **extra: Any) -> GateError:
     return GateError("HOLD_POLICY_INVALID", message, **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Notify:
+    """A queue's reviewers' channels: e-mail addresses, a Slack channel id, and how often."""
+
+    email: tuple[str, ...] = ()
+    slack_channel: str | None = None
+    every_seconds: int = 0  # 0: each hold at once; N: a digest every N seconds (high, urgent: at once)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.email:
+            out["email"] = list(self.email)
+        if self.slack_channel is not None:
+            out["slack"] = {"channel": self.slack_channel}
+        out["every_seconds"] = self.every_seconds
+        return out
+
+    def at_once(self, priority: str) -> bool:
+        """Whether a hold of this priority is told at once (else in the next digest)."""
+        return self.every_seconds == 0 or priority in URGENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +94,15 @@ class Queue:
     require_justification: bool = False
     escalate_after_seconds: int | None = None
     escalate_to: str | None = None
+    notify: Notify | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
-                "require_justification": self.require_justification,
-                "escalate_after_seconds": self.escalate_after_seconds, "escalate_to": self.escalate_to}
+        out = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
+               "require_justification": self.require_justification,
+               "escalate_after_seconds": self.escalate_after_seconds, "escalate_to": self.escalate_to}
+        if self.notify is not None:  # a queue without channels reads as it did before they existed
+            out["notify"] = self.notify.to_json()
+        return out
 
     def approvals_needed(self) -> int:
         """How many distinct approving principals close a hold of this queue as approved."""
@@ -162,8 +202,10 @@ def _queues(body: Any) -> tuple[Queue, ...]:
 
 
 def _queue(name: str, spec: Any) -> Queue:
-    if not isinstance(spec, Mapping) or set(map(str, spec)) != _QUEUE_MEMBERS:
-        raise _invalid(f"queue {name!r} states exactly: {', '.join(sorted(_QUEUE_MEMBERS))}")
+    if not isinstance(spec, Mapping) or not _QUEUE_MEMBERS <= set(map(str, spec)) <= \
+            _QUEUE_MEMBERS | _OPTIONAL_QUEUE_MEMBERS:
+        raise _invalid(f"queue {name!r} states exactly: {', '.join(sorted(_QUEUE_MEMBERS))} "
+                       f"(and optionally notify)")
     if spec["quorum"] not in QUORUMS:
         raise _invalid(f"queue {name!r}: quorum must be one of {', '.join(QUORUMS)}")
     members = spec["members"]
@@ -182,7 +224,37 @@ def _queue(name: str, spec: Any) -> Queue:
     if after is not None and _seconds(after, f"queue {name!r}: escalate_after_seconds") >= deadline:
         raise _invalid(f"queue {name!r}: escalation must come before the deadline")
     return Queue(name, deadline, spec["quorum"], tuple(members), spec["require_justification"], after,
-                 None if to is None else _name(to, f"queue {name!r}: escalate_to"))
+                 None if to is None else _name(to, f"queue {name!r}: escalate_to"),
+                 _notify(name, spec.get("notify")))
+
+
+def _notify(name: str, spec: Any) -> Notify | None:
+    """`{"email": [addresses], "slack": {"channel": "C..."}, "every_seconds": 0}` (email or slack,
+    or both; null or absent: no channels)."""
+    if spec is None:
+        return None
+    where = f"queue {name!r}: notify"
+    if not isinstance(spec, Mapping) or "every_seconds" not in spec or not set(map(str, spec)) <= _NOTIFY_MEMBERS \
+            or not {"email", "slack"} & set(spec):
+        raise _invalid(f"{where} states every_seconds and email, slack or both (and nothing else)")
+    every = spec["every_seconds"]
+    low, high = DIGEST_RANGE
+    if type(every) is not int or not (every == 0 or low <= every <= high):
+        raise _invalid(f"{where}.every_seconds must be 0 (each hold at once) or a whole number from {low} to {high}")
+    email = spec.get("email", [])
+    if "email" in spec and (not isinstance(email, list) or not 0 < len(email) <= MAX_EMAILS or not all(
+            isinstance(a, str) and len(a) <= MAX_EMAIL_LENGTH and _EMAIL.fullmatch(a) for a in email)
+            or len({a.lower() for a in email}) != len(email)):
+        raise _invalid(f"{where}.email must be 1 to {MAX_EMAILS} distinct e-mail addresses "
+                       f"(name@domain, at most {MAX_EMAIL_LENGTH} characters, no display name)")
+    slack = spec.get("slack")
+    channel = None
+    if "slack" in spec:
+        if not isinstance(slack, Mapping) or set(map(str, slack)) != {"channel"} or not isinstance(
+                slack["channel"], str) or not _SLACK_CHANNEL.fullmatch(slack["channel"]):
+            raise _invalid(f"{where}.slack must be {{\"channel\": id}} with a channel id ({_SLACK_CHANNEL.pattern})")
+        channel = slack["channel"]
+    return Notify(tuple(email), channel, every)
 
 
 def _routes(body: Any, names: set[str]) -> tuple[Route, ...]:
@@ -219,6 +291,21 @@ def _check_escalations(policy: HoldPolicy) -> None:
                 raise _invalid(f"queue {queue.name!r}: escalate_to must name one of the queues")
             seen.add(nxt.name)
             queue = nxt
+
+
+def _recipients(queue: Queue | None) -> set[str]:
+    notify = queue.notify if queue is not None else None
+    if notify is None:
+        return set()
+    return {f"email:{a.lower()}" for a in notify.email} | (
+        {f"slack:{notify.slack_channel}"} if notify.slack_channel else set())
+
+
+def _notify_weakenings(before: Queue | None, after: Queue) -> list[str]:
+    """A channel added: a hold's facts then leave the gate for an address or a Slack channel they
+    did not reach before (as `decision_created` turned on does). A channel removed, or a longer
+    digest, is not: a hold nobody hears of expires, which never approves."""
+    return ["notify"] if _recipients(after) - _recipients(before) else []
 
 
 def _queue_weakenings(before: Queue, after: Queue) -> list[str]:
@@ -259,7 +346,8 @@ def _route_keys(before: HoldPolicy, after: HoldPolicy) -> list[tuple[str, str | 
 
 def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
     """The members `after` weakens (docs/holds.md, "Changing the hold policy"): four eyes off; a
-    queue removed; a queue's guard loosened (`_queue_weakenings`); a class of held records routed
+    queue removed; a queue's guard loosened (`_queue_weakenings`); a queue's reviewers' channel
+    added (`_notify_weakenings`: facts leave the gate for a new recipient); a class of held records routed
     (or escalated) to a queue whose guard is looser than the one it went to before."""
     out = ["four_eyes"] if before.four_eyes and not after.four_eyes else []
     for queue in before.queues:
@@ -268,8 +356,12 @@ def weakenings(before: HoldPolicy, after: HoldPolicy) -> tuple[str, ...]:
             out.append(f"queues.{queue.name}")
             continue
         out += [f"queues.{queue.name}.{member}" for member in _queue_weakenings(queue, kept)]
+        out += [f"queues.{queue.name}.{member}" for member in _notify_weakenings(queue, kept)]
         if _looser(_escalation(before, queue), _escalation(after, kept)):
             out.append(f"queues.{queue.name}.escalate_to")
+    for queue in after.queues:
+        if before.queue(queue.name) is None:  # a new queue's channels are new recipients too
+            out += [f"queues.{queue.name}.{member}" for member in _notify_weakenings(None, queue)]
     for policy_id, rule_id in _route_keys(before, after):
         if _looser(before.assign(policy_id, rule_id).queue, after.assign(policy_id, rule_id).queue):
             out.append(f"routes[{policy_id}/{rule_id or '*'}]")

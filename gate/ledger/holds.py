@@ -62,6 +62,12 @@ class HoldLedger:
                                      ).mappings().first()
         return dict(row) if row else None
 
+    def scope_of(self, decision_id: str) -> str | None:
+        """The scope of the hold of this decision (a Slack button names the decision only)."""
+        with self.ledger.read() as connection:
+            value = connection.execute(select(holds.c.scope).where(holds.c.decision_id == decision_id)).scalar()
+        return None if value is None else str(value)
+
     def page(self, scope: str, *, states: Sequence[str], queue: str | None, limit: int, offset: int) -> Page:
         """The scope's holds in `states`, soonest deadline first, then the most urgent."""
         where = [holds.c.scope == scope, holds.c.state.in_(list(states))]

@@ -183,11 +183,30 @@ class Outbox:
 
     # ------------------------------------------------------------------ streams
 
-    def stream_cursor(self, stream: str, scope: str) -> int:
+    def stream_cursor(self, stream: str, scope: str, missing: int = 0) -> int:
+        """The stream's cursor in the scope (`missing` when it has none yet)."""
         with self.ledger.read() as connection:
             value = connection.execute(select(event_stream_cursors.c.cursor).where(
                 event_stream_cursors.c.stream == stream, event_stream_cursors.c.scope == scope)).scalar()
-        return int(value or 0)
+        return missing if value is None else int(value)
+
+    def claim_stream(self, stream: str, scope: str, now: int, until: int) -> bool:
+        """Take the lease row `stream` of the scope until `until` when it is free (its value, the
+        end of the last lease, is `now` or before): one upsert, so of two dispatchers one wins."""
+        with self.ledger.write() as connection:
+            dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+            statement = dialect.insert(event_stream_cursors).values(stream=stream, scope=scope, cursor=until)
+            taken = connection.execute(statement.on_conflict_do_update(
+                index_elements=["stream", "scope"], set_={"cursor": until},
+                where=event_stream_cursors.c.cursor <= now).returning(event_stream_cursors.c.cursor)).first()
+        return taken is not None  # (an upsert's rowcount is not reported by every driver)
+
+    def release_stream(self, stream: str, scope: str, until: int) -> None:
+        """Free a lease taken with `claim_stream` (unless another took it since)."""
+        with self.ledger.write() as connection:
+            connection.execute(update(event_stream_cursors).where(
+                event_stream_cursors.c.stream == stream, event_stream_cursors.c.scope == scope,
+                event_stream_cursors.c.cursor == until).values(cursor=0))
 
     def set_stream_cursor(self, stream: str, scope: str, cursor: int) -> None:
         with self.ledger.write() as connection:

@@ -5,7 +5,8 @@ verifies with the gate's trust anchors. A viewer sees the Inbox but no step on a
 service refuses the hidden Deny forced through the page's Bokeh model. The hold's facts, a
 closed neighbour's note and the reviewer's own note are markup, and show as text, with no
 Content-Security-Policy violation. Issue 56: every open hold of the page is on it (no row behind a
-scroll), and the highlighted row is the hold shown, also after an approval closed it."""
+scroll), and the highlighted row is the hold shown, also after an approval closed it; the Inbox
+link of a queue's e-mail opens the hold after sign-in and resolves nothing."""
 
 from __future__ import annotations
 
@@ -249,3 +250,38 @@ def test_every_open_hold_is_on_the_page_and_the_highlight_follows_the_hold_shown
         assert_text_only(bob)
     finally:
         context.close()
+
+
+def test_a_reviewer_follows_the_e_mail_s_inbox_link_signs_in_and_sees_the_hold(browser, inbox):
+    # Issue 56: the e-mail a queue's channel sends links to the hold; the link opens it after
+    # sign-in and resolves nothing.
+    import re
+    from html import unescape
+
+    from gate.events.notices import email_message
+    from gate.services.notify import Notifier
+
+    server, _, held = inbox
+    other = held["other"]["decision_id"]
+    ledger, holds = hold_service(server.home)
+    try:
+        notice = Notifier(ledger, [], inbox_base=server.url)._notice(SCOPE, {"decision_id": other})
+        before = holds.history_document(SCOPE)["events"]
+    finally:
+        ledger.dispose()
+    assert notice is not None
+    page = email_message("gate@example.org", ["bob@example.org"], [notice]).get_body(("html",)).get_content()
+    link = unescape(re.search(r'<a href="([^"]+)">Open it in the Inbox</a>', page).group(1))
+    assert link.startswith(server.url)
+    context, bob = signed_in(browser, server, "bob", link)
+    try:
+        bob.get_by_text("roles here: reviewer").wait_for()
+        bob.locator(".inbox-hold").get_by_text(f"Hold {other} · open").wait_for()
+        assert_text_only(bob)
+    finally:
+        context.close()
+    ledger, holds = hold_service(server.home)
+    try:
+        assert holds.history_document(SCOPE)["events"] == before  # following the link resolved nothing
+    finally:
+        ledger.dispose()

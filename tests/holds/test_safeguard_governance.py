@@ -117,6 +117,9 @@ STRICT = {"default": queue(deadline=3600, quorum="all", members=["key_a", "key_b
     (lambda q: q.update(lax=queue(deadline=3600)) or q["default"].update(escalate_to="lax"),
      ["queues.default.escalate_to"]),
     (lambda q: q.update(lax=queue(deadline=3600)), ["default_queue"]),  # with default_queue moved below
+    # issue 56: a reviewers' channel added sends held facts to a new recipient
+    (lambda q: q["leads"].update(notify={"every_seconds": 0, "email": ["leads@example.org"]}),
+     ["queues.leads.notify"]),
 ])
 def test_each_weakening_of_the_hold_policy_waits_for_a_second_principal(client, keys, change, weakens):
     _require_approvals(client, keys)

@@ -1,0 +1,198 @@
+"""What a reviewer is told of a hold, per channel (docs/integrations.md, "Reviewers' channels"):
+an e-mail (plain text and HTML) and a Slack Block Kit message with Approve and Deny.
+
+A notice states the facts a reviewer needs, bounded as the Inbox shows them (at most
+`MAX_FACTS` facts, each value cut at `MAX_VALUE` characters), the rule in words, the deadline
+and the Inbox link. Every text a caller supplied (facts, ids, the scope) is data: escaped in HTML,
+sent as `plain_text` to Slack (never `mrkdwn`, so no mention or link is made of it), and written
+in the plain-text e-mail as JSON (a line break in a value cannot start a line of its own). The
+link never approves: it opens the hold in the Inbox after sign-in.
+
+Sending: `send_email` speaks SMTP to the operator's server (`smtp://`, STARTTLS when the server
+offers it; `smtps://`, TLS from the start; credentials from the URL), `post_slack` calls
+`chat.postMessage` with `slack_sdk`. Both raise on any failure; the caller retries.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import smtplib
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+MAX_FACTS = 12
+MAX_VALUE = 200
+MAX_SLACK_HOLDS = 10  # holds in one Slack digest message (Slack takes at most 50 blocks)
+TIMEOUT_SECONDS = 10.0
+APPROVE, DENY = "hold_approve", "hold_deny"  # the buttons' action_id; their value is the decision id
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One hold as a reviewer is told of it."""
+
+    scope: str
+    decision_id: str
+    queue: str
+    priority: str
+    deadline_at: str
+    policy_id: str | None
+    rule_id: str | None
+    reason_code: str | None
+    facts: Mapping[str, Any]
+    inbox_url: str | None
+
+
+def _cut(text: str, limit: int = MAX_VALUE) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def facts_shown(facts: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The facts as (name, value as JSON), bounded; a last line says how many were left out."""
+    items = sorted(facts.items()) if isinstance(facts, Mapping) else []
+    shown = [(_cut(str(name), 60), _cut(json.dumps(value, ensure_ascii=False, default=str)))
+             for name, value in items[:MAX_FACTS]]
+    if len(items) > MAX_FACTS:
+        shown.append(("…", f"{len(items) - MAX_FACTS} more in the Inbox"))
+    return shown
+
+
+def rule_in_words(notice: Notice) -> str:
+    """Why the action is held, in words (the default outcome has no rule)."""
+    policy = notice.policy_id or "the policy"
+    reason = f" (reason {notice.reason_code})" if notice.reason_code else ""
+    if notice.rule_id is None:
+        return f"held by {policy}'s default outcome{reason}"
+    return f"held by rule {notice.rule_id} of {policy}{reason}"
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+def subject(notices: Sequence[Notice]) -> str:
+    first = notices[0]
+    if len(notices) == 1:
+        return _cut(_printable(f"[gate] Review needed in {first.scope}: {first.policy_id or 'held action'} "
+                               f"({first.priority}, by {first.deadline_at})"), 200)
+    return _cut(_printable(f"[gate] {len(notices)} held actions to review in {first.scope}, queue {first.queue}"), 200)
+
+
+def _text_part(notice: Notice) -> str:
+    lines = [f"Decision {notice.decision_id} in scope {json.dumps(notice.scope, ensure_ascii=False)}",
+             f"Queue {notice.queue}, priority {notice.priority}",
+             f"Why: {rule_in_words(notice)}",
+             f"Decide by {notice.deadline_at}: silence expires the hold, which never approves.",
+             "Facts:"]
+    lines += [f"  {json.dumps(name, ensure_ascii=False)}: {value}" for name, value in facts_shown(notice.facts)]
+    lines.append(f"Open it in the Inbox (sign-in required; the link does not approve): {notice.inbox_url}"
+                 if notice.inbox_url else "Open the workbench's Inbox to review it (GATE_WORKBENCH_URL is not set).")
+    return "\n".join(lines)
+
+
+def _html_part(notice: Notice) -> str:
+    e = html.escape
+    rows = "".join(f"<tr><th align=\"left\">{e(name)}</th><td><code>{e(value)}</code></td></tr>"
+                   for name, value in facts_shown(notice.facts))
+    link = (f"<p><a href=\"{e(notice.inbox_url)}\">Open it in the Inbox</a> (sign-in required; the link does "
+            "not approve)</p>" if notice.inbox_url else "<p>Open the workbench's Inbox to review it.</p>")
+    return (f"<h3>Decision {e(notice.decision_id)}</h3><p>Scope <b>{e(notice.scope)}</b>, queue {e(notice.queue)}, "
+            f"priority {e(notice.priority)}</p><p>Why: {e(rule_in_words(notice))}</p>"
+            f"<p>Decide by <b>{e(notice.deadline_at)}</b>: silence expires the hold, which never approves.</p>"
+            f"<table>{rows}</table>{link}")
+
+
+def email_message(sender: str, recipients: Sequence[str], notices: Sequence[Notice]) -> EmailMessage:
+    """One message for one hold or a digest of several (plain text and HTML)."""
+    message = EmailMessage()
+    message["Subject"] = subject(notices)
+    message["From"] = sender
+    message["To"] = ", ".join(recipients)
+    message["Date"] = formatdate(localtime=False)
+    message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2])
+    message["Auto-Submitted"] = "auto-generated"
+    separator = "\n\n" + "-" * 40 + "\n\n"
+    message.set_content(separator.join(_text_part(n) for n in notices))
+    message.add_alternative("<html><body>" + "<hr>".join(_html_part(n) for n in notices) + "</body></html>",
+                            subtype="html")
+    return message
+
+
+def send_email(url: str, message: EmailMessage, timeout: float = TIMEOUT_SECONDS) -> None:
+    """Deliver through the operator's server; raises (OSError, smtplib.SMTPException) on failure."""
+    parts = urlsplit(url)
+    host, user, password = parts.hostname or "", parts.username, parts.password
+    context = ssl.create_default_context()
+    client: smtplib.SMTP
+    if parts.scheme == "smtps":
+        client = smtplib.SMTP_SSL(host, parts.port or 465, timeout=timeout, context=context)
+    else:
+        client = smtplib.SMTP(host, parts.port or 25, timeout=timeout)
+    with client:
+        client.ehlo()
+        if parts.scheme == "smtp" and client.has_extn("starttls"):
+            client.starttls(context=context)
+            client.ehlo()
+        if user is not None:
+            client.login(unquote(user), unquote(password or ""))
+        client.send_message(message)
+
+
+def _plain(text: str, limit: int = 3000) -> dict[str, Any]:
+    return {"type": "plain_text", "text": _cut(text, limit), "emoji": False}
+
+
+def slack_blocks(notices: Sequence[Notice]) -> list[dict[str, Any]]:
+    """A section per hold with its facts, and its Approve and Deny buttons (value: the decision id)."""
+    blocks: list[dict[str, Any]] = []
+    for notice in notices[:MAX_SLACK_HOLDS]:
+        facts = "\n".join(f"{name}: {value}" for name, value in facts_shown(notice.facts))
+        blocks.append({"type": "section", "text": _plain(
+            f"Review needed in {notice.scope} (queue {notice.queue}, {notice.priority}): decision "
+            f"{notice.decision_id}, {rule_in_words(notice)}. Decide by {notice.deadline_at}; silence never "
+            f"approves.\n{facts}")})
+        elements: list[dict[str, Any]] = [
+            {"type": "button", "action_id": APPROVE, "value": notice.decision_id, "style": "primary",
+             "text": _plain("Approve")},
+            {"type": "button", "action_id": DENY, "value": notice.decision_id, "style": "danger",
+             "text": _plain("Deny")}]
+        if notice.inbox_url:
+            elements.append({"type": "button", "action_id": "hold_open", "url": notice.inbox_url,
+                             "text": _plain("Open in the Inbox")})
+        blocks.append({"type": "actions", "block_id": f"hold:{notice.decision_id}"[:255], "elements": elements})
+    if len(notices) > MAX_SLACK_HOLDS:
+        blocks.append({"type": "context", "elements": [_plain(f"{len(notices) - MAX_SLACK_HOLDS} more in the Inbox")]})
+    return blocks
+
+
+def slack_client(token: str, base_url: str) -> Any:
+    from slack_sdk import WebClient  # the server extra carries slack_sdk; imported where Slack is configured
+
+    return WebClient(token=token, base_url=base_url if base_url.endswith("/") else base_url + "/",
+                     timeout=int(TIMEOUT_SECONDS))
+
+
+def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> None:
+    """`chat.postMessage`; raises `slack_sdk.errors.SlackApiError` (or OSError) on failure."""
+    first = notices[0]
+    text = (f"Review needed in {first.scope}: decision {first.decision_id}" if len(notices) == 1
+            else f"{len(notices)} held actions to review in {first.scope}")
+    client.chat_postMessage(channel=channel, text=_cut(text, 300), blocks=slack_blocks(notices))
+
+
+def resolved_blocks(decision_id: str, state: str, by: str,
+                    blocks: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """What a hold's Slack message becomes once a vote of it was taken (`chat.update`): the
+    message as it was (`blocks`, from the interaction) with this hold's buttons replaced by how
+    it stands, so a digest keeps the other holds' buttons; or one line when the blocks are unknown."""
+    told = {"type": "context", "elements": [_plain(f"Decision {decision_id}: {state} (by {by}).")]}
+    mine = f"hold:{decision_id}"[:255]
+    if blocks and any(b.get("block_id") == mine for b in blocks):
+        return [told if b.get("block_id") == mine else dict(b) for b in blocks]
+    return [{"type": "section", "text": _plain(f"Decision {decision_id}: {state} (by {by}).")}]

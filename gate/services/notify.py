@@ -1,0 +1,210 @@
+"""Reviewers' channels, the use case (docs/integrations.md, "Reviewers' channels: e-mail and Slack").
+
+A queue of the hold policy may name channels (`queues.<name>.notify`, gate.holds.policy): e-mail
+addresses and a Slack channel. The events dispatcher (gate.services.events.Dispatcher) runs one
+pass per channel kind as one of its tasks, so there is no loop of its own and a slow SMTP server
+never holds up Slack (nor webhooks): each kind walks each scope's events outbox from a cursor of
+its own and tells the queue's channels of every `hold.opened` event, never on the decide's path.
+
+* At once: a hold of a queue with `every_seconds` 0, or of priority `high` or `urgent`, is sent
+  by itself (cursor `notify.<kind>`).
+* Digest: the other holds of a queue with `every_seconds` N wait on that queue's own cursor
+  (`notify-d.<kind>.<queue>`) until the first of them is N seconds old; then one message names
+  every one still open.
+* A hold that closed or passed its deadline before its notice went out is not announced.
+* Retried like any delivery: the cursor moves past an event only after its message was accepted;
+  a failure leaves it there, counts against the channel's endpoint breaker
+  (gate.events.breaker: three failures in a row leave the server alone for 30 s, doubling up to
+  5 minutes) and is tried again on a later pass. At least once: a dispatcher killed between the
+  server's acceptance and the cursor's write sends that notice again.
+* One dispatcher at a time per kind and scope: a lease row (`notify-lease.<kind>`) taken by a
+  compare-and-set in the ledger, so two serving processes never send the same notice twice. A
+  scope with no event past its cursor and no digest waiting is passed by reads alone (no lease).
+* A scope none of whose queues names the channel keeps its cursor at its events' head, so
+  channels added later tell only of holds opened after (and of earlier ones a digest still holds).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from gate.clock import Clock, SystemClock
+from gate.events.breaker import Breakers
+from gate.events.cloudevent import TYPE_PREFIX
+from gate.events.notices import Notice, email_message, post_slack, send_email, slack_client
+from gate.holds.events import OPEN
+from gate.holds.links import inbox_url
+from gate.holds.policy import Notify, Queue
+from gate.ledger import Ledger
+from gate.ledger.holds import HoldLedger
+from gate.ledger.outbox import Outbox
+from gate.services.holds import HoldOpener
+
+log = logging.getLogger("gate.notify")
+
+BATCH = 200  # events one pass reads per scope and cursor
+LEASE_SECONDS = 60
+_EPOCH = datetime(2020, 1, 1, tzinfo=UTC)  # lease times are whole seconds after it (fit the cursor column)
+OPENED = TYPE_PREFIX + "hold.opened"
+Sender = Callable[[Queue, Sequence[Notice]], None]
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class Channel:
+    """One kind of channel: its name, its server's address (the breaker's key), which queues
+    name it, and how it sends a message (one hold or a digest)."""
+
+    def __init__(self, name: str, endpoint: str, wants: Callable[[Notify], bool], send: Sender) -> None:
+        self.name, self.endpoint, self.wants, self.send = name, endpoint, wants, send
+
+
+def email_channel(url: str, sender: str) -> Channel:
+    def send(queue: Queue, notices: Sequence[Notice]) -> None:
+        assert queue.notify is not None  # noqa: S101 - only queues that name the channel are sent
+        send_email(url, email_message(sender, queue.notify.email, notices))
+
+    return Channel("email", url, lambda notify: bool(notify.email), send)
+
+
+def slack_channel(token: str, api_url: str) -> Channel:
+    client = slack_client(token, api_url)
+
+    def send(queue: Queue, notices: Sequence[Notice]) -> None:
+        assert queue.notify is not None and queue.notify.slack_channel  # noqa: S101 - as above
+        post_slack(client, queue.notify.slack_channel, notices)
+
+    return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send)
+
+
+class Notifier:
+    """The configured channels over one ledger; `tasks()` are the dispatcher's passes."""
+
+    def __init__(self, ledger: Ledger, channels: Sequence[Channel], clock: Clock | None = None,
+                 inbox_base: str | None = None) -> None:
+        self.outbox = Outbox(ledger)
+        self.holds = HoldLedger(ledger)
+        self.opener = HoldOpener(ledger)
+        self.channels = tuple(channels)
+        self.clock = clock or SystemClock()
+        self.inbox_base = inbox_base
+        self.breakers = Breakers(lambda: self.clock.now().timestamp())
+
+    def tasks(self) -> dict[str, Callable[[], int]]:
+        """One dispatcher task per channel kind: `notify-email`, `notify-slack`."""
+        return {f"notify-{channel.name}": partial(self.run, channel) for channel in self.channels}
+
+    def run(self, channel: Channel) -> int:
+        """One pass of a channel over every scope; how many messages it sent. A scope whose send
+        failed is logged and left for a later pass; the others go on."""
+        sent = 0
+        for scope in self.outbox.scopes():
+            if not self.breakers.allows(channel.endpoint):
+                break  # the server failed again and again: its notices wait in the outbox
+            queues = self._due(channel, scope)
+            if not queues:
+                continue
+            now = int((self.clock.now() - _EPOCH).total_seconds())
+            lease = f"notify-lease.{channel.name}"
+            if not self.outbox.claim_stream(lease, scope, now, now + LEASE_SECONDS):
+                continue
+            try:
+                sent += self._scope(channel, scope, queues)
+            except Exception as error:  # noqa: BLE001 - any failure of the server: retried on a later pass
+                self.breakers.record(channel.endpoint, False, None, None)
+                log.warning("%s notice for scope %r not sent (%s: %s); it is tried again", channel.name, scope,
+                            type(error).__name__, str(error)[:200])
+            finally:
+                self.outbox.release_stream(lease, scope, now + LEASE_SECONDS)
+        return sent
+
+    def _due(self, channel: Channel, scope: str) -> dict[str, Queue]:
+        """The scope's queues that name the channel when it has work (reads only, no lease): an
+        event past its cursor, or a digest waiting. A scope none of whose queues names it has its
+        cursor moved to its head (the head read before the policy: a hold opened after it is
+        never skipped)."""
+        name = f"notify.{channel.name}"
+        head = self.outbox.head(scope)
+        queues = {q.name: q for q in self.opener.policy(scope).queues
+                  if q.notify is not None and channel.wants(q.notify)}
+        cursor = self.outbox.stream_cursor(name, scope)
+        if not queues:
+            if cursor < head:
+                self.outbox.set_stream_cursor(name, scope, head)
+            return {}
+        digests = any(q.notify is not None and q.notify.every_seconds for q in queues.values())
+        return queues if cursor < head or digests else {}
+
+    def _scope(self, channel: Channel, scope: str, queues: dict[str, Queue]) -> int:
+        """Under the lease: each digest that is due, then every hold to tell at once."""
+        name = f"notify.{channel.name}"
+        cursor = self.outbox.stream_cursor(name, scope)
+        sent = 0
+        for queue in queues.values():  # each digest cursor starts where the immediate one stands
+            if queue.notify is not None and queue.notify.every_seconds:
+                digest = f"notify-d.{channel.name}.{queue.name}"
+                at = self.outbox.stream_cursor(digest, scope, missing=-1)
+                if at < 0:
+                    at = cursor
+                    self.outbox.set_stream_cursor(digest, scope, at)
+                sent += self._digest(channel, scope, queue, at)
+        for event in self.outbox.events_after(scope, cursor, limit=BATCH):
+            data = json.loads(event["event_json"])["data"] if event["event_type"] == OPENED else None
+            owner = queues.get(data["queue"]) if data else None
+            if data and owner is not None and owner.notify is not None and owner.notify.at_once(data["priority"]):
+                notice = self._notice(scope, data)
+                if notice is not None:
+                    channel.send(owner, [notice])
+                    self.breakers.record(channel.endpoint, True, None, None)
+                    sent += 1
+            self.outbox.set_stream_cursor(name, scope, event["seq"])
+        return sent
+
+    def _digest(self, channel: Channel, scope: str, queue: Queue, cursor: int) -> int:
+        """The queue's held-back holds in one message once the first is `every_seconds` old."""
+        assert queue.notify is not None  # noqa: S101 - only queues with a digest come here
+        name = f"notify-d.{channel.name}.{queue.name}"
+        events = self.outbox.events_after(scope, cursor, limit=BATCH)
+        waiting = []
+        for event in events:
+            data = json.loads(event["event_json"])["data"] if event["event_type"] == OPENED else None
+            if data and data["queue"] == queue.name and not queue.notify.at_once(data["priority"]):
+                waiting.append((event, data))
+        if waiting and (self.clock.now() - _utc(waiting[0][0]["created_at"])).total_seconds() \
+                < queue.notify.every_seconds:
+            return 0  # the digest's time has not come: nothing moves
+        notices = [n for n in (self._notice(scope, data) for _, data in waiting) if n is not None]
+        if notices:
+            channel.send(queue, notices)
+            self.breakers.record(channel.endpoint, True, None, None)
+        if events:
+            self.outbox.set_stream_cursor(name, scope, events[-1]["seq"])
+        return 1 if notices else 0
+
+    def _notice(self, scope: str, data: dict[str, Any]) -> Notice | None:
+        """The hold as a reviewer is told of it, or None when it closed or its deadline passed."""
+        row = self.holds.hold(scope, data["decision_id"])
+        if row is None or row["state"] != OPEN or _utc(row["deadline_at"]) <= self.clock.now():
+            return None
+        facts = json.loads(row["facts_json"])
+        return Notice(scope, row["decision_id"], row["queue"], row["priority"], row["deadline_at"], row["policy_id"],
+                      row["rule_id"], row["reason_code"], facts if isinstance(facts, dict) else {},
+                      inbox_url(self.inbox_base, scope, row["decision_id"]))
+
+
+def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = None) -> Notifier | None:
+    """The channels `settings` configure (gate.settings: GATE_SMTP_URL and GATE_SMTP_FROM,
+    GATE_SLACK_BOT_TOKEN), or None when neither is."""
+    channels = []
+    if settings.smtp_url and settings.smtp_from:
+        channels.append(email_channel(settings.smtp_url, settings.smtp_from))
+    if settings.slack_bot_token:
+        channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url))
+    return Notifier(ledger, channels, clock, settings.workbench_url) if channels else None
