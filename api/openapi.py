@@ -27,6 +27,7 @@ from api.routing import (
     Endpoint,
     path_parameters,
 )
+from gate import bodies
 from gate import vocabulary as C
 from gate.protocol import fact_limits as F
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
@@ -270,29 +271,9 @@ SCHEMAS: dict[str, Any] = {
         "properties": _RELEASE_POLICY_MEMBERS,
         "additionalProperties": False,
     },
-    "HoldPolicy": {
-        "type": "object",
-        "required": ["default_queue", "four_eyes", "queues", "routes"],
-        "properties": {"default_queue": {"type": "string"}, "four_eyes": {"type": "boolean"},
-                       "queues": {"type": "object", "additionalProperties": {"type": "object"}},
-                       "routes": {"type": "array", "items": {"type": "object"}}},
-        "additionalProperties": False,
-    },
-    "HoldReassign": {
-        "type": "object",
-        "required": ["queue"],
-        "properties": {"queue": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"},
-                       "note": {"type": "string", "maxLength": 2000}},
-        "additionalProperties": False,
-    },
-    "HoldResolution": {
-        "type": "object",
-        "required": ["decision", "reason_code"],
-        "properties": {"decision": {"type": "string", "enum": ["approve", "deny"]},
-                       "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{1,63}$"},
-                       "note": {"type": "string", "maxLength": 2000}},
-        "additionalProperties": False,
-    },
+    "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
+    "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json
+    "HoldResolution": bodies.openapi_schema("hold-resolution"),  # gate/bodies/hold-resolution.schema.json
     "SettingApproval": {
         "type": "object",
         "required": ["request_seq"],

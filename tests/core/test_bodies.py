@@ -1,0 +1,81 @@
+"""`gate.bodies`: each request body declared once as a JSON Schema (package data), validated at the
+boundary with a bounded refusal, and the same schema served in the OpenAPI document."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+
+from api.openapi import SCHEMAS
+from gate import bodies
+from gate.errors import GateError
+from gate.holds.policy import DEADLINE_RANGE, MAX_MEMBERS, PRIORITIES, QUORUMS, HoldPolicy
+
+QUEUE = {"deadline_seconds": 3600, "quorum": "any", "members": [], "require_justification": False,
+         "escalate_after_seconds": None, "escalate_to": None}
+POLICY = {"default_queue": "default", "four_eyes": True, "queues": {"default": QUEUE}, "routes": []}
+
+
+def test_every_schema_file_is_a_valid_schema_read_as_package_data():
+    names = [entry.name.removesuffix(".schema.json") for entry in resources.files("gate.bodies").iterdir()
+             if entry.name.endswith(".schema.json")]
+    assert "hold-policy" in names
+    for name in names:
+        assert bodies.validator(name) is bodies.validator(name)  # cached, and check_schema passed
+
+
+def test_the_openapi_document_serves_the_schema_itself():
+    served = SCHEMAS["HoldPolicy"]
+    assert served == bodies.openapi_schema("hold-policy")
+    assert served["properties"]["queues"]["additionalProperties"]["required"] == \
+        bodies.schema("hold-policy")["properties"]["queues"]["additionalProperties"]["required"]
+    assert "x-refusal" not in str(served) and "$schema" not in served
+
+
+def test_the_policy_bounds_are_the_schemas():
+    queue = bodies.schema("hold-policy")["properties"]["queues"]["additionalProperties"]["properties"]
+    assert QUORUMS == ("any", "two", "all") and PRIORITIES == ("low", "normal", "high", "urgent")
+    assert (queue["deadline_seconds"]["minimum"], queue["deadline_seconds"]["maximum"]) == DEADLINE_RANGE
+    assert MAX_MEMBERS == queue["members"]["maxItems"] == 50
+
+
+@pytest.mark.parametrize("value", [60.0, True, "60", None])
+def test_a_whole_number_is_an_integer_without_a_fraction(value):
+    body = {**POLICY, "queues": {"default": {**QUEUE, "deadline_seconds": value}}}
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json(body)
+    assert refused.value.message == "queues.default.deadline_seconds must be a whole number of seconds from 5 to 2592000"
+
+
+def test_the_refusal_names_the_place_and_the_first_failure_in_schema_order():
+    body = {**POLICY, "four_eyes": "yes", "routes": "none"}
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json(body)
+    assert refused.value.code == "HOLD_POLICY_INVALID" and refused.value.message == "four_eyes must be true or false"
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json({**POLICY, "queues": {"Bad Name": QUEUE}})
+    assert refused.value.message == "queues: a queue name must match ^[a-z][a-z0-9_-]{0,63}$"
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json([])
+    assert refused.value.message == "the hold policy must be a JSON object"
+
+
+def test_a_failure_under_no_refusal_is_jsonschemas_own_words_bounded(monkeypatch):
+    bodies.schema.cache_clear()
+    bodies.validator.cache_clear()
+    plain = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}
+    monkeypatch.setattr(bodies, "schema", lambda name: plain)
+    monkeypatch.setattr(bodies, "validator", lambda name: bodies._Validator(plain))
+    with pytest.raises(GateError) as refused:
+        bodies.check("plain", {"name": "x" * 10_000}, "REQUEST_INVALID")
+    message = refused.value.message
+    assert refused.value.code == "REQUEST_INVALID" and message.startswith("name: 'xxx")
+    assert len(message) == bodies.MAX_MESSAGE and message.endswith("…")
+    assert bodies.first_error("plain", {"name": "abc"}) is None
+
+
+def test_paths_read_as_members_and_positions():
+    assert bodies.path_text(["routes", 1, "priority"]) == "routes[1].priority"
+    assert bodies.path_text(["queues", "default", "members", 0]) == "queues.default.members[0]"
+    assert bodies.path_text([]) == ""
