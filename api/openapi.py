@@ -73,16 +73,11 @@ def endpoints() -> tuple[Endpoint, ...]:
     return tuple(sorted(declared, key=lambda endpoint: endpoint.path))
 
 
-# The members of a release policy (gate.releases.policy), whole for PUT, any for PATCH.
-_RELEASE_POLICY_MEMBERS: dict[str, Any] = {
-    "require_approval": {"type": "boolean"},
-    "approval_ttl_seconds": {"type": "integer", "minimum": 60, "maximum": 2592000},
-    "refuse_superseded_inline": {"type": "boolean"},
-    "require_dry_run": {"type": "boolean", "description": "activate, and a canary above dry_run_canary_percent, "
-                        "need the version's signed dry-run manifest"},
-    "dry_run_canary_percent": {"type": "number", "minimum": 0, "exclusiveMaximum": 100},
-    "dry_run_max_age_seconds": {"type": "integer", "minimum": 60, "maximum": 31536000},
-}
+# A release policy (gate/bodies/release-policy.schema.json): whole for PUT, any members for PATCH.
+_RELEASE_POLICY = bodies.openapi_schema("release-policy")
+_RELEASE_POLICY_PATCH = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
+                         "description": "Any members of a release policy (at least one); the others are kept.",
+                         "minProperties": 1}
 
 SCHEMAS: dict[str, Any] = {
     **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
@@ -258,19 +253,10 @@ SCHEMAS: dict[str, Any] = {
         },
         "additionalProperties": False,
     },
-    "ReleasePolicy": {
-        "type": "object",
-        "required": ["require_approval", "approval_ttl_seconds", "refuse_superseded_inline", "require_dry_run",
-                     "dry_run_canary_percent", "dry_run_max_age_seconds"],
-        "properties": _RELEASE_POLICY_MEMBERS,
-        "additionalProperties": False,
-    },
-    "ReleasePolicyPatch": {
-        "type": "object",
-        "minProperties": 1,
-        "properties": _RELEASE_POLICY_MEMBERS,
-        "additionalProperties": False,
-    },
+    "ReleasePolicy": _RELEASE_POLICY,
+    "ReleasePolicyPatch": _RELEASE_POLICY_PATCH,
+    "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
+    "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
     "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
     "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json
     "HoldResolution": bodies.openapi_schema("hold-resolution"),  # gate/bodies/hold-resolution.schema.json

@@ -144,6 +144,14 @@ def check(name: str, body: Any, code: str) -> None:
         raise GateError(code, refusal(name, error))
 
 
+def checked(name: str, body: Any, code: str) -> Mapping[str, Any]:
+    """`check`, then the body as the object every body schema here declares."""
+    check(name, body, code)
+    if not isinstance(body, Mapping):
+        raise TypeError(f"{name}.schema.json passed a body that is not an object")
+    return body
+
+
 def refusal(name: str, error: ValidationError) -> str:
     """The bounded message of one failure (see the module's docstring)."""
     sentence, where = _nearest_refusal(schema(name), error)
@@ -218,5 +226,5 @@ def path_text(path: Sequence[Any]) -> str:
     return text
 
 
-__all__ = ["EVENT_DATA", "MAX_MESSAGE", "EventDataInvalid", "check", "check_event_data", "closed_members",
+__all__ = ["EVENT_DATA", "MAX_MESSAGE", "EventDataInvalid", "check", "check_event_data", "checked", "closed_members",
            "event_types", "event_validator", "first_error", "openapi_schema", "path_text", "plain_message", "refusal", "schema", "validator"]

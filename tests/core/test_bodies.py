@@ -79,3 +79,21 @@ def test_paths_read_as_members_and_positions():
     assert bodies.path_text(["routes", 1, "priority"]) == "routes[1].priority"
     assert bodies.path_text(["queues", "default", "members", 0]) == "queues.default.members[0]"
     assert bodies.path_text([]) == ""
+
+
+def test_the_event_subscription_names_at_most_every_type_once_and_the_wildcard():
+    from gate.events.cloudevent import EVENT_TYPES
+    assert bodies.schema("event-subscription")["properties"]["event_types"]["maxItems"] == len(EVENT_TYPES) + 1
+
+
+@pytest.mark.parametrize(("name", "component"), [
+    ("hold-policy", "HoldPolicy"), ("hold-reassign", "HoldReassign"), ("hold-resolution", "HoldResolution"),
+    ("release-policy", "ReleasePolicy"), ("event-settings", "EventSettings"),
+    ("event-subscription", "EventSubscription")])
+def test_each_body_schema_is_the_openapi_component(name, component):
+    assert SCHEMAS[component] == bodies.openapi_schema(name)
+
+
+def test_a_release_policy_patch_is_the_whole_schema_without_its_required_members():
+    whole, patch = SCHEMAS["ReleasePolicy"], SCHEMAS["ReleasePolicyPatch"]
+    assert patch["properties"] == whole["properties"] and "required" not in patch and patch["minProperties"] == 1
