@@ -20,7 +20,8 @@ code that parses the body, after `check`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -48,9 +49,23 @@ def _whole_number(_checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+@cache
+def _ecma(pattern: str) -> re.Pattern[str]:
+    """A pattern as ECMA-262 reads it, the dialect JSON Schema names: a final `$` is the end of the
+    text, where Python's `$` also matches before a final line break ("default\\n" is no name)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + "\\Z"
+    return re.compile(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 # `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
 # checks refused it (`type(value) is int`), where JSON Schema alone would take it.
-_Validator = extend(Draft202012Validator,
+_Validator = extend(Draft202012Validator, validators={"pattern": _pattern},
                     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
 
 

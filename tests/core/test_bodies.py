@@ -97,3 +97,16 @@ def test_each_body_schema_is_the_openapi_component(name, component):
 def test_a_release_policy_patch_is_the_whole_schema_without_its_required_members():
     whole, patch = SCHEMAS["ReleasePolicy"], SCHEMAS["ReleasePolicyPatch"]
     assert patch["properties"] == whole["properties"] and "required" not in patch and patch["minProperties"] == 1
+
+
+@pytest.mark.parametrize("name", ["default\n", "default\r\n", "\ndefault"])
+def test_a_pattern_ends_at_the_end_of_the_text_as_in_ecma_262(name):
+    with pytest.raises(GateError) as refused:
+        HoldPolicy.from_json({**POLICY, "queues": {name: QUEUE}})
+    assert refused.value.message.startswith("queues: a queue name must match")
+    refused_route = {**POLICY, "routes": [{"policy_id": "refunds\n", "rule_id": None, "queue": "default",
+                                           "priority": "normal"}]}
+    with pytest.raises(GateError, match=r"^routes\[0\]\.policy_id must be a policy id$"):
+        HoldPolicy.from_json(refused_route)
+    with pytest.raises(GateError, match=r"^reason_code must match"):
+        bodies.check("hold-resolution", {"decision": "approve", "reason_code": "OK\n"}, "HOLD_RESOLUTION_INVALID")
