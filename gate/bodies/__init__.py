@@ -37,7 +37,7 @@ MAX_MESSAGE = 300
 _ANNOTATIONS = ("x-refusal", "$schema", "$id", "$comment")
 # Keywords whose sub-schema applies to one member or item of the instance.
 _BY_NAME = ("properties", "patternProperties")
-_BY_POSITION = ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems", "contains")
+_BY_POSITION = ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems")
 # Keywords whose sub-schema(s) apply to the instance itself.
 _LISTED = ("allOf", "anyOf", "oneOf", "dependentSchemas")
 _IN_PLACE = ("if", "then", "else", "not", "propertyNames")
