@@ -27,6 +27,7 @@ from api.routing import (
     Endpoint,
     path_parameters,
 )
+from gate import bodies
 from gate import vocabulary as C
 from gate.protocol import fact_limits as F
 from gate.protocol.canonical import MAX_DOCUMENT_DEPTH, MAX_JSON_DEPTH
@@ -72,16 +73,11 @@ def endpoints() -> tuple[Endpoint, ...]:
     return tuple(sorted(declared, key=lambda endpoint: endpoint.path))
 
 
-# The members of a release policy (gate.releases.policy), whole for PUT, any for PATCH.
-_RELEASE_POLICY_MEMBERS: dict[str, Any] = {
-    "require_approval": {"type": "boolean"},
-    "approval_ttl_seconds": {"type": "integer", "minimum": 60, "maximum": 2592000},
-    "refuse_superseded_inline": {"type": "boolean"},
-    "require_dry_run": {"type": "boolean", "description": "activate, and a canary above dry_run_canary_percent, "
-                        "need the version's signed dry-run manifest"},
-    "dry_run_canary_percent": {"type": "number", "minimum": 0, "exclusiveMaximum": 100},
-    "dry_run_max_age_seconds": {"type": "integer", "minimum": 60, "maximum": 31536000},
-}
+# A release policy (gate/bodies/release-policy.schema.json): whole for PUT, any members for PATCH.
+_RELEASE_POLICY = bodies.openapi_schema("release-policy")
+_RELEASE_POLICY_PATCH = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
+                         "description": "Any members of a release policy (at least one); the others are kept.",
+                         "minProperties": 1}
 
 SCHEMAS: dict[str, Any] = {
     **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
@@ -257,42 +253,13 @@ SCHEMAS: dict[str, Any] = {
         },
         "additionalProperties": False,
     },
-    "ReleasePolicy": {
-        "type": "object",
-        "required": ["require_approval", "approval_ttl_seconds", "refuse_superseded_inline", "require_dry_run",
-                     "dry_run_canary_percent", "dry_run_max_age_seconds"],
-        "properties": _RELEASE_POLICY_MEMBERS,
-        "additionalProperties": False,
-    },
-    "ReleasePolicyPatch": {
-        "type": "object",
-        "minProperties": 1,
-        "properties": _RELEASE_POLICY_MEMBERS,
-        "additionalProperties": False,
-    },
-    "HoldPolicy": {
-        "type": "object",
-        "required": ["default_queue", "four_eyes", "queues", "routes"],
-        "properties": {"default_queue": {"type": "string"}, "four_eyes": {"type": "boolean"},
-                       "queues": {"type": "object", "additionalProperties": {"type": "object"}},
-                       "routes": {"type": "array", "items": {"type": "object"}}},
-        "additionalProperties": False,
-    },
-    "HoldReassign": {
-        "type": "object",
-        "required": ["queue"],
-        "properties": {"queue": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"},
-                       "note": {"type": "string", "maxLength": 2000}},
-        "additionalProperties": False,
-    },
-    "HoldResolution": {
-        "type": "object",
-        "required": ["decision", "reason_code"],
-        "properties": {"decision": {"type": "string", "enum": ["approve", "deny"]},
-                       "reason_code": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]{1,63}$"},
-                       "note": {"type": "string", "maxLength": 2000}},
-        "additionalProperties": False,
-    },
+    "ReleasePolicy": _RELEASE_POLICY,
+    "ReleasePolicyPatch": _RELEASE_POLICY_PATCH,
+    "EventSettings": bodies.openapi_schema("event-settings"),  # gate/bodies/event-settings.schema.json
+    "EventSubscription": bodies.openapi_schema("event-subscription"),  # gate/bodies/event-subscription.schema.json
+    "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
+    "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json
+    "HoldResolution": bodies.openapi_schema("hold-resolution"),  # gate/bodies/hold-resolution.schema.json
     "SettingApproval": {
         "type": "object",
         "required": ["request_seq"],

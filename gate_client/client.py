@@ -20,7 +20,8 @@ What it guarantees (docs/client.md):
 - `route` proceeds only when the record verifies offline against the operator's trust anchors
   (never a key the server or the record supplies), is bound to the request that was sent
   (`input_hash`), says `yes` in both `verdict` and `c`, is not a needs-input record, and is not
-  advisory (`decision_contract.production_verdict: false` or `authority: advisory_only`).
+  advisory (`gate.protocol.advisory_record.is_advisory`, the one rule the gate, its routes and
+  `gate_client.routing` share: any part of the advisory contract, malformed or not).
   Everything else, including every error, 401/403/429/5xx and timeout, routes to review (`no`,
   verified, routes to deny).
 - Receipts and outcomes (`execution`, `outcome`) carry the record's hashes and an idempotency
@@ -43,6 +44,7 @@ import requests
 from gate.errors import GateError
 from gate.packets import verify_packet
 from gate.packets.result import PacketVerification
+from gate.protocol.advisory_record import is_advisory
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
@@ -161,21 +163,6 @@ def anchors_from_registry(location: str | Path | Mapping[str, Any], *, timeout: 
             raise GateClientError(response.status_code, "KEY_REGISTRY_UNAVAILABLE", f"cannot fetch key registry {text}")
         return TrustAnchors.from_registry_body(response.content, SOURCE_KEY_REGISTRY_URL)
     return TrustAnchors.from_registry_body(Path(text).read_bytes(), SOURCE_KEY_REGISTRY_FILE)
-
-
-def is_advisory(record: Mapping[str, Any]) -> bool:
-    """True when the record declares itself advisory: such a record never approves an action.
-
-    SECURITY: fail closed on the contract's shape too: a `decision_contract` that is not an object,
-    or whose `production_verdict` is anything but true, counts as advisory."""
-    contract = record.get("decision_contract")
-    if contract is None:
-        return False
-    if not isinstance(contract, Mapping):
-        return True
-    authority = contract.get("authority")
-    return contract.get("production_verdict") is not True or (
-        isinstance(authority, str) and authority.strip().lower() == "advisory_only")
 
 
 def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:

@@ -1,12 +1,14 @@
 """The caller's routing helper: what to do with an answer of `POST /api/decide` (spec, "Caller
-obligations"). Pure and dependency-free, so a client can vendor it.
+obligations"). Pure; it needs only the record protocol's advisory rule
+(`gate.protocol.advisory_record.is_advisory`, the one the gate and `gate_client.client` use).
 
 `route(status, body)` is `proceed`, `block` or `review`:
 
-* `proceed` only for HTTP 200 with a record whose `verdict` and `c` are both `yes` and that does
-  not carry the advisory contract: an advisory record (`decision_contract.authority` is
-  `advisory_only`, or `production_verdict` is not true, or `production_binding_required` is
-  true) never proceeds, whatever its members say;
+* `proceed` only for HTTP 200 with a record whose `verdict` and `c` are both `yes` and that
+  is not advisory: a record carrying any part of the advisory contract (an `advisory` member, a
+  `production_binding_required` other than false, a `decision_contract` that is not an object
+  with `production_verdict: true` and an `authority` other than `advisory_only`) never proceeds,
+  whatever its other members say;
 * `block` for a record whose `verdict` and `c` are `no` (advisory or binding: blocking is
   always safe);
 * `review` for everything else: `review`/`unclear`, 401, 403, 409, 422, 429, 5xx, a body that
@@ -19,18 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gate.protocol.advisory_record import is_advisory
+
 PROCEED, BLOCK, REVIEW = "proceed", "block", "review"
-
-
-def is_advisory(body: Any) -> bool:
-    """Whether a record carries (any part of) the advisory contract."""
-    if not isinstance(body, dict):
-        return False
-    contract = body.get("decision_contract")
-    if contract is not None and (not isinstance(contract, dict) or contract.get("authority") != "binding"
-                                 or contract.get("production_verdict") is not True):
-        return True
-    return body.get("production_binding_required") is not None and body.get("production_binding_required") is not False
 
 
 def route(status: int, body: Any) -> str:

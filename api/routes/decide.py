@@ -23,6 +23,7 @@ from api.runtime import (
     runtime,
 )
 from gate.errors import GateError, MonthlyCapExceeded
+from gate.protocol.advisory_record import is_advisory
 from gate.protocol.records import project_view
 from gate.services.decide import Caller
 from gate.vocabulary import VIEW_FULL
@@ -170,7 +171,7 @@ def decide(caller: Caller) -> Response:
 
     witness = None
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
-        record_decision("advisory" if "decision_contract" in result.record else "binding", result.record["verdict"])
+        record_decision("advisory" if is_advisory(result.record) else "binding", result.record["verdict"])
         witness = _cadence_witness(rt, result.record)
     used = rt.service.monthly_used(caller, result)
     headers.update(_record_headers(caller, result.record, used, result.idempotency_status))

@@ -56,7 +56,8 @@ def _events() -> EventService:
              {201: "{ok, subscription, secret}", 400: "malformed subscription or refused target", **_KEYED,
               409: "the scope has 20 subscriptions", 413: "body too large", 415: MEDIA},
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_TARGET_REFUSED",
-                                             "EVENT_SUBSCRIPTION_LIMIT"), tags=("events",), charged=True),
+                                             "EVENT_SUBSCRIPTION_LIMIT"), request_body="EventSubscription",
+             tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
@@ -178,7 +179,7 @@ def deliveries(caller: Caller, subscription_id: str) -> Response:
               503: "signing is required and no key is configured"},
              errors=BODY_ERRORS + _ERRORS + ("EVENT_SETTINGS_INVALID", "GOVERNANCE_REQUEST_INVALID",
                                              "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED"),
-             tags=("events",), charged=True),
+             request_body="EventSettings", tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)

@@ -3,6 +3,10 @@
 `type`, the optional `subject`, `time` and `datacontenttype`, the `sequence` extension (a string,
 as the sequence extension states) and `data`. The document is written once, as canonical JSON, into
 the outbox row in the transaction of the fact it announces; every delivery sends those exact bytes.
+
+Each type's `data` is declared once, in `gate/bodies/event-data.schema.json`; `cloud_event` checks
+it there, so a payload built wrong raises `EventDataInvalid` and its fact's transaction rolls back
+(in production as in tests: receivers code against the schema, docs/events.md).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gate.bodies import check_event_data
 from gate.protocol.canonical import sha256_hex
 
 SPEC_VERSION = "1.0"
@@ -17,8 +22,9 @@ CONTENT_TYPE = "application/cloudevents+json"
 TYPE_PREFIX = "dev.decision-gate."
 SOURCE_PREFIX = "urn:decision-gate:scope:"
 
-# Every type an event can have (without TYPE_PREFIX), with what it announces. docs/events.md lists
-# the data members of each; tests/events/test_event_types.py holds the two lists equal.
+# Every type an event can have (without TYPE_PREFIX), with what it announces. Its data is declared
+# in gate/bodies/event-data.schema.json; tests/events/test_event_types.py holds the types here, the
+# schema's and docs/events.md's equal, and each documented member list equal to its schema's.
 EVENT_TYPES: dict[str, str] = {
     "release.shadow": "a version started running in shadow beside the active one",
     "release.canary": "a canary started (or changed its share) for a version",
@@ -66,12 +72,15 @@ def event_id(scope: str, seq: int) -> str:
 
 def cloud_event(scope: str, seq: int, name: str, subject: str | None, time: str,
                 data: Mapping[str, Any]) -> dict[str, Any]:
-    """The event document (attributes in the order the JSON format lists them)."""
+    """The event document (attributes in the order the JSON format lists them); `data` must match
+    its type's schema (`EventDataInvalid`)."""
+    kind = full_type(name)
+    check_event_data(name, data)
     event: dict[str, Any] = {
         "specversion": SPEC_VERSION,
         "id": event_id(scope, seq),
         "source": SOURCE_PREFIX + scope,
-        "type": full_type(name),
+        "type": kind,
         "time": time,
         "datacontenttype": "application/json",
         "sequence": str(seq),

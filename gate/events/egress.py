@@ -7,18 +7,15 @@ weakening (gate.governance.table); the report's schedule sends only anomalies an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gate.errors import GateError
+from gate import bodies
 
-ANOMALY_EVERY_RANGE = (300, 7 * 86_400)
-MEMBERS = ("decision_created", "anomaly_every_seconds")
-
-
-def _invalid(message: str) -> GateError:
-    return GateError("EVENT_SETTINGS_INVALID", message)
+SCHEMA = "event-settings"  # gate/bodies/event-settings.schema.json
+_EVERY = bodies.schema(SCHEMA)["properties"]["anomaly_every_seconds"]
+ANOMALY_EVERY_RANGE: tuple[int, int] = (_EVERY["minimum"], _EVERY["maximum"])
+MEMBERS: tuple[str, ...] = tuple(bodies.schema(SCHEMA)["required"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,15 +30,9 @@ class EventSettings:
 
     @classmethod
     def from_json(cls, body: Any) -> EventSettings:
-        if not isinstance(body, Mapping) or set(map(str, body)) != set(MEMBERS):
-            raise _invalid("the body states exactly decision_created (true or false) and anomaly_every_seconds "
-                           "(null, or seconds between runs)")
-        if not isinstance(body["decision_created"], bool):
-            raise _invalid("decision_created must be true or false")
+        """Both members stated (gate/bodies/event-settings.schema.json) or EVENT_SETTINGS_INVALID."""
+        bodies.check(SCHEMA, body, "EVENT_SETTINGS_INVALID")
         every = body["anomaly_every_seconds"]
-        low, high = ANOMALY_EVERY_RANGE
-        if every is not None and (type(every) is not int or not low <= every <= high):
-            raise _invalid(f"anomaly_every_seconds must be null or a whole number from {low} to {high}")
         return cls(body["decision_created"], every)
 
 

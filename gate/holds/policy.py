@@ -24,37 +24,34 @@ once a policy exists. Nothing here reads a clock or a database.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gate import bodies
 from gate.errors import GateError
 
-QUORUMS = ("any", "two", "all")
-PRIORITIES = ("low", "normal", "high", "urgent")  # ascending urgency; the inbox sorts urgent first
+SCHEMA = "hold-policy"  # gate/bodies/hold-policy.schema.json: the shape of a PUT, and these bounds
+_SHAPE = bodies.schema(SCHEMA)["properties"]
+_QUEUE = _SHAPE["queues"]["additionalProperties"]
+_ROUTE = _SHAPE["routes"]["items"]
+QUORUMS: tuple[str, ...] = tuple(_QUEUE["properties"]["quorum"]["enum"])
+# ascending urgency; the inbox sorts urgent first
+PRIORITIES: tuple[str, ...] = tuple(_ROUTE["properties"]["priority"]["enum"])
 DEFAULT_QUEUE = "default"
-DEADLINE_RANGE = (5, 30 * 86_400)  # an agent's tool call may wait seconds; a deal desk, weeks
-MAX_QUEUES = 50
-MAX_ROUTES = 200
-MAX_MEMBERS = 50
-_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,159}$")
-_QUEUE_MEMBERS = frozenset({"deadline_seconds", "quorum", "members", "require_justification",
-                            "escalate_after_seconds", "escalate_to"})
-_OPTIONAL_QUEUE_MEMBERS = frozenset({"notify"})
-_NOTIFY_MEMBERS = frozenset({"email", "slack", "every_seconds"})
-MAX_EMAILS = 10
-MAX_EMAIL_LENGTH = 254
-DIGEST_RANGE = (60, 86_400)  # every_seconds: 0 (each hold at once) or a digest this often
+# an agent's tool call may wait seconds; a deal desk, weeks
+DEADLINE_RANGE: tuple[int, int] = (_QUEUE["properties"]["deadline_seconds"]["minimum"],
+                                   _QUEUE["properties"]["deadline_seconds"]["maximum"])
+MAX_QUEUES: int = _SHAPE["queues"]["maxProperties"]
+MAX_ROUTES: int = _SHAPE["routes"]["maxItems"]
+MAX_MEMBERS: int = _QUEUE["properties"]["members"]["maxItems"]
+_QUEUE_MEMBERS = frozenset(_QUEUE["required"])
+_NOTIFY = _QUEUE["properties"]["notify"]["properties"]
+MAX_EMAILS: int = _NOTIFY["email"]["maxItems"]
+# every_seconds: 0 (each hold at once) or a digest this often
+DIGEST_RANGE: tuple[int, int] = (_NOTIFY["every_seconds"]["anyOf"][1]["minimum"],
+                                 _NOTIFY["every_seconds"]["anyOf"][1]["maximum"])
 URGENT = ("high", "urgent")  # priorities told at once whatever the digest
-# An address a reviewer reads: no display name, comment, space or line break (nothing that could
-# add a header or a second recipient), one @, a domain of labels.
-_EMAIL = re.compile(r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-                    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-_SLACK_CHANNEL = re.compile(r"^[CG][A-Z0-9]{8,20}$")  # a channel's id (C...; G... for an older private one)
-_ROUTE_MEMBERS = frozenset({"policy_id", "rule_id", "queue", "priority"})
-_POLICY_MEMBERS = ("default_queue", "four_eyes", "queues", "routes")
 
 
 def _invalid(message: str, **extra: Any) -> GateError:
@@ -162,18 +159,16 @@ class HoldPolicy:
 
     @classmethod
     def from_json(cls, body: Any) -> HoldPolicy:
-        """A whole policy as a PUT states it: every member present and valid (HOLD_POLICY_INVALID)."""
-        if not isinstance(body, Mapping):
-            raise _invalid("the hold policy must be a JSON object")
-        unknown = sorted(set(map(str, body)) - set(_POLICY_MEMBERS))
-        missing = [name for name in _POLICY_MEMBERS if name not in body]
-        if unknown or missing:
-            raise _invalid("a PUT states the whole hold policy: " + "; ".join(
-                ([f"unknown member(s) {', '.join(unknown)}"] if unknown else [])
-                + ([f"missing {', '.join(missing)}"] if missing else [])), unknown=unknown, missing=missing)
-        if not isinstance(body["four_eyes"], bool):
-            raise _invalid("four_eyes must be true or false")
-        queues = _queues(body["queues"])
+        """A whole policy as a PUT states it: every member present and valid (HOLD_POLICY_INVALID).
+        The shape is `gate/bodies/hold-policy.schema.json`; what it cannot say is checked here."""
+        if isinstance(body, Mapping):
+            unknown, missing = bodies.closed_members(SCHEMA, body)
+            if unknown or missing:
+                raise _invalid("a PUT states the whole hold policy: " + "; ".join(
+                    ([f"unknown member(s) {', '.join(unknown)}"] if unknown else [])
+                    + ([f"missing {', '.join(missing)}"] if missing else [])), unknown=unknown, missing=missing)
+        bodies.check(SCHEMA, body, "HOLD_POLICY_INVALID")
+        queues = tuple(_queue(name, spec) for name, spec in body["queues"].items())
         names = {q.name for q in queues}
         if body["default_queue"] not in names:
             raise _invalid("default_queue must name one of the queues")
@@ -182,100 +177,41 @@ class HoldPolicy:
         return policy
 
 
-def _name(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _NAME.fullmatch(value):
-        raise _invalid(f"{what} must match {_NAME.pattern}")
-    return value
-
-
-def _seconds(value: Any, what: str) -> int:
-    low, high = DEADLINE_RANGE
-    if type(value) is not int or not low <= value <= high:
-        raise _invalid(f"{what} must be a whole number of seconds from {low} to {high}")
-    return value
-
-
-def _queues(body: Any) -> tuple[Queue, ...]:
-    if not isinstance(body, Mapping) or not body or len(body) > MAX_QUEUES:
-        raise _invalid(f"queues must be an object of 1 to {MAX_QUEUES} named queues")
-    return tuple(_queue(_name(name, "a queue name"), spec) for name, spec in body.items())
-
-
-def _queue(name: str, spec: Any) -> Queue:
-    if not isinstance(spec, Mapping) or not _QUEUE_MEMBERS <= set(map(str, spec)) <= \
-            _QUEUE_MEMBERS | _OPTIONAL_QUEUE_MEMBERS:
-        raise _invalid(f"queue {name!r} states exactly: {', '.join(sorted(_QUEUE_MEMBERS))} "
-                       f"(and optionally notify)")
-    if spec["quorum"] not in QUORUMS:
-        raise _invalid(f"queue {name!r}: quorum must be one of {', '.join(QUORUMS)}")
-    members = spec["members"]
-    if not isinstance(members, list) or len(members) > MAX_MEMBERS or not all(
-            isinstance(m, str) and 0 < len(m) <= 512 and m.isprintable() for m in members) \
-            or len(set(members)) != len(members):
-        raise _invalid(f"queue {name!r}: members must be distinct principal ids (at most {MAX_MEMBERS})")
-    if spec["quorum"] == "all" and len(members) < 2:
-        raise _invalid(f"queue {name!r}: quorum 'all' needs at least two members")
-    if not isinstance(spec["require_justification"], bool):
-        raise _invalid(f"queue {name!r}: require_justification must be true or false")
-    deadline = _seconds(spec["deadline_seconds"], f"queue {name!r}: deadline_seconds")
-    after, to = spec["escalate_after_seconds"], spec["escalate_to"]
+def _queue(name: str, spec: Mapping[str, Any]) -> Queue:
+    """A queue the schema has passed: the rules across its members."""
+    where = f"queues.{name}"
+    if not all(member.isprintable() for member in spec["members"]):
+        raise _invalid(f"{where}.members must be distinct principal ids (at most {MAX_MEMBERS})")
+    if spec["quorum"] == "all" and len(spec["members"]) < 2:
+        raise _invalid(f"{where}: quorum 'all' needs at least two members")
+    deadline, after, to = spec["deadline_seconds"], spec["escalate_after_seconds"], spec["escalate_to"]
     if (after is None) != (to is None):
-        raise _invalid(f"queue {name!r}: escalate_after_seconds and escalate_to go together")
-    if after is not None and _seconds(after, f"queue {name!r}: escalate_after_seconds") >= deadline:
-        raise _invalid(f"queue {name!r}: escalation must come before the deadline")
-    return Queue(name, deadline, spec["quorum"], tuple(members), spec["require_justification"], after,
-                 None if to is None else _name(to, f"queue {name!r}: escalate_to"),
-                 _notify(name, spec.get("notify")))
+        raise _invalid(f"{where}: escalate_after_seconds and escalate_to go together")
+    if after is not None and after >= deadline:
+        raise _invalid(f"{where}: escalation must come before the deadline")
+    return Queue(name, deadline, spec["quorum"], tuple(spec["members"]), spec["require_justification"], after, to,
+                 _notify(where, spec.get("notify")))
 
 
-def _notify(name: str, spec: Any) -> Notify | None:
-    """`{"email": [addresses], "slack": {"channel": "C..."}, "every_seconds": 0}` (email or slack,
-    or both; null or absent: no channels)."""
+def _notify(where: str, spec: Mapping[str, Any] | None) -> Notify | None:
+    """A queue's channels the schema has passed (`{"email": [...], "slack": {"channel": "C..."},
+    "every_seconds": 0}`; null or absent: none): the addresses distinct whatever their case."""
     if spec is None:
         return None
-    where = f"queue {name!r}: notify"
-    if not isinstance(spec, Mapping) or "every_seconds" not in spec or not set(map(str, spec)) <= _NOTIFY_MEMBERS \
-            or not {"email", "slack"} & set(spec):
-        raise _invalid(f"{where} states every_seconds and email, slack or both (and nothing else)")
-    every = spec["every_seconds"]
-    low, high = DIGEST_RANGE
-    if type(every) is not int or not (every == 0 or low <= every <= high):
-        raise _invalid(f"{where}.every_seconds must be 0 (each hold at once) or a whole number from {low} to {high}")
-    email = spec.get("email", [])
-    if "email" in spec and (not isinstance(email, list) or not 0 < len(email) <= MAX_EMAILS or not all(
-            isinstance(a, str) and len(a) <= MAX_EMAIL_LENGTH and _EMAIL.fullmatch(a) for a in email)
-            or len({a.lower() for a in email}) != len(email)):
-        raise _invalid(f"{where}.email must be 1 to {MAX_EMAILS} distinct e-mail addresses "
-                       f"(name@domain, at most {MAX_EMAIL_LENGTH} characters, no display name)")
+    email = tuple(spec.get("email", ()))
+    if len({address.lower() for address in email}) != len(email):
+        raise _invalid(f"{where}.notify.email must be 1 to {MAX_EMAILS} distinct e-mail addresses "
+                       f"(whatever their case)")
     slack = spec.get("slack")
-    channel = None
-    if "slack" in spec:
-        if not isinstance(slack, Mapping) or set(map(str, slack)) != {"channel"} or not isinstance(
-                slack["channel"], str) or not _SLACK_CHANNEL.fullmatch(slack["channel"]):
-            raise _invalid(f"{where}.slack must be {{\"channel\": id}} with a channel id ({_SLACK_CHANNEL.pattern})")
-        channel = slack["channel"]
-    return Notify(tuple(email), channel, every)
+    return Notify(email, None if slack is None else slack["channel"], spec["every_seconds"])
 
 
-def _routes(body: Any, names: set[str]) -> tuple[Route, ...]:
-    if not isinstance(body, list) or len(body) > MAX_ROUTES:
-        raise _invalid(f"routes must be a list of at most {MAX_ROUTES} routes")
-    routes = []
+def _routes(body: list[Mapping[str, Any]], names: set[str]) -> tuple[Route, ...]:
+    """Routes the schema has passed: each names one of the queues."""
     for index, spec in enumerate(body):
-        where = f"routes[{index}]"
-        if not isinstance(spec, Mapping) or set(map(str, spec)) != _ROUTE_MEMBERS:
-            raise _invalid(f"{where} states exactly: {', '.join(sorted(_ROUTE_MEMBERS))}")
-        if not isinstance(spec["policy_id"], str) or not _ID.fullmatch(spec["policy_id"]):
-            raise _invalid(f"{where}.policy_id must be a policy id")
-        rule = spec["rule_id"]
-        if rule is not None and (not isinstance(rule, str) or not _ID.fullmatch(rule)):
-            raise _invalid(f"{where}.rule_id must be a rule id or null")
         if spec["queue"] not in names:
-            raise _invalid(f"{where}.queue must name one of the queues")
-        if spec["priority"] not in PRIORITIES:
-            raise _invalid(f"{where}.priority must be one of {', '.join(PRIORITIES)}")
-        routes.append(Route(spec["policy_id"], spec["queue"], rule, spec["priority"]))
-    return tuple(routes)
+            raise _invalid(f"routes[{index}].queue must name one of the queues")
+    return tuple(Route(spec["policy_id"], spec["queue"], spec["rule_id"], spec["priority"]) for spec in body)
 
 
 def _check_escalations(policy: HoldPolicy) -> None:

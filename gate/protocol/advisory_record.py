@@ -17,7 +17,7 @@ from typing import Any
 from gate.protocol.canonical import sha256_hex
 
 __all__ = ["ADVISORY_CONTRACT", "ADVISORY_RECORD_ALLOWED", "ADVISORY_RECORD_REQUIRED", "READING",
-           "advisory_output_hash", "is_advisory_record", "reading_consistent"]
+           "advisory_output_hash", "carries_advisory_members", "is_advisory", "reading_consistent"]
 
 ADVISORY_CONTRACT = {"authority": "advisory_only", "production_verdict": False}
 
@@ -43,7 +43,37 @@ _OUTPUT_MEMBERS = ("status", "mode", "c", "v", "verdict", "advisory_verdict", "a
                    "decision_contract", "production_binding_required", "advisory")
 
 
-def is_advisory_record(record: Mapping[str, Any]) -> bool:
+def is_advisory(record: object) -> bool:
+    """THE rule for "is this record advisory?" (so it never approves an action), shared by the
+    core, the routes and both client modules (`gate_client.client`, `gate_client.routing`).
+
+    SECURITY: fail closed. A record is advisory when it is not an object, or it carries any part
+    of the advisory contract: an `advisory` member; a `production_binding_required` that is
+    anything but false; or a `decision_contract` that is not a production contract, that is an
+    object whose `production_verdict` is exactly true and whose `authority` is a string other than
+    `advisory_only` (any case, any surrounding space). A missing, null or malformed contract member
+    counts against the record. A record with none of the three members is not advisory."""
+    if not isinstance(record, Mapping):
+        return True
+    if "advisory" in record:
+        return True
+    if "production_binding_required" in record and record["production_binding_required"] is not False:
+        return True
+    return "decision_contract" in record and not _production_contract(record["decision_contract"])
+
+
+def _production_contract(contract: object) -> bool:
+    if not isinstance(contract, Mapping) or contract.get("production_verdict") is not True:
+        return False
+    authority = contract.get("authority")
+    return isinstance(authority, str) and authority.strip().lower() != "advisory_only"
+
+
+def carries_advisory_members(record: Mapping[str, Any]) -> bool:
+    """Whether the verifier checks `record` against the advisory record's closed member set: it
+    carries any advisory member at all. Wider than `is_advisory` on purpose (every record
+    `is_advisory` calls advisory carries one): a binding record that grew such a member is checked
+    as advisory and fails `record_members`, never passes as binding."""
     return "decision_contract" in record or "advisory" in record or "production_binding_required" in record
 
 

@@ -13,10 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from gate import bodies
 from gate.errors import GateError
 
-TTL_RANGE = (60, 30 * 86_400)
-DRY_RUN_AGE_RANGE = (60, 365 * 86_400)
+SCHEMA = "release-policy"  # gate/bodies/release-policy.schema.json: each member's type and range
+_SHAPE = bodies.schema(SCHEMA)["properties"]
+TTL_RANGE: tuple[int, int] = (_SHAPE["approval_ttl_seconds"]["minimum"], _SHAPE["approval_ttl_seconds"]["maximum"])
+DRY_RUN_AGE_RANGE: tuple[int, int] = (_SHAPE["dry_run_max_age_seconds"]["minimum"],
+                                      _SHAPE["dry_run_max_age_seconds"]["maximum"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +79,12 @@ def _number(value: Any) -> bool:
 
 
 def _checked(policy: ReleasePolicy) -> ReleasePolicy:
-    """Every member's type and range, or RELEASE_POLICY_INVALID naming the first wrong one."""
-    for name in ("require_approval", "refuse_superseded_inline", "require_dry_run"):
-        if type(getattr(policy, name)) is not bool:
-            raise GateError("RELEASE_POLICY_INVALID", f"{name} is a boolean", member=name)
-    for name, (low, high) in (("approval_ttl_seconds", TTL_RANGE), ("dry_run_max_age_seconds", DRY_RUN_AGE_RANGE)):
-        value = getattr(policy, name)
-        if type(value) is not int or not low <= value <= high:
-            raise GateError("RELEASE_POLICY_INVALID", f"{name} is an integer from {low} to {high}", member=name)
-    share = policy.dry_run_canary_percent
-    if not _number(share) or not 0 <= share < 100:
-        raise GateError("RELEASE_POLICY_INVALID", "dry_run_canary_percent is a number from 0 to below 100",
-                        member="dry_run_canary_percent")
+    """Every member's type and range (gate/bodies/release-policy.schema.json), or
+    RELEASE_POLICY_INVALID naming the first wrong one."""
+    error = bodies.first_error(SCHEMA, policy.to_json())
+    if error is not None:
+        member = str(error.absolute_path[0]) if error.absolute_path else None
+        raise GateError("RELEASE_POLICY_INVALID", bodies.refusal(SCHEMA, error), member=member)
     return policy
 
 

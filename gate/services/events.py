@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from gate import bodies
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError
 from gate.events import backoff, signatures
@@ -58,15 +59,17 @@ def _utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+SUBSCRIPTION = "event-subscription"  # gate/bodies/event-subscription.schema.json
+
+
 def _invalid(message: str) -> GateError:
     return GateError("EVENT_SUBSCRIPTION_INVALID", message)
 
 
-def _checked_types(value: object) -> list[str]:
+def _checked_types(value: list[Any] | None) -> list[str]:
+    """The named types of a list the schema has passed (each one of EVENT_TYPES, or `*`)."""
     if value is None:
         return [WILDCARD]
-    if not isinstance(value, list) or not value or len(value) > len(EVENT_TYPES) + 1:
-        raise _invalid("event_types must be a non-empty list of event types (or [\"*\"] for every type)")
     names: list[str] = []
     for item in value:
         name = item[len(TYPE_PREFIX):] if isinstance(item, str) and item.startswith(TYPE_PREFIX) else item
@@ -117,26 +120,22 @@ class EventService:
 
     def subscribe(self, scope: str, actor: str, body: object) -> tuple[dict[str, Any], str]:
         """A new subscription: (its public view, its secret, shown this once)."""
-        if not isinstance(body, Mapping):
-            raise _invalid("the body must be a JSON object")
-        unknown = sorted(set(body) - {"url", "event_types", "from", "sign_ed25519"})
-        if unknown:
-            raise _invalid(f"unknown member(s): {', '.join(unknown)[:200]}")
-        types = _checked_types(body.get("event_types"))
-        start = body.get("from", "now")
-        if start not in ("now", "beginning"):
-            raise _invalid("from must be \"now\" (events after this one) or \"beginning\" (every stored event)")
-        self._target(body.get("url"))
-        ed25519 = body.get("sign_ed25519", False)
-        if not isinstance(ed25519, bool):
-            raise _invalid("sign_ed25519 must be true or false")
+        if isinstance(body, Mapping):
+            unknown, _ = bodies.closed_members(SUBSCRIPTION, body)
+            if unknown:
+                raise _invalid(f"unknown member(s): {', '.join(unknown)[:200]}")
+        stated = bodies.checked(SUBSCRIPTION, body, "EVENT_SUBSCRIPTION_INVALID")
+        types = _checked_types(stated.get("event_types"))
+        start = stated.get("from", "now")
+        self._target(stated.get("url"))
+        ed25519 = stated.get("sign_ed25519", False)
         if ed25519 and self._ed25519_key() is None:
             raise _invalid("this gate has no Ed25519 key to sign deliveries with (gate keys signing-init)")
         if len(self.outbox.subscriptions(scope)) >= MAX_SUBSCRIPTIONS_PER_SCOPE:
             raise GateError("EVENT_SUBSCRIPTION_LIMIT", f"a scope has at most {MAX_SUBSCRIPTIONS_PER_SCOPE} "
                             "subscriptions; delete one first")
         secret = signatures.new_secret()
-        row = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": body["url"],
+        row = {"subscription_id": "sub_" + secrets.token_hex(12), "scope": scope, "url": stated["url"],
                "event_types": canonical_text(types), "secret": secret, "previous_secret": None,
                "previous_until": None, "status": "active", "disabled_reason": None,
                "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,

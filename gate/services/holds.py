@@ -20,7 +20,6 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gate import bodies
 from gate.chain.event_witness import event_tree_root, hold_chain_id
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
@@ -61,11 +61,9 @@ from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
 
 MAX_FACTS_BYTES = 16_384
-MAX_NOTE = 2000
+MAX_NOTE: int = bodies.schema("hold-resolution")["properties"]["note"]["maxLength"]
 CLAIM_TTL = timedelta(minutes=30)
 RETRIES = 8
-_REASON_CODE = re.compile(r"^[A-Z][A-Z0-9_]{1,63}$")
-_RESOLVE_MEMBERS = frozenset({"decision", "reason_code", "note"})
 
 
 def _utc(text: str) -> datetime:
@@ -162,22 +160,17 @@ class Vote:
 
 
 def parse_vote(body: Any) -> Vote:
-    """`{decision: approve|deny, reason_code, note?}` or HOLD_RESOLUTION_INVALID (nothing changes)."""
-    if not isinstance(body, Mapping):
-        raise GateError("HOLD_RESOLUTION_INVALID", "the body must be a JSON object")
-    unknown = sorted(set(map(str, body)) - _RESOLVE_MEMBERS)
-    if unknown:
-        raise GateError("HOLD_RESOLUTION_INVALID", f"unknown member(s): {', '.join(unknown)}", unknown=unknown)
-    if body.get("decision") not in ("approve", "deny"):
-        raise GateError("HOLD_RESOLUTION_INVALID", "decision must be 'approve' or 'deny'")
-    code = body.get("reason_code")
-    if not isinstance(code, str) or not _REASON_CODE.fullmatch(code):
-        raise GateError("HOLD_RESOLUTION_INVALID", f"reason_code must match {_REASON_CODE.pattern}")
+    """`{decision: approve|deny, reason_code, note?}` (gate/bodies/hold-resolution.schema.json) or
+    HOLD_RESOLUTION_INVALID (nothing changes)."""
+    if isinstance(body, Mapping):
+        unknown, _ = bodies.closed_members("hold-resolution", body)
+        if unknown:
+            raise GateError("HOLD_RESOLUTION_INVALID", f"unknown member(s): {', '.join(unknown)}", unknown=unknown)
+    bodies.check("hold-resolution", body, "HOLD_RESOLUTION_INVALID")
     note = body.get("note")
-    if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE
-                             or not all(c.isprintable() or c in "\n\t" for c in note)):
+    if note is not None and not all(c.isprintable() or c in "\n\t" for c in note):
         raise GateError("HOLD_RESOLUTION_INVALID", f"note must be text of at most {MAX_NOTE} characters")
-    return Vote(body["decision"], code, note.strip() or None if isinstance(note, str) else None)
+    return Vote(body["decision"], body["reason_code"], note.strip() or None if isinstance(note, str) else None)
 
 
 class HoldService:
@@ -313,13 +306,10 @@ class HoldService:
         if "resolve" not in permissions:
             raise _denied("resolve")
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
-        queue_name = body.get("queue") if isinstance(body, Mapping) else None
-        note = body.get("note") if isinstance(body, Mapping) else None
-        queue = self.policy(scope).queue(queue_name) if isinstance(queue_name, str) else None
+        bodies.check("hold-reassign", body, "HOLD_RESOLUTION_INVALID")
+        queue, note = self.policy(scope).queue(body["queue"]), body.get("note")
         if queue is None:
             raise GateError("HOLD_RESOLUTION_INVALID", "queue must name one of the scope's queues")
-        if note is not None and (not isinstance(note, str) or len(note) > MAX_NOTE):
-            raise GateError("HOLD_RESOLUTION_INVALID", f"note must be text of at most {MAX_NOTE} characters")
         return self._step(scope, decision_id, lambda row: self._move_step(row, principal, "reassign", queue, note))
 
     def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],

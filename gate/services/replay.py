@@ -13,7 +13,7 @@ from typing import Any
 
 from gate.advisory.replay import advisory_replay
 from gate.errors import GateError
-from gate.protocol.advisory_record import is_advisory_record
+from gate.protocol.advisory_record import is_advisory
 from gate.replay.historical import (
     Runtime,
     Snapshot,
@@ -83,7 +83,7 @@ class ReplayService:
         if material is None:
             return None
         record = material.record
-        if is_advisory_record(record):
+        if is_advisory(record):
             # Legacy (advisory) decisions replay in current mode against the gate's advisor panel.
             return advisory_replay(material, request, self.decisions.advisory)
         historical = request.mode == "historical"
@@ -97,7 +97,7 @@ class ReplayService:
         material = self._material(caller, decision_id)
         if material is None:
             return None
-        if is_advisory_record(material.record):
+        if is_advisory(material.record):
             raise GateError("COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE",
                             "counterfactuals simulate rulebook decisions; this decision is advisory (legacy mode): "
                             "send its facts to /diff as an input override instead", record_kind="advisory")

@@ -18,7 +18,7 @@ from gate.protocol.advisory_record import (
     ADVISORY_RECORD_ALLOWED,
     ADVISORY_RECORD_REQUIRED,
     advisory_output_hash,
-    is_advisory_record,
+    carries_advisory_members,
     reading_consistent,
 )
 from gate.protocol.canonical import sha256_hex
@@ -85,7 +85,7 @@ def record_kind(record: Mapping[str, Any]) -> str:
     """`rulebook` (it has a rulebook or its attestation), `advisory`, or `legacy`."""
     if "rulebook_attestation" in record or "rulebook" in record:
         return RULEBOOK
-    return ADVISORY if is_advisory_record(record) else LEGACY
+    return ADVISORY if carries_advisory_members(record) else LEGACY
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,15 @@
-"""docs/events.md lists exactly the event types the gate can write, and every setting it names."""
+"""docs/events.md lists exactly the event types the gate can write, and every setting it names; each
+type's data is declared once as JSON Schema, checked when an event is written, and documented."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from gate.events.cloudevent import EVENT_TYPES
+import pytest
+
+from gate import bodies
+from gate.events.cloudevent import EVENT_TYPES, cloud_event
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "events.md").read_text()
 
@@ -14,3 +18,57 @@ def test_the_types_table_lists_every_type_and_no_other():
     table = DOC.split("## Types", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([a-z_.]+)` \|", table, flags=re.MULTILINE))
     assert documented == set(EVENT_TYPES)
+
+
+def _members(text: str) -> set[str]:
+    """The backquoted member names of a list, leaving out what parentheses say about them."""
+    previous = None
+    while previous != text:
+        previous, text = text, re.sub(r"\([^()]*\)", "", text)
+    return set(re.findall(r"`([a-z_]+)`", text))
+
+
+def _group(name: str) -> set[str]:
+    return _members(DOC.split(f"{name} members:", 1)[1].split("\n\n", 1)[0])
+
+
+def _schema_members(event_type: str) -> set[str]:
+    """Every member a type's data schema allows (its own, and those of a member set it refers to)."""
+    definitions = bodies.schema(bodies.EVENT_DATA)["$defs"]
+    node = definitions[event_type]
+    members = set(node.get("properties", {}))
+    if "$ref" in node:
+        members |= set(definitions[node["$ref"].rsplit("/", 1)[1]]["properties"])
+    return members
+
+
+def test_every_type_has_one_data_schema_and_the_docs_list_its_members():
+    assert set(bodies.event_types()) == set(EVENT_TYPES)
+    table = DOC.split("## Types", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z_.]+)` \| .* \| ([^|]*) \|$", table, flags=re.MULTILINE)
+    assert {name for name, _ in rows} == set(EVENT_TYPES)
+    for name, cell in rows:
+        documented = _members(cell)
+        for group in ("release", "governance", "hold"):
+            if f"{group} members" in cell:
+                documented |= _group(group.capitalize())
+        assert documented == _schema_members(name), name
+
+
+def test_a_payload_the_schema_does_not_describe_is_never_written():
+    good = {"rulebook_id": "refunds", "version": "v1", "rulebook_hash": "a" * 64}
+    assert cloud_event("acme", 1, "rulebook.published", "refunds", "2026-01-01T00:00:00.000Z", good)["data"] == good
+    for bad in ({**good, "extra": 1}, {"rulebook_id": "refunds", "version": "v1"}, {**good, "version": 1}):
+        with pytest.raises(bodies.EventDataInvalid, match=r"rulebook\.published data does not match its schema"):
+            cloud_event("acme", 1, "rulebook.published", "refunds", "2026-01-01T00:00:00.000Z", bad)
+    with pytest.raises(ValueError, match="unknown event type"):
+        cloud_event("acme", 1, "rulebook.deleted", None, "2026-01-01T00:00:00.000Z", good)
+
+
+def test_shared_member_sets_hold_types_closed():
+    hold = {"decision_id": "dec_1", "record_hash": "a" * 64, "queue": "default", "outcome": None,
+            "inbox_url": None, "hold_event": {"hold_event_version": "hold_event_v1", "event_hash": "b" * 64}}
+    bodies.check_event_data("hold.claimed", hold)
+    for bad in ({**hold, "outcome": "maybe"}, {**hold, "policy": {}}, {k: v for k, v in hold.items() if k != "queue"}):
+        with pytest.raises(bodies.EventDataInvalid):
+            bodies.check_event_data("hold.claimed", bad)

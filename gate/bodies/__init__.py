@@ -1,0 +1,245 @@
+"""The request bodies and event payloads, each declared once as a JSON Schema (issue 54, item 2).
+
+Each `<name>.schema.json` beside this module is package data, read with `importlib.resources`
+(so an installed wheel finds it). The boundary validates a body with `check(name, body, code)`:
+one cached `jsonschema` validator per schema, the first failure in the schema's own order (a
+schema lists `type`, `required`, `additionalProperties` and then `properties`, so the refusal
+names the first thing wrong, as the hand-written checks did), and a bounded message. `api.openapi`
+imports the same schemas (`openapi_schema`), so the document cannot restate them.
+
+The refusal's message: a schema node may carry `x-refusal`, the sentence that ends the message
+when anything inside that node fails (or an object of sentences by failing keyword, `*` for the
+rest); the message begins with where the node is in the body (`queues.default.quorum`,
+`routes[1].priority`). A required member that is missing, where its object has no sentence for
+`required`, is refused with the member's own sentence (as a wrong value would be). A failure under no `x-refusal` says
+`jsonschema`'s own words, cut to `MAX_MESSAGE` characters (it may quote the caller's value).
+What a schema cannot say (a member naming another, a cycle, a rule across members) stays in the
+code that parses the body, after `check`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+
+from gate.errors import GateError
+
+MAX_MESSAGE = 300
+_ANNOTATIONS = ("x-refusal", "$schema", "$id", "$comment")
+# Keywords whose sub-schema applies to one member or item of the instance.
+_BY_NAME = ("properties", "patternProperties")
+_BY_POSITION = ("additionalProperties", "items", "unevaluatedProperties", "unevaluatedItems")
+# Keywords whose sub-schema(s) apply to the instance itself.
+_LISTED = ("allOf", "anyOf", "oneOf", "dependentSchemas")
+_IN_PLACE = ("if", "then", "else", "not", "propertyNames")
+
+
+
+
+def _whole_number(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@cache
+def _ecma(pattern: str) -> re.Pattern[str]:
+    """A pattern as ECMA-262 reads it, the dialect JSON Schema names: a final `$` is the end of the
+    text, where Python's `$` also matches before a final line break ("default\\n" is no name)."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + "\\Z"
+    return re.compile(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# `integer` is a JSON number written without a fraction: 60.0 is refused, as the hand-written
+# checks refused it (`type(value) is int`), where JSON Schema alone would take it.
+_Validator = extend(Draft202012Validator, validators={"pattern": _pattern},
+                    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole_number))
+
+
+@cache
+def schema(name: str) -> Mapping[str, Any]:
+    """The schema `<name>.schema.json` of this package (read once; never mutate it)."""
+    text = resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@cache
+def validator(name: str) -> Validator:
+    """The cached validator of `<name>` (the schema itself is checked against the metaschema once)."""
+    document = schema(name)
+    Draft202012Validator.check_schema(document)
+    return _Validator(document)
+
+
+EVENT_DATA = "event-data"  # event-data.schema.json: one schema per event type, in its $defs
+
+
+@cache
+def event_validator(event_type: str) -> Validator:
+    """The cached validator of one event type's `data` (KeyError: no schema for this type). The
+    shared member set a type refers to is inlined once here, so a check resolves no reference."""
+    definitions = schema(EVENT_DATA)["$defs"]
+    if "." not in event_type:
+        raise KeyError(event_type)
+    node = dict(definitions[event_type])
+    validator(EVENT_DATA)  # the whole document is checked against the metaschema once
+    reference = node.pop("$ref", None)
+    if reference is not None:
+        shared = definitions[reference.rsplit("/", 1)[1]]
+        node.pop("unevaluatedProperties", None)
+        node = {**shared, **node, "required": [*shared["required"], *node.get("required", [])],
+                "properties": {**shared["properties"], **node.get("properties", {})}, "additionalProperties": False}
+    return _Validator(node)
+
+
+def event_types() -> tuple[str, ...]:
+    """The event types `event-data.schema.json` declares (its `$defs` whose names have a dot)."""
+    return tuple(name for name in schema(EVENT_DATA)["$defs"] if "." in name)
+
+
+def check_event_data(event_type: str, data: Any) -> None:
+    """Raise `EventDataInvalid` unless `data` is what `event_type`'s schema declares: an event
+    the code builds wrong is a bug, never written (docs/events.md, "Format")."""
+    error = next(event_validator(event_type).iter_errors(data), None)
+    if error is not None:
+        raise EventDataInvalid(f"{event_type} data does not match its schema: {plain_message(error)}")
+
+
+class EventDataInvalid(ValueError):
+    """An event's `data` does not match its type's schema (a programming error, not a refusal)."""
+
+
+def closed_members(name: str, body: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The members of `body` that `<name>`'s top level does not know (sorted), and those it
+    requires that `body` lacks (in the schema's order): for a refusal that names them all."""
+    document = schema(name)
+    known = document.get("properties", {})
+    unknown = sorted(str(member) for member in body if member not in known)
+    return unknown, [member for member in document.get("required", ()) if member not in body]
+
+
+def openapi_schema(name: str) -> dict[str, Any]:
+    """The schema as an OpenAPI 3.1 component: the same rules, without the annotations that only
+    the validator reads."""
+    stripped: dict[str, Any] = _strip(schema(name))
+    return stripped
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _strip(value) for key, value in node.items() if key not in _ANNOTATIONS}
+    if isinstance(node, list):
+        return [_strip(value) for value in node]
+    return node
+
+
+def first_error(name: str, body: Any) -> ValidationError | None:
+    """The first way `body` fails `<name>`, in the schema's order (None: it passes)."""
+    return next(validator(name).iter_errors(body), None)
+
+
+def check(name: str, body: Any, code: str) -> None:
+    """Refuse `body` with `code` (a GateError, 400 or as the code says) unless it passes `<name>`."""
+    error = first_error(name, body)
+    if error is not None:
+        raise GateError(code, refusal(name, error))
+
+
+def checked(name: str, body: Any, code: str) -> Mapping[str, Any]:
+    """`check`, then the body as the object every body schema here declares."""
+    check(name, body, code)
+    if not isinstance(body, Mapping):
+        raise TypeError(f"{name}.schema.json passed a body that is not an object")
+    return body
+
+
+def refusal(name: str, error: ValidationError) -> str:
+    """The bounded message of one failure (see the module's docstring)."""
+    sentence, where = _nearest_refusal(schema(name), error)
+    if sentence is None:
+        return plain_message(error)
+    if not where:
+        return sentence.lstrip(": ")
+    return f"{path_text(where)}{sentence}" if sentence.startswith(":") else f"{path_text(where)} {sentence}"
+
+
+def plain_message(error: ValidationError) -> str:
+    """`jsonschema`'s own words with where they apply, cut to `MAX_MESSAGE` characters."""
+    place = path_text(error.absolute_path)
+    text = f"{place}: {error.message}" if place else error.message
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE - 1] + "…"
+
+
+def _nearest_refusal(root: Mapping[str, Any], error: ValidationError) -> tuple[str | None, list[Any]]:
+    """Walk the failing keyword's schema path from the root, keeping the deepest `x-refusal` and
+    the instance path of the node that carries it; a missing member with no refusal of its node
+    for `required` answers with the member's own refusal."""
+    node: Any = root
+    instance = list(error.absolute_path)
+    depth = 0
+    found: tuple[str | None, list[Any]] = (_sentence(root, "*"), [])
+    steps = list(error.absolute_schema_path)[:-1]  # the last step is the failing keyword itself
+    while steps and isinstance(node, Mapping):
+        keyword = steps.pop(0)
+        if keyword in _BY_NAME and steps and steps[0] in node.get(keyword, {}):
+            node = node[keyword][steps.pop(0)]
+            depth += 1
+        elif keyword in _BY_POSITION and isinstance(node.get(keyword), Mapping) and depth < len(instance):
+            node = node[keyword]
+            depth += 1
+        elif keyword in _LISTED and steps and keyword in node:
+            node = node[keyword][steps.pop(0)]
+        elif keyword in _IN_PLACE and keyword in node:
+            node = node[keyword]
+        else:
+            break
+        sentence = _sentence(node, "*")
+        if sentence is not None:
+            found = (sentence, instance[:depth])
+    if not isinstance(node, Mapping):
+        return found
+    own = _sentence(node, str(error.validator))
+    if own is not None:
+        return own, instance[:depth]
+    if error.validator == "required" and isinstance(error.instance, Mapping):
+        missing = next(name for name in error.validator_value if name not in error.instance)
+        member = _sentence(node.get("properties", {}).get(missing, {}), "*")
+        if member is not None:
+            return member, [*instance[:depth], missing]
+    return found
+
+
+def _sentence(node: Any, keyword: str) -> str | None:
+    """A node's refusal for a failing `keyword` (`*`: anything under it): `x-refusal` is one
+    sentence for every failure, or an object of sentences by keyword with `*` for the rest."""
+    refusal = node.get("x-refusal") if isinstance(node, Mapping) else None
+    if isinstance(refusal, Mapping):
+        chosen = refusal.get(keyword, refusal.get("*"))
+        return chosen if isinstance(chosen, str) else None
+    return refusal if isinstance(refusal, str) else None
+
+
+def path_text(path: Sequence[Any]) -> str:
+    """`queues.default.quorum`, `routes[1].priority`: where a member is in a body."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+__all__ = ["EVENT_DATA", "MAX_MESSAGE", "EventDataInvalid", "check", "check_event_data", "checked", "closed_members",
+           "event_types", "event_validator", "first_error", "openapi_schema", "path_text", "plain_message", "refusal", "schema", "validator"]
