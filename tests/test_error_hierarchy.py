@@ -182,8 +182,11 @@ def test_every_class_level_code_names_one_meaning():
 
 
 def _code_taking() -> dict[str, int]:
-    """Name of a refusal class whose constructor takes the code → the code's position."""
-    taking = {}
+    """Name of a refusal class whose constructor takes the code → the code's position; and the one
+    check of a right, `gate.principals.require`, which refuses with the code it is given."""
+    from gate.principals import require
+
+    taking = {"require": list(inspect.signature(require).parameters).index("code")}
     for cls in EXCEPTIONS:
         if issubclass(cls, GateError):
             parameters = list(inspect.signature(cls.__init__).parameters)
@@ -263,10 +266,10 @@ def test_a_refusal_the_table_does_not_answer_is_an_internal_error_at_http():
 @pytest.mark.parametrize(("make", "line"), [
     (lambda: __import__("gate.settings").settings.SettingsError("GATE_X is bad"), "configuration: GATE_X is bad"),
     (lambda: __import__("gate_cli.context").context.CliError("no ledger folder"), "no ledger folder"),
-    (lambda: __import__("workbench.cluster").cluster.ClusterError("no scheduler"), "no scheduler"),
-    (lambda: GateError("LEDGER_UNAVAILABLE", "the ledger is away"), "the ledger is away"),
+    (lambda: __import__("workbench.cluster").cluster.ClusterError("no scheduler"), "CLUSTER_UNAVAILABLE: no scheduler"),
+    (lambda: GateError("LEDGER_UNAVAILABLE", "the ledger is away"), "LEDGER_UNAVAILABLE: the ledger is away"),
 ])
-def test_the_cli_prints_any_refusal_as_its_message(make, line):
+def test_the_cli_prints_any_refusal_as_its_code_and_message(make, line):
     from gate_cli.main import expected_failure
 
     assert expected_failure(make()) == line
