@@ -372,3 +372,15 @@ def test_the_app_registers_error_handlers_for_refusals_only(app):
     assert {HTTPException, GateError, Exception, VerificationBusy} <= registered
     assert [cls for cls in registered if cls not in (HTTPException, Exception) and not issubclass(cls, GateError)] == []
     assert VerificationBusy().code in ERROR_TABLE
+
+
+def test_the_routes_raise_their_refusals_and_catch_at_most_three_each_said_why():
+    """The app's GateError handler is the only translator of the routes' refusals: no route module
+    has a `_refused` helper, and the few `except GateError` left (answered in JSON-RPC, or logged)
+    each say why they are kept."""
+    kept = []
+    for path in sorted((ROOT / "api" / "routes").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "def _refused" not in text, path.name
+        kept += [(path.name, line) for line in text.splitlines() if "except GateError" in line]
+    assert len(kept) <= 3 and all("# kept: " in line for _name, line in kept), kept
