@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Response, g
+from flask import Response, request
 
 from api.jsonio import dumps
 from gate.errors import GateError
@@ -186,17 +186,17 @@ def refusal(error: GateError) -> Response:
     the table's status and body, with the headers the request said every answer carries
     (`carry_headers`: the rate-limit window of a charged or counted request)."""
     status, body = gate_error_body(error)
-    headers: dict[str, str] | None = g.get(_CARRIED)
+    headers: dict[str, str] | None = request.environ.get(_CARRIED)
     return json_response(status, body, dict(headers) if headers else None)
 
 
-_CARRIED = "gate_carried_headers"
+_CARRIED = "gate.carried_headers"  # in the request's environ: this request's, never another's
 
 
 def carry_headers(headers: Mapping[str, str]) -> None:
     """Headers this request's answer carries even when a route raises a refusal: `refusal` puts
     them on it (later calls add to earlier ones)."""
-    setattr(g, _CARRIED, {**g.get(_CARRIED, {}), **headers})
+    request.environ[_CARRIED] = {**request.environ.get(_CARRIED, {}), **headers}
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
