@@ -12,12 +12,14 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
-from api.errors import ERROR_TABLE, error_response, gate_error_body, json_response
+from api.errors import ERROR_TABLE, error_response, refusal
 from api.limits import RateLimiter, make_rate_limiter
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
+from api.openapi import docs_document, openapi_document
 from api.public_limits import init_public_limits
 from api.query import undecodable_url_part
 from api.routes import route_tables
+from api.routing import DOCUMENTS
 from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry
 from gate.clock import Clock, IdSource
@@ -141,6 +143,7 @@ def _mount_routes(app: Flask) -> None:
     """Every route module of `api/routes/` (found there, in name order) with its setup and blueprints."""
     for routes in route_tables():
         routes.mount(app)
+    app.extensions[DOCUMENTS] = {build.__name__: build for build in (openapi_document, docs_document)}
 
 
 def _install_request_checks(app: Flask, settings: Settings, signing: SigningSetup | LiveSigning) -> None:
@@ -197,10 +200,10 @@ def _http_error(error: HTTPException) -> Response:
     return error_response("REQUEST_INVALID", error.description or "bad request", status=error.code)
 
 
-def _gate_error(error: GateError) -> Response:  # any refusal a route did not answer itself
+def _gate_error(error: GateError) -> Response:  # the one translator of the routes' refusals
     if error.code not in ERROR_TABLE:  # a refusal of the CLI or the workbench: here it is a fault
         return _unexpected(error)
-    return json_response(*gate_error_body(error))
+    return refusal(error)
 
 
 def _unexpected(error: Exception) -> Response:  # SECURITY: a crash is a 500, never an approval

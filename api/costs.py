@@ -28,9 +28,8 @@ from typing import Concatenate, ParamSpec, TypeVar
 from flask import Response, request
 
 from api.bodies import too_large
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import carry_headers, error_response
 from api.runtime import runtime
-from gate.errors import GateError
 from gate.services.decide import Caller
 from gate.settings import COST_UNITS_PER_DECIDE
 
@@ -114,13 +113,12 @@ def charged(
         @wraps(view)
         def wrapper(caller: Caller, /, *args: P.args, **kwargs: P.kwargs) -> R | Response:
             decision_id = kwargs.get("decision_id")  # the route's URL part, when it has one
-            try:
-                refusal, headers = charge(caller, weigh(weight, caller,
-                                                        decision_id if isinstance(decision_id, str) else None))
-            except GateError as error:  # a bad query (400) or declared size (413), uncharged; 503 fails closed
-                return json_response(*gate_error_body(error))
+            # A bad query (400) or declared size (413) is refused uncharged; a limiter down (503) fails closed.
+            refusal, headers = charge(caller, weigh(weight, caller,
+                                                    decision_id if isinstance(decision_id, str) else None))
             if refusal is not None:
                 return refusal
+            carry_headers(headers)  # on a refusal the view raises too
             response = view(caller, *args, **kwargs)
             if isinstance(response, Response):
                 response.headers.update(headers)

@@ -7,9 +7,10 @@ approval. `tests/test_error_bodies.py` pins every entry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from flask import Response
+from flask import Response, request
 
 from api.jsonio import dumps
 from gate.errors import GateError
@@ -184,6 +185,24 @@ def error_body(code: str, message: str, **details: Any) -> tuple[int, dict[str, 
 
 def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
     return error_body(error.code, error.message, **error.details)
+
+
+def refusal(error: GateError) -> Response:
+    """The one translation of a refusal into its answer (the app's `GateError` handler calls it):
+    the table's status and body, with the headers the request said every answer carries
+    (`carry_headers`: the rate-limit window of a charged or counted request)."""
+    status, body = gate_error_body(error)
+    headers: dict[str, str] | None = request.environ.get(_CARRIED)
+    return json_response(status, body, dict(headers) if headers else None)
+
+
+_CARRIED = "gate.carried_headers"  # in the request's environ: this request's, never another's
+
+
+def carry_headers(headers: Mapping[str, str]) -> None:
+    """Headers this request's answer carries even when a route raises a refusal: `refusal` puts
+    them on it (later calls add to earlier ones)."""
+    request.environ[_CARRIED] = {**request.environ.get(_CARRIED, {}), **headers}
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

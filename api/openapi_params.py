@@ -17,10 +17,10 @@ import sys
 from functools import lru_cache
 from typing import Any, overload
 
-from api.routes.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
 from gate.services.operations import PILOT_USE_CASES
+from gate.services.workflows import TICKETING_SYSTEMS, WORKFLOWS
 from workbench.reports.params import PARAMS as REPORT_PARAMS
 
 # Every route refuses these in path and query values (api.app, issue 6 defect 10).

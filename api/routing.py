@@ -24,6 +24,10 @@ QueryParameter = tuple[str, str, str] | tuple[str, str, str, dict[str, Any]]
 BUDGETS = ("public", "verify")  # a public route's per-client budget (api.public_limits)
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")
 _MOUNTED = "gate.routes"
+# The builders of /openapi.json and /docs.json by name (`openapi_document`, `docs_document`), in the
+# app's extensions: api.app sets them, api.routes.meta serves them. No route module imports
+# api.openapi, which discovers the route modules (no circle through route discovery).
+DOCUMENTS = "gate.contract_documents"
 
 # The vocabulary of the declarations: shared error lists, header lists and their descriptions.
 RATE_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")
@@ -189,6 +193,7 @@ __all__ = [
     "BODY_ERRORS",
     "BUDGETS",
     "DECIDE_HEADERS",
+    "DOCUMENTS",
     "MEDIA",
     "OPERATIONS_REQUEST_HEADERS",
     "RATE_HEADERS",

@@ -16,13 +16,16 @@ quorums and the two-person rule count distinct holders, never keys: `is_distinct
 one rule every safeguard asks (docs/releases.md, docs/holds.md).
 
 The API, the CLI and the workbench's sign-in all build their principals here (docs/releases.md,
-"Who may do what"). Pure core: stdlib only.
+"Who may do what"), and check every right (`require`). Pure core: the stdlib and gate.errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+from gate.errors import GateError
 
 KIND_API_KEY = "api_key"
 KIND_PERSON = "person"
@@ -33,8 +36,26 @@ KINDS = (KIND_API_KEY, KIND_PERSON, KIND_OPERATOR, KIND_GUARDRAIL, KIND_CLOCK)
 
 ROLES = ("viewer", "author", "releaser", "approver", "reviewer", "admin")
 
-# Role -> the permissions it grants. API keys keep their permission names; these are the same names.
-ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+# The one vocabulary of rights: what an API key is granted (KEY_PERMISSIONS, `gate keys create
+# --permissions`) and what a person's roles grant in the workbench (ROLE_PERMISSIONS) are the same
+# names. `read`, `draft`, `dry_run` and `export` are the workbench's own; `decide` is every key's.
+Permission = Literal["decide", "publish", "release", "approve", "resolve", "admin", "read", "draft", "dry_run",
+                     "export"]
+PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
+KEY_PERMISSIONS: tuple[Permission, ...] = ("decide", "publish", "release", "approve", "resolve", "admin")
+
+
+def require(permissions: Collection[str], permission: Permission, code: str) -> None:
+    """The one check of a right, for every route, service, command and page: refused with `code`,
+    the refusing area's (RELEASE_, HOLD_, EVENTS_ or WORKBENCH_PERMISSION_DENIED, 403), naming the
+    permission; nothing is changed."""
+    if permission not in permissions:
+        raise GateError(code, f"this principal lacks the {permission!r} permission in this scope",
+                        permission=permission)
+
+
+# Role -> the permissions it grants.
+ROLE_PERMISSIONS: dict[str, frozenset[Permission]] = {
     "viewer": frozenset({"read"}),
     "author": frozenset({"read", "draft", "dry_run", "export"}),
     # publish, shadow, canary, halt, rollback, request activation

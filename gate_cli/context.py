@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import getpass
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.clock import SystemClock, iso_ms
 from gate.errors import CodedError, GateError
-from gate.principals import Principal
+from gate.principals import KEY_PERMISSIONS, Principal
 from gate.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -28,16 +29,29 @@ class CliError(CodedError):
 
 
 def refusal_text(error: GateError) -> str:
-    """The one line a command prints for a refusal: its message (a configuration value's
-    named as one)."""
+    """What a command prints for a refusal: its code and message, as the API names it (the
+    command line's own refusal, CLI_REFUSED, by its message alone; a configuration value's named
+    as one)."""
     if isinstance(error, SettingsError):
         return f"configuration: {error.message}"
-    return error.message
+    if isinstance(error, CliError):
+        return error.message
+    return f"{error.code}: {error.message}"
+
+
+REFUSED = 2  # the exit status of every refusal
+
+
+def print_refusal(command: str, error: GateError) -> int:
+    """The one refusal printer: `gate COMMAND: CODE: message` on stderr; the exit status 2.
+    `gate_cli.main` calls it for any refusal a command raises."""
+    print(f"gate {command}: {refusal_text(error)}", file=sys.stderr)
+    return REFUSED
 
 
 # The local operator holds the signing key and the ledger: every right (the two-person rule of
 # releases and the four eyes of held actions aside: those compare principals, not rights).
-OPERATOR_PERMISSIONS = frozenset({"decide", "publish", "release", "approve", "resolve", "admin"})
+OPERATOR_PERMISSIONS = frozenset(KEY_PERMISSIONS)
 
 
 def operator() -> Principal:
@@ -94,10 +108,8 @@ def now() -> str:
 def ledger_at_hand(settings: Settings) -> Ledger | None:
     """The live ledger when there is one to compare a dataset with (a SQLite file that exists, or a
     server that answers); None otherwise. The caller disposes of it."""
-    from sqlalchemy.exc import SQLAlchemyError
-
     from gate.errors import LedgerUnavailable
-    from gate.ledger import Ledger
+    from gate.ledger import DatabaseError, Ledger
 
     url = settings.database_url
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
@@ -106,7 +118,7 @@ def ledger_at_hand(settings: Settings) -> Ledger | None:
     try:
         ledger = Ledger(url)
         ledger.upgrade()
-    except (LedgerUnavailable, SQLAlchemyError, OSError):  # no ledger at hand: staleness is not checked
+    except (LedgerUnavailable, DatabaseError, OSError):  # no ledger at hand: staleness is not checked
         if ledger is not None:
             ledger.dispose()
         return None

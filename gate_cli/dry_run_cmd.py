@@ -175,17 +175,15 @@ def _baseline(args: argparse.Namespace, settings: Settings, setup: SigningSetup,
     if not args.scope:
         raise DryRunError("USAGE", "--baseline current needs --scope (each scope runs its own version); "
                           "give --baseline history or --baseline FILE to compare without one")
-    from sqlalchemy.exc import SQLAlchemyError
-
     from gate.errors import GateError
-    from gate.ledger import Ledger
+    from gate.ledger import DatabaseError, Ledger
     from workbench.services.root import compose
 
     reader = ledger or Ledger(settings.database_url)
     why = f"no version of {args.rulebook_id!r} runs in scope {args.scope!r} in the ledger (GATE_DATABASE_URL)"
     try:
         running = compose(setup, reader).dry_runs.production(args.scope, args.rulebook_id)
-    except (GateError, SQLAlchemyError) as exc:  # no ledger there (a dataset read elsewhere), or unreadable
+    except (GateError, DatabaseError) as exc:  # no ledger there (a dataset read elsewhere), or unreadable
         running, why = None, f"the ledger (GATE_DATABASE_URL) cannot be read: {str(exc).splitlines()[0]}"
     finally:
         if ledger is None:

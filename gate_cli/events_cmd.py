@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from gate.settings import Settings
 from gate_cli.context import load_settings, open_ledger
-from gate_cli.help import Subparsers
+from gate_cli.help import Subparsers, add_id_argument
 
 if TYPE_CHECKING:
     from gate.services.events import EventService
@@ -47,7 +46,7 @@ def add_events_parser(sub: Subparsers) -> None:
                        ("deliveries", "success rate, latency, lag and the last failures")):
         parser = esub.add_parser(name, help=text)
         _scope(parser)
-        parser.add_argument("--id", required=True, help="the subscription id (required)")
+        add_id_argument(parser, "subscription_id", "the subscription's id", alias="--id")
         if name == "rotate":
             parser.add_argument("--overlap-seconds", type=int, default=None,
                                 help="how long the old secret keeps signing (default: 86400)")
@@ -68,7 +67,6 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from gate.errors import GateError
     from gate.services.events import EventService
     from gate.services.root import signing_setup
 
@@ -78,9 +76,6 @@ def cmd_events(args: argparse.Namespace) -> int:
                            lease_seconds=settings.events_lease_seconds)
     try:
         return _run(args, service, settings)
-    except GateError as error:
-        print(f"gate events: {error.code}: {error.message}", file=sys.stderr)
-        return 2
     finally:
         ledger.dispose()
 
@@ -104,18 +99,18 @@ def _run(args: argparse.Namespace, service: EventService, settings: Settings) ->
         print(json.dumps(service.listed(args.scope), indent=2))
         return 0
     if command == "rotate":
-        view, secret = service.rotate(args.scope, args.id, args.overlap_seconds)
+        view, secret = service.rotate(args.scope, args.subscription_id, args.overlap_seconds)
         print(json.dumps({"subscription": view, "secret": secret}, indent=2))
         return 0
     if command in ("enable", "disable"):
-        view = service.set_status(args.scope, args.id, "active" if command == "enable" else "disabled")
+        view = service.set_status(args.scope, args.subscription_id, "active" if command == "enable" else "disabled")
         print(json.dumps(view, indent=2))
         return 0
     if command == "replay":
         replay = {"seq": args.seq} if args.seq is not None else {"since": args.since, "until": args.until}
-        print(f"queued {service.replay(args.scope, args.id, replay)} event(s)")
+        print(f"queued {service.replay(args.scope, args.subscription_id, replay)} event(s)")
         return 0
-    report = service.deliveries(args.scope, args.id)
+    report = service.deliveries(args.scope, args.subscription_id)
     print(json.dumps(report, indent=2) if args.json else "\n".join(delivery_lines(report)))
     return 0
 

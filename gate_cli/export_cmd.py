@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from gate.errors import LedgerUnavailable
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
+from gate_cli.context import print_refusal
 from gate_cli.help import Subparsers
 from gate_cli.progress import ProgressBar
 
@@ -59,8 +60,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         # ledger or the dataset is opened when there is no key while signing is required.
         export = compose(signing_setup(settings)).exports.begin()
     except SigningRefused as refused:
-        print(f"gate export: {refused.code}: {refused.message}", file=sys.stderr)
-        return 2
+        return print_refusal("export", refused)
     ledger = Ledger(settings.database_url)
     try:
         lakehouse = _lakehouse(args, settings)

@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Iterator
 from typing import TypeAlias
 
-__all__ = ["HelpFormatter", "Subparsers", "apply_everywhere"]
+__all__ = ["HelpFormatter", "Subparsers", "add_id_argument", "apply_everywhere", "resolve_ids"]
 
 # What `ArgumentParser.add_subparsers()` returns, as every `add_*_parser(sub)` receives it (a string:
 # argparse's class takes no type argument at run time).
@@ -61,3 +61,28 @@ def apply_everywhere(parser: argparse.ArgumentParser) -> None:
     for each in subparsers(parser):
         if each.formatter_class in stock:
             each.formatter_class = HelpFormatter
+
+
+_ALIAS = "deprecated_option_for_"
+
+
+def add_id_argument(parser: argparse.ArgumentParser, dest: str, text: str, *, alias: str) -> None:
+    """The id a command acts on, as its positional argument (`gate events deliveries ID`, as `gate
+    holds show ID`); `alias`, the option it was once given with (`--id`), still works, hidden from
+    the help and deprecated. `resolve_ids` makes the two one value."""
+    parser.add_argument(dest, nargs="?", default=None, metavar=dest.upper(), help=text)
+    parser.add_argument(alias, dest=_ALIAS + dest, default=None, metavar=dest.upper(), help=argparse.SUPPRESS)
+
+
+def resolve_ids(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Each id given positionally or by its deprecated option, set under its own name; neither,
+    or two that differ, is argparse's usage error (exit status 2)."""
+    for name in [name for name in vars(args) if name.startswith(_ALIAS)]:
+        dest, old = name.removeprefix(_ALIAS), getattr(args, name)
+        given = getattr(args, dest)
+        delattr(args, name)
+        if given is not None and old is not None and given != old:
+            parser.error(f"{dest.upper()} is given twice, as {given!r} and {old!r}")
+        if given is None and old is None:
+            parser.error(f"the following arguments are required: {dest.upper()}")
+        setattr(args, dest, given if given is not None else old)

@@ -93,7 +93,6 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_holds(args: argparse.Namespace) -> int:
-    from gate.errors import GateError
     from gate.services.holds import HoldService
     from gate.services.root import signing_setup
 
@@ -102,11 +101,6 @@ def cmd_holds(args: argparse.Namespace) -> int:
     signing = signing_setup(settings)
     try:
         return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log))
-    except CliError:
-        raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
-    except GateError as error:
-        print(f"gate holds: {error.code}: {error.message}", file=sys.stderr)
-        return 2
     finally:
         ledger.dispose()
 

@@ -27,13 +27,23 @@ from gate.services.root import signing_setup
 from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
-from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
+from gate_cli.context import (
+    REFUSED,
+    CliError,
+    load_settings,
+    now,
+    open_ledger,
+    operator,
+    prepare_home,
+    print_refusal,
+    refusal_text,
+)
 from gate_cli.contract_cmd import add_contract_parsers
 from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
-from gate_cli.help import HelpFormatter, Subparsers, apply_everywhere
+from gate_cli.help import HelpFormatter, Subparsers, apply_everywhere, resolve_ids
 from gate_cli.holds_cmd import add_holds_parser
 from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
@@ -377,7 +387,9 @@ def _add_keys_parser(sub: Subparsers) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Expected conditions end in one `gate: …` line and a non-zero status,
     never a traceback; a reader that closes the pipe early (`gate verify … | head`) ends quietly."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    resolve_ids(parser, args)  # an id given by its deprecated option (`--id`) as by its argument
     try:
         if args.command not in CORE_ONLY_COMMANDS:
             prepare_home(load_settings())
@@ -391,17 +403,19 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except KeyboardInterrupt:
         return 130
+    except GateError as error:
+        return print_refusal(args.command, error)
     except Exception as exc:
         message = expected_failure(exc)
         if message is None:
             raise
         print(f"gate {args.command}: {message}", file=sys.stderr)
-        return 2
+        return REFUSED
 
 
 def expected_failure(exc: BaseException) -> str | None:
     """The one-line explanation of a condition a user can meet and fix, or None (a bug: re-raise).
-    Every refusal is a GateError (CliError and SettingsError among them)."""
+    Every refusal is a GateError (CliError and SettingsError among them), printed as `print_refusal` does."""
     if isinstance(exc, GateError):
         return refusal_text(exc)
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")

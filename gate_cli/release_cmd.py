@@ -29,7 +29,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gate_cli.context import OPERATOR_PERMISSIONS, CliError, load_settings, open_ledger, operator
-from gate_cli.help import Subparsers
+from gate_cli.help import Subparsers, add_id_argument
 from workbench.reports.numbers import rate, rate_interval
 
 if TYPE_CHECKING:
@@ -49,12 +49,12 @@ def add_release_parser(sub: Subparsers) -> None:
                        ("history", "print the release history (verify it offline with gate verify)")):
         parser = rsub.add_parser(name, help=text)
         _scope(parser)
-        parser.add_argument("--rulebook-id", required=True, help="the rulebook id (required)")
+        add_id_argument(parser, "rulebook_id", "the rulebook's id", alias="--rulebook-id")
         parser.add_argument("--json", action="store_true", help="print JSON (history is always JSON)")
     for name in ACTIONS:
         parser = rsub.add_parser(name, help=f"{name} (a signed, chained release event)")
         _scope(parser)
-        parser.add_argument("--rulebook-id", required=True, help="the rulebook id (required)")
+        add_id_argument(parser, "rulebook_id", "the rulebook's id", alias="--rulebook-id")
         if name in ("shadow", "canary", "activate", "approve"):
             parser.add_argument("--version", required=True, help="the published version (required)")
         if name == "canary":
@@ -133,7 +133,6 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from gate.errors import GateError
     from gate.services.root import decision_services, signing_setup
 
     settings = load_settings()
@@ -141,11 +140,6 @@ def cmd_release(args: argparse.Namespace) -> int:
     releases = decision_services(ledger, signing_setup(settings), checkpoint_log=settings.checkpoint_log).release_service()
     try:
         return _run(args, releases)
-    except CliError:
-        raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
-    except GateError as error:
-        print(f"gate release: {error.code}: {error.message}", file=sys.stderr)
-        return 1
     finally:
         ledger.dispose()
 

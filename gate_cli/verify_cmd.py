@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import urllib.request
 from dataclasses import replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from gate.verify import (
     TrustAnchors,
     verify_record,
 )
+from gate.vocabulary import MIGRATION_MANIFEST_VERSION
 from gate_cli.help import Subparsers
 from gate_cli.packet_report import is_packet, packet_report
 
@@ -150,30 +150,29 @@ def _input_file(args: argparse.Namespace) -> tuple[str, str]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    try:
-        path, what = _input_file(args)
-        record = _read_json(path, what)
-        original = _read_json(args.input, "input") if args.input else None
-        anchors = load_anchors(args)
-        if not isinstance(record, dict):
-            raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} does not hold a JSON object")
-        if args.hold_history is not None or "hold_history_version" in record:
-            return _verify_hold_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
-        if record.get("release_history_version") is not None:
-            return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
-        if record.get("api_key_grants_version") is not None:
-            return _verify_key_grants(record, anchors, args.json)
-        packet = is_packet(record)
-        held = _checkpoint_log(args.checkpoints)
-        if held is not None and not packet:
-            raise GateError("VERIFY_INPUT_UNREADABLE", "--checkpoints applies to packets (a record carries no tree)")
-        if packet:
-            result = verify_packet(record, anchors=anchors, original_input=original, checkpoint_log=held).to_dict()
-        else:
-            result = verify_record(record, anchors=anchors, original_input=original).to_dict()
-    except GateError as exc:
-        print(f"gate verify: {exc.message}", file=sys.stderr)
-        return 2
+    path, what = _input_file(args)
+    record = _read_json(path, what)
+    original = _read_json(args.input, "input") if args.input else None
+    anchors = load_anchors(args)
+    if not isinstance(record, dict):
+        raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} does not hold a JSON object")
+    if args.hold_history is not None or "hold_history_version" in record:
+        return _verify_hold_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
+    if record.get("release_history_version") is not None:
+        return _verify_release_history(record, anchors, args.json, _checkpoint_log(args.checkpoints))
+    if record.get("api_key_grants_version") is not None:
+        return _verify_key_grants(record, anchors, args.json)
+    if record.get("schema_version") == MIGRATION_MANIFEST_VERSION:  # a dry-run's, which names no decision
+        raise GateError("VERIFY_INPUT_UNREADABLE", f"{path} is a dry-run's migration manifest "
+                        f"({MIGRATION_MANIFEST_VERSION}), not a record: check it with gate dry-run --verify {path}")
+    packet = is_packet(record)
+    held = _checkpoint_log(args.checkpoints)
+    if held is not None and not packet:
+        raise GateError("VERIFY_INPUT_UNREADABLE", "--checkpoints applies to packets (a record carries no tree)")
+    if packet:
+        result = verify_packet(record, anchors=anchors, original_input=original, checkpoint_log=held).to_dict()
+    else:
+        result = verify_record(record, anchors=anchors, original_input=original).to_dict()
     if args.json:
         print(json.dumps(result, indent=2))
     else:

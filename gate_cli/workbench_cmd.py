@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from gate.settings import Settings
 from gate_cli.cluster_opt import add_cluster_argument
+from gate_cli.context import print_refusal
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
@@ -221,8 +222,7 @@ def cmd_workbench(args: argparse.Namespace) -> int:
         try:
             outcome = store.refresh_dataset()
         except SigningRefused as refused:
-            print(f"gate workbench: {refused.code}: {refused.message}", file=sys.stderr)
-            return 2
+            return print_refusal("workbench", refused)
         print(f"dataset {store.dataset_dir}: {outcome['added']:,} new rows", flush=True)
     from workbench.app.server import make_server
 

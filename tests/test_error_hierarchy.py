@@ -33,6 +33,9 @@ OUTSIDE = {
     # Raised out of the WSGI call to park a request until its hold closes (api.parking): it must
     # pass every `except Exception` between the view and the worker, so it is a BaseException.
     "api.parking.Parked",
+    # An event the code built with a `data` its type's schema does not declare (gate.bodies): a
+    # programming error that rolls the fact's transaction back, never a refusal a caller reads.
+    "gate.bodies.EventDataInvalid",
 }
 
 # Codes a refusal names that ERROR_TABLE does not answer: each is met only where no HTTP answer is
@@ -182,8 +185,11 @@ def test_every_class_level_code_names_one_meaning():
 
 
 def _code_taking() -> dict[str, int]:
-    """Name of a refusal class whose constructor takes the code → the code's position."""
-    taking = {}
+    """Name of a refusal class whose constructor takes the code → the code's position; and the one
+    check of a right, `gate.principals.require`, which refuses with the code it is given."""
+    from gate.principals import require
+
+    taking = {"require": list(inspect.signature(require).parameters).index("code")}
     for cls in EXCEPTIONS:
         if issubclass(cls, GateError):
             parameters = list(inspect.signature(cls.__init__).parameters)
@@ -263,10 +269,10 @@ def test_a_refusal_the_table_does_not_answer_is_an_internal_error_at_http():
 @pytest.mark.parametrize(("make", "line"), [
     (lambda: __import__("gate.settings").settings.SettingsError("GATE_X is bad"), "configuration: GATE_X is bad"),
     (lambda: __import__("gate_cli.context").context.CliError("no ledger folder"), "no ledger folder"),
-    (lambda: __import__("workbench.cluster").cluster.ClusterError("no scheduler"), "no scheduler"),
-    (lambda: GateError("LEDGER_UNAVAILABLE", "the ledger is away"), "the ledger is away"),
+    (lambda: __import__("workbench.cluster").cluster.ClusterError("no scheduler"), "CLUSTER_UNAVAILABLE: no scheduler"),
+    (lambda: GateError("LEDGER_UNAVAILABLE", "the ledger is away"), "LEDGER_UNAVAILABLE: the ledger is away"),
 ])
-def test_the_cli_prints_any_refusal_as_its_message(make, line):
+def test_the_cli_prints_any_refusal_as_its_code_and_message(make, line):
     from gate_cli.main import expected_failure
 
     assert expected_failure(make()) == line
@@ -369,3 +375,15 @@ def test_the_app_registers_error_handlers_for_refusals_only(app):
     assert {HTTPException, GateError, Exception, VerificationBusy} <= registered
     assert [cls for cls in registered if cls not in (HTTPException, Exception) and not issubclass(cls, GateError)] == []
     assert VerificationBusy().code in ERROR_TABLE
+
+
+def test_the_routes_raise_their_refusals_and_catch_at_most_three_each_said_why():
+    """The app's GateError handler is the only translator of the routes' refusals: no route module
+    has a `_refused` helper, and the few `except GateError` left (answered in JSON-RPC, or logged)
+    each say why they are kept."""
+    kept = []
+    for path in sorted((ROOT / "api" / "routes").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "def _refused" not in text, path.name
+        kept += [(path.name, line) for line in text.splitlines() if "except GateError" in line]
+    assert len(kept) <= 3 and all("# kept: " in line for _name, line in kept), kept

@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Response, request
 
-from api.errors import error_response, gate_error_body, json_response, json_text_response
+from api.errors import carry_headers, error_response, json_response, json_text_response
 from api.jsonio import read_json
 from api.metrics import record_decision
 from api.routing import AUTH_ERRORS, BODY_ERRORS, DECIDE_HEADERS, MEDIA, REQUEST_HEADERS, Endpoint, Routes
@@ -60,7 +60,7 @@ def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[],
     def witness() -> None:
         try:
             rt.audit.publish_checkpoint(chain_id)
-        except GateError as error:
+        except GateError as error:  # kept: logged, never an answer (the decide was already answered)
             LOG.error("checkpoint of chain %s at %s not witnessed: %s %s", chain_id, position,
                       error.code, error.details.get("failed_checks", ""))
         except Exception:
@@ -70,12 +70,9 @@ def _cadence_witness(rt: GateRuntime, record: Mapping[str, Any]) -> Callable[[],
 
 
 def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
-    """The rate-limit headers for this decide, or the refusal when the key is over its rate."""
-    try:
-        rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
-    except GateError as error:
-        status, body = gate_error_body(error)
-        return json_response(status, body)
+    """The rate-limit headers for this decide, or the refusal when the key is over its rate
+    (GateError, 503, when the limiter is unavailable)."""
+    rate = rt.limiter.hit(caller.key_id, caller.rate_limit, rt.now_ms())
     headers: dict[str, str] = rate.headers()
     if not rate.allowed:
         # SECURITY: a refused request creates nothing and is never an approval.
@@ -86,16 +83,6 @@ def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
             retry_after=rate.retry_after,
         )
     return headers
-
-
-def _refused(rt: GateRuntime, error: GateError, headers: dict[str, str]) -> Response:
-    """The error answer; a used-up monthly cap also says when it resets."""
-    status, body = gate_error_body(error)
-    if isinstance(error, MonthlyCapExceeded):
-        retry = _seconds_to_next_month(rt.service.clock.now())
-        headers.update({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
-        body["retry_after"] = retry
-    return json_response(status, body, headers)
 
 
 def _record_headers(caller: Caller, record: Mapping[str, Any], used: int, idempotency_status: str) -> dict[str, str]:
@@ -158,16 +145,18 @@ def decide(caller: Caller) -> Response:
     headers = _rate_checked(rt, caller)
     if isinstance(headers, Response):
         return headers
+    carry_headers(headers)  # a refusal answers the rate headers too
+    idempotency_key = idempotency_key_header()
+    body = read_json(request, rt.settings.max_body_bytes)
+    body_view = body.get("response_view") if isinstance(body, dict) else None
+    view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
     try:
-        idempotency_key = idempotency_key_header()
-        body = read_json(request, rt.settings.max_body_bytes)
-        body_view = body.get("response_view") if isinstance(body, dict) else None
-        view, prefer_applied = requested_view(body_view if isinstance(body_view, str) else None)
-        result = rt.service.decide(
-            caller, body, idempotency_key=idempotency_key, request_id=caller_request_id()
-        )
-    except GateError as error:
-        return _refused(rt, error, headers)
+        result = rt.service.decide(caller, body, idempotency_key=idempotency_key, request_id=caller_request_id())
+    except MonthlyCapExceeded as error:  # not translated here: it only learns when the cap resets
+        retry = _seconds_to_next_month(rt.service.clock.now())
+        carry_headers({"X-Usage-Monthly-Remaining": "0", "Retry-After": str(retry)})
+        error.details["retry_after"] = retry
+        raise
 
     witness = None
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)

@@ -8,16 +8,16 @@ from __future__ import annotations
 from flask import Response, request
 
 from api.costs import Weight, charged
-from api.errors import gate_error_body, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
 from gate.errors import GateError
 from gate.governance.table import DENIED, EVENT_SETTINGS
+from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
-from gate.services.governance import check_permission
 
 routes = Routes("events", __name__)
 _ERRORS = AUTH_ERRORS + ("EVENTS_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
@@ -29,15 +29,9 @@ WEIGHT = Weight(base=2)
 MAX_EVENTS_PAGE = 500
 
 
-def _refused(error: GateError) -> Response:
-    status, body = gate_error_body(error)
-    return json_response(status, body)
-
-
-def require(caller: Caller, permission: str) -> None:
-    """The one permission check of the events routes (the governance service's), refused with
-    EVENTS_PERMISSION_DENIED."""
-    check_permission(caller.permissions, permission, DENIED[EVENT_SETTINGS])
+def _require_admin(caller: Caller) -> None:
+    """Every events route needs `admin` (gate.principals.require), refused with EVENTS_PERMISSION_DENIED."""
+    require(caller.permissions, "admin", DENIED[EVENT_SETTINGS])
 
 
 def _events() -> EventService:
@@ -64,14 +58,11 @@ def _events() -> EventService:
 def subscriptions(caller: Caller) -> Response:
     """GET: the scope's subscriptions (no secrets). POST `{url, event_types?, from?}`: a new one,
     201 with its secret (shown this once); 400 `EVENT_TARGET_REFUSED` for an address inside."""
-    try:
-        require(caller, "admin")
-        if request.method == "GET":
-            return json_response(200, {"ok": True, "subscriptions": _events().listed(caller.scope)})
-        body = read_json(request, runtime().settings.max_body_bytes)
-        view, secret = _events().subscribe(caller.scope, caller.key_id, body)
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    if request.method == "GET":
+        return json_response(200, {"ok": True, "subscriptions": _events().listed(caller.scope)})
+    body = read_json(request, runtime().settings.max_body_bytes)
+    view, secret = _events().subscribe(caller.scope, caller.key_id, body)
     runtime().wake_dispatcher()
     return json_response(201, {"ok": True, "subscription": view, "secret": secret})
 
@@ -91,16 +82,13 @@ def subscriptions(caller: Caller) -> Response:
 @charged(WEIGHT)
 def subscription(caller: Caller, subscription_id: str) -> Response:
     """GET: one subscription. PATCH `{"status": "active" | "disabled"}`: enable or disable it."""
-    try:
-        require(caller, "admin")
-        if request.method == "GET":
-            return json_response(200, {"ok": True, "subscription": _events().show(caller.scope, subscription_id)})
-        body = read_json(request, runtime().settings.max_body_bytes)
-        if not isinstance(body, dict) or set(body) != {"status"}:
-            raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"status\": \"active\" | \"disabled\"}")
-        view = _events().set_status(caller.scope, subscription_id, body["status"])
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    if request.method == "GET":
+        return json_response(200, {"ok": True, "subscription": _events().show(caller.scope, subscription_id)})
+    body = read_json(request, runtime().settings.max_body_bytes)
+    if not isinstance(body, dict) or set(body) != {"status"}:
+        raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"status\": \"active\" | \"disabled\"}")
+    view = _events().set_status(caller.scope, subscription_id, body["status"])
     runtime().wake_dispatcher()
     return json_response(200, {"ok": True, "subscription": view})
 
@@ -116,14 +104,11 @@ def subscription(caller: Caller, subscription_id: str) -> Response:
 @charged(WEIGHT)
 def rotate(caller: Caller, subscription_id: str) -> Response:
     """A new secret (shown once); the old one keeps signing beside it for `overlap_seconds`."""
-    try:
-        require(caller, "admin")
-        body = read_json(request, runtime().settings.max_body_bytes) if request.content_length else {}
-        if not isinstance(body, dict) or set(body) - {"overlap_seconds"}:
-            raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"overlap_seconds\": n} or empty")
-        view, secret = _events().rotate(caller.scope, subscription_id, body.get("overlap_seconds"))
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    body = read_json(request, runtime().settings.max_body_bytes) if request.content_length else {}
+    if not isinstance(body, dict) or set(body) - {"overlap_seconds"}:
+        raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"overlap_seconds\": n} or empty")
+    view, secret = _events().rotate(caller.scope, subscription_id, body.get("overlap_seconds"))
     return json_response(200, {"ok": True, "subscription": view, "secret": secret})
 
 
@@ -138,11 +123,8 @@ def rotate(caller: Caller, subscription_id: str) -> Response:
 @charged(WEIGHT)
 def replay(caller: Caller, subscription_id: str) -> Response:
     """Send events again: `{"seq": n}` or `{"since": time, "until": time}`; 202 with the count queued."""
-    try:
-        require(caller, "admin")
-        queued = _events().replay(caller.scope, subscription_id, read_json(request, runtime().settings.max_body_bytes))
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    queued = _events().replay(caller.scope, subscription_id, read_json(request, runtime().settings.max_body_bytes))
     runtime().wake_dispatcher()
     return json_response(202, {"ok": True, "queued": queued})
 
@@ -157,11 +139,8 @@ def replay(caller: Caller, subscription_id: str) -> Response:
 @charged(WEIGHT)
 def deliveries(caller: Caller, subscription_id: str) -> Response:
     """Success rate, latency, lag and the last failures (the receiver's status and answer, as text)."""
-    try:
-        require(caller, "admin")
-        return json_response(200, {"ok": True, **_events().deliveries(caller.scope, subscription_id)})
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    return json_response(200, {"ok": True, **_events().deliveries(caller.scope, subscription_id)})
 
 
 @routes.route(
@@ -186,15 +165,12 @@ def deliveries(caller: Caller, subscription_id: str) -> Response:
 def settings(caller: Caller) -> Response:
     """GET: the scope's opt-in events. PUT `{decision_created, anomaly_every_seconds}` (admin): 200
     in force, or 202 a request waiting for a second principal."""
-    try:
-        require(caller, "admin")
-        service = runtime().scope_events
-        if request.method == "GET":
-            return json_response(200, {"ok": True, "settings": service.settings(caller.scope)})
-        body = read_json(request, runtime().settings.max_body_bytes)
-        answer = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    service = runtime().scope_events
+    if request.method == "GET":
+        return json_response(200, {"ok": True, "settings": service.settings(caller.scope)})
+    body = read_json(request, runtime().settings.max_body_bytes)
+    answer = service.put_settings(caller.scope, principal_of(caller), caller.permissions, body)
     runtime().wake_dispatcher()
     return json_response(202 if answer["requested"] else 200, {"ok": True, **answer})
 
@@ -215,14 +191,11 @@ def settings(caller: Caller) -> Response:
 @charged(WEIGHT)
 def approve_settings(caller: Caller) -> Response:
     """A second principal (`approve`, never the requester) applies a pending event-settings request."""
-    try:
-        body = read_json(request, runtime().settings.max_body_bytes)
-        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-            raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
-        answer = runtime().scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
-                                                         body.get("request_seq"), body.get("reason"))
-    except GateError as error:
-        return _refused(error)
+    body = read_json(request, runtime().settings.max_body_bytes)
+    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+        raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+    answer = runtime().scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
+                                                     body.get("request_seq"), body.get("reason"))
     runtime().wake_dispatcher()
     return json_response(200, {"ok": True, **answer})
 
@@ -238,12 +211,9 @@ def approve_settings(caller: Caller) -> Response:
 @charged(WEIGHT)
 def events(caller: Caller) -> Response:
     """The scope's events after `after` (a seq, default 0), oldest first, at most `limit` (500)."""
-    try:
-        require(caller, "admin")
-        after, limit = request.args.get("after", "0"), request.args.get("limit", "100")
-        if not (after.isdigit() and limit.isdigit() and len(after) < 12 and 1 <= int(limit) <= MAX_EVENTS_PAGE):
-            raise GateError("REQUEST_INVALID", f"after is a seq (a whole number) and limit 1 to {MAX_EVENTS_PAGE}")
-        rows = _events().outbox.events_after(caller.scope, int(after), int(limit))
-    except GateError as error:
-        return _refused(error)
+    _require_admin(caller)
+    after, limit = request.args.get("after", "0"), request.args.get("limit", "100")
+    if not (after.isdigit() and limit.isdigit() and len(after) < 12 and 1 <= int(limit) <= MAX_EVENTS_PAGE):
+        raise GateError("REQUEST_INVALID", f"after is a seq (a whole number) and limit 1 to {MAX_EVENTS_PAGE}")
+    rows = _events().outbox.events_after(caller.scope, int(after), int(limit))
     return json_response(200, {"ok": True, "events": [event_data(r) for r in rows]})

@@ -10,7 +10,7 @@ from typing import Any
 from flask import Response, request
 
 from api.costs import Weight, charged
-from api.errors import gate_error_body, json_response
+from api.errors import json_response
 from api.jsonio import read_json
 from api.parking import PARK
 from api.query import int_arg
@@ -41,11 +41,6 @@ MAX_PAGE = 500
 _IN_THREAD = object()  # no parking offered (the test client, the development server)
 
 
-def _refused(error: GateError) -> Response:
-    status, body = gate_error_body(error)
-    return json_response(status, body)
-
-
 def _holds() -> HoldService:
     service: HoldService = runtime().holds
     return service
@@ -68,13 +63,10 @@ def _holds() -> HoldService:
 def inbox(caller: Caller) -> Response:
     """The scope's holds: `state` (open, approved, denied, expired, closed, all; default open),
     `queue`, `limit` (1-500, default 50) and `offset`; soonest deadline first, then most urgent."""
-    try:
-        state, queue = request.args.get("state", "open"), request.args.get("queue")
-        limit = int_arg("limit", low=1, high=MAX_PAGE, default=50) or 50
-        offset = int_arg("offset", low=0, high=1_000_000, default=0) or 0
-        return json_response(200, _holds().list(caller.scope, state=state, queue=queue, limit=limit, offset=offset))
-    except GateError as error:
-        return _refused(error)
+    state, queue = request.args.get("state", "open"), request.args.get("queue")
+    limit = int_arg("limit", low=1, high=MAX_PAGE, default=50) or 50
+    offset = int_arg("offset", low=0, high=1_000_000, default=0) or 0
+    return json_response(200, _holds().list(caller.scope, state=state, queue=queue, limit=limit, offset=offset))
 
 
 _GOVERNED = ("GOVERNANCE_REQUEST_INVALID", "LEDGER_UNAVAILABLE", "RULEBOOK_ATTESTATION_SIGNATURE_REQUIRED")
@@ -109,11 +101,8 @@ def policy(caller: Caller) -> Response:
 @charged(ACTION_WEIGHT)
 def set_policy(caller: Caller) -> Response:
     """The whole hold policy (admin): 200 in force, or 202 a request waiting for a second principal."""
-    try:
-        body = read_json(request, runtime().settings.max_body_bytes)
-        answer = _holds().set_policy(caller.scope, principal_of(caller), caller.permissions, body)
-    except GateError as error:
-        return _refused(error)
+    body = read_json(request, runtime().settings.max_body_bytes)
+    answer = _holds().set_policy(caller.scope, principal_of(caller), caller.permissions, body)
     return json_response(202 if answer["requested"] else 200, answer)
 
 
@@ -132,14 +121,11 @@ def set_policy(caller: Caller) -> Response:
 @charged(ACTION_WEIGHT)
 def approve_policy(caller: Caller) -> Response:
     """A second principal (`approve`, never the requester) applies a pending hold-policy request."""
-    try:
-        body = read_json(request, runtime().settings.max_body_bytes)
-        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-            raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
-        answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions,
-                                         body.get("request_seq"), body.get("reason"))
-    except GateError as error:
-        return _refused(error)
+    body = read_json(request, runtime().settings.max_body_bytes)
+    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+        raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+    answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions,
+                                     body.get("request_seq"), body.get("reason"))
     return json_response(200, answer)
 
 
@@ -166,29 +152,23 @@ def history(caller: Caller) -> Response:
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(READ_WEIGHT)
 def show(caller: Caller, decision_id: str) -> Response:
-    try:
-        return json_response(200, {"ok": True, "hold": _holds().show(caller.scope, decision_id)})
-    except GateError as error:
-        return _refused(error)
+    return json_response(200, {"ok": True, "hold": _holds().show(caller.scope, decision_id)})
 
 
 def act(caller: Caller, decision_id: str, action: str) -> Response:
     """One signed step: `resolve` `{decision, reason_code, note?}`, `claim`, `unclaim`,
     `reassign` `{queue, note?}`, `escalate`. 201 with the event and the hold after it."""
     service = _holds()
-    try:
-        principal = principal_of(caller)
-        body: Any = read_json(request, runtime().settings.max_body_bytes) if action in ("resolve", "reassign") else None
-        if action == "resolve":
-            answer = service.resolve(caller.scope, principal, caller.permissions, decision_id, body)
-        elif action in ("claim", "unclaim"):
-            answer = service.claim(caller.scope, principal, caller.permissions, decision_id, action == "unclaim")
-        elif action == "reassign":
-            answer = service.reassign(caller.scope, principal, caller.permissions, decision_id, body)
-        else:
-            answer = service.escalate(caller.scope, principal, caller.permissions, decision_id)
-    except GateError as error:
-        return _refused(error)
+    principal = principal_of(caller)
+    body: Any = read_json(request, runtime().settings.max_body_bytes) if action in ("resolve", "reassign") else None
+    if action == "resolve":
+        answer = service.resolve(caller.scope, principal, caller.permissions, decision_id, body)
+    elif action in ("claim", "unclaim"):
+        answer = service.claim(caller.scope, principal, caller.permissions, decision_id, action == "unclaim")
+    elif action == "reassign":
+        answer = service.reassign(caller.scope, principal, caller.permissions, decision_id, body)
+    else:
+        answer = service.escalate(caller.scope, principal, caller.permissions, decision_id)
     runtime().wake_dispatcher()
     return json_response(201, answer)
 
@@ -235,16 +215,13 @@ def resolution(caller: Caller, decision_id: str) -> Response:
     for the close: served by `gate serve`, the request is parked in the worker's event loop and
     holds no thread; it is answered within a second of a close in any process, or at the end of
     the wait with the state still `open` (never approval)."""
-    try:
-        wait = int_arg("wait", low=0, high=MAX_WAIT_SECONDS, default=0) or 0
-        service = _holds()
-        answer = service.resolution(caller.scope, decision_id)
-        if answer["state"] == "open" and wait > 0 and request.environ.get(PARK, _IN_THREAD) is not None:
-            # None: this is the parked request's resumed run, which answers the state as it is now.
-            park = request.environ.get(PARK, _IN_THREAD)
-            if park is not _IN_THREAD and park(decision_id, float(wait)):
-                return json_response(202, {"ok": True, "parked": True})  # never sent: the worker answers later
-            answer = service.wait_closed(caller.scope, decision_id, float(wait))  # no parking here (or lot full)
-        return json_response(200, answer)
-    except GateError as error:
-        return _refused(error)
+    wait = int_arg("wait", low=0, high=MAX_WAIT_SECONDS, default=0) or 0
+    service = _holds()
+    answer = service.resolution(caller.scope, decision_id)
+    if answer["state"] == "open" and wait > 0 and request.environ.get(PARK, _IN_THREAD) is not None:
+        # None: this is the parked request's resumed run, which answers the state as it is now.
+        park = request.environ.get(PARK, _IN_THREAD)
+        if park is not _IN_THREAD and park(decision_id, float(wait)):
+            return json_response(202, {"ok": True, "parked": True})  # never sent: the worker answers later
+        answer = service.wait_closed(caller.scope, decision_id, float(wait))  # no parking here (or lot full)
+    return json_response(200, answer)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from flask import Response, request
 
 from api.bodies import read_body
-from api.errors import gate_error_body, json_response
+from api.errors import json_response
 from api.routing import Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
@@ -44,16 +44,12 @@ def _actions() -> SlackActions:
     errors=_ERRORS, tags=("holds",), budget="public"))
 def slack_interactions() -> Response:
     rt = runtime()
-    try:
-        if not rt.settings.slack_signing_secret or rt.settings.grants_file is None:
-            raise GateError("SLACK_NOT_CONFIGURED", "this gate has no Slack signing secret "
-                            "(GATE_SLACK_SIGNING_SECRET) or no grants file (GATE_GRANTS_FILE)")
-        body = read_body(request, MAX_BODY_BYTES)  # SECURITY: bounded before anyone is known
-        verify(rt.settings.slack_signing_secret, rt.holds.clock, body,
-               request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature"))
-        answer = _actions().act(parse(body))
-    except GateError as error:
-        status, refusal = gate_error_body(error)
-        return json_response(status, refusal)
+    if not rt.settings.slack_signing_secret or rt.settings.grants_file is None:
+        raise GateError("SLACK_NOT_CONFIGURED", "this gate has no Slack signing secret "
+                        "(GATE_SLACK_SIGNING_SECRET) or no grants file (GATE_GRANTS_FILE)")
+    body = read_body(request, MAX_BODY_BYTES)  # SECURITY: bounded before anyone is known
+    verify(rt.settings.slack_signing_secret, rt.holds.clock, body,
+           request.headers.get("X-Slack-Request-Timestamp"), request.headers.get("X-Slack-Signature"))
+    answer = _actions().act(parse(body))
     rt.wake_dispatcher()
     return json_response(200, answer)

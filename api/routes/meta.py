@@ -7,12 +7,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from flask import Response
+from flask import Response, current_app
 
 from api.errors import error_response, json_text_response
 from api.jsonio import dumps
-from api.openapi import docs_document, openapi_document
-from api.routing import Endpoint, Routes
+from api.routing import DOCUMENTS, Endpoint, Routes
 from gate.resources import schemas_dir
 
 routes = Routes("meta", __name__)
@@ -58,10 +57,10 @@ def schema(name: str) -> Response:
 @routes.route(Endpoint("get", "/openapi.json", "This OpenAPI 3.1 document.", False, {200: "OpenAPI"},
                        tags=("contract",), budget="public"))
 def openapi() -> Response:
-    return json_text_response(200, _document_text(openapi_document))
+    return json_text_response(200, _document_text(current_app.extensions[DOCUMENTS]["openapi_document"]))
 
 
 @routes.route(Endpoint("get", "/docs.json", "Endpoints, schemas, limits and error codes.", False, {200: "docs"},
                        tags=("contract",), budget="public"))
 def docs() -> Response:
-    return json_text_response(200, _document_text(docs_document))
+    return json_text_response(200, _document_text(current_app.extensions[DOCUMENTS]["docs_document"]))

@@ -28,7 +28,7 @@ from flask import Response, request
 from api import openapi_params as P
 from api.client_limits import client_limit
 from api.costs import REPORT_ROWS_PER_UNIT, Weight, charged, units
-from api.errors import error_response, json_response
+from api.errors import carry_headers, error_response, json_response
 from api.jsonio import read_json
 from api.metrics import metrics_token_refusal
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
@@ -139,17 +139,15 @@ def pilot() -> Response:
     if isinstance(limited, Response):
         return limited
     headers = limited
-    try:
-        body = read_json(request, PILOT_MAX_BODY, max_depth=8)
-        if not isinstance(body, dict):
-            raise GateError("REQUEST_INVALID", "the body must be a JSON object",
-                            errors=[problem("body", "invalid_type", "a JSON object")])
-        if "confirmation_token" in body:
-            confirmed = _pilots().confirm(body)
-            return json_response(200, confirmed, {**headers, "Cache-Control": "no-store"})
-        outcome = _pilots().submit(body, request.headers.get("Idempotency-Key"))
-    except GateError as error:
-        return error_response(error.code, error.message, headers=headers, **error.details)
+    carry_headers(headers)  # a refusal answers the rate headers too
+    body = read_json(request, PILOT_MAX_BODY, max_depth=8)
+    if not isinstance(body, dict):
+        raise GateError("REQUEST_INVALID", "the body must be a JSON object",
+                        errors=[problem("body", "invalid_type", "a JSON object")])
+    if "confirmation_token" in body:
+        confirmed = _pilots().confirm(body)
+        return json_response(200, confirmed, {**headers, "Cache-Control": "no-store"})
+    outcome = _pilots().submit(body, request.headers.get("Idempotency-Key"))
     return json_response(201 if outcome.status == "created" else 200, outcome.answer,
                          {**headers, "x-idempotency-status": outcome.status, "Cache-Control": "no-store"})
 

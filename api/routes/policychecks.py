@@ -24,7 +24,7 @@ from flask import Flask, Response, current_app, request
 
 from api import mcp_holds
 from api.client_limits import client_limit, hit_client_limit
-from api.errors import error_response, json_response
+from api.errors import carry_headers, error_response, json_response
 from api.jsonio import dumps, read_json
 from api.mcp import (
     INTERNAL_ERROR,
@@ -42,7 +42,6 @@ from gate.errors import GateError
 from gate.services.policychecks import (
     CHECKS,
     ArgumentsInvalid,
-    CheckFailed,
     CheckSpec,
     PolicyCheckService,
 )
@@ -84,7 +83,7 @@ def _serve_mcp(endpoint: McpEndpoint) -> Response:
                         {"Allow": "POST"})
     try:
         rate = hit_client_limit("policycheck")
-    except GateError as error:
+    except GateError as error:  # kept: MCP answers in JSON-RPC, not the error table
         return _jsonrpc(503, error_message(INTERNAL_ERROR, error.message))
     headers = rate.headers()
     if not rate.allowed:
@@ -92,7 +91,7 @@ def _serve_mcp(endpoint: McpEndpoint) -> Response:
                                            data={"retry_after": rate.retry_after}), headers)
     try:
         message = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-    except GateError as error:
+    except GateError as error:  # kept: MCP answers in JSON-RPC, not the error table
         if error.code in _BODY_ERRORS:
             return _jsonrpc(_BODY_ERRORS[error.code], error_message(INVALID_REQUEST, error.message), headers)
         return _jsonrpc(400, error_message(PARSE_ERROR, f"Parse error: {error.message}"), headers)
@@ -143,10 +142,8 @@ def _rest_check(tool: str) -> Response:
     headers = client_limit("policycheck")
     if isinstance(headers, Response):
         return headers
-    try:
-        body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
-    except GateError as error:
-        return error_response(error.code, error.message, headers=headers, **error.details)
+    carry_headers(headers)  # a refusal answers the rate headers too
+    body = read_json(request, MAX_BODY_BYTES, max_depth=MAX_DEPTH)
     if not isinstance(body, dict):
         return error_response("REQUEST_INVALID", "the body must be a JSON object of the check's arguments",
                               headers=headers, errors=[{"field": "body", "code": "invalid_type",
@@ -156,8 +153,6 @@ def _rest_check(tool: str) -> Response:
     except ArgumentsInvalid as invalid:
         return error_response("REQUEST_INVALID", f"invalid arguments: {invalid}", headers=headers,
                               errors=invalid.errors)
-    except CheckFailed as failed:
-        return error_response(failed.code, failed.message, headers=headers)
     return json_response(200, result, headers)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, request
 
 from api.costs import Weight, charged
-from api.errors import error_response, gate_error_body, json_response
+from api.errors import error_response, json_response
 from api.jsonio import read_json
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
@@ -27,11 +27,6 @@ STATUS_WEIGHT = Weight(base=10)  # the shadow and canary figures read up to 50,0
 ACTION_WEIGHT = Weight(base=2)
 
 
-def _refused(error: GateError) -> Response:
-    status, body = gate_error_body(error)
-    return json_response(status, body)
-
-
 @routes.route(Endpoint(
     "post", "/api/decision/rulebooks", "Publish a Rulebook v1 (body) as an immutable version of the "
     "caller's scope; needs the `publish` permission.", True,
@@ -47,11 +42,8 @@ def publish(caller: Caller) -> Response:
     """Publish a Rulebook v1 in the caller's scope: 201 new, 200 the same content again, 409
     `RULEBOOK_VERSION_CONFLICT` for other content under a published version, 422 invalid."""
     rt = runtime()
-    try:
-        body = read_json(request, rt.settings.max_body_bytes)
-        metadata, created = rt.releases.publish(caller, body)
-    except GateError as error:
-        return _refused(error)
+    body = read_json(request, rt.settings.max_body_bytes)
+    metadata, created = rt.releases.publish(caller, body)
     return json_response(201 if created else 200, {"ok": True, "created": created, "rulebook": metadata})
 
 
@@ -66,10 +58,7 @@ def publish(caller: Caller) -> Response:
 @charged(STATUS_WEIGHT)
 def release_status(caller: Caller, rulebook_id: str) -> Response:
     """State (active, shadow, canary, pending approvals), policy, history and the live comparison."""
-    try:
-        status = runtime().releases.status(caller.scope, rulebook_id)
-    except GateError as error:
-        return _refused(error)
+    status = runtime().releases.status(caller.scope, rulebook_id)
     return json_response(200, {"ok": True, **status})
 
 
@@ -84,10 +73,7 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
 @charged(STATUS_WEIGHT)
 def release_history(caller: Caller, rulebook_id: str) -> Response:
     """The portable release history that `gate verify --release-history` checks offline."""
-    try:
-        document = runtime().releases.history_document(caller.scope, rulebook_id)
-    except GateError as error:
-        return _refused(error)
+    document = runtime().releases.history_document(caller.scope, rulebook_id)
     return json_response(200, document)
 
 
@@ -120,14 +106,11 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
 def release_action(caller: Caller, rulebook_id: str) -> Response:
     """One transition: 201 with the signed event, 200 when the idempotency key replays it."""
     rt = runtime()
-    try:
-        key = idempotency_key_header()
-        body = read_json(request, rt.settings.max_body_bytes)
-        if isinstance(body, dict) and "evidence" in body:
-            return error_response("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
-        event, created = rt.releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
-    except GateError as error:
-        return _refused(error)
+    key = idempotency_key_header()
+    body = read_json(request, rt.settings.max_body_bytes)
+    if isinstance(body, dict) and "evidence" in body:
+        return error_response("RELEASE_ACTION_INVALID", "evidence is recorded by the guardrails only")
+    event, created = rt.releases.act(caller.scope, principal_of(caller), caller.permissions, rulebook_id, body, key)
     state = rt.releases.state(caller.scope, rulebook_id)
     return json_response(201 if created else 200, {"ok": True, "created": created, "event": event,
                                                    "state": state.to_json()},
@@ -180,14 +163,11 @@ def release_policy(caller: Caller) -> Response:
     whole policy, PATCH the members it changes; both need the `admin` permission. While approvals
     are required a weakening change answers 202 with a request a second principal approves."""
     rt = runtime()
-    try:
-        if request.method == "GET":
-            return json_response(200, {"ok": True, **rt.releases.policy_document(caller.scope)})
-        body = read_json(request, rt.settings.max_body_bytes)
-        event, _state = rt.releases.set_policy(caller.scope, principal_of(caller), caller.permissions, body,
-                                                   partial=request.method == "PATCH")
-    except GateError as error:
-        return _refused(error)
+    if request.method == "GET":
+        return json_response(200, {"ok": True, **rt.releases.policy_document(caller.scope)})
+    body = read_json(request, rt.settings.max_body_bytes)
+    event, _state = rt.releases.set_policy(caller.scope, principal_of(caller), caller.permissions, body,
+                                               partial=request.method == "PATCH")
     requested = event is not None and event["action"] == "policy_request"
     return json_response(202 if requested else 200, _policy_answer(rt, caller.scope, event))
 
@@ -210,14 +190,11 @@ def approve_release_policy(caller: Caller) -> Response:
     """A second principal (the `approve` permission, never the requester) applies a pending
     policy request: `{"request_seq": N}`."""
     rt = runtime()
-    try:
-        body = read_json(request, rt.settings.max_body_bytes)
-        if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-            raise GateError("RELEASE_POLICY_INVALID", "the body is {request_seq, reason?}")
-        event, _state = rt.releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
-                                                       body.get("request_seq"), body.get("reason"))
-    except GateError as error:
-        return _refused(error)
+    body = read_json(request, rt.settings.max_body_bytes)
+    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
+        raise GateError("RELEASE_POLICY_INVALID", "the body is {request_seq, reason?}")
+    event, _state = rt.releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
+                                                   body.get("request_seq"), body.get("reason"))
     return json_response(200, _policy_answer(rt, caller.scope, event))
 
 

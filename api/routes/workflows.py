@@ -22,12 +22,11 @@ The use case lives in `gate.services.workflows`; this module parses the request 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from flask import Response, request
 
 from api.client_limits import client_limit
-from api.errors import error_response
+from api.errors import carry_headers, error_response
 from api.jsonio import read_json
 from api.routes.policychecks import CHECK_ERRORS, MAX_BODY_BYTES, MAX_DEPTH, checks
 from api.routing import MEDIA, RATE_HEADERS, WORKFLOW_REQUEST_HEADERS, Endpoint, Routes
@@ -73,21 +72,17 @@ def _override_key() -> str | None:
     return next(iter(given))
 
 
-def _refused(code: str, message: str, headers: dict[str, str], **details: Any) -> Response:
-    return error_response(code, message, headers=headers, **details)
-
-
 def _route_refusal(ticketing_system: str, workflow: str, headers: dict[str, str]) -> Response | None:
     """401 without the workflow token (when one is configured); 400 for an unknown system or workflow."""
     if not _authorized():
-        return _refused("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required",
-                        {**headers, "WWW-Authenticate": REALM})
+        return error_response("WORKFLOW_UNAUTHORIZED", "a valid Authorization: Bearer token is required",
+                              headers={**headers, "WWW-Authenticate": REALM})
     if ticketing_system not in TICKETING_SYSTEMS:
-        return _refused("WORKFLOW_UNSUPPORTED", f"unsupported ticketing system {ticketing_system[:60]!r}", headers,
-                        field="ticketing_system", supported=list(TICKETING_SYSTEMS))
+        return error_response("WORKFLOW_UNSUPPORTED", f"unsupported ticketing system {ticketing_system[:60]!r}",
+                              headers=headers, field="ticketing_system", supported=list(TICKETING_SYSTEMS))
     if workflow not in WORKFLOWS:
-        return _refused("WORKFLOW_UNSUPPORTED", f"unsupported workflow {workflow[:60]!r}", headers,
-                        field="workflow", supported=list(WORKFLOWS))
+        return error_response("WORKFLOW_UNSUPPORTED", f"unsupported workflow {workflow[:60]!r}", headers=headers,
+                              field="workflow", supported=list(WORKFLOWS))
     return None
 
 
@@ -122,17 +117,14 @@ def run_workflow(ticketing_system: str, workflow: str) -> Response:
         return refusal
     service = WorkflowService(runtime().ledger, checks())
     service.tool(workflow)  # an unknown check service fails here, before the body is read
+    carry_headers(headers)  # a refusal (POLICY_CHECK_UNDECIDED among them) answers the rate headers too
     try:
         run = _read_request(ticketing_system, workflow)
         ticket, result = service.evaluate(run)
-    except GateError as error:  # POLICY_CHECK_UNDECIDED among them (CheckFailed)
-        return _refused(error.code, error.message, headers, **error.details)
     except ArgumentsInvalid as invalid:
-        return _refused("REQUEST_INVALID", f"invalid workflow body: {invalid}", headers, errors=invalid.errors)
-    try:
-        answer = service.store_answer(run, ticket, result)
-    except GateError as error:
-        return _refused(error.code, error.message, headers, **error.details)
+        return error_response("REQUEST_INVALID", f"invalid workflow body: {invalid}", headers=headers,
+                              errors=invalid.errors)
+    answer = service.store_answer(run, ticket, result)
     return _raw(answer, headers)
 
 

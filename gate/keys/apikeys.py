@@ -13,6 +13,8 @@ import re
 import secrets
 from dataclasses import dataclass
 
+from gate.principals import KEY_PERMISSIONS
+
 KEY_PREFIX = "dg_"
 _KEY_SHAPE = re.compile(r"^dg_[A-Za-z0-9_-]{43}$")
 
@@ -48,7 +50,7 @@ def hashes_match(stored_hash: str, presented_key: str) -> bool:
 # reads). `admin` (issue 42) changes the scope's release policy and overrides a guardrail halt; a
 # `release` key no longer does: one key must not switch the two-person rule off. `resolve` (issue 43)
 # votes on the scope's held actions (docs/holds.md).
-PERMISSIONS = ("decide", "publish", "release", "approve", "resolve", "admin")
+PERMISSIONS = KEY_PERMISSIONS  # gate.principals: the one vocabulary
 DEFAULT_PERMISSIONS = frozenset({"decide"})
 # A key with any of these acts on production or governance: it is created for a stated holder
 # (issue 52, gate.principals), since approvals, votes and four eyes count holders, not keys.

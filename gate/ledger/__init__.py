@@ -1,4 +1,8 @@
-"""The ledger: SQLAlchemy tables, repository and Alembic migrations (SQLite file or PostgreSQL)."""
+"""The ledger: SQLAlchemy tables, repository and Alembic migrations (SQLite file or PostgreSQL).
+The only package that talks SQL (the import contract "Only the ledger talks SQL"): a caller that
+must tell a database failure apart catches `DatabaseError`, never a driver's class."""
+
+from sqlalchemy.exc import SQLAlchemyError as DatabaseError
 
 from gate.ledger.store import (
     CapCharge,
@@ -10,4 +14,4 @@ from gate.ledger.store import (
     Written,
 )
 
-__all__ = ["CapCharge", "ChainAppend", "ChainHead", "Ledger", "SealedDecision", "StoredDecision", "Written"]
+__all__ = ["CapCharge", "ChainAppend", "ChainHead", "DatabaseError", "Ledger", "SealedDecision", "StoredDecision", "Written"]

@@ -28,7 +28,9 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, *, pool_size: int = 5) -> Engine:
+def make_engine(url: str, *, pool_size: int = 5, durable: bool = True) -> Engine:
+    """The ledger's engine; `durable=False` (the demo seed's own SQLite engine only) does not wait
+    for each commit to reach the disk."""
     url = normalize_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -37,7 +39,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
             pool_size=pool_size,
             max_overflow=10,
         )
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, "FULL" if durable else "OFF")
         return engine
     return create_engine(
         url,
@@ -54,7 +56,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
 SQLITE_PAGE_SIZE = 8192
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, synchronous: str) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:  # pragma: no cover - driver callback
         # Take transaction control away from pysqlite so BEGIN is ours.
@@ -66,7 +68,7 @@ def _configure_sqlite(engine: Engine) -> None:
         # keeps its page size until converted (docs/operating.md "Sizing").
         cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()

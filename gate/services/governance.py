@@ -31,7 +31,7 @@ from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.releases import Announcement, ReleaseLedger, ReleaseRace
-from gate.principals import Principal
+from gate.principals import Permission, Principal, require
 from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
@@ -67,19 +67,12 @@ def announcement(scope: str, event: dict[str, Any]) -> Announcement:
     return Announcement(requested if event["action"] == "policy_request" else changed, {"scope": scope, **data})
 
 
-def check_permission(permissions: frozenset[str], permission: str, code: str) -> None:
-    """The one check of a right, refused with the code that names what was refused."""
-    if permission not in permissions:
-        raise GateError(code, f"this principal lacks the {permission!r} permission "
-                        "(API keys: gate keys create --permissions ...)", permission=permission)
-
-
-def require_permission(setting: str, principal: Principal, permissions: frozenset[str], permission: str) -> None:
+def require_permission(setting: str, principal: Principal, permissions: frozenset[str], permission: Permission) -> None:
     """A principal's right to change (`admin`) or approve (`approve`) a setting, refused with the
     setting's own code (gate.governance.table.DENIED)."""
     if not isinstance(principal, Principal):
         raise TypeError("a safeguard setting is changed by a Principal, never a name")
-    check_permission(permissions, permission, DENIED[setting])
+    require(permissions, permission, DENIED[setting])
 
 
 def check_reason(setting: str, reason: Any) -> None:

@@ -55,7 +55,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
 from gate.ledger.tables import holds as holds_table
-from gate.principals import Principal, holder_id, is_distinct_approver
+from gate.principals import Principal, holder_id, is_distinct_approver, require
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
@@ -145,9 +145,7 @@ def hold_view(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _denied(permission: str) -> GateError:
-    return GateError("HOLD_PERMISSION_DENIED", f"this principal lacks the {permission!r} permission in this scope",
-                     permission=permission)
+HOLD_DENIED = "HOLD_PERMISSION_DENIED"  # the code of every right a hold step lacks (gate.principals.require)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,22 +287,19 @@ class HoldService:
     def resolve(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
                 body: Any) -> dict[str, Any]:
         """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
-        if "resolve" not in permissions:
-            raise _denied("resolve")
+        require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         vote = parse_vote(body)
         return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
 
     def claim(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
               release: bool = False) -> dict[str, Any]:
-        if "resolve" not in permissions:
-            raise _denied("resolve")
+        require(permissions, "resolve", HOLD_DENIED)
         return self._step(scope, decision_id, lambda row: self._claim_step(row, principal, release))
 
     def reassign(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
                  body: Any) -> dict[str, Any]:
-        if "resolve" not in permissions:
-            raise _denied("resolve")
+        require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         bodies.check("hold-reassign", body, "HOLD_RESOLUTION_INVALID")
         queue, note = self.policy(scope).queue(body["queue"]), body.get("note")
@@ -314,8 +309,7 @@ class HoldService:
 
     def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],
                  decision_id: str) -> dict[str, Any]:
-        if "resolve" not in permissions:
-            raise _denied("resolve")
+        require(permissions, "resolve", HOLD_DENIED)
         policy = self.policy(scope)
 
         def step(row: dict[str, Any]) -> tuple[Step, dict[str, Any], str]:

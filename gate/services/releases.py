@@ -34,7 +34,7 @@ from gate.ledger.releases import (
     halt_rows,
     witnessed_chain_id,
 )
-from gate.principals import Principal
+from gate.principals import Permission, Principal, require
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import EventInputs, build_event, history_document, state_from_member
 from gate.releases.figures import canary_figures, shadow_figures
@@ -66,7 +66,7 @@ _BODY_MEMBERS = {"action", "version", "percent", "subject", "reason", "migration
                  "rulebook_hash", "migration_manifest", "override"}
 _SUBJECT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_ACTION_PERMISSION = {"approve": "approve"}
+_ACTION_PERMISSION: dict[str, Permission] = {"approve": "approve"}
 _MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 ARM_BLOCK_VERSION = "release_arm_v1"
 
@@ -91,9 +91,7 @@ class Observed:
     headers: tuple[tuple[str, str], ...]
 
 
-def _permission_denied(permission: str) -> GateError:
-    return GateError("RELEASE_PERMISSION_DENIED", f"this principal lacks the {permission!r} permission "
-                     "(API keys: gate keys create --permissions ...)", permission=permission)
+RELEASE_DENIED = "RELEASE_PERMISSION_DENIED"  # the code of every right a release step lacks
 
 
 # A release event's announcement type (docs/events.md); a canary or activation that waits for a
@@ -116,17 +114,11 @@ def announcement(scope: str, event: Mapping[str, Any]) -> Announcement:
     return Announcement(name, {"scope": scope, **data})
 
 
-def require(caller: Caller, permission: str) -> None:
-    if permission not in caller.permissions:
-        raise _permission_denied(permission)
-
-
-def _require(principal: Principal, permissions: frozenset[str], permission: str) -> None:
+def _require(principal: Principal, permissions: frozenset[str], permission: Permission) -> None:
     """The service's own check of a principal's right (whatever a page or route already hid)."""
     if not isinstance(principal, Principal):
         raise TypeError("a release or policy change is made by a Principal, never a name")
-    if permission not in permissions:
-        raise _permission_denied(permission)
+    require(permissions, permission, RELEASE_DENIED)
 
 
 class Snapshots(Protocol):
@@ -167,7 +159,7 @@ class ReleaseService:
 
     def publish(self, caller: Caller, rulebook: Any) -> tuple[dict[str, Any], bool]:
         """Bind a rulebook version in the caller's scope (immutable): (metadata, newly published)."""
-        require(caller, "publish")
+        require(caller.permissions, "publish", RELEASE_DENIED)
         return self.snapshots.register_rulebook(caller.scope, rulebook)
 
     def _known(self, scope: str, rulebook_id: str) -> None:
@@ -366,8 +358,7 @@ class ReleaseService:
             raise refusal
         if checked.get("override") is None:
             return None
-        if "admin" not in permissions:
-            raise _permission_denied("admin")
+        require(permissions, "admin", RELEASE_DENIED)
         return OVERRIDE_HALT
 
     def _dry_run_evidence(self, rulebook_id: str, policy: ReleasePolicy, checked: Mapping[str, Any],

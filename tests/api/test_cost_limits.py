@@ -417,3 +417,16 @@ def test_redis_limiter_recovers_after_more_failures_than_a_pool_holds():
         assert limiter.hit("key", 1000, now).remaining == 998
     finally:
         forwarder.down()
+
+
+def test_a_refusal_a_charged_route_raises_carries_its_rate_headers(still_app, starter):
+    """The routes raise their refusals and the app's one handler answers them (api.errors.refusal):
+    a charged read refused by its service, and a refused decide, still carry the key's window."""
+    client = still_app.test_client()
+    missing = client.get("/api/holds/dec_missing", headers=starter)
+    assert (missing.status_code, missing.json["error"], missing.json["c"]) == (404, "HOLD_NOT_FOUND", "unclear")
+    assert missing.headers["X-RateLimit-Limit"] == str(STARTER_UNITS) and missing.headers["X-RateLimit-Cost"] == "2"
+    bad = client.post("/api/decide", data="{", content_type="application/json", headers=starter)
+    assert (bad.status_code, bad.json["error"]) == (400, "JSON_INVALID")
+    assert bad.headers["X-RateLimit-Limit"] == "20" and "X-RateLimit-Remaining" in bad.headers
+    assert "X-RateLimit-Limit" not in client.get("/api/holds/dec_missing").headers  # 401 before any charge

@@ -244,7 +244,8 @@ def test_monthly_cap_refuses_and_creates_nothing(app, client, issue_key, sample_
     assert refused.json["error"] == "SVC_API_MONTHLY_CAP_EXCEEDED"
     assert refused.json["c"] == "unclear"
     assert refused.headers["X-Usage-Monthly-Remaining"] == "0"
-    assert int(refused.headers["Retry-After"]) >= 1
+    assert int(refused.headers["Retry-After"]) >= 1 and refused.json["retry_after"] == int(refused.headers["Retry-After"])
+    assert list(refused.json)[-1] == "retry_after" and "X-RateLimit-Limit" in refused.headers  # as before the handler
     assert count_decisions(app) == 2
 
 

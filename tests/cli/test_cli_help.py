@@ -62,8 +62,8 @@ def _problems(parser: argparse.ArgumentParser, page: str) -> list[str]:
     blocks = _option_blocks(page)
     problems = []
     for action in parser._actions:
-        if not action.option_strings or action.dest in ("help", "version"):
-            continue
+        if not action.option_strings or action.dest in ("help", "version") or action.help == argparse.SUPPRESS:
+            continue  # a hidden option (a deprecated alias, gate_cli.help.add_id_argument) is not on the page
         name = action.option_strings[-1]
         text = blocks.get(name)
         if text is None:

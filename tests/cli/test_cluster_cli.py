@@ -93,7 +93,7 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2_within_the_timeout(data
                 **QUICK)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
-        "gate report: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s")
+        "gate report: CLUSTER_UNAVAILABLE: cannot reach the Dask scheduler at 'tcp://127.0.0.1:9' within 2 s")
     assert time.monotonic() - started < 32
     refused = gate("export", "--out", str(dataset / "ds"), "--cluster", "local", home=dataset / "home")
     assert refused.returncode == 2 and "give --rebuild-rollups" in refused.stderr

@@ -50,6 +50,13 @@ def test_run_verify_and_tamper(setup):
 
     done = run(["--verify", "out", "--draft", "draft.json", "--dataset", "ds"], env, tmp)
     assert done.returncode == 0 and "VERIFIED" in done.stdout, done.stdout + done.stderr
+    # `gate verify` checks records: given the manifest, it points to the command that checks it
+    done = subprocess.run([GATE, "verify", "out/migration.json"], env={**os.environ, **env}, cwd=tmp,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "") and "decision None" not in done.stderr
+    assert done.stderr.startswith("gate verify: VERIFY_INPUT_UNREADABLE: out/migration.json is a dry-run's "
+                                  "migration manifest (rulebook_migration_v1), not a record: check it with "
+                                  "gate dry-run --verify out/migration.json"), done.stderr
 
     manifest["dry_run"]["decisions_changed"] += 1
     (tmp / "tampered.json").write_text(json.dumps(manifest))

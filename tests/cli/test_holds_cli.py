@@ -198,7 +198,8 @@ def test_gate_verify_checks_the_scopes_hold_chain_offline(gate_env, client, api,
     deleted = _gate(gate_env, "verify", "--hold-history", str(saved), "--key-registry", str(keys))
     assert deleted.returncode == 1 and "seq 2, expected 1 (gap or reorder)" in deleted.stdout
     both = _gate(gate_env, "verify", str(saved), "--hold-history", str(saved))
-    assert both.returncode == 2 and both.stderr.strip() == "gate verify: give one file: FILE or --hold-history FILE"
+    assert both.returncode == 2 and both.stderr.strip() == ("gate verify: VERIFY_INPUT_UNREADABLE: give one file: FILE or "
+                                                      "--hold-history FILE")
     neither = _gate(gate_env, "verify")
     assert neither.returncode == 2 and "give one file" in neither.stderr
 

@@ -30,8 +30,8 @@ def _login() -> str:
 def test_as_is_refused_as_an_unknown_option(gate_env):
     for command in (["approve", "--request-seq", "1", "--version", "v1", "--rulebook-hash", "0" * 64],
                     ["activate", "--version", "v1"]):
-        run = _gate(gate_env, "release", command[0], "--scope", SCOPE, "--rulebook-id", "pricing_exception",
-                    *command[1:], "--as", "someone-else")
+        run = _gate(gate_env, "release", command[0], "pricing_exception", "--scope", SCOPE, *command[1:],
+                    "--as", "someone-else")
         assert run.returncode == 2, run.stdout + run.stderr
         assert "unrecognized arguments: --as someone-else" in run.stderr
 
@@ -52,7 +52,7 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
                str(event["seq"]), "--version", "v1", "--rulebook-hash", published["hash"])
     for names in ({}, {"LOGNAME": "someone-else", "USER": "someone-else", "USERNAME": "someone-else"}):
         own = _gate(gate_env, *approve, env=names)
-        assert own.returncode == 1 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
+        assert own.returncode == 2 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
     status = author.status().json
     assert status["state"]["active"] is None and len(status["history"]) == 1  # nothing recorded
     second = Api(client, issue_key(scope=SCOPE, permissions="approve")["api_key"])
@@ -79,7 +79,7 @@ def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(
     assert shown["event"]["action"] == "policy_request" and "waits for a second principal" in weakened.stderr
     own = _gate(gate_env, "release", "policy-approve", "--scope", SCOPE, "--request-seq", str(shown["event"]["seq"]),
                 env={"LOGNAME": "someone-else", "USER": "someone-else"})
-    assert own.returncode == 1 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
+    assert own.returncode == 2 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
     still = json.loads(_gate(gate_env, "release", "policy", "--scope", SCOPE).stdout)
     assert still["policy"]["require_approval"] is True and len(still["pending"]) == 1
 

@@ -39,16 +39,20 @@ def test_the_operator_subscribes_dispatches_and_reads_deliveries(gate_env, sampl
         assert done.returncode == 0, done.stderr
         assert "posted 1 webhook" in run(["dispatch", "--once"], env).stdout
         assert [e["type"] for e in receiver.accepted] == ["dev.decision-gate.rulebook.published"]
-        assert "queued 1 event(s)" in run(["replay", "--scope", "acme", "--id", sid, "--seq", "1"], env).stdout
+        assert "queued 1 event(s)" in run(["replay", sid, "--scope", "acme", "--seq", "1"], env).stdout
         run(["dispatch", "--once"], env)
         assert len(receiver.accepted) == 2
-        report = run(["deliveries", "--scope", "acme", "--id", sid], env).stdout
+        report = run(["deliveries", sid, "--scope", "acme"], env).stdout
+        assert run(["deliveries", "--scope", "acme", "--id", sid], env).stdout == report  # the deprecated option
         assert "100.0% of 2 attempts succeeded" in report and "lag 0" in report
         rotated = json.loads(run(["rotate", "--scope", "acme", "--id", sid, "--overlap-seconds", "0"], env).stdout)
         assert rotated["secret"] != made["secret"]
         # another scope's subscription reads as absent; an address inside needs the allowance
-        done = run(["deliveries", "--scope", "other", "--id", sid], env, check=False)
-        assert done.returncode == 2 and "EVENT_SUBSCRIPTION_NOT_FOUND" in done.stderr
+        done = run(["deliveries", "--scope", "other", sid], env, check=False)
+        assert done.returncode == 2 and done.stderr.startswith("gate events: EVENT_SUBSCRIPTION_NOT_FOUND: ")
+        for refused in (["deliveries", "--scope", "acme"], ["deliveries", sid, "--scope", "acme", "--id", "other"]):
+            done = run(refused, env, check=False)  # no id, or two: a usage error, nothing read
+            assert done.returncode == 2 and "SUBSCRIPTION_ID" in done.stderr and done.stdout == ""
         done = run(["subscribe", "--scope", "acme", "--url", receiver.url], gate_env, check=False)
         assert done.returncode == 2 and "EVENT_TARGET_REFUSED" in done.stderr
     finally:

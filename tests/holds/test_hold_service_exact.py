@@ -642,7 +642,7 @@ def test_each_change_of_a_hold_needs_the_resolve_permission(desk, act):
 
 def test_the_hold_policy_is_a_signed_admin_change_of_the_governance_chain(desk):
     refused = _refusal(lambda: desk.service.set_policy(SCOPE, ADMIN, RESOLVE, policy()), "HOLD_PERMISSION_DENIED")
-    assert refused.message == "this principal lacks the 'admin' permission (API keys: gate keys create --permissions ...)"
+    assert refused.message == "this principal lacks the 'admin' permission in this scope"  # gate.principals.require
     assert refused.details == {"permission": "admin"}
     first = desk.set_policy(policy(four_eyes=False))
     stated = policy(four_eyes=False)

@@ -164,13 +164,13 @@ def _gate(gate_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[s
 
 
 def test_gate_release_refuses_the_halted_version_without_the_override(gate_env, admin, halted):
-    where = ("--scope", SCOPE, "--rulebook-id", "pricing_exception")
+    where = ("pricing_exception", "--scope", SCOPE)
     for move in (("rollback",), ("canary", "--version", "v1", "--percent", "5"), ("activate", "--version", "v1")):
         refused = _gate(gate_env, "release", *move, *where)
-        assert refused.returncode == 1, refused.stdout
+        assert refused.returncode == 2, refused.stdout  # a refusal, as of every command
         assert refused.stderr.startswith(f"gate release: RELEASE_VERSION_HALTED: {move[0]} makes version 'v1' serve")
     no_reason = _gate(gate_env, "release", "rollback", *where, "--override-halt")
-    assert no_reason.returncode == 1 and "RELEASE_VERSION_HALTED" in no_reason.stderr
+    assert no_reason.returncode == 2 and "RELEASE_VERSION_HALTED" in no_reason.stderr
     assert admin.status().json["history"] == halted["history"]  # nothing recorded
     back = _gate(gate_env, "release", "rollback", *where, "--override-halt", "--reason", "fixed", "--json")
     assert back.returncode == 0, back.stderr

@@ -15,7 +15,7 @@ from gate.errors import GateError, SigningUnavailable
 from gate.events.cloudevent import full_type
 from gate.keys.config import SigningSetup
 from gate.ledger.releases import ReleaseRace
-from gate.principals import Principal
+from gate.principals import Principal, require
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.releases.events import verify_history
 from gate.releases.governance import GOVERNANCE_ID
@@ -25,12 +25,12 @@ from gate.services.governance import announcement as governance_announcement
 from gate.services.governance import check_reason
 from gate.services.releases import (
     CACHE_SECONDS,
+    RELEASE_DENIED,
     ReleaseService,
     _body_problems,
     _require,
     _utc,
     announcement,
-    require,
 )
 from tests.releases.service_support import (
     EVERY_RIGHT,
@@ -113,9 +113,11 @@ def test_a_governance_announcement_names_a_request_or_a_change(action, name):
 
 
 def test_require_names_the_missing_permission(world: World):
-    require(world.caller(frozenset({"publish"})), "publish")
-    refused = _refusal(lambda: require(world.caller(frozenset({"decide"})), "publish"), "RELEASE_PERMISSION_DENIED")
+    require(world.caller(frozenset({"publish"})).permissions, "publish", RELEASE_DENIED)  # gate.principals
+    refused = _refusal(lambda: require(world.caller(frozenset({"decide"})).permissions, "publish", RELEASE_DENIED),
+                       "RELEASE_PERMISSION_DENIED")
     assert refused.details == {"permission": "publish"}
+    assert refused.message == "this principal lacks the 'publish' permission in this scope"
     _require(KEY_A, frozenset({"admin"}), "admin")
     refused = _refusal(lambda: _require(KEY_A, frozenset({"release"}), "admin"), "RELEASE_PERMISSION_DENIED")
     assert refused.details == {"permission": "admin"}

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.grants import ALL_SCOPES, AccessConfigError, Grants, load_grants
-from gate.principals import ROLES, Principal, permissions_of
+from gate.principals import ROLES, Permission, Principal, permissions_of, require
 from workbench.app.passwords import PasswordFileError, load_hashes
 
 if TYPE_CHECKING:
@@ -114,6 +114,11 @@ class Rights:
 
     def may(self, scope: str, permission: str) -> bool:
         return permission in self.permissions_in(scope)
+
+    def require(self, scope: str, permission: Permission, code: str) -> None:
+        """A page's check of a right before it asks for a confirmation, refused as the service
+        refuses it (gate.principals.require, with the service's code)."""
+        require(self.permissions_in(scope), permission, code)
 
     @classmethod
     def operator(cls, login: str | None = None) -> Rights:

@@ -25,6 +25,7 @@ from typing import Any
 
 import polars as pl
 
+from gate import principals
 from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock
 from gate.errors import GateError, Signal
@@ -32,7 +33,7 @@ from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
-from gate.principals import Principal
+from gate.principals import Permission, Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator, validate_rulebook
 from gate.rulebook.analysis import semantic_diff
@@ -128,12 +129,10 @@ def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
     }
 
 
-def require(permissions: frozenset[str], permission: str) -> None:
+def require(permissions: frozenset[str], permission: Permission) -> None:
     """Refuse (GateError WORKBENCH_PERMISSION_DENIED) unless `permission` is among the session's
-    permissions in the scope (`workbench.app.access.Access.permissions_in`)."""
-    if permission not in permissions:
-        raise GateError("WORKBENCH_PERMISSION_DENIED", f"your roles in this scope do not grant {permission!r}",
-                        permission=permission)
+    permissions in the scope (`workbench.app.access.Access.permissions_in`): gate.principals.require."""
+    principals.require(permissions, permission, "WORKBENCH_PERMISSION_DENIED")
 
 
 class RefreshRunning(Signal):

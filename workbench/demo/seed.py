@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import event
 
 from gate.clock import FixedClock, iso_ms
 from gate.errors import CodedError
@@ -140,11 +139,7 @@ def _receipt_body(kind: str, status: str, record: dict[str, Any], policy: str) -
 
 def seed_ledger_at(url: str, signing: SigningSetup, **kwargs: Any) -> SeedResult:
     """`seed_ledger` on the ledger at `url`, through a seed-only engine (see module doc)."""
-    engine = make_engine(url, pool_size=1)
-    if engine.dialect.name == "sqlite":
-        @event.listens_for(engine, "connect")
-        def _fast(dbapi_connection: Any, _record: Any) -> None:  # pragma: no cover - driver callback
-            dbapi_connection.execute("PRAGMA synchronous=OFF")
+    engine = make_engine(url, pool_size=1, durable=False)
     ledger = Ledger(url, engine=engine)
     try:
         ledger.upgrade()

@@ -17,11 +17,13 @@ from typing import Any
 import param
 
 from gate.errors import GateError
+from gate.principals import Permission
+from gate.services.holds import HOLD_DENIED
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 
 STATE_CHOICES = ("open", "approved", "denied", "expired", "closed", "all")
-RESOLVE_PERMISSION = "resolve"  # gate.services.holds: every step on a hold needs it
+RESOLVE_PERMISSION: Permission = "resolve"  # gate.services.holds: every step on a hold needs it
 
 
 def quorum_text(hold: dict[str, Any]) -> str:
@@ -191,9 +193,10 @@ class InboxState(param.Parameterized):
         if not self.scope or not self.selected or self.detail is None:
             self.message = f"{action}: open a hold first"
             return False
-        if not self.may_act():
-            self.message = (f"{action} refused (HOLD_PERMISSION_DENIED): your roles in {self.scope} do not grant "
-                            f"{RESOLVE_PERMISSION!r}")
+        try:
+            self.rights.require(self.scope, RESOLVE_PERMISSION, HOLD_DENIED)
+        except GateError as refused:
+            self.message = f"{action} refused ({refused.code}): {refused.message}"
             return False
         return True
 

@@ -12,6 +12,7 @@ from typing import Any, TypedDict, final
 import param
 
 from gate.errors import GateError
+from gate.principals import Permission
 from gate.releases.policy import needs_dry_run
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
@@ -74,7 +75,7 @@ class MigrationState(param.Parameterized):
         if draft is not None:
             self.finish(self.compute(draft))
 
-    def _refused(self, permission: str) -> bool:
+    def _refused(self, permission: Permission) -> bool:
         """True (and the message says so) when the session's roles do not grant `permission`."""
         try:
             require(self.rights.permissions_in(self.scope), permission)

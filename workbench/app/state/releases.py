@@ -15,13 +15,15 @@ from typing import Any
 import param
 
 from gate.errors import GateError
+from gate.principals import Permission
+from gate.services.releases import RELEASE_DENIED
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 from workbench.migration.impact import headline
 
 CONFIRMED_ACTIONS = ("activate", "canary")  # asked for confirmation before they are sent
 # The permission each move needs (gate.services.releases: approve needs approve, the rest release).
-MOVE_PERMISSION = {"approve": "approve", "shadow": "release", "canary": "release", "activate": "release",
+MOVE_PERMISSION: dict[str, Permission] = {"approve": "approve", "shadow": "release", "canary": "release", "activate": "release",
                    "halt": "release", "rollback": "release"}
 
 
@@ -110,9 +112,10 @@ class ReleasesState(param.Parameterized):
         if action not in CONFIRMED_ACTIONS:
             self.act(action, **body)
             return
-        if not self.may(action):  # nothing to confirm (the service would refuse it too)
-            self.message = (f"{action} refused (RELEASE_PERMISSION_DENIED): your roles in {self.scope} do not "
-                            f"grant {MOVE_PERMISSION[action]!r}")
+        try:  # nothing to confirm when the service would refuse it
+            self.rights.require(self.scope, MOVE_PERMISSION[action], RELEASE_DENIED)
+        except GateError as refused:
+            self.message = f"{action} refused ({refused.code}): {refused.message}"
             return
         if not body.get("version"):
             self.message = f"{action}: pick a published version first"
