@@ -1,5 +1,5 @@
 """The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, release, events, holds,
-rulebook, dry-run, workbench, conformance, migration, checkpoint.
+rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages (the
@@ -35,6 +35,7 @@ from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, Subparsers, apply_everywhere
 from gate_cli.holds_cmd import add_holds_parser
+from gate_cli.policy_cmd import add_policy_parsers
 from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
@@ -313,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
                 add_events_parser, add_holds_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
-                add_checkpoint_parser):
+                add_checkpoint_parser, add_policy_parsers):
         add(sub)
     apply_everywhere(parser)
     return parser

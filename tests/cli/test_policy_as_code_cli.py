@@ -1,0 +1,195 @@
+"""Policy as code (issue 55; docs/policy-as-code.md): `gate init-policies`, `gate plan`, `gate apply`
+driven over a temporary git repository and a small demo ledger, the CLI as a subprocess where the
+path is walked and in process (`gate_cli.main.main`) for the refusals and the checks between steps."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gate_cli.main import main
+from tests.demo_support import GATE, gate_env
+
+SCOPE = "demo"
+RULEBOOK = "refund_approval"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A demo ledger of a few dozen decisions per scope (`gate demo seed`), with a signing keyring."""
+    home = tmp_path_factory.mktemp("policy-home")
+    env = gate_env(home)
+    subprocess.run([GATE, "keys", "signing-init"], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run([GATE, "demo", "seed", "--decisions", "120", "--seed", "7"], env=env, check=True,
+                   capture_output=True, timeout=600)
+    return home
+
+
+@pytest.fixture
+def in_process(home, monkeypatch):
+    """`gate …` in this process, against the module's home (its output captured by capsys)."""
+    for name in [n for n in os.environ if n.startswith("GATE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("GATE_HOME", str(home))
+    return lambda *argv: main(list(argv))
+
+
+def gate(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([GATE, *args], env=gate_env(home), cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def edit(path: Path, version: str, limit: int) -> None:
+    """A new version of the refund rulebook that sends refunds above `limit` to review."""
+    book = json.loads(path.read_text())
+    book["version"] = version
+    rule = next(r for r in book["rules"] if r["rule_id"] == "review_large_amount")
+    rule["condition"]["value"] = limit
+    path.write_text(json.dumps(book, indent=2))
+
+
+def status(in_process, capsys) -> dict:
+    capsys.readouterr()
+    assert in_process("release", "status", "--scope", SCOPE, "--rulebook-id", RULEBOOK, "--json") == 0
+    return json.loads(capsys.readouterr().out)["state"]
+
+
+def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_process, capsys):
+    # The demo's history ends weeks before now: the scope accepts a dry-run over it (require_dry_run is on).
+    assert in_process("release", "policy", "--scope", SCOPE, "--dry-run-max-age", "31536000") == 0
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    done = gate(home, "init-policies", "policies", "--scope", SCOPE, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    path = repo / "policies" / SCOPE / f"{RULEBOOK}.json"
+    assert path.is_file() and (repo / "policies" / SCOPE / "release.toml").is_file()
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "policies as the gate runs them")
+    edit(path, "2026-12-01", 300)
+    git(repo, "commit", "-qam", "review refunds above 300")
+
+    out = tmp_path / "plan"
+    planned = gate(home, "plan", "--dir", "policies", "--scope", SCOPE, "--out", str(out), cwd=repo)
+    assert planned.returncode == 2, planned.stdout + planned.stderr  # something changes
+    body = json.loads((out / "plan.json").read_text())  # what --format json prints
+    [change] = body["changes"]
+    assert (change["scope"], change["rulebook_id"], change["from_version"], change["to_version"]) == (
+        SCOPE, RULEBOOK, "2026-08-01", "2026-12-01")
+    assert change["decisions_changed"] > 0 and change["flips"] and change["semantic_diff"]["verdict"] == "different"
+    assert change["manifest_hash"] == json.loads((out / SCOPE / RULEBOOK / "migration.json").read_text())[
+        "migration_hash"]
+    text = planned.stdout
+    assert f"### demo / refund\\_approval: 2026-08-01 → 2026-12-01" in text and "| from \\\\ to | yes | no | review |" in text
+    assert "Review-load forecast" in text and "Signed manifest\\: migration hash " + change["manifest_hash"] in text
+
+    # The figures are gate dry-run's for the same draft and dataset (the live ledger, the scope's baseline).
+    capsys.readouterr()
+    assert in_process("dry-run", "--rulebook-id", RULEBOOK, "--draft", str(path), "--scope", SCOPE,
+                      "--out", str(tmp_path / "dry"), "--json") == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["decisions_changed"] == change["decisions_changed"]
+    assert dry["transitions"] == json.loads((out / SCOPE / RULEBOOK / "migration.json").read_text())[
+        "dry_run"]["transitions"]
+
+    applied = gate(home, "apply", "--dir", "policies", "--scope", SCOPE, "--out", str(tmp_path / "a1"),
+                   "--format", "json", cwd=repo)
+    assert applied.returncode == 2, applied.stdout + applied.stderr
+    [change] = json.loads(applied.stdout)["changes"]
+    assert change["applied"]["result"] == "applied" and change["applied"]["action"] == "activate"
+    assert status(in_process, capsys)["active"]["version"] == "2026-12-01"
+    capsys.readouterr()
+    assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a2")) == 0
+    assert "0 changed" in capsys.readouterr().out  # re-running changes nothing
+
+    # Under require_approval (and require_dry_run) apply only asks: a pending request naming the plan.
+    assert in_process("release", "policy", "--scope", SCOPE, "--require-approval") == 0
+    edit(path, "2026-12-02", 250)
+    git(repo, "commit", "-qam", "review refunds above 250")
+    requested = gate(home, "apply", "--dir", "policies", "--scope", SCOPE, "--out", str(tmp_path / "a3"),
+                     "--format", "json", cwd=repo)
+    assert requested.returncode == 2, requested.stdout + requested.stderr
+    [change] = json.loads(requested.stdout)["changes"]
+    assert change["applied"]["result"] == "requested"
+    state = status(in_process, capsys)
+    assert state["active"]["version"] == "2026-12-01"  # unchanged until a second principal approves
+    [pending] = state["pending"]
+    assert pending["version"] == "2026-12-02" and pending["request_seq"] == change["applied"]["event_seq"]
+    capsys.readouterr()
+    assert in_process("release", "history", "--scope", SCOPE, "--rulebook-id", RULEBOOK) == 0
+    events = json.loads(capsys.readouterr().out)["events"]
+    request = next(e for e in events if e["seq"] == pending["request_seq"])
+    assert request["migration_manifest_hash"] == change["manifest_hash"] and change["manifest_hash"] in request["reason"]
+    assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a4")) == 0
+    assert len(status(in_process, capsys)["pending"]) == 1  # asked once
+
+
+def _layout(tmp_path: Path, in_process, capsys) -> Path:
+    root = tmp_path / "policies"
+    capsys.readouterr()
+    assert in_process("init-policies", str(root), "--scope", "acme-retail") == 0
+    return root
+
+
+@pytest.mark.parametrize(("damage", "expected"), [
+    (lambda root: (root / "acme-retail" / "refund_approval.json").write_text("{not json"), "is not valid JSON"),
+    (lambda root: (root / "acme-retail" / "refund_approval.json").write_text('{"rulebook_id": "refund_approval"}'),
+     "is not a valid Rulebook v1"),
+    (lambda root: (root / "acme-retail" / "refund_approval.json").rename(root / "acme-retail" / "other.json"),
+     "is named refund_approval.json"),
+    (lambda root: (root / "nowhere").mkdir(), "the gate knows no scope 'nowhere'"),
+    (lambda root: (root / "acme-retail" / "release.toml").write_text('strategy = "canary"\n'),
+     "a canary needs percent"),
+    (lambda root: (root / "acme-retail" / "release.toml").write_text('strategy = "yolo"\n'), "strategy must be one of"),
+    (lambda root: (root / "acme-retail" / "release.toml").write_text('percentage = 5\n'), "unknown key 'percentage'"),
+    (lambda root: edit(root / "acme-retail" / "refund_approval.json", "2026-08-01", 10),
+     "already published in 'acme-retail' with other content"),
+])
+def test_a_bad_layout_is_refused_and_nothing_is_published(tmp_path, in_process, capsys, damage, expected):
+    root = _layout(tmp_path, in_process, capsys)
+    damage(root)
+    before = status_of(in_process, capsys, "acme-retail")
+    for command in ("plan", "apply"):
+        assert in_process(command, "--dir", str(root), "--out", str(tmp_path / "out")) == 1
+        err = capsys.readouterr().err
+        assert "POLICY_LAYOUT_INVALID" in err and expected in err, err
+    assert status_of(in_process, capsys, "acme-retail") == before
+
+
+def status_of(in_process, capsys, scope: str) -> tuple:
+    """The scope's published versions of the rulebook and its release state, read from the ledger."""
+    from gate.ledger import Ledger
+    from gate.settings import Settings
+
+    ledger = Ledger(Settings.from_env().database_url)
+    try:
+        return tuple(ledger.rulebook_versions(scope, RULEBOOK)), ledger.latest_rulebook_snapshot(scope, RULEBOOK)["version"]
+    finally:
+        ledger.dispose()
+
+
+@pytest.mark.parametrize("condition", ["lost_failures", "lost_failures>", "nope>0", "lost_failures>0;rm",
+                                       "lost_failures>1.5", ",".join(["lost_failures>0"] * 9)])
+def test_a_bad_fail_on_is_refused(tmp_path, in_process, capsys, condition):
+    root = _layout(tmp_path, in_process, capsys)
+    assert in_process("plan", "--dir", str(root), "--fail-on", condition) == 1
+    assert "POLICY_LAYOUT_INVALID: --fail-on" in capsys.readouterr().err
+
+
+def test_a_met_fail_on_fails_the_plan_and_apply_publishes_nothing(tmp_path, in_process, capsys):
+    root = _layout(tmp_path, in_process, capsys)
+    edit(root / "acme-retail" / "refund_approval.json", "2026-12-09", 50)
+    before = status_of(in_process, capsys, "acme-retail")
+    assert in_process("apply", "--dir", str(root), "--out", str(tmp_path / "o"), "--fail-on",
+                      "decisions_changed>0,lint_warnings>1000") == 1
+    out = capsys.readouterr().out
+    assert "--fail-on met" in out and "decisions\\_changed\\>0" in out and "nothing applied" in out
+    assert status_of(in_process, capsys, "acme-retail") == before
