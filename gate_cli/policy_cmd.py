@@ -268,7 +268,7 @@ class Planner:
         self.gate, self.args, self.settings = gate, args, settings
         self.out = Path(args.out) if args.out else settings.home / "plans" / _stamp()
 
-    def unchanged(self, file: PolicyFile) -> Running | None | bool:
+    def unchanged(self, file: PolicyFile) -> Running | bool | None:
         """True when the scope runs exactly this file; else what it runs (None: nothing).
         PolicyLayoutInvalid when the file's version is published with other content."""
         published = self.gate.published_hash(file.scope, file.rulebook_id, file.version)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import urllib.error
 import urllib.parse
@@ -54,7 +55,8 @@ class RemoteGate:
     def _call(self, method: str, path: str, body: Any = None, missing: str | None = None) -> Any:
         """The answer's JSON; None for a 404 of code `missing`; the gate's refusal as a GateError."""
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
+        # SECURITY: the scheme was checked to be http(s) in __init__: never file: or another opener.
+        request = urllib.request.Request(self.base + path, data=data, method=method,  # noqa: S310
                                          headers={**self.headers, "content-type": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as answer:  # noqa: S310 (http(s) only)
@@ -114,9 +116,14 @@ class RemoteGate:
 def _history(path: Path) -> list[tuple[str, Any]]:
     """(commit, the file's JSON there) for the file's last MAX_COMMITS commits, newest first."""
     folder, name = path.parent, path.name
+    program = shutil.which("git")
+    if program is None:
+        raise PolicyLayoutInvalid("--gate reads the running version's body from git history: git is not installed")
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=60)
+        # git itself, on this file's folder; a commit id and a path are arguments, never a shell's
+        done = subprocess.run([program, "-C", str(folder), *args], check=False,  # noqa: S603
+                              capture_output=True, text=True, timeout=60)
         return done.stdout if done.returncode == 0 else ""
 
     found = []

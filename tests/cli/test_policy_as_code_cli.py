@@ -88,7 +88,7 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
     assert change["manifest_hash"] == json.loads((out / SCOPE / RULEBOOK / "migration.json").read_text())[
         "migration_hash"]
     text = planned.stdout
-    assert f"### demo / refund\\_approval: 2026-08-01 → 2026-12-01" in text and "| from \\\\ to | yes | no | review |" in text
+    assert "### demo / refund\\_approval: 2026-08-01 → 2026-12-01" in text and "| from \\\\ to | yes | no | review |" in text
     assert "Review-load forecast" in text and "Signed manifest\\: migration hash " + change["manifest_hash"] in text
 
     # The figures are gate dry-run's for the same draft and dataset (the live ledger, the scope's baseline).
