@@ -362,7 +362,6 @@ def _gated(plan: Plan, conditions: tuple[FailOn, ...]) -> bool:
 def _run(args: argparse.Namespace, apply: bool) -> int:
     from gate_cli.context import load_settings, refusal_text
     from gate_cli.policy_report import plan_markdown
-    from workbench.migration import DryRunError
 
     command = "apply" if apply else "plan"
     gate: Gate | None = None
@@ -377,9 +376,8 @@ def _run(args: argparse.Namespace, apply: bool) -> int:
         if apply and not failed:
             for change in plan.changes:
                 change.applied = _apply(gate, change)
-    except (GateError, DryRunError) as error:
-        message = refusal_text(error) if isinstance(error, GateError) else error.message
-        print(f"gate {command}: {error.code}: {message}", file=sys.stderr)
+    except GateError as error:  # a refusal of the layout, the gate, the dry-run (DryRunError) or signing
+        print(f"gate {command}: {error.code}: {refusal_text(error)}", file=sys.stderr)
         return EXIT_ERROR
     finally:
         if gate is not None:

@@ -84,13 +84,17 @@ class RemoteGate:
     def published_hash(self, scope: str, rulebook_id: str, version: str) -> str | None:
         query = urllib.parse.urlencode({"rulebook_id": rulebook_id, "version": version})
         found = self._call("GET", f"/api/decision/rulebooks?{query}", missing="RULEBOOK_NOT_FOUND")
-        return str(found["rulebook"]["rulebook_hash"]) if found is not None else None
+        return str(found["rulebook"]["hash"]) if found is not None else None  # the registry entry's `hash`
 
     def running(self, scope: str, rulebook_id: str, file: PolicyFile) -> tuple[dict[str, Any], str] | None:
-        """The active release version's body, found in the git history of `file` by its hash."""
+        """The active release version's body, found in the git history of `file` by its hash. Where
+        the rulebook has no active release, the file itself when the scope has its version with its
+        content (what callers send inline; the gate names no newest version), else None."""
         state = self.state(scope, rulebook_id)
         active = state.get("active") if state is not None else None
         if active is None:
+            if self.published_hash(scope, rulebook_id, file.version) == file.rulebook_hash:
+                return file.rulebook, f"version {file.version}, registered in the scope (no release)"
             return None
         if active["rulebook_hash"] == file.rulebook_hash:
             return file.rulebook, f"active release {active['version']}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gate.vocabulary import VERDICTS
-from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_cell, md_text
 
 if TYPE_CHECKING:
@@ -66,6 +65,9 @@ def _change(change: Change) -> list[str]:
 
 
 def _dry_run(manifest: dict[str, Any], figures: dict[str, int]) -> list[str]:
+    # Lazy: the migration package loads its manifest schema (jsonschema), a plan of no change needs neither.
+    from workbench.migration.impact import impact_rows
+
     d = manifest["dry_run"]
     matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
     lines = [md_text(f"{d['decisions_evaluated']:,} decisions replayed over the full history, "

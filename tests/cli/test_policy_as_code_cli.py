@@ -100,10 +100,10 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
     assert dry["transitions"] == json.loads((out / SCOPE / RULEBOOK / "migration.json").read_text())[
         "dry_run"]["transitions"]
 
-    applied = gate(home, "apply", "--dir", "policies", "--scope", SCOPE, "--out", str(tmp_path / "a1"),
-                   "--format", "json", cwd=repo)
-    assert applied.returncode == 2, applied.stdout + applied.stderr
-    [change] = json.loads(applied.stdout)["changes"]
+    capsys.readouterr()
+    assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a1"),
+                      "--format", "json") == 2
+    [change] = json.loads(capsys.readouterr().out)["changes"]
     assert change["applied"]["result"] == "applied" and change["applied"]["action"] == "activate"
     assert status(in_process, capsys)["active"]["version"] == "2026-12-01"
     capsys.readouterr()
@@ -193,3 +193,54 @@ def test_a_met_fail_on_fails_the_plan_and_apply_publishes_nothing(tmp_path, in_p
     out = capsys.readouterr().out
     assert "--fail-on met" in out and "decisions\\_changed\\>0" in out and "nothing applied" in out
     assert status_of(in_process, capsys, "acme-retail") == before
+
+
+def test_plan_and_apply_against_a_remote_gate(home, tmp_path, in_process, capsys):
+    """`--gate URL`: the scope's state by reference over HTTP with an API key, the running version's body
+    found in the repository's git history, the dry-run over a signed export, the publish and the move
+    made by the key (its holder is the principal of the signed event)."""
+    from tests.client.live_gate import LiveGate
+
+    scope = "globex-saas"
+    assert in_process("release", "policy", "--scope", scope, "--dry-run-max-age", "31536000") == 0
+    capsys.readouterr()
+    assert in_process("keys", "create", "--scope", scope, "--permissions", "publish,release", "--holder",
+                      "service:policy-ci", "--json") == 0
+    key = json.loads(capsys.readouterr().out)["api_key"]
+    assert in_process("export", "--out", str(tmp_path / "dataset"), "--scope", scope) == 0
+    served = LiveGate(home).start()
+    try:
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q")
+        assert in_process("init-policies", str(repo / "policies"), "--scope", scope) == 0
+        path = repo / "policies" / scope / "pricing_exception.json"
+        book = json.loads(path.read_text())
+        book["version"] = "2026-12-01"
+        book["rules"] = book["rules"][1:]  # drop the first rule
+        path.write_text(json.dumps(book))
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", "drop a rule")
+        env = {**gate_env(home), "GATE_API_KEY": key}
+        remote = ["--dir", "policies", "--scope", scope, "--gate", served.base, "--dataset", str(tmp_path / "dataset"),
+                  "--format", "json"]
+        first = subprocess.run([GATE, "apply", *remote, "--out", str(tmp_path / "r1")], env=env, cwd=repo,
+                               capture_output=True, text=True, timeout=600)
+        assert first.returncode == 2, first.stdout + first.stderr
+        [change] = json.loads(first.stdout)["changes"]
+        assert change["applied"]["result"] == "applied" and change["applied"]["actor"].startswith("key_")
+        book["version"] = "2026-12-02"
+        book["rules"] = book["rules"][1:]
+        path.write_text(json.dumps(book))
+        git(repo, "commit", "-qam", "drop another rule")
+        second = subprocess.run([GATE, "plan", *remote, "--out", str(tmp_path / "r2")], env=env, cwd=repo,
+                                capture_output=True, text=True, timeout=600)
+        assert second.returncode == 2, second.stdout + second.stderr
+        [change] = json.loads(second.stdout)["changes"]
+        assert change["from_version"] == "2026-12-01" and "its body from commit" in change["baseline"]
+        assert change["semantic_diff"]["verdict"] == "different" and change["manifest_hash"]
+        without = subprocess.run([GATE, "plan", *remote], env=gate_env(home), cwd=repo, capture_output=True,
+                                 text=True, timeout=120)
+        assert without.returncode == 1 and "GATE_API_KEY" in without.stderr
+    finally:
+        served.stop()
