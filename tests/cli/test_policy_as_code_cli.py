@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -186,12 +187,17 @@ def test_a_bad_fail_on_is_refused(tmp_path, in_process, capsys, condition):
 
 def test_a_met_fail_on_fails_the_plan_and_apply_publishes_nothing(tmp_path, in_process, capsys):
     root = _layout(tmp_path, in_process, capsys)
-    edit(root / "acme-retail" / "refund_approval.json", "2026-12-09", 50)
+    version = "2026-12 [see](https://evil.example) <img src=x onerror=alert(1)> | *x*"  # the author's text
+    edit(root / "acme-retail" / "refund_approval.json", version, 50)
     before = status_of(in_process, capsys, "acme-retail")
     assert in_process("apply", "--dir", str(root), "--out", str(tmp_path / "o"), "--fail-on",
                       "decisions_changed>0,lint_warnings>1000") == 1
     out = capsys.readouterr().out
     assert "--fail-on met" in out and "decisions\\_changed\\>0" in out and "nothing applied" in out
+    # The version is text in the comment: no link, no HTML, no table cell break, no emphasis.
+    for markup in (r"\]\(https", r"<img", r"\| \*x\*"):
+        assert re.search(r"(?<!\\)" + markup, out) is None, markup
+    assert "2026-12 \\[see\\](https\u2060\\:" in out and "\\<img" in out
     assert status_of(in_process, capsys, "acme-retail") == before
 
 
