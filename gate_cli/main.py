@@ -29,7 +29,7 @@ from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
-from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
+from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, policy_as_code_tour, port_problem, seed_on_first_run
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
@@ -257,6 +257,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
     banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
+    banner.append(policy_as_code_tour(settings.home))
     if args.workbench_port:
         start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))

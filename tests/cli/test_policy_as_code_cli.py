@@ -250,3 +250,20 @@ def test_plan_and_apply_against_a_remote_gate(home, tmp_path, in_process, capsys
         assert without.returncode == 1 and "GATE_API_KEY" in without.stderr
     finally:
         served.stop()
+
+
+def test_the_demo_prints_a_policy_as_code_tour_whose_commands_parse(tmp_path):
+    """`gate demo` (scripts/demo) prints how to try policy as code on the demo's scopes: each gate
+    command it prints is one the command line accepts, against the demo's home."""
+    import shlex
+
+    from gate_cli.demo_cmd import policy_as_code_tour
+    from gate_cli.main import build_parser
+
+    tour = policy_as_code_tour(tmp_path / "demo home")
+    commands = [shlex.split(line.split("#")[0]) for line in tour.splitlines() if "GATE_HOME=" in line]
+    assert [c[2] for c in commands] == ["release", "init-policies", "plan", "apply"]
+    for command in commands:
+        assert command[0] == f"GATE_HOME={tmp_path / 'demo home'}" and command[1] == GATE
+        argv = command[2:command.index("&&")] if "&&" in command else command[2:]
+        assert build_parser().parse_args(argv).func is not None
