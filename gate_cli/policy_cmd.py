@@ -311,7 +311,7 @@ class Planner:
                 run = dry_runs.run(file.rulebook, file.rulebook_id, scope=file.scope, dataset=self.args.dataset,
                                    trust=trust, baseline=running, flips_path=out / "flips.parquet")
             except DryRunError as error:
-                if error.code != "HISTORY_EMPTY":
+                if error.code not in ("HISTORY_EMPTY", "RULEBOOK_UNKNOWN"):  # a rulebook no decision ran yet
                     raise
                 return None, out, f"no dry-run: {error.message}"
             return dry_runs.write(run, out), out, None

@@ -137,6 +137,7 @@ def _layout(tmp_path: Path, in_process, capsys) -> Path:
     root = tmp_path / "policies"
     capsys.readouterr()
     assert in_process("init-policies", str(root), "--scope", "acme-retail") == 0
+    capsys.readouterr()
     return root
 
 
@@ -267,3 +268,15 @@ def test_the_demo_prints_a_policy_as_code_tour_whose_commands_parse(tmp_path):
         assert command[0] == f"GATE_HOME={tmp_path / 'demo home'}" and command[1] == GATE
         argv = command[2:command.index("&&")] if "&&" in command else command[2:]
         assert build_parser().parse_args(argv).func is not None
+
+
+def test_a_new_rulebook_is_planned_without_a_history_to_replay(tmp_path, in_process, capsys):
+    root = _layout(tmp_path, in_process, capsys)
+    book = json.loads((root / "acme-retail" / "refund_approval.json").read_text())
+    book["rulebook_id"] = "refund_approval_v2"
+    (root / "acme-retail" / "refund_approval_v2.json").write_text(json.dumps(book))
+    assert in_process("plan", "--dir", str(root), "--out", str(tmp_path / "o"), "--format", "json") == 2
+    [change] = json.loads(capsys.readouterr().out)["changes"]
+    assert change["rulebook_id"] == "refund_approval_v2" and change["from_version"] is None
+    assert change["manifest_hash"] is None and change["semantic_diff"] is None
+    assert change["note"].startswith("no dry-run: no decision of rulebook 'refund_approval_v2'")
