@@ -280,3 +280,33 @@ def test_a_new_rulebook_is_planned_without_a_history_to_replay(tmp_path, in_proc
     assert change["rulebook_id"] == "refund_approval_v2" and change["from_version"] is None
     assert change["manifest_hash"] is None and change["semantic_diff"] is None
     assert change["note"].startswith("no dry-run: no decision of rulebook 'refund_approval_v2'")
+
+
+def test_the_pre_commit_hook_lints_each_changed_rulebook(tmp_path):
+    """`.pre-commit-hooks.yaml`'s gate-lint, run as pre-commit runs it (its entry split like a shell
+    line, the matching files appended, the hook's environment's gate on PATH): every file linted, the
+    commit stopped when one fails."""
+    import shlex
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    [hook] = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "gate-lint" and hook["language"] == "python"
+    files = re.compile(hook["files"])
+    assert files.search("policies/demo/refund_approval.json") and not files.search("policies/demo/release.toml")
+    good = tmp_path / "policies" / "demo" / "refund_approval.json"
+    good.parent.mkdir(parents=True)
+    good.write_text((root / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    bad = good.parent / "broken.json"
+    bad.write_text('{"rulebook_id": "broken"}')
+    env = {**gate_env(tmp_path), "PATH": f"{Path(GATE).parent}:{os.environ['PATH']}"}
+
+    def run(*paths: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([*shlex.split(hook["entry"]), *map(str, paths)], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    assert run(good).returncode == 0
+    failed = run(bad, good)
+    assert failed.returncode == 1 and "broken.json is not a valid Rulebook v1" in failed.stderr
+    assert "refund_approval" in failed.stdout  # the good file after it was linted too
