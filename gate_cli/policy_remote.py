@@ -1,7 +1,8 @@
 """A remote gate for `gate plan --gate URL` and `gate apply --gate URL` (docs/policy-as-code.md).
 
 It speaks the gate's HTTP API as one scope's caller: `Authorization: Bearer $GATE_ID_TOKEN` (a CI
-workload-identity token) when that is set, else `x-api-key: $GATE_API_KEY`. The gate never
+workload-identity token, the principal `ci:<repository>@<ref>`) with `x-gate-scope: <scope>` when
+that is set, else `x-api-key: $GATE_API_KEY`. The gate never
 discloses a rulebook's body (spec "Registries and patterns"), only the version and hash a scope
 runs; so the body the plan compares with is the one in this repository's git history of the file
 whose hash is that running hash (`gate init-policies` or an earlier apply committed it). A running
@@ -46,7 +47,8 @@ class RemoteGate:
         self.base, self.root, self.scope = url.rstrip("/"), root, scope
         token, key = os.environ.get("GATE_ID_TOKEN"), os.environ.get("GATE_API_KEY")
         if token:
-            self.headers = {"authorization": f"Bearer {token}"}
+            # A CI token names no scope of its own: the scope it acts in is stated (docs/ci-principal.md).
+            self.headers = {"authorization": f"Bearer {token}", "x-gate-scope": scope}
         elif key:
             self.headers = {"x-api-key": key}
         else:

@@ -310,3 +310,40 @@ def test_the_pre_commit_hook_lints_each_changed_rulebook(tmp_path):
     failed = run(bad, good)
     assert failed.returncode == 1 and "broken.json is not a valid Rulebook v1" in failed.stderr
     assert "refund_approval" in failed.stdout  # the good file after it was linted too
+
+
+@pytest.mark.parametrize("name", ["github-actions-policy.yml", "gitlab-ci-policy.yml"])
+def test_the_ci_examples_run_plan_on_reviews_and_apply_on_the_main_branch(name):
+    """docs/examples: every `gate plan`/`gate apply` line is one the command line accepts, against a
+    remote gate with the job's token, and a --fail-on the command parses."""
+    import shlex
+
+    import yaml
+
+    from gate_cli.main import build_parser
+    from gate_cli.policy_repo import parse_fail_on
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "examples" / name).read_text()
+
+    def strings(node):
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict | list):
+            for child in node.values() if isinstance(node, dict) else node:
+                yield from strings(child)
+
+    commands = {}
+    for script in strings(yaml.safe_load(text)):
+        for line in script.replace("\\\n", " ").splitlines():
+            if "gate plan --" not in line and "gate apply --" not in line:  # a command, not a step's name
+                continue
+            lexer = shlex.shlex(line[line.index("gate "):], posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            tokens = list(lexer)
+            argv = tokens[1:next((i for i, t in enumerate(tokens) if t in (">", "|", ";")), len(tokens))]
+            args = build_parser().parse_args(argv)
+            parse_fail_on(args.fail_on)
+            assert args.gate and args.scope and args.dataset and args.dir == "policies"
+            commands[args.command] = args
+    assert set(commands) == {"plan", "apply"}
+    assert "GATE_ID_TOKEN" in text and ("id-token: write" in text or "id_tokens" in text)
