@@ -29,7 +29,13 @@ from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
-from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, policy_as_code_tour, port_problem, seed_on_first_run
+from gate_cli.demo_cmd import (
+    add_demo_parser,
+    demo_walkthrough,
+    policy_as_code_tour,
+    port_problem,
+    seed_on_first_run,
+)
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
