@@ -15,13 +15,14 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from gate.errors import CodedError, GateError
+from gate.errors import CodedError, GateError, Signal
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid
 
@@ -29,12 +30,30 @@ __all__ = ["GateUnreachable", "RemoteGate"]
 
 TIMEOUT_SECONDS = 30
 MAX_COMMITS = 200  # of one file's history searched for the running version's body
+RATE_RETRIES, MAX_WAIT_SECONDS = 3, 60
 
 
 class GateUnreachable(CodedError):
     """The remote gate did not answer with its JSON (a transport failure, or not a gate)."""
 
     CODE = "POLICY_GATE_UNREACHABLE"
+
+
+class _RateLimited(Signal):
+    """A 429 with a Retry-After to wait: a turn of `_call`, never raised out of it."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(wait)
+        self.wait = wait
+
+
+def _retry_after(header: str | None) -> float | None:
+    """The seconds a 429 asks to wait, when it says and they are at most MAX_WAIT_SECONDS."""
+    try:
+        seconds = float(header) if header is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= MAX_WAIT_SECONDS else None
 
 
 class RemoteGate:
@@ -45,6 +64,7 @@ class RemoteGate:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise PolicyLayoutInvalid(f"--gate {url}: an http(s) URL of a gate")
         self.base, self.root, self.scope = url.rstrip("/"), root, scope
+        self._states: dict[str, dict[str, Any] | None] = {}
         token, key = os.environ.get("GATE_ID_TOKEN"), os.environ.get("GATE_API_KEY")
         if token:
             # A CI token names no scope of its own: the scope it acts in is stated (docs/ci-principal.md).
@@ -55,7 +75,17 @@ class RemoteGate:
             raise PolicyLayoutInvalid("--gate needs a credential: GATE_ID_TOKEN (a CI token) or GATE_API_KEY")
 
     def _call(self, method: str, path: str, body: Any = None, missing: str | None = None) -> Any:
-        """The answer's JSON; None for a 404 of code `missing`; the gate's refusal as a GateError."""
+        """The answer's JSON; None for a 404 of code `missing`; the gate's refusal as a GateError. A
+        429 is waited out as its Retry-After says (at most MAX_WAIT_SECONDS, RATE_RETRIES times): a CI
+        caller's budget is small, and a plan of many rulebooks reads a release state for each."""
+        for _attempt in range(RATE_RETRIES):
+            try:
+                return self._once(method, path, body, missing, may_wait=True)
+            except _RateLimited as limited:
+                time.sleep(limited.wait)
+        return self._once(method, path, body, missing, may_wait=False)
+
+    def _once(self, method: str, path: str, body: Any, missing: str | None, *, may_wait: bool) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         # SECURITY: the scheme was checked to be http(s) in __init__: never file: or another opener.
         request = urllib.request.Request(self.base + path, data=data, method=method,  # noqa: S310
@@ -70,6 +100,9 @@ class RemoteGate:
                 raise GateUnreachable(f"{self.base}{path}: HTTP {error.code} without the gate's error body") from None
             if error.code == 404 and missing is not None and refusal.get("error") == missing:
                 return None
+            wait = _retry_after(error.headers.get("Retry-After"))
+            if error.code == 429 and wait is not None and may_wait:
+                raise _RateLimited(wait) from None
             raise GateError(str(refusal.get("error", "UNEXPECTED_RESPONSE")),
                             str(refusal.get("message", f"HTTP {error.code}"))) from None
         except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -79,6 +112,12 @@ class RemoteGate:
         return frozenset({self.scope})
 
     def state(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+        """The release state, read once per rulebook until this gate publishes or moves it."""
+        if rulebook_id not in self._states:
+            self._states[rulebook_id] = self._state(rulebook_id)
+        return self._states[rulebook_id]
+
+    def _state(self, rulebook_id: str) -> dict[str, Any] | None:
         status = self._call("GET", f"/api/decision/rulebooks/{urllib.parse.quote(rulebook_id, safe='')}/release",
                             missing="RULEBOOK_NOT_FOUND")
         return status["state"] if status is not None else None
@@ -108,9 +147,11 @@ class RemoteGate:
                                   "first (gate init-policies on the gate's host writes it)")
 
     def publish(self, scope: str, rulebook: dict[str, Any]) -> bool:
+        self._states.pop(rulebook["rulebook_id"], None)
         return bool(self._call("POST", "/api/decision/rulebooks", rulebook)["created"])
 
     def act(self, scope: str, rulebook_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._states.pop(rulebook_id, None)
         answer = self._call("POST", f"/api/decision/rulebooks/{urllib.parse.quote(rulebook_id, safe='')}/release", body)
         event: dict[str, Any] = answer["event"]
         return event

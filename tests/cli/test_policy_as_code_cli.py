@@ -211,7 +211,8 @@ def test_plan_and_apply_against_a_remote_gate(home, tmp_path, in_process, capsys
     scope = "globex-saas"
     assert in_process("release", "policy", "--scope", scope, "--dry-run-max-age", "31536000") == 0
     capsys.readouterr()
-    assert in_process("keys", "create", "--scope", scope, "--permissions", "publish,release", "--holder",
+    assert in_process("keys", "create", "--scope", scope, "--plan", "growth", "--permissions", "publish,release",
+                      "--holder",
                       "service:policy-ci", "--json") == 0
     key = json.loads(capsys.readouterr().out)["api_key"]
     assert in_process("export", "--out", str(tmp_path / "dataset"), "--scope", scope) == 0
@@ -347,3 +348,50 @@ def test_the_ci_examples_run_plan_on_reviews_and_apply_on_the_main_branch(name):
             commands[args.command] = args
     assert set(commands) == {"plan", "apply"}
     assert "GATE_ID_TOKEN" in text and ("id-token: write" in text or "id_tokens" in text)
+
+
+def test_a_remote_gate_s_rate_limit_is_waited_out_as_its_retry_after_says(tmp_path, monkeypatch):
+    """A 429 with Retry-After (a CI caller's small budget) is retried after that wait; one that asks for
+    more than a minute, or keeps refusing, is the gate's refusal."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gate.errors import GateError
+    from gate_cli.policy_remote import RemoteGate
+
+    answers = [(429, "0"), (200, None), (429, "3600")]
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            status, retry = answers.pop(0) if answers else (429, "0")
+            seen.append((self.path, self.headers.get("x-api-key")))
+            body = (json.dumps({"ok": True, "state": {"active": None}}) if status == 200 else json.dumps(
+                {"c": "unclear", "v": "unclear", "error": "SVC_API_RATE_LIMITED", "message": "wait"})).encode()
+            self.send_response(status)
+            if retry is not None:
+                self.send_header("Retry-After", retry)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("GATE_API_KEY", "k")
+        monkeypatch.delenv("GATE_ID_TOKEN", raising=False)
+        remote = RemoteGate(f"http://127.0.0.1:{server.server_address[1]}", tmp_path, "s")
+        assert remote.state("s", "r") == {"active": None}  # after one 429 that asked for no wait
+        assert seen == [("/api/decision/rulebooks/r/release", "k")] * 2
+        with pytest.raises(GateError) as refused:
+            remote.state("s", "other")  # asks for an hour: not waited for
+        assert refused.value.code == "SVC_API_RATE_LIMITED"
+        with pytest.raises(GateError):
+            remote.state("s", "third")  # keeps refusing: given up after the bounded retries
+        assert len(seen) == 3 + 4
+    finally:
+        server.shutdown()
+        server.server_close()
