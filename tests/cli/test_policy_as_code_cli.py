@@ -132,6 +132,34 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
     assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a4")) == 0
     assert len(status(in_process, capsys)["pending"]) == 1  # asked once
 
+    # A second principal (a signed-in person) approves: the version is active, the history names both.
+    approved = approve_as_a_person(pending)
+    assert approved["actor"] == "person:https://idp.example#alice"
+    assert status(in_process, capsys)["active"]["version"] == "2026-12-02"
+    assert in_process("release", "history", "--scope", SCOPE, "--rulebook-id", RULEBOOK) == 0
+    actors = {e["seq"]: e["actor"] for e in json.loads(capsys.readouterr().out)["events"]}
+    assert actors[pending["request_seq"]].startswith("operator:") and actors[approved["seq"]] == approved["actor"]
+
+
+def approve_as_a_person(pending: dict) -> dict:
+    """`approve` by a person through the release service (what the workbench does for a signed-in approver)."""
+    from gate.ledger import Ledger
+    from gate.principals import Principal
+    from gate.services.root import decision_services, signing_setup
+    from gate.settings import Settings
+
+    settings = Settings.from_env()
+    ledger = Ledger(settings.database_url)
+    try:
+        releases = decision_services(ledger, signing_setup(settings)).release_service()
+        event, _created = releases.act(SCOPE, Principal.person("https://idp.example", "alice"), frozenset({"approve"}),
+                                       RULEBOOK, {"action": "approve", "request_seq": pending["request_seq"],
+                                                  "version": pending["version"],
+                                                  "rulebook_hash": pending["rulebook_hash"]})
+        return event
+    finally:
+        ledger.dispose()
+
 
 def _layout(tmp_path: Path, in_process, capsys) -> Path:
     root = tmp_path / "policies"
