@@ -423,3 +423,14 @@ def test_a_remote_gate_s_rate_limit_is_waited_out_as_its_retry_after_says(tmp_pa
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_init_policies_keeps_what_is_there_and_refuses_an_unknown_scope(tmp_path, in_process, capsys):
+    root = _layout(tmp_path, in_process, capsys)
+    edited = root / "acme-retail" / "refund_approval.json"
+    edited.write_text("{}")  # the author's own work in progress
+    assert in_process("init-policies", str(root), "--scope", "acme-retail") == 0
+    assert edited.read_text() == "{}" and "nothing written" in capsys.readouterr().out
+    assert in_process("init-policies", str(tmp_path / "other"), "--scope", "nowhere") == 1
+    assert "POLICY_LAYOUT_INVALID: --scope nowhere: the gate knows no such scope" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
