@@ -254,11 +254,12 @@ class Plan:
     changes: list[Change]
     unchanged: list[PolicyFile]
     out: Path
+    done: dict[Path, str] = field(default_factory=dict)  # apply: a file's move already made or requested
 
     def to_json(self) -> dict[str, Any]:
         return {"changes": [c.to_json() for c in self.changes],
-                "unchanged": [{"scope": f.scope, "rulebook_id": f.rulebook_id, "version": f.version}
-                              for f in self.unchanged], "out": str(self.out)}
+                "unchanged": [{"scope": f.scope, "rulebook_id": f.rulebook_id, "version": f.version,
+                               "release": self.done.get(f.path)} for f in self.unchanged], "out": str(self.out)}
 
 
 class Planner:
@@ -347,10 +348,6 @@ def _open_gate(args: argparse.Namespace, settings: Settings) -> Gate:
     return RemoteGate(args.gate, Path(args.dir), args.scope)
 
 
-def _checked_fail_on(args: argparse.Namespace) -> tuple[FailOn, ...]:
-    return parse_fail_on(args.fail_on)
-
-
 def _gated(plan: Plan, conditions: tuple[FailOn, ...]) -> bool:
     """Marks each change with the conditions it meets; True when any is met."""
     for change in plan.changes:
@@ -366,7 +363,7 @@ def _run(args: argparse.Namespace, apply: bool) -> int:
     command = "apply" if apply else "plan"
     gate: Gate | None = None
     try:
-        conditions = _checked_fail_on(args)
+        conditions = parse_fail_on(args.fail_on)  # refused before any work
         settings = load_settings()
         gate = _open_gate(args, settings)
         files = read_layout(Path(args.dir), gate.scopes(), only=args.scope)
@@ -388,8 +385,7 @@ def _run(args: argparse.Namespace, apply: bool) -> int:
     if failed:
         return EXIT_ERROR
     if apply:
-        return EXIT_CHANGED if any(c.applied and c.applied["result"] != "already" for c in plan.changes) \
-            else EXIT_UNCHANGED
+        return EXIT_CHANGED if any(change.applied for change in plan.changes) else EXIT_UNCHANGED
     return EXIT_CHANGED if plan.changes else EXIT_UNCHANGED
 
 
@@ -429,15 +425,16 @@ def _done(state: dict[str, Any] | None, file: PolicyFile) -> str | None:
 def _apply_plan(planner: Planner, files: list[PolicyFile]) -> Plan:
     """The plan apply acts on: a file whose move is already made or requested is not planned again
     (re-running apply changes nothing, and replays no history)."""
-    pending, done = [], []
+    pending, done = [], {}
     for file in files:
-        if _done(planner.gate.state(file.scope, file.rulebook_id), file) is not None:
+        made = _done(planner.gate.state(file.scope, file.rulebook_id), file)
+        if made is not None:
             planner.unchanged(file)  # still refused when its version is published with other content
-            done.append(file)
+            done[file.path] = made
         else:
             pending.append(file)
     plan = planner.plan(pending)
-    return Plan(plan.changes, done + plan.unchanged, plan.out)
+    return Plan(plan.changes, [f for f in files if f.path in done] + plan.unchanged, plan.out, done)
 
 
 def _apply(gate: Gate, change: Change) -> dict[str, Any]:

@@ -42,7 +42,9 @@ def plan_markdown(plan: Plan, applied: bool, failed: bool) -> str:
     for change in plan.changes:
         lines += _change(change)
     if plan.unchanged:
-        lines += ["Unchanged: " + ", ".join(md_text(f"{f.scope}/{f.rulebook_id} {f.version}") for f in plan.unchanged), ""]
+        lines += ["Unchanged: " + ", ".join(md_text(f"{f.scope}/{f.rulebook_id} {f.version}"
+                                                    + (f" ({plan.done[f.path]})" if f.path in plan.done else ""))
+                                            for f in plan.unchanged), ""]
     return "\n".join(lines)
 
 

@@ -130,6 +130,8 @@ def test_init_plan_apply_and_approval_over_a_git_repository(home, tmp_path, in_p
     request = next(e for e in events if e["seq"] == pending["request_seq"])
     assert request["migration_manifest_hash"] == change["manifest_hash"] and change["manifest_hash"] in request["reason"]
     assert in_process("apply", "--dir", str(repo / "policies"), "--scope", SCOPE, "--out", str(tmp_path / "a4")) == 0
+    assert f"demo/refund\\_approval 2026-12-02 (requested (request {pending['request_seq']}))" in \
+        capsys.readouterr().out
     assert len(status(in_process, capsys)["pending"]) == 1  # asked once
 
     # A second principal (a signed-in person) approves: the version is active, the history names both.
