@@ -57,8 +57,8 @@ def _median_us(call: Callable[[], object], calls: int = 500) -> float:
 
 
 def per_call() -> dict[str, float]:
-    record = json.loads((ROOT / "data" / "golden" / "records" / "verdict-yes.json").read_text()) \
-        if (ROOT / "data" / "golden" / "records" / "verdict-yes.json").exists() else {"record": "x" * 2000}
+    record = json.loads((ROOT / "gate" / "data" / "golden" / "records" / "verdict-yes.json").read_text()) \
+        if (ROOT / "gate" / "data" / "golden" / "records" / "verdict-yes.json").exists() else {"record": "x" * 2000}
     created = {"decision_id": "dec_1", "record_hash": "a" * 64, "receipt_hash": "b" * 64, "audit_chain": {},
                "record": record}
     return {"canonical_policy_us": _median_us(lambda: canonical_text(POLICY)),
@@ -76,7 +76,7 @@ def per_decide(home: Path, keyring: Path, decides: int) -> dict[str, float]:
     settings = Settings.from_env({"GATE_HOME": str(home), "GATE_SIGNING_KEY_FILE": str(keyring),
                                   "GATE_DECIDE_CONFIDENCE": "false"})
     key = create_key(settings, "bench", "scale", 1_000_000, None)["api_key"]
-    body = json.loads((ROOT / "data" / "requests" / "verdict-review.json").read_text())
+    body = json.loads((ROOT / "gate" / "data" / "requests" / "verdict-review.json").read_text())
     client = create_app(settings).test_client()
     checked = cloudevent.check_event_data
     times: dict[str, list[float]] = {"checked": [], "unchecked": []}

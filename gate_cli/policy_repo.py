@@ -22,7 +22,7 @@ import operator
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +219,75 @@ def parse_fail_on(text: str | None) -> tuple[FailOn, ...]:
                                       f"{', '.join(FAIL_ON_FIGURES)} and OP one of > >= < <= == !=")
         conditions.append(FailOn(match.group(1), match.group(2), int(match.group(3))))
     return tuple(conditions)
+
+
+# ---------------------------------------------------------------------------- a plan
+
+Running = tuple[dict[str, Any], str]  # (the body a scope runs, where that comes from)
+
+
+@dataclass
+class Change:
+    """One rulebook file that differs from what its scope runs, with everything the plan found."""
+
+    file: PolicyFile
+    running: Running | None
+    diff: dict[str, Any] | None
+    lint: dict[str, Any]
+    manifest: dict[str, Any] | None
+    out: Path | None
+    note: str | None = None
+    applied: dict[str, Any] | None = None
+    met: list[str] = field(default_factory=list)
+
+    def figures(self) -> dict[str, int]:
+        """The figures `--fail-on` names (gate_cli.policy_repo.FAIL_ON_FIGURES), from the signed manifest."""
+        d = self.manifest["dry_run"] if self.manifest is not None else None
+        lint_warnings = int(self.lint["counts"]["warning"])
+        if d is None:
+            return {"decisions_changed": 0, "lost_failures": 0, "failures_caught": 0, "successes_lost": 0,
+                    "review_load_change": 0, "lint_warnings": lint_warnings, "unreplayable": 0}
+        impact = d["impact"]
+        # A known failure the draft now approves and the baseline did not: a failure it lets through.
+        lost = sum(cell["failure"] for cell in d["outcomes"]["by_transition"]
+                   if cell["to"] == "yes" and cell["from"] != "yes")
+        return {"decisions_changed": d["decisions_changed"], "lost_failures": lost,
+                "failures_caught": impact["failures_caught"]["count"],
+                "successes_lost": impact["successes_lost"]["count"],
+                "review_load_change": impact["review_load_change"]["count"],
+                "lint_warnings": lint_warnings, "unreplayable": d["decisions_unreplayable"]}
+
+    def to_json(self) -> dict[str, Any]:
+        d = self.manifest["dry_run"] if self.manifest is not None else None
+        from_version = self.running[0]["version"] if self.running else None
+        return {
+            "scope": self.file.scope, "rulebook_id": self.file.rulebook_id, "file": str(self.file.path),
+            "from_version": from_version,
+            "from_rulebook_hash": sha256_hex(self.running[0]) if self.running else None,
+            "baseline": self.running[1] if self.running else "history (no version runs in the scope)",
+            "to_version": self.file.version, "to_rulebook_hash": self.file.rulebook_hash,
+            "decisions_changed": d["decisions_changed"] if d else 0,
+            "flips": [t for t in d["transitions"] if t["from"] != t["to"] and t["count"]] if d else [],
+            "figures": self.figures(),
+            "impact": d["impact"] if d else None,
+            "review_load": {k: d["review_load"][k] for k in ("before", "after", "per_month_before", "per_month_after")}
+            if d else None,
+            "semantic_diff": self.diff, "lint": self.lint,
+            "manifest_hash": self.manifest.get("migration_hash") if self.manifest else None,
+            "manifest": str(self.out / "migration.json") if self.out and self.manifest else None,
+            "release": self.file.release.to_json(), "note": self.note,
+            "fail_on_met": self.met, "applied": self.applied,
+        }
+
+
+@dataclass
+class Plan:
+    changes: list[Change]
+    unchanged: list[PolicyFile]
+    out: Path
+    done: dict[Path, str] = field(default_factory=dict)  # apply: a file's move already made or requested
+
+    def to_json(self) -> dict[str, Any]:
+        return {"changes": [c.to_json() for c in self.changes],
+                "unchanged": [{"scope": f.scope, "rulebook_id": f.rulebook_id, "version": f.version,
+                               "release": self.done.get(f.path)} for f in self.unchanged], "out": str(self.out)}

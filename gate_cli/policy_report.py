@@ -14,7 +14,7 @@ from gate.vocabulary import VERDICTS
 from workbench.reports.textsafe import md_cell, md_text
 
 if TYPE_CHECKING:
-    from gate_cli.policy_cmd import Change, Plan
+    from gate_cli.policy_repo import Change, Plan
 
 __all__ = ["plan_markdown"]
 

@@ -328,7 +328,7 @@ def test_the_pre_commit_hook_lints_each_changed_rulebook(tmp_path):
     assert files.search("policies/demo/refund_approval.json") and not files.search("policies/demo/release.toml")
     good = tmp_path / "policies" / "demo" / "refund_approval.json"
     good.parent.mkdir(parents=True)
-    good.write_text((root / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
+    good.write_text((root / "gate" / "data" / "rulebooks" / "refund-approval-2026-08-01.json").read_text())
     bad = good.parent / "broken.json"
     bad.write_text('{"rulebook_id": "broken"}')
     env = {**gate_env(tmp_path), "PATH": f"{Path(GATE).parent}:{os.environ['PATH']}"}
