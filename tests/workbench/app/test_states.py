@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from pathlib import Path
 
 from gate.principals import Principal
@@ -294,6 +295,45 @@ def test_a_link_to_an_ungranted_scope_or_with_hostile_values_opens_nothing(workb
     assert session.decisions.detail is None and "no decision" in session.decisions.message
     session.links.param.update(scope=["acme"], decision={"x": 1}, draft=12)  # wrong types: ignored
     assert session.scope == "" and session.decisions.detail is None and session.authoring.draft_text == ""
+
+
+def test_typing_a_draft_shared_in_the_url_logs_neither_the_draft_nor_anything_per_keystroke(workbench_home,
+                                                                                           tmp_path):
+    """Issue 56: while an author typed, the URL's draft was JSON with a brace still open, and
+    Panel's query parser logged a warning quoting the whole draft per keystroke (about 3 KB). The
+    session's link is synced with an address bar as served (`share_in_url`), the draft set through
+    the Authoring view-model keystroke by keystroke: the URL carries it and nothing is logged."""
+    from panel.io.location import Location
+
+    from workbench.app.pages.links import share_in_url
+
+    class Caught(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    store, _, _ = workbench_home
+    session = _session(store, ["acme"], tmp_path)
+    session.scope = "acme"
+    location = Location()
+    share_in_url(location, session.links)
+    caught = Caught()
+    watched = [logging.getLogger(), logging.getLogger("panel")]  # Panel's logger does not propagate
+    for logger in watched:
+        logger.addHandler(caught)
+    try:
+        draft = json.dumps(RULEBOOK | {"description": "secret-margin-42"}, indent=2)
+        for end in range(len(draft) - 12, len(draft) + 1):  # the last keystrokes: a brace still open
+            session.authoring.draft_text = draft[:end]
+    finally:
+        for logger in watched:
+            logger.removeHandler(caught)
+    assert "secret-margin-42" in location.search and "%7D" in location.search  # the link still carries it
+    assert json.loads(session.links.draft)["description"] == "secret-margin-42"
+    assert not [line for line in caught.lines if "secret-margin-42" in line or "Could not parse" in line]
 
 
 def test_a_draft_too_long_for_a_link_is_left_out_of_it(workbench_home, tmp_path):
