@@ -10,9 +10,12 @@ import json
 import logging
 from pathlib import Path
 
+import panel as pn
+
 from gate.principals import Principal
 from gate.releases.policy import DRY_RUN_AGE_RANGE
 from workbench.app.access import Identity, Rights
+from workbench.app.pages.releases import releases_page
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
@@ -197,7 +200,26 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     viewer.act("rollback")
     assert "RELEASE_PERMISSION_DENIED" in viewer.message and not viewer.may("rollback")
     approver = ReleasesState(store, person("bob", "approver"), scope="globex", rulebook_id="pricing_exception")
-    approver.approve(pending["request_seq"])
+    # Issue 56: Approve request N asks first, as Activate does (one confirmation): its click on the
+    # page proposes the approval; nothing is sent until Confirm, and Cancel sends nothing.
+    page = releases_page(approver)
+    seq = pending["request_seq"]
+    approve_button = next(b for b in page.select(pn.widgets.Button) if b.name == f"Approve request {seq}")
+    approve_button.clicks += 1
+    assert approver.proposal == {"action": "approve", "request_seq": seq, "version": "2027-02-01",
+                                 "rulebook_hash": pending["rulebook_hash"]}
+    assert approver.status["state"]["active"]["version"] == "2027-01-01"  # not yet
+    question = approver.confirmation_text().split("\n")
+    assert question[0] == (f"Approve request {seq} by {pending['requested_by']}: activate pricing_exception "
+                           "version 2027-02-01 in scope globex?")
+    assert question[1] == "Arm shares: active 2027-02-01: 100% of decides (was 2027-01-01)"
+    assert question[3] == "This changes what production callers get as soon as it is confirmed."
+    approver.cancel()
+    assert approver.proposal is None and approver.status["state"]["pending"][0]["request_seq"] == seq
+    approver.approve(seq + 100)
+    assert approver.proposal is None and approver.message == f"no pending request {seq + 100}"
+    approve_button.clicks += 1
+    approver.confirm()
     assert approver.status["state"]["active"]["version"] == "2027-02-01"
     assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:password-file#alice",
                                                                      "person:password-file#bob"]
