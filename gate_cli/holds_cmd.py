@@ -101,7 +101,10 @@ def cmd_holds(args: argparse.Namespace) -> int:
     ledger = open_ledger(settings)
     signing = signing_setup(settings)
     try:
-        return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log))
+        service = HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log)
+        # The events this command writes link to the Inbox as the server's do (GATE_WORKBENCH_URL).
+        service.opener.inbox_base = settings.workbench_url
+        return _run(args, service)
     except CliError:
         raise  # the command line's own refusal: one line and exit status 2 (gate_cli.main)
     except GateError as error:
