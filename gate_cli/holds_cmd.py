@@ -100,7 +100,9 @@ def cmd_holds(args: argparse.Namespace) -> int:
     ledger = open_ledger(settings)
     signing = signing_setup(settings)
     try:
-        return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log))
+        # The events this command writes link to the Inbox as the server's do (GATE_WORKBENCH_URL).
+        return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log,
+                                      inbox_base=settings.workbench_url))
     finally:
         ledger.dispose()
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gate import __version__
 from gate.errors import GateError
-from gate.keys.apikeys import HOLDER_REQUIRED, new_api_key, parse_permissions, permissions_text
+from gate.keys.apikeys import HOLDER_REQUIRED, PERMISSIONS, new_api_key, parse_permissions, permissions_text
 from gate.keys.signing import Keyring, generate_keyring, rotate_keyring
 from gate.principals import holder_id, parse_holder
 from gate.services.root import signing_setup
@@ -355,6 +355,12 @@ def _add_db_parser(sub: Subparsers) -> None:
     p.set_defaults(func=cmd_db)
 
 
+def _holder_rights() -> str:
+    """The permissions that need a stated holder, in the vocabulary's order: "release, … or admin"."""
+    names = [name for name in PERMISSIONS if name in HOLDER_REQUIRED]
+    return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def _add_keys_parser(sub: Subparsers) -> None:
     keys = sub.add_parser("keys", help="API keys and signing keys", formatter_class=HelpFormatter)
     ksub = keys.add_subparsers(dest="keys_command", required=True, metavar="KEYS_COMMAND")
@@ -364,11 +370,12 @@ def _add_keys_parser(sub: Subparsers) -> None:
     k.add_argument("--rate-limit", type=int, default=None, help="decides per minute (default: the plan's)")
     k.add_argument("--monthly-cap", type=int, default=None, help="records per month (default: the plan's)")
     k.add_argument("--permissions", default=None,
-                   help="comma-separated rights among decide,publish,release,approve,admin (default: decide "
-                        "only, today's rights; admin changes the release policy; docs/releases.md)")
+                   help=f"comma-separated rights among {','.join(PERMISSIONS)} (default: decide only, today's "
+                        "rights; admin changes the release policy, resolve votes on held actions; "
+                        "docs/releases.md, docs/holds.md)")
     k.add_argument("--holder", default=None,
                    help="who the key belongs to: person:<issuer>#<subject>, service:<name> or operator:<login>; "
-                        "required with release, approve, resolve or admin (approvals count holders, not keys); "
+                        f"required with {_holder_rights()} (approvals count holders, not keys); "
                         "default for other keys: the key is its own holder, key:<key_id> (docs/releases.md)")
     k.add_argument("--label", default=None, help="a note for `gate keys list` (default: none)")
     k.add_argument("--json", action="store_true", help="print the one-time result as JSON")
@@ -377,8 +384,8 @@ def _add_keys_parser(sub: Subparsers) -> None:
     for name in ("disable", "enable"):
         k = ksub.add_parser(name, help=f"{name} an API key", formatter_class=HelpFormatter)
         k.add_argument("key_id", help="key_… id from `gate keys list`")
-    k = ksub.add_parser("history", help="the scope's signed key chain: every key created or enabled with release, "
-                        "approve, resolve or admin, by whom (JSON for `gate verify`)", formatter_class=HelpFormatter)
+    k = ksub.add_parser("history", help=f"the scope's signed key chain: every key created or enabled with "
+                        f"{_holder_rights()}, by whom (JSON for `gate verify`)", formatter_class=HelpFormatter)
     k.add_argument("--scope", required=True, help="the tenant whose key chain to print")
     k = ksub.add_parser("signing-init", help="generate the Ed25519 signing keyring", formatter_class=HelpFormatter,
                         description="Write a new keyring at GATE_SIGNING_KEY_FILE; a running server picks it up "

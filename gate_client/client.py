@@ -326,7 +326,7 @@ class GateClient:
                             wait: float = 0) -> Route:
         """Where a held action goes: `proceed` only on a resolution that verifies with this
         client's anchors, is bound to `record` (decision id and record hash), closes the hold as
-        `approved`, and whose record verifies too; `block` on a verified denial or expiry;
+        `approved`, and whose record verifies too; `deny` on a verified denial or expiry;
         `review` while the hold is open or when anything fails to verify or answer. Without
         `resolution`, asks the gate, waiting up to `wait` seconds (`wait_for_resolution`: at most
         ceil(wait / 30) + 1 requests; `wait=0` asks once)."""

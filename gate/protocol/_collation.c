@@ -48,8 +48,25 @@ static PyObject *continue_keys[MAX_SPECIAL];  /* the code point as an int, made 
 static Range ranges[MAX_RANGES];
 static int range_count;
 
+/* The output. A key's output is its cost when one character expands to many elements (U+FDFA:
+ * 18 per character, so a 1 MB body of it writes 6 million per level): most of that time was the
+ * kernel handing out and zeroing fresh pages for buffers of UCS-4 that were then copied into the
+ * strings (issue 52, defect 10). So each level is written once, at its final width:
+ *
+ * - primary: every non-zero primary weight is in [0x100, 0xFFFF] (gate.protocol.collation checks
+ *   the table; implicit ones are at least 0xFB00), so a non-empty primary level is a UCS-2 str
+ *   as CPython would make it: written straight into one (`PyUnicode_New`, resized as it grows);
+ * - tertiary: every tertiary weight is below 0x80 (checked there too): an ASCII str, likewise;
+ * - secondary: weights from 0x20 to 0x114, so its width is known only at the end: a UCS-2
+ *   buffer, made into a str of the narrowest kind by `PyUnicode_FromKindAndData`.
+ *
+ * The capacity starts at the sum of the characters' own element counts (a close estimate). */
 typedef struct {
-    Py_UCS4 *data[3];
+    PyObject *primary;      /* str of kind UCS-2 and length `capacity` while writing */
+    PyObject *tertiary;     /* str of kind ASCII and length `capacity` while writing */
+    Py_UCS2 *secondary;
+    Py_UCS2 *p;             /* the data of `primary` */
+    Py_UCS1 *t;             /* the data of `tertiary` */
     Py_ssize_t size[3];
     Py_ssize_t capacity;
 } Levels;
@@ -65,22 +82,31 @@ static int grow(Levels *out, Py_ssize_t more) {
         return 0;
     }
     Py_ssize_t capacity = out->capacity * 2 > need ? out->capacity * 2 : need;
-    for (int level = 0; level < 3; level++) {
-        Py_UCS4 *data = PyMem_Realloc(out->data[level], (size_t)capacity * sizeof(Py_UCS4));
-        if (data == NULL) {
-            PyErr_NoMemory();
+    if (out->primary == NULL) {
+        out->primary = PyUnicode_New(capacity, 0xFFFF);
+        out->tertiary = PyUnicode_New(capacity, 0x7F);
+        if (out->primary == NULL || out->tertiary == NULL) {
             return -1;
         }
-        out->data[level] = data;
+    } else if (PyUnicode_Resize(&out->primary, capacity) < 0 || PyUnicode_Resize(&out->tertiary, capacity) < 0) {
+        return -1;
     }
+    Py_UCS2 *secondary = PyMem_Realloc(out->secondary, (size_t)capacity * sizeof(Py_UCS2));
+    if (secondary == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->secondary = secondary;
+    out->p = PyUnicode_2BYTE_DATA(out->primary);
+    out->t = PyUnicode_1BYTE_DATA(out->tertiary);
     out->capacity = capacity;
     return 0;
 }
 
 static inline void put(Levels *out, uint32_t primary, uint32_t secondary, uint32_t tertiary) {
-    if (primary) out->data[0][out->size[0]++] = primary;
-    if (secondary) out->data[1][out->size[1]++] = secondary;
-    if (tertiary) out->data[2][out->size[2]++] = tertiary;
+    if (primary) out->p[out->size[0]++] = (Py_UCS2)primary;
+    if (secondary) out->secondary[out->size[1]++] = (Py_UCS2)secondary;
+    if (tertiary) out->t[out->size[2]++] = (Py_UCS1)tertiary;
 }
 
 static int put_implicit(Levels *out, uint32_t cp) {
@@ -328,25 +354,26 @@ static PyObject *levels(PyObject *module, PyObject *text) {
     }
     Py_ssize_t size = PyUnicode_GET_LENGTH(text);
     Py_ssize_t *next = PyMem_Malloc((size_t)(size ? size : 1) * sizeof(Py_ssize_t));
-    Levels out = {{NULL, NULL, NULL}, {0, 0, 0}, 0};
+    Levels out = {NULL, NULL, NULL, NULL, NULL, {0, 0, 0}, 0};
     PyObject *result = NULL;
+    Py_ssize_t estimate = 16;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        Py_UCS4 cp = codepoints[i];
+        estimate += cp < TABLE_SIZE && (flags[cp] & HAS_ENTRY) ? (Py_ssize_t)(offsets[cp + 1] - offsets[cp]) : 2;
+    }
     if (next == NULL) {
         PyErr_NoMemory();
-    } else if (grow(&out, size + 16) == 0 && collate(codepoints, size, next, &out) == 0) {
-        PyObject *parts[3] = {NULL, NULL, NULL};
-        for (int level = 0; level < 3; level++) {
-            parts[level] = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.data[level], out.size[level]);
-        }
-        if (parts[0] && parts[1] && parts[2]) {
-            result = PyTuple_Pack(3, parts[0], parts[1], parts[2]);
-        }
-        for (int level = 0; level < 3; level++) {
-            Py_XDECREF(parts[level]);
+    } else if (grow(&out, estimate) == 0 && collate(codepoints, size, next, &out) == 0
+               && PyUnicode_Resize(&out.primary, out.size[0]) == 0 && PyUnicode_Resize(&out.tertiary, out.size[2]) == 0) {
+        PyObject *secondary = PyUnicode_FromKindAndData(PyUnicode_2BYTE_KIND, out.secondary, out.size[1]);
+        if (secondary != NULL) {
+            result = PyTuple_Pack(3, out.primary, secondary, out.tertiary);
+            Py_DECREF(secondary);
         }
     }
-    for (int level = 0; level < 3; level++) {
-        PyMem_Free(out.data[level]);
-    }
+    Py_XDECREF(out.primary);
+    Py_XDECREF(out.tertiary);
+    PyMem_Free(out.secondary);
     PyMem_Free(next);
     PyMem_Free(codepoints);
     return result;
@@ -467,6 +494,13 @@ static PyObject *configure(PyObject *module, PyObject *const *args, Py_ssize_t n
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(args[4]); i++) {
         PyObject *rule = PyList_GET_ITEM(args[4], i);
         if (!PyArg_ParseTuple(rule, "IIII", &ranges[i].start, &ranges[i].end, &ranges[i].base, &ranges[i].by_offset)) {
+            goto fail;
+        }
+        /* The primaries put_implicit writes are in [0x100, 0xFFFF] (see Levels). */
+        if (ranges[i].end < ranges[i].start || ranges[i].base < 0x100
+            || ranges[i].base + (ranges[i].by_offset ? 0 : (0x10FFFF >> 15)) > 0xFFFF
+            || (ranges[i].by_offset && ranges[i].end - ranges[i].start > 0x7FFF)) {
+            PyErr_SetString(PyExc_ValueError, "configure: an implicit weight rule gives a primary outside [0x100, 0xFFFF]");
             goto fail;
         }
     }

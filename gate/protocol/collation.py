@@ -179,8 +179,34 @@ _IRREGULAR = re.compile(f"[{_START}](?=[{_CONT}])|[{_START}](?=([{_NON}])(?!\\1)
 _CUT = re.compile(f"(?<=[^SFG{_NON}])|(?=[^FG{_NON}])")
 _CUT_REVERSED = re.compile(f"(?<=[^FG{_NON}])|(?=[^SFG{_NON}])|$")  # _CUT in reversed text
 _LONG_MARK_RUN = re.compile(f"[D{_NON}]{{16,}}")
+
+
+def _class_of(codepoints: Iterable[int]) -> str:
+    """A regular-expression character class (without its brackets) of exactly `codepoints`."""
+    ranges: list[list[int]] = []
+    for cp in sorted(codepoints):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return "".join(re.escape(chr(low)) if low == high else f"{re.escape(chr(low))}-{re.escape(chr(high))}"
+                   for low, high in ranges)
+
+
+# _LONG_MARK_RUN on text without astral characters, read on the text itself: the same runs,
+# without a category pass over the text first (that pass, `str.translate` through a table, cost a
+# key as much as CPython's NFD of it: issue 52, defect 10). The class is the BMP members only,
+# which the regular-expression engine tests with a bitmap; with the astral ones it walks a list
+# of ranges per character, slower than the category pass, so text with an astral character
+# takes that pass.
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_LONG_BMP_MARK_RUN = re.compile(f"[{_class_of(cp for cp in set(_NON_STARTERS) | _DECOMPOSES_TO_MARK if cp < 0x10000)}]{{16,}}")
 _DECOMPOSE = {cp: unicodedata.normalize("NFD", chr(cp)) for cp in _DECOMPOSES_TO_MARK
               if unicodedata.normalize("NFD", chr(cp)) != chr(cp)}
+_DECOMPOSE_TEXT = tuple((chr(cp), decomposition) for cp, decomposition in sorted(_DECOMPOSE.items()))
+_holds(len(_DECOMPOSE_TEXT) <= 16 and not any(mark in decomposition for mark, _ in _DECOMPOSE_TEXT
+                                              for _, decomposition in _DECOMPOSE_TEXT),
+       "few marks decompose, none into another that does")
 _CLASS = {cp: chr(klass) for cp, klass in _NON_STARTERS.items()}
 del _ALL
 
@@ -196,17 +222,29 @@ def _sorted_marks(marks: str) -> str:
     return "".join(map(marks.__getitem__, sorted(range(len(marks)), key=classes.__getitem__)))
 
 
+def _decomposed_marks(marks: str) -> str:
+    """A run of marks with each decomposed: a `str.replace` per mark that decomposes (seven of
+    them), each a fast scan, where `str.translate` looked every mark up in a dict (issue 52,
+    defect 10: a run of U+0344 cost a key more than its collation)."""
+    for mark, decomposition in _DECOMPOSE_TEXT:
+        if mark in marks:
+            marks = marks.replace(mark, decomposition)
+    return marks
+
+
 def _nfd(text: str, categories: str | None = None) -> str:
     """NFD in linear time (CPython's own reordering is quadratic on long runs of marks).
 
     Text between long runs of marks is normalised by `unicodedata`; a long run (with the marks the
     character before it decomposes into) is decomposed by table and sorted by class.
     """
-    if categories is None:
-        categories = text.translate(_CATEGORY)
+    if categories is None and _ASTRAL.search(text) is None:
+        runs = _LONG_BMP_MARK_RUN.finditer(text)
+    else:
+        runs = _LONG_MARK_RUN.finditer(text.translate(_CATEGORY) if categories is None else categories)
     out: list[str] = []
     last = 0
-    for run in _LONG_MARK_RUN.finditer(categories):
+    for run in runs:
         start, end = run.span()
         trailing = ""
         if start > last:
@@ -219,7 +257,7 @@ def _nfd(text: str, categories: str | None = None) -> str:
             trailing = head[cut:]
         marks = trailing + text[start:end]
         if not unicodedata.is_normalized("NFD", marks):  # linear check: decomposed and in order
-            marks = _sorted_marks(marks.translate(_DECOMPOSE))
+            marks = _sorted_marks(_decomposed_marks(marks))
         out.append(marks)
         last = end
     if not out:
@@ -337,6 +375,14 @@ def _implicit_ranges(collator: Any) -> list[tuple[int, int, int, int]]:
             + [(start, end, base, 1) for start, end, base in collator.implicit_weights])
 
 
+def _all_elements(node: Any) -> list[list[int]]:  # a pyuca trie node (untyped)
+    """Every collation element the trie below `node` holds, its own value's included."""
+    found: list[list[int]] = list(node.value or [])
+    for child in (node.children or {}).values():
+        found.extend(_all_elements(child))
+    return found
+
+
 def _c_levels() -> Any:  # the extension module (untyped), or None
     """The collation loop in C (gate/protocol/_collation.c), configured with this table; None where
     the extension was not built (no C compiler): `_python_key` below gives the same keys, more slowly."""
@@ -354,6 +400,12 @@ def _c_levels() -> Any:  # the extension module (untyped), or None
     _holds(all(cp < _TABLE_SIZE for cp in _NON_STARTERS), "non-starters below the flat table's end")
     _holds(all(len(element) == 3 and max(element) <= 0xFFFF for value in _SINGLE.values() for element in value),
            "three 16-bit weights per element")
+    # The C loop writes the primary level as UCS-2 and the tertiary as ASCII, straight into the
+    # strings it returns (issue 52, defect 10), so every element anywhere in the table, the
+    # contractions' included, has a primary of 0 or at least 0x100 and a tertiary below 0x80.
+    _holds(all(element[0] == 0 or element[0] >= 0x100 for element in _all_elements(_ROOT))
+           and all(element[2] < 0x80 for element in _all_elements(_ROOT)),
+           "primaries 0 or from 0x100, tertiaries below 0x80")
     _collation.configure(bytes(classes), bytes(continues),
                          {cp: _weight_bytes(value) for cp, value in _SINGLE.items()},
                          {cp: _trie_node(_ROOT.children[cp]) for cp in _STARTS}, _implicit_ranges(_COLLATOR))

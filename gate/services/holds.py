@@ -175,9 +175,9 @@ class HoldService:
     """Every use case of held actions but the opening (see the module docstring)."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
-                 checkpoint_log: Path | None = None) -> None:
+                 checkpoint_log: Path | None = None, inbox_base: str | None = None) -> None:
         self.holds = HoldLedger(ledger)
-        self.opener = HoldOpener(ledger)
+        self.opener = HoldOpener(ledger, inbox_base)  # inbox_base: the workbench's address (GATE_WORKBENCH_URL)
         self.signing = signing
         clock = clock or SystemClock()
         # The hold chain (and the governance chain its policy changes through) in the gate's
@@ -523,14 +523,17 @@ def _approval_holder(approval: Mapping[str, Any]) -> str:
 
 
 def _closing_move(step: Step, row: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's columns after the step's event: its state, or the approvals so far."""
-    if step.outcome is not None:
-        return {"state": step.outcome, "resolved_at": step.at, "resolved_by": step.principal.actor,
-                "resolution_seq": event["seq"]}
+    """The row's columns after the step's event: its state and the approvals so far. An approving
+    vote adds itself, the closing one too, so an approved hold lists every approval it rests on
+    (issue 56: a hold closed at 2 of 2 showed 1 of 2)."""
+    move: dict[str, Any] = {}
     if step.action == "vote" and step.vote == "approve":
         vote = {"actor": step.principal.actor, "holder": step.principal.holder_id, "event_hash": event["event_hash"]}
-        return {"approvals_json": json.dumps([*json.loads(row["approvals_json"]), vote])}
-    return {}
+        move["approvals_json"] = json.dumps([*json.loads(row["approvals_json"]), vote])
+    if step.outcome is not None:
+        move.update(state=step.outcome, resolved_at=step.at, resolved_by=step.principal.actor,
+                    resolution_seq=event["seq"])
+    return move
 
 
 def hold_sweeper(service: HoldService, interval: float = 1.0) -> PeriodicWorker:

@@ -105,6 +105,8 @@ def test_an_author_requests_and_another_person_approves(browser, governed):
         bob.locator(".pending-request").first.wait_for()
         assert bob.locator(".release-activate").is_hidden()  # an approver does not activate
         bob.get_by_role("button", name="Approve request").first.click()
+        bob.locator(".release-confirmation").get_by_text("Approve request").wait_for()  # it asks first
+        bob.get_by_role("button", name="Confirm").click()
         bob.get_by_text(f"active: {VERSION}").wait_for()
         bob.locator(".tabulator-cell[tabulator-field='by']").filter(has_text="#bob").first.wait_for()
         screenshot(bob, "oidc-2-bob-approved")

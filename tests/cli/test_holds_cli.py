@@ -104,6 +104,25 @@ def test_show_claim_and_resolve_as_the_local_operator(gate_env, client, api, hel
     assert "#1 " in events and " claim by " in events and "#2 " in events and "-> approved" in events
 
 
+def test_the_events_the_cli_writes_link_to_the_inbox_when_the_workbench_url_is_set(gate_env, client, held):
+    """Issue 56: `inbox_url` was null on every event the CLI wrote, GATE_WORKBENCH_URL or not."""
+    from sqlalchemy import select
+
+    from gate.ledger.tables import event_outbox
+
+    decision_id = held["decision_id"]
+    resolved = _gate(gate_env, "holds", "resolve", "--scope", SCOPE, decision_id, "--deny", "--reason-code", "NO",
+                     env={"GATE_WORKBENCH_URL": "https://gate.example.org/workbench"})
+    assert resolved.returncode == 0, resolved.stderr
+    with client.application.extensions["gate"].ledger.read() as connection:
+        texts = connection.execute(select(event_outbox.c.event_json).where(event_outbox.c.scope == SCOPE)
+                                   .order_by(event_outbox.c.seq)).scalars().all()
+    event = [json.loads(text) for text in texts][-1]
+    assert event["type"].endswith("hold.resolved") and event["subject"] == decision_id
+    assert event["data"]["inbox_url"] == (f"https://gate.example.org/workbench?scope={SCOPE}&page=inbox"
+                                          f"&hold={decision_id}")
+
+
 def test_unclaim_and_deny(gate_env, api, held):
     decision_id = held["decision_id"]
     assert _gate(gate_env, "holds", "claim", "--scope", SCOPE, decision_id).returncode == 0

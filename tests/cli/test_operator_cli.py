@@ -24,6 +24,7 @@ import pytest
 
 import gate
 from gate import settings as settings_module
+from gate.keys import apikeys
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = str(Path(sys.executable).parent / "gate")
@@ -206,6 +207,10 @@ def test_help_shows_defaults_plans_and_every_setting(tmp_path):
     create = " ".join(run(["keys", "create", "--help"], tmp_path).stdout.split())
     assert "starter (20/min, 10,000/month)" in create and "growth" in create and "scale" in create
     assert "(default: starter)" in create
+    # every permission of the one vocabulary, and which need a holder (issue 56: resolve was left out)
+    assert f"among {','.join(apikeys.PERMISSIONS)} " in create
+    needing = [p for p in apikeys.PERMISSIONS if p in apikeys.HOLDER_REQUIRED]
+    assert f"required with {', '.join(needing[:-1])} or {needing[-1]} (approvals count holders" in create
     demo = " ".join(run(["demo", "--help"], tmp_path).stdout.split())
     assert "(default: 8080)" in demo and "(default 3000; 0: none)" in demo and "(default 5006; 0: none)" in demo
     assert not list(tmp_path.iterdir())  # asking for help creates nothing

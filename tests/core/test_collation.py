@@ -201,6 +201,22 @@ def test_hostile_keys_cost_within_a_small_factor_of_a_plain_letter():
         assert ratio < 5, (ascii(text[:3]), ratio)
 
 
+def test_long_expansions_and_decompositions_cost_at_most_ten_times_ascii_per_byte():
+    # Issue 52, defect 10: a key as long as a 1 MB body holds, per byte of its UTF-8 against
+    # ASCII (CPU time, best of 3, measured just before). U+FDFA writes 18 elements a character
+    # (24.6x before the C loop wrote each level once at its width), U+0344 decomposes into two
+    # marks (14.2x), U+01E2 into a letter and a mark with four elements (14.3x), U+0CCB into
+    # three (11.4x); benchmarks/bench_collation.py measures the slowest member of every class.
+    body = 1_000_000
+    ascii_text = "abcdefghij" * (body // 10)
+    for cp in (0xFDFA, 0x0344, 0x01E2, 0x0CCB):
+        text = chr(cp) * (body // len(chr(cp).encode()))
+        ascii_seconds = _best_seconds(lambda: collation_key(ascii_text), runs=3)
+        ratio = _best_seconds(lambda text=text: collation_key(text), runs=3) / ascii_seconds
+        ratio *= len(ascii_text) / len(text.encode())
+        assert ratio <= 10, (f"U+{cp:04X}", round(ratio, 2))
+
+
 # ---------------------------------------------------------------- issue 41, defect 3: the loop in C
 # The C loop (gate/protocol/_collation.c) and the Python path must both give pyuca's keys: every
 # contraction of the table in every context a mark or a starter can give it, and random text.

@@ -196,9 +196,11 @@ def test_a_closing_step_sets_the_state_and_an_approval_adds_itself():
     vote = Step("vote", REVIEWER, AT, "dec_1", "h", vote="approve")
     assert _closing_move(vote, row, event) == {"approvals_json": json.dumps(
         [{"actor": "key_a", "event_hash": "e0"}, {"actor": "key_rev", "holder": "key:key_rev", "event_hash": "e1"}])}
-    for outcome in ("approved", "denied"):
-        assert _closing_move(replace(vote, outcome=outcome), row, event) == {
-            "state": outcome, "resolved_at": AT, "resolved_by": "key_rev", "resolution_seq": 4}
+    closed = {"resolved_at": AT, "resolved_by": "key_rev", "resolution_seq": 4}
+    # the closing approval lists itself too (issue 56: a hold closed at 2 of 2 showed 1 of 2)
+    assert _closing_move(replace(vote, outcome="approved"), row, event) == {
+        **_closing_move(vote, row, event), "state": "approved", **closed}
+    assert _closing_move(replace(vote, vote="deny", outcome="denied"), row, event) == {"state": "denied", **closed}
     assert _closing_move(replace(vote, vote="deny"), row, event) == {}  # a deny is never an approval
     assert _closing_move(Step("claim", REVIEWER, AT, "dec_1", "h"), row, event) == {}
 
@@ -407,7 +409,9 @@ def test_a_resolution_is_a_signed_event_announced_to_the_outbox_and_the_listener
                                       outcome="approved", approvals_needed=1, four_eyes=True, requested_by=REQUESTER)
     assert event_problems(event, record, desk.anchors) == []
     assert answer == {"ok": True, "event": event,
-                      "hold": _view(record, state="approved", resolved_at=_at(90), resolved_by="key_rev")}
+                      "hold": _view(record, state="approved", resolved_at=_at(90), resolved_by="key_rev",
+                                    approvals=[{"actor": "key_rev", "holder": "key:key_rev",
+                                                "event_hash": event["event_hash"]}])}
     assert desk.row(record["decision_id"])["resolution_seq"] == 1
     assert _announced(desk)[1:] == [_announcement("hold.resolved", record, event, "default", "approved")]
     assert closed == [record["decision_id"]]

@@ -160,6 +160,11 @@ def test_a_two_person_quorum_needs_two_distinct_approvers(gate, keys):
     second = _as(gate, keys, "reviewer2").resolve(record["decision_id"]).get_json()
     assert second["event"]["outcome"] == "approved"
     assert second["event"]["votes"] == [first["event"]["event_hash"]] and second["event"]["approvals_needed"] == 2
+    # the closed hold counts both votes, the closing one included (issue 56: it read "1 of 2")
+    closed = _as(gate, keys, "reviewer").show(record["decision_id"]).get_json()["hold"]
+    assert second["hold"]["approvals"] == closed["approvals"]
+    assert [a["event_hash"] for a in closed["approvals"]] == [first["event"]["event_hash"],
+                                                              second["event"]["event_hash"]]
     anchors = gate.extensions["gate"].signing.trust_anchors()
     assert verify_resolution(record, second["event"], anchors).approved
 

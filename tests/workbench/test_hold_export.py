@@ -149,3 +149,20 @@ def test_a_changed_hold_file_refuses_the_dataset(writer, tmp_path):
     part.write_bytes(bytes(data))
     with pytest.raises(LoadError, match="does not match its sha256"):
         states(root, writer)
+
+
+def test_the_approvals_column_counts_the_closing_vote_once_whether_the_row_lists_it_or_not():
+    """Since issue 56 an approved hold's row lists its closing vote; a row stored before lists only
+    the votes before it. Both count every approval, once."""
+    from workbench.dataset.convert import holds_table
+    vote = {"actor": "key_a", "holder": "key:key_a", "event_hash": "e1"}
+    base = {"decision_id": "dec_1", "scope": "acme", "policy_id": POLICY, "policy_version": "1",
+            "rule_id": "review_thin_margin", "reason_code": "R", "queue": "default", "priority": "normal",
+            "opened_at": "2026-03-01T00:00:00.000Z", "deadline_at": "2026-03-02T00:00:00.000Z",
+            "resolved_at": "2026-03-01T01:00:00.000Z", "resolved_by": "key_b", "record_hash": "h",
+            "last_event_seq": 2, "approvals_needed": 2}
+    rows = [{**base, "state": "approved", "approvals_json": json.dumps([vote, {**vote, "event_hash": "e2"}])},
+            {**base, "state": "approved", "approvals_json": json.dumps([vote])},
+            {**base, "state": "denied", "approvals_json": json.dumps([vote])},
+            {**base, "state": "open", "approvals_json": "[]", "resolved_at": None, "resolved_by": None}]
+    assert holds_table(rows).column("approvals").to_pylist() == [2, 2, 1, 0]

@@ -20,7 +20,8 @@ What each column is read from (see docs/dataset.md for the meaning of every colu
   text as the gate stored and returned it (canonicalize it to recompute its hash).
 * chain_links: the link row; `merkle_root` and `created_at` from the stored link.
 * holds: the hold row as `gate.ledger.holdstream` reads it; `approvals` counts the approving votes
-  (`approvals_json`) plus the closing one of an approved hold; `month` is `opened_at`'s.
+  (`approvals_json`, the closing one included; a hold approved before issue 56 stored its votes
+  without the closing one, which is then counted too); `month` is `opened_at`'s.
 * hold_events: the event row; `vote`, `outcome`, `queue`, `reason_code`, `actor` and the
   principal's kind (`actor_kind`) from the stored signed event (`event_json`).
 
@@ -180,7 +181,9 @@ def holds_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     """Hold rows (`gate.ledger.holdstream`) → a table in `with_partitions(HOLDS)`."""
     columns = _columns(HOLDS)
     for row in rows:
-        approvals = len(json.loads(row["approvals_json"])) + (1 if row["state"] == HOLD_APPROVED else 0)
+        approvals = len(json.loads(row["approvals_json"]))
+        if row["state"] == HOLD_APPROVED and approvals < row["approvals_needed"]:
+            approvals += 1  # a hold approved before issue 56 stored its votes without the closing one
         values = {name: row[name] for name in ("decision_id", "opened_at", "policy_id", "policy_version", "rule_id",
                                                 "reason_code", "queue", "priority", "deadline_at", "state",
                                                 "resolved_at", "resolved_by", "approvals_needed", "record_hash",

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from pathlib import Path
+
+import panel as pn
 
 from gate.principals import Principal
 from gate.releases.policy import DRY_RUN_AGE_RANGE
 from workbench.app.access import Identity, Rights
+from workbench.app.pages.releases import releases_page
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.decisions import DecisionsState
 from workbench.app.state.migration import MigrationState
@@ -196,7 +200,26 @@ def test_releases_state_moves_a_release_and_needs_a_second_identity_to_approve(w
     viewer.act("rollback")
     assert "RELEASE_PERMISSION_DENIED" in viewer.message and not viewer.may("rollback")
     approver = ReleasesState(store, person("bob", "approver"), scope="globex", rulebook_id="pricing_exception")
-    approver.approve(pending["request_seq"])
+    # Issue 56: Approve request N asks first, as Activate does (one confirmation): its click on the
+    # page proposes the approval; nothing is sent until Confirm, and Cancel sends nothing.
+    page = releases_page(approver)
+    seq = pending["request_seq"]
+    approve_button = next(b for b in page.select(pn.widgets.Button) if b.name == f"Approve request {seq}")
+    approve_button.clicks += 1
+    assert approver.proposal == {"action": "approve", "request_seq": seq, "version": "2027-02-01",
+                                 "rulebook_hash": pending["rulebook_hash"]}
+    assert approver.status["state"]["active"]["version"] == "2027-01-01"  # not yet
+    question = approver.confirmation_text().split("\n")
+    assert question[0] == (f"Approve request {seq} by {pending['requested_by']}: activate pricing_exception "
+                           "version 2027-02-01 in scope globex?")
+    assert question[1] == "Arm shares: active 2027-02-01: 100% of decides (was 2027-01-01)"
+    assert question[3] == "This changes what production callers get as soon as it is confirmed."
+    approver.cancel()
+    assert approver.proposal is None and approver.status["state"]["pending"][0]["request_seq"] == seq
+    approver.approve(seq + 100)
+    assert approver.proposal is None and approver.message == f"no pending request {seq + 100}"
+    approve_button.clicks += 1
+    approver.confirm()
     assert approver.status["state"]["active"]["version"] == "2027-02-01"
     assert [e["actor"] for e in approver.status["history"][-2:]] == ["person:password-file#alice",
                                                                      "person:password-file#bob"]
@@ -294,6 +317,45 @@ def test_a_link_to_an_ungranted_scope_or_with_hostile_values_opens_nothing(workb
     assert session.decisions.detail is None and "no decision" in session.decisions.message
     session.links.param.update(scope=["acme"], decision={"x": 1}, draft=12)  # wrong types: ignored
     assert session.scope == "" and session.decisions.detail is None and session.authoring.draft_text == ""
+
+
+def test_typing_a_draft_shared_in_the_url_logs_neither_the_draft_nor_anything_per_keystroke(workbench_home,
+                                                                                           tmp_path):
+    """Issue 56: while an author typed, the URL's draft was JSON with a brace still open, and
+    Panel's query parser logged a warning quoting the whole draft per keystroke (about 3 KB). The
+    session's link is synced with an address bar as served (`share_in_url`), the draft set through
+    the Authoring view-model keystroke by keystroke: the URL carries it and nothing is logged."""
+    from panel.io.location import Location
+
+    from workbench.app.pages.links import share_in_url
+
+    class Caught(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.DEBUG)
+            self.lines: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.lines.append(record.getMessage())
+
+    store, _, _ = workbench_home
+    session = _session(store, ["acme"], tmp_path)
+    session.scope = "acme"
+    location = Location()
+    share_in_url(location, session.links)
+    caught = Caught()
+    watched = [logging.getLogger(), logging.getLogger("panel")]  # Panel's logger does not propagate
+    for logger in watched:
+        logger.addHandler(caught)
+    try:
+        draft = json.dumps(RULEBOOK | {"description": "secret-margin-42"}, indent=2)
+        for end in range(len(draft) - 12, len(draft) + 1):  # the last keystrokes: a brace still open
+            session.authoring.draft_text = draft[:end]
+    finally:
+        for logger in watched:
+            logger.removeHandler(caught)
+    assert "secret-margin-42" in location.search and "%7D" in location.search  # the link still carries it
+    assert json.loads(session.links.draft)["description"] == "secret-margin-42"
+    assert not [line for line in caught.lines if "secret-margin-42" in line or "Could not parse" in line]
 
 
 def test_a_draft_too_long_for_a_link_is_left_out_of_it(workbench_home, tmp_path):

@@ -20,6 +20,7 @@ from workbench.app.pages.links import (
     Links,
     draft_for_url,
     draft_value,
+    share_in_url,
     text_value,
 )
 from workbench.app.pages.migration import migration_page
@@ -189,7 +190,7 @@ def _pages(session: Session, scopes: list[str]) -> Callable[..., Any]:
 
     session.param.watch(page_changed, "page")
     if pn.state.location is not None:  # served: the URL carries the state (a shareable link)
-        pn.state.location.sync(session.links, QUERY)
+        share_in_url(pn.state.location, session.links)
 
     return pn.bind(pages, session.param.scope)
 

@@ -10,6 +10,7 @@ scope not granted to the session opens nothing, a policy the scope does not have
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 from urllib.parse import urlencode
 
@@ -35,6 +36,29 @@ class Links(param.Parameterized):
     hold = param.Parameter(default="", doc="the Inbox's open hold (a decision id)")
     state = param.Parameter(default="open", doc="the Inbox's state filter")
     queue = param.Parameter(default="", doc="the Inbox's queue filter")
+
+
+class _QueryValueFilter(logging.Filter):
+    """Drops Panel's warning about a query value it cannot parse as JSON (`panel.util.parse_query`,
+    run on every write of the URL): it quotes the whole value, and while an author types, the
+    URL's draft is JSON with a brace still open, so each keystroke logged the whole draft, about
+    3 KB (issue 56). A draft may hold sensitive values; the workbench logs neither drafts nor facts.
+    The value is still kept as text, which is what `Links` expects."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Could not parse value ")
+
+
+_PANEL_QUERY_LOG = logging.getLogger("panel.util")
+_QUERY_VALUE_FILTER = _QueryValueFilter()
+
+
+def share_in_url(location: Any, links: Links) -> None:
+    """Keep `links` and the browser's address bar (Panel's `pn.state.location`) in step, without
+    a query value (a draft) ever reaching the log."""
+    if _QUERY_VALUE_FILTER not in _PANEL_QUERY_LOG.filters:
+        _PANEL_QUERY_LOG.addFilter(_QUERY_VALUE_FILTER)
+    location.sync(links, QUERY)
 
 
 def text_value(value: Any, limit: int = ID_LIMIT) -> str:
@@ -80,5 +104,6 @@ __all__ = [
     "draft_for_url",
     "draft_value",
     "hold_href",
+    "share_in_url",
     "text_value",
 ]

@@ -3,9 +3,10 @@ the moves (approve, halt, rollback, activate, shadow, canary), all through the R
 
 Every move is made by the session's principal with its permissions in the scope (`Rights`):
 the page hides what the roles do not permit, and the store's service refuses it whatever the
-page sends. Activate and canary, the moves that change what production callers get, are
-proposed first (`propose`) and made only on `confirm`, after the page has shown the scope, the
-version, the arm shares and the impact headline (`confirmation_text`)."""
+page sends. Activate, canary and the approval of a pending one, the moves that change what
+production callers get, are proposed first (`propose`) and made only on `confirm`, after the page
+has shown the scope, the version, the arm shares and the impact headline (`confirmation_text`);
+one confirmation for the three (issue 56: Approve request N activated at once)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
 from workbench.migration.impact import headline
 
-CONFIRMED_ACTIONS = ("activate", "canary")  # asked for confirmation before they are sent
+CONFIRMED_ACTIONS = ("activate", "canary", "approve")  # asked for confirmation before they are sent
 # The permission each move needs (gate.services.releases: approve needs approve, the rest release).
 MOVE_PERMISSION: dict[str, Permission] = {"approve": "approve", "shadow": "release", "canary": "release", "activate": "release",
                    "halt": "release", "rollback": "release"}
@@ -108,7 +109,8 @@ class ReleasesState(param.Parameterized):
         return list(((self.status or {}).get("state") or {}).get("pending") or [])
 
     def propose(self, action: str, **body: Any) -> None:
-        """Ask for confirmation of an activate or canary (the page shows `confirmation_text`)."""
+        """Ask for confirmation of an activate, a canary or the approval of a pending request
+        (`request_seq`) (the page shows `confirmation_text`)."""
         if action not in CONFIRMED_ACTIONS:
             self.act(action, **body)
             return
@@ -117,6 +119,13 @@ class ReleasesState(param.Parameterized):
         except GateError as refused:
             self.message = f"{action} refused ({refused.code}): {refused.message}"
             return
+        if action == "approve":
+            pending = self._pending(body.get("request_seq"))
+            if pending is None:
+                self.message = f"no pending request {body.get('request_seq')}"
+                return
+            body = {"request_seq": pending["request_seq"], "version": pending["version"],
+                    "rulebook_hash": pending["rulebook_hash"]}
         if not body.get("version"):
             self.message = f"{action}: pick a published version first"
             return
@@ -127,11 +136,19 @@ class ReleasesState(param.Parameterized):
         proposal = self.proposal
         if not proposal:
             return ""
-        version, action = proposal["version"], proposal["action"]
-        required = bool(self.store.release_policy(self.scope).get("require_approval"))  # as it is now
-        verb = {"activate": "Activate", "canary": "Start a canary of"}[action]
-        return confirmation_lines(f"{verb} {self.rulebook_id} version {version} in scope {self.scope}?",
-                                  (self.status or {}).get("state"), action, version, proposal.get("percent"),
+        version, action, percent = proposal["version"], proposal["action"], proposal.get("percent")
+        verb = {"activate": "Activate", "canary": "Start a canary of"}
+        if action == "approve":  # the approval makes the request's move: its arm shares apply now
+            pending = self._pending(proposal["request_seq"]) or {}
+            move, percent = pending.get("action", "activate"), pending.get("percent")
+            question = (f"Approve request {proposal['request_seq']} by {pending.get('requested_by', '?')}: "
+                        f"{verb.get(move, move).lower()} {self.rulebook_id} version {version} in scope {self.scope}?")
+            required = False
+        else:
+            move = action
+            question = f"{verb[action]} {self.rulebook_id} version {version} in scope {self.scope}?"
+            required = bool(self.store.release_policy(self.scope).get("require_approval"))  # as it is now
+        return confirmation_lines(question, (self.status or {}).get("state"), move, version, percent,
                                   impact_text(self.dry_run_result(), self.rulebook_id, version), required)
 
     def confirm(self) -> None:
@@ -165,8 +182,8 @@ class ReleasesState(param.Parameterized):
             self.message = f"{action} recorded as release event {event['seq']} ({event['event_hash'][:12]}…)"
 
     def approve(self, request_seq: int) -> None:
-        pending = next((p for p in self.pending() if p["request_seq"] == request_seq), None)
-        if pending is None:
-            self.message = f"no pending request {request_seq}"
-            return
-        self.act("approve", request_seq=request_seq, version=pending["version"], rulebook_hash=pending["rulebook_hash"])
+        """Ask for confirmation of the approval of pending request `request_seq` (Approve request N)."""
+        self.propose("approve", request_seq=request_seq)
+
+    def _pending(self, request_seq: Any) -> dict[str, Any] | None:
+        return next((p for p in self.pending() if p["request_seq"] == request_seq), None)
