@@ -12,4 +12,4 @@ owns is affected; a program that imports the gate as a library keeps its own imp
 import sys
 
 if "jsonschema" not in sys.modules:
-    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]  # import refused: see above
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None refuses the import: see above
