@@ -424,3 +424,39 @@ def test_one_dispatcher_at_a_time_holds_a_channel_s_lease(backend, make_app):
     assert outbox.claim_stream("notify-lease.email", "s", now=130, until=190)
     assert outbox.claim_stream("notify-lease.email", "s", now=190, until=250)  # a dead holder's lease ran out
     assert outbox.stream_cursor("notify.email", "s", missing=-1) == -1
+
+
+# -- a hold closed elsewhere ------------------------------------------------------------------------
+
+def _blocks_of(call):
+    blocks = call[1]["blocks"]
+    return blocks if isinstance(blocks, list) else json.loads(blocks)
+
+
+def test_a_hold_closed_elsewhere_updates_its_slack_message_from_the_dispatcher_not_the_request(
+        gate, keys, slack_api, clock):
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(_policy(_channels(every=120, email=()))).status_code == 200
+    first, second = _held(gate, keys), _held(gate, keys, margin_percent=11)
+    clock.advance(121)
+    assert _pass(gate, "slack") == 1  # one digest message shows both
+    (posted,) = slack_api.calls
+    reviewer = Holds(gate.test_client(), _reviewer_key(gate))
+    assert reviewer.resolve(first["decision_id"], "deny").status_code == 201
+    assert len(slack_api.calls) == 1  # never on the resolving request's path
+    assert _pass(gate, "slack") == 1
+    (method, update, _) = slack_api.calls[1]
+    assert method == "chat.update" and update["ts"] == "1700000000.000100" and update["channel"] == "C0123CHANNEL"
+    kept = _blocks_of(slack_api.calls[1])
+    assert len(kept) == len(_blocks_of(posted))
+    buttons = [e["value"] for b in kept if b["type"] == "actions" for e in b["elements"] if "value" in e]
+    assert buttons == [second["decision_id"]] * 2  # the other hold's buttons stay
+    assert f"Decision {first['decision_id']}: denied (by " in json.dumps(kept)
+    assert _pass(gate, "slack") == 0  # told once
+    # The second one expires: the message, as last updated, loses its last buttons.
+    clock.advance(7 * 24 * 3600)
+    gate.extensions["gate"].holds.sweep()
+    assert _pass(gate, "slack") == 1
+    last = _blocks_of(slack_api.calls[2])
+    assert not [b for b in last if b["type"] == "actions"]
+    assert f"Decision {second['decision_id']}: expired" in json.dumps(last) and "denied" in json.dumps(last)
