@@ -460,3 +460,35 @@ def test_a_hold_closed_elsewhere_updates_its_slack_message_from_the_dispatcher_n
     last = _blocks_of(slack_api.calls[2])
     assert not [b for b in last if b["type"] == "actions"]
     assert f"Decision {second['decision_id']}: expired" in json.dumps(last) and "denied" in json.dumps(last)
+
+
+def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_url_only(gate, keys, slack_api, clock):
+    from gate.errors import GateError
+    from gate.services.slack_actions import responder
+
+    record = _held(gate, keys)
+    client = gate.test_client()
+    feedback = slack_api.url + "respond/T0001/B0001/xyz"
+    answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=feedback), clock.now())
+    assert (answer.status_code, answer.get_json()["error"]) == (403, "HOLD_PERMISSION_DENIED")  # as documented
+    (path, told, _), = slack_api.calls
+    assert path == "xyz" and told["response_type"] == "ephemeral" and told["replace_original"] is False
+    assert "HOLD_PERMISSION_DENIED" in told["text"] and "not recorded" in told["text"]
+    answer = _signed(client, _interaction(record["decision_id"], user="U0009NOBODY", response_url=feedback),
+                     clock.now())
+    assert answer.status_code == 403 and "SLACK_USER_UNKNOWN" in slack_api.calls[1][1]["text"]
+    # SECURITY (SSRF): a response_url elsewhere is never called; the refusal is answered as ever.
+    port = slack_api.server_address[1]
+    for elsewhere in (f"http://127.0.0.2:{port}/api/x", f"http://127.0.0.1:{port + 1}/x",
+                      "http://169.254.169.254/latest/meta-data", f"https://127.0.0.1:{port}/api/x"):
+        answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=elsewhere), clock.now())
+        assert answer.status_code == 403
+    assert len(slack_api.calls) == 2
+    respond = responder("https://slack.com/api/")
+    for bad in ("https://hooks.slack.com.evil.example/x", "http://hooks.slack.com/x",
+                "https://u:p@hooks.slack.com/x", "https://hooks.slack.com/x\r\nHost: evil"):
+        with pytest.raises(GateError) as refused:
+            respond(bad, "t")
+        assert refused.value.code == "EVENT_TARGET_REFUSED", bad
+    shown = Holds(client, keys["caller"]).resolution(record["decision_id"]).get_json()
+    assert shown["state"] == "open" and shown["hold"]["approvals"] == []
