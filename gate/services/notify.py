@@ -9,6 +9,8 @@ its own and tells the queue's channels of every `hold.opened` event, never on th
 * A hold closed anywhere (`hold.resolved`, `hold.expired`): its Slack message, kept in
   `slack_messages` when posted, has the hold's buttons replaced by the resolution (`chat.update`;
   a digest keeps the other holds' buttons), in the same pass, never on the resolving path.
+* A hold escalated or reassigned to another queue: that queue's channels are told of it at once
+  (whatever its digest), as of a hold opened there.
 * At once: a hold of a queue with `every_seconds` 0, or of priority `high` or `urgent`, is sent
   by itself (cursor `notify.<kind>`).
 * Digest: the other holds of a queue with `every_seconds` N wait on that queue's own cursor
@@ -63,6 +65,7 @@ BATCH = 200  # events one pass reads per scope and cursor
 LEASE_SECONDS = 60
 _EPOCH = datetime(2020, 1, 1, tzinfo=UTC)  # lease times are whole seconds after it (fit the cursor column)
 OPENED = TYPE_PREFIX + "hold.opened"
+MOVED = (TYPE_PREFIX + "hold.escalated", TYPE_PREFIX + "hold.reassigned")
 CLOSED = (TYPE_PREFIX + "hold.resolved", TYPE_PREFIX + "hold.expired")
 GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived", "not_in_channel",
         "edit_window_closed")  # Slack's answers that no retry changes: the message stays as it was
@@ -106,24 +109,35 @@ def slack_channel(token: str, api_url: str, ledger: Ledger) -> Channel:
             messages.sent(notices[0].scope, [n.decision_id for n in shown], where, ts, blocks)
 
     def closed(scope: str, decision_id: str) -> bool:
-        message, row = messages.of(scope, decision_id), holds.hold(scope, decision_id)
-        if message is None or row is None or row["state"] == OPEN:
+        row = holds.hold(scope, decision_id)
+        if row is None or row["state"] == OPEN:
             return False
-        state, by = row["state"], row["resolved_by"] or "?"
-        blocks = resolved_blocks(decision_id, state, by, message["blocks"])
-        try:
-            client.chat_update(channel=message["channel"], ts=message["ts"],
-                               text=f"Decision {decision_id}: {state}", blocks=blocks)
-        except Exception as error:
-            code = getattr(getattr(error, "response", None), "get", lambda _: None)("error")
-            if code not in GONE:
-                raise  # the server failed: retried on a later pass
-            log.warning("the Slack message of %s cannot be updated (%s); left as it is", decision_id, code)
-            return False
-        messages.updated(message["channel"], message["ts"], blocks)
-        return True
+        told = False
+        for message in messages.of(scope, decision_id):
+            told = _update(client, messages, message, decision_id, row["state"], row["resolved_by"] or "?") or told
+        return told
 
     return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send, closed)
+
+
+def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decision_id: str, state: str,
+            by: str) -> bool:
+    """`chat.update` of one message: the hold's buttons replaced by how it closed (once: a
+    message whose blocks no longer hold them was told already)."""
+    if not any(b.get("block_id") == f"hold:{decision_id}"[:255] for b in message["blocks"] if isinstance(b, dict)):
+        return False
+    blocks = resolved_blocks(decision_id, state, by, message["blocks"])
+    try:
+        client.chat_update(channel=message["channel"], ts=message["ts"], text=f"Decision {decision_id}: {state}",
+                           blocks=blocks)
+    except Exception as error:
+        code = getattr(getattr(error, "response", None), "get", lambda _: None)("error")
+        if code not in GONE:
+            raise  # the server failed: retried on a later pass
+        log.warning("the Slack message of %s cannot be updated (%s); left as it is", decision_id, code)
+        return False
+    messages.updated(message["channel"], message["ts"], blocks)
+    return True
 
 
 class Notifier:
@@ -198,20 +212,27 @@ class Notifier:
                     self.outbox.set_stream_cursor(digest, scope, at)
                 sent += self._digest(channel, scope, queue, at)
         for event in self.outbox.events_after(scope, cursor, limit=BATCH):
-            if event["event_type"] in CLOSED and channel.closed is not None \
-                    and channel.closed(scope, json.loads(event["event_json"])["data"]["decision_id"]):
+            kind = event["event_type"]
+            data = json.loads(event["event_json"])["data"] if kind in (OPENED, *MOVED, *CLOSED) else None
+            if data and kind in CLOSED and channel.closed is not None and channel.closed(scope, data["decision_id"]):
                 self.breakers.record(channel.endpoint, True, None, None)
                 sent += 1
-            data = json.loads(event["event_json"])["data"] if event["event_type"] == OPENED else None
-            owner = queues.get(data["queue"]) if data else None
-            if data and owner is not None and owner.notify is not None and owner.notify.at_once(data["priority"]):
+            owner = queues.get(data["queue"]) if data and kind in (OPENED, *MOVED) else None
+            if data and owner is not None and owner.notify is not None and (
+                    owner.notify.at_once(data["priority"]) if kind == OPENED else self._moved_into(scope, data)):
                 notice = self._notice(scope, data)
-                if notice is not None:
+                if notice is not None and notice.queue == owner.name:
                     channel.send(owner, [notice])
                     self.breakers.record(channel.endpoint, True, None, None)
                     sent += 1
             self.outbox.set_stream_cursor(name, scope, event["seq"])
         return sent
+
+    def _moved_into(self, scope: str, data: dict[str, Any]) -> bool:
+        """Whether the hold was moved into `data["queue"]` (escalated or reassigned to it), not an
+        escalation that found no queue to go to (its hold event keeps the queue and says why)."""
+        return any(e["action"] == "reassign" or (e["action"] == "escalate" and e["note"] is None)
+                   for e in self.holds.events_of(scope, data["decision_id"]) if e["queue"] == data["queue"])
 
     def _digest(self, channel: Channel, scope: str, queue: Queue, cursor: int) -> int:
         """The queue's held-back holds in one message once the first is `every_seconds` old."""

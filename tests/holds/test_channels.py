@@ -453,6 +453,8 @@ def test_a_hold_closed_elsewhere_updates_its_slack_message_from_the_dispatcher_n
     assert buttons == [second["decision_id"]] * 2  # the other hold's buttons stay
     assert f"Decision {first['decision_id']}: denied (by " in json.dumps(kept)
     assert _pass(gate, "slack") == 0  # told once
+    slack = next(c for c in _notifier(gate).channels if c.name == "slack")
+    assert slack.closed("tenant_a", first["decision_id"]) is False and len(slack_api.calls) == 2  # even if asked again
     # The second one expires: the message, as last updated, loses its last buttons.
     clock.advance(7 * 24 * 3600)
     gate.extensions["gate"].holds.sweep()
@@ -492,3 +494,37 @@ def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_u
         assert refused.value.code == "EVENT_TARGET_REFUSED", bad
     shown = Holds(client, keys["caller"]).resolution(record["decision_id"]).get_json()
     assert shown["state"] == "open" and shown["hold"]["approvals"] == []
+
+
+def test_an_escalated_hold_is_told_to_the_next_queue_s_channels_at_once(gate, keys, smtp, slack_api, clock):
+    admin = Holds(gate.test_client(), keys["admin"])
+    leads = {**queue(), "notify": _channels(every=600, email=("leads@example.org",), slack="C0999LEADS")}
+    queues = {"default": {**queue(escalate_after=60, escalate_to="leads"),
+                          "notify": _channels(email=("desk@example.org",), slack=None)},
+              "leads": leads}
+    assert admin.put_policy(policy(queues)).status_code == 200
+    by_clock, by_hand = _held(gate, keys), _held(gate, keys, margin_percent=11)
+    assert _pass(gate, "email") == 2 and _pass(gate, "slack") == 0  # the desk is told; the leads not yet
+    assert [r for r, _ in smtp.messages] == [["desk@example.org"]] * 2
+    reviewer = Holds(gate.test_client(), _reviewer_key(gate))
+    assert reviewer.act(by_hand["decision_id"], "escalate").status_code == 201
+    clock.advance(61)
+    gate.extensions["gate"].holds.sweep()  # the clock escalates the other
+    assert _pass(gate, "email") == 2 and _pass(gate, "slack") == 2  # at once, whatever the leads' digest
+    told = [(r, m.get_body(("plain",)).get_content()) for r, m in smtp.messages[2:]]
+    assert {r[0] for r, _ in told} == {"leads@example.org"}
+    assert by_hand["decision_id"] in told[0][1] and "Queue leads" in told[0][1] and by_clock["decision_id"] in told[1][1]
+    assert {c[1]["channel"] for c in slack_api.calls} == {"C0999LEADS"}
+    assert _pass(gate, "email") == 0 and _pass(gate, "slack") == 0
+    clock.advance(700)
+    assert _pass(gate, "email") == 0  # nor told again by the leads' digest
+    # An escalation that finds no queue left to go to (the policy changed since) tells nobody again.
+    stays = _held(gate, keys, margin_percent=10)
+    assert _pass(gate, "email") == 1
+    queues["default"] = {**queue(), "notify": _channels(email=("desk@example.org",), slack=None)}
+    assert admin.put_policy(policy(queues)).status_code == 200
+    clock.advance(61)
+    assert gate.extensions["gate"].holds.sweep() == 1
+    moved = gate.extensions["gate"].holds.holds.events_of("tenant_a", stays["decision_id"])[-1]
+    assert (moved["action"], moved["queue"], moved["note"]) == ("escalate", "default", "no queue to escalate to")
+    assert _pass(gate, "email") == 0 and len(smtp.messages) == 5

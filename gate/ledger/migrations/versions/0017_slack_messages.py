@@ -20,8 +20,8 @@ def upgrade() -> None:
         "slack_messages",
         sa.Column("scope", sa.String(120), primary_key=True),
         sa.Column("decision_id", sa.String(64), primary_key=True),
-        sa.Column("channel", sa.String(40), nullable=False),
-        sa.Column("ts", sa.String(40), nullable=False),
+        sa.Column("channel", sa.String(40), primary_key=True),
+        sa.Column("ts", sa.String(40), primary_key=True),
         sa.Column("blocks_json", sa.Text, nullable=False),
     )
     op.create_index("ix_slack_messages_message", "slack_messages", ["channel", "ts"])
