@@ -13,7 +13,7 @@ from api.routing import Endpoint, Routes
 from api.runtime import runtime
 from gate.errors import GateError
 from gate.events.notices import slack_client
-from gate.services.slack_actions import MAX_BODY_BYTES, SlackActions, parse, verify
+from gate.services.slack_actions import MAX_BODY_BYTES, SlackActions, parse, responder, verify
 
 routes = Routes("integrations", __name__)
 
@@ -29,7 +29,7 @@ def _actions() -> SlackActions:
     update = None
     if settings.slack_bot_token:
         update = slack_client(settings.slack_bot_token, settings.slack_api_url).chat_update
-    return SlackActions(rt.holds, settings.grants_file, update)
+    return SlackActions(rt.holds, settings.grants_file, update, responder(settings.slack_api_url))
 
 
 @routes.route(Endpoint(

@@ -178,12 +178,17 @@ def slack_client(token: str, base_url: str) -> Any:
                      timeout=int(TIMEOUT_SECONDS))
 
 
-def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> None:
-    """`chat.postMessage`; raises `slack_sdk.errors.SlackApiError` (or OSError) on failure."""
+def post_slack(client: Any, channel: str, notices: Sequence[Notice]) -> tuple[str | None, str | None,
+                                                                             list[dict[str, Any]]]:
+    """`chat.postMessage`; the message's channel id and `ts` as Slack answered, and its blocks.
+    Raises `slack_sdk.errors.SlackApiError` (or OSError) on failure."""
     first = notices[0]
     text = (f"Review needed in {first.scope}: decision {first.decision_id}" if len(notices) == 1
             else f"{len(notices)} held actions to review in {first.scope}")
-    client.chat_postMessage(channel=channel, text=_cut(text, 300), blocks=slack_blocks(notices))
+    blocks = slack_blocks(notices)
+    answer = client.chat_postMessage(channel=channel, text=_cut(text, 300), blocks=blocks)
+    where, ts = answer.get("channel"), answer.get("ts")
+    return (where if isinstance(where, str) else None), (ts if isinstance(ts, str) else None), blocks
 
 
 def resolved_blocks(decision_id: str, state: str, by: str,

@@ -473,6 +473,21 @@ hold_events = Table(
     Index("ix_hold_events_scope_action", "scope", "action", "seq"),
 )
 
+# The Slack message that told a queue of a hold (docs/integrations.md, "Reviewers' channels"):
+# where it is (`channel`, `ts`) and its blocks as last sent, so the dispatcher replaces the hold's
+# buttons by its resolution once it closes anywhere (a digest's rows share one message; a hold
+# moved to another queue has a message in each).
+slack_messages = Table(
+    "slack_messages",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("decision_id", String(64), primary_key=True),
+    Column("channel", String(40), primary_key=True),
+    Column("ts", String(40), primary_key=True),
+    Column("blocks_json", Text, nullable=False),
+    Index("ix_slack_messages_message", "channel", "ts"),
+)
+
 # Per-scope event settings (docs/events.md, "Opt-in events"): `decision.created` for every
 # decision, and the schedule of the scope's anomaly report whose findings become events.
 event_settings = Table(

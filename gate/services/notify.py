@@ -6,6 +6,11 @@ pass per channel kind as one of its tasks, so there is no loop of its own and a 
 never holds up Slack (nor webhooks): each kind walks each scope's events outbox from a cursor of
 its own and tells the queue's channels of every `hold.opened` event, never on the decide's path.
 
+* A hold closed anywhere (`hold.resolved`, `hold.expired`): its Slack message, kept in
+  `slack_messages` when posted, has the hold's buttons replaced by the resolution (`chat.update`;
+  a digest keeps the other holds' buttons), in the same pass, never on the resolving path.
+* A hold escalated or reassigned to another queue: that queue's channels are told of it at once
+  (whatever its digest), as of a hold opened there.
 * At once: a hold of a queue with `every_seconds` 0, or of priority `high` or `urgent`, is sent
   by itself (cursor `notify.<kind>`).
 * Digest: the other holds of a queue with `every_seconds` N wait on that queue's own cursor
@@ -36,13 +41,22 @@ from typing import Any
 from gate.clock import Clock, SystemClock
 from gate.events.breaker import Breakers
 from gate.events.cloudevent import TYPE_PREFIX
-from gate.events.notices import Notice, email_message, post_slack, send_email, slack_client
+from gate.events.notices import (
+    MAX_SLACK_HOLDS,
+    Notice,
+    email_message,
+    post_slack,
+    resolved_blocks,
+    send_email,
+    slack_client,
+)
 from gate.holds.events import OPEN
 from gate.holds.links import inbox_url
 from gate.holds.policy import Notify, Queue
 from gate.ledger import Ledger
 from gate.ledger.holds import HoldLedger
 from gate.ledger.outbox import Outbox
+from gate.ledger.slack_messages import SlackMessages
 from gate.services.holds import HoldOpener
 
 log = logging.getLogger("gate.notify")
@@ -51,6 +65,10 @@ BATCH = 200  # events one pass reads per scope and cursor
 LEASE_SECONDS = 60
 _EPOCH = datetime(2020, 1, 1, tzinfo=UTC)  # lease times are whole seconds after it (fit the cursor column)
 OPENED = TYPE_PREFIX + "hold.opened"
+MOVED = (TYPE_PREFIX + "hold.escalated", TYPE_PREFIX + "hold.reassigned")
+CLOSED = (TYPE_PREFIX + "hold.resolved", TYPE_PREFIX + "hold.expired")
+GONE = ("message_not_found", "cant_update_message", "channel_not_found", "is_archived", "not_in_channel",
+        "edit_window_closed")  # Slack's answers that no retry changes: the message stays as it was
 Sender = Callable[[Queue, Sequence[Notice]], None]
 
 
@@ -60,10 +78,13 @@ def _utc(text: str) -> datetime:
 
 class Channel:
     """One kind of channel: its name, its server's address (the breaker's key), which queues
-    name it, and how it sends a message (one hold or a digest)."""
+    name it, how it sends a message (one hold or a digest) and, for Slack, how it updates the
+    message of a hold that closed."""
 
-    def __init__(self, name: str, endpoint: str, wants: Callable[[Notify], bool], send: Sender) -> None:
+    def __init__(self, name: str, endpoint: str, wants: Callable[[Notify], bool], send: Sender,
+                 closed: Callable[[str, str], bool] | None = None) -> None:
         self.name, self.endpoint, self.wants, self.send = name, endpoint, wants, send
+        self.closed = closed  # (scope, decision_id) → whether a message was updated to say it closed
 
 
 def email_channel(url: str, sender: str) -> Channel:
@@ -74,14 +95,49 @@ def email_channel(url: str, sender: str) -> Channel:
     return Channel("email", url, lambda notify: bool(notify.email), send)
 
 
-def slack_channel(token: str, api_url: str) -> Channel:
+def slack_channel(token: str, api_url: str, ledger: Ledger) -> Channel:
+    """Posts each notice and keeps where (`slack_messages`); a closed hold's message then has its
+    buttons replaced by the resolution (`chat.update`), a digest keeping the other holds' buttons."""
     client = slack_client(token, api_url)
+    messages, holds = SlackMessages(ledger), HoldLedger(ledger)
 
     def send(queue: Queue, notices: Sequence[Notice]) -> None:
         assert queue.notify is not None and queue.notify.slack_channel  # noqa: S101 - as above
-        post_slack(client, queue.notify.slack_channel, notices)
+        where, ts, blocks = post_slack(client, queue.notify.slack_channel, notices)
+        if where and ts:
+            shown = notices[:MAX_SLACK_HOLDS]  # the holds with buttons
+            messages.sent(notices[0].scope, [n.decision_id for n in shown], where, ts, blocks)
 
-    return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send)
+    def closed(scope: str, decision_id: str) -> bool:
+        row = holds.hold(scope, decision_id)
+        if row is None or row["state"] == OPEN:
+            return False
+        told = False
+        for message in messages.of(scope, decision_id):
+            told = _update(client, messages, message, decision_id, row["state"], row["resolved_by"] or "?") or told
+        return told
+
+    return Channel("slack", api_url, lambda notify: notify.slack_channel is not None, send, closed)
+
+
+def _update(client: Any, messages: SlackMessages, message: dict[str, Any], decision_id: str, state: str,
+            by: str) -> bool:
+    """`chat.update` of one message: the hold's buttons replaced by how it closed (once: a
+    message whose blocks no longer hold them was told already)."""
+    if not any(b.get("block_id") == f"hold:{decision_id}"[:255] for b in message["blocks"] if isinstance(b, dict)):
+        return False
+    blocks = resolved_blocks(decision_id, state, by, message["blocks"])
+    try:
+        client.chat_update(channel=message["channel"], ts=message["ts"], text=f"Decision {decision_id}: {state}",
+                           blocks=blocks)
+    except Exception as error:
+        code = getattr(getattr(error, "response", None), "get", lambda _: None)("error")
+        if code not in GONE:
+            raise  # the server failed: retried on a later pass
+        log.warning("the Slack message of %s cannot be updated (%s); left as it is", decision_id, code)
+        return False
+    messages.updated(message["channel"], message["ts"], blocks)
+    return True
 
 
 class Notifier:
@@ -156,16 +212,27 @@ class Notifier:
                     self.outbox.set_stream_cursor(digest, scope, at)
                 sent += self._digest(channel, scope, queue, at)
         for event in self.outbox.events_after(scope, cursor, limit=BATCH):
-            data = json.loads(event["event_json"])["data"] if event["event_type"] == OPENED else None
-            owner = queues.get(data["queue"]) if data else None
-            if data and owner is not None and owner.notify is not None and owner.notify.at_once(data["priority"]):
+            kind = event["event_type"]
+            data = json.loads(event["event_json"])["data"] if kind in (OPENED, *MOVED, *CLOSED) else None
+            if data and kind in CLOSED and channel.closed is not None and channel.closed(scope, data["decision_id"]):
+                self.breakers.record(channel.endpoint, True, None, None)
+                sent += 1
+            owner = queues.get(data["queue"]) if data and kind in (OPENED, *MOVED) else None
+            if data and owner is not None and owner.notify is not None and (
+                    owner.notify.at_once(data["priority"]) if kind == OPENED else self._moved_into(scope, data)):
                 notice = self._notice(scope, data)
-                if notice is not None:
+                if notice is not None and notice.queue == owner.name:
                     channel.send(owner, [notice])
                     self.breakers.record(channel.endpoint, True, None, None)
                     sent += 1
             self.outbox.set_stream_cursor(name, scope, event["seq"])
         return sent
+
+    def _moved_into(self, scope: str, data: dict[str, Any]) -> bool:
+        """Whether the hold was moved into `data["queue"]` (escalated or reassigned to it), not an
+        escalation that found no queue to go to (its hold event keeps the queue and says why)."""
+        return any(e["action"] == "reassign" or (e["action"] == "escalate" and e["note"] is None)
+                   for e in self.holds.events_of(scope, data["decision_id"]) if e["queue"] == data["queue"])
 
     def _digest(self, channel: Channel, scope: str, queue: Queue, cursor: int) -> int:
         """The queue's held-back holds in one message once the first is `every_seconds` old."""
@@ -206,5 +273,5 @@ def notifier_from_settings(ledger: Ledger, settings: Any, clock: Clock | None = 
     if settings.smtp_url and settings.smtp_from:
         channels.append(email_channel(settings.smtp_url, settings.smtp_from))
     if settings.slack_bot_token:
-        channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url))
+        channels.append(slack_channel(settings.slack_bot_token, settings.slack_api_url, ledger))
     return Notifier(ledger, channels, clock, settings.workbench_url) if channels else None

@@ -18,7 +18,10 @@ refusal changing nothing:
    `HOLD_PERMISSION_DENIED`; four eyes, members and quorums as everywhere (a signed hold event).
 
 The message is then updated (`chat.update`) to say what was decided and by whom; a failure of
-that update is logged and changes nothing of the resolution.
+that update is logged and changes nothing of the resolution. Slack shows the clicker nothing of
+an answer's body, so a refusal from step 5 on is also told to the clicker alone: an ephemeral
+message posted to the interaction's `response_url` (only on hooks.slack.com or the configured
+API host: `responder`); the answer's status and body stay as above.
 """
 
 from __future__ import annotations
@@ -29,11 +32,12 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from gate.clock import Clock
 from gate.errors import GateError
 from gate.events.notices import APPROVE, DENY, resolved_blocks
+from gate.events.targets import TargetRefused, check
 from gate.grants import AccessConfigError, Grants, load_grants
 from gate.principals import Principal, permissions_of
 from gate.services.holds import HoldService
@@ -45,6 +49,7 @@ STALE_SECONDS = 5 * 60
 _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
 _DECISION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _SLACK_ID = re.compile(r"^[A-Z0-9]{2,32}$")
+SLACK_HOOKS = "hooks.slack.com"  # where Slack's response_url points
 REASONS = {APPROVE: ("approve", "SLACK_APPROVE"), DENY: ("deny", "SLACK_DENY")}
 
 
@@ -111,7 +116,9 @@ def parse(body: bytes) -> dict[str, Any]:
     channel = container.get("channel_id")
     message = payload["message"] if isinstance(payload.get("message"), dict) else {}
     blocks = message.get("blocks")
+    response_url = payload.get("response_url")
     return {"action": actions[0]["action_id"], "decision_id": decision_id, "team_id": team, "user_id": user_id,
+            "response_url": response_url if isinstance(response_url, str) else None,
             "channel": channel if isinstance(channel, str) else None,
             "message_ts": container.get("message_ts") if isinstance(container.get("message_ts"), str) else None,
             "blocks": blocks if isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks) else None}
@@ -120,10 +127,12 @@ def parse(body: bytes) -> dict[str, Any]:
 class SlackActions:
     """The interaction's use case over the hold service (see the module's text)."""
 
-    def __init__(self, holds: HoldService, grants_file: Path | None, update: Callable[..., Any] | None = None) -> None:
+    def __init__(self, holds: HoldService, grants_file: Path | None, update: Callable[..., Any] | None = None,
+                 respond: Callable[[str, str], None] | None = None) -> None:
         self.holds = holds
         self.grants_file = grants_file
         self.update = update  # chat.update of the Slack client, when a bot token is configured
+        self.respond = respond  # (response_url, text): the clicker's ephemeral feedback
 
     def person(self, team_id: str, user_id: str) -> tuple[Principal, Grants]:
         """The person the grants file maps this Slack user to, and the grants read."""
@@ -141,7 +150,26 @@ class SlackActions:
         return person, grants
 
     def act(self, interaction: Mapping[str, Any]) -> dict[str, Any]:
-        """Resolve the hold as the mapped person; then update the Slack message."""
+        """Resolve the hold as the mapped person; then update the Slack message. A refusal is
+        told to the clicker alone (an ephemeral message through the interaction's response_url)
+        and raised as it is."""
+        try:
+            return self._act(interaction)
+        except GateError as error:
+            self._refused(interaction, error)
+            raise
+
+    def _refused(self, interaction: Mapping[str, Any], error: GateError) -> None:
+        url = interaction.get("response_url")
+        if self.respond is None or not url:
+            return
+        try:
+            self.respond(url, f"Your click was not recorded: {mrkdwn_escape(error.message)} ({error.code}).")
+        except Exception as failure:  # noqa: BLE001 - the refusal stands; only its feedback is lost
+            log.warning("the Slack feedback of a refused click was not sent (%s: %s)", type(failure).__name__,
+                        str(failure)[:200])
+
+    def _act(self, interaction: Mapping[str, Any]) -> dict[str, Any]:
         person, grants = self.person(interaction["team_id"], interaction["user_id"])
         decision_id = interaction["decision_id"]
         scope = self.holds.holds.scope_of(decision_id)
@@ -166,6 +194,35 @@ class SlackActions:
         except Exception as error:  # noqa: BLE001 - the resolution stands; only the message is stale
             log.warning("the Slack message of %s was not updated (%s)", interaction["decision_id"],
                         type(error).__name__)
+
+
+def mrkdwn_escape(text: str) -> str:
+    """Slack's escaping of `&`, `<` and `>`, so no text makes a mention or a link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def responder(api_url: str, timeout: float = 2.0) -> Callable[[str, str], None]:
+    """Posts an ephemeral message to an interaction's `response_url`. SECURITY (SSRF): the URL is
+    the payload's text, so it is posted to only when its host is `hooks.slack.com` (https) or the
+    host of the configured GATE_SLACK_API_URL (same scheme), and it passes the webhook targets'
+    URL checks (gate.events.targets.check: no credentials, no control characters, and
+    hooks.slack.com resolving to public addresses only); anything else raises TargetRefused."""
+    api = urlsplit(api_url)
+
+    def respond(url: str, text: str) -> None:
+        parts = urlsplit(url)
+        if not ((parts.scheme, parts.hostname) == ("https", SLACK_HOOKS)
+                or (parts.scheme, parts.hostname, parts.port) == (api.scheme, api.hostname, api.port)):
+            raise TargetRefused("a response_url must be on hooks.slack.com or the GATE_SLACK_API_URL host")
+        check(url, {api.hostname} if api.hostname else set())
+        from slack_sdk.webhook import WebhookClient  # the server extra carries slack_sdk
+
+        answer = WebhookClient(url, timeout=int(timeout) or 1).send(
+            text=text, response_type="ephemeral", replace_original=False)
+        if answer.status_code != 200:
+            raise OSError(f"Slack answered {answer.status_code}")
+
+    return respond
 
 
 class _Signed:

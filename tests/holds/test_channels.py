@@ -424,3 +424,107 @@ def test_one_dispatcher_at_a_time_holds_a_channel_s_lease(backend, make_app):
     assert outbox.claim_stream("notify-lease.email", "s", now=130, until=190)
     assert outbox.claim_stream("notify-lease.email", "s", now=190, until=250)  # a dead holder's lease ran out
     assert outbox.stream_cursor("notify.email", "s", missing=-1) == -1
+
+
+# -- a hold closed elsewhere ------------------------------------------------------------------------
+
+def _blocks_of(call):
+    blocks = call[1]["blocks"]
+    return blocks if isinstance(blocks, list) else json.loads(blocks)
+
+
+def test_a_hold_closed_elsewhere_updates_its_slack_message_from_the_dispatcher_not_the_request(
+        gate, keys, slack_api, clock):
+    admin = Holds(gate.test_client(), keys["admin"])
+    assert admin.put_policy(_policy(_channels(every=120, email=()))).status_code == 200
+    first, second = _held(gate, keys), _held(gate, keys, margin_percent=11)
+    clock.advance(121)
+    assert _pass(gate, "slack") == 1  # one digest message shows both
+    (posted,) = slack_api.calls
+    reviewer = Holds(gate.test_client(), _reviewer_key(gate))
+    assert reviewer.resolve(first["decision_id"], "deny").status_code == 201
+    assert len(slack_api.calls) == 1  # never on the resolving request's path
+    assert _pass(gate, "slack") == 1
+    (method, update, _) = slack_api.calls[1]
+    assert method == "chat.update" and update["ts"] == "1700000000.000100" and update["channel"] == "C0123CHANNEL"
+    kept = _blocks_of(slack_api.calls[1])
+    assert len(kept) == len(_blocks_of(posted))
+    buttons = [e["value"] for b in kept if b["type"] == "actions" for e in b["elements"] if "value" in e]
+    assert buttons == [second["decision_id"]] * 2  # the other hold's buttons stay
+    assert f"Decision {first['decision_id']}: denied (by " in json.dumps(kept)
+    assert _pass(gate, "slack") == 0  # told once
+    slack = next(c for c in _notifier(gate).channels if c.name == "slack")
+    assert slack.closed("tenant_a", first["decision_id"]) is False and len(slack_api.calls) == 2  # even if asked again
+    # The second one expires: the message, as last updated, loses its last buttons.
+    clock.advance(7 * 24 * 3600)
+    gate.extensions["gate"].holds.sweep()
+    assert _pass(gate, "slack") == 1
+    last = _blocks_of(slack_api.calls[2])
+    assert not [b for b in last if b["type"] == "actions"]
+    assert f"Decision {second['decision_id']}: expired" in json.dumps(last) and "denied" in json.dumps(last)
+
+
+def test_a_refused_click_is_told_to_the_clicker_alone_through_a_slack_response_url_only(gate, keys, slack_api, clock):
+    from gate.errors import GateError
+    from gate.services.slack_actions import responder
+
+    record = _held(gate, keys)
+    client = gate.test_client()
+    feedback = slack_api.url + "respond/T0001/B0001/xyz"
+    answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=feedback), clock.now())
+    assert (answer.status_code, answer.get_json()["error"]) == (403, "HOLD_PERMISSION_DENIED")  # as documented
+    (path, told, _), = slack_api.calls
+    assert path == "xyz" and told["response_type"] == "ephemeral" and told["replace_original"] is False
+    assert "HOLD_PERMISSION_DENIED" in told["text"] and "not recorded" in told["text"]
+    answer = _signed(client, _interaction(record["decision_id"], user="U0009NOBODY", response_url=feedback),
+                     clock.now())
+    assert answer.status_code == 403 and "SLACK_USER_UNKNOWN" in slack_api.calls[1][1]["text"]
+    # SECURITY (SSRF): a response_url elsewhere is never called; the refusal is answered as ever.
+    port = slack_api.server_address[1]
+    for elsewhere in (f"http://127.0.0.2:{port}/api/x", f"http://127.0.0.1:{port + 1}/x",
+                      "http://169.254.169.254/latest/meta-data", f"https://127.0.0.1:{port}/api/x"):
+        answer = _signed(client, _interaction(record["decision_id"], user=BOB, response_url=elsewhere), clock.now())
+        assert answer.status_code == 403
+    assert len(slack_api.calls) == 2
+    respond = responder("https://slack.com/api/")
+    for bad in ("https://hooks.slack.com.evil.example/x", "http://hooks.slack.com/x",
+                "https://u:p@hooks.slack.com/x", "https://hooks.slack.com/x\r\nHost: evil"):
+        with pytest.raises(GateError) as refused:
+            respond(bad, "t")
+        assert refused.value.code == "EVENT_TARGET_REFUSED", bad
+    shown = Holds(client, keys["caller"]).resolution(record["decision_id"]).get_json()
+    assert shown["state"] == "open" and shown["hold"]["approvals"] == []
+
+
+def test_an_escalated_hold_is_told_to_the_next_queue_s_channels_at_once(gate, keys, smtp, slack_api, clock):
+    admin = Holds(gate.test_client(), keys["admin"])
+    leads = {**queue(), "notify": _channels(every=600, email=("leads@example.org",), slack="C0999LEADS")}
+    queues = {"default": {**queue(escalate_after=60, escalate_to="leads"),
+                          "notify": _channels(email=("desk@example.org",), slack=None)},
+              "leads": leads}
+    assert admin.put_policy(policy(queues)).status_code == 200
+    by_clock, by_hand = _held(gate, keys), _held(gate, keys, margin_percent=11)
+    assert _pass(gate, "email") == 2 and _pass(gate, "slack") == 0  # the desk is told; the leads not yet
+    assert [r for r, _ in smtp.messages] == [["desk@example.org"]] * 2
+    reviewer = Holds(gate.test_client(), _reviewer_key(gate))
+    assert reviewer.act(by_hand["decision_id"], "escalate").status_code == 201
+    clock.advance(61)
+    gate.extensions["gate"].holds.sweep()  # the clock escalates the other
+    assert _pass(gate, "email") == 2 and _pass(gate, "slack") == 2  # at once, whatever the leads' digest
+    told = [(r, m.get_body(("plain",)).get_content()) for r, m in smtp.messages[2:]]
+    assert {r[0] for r, _ in told} == {"leads@example.org"}
+    assert by_hand["decision_id"] in told[0][1] and "Queue leads" in told[0][1] and by_clock["decision_id"] in told[1][1]
+    assert {c[1]["channel"] for c in slack_api.calls} == {"C0999LEADS"}
+    assert _pass(gate, "email") == 0 and _pass(gate, "slack") == 0
+    clock.advance(700)
+    assert _pass(gate, "email") == 0  # nor told again by the leads' digest
+    # An escalation that finds no queue left to go to (the policy changed since) tells nobody again.
+    stays = _held(gate, keys, margin_percent=10)
+    assert _pass(gate, "email") == 1
+    queues["default"] = {**queue(), "notify": _channels(email=("desk@example.org",), slack=None)}
+    assert admin.put_policy(policy(queues)).status_code == 200
+    clock.advance(61)
+    assert gate.extensions["gate"].holds.sweep() == 1
+    moved = gate.extensions["gate"].holds.holds.events_of("tenant_a", stays["decision_id"])[-1]
+    assert (moved["action"], moved["queue"], moved["note"]) == ("escalate", "default", "no queue to escalate to")
+    assert _pass(gate, "email") == 0 and len(smtp.messages) == 5

@@ -169,6 +169,40 @@ def test_a_two_person_quorum_needs_two_distinct_approvers(gate, keys):
     assert verify_resolution(record, second["event"], anchors).approved
 
 
+def test_a_hold_approved_before_the_closing_vote_counted_reads_every_approval_after_migration_0018(gate, keys):
+    """Before issue 56's fix the closing approval did not add itself to the row: a hold closed at
+    2 of 2 read "1 of 2" in the API, the CLI and the Inbox. Migration 0018 adds it from the
+    hold's signed resolution event; rows that list it, and denied holds, stay as they are."""
+    import json
+
+    from sqlalchemy import text, update
+
+    from gate.ledger.tables import holds
+
+    assert _as(gate, keys, "admin").put_policy(policy({"default": queue(quorum="two")})).status_code == 200
+    approved, denied = _held(gate, keys), _held(gate, keys)
+    first = _as(gate, keys, "reviewer").resolve(approved["decision_id"]).get_json()["event"]
+    _as(gate, keys, "reviewer2").resolve(approved["decision_id"])
+    _as(gate, keys, "reviewer").resolve(denied["decision_id"])
+    _as(gate, keys, "reviewer2").resolve(denied["decision_id"], "deny")
+    reviewer = _as(gate, keys, "reviewer")
+    now = {d: reviewer.show(d).get_json()["hold"] for d in (approved["decision_id"], denied["decision_id"])}
+    assert len(now[approved["decision_id"]]["approvals"]) == 2 and len(now[denied["decision_id"]]["approvals"]) == 1
+    ledger = gate.extensions["gate"].ledger
+    old = json.dumps(now[approved["decision_id"]]["approvals"][:1])  # the votes before the closing one
+    assert json.loads(old)[0]["event_hash"] == first["event_hash"]
+    with ledger.write() as connection:  # the row as the code before the fix wrote it
+        connection.execute(update(holds).where(holds.c.decision_id == approved["decision_id"]).values(
+            approvals_json=old))
+    assert reviewer.show(approved["decision_id"]).get_json()["hold"]["approvals"] == json.loads(old)
+    for _ in range(2):  # the upgrade, then again: idempotent
+        with ledger.write() as connection:
+            connection.execute(text("UPDATE alembic_version SET version_num = '0017_slack_messages'"))
+        ledger.upgrade()
+        for decision_id, hold in now.items():
+            assert reviewer.show(decision_id).get_json()["hold"] == hold
+
+
 def test_a_queue_that_requires_a_justification_refuses_a_vote_without_one(gate, keys):
     _as(gate, keys, "admin").put_policy(policy({"default": queue(justification=True)}))
     record = _held(gate, keys)
