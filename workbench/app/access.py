@@ -10,16 +10,9 @@ production (releases), so it is an operator tool, not a public page:
 - With sign-in (required on any other address) people sign in either through an OpenID Connect
   provider (`workbench.app.oidc`: issuer, subject, display name and the groups claim) or
   against a password file of scrypt hashes (`workbench.app.passwords`; issuer "password-file",
-  subject the user name). A grants file (`load_grants`) gives each person roles per scope, by
-  user (subject) and by group; a person without a role in a scope does not see it.
-
-Grants file (one per deployment; docs/workbench.md, "Roles and the grants file"):
-
-    {"users":  {"alice": {"payments": ["author", "releaser"]}},
-     "groups": {"gate-approvers": {"*": ["approver"]}}}
-
-`"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. The older form
-`{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only.
+  subject the user name). A grants file (`gate.grants.load_grants`, the one home of its format,
+  which the API reads too for CI principals) gives each person roles per scope, by user (subject)
+  and by group; a person without a role in a scope does not see it.
 
 SECURITY: the decision to serve without authentication is made from the bind address, before
 the server starts; there is no flag that turns it off for a non-loopback address. What a page
@@ -31,30 +24,20 @@ from __future__ import annotations
 
 import getpass
 import ipaddress
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gate.errors import CodedError
+from gate.grants import AccessConfigError, Grants, load_grants
 from gate.principals import ROLES, Principal, permissions_of
 from workbench.app.passwords import PasswordFileError, load_hashes
 
 if TYPE_CHECKING:
     from workbench.app.oidc_settings import OIDCSettings
 
-ALL_SCOPES = "*"
 PASSWORD_FILE_ISSUER = "password-file"  # noqa: S105  # an issuer name, not a password
-LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
-
-
-class AccessConfigError(CodedError):
-    """The workbench's access configuration is unusable; the message says what to fix."""
-
-    CODE = "WORKBENCH_ACCESS_INVALID"
 
 
 def is_loopback(address: str) -> bool:
@@ -131,29 +114,6 @@ class Rights:
         return cls(Identity.local_operator(login), lambda _scope: frozenset(ROLES))
 
 
-RoleTable = dict[str, dict[str, frozenset[str]]]  # name -> scope (or "*") -> roles
-
-
-@dataclass(frozen=True)
-class Grants:
-    """Roles per scope, by user (the subject) and by group (the groups claim)."""
-
-    users: RoleTable = field(default_factory=dict)
-    groups: RoleTable = field(default_factory=dict)
-    # An administrator's revocation: subject -> epoch seconds; that subject's sessions opened
-    # before it end (workbench.app.sessions). Not a role: it never grants anything.
-    revoked: dict[str, float] = field(default_factory=dict)
-
-    def roles(self, identity: Identity, scope: str) -> frozenset[str]:
-        """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
-        tables = [self.users.get(identity.principal.subject or "", {})]
-        tables += [self.groups.get(group, {}) for group in identity.groups]
-        roles: set[str] = set()
-        for table in tables:
-            roles |= table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
-        return frozenset(roles)
-
-
 @dataclass(frozen=True)
 class Access:
     """The access policy of one running workbench."""
@@ -182,74 +142,6 @@ class Access:
     def scopes_for(self, identity: Identity | None, known_scopes: list[str]) -> list[str]:
         """The scopes `identity` may see (a role there), in the order of `known_scopes`."""
         return [scope for scope in known_scopes if "read" in self.permissions_in(identity, scope)]
-
-
-def _read_json_object(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AccessConfigError(f"{what} {path} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise AccessConfigError(f"{what} {path} is not readable JSON: {exc}") from None
-    if not isinstance(data, dict) or not data:
-        raise AccessConfigError(f"{what} {path} must be a non-empty JSON object")
-    return data
-
-
-def _names(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(s, str) and s for s in value)
-
-
-def _role_table(path: Path, section: str, entries: object) -> RoleTable:
-    if not isinstance(entries, dict):
-        raise AccessConfigError(f"grants file {path}: {section!r} must map names to {{scope: [roles]}}")
-    table: RoleTable = {}
-    for name, scopes in entries.items():
-        if not isinstance(scopes, dict) or not all(isinstance(s, str) and s and _names(r) for s, r in scopes.items()):
-            raise AccessConfigError(f"grants file {path}: {section} {name!r} must map scope names to lists of roles")
-        for scope, roles in scopes.items():
-            unknown = sorted(set(roles) - set(ROLES))
-            if unknown:
-                raise AccessConfigError(f"grants file {path}: {section} {name!r}, scope {scope!r}: unknown "
-                                        f"role(s) {', '.join(map(repr, unknown))}; roles are {', '.join(ROLES)}")
-        table[name] = {scope: frozenset(roles) for scope, roles in scopes.items()}
-    return table
-
-
-def load_grants(path: Path) -> Grants:
-    """Read the grants file (module docstring); refuses anything else with the member at fault."""
-    data = _read_json_object(path, "grants file")
-    # The older {"user": ["scope", ...]} (a file naming "users" or "groups" is the current form).
-    if not {"users", "groups"} & set(data) and all(isinstance(value, list) for value in data.values()):
-        for user, scopes in data.items():
-            if not _names(scopes):
-                raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
-        return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
-                             for user, scopes in data.items()})
-    unknown = sorted(set(data) - {"users", "groups", "revoked"})
-    if unknown:
-        raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
-                                'it is {"users": {...}, "groups": {...}, "revoked": {...}}')
-    return Grants(_role_table(path, "users", data.get("users", {})),
-                  _role_table(path, "groups", data.get("groups", {})),
-                  _revocations(path, data.get("revoked", {})))
-
-
-def _revocations(path: Path, revoked: object) -> dict[str, float]:
-    """The grants file's `revoked`: {"<subject>": "<ISO time with zone>"} as epoch seconds."""
-    if not isinstance(revoked, dict):
-        raise AccessConfigError(f"grants file {path}: 'revoked' must map subjects to ISO times")
-    out: dict[str, float] = {}
-    for subject, when in revoked.items():
-        try:
-            moment = datetime.fromisoformat(when) if isinstance(when, str) else None
-        except ValueError:
-            moment = None
-        if moment is None or moment.tzinfo is None:
-            raise AccessConfigError(f"grants file {path}: revoked {subject!r}: {when!r} is not an ISO time "
-                                    "with its zone (2026-11-26T18:00:00Z)")
-        out[subject] = moment.timestamp()
-    return out
 
 
 def access_for(address: str, basic_auth_file: Path | None, grants_file: Path | None,
@@ -293,3 +185,7 @@ def identity_from_claims(claims: Mapping[str, Any], groups_claim: str) -> tuple[
     names = tuple(g for g in groups if isinstance(g, str) and g) if isinstance(groups, list) else ()
     display = claims.get("name") or claims.get("preferred_username")
     return claims["iss"], claims["sub"], display if isinstance(display, str) and display else None, names
+
+
+__all__ = ["Access", "AccessConfigError", "Grants", "Identity", "Rights", "access_for", "identity_from_claims",
+           "is_loopback", "load_grants", "roles_text"]

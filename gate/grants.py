@@ -1,0 +1,177 @@
+"""The grants file: which roles each person, group and CI run holds in which scope.
+
+One file per deployment, read by the workbench (people, by subject and by group: docs/workbench.md,
+"Roles and the grants file") and by the API (CI runs that present a workload-identity token:
+docs/ci-principal.md):
+
+    {"users":  {"alice": {"payments": ["author", "releaser"]}},
+     "groups": {"gate-approvers": {"*": ["approver"]}},
+     "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
+
+`"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. A `ci` entry is
+`<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (no patterns: another
+branch of the same repository is another principal, with no role until the file names it), and
+holds only `gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The older
+form `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only.
+
+Stdlib only; every refusal names the member at fault (`AccessConfigError`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from gate.errors import CodedError
+from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
+
+ALL_SCOPES = "*"
+LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
+
+
+class AccessConfigError(CodedError):
+    """The access configuration (the grants file, or the workbench's sign-in) is unusable; the
+    message says what to fix."""
+
+    CODE = "WORKBENCH_ACCESS_INVALID"
+
+
+class Signed(Protocol):
+    """Who a workbench session acts as (workbench.app.access.Identity): a principal and its groups."""
+
+    @property
+    def principal(self) -> Principal: ...
+
+    @property
+    def groups(self) -> tuple[str, ...]: ...
+
+
+RoleTable = dict[str, dict[str, frozenset[str]]]  # name -> scope (or "*") -> roles
+
+
+def _roles_in(table: dict[str, frozenset[str]], scope: str) -> frozenset[str]:
+    return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
+
+
+@dataclass(frozen=True)
+class Grants:
+    """Roles per scope, by user (the subject), by group (the groups claim) and by CI run."""
+
+    users: RoleTable = field(default_factory=dict)
+    groups: RoleTable = field(default_factory=dict)
+    # An administrator's revocation: subject -> epoch seconds; that subject's sessions opened
+    # before it end (workbench.app.sessions). Not a role: it never grants anything.
+    revoked: dict[str, float] = field(default_factory=dict)
+    ci: RoleTable = field(default_factory=dict)  # "<repository>@<ref>" -> scope -> roles
+
+    def roles(self, identity: Signed, scope: str) -> frozenset[str]:
+        """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
+        tables = [self.users.get(identity.principal.subject or "", {})]
+        tables += [self.groups.get(group, {}) for group in identity.groups]
+        roles: set[str] = set()
+        for table in tables:
+            roles |= _roles_in(table, scope)
+        return frozenset(roles)
+
+    def ci_scopes(self, principal: Principal) -> dict[str, frozenset[str]]:
+        """The scope -> roles entries the file gives a CI principal (none for any other kind)."""
+        if principal.kind != KIND_CI:
+            return {}
+        return self.ci.get(principal.id[len(CI_PREFIX):], {})
+
+    def ci_roles(self, principal: Principal, scope: str) -> frozenset[str]:
+        """The roles a CI principal holds in `scope` (none for any other kind: fail closed)."""
+        return _roles_in(self.ci_scopes(principal), scope)
+
+
+def _read_json_object(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AccessConfigError(f"{what} {path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise AccessConfigError(f"{what} {path} is not readable JSON: {exc}") from None
+    if not isinstance(data, dict) or not data:
+        raise AccessConfigError(f"{what} {path} must be a non-empty JSON object")
+    return data
+
+
+def names(value: object) -> bool:
+    """A list of non-empty strings."""
+    return isinstance(value, list) and all(isinstance(s, str) and s for s in value)
+
+
+def _role_table(path: Path, section: str, entries: object, allowed: tuple[str, ...] = ROLES) -> RoleTable:
+    if not isinstance(entries, dict):
+        raise AccessConfigError(f"grants file {path}: {section!r} must map names to {{scope: [roles]}}")
+    table: RoleTable = {}
+    for name, scopes in entries.items():
+        if not isinstance(scopes, dict) or not all(isinstance(s, str) and s and names(r) for s, r in scopes.items()):
+            raise AccessConfigError(f"grants file {path}: {section} {name!r} must map scope names to lists of roles")
+        for scope, roles in scopes.items():
+            unknown = sorted(set(roles) - set(allowed))
+            if unknown:
+                raise AccessConfigError(f"grants file {path}: {section} {name!r}, scope {scope!r}: unknown "
+                                        f"role(s) {', '.join(map(repr, unknown))}; roles are {', '.join(allowed)}")
+        table[name] = {scope: frozenset(roles) for scope, roles in scopes.items()}
+    return table
+
+
+def _ci_table(path: Path, entries: object) -> RoleTable:
+    """The `ci` member: `<repository>@<ref>` -> scope -> roles of CI_ROLES only."""
+    if isinstance(entries, dict):
+        for name, scopes in entries.items():
+            repository, _, ref = name.partition("@")
+            try:
+                ci_name(repository, ref)
+            except ValueError as exc:
+                raise AccessConfigError(f"grants file {path}: ci {name!r} is not <repository>@<ref> "
+                                        f"(acme/policies@refs/heads/main): {exc}") from None
+            for roles in scopes.values() if isinstance(scopes, dict) else ():
+                # SECURITY: a CI run is code, not a person: it never approves, resolves or administers.
+                forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if names(roles) else []
+                if forbidden:
+                    raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
+                                            f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
+                                            "person's)")
+    return _role_table(path, "ci", entries, CI_ROLES)
+
+
+def load_grants(path: Path) -> Grants:
+    """Read the grants file (module docstring); refuses anything else with the member at fault."""
+    data = _read_json_object(path, "grants file")
+    # The older {"user": ["scope", ...]} (a file naming "users", "groups" or "ci" is the current form).
+    if not {"users", "groups", "ci"} & set(data) and all(isinstance(value, list) for value in data.values()):
+        for user, scopes in data.items():
+            if not names(scopes):
+                raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
+        return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
+                             for user, scopes in data.items()})
+    unknown = sorted(set(data) - {"users", "groups", "revoked", "ci"})
+    if unknown:
+        raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
+                                'it is {"users": {...}, "groups": {...}, "ci": {...}, "revoked": {...}}')
+    return Grants(_role_table(path, "users", data.get("users", {})),
+                  _role_table(path, "groups", data.get("groups", {})),
+                  _revocations(path, data.get("revoked", {})),
+                  _ci_table(path, data.get("ci", {})))
+
+
+def _revocations(path: Path, revoked: object) -> dict[str, float]:
+    """The grants file's `revoked`: {"<subject>": "<ISO time with zone>"} as epoch seconds."""
+    if not isinstance(revoked, dict):
+        raise AccessConfigError(f"grants file {path}: 'revoked' must map subjects to ISO times")
+    out: dict[str, float] = {}
+    for subject, when in revoked.items():
+        try:
+            moment = datetime.fromisoformat(when) if isinstance(when, str) else None
+        except ValueError:
+            moment = None
+        if moment is None or moment.tzinfo is None:
+            raise AccessConfigError(f"grants file {path}: revoked {subject!r}: {when!r} is not an ISO time "
+                                    "with its zone (2026-11-26T18:00:00Z)")
+        out[subject] = moment.timestamp()
+    return out
