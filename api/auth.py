@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Request
 
@@ -27,7 +27,11 @@ from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, p
 from gate.ledger import Ledger
 from gate.services.decide import Caller
 
+if TYPE_CHECKING:
+    from api.ci import CIPrincipals
+
 REALM = 'Bearer realm="decision-gate"'
+SCOPE_HEADER = "x-gate-scope"  # the scope a CI principal acts in (api.ci)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,20 +58,32 @@ def presented_key(request: Request) -> str | None:
 CACHE_ENTRIES = 10_000
 
 
+def is_token(value: str) -> bool:
+    """A presented credential shaped like a signed JWT, header.payload.signature (API keys have no dots)."""
+    return value.count(".") == 2
+
+
 class Authenticator:
     def __init__(self, ledger: Ledger, plans: dict[str, dict[str, int]], *, cache_ms: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, ci: CIPrincipals | None = None) -> None:
         self.ledger = ledger
         self.plans = plans
         self.cache_seconds = cache_ms / 1000
         self.clock = clock
+        self.ci = ci  # the CI issuer's principals (api.ci); None: no CI token is accepted
         # sha256(key) -> (monotonic time the ledger read began, the caller it resolved to)
         self._active: dict[str, tuple[float, Caller]] = {}
 
-    def authenticate(self, request: Request) -> Caller:
+    def authenticate(self, request: Request, *, ci: bool = False) -> Caller:
+        """The caller the request's API key (or, where `ci` and a CI issuer is configured, CI
+        token) resolves to; AuthFailure otherwise."""
         key = presented_key(request)
         if not key:
             raise AuthFailure(401, "an API key is required in x-api-key or Authorization: Bearer")
+        if self.ci is not None and is_token(key):
+            if not ci:
+                raise AuthFailure(403, "a CI token acts only on publishing and releases (docs/ci-principal.md)")
+            return self.ci.caller(key, request.headers.get(SCOPE_HEADER))
         if len(key) > 200:
             raise AuthFailure(401, "the API key is not valid")
         key_hash = hash_api_key(key)

@@ -31,6 +31,7 @@ from typing import Any
 
 from joserfc import jwt
 from joserfc.errors import JoseError
+from joserfc.jwt import ClaimsOption
 from joserfc.jwk import KeySet
 
 from gate.errors import Signal
@@ -157,7 +158,7 @@ def decode_signed(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict
 
 
 def check_claims(claims: dict[str, Any], *, issuer: str, audience: str, now: float,
-                 **more: dict[str, Any]) -> dict[str, Any]:
+                 **more: ClaimsOption) -> dict[str, Any]:
     """`claims` once `iss`, `aud`, `exp`, `iat`, `nbf`, `sub` and the `more` claim options hold
     (joserfc's ClaimsOption: {"essential": True, "value": ...}); TokenRefused otherwise."""
     registry = jwt.JWTClaimsRegistry(

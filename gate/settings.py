@@ -160,6 +160,14 @@ class Settings:
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
     hold_sweep_ms: int = 1000
     workbench_url: str | None = None  # where people open the workbench: hold events link to the Inbox
+    # CI as a principal (docs/ci-principal.md): the workload-identity issuer, the audience its tokens
+    # name for this gate, the grants file whose `ci` member gives each repository@ref its roles, and
+    # the claims that name the repository and the ref. All unset: no CI token is accepted.
+    ci_issuer: str | None = None
+    ci_audience: str | None = None
+    ci_grants_file: Path | None = None
+    ci_repository_claim: str = "repository"
+    ci_ref_claim: str = "ref"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -216,6 +224,7 @@ class Settings:
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
+            **_ci_settings(env),
         )
 
     def with_(self, **changes: Any) -> Settings:
@@ -369,6 +378,29 @@ def _advisor_settings(env: Mapping[str, str]) -> dict[str, Any]:
     return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
             "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
             "advisor_timeout": seconds}
+
+
+def _ci_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """`GATE_CI_ISSUER` (https, or http on loopback: checked again at discovery),
+    `GATE_CI_AUDIENCE` and `GATE_CI_GRANTS` (a grants file, read at start and when it changes),
+    all three or none; `GATE_CI_REPOSITORY_CLAIM` and `GATE_CI_REF_CLAIM` (claim names, defaults
+    `repository` and `ref`, GitHub Actions' names)."""
+    issuer = _http_url((env.get("GATE_CI_ISSUER") or "").strip() or None, "GATE_CI_ISSUER")
+    audience = (env.get("GATE_CI_AUDIENCE") or "").strip() or None
+    grants = (env.get("GATE_CI_GRANTS") or "").strip() or None
+    if (issuer, audience, grants).count(None) not in (0, 3):
+        raise SettingsError("set GATE_CI_ISSUER, GATE_CI_AUDIENCE and GATE_CI_GRANTS together, or none of them")
+    if audience is not None and (len(audience) > 500 or not audience.isprintable()):
+        raise SettingsError("GATE_CI_AUDIENCE must be at most 500 printable characters")
+    claims = {}
+    for name, key, default in (("GATE_CI_REPOSITORY_CLAIM", "ci_repository_claim", "repository"),
+                               ("GATE_CI_REF_CLAIM", "ci_ref_claim", "ref")):
+        value = (env.get(name) or default).strip()
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
+            raise SettingsError(f"{name} must be a claim name (letters, digits, '_', '.', ':', '-')")
+        claims[key] = value
+    return {"ci_issuer": issuer, "ci_audience": audience, "ci_grants_file": Path(grants) if grants else None,
+            **claims}
 
 
 def _checkpoint_log(location: str, home: Path) -> Path | None:
