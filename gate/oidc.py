@@ -31,8 +31,8 @@ from typing import Any
 
 from joserfc import jwt
 from joserfc.errors import JoseError
-from joserfc.jwt import ClaimsOption
 from joserfc.jwk import KeySet
+from joserfc.jwt import ClaimsOption
 
 from gate.errors import Signal
 

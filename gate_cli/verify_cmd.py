@@ -231,7 +231,8 @@ def _release_event_line(event: object) -> str:
     v2 by <actor> (<kind>), holder <holder>`. What the signed event says, checked above."""
     if not isinstance(event, dict):
         return "  release event (not an object)"
-    principal = event.get("principal") if isinstance(event.get("principal"), dict) else {}
+    stated = event.get("principal")
+    principal: dict[str, Any] = stated if isinstance(stated, dict) else {}
     holder = principal.get("holder")
     return (f"  release event {event.get('seq')} {event.get('created_at')} {event.get('action')} "
             f"{event.get('version') or '-'} by {event.get('actor')} ({principal.get('kind', 'unstated')})"

@@ -92,8 +92,8 @@ def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
                           env=environment, timeout=120)
 
 
-def test_a_ci_run_requests_an_activation_that_only_a_person_approves(ci_gate, tokens, issue_key, oidc_provider,
-                                                                      gate_env, tmp_path):  # noqa: F811
+def test_a_ci_run_requests_an_activation_that_only_a_person_approves(
+        ci_gate, tokens, issue_key, oidc_provider, gate_env, tmp_path):  # noqa: F811
     app, _clock = ci_gate
     client = app.test_client()
     admin = Api(client, issue_key(permissions="admin")["api_key"])
@@ -126,7 +126,7 @@ def test_a_ci_run_requests_an_activation_that_only_a_person_approves(ci_gate, to
     verified = _gate(gate_env, "verify", str(tmp_path / "history.json"), "--key-registry", str(tmp_path / "keys.json"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert f"activate v1 by {CI_MAIN} (ci)" in verified.stdout, verified.stdout
-    assert f"approve v1 by " in verified.stdout and f"(api_key), holder {bob}" in verified.stdout, verified.stdout
+    assert "approve v1 by " in verified.stdout and f"(api_key), holder {bob}" in verified.stdout, verified.stdout
 
 
 def test_a_person_request_is_never_approved_by_a_ci_run(ci_gate, tokens, issue_key):
