@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from flask import Request
 
@@ -26,9 +26,6 @@ from gate.errors import Signal
 from gate.keys.apikeys import DEFAULT_PERMISSIONS, hash_api_key, hashes_match, parse_permissions
 from gate.ledger import Ledger
 from gate.services.decide import Caller
-
-if TYPE_CHECKING:
-    from api.ci import CIPrincipals
 
 REALM = 'Bearer realm="decision-gate"'
 SCOPE_HEADER = "x-gate-scope"  # the scope a CI principal acts in (api.ci)
@@ -58,6 +55,12 @@ def presented_key(request: Request) -> str | None:
 CACHE_ENTRIES = 10_000
 
 
+class WorkloadCallers(Protocol):
+    """What resolves a CI token to its caller (api.ci.CIPrincipals)."""
+
+    def caller(self, token: str, scope_header: str | None) -> Caller: ...
+
+
 def is_token(value: str) -> bool:
     """A presented credential shaped like a signed JWT, header.payload.signature (API keys have no dots)."""
     return value.count(".") == 2
@@ -65,7 +68,7 @@ def is_token(value: str) -> bool:
 
 class Authenticator:
     def __init__(self, ledger: Ledger, plans: dict[str, dict[str, int]], *, cache_ms: int = 0,
-                 clock: Callable[[], float] = time.monotonic, ci: CIPrincipals | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, ci: WorkloadCallers | None = None) -> None:
         self.ledger = ledger
         self.plans = plans
         self.cache_seconds = cache_ms / 1000
