@@ -19,9 +19,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from joserfc import jwt
-from joserfc.jwk import RSAKey
+from joserfc.jwk import KeySet, RSAKey
 
-from gate.settings import Settings
+from api.auth import AuthFailure
+from api.ci import CIPrincipals
+from gate.principals import Principal
+from gate.settings import Settings, SettingsError
 from tests.oidc_support import oidc_provider  # noqa: F401  # the session fixture
 from tests.releases.support import Api, version
 
@@ -131,7 +134,7 @@ def test_a_ci_run_requests_an_activation_that_only_a_person_approves(
 
 def test_a_person_request_is_never_approved_by_a_ci_run(ci_gate, tokens, issue_key):
     """Two-person rule: the CI run lacks approve, and even its principal never counts as the second."""
-    from gate.principals import Principal, is_distinct_approver
+    from gate.principals import is_distinct_approver
 
     app, _clock = ci_gate
     client = app.test_client()
@@ -212,3 +215,76 @@ def test_a_ci_token_acts_only_where_routes_take_it_and_in_a_granted_scope(ci_gat
     assert named.status_code == 201
     # The releaser-only repository has no author role, but publishing is a releaser's right.
     assert Ci(client, tokens["other"]).publish(version("v2")).status_code == 201
+
+
+def _issuer_stub(keys):
+    """A CI issuer's two documents, answered from memory, counting the reads of each."""
+    reads: dict[str, int] = {}
+
+    def fetch(url: str) -> dict:
+        reads[url] = reads.get(url, 0) + 1
+        if url.endswith("/.well-known/openid-configuration"):
+            return {"issuer": "https://ci.example", "jwks_uri": "https://ci.example/jwks",
+                    "id_token_signing_alg_values_supported": ["RS256"]}
+        return keys.as_dict(private=False)
+
+    return fetch, reads
+
+
+def _principals(tmp_path, grants: dict | str, fetch, now: list[float]):
+    path = tmp_path / "grants.json"
+    path.write_text(grants if isinstance(grants, str) else json.dumps(grants))
+    settings = Settings.from_env({"GATE_HOME": str(tmp_path), "GATE_CI_ISSUER": "https://ci.example",
+                                  "GATE_CI_AUDIENCE": AUDIENCE, "GATE_CI_GRANTS": str(path)})
+    return CIPrincipals(settings, time.time, fetch=fetch, monotonic=lambda: now[0]), path
+
+
+def _signed(key, kid: str, repository: str = REPO) -> str:
+    now = int(time.time())
+    return jwt.encode({"alg": "RS256", "kid": kid}, {"iss": "https://ci.example", "aud": AUDIENCE, "sub": "s",
+                                                     "repository": repository, "ref": MAIN, "iat": now,
+                                                     "exp": now + 300}, key)
+
+
+def test_unknown_key_ids_fetch_the_keys_again_at_most_every_thirty_seconds(tmp_path):
+    known = RSAKey.generate_key(2048, parameters={"kid": "k1"})
+    rotated = RSAKey.generate_key(2048, parameters={"kid": "k2"})
+    keys = KeySet([known])
+    fetch, reads = _issuer_stub(keys)
+    now = [1000.0]
+    ci, _path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": {SCOPE: ["releaser"]}}}, fetch, now)
+    assert ci.caller(_signed(known, "k1"), None).principal == Principal.ci(REPO, MAIN)
+    for _ in range(5):  # forged key ids: one fetch again at most, none within the bound
+        with pytest.raises(AuthFailure) as refused:
+            ci.caller(_signed(rotated, "k2"), None)
+        assert (refused.value.status, refused.value.message) == (401, "the CI token is not valid")
+    assert reads == {"https://ci.example/.well-known/openid-configuration": 1, "https://ci.example/jwks": 1}
+    keys.keys.append(rotated)  # the issuer rotates; 30 s on, the new key id fetches the set once
+    now[0] += 31
+    assert ci.caller(_signed(rotated, "k2"), None).scope == SCOPE
+    assert reads["https://ci.example/jwks"] == 2
+
+
+def test_the_grants_file_is_read_again_when_it_changes_and_an_unusable_one_grants_nothing(tmp_path):
+    key = RSAKey.generate_key(2048, parameters={"kid": "k1"})
+    fetch, _reads = _issuer_stub(KeySet([key]))
+    now = [1000.0]
+    ci, path = _principals(tmp_path, {"ci": {f"{REPO}@{MAIN}": {SCOPE: ["releaser"], "tenant_b": ["viewer"]}}},
+                           fetch, now)
+    token = _signed(key, "k1")
+    with pytest.raises(AuthFailure, match="several scopes: name one in x-gate-scope"):
+        ci.caller(token, None)
+    assert ci.caller(token, "tenant_b").permissions == {"read"}
+    assert ci.caller(token, SCOPE).permissions == {"read", "publish", "release"}
+    path.write_text(json.dumps({"ci": {f"{OTHER_REPO}@{MAIN}": {SCOPE: ["releaser"]}}}))
+    now[0] += 1.5
+    with pytest.raises(AuthFailure, match="holds no role in any scope") as refused:
+        ci.caller(token, None)
+    assert refused.value.status == 403
+    path.write_text('{"ci": {"acme/policies@refs/heads/main": {"tenant_a": ["approver"]}}}  ')
+    now[0] += 1.5
+    with pytest.raises(AuthFailure, match="holds no role in this scope"):
+        ci.caller(token, SCOPE)
+    # At start an unusable file refuses the service.
+    with pytest.raises(SettingsError, match=r"GATE_CI_GRANTS: grants file .* is not readable JSON"):
+        _principals(tmp_path, "{", fetch, now)
