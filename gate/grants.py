@@ -9,9 +9,11 @@ docs/ci-principal.md):
      "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
 
 `"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. A `ci` entry is
-`<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (no patterns: another
-branch of the same repository is another principal, with no role until the file names it), and
-holds only `gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The older
+`<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (another branch of
+the same repository is another principal, with no role until the file names it), and holds only
+`gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The one pattern is
+`<repository>@*`, every ref of the repository (pull requests' `refs/pull/N/merge` among them),
+which may hold `viewer` alone: a plan on any branch reads, only a named ref publishes or releases. The older
 form `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only.
 
 Stdlib only; every refusal names the member at fault (`AccessConfigError`).
@@ -29,6 +31,7 @@ from gate.errors import CodedError
 from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
 
 ALL_SCOPES = "*"
+ANY_REF = "*"  # `<repository>@*` in the `ci` member: every ref of the repository, viewer only
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
 
 
@@ -77,10 +80,14 @@ class Grants:
         return frozenset(roles)
 
     def ci_scopes(self, principal: Principal) -> dict[str, frozenset[str]]:
-        """The scope -> roles entries the file gives a CI principal (none for any other kind)."""
+        """The scope -> roles entries the file gives a CI principal: its own entry's and its
+        repository's `@*` entry's (none for any other kind)."""
         if principal.kind != KIND_CI:
             return {}
-        return self.ci.get(principal.id[len(CI_PREFIX):], {})
+        name = principal.id[len(CI_PREFIX):]
+        entries = [self.ci.get(name, {}), self.ci.get(f"{name.partition('@')[0]}@{ANY_REF}", {})]
+        return {scope: frozenset().union(*(entry.get(scope, frozenset()) for entry in entries))
+                for scope in sorted(set().union(*entries))}
 
     def ci_roles(self, principal: Principal, scope: str) -> frozenset[str]:
         """The roles a CI principal holds in `scope` (none for any other kind: fail closed)."""
@@ -137,6 +144,10 @@ def _ci_table(path: Path, entries: object) -> RoleTable:
                     raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
                                             f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
                                             "person's)")
+                # SECURITY: any branch (a pull request's too) may read; only a named ref writes.
+                if ref == ANY_REF and names(roles) and set(roles) - {"viewer"}:
+                    raise AccessConfigError(f"grants file {path}: ci {name!r} (every ref) may hold only viewer: "
+                                            "name the ref that publishes and releases")
     return _role_table(path, "ci", entries, CI_ROLES)
 
 

@@ -110,6 +110,17 @@ def test_the_grants_file_gives_a_ci_run_its_roles_per_scope(tmp_path) -> None:
     assert grants.users == {} and grants.groups == {}
 
 
+def test_every_ref_of_a_repository_may_read_and_only_a_named_ref_writes(tmp_path) -> None:
+    grants = load_grants(_grants(tmp_path, {"ci": {"acme/p@refs/heads/main": {"pay": ["releaser"]},
+                                                   "acme/p@*": {"pay": ["viewer"], "ops": ["viewer"]}}}))
+    main, pull = Principal.ci("acme/p", "refs/heads/main"), Principal.ci("acme/p", "refs/pull/7/merge")
+    assert grants.ci_scopes(main) == {"ops": {"viewer"}, "pay": {"releaser", "viewer"}}
+    assert grants.ci_scopes(pull) == {"ops": {"viewer"}, "pay": {"viewer"}}
+    assert grants.ci_scopes(Principal.ci("acme/other", "refs/heads/main")) == {}
+    with pytest.raises(AccessConfigError, match="every ref\\) may hold only viewer"):
+        load_grants(_grants(tmp_path, {"ci": {"acme/p@*": {"pay": ["viewer", "releaser"]}}}))
+
+
 @pytest.mark.parametrize(("ci", "message"), [
     ({"acme/p@main": {"pay": ["approver"]}}, "holds 'approver': a CI principal holds only viewer, author, releaser"),
     ({"acme/p@main": {"pay": ["releaser", "admin"]}}, "holds 'admin'"),
