@@ -9,9 +9,12 @@ issuer of the CI-principal tests (`ci_token`, docs/ci-principal.md)."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import time
@@ -20,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.server.support import free_port
@@ -44,6 +48,31 @@ def install() -> None:
             return
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(PROVIDER_DIR)],
                        check=True, capture_output=True, timeout=600)
+
+
+def provider_sign_in(client: httpx.Client, url: str, user: str, secret: str, stop: str) -> httpx.URL:
+    """Follow the provider's redirects from `url`, answering its login form as `user`, until a
+    redirect leaves for `stop` (the relying party's redirect URI); that URL. Raises on a 4xx."""
+    response = client.get(url)
+    for _ in range(12):
+        location = response.headers.get("location")
+        if location is not None:
+            target = response.url.join(location)
+            if str(target).startswith(stop):
+                return target
+            response = client.get(target)
+            continue
+        if response.status_code >= 400:
+            raise AssertionError(f"{response.status_code}: {response.text[:300]}")
+        form = response.url.join(response.text.split('action="', 1)[1].split('"', 1)[0])
+        response = client.post(form, data={"login": user, "password": secret})
+    raise AssertionError("the provider never sent the browser back")
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    return verifier, challenge
 
 
 @dataclass
