@@ -40,7 +40,7 @@ def _refused(error: GateError) -> Response:
      409: "other content under a published version", 413: "body too large", 415: MEDIA,
      422: "invalid rulebook"},
     errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"),
-    request_body="RulebookPublishRequest", tags=("releases",), charged=True))
+    request_body="RulebookPublishRequest", request_headers=("x-gate-scope",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(PUBLISH_WEIGHT)
 def publish(caller: Caller) -> Response:
@@ -61,7 +61,8 @@ def publish(caller: Caller) -> Response:
     "comparison with intervals and guardrails, and the signed event history.", True,
     {200: "{ok, rulebook_id, state, policy, comparison, history}", 401: "missing or invalid key",
      404: "not published in this scope"},
-    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",), charged=True))
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), request_headers=("x-gate-scope",), tags=("releases",),
+    charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
 def release_status(caller: Caller, rulebook_id: str) -> Response:
@@ -79,7 +80,8 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
     "(`governance`).", True,
     {200: "{release_history_version, scope_hash, rulebook_id, events, governance}", 401: "missing or invalid key",
      404: "not published in this scope", 409: "a chain does not extend its witnessed checkpoint"},
-    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "CHAIN_INTEGRITY_FAILED"), tags=("releases",), charged=True))
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "CHAIN_INTEGRITY_FAILED"), request_headers=("x-gate-scope",),
+    tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
 def release_history(caller: Caller, rulebook_id: str) -> Response:
@@ -113,7 +115,7 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
                               "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE",
                               "RELEASE_VERSION_HALTED", "RELEASE_DRY_RUN_REQUIRED",
                               "RELEASE_DRY_RUN_REJECTED"),
-    request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
+    request_body="ReleaseActionRequest", request_headers=("x-idempotency-key", "x-gate-scope"),
     response_headers=("x-idempotency-status",), tags=("releases",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(ACTION_WEIGHT)
