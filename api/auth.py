@@ -5,6 +5,10 @@ the final comparison is constant-time (`gate.keys.apikeys.hashes_match`). Missin
 answer 401 with `WWW-Authenticate`; a disabled key answers 403. Both carry the family's
 `*_UNAUTHORIZED` code and never an approval. SECURITY: keys are never logged or echoed.
 
+A bearer shaped like a signed JWT (three dot-separated parts; API keys have none) is a CI
+principal's workload-identity token when a CI issuer is configured: `api.ci` checks it, on the
+routes that take one (`keyed(ci=True)`); any other route answers it 403.
+
 Bounded staleness (`GATE_API_KEY_CACHE_MS`, default 1000): an *active* key's resolved caller is
 kept in process memory, under the key's sha256 only, for at most that long after the read that
 found it began. So a key disabled (or re-planned) in the ledger is refused by every worker within
