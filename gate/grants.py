@@ -1,22 +1,19 @@
-"""The grants file: which roles each person, group and CI run holds in which scope.
-
-One file per deployment, read by the workbench (people, by subject and by group: docs/workbench.md,
-"Roles and the grants file") and by the API (CI runs that present a workload-identity token:
-docs/ci-principal.md):
+"""The grants file (docs/workbench.md, "Roles and the grants file"): who holds which roles in
+which scope, read by the workbench's sign-in (workbench.app.access) and by the API's CI principals
+(api/ci.py, docs/ci-principal.md), so both read one file one way.
 
     {"users":  {"alice": {"payments": ["author", "releaser"]}},
      "groups": {"gate-approvers": {"*": ["approver"]}},
+     "revoked": {"bob": "2026-11-26T18:00:00Z"},
      "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
 
-`"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. A `ci` entry is
+`"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. The older form
+`{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only. A `ci` entry is
 `<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (another branch of
 the same repository is another principal, with no role until the file names it), and holds only
 `gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The one pattern is
 `<repository>@*`, every ref of the repository (pull requests' `refs/pull/N/merge` among them),
-which may hold `viewer` alone: a plan on any branch reads, only a named ref publishes or releases. The older
-form `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only.
-
-Stdlib only; every refusal names the member at fault (`AccessConfigError`).
+which may hold `viewer` alone: a plan on any branch reads, only a named ref publishes or releases.
 """
 
 from __future__ import annotations
@@ -31,19 +28,12 @@ from gate.errors import CodedError
 from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
 
 ALL_SCOPES = "*"
-ANY_REF = "*"  # `<repository>@*` in the `ci` member: every ref of the repository, viewer only
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
-
-
-class AccessConfigError(CodedError):
-    """The access configuration (the grants file, or the workbench's sign-in) is unusable; the
-    message says what to fix."""
-
-    CODE = "WORKBENCH_ACCESS_INVALID"
+ANY_REF = "*"  # `<repository>@*` in the `ci` member: every ref of the repository, viewer only
 
 
 class Signed(Protocol):
-    """Who a workbench session acts as (workbench.app.access.Identity): a principal and its groups."""
+    """Who the roles are asked for: a principal and the groups its provider vouched for."""
 
     @property
     def principal(self) -> Principal: ...
@@ -52,23 +42,27 @@ class Signed(Protocol):
     def groups(self) -> tuple[str, ...]: ...
 
 
+class AccessConfigError(CodedError):
+    """The workbench's access configuration is unusable; the message says what to fix."""
+
+    CODE = "WORKBENCH_ACCESS_INVALID"
+
+
 RoleTable = dict[str, dict[str, frozenset[str]]]  # name -> scope (or "*") -> roles
-
-
-def _roles_in(table: dict[str, frozenset[str]], scope: str) -> frozenset[str]:
-    return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
 @dataclass(frozen=True)
 class Grants:
-    """Roles per scope, by user (the subject), by group (the groups claim) and by CI run."""
+    """Roles per scope, by user (the subject) and by group (the groups claim)."""
 
     users: RoleTable = field(default_factory=dict)
     groups: RoleTable = field(default_factory=dict)
     # An administrator's revocation: subject -> epoch seconds; that subject's sessions opened
     # before it end (workbench.app.sessions). Not a role: it never grants anything.
     revoked: dict[str, float] = field(default_factory=dict)
-    ci: RoleTable = field(default_factory=dict)  # "<repository>@<ref>" -> scope -> roles
+
+    # A CI run ("<repository>@<ref>", or "<repository>@*") -> scope -> roles (docs/ci-principal.md).
+    ci: RoleTable = field(default_factory=dict)
 
     def roles(self, identity: Signed, scope: str) -> frozenset[str]:
         """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
@@ -76,7 +70,7 @@ class Grants:
         tables += [self.groups.get(group, {}) for group in identity.groups]
         roles: set[str] = set()
         for table in tables:
-            roles |= _roles_in(table, scope)
+            roles |= table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
         return frozenset(roles)
 
     def ci_scopes(self, principal: Principal) -> dict[str, frozenset[str]]:
@@ -91,7 +85,8 @@ class Grants:
 
     def ci_roles(self, principal: Principal, scope: str) -> frozenset[str]:
         """The roles a CI principal holds in `scope` (none for any other kind: fail closed)."""
-        return _roles_in(self.ci_scopes(principal), scope)
+        table = self.ci_scopes(principal)
+        return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
 def _read_json_object(path: Path, what: str) -> dict[str, Any]:
@@ -106,8 +101,7 @@ def _read_json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def names(value: object) -> bool:
-    """A list of non-empty strings."""
+def _names(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(s, str) and s for s in value)
 
 
@@ -116,7 +110,7 @@ def _role_table(path: Path, section: str, entries: object, allowed: tuple[str, .
         raise AccessConfigError(f"grants file {path}: {section!r} must map names to {{scope: [roles]}}")
     table: RoleTable = {}
     for name, scopes in entries.items():
-        if not isinstance(scopes, dict) or not all(isinstance(s, str) and s and names(r) for s, r in scopes.items()):
+        if not isinstance(scopes, dict) or not all(isinstance(s, str) and s and _names(r) for s, r in scopes.items()):
             raise AccessConfigError(f"grants file {path}: {section} {name!r} must map scope names to lists of roles")
         for scope, roles in scopes.items():
             unknown = sorted(set(roles) - set(allowed))
@@ -125,6 +119,26 @@ def _role_table(path: Path, section: str, entries: object, allowed: tuple[str, .
                                         f"role(s) {', '.join(map(repr, unknown))}; roles are {', '.join(allowed)}")
         table[name] = {scope: frozenset(roles) for scope, roles in scopes.items()}
     return table
+
+
+def load_grants(path: Path) -> Grants:
+    """Read the grants file (module docstring); refuses anything else with the member at fault."""
+    data = _read_json_object(path, "grants file")
+    # The older {"user": ["scope", ...]} (a file naming "users", "groups" or "ci" is the current form).
+    if not {"users", "groups", "ci"} & set(data) and all(isinstance(value, list) for value in data.values()):
+        for user, scopes in data.items():
+            if not _names(scopes):
+                raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
+        return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
+                             for user, scopes in data.items()})
+    unknown = sorted(set(data) - {"users", "groups", "revoked", "ci"})
+    if unknown:
+        raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
+                                'it is {"users": {...}, "groups": {...}, "revoked": {...}, "ci": {...}}')
+    return Grants(_role_table(path, "users", data.get("users", {})),
+                  _role_table(path, "groups", data.get("groups", {})),
+                  _revocations(path, data.get("revoked", {})),
+                  _ci_table(path, data.get("ci", {})))
 
 
 def _ci_table(path: Path, entries: object) -> RoleTable:
@@ -139,36 +153,16 @@ def _ci_table(path: Path, entries: object) -> RoleTable:
                                         f"(acme/policies@refs/heads/main): {exc}") from None
             for roles in scopes.values() if isinstance(scopes, dict) else ():
                 # SECURITY: a CI run is code, not a person: it never approves, resolves or administers.
-                forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if names(roles) else []
+                forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if _names(roles) else []
                 if forbidden:
                     raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
                                             f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
                                             "person's)")
                 # SECURITY: any branch (a pull request's too) may read; only a named ref writes.
-                if ref == ANY_REF and names(roles) and set(roles) - {"viewer"}:
+                if ref == ANY_REF and _names(roles) and set(roles) - {"viewer"}:
                     raise AccessConfigError(f"grants file {path}: ci {name!r} (every ref) may hold only viewer: "
                                             "name the ref that publishes and releases")
     return _role_table(path, "ci", entries, CI_ROLES)
-
-
-def load_grants(path: Path) -> Grants:
-    """Read the grants file (module docstring); refuses anything else with the member at fault."""
-    data = _read_json_object(path, "grants file")
-    # The older {"user": ["scope", ...]} (a file naming "users", "groups" or "ci" is the current form).
-    if not {"users", "groups", "ci"} & set(data) and all(isinstance(value, list) for value in data.values()):
-        for user, scopes in data.items():
-            if not names(scopes):
-                raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
-        return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
-                             for user, scopes in data.items()})
-    unknown = sorted(set(data) - {"users", "groups", "revoked", "ci"})
-    if unknown:
-        raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
-                                'it is {"users": {...}, "groups": {...}, "ci": {...}, "revoked": {...}}')
-    return Grants(_role_table(path, "users", data.get("users", {})),
-                  _role_table(path, "groups", data.get("groups", {})),
-                  _revocations(path, data.get("revoked", {})),
-                  _ci_table(path, data.get("ci", {})))
 
 
 def _revocations(path: Path, revoked: object) -> dict[str, float]:

@@ -10,9 +10,16 @@ production (releases), so it is an operator tool, not a public page:
 - With sign-in (required on any other address) people sign in either through an OpenID Connect
   provider (`workbench.app.oidc`: issuer, subject, display name and the groups claim) or
   against a password file of scrypt hashes (`workbench.app.passwords`; issuer "password-file",
-  subject the user name). A grants file (`gate.grants.load_grants`, the one home of its format,
-  which the API reads too for CI principals) gives each person roles per scope, by user (subject)
-  and by group; a person without a role in a scope does not see it.
+  subject the user name). A grants file (`gate.grants.load_grants`) gives each person roles per
+  scope, by user (subject) and by group; a person without a role in a scope does not see it.
+
+Grants file (one per deployment; docs/workbench.md, "Roles and the grants file"):
+
+    {"users":  {"alice": {"payments": ["author", "releaser"]}},
+     "groups": {"gate-approvers": {"*": ["approver"]}}}
+
+`"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. The older form
+`{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only.
 
 SECURITY: the decision to serve without authentication is made from the bind address, before
 the server starts; there is no flag that turns it off for a non-loopback address. What a page
@@ -29,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gate.grants import AccessConfigError, Grants, load_grants
+from gate.grants import ALL_SCOPES, AccessConfigError, Grants, load_grants
 from gate.oidc import is_loopback
 from gate.principals import ROLES, Principal, permissions_of
 from workbench.app.passwords import PasswordFileError, load_hashes
@@ -177,5 +184,5 @@ def identity_from_claims(claims: Mapping[str, Any], groups_claim: str) -> tuple[
     return claims["iss"], claims["sub"], display if isinstance(display, str) and display else None, names
 
 
-__all__ = ["Access", "AccessConfigError", "Grants", "Identity", "Rights", "access_for", "identity_from_claims",
-           "is_loopback", "load_grants", "roles_text"]
+__all__ = ["ALL_SCOPES", "Access", "AccessConfigError", "Grants", "Identity", "Rights", "access_for",
+           "identity_from_claims", "is_loopback", "load_grants", "roles_text"]
