@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import shlex
 import socket
 import sys
 import time
@@ -194,6 +195,22 @@ def demo_walkthrough(base: str, api_key: str) -> str:
         f"  curl -s \"{base}/api/decision/chains/$CHAIN?limit=5\" {key}",
         "",
         f"API reference: {base}/docs   readiness: {base}/api/decision/status   liveness: {base}/healthz",
+        "",
+    ])
+
+
+def policy_as_code_tour(home: Path) -> str:
+    """How to try policy as code (docs/policy-as-code.md) on the demo's scopes: printed after the
+    walkthrough, each command as a POSIX shell runs it from any folder."""
+    gate = f"GATE_HOME={shlex.quote(str(home))} {shlex.quote(str(Path(sys.executable).parent / 'gate'))}"
+    return "\n".join([
+        "Policy as code (docs/policy-as-code.md): the demo's rulebooks in a git repository, planned and applied:",
+        "  mkdir -p policy-repo && cd policy-repo && git init -q",
+        f"  {gate} release policy --scope demo --dry-run-max-age 31536000   # the demo's history ends weeks ago",
+        f"  {gate} init-policies policies --scope demo && git add . && git commit -qm 'what the demo runs'",
+        "  (edit policies/demo/refund_approval.json: a new \"version\" and, say, a lower review threshold)",
+        f"  {gate} plan --dir policies --scope demo     # Markdown for a pull request; exit 2: something changes",
+        f"  {gate} apply --dir policies --scope demo    # publishes it and makes policies/demo/release.toml's move",
         "",
     ])
 

@@ -1,5 +1,5 @@
 """The `gate` console script: serve, keys, db, demo, export, verify, report, scopes, release, events, holds,
-rulebook, dry-run, workbench, conformance, migration, checkpoint.
+rulebook, dry-run, workbench, conformance, migration, checkpoint, init-policies, plan, apply.
 
 It is composed outside the core: `gate verify` and `gate rulebook` import only `gate` (they work
 offline with only the core installed); every other subcommand imports the server packages (the
@@ -29,12 +29,19 @@ from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import CliError, load_settings, now, open_ledger, operator, prepare_home, refusal_text
 from gate_cli.contract_cmd import add_contract_parsers
-from gate_cli.demo_cmd import add_demo_parser, demo_walkthrough, port_problem, seed_on_first_run
+from gate_cli.demo_cmd import (
+    add_demo_parser,
+    demo_walkthrough,
+    policy_as_code_tour,
+    port_problem,
+    seed_on_first_run,
+)
 from gate_cli.dry_run_cmd import add_dry_run_parser
 from gate_cli.events_cmd import add_events_parser
 from gate_cli.export_cmd import add_export_parser
 from gate_cli.help import HelpFormatter, Subparsers, apply_everywhere
 from gate_cli.holds_cmd import add_holds_parser
+from gate_cli.policy_cmd import add_policy_parsers
 from gate_cli.release_cmd import add_release_parser
 from gate_cli.report_cmd import add_report_parser
 from gate_cli.rulebook_cmd import add_rulebook_parser
@@ -256,6 +263,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if retired:
         banner.append(f"(disabled {retired} demo key(s) from earlier runs: one demo key is active at a time)")
     banner.append(demo_walkthrough(f"http://{args.host}:{args.port}", key["api_key"]))
+    banner.append(policy_as_code_tour(settings.home))
     if args.workbench_port:
         start_beside(args.host, args.workbench_port)
     serve(settings, args.host, args.port, 1, on_ready=lambda: print("\n".join(banner), flush=True))
@@ -313,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (add_export_parser, add_verify_parser, add_report_parser, add_scopes_parser, add_release_parser,
                 add_events_parser, add_holds_parser,
                 add_rulebook_parser, add_dry_run_parser, add_sweep_parser, add_workbench_parser, add_contract_parsers,
-                add_checkpoint_parser):
+                add_checkpoint_parser, add_policy_parsers):
         add(sub)
     apply_everywhere(parser)
     return parser

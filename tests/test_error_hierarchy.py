@@ -43,6 +43,8 @@ NEVER_HTTP = {
     "CLI_REFUSED": "gate_cli.context.CliError",
     "CHECKPOINT_REFUSED": "gate checkpoint: not appended (exit 1)",
     "RULEBOOK_INPUT_INVALID": "gate rulebook lint/diff/flips: a file it cannot read",
+    "POLICY_LAYOUT_INVALID": "gate init-policies/plan/apply: the policies folder, release.toml or --fail-on",
+    "POLICY_GATE_UNREACHABLE": "gate plan/apply --gate: the remote gate gave no answer of its own",
     "VERIFY_INPUT_UNREADABLE": "gate verify / gate checkpoint: the input cannot be read",
     "VERIFY_KEY_UNAVAILABLE": "gate verify / gate checkpoint: the keys cannot be read",
     # Refused before anything serves: the configuration and what ships beside the code.

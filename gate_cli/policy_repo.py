@@ -1,0 +1,221 @@
+"""The policy-as-code layout a repository keeps (docs/policy-as-code.md), read strictly.
+
+    DIR/<scope>/<rulebook_id>.json   a Rulebook v1, one version per file: the file's `version`
+                                      is the version it publishes
+    DIR/<scope>/release.toml         optional: how a change of that scope goes out
+
+`release.toml` holds exactly these keys (any other is refused):
+
+    strategy = "activate"            # shadow | canary | activate (default: activate)
+    percent  = 10                    # canary only, required there: 0 < percent < 100, two decimals
+    subject  = "context.source_record_id"   # canary only, optional: the request path that picks the arm
+    reason   = "..."                 # optional: recorded in the signed release event
+
+`--fail-on` conditions (`gate plan`, `gate apply`) are `NAME OP INTEGER`, comma-separated, at most
+eight: NAME one of `FAIL_ON_FIGURES`, OP one of `> >= < <= == !=`. Everything here is pure: it
+reads files, never the ledger nor a gate.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gate.errors import CodedError
+from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate.rulebook import validate_rulebook
+
+__all__ = ["FAIL_ON_FIGURES", "FailOn", "PolicyFile", "PolicyLayoutInvalid", "Release", "parse_fail_on",
+           "read_layout"]
+
+RELEASE_FILE = "release.toml"
+STRATEGIES = ("shadow", "canary", "activate")
+_RELEASE_KEYS = frozenset({"strategy", "percent", "subject", "reason"})
+# A scope folder's name and a rulebook file's stem: what a scope and a rulebook id may be on disk.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,119}$")
+_SUBJECT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,7}$")
+MAX_FILES = 500
+MAX_FILE_BYTES = 1_000_000
+
+
+class PolicyLayoutInvalid(CodedError):
+    """The policies folder, one of its files, or a `--fail-on` condition is not what the layout
+    allows: nothing is planned, published or released (exit status 1)."""
+
+    CODE = "POLICY_LAYOUT_INVALID"
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """How a scope's changes go out (its `release.toml`, or activate where it has none)."""
+
+    strategy: str = "activate"
+    percent: float | None = None
+    subject: str | None = None
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "percent": self.percent, "subject": self.subject, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFile:
+    """One rulebook file of the layout: where it is, its scope, its body and the body's hash."""
+
+    path: Path
+    scope: str
+    rulebook: dict[str, Any]
+    rulebook_hash: str
+    release: Release
+
+    @property
+    def rulebook_id(self) -> str:
+        return str(self.rulebook["rulebook_id"])
+
+    @property
+    def version(self) -> str:
+        return str(self.rulebook["version"])
+
+
+def read_layout(root: Path, scopes: frozenset[str] | None = None, only: str | None = None) -> list[PolicyFile]:
+    """Every rulebook file under `root`, sorted by scope then rulebook id; PolicyLayoutInvalid for a
+    folder that is missing, a file or folder the layout does not name, a file that is not a valid
+    Rulebook v1, a file named other than its `rulebook_id`, or a bad `release.toml`. `scopes`, when
+    given, are the scopes the gate knows: a folder naming another is refused. `only`: that scope's
+    folder alone is read (it must exist)."""
+    if only is not None and not (root / only).is_dir():
+        raise PolicyLayoutInvalid(f"--scope {only}: {root / only} is not a folder")
+    if not root.is_dir():
+        raise PolicyLayoutInvalid(f"{root} is not a folder (the layout is DIR/<scope>/<rulebook_id>.json)")
+    files: list[PolicyFile] = []
+    for folder in sorted(root.iterdir()):
+        if folder.name.startswith("."):
+            continue  # .git, editor files: not part of the layout
+        if only is not None and folder.name != only:
+            continue
+        if not folder.is_dir() or not _NAME.fullmatch(folder.name):
+            raise PolicyLayoutInvalid(f"{folder}: only scope folders belong in {root} (DIR/<scope>/<rulebook_id>.json)")
+        if scopes is not None and folder.name not in scopes:
+            raise PolicyLayoutInvalid(f"{folder}: the gate knows no scope {folder.name!r} (known: "
+                                      f"{', '.join(sorted(scopes)) or 'none'})")
+        release = read_release(folder / RELEASE_FILE)
+        for path in sorted(folder.iterdir()):
+            if path.name == RELEASE_FILE or path.name.startswith("."):
+                continue
+            if path.suffix != ".json" or not path.is_file():
+                raise PolicyLayoutInvalid(f"{path}: a scope folder holds <rulebook_id>.json files and {RELEASE_FILE}")
+            files.append(_policy_file(path, folder.name, release))
+            if len(files) > MAX_FILES:
+                raise PolicyLayoutInvalid(f"{root} holds more than {MAX_FILES} rulebook files")
+    return files
+
+
+def _policy_file(path: Path, scope: str, release: Release) -> PolicyFile:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PolicyLayoutInvalid(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise PolicyLayoutInvalid(f"{path} is larger than {MAX_FILE_BYTES:,} bytes")
+    try:
+        body = parse_strict(data)
+    except CanonicalJSONError as exc:
+        raise PolicyLayoutInvalid(f"{path} is not valid JSON: {exc.message}") from None
+    errors = validate_rulebook(body)
+    if errors:
+        first = errors[0]
+        raise PolicyLayoutInvalid(f"{path} is not a valid Rulebook v1: {first['field']}: {first['code']}: "
+                                  f"{first['message']}", errors=errors)
+    if path.stem != body["rulebook_id"]:
+        raise PolicyLayoutInvalid(f"{path}: the file of rulebook {body['rulebook_id']!r} is named "
+                                  f"{body['rulebook_id']}.json")
+    return PolicyFile(path, scope, body, sha256_hex(body), release)
+
+
+def read_release(path: Path) -> Release:
+    """The scope's `release.toml` (the module docstring), or activate where there is none."""
+    if not path.exists():
+        return Release()
+    try:
+        body = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PolicyLayoutInvalid(f"{path}: {exc}") from None
+    unknown = sorted(set(body) - _RELEASE_KEYS)
+    if unknown:
+        raise PolicyLayoutInvalid(f"{path}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(_RELEASE_KEYS))})")
+    strategy = body.get("strategy", "activate")
+    if strategy not in STRATEGIES:
+        raise PolicyLayoutInvalid(f"{path}: strategy must be one of {', '.join(STRATEGIES)}")
+    percent, subject, reason = body.get("percent"), body.get("subject"), body.get("reason")
+    if strategy == "canary":
+        if isinstance(percent, bool) or not isinstance(percent, int | float) or not 0 < percent < 100 \
+                or round(percent * 100) != percent * 100:
+            raise PolicyLayoutInvalid(f"{path}: a canary needs percent, above 0 and below 100, at most two decimals")
+        if subject is not None and (not isinstance(subject, str) or not _SUBJECT.fullmatch(subject)):
+            raise PolicyLayoutInvalid(f"{path}: subject must be a dotted request path such as context.source_record_id")
+    elif percent is not None or subject is not None:
+        raise PolicyLayoutInvalid(f"{path}: percent and subject go with strategy = \"canary\"")
+    if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
+        raise PolicyLayoutInvalid(f"{path}: reason must be text of 1 to 500 characters")
+    return Release(strategy, float(percent) if percent is not None else None, subject, reason)
+
+
+def release_toml(release: Release) -> str:
+    """The text `gate init-policies` writes for a scope: the strategy, and the others as comments."""
+    return "\n".join([
+        "# How a change of this scope's rulebooks goes out (gate apply; docs/policy-as-code.md).",
+        "# strategy: shadow | canary | activate. A canary also takes percent (0 < P < 100) and subject.",
+        f"strategy = \"{release.strategy}\"",
+        "# percent = 10",
+        "# subject = \"context.source_record_id\"",
+        "# reason = \"why this goes out\"",
+        "",
+    ])
+
+
+# ---------------------------------------------------------------------------- --fail-on
+
+# The figures of one change a condition can name (gate_cli.policy_cmd.figures computes them).
+FAIL_ON_FIGURES = ("decisions_changed", "lost_failures", "failures_caught", "successes_lost",
+                   "review_load_change", "lint_warnings", "unreplayable")
+_OPERATORS: Mapping[str, Callable[[Any, Any], bool]] = {
+    ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt}
+_CONDITION = re.compile(r"^\s*([a-z_]{1,40})\s*(>=|<=|==|!=|>|<)\s*(-?\d{1,12})\s*$")
+MAX_CONDITIONS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class FailOn:
+    """One `--fail-on` condition: met by a change whose figure compares so with the bound."""
+
+    figure: str
+    op: str
+    bound: int
+
+    def met(self, figures: Mapping[str, int]) -> bool:
+        return _OPERATORS[self.op](figures[self.figure], self.bound)
+
+    def __str__(self) -> str:
+        return f"{self.figure}{self.op}{self.bound}"
+
+
+def parse_fail_on(text: str | None) -> tuple[FailOn, ...]:
+    """The conditions of `--fail-on` (the module docstring), or PolicyLayoutInvalid naming the bad one."""
+    if text is None:
+        return ()
+    parts = text.split(",")
+    if len(parts) > MAX_CONDITIONS:
+        raise PolicyLayoutInvalid(f"--fail-on: at most {MAX_CONDITIONS} conditions")
+    conditions = []
+    for part in parts:
+        match = _CONDITION.fullmatch(part)
+        if match is None or match.group(1) not in FAIL_ON_FIGURES:
+            raise PolicyLayoutInvalid(f"--fail-on: {part.strip()!r} is not NAME OP INTEGER with NAME one of "
+                                      f"{', '.join(FAIL_ON_FIGURES)} and OP one of > >= < <= == !=")
+        conditions.append(FailOn(match.group(1), match.group(2), int(match.group(3))))
+    return tuple(conditions)
