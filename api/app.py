@@ -12,6 +12,7 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from api.auth import Authenticator
+from api.ci import CIPrincipals
 from api.errors import ERROR_TABLE, error_response, refusal
 from api.limits import RateLimiter, make_rate_limiter
 from api.metrics import init_metrics, record_guardrail_trip, record_webhook_attempt
@@ -122,7 +123,9 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
                               concurrency=settings.events_concurrency)
         if settings.events_dispatch else None,
         limiter=limiter or make_rate_limiter(settings.redis_url),
-        auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms),
+        auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,
+                           ci=CIPrincipals(settings, lambda: service.clock.now().timestamp())
+                           if settings.ci_issuer is not None else None),
         lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
         audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
         replays=ReplayService(service),

@@ -5,6 +5,10 @@ the final comparison is constant-time (`gate.keys.apikeys.hashes_match`). Missin
 answer 401 with `WWW-Authenticate`; a disabled key answers 403. Both carry the family's
 `*_UNAUTHORIZED` code and never an approval. SECURITY: keys are never logged or echoed.
 
+A bearer shaped like a signed JWT (three dot-separated parts; API keys have none) is a CI
+principal's workload-identity token when a CI issuer is configured: `api.ci` checks it, on the
+routes that take one (`keyed(ci=True)`); any other route answers it 403.
+
 Bounded staleness (`GATE_API_KEY_CACHE_MS`, default 1000): an *active* key's resolved caller is
 kept in process memory, under the key's sha256 only, for at most that long after the read that
 found it began. So a key disabled (or re-planned) in the ledger is refused by every worker within
@@ -18,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from flask import Request
 
@@ -28,6 +32,7 @@ from gate.ledger import Ledger
 from gate.services.decide import Caller
 
 REALM = 'Bearer realm="decision-gate"'
+SCOPE_HEADER = "x-gate-scope"  # the scope a CI principal acts in (api.ci)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,20 +59,38 @@ def presented_key(request: Request) -> str | None:
 CACHE_ENTRIES = 10_000
 
 
+class WorkloadCallers(Protocol):
+    """What resolves a CI token to its caller (api.ci.CIPrincipals)."""
+
+    def caller(self, token: str, scope_header: str | None) -> Caller: ...
+
+
+def is_token(value: str) -> bool:
+    """A presented credential shaped like a signed JWT, header.payload.signature (API keys have no dots)."""
+    return value.count(".") == 2
+
+
 class Authenticator:
     def __init__(self, ledger: Ledger, plans: dict[str, dict[str, int]], *, cache_ms: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, ci: WorkloadCallers | None = None) -> None:
         self.ledger = ledger
         self.plans = plans
         self.cache_seconds = cache_ms / 1000
         self.clock = clock
+        self.ci = ci  # the CI issuer's principals (api.ci); None: no CI token is accepted
         # sha256(key) -> (monotonic time the ledger read began, the caller it resolved to)
         self._active: dict[str, tuple[float, Caller]] = {}
 
-    def authenticate(self, request: Request) -> Caller:
+    def authenticate(self, request: Request, *, ci: bool = False) -> Caller:
+        """The caller the request's API key (or, where `ci` and a CI issuer is configured, CI
+        token) resolves to; AuthFailure otherwise."""
         key = presented_key(request)
         if not key:
             raise AuthFailure(401, "an API key is required in x-api-key or Authorization: Bearer")
+        if self.ci is not None and is_token(key):
+            if not ci:
+                raise AuthFailure(403, "a CI token acts only on publishing and releases (docs/ci-principal.md)")
+            return self.ci.caller(key, request.headers.get(SCOPE_HEADER))
         if len(key) > 200:
             raise AuthFailure(401, "the API key is not valid")
         key_hash = hash_api_key(key)

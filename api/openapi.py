@@ -401,7 +401,11 @@ def openapi_document() -> dict[str, Any]:
             "schemas": SCHEMAS,
             "securitySchemes": {
                 "ApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"},
-                "Bearer": {"type": "http", "scheme": "bearer"},
+                "Bearer": {"type": "http", "scheme": "bearer",
+                           "description": "An API key; or, on publishing and the release routes of a gate "
+                                          "with a CI issuer, a CI workload-identity token acting as "
+                                          "ci:<repository>@<ref>, in the scope the x-gate-scope header names "
+                                          "(docs/ci-principal.md)."},
             },
         },
         "x-error-codes": {code: {"status": status, "v": word} for code, (status, word) in sorted(ERROR_TABLE.items())},

@@ -51,6 +51,8 @@ REQUEST_HEADERS = {
     "x-request-id": "Optional caller trace id (1–160 of A–Z a–z 0–9 . _ : -); becomes the record's request_id.",
     "Prefer": "`return=minimal|standard|full` chooses the response view.",
     "x-decision-response-view": "`minimal`, `standard` or `full` (400 when anything else).",
+    "x-gate-scope": "A CI principal's scope (docs/ci-principal.md): the scope a CI workload-identity token acts "
+                    "in, needed when its grants name several; ignored for an API key (its scope is its own).",
 }
 WORKFLOW_REQUEST_HEADERS = {
     "Idempotency-Key": "Workflow routes: overrides the default per-ticket key (1–300 visible ASCII characters).",

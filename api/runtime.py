@@ -77,15 +77,16 @@ def runtime() -> GateRuntime:
 
 
 def keyed(
-    unauthorized_code: str = "SVC_API_UNAUTHORIZED",
+    unauthorized_code: str = "SVC_API_UNAUTHORIZED", *, ci: bool = False,
 ) -> Callable[[Callable[Concatenate[Caller, P], R]], Callable[P, R | Response]]:
-    """Require an active API key; the route receives the resolved `Caller` first."""
+    """Require an active API key; the route receives the resolved `Caller` first. With `ci` the
+    route also takes a CI principal's workload-identity token (api.ci, docs/ci-principal.md)."""
 
     def decorate(view: Callable[Concatenate[Caller, P], R]) -> Callable[P, R | Response]:
         @wraps(view)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | Response:
             try:
-                caller = runtime().auth.authenticate(request)
+                caller = runtime().auth.authenticate(request, ci=ci)
             except AuthFailure as failure:
                 headers = {"WWW-Authenticate": REALM} if failure.status == 401 else None
                 return error_response(

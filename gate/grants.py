@@ -1,17 +1,24 @@
 """The grants file (docs/workbench.md, "Roles and the grants file"): who holds which roles in
-which scope, read by the workbench's sign-in (workbench.app.access) and by the API's Slack
-interactions (api/routes/integrations.py), so both read one file one way.
+which scope, read by the workbench's sign-in (workbench.app.access), by the API's Slack
+interactions (api/routes/integrations.py) and by its CI principals (api/ci.py, docs/ci-principal.md),
+so all read one file one way.
 
     {"users":  {"alice": {"payments": ["author", "releaser"]}},
      "groups": {"gate-approvers": {"*": ["approver"]}},
      "revoked": {"bob": "2026-11-26T18:00:00Z"},
-     "slack":  {"T0123ABCD/U0123ABCD": "person:https://idp.example#alice"}}
+     "slack":  {"T0123ABCD/U0123ABCD": "person:https://idp.example#alice"},
+     "ci":     {"acme/policies@refs/heads/main": {"payments": ["author", "releaser"]}}}
 
 `"*"` is every scope. The roles are `gate.principals.ROLES`; each grants `read`. The older form
 `{"user": ["scope", ...]}` still reads, each listed scope as the `viewer` role only. `slack` maps
 a Slack user (team id, user id) to the person they are: that person's user entry then says what
 their Slack buttons may do (a Slack user acts as no group), and they count as that one person
-for four eyes and quorums whether they vote in Slack or in the Inbox.
+for four eyes and quorums whether they vote in Slack or in the Inbox. A `ci` entry is
+`<repository>@<ref>` exactly as the principal `ci:<repository>@<ref>` names it (another branch of
+the same repository is another principal, with no role until the file names it), and holds only
+`gate.principals.CI_ROLES`: a CI run never approves, resolves or administers. The one pattern is
+`<repository>@*`, every ref of the repository (pull requests' `refs/pull/N/merge` among them),
+which may hold `viewer` alone: a plan on any branch reads, only a named ref publishes or releases.
 """
 
 from __future__ import annotations
@@ -24,12 +31,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gate.errors import CodedError
-from gate.principals import ROLES, Principal
+from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
 
 ALL_SCOPES = "*"
 LEGACY_ROLE = "viewer"  # what a scope listed in the older grants form grants
 PERSON_PREFIX = "person:"
 _SLACK_USER = re.compile(r"^[A-Z0-9]{2,32}/[A-Z0-9]{2,32}$")
+ANY_REF = "*"  # `<repository>@*` in the `ci` member: every ref of the repository, viewer only
 
 
 class Signed(Protocol):
@@ -48,8 +56,6 @@ class AccessConfigError(CodedError):
     CODE = "WORKBENCH_ACCESS_INVALID"
 
 
-
-
 RoleTable = dict[str, dict[str, frozenset[str]]]  # name -> scope (or "*") -> roles
 
 
@@ -65,6 +71,8 @@ class Grants:
 
     # A Slack user ("<team id>/<user id>") -> the person they are (`person:<issuer>#<subject>`).
     slack: dict[str, Principal] = field(default_factory=dict)
+    # A CI run ("<repository>@<ref>", or "<repository>@*") -> scope -> roles (docs/ci-principal.md).
+    ci: RoleTable = field(default_factory=dict)
 
     def roles(self, identity: Signed, scope: str) -> frozenset[str]:
         """The roles `identity` holds in `scope`: its user entry's and every one of its groups'."""
@@ -81,6 +89,20 @@ class Grants:
         return self.slack.get(f"{team_id}/{user_id}")
 
 
+    def ci_scopes(self, principal: Principal) -> dict[str, frozenset[str]]:
+        """The scope -> roles entries the file gives a CI principal: its own entry's and its
+        repository's `@*` entry's (none for any other kind)."""
+        if principal.kind != KIND_CI:
+            return {}
+        name = principal.id[len(CI_PREFIX):]
+        entries = [self.ci.get(name, {}), self.ci.get(f"{name.partition('@')[0]}@{ANY_REF}", {})]
+        return {scope: frozenset().union(*(entry.get(scope, frozenset()) for entry in entries))
+                for scope in sorted(set().union(*entries))}
+
+    def ci_roles(self, principal: Principal, scope: str) -> frozenset[str]:
+        """The roles a CI principal holds in `scope` (none for any other kind: fail closed)."""
+        table = self.ci_scopes(principal)
+        return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
 def _read_json_object(path: Path, what: str) -> dict[str, Any]:
@@ -99,7 +121,7 @@ def _names(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(s, str) and s for s in value)
 
 
-def _role_table(path: Path, section: str, entries: object) -> RoleTable:
+def _role_table(path: Path, section: str, entries: object, allowed: tuple[str, ...] = ROLES) -> RoleTable:
     if not isinstance(entries, dict):
         raise AccessConfigError(f"grants file {path}: {section!r} must map names to {{scope: [roles]}}")
     table: RoleTable = {}
@@ -107,10 +129,10 @@ def _role_table(path: Path, section: str, entries: object) -> RoleTable:
         if not isinstance(scopes, dict) or not all(isinstance(s, str) and s and _names(r) for s, r in scopes.items()):
             raise AccessConfigError(f"grants file {path}: {section} {name!r} must map scope names to lists of roles")
         for scope, roles in scopes.items():
-            unknown = sorted(set(roles) - set(ROLES))
+            unknown = sorted(set(roles) - set(allowed))
             if unknown:
                 raise AccessConfigError(f"grants file {path}: {section} {name!r}, scope {scope!r}: unknown "
-                                        f"role(s) {', '.join(map(repr, unknown))}; roles are {', '.join(ROLES)}")
+                                        f"role(s) {', '.join(map(repr, unknown))}; roles are {', '.join(allowed)}")
         table[name] = {scope: frozenset(roles) for scope, roles in scopes.items()}
     return table
 
@@ -118,21 +140,46 @@ def _role_table(path: Path, section: str, entries: object) -> RoleTable:
 def load_grants(path: Path) -> Grants:
     """Read the grants file (module docstring); refuses anything else with the member at fault."""
     data = _read_json_object(path, "grants file")
-    # The older {"user": ["scope", ...]} (a file naming "users" or "groups" is the current form).
-    if not {"users", "groups"} & set(data) and all(isinstance(value, list) for value in data.values()):
+    # The older {"user": ["scope", ...]} (a file naming "users", "groups" or "ci" is the current form).
+    if not {"users", "groups", "ci"} & set(data) and all(isinstance(value, list) for value in data.values()):
         for user, scopes in data.items():
             if not _names(scopes):
                 raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
         return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
                              for user, scopes in data.items()})
-    unknown = sorted(set(data) - {"users", "groups", "revoked", "slack"})
+    unknown = sorted(set(data) - {"users", "groups", "revoked", "slack", "ci"})
     if unknown:
         raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "
-                                'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}}')
+                                'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}, "ci": {...}}')
     return Grants(_role_table(path, "users", data.get("users", {})),
                   _role_table(path, "groups", data.get("groups", {})),
                   _revocations(path, data.get("revoked", {})),
-                  _slack_people(path, data.get("slack", {})))
+                  _slack_people(path, data.get("slack", {})),
+                  _ci_table(path, data.get("ci", {})))
+
+
+def _ci_table(path: Path, entries: object) -> RoleTable:
+    """The `ci` member: `<repository>@<ref>` -> scope -> roles of CI_ROLES only."""
+    if isinstance(entries, dict):
+        for name, scopes in entries.items():
+            repository, _, ref = name.partition("@")
+            try:
+                ci_name(repository, ref)
+            except ValueError as exc:
+                raise AccessConfigError(f"grants file {path}: ci {name!r} is not <repository>@<ref> "
+                                        f"(acme/policies@refs/heads/main): {exc}") from None
+            for roles in scopes.values() if isinstance(scopes, dict) else ():
+                # SECURITY: a CI run is code, not a person: it never approves, resolves or administers.
+                forbidden = sorted(set(roles) & (set(ROLES) - set(CI_ROLES))) if _names(roles) else []
+                if forbidden:
+                    raise AccessConfigError(f"grants file {path}: ci {name!r} holds {', '.join(map(repr, forbidden))}: "
+                                            f"a CI principal holds only {', '.join(CI_ROLES)} (approvals are a "
+                                            "person's)")
+                # SECURITY: any branch (a pull request's too) may read; only a named ref writes.
+                if ref == ANY_REF and _names(roles) and set(roles) - {"viewer"}:
+                    raise AccessConfigError(f"grants file {path}: ci {name!r} (every ref) may hold only viewer: "
+                                            "name the ref that publishes and releases")
+    return _role_table(path, "ci", entries, CI_ROLES)
 
 
 def _slack_people(path: Path, entries: object) -> dict[str, Principal]:

@@ -3,17 +3,21 @@
 A principal is never a name typed by a caller: an API key is its key id, a person is the issuer
 and subject an identity provider (or the scrypt password file) vouched for, the local operator is
 the login of the process acting on the ledger directly, the guardrail is the gate itself halting a
-canary, and the clock is the gate expiring or escalating a hold whose time came.
+canary, the clock is the gate expiring or escalating a hold whose time came, and a CI run is the
+repository and ref a CI issuer's signed workload-identity token names (`ci:<repository>@<ref>`,
+docs/ci-principal.md).
 Two principals are the same person exactly when their ids are equal; the display name is for
 display only and never compared.
 
 Every principal acts for a **holder** (issue 52): who answers for it when approvals are counted.
-A person, the operator, the guardrail and the clock are their own holders (their `actor`). An API
+A person, the operator, the guardrail, the clock and a CI run are their own holders (their `actor`). An API
 key belongs to the holder stated when it was created (`gate keys create --holder`): a person
 `person:<issuer>#<subject>`, a named service `service:<name>` or the operator `operator:<login>`;
 a key created before holders existed (none stated) is its own holder, `key:<key id>`. Four eyes,
 quorums and the two-person rule count distinct holders, never keys: `is_distinct_approver` is the
-one rule every safeguard asks (docs/releases.md, docs/holds.md).
+one rule every safeguard asks (docs/releases.md, docs/holds.md). A CI run is never a human: it
+never counts as a distinct approver, so a CI request needs a person (or a person's key) to approve
+it and two CI runs, of one repository or of two, never satisfy a rule that needs a second holder.
 
 The API, the CLI and the workbench's sign-in all build their principals here (docs/releases.md,
 "Who may do what"), and check every right (`require`). Pure core: the stdlib and gate.errors.
@@ -32,7 +36,8 @@ KIND_PERSON = "person"
 KIND_OPERATOR = "operator"
 KIND_GUARDRAIL = "guardrail"
 KIND_CLOCK = "clock"  # the gate acting on time: a hold's deadline or escalation came (docs/holds.md)
-KINDS = (KIND_API_KEY, KIND_PERSON, KIND_OPERATOR, KIND_GUARDRAIL, KIND_CLOCK)
+KIND_CI = "ci"  # a CI run: a workload-identity token's repository and ref (docs/ci-principal.md)
+KINDS = (KIND_API_KEY, KIND_PERSON, KIND_OPERATOR, KIND_GUARDRAIL, KIND_CLOCK, KIND_CI)
 
 ROLES = ("viewer", "author", "releaser", "approver", "reviewer", "admin")
 
@@ -70,6 +75,10 @@ _OPERATOR_PREFIX = "operator:"
 _PERSON_PREFIX = "person:"
 _GUARDRAIL_ID = "guardrail"
 _CLOCK_ID = "clock"
+CI_PREFIX = "ci:"
+# The roles a CI principal may hold (gate.grants refuses the others): a CI run writes and releases,
+# it never approves, resolves a hold or changes the policy, which are a person's to do.
+CI_ROLES = ("viewer", "author", "releaser")
 SERVICE_HOLDER_PREFIX = "service:"
 KEY_HOLDER_PREFIX = "key:"  # the implicit holder of a key created before holders (key:<key id>)
 _MAX_TEXT = 512
@@ -111,6 +120,11 @@ class Principal:
     @classmethod
     def operator(cls, login: str) -> Principal:
         return cls(KIND_OPERATOR, _OPERATOR_PREFIX + _text(login, "login"))
+
+    @classmethod
+    def ci(cls, repository: str, ref: str) -> Principal:
+        """A CI run of `repository` at `ref` (from a verified workload-identity token's claims)."""
+        return cls(KIND_CI, CI_PREFIX + ci_name(repository, ref))
 
     @classmethod
     def guardrail(cls) -> Principal:
@@ -187,10 +201,28 @@ def _check(principal: Principal) -> None:
         raise ValueError("the guardrail's id is 'guardrail'")
     if principal.kind == KIND_CLOCK and principal.id != _CLOCK_ID:
         raise ValueError("the clock's id is 'clock'")
+    if principal.kind == KIND_CI:
+        repository, _, ref = principal.id[len(CI_PREFIX):].partition("@")
+        if not principal.id.startswith(CI_PREFIX) or principal.id != CI_PREFIX + ci_name(repository, ref):
+            raise ValueError("a CI principal's id must be ci:<repository>@<ref>")
     if principal.kind == KIND_API_KEY and (
-        principal.id.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or principal.id in (_GUARDRAIL_ID, _CLOCK_ID)
+        principal.id.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX, CI_PREFIX))
+        or principal.id in (_GUARDRAIL_ID, _CLOCK_ID)
     ):
-        raise ValueError("an API key id cannot look like an operator, a person, the guardrail or the clock")
+        raise ValueError("an API key id cannot look like an operator, a person, a CI run, the guardrail or the clock")
+
+
+def ci_name(repository: object, ref: object) -> str:
+    """`<repository>@<ref>` of a CI run, or ValueError: the repository `owner/name` (ASCII letters,
+    digits, `-`, `_`, `.`, `/`), the ref printable with no spaces (`refs/heads/main`). This is how
+    the grants file's `ci` member names a CI principal (gate.grants)."""
+    repository, ref = _text(repository, "CI repository"), _text(ref, "CI ref")
+    if not all(c.isascii() and (c.isalnum() or c in "-_./") for c in repository) or "/" not in repository.strip("/"):
+        raise ValueError("a CI repository is owner/name (ASCII letters, digits, '-', '_', '.', '/')")
+    if any(c.isspace() for c in ref):
+        raise ValueError("a CI ref has no spaces")
+    return f"{repository}@{ref}"
+
 
 
 def parse_holder(value: object) -> str:
@@ -210,11 +242,11 @@ def parse_holder(value: object) -> str:
 
 def holder_id(actor: str, holder: str | None = None) -> str:
     """The holder an event's `actor` acted for: the `holder` its key states; else a person, the
-    operator, the guardrail and the clock are their own, and an API key of no stated holder is
+    operator, the guardrail, the clock and a CI run are their own, and an API key of no stated holder is
     `key:<key id>` (what every key created before holders is, so old histories keep their rules)."""
     if holder is not None:
         return holder
-    if actor.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX)) or actor in (_GUARDRAIL_ID, _CLOCK_ID):
+    if actor.startswith((_OPERATOR_PREFIX, _PERSON_PREFIX, CI_PREFIX)) or actor in (_GUARDRAIL_ID, _CLOCK_ID):
         return actor
     return KEY_HOLDER_PREFIX + actor
 
@@ -222,7 +254,13 @@ def holder_id(actor: str, holder: str | None = None) -> str:
 def is_distinct_approver(holder: str, others: Iterable[str | None]) -> bool:
     """THE rule of four eyes, quorums and the two-person rule: a holder approves only when it is
     none of `others` (the requester, the earlier approvers; None stands for nobody). Compare
-    holders (`holder_id`), never keys: a person's second key is the same approver."""
+    holders (`holder_id`), never keys: a person's second key is the same approver.
+
+    SECURITY: a CI run (`ci:…`) is never a distinct approver, whoever asked: a workload token
+    stands for code, not for a person, so two CI runs (of one repository or of two) never make the
+    two-person rule, and neither does CI approving a person's request (docs/ci-principal.md)."""
+    if holder.startswith(CI_PREFIX):
+        return False
     return all(holder != other for other in others)
 
 

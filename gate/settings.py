@@ -84,7 +84,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_SLACK_BOT_TOKEN", "", "the Slack app's bot token: the queues' Slack messages (docs/integrations.md)"),
     ("GATE_SLACK_API_URL", "https://slack.com/api/", "the Slack Web API's address"),
     ("GATE_SLACK_SIGNING_SECRET", "", "verifies Slack's interactions (Approve/Deny); empty: the endpoint refuses"),
-    ("GATE_GRANTS_FILE", "", "the workbench's grants file: maps Slack users to the people they are"),
+    ("GATE_GRANTS_FILE", "", "the grants file (the workbench's --grants): Slack users' people, CI runs' roles"),
 )
 
 
@@ -174,6 +174,13 @@ class Settings:
     slack_api_url: str = "https://slack.com/api/"
     slack_signing_secret: str | None = field(default=None, repr=False)
     grants_file: Path | None = None
+    # CI as a principal (docs/ci-principal.md): the workload-identity issuer, the audience its tokens
+    # name for this gate, the grants file whose `ci` member gives each repository@ref its roles, and
+    # the claims that name the repository and the ref. All unset: no CI token is accepted.
+    ci_issuer: str | None = None
+    ci_audience: str | None = None
+    ci_repository_claim: str = "repository"
+    ci_ref_claim: str = "ref"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -231,6 +238,7 @@ class Settings:
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
             **_channel_settings(env),
+            **_ci_settings(env),
         )
 
     def with_(self, **changes: Any) -> Settings:
@@ -409,6 +417,29 @@ def _advisor_settings(env: Mapping[str, str]) -> dict[str, Any]:
     return {"advisory_modes": _flag(env.get("GATE_ADVISORY_MODES", "true"), "GATE_ADVISORY_MODES"),
             "advisor_base_url": base_url, "advisor_models": models, "advisor_api_key": key,
             "advisor_timeout": seconds}
+
+
+def _ci_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """`GATE_CI_ISSUER` (https, or http on loopback: checked again at discovery),
+    `GATE_CI_AUDIENCE` and `GATE_GRANTS_FILE` (the one grants file, whose `ci` member it reads at start
+    and when it changes), the first two together or neither; `GATE_CI_REPOSITORY_CLAIM` and `GATE_CI_REF_CLAIM` (claim names, defaults
+    `repository` and `ref`, GitHub Actions' names)."""
+    issuer = _http_url((env.get("GATE_CI_ISSUER") or "").strip() or None, "GATE_CI_ISSUER")
+    audience = (env.get("GATE_CI_AUDIENCE") or "").strip() or None
+    grants = (env.get("GATE_GRANTS_FILE") or "").strip() or None
+    if (issuer is None and audience is not None) or (issuer is not None and (audience is None or grants is None)):
+        raise SettingsError("set GATE_CI_ISSUER and GATE_CI_AUDIENCE together, with GATE_GRANTS_FILE (whose ci "
+                            "member gives CI runs their roles), or neither")
+    if audience is not None and (len(audience) > 500 or not audience.isprintable()):
+        raise SettingsError("GATE_CI_AUDIENCE must be at most 500 printable characters")
+    claims = {}
+    for name, key, default in (("GATE_CI_REPOSITORY_CLAIM", "ci_repository_claim", "repository"),
+                               ("GATE_CI_REF_CLAIM", "ci_ref_claim", "ref")):
+        value = (env.get(name) or default).strip()
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", value):
+            raise SettingsError(f"{name} must be a claim name (letters, digits, '_', '.', ':', '-')")
+        claims[key] = value
+    return {"ci_issuer": issuer, "ci_audience": audience, **claims}
 
 
 def _checkpoint_log(location: str, home: Path) -> Path | None:

@@ -214,6 +214,8 @@ def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_
               f" ({check.events} events, {len(check.policy_changes)} policy changes)")
         print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
         print(f"  authenticity {'valid' if verified else 'NOT PROVEN (no trusted key)' if check.valid else 'INVALID'}")
+        for event in events:
+            print(_release_event_line(event))
         for change in check.policy_changes:
             print(f"  policy event {change['seq']} {change['created_at']} {change['setting']} {change['action']} by "
                   f"{change['actor']} ({(change.get('principal') or {}).get('kind')}){_approvers(change)}: "
@@ -221,6 +223,19 @@ def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_
         for problem in check.problems:
             print(f"  {problem}")
     return 0 if verified else 1
+
+
+def _release_event_line(event: object) -> str:
+    """One release event as stated (who acted, for which holder): `release event 3 <time> approve
+    v2 by <actor> (<kind>), holder <holder>`. What the signed event says, checked above."""
+    if not isinstance(event, dict):
+        return "  release event (not an object)"
+    stated = event.get("principal")
+    principal: dict[str, Any] = stated if isinstance(stated, dict) else {}
+    holder = principal.get("holder")
+    return (f"  release event {event.get('seq')} {event.get('created_at')} {event.get('action')} "
+            f"{event.get('version') or '-'} by {event.get('actor')} ({principal.get('kind', 'unstated')})"
+            + (f", holder {holder}" if holder else ""))
 
 
 def _approvers(change: dict[str, Any]) -> str:

@@ -4,20 +4,26 @@ started on a free loopback port for the test session.
 
 Its people: alice (Alice Author, group gate-authors), bob (Bob Approver, gate-approvers) and
 carol (Carol Viewer, gate-viewers); each password is `<name>-password`. A test registers a
-client for its own redirect URI (`register`, RFC 7591 dynamic registration)."""
+client for its own redirect URI (`register`, RFC 7591 dynamic registration). It is also the CI
+issuer of the CI-principal tests (`ci_token`, docs/ci-principal.md)."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.server.support import free_port
@@ -44,6 +50,31 @@ def install() -> None:
                        check=True, capture_output=True, timeout=600)
 
 
+def provider_sign_in(client: httpx.Client, url: str, user: str, secret: str, stop: str) -> httpx.URL:
+    """Follow the provider's redirects from `url`, answering its login form as `user`, until a
+    redirect leaves for `stop` (the relying party's redirect URI); that URL. Raises on a 4xx."""
+    response = client.get(url)
+    for _ in range(12):
+        location = response.headers.get("location")
+        if location is not None:
+            target = response.url.join(location)
+            if str(target).startswith(stop):
+                return target
+            response = client.get(target)
+            continue
+        if response.status_code >= 400:
+            raise AssertionError(f"{response.status_code}: {response.text[:300]}")
+        form = response.url.join(response.text.split('action="', 1)[1].split('"', 1)[0])
+        response = client.post(form, data={"login": user, "password": secret})
+    raise AssertionError("the provider never sent the browser back")
+
+
+def pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    return verifier, challenge
+
+
 @dataclass
 class Provider:
     issuer: str
@@ -60,6 +91,25 @@ class Provider:
         with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
             client = json.loads(response.read())
         return client["client_id"], client.get("client_secret")
+
+    def ci_token(self, repository: str, ref: str, audience: str, sha: str = "0" * 40) -> str:
+        """A signed JWT access token shaped like a GitHub Actions OIDC token (iss, aud, sub
+        `repo:<repository>:ref:<ref>`, repository, ref, sha, exp in 10 minutes): a client
+        registered for that repository and ref asks for it with client credentials and the
+        audience as its resource indicator (RFC 8707)."""
+        body = {"grant_types": ["client_credentials"], "response_types": [], "redirect_uris": [],
+                "token_endpoint_auth_method": "client_secret_post", "ci_repository": repository, "ci_ref": ref,
+                "ci_sha": sha}
+        request = urllib.request.Request(f"{self.issuer}/reg", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
+            client = json.loads(response.read())
+        form = urllib.parse.urlencode({"grant_type": "client_credentials", "resource": audience,
+                                       "client_id": client["client_id"], "client_secret": client["client_secret"]})
+        request = urllib.request.Request(f"{self.issuer}/token", data=form.encode(), method="POST",
+                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback http
+            return str(json.loads(response.read())["access_token"])
 
 
 def start(log: Path) -> Provider:

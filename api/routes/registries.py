@@ -236,7 +236,7 @@ def policy_bundles() -> Response:
            ("version", "string", "with rulebook_id")),
     tags=("registries",),
 ))
-@keyed("SVC_API_UNAUTHORIZED")
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 def rulebooks(caller: Caller) -> Response:
     rt = runtime()
     wanted_hash = request.args.get("hash")

@@ -35,8 +35,8 @@ ACTION_WEIGHT = Weight(base=2)
      409: "other content under a published version", 413: "body too large", 415: MEDIA,
      422: "invalid rulebook"},
     errors=_RELEASE_ERRORS + ("RULEBOOK_VERSION_CONFLICT", "RULEBOOK_INVALID"),
-    request_body="RulebookPublishRequest", tags=("releases",), charged=True))
-@keyed("SVC_API_UNAUTHORIZED")
+    request_body="RulebookPublishRequest", request_headers=("x-gate-scope",), tags=("releases",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(PUBLISH_WEIGHT)
 def publish(caller: Caller) -> Response:
     """Publish a Rulebook v1 in the caller's scope: 201 new, 200 the same content again, 409
@@ -53,8 +53,9 @@ def publish(caller: Caller) -> Response:
     "comparison with intervals and guardrails, and the signed event history.", True,
     {200: "{ok, rulebook_id, state, policy, comparison, history}", 401: "missing or invalid key",
      404: "not published in this scope"},
-    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), tags=("releases",), charged=True))
-@keyed("SVC_API_UNAUTHORIZED")
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND",), request_headers=("x-gate-scope",), tags=("releases",),
+    charged=True))
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
 def release_status(caller: Caller, rulebook_id: str) -> Response:
     """State (active, shadow, canary, pending approvals), policy, history and the live comparison."""
@@ -68,8 +69,9 @@ def release_status(caller: Caller, rulebook_id: str) -> Response:
     "(`governance`).", True,
     {200: "{release_history_version, scope_hash, rulebook_id, events, governance}", 401: "missing or invalid key",
      404: "not published in this scope", 409: "a chain does not extend its witnessed checkpoint"},
-    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "CHAIN_INTEGRITY_FAILED"), tags=("releases",), charged=True))
-@keyed("SVC_API_UNAUTHORIZED")
+    errors=AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "CHAIN_INTEGRITY_FAILED"), request_headers=("x-gate-scope",),
+    tags=("releases",), charged=True))
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(STATUS_WEIGHT)
 def release_history(caller: Caller, rulebook_id: str) -> Response:
     """The portable release history that `gate verify --release-history` checks offline."""
@@ -99,9 +101,9 @@ def release_history(caller: Caller, rulebook_id: str) -> Response:
                               "RELEASE_SELF_APPROVAL", "RELEASE_IDEMPOTENCY_CONFLICT", "RULEBOOK_NOT_ACTIVE",
                               "RELEASE_VERSION_HALTED", "RELEASE_DRY_RUN_REQUIRED",
                               "RELEASE_DRY_RUN_REJECTED"),
-    request_body="ReleaseActionRequest", request_headers=("x-idempotency-key",),
+    request_body="ReleaseActionRequest", request_headers=("x-idempotency-key", "x-gate-scope"),
     response_headers=("x-idempotency-status",), tags=("releases",), charged=True))
-@keyed("SVC_API_UNAUTHORIZED")
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 @charged(ACTION_WEIGHT)
 def release_action(caller: Caller, rulebook_id: str) -> Response:
     """One transition: 201 with the signed event, 200 when the idempotency key replays it."""
@@ -119,7 +121,9 @@ def release_action(caller: Caller, rulebook_id: str) -> Response:
 
 def principal_of(caller: Caller) -> Principal:
     """The principal an API key acts as: its key id and the holder stored with the key (never a
-    name the request carries)."""
+    name the request carries); a CI run's, from its verified token (api.ci)."""
+    if caller.principal is not None:
+        return caller.principal
     try:
         return Principal.api_key(caller.key_id, caller.holder)
     except ValueError:  # fail closed: a stored id or holder this build cannot read acts on nothing
@@ -157,7 +161,7 @@ def principal_of(caller: Caller) -> Principal:
                                             "CHAIN_INTEGRITY_FAILED"),
         request_body="ReleasePolicyPatch", tags=("releases",)),
 )
-@keyed("SVC_API_UNAUTHORIZED")
+@keyed("SVC_API_UNAUTHORIZED", ci=True)
 def release_policy(caller: Caller) -> Response:
     """The scope's release policy, its pending requests and its signed changes. PUT states the
     whole policy, PATCH the members it changes; both need the `admin` permission. While approvals

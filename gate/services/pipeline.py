@@ -30,6 +30,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, SealedDecision, StoredDecision, Written
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
+from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.protocol.confidence import ConfidenceCounts, confidence_block
 from gate.protocol.decision_record import DecisionRecord
@@ -42,7 +43,7 @@ REPLAYED = "replayed"
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated API key, resolved to its scope and effective limits."""
+    """An authenticated API key (or CI run), resolved to its scope and effective limits."""
 
     key_id: str
     scope: str
@@ -51,6 +52,9 @@ class Caller:
     monthly_cap: int
     permissions: frozenset[str] = DEFAULT_PERMISSIONS
     holder: str | None = None  # the key's stated holder (issue 52); None: a key of none, key:<key_id>
+    # A CI run's principal (api.ci; its key_id is the principal's id); None: an API key, whose
+    # principal is built from key_id and holder.
+    principal: Principal | None = None
 
 
 @dataclass(frozen=True, slots=True)

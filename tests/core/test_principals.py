@@ -29,7 +29,9 @@ def test_each_kind_builds_its_id_and_actor() -> None:
     assert (person.issuer, person.subject, person.display_name) == ("https://idp.example", "sub-1", "Alice")
     clock = Principal.clock()
     assert (clock.kind, clock.id, clock.actor) == ("clock", "clock", "clock")
-    assert {p.kind for p in (key, op, rail, person, clock)} == set(KINDS)
+    ci = Principal.ci("acme/policies", "refs/heads/main")
+    assert (ci.kind, ci.id, ci.actor) == ("ci", "ci:acme/policies@refs/heads/main", "ci:acme/policies@refs/heads/main")
+    assert {p.kind for p in (key, op, rail, person, clock, ci)} == set(KINDS)
 
 
 def test_json_round_trip_leaves_out_none_members() -> None:
@@ -101,7 +103,7 @@ TEXT = "must be a non-empty string of at most 512 characters"
     (lambda: Principal.person("", "s"), f"a principal's issuer {TEXT}"),
     (lambda: Principal.person("i", 5), f"a principal's subject {TEXT}"),  # type: ignore[arg-type]
     (lambda: Principal.person("i", "s", ""), f"a principal's display name {TEXT}"),
-    (lambda: Principal("nobody", "x"), "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
+    (lambda: Principal("nobody", "x"), "a principal's kind must be one of api_key, person, operator, guardrail, clock, ci"),
     (lambda: Principal("api_key", ""), f"a principal's id {TEXT}"),
     (lambda: Principal("person", "i#s", None, "s"), f"a principal's issuer {TEXT}"),
     (lambda: Principal("person", "i#s", "i", None), f"a principal's subject {TEXT}"),
@@ -115,9 +117,19 @@ TEXT = "must be a non-empty string of at most 512 characters"
     (lambda: Principal("operator", "root"), "an operator's id must be operator:<login>"),
     (lambda: Principal("operator", "operator:"), "an operator's id must be operator:<login>"),
     (lambda: Principal("guardrail", "guardrails"), "the guardrail's id is 'guardrail'"),
-    (lambda: Principal("api_key", "operator:x"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
-    (lambda: Principal("api_key", "person:x"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
-    (lambda: Principal("api_key", "guardrail"), "an API key id cannot look like an operator, a person, the guardrail or the clock"),
+    (lambda: Principal("api_key", "operator:x"), "an API key id cannot look like an operator, a person, a CI run, the guardrail or the clock"),
+    (lambda: Principal("api_key", "person:x"), "an API key id cannot look like an operator, a person, a CI run, the guardrail or the clock"),
+    (lambda: Principal("api_key", "guardrail"), "an API key id cannot look like an operator, a person, a CI run, the guardrail or the clock"),
+    (lambda: Principal("api_key", "ci:a/b@main"), "an API key id cannot look like an operator, a person, a CI run, the guardrail or the clock"),
+    (lambda: Principal.ci("acme", "refs/heads/main"), "a CI repository is owner/name (ASCII letters, digits, '-', '_', '.', '/')"),
+    (lambda: Principal.ci("acme/pol icies", "main"), "a CI repository is owner/name (ASCII letters, digits, '-', '_', '.', '/')"),
+    (lambda: Principal.ci("acme/p@x", "main"), "a CI repository is owner/name (ASCII letters, digits, '-', '_', '.', '/')"),
+    (lambda: Principal.ci("acme/policies", "refs/heads/ main"), "a CI ref has no spaces"),
+    (lambda: Principal.ci("acme/policies", ""), f"a principal's CI ref {TEXT}"),
+    (lambda: Principal.ci(None, "main"), f"a principal's CI repository {TEXT}"),  # type: ignore[arg-type]
+    (lambda: Principal("ci", "acme/policies@main"), "a CI principal's id must be ci:<repository>@<ref>"),
+    (lambda: Principal("ci", "ci:acme/policies@main", holder="service:x"),
+     "only an API key states a holder (any other principal is its own)"),
 ])
 def test_each_refusal_names_the_member_at_fault(build, message):
     with pytest.raises(ValueError) as refused:
@@ -139,8 +151,8 @@ def test_the_members_each_kind_allows():
 @pytest.mark.parametrize(("value", "message"), [
     ([], "a principal must be a JSON object"),
     ({"kind": "api_key", "id": "k", "b": 1, "a": 2}, "a principal has unknown members: a, b"),
-    ({"kind": "robot", "id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
-    ({"id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock"),
+    ({"kind": "robot", "id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock, ci"),
+    ({"id": "k"}, "a principal's kind must be one of api_key, person, operator, guardrail, clock, ci"),
 ])
 def test_malformed_json_says_what_is_wrong(value, message):
     with pytest.raises(ValueError) as refused:
@@ -220,6 +232,16 @@ def test_the_holder_of_an_actor_string() -> None:
     assert holder_id("guardrail") == "guardrail" and holder_id("clock") == "clock"
     assert holder_id("operator:ops", "service:x") == "service:x"  # a stated holder always wins
     assert holder_id("guardrails") == "key:guardrails" and holder_id("clocks") == "key:clocks"
+
+
+def test_a_ci_run_is_its_own_holder_and_never_a_distinct_approver() -> None:
+    main, other = Principal.ci("acme/policies", "refs/heads/main"), Principal.ci("acme/other", "refs/heads/main")
+    assert Principal.from_json(main.to_json()) == main and main.to_json() == {"kind": "ci", "id": main.id}
+    assert main.holder_id == main.actor and holder_id(main.actor) == "ci:acme/policies@refs/heads/main"
+    assert is_distinct_approver(main.holder_id, []) is False  # whoever asked: never the second principal
+    assert is_distinct_approver(other.holder_id, [main.holder_id]) is False  # two CI runs never make two
+    assert is_distinct_approver(main.holder_id, [ANN]) is False
+    assert is_distinct_approver(ANN, [main.holder_id]) is True  # a person approves a CI run's request
 
 
 def test_one_rule_says_who_is_a_distinct_approver() -> None:

@@ -30,7 +30,6 @@ refuses anyway.
 from __future__ import annotations
 
 import getpass
-import ipaddress
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.grants import ALL_SCOPES, AccessConfigError, Grants, load_grants
+from gate.oidc import is_loopback
 from gate.principals import ROLES, Permission, Principal, permissions_of, require
 from workbench.app.passwords import PasswordFileError, load_hashes
 
@@ -45,16 +45,6 @@ if TYPE_CHECKING:
     from workbench.app.oidc_settings import OIDCSettings
 
 PASSWORD_FILE_ISSUER = "password-file"  # noqa: S105  # an issuer name, not a password
-
-
-def is_loopback(address: str) -> bool:
-    """True for `localhost` and loopback IP addresses (127.0.0.0/8, ::1)."""
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

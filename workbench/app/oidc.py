@@ -3,7 +3,8 @@
 `oidc_provider(settings, access)` is the auth provider `workbench.app.server` hands to Panel.
 Panel runs the flow's plumbing (its OAuth login handler: the `state` value bound to a signed
 cookie, the PKCE verifier and S256 challenge in a signed cookie, the error page, the logout
-page); `joserfc` checks the ID token. A sign-in runs:
+page); `gate.oidc` checks the ID token (the one home of token checks, which the API's CI
+principals use too). A sign-in runs:
 
 1. discovery, once, when the server is built (`discover`): the provider's
    `/.well-known/openid-configuration`, whose `issuer` must be exactly the configured one
@@ -38,15 +39,11 @@ import json
 import logging
 import secrets
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from joserfc import jwt
-from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from panel.auth import BasicAuthProvider, OAuthLoginHandler, _deserialize_state, _serialize_state
 from panel.config import config
@@ -54,9 +51,10 @@ from panel.io.state import state
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.web import HTTPError
 
+from gate import oidc as tokens
 from gate.errors import CodedError, Signal
 from gate.principals import Principal
-from workbench.app.access import Identity, identity_from_claims, is_loopback
+from workbench.app.access import Identity, identity_from_claims
 from workbench.app.oidc_settings import OIDCSettings
 from workbench.app.sessions import (
     Session,
@@ -70,12 +68,7 @@ from workbench.app.sessions import (
 log = logging.getLogger(__name__)
 
 NONCE_COOKIE = "gate-oidc-nonce"
-# Asymmetric signatures only: `none` and the HMAC ones (keyed with the client secret) are refused.
-ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-LEEWAY_SECONDS = 60  # clock skew between the provider and this host
-JWKS_REFETCH_SECONDS = 30.0  # an unknown key id fetches the key set again at most this often
 MAX_GROUP_CHARS = 256
-DISCOVERY_TIMEOUT = 15.0
 
 
 class OIDCConfigError(CodedError, ValueError):
@@ -98,29 +91,23 @@ class Discovery:
 
 
 def _check_url(url: object, what: str, issuer: str) -> str:
-    if not isinstance(url, str) or not url:
-        raise OIDCConfigError(f"the provider's discovery document has no {what}")
-    parts = urllib.parse.urlsplit(url)
-    loopback = is_loopback(parts.hostname or "")
-    if parts.scheme != "https" and not (parts.scheme == "http" and loopback):
-        raise OIDCConfigError(f"{what} {url!r} of {issuer} must be https (http only on loopback)")
-    return url
+    try:
+        return tokens.check_url(url, what, issuer)
+    except ValueError as exc:
+        raise OIDCConfigError(str(exc)) from None
 
 
 def discovery_from(document: Mapping[str, Any], issuer: str) -> Discovery:
     """Check a discovery document against the configured issuer (OIDCConfigError if unusable)."""
-    if document.get("issuer") != issuer:
-        raise OIDCConfigError(f"the discovery document of {issuer} names issuer {document.get('issuer')!r}: "
-                              "they must be identical (OpenID Connect Discovery 4.3)")
+    try:
+        tokens.check_issuer(document, issuer)
+        algorithms = tokens.signing_algorithms(document.get("id_token_signing_alg_values_supported"))
+    except ValueError as exc:
+        raise OIDCConfigError(str(exc)) from None
     if "code" not in document.get("response_types_supported", ["code"]):
         raise OIDCConfigError(f"{issuer} does not offer the authorization-code flow")
     if "S256" not in document.get("code_challenge_methods_supported", ["S256"]):
         raise OIDCConfigError(f"{issuer} does not offer PKCE with S256")
-    announced = document.get("id_token_signing_alg_values_supported") or ["RS256"]
-    algorithms = tuple(a for a in ALGORITHMS if a in announced)
-    if not algorithms:
-        raise OIDCConfigError(f"{issuer} signs ID tokens only with {announced}: the workbench takes "
-                              f"{', '.join(ALGORITHMS)}")
     methods = document.get("token_endpoint_auth_methods_supported") or ["client_secret_basic"]
     client_auth = "client_secret_basic" if "client_secret_basic" in methods else "client_secret_post"
     end_session = document.get("end_session_endpoint")
@@ -135,12 +122,9 @@ def discover(settings: OIDCSettings) -> Discovery:
     _check_url(settings.issuer, "the issuer", settings.issuer)
     url = settings.issuer.rstrip("/") + "/.well-known/openid-configuration"
     try:
-        with urllib.request.urlopen(url, timeout=DISCOVERY_TIMEOUT) as response:  # noqa: S310  # https or loopback http, checked above
-            document = json.loads(response.read())
-    except (OSError, ValueError) as exc:
+        document = tokens.fetch_json(url)
+    except ValueError as exc:
         raise OIDCConfigError(f"cannot read the discovery document {url}: {exc}") from None
-    if not isinstance(document, dict):
-        raise OIDCConfigError(f"the discovery document {url} is not a JSON object")
     return discovery_from(document, settings.issuer)
 
 
@@ -155,8 +139,7 @@ class OIDCClient:
                  kept_groups: frozenset[str] | Callable[[], frozenset[str]],
                  clock: Callable[[], float] = time.time) -> None:
         self.settings, self.discovery, self.kept_groups, self.clock = settings, discovery, kept_groups, clock
-        self._keys: KeySet | None = None
-        self._keys_fetched = float("-inf")
+        self._keys = tokens.KeyCache()
 
     async def _fetch_json(self, request: HTTPRequest | str) -> dict[str, Any]:
         try:
@@ -193,41 +176,33 @@ class OIDCClient:
         return id_token
 
     async def _key_set(self, refresh: bool) -> KeySet:
-        now = time.monotonic()
-        if self._keys is None or (refresh and now - self._keys_fetched > JWKS_REFETCH_SECONDS):
-            document = await self._fetch_json(self.discovery.jwks_uri)
+        """The provider's JWKS, fetched again for a refresh within `gate.oidc.KeyCache`'s bound."""
+        keys = self._keys.keys
+        if keys is None or self._keys.needs_fetch(refresh):
             try:
-                self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
-            except (JoseError, ValueError, TypeError, KeyError) as exc:
-                raise SignInFailed(f"the provider's JWKS is unusable: {exc}") from None
-            self._keys_fetched = now
-        return self._keys
+                keys = self._keys.store(await self._fetch_json(self.discovery.jwks_uri))
+            except tokens.TokenRefused as exc:
+                raise SignInFailed(str(exc)) from None
+        return keys
 
     async def verify(self, id_token: str, nonce: str) -> dict[str, Any]:
-        """The ID token's claims once its signature and its claims hold (SignInFailed otherwise)."""
-        for refresh in (False, True):
-            try:
-                token = jwt.decode(id_token, await self._key_set(refresh), algorithms=list(self.discovery.algorithms))
-                break
-            except JoseError as exc:
-                if refresh or exc.error != "invalid_key_id":
-                    raise SignInFailed(f"the ID token's signature does not hold: {exc}") from None
-        claims = dict(token.claims)
-        registry = jwt.JWTClaimsRegistry(
-            now=lambda: int(self.clock()), leeway=LEEWAY_SECONDS,
-            iss={"essential": True, "value": self.discovery.issuer},
-            aud={"essential": True, "value": self.settings.client_id},
-            exp={"essential": True}, iat={"essential": True}, sub={"essential": True},
-            nonce={"essential": True, "value": nonce})
+        """The ID token's claims once its signature and its claims hold (`gate.oidc`, with the
+        `nonce` sent; SignInFailed otherwise)."""
         try:
-            registry.validate(claims)
-        except JoseError as exc:
-            raise SignInFailed(f"the ID token's claims do not hold: {exc}") from None
+            for refresh in (False, True):
+                try:
+                    claims = tokens.decode_signed(id_token, await self._key_set(refresh), self.discovery.algorithms)
+                    break
+                except tokens.UnknownKey:
+                    if refresh:
+                        raise
+            tokens.check_claims(claims, issuer=self.discovery.issuer, audience=self.settings.client_id,
+                                now=self.clock(), nonce={"essential": True, "value": nonce})
+        except tokens.TokenRefused as exc:
+            raise SignInFailed(f"the ID token: {exc}") from None
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]
         if len(audiences) > 1 and claims.get("azp") != self.settings.client_id:
             raise SignInFailed("the ID token has several audiences and its azp is not this client")
-        if not isinstance(claims["sub"], str):
-            raise SignInFailed("the ID token's sub is not a string")
         return claims
 
     def identity(self, claims: Mapping[str, Any]) -> Identity:

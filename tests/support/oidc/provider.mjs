@@ -8,6 +8,12 @@
 // prints `oidc provider on http://127.0.0.1:PORT` once it listens. Clients register themselves
 // through the standard dynamic registration endpoint (RFC 7591, `POST /reg`), so each workbench a
 // test starts names its own redirect URI. Everything is in memory; nothing outlives the process.
+//
+// It is also a CI workload-identity issuer (docs/ci-principal.md): a client registered with
+// `grant_types: ["client_credentials"]` and the metadata `ci_repository`, `ci_ref`, `ci_sha` gets, for
+// `POST /token` with `grant_type=client_credentials&resource=<audience>` (RFC 8707 resource
+// indicators), a signed JWT access token shaped like a GitHub Actions OIDC token: `iss`, `aud` (the
+// resource), `sub` `repo:<repository>:ref:<ref>`, `repository`, `ref`, `sha`, `exp`, `iat`.
 import http from 'node:http';
 import { generateKeyPairSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { once } from 'node:events';
@@ -37,6 +43,15 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     registration: { enabled: true },
+    // The CI issuer: client credentials, JWT access tokens for the resource (audience) asked for.
+    clientCredentials: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      async getResourceServerInfo(_ctx, resourceIndicator) {
+        return { scope: 'ci', audience: resourceIndicator, accessTokenFormat: 'jwt', accessTokenTTL: 600,
+          jwt: { sign: { alg: 'RS256' } } };
+      },
+    },
     // RP-initiated logout: the workbench's /logout sends the browser here with id_token_hint and
     // its registered post_logout_redirect_uri; a page of our own asks to confirm (no web fonts).
     rpInitiatedLogout: {
@@ -51,6 +66,28 @@ ${form}<button type="submit" form="op.logoutForm" value="yes" name="logout">Yes,
     },
   },
   pkce: { required: () => true },
+  // A CI client's repository, ref and commit (set at registration; tests/oidc_support.py `ci_token`).
+  extraClientMetadata: {
+    properties: ['ci_repository', 'ci_ref', 'ci_sha'],
+    validator(_ctx, key, value) {
+      if (value !== undefined && (typeof value !== 'string' || value.length > 200)) {
+        throw new Error(`${key} must be a string of at most 200 characters`);
+      }
+    },
+  },
+  formats: {
+    customizers: {
+      // The claims of a GitHub Actions OIDC token, from the client's registered CI metadata.
+      async jwt(_ctx, token, structured) {
+        const client = token.client;
+        if (!client || client.ci_repository === undefined) return;
+        Object.assign(structured.payload, {
+          sub: `repo:${client.ci_repository}:ref:${client.ci_ref}`,
+          repository: client.ci_repository, ref: client.ci_ref, sha: client.ci_sha,
+        });
+      },
+    },
+  },
   claims: { openid: ['sub'], profile: ['name', 'preferred_username'], groups: ['groups'] },
   // Scope claims in the ID token itself (many providers put groups there), not only at userinfo.
   conformIdTokenClaims: false,

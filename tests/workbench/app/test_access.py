@@ -292,4 +292,4 @@ def test_a_grants_file_names_revocations_as_instants_with_their_zone(tmp_path):
     with pytest.raises(AccessConfigError) as refused:
         access_for("0.0.0.0", users, bad)
     assert str(refused.value) == (f"grants file {bad}: unknown member(s) 'roles'; "
-                                  'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}}')
+                                  'it is {"users": {...}, "groups": {...}, "revoked": {...}, "slack": {...}, "ci": {...}}')

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import secrets
 import threading
@@ -18,7 +17,7 @@ import pytest
 from tornado.web import decode_signed_value
 
 from gate.principals import Principal
-from tests.oidc_support import oidc_provider, password  # noqa: F401  # the session fixture
+from tests.oidc_support import oidc_provider, password, pkce, provider_sign_in  # noqa: F401  # the session fixture
 from tests.server.support import free_port
 from workbench.app.access import Identity, access_for
 from workbench.app.oidc import (
@@ -41,31 +40,6 @@ def _run(coroutine):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result(timeout=120)
-
-
-def provider_sign_in(client: httpx.Client, url: str, user: str, secret: str, stop: str) -> httpx.URL:
-    """Follow the provider's redirects from `url`, answering its login form as `user`, until a
-    redirect leaves for `stop` (the relying party's redirect URI); that URL. Raises on a 4xx."""
-    response = client.get(url)
-    for _ in range(12):
-        location = response.headers.get("location")
-        if location is not None:
-            target = response.url.join(location)
-            if str(target).startswith(stop):
-                return target
-            response = client.get(target)
-            continue
-        if response.status_code >= 400:
-            raise AssertionError(f"{response.status_code}: {response.text[:300]}")
-        form = response.url.join(response.text.split('action="', 1)[1].split('"', 1)[0])
-        response = client.post(form, data={"login": user, "password": secret})
-    raise AssertionError("the provider never sent the browser back")
-
-
-def pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
-    return verifier, challenge
 
 
 @pytest.fixture(scope="module")
