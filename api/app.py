@@ -97,8 +97,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
                           lease_seconds=settings.events_lease_seconds)
     events.on_attempt = record_webhook_attempt
-    holds = HoldService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log)
-    holds.opener.inbox_base = service.pipeline.holds.inbox_base = settings.workbench_url
+    holds = HoldService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log,
+                        inbox_base=settings.workbench_url)
     policy_alerts = PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
                                        max_age_days=settings.policy_source_max_age_days,
                                        release_alerts=release_service.guardrail_alerts)

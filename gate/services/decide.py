@@ -75,6 +75,7 @@ class DecisionService:
         adapters: AdapterRegistry | None = None,
         confidence: bool = True,
         advisory: AdvisoryService | None = None,
+        inbox_base: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -85,7 +86,7 @@ class DecisionService:
         self.confidence = confidence
         self.snapshots = RulebookSnapshots(ledger, signing, self.clock)
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
-        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids)
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base)
         self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
 
     # ------------------------------------------------------------------ decide

@@ -104,7 +104,8 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
         advisory = advisory_service(settings)
         confidence = settings.decide_confidence if confidence is None else confidence
     service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
-                              confidence=True if confidence is None else confidence, advisory=advisory)
+                              confidence=True if confidence is None else confidence, advisory=advisory,
+                              inbox_base=settings.workbench_url if settings is not None else None)
     if settings is not None and checkpoint_log is None:
         checkpoint_log = settings.checkpoint_log
     return DecisionServices(service, with_releases(service, on_trip=on_trip, checkpoint_log=checkpoint_log)
