@@ -95,7 +95,8 @@ class EventService:
 
     def __init__(self, ledger: Ledger, clock: Clock | None = None, *, allow_hosts: Collection[str] = (),
                  poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
-                 signing: Any = None, lease_seconds: int = LEASE_SECONDS) -> None:
+                 signing: Any = None, lease_seconds: int = LEASE_SECONDS,
+                 on_attempt: Callable[[bool, bool], None] | None = None) -> None:
         self.outbox = Outbox(ledger)
         # A pass holds each subscription it delivers for this long (GATE_EVENTS_LEASE_SECONDS); a
         # dispatcher that dies leaves its lease to expire, and a pass that outlasts it may see
@@ -107,7 +108,7 @@ class EventService:
         self.connections = Connections()  # kept-alive connections, per delivery thread and endpoint
         self.poster: Poster = poster or partial(post, connections=self.connections)
         self._resolve = resolve
-        self.on_attempt: Callable[[bool, bool], None] | None = None  # (ok, replay): the shell's metrics
+        self.on_attempt = on_attempt  # (ok, replay): the shell's metrics
         self.breakers = Breakers(lambda: self.clock.now().timestamp())  # per endpoint, this process's
 
     def _target(self, url: object) -> Target:
