@@ -2,8 +2,10 @@
 nodes, peaks and head rebuilt; no key needed) is invisible to every check recomputed from the
 ledger. Signed checkpoints kept outside the ledger name it: the gate's own checkpoint log (chain
 view, hosted verify, packet export, proofs) and a witness's log (`gate checkpoint save`,
-`gate verify --checkpoints`). On SQLite and PostgreSQL; the CLI as a subprocess, over HTTP
-from a live server."""
+`gate verify --checkpoints`). On SQLite and PostgreSQL; the CLI over HTTP from a live server. The
+edited or unreadable witness log is refused by `gate` subprocesses (entry point, exit status and
+one stderr line as a shell sees them); the other tests run the same command lines in this process
+(`tests.cli_in_process`), about fifteen subprocess start-ups saved per backend."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from gate.ledger.tables import (
     decisions,
     merkle_nodes,
 )
+from tests.cli_in_process import gate_in_process
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -72,18 +75,22 @@ def get(client, key, url):
     return client.get(url, headers={"x-api-key": key})
 
 
-def run(args, env, check=None):
-    done = subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=120, check=False)
+def run(args, env, check=None, process=False):
+    if process:
+        done = subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+                              check=False)
+    else:
+        done = gate_in_process(args, env)
     if check is not None:
         assert done.returncode == check, done.stdout + done.stderr
     return done
 
 
-def gate_verify(tmp_path, client, packet, *extra):
+def gate_verify(tmp_path, client, packet, *extra, process=False):
     (tmp_path / "reg.json").write_text(json.dumps(client.get("/api/decision/receipt-keys").json))
     path = tmp_path / "packet.json"
     path.write_text(json.dumps(packet))
-    done = run(["verify", str(path), "--key-registry", str(tmp_path / "reg.json"), "--json", *extra], {})
+    done = run(["verify", str(path), "--key-registry", str(tmp_path / "reg.json"), "--json", *extra], {}, process=process)
     return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else done.stderr)
 
 
@@ -277,16 +284,16 @@ def test_an_edited_or_unreadable_witness_log_is_refused(make_app, api_key, sampl
     client = app.test_client()
     records = decide(client, api_key, sample_request, 2)
     witness = tmp_path / "witness.jsonl"
-    run(["checkpoint", "save", "--scope", "tenant_a", "--log", str(witness)], gate_env, check=0)
+    run(["checkpoint", "save", "--scope", "tenant_a", "--log", str(witness)], gate_env, check=0, process=True)
     packet = packet_of(client, api_key, records[0]["decision_id"])
     held = json.loads(witness.read_text())
     witness.write_text(json.dumps({**held, "root_hash": "0" * 64}) + "\n")  # edited: its signature fails
-    code, result = gate_verify(tmp_path, client, packet, "--checkpoints", str(witness))
+    code, result = gate_verify(tmp_path, client, packet, "--checkpoints", str(witness), process=True)
     assert code == 1 and "checkpoint_log" in result["failed_checks"]
     witness.write_text("{not json\n")
-    code, message = gate_verify(tmp_path, client, packet, "--checkpoints", str(witness))
+    code, message = gate_verify(tmp_path, client, packet, "--checkpoints", str(witness), process=True)
     assert code == 2 and "line 1" in message
-    code, message = gate_verify(tmp_path, client, packet, "--checkpoints", str(tmp_path / "missing.jsonl"))
+    code, message = gate_verify(tmp_path, client, packet, "--checkpoints", str(tmp_path / "missing.jsonl"), process=True)
     assert code == 2 and "does not exist" in message
 
 

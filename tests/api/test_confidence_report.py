@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from gate.protocol.canonical import sha256_hex
+from tests.cli_in_process import gate_in_process
 
 pytestmark = pytest.mark.usefixtures("backend")
 POLICY = "pricing_exception"
@@ -78,12 +79,11 @@ def test_keys_and_scopes(client, api_key, issue_key, history):
 
 
 def test_the_cli_prints_the_same_report(client, api_key, gate_env, history):
+    """The JSON report is read in this process (`tests.cli_in_process`); the text one from a real
+    process, as an operator's shell runs it."""
     api = get(client, api_key, "?verdict=yes&action=apply_discount").json
-    done = subprocess.run(
-        [sys.executable, "-c", "import sys; from gate_cli.main import main; sys.exit(main(sys.argv[1:]))",
-         "report", "confidence", "--policy", POLICY, "--scope", "tenant_a", "--verdict", "yes",
-         "--action", "apply_discount", "--json"],
-        env=gate_env | {"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=120)
+    done = gate_in_process(["report", "confidence", "--policy", POLICY, "--scope", "tenant_a", "--verdict", "yes",
+                            "--action", "apply_discount", "--json"], gate_env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == api
     text = subprocess.run(

@@ -1,5 +1,8 @@
 """Issue 6 defects 7, 8 and 10 through HTTP, on SQLite and PostgreSQL where storage is involved.
 
+Each test checks its list of inputs in turn on one app per backend (an app and its ledger cost
+more than the requests); a failure names the input.
+
 Before the fixes: lone surrogates answered 500 on database writes (and a failed receipt write
 left its idempotency claim pending); `limit=²` answered 500 and `limit=١` read as 1; NUL in a
 rulebook version answered 503 on PostgreSQL and 200 on SQLite; text/plain, form-encoded and
@@ -71,28 +74,28 @@ def _decide_with(sample, where):
     return json.dumps(body).replace(marker, "x" + SURROGATE)
 
 
-@pytest.mark.parametrize("where", ["workflow", "source_record_id", "inputs", "inputs_key", "rulebook_action",
-                                   "rulebook_version"])
-def test_a_lone_surrogate_in_a_decide_is_a_400_and_stores_nothing(app, client, api_key, sample_request, where):
-    before = rows(app, decisions)
-    response = post_text(client, "/api/decide", _decide_with(sample_request, where), {"x-api-key": api_key})
-    assert response.status_code == 400, response.json
-    assert response.json["error"] == "JSON_INVALID" and response.json["path"].startswith("$.")
-    assert rows(app, decisions) == before
+def test_a_lone_surrogate_in_a_decide_is_a_400_and_stores_nothing(app, client, api_key, sample_request):
+    for where in ("workflow", "source_record_id", "inputs", "inputs_key", "rulebook_action", "rulebook_version"):
+        before = rows(app, decisions)
+        response = post_text(client, "/api/decide", _decide_with(sample_request, where), {"x-api-key": api_key})
+        assert response.status_code == 400, (where, response.json)
+        assert response.json["error"] == "JSON_INVALID" and response.json["path"].startswith("$."), where
+        assert rows(app, decisions) == before, where
 
 
-@pytest.mark.parametrize("path,field", [("execution", "execution_id"), ("outcome", "external_ref"),
-                                        ("crm-sync", "field_mapping")])
-def test_a_lone_surrogate_in_a_receipt_is_a_400_and_leaves_no_claim(app, client, api_key, record, path, field):
-    url = f"/api/decision/{record['decision_id']}/{path}"
-    headers = {"x-api-key": api_key, "x-idempotency-key": f"sur-{path}"}
-    value = {"x" + "MARK": "crm_field"} if field == "field_mapping" else "x" + "MARK"
-    text = json.dumps(receipt_body(path, record, **{field: value})).replace("MARK", SURROGATE)
-    response = post_text(client, url, text, headers)
-    assert response.status_code == 400 and response.json["error"] == "JSON_INVALID"
-    assert rows(app, lifecycle_receipts) == 0 and rows(app, idempotency_claims) == 0
-    corrected = client.post(url, json=receipt_body(path, record), headers=headers)
-    assert corrected.status_code == 201, corrected.json
+def test_a_lone_surrogate_in_a_receipt_is_a_400_and_leaves_no_claim(app, client, api_key, record):
+    for stored, (path, field) in enumerate((("execution", "execution_id"), ("outcome", "external_ref"),
+                                            ("crm-sync", "field_mapping"))):
+        url = f"/api/decision/{record['decision_id']}/{path}"
+        headers = {"x-api-key": api_key, "x-idempotency-key": f"sur-{path}"}
+        value = {"x" + "MARK": "crm_field"} if field == "field_mapping" else "x" + "MARK"
+        text = json.dumps(receipt_body(path, record, **{field: value})).replace("MARK", SURROGATE)
+        response = post_text(client, url, text, headers)
+        assert response.status_code == 400 and response.json["error"] == "JSON_INVALID", path
+        # Only the receipts corrected before this one (and their completed claims) are stored.
+        assert rows(app, lifecycle_receipts) == stored and rows(app, idempotency_claims) == stored, path
+        corrected = client.post(url, json=receipt_body(path, record), headers=headers)
+        assert corrected.status_code == 201, (path, corrected.json)
 
 
 def test_paired_surrogates_are_text(client, api_key, sample_request):
@@ -146,26 +149,27 @@ def test_integer_query_parameters_take_ascii_digits_only(client, api_key, record
 
 # ----------------------------------------------------------------- defect 10: smaller gaps
 
-@pytest.mark.parametrize("version", ["1.0\u0000", "1.0\u0007", "\u00851.0", "1.0\u007f"])
 def test_control_characters_in_a_rulebook_version_answer_the_same_on_both_ledgers(
-        app, client, api_key, sample_request, version):
-    body = copy.deepcopy(sample_request)
-    body["rulebook"]["version"] = version
-    before = rows(app, decisions)
-    response = client.post("/api/decide", json=body, headers={"x-api-key": api_key})
-    assert response.status_code == 422, response.json
-    assert response.json["error"] == "RULEBOOK_INVALID"
-    assert any(e["field"].endswith(".version") and "control" in e["message"] for e in response.json["errors"])
-    assert rows(app, decisions) == before
+        app, client, api_key, sample_request):
+    for version in ("1.0\u0000", "1.0\u0007", "\u00851.0", "1.0\u007f"):
+        body = copy.deepcopy(sample_request)
+        body["rulebook"]["version"] = version
+        before = rows(app, decisions)
+        response = client.post("/api/decide", json=body, headers={"x-api-key": api_key})
+        assert response.status_code == 422, (version, response.json)
+        assert response.json["error"] == "RULEBOOK_INVALID", version
+        assert any(e["field"].endswith(".version") and "control" in e["message"]
+                   for e in response.json["errors"]), version
+        assert rows(app, decisions) == before, version
 
 
-@pytest.mark.parametrize("url", ["/api/decision/dec_x%00", "/api/decision/dec_x%01/verify",
-                                 "/api/decision/chains/ch%00", "/api/decision/rulebooks?rulebook_id=a&version=1%00",
-                                 "/api/decision/rulebooks?hash=%00", "/api/decision/dec_x/outcome?cursor=%1f"])
-def test_control_characters_in_path_or_query_are_a_400_on_both_ledgers(client, api_key, url):
-    response = client.get(url, headers={"x-api-key": api_key})
-    assert response.status_code == 400, response.json
-    assert response.json["error"] == "REQUEST_INVALID"
+def test_control_characters_in_path_or_query_are_a_400_on_both_ledgers(client, api_key):
+    for url in ("/api/decision/dec_x%00", "/api/decision/dec_x%01/verify",
+                "/api/decision/chains/ch%00", "/api/decision/rulebooks?rulebook_id=a&version=1%00",
+                "/api/decision/rulebooks?hash=%00", "/api/decision/dec_x/outcome?cursor=%1f"):
+        response = client.get(url, headers={"x-api-key": api_key})
+        assert response.status_code == 400, (url, response.json)
+        assert response.json["error"] == "REQUEST_INVALID", url
 
 
 def test_documented_400_and_413(make_app, client, api_key, record):
@@ -180,39 +184,38 @@ def test_documented_400_and_413(make_app, client, api_key, record):
     assert too_large.status_code == 413 and too_large.json["error"] == "REQUEST_TOO_LARGE"
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
-                                          "application/json; charset=utf-16", "multipart/form-data; boundary=x",
-                                          "application/xml"])
-def test_bodies_that_are_not_json_are_a_415_everywhere(app, client, api_key, record, sample_request, content_type):
+def test_bodies_that_are_not_json_are_a_415_everywhere(app, client, api_key, record, sample_request):
     headers = {"x-api-key": api_key}
     before = (rows(app, decisions), rows(app, lifecycle_receipts))
     posts = [("/api/decide", sample_request), ("/api/decision/verify", {"record": record}),
              (f"/api/decision/{record['decision_id']}/verify", {"record": record}),
              ("/api/decision/packet/verify", {"packet": {}}),
              *[(f"/api/decision/{record['decision_id']}/{path}", receipt_body(path, record)) for path in RECEIPT_PATHS]]
-    for url, body in posts:
-        response = post_text(client, url, json.dumps(body), headers, content_type)
-        assert response.status_code == 415, (url, response.status_code)
-        assert response.json["error"] == "UNSUPPORTED_MEDIA_TYPE" and response.json["c"] == "unclear"
-        assert response.mimetype == "application/json"
-    assert (rows(app, decisions), rows(app, lifecycle_receipts)) == before
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16",
+                         "multipart/form-data; boundary=x", "application/xml"):
+        for url, body in posts:
+            response = post_text(client, url, json.dumps(body), headers, content_type)
+            assert response.status_code == 415, (content_type, url, response.status_code)
+            assert response.json["error"] == "UNSUPPORTED_MEDIA_TYPE" and response.json["c"] == "unclear"
+            assert response.mimetype == "application/json"
+        assert (rows(app, decisions), rows(app, lifecycle_receipts)) == before, content_type
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=UTF-8",
-                                          "application/json;charset=utf-8", "application/vnd.gate+json"])
-def test_json_media_types_are_accepted(client, api_key, sample_request, content_type):
-    response = post_text(client, "/api/decide", json.dumps(sample_request), {"x-api-key": api_key}, content_type)
-    assert response.status_code == 200, response.json
+def test_json_media_types_are_accepted(client, api_key, sample_request):
+    for content_type in ("application/json", "application/json; charset=UTF-8", "application/json;charset=utf-8",
+                         "application/vnd.gate+json"):
+        response = post_text(client, "/api/decide", json.dumps(sample_request), {"x-api-key": api_key}, content_type)
+        assert response.status_code == 200, (content_type, response.json)
 
 
-@pytest.mark.parametrize("number", ["1e-400", "-2.5e-330", "0." + "0" * 400 + "1", "1e400"])
-def test_numbers_that_underflow_or_overflow_are_refused(app, client, api_key, sample_request, number):
+def test_numbers_that_underflow_or_overflow_are_refused(app, client, api_key, sample_request):
     body = copy.deepcopy(sample_request)
     body["context"]["inputs"]["discount_percent"] = "NUMBER"
-    text = json.dumps(body).replace('"NUMBER"', number)
-    before = rows(app, decisions)
-    response = post_text(client, "/api/decide", text, {"x-api-key": api_key})
-    assert response.status_code == 400 and response.json["error"] == "JSON_NON_FINITE_NUMBER"
-    assert rows(app, decisions) == before
-    zero = post_text(client, "/api/decide", text.replace(number, "0e-400"), {"x-api-key": api_key})
-    assert zero.status_code == 200
+    for number in ("1e-400", "-2.5e-330", "0." + "0" * 400 + "1", "1e400"):
+        text = json.dumps(body).replace('"NUMBER"', number)
+        before = rows(app, decisions)
+        response = post_text(client, "/api/decide", text, {"x-api-key": api_key})
+        assert response.status_code == 400 and response.json["error"] == "JSON_NON_FINITE_NUMBER", number
+        assert rows(app, decisions) == before, number
+        zero = post_text(client, "/api/decide", text.replace(number, "0e-400"), {"x-api-key": api_key})
+        assert zero.status_code == 200, number

@@ -1,7 +1,9 @@
-"""Numbers on the terminal at the precision the author wrote, as subprocesses: `gate rulebook
+"""Numbers on the terminal at the precision the author wrote: `gate rulebook
 flips|lint|diff` over a rulebook whose thresholds make the analysis's float arithmetic noisy
 (500.00000000000006, 0.39999999999999997), and `gate report --limit all` (never `limit=None`).
-`--json` keeps the exact values; the text says the same thing readably."""
+`--json` keeps the exact values; the text says the same thing readably. What is checked is the
+text the commands print, so they run in this process (`tests.cli_in_process`); the entry point's
+subprocess tests are test_report_cli.py's and test_rulebook_cli.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import re
 import pytest
 
 from gate.rulebook.analysis.common import evaluator, label_of
-from tests.cli.test_report_cli import POLICY, gate, seeded  # noqa: F401 - `seeded` is a fixture
+from tests.cli.test_report_cli import POLICY, seeded  # noqa: F401 - `seeded` is a fixture
+from tests.cli_in_process import gate_in_process as gate
 
 # A number printed with float noise: 12 or more decimals (no rulebook here writes that many).
 NOISE = re.compile(r"\d\.\d{12,}")

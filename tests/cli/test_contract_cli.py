@@ -1,4 +1,6 @@
-"""`gate conformance` and `gate migration check` as subprocesses, against a live `gate serve`."""
+"""`gate conformance` and `gate migration check` as subprocesses, against a live `gate serve`.
+The refused variants of a migration manifest run `gate migration check` in this process
+(`tests.cli_in_process`): what it prints and exits with, seven subprocess start-ups fewer."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import subprocess
 
 import pytest
 
+from tests.cli_in_process import gate_in_process
 from tests.conftest import ROOT
 from tests.server.support import GATE, Server, call
 
@@ -75,7 +78,7 @@ def test_migration_check_gates_the_golden_corpus(tmp_path):
     def check(changed, *extra):
         path = tmp_path / "manifest.json"
         path.write_text(json.dumps(changed))
-        return run("migration", "check", str(path), *extra, "--json")
+        return gate_in_process(["migration", "check", str(path), *extra, "--json"])
 
     not_approved = copy.deepcopy(manifest)
     not_approved["status"], not_approved["approval"]["status"] = "proposed", "pending"
@@ -102,6 +105,6 @@ def test_migration_check_gates_the_golden_corpus(tmp_path):
     assert check(manifest).returncode == 1  # the candidate body is not in the corpus: cannot run
     other = ROOT / "gate" / "data" / "rulebooks" / "refund-approval.json"
     assert "does not hash" in check(manifest, "--rulebook", str(other)).stdout
-    assert run("migration", "check", str(tmp_path / "missing.json")).returncode == 2
+    assert gate_in_process(["migration", "check", str(tmp_path / "missing.json")]).returncode == 2
     text = run("migration", "check", str(MANIFEST), "--rulebook", str(CANDIDATE))
     assert text.returncode == 0 and "gate_passed: true" in text.stdout

@@ -1,27 +1,35 @@
-"""`gate verify` on a machine that has only the core installed: a fresh virtualenv with
-`pip install .` (no extras), so no Flask, SQLAlchemy, Polars or Panel exist there."""
+"""`gate verify` on a machine that has only the core installed: a fresh virtualenv with this
+checkout's wheel installed with no extras, so no Flask, SQLAlchemy, Polars or Panel exist there.
+
+The wheel is built as tests/test_wheel.py builds it (`pip wheel --no-build-isolation`, C extensions
+compiled) and installed with its core dependencies by this interpreter's pip (`pip --python`): what
+`pip install .` does, without the build's isolated environment and the new environment's own pip
+(setup 13.9 s -> 9.1 s)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
-import venv
-from pathlib import Path
+import sys
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.test_wheel import _build_wheel
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def core_only_env(tmp_path_factory):
-    target = tmp_path_factory.mktemp("core-only") / "venv"
-    venv.create(target, with_pip=True)
-    python = target / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    base = tmp_path_factory.mktemp("core-only")
+    target = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, timeout=120)
+    wheel = _build_wheel(base)
+    # Without PYTHONPATH: the checkout on it would read as decision-gate already installed.
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+                           "--quiet", str(wheel)], capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")})
     if done.returncode != 0:
         pytest.fail("core-only install failed:\n" + done.stdout[-2000:] + done.stderr[-2000:])
     return target

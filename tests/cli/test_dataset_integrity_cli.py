@@ -1,10 +1,14 @@
-"""The dataset is bound to the signed ledger (issue 18, item 3), through the CLI as a subprocess.
+"""The dataset is bound to the signed ledger (issue 18, item 3), through the CLI.
 
 Each attack of the issue against an exported dataset: outcomes edited in place, a stray partition
 file, a deleted file, a truncated file, a file of another schema, forged facts replayed by a
 dry-run, and the cross-verification of a migration manifest against a forged dataset; plus the
 offline verification of a dry-run, its dataset and the dataset's signature with nothing but a
 saved public key registry.
+
+The session's export and the truncated file's refusals run `gate` as a subprocess (the entry
+point, one line on stderr and exit 2 as a shell sees them); the other checks run the same command
+line in this process (`tests.cli_in_process`), a dozen subprocess start-ups saved per test.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cli_in_process import gate_in_process
 from tests.conftest import gate_environment
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset import integrity
@@ -33,13 +38,17 @@ ROOT = Path(__file__).resolve().parents[2]
 REPORT = ["report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset", "ds", "--json"]
 
 
-def gate(args, env, cwd=None):
+def gate_process(args, env, cwd=None):
     return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
                           check=False, cwd=cwd)
 
 
-def report(tmp: Path, env, *extra: str):
-    return gate([*REPORT, *extra], env, cwd=tmp)
+def gate(args, env, cwd=None):
+    return gate_in_process(args, env, cwd=cwd)
+
+
+def report(tmp: Path, env, *extra: str, run=gate):
+    return run([*REPORT, *extra], env, cwd=tmp)
 
 
 def refused(done, *words):
@@ -58,7 +67,7 @@ def _seed_and_export(env: dict, out: Path) -> None:
         record = writer.decide("tenant_a", at(1 + i % 3, 1 + i, ms=i), discount=10 + i % 6, margin=15 + i % 3 * 8)
         writer.receipt("outcome", "tenant_a", record, at(4, 1 + i), ("succeeded", "failed", "succeeded")[i % 3])
     writer.close()
-    done = gate(["export", "--out", str(out)], env)
+    done = gate_process(["export", "--out", str(out)], env)
     assert done.returncode == 0, done.stderr
 
 
@@ -107,8 +116,8 @@ def facts_file(root: Path) -> Path:
     return root / manifest_of(root)["facts"][POLICY]["files"][0]["path"]
 
 
-def dry_run(tmp: Path, env, dataset: str = "ds", out: str = "out"):
-    return gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", dataset, "--out", out],
+def dry_run(tmp: Path, env, dataset: str = "ds", out: str = "out", run=gate):
+    return run(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", dataset, "--out", out],
                 env, cwd=tmp)
 
 
@@ -185,8 +194,8 @@ def test_a_truncated_file_gives_one_line_and_exit_2(exported):
     tmp, env = exported
     path = first_file(tmp / "ds", "decisions")
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    refused(report(tmp, env), "bytes, the manifest lists")
-    refused(dry_run(tmp, env), "DATASET_INVALID")
+    refused(report(tmp, env, run=gate_process), "bytes, the manifest lists")
+    refused(dry_run(tmp, env, run=gate_process), "DATASET_INVALID")
     assert not (tmp / "out").exists()
 
 
@@ -232,8 +241,7 @@ def test_a_dry_run_over_forged_facts_is_refused(exported):
     (tmp / "ds" / "manifest.json").write_text(json.dumps(integrity.seal(manifest, None)))
     refused(dry_run(tmp, env), "DATASET_INVALID", "not signed")
     other = tmp / "other-keys.json"
-    subprocess.run([GATE, "keys", "signing-init"], env={**os.environ, **env, "GATE_SIGNING_KEY_FILE": str(other)},
-                   check=True, capture_output=True)
+    assert gate(["keys", "signing-init"], {**env, "GATE_SIGNING_KEY_FILE": str(other)}).returncode == 0
     from tests.workbench.manifest_support import signer_of
 
     forged = integrity.seal(manifest, signer_of({"GATE_SIGNING_KEY_FILE": str(other)}))

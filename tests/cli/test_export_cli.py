@@ -1,5 +1,7 @@
 """`gate export` as a subprocess: runs, incremental reruns, JSON summary, progress bar on a
-terminal, and clear errors with exit status 2."""
+terminal, and clear errors with exit status 2. Reruns, the incremental run and the keyless runs run
+the same command lines in this process (`tests.cli_in_process`); each first run, the progress bar
+and every refusal stay real subprocesses."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import pyarrow.dataset as pads
 import pytest
 
+from tests.cli_in_process import gate_in_process as here  # `gate ARGS` in this process
 from tests.workbench.ledger_support import LedgerWriter, at
 
 GATE = str(Path(sys.executable).parent / "gate")
@@ -44,12 +47,12 @@ def test_export_then_rerun_then_json(seeded, tmp_path):
     table = pads.dataset(str(out / "outcomes"), format="parquet", partitioning="hive").to_table()
     assert table.num_rows == 6
     manifest = (out / "manifest.json").read_bytes()
-    again = gate(["export", "--out", f"file://{out}"], seeded)
+    again = here(["export", "--out", f"file://{out}"], seeded)
     assert again.returncode == 0 and "nothing new since export run 1" in again.stdout
     assert (out / "manifest.json").read_bytes() == manifest
-    summary = json.loads(gate(["export", "--out", str(out), "--json"], seeded).stdout)
+    summary = json.loads(here(["export", "--out", str(out), "--json"], seeded).stdout)
     assert summary["run"] is None and summary["rows"]["decisions"] == 6
-    scoped = json.loads(gate(["export", "--out", str(tmp_path / "one"), "--scope", "acme", "--json"],
+    scoped = json.loads(here(["export", "--out", str(tmp_path / "one"), "--scope", "acme", "--json"],
                              seeded).stdout)
     assert scoped["new_rows"]["decisions"] == 3 and scoped["run"] == 1
     assert all("scope=acme" in path for path in scoped["files"])
@@ -103,12 +106,12 @@ def test_incremental_runs_chain_signed_manifests_and_reuse_listed_digests(seeded
     from workbench.dataset.location import open_location
 
     out = tmp_path / "ds"
-    assert gate(["export", "--out", str(out)], seeded).returncode == 0
+    assert here(["export", "--out", str(out)], seeded).returncode == 0
     first = json.loads((out / "manifest.json").read_text())
     writer = LedgerWriter(seeded["GATE_DATABASE_URL"], Path(seeded["GATE_SIGNING_KEY_FILE"]))
     writer.decide("acme", at(1, 20))
     writer.close()
-    done = gate(["export", "--out", str(out)], seeded)
+    done = here(["export", "--out", str(out)], seeded)
     assert done.returncode == 0, done.stderr
     second = json.loads((out / "manifest.json").read_text())
     anchors = TrustAnchors.from_keyring(load_keyring(Path(seeded["GATE_SIGNING_KEY_FILE"])))
@@ -148,7 +151,7 @@ def test_without_a_signing_key_the_export_refuses_unless_signing_is_off(seeded, 
     done = gate(["export", "--out", str(tmp_path / "ds")], keyless)
     assert done.returncode == 2 and "no key to sign the dataset manifest" in done.stderr
     assert not (tmp_path / "ds").exists()
-    done = gate(["export", "--out", str(tmp_path / "ds")], dict(keyless, GATE_REQUIRE_SIGNING="false"))
+    done = here(["export", "--out", str(tmp_path / "ds")], dict(keyless, GATE_REQUIRE_SIGNING="false"))
     assert done.returncode == 0, done.stderr
     manifest = json.loads((tmp_path / "ds" / "manifest.json").read_text())
     assert "signature" not in manifest and len(manifest["dataset_hash"]) == 64

@@ -1,7 +1,10 @@
 """`gate export --format iceberg` as a subprocess: a run, a rerun, the JSON summary with the
 snapshots; `gate report` and `gate dry-run` (and its --verify) over the Iceberg layout equal to
 the Parquet layout; and one-line errors with exit status 2 that write nothing: an unreachable
-catalog, options without the format, a layout switch, a missing snapshot, a changed data file."""
+catalog, options without the format, a layout switch, a missing snapshot, a changed data file.
+After the first Iceberg export (a subprocess, as are the error tests'), the walk over the layout
+runs the same command lines in this process (`tests.cli_in_process`): one import of PyIceberg
+instead of one per command."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import gate_in_process as here  # `gate ARGS` in this process
 from tests.workbench.ledger_support import LedgerWriter, at
 from workbench.dataset.iceberg import open_catalog, public_uri
 
@@ -51,16 +55,16 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     assert "export run 1" in done.stdout and "decisions +24" in done.stdout and "Iceberg snapshots: decisions " in done.stdout
     assert (ice / "iceberg" / "catalog.db").is_file() and (ice / "iceberg" / "warehouse").is_dir()
     assert not (ice / "decisions").exists() and (ice / "facts").is_dir()
-    again = json.loads(gate(["export", "--out", str(ice), "--format", "iceberg", "--json"], seeded).stdout)
+    again = json.loads(here(["export", "--out", str(ice), "--format", "iceberg", "--json"], seeded).stdout)
     manifest = json.loads((ice / "manifest.json").read_text())
     assert again["run"] is None and again["snapshots"]["decisions"] == \
         manifest["iceberg"]["tables"]["decisions"]["snapshot_id"]
-    assert gate(["export", "--out", str(parquet)], seeded).returncode == 0
-    line = one_error_line(gate(["export", "--out", str(ice), "--format", "parquet"], seeded))
+    assert here(["export", "--out", str(parquet)], seeded).returncode == 0
+    line = one_error_line(here(["export", "--out", str(ice), "--format", "parquet"], seeded))
     assert "holds an Iceberg dataset: export it with --format iceberg" in line
 
     args = ["report", "effectiveness", "--policy", POLICY, "--scope", "acme", "--json", "--dataset"]
-    reports = [json.loads(gate([*args, str(root)], seeded).stdout) for root in (ice, parquet)]
+    reports = [json.loads(here([*args, str(root)], seeded).stdout) for root in (ice, parquet)]
     assert reports[0]["source"]["dataset_hash"] == manifest["dataset_hash"]
     same = ("source", "effectiveness_hash")
     assert {k: v for k, v in reports[0].items() if k not in same} == \
@@ -72,14 +76,14 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     (tmp_path / "draft.json").write_text(json.dumps(draft))
     summaries = []
     for name in ("ice", "parquet"):
-        done = gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", name,
+        done = here(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", name,
                      "--out", f"out-{name}", "--json"], seeded, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         # The result names its dataset (source), so its hashes differ; every figure is the same.
         summaries.append({k: v for k, v in json.loads(done.stdout).items()
                           if k not in ("source", "out", "result_hash", "migration_hash")})
     assert summaries[0] == summaries[1] and summaries[0]["decisions_changed"] > 0
-    done = gate(["dry-run", "--verify", "out-ice", "--draft", "draft.json", "--dataset", "ice"], seeded, cwd=tmp_path)
+    done = here(["dry-run", "--verify", "out-ice", "--draft", "draft.json", "--dataset", "ice"], seeded, cwd=tmp_path)
     assert done.returncode == 0 and "VERIFIED" in done.stdout, done.stdout + done.stderr
 
     # A changed data file of a table fails the verification of the dry-run's dataset.
@@ -87,10 +91,10 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     path = Path(manifest["iceberg"]["warehouse"].removeprefix("file://")) / entry["path"]
     data = path.read_bytes()
     path.write_bytes(data[:-20] + bytes(20))
-    done = gate(["dry-run", "--verify", "out-ice", "--draft", "draft.json", "--dataset", "ice", "--json"], seeded,
+    done = here(["dry-run", "--verify", "out-ice", "--draft", "draft.json", "--dataset", "ice", "--json"], seeded,
                 cwd=tmp_path)
     assert done.returncode == 1 and json.loads(done.stdout)["checks"]["dataset_files"] is False
-    line = one_error_line(gate([*args, str(ice)], seeded))
+    line = one_error_line(here([*args, str(ice)], seeded))
     assert "does not match its sha256" in line and entry["path"] in line
     path.write_bytes(data)
 
@@ -98,10 +102,10 @@ def test_export_report_and_dry_run_over_the_iceberg_layout(seeded, tmp_path):
     catalog = open_catalog(f"sqlite:///{ice / 'iceberg' / 'catalog.db'}", manifest["iceberg"]["warehouse"])
     schema = catalog.load_table("gate.decisions").schema()
     catalog.drop_table("gate.decisions")
-    assert "Table does not exist: gate.decisions" in one_error_line(gate([*args, str(ice)], seeded))
+    assert "Table does not exist: gate.decisions" in one_error_line(here([*args, str(ice)], seeded))
     catalog.create_table("gate.decisions", schema=schema)
-    assert "has no snapshot" in one_error_line(gate([*args, str(ice)], seeded))
-    done = gate(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", "ice", "--out", "again"],
+    assert "has no snapshot" in one_error_line(here([*args, str(ice)], seeded))
+    done = here(["dry-run", "--rulebook-id", POLICY, "--draft", "draft.json", "--dataset", "ice", "--out", "again"],
                 seeded, cwd=tmp_path)
     assert done.returncode == 2 and "DATASET_INVALID" in done.stderr and not (tmp_path / "again").exists()
 

@@ -1,6 +1,7 @@
 """The hold report (`hold_report_v1`, issue 43 item 6) through the one registry: `gate report holds`
 as a subprocess from the live ledger and from a signed export, and the API's route with its
-parameter refusals and its scoping."""
+parameter refusals and its scoping. After each test's first subprocesses, the same command lines
+run in this process (`tests.cli_in_process`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gate.protocol.report_envelopes import verify
+from tests.cli_in_process import gate_in_process as here  # `gate ARGS` in this process
 from tests.workbench.hold_support import HoldWriter
 from tests.workbench.ledger_support import at
 from workbench.reports.registry import HOLD_REPORT
@@ -73,14 +75,14 @@ def test_gate_report_holds_from_a_signed_export_and_from_the_ledger(seeded, tmp_
     assert report["source"]["dataset_hash"] == manifest["dataset_hash"] and report["source"]["trust"] == "signed"
     assert report["window"]["as_of"] == manifest["hold_chains"]["tenant_a"]["as_of"]
     expected_policy_figures(report)
-    live = gate(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
+    live = here(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
     assert live.returncode == 0, live.stderr
     from_ledger = json.loads(live.stdout)
     assert "source" not in from_ledger
     assert {k: from_ledger["holds"][k] for k in DETERMINISTIC} == {k: report["holds"][k] for k in DETERMINISTIC}
     assert from_ledger["reviewers"] == report["reviewers"]
     # Every scope of the dataset: tenant_b's open hold joins the backlog.
-    every = json.loads(gate(["report", "holds", "--policy", POLICY, "--dataset", str(out), "--json"], seeded).stdout)
+    every = json.loads(here(["report", "holds", "--policy", POLICY, "--dataset", str(out), "--json"], seeded).stdout)
     assert every["holds"]["backlog"]["open"] == 1 and every["holds"]["approval_rate"]["n"] == 4
 
 
@@ -94,9 +96,9 @@ def test_gate_report_holds_text_and_refusals(seeded):
             "(95% 3.6–62.5%, n=5)") in lines
     assert "  approval rate 75.0% (95% 30.1–95.4%, n=4)" in lines
     assert "Reviewer key_bob: 2 resolved" in lines and lines[-1].startswith("holds_hash ")
-    refused = gate(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--threshold", "0.5"], seeded)
+    refused = here(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--threshold", "0.5"], seeded)
     assert refused.returncode == 2 and "threshold" in refused.stderr
-    window = gate(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--outcome-window-days", "4000"],
+    window = here(["report", "holds", "--policy", POLICY, "--scope", "tenant_a", "--outcome-window-days", "4000"],
                   seeded)
     assert window.returncode == 2 and "outcome_window_days must be from 0 to 3650" in window.stderr
 

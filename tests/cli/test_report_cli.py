@@ -1,5 +1,7 @@
 """`gate report` and `gate scopes benchmarks` as subprocesses: the API's sealed reports on the
-terminal, from the live ledger and from a Parquet dataset (same hash), and their refusals."""
+terminal, from the live ledger and from a Parquet dataset (same hash), and their refusals. The
+benchmark opt-ins and the reads of an export's rollups run the same command lines in this process
+(`tests.cli_in_process`) after their first subprocess."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gate.ledger import Ledger
+from tests.cli_in_process import gate_in_process as here  # `gate ARGS` in this process
 from tests.workbench.ledger_support import LedgerWriter, at
 from tests.workbench.workbench_support import write_dataset
 from workbench.dataset.load import from_ledger
@@ -75,7 +78,7 @@ def test_readable_text_by_default(seeded):
 
 def test_scopes_opt_in_drives_benchmarks(seeded):
     def bench():
-        done = gate(["report", "benchmarks", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
+        done = here(["report", "benchmarks", "--policy", POLICY, "--scope", "tenant_a", "--json"], seeded)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
@@ -83,13 +86,13 @@ def test_scopes_opt_in_drives_benchmarks(seeded):
     status = gate(["scopes", "benchmarks", "--scope", "tenant_a", "--status", "--json"], seeded)
     assert json.loads(status.stdout)["opted_in"] is False
     for scope in ("tenant_a", "peer_1", "peer_2", "peer_3"):
-        done = gate(["scopes", "benchmarks", "--scope", scope, "--opt-in"], seeded)
+        done = here(["scopes", "benchmarks", "--scope", scope, "--opt-in"], seeded)
         assert done.returncode == 0 and "is opted in to" in done.stdout
     report = bench()
     assert report["cross_customer"]["status"] == "available" and "peer" not in json.dumps(report)
     text = gate(["report", "benchmarks", "--policy", POLICY, "--scope", "tenant_a"], seeded).stdout
     assert "Cross-customer: available" in text and "success_rate" in text
-    assert gate(["scopes", "benchmarks", "--scope", "peer_3", "--opt-out"], seeded).returncode == 0
+    assert here(["scopes", "benchmarks", "--scope", "peer_3", "--opt-out"], seeded).returncode == 0
     assert bench()["cross_customer"]["status"] == "insufficient_cohort"
 
 
@@ -123,7 +126,7 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
     exported = gate(["export", "--out", str(out)], seeded)
     assert exported.returncode == 0, exported.stderr
     args = ["--policy", POLICY, "--dataset", str(out), "--limit", "all", "--min-sample", "3", "--json"]
-    done = gate(["report", "anomalies", "--scope", "tenant_a", "--threshold", "0", *args], seeded)
+    done = here(["report", "anomalies", "--scope", "tenant_a", "--threshold", "0", *args], seeded)
     assert done.returncode == 0, done.stderr
     from gate.keys.config import SigningSetup
     from workbench.dataset.trust import Trust
@@ -136,7 +139,7 @@ def test_whole_history_reports_from_an_export_merge_its_rollups(seeded, tmp_path
 
     # It really reads them: a stored count changed by hand changes the answer …
     def effective(*extra):
-        run = gate(["report", "effectiveness", "--scope", "tenant_a", *args, *extra], seeded)
+        run = here(["report", "effectiveness", "--scope", "tenant_a", *args, *extra], seeded)
         assert run.returncode == 0, run.stderr
         return json.loads(run.stdout)["sample"]["decisions_considered"]
 
