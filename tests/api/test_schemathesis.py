@@ -80,6 +80,9 @@ DOCUMENTED_REFUSALS: dict[str, tuple[frozenset[str] | None, tuple[str, ...] | No
     # does (signature, hashes, the version it tested, its age): issue 42, docs/releases.md.
     "RELEASE_DRY_RUN_REJECTED": (None, ("POST /api/decision/rulebooks/{rulebook_id}/release",),
                                  "the dry-run manifest's signature, hashes, version and age"),
+    # Slack's interactions need the gate's Slack signing secret and grants file, which the
+    # contract's app does not configure (their checks are tests/holds/test_channels.py's).
+    "SLACK_NOT_CONFIGURED": (None, ("POST /api/integrations/slack/interactions",), _SEMANTICS),
     # JSON Schema's uniqueItems compares whole items; scenario ids are unique on their own.
     "COUNTERFACTUAL_SCENARIOS_INVALID": (frozenset({"duplicate_value"}), None, "scenario ids unique in the request"),
     "REQUEST_INVALID": (frozenset({
