@@ -164,11 +164,12 @@ def make_app(gate_env):
 
     apps = []
 
-    def factory(env: dict | None = None, **overrides):
+    def factory(env: dict | None = None, *, clock=None, **overrides):
+        """`clock`: the one clock every service of the app reads (as `gate serve` passes its own)."""
         settings = Settings.from_env({**gate_env, **(env or {})})
         if overrides:
             settings = settings.with_(**overrides)
-        app = create_app(settings)
+        app = create_app(settings, clock=clock)
         app.testing = True
         apps.append(app)
         return app

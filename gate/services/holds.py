@@ -184,20 +184,9 @@ class HoldService:
         # witnessed checkpoint log (`GATE_CHECKPOINT_LOG`).
         self.witness = EventChainWitness(signing, clock, checkpoint_log)
         self.governance = GovernanceService(ledger, signing, clock, cache_seconds=0, witness=self.witness)
-        self.clock = clock
+        self.clock = clock  # one clock for the holds, their witness and the hold policy's governed changes
         self._closed = threading.Condition()
         self._listeners: list[Callable[[str], None]] = []
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @clock.setter
-    def clock(self, clock: Clock) -> None:
-        """One clock for the holds, their witness and the hold policy's governed changes."""
-        self._clock = clock
-        self.witness.clock = clock
-        self.governance.clock = clock
 
     # -- reads -------------------------------------------------------------------------------
     def policy(self, scope: str) -> HoldPolicy:

@@ -11,8 +11,6 @@ from tests.holds.support import MovingClock
 @pytest.fixture
 def agent_gate(make_app, issue_key) -> AgentGate:
     clock = MovingClock()
-    app = make_app()
-    app.extensions["gate"].holds.clock = clock
-    app.extensions["gate"].service.clock = clock
+    app = make_app(clock=clock)
     return AgentGate(app, clock, issue_key(permissions="decide")["api_key"],
                      issue_key(permissions="decide,resolve")["api_key"])

@@ -101,10 +101,7 @@ def gate(make_app, clock, smtp, slack_api, grants):
     app = make_app({"GATE_SMTP_URL": smtp.url, "GATE_SMTP_FROM": "gate@example.org",
                     "GATE_SLACK_BOT_TOKEN": "xoxb-test", "GATE_SLACK_API_URL": slack_api.url,
                     "GATE_SLACK_SIGNING_SECRET": SECRET, "GATE_GRANTS_FILE": str(grants),
-                    "GATE_WORKBENCH_URL": "https://gate.example/workbench"})
-    runtime = app.extensions["gate"]
-    runtime.holds.clock = runtime.service.clock = clock
-    _notifier(app).clock = clock
+                    "GATE_WORKBENCH_URL": "https://gate.example/workbench"}, clock=clock)
     return app
 
 

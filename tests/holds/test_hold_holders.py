@@ -24,11 +24,7 @@ CRM = "service:crm"
 
 @pytest.fixture
 def gate(make_app):
-    app = make_app()
-    clock = MovingClock()
-    app.extensions["gate"].holds.clock = clock
-    app.extensions["gate"].service.clock = clock
-    return app
+    return make_app(clock=MovingClock())
 
 
 @pytest.fixture

@@ -24,10 +24,7 @@ def clock():
 
 @pytest.fixture
 def gate(make_app, clock):
-    app = make_app()
-    app.extensions["gate"].holds.clock = clock
-    app.extensions["gate"].service.clock = clock
-    return app
+    return make_app(clock=clock)
 
 
 @pytest.fixture
