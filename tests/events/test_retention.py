@@ -19,7 +19,8 @@ from gate.ledger.store import MIGRATIONS_DIR
 from gate.ledger.tables import event_outbox
 from gate.protocol.canonical import canonical_text
 from gate.services import events as events_module
-from tests.events.test_webhooks import LOOPBACK, dispatch, receiver, release_burst, subscribe  # noqa: F401 (the receiver fixture)
+from tests.events.receiver import Receiver
+from tests.events.test_webhooks import LOOPBACK, dispatch, release_burst, subscribe
 from tests.releases.support import version
 
 DEAD = "http://127.0.0.1:9/hook"  # nothing listens: every delivery fails
@@ -31,6 +32,13 @@ def gate(make_app, clock):
     """Every service of the app on the test's clock (the receiver checks timestamps against real
     time, so deliveries happen with the clock at real time, pruning with it moved ahead)."""
     return make_app(env=LOOPBACK, clock=clock)
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
 
 
 def _read(admin, after: int):
