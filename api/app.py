@@ -95,7 +95,8 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
                        on_trip=record_guardrail_trip)
     service, release_service = services.live()
     events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
-                          lease_seconds=settings.events_lease_seconds, on_attempt=record_webhook_attempt)
+                          lease_seconds=settings.events_lease_seconds, on_attempt=record_webhook_attempt,
+                          retention_days=settings.events_retention_days)
     holds = HoldService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log,
                         inbox_base=settings.workbench_url)
     policy_alerts = PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,

@@ -161,6 +161,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "EVENT_SUBSCRIPTION_LIMIT": (409, "limit_reached"),
     "EVENT_SUBSCRIPTION_NOT_FOUND": (404, "not_found"),
     "EVENT_NOT_FOUND": (404, "not_found"),
+    "EVENTS_PRUNED": (410, "events_pruned"),
     # Issue 42: governance of the policy and guarded activation.
     "RELEASE_POLICY_CHANGED": (409, "release_transition_refused"),
     "RELEASE_VERSION_HALTED": (409, "release_transition_refused"),

@@ -156,12 +156,14 @@ class Settings:
     checkpoint_every: int = 100
     # Events out (docs/events.md): hosts a webhook may reach although they resolve inside
     # (loopback, private, link-local), named by the operator; the dispatcher's pass interval and
-    # its lease on a subscription (docs/events.md, "Guarantees").
+    # its lease on a subscription (docs/events.md, "Guarantees"); how long delivered events are
+    # kept (days, 0 for ever: docs/events.md, "Retention").
     webhook_allow_hosts: tuple[str, ...] = ()
     events_dispatch: bool = True
     events_interval_ms: int = 1000
     events_lease_seconds: int = 60
     events_concurrency: int = 8
+    events_retention_days: int = 30
     nats_url: str | None = None
     nats_stream: str = "GATE_EVENTS"
     # Held actions (docs/holds.md): how often each serving process expires and escalates due holds.
@@ -237,6 +239,8 @@ class Settings:
             events_lease_seconds=_whole(env.get("GATE_EVENTS_LEASE_SECONDS", "60"), "GATE_EVENTS_LEASE_SECONDS",
                                         1, 3600),
             events_concurrency=_whole(env.get("GATE_EVENTS_CONCURRENCY", "8"), "GATE_EVENTS_CONCURRENCY", 1, 64),
+            events_retention_days=_whole(env.get("GATE_EVENTS_RETENTION_DAYS", "30"), "GATE_EVENTS_RETENTION_DAYS",
+                                         0, 36_500),
             **_channel_settings(env),
             **_ci_settings(env),
         )

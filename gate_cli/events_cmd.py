@@ -4,7 +4,7 @@
     gate events subscribe   --scope S --url URL [--type T ...] [--from-beginning]   (prints the secret once)
     gate events list        --scope S
     gate events rotate      --scope S --id SUB [--overlap-seconds N]                 (prints the new secret once)
-    gate events enable|disable --scope S --id SUB
+    gate events enable|disable --scope S --id SUB [--skip-pruned]
     gate events replay      --scope S --id SUB (--seq N | --since TIME --until TIME)
     gate events deliveries  --scope S --id SUB [--json]
     gate events dispatch    [--once] [--interval SECONDS]        (deliver, and publish to NATS if configured)
@@ -54,6 +54,10 @@ def add_events_parser(sub: Subparsers) -> None:
             parser.add_argument("--seq", type=int, default=None, help="one event's seq (default: none; or --since/--until)")
             parser.add_argument("--since", default=None, help="ISO 8601 start of a range, with --until (default: none)")
             parser.add_argument("--until", default=None, help="ISO 8601 end of a range, with --since (default: none)")
+        if name == "enable":
+            parser.add_argument("--skip-pruned", action="store_true",
+                                help="resume from the oldest kept event when events after the cursor were pruned "
+                                     "(default: refuse, EVENTS_PRUNED)")
         if name == "deliveries":
             parser.add_argument("--json", action="store_true", help="print JSON")
     dispatch = esub.add_parser("dispatch", help="run the dispatcher in this process (Ctrl-C stops it)")
@@ -73,7 +77,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     settings = load_settings()
     ledger = open_ledger(settings)
     service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing_setup(settings),
-                           lease_seconds=settings.events_lease_seconds)
+                           lease_seconds=settings.events_lease_seconds,
+                           retention_days=settings.events_retention_days)
     try:
         return _run(args, service, settings)
     finally:
@@ -103,7 +108,8 @@ def _run(args: argparse.Namespace, service: EventService, settings: Settings) ->
         print(json.dumps({"subscription": view, "secret": secret}, indent=2))
         return 0
     if command in ("enable", "disable"):
-        view = service.set_status(args.scope, args.subscription_id, "active" if command == "enable" else "disabled")
+        view = service.set_status(args.scope, args.subscription_id, "active" if command == "enable" else "disabled",
+                                  getattr(args, "skip_pruned", False))
         print(json.dumps(view, indent=2))
         return 0
     if command == "replay":

@@ -108,6 +108,7 @@ CASES = {
     "EVENT_SUBSCRIPTION_NOT_FOUND": lambda c: _events_call(c, "get", "/api/events/subscriptions/sub_nope", None),
     "EVENT_NOT_FOUND": lambda c: _events_call(c, "post", f"/api/events/subscriptions/{_loopback_sub(c)}/replay",
                                               {"seq": 5}),
+    "EVENTS_PRUNED": lambda c: _pruned_read(c),
     "RELEASE_POLICY_CHANGED": lambda c: _stale_policy_request(c),
     "RELEASE_VERSION_HALTED": lambda c: _halted(c),
     "RELEASE_DRY_RUN_REQUIRED": lambda c: _dry_run(c, None),
@@ -341,6 +342,7 @@ def _policycheck_undecided(c):
 
 # Extra members each body must carry (beyond c, v, error, message).
 DETAILS = {
+    "EVENTS_PRUNED": {"pruned_through", "oldest_kept"},
     "SVC_API_RATE_LIMITED": {"retry_after"},
     "SVC_API_MONTHLY_CAP_EXCEEDED": {"retry_after", "monthly_cap", "period"},
     "SVC_API_IDEMPOTENCY_CONFLICT": {"idempotency_key", "decision_id", "input_hash", "existing_input_hash"},
@@ -640,6 +642,19 @@ def _events_call(c, method: str, path: str, body):
 def _loopback_sub(c) -> str:
     response = _events_call(c, "post", "/api/events/subscriptions", {"url": "http://127.0.0.1:9/hook"})
     return response.json["subscription"]["subscription_id"]
+
+
+def _pruned_read(c):
+    """An event of the scope (its settings' change), pruned 31 days later, then read."""
+    from datetime import UTC, datetime, timedelta
+
+    client, headers = _events_app(c)
+    assert _events_call(c, "put", "/api/events/settings", {"decision_created": True,
+                                                           "anomaly_every_seconds": None}).status_code == 200
+    events = client.application.extensions["gate"].events
+    events.clock = type("Later", (), {"now": staticmethod(lambda: datetime.now(UTC) + timedelta(days=31))})()
+    assert events.prune() == 1
+    return client.get("/api/events?after=0", headers=headers)
 
 
 def _subscription_limit(c):

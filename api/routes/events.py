@@ -71,24 +71,28 @@ def subscriptions(caller: Caller) -> Response:
     Endpoint("get", _SUB, "One subscription (no secret).", True,
              {200: "{ok, subscription}", **_KEYED, 404: _NOT_FOUND},
              errors=_ERRORS + ("EVENT_SUBSCRIPTION_NOT_FOUND",), tags=("events",), charged=True),
-    Endpoint("patch", _SUB, "Enable or disable `{status: active | disabled}`; enabling forgets the failures and "
-             "carries on from the cursor.", True,
-             {200: "{ok, subscription}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND, 413: "body too large",
-              415: MEDIA},
-             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND"),
+    Endpoint("patch", _SUB, "Enable or disable `{status: active | disabled, skip_pruned?: bool}`; enabling forgets "
+             "the failures and carries on from the cursor, refused with 410 EVENTS_PRUNED when events after it "
+             "were pruned meanwhile (unless `skip_pruned`: it then resumes from the oldest kept event).", True,
+             {200: "{ok, subscription}", 400: "malformed body", **_KEYED, 404: _NOT_FOUND,
+              410: "events after its cursor were pruned", 413: "body too large", 415: MEDIA},
+             errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
+                                             "EVENTS_PRUNED"),
              tags=("events",), charged=True),
 )
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def subscription(caller: Caller, subscription_id: str) -> Response:
-    """GET: one subscription. PATCH `{"status": "active" | "disabled"}`: enable or disable it."""
+    """GET: one subscription. PATCH `{"status": "active" | "disabled", "skip_pruned"?: bool}`: enable or
+    disable it."""
     _require_admin(caller)
     if request.method == "GET":
         return json_response(200, {"ok": True, "subscription": _events().show(caller.scope, subscription_id)})
     body = read_json(request, runtime().settings.max_body_bytes)
-    if not isinstance(body, dict) or set(body) != {"status"}:
-        raise GateError("EVENT_SUBSCRIPTION_INVALID", "the body is {\"status\": \"active\" | \"disabled\"}")
-    view = _events().set_status(caller.scope, subscription_id, body["status"])
+    if not isinstance(body, dict) or "status" not in body or set(body) - {"status", "skip_pruned"}:
+        raise GateError("EVENT_SUBSCRIPTION_INVALID",
+                        "the body is {\"status\": \"active\" | \"disabled\", \"skip_pruned\"?: true | false}")
+    view = _events().set_status(caller.scope, subscription_id, body["status"], body.get("skip_pruned", False))
     runtime().wake_dispatcher()
     return json_response(200, {"ok": True, "subscription": view})
 
@@ -114,11 +118,11 @@ def rotate(caller: Caller, subscription_id: str) -> Response:
 
 @routes.route(Endpoint(
     "post", _SUB + "/replay", "Send events again `{seq}` or `{since, until}` (at most 10,000), with "
-    "their original ids.", True,
+    "their original ids; 410 EVENTS_PRUNED when the seq or range reaches pruned events.", True,
     {202: "{ok, queued}", 400: "malformed body", **_KEYED, 404: "no such subscription or event",
-     413: "body too large", 415: MEDIA},
+     410: "the seq or range reaches pruned events", 413: "body too large", 415: MEDIA},
     errors=BODY_ERRORS + _ERRORS + ("EVENT_SUBSCRIPTION_INVALID", "EVENT_SUBSCRIPTION_NOT_FOUND",
-                                    "EVENT_NOT_FOUND"), tags=("events",), charged=True))
+                                    "EVENT_NOT_FOUND", "EVENTS_PRUNED"), tags=("events",), charged=True))
 @keyed("SVC_API_UNAUTHORIZED")
 @charged(WEIGHT)
 def replay(caller: Caller, subscription_id: str) -> Response:
@@ -202,8 +206,9 @@ def approve_settings(caller: Caller) -> Response:
 
 @routes.route(Endpoint(
     "get", "/api/events", "The scope's outbox in order: CloudEvents after `after` (a seq), at most "
-    "`limit` (1 to 500).", True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED},
-    errors=_ERRORS + ("REQUEST_INVALID",),
+    "`limit` (1 to 500); 410 EVENTS_PRUNED when events after `after` were pruned (read from `pruned_through`).",
+    True, {200: "{ok, events}", 400: "bad after or limit", **_KEYED, 410: "events after `after` were pruned"},
+    errors=_ERRORS + ("REQUEST_INVALID", "EVENTS_PRUNED"),
     query=(("after", "integer", "the last seq already read (default 0)"),
            ("limit", "integer", "how many events at most (default 100, at most 500)")),
     tags=("events",), charged=True))
@@ -215,5 +220,5 @@ def events(caller: Caller) -> Response:
     after, limit = request.args.get("after", "0"), request.args.get("limit", "100")
     if not (after.isdigit() and limit.isdigit() and len(after) < 12 and 1 <= int(limit) <= MAX_EVENTS_PAGE):
         raise GateError("REQUEST_INVALID", f"after is a seq (a whole number) and limit 1 to {MAX_EVENTS_PAGE}")
-    rows = _events().outbox.events_after(caller.scope, int(after), int(limit))
+    rows = _events().read(caller.scope, int(after), int(limit))
     return json_response(200, {"ok": True, "events": [event_data(r) for r in rows]})

@@ -1,9 +1,16 @@
 """Ledger reads and writes of events out (tables `event_outbox`, `event_sequences`,
 `webhook_subscriptions`, `webhook_attempts`, `webhook_replays`, `event_stream_cursors`; migration
-0013). `append_event` runs inside the caller's write transaction, so an event exists exactly when
+0013; `event_retention`, migration 0019). `append_event` runs inside the caller's write transaction, so an event exists exactly when
 the fact it announces does. A scope's sequence is taken from its `event_sequences` row by one
 upsert that holds the row until commit: two transactions of one scope take 5 and 6 in the order
-they commit, so a reader that sees 6 has seen 5."""
+they commit, so a reader that sees 6 has seen 5.
+
+Retention (docs/events.md, "Retention"): `prune_batch` deletes a scope's oldest events in one
+bounded transaction, only a prefix of its sequence, only events written before the cutoff and
+settled by every active subscription (and every held stream cursor); `event_retention` then says
+how far the scope was pruned. The pruner, `add_subscription` and `enable` take that row's lock
+first (an upsert that changes nothing), so a subscription that starts or resumes never lands on
+events a concurrent prune removes."""
 
 from __future__ import annotations
 
@@ -13,11 +20,13 @@ from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import (
     event_outbox,
+    event_retention,
     event_sequences,
     event_stream_cursors,
     webhook_attempts,
@@ -67,9 +76,33 @@ class Outbox:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def add_subscription(self, row: Mapping[str, Any]) -> None:
+    def add_subscription(self, row: Mapping[str, Any]) -> int:
+        """Store a new subscription; its cursor never starts inside the pruned range (a subscription
+        `from` the beginning starts after it). Returns the cursor stored."""
         with self.ledger.write() as connection:
-            connection.execute(insert(webhook_subscriptions).values(**row))
+            pruned, _ = _retention_locked(connection, row["scope"])
+            cursor = max(int(row["cursor"]), pruned)
+            connection.execute(insert(webhook_subscriptions).values(**{**row, "cursor": cursor}))
+        return cursor
+
+    def enable(self, subscription_id: str, values: Mapping[str, Any], skip_pruned: bool) -> int | None:
+        """Make a subscription active with `values`, unless events after its cursor were pruned:
+        then nothing changes and the scope's `pruned_through` is returned, or, with `skip_pruned`,
+        its cursor moves to `pruned_through` (the oldest kept event is delivered next)."""
+        with self.ledger.write() as connection:
+            row = connection.execute(select(webhook_subscriptions.c.scope, webhook_subscriptions.c.cursor).where(
+                webhook_subscriptions.c.subscription_id == subscription_id)).first()
+            if row is None:
+                return None
+            pruned, _ = _retention_locked(connection, row.scope)
+            changes = dict(values)
+            if int(row.cursor) < pruned:
+                if not skip_pruned:
+                    return pruned
+                changes["cursor"] = pruned
+            connection.execute(update(webhook_subscriptions).where(
+                webhook_subscriptions.c.subscription_id == subscription_id).values(**changes))
+        return None
 
     def subscription(self, scope: str, subscription_id: str) -> dict[str, Any] | None:
         with self.ledger.read() as connection:
@@ -181,6 +214,52 @@ class Outbox:
             connection.execute(delete(webhook_replays).where(webhook_replays.c.subscription_id == subscription_id,
                                                              webhook_replays.c.seq == seq))
 
+    # ------------------------------------------------------------------ retention
+
+    def pruned(self, scope: str) -> tuple[int, str | None]:
+        """(the last pruned seq, the newest pruned event's time) of the scope; (0, None) when none was."""
+        with self.ledger.read() as connection:
+            row = connection.execute(select(event_retention.c.pruned_through, event_retention.c.pruned_through_at)
+                                     .where(event_retention.c.scope == scope)).first()
+        return (int(row[0]), row[1]) if row is not None else (0, None)
+
+    def prunable(self, scope: str, cutoff: str) -> bool:
+        """Whether the scope's oldest kept event was written before `cutoff` (a read: most passes
+        find nothing to do and write nothing)."""
+        with self.ledger.read() as connection:
+            done = connection.execute(select(event_retention.c.pruned_through)
+                                      .where(event_retention.c.scope == scope)).scalar()
+            oldest = connection.execute(select(event_outbox.c.created_at).where(
+                event_outbox.c.scope == scope, event_outbox.c.seq > int(done or 0))
+                .order_by(event_outbox.c.seq).limit(1)).scalar()
+        return oldest is not None and oldest < cutoff
+
+    def prune_batch(self, scope: str, cutoff: str, held_streams: Sequence[str], batch: int) -> int:
+        """Delete up to `batch` of the scope's oldest events in one transaction: the leading run
+        written before `cutoff` and at or below every active subscription's cursor and every
+        held stream's cursor. Returns how many were deleted."""
+        with self.ledger.write() as connection:
+            pruned, pruned_at = _retention_locked(connection, scope)
+            query = select(event_outbox.c.seq, event_outbox.c.created_at).where(
+                event_outbox.c.scope == scope, event_outbox.c.seq > pruned)
+            floor = _settled_floor(connection, scope, held_streams)
+            if floor is not None:
+                query = query.where(event_outbox.c.seq <= floor)
+            rows = connection.execute(query.order_by(event_outbox.c.seq).limit(batch)).all()
+            taken = []
+            for row in rows:
+                if row.created_at >= cutoff:
+                    break
+                taken.append(row)
+            if not taken:
+                return 0
+            last, newest = int(taken[-1].seq), max([r.created_at for r in taken] + ([pruned_at] if pruned_at else []))
+            connection.execute(delete(event_outbox).where(
+                event_outbox.c.scope == scope, event_outbox.c.seq > pruned, event_outbox.c.seq <= last))
+            connection.execute(update(event_retention).where(event_retention.c.scope == scope)
+                               .values(pruned_through=last, pruned_through_at=newest))
+        return len(taken)
+
     # ------------------------------------------------------------------ streams
 
     def stream_cursor(self, stream: str, scope: str, missing: int = 0) -> int:
@@ -214,6 +293,29 @@ class Outbox:
             statement = dialect.insert(event_stream_cursors).values(stream=stream, scope=scope, cursor=cursor)
             connection.execute(statement.on_conflict_do_update(
                 index_elements=["stream", "scope"], set_={"cursor": cursor}))
+
+
+def _retention_locked(connection: Connection, scope: str) -> tuple[int, str | None]:
+    """The scope's retention row, created when absent and locked until the transaction ends (an
+    upsert that changes nothing: PostgreSQL locks the row; SQLite's writer is alone anyway)."""
+    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(event_retention).values(scope=scope, pruned_through=0, pruned_through_at=None)
+    row = connection.execute(statement.on_conflict_do_update(
+        index_elements=["scope"], set_={"pruned_through": event_retention.c.pruned_through})
+        .returning(event_retention.c.pruned_through, event_retention.c.pruned_through_at)).one()
+    return int(row[0]), row[1]
+
+
+def _settled_floor(connection: Connection, scope: str, held_streams: Sequence[str]) -> int | None:
+    """The highest seq every active subscription of the scope and every held stream has settled
+    (None: nobody holds the scope's events)."""
+    cursors = [int(c) for c in connection.execute(select(webhook_subscriptions.c.cursor).where(
+        webhook_subscriptions.c.scope == scope, webhook_subscriptions.c.status == "active")).scalars()]
+    if held_streams:  # a stream without a cursor in the scope has published nothing of it yet
+        found = dict(connection.execute(select(event_stream_cursors.c.stream, event_stream_cursors.c.cursor).where(
+            event_stream_cursors.c.scope == scope, event_stream_cursors.c.stream.in_(list(held_streams)))).all())
+        cursors += [int(found.get(name, 0)) for name in held_streams]
+    return min(cursors) if cursors else None
 
 
 def event_types_of(row: Mapping[str, Any]) -> list[str]:

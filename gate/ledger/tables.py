@@ -3,8 +3,9 @@
 Timestamps are stored as the ISO 8601 UTC text that is hashed into records
 (`2026-05-21T00:00:00.000Z`); that text sorts chronologically, so "newest first" is an
 ORDER BY on it. JSON documents are stored as their canonical text, byte for byte what was hashed;
-the four per-decision documents (record, request, chain link, receipt) through `AtRestText`, the
-compact at-rest encoding of `gate.ledger.codec`, which reads back exactly that text.
+the four per-decision documents (record, request, chain link, receipt) and the outbox's events
+through `AtRestText`, the compact at-rest encoding of `gate.ledger.codec`, which reads back exactly
+that text.
 """
 
 from __future__ import annotations
@@ -336,6 +337,8 @@ release_policies = Table(
 # The transactional outbox (gate/services/events.py, docs/events.md): one row per event, written
 # in the same transaction as the fact it announces. `seq` counts per scope from 1 without gaps:
 # the writer takes it from `event_sequences` under that row's lock, so commit order is seq order.
+# `event_json` is stored like a record (`AtRestText`, migration 0019): a `decision.created` holds
+# the whole record. Rows older than the retention are pruned (`event_retention`, docs/events.md).
 event_outbox = Table(
     "event_outbox",
     metadata,
@@ -344,7 +347,19 @@ event_outbox = Table(
     Column("event_id", String(64), nullable=False, unique=True),
     Column("event_type", String(80), nullable=False),
     Column("created_at", String(32), nullable=False),
-    Column("event_json", Text, nullable=False),  # the CloudEvent, canonical text: the body delivered
+    Column("event_json", AtRestText, nullable=False),  # the CloudEvent, canonical text: the body delivered
+)
+
+# Per scope, how far its outbox was pruned (docs/events.md, "Retention"): every event up to
+# `pruned_through` (seq) is gone, the newest of them written at `pruned_through_at`. A read or
+# replay of that range is refused with EVENTS_PRUNED; the pruner and a subscription that enables
+# or starts from the beginning take this row's lock first, so neither misses the other's change.
+event_retention = Table(
+    "event_retention",
+    metadata,
+    Column("scope", String(120), primary_key=True),
+    Column("pruned_through", Integer, nullable=False),
+    Column("pruned_through_at", String(32), nullable=True),
 )
 
 event_sequences = Table(

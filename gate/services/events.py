@@ -10,6 +10,11 @@ disabled, which is itself an event. At least once: the cursor moves after the 2x
 the attempts, one transaction per `FLUSH_EVERY` deliveries), so a dispatcher killed in between posts
 those events again (receivers deduplicate by `webhook-id`).
 
+Retention: events older than `retention_days` (GATE_EVENTS_RETENTION_DAYS) that every active
+subscription has settled are pruned by the `event-retention` worker in bounded batches; reading,
+replaying or resuming from a pruned range is refused with EVENTS_PRUNED, never answered with the
+events silently missing (docs/events.md, "Retention").
+
 Who delivers: any number of dispatchers (threads of `gate serve` workers, on any number of hosts
 sharing one ledger, or `gate events dispatch`) claim a subscription by a lease in its row (compare
 and set in one UPDATE), so one at a time delivers it and none is left unclaimed once a lease expires.
@@ -21,7 +26,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -49,6 +54,10 @@ CONCURRENCY = 8  # subscriptions a dispatcher delivers at once (GATE_EVENTS_CONC
 FLUSH_EVERY = 50  # successful deliveries whose attempts and cursor one ledger transaction writes
 LEASE_SECONDS = 60
 MAX_REPLAY_EVENTS = 10_000
+RETENTION_DAYS = 30  # GATE_EVENTS_RETENTION_DAYS; 0 keeps every event
+RETENTION_INTERVAL = 300.0  # seconds between the `event-retention` worker's passes
+PRUNE_BATCH = 500  # events one pruning transaction deletes at most
+PRUNE_BATCHES_PER_PASS = 20  # per scope: a pass never runs unbounded; the rest waits for the next
 ROTATION_OVERLAP_SECONDS = 24 * 3600
 MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
 WILDCARD = "*"
@@ -64,6 +73,13 @@ SUBSCRIPTION = "event-subscription"  # gate/bodies/event-subscription.schema.jso
 
 def _invalid(message: str) -> GateError:
     return GateError("EVENT_SUBSCRIPTION_INVALID", message)
+
+
+def _pruned(scope_pruned: int, what: str, retention_days: int) -> GateError:
+    """EVENTS_PRUNED (410): `what` reaches events the retention has removed."""
+    return GateError("EVENTS_PRUNED", f"{what} reaches events that were pruned: events 1 to {scope_pruned} of this "
+                     f"scope were older than the retention ({retention_days} days) and delivered; the oldest kept "
+                     f"is {scope_pruned + 1}", pruned_through=scope_pruned, oldest_kept=scope_pruned + 1)
 
 
 def _checked_types(value: list[Any] | None) -> list[str]:
@@ -96,8 +112,10 @@ class EventService:
     def __init__(self, ledger: Ledger, clock: Clock | None = None, *, allow_hosts: Collection[str] = (),
                  poster: Poster | None = None, resolve: Callable[[str, int], list[str]] | None = None,
                  signing: Any = None, lease_seconds: int = LEASE_SECONDS,
-                 on_attempt: Callable[[bool, bool], None] | None = None) -> None:
+                 on_attempt: Callable[[bool, bool], None] | None = None,
+                 retention_days: int = RETENTION_DAYS) -> None:
         self.outbox = Outbox(ledger)
+        self.retention_days = retention_days  # 0: events are kept for ever
         # A pass holds each subscription it delivers for this long (GATE_EVENTS_LEASE_SECONDS); a
         # dispatcher that dies leaves its lease to expire, and a pass that outlasts it may see
         # another dispatcher post the same events again (at least once still holds).
@@ -142,7 +160,7 @@ class EventService:
                "cursor": self.outbox.head(scope) if start == "now" else 0, "attempts": 0,
                "failing_since": None, "next_attempt_at": None, "lease_owner": None, "lease_until": None,
                "created_at": iso_ms(self.clock.now()), "created_by": actor, "sign_ed25519": int(ed25519)}
-        self.outbox.add_subscription(row)
+        row["cursor"] = self.outbox.add_subscription(row)
         return public_view(row), secret
 
     def _owned(self, scope: str, subscription_id: object) -> dict[str, Any]:
@@ -170,16 +188,33 @@ class EventService:
                                                                  "previous_until": until})
         return public_view({**row, "previous_until": until}), secret
 
-    def set_status(self, scope: str, subscription_id: str, status: object) -> dict[str, Any]:
-        """Enable (from the cursor where it stopped, failures forgotten) or disable by hand."""
+    def set_status(self, scope: str, subscription_id: str, status: object,
+                   skip_pruned: object = False) -> dict[str, Any]:
+        """Enable (from the cursor where it stopped, failures forgotten) or disable by hand. A
+        subscription whose undelivered events were pruned while it was disabled is not enabled
+        (EVENTS_PRUNED) unless `skip_pruned`: it then resumes from the oldest kept event."""
         if status not in ("active", "disabled"):
             raise _invalid("status must be \"active\" or \"disabled\"")
+        if not isinstance(skip_pruned, bool):
+            raise _invalid("skip_pruned is true or false")
         row = self._owned(scope, subscription_id)
         values: dict[str, Any] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
-        if status == "active":
-            values.update(attempts=0, failing_since=None, next_attempt_at=None)
-        self.outbox.update_subscription(row["subscription_id"], values)
-        return public_view({**row, **values})
+        if status == "disabled":
+            self.outbox.update_subscription(row["subscription_id"], values)
+            return public_view({**row, **values})
+        values.update(attempts=0, failing_since=None, next_attempt_at=None)
+        refused = self.outbox.enable(row["subscription_id"], values, skip_pruned)
+        if refused is not None:
+            raise _pruned(refused, f"resuming from this subscription's cursor ({row['cursor']})", self.retention_days)
+        return public_view(self._owned(scope, subscription_id))
+
+    def read(self, scope: str, after: int, limit: int) -> list[dict[str, Any]]:
+        """The scope's events after `after`, oldest first (`GET /api/events`); EVENTS_PRUNED when
+        events after `after` were pruned (the reader would otherwise miss them without knowing)."""
+        pruned, _ = self.outbox.pruned(scope)
+        if after < pruned:
+            raise _pruned(pruned, f"reading after {after}", self.retention_days)
+        return self.outbox.events_after(scope, after, limit)
 
     def replay(self, scope: str, subscription_id: str, body: object) -> int:
         """Queue events again: one (`{"seq": n}`) or a time range (`{"since": t, "until": t}`)."""
@@ -188,6 +223,9 @@ class EventService:
             raise _invalid("a replay names {\"seq\": n} or {\"since\": time, \"until\": time}")
         if "seq" in body:
             seq = body["seq"]
+            pruned, _ = self.outbox.pruned(scope)
+            if isinstance(seq, int) and not isinstance(seq, bool) and 0 < seq <= pruned:
+                raise _pruned(pruned, f"a replay of {seq}", self.retention_days)
             if not isinstance(seq, int) or isinstance(seq, bool) or self.outbox.event(scope, seq) is None:
                 raise GateError("EVENT_NOT_FOUND", "no event with this seq in this scope")
             seqs = [seq]
@@ -197,6 +235,9 @@ class EventService:
                 first, last = iso_ms(_utc(str(since))), iso_ms(_utc(str(until)))
             except ValueError:
                 raise _invalid("since and until must be ISO 8601 times") from None
+            pruned, pruned_at = self.outbox.pruned(scope)
+            if pruned_at is not None and first <= pruned_at:
+                raise _pruned(pruned, f"a replay since {first}", self.retention_days)
             seqs = self.outbox.seqs_between(scope, first, last)[:MAX_REPLAY_EVENTS + 1]
             if len(seqs) > MAX_REPLAY_EVENTS:
                 raise _invalid(f"a replay covers at most {MAX_REPLAY_EVENTS} events; narrow the range")
@@ -220,6 +261,27 @@ class EventService:
                 "lag": max(0, self.outbox.head(scope) - row["cursor"]),
                 "pending_replays": len(self.outbox.replays(row["subscription_id"], limit=MAX_REPLAY_EVENTS)),
                 "last_failures": failures}
+
+    # ------------------------------------------------------------------ retention
+
+    def prune(self, held_streams: Sequence[str] = ()) -> int:
+        """One pass of the retention (the `event-retention` worker): in every scope, delete the
+        events older than `retention_days` that every active subscription (and each of
+        `held_streams`, the stream cursors this gate publishes from) has settled, in transactions
+        of at most `PRUNE_BATCH` events, `PRUNE_BATCHES_PER_PASS` per scope. Returns how many."""
+        if self.retention_days <= 0:
+            return 0
+        cutoff = iso_ms(self.clock.now() - timedelta(days=self.retention_days))
+        deleted = 0
+        for scope in self.outbox.scopes():
+            if not self.outbox.prunable(scope, cutoff):
+                continue
+            for _ in range(PRUNE_BATCHES_PER_PASS):
+                done = self.outbox.prune_batch(scope, cutoff, held_streams, PRUNE_BATCH)
+                deleted += done
+                if done < PRUNE_BATCH:
+                    break
+        return deleted
 
     # ------------------------------------------------------------------ delivery
 
@@ -264,6 +326,10 @@ class EventService:
         if gone or (row["next_attempt_at"] and _utc(row["next_attempt_at"]) > self.clock.now()):
             return posts, False
         events = self.outbox.events_after(row["scope"], cursor, limit=budget)
+        if events and events[0]["seq"] != cursor + 1:  # a scope's seqs have no gaps: these were pruned
+            self._disable(row, f"events {cursor + 1} to {events[0]['seq'] - 1} were pruned before their delivery",
+                          cursor, row["failing_since"] or iso_ms(self.clock.now()))
+            return posts, False
         done: list[dict[str, Any]] = []  # attempts not yet written
         ends = time.monotonic() + self.lease_seconds * TURN_SHARE_OF_LEASE
         for event in events:
@@ -397,7 +463,8 @@ class Dispatcher:
     kept). A receiver that hangs holds one thread for the post's time limit, and its endpoint's
     breaker then keeps every thread off it. `event-stream` publishes to JetStream when configured,
     and each of `tasks` (name: step, the scopes' scheduled reports) is a worker of its own, so one
-    failing never skips the others."""
+    failing never skips the others. `event-retention` prunes the outbox every `RETENTION_INTERVAL`
+    seconds (unless the service keeps every event), holding what the stream has not published."""
 
     def __init__(self, service: EventService, interval: float = 1.0, owner: str | None = None,
                  stream: Any = None, tasks: Mapping[str, Callable[[], Any]] | None = None,
@@ -412,6 +479,10 @@ class Dispatcher:
         if stream is not None:
             self.workers.append(PeriodicWorker("event-stream", stream.publish_pending, interval, log=log))
         self.workers += [PeriodicWorker(name, task, interval, log=log) for name, task in (tasks or {}).items()]
+        if service.retention_days > 0:
+            held = (stream.name,) if stream is not None else ()
+            self.workers.append(PeriodicWorker("event-retention", partial(service.prune, held), RETENTION_INTERVAL,
+                                               log=log))
 
     def start(self) -> None:
         for worker in self.workers:

@@ -1,0 +1,205 @@
+"""The outbox stored like the records and pruned past its retention (issue 53/3, docs/events.md
+"Retention"), on both ledgers: events newer than the retention and events an active subscription
+has not settled are always kept; what was pruned is refused with 410 EVENTS_PRUNED by every read
+(`GET /api/events`, a replay by seq or range, enabling a subscription that missed it), never
+answered with the events silently missing; pruning runs in bounded transactions and holds what
+the stream has not published; event rows written before migration 0019 read as they were."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, text
+
+from gate.ledger import codec
+from gate.ledger.outbox import Outbox
+from gate.ledger.store import MIGRATIONS_DIR
+from gate.ledger.tables import event_outbox
+from gate.protocol.canonical import canonical_text
+from gate.services import events as events_module
+from tests.events.receiver import Receiver
+from tests.events.test_webhooks import LOOPBACK, dispatch, release_burst, subscribe
+from tests.releases.support import version
+
+DEAD = "http://127.0.0.1:9/hook"  # nothing listens: every delivery fails
+SCOPE = "tenant_a"
+
+
+@pytest.fixture
+def gate(make_app, clock):
+    """Every service of the app on the test's clock (the receiver checks timestamps against real
+    time, so deliveries happen with the clock at real time, pruning with it moved ahead)."""
+    return make_app(env=LOOPBACK, clock=clock)
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def _read(admin, after: int):
+    return admin.client.get(f"/api/events?after={after}", headers=admin.headers())
+
+
+def _prune(gate, clock, days: float, held: tuple[str, ...] = ()) -> int:
+    clock.offset = timedelta(days=days)
+    try:
+        return int(gate.extensions["gate"].events.prune(held))
+    finally:
+        clock.offset = timedelta()
+
+
+def _set_status(admin, subscription_id: str, **body):
+    return admin.client.patch(f"/api/events/subscriptions/{subscription_id}", json=body, headers=admin.headers())
+
+
+def _replay(admin, subscription_id: str, body: dict):
+    return admin.client.post(f"/api/events/subscriptions/{subscription_id}/replay", json=body,
+                             headers=admin.headers())
+
+
+def _pruned(response, through: int) -> None:
+    assert response.status_code == 410, response.get_json()
+    body = response.get_json()
+    assert body["error"] == "EVENTS_PRUNED" and body["c"] == "unclear"
+    assert body["pruned_through"] == through and body["oldest_kept"] == through + 1
+
+
+def test_events_are_kept_until_old_and_settled_then_every_read_of_them_is_refused(backend, gate, admin, receiver,
+                                                                                   clock):
+    delivered = subscribe(admin, receiver, **{"from": "beginning"})
+    failing = admin.client.post("/api/events/subscriptions", json={"url": DEAD, "from": "beginning"},
+                                headers=admin.headers()).get_json()["subscription"]
+    release_burst(admin)
+    dispatch(gate)
+    assert receiver.sequences() == list(range(1, 10))
+    assert _prune(gate, clock, 31) == 0  # the failing subscription, still active, has settled none of them
+    assert [int(e["sequence"]) for e in _read(admin, 0).get_json()["events"]] == list(range(1, 10))
+    assert _prune(gate, clock, 29) == 0  # disabled or not, nothing newer than the retention goes
+    assert _set_status(admin, failing["subscription_id"], status="disabled").status_code == 200
+    assert _prune(gate, clock, 29) == 0
+    assert _prune(gate, clock, 31) == 9
+
+    _pruned(_read(admin, 0), 9)
+    _pruned(_read(admin, 8), 9)
+    assert _read(admin, 9).get_json()["events"] == []
+    assert admin.publish(version("2026-09")).status_code == 201  # event 10, delivered at once
+    dispatch(gate)
+    assert receiver.sequences() == list(range(1, 11))
+    assert _prune(gate, clock, 0) == 0  # delivered, but newer than the retention
+    assert [int(e["sequence"]) for e in _read(admin, 9).get_json()["events"]] == [10]
+
+    _pruned(_replay(admin, delivered["subscription_id"], {"seq": 3}), 9)
+    _pruned(_replay(admin, delivered["subscription_id"], {"since": "2000-01-01T00:00:00Z",
+                                                          "until": "2100-01-01T00:00:00Z"}), 9)
+    assert _replay(admin, delivered["subscription_id"], {"seq": 11}).get_json()["error"] == "EVENT_NOT_FOUND"
+    assert _replay(admin, delivered["subscription_id"], {"seq": 10}).status_code == 202
+
+    # the disabled subscription missed events 1-9: enabling it says so and changes nothing ...
+    _pruned(_set_status(admin, failing["subscription_id"], status="active"), 9)
+    shown = admin.client.get(f"/api/events/subscriptions/{failing['subscription_id']}", headers=admin.headers())
+    assert shown.get_json()["subscription"]["status"] == "disabled" and shown.get_json()["subscription"]["cursor"] == 0
+    refused = _set_status(admin, failing["subscription_id"], status="active", skip_pruned="yes")
+    assert refused.status_code == 400 and refused.get_json()["error"] == "EVENT_SUBSCRIPTION_INVALID"
+    # ... until the caller accepts resuming from the oldest kept event
+    resumed = _set_status(admin, failing["subscription_id"], status="active", skip_pruned=True)
+    assert resumed.status_code == 200
+    assert resumed.get_json()["subscription"]["status"] == "active" and resumed.get_json()["subscription"]["cursor"] == 9
+    # a subscription from the beginning starts after what was pruned
+    late = admin.client.post("/api/events/subscriptions", json={"url": DEAD, "from": "beginning"},
+                             headers=admin.headers()).get_json()["subscription"]
+    assert late["cursor"] == 9
+
+
+def test_pruning_runs_in_bounded_transactions_and_holds_what_the_stream_has_not_published(
+        backend, gate, admin, receiver, clock, monkeypatch):
+    subscribe(admin, receiver, **{"from": "beginning"})
+    release_burst(admin)
+    dispatch(gate)
+    outbox = Outbox(gate.extensions["gate"].ledger)
+    outbox.set_stream_cursor("jetstream", SCOPE, 5)
+    monkeypatch.setattr(events_module, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(events_module, "PRUNE_BATCHES_PER_PASS", 2)
+    assert _prune(gate, clock, 31, ("jetstream",)) == 4  # two transactions of two, then the pass ends
+    assert outbox.pruned(SCOPE)[0] == 4
+    assert _prune(gate, clock, 31, ("jetstream",)) == 1  # the stream has published up to 5
+    assert outbox.pruned(SCOPE)[0] == 5
+    assert _prune(gate, clock, 31, ("other-stream",)) == 0  # a held stream without a cursor has published nothing
+    assert _prune(gate, clock, 31) == 4
+    _pruned(_read(admin, 0), 9)
+    with gate.extensions["gate"].ledger.read() as connection:
+        assert connection.execute(select(event_outbox.c.seq).where(event_outbox.c.scope == SCOPE)).all() == []
+
+
+def test_a_subscription_behind_a_pruned_range_is_disabled_never_skipped_silently(backend, gate, admin, receiver):
+    """The safety net behind the locks: a scope's seqs have no gaps, so a gap after an active
+    subscription's cursor can only be pruned events; it is disabled and says which."""
+    release_burst(admin)
+    sub = subscribe(admin, receiver, **{"from": "beginning"})
+    with gate.extensions["gate"].ledger.write() as connection:
+        connection.execute(event_outbox.delete().where(event_outbox.c.scope == SCOPE, event_outbox.c.seq <= 4))
+    dispatch(gate)
+    assert receiver.accepted == []
+    shown = admin.client.get(f"/api/events/subscriptions/{sub['subscription_id']}", headers=admin.headers())
+    assert shown.get_json()["subscription"]["status"] == "disabled"
+    assert shown.get_json()["subscription"]["disabled_reason"] == "events 1 to 4 were pruned before their delivery"
+
+
+def test_a_decision_created_event_is_stored_compressed_and_reads_back_exactly(backend, gate, admin, receiver,
+                                                                              sample_request):
+    gate.extensions["gate"].service.pipeline.mirror.ttl = 0  # the opt-in is read at the next decide
+    assert admin.client.put("/api/events/settings", json={"decision_created": True, "anomaly_every_seconds": None},
+                            headers=admin.headers()).status_code == 200
+    subscribe(admin, receiver, **{"from": "beginning"})
+    answer = admin.client.post("/api/decide", json=sample_request, headers=admin.headers())
+    assert answer.status_code == 200, answer.get_json()
+    dispatch(gate)
+    assert receiver.rejected == 0
+    created = [e for e in receiver.accepted if e["type"] == "dev.decision-gate.decision.created"]
+    assert [e["data"]["record"] for e in created] == [answer.get_json()]
+    with gate.extensions["gate"].ledger.read() as connection:
+        raw = connection.execute(text("SELECT event_json FROM event_outbox WHERE event_type = "
+                                      "'dev.decision-gate.decision.created'")).scalar_one()
+    stored = bytes(raw)
+    assert stored[0] == 0xFF and len(stored) * 2 < len(canonical_text(created[0]).encode())
+    assert _read(admin, 0).get_json()["events"][-1] == created[0]
+
+
+def _alembic(ledger, command_name: str, target: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", ledger.url.replace("%", "%%"))
+    with ledger.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        getattr(command, command_name)(config, target)
+    ledger.engine.dispose()
+
+
+def test_event_rows_written_before_migration_0019_read_and_deliver_as_they_were(backend, gate, admin, receiver,
+                                                                               monkeypatch):
+    ledger = gate.extensions["gate"].ledger
+    with monkeypatch.context() as plain:  # event 1 stored as the code before the change stored it: its text
+        plain.setattr(codec, "MODE", codec.PLAIN)
+        assert admin.publish(version("2026-08")).status_code == 201
+    _alembic(ledger, "downgrade", "0018_closing_votes")
+    with ledger.engine.begin() as connection:
+        old = connection.execute(text("SELECT event_json FROM event_outbox")).scalar_one()
+    assert isinstance(old, str)  # a text column again on PostgreSQL too
+    _alembic(ledger, "upgrade", "head")
+    assert _read(admin, 0).get_json()["events"] == [json.loads(old)]
+    subscribe(admin, receiver, **{"from": "beginning"})
+    assert admin.publish(version("2026-09")).status_code == 201  # event 2, in the new encoding
+    dispatch(gate)
+    assert receiver.rejected == 0 and receiver.sequences() == [1, 2]
+    assert receiver.accepted[0] == json.loads(old)
+    with ledger.engine.begin() as connection:
+        stored = [bytes(v) if not isinstance(v, str) else v.encode() for v in connection.execute(
+            text("SELECT event_json FROM event_outbox ORDER BY seq")).scalars()]
+    assert stored[0] == old.encode() and stored[1][0] == 0xFF
