@@ -104,7 +104,22 @@ def _create_mutations(filename, *args, **kwargs):
 file_mutation.create_mutations = _create_mutations
 
 
+def write_mutated(module: str, source: str, target: str) -> None:
+    """Write `module` (its path in the repository; its text read from `source`) as mutmut would
+    mutate it, every mutant beside its original function (`scripts/mutation --stale` reads their
+    keys). The working directory holds the `[tool.mutmut]` configuration."""
+    from pathlib import Path
+
+    _current["file"] = module
+    mutated = file_mutation.mutate_file_contents(module, Path(source).read_text(encoding="utf-8"))
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    Path(target).write_text(mutated.code, encoding="utf-8")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--write-mutated"]:  # --write-mutated MODULE SOURCE TARGET: no run, no tests
+        write_mutated(*sys.argv[2:5])
+        raise SystemExit(0)
     from mutmut.__main__ import cli
 
     sys.argv = ["mutmut", *sys.argv[1:]]

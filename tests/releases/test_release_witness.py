@@ -131,3 +131,34 @@ def test_hold_policy_and_event_settings_changes_are_witnessed_on_the_governance_
     _delete_newest(gate_env, GOVERNANCE_ID)
     refused = client.put("/api/holds/policy", json=policy, headers=author.headers())
     assert refused.status_code == 409 and refused.get_json()["error"] == "CHAIN_INTEGRITY_FAILED"
+
+
+def test_a_release_moved_on_the_workbench_is_witnessed_as_one_moved_through_the_api(gate_env, tmp_path):
+    # `gate workbench` builds its store from the same settings (`build_store`): its Releases page's
+    # moves are the release service's signed events, checkpointed into the same log, so a chain cut
+    # back after them is refused on the next move there too (before, the store's release service
+    # had no log: nothing was checkpointed and the cut went unseen).
+    from gate.chain.event_witness import release_chain_id
+    from gate.settings import Settings
+    from gate_cli.workbench_cmd import build_store
+    from workbench.app.access import Identity, Rights
+    from workbench.app.state.releases import ReleasesState
+
+    store = build_store(Settings.from_env(gate_env), str(tmp_path / "dataset"))
+    try:
+        for name, limit in (("v1", 20), ("v2", 10)):
+            store.promote("tenant_a", version(name, approve_limit=limit), frozenset({"publish"}))
+        alice = ReleasesState(store, Rights(Identity.password_user("alice"), lambda _scope: frozenset(
+            {"author", "releaser"})), scope="tenant_a", rulebook_id="pricing_exception")
+        alice.act("activate", version="v1")
+        alice.act("activate", version="v2")
+        assert alice.status["state"]["active"]["version"] == "v2", alice.message
+        chain = release_chain_id(scope_hash("tenant_a"), "pricing_exception")
+        entries = [json.loads(line) for line in _log(gate_env).read_text().splitlines()]
+        assert [entry["tree_size"] for entry in entries if entry["chain_id"] == chain] == [1, 2]
+        _delete_newest(gate_env, "pricing_exception")
+        alice.act("activate", version="v2", reason="after the cut")
+        assert "CHAIN_INTEGRITY_FAILED" in alice.message, alice.message
+        assert len(store.releases.history("tenant_a", "pricing_exception")) == 1  # nothing written
+    finally:
+        store.ledger.dispose()

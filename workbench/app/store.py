@@ -156,10 +156,12 @@ class WorkbenchStore:
         self.clock = clock or SystemClock()
         # The composition root's services (`workbench.services.root`): the decision service with
         # the one ReleaseService (docs/releases.md), and the analytics services the CLI and the API call.
-        self.services = compose(signing, ledger, clock=self.clock)
+        # The release and governance chains checkpoint into the gate's witnessed log, as the API's
+        # do (`GATE_CHECKPOINT_LOG`, issue 52): a release moved here is witnessed like one moved there.
+        self.services = compose(signing, ledger, clock=self.clock, checkpoint_log=checkpoint_log)
         self.service, self.releases = self.services.live()
         self.lifecycle = LifecycleService(ledger, self.clock, signing)
-        self.audit = AuditChainService(ledger, signing, self.clock)
+        self.audit = AuditChainService(ledger, signing, self.clock, checkpoint_log=checkpoint_log)
         # Events out (docs/events.md): the API's service, with the operator's allowance of hosts
         # inside (GATE_WEBHOOK_ALLOW_HOSTS); the gate's dispatchers send what the page queues.
         self.events = EventService(ledger, self.clock, allow_hosts=webhook_allow_hosts, signing=signing)

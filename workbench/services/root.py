@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.clock import Clock, SystemClock
@@ -59,12 +60,15 @@ class Services:
 
 def compose(signing: SigningSetup | LiveSigning, ledger: Ledger | None = None, *, settings: Settings | None = None,
             clock: Clock | None = None, ids: IdSource | None = None, adapters: AdapterRegistry | None = None,
-            on_trip: Callable[..., Any] | None = None) -> Services:
+            on_trip: Callable[..., Any] | None = None, checkpoint_log: Path | None = None) -> Services:
     """The services over `ledger` (None: a dataset-only run), signing with `signing`. `settings`,
     `adapters`, `ids`, `on_trip`: the serving process's decide configuration, adapter registry, id
-    source and guardrail hook (`gate.services.root.decision_services`); `clock`: the system's when None."""
+    source and guardrail hook (`gate.services.root.decision_services`); `clock`: the system's when None.
+    `checkpoint_log`: the witnessed log the release and governance chains checkpoint into (the
+    settings' `GATE_CHECKPOINT_LOG` when None and `settings` are given; a shell without settings,
+    the workbench's store, names it here so its release actions are witnessed as the API's are)."""
     core = (decision_services(ledger, signing, settings=settings, clock=clock, ids=ids, adapters=adapters,
-                              on_trip=on_trip) if ledger is not None else None)
+                              on_trip=on_trip, checkpoint_log=checkpoint_log) if ledger is not None else None)
     clock = core.decisions.clock if core is not None else clock or SystemClock()
     releases = core.releases if core is not None else None
     dry_runs = DryRunService(signing, clock, ledger, releases)

@@ -1,0 +1,248 @@
+"""The one service every safeguard setting changes through (gate/services/governance.py, issue 52),
+called directly on a SQLite ledger with a clock that stays where it is put: each change's event,
+announcement, refusal and stored row by value (the `safeguards` mutation suite's direct tests; the
+HTTP paths are tests/holds/test_safeguard_governance.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from gate.errors import GateError, SigningUnavailable
+from gate.events.egress import EventSettings
+from gate.keys.config import SigningSetup
+from gate.ledger.event_settings import EventSettingsLedger
+from gate.principals import Principal
+from gate.releases.governance import GOVERNANCE_ID, GovernanceState
+from gate.releases.policy import ReleasePolicy
+from gate.services.governance import (
+    GovernanceService,
+    announcement,
+    check_reason,
+    require_permission,
+)
+from tests.releases.service_support import KEY_A, SCOPE, START, Clock, build_world
+
+ADMIN = frozenset({"admin"})
+APPROVE = frozenset({"approve"})
+KEY_B = Principal.api_key("key_b", holder="service:b")
+OFF = {"decision_created": False, "anomaly_every_seconds": None}
+
+
+@pytest.fixture
+def world(database_url, tmp_path):
+    built = build_world(database_url, tmp_path)
+    yield built
+    built.ledger.dispose()
+
+
+@pytest.fixture
+def service(world):
+    return GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=60.0)
+
+
+def _settings(body):
+    return lambda _before: EventSettings.from_json(body)
+
+
+def _require_approvals(service):
+    event, _state = service.change(SCOPE, "release_policy", KEY_A, ADMIN,
+                                   lambda policy: replace(policy, require_approval=True))
+    assert event is not None and event["action"] == "policy_set"
+
+
+def test_permission_and_reason_are_refused_with_the_settings_own_code():
+    require_permission("event_settings", KEY_A, ADMIN, "admin")  # held: nothing raised
+    with pytest.raises(TypeError):
+        require_permission("release_policy", "key_a", ADMIN, "admin")  # type: ignore[arg-type]
+    for setting, code in (("release_policy", "RELEASE_PERMISSION_DENIED"), ("hold_policy", "HOLD_PERMISSION_DENIED"),
+                          ("event_settings", "EVENTS_PERMISSION_DENIED")):
+        with pytest.raises(GateError) as refused:
+            require_permission(setting, KEY_A, APPROVE, "admin")
+        assert refused.value.code == code
+    check_reason("hold_policy", None)
+    check_reason("hold_policy", "x")
+    check_reason("hold_policy", "x" * 500)
+    for bad in ("", "x" * 501, 7):
+        with pytest.raises(GateError) as refused:
+            check_reason("hold_policy", bad)
+        assert refused.value.code == "GOVERNANCE_REQUEST_INVALID"
+    with pytest.raises(GateError) as refused:
+        check_reason("release_policy", "")
+    assert refused.value.code == "RELEASE_POLICY_INVALID"
+
+
+def test_each_change_is_announced_by_its_setting_with_every_member():
+    event = {"seq": 3, "setting": "hold_policy", "action": "policy_set", "actor": "key_a", "principal": {"id": "a"},
+             "created_at": "t", "request_seq": None, "expires_at": None, "reason": "r", "policy_before": {"b": 1},
+             "policy_after": {"a": 2}, "weakens": [], "event_hash": "h", "previous_event_hash": "p", "key_id": "k",
+             "state": {"ignored": True}}
+    members = {member: event[member] for member in (
+        "seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at", "reason",
+        "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash", "key_id")}
+    changed = announcement("acme", event)
+    assert (changed.name, changed.data) == ("hold.policy_changed", {"scope": "acme", **members, "policy": {"a": 2}})
+    requested = announcement("acme", {**event, "action": "policy_request"})
+    assert requested.name == "hold.policy_change_requested"
+    assert requested.data == {"scope": "acme", **members, "action": "policy_request"}  # no `policy` member
+    for setting, names in (("release_policy", ("release.policy_change_requested", "release.policy_changed")),
+                           ("event_settings", ("events.settings_change_requested", "events.settings_changed"))):
+        assert announcement("s", {**event, "setting": setting, "action": "policy_request"}).name == names[0]
+        approved = announcement("s", {**event, "setting": setting, "action": "policy_approve"})
+        assert approved.name == names[1] and "policy" not in approved.data
+    unnamed = {key: value for key, value in event.items() if key != "setting"}
+    assert announcement("s", {**unnamed, "action": "policy_set"}).name == "release.policy_changed"
+
+
+def test_a_change_that_changes_nothing_writes_nothing(service):
+    assert service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings(OFF)) == (None, GovernanceState())
+    assert service.history(SCOPE) == []
+
+
+def test_event_settings_changed_are_written_where_the_decide_path_reads_them(world, service):
+    world.clock.moment = START
+    event, state = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                                  _settings({"decision_created": True, "anomaly_every_seconds": 3600}), reason="why")
+    assert (event["action"], event["setting"], event["reason"], event["seq"]) == ("policy_set", "event_settings",
+                                                                                  "why", 1)
+    assert state.value("event_settings") == EventSettings(True, 3600) and state.seq == 1
+    row = EventSettingsLedger(world.ledger).get(SCOPE)
+    assert {key: row[key] for key in ("decision_created", "anomaly_every_seconds", "anomaly_next_at", "updated_at",
+                                      "updated_by")} == {
+        "decision_created": 1, "anomaly_every_seconds": 3600, "anomaly_next_at": "2026-11-26T12:00:00.000Z",
+        "updated_at": "2026-11-26T12:00:00.000Z", "updated_by": "key_a"}
+    world.clock.moment = START + timedelta(minutes=5)
+    service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings(OFF))
+    row = EventSettingsLedger(world.ledger).get(SCOPE)
+    assert (row["decision_created"], row["anomaly_every_seconds"], row["anomaly_next_at"], row["updated_at"]) == (
+        0, None, None, "2026-11-26T12:05:00.000Z")
+    assert [announced["type"] for announced in world.outbox()] == ["dev.decision-gate.events.settings_changed"] * 2
+
+
+def test_a_weakening_while_approvals_are_required_is_a_request_that_expires_after_the_ttl(world, service):
+    _require_approvals(service)
+    event, state = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                                  _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    ttl = ReleasePolicy().approval_ttl_seconds
+    assert event["action"] == "policy_request" and event["approvals_required"] is True
+    assert event["expires_at"] == (START + timedelta(seconds=ttl)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    assert event["weakens"] == ["decision_created"]
+    assert EventSettingsLedger(world.ledger).get(SCOPE) is None  # nothing in force yet
+    assert service.value(SCOPE, "event_settings") == EventSettings()
+    [pending] = state.pending
+    assert (pending.seq, pending.setting) == (2, "event_settings")
+    # a naive clock reads as UTC
+    world.clock.moment = START.replace(tzinfo=None)
+    naive, _ = service.change(SCOPE, "hold_policy", KEY_A, ADMIN,
+                              lambda policy: replace(policy, four_eyes=False))
+    assert naive["expires_at"] == event["expires_at"] and naive["action"] == "policy_request"
+    # a strengthening applies at once, approvals required or not
+    world.clock.moment = START
+    shorter, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                                _settings({"decision_created": False, "anomaly_every_seconds": 300}))
+    assert shorter["action"] == "policy_set" and shorter["expires_at"] is None
+
+
+def test_an_approval_by_another_holder_applies_the_request_and_writes_the_row(world, service):
+    _require_approvals(service)
+    requested, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                                  _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    world.clock.moment = START + timedelta(seconds=1)
+    for bad in (True, 0, -1, "2", None):
+        with pytest.raises(GateError) as refused:
+            service.approve(SCOPE, "event_settings", KEY_B, APPROVE, bad)
+        assert refused.value.code == "GOVERNANCE_REQUEST_INVALID"
+    with pytest.raises(GateError) as refused:
+        service.approve(SCOPE, "release_policy", KEY_B, APPROVE, 0)
+    assert refused.value.code == "RELEASE_POLICY_INVALID"
+    with pytest.raises(GateError) as refused:
+        service.approve(SCOPE, "hold_policy", KEY_B, APPROVE, requested["seq"])  # another setting's request
+    assert refused.value.code == "GOVERNANCE_REQUEST_NOT_FOUND"
+    with pytest.raises(GateError) as refused:
+        service.approve(SCOPE, "event_settings", KEY_B, ADMIN, requested["seq"])
+    assert refused.value.code == "EVENTS_PERMISSION_DENIED"
+    event, state = service.approve(SCOPE, "event_settings", KEY_B, APPROVE, requested["seq"], reason="ok")
+    assert (event["action"], event["request_seq"], event["reason"], event["approvals_required"]) == (
+        "policy_approve", requested["seq"], "ok", True)
+    assert event["policy_before"] == OFF and event["policy_after"]["decision_created"] is True
+    assert state.value("event_settings") == EventSettings(True, None) and state.pending == ()
+    row = EventSettingsLedger(world.ledger).get(SCOPE)
+    assert (row["decision_created"], row["updated_by"], row["updated_at"]) == (1, "key_b", "2026-11-26T12:00:01.000Z")
+    with pytest.raises(GateError) as refused:
+        service.approve(SCOPE, "event_settings", KEY_B, APPROVE, requested["seq"])  # applied: gone
+    assert refused.value.code == "GOVERNANCE_REQUEST_NOT_FOUND"
+
+
+def test_the_document_lists_only_live_requests_of_its_setting(world, service):
+    _require_approvals(service)
+    service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                   _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    service.change(SCOPE, "hold_policy", KEY_A, ADMIN, lambda policy: replace(policy, four_eyes=False))
+    document = service.document(SCOPE, "event_settings")
+    assert document["policy"] == OFF and document["governance_seq"] == 3
+    assert [p["request_seq"] for p in document["pending"]] == [2]
+    assert document["pending"][0]["setting"] == "event_settings"
+    ttl = ReleasePolicy().approval_ttl_seconds
+    world.clock.moment = START + timedelta(seconds=ttl) - timedelta(milliseconds=1)
+    assert len(service.document(SCOPE, "event_settings")["pending"]) == 1
+    world.clock.moment = START + timedelta(seconds=ttl)
+    assert service.document(SCOPE, "event_settings")["pending"] == []  # at its instant it has expired
+
+
+def test_before_the_first_change_each_setting_is_read_where_the_scope_kept_it(world, service):
+    assert service.value(SCOPE, "release_policy") == ReleasePolicy()
+    world.store_policy({**ReleasePolicy().to_json(), "require_approval": True})
+    assert service.value(SCOPE, "release_policy").require_approval is True
+    EventSettingsLedger(world.ledger).put({"scope": SCOPE, "decision_created": 1, "anomaly_every_seconds": 60,
+                                           "anomaly_next_at": None, "updated_at": "t", "updated_by": "x"})
+    assert service.value(SCOPE, "event_settings") == EventSettings(True, 60)
+    assert service.value("other", "event_settings") == EventSettings()
+    assert service.value(SCOPE, "hold_policy") == service.value("other", "hold_policy")  # the default
+
+
+def test_the_state_is_cached_for_its_seconds_and_the_cache_is_bounded(world, service):
+    other = GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=60.0)
+    assert other.state(SCOPE).seq == 0
+    service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                   _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    assert service.state(SCOPE).seq == 1  # its own change refreshed it at once
+    assert other.state(SCOPE).seq == 0  # another worker's cached state, within its seconds
+    assert other.state(SCOPE, fresh=True).seq == 1
+    uncached = GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=0)
+    assert uncached.state(SCOPE).seq == 1
+    other._cache.update({str(n): (1e18, GovernanceState()) for n in range(4095)})
+    assert len(other._cache) == 4096
+    other.state("another", fresh=True)
+    assert list(other._cache) == ["another"]
+
+
+def test_a_chain_written_before_issue_52_is_folded(world, service):
+    service.change(SCOPE, "release_policy", KEY_A, ADMIN, lambda policy: replace(policy, require_approval=True))
+    from sqlalchemy import update
+
+    from gate.ledger.tables import release_events
+
+    with world.ledger.write() as connection:  # its head states no `applied`, as before issue 52
+        row = connection.execute(release_events.select().where(release_events.c.rulebook_id == GOVERNANCE_ID)).one()
+        event = json.loads(row.event_json)
+        del event["state"]["applied"]
+        connection.execute(update(release_events).where(release_events.c.rulebook_id == GOVERNANCE_ID)
+                           .values(event_json=json.dumps(event)))
+    state = service.state(SCOPE, fresh=True)
+    assert state.seq == 1 and state.value("release_policy").require_approval is True
+    assert state.applied == {"release_policy": 1}
+
+
+def test_no_unsigned_change_where_signing_is_required(world):
+    unsigned = GovernanceService(world.ledger, SigningSetup.load(None, None, "hmac", required=True), Clock())
+    with pytest.raises(SigningUnavailable):
+        unsigned.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                        _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    assert unsigned.history(SCOPE) == []
+    optional = GovernanceService(world.ledger, SigningSetup.load(None, None, "hmac", required=False), Clock())
+    event, _ = optional.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                               _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    assert "signature" not in event and event["event_hash"]
