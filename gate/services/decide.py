@@ -35,6 +35,7 @@ from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.advisory import AdvisoryService
+from gate.services.holds import HoldOpener
 from gate.services.pipeline import (
     CREATED,
     REPLAYED,
@@ -76,6 +77,7 @@ class DecisionService:
         confidence: bool = True,
         advisory: AdvisoryService | None = None,
         inbox_base: str | None = None,
+        hold_opener: HoldOpener | None = None,
     ) -> None:
         self.ledger = ledger
         self.signing = signing
@@ -86,7 +88,7 @@ class DecisionService:
         self.confidence = confidence
         self.snapshots = RulebookSnapshots(ledger, signing, self.clock)
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
-        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base)
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base, hold_opener)
         self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
 
     # ------------------------------------------------------------------ decide

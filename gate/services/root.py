@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.ledger import Ledger
     from gate.services.advisory import AdvisoryService
     from gate.services.decide import DecisionService
+    from gate.services.holds import HoldOpener
     from gate.services.releases import ReleaseService
 
 __all__ = ["DecisionServices", "advisory_service", "decision_services", "live_signing", "signing_setup"]
@@ -80,7 +81,7 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
                       clock: Clock | None = None, ids: IdSource | None = None,
                       adapters: AdapterRegistry | None = None, confidence: bool | None = None,
                       releases: bool = True, on_trip: Callable[..., Any] | None = None,
-                      checkpoint_log: Path | None = None) -> DecisionServices:
+                      checkpoint_log: Path | None = None, hold_opener: HoldOpener | None = None) -> DecisionServices:
     """The decision service over `ledger`, signing with `signing`.
 
     `settings`: the serving process's decide configuration (the rulebook schema URL, the adapter
@@ -90,7 +91,9 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
     wire the release service in (`with_releases`: decide by reference, shadows and canaries),
     with `on_trip` called when a guardrail trips; False leaves decides inline only (the golden
     corpus, the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed
-    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`)."""
+    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`).
+    `hold_opener`: how a held record opens its hold (the demo seed's `DeferredOpener` writes each
+    hold whole when it closes); default, in the decide's own transaction."""
     from gate.services.decide import DecisionService, with_releases
 
     schema_url, advisory = C.RULEBOOK_SCHEMA_PATH, None
@@ -105,7 +108,8 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
         confidence = settings.decide_confidence if confidence is None else confidence
     service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
                               confidence=True if confidence is None else confidence, advisory=advisory,
-                              inbox_base=settings.workbench_url if settings is not None else None)
+                              inbox_base=settings.workbench_url if settings is not None else None,
+                              hold_opener=hold_opener)
     if settings is not None and checkpoint_log is None:
         checkpoint_log = settings.checkpoint_log
     return DecisionServices(service, with_releases(service, on_trip=on_trip, checkpoint_log=checkpoint_log)
