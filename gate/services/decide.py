@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gate import vocabulary as C
@@ -35,6 +34,7 @@ from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.advisory import AdvisoryService
+from gate.services.holds import HoldOpener
 from gate.services.pipeline import (
     CREATED,
     REPLAYED,
@@ -76,7 +76,13 @@ class DecisionService:
         confidence: bool = True,
         advisory: AdvisoryService | None = None,
         inbox_base: str | None = None,
+        hold_opener: HoldOpener | None = None,
+        snapshots: RulebookSnapshots | None = None,
+        releases: ReleaseService | None = None,
     ) -> None:
+        """`releases`: the release service that routes decides by reference and runs shadows and
+        canaries (docs/releases.md), built on the same `snapshots` (`gate.services.root` builds
+        both first); None: inline decides only."""
         self.ledger = ledger
         self.signing = signing
         self.schema_url = schema_url
@@ -84,10 +90,10 @@ class DecisionService:
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
-        self.snapshots = RulebookSnapshots(ledger, signing, self.clock)
+        self.snapshots = snapshots or RulebookSnapshots(ledger, signing, self.clock)
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
-        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base)
-        self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base, hold_opener)
+        self.releases = releases
 
     # ------------------------------------------------------------------ decide
 
@@ -280,14 +286,4 @@ def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
     return not isinstance(registry, dict) or registry.get("scope_hash") == scope_hash(scope)
 
 
-__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row", "with_releases"]
-
-
-def with_releases(service: DecisionService, on_trip: Any = None, checkpoint_log: Path | None = None) -> ReleaseService:
-    """Wire policy releases into a decision service (the API, the CLI and the workbench build it
-    here): decide by reference, shadows and canaries then run in its decides. `checkpoint_log`:
-    the gate's witnessed log its release and governance chains are checkpointed in."""
-    releases = ReleaseService(service.ledger, service.signing, snapshots=service.snapshots, clock=service.clock,
-                              on_trip=on_trip, checkpoint_log=checkpoint_log)
-    service.releases = releases  # one way: the releases read the snapshots, never the decision service
-    return releases
+__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row"]

@@ -170,14 +170,14 @@ class DecisionPipeline:
     """Replay, signer check, seal and store: the steps shared by every way of deciding."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, ids: IdSource,
-                 inbox_base: str | None = None) -> None:
+                 inbox_base: str | None = None, hold_opener: HoldOpener | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.clock = clock
         self.ids = ids
         # A held verdict opens its hold in the decide's transaction; its event links to the Inbox
-        # at `inbox_base` (GATE_WORKBENCH_URL).
-        self.holds = HoldOpener(ledger, inbox_base)
+        # at `inbox_base` (GATE_WORKBENCH_URL). A writer of history passes its `DeferredOpener`.
+        self.holds = hold_opener or HoldOpener(ledger, inbox_base)
         self.mirror = MirrorFlags(ledger)  # scopes that opted in to decision.created (docs/events.md)
 
     def replay_known(self, claim: Claim) -> DecideResult | None:
