@@ -66,6 +66,8 @@ from gate.vocabulary import (
     VIEW_FULL,
     VIEW_MINIMAL,
     VIEWS,
+    Verdict,
+    is_verdict,
 )
 
 __all__ = [
@@ -597,9 +599,9 @@ def _checked_identity(inputs: RulebookRecordInputs) -> _Identity:
     return _Identity(decision_id, request_id, created_at, key, input_hash, rulebook_hash, schema_hash)
 
 
-def _checked_verdict(evaluation: Evaluation) -> str:
+def _checked_verdict(evaluation: Evaluation) -> Verdict:
     """The evaluation's normalized decision: yes, no or review."""
-    if evaluation.decision not in COMPACT_FOR_VERDICT:
+    if not is_verdict(evaluation.decision):
         raise ValueError(f"evaluation.decision must be yes|no|review, not {evaluation.decision!r}")
     return evaluation.decision
 
@@ -647,7 +649,7 @@ def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookRe
     return attestation
 
 
-def _outcome_members(evaluation: Evaluation, verdict: str, engine: str) -> dict[str, Any]:
+def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> dict[str, Any]:
     """Protocol versions, then what the evaluation decided and how (`c`, `v`, the trace)."""
     members: dict[str, Any] = {
         "decision_protocol_version": DECISION_PROTOCOL_VERSION,

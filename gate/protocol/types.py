@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.evaluation import Evaluation
-from gate.vocabulary import ENGINE
+from gate.vocabulary import ENGINE, CompactVerdict, Verdict
 
 
 class RuntimeBinding(TypedDict):
@@ -89,9 +89,9 @@ class RecordMembers(TypedDict):
     status: str
     missing_fields: NotRequired[list[str]]
     invalid_fields: NotRequired[list[str]]
-    c: str
+    c: CompactVerdict
     v: str
-    verdict: str
+    verdict: Verdict
     application_verdict: str
     reason_code: str
     matched_rule_id: str | None
