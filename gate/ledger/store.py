@@ -65,6 +65,7 @@ from gate.ledger.tables import (
     usage_counters,
 )
 from gate.protocol.confidence import ConfidenceCounts
+from gate.protocol.decision_record import DecisionRecord
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUNDLE_CANDIDATES = 8
@@ -114,14 +115,13 @@ class ChainHead:
 class SealedDecision:
     """What `ChainAppend.seal` returns: the decision row (its stored record text included), its
     chain link, the completed tree nodes (level, index, hash), the tree's new peaks, and the
-    sealed record itself (a `gate.protocol.decision_record.DecisionRecord`; the ledger only hands
-    it to the decision's `after` steps and returns it)."""
+    sealed record itself (the ledger only hands it to the decision's `after` steps and returns it)."""
 
     row: dict[str, Any]
     link: dict[str, Any]
     nodes: list[tuple[int, int, str]]
     peaks: tuple[str, ...]
-    record: Any
+    record: DecisionRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,14 @@ class Written:
     charge) and the sealed record (None without a chain)."""
 
     used: int | None
-    record: Any = None
+    record: DecisionRecord | None = None
+
+    @property
+    def sealed(self) -> DecisionRecord:
+        """The sealed record of a decision stored with its chain (every decide's)."""
+        if self.record is None:  # pragma: no cover - the decide pipeline always stores the chain
+            raise LedgerUnavailable("the decision was stored without its chain")
+        return self.record
 
 
 # A row stored with a decision, or a step run after its seal in the same transaction (an outbox

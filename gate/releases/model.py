@@ -18,16 +18,22 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypeGuard, get_args
 
 from gate.errors import GateError
 from gate.principals import holder_id, is_distinct_approver
 
-ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
-APPROVABLE = ("canary", "activate")
+ReleaseAction = Literal["shadow", "canary", "activate", "halt", "rollback", "approve"]
+ACTIONS: tuple[ReleaseAction, ...] = get_args(ReleaseAction)
+ApprovableAction = Literal["canary", "activate"]  # what may wait for a second holder's approval
+APPROVABLE: tuple[ApprovableAction, ...] = get_args(ApprovableAction)
 MAX_PREVIOUS = 50
 DEFAULT_SUBJECT = "context.source_record_id"
 BUCKETS = 10_000  # canary shares are whole basis points
+
+
+def is_approvable(action: str) -> TypeGuard[ApprovableAction]:
+    return action in APPROVABLE
 
 
 class ReleaseRefused(GateError):
@@ -67,7 +73,7 @@ class Pending:
     """A request waiting for approval (`seq` is the event that asked)."""
 
     seq: int
-    action: str
+    action: ApprovableAction
     version: Version
     percent: float | None
     subject: str | None
@@ -186,7 +192,7 @@ def transition(state: ReleaseState, action: Action, seq: int) -> ReleaseState:
         return replace(state, active=state.previous[-1], previous=state.previous[:-1], canary=None, shadow=None)
     if action.action == "approve":
         return _approve(state, action, seq)
-    if action.action in APPROVABLE and action.approval_expires_at is not None:
+    if is_approvable(action.action) and action.approval_expires_at is not None:
         version = _need_version(action)
         if action.action == "canary":
             _check_canary_percent(action.percent)

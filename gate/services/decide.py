@@ -180,7 +180,7 @@ class DecisionService:
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
             extra=extra, facts=evaluated.facts)
-        return DecideResult(written.record, CREATED, written.used, evaluated.notices)
+        return DecideResult(written.sealed, CREATED, written.used, evaluated.notices)
 
     def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:
@@ -201,7 +201,7 @@ class DecisionService:
         when decide-time confidence is off."""
         if not self.confidence:
             return None
-        return Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
+        return Bucket(scope, record.policy_id, record.verdict, record.action, record.policy_version)
 
     def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
         """The bound snapshot for (scope, id, version) (`RulebookSnapshots.bound_snapshot`)."""
@@ -212,7 +212,7 @@ class DecisionService:
         record, read from the ledger for a replay (which charges nothing)."""
         if result.monthly_used is not None:
             return result.monthly_used
-        return self.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
+        return self.ledger.monthly_usage(caller.key_id, result.record.created_at[:7])
 
     # ------------------------------------------------------------------ promotion
 
@@ -241,10 +241,10 @@ class DecisionService:
         attestation bundle hash; no tenant data."""
         return self.ledger.bundle_hash_known(policy_bundle_hash)
 
-    def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
+    def stored_record(self, caller: Caller, decision_id: str) -> DecisionRecord | None:
         """The full stored record, or None when absent, in another scope, or not bound to its row."""
         stored = self.bound_decision(caller, decision_id)
-        return json.loads(stored.record_json) if stored else None
+        return DecisionRecord.stored(json.loads(stored.record_json), stored.record_json) if stored else None
 
     def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
         """The row filed under this id in the caller's scope, as stored (hosted verify reads it

@@ -103,21 +103,21 @@ def replay(existing: StoredDecision, idempotency_key: str, input_hash: str) -> D
 def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> dict[str, Any]:
     """The decision row's columns before sealing (`record_json` is written by the seal)."""
     return {
-        "decision_id": record["decision_id"],
+        "decision_id": record.decision_id,
         "scope": claim.caller.scope,
         "key_id": claim.caller.key_id,
         "idempotency_key": claim.idempotency_key,
         "input_hash": claim.fingerprint.input_hash,
-        "record_hash": record["record_hash"],
-        "receipt_hash": record["receipt_hash"],
-        "policy_bundle_hash": record.get("policy_bundle_hash"),
+        "record_hash": record.record_hash,
+        "receipt_hash": record.receipt_hash,
+        "policy_bundle_hash": record.policy_bundle_hash,
         # The rulebook's hash; an advisory record's `policy_hash` (its advisor panel), which
         # gate.verify.ledger_rows checks the column against.
         "rulebook_hash": rulebook_hash,
-        "policy_id": record.get("policy_id"),
-        "policy_version": record.get("policy_version"),
-        "verdict": record["verdict"],
-        "created_at": record["created_at"],
+        "policy_id": record.policy_id,
+        "policy_version": record.policy_version,
+        "verdict": record.verdict,
+        "created_at": record.created_at,
         "record_json": "",
         "request_json": claim.fingerprint.request_text,
     }
@@ -141,7 +141,7 @@ def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[st
     def prepare(counts: ConfidenceCounts | None) -> DecisionRecord:
         if counts is None:
             return record
-        return record.with_confidence(confidence_block(counts, policy_version=record["policy_version"]),
+        return record.with_confidence(confidence_block(counts, policy_version=record.policy_version),
                                       receipt_signer)
 
     def seal(head: ChainHead, prepared: DecisionRecord) -> SealedDecision:
@@ -150,12 +150,12 @@ def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[st
             chain_position=head.size + 1,
             previous_link_hash=head.head_link_hash,
             previous_merkle_root=head.merkle_root,
-            decision_id=record["decision_id"],
-            record_hash=record["record_hash"],
-            receipt_hash=record["receipt_hash"],
-            policy_id=record.get("policy_id"),
-            policy_version=record.get("policy_version"),
-            created_at=record["created_at"],
+            decision_id=record.decision_id,
+            record_hash=record.record_hash,
+            receipt_hash=record.receipt_hash,
+            policy_id=record.policy_id,
+            policy_version=record.policy_version,
+            created_at=record.created_at,
         )
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
         sealed = prepared.with_audit_chain(record_audit_chain(link), receipt_signer)
@@ -225,7 +225,7 @@ class DecisionPipeline:
         return self.ledger.store_decision(
             row,
             snapshot=snapshot_row,
-            charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
+            charge=CapCharge(caller.key_id, record.created_at[:7], caller.monthly_cap),
             chain=record_chain(chain_id, caller.scope, record, row, receipt_signer, confidence),
             extra=extra,
         )
@@ -240,7 +240,7 @@ class DecisionPipeline:
                                         facts=facts)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
-        return DecideResult(written.record, CREATED, written.used)
+        return DecideResult(written.sealed, CREATED, written.used)
 
 
 __all__ = [
