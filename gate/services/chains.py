@@ -42,7 +42,7 @@ from gate.chain.merkle import (
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
-from gate.ledger import Ledger
+from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
@@ -518,7 +518,7 @@ def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:
     return ref["id"], ref["version"], ref["hash"]
 
 
-def snapshot_body_hash(row: dict[str, Any] | None) -> str | None:
+def snapshot_body_hash(row: StoredSnapshot | None) -> str | None:
     """sha256 of the canonical JSON of a stored snapshot's body, or None when it is missing or
     not JSON."""
     if row is None:

@@ -23,7 +23,7 @@ from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import Ledger, StoredDecision
+from gate.ledger import Ledger, StoredDecision, StoredSnapshot
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
 from gate.ledger.tables import release_decisions
@@ -203,7 +203,7 @@ class DecisionService:
             return None
         return Bucket(scope, record.policy_id, record.verdict, record.action, record.policy_version)
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None:
         """The bound snapshot for (scope, id, version) (`RulebookSnapshots.bound_snapshot`)."""
         return self.snapshots.bound_snapshot(scope, rulebook_id, version)
 
@@ -231,7 +231,7 @@ class DecisionService:
         return self.ledger.dialect
 
     def rulebook_snapshot(self, caller: Caller, *, rulebook_hash: str | None = None, rulebook_id: str | None = None,
-                          version: str | None = None) -> dict[str, Any] | None:
+                          version: str | None = None) -> StoredSnapshot | None:
         """The caller's bound snapshot by hash, or by (id, version); None when not bound in its scope."""
         return self.ledger.rulebook_snapshot(caller.scope, rulebook_hash=rulebook_hash, rulebook_id=rulebook_id,
                                              version=version)

@@ -21,13 +21,22 @@ from typing import Any
 
 from gate.chain.links import chain_id_for, new_link, record_audit_chain
 from gate.chain.merkle import CompactRange
-from gate.chain.rowseal import decision_row_hash, row_signature_payload
+from gate.chain.rowseal import DecisionRow, SealedDecisionRow, sealed_decision_row
 from gate.clock import Clock, IdSource
 from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict, SigningUnavailable
 from gate.keys.apikeys import DEFAULT_PERMISSIONS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, SealedDecision, StoredDecision, Written
+from gate.ledger import (
+    CapCharge,
+    ChainAppend,
+    ChainHead,
+    Ledger,
+    SealedDecision,
+    SnapshotRow,
+    StoredDecision,
+    Written,
+)
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
 from gate.principals import Principal
@@ -100,7 +109,7 @@ def replay(existing: StoredDecision, idempotency_key: str, input_hash: str) -> D
     return DecideResult(DecisionRecord.stored(json.loads(existing.record_json), existing.record_json), REPLAYED, None)
 
 
-def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> dict[str, Any]:
+def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> DecisionRow:
     """The decision row's columns before sealing (`record_json` is written by the seal)."""
     return {
         "decision_id": record.decision_id,
@@ -123,14 +132,7 @@ def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> di
     }
 
 
-def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
-    """The row's own seal: its columns hashed, and signed with the receipt key (gate.chain.rowseal)."""
-    row["row_hash"] = decision_row_hash(row)
-    row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
-                            if receipt_signer is not None else None)
-
-
-def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[str, Any],
+def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: SealedDecisionRow,
                  receipt_signer: ReceiptSigner | None, confidence: Bucket | None = None) -> ChainAppend:
     """The record's two sealing steps in its storing transaction, each returning a new record:
     `prepare` adds the decide-time confidence block (outside the chain head lock; when the scope
@@ -160,7 +162,7 @@ def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[st
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
         sealed = prepared.with_audit_chain(record_audit_chain(link), receipt_signer)
         tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-        return SealedDecision(dict(row, record_json=sealed.text), link,
+        return SealedDecision({**row, "record_json": sealed.text}, link,
                               [(n.level, n.index, n.hash) for n in completed], tree.peaks, sealed)
 
     return ChainAppend(chain_id, scope, seal, prepare, confidence)
@@ -206,7 +208,7 @@ class DecisionPipeline:
 
     def store_sealed(
         self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
-        snapshot_row: dict[str, Any] | None = None, confidence: Bucket | None = None,
+        snapshot_row: SnapshotRow | None = None, confidence: Bucket | None = None,
         extra: Sequence[DecisionExtra] = (), facts: Any = None,
     ) -> Written:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
@@ -219,8 +221,7 @@ class DecisionPipeline:
         extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder)]
         if self.mirror.mirrored(caller.scope):
             extra.append(lambda connection, sealed: announce_decision(connection, caller.scope, sealed.as_dict()))
-        row = decision_row(claim, record, rulebook_hash)
-        seal_row(row, receipt_signer)
+        row = sealed_decision_row(decision_row(claim, record, rulebook_hash), receipt_signer)
         chain_id = chain_id_for(caller.scope)
         return self.ledger.store_decision(
             row,
