@@ -26,6 +26,7 @@ from gate.chain.checkpoint_log import (
 from gate.chain.event_witness import event_chain_failures, event_tree_root
 from gate.chain.links import chain_head_failures, chain_id_for, verify_links
 from gate.chain.merkle import (
+    Checkpoint,
     CompactRange,
     checkpoint_body,
     checkpoint_hash,
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 def _made_checkpoint(signing: SigningSetup | LiveSigning, chain_id: str, size: int, root: str,
-                     at: str) -> dict[str, Any]:
+                     at: str) -> Checkpoint:
     """The checkpoint of (chain, size, root) at `at`, signed with the gate's Ed25519 key; stated
     but unsigned (`signature: null`, with its hash) in HMAC-only setups."""
     body = checkpoint_body(chain_id, size, root, at)
