@@ -40,6 +40,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.expression import Executable
 
+from gate.chain.links import ChainLink
 from gate.chain.rowseal import SealedDecisionRow
 from gate.errors import (
     DuplicateIdempotencyKey,
@@ -148,7 +149,7 @@ class SealedDecision:
     sealed record itself (the ledger only hands it to the decision's `after` steps and returns it)."""
 
     row: SealedDecisionRow
-    link: dict[str, Any]
+    link: ChainLink
     nodes: list[tuple[int, int, str]]
     peaks: tuple[str, ...]
     record: DecisionRecord
@@ -208,7 +209,7 @@ class StoredDecision:
     columns: dict[str, Any]
 
 
-def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any], peaks: Sequence[str]) -> bool:
+def _carry_head(connection: Connection, chain: ChainAppend, link: ChainLink, peaks: Sequence[str]) -> bool:
     """In a batch run all at once (`gate.ledger.groupcommit`), the head this member's link leaves
     is the next member's: the row stays locked to this transaction until it commits. False
     outside such a batch."""
