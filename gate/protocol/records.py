@@ -42,6 +42,7 @@ from gate.protocol.types import (
     EvidenceManifest,
     PolicyBundle,
     RecordMembers,
+    RulebookAttestation,
     RulebookContract,
     RulebookRecordInputs,
     RulebookReference,
@@ -620,7 +621,7 @@ def runtime_binding_for(binding_mode: str) -> RuntimeBinding:
 
 
 def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, action: str,
-                          runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> dict[str, Any]:
+                          runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> RulebookAttestation:
     """The attestation over rulebook, outcome, runtime binding and facts hash, signed with
     `attestation_key` (unsigned without one). In replay, a stored signature over the same
     bundle hash is kept."""
@@ -674,7 +675,7 @@ def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> d
 
 
 def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, runtime_binding: RuntimeBinding,
-                     attestation: dict[str, Any], schema_hash: str) -> dict[str, Any]:
+                     attestation: RulebookAttestation, schema_hash: str) -> dict[str, Any]:
     """The rulebook, its contract, the runtime binding, registry entry, attestation and adapter lineage."""
     contract: RulebookContract = {
         "schema_version": RULEBOOK_SCHEMA_VERSION,

@@ -48,6 +48,40 @@ class AttestationOutcome(TypedDict):
     matched_rule_id: str | None
 
 
+class AttestationBundle(TypedDict):
+    """What a rulebook attestation attests: the engine, the rulebook, the facts' hash, the
+    outcome, the runtime binding and (null in direct mode) the trusted adapter."""
+
+    engine: str
+    evaluator_version: str
+    rulebook: RulebookReference
+    input_hash: str
+    outcome: AttestationOutcome
+    runtime_binding: RuntimeBinding
+    trusted_adapter: dict[str, Any] | None
+
+
+class AttestationSignature(TypedDict):
+    """The attestation's `signature`: Ed25519 over the bundle hash, or its unsigned form (nulls)."""
+
+    schema_version: str
+    status: str
+    algorithm: str
+    signed_field: str
+    key_id: str | None
+    public_key_pem: str | None
+    signature: str | None
+
+
+class RulebookAttestation(TypedDict):
+    """`rulebook_attestation`: the bundle, its hash and the signature over that hash."""
+
+    schema_version: str
+    bundle_hash: str
+    bundle: AttestationBundle
+    signature: AttestationSignature
+
+
 class RulebookContract(TypedDict):
     """`rulebook_contract`: the rulebook schema and the evaluator the record was made under."""
 
@@ -102,7 +136,7 @@ class RecordMembers(TypedDict):
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
     rulebook_registry: NotRequired[dict[str, Any]]
-    rulebook_attestation: dict[str, Any]
+    rulebook_attestation: RulebookAttestation
     trusted_adapter: NotRequired[dict[str, Any]]
     adapter_facts: NotRequired[dict[str, Any]]
     request_id: str
