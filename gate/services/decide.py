@@ -22,7 +22,7 @@ from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import Ledger, StoredDecision
+from gate.ledger import Ledger, StoredDecision, StoredSnapshot
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
 from gate.ledger.tables import release_decisions
@@ -186,7 +186,7 @@ class DecisionService:
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
             extra=extra, facts=evaluated.facts)
-        return DecideResult(written.record, CREATED, written.used, evaluated.notices)
+        return DecideResult(written.sealed, CREATED, written.used, evaluated.notices)
 
     def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:
@@ -207,9 +207,9 @@ class DecisionService:
         when decide-time confidence is off."""
         if not self.confidence:
             return None
-        return Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
+        return Bucket(scope, record.policy_id, record.verdict, record.action, record.policy_version)
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None:
         """The bound snapshot for (scope, id, version) (`RulebookSnapshots.bound_snapshot`)."""
         return self.snapshots.bound_snapshot(scope, rulebook_id, version)
 
@@ -218,7 +218,7 @@ class DecisionService:
         record, read from the ledger for a replay (which charges nothing)."""
         if result.monthly_used is not None:
             return result.monthly_used
-        return self.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
+        return self.ledger.monthly_usage(caller.key_id, result.record.created_at[:7])
 
     # ------------------------------------------------------------------ promotion
 
@@ -237,7 +237,7 @@ class DecisionService:
         return self.ledger.dialect
 
     def rulebook_snapshot(self, caller: Caller, *, rulebook_hash: str | None = None, rulebook_id: str | None = None,
-                          version: str | None = None) -> dict[str, Any] | None:
+                          version: str | None = None) -> StoredSnapshot | None:
         """The caller's bound snapshot by hash, or by (id, version); None when not bound in its scope."""
         return self.ledger.rulebook_snapshot(caller.scope, rulebook_hash=rulebook_hash, rulebook_id=rulebook_id,
                                              version=version)
@@ -247,10 +247,10 @@ class DecisionService:
         attestation bundle hash; no tenant data."""
         return self.ledger.bundle_hash_known(policy_bundle_hash)
 
-    def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
+    def stored_record(self, caller: Caller, decision_id: str) -> DecisionRecord | None:
         """The full stored record, or None when absent, in another scope, or not bound to its row."""
         stored = self.bound_decision(caller, decision_id)
-        return json.loads(stored.record_json) if stored else None
+        return DecisionRecord.stored(json.loads(stored.record_json), stored.record_json) if stored else None
 
     def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
         """The row filed under this id in the caller's scope, as stored (hosted verify reads it

@@ -25,7 +25,7 @@ from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
-from gate.ledger import Ledger
+from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.releases import (
     Announcement,
     ArmTally,
@@ -126,7 +126,7 @@ class Snapshots(Protocol):
 
     def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]: ...
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None: ...
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None: ...
 
 
 class ReleaseService:
