@@ -63,7 +63,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, Signal, SnapshotRace
 from gate.ledger import waits
-from gate.ledger.prepared import Savepoint
+from gate.ledger.prepared import Prepared, Savepoint
 
 MAX_BATCH = 128
 # `connection.info` key of what a batch run all at once reads once and shares between its
@@ -206,6 +206,29 @@ class GroupWriter:
                     raise _Refused(None) from exc
             finally:
                 connection.info.pop(BATCH_MEMO, None)
+
+
+def defer(connection: Connection, name: Any, write: Callable[[Connection], Any]) -> None:
+    """Run `write` once at the end of this batch, in place of the one an earlier member deferred
+    under the same `name` (the row's last value is the one written; `BATCH_FLUSH`). Only inside
+    a batch run all at once (`BATCH_MEMO` in `connection.info`)."""
+    flush = connection.info[BATCH_MEMO].setdefault(BATCH_FLUSH, {})
+    flush.pop(name, None)  # the latest value, in the order the rows were first deferred
+    flush[name] = write
+
+
+def defer_row(connection: Connection, name: Any, prepared: Prepared, row: dict[str, Any]) -> None:
+    """Insert `row` with the batch's other rows of `prepared` (an INSERT) in one multi-row
+    INSERT at the end of this batch (`BATCH_FLUSH`), in the order the members gave them. A
+    constraint one of them violates fails that INSERT, and the batch is run again member by
+    member, each inserting its own rows at once in its SAVEPOINT."""
+    memo = connection.info[BATCH_MEMO]
+    pending: list[dict[str, Any]] | None = memo.get(("rows", name))
+    if pending is None:
+        pending = memo["rows", name] = []
+        rows: list[dict[str, Any]] = pending
+        defer(connection, ("rows", name), lambda connection: prepared.insert_rows(connection, rows))
+    pending.append(row)
 
 
 class _Refused(Signal):
