@@ -22,7 +22,9 @@ member (its row stays locked until the commit, so no other writer can move it), 
 confidence bucket's counts (the counts as the batch's transaction first saw them). What every
 member updates, its chain's head row and its key's monthly usage counter, is written once at the
 end of the batch with its last value, and the members' links, tree nodes and decision rows are
-inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`), on both ledgers: each
+inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`), on both ledgers, with the
+rows a decide adds (its hold, its release observation) and its outbox events, whose scope's
+sequence is moved once per batch (`gate.ledger.outbox_write`): each
 statement under the lock (SQLite's file lock, PostgreSQL's chain-head row lock) hands the GIL to
 the request threads and waits to take it back, and on PostgreSQL is a round trip as well; a batch
 of five runs ten statements where it ran 29 on SQLite, and a fixed handful of round trips where
