@@ -53,7 +53,7 @@ from gate.ledger import waits, writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
-from gate.ledger.groupcommit import BATCH_FLUSH, BATCH_MEMO, GroupWriter
+from gate.ledger.groupcommit import BATCH_MEMO, GroupWriter, defer, defer_row
 from gate.ledger.outbox_write import append_event
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
@@ -219,14 +219,6 @@ def _carry_head(connection: Connection, chain: ChainAppend, link: ChainLink, pea
     memo["head", chain.chain_id] = ChainHead(chain.chain_id, link["chain_position"], link["link_hash"],
                                              link["merkle_root"], tuple(peaks))
     return True
-
-
-def _defer(connection: Connection, name: Any, write: Callable[[Connection], Any]) -> None:
-    """Run `write` once at the end of this batch, in place of the one an earlier member deferred
-    under the same `name` (the row's last value is the one written; `BATCH_FLUSH`)."""
-    flush = connection.info[BATCH_MEMO].setdefault(BATCH_FLUSH, {})
-    flush.pop(name, None)  # the latest value, in the order the rows were first deferred
-    flush[name] = write
 
 
 class Ledger:
@@ -517,9 +509,10 @@ class Ledger:
     ) -> Written:
         """Store one decision atomically with its snapshot and usage charge (and, with a chain
         whose `confidence` names a bucket, read its confidence counts first in the same
-        transaction). `extra` rows (table, values) are inserted, and `extra` callables run on the
-        connection with the sealed record (an outbox event), in the same transaction: they are
-        stored exactly when the decision is.
+        transaction). `extra` rows (table, values) are inserted (in a batch, with the batch's other
+        rows of their table in one INSERT), and `extra` callables run on the connection with the
+        sealed record (an outbox event, `gate.ledger.outbox_write`), in the same transaction: they
+        are stored exactly when the decision is.
 
         Returns the monthly usage after the charge and the sealed record (`Written`). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -552,7 +545,9 @@ class Ledger:
             self._bind_snapshot(connection, snapshot)
         for item in extra:  # rows that live or die with the decision (its release row, its hold)
             if not callable(item):
-                connection.execute(insert(item[0]).values(**item[1]))
+                table, values = item
+                columns = tuple(values)
+                self._insert(connection, ("extra", table.name, columns), insert(table), values, columns)
         after = [item for item in extra if callable(item)]  # outbox events: after the record is sealed
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
@@ -591,16 +586,10 @@ class Ledger:
         deferred row violates then fails that INSERT, and the batch is run again member by
         member, each row in its member's SAVEPOINT (`gate.ledger.groupcommit`)."""
         prepared = self._hot(key, statement, column_keys)
-        memo = connection.info.get(BATCH_MEMO)
-        if memo is None:
+        if BATCH_MEMO in connection.info:
+            defer_row(connection, key, prepared, row)
+        else:
             prepared.run(connection, row)
-            return
-        pending: list[Mapping[str, Any]] | None = memo.get(("rows", key))
-        if pending is None:
-            pending = memo["rows", key] = []
-            rows: list[Mapping[str, Any]] = pending
-            _defer(connection, ("rows", key), lambda connection: prepared.insert_rows(connection, rows))
-        pending.append(row)
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
         """The confidence counts of `bucket` as stored now; None before its scope's first outcome."""
@@ -655,7 +644,7 @@ class Ledger:
         if not _carry_head(connection, chain, link, peaks):
             update_head.run(connection, new_head)
         else:  # the batch's last member's head is the one written (`BATCH_FLUSH`)
-            _defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
+            defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
 
     def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, sealed: SealedDecision,
                                 charge: CapCharge) -> int:
@@ -838,7 +827,7 @@ class Ledger:
             counted[0] += 1
             set_used = self._hot("set-used", _SET_USED)
             values = {"counter_key_id": charge.key_id, "counter_period": charge.period, "counter_used": counted[0]}
-            _defer(connection, ("used", charge.key_id, charge.period),
+            defer(connection, ("used", charge.key_id, charge.period),
                    lambda connection: set_used.run(connection, values))
             return counted[0]
         answer = self._hot("charge", self._charge_statement()).first(
