@@ -189,17 +189,20 @@ def closed_members(name: str, body: Mapping[str, Any]) -> tuple[list[str], list[
 
 
 def openapi_schema(name: str) -> dict[str, Any]:
-    """The schema as an OpenAPI 3.1 component: the same rules, without the annotations that only
-    the validator reads."""
-    stripped: dict[str, Any] = _strip(schema(name))
+    """The schema as an OpenAPI 3.1 component (named by its `title`): the same rules, without the
+    annotations that only the validator reads; a reference to its own `$defs` points into the
+    component, since the document, not the schema, is the root a `#` reference names there."""
+    document = schema(name)
+    stripped: dict[str, Any] = _strip(document, f"#/components/schemas/{document['title']}/$defs/")
     return stripped
 
 
-def _strip(node: Any) -> Any:
+def _strip(node: Any, definitions: str) -> Any:
     if isinstance(node, dict):
-        return {key: _strip(value) for key, value in node.items() if key not in _ANNOTATIONS}
+        return {key: (definitions + value.removeprefix("#/$defs/") if key == "$ref" and value.startswith("#/$defs/")
+                      else _strip(value, definitions)) for key, value in node.items() if key not in _ANNOTATIONS}
     if isinstance(node, list):
-        return [_strip(value) for value in node]
+        return [_strip(value, definitions) for value in node]
     return node
 
 

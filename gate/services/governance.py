@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, timedelta
 from typing import Any
 
+from gate import bodies
 from gate.chain.event_witness import ChainWitness
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
@@ -47,6 +48,8 @@ from gate.releases.governance import (
 from gate.releases.policy import ReleasePolicy
 
 CACHE_SECONDS = 1.0
+APPROVAL = "setting-approval"  # gate/bodies/setting-approval.schema.json: {request_seq, reason?}
+_REASON = bodies.schema(APPROVAL)["properties"]["reason"]  # a change's reason obeys the same bounds
 RETRIES = 8
 # What a change is announced as (docs/events.md): (while it waits for approval, once in force).
 _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.policy_changed"),
@@ -76,8 +79,20 @@ def require_permission(setting: str, principal: Principal, permissions: frozense
 
 
 def check_reason(setting: str, reason: Any) -> None:
-    if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
-        raise GateError(refusal_code(setting, "invalid"), "reason must be a string of 1 to 500 characters")
+    """A change's reason: absent, or text within the approval body's bounds for `reason`."""
+    if reason is not None and (not isinstance(reason, str)
+                               or not _REASON["minLength"] <= len(reason) <= _REASON["maxLength"]):
+        raise GateError(refusal_code(setting, "invalid"), f"reason {_REASON['x-refusal']}")
+
+
+def approval_members(setting: str, body: Any) -> tuple[Any, Any]:
+    """The `request_seq` and `reason` of an approval body; refused with the setting's invalid code
+    when it is no object or states another member (gate/bodies/setting-approval.schema.json). The
+    members' values are checked by `GovernanceService.approve`, after the approver's permission."""
+    error = bodies.first_error(APPROVAL, body)
+    if error is not None and not error.absolute_path and error.validator in ("type", "additionalProperties"):
+        raise GateError(refusal_code(setting, "invalid"), bodies.refusal(APPROVAL, error))
+    return body.get("request_seq"), body.get("reason")
 
 
 class SafeguardSettings:
@@ -176,9 +191,7 @@ class GovernanceService(SafeguardSettings):
                 reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
         """A second, distinct principal (`approve`) applies a pending request of `setting`."""
         require_permission(setting, principal, permissions, "approve")
-        check_reason(setting, reason)
-        if type(request_seq) is not int or request_seq < 1:
-            raise GateError(refusal_code(setting, "invalid"), "request_seq must be a positive integer")
+        bodies.check(APPROVAL, {"reason": reason, "request_seq": request_seq}, refusal_code(setting, "invalid"))
         for _attempt in range(RETRIES):
             state = self.state(scope, fresh=True)
             at = iso_ms(self.clock.now())
