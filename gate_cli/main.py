@@ -444,7 +444,8 @@ def _add_keys_parser(sub: Subparsers) -> None:
                         "holder approves while the scope requires approvals)", formatter_class=HelpFormatter)
     k.add_argument("key_id", help="key_… id from `gate keys list`")
     k.add_argument("--permissions", required=True, help=f"the rights to add, among {','.join(PERMISSIONS)}")
-    k.add_argument("--holder", default=None, help="the key's holder, if it states none yet (as for create)")
+    k.add_argument("--holder", default=None, help="the key's holder (as for create; required when the key states none and gains a right that needs one; "
+                        "default: the holder it states)")
     k = ksub.add_parser("requests", help="the scope's keys that act on production and the grant requests waiting "
                         "for a second holder (JSON)", formatter_class=HelpFormatter)
     k.add_argument("--scope", required=True, help="the tenant whose keys to show")
