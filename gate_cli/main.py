@@ -344,10 +344,8 @@ def retire_demo_keys(settings: Settings) -> int:
     try:
         earlier = [row for row in ledger.list_api_keys() if row["scope"] == DEMO_SCOPE
                    and row.get("label") == DEMO_KEY_LABEL and row["status"] == "active"]
-        keys = key_service(settings) if earlier else None
         for row in earlier:
-            if keys is not None:
-                keys.disable(row["key_id"])
+            ledger.set_api_key_status(row["key_id"], "disabled", now())
         return len(earlier)
     finally:
         ledger.dispose()
