@@ -369,6 +369,14 @@ class Ledger:
             )
         return result.rowcount == 1
 
+    def set_api_key_grant(self, key_id: str, permissions: str | None, holder: str | None) -> bool:
+        """A key's permissions and holder (gate.services.keys widens a key through here only when
+        it acts on no production right; one that does is written with its grant event)."""
+        with self.write() as connection:
+            result = connection.execute(update(api_keys).where(api_keys.c.key_id == key_id)
+                                        .values(permissions=permissions, holder=holder))
+        return result.rowcount == 1
+
     def monthly_usage(self, key_id: str, period: str) -> int:
         with self.read() as connection:
             used = connection.execute(

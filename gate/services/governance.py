@@ -1,5 +1,5 @@
 """Safeguard settings, the use case: the one service every change of a scope's release policy,
-hold policy and event settings goes through (issue 52; docs/releases.md, "One rule for every
+hold policy, event settings and keys that act on production (gate.services.keys) goes through (issue 52; docs/releases.md, "One rule for every
 safeguard").
 
 A change needs `admin`; it is one signed, chained governance event (gate.releases.governance).
@@ -25,7 +25,7 @@ from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.events.egress import EventSettings
-from gate.governance.table import DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
+from gate.governance.table import API_KEYS, DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
 from gate.holds.policy import HoldPolicy
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
@@ -45,6 +45,7 @@ from gate.releases.governance import (
     replay_state,
     state_from_event,
 )
+from gate.releases.key_grants import key_grants_of
 from gate.releases.policy import ReleasePolicy
 
 CACHE_SECONDS = 1.0
@@ -54,7 +55,8 @@ RETRIES = 8
 # What a change is announced as (docs/events.md): (while it waits for approval, once in force).
 _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.policy_changed"),
               HOLD_POLICY: ("hold.policy_change_requested", "hold.policy_changed"),
-              EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed")}
+              EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed"),
+              API_KEYS: ("keys.grant_requested", "keys.granted")}
 _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at",
                       "reason", "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash",
                       "key_id")
@@ -134,7 +136,9 @@ class SafeguardSettings:
     def value(self, scope: str, setting: str, state: GovernanceState | None = None) -> Any:
         """The setting in force: the chain's, or (before its first change there) the one the scope
         kept before (the stored release policy, the hold chain's newest policy step, the event
-        settings' row), or the default."""
+        settings' row, the scope's active keys that act on production), or the default."""
+        if not SAFEGUARDS[setting].chained:  # the scope's keys: their rows are the value in force
+            return key_grants_of(self.ledger.list_api_keys(), scope)
         governed = (state or self.state(scope)).value(setting)
         if governed is not None:
             return governed
@@ -146,6 +150,11 @@ class SafeguardSettings:
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
+
+    def approvals_required(self, scope: str) -> bool:
+        """Whether the scope requires approvals: its release policy's `require_approval` (the
+        rule every weakening of a safeguard is asked under)."""
+        return bool(self.value(scope, RELEASE_POLICY, self.state(scope, fresh=True)).require_approval)
 
     def history(self, scope: str) -> list[dict[str, Any]]:
         """Every signed change of the scope's safeguard settings, oldest first."""

@@ -56,7 +56,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
 from gate.ledger.holds import Announce, HoldLedger, HoldRace, Writing, announce_opened
 from gate.ledger.tables import holds as holds_table
-from gate.principals import Principal, holder_id, is_distinct_approver, require
+from gate.principals import Principal, holder_id, is_distinct_approver, is_member, require
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
@@ -434,7 +434,7 @@ class HoldService:
         if row["four_eyes"] and not is_distinct_approver(holder, (_requester_holder(row),)):
             raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
                             "(with any of its keys)")
-        if queue is not None and queue.quorum == "all" and principal.id not in queue.members:
+        if queue is not None and queue.quorum == "all" and not is_member(principal, queue.members):
             raise GateError("HOLD_NOT_A_MEMBER", "this queue takes votes from its members only")
         approvals = json.loads(row["approvals_json"])
         if not is_distinct_approver(holder, (_approval_holder(a) for a in approvals)):
