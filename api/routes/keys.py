@@ -15,8 +15,9 @@ from api.jsonio import read_json
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
-from gate.errors import GateError
+from gate.governance.table import API_KEYS
 from gate.services.decide import Caller
+from gate.services.governance import approval_members
 
 routes = Routes("keys", __name__)
 
@@ -52,11 +53,8 @@ def grants(caller: Caller) -> Response:
 @charged(ACTION_WEIGHT)
 def approve_grant(caller: Caller) -> Response:
     """A second holder (`approve`, never the requester's) applies a pending key grant request."""
-    body = read_json(request, runtime().settings.max_body_bytes)
-    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-        raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+    request_seq, reason = approval_members(API_KEYS, read_json(request, runtime().settings.max_body_bytes))
     keys = runtime().keys
-    change = keys.approve(caller.scope, principal_of(caller), caller.permissions, body.get("request_seq"),
-                          body.get("reason"))
+    change = keys.approve(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
     return json_response(200, {**keys.document(caller.scope), "event": change.governance,
                                "grants": list(change.grants)})
