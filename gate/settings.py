@@ -71,6 +71,8 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ("GATE_WEBHOOK_ALLOW_HOSTS", "", "hosts inside the network a webhook may reach, by name (docs/events.md)"),
     ("GATE_EVENTS_DISPATCH", "true", "a webhook and stream dispatcher thread in each gate serve worker"),
     ("GATE_EVENTS_INTERVAL_MS", "1000", "how often a dispatcher looks for due deliveries (50-3600000)"),
+    ("GATE_EVENTS_RETENTION_DAYS", "30",
+     "days an event stays replayable; older, settled events are pruned (docs/events.md); 0: keep all"),
     ("GATE_EVENTS_CONCURRENCY", "8",
      "subscriptions a dispatcher delivers at once; one scope gets at most half of them (1-64)"),
     ("GATE_EVENTS_LEASE_SECONDS", "60",
