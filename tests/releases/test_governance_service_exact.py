@@ -440,3 +440,19 @@ def test_the_history_keeps_the_newest_changes_up_to_its_bound(world, service, mo
              "idempotency_key": None, "request_hash": "h", "created_at": "t", "event_json": f'{{"seq":{seq}}}'}
             for seq in range(1, 6)])
     assert service.history(SCOPE) == [{"seq": 3}, {"seq": 4}, {"seq": 5}]
+
+
+def test_a_head_that_states_no_applied_is_folded_with_every_settings_rules(world, service):
+    service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings({"decision_created": True,
+                                                                     "anomaly_every_seconds": None}))
+    from sqlalchemy import update
+
+    with world.ledger.write() as connection:  # its head states no `applied`
+        row = connection.execute(release_events.select().where(release_events.c.rulebook_id == GOVERNANCE_ID)).one()
+        event = json.loads(row.event_json)
+        del event["state"]["applied"]
+        connection.execute(update(release_events).where(release_events.c.rulebook_id == GOVERNANCE_ID)
+                           .values(event_json=json.dumps(event)))
+    state = service.state(SCOPE, fresh=True)
+    assert (state.seq, state.value("event_settings"), state.applied) == (1, EventSettings(True, None),
+                                                                         {"event_settings": 1})
