@@ -474,3 +474,15 @@ def test_the_approval_of_its_own_holder_fails_verification():
     events = _relinked([first, second, third], 2)
     assert verify_governance(events, None, SCOPE_HASH).problem == (
         "policy event 3: the governance rules refuse this change (RELEASE_SELF_APPROVAL)")
+
+
+def test_event_settings_are_read_whole_or_refused_with_their_own_code():
+    from gate.errors import GateError
+
+    body = {"decision_created": True, "anomaly_every_seconds": 300}
+    assert EventSettings.from_json(body) == EventSettings(True, 300)
+    assert EventSettings.from_json(body).to_json() == body
+    for bad in ({"decision_created": True}, {**body, "anomaly_every_seconds": 299}, {**body, "extra": 1}, []):
+        with pytest.raises(GateError) as refused:
+            EventSettings.from_json(bad)
+        assert refused.value.code == "EVENT_SETTINGS_INVALID"
