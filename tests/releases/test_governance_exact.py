@@ -486,3 +486,16 @@ def test_event_settings_are_read_whole_or_refused_with_their_own_code():
         with pytest.raises(GateError) as refused:
             EventSettings.from_json(bad)
         assert refused.value.code == "EVENT_SETTINGS_INVALID"
+
+
+def test_a_chain_written_before_issue_52_verifies_with_the_state_it_stated_then():
+    events, _state = _chain_unsigned()
+    for event in events:  # no `setting`, and the state without `settings` and `applied`
+        del event["setting"]
+        event["state"] = {"policy": event["state"]["policy"], "pending": event["state"]["pending"]}
+    legacy = _relinked(events, 0)
+    check = verify_governance(legacy, None, SCOPE_HASH)
+    assert (check.problem, check.policies) == (None, (OFF, ON, ON, LOOSE))
+    events[1]["state"] = _chain_unsigned()[0][1]["state"]  # today's shape in an event that names no setting
+    assert verify_governance(_relinked(events, 0), None, SCOPE_HASH).problem == (
+        "policy event 2: stated policy is not the fold of the changes")
