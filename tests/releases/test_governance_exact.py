@@ -499,3 +499,14 @@ def test_a_chain_written_before_issue_52_verifies_with_the_state_it_stated_then(
     events[1]["state"] = _chain_unsigned()[0][1]["state"]  # today's shape in an event that names no setting
     assert verify_governance(_relinked(events, 0), None, SCOPE_HASH).problem == (
         "policy event 2: stated policy is not the fold of the changes")
+
+
+def test_a_stored_state_reads_back_another_settings_pending_request_whole():
+    state = replace(govern(GovernanceState(), _set(OFF, ON), 1), seq=1)
+    asked = replace(govern(state, _egress("policy_request", QUIET, LOUD, expires_at=END), 2, SAFEGUARDS), seq=2,
+                    head_event_hash="h")
+    read = state_from_event({"seq": 2, "event_hash": "h", "state": asked.to_json()}, SAFEGUARDS)
+    assert read == asked
+    [request] = read.pending
+    assert (request.setting, request.before, request.after, request.weakens) == (
+        "event_settings", QUIET, LOUD, ("decision_created",))
