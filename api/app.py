@@ -31,6 +31,7 @@ from gate.ledger import Ledger
 from gate.services.chains import AuditChainService
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService, hold_sweeper
+from gate.services.keys import KeyService
 from gate.services.lifecycle import LifecycleService
 from gate.services.notify import notifier_from_settings
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
@@ -114,6 +115,7 @@ def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSig
         events=events,
         holds=holds,
         scope_events=scope_events,
+        keys=KeyService(ledger, signing, service.clock, release_service.safeguards),
         hold_sweeper=hold_sweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
         dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
                               stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)

@@ -110,6 +110,9 @@ class Authenticator:
         (neither is cached: only a resolved caller is; an expired entry is never read again)."""
         if row is None or not hashes_match(row["key_hash"], key):
             raise AuthFailure(401, "the API key is not valid")
+        if row["status"] == "pending":
+            raise AuthFailure(403, "the API key's grant waits for a second holder's approval "
+                                   "(POST /api/keys/grants/approvals)")
         if row["status"] != "active":
             raise AuthFailure(403, "the API key is disabled")
         plan = self.plans.get(row["plan"]) or self.plans["starter"]

@@ -174,6 +174,7 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
     "GOVERNANCE_SELF_APPROVAL": (403, "forbidden"),
     "GOVERNANCE_SETTING_CHANGED": (409, "governance_refused"),
     "EVENTS_PERMISSION_DENIED": (403, "forbidden"),
+    "KEYS_PERMISSION_DENIED": (403, "forbidden"),
 }
 
 

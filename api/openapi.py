@@ -95,40 +95,8 @@ SCHEMAS: dict[str, Any] = {
         },
         "additionalProperties": True,
     },
-    "DecisionRequest": {
-        "type": "object",
-        "description": "Rulebook mode (binding): mode 'rulebook' and a rulebook. Advisory modes (single, multi, "
-                       "runtime, or mode omitted): a question; context.inputs feeds the offline policy-pattern "
-                       "advisor and is required in runtime; context.policy_pattern picks a pattern (docs/advisory.md).",
-        # Rulebook mode needs a rulebook; the advisory modes (mode absent, null or legacy) need a
-        # non-blank question and refuse the rulebook-only members (gate.protocol.requests, gate.advisory.request).
-        "if": {"required": ["mode"], "properties": {"mode": {"const": C.MODE_RULEBOOK}}},
-        "then": {"required": ["rulebook"]},
-        "else": {"required": ["question"], "properties": {"question": {"pattern": "\\S"}},
-                 "not": {"anyOf": [{"required": [name]} for name in ("rulebook", "binding_mode", "adapter")]}},
-        "properties": {
-            "mode": {"enum": [C.MODE_RULEBOOK, *C.LEGACY_MODES, None], "description": "null or absent: single"},
-            "question": {"type": "string", "maxLength": 2000,
-                         "description": "Required in the advisory modes; descriptive metadata in rulebook mode."},
-            "rulebook": {"type": "object", "description": f"Rulebook v1; JSON Schema at {C.RULEBOOK_SCHEMA_PATH}"},
-            "binding_mode": {"enum": list(C.SUPPORTED_BINDING_MODES)},
-            "adapter": {
-                "type": "object", "required": ["adapter_id", "version", "manifest_hash", "input"],
-                "additionalProperties": False,
-                "description": "One trusted adapter invocation (GET /api/decision/adapters lists the manifests); "
-                               "replaces context.inputs.",
-                "properties": {
-                    "adapter_id": {"type": "string", "pattern": "^[a-z][a-z0-9_.:-]{1,119}$"},
-                    "version": {"type": "string", "pattern": "^\\d+\\.\\d+\\.\\d+$"},
-                    "manifest_hash": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                    "input": {"type": "object", "description": "validated against the adapter's closed input schema"},
-                },
-            },
-            "context": {"type": ["object", "null"], "properties": {"inputs": {"type": ["object", "null"]}},
-                        "description": "null reads as {}"},
-            "response_view": {"enum": [*C.VIEWS, None]},
-        },
-    },
+    # gate/bodies/decide.schema.json; the decide path's own checks are held to it (tests/core/test_decide_schema.py).
+    "DecisionRequest": bodies.openapi_schema("decide"),
     "PilotRequest": P.PILOT_REQUEST,
     "DecisionRecord": {
         "type": "object",
@@ -260,20 +228,9 @@ SCHEMAS: dict[str, Any] = {
     "HoldPolicy": bodies.openapi_schema("hold-policy"),  # gate/bodies/hold-policy.schema.json
     "HoldReassign": bodies.openapi_schema("hold-reassign"),  # gate/bodies/hold-reassign.schema.json
     "HoldResolution": bodies.openapi_schema("hold-resolution"),  # gate/bodies/hold-resolution.schema.json
-    "SettingApproval": {
-        "type": "object",
-        "required": ["request_seq"],
-        "properties": {"request_seq": {"type": "integer", "minimum": 1},
-                       "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
-        "additionalProperties": False,
-    },
-    "ReleasePolicyApproval": {
-        "type": "object",
-        "required": ["request_seq"],
-        "properties": {"request_seq": {"type": "integer", "minimum": 1},
-                       "reason": {"type": "string", "minLength": 1, "maxLength": 500}},
-        "additionalProperties": False,
-    },
+    # One approval body for every safeguard setting (gate/bodies/setting-approval.schema.json).
+    "SettingApproval": bodies.openapi_schema("setting-approval"),
+    "ReleasePolicyApproval": {**bodies.openapi_schema("setting-approval"), "title": "ReleasePolicyApproval"},
     "ExportedRecordVerificationRequest": {
         "type": "object",
         "required": ["record"],

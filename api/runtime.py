@@ -21,6 +21,7 @@ from gate.services.chains import AuditChainService
 from gate.services.decide import Caller, DecisionService
 from gate.services.events import Dispatcher, EventService
 from gate.services.holds import HoldService
+from gate.services.keys import KeyService
 from gate.services.lifecycle import LifecycleService
 from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
 from gate.services.periodic import PeriodicWorker
@@ -52,6 +53,7 @@ class GateRuntime:
     events: EventService
     holds: HoldService
     scope_events: ScopeEventService
+    keys: KeyService  # the keys that act on production: their grant requests and approvals (issue 52)
     reports: ReportService  # every report kind of the registry (workbench.services.reports)
     dispatcher: Dispatcher | None = None  # started by `gate serve` in each worker; None: dispatch is off
     hold_sweeper: PeriodicWorker | None = None  # started by `gate serve` in each worker; None: dispatch is off

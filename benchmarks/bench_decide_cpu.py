@@ -118,7 +118,7 @@ STAGES = [
     ("rulebook evaluated", ">:evaluate"),
     ("record built (hashes, attestation, signature)", "gate/protocol/records.py:build_rulebook_record"),
     ("release observation", "gate/services/decide.py:_observe_release"),
-    ("row sealed (row hash + signature)", "gate/services/pipeline.py:seal_row"),
+    ("row sealed (row hash + signature)", "gate/chain/rowseal.py:sealed_decision_row"),
     ("writer: chain link and record text (under the head)", "gate/services/pipeline.py:seal"),
     ("writer: the batch's transaction (begin, statements, commit)", "gate/ledger/groupcommit.py:_all_at_once"),
     ("writer: the whole batch (statements + commit)", "gate/ledger/groupcommit.py:_run"),

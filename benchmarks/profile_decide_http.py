@@ -57,7 +57,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("service: request prepared, fingerprint, evaluation",
      r"^(prepare_decision_request|fingerprint|get_evaluator|check_evaluation_cost) |evaluate \(<rulebook"),
     ("service: the record built (hashes, attestation and receipt signatures)", r"^build_rulebook_record "),
-    ("service: row seal (hash and signature)", r"^seal_row "),
+    ("service: row seal (hash and signature)", r"^sealed_decision_row "),
     ("service: hand-off to the writer and the wake-up", r"^GroupWriter\.submit "),
     ("writer: statements, at-rest encoding, begin and commit", r"^GroupWriter\._serve "),
     ("writer: chain link, audit-chain signature, record text (under the lock)", r"^record_chain\.<locals>\.seal "),

@@ -264,6 +264,13 @@ def is_distinct_approver(holder: str, others: Iterable[str | None]) -> bool:
     return all(holder != other for other in others)
 
 
+def is_member(principal: Principal, members: Collection[str]) -> bool:
+    """Whether a quorum `all` lists `principal` (docs/holds.md): by its holder (`person:…`,
+    `service:…`, `operator:…`: any key of that holder, counted once, as every quorum counts
+    holders) or by its own id (a key id, a person's `<issuer>#<subject>`, as before issue 52)."""
+    return principal.id in members or principal.holder_id in members
+
+
 def permissions_of(roles: Iterable[str]) -> frozenset[str]:
     """The union of the permissions the roles grant; ValueError on an unknown role."""
     out: set[str] = set()

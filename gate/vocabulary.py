@@ -6,6 +6,8 @@ reference facts. Changing any value here changes hashes of new records: treat as
 
 from __future__ import annotations
 
+from typing import Literal, TypeGuard, get_args
+
 INTERFACE_VERSION = "1.13.0"
 
 # Canonicalisation and hashing.
@@ -62,11 +64,19 @@ ADAPTER_ENTRY_POINT_GROUP = "decision_gate.adapters"
 MODE_RULEBOOK = "rulebook"
 LEGACY_MODES = ("single", "multi", "runtime")
 
-# Verdicts.
-VERDICTS = ("yes", "no", "review")
+# Verdicts: a rulebook outcome's `decision` and a record's `verdict`. Typed as a `Literal` (plain
+# `str` at run time), so a verdict that reaches a record is the very text the canonical form hashes.
+Verdict = Literal["yes", "no", "review"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # `c`, the compact verdict: a review is unclear, and so is every error (never an approval).
-COMPACT_UNCLEAR = "unclear"
-COMPACT_FOR_VERDICT = {"yes": "yes", "no": "no", "review": COMPACT_UNCLEAR}
+CompactVerdict = Literal["yes", "no", "unclear"]
+COMPACT_UNCLEAR: CompactVerdict = "unclear"
+COMPACT_FOR_VERDICT: dict[Verdict, CompactVerdict] = {"yes": "yes", "no": "no", "review": COMPACT_UNCLEAR}
+
+
+def is_verdict(value: object) -> TypeGuard[Verdict]:
+    """Whether `value` is one of VERDICTS (what a rulebook's outcome and a record may state)."""
+    return value in VERDICTS
 
 # needs_input outcome (reference facts §2).
 NEEDS_INPUT_STATUS = "needs_input"
@@ -114,8 +124,9 @@ CHAIN_TREE_ALGORITHM = "rfc6962_sha256"
 # Held actions (issue 43, docs/holds.md): a hold's states, as `hold_event_v1` states its outcome
 # (gate.holds.events holds the same words; tests/workbench/test_hold_export.py keeps them equal).
 # The analytics (the export, the hold report's engine) read them here.
-HOLD_OPEN = "open"
-HOLD_APPROVED = "approved"
-HOLD_DENIED = "denied"
-HOLD_EXPIRED = "expired"
-HOLD_STATES = (HOLD_OPEN, HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED)
+HoldState = Literal["open", "approved", "denied", "expired"]
+HOLD_OPEN: HoldState = "open"
+HOLD_APPROVED: HoldState = "approved"
+HOLD_DENIED: HoldState = "denied"
+HOLD_EXPIRED: HoldState = "expired"
+HOLD_STATES: tuple[HoldState, ...] = get_args(HoldState)

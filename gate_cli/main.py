@@ -28,6 +28,7 @@ from gate.settings import DEFAULT_PLANS, Settings, variables_help
 from gate.vocabulary import INTERFACE_VERSION
 from gate_cli.checkpoint_cmd import add_checkpoint_parser
 from gate_cli.context import (
+    OPERATOR_PERMISSIONS,
     REFUSED,
     CliError,
     load_settings,
@@ -61,7 +62,7 @@ from gate_cli.verify_cmd import add_verify_parser
 from gate_cli.workbench_cmd import add_workbench_parser, start_beside
 
 if TYPE_CHECKING:
-    from gate.services.keys import KeyService
+    from gate.services.keys import KeyChange, KeyService
 
 # Subcommands that run with the core only (no server extras, no ledger), so GATE_HOME is not
 # created for them; `gate checkpoint save --scope` opens the local ledger (and GATE_HOME) itself.
@@ -90,8 +91,8 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         raise SystemExit("gate: --scope must be 1 to 120 characters")
     key = new_api_key()
     created_at = now()
-    grant = key_service(settings).create(
-        operator(),
+    change = key_service(settings).create(
+        operator(), OPERATOR_PERMISSIONS,
         {
             "key_id": key.key_id,
             "key_hash": key.key_hash,
@@ -117,16 +118,36 @@ def create_key(settings: Settings, scope: str, plan: str, rate_limit: int | None
         "created_at": created_at,
         "permissions": permissions_text(granted),
         "holder": holder_id(key.key_id, stated),
-        "grant_seq": grant["seq"] if grant is not None else None,  # its signed event in the scope's key chain
-        "note": "store this key now: only its hash is kept",
+        **_change_members(change),
+        "note": "store this key now: only its hash is kept" + (
+            f"; it acts only once a second holder approves grant request {change.governance['seq']} "
+            f"(gate keys approve --scope {scope} {change.governance['seq']}, or POST /api/keys/grants/approvals)"
+            if change.pending and change.governance is not None else ""),
     }
 
 
+def _change_members(change: KeyChange) -> dict[str, Any]:
+    """What a key change wrote: its grant event's seq in the key chain (None: none yet), its
+    governance event's seq, and whether it waits for a second holder (`pending`, `request_seq`)."""
+    governance = change.governance
+    return {"status": "pending" if change.pending else "active",
+            "grant_seq": change.grants[0]["seq"] if change.grants else None,
+            "governance_seq": governance["seq"] if governance is not None else None,
+            "request_seq": governance["seq"] if change.pending and governance is not None else None}
+
+
 def key_service(settings: Settings) -> KeyService:
-    """The key chain's service over the local ledger, signing with the receipt key (issue 52)."""
+    """The keys' service over the local ledger, signing with the receipt key, its grants governed
+    through the one governed-change service, witnessed in GATE_CHECKPOINT_LOG (issue 52)."""
+    from gate.clock import SystemClock
+    from gate.services.chains import EventChainWitness
+    from gate.services.governance import GovernanceService
     from gate.services.keys import KeyService
 
-    return KeyService(open_ledger(settings), signing_setup(settings))
+    ledger, signing, clock = open_ledger(settings), signing_setup(settings), SystemClock()
+    governance = GovernanceService(ledger, signing, clock,
+                                   witness=EventChainWitness(signing, clock, settings.checkpoint_log))
+    return KeyService(ledger, signing, clock, governance)
 
 
 def _holder(holder: str | None, granted: frozenset[str]) -> str | None:
@@ -154,6 +175,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
             print(f"API key (shown once): {result['api_key']}")
             print(f"key_id {result['key_id']}  scope {result['scope']}  plan {result['plan']}  "
                   f"rate {result['rate_limit']}/min  cap {result['monthly_cap']}/month  holder {result['holder']}")
+            if result["status"] == "pending":
+                print(f"pending: the key acts only once a second holder approves grant request {result['request_seq']} "
+                      f"(gate keys approve --scope {result['scope']} {result['request_seq']}, "
+                      "or POST /api/keys/grants/approvals)")
         return 0
     if args.keys_command == "list":
         rows = open_ledger(settings).list_api_keys()
@@ -169,15 +194,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command == "history":
         print(json.dumps(key_service(settings).history_document(args.scope), indent=2))
         return 0
-    if args.keys_command in ("disable", "enable"):
-        status = "disabled" if args.keys_command == "disable" else "active"
-        done = (key_service(settings).enable(operator(), args.key_id)[0] if status == "active"
-                else open_ledger(settings).set_api_key_status(args.key_id, status, now()))
-        if not done:
-            print(f"gate: no API key {args.key_id}", file=sys.stderr)
-            return 1
-        print(f"{args.key_id} {status}")
-        return 0
+    if args.keys_command in ("disable", "enable", "grant", "approve", "requests"):
+        return _governed_keys(settings, args)
     if args.keys_command == "signing-init":
         path = settings.signing_key_file
         if path.exists() and not args.force:
@@ -199,6 +217,40 @@ def cmd_keys(args: argparse.Namespace) -> int:
                           "retired_key_ids": retired}))
         return 0
     raise AssertionError(args.keys_command)
+
+
+def _governed_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """`gate keys disable/enable/grant/approve/requests`: through the keys' service, as the local
+    operator; a grant while the scope requires approvals waits for a second holder (issue 52)."""
+    keys = key_service(settings)
+    if args.keys_command == "requests":
+        print(json.dumps(keys.document(args.scope), indent=2))
+        return 0
+    if args.keys_command == "approve":
+        change = keys.approve(args.scope, operator(), OPERATOR_PERMISSIONS, args.request_seq, args.reason)
+        print(json.dumps({"approved": args.request_seq, "keys": [g["api_key_id"] for g in change.grants],
+                          **_change_members(change)}))
+        return 0
+    found = (keys.disable(args.key_id) if args.keys_command == "disable"
+             else keys.enable(operator(), OPERATOR_PERMISSIONS, args.key_id) if args.keys_command == "enable"
+             else keys.widen(operator(), OPERATOR_PERMISSIONS, args.key_id, _permissions(args.permissions),
+                             None if args.holder is None else _holder(args.holder, frozenset())))
+    if found is None:
+        print(f"gate: no API key {args.key_id}", file=sys.stderr)
+        return 1
+    if found.pending and found.governance is not None:
+        print(f"{args.key_id} waits for a second holder: grant request {found.governance['seq']} "
+              f"(gate keys approve --scope SCOPE {found.governance['seq']}, or POST /api/keys/grants/approvals)")
+        return 0
+    print(f"{args.key_id} {'disabled' if args.keys_command == 'disable' else 'active'}")
+    return 0
+
+
+def _permissions(text: str) -> str:
+    try:
+        return permissions_text(parse_permissions(text))
+    except ValueError as exc:
+        raise SystemExit(f"gate: --permissions: {exc}") from None
 
 
 def _active_key_id(keyring: Keyring, path: Path) -> str:
@@ -382,8 +434,24 @@ def _add_keys_parser(sub: Subparsers) -> None:
     k = ksub.add_parser("list", help="list API keys (never the keys themselves)", formatter_class=HelpFormatter)
     k.add_argument("--json", action="store_true", help="print JSON")
     for name in ("disable", "enable"):
-        k = ksub.add_parser(name, help=f"{name} an API key", formatter_class=HelpFormatter)
+        k = ksub.add_parser(name, help=f"{name} an API key" + (
+            f" (one with {_holder_rights()}: a grant a second holder approves while the scope requires "
+            "approvals)" if name == "enable" else ""), formatter_class=HelpFormatter)
         k.add_argument("key_id", help="key_… id from `gate keys list`")
+    k = ksub.add_parser("grant", help=f"add rights to an active API key (with {_holder_rights()}: a grant a second "
+                        "holder approves while the scope requires approvals)", formatter_class=HelpFormatter)
+    k.add_argument("key_id", help="key_… id from `gate keys list`")
+    k.add_argument("--permissions", required=True, help=f"the rights to add, among {','.join(PERMISSIONS)}")
+    k.add_argument("--holder", default=None, help="the key's holder (as for create; required when the key states none and gains a right that needs one; "
+                        "default: the holder it states)")
+    k = ksub.add_parser("requests", help="the scope's keys that act on production and the grant requests waiting "
+                        "for a second holder (JSON)", formatter_class=HelpFormatter)
+    k.add_argument("--scope", required=True, help="the tenant whose keys to show")
+    k = ksub.add_parser("approve", help="approve another holder's pending key grant request (as the operator)",
+                        formatter_class=HelpFormatter)
+    k.add_argument("--scope", required=True, help="the tenant of the request")
+    k.add_argument("request_seq", type=int, help="the request's seq (`gate keys requests`)")
+    k.add_argument("--reason", default=None, help="why (recorded in the signed governance event; default: none)")
     k = ksub.add_parser("history", help=f"the scope's signed key chain: every key created or enabled with "
                         f"{_holder_rights()}, by whom (JSON for `gate verify`)", formatter_class=HelpFormatter)
     k.add_argument("--scope", required=True, help="the tenant whose key chain to print")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
+from gate.releases.model import ReleaseStateJSON, VersionJSON
 from gate_cli.help import Subparsers
 from gate_cli.policy_repo import (
     Change,
@@ -62,7 +63,7 @@ class Gate(Protocol):
     def scopes(self) -> frozenset[str]: ...
     def running(self, scope: str, rulebook_id: str, file: PolicyFile) -> Running | None: ...
     def published_hash(self, scope: str, rulebook_id: str, version: str) -> str | None: ...
-    def state(self, scope: str, rulebook_id: str) -> dict[str, Any] | None: ...
+    def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None: ...
     def publish(self, scope: str, rulebook: dict[str, Any]) -> bool: ...
     def act(self, scope: str, rulebook_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def close(self) -> None: ...
@@ -96,7 +97,7 @@ class LocalGate:
         row = self.releases.snapshots.bound_snapshot(scope, rulebook_id, version)
         return str(row["rulebook_hash"]) if row is not None else None
 
-    def state(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+    def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None:
         return self.releases.state(scope, rulebook_id, fresh=True).to_json()
 
     def publish(self, scope: str, rulebook: dict[str, Any]) -> bool:
@@ -334,21 +335,23 @@ def cmd_apply(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- apply
 
 
-def _done(state: dict[str, Any] | None, file: PolicyFile) -> str | None:
+def _done(state: ReleaseStateJSON | None, file: PolicyFile) -> str | None:
     """What of the release step is already done: "active", "shadow", "canary", or "requested (seq N)"
     when a pending request asks for exactly this move; None when it is still to make."""
     if state is None:
         return None
-    release, version = file.release, {"version": file.version, "rulebook_hash": file.rulebook_hash}
+    release = file.release
 
-    def same(member: dict[str, Any] | None) -> bool:
-        return member is not None and all(member.get(k) == v for k, v in version.items())
+    def same(member: VersionJSON | None) -> bool:
+        return (member is not None and member.get("version") == file.version
+                and member.get("rulebook_hash") == file.rulebook_hash)
 
     if release.strategy == "activate" and same(state.get("active")):
         return "active"
     if release.strategy == "shadow" and same(state.get("shadow")):
         return "shadow"
-    if release.strategy == "canary" and same(state.get("canary")) and state["canary"]["percent"] == release.percent:
+    canary = state.get("canary")
+    if release.strategy == "canary" and canary is not None and same(canary) and canary["percent"] == release.percent:
         return "canary"
     for pending in state.get("pending", []):
         if pending["action"] == release.strategy and same(pending) and pending.get("percent") == release.percent:

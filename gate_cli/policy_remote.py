@@ -24,6 +24,7 @@ from typing import Any
 
 from gate.errors import CodedError, GateError, Signal
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate.releases.model import ReleaseStateJSON
 from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid
 
 __all__ = ["GateUnreachable", "RemoteGate"]
@@ -64,7 +65,7 @@ class RemoteGate:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise PolicyLayoutInvalid(f"--gate {url}: an http(s) URL of a gate")
         self.base, self.root, self.scope = url.rstrip("/"), root, scope
-        self._states: dict[str, dict[str, Any] | None] = {}
+        self._states: dict[str, ReleaseStateJSON | None] = {}
         token, key = os.environ.get("GATE_ID_TOKEN"), os.environ.get("GATE_API_KEY")
         if token:
             # A CI token names no scope of its own: the scope it acts in is stated (docs/ci-principal.md).
@@ -111,13 +112,13 @@ class RemoteGate:
     def scopes(self) -> frozenset[str]:
         return frozenset({self.scope})
 
-    def state(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+    def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None:
         """The release state, read once per rulebook until this gate publishes or moves it."""
         if rulebook_id not in self._states:
             self._states[rulebook_id] = self._state(rulebook_id)
         return self._states[rulebook_id]
 
-    def _state(self, rulebook_id: str) -> dict[str, Any] | None:
+    def _state(self, rulebook_id: str) -> ReleaseStateJSON | None:
         status = self._call("GET", f"/api/decision/rulebooks/{urllib.parse.quote(rulebook_id, safe='')}/release",
                             missing="RULEBOOK_NOT_FOUND")
         return status["state"] if status is not None else None

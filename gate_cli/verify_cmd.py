@@ -26,11 +26,12 @@ from typing import Any
 from gate.chain.checkpoint_log import CheckpointLogError, read_checkpoint_log
 from gate.chain.event_witness import governance_chain_id, release_chain_id, witness_problems
 from gate.errors import GateError
-from gate.governance.table import SAFEGUARDS
+from gate.governance.table import API_KEYS, SAFEGUARDS
 from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.releases.events import verify_history
+from gate.releases.governance import verify_governance
 from gate.releases.key_grants import verify_key_grants
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
@@ -252,10 +253,16 @@ def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json:
     """A scope's key chain (`gate keys history`, gate.releases.key_grants): every grant of a key
     that acts on production, its holder and who made it. Verified needs a trusted key."""
     check = verify_key_grants(document, None if anchors.empty else anchors)
+    stated = document.get("governance")
+    governance = verify_governance(stated if isinstance(stated, list) else [], None if anchors.empty else anchors,
+                                   document.get("scope_hash"), SAFEGUARDS)
+    if governance.problem is not None and check.valid:
+        check = replace(check, valid=False, problem=governance.problem)
+    changes = [change for change in governance.changes if change["setting"] == API_KEYS]
     verified = check.valid and not anchors.empty
     if as_json:
         print(json.dumps({"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
-                          **check.to_json()}, indent=2))
+                          **check.to_json(), "grant_changes": changes}, indent=2))
         return 0 if verified else 1
     print(f"key chain of scope {str(document.get('scope_hash'))[:16]}…: {'VERIFIED' if verified else 'NOT VERIFIED'}"
           f" ({check.events} grants)")
@@ -264,6 +271,9 @@ def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json:
     for grant in check.grants:
         print(f"  grant {grant['seq']} {grant['created_at']} {grant['action']} {grant['api_key_id']} of {grant['holder']}"
               f" ({grant['permissions']}) by {grant['actor']}")
+    for change in changes:
+        print(f"  governance event {change['seq']} {change['created_at']} {change['action']} by {change['actor']}"
+              f"{_approvers(change)}: {', '.join(change.get('weakens') or ()) or 'no key gains a right'}")
     if check.problem is not None:
         print(f"  {check.problem}")
     return 0 if verified else 1

@@ -236,6 +236,8 @@ CASES.update({
     "GOVERNANCE_SETTING_CHANGED": lambda c: _weaker_hold_policy(c, own=False, changed=True),
     "EVENTS_PERMISSION_DENIED": lambda c: c.client.get("/api/events/settings", headers={
         "x-api-key": c.issue_key(scope="events", permissions="decide")["api_key"]}),
+    "KEYS_PERMISSION_DENIED": lambda c: c.client.post("/api/keys/grants/approvals", json={"request_seq": 1}, headers={
+        "x-api-key": c.issue_key(scope="keys", permissions="decide,admin")["api_key"]}),
 })
 
 
@@ -250,14 +252,13 @@ def _weaker_hold_policy(c, *, own: bool, changed: bool = False):
     from tests.holds.support import policy, queue
 
     admin = {"x-api-key": c.issue_key(scope="holds", permissions="admin,approve")["api_key"]}
+    other = {"x-api-key": c.issue_key(scope="holds", permissions="approve")["api_key"]}  # before approvals
     c.client.patch("/api/decision/release-policy", json={"require_approval": True}, headers=admin)
     request = c.client.put("/api/holds/policy", json=policy(four_eyes=False), headers=admin).json["pending"][0]
     if changed:
         c.client.put("/api/holds/policy", json=policy({"default": queue(quorum="two")}), headers=admin)
     body = {"request_seq": request["request_seq"]}
-    if own:
-        return c.client.post("/api/holds/policy/approvals", json=body, headers=admin)
-    return _hold_policy_approval(c, body)
+    return c.client.post("/api/holds/policy/approvals", json=body, headers=admin if own else other)
 
 
 def _hold_api(c, permissions):
@@ -581,20 +582,20 @@ def _superseded(c):
 
 def _approval(c, *, own: bool, rulebook_hash: str | None = None):
     api = _releases(c)
+    approver = api if own else Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     c.client.patch("/api/decision/release-policy", json={"require_approval": True}, headers=api.headers())
     pending = api.act("activate", version="v1").json["state"]["pending"][0]
-    approver = api if own else Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     return approver.act("approve", request_seq=pending["request_seq"], version="v1",
                         rulebook_hash=rulebook_hash or pending["rulebook_hash"])
 
 
 def _stale_policy_request(c):
     api = _releases(c)
+    approver = Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     policy = "/api/decision/release-policy"
     c.client.patch(policy, json={"require_approval": True, "approval_ttl_seconds": 3600}, headers=api.headers())
     request = c.client.patch(policy, json={"approval_ttl_seconds": 7200}, headers=api.headers()).json["pending"][0]
     c.client.patch(policy, json={"approval_ttl_seconds": 600}, headers=api.headers())
-    approver = Api(c.client, c.issue_key(scope="releases", permissions="approve")["api_key"])
     return c.client.post(f"{policy}/approvals", json={"request_seq": request["request_seq"]},
                          headers=approver.headers())
 

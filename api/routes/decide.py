@@ -24,6 +24,7 @@ from api.runtime import (
 )
 from gate.errors import GateError, MonthlyCapExceeded
 from gate.protocol.advisory_record import is_advisory
+from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.records import project_view
 from gate.services.decide import Caller
 from gate.vocabulary import VIEW_FULL
@@ -85,13 +86,13 @@ def _rate_checked(rt: GateRuntime, caller: Caller) -> dict[str, str] | Response:
     return headers
 
 
-def _record_headers(caller: Caller, record: Mapping[str, Any], used: int, idempotency_status: str) -> dict[str, str]:
+def _record_headers(caller: Caller, record: DecisionRecord, used: int, idempotency_status: str) -> dict[str, str]:
     """Usage, the record's identity and hashes, its receipt signature and its confidence block."""
     headers = {
         "X-Usage-Monthly-Remaining": str(max(0, caller.monthly_cap - used)),
-        "x-decision-id": record["decision_id"],
-        "x-decision-record-hash": record["record_hash"],
-        "x-decision-receipt-hash": record["receipt_hash"],
+        "x-decision-id": record.decision_id,
+        "x-decision-record-hash": record.record_hash,
+        "x-decision-receipt-hash": record.receipt_hash,
         "x-idempotency-status": idempotency_status,
         "x-decision-verify-url": record["verify_url"],
     }
@@ -160,7 +161,7 @@ def decide(caller: Caller) -> Response:
 
     witness = None
     if result.idempotency_status == "created":  # Prometheus gate_decisions_total (api.metrics)
-        record_decision("advisory" if is_advisory(result.record) else "binding", result.record["verdict"])
+        record_decision("advisory" if is_advisory(result.record) else "binding", result.record.verdict)
         witness = _cadence_witness(rt, result.record)
     used = rt.service.monthly_used(caller, result)
     headers.update(_record_headers(caller, result.record, used, result.idempotency_status))

@@ -113,8 +113,8 @@ def read_decision(caller: Caller, decision_id: str) -> Response:
     record = rt.service.stored_record(caller, decision_id)
     if record is None:
         return error_response("DECISION_NOT_FOUND", "no decision with this id in your scope")
-    headers = {"x-decision-id": record["decision_id"], "x-decision-record-hash": record["record_hash"],
-               "x-decision-receipt-hash": record["receipt_hash"]}
+    headers = {"x-decision-id": record.decision_id, "x-decision-record-hash": record.record_hash,
+               "x-decision-receipt-hash": record.receipt_hash}
     return json_response(200, project_view(record, view), headers)
 
 

@@ -18,6 +18,7 @@ from gate.governance.table import DENIED, EVENT_SETTINGS
 from gate.principals import require
 from gate.services.decide import Caller
 from gate.services.events import EventService, event_data
+from gate.services.governance import approval_members
 
 routes = Routes("events", __name__)
 _ERRORS = AUTH_ERRORS + ("EVENTS_PERMISSION_DENIED", "LEDGER_UNAVAILABLE")
@@ -195,11 +196,9 @@ def settings(caller: Caller) -> Response:
 @charged(WEIGHT)
 def approve_settings(caller: Caller) -> Response:
     """A second principal (`approve`, never the requester) applies a pending event-settings request."""
-    body = read_json(request, runtime().settings.max_body_bytes)
-    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-        raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
+    request_seq, reason = approval_members(EVENT_SETTINGS, read_json(request, runtime().settings.max_body_bytes))
     answer = runtime().scope_events.approve_settings(caller.scope, principal_of(caller), caller.permissions,
-                                                     body.get("request_seq"), body.get("reason"))
+                                                     request_seq, reason)
     runtime().wake_dispatcher()
     return json_response(200, {"ok": True, **answer})
 

@@ -17,8 +17,9 @@ from api.query import int_arg
 from api.routes.releases import principal_of
 from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import keyed, runtime
-from gate.errors import GateError
+from gate.governance.table import HOLD_POLICY
 from gate.services.decide import Caller
+from gate.services.governance import approval_members
 from gate.services.holds import HoldService
 
 routes = Routes("holds", __name__)
@@ -121,11 +122,8 @@ def set_policy(caller: Caller) -> Response:
 @charged(ACTION_WEIGHT)
 def approve_policy(caller: Caller) -> Response:
     """A second principal (`approve`, never the requester) applies a pending hold-policy request."""
-    body = read_json(request, runtime().settings.max_body_bytes)
-    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-        raise GateError("GOVERNANCE_REQUEST_INVALID", "the body is {request_seq, reason?}")
-    answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions,
-                                     body.get("request_seq"), body.get("reason"))
+    request_seq, reason = approval_members(HOLD_POLICY, read_json(request, runtime().settings.max_body_bytes))
+    answer = _holds().approve_policy(caller.scope, principal_of(caller), caller.permissions, request_seq, reason)
     return json_response(200, answer)
 
 

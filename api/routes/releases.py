@@ -15,7 +15,9 @@ from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
 from gate.errors import GateError
 from gate.principals import Principal
+from gate.releases.governance import RELEASE_POLICY
 from gate.services.decide import Caller
+from gate.services.governance import approval_members
 
 routes = Routes("releases", __name__)
 _RELEASE_ERRORS = BODY_ERRORS + AUTH_ERRORS + ("RULEBOOK_NOT_FOUND", "RELEASE_PERMISSION_DENIED",
@@ -194,11 +196,9 @@ def approve_release_policy(caller: Caller) -> Response:
     """A second principal (the `approve` permission, never the requester) applies a pending
     policy request: `{"request_seq": N}`."""
     rt = runtime()
-    body = read_json(request, rt.settings.max_body_bytes)
-    if not isinstance(body, dict) or set(body) - {"request_seq", "reason"}:
-        raise GateError("RELEASE_POLICY_INVALID", "the body is {request_seq, reason?}")
+    request_seq, reason = approval_members(RELEASE_POLICY, read_json(request, rt.settings.max_body_bytes))
     event, _state = rt.releases.approve_policy(caller.scope, principal_of(caller), caller.permissions,
-                                                   body.get("request_seq"), body.get("reason"))
+                                                   request_seq, reason)
     return json_response(200, _policy_answer(rt, caller.scope, event))
 
 

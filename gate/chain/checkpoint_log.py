@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -198,7 +199,7 @@ def extension_failures(held: dict[str, Any] | None, size: Any, root: Any, proof:
     return []
 
 
-def append_checkpoint(path: str | Path, checkpoint: dict[str, Any], proof: list[str] | None, *,
+def append_checkpoint(path: str | Path, checkpoint: Mapping[str, Any], proof: list[str] | None, *,
                       skip_older: bool = False) -> bool:
     """Append a (verified) checkpoint to the log unless it is already held. True when appended.
 

@@ -22,9 +22,9 @@ reports named failures.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.protocol.canonical import CanonicalJSONError, sha256_bytes_hex, sha256_hex
 from gate.vocabulary import (
@@ -111,7 +111,33 @@ def rolling_root(previous_merkle_root: str | None, leaf_hash: str, chain_positio
     )
 
 
-def link_hash(link: dict[str, Any]) -> str:
+class LinkBody(TypedDict):
+    """A decision's chain link before its own hash (`LINK_HASH_MEMBERS`)."""
+
+    decision_chain_version: str
+    chain_id: str
+    chain_position: int
+    previous_link_hash: str | None
+    previous_merkle_root: str | None
+    leaf_hash: str
+    merkle_root: str
+    merkle_strategy: str
+    entry_type: str
+    decision_id: str
+    record_hash: str
+    receipt_hash: str
+    policy_id: str | None
+    policy_version: str | None
+    created_at: str
+
+
+class ChainLink(LinkBody):
+    """A decision's chain link as `new_link` makes it: its members, then `link_hash` over them."""
+
+    link_hash: str
+
+
+def link_hash(link: Mapping[str, Any]) -> str:
     """H of exactly the `LINK_HASH_MEMBERS` of `link`; a missing member is hashed as null.
 
     Members outside the list (`link_hash` itself, anything a store adds) are not hashed.
@@ -147,7 +173,7 @@ def new_link(
     policy_id: str | None,
     policy_version: str | None,
     created_at: str,
-) -> dict[str, Any]:
+) -> ChainLink:
     """The complete link for one decision appended at `chain_position`.
 
     The caller (the ledger, holding the per-chain lock) supplies the head's `link_hash` and
@@ -156,7 +182,7 @@ def new_link(
     """
     _check_position(chain_position, previous_link_hash, previous_merkle_root)
     leaf = leaf_hash(decision_id, record_hash, receipt_hash)
-    link: dict[str, Any] = {
+    link: LinkBody = {
         "decision_chain_version": DECISION_CHAIN_VERSION,
         "chain_id": chain_id,
         "chain_position": chain_position,
@@ -173,8 +199,7 @@ def new_link(
         "policy_version": policy_version,
         "created_at": created_at,
     }
-    link["link_hash"] = link_hash(link)
-    return link
+    return {**link, "link_hash": link_hash(link)}
 
 
 def _check_position(position: Any, previous_link: str | None, previous_root: str | None) -> None:
@@ -186,7 +211,7 @@ def _check_position(position: Any, previous_link: str | None, previous_root: str
         raise ValueError("previous hashes must be null exactly at chain_position 1")
 
 
-def record_audit_chain(link: dict[str, Any]) -> dict[str, Any]:
+def record_audit_chain(link: Mapping[str, Any]) -> dict[str, Any]:
     """The record's `audit_chain` member: {chain_id, chain_position, leaf_hash, link_hash,
     merkle_root, entry_type} copied from the link."""
     return {name: link.get(name) for name in AUDIT_CHAIN_MEMBERS}

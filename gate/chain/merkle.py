@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from gate.keys.signing import (
     Ed25519Key,
@@ -493,7 +493,34 @@ CHECKPOINT_BODY_MEMBERS = (
 _CHECKPOINT_MEMBERS = frozenset(CHECKPOINT_BODY_MEMBERS) | {"checkpoint_hash", "signature"}
 
 
-def checkpoint_body(chain_id: str, tree_size: int, root_hash: str, timestamp: datetime | str) -> dict[str, Any]:
+class CheckpointBody(TypedDict):
+    """What a checkpoint states (`CHECKPOINT_BODY_MEMBERS`)."""
+
+    checkpoint_version: str
+    chain_id: str
+    tree_size: int
+    root_hash: str
+    hash_algorithm: str
+    tree_algorithm: str
+    created_at: str
+
+
+class CheckpointSignature(TypedDict):
+    algorithm: str
+    key_id: str
+    public_key_fingerprint: str
+    signature: str
+
+
+class Checkpoint(CheckpointBody):
+    """A checkpoint as the gate makes it: its body, `checkpoint_hash` and the Ed25519 signature
+    (None where the gate holds no Ed25519 key: stated, not signed)."""
+
+    checkpoint_hash: str
+    signature: CheckpointSignature | None
+
+
+def checkpoint_body(chain_id: str, tree_size: int, root_hash: str, timestamp: datetime | str) -> CheckpointBody:
     """The signed statement "chain `chain_id` had `tree_size` leaves with RFC 6962 root
     `root_hash` at `timestamp`" (a datetime or an ISO text, see `iso_timestamp`)."""
     _require_sizes(_is_size(tree_size))
@@ -509,18 +536,18 @@ def checkpoint_body(chain_id: str, tree_size: int, root_hash: str, timestamp: da
     }
 
 
-def checkpoint_hash(body: dict[str, Any]) -> str:
+def checkpoint_hash(body: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical JSON of exactly the `CHECKPOINT_BODY_MEMBERS` (null if absent)."""
     return sha256_hex({name: body.get(name) for name in CHECKPOINT_BODY_MEMBERS})
 
 
-def sign_checkpoint(body: dict[str, Any], key: Ed25519Key) -> dict[str, Any]:
+def sign_checkpoint(body: CheckpointBody, key: Ed25519Key) -> Checkpoint:
     """The body plus `checkpoint_hash` and an Ed25519 `signature` over the UTF-8 bytes of that
     hex text (base64url, no padding): the same convention as attestation signatures."""
     if set(body) != set(CHECKPOINT_BODY_MEMBERS):
         raise ValueError("a checkpoint body has exactly the checkpoint_body members")
     digest = checkpoint_hash(body)
-    signature = {
+    signature: CheckpointSignature = {
         "algorithm": SIG_ED25519,
         "key_id": key.key_id,
         "public_key_fingerprint": key.fingerprint,

@@ -27,8 +27,9 @@ gate writes carries a *seal* that hosted verification recomputes (docs/verificat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
+from gate.keys.signing import ReceiptSigner
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 
 LEDGER_ROW_VERSION = "ledger_row_v1"
@@ -45,6 +46,42 @@ RECEIPT_ROW_COLUMNS = (
     "receipt_id", "kind", "decision_id", "scope", "idempotency_key", "input_hash", "receipt_hash",
     "reported_at", "sequence", "previous_row_hash",
 )
+
+
+class DecisionRow(TypedDict):
+    """A decisions row as a decide writes it, before its seal: DECISION_ROW_COLUMNS, then the
+    record's stored text (written by the chain's seal) and the canonical request."""
+
+    decision_id: str
+    scope: str
+    key_id: str
+    idempotency_key: str | None
+    input_hash: str
+    record_hash: str
+    receipt_hash: str
+    policy_bundle_hash: str | None
+    rulebook_hash: str
+    policy_id: Any  # the rulebook's (or advisor panel's) id and version, as it states them
+    policy_version: Any
+    verdict: str
+    created_at: str
+    record_json: str
+    request_json: str
+
+
+class SealedDecisionRow(DecisionRow):
+    """The row with its seal: `row_hash` over its columns and, with a receipt signer, `row_signature`."""
+
+    row_hash: str
+    row_signature: str | None
+
+
+def sealed_decision_row(row: DecisionRow, receipt_signer: ReceiptSigner | None) -> SealedDecisionRow:
+    """The row's own seal, a new row: its columns hashed, and signed with the receipt key."""
+    row_hash = decision_row_hash(row)
+    signature = (receipt_signer.sign_payload(row_signature_payload(row_hash, receipt_signer.key_id))
+                 if receipt_signer is not None else None)
+    return {**row, "row_hash": row_hash, "row_signature": signature}
 
 
 def decision_row_material(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -55,6 +55,9 @@ EVENT_TYPES: dict[str, str] = {
     "events.settings_changed": "the scope's event settings changed (set, or a request approved: a signed "
                                "governance event)",
     "events.settings_change_requested": "turning decision_created on waits for a second principal",
+    "keys.granted": "the scope's keys that act on production changed (a key granted, enabled, widened or "
+                    "disabled, or a grant request approved: a signed governance event)",
+    "keys.grant_requested": "a key's release, approve, resolve or admin grant waits for a second holder",
 }
 
 

@@ -36,14 +36,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, is_distinct_approver, parse_holder
 from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal
 from gate.releases.sealing import signature_problem as chain_signature_problem
-from gate.vocabulary import SIG_HMAC_SHA256
+from gate.vocabulary import HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED, HOLD_OPEN, SIG_HMAC_SHA256, HoldState
 
 HOLD_EVENT_VERSION = "hold_event_v1"
 HOLD_HISTORY_VERSION = "hold_history_v1"
@@ -57,14 +57,16 @@ COMMITMENT_MEMBERS = ("hold_commitment_version", "scope_hash", "decision_id", "r
 # The signed head a served history ends with: the chain's newest seq and event_hash (0 and null
 # for an empty chain) as of a time; sealed like an event (event_hash is the head's own hash).
 HEAD_MEMBERS = ("hold_chain_head_version", "scope_hash", "seq", "head_event_hash", "as_of")
-ACTIONS = ("vote", "expire", "escalate", "claim", "unclaim", "reassign", "policy_set")
-VOTES = ("approve", "deny")
-APPROVED, DENIED, EXPIRED = "approved", "denied", "expired"
-OUTCOMES = (APPROVED, DENIED, EXPIRED)
-OPEN = "open"
+HoldAction = Literal["vote", "expire", "escalate", "claim", "unclaim", "reassign", "policy_set"]
+ACTIONS: tuple[HoldAction, ...] = get_args(HoldAction)
+Vote = Literal["approve", "deny"]
+VOTES: tuple[Vote, ...] = get_args(Vote)
+APPROVED, DENIED, EXPIRED = HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED  # gate.vocabulary.HOLD_STATES
+OUTCOMES: tuple[HoldState, ...] = (APPROVED, DENIED, EXPIRED)
+OPEN = HOLD_OPEN
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _ISO_MS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
-STATES = (OPEN, *OUTCOMES)
+STATES: tuple[HoldState, ...] = (OPEN, *OUTCOMES)
 
 EVENT_MEMBERS = ("hold_event_version", "scope_hash", "seq", "previous_event_hash", "action", "decision_id",
                  "record_hash", "principal", "actor", "created_at", "vote", "reason_code", "note", "queue",
@@ -275,10 +277,10 @@ def _approval_problems(closing: Mapping[str, Any], votes: Sequence[Mapping[str, 
     return problems
 
 
-_CLOSES_AS = {("vote", "approve"): APPROVED, ("vote", "deny"): DENIED, ("expire", None): EXPIRED}
+_CLOSES_AS: dict[tuple[str, object], HoldState] = {("vote", "approve"): APPROVED, ("vote", "deny"): DENIED, ("expire", None): EXPIRED}
 
 
-def _closes_as(event: Mapping[str, Any]) -> str | None:
+def _closes_as(event: Mapping[str, Any]) -> HoldState | None:
     """The outcome an event's action and vote may close a hold with (None: it cannot close one)."""
     return _CLOSES_AS.get((str(event.get("action")), event.get("vote")))
 

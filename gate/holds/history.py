@@ -59,6 +59,7 @@ from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import CanonicalJSONError
 from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash
+from gate.vocabulary import HoldState
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -75,7 +76,7 @@ class HoldHistoryCheck:
     signatures_checked: bool
     events: int
     problems: tuple[str, ...] = ()
-    closed: dict[str, int] = field(default_factory=dict)
+    closed: dict[HoldState, int] = field(default_factory=dict)
     policy_changes: tuple[dict[str, Any], ...] = ()
     as_of: str | None = None  # the signed head's time, once the head holds
 

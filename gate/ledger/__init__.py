@@ -10,8 +10,11 @@ from gate.ledger.store import (
     ChainHead,
     Ledger,
     SealedDecision,
+    SnapshotRow,
     StoredDecision,
+    StoredSnapshot,
     Written,
 )
 
-__all__ = ["CapCharge", "ChainAppend", "ChainHead", "DatabaseError", "Ledger", "SealedDecision", "StoredDecision", "Written"]
+__all__ = ["CapCharge", "ChainAppend", "ChainHead", "DatabaseError", "Ledger", "SealedDecision", "SnapshotRow", "StoredDecision",
+           "StoredSnapshot", "Written"]

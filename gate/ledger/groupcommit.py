@@ -22,7 +22,9 @@ member (its row stays locked until the commit, so no other writer can move it), 
 confidence bucket's counts (the counts as the batch's transaction first saw them). What every
 member updates, its chain's head row and its key's monthly usage counter, is written once at the
 end of the batch with its last value, and the members' links, tree nodes and decision rows are
-inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`), on both ledgers: each
+inserted there too, one multi-row INSERT per table (`BATCH_FLUSH`), on both ledgers, with the
+rows a decide adds (its hold, its release observation) and its outbox events, whose scope's
+sequence is moved once per batch (`gate.ledger.outbox_write`): each
 statement under the lock (SQLite's file lock, PostgreSQL's chain-head row lock) hands the GIL to
 the request threads and waits to take it back, and on PostgreSQL is a round trip as well; a batch
 of five runs ten statements where it ran 29 on SQLite, and a fixed handful of round trips where
@@ -53,7 +55,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -63,7 +65,7 @@ from sqlalchemy.exc import IntegrityError
 
 from gate.errors import DuplicateIdempotencyKey, GateError, LedgerUnavailable, Signal, SnapshotRace
 from gate.ledger import waits
-from gate.ledger.prepared import Savepoint
+from gate.ledger.prepared import Prepared, Savepoint
 
 MAX_BATCH = 128
 # `connection.info` key of what a batch run all at once reads once and shares between its
@@ -206,6 +208,29 @@ class GroupWriter:
                     raise _Refused(None) from exc
             finally:
                 connection.info.pop(BATCH_MEMO, None)
+
+
+def defer(connection: Connection, name: Any, write: Callable[[Connection], Any]) -> None:
+    """Run `write` once at the end of this batch, in place of the one an earlier member deferred
+    under the same `name` (the row's last value is the one written; `BATCH_FLUSH`). Only inside
+    a batch run all at once (`BATCH_MEMO` in `connection.info`)."""
+    flush = connection.info[BATCH_MEMO].setdefault(BATCH_FLUSH, {})
+    flush.pop(name, None)  # the latest value, in the order the rows were first deferred
+    flush[name] = write
+
+
+def defer_row(connection: Connection, name: Any, prepared: Prepared, row: Mapping[str, Any]) -> None:
+    """Insert `row` with the batch's other rows of `prepared` (an INSERT) in one multi-row
+    INSERT at the end of this batch (`BATCH_FLUSH`), in the order the members gave them. A
+    constraint one of them violates fails that INSERT, and the batch is run again member by
+    member, each inserting its own rows at once in its SAVEPOINT."""
+    memo = connection.info[BATCH_MEMO]
+    pending: list[Mapping[str, Any]] | None = memo.get(("rows", name))
+    if pending is None:
+        pending = memo["rows", name] = []
+        rows: list[Mapping[str, Any]] = pending
+        defer(connection, ("rows", name), lambda connection: prepared.insert_rows(connection, rows))
+    pending.append(row)
 
 
 class _Refused(Signal):

@@ -1,6 +1,7 @@
 """Ledger reads and writes of held actions (tables `holds` and `hold_events`, migration 0014).
 
-A hold's row is inserted with its decision (`store_decision`'s same-transaction rows). Every
+A hold's row is inserted with its decision (`store_decision`'s same-transaction rows), or, for
+history written after the fact (the demo seed), whole with its events (`insert_whole`). Every
 later change is one transaction: the row moves from the version the service read
 (`row_version`) and the scope's hold chain grows by one event at `seq = head + 1`, with its
 announcement in the outbox. Of two racing changes one commits; the other finds the row moved or
@@ -34,6 +35,13 @@ class Announce:
 
     name: str
     data: Mapping[str, Any]
+
+
+# What writes one hold event: its build(seq, previous_event_hash), the row's move(event) and its
+# announcement; a step of a hold written whole (`HoldLedger.insert_whole`) makes it from the row
+# as the steps before it left it.
+Writing = tuple[Callable[[int, str | None], dict[str, Any]], Callable[[dict[str, Any]], Mapping[str, Any]], Announce]
+Making = Callable[[dict[str, Any]], Writing]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,25 +142,35 @@ class HoldLedger:
             with self.ledger.write() as connection:
                 if witness is not None:
                     witness(lambda: _event_hashes(connection, scope))
-                seq, previous = _head(connection, scope)
-                event: dict[str, Any] = build(seq + 1, previous)
-                if move is not None:
-                    moved = connection.execute(
-                        update(holds).where(holds.c.scope == scope, holds.c.decision_id == decision_id,
-                                            holds.c.row_version == expected_version)
-                        .values(**move(event), row_version=holds.c.row_version + 1)).rowcount
-                    if moved != 1:
-                        raise HoldRace(decision_id)
-                connection.execute(insert(hold_events).values(
-                    scope=scope, seq=event["seq"], decision_id=event.get("decision_id"), action=event["action"],
-                    event_hash=event["event_hash"], created_at=event["created_at"],
-                    event_json=json.dumps(event, ensure_ascii=False, separators=(",", ":"))))
-                if announce is not None:
-                    append_event(connection, scope, announce.name, decision_id, event["created_at"],
-                                 {**announce.data, "hold_event": event})
+                return _append_on(connection, scope, build, move, decision_id, expected_version, announce)[0]
         except IntegrityError as exc:
             raise HoldRace(str(scope)) from exc
-        return event
+
+    def insert_whole(self, row: Mapping[str, Any], steps: Sequence[Making], *, inbox_url: str | None = None,
+                     witness: Callable[[Callable[[], list[str]]], object] | None = None) -> list[dict[str, Any]]:
+        """A hold written whole in one transaction: its `row` (as a decide opens it, with its
+        `hold.opened` announcement), then one event per step, each made as `append` makes one
+        (`step(row as the events before it left it)` gives its build, move and announcement).
+        No reader ever sees the hold in between. Returns the events; raises HoldRace when the
+        chain moved meanwhile or the hold exists (nothing is then written)."""
+        scope, decision_id = str(row["scope"]), str(row["decision_id"])
+        events = []
+        try:
+            with self.ledger.write() as connection:
+                if witness is not None:
+                    witness(lambda: _event_hashes(connection, scope))
+                connection.execute(insert(holds).values(**row))
+                announce_opened(connection, row, inbox_url)
+                current = dict(row)
+                for step in steps:
+                    build, move, announce = step(current)
+                    event, moved = _append_on(connection, scope, build, move, decision_id, current["row_version"],
+                                              announce)
+                    current = {**current, **moved, "row_version": current["row_version"] + 1}
+                    events.append(event)
+        except IntegrityError as exc:
+            raise HoldRace(decision_id) from exc
+        return events
 
     def due(self, now: str, limit: int) -> list[dict[str, Any]]:
         """Open holds whose deadline or escalation time has come (any scope), soonest first."""
@@ -198,6 +216,32 @@ class HoldLedger:
             rows = connection.execute(select(holds.c.decision_id).where(
                 holds.c.decision_id.in_(list(decision_ids)), holds.c.state != "open")).all()
         return {r[0] for r in rows}
+
+
+def _append_on(connection: Connection, scope: str, build: Any,
+               move: Callable[[dict[str, Any]], Mapping[str, Any]] | None, decision_id: str | None,
+               expected_version: int | None, announce: Announce | None) -> tuple[dict[str, Any], Mapping[str, Any]]:
+    """`HoldLedger.append`'s statements on the transaction's connection: the event and the
+    columns its move set on the hold row."""
+    seq, previous = _head(connection, scope)
+    event: dict[str, Any] = build(seq + 1, previous)
+    moved: Mapping[str, Any] = {}
+    if move is not None:
+        moved = move(event)
+        count = connection.execute(
+            update(holds).where(holds.c.scope == scope, holds.c.decision_id == decision_id,
+                                holds.c.row_version == expected_version)
+            .values(**moved, row_version=holds.c.row_version + 1)).rowcount
+        if count != 1:
+            raise HoldRace(decision_id)
+    connection.execute(insert(hold_events).values(
+        scope=scope, seq=event["seq"], decision_id=event.get("decision_id"), action=event["action"],
+        event_hash=event["event_hash"], created_at=event["created_at"],
+        event_json=json.dumps(event, ensure_ascii=False, separators=(",", ":"))))
+    if announce is not None:
+        append_event(connection, scope, announce.name, decision_id, event["created_at"],
+                     {**announce.data, "hold_event": event})
+    return event, moved
 
 
 def _head(connection: Connection, scope: str) -> tuple[int, str | None]:

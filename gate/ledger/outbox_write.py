@@ -1,36 +1,110 @@
 """The outbox's write: one event in the caller's write transaction (see `gate.ledger.outbox`).
 Kept apart from the rest of the outbox so the ledger's own writes (`gate.ledger.store`,
-`gate.ledger.releases`) can announce their facts without a circle."""
+`gate.ledger.releases`) can announce their facts without a circle.
+
+In a group-commit batch run all at once (`gate.ledger.groupcommit`, `BATCH_MEMO`), where the
+decides' announcements (`decision.created`, `hold.opened`) are written, a scope's sequence is
+moved once per batch, not once per event: its first event takes the next number with the
+upsert, which locks the scope's sequence row to the batch's transaction (on SQLite the whole file
+is), the batch's later events of that scope count on in memory, and the last number is written
+once before the commit; the events' rows go in one multi-row INSERT there too (`BATCH_FLUSH`).
+The numbers, ids and bytes are exactly those event by event would give; a batch run member by
+member (after a refusal) writes event by event. Both statements are compiled once per dialect
+(`gate.ledger.prepared`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.sql import ClauseElement
 
 from gate.events.cloudevent import cloud_event
+from gate.ledger.groupcommit import BATCH_MEMO, defer, defer_row
+from gate.ledger.prepared import Prepared
 from gate.ledger.tables import event_outbox, event_sequences
 from gate.protocol.canonical import canonical_text
 
+# The statements compiled for each engine's dialect (an engine's dialect lives as long as it).
+_COMPILED: weakref.WeakKeyDictionary[Dialect, dict[str, Prepared]] = weakref.WeakKeyDictionary()
 
-def _next_seq(connection: Connection, scope: str) -> int:
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(event_sequences).values(scope=scope, last_seq=1)
-    statement = statement.on_conflict_do_update(
+
+def _upsert_seq(dialect: Dialect) -> ClauseElement:
+    """The scope's next number: its row created at 1, or moved on by one (and locked)."""
+    insert_ = (postgresql if dialect.name == "postgresql" else sqlite).insert
+    statement = insert_(event_sequences).values(scope=bindparam("scope"), last_seq=1)
+    upsert: ClauseElement = statement.on_conflict_do_update(
         index_elements=["scope"], set_={"last_seq": event_sequences.c.last_seq + 1}
     ).returning(event_sequences.c.last_seq)
-    return int(connection.execute(statement).scalar_one())
+    return upsert
+
+
+def _set_seq(_dialect: Dialect) -> ClauseElement:
+    """The scope's last number, written once at the end of a batch."""
+    return update(event_sequences).where(event_sequences.c.scope == bindparam("s_scope")).values(
+        last_seq=bindparam("s_last"))
+
+
+def _insert_event(_dialect: Dialect) -> ClauseElement:
+    return insert(event_outbox)
+
+
+_STATEMENTS: dict[str, Callable[[Dialect], ClauseElement]] = {
+    "next": _upsert_seq, "set": _set_seq, "insert": _insert_event}
+_OUTBOX_COLUMNS = ("scope", "seq", "event_id", "event_type", "created_at", "event_json")
+
+
+def _statement(connection: Connection, name: str) -> Prepared:
+    dialect = connection.dialect
+    compiled = _COMPILED.setdefault(dialect, {})
+    prepared = compiled.get(name)
+    if prepared is None:
+        prepared = compiled[name] = Prepared(_STATEMENTS[name](dialect), dialect,
+                                             _OUTBOX_COLUMNS if name == "insert" else None)
+    return prepared
+
+
+def _next_seq(connection: Connection, scope: str) -> int:
+    row = _statement(connection, "next").first(connection, {"scope": scope})
+    if row is None:  # pragma: no cover - an upsert with RETURNING answers its row
+        raise RuntimeError("the event sequence answered no row")
+    return int(row["last_seq"])
+
+
+def _batch_seq(connection: Connection, memo: dict[Any, Any], scope: str) -> int:
+    """The scope's next number in a batch run all at once: the upsert for its first event, then
+    counted on in memory, the last number written once at the end of the batch."""
+    last: int | None = memo.get(("event-seq", scope))
+    if last is None:
+        seq = _next_seq(connection, scope)
+    else:
+        seq = last + 1
+        setter = _statement(connection, "set")
+        defer(connection, ("event-seq", scope), lambda connection: setter.run(connection, {
+            "s_scope": scope, "s_last": seq}))
+    memo["event-seq", scope] = seq
+    return seq
+
+
+def outbox_row(scope: str, seq: int, event: Mapping[str, Any]) -> dict[str, Any]:
+    """The outbox row that stores `event` (the scope's `seq`-th)."""
+    return {"scope": scope, "seq": seq, "event_id": event["id"], "event_type": event["type"],
+            "created_at": event["time"], "event_json": canonical_text(event)}
 
 
 def append_event(connection: Connection, scope: str, name: str, subject: str | None, time: str,
                  data: Mapping[str, Any]) -> dict[str, Any]:
     """Write one event in the caller's transaction; returns the CloudEvent written."""
-    seq = _next_seq(connection, scope)
+    memo = connection.info.get(BATCH_MEMO)
+    seq = _next_seq(connection, scope) if memo is None else _batch_seq(connection, memo, scope)
     event = cloud_event(scope, seq, name, subject, time, data)
-    connection.execute(insert(event_outbox).values(
-        scope=scope, seq=seq, event_id=event["id"], event_type=event["type"], created_at=time,
-        event_json=canonical_text(event)))
+    row = outbox_row(scope, seq, event)
+    if memo is None:
+        _statement(connection, "insert").run(connection, row)
+    else:
+        defer_row(connection, "event-outbox", _statement(connection, "insert"), row)
     return event

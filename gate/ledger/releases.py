@@ -117,19 +117,20 @@ class ReleaseLedger:
             self.witness.publish(chain_id, [*hashes, row["event_hash"]])
 
     def append_key_grant(self, row: dict[str, Any], key_row: dict[str, Any] | None = None,
-                         enable_key_id: str | None = None) -> bool:
+                         enable: tuple[str, dict[str, Any]] | None = None) -> bool:
         """A key grant's event row (gate.releases.key_grants) with what it records, in one
-        transaction: the new key's row, or the key `enable_key_id` set active again (False, and
-        nothing written, when that key is not there). `ReleaseRace` when the seq was taken."""
+        transaction: the new key's row, or an existing key `(key_id, values)` set active with
+        `values` (its permissions and holder; False, and nothing written, when that key is not
+        there). `ReleaseRace` when the seq was taken."""
         try:
             with self.ledger.write() as connection:
                 if key_row is not None:
                     connection.execute(insert(api_keys).values(**key_row))
-                if enable_key_id is not None:
-                    moved = connection.execute(update(api_keys).where(api_keys.c.key_id == enable_key_id)
-                                               .values(status="active", disabled_at=None))
+                if enable is not None:
+                    moved = connection.execute(update(api_keys).where(api_keys.c.key_id == enable[0])
+                                               .values(status="active", disabled_at=None, **enable[1]))
                     if moved.rowcount != 1:
-                        raise _NoSuchKey(enable_key_id)  # rolls the transaction back
+                        raise _NoSuchKey(enable[0])  # rolls the transaction back
                 connection.execute(insert(release_events).values(**row))
         except IntegrityError as exc:
             raise ReleaseRace(str(row.get("seq"))) from exc

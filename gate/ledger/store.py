@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import (
     RowMapping,
@@ -40,6 +40,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.dml import Insert, ReturningInsert
 from sqlalchemy.sql.expression import Executable
 
+from gate.chain.links import ChainLink
+from gate.chain.rowseal import SealedDecisionRow
 from gate.errors import (
     DuplicateIdempotencyKey,
     LedgerUnavailable,
@@ -51,7 +53,7 @@ from gate.ledger import waits, writelock
 from gate.ledger.codec import AtRestText, StoredValueUnreadable
 from gate.ledger.confidence import COUNTS_QUERY, Bucket, counts_from_rows, counts_params
 from gate.ledger.engine import WRITE_OPTION, make_engine, normalize_url
-from gate.ledger.groupcommit import BATCH_FLUSH, BATCH_MEMO, GroupWriter
+from gate.ledger.groupcommit import BATCH_MEMO, GroupWriter, defer, defer_row
 from gate.ledger.outbox_write import append_event
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import (
@@ -65,6 +67,7 @@ from gate.ledger.tables import (
     usage_counters,
 )
 from gate.protocol.confidence import ConfidenceCounts
+from gate.protocol.decision_record import DecisionRecord
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUNDLE_CANDIDATES = 8
@@ -99,6 +102,35 @@ class CapCharge:
     cap: int
 
 
+class SnapshotRow(TypedDict):
+    """A rulebook snapshot as bound (`rulebook_snapshots`): a version's hash, its canonical body and
+    its signed registry entry, in a scope."""
+
+    scope: str
+    rulebook_id: str
+    version: str
+    rulebook_hash: str
+    evaluator_version: str
+    schema_hash: str
+    registered_at: str
+    body_json: str
+    registry_json: str
+
+
+class StoredSnapshot(SnapshotRow):
+    """A snapshot as read back, with its row id."""
+
+    snapshot_id: int
+
+
+def _snapshot(row: RowMapping) -> StoredSnapshot:
+    return {"snapshot_id": row["snapshot_id"], "scope": row["scope"], "rulebook_id": row["rulebook_id"],
+            "version": row["version"], "rulebook_hash": row["rulebook_hash"],
+            "evaluator_version": row["evaluator_version"], "schema_hash": row["schema_hash"],
+            "registered_at": row["registered_at"], "body_json": row["body_json"],
+            "registry_json": row["registry_json"]}
+
+
 @dataclass(frozen=True, slots=True)
 class ChainHead:
     """A chain's head as read under its row lock (size 0 for a new chain)."""
@@ -114,14 +146,13 @@ class ChainHead:
 class SealedDecision:
     """What `ChainAppend.seal` returns: the decision row (its stored record text included), its
     chain link, the completed tree nodes (level, index, hash), the tree's new peaks, and the
-    sealed record itself (a `gate.protocol.decision_record.DecisionRecord`; the ledger only hands
-    it to the decision's `after` steps and returns it)."""
+    sealed record itself (the ledger only hands it to the decision's `after` steps and returns it)."""
 
-    row: dict[str, Any]
-    link: dict[str, Any]
+    row: SealedDecisionRow
+    link: ChainLink
     nodes: list[tuple[int, int, str]]
     peaks: tuple[str, ...]
-    record: Any
+    record: DecisionRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +179,14 @@ class Written:
     charge) and the sealed record (None without a chain)."""
 
     used: int | None
-    record: Any = None
+    record: DecisionRecord | None = None
+
+    @property
+    def sealed(self) -> DecisionRecord:
+        """The sealed record of a decision stored with its chain (every decide's)."""
+        if self.record is None:  # pragma: no cover - the decide pipeline always stores the chain
+            raise LedgerUnavailable("the decision was stored without its chain")
+        return self.record
 
 
 # A row stored with a decision, or a step run after its seal in the same transaction (an outbox
@@ -171,7 +209,7 @@ class StoredDecision:
     columns: dict[str, Any]
 
 
-def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any], peaks: Sequence[str]) -> bool:
+def _carry_head(connection: Connection, chain: ChainAppend, link: ChainLink, peaks: Sequence[str]) -> bool:
     """In a batch run all at once (`gate.ledger.groupcommit`), the head this member's link leaves
     is the next member's: the row stays locked to this transaction until it commits. False
     outside such a batch."""
@@ -181,14 +219,6 @@ def _carry_head(connection: Connection, chain: ChainAppend, link: dict[str, Any]
     memo["head", chain.chain_id] = ChainHead(chain.chain_id, link["chain_position"], link["link_hash"],
                                              link["merkle_root"], tuple(peaks))
     return True
-
-
-def _defer(connection: Connection, name: Any, write: Callable[[Connection], Any]) -> None:
-    """Run `write` once at the end of this batch, in place of the one an earlier member deferred
-    under the same `name` (the row's last value is the one written; `BATCH_FLUSH`)."""
-    flush = connection.info[BATCH_MEMO].setdefault(BATCH_FLUSH, {})
-    flush.pop(name, None)  # the latest value, in the order the rows were first deferred
-    flush[name] = write
 
 
 class Ledger:
@@ -302,7 +332,7 @@ class Ledger:
         except (DBAPIError, SQLAlchemyError) as exc:
             raise LedgerUnavailable(f"ledger read failed: {type(exc).__name__}") from exc
 
-    def insert_ignore(self, table: Table, values: dict[str, Any]) -> Insert:
+    def insert_ignore(self, table: Table, values: Mapping[str, Any]) -> Insert:
         """INSERT … ON CONFLICT DO NOTHING for either dialect."""
         dialect_insert = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         return dialect_insert(table).values(**values).on_conflict_do_nothing()
@@ -339,6 +369,14 @@ class Ledger:
             )
         return result.rowcount == 1
 
+    def set_api_key_grant(self, key_id: str, permissions: str | None, holder: str | None) -> bool:
+        """A key's permissions and holder (gate.services.keys widens a key through here only when
+        it acts on no production right; one that does is written with its grant event)."""
+        with self.write() as connection:
+            result = connection.execute(update(api_keys).where(api_keys.c.key_id == key_id)
+                                        .values(permissions=permissions, holder=holder))
+        return result.rowcount == 1
+
     def monthly_usage(self, key_id: str, period: str) -> int:
         with self.read() as connection:
             used = connection.execute(
@@ -353,7 +391,7 @@ class Ledger:
     def rulebook_snapshot(
         self, scope: str, *, rulebook_id: str | None = None, version: str | None = None,
         rulebook_hash: str | None = None,
-    ) -> dict[str, Any] | None:
+    ) -> StoredSnapshot | None:
         """The scope's snapshot by (id, version) or by hash (first registered), or None."""
         query = select(rulebook_snapshots).where(rulebook_snapshots.c.scope == scope)
         if rulebook_hash is not None:
@@ -368,9 +406,9 @@ class Ledger:
         query = query.order_by(rulebook_snapshots.c.snapshot_id).limit(1)
         with self.read() as connection:
             row = connection.execute(query).mappings().first()
-        return dict(row) if row else None
+        return _snapshot(row) if row else None
 
-    def latest_rulebook_snapshot(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+    def latest_rulebook_snapshot(self, scope: str, rulebook_id: str) -> StoredSnapshot | None:
         """The scope's newest registered snapshot of `rulebook_id` (its current version), or None."""
         query = (select(rulebook_snapshots)
                  .where(and_(rulebook_snapshots.c.scope == scope,
@@ -380,7 +418,7 @@ class Ledger:
                  .limit(1))
         with self.read() as connection:
             row = connection.execute(query).mappings().first()
-        return dict(row) if row else None
+        return _snapshot(row) if row else None
 
     def rulebook_ids(self, scope: str) -> list[str]:
         """The rulebook ids registered in `scope`, sorted."""
@@ -397,7 +435,7 @@ class Ledger:
         with self.read() as connection:
             return list(dict.fromkeys(row[0] for row in connection.execute(query)))
 
-    def register_snapshot(self, snapshot: dict[str, Any]) -> bool:
+    def register_snapshot(self, snapshot: SnapshotRow) -> bool:
         """Bind a snapshot outside a decide (a promoted draft). True when newly bound, False when
         the same hash was already bound; another hash under the same version raises
         `RulebookVersionConflict` and binds nothing."""
@@ -470,18 +508,19 @@ class Ledger:
 
     def store_decision(
         self,
-        row: dict[str, Any],
+        row: SealedDecisionRow,
         *,
-        snapshot: dict[str, Any] | None,
+        snapshot: SnapshotRow | None,
         charge: CapCharge | None,
         chain: ChainAppend | None = None,
         extra: Sequence[DecisionExtra] = (),
     ) -> Written:
         """Store one decision atomically with its snapshot and usage charge (and, with a chain
         whose `confidence` names a bucket, read its confidence counts first in the same
-        transaction). `extra` rows (table, values) are inserted, and `extra` callables run on the
-        connection with the sealed record (an outbox event), in the same transaction: they are
-        stored exactly when the decision is.
+        transaction). `extra` rows (table, values) are inserted (in a batch, with the batch's other
+        rows of their table in one INSERT), and `extra` callables run on the connection with the
+        sealed record (an outbox event, `gate.ledger.outbox_write`), in the same transaction: they
+        are stored exactly when the decision is.
 
         Returns the monthly usage after the charge and the sealed record (`Written`). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -503,7 +542,7 @@ class Ledger:
         except IntegrityError as exc:
             raise refusal(exc) from exc
 
-    def _store_one(self, connection: Connection, row: dict[str, Any], snapshot: dict[str, Any] | None,
+    def _store_one(self, connection: Connection, row: SealedDecisionRow, snapshot: SnapshotRow | None,
                    charge: CapCharge | None, chain: ChainAppend | None, extra: Sequence[DecisionExtra]) -> Written:
         """One decision's statements inside a write transaction (see `store_decision`)."""
         prepared = chain.prepare(self._batch_counts(connection, chain.confidence)) if chain else None
@@ -514,7 +553,9 @@ class Ledger:
             self._bind_snapshot(connection, snapshot)
         for item in extra:  # rows that live or die with the decision (its release row, its hold)
             if not callable(item):
-                connection.execute(insert(item[0]).values(**item[1]))
+                table, values = item
+                columns = tuple(values)
+                self._insert(connection, ("extra", table.name, columns), insert(table), values, columns)
         after = [item for item in extra if callable(item)]  # outbox events: after the record is sealed
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
@@ -546,23 +587,17 @@ class Ledger:
                 memo["counts", bucket] = rows
         return counts_from_rows(bucket, rows)
 
-    def _insert(self, connection: Connection, key: Any, statement: Any, row: dict[str, Any],
+    def _insert(self, connection: Connection, key: Any, statement: Any, row: Mapping[str, Any],
                 column_keys: tuple[str, ...] | None = None) -> None:
         """Insert `row` now, or, in a batch run all at once, with the batch's other rows of the
         same statement in one multi-row INSERT before the commit (`BATCH_FLUSH`). A constraint a
         deferred row violates then fails that INSERT, and the batch is run again member by
         member, each row in its member's SAVEPOINT (`gate.ledger.groupcommit`)."""
         prepared = self._hot(key, statement, column_keys)
-        memo = connection.info.get(BATCH_MEMO)
-        if memo is None:
+        if BATCH_MEMO in connection.info:
+            defer_row(connection, key, prepared, row)
+        else:
             prepared.run(connection, row)
-            return
-        pending: list[dict[str, Any]] | None = memo.get(("rows", key))
-        if pending is None:
-            pending = memo["rows", key] = []
-            rows: list[dict[str, Any]] = pending
-            _defer(connection, ("rows", key), lambda connection: prepared.insert_rows(connection, rows))
-        pending.append(row)
 
     def confidence_counts(self, bucket: Bucket) -> ConfidenceCounts | None:
         """The confidence counts of `bucket` as stored now; None before its scope's first outcome."""
@@ -617,7 +652,7 @@ class Ledger:
         if not _carry_head(connection, chain, link, peaks):
             update_head.run(connection, new_head)
         else:  # the batch's last member's head is the one written (`BATCH_FLUSH`)
-            _defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
+            defer(connection, ("head", chain.chain_id), lambda connection: update_head.run(connection, new_head))
 
     def _append_store_charge_pg(self, connection: Connection, chain: ChainAppend, sealed: SealedDecision,
                                 charge: CapCharge) -> int:
@@ -766,7 +801,7 @@ class Ledger:
 
     # ------------------------------------------------------------------ snapshots (write side)
 
-    def _bind_snapshot(self, connection: Connection, snapshot: dict[str, Any]) -> None:
+    def _bind_snapshot(self, connection: Connection, snapshot: SnapshotRow) -> None:
         connection.execute(self.insert_ignore(rulebook_snapshots, snapshot))
         stored = connection.execute(
             select(rulebook_snapshots.c.rulebook_hash, rulebook_snapshots.c.registry_json).where(
@@ -800,7 +835,7 @@ class Ledger:
             counted[0] += 1
             set_used = self._hot("set-used", _SET_USED)
             values = {"counter_key_id": charge.key_id, "counter_period": charge.period, "counter_used": counted[0]}
-            _defer(connection, ("used", charge.key_id, charge.period),
+            defer(connection, ("used", charge.key_id, charge.period),
                    lambda connection: set_used.run(connection, values))
             return counted[0]
         answer = self._hot("charge", self._charge_statement()).first(

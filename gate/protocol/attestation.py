@@ -38,7 +38,14 @@ from typing import Any
 
 from gate.keys.signing import Ed25519Key, b64url_decode, b64url_encode, ed25519_verify
 from gate.protocol.canonical import clone, sha256_hex
-from gate.protocol.types import AttestationOutcome, RulebookReference
+from gate.protocol.types import (
+    AttestationBundle,
+    AttestationOutcome,
+    AttestationSignature,
+    RulebookAttestation,
+    RulebookReference,
+    RuntimeBinding,
+)
 from gate.vocabulary import (
     ATTESTATION_SIGNATURE_ALGORITHM,
     CANONICALIZATION,
@@ -127,11 +134,11 @@ def rulebook_attestation_bundle(
     rulebook_ref: RulebookReference,
     facts_hash: str,
     outcome: AttestationOutcome,
-    runtime_binding: Mapping[str, Any],
+    runtime_binding: RuntimeBinding,
     trusted_adapter: dict[str, Any] | None,
     engine: str = ENGINE,
     evaluator_version: str = EVALUATOR_VERSION,
-) -> dict[str, Any]:
+) -> AttestationBundle:
     """The attested bundle; `trusted_adapter` is null (not absent) in direct mode. Its members
     are copies: the bundle shares no object with its arguments."""
     return {
@@ -145,11 +152,11 @@ def rulebook_attestation_bundle(
     }
 
 
-def bundle_hash(bundle: dict[str, Any]) -> str:
+def bundle_hash(bundle: AttestationBundle) -> str:
     return sha256_hex(bundle)
 
 
-def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> dict[str, Any]:
+def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> AttestationSignature:
     """The attestation `signature` object (signed with `key`, or the unsigned form)."""
     return {
         "schema_version": RULEBOOK_ATTESTATION_SIGNATURE_VERSION,
@@ -162,7 +169,7 @@ def rulebook_attestation_signature(hash_hex: str, key: Ed25519Key | None) -> dic
     }
 
 
-def build_rulebook_attestation(bundle: dict[str, Any], key: Ed25519Key | None) -> dict[str, Any]:
+def build_rulebook_attestation(bundle: AttestationBundle, key: Ed25519Key | None) -> RulebookAttestation:
     """``{schema_version, bundle_hash, bundle, signature}`` for `bundle`, which the attestation
     holds as it is: pass one that nothing else keeps or changes (`rulebook_attestation_bundle`
     builds one of copies)."""

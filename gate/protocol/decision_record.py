@@ -20,6 +20,9 @@ value, never from object identity or from which members happen to come first.
 A `DecisionRecord` reads as a `Mapping` of its members in wire order (the envelope's, then the
 parts'), so views, checks and the hold that opens on it read it like the JSON object it is;
 `as_dict()` is a fresh plain object for what needs one (an event body, a test that forges).
+The members every record has (rulebook and advisory alike: `gate.protocol.types.RecordMembers`,
+`gate.protocol.advisory_record.ADVISORY_RECORD_REQUIRED`) are also typed properties
+(`decision_id`, `verdict`, `record_hash`, ...), which product code reads instead of string keys.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.protocol.confidence import confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
+from gate.vocabulary import Verdict
 
 _json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 # orjson writes a finite float below 1e-4 as `0.0000…` or with a one-digit exponent (`1e-7`),
@@ -144,15 +148,67 @@ class DecisionRecord(Mapping[str, Any]):
     def envelope(self) -> Mapping[str, Any]:
         return self._envelope
 
+    # The members both record kinds always carry, typed as the builders write them (read as
+    # stored, never converted: the text and the hashes stay the record's own). `policy_id` and `policy_version` are the
+    # rulebook's own id and version (or the advisor panel's), which the rulebook states as it likes.
+    @property
+    def decision_id(self) -> str:
+        decision_id: str = self["decision_id"]
+        return decision_id
+
+    @property
+    def verdict(self) -> Verdict:
+        verdict: Verdict = self["verdict"]
+        return verdict
+
+    @property
+    def status(self) -> str:
+        status: str = self["status"]
+        return status
+
+    @property
+    def action(self) -> str:
+        action: str = self["action"]
+        return action
+
+    @property
+    def record_hash(self) -> str:
+        record_hash: str = self["record_hash"]
+        return record_hash
+
+    @property
+    def receipt_hash(self) -> str:
+        receipt_hash: str = self["receipt_hash"]
+        return receipt_hash
+
+    @property
+    def created_at(self) -> str:
+        created_at: str = self["created_at"]
+        return created_at
+
+    @property
+    def policy_id(self) -> Any:
+        return self.get("policy_id")
+
+    @property
+    def policy_version(self) -> Any:
+        return self.get("policy_version")
+
+    @property
+    def policy_bundle_hash(self) -> str | None:
+        """The rulebook record's policy bundle hash; None on an advisory record, which has none."""
+        policy_bundle_hash: str | None = self.get("policy_bundle_hash")
+        return policy_bundle_hash
+
     def with_release_arm(self, block: Mapping[str, Any], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
-        return self._with(release_arm_part(self["decision_id"], block, receipt_signer))
+        return self._with(release_arm_part(self.decision_id, block, receipt_signer))
 
     def with_confidence(self, block: Mapping[str, Any], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
-        return self._with(confidence_part(self["decision_id"], block, receipt_signer))
+        return self._with(confidence_part(self.decision_id, block, receipt_signer))
 
     def with_audit_chain(self, audit_chain: Mapping[str, Any],
                          receipt_signer: ReceiptSigner | None) -> DecisionRecord:
-        return self._with(audit_chain_part(self["decision_id"], audit_chain, receipt_signer))
+        return self._with(audit_chain_part(self.decision_id, audit_chain, receipt_signer))
 
     def _with(self, part: dict[str, Any]) -> DecisionRecord:
         """A new record with `part`'s members after the ones it has; its text is this one's with

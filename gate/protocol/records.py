@@ -42,6 +42,7 @@ from gate.protocol.types import (
     EvidenceManifest,
     PolicyBundle,
     RecordMembers,
+    RulebookAttestation,
     RulebookContract,
     RulebookRecordInputs,
     RulebookReference,
@@ -66,6 +67,8 @@ from gate.vocabulary import (
     VIEW_FULL,
     VIEW_MINIMAL,
     VIEWS,
+    Verdict,
+    is_verdict,
 )
 
 __all__ = [
@@ -597,9 +600,9 @@ def _checked_identity(inputs: RulebookRecordInputs) -> _Identity:
     return _Identity(decision_id, request_id, created_at, key, input_hash, rulebook_hash, schema_hash)
 
 
-def _checked_verdict(evaluation: Evaluation) -> str:
+def _checked_verdict(evaluation: Evaluation) -> Verdict:
     """The evaluation's normalized decision: yes, no or review."""
-    if evaluation.decision not in COMPACT_FOR_VERDICT:
+    if not is_verdict(evaluation.decision):
         raise ValueError(f"evaluation.decision must be yes|no|review, not {evaluation.decision!r}")
     return evaluation.decision
 
@@ -618,7 +621,7 @@ def runtime_binding_for(binding_mode: str) -> RuntimeBinding:
 
 
 def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, action: str,
-                          runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> dict[str, Any]:
+                          runtime_binding: RuntimeBinding, attestation_key: Ed25519Key | None) -> RulebookAttestation:
     """The attestation over rulebook, outcome, runtime binding and facts hash, signed with
     `attestation_key` (unsigned without one). In replay, a stored signature over the same
     bundle hash is kept."""
@@ -647,7 +650,7 @@ def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookRe
     return attestation
 
 
-def _outcome_members(evaluation: Evaluation, verdict: str, engine: str) -> dict[str, Any]:
+def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> dict[str, Any]:
     """Protocol versions, then what the evaluation decided and how (`c`, `v`, the trace)."""
     members: dict[str, Any] = {
         "decision_protocol_version": DECISION_PROTOCOL_VERSION,
@@ -672,7 +675,7 @@ def _outcome_members(evaluation: Evaluation, verdict: str, engine: str) -> dict[
 
 
 def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, runtime_binding: RuntimeBinding,
-                     attestation: dict[str, Any], schema_hash: str) -> dict[str, Any]:
+                     attestation: RulebookAttestation, schema_hash: str) -> dict[str, Any]:
     """The rulebook, its contract, the runtime binding, registry entry, attestation and adapter lineage."""
     contract: RulebookContract = {
         "schema_version": RULEBOOK_SCHEMA_VERSION,

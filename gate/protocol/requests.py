@@ -13,6 +13,10 @@ first failing one answers):
    (422 `RULEBOOK_BINDING_MODE_CONFLICT`);
 6. `rulebook` missing or not an object (422 `RULEBOOK_INVALID`); full validation follows in
    `gate.rulebook`.
+
+The body is declared once as JSON Schema in `gate/bodies/decide.schema.json` (the OpenAPI
+document's `DecisionRequest`); these checks stay hand-written for speed and for the spec's codes,
+and tests/core/test_decide_schema.py holds the two to accept the same bodies.
 """
 
 from __future__ import annotations

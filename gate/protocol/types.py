@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.evaluation import Evaluation
-from gate.vocabulary import ENGINE
+from gate.vocabulary import ENGINE, CompactVerdict, Verdict
 
 
 class RuntimeBinding(TypedDict):
@@ -46,6 +46,40 @@ class AttestationOutcome(TypedDict):
     action: str
     reason_code: str
     matched_rule_id: str | None
+
+
+class AttestationBundle(TypedDict):
+    """What a rulebook attestation attests: the engine, the rulebook, the facts' hash, the
+    outcome, the runtime binding and (null in direct mode) the trusted adapter."""
+
+    engine: str
+    evaluator_version: str
+    rulebook: RulebookReference
+    input_hash: str
+    outcome: AttestationOutcome
+    runtime_binding: RuntimeBinding
+    trusted_adapter: dict[str, Any] | None
+
+
+class AttestationSignature(TypedDict):
+    """The attestation's `signature`: Ed25519 over the bundle hash, or its unsigned form (nulls)."""
+
+    schema_version: str
+    status: str
+    algorithm: str
+    signed_field: str
+    key_id: str | None
+    public_key_pem: str | None
+    signature: str | None
+
+
+class RulebookAttestation(TypedDict):
+    """`rulebook_attestation`: the bundle, its hash and the signature over that hash."""
+
+    schema_version: str
+    bundle_hash: str
+    bundle: AttestationBundle
+    signature: AttestationSignature
 
 
 class RulebookContract(TypedDict):
@@ -89,9 +123,9 @@ class RecordMembers(TypedDict):
     status: str
     missing_fields: NotRequired[list[str]]
     invalid_fields: NotRequired[list[str]]
-    c: str
+    c: CompactVerdict
     v: str
-    verdict: str
+    verdict: Verdict
     application_verdict: str
     reason_code: str
     matched_rule_id: str | None
@@ -102,7 +136,7 @@ class RecordMembers(TypedDict):
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
     rulebook_registry: NotRequired[dict[str, Any]]
-    rulebook_attestation: dict[str, Any]
+    rulebook_attestation: RulebookAttestation
     trusted_adapter: NotRequired[dict[str, Any]]
     adapter_facts: NotRequired[dict[str, Any]]
     request_id: str

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
@@ -28,10 +28,14 @@ from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version, hal
 from gate.releases.model import (
     Action,
     Canary,
+    CanaryJSON,
     Pending,
+    PendingJSON,
     ReleaseRefused,
     ReleaseState,
+    ReleaseStateJSON,
     Version,
+    VersionJSON,
     transition,
 )
 from gate.releases.policy import ReleasePolicy, needs_dry_run
@@ -54,12 +58,22 @@ class EventInputs:
     override: str | None = None  # OVERRIDE_HALT, with the reason, when an admin overrode a halt
 
 
-def state_member(state: ReleaseState) -> dict[str, Any]:
+class StateMemberJSON(TypedDict):
+    """`state` as an event states it: the release state less its sequence and head (the event's own)."""
+
+    rulebook_id: str
+    active: VersionJSON | None
+    previous: list[VersionJSON]
+    shadow: VersionJSON | None
+    canary: CanaryJSON | None
+    pending: list[PendingJSON]
+
+
+def state_member(state: ReleaseState) -> StateMemberJSON:
     """The state an event states (its sequence and head are the event's own)."""
     body = state.to_json()
-    body.pop("seq")
-    body.pop("head_event_hash")
-    return body
+    return {"rulebook_id": body["rulebook_id"], "active": body["active"], "previous": body["previous"],
+            "shadow": body["shadow"], "canary": body["canary"], "pending": body["pending"]}
 
 
 def build_event(state: ReleaseState, action: Action, inputs: EventInputs,
@@ -139,7 +153,7 @@ class HistoryCheck:
     valid: bool
     events: int
     problems: tuple[str, ...] = field(default_factory=tuple)
-    state: dict[str, Any] | None = None
+    state: ReleaseStateJSON | None = None
     policy_changes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
 
     def to_json(self) -> dict[str, Any]:

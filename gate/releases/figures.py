@@ -10,19 +10,65 @@ which are what halts a canary. The API, the CLI and the workbench's Releases pag
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.protocol.confidence import wilson_interval
-from gate.releases.guardrails import VERDICTS, ArmCounts, GuardrailReport
+from gate.releases.guardrails import VERDICTS, ArmCounts, GuardrailReport, GuardrailReportJSON
 
 wilson = wilson_interval  # the one Wilson interval (gate.protocol.confidence)
 
 
-def _rate(events: int, n: int) -> dict[str, Any]:
+class Rate(TypedDict):
+    """A proportion: its events of n, the rate (None when n is 0) and its Wilson 95% interval."""
+
+    events: int
+    n: int
+    rate: float | None
+    interval_95: list[float] | None
+
+
+class Transition(TypedDict):
+    live: str
+    shadow: str
+    n: int
+
+
+class Flip(TypedDict):
+    live: str
+    shadow: str
+    n: int
+    failed: int
+    succeeded: int
+    open_or_unreported: int
+    failure_rate: Rate
+
+
+class ShadowFigures(TypedDict):
+    decisions: int
+    agreement: Rate
+    transitions: list[Transition]
+    flips: list[Flip]
+    note: str
+
+
+class ArmFigures(TypedDict):
+    arm: str
+    decisions: int
+    verdict_mix: dict[str, Rate]
+    failure_rate: Rate
+    resolved_outcomes: int
+
+
+class CanaryFigures(TypedDict):
+    arms: list[ArmFigures]
+    guardrails: GuardrailReportJSON
+
+
+def _rate(events: int, n: int) -> Rate:
     return {"events": events, "n": n, "rate": round(events / n, 6) if n else None, "interval_95": wilson(events, n)}
 
 
-def shadow_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def shadow_figures(rows: Iterable[Mapping[str, Any]]) -> ShadowFigures:
     """Agreement, the live → shadow transition matrix and the flips' outcomes."""
     matrix: dict[str, dict[str, int]] = {}
     flips: dict[tuple[str, str], dict[str, int]] = {}
@@ -52,7 +98,7 @@ def shadow_figures(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def arm_figures(name: str, arm: ArmCounts) -> dict[str, Any]:
+def arm_figures(name: str, arm: ArmCounts) -> ArmFigures:
     n = arm.decisions
     return {
         "arm": name,
@@ -63,6 +109,6 @@ def arm_figures(name: str, arm: ArmCounts) -> dict[str, Any]:
     }
 
 
-def canary_figures(canary: ArmCounts, active: ArmCounts, report: GuardrailReport) -> dict[str, Any]:
+def canary_figures(canary: ArmCounts, active: ArmCounts, report: GuardrailReport) -> CanaryFigures:
     return {"arms": [arm_figures("active", active), arm_figures("canary", canary)],
             "guardrails": report.to_json()}

@@ -51,6 +51,10 @@ class Safeguard:
     name: str
     parse: Callable[[Any], Any]
     weakenings: Callable[[Any, Any], tuple[str, ...]]
+    # Whether the chain holds the value in force. The scope's keys (`api_keys`) live in the
+    # ledger's key rows, which change without a governance event while no approval is required:
+    # a change states the value it read there, and a request is bound to the governance sequence.
+    chained: bool = True
 
 
 RELEASE_SAFEGUARD = Safeguard(RELEASE_POLICY, ReleasePolicy.from_json, weakenings)
@@ -183,7 +187,7 @@ def govern(state: GovernanceState, action: PolicyAction, seq: int,
     if row is None:
         raise ReleaseRefused("GOVERNANCE_REQUEST_INVALID", f"a safeguard setting is one of {', '.join(table)}",
                              400)  # every table knows the release policy
-    current = state.value(action.setting)
+    current = state.value(action.setting) if row.chained else None
     if current is not None and action.before != current:
         raise _refused(action.setting, "changed", "policy_before is not the policy in force", 409)
     required = approvals_required(state, action)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 VERDICTS = ("yes", "no", "review", "needs_input")
 ALPHA = 0.05
@@ -49,6 +49,47 @@ FAILURE_TOLERANCE = 0.0
 MIX_TAU = 0.10
 MIX_TOLERANCE = 0.10
 METHOD = "msprt_normal_mixture_v1"
+
+
+class ArmJSON(TypedDict):
+    events: int
+    n: int
+
+
+class ComparisonJSON(TypedDict):
+    name: str
+    canary: ArmJSON
+    active: ArmJSON
+    difference: float | None
+    interval: list[float | None] | None
+    likelihood_ratio: float | None
+    alpha: float
+    tolerance: float
+    judged: bool
+    tripped: bool
+
+
+class GuardJSON(TypedDict):
+    tau: float
+    tolerance: float
+    false_alarm_rate: float
+
+
+class SettingsJSON(TypedDict):
+    method: str
+    alpha: float
+    min_count: int
+    failure_rate: GuardJSON
+    verdict_mix: GuardJSON
+
+
+class GuardrailReportJSON(TypedDict):
+    """A canary's guardrails as the release status and the halt event state them (docs/releases.md)."""
+
+    settings: SettingsJSON
+    tripped: list[str]
+    failure_rate: ComparisonJSON
+    verdict_mix: list[ComparisonJSON]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +107,7 @@ class Comparison:
     tripped: bool
     judged: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ComparisonJSON:
         return {
             "name": self.name,
             "canary": {"events": self.canary[0], "n": self.canary[1]},
@@ -129,7 +170,7 @@ class GuardrailSettings:
     failure_tolerance: float = FAILURE_TOLERANCE
     mix_tolerance: float = MIX_TOLERANCE
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> SettingsJSON:
         return {"method": METHOD, "alpha": self.alpha, "min_count": self.min_count,
                 "failure_rate": {"tau": FAILURE_TAU, "tolerance": self.failure_tolerance, "false_alarm_rate": self.alpha},
                 "verdict_mix": {"tau": MIX_TAU, "tolerance": self.mix_tolerance, "false_alarm_rate": self.alpha}}
@@ -148,7 +189,7 @@ class GuardrailReport:
             names.append("verdict_mix")
         return tuple(names)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> GuardrailReportJSON:
         return {"settings": self.settings.to_json(), "tripped": list(self.tripped),
                 "failure_rate": self.failure_rate.to_json(),
                 "verdict_mix": [c.to_json() for c in self.verdict_mix]}

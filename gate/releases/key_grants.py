@@ -8,25 +8,31 @@ exactly like the release and governance chains (gate.releases.sealing), stored b
 the reserved id `KEY_GRANTS_ID`, and `gate keys history` serves them as a document `gate verify`
 checks offline (`verify_key_grants`): a deleted, reordered, edited or unsigned grant fails.
 
-Recording, not approval: a grant applies at once. A second holder's approval of a grant belongs to
-the one governed-change service (issue 52, "Safeguard settings change through one path").
+A grant is also a governed change (issue 52, "Safeguard settings change through one path"): the
+keys of a scope that act on production are one setting of the table of safeguards
+(gate.governance.table, `api_keys`; its value is `KeyGrants`), so creating, enabling or widening
+such a key is a change through the one governed-change service (gate.services.governance), and
+while the scope requires approvals a grant that `weakenings` names is a request a second, distinct
+holder approves before the key acts. The key chain records each grant once it is in force.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from gate.errors import GateError
 from gate.keys.anchors import TrustAnchors
+from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_text
 from gate.keys.signing import ReceiptSigner
-from gate.principals import Principal, parse_holder
+from gate.principals import Principal, holder_id, parse_holder
 from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, seal
 
 KEY_GRANTS_ID = "@api-keys"  # rulebook ids start with a letter: no release can take this id
 KEY_GRANT_EVENT_VERSION = "api_key_grant_event_v1"
 KEY_GRANTS_VERSION = "api_key_grants_v1"
-GRANT_ACTIONS = ("key_created", "key_enabled")
+GRANT_ACTIONS = ("key_created", "key_enabled", "key_widened")
 # `api_key_id`: the API key granted (`key_id` is the signing key's, a signature member).
 GRANT_MEMBERS = ("api_key_grant_event_version", "scope_hash", "seq", "previous_event_hash", "action", "api_key_id",
                  "holder", "permissions", "principal", "actor", "created_at")
@@ -45,6 +51,89 @@ class KeyGrant:
     at: str
 
 
+@dataclass(frozen=True, slots=True)
+class KeyGrants:
+    """The value of the `api_keys` safeguard: each active key of a scope that acts on production,
+    by key id, as (its holder, its permissions as stored: `permissions_text`)."""
+
+    keys: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"keys": {key_id: {"holder": holder, "permissions": permissions}
+                         for key_id, (holder, permissions) in sorted(self.keys.items())}}
+
+    @classmethod
+    def from_json(cls, body: Any) -> KeyGrants:
+        """The value a change or a stored event states; GOVERNANCE_REQUEST_INVALID when malformed."""
+        keys = body.get("keys") if isinstance(body, Mapping) and set(body) == {"keys"} else None
+        if not isinstance(keys, Mapping):
+            raise GateError("GOVERNANCE_REQUEST_INVALID", "api_keys is {\"keys\": {key_id: {holder, permissions}}}")
+        out: dict[str, tuple[str, str]] = {}
+        for key_id, grant in keys.items():
+            if not isinstance(grant, Mapping) or set(grant) != {"holder", "permissions"}:
+                raise GateError("GOVERNANCE_REQUEST_INVALID", "each api_keys grant states holder and permissions")
+            out[str(key_id)] = _grant(str(key_id), grant["holder"], grant["permissions"])
+        return cls(out)
+
+    def with_key(self, key_id: str, holder: str | None, permissions: str | None) -> KeyGrants:
+        """These grants with `key_id` granted `permissions` for `holder` (its stated one, or none)."""
+        return KeyGrants({**self.keys, key_id: (holder_id(key_id, holder),
+                                                permissions_text(parse_permissions(permissions)))})
+
+    def without(self, key_id: str) -> KeyGrants:
+        return KeyGrants({k: v for k, v in self.keys.items() if k != key_id})
+
+
+def _grant(key_id: str, holder: Any, permissions: Any) -> tuple[str, str]:
+    """One checked grant: a holder as `parse_holder` reads it (or the key's own, key:<id>) and a
+    permission list that acts on production, in its stored form."""
+    try:
+        if holder != f"key:{key_id}":
+            parse_holder(holder)
+        granted = parse_permissions(permissions) if isinstance(permissions, str) else None
+    except ValueError as exc:
+        raise GateError("GOVERNANCE_REQUEST_INVALID", f"api_keys grant of {key_id}: {exc}") from None
+    if granted is None or not granted & HOLDER_REQUIRED or permissions != permissions_text(granted):
+        raise GateError("GOVERNANCE_REQUEST_INVALID", f"api_keys grant of {key_id}: permissions must be the stored "
+                        "list of a key that acts on production")
+    return str(holder), permissions
+
+
+def grant_weakenings(before: KeyGrants, after: KeyGrants) -> tuple[str, ...]:
+    """What a change of a scope's production keys weakens: each key that gains `release`,
+    `approve`, `resolve` or `admin` (a new or enabled key, a widened one, or one whose holder
+    changed: all it holds), as `<key id>: <rights>`. None while no key of the scope acts on
+    production: the scope's first such key is its bootstrap (docs/releases.md, "Keys")."""
+    if not before.keys:
+        return ()
+    out = []
+    for key_id, (holder, permissions) in sorted(after.keys.items()):
+        was = before.keys.get(key_id)
+        kept = parse_permissions(was[1]) if was is not None and was[0] == holder else frozenset()
+        gained = (parse_permissions(permissions) & HOLDER_REQUIRED) - kept
+        if gained:
+            out.append(f"{key_id}: {permissions_text(frozenset(gained))}")
+    return tuple(out)
+
+
+def key_grants_of(rows: Sequence[Mapping[str, Any]], scope: str) -> KeyGrants:
+    """The scope's active keys that act on production, from the ledger's key rows (the value in
+    force before the governance chain first records one)."""
+    grants = KeyGrants()
+    for row in rows:
+        stored = row.get("permissions")
+        if row["scope"] == scope and row["status"] == "active" and _acts(stored):
+            grants = grants.with_key(row["key_id"], row.get("holder"), stored)
+    return grants
+
+
+def _acts(stored: Any) -> bool:
+    try:
+        return bool(parse_permissions(stored) & HOLDER_REQUIRED)
+    except ValueError:  # a list this build does not know grants only decide (api.auth)
+        return False
+
+
 def build_grant_event(grant: KeyGrant, *, scope_hash: str, seq: int, previous_event_hash: str | None,
                       signer: ReceiptSigner | None) -> dict[str, Any]:
     """The sealed event of `grant` at position `seq` of the scope's key chain."""
@@ -60,9 +149,12 @@ def build_grant_event(grant: KeyGrant, *, scope_hash: str, seq: int, previous_ev
     return event
 
 
-def grants_document(scope_hash: str, events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What `gate keys history` prints and `gate verify` reads."""
-    return {"api_key_grants_version": KEY_GRANTS_VERSION, "scope_hash": scope_hash, "events": list(events)}
+def grants_document(scope_hash: str, events: Sequence[Mapping[str, Any]],
+                    governance: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What `gate keys history` prints and `gate verify` reads: the key chain and the scope's
+    governance chain (each grant request and who approved it)."""
+    return {"api_key_grants_version": KEY_GRANTS_VERSION, "scope_hash": scope_hash, "events": list(events),
+            "governance": list(governance)}
 
 
 def _form_problem(event: Mapping[str, Any], where: str) -> str | None:

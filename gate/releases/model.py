@@ -18,16 +18,56 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
 
 from gate.errors import GateError
 from gate.principals import holder_id, is_distinct_approver
 
-ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
-APPROVABLE = ("canary", "activate")
+ReleaseAction = Literal["shadow", "canary", "activate", "halt", "rollback", "approve"]
+ACTIONS: tuple[ReleaseAction, ...] = get_args(ReleaseAction)
+ApprovableAction = Literal["canary", "activate"]  # what may wait for a second holder's approval
+APPROVABLE: tuple[ApprovableAction, ...] = get_args(ApprovableAction)
 MAX_PREVIOUS = 50
 DEFAULT_SUBJECT = "context.source_record_id"
 BUCKETS = 10_000  # canary shares are whole basis points
+
+
+def is_approvable(action: str) -> TypeGuard[ApprovableAction]:
+    return action in APPROVABLE
+
+
+class VersionJSON(TypedDict):
+    version: str
+    rulebook_hash: str
+
+
+class CanaryJSON(VersionJSON):
+    percent: float
+    subject: str
+    since_seq: int
+
+
+class PendingJSON(VersionJSON):
+    request_seq: int
+    action: ApprovableAction
+    percent: float | None
+    subject: str | None
+    requested_by: str
+    expires_at: str
+    requested_holder: NotRequired[str]
+
+
+class ReleaseStateJSON(TypedDict):
+    """A release's state as the API, the CLI and the release events state it."""
+
+    rulebook_id: str
+    seq: int
+    head_event_hash: str | None
+    active: VersionJSON | None
+    previous: list[VersionJSON]
+    shadow: VersionJSON | None
+    canary: CanaryJSON | None
+    pending: list[PendingJSON]
 
 
 class ReleaseRefused(GateError):
@@ -46,7 +86,7 @@ class Version:
     version: str
     rulebook_hash: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> VersionJSON:
         return {"version": self.version, "rulebook_hash": self.rulebook_hash}
 
 
@@ -57,7 +97,7 @@ class Canary:
     subject: str
     since_seq: int  # the event that started it: the guardrails compare the arms from there
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CanaryJSON:
         return {**self.version.to_json(), "percent": self.percent, "subject": self.subject,
                 "since_seq": self.since_seq}
 
@@ -67,7 +107,7 @@ class Pending:
     """A request waiting for approval (`seq` is the event that asked)."""
 
     seq: int
-    action: str
+    action: ApprovableAction
     version: Version
     percent: float | None
     subject: str | None
@@ -75,10 +115,11 @@ class Pending:
     expires_at: str
     requested_holder: str | None = None  # the requester key's stated holder (issue 52); None: none stated
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PendingJSON:
         """The request as a state member states it; `requested_holder` only when one was stated,
         so a state written before holders reads exactly as it did."""
-        out = {"request_seq": self.seq, "action": self.action, **self.version.to_json(),
+        out: PendingJSON = {"request_seq": self.seq, "action": self.action, "version": self.version.version,
+                            "rulebook_hash": self.version.rulebook_hash,
                "percent": self.percent, "subject": self.subject, "requested_by": self.requested_by,
                "expires_at": self.expires_at}
         if self.requested_holder is not None:
@@ -97,7 +138,7 @@ class ReleaseState:
     canary: Canary | None = None
     pending: tuple[Pending, ...] = field(default_factory=tuple)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReleaseStateJSON:
         return {
             "rulebook_id": self.rulebook_id,
             "seq": self.seq,
@@ -186,7 +227,7 @@ def transition(state: ReleaseState, action: Action, seq: int) -> ReleaseState:
         return replace(state, active=state.previous[-1], previous=state.previous[:-1], canary=None, shadow=None)
     if action.action == "approve":
         return _approve(state, action, seq)
-    if action.action in APPROVABLE and action.approval_expires_at is not None:
+    if is_approvable(action.action) and action.approval_expires_at is not None:
         version = _need_version(action)
         if action.action == "canary":
             _check_canary_percent(action.percent)

@@ -26,6 +26,7 @@ from gate.chain.checkpoint_log import (
 from gate.chain.event_witness import event_chain_failures, event_tree_root
 from gate.chain.links import chain_head_failures, chain_id_for, verify_links
 from gate.chain.merkle import (
+    Checkpoint,
     CompactRange,
     checkpoint_body,
     checkpoint_hash,
@@ -42,7 +43,7 @@ from gate.chain.merkle import (
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
 from gate.keys.config import LiveSigning, SigningSetup
-from gate.ledger import Ledger
+from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 def _made_checkpoint(signing: SigningSetup | LiveSigning, chain_id: str, size: int, root: str,
-                     at: str) -> dict[str, Any]:
+                     at: str) -> Checkpoint:
     """The checkpoint of (chain, size, root) at `at`, signed with the gate's Ed25519 key; stated
     but unsigned (`signature: null`, with its hash) in HMAC-only setups."""
     body = checkpoint_body(chain_id, size, root, at)
@@ -518,7 +519,7 @@ def _rulebook_ref(record: Any) -> tuple[str, str, str] | None:
     return ref["id"], ref["version"], ref["hash"]
 
 
-def snapshot_body_hash(row: dict[str, Any] | None) -> str | None:
+def snapshot_body_hash(row: StoredSnapshot | None) -> str | None:
     """sha256 of the canonical JSON of a stored snapshot's body, or None when it is missing or
     not JSON."""
     if row is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from gate import vocabulary as C
@@ -23,7 +22,7 @@ from gate.clock import Clock, IdSource, RandomIds, SystemClock, iso_ms
 from gate.errors import DuplicateIdempotencyKey, GateError, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import Ledger, StoredDecision
+from gate.ledger import Ledger, StoredDecision, StoredSnapshot
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
 from gate.ledger.tables import release_decisions
@@ -35,6 +34,7 @@ from gate.protocol.requests import PreparedRequest, prepare_decision_request
 from gate.rulebook import get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.advisory import AdvisoryService
+from gate.services.holds import HoldOpener
 from gate.services.pipeline import (
     CREATED,
     REPLAYED,
@@ -76,7 +76,13 @@ class DecisionService:
         confidence: bool = True,
         advisory: AdvisoryService | None = None,
         inbox_base: str | None = None,
+        hold_opener: HoldOpener | None = None,
+        snapshots: RulebookSnapshots | None = None,
+        releases: ReleaseService | None = None,
     ) -> None:
+        """`releases`: the release service that routes decides by reference and runs shadows and
+        canaries (docs/releases.md), built on the same `snapshots` (`gate.services.root` builds
+        both first); None: inline decides only."""
         self.ledger = ledger
         self.signing = signing
         self.schema_url = schema_url
@@ -84,10 +90,10 @@ class DecisionService:
         self.ids = ids or RandomIds()
         self.adapters = adapters or AdapterRegistry()
         self.confidence = confidence
-        self.snapshots = RulebookSnapshots(ledger, signing, self.clock)
+        self.snapshots = snapshots or RulebookSnapshots(ledger, signing, self.clock)
         self.advisory = advisory  # None: the advisory modes are 422 LEGACY_MODE_UNAVAILABLE
-        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base)
-        self.releases: ReleaseService | None = None  # wired by the runtime (docs/releases.md)
+        self.pipeline = DecisionPipeline(ledger, signing, self.clock, self.ids, inbox_base, hold_opener)
+        self.releases = releases
 
     # ------------------------------------------------------------------ decide
 
@@ -180,7 +186,7 @@ class DecisionService:
             claim, record, rulebook_hash=evaluated.rulebook_hash, receipt_signer=receipt_signer,
             snapshot_row=snapshot_row, confidence=self._confidence_bucket(claim.caller.scope, record),
             extra=extra, facts=evaluated.facts)
-        return DecideResult(written.record, CREATED, written.used, evaluated.notices)
+        return DecideResult(written.sealed, CREATED, written.used, evaluated.notices)
 
     def _observe_release(self, scope: str, record: DecisionRecord, evaluated: Evaluated,
                          receipt_signer: ReceiptSigner | None) -> tuple[DecisionRecord, list[DecisionExtra]]:
@@ -201,9 +207,9 @@ class DecisionService:
         when decide-time confidence is off."""
         if not self.confidence:
             return None
-        return Bucket(scope, record["policy_id"], record["verdict"], record["action"], record["policy_version"])
+        return Bucket(scope, record.policy_id, record.verdict, record.action, record.policy_version)
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None:
         """The bound snapshot for (scope, id, version) (`RulebookSnapshots.bound_snapshot`)."""
         return self.snapshots.bound_snapshot(scope, rulebook_id, version)
 
@@ -212,7 +218,7 @@ class DecisionService:
         record, read from the ledger for a replay (which charges nothing)."""
         if result.monthly_used is not None:
             return result.monthly_used
-        return self.ledger.monthly_usage(caller.key_id, result.record["created_at"][:7])
+        return self.ledger.monthly_usage(caller.key_id, result.record.created_at[:7])
 
     # ------------------------------------------------------------------ promotion
 
@@ -231,7 +237,7 @@ class DecisionService:
         return self.ledger.dialect
 
     def rulebook_snapshot(self, caller: Caller, *, rulebook_hash: str | None = None, rulebook_id: str | None = None,
-                          version: str | None = None) -> dict[str, Any] | None:
+                          version: str | None = None) -> StoredSnapshot | None:
         """The caller's bound snapshot by hash, or by (id, version); None when not bound in its scope."""
         return self.ledger.rulebook_snapshot(caller.scope, rulebook_hash=rulebook_hash, rulebook_id=rulebook_id,
                                              version=version)
@@ -241,10 +247,10 @@ class DecisionService:
         attestation bundle hash; no tenant data."""
         return self.ledger.bundle_hash_known(policy_bundle_hash)
 
-    def stored_record(self, caller: Caller, decision_id: str) -> dict[str, Any] | None:
+    def stored_record(self, caller: Caller, decision_id: str) -> DecisionRecord | None:
         """The full stored record, or None when absent, in another scope, or not bound to its row."""
         stored = self.bound_decision(caller, decision_id)
-        return json.loads(stored.record_json) if stored else None
+        return DecisionRecord.stored(json.loads(stored.record_json), stored.record_json) if stored else None
 
     def stored_decision(self, caller: Caller, decision_id: str) -> StoredDecision | None:
         """The row filed under this id in the caller's scope, as stored (hosted verify reads it
@@ -280,14 +286,4 @@ def record_bound_to_row(record: Any, decision_id: str, scope: str) -> bool:
     return not isinstance(registry, dict) or registry.get("scope_hash") == scope_hash(scope)
 
 
-__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row", "with_releases"]
-
-
-def with_releases(service: DecisionService, on_trip: Any = None, checkpoint_log: Path | None = None) -> ReleaseService:
-    """Wire policy releases into a decision service (the API, the CLI and the workbench build it
-    here): decide by reference, shadows and canaries then run in its decides. `checkpoint_log`:
-    the gate's witnessed log its release and governance chains are checkpointed in."""
-    releases = ReleaseService(service.ledger, service.signing, snapshots=service.snapshots, clock=service.clock,
-                              on_trip=on_trip, checkpoint_log=checkpoint_log)
-    service.releases = releases  # one way: the releases read the snapshots, never the decision service
-    return releases
+__all__ = ["CREATED", "REPLAYED", "Caller", "DecideResult", "DecisionService", "record_bound_to_row"]

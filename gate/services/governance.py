@@ -1,5 +1,5 @@
 """Safeguard settings, the use case: the one service every change of a scope's release policy,
-hold policy and event settings goes through (issue 52; docs/releases.md, "One rule for every
+hold policy, event settings and keys that act on production (gate.services.keys) goes through (issue 52; docs/releases.md, "One rule for every
 safeguard").
 
 A change needs `admin`; it is one signed, chained governance event (gate.releases.governance).
@@ -19,12 +19,13 @@ from collections.abc import Callable
 from datetime import UTC, timedelta
 from typing import Any
 
+from gate import bodies
 from gate.chain.event_witness import ChainWitness
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.events.egress import EventSettings
-from gate.governance.table import DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
+from gate.governance.table import API_KEYS, DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
 from gate.holds.policy import HoldPolicy
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
@@ -44,15 +45,19 @@ from gate.releases.governance import (
     replay_state,
     state_from_event,
 )
+from gate.releases.key_grants import key_grants_of
 from gate.releases.policy import ReleasePolicy
 
 CACHE_SECONDS = 1.0
+APPROVAL = "setting-approval"  # gate/bodies/setting-approval.schema.json: {request_seq, reason?}
+_REASON = bodies.schema(APPROVAL)["properties"]["reason"]  # a change's reason obeys the same bounds
 RETRIES = 8
 HISTORY_LIMIT = 100_000  # the changes a scope's history reads at most (the newest), a bound on one read
 # What a change is announced as (docs/events.md): (while it waits for approval, once in force).
 _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.policy_changed"),
               HOLD_POLICY: ("hold.policy_change_requested", "hold.policy_changed"),
-              EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed")}
+              EVENT_SETTINGS: ("events.settings_change_requested", "events.settings_changed"),
+              API_KEYS: ("keys.grant_requested", "keys.granted")}
 _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created_at", "request_seq", "expires_at",
                       "reason", "policy_before", "policy_after", "weakens", "event_hash", "previous_event_hash",
                       "key_id")
@@ -77,8 +82,20 @@ def require_permission(setting: str, principal: Principal, permissions: frozense
 
 
 def check_reason(setting: str, reason: Any) -> None:
-    if reason is not None and (not isinstance(reason, str) or not 0 < len(reason) <= 500):
-        raise GateError(refusal_code(setting, "invalid"), "reason must be a string of 1 to 500 characters")
+    """A change's reason: absent, or text within the approval body's bounds for `reason`."""
+    if reason is not None and (not isinstance(reason, str)
+                               or not _REASON["minLength"] <= len(reason) <= _REASON["maxLength"]):
+        raise GateError(refusal_code(setting, "invalid"), f"reason {_REASON['x-refusal']}")
+
+
+def approval_members(setting: str, body: Any) -> tuple[Any, Any]:
+    """The `request_seq` and `reason` of an approval body; refused with the setting's invalid code
+    when it is no object or states another member (gate/bodies/setting-approval.schema.json). The
+    members' values are checked by `GovernanceService.approve`, after the approver's permission."""
+    error = bodies.first_error(APPROVAL, body)
+    if error is not None and not error.absolute_path and error.validator in ("type", "additionalProperties"):
+        raise GateError(refusal_code(setting, "invalid"), bodies.refusal(APPROVAL, error))
+    return body.get("request_seq"), body.get("reason")
 
 
 class SafeguardSettings:
@@ -120,7 +137,9 @@ class SafeguardSettings:
     def value(self, scope: str, setting: str, state: GovernanceState | None = None) -> Any:
         """The setting in force: the chain's, or (before its first change there) the one the scope
         kept before (the stored release policy, the hold chain's newest policy step, the event
-        settings' row), or the default."""
+        settings' row, the scope's active keys that act on production), or the default."""
+        if not SAFEGUARDS[setting].chained:  # the scope's keys: their rows are the value in force
+            return key_grants_of(self.ledger.list_api_keys(), scope)
         governed = (state or self.state(scope)).value(setting)
         if governed is not None:
             return governed
@@ -132,6 +151,11 @@ class SafeguardSettings:
             return HoldPolicy.from_json(event["policy"]) if event is not None else HoldPolicy()
         row = EventSettingsLedger(self.ledger).get(scope)
         return EventSettings(bool(row["decision_created"]), row["anomaly_every_seconds"]) if row else EventSettings()
+
+    def approvals_required(self, scope: str) -> bool:
+        """Whether the scope requires approvals: its release policy's `require_approval` (the
+        rule every weakening of a safeguard is asked under)."""
+        return bool(self.value(scope, RELEASE_POLICY, self.state(scope, fresh=True)).require_approval)
 
     def history(self, scope: str) -> list[dict[str, Any]]:
         """Every signed change of the scope's safeguard settings, oldest first (the newest
@@ -178,9 +202,7 @@ class GovernanceService(SafeguardSettings):
                 reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
         """A second, distinct principal (`approve`) applies a pending request of `setting`."""
         require_permission(setting, principal, permissions, "approve")
-        check_reason(setting, reason)
-        if type(request_seq) is not int or request_seq < 1:
-            raise GateError(refusal_code(setting, "invalid"), "request_seq must be a positive integer")
+        bodies.check(APPROVAL, {"reason": reason, "request_seq": request_seq}, refusal_code(setting, "invalid"))
         for _attempt in range(RETRIES):
             state = self.state(scope, fresh=True)
             at = iso_ms(self.clock.now())

@@ -22,9 +22,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,9 @@ from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.ledger.holds import Announce, HoldLedger, HoldRace, announce_opened
+from gate.ledger.holds import Announce, HoldLedger, HoldRace, Writing, announce_opened
 from gate.ledger.tables import holds as holds_table
-from gate.principals import Principal, holder_id, is_distinct_approver, require
+from gate.principals import Principal, holder_id, is_distinct_approver, is_member, require
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
@@ -96,14 +97,41 @@ class HoldOpener:
                 facts: Any, requested_holder: str | None = None) -> list[Any]:
         """The same-transaction writes of a held record: its row and its announcement ([] when
         the verdict does not hold the action)."""
-        if record.get("verdict") != HELD_VERDICT:
+        row = self.open_row(scope, record, requested_by, facts, requested_holder)
+        if row is None:
             return []
+        link = inbox_url(self.inbox_base, scope, row["decision_id"])
+        return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
+
+    def open_row(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
+                 requested_holder: str | None = None) -> dict[str, Any] | None:
+        """The hold row a held record opens, under the scope's policy (None: not held)."""
+        if record.get("verdict") != HELD_VERDICT:
+            return None
         policy = self.policy(scope)
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
         row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority, policy.four_eyes)
         row["requested_holder"] = requested_holder  # the deciding key's stated holder (issue 52)
-        link = inbox_url(self.inbox_base, scope, row["decision_id"])
-        return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
+        return row
+
+
+class DeferredOpener(HoldOpener):
+    """An opener for a writer of history (the demo seed): a held record's decide writes no hold;
+    its row, as `HoldOpener` would have opened it, waits in `deferred` (by decision id) until the
+    writer writes the hold whole at its close (`HoldService.write_whole`), so no sweeper ever
+    finds a backdated hold open. A decide that fails after its opening leaves its row here: the
+    writer of history stops at the failure."""
+
+    def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
+        super().__init__(ledger, inbox_base)
+        self.deferred: dict[str, dict[str, Any]] = {}
+
+    def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
+                facts: Any, requested_holder: str | None = None) -> list[Any]:
+        row = self.open_row(scope, record, requested_by, facts, requested_holder)
+        if row is not None:
+            self.deferred[row["decision_id"]] = row
+        return []
 
 
 def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
@@ -349,14 +377,64 @@ class HoldService:
             return False  # resolved or moved meanwhile: nothing is due any more
         return True
 
+    def write_whole(self, row: Mapping[str, Any], votes: Sequence[tuple[Principal, frozenset[str], Any]] = (), *,
+                    expire: bool = False) -> builtins.list[dict[str, Any]]:
+        """A held decision's hold written whole in one transaction, at the clock's time: its row
+        as its decide opened it (`DeferredOpener`), each reviewer's vote (principal, permissions,
+        body, as `resolve` takes them) and, with `expire`, the clock's expiry of a hold due by
+        then: the same checks, signed events on the scope's hold chain, witness and announcements
+        as `resolve` and `sweep` one step at a time (without votes or expiry the hold is written
+        open). What a writer of history uses (the demo seed, issue 53): a live gate's sweeper
+        never finds its backdated hold open. Returns the events."""
+        parsed = []
+        for principal, permissions, body in votes:
+            require(permissions, "resolve", HOLD_DENIED)
+            parsed.append((principal, parse_vote(body)))
+        now = self.clock.now()
+        if parsed and row["deadline_at"] <= iso_ms(now):  # silence is not consent: the deadline came first
+            raise GateError("HOLD_ALREADY_RESOLVED", "this hold is already expired", state=EXPIRED)
+        policy = self.policy(row["scope"])  # read before the write: its steps read nothing more
+        makes: builtins.list[Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]] = [
+            partial(self._vote_step, principal=principal, vote=vote, policy=policy) for principal, vote in parsed]
+        if expire:
+            makes.append(partial(self._clock_step, now=now))
+        return self._insert_whole(row, makes)
+
+    def _insert_whole(self, row: Mapping[str, Any],
+                      makes: Sequence[Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]],
+                      ) -> builtins.list[dict[str, Any]]:
+        """`HoldLedger.insert_whole` on a hold chain checked against its witnessed checkpoint in
+        the write's own transaction, then the chain's new checkpoint; on a race, again."""
+        signer = self._signer()
+        chain_id = hold_chain_id(scope_hash(row["scope"]))
+        read: builtins.list[builtins.list[str]] = []  # the chain as each try's transaction read it
+        for _ in range(RETRIES):
+            if self.holds.hold(row["scope"], row["decision_id"]) is not None:
+                raise ValueError(f"the hold of {row['decision_id']} is written already")
+            try:
+                events = self.holds.insert_whole(
+                    row, [partial(self._writing, make=make, signer=signer) for make in makes],
+                    inbox_url=inbox_url(self.opener.inbox_base, row["scope"], row["decision_id"]),
+                    witness=lambda hashes: read.append(self.witness.check(chain_id, hashes)))
+            except HoldRace:
+                continue
+            if events:
+                self.witness.publish(chain_id, [*read[-1], *(e["event_hash"] for e in events)])
+            if any(e["outcome"] is not None for e in events):
+                self._announce_closed(row["decision_id"])
+            return events
+        raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
+
     # -- steps -------------------------------------------------------------------------------
-    def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote) -> tuple[Step, dict[str, Any], str]:
-        queue = self.policy(row["scope"]).queue(row["queue"])
+    def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote,
+                   policy: HoldPolicy | None = None) -> tuple[Step, dict[str, Any], str]:
+        """`vote` on the hold `row` under `policy` (default: the scope's in force, read now)."""
+        queue = (policy or self.policy(row["scope"])).queue(row["queue"])
         holder = principal.holder_id
         if row["four_eyes"] and not is_distinct_approver(holder, (_requester_holder(row),)):
             raise GateError("HOLD_FOUR_EYES", "the holder that asked for this action cannot resolve it "
                             "(with any of its keys)")
-        if queue is not None and queue.quorum == "all" and principal.id not in queue.members:
+        if queue is not None and queue.quorum == "all" and not is_member(principal, queue.members):
             raise GateError("HOLD_NOT_A_MEMBER", "this queue takes votes from its members only")
         approvals = json.loads(row["approvals_json"])
         if not is_distinct_approver(holder, (_approval_holder(a) for a in approvals)):
@@ -432,30 +510,38 @@ class HoldService:
             if row["state"] == OPEN and row["deadline_at"] <= iso_ms(now) and not by_clock:
                 self._expire(scope, decision_id, now)
                 continue
-            if row["state"] != OPEN:
-                raise GateError("HOLD_ALREADY_RESOLVED", f"this hold is already {row['state']}", state=row["state"])
-            step, move, name = make(row)
-            at = iso_ms(self.clock.now())
-            step = replace(step, at=at)
-            move = {k: (at if v == "@now" else v) for k, v in move.items()}
-
-            def move_of(event: Mapping[str, Any], step: Step = step, move: dict[str, Any] = move,
-                        row: dict[str, Any] = row) -> dict[str, Any]:
-                return {**move, **_closing_move(step, row, event)}
+            build, move_of, announce = self._writing(row, make, signer)
             try:
-                event = self._append(scope, lambda seq, prev, step=step: build_event(
-                    step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=prev, signer=signer),
-                    move=move_of, decision_id=decision_id, expected_version=row["row_version"],
-                    announce=Announce(name, {"decision_id": decision_id, "record_hash": row["record_hash"],
-                                             "queue": step.queue, "outcome": step.outcome,
-                                             "inbox_url": inbox_url(self.opener.inbox_base, scope, decision_id)}))
+                event = self._append(scope, build, move=move_of, decision_id=decision_id,
+                                     expected_version=row["row_version"], announce=announce)
             except HoldRace:
                 continue
-            if step.outcome is not None:
+            if event["outcome"] is not None:
                 self._announce_closed(decision_id)
             after = self._row(scope, decision_id)
             return {"ok": True, "event": event, "hold": hold_view(after)}
         raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
+
+    def _writing(self, row: dict[str, Any], make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]],
+                 signer: Any) -> Writing:
+        """What writes the step `make(row)` on an open hold at the clock's time: the sealed event's
+        build, the row's move and the announcement (`HoldLedger.append` / `insert_whole`)."""
+        if row["state"] != OPEN:
+            raise GateError("HOLD_ALREADY_RESOLVED", f"this hold is already {row['state']}", state=row["state"])
+        scope, decision_id = row["scope"], row["decision_id"]
+        step, move, name = make(row)
+        at = iso_ms(self.clock.now())
+        step = replace(step, at=at)
+        move = {k: (at if v == "@now" else v) for k, v in move.items()}
+
+        def build(seq: int, previous: str | None) -> dict[str, Any]:
+            return build_event(step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=previous, signer=signer)
+
+        def move_of(event: dict[str, Any]) -> dict[str, Any]:
+            return {**move, **_closing_move(step, row, event)}
+        return build, move_of, Announce(name, {
+            "decision_id": decision_id, "record_hash": row["record_hash"], "queue": step.queue,
+            "outcome": step.outcome, "inbox_url": inbox_url(self.opener.inbox_base, scope, decision_id)})
 
     def _append(self, scope: str, build: Any, **step: Any) -> dict[str, Any]:
         """`HoldLedger.append` on a hold chain checked against its witnessed checkpoint in the

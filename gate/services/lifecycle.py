@@ -21,7 +21,7 @@ import builtins
 import json
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
@@ -105,7 +105,7 @@ class LifecycleService:
         return signer.key_id, signer.sign_payload(
             receipt_head_payload(decision_id, count, head_row_hash, signer.key_id))
 
-    def record(self, kind: Kind, *, scope: str, decision_id: str, record: dict[str, Any],
+    def record(self, kind: Kind, *, scope: str, decision_id: str, record: Mapping[str, Any],
                body: Any, idempotency_key: str | None, reported_by: str | None = None) -> LifecycleResult:
         reported_at = iso_ms(self.clock.now())
         input_hash = R.request_input_hash(body)
@@ -243,7 +243,7 @@ class LifecycleService:
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
 
 
-def _outcome_move(kind: Kind, scope: str, record: dict[str, Any], receipt: dict[str, Any],
+def _outcome_move(kind: Kind, scope: str, record: Mapping[str, Any], receipt: dict[str, Any],
                   row: dict[str, Any]) -> OutcomeMove | None:
     """How an Outcome Record moves its decision in the confidence counters (None for the other
     kinds, and for records without a policy). The bucket is the decision's own record."""

@@ -21,13 +21,22 @@ from typing import Any
 
 from gate.chain.links import chain_id_for, new_link, record_audit_chain
 from gate.chain.merkle import CompactRange
-from gate.chain.rowseal import decision_row_hash, row_signature_payload
+from gate.chain.rowseal import DecisionRow, SealedDecisionRow, sealed_decision_row
 from gate.clock import Clock, IdSource
 from gate.errors import DuplicateIdempotencyKey, GateError, IdempotencyConflict, SigningUnavailable
 from gate.keys.apikeys import DEFAULT_PERMISSIONS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
-from gate.ledger import CapCharge, ChainAppend, ChainHead, Ledger, SealedDecision, StoredDecision, Written
+from gate.ledger import (
+    CapCharge,
+    ChainAppend,
+    ChainHead,
+    Ledger,
+    SealedDecision,
+    SnapshotRow,
+    StoredDecision,
+    Written,
+)
 from gate.ledger.confidence import Bucket
 from gate.ledger.store import DecisionExtra
 from gate.principals import Principal
@@ -100,37 +109,30 @@ def replay(existing: StoredDecision, idempotency_key: str, input_hash: str) -> D
     return DecideResult(DecisionRecord.stored(json.loads(existing.record_json), existing.record_json), REPLAYED, None)
 
 
-def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> dict[str, Any]:
+def decision_row(claim: Claim, record: DecisionRecord, rulebook_hash: str) -> DecisionRow:
     """The decision row's columns before sealing (`record_json` is written by the seal)."""
     return {
-        "decision_id": record["decision_id"],
+        "decision_id": record.decision_id,
         "scope": claim.caller.scope,
         "key_id": claim.caller.key_id,
         "idempotency_key": claim.idempotency_key,
         "input_hash": claim.fingerprint.input_hash,
-        "record_hash": record["record_hash"],
-        "receipt_hash": record["receipt_hash"],
-        "policy_bundle_hash": record.get("policy_bundle_hash"),
+        "record_hash": record.record_hash,
+        "receipt_hash": record.receipt_hash,
+        "policy_bundle_hash": record.policy_bundle_hash,
         # The rulebook's hash; an advisory record's `policy_hash` (its advisor panel), which
         # gate.verify.ledger_rows checks the column against.
         "rulebook_hash": rulebook_hash,
-        "policy_id": record.get("policy_id"),
-        "policy_version": record.get("policy_version"),
-        "verdict": record["verdict"],
-        "created_at": record["created_at"],
+        "policy_id": record.policy_id,
+        "policy_version": record.policy_version,
+        "verdict": record.verdict,
+        "created_at": record.created_at,
         "record_json": "",
         "request_json": claim.fingerprint.request_text,
     }
 
 
-def seal_row(row: dict[str, Any], receipt_signer: ReceiptSigner | None) -> None:
-    """The row's own seal: its columns hashed, and signed with the receipt key (gate.chain.rowseal)."""
-    row["row_hash"] = decision_row_hash(row)
-    row["row_signature"] = (receipt_signer.sign_payload(row_signature_payload(row["row_hash"], receipt_signer.key_id))
-                            if receipt_signer is not None else None)
-
-
-def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[str, Any],
+def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: SealedDecisionRow,
                  receipt_signer: ReceiptSigner | None, confidence: Bucket | None = None) -> ChainAppend:
     """The record's two sealing steps in its storing transaction, each returning a new record:
     `prepare` adds the decide-time confidence block (outside the chain head lock; when the scope
@@ -141,7 +143,7 @@ def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[st
     def prepare(counts: ConfidenceCounts | None) -> DecisionRecord:
         if counts is None:
             return record
-        return record.with_confidence(confidence_block(counts, policy_version=record["policy_version"]),
+        return record.with_confidence(confidence_block(counts, policy_version=record.policy_version),
                                       receipt_signer)
 
     def seal(head: ChainHead, prepared: DecisionRecord) -> SealedDecision:
@@ -150,17 +152,17 @@ def record_chain(chain_id: str, scope: str, record: DecisionRecord, row: dict[st
             chain_position=head.size + 1,
             previous_link_hash=head.head_link_hash,
             previous_merkle_root=head.merkle_root,
-            decision_id=record["decision_id"],
-            record_hash=record["record_hash"],
-            receipt_hash=record["receipt_hash"],
-            policy_id=record.get("policy_id"),
-            policy_version=record.get("policy_version"),
-            created_at=record["created_at"],
+            decision_id=record.decision_id,
+            record_hash=record.record_hash,
+            receipt_hash=record.receipt_hash,
+            policy_id=record.policy_id,
+            policy_version=record.policy_version,
+            created_at=record.created_at,
         )
         # The chain member is outside record_hash: it is signed on its own (gate.verify).
         sealed = prepared.with_audit_chain(record_audit_chain(link), receipt_signer)
         tree, completed = CompactRange(head.size, head.tree_peaks).append(link["leaf_hash"])
-        return SealedDecision(dict(row, record_json=sealed.text), link,
+        return SealedDecision({**row, "record_json": sealed.text}, link,
                               [(n.level, n.index, n.hash) for n in completed], tree.peaks, sealed)
 
     return ChainAppend(chain_id, scope, seal, prepare, confidence)
@@ -170,14 +172,14 @@ class DecisionPipeline:
     """Replay, signer check, seal and store: the steps shared by every way of deciding."""
 
     def __init__(self, ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock, ids: IdSource,
-                 inbox_base: str | None = None) -> None:
+                 inbox_base: str | None = None, hold_opener: HoldOpener | None = None) -> None:
         self.ledger = ledger
         self.signing = signing
         self.clock = clock
         self.ids = ids
         # A held verdict opens its hold in the decide's transaction; its event links to the Inbox
-        # at `inbox_base` (GATE_WORKBENCH_URL).
-        self.holds = HoldOpener(ledger, inbox_base)
+        # at `inbox_base` (GATE_WORKBENCH_URL). A writer of history passes its `DeferredOpener`.
+        self.holds = hold_opener or HoldOpener(ledger, inbox_base)
         self.mirror = MirrorFlags(ledger)  # scopes that opted in to decision.created (docs/events.md)
 
     def replay_known(self, claim: Claim) -> DecideResult | None:
@@ -206,7 +208,7 @@ class DecisionPipeline:
 
     def store_sealed(
         self, claim: Claim, record: DecisionRecord, *, rulebook_hash: str, receipt_signer: ReceiptSigner | None,
-        snapshot_row: dict[str, Any] | None = None, confidence: Bucket | None = None,
+        snapshot_row: SnapshotRow | None = None, confidence: Bucket | None = None,
         extra: Sequence[DecisionExtra] = (), facts: Any = None,
     ) -> Written:
         """Store a built record with its row seal, chain link, tree nodes, snapshot (if new) and
@@ -219,13 +221,12 @@ class DecisionPipeline:
         extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder)]
         if self.mirror.mirrored(caller.scope):
             extra.append(lambda connection, sealed: announce_decision(connection, caller.scope, sealed.as_dict()))
-        row = decision_row(claim, record, rulebook_hash)
-        seal_row(row, receipt_signer)
+        row = sealed_decision_row(decision_row(claim, record, rulebook_hash), receipt_signer)
         chain_id = chain_id_for(caller.scope)
         return self.ledger.store_decision(
             row,
             snapshot=snapshot_row,
-            charge=CapCharge(caller.key_id, record["created_at"][:7], caller.monthly_cap),
+            charge=CapCharge(caller.key_id, record.created_at[:7], caller.monthly_cap),
             chain=record_chain(chain_id, caller.scope, record, row, receipt_signer, confidence),
             extra=extra,
         )
@@ -240,7 +241,7 @@ class DecisionPipeline:
                                         facts=facts)
         except DuplicateIdempotencyKey:
             return self.replay_winner(claim)
-        return DecideResult(written.record, CREATED, written.used)
+        return DecideResult(written.sealed, CREATED, written.used)
 
 
 __all__ = [

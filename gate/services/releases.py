@@ -25,7 +25,7 @@ from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
-from gate.ledger import Ledger
+from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.releases import (
     Announcement,
     ArmTally,
@@ -126,7 +126,19 @@ class Snapshots(Protocol):
 
     def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]: ...
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None: ...
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None: ...
+
+
+def checked_ref(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A decide body's `rulebook_ref`, `{rulebook_id, version?}` (strings) in place of `rulebook`
+    (gate/bodies/decide.schema.json), or RULEBOOK_REF_INVALID."""
+    ref = body.get("rulebook_ref")
+    if "rulebook" in body or not isinstance(ref, Mapping) or set(ref) - {"rulebook_id", "version"} \
+            or not isinstance(ref.get("rulebook_id"), str) \
+            or not isinstance(ref.get("version", ""), str):
+        raise GateError("RULEBOOK_REF_INVALID", "rulebook_ref is {rulebook_id, version?} (strings) and replaces "
+                        "rulebook: send one of them")
+    return ref
 
 
 class ReleaseService:
@@ -415,12 +427,7 @@ class ReleaseService:
         `prior_version(rulebook_id)` names the version an earlier decide under the same
         idempotency key ran (by default read from the ledger: `prior_version`), so a retry replays
         in its arm whatever the release did since."""
-        ref = body.get("rulebook_ref")
-        if "rulebook" in body or not isinstance(ref, Mapping) or set(ref) - {"rulebook_id", "version"} \
-                or not isinstance(ref.get("rulebook_id"), str) \
-                or not isinstance(ref.get("version", ""), str):
-            raise GateError("RULEBOOK_REF_INVALID", "rulebook_ref is {rulebook_id, version?} (strings) and replaces "
-                            "rulebook: send one of them")
+        ref = checked_ref(body)
         rulebook_id, scope = ref["rulebook_id"], caller.scope
         state = self.state(scope, rulebook_id)
         version, arm, subject_hash = ref.get("version"), "pinned", None
@@ -642,4 +649,4 @@ def _body_problems(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-__all__ = ["DEFAULT_SUBJECT", "Observed", "ReleasePolicy", "ReleaseService", "Routed", "require"]
+__all__ = ["DEFAULT_SUBJECT", "Observed", "ReleasePolicy", "ReleaseService", "Routed", "checked_ref", "require"]

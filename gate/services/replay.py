@@ -13,6 +13,7 @@ from typing import Any
 
 from gate.advisory.replay import advisory_replay
 from gate.errors import GateError
+from gate.ledger import StoredSnapshot
 from gate.protocol.advisory_record import is_advisory
 from gate.replay.historical import (
     Runtime,
@@ -37,7 +38,7 @@ class ReplayService:
 
     def __init__(self, decisions: DecisionService) -> None:
         self.decisions = decisions
-        self._parsed: dict[tuple[str, str, str], tuple[dict[str, Any], Snapshot]] = {}
+        self._parsed: dict[tuple[str, str, str], tuple[StoredSnapshot, Snapshot]] = {}
 
     def _material(self, caller: Caller, decision_id: str) -> StoredMaterial | None:
         """The caller's stored decision, only when its record is bound to its row (as

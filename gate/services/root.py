@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.ledger import Ledger
     from gate.services.advisory import AdvisoryService
     from gate.services.decide import DecisionService
+    from gate.services.holds import HoldOpener
     from gate.services.releases import ReleaseService
 
 __all__ = ["DecisionServices", "advisory_service", "decision_services", "live_signing", "signing_setup"]
@@ -80,18 +81,23 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
                       clock: Clock | None = None, ids: IdSource | None = None,
                       adapters: AdapterRegistry | None = None, confidence: bool | None = None,
                       releases: bool = True, on_trip: Callable[..., Any] | None = None,
-                      checkpoint_log: Path | None = None) -> DecisionServices:
+                      checkpoint_log: Path | None = None, hold_opener: HoldOpener | None = None) -> DecisionServices:
     """The decision service over `ledger`, signing with `signing`.
 
     `settings`: the serving process's decide configuration (the rulebook schema URL, the adapter
     registry and its limits, decide-time confidence, the advisory modes); without, the service's
     defaults (the commands and the workbench register and read rulebooks, they do not serve
     decides). `adapters` replaces the registry, `confidence` the confidence setting. `releases`:
-    wire the release service in (`with_releases`: decide by reference, shadows and canaries),
+    build the release service the decides route through (decide by reference, shadows, canaries),
     with `on_trip` called when a guardrail trips; False leaves decides inline only (the golden
     corpus, the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed
-    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`)."""
-    from gate.services.decide import DecisionService, with_releases
+    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`).
+    `hold_opener`: how a held record opens its hold (the demo seed's `DeferredOpener` writes each
+    hold whole when it closes); default, in the decide's own transaction."""
+    from gate.clock import SystemClock
+    from gate.services.decide import DecisionService
+    from gate.services.releases import ReleaseService
+    from gate.services.snapshots import RulebookSnapshots
 
     schema_url, advisory = C.RULEBOOK_SCHEMA_PATH, None
     if settings is not None:
@@ -103,10 +109,16 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
         schema_url = settings.schema_url
         advisory = advisory_service(settings)
         confidence = settings.decide_confidence if confidence is None else confidence
-    service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
-                              confidence=True if confidence is None else confidence, advisory=advisory,
-                              inbox_base=settings.workbench_url if settings is not None else None)
     if settings is not None and checkpoint_log is None:
         checkpoint_log = settings.checkpoint_log
-    return DecisionServices(service, with_releases(service, on_trip=on_trip, checkpoint_log=checkpoint_log)
-                            if releases else None)
+    # Built in their order, nothing set after: the snapshots, the releases that read them (never
+    # the decision service), then the decision service that routes its decides through both.
+    clock = clock or SystemClock()
+    snapshots = RulebookSnapshots(ledger, signing, clock)
+    release_service = (ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, on_trip=on_trip,
+                                      checkpoint_log=checkpoint_log) if releases else None)
+    service = DecisionService(ledger, signing, schema_url=schema_url, clock=clock, ids=ids, adapters=adapters,
+                              confidence=True if confidence is None else confidence, advisory=advisory,
+                              inbox_base=settings.workbench_url if settings is not None else None,
+                              hold_opener=hold_opener, snapshots=snapshots, releases=release_service)
+    return DecisionServices(service, release_service)

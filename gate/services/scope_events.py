@@ -61,20 +61,9 @@ class ScopeEventService:
                  signing: SigningSetup | LiveSigning | None = None, witness: ChainWitness | None = None) -> None:
         self.settings_ledger = EventSettingsLedger(ledger)
         self.alerts = alerts
-        self.governance = (GovernanceService(ledger, signing, clock, cache_seconds=0, witness=witness)
+        self.clock = clock or SystemClock()  # one clock for the schedule and the settings' governed changes
+        self.governance = (GovernanceService(ledger, signing, self.clock, cache_seconds=0, witness=witness)
                            if signing else None)
-        self.clock = clock or SystemClock()
-
-    @property
-    def clock(self) -> Clock:
-        return self._clock
-
-    @clock.setter
-    def clock(self, clock: Clock) -> None:
-        """One clock for the schedule and the settings' governed changes."""
-        self._clock = clock
-        if self.governance is not None:
-            self.governance.clock = clock
 
     def settings(self, scope: str) -> dict[str, Any]:
         return _view(scope, self.settings_ledger.get(scope))

@@ -16,7 +16,7 @@ from gate.chain.links import scope_hash
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError, RulebookVersionConflict, SnapshotRace
 from gate.keys.config import LiveSigning, SigningSetup
-from gate.ledger import Ledger
+from gate.ledger import Ledger, SnapshotRow, StoredSnapshot
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
 from gate.rulebook import get_evaluator, schema_hash
@@ -31,12 +31,12 @@ class RulebookSnapshots:
         self.ledger = ledger
         self.signing = signing
         self.clock = clock
-        self._cache: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._cache: dict[tuple[str, str, str], StoredSnapshot] = {}
 
     def registry_for(
         self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
         adapter_dependency: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    ) -> tuple[dict[str, Any], SnapshotRow | None]:
         """The scope's registry entry for this rulebook, and a snapshot row when it is new.
 
         The first binding of (id, version) also pins its facts source: the trusted adapter
@@ -65,7 +65,7 @@ class RulebookSnapshots:
             ),
             self.signing.attestation_key(),
         )
-        snapshot_row = {
+        snapshot_row: SnapshotRow = {
             "scope": scope,
             "rulebook_id": rulebook_id,
             "version": version,
@@ -78,7 +78,7 @@ class RulebookSnapshots:
         }
         return registry, snapshot_row
 
-    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> dict[str, Any] | None:
+    def bound_snapshot(self, scope: str, rulebook_id: str, version: str) -> StoredSnapshot | None:
         """The bound snapshot for (scope, id, version). Bindings are immutable once stored
         (compatibility rule 2), so a found binding is cached in-process; absence is not."""
         cache_key = (scope, rulebook_id, version)

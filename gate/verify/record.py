@@ -55,7 +55,7 @@ from gate.verify.signatures import (
     check_receipt_signature,
     check_release_arm_signature,
 )
-from gate.vocabulary import COMPACT_FOR_VERDICT
+from gate.vocabulary import COMPACT_FOR_VERDICT, is_verdict
 
 
 class VerificationInputError(CodedError):
@@ -148,7 +148,7 @@ def check_compact_verdict(record: Mapping[str, Any], kind: str) -> CheckValue:
     if "c" not in record and "v" not in record:
         return None
     verdict = record.get("verdict")
-    ok = isinstance(verdict, str) and record.get("c") == COMPACT_FOR_VERDICT.get(verdict)
+    ok = isinstance(verdict, str) and record.get("c") == (COMPACT_FOR_VERDICT[verdict] if is_verdict(verdict) else None)
     if kind == RULEBOOK or "application_verdict" in record:
         ok = ok and record.get("v") == record.get("application_verdict")
     if kind == ADVISORY:

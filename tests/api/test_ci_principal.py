@@ -100,6 +100,9 @@ def test_a_ci_run_requests_an_activation_that_only_a_person_approves(
     app, _clock = ci_gate
     client = app.test_client()
     admin = Api(client, issue_key(permissions="admin")["api_key"])
+    # A key held by bob of the provider, made before approvals are required (a grant after waits).
+    bob = f"person:{oidc_provider.issuer}#bob"
+    person = Api(client, issue_key(permissions="approve", holder=bob)["api_key"])
     assert client.patch(POLICY, json={"require_approval": True}, headers=admin.headers()).status_code == 200
     ci, other = Ci(client, tokens["main"]), Ci(client, tokens["other"])
     published = ci.publish(version("v1"))
@@ -116,9 +119,7 @@ def test_a_ci_run_requests_an_activation_that_only_a_person_approves(
         refused = run.act("approve", **approval)
         assert refused.status_code == 403 and refused.json["error"] == "RELEASE_PERMISSION_DENIED", refused.json
     assert ci.status().json["state"]["active"] is None
-    # A person (a key held by bob of the provider) approves: active.
-    bob = f"person:{oidc_provider.issuer}#bob"
-    person = Api(client, issue_key(permissions="approve", holder=bob)["api_key"])
+    # A person (bob's key) approves: active.
     approved = person.act("approve", **approval)
     assert approved.status_code == 201 and approved.json["state"]["active"]["version"] == "v1", approved.json
     # The portable history, verified offline, names the CI run and the person.

@@ -31,12 +31,12 @@ def running(home: Path) -> dict | None:
     one an earlier test of this module published for shadow or approval."""
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.services.decide import DecisionService, with_releases
+    from gate.services.root import decision_services
 
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
     try:
         signing = SigningSetup.load(home / "signing-keys.json", None, "hmac")
-        found = with_releases(DecisionService(ledger, signing)).running_rulebook("demo", "refund_approval")
+        found = decision_services(ledger, signing).release_service().running_rulebook("demo", "refund_approval")
         return found[0] if found else None
     finally:
         ledger.dispose()

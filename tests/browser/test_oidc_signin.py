@@ -28,10 +28,10 @@ SCOPE, RULEBOOK_ID, VERSION = "acme", "pricing_exception", "2027-03-01"
 def release_service(home):
     from gate.keys.config import SigningSetup
     from gate.ledger import Ledger
-    from gate.services.decide import DecisionService, with_releases
+    from gate.services.root import decision_services
 
     ledger = Ledger(f"sqlite:///{home / 'gate.db'}")
-    return ledger, with_releases(DecisionService(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac")))
+    return ledger, decision_services(ledger, SigningSetup.load(home / "signing-keys.json", None, "hmac")).release_service()
 
 
 @pytest.fixture(scope="module")

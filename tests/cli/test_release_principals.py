@@ -38,6 +38,8 @@ def test_as_is_refused_as_an_unknown_option(gate_env):
 
 def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue_key, gate_env, tmp_path):
     author = Api(client, issue_key(scope=SCOPE, permissions=ALL)["api_key"])
+    # made before approvals are required: a grant made after waits for a second holder (issue 52)
+    second = Api(client, issue_key(scope=SCOPE, permissions="approve")["api_key"])
     published = author.publish(version("v1")).json["rulebook"]
     policy = _gate(gate_env, "release", "policy", "--scope", SCOPE, "--require-approval", "--reason", "two people")
     assert policy.returncode == 0, policy.stderr
@@ -55,7 +57,6 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
         assert own.returncode == 2 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
     status = author.status().json
     assert status["state"]["active"] is None and len(status["history"]) == 1  # nothing recorded
-    second = Api(client, issue_key(scope=SCOPE, permissions="approve")["api_key"])
     approved = second.act("approve", request_seq=event["seq"], version="v1", rulebook_hash=published["hash"])
     assert approved.status_code == 201 and approved.json["state"]["active"]["version"] == "v1"
     # `gate verify` of the history names both principals' changes and lists the policy change.

@@ -10,7 +10,10 @@ import pytest
 from api.openapi import SCHEMAS
 from gate import bodies
 from gate.errors import GateError
+from gate.governance.table import EVENT_SETTINGS, HOLD_POLICY
 from gate.holds.policy import DEADLINE_RANGE, MAX_MEMBERS, PRIORITIES, QUORUMS, HoldPolicy
+from gate.releases.governance import RELEASE_POLICY
+from gate.services.governance import APPROVAL, approval_members, check_reason
 
 QUEUE = {"deadline_seconds": 3600, "quorum": "any", "members": [], "require_justification": False,
          "escalate_after_seconds": None, "escalate_to": None}
@@ -110,3 +113,45 @@ def test_a_pattern_ends_at_the_end_of_the_text_as_in_ecma_262(name):
         HoldPolicy.from_json(refused_route)
     with pytest.raises(GateError, match=r"^reason_code must match"):
         bodies.check("hold-resolution", {"decision": "approve", "reason_code": "OK\n"}, "HOLD_RESOLUTION_INVALID")
+
+
+@pytest.mark.parametrize("setting, code", [(RELEASE_POLICY, "RELEASE_POLICY_INVALID"),
+                                           (HOLD_POLICY, "GOVERNANCE_REQUEST_INVALID"),
+                                           (EVENT_SETTINGS, "GOVERNANCE_REQUEST_INVALID")])
+def test_an_approval_body_of_another_shape_is_refused_with_its_settings_code(setting, code):
+    for body in ([], "1", None, {"request_seq": 1, "extra": 1}, {"request_seq": "x", "reason": 7, "why": 1}):
+        with pytest.raises(GateError) as refused:
+            approval_members(setting, body)
+        assert (refused.value.code, refused.value.message) == (code, "the body is {request_seq, reason?}"), body
+    # Its members' values wait for the approver's permission (GovernanceService.approve).
+    assert approval_members(setting, {"request_seq": "x", "reason": 7}) == ("x", 7)
+    assert approval_members(setting, {}) == (None, None)
+
+
+SEQ = "request_seq must be a positive integer"
+REASON = "reason must be a string of 1 to 500 characters"
+
+
+@pytest.mark.parametrize("members, message", [
+    ({"request_seq": 0}, SEQ), ({"request_seq": True}, SEQ), ({"request_seq": "1"}, SEQ),
+    ({"request_seq": 1.0}, SEQ), ({"request_seq": None}, SEQ), ({}, SEQ),
+    ({"request_seq": 1, "reason": ""}, REASON), ({"request_seq": 1, "reason": "x" * 501}, REASON),
+    ({"request_seq": 1, "reason": 7}, REASON), ({"request_seq": 0, "reason": ""}, REASON),  # reason first
+    ({"request_seq": 1, "reason": None}, None), ({"request_seq": 2**70, "reason": "x" * 500}, None),
+])
+def test_an_approvals_members_are_refused_in_the_order_of_the_hand_written_checks(members, message):
+    error = bodies.first_error(APPROVAL, members)
+    assert (None if error is None else bodies.refusal(APPROVAL, error)) == message
+
+
+def test_a_changes_reason_has_the_approval_bodys_bounds():
+    check_reason(RELEASE_POLICY, "x" * 500)
+    for reason in ("", "x" * 501, 7):
+        with pytest.raises(GateError) as refused:
+            check_reason(HOLD_POLICY, reason)
+        assert (refused.value.code, refused.value.message) == ("GOVERNANCE_REQUEST_INVALID", REASON)
+
+
+def test_the_openapi_document_serves_the_approval_body():
+    assert SCHEMAS["SettingApproval"] == bodies.openapi_schema(APPROVAL)
+    assert SCHEMAS["ReleasePolicyApproval"]["properties"] == SCHEMAS["SettingApproval"]["properties"]

@@ -11,6 +11,7 @@ from gate.principals import (
     Principal,
     holder_id,
     is_distinct_approver,
+    is_member,
     parse_holder,
     permissions_of,
 )
@@ -252,3 +253,17 @@ def test_one_rule_says_who_is_a_distinct_approver() -> None:
     assert is_distinct_approver(ANN, [ANN, "service:crm"]) is False
     assert is_distinct_approver("key:key_1", ("key:key_2",)) is True
     assert is_distinct_approver("key:key_1", iter(["key:key_1"])) is False
+
+
+def test_a_quorum_all_lists_a_member_by_its_holder_or_by_its_own_id():
+    ann_key = Principal.api_key("key_a", "person:https://id.example#ann")
+    ann = Principal.person("https://id.example", "ann")
+    plain = Principal.api_key("key_p")
+    assert is_member(ann_key, ["person:https://id.example#ann"]) is True  # any key of a listed holder
+    assert is_member(ann, ["person:https://id.example#ann"]) is True  # the person signed in
+    assert is_member(ann, ["https://id.example#ann"]) is True  # her principal id, as before
+    assert is_member(ann_key, ["key_a"]) is True  # a key id, as before
+    assert is_member(ann_key, ["key_b", "https://id.example#ann", "person:https://id.example#bob"]) is False
+    assert is_member(plain, ["key:key_p"]) is True and is_member(plain, ["key_p"]) is True
+    assert is_member(plain, []) is False
+    assert is_member(Principal.operator("ops"), ("operator:ops",)) is True

@@ -16,9 +16,7 @@ def clock():
 
 @pytest.fixture
 def gate(make_app, clock):
-    app = make_app(env=LOOPBACK)
-    app.extensions["gate"].events.clock = clock
-    return app
+    return make_app(env=LOOPBACK, clock=clock)
 
 
 @pytest.fixture

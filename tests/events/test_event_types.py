@@ -72,3 +72,28 @@ def test_shared_member_sets_hold_types_closed():
     for bad in ({**hold, "outcome": "maybe"}, {**hold, "policy": {}}, {k: v for k, v in hold.items() if k != "queue"}):
         with pytest.raises(bodies.EventDataInvalid):
             bodies.check_event_data("hold.claimed", bad)
+
+
+@pytest.mark.parametrize(("event_type", "good"), [
+    ("decision.created", {"decision_id": "dec_1", "record_hash": "a" * 64, "receipt_hash": "b" * 64,
+                          "audit_chain": {"chain_position": 1}, "record": {"decision_id": "dec_1"}}),
+    ("hold.opened", {"decision_id": "dec_1", "record_hash": "a" * 64, "queue": "default", "priority": "high",
+                     "deadline_at": "2026-01-01T00:00:00.000Z", "policy_id": None, "rule_id": "r",
+                     "reason_code": None, "inbox_url": None}),
+])
+def test_the_quick_check_of_a_decides_announcements_refuses_what_the_schema_refuses(event_type, good):
+    # The decide's announcements are accepted by a plain-Python check of their simple shapes
+    # (`gate.bodies`); whatever it takes, the schema's validator must take too, member by member.
+    quick = bodies.quick_event_check(event_type)
+    assert quick is not None and quick(good)
+    strict = bodies.event_validator(event_type)
+    wrong_values = (None, True, 1, 1.5, "x", [], {}, "urgent", ["x"])
+    candidates = [good, dict(good, extra=1), *({k: v for k, v in good.items() if k != name} for name in good),
+                  *(dict(good, **{name: value}) for name in good for value in wrong_values), [good], None]
+    for data in candidates:
+        valid = isinstance(data, dict) and next(strict.iter_errors(data), None) is None
+        if valid:
+            bodies.check_event_data(event_type, data)
+        else:
+            with pytest.raises(bodies.EventDataInvalid):
+                bodies.check_event_data(event_type, data)

@@ -93,13 +93,13 @@ class ScriptedReport:
                  "policy_id": "p"} for key in self.runs.pop(0)] + [{"alert_id": "source:x", "source": "other"}]
 
 
-def test_each_anomaly_is_announced_once_until_it_clears_and_each_run_is_taken_once(app, keys):
-    ledger = app.extensions["gate"].ledger
+def test_each_anomaly_is_announced_once_until_it_clears_and_each_run_is_taken_once(make_app, keys):
     clock = MovingClock(datetime(2026, 11, 26, tzinfo=UTC))
+    app = make_app(clock=clock)  # the clock of every service of the gate, its scope events' too
+    ledger = app.extensions["gate"].ledger
     report = ScriptedReport([["a", "b"], ["a", "b"], ["b"], ["b", "a"]])
     service = ScopeEventService(ledger, clock, alerts=report)
     rival = ScopeEventService(ledger, clock, alerts=report)  # another serving process
-    app.extensions["gate"].scope_events.clock = clock
     assert _settings(app.test_client(), keys["admin"], anomaly_every_seconds=300).status_code == 200
     for _ in range(4):
         assert service.run_due() + rival.run_due() == 1

@@ -286,8 +286,7 @@ def test_permissions_and_scopes(gate, admin, issue_key, receiver):
 
 
 def test_metrics_count_attempts_subscriptions_and_lag(make_app, issue_key, receiver, clock):
-    app = make_app(env={**LOOPBACK, "GATE_METRICS_TOKEN": "m" * 24})
-    app.extensions["gate"].events.clock = clock
+    app = make_app(env={**LOOPBACK, "GATE_METRICS_TOKEN": "m" * 24}, clock=clock)
     api = Api(app.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
     subscribe(api, receiver)
     receiver.failing = True

@@ -76,6 +76,48 @@ def test_four_eyes_refuses_every_key_of_the_holder_that_asked(gate, keys):
     assert approved["event"]["outcome"] == "approved" and approved["event"]["requested_holder"] == ANN
 
 
+def _key_id(gate, key: str) -> str:
+    from gate.keys.apikeys import hash_api_key
+
+    return gate.extensions["gate"].ledger.api_key_by_hash(hash_api_key(key))["key_id"]
+
+
+def test_a_quorum_all_of_holders_takes_each_holders_keys_once(gate, keys, issue_key):
+    """`all` lists holders: any key of a listed holder votes, once for that holder; a key of a
+    holder not listed is no member; the hold closes when every listed holder approved."""
+    assert _as(gate, keys, "admin").put_policy(policy({"default": queue(quorum="all", members=[ANN, BOB])})) \
+        .status_code == 200
+    record = _held(gate, keys)
+    first = _as(gate, keys, "ann_second").resolve(record["decision_id"])  # listed by its holder only
+    assert first.status_code == 201 and first.get_json()["event"]["outcome"] is None, first.get_json()
+    again = _as(gate, keys, "ann").resolve(record["decision_id"])
+    assert again.status_code == 409 and again.get_json()["error"] == "HOLD_ALREADY_VOTED", again.get_json()
+    reviewer = issue_key(permissions="resolve", holder="service:triage")["api_key"]
+    outsider = Holds(gate.test_client(), reviewer).resolve(record["decision_id"])
+    assert outsider.status_code == 403 and outsider.get_json()["error"] == "HOLD_NOT_A_MEMBER", outsider.get_json()
+    shown = _as(gate, keys, "bob").show(record["decision_id"]).get_json()["hold"]
+    assert shown["state"] == "open" and [a["holder"] for a in shown["approvals"]] == [ANN]
+    assert [e["action"] for e in shown["events"]] == ["vote"]  # the refusals recorded nothing
+    closed = _as(gate, keys, "bob").resolve(record["decision_id"]).get_json()
+    assert closed["event"]["outcome"] == "approved" and closed["event"]["approvals_needed"] == 2
+
+
+def test_a_quorum_all_of_key_ids_never_counts_one_holders_two_keys_twice(gate, keys):
+    """`all` listing two keys of Ann's and Bob's key: Ann's second key is no second approval, so
+    the hold stays open (three approvers listed, two holders: it never closes on Ann's keys)."""
+    members = [_key_id(gate, keys[name]) for name in ("ann", "ann_second", "bob")]
+    assert _as(gate, keys, "admin").put_policy(policy({"default": queue(quorum="all", members=members)})) \
+        .status_code == 200
+    record = _held(gate, keys)
+    assert _as(gate, keys, "ann").resolve(record["decision_id"]).status_code == 201
+    twin = _as(gate, keys, "ann_second").resolve(record["decision_id"])
+    assert twin.status_code == 409 and twin.get_json()["error"] == "HOLD_ALREADY_VOTED", twin.get_json()
+    after_bob = _as(gate, keys, "bob").resolve(record["decision_id"]).get_json()
+    assert after_bob["event"]["outcome"] is None  # two holders of the three approvals listed
+    shown = _as(gate, keys, "bob").show(record["decision_id"]).get_json()["hold"]
+    assert shown["state"] == "open" and [a["holder"] for a in shown["approvals"]] == [ANN, BOB]
+
+
 def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,

@@ -83,10 +83,10 @@ def test_defect_2_one_admin_key_no_longer_relaxes_four_eyes_and_approves_its_own
 
 
 def test_defect_2_quorum_any_is_a_request_the_requester_cannot_approve(client, keys, issue_key):
+    requester = issue_key(permissions="admin,approve")["api_key"]  # before approvals: a grant acts at once
     _require_approvals(client, keys)
     assert client.put(HOLD_POLICY, json=policy({"default": queue(quorum="two")}),
                       headers=_h(keys, "admin")).status_code == 200  # a stronger policy applies at once
-    requester = issue_key(permissions="admin,approve")["api_key"]
     loosened = client.put(HOLD_POLICY, json=policy({"default": queue(quorum="any")}), headers={"x-api-key": requester})
     assert loosened.status_code == 202 and loosened.get_json()["pending"][0]["weakens"] == ["queues.default.quorum"]
     request_seq = loosened.get_json()["pending"][0]["request_seq"]
@@ -211,6 +211,7 @@ def test_defect_4_a_stale_hold_policy_request_stays_stale_when_the_policy_return
 
 
 def test_turning_decision_created_on_is_a_request_and_the_refusal_names_the_events(client, keys, issue_key):
+    requester = issue_key(permissions="admin,approve")["api_key"]  # before approvals: a grant acts at once
     _require_approvals(client, keys)
     denied = client.put(EVENT_SETTINGS, json={"decision_created": True, "anomaly_every_seconds": None},
                         headers=_h(keys, "reviewer"))
@@ -223,7 +224,6 @@ def test_turning_decision_created_on_is_a_request_and_the_refusal_names_the_even
     assert on.get_json()["settings"]["decision_created"] is False
     assert on.get_json()["pending"][0]["weakens"] == ["decision_created"]
     request_seq = on.get_json()["pending"][0]["request_seq"]
-    requester = issue_key(permissions="admin,approve")["api_key"]
     own = client.put(EVENT_SETTINGS, json={"decision_created": True, "anomaly_every_seconds": None},
                      headers={"x-api-key": requester})
     own_seq = own.get_json()["pending"][-1]["request_seq"]

@@ -10,11 +10,16 @@
   counts once; a refusal sends the batch back through member-by-member savepoints;
 - on SQLite such a batch writes its chain head and its key's usage counter once, with their
   last values; a monthly cap reached inside the batch refuses exactly the members past it, and a
-  fault in those last writes answers 503 to every member and stores none of them.
+  fault in those last writes answers 503 to every member and stores none of them;
+- a batch's announcements (`decision.created`, `hold.opened`) move the scope's event sequence
+  once and insert their rows in one INSERT, with the numbers, ids and bytes event by event gives;
+  a rerun member by member announces each stored decision once, and a fault in that INSERT
+  answers 503 to every member and stores none of them, nor moves the sequence.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import event, func, select
 
-from gate.ledger.tables import chain_heads, chain_links, decisions, usage_counters
+from gate.events.cloudevent import TYPE_PREFIX, cloud_event, event_id
+from gate.ledger.tables import (
+    chain_heads,
+    chain_links,
+    decisions,
+    event_outbox,
+    event_sequences,
+    usage_counters,
+)
+from gate.protocol.canonical import canonical_text
+from tests.holds.support import approved_request, held_request
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -292,3 +307,91 @@ def test_a_key_claimed_meanwhile_is_the_winners_replay_when_found_by_the_batchs_
     with app.extensions["gate"].ledger.engine.connect() as connection:
         assert connection.execute(select(chain_heads.c.size)).scalar() == 1
         assert connection.execute(select(usage_counters.c.used)).scalar() == 1
+
+
+def _mirrored(app, issue_key) -> str:
+    """A deciding key of a scope opted in to `decision.created` (read afresh by every decide)."""
+    admin = issue_key(permissions="decide,admin")["api_key"]
+    answer = app.test_client().put("/api/events/settings", json={"decision_created": True,
+                                                                "anomaly_every_seconds": None},
+                                   headers={"x-api-key": admin})
+    assert answer.status_code == 200
+    app.extensions["gate"].service.pipeline.mirror.ttl = 0
+    return admin
+
+
+def _outbox(app) -> list[dict]:
+    with app.extensions["gate"].ledger.engine.connect() as connection:
+        rows = connection.execute(select(event_outbox).order_by(event_outbox.c.seq)).mappings().all()
+        last = connection.execute(select(event_sequences.c.last_seq)).scalar()
+    assert last == (rows[-1]["seq"] if rows else None)  # the sequence is where its last event is
+    return [dict(row) for row in rows]
+
+
+def test_a_batchs_announcements_move_the_sequence_once_and_insert_once_as_event_by_event(app, issue_key):
+    # With the scope opted in, every decide announces `decision.created` and a held one `hold.opened`
+    # too, all in the writer's batch: one upsert of the scope's sequence (the first event), its last
+    # number written once, the events' rows in one INSERT; numbers, ids and bytes as one by one.
+    key = _mirrored(app, issue_key)
+    assert _post(app, key, approved_request()).status_code == 200
+    before = _outbox(app)
+    answers: list = []
+    bodies = [approved_request(), held_request(), approved_request(), held_request(), approved_request()]
+    statements = _statements_during(app, [lambda b=b: answers.append(_post(app, key, b)) for b in bodies])
+    assert [a.status_code for a in answers] == [200] * 5
+    assert sum(1 for sql in statements if sql.startswith("INSERT INTO event_sequences")) == 1
+    assert sum(1 for sql in statements if sql.startswith("UPDATE event_sequences")) == 1
+    assert sum(1 for sql in statements if sql.startswith("INSERT INTO event_outbox")) == 1
+    rows = _outbox(app)[len(before):]
+    assert [row["seq"] for row in rows] == list(range(before[-1]["seq"] + 1, before[-1]["seq"] + 8))
+    by_position = sorted((a.json for a in answers), key=lambda r: r["audit_chain"]["chain_position"])
+    expected = []
+    for record in by_position:  # in chain order: a held decision's hold opening, then the decision
+        if record["verdict"] == "review":
+            expected.append(("dev.decision-gate.hold.opened", record["decision_id"]))
+        expected.append(("dev.decision-gate.decision.created", record["decision_id"]))
+    assert [(row["event_type"], json.loads(row["event_json"])["subject"]) for row in rows] == expected
+    for row in rows:
+        event = json.loads(row["event_json"])
+        again = cloud_event("tenant_a", row["seq"], event["type"].removeprefix(TYPE_PREFIX), event["subject"],
+                            event["time"], event["data"])
+        assert row["event_json"] == canonical_text(again) and row["event_id"] == event_id("tenant_a", row["seq"])
+        if event["type"].endswith("decision.created"):
+            assert event["data"]["record"] == next(r for r in by_position if r["decision_id"] == event["subject"])
+    again = _post(app, key, approved_request())  # the next batch counts on from the number written
+    assert again.status_code == 200
+    assert _outbox(app)[-1]["seq"] == rows[-1]["seq"] + 1
+
+
+def test_a_refused_batch_rerun_member_by_member_announces_each_stored_decision_once(app, issue_key):
+    key = _mirrored(app, issue_key)
+    assert _post(app, key, approved_request()).status_code == 200
+    answers: list = []
+    keys = [None, "taken", "taken", None]
+    _gathered(app, [lambda k=k: answers.append(_post(app, key, held_request(), k)) for k in keys])
+    assert [a.status_code for a in answers] == [200] * 4
+    created = {a.json["decision_id"] for a in answers if a.headers["x-idempotency-status"] == "created"}
+    assert len(created) == 3
+    rows = _outbox(app)
+    assert [row["seq"] for row in rows] == list(range(1, len(rows) + 1))  # gap-free
+    announced = [json.loads(row["event_json"])["subject"] for row in rows
+                 if row["event_type"].endswith("decision.created")]
+    assert sorted(announced[1:]) == sorted(created)  # once each, none for the replay
+
+
+def test_a_fault_in_the_batchs_event_insert_fails_every_member_and_stores_none(app, issue_key):
+    key = _mirrored(app, issue_key)
+    assert _post(app, key, approved_request()).status_code == 200
+    ledger = app.extensions["gate"].ledger
+    before, events = _counts(ledger.engine), _outbox(app)
+
+    def fault(connection, cursor, statement, parameters, context, executemany):
+        if statement.startswith("INSERT INTO event_outbox"):
+            raise ledger.engine.dialect.dbapi.OperationalError("injected fault")
+
+    answers = _gathered_posts_watched(app, fault, key, held_request(), 4)
+    assert [a.status_code for a in answers] == [503] * 4
+    assert _counts(ledger.engine) == before and _outbox(app) == events  # the sequence did not move either
+    again = _post(app, key, approved_request())
+    assert again.status_code == 200
+    assert _outbox(app)[-1]["seq"] == events[-1]["seq"] + 1

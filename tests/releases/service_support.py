@@ -1,4 +1,4 @@
-"""A release service built directly on a SQLite ledger, as `with_releases` wires it for the API,
+"""A release service built directly on a SQLite ledger, as `gate.services.root` builds it for the API,
 the CLI and the workbench, for tests that call `ReleaseService` itself (no HTTP): a movable
 clock, a signing keyring, a decision service for the snapshots and the decides, and the rows
 the guardrails read written straight into the ledger's tables."""
@@ -21,6 +21,7 @@ from gate.ledger.tables import event_outbox, outcome_latest, release_decisions, 
 from gate.principals import Principal
 from gate.services.decide import Caller, DecisionService
 from gate.services.releases import ReleaseService
+from gate.services.snapshots import RulebookSnapshots
 from tests.releases.support import version
 
 SCOPE = "acme"
@@ -117,11 +118,11 @@ def build_world(database_url: str, home: Path, *, signing: SigningSetup | None =
         signing = SigningSetup.load(keyring, None, "hmac")
     ledger = Ledger(database_url)
     clock = Clock()
-    decisions = DecisionService(ledger, signing, clock=clock)
     trips: list[tuple[Any, ...]] = []
-    releases = ReleaseService(ledger, signing, snapshots=decisions.snapshots, clock=clock, cache_seconds=cache_seconds,
+    snapshots = RulebookSnapshots(ledger, signing, clock)  # in their order, as gate.services.root builds them
+    releases = ReleaseService(ledger, signing, snapshots=snapshots, clock=clock, cache_seconds=cache_seconds,
                               on_trip=lambda *args: trips.append(args))
-    decisions.releases = releases
+    decisions = DecisionService(ledger, signing, clock=clock, snapshots=snapshots, releases=releases)
     return World(ledger, signing, clock, decisions, releases, trips)
 
 

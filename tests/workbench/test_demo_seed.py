@@ -115,3 +115,49 @@ def test_seeded_holds_are_resolved_by_reviewers_or_expired_and_verify(tmp_path, 
         assert len(held) == sum(states.values()) and set(states) == {"approved", "denied", "expired"}
     finally:
         ledger.dispose()
+
+
+def test_seed_beside_a_live_gate_whose_sweeper_runs(gate_env, make_app, issue_key):
+    """Issue 53 (defect 5): a live gate on the same ledger sweeps its holds with the real clock
+    while the seed writes six backdated months, every deadline of which has passed. The seed
+    writes each hold closed in one transaction, so the sweeper never finds one of its holds open
+    before its reviewer resolves it: the seed succeeds, and its hold chains and held packets verify."""
+    import threading
+    from pathlib import Path
+
+    from gate.holds.history import verify_hold_history
+
+    signing = SigningSetup.load(Path(gate_env["GATE_SIGNING_KEY_FILE"]), None, "hmac")
+    gate = make_app()
+    holds = gate.extensions["gate"].holds  # the live gate's hold service, on the system clock
+    stop, passes = threading.Event(), []
+
+    def sweeper() -> None:
+        while not stop.is_set():
+            passes.append(holds.sweep())
+            stop.wait(0.005)
+
+    thread = threading.Thread(target=sweeper, daemon=True)
+    thread.start()
+    try:
+        seeded = seed_ledger_at(gate_env["GATE_DATABASE_URL"], signing, decisions=60, seed=5)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert seeded.decisions == 60 and len(passes) > 10
+    client = gate.test_client()
+    anchors = signing.trust_anchors()
+    one_of_each: dict[str, tuple[str, str]] = {}  # state -> (key, decision id)
+    for scope in S.SCOPES:
+        key = issue_key(scope=scope)["api_key"]
+        answer = client.get("/api/holds/history", headers={"x-api-key": key})
+        assert answer.status_code == 200, answer.get_json()
+        check = verify_hold_history(answer.get_json(), anchors)
+        assert check.valid and check.signatures_checked, (scope, check.problems)
+        for hold in client.get("/api/holds?state=all&limit=200", headers={"x-api-key": key}).get_json()["holds"]:
+            one_of_each.setdefault(hold["state"], (key, hold["decision_id"]))
+    assert {"approved", "denied", "expired"} <= set(one_of_each)
+    for state, (key, decision_id) in one_of_each.items():
+        packet = client.get(f"/api/decision/{decision_id}/packet", headers={"x-api-key": key}).get_json()
+        result = client.post("/api/decision/packet/verify", json={"packet": packet}).get_json()
+        assert result["verified"] is True, (state, result["failed_checks"])

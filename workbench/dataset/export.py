@@ -54,7 +54,7 @@ from workbench.dataset.location import (
     read_manifest,
     write_manifest,
 )
-from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, run_of
+from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, WrittenFile, run_of
 from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
 
 SETTLE_SECONDS = 120
@@ -79,7 +79,7 @@ class ExportResult:
     uri: str
     run: int | None
     new_rows: dict[str, Any]  # rows written per table; "facts": rows per rulebook id
-    files: list[dict[str, Any]] = field(default_factory=list)
+    files: list[WrittenFile] = field(default_factory=list)
     manifest: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -106,7 +106,7 @@ def facts_table_name(rulebook_id: str) -> str:
     return f"{FACTS_DIR}/rulebook_id={quote(rulebook_id, safe='')}"
 
 
-def record_files(manifest: dict[str, Any], files: list[dict[str, Any]], run: int, location: Location) -> None:
+def record_files(manifest: dict[str, Any], files: list[WrittenFile], run: int, location: Location) -> None:
     """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`), each
     with its `sha256` and `bytes` (`workbench.dataset.integrity`): only this run's files are read, the
     entries of earlier runs' files keep the digests listed when they were written."""
@@ -340,7 +340,7 @@ class _Progress:
 
 def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
                cutoff: str, batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
-               rollup_progress: Progress | None, lakehouse: IcebergTarget | None) -> list[dict[str, Any]]:
+               rollup_progress: Progress | None, lakehouse: IcebergTarget | None) -> list[WrittenFile]:
     """Write the run's part files and rollups and list them in `manifest` (not yet committed);
     with `lakehouse`, the record tables' data files and one snapshot per table instead of their
     part files and no rollups. On any failure the run's files are removed (or left for the next

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,6 +60,17 @@ class _Partition:
     path: str = ""
 
 
+class WrittenFile(TypedDict):
+    """A part file a run wrote: its path (under the dataset), table, partition, rows and run."""
+
+    path: str
+    table: str
+    scope: str
+    month: str
+    rows: int
+    run: int
+
+
 class PartitionedWriter:
     def __init__(self, location: Location, run: int, *, group_rows: int = GROUP_ROWS,
                  buffer_rows: int = BUFFER_ROWS, file_rows: int = FILE_ROWS) -> None:
@@ -70,7 +81,7 @@ class PartitionedWriter:
         self.file_rows = file_rows
         self._partitions: dict[tuple[str, str, str], _Partition] = {}
         self._buffered = 0
-        self.files: list[dict[str, Any]] = []  # {"path", "table", "scope", "month", "rows", "run"}
+        self.files: list[WrittenFile] = []
 
     def add(self, table: str, batch: pa.Table) -> None:
         """Queue `batch` (schema `with_partitions(ALL_TABLES[table])`, or a facts table) for writing."""
@@ -142,7 +153,7 @@ class PartitionedWriter:
         partition.writer, partition.file_rows = None, 0
         partition.file_index += 1
 
-    def close(self) -> list[dict[str, Any]]:
+    def close(self) -> list[WrittenFile]:
         """Write every buffer, close every file; returns the files written (sorted by path)."""
         for partition in self._partitions.values():
             self._flush(partition)

@@ -56,6 +56,7 @@ from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
 from workbench.dataset.location import DatasetError, Location, open_location
+from workbench.dataset.partwriter import WrittenFile
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
 from workbench.engines import fact_columns as fc
@@ -229,7 +230,7 @@ def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
     return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
 
 
-def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[dict[str, Any]],
+def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[WrittenFile],
            classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None, every_partition: bool = False,
@@ -256,7 +257,7 @@ def update(location: Location, manifest: dict[str, Any], run: int, new_files: Se
             "recomputed_partitions": len(todo)}
 
 
-def _partitions_to_recompute(new_files: Sequence[dict[str, Any]],
+def _partitions_to_recompute(new_files: Sequence[WrittenFile],
                              outcome_partitions: Iterable[tuple[str, str]],
                              decision_files: Mapping[tuple[str, str], list[dict[str, Any]]],
                              reuse: bool) -> list[tuple[str, str]]:

@@ -5,6 +5,12 @@ charged) and every receipt through `LifecycleService.record`, with an injected c
 walks the scenario's six months, so the ledger is indistinguishable from one an API filled:
 `gate verify`, packets, chain proofs and the export all work on it.
 
+Holds: every deadline of the scenario is in the past of a live gate, whose sweeper (the same
+ledger, the real clock) would expire a backdated hold left open until its review. So each held
+decision's hold is written whole when it closes, in one transaction (`HoldService.write_whole`:
+the same signed, chained events as a review or an expiry one step at a time): at its review,
+at its deadline when nobody reviews it, or open at the scenario's end when its deadline is later.
+
 Determinism: the same `decisions` and `seed` give the same decision ids, facts, verdicts and
 receipt statuses in the same order (receipt ids are random, as the service makes them).
 Before writing, each decision's verdict is computed with the scalar evaluator, because the
@@ -17,6 +23,7 @@ while seeding loses the seed, never a real decision: seeding refuses a ledger th
 from __future__ import annotations
 
 import hashlib
+import heapq
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +42,7 @@ from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook import get_evaluator
 from gate.services.decide import Caller
-from gate.services.holds import HoldService
+from gate.services.holds import DeferredOpener, HoldService
 from gate.services.lifecycle import KINDS, LifecycleService
 from gate.services.root import decision_services
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
@@ -164,6 +171,7 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
     if progress is not None:
         progress(0, total)
     for done, (at_ms, is_receipt, row) in enumerate(_timeline(plan, events), start=1):
+        writer.expire_due(min(at_ms, S.END_MS))
         clock.set_ms(at_ms)
         if is_receipt:
             writer.receipt(row)
@@ -171,8 +179,9 @@ def seed_ledger(ledger: Ledger, signing: SigningSetup, *, decisions: int = DEFAU
             writer.decision(row)
         if progress is not None and (done % 50 == 0 or done == total):
             progress(done, total)
+    writer.expire_due(S.END_MS)  # the reviews nobody made expired at their deadlines
     clock.set_ms(S.END_MS)
-    writer.holds.sweep(limit=MAX_DECISIONS)  # the reviews nobody made expired at their deadlines
+    writer.leave_open()  # those whose deadline is after the scenario's end
     _opt_in_to_benchmarks(ledger, clock)
     return SeedResult(len(plan), len(events), S.SCOPES, time.monotonic() - started)
 
@@ -212,12 +221,20 @@ class _Writer:
         self.plan, self.verdict, self.events = plan, verdict, events
         # The core's composition root, with the scenario's clock and ids; no releases (every
         # decision is inline, as the scenario's callers send them).
-        self.service = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False).decisions
+        # Each held decision's hold is written whole when it closes (issue 53): a live gate on the
+        # same ledger sweeps with the real clock, past every deadline of the scenario, and would
+        # expire a backdated hold left open until its review.
+        self.opener = DeferredOpener(ledger)
+        self.service = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False,
+                                         hold_opener=self.opener).decisions
         self.lifecycle = LifecycleService(ledger, clock, signing)
         self.holds = HoldService(ledger, signing, clock)
+        self.clock = clock
         # A held decision a person approved runs afterwards (an execution other than `reviewed`).
         ran = (events.kind == "execution") & (events.status != "reviewed") & (events.status != "blocked")
         self.approved = set(events.decision[ran].tolist())
+        self.reviewed = set(events.decision[(events.kind == "execution") & (events.status == "reviewed")].tolist())
+        self.unreviewed: list[tuple[int, str]] = []  # (deadline ms, decision id), a heap
         self.rulebooks = {key: S.load_rulebook(*key) for key in S.RULEBOOK_FILES}
         self.callers = {scope: Caller(f"key_seed_{index}", scope, "enterprise", 1_000_000, 10**9)
                         for index, scope in enumerate(S.SCOPES)}
@@ -233,6 +250,22 @@ class _Writer:
             raise SeedError(f"decision {row}: stored verdict {record['verdict']} != planned {self.verdict[row]}")
         if self.remaining[row]:
             self.records[row] = record
+        deferred = self.opener.deferred.get(record["decision_id"])
+        if deferred is not None and row not in self.reviewed:
+            heapq.heappush(self.unreviewed, (_ms(deferred["deadline_at"]), record["decision_id"]))
+
+    def expire_due(self, until_ms: int) -> None:
+        """The holds nobody reviews, each written expired at its deadline up to `until_ms`."""
+        while self.unreviewed and self.unreviewed[0][0] <= until_ms:
+            deadline_ms, decision_id = heapq.heappop(self.unreviewed)
+            self.clock.set_ms(deadline_ms)
+            self.holds.write_whole(self.opener.deferred.pop(decision_id), expire=True)
+
+    def leave_open(self) -> None:
+        """The holds still open at the scenario's end (their deadline after it), written open."""
+        for _, decision_id in sorted(self.unreviewed):
+            self.holds.write_whole(self.opener.deferred.pop(decision_id))
+        self.unreviewed.clear()
 
     def receipt(self, row: int) -> None:
         events, plan = self.events, self.plan
@@ -256,9 +289,9 @@ class _Writer:
         reviewer = Principal.person(DEMO_ISSUER, f"{scope}-reviewer-{decision % 3 + 1}",
                                     f"Reviewer {decision % 3 + 1} ({scope})")
         approve = decision in self.approved
-        self.holds.resolve(scope, reviewer, frozenset({"resolve"}), record["decision_id"], {
+        self.holds.write_whole(self.opener.deferred.pop(record["decision_id"]), [(reviewer, frozenset({"resolve"}), {
             "decision": "approve" if approve else "deny",
-            "reason_code": "CHECKED_WITH_CUSTOMER" if approve else "RISK_NOT_ACCEPTED"})
+            "reason_code": "CHECKED_WITH_CUSTOMER" if approve else "RISK_NOT_ACCEPTED"})])
 
 
 DEMO_ISSUER = "https://demo.decision-gate.invalid"  # the demo's invented reviewers (never a real issuer)
@@ -269,6 +302,10 @@ DEMO_HOLD_POLICY = {  # reviewers answer within two days (workbench.demo.scenari
                       "escalate_after_seconds": None, "escalate_to": None} for name in ("default", "refunds")},
     "routes": [{"policy_id": "refund_approval", "rule_id": None, "queue": "refunds", "priority": "high"}],
 }
+
+
+def _ms(at: str) -> int:
+    return int(datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp() * 1000)
 
 
 def _opt_in_to_benchmarks(ledger: Ledger, clock: _Clock) -> None:

@@ -71,7 +71,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, d
     pairs: dict[tuple[str, str], int] = {}
     for r in replayed:
         pairs[(r["verdict"], r["new_verdict"])] = pairs.get((r["verdict"], r["new_verdict"]), 0) + r["decisions"]
-    order = {v: i for i, v in enumerate(VERDICTS)}
+    order: dict[str, int] = {v: i for i, v in enumerate(VERDICTS)}
     transitions = [{"from": a, "to": b, "count": n}
                    for (a, b), n in sorted(pairs.items(), key=lambda kv: (order.get(kv[0][0], 9), order.get(kv[0][1], 9), kv[0]))]
     withdrawn = [r for r in replayed if r["verdict"] == "yes" and r["new_verdict"] != "yes"]

@@ -12,7 +12,7 @@ their own bucket and take no part in transitions, drift or the review forecast.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -36,6 +36,35 @@ OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSER
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 
 
+# The result's fixed rows (docs/dry-run.md). `from` is a keyword: these two are declared by call.
+Transition = TypedDict("Transition", {"from": str, "to": str, "count": int})
+RuleTransition = TypedDict("RuleTransition", {"from": str, "to": str, "old_rule": str | None,
+                                              "new_rule": str | None, "count": int})
+
+
+class RuleFiring(TypedDict):
+    """A draft rule, in its order: its priority and how often it decided, before and under the draft."""
+
+    rule_id: str
+    priority: int
+    fired_in_history: int
+    fires_under_draft: int
+
+
+class ReviewLoad(TypedDict):
+    """`review_load`: the review queue before and under the draft, and what a hold costs."""
+
+    before: int
+    after: int
+    delta: int
+    relative_change: float | None
+    months: int
+    per_month_before: float
+    per_month_after: float
+    by_month: list[dict[str, Any]]
+    hold_cost: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class DryRunResult:
     rulebook_id: str
@@ -51,14 +80,14 @@ class DryRunResult:
     decisions_reason_changed: int
     decisions_rule_changed: int
     needs_input: int
-    transitions: list[dict[str, Any]]
-    rule_transitions: list[dict[str, Any]]
+    transitions: list[Transition]
+    rule_transitions: list[RuleTransition]
     drift_by_rule: list[dict[str, Any]]
     drift_by_reason: list[dict[str, Any]]
     outcomes: dict[str, Any]
-    review_load: dict[str, Any]
+    review_load: ReviewLoad
     unreplayable: dict[str, Any]
-    rules: list[dict[str, Any]]
+    rules: list[RuleFiring]
     rules_never_fired_in_history: list[str]
     rules_never_firing_under_draft: list[str]
     flips: dict[str, Any]
@@ -118,7 +147,7 @@ def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
 
 
 def _review_load(replayed: pl.DataFrame, months: pl.DataFrame, holds: pl.LazyFrame | None,
-                 cost: CostModel) -> dict[str, Any]:
+                 cost: CostModel) -> ReviewLoad:
     """The review queue before and under the draft, and what a hold costs (`hold_cost`: measured
     from the history's closed holds, or said not to be)."""
     before = _count(replayed, pl.col("old_verdict") == "review")
@@ -148,14 +177,14 @@ NOTES = [
 _ISO_MS = "%Y-%m-%dT%H:%M:%S%.3fZ"
 
 
-def _transitions(replayed: pl.DataFrame) -> list[dict[str, Any]]:
+def _transitions(replayed: pl.DataFrame) -> list[Transition]:
     """The replayed decisions of every (stored verdict, draft verdict) pair, zeros included."""
     return [{"from": old, "to": new,
              "count": _count(replayed, (pl.col("old_verdict") == old) & (pl.col("new_verdict") == new))}
             for old in VERDICTS for new in VERDICTS]
 
 
-def _rule_transitions(replayed: pl.DataFrame) -> list[dict[str, Any]]:
+def _rule_transitions(replayed: pl.DataFrame) -> list[RuleTransition]:
     """The replayed decisions per (verdicts, stored rule, draft rule), largest first."""
     cells = (replayed.group_by(["old_verdict", "new_verdict", "old_rule", "new_rule"])
              .agg(pl.col("count").sum()).sort(["count", "old_rule", "new_rule", "old_verdict", "new_verdict"],
@@ -164,7 +193,7 @@ def _rule_transitions(replayed: pl.DataFrame) -> list[dict[str, Any]]:
              "new_rule": r["new_rule"], "count": r["count"]} for r in cells.iter_rows(named=True)]
 
 
-def _rules(cube: pl.DataFrame, replayed: pl.DataFrame, draft: Draft) -> list[dict[str, Any]]:
+def _rules(cube: pl.DataFrame, replayed: pl.DataFrame, draft: Draft) -> list[RuleFiring]:
     """Each rule of the draft, in its order: its priority, how often it decided in the history
     and how often it decides the replayed decisions under the draft."""
     fired_history = {r["old_rule"]: r["count"] for r in

@@ -297,6 +297,54 @@ def test_a_cell_just_edited_goes_back_in_the_same_patch_even_when_equal(workbenc
     assert len(patches) == 1
 
 
+def _browser_edit(table, row: int, column: str, typed) -> None:
+    """What a cell edit in the browser does on the server: Panel writes the typed value into the
+    table's value (the browser's own patch), then runs the table's edit callbacks."""
+    from panel.models.tabulator import TableEditEvent
+
+    table.patch({column: [(row, typed)]}, as_index=False)
+    table._process_event(TableEditEvent(model=table.get_root(), column=column, row=row))
+
+
+def test_an_edit_the_draft_keeps_as_typed_sends_nothing_back_unless_a_patch_crossed_it(workbench_home):
+    # Issue 54, item 6: every edit sent its cell back, and Panel 1.9 draws every row anew on any
+    # patch, so the editor a person opened next closed. The browser shows what was typed: an edit
+    # the draft keeps as typed sends nothing; a cell whose draft reads otherwise, and the cells
+    # derived from it, go as one patch; the typed cell goes back only where a patch sent since
+    # the last edit touched it (it may have crossed the edit in the browser).
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    table = rule_table(state).objects[2]
+    model = table.get_root()
+    state.load_current()
+    sent: list[int] = []
+    model.source.on_change("data", lambda attr, old, new: sent.append(len(sent)))
+    rows = model.source.data
+
+    # The loaded rows were sent whole, so the first edit may have crossed them: its cell goes back.
+    _browser_edit(table, 1, "decision", "review")
+    assert json.loads(state.draft_text)["rules"][1]["outcome"]["decision"] == "review"
+    assert len(sent) == 2 and model.source.data is rows  # the browser's own edit, the cell sent back
+    _browser_edit(table, 1, "verdict", "HOLD")  # nothing sent since that edit: nothing goes back
+    assert json.loads(state.draft_text)["rules"][1]["outcome"]["verdict"] == "HOLD"
+    assert len(sent) == 3 and table.value.equals(rule_frame(state.rules))
+
+    condition = {"field": "margin_percent", "operator": "lt", "value": 9}
+    _browser_edit(table, 1, "condition", json.dumps(condition, indent=1))  # the draft writes it compact
+    assert len(sent) == 5 and model.source.data is rows  # the edit, then one patch: the cell and its reading
+    assert table.value["condition"].iloc[1] == ruletable.compact(condition)
+    assert table.value["reads"].iloc[1] == ruletable.reads(condition)
+
+    # A draft from the JSON editor patches row 1's decision; the person had typed into that cell
+    # before the patch reached the browser: the edit's answer carries the cell.
+    state.draft_text = state.draft_text.replace('"decision": "review"', '"decision": "escalate"')
+    assert len(sent) == 6
+    _browser_edit(table, 1, "decision", "manual")
+    assert len(sent) == 8 and table.value["decision"].iloc[1] == "manual"
+    _browser_edit(table, 1, "verdict", "DENY")  # the last answer patched another cell: nothing goes back
+    assert len(sent) == 9 and table.value.equals(rule_frame(state.rules))
+
+
 # ---------------------------------------------------------------------- live impact
 
 def test_live_impact_is_the_dry_runs_summary_of_the_draft(workbench_home):

@@ -22,7 +22,7 @@ from workbench.reports.policy import BenchmarkReport, Health, PolicyReports
 from workbench.reports.registry import REPORTS
 from workbench.reports.textsafe import html_text, md_cell, md_text
 
-VERDICT_COLORS = dict(zip(VERDICTS, ("#2e7d32", "#c62828", "#f9a825"), strict=True))
+VERDICT_COLORS: dict[str, str] = dict(zip(VERDICTS, ("#2e7d32", "#c62828", "#f9a825"), strict=True))
 Card = tuple[str, float | int | None, str]  # title, value, caption
 
 

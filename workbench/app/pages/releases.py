@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from gate.releases.figures import arm_figures
+from gate.releases.figures import ArmFigures, arm_figures
 from gate.releases.guardrails import ArmCounts
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.releases import ReleasesState
@@ -77,7 +77,7 @@ def _shadow_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
                      else pn.pane.Markdown("*No flips yet.*"))
 
 
-def halted_arms(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+def halted_arms(evidence: dict[str, Any]) -> list[ArmFigures]:
     """A canary's arms when its guardrails halted it, from the halt event's evidence (the counts
     the guardrails judged), as the same figures a running canary shows (`arm_figures`)."""
     mix = {comparison["name"].split(".", 1)[1]: comparison for comparison in evidence.get("verdict_mix", [])}

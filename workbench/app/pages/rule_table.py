@@ -3,7 +3,7 @@ each with its history (how often it decided, its share, the success rate with it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -74,30 +74,59 @@ def cell_patch(shown: pd.DataFrame | None, frame: pd.DataFrame) -> dict[str, lis
     return patch
 
 
-def show_rows(table: pn.widgets.Tabulator, frame: pd.DataFrame, resend: Sequence[tuple[int, str]] = ()) -> None:
+def show_rows(table: pn.widgets.Tabulator, frame: pd.DataFrame,
+              resend: Sequence[tuple[int, str]] = ()) -> set[tuple[int, str]]:
     """Bring the table to `frame`: its changed cells patched, or the whole value where the rows
-    differ in number or columns; nothing sent where every cell is equal.
+    differ in number or columns; nothing sent where every cell is equal. Returns the cells sent.
 
-    `resend` names cells sent in the patch even when equal to the table's value: the cell a
-    person just edited. The browser shows what was typed at once, and a patch already on its way
-    from an earlier draft (the editor's text, sent a moment before the edit) can write the older
-    cell over it there; the server's value holds the edit, so a diff alone would never send the
-    cell back. It goes in the same patch as the rest: each patch draws the browser's rows anew."""
+    `resend` names cells sent in the patch even when equal to the table's value (`TableRows`:
+    the cell just edited, where a patch crossed the edit). It goes in the same patch as the rest:
+    Panel 1.9's browser side draws every row anew on each patch, so each one closes an open editor."""
     patch = cell_patch(table.value, frame)
     if patch is None:
         table.value = frame
-        return
+        return {(row, str(column)) for column in frame.columns for row in range(len(frame))}
     for row, column in resend:
         if 0 <= row < len(frame) and column in frame.columns and row not in {r for r, _ in patch.get(column, [])}:
             patch.setdefault(column, []).append((row, frame[column].iloc[row]))
     if patch:
         table.patch(patch, as_index=False)
+    return {(row, column) for column, cells in patch.items() for row, _ in cells}
+
+
+class TableRows:
+    """What the browser's rule table was sent since a person's last cell edit, so an edit is
+    answered with only what the browser does not show yet.
+
+    The browser shows a typed cell at once, and Panel 1.9 draws every row anew on any patch, which
+    closes a cell editor the person may have opened since: an edit the draft keeps as typed sends
+    nothing back. The typed cell goes back only where a patch sent since the last edit touched
+    it: that patch may have crossed the edit and written the older cell over it in the browser,
+    while the server's value holds the edit, so a diff alone would never send the cell again."""
+
+    def __init__(self, table: pn.widgets.Tabulator) -> None:
+        self.table = table
+        self.sent: set[tuple[int, str]] = set()  # cells sent since the last edit
+        self.editing: list[tuple[int, str]] = []  # the cell being written, where a patch crossed it
+
+    def show(self, frame: pd.DataFrame) -> None:
+        self.sent |= show_rows(self.table, frame, self.editing)
+
+    def edit(self, row: int, column: str, write: Callable[[], None]) -> None:
+        """Write the browser's edit of (row, column) into the draft (`write`), which shows the rows."""
+        crossed = (row, column) in self.sent
+        self.sent = set()
+        self.editing[:] = [(row, column)] if crossed else []
+        try:
+            write()
+        finally:
+            self.editing.clear()
 
 
 def rule_table(state: AuthoringState) -> pn.Column:
     """The editable table, kept in step with the draft both ways: a cell edit is written into
     the draft's JSON (`AuthoringState.edit_cell`), and every change of the draft patches the
-    cells that changed (`show_rows`)."""
+    cells that changed (`show_rows`, through `TableRows`)."""
     editors: dict[str, Any] = {name: None for name in (*COLUMNS, *HISTORY_COLUMNS) if name not in EDITABLE}
     editors.update({name: {"type": "input"} for name in EDITABLE})
     # Every row drawn, not only those Tabulator's virtual renderer finds room for when it draws
@@ -111,18 +140,14 @@ def rule_table(state: AuthoringState) -> pn.Column:
                                  configuration={"renderVertical": "basic", "keybindings": False,
                                                 "columns": [{"field": name, "sorter": "number"} for name in NUMERIC]})
 
-    editing: list[tuple[int, str]] = []  # the cell being written into the draft (`show_rows`'s resend)
+    rows = TableRows(table)
 
     def edited(event: Any) -> None:
         index = int(table.value.iloc[event.row]["index"])
-        editing[:] = [(event.row, event.column)]
-        try:
-            state.edit_cell(index, event.column, event.value)
-        finally:
-            editing.clear()
+        rows.edit(event.row, event.column, lambda: state.edit_cell(index, event.column, event.value))
 
     table.on_edit(edited)
-    state.param.watch(lambda e: show_rows(table, rule_frame(e.new), editing), "rules")
+    state.param.watch(lambda e: rows.show(rule_frame(e.new)), "rules")
     add = pn.widgets.Button(name="Add rule")
     add.on_click(lambda _: state.add_rule())
     remove = pn.widgets.Button(name="Remove selected rule")
