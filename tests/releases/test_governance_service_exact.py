@@ -456,3 +456,61 @@ def test_a_head_that_states_no_applied_is_folded_with_every_settings_rules(world
     state = service.state(SCOPE, fresh=True)
     assert (state.seq, state.value("event_settings"), state.applied) == (1, EventSettings(True, None),
                                                                          {"event_settings": 1})
+
+
+def test_an_approval_body_is_refused_by_its_shape_alone_with_the_settings_own_code():
+    """`approval_members`: the body's shape (an object of `request_seq` and `reason` only) is
+    refused here with the setting's own invalid code and the schema's words; its members' values
+    are left to `approve`, after the approver's permission."""
+    from gate.services.governance import approval_members
+
+    for setting, code in (("release_policy", "RELEASE_POLICY_INVALID"), ("hold_policy", "GOVERNANCE_REQUEST_INVALID"),
+                          ("event_settings", "GOVERNANCE_REQUEST_INVALID"), ("api_keys", "GOVERNANCE_REQUEST_INVALID")):
+        for body in ([1], "x", None, 7, {"request_seq": 1, "extra": True}, {"reason": "r", "seq": 2}):
+            with pytest.raises(GateError) as refused:
+                approval_members(setting, body)
+            assert (refused.value.code, refused.value.message) == (code, "the body is {request_seq, reason?}"), body
+        assert approval_members(setting, {"request_seq": 3, "reason": "checked"}) == (3, "checked")
+        assert approval_members(setting, {"request_seq": 4}) == (4, None)
+        assert approval_members(setting, {"reason": "alone"}) == (None, "alone")
+        assert approval_members(setting, {}) == (None, None)
+        # a member of the wrong type is the value check's to refuse, after the permission check
+        assert approval_members(setting, {"request_seq": "x", "reason": 5}) == ("x", 5)
+        assert approval_members(setting, {"request_seq": 0}) == (0, None)
+
+
+def test_approvals_are_required_by_the_scopes_own_release_policy_read_afresh(world, service):
+    """`approvals_required` reads the scope's release policy from the chain as it is now, whatever
+    the reader cached, and only that scope's."""
+    reader = governance_service.SafeguardSettings(world.ledger, cache_seconds=3600.0)
+    assert reader.approvals_required(SCOPE) is False
+    reader.state(SCOPE)  # cached before the change another service makes
+    _require_approvals(service)
+    assert reader.approvals_required(SCOPE) is True
+    assert reader.approvals_required("other-scope") is False
+    assert service.approvals_required(SCOPE) is True
+
+
+def _key_row(key_id, scope, status, permissions, holder):
+    return {"key_id": key_id, "key_hash": key_id.ljust(64, "0"), "scope": scope, "plan": "starter",
+            "rate_limit": None, "monthly_cap": None, "status": status, "label": None,
+            "created_at": "2026-11-26T12:00:00.000Z", "disabled_at": None, "permissions": permissions,
+            "holder": holder}
+
+
+def test_the_keys_in_force_are_the_scopes_active_keys_that_act_on_production(world, service):
+    """The `api_keys` value is read from the ledger's key rows, never the chain: this scope's active
+    keys with a right that acts on production, each with its holder."""
+    for row in (_key_row("k_admin", SCOPE, "active", "decide,admin", "person:https://id.example#ann"),
+                _key_row("k_release", SCOPE, "active", "release", None),
+                _key_row("k_decide", SCOPE, "active", "decide", "service:billing"),
+                _key_row("k_disabled", SCOPE, "disabled", "admin", None),
+                _key_row("k_pending", SCOPE, "pending", "approve", None),
+                _key_row("k_other", "other-scope", "active", "admin", None)):
+        world.ledger.insert_api_key(row)
+    value = service.value(SCOPE, "api_keys")
+    assert value.to_json() == {"keys": {
+        "k_admin": {"holder": "person:https://id.example#ann", "permissions": "decide,admin"},
+        "k_release": {"holder": "key:k_release", "permissions": "decide,release"}}}  # as stored: decide implied
+    assert service.value("other-scope", "api_keys").to_json() == {
+        "keys": {"k_other": {"holder": "key:k_other", "permissions": "decide,admin"}}}
