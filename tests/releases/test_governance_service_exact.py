@@ -283,6 +283,7 @@ def test_a_bad_reason_is_refused_with_the_release_policys_own_codes(service):
 
 def test_a_scope_that_stored_its_policy_before_the_chain_requires_approvals_from_it(world, service):
     world.store_policy({**ReleasePolicy().to_json(), "require_approval": True})
+    assert service.approvals_required(SCOPE) is True  # read from the scope's stored policy, not a default
     requested = _request_event_settings(service)  # the chain's first event: request_seq 1
     assert (requested["seq"], requested["approvals_required"]) == (1, True)
     event, state = service.approve(SCOPE, "event_settings", KEY_B, APPROVE, 1)
