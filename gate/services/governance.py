@@ -52,6 +52,7 @@ CACHE_SECONDS = 1.0
 APPROVAL = "setting-approval"  # gate/bodies/setting-approval.schema.json: {request_seq, reason?}
 _REASON = bodies.schema(APPROVAL)["properties"]["reason"]  # a change's reason obeys the same bounds
 RETRIES = 8
+HISTORY_LIMIT = 100_000  # the changes a scope's history reads at most (the newest), a bound on one read
 # What a change is announced as (docs/events.md): (while it waits for approval, once in force).
 _ANNOUNCED = {RELEASE_POLICY: ("release.policy_change_requested", "release.policy_changed"),
               HOLD_POLICY: ("hold.policy_change_requested", "hold.policy_changed"),
@@ -157,8 +158,9 @@ class SafeguardSettings:
         return bool(self.value(scope, RELEASE_POLICY, self.state(scope, fresh=True)).require_approval)
 
     def history(self, scope: str) -> list[dict[str, Any]]:
-        """Every signed change of the scope's safeguard settings, oldest first."""
-        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
+        """Every signed change of the scope's safeguard settings, oldest first (the newest
+        `HISTORY_LIMIT` of them)."""
+        return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=HISTORY_LIMIT)]
 
 
 class GovernanceService(SafeguardSettings):

@@ -474,3 +474,39 @@ def test_the_approval_of_its_own_holder_fails_verification():
     events = _relinked([first, second, third], 2)
     assert verify_governance(events, None, SCOPE_HASH).problem == (
         "policy event 3: the governance rules refuse this change (RELEASE_SELF_APPROVAL)")
+
+
+def test_event_settings_are_read_whole_or_refused_with_their_own_code():
+    from gate.errors import GateError
+
+    body = {"decision_created": True, "anomaly_every_seconds": 300}
+    assert EventSettings.from_json(body) == EventSettings(True, 300)
+    assert EventSettings.from_json(body).to_json() == body
+    for bad in ({"decision_created": True}, {**body, "anomaly_every_seconds": 299}, {**body, "extra": 1}, []):
+        with pytest.raises(GateError) as refused:
+            EventSettings.from_json(bad)
+        assert refused.value.code == "EVENT_SETTINGS_INVALID"
+
+
+def test_a_chain_written_before_issue_52_verifies_with_the_state_it_stated_then():
+    events, _state = _chain_unsigned()
+    for event in events:  # no `setting`, and the state without `settings` and `applied`
+        del event["setting"]
+        event["state"] = {"policy": event["state"]["policy"], "pending": event["state"]["pending"]}
+    legacy = _relinked(events, 0)
+    check = verify_governance(legacy, None, SCOPE_HASH)
+    assert (check.problem, check.policies) == (None, (OFF, ON, ON, LOOSE))
+    events[1]["state"] = _chain_unsigned()[0][1]["state"]  # today's shape in an event that names no setting
+    assert verify_governance(_relinked(events, 0), None, SCOPE_HASH).problem == (
+        "policy event 2: stated policy is not the fold of the changes")
+
+
+def test_a_stored_state_reads_back_another_settings_pending_request_whole():
+    state = replace(govern(GovernanceState(), _set(OFF, ON), 1), seq=1)
+    asked = replace(govern(state, _egress("policy_request", QUIET, LOUD, expires_at=END), 2, SAFEGUARDS), seq=2,
+                    head_event_hash="h")
+    read = state_from_event({"seq": 2, "event_hash": "h", "state": asked.to_json()}, SAFEGUARDS)
+    assert read == asked
+    [request] = read.pending
+    assert (request.setting, request.before, request.after, request.weakens) == (
+        "event_settings", QUIET, LOUD, ("decision_created",))

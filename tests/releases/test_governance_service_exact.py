@@ -6,19 +6,27 @@ HTTP paths are tests/holds/test_safeguard_governance.py)."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import pytest
+from sqlalchemy import insert
 
+import gate.services.governance as governance_service
+from gate.chain.links import scope_hash
 from gate.errors import GateError, SigningUnavailable
 from gate.events.egress import EventSettings
+from gate.holds.policy import HoldPolicy
 from gate.keys.config import SigningSetup
 from gate.ledger.event_settings import EventSettingsLedger
+from gate.ledger.releases import ReleaseRace, witnessed_chain_id
+from gate.ledger.tables import hold_events, release_events
 from gate.principals import Principal
 from gate.releases.governance import GOVERNANCE_ID, GovernanceState
 from gate.releases.policy import ReleasePolicy
 from gate.services.governance import (
+    RETRIES,
     GovernanceService,
     announcement,
     check_reason,
@@ -246,3 +254,264 @@ def test_no_unsigned_change_where_signing_is_required(world):
     event, _ = optional.change(SCOPE, "event_settings", KEY_A, ADMIN,
                                _settings({"decision_created": True, "anomaly_every_seconds": None}))
     assert "signature" not in event and event["event_hash"]
+
+
+# The rest pins what the `safeguards` mutation suite's first run left surviving (docs/mutation-testing.md).
+
+
+def _request_event_settings(service):
+    """A weakening of the event settings while the scope requires approvals: a pending request."""
+    event, _state = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                                   _settings({"decision_created": True, "anomaly_every_seconds": None}))
+    assert event["action"] == "policy_request"
+    return event
+
+
+def test_a_bad_reason_is_refused_with_the_release_policys_own_codes(service):
+    for bad in ("", 7):
+        with pytest.raises(GateError) as refused:
+            service.change(SCOPE, "release_policy", KEY_A, ADMIN, lambda policy: policy, reason=bad)
+        assert refused.value.code == "RELEASE_POLICY_INVALID"
+        with pytest.raises(GateError) as refused:
+            service.approve(SCOPE, "release_policy", KEY_B, APPROVE, 1, reason=bad)
+        assert refused.value.code == "RELEASE_POLICY_INVALID"
+    with pytest.raises(GateError) as refused:  # a well-formed request_seq that names no request
+        service.approve(SCOPE, "release_policy", KEY_B, APPROVE, 1)
+    assert refused.value.code == "RELEASE_APPROVAL_NOT_FOUND"
+    assert service.history(SCOPE) == []
+
+
+def test_a_scope_that_stored_its_policy_before_the_chain_requires_approvals_from_it(world, service):
+    world.store_policy({**ReleasePolicy().to_json(), "require_approval": True})
+    assert service.approvals_required(SCOPE) is True  # read from the scope's stored policy, not a default
+    requested = _request_event_settings(service)  # the chain's first event: request_seq 1
+    assert (requested["seq"], requested["approvals_required"]) == (1, True)
+    event, state = service.approve(SCOPE, "event_settings", KEY_B, APPROVE, 1)
+    assert (event["request_seq"], event["approvals_required"], event["policy_before"]) == (1, True, OFF)
+    assert state.value("event_settings") == EventSettings(True, None)
+    # a hold-policy request is approved against the hold policy in force, not another setting's value
+    held, _ = service.change(SCOPE, "hold_policy", KEY_A, ADMIN, lambda policy: replace(policy, four_eyes=False))
+    event, state = service.approve(SCOPE, "hold_policy", KEY_B, APPROVE, held["seq"])
+    assert event["policy_before"] == HoldPolicy().to_json() and event["policy_after"]["four_eyes"] is False
+    assert state.value("hold_policy") == replace(HoldPolicy(), four_eyes=False)
+
+
+def test_a_change_starts_from_the_settings_the_scope_kept_before_its_chain(world, service):
+    EventSettingsLedger(world.ledger).put({"scope": SCOPE, "decision_created": 1, "anomaly_every_seconds": 300,
+                                           "anomaly_next_at": None, "updated_at": "t", "updated_by": "x"})
+    assert service.document(SCOPE, "event_settings")["policy"] == {"decision_created": True,
+                                                                   "anomaly_every_seconds": 300}
+    assert service.document(SCOPE, "hold_policy")["policy"] == HoldPolicy().to_json()
+    event, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN,
+                              lambda settings: replace(settings, anomaly_every_seconds=600))
+    assert event["policy_before"] == {"decision_created": True, "anomaly_every_seconds": 300}
+    assert event["policy_after"] == {"decision_created": True, "anomaly_every_seconds": 600}
+
+
+def test_the_hold_policy_in_force_before_the_chain_is_the_hold_chains_newest_step(world, service):
+    relaxed = replace(HoldPolicy(), four_eyes=False)
+    with world.ledger.write() as connection:
+        connection.execute(insert(hold_events).values(
+            scope=SCOPE, seq=1, decision_id=None, action="policy_set", event_hash="h", created_at="t",
+            event_json=json.dumps({"policy": relaxed.to_json()})))
+    assert service.value(SCOPE, "hold_policy") == relaxed
+    assert service.value("other", "hold_policy") == HoldPolicy()
+
+
+def test_the_value_in_force_is_the_chains_once_it_changed_there(service):
+    _require_approvals(service)  # the chain's, not the stored (none: the default) policy
+    assert service.value(SCOPE, "release_policy").require_approval is True
+
+
+def test_each_event_names_its_scopes_hash_and_is_witnessed(world):
+    published = []
+
+    class Witness:
+        def check(self, chain_id, read_hashes):
+            return list(read_hashes())
+
+        def publish(self, chain_id, hashes):
+            published.append((chain_id, list(hashes)))
+
+    service = GovernanceService(world.ledger, world.signing, world.clock, witness=Witness())
+    first, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings({"decision_created": True,
+                                                                                "anomaly_every_seconds": None}))
+    second, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings(OFF))
+    assert first["scope_hash"] == scope_hash(SCOPE)
+    chain = witnessed_chain_id(SCOPE, GOVERNANCE_ID)
+    assert published == [(chain, [first["event_hash"]]), (chain, [first["event_hash"], second["event_hash"]])]
+
+
+def test_a_change_and_an_approval_read_the_chain_afresh_after_another_workers_change(world, service):
+    other = GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=60.0)
+    assert other.state(SCOPE).seq == 0  # cached for its 60 seconds
+    _require_approvals(service)
+    assert other.document(SCOPE, "release_policy")["governance_seq"] == 1
+    assert other.state(SCOPE).seq == 1
+    requested = _request_event_settings(service)
+    event, state = other.approve(SCOPE, "event_settings", KEY_B, APPROVE, requested["seq"])
+    assert (event["seq"], state.seq) == (3, 3)
+    changed, _ = service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings(OFF))
+    assert changed["seq"] == 4
+    event, _ = other.change(SCOPE, "release_policy", KEY_A, ADMIN,
+                            lambda policy: replace(policy, approval_ttl_seconds=600))
+    assert event["seq"] == 5
+
+
+def test_each_attempt_decides_on_one_read_of_the_chain(world):
+    service = GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=0)
+    world.store_policy({**ReleasePolicy().to_json(), "require_approval": True})
+    reads = []
+    head = service.store.head
+    service.store.head = lambda *args: reads.append(args) or head(*args)  # type: ignore[method-assign]
+    requested = _request_event_settings(service)
+    assert len(reads) == 2  # the snapshot it decided on, and the refresh after its event
+    reads.clear()
+    service.approve(SCOPE, "event_settings", KEY_B, APPROVE, requested["seq"])
+    assert len(reads) == 2
+    reads.clear()
+    assert service.document(SCOPE, "event_settings")["governance_seq"] == 2
+    assert len(reads) == 1
+
+
+def test_changes_that_race_every_time_give_up_with_ledger_unavailable(world, service):
+    _require_approvals(service)
+    requested = _request_event_settings(service)
+    attempts = []
+
+    def raced(row, announce=None):
+        attempts.append(row["seq"])
+        raise ReleaseRace(str(row["seq"]))
+
+    service.store.append = raced  # type: ignore[method-assign]
+    with pytest.raises(GateError) as refused:
+        service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings({"decision_created": False,
+                                                                         "anomaly_every_seconds": 300}))
+    assert refused.value.code == "LEDGER_UNAVAILABLE" and attempts == [3] * RETRIES
+    attempts.clear()
+    with pytest.raises(GateError) as refused:
+        service.approve(SCOPE, "event_settings", KEY_B, APPROVE, requested["seq"])
+    assert refused.value.code == "LEDGER_UNAVAILABLE" and attempts == [3] * RETRIES
+
+
+def test_a_request_expires_after_its_ttl_in_utc_whatever_the_clocks_zone(world, service, monkeypatch):
+    _require_approvals(service)
+    ttl = ReleasePolicy().approval_ttl_seconds
+    expected = (START + timedelta(seconds=ttl)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    world.clock.moment = START.astimezone(timezone(timedelta(hours=2)))  # the same instant at +02:00
+    event = _request_event_settings(service)
+    assert event["expires_at"] == expected
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # a naive clock is read as UTC, not as the machine's zone
+    time.tzset()
+    try:
+        world.clock.moment = START.replace(tzinfo=None)
+        naive, _ = service.change(SCOPE, "hold_policy", KEY_A, ADMIN, lambda policy: replace(policy, four_eyes=False))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert naive["expires_at"] == expected
+
+
+def test_the_cached_state_expires_at_its_instant(world, service, monkeypatch):
+    other = GovernanceService(world.ledger, world.signing, world.clock, cache_seconds=1.0)
+    now = [100.0]
+    monkeypatch.setattr(governance_service.time, "monotonic", lambda: now[0])
+    assert other.state(SCOPE).seq == 0
+    _require_approvals(service)
+    now[0] = 100.5
+    assert other.state(SCOPE).seq == 0
+    now[0] = 101.0
+    assert other.state(SCOPE).seq == 1
+
+
+def test_a_head_that_states_what_applied_is_read_alone(service):
+    _require_approvals(service)
+    folded = []
+    history = service.history
+    service.history = lambda scope: folded.append(scope) or history(scope)  # type: ignore[method-assign]
+    assert service.state(SCOPE, fresh=True).applied == {"release_policy": 1}
+    assert folded == []
+
+
+def test_the_history_keeps_the_newest_changes_up_to_its_bound(world, service, monkeypatch):
+    monkeypatch.setattr(governance_service, "HISTORY_LIMIT", 3)
+    with world.ledger.write() as connection:
+        connection.execute(insert(release_events), [
+            {"scope": SCOPE, "rulebook_id": GOVERNANCE_ID, "seq": seq, "action": "policy_set", "event_hash": "h",
+             "idempotency_key": None, "request_hash": "h", "created_at": "t", "event_json": f'{{"seq":{seq}}}'}
+            for seq in range(1, 6)])
+    assert service.history(SCOPE) == [{"seq": 3}, {"seq": 4}, {"seq": 5}]
+
+
+def test_a_head_that_states_no_applied_is_folded_with_every_settings_rules(world, service):
+    service.change(SCOPE, "event_settings", KEY_A, ADMIN, _settings({"decision_created": True,
+                                                                     "anomaly_every_seconds": None}))
+    from sqlalchemy import update
+
+    with world.ledger.write() as connection:  # its head states no `applied`
+        row = connection.execute(release_events.select().where(release_events.c.rulebook_id == GOVERNANCE_ID)).one()
+        event = json.loads(row.event_json)
+        del event["state"]["applied"]
+        connection.execute(update(release_events).where(release_events.c.rulebook_id == GOVERNANCE_ID)
+                           .values(event_json=json.dumps(event)))
+    state = service.state(SCOPE, fresh=True)
+    assert (state.seq, state.value("event_settings"), state.applied) == (1, EventSettings(True, None),
+                                                                         {"event_settings": 1})
+
+
+def test_an_approval_body_is_refused_by_its_shape_alone_with_the_settings_own_code():
+    """`approval_members`: the body's shape (an object of `request_seq` and `reason` only) is
+    refused here with the setting's own invalid code and the schema's words; its members' values
+    are left to `approve`, after the approver's permission."""
+    from gate.services.governance import approval_members
+
+    for setting, code in (("release_policy", "RELEASE_POLICY_INVALID"), ("hold_policy", "GOVERNANCE_REQUEST_INVALID"),
+                          ("event_settings", "GOVERNANCE_REQUEST_INVALID"), ("api_keys", "GOVERNANCE_REQUEST_INVALID")):
+        for body in ([1], "x", None, 7, {"request_seq": 1, "extra": True}, {"reason": "r", "seq": 2}):
+            with pytest.raises(GateError) as refused:
+                approval_members(setting, body)
+            assert (refused.value.code, refused.value.message) == (code, "the body is {request_seq, reason?}"), body
+        assert approval_members(setting, {"request_seq": 3, "reason": "checked"}) == (3, "checked")
+        assert approval_members(setting, {"request_seq": 4}) == (4, None)
+        assert approval_members(setting, {"reason": "alone"}) == (None, "alone")
+        assert approval_members(setting, {}) == (None, None)
+        # a member of the wrong type is the value check's to refuse, after the permission check
+        assert approval_members(setting, {"request_seq": "x", "reason": 5}) == ("x", 5)
+        assert approval_members(setting, {"request_seq": 0}) == (0, None)
+
+
+def test_approvals_are_required_by_the_scopes_own_release_policy_read_afresh(world, service):
+    """`approvals_required` reads the scope's release policy from the chain as it is now, whatever
+    the reader cached, and only that scope's."""
+    reader = governance_service.SafeguardSettings(world.ledger, cache_seconds=3600.0)
+    assert reader.approvals_required(SCOPE) is False
+    reader.state(SCOPE)  # cached before the change another service makes
+    _require_approvals(service)
+    assert reader.approvals_required(SCOPE) is True
+    assert reader.approvals_required("other-scope") is False
+    assert service.approvals_required(SCOPE) is True
+
+
+def _key_row(key_id, scope, status, permissions, holder):
+    return {"key_id": key_id, "key_hash": key_id.ljust(64, "0"), "scope": scope, "plan": "starter",
+            "rate_limit": None, "monthly_cap": None, "status": status, "label": None,
+            "created_at": "2026-11-26T12:00:00.000Z", "disabled_at": None, "permissions": permissions,
+            "holder": holder}
+
+
+def test_the_keys_in_force_are_the_scopes_active_keys_that_act_on_production(world, service):
+    """The `api_keys` value is read from the ledger's key rows, never the chain: this scope's active
+    keys with a right that acts on production, each with its holder."""
+    for row in (_key_row("k_admin", SCOPE, "active", "decide,admin", "person:https://id.example#ann"),
+                _key_row("k_release", SCOPE, "active", "release", None),
+                _key_row("k_decide", SCOPE, "active", "decide", "service:billing"),
+                _key_row("k_disabled", SCOPE, "disabled", "admin", None),
+                _key_row("k_pending", SCOPE, "pending", "approve", None),
+                _key_row("k_other", "other-scope", "active", "admin", None)):
+        world.ledger.insert_api_key(row)
+    value = service.value(SCOPE, "api_keys")
+    assert value.to_json() == {"keys": {
+        "k_admin": {"holder": "person:https://id.example#ann", "permissions": "decide,admin"},
+        "k_release": {"holder": "key:k_release", "permissions": "decide,release"}}}  # as stored: decide implied
+    assert service.value("other-scope", "api_keys").to_json() == {
+        "keys": {"k_other": {"holder": "key:k_other", "permissions": "decide,admin"}}}
