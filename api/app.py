@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
-from typing import Any
 
 from flask import Flask, Response, request
 from flask.json.provider import DefaultJSONProvider
@@ -25,20 +23,9 @@ from api.runtime import GateRuntime
 from gate.adapters import AdapterRegistry
 from gate.clock import Clock, IdSource
 from gate.errors import GateError
-from gate.events.stream import JetStreamPublisher
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.services.chains import AuditChainService
-from gate.services.events import Dispatcher, EventService
-from gate.services.holds import HoldService, hold_sweeper
-from gate.services.keys import KeyService
-from gate.services.lifecycle import LifecycleService
-from gate.services.notify import notifier_from_settings
-from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
-from gate.services.replay import ReplayService
-from gate.services.scope_events import ScopeEventService
 from gate.settings import Settings
-from workbench.reports import live as live_reports
 from workbench.services.root import compose, live_signing
 
 log = logging.getLogger("gate.api")
@@ -90,58 +77,24 @@ def create_app(
 
 def _runtime(settings: Settings, ledger: Ledger, signing: SigningSetup | LiveSigning, *, clock: Clock | None,
              ids: IdSource | None, limiter: RateLimiter | None, adapters: AdapterRegistry | None) -> GateRuntime:
-    """The core's services the routes share (`api.runtime.runtime()`), built by the composition
-    root (`workbench.services.root`) with the serving settings and the guardrail hook."""
+    """The core's services and background workers the routes share (`api.runtime.runtime()`), all
+    built by the composition root (`workbench.services.root`) with the serving settings and the
+    guardrail and webhook hooks; this shell adds only its own: the rate limiter and the keys' check."""
     services = compose(signing, ledger, settings=settings, clock=clock, ids=ids, adapters=adapters,
-                       on_trip=record_guardrail_trip)
-    service, release_service = services.live()
-    events = EventService(ledger, service.clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
-                          lease_seconds=settings.events_lease_seconds, on_attempt=record_webhook_attempt,
-                          retention_days=settings.events_retention_days)
-    holds = HoldService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log,
-                        inbox_base=settings.workbench_url)
-    policy_alerts = PolicyAlertService(ledger, service.clock, live_reports.anomaly_report,
-                                       max_age_days=settings.policy_source_max_age_days,
-                                       release_alerts=release_service.guardrail_alerts)
-    scope_events = ScopeEventService(ledger, service.clock,
-                                     alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"], signing=signing,
-                                     witness=release_service.witness)
+                       on_trip=record_guardrail_trip, on_attempt=record_webhook_attempt)
+    core, serving = services.served()
+    clock = core.decisions.clock
     return GateRuntime(
-        settings=settings,
-        ledger=ledger,
-        signing=signing,
-        service=service,
-        releases=release_service,
-        events=events,
-        holds=holds,
-        scope_events=scope_events,
-        keys=KeyService(ledger, signing, service.clock, release_service.safeguards),
-        hold_sweeper=hold_sweeper(holds, settings.hold_sweep_ms / 1000) if settings.events_dispatch else None,
-        dispatcher=Dispatcher(events, settings.events_interval_ms / 1000,
-                              stream=JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
-                              if settings.nats_url else None,
-                              tasks={"scheduled-reports": scope_events.run_due, **_notify_tasks(settings, ledger,
-                                                                                                service.clock)},
-                              concurrency=settings.events_concurrency)
-        if settings.events_dispatch else None,
+        settings=settings, ledger=ledger, signing=signing, service=core.decisions, releases=core.release_service(),
+        events=core.events, holds=core.holds, lifecycle=core.lifecycle, audit=core.audit,
+        scope_events=serving.scope_events, keys=serving.keys, replays=serving.replays, pilots=serving.pilots,
+        proof_metrics=serving.proof_metrics, policy_alerts=serving.policy_alerts, reports=services.reports,
+        hold_sweeper=serving.hold_sweeper, dispatcher=serving.dispatcher,
         limiter=limiter or make_rate_limiter(settings.redis_url),
         auth=Authenticator(ledger, settings.plans, cache_ms=settings.api_key_cache_ms,
-                           ci=CIPrincipals(settings, lambda: service.clock.now().timestamp())
+                           ci=CIPrincipals(settings, lambda: clock.now().timestamp())
                            if settings.ci_issuer is not None else None),
-        lifecycle=LifecycleService(ledger, service.clock, signing, after_outcome=release_service.after_outcome),
-        audit=AuditChainService(ledger, signing, service.clock, checkpoint_log=settings.checkpoint_log),
-        replays=ReplayService(service),
-        pilots=PilotService(ledger, service.clock),
-        proof_metrics=ProofMetricsService(ledger),
-        policy_alerts=policy_alerts,
-        reports=services.reports,
     )
-
-
-def _notify_tasks(settings: Settings, ledger: Ledger, clock: Clock) -> dict[str, Callable[[], Any]]:
-    """The reviewers' channels' passes (gate.services.notify), one dispatcher task per kind."""
-    notifier = notifier_from_settings(ledger, settings, clock)
-    return dict(notifier.tasks()) if notifier is not None else {}
 
 
 def _mount_routes(app: Flask) -> None:

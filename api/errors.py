@@ -178,14 +178,14 @@ ERROR_TABLE: dict[str, tuple[int, str]] = {
 }
 
 
-def error_body(code: str, message: str, **details: Any) -> tuple[int, dict[str, Any]]:
+def error_body(code: str, message: str, **details: object) -> tuple[int, dict[str, object]]:
     status, word = ERROR_TABLE[code]
-    body: dict[str, Any] = {"c": COMPACT_UNCLEAR, "v": word, "error": code, "message": message}
+    body: dict[str, object] = {"c": COMPACT_UNCLEAR, "v": word, "error": code, "message": message}
     body.update(details)
     return status, body
 
 
-def gate_error_body(error: GateError) -> tuple[int, dict[str, Any]]:
+def gate_error_body(error: GateError) -> tuple[int, dict[str, object]]:
     return error_body(error.code, error.message, **error.details)
 
 

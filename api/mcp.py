@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from api.jsonio import dumps
 from gate.errors import Signal
@@ -62,10 +62,104 @@ JSONRPC_ERRORS = {
 }
 
 
-def error_message(code: int, message: str, request_id: Any = None, data: Any = None) -> dict[str, Any]:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
+class RpcError(TypedDict):
+    """A JSON-RPC error object; `data` only when there is more to say."""
+
+    code: int
+    message: str
+
+
+class RpcErrorWithData(RpcError):
+    data: Any
+
+
+class RpcErrorMessage(TypedDict):
+    jsonrpc: str
+    id: Any  # the request's id (a string or an integer), or null when it could not be read
+    error: RpcError | RpcErrorWithData
+
+
+class TextContent(TypedDict):
+    type: str
+    text: str
+
+
+class ToolResult(TypedDict):
+    """`tools/call`'s result: the text for the model; `isError` when the tool ran and reached no
+    verdict or refused (then without `structuredContent`)."""
+
+    content: list[TextContent]
+    isError: bool
+
+
+class StructuredToolResult(ToolResult):
+    structuredContent: dict[str, object]
+
+
+class ToolAnnotations(TypedDict):
+    title: str
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+
+
+class ObjectSchema(TypedDict):
+    """A tool's input or output JSON Schema: an object, its members' schemas by name."""
+
+    type: str
+    properties: dict[str, dict[str, object]]
+    required: list[str]
+    additionalProperties: NotRequired[bool]
+
+
+class ToolDefinition(TypedDict):
+    """One tool of `tools/list`: its input and output JSON Schemas and read-only annotations."""
+
+    name: str
+    title: str
+    description: str
+    inputSchema: ObjectSchema
+    outputSchema: ObjectSchema
+    annotations: ToolAnnotations
+
+
+class ToolList(TypedDict):
+    tools: list[ToolDefinition]
+
+
+class ServerInfo(TypedDict):
+    name: str
+    title: str
+    version: str
+
+
+class InitializeResult(TypedDict):
+    protocolVersion: str
+    capabilities: dict[str, dict[str, bool]]
+    serverInfo: ServerInfo
+    instructions: str
+
+
+class Pong(TypedDict):
+    """`ping`'s result: the empty object."""
+
+
+Result = InitializeResult | Pong | ToolList | ToolResult | StructuredToolResult
+
+
+class RpcResultMessage(TypedDict):
+    jsonrpc: str
+    id: Any  # the request's id, a string or an integer
+    result: Result
+
+
+RpcMessage = RpcResultMessage | RpcErrorMessage
+
+
+def error_message(code: int, message: str, request_id: Any = None, data: Any = None) -> RpcErrorMessage:
+    error: RpcError | RpcErrorWithData = (RpcError(code=code, message=message) if data is None
+                                          else RpcErrorWithData(code=code, message=message, data=data))
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
@@ -87,7 +181,7 @@ class McpEndpoint:
         self._tool_list = [tool_definition(checks, checks.spec_for_tool(tool)) for tool in tools]
         self._tool_list += [tool.definition for tool in self.extra.values()]
 
-    def handle(self, message: Any) -> tuple[int, dict[str, Any] | None]:
+    def handle(self, message: Any) -> tuple[int, RpcMessage | None]:
         """(HTTP status, JSON body or None for 202) for one parsed JSON-RPC message."""
         if isinstance(message, list):
             return 400, error_message(INVALID_REQUEST, "batch requests are not supported; send one JSON-RPC "
@@ -121,7 +215,7 @@ class McpEndpoint:
             if method == "initialize":
                 return 200, self._result(request_id, self._initialize(params))
             if method == "ping":
-                return 200, self._result(request_id, {})
+                return 200, self._result(request_id, Pong())
             if method == "tools/list":
                 return 200, self._result(request_id, {"tools": self._tool_list})
             if method == "tools/call":
@@ -134,10 +228,10 @@ class McpEndpoint:
         return 200, error_message(METHOD_NOT_FOUND, f"method not found: {method[:100]}", request_id)
 
     @staticmethod
-    def _result(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+    def _result(request_id: Any, result: Result) -> RpcResultMessage:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _initialize(self, params: dict[str, object]) -> InitializeResult:
         requested = params.get("protocolVersion")
         if not isinstance(requested, str):
             raise _InvalidParams("initialize needs params.protocolVersion (a string)")
@@ -152,7 +246,7 @@ class McpEndpoint:
             ),
         }
 
-    def _call(self, request_id: Any, params: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, request_id: Any, params: dict[str, object]) -> RpcResultMessage:
         name = params.get("name")
         if not isinstance(name, str) or name not in self.tools:
             raise _InvalidParams(f"unknown tool: {str(name)[:100]}", {"tools": list(self.tools)})
@@ -174,7 +268,8 @@ class McpEndpoint:
         })
 
 
-    def _extra_call(self, request_id: Any, tool: ExtraTool, arguments: Any, params: dict[str, Any]) -> dict[str, Any]:
+    def _extra_call(self, request_id: Any, tool: ExtraTool, arguments: Any,
+                    params: dict[str, object]) -> RpcResultMessage:
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         try:
             structured = tool.call(arguments, message)
@@ -190,8 +285,8 @@ class McpEndpoint:
 class ExtraTool:
     """A tool beside the policy checks (the held action's wait, api.mcp_holds)."""
 
-    definition: dict[str, Any]
-    call: Callable[[Any, dict[str, Any]], dict[str, Any]]
+    definition: ToolDefinition
+    call: Callable[[Any, dict[str, object]], dict[str, object]]
     refused: type[Exception]
 
 
@@ -211,8 +306,8 @@ class _InvalidParams(Signal):
 ID_CHARACTER = "[A-Za-z0-9_\u0130\u212a]"
 
 
-def input_schema(spec: CheckSpec) -> dict[str, Any]:
-    properties: dict[str, Any] = {
+def input_schema(spec: CheckSpec) -> ObjectSchema:
+    properties: dict[str, dict[str, object]] = {
         "vendor": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": ID_CHARACTER,
                    "description": "Vendor name or id, e.g. \"Adobe\" or \"best-buy\" (case and spacing ignored)."},
         "region": {"type": "string", "pattern": "^[A-Za-z]{2}$", "default": "US",
@@ -228,12 +323,12 @@ def input_schema(spec: CheckSpec) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
-_NULLABLE_STRING = {"type": ["string", "null"]}
+_NULLABLE_STRING: dict[str, object] = {"type": ["string", "null"]}
 
 
-def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]:
+def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> ObjectSchema:
     """The JSON Schema of `structuredContent` (clients such as the MCP SDK validate against it)."""
-    source = {
+    source: dict[str, object] = {
         "type": "object",
         "required": ["vendor", "region", "plan", "source_url", "notes", "last_verified", "source_hash"],
         "properties": {name: {"type": "string"} for name in
@@ -241,7 +336,7 @@ def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]
     }
     strings = ("tool", "service", "code", "action", "message", "vendor", "rulebook_id", "rules_version",
                "rulebook_hash", "policy_version", "policy_table_hash", "evaluated_at")
-    properties: dict[str, Any] = {name: {"type": "string"} for name in strings}
+    properties: dict[str, dict[str, object]] = {name: {"type": "string"} for name in strings}
     properties.update({
         "verdict": {"type": "string", "enum": list(checks.verdicts(spec.tool))},
         "decision": {"type": "string", "enum": list(VERDICTS)},
@@ -266,7 +361,7 @@ def output_schema(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]
     return {"type": "object", "properties": properties, "required": sorted(properties)}
 
 
-def tool_definition(checks: PolicyCheckService, spec: CheckSpec) -> dict[str, Any]:
+def tool_definition(checks: PolicyCheckService, spec: CheckSpec) -> ToolDefinition:
     return {
         "name": spec.tool,
         "title": spec.title,

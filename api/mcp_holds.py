@@ -17,6 +17,7 @@ from flask import request
 
 from api.auth import AuthFailure
 from api.jsonio import dumps
+from api.mcp import ToolDefinition
 from api.parking import PARK
 from api.runtime import runtime
 from gate.errors import GateError, Signal
@@ -26,7 +27,7 @@ MAX_WAIT_SECONDS = 30
 _DECISION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 _IN_THREAD = object()
 
-DEFINITION: dict[str, Any] = {
+DEFINITION: ToolDefinition = {
     "name": TOOL,
     "title": "Resolution of a held action",
     "description": ("The state of a held decision (open, approved, denied, expired) and its signed resolution, "
@@ -60,7 +61,7 @@ def _arguments(arguments: Any) -> tuple[str, int]:
     return decision_id, wait
 
 
-def call(arguments: Any, message: dict[str, Any]) -> dict[str, Any]:
+def call(arguments: Any, message: dict[str, object]) -> dict[str, object]:
     """The tool's structured answer; ValueError for bad arguments, ToolRefused for a refusal."""
     decision_id, wait = _arguments(arguments)
     try:
@@ -69,12 +70,12 @@ def call(arguments: Any, message: dict[str, Any]) -> dict[str, Any]:
         raise ToolRefused(f"unauthorized: {failure.message}") from failure
     service = runtime().holds
     try:
-        answer: dict[str, Any] = service.resolution(caller.scope, decision_id)
+        answer = service.resolution(caller.scope, decision_id)
         park = request.environ.get(PARK, _IN_THREAD)
         if answer["state"] == "open" and wait > 0 and park is not None:
             if park is not _IN_THREAD and park(decision_id, float(wait), dumps(message).encode("utf-8")):
-                return answer  # never sent: the worker runs this request again when the hold closes
+                return {**answer}  # never sent: the worker runs this request again when the hold closes
             answer = service.wait_closed(caller.scope, decision_id, float(wait))
     except GateError as error:
         raise ToolRefused(f"{error.code}: {error.message}") from error
-    return answer
+    return {**answer}  # the tool's structured content: a JSON object

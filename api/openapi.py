@@ -8,9 +8,10 @@ or a spec header is missing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from api import costs as K
 from api import openapi_params as P
@@ -42,6 +43,29 @@ SERVER_RESPONSES = {408: "request (head or body) not received within GATE_REQUES
                     414: "request line too long", 431: "request headers too large or too many"}
 SERVER_ERRORS = ("REQUEST_TIMEOUT", "REQUEST_URI_TOO_LONG", "REQUEST_HEADERS_TOO_LARGE",
                  "EXPECTATION_FAILED", "TRANSFER_CODING_UNSUPPORTED")
+
+# A media type's schema by reference: {"application/json": {"schema": {"$ref": "#/components/schemas/…"}}}.
+Content = dict[str, dict[str, dict[str, str]]]
+# A path, query or header parameter; a path parameter has no description.
+Parameter = TypedDict("Parameter", {"name": str, "in": str, "required": bool, "schema": dict[str, object],
+                                    "description": NotRequired[str]})
+# One status of an operation: an error status has its body schema and error codes, a success its headers.
+Response = TypedDict("Response", {"description": str, "content": NotRequired[Content],
+                                  "x-error-codes": NotRequired[list[str]],
+                                  "headers": NotRequired[dict[str, dict[str, dict[str, str]]]]})
+
+
+class RequestBody(TypedDict):
+    required: bool
+    content: Content
+
+
+# One route and method: the members in the order the document states them.
+Operation = TypedDict("Operation", {"summary": str, "tags": list[str], "operationId": str,
+                                    "responses": dict[str, Response], "security": list[dict[str, list[str]]],
+                                    "parameters": NotRequired[list[Parameter]],
+                                    "requestBody": NotRequired[RequestBody],
+                                    "x-other-error-codes": NotRequired[list[str]]})
 
 # Issue 18 item 7: the costly keyed routes (declared `charged`) are charged to the key's cost window (api/costs.py).
 COST_HEADERS = (*RATE_HEADERS, "X-RateLimit-Cost", "Retry-After")
@@ -75,11 +99,11 @@ def endpoints() -> tuple[Endpoint, ...]:
 
 # A release policy (gate/bodies/release-policy.schema.json): whole for PUT, any members for PATCH.
 _RELEASE_POLICY = bodies.openapi_schema("release-policy")
-_RELEASE_POLICY_PATCH = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
+_RELEASE_POLICY_PATCH: dict[str, object] = {**{k: v for k, v in _RELEASE_POLICY.items() if k not in ("required", "title")},
                          "description": "Any members of a release policy (at least one); the others are kept.",
                          "minProperties": 1}
 
-SCHEMAS: dict[str, Any] = {
+SCHEMAS: dict[str, Mapping[str, object]] = {
     **RECEIPT_REQUEST_SCHEMAS,  # derived from gate.receipts.validation (api.openapi_receipts)
     "ErrorBody": {
         "type": "object",
@@ -244,7 +268,7 @@ SCHEMAS: dict[str, Any] = {
 }
 
 
-def _query_parameter(name: str, kind: str, text: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def _query_parameter(name: str, kind: str, text: str, schema: dict[str, object] | None = None) -> Parameter:
     """One query parameter; `schema` states the route's own check (api.openapi_params), else
     the type, and for text the control characters every route refuses."""
     schema = dict(schema) if schema else (P.text() if kind == "string" else {"type": kind})
@@ -252,15 +276,15 @@ def _query_parameter(name: str, kind: str, text: str, schema: dict[str, Any] | N
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": text}
 
 
-def _operation(endpoint: Endpoint) -> dict[str, Any]:
+def _operation(endpoint: Endpoint) -> Operation:
     """One route's OpenAPI operation: its parameters, body, responses and the error codes of each."""
-    operation: dict[str, Any] = {
+    operation: Operation = {
         "summary": endpoint.summary,
         "tags": list(endpoint.tags),
         "operationId": endpoint.method + endpoint.path.replace("/", "_").replace("{", "").replace("}", ""),
         "responses": {},
+        "security": [{"ApiKey": []}, {"Bearer": []}] if endpoint.auth else [],
     }
-    operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if endpoint.auth else []
     parameters = _parameters(endpoint)
     if parameters:
         operation["parameters"] = parameters
@@ -278,9 +302,9 @@ def _operation(endpoint: Endpoint) -> dict[str, Any]:
     return operation
 
 
-def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
+def _parameters(endpoint: Endpoint) -> list[Parameter]:
     """The route's path parameters, then its query parameters, then its request headers."""
-    parameters = [
+    parameters: list[Parameter] = [
         {"name": name, "in": "path", "required": True, "schema": P.path_param(name)}
         for name in path_parameters(endpoint.path)
     ]
@@ -293,7 +317,7 @@ def _parameters(endpoint: Endpoint) -> list[dict[str, Any]]:
     return parameters
 
 
-def _responses_and_errors(endpoint: Endpoint, parameters: list[dict[str, Any]]
+def _responses_and_errors(endpoint: Endpoint, parameters: list[Parameter]
                           ) -> tuple[dict[int, str], tuple[str, ...], str | None]:
     """Every status the route answers and every error code it can give, with the server's own and
     a public route's budget (its kind, or None)."""
@@ -310,9 +334,9 @@ def _responses_and_errors(endpoint: Endpoint, parameters: list[dict[str, Any]]
 
 
 def _response(endpoint: Endpoint, status: int, description: str, errors: tuple[str, ...],
-              budget: str | None) -> dict[str, Any]:
+              budget: str | None) -> Response:
     """One status of the operation: its error codes and body schema, or its headers."""
-    response: dict[str, Any] = {"description": description}
+    response: Response = {"description": description}
     if status >= 400:
         codes = [code for code in errors if ERROR_TABLE[code][0] == status
                  or (status == 403 and code.endswith("_UNAUTHORIZED"))]
@@ -341,8 +365,8 @@ def _with_public_budget(kind: str, responses: dict[int, str],
 
 
 @lru_cache(maxsize=1)
-def openapi_document() -> dict[str, Any]:
-    paths: dict[str, Any] = {}
+def openapi_document() -> dict[str, object]:
+    paths: dict[str, dict[str, Operation]] = {}
     for endpoint in endpoints():
         paths.setdefault(endpoint.path, {})[endpoint.method] = _operation(endpoint)
     return P.resolve_printable({
@@ -378,7 +402,7 @@ INPUT_NORMALISATION = {
 }
 
 
-def _cost_limits() -> dict[str, Any]:
+def _cost_limits() -> dict[str, object]:
     """The cost window of the costly keyed routes (api/costs.py), for /docs.json."""
     return {
         "window": "fixed one-minute window per API key, separate from the decide window; X-RateLimit-* on "
@@ -421,7 +445,7 @@ SCHEMA_PATHS = {"rulebook_v1": C.RULEBOOK_SCHEMA_PATH,
                 "golden_replay_corpus": "/schemas/golden-replay/index.json"}
 
 
-def _limits() -> dict[str, Any]:
+def _limits() -> dict[str, object]:
     """Every limit a client can meet, for /docs.json (the numbers are the configured defaults)."""
     return {
         "rate_limit": "fixed one-minute window per API key; starter plan 20 decides per minute",
@@ -468,7 +492,7 @@ def _limits() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def docs_document() -> dict[str, Any]:
+def docs_document() -> dict[str, object]:
     return {
         "service": "decision-gate",
         "interface_version": C.INTERFACE_VERSION,

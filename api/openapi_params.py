@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from functools import lru_cache
-from typing import Any, overload
+from typing import overload
 
 from gate import vocabulary as C
 from gate.packets.common import LIMIT_MAX, LIMIT_MIN
@@ -61,14 +61,14 @@ _PRINTABLE_RUN = "\x00printable-run\x00"
 
 
 @overload
-def resolve_printable(value: dict[str, Any]) -> dict[str, Any]: ...
+def resolve_printable(value: dict[str, object]) -> dict[str, object]: ...
 
 
 @overload
-def resolve_printable(value: Any) -> Any: ...
+def resolve_printable(value: object) -> object: ...
 
 
-def resolve_printable(value: Any) -> Any:
+def resolve_printable(value: object) -> object:
     """`value` (a schema or document) with every printable placeholder replaced by its pattern."""
     if value == _PRINTABLE_RUN:
         return f"^{_not_printable_class()}*$"
@@ -80,7 +80,7 @@ def resolve_printable(value: Any) -> Any:
 
 
 
-def printable(low: int, high: int, description: str) -> dict[str, Any]:
+def printable(low: int, high: int, description: str) -> dict[str, object]:
     """`low`…`high` characters, each printable by `str.isprintable` (no controls, format or
     separator characters other than the space, no unassigned code points). The pattern is
     exact; `format: printable` names it for people and generators."""
@@ -88,17 +88,17 @@ def printable(low: int, high: int, description: str) -> dict[str, Any]:
             "pattern": _PRINTABLE_RUN, "description": description}
 
 
-def text(description: str = "") -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "pattern": f"^{NO_CONTROL}*$"}
+def text(description: str = "") -> dict[str, object]:
+    schema: dict[str, object] = {"type": "string", "pattern": f"^{NO_CONTROL}*$"}
     return {**schema, "description": description} if description else schema
 
 
-def integer(low: int, high: int, description: str = "") -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "integer", "minimum": low, "maximum": high}
+def integer(low: int, high: int, description: str = "") -> dict[str, object]:
+    schema: dict[str, object] = {"type": "integer", "minimum": low, "maximum": high}
     return {**schema, "description": description} if description else schema
 
 
-def report_param(name: str) -> dict[str, Any]:
+def report_param(name: str) -> dict[str, object]:
     """A policy report's query parameter (workbench.reports.registry.parse_params)."""
     p = REPORT_PARAMS[name]
     if name == "verdict":
@@ -116,11 +116,11 @@ SEMVER = "^[0-9]+\\.[0-9]+\\.[0-9]+$"
 BOOLEAN_TEXT = {"type": "boolean", "description": "true, false, 1 or 0"}
 
 
-def packet_limit(description: str) -> dict[str, Any]:
+def packet_limit(description: str) -> dict[str, object]:
     return integer(LIMIT_MIN, LIMIT_MAX, description)
 
 
-def view(description: str) -> dict[str, Any]:
+def view(description: str) -> dict[str, object]:
     return {"type": "string", "enum": list(C.VIEWS), "description": description}
 
 
@@ -132,18 +132,18 @@ def _any_case(word: str) -> str:
 VIEW_HEADER = {"type": "string", "pattern": "^[ \\t]*(" + "|".join(_any_case(v) for v in C.VIEWS) + ")[ \\t]*$"}
 # api.runtime.idempotency_key_header and the workflow and pilot routes: trimmed, 1-300 visible ASCII.
 IDEMPOTENCY_KEY = {"type": "string", "pattern": "^[ \\t]*[!-~]{1,300}[ \\t]*$"}
-HEADER_PARAMS: dict[str, dict[str, Any]] = {
+HEADER_PARAMS: dict[str, dict[str, str]] = {
     "x-idempotency-key": IDEMPOTENCY_KEY,
     "Idempotency-Key": IDEMPOTENCY_KEY,
     "x-decision-response-view": VIEW_HEADER,
 }
 
 
-def header_param(name: str) -> dict[str, Any]:
+def header_param(name: str) -> dict[str, object]:
     return dict(HEADER_PARAMS.get(name, {"type": "string"}))
 
 
-def path_param(name: str) -> dict[str, Any]:
+def path_param(name: str) -> dict[str, object]:
     if name == "policy_id":
         return {**printable(1, MAX_POLICY_ID, "policy id: 1 to 120 printable characters, no /"),
                 "allOf": [{"pattern": "^[^/]*$"}], **_SEGMENT}
@@ -152,14 +152,14 @@ def path_param(name: str) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$", **_SEGMENT}
 
 
-def _pilot_text(limit: int) -> dict[str, Any]:
+def _pilot_text(limit: int) -> dict[str, object]:
     """api.routes.operations: trimmed, non-empty, at most `limit` printable characters."""
     return {**printable(1, limit, f"1 to {limit} printable characters, not only spaces"),
             "allOf": [{"pattern": "[^ ]"}]}
 
 
 # gate.services.operations.validate_submission and PilotService.confirm.
-PILOT_REQUEST: dict[str, Any] = {
+PILOT_REQUEST: dict[str, object] = {
     "description": "A submission (company, contact_name, contact_email, use_case, monthly_decisions, notes?, "
                    "consent) or a confirmation (pilot_id, confirmation_token).",
     "oneOf": [

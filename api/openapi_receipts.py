@@ -12,8 +12,6 @@ limit is stated in the member's description and as `maxLength` only where the tw
 
 from __future__ import annotations
 
-from typing import Any
-
 from gate.protocol.records import _JS_WHITESPACE
 from gate.receipts import fields as F
 from gate.receipts import validation as V
@@ -24,18 +22,18 @@ NOT_BLANK = f"[^{_WHITESPACE}]"
 _WS = f"[{_WHITESPACE}]"
 
 
-def _text(limit: int) -> dict[str, Any]:
+def _text(limit: int) -> dict[str, object]:
     return {"type": "string", "description": f"trimmed; at most {limit} UTF-16 code units; blank reads as absent"}
 
 
-def _object_of(names: str, values: dict[str, Any], limit: int) -> dict[str, Any]:
+def _object_of(names: str, values: dict[str, object], limit: int) -> dict[str, object]:
     return {"type": "object", "maxProperties": limit, "propertyNames": {"pattern": names},
             "additionalProperties": values}
 
 
 _NON_EMPTY_ID = {**_text(F.MAX_ID), "pattern": NOT_BLANK}
 _NON_EMPTY_LABEL = {**_text(F.MAX_LABEL), "pattern": NOT_BLANK}
-_FIXED: dict[Any, dict[str, Any]] = {
+_FIXED: dict[F.Check, dict[str, object]] = {
     F.identifier: _text(F.MAX_ID),
     F.label: _text(F.MAX_LABEL),
     F.reference: _text(F.MAX_URL),
@@ -62,10 +60,10 @@ _FIXED: dict[Any, dict[str, Any]] = {
 }
 
 
-def member_schema(check: Any, required: bool) -> dict[str, Any]:
+def member_schema(check: F.Check, required: bool) -> dict[str, object]:
     """The schema of one member; `one_of` checks carry their set on the closure."""
     allowed = _one_of_values(check)
-    schema = {"type": "string", "enum": list(allowed)} if allowed is not None else dict(_FIXED[check])
+    schema: dict[str, object] = {"type": "string", "enum": list(allowed)} if allowed is not None else dict(_FIXED[check])
     if required:
         if schema.get("type") == "string" and "enum" not in schema and "pattern" not in schema:
             schema["pattern"] = NOT_BLANK
@@ -73,7 +71,7 @@ def member_schema(check: Any, required: bool) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def _one_of_values(check: Any) -> tuple[str, ...] | None:
+def _one_of_values(check: F.Check) -> tuple[str, ...] | None:
     for cell in getattr(check, "__closure__", None) or ():
         value = cell.cell_contents
         if isinstance(value, tuple) and all(isinstance(item, str) for item in value):
@@ -81,7 +79,7 @@ def _one_of_values(check: Any) -> tuple[str, ...] | None:
     return None
 
 
-def request_schema(members: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+def request_schema(members: dict[str, F.Check], required: tuple[str, ...]) -> dict[str, object]:
     return {"type": "object", "required": list(required), "additionalProperties": False,
             "properties": {name: member_schema(check, name in required) for name, check in members.items()}}
 
@@ -89,7 +87,7 @@ def request_schema(members: dict[str, Any], required: tuple[str, ...]) -> dict[s
 _LINK_ID = ("execution_receipt_id", {"type": "string", "pattern": NOT_BLANK})
 _LINK_HASH = ("execution_hash", {"type": "string"})
 
-RECEIPT_REQUEST_SCHEMAS: dict[str, dict[str, Any]] = {
+RECEIPT_REQUEST_SCHEMAS: dict[str, dict[str, object]] = {
     "ExecutionRequest": request_schema(V.EXECUTION_REQUEST_MEMBERS, V.REQUIRED_EXECUTION_MEMBERS),
     "OutcomeRequest": {
         **request_schema(V.OUTCOME_REQUEST_MEMBERS, V.REQUIRED_OUTCOME_MEMBERS),

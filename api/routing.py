@@ -19,7 +19,7 @@ from flask import Blueprint, Flask
 
 View = TypeVar("View", bound=Callable[..., Any])
 # (name, type, description[, schema]): the schema states the route's own check (api.openapi_params)
-QueryParameter = tuple[str, str, str] | tuple[str, str, str, dict[str, Any]]
+QueryParameter = tuple[str, str, str] | tuple[str, str, str, dict[str, object]]
 
 BUDGETS = ("public", "verify")  # a public route's per-client budget (api.public_limits)
 _PATH_PARAMETER = re.compile(r"\{(\w+)\}")

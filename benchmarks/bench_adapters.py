@@ -91,18 +91,11 @@ def bench_runs(pool_size: int, runs: int, pace: float) -> tuple[list[float], lis
 
 
 def bench_decides(runs: int) -> dict[str, list[float]]:
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
+    from benchmarks.gate_app import bench_app, bench_key
 
     home = Path(tempfile.mkdtemp(prefix="bench_adapters_"))
-    generate_keyring(home / "signing-keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_DATABASE_URL": f"sqlite:///{home / 'gate.db'}",
-           "GATE_SIGNING_KEY_FILE": str(home / "signing-keys.json"), "GATE_ADAPTER_POOL_SIZE": "2"}
-    settings = Settings.from_env(env)
-    app = create_app(settings)
-    key = create_key(settings, "bench", "scale", 1_000_000, None)["api_key"]
+    settings, app = bench_app(home, env={"GATE_ADAPTER_POOL_SIZE": "2"})
+    key = bench_key(settings, None, plan="scale")
     client = app.test_client()
     bodies = {
         "direct": json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text()),

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import _database  # noqa: E402  (the throw-away ledger database, as bench_http makes it)
+from gate_app import bench_app, bench_key  # noqa: E402  (the one start-up of a benchmark's gate)
 
 RESULTS = ROOT / "benchmarks" / "results" / "decide_events.json"
 THREADS = 8
@@ -50,19 +51,8 @@ def _cpu() -> float:
 
 
 def _app(home: Path, database_url: str):
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
-
-    generate_keyring(home / "keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_DATABASE_URL": database_url,
-           "GATE_SIGNING_KEY_FILE": str(home / "keys.json"), "GATE_EVENTS_DISPATCH": "0"}
-    settings = Settings.from_env(env)
-    app = create_app(settings)
-    key = create_key(settings, "bench", "growth", 100_000_000, 100_000_000, None, "decide,admin",
-                     "service:bench")["api_key"]
-    return app, key
+    settings, app = bench_app(home, database_url, {"GATE_EVENTS_DISPATCH": "0"})
+    return app, bench_key(settings)
 
 
 def _burst(app, headers: dict, request: dict, verdict: str, seconds: float) -> dict[str, Any]:

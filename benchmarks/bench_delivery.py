@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import _database  # noqa: E402  (the throw-away ledger database, as bench_http makes it)
+from gate_app import bench_app, bench_key  # noqa: E402  (the one start-up of a benchmark's gate)
 
 RESULTS = ROOT / "benchmarks" / "results" / "delivery.json"
 THREADS = 8
@@ -57,18 +58,8 @@ s.serve_forever()
 
 
 def _app(home: Path, database_url: str):
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
-
-    generate_keyring(home / "keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_DATABASE_URL": database_url,
-           "GATE_SIGNING_KEY_FILE": str(home / "keys.json"), "GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"}
-    settings = Settings.from_env(env)
-    app = create_app(settings)
-    key = create_key(settings, "bench", "growth", 100_000_000, 100_000_000, None, "decide,admin")["api_key"]
-    return app, key
+    settings, app = bench_app(home, database_url, {"GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1"})
+    return app, bench_key(settings)
 
 
 def _lag(app, scope: str, subscription_id: str) -> int:

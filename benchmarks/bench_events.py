@@ -58,20 +58,10 @@ def _load1() -> float:
 
 
 def _app(home: Path):
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
+    from benchmarks.gate_app import bench_app, bench_key
 
-    generate_keyring(home / "keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_DATABASE_URL": f"sqlite:///{home / 'gate.db'}",
-           "GATE_SIGNING_KEY_FILE": str(home / "keys.json"), "GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
-           "GATE_EVENTS_INTERVAL_MS": "200"}
-    settings = Settings.from_env(env)
-    app = create_app(settings)
-    key = create_key(settings, "bench", "growth", 100_000_000, 100_000_000, None,
-                     "decide,publish,release,approve,admin", "service:bench")["api_key"]
-    return app, key
+    settings, app = bench_app(home, env={"GATE_WEBHOOK_ALLOW_HOSTS": "127.0.0.1", "GATE_EVENTS_INTERVAL_MS": "200"})
+    return app, bench_key(settings, "decide,publish,release,approve,admin")
 
 
 def _releases(client, headers: dict, stop: threading.Event) -> None:

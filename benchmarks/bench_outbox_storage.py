@@ -41,7 +41,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "outbox_storage.json"
 REQUEST = ROOT / "gate" / "data" / "requests" / "verdict-yes.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import PG_ADMIN, _database  # noqa: E402  (the throw-away ledger database)
-from bench_storage import _sizes  # noqa: E402  (the same measurement of tables and indexes)
+from bench_storage import _sizes, bytes_per_row  # noqa: E402  (the same measurement of tables and indexes)
+from gate_app import bench_app, bench_key  # noqa: E402  (the one start-up of a benchmark's gate)
 
 
 def _load1() -> float:
@@ -52,20 +53,11 @@ def fill(url: str, home: Path, n: int) -> tuple[int, int]:
     """`decision.created` on, then `n` decides; (events written, their canonical text's bytes)."""
     from sqlalchemy import select
 
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
     from gate.ledger.tables import event_outbox
-    from gate.settings import Settings
-    from gate_cli.main import create_key
 
-    generate_keyring(home / "signing-keys.json", "2026-11-01T00:00:00.000Z")
-    settings = Settings.from_env({"GATE_HOME": str(home), "GATE_DATABASE_URL": url,
-                                  "GATE_SIGNING_KEY_FILE": str(home / "signing-keys.json"),
-                                  "GATE_EVENTS_DISPATCH": "false"})
-    app = create_app(settings)
+    settings, app = bench_app(home, url, {"GATE_EVENTS_DISPATCH": "false"})
     try:
-        key = create_key(settings, "bench", "growth", 100_000_000, 100_000_000, None, "decide,admin",
-                         "service:bench")["api_key"]
+        key = bench_key(settings)
         client, headers = app.test_client(), {"x-api-key": key}
         answer = client.put("/api/events/settings", json={"decision_created": True, "anomaly_every_seconds": None},
                             headers=headers)
@@ -107,16 +99,10 @@ def child(kind: str, n: int) -> dict[str, Any]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _marginal(result: dict[str, Any], table: str) -> int:
-    full = result["full"].get(table, {"table": 0, "indexes": 0})
-    empty = result["empty"].get(table, {"table": 0, "indexes": 0})
-    return full["table"] + full["indexes"] - empty["table"] - empty["indexes"]
-
-
 def summary(result: dict[str, Any]) -> dict[str, Any]:
     events = max(1, result["events"])
-    outbox = _marginal(result, "event_outbox") / events
-    decisions = _marginal(result, "decisions") / result["n"]
+    outbox = bytes_per_row(result, "event_outbox", events)
+    decisions = bytes_per_row(result, "decisions", result["n"])
     return {"outbox_per_event": round(outbox), "decisions_per_decision": round(decisions),
             "event_text": round(result["event_text_bytes"] / events), "ratio": round(outbox / decisions, 2)}
 

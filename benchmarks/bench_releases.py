@@ -34,16 +34,10 @@ from tests.releases.support import ALL, Api, by_reference, inline, version  # no
 
 
 def _app(home: Path):
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
+    from benchmarks.gate_app import bench_app, bench_key
 
-    generate_keyring(home / "signing-keys.json", "2026-11-24T00:00:00.000Z")
-    settings = Settings.from_env({"GATE_HOME": str(home)})
-    app = create_app(settings)
-    key = create_key(settings, "bench", "scale", 10**8, 10**9, None, ALL, "service:bench")["api_key"]
-    return app, key
+    settings, app = bench_app(home, valid_from="2026-11-24T00:00:00.000Z")
+    return app, bench_key(settings, ALL, plan="scale")
 
 
 def _time(api: Api, make, n: int, tag: str) -> float:

@@ -39,6 +39,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "storage.json"
 REQUEST = ROOT / "gate" / "data" / "requests" / "verdict-yes.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_http import PG_ADMIN, _database  # noqa: E402  (the throw-away ledger database, as bench_http makes it)
+from gate_app import bench_app, bench_key  # noqa: E402  (the one start-up of a benchmark's gate)
 
 TABLE_ORDER = ("decisions", "chain_links", "merkle_nodes", "lifecycle_receipts", "receipt_heads",
                "outcome_latest", "confidence_counters", "rulebook_snapshots", "chain_heads", "usage_counters")
@@ -90,18 +91,9 @@ def _sizes(kind: str, url: str, home: Path) -> dict[str, dict[str, int]]:
 
 def fill(url: str, home: Path, n: int, request: dict[str, Any]) -> None:
     """`n` decides of `request`, one outcome receipt per two decisions, through the app."""
-    from api.app import create_app
-    from gate.keys.signing import generate_keyring
-    from gate.settings import Settings
-    from gate_cli.main import create_key
-
-    keyring = home / "signing-keys.json"
-    generate_keyring(keyring, "2026-11-01T00:00:00.000Z")
-    settings = Settings.from_env({"GATE_HOME": str(home), "GATE_DATABASE_URL": url,
-                                  "GATE_SIGNING_KEY_FILE": str(keyring)})
-    app = create_app(settings)
+    settings, app = bench_app(home, url)
     try:
-        key = create_key(settings, "bench", "starter", 100_000_000, None)["api_key"]
+        key = bench_key(settings, None, plan="starter")
         client, headers = app.test_client(), {"x-api-key": key}
         for index in range(n):
             answer = client.post("/api/decide", json=request, headers=headers)
@@ -148,15 +140,23 @@ def child(kind: str, n: int, request_file: Path) -> dict[str, Any]:
         shutil.rmtree(home, ignore_errors=True)
 
 
+NO_PAGES = {"table": 0, "indexes": 0}
+
+
+def bytes_per_row(result: dict[str, Any], table: str, rows: int) -> float:
+    """The bytes `table` and its indexes grew by (`full` less `empty`, as `_sizes` measured them)
+    per one of the `rows` written: the one measure of bytes per row of every storage benchmark."""
+    full, empty = result["full"].get(table, NO_PAGES), result["empty"].get(table, NO_PAGES)
+    return (full["table"] + full["indexes"] - empty["table"] - empty["indexes"]) / max(1, rows)
+
+
 def per_decision(result: dict[str, Any]) -> dict[str, Any]:
     """Bytes per decision: per table (table, indexes, both, marginal) and the totals."""
     n, empty, full = result["n"], result["empty"], result["full"]
     tables = {}
     for name, part in full.items():
-        before = empty.get(name, {"table": 0, "indexes": 0})
-        both = part["table"] + part["indexes"]
         tables[name] = {"table": round(part["table"] / n), "indexes": round(part["indexes"] / n),
-                        "marginal": round((both - before["table"] - before["indexes"]) / n)}
+                        "marginal": round(bytes_per_row(result, name, n))}
     total = sum(p["table"] + p["indexes"] for p in full.values())
     marginal = total - sum(p["table"] + p["indexes"] for p in empty.values())
     return {"tables": tables, "total": round(total / n), "marginal": round(marginal / n)}

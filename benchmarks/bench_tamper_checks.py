@@ -36,14 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from api.app import create_app  # noqa: E402
-from gate.keys.signing import generate_keyring  # noqa: E402
+from benchmarks.gate_app import bench_key, bench_settings  # noqa: E402
 from gate.services.chains import (  # noqa: E402
     chain_head_integrity,
     chain_tree_root,
     rulebook_snapshot_check,
 )
-from gate.settings import Settings  # noqa: E402
-from gate_cli.main import create_key  # noqa: E402
 
 REQUEST = json.loads((ROOT / "gate" / "data" / "requests" / "pricing-exception.json").read_text())
 
@@ -62,12 +60,11 @@ def timed(function) -> float:
 
 
 def make_apps(home: Path):
-    generate_keyring(home / "signing-keys.json", "2026-11-01T00:00:00.000Z")
-    env = {"GATE_HOME": str(home), "GATE_POLICY_DIR": str(ROOT / "gate" / "data" / "rulebooks")}
-    settings = Settings.from_env({**env, "GATE_CHECKPOINT_EVERY": "0"})
+    settings = bench_settings(home, env={"GATE_POLICY_DIR": str(ROOT / "gate" / "data" / "rulebooks"),
+                                         "GATE_CHECKPOINT_EVERY": "0"})
     quiet = create_app(settings)
     every = create_app(settings.with_(checkpoint_every=1))
-    key = create_key(settings, scope="bench", plan="scale", rate_limit=1_000_000, monthly_cap=None)["api_key"]
+    key = bench_key(settings, None, plan="scale")
     return quiet, every, key
 
 

@@ -56,6 +56,7 @@ class RulebookInvalid(CodedError):
     def __init__(self, errors: list[dict[str, str]]) -> None:
         first = errors[0]["message"] if errors else "rulebook is invalid"
         super().__init__(f"Rulebook v1 validation failed: {first}", errors=errors)
+        self.errors = errors  # the same list as `details["errors"]`, typed
 
 
 class SigningUnavailable(CodedError):
@@ -97,7 +98,7 @@ class RulebookVersionConflict(CodedError):
 
     def __init__(self, rulebook_id: str, version: str, registered_hash: str, supplied_hash: str,
                  *, registered_dependency: Any = _UNSET, supplied_dependency: Any = _UNSET) -> None:
-        details: dict[str, Any] = {}
+        details: dict[str, object] = {}
         message = (f"rulebook {rulebook_id!r} version {version!r} is already registered with another hash; "
                    "publish the change under a new version")
         if registered_dependency is not _UNSET:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeGuard
 
 from gate.errors import CodedError
 from gate.principals import CI_PREFIX, CI_ROLES, KIND_CI, ROLES, Principal, ci_name
@@ -105,7 +105,7 @@ class Grants:
         return table.get(scope, frozenset()) | table.get(ALL_SCOPES, frozenset())
 
 
-def _read_json_object(path: Path, what: str) -> dict[str, Any]:
+def _read_json_object(path: Path, what: str) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -117,7 +117,7 @@ def _read_json_object(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _names(value: object) -> bool:
+def _names(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and all(isinstance(s, str) and s for s in value)
 
 
@@ -142,11 +142,13 @@ def load_grants(path: Path) -> Grants:
     data = _read_json_object(path, "grants file")
     # The older {"user": ["scope", ...]} (a file naming "users", "groups" or "ci" is the current form).
     if not {"users", "groups", "ci"} & set(data) and all(isinstance(value, list) for value in data.values()):
+        legacy: dict[str, list[str]] = {}
         for user, scopes in data.items():
             if not _names(scopes):
                 raise AccessConfigError(f"grants file {path}: {user!r} must map to a list of scope names")
+            legacy[user] = scopes
         return Grants(users={user: {scope: frozenset({LEGACY_ROLE}) for scope in scopes}
-                             for user, scopes in data.items()})
+                             for user, scopes in legacy.items()})
     unknown = sorted(set(data) - {"users", "groups", "revoked", "slack", "ci"})
     if unknown:
         raise AccessConfigError(f"grants file {path}: unknown member(s) {', '.join(map(repr, unknown))}; "

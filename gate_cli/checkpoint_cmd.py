@@ -24,7 +24,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from gate.chain.checkpoint_log import (
     read_checkpoint_log,
 )
 from gate.chain.links import chain_id_for
-from gate.chain.merkle import verify_checkpoint
+from gate.chain.merkle import Checkpoint, verify_checkpoint
 from gate.clock import SystemClock
 from gate.errors import CodedError, GateError
 from gate.services.root import signing_setup
@@ -136,7 +136,7 @@ def _from_gate(args: argparse.Namespace,
 
 
 def _from_ledger(args: argparse.Namespace, held_of: Callable[[Path, str], dict[str, Any] | None],
-                 ) -> tuple[dict[str, Any], list[str] | None, TrustAnchors, Path]:
+                 ) -> tuple[Checkpoint, list[str] | None, TrustAnchors, Path]:
     # Lazy: the ledger brings SQLAlchemy, which `gate --version` does without.
     from gate.services.chains import AuditChainService
 
@@ -168,6 +168,7 @@ def _held(log: Path, chain_id: str) -> dict[str, Any] | None:
 def _save(args: argparse.Namespace) -> dict[str, Any]:
     if bool(args.url) == bool(args.scope):
         raise GateError("VERIFY_INPUT_UNREADABLE", "give either --url (a running gate) or --scope (the local ledger)")
+    checkpoint: Mapping[str, Any]  # the gate's answer as read, or the checkpoint the local ledger made
     if args.url:
         if not args.log:
             raise GateError("VERIFY_INPUT_UNREADABLE", "--url needs --log")

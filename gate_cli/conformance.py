@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from gate.protocol.canonical import sha256_bytes_hex
 from gate.resources import schemas_path
@@ -35,14 +35,97 @@ SEMANTIC_MEMBERS = (
 ADAPTER_LINEAGE = ("adapter_id", "version", "implementation_hash", "manifest_hash", "input_hash", "output_hash")
 EXIT_PASSED, EXIT_FAILED, EXIT_INCOMPLETE = 0, 1, 3
 
-Transport = Callable[[str, str, Any], tuple[int, Any]]  # (method, path, body) -> (status, json body)
+Transport = Callable[[str, str, object], tuple[int, object]]  # (method, path, body) -> (status, json body)
+
+
+class IndexEntry(TypedDict):
+    """One fixture as the index names it: its file and the sha256 of the file's bytes."""
+
+    fixture_id: str
+    path: str
+    sha256: str
+    covers: list[str]
+    requires: Requirements
+
+
+class ConformanceIndex(TypedDict):
+    """`gate/schemas/conformance/index.json`."""
+
+    conformance_index_version: str
+    interface_version: str
+    protocol: str
+    endpoint: str
+    runs_per_fixture: int
+    semantic_result: str
+    coverage: list[str]
+    runner: str
+    fixtures: list[IndexEntry]
+
+
+class AdapterRef(TypedDict):
+    adapter_id: str
+    version: str
+
+
+class Requirements(TypedDict, total=False):
+    """What a fixture needs of the endpoint: a trusted adapter it must list."""
+
+    adapter: AdapterRef
+
+
+class PublishedAdapter(AdapterRef):
+    manifest_hash: str
+
+
+class SemanticResult(TypedDict):
+    """The status and the decision or refusal members of one answer (`semantic_result`)."""
+
+    http_status: int
+    body: dict[str, object] | None
+
+
+class Expectation(TypedDict):
+    http_status: int
+    body: NotRequired[dict[str, object]]
+
+
+class Fixture(TypedDict):
+    """One fixture file: the request to post and the semantic result it must give."""
+
+    fixture_id: str
+    title: str
+    covers: list[str]
+    request: dict[str, object]
+    expect: Expectation
+    requires: NotRequired[Requirements]
+    note: NotRequired[str]
+
+
+class FixtureResult(TypedDict):
+    """One fixture in the report: passed, failed (with its problems) or skipped (with the reason)."""
+
+    fixture_id: str
+    covers: list[str]
+    result: str
+    reason: NotRequired[str]
+    problems: NotRequired[list[str]]
+    semantic_result: NotRequired[SemanticResult]
+
+
+class ConformanceReport(TypedDict):
+    ok: bool
+    conformance_index_version: str
+    passed: int
+    failed: int
+    skipped: int
+    fixtures: list[FixtureResult]
 
 
 def http_transport(endpoint: str, api_key: str | None, timeout: float = 30) -> Transport:
     """A transport over urllib: JSON in, JSON out; network errors are raised as OSError."""
     base = endpoint.rstrip("/")
 
-    def send(method: str, path: str, body: Any) -> tuple[int, Any]:
+    def send(method: str, path: str, body: object) -> tuple[int, object]:
         headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             headers["x-api-key"] = api_key
@@ -62,10 +145,10 @@ def http_transport(endpoint: str, api_key: str | None, timeout: float = 30) -> T
     return send
 
 
-def load_fixtures(directory: Path = FIXTURES) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load_fixtures(directory: Path = FIXTURES) -> tuple[ConformanceIndex, list[Fixture]]:
     """The index and its fixtures; a fixture whose bytes do not match the index's sha256 is an error."""
-    index = json.loads((directory / "index.json").read_text(encoding="utf-8"))
-    fixtures = []
+    index: ConformanceIndex = json.loads((directory / "index.json").read_text(encoding="utf-8"))
+    fixtures: list[Fixture] = []
     for entry in index["fixtures"]:
         raw = (directory / entry["path"]).read_bytes()
         if sha256_bytes_hex(raw) != entry["sha256"]:
@@ -74,29 +157,26 @@ def load_fixtures(directory: Path = FIXTURES) -> tuple[dict[str, Any], list[dict
     return index, fixtures
 
 
-def semantic_result(status: int, body: Any) -> dict[str, Any]:
+def semantic_result(status: int, body: object) -> SemanticResult:
     """What must be identical across runs and match `expect`: no ids, times, hashes of ids or signatures."""
-    result: dict[str, Any] = {"http_status": status}
     if not isinstance(body, dict):
-        result["body"] = None
-        return result
-    semantic = {name: body[name] for name in SEMANTIC_MEMBERS if name in body}
+        return {"http_status": status, "body": None}
+    semantic: dict[str, object] = {name: body[name] for name in SEMANTIC_MEMBERS if name in body}
     if isinstance(body.get("trusted_adapter"), dict):
         semantic["trusted_adapter"] = {k: body["trusted_adapter"].get(k) for k in ADAPTER_LINEAGE}
     if isinstance(body.get("errors"), list):
         semantic["errors"] = [{"field": e.get("field"), "code": e.get("code")} for e in body["errors"]
                               if isinstance(e, dict)]
-    result["body"] = semantic
-    return result
+    return {"http_status": status, "body": semantic}
 
 
-def _matches(expected: Any, actual: Any) -> bool:
+def _matches(expected: object, actual: object) -> bool:
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and _matches(v, actual[k]) for k, v in expected.items())
     return bool(expected == actual)  # JSON values: their == is a bool
 
 
-def _mismatches(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+def _mismatches(expected: Expectation, actual: SemanticResult) -> list[str]:
     problems = []
     if expected.get("http_status") != actual.get("http_status"):
         problems.append(f"http_status: expected {expected.get('http_status')}, got {actual.get('http_status')}")
@@ -109,7 +189,7 @@ def _mismatches(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _published_adapters(send: Transport) -> list[dict[str, Any]] | None:
+def _published_adapters(send: Transport) -> list[PublishedAdapter] | None:
     """Every `{adapter_id, version, manifest_hash}` object the endpoint's adapter registry lists."""
     try:
         status, body = send("GET", "/api/decision/adapters", None)
@@ -117,21 +197,22 @@ def _published_adapters(send: Transport) -> list[dict[str, Any]] | None:
         return None
     if status != 200:
         return None
-    found: list[dict[str, Any]] = []
+    found: list[PublishedAdapter] = []
     stack = [body]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
             if all(isinstance(value.get(k), str) for k in ("adapter_id", "version", "manifest_hash")):
-                found.append(value)
+                found.append({"adapter_id": value["adapter_id"], "version": value["version"],
+                              "manifest_hash": value["manifest_hash"]})
             stack.extend(value.values())
         elif isinstance(value, list):
             stack.extend(value)
     return found
 
 
-def _prepare(fixture: dict[str, Any],
-             adapters: list[dict[str, Any]] | None) -> tuple[dict[str, Any] | None, str | None]:
+def _prepare(fixture: Fixture,
+             adapters: list[PublishedAdapter] | None) -> tuple[dict[str, object] | None, str | None]:
     request = copy.deepcopy(fixture["request"])
     needed = (fixture.get("requires") or {}).get("adapter")
     if not needed:
@@ -141,46 +222,55 @@ def _prepare(fixture: dict[str, Any],
     if match is None:
         return None, (f"requires the trusted adapter {needed['adapter_id']}@{needed['version']}, which the endpoint "
                       "does not list at GET /api/decision/adapters")
-    if request.get("adapter", {}).get("manifest_hash") == REGISTRY_PLACEHOLDER:
-        request["adapter"]["manifest_hash"] = match["manifest_hash"]
+    adapter = request.get("adapter")
+    if isinstance(adapter, dict) and adapter.get("manifest_hash") == REGISTRY_PLACEHOLDER:
+        adapter["manifest_hash"] = match["manifest_hash"]
     return request, None
 
 
-def run_conformance(send: Transport, directory: Path = FIXTURES) -> dict[str, Any]:
+def _entry(fixture: Fixture, result: str) -> FixtureResult:
+    return {"fixture_id": fixture["fixture_id"], "covers": fixture["covers"], "result": result}
+
+
+def run_conformance(send: Transport, directory: Path = FIXTURES) -> ConformanceReport:
     """Run every fixture twice; the report `{ok, passed, failed, skipped, fixtures[]}`."""
     index, fixtures = load_fixtures(directory)
     adapters = _published_adapters(send) if any(f.get("requires") for f in fixtures) else []
-    results = []
+    results: list[FixtureResult] = []
     for fixture in fixtures:
-        entry: dict[str, Any] = {"fixture_id": fixture["fixture_id"], "covers": fixture["covers"]}
         request, skip = _prepare(fixture, adapters)
         if skip:
-            results.append({**entry, "result": "skipped", "reason": skip})
+            skipped = _entry(fixture, "skipped")
+            skipped["reason"] = skip
+            results.append(skipped)
             continue
         runs = []
         try:
             for _ in range(2):
                 runs.append(semantic_result(*send("POST", "/api/decide", request)))
         except OSError as exc:
-            results.append({**entry, "result": "failed", "problems": [f"endpoint unreachable: {exc}"]})
+            unreachable = _entry(fixture, "failed")
+            unreachable["problems"] = [f"endpoint unreachable: {exc}"]
+            results.append(unreachable)
             continue
         problems = _mismatches(fixture["expect"], runs[0])
         if runs[0] != runs[1]:
             problems.append("the two runs gave different semantic results")
-        results.append({**entry, "result": "failed" if problems else "passed", "problems": problems,
-                        "semantic_result": runs[0]})
+        ran = _entry(fixture, "failed" if problems else "passed")
+        ran["problems"], ran["semantic_result"] = problems, runs[0]
+        results.append(ran)
     counts = {kind: sum(r["result"] == kind for r in results) for kind in ("passed", "failed", "skipped")}
     return {"ok": counts["passed"] == len(results), "conformance_index_version": index["conformance_index_version"],
-            **counts, "fixtures": results}
+            "passed": counts["passed"], "failed": counts["failed"], "skipped": counts["skipped"], "fixtures": results}
 
 
-def exit_code(report: dict[str, Any]) -> int:
+def exit_code(report: ConformanceReport) -> int:
     if report["failed"]:
         return EXIT_FAILED
     return EXIT_INCOMPLETE if report["skipped"] else EXIT_PASSED
 
 
-def render(report: dict[str, Any]) -> str:
+def render(report: ConformanceReport) -> str:
     lines = []
     for r in report["fixtures"]:
         lines.append(f"{r['result'].upper():8} {r['fixture_id']}")

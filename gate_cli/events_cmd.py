@@ -71,14 +71,11 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from gate.services.events import EventService
-    from gate.services.root import signing_setup
+    from gate.services.root import event_service, signing_setup
 
     settings = load_settings()
     ledger = open_ledger(settings)
-    service = EventService(ledger, allow_hosts=settings.webhook_allow_hosts, signing=signing_setup(settings),
-                           lease_seconds=settings.events_lease_seconds,
-                           retention_days=settings.events_retention_days)
+    service = event_service(ledger, signing_setup(settings), settings=settings)
     try:
         return _run(args, service, settings)
     finally:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gate.errors import LedgerUnavailable
 from gate.settings import Settings
@@ -32,6 +32,7 @@ from gate_cli.progress import ProgressBar
 if TYPE_CHECKING:
     from workbench.dataset.export import ExportResult
     from workbench.dataset.iceberg import IcebergTarget
+    from workbench.dataset.manifest import DatasetManifest
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -119,10 +120,10 @@ def _lakehouse(args: argparse.Namespace, settings: Settings) -> IcebergTarget | 
                           namespace=args.namespace or DEFAULT_NAMESPACE)
 
 
-def _snapshots(manifest: dict[str, Any]) -> dict[str, Any]:
+def _snapshots(manifest: DatasetManifest) -> dict[str, int | None]:
     """Each Iceberg table's snapshot the manifest names (empty for the Parquet layout)."""
-    tables = (manifest.get("iceberg") or {}).get("tables", {})
-    return {name: table.get("snapshot_id") for name, table in tables.items()}
+    member = manifest.get("iceberg")
+    return {} if member is None else {name: table["snapshot_id"] for name, table in member["tables"].items()}
 
 
 def add_export_parser(sub: Subparsers) -> None:

@@ -32,7 +32,7 @@ from gate_cli.context import OPERATOR_PERMISSIONS, CliError, load_settings, open
 from gate_cli.help import Subparsers
 
 if TYPE_CHECKING:
-    from gate.services.holds import HoldService
+    from gate.services.holds import HoldPolicyAnswer, HoldService
 
 STATES = ("open", "approved", "denied", "expired", "closed", "all")
 MAX_LIMIT = 500
@@ -93,16 +93,14 @@ def _scope(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_holds(args: argparse.Namespace) -> int:
-    from gate.services.holds import HoldService
-    from gate.services.root import signing_setup
+    from gate.services.root import hold_service, signing_setup
 
     settings = load_settings()
     ledger = open_ledger(settings)
     signing = signing_setup(settings)
     try:
         # The events this command writes link to the Inbox as the server's do (GATE_WORKBENCH_URL).
-        return _run(args, HoldService(ledger, signing, checkpoint_log=settings.checkpoint_log,
-                                      inbox_base=settings.workbench_url))
+        return _run(args, hold_service(ledger, signing, settings=settings))
     finally:
         ledger.dispose()
 
@@ -122,8 +120,8 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
     if command == "policy":
         return _policy(args, service)
     if command == "policy-approve":
-        answer = service.approve_policy(args.scope, operator(), OPERATOR_PERMISSIONS, args.request_seq, args.reason)
-        return _print_policy(args.scope, answer)
+        return _print_policy(args.scope, service.approve_policy(args.scope, operator(), OPERATOR_PERMISSIONS,
+                                                                args.request_seq, args.reason))
     if command == "resolve":
         body = {"decision": args.vote, "reason_code": args.reason_code, "note": args.note}
         answer = service.resolve(args.scope, operator(), OPERATOR_PERMISSIONS, args.decision_id, body)
@@ -141,7 +139,7 @@ def _run(args: argparse.Namespace, service: HoldService) -> int:
 
 def _policy(args: argparse.Namespace, service: HoldService) -> int:
     if args.set_file is None:
-        return _print_policy(args.scope, {**service.policy_document(args.scope), "event": None})
+        return _print_policy(args.scope, {**service.policy_document(args.scope), "requested": False, "event": None})
     try:
         with open(args.set_file, encoding="utf-8") as handle:
             body = json.load(handle)
@@ -150,7 +148,7 @@ def _policy(args: argparse.Namespace, service: HoldService) -> int:
     return _print_policy(args.scope, service.set_policy(args.scope, operator(), OPERATOR_PERMISSIONS, body))
 
 
-def _print_policy(scope: str, answer: dict[str, Any]) -> int:
+def _print_policy(scope: str, answer: HoldPolicyAnswer) -> int:
     """The policy in force, its pending requests and the change's signed governance event."""
     print(json.dumps({"scope": scope, "policy": answer["policy"], "pending": answer["pending"],
                       "event": answer["event"]}, indent=2))

@@ -139,15 +139,10 @@ def _change_members(change: KeyChange) -> dict[str, Any]:
 def key_service(settings: Settings) -> KeyService:
     """The keys' service over the local ledger, signing with the receipt key, its grants governed
     through the one governed-change service, witnessed in GATE_CHECKPOINT_LOG (issue 52)."""
-    from gate.clock import SystemClock
-    from gate.services.chains import EventChainWitness
-    from gate.services.governance import GovernanceService
-    from gate.services.keys import KeyService
+    from gate.services.root import key_service as build_key_service
 
-    ledger, signing, clock = open_ledger(settings), signing_setup(settings), SystemClock()
-    governance = GovernanceService(ledger, signing, clock,
-                                   witness=EventChainWitness(signing, clock, settings.checkpoint_log))
-    return KeyService(ledger, signing, clock, governance)
+    return build_key_service(open_ledger(settings), signing_setup(settings),
+                             checkpoint_log=settings.checkpoint_log)
 
 
 def _holder(holder: str | None, granted: frozenset[str]) -> str | None:

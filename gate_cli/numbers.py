@@ -21,7 +21,10 @@ from __future__ import annotations
 import copy
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: this module runs on the standard library alone
+    from gate.rulebook.analysis.shapes import FieldDescription, NumberRange
 
 __all__ = ["near_text", "tidy_witness", "witness_text"]
 
@@ -45,7 +48,7 @@ def near_text(value: Any, anchors: list[Any]) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def _inside(c: float, interval: dict[str, Any]) -> bool:
+def _inside(c: float, interval: NumberRange) -> bool:
     lo, hi = interval.get("min"), interval.get("max")
     if lo is not None and (c < lo or (c == lo and not interval.get("min_inclusive"))):
         return False
@@ -55,7 +58,7 @@ def _inside(c: float, interval: dict[str, Any]) -> bool:
     return integers is None or float(c).is_integer() == integers
 
 
-def _shortest(x: float, interval: dict[str, Any]) -> float | int:
+def _shortest(x: float, interval: NumberRange) -> float | int:
     """The number with the fewest decimals inside `interval` nearest to x (x itself at worst)."""
     for places in range(18):
         c = round(x, places)
@@ -78,7 +81,7 @@ def _put(obj: dict[str, Any], path: list[str], value: Any) -> None:
     obj[path[-1]] = value
 
 
-def tidy_witness(witness: Any, where: list[dict[str, Any]] | None) -> Any:
+def tidy_witness(witness: Any, where: list[FieldDescription] | None) -> Any:
     """A copy of an exact region's witness with each noisy number written at the fewest
     decimals its interval allows; unchanged without a region (a sampled finding)."""
     if not isinstance(witness, dict) or not where:
@@ -94,13 +97,14 @@ def tidy_witness(witness: Any, where: list[dict[str, Any]] | None) -> Any:
         x = _get(out, path)
         if not isinstance(x, float) or not math.isfinite(x) or float(f"{x:.12g}") == x:
             continue  # not noise: a number the author wrote, or one as short
-        numbers = ((item.get("allows") or {}).get("numbers")) or []
+        allows = item.get("allows")
+        numbers = (allows.get("numbers") if allows else None) or []
         interval = next((iv for iv in numbers if _inside(x, iv)), None)
         if interval is not None:
             _put(out, path, _shortest(x, interval))
     return out
 
 
-def witness_text(witness: Any, where: list[dict[str, Any]] | None) -> str:
+def witness_text(witness: Any, where: list[FieldDescription] | None) -> str:
     """The witness as one line of JSON, its numbers tidied (see `tidy_witness`)."""
     return json.dumps(tidy_witness(witness, where), sort_keys=True)

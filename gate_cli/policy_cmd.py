@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gate.errors import GateError
 from gate.protocol.canonical import sha256_hex
 from gate.releases.model import ReleaseStateJSON, VersionJSON
+from gate.rulebook import RulebookDocument, checked_rulebook
 from gate_cli.help import Subparsers
 from gate_cli.policy_repo import (
+    Applied,
     Change,
     FailOn,
     Plan,
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from gate.ledger import Ledger
     from gate.services.releases import ReleaseService
     from gate.settings import Settings
+    from workbench.migration.manifest import MigrationManifest
 
 EXIT_UNCHANGED, EXIT_ERROR, EXIT_CHANGED = 0, 1, 2
 
@@ -64,7 +67,7 @@ class Gate(Protocol):
     def running(self, scope: str, rulebook_id: str, file: PolicyFile) -> Running | None: ...
     def published_hash(self, scope: str, rulebook_id: str, version: str) -> str | None: ...
     def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None: ...
-    def publish(self, scope: str, rulebook: dict[str, Any]) -> bool: ...
+    def publish(self, scope: str, rulebook: RulebookDocument) -> bool: ...
     def act(self, scope: str, rulebook_id: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -91,7 +94,8 @@ class LocalGate:
         return list(self.ledger.rulebook_ids(scope))
 
     def running(self, scope: str, rulebook_id: str, file: PolicyFile | None = None) -> Running | None:
-        return self.releases.running_rulebook(scope, rulebook_id)
+        found = self.releases.running_rulebook(scope, rulebook_id)  # a registered, so valid, snapshot
+        return (checked_rulebook(found[0]), found[1]) if found is not None else None
 
     def published_hash(self, scope: str, rulebook_id: str, version: str) -> str | None:
         row = self.releases.snapshots.bound_snapshot(scope, rulebook_id, version)
@@ -100,7 +104,7 @@ class LocalGate:
     def state(self, scope: str, rulebook_id: str) -> ReleaseStateJSON | None:
         return self.releases.state(scope, rulebook_id, fresh=True).to_json()
 
-    def publish(self, scope: str, rulebook: dict[str, Any]) -> bool:
+    def publish(self, scope: str, rulebook: RulebookDocument) -> bool:
         _metadata, created = self.releases.snapshots.register_rulebook(scope, rulebook)
         return created
 
@@ -179,7 +183,7 @@ def cmd_init_policies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_rulebook(folder: Path, rulebook: dict[str, Any]) -> list[Path]:
+def _write_rulebook(folder: Path, rulebook: RulebookDocument) -> list[Path]:
     """The rulebook's file (and the scope's release.toml) in `folder`; an existing file is kept."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -226,7 +230,8 @@ class Planner:
         manifest, out, note = self._dry_run(file, running)
         return Change(file, running, diff, report, manifest, out, note)
 
-    def _dry_run(self, file: PolicyFile, running: Running | None) -> tuple[dict[str, Any] | None, Path, str | None]:
+    def _dry_run(self, file: PolicyFile, running: Running | None
+                 ) -> tuple[MigrationManifest | None, Path, str | None]:
         """`gate dry-run --scope S --rulebook-id ID --draft FILE [--dataset D]`: the same service call,
         the same baseline (what the scope runs), signed and written to OUT/<scope>/<rulebook_id>."""
         from gate.services.root import signing_setup
@@ -374,7 +379,7 @@ def _apply_plan(planner: Planner, files: list[PolicyFile]) -> Plan:
     return Plan(plan.changes, [f for f in files if f.path in done] + plan.unchanged, plan.out, done)
 
 
-def _apply(gate: Gate, change: Change) -> dict[str, Any]:
+def _apply(gate: Gate, change: Change) -> Applied:
     """Publish the change's version and make its release move, citing the plan's signed manifest."""
     file, release = change.file, change.file.release
     created = gate.publish(file.scope, file.rulebook)

@@ -25,7 +25,8 @@ from typing import Any
 from gate.errors import CodedError, GateError, Signal
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
 from gate.releases.model import ReleaseStateJSON
-from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid
+from gate.rulebook import RulebookDocument, checked_rulebook
+from gate_cli.policy_repo import PolicyFile, PolicyLayoutInvalid, Running
 
 __all__ = ["GateUnreachable", "RemoteGate"]
 
@@ -128,7 +129,7 @@ class RemoteGate:
         found = self._call("GET", f"/api/decision/rulebooks?{query}", missing="RULEBOOK_NOT_FOUND")
         return str(found["rulebook"]["hash"]) if found is not None else None  # the registry entry's `hash`
 
-    def running(self, scope: str, rulebook_id: str, file: PolicyFile) -> tuple[dict[str, Any], str] | None:
+    def running(self, scope: str, rulebook_id: str, file: PolicyFile) -> Running | None:
         """The active release version's body, found in the git history of `file` by its hash. Where
         the rulebook has no active release, the file itself when the scope has its version with its
         content (what callers send inline; the gate names no newest version), else None."""
@@ -142,12 +143,12 @@ class RemoteGate:
             return file.rulebook, f"active release {active['version']}"
         for commit, body in _history(file.path):
             if sha256_hex(body) == active["rulebook_hash"]:
-                return body, f"active release {active['version']} (its body from commit {commit[:12]})"
+                return checked_rulebook(body), f"active release {active['version']} (its body from commit {commit[:12]})"
         raise PolicyLayoutInvalid(f"{file.path}: the scope runs version {active['version']!r} (sha256 "
                                   f"{active['rulebook_hash'][:16]}…), which no commit of this file holds: commit it "
                                   "first (gate init-policies on the gate's host writes it)")
 
-    def publish(self, scope: str, rulebook: dict[str, Any]) -> bool:
+    def publish(self, scope: str, rulebook: RulebookDocument) -> bool:
         self._states.pop(rulebook["rulebook_id"], None)
         return bool(self._call("POST", "/api/decision/rulebooks", rulebook)["created"])
 
@@ -161,7 +162,7 @@ class RemoteGate:
         return None
 
 
-def _history(path: Path) -> list[tuple[str, Any]]:
+def _history(path: Path) -> list[tuple[str, object]]:
     """(commit, the file's JSON there) for the file's last MAX_COMMITS commits, newest first."""
     folder, name = path.parent, path.name
     program = shutil.which("git")

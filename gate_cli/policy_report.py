@@ -14,7 +14,9 @@ from gate.vocabulary import VERDICTS
 from workbench.reports.textsafe import md_cell, md_text
 
 if TYPE_CHECKING:
+    from gate.rulebook.analysis import DiffReportJSON, LabelJSON, LintReportJSON
     from gate_cli.policy_repo import Change, Plan
+    from workbench.migration.manifest import MigrationManifest
 
 __all__ = ["plan_markdown"]
 
@@ -27,7 +29,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows] + [""]
 
 
-def _label(label: dict[str, Any]) -> str:
+def _label(label: LabelJSON) -> str:
     rule = f"rule {label['rule_id']}" if label.get("rule_id") else "default outcome"
     return f"{rule} ({label['decision']}/{label['verdict']}/{label['reason_code']})"
 
@@ -66,7 +68,7 @@ def _change(change: Change) -> list[str]:
     return lines
 
 
-def _dry_run(manifest: dict[str, Any], figures: dict[str, int]) -> list[str]:
+def _dry_run(manifest: MigrationManifest, figures: dict[str, int]) -> list[str]:
     # Lazy: the migration package loads its manifest schema (jsonschema), a plan of no change needs neither.
     from workbench.migration.impact import impact_rows
 
@@ -85,14 +87,14 @@ def _dry_run(manifest: dict[str, Any], figures: dict[str, int]) -> list[str]:
                     [[r["month"], r["replayed"], r["review_before"], r["review_after"]] for r in review["by_month"][-6:]])
     lines += [md_text(f"Review queue {review['before']:,} → {review['after']:,} "
                       f"({review['per_month_before']:,} → {review['per_month_after']:,} per month)."), ""]
-    signature = manifest.get("signature") or {}
+    signature = manifest.get("signature")
     lines += [md_text(f"Signed manifest: migration hash {manifest.get('migration_hash')}, "
-                      + (f"{signature.get('algorithm')} key {signature.get('key_id')}" if signature else "unsigned")),
+                      + (f"{signature['algorithm']} key {signature['key_id']}" if signature else "unsigned")),
               ""]
     return lines
 
 
-def _diff(diff: dict[str, Any] | None) -> list[str]:
+def _diff(diff: DiffReportJSON | None) -> list[str]:
     if diff is None:
         return ["Semantic diff: no version runs in the scope (a new rulebook).", ""]
     lines = [md_text(f"Semantic diff: {diff['verdict']} ({diff['method']}, {diff['difference_count']} regions)"), ""]
@@ -104,7 +106,7 @@ def _diff(diff: dict[str, Any] | None) -> list[str]:
     return lines + [""]
 
 
-def _lint(report: dict[str, Any]) -> list[str]:
+def _lint(report: LintReportJSON) -> list[str]:
     from gate.rulebook.analysis import group_findings
 
     counts = report["counts"]

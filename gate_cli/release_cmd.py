@@ -33,6 +33,7 @@ from gate_cli.help import Subparsers, add_id_argument
 from workbench.reports.numbers import rate, rate_interval
 
 if TYPE_CHECKING:
+    from gate.releases.governance import GovernanceEvent
     from gate.services.releases import ReleaseService
 
 ACTIONS = ("shadow", "canary", "activate", "halt", "rollback", "approve")
@@ -198,7 +199,7 @@ def _policy_approve(args: argparse.Namespace, releases: ReleaseService) -> int:
     return _print_policy(args.scope, releases, event)
 
 
-def _print_policy(scope: str, releases: ReleaseService, event: dict[str, Any] | None) -> int:
+def _print_policy(scope: str, releases: ReleaseService, event: GovernanceEvent | None) -> int:
     document = releases.policy_document(scope)
     print(json.dumps({"scope": scope, "policy": document["policy"], "pending": document["pending"],
                       "event": event}, indent=2))

@@ -17,14 +17,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
-from gate.errors import CodedError
+from gate.errors import CodedError, RulebookInvalid
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
-from gate.rulebook import validate_rulebook
+from gate.rulebook import RulebookDocument, checked_rulebook
 from gate.vocabulary import NEEDS_INPUT_STATUS
 from gate_cli.help import Subparsers
 from gate_cli.numbers import near_text, witness_text
+
+if TYPE_CHECKING:  # the analysis modules load only for the command that runs them (below)
+    from gate.rulebook.analysis import LabelJSON
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INVALID, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
@@ -51,13 +54,13 @@ def _load(path: str, what: str = "rulebook") -> Any:
                          "message": f"{path} is not valid JSON: {exc.message}"}) from exc
 
 
-def _rulebook(path: str) -> dict[str, Any]:
-    book = _load(path)
-    errors = validate_rulebook(book)
-    if errors:
+def _rulebook(path: str) -> RulebookDocument:
+    try:
+        return checked_rulebook(_load(path))
+    except RulebookInvalid as exc:
+        errors = exc.errors
         raise _BadInput({"file": path, "problem": "invalid_rulebook", "code": "RULEBOOK_INVALID",
-                         "message": f"{path} is not a valid Rulebook v1 ({len(errors)} errors)", "errors": errors})
-    return cast(dict[str, Any], book)  # a valid Rulebook v1 is a JSON object
+                         "message": f"{path} is not a valid Rulebook v1 ({len(errors)} errors)", "errors": errors}) from None
 
 
 def _fail(exc: _BadInput, as_json: bool) -> int:
@@ -70,7 +73,7 @@ def _fail(exc: _BadInput, as_json: bool) -> int:
     return EXIT_INVALID
 
 
-def _label(label: dict[str, Any]) -> str:
+def _label(label: LabelJSON) -> str:
     rule = f"rule {label['rule_id']}" if label["rule_id"] else (
         NEEDS_INPUT_STATUS if label["status"] != "ok" else "default outcome")
     return f"{rule} ({label['decision']}/{label['verdict']}/{label['reason_code']})"

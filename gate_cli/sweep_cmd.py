@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gate_cli.dry_run_cmd import _cost_model, _digest_store, _fail, _signing, add_allow_unsigned, trust_for
 from gate_cli.help import Subparsers
+
+if TYPE_CHECKING:  # the sweep (Polars) is imported only when the command runs
+    from workbench.migration.impact import Figure
+    from workbench.migration.sweep import Sweep
 
 
 def add_sweep_parser(sub: Subparsers) -> None:
@@ -70,14 +74,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(figure: dict[str, Any]) -> str:
-    interval = figure.get("interval_95")
+def _pct(figure: Figure) -> str:
+    interval = figure["interval_95"]
     from workbench.reports.numbers import rate_interval
 
-    return "n/a" if interval is None else f"{figure['count']:>7,} ({rate_interval(*interval)})"
+    return "n/a" if interval is None else f"{figure['count']:>7,} ({rate_interval(interval[0], interval[1])})"
 
 
-def sweep_text(result: dict[str, Any]) -> str:
+def sweep_text(result: Sweep) -> str:
     leaf = result["leaf"]
     lines = [(f"sweep of {result['rulebook_id']}: rule {leaf['rule_id']}, {leaf['field']} {leaf['operator']} t "
              f"(draft t = {leaf['draft_value']:g}) over {result['decisions_replayed']:,} decisions (as of "

@@ -43,6 +43,7 @@ import requests
 
 from gate.errors import GateError
 from gate.packets import verify_packet
+from gate.packets.members import DecisionPacket
 from gate.packets.result import PacketVerification
 from gate.protocol.advisory_record import is_advisory
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
@@ -53,6 +54,14 @@ from gate.verify import (
     verify_record,
 )
 from gate.verify.result import VerificationResult
+from gate_client.bodies import (
+    KeyRegistryAnswer,
+    ReceiptAnswer,
+    ResolutionAnswer,
+    RouteVerification,
+    StatusAnswer,
+    route_verification,
+)
 from gate_client.resolutions import (
     DENY,
     PROCEED,
@@ -130,7 +139,7 @@ class Route:
     route: str
     reason: str
     record: dict[str, Any] | None = None
-    verification: dict[str, Any] | None = None
+    verification: RouteVerification | None = None
     error: GateClientError | None = None
     idempotency_key: str | None = None
     resolution: dict[str, Any] | None = None  # the hold's resolution this route was made on, as received
@@ -171,18 +180,18 @@ def route_record(record: Any, verification: Mapping[str, Any] | None) -> Route:
         return Route(REVIEW, "the gate did not return a Decision Record")
     record = dict(record)
     if is_advisory(record):
-        return Route(REVIEW, "advisory record (decision_contract): never an approval", record, dict(verification or {}))
+        return Route(REVIEW, "advisory record (decision_contract): never an approval", record, route_verification(verification))
     if not verification or verification.get("verified") is not True:
         failed = ", ".join((verification or {}).get("failed_checks") or []) or "not verified"
-        return Route(REVIEW, f"record failed offline verification: {failed}", record, dict(verification or {}))
+        return Route(REVIEW, f"record failed offline verification: {failed}", record, route_verification(verification))
     verdict, compact, status = record.get("verdict"), record.get("c"), record.get("status")
     if status == "needs_input":
-        return Route(REVIEW, "the gate needs more input (needs_input)", record, dict(verification))
+        return Route(REVIEW, "the gate needs more input (needs_input)", record, route_verification(verification))
     if verdict == "yes" and compact == "yes":
-        return Route(PROCEED, "verified yes", record, dict(verification))
+        return Route(PROCEED, "verified yes", record, route_verification(verification))
     if verdict == "no" and compact == "no":
-        return Route(DENY, f"verified no ({record.get('reason_code')})", record, dict(verification))
-    return Route(REVIEW, f"verdict {verdict!r} ({record.get('reason_code')})", record, dict(verification))
+        return Route(DENY, f"verified no ({record.get('reason_code')})", record, route_verification(verification))
+    return Route(REVIEW, f"verdict {verdict!r} ({record.get('reason_code')})", record, route_verification(verification))
 
 
 def resolution_route(record: Any, resolution: Any, anchors: TrustAnchors,
@@ -258,7 +267,7 @@ class GateClient:
         if not isinstance(record, Mapping):
             return route_record(record, None)
         try:
-            verification = self.verify(record, request).to_dict()
+            verification = route_verification(self.verify(record, request).to_dict())
         except GateError as error:  # a record too malformed to verify at all
             verification = {"verified": False, "failed_checks": [error.code]}
         if isinstance(request.get("rulebook_ref"), Mapping):
@@ -280,19 +289,19 @@ class GateClient:
 
     # ------------------------------------------------------------------ held actions (docs/holds.md)
 
-    def resolution(self, decision_id: str, *, wait: float = 0) -> dict[str, Any]:
+    def resolution(self, decision_id: str, *, wait: float = 0) -> ResolutionAnswer:
         """GET the held decision's state and signed resolution, waiting up to `wait` seconds (its
         whole seconds, 0-30) for it on the server; one request, retried as reads are. Raises
         GateClientError (a 404 when nothing is held), ValueError for a wait that is not a number."""
         return self._resolution(decision_id, wait_seconds(wait), retry=True)
 
-    def _resolution(self, decision_id: str, seconds: int, *, retry: bool) -> dict[str, Any]:
+    def _resolution(self, decision_id: str, seconds: int, *, retry: bool) -> ResolutionAnswer:
         answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/resolution",
                                params={"wait": seconds}, retry=retry, timeout=self.timeout + seconds)
-        body: dict[str, Any] = self._json(answer)
+        body: ResolutionAnswer = self._json(answer)
         return body
 
-    def wait_for_resolution(self, record: Mapping[str, Any], *, timeout: float = 300.0) -> dict[str, Any]:
+    def wait_for_resolution(self, record: Mapping[str, Any], *, timeout: float = 300.0) -> ResolutionAnswer:
         """Long-poll until the hold on `record` closes or `timeout` seconds pass; the last answer.
         At most ceil(timeout / 30) + 1 requests, the gate's `Retry-After` honoured, never past the
         deadline (gate_client.resolutions). Raises GateClientError for an error that ends the wait."""
@@ -343,51 +352,53 @@ class GateClient:
     # ------------------------------------------------------------------ lifecycle, packets
 
     def execution(self, record: Mapping[str, Any], execution_status: str, *, idempotency_key: str | None = None,
-                  **fields: Any) -> dict[str, Any]:
+                  **fields: Any) -> ReceiptAnswer:
         """POST an execution receipt bound to the record's hashes; returns `{ok, execution}`."""
         body = {"execution_status": execution_status, "decision_record_hash": record["record_hash"],
                 "decision_receipt_hash": record["receipt_hash"], **fields}
         return self._receipt(record["decision_id"], "execution", body, idempotency_key)
 
     def outcome(self, record: Mapping[str, Any], outcome_status: str, *, idempotency_key: str | None = None,
-                **fields: Any) -> dict[str, Any]:
+                **fields: Any) -> ReceiptAnswer:
         """POST an outcome bound to the record's hashes; returns `{ok, outcome}`."""
         body = {"outcome_status": outcome_status, "decision_record_hash": record["record_hash"],
                 "decision_receipt_hash": record["receipt_hash"], **fields}
         return self._receipt(record["decision_id"], "outcome", body, idempotency_key)
 
-    def packet(self, decision_id: str, **params: Any) -> dict[str, Any]:
-        """GET the decision's packet (query parameters as keywords, e.g. include_input=True)."""
+    def packet(self, decision_id: str, **params: Any) -> DecisionPacket:
+        """GET the decision's packet (query parameters as keywords, e.g. include_input=True), as
+        received: trusted only after `verify_packet`."""
         query = {name: (str(value).lower() if isinstance(value, bool) else value) for name, value in params.items()}
         answer, _ = self._send("GET", f"/api/decision/{_segment(decision_id)}/packet", params=query, retry=True)
-        packet: dict[str, Any] = self._json(answer)
+        packet: DecisionPacket = self._json(answer)
         return packet
 
     def verify_packet(self, packet: Mapping[str, Any], request: Any = None) -> PacketVerification:
         return verify_packet(packet, anchors=self.anchors, original_input=request)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> StatusAnswer:
         """GET /api/decision/status; a degraded gate (503) is returned, not raised."""
         try:
             answer, _ = self._send("GET", "/api/decision/status")
         except GateClientError as error:
-            if error.status == 503 and isinstance(error.body, dict):
-                return error.body
+            degraded: StatusAnswer = error.body  # a degraded gate answers the same body with 503
+            if error.status == 503 and isinstance(degraded, dict):
+                return degraded
             raise
-        status: dict[str, Any] = self._json(answer)
+        status: StatusAnswer = self._json(answer)
         return status
 
-    def receipt_keys(self) -> dict[str, Any]:
+    def receipt_keys(self) -> KeyRegistryAnswer:
         answer, _ = self._send("GET", "/api/decision/receipt-keys")
-        keys: dict[str, Any] = self._json(answer)
+        keys: KeyRegistryAnswer = self._json(answer)
         return keys
 
     def _receipt(self, decision_id: str, kind: str, body: dict[str, Any],
-                 idempotency_key: str | None) -> dict[str, Any]:
+                 idempotency_key: str | None) -> ReceiptAnswer:
         key = idempotency_key or f"client-{uuid.uuid4().hex}"
         answer, _ = self._send("POST", f"/api/decision/{_segment(decision_id)}/{kind}", body=body,
                                idempotency_key=key, retry=True)
-        receipt: dict[str, Any] = self._json(answer)
+        receipt: ReceiptAnswer = self._json(answer)
         return receipt
 
     # ------------------------------------------------------------------ transport
@@ -464,7 +475,7 @@ def _by_reference(request: Mapping[str, Any], rulebook_id: str, version: str | N
 
 
 def by_reference_verification(record: Mapping[str, Any], request: Mapping[str, Any],
-                              verification: Mapping[str, Any]) -> dict[str, Any]:
+                              verification: Mapping[str, Any]) -> RouteVerification:
     """The verification of a decide by reference. Its record's `input_hash` is that of the inline
     request the gate made from the published rulebook, which the caller does not hold, so that one
     check is replaced by three: the attested facts hash is this request's `context.inputs`, the
@@ -484,9 +495,11 @@ def by_reference_verification(record: Mapping[str, Any], request: Mapping[str, A
     )
     if not bound:
         failed.append("release_reference")
-    return {**verification, "verified": not failed, "failed_checks": sorted(set(failed)),
-            "notes": [*(verification.get("notes") or ()),
-                      "decide by reference: input_hash replaced by the attested facts hash and the signed release arm"]}
+    checked = route_verification(verification)
+    checked["verified"], checked["failed_checks"] = not failed, sorted(set(failed))
+    checked["notes"] = [*(verification.get("notes") or ()),
+                        "decide by reference: input_hash replaced by the attested facts hash and the signed release arm"]
+    return checked
 
 
 def _segment(value: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from gate.holds.events import verify_resolution
 from gate.keys.anchors import TrustAnchors
+from gate_client.bodies import RouteVerification, route_verification
 
 PROCEED, DENY, REVIEW = "proceed", "deny", "review"
 MAX_WAIT_SECONDS = 30  # the gate's longest long-poll (GET /api/decision/{id}/resolution?wait=)
@@ -53,7 +54,7 @@ class Verdict(NamedTuple):
 
     route: str
     reason: str
-    details: dict[str, Any] | None = None
+    details: RouteVerification | None = None
 
 
 def resolution_verdict(record: Mapping[str, Any], resolution: Any, anchors: TrustAnchors,
@@ -62,11 +63,12 @@ def resolution_verdict(record: Mapping[str, Any], resolution: Any, anchors: Trus
     resolution, not a new decide, is the authority, and only a verified approval bound to this very
     record proceeds; an expiry is a refusal (silence is not consent)."""
     if not verification or verification.get("verified") is not True:
-        return Verdict(REVIEW, "the held record failed offline verification", dict(verification or {}))
+        return Verdict(REVIEW, "the held record failed offline verification", route_verification(verification))
     if record.get("verdict") != "review":
         return Verdict(REVIEW, "this record did not hold the action; a resolution does not apply")
     check = verify_resolution(record, resolution, anchors)
-    details = {**dict(verification), "resolution": check.to_json()}
+    details = route_verification(verification)
+    details["resolution"] = check.to_json()
     if not check.verified:
         return Verdict(REVIEW, "the resolution failed verification: " + "; ".join(check.problems), details)
     if check.approved:

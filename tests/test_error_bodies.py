@@ -491,11 +491,11 @@ def _exhaust(c, **limits):
     from gate.clock import FixedClock
 
     # One instant for both decides: the rate limit's window is a minute of the service clock, and
-    # a second decide in the next minute would rightly be admitted.
-    c.client.application.extensions["gate"].service.clock = FixedClock(datetime.now(UTC))
+    # a second decide in the next minute would rightly be admitted. The app is built with it.
+    client = c.make_app(clock=FixedClock(datetime.now(UTC))).test_client()
     key = c.issue_key(**limits)["api_key"]
-    _decide(c.client, key, c.sample)
-    return _decide(c.client, key, c.sample)
+    _decide(client, key, c.sample)
+    return _decide(client, key, c.sample)
 
 
 def _rebind(c):

@@ -8,7 +8,7 @@ The checkpoint and the proofs read O(log n) nodes and are not charged.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from flask import Response, request
 
@@ -26,7 +26,7 @@ routes = Routes("chains", __name__)
 _ERRORS = ("SVC_CHAIN_UNAUTHORIZED", "CHAIN_NOT_FOUND", "REQUEST_INVALID")
 
 
-def _answer(body: dict[str, Any] | None) -> Response:
+def _answer(body: Mapping[str, object] | None) -> Response:
     if body is None:
         return error_response("CHAIN_NOT_FOUND", "no audit chain (or decision in it) with this id in your scope")
     return json_response(200, body)

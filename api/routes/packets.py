@@ -9,7 +9,8 @@ is false).
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from flask import Response, request
 
@@ -69,7 +70,15 @@ def _packet_query_units() -> int:
 PACKET_WEIGHT = Weight(stored=4, query=_packet_query_units)
 
 
-def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | None) -> dict[str, Any] | None:
+class ConsistencyFrom(TypedDict):
+    """What `build_packet` exports as `chain_consistency`: a witness's tree size, its root, the proof."""
+
+    first: int
+    first_root: str
+    proof: list[str]
+
+
+def _consistency_from(rt: GateRuntime, chain: ChainExcerpt | None, first: int | None) -> ConsistencyFrom | None:
     """`{first, first_root, proof}` from the stored nodes, for `consistency_from=<first>`: the
     proof that the tree a witness holds (of `first` leaves) is a prefix of the exported one."""
     if first is None or chain is None:
@@ -171,7 +180,7 @@ def export_packet(caller: Caller, decision_id: str) -> Response:
     return json_response(200, packet, headers)
 
 
-def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, Any]) -> list[dict[str, Any]]:
+def _held_hold_checkpoint(rt: GateRuntime, packet: dict[str, object]) -> list[Mapping[str, object]]:
     """The newest checkpoint the gate's own log holds of the packet's hold chain (named by its
     hold commitment), for the `hold_checkpoint_log` check: [] when none is held or the packet
     names none; 503 when the log cannot be read."""

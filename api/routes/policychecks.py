@@ -18,7 +18,6 @@ error object (JSON-RPC error or the gate's error body), never a verdict.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from flask import Flask, Response, current_app, request
 
@@ -35,6 +34,7 @@ from api.mcp import (
     RATE_LIMITED,
     ExtraTool,
     McpEndpoint,
+    RpcMessage,
     error_message,
 )
 from api.routing import BODY_ERRORS, MEDIA, RATE_HEADERS, Endpoint, Routes
@@ -63,7 +63,7 @@ def checks() -> PolicyCheckService:
 
 # ---------------------------------------------------------------------------- MCP
 
-def _jsonrpc(status: int, body: dict[str, Any] | None, headers: dict[str, str] | None = None) -> Response:
+def _jsonrpc(status: int, body: RpcMessage | None, headers: dict[str, str] | None = None) -> Response:
     if body is None:
         response = Response(status=status)
     else:

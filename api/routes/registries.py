@@ -6,7 +6,7 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from flask import Response, request
 
@@ -18,6 +18,7 @@ from gate import __version__
 from gate import vocabulary as C
 from gate.keys.config import FIX_MISSING_KEYRING
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
+from gate.protocol.types import RulebookContract
 from gate.rulebook import schema_hash
 from gate.services.decide import Caller
 from gate.services.periodic import PeriodicWorker
@@ -27,7 +28,7 @@ routes = Routes("registries", __name__)
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 
 
-def rulebook_contract() -> dict[str, Any]:
+def rulebook_contract() -> RulebookContract:
     return {
         "schema_version": C.RULEBOOK_SCHEMA_VERSION,
         "schema_url": runtime().settings.schema_url,
@@ -136,15 +137,34 @@ def version_order_key(version: str) -> tuple[tuple[int, int, str], ...]:
                  for part in re.findall(r"\d+|\D+", version))
 
 
+class Superseded(TypedDict):
+    version: str
+    hash: str
+
+
+class PublishedBundle(TypedDict):
+    """One operator-published rulebook as a policy bundle entry; a historical one names its successor."""
+
+    id: str
+    version: str
+    hash: str
+    hash_algorithm: str
+    canonicalization: str
+    source: str
+    kind: str
+    status: str
+    superseded_by: NotRequired[Superseded]
+
+
 @lru_cache(maxsize=4)
-def _published_bundles(policy_dir: str | None) -> tuple[dict[str, Any], ...]:
+def _published_bundles(policy_dir: str | None) -> tuple[PublishedBundle, ...]:
     """Operator-published rulebooks (GATE_POLICY_DIR), as policy bundle entries.
 
     Per rulebook id, the highest version (natural order, `version_order_key`) is `active`; the
     other published versions are `historical`, listed with `superseded_by`."""
     if not policy_dir:
         return ()
-    bundles: list[dict[str, Any]] = []
+    bundles: list[PublishedBundle] = []
     for path in sorted(Path(policy_dir).glob("*.json")):
         try:
             rulebook = parse_strict(path.read_bytes())
@@ -152,12 +172,13 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict[str, Any], ...]:
             continue
         if not isinstance(rulebook, dict) or rulebook.get("schema_version") != C.RULEBOOK_SCHEMA_VERSION:
             continue
-        if not isinstance(rulebook.get("rulebook_id"), str) or not isinstance(rulebook.get("version"), str):
+        rulebook_id, version = rulebook.get("rulebook_id"), rulebook.get("version")
+        if not isinstance(rulebook_id, str) or not isinstance(version, str):
             continue
         bundles.append(
             {
-                "id": rulebook.get("rulebook_id"),
-                "version": rulebook.get("version"),
+                "id": rulebook_id,
+                "version": version,
                 "hash": sha256_hex(rulebook),
                 "hash_algorithm": C.HASH_ALGORITHM,
                 "canonicalization": C.CANONICALIZATION,
@@ -166,7 +187,7 @@ def _published_bundles(policy_dir: str | None) -> tuple[dict[str, Any], ...]:
                 "status": "active",
             }
         )
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, PublishedBundle] = {}
     for bundle in bundles:
         best = latest.get(bundle["id"])
         if best is None or version_order_key(bundle["version"]) > version_order_key(best["version"]):
@@ -212,7 +233,7 @@ def policy_bundles() -> Response:
     known = rt.service.bundle_lineage(wanted)
     if known is not None:
         # Decision bundle attestation hashes resolve to lineage only; no tenant data.
-        bundle = {
+        lineage = {
             "hash": wanted,
             "hash_algorithm": C.HASH_ALGORITHM,
             "canonicalization": C.CANONICALIZATION,
@@ -223,7 +244,7 @@ def policy_bundles() -> Response:
             "first_seen_at": known["created_at"],
             "status": "historical",
         }
-        return json_response(200, {"ok": True, "policy_bundle": bundle})
+        return json_response(200, {"ok": True, "policy_bundle": lineage})
     return error_response("POLICY_BUNDLE_NOT_FOUND", "no policy bundle has this hash")
 
 

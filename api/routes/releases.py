@@ -15,7 +15,7 @@ from api.routing import AUTH_ERRORS, BODY_ERRORS, MEDIA, Endpoint, Routes
 from api.runtime import GateRuntime, idempotency_key_header, keyed, runtime
 from gate.errors import GateError
 from gate.principals import Principal
-from gate.releases.governance import RELEASE_POLICY
+from gate.releases.governance import RELEASE_POLICY, GovernanceEvent
 from gate.services.decide import Caller
 from gate.services.governance import approval_members
 
@@ -202,7 +202,7 @@ def approve_release_policy(caller: Caller) -> Response:
     return json_response(200, _policy_answer(rt, caller.scope, event))
 
 
-def _policy_answer(rt: GateRuntime, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
+def _policy_answer(rt: GateRuntime, scope: str, event: GovernanceEvent | None) -> dict[str, Any]:
     """The policy in force after the change, the pending requests and the change's signed event."""
     document = rt.releases.policy_document(scope)
     return {"ok": True, "policy": document["policy"], "pending": document["pending"],

@@ -58,8 +58,8 @@ class Vote:
     error: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_record(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"advisor_id": self.advisor_id, "kind": self.kind, "status": self.status,
+    def to_record(self) -> dict[str, object]:
+        body: dict[str, object] = {"advisor_id": self.advisor_id, "kind": self.kind, "status": self.status,
                                 "decision": self.decision, "rationale": self.rationale,
                                 "evidence": list(self.evidence)}
         if self.error:
@@ -74,7 +74,7 @@ class Advisor(Protocol):
 
     advisor_id: str
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, Any]: ...
+    def identity(self, question: AdvisoryQuestion) -> dict[str, object]: ...
 
     def advise(self, question: AdvisoryQuestion) -> Vote: ...
 
@@ -88,9 +88,9 @@ class PatternRulebookAdvisor:
     def __init__(self, patterns: PatternRegistry) -> None:
         self.patterns = patterns
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, Any]:
+    def identity(self, question: AdvisoryQuestion) -> dict[str, object]:
         pattern = question.pattern
-        identity: dict[str, Any] = {"advisor_id": self.advisor_id, "kind": self.kind,
+        identity: dict[str, object] = {"advisor_id": self.advisor_id, "kind": self.kind,
                                     "evaluator_version": EVALUATOR_VERSION}
         if pattern is not None:
             identity.update(pattern_id=pattern.pattern_id, pattern_hash=pattern.body["pattern_hash"],
@@ -117,7 +117,7 @@ class PatternRulebookAdvisor:
             "rulebook_hash": pattern.rulebook_hash,
             "evaluator_version": EVALUATOR_VERSION,
         }
-        outcome: dict[str, Any] = {
+        outcome: dict[str, object] = {
             "status": evaluation.status,
             "decision": evaluation.decision,
             "application_verdict": evaluation.application_verdict,

@@ -32,7 +32,7 @@ import urllib.error
 import urllib.request
 from contextlib import suppress
 from email.message import Message
-from typing import IO, Any
+from typing import IO
 from urllib.parse import urlsplit
 
 from gate.advisory.advisors import AdvisoryQuestion, Vote
@@ -148,7 +148,7 @@ class HttpLLMAdvisor:
     def __repr__(self) -> str:  # SECURITY: the key never appears in a repr or a log line
         return f"HttpLLMAdvisor(provider={self.provider!r}, model={self.model!r})"
 
-    def identity(self, question: AdvisoryQuestion) -> dict[str, Any]:
+    def identity(self, question: AdvisoryQuestion) -> dict[str, object]:
         return {"advisor_id": self.advisor_id, "kind": self.kind, "model": self.model, "provider": self.provider}
 
     def _payload(self, question: AdvisoryQuestion) -> bytes:
@@ -241,7 +241,7 @@ class HttpLLMAdvisor:
         return decision, rationale.strip()[:MAX_RATIONALE], tuple(dict.fromkeys(evidence))[:MAX_EVIDENCE]
 
     def advise(self, question: AdvisoryQuestion) -> Vote:
-        details: dict[str, Any] = {"model": self.model, "provider": self.provider}
+        details: dict[str, str] = {"model": self.model, "provider": self.provider}
         try:
             raw = self._exchange(self._payload(question))
             details["response_hash"] = sha256_bytes_hex(raw)

@@ -28,7 +28,7 @@ version, mode, combining rule and each advisor's identity), so a replay sees a c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.advisory.advisors import RULES, Combined, Vote
 from gate.keys.signing import ReceiptSigner
@@ -45,6 +45,7 @@ from gate.protocol.records import (
     limit_text,
     seal_record,
 )
+from gate.protocol.types import IdentityMembers
 from gate.vocabulary import DECISION_PROTOCOL_VERSION, DECISION_RECORD_VERSION
 
 ADVISORY_VERSION = "decision_advisory_v1"
@@ -53,7 +54,37 @@ POLICY_PREFIX = "advisory."
 GENERAL_POLICY = POLICY_PREFIX + "general"
 
 
-def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class PanelPolicy(TypedDict):
+    """The advisory 'policy': the mode, the combining rule and every advisor's identity."""
+
+    advisory_version: str
+    mode: str
+    combining_rule: str
+    advisors: list[dict[str, object]]
+
+
+class CombiningRule(TypedDict):
+    """`advisory.combining_rule`: the rule's id and its description (`RULES`)."""
+
+    rule_id: str
+    description: str
+
+
+class AdvisoryBlock(TypedDict):
+    """The record's `advisory` member, in the order `advisory_block` writes it."""
+
+    advisory_version: str
+    mode: str
+    question: str
+    policy_pattern: str | None
+    advisors: list[dict[str, object]]
+    combining_rule: CombiningRule
+    tally: dict[str, int]
+    combined_decision: str
+    runtime_context_hash: NotRequired[str]
+
+
+def panel_policy(mode: str, rule: str, identities: Sequence[Mapping[str, Any]]) -> PanelPolicy:
     """The advisory 'policy': what `policy_hash` is the hash of."""
     return {"advisory_version": ADVISORY_VERSION, "mode": mode, "combining_rule": rule,
             "advisors": [dict(identity) for identity in identities]}
@@ -69,8 +100,8 @@ def _evidence(votes: Sequence[Vote]) -> list[str]:
     return [item for item in items if item][:MAX_EVIDENCE_ITEMS]
 
 
-def _source(vote: Vote) -> dict[str, Any]:
-    source: dict[str, Any] = {"id": vote.advisor_id, "type": "advisor_vote", "kind": vote.kind,
+def _source(vote: Vote) -> dict[str, object]:
+    source: dict[str, object] = {"id": vote.advisor_id, "type": "advisor_vote", "kind": vote.kind,
                               "decision": vote.decision, "status": vote.status}
     lineage = vote.details.get("policy_pattern")
     if isinstance(lineage, Mapping):
@@ -82,9 +113,9 @@ def _source(vote: Vote) -> dict[str, Any]:
 
 
 def advisory_block(mode: str, question: str, facts: Mapping[str, Any], pattern_id: str | None,
-                   votes: Sequence[Vote], combined: Combined) -> dict[str, Any]:
+                   votes: Sequence[Vote], combined: Combined) -> AdvisoryBlock:
     """The record's `advisory` member: every vote, the combining rule, the tally and the outcome."""
-    advisory: dict[str, Any] = {
+    advisory: AdvisoryBlock = {
         "advisory_version": ADVISORY_VERSION,
         "mode": mode,
         "question": question,
@@ -99,7 +130,7 @@ def advisory_block(mode: str, question: str, facts: Mapping[str, Any], pattern_i
     return advisory
 
 
-def _reading(mode: str, combined: Combined, advisory: dict[str, Any]) -> dict[str, Any]:
+def _reading(mode: str, combined: Combined, advisory: AdvisoryBlock) -> dict[str, object]:
     """The versions, the reading of the combined opinion (`READING`) and the contract members."""
     verdict, c, v, _action = READING[combined.decision]
     return {
@@ -117,9 +148,9 @@ def _reading(mode: str, combined: Combined, advisory: dict[str, Any]) -> dict[st
     }
 
 
-def _identifiers(decision_id: str, request_id: str, idempotency_key: str | None) -> dict[str, Any]:
+def _identifiers(decision_id: str, request_id: str, idempotency_key: str | None) -> IdentityMembers:
     """`request_id`, `decision_id` and, when one was given, the (bounded) idempotency key."""
-    members: dict[str, Any] = {"request_id": request_id, "decision_id": decision_id}
+    members: IdentityMembers = {"request_id": request_id, "decision_id": decision_id}
     key = limit_text(idempotency_key, MAX_IDEMPOTENCY_KEY) if idempotency_key else ""
     if key:
         members["idempotency_key"] = key
@@ -128,7 +159,7 @@ def _identifiers(decision_id: str, request_id: str, idempotency_key: str | None)
 
 def _evidence_and_policy(votes: Sequence[Vote], combined: Combined, context: Mapping[str, Any], *, mode: str,
                          policy_id: str, policy_version: str, identities: Sequence[Mapping[str, Any]],
-                         input_hash: str) -> dict[str, Any]:
+                         input_hash: str) -> dict[str, object]:
     """Evidence and its manifest, the action and its binding, and the panel as the policy."""
     evidence = _evidence(votes)
     return {

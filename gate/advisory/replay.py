@@ -30,6 +30,7 @@ from gate.protocol.canonical import clone, sha256_bytes_hex, sha256_hex
 from gate.replay.historical import (
     REPLAY_HISTORICAL,
     ReplayRequest,
+    ReplaySummary,
     StoredMaterial,
     input_unavailable,
     lineage_unavailable,
@@ -40,7 +41,7 @@ AGAINST_ADVISORY_PANEL = "current_advisory_panel"
 _PANEL_ERRORS = ("ADVISOR_UPSTREAM_FAILED", "ADVISOR_UNAVAILABLE")
 
 
-def advisory_replay(material: StoredMaterial, request: ReplayRequest, advisory: Any) -> dict[str, Any]:
+def advisory_replay(material: StoredMaterial, request: ReplayRequest, advisory: Any) -> ReplaySummary:
     """The replay summary of one stored advisory decision (see the module docstring)."""
     record = material.record
     if request.mode == REPLAY_HISTORICAL and request.mode_given:

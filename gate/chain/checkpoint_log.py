@@ -63,8 +63,8 @@ def _is_checkpoint(value: Any) -> bool:
             and isinstance(value.get("root_hash"), str) and bool(_HEX64.fullmatch(value["root_hash"])))
 
 
-def _parse_lines(text: str, where: str) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
+def _parse_lines(text: str, where: str) -> list[dict[str, object]]:
+    entries: list[dict[str, object]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
@@ -74,7 +74,7 @@ def _parse_lines(text: str, where: str) -> list[dict[str, Any]]:
     return entries
 
 
-def read_checkpoint_log(path: str | Path) -> list[dict[str, Any]]:
+def read_checkpoint_log(path: str | Path) -> list[dict[str, object]]:
     """Every checkpoint in the log, in append order ([] when the file does not exist yet).
     CheckpointLogError when it cannot be read or a line is not a checkpoint."""
     path = Path(path)
@@ -87,9 +87,9 @@ def read_checkpoint_log(path: str | Path) -> list[dict[str, Any]]:
     return _parse_lines(text, str(path))
 
 
-def latest_checkpoint(entries: list[dict[str, Any]], chain_id: str) -> dict[str, Any] | None:
+def latest_checkpoint(entries: list[dict[str, object]], chain_id: str) -> dict[str, object] | None:
     """The newest (last appended) checkpoint of `chain_id`, or None."""
-    entry: dict[str, Any]  # (mypy reads reversed() of this list as Any)
+    entry: dict[str, object]  # (mypy reads reversed() of this list as Any)
     for entry in reversed(entries):
         if entry.get("chain_id") == chain_id:
             return entry
@@ -99,7 +99,7 @@ def latest_checkpoint(entries: list[dict[str, Any]], chain_id: str) -> dict[str,
 _BLOCK = 64 * 1024
 
 
-def _entry(raw: bytes, where: str) -> dict[str, Any]:
+def _entry(raw: bytes, where: str) -> dict[str, object]:
     """One log line as a checkpoint; CheckpointLogError otherwise."""
     try:
         entry = parse_strict(raw) if len(raw) <= MAX_LOG_LINE else None
@@ -110,7 +110,7 @@ def _entry(raw: bytes, where: str) -> dict[str, Any]:
     return entry
 
 
-def _latest_from_end(handle: BinaryIO, chain_id: str, where: str) -> dict[str, Any] | None:
+def _latest_from_end(handle: BinaryIO, chain_id: str, where: str) -> dict[str, object] | None:
     """The newest checkpoint of `chain_id`, reading the open log backwards block by block: an
     append reads the lines after the chain's newest checkpoint, not the whole log. Lines before
     that one are not read (nor validated)."""
@@ -142,9 +142,9 @@ class HeldCheckpoints:
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None  # inode, size, mtime of what was parsed
         self._offset = 0
-        self._latest: dict[str, dict[str, Any]] = {}
+        self._latest: dict[str, dict[str, object]] = {}
 
-    def latest(self, chain_id: str) -> dict[str, Any] | None:
+    def latest(self, chain_id: str) -> dict[str, object] | None:
         """The newest checkpoint of `chain_id` (None when none is held); CheckpointLogError when
         the log cannot be read or an appended line is not a checkpoint."""
         with self._lock:
@@ -175,11 +175,11 @@ class HeldCheckpoints:
         for raw in complete.split(b"\n"):
             if raw.strip():
                 entry = _entry(raw, str(self.path))
-                self._latest[entry["chain_id"]] = entry
+                self._latest[str(entry["chain_id"])] = entry  # text: `_entry` checked it
         self._offset += len(complete)
 
 
-def extension_failures(held: dict[str, Any] | None, size: Any, root: Any, proof: Any) -> list[str]:
+def extension_failures(held: dict[str, object] | None, size: Any, root: Any, proof: Any) -> list[str]:
     """Named failures of a chain of `size` leaves with RFC 6962 `root` against the `held`
     checkpoint: `checkpoint_log.size` when it is shorter than the held tree;
     `checkpoint_log.consistency` when it has the held size but another root, or is longer and

@@ -22,11 +22,12 @@ reports named failures.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from gate.protocol.canonical import CanonicalJSONError, sha256_bytes_hex, sha256_hex
+from gate.protocol.types import AuditChainMember
 from gate.vocabulary import (
     CHAIN_ENTRY_TYPE_DECISION,
     CHAIN_MERKLE_STRATEGY,
@@ -45,6 +46,7 @@ __all__ = [
     "record_audit_chain",
     "rolling_root",
     "scope_hash",
+    "stated_audit_chain",
     "verify_links",
 ]
 
@@ -211,13 +213,45 @@ def _check_position(position: Any, previous_link: str | None, previous_root: str
         raise ValueError("previous hashes must be null exactly at chain_position 1")
 
 
-def record_audit_chain(link: Mapping[str, Any]) -> dict[str, Any]:
+def record_audit_chain(link: ChainLink) -> AuditChainMember:
     """The record's `audit_chain` member: {chain_id, chain_position, leaf_hash, link_hash,
-    merkle_root, entry_type} copied from the link."""
+    merkle_root, entry_type} (`AUDIT_CHAIN_MEMBERS`) copied from the link `new_link` made."""
+    return {
+        "chain_id": link["chain_id"],
+        "chain_position": link["chain_position"],
+        "leaf_hash": link["leaf_hash"],
+        "link_hash": link["link_hash"],
+        "merkle_root": link["merkle_root"],
+        "entry_type": link["entry_type"],
+    }
+
+
+def stated_audit_chain(link: Mapping[str, object]) -> dict[str, object]:
+    """The `audit_chain` member a stated (stored or exported) link implies: its
+    `AUDIT_CHAIN_MEMBERS`, null where it has none. Checks compare a record's member with it."""
     return {name: link.get(name) for name in AUDIT_CHAIN_MEMBERS}
 
 
 # --------------------------------------------------------------------------- verification
+
+
+class ChainFailure(TypedDict):
+    """One failed check of `verify_links`: the link's stated position, the check's name, the
+    recomputed (or required) value and the stated one."""
+
+    chain_position: object
+    check: str
+    expected: object
+    actual: object
+
+
+class ChainCheckJSON(TypedDict):
+    """`ChainCheck.to_dict()`."""
+
+    valid: bool
+    checked: int
+    anchored: bool
+    failures: list[ChainFailure]
 
 
 @dataclass(frozen=True)
@@ -232,7 +266,7 @@ class ChainCheck:
 
     valid: bool
     checked: int
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[ChainFailure] = field(default_factory=list)
     anchored: bool = True  # False: a window after position 1 whose start hashes were not given
 
     @property
@@ -240,12 +274,12 @@ class ChainCheck:
         """Sorted distinct check names that failed."""
         return sorted({failure["check"] for failure in self.failures})
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ChainCheckJSON:
         return {
             "valid": self.valid,
             "checked": self.checked,
             "anchored": self.anchored,
-            "failures": [dict(failure) for failure in self.failures],
+            "failures": [failure.copy() for failure in self.failures],
         }
 
 
@@ -253,7 +287,7 @@ class _Failures:
     """Collects named failures for one verification run."""
 
     def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+        self.items: list[ChainFailure] = []
 
     def expect(self, position: Any, check: str, expected: Any, actual: Any) -> None:
         if expected != actual or type(expected) is not type(actual):
@@ -268,7 +302,7 @@ def _hash_or_none(function: Callable[..., str], *args: Any, **kwargs: Any) -> st
         return None
 
 
-def _check_own_hashes(link: dict[str, Any], failures: _Failures) -> None:
+def _check_own_hashes(link: Mapping[str, object], failures: _Failures) -> None:
     """The three equations inside one link, each over the link's *stated* members.
 
     Using stated (not recomputed) inputs localises a tampered member to the checks whose
@@ -286,7 +320,7 @@ def _check_own_hashes(link: dict[str, Any], failures: _Failures) -> None:
     failures.expect(position, "link_hash", _hash_or_none(link_hash, link), link.get("link_hash"))
 
 
-def _check_labels(link: dict[str, Any], chain_id: Any, failures: _Failures) -> None:
+def _check_labels(link: Mapping[str, object], chain_id: Any, failures: _Failures) -> None:
     """SECURITY: a link of another chain, version or strategy cannot be verified by this code."""
     position = link.get("chain_position")
     failures.expect(position, "chain_id", chain_id, link.get("chain_id"))
@@ -294,7 +328,7 @@ def _check_labels(link: dict[str, Any], chain_id: Any, failures: _Failures) -> N
     failures.expect(position, "merkle_strategy", CHAIN_MERKLE_STRATEGY, link.get("merkle_strategy"))
 
 
-def _check_linkage(link: dict[str, Any], position: int, prev_link: Any, prev_root: Any, failures: _Failures) -> None:
+def _check_linkage(link: Mapping[str, object], position: int, prev_link: Any, prev_root: Any, failures: _Failures) -> None:
     """The link's position and previous hashes against what the run so far requires."""
     stated = link.get("chain_position")
     failures.expect(stated, "position_gap", position, stated)
@@ -302,14 +336,14 @@ def _check_linkage(link: dict[str, Any], position: int, prev_link: Any, prev_roo
     failures.expect(stated, "previous_merkle_root", prev_root, link.get("previous_merkle_root"))
 
 
-def _next_position(link: dict[str, Any], position: int) -> int:
+def _next_position(link: Mapping[str, object], position: int) -> int:
     """The position required of the following link; resynchronised after a gap so one
     missing or extra link is reported once, not at every later link."""
     stated = link.get("chain_position")
     return (stated if type(stated) is int else position) + 1
 
 
-def _start_expectations(first: dict[str, Any], start_link: str | None,
+def _start_expectations(first: Mapping[str, object], start_link: str | None,
                         start_root: str | None) -> tuple[int, Any, Any, bool]:
     """(position, previous_link_hash, previous_merkle_root, anchored) for the first link.
 
@@ -331,7 +365,7 @@ def _start_expectations(first: dict[str, Any], start_link: str | None,
 
 
 def verify_links(
-    links: list[dict[str, Any]],
+    links: Sequence[object],
     *,
     expected_start_previous_link_hash: str | None = None,
     expected_start_previous_root: str | None = None,
@@ -360,18 +394,23 @@ def verify_links(
     return ChainCheck(valid=not failures.items, checked=len(items), failures=failures.items, anchored=anchored)
 
 
-def _stated_link(row: dict[str, Any] | None) -> dict[str, Any]:
+def _stated_link(row: Mapping[str, object] | None) -> dict[str, object]:
     """The link JSON of a stored link row (an empty object when unreadable)."""
-    if row is None:
-        return {}
-    try:
-        link = json.loads(row.get("link_json") or "")
-    except (TypeError, ValueError):
-        return {}
+    link = _parsed_json(row.get("link_json")) if row is not None else None
     return link if isinstance(link, dict) else {}
 
 
-def chain_head_failures(head: dict[str, Any], last_link_row: dict[str, Any] | None) -> list[str]:
+def _parsed_json(value: object) -> object:
+    """A stored JSON column, parsed; None when it is empty, not text, or not JSON."""
+    if not value or not isinstance(value, (str, bytes, bytearray)):
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return None
+
+
+def chain_head_failures(head: Mapping[str, object], last_link_row: Mapping[str, object] | None) -> list[str]:
     """Named failures of a chain head row against the newest stored link of its chain.
 
     A head names its chain's newest link: `size` is that link's position (0 without links),
@@ -389,10 +428,7 @@ def chain_head_failures(head: dict[str, Any], last_link_row: dict[str, Any] | No
         failures.append("chain_head.head_link_hash")
     if head.get("merkle_root") != link.get("merkle_root"):
         failures.append("chain_head.merkle_root")
-    try:
-        peaks = json.loads(head.get("tree_peaks") or "")
-    except (TypeError, ValueError):
-        peaks = None
+    peaks = _parsed_json(head.get("tree_peaks"))
     if not isinstance(peaks, list) or type(size) is not int or size < 0 or len(peaks) != size.bit_count():
         failures.append("chain_head.tree_peaks")
     return failures

@@ -12,10 +12,10 @@ it there, so a payload built wrong raises `EventDataInvalid` and its fact's tran
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.bodies import check_event_data
-from gate.protocol.canonical import sha256_hex
+from gate.protocol.canonical import canonical_spliced, canonical_text, sha256_hex, splice_mark
 
 SPEC_VERSION = "1.0"
 CONTENT_TYPE = "application/cloudevents+json"
@@ -73,22 +73,43 @@ def event_id(scope: str, seq: int) -> str:
     return "evt_" + sha256_hex({"scope": scope, "seq": seq})[:40]
 
 
+class CloudEvent(TypedDict):
+    """An event document, its members in the order `cloud_event` writes them (`subject` only
+    when the event has one)."""
+
+    specversion: str
+    id: str
+    source: str
+    type: str
+    time: str
+    datacontenttype: str
+    sequence: str
+    subject: NotRequired[str]
+    data: dict[str, object]
+
+
 def cloud_event(scope: str, seq: int, name: str, subject: str | None, time: str,
-                data: Mapping[str, Any]) -> dict[str, Any]:
+                data: Mapping[str, Any]) -> CloudEvent:
     """The event document (attributes in the order the JSON format lists them); `data` must match
     its type's schema (`EventDataInvalid`)."""
     kind = full_type(name)
     check_event_data(name, data)
-    event: dict[str, Any] = {
-        "specversion": SPEC_VERSION,
-        "id": event_id(scope, seq),
-        "source": SOURCE_PREFIX + scope,
-        "type": kind,
-        "time": time,
-        "datacontenttype": "application/json",
-        "sequence": str(seq),
-    }
-    if subject is not None:
-        event["subject"] = subject
-    event["data"] = dict(data)
-    return event
+    ident, source, sequence = event_id(scope, seq), SOURCE_PREFIX + scope, str(seq)
+    if subject is None:
+        return {"specversion": SPEC_VERSION, "id": ident, "source": source, "type": kind, "time": time,
+                "datacontenttype": "application/json", "sequence": sequence, "data": dict(data)}
+    return {"specversion": SPEC_VERSION, "id": ident, "source": source, "type": kind, "time": time,
+            "datacontenttype": "application/json", "sequence": sequence, "subject": subject, "data": dict(data)}
+
+
+def event_text(event: Mapping[str, Any], rendered: Mapping[str, str] | None = None) -> str:
+    """The event's canonical text: what the outbox stores and every delivery sends. `rendered`
+    names members of its `data` whose canonical text is already written (a `decision.created`'s
+    record, `DecisionRecord.canonical_text`, which the decide's request thread starts before the
+    writer seals it): spliced in rather than written again, the text is the same."""
+    if rendered:
+        marked = {**event, "data": {**event["data"], **{name: splice_mark(name) for name in rendered}}}
+        text = canonical_spliced(marked, rendered)
+        if text is not None:
+            return text
+    return canonical_text(event)

@@ -8,7 +8,7 @@ weakening (gate.governance.table); the report's schedule sends only anomalies an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gate import bodies
 
@@ -18,6 +18,13 @@ ANOMALY_EVERY_RANGE: tuple[int, int] = (_EVERY["minimum"], _EVERY["maximum"])
 MEMBERS: tuple[str, ...] = tuple(bodies.schema(SCHEMA)["required"])
 
 
+class EventSettingsJSON(TypedDict):
+    """`EventSettings` as JSON (gate/bodies/event-settings.schema.json)."""
+
+    decision_created: bool
+    anomaly_every_seconds: int | None
+
+
 @dataclass(frozen=True, slots=True)
 class EventSettings:
     """`{decision_created: bool, anomaly_every_seconds: int | null}` (both stated on a PUT)."""
@@ -25,7 +32,7 @@ class EventSettings:
     decision_created: bool = False
     anomaly_every_seconds: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EventSettingsJSON:
         return {"decision_created": self.decision_created, "anomaly_every_seconds": self.anomaly_every_seconds}
 
     @classmethod

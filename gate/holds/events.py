@@ -7,7 +7,7 @@ scope's hold-policy changes. An event that closes a hold states its `outcome` (`
 `denied`, `expired`): that event is the hold's **resolution record**, bound to the decision by
 `decision_id` and `record_hash`. `event_hash` = sha256(canon(the event without `event_hash` and
 its signature members)); the receipt key signs canon({event_hash, key_id}) exactly like a release
-event (gate.releases.sealing), so the same trust anchors verify both offline.
+event (gate.chain.sealing), so the same trust anchors verify both offline.
 
 A closing approval states what it rests on: the quorum's `approvals_needed`, the hashes of the
 earlier approving votes (`votes`), `four_eyes` and the principal that asked for the action
@@ -36,13 +36,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NotRequired, TypedDict, get_args
 
+from gate.chain.sealing import Seal, event_hash, seal_of, sealed_members
+from gate.chain.sealing import signature_problem as chain_signature_problem
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, is_distinct_approver, parse_holder
-from gate.releases.sealing import SIGNATURE_MEMBERS, event_hash, seal
-from gate.releases.sealing import signature_problem as chain_signature_problem
 from gate.vocabulary import HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED, HOLD_OPEN, SIG_HMAC_SHA256, HoldState
 
 HOLD_EVENT_VERSION = "hold_event_v1"
@@ -76,11 +76,71 @@ EVENT_MEMBERS = ("hold_event_version", "scope_hash", "seq", "previous_event_hash
 OPTIONAL_MEMBER = "requested_holder"  # the requester key's stated holder, present only when it states one
 
 
+class HoldEventBody(TypedDict):
+    """A hold event's members before its seal (EVENT_MEMBERS, `requested_holder` when stated)."""
+
+    hold_event_version: str
+    scope_hash: str
+    seq: int
+    previous_event_hash: str | None
+    action: HoldAction
+    decision_id: str | None
+    record_hash: str | None
+    principal: dict[str, str]
+    actor: str
+    created_at: str
+    vote: str | None
+    reason_code: str | None
+    note: str | None
+    queue: str | None
+    priority: str | None
+    deadline_at: str | None
+    outcome: str | None
+    approvals_needed: int | None
+    votes: list[str]
+    four_eyes: bool | None
+    requested_by: str | None
+    policy: dict[str, object] | None
+    requested_holder: NotRequired[str]
+
+
+class HoldEvent(HoldEventBody, Seal):
+    """A sealed `hold_event_v1`, as `build_event` makes it and the hold chain stores it."""
+
+
+class HoldHeadBody(TypedDict):
+    hold_chain_head_version: str
+    scope_hash: str
+    seq: int
+    head_event_hash: str | None
+    as_of: str
+
+
+class HoldHead(HoldHeadBody, Seal):
+    """A sealed `hold_chain_head_v1` (HEAD_MEMBERS)."""
+
+
+class HoldCommitmentBody(TypedDict):
+    hold_commitment_version: str
+    scope_hash: str
+    decision_id: object
+    record_hash: object
+    count: int
+    last_event_hash: str | None
+    chain_size: int
+    chain_root: str
+    as_of: str
+
+
+class HoldCommitment(HoldCommitmentBody, Seal):
+    """A sealed `hold_commitment_v1` (COMMITMENT_MEMBERS)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """What one event states beyond its place in the chain (see EVENT_MEMBERS)."""
 
-    action: str
+    action: HoldAction
     principal: Principal
     at: str
     decision_id: str | None = None
@@ -91,21 +151,21 @@ class Step:
     queue: str | None = None
     priority: str | None = None
     deadline_at: str | None = None
-    outcome: str | None = None
+    outcome: HoldState | None = None
     approvals_needed: int | None = None
     votes: tuple[str, ...] = ()
     four_eyes: bool | None = None
     requested_by: str | None = None
-    policy: Mapping[str, Any] | None = None
+    policy: Mapping[str, object] | None = None
     requested_holder: str | None = None  # written only when stated (events before holders lack it)
 
 
 def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: str | None,
-                signer: ReceiptSigner | None) -> dict[str, Any]:
+                signer: ReceiptSigner | None) -> HoldEvent:
     """The sealed event for `step` at position `seq` of the scope's hold chain."""
     if step.action not in ACTIONS:
         raise ValueError(f"unknown hold action {step.action!r}")
-    event: dict[str, Any] = {
+    event: HoldEventBody = {
         "hold_event_version": HOLD_EVENT_VERSION, "scope_hash": scope_hash, "seq": seq,
         "previous_event_hash": previous_event_hash, "action": step.action, "decision_id": step.decision_id,
         "record_hash": step.record_hash, "principal": step.principal.to_json(), "actor": step.principal.actor,
@@ -116,17 +176,16 @@ def build_event(step: Step, *, scope_hash: str, seq: int, previous_event_hash: s
     }
     if step.requested_holder is not None:
         event["requested_holder"] = step.requested_holder
-    seal(event, signer)
-    return event
+    return {**event, **seal_of(event, signer)}
 
 
-_MEMBERS = frozenset(EVENT_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+_BODY = frozenset(EVENT_MEMBERS)
 
 
 def members_hold(event: Mapping[str, Any]) -> bool:
-    """An event has exactly hold_event_v1's members, `requested_holder` allowed beside them."""
-    members = frozenset(map(str, event))
-    return members == _MEMBERS or members == _MEMBERS | {OPTIONAL_MEMBER}
+    """An event has exactly hold_event_v1's members and a seal (`sealed_members`),
+    `requested_holder` allowed beside them."""
+    return sealed_members(event, _BODY) or sealed_members(event, _BODY | {OPTIONAL_MEMBER})
 
 
 def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
@@ -142,34 +201,32 @@ def fingerprint_problem(event: Mapping[str, Any], anchors: TrustAnchors) -> str 
     return None
 
 
-def build_head(scope_hash: str, events: Sequence[Mapping[str, Any]], as_of: str,
-               signer: ReceiptSigner | None) -> dict[str, Any]:
+def build_head(scope_hash: str, events: Sequence[HoldEvent], as_of: str,
+               signer: ReceiptSigner | None) -> HoldHead:
     """The signed head of a scope's hold chain whose newest events are `events` (oldest first),
     as of `as_of`: what lets an offline check see that no newest event was cut off."""
     last = events[-1] if events else None
-    head: dict[str, Any] = {"hold_chain_head_version": HOLD_HEAD_VERSION, "scope_hash": scope_hash,
+    head: HoldHeadBody = {"hold_chain_head_version": HOLD_HEAD_VERSION, "scope_hash": scope_hash,
                             "seq": last["seq"] if last is not None else 0,
                             "head_event_hash": last["event_hash"] if last is not None else None, "as_of": as_of}
-    seal(head, signer)
-    return head
+    return {**head, **seal_of(head, signer)}
 
 
-def build_commitment(scope_hash: str, record: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
-                     chain: tuple[int, str], as_of: str, signer: ReceiptSigner | None) -> dict[str, Any]:
+def build_commitment(scope_hash: str, record: Mapping[str, Any], events: Sequence[HoldEvent],
+                     chain: tuple[int, str], as_of: str, signer: ReceiptSigner | None) -> HoldCommitment:
     """The signed hold commitment of a held decision whose events are `events` (oldest first),
     read from the scope's hold chain of `chain` = (size, RFC 6962 root) as of `as_of`."""
-    commitment: dict[str, Any] = {
+    commitment: HoldCommitmentBody = {
         "hold_commitment_version": HOLD_COMMITMENT_VERSION, "scope_hash": scope_hash,
         "decision_id": record.get("decision_id"), "record_hash": record.get("record_hash"), "count": len(events),
         "last_event_hash": events[-1]["event_hash"] if events else None, "chain_size": chain[0],
         "chain_root": chain[1], "as_of": as_of}
-    seal(commitment, signer)
-    return commitment
+    return {**commitment, **seal_of(commitment, signer)}
 
 
 def _commitment_form(commitment: Mapping[str, Any]) -> list[str]:
     problems = []
-    if set(map(str, commitment)) != set(COMMITMENT_MEMBERS) | set(SIGNATURE_MEMBERS):
+    if not sealed_members(commitment, frozenset(COMMITMENT_MEMBERS)):
         problems.append(f"members differ from {HOLD_COMMITMENT_VERSION}'s")
     if commitment.get("hold_commitment_version") != HOLD_COMMITMENT_VERSION:
         problems.append(f"hold_commitment_version must be {HOLD_COMMITMENT_VERSION}")

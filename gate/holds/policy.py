@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate import bodies
 from gate.errors import GateError
@@ -58,6 +58,51 @@ def _invalid(message: str, **extra: Any) -> GateError:
     return GateError("HOLD_POLICY_INVALID", message, **extra)
 
 
+class SlackJSON(TypedDict):
+    channel: str
+
+
+class NotifyChannels(TypedDict, total=False):
+    """A queue's channels, each stated only when set."""
+
+    email: list[str]
+    slack: SlackJSON
+
+
+class NotifyJSON(NotifyChannels):
+    """A queue's channels and how often they are told, as a policy states them."""
+
+    every_seconds: int
+
+
+class QueueJSON(TypedDict):
+    """A queue as a policy states it (`notify` only when it has channels)."""
+
+    deadline_seconds: int
+    quorum: str
+    members: list[str]
+    require_justification: bool
+    escalate_after_seconds: int | None
+    escalate_to: str | None
+    notify: NotRequired[NotifyJSON]
+
+
+class RouteJSON(TypedDict):
+    policy_id: str
+    rule_id: str | None
+    queue: str
+    priority: str
+
+
+class HoldPolicyJSON(TypedDict):
+    """A whole hold policy as a PUT states it (gate/bodies/hold-policy.schema.json)."""
+
+    default_queue: str
+    four_eyes: bool
+    queues: dict[str, QueueJSON]
+    routes: list[RouteJSON]
+
+
 @dataclass(frozen=True, slots=True)
 class Notify:
     """A queue's reviewers' channels: e-mail addresses, a Slack channel id, and how often."""
@@ -66,14 +111,13 @@ class Notify:
     slack_channel: str | None = None
     every_seconds: int = 0  # 0: each hold at once; N: a digest every N seconds (high, urgent: at once)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_json(self) -> NotifyJSON:
+        out: NotifyChannels = {}
         if self.email:
             out["email"] = list(self.email)
         if self.slack_channel is not None:
             out["slack"] = {"channel": self.slack_channel}
-        out["every_seconds"] = self.every_seconds
-        return out
+        return {**out, "every_seconds": self.every_seconds}
 
     def at_once(self, priority: str) -> bool:
         """Whether a hold of this priority is told at once (else in the next digest)."""
@@ -93,8 +137,8 @@ class Queue:
     escalate_to: str | None = None
     notify: Notify | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
+    def to_json(self) -> QueueJSON:
+        out: QueueJSON = {"deadline_seconds": self.deadline_seconds, "quorum": self.quorum, "members": list(self.members),
                "require_justification": self.require_justification,
                "escalate_after_seconds": self.escalate_after_seconds, "escalate_to": self.escalate_to}
         if self.notify is not None:  # a queue without channels reads as it did before they existed
@@ -115,7 +159,7 @@ class Route:
     rule_id: str | None = None
     priority: str = "normal"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RouteJSON:
         return {"policy_id": self.policy_id, "rule_id": self.rule_id, "queue": self.queue, "priority": self.priority}
 
     def matches(self, policy_id: Any, rule_id: Any) -> bool:
@@ -139,7 +183,7 @@ class HoldPolicy:
     queues: tuple[Queue, ...] = field(default_factory=lambda: (Queue(DEFAULT_QUEUE),))
     routes: tuple[Route, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> HoldPolicyJSON:
         return {"default_queue": self.default_queue, "four_eyes": self.four_eyes,
                 "queues": {q.name: q.to_json() for q in self.queues},
                 "routes": [r.to_json() for r in self.routes]}

@@ -1,2 +1,3 @@
 """Key material: Ed25519 and HMAC signing and the keyring (`signing`), the keys a verifier trusts
-(`anchors`), which key signs what (`config`), and API key generation and hashing (`apikeys`)."""
+(`anchors`), a detached signature checked against them (`detached`), which key signs what
+(`config`), and API key generation and hashing (`apikeys`)."""

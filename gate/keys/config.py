@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import (
@@ -30,6 +29,7 @@ from gate.keys.signing import (
     HmacKey,
     Keyring,
     KeyringError,
+    PublicKeyEntry,
     ReceiptSigner,
     load_keyring,
     receipt_signer_for,
@@ -78,7 +78,7 @@ class SigningSetup:
     def ready(self) -> bool:
         return self.receipt_signer() is not None or not self.required
 
-    def registry_entries(self) -> list[dict[str, Any]]:
+    def registry_entries(self) -> list[PublicKeyEntry]:
         return self.keyring.registry_entries() if self.keyring else []
 
     @cached_property
@@ -219,7 +219,7 @@ class LiveSigning:
     def ready(self) -> bool:
         return self.current().ready()
 
-    def registry_entries(self) -> list[dict[str, Any]]:
+    def registry_entries(self) -> list[PublicKeyEntry]:
         return self.current().registry_entries()
 
     def trust_anchors(self) -> TrustAnchors:

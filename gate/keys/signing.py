@@ -33,10 +33,11 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 import nacl.exceptions
 import nacl.signing
@@ -59,6 +60,9 @@ __all__ = [
     "Keyring",
     "KeyringEntry",
     "KeyringError",
+    "KeyringFile",
+    "PrivateKeyEntry",
+    "PublicKeyEntry",
     "ReceiptSigner",
     "b64url_decode",
     "b64url_encode",
@@ -426,6 +430,32 @@ def receipt_signer_for(key: Ed25519Key | HmacKey | None) -> ReceiptSigner | None
 # --------------------------------------------------------------------------- keyring
 
 
+class PublicKeyEntry(TypedDict):
+    """A key as the public receipt key registry lists it (no private material); `not_after` only
+    on a retired key."""
+
+    key_id: str
+    algorithm: str
+    public_key: str
+    public_key_fingerprint: str
+    status: str
+    not_before: str
+    not_after: NotRequired[str]
+
+
+class PrivateKeyEntry(PublicKeyEntry):
+    """A key as the keyring file holds it: the active key's private key PEM beside its public parts."""
+
+    private_key: NotRequired[str]
+
+
+class KeyringFile(TypedDict):
+    """The keyring file's document (`write_keyring`)."""
+
+    keyring_version: str
+    keys: list[PrivateKeyEntry]
+
+
 @dataclass(frozen=True, slots=True)
 class KeyringEntry:
     """One key of the keyring. `private_key` is set only for the active key."""
@@ -439,8 +469,18 @@ class KeyringEntry:
     private_key: Ed25519Key | None = field(default=None, repr=False)
     algorithm: str = SIG_ED25519
 
-    def public_dict(self) -> dict[str, Any]:
-        entry: dict[str, Any] = {
+    def public_dict(self) -> PublicKeyEntry:
+        return self._members()
+
+    def file_dict(self) -> PrivateKeyEntry:
+        entry = self._members()
+        if self.private_key is not None:
+            entry["private_key"] = self.private_key.private_key_pem
+        return entry
+
+    def _members(self) -> PrivateKeyEntry:
+        """The public members, in the registry's order; `file_dict` adds the private key after them."""
+        entry: PrivateKeyEntry = {
             "key_id": self.key_id,
             "algorithm": self.algorithm,
             "public_key": self.public_key,
@@ -450,12 +490,6 @@ class KeyringEntry:
         }
         if self.not_after is not None:
             entry["not_after"] = self.not_after
-        return entry
-
-    def file_dict(self) -> dict[str, Any]:
-        entry = self.public_dict()
-        if self.private_key is not None:
-            entry["private_key"] = self.private_key.private_key_pem
         return entry
 
 
@@ -472,12 +506,12 @@ class Keyring:
                 return entry.private_key
         return None
 
-    def registry_entries(self) -> list[dict[str, Any]]:
+    def registry_entries(self) -> list[PublicKeyEntry]:
         """Public registry dicts, active first (no private material)."""
         ordered = sorted(self.entries, key=lambda e: 0 if e.status == _STATUS_ACTIVE else 1)
         return [entry.public_dict() for entry in ordered]
 
-    def find_public(self, key_id: str | None = None, fingerprint: str | None = None) -> dict[str, Any] | None:
+    def find_public(self, key_id: str | None = None, fingerprint: str | None = None) -> PublicKeyEntry | None:
         """The public entry for `key_id`, else for `fingerprint`; None when neither matches."""
         if key_id:
             for entry in self.entries:
@@ -489,7 +523,7 @@ class Keyring:
                     return entry.public_dict()
         return None
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> KeyringFile:
         return {"keyring_version": KEYRING_VERSION, "keys": [e.file_dict() for e in self.entries]}
 
 
@@ -572,7 +606,7 @@ def rotate_keyring(path: StrPath, now: datetime | str) -> Keyring:
     return keyring
 
 
-def _require_str(entry: dict[str, Any], name: str, index: int, path: StrPath | None) -> str:
+def _require_str(entry: Mapping[str, object], name: str, index: int, path: StrPath | None) -> str:
     value = entry.get(name)
     if not isinstance(value, str) or not value.strip():
         raise KeyringError(f"keys[{index}].{name} must be a non-empty string", path)

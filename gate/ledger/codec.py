@@ -37,7 +37,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import zstandard
 from sqlalchemy import Text
@@ -123,6 +123,14 @@ def clear_dictionaries() -> None:
     _local.__dict__.clear()
 
 
+class _FrameOptions(TypedDict):
+    """What every compressed value's frame carries: a checksum and its size, never the dictionary id."""
+
+    write_checksum: bool
+    write_content_size: bool
+    write_dict_id: bool
+
+
 # Compressor and decompressor objects are not thread-safe: one per thread and dictionary.
 _local = threading.local()
 
@@ -132,7 +140,7 @@ def _compressor(dictionary_id: int) -> zstandard.ZstdCompressor:
     compressor = cache.get(dictionary_id)
     if compressor is None:
         dictionary = _dictionary(dictionary_id)
-        options: dict[str, Any] = {"write_checksum": True, "write_content_size": True, "write_dict_id": False}
+        options: _FrameOptions = {"write_checksum": True, "write_content_size": True, "write_dict_id": False}
         compressor = (zstandard.ZstdCompressor(dict_data=dictionary, **options) if dictionary is not None
                       else zstandard.ZstdCompressor(level=LEVEL, **options))
         cache[dictionary_id] = compressor

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from sqlalchemy import delete, insert, select, update
 
@@ -19,16 +19,36 @@ from gate.ledger.store import Ledger
 from gate.ledger.tables import anomaly_alerts, event_settings
 
 
+class EventSettingsRow(TypedDict):
+    """A row of `event_settings`: the scope's opt-in events (`decision_created` 0 or 1) and the
+    schedule of its anomaly report, as the last applied change set them."""
+
+    scope: str
+    decision_created: int
+    anomaly_every_seconds: int | None
+    anomaly_next_at: str | None
+    updated_at: str
+    updated_by: str
+
+
+class DueReport(TypedDict):
+    """A scope whose scheduled anomaly report is due."""
+
+    scope: str
+    anomaly_next_at: str
+    anomaly_every_seconds: int
+
+
 class EventSettingsLedger:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def get(self, scope: str) -> dict[str, Any] | None:
+    def get(self, scope: str) -> EventSettingsRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(event_settings).where(event_settings.c.scope == scope)).mappings().first()
-        return dict(row) if row else None
+        return cast(EventSettingsRow, dict(row)) if row else None
 
-    def put(self, row: Mapping[str, Any]) -> None:
+    def put(self, row: EventSettingsRow) -> None:
         with self.ledger.write() as connection:
             changed = connection.execute(update(event_settings).where(event_settings.c.scope == row["scope"])
                                          .values(**row)).rowcount
@@ -41,13 +61,13 @@ class EventSettingsLedger:
             rows = connection.execute(select(event_settings.c.scope).where(event_settings.c.decision_created == 1))
             return {r[0] for r in rows}
 
-    def due(self, now: str, limit: int) -> list[dict[str, Any]]:
+    def due(self, now: str, limit: int) -> list[DueReport]:
         query = (select(event_settings.c.scope, event_settings.c.anomaly_next_at,
                         event_settings.c.anomaly_every_seconds)
                  .where(event_settings.c.anomaly_every_seconds.is_not(None), event_settings.c.anomaly_next_at <= now)
                  .order_by(event_settings.c.anomaly_next_at).limit(limit))
         with self.ledger.read() as connection:
-            return [dict(r) for r in connection.execute(query).mappings().all()]
+            return [cast(DueReport, dict(r)) for r in connection.execute(query).mappings().all()]
 
     def claim(self, scope: str, was: str, next_at: str) -> bool:
         """Take this run of the scope's report (False: another process took it)."""

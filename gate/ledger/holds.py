@@ -13,16 +13,90 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from gate.errors import Signal
+from gate.holds.events import HoldEvent
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import hold_events, holds
+from gate.vocabulary import HoldState
+
+
+class HoldRow(TypedDict):
+    """A row of `holds` (gate.ledger.tables): a held decision, its queue and where it stands.
+    `approvals_json` is the JSON list of the approving votes so far (`Approval`), `facts_json`
+    the facts a reviewer sees; the flags are 0 or 1."""
+
+    decision_id: str
+    scope: str
+    record_hash: str
+    policy_id: str | None
+    policy_version: str | None
+    rule_id: str | None
+    reason_code: str | None
+    requested_by: str
+    queue: str
+    priority: str
+    priority_rank: int
+    opened_at: str
+    deadline_at: str
+    escalate_at: str | None
+    approvals_needed: int
+    require_justification: int
+    four_eyes: int
+    state: HoldState
+    claimed_by: str | None
+    claimed_at: str | None
+    approvals_json: str
+    resolved_at: str | None
+    resolved_by: str | None
+    resolution_seq: int | None
+    row_version: int
+    facts_json: str
+    requested_holder: str | None
+
+
+class QueueColumns(TypedDict):
+    """The columns a queue sets on its hold: its name, quorum and escalation time."""
+
+    queue: str
+    approvals_needed: int
+    require_justification: int
+    escalate_at: str | None
+
+
+class HoldMove(TypedDict, total=False):
+    """The columns one hold event moves on its row (`row_version` moves with every one)."""
+
+    queue: str
+    approvals_needed: int
+    require_justification: int
+    escalate_at: str | None
+    claimed_by: str | None
+    claimed_at: str | None
+    approvals_json: str
+    state: HoldState
+    resolved_at: str
+    resolved_by: str
+    resolution_seq: int
+
+
+class Approval(TypedDict):
+    """One approving vote so far, as `approvals_json` lists it (`holder` since issue 52)."""
+
+    actor: str
+    holder: NotRequired[str]
+    event_hash: str
+
+
+def _hold_row(row: RowMapping) -> HoldRow:
+    """A `holds` row as read (the table's columns are HoldRow's)."""
+    return cast(HoldRow, dict(row))
 
 
 class HoldRace(Signal):
@@ -34,28 +108,45 @@ class Announce:
     """The outbox event that announces a hold event (its CloudEvent type and data)."""
 
     name: str
-    data: Mapping[str, Any]
+    data: Mapping[str, object]
 
 
 # What writes one hold event: its build(seq, previous_event_hash), the row's move(event) and its
 # announcement; a step of a hold written whole (`HoldLedger.insert_whole`) makes it from the row
 # as the steps before it left it.
-Writing = tuple[Callable[[int, str | None], dict[str, Any]], Callable[[dict[str, Any]], Mapping[str, Any]], Announce]
-Making = Callable[[dict[str, Any]], Writing]
+Build = Callable[[int, str | None], HoldEvent]
+Move = Callable[[HoldEvent], HoldMove]
+Writing = tuple[Build, Move, Announce]
+Making = Callable[[HoldRow], Writing]
 
 
 @dataclass(frozen=True, slots=True)
 class Page:
-    rows: list[dict[str, Any]]
+    rows: list[HoldRow]
     total: int
 
 
-def announce_opened(connection: Connection, row: Mapping[str, Any], inbox_url: str | None = None) -> None:
+def announce_opened(connection: Connection, row: HoldRow, inbox_url: str | None = None) -> None:
     """`hold.opened` in the decide's own transaction (the hold row is inserted beside it)."""
     append_event(connection, row["scope"], "hold.opened", row["decision_id"], row["opened_at"], {
         "decision_id": row["decision_id"], "record_hash": row["record_hash"], "queue": row["queue"],
         "priority": row["priority"], "deadline_at": row["deadline_at"], "policy_id": row["policy_id"],
         "rule_id": row["rule_id"], "reason_code": row["reason_code"], "inbox_url": inbox_url})
+
+
+@dataclass(frozen=True, slots=True)
+class HoldOpening:
+    """A held decision's hold, stored with it (gate.ledger.store.DecisionExtra): its row, then
+    its `hold.opened` announcement (with the Inbox's link to it, when the gate has one)."""
+
+    row: HoldRow
+    inbox_url: str | None = None
+
+    def rows(self) -> tuple[tuple[Table, Mapping[str, object]], ...]:
+        return ((holds, self.row),)
+
+    def after_seal(self, connection: Connection, record: object) -> None:
+        announce_opened(connection, self.row, self.inbox_url)
 
 
 class HoldLedger:
@@ -64,11 +155,11 @@ class HoldLedger:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def hold(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def hold(self, scope: str, decision_id: str) -> HoldRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(holds).where(holds.c.scope == scope, holds.c.decision_id == decision_id)
                                      ).mappings().first()
-        return dict(row) if row else None
+        return _hold_row(row) if row else None
 
     def scope_of(self, decision_id: str) -> str | None:
         """The scope of the hold of this decision (a Slack button names the decision only)."""
@@ -85,7 +176,7 @@ class HoldLedger:
                  .order_by(holds.c.deadline_at, holds.c.priority_rank.desc(), holds.c.decision_id)
                  .limit(limit).offset(offset))
         with self.ledger.read() as connection:
-            rows = [dict(r) for r in connection.execute(query).mappings().all()]
+            rows = [_hold_row(r) for r in connection.execute(query).mappings().all()]
             total = int(connection.execute(select(func.count()).select_from(holds).where(*where)).scalar_one())
         return Page(rows, total)
 
@@ -95,7 +186,7 @@ class HoldLedger:
                                       .group_by(holds.c.state)).all()
         return {str(state): int(count) for state, count in rows}
 
-    def events_of(self, scope: str, decision_id: str, limit: int = 500) -> list[dict[str, Any]]:
+    def events_of(self, scope: str, decision_id: str, limit: int = 500) -> list[HoldEvent]:
         """A decision's hold events, oldest first."""
         query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope,
                                                         hold_events.c.decision_id == decision_id)
@@ -103,14 +194,14 @@ class HoldLedger:
         with self.ledger.read() as connection:
             return [json.loads(r[0]) for r in connection.execute(query).all()]
 
-    def history(self, scope: str, limit: int) -> list[dict[str, Any]]:
+    def history(self, scope: str, limit: int) -> list[HoldEvent]:
         """The scope's newest `limit` hold events, oldest first."""
         query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope)
                  .order_by(hold_events.c.seq.desc()).limit(limit))
         with self.ledger.read() as connection:
             return [json.loads(r[0]) for r in reversed(connection.execute(query).all())]
 
-    def policy_event(self, scope: str) -> dict[str, Any] | None:
+    def policy_event(self, scope: str) -> HoldEvent | None:
         """The scope's newest hold-policy change (None while it keeps the default policy)."""
         query = (select(hold_events.c.event_json).where(hold_events.c.scope == scope,
                                                         hold_events.c.action == "policy_set")
@@ -129,10 +220,10 @@ class HoldLedger:
         with self.ledger.read() as connection:
             return _event_hashes(connection, scope)
 
-    def append(self, scope: str, build: Any, *, move: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+    def append(self, scope: str, build: Build, *, move: Move | None = None,
                decision_id: str | None = None, expected_version: int | None = None,
                announce: Announce | None = None,
-               witness: Callable[[Callable[[], list[str]]], object] | None = None) -> dict[str, Any]:
+               witness: Callable[[Callable[[], list[str]]], object] | None = None) -> HoldEvent:
         """One step in one transaction: `build(seq, previous_event_hash)` makes the sealed event
         on the chain head read here; the hold row (when `move`) takes the columns `move(event)` names,
         from `expected_version`. `witness(read)` runs first, in the transaction: `read()` gives the
@@ -146,14 +237,14 @@ class HoldLedger:
         except IntegrityError as exc:
             raise HoldRace(str(scope)) from exc
 
-    def insert_whole(self, row: Mapping[str, Any], steps: Sequence[Making], *, inbox_url: str | None = None,
-                     witness: Callable[[Callable[[], list[str]]], object] | None = None) -> list[dict[str, Any]]:
+    def insert_whole(self, row: HoldRow, steps: Sequence[Making], *, inbox_url: str | None = None,
+                     witness: Callable[[Callable[[], list[str]]], object] | None = None) -> list[HoldEvent]:
         """A hold written whole in one transaction: its `row` (as a decide opens it, with its
         `hold.opened` announcement), then one event per step, each made as `append` makes one
         (`step(row as the events before it left it)` gives its build, move and announcement).
         No reader ever sees the hold in between. Returns the events; raises HoldRace when the
         chain moved meanwhile or the hold exists (nothing is then written)."""
-        scope, decision_id = str(row["scope"]), str(row["decision_id"])
+        scope, decision_id = row["scope"], row["decision_id"]
         events = []
         try:
             with self.ledger.write() as connection:
@@ -161,7 +252,7 @@ class HoldLedger:
                     witness(lambda: _event_hashes(connection, scope))
                 connection.execute(insert(holds).values(**row))
                 announce_opened(connection, row, inbox_url)
-                current = dict(row)
+                current = row
                 for step in steps:
                     build, move, announce = step(current)
                     event, moved = _append_on(connection, scope, build, move, decision_id, current["row_version"],
@@ -172,7 +263,7 @@ class HoldLedger:
             raise HoldRace(decision_id) from exc
         return events
 
-    def due(self, now: str, limit: int) -> list[dict[str, Any]]:
+    def due(self, now: str, limit: int) -> list[HoldRow]:
         """Open holds whose deadline or escalation time has come (any scope), soonest first."""
         deadline = (select(holds).where(holds.c.state == "open", holds.c.deadline_at <= now)
                     .order_by(holds.c.deadline_at).limit(limit))
@@ -180,13 +271,13 @@ class HoldLedger:
                                           holds.c.escalate_at <= now)
                       .order_by(holds.c.escalate_at).limit(limit))
         with self.ledger.read() as connection:
-            rows = {r["decision_id"]: dict(r) for r in connection.execute(deadline).mappings().all()}
+            rows = {r["decision_id"]: _hold_row(r) for r in connection.execute(deadline).mappings().all()}
             for r in connection.execute(escalation).mappings().all():
-                rows.setdefault(r["decision_id"], dict(r))
+                rows.setdefault(r["decision_id"], _hold_row(r))
         return list(rows.values())
 
     def closed_like(self, scope: str, policy_id: str | None, rule_id: str | None, *, limit: int,
-                    excluding: str | None = None) -> list[dict[str, Any]]:
+                    excluding: str | None = None) -> list[HoldRow]:
         """The scope's newest `limit` closed holds of one policy and rule, newest first (the
         candidates of `gate.holds.similar`); `excluding` leaves one decision out."""
         where = [holds.c.scope == scope, holds.c.state.in_(["approved", "denied", "expired"]),
@@ -197,9 +288,9 @@ class HoldLedger:
         query = (select(holds).where(*where).order_by(holds.c.opened_at.desc(), holds.c.decision_id.desc())
                  .limit(limit))
         with self.ledger.read() as connection:
-            return [dict(r) for r in connection.execute(query).mappings().all()]
+            return [_hold_row(r) for r in connection.execute(query).mappings().all()]
 
-    def events_at(self, scope: str, seqs: Sequence[int]) -> dict[int, dict[str, Any]]:
+    def events_at(self, scope: str, seqs: Sequence[int]) -> dict[int, HoldEvent]:
         """The scope's hold events at these positions, by seq (a closed hold's `resolution_seq`)."""
         if not seqs:
             return {}
@@ -218,14 +309,13 @@ class HoldLedger:
         return {r[0] for r in rows}
 
 
-def _append_on(connection: Connection, scope: str, build: Any,
-               move: Callable[[dict[str, Any]], Mapping[str, Any]] | None, decision_id: str | None,
-               expected_version: int | None, announce: Announce | None) -> tuple[dict[str, Any], Mapping[str, Any]]:
+def _append_on(connection: Connection, scope: str, build: Build, move: Move | None, decision_id: str | None,
+               expected_version: int | None, announce: Announce | None) -> tuple[HoldEvent, HoldMove]:
     """`HoldLedger.append`'s statements on the transaction's connection: the event and the
     columns its move set on the hold row."""
     seq, previous = _head(connection, scope)
-    event: dict[str, Any] = build(seq + 1, previous)
-    moved: Mapping[str, Any] = {}
+    event = build(seq + 1, previous)
+    moved: HoldMove = {}
     if move is not None:
         moved = move(event)
         count = connection.execute(

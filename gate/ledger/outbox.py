@@ -10,12 +10,15 @@ bounded transaction, only a prefix of its sequence, only events written before t
 settled by every active subscription (and every held stream cursor); `event_retention` then says
 how far the scope was pruned. The pruner, `add_subscription` and `enable` take that row's lock
 first (an upsert that changes nothing), so a subscription that starts or resumes never lands on
-events a concurrent prune removes."""
+events a concurrent prune removes. `prune_attempts_batch` deletes a subscription's oldest delivery
+attempts the same way, keeping its newest ones, and adds their counts to the subscription's row,
+so `attempt_totals` still counts every attempt of its life."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from itertools import takewhile
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, or_, select, update
@@ -186,11 +189,17 @@ class Outbox:
         return [dict(r) for r in rows]
 
     def attempt_totals(self, subscription_id: str) -> tuple[int, int]:
-        """(attempts, successful attempts) of a subscription, over its whole life."""
+        """(attempts, successful attempts) of a subscription, over its whole life: the rows kept
+        plus the counts of those the retention pruned. One statement, so a prune that moves rows
+        into the counts meanwhile is seen wholly or not at all (never counted twice or not at all)."""
+        mine = webhook_attempts.c.subscription_id == subscription_id
+        kept = select(func.count()).where(mine).scalar_subquery()
+        kept_ok = select(func.coalesce(func.sum(webhook_attempts.c.ok), 0)).where(mine).scalar_subquery()
         with self.ledger.read() as connection:
-            total, ok = connection.execute(select(func.count(), func.coalesce(func.sum(webhook_attempts.c.ok), 0))
-                                           .where(webhook_attempts.c.subscription_id == subscription_id)).one()
-        return int(total), int(ok)
+            row = connection.execute(select(webhook_subscriptions.c.pruned_attempts + kept,
+                                            webhook_subscriptions.c.pruned_succeeded + kept_ok)
+                                     .where(webhook_subscriptions.c.subscription_id == subscription_id)).first()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
     def add_replays(self, subscription_id: str, seqs: Sequence[int], at: str) -> int:
         with self.ledger.write() as connection:
@@ -258,6 +267,45 @@ class Outbox:
                 event_outbox.c.scope == scope, event_outbox.c.seq > pruned, event_outbox.c.seq <= last))
             connection.execute(update(event_retention).where(event_retention.c.scope == scope)
                                .values(pruned_through=last, pruned_through_at=newest))
+        return len(taken)
+
+    def attempts_prunable(self, subscription_id: str, cutoff: str, keep: int) -> bool:
+        """Whether the subscription has more than `keep` attempts and its oldest was made before
+        `cutoff` (a read: most passes find nothing to do and write nothing)."""
+        mine = webhook_attempts.c.subscription_id == subscription_id
+        with self.ledger.read() as connection:
+            oldest = connection.execute(select(webhook_attempts.c.attempted_at).where(mine)
+                                        .order_by(webhook_attempts.c.attempt_id).limit(1)).scalar()
+            beyond = connection.execute(select(webhook_attempts.c.attempt_id).where(mine)
+                                        .order_by(webhook_attempts.c.attempt_id.desc()).offset(keep).limit(1)).scalar()
+        return oldest is not None and beyond is not None and oldest < cutoff
+
+    def prune_attempts_batch(self, subscription_id: str, cutoff: str, keep: int, batch: int) -> int:
+        """Delete up to `batch` of the subscription's oldest attempts in one transaction: the
+        leading run made before `cutoff`, never one of its newest `keep`; their number and how many
+        succeeded move to the subscription's `pruned_attempts` / `pruned_succeeded` in the same
+        transaction. The subscription's row is locked first, so two pruners never count the same
+        attempts twice. Returns how many were deleted."""
+        mine = webhook_attempts.c.subscription_id == subscription_id
+        this = webhook_subscriptions.c.subscription_id == subscription_id
+        with self.ledger.write() as connection:
+            if connection.execute(select(webhook_subscriptions.c.cursor).where(this).with_for_update()).first() is None:
+                return 0
+            newest = connection.execute(select(webhook_attempts.c.attempt_id).where(mine)
+                                        .order_by(webhook_attempts.c.attempt_id.desc()).offset(keep).limit(1)).scalar()
+            if newest is None:
+                return 0
+            rows = connection.execute(select(webhook_attempts.c.attempt_id, webhook_attempts.c.attempted_at,
+                                             webhook_attempts.c.ok).where(mine, webhook_attempts.c.attempt_id <= newest)
+                                      .order_by(webhook_attempts.c.attempt_id).limit(batch)).all()
+            taken = list(takewhile(lambda r: r.attempted_at < cutoff, rows))
+            if not taken:
+                return 0
+            connection.execute(delete(webhook_attempts).where(
+                webhook_attempts.c.attempt_id.in_([int(r.attempt_id) for r in taken])))
+            connection.execute(update(webhook_subscriptions).where(this).values(
+                pruned_attempts=webhook_subscriptions.c.pruned_attempts + len(taken),
+                pruned_succeeded=webhook_subscriptions.c.pruned_succeeded + sum(int(r.ok) for r in taken)))
         return len(taken)
 
     # ------------------------------------------------------------------ streams

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from sqlalchemy import bindparam, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.sql import ClauseElement
 
-from gate.events.cloudevent import cloud_event
+from gate.errors import LedgerUnavailable
+from gate.events.cloudevent import CloudEvent, cloud_event, event_text
 from gate.ledger.groupcommit import BATCH_MEMO, defer, defer_row
 from gate.ledger.prepared import Prepared
 from gate.ledger.tables import event_outbox, event_sequences
-from gate.protocol.canonical import canonical_text
+from gate.protocol.decision_record import DecisionRecord
 
 # The statements compiled for each engine's dialect (an engine's dialect lives as long as it).
 _COMPILED: weakref.WeakKeyDictionary[Dialect, dict[str, Prepared]] = weakref.WeakKeyDictionary()
@@ -90,19 +92,56 @@ def _batch_seq(connection: Connection, memo: dict[Any, Any], scope: str) -> int:
     return seq
 
 
-def outbox_row(scope: str, seq: int, event: Mapping[str, Any]) -> dict[str, Any]:
-    """The outbox row that stores `event` (the scope's `seq`-th)."""
+class OutboxRow(TypedDict):
+    """A row of `event_outbox`: one event, its canonical text in `event_json`."""
+
+    scope: str
+    seq: int
+    event_id: str
+    event_type: str
+    created_at: str
+    event_json: str
+
+
+def outbox_row(scope: str, seq: int, event: CloudEvent, text: str | None = None) -> OutboxRow:
+    """The outbox row that stores `event` (the scope's `seq`-th), whose canonical text is `text`
+    when the caller wrote it (`event_text`)."""
     return {"scope": scope, "seq": seq, "event_id": event["id"], "event_type": event["type"],
-            "created_at": event["time"], "event_json": canonical_text(event)}
+            "created_at": event["time"], "event_json": event_text(event) if text is None else text}
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionCreated:
+    """`decision.created` of a scope that mirrors its decisions, stored with the decision
+    (gate.ledger.store.DecisionExtra): the record as stored, announced in the decision's
+    transaction once its chain link is sealed into it."""
+
+    scope: str
+
+    def rows(self) -> tuple[()]:
+        return ()
+
+    def after_seal(self, connection: Connection, record: DecisionRecord | None) -> None:
+        """The record's canonical text is spliced into the event's (`DecisionRecord.canonical_text`:
+        its envelope's share written by the decide's request thread, `DecisionPipeline.store_sealed`),
+        not written again on the writer thread."""
+        if record is None:  # pragma: no cover - the decide pipeline always stores the chain
+            raise LedgerUnavailable("the decision was stored without its chain")
+        stored = record.as_dict()
+        append_event(connection, self.scope, "decision.created", stored["decision_id"], stored["created_at"], {
+            "decision_id": stored["decision_id"], "record_hash": stored["record_hash"],
+            "receipt_hash": stored["receipt_hash"], "audit_chain": stored.get("audit_chain"), "record": stored},
+            rendered={"record": record.canonical_text()})
 
 
 def append_event(connection: Connection, scope: str, name: str, subject: str | None, time: str,
-                 data: Mapping[str, Any]) -> dict[str, Any]:
-    """Write one event in the caller's transaction; returns the CloudEvent written."""
+                 data: Mapping[str, Any], rendered: Mapping[str, str] | None = None) -> CloudEvent:
+    """Write one event in the caller's transaction; returns the CloudEvent written. `rendered`:
+    canonical texts of members of `data` already written (`event_text`)."""
     memo = connection.info.get(BATCH_MEMO)
     seq = _next_seq(connection, scope) if memo is None else _batch_seq(connection, memo, scope)
     event = cloud_event(scope, seq, name, subject, time, data)
-    row = outbox_row(scope, seq, event)
+    row = outbox_row(scope, seq, event, event_text(event, rendered))
     if memo is None:
         _statement(connection, "insert").run(connection, row)
     else:

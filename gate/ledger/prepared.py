@@ -25,7 +25,8 @@ What is kept from `Connection.execute`:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, cast
 
@@ -126,6 +127,8 @@ class Prepared:
         known = self._columns
         if known is not None and known[0] == self.sql:
             return _on_cursor(connection, self.sql, parameters, many=many, columns=known[1])
+        if _in_pipeline(connection):  # no result yet to read its columns from (`pipelined`)
+            return _on_cursor(connection, self.sql, parameters, many=many, columns=None)
         rows = _on_cursor(connection, self.sql, parameters, many=many)
         self._columns = (self.sql, _last_columns(connection))
         return rows
@@ -156,6 +159,36 @@ def _cursor(connection: Connection) -> Any:
 
 def _raw_driver(dialect: Dialect) -> bool:
     return dialect.driver == "psycopg"
+
+
+@contextmanager
+def pipelined(connection: Connection) -> Iterator[None]:
+    """Statements whose rows nobody reads (a group commit's deferred writes, `BATCH_FLUSH`),
+    sent in one round trip on PostgreSQL: psycopg's pipeline mode queues each statement and
+    reads every answer at the end of the block, where a failed one raises (as SQLAlchemy's
+    `IntegrityError` or `DBAPIError`, as `_on_cursor` answers it; the statements after it did
+    not run, and the transaction is aborted, as with one statement at a time). A statement run
+    inside the block answers no rows. Other drivers run the statements one at a time.
+
+    Until 2026-11-27 a batch's flush made one round trip per statement: the links, the tree
+    nodes, the decisions, the heads, the usage counters, the holds and, with `decision.created`
+    on, the outbox rows and the scope's sequence, each a wait for the server under the chain
+    head's lock (issue 53)."""
+    if not _raw_driver(connection.dialect):
+        yield
+        return
+    try:
+        with connection.connection.driver_connection.pipeline():  # type: ignore[union-attr]
+            yield
+    except connection.dialect.loaded_dbapi.Error as exc:
+        connection.info.pop(_CURSOR, None)
+        connection._handle_dbapi_exception(exc, "(pipelined statements)", None, None, None)
+        raise  # pragma: no cover - the call above always raises
+
+
+def _in_pipeline(connection: Connection) -> bool:
+    return _raw_driver(connection.dialect) and bool(
+        connection.connection.driver_connection.info.pipeline_status)  # type: ignore[union-attr]
 
 
 def _dollar_placeholders(sql: str) -> tuple[str, list[str]]:

@@ -9,10 +9,12 @@ holds only the policy a scope stored before its first change."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
-from sqlalchemy import and_, case, func, insert, select, update
+from sqlalchemy import Table, and_, case, func, insert, select, update
+from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.exc import IntegrityError
 
 from gate.chain.event_witness import ChainWitness, governance_chain_id, release_chain_id
@@ -21,10 +23,81 @@ from gate.errors import Signal
 from gate.ledger.outbox_write import append_event
 from gate.ledger.store import Ledger
 from gate.ledger.tables import api_keys, outcome_latest, release_decisions, release_events, release_policies
+from gate.releases.events import ReleaseEvent
 from gate.releases.governance import GOVERNANCE_ID
 from gate.releases.key_grants import KEY_GRANTS_ID
 
 _RESERVED = (GOVERNANCE_ID, KEY_GRANTS_ID)  # chains of the table that are no release
+
+
+class EventRow(TypedDict):
+    """A row of `release_events`: one event of a release chain, of the scope's governance chain
+    (`GOVERNANCE_ID`) or of its key chain (`KEY_GRANTS_ID`), its canonical text in `event_json`."""
+
+    scope: str
+    rulebook_id: str
+    seq: int
+    action: str
+    event_hash: str
+    idempotency_key: str | None
+    request_hash: str
+    created_at: str
+    event_json: str
+
+
+class ReleaseDecisionRow(TypedDict):
+    """A row of `release_decisions`: the arm and version a decide ran, and its shadow's verdict."""
+
+    decision_id: str
+    scope: str
+    rulebook_id: str
+    release_seq: int
+    arm: str
+    version: str
+    verdict: str
+    created_at: str
+    shadow_version: str | None
+    shadow_verdict: str | None
+    shadow_reason_code: str | None
+    shadow_matched_rule_id: str | None
+
+
+class ShadowColumns(TypedDict, total=False):
+    """The shadow's columns of a release decision row (no verdict: the shadow could not be evaluated)."""
+
+    shadow_version: str | None
+    shadow_verdict: str | None
+    shadow_reason_code: str | None
+    shadow_matched_rule_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDecision:
+    """A decide's release row, stored with its decision (gate.ledger.store.DecisionExtra)."""
+
+    row: ReleaseDecisionRow
+
+    def rows(self) -> tuple[tuple[Table, Mapping[str, object]], ...]:
+        return ((release_decisions, self.row),)
+
+    def after_seal(self, connection: Connection, record: object) -> None:
+        """Nothing is announced of a release row."""
+
+
+class ShadowRow(TypedDict):
+    """A decision evaluated beside a shadow version, with its live outcome's effect (None: none yet)."""
+
+    decision_id: str
+    version: str
+    verdict: str
+    shadow_verdict: str | None
+    created_at: str
+    effect: str | None
+
+
+def _event_row(row: RowMapping) -> EventRow:
+    """A `release_events` row as read (the table's columns are EventRow's)."""
+    return cast(EventRow, dict(row))
 
 
 class ReleaseRace(Signal):
@@ -49,7 +122,7 @@ class Announcement:
     """The outbox event that announces a release event (its type and data)."""
 
     name: str
-    data: dict[str, Any]
+    data: Mapping[str, object]
 
 
 class ReleaseLedger:
@@ -59,31 +132,31 @@ class ReleaseLedger:
         self.ledger = ledger
         self.witness = witness
 
-    def head(self, scope: str, rulebook_id: str) -> dict[str, Any] | None:
+    def head(self, scope: str, rulebook_id: str) -> EventRow | None:
         """The newest event row of a release (None before its first transition)."""
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(release_events).where(release_events.c.scope == scope,
                                              release_events.c.rulebook_id == rulebook_id)
                 .order_by(release_events.c.seq.desc()).limit(1)).mappings().first()
-        return dict(row) if row else None
+        return _event_row(row) if row else None
 
-    def events(self, scope: str, rulebook_id: str, limit: int = 1000) -> list[dict[str, Any]]:
+    def events(self, scope: str, rulebook_id: str, limit: int = 1000) -> list[EventRow]:
         """A release's events, oldest first (at most `limit`, newest kept)."""
         with self.ledger.read() as connection:
             rows = connection.execute(
                 select(release_events).where(release_events.c.scope == scope,
                                              release_events.c.rulebook_id == rulebook_id)
                 .order_by(release_events.c.seq.desc()).limit(limit)).mappings().all()
-        return [dict(r) for r in reversed(rows)]
+        return [_event_row(r) for r in reversed(rows)]
 
-    def by_idempotency(self, scope: str, rulebook_id: str, key: str) -> dict[str, Any] | None:
+    def by_idempotency(self, scope: str, rulebook_id: str, key: str) -> EventRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(
                 select(release_events).where(release_events.c.scope == scope,
                                              release_events.c.rulebook_id == rulebook_id,
                                              release_events.c.idempotency_key == key)).mappings().first()
-        return dict(row) if row else None
+        return _event_row(row) if row else None
 
     def event_hashes(self, scope: str, rulebook_id: str) -> list[str]:
         """The `event_hash` of every event of one chain (a release, or `GOVERNANCE_ID`), oldest
@@ -91,7 +164,7 @@ class ReleaseLedger:
         with self.ledger.read() as connection:
             return _event_hashes(connection, scope, rulebook_id)
 
-    def append(self, row: dict[str, Any], announce: Announcement | None = None) -> None:
+    def append(self, row: EventRow, announce: Announcement | None = None) -> None:
         """Insert an event row, and its announcement in the outbox in the same transaction
         (docs/events.md); `ReleaseRace` when its seq (or its idempotency key) was taken. With a
         witness, the chain is checked against its witnessed checkpoint first, in the same
@@ -112,11 +185,11 @@ class ReleaseLedger:
                     append_event(connection, row["scope"], announce.name, row["rulebook_id"], row["created_at"],
                                  announce.data)
         except IntegrityError as exc:
-            raise ReleaseRace(str(row.get("seq"))) from exc
+            raise ReleaseRace(str(row["seq"])) from exc
         if self.witness is not None:
             self.witness.publish(chain_id, [*hashes, row["event_hash"]])
 
-    def append_key_grant(self, row: dict[str, Any], key_row: dict[str, Any] | None = None,
+    def append_key_grant(self, row: EventRow, key_row: dict[str, Any] | None = None,
                          enable: tuple[str, dict[str, Any]] | None = None) -> bool:
         """A key grant's event row (gate.releases.key_grants) with what it records, in one
         transaction: the new key's row, or an existing key `(key_id, values)` set active with
@@ -133,12 +206,12 @@ class ReleaseLedger:
                         raise _NoSuchKey(enable[0])  # rolls the transaction back
                 connection.execute(insert(release_events).values(**row))
         except IntegrityError as exc:
-            raise ReleaseRace(str(row.get("seq"))) from exc
+            raise ReleaseRace(str(row["seq"])) from exc
         except _NoSuchKey:
             return False
         return True
 
-    def halt_events(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
+    def halt_events(self, scope: str, rulebook_id: str) -> list[ReleaseEvent]:
         """Every halt event of a release, however long its history (a guardrail's halt binds for good)."""
         with self.ledger.read() as connection:
             rows = connection.execute(
@@ -182,7 +255,7 @@ class ReleaseLedger:
                                     tally.succeeded + int(succeeded or 0))
         return tallies
 
-    def shadow_rows(self, scope: str, rulebook_id: str, shadow_version: str, limit: int = 50_000) -> list[dict[str, Any]]:
+    def shadow_rows(self, scope: str, rulebook_id: str, shadow_version: str, limit: int = 50_000) -> list[ShadowRow]:
         """Live and shadow verdicts of the decisions evaluated beside a shadow version, with the
         live decision's latest outcome effect (None while none is reported)."""
         rd, ol = release_decisions, outcome_latest
@@ -192,20 +265,20 @@ class ReleaseLedger:
                  .where(rd.c.scope == scope, rd.c.rulebook_id == rulebook_id, rd.c.shadow_version == shadow_version)
                  .order_by(rd.c.created_at.desc()).limit(limit))
         with self.ledger.read() as connection:
-            return [dict(r) for r in connection.execute(query).mappings().all()]
+            return [cast(ShadowRow, dict(r)) for r in connection.execute(query).mappings().all()]
 
-    def release_row(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def release_row(self, scope: str, decision_id: str) -> ReleaseDecisionRow | None:
         with self.ledger.read() as connection:
             row = connection.execute(select(release_decisions).where(
                 release_decisions.c.scope == scope, release_decisions.c.decision_id == decision_id)).mappings().first()
-        return dict(row) if row else None
+        return cast(ReleaseDecisionRow, dict(row)) if row else None
 
 
 def _is(column: Any, value: str) -> Any:
     return case((column == value, 1), else_=0)
 
 
-def halt_rows(release_ledger: ReleaseLedger, scope: str, limit: int = 50) -> list[dict[str, Any]]:
+def halt_rows(release_ledger: ReleaseLedger, scope: str, limit: int = 50) -> list[dict[str, str]]:
     """The scope's newest halt events (guardrail halts among them), newest first."""
     with release_ledger.ledger.read() as connection:
         rows = connection.execute(

@@ -10,7 +10,7 @@ those decisions only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, insert, select, update
 
@@ -91,14 +91,23 @@ def benchmark_opt_ins(ledger: Ledger) -> set[str]:
             select(scope_benchmark_settings.c.scope).where(scope_benchmark_settings.c.opted_in == 1)).scalars())
 
 
-def benchmark_setting(ledger: Ledger, scope: str) -> dict[str, Any] | None:
+class BenchmarkSetting(TypedDict):
+    """A row of `scope_benchmark_settings`, `opted_in` as a boolean."""
+
+    scope: str
+    opted_in: bool
+    updated_at: str
+
+
+def benchmark_setting(ledger: Ledger, scope: str) -> BenchmarkSetting | None:
     with ledger.read() as connection:
         row = connection.execute(
             select(scope_benchmark_settings).where(scope_benchmark_settings.c.scope == scope)).mappings().first()
-    return None if row is None else {**row, "opted_in": bool(row["opted_in"])}
+    return None if row is None else {"scope": row["scope"], "opted_in": bool(row["opted_in"]),
+                                     "updated_at": row["updated_at"]}
 
 
-def set_benchmark_opt_in(ledger: Ledger, scope: str, opted_in: bool, now: str) -> dict[str, Any]:
+def set_benchmark_opt_in(ledger: Ledger, scope: str, opted_in: bool, now: str) -> BenchmarkSetting:
     """Opt a scope in or out (revocable at any time); returns the stored setting."""
     table = scope_benchmark_settings
     with ledger.write() as connection:

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Protocol
 
 from sqlalchemy import (
     RowMapping,
@@ -68,6 +68,7 @@ from gate.ledger.tables import (
 )
 from gate.protocol.confidence import ConfidenceCounts
 from gate.protocol.decision_record import DecisionRecord
+from gate.protocol.types import SnapshotLineage
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 BUNDLE_CANDIDATES = 8
@@ -102,17 +103,11 @@ class CapCharge:
     cap: int
 
 
-class SnapshotRow(TypedDict):
-    """A rulebook snapshot as bound (`rulebook_snapshots`): a version's hash, its canonical body and
-    its signed registry entry, in a scope."""
+class SnapshotRow(SnapshotLineage):
+    """A rulebook snapshot as bound (`rulebook_snapshots`): its lineage, its canonical body and its
+    signed registry entry as stored text, in a scope."""
 
     scope: str
-    rulebook_id: str
-    version: str
-    rulebook_hash: str
-    evaluator_version: str
-    schema_hash: str
-    registered_at: str
     body_json: str
     registry_json: str
 
@@ -189,9 +184,16 @@ class Written:
         return self.record
 
 
-# A row stored with a decision, or a step run after its seal in the same transaction (an outbox
-# event), given the connection and the sealed record.
-DecisionExtra = tuple[Table, dict[str, Any]] | Callable[[Connection, Any], Any]
+class DecisionExtra(Protocol):
+    """What lives or dies with a decision (its release row, its hold, an announcement), made by
+    the ledger module of its table (`gate.ledger.holds.HoldOpening`,
+    `gate.ledger.releases.ReleaseDecision`, `gate.ledger.outbox_write.DecisionCreated`): the
+    rows inserted with the decision, then the step run in its transaction once the record is
+    sealed (an outbox event), given the sealed record (None: stored without a chain)."""
+
+    def rows(self) -> Sequence[tuple[Table, Mapping[str, object]]]: ...
+
+    def after_seal(self, connection: Connection, record: DecisionRecord | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,10 +519,10 @@ class Ledger:
     ) -> Written:
         """Store one decision atomically with its snapshot and usage charge (and, with a chain
         whose `confidence` names a bucket, read its confidence counts first in the same
-        transaction). `extra` rows (table, values) are inserted (in a batch, with the batch's other
-        rows of their table in one INSERT), and `extra` callables run on the connection with the
+        transaction). Each `extra`'s rows are inserted (in a batch, with the batch's other rows of
+        their table in one INSERT), and its `after_seal` step runs on the connection with the
         sealed record (an outbox event, `gate.ledger.outbox_write`), in the same transaction: they
-        are stored exactly when the decision is.
+        are stored exactly when the decision is (`DecisionExtra`).
 
         Returns the monthly usage after the charge and the sealed record (`Written`). Raises
         DuplicateIdempotencyKey, SnapshotRace, RulebookVersionConflict, MonthlyCapExceeded or
@@ -552,17 +554,15 @@ class Ledger:
         if snapshot is not None:
             self._bind_snapshot(connection, snapshot)
         for item in extra:  # rows that live or die with the decision (its release row, its hold)
-            if not callable(item):
-                table, values = item
+            for table, values in item.rows():
                 columns = tuple(values)
                 self._insert(connection, ("extra", table.name, columns), insert(table), values, columns)
-        after = [item for item in extra if callable(item)]  # outbox events: after the record is sealed
         if (chain is not None and head is not None and charge is not None and self.dialect == "postgresql"
                 and BATCH_MEMO not in connection.info):  # a decide stored alone: one round trip
             sealed = chain.seal(head, prepared)
             used = self._append_store_charge_pg(connection, chain, sealed, charge)
-            for announce in after:
-                announce(connection, sealed.record)
+            for item in extra:  # outbox events: after the record is sealed
+                item.after_seal(connection, sealed.record)
             return Written(used, sealed.record)
         record = None
         if chain is not None and head is not None:
@@ -570,8 +570,8 @@ class Ledger:
             self._append_link(connection, chain, sealed)
             row, record = sealed.row, sealed.record
         self._insert(connection, ("decision", *row), _INSERT_DECISION, row, tuple(row))
-        for announce in after:
-            announce(connection, record)
+        for item in extra:  # outbox events: after the record is sealed
+            item.after_seal(connection, record)
         return Written(self._charge(connection, charge) if charge else None, record)
 
     def _batch_counts(self, connection: Connection, bucket: Bucket | None) -> ConfidenceCounts | None:
@@ -737,7 +737,7 @@ class Ledger:
                 by_level: dict[int, list[int]] = {}
                 for level, idx in refs[start:start + NODE_REFS_PER_QUERY]:
                     by_level.setdefault(level, []).append(idx)
-                params: dict[str, Any] = {"chain_id": chain_id}
+                params: dict[str, str | int | list[int]] = {"chain_id": chain_id}
                 for number, (level, indexes) in enumerate(by_level.items()):
                     params[f"level_{number}"], params[f"idx_{number}"] = level, indexes
                 rows = connection.execute(self._nodes_query(len(by_level)), params).all()

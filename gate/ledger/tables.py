@@ -394,9 +394,15 @@ webhook_subscriptions = Table(
     Column("created_at", String(32), nullable=False),
     Column("created_by", String(600), nullable=False),
     Column("sign_ed25519", Integer, nullable=False),  # 1: deliveries also carry the gate's Ed25519 signature
+    # Attempts the retention deleted (and how many of them succeeded), still counted in the
+    # subscription's totals (`Outbox.attempt_totals`; migration 0020, docs/events.md "Retention").
+    Column("pruned_attempts", Integer, nullable=False, server_default="0"),
+    Column("pruned_succeeded", Integer, nullable=False, server_default="0"),
 )
 
 # Every delivery attempt: the receiver's status and the first bytes of its answer (shown as text).
+# Attempts older than the retention are pruned, each subscription's newest `ATTEMPTS_KEPT` aside
+# (gate/services/events.py); their counts move to the subscription's `pruned_attempts`.
 webhook_attempts = Table(
     "webhook_attempts",
     metadata,

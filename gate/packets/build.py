@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict
 
-from gate.chain.links import LINK_HASH_MEMBERS, record_audit_chain, verify_links
+from gate.chain.links import LINK_HASH_MEMBERS, stated_audit_chain, verify_links
 from gate.chain.merkle import verify_inclusion
 from gate.chain.rowseal import RECEIPT_CHAIN_VERSION
 from gate.holds.events import HELD_VERDICT, commitment_problems, hold_events_problems
@@ -75,7 +75,7 @@ def _check_record_link(record: Mapping[str, Any], record_link: dict[str, Any], p
     for member in ("decision_id", "record_hash", "receipt_hash"):
         if record_link.get(member) != record.get(member):
             raise PacketSourceError(f"the link at position {position} is not this record's")
-    if record.get("audit_chain") is not None and not _canon_equal(record["audit_chain"], record_audit_chain(record_link)):
+    if record.get("audit_chain") is not None and not _canon_equal(record["audit_chain"], stated_audit_chain(record_link)):
         raise PacketSourceError("the record's audit_chain member is not its stored link")
 
 

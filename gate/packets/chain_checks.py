@@ -9,7 +9,7 @@ from typing import Any
 from gate.chain.links import (
     AUDIT_CHAIN_MEMBERS,
     leaf_hash,
-    record_audit_chain,
+    stated_audit_chain,
     verify_links,
 )
 from gate.chain.merkle import verify_checkpoint, verify_inclusion
@@ -202,7 +202,7 @@ def _check_record_link(state: _State, chain: Mapping[str, Any], links: list[Any]
                                                       and not isinstance(link.get(member), str)):
             problems.append(f"the link's {member} is not the record's")
     own = record.get("audit_chain")
-    if own is not None and not _canon_equal(own, record_audit_chain(dict(link))):
+    if own is not None and not _canon_equal(own, stated_audit_chain(link)):
         problems.append("the record's audit_chain member does not equal its link")
     state.conclude("audit_chain.record_link", problems)
 

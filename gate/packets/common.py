@@ -12,12 +12,13 @@ from typing import Any, TypeGuard
 from gate.chain.links import LINK_HASH_MEMBERS
 from gate.chain.merkle import CHECKPOINT_BODY_MEMBERS
 from gate.errors import CodedError
+
+# One constant-time digest compare (beside the detached signatures) and one canonical equality
+# for records and packets.
+from gate.keys.detached import _digest_equal as _digest_equal
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.verify import VerificationInputError
-
-# One constant-time digest compare and one canonical equality for records and packets.
 from gate.verify.checks import _canon_equal as _canon_equal
-from gate.verify.checks import _digest_equal as _digest_equal
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION
 
 LIMIT_MIN, LIMIT_MAX, LIMIT_DEFAULT = 1, 1000, 20

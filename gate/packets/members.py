@@ -42,8 +42,10 @@ class InclusionProof(TypedDict):
     proof: list[str]
 
 
-class AuditChain(TypedDict):
-    """`audit_chain`: the window of links around the record, its proof and the checkpoint."""
+class ChainState(TypedDict):
+    """A decision chain as of its head: which chain, its versions, its size, its Merkle root and its
+    head link, as the packet's `audit_chain` and the chain view of `GET /api/decision/chains/{id}`
+    both state it."""
 
     chain_id: str
     decision_chain_version: str
@@ -51,6 +53,11 @@ class AuditChain(TypedDict):
     chain_size: int
     merkle_root: str
     head_link_hash: str
+
+
+class AuditChain(ChainState):
+    """`audit_chain`: the window of links around the record, its proof and the checkpoint."""
+
     links: list[dict[str, Any]]
     window: ChainWindow
     record_position: int

@@ -26,7 +26,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import accumulate
 from typing import Any, NoReturn
 
@@ -39,14 +39,19 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_WRITE_DEPTH",
     "CanonicalJSONError",
+    "CanonicalRuns",
     "canonical_bytes",
+    "canonical_runs",
+    "canonical_spliced",
     "canonical_text",
+    "canonical_with",
     "clone",
     "collation_sorted",
     "key_order",
     "parse_strict",
     "sha256_bytes_hex",
     "sha256_hex",
+    "splice_mark",
 ]
 
 # Nesting limits (containers inside containers; `{"a": [1]}` has depth 2). SECURITY: bounded so
@@ -364,6 +369,115 @@ def _canonical_text_slow(value: Any) -> str:
     return "".join(out)
 
 
+# An object's canonical text cut where members still to come fall in key order (`canonical_runs`):
+# (None, a run of its members' text) or (a later member's name, "").
+CanonicalRuns = tuple[tuple[str | None, str], ...]
+
+
+def canonical_runs(value: Mapping[str, Any], later: Iterable[str]) -> CanonicalRuns:
+    """Object `value`'s canonical text, cut where the members named in `later` (those `value`
+    lacks) fall in key order. `canonical_with` completes it: the canonical text of `value` with
+    those members added, where only their own texts are written then (a record's envelope is
+    written once, its parts added after it). Each run is the text `canonical_text` writes of the
+    run's members, so the whole is the same text.
+
+    Written in one pass: `value` with each later member holding its `splice_mark`, cut at the
+    marks. A mark that occurs anywhere else (a value holding that very string) would make the
+    cut ambiguous: then each run is written on its own (key order is a total order, so a subset
+    keeps its order)."""
+    slots = [name for name in later if name not in value]
+    text = canonical_text({**value, **{name: splice_mark(name) for name in slots}})
+    found = _marks_once(text, {name: f"{_encode_text(name)}:{_encode_text(splice_mark(name))}" for name in slots})
+    if found is None:
+        return _runs_one_by_one(value, slots)
+    body, start = text[1:-1], 0
+    pieces: list[tuple[str | None, str]] = []
+    for offset, name, length in found:
+        at = offset - 1  # in `body`, past the opening brace
+        if at > start:
+            pieces.append((None, body[start:at - 1]))  # the run, less the comma before the slot
+        pieces.append((name, ""))
+        start = at + length + 1  # past the slot and the comma after it
+    if start < len(body):
+        pieces.append((None, body[start:]))
+    return tuple(pieces)
+
+
+def splice_mark(name: str) -> str:
+    """The string that stands for member `name`'s value until its text is spliced in
+    (`canonical_runs`, `canonical_spliced`)."""
+    return f"gate.canonical.splice:{name}"
+
+
+_MARK_START = '"gate.canonical.splice:'  # how every mark's text starts (a string's opening quote)
+
+
+def canonical_spliced(value: Any, texts: Mapping[str, str]) -> str | None:
+    """The canonical text of `value`, in which the string `splice_mark(name)` stands for a value
+    whose canonical text is `texts[name]`: written with the marks, then the texts put in their
+    places. None when a mark does not occur exactly once in that text (a value holding the same
+    string): the caller writes the value itself then."""
+    text = canonical_text(value)
+    found = _marks_once(text, {name: _encode_text(splice_mark(name)) for name in texts})
+    if found is None:
+        return None
+    out, start = [], 0
+    for at, name, length in found:
+        out.append(text[start:at])
+        out.append(texts[name])
+        start = at + length
+    out.append(text[start:])
+    return "".join(out)
+
+
+def _marks_once(text: str, marks: Mapping[str, str]) -> list[tuple[int, str, int]] | None:
+    """(offset, name, length) of each mark in `text`, in text order; None unless the marks' common
+    start occurs exactly once per mark (then each mark's first occurrence is its own: one scan
+    of the text, where looking for each mark twice took 14)."""
+    if text.count(_MARK_START) != len(marks):
+        return None
+    found = []
+    for name, mark in marks.items():
+        at = text.find(mark)
+        if at < 0:
+            return None
+        found.append((at, name, len(mark)))
+    return sorted(found)
+
+
+def _runs_one_by_one(value: Mapping[str, Any], slots: list[str]) -> CanonicalRuns:
+    pieces: list[tuple[str | None, str]] = []
+    run: dict[str, object] = {}
+    for key in key_order([*value, *slots]):
+        if key in value:
+            run[key] = value[key]
+            continue
+        if run:
+            pieces.append((None, canonical_text(run)[1:-1]))
+            run = {}
+        pieces.append((key, ""))
+    if run:
+        pieces.append((None, canonical_text(run)[1:-1]))
+    return tuple(pieces)
+
+
+def canonical_with(runs: CanonicalRuns, texts: Mapping[str, str]) -> str:
+    """The canonical text of the object `runs` cut, with the later members whose canonical texts
+    `texts` gives (by name; each exactly `canonical_text` of its value). A name `runs` has no
+    place for is a `ValueError`, never dropped."""
+    out: list[str] = []
+    placed = 0
+    for name, text in runs:
+        if name is None:
+            out.append(text)
+        elif name in texts:
+            out.append(f"{_encode_text(name)}:{texts[name]}")
+            placed += 1
+    if placed != len(texts):
+        raise ValueError(f"no place for {sorted(set(texts) - {name for name, _ in runs})} in these runs")
+    return "{" + ",".join(out) + "}"
+
+
 def canonical_bytes(value: Any) -> bytes:
     """The UTF-8 bytes of the canonical text (lone surrogates are escaped, so this never fails)."""
     return canonical_text(value).encode("utf-8")
@@ -425,7 +539,7 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     result = dict(pairs)
     if len(result) != len(pairs):
         seen: set[str] = set()

@@ -30,14 +30,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
 from gate.keys.signing import ReceiptSigner
-from gate.protocol.confidence import confidence_signature_payload
+from gate.protocol.canonical import CanonicalRuns, canonical_runs, canonical_text, canonical_with
+from gate.protocol.confidence import DecisionConfidence, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
+from gate.protocol.types import AuditChainMember
 from gate.vocabulary import Verdict
 
 _json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -80,35 +82,58 @@ AUDIT_CHAIN_MEMBERS = ("audit_chain", "audit_chain_signature")
 PART_MEMBERS = frozenset((*RELEASE_ARM_MEMBERS, *CONFIDENCE_MEMBERS, *AUDIT_CHAIN_MEMBERS))
 
 
-def release_arm_part(decision_id: Any, block: Mapping[str, Any],
-                     receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
+class ReleaseArmPart(TypedDict):
+    """The release arm's members: the block and, with a signer, its signature."""
+
+    release_arm: dict[str, object]
+    release_arm_signature: NotRequired[str]
+
+
+class ConfidencePart(TypedDict):
+    """The confidence's members: the block, its hash and, with a signer, its signature."""
+
+    decision_confidence: DecisionConfidence
+    confidence_hash: str
+    confidence_signature: NotRequired[str]
+
+
+class AuditChainPart(TypedDict):
+    """The chain position's members: the record's link and, with a signer, its signature."""
+
+    audit_chain: AuditChainMember
+    audit_chain_signature: NotRequired[str]
+
+
+def release_arm_part(decision_id: Any, block: Mapping[str, object],
+                     receipt_signer: ReceiptSigner | None) -> ReleaseArmPart:
     """`release_arm` (its None members dropped, `release_arm_hash` added) and, with a signer,
     `release_arm_signature` over canon({decision_id, key_id, release_arm_hash})."""
     member = {k: v for k, v in block.items() if v is not None}
-    member["release_arm_hash"] = release_arm_hash(member)
-    part: dict[str, Any] = {"release_arm": member}
+    arm_hash = release_arm_hash(member)
+    member["release_arm_hash"] = arm_hash
+    part: ReleaseArmPart = {"release_arm": member}
     if receipt_signer is not None:
         part["release_arm_signature"] = receipt_signer.sign_payload(
-            release_arm_signature_payload(decision_id, receipt_signer.key_id, member["release_arm_hash"]))
+            release_arm_signature_payload(decision_id, receipt_signer.key_id, arm_hash))
     return part
 
 
-def confidence_part(decision_id: Any, block: Mapping[str, Any],
-                    receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
+def confidence_part(decision_id: Any, block: DecisionConfidence,
+                    receipt_signer: ReceiptSigner | None) -> ConfidencePart:
     """`decision_confidence`, its top-level `confidence_hash` copy and, with a signer,
     `confidence_signature` over canon({confidence_hash, decision_id, key_id})."""
-    part: dict[str, Any] = {"decision_confidence": dict(block), "confidence_hash": block["confidence_hash"]}
+    part: ConfidencePart = {"decision_confidence": block.copy(), "confidence_hash": block["confidence_hash"]}
     if receipt_signer is not None:
         part["confidence_signature"] = receipt_signer.sign_payload(
             confidence_signature_payload(decision_id, receipt_signer.key_id, block["confidence_hash"]))
     return part
 
 
-def audit_chain_part(decision_id: Any, audit_chain: Mapping[str, Any],
-                     receipt_signer: ReceiptSigner | None) -> dict[str, Any]:
+def audit_chain_part(decision_id: Any, audit_chain: AuditChainMember,
+                     receipt_signer: ReceiptSigner | None) -> AuditChainPart:
     """`audit_chain` and, with a signer, `audit_chain_signature` over
     canon({audit_chain_hash, decision_id, key_id})."""
-    part: dict[str, Any] = {"audit_chain": dict(audit_chain)}
+    part: AuditChainPart = {"audit_chain": audit_chain.copy()}
     if receipt_signer is not None:
         part["audit_chain_signature"] = receipt_signer.sign_payload(
             audit_chain_signature_payload(decision_id, receipt_signer.key_id, audit_chain))
@@ -119,12 +144,16 @@ class DecisionRecord(Mapping[str, Any]):
     """A Decision Record: its envelope as built, its signed parts in the order they were added,
     and its JSON text (the text the ledger stores and a `full` answer sends)."""
 
-    __slots__ = ("_envelope", "_parts", "_text")
+    __slots__ = ("_envelope", "_envelope_runs", "_parts", "_text")
 
-    def __init__(self, envelope: Mapping[str, Any], parts: Mapping[str, Any], text: str) -> None:
+    def __init__(self, envelope: Mapping[str, Any], parts: Mapping[str, Any], text: str,
+                 envelope_runs: list[CanonicalRuns] | None = None) -> None:
         self._envelope = envelope
         self._parts = parts
         self._text = text
+        # The envelope's canonical text cut where the parts go (`canonical_text`), written at most
+        # once and shared by every record extended from this one (the envelope never changes).
+        self._envelope_runs: list[CanonicalRuns] = [] if envelope_runs is None else envelope_runs
 
     @classmethod
     def built(cls, envelope: Mapping[str, Any]) -> DecisionRecord:
@@ -143,6 +172,16 @@ class DecisionRecord(Mapping[str, Any]):
     def text(self) -> str:
         """The record's compact JSON text: what the ledger stores."""
         return self._text
+
+    def canonical_text(self) -> str:
+        """`canonical_text(self.as_dict())`, the text a `decision.created` event carries: the
+        envelope's share is written once, on the first call for any record extended from the same
+        envelope (the decide's request thread calls it before the writer seals the record), and
+        each call writes only the parts' members (the chain member the writer adds)."""
+        if not self._envelope_runs:
+            self._envelope_runs.append(canonical_runs(self._envelope, PART_MEMBERS))
+        return canonical_with(self._envelope_runs[0],
+                              {name: canonical_text(value) for name, value in self._parts.items()})
 
     @property
     def envelope(self) -> Mapping[str, Any]:
@@ -200,17 +239,17 @@ class DecisionRecord(Mapping[str, Any]):
         policy_bundle_hash: str | None = self.get("policy_bundle_hash")
         return policy_bundle_hash
 
-    def with_release_arm(self, block: Mapping[str, Any], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
+    def with_release_arm(self, block: Mapping[str, object], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
         return self._with(release_arm_part(self.decision_id, block, receipt_signer))
 
-    def with_confidence(self, block: Mapping[str, Any], receipt_signer: ReceiptSigner | None) -> DecisionRecord:
+    def with_confidence(self, block: DecisionConfidence, receipt_signer: ReceiptSigner | None) -> DecisionRecord:
         return self._with(confidence_part(self.decision_id, block, receipt_signer))
 
-    def with_audit_chain(self, audit_chain: Mapping[str, Any],
+    def with_audit_chain(self, audit_chain: AuditChainMember,
                          receipt_signer: ReceiptSigner | None) -> DecisionRecord:
         return self._with(audit_chain_part(self.decision_id, audit_chain, receipt_signer))
 
-    def _with(self, part: dict[str, Any]) -> DecisionRecord:
+    def _with(self, part: ReleaseArmPart | ConfidencePart | AuditChainPart) -> DecisionRecord:
         """A new record with `part`'s members after the ones it has; its text is this one's with
         them written before the closing brace (the JSON of the whole, as `json_text` writes it)."""
         again = [name for name in part if name in self._parts or name in self._envelope]
@@ -218,8 +257,8 @@ class DecisionRecord(Mapping[str, Any]):
             raise ValueError(f"the record already holds {again}: a part is added once")
         parts = {**self._parts, **part}
         if len(self._text) < 3:  # `{}`: an empty envelope has no member to follow
-            return DecisionRecord(self._envelope, parts, json_text({**self._envelope, **parts}))
-        return DecisionRecord(self._envelope, parts, self._text[:-1] + "," + json_text(part)[1:])
+            return DecisionRecord(self._envelope, parts, json_text({**self._envelope, **parts}), self._envelope_runs)
+        return DecisionRecord(self._envelope, parts, self._text[:-1] + "," + json_text(part)[1:], self._envelope_runs)
 
     def as_dict(self) -> dict[str, Any]:
         """The record as a fresh JSON object (its members shared, not copied)."""

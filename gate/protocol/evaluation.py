@@ -9,7 +9,7 @@ rulebook package.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 
 class Check(TypedDict):
@@ -19,6 +19,13 @@ class Check(TypedDict):
     field: str
     operator: str
     passed: bool
+
+
+class EvaluationTrace(TypedDict):
+    """The record's `evaluation` member: whether a rule matched, and the evaluated leaves."""
+
+    matched: bool
+    checks: list[Check]
 
 
 STATUS_OK = "ok"
@@ -52,6 +59,6 @@ class Evaluation:
     missing_fields: tuple[str, ...] = ()
     invalid_fields: tuple[str, ...] = ()
 
-    def trace(self) -> dict[str, Any]:
+    def trace(self) -> EvaluationTrace:
         """The record's `evaluation` member: `{matched, checks}`."""
-        return {"matched": self.matched, "checks": [dict(c) for c in self.checks]}
+        return {"matched": self.matched, "checks": [c.copy() for c in self.checks]}

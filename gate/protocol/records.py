@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 from urllib.parse import quote
 
 from gate.keys.signing import Ed25519Key, ReceiptSigner, receipt_signature_payload
@@ -40,13 +40,21 @@ from gate.protocol.canonical import canonical_bytes, canonical_text, clone, sha2
 from gate.protocol.evaluation import Evaluation
 from gate.protocol.types import (
     EvidenceManifest,
+    EvidenceSource,
+    IdentityMembers,
+    Integrity,
+    IntegritySignature,
+    LineageMembers,
+    OutcomeMembers,
     PolicyBundle,
+    PolicyMembers,
     RecordMembers,
     RulebookAttestation,
     RulebookContract,
     RulebookRecordInputs,
     RulebookReference,
     RuntimeBinding,
+    UnsealedRecord,
 )
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,
@@ -227,7 +235,7 @@ def compact_deep(value: Any) -> Any:
     return value
 
 
-def record_envelope(record: Mapping[str, Any]) -> dict[str, Any]:
+def record_envelope(record: Mapping[str, Any]) -> dict[str, object]:
     """The object whose canonical sha256 is `record_hash` (reference facts §5).
 
     Selection rules:
@@ -240,7 +248,7 @@ def record_envelope(record: Mapping[str, Any]) -> dict[str, Any]:
     3. Each name in `ENVELOPE_WHEN_NON_EMPTY` whose `compact_deep` value is non-empty.
     The values of rule 1 are used exactly as stored (they are emitted already trimmed).
     """
-    envelope: dict[str, Any] = {name: record.get(name) for name in ENVELOPE_ALWAYS}
+    envelope: dict[str, object] = {name: record.get(name) for name in ENVELOPE_ALWAYS}
     if envelope["idempotency_key"] is None:
         envelope["idempotency_key"] = ""
     if envelope["action_binding"] is None:
@@ -272,7 +280,7 @@ def record_hash(record: Mapping[str, Any]) -> str:
     return sha256_hex(record_envelope(record))
 
 
-def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | None = None) -> dict[str, Any]:
+def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | None = None) -> dict[str, object]:
     """The object whose canonical sha256 is `receipt_hash`.
 
     `record_hash` is the value stated in the record unless `record_hash_value` is given (the
@@ -281,7 +289,7 @@ def receipt_hash_preimage(record: Mapping[str, Any], record_hash_value: str | No
     `evidence_manifest` object as a whole ({} when missing). `policy_bundle_hash` is a member
     only when the record has a non-empty one.
     """
-    preimage: dict[str, Any] = {
+    preimage: dict[str, object] = {
         "decision_record_version": record.get("decision_record_version"),
         "decision_id": record.get("decision_id"),
         "record_hash": record.get("record_hash") if record_hash_value is None else record_hash_value,
@@ -411,6 +419,18 @@ def audit_chain_signature_payload(decision_id: Any, key_id: Any, audit_chain: Ma
                             "audit_chain_hash": sha256_hex(dict(audit_chain))})
 
 
+class _BundleHashMember(TypedDict, total=False):
+    """`integrity.policy_bundle_hash`, there when the record has a non-empty one."""
+
+    policy_bundle_hash: str
+
+
+class _SignatureMember(TypedDict, total=False):
+    """`integrity.signature`, there when a receipt signer signed."""
+
+    signature: IntegritySignature
+
+
 # What `seal_record` writes (anew, replacing any the record brings).
 _SEALED_MEMBERS = frozenset(("record_hash", "receipt_hash", "integrity", *RECEIPT_FIELDS))
 
@@ -431,7 +451,7 @@ def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | No
     sealed = {k: v for k, v in record.items() if k not in _SEALED_MEMBERS}
     sealed["record_hash"] = record_hash(sealed)
     sealed["receipt_hash"] = receipt_hash(sealed)
-    signature_block = None
+    signature_block: IntegritySignature | None = None
     if receipt_signer is not None:
         sealed["receipt_key_id"] = receipt_signer.key_id
         sealed["receipt_signature"] = receipt_signer.sign_receipt(
@@ -442,24 +462,26 @@ def seal_record(record: Mapping[str, Any], *, receipt_signer: ReceiptSigner | No
         if receipt_signer.algorithm == SIG_ED25519 and receipt_signer.public_key_fingerprint:
             sealed["receipt_public_key_fingerprint"] = receipt_signer.public_key_fingerprint
             signature_block["public_key_fingerprint"] = receipt_signer.public_key_fingerprint
-    integrity: dict[str, Any] = {
+    bundle_hash: _BundleHashMember = {}
+    if not _is_empty(sealed.get("policy_bundle_hash")):
+        bundle_hash["policy_bundle_hash"] = sealed["policy_bundle_hash"]
+    signed: _SignatureMember = {}
+    if signature_block is not None:
+        signed["signature"] = signature_block
+    integrity: Integrity = {
         "canonicalization": CANONICALIZATION,
         "hash_algorithm": HASH_ALGORITHM,
         "decision_protocol_version": sealed.get("decision_protocol_version"),
         "input_hash": sealed.get("input_hash"),
         "output_hash": sealed.get("output_hash"),
         "policy_hash": sealed.get("policy_hash"),
+        **bundle_hash,
+        "record_hash": sealed["record_hash"],
+        "receipt_hash": sealed["receipt_hash"],
+        "replay_url": sealed.get("replay_url"),
+        "verify_url": sealed.get("verify_url"),
+        **signed,
     }
-    if not _is_empty(sealed.get("policy_bundle_hash")):
-        integrity["policy_bundle_hash"] = sealed["policy_bundle_hash"]
-    integrity.update(
-        record_hash=sealed["record_hash"],
-        receipt_hash=sealed["receipt_hash"],
-        replay_url=sealed.get("replay_url"),
-        verify_url=sealed.get("verify_url"),
-    )
-    if signature_block is not None:
-        integrity["signature"] = signature_block
     sealed["integrity"] = integrity
     return sealed
 
@@ -550,16 +572,19 @@ def build_rulebook_record(
     rulebook_ref = rulebook_reference(inputs.rulebook, identity.rulebook_hash)
     runtime_binding = runtime_binding_for(inputs.binding_mode)
     attestation = _rulebook_attestation(inputs, rulebook_ref, action, runtime_binding, attestation_key)
-    record: dict[str, Any] = {
+    urls = decision_urls(identity.decision_id)
+    record: UnsealedRecord = {
         **_outcome_members(inputs.evaluation, verdict, inputs.engine),
         **_lineage_members(inputs, rulebook_ref, runtime_binding, attestation, identity.schema_hash),
         **_identity_members(identity),
         **_policy_members(inputs, identity, action, attestation["bundle_hash"]),
+        "output_hash": "",  # written next, over the members above (the hash leaves itself out)
+        "replay_url": urls["replay_url"],
+        "verify_url": urls["verify_url"],
+        "decision_url": urls["decision_url"],
+        "created_at": identity.created_at,
     }
     record["output_hash"] = rulebook_output_hash(record)
-    urls = decision_urls(identity.decision_id)
-    record.update(replay_url=urls["replay_url"], verify_url=urls["verify_url"], decision_url=urls["decision_url"],
-                  created_at=identity.created_at)
     # seal_record also seals advisory records, so it answers a plain object; this one has
     # exactly the members RecordMembers names (tests/crypto checks them against the type).
     return cast(RecordMembers, seal_record(record, receipt_signer=receipt_signer))
@@ -650,32 +675,51 @@ def _rulebook_attestation(inputs: RulebookRecordInputs, rulebook_ref: RulebookRe
     return attestation
 
 
-def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> dict[str, Any]:
+class _NeedsInputMembers(TypedDict, total=False):
+    """A needs_input record's `missing_fields` and `invalid_fields` (none on any other)."""
+
+    missing_fields: list[str]
+    invalid_fields: list[str]
+
+
+class _RegistryMember(TypedDict, total=False):
+    """`rulebook_registry`, when the caller gives a registry entry."""
+
+    rulebook_registry: dict[str, object]
+
+
+class _AdapterMembers(TypedDict, total=False):
+    """`trusted_adapter` and `adapter_facts`, each when the caller gives it (adapter mode)."""
+
+    trusted_adapter: dict[str, object]
+    adapter_facts: dict[str, object]
+
+
+def _outcome_members(evaluation: Evaluation, verdict: Verdict, engine: str) -> OutcomeMembers:
     """Protocol versions, then what the evaluation decided and how (`c`, `v`, the trace)."""
-    members: dict[str, Any] = {
+    needs_input: _NeedsInputMembers = {}
+    if evaluation.status == NEEDS_INPUT_STATUS:
+        needs_input["missing_fields"] = list(evaluation.missing_fields)
+        needs_input["invalid_fields"] = list(evaluation.invalid_fields)
+    return {
         "decision_protocol_version": DECISION_PROTOCOL_VERSION,
         "decision_record_version": DECISION_RECORD_VERSION,
         "status": evaluation.status,
+        **needs_input,
+        "c": COMPACT_FOR_VERDICT[verdict],
+        "v": evaluation.application_verdict,
+        "verdict": verdict,
+        "application_verdict": evaluation.application_verdict,
+        "reason_code": evaluation.reason_code,
+        "matched_rule_id": evaluation.matched_rule_id,
+        "engine": engine,
+        "evaluator_version": EVALUATOR_VERSION,
+        "evaluation": evaluation.trace(),
     }
-    if evaluation.status == NEEDS_INPUT_STATUS:
-        members["missing_fields"] = list(evaluation.missing_fields)
-        members["invalid_fields"] = list(evaluation.invalid_fields)
-    members.update(
-        c=COMPACT_FOR_VERDICT[verdict],
-        v=evaluation.application_verdict,
-        verdict=verdict,
-        application_verdict=evaluation.application_verdict,
-        reason_code=evaluation.reason_code,
-        matched_rule_id=evaluation.matched_rule_id,
-        engine=engine,
-        evaluator_version=EVALUATOR_VERSION,
-        evaluation=evaluation.trace(),
-    )
-    return members
 
 
 def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReference, runtime_binding: RuntimeBinding,
-                     attestation: RulebookAttestation, schema_hash: str) -> dict[str, Any]:
+                     attestation: RulebookAttestation, schema_hash: str) -> LineageMembers:
     """The rulebook, its contract, the runtime binding, registry entry, attestation and adapter lineage."""
     contract: RulebookContract = {
         "schema_version": RULEBOOK_SCHEMA_VERSION,
@@ -683,24 +727,27 @@ def _lineage_members(inputs: RulebookRecordInputs, rulebook_ref: RulebookReferen
         "schema_hash": schema_hash,
         "evaluator_version": EVALUATOR_VERSION,
     }
-    members: dict[str, Any] = {
+    registry: _RegistryMember = {}
+    if inputs.rulebook_registry:
+        registry["rulebook_registry"] = clone(dict(inputs.rulebook_registry))
+    adapter: _AdapterMembers = {}
+    if inputs.trusted_adapter:
+        adapter["trusted_adapter"] = clone(dict(inputs.trusted_adapter))
+    if inputs.adapter_facts:
+        adapter["adapter_facts"] = clone(dict(inputs.adapter_facts))
+    return {
         "rulebook": rulebook_ref,
         "rulebook_contract": contract,
         "runtime_binding": clone(dict(runtime_binding)),
+        **registry,
+        "rulebook_attestation": attestation,
+        **adapter,
     }
-    if inputs.rulebook_registry:
-        members["rulebook_registry"] = clone(dict(inputs.rulebook_registry))
-    members["rulebook_attestation"] = attestation
-    if inputs.trusted_adapter:
-        members["trusted_adapter"] = clone(dict(inputs.trusted_adapter))
-    if inputs.adapter_facts:
-        members["adapter_facts"] = clone(dict(inputs.adapter_facts))
-    return members
 
 
-def _identity_members(identity: _Identity) -> dict[str, Any]:
+def _identity_members(identity: _Identity) -> IdentityMembers:
     """`request_id`, `decision_id`, and `idempotency_key` when one was supplied."""
-    members = {"request_id": identity.request_id, "decision_id": identity.decision_id}
+    members: IdentityMembers = {"request_id": identity.request_id, "decision_id": identity.decision_id}
     if identity.idempotency_key:
         members["idempotency_key"] = identity.idempotency_key
     return members
@@ -714,22 +761,18 @@ def _evidence_source_id(evaluation: Evaluation) -> str:
 
 
 def _policy_members(inputs: RulebookRecordInputs, identity: _Identity, action: str,
-                    bundle_hash: str) -> dict[str, Any]:
+                    bundle_hash: str) -> PolicyMembers:
     """Evidence and its manifest, the action and its binding, the rulebook as the policy, the input hash."""
     rulebook_id, rulebook_version = inputs.rulebook.get("rulebook_id"), inputs.rulebook.get("version")
     evidence = _evidence([inputs.evaluation.reason_code])
-    manifest: EvidenceManifest = {
-        "codes": list(evidence),
-        "sources": [
-            {
-                "id": _evidence_source_id(inputs.evaluation),
-                "type": "rulebook_rule",
-                "rulebook_id": rulebook_id,
-                "rulebook_version": rulebook_version,
-                "rulebook_hash": identity.rulebook_hash,
-            }
-        ][:MAX_MANIFEST_SOURCES],
+    source: EvidenceSource = {
+        "id": _evidence_source_id(inputs.evaluation),
+        "type": "rulebook_rule",
+        "rulebook_id": rulebook_id,
+        "rulebook_version": rulebook_version,
+        "rulebook_hash": identity.rulebook_hash,
     }
+    manifest: EvidenceManifest = {"codes": list(evidence), "sources": [source][:MAX_MANIFEST_SOURCES]}
     bundle: PolicyBundle = {
         "id": rulebook_id,
         "version": rulebook_version,

@@ -21,6 +21,7 @@ and tests/core/test_decide_schema.py holds the two to accept the same bodies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,7 @@ def _invalid(field: str, code: str, message: str) -> GateError:
     )
 
 
-def forbidden_output_fields(body: dict[str, Any]) -> list[str]:
+def forbidden_output_fields(body: Mapping[str, object]) -> list[str]:
     """Response-only names present in the request (reference facts §3 ordering)."""
     found = [name for name in C.RESPONSE_ONLY_FIELDS if name in body]
     context = body.get("context")
@@ -98,7 +99,7 @@ def prepare_decision_request(body: Any) -> PreparedRequest:
     )
 
 
-def _checked_envelope(body: Any) -> tuple[str | None, str | None, dict[str, Any]]:
+def _checked_envelope(body: Any) -> tuple[str | None, str | None, dict[str, object]]:
     """Step 1 (400): a JSON object with a known `response_view`, a string `mode` we know, and
     an object `context` (null or absent is {}). Returns (view, mode, context)."""
     if not isinstance(body, dict):
@@ -138,7 +139,7 @@ def _refuse_advisory_mode(mode: str | None) -> None:
         )
 
 
-def _refuse_oversized_or_preloaded(body: dict[str, Any], inputs: Any) -> None:
+def _refuse_oversized_or_preloaded(body: dict[str, object], inputs: object) -> None:
     """Step 3: facts within the evaluation size limits, then no response-only material."""
     # SECURITY: bounded facts (422 EVALUATION_INPUT_TOO_LARGE) before any walk over them.
     check_facts(inputs if isinstance(inputs, dict) else {})
@@ -169,11 +170,11 @@ class _FactsSource:
     """Where the facts come from: `context.inputs` (direct) or one trusted adapter."""
 
     binding_mode: str
-    facts: dict[str, Any] | None
-    adapter: dict[str, Any] | None
+    facts: dict[str, object] | None
+    adapter: dict[str, object] | None
 
 
-def _facts_source(body: dict[str, Any], context: dict[str, Any], binding_mode: Any) -> _FactsSource:
+def _facts_source(body: dict[str, object], context: dict[str, object], binding_mode: object) -> _FactsSource:
     """Step 5: facts from exactly one source, the stated binding mode matching it, and each
     source the right shape."""
     inputs = context.get("inputs")
@@ -203,10 +204,12 @@ def _facts_source(body: dict[str, Any], context: dict[str, Any], binding_mode: A
             "adapter must be an object with adapter_id, version, manifest_hash and input",
             errors=[{"field": "adapter", "code": "invalid_type", "message": "adapter must be an object"}],
         )
-    return _FactsSource(inferred, inputs if has_inputs else None, adapter if has_adapter else None)
+    # Past the checks above, a source that is there is an object and one that is not is None.
+    return _FactsSource(inferred, inputs if isinstance(inputs, dict) else None,
+                        adapter if isinstance(adapter, dict) else None)
 
 
-def _required_rulebook(body: dict[str, Any]) -> dict[str, Any]:
+def _required_rulebook(body: dict[str, object]) -> dict[str, object]:
     """Step 6: a `rulebook` object (validated in full by `gate.rulebook`)."""
     rulebook = body.get("rulebook")
     if not isinstance(rulebook, dict):

@@ -14,8 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from gate.protocol.evaluation import Evaluation
+from gate.protocol.confidence import DecisionConfidence
+from gate.protocol.evaluation import Evaluation, EvaluationTrace
 from gate.vocabulary import ENGINE, CompactVerdict, Verdict
+
+
+class SnapshotLineage(TypedDict):
+    """A bound rulebook snapshot's lineage: which version of which rulebook, under which
+    evaluator and schema, registered when. The ledger's row (`gate.ledger.SnapshotRow`: the body
+    and registry entry as stored text, and the scope) and the replay's snapshot
+    (`gate.replay.historical.Snapshot`: the body and registry entry parsed) state it once, here."""
+
+    rulebook_id: str
+    version: str
+    rulebook_hash: str
+    evaluator_version: str
+    schema_hash: str
+    registered_at: str
 
 
 class RuntimeBinding(TypedDict):
@@ -58,7 +73,7 @@ class AttestationBundle(TypedDict):
     input_hash: str
     outcome: AttestationOutcome
     runtime_binding: RuntimeBinding
-    trusted_adapter: dict[str, Any] | None
+    trusted_adapter: dict[str, object] | None
 
 
 class AttestationSignature(TypedDict):
@@ -91,11 +106,22 @@ class RulebookContract(TypedDict):
     evaluator_version: str
 
 
+class EvidenceSource(TypedDict):
+    """One `evidence_manifest` source: the rule (or the input schema, or the default outcome) of
+    which rulebook the evidence came from."""
+
+    id: str
+    type: str
+    rulebook_id: Any
+    rulebook_version: Any
+    rulebook_hash: str
+
+
 class EvidenceManifest(TypedDict):
     """`evidence_manifest`: the evidence codes and the rulebook source each came from."""
 
     codes: list[str]
-    sources: list[dict[str, Any]]
+    sources: list[EvidenceSource]
 
 
 class PolicyBundle(TypedDict):
@@ -109,14 +135,45 @@ class PolicyBundle(TypedDict):
     source: str
 
 
-class RecordMembers(TypedDict):
-    """A sealed rulebook-mode Decision Record (the `full` view), member by member.
+class IntegritySignature(TypedDict):
+    """`integrity.signature`: which key signed the receipt (Ed25519 adds its fingerprint)."""
 
-    Required members are those `build_rulebook_record` always writes; the others appear when
-    they apply (needs_input fields, idempotency key, adapter lineage, receipt signature) or are
-    added after sealing (confidence, audit chain). Nested objects the record only carries
-    through (the evaluation trace, attestations, registry entry) stay JSON objects.
-    """
+    algorithm: str
+    key_id: str
+    public_key_fingerprint: NotRequired[str]
+
+
+class Integrity(TypedDict):
+    """`integrity`: the record's hashes and URLs repeated, and the receipt signature's key.
+    `seal_record` copies the members the record states (null for one it lacks)."""
+
+    canonicalization: str
+    hash_algorithm: str
+    decision_protocol_version: str | None
+    input_hash: str | None
+    output_hash: str | None
+    policy_hash: str | None
+    policy_bundle_hash: NotRequired[str]
+    record_hash: str
+    receipt_hash: str
+    replay_url: str | None
+    verify_url: str | None
+    signature: NotRequired[IntegritySignature]
+
+
+class AuditChainMember(TypedDict):
+    """`audit_chain`: the record's link in its caller's chain (`gate.chain.links.record_audit_chain`)."""
+
+    chain_id: str
+    chain_position: int
+    leaf_hash: str
+    link_hash: str
+    merkle_root: str
+    entry_type: str
+
+
+class OutcomeMembers(TypedDict):
+    """The record's first members: protocol versions, then what the evaluation decided and how."""
 
     decision_protocol_version: str
     decision_record_version: str
@@ -131,17 +188,34 @@ class RecordMembers(TypedDict):
     matched_rule_id: str | None
     engine: str
     evaluator_version: str
-    evaluation: dict[str, Any]
+    evaluation: EvaluationTrace
+
+
+class LineageMembers(TypedDict):
+    """The rulebook, its contract, the runtime binding, the registry entry, the attestation and
+    (adapter mode) the adapter lineage. The registry entry and the adapter's members are carried
+    through as the caller gives them."""
+
     rulebook: RulebookReference
     rulebook_contract: RulebookContract
     runtime_binding: RuntimeBinding
-    rulebook_registry: NotRequired[dict[str, Any]]
+    rulebook_registry: NotRequired[dict[str, object]]
     rulebook_attestation: RulebookAttestation
-    trusted_adapter: NotRequired[dict[str, Any]]
-    adapter_facts: NotRequired[dict[str, Any]]
+    trusted_adapter: NotRequired[dict[str, object]]
+    adapter_facts: NotRequired[dict[str, object]]
+
+
+class IdentityMembers(TypedDict):
+    """`request_id`, `decision_id`, and `idempotency_key` when one was supplied."""
+
     request_id: str
     decision_id: str
     idempotency_key: NotRequired[str]
+
+
+class PolicyMembers(TypedDict):
+    """Evidence and its manifest, the action and its binding, the rulebook as the policy, the input hash."""
+
     evidence: list[str]
     evidence_manifest: EvidenceManifest
     action: str
@@ -153,24 +227,41 @@ class RecordMembers(TypedDict):
     policy_bundle: PolicyBundle
     policy_bundle_hash: str
     input_hash: str
+
+
+class UnsealedRecord(OutcomeMembers, LineageMembers, IdentityMembers, PolicyMembers):
+    """A rulebook-mode record as `build_rulebook_record` writes it before sealing: the members of
+    each step in record order, then the output hash, the URLs and the time."""
+
     output_hash: str
     replay_url: str
     verify_url: str
     decision_url: str
     created_at: str
+
+
+class RecordMembers(UnsealedRecord):
+    """A sealed rulebook-mode Decision Record (the `full` view), member by member.
+
+    Required members are those `build_rulebook_record` always writes; the others appear when
+    they apply (needs_input fields, idempotency key, adapter lineage, receipt signature) or are
+    added after sealing (confidence, audit chain, release arm). Nested objects the record only
+    carries through (attestations, registry entry, adapter lineage) stay JSON objects.
+    """
+
     record_hash: str
     receipt_hash: str
     receipt_key_id: NotRequired[str]
     receipt_signature: NotRequired[str]
     receipt_signature_algorithm: NotRequired[str]
     receipt_public_key_fingerprint: NotRequired[str]
-    integrity: dict[str, Any]
-    decision_confidence: NotRequired[dict[str, Any]]
+    integrity: Integrity
+    decision_confidence: NotRequired[DecisionConfidence]
     confidence_hash: NotRequired[str]
     confidence_signature: NotRequired[str]
-    audit_chain: NotRequired[dict[str, Any]]
+    audit_chain: NotRequired[AuditChainMember]
     audit_chain_signature: NotRequired[str]
-    release_arm: NotRequired[dict[str, Any]]  # decide by reference (gate.protocol.release_arm)
+    release_arm: NotRequired[dict[str, object]]  # decide by reference (gate.protocol.release_arm)
     release_arm_signature: NotRequired[str]
 
 

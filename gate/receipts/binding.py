@@ -66,7 +66,7 @@ CRM_RECORD_REFERENCES = RECORD_REFERENCES + (
 )
 
 
-def derived_action_binding(fields: Mapping[str, Any]) -> dict[str, Any]:
+def derived_action_binding(fields: Mapping[str, object]) -> dict[str, object]:
     """`{proposed_action ← action_taken, target_system, target_object_id, mutation}`, with only
     the members whose field is present (non-empty); {} when none is."""
     return {member: fields[source] for member, source in DERIVED_BINDING_SOURCES

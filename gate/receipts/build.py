@@ -100,7 +100,7 @@ def _input_hash(name: str, value: str | None, body: Any) -> str:
     return value
 
 
-def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str, Any]:
+def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str, object]:
     if idempotency_key:  # None or "" mean: no key was sent
         _server_text("idempotency_key", idempotency_key, MAX_IDEMPOTENCY_KEY)
     return {
@@ -121,12 +121,12 @@ def _common(record: Mapping[str, Any], idempotency_key: str | None) -> dict[str,
 def _start(
     record: Any,
     body: Any,
-    validate: Callable[[Any], dict[str, Any]],
+    validate: Callable[[Any], dict[str, object]],
     code: str,
     idempotency_key: str | None,
     *,
     crm: bool = False,
-) -> tuple[Mapping[str, Any], dict[str, Any], dict[str, Any]]:
+) -> tuple[Mapping[str, Any], dict[str, object], dict[str, object]]:
     """Not found, then validation, then record references; returns (record, fields, members)
     where members = the normalized request members overlaid with the record-derived ones."""
     record = _stored_record(record)
@@ -135,7 +135,7 @@ def _start(
     return record, fields, {**fields, **_common(record, idempotency_key)}
 
 
-def _seal(members: dict[str, Any], order: tuple[str, ...], hash_member: str) -> dict[str, Any]:
+def _seal(members: dict[str, object], order: tuple[str, ...], hash_member: str) -> dict[str, object]:
     receipt = hash_preimage(members, order)
     receipt[hash_member] = sha256_hex(receipt)
     return receipt
@@ -149,7 +149,7 @@ def build_execution_receipt(
     idempotency_key: str | None,
     reported_at: str,
     execution_input_hash: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The stored Action Execution Receipt (`decision_execution_v1`).
 
     `action_binding` is the supplied one, else the one derived from action_taken /
@@ -205,7 +205,7 @@ def build_outcome_record(
     reported_at: str,
     outcome_input_hash: str | None = None,
     execution_lookup: ExecutionLookup | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The stored Outcome Record (`decision_outcome_v1`); `action_binding` is the record's.
 
     With `execution_receipt_id` and `execution_hash` in the body, `execution_lookup` must find
@@ -232,7 +232,7 @@ def build_crm_sync_record(
     idempotency_key: str | None,
     reported_at: str,
     sync_input_hash: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The stored CRM sync record (`decision_crm_sync_v1`): mapped field names and the CRM
     object reference, never credentials."""
     record, _, members = _start(record, body, validate_crm_sync_request, CRM_SYNC_RECORD_MISMATCH,

@@ -29,6 +29,7 @@ the caller a renamed field, a false negative stores a secret in an append-only l
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -127,7 +128,7 @@ def _url_paths(url: str, path: str) -> list[str]:
     return found
 
 
-def credential_paths(body: dict[str, Any], url_members: tuple[str, ...] = ("crm_record_url",)) -> list[str]:
+def credential_paths(body: Mapping[str, object], url_members: tuple[str, ...] = ("crm_record_url",)) -> list[str]:
     """Every place in `body` that carries credential material, sorted; [] when none.
 
     Paths are dotted member paths (`field_mapping.api_key`, `executor.token`, `items[2].x`);

@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from gate.protocol.records import MAX_DECISION_ID, MAX_URL, js_trim
@@ -41,7 +41,9 @@ __all__ = [
     "MAX_URL",
     "METRIC_NAME",
     "Check",
+    "Executor",
     "Problems",
+    "ResultObject",
     "action_binding",
     "boolean",
     "decision_id",
@@ -267,7 +269,7 @@ _non_empty_identifier = required(identifier, "invalid_value")
 _non_empty_label = required(label, "invalid_value")
 
 
-def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, Any] | None:
+def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, object] | None:
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -279,7 +281,18 @@ def _object(value: Any, path: str, problems: Problems, limit: int) -> dict[str, 
     return value
 
 
-def executor(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
+class Executor(TypedDict):
+    """`executor` as stored: who ran the action (both members trimmed text)."""
+
+    type: str
+    id: str
+
+
+# `execution_result` given as an object: member name → text, finite number or boolean.
+ResultObject = dict[str, str | int | float | bool]
+
+
+def executor(value: Any, path: str, problems: Problems) -> Executor | None:
     """`{type, id}`: both required non-empty text (type ≤ 160, id ≤ 300); no other member."""
     if value is None:
         return None
@@ -297,7 +310,7 @@ def executor(value: Any, path: str, problems: Problems) -> dict[str, Any] | None
     return {"type": kind, "id": ident}
 
 
-def action_binding(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
+def action_binding(value: Any, path: str, problems: Problems) -> dict[str, str] | None:
     """An object of binding member name → non-empty text (≤ 300), at most 32 members."""
     value = _object(value, path, problems, MAX_BINDING_MEMBERS)
     if value is None:
@@ -315,7 +328,7 @@ def action_binding(value: Any, path: str, problems: Problems) -> dict[str, Any] 
     return result or None
 
 
-def observed_metrics(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
+def observed_metrics(value: Any, path: str, problems: Problems) -> dict[str, int | float] | None:
     """An object of metric name → finite number, at most 64 metrics."""
     value = _object(value, path, problems, MAX_METRICS)
     if value is None:
@@ -332,7 +345,7 @@ def observed_metrics(value: Any, path: str, problems: Problems) -> dict[str, Any
     return result or None
 
 
-def field_mapping(value: Any, path: str, problems: Problems) -> dict[str, Any] | None:
+def field_mapping(value: Any, path: str, problems: Problems) -> dict[str, str] | None:
     """An object of field name → field name (both non-empty text ≤ 160), at most 100 entries.
     Keys are kept exactly as sent (object keys are not free text to normalize); values are
     trimmed like all text."""
@@ -368,7 +381,7 @@ def evidence_refs(value: Any, path: str, problems: Problems) -> list[str] | None
     return result if result and None not in result else None
 
 
-def result_text_or_object(value: Any, path: str, problems: Problems) -> str | dict[str, Any] | None:
+def result_text_or_object(value: Any, path: str, problems: Problems) -> str | ResultObject | None:
     """`execution_result`: text (≤ 500), or an object of at most 32 members whose names match
     the metric-name pattern and whose values are non-empty text (≤ 300), finite numbers or
     booleans."""
@@ -380,7 +393,7 @@ def result_text_or_object(value: Any, path: str, problems: Problems) -> str | di
     value = _object(value, path, problems, MAX_RESULT_MEMBERS)
     if value is None:
         return None
-    result: dict[str, Any] = {}
+    result: ResultObject = {}
     for key, item in value.items():
         item_path = f"{path}.{key}"
         if not METRIC_NAME.fullmatch(key):

@@ -144,12 +144,12 @@ def _is_dropped(value: Any) -> bool:
     )
 
 
-def compact(members: Mapping[str, Any]) -> dict[str, Any]:
+def compact(members: Mapping[str, object]) -> dict[str, object]:
     """Top-level compaction of §6: drop members whose value is null, "" or {}."""
     return {name: value for name, value in members.items() if not _is_dropped(value)}
 
 
-def hash_preimage(source: Mapping[str, Any], members: tuple[str, ...]) -> dict[str, Any]:
+def hash_preimage(source: Mapping[str, object], members: tuple[str, ...]) -> dict[str, object]:
     """``compact(pick(source, members))``, in `members` order."""
     return compact({name: source[name] for name in members if name in source})
 

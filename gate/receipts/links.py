@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.receipts.binding import action_binding_match
@@ -64,6 +64,17 @@ from gate.vocabulary import (
 __all__ = ["LinkFailure", "verify_receipt_links"]
 
 
+class LinkFailureJSON(TypedDict):
+    """A `LinkFailure` as JSON: its name, where it is, the check and the two values."""
+
+    name: str
+    artifact: str
+    index: int
+    check: str
+    expected: object
+    actual: object
+
+
 @dataclass(frozen=True, slots=True)
 class LinkFailure:
     """One failed check: where (`artifact`, `index`), what (`check`), and the two values."""
@@ -78,7 +89,7 @@ class LinkFailure:
     def name(self) -> str:
         return f"{self.artifact}[{self.index}].{self.check}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LinkFailureJSON:
         return {"name": self.name, "artifact": self.artifact, "index": self.index,
                 "check": self.check, "expected": self.expected, "actual": self.actual}
 
@@ -185,7 +196,7 @@ def _executions_by_id(executions: Iterable[Any]) -> dict[str, Mapping[str, Any]]
             if isinstance(receipt, Mapping) and isinstance(receipt.get("execution_receipt_id"), str)}
 
 
-def _stated_link(outcome: Any) -> dict[str, Any] | None:
+def _stated_link(outcome: Any) -> dict[str, object] | None:
     """The outcome's link members as stated (None: no link member at all)."""
     if not isinstance(outcome, Mapping) or not any(name in outcome for name in OUTCOME_LINK_MEMBERS):
         return None

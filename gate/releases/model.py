@@ -17,6 +17,7 @@ error code the API answers. Nothing here reads a clock or a database.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NotRequired, TypedDict, TypeGuard, get_args
 
@@ -268,7 +269,7 @@ def in_canary(canary: Canary, scope: str, rulebook_id: str, subject_value: str) 
     return canary_bucket(scope, rulebook_id, canary.version.version, subject_value) < round(canary.percent * 100)
 
 
-def subject_value(request: dict[str, Any], path: str, fallback: str) -> str:
+def subject_value(request: Mapping[str, object], path: str, fallback: str) -> str:
     """The subject at a dotted path of the request (e.g. `context.source_record_id`), as text;
     `fallback` (the request's input hash) when it is absent or not a scalar."""
     node: Any = request

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate import vocabulary as C
 from gate.errors import CodedError, GateError
@@ -54,14 +54,42 @@ class Fixture:
     description: str
     request_text: str
     snapshot: Snapshot
-    expected_record: dict[str, Any]
+    expected_record: dict[str, object]
 
     @property
     def rulebook_id(self) -> str:
-        return self.snapshot.rulebook_id
+        return self.snapshot["rulebook_id"]
 
 
-def _snapshot(data: dict[str, Any]) -> Snapshot:
+class FixtureResult(TypedDict):
+    """One fixture's replay (`replay_fixture`): its status and either the comparison or the
+    lineage refusal (`error`: code, message and the refusal's lineage details). A migration
+    check (`gate.replay.migration_check`) adds `migrated`, and `lineage_changed` or `problem`."""
+
+    fixture_id: str
+    rulebook_id: str
+    mode: str
+    replay_status: str
+    error: NotRequired[dict[str, object]]
+    compared: NotRequired[dict[str, bool]]
+    drift_fields: NotRequired[list[str]]
+    candidate_rulebook_hash: NotRequired[str]
+    migrated: NotRequired[bool]
+    lineage_changed: NotRequired[str]
+    problem: NotRequired[str]
+
+
+class CorpusReplay(TypedDict):
+    """`replay_corpus`: ok only when every fixture matched."""
+
+    ok: bool
+    replay_label: str
+    fixtures: list[FixtureResult]
+    unexpected_drift: list[str]
+
+
+def _snapshot(data: Snapshot) -> Snapshot:
+    """The fixture's `snapshot` member (read as JSON: its members are those of a `Snapshot`)."""
     return Snapshot(rulebook_id=data["rulebook_id"], version=data["version"], rulebook_hash=data["rulebook_hash"],
                     evaluator_version=data["evaluator_version"], schema_hash=data["schema_hash"],
                     registered_at=data["registered_at"], body=data["body"], registry=data["registry"])
@@ -95,7 +123,7 @@ def load_corpus(directory: Path = CORPUS_DIR) -> tuple[dict[str, Any], list[Fixt
     return index, fixtures
 
 
-def replay_fixture(fixture: Fixture, *, adapters: Any = None, candidate: Snapshot | None = None) -> dict[str, Any]:
+def replay_fixture(fixture: Fixture, *, adapters: Any = None, candidate: Snapshot | None = None) -> FixtureResult:
     """Replay one fixture: historically (no candidate), or under a candidate rulebook (the
     current evaluator and adapters, as a migration would run). Lineage refusals are values
     (`error`), never exceptions: a corpus run always reports every fixture.
@@ -104,25 +132,25 @@ def replay_fixture(fixture: Fixture, *, adapters: Any = None, candidate: Snapsho
     `drift_fields` are the outcome fields (`OUTCOME_FIELDS`) that differ from the expected record."""
     material = StoredMaterial(record=fixture.expected_record, request_text=fixture.request_text)
     mode = REPLAY_HISTORICAL if candidate is None else REPLAY_CURRENT
-    result: dict[str, Any] = {"fixture_id": fixture.fixture_id, "rulebook_id": fixture.rulebook_id,
-                              "mode": "historical" if candidate is None else "candidate"}
+    kind = "historical" if candidate is None else "candidate"
     try:
         summary = replay(material, ReplayRequest(mode=mode, input=None, response_view=C.VIEW_FULL),
                          snapshot=fixture.snapshot, runtime=Runtime(candidate, C.RULEBOOK_SCHEMA_PATH, schema_hash()),
                          adapters=adapters)
     except GateError as exc:
-        result.update(replay_status="error", error={"code": exc.code, "message": exc.message,
-                                                     **{k: v for k, v in exc.details.items()
-                                                        if k in ("lineage_component", "field", "expected", "actual")}})
-        return result
+        return {"fixture_id": fixture.fixture_id, "rulebook_id": fixture.rulebook_id, "mode": kind,
+                "replay_status": "error", "error": {"code": exc.code, "message": exc.message,
+                                                    **{k: v for k, v in exc.details.items()
+                                                       if k in ("lineage_component", "field", "expected", "actual")}}}
     replayed = summary["decision"]
-    result.update(
-        replay_status=summary["replay_status"],
-        compared={name: value["matched"] for name, value in summary["compared"].items()},
-        drift_fields=[name for name in OUTCOME_FIELDS if replayed.get(name) != fixture.expected_record.get(name)],
-    )
+    result: FixtureResult = {
+        "fixture_id": fixture.fixture_id, "rulebook_id": fixture.rulebook_id, "mode": kind,
+        "replay_status": summary["replay_status"],
+        "compared": {name: value["matched"] for name, value in summary["compared"].items()},
+        "drift_fields": [name for name in OUTCOME_FIELDS if replayed.get(name) != fixture.expected_record.get(name)],
+    }
     if candidate is not None:
-        result["candidate_rulebook_hash"] = candidate.rulebook_hash
+        result["candidate_rulebook_hash"] = candidate["rulebook_hash"]
     return result
 
 
@@ -136,7 +164,7 @@ def shipped_adapters() -> Any:
     return default_registry(pool_size=0, plugins=False)
 
 
-def replay_corpus(directory: Path = CORPUS_DIR, *, adapters: Any = None) -> dict[str, Any]:
+def replay_corpus(directory: Path = CORPUS_DIR, *, adapters: Any = None) -> CorpusReplay:
     """Historical replay of every fixture: `{ok, fixtures, unexpected_drift}`; ok only when every
     fixture matched (zero drift, no lineage refusal). `adapters` defaults to this installation's
     shipped adapters (the corpus holds decisions made with them; each re-run is compared)."""

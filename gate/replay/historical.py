@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from gate import vocabulary as C
 from gate.errors import GateError
@@ -45,6 +45,7 @@ from gate.protocol.requests import (
     forbidden_output_fields,
     prepare_decision_request,
 )
+from gate.protocol.types import RecordMembers, SnapshotLineage
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 
@@ -67,44 +68,41 @@ ENGINE_LABELS: dict[str, frozenset[str]] = {
 _ADAPTER_UNAVAILABLE = ("TRUSTED_ADAPTER_NOT_REGISTERED", "TRUSTED_ADAPTER_INVALID")
 _ADAPTER_MISMATCH = ("TRUSTED_ADAPTER_MANIFEST_MISMATCH",)
 _ADAPTER_LINEAGE = ("implementation_hash", "manifest_hash", "output_hash")
-_BODY_HASHES: dict[int, tuple[Any, str]] = {}  # snapshot object id -> (snapshot, body hash)
+_BODY_HASHES: dict[int, tuple[object, str]] = {}  # snapshot object id -> (snapshot, body hash)
 
 
 class AdapterRunner(Protocol):
     """What replay needs of the adapter registry (`gate.adapters.AdapterRegistry`)."""
 
-    def run(self, invocation: dict[str, Any]) -> Any: ...  # -> AdapterRun(.facts, .trusted_adapter, .adapter_facts)
+    def run(self, invocation: dict[str, object]) -> Any: ...  # -> AdapterRun(.facts, .trusted_adapter, .adapter_facts)
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """A bound rulebook snapshot as the ledger (or a corpus fixture) holds it."""
+class Snapshot(SnapshotLineage):
+    """A bound rulebook snapshot as the ledger (or a corpus fixture) holds it, its body and
+    registry entry parsed (the ledger's `SnapshotRow` holds them as text)."""
 
-    rulebook_id: str
-    version: str
-    rulebook_hash: str
-    evaluator_version: str
-    schema_hash: str
-    registered_at: str
-    body: dict[str, Any]
-    registry: dict[str, Any]
+    body: dict[str, object]
+    registry: dict[str, object]
 
-    def body_hash(self) -> str:
-        """sha256 of the canonical body, computed once per snapshot object."""
-        cached = _BODY_HASHES.get(id(self))
-        if cached is None or cached[0] is not self:
-            cached = (self, sha256_hex(self.body))
-            if len(_BODY_HASHES) >= 1024:
-                _BODY_HASHES.clear()
-            _BODY_HASHES[id(self)] = cached
-        return cached[1]
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Snapshot:
-        return cls(rulebook_id=row["rulebook_id"], version=row["version"], rulebook_hash=row["rulebook_hash"],
-                   evaluator_version=row["evaluator_version"], schema_hash=row["schema_hash"],
-                   registered_at=row["registered_at"], body=json.loads(row["body_json"]),
-                   registry=json.loads(row["registry_json"]))
+def snapshot_from_row(row: Mapping[str, Any]) -> Snapshot:
+    """The snapshot of a ledger row (`gate.ledger.SnapshotRow`): its lineage, the body and the
+    registry entry parsed."""
+    return Snapshot(rulebook_id=row["rulebook_id"], version=row["version"], rulebook_hash=row["rulebook_hash"],
+                    evaluator_version=row["evaluator_version"], schema_hash=row["schema_hash"],
+                    registered_at=row["registered_at"], body=json.loads(row["body_json"]),
+                    registry=json.loads(row["registry_json"]))
+
+
+def snapshot_body_hash(snapshot: Snapshot) -> str:
+    """sha256 of the snapshot's canonical body, computed once per snapshot object."""
+    cached = _BODY_HASHES.get(id(snapshot))
+    if cached is None or cached[0] is not snapshot:
+        cached = (snapshot, sha256_hex(snapshot["body"]))
+        if len(_BODY_HASHES) >= 1024:
+            _BODY_HASHES.clear()
+        _BODY_HASHES[id(snapshot)] = cached
+    return cached[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +116,43 @@ class StoredMaterial:
 @dataclass(frozen=True, slots=True)
 class ReplayRequest:
     mode: str
-    input: dict[str, Any] | None
+    input: dict[str, object] | None
     response_view: str | None
     mode_given: bool = True  # False: the caller sent no replay_mode (the default applies)
+
+
+class ComparedField(TypedDict):
+    """One compared field of a replay summary: its stored and replayed values, and whether they match."""
+
+    stored: object
+    replayed: object
+    matched: bool
+
+
+class Drift(TypedDict):
+    """A compared field whose replayed value differs from the stored one."""
+
+    field: str
+    stored: object
+    replayed: object
+
+
+class ReplaySummary(TypedDict):
+    """A replay's summary body (without `ok`): what was compared, the drift, and the replayed
+    record in the requested view. `replay_against` says what it was replayed against (a rulebook
+    snapshot, or the advisory panel: `gate.advisory.replay`); `replay_label` only historically."""
+
+    decision_id: str
+    replay_mode: str
+    replay_against: dict[str, object]
+    input_source: str
+    compared_fields: list[str]
+    compared: dict[str, ComparedField]
+    replay_status: str
+    drift: list[Drift]
+    simulation_only: bool
+    decision: dict[str, object]
+    replay_label: NotRequired[str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +254,7 @@ def stored_request(material: StoredMaterial) -> PreparedRequest:
         raise input_unavailable("the stored canonical input cannot be prepared for replay") from exc
 
 
-def _rulebook_ref(record: Mapping[str, Any]) -> dict[str, Any]:
+def _rulebook_ref(record: Mapping[str, Any]) -> dict[str, object]:
     ref = record.get("rulebook")
     if not isinstance(ref, dict) or not all(isinstance(ref.get(k), str) for k in ("id", "version", "hash")):
         raise lineage_unavailable("rulebook", "this decision carries no rulebook lineage; only rulebook "
@@ -233,7 +265,7 @@ def _rulebook_ref(record: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- adapters
 
 
-def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, Any]) -> Any:
+def run_adapter(adapters: AdapterRunner | None, invocation: dict[str, object]) -> Any:
     """Re-run the pinned invocation; registry refusals become lineage errors (409)."""
     if adapters is None or not hasattr(adapters, "run"):
         raise lineage_unavailable("adapter", "no trusted adapter registry is available for this replay",
@@ -269,18 +301,19 @@ def check_adapter_lineage(stored: Any, replayed: Mapping[str, Any]) -> None:
 
 
 def rebuild_record(
-    record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, Any], rulebook_hash: str,
-    facts: dict[str, Any], registry: Mapping[str, Any] | None, schema_url: str, schema_hash: str,
+    record: Mapping[str, Any], prepared: PreparedRequest, *, rulebook: dict[str, object], rulebook_hash: str,
+    facts: dict[str, object], registry: Mapping[str, Any] | None, schema_url: str, schema_hash: str,
     engine: str, input_hash: str, adapter_run: Any = None,
-) -> dict[str, Any]:
+) -> RecordMembers:
     """The record these inputs give, with the stored record's identity (id, request id,
     idempotency key, time), so that only a changed outcome or lineage changes its hashes.
 
     The attestation is rebuilt unsigned; when its bundle hash equals the stored one, the stored
     attestation signature (which signs exactly that hash) is kept. Never receipt-signed."""
-    check_evaluation_cost(rulebook, rulebook_hash, facts)  # 422 before evaluating (bounded work)
-    evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(facts)
-    rebuilt = dict(build_rulebook_record(RulebookRecordInputs(
+    evaluator = get_evaluator(rulebook, rulebook_hash)  # validates the stored body: typed from here
+    check_evaluation_cost(evaluator.document, rulebook_hash, facts)  # 422 before evaluating (bounded work)
+    evaluation = evaluator.evaluate(facts)
+    rebuilt = build_rulebook_record(RulebookRecordInputs(
         decision_id=record["decision_id"], request_id=record["request_id"],
         idempotency_key=record.get("idempotency_key"), created_at=record["created_at"], input_hash=input_hash,
         facts=facts, rulebook=rulebook, rulebook_hash=rulebook_hash, evaluation=evaluation,
@@ -291,7 +324,7 @@ def rebuild_record(
         adapter_facts=adapter_run.adapter_facts if adapter_run is not None else None,
         stored_attestation=record.get("rulebook_attestation") if isinstance(record.get("rulebook_attestation"), dict)
         else None,
-    ), attestation_key=None, receipt_signer=None))
+    ), attestation_key=None, receipt_signer=None).copy()
     return rebuilt
 
 
@@ -315,11 +348,11 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None,
     record = material.record
     ref = _rulebook_ref(record)
     snapshot = bound_snapshot(record, snapshot)
-    if snapshot.rulebook_hash != ref["hash"] or snapshot.body_hash() != ref["hash"]:
+    if snapshot["rulebook_hash"] != ref["hash"] or snapshot_body_hash(snapshot) != ref["hash"]:
         raise lineage_mismatch("rulebook", "the stored rulebook snapshot does not match the record's rulebook hash",
-                               expected=ref["hash"], actual=snapshot.rulebook_hash)
+                               expected=ref["hash"], actual=snapshot["rulebook_hash"])
     stored_evaluator = record.get("evaluator_version")
-    if stored_evaluator != evaluator_version or snapshot.evaluator_version != evaluator_version:
+    if stored_evaluator != evaluator_version or snapshot["evaluator_version"] != evaluator_version:
         # SECURITY: compatibility rule 1 — never reinterpret a stored record with another evaluator.
         raise lineage_unavailable("evaluator", f"this decision was evaluated by {stored_evaluator!r}; this gate "
                                   f"runs {evaluator_version!r} and never reinterprets stored records with it",
@@ -333,9 +366,9 @@ def historical_inputs(material: StoredMaterial, snapshot: Snapshot | None,
                                expected=sorted(ENGINE_LABELS.get(evaluator_version, ())), actual=engine)
     stated_contract = record.get("rulebook_contract")
     contract = stated_contract if isinstance(stated_contract, dict) else {}
-    if contract.get("schema_hash") != snapshot.schema_hash:
+    if contract.get("schema_hash") != snapshot["schema_hash"]:
         raise lineage_mismatch("rulebook_schema", "the record's rulebook schema hash differs from its snapshot's",
-                               expected=contract.get("schema_hash"), actual=snapshot.schema_hash)
+                               expected=contract.get("schema_hash"), actual=snapshot["schema_hash"])
     # The stored request's own rulebook is not used: the snapshot is (it hashes to the record's).
     return stored_request(material), engine
 
@@ -377,7 +410,7 @@ class _ReplayFacts:
     came from (None: not from an adapter)."""
 
     prepared: PreparedRequest
-    facts: dict[str, Any]
+    facts: dict[str, object]
     input_hash: str
     adapter_run: Any = None
 
@@ -401,7 +434,7 @@ def _replay_facts(material: StoredMaterial, request: ReplayRequest, prepared: Pr
 def replay(
     material: StoredMaterial, request: ReplayRequest, *, snapshot: Snapshot | None, runtime: Runtime,
     adapters: AdapterRunner | None,
-) -> dict[str, Any]:
+) -> ReplaySummary:
     """The replay summary body (without `ok`) for one stored decision. `snapshot` is the
     record's own bound snapshot (historical); `runtime.snapshot` the scope's current one."""
     record = material.record
@@ -410,16 +443,16 @@ def replay(
     source = _replay_facts(material, request, basis.prepared, adapters)
     used = basis.snapshot
     replayed = rebuild_record(
-        record, source.prepared, rulebook=used.body, rulebook_hash=used.rulebook_hash, facts=source.facts,
-        registry=used.registry, schema_url=basis.schema_url, schema_hash=basis.schema_hash, engine=basis.engine,
+        record, source.prepared, rulebook=used["body"], rulebook_hash=used["rulebook_hash"], facts=source.facts,
+        registry=used["registry"], schema_url=basis.schema_url, schema_hash=basis.schema_hash, engine=basis.engine,
         input_hash=source.input_hash, adapter_run=source.adapter_run,
     )
     summary = replay_summary(record, replayed, request, request.mode, {
         "kind": basis.against,
-        "rulebook": {"schema_version": used.body.get("schema_version"), "id": used.rulebook_id,
-                     "version": used.version, "hash": used.rulebook_hash},
+        "rulebook": {"schema_version": used["body"].get("schema_version"), "id": used["rulebook_id"],
+                     "version": used["version"], "hash": used["rulebook_hash"]},
         "evaluator_version": C.EVALUATOR_VERSION,
-        "registered_at": used.registered_at,
+        "registered_at": used["registered_at"],
         "trusted_adapter": _adapter_summary(source.adapter_run),
     })
     if request.mode == REPLAY_HISTORICAL:
@@ -428,7 +461,7 @@ def replay(
 
 
 def replay_summary(record: Mapping[str, Any], replayed: Mapping[str, Any], request: ReplayRequest, mode: str,
-                   against: dict[str, Any]) -> dict[str, Any]:
+                   against: dict[str, object]) -> ReplaySummary:
     """The summary body shared by every kind of replay: what was compared, the drift, and the
     replayed record in the requested view (simulation only: never signed, stored or chained)."""
     compared, drift = compare(record, replayed)
@@ -446,9 +479,10 @@ def replay_summary(record: Mapping[str, Any], replayed: Mapping[str, Any], reque
     }
 
 
-def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dict[str, ComparedField], list[Drift]]:
     """Per compared field `{stored, replayed, matched}`, and the drift list of the mismatches."""
-    compared, drift = {}, []
+    compared: dict[str, ComparedField] = {}
+    drift: list[Drift] = []
     for name in COMPARED_FIELDS:
         before, after = stored.get(name), replayed.get(name)
         compared[name] = {"stored": before, "replayed": after, "matched": before == after}
@@ -457,7 +491,7 @@ def compare(stored: Mapping[str, Any], replayed: Mapping[str, Any]) -> tuple[dic
     return compared, drift
 
 
-def _adapter_summary(run: Any) -> dict[str, Any] | None:
+def _adapter_summary(run: Any) -> dict[str, object] | None:
     if run is None:
         return None
     block = run.trusted_adapter
@@ -472,7 +506,7 @@ def _as_direct(prepared: PreparedRequest) -> PreparedRequest:
                            response_view=prepared.response_view)
 
 
-def _override_input_hash(prepared: PreparedRequest, facts: dict[str, Any]) -> str:
+def _override_input_hash(prepared: PreparedRequest, facts: dict[str, object]) -> str:
     """`input_hash` of the request the override stands for: the stored request with
     `context.inputs` = the override (and no adapter invocation)."""
     request = {k: v for k, v in prepared.request.items() if k not in ("adapter", "binding_mode")}

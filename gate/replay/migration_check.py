@@ -35,18 +35,20 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import jsonschema
 
 from gate import vocabulary as C
 from gate.errors import GateError
 from gate.keys.anchors import TrustAnchors
+from gate.keys.detached import signature_holds
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.replay.golden import (
     CORPUS_DIR,
     CorpusError,
     Fixture,
+    FixtureResult,
     load_corpus,
     replay_fixture,
     shipped_adapters,
@@ -54,11 +56,34 @@ from gate.replay.golden import (
 from gate.replay.historical import Snapshot
 from gate.resources import schemas_path
 from gate.rulebook import get_evaluator
-from gate.verify.signatures import signature_holds
 
 MIGRATION_SCHEMA = schemas_path("rulebook-migration-v1.schema.json")
 CLASS_COVERS = {"evaluator": {"evaluator"}, "adapter": {"adapter"}, "rulebook": {"rulebook"},
                 "public_response": set(), "mixed": {"evaluator", "adapter", "rulebook"}}
+
+
+class ManifestSummary(TypedDict):
+    """The manifest as the result names it (its members as the manifest states them)."""
+
+    migration_id: str
+    status: str
+    compatibility_class: str
+    to: dict[str, object]
+    expected_drift: dict[str, object]
+    approval_status: str
+
+
+class MigrationCheck(TypedDict):
+    """`check_migration`'s result (module doc): `manifest` once the manifest is valid,
+    `checked_against: "dry_run"` for a dry-run's manifest."""
+
+    ok: bool
+    gate_passed: bool
+    problems: list[str]
+    observed_drift: list[str]
+    fixtures: list[FixtureResult]
+    manifest: NotRequired[ManifestSummary]
+    checked_against: NotRequired[str]
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,10 +97,11 @@ def _schema_problems(manifest: Any) -> list[str]:
     return [f"schema: {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:10]]
 
 
-def _candidate(manifest: dict[str, Any], fixtures: list[Fixture], rulebook: Any) -> tuple[Snapshot | None, list[str]]:
+def _candidate(manifest: dict[str, Any], fixtures: list[Fixture], rulebook: object) -> tuple[Snapshot | None, list[str]]:
     to = manifest["to"]
     if rulebook is None:
-        body = next((f.snapshot.body for f in fixtures if f.snapshot.rulebook_hash == to["rulebook_hash"]), None)
+        body = next((f.snapshot["body"] for f in fixtures if f.snapshot["rulebook_hash"] == to["rulebook_hash"]),
+                    None)
         if body is None:
             return None, [f"candidate rulebook {to['rulebook_hash']} is not in the corpus; pass it with --rulebook"]
         rulebook = body
@@ -104,9 +130,9 @@ def _approval_problems(manifest: dict[str, Any], drifting: bool) -> list[str]:
 
 
 def _replay_one(fixture: Fixture, manifest: dict[str, Any], candidate: Snapshot, covers: set[str],
-                adapters: Any) -> dict[str, Any]:
+                adapters: Any) -> FixtureResult:
     migrated = fixture.rulebook_id == manifest["to"]["rulebook_id"]
-    if migrated and candidate.rulebook_hash != fixture.snapshot.rulebook_hash:
+    if migrated and candidate["rulebook_hash"] != fixture.snapshot["rulebook_hash"]:
         result = replay_fixture(fixture, adapters=adapters, candidate=candidate)
         result["migrated"] = True
         if "rulebook" not in covers:
@@ -115,11 +141,12 @@ def _replay_one(fixture: Fixture, manifest: dict[str, Any], candidate: Snapshot,
     result = replay_fixture(fixture, adapters=adapters)
     result["migrated"] = migrated
     component = (result.get("error") or {}).get("lineage_component")
-    if component in ("evaluator", "adapter") and component in covers:
+    if isinstance(component, str) and component in ("evaluator", "adapter") and component in covers:
         # A declared evaluator or adapter migration: measure the drift under the current runtime.
         current = candidate if migrated else fixture.snapshot
-        result = dict(replay_fixture(fixture, adapters=adapters, candidate=current), migrated=migrated,
-                      lineage_changed=component)
+        result = replay_fixture(fixture, adapters=adapters, candidate=current)
+        result["migrated"] = migrated
+        result["lineage_changed"] = component
     elif result["replay_status"] == "error":
         result["problem"] = (f"{component or 'replay'} lineage changed without a migration that covers it: "
                              f"{result['error']['message']}")
@@ -175,12 +202,12 @@ def dry_run_problems(manifest: dict[str, Any], anchors: TrustAnchors | None) -> 
     return problems
 
 
-def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any = None, adapters: Any = None,
-                    anchors: TrustAnchors | None = None) -> dict[str, Any]:
+def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: object = None, adapters: Any = None,
+                    anchors: TrustAnchors | None = None) -> MigrationCheck:
     """Run the gate over a parsed manifest (see the module doc for every step). `adapters`
     defaults to the shipped adapters (`gate.replay.golden.shipped_adapters`). A dry-run's
     manifest (it carries `dry_run`) is checked by `dry_run_problems` with `anchors`."""
-    out: dict[str, Any] = {"ok": False, "gate_passed": False, "problems": [], "observed_drift": [], "fixtures": []}
+    out: MigrationCheck = {"ok": False, "gate_passed": False, "problems": [], "observed_drift": [], "fixtures": []}
     problems = _schema_problems(manifest)
     if problems:
         out["problems"] = problems
@@ -191,8 +218,8 @@ def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any =
                        "expected_drift": manifest["expected_drift"], "approval_status": manifest["approval"]["status"]}
     if isinstance(manifest.get("dry_run"), dict):
         problems = dry_run_problems(manifest, anchors)
-        out.update(ok=True, gate_passed=not problems, problems=problems, observed_drift=sorted(declared),
-                   checked_against="dry_run")
+        out.update({"ok": True, "gate_passed": not problems, "problems": problems, "observed_drift": sorted(declared),
+                    "checked_against": "dry_run"})
         return out
     adapters = shipped_adapters() if adapters is None else adapters
     try:
@@ -221,7 +248,8 @@ def check_migration(manifest: Any, *, corpus: Path = CORPUS_DIR, rulebook: Any =
     if (policy == "requires_approval") != bool(declared):
         problems.append(f"expected_drift.policy {policy!r} contradicts the declared fields {sorted(declared)}")
     problems += _approval_problems(manifest, bool(declared) or bool(observed))
-    out.update(ok=True, gate_passed=not problems, problems=problems, observed_drift=observed, fixtures=results)
+    out.update({"ok": True, "gate_passed": not problems, "problems": problems, "observed_drift": observed,
+                "fixtures": results})
     return out
 
 

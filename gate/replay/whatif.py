@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate import vocabulary as C
 from gate.errors import GateError
@@ -28,13 +28,14 @@ from gate.protocol.canonical import clone, sha256_hex
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import action_binding_from_context, project_view
 from gate.protocol.requests import PreparedRequest, forbidden_output_fields
+from gate.protocol.types import AttestationOutcome, RecordMembers, RulebookReference
 from gate.replay.historical import (
     Snapshot,
     StoredMaterial,
     rebuild_record,
     stored_request,
 )
-from gate.rulebook import Evaluation, get_evaluator
+from gate.rulebook import CompiledRulebook, Evaluation, get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 
 MAX_SCENARIOS = 20
@@ -54,12 +55,65 @@ RECOMMENDATIONS = {
 }
 
 
+class Scenario(TypedDict):
+    """One scenario of a counterfactuals body, as `parse_counterfactual_request` accepted it."""
+
+    scenario_id: str
+    label: NotRequired[str | None]
+    context_patch: dict[str, object]
+
+
+class ScenarioChange(TypedDict):
+    """An outcome field (or the action binding) the scenario changes: its stored and scenario value."""
+
+    field: str
+    stored: object
+    scenario: object
+
+
+class ScenarioResult(AttestationOutcome):
+    """One scenario's entry: its outcome (the members of `AttestationOutcome`, written after
+    `simulation_only`), what changed, the recommendation, and the simulated record when a view
+    was asked for."""
+
+    scenario_id: str
+    label: str
+    simulation_only: bool
+    changed: bool
+    diff: list[ScenarioChange]
+    recommendation: str
+    recommendation_text: str
+    decision: NotRequired[dict[str, object]]
+
+
+class EvaluatedAgainst(TypedDict):
+    kind: str
+    rulebook: RulebookReference
+    evaluator_version: str
+
+
+class CounterfactualsBody(TypedDict):
+    """The counterfactuals response body; `counterfactual_hash` is the sha256 of the rest."""
+
+    ok: bool
+    decision_counterfactuals_version: str
+    decision_id: str
+    simulation_only: bool
+    authorizes_mutation: bool
+    evaluated_against: EvaluatedAgainst
+    stored: dict[str, object]
+    baseline: AttestationOutcome
+    scenario_count: int
+    scenarios: list[ScenarioResult]
+    counterfactual_hash: NotRequired[str]
+
+
 def _invalid(errors: list[dict[str, str]]) -> GateError:
     return GateError("COUNTERFACTUAL_SCENARIOS_INVALID", errors[0]["message"], errors=errors,
                      max_scenarios=MAX_SCENARIOS)
 
 
-def parse_counterfactual_request(body: Any) -> tuple[list[dict[str, Any]], str | None]:
+def parse_counterfactual_request(body: Any) -> tuple[list[Scenario], str | None]:
     """(scenarios, response_view) of a counterfactuals body.
 
     400 `COUNTERFACTUAL_SCENARIOS_INVALID` (every problem listed) for a missing, empty, too long
@@ -145,7 +199,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def base_context(material: StoredMaterial, prepared: PreparedRequest) -> dict[str, Any]:
+def base_context(material: StoredMaterial, prepared: PreparedRequest) -> dict[str, object]:
     """The stored context with `inputs` = the stored facts. 422
     `COUNTERFACTUAL_BASE_INPUT_UNAVAILABLE` when an adapter decision has no stored facts."""
     context = dict(prepared.context)
@@ -160,15 +214,16 @@ def base_context(material: StoredMaterial, prepared: PreparedRequest) -> dict[st
     return context
 
 
-def _recommendation(stored: Mapping[str, Any], outcome: Mapping[str, Any]) -> str:
+def _recommendation(stored: Mapping[str, Any], outcome: AttestationOutcome) -> str:
     if outcome["status"] == C.NEEDS_INPUT_STATUS and stored.get("status") != C.NEEDS_INPUT_STATUS:
         return "collect_required_input"
-    if all(stored.get(name) == outcome[name] for name in OUTCOME_FIELDS):
+    if all(stored.get(name) == outcome.get(name) for name in OUTCOME_FIELDS):
         return "unchanged"
     return {"yes": "would_approve", "no": "would_block"}.get(outcome["verdict"], "would_hold_for_review")
 
 
-def _outcome(evaluation: Evaluation) -> dict[str, Any]:
+def _outcome(evaluation: Evaluation) -> AttestationOutcome:
+    """The evaluation's outcome, member by member as an attestation states it."""
     return {"status": evaluation.status, "verdict": evaluation.decision,
             "application_verdict": evaluation.application_verdict, "action": evaluation.action,
             "reason_code": evaluation.reason_code, "matched_rule_id": evaluation.matched_rule_id}
@@ -178,9 +233,9 @@ def _outcome(evaluation: Evaluation) -> dict[str, Any]:
 class _PatchedScenario:
     """A validated scenario with its patched context and the facts that context gives."""
 
-    scenario: dict[str, Any]
-    context: dict[str, Any]
-    facts: dict[str, Any]
+    scenario: Scenario
+    context: dict[str, object]
+    facts: dict[str, object]
 
 
 def _stored_base(material: StoredMaterial, current: Snapshot | None) -> tuple[PreparedRequest, Snapshot]:
@@ -196,32 +251,32 @@ def _stored_base(material: StoredMaterial, current: Snapshot | None) -> tuple[Pr
     return prepared, current
 
 
-def _patched_scenarios(base: dict[str, Any], scenarios: list[dict[str, Any]],
-                       current: Snapshot) -> list[_PatchedScenario]:
+def _patched_scenarios(base: dict[str, object], scenarios: list[Scenario],
+                       current: CompiledRulebook) -> list[_PatchedScenario]:
     """Each scenario's patch over the base context, every one checked against the evaluation
     budget before any is evaluated."""
-    check_evaluation_cost(current.body, current.rulebook_hash, base["inputs"])
+    check_evaluation_cost(current.document, current.rulebook_hash, base["inputs"])
     patched = []
     for scenario in scenarios:
         context = merge_patch(base, scenario["context_patch"])
         facts = context.get("inputs") if isinstance(context.get("inputs"), dict) else {}
-        check_evaluation_cost(current.body, current.rulebook_hash, facts)
+        check_evaluation_cost(current.document, current.rulebook_hash, facts)
         patched.append(_PatchedScenario(scenario, context, facts))
     return patched
 
 
-def _diff(record: Mapping[str, Any], stored: Mapping[str, Any], outcome: Mapping[str, Any],
-          binding: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _diff(record: Mapping[str, Any], stored: Mapping[str, Any], outcome: AttestationOutcome,
+          binding: Mapping[str, Any]) -> list[ScenarioChange]:
     """The outcome fields and the action binding that differ from the stored decision."""
-    diff = [{"field": name, "stored": stored[name], "scenario": outcome[name]}
-            for name in OUTCOME_FIELDS if stored[name] != outcome[name]]
+    diff: list[ScenarioChange] = [{"field": name, "stored": stored[name], "scenario": outcome.get(name)}
+                                  for name in OUTCOME_FIELDS if stored[name] != outcome.get(name)]
     if binding != (record.get("action_binding") or {}):
         diff.append({"field": "action_binding", "stored": record.get("action_binding") or {}, "scenario": binding})
     return diff
 
 
 def _scenario_result(record: Mapping[str, Any], stored: Mapping[str, Any], patched: _PatchedScenario,
-                     outcome: dict[str, Any]) -> dict[str, Any]:
+                     outcome: AttestationOutcome) -> ScenarioResult:
     """One scenario's entry (without the simulated record)."""
     diff = _diff(record, stored, outcome, action_binding_from_context(patched.context))
     recommendation = _recommendation(stored, outcome)
@@ -229,7 +284,12 @@ def _scenario_result(record: Mapping[str, Any], stored: Mapping[str, Any], patch
         "scenario_id": patched.scenario["scenario_id"],
         "label": patched.scenario.get("label") or patched.scenario["scenario_id"],
         "simulation_only": True,
-        **outcome,
+        "status": outcome["status"],
+        "verdict": outcome["verdict"],
+        "application_verdict": outcome["application_verdict"],
+        "action": outcome["action"],
+        "reason_code": outcome["reason_code"],
+        "matched_rule_id": outcome["matched_rule_id"],
         "changed": bool(diff),
         "diff": diff,
         "recommendation": recommendation,
@@ -237,21 +297,21 @@ def _scenario_result(record: Mapping[str, Any], stored: Mapping[str, Any], patch
     }
 
 
-def _evaluated_against(current: Snapshot) -> dict[str, Any]:
+def _evaluated_against(current: Snapshot) -> EvaluatedAgainst:
     return {"kind": "current_rulebook",
-            "rulebook": {"schema_version": current.body.get("schema_version"), "id": current.rulebook_id,
-                         "version": current.version, "hash": current.rulebook_hash},
+            "rulebook": {"schema_version": current["body"].get("schema_version"), "id": current["rulebook_id"],
+                         "version": current["version"], "hash": current["rulebook_hash"]},
             "evaluator_version": C.EVALUATOR_VERSION}
 
 
-def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]], *, current: Snapshot | None,
-                        response_view: str | None, schema_url: str, schema_hash: str) -> dict[str, Any]:
+def run_counterfactuals(material: StoredMaterial, scenarios: list[Scenario], *, current: Snapshot | None,
+                        response_view: str | None, schema_url: str, schema_hash: str) -> CounterfactualsBody:
     """The response body (with `counterfactual_hash`) for validated scenarios."""
     record = material.record
     prepared, snapshot = _stored_base(material, current)
     base = base_context(material, prepared)
-    evaluator = get_evaluator(snapshot.body, snapshot.rulebook_hash)
-    patched_scenarios = _patched_scenarios(base, scenarios, snapshot)
+    evaluator = get_evaluator(snapshot["body"], snapshot["rulebook_hash"])
+    patched_scenarios = _patched_scenarios(base, scenarios, evaluator)
     stored = {name: record.get(name) for name in OUTCOME_FIELDS}
     baseline = _outcome(evaluator.evaluate(base["inputs"]))
     results = []
@@ -261,7 +321,7 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
             simulated = _simulated_record(record, prepared, patched, snapshot, schema_url, schema_hash)
             entry["decision"] = project_view(simulated, response_view)
         results.append(entry)
-    body = {
+    body: CounterfactualsBody = {
         "ok": True,
         "decision_counterfactuals_version": C.DECISION_COUNTERFACTUALS_VERSION,
         "decision_id": record["decision_id"],
@@ -278,13 +338,13 @@ def run_counterfactuals(material: StoredMaterial, scenarios: list[dict[str, Any]
 
 
 def _simulated_record(record: Mapping[str, Any], prepared: PreparedRequest, patched: _PatchedScenario,
-                      current: Snapshot, schema_url: str, schema_hash: str) -> dict[str, Any]:
+                      current: Snapshot, schema_url: str, schema_hash: str) -> RecordMembers:
     """The scenario as a (never signed, never stored) record, for the requested view."""
     context, facts = patched.context, patched.facts
     simulated = PreparedRequest(request=prepared.request, rulebook=prepared.rulebook, facts=facts, adapter=None,
                                 binding_mode=C.BINDING_DIRECT, context=context, response_view=None)
     request = {k: v for k, v in prepared.request.items() if k not in ("adapter", "binding_mode")}
     request["context"] = context
-    return rebuild_record(record, simulated, rulebook=current.body, rulebook_hash=current.rulebook_hash, facts=facts,
-                          registry=current.registry, schema_url=schema_url, schema_hash=schema_hash, engine=C.ENGINE,
+    return rebuild_record(record, simulated, rulebook=current["body"], rulebook_hash=current["rulebook_hash"],
+                          facts=facts, registry=current["registry"], schema_url=schema_url, schema_hash=schema_hash, engine=C.ENGINE,
                           input_hash=sha256_hex(request))

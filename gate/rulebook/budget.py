@@ -101,8 +101,8 @@ def _profile(rulebook: RulebookDocument, rulebook_hash: str) -> tuple[tuple[tupl
     return result
 
 
-def _resolve(facts: dict[str, Any], parts: tuple[str, ...]) -> Any:
-    value: Any = facts
+def _resolve(facts: dict[str, object], parts: tuple[str, ...]) -> object:
+    value: object = facts
     for part in parts:
         if not isinstance(value, dict):
             return MISSING

@@ -13,11 +13,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from gate.errors import RulebookInvalid
 from gate.protocol.canonical import sha256_hex
 from gate.rulebook.compile import CompiledRulebook, compile_rulebook
-from gate.rulebook.shapes import RulebookDocument
-from gate.rulebook.validate import validate_rulebook
+from gate.rulebook.validate import checked_rulebook
 
 __all__ = ["CACHE_SIZE", "clear_cache", "get_evaluator"]
 
@@ -27,25 +25,24 @@ _lock = threading.Lock()
 _cache: OrderedDict[str, CompiledRulebook] = OrderedDict()
 
 
-def get_evaluator(rulebook: RulebookDocument, rulebook_hash: str) -> CompiledRulebook:
+def get_evaluator(rulebook: object, rulebook_hash: str) -> CompiledRulebook:
     """The compiled evaluator for `rulebook`, whose canonical sha256 is `rulebook_hash`.
 
-    Raises `gate.errors.RulebookInvalid` (with all `{field, code, message}` errors) when the
-    rulebook is invalid, and ValueError when `rulebook_hash` is not its hash.
+    Any value is accepted: it is validated on a miss. Raises `gate.errors.RulebookInvalid`
+    (with all `{field, code, message}` errors) when the rulebook is invalid, and ValueError
+    when `rulebook_hash` is not its hash. The result's `document` is the rulebook, typed.
     """
     with _lock:
         compiled = _cache.get(rulebook_hash)
         if compiled is not None:
             _cache.move_to_end(rulebook_hash)
             return compiled
-    errors = validate_rulebook(rulebook)
-    if errors:
-        raise RulebookInvalid(errors)
-    actual = sha256_hex(rulebook)
+    document = checked_rulebook(rulebook)
+    actual = sha256_hex(document)
     if actual != rulebook_hash:
         raise ValueError("rulebook_hash is not the sha256 of the canonical rulebook")
     # Compiled outside the lock: two threads may race on a new hash; the first one stored wins.
-    compiled = compile_rulebook(rulebook, rulebook_hash)
+    compiled = compile_rulebook(document, rulebook_hash)
     with _lock:
         existing = _cache.get(rulebook_hash)
         if existing is not None:

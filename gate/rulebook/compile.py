@@ -54,12 +54,12 @@ class CompiledRulebook:
     (a non-object `facts` is treated as an empty object).
     """
 
-    __slots__ = ("evaluate", "rulebook_hash", "rulebook_id", "source", "version")
+    __slots__ = ("document", "evaluate", "rulebook_hash", "rulebook_id", "source", "version")
 
-    def __init__(self, rulebook_id: str, version: str, rulebook_hash: str,
-                 evaluate: Evaluator, source: str) -> None:
-        self.rulebook_id = rulebook_id
-        self.version = version
+    def __init__(self, document: RulebookDocument, rulebook_hash: str, evaluate: Evaluator, source: str) -> None:
+        self.document = document  # the validated rulebook, a private copy: read it, never change it
+        self.rulebook_id = document["rulebook_id"]
+        self.version = document["version"]
         self.rulebook_hash = rulebook_hash
         self.evaluate = evaluate  # a plain function: no bound-method cost per call
         self.source = source  # the generated source, for inspection and tests
@@ -192,7 +192,7 @@ def _input_schema(src: _Source, schema: InputSchema) -> None:
     src.emit(1, "invalid = []")
     for name in names:
         src.emit(1, f"x = {_resolve_expr(src, name)}")
-        kind = properties.get(name, {}).get("type")
+        kind = properties[name]["type"] if name in properties else None
         check = _type_check(kind)
         if name in required:
             src.emit(1, "if x is _M:")
@@ -261,4 +261,4 @@ def compile_rulebook(rulebook: RulebookDocument, rulebook_hash: str) -> Compiled
     code = compile(factory_source, f"<rulebook {rulebook_hash[:16]}>", "exec")
     exec(code, namespace)  # noqa: S102 - generated from fixed templates only (see SECURITY above)
     evaluate: Evaluator = namespace["_factory"](constants, *_RUNTIME.values())
-    return CompiledRulebook(rulebook["rulebook_id"], rulebook["version"], rulebook_hash, evaluate, factory_source)
+    return CompiledRulebook(rulebook, rulebook_hash, evaluate, factory_source)

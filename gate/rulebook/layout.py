@@ -17,7 +17,7 @@ CONDITION = ("field", "operator", "value", "all", "any", "not")
 INPUT_SCHEMA = ("required", "properties")
 
 
-def _ordered(node: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+def _ordered(node: dict[str, object], order: tuple[str, ...]) -> dict[str, object]:
     named = {key: node[key] for key in order if key in node}
     return {**named, **{key: value for key, value in node.items() if key not in named}}
 
@@ -27,8 +27,9 @@ def _condition(node: Any) -> Any:
         return node
     ordered = _ordered(node, CONDITION)
     for key in ("all", "any"):
-        if isinstance(ordered.get(key), list):
-            ordered[key] = [_condition(child) for child in ordered[key]]
+        children = ordered.get(key)
+        if isinstance(children, list):
+            ordered[key] = [_condition(child) for child in children]
     if "not" in ordered:
         child = ordered["not"]
         ordered["not"] = [_condition(c) for c in child] if isinstance(child, list) else _condition(child)
@@ -41,8 +42,9 @@ def _rule(rule: Any) -> Any:
     ordered = _ordered(rule, RULE)
     if "condition" in ordered:
         ordered["condition"] = _condition(ordered["condition"])
-    if isinstance(ordered.get("outcome"), dict):
-        ordered["outcome"] = _ordered(ordered["outcome"], OUTCOME)
+    outcome = ordered.get("outcome")
+    if isinstance(outcome, dict):
+        ordered["outcome"] = _ordered(outcome, OUTCOME)
     return ordered
 
 
@@ -51,10 +53,11 @@ def readable_order(rulebook: Any) -> Any:
     if not isinstance(rulebook, dict):
         return rulebook
     ordered = _ordered(rulebook, TOP)
-    if isinstance(ordered.get("input_schema"), dict):
-        ordered["input_schema"] = _ordered(ordered["input_schema"], INPUT_SCHEMA)
-    if isinstance(ordered.get("rules"), list):
-        ordered["rules"] = [_rule(rule) for rule in ordered["rules"]]
-    if isinstance(ordered.get("default_outcome"), dict):
-        ordered["default_outcome"] = _ordered(ordered["default_outcome"], OUTCOME)
+    schema, rules, default = ordered.get("input_schema"), ordered.get("rules"), ordered.get("default_outcome")
+    if isinstance(schema, dict):
+        ordered["input_schema"] = _ordered(schema, INPUT_SCHEMA)
+    if isinstance(rules, list):
+        ordered["rules"] = [_rule(rule) for rule in rules]
+    if isinstance(default, dict):
+        ordered["default_outcome"] = _ordered(default, OUTCOME)
     return ordered

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.errors import CodedError
 from gate.protocol.canonical import clone, parse_strict, sha256_hex
@@ -36,6 +36,7 @@ from gate.resources import data_path
 from gate.rulebook import get_evaluator
 from gate.rulebook.contract import VERDICT_YES
 from gate.rulebook.shapes import Outcome, Rule, RulebookDocument
+from gate.rulebook.validate import checked_rulebook
 from gate.vocabulary import BINDING_DIRECT, MODE_RULEBOOK, RULEBOOK_SCHEMA_VERSION
 
 PATTERN_VERSION = "decision_pattern_v1"
@@ -51,6 +52,66 @@ _PLACEHOLDERS = {name: "{{" + name + "}}" for name in  # `{{record_hash}}`: name
                  ("record_hash", "receipt_hash", "verdict", "action", "policy_id", "policy_version")}
 
 
+class _Described(TypedDict):
+    """What a pattern says of itself, as authored and as the registry lists it."""
+
+    pattern_id: str
+    name: str
+    version: str
+    category: str
+    status: str
+    summary: str
+    tags: list[str]
+    use_cases: list[str]
+
+
+class AuthoredPattern(_Described):
+    """One entry of the pattern file as a person writes it (`_check_authored` holds its members
+    to `_AUTHORED` and its context, inputs, metrics and CRM mapping to objects)."""
+
+    rulebook_file: str
+    question: str
+    context: dict[str, object]
+    inputs: dict[str, object]
+    observed_metrics: dict[str, object]
+    crm: dict[str, object]
+
+
+class RequestTemplate(TypedDict):
+    """`decision_request_template`: a rulebook-mode `POST /api/decide` body."""
+
+    question: str
+    mode: str
+    binding_mode: str
+    rulebook: RulebookDocument
+    context: dict[str, object]
+
+
+class PatternEntry(_Described):
+    """One registry entry (the order it is written, and hashed, in is `_registry_entry`'s: the version
+    label, the `_Described` members with the policy after `summary`, then these)."""
+
+    decision_pattern_version: str
+    policy_id: str
+    recommended_policy_version: str
+    required_context_fields: list[str]
+    evidence_codes: list[str]
+    decision_request_template: RequestTemplate
+    outcome_template: dict[str, object]
+    crm_sync_template: dict[str, object]
+    sdk_examples: dict[str, str]
+    pattern_hash: NotRequired[str]  # the sha256 of the rest: added last, once the rest is written
+
+
+class RegistryBody(TypedDict):
+    """The `GET /api/patterns` body: the registry's entries (those of one tag when asked)."""
+
+    ok: bool
+    decision_pattern_registry_version: str
+    count: int
+    patterns: list[PatternEntry]
+
+
 class PatternError(CodedError):
     """The pattern file or a rulebook it names is unusable; the gate refuses to start."""
 
@@ -61,24 +122,22 @@ class PatternError(CodedError):
 class Pattern:
     """One registry entry (`body`, hashed) and the rulebook it binds."""
 
-    body: dict[str, Any]
+    body: PatternEntry
     rulebook: RulebookDocument
     rulebook_hash: str
 
     @property
     def pattern_id(self) -> str:
-        pattern_id: str = self.body["pattern_id"]
-        return pattern_id
+        return self.body["pattern_id"]
 
     @property
     def policy_id(self) -> str:
-        policy_id: str = self.body["policy_id"]
-        return policy_id
+        return self.body["policy_id"]
 
     @property
     def workflow(self) -> str | None:
-        workflow: str | None = self.body["decision_request_template"]["context"].get("workflow")
-        return workflow
+        workflow = self.body["decision_request_template"]["context"].get("workflow")
+        return workflow if isinstance(workflow, str) else None
 
 
 @dataclass(frozen=True)
@@ -100,10 +159,10 @@ class PatternRegistry:
             return None
         return next((p for p in self.patterns if p.workflow == workflow), None)
 
-    def with_tag(self, tag: str | None) -> list[dict[str, Any]]:
+    def with_tag(self, tag: str | None) -> list[PatternEntry]:
         return [p.body for p in self.patterns if tag is None or tag in p.body["tags"]]
 
-    def registry_body(self, tag: str | None = None) -> dict[str, Any]:
+    def registry_body(self, tag: str | None = None) -> RegistryBody:
         listed = self.with_tag(tag)
         return {"ok": True, "decision_pattern_registry_version": REGISTRY_VERSION, "count": len(listed),
                 "patterns": listed}
@@ -126,7 +185,7 @@ def _approving_action(rulebook: RulebookDocument) -> str:
     return default["action"]
 
 
-def _sdk_examples(request: dict[str, Any]) -> dict[str, str]:
+def _sdk_examples(request: RequestTemplate) -> dict[str, str]:
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
     return {
         "curl": ("curl -sS -X POST \"$GATE_URL/api/decide\" -H \"x-api-key: $GATE_API_KEY\" "
@@ -159,7 +218,7 @@ def _check_authored(authored: Any) -> str:
     return pattern_id
 
 
-def _read_rulebook(pattern_id: str, rulebook_file: str, base: Path) -> RulebookDocument:
+def _read_rulebook(pattern_id: str, rulebook_file: str, base: Path) -> object:
     """The Rulebook v1 the entry names, parsed strictly (not yet validated)."""
     try:
         rulebook = parse_strict((base / rulebook_file).read_bytes())
@@ -170,21 +229,23 @@ def _read_rulebook(pattern_id: str, rulebook_file: str, base: Path) -> RulebookD
     return rulebook
 
 
-def _check_example(pattern_id: str, rulebook: RulebookDocument, rulebook_hash: str, inputs: dict[str, Any]) -> None:
-    """The rulebook is valid and the entry's example inputs reach a verdict (not needs_input)."""
+def _check_example(pattern_id: str, rulebook: object, rulebook_hash: str, inputs: dict[str, object]) -> RulebookDocument:
+    """The rulebook, typed: it is valid and the entry's example inputs reach a verdict (not needs_input)."""
     try:
-        evaluation = get_evaluator(rulebook, rulebook_hash).evaluate(inputs)
+        document = checked_rulebook(rulebook)
+        evaluation = get_evaluator(document, rulebook_hash).evaluate(inputs)
     except Exception as exc:  # RulebookInvalid and friends: refuse to start
         raise PatternError(f"{pattern_id}: rulebook is invalid: {exc}") from exc
     if evaluation.status != STATUS_OK:
         raise PatternError(f"{pattern_id}: the example inputs do not satisfy the rulebook's input_schema")
+    return document
 
 
-def _without_nulls(body: dict[str, Any]) -> dict[str, Any]:
+def _without_nulls(body: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in body.items() if v is not None}
 
 
-def _outcome_template(pattern_id: str, authored: dict[str, Any], rulebook: RulebookDocument) -> dict[str, Any]:
+def _outcome_template(pattern_id: str, authored: AuthoredPattern, rulebook: RulebookDocument) -> dict[str, object]:
     """A `POST /api/decision/outcome` body for the approving action, the context's target."""
     context = authored["context"]
     return _without_nulls({
@@ -201,7 +262,7 @@ def _outcome_template(pattern_id: str, authored: dict[str, Any], rulebook: Ruleb
     })
 
 
-def _crm_sync_template(crm: dict[str, Any]) -> dict[str, Any]:
+def _crm_sync_template(crm: dict[str, object]) -> dict[str, object]:
     """A CRM write-back body: the authored CRM mapping, the record's members as placeholders."""
     return _without_nulls({
         "sync_status": "written",
@@ -219,11 +280,12 @@ def _crm_sync_template(crm: dict[str, Any]) -> dict[str, Any]:
     })
 
 
-def _registry_entry(pattern_id: str, authored: dict[str, Any], rulebook: RulebookDocument) -> dict[str, Any]:
+def _registry_entry(pattern_id: str, authored: AuthoredPattern, rulebook: RulebookDocument) -> PatternEntry:
     """The registry entry without its `pattern_hash`: the authored members, then what is derived."""
     context = clone(authored["context"])
-    request = {"question": authored["question"], "mode": MODE_RULEBOOK, "binding_mode": BINDING_DIRECT,
-               "rulebook": clone(rulebook), "context": {**context, "inputs": clone(authored["inputs"])}}
+    request: RequestTemplate = {"question": authored["question"], "mode": MODE_RULEBOOK,
+                                "binding_mode": BINDING_DIRECT, "rulebook": clone(rulebook),
+                                "context": {**context, "inputs": clone(authored["inputs"])}}
     required = list((rulebook.get("input_schema") or {}).get("required") or [])
     return {
         "decision_pattern_version": PATTERN_VERSION,
@@ -249,9 +311,9 @@ def _registry_entry(pattern_id: str, authored: dict[str, Any], rulebook: Ruleboo
 def build_pattern(authored: Any, base: Path) -> Pattern:
     """One authored entry → a registry entry (see the module docstring for what is derived)."""
     pattern_id = _check_authored(authored)
-    rulebook = _read_rulebook(pattern_id, authored["rulebook_file"], base)
-    rulebook_hash = sha256_hex(rulebook)
-    _check_example(pattern_id, rulebook, rulebook_hash, authored["inputs"])
+    parsed = _read_rulebook(pattern_id, authored["rulebook_file"], base)
+    rulebook_hash = sha256_hex(parsed)
+    rulebook = _check_example(pattern_id, parsed, rulebook_hash, authored["inputs"])
     body = _registry_entry(pattern_id, authored, rulebook)
     body["pattern_hash"] = sha256_hex(body)
     return Pattern(body, rulebook, rulebook_hash)

@@ -3,6 +3,9 @@
 `validate_rulebook(obj)` returns `[]` for a valid rulebook, else a list of
 `{"field", "code", "message"}` with `field` a path such as
 `rulebook.rules[0].condition.all[1].operator`. All errors are collected, not just the first.
+`checked_rulebook(obj)` is the same check as a type guard: it returns `obj` typed as a
+`RulebookDocument` when valid and raises `gate.errors.RulebookInvalid` with those errors
+otherwise.
 
 Order is deterministic and depends only on the rulebook's content (not on the insertion
 order of its keys): a document walk where each object reports its unknown keys first (in
@@ -19,8 +22,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeGuard
 
+from gate.errors import RulebookInvalid
 from gate.rulebook.contract import (
     COMBINATORS,
     CONDITION_MEMBERS,
@@ -64,10 +69,10 @@ from gate.rulebook.contract import (
     UNSUPPORTED_VERSION,
     VALUELESS_OPERATORS,
 )
-from gate.rulebook.shapes import Condition
+from gate.rulebook.shapes import RulebookDocument
 from gate.vocabulary import MAX_SAFE_INTEGER, VERDICTS
 
-__all__ = ["validate_rulebook"]
+__all__ = ["checked_rulebook", "validate_rulebook"]
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc
@@ -107,7 +112,7 @@ class _Walk:
 
     # ------------------------------------------------------------------ objects
 
-    def closed(self, obj: dict[str, Any], path: str, allowed: tuple[str, ...], kind: str) -> None:
+    def closed(self, obj: Mapping[str, object], path: str, allowed: tuple[str, ...], kind: str) -> None:
         """Report keys outside `allowed`: every Rulebook v1 object is closed."""
         unknown = [key for key in obj if key not in allowed]
         for key in sorted(unknown, key=_key_order):
@@ -122,7 +127,7 @@ class _Walk:
         else:
             self.add(path, UNKNOWN_FIELD, f"unknown member; {why}")
 
-    def required(self, obj: dict[str, Any], path: str, names: tuple[str, ...]) -> list[str]:
+    def required(self, obj: Mapping[str, object], path: str, names: tuple[str, ...]) -> list[str]:
         """Report absent required members; return the present ones to check."""
         for name in names:
             if name not in obj:
@@ -327,7 +332,7 @@ class _Walk:
         else:
             self.add(path, INVALID_TYPE, "not takes one condition object")
 
-    def leaf(self, node: Condition, path: str) -> None:
+    def leaf(self, node: Mapping[str, object], path: str) -> None:
         self.required(node, path, ("field", "operator"))
         if "field" in node:
             self.pattern(node["field"], f"{path}.field", "field", FIELD_PATH_RE, FIELD_PATH_RE.pattern)
@@ -367,7 +372,7 @@ class _Walk:
                 self.add(where, SCHEMA_VIOLATION, f"{type(item).__name__} is not a JSON value")
 
 
-def validate_rulebook(obj: Any, base_path: str = "rulebook") -> list[dict[str, str]]:
+def validate_rulebook(obj: object, base_path: str = "rulebook") -> list[dict[str, str]]:
     """Validate a Rulebook v1 object; `[]` when valid, else `{field, code, message}` errors.
 
     Never raises for any Python value. Codes: unknown_field, missing_field, invalid_type,
@@ -377,3 +382,17 @@ def validate_rulebook(obj: Any, base_path: str = "rulebook") -> list[dict[str, s
     walk = _Walk()
     walk.rulebook(obj, base_path)
     return walk.errors
+
+
+def _accepted(obj: object, errors: list[dict[str, str]]) -> TypeGuard[RulebookDocument]:
+    """Whether `errors`, what `validate_rulebook(obj)` returned, is empty (the narrowing step)."""
+    return not errors
+
+
+def checked_rulebook(obj: object, base_path: str = "rulebook") -> RulebookDocument:
+    """`obj` itself, typed as the Rulebook v1 document it is; raises `gate.errors.RulebookInvalid`
+    with every `{field, code, message}` error (those of `validate_rulebook`) when it is not."""
+    errors = validate_rulebook(obj, base_path)
+    if not _accepted(obj, errors):
+        raise RulebookInvalid(errors)
+    return obj

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from gate import vocabulary as C
 from gate.chain.checkpoint_log import (
@@ -24,7 +24,7 @@ from gate.chain.checkpoint_log import (
     extension_failures,
 )
 from gate.chain.event_witness import event_chain_failures, event_tree_root
-from gate.chain.links import chain_head_failures, chain_id_for, verify_links
+from gate.chain.links import ChainLink, chain_head_failures, chain_id_for, verify_links
 from gate.chain.merkle import (
     Checkpoint,
     CompactRange,
@@ -46,11 +46,117 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.lifecycle import LifecycleStore
 from gate.packets import ChainExcerpt, chain_window
+from gate.packets.members import ChainConsistency, ChainState
 from gate.protocol.canonical import CanonicalJSONError, canonical_text, sha256_hex
 from gate.protocol.records import record_hash
 
 MAX_CHAIN_LIMIT = 1000
 log = logging.getLogger(__name__)
+
+
+class SnapshotCheck(TypedDict):
+    """`rulebook_snapshot_check`: the record's rulebook hash (`expected`) against the hash of the
+    stored snapshot's body (`actual`, None when it is missing or unreadable)."""
+
+    rulebook_id: str
+    version: str
+    expected: str
+    actual: str | None
+    valid: bool
+
+
+class ExecutionLink(TypedDict):
+    """An Outcome Record of the chain view's window that names the execution receipt it follows."""
+
+    chain_position: object  # as the stored link states it
+    decision_id: str
+    outcome_id: str
+    outcome_hash: str
+    execution_receipt_id: str | None
+    execution_hash: str | None
+    valid: bool
+
+
+class ChainTree(TypedDict):
+    tree_algorithm: str
+    tree_size: int
+    root_hash: str | None
+
+
+class CheckpointLogState(TypedDict):
+    """Whether the gate keeps a checkpoint log, and the newest checkpoint of the chain it holds."""
+
+    enabled: bool
+    tree_size: int | None
+    root_hash: str | None
+
+
+class ChainViewWindow(TypedDict):
+    """The retained links' positions and the rolling state before the first, as stored."""
+
+    first_position: object
+    last_position: object
+    previous_link_hash: object
+    previous_merkle_root: object
+
+
+class ChainVerification(TypedDict):
+    valid: bool
+    checked_links: int
+    checks: dict[str, bool]
+    failures: list[dict[str, object]]
+
+
+class ChainView(ChainState):
+    """`AuditChainService.chain_view`: the caller's chain and its verification from storage."""
+
+    ok: bool
+    tree: ChainTree
+    checkpoint: Checkpoint | None
+    checkpoint_log: CheckpointLogState
+    links: list[dict[str, object]]
+    execution_links: list[ExecutionLink]
+    window: ChainViewWindow
+    verification: ChainVerification
+
+
+class PublishedCheckpoint(TypedDict):
+    """`AuditChainService.publish_checkpoint`: the head's checkpoint, and the consistency proof
+    from the size asked for (None when none was)."""
+
+    chain_id: str
+    checkpoint: Checkpoint
+    consistency: ChainConsistency | None
+
+
+class InclusionAnswer(TypedDict):
+    """`inclusion_for`: a decision's RFC 6962 inclusion proof with the checkpoint of its size."""
+
+    ok: bool
+    chain_id: str
+    decision_id: str
+    tree_algorithm: str
+    leaf_index: int
+    leaf_hash: str
+    tree_size: int
+    proof: list[str]
+    root_hash: str
+    checkpoint: Checkpoint
+
+
+class ConsistencyAnswer(TypedDict):
+    """`consistency_for`: an RFC 6962 consistency proof with both roots and both checkpoints."""
+
+    ok: bool
+    chain_id: str
+    tree_algorithm: str
+    first: int
+    second: int
+    first_root: str
+    second_root: str
+    proof: list[str]
+    first_checkpoint: Checkpoint
+    second_checkpoint: Checkpoint
 
 
 def _made_checkpoint(signing: SigningSetup | LiveSigning, chain_id: str, size: int, root: str,
@@ -129,12 +235,12 @@ class RecordProof:
 
     chain_id: str
     head: dict[str, Any]
-    links: list[dict[str, Any]]
+    links: list[ChainLink]
     window_previous_link_hash: str | None
     window_previous_merkle_root: str | None
     record_position: int
     proof: list[str]
-    checkpoint: dict[str, Any]
+    checkpoint: Checkpoint
 
 
 class AuditChainService:
@@ -156,13 +262,13 @@ class AuditChainService:
 
     # ------------------------------------------------------------------ checkpoints
 
-    def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> dict[str, Any]:
+    def checkpoint(self, chain_id: str, tree_size: int, root_hash: str) -> Checkpoint:
         """The signed checkpoint for (chain, size), made once and then served as stored."""
         stored = self.ledger.checkpoint(chain_id, tree_size)
         if stored is None:
             made = _made_checkpoint(self.signing, chain_id, tree_size, root_hash, iso_ms(self.clock.now()))
             stored = self.ledger.store_checkpoint(chain_id, tree_size, canonical_text(made))
-        checkpoint: dict[str, Any] = json.loads(stored)
+        checkpoint: Checkpoint = json.loads(stored)
         return checkpoint
 
     # ------------------------------------------------------------------ reads
@@ -237,7 +343,7 @@ class AuditChainService:
                             "served from it", chain_id=chain_id, failed_checks=failures)
         return head, proof
 
-    def publish_checkpoint(self, chain_id: str, first: int | None = None) -> dict[str, Any] | None:
+    def publish_checkpoint(self, chain_id: str, first: int | None = None) -> PublishedCheckpoint | None:
         """The signed checkpoint of the chain's current (consistent) head, appended to the gate's
         checkpoint log, with the consistency proof from tree size `first` when asked. None for a
         chain without decisions. `CHAIN_INTEGRITY_FAILED` as `consistent_head`."""
@@ -254,14 +360,14 @@ class AuditChainService:
                             chain_id=chain_id, failed_checks=["chain_checkpoints.root_hash"])
         if self.checkpoint_log is not None:
             self._log_checkpoint(checkpoint, held_proof)
-        consistency = None
+        consistency: ChainConsistency | None = None
         if first is not None:
             consistency = {"tree_algorithm": C.CHAIN_TREE_ALGORITHM, "first": first, "second": size,
                            "first_root": self.tree_root(chain_id, first),
                            "proof": self.consistency_proof(chain_id, first, size)}
         return {"chain_id": chain_id, "checkpoint": checkpoint, "consistency": consistency}
 
-    def _log_checkpoint(self, checkpoint: dict[str, Any], proof: list[str] | None) -> None:
+    def _log_checkpoint(self, checkpoint: Checkpoint, proof: list[str] | None) -> None:
         """Append to the gate's log. The proof from the held checkpoint was checked just before;
         a concurrent worker's append in between makes it stale, so a refusal is checked once more
         against the log as it now is. Still refused: `CHAIN_INTEGRITY_FAILED`; a log that cannot
@@ -299,7 +405,7 @@ class AuditChainService:
         position = link_row["chain_position"]
         first = max(1, position - chain_limit + 1)
         rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), position)
-        links = [json.loads(row["link_json"]) for row in rows]
+        links: list[ChainLink] = [json.loads(row["link_json"]) for row in rows]
         previous = links.pop(0) if first > 1 and links and links[0]["chain_position"] == first - 1 else None
         size = head["size"]
         refs = [(level, index) for level, index in nodes_needed_for_inclusion(position - 1, size)]
@@ -316,7 +422,7 @@ class AuditChainService:
             checkpoint=self.checkpoint(chain_id, size, root),
         )
 
-    def chain_view(self, scope: str, chain_id: str, limit: int) -> dict[str, Any] | None:
+    def chain_view(self, scope: str, chain_id: str, limit: int) -> ChainView | None:
         """The caller's chain: retained links (newest `limit`), head, roots, checkpoint and a
         verification recomputed from storage. None when the chain is not the caller's. A head
         that contradicts its links or nodes is named (`chain_head`) and gets no checkpoint."""
@@ -328,7 +434,7 @@ class AuditChainService:
             size = head["size"] if type(head["size"]) is int and head["size"] >= 0 else 0
             first = max(1, size - limit + 1)
             rows = self.ledger.chain_links_window(chain_id, max(1, first - 1), size)
-            stored_links = [json.loads(row["link_json"]) for row in rows]
+            stored_links: list[dict[str, object]] = [json.loads(row["link_json"]) for row in rows]
             previous = stored_links.pop(0) if first > 1 and stored_links else None
             rows = rows[1:] if previous is not None else rows
             checks, failures = self._verify_window(chain_id, head, rows, stored_links, previous)
@@ -375,15 +481,15 @@ class AuditChainService:
             },
         }
 
-    def _execution_links(self, links: list[dict[str, Any]], checks: dict[str, Any],
-                         failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _execution_links(self, links: list[dict[str, object]], checks: dict[str, bool],
+                         failures: list[dict[str, object]]) -> list[ExecutionLink]:
         """The window's Outcome Records that name the execution receipt they follow (oldest
         first, at most MAX_CHAIN_LIMIT), each `valid` when its link columns name a stored
         execution receipt of the same decision with that hash; `execution_links` check: all are.
         (The row seal and hosted verify bind the columns to the stored receipt.)"""
         positions = {link.get("decision_id"): link.get("chain_position") for link in links}
         rows = LifecycleStore(self.ledger).execution_links([str(name) for name in positions], limit=MAX_CHAIN_LIMIT)
-        shown = []
+        shown: list[ExecutionLink] = []
         for row in rows:
             valid = (row["named_kind"] == "execution" and row["named_decision_id"] == row["decision_id"]
                      and row["execution_hash"] is not None and row["named_hash"] == row["execution_hash"])
@@ -401,7 +507,7 @@ class AuditChainService:
         return shown
 
     def _tree_root_matches(self, chain_id: str, size: int, peaks_root: str | None,
-                           failures: list[dict[str, Any]]) -> bool:
+                           failures: list[dict[str, object]]) -> bool:
         """The root of the stored Merkle nodes equals the root of the head's peaks (else named)."""
         try:
             nodes_root: str | None = self.tree_root(chain_id, size)
@@ -413,10 +519,10 @@ class AuditChainService:
         return matches
 
     def _check_snapshots(self, scope: str, links: list[dict[str, Any]], decisions: dict[str | None, dict[str, Any]],
-                         failures: list[dict[str, Any]]) -> bool:
+                         failures: list[dict[str, object]]) -> bool:
         """Each rulebook snapshot a window decision was made under, re-hashed from its stored
         body once per (rulebook id, version); a mismatch is named at every position using it."""
-        seen: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+        seen: dict[tuple[str, str, str], SnapshotCheck | None] = {}
         valid = True
         for link in links:
             stored = decisions.get(str(link.get("decision_id")))
@@ -436,13 +542,13 @@ class AuditChainService:
 
     def _verify_window(self, chain_id: str, head: dict[str, Any], rows: list[dict[str, Any]],
                        links: list[dict[str, Any]], previous: dict[str, Any] | None,
-                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                       ) -> tuple[dict[str, bool], list[dict[str, object]]]:
         result = verify_links(
             links,
             expected_start_previous_link_hash=previous["link_hash"] if previous else None,
             expected_start_previous_root=previous["merkle_root"] if previous else None,
         )
-        failures = list(result.failures)
+        failures: list[dict[str, object]] = [dict(failure) for failure in result.failures]
         checks = {"links": result.valid}
         # Row columns must agree with the link JSON they index.
         rows_ok = all(row["link_hash"] == link.get("link_hash") and row["leaf_hash"] == link.get("leaf_hash")
@@ -530,7 +636,7 @@ def snapshot_body_hash(row: StoredSnapshot | None) -> str | None:
         return None
 
 
-def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> dict[str, Any] | None:
+def rulebook_snapshot_check(ledger: Ledger, scope: str, record: Any) -> SnapshotCheck | None:
     """The record's bound rulebook snapshot, re-hashed from its stored body: None for a record
     without a rulebook, else ``{rulebook_id, version, expected, actual, valid}`` where
     `expected` is the record's rulebook hash and `actual` the recomputed body hash (None when the
@@ -629,7 +735,7 @@ def packet_chain_excerpt(service: AuditChainService, decision_id: str, chain_lim
 
 
 def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decision_id: str,
-                  tree_size: int | None) -> dict[str, Any] | None:
+                  tree_size: int | None) -> InclusionAnswer | None:
     """RFC 6962 inclusion proof of a decision's leaf in the tree of `tree_size` leaves (default:
     the current head), with the signed checkpoint of that size. None when not in scope."""
     head = service.ledger.chain_head(chain_id)
@@ -663,7 +769,7 @@ def inclusion_for(service: AuditChainService, scope: str, chain_id: str, decisio
 
 
 def consistency_for(service: AuditChainService, scope: str, chain_id: str, first: int,
-                    second: int | None) -> dict[str, Any] | None:
+                    second: int | None) -> ConsistencyAnswer | None:
     """RFC 6962 consistency proof between tree sizes `first` and `second` (default: the head),
     with both roots recomputed from stored nodes and both signed checkpoints."""
     head = service.ledger.chain_head(chain_id)

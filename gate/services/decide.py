@@ -24,14 +24,14 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, StoredDecision, StoredSnapshot
 from gate.ledger.confidence import Bucket
+from gate.ledger.releases import ReleaseDecision
 from gate.ledger.store import DecisionExtra
-from gate.ledger.tables import release_decisions
 from gate.protocol.canonical import sha256_hex
 from gate.protocol.decision_record import DecisionRecord
 from gate.protocol.fact_limits import check_facts
 from gate.protocol.records import RulebookRecordInputs, build_rulebook_record
 from gate.protocol.requests import PreparedRequest, prepare_decision_request
-from gate.rulebook import get_evaluator, schema_hash
+from gate.rulebook import RulebookDocument, get_evaluator, schema_hash
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.advisory import AdvisoryService
 from gate.services.holds import HoldOpener
@@ -53,6 +53,7 @@ class Evaluated:
     """A prepared rulebook request with its evaluation, ready to be built into a record."""
 
     prepared: PreparedRequest
+    rulebook: RulebookDocument  # the request's rulebook, validated (its evaluator's `document`)
     rulebook_hash: str
     evaluation: Any
     facts: dict[str, Any]
@@ -129,8 +130,9 @@ class DecisionService:
         receipt_signer = self.pipeline.receipt_signer()
         adapter, facts = self._facts(prepared)
         # SECURITY: bounded evaluation work; 422 before evaluating (gate/rulebook/budget.py).
-        check_evaluation_cost(prepared.rulebook, rulebook_hash, facts)
-        evaluated = Evaluated(prepared, rulebook_hash, evaluator.evaluate(facts), facts, adapter, routed, notices)
+        check_evaluation_cost(evaluator.document, rulebook_hash, facts)
+        evaluated = Evaluated(prepared, evaluator.document, rulebook_hash, evaluator.evaluate(facts), facts, adapter,
+                              routed, notices)
         return self._store_evaluated(claim, evaluated, request_id, receipt_signer)
 
     def _facts(self, prepared: PreparedRequest) -> tuple[AdapterRun | None, dict[str, Any]]:
@@ -161,7 +163,7 @@ class DecisionService:
         prepared, adapter = evaluated.prepared, evaluated.adapter
         created_at = iso_ms(self.clock.now())
         registry, snapshot_row = self.snapshots.registry_for(
-            claim.caller.scope, prepared.rulebook, evaluated.rulebook_hash, created_at,
+            claim.caller.scope, evaluated.rulebook, evaluated.rulebook_hash, created_at,
             adapter.adapter.dependency() if adapter is not None else None)
         built = DecisionRecord.built(build_rulebook_record(RulebookRecordInputs(
             decision_id=self.ids.decision_id(),
@@ -197,7 +199,7 @@ class DecisionService:
         observed = self.releases.observe(scope, record, evaluated.facts, evaluated.routed)
         if observed.arm_block is not None:
             record = record.with_release_arm(observed.arm_block, receipt_signer)
-        return record, [(release_decisions, observed.row)] if observed.row is not None else []
+        return record, [ReleaseDecision(observed.row)] if observed.row is not None else []
 
     def _confidence_bucket(self, scope: str, record: DecisionRecord) -> Bucket | None:
         """Where `decision_confidence` comes from: the scope's outcome counters for this policy,
@@ -222,7 +224,7 @@ class DecisionService:
 
     # ------------------------------------------------------------------ promotion
 
-    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]:
+    def register_rulebook(self, scope: str, rulebook: object) -> tuple[dict[str, Any], bool]:
         """Promote a rulebook in `scope` (`RulebookSnapshots.register_rulebook`)."""
         return self.snapshots.register_rulebook(scope, rulebook)
 

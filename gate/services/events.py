@@ -13,7 +13,9 @@ those events again (receivers deduplicate by `webhook-id`).
 Retention: events older than `retention_days` (GATE_EVENTS_RETENTION_DAYS) that every active
 subscription has settled are pruned by the `event-retention` worker in bounded batches; reading,
 replaying or resuming from a pruned range is refused with EVENTS_PRUNED, never answered with the
-events silently missing (docs/events.md, "Retention").
+events silently missing (docs/events.md, "Retention"). The same worker prunes delivery attempts
+older than the retention, keeping each subscription's newest `ATTEMPTS_KEPT` and counting the
+pruned ones in its totals, so what `deliveries` reports does not change.
 
 Who delivers: any number of dispatchers (threads of `gate serve` workers, on any number of hosts
 sharing one ledger, or `gate events dispatch`) claim a subscription by a lease in its row (compare
@@ -26,10 +28,10 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
 from gate import bodies
 from gate.clock import Clock, SystemClock, iso_ms
@@ -57,7 +59,10 @@ MAX_REPLAY_EVENTS = 10_000
 RETENTION_DAYS = 30  # GATE_EVENTS_RETENTION_DAYS; 0 keeps every event
 RETENTION_INTERVAL = 300.0  # seconds between the `event-retention` worker's passes
 PRUNE_BATCH = 500  # events one pruning transaction deletes at most
-PRUNE_BATCHES_PER_PASS = 20  # per scope: a pass never runs unbounded; the rest waits for the next
+PRUNE_BATCHES_PER_PASS = 20  # per scope (and per subscription's attempts): a pass never runs unbounded
+# Each subscription's newest delivery attempts, kept however old: the window `deliveries` reads its
+# latency and last failures from, so a prune never changes what it shows (docs/events.md, "Retention").
+ATTEMPTS_KEPT = 200
 ROTATION_OVERLAP_SECONDS = 24 * 3600
 MAX_ROTATION_OVERLAP_SECONDS = 7 * 24 * 3600
 WILDCARD = "*"
@@ -96,7 +101,39 @@ def _checked_types(value: list[Any] | None) -> list[str]:
     return sorted(names)
 
 
-def public_view(row: Mapping[str, Any]) -> dict[str, Any]:
+class SubscriptionView(TypedDict):
+    """A subscription as its owners see it (`public_view`)."""
+
+    subscription_id: str
+    url: str
+    event_types: list[str]
+    status: str
+    disabled_reason: str | None
+    cursor: int
+    failing_since: str | None
+    next_attempt_at: str | None
+    created_at: str
+    created_by: str
+    sign_ed25519: bool
+    rotation_overlap_until: str | None
+
+
+class DeliveryAttempt(TypedDict):
+    """One post of one event to a subscription, as the ledger keeps it (`ok`, `replay`: 0 or 1)."""
+
+    subscription_id: str
+    scope: str
+    seq: int
+    event_id: str
+    attempted_at: str
+    ok: int
+    status_code: int | None
+    latency_ms: int
+    excerpt: str
+    replay: int
+
+
+def public_view(row: Mapping[str, Any]) -> SubscriptionView:
     """A subscription as its owners see it: never its secrets."""
     return {"subscription_id": row["subscription_id"], "url": row["url"], "event_types": event_types_of(row),
             "status": row["status"], "disabled_reason": row["disabled_reason"], "cursor": row["cursor"],
@@ -137,7 +174,7 @@ class EventService:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def subscribe(self, scope: str, actor: str, body: object) -> tuple[dict[str, Any], str]:
+    def subscribe(self, scope: str, actor: str, body: object) -> tuple[SubscriptionView, str]:
         """A new subscription: (its public view, its secret, shown this once)."""
         if isinstance(body, Mapping):
             unknown, _ = bodies.closed_members(SUBSCRIPTION, body)
@@ -169,13 +206,13 @@ class EventService:
             raise GateError("EVENT_SUBSCRIPTION_NOT_FOUND", "no subscription with this id in this scope")
         return row
 
-    def listed(self, scope: str) -> list[dict[str, Any]]:
+    def listed(self, scope: str) -> list[SubscriptionView]:
         return [public_view(r) for r in self.outbox.subscriptions(scope)]
 
-    def show(self, scope: str, subscription_id: str) -> dict[str, Any]:
+    def show(self, scope: str, subscription_id: str) -> SubscriptionView:
         return public_view(self._owned(scope, subscription_id))
 
-    def rotate(self, scope: str, subscription_id: str, overlap_seconds: object = None) -> tuple[dict[str, Any], str]:
+    def rotate(self, scope: str, subscription_id: str, overlap_seconds: object = None) -> tuple[SubscriptionView, str]:
         """A new secret; the old one keeps signing beside it for the overlap (deliveries carry
         both signatures until then), so receivers can switch without losing a delivery."""
         overlap = ROTATION_OVERLAP_SECONDS if overlap_seconds is None else overlap_seconds
@@ -189,7 +226,7 @@ class EventService:
         return public_view({**row, "previous_until": until}), secret
 
     def set_status(self, scope: str, subscription_id: str, status: object,
-                   skip_pruned: object = False) -> dict[str, Any]:
+                   skip_pruned: object = False) -> SubscriptionView:
         """Enable (from the cursor where it stopped, failures forgotten) or disable by hand. A
         subscription whose undelivered events were pruned while it was disabled is not enabled
         (EVENTS_PRUNED) unless `skip_pruned`: it then resumes from the oldest kept event."""
@@ -198,7 +235,7 @@ class EventService:
         if not isinstance(skip_pruned, bool):
             raise _invalid("skip_pruned is true or false")
         row = self._owned(scope, subscription_id)
-        values: dict[str, Any] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
+        values: dict[str, object] = {"status": status, "disabled_reason": None if status == "active" else "by hand"}
         if status == "disabled":
             self.outbox.update_subscription(row["subscription_id"], values)
             return public_view({**row, **values})
@@ -248,7 +285,7 @@ class EventService:
         recent ones, the last failures with the receiver's status and answer (text), the lag."""
         row = self._owned(scope, subscription_id)
         total, ok = self.outbox.attempt_totals(row["subscription_id"])
-        recent = self.outbox.attempts(row["subscription_id"], limit=200)
+        recent = self.outbox.attempts(row["subscription_id"], limit=ATTEMPTS_KEPT)
         latencies = sorted(a["latency_ms"] for a in recent if a["ok"])
         failures = [{"seq": a["seq"], "event_id": a["event_id"], "attempted_at": a["attempted_at"],
                      "status_code": a["status_code"], "excerpt": a["excerpt"], "replay": bool(a["replay"])}
@@ -268,20 +305,31 @@ class EventService:
         """One pass of the retention (the `event-retention` worker): in every scope, delete the
         events older than `retention_days` that every active subscription (and each of
         `held_streams`, the stream cursors this gate publishes from) has settled, in transactions
-        of at most `PRUNE_BATCH` events, `PRUNE_BATCHES_PER_PASS` per scope. Returns how many."""
+        of at most `PRUNE_BATCH` events, `PRUNE_BATCHES_PER_PASS` per scope; then the delivery
+        attempts older than it (`prune_attempts`). Returns how many events were deleted."""
         if self.retention_days <= 0:
             return 0
         cutoff = iso_ms(self.clock.now() - timedelta(days=self.retention_days))
-        deleted = 0
-        for scope in self.outbox.scopes():
-            if not self.outbox.prunable(scope, cutoff):
-                continue
-            for _ in range(PRUNE_BATCHES_PER_PASS):
-                done = self.outbox.prune_batch(scope, cutoff, held_streams, PRUNE_BATCH)
-                deleted += done
-                if done < PRUNE_BATCH:
-                    break
+        deleted = self._prune_events(cutoff, held_streams)
+        self.prune_attempts(cutoff)
         return deleted
+
+    def prune_attempts(self, cutoff: str) -> int:
+        """Delete every subscription's delivery attempts made before `cutoff` (disabled ones' too),
+        except its newest `ATTEMPTS_KEPT`, in transactions of at most `PRUNE_BATCH` attempts,
+        `PRUNE_BATCHES_PER_PASS` per subscription; their counts stay in the subscription's totals,
+        so `deliveries` reads the same after. Returns how many were deleted."""
+        deleted = _in_batches(
+            (row["subscription_id"] for row in self.outbox.subscriptions()),
+            lambda sub: self.outbox.attempts_prunable(sub, cutoff, ATTEMPTS_KEPT),
+            lambda sub, batch: self.outbox.prune_attempts_batch(sub, cutoff, ATTEMPTS_KEPT, batch))
+        if deleted:
+            log.info("event retention: %d delivery attempt(s) made before %s pruned", deleted, cutoff)
+        return deleted
+
+    def _prune_events(self, cutoff: str, held_streams: Sequence[str]) -> int:
+        return _in_batches(self.outbox.scopes(), lambda scope: self.outbox.prunable(scope, cutoff),
+                           lambda scope, batch: self.outbox.prune_batch(scope, cutoff, held_streams, batch))
 
     # ------------------------------------------------------------------ delivery
 
@@ -330,7 +378,7 @@ class EventService:
             self._disable(row, f"events {cursor + 1} to {events[0]['seq'] - 1} were pruned before their delivery",
                           cursor, row["failing_since"] or iso_ms(self.clock.now()))
             return posts, False
-        done: list[dict[str, Any]] = []  # attempts not yet written
+        done: list[DeliveryAttempt] = []  # attempts not yet written
         ends = time.monotonic() + self.lease_seconds * TURN_SHARE_OF_LEASE
         for event in events:
             if time.monotonic() > ends:  # a slow receiver: the rest in the next turn, under a new lease
@@ -356,7 +404,7 @@ class EventService:
             return posts, False
         return posts, len(events) >= budget
 
-    def _flush(self, owner: str, row: Mapping[str, Any], done: list[dict[str, Any]], cursor: int) -> bool:
+    def _flush(self, owner: str, row: Mapping[str, Any], done: list[DeliveryAttempt], cursor: int) -> bool:
         """Write the attempts made and (when it moved past the stored one) the cursor with the
         failures forgotten, in one transaction; False when the lease was lost meanwhile."""
         moved = cursor != row["cursor"]
@@ -408,7 +456,7 @@ class EventService:
         return headers
 
     def _post(self, row: Mapping[str, Any], event: Mapping[str, Any], *,
-              replay: bool) -> tuple[Delivery, dict[str, Any]]:
+              replay: bool) -> tuple[Delivery, DeliveryAttempt]:
         """Sign and post one event: (the result, its attempt row, for the caller to write)."""
         body = event["event_json"].encode("utf-8")
         now = self.clock.now()
@@ -513,7 +561,24 @@ class Dispatcher:
             self.pool.offer(row["scope"], row["subscription_id"], row)
 
 
-def event_data(row: Mapping[str, Any]) -> dict[str, Any]:
+def event_data(row: Mapping[str, Any]) -> dict[str, object]:
     """The CloudEvent stored in an outbox row."""
-    value: dict[str, Any] = json.loads(row["event_json"])
+    value: dict[str, object] = json.loads(row["event_json"])
     return value
+
+
+def _in_batches(keys: Iterable[str], prunable: Callable[[str], bool], prune: Callable[[str, int], int]) -> int:
+    """One retention pass over `keys` (scopes, subscriptions): each that is `prunable` is pruned
+    in transactions of at most `PRUNE_BATCH` rows (`prune(key, PRUNE_BATCH)` deletes them and says
+    how many), at most `PRUNE_BATCHES_PER_PASS` per key, so a pass never runs unbounded; the rest
+    waits for the next pass. Returns how many rows were deleted."""
+    deleted = 0
+    for key in keys:
+        if not prunable(key):
+            continue
+        for _ in range(PRUNE_BATCHES_PER_PASS):
+            done = prune(key, PRUNE_BATCH)
+            deleted += done
+            if done < PRUNE_BATCH:
+                break
+    return deleted

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from gate import bodies
 from gate.chain.event_witness import ChainWitness
@@ -28,6 +28,7 @@ from gate.events.egress import EventSettings
 from gate.governance.table import API_KEYS, DENIED, EVENT_SETTINGS, HOLD_POLICY, SAFEGUARDS
 from gate.holds.policy import HoldPolicy
 from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
 from gate.ledger.event_settings import EventSettingsLedger
 from gate.ledger.holds import HoldLedger
@@ -37,8 +38,10 @@ from gate.protocol.canonical import canonical_text
 from gate.releases.governance import (
     GOVERNANCE_ID,
     RELEASE_POLICY,
+    GovernanceEvent,
     GovernanceState,
     PolicyAction,
+    PolicyRequestJSON,
     build_governance_event,
     pending_request,
     refusal_code,
@@ -63,11 +66,20 @@ _ANNOUNCED_MEMBERS = ("seq", "setting", "action", "actor", "principal", "created
                       "key_id")
 
 
-def announcement(scope: str, event: dict[str, Any]) -> Announcement:
+class GovernanceDocument(TypedDict):
+    """A setting in force (`policy`: its JSON as its safeguard states it), its live pending
+    requests and the governance chain's seq."""
+
+    policy: Any
+    pending: list[PolicyRequestJSON]
+    governance_seq: int
+
+
+def announcement(scope: str, event: GovernanceEvent) -> Announcement:
     """The outbox event of a signed change: a request while it waits for a second principal, a
     change once it is in force (set directly, or a request approved)."""
     requested, changed = _ANNOUNCED[str(event.get("setting", RELEASE_POLICY))]
-    data = {member: event.get(member) for member in _ANNOUNCED_MEMBERS}
+    data: dict[str, object] = {member: event.get(member) for member in _ANNOUNCED_MEMBERS}
     if event.get("setting") == HOLD_POLICY and event["action"] != "policy_request":
         data["policy"] = event["policy_after"]  # hold.policy_changed carried the policy before issue 52
     return Announcement(requested if event["action"] == "policy_request" else changed, {"scope": scope, **data})
@@ -157,7 +169,7 @@ class SafeguardSettings:
         rule every weakening of a safeguard is asked under)."""
         return bool(self.value(scope, RELEASE_POLICY, self.state(scope, fresh=True)).require_approval)
 
-    def history(self, scope: str) -> list[dict[str, Any]]:
+    def history(self, scope: str) -> list[GovernanceEvent]:
         """Every signed change of the scope's safeguard settings, oldest first (the newest
         `HISTORY_LIMIT` of them)."""
         return [json.loads(row["event_json"]) for row in self.store.events(scope, GOVERNANCE_ID, limit=HISTORY_LIMIT)]
@@ -173,7 +185,7 @@ class GovernanceService(SafeguardSettings):
         self.clock = clock or SystemClock()
 
     def change(self, scope: str, setting: str, principal: Principal, permissions: frozenset[str],
-               make: Callable[[Any], Any], reason: str | None = None) -> tuple[dict[str, Any] | None, GovernanceState]:
+               make: Callable[[Any], Any], reason: str | None = None) -> tuple[GovernanceEvent | None, GovernanceState]:
         """Change a setting to `make(value in force)`: (the signed event, or None when nothing
         changes; the state after). A weakening while approvals are required is a pending request."""
         require_permission(setting, principal, permissions, "admin")
@@ -199,7 +211,7 @@ class GovernanceService(SafeguardSettings):
         raise GateError("LEDGER_UNAVAILABLE", "safeguard setting changes raced too often; retry")
 
     def approve(self, scope: str, setting: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
-                reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
+                reason: str | None = None) -> tuple[GovernanceEvent, GovernanceState]:
         """A second, distinct principal (`approve`) applies a pending request of `setting`."""
         require_permission(setting, principal, permissions, "approve")
         bodies.check(APPROVAL, {"reason": reason, "request_seq": request_seq}, refusal_code(setting, "invalid"))
@@ -219,7 +231,7 @@ class GovernanceService(SafeguardSettings):
         raise GateError("LEDGER_UNAVAILABLE", "safeguard setting changes raced too often; retry")
 
     def _append(self, scope: str, state: GovernanceState,
-                action: PolicyAction) -> tuple[dict[str, Any], GovernanceState] | None:
+                action: PolicyAction) -> tuple[GovernanceEvent, GovernanceState] | None:
         """Append one governance event (None: another change took its seq; the caller re-reads),
         then apply an event-settings change to the table the decide path reads."""
         event, after = build_governance_event(state, action, scope_hash(scope), self._signer(), SAFEGUARDS)
@@ -235,14 +247,14 @@ class GovernanceService(SafeguardSettings):
         self.state(scope, fresh=True)
         return event, after
 
-    def _apply_event_settings(self, scope: str, settings: EventSettings, event: dict[str, Any]) -> None:
+    def _apply_event_settings(self, scope: str, settings: EventSettings, event: GovernanceEvent) -> None:
         every = settings.anomaly_every_seconds
         EventSettingsLedger(self.ledger).put({
             "scope": scope, "decision_created": int(settings.decision_created), "anomaly_every_seconds": every,
             "anomaly_next_at": event["created_at"] if every is not None else None,  # the first run comes at once
             "updated_at": event["created_at"], "updated_by": event["actor"]})
 
-    def document(self, scope: str, setting: str) -> dict[str, Any]:
+    def document(self, scope: str, setting: str) -> GovernanceDocument:
         """A setting in force, its live pending requests and the chain's seq."""
         state = self.state(scope, fresh=True)
         at = iso_ms(self.clock.now())
@@ -250,7 +262,7 @@ class GovernanceService(SafeguardSettings):
                 "pending": [p.to_json() for p in state.pending if p.expires_at > at and p.setting == setting],
                 "governance_seq": state.seq}
 
-    def _signer(self) -> Any:
+    def _signer(self) -> ReceiptSigner | None:
         signer = self.signing.receipt_signer()
         if signer is None and self.signing.required:
             raise SigningUnavailable()  # SECURITY: no unsigned governance event where signing is required

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from gate import bodies
 from gate.chain.event_witness import event_tree_root, hold_chain_id
@@ -44,6 +44,9 @@ from gate.holds.events import (
     OPEN,
     OUTCOMES,
     STATES,
+    HoldCommitment,
+    HoldEvent,
+    HoldHead,
     Step,
     build_commitment,
     build_event,
@@ -53,18 +56,33 @@ from gate.holds.links import inbox_url
 from gate.holds.policy import PRIORITIES, HoldPolicy, Queue
 from gate.holds.similar import NEAREST, WINDOW, nearest
 from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
-from gate.ledger.holds import Announce, HoldLedger, HoldRace, Writing, announce_opened
-from gate.ledger.tables import holds as holds_table
+from gate.ledger.holds import (
+    Announce,
+    Approval,
+    Build,
+    HoldLedger,
+    HoldMove,
+    HoldOpening,
+    HoldRace,
+    HoldRow,
+    QueueColumns,
+    Writing,
+)
 from gate.principals import Principal, holder_id, is_distinct_approver, is_member, require
+from gate.releases.governance import GovernanceEvent, PolicyRequestJSON
 from gate.services.chains import EventChainWitness
 from gate.services.governance import GovernanceService, SafeguardSettings
 from gate.services.periodic import PeriodicWorker
+from gate.vocabulary import HoldState
 
 MAX_FACTS_BYTES = 16_384
 MAX_NOTE: int = bodies.schema("hold-resolution")["properties"]["note"]["maxLength"]
 CLAIM_TTL = timedelta(minutes=30)
 RETRIES = 8
+# A step on an open hold: from its row, the event's Step, the row's move and the announcement's type.
+StepMaker = Callable[[HoldRow], tuple[Step, HoldMove, str]]
 
 
 def _utc(text: str) -> datetime:
@@ -94,25 +112,24 @@ class HoldOpener:
         return policy
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
-                facts: Any, requested_holder: str | None = None) -> list[Any]:
+                facts: Any, requested_holder: str | None = None) -> list[HoldOpening]:
         """The same-transaction writes of a held record: its row and its announcement ([] when
         the verdict does not hold the action)."""
         row = self.open_row(scope, record, requested_by, facts, requested_holder)
         if row is None:
             return []
-        link = inbox_url(self.inbox_base, scope, row["decision_id"])
-        return [(holds_table, row), lambda connection, _sealed: announce_opened(connection, row, link)]
+        return [HoldOpening(row, inbox_url(self.inbox_base, scope, row["decision_id"]))]
 
     def open_row(self, scope: str, record: Mapping[str, Any], requested_by: str, facts: Any,
-                 requested_holder: str | None = None) -> dict[str, Any] | None:
-        """The hold row a held record opens, under the scope's policy (None: not held)."""
+                 requested_holder: str | None = None) -> HoldRow | None:
+        """The hold row a held record opens, under the scope's policy (None: not held);
+        `requested_holder`: the deciding key's stated holder (issue 52)."""
         if record.get("verdict") != HELD_VERDICT:
             return None
         policy = self.policy(scope)
         assignment = policy.assign(record.get("policy_id"), record.get("matched_rule_id"))
-        row = _open_row(scope, record, requested_by, facts, assignment.queue, assignment.priority, policy.four_eyes)
-        row["requested_holder"] = requested_holder  # the deciding key's stated holder (issue 52)
-        return row
+        return _open_row(scope, record, (requested_by, requested_holder), facts, assignment.queue,
+                         assignment.priority, policy.four_eyes)
 
 
 class DeferredOpener(HoldOpener):
@@ -124,33 +141,34 @@ class DeferredOpener(HoldOpener):
 
     def __init__(self, ledger: Ledger, inbox_base: str | None = None) -> None:
         super().__init__(ledger, inbox_base)
-        self.deferred: dict[str, dict[str, Any]] = {}
+        self.deferred: dict[str, HoldRow] = {}
 
     def opening(self, scope: str, record: Mapping[str, Any], requested_by: str,
-                facts: Any, requested_holder: str | None = None) -> list[Any]:
+                facts: Any, requested_holder: str | None = None) -> list[HoldOpening]:
         row = self.open_row(scope, record, requested_by, facts, requested_holder)
         if row is not None:
             self.deferred[row["decision_id"]] = row
         return []
 
 
-def _open_row(scope: str, record: Mapping[str, Any], requested_by: str, facts: Any, queue: Queue,
-              priority: str, four_eyes: bool) -> dict[str, Any]:
+def _open_row(scope: str, record: Mapping[str, Any], requester: tuple[str, str | None], facts: Any, queue: Queue,
+              priority: str, four_eyes: bool) -> HoldRow:
+    """`requester`: the deciding key's id and its stated holder (None: none stated)."""
     opened = _utc(str(record["created_at"]))
     return {
         "decision_id": record["decision_id"], "scope": scope, "record_hash": record["record_hash"],
         "policy_id": record.get("policy_id"), "policy_version": record.get("policy_version"),
         "rule_id": record.get("matched_rule_id"), "reason_code": record.get("reason_code"),
-        "requested_by": requested_by, **_queue_columns(queue, opened), "priority": priority,
+        "requested_by": requester[0], **_queue_columns(queue, opened), "priority": priority,
         "priority_rank": PRIORITIES.index(priority), "opened_at": record["created_at"],
         "deadline_at": iso_ms(opened + timedelta(seconds=queue.deadline_seconds)),
         "four_eyes": int(four_eyes), "state": OPEN, "claimed_by": None, "claimed_at": None, "approvals_json": "[]",
         "resolved_at": None, "resolved_by": None, "resolution_seq": None, "row_version": 0,
-        "facts_json": _facts_text(facts),
+        "facts_json": _facts_text(facts), "requested_holder": requester[1],
     }
 
 
-def _queue_columns(queue: Queue, since: datetime) -> dict[str, Any]:
+def _queue_columns(queue: Queue, since: datetime) -> QueueColumns:
     """The columns a queue sets on its hold: its name, quorum and escalation time."""
     escalate = (iso_ms(since + timedelta(seconds=queue.escalate_after_seconds))
                 if queue.escalate_after_seconds is not None else None)
@@ -158,7 +176,106 @@ def _queue_columns(queue: Queue, since: datetime) -> dict[str, Any]:
             "require_justification": int(queue.require_justification), "escalate_at": escalate}
 
 
-def hold_view(row: Mapping[str, Any]) -> dict[str, Any]:
+class HoldView(TypedDict):
+    """A hold as the API, the CLI and the inbox show it (`facts`: the JSON the decide stored)."""
+
+    decision_id: str
+    state: HoldState
+    queue: str
+    priority: str
+    opened_at: str
+    deadline_at: str
+    escalate_at: str | None
+    policy_id: str | None
+    policy_version: str | None
+    rule_id: str | None
+    reason_code: str | None
+    record_hash: str
+    requested_by: str
+    requested_holder: str
+    claimed_by: str | None
+    claimed_at: str | None
+    approvals: list[Approval]
+    approvals_needed: int
+    require_justification: bool
+    four_eyes: bool
+    resolved_at: str | None
+    resolved_by: str | None
+    facts: Any
+
+
+class HoldHistory(TypedDict):
+    """`hold_history_v1`: a scope's hold chain as `gate verify --hold-history` checks it."""
+
+    hold_history_version: str
+    scope_hash: str
+    events: list[HoldEvent]
+    head: HoldHead
+
+
+class HoldPage(TypedDict):
+    """One page of a scope's holds, with the count of its holds in each state."""
+
+    ok: bool
+    holds: builtins.list[HoldView]
+    count: int
+    total: int
+    counts: dict[str, int]
+
+
+class HoldResolution(TypedDict):
+    """A hold's state and, once closed, its signed resolution (the closing event)."""
+
+    ok: bool
+    decision_id: str
+    state: HoldState
+    approved: bool
+    resolution: HoldEvent | None
+    hold: HoldView
+
+
+class HoldStep(TypedDict):
+    """What a step on a hold answers: its signed event and the hold after it."""
+
+    ok: bool
+    event: HoldEvent
+    hold: HoldView
+
+
+class ClosedHow(TypedDict):
+    """How a closed hold closed: its resolution's vote, reason, note, actor and time."""
+
+    vote: str | None
+    reason_code: str | None
+    note: str | None
+    actor: str | None
+    created_at: str | None
+
+
+class SimilarHold(HoldView):
+    """A closed hold like another: its view, its distance and how it closed."""
+
+    distance: float
+    resolution: ClosedHow
+
+
+class HoldPolicyDocument(TypedDict):
+    """The hold policy in force, its pending requests and the governance chain's seq."""
+
+    ok: bool
+    policy: Any
+    pending: builtins.list[PolicyRequestJSON]
+    governance_seq: int
+
+
+class HoldPolicyAnswer(HoldPolicyDocument):
+    """A hold policy change's answer: the document after it, whether it waits, its event."""
+
+    requested: bool
+    event: GovernanceEvent | None
+
+
+def hold_view(row: HoldRow) -> HoldView:
     """A hold as the API, the CLI and the inbox show it."""
     return {
         "decision_id": row["decision_id"], "state": row["state"], "queue": row["queue"],
@@ -225,7 +342,7 @@ class HoldService:
         return {**hold_view(row), "events": self.holds.events_of(scope, decision_id)}
 
     def list(self, scope: str, *, state: str = OPEN, queue: str | None = None, limit: int = 50,
-             offset: int = 0) -> dict[str, Any]:
+             offset: int = 0) -> HoldPage:
         if state not in (*STATES, "closed", "all"):
             raise GateError("REQUEST_INVALID", f"state must be one of {', '.join((*STATES, 'closed', 'all'))}")
         states = {"closed": OUTCOMES, "all": STATES}.get(state, (state,))
@@ -233,7 +350,7 @@ class HoldService:
         return {"ok": True, "holds": [hold_view(r) for r in page.rows], "count": len(page.rows),
                 "total": page.total, "counts": self.holds.counts(scope)}
 
-    def resolution(self, scope: str, decision_id: str) -> dict[str, Any]:
+    def resolution(self, scope: str, decision_id: str) -> HoldResolution:
         """The hold's state and, once closed, its signed resolution (the closing event)."""
         row = self._row(scope, decision_id)
         resolution = None
@@ -245,7 +362,7 @@ class HoldService:
                 "resolution": resolution, "hold": hold_view(row)}
 
     def similar(self, scope: str, decision_id: str, limit: int = NEAREST,
-                window: int = WINDOW) -> builtins.list[dict[str, Any]]:
+                window: int = WINDOW) -> builtins.list[SimilarHold]:
         """The closed holds most like this one (`gate.holds.similar`): of the scope's newest
         `window` closed holds of the same policy and rule, the `limit` nearest by their numeric
         facts, nearest first, each with how it closed (its resolution's vote, reason and note)."""
@@ -253,18 +370,20 @@ class HoldService:
         candidates = self.holds.closed_like(scope, row["policy_id"], row["rule_id"], limit=window,
                                             excluding=decision_id)
         picked = nearest(json.loads(row["facts_json"]), [json.loads(c["facts_json"]) for c in candidates], limit)
-        closing = self.holds.events_at(scope, [candidates[i]["resolution_seq"] for i, _ in picked
-                                               if candidates[i]["resolution_seq"] is not None])
-        found = []
-        for index, score in picked:
-            view = hold_view(candidates[index])
-            event = closing.get(candidates[index]["resolution_seq"]) or {}
-            found.append({**view, "distance": score, "resolution": {
-                "vote": event.get("vote"), "reason_code": event.get("reason_code"), "note": event.get("note"),
-                "actor": event.get("actor"), "created_at": event.get("created_at")}})
+        seqs = [candidates[i]["resolution_seq"] for i, _ in picked]
+        closing = self.holds.events_at(scope, [seq for seq in seqs if seq is not None])
+        found: builtins.list[SimilarHold] = []
+        for (index, score), seq in zip(picked, seqs, strict=True):
+            event = closing.get(seq) if seq is not None else None
+            how: ClosedHow = ({"vote": None, "reason_code": None, "note": None, "actor": None, "created_at": None}
+                              if event is None else
+                              {"vote": event.get("vote"), "reason_code": event.get("reason_code"),
+                               "note": event.get("note"), "actor": event.get("actor"),
+                               "created_at": event.get("created_at")})
+            found.append({**hold_view(candidates[index]), "distance": score, "resolution": how})
         return found
 
-    def history_document(self, scope: str, limit: int = 10_000) -> dict[str, Any]:
+    def history_document(self, scope: str, limit: int = 10_000) -> HoldHistory:
         """The scope's hold chain as `gate verify --hold-history` checks it offline: its newest
         `limit` events, oldest first, and the signed head that names the newest of them.
         `CHAIN_INTEGRITY_FAILED` when the stored chain does not extend its witnessed checkpoint:
@@ -277,8 +396,8 @@ class HoldService:
         return {"hold_history_version": HOLD_HISTORY_VERSION, "scope_hash": hashed, "events": events,
                 "head": build_head(hashed, events, as_of, self._signer())}
 
-    def packet_part(self, scope: str, record: Mapping[str, Any]) -> tuple[builtins.list[dict[str, Any]],
-                                                                          dict[str, Any] | None]:
+    def packet_part(self, scope: str, record: Mapping[str, Any]) -> tuple[builtins.list[HoldEvent],
+                                                                          HoldCommitment | None]:
         """A decision's hold events (oldest first) and, for a held decision, its signed hold
         commitment (`gate.holds.events.build_commitment`), read in one snapshot from a hold chain
         checked against its witnessed checkpoint (`CHAIN_INTEGRITY_FAILED` otherwise). A decision
@@ -294,7 +413,7 @@ class HoldService:
         return events, build_commitment(hashed, record, events, (len(hashes), event_tree_root(hashes)), as_of,
                                         self._signer())
 
-    def _row(self, scope: str, decision_id: str) -> dict[str, Any]:
+    def _row(self, scope: str, decision_id: str) -> HoldRow:
         row = self.holds.hold(scope, decision_id)
         if row is None:  # SECURITY: another scope's hold is exactly as absent as none
             raise GateError("HOLD_NOT_FOUND", "no hold for this decision in this scope", decision_id=decision_id)
@@ -302,7 +421,7 @@ class HoldService:
 
     # -- changes -----------------------------------------------------------------------------
     def resolve(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
-                body: Any) -> dict[str, Any]:
+                body: Any) -> HoldStep:
         """A reviewer's vote; it closes the hold when it denies or completes the quorum."""
         require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
@@ -310,12 +429,12 @@ class HoldService:
         return self._step(scope, decision_id, lambda row: self._vote_step(row, principal, vote))
 
     def claim(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
-              release: bool = False) -> dict[str, Any]:
+              release: bool = False) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         return self._step(scope, decision_id, lambda row: self._claim_step(row, principal, release))
 
     def reassign(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
-                 body: Any) -> dict[str, Any]:
+                 body: Any) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         self._row(scope, decision_id)  # SECURITY: another scope's hold is a 404 before any body check
         bodies.check("hold-reassign", body, "HOLD_RESOLUTION_INVALID")
@@ -325,11 +444,11 @@ class HoldService:
         return self._step(scope, decision_id, lambda row: self._move_step(row, principal, "reassign", queue, note))
 
     def escalate(self, scope: str, principal: Principal, permissions: frozenset[str],
-                 decision_id: str) -> dict[str, Any]:
+                 decision_id: str) -> HoldStep:
         require(permissions, "resolve", HOLD_DENIED)
         policy = self.policy(scope)
 
-        def step(row: dict[str, Any]) -> tuple[Step, dict[str, Any], str]:
+        def step(row: HoldRow) -> tuple[Step, HoldMove, str]:
             current = policy.queue(row["queue"])
             target = policy.queue(current.escalate_to) if current and current.escalate_to else None
             if target is None:
@@ -337,7 +456,7 @@ class HoldService:
             return self._move_step(row, principal, "escalate", target, None)
         return self._step(scope, decision_id, step)
 
-    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> dict[str, Any]:
+    def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> HoldPolicyAnswer:
         """State the scope's whole hold policy (admin) through the one governed-change service: a
         signed governance event; a weakening while the scope requires approvals is a pending
         request (`requested`) a second, distinct principal approves (`approve_policy`)."""
@@ -346,16 +465,16 @@ class HoldService:
         return self._policy_answer(scope, event)
 
     def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
-                       reason: str | None = None) -> dict[str, Any]:
+                       reason: str | None = None) -> HoldPolicyAnswer:
         """A second, distinct principal (`approve`) applies a pending hold-policy request."""
         event, _state = self.governance.approve(scope, HOLD_POLICY, principal, permissions, request_seq, reason)
         return self._policy_answer(scope, event)
 
-    def policy_document(self, scope: str) -> dict[str, Any]:
+    def policy_document(self, scope: str) -> HoldPolicyDocument:
         """The hold policy in force, its pending requests and the governance chain's seq."""
         return {"ok": True, **self.governance.document(scope, HOLD_POLICY)}
 
-    def _policy_answer(self, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
+    def _policy_answer(self, scope: str, event: GovernanceEvent | None) -> HoldPolicyAnswer:
         requested = event is not None and event["action"] == "policy_request"
         return {**self.policy_document(scope), "requested": requested, "event": event}
 
@@ -377,8 +496,8 @@ class HoldService:
             return False  # resolved or moved meanwhile: nothing is due any more
         return True
 
-    def write_whole(self, row: Mapping[str, Any], votes: Sequence[tuple[Principal, frozenset[str], Any]] = (), *,
-                    expire: bool = False) -> builtins.list[dict[str, Any]]:
+    def write_whole(self, row: HoldRow, votes: Sequence[tuple[Principal, frozenset[str], Any]] = (), *,
+                    expire: bool = False) -> builtins.list[HoldEvent]:
         """A held decision's hold written whole in one transaction, at the clock's time: its row
         as its decide opened it (`DeferredOpener`), each reviewer's vote (principal, permissions,
         body, as `resolve` takes them) and, with `expire`, the clock's expiry of a hold due by
@@ -394,15 +513,13 @@ class HoldService:
         if parsed and row["deadline_at"] <= iso_ms(now):  # silence is not consent: the deadline came first
             raise GateError("HOLD_ALREADY_RESOLVED", "this hold is already expired", state=EXPIRED)
         policy = self.policy(row["scope"])  # read before the write: its steps read nothing more
-        makes: builtins.list[Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]] = [
+        makes: builtins.list[StepMaker] = [
             partial(self._vote_step, principal=principal, vote=vote, policy=policy) for principal, vote in parsed]
         if expire:
             makes.append(partial(self._clock_step, now=now))
         return self._insert_whole(row, makes)
 
-    def _insert_whole(self, row: Mapping[str, Any],
-                      makes: Sequence[Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]]],
-                      ) -> builtins.list[dict[str, Any]]:
+    def _insert_whole(self, row: HoldRow, makes: Sequence[StepMaker]) -> builtins.list[HoldEvent]:
         """`HoldLedger.insert_whole` on a hold chain checked against its witnessed checkpoint in
         the write's own transaction, then the chain's new checkpoint; on a race, again."""
         signer = self._signer()
@@ -426,8 +543,8 @@ class HoldService:
         raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
 
     # -- steps -------------------------------------------------------------------------------
-    def _vote_step(self, row: dict[str, Any], principal: Principal, vote: Vote,
-                   policy: HoldPolicy | None = None) -> tuple[Step, dict[str, Any], str]:
+    def _vote_step(self, row: HoldRow, principal: Principal, vote: Vote,
+                   policy: HoldPolicy | None = None) -> tuple[Step, HoldMove, str]:
         """`vote` on the hold `row` under `policy` (default: the scope's in force, read now)."""
         queue = (policy or self.policy(row["scope"])).queue(row["queue"])
         holder = principal.holder_id
@@ -453,18 +570,17 @@ class HoldService:
         name = "hold.resolved" if outcome else "hold.voted"
         return step, {}, name
 
-    def _check_claim(self, row: Mapping[str, Any], principal: Principal) -> None:
+    def _check_claim(self, row: HoldRow, principal: Principal) -> None:
         claimed = row["claimed_by"]
-        if claimed and claimed != principal.actor and _utc(row["claimed_at"]) + CLAIM_TTL > self.clock.now():
+        if claimed and claimed != principal.actor and _utc(str(row["claimed_at"])) + CLAIM_TTL > self.clock.now():
             raise GateError("HOLD_CLAIMED", "another reviewer has claimed this hold", claimed_by=claimed)
 
-    def _claim_step(self, row: dict[str, Any], principal: Principal,
-                    release: bool) -> tuple[Step, dict[str, Any], str]:
+    def _claim_step(self, row: HoldRow, principal: Principal, release: bool) -> tuple[Step, HoldMove, str]:
         if release:
             if row["claimed_by"] != principal.actor:
                 raise GateError("HOLD_CLAIMED", "only the reviewer who claimed this hold releases it",
                                 claimed_by=row["claimed_by"])
-            move: dict[str, Any] = {"claimed_by": None, "claimed_at": None}
+            move: HoldMove = {"claimed_by": None, "claimed_at": None}
         else:
             self._check_claim(row, principal)
             move = {"claimed_by": principal.actor, "claimed_at": "@now"}
@@ -472,17 +588,20 @@ class HoldService:
                     queue=row["queue"])
         return step, move, "hold.claimed" if not release else "hold.unclaimed"
 
-    def _move_step(self, row: dict[str, Any], principal: Principal, action: str, queue: Queue,
-                   note: str | None) -> tuple[Step, dict[str, Any], str]:
+    def _move_step(self, row: HoldRow, principal: Principal, action: Literal["escalate", "reassign"], queue: Queue,
+                   note: str | None) -> tuple[Step, HoldMove, str]:
         if queue.name == row["queue"]:
             raise GateError("HOLD_RESOLUTION_INVALID", "the hold is already in this queue")
         step = Step(action, principal, "", row["decision_id"], row["record_hash"], note=note, queue=queue.name,
                     deadline_at=row["deadline_at"])
-        move = {**_queue_columns(queue, self.clock.now()), "claimed_by": None, "claimed_at": None,
-                "approvals_json": "[]"}
+        columns = _queue_columns(queue, self.clock.now())
+        move: HoldMove = {"queue": columns["queue"], "approvals_needed": columns["approvals_needed"],
+                          "require_justification": columns["require_justification"],
+                          "escalate_at": columns["escalate_at"], "claimed_by": None, "claimed_at": None,
+                          "approvals_json": "[]"}
         return step, move, "hold.escalated" if action == "escalate" else "hold.reassigned"
 
-    def _clock_step(self, row: dict[str, Any], now: datetime) -> tuple[Step, dict[str, Any], str]:
+    def _clock_step(self, row: HoldRow, now: datetime) -> tuple[Step, HoldMove, str]:
         clock = Principal.clock()
         if row["deadline_at"] <= iso_ms(now):
             step = Step("expire", clock, "", row["decision_id"], row["record_hash"], queue=row["queue"],
@@ -498,8 +617,7 @@ class HoldService:
             return self._move_step(row, clock, "escalate", target, None)
         raise GateError("HOLD_NOT_DUE", "nothing is due on this hold")
 
-    def _step(self, scope: str, decision_id: str, make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]],
-              *, by_clock: bool = False) -> dict[str, Any]:
+    def _step(self, scope: str, decision_id: str, make: StepMaker, *, by_clock: bool = False) -> HoldStep:
         """Read the row, make the step, write it with the row's move; on a race read again.
         SECURITY: a hold whose deadline has passed is expired first, whatever the sweeper has
         done yet, so no vote, claim or move lands after the deadline (silence is not consent)."""
@@ -522,8 +640,7 @@ class HoldService:
             return {"ok": True, "event": event, "hold": hold_view(after)}
         raise GateError("HOLD_BUSY", "the hold changed too often while this request was made; retry")
 
-    def _writing(self, row: dict[str, Any], make: Callable[[dict[str, Any]], tuple[Step, dict[str, Any], str]],
-                 signer: Any) -> Writing:
+    def _writing(self, row: HoldRow, make: StepMaker, signer: ReceiptSigner | None) -> Writing:
         """What writes the step `make(row)` on an open hold at the clock's time: the sealed event's
         build, the row's move and the announcement (`HoldLedger.append` / `insert_whole`)."""
         if row["state"] != OPEN:
@@ -532,18 +649,19 @@ class HoldService:
         step, move, name = make(row)
         at = iso_ms(self.clock.now())
         step = replace(step, at=at)
-        move = {k: (at if v == "@now" else v) for k, v in move.items()}
+        if move.get("claimed_at") == "@now":  # a claim's time is the step's
+            move = {**move, "claimed_at": at}
 
-        def build(seq: int, previous: str | None) -> dict[str, Any]:
+        def build(seq: int, previous: str | None) -> HoldEvent:
             return build_event(step, scope_hash=scope_hash(scope), seq=seq, previous_event_hash=previous, signer=signer)
 
-        def move_of(event: dict[str, Any]) -> dict[str, Any]:
+        def move_of(event: HoldEvent) -> HoldMove:
             return {**move, **_closing_move(step, row, event)}
         return build, move_of, Announce(name, {
             "decision_id": decision_id, "record_hash": row["record_hash"], "queue": step.queue,
             "outcome": step.outcome, "inbox_url": inbox_url(self.opener.inbox_base, scope, decision_id)})
 
-    def _append(self, scope: str, build: Any, **step: Any) -> dict[str, Any]:
+    def _append(self, scope: str, build: Build, **step: Any) -> HoldEvent:
         """`HoldLedger.append` on a hold chain checked against its witnessed checkpoint in the
         write's own transaction (a chain cut back or rewritten takes no event:
         `CHAIN_INTEGRITY_FAILED`), then the chain's new checkpoint appended to the log."""
@@ -554,7 +672,7 @@ class HoldService:
         self.witness.publish(chain_id, [*read[-1], event["event_hash"]])
         return event
 
-    def _signer(self) -> Any:
+    def _signer(self) -> ReceiptSigner | None:
         signer = self.signing.receipt_signer()
         if signer is None and self.signing.required:
             raise SigningUnavailable()
@@ -571,7 +689,7 @@ class HoldService:
         for listener in list(self._listeners):
             listener(decision_id)
 
-    def wait_closed(self, scope: str, decision_id: str, seconds: float, poll: float = 0.25) -> dict[str, Any]:
+    def wait_closed(self, scope: str, decision_id: str, seconds: float, poll: float = 0.25) -> HoldResolution:
         """The resolution, waiting up to `seconds` for the hold to close (here or in another
         process: the row is read again every `poll` seconds). For servers without parking."""
         deadline = time.monotonic() + seconds  # a wait is measured in real time, whatever the clock says
@@ -586,28 +704,28 @@ class HoldService:
         return answer
 
 
-def _requester_holder(row: Mapping[str, Any]) -> str:
+def _requester_holder(row: HoldRow) -> str:
     """The holder of the key that asked for a held action (its stated one, else key:<id>)."""
     return holder_id(row["requested_by"], row.get("requested_holder"))
 
 
-def _approval_holder(approval: Mapping[str, Any]) -> str:
+def _approval_holder(approval: Approval) -> str:
     """The holder of an approving vote so far (an approval stored before holders: its actor's)."""
     stated = approval.get("holder")
     return stated if isinstance(stated, str) else holder_id(approval["actor"])
 
 
-def _closing_move(step: Step, row: Mapping[str, Any], event: Mapping[str, Any]) -> dict[str, Any]:
+def _closing_move(step: Step, row: HoldRow, event: HoldEvent) -> HoldMove:
     """The row's columns after the step's event: its state and the approvals so far. An approving
     vote adds itself, the closing one too, so an approved hold lists every approval it rests on
     (issue 56: a hold closed at 2 of 2 showed 1 of 2)."""
-    move: dict[str, Any] = {}
+    move: HoldMove = {}
     if step.action == "vote" and step.vote == "approve":
-        vote = {"actor": step.principal.actor, "holder": step.principal.holder_id, "event_hash": event["event_hash"]}
+        vote: Approval = {"actor": step.principal.actor, "holder": step.principal.holder_id, "event_hash": event["event_hash"]}
         move["approvals_json"] = json.dumps([*json.loads(row["approvals_json"]), vote])
     if step.outcome is not None:
-        move.update(state=step.outcome, resolved_at=step.at, resolved_by=step.principal.actor,
-                    resolution_seq=event["seq"])
+        move["state"], move["resolved_at"] = step.outcome, step.at
+        move["resolved_by"], move["resolution_seq"] = step.principal.actor, event["seq"]
     return move
 
 

@@ -31,12 +31,19 @@ from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_te
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger
-from gate.ledger.releases import ReleaseLedger, ReleaseRace
+from gate.ledger.releases import EventRow, ReleaseLedger, ReleaseRace
 from gate.principals import KEY_HOLDER_PREFIX, Principal, holder_id
 from gate.protocol.canonical import canonical_text
-from gate.releases.governance import GOVERNANCE_ID
-from gate.releases.key_grants import KEY_GRANTS_ID, KeyGrant, KeyGrants, build_grant_event, grants_document
-from gate.services.governance import GovernanceService
+from gate.releases.governance import GovernanceEvent
+from gate.releases.key_grants import (
+    KEY_GRANTS_ID,
+    KeyGrant,
+    KeyGrantEvent,
+    KeyGrants,
+    build_grant_event,
+    grants_document,
+)
+from gate.services.governance import HISTORY_LIMIT, GovernanceService
 
 RETRIES = 8
 PENDING = "pending"  # a key whose grant waits for a second holder's approval: it authenticates nothing
@@ -52,8 +59,8 @@ class KeyChange:
     """What a key change wrote: its signed grant events (the key chain's, once in force) and its
     signed governance event (None: the key acts on no production right, or nothing changed)."""
 
-    grants: tuple[dict[str, Any], ...] = ()
-    governance: dict[str, Any] | None = None
+    grants: tuple[KeyGrantEvent, ...] = ()
+    governance: GovernanceEvent | None = None
 
     @property
     def pending(self) -> bool:
@@ -137,18 +144,18 @@ class KeyService:
                holder: str | None) -> KeyChange:
         """Grant `row`'s key the rights `wanted` for `holder`: at once (its grant event), or a request."""
         event = self._govern(row["scope"], principal, permissions,
-                             lambda grants: grants.with_key(row["key_id"], holder, wanted))
+                             lambda grants: _as_read(grants, row).with_key(row["key_id"], holder, wanted))
         if event is not None and event["action"] == "policy_request":
             return KeyChange((), event)
         changed = row["status"] != "active" or (row.get("permissions"), row.get("holder")) != (wanted, holder)
-        if not changed:
-            return KeyChange((), event)
+        if not changed:  # the keys in force already hold it as read (`_as_read`): no governance event either
+            return KeyChange()
         action = _grant_action(row)
         return KeyChange(_written(self._record(principal, row["scope"], action,
                                                {**row, "permissions": wanted, "holder": holder}, None)), event)
 
     def _govern(self, scope: str, principal: Principal, permissions: frozenset[str],
-                make: Any) -> dict[str, Any] | None:
+                make: Any) -> GovernanceEvent | None:
         """The governance event of a grant while the scope requires approvals (a request when it
         weakens, else a change in force); None while it does not: the grant acts at once, as
         before issue 52, recorded by its grant event alone."""
@@ -157,10 +164,10 @@ class KeyService:
         event, _state = self.governance.change(scope, API_KEYS, principal, permissions, make)
         return event
 
-    def _apply(self, scope: str, principal: Principal, event: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    def _apply(self, scope: str, principal: Principal, event: GovernanceEvent) -> tuple[KeyGrantEvent, ...]:
         """Make the keys an approved request grants act: each as its grant states, with its event."""
         before, after = (KeyGrants.from_json(event[name]) for name in ("policy_before", "policy_after"))
-        written: list[dict[str, Any] | None] = []
+        written: list[KeyGrantEvent | None] = []
         for key_id, (holder, wanted) in sorted(after.keys.items()):
             row = self.ledger.api_key(key_id)
             if before.keys.get(key_id) == (holder, wanted) or row is None:
@@ -171,7 +178,7 @@ class KeyService:
         return _written(*written)
 
     def _record(self, principal: Principal, scope: str, action: str, key: dict[str, Any],
-                new_row: dict[str, Any] | None) -> dict[str, Any] | None:
+                new_row: dict[str, Any] | None) -> KeyGrantEvent | None:
         signer = self._signer()
         grant = KeyGrant(action, key["key_id"], holder_id(key["key_id"], key.get("holder")),
                          str(key.get("permissions")), principal, iso_ms(self.clock.now()))
@@ -180,7 +187,7 @@ class KeyService:
             seq = head["seq"] + 1 if head is not None else 1
             event = build_grant_event(grant, scope_hash=scope_hash(scope), seq=seq,
                                       previous_event_hash=head["event_hash"] if head is not None else None, signer=signer)
-            row = {"scope": scope, "rulebook_id": KEY_GRANTS_ID, "seq": seq, "action": action,
+            row: EventRow = {"scope": scope, "rulebook_id": KEY_GRANTS_ID, "seq": seq, "action": action,
                    "event_hash": event["event_hash"], "idempotency_key": None, "request_hash": event["event_hash"],
                    "created_at": grant.at, "event_json": canonical_text(event)}
             try:
@@ -201,10 +208,22 @@ class KeyService:
     def history_document(self, scope: str) -> dict[str, Any]:
         """The scope's key chain as `gate verify` reads it, with the scope's governance chain (who
         asked for and who approved each grant)."""
-        events = [json.loads(row["event_json"]) for row in self.store.events(scope, KEY_GRANTS_ID, limit=100_000)]
-        governance = [json.loads(row["event_json"])
-                      for row in self.store.events(scope, GOVERNANCE_ID, limit=100_000)]
-        return grants_document(scope_hash(scope), events, governance)
+        events = [json.loads(row["event_json"])
+                  for row in self.store.events(scope, KEY_GRANTS_ID, limit=HISTORY_LIMIT)]
+        return grants_document(scope_hash(scope), events, self.governance.history(scope))
+
+
+def _as_read(grants: KeyGrants, row: dict[str, Any]) -> KeyGrants:
+    """`grants` (the keys in force, read in the governance step) when they hold `row`'s key as the
+    row was read (absent unless active and acting on production); GOVERNANCE_SETTING_CHANGED when
+    the key changed in between, so a stale read never records a narrowing the ledger does not hold."""
+    key_id = row["key_id"]
+    read = (holder_id(key_id, row.get("holder")), permissions_text(parse_permissions(row.get("permissions")))) \
+        if row["status"] == "active" and acts_on_production(row.get("permissions")) else None
+    if grants.keys.get(key_id) != read:
+        raise GateError("GOVERNANCE_SETTING_CHANGED", f"{key_id} changed while this grant was asked for: "
+                        "ask again")
+    return grants
 
 
 def _grant_action(row: dict[str, Any]) -> str:
@@ -213,6 +232,6 @@ def _grant_action(row: dict[str, Any]) -> str:
     return {PENDING: "key_created", "active": "key_widened"}.get(row["status"], "key_enabled")
 
 
-def _written(*events: dict[str, Any] | None) -> tuple[dict[str, Any], ...]:
+def _written(*events: KeyGrantEvent | None) -> tuple[KeyGrantEvent, ...]:
     """The grant events written (None: the key was gone, nothing was)."""
     return tuple(event for event in events if event is not None)

@@ -196,7 +196,7 @@ class LifecycleService:
         with suppress(LedgerUnavailable):  # a stale pending claim is taken over after STALE_CLAIM_SECONDS
             self.store.release(scope=scope, kind=kind.name, key=key, token=token)
 
-    def list(self, kind: Kind, decision_id: str, *, limit: int, cursor: str | None) -> dict[str, Any]:
+    def list(self, kind: Kind, decision_id: str, *, limit: int, cursor: str | None) -> dict[str, object]:
         before = _parse_cursor(cursor) if cursor else None
         rows = self.store.receipts(decision_id, kind.name, limit=limit + 1, before=before)
         page, more = rows[:limit], len(rows) > limit
@@ -214,7 +214,7 @@ class LifecycleService:
         receipt's hash and its links to the record recomputed (packet step 3, outcome links to
         execution receipts included), and each row's indexed hash, decision id and link columns
         equal to the receipt it stores."""
-        parsed: dict[str, builtins.list[dict[str, Any]]] = {}
+        parsed: dict[str, builtins.list[dict[str, object]]] = {}
         failures: list[str] = []
         for kind in KINDS.values():
             rows = self.store.receipts(decision_id, kind.name, limit=limit)
@@ -229,16 +229,16 @@ class LifecycleService:
         return sorted(set(failures) | {failure.name for failure in links})
 
     def _linked_executions(self, decision_id: str,
-                           parsed: dict[str, builtins.list[dict[str, Any]]]) -> builtins.list[dict[str, Any]]:
+                           parsed: dict[str, builtins.list[dict[str, object]]]) -> builtins.list[dict[str, object]]:
         """The execution receipts the outcomes' links resolve against: those read, and any older
         one a link names, read by id (absent when the decision has no such receipt)."""
         known = {receipt.get("execution_receipt_id") for receipt in parsed["execution"]}
-        named = {outcome["execution_receipt_id"] for outcome in parsed["outcome"]
-                 if isinstance(outcome.get("execution_receipt_id"), str)} - known
+        named = {receipt_id for outcome in parsed["outcome"]
+                 if isinstance(receipt_id := outcome.get("execution_receipt_id"), str)} - known
         older = [self.store.execution_receipt(decision_id, receipt_id) for receipt_id in sorted(named)]
         return parsed["execution"] + [receipt for receipt in older if receipt is not None]
 
-    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, Any]], int]:
+    def all_for(self, kind: Kind, decision_id: str, limit: int) -> tuple[builtins.list[dict[str, object]], int]:
         rows = self.store.receipts(decision_id, kind.name, limit=limit)
         return [json.loads(row["receipt_json"]) for row in rows], self.store.count(decision_id, kind.name)
 
@@ -255,7 +255,7 @@ def _outcome_move(kind: Kind, scope: str, record: Mapping[str, Any], receipt: di
                        OUTCOME_EFFECTIVENESS_CLASS[receipt["outcome_status"]])
 
 
-def _link_columns(kind: Kind, receipt: dict[str, Any]) -> dict[str, Any]:
+def _link_columns(kind: Kind, receipt: Mapping[str, object]) -> dict[str, object]:
     """The row's copies of an Outcome Record's execution link (null on every other row: an
     execution receipt's own id and hash are not a link)."""
     linked = kind.name == "outcome"

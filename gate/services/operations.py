@@ -22,7 +22,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.clock import Clock, iso_ms
 from gate.errors import GateError
@@ -43,6 +43,110 @@ MAX_ALERT_POLICIES = 10
 CONFIRMATION_HINT = "POST /api/pilot with {pilot_id, confirmation_token} to confirm; the token is shown once"
 
 
+class PilotIntake(TypedDict):
+    """A pilot intake's values once checked (`validate_submission`), in `PILOT_FIELDS` order."""
+
+    company: str
+    contact_name: str
+    contact_email: str
+    use_case: str
+    notes: str
+    monthly_decisions: int
+
+
+class PilotAnswer(TypedDict):
+    """What a submission or confirmation answers about the stored intake."""
+
+    ok: bool
+    pilot_id: str
+    status: str
+    created_at: str
+    use_case: str
+    confirmed_at: NotRequired[str]
+
+
+class AnomalyAlert(TypedDict):
+    """An alert of the anomaly engine over one policy's recent decisions."""
+
+    alert_id: str
+    source: str
+    kind: str
+    severity: str
+    policy_id: str
+    anomaly_id: str
+    anomaly_score: float
+    reasons: list[str]
+    decision_ids: list[str]
+    anomaly_hash: str
+
+
+class SourceAlert(TypedDict):
+    """An alert for a vendor policy table row verified longer ago than the allowed age."""
+
+    alert_id: str
+    source: str
+    kind: str
+    severity: str
+    service: str
+    vendor: str
+    region: str
+    plan: str
+    last_verified: str
+    age_days: int
+    reasons: list[str]
+    source_url: str
+    source_hash: str
+
+
+class GuardrailAlert(TypedDict):
+    """An alert for a canary its guardrail halted (`ReleaseService.guardrail_alerts`)."""
+
+    alert_id: str
+    source: str
+    kind: str
+    severity: str
+    policy_id: str
+    canary_version: object
+    guardrails: object
+    release_seq: int
+    event_hash: str
+    halted_at: str
+    trigger: object
+    reasons: list[str]
+
+
+PolicyAlert = AnomalyAlert | SourceAlert | GuardrailAlert
+
+
+class AnomalyReportSummary(TypedDict):
+    policy_id: str
+    anomaly_hash: str
+    anomaly_count: int
+    recommendation: str
+
+
+class VendorTablesChecked(TypedDict):
+    rows: int
+    max_age_days: int
+    table_versions: dict[str, str]
+
+
+class AlertsChecked(TypedDict):
+    anomaly_reports: list[AnomalyReportSummary]
+    vendor_tables: VendorTablesChecked
+
+
+class PolicyAlerts(TypedDict):
+    """`/api/policy-alerts`: the alerts and what was checked to find them."""
+
+    ok: bool
+    policy_alerts_version: str
+    generated_at: str
+    count: int
+    alerts: list[PolicyAlert]
+    checked: AlertsChecked
+
+
 def problem(field: str, code: str, message: str) -> dict[str, str]:
     return {"field": field, "code": code, "message": message}
 
@@ -58,9 +162,9 @@ def token_matches(given: str | None, configured: str) -> bool:
 # --------------------------------------------------------------------------- pilot intake
 
 
-def _text_fields(body: Mapping[str, Any], problems: list[dict[str, str]]) -> dict[str, Any]:
+def _text_fields(body: Mapping[str, Any], problems: list[dict[str, str]]) -> dict[str, str]:
     """The string fields, stripped and bounded; `notes` may be absent (not null)."""
-    values: dict[str, Any] = {}
+    values: dict[str, str] = {}
     for name, limit in PILOT_FIELDS.items():
         value = body.get(name)
         if name == "notes" and name not in body:  # absent; `null` is refused as a non-string
@@ -92,23 +196,22 @@ def _monthly_decisions(body: Mapping[str, Any], problems: list[dict[str, str]]) 
     return count
 
 
-def validate_submission(body: Mapping[str, Any]) -> dict[str, Any]:
+def validate_submission(body: Mapping[str, Any]) -> PilotIntake:
     """The intake's values, or `REQUEST_INVALID` naming every problem (the first in the message)."""
     allowed = set(PILOT_FIELDS) | {"monthly_decisions", "consent"}
     problems = [problem(name, "unknown_field", "is not a pilot intake field") for name in sorted(set(body) - allowed)]
-    values = _text_fields(body, problems)
+    text = _text_fields(body, problems)
     count = _monthly_decisions(body, problems)
-    if count is not None:
-        values["monthly_decisions"] = count
     if body.get("consent") is not True:
         problems.append(problem("consent", "required", "must be true: the gate stores the contact data"))
-    if problems:
+    if problems or count is None:  # every field stated and valid once no problem is named
         raise GateError("REQUEST_INVALID", f"invalid pilot intake: {problems[0]['field']} {problems[0]['message']}",
                         errors=problems)
-    return values
+    return {"company": text["company"], "contact_name": text["contact_name"], "contact_email": text["contact_email"],
+            "use_case": text["use_case"], "notes": text["notes"], "monthly_decisions": count}
 
 
-def pilot_idempotency_key(given: str | None, values: Mapping[str, Any]) -> str:
+def pilot_idempotency_key(given: str | None, values: PilotIntake) -> str:
     """The `Idempotency-Key` header when given (1 to 300 visible ASCII characters), else a hash
     of the e-mail address and company."""
     if given is not None:
@@ -125,8 +228,8 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
 
-def pilot_answer(row: Mapping[str, Any]) -> dict[str, Any]:
-    answer = {"ok": True, "pilot_id": row["pilot_id"], "status": row["status"], "created_at": row["created_at"],
+def pilot_answer(row: Mapping[str, Any]) -> PilotAnswer:
+    answer: PilotAnswer = {"ok": True, "pilot_id": row["pilot_id"], "status": row["status"], "created_at": row["created_at"],
               "use_case": row["use_case"]}
     if row.get("confirmed_at"):
         answer["confirmed_at"] = row["confirmed_at"]
@@ -138,7 +241,7 @@ class PilotOutcome:
     """The answer to a submission: `created` (with the one-time token) or `replayed`."""
 
     status: str
-    answer: dict[str, Any]
+    answer: dict[str, object]
 
 
 class PilotService:
@@ -165,7 +268,7 @@ class PilotService:
                             "intake; send another Idempotency-Key", idempotency_key=key)
         return PilotOutcome("replayed", pilot_answer(existing) | {"confirmation_token_shown": False})
 
-    def confirm(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def confirm(self, body: Mapping[str, Any]) -> PilotAnswer:
         """`{pilot_id, confirmation_token}` → the confirmed intake (idempotent); an unknown id and
         a wrong token are both 404 `PILOT_NOT_FOUND`."""
         if set(body) != {"pilot_id", "confirmation_token"}:
@@ -223,7 +326,7 @@ class ProofMetricsService:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> dict[str, object]:
         """Decisions by authority and verdict, receipts by kind, chains, workflow runs, pilots."""
         return proof_counts(self.ledger)
 
@@ -235,7 +338,7 @@ class ProofMetricsService:
 AnomalySource = Callable[[Ledger, str, str], Mapping[str, Any]]
 
 
-def anomaly_alerts(policy_id: str, report: Mapping[str, Any]) -> list[dict[str, Any]]:
+def anomaly_alerts(policy_id: str, report: Mapping[str, Any]) -> list[AnomalyAlert]:
     return [{"alert_id": "anomaly:" + sha256_hex([policy_id, anomaly["anomaly_id"]])[:24],
              "source": "anomaly_engine", "kind": anomaly["kind"], "severity": anomaly["severity"],
              "policy_id": policy_id, "anomaly_id": anomaly["anomaly_id"],
@@ -244,7 +347,7 @@ def anomaly_alerts(policy_id: str, report: Mapping[str, Any]) -> list[dict[str, 
             for anomaly in report["anomalies"]]
 
 
-def stale_source_alert(service: str, row: VendorRow, today: date, max_age: int) -> dict[str, Any]:
+def stale_source_alert(service: str, row: VendorRow, today: date, max_age: int) -> SourceAlert:
     age = (today - row.last_verified).days
     return {"alert_id": "source:" + row.source_hash[:24], "source": "vendor_policy_table",
             "kind": "policy_source_stale", "severity": "high" if age > 2 * max_age else "medium",
@@ -258,19 +361,19 @@ def stale_source_alert(service: str, row: VendorRow, today: date, max_age: int) 
 
 class PolicyAlertService:
     def __init__(self, ledger: Ledger, clock: Clock, anomalies: AnomalySource, *, max_age_days: int,
-                 release_alerts: Callable[[str], list[dict[str, Any]]] | None = None) -> None:
+                 release_alerts: Callable[[str], list[GuardrailAlert]] | None = None) -> None:
         self.ledger = ledger
         self.clock = clock
         self.anomalies = anomalies
         self.max_age_days = max_age_days
         self.release_alerts = release_alerts  # canary guardrail halts (gate.services.releases)
 
-    def alerts(self, scope: str, wanted: str | None) -> dict[str, Any]:
+    def alerts(self, scope: str, wanted: str | None) -> PolicyAlerts:
         """The alerts of the named policy, else of the scope's MAX_ALERT_POLICIES most recent ones,
         and of every stale vendor policy table row."""
         policies = [wanted] if wanted is not None else recent_policy_ids(self.ledger, scope, MAX_ALERT_POLICIES)
-        alerts: list[dict[str, Any]] = []
-        reports = []
+        alerts: list[PolicyAlert] = []
+        reports: list[AnomalyReportSummary] = []
         for policy_id in policies:
             report = self.anomalies(self.ledger, scope, policy_id)
             reports.append({"policy_id": policy_id, "anomaly_hash": report["anomaly_hash"],
@@ -288,10 +391,11 @@ class PolicyAlertService:
                                               "table_versions": {s: t.policy_version() for s, t in
                                                                  sorted(load_tables().items())}}}}
 
-    def _stale_sources(self, now: datetime) -> tuple[list[dict[str, Any]], int]:
+    def _stale_sources(self, now: datetime) -> tuple[list[SourceAlert], int]:
         """Alerts for vendor table rows last verified before the allowed age, and rows checked."""
         oldest_allowed = (now - timedelta(days=self.max_age_days)).date()
-        alerts, rows_checked = [], 0
+        alerts: list[SourceAlert] = []
+        rows_checked = 0
         for service, table in sorted(load_tables().items()):
             for row in table.rows:
                 rows_checked += 1

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.clock import iso_ms
 
@@ -29,6 +29,23 @@ LOG_EVERY = 60
 UNHEALTHY_AFTER = 3
 STUCK_AFTER = 10
 STUCK_MIN_SECONDS = 60.0
+
+
+
+class WorkerHealth(TypedDict):
+    """What `/api/decision/status` (`workers.workers`) and `/metrics` show of one worker."""
+
+    name: str
+    healthy: bool
+    running: bool
+    stuck: bool
+    interval_seconds: float
+    passes: int
+    failures: int
+    failures_in_a_row: int
+    last_success_at: str | None
+    last_failure_at: str | None
+    last_error: str | None
 
 
 class PeriodicWorker:
@@ -114,7 +131,7 @@ class PeriodicWorker:
         limit = max(STUCK_MIN_SECONDS, STUCK_AFTER * self.interval)
         return since is not None and time.monotonic() - since > limit
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> WorkerHealth:
         """What `/api/decision/status` shows of this worker."""
         with self._lock:
             in_a_row, failures, passes = self.failures_in_a_row, self.failures, self.passes

@@ -38,13 +38,14 @@ from gate.ledger import (
     Written,
 )
 from gate.ledger.confidence import Bucket
+from gate.ledger.outbox_write import DecisionCreated
 from gate.ledger.store import DecisionExtra
 from gate.principals import Principal
 from gate.protocol.canonical import canonical_text, sha256_bytes_hex
 from gate.protocol.confidence import ConfidenceCounts, confidence_block
 from gate.protocol.decision_record import DecisionRecord
 from gate.services.holds import HoldOpener
-from gate.services.scope_events import MirrorFlags, announce_decision
+from gate.services.scope_events import MirrorFlags
 
 CREATED = "created"
 REPLAYED = "replayed"
@@ -220,7 +221,8 @@ class DecisionPipeline:
         caller = claim.caller
         extra = [*extra, *self.holds.opening(caller.scope, record, caller.key_id, facts, caller.holder)]
         if self.mirror.mirrored(caller.scope):
-            extra.append(lambda connection, sealed: announce_decision(connection, caller.scope, sealed.as_dict()))
+            record.canonical_text()  # the envelope's share of the event's text, here, not on the writer thread
+            extra.append(DecisionCreated(caller.scope))
         row = sealed_decision_row(decision_row(claim, record, rulebook_hash), receipt_signer)
         chain_id = chain_id_for(caller.scope)
         return self.ledger.store_decision(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.clock import Clock, SystemClock, iso_ms
-from gate.errors import CodedError, Signal
+from gate.errors import CodedError, RulebookInvalid, Signal
 from gate.policychecks.tables import (
     ANY_PLAN,
     TABLES_DIR,
@@ -37,8 +37,7 @@ from gate.policychecks.tables import (
     normalize_id,
 )
 from gate.protocol.canonical import sha256_hex
-from gate.rulebook import CompiledRulebook, get_evaluator
-from gate.rulebook.validate import validate_rulebook
+from gate.rulebook import CompiledRulebook, RulebookDocument, checked_rulebook, get_evaluator
 
 __all__ = [
     "CHECKS",
@@ -105,22 +104,22 @@ class CheckFailed(CodedError):
 class _Bound:
     spec: CheckSpec
     table: VendorTable
-    rulebook: dict[str, Any]
+    rulebook: RulebookDocument
     rulebook_hash: str
     evaluator: CompiledRulebook
     verdicts: tuple[str, ...]
 
 
-def _load_rulebook(directory: Path, service: str) -> tuple[dict[str, Any], str]:
+def _load_rulebook(directory: Path, service: str) -> tuple[RulebookDocument, str]:
     path = directory / f"{service}.rulebook.json"
-    rulebook = json.loads(path.read_text(encoding="utf-8"))
-    errors = validate_rulebook(rulebook)
-    if errors:
-        raise ValueError(f"{path.name} is not a valid Rulebook v1: {errors}")
+    try:
+        rulebook = checked_rulebook(json.loads(path.read_text(encoding="utf-8")))
+    except RulebookInvalid as exc:
+        raise ValueError(f"{path.name} is not a valid Rulebook v1: {exc.errors}") from None
     return rulebook, sha256_hex(rulebook)
 
 
-def _verdicts(rulebook: Mapping[str, Any]) -> tuple[str, ...]:
+def _verdicts(rulebook: RulebookDocument) -> tuple[str, ...]:
     found = [rule["outcome"]["verdict"] for rule in rulebook["rules"]] + [rulebook["default_outcome"]["verdict"]]
     return tuple(dict.fromkeys(found))
 
@@ -150,7 +149,7 @@ class PolicyCheckService:
     def table(self, service: str) -> VendorTable:
         return self._bound[BY_SERVICE[service].tool].table
 
-    def rulebook(self, service: str) -> tuple[dict[str, Any], str]:
+    def rulebook(self, service: str) -> tuple[RulebookDocument, str]:
         bound = self._bound[BY_SERVICE[service].tool]
         return bound.rulebook, bound.rulebook_hash
 

@@ -19,26 +19,36 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypedDict, cast
 
 from gate.chain.links import scope_hash
 from gate.clock import Clock, SystemClock, iso_ms
 from gate.errors import GateError, SigningUnavailable
 from gate.keys.config import LiveSigning, SigningSetup
+from gate.keys.signing import ReceiptSigner
 from gate.ledger import Ledger, StoredSnapshot
 from gate.ledger.releases import (
     Announcement,
     ArmTally,
+    ReleaseDecisionRow,
     ReleaseLedger,
     ReleaseRace,
+    ShadowColumns,
     halt_rows,
     witnessed_chain_id,
 )
 from gate.principals import Permission, Principal, require
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.releases.events import EventInputs, build_event, history_document, state_from_member
+from gate.releases.events import (
+    EventInputs,
+    ReleaseEvent,
+    ReleaseHistory,
+    build_event,
+    history_document,
+    state_from_member,
+)
 from gate.releases.figures import canary_figures, shadow_figures
-from gate.releases.governance import GOVERNANCE_ID, RELEASE_POLICY, GovernanceState
+from gate.releases.governance import GOVERNANCE_ID, RELEASE_POLICY, GovernanceEvent, GovernanceState
 from gate.releases.guardrails import ArmCounts, GuardrailReport, evaluate
 from gate.releases.guards import manifest_problems
 from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_versions
@@ -55,7 +65,8 @@ from gate.releases.policy import ReleasePolicy, needs_dry_run
 from gate.rulebook import get_evaluator
 from gate.rulebook.budget import check_evaluation_cost
 from gate.services.chains import EventChainWitness
-from gate.services.governance import GovernanceService
+from gate.services.governance import GovernanceDocument, GovernanceService
+from gate.services.operations import GuardrailAlert
 from gate.services.periodic import PeriodicWorker
 from gate.services.pipeline import Caller
 
@@ -82,13 +93,31 @@ class Routed:
     subject_hash: str | None
 
 
+class ArmBlock(TypedDict):
+    """The record's `release_arm` member of a decide by reference: the version that decided, and why."""
+
+    release_arm_version: str
+    rulebook_id: str
+    version: str
+    arm: str
+    release_seq: int
+    subject_hash: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class Observed:
     """What a release adds to a decide: its row, the record's arm block, response headers."""
 
-    row: dict[str, Any] | None
-    arm_block: dict[str, Any] | None
+    row: ReleaseDecisionRow | None
+    arm_block: ArmBlock | None
     headers: tuple[tuple[str, str], ...]
+
+
+class ReleasePolicyDocument(GovernanceDocument):
+    """What GET /api/decision/release-policy answers: the policy in force, the pending requests
+    and every change (the signed governance events)."""
+
+    history: list[GovernanceEvent]
 
 
 RELEASE_DENIED = "RELEASE_PERMISSION_DENIED"  # the code of every right a release step lacks
@@ -239,7 +268,7 @@ class ReleaseService:
         return self._policy_of(scope, self.governance(scope, fresh=fresh))
 
     def set_policy(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any, *,
-                   partial: bool = False, reason: str | None = None) -> tuple[dict[str, Any] | None, GovernanceState]:
+                   partial: bool = False, reason: str | None = None) -> tuple[GovernanceEvent | None, GovernanceState]:
         """Change the policy (PUT: `body` states it whole; PATCH, `partial`: the members named):
         (the signed governance event, or None when nothing changes; the state after). A weakening
         change while approvals are required becomes a pending request (the one rule of every
@@ -249,28 +278,28 @@ class ReleaseService:
         return self.safeguards.change(scope, RELEASE_POLICY, principal, permissions, make, reason)
 
     def approve_policy(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
-                       reason: str | None = None) -> tuple[dict[str, Any], GovernanceState]:
+                       reason: str | None = None) -> tuple[GovernanceEvent, GovernanceState]:
         """A second principal applies a pending policy request (the `approve` permission)."""
         return self.safeguards.approve(scope, RELEASE_POLICY, principal, permissions, request_seq, reason)
 
-    def policy_document(self, scope: str) -> dict[str, Any]:
+    def policy_document(self, scope: str) -> ReleasePolicyDocument:
         """What GET /api/decision/release-policy answers: the policy in force, the pending
         requests and every change (the signed governance events)."""
         return {**self.safeguards.document(scope, RELEASE_POLICY), "history": self.governance_history(scope)}
 
-    def governance_history(self, scope: str) -> list[dict[str, Any]]:
+    def governance_history(self, scope: str) -> list[GovernanceEvent]:
         return self.safeguards.history(scope)
 
-    def _signer(self) -> Any:
+    def _signer(self) -> ReceiptSigner | None:
         signer = self.signing.receipt_signer()
         if signer is None and self.signing.required:
             raise SigningUnavailable()  # SECURITY: no unsigned release or policy event where signing is required
         return signer
 
-    def history(self, scope: str, rulebook_id: str) -> list[dict[str, Any]]:
+    def history(self, scope: str, rulebook_id: str) -> list[ReleaseEvent]:
         return [json.loads(row["event_json"]) for row in self.store.events(scope, rulebook_id)]
 
-    def history_document(self, caller_scope: str, rulebook_id: str) -> dict[str, Any]:
+    def history_document(self, caller_scope: str, rulebook_id: str) -> ReleaseHistory:
         """The portable, offline-verifiable release history (`gate verify --release-history`),
         with the scope's policy changes. `CHAIN_INTEGRITY_FAILED` when either chain does not
         extend its witnessed checkpoint (`EventChainWitness.check`)."""
@@ -332,11 +361,11 @@ class ReleaseService:
             except ReleaseRace:
                 continue  # another transition took this seq (or this key): read the new head
             self.state(scope, rulebook_id, fresh=True)
-            return event, True
+            return {**event}, True  # the event as its shells serve it: a JSON object
         raise GateError("LEDGER_UNAVAILABLE", "release transitions raced too often; retry")
 
     def _event(self, scope: str, principal: Principal, permissions: frozenset[str], rulebook_id: str,
-               checked: dict[str, Any]) -> dict[str, Any]:
+               checked: dict[str, Any]) -> ReleaseEvent:
         state = self.state(scope, rulebook_id, fresh=True)
         governance = self.governance(scope, fresh=True)
         policy = self._policy_of(scope, governance)
@@ -483,15 +512,18 @@ class ReleaseService:
         state = self.state(scope, rulebook_id)
         if state.seq == 0 and routed is None:
             return Observed(None, None, ())
-        row: dict[str, Any] = {
+        shadow: ShadowColumns = {}
+        if state.shadow is not None and state.shadow.version != record["policy_version"]:
+            shadow = self._shadow(scope, rulebook_id, state.shadow, facts)
+        row: ReleaseDecisionRow = {
             "decision_id": record["decision_id"], "scope": scope, "rulebook_id": rulebook_id,
             "release_seq": routed.release_seq if routed else state.seq, "arm": routed.arm if routed else "inline",
             "version": record["policy_version"], "verdict": record["verdict"], "created_at": record["created_at"],
-            "shadow_version": None, "shadow_verdict": None, "shadow_reason_code": None, "shadow_matched_rule_id": None,
+            "shadow_version": shadow.get("shadow_version"), "shadow_verdict": shadow.get("shadow_verdict"),
+            "shadow_reason_code": shadow.get("shadow_reason_code"),
+            "shadow_matched_rule_id": shadow.get("shadow_matched_rule_id"),
         }
-        if state.shadow is not None and state.shadow.version != record["policy_version"]:
-            row.update(self._shadow(scope, rulebook_id, state.shadow, facts))
-        block = None
+        block: ArmBlock | None = None
         if routed is not None:
             block = {"release_arm_version": ARM_BLOCK_VERSION, "rulebook_id": rulebook_id,
                      "version": routed.version, "arm": routed.arm, "release_seq": routed.release_seq,
@@ -500,7 +532,7 @@ class ReleaseService:
                 self._count_canary_decide(scope, rulebook_id)
         return Observed(row, block, ())
 
-    def _shadow(self, scope: str, rulebook_id: str, shadow: Version, facts: Mapping[str, Any]) -> dict[str, Any]:
+    def _shadow(self, scope: str, rulebook_id: str, shadow: Version, facts: Mapping[str, Any]) -> ShadowColumns:
         """The shadow version on the live decision's facts (no adapter runs again). A shadow that
         cannot be evaluated (over budget, invalid) records no verdict; it never fails the decide."""
         snapshot = self.snapshots.bound_snapshot(scope, rulebook_id, shadow.version)
@@ -508,8 +540,9 @@ class ReleaseService:
             return {"shadow_version": shadow.version}
         rulebook = self._body(snapshot)
         try:
-            check_evaluation_cost(rulebook, shadow.rulebook_hash, dict(facts))
-            evaluation = get_evaluator(rulebook, shadow.rulebook_hash).evaluate(dict(facts))
+            evaluator = get_evaluator(rulebook, shadow.rulebook_hash)
+            check_evaluation_cost(evaluator.document, shadow.rulebook_hash, dict(facts))
+            evaluation = evaluator.evaluate(dict(facts))
         except GateError:
             return {"shadow_version": shadow.version}
         return {"shadow_version": shadow.version, "shadow_verdict": evaluation.decision,
@@ -589,9 +622,9 @@ class ReleaseService:
                 del self._guard_due[key]
             self.check_guardrails(*key)
 
-    def guardrail_alerts(self, scope: str) -> list[dict[str, Any]]:
+    def guardrail_alerts(self, scope: str) -> list[GuardrailAlert]:
         """`/api/policy-alerts` entries: canaries a guardrail halted, with the evidence event."""
-        alerts = []
+        alerts: list[GuardrailAlert] = []
         for row in halt_rows(self.store, scope):
             event = json.loads(row["event_json"])
             if event.get("actor") != "guardrail":

@@ -16,13 +16,15 @@ from gate.errors import GateError
 from gate.ledger import StoredSnapshot
 from gate.protocol.advisory_record import is_advisory
 from gate.replay.historical import (
+    ReplaySummary,
     Runtime,
     Snapshot,
     StoredMaterial,
     parse_replay_request,
     replay,
+    snapshot_from_row,
 )
-from gate.replay.whatif import parse_counterfactual_request, run_counterfactuals
+from gate.replay.whatif import CounterfactualsBody, parse_counterfactual_request, run_counterfactuals
 from gate.rulebook import schema_hash
 from gate.services.decide import Caller, DecisionService
 
@@ -62,7 +64,7 @@ class ReplayService:
         if cached is None or cached[0] is not row:
             if len(self._parsed) >= 4096:
                 self._parsed.clear()
-            cached = self._parsed[key] = (row, Snapshot.from_row(row))
+            cached = self._parsed[key] = (row, snapshot_from_row(row))
         return cached[1]
 
     def _current_snapshot(self, scope: str, record: dict[str, Any]) -> Snapshot | None:
@@ -70,10 +72,10 @@ class ReplayService:
         if not isinstance(ref.get("id"), str):
             return None
         row = self.decisions.ledger.latest_rulebook_snapshot(scope, ref["id"])
-        return Snapshot.from_row(row) if row else None
+        return snapshot_from_row(row) if row else None
 
     def replay(self, caller: Caller, decision_id: str, body: Any, *, forced_mode: str | None = None,
-               header_view: str | None = None) -> dict[str, Any] | None:
+               header_view: str | None = None) -> ReplaySummary | None:
         """The replay summary, or None when the decision is not in the caller's scope.
         The body is parsed first (400/422 before any read); the view falls back to `header_view`."""
         request = parse_replay_request(body, forced_mode=forced_mode)
@@ -93,7 +95,7 @@ class ReplayService:
         runtime = Runtime(snapshot=current, schema_url=self.decisions.schema_url, schema_hash=schema_hash())
         return replay(material, request, snapshot=snapshot, runtime=runtime, adapters=self.decisions.adapters)
 
-    def counterfactuals(self, caller: Caller, decision_id: str, body: Any) -> dict[str, Any] | None:
+    def counterfactuals(self, caller: Caller, decision_id: str, body: Any) -> CounterfactualsBody | None:
         scenarios, view = parse_counterfactual_request(body)
         material = self._material(caller, decision_id)
         if material is None:

@@ -1,20 +1,22 @@
-"""The composition root of the core's services: the signing setup from the settings, and the
-decision service with its releases wired in.
+"""The composition root of the core's services: the signing setup from the settings, the
+decision service with its releases wired in and the services beside it over the same ledger,
+signing and clock (holds, receipts, the audit chains, events out), and the serving process's
+services and background workers (`serving_services`).
 
-Nothing else builds them. The API, the CLI, the workbench and the notebooks come here through
+Nothing else builds them, and nothing is set on them after they are built. The API, the CLI, the workbench and the notebooks come here through
 `workbench.services.root` (which adds the analytics services) or, for a command that needs only
 the core, directly; the demo seeder and the golden corpus build come here directly with their
 fixed clock and ids. Where a caller's wiring differs on purpose, the difference is a parameter
 here: the serving process passes its `settings` (schema URL, adapters, confidence, advisory
-modes) and its guardrail hook; the golden build and the demo seed pass their clock, ids and no
-releases.
+modes), its guardrail and webhook hooks; the golden build and the demo seed pass their clock, ids
+and no releases; the workbench's store passes its checkpoint log and the hosts webhooks may reach.
 
 This module loads no ledger when imported: `gate_cli.main` reads the signing setup at start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +30,24 @@ if TYPE_CHECKING:  # the services bring the ledger (SQLAlchemy): loaded when the
     from gate.clock import Clock, IdSource
     from gate.ledger import Ledger
     from gate.services.advisory import AdvisoryService
+    from gate.services.chains import AuditChainService
     from gate.services.decide import DecisionService
-    from gate.services.holds import HoldOpener
+    from gate.services.events import Dispatcher, EventService
+    from gate.services.governance import GovernanceService
+    from gate.services.holds import HoldOpener, HoldService
+    from gate.services.keys import KeyService
+    from gate.services.lifecycle import LifecycleService
+    from gate.services.operations import AnomalySource, PilotService, PolicyAlertService, ProofMetricsService
+    from gate.services.periodic import PeriodicWorker
     from gate.services.releases import ReleaseService
+    from gate.services.replay import ReplayService
+    from gate.services.scope_events import ScopeEventService
 
-__all__ = ["DecisionServices", "advisory_service", "decision_services", "live_signing", "signing_setup"]
+__all__ = ["DecisionServices", "ServingServices", "advisory_service", "decision_services", "event_service",
+           "hold_service", "key_service", "live_signing", "serving_services", "signing_setup"]
+
+# A webhook delivery attempted: (delivered, retried), the serving process's metrics (api.metrics).
+AttemptHook = Callable[[bool, bool], None]
 
 
 def signing_setup(settings: Settings) -> SigningSetup:
@@ -65,10 +80,16 @@ def advisory_service(settings: Settings) -> AdvisoryService | None:
 
 @dataclass(frozen=True)
 class DecisionServices:
-    """The decision service and, when wired, the one release service that routes its decides."""
+    """The decision service and, when wired, the one release service that routes its decides; and
+    over the same ledger, signing and clock: the held actions, the receipts (whose outcomes feed
+    the release guardrails when releases are wired), the audit chains and the events out."""
 
     decisions: DecisionService
     releases: ReleaseService | None
+    holds: HoldService
+    lifecycle: LifecycleService
+    audit: AuditChainService
+    events: EventService
 
     def release_service(self) -> ReleaseService:
         """The release service; composed without one (`releases=False`) is a programming error."""
@@ -81,19 +102,23 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
                       clock: Clock | None = None, ids: IdSource | None = None,
                       adapters: AdapterRegistry | None = None, confidence: bool | None = None,
                       releases: bool = True, on_trip: Callable[..., Any] | None = None,
-                      checkpoint_log: Path | None = None, hold_opener: HoldOpener | None = None) -> DecisionServices:
-    """The decision service over `ledger`, signing with `signing`.
+                      checkpoint_log: Path | None = None, hold_opener: HoldOpener | None = None,
+                      allow_hosts: Collection[str] = (), on_attempt: AttemptHook | None = None) -> DecisionServices:
+    """The decision service over `ledger`, signing with `signing`, and the services beside it.
 
-    `settings`: the serving process's decide configuration (the rulebook schema URL, the adapter
-    registry and its limits, decide-time confidence, the advisory modes); without, the service's
-    defaults (the commands and the workbench register and read rulebooks, they do not serve
-    decides). `adapters` replaces the registry, `confidence` the confidence setting. `releases`:
-    build the release service the decides route through (decide by reference, shadows, canaries),
-    with `on_trip` called when a guardrail trips; False leaves decides inline only (the golden
-    corpus, the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed
-    log of the release and governance chains (default: the settings' `GATE_CHECKPOINT_LOG`).
+    `settings`: the serving process's configuration (the rulebook schema URL, the adapter
+    registry and its limits, decide-time confidence, the advisory modes, the Inbox's address,
+    the webhooks' allowed hosts, lease and retention); without, the services' defaults (the
+    commands and the workbench register and read rulebooks, they do not serve decides).
+    `adapters` replaces the registry, `confidence` the confidence setting. `releases`: build the
+    release service the decides route through (decide by reference, shadows, canaries), with
+    `on_trip` called when a guardrail trips; False leaves decides inline only (the golden corpus,
+    the demo seed). `clock`, `ids`: the system's when None. `checkpoint_log`: the witnessed log
+    of the release, governance, hold and audit chains (default: the settings' `GATE_CHECKPOINT_LOG`).
     `hold_opener`: how a held record opens its hold (the demo seed's `DeferredOpener` writes each
-    hold whole when it closes); default, in the decide's own transaction."""
+    hold whole when it closes); default, in the decide's own transaction. `allow_hosts`: the
+    hosts webhooks may reach without settings (with them, `GATE_WEBHOOK_ALLOW_HOSTS`);
+    `on_attempt(delivered, retried)`: called after each webhook delivery attempt."""
     from gate.clock import SystemClock
     from gate.services.decide import DecisionService
     from gate.services.releases import ReleaseService
@@ -121,4 +146,123 @@ def decision_services(ledger: Ledger, signing: SigningSetup | LiveSigning, *, se
                               confidence=True if confidence is None else confidence, advisory=advisory,
                               inbox_base=settings.workbench_url if settings is not None else None,
                               hold_opener=hold_opener, snapshots=snapshots, releases=release_service)
-    return DecisionServices(service, release_service)
+    return _beside(service, release_service, ledger, signing, settings, checkpoint_log, allow_hosts, on_attempt)
+
+
+def _beside(service: DecisionService, release_service: ReleaseService | None, ledger: Ledger,
+            signing: SigningSetup | LiveSigning, settings: Settings | None, checkpoint_log: Path | None,
+            allow_hosts: Collection[str], on_attempt: AttemptHook | None) -> DecisionServices:
+    """`decision_services`' services beside the decision service, on its clock."""
+    from gate.services.chains import AuditChainService
+    from gate.services.lifecycle import LifecycleService
+
+    clock = service.clock
+    holds = hold_service(ledger, signing, clock, settings=settings, checkpoint_log=checkpoint_log)
+    lifecycle = LifecycleService(ledger, clock, signing, after_outcome=release_service.after_outcome
+                                 if release_service is not None else None)
+    events = event_service(ledger, signing, clock, settings=settings, allow_hosts=allow_hosts, on_attempt=on_attempt)
+    return DecisionServices(service, release_service, holds=holds, lifecycle=lifecycle,
+                            audit=AuditChainService(ledger, signing, clock, checkpoint_log=checkpoint_log),
+                            events=events)
+
+
+def hold_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
+                 settings: Settings | None = None, checkpoint_log: Path | None = None) -> HoldService:
+    """The held actions' service: its events link to the Inbox (the settings' GATE_WORKBENCH_URL)
+    and its chains are witnessed in `checkpoint_log` (default: the settings' GATE_CHECKPOINT_LOG).
+    `decision_services` builds it; `gate holds` builds only it."""
+    from gate.services.holds import HoldService
+
+    if settings is not None and checkpoint_log is None:
+        checkpoint_log = settings.checkpoint_log
+    return HoldService(ledger, signing, clock, checkpoint_log=checkpoint_log,
+                       inbox_base=settings.workbench_url if settings is not None else None)
+
+
+def event_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
+                  settings: Settings | None = None, allow_hosts: Collection[str] = (),
+                  on_attempt: AttemptHook | None = None) -> EventService:
+    """The events out: the settings' allowed hosts, lease and retention (without settings,
+    `allow_hosts` and the defaults); `on_attempt(delivered, retried)` after each webhook attempt.
+    `decision_services` builds it; `gate events` builds only it."""
+    from gate.services.events import EventService
+
+    if settings is None:
+        return EventService(ledger, clock, allow_hosts=allow_hosts, signing=signing, on_attempt=on_attempt)
+    return EventService(ledger, clock, allow_hosts=settings.webhook_allow_hosts, signing=signing,
+                        lease_seconds=settings.events_lease_seconds, on_attempt=on_attempt,
+                        retention_days=settings.events_retention_days)
+
+
+def key_service(ledger: Ledger, signing: SigningSetup | LiveSigning, clock: Clock | None = None, *,
+                governance: GovernanceService | None = None, checkpoint_log: Path | None = None) -> KeyService:
+    """The keys that act on production, their grants governed through `governance` (the serving
+    process passes its release service's safeguards); without one, a governed-change service of
+    its own, witnessed in `checkpoint_log` (`gate keys`: GATE_CHECKPOINT_LOG)."""
+    from gate.clock import SystemClock
+    from gate.services.chains import EventChainWitness
+    from gate.services.governance import GovernanceService
+    from gate.services.keys import KeyService
+
+    clock = clock or SystemClock()
+    if governance is None:
+        governance = GovernanceService(ledger, signing, clock,
+                                       witness=EventChainWitness(signing, clock, checkpoint_log))
+    return KeyService(ledger, signing, clock, governance)
+
+
+@dataclass(frozen=True)
+class ServingServices:
+    """The serving process's services beyond `DecisionServices` (`gate serve`, api.app), and its
+    background workers: None when GATE_EVENTS_DISPATCH is off (each serving process starts its own)."""
+
+    scope_events: ScopeEventService
+    keys: KeyService
+    replays: ReplayService
+    pilots: PilotService
+    proof_metrics: ProofMetricsService
+    policy_alerts: PolicyAlertService
+    dispatcher: Dispatcher | None
+    hold_sweeper: PeriodicWorker | None
+
+
+def serving_services(core: DecisionServices, ledger: Ledger, signing: SigningSetup | LiveSigning,
+                     settings: Settings, *, anomalies: AnomalySource) -> ServingServices:
+    """What the serving process adds over `core` (composed with releases), on its clock:
+    `anomalies` is the anomaly report the policy alerts read (the shell's report engine: the core
+    imports no Polars); the dispatcher runs the events out, the scheduled reports and the
+    reviewers' channels; the hold sweeper expires and escalates held actions on time."""
+    from gate.services.holds import hold_sweeper
+    from gate.services.operations import PilotService, PolicyAlertService, ProofMetricsService
+    from gate.services.replay import ReplayService
+    from gate.services.scope_events import ScopeEventService
+
+    releases, clock = core.release_service(), core.decisions.clock
+    policy_alerts = PolicyAlertService(ledger, clock, anomalies, max_age_days=settings.policy_source_max_age_days,
+                                       release_alerts=releases.guardrail_alerts)
+    scope_events = ScopeEventService(ledger, clock, alerts=lambda scope: policy_alerts.alerts(scope, None)["alerts"],
+                                     signing=signing, witness=releases.witness)
+    dispatch = settings.events_dispatch
+    return ServingServices(
+        scope_events=scope_events, keys=key_service(ledger, signing, clock, governance=releases.safeguards),
+        replays=ReplayService(core.decisions), pilots=PilotService(ledger, clock),
+        proof_metrics=ProofMetricsService(ledger), policy_alerts=policy_alerts,
+        dispatcher=_dispatcher(core.events, scope_events, ledger, settings) if dispatch else None,
+        hold_sweeper=hold_sweeper(core.holds, settings.hold_sweep_ms / 1000) if dispatch else None)
+
+
+def _dispatcher(events: EventService, scope_events: ScopeEventService, ledger: Ledger,
+                settings: Settings) -> Dispatcher:
+    """The events out (and their NATS JetStream mirror when GATE_NATS_URL is set), the scheduled
+    reports and the reviewers' channels' passes (gate.services.notify), one worker per task."""
+    from gate.events.stream import JetStreamPublisher
+    from gate.services.events import Dispatcher
+    from gate.services.notify import notifier_from_settings
+
+    notifier = notifier_from_settings(ledger, settings, events.clock)
+    tasks: dict[str, Callable[[], Any]] = {"scheduled-reports": scope_events.run_due,
+                                           **(dict(notifier.tasks()) if notifier is not None else {})}
+    stream = (JetStreamPublisher(events.outbox, settings.nats_url, settings.nats_stream)
+              if settings.nats_url else None)
+    return Dispatcher(events, settings.events_interval_ms / 1000, stream=stream, tasks=tasks,
+                      concurrency=settings.events_concurrency)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.chain.event_witness import ChainWitness
 from gate.clock import Clock, SystemClock, iso_ms
@@ -31,14 +31,36 @@ from gate.events.egress import EventSettings
 from gate.governance.table import EVENT_SETTINGS
 from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger
-from gate.ledger.event_settings import EventSettingsLedger
-from gate.ledger.outbox_write import append_event
+from gate.ledger.event_settings import EventSettingsLedger, EventSettingsRow
 from gate.principals import Principal
+from gate.releases.governance import GovernanceEvent, PolicyRequestJSON
 from gate.services.governance import GovernanceService
+from gate.services.operations import PolicyAlert
 
 log = logging.getLogger("gate.events")
 
-AlertSource = Callable[[str], list[dict[str, Any]]]  # scope -> the anomaly report's alerts
+AlertSource = Callable[[str], list[PolicyAlert]]  # scope -> the policy alerts (the anomaly report's among them)
+
+
+class SettingsView(TypedDict):
+    """A scope's event settings in force (the defaults before its first change)."""
+
+    scope: str
+    decision_created: bool
+    anomaly_every_seconds: int | None
+    anomaly_next_at: str | None
+    updated_at: str | None
+    updated_by: str | None
+
+
+class SettingsAnswer(TypedDict):
+    """What a settings change answers: the settings in force, the pending requests, the change."""
+
+    settings: SettingsView
+    pending: list[PolicyRequestJSON]
+    governance_seq: int
+    requested: bool
+    event: GovernanceEvent | None
 
 
 def parse_settings(body: Any) -> tuple[bool, int | None]:
@@ -47,7 +69,7 @@ def parse_settings(body: Any) -> tuple[bool, int | None]:
     return settings.decision_created, settings.anomaly_every_seconds
 
 
-def _view(scope: str, row: Mapping[str, Any] | None) -> dict[str, Any]:
+def _view(scope: str, row: EventSettingsRow | None) -> SettingsView:
     if row is None:
         return {"scope": scope, "decision_created": False, "anomaly_every_seconds": None, "anomaly_next_at": None,
                 "updated_at": None, "updated_by": None}
@@ -65,7 +87,7 @@ class ScopeEventService:
         self.governance = (GovernanceService(ledger, signing, self.clock, cache_seconds=0, witness=witness)
                            if signing else None)
 
-    def settings(self, scope: str) -> dict[str, Any]:
+    def settings(self, scope: str) -> SettingsView:
         return _view(scope, self.settings_ledger.get(scope))
 
     def _governance(self) -> GovernanceService:
@@ -73,7 +95,7 @@ class ScopeEventService:
             raise SigningUnavailable()  # SECURITY: no change of a safeguard setting without its signed event
         return self.governance
 
-    def put_settings(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> dict[str, Any]:
+    def put_settings(self, scope: str, principal: Principal, permissions: frozenset[str], body: Any) -> SettingsAnswer:
         """State both settings (admin): one signed governance event; a weakening (turning
         `decision_created` on) while the scope requires approvals is a pending request."""
         event, _state = self._governance().change(scope, EVENT_SETTINGS, principal, permissions,
@@ -81,13 +103,13 @@ class ScopeEventService:
         return self._answer(scope, event)
 
     def approve_settings(self, scope: str, principal: Principal, permissions: frozenset[str], request_seq: Any,
-                         reason: str | None = None) -> dict[str, Any]:
+                         reason: str | None = None) -> SettingsAnswer:
         """A second, distinct principal (`approve`) applies a pending event-settings request."""
         event, _state = self._governance().approve(scope, EVENT_SETTINGS, principal, permissions, request_seq,
                                                    reason)
         return self._answer(scope, event)
 
-    def _answer(self, scope: str, event: dict[str, Any] | None) -> dict[str, Any]:
+    def _answer(self, scope: str, event: GovernanceEvent | None) -> SettingsAnswer:
         """The settings in force (as the decide path reads them), the pending requests, the change."""
         document = self._governance().document(scope, EVENT_SETTINGS)
         return {"settings": self.settings(scope), "pending": document["pending"],
@@ -138,11 +160,3 @@ class MirrorFlags:
                         log.warning("event settings could not be read; keeping the last known ones")
                     self._read_at = time.monotonic()
         return scope in self._scopes
-
-
-def announce_decision(connection: Any, scope: str, record: Mapping[str, Any]) -> None:
-    """`decision.created` with the record as stored (run by the ledger after the record's chain
-    link is sealed into it, in the decision's transaction)."""
-    append_event(connection, scope, "decision.created", record["decision_id"], record["created_at"], {
-        "decision_id": record["decision_id"], "record_hash": record["record_hash"],
-        "receipt_hash": record["receipt_hash"], "audit_chain": record.get("audit_chain"), "record": record})

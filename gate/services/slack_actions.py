@@ -40,7 +40,7 @@ from gate.events.notices import APPROVE, DENY, resolved_blocks
 from gate.events.targets import TargetRefused, check
 from gate.grants import AccessConfigError, Grants, load_grants
 from gate.principals import Principal, permissions_of
-from gate.services.holds import HoldService
+from gate.services.holds import HoldService, HoldStep
 
 log = logging.getLogger("gate.notify")
 
@@ -149,7 +149,7 @@ class SlackActions:
             raise GateError("SLACK_USER_UNKNOWN", "this Slack user is not mapped to a person in the grants file")
         return person, grants
 
-    def act(self, interaction: Mapping[str, Any]) -> dict[str, Any]:
+    def act(self, interaction: Mapping[str, Any]) -> HoldStep:
         """Resolve the hold as the mapped person; then update the Slack message. A refusal is
         told to the clicker alone (an ephemeral message through the interaction's response_url)
         and raised as it is."""
@@ -169,7 +169,7 @@ class SlackActions:
             log.warning("the Slack feedback of a refused click was not sent (%s: %s)", type(failure).__name__,
                         str(failure)[:200])
 
-    def _act(self, interaction: Mapping[str, Any]) -> dict[str, Any]:
+    def _act(self, interaction: Mapping[str, Any]) -> HoldStep:
         person, grants = self.person(interaction["team_id"], interaction["user_id"])
         decision_id = interaction["decision_id"]
         scope = self.holds.holds.scope_of(decision_id)

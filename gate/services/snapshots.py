@@ -19,7 +19,7 @@ from gate.keys.config import LiveSigning, SigningSetup
 from gate.ledger import Ledger, SnapshotRow, StoredSnapshot
 from gate.protocol.attestation import registry_entry, sign_registry_entry
 from gate.protocol.canonical import canonical_text, sha256_hex
-from gate.rulebook import get_evaluator, schema_hash
+from gate.rulebook import RulebookDocument, get_evaluator, schema_hash
 
 CACHE_SIZE = 4096  # bound snapshots kept in-process (bindings are immutable: a hit is never stale)
 
@@ -34,7 +34,7 @@ class RulebookSnapshots:
         self._cache: dict[tuple[str, str, str], StoredSnapshot] = {}
 
     def registry_for(
-        self, scope: str, rulebook: dict[str, Any], rulebook_hash: str, now: str,
+        self, scope: str, rulebook: RulebookDocument, rulebook_hash: str, now: str,
         adapter_dependency: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], SnapshotRow | None]:
         """The scope's registry entry for this rulebook, and a snapshot row when it is new.
@@ -91,7 +91,7 @@ class RulebookSnapshots:
                 self._cache[cache_key] = stored
         return stored
 
-    def register_rulebook(self, scope: str, rulebook: Any) -> tuple[dict[str, Any], bool]:
+    def register_rulebook(self, scope: str, rulebook: object) -> tuple[dict[str, Any], bool]:
         """Promote a rulebook: bind it in `scope` as an immutable snapshot, which makes it the
         scope's current version of its id. Returns (registry entry, newly bound).
 
@@ -100,8 +100,8 @@ class RulebookSnapshots:
         version); the same content again is a no-op. History is never edited.
         """
         rulebook_hash = sha256_hex(rulebook) if isinstance(rulebook, dict) else ""
-        get_evaluator(rulebook, rulebook_hash)  # raises RULEBOOK_INVALID for anything invalid
-        registry, snapshot_row = self.registry_for(scope, rulebook, rulebook_hash, iso_ms(self.clock.now()))
+        document = get_evaluator(rulebook, rulebook_hash).document  # raises RULEBOOK_INVALID for anything invalid
+        registry, snapshot_row = self.registry_for(scope, document, rulebook_hash, iso_ms(self.clock.now()))
         if snapshot_row is None:
             return registry, False
         try:
@@ -109,8 +109,8 @@ class RulebookSnapshots:
         except SnapshotRace:  # a concurrent promotion of the same content won
             created = False
         if not created:
-            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=rulebook["rulebook_id"],
-                                                   version=rulebook["version"])
+            stored = self.ledger.rulebook_snapshot(scope, rulebook_id=document["rulebook_id"],
+                                                   version=document["version"])
             if stored is None:  # pragma: no cover - the snapshot is bound: by this call or a concurrent one
                 raise GateError("LEDGER_UNAVAILABLE", "the bound rulebook snapshot could not be read")
             bound: dict[str, Any] = json.loads(stored["registry_json"])

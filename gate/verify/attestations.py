@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gate.keys.anchors import TrustAnchors
+from gate.keys.detached import _digest_equal, _safe
 from gate.keys.signing import public_key_fingerprint, raw_public_key_from_pem
 from gate.protocol.attestation import (
     OUTCOME_MEMBERS,
@@ -16,7 +17,7 @@ from gate.protocol.attestation import (
     verify_hash_text_signature,
 )
 from gate.protocol.canonical import sha256_hex
-from gate.verify.checks import _canon_equal, _digest_equal, _safe, digest_check
+from gate.verify.checks import _canon_equal, digest_check
 from gate.verify.result import NOTHING_CHECKED, CheckResult, CheckValue
 from gate.vocabulary import (
     ADAPTER_AUTHORITY,

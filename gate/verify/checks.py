@@ -1,16 +1,16 @@
 """Record checks that need no key: the integrity block, URLs, policy identity and the record's
-`audit_chain` member; and the comparison helpers every check uses."""
+`audit_chain` member; and the comparison helpers every check uses (the constant-time digest
+compare and the guarded hash computation live with the detached signatures, gate.keys.detached)."""
 
 from __future__ import annotations
 
-import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from gate.chain.links import AUDIT_CHAIN_MEMBERS
 from gate.chain.links import leaf_hash as chain_leaf_hash
-from gate.keys.signing import KeyMaterialError
+from gate.keys.detached import _digest_equal, _safe
 from gate.protocol.canonical import CanonicalJSONError, canonical_bytes
 from gate.protocol.records import decision_urls
 from gate.verify.result import CheckResult, CheckValue
@@ -19,27 +19,12 @@ from gate.vocabulary import CANONICALIZATION, CHAIN_ENTRY_TYPE_DECISION, HASH_AL
 # --------------------------------------------------------------------------- helpers
 
 
-def _digest_equal(a: Any, b: Any) -> bool:
-    """Constant-time equality of two strings; False unless both are strings."""
-    if not isinstance(a, str) or not isinstance(b, str):
-        return False
-    return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
-
-
 def _canon_equal(a: Any, b: Any) -> bool:
     """Equal as canonical JSON (so 1 == 1.0, key order irrelevant, True != 1)."""
     try:
         return canonical_bytes(a) == canonical_bytes(b)
     except (CanonicalJSONError, TypeError, ValueError, RecursionError):
         return False
-
-
-def _safe(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a hash computation over untrusted data; None when the data cannot be hashed."""
-    try:
-        return fn(*args)
-    except (CanonicalJSONError, KeyMaterialError, TypeError, ValueError, AttributeError, RecursionError):
-        return None
 
 
 def digest_check(name: str, expected: Any, actual: Any) -> CheckResult:

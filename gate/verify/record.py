@@ -14,6 +14,7 @@ from typing import Any
 
 from gate.errors import CodedError
 from gate.keys.anchors import TrustAnchors
+from gate.keys.detached import _digest_equal, _safe
 from gate.protocol.advisory_record import (
     ADVISORY_RECORD_ALLOWED,
     ADVISORY_RECORD_REQUIRED,
@@ -32,8 +33,6 @@ from gate.verify.attestations import (
     check_trusted_adapter,
 )
 from gate.verify.checks import (
-    _digest_equal,
-    _safe,
     check_audit_chain,
     check_integrity_block,
     check_policy_consistency,

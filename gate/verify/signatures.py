@@ -4,22 +4,16 @@ untrusted-key diagnostic) and the signatures over the record's `audit_chain` and
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gate.keys.anchors import TrustAnchors
-from gate.keys.signing import (
-    b64url_decode,
-    ed25519_verify,
-    raw_public_key_from_pem,
-    receipt_signature_payload,
-)
+from gate.keys.detached import _ed25519_signature_holds, _hmac_signature_holds, _member_signature, _safe
+from gate.keys.signing import b64url_decode, raw_public_key_from_pem, receipt_signature_payload
 from gate.protocol.confidence import confidence_hash, confidence_signature_payload
 from gate.protocol.records import audit_chain_signature_payload
 from gate.protocol.release_arm import release_arm_hash, release_arm_signature_payload
-from gate.verify.checks import _digest_equal, _safe
 from gate.verify.result import CheckResult, CheckValue
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 
@@ -59,36 +53,6 @@ def check_release_arm_signature(record: Mapping[str, Any], anchors: TrustAnchors
         payload = _safe(release_arm_signature_payload, record.get("decision_id"), record.get("receipt_key_id"),
                         _safe(release_arm_hash, member))
     return _member_signature(record, anchors, "release_arm_signature", payload)
-
-
-def _ed25519_signature_holds(public_key_raw: bytes, payload: bytes, raw_signature: bytes | None) -> bool:
-    """A decoded 64-byte Ed25519 signature that verifies over `payload`."""
-    return bool(raw_signature is not None and len(raw_signature) == 64
-                and ed25519_verify(public_key_raw, payload, raw_signature))
-
-
-def _hmac_signature_holds(secret: bytes, payload: bytes, body: str) -> bool:
-    """The hex HMAC-SHA256 of `payload`, compared in constant time."""
-    return _digest_equal(hmac.new(secret, payload, "sha256").hexdigest(), body)
-
-
-def _member_signature(record: Mapping[str, Any], anchors: TrustAnchors, name: str,
-                      payload: bytes | None) -> CheckValue:
-    """A signature member made with the record's receipt key (same algorithm and key id).
-    False when missing, malformed or wrong; None when no trusted key can check it."""
-    signature = record.get(name)
-    algorithm, key_id = record.get("receipt_signature_algorithm"), record.get("receipt_key_id")
-    # SECURITY: fail closed — a member without its signature, or signed some other way, fails.
-    if payload is None or not isinstance(signature, str) or algorithm not in (SIG_ED25519, SIG_HMAC_SHA256) \
-            or not signature.startswith(f"{algorithm}:"):
-        return False
-    body = signature[len(algorithm) + 1:]
-    if algorithm == SIG_HMAC_SHA256:
-        secret = anchors.select_hmac(key_id)
-        return None if secret is None else _hmac_signature_holds(secret.secret, payload, body)
-    key = anchors.select_ed25519(key_id, record.get("receipt_public_key_fingerprint"))
-    raw = _safe(b64url_decode, body)
-    return None if key is None else _ed25519_signature_holds(key.public_key_raw, payload, raw)
 
 
 # --------------------------------------------------------------------------- receipt signature
@@ -189,12 +153,3 @@ def check_receipt_signature(record: Mapping[str, Any], anchors: TrustAnchors, re
     if signed.algorithm == SIG_HMAC_SHA256:
         return _check_hmac_receipt(signed, anchors)
     return _check_ed25519_receipt(signed, anchors, request_public_key)
-
-
-def signature_holds(anchors: TrustAnchors, algorithm: Any, key_id: Any, fingerprint: Any, signature: Any,
-                    payload: bytes) -> CheckValue:
-    """A detached signature made with a receipt key (release events): True, False (missing,
-    malformed or wrong), or None when no trusted key can check it."""
-    signed = {"signature": signature, "receipt_signature_algorithm": algorithm, "receipt_key_id": key_id,
-              "receipt_public_key_fingerprint": fingerprint}
-    return _member_signature(signed, anchors, "signature", payload)

@@ -23,6 +23,7 @@ from sqlalchemy import func, select, text
 from gate.ledger.tables import idempotency_claims, lifecycle_receipts, outcome_latest, receipt_heads
 from gate.protocol.canonical import sha256_hex
 from gate.receipts import OUTCOME_HASH_MEMBERS, hash_preimage, outcome_hash_of
+from tests.cli_in_process import gate_in_process
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -210,7 +211,11 @@ def test_an_edited_stored_link_is_named_by_the_chain_view_and_hosted_verify(app,
     assert {"outcome_records[0].ledger_row", "receipt_chain.row_hash"} <= set(hosted["receipt_failures"])
 
 
-def _gate(args):
+def _gate(args, process=True):
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    edited packets' `gate verify` runs after the first run here proved the entry point."""
+    if not process:
+        return gate_in_process(args)
     return subprocess.run([GATE, *args], env=dict(os.environ), capture_output=True, text=True, timeout=120)
 
 
@@ -239,7 +244,7 @@ def test_the_packet_verifies_offline_and_an_edited_link_fails(client, api_key, l
         edited = json.loads(json.dumps(packet))
         edited["outcome_records"][0].update(edit)
         _write_packet(tmp_path / "edited.json", edited)
-        done = _gate(["verify", str(tmp_path / "edited.json"), "--key-registry", str(registry), "--json"])
+        done = _gate(["verify", str(tmp_path / "edited.json"), "--key-registry", str(registry), "--json"], process=False)
         assert done.returncode == 1, (edit, done.stdout)
         result = json.loads(done.stdout)
         assert "outcome_records[0].execution_link" in result["failed_checks"], edit

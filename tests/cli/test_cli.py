@@ -1,4 +1,6 @@
-"""The `gate` console script through its real entry point (subprocesses)."""
+"""The `gate` console script through its real entry point (subprocesses). A test that runs
+`gate verify` again on another input, once its first run proved the entry point, runs the
+repeats in process (`tests.cli_in_process`): the same `main`, exit status and output."""
 
 from __future__ import annotations
 
@@ -10,11 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import gate_in_process
+
 GATE = str(Path(sys.executable).parent / "gate")
 
 
-def run(args, env, check=True):
-    done = subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+def run(args, env, check=True, process=True):
+    if process:
+        done = subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    else:
+        done = gate_in_process(args, env)
     if check:
         assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -68,12 +75,13 @@ def test_verify_offline_exit_codes(client, api_key, sample_request, tmp_path, ga
               "--input", str(tmp_path / "in.json"), "--json"], {})
     assert json.loads(ok.stdout)["verified"] is True
     # integrity only, no trust anchor: not verified
-    assert run(["verify", str(tmp_path / "r.json")], {}, check=False).returncode == 1
+    assert run(["verify", str(tmp_path / "r.json")], {}, check=False, process=False).returncode == 1
     tampered = dict(record, verdict="no")
     (tmp_path / "t.json").write_text(json.dumps(tampered))
-    bad = run(["verify", str(tmp_path / "t.json"), "--key-registry", str(tmp_path / "reg.json")], {}, check=False)
+    bad = run(["verify", str(tmp_path / "t.json"), "--key-registry", str(tmp_path / "reg.json")], {}, check=False,
+              process=False)
     assert bad.returncode == 1 and "[FAIL] record_hash" in bad.stdout
-    assert run(["verify", str(tmp_path / "missing.json")], {}, check=False).returncode == 2
+    assert run(["verify", str(tmp_path / "missing.json")], {}, check=False, process=False).returncode == 2
 
 
 def test_verify_with_hmac_secret_from_environment(make_app, api_key, sample_request, tmp_path):
@@ -81,7 +89,8 @@ def test_verify_with_hmac_secret_from_environment(make_app, api_key, sample_requ
     record = app.test_client().post("/api/decide", json=sample_request, headers={"x-api-key": api_key}).json
     (tmp_path / "r.json").write_text(json.dumps(record))
     assert run(["verify", str(tmp_path / "r.json"), "--hmac-secret-env", "SECRET"], {"SECRET": "k" * 40}).returncode == 0
-    wrong = run(["verify", str(tmp_path / "r.json"), "--hmac-secret-env", "SECRET"], {"SECRET": "x" * 40}, check=False)
+    wrong = run(["verify", str(tmp_path / "r.json"), "--hmac-secret-env", "SECRET"], {"SECRET": "x" * 40},
+                check=False, process=False)
     assert wrong.returncode == 1
 
 
@@ -115,6 +124,7 @@ def test_packet_verifies_offline_and_names_tampering(client, api_key, sample_req
     assert "FAIL" not in ok.stdout
     packet["execution_receipts"][0]["execution_status"] = "failed"
     (tmp_path / "t.json").write_text(json.dumps(packet))
-    bad = run(["verify", str(tmp_path / "t.json"), "--key-registry", str(tmp_path / "reg.json"), "--json"], {}, check=False)
+    bad = run(["verify", str(tmp_path / "t.json"), "--key-registry", str(tmp_path / "reg.json"), "--json"], {},
+              check=False, process=False)
     assert bad.returncode == 1
     assert "execution_receipts[0].execution_hash" in json.loads(bad.stdout)["failed_checks"]

@@ -1,4 +1,6 @@
-"""`gate dry-run` as a subprocess: a signed run, its verification, tampering, and bad input."""
+"""`gate dry-run` as a subprocess: a signed run, its verification, tampering, and bad input (the
+six refusals run the same command line in process, `tests.cli_in_process`: the subprocess path is
+the signed run's and the verification's above them)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import gate_in_process
 from tests.workbench.dryrun_support import decide, rule, rulebook, write_dataset
 from tests.workbench.manifest_support import signer_of
 
@@ -23,7 +26,9 @@ DRAFT = rulebook([rule("big", {"field": "amount", "operator": "gt", "value": 50}
                  version="2.0.0")
 
 
-def run(args, env, cwd):
+def run(args, env, cwd, process=True):
+    if not process:
+        return gate_in_process(["dry-run", *args], env, cwd=cwd)
     return subprocess.run([GATE, "dry-run", *args], env={**os.environ, **env}, cwd=cwd,
                           capture_output=True, text=True, timeout=300)
 
@@ -94,12 +99,12 @@ def test_bad_input_writes_nothing(setup, case):
         env = dict(env, GATE_SIGNING_KEY_FILE=str(tmp / "missing-keys.json"))
     else:
         (tmp / "draft.json").write_text("{not json")
-    done = run(args + ["--json"], env, tmp)
+    done = run(args + ["--json"], env, tmp, process=False)
     assert done.returncode == 2, done.stdout + done.stderr
     error = json.loads(done.stderr)
     assert error["error"] == expected
     if case == "invalid_draft":
         assert error["errors"][0]["field"] == "rulebook.rules[0].condition.handler"
     assert not (tmp / "out").exists()
-    text = run(args, env, tmp)
+    text = run(args, env, tmp, process=case == "invalid_draft")  # one refusal as the shell sees it
     assert text.returncode == 2 and f"gate dry-run: {expected}:" in text.stderr

@@ -1,7 +1,8 @@
-"""Issue 42 through `gate release` as a subprocess: no option names an identity (`--as` is gone),
-the local operator is `operator:<login of the real user id>`, marked as an operator in the signed
-event, and cannot approve its own request, whatever LOGNAME or USER say; a policy weakening from
-the CLI is a request like any other; `gate keys create --permissions admin` works."""
+"""Issue 42 through `gate release` (each subcommand at least once as a subprocess): no option
+names an identity (`--as` is gone), the local operator is `operator:<login of the real user
+id>`, marked as an operator in the signed event, and cannot approve its own request, whatever
+LOGNAME or USER say; a policy weakening from the CLI is a request like any other; `gate keys
+create --permissions admin` works."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ import pwd
 import subprocess
 import sys
 
+from tests.cli_in_process import gate_in_process
 from tests.releases.support import ALL, Api, version
 
 SCOPE = "tenant_a"
 
 
-def _gate(gate_env, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, env: dict | None = None, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    calls of a subcommand this file already runs once as a subprocess."""
+    if not process:
+        return gate_in_process(args, {**gate_env, **(env or {})})
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", ""),
                    **(env or {})}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
@@ -28,10 +34,10 @@ def _login() -> str:
 
 
 def test_as_is_refused_as_an_unknown_option(gate_env):
-    for command in (["approve", "--request-seq", "1", "--version", "v1", "--rulebook-hash", "0" * 64],
-                    ["activate", "--version", "v1"]):
+    for command, process in ((["approve", "--request-seq", "1", "--version", "v1", "--rulebook-hash", "0" * 64], True),
+                             (["activate", "--version", "v1"], False)):
         run = _gate(gate_env, "release", command[0], "pricing_exception", "--scope", SCOPE, *command[1:],
-                    "--as", "someone-else")
+                    "--as", "someone-else", process=process)
         assert run.returncode == 2, run.stdout + run.stderr
         assert "unrecognized arguments: --as someone-else" in run.stderr
 
@@ -53,7 +59,7 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
     approve = ("release", "approve", "--scope", SCOPE, "--rulebook-id", "pricing_exception", "--request-seq",
                str(event["seq"]), "--version", "v1", "--rulebook-hash", published["hash"])
     for names in ({}, {"LOGNAME": "someone-else", "USER": "someone-else", "USERNAME": "someone-else"}):
-        own = _gate(gate_env, *approve, env=names)
+        own = _gate(gate_env, *approve, env=names, process=bool(names))
         assert own.returncode == 2 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
     status = author.status().json
     assert status["state"]["active"] is None and len(status["history"]) == 1  # nothing recorded
@@ -72,8 +78,8 @@ def test_an_operator_cannot_approve_its_own_request_under_any_name(client, issue
 
 def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(gate_env):
     assert _gate(gate_env, "release", "policy", "--scope", SCOPE, "--require-approval",
-                 "--approval-ttl", "3600").returncode == 0
-    weakened = _gate(gate_env, "release", "policy", "--scope", SCOPE, "--no-require-approval")
+                 "--approval-ttl", "3600", process=False).returncode == 0
+    weakened = _gate(gate_env, "release", "policy", "--scope", SCOPE, "--no-require-approval", process=False)
     assert weakened.returncode == 0, weakened.stderr
     shown = json.loads(weakened.stdout)
     assert shown["policy"]["require_approval"] is True and shown["policy"]["approval_ttl_seconds"] == 3600
@@ -81,7 +87,7 @@ def test_a_weakening_from_the_cli_is_a_request_the_same_operator_cannot_approve(
     own = _gate(gate_env, "release", "policy-approve", "--scope", SCOPE, "--request-seq", str(shown["event"]["seq"]),
                 env={"LOGNAME": "someone-else", "USER": "someone-else"})
     assert own.returncode == 2 and "RELEASE_SELF_APPROVAL" in own.stderr, own.stdout + own.stderr
-    still = json.loads(_gate(gate_env, "release", "policy", "--scope", SCOPE).stdout)
+    still = json.loads(_gate(gate_env, "release", "policy", "--scope", SCOPE, process=False).stdout)
     assert still["policy"]["require_approval"] is True and len(still["pending"]) == 1
 
 

@@ -1,4 +1,5 @@
-"""`gate rulebook lint|diff|flips` through the real console script (subprocesses), exit codes included."""
+"""`gate rulebook lint|diff|flips`, exit codes included: each subcommand once through the real
+console script (a subprocess), the other calls in process (`tests.cli_in_process`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_in_process import gate_in_process
 
 GATE = str(Path(sys.executable).parent / "gate")
 
@@ -32,7 +35,11 @@ BOOK = {
 }
 
 
-def gate(*args, cwd):
+def gate(*args, cwd, process=False):
+    """`gate rulebook ARGS` in `cwd`: in process (tests.cli_in_process), or with `process=True` as a
+    subprocess of the console script, which each subcommand (and an exit 2) keeps once here."""
+    if not process:
+        return gate_in_process(["rulebook", *args], cwd=cwd)
     return subprocess.run([GATE, "rulebook", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -52,7 +59,7 @@ def test_diff_reports_each_changed_region_and_exits_1(tmp_path, files):
     new["rules"][0]["condition"]["value"] = 30
     files("old.json", BOOK)
     files("new.json", new)
-    done = gate("diff", "old.json", "new.json", "--json", cwd=tmp_path)
+    done = gate("diff", "old.json", "new.json", "--json", cwd=tmp_path, process=True)
     assert done.returncode == 1, done.stderr
     body = json.loads(done.stdout)
     assert body["verdict"] == "different" and body["exact"] is True and body["difference_count"] == 1
@@ -91,7 +98,7 @@ def test_unproven_equivalence_exits_3(tmp_path, files):
 
 def test_lint_exit_codes(tmp_path, files):
     files("clean.json", BOOK)
-    done = gate("lint", "clean.json", "--json", cwd=tmp_path)
+    done = gate("lint", "clean.json", "--json", cwd=tmp_path, process=True)
     assert done.returncode == 0, done.stdout
     body = json.loads(done.stdout)
     assert body["counts"]["warning"] == 0 and {f["code"] for f in body["findings"]} == {"falls_through"}
@@ -127,13 +134,13 @@ def test_unreadable_and_non_json_files_exit_2(tmp_path, files):
     for name, problem in (("missing.json", "unreadable"), ("broken.json", "invalid_json"), ("nan.json", "invalid_json")):
         done = gate("lint", name, "--json", cwd=tmp_path)
         assert done.returncode == 2 and json.loads(done.stdout)["error"]["problem"] == problem
-    assert "gate: cannot read missing.json" in gate("lint", "missing.json", cwd=tmp_path).stderr
+    assert "gate: cannot read missing.json" in gate("lint", "missing.json", cwd=tmp_path, process=True).stderr
 
 
 def test_flips_list_the_nearest_changes(tmp_path, files):
     files("book.json", BOOK)
     files("facts.json", {"discount": 22, "margin": 30})
-    done = gate("flips", "book.json", "facts.json", "--json", cwd=tmp_path)
+    done = gate("flips", "book.json", "facts.json", "--json", cwd=tmp_path, process=True)
     assert done.returncode == 0, done.stderr
     flips = {(f["field"], f["change"]): f for f in json.loads(done.stdout)["flips"]}
     assert flips[("discount", "decrease")]["to"] == 20 and flips[("discount", "decrease")]["new"]["rule_id"] == "approve"

@@ -1,13 +1,14 @@
-"""`gate.verify.checks` helpers and the integrity-block check, branch by branch."""
+"""`gate.verify.checks` helpers (and the digest compare they share, gate.keys.detached) and the
+integrity-block check, branch by branch."""
 
 from __future__ import annotations
 
 import pytest
 
+from gate.keys.detached import _digest_equal
 from gate.verify.checks import (
     _INTEGRITY_MIRRORED,
     _canon_equal,
-    _digest_equal,
     check_integrity_block,
 )
 from gate.vocabulary import CANONICALIZATION, HASH_ALGORITHM

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from crypto_support import HMAC_SECRET, key_a, key_b
 
+from gate.keys.detached import signature_holds
 from gate.keys.signing import (
     Ed25519ReceiptSigner,
     HmacKey,
@@ -26,7 +27,6 @@ from gate.verify.signatures import (
     check_confidence_signature,
     check_receipt_signature,
     check_release_arm_signature,
-    signature_holds,
 )
 
 RECORD_HASH, RECEIPT_HASH = "a" * 64, "b" * 64

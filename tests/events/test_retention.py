@@ -3,25 +3,29 @@
 has not settled are always kept; what was pruned is refused with 410 EVENTS_PRUNED by every read
 (`GET /api/events`, a replay by seq or range, enabling a subscription that missed it), never
 answered with the events silently missing; pruning runs in bounded transactions and holds what
-the stream has not published; event rows written before migration 0019 read as they were."""
+the stream has not published; event rows written before migration 0019 read as they were.
+Delivery attempts past the retention are pruned too, each subscription's newest kept and the
+pruned ones still counted, so what `GET …/deliveries` shows does not change (migration 0020)."""
 
 from __future__ import annotations
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
 from sqlalchemy import select, text
 
+from gate.clock import iso_ms
 from gate.ledger import codec
 from gate.ledger.outbox import Outbox
 from gate.ledger.store import MIGRATIONS_DIR
-from gate.ledger.tables import event_outbox
+from gate.ledger.tables import event_outbox, webhook_attempts
 from gate.protocol.canonical import canonical_text
 from gate.services import events as events_module
 from tests.events.receiver import Receiver
 from tests.events.test_webhooks import LOOPBACK, dispatch, release_burst, subscribe
-from tests.releases.support import version
+from tests.releases.support import ALL, Api, version
 
 DEAD = "http://127.0.0.1:9/hook"  # nothing listens: every delivery fails
 SCOPE = "tenant_a"
@@ -135,9 +139,11 @@ def test_pruning_runs_in_bounded_transactions_and_holds_what_the_stream_has_not_
         assert connection.execute(select(event_outbox.c.seq).where(event_outbox.c.scope == SCOPE)).all() == []
 
 
-def test_a_subscription_behind_a_pruned_range_is_disabled_never_skipped_silently(backend, gate, admin, receiver):
+def test_a_subscription_behind_a_pruned_range_is_disabled_never_skipped_silently(gate, admin, receiver):
     """The safety net behind the locks: a scope's seqs have no gaps, so a gap after an active
-    subscription's cursor can only be pruned events; it is disabled and says which."""
+    subscription's cursor can only be pruned events; it is disabled and says which. On SQLite
+    alone: the gap is found in Python over `events_after`'s answer (gate.services.events), the
+    same read on both ledgers, which the tests above run on PostgreSQL too."""
     release_burst(admin)
     sub = subscribe(admin, receiver, **{"from": "beginning"})
     with gate.extensions["gate"].ledger.write() as connection:
@@ -203,3 +209,114 @@ def test_event_rows_written_before_migration_0019_read_and_deliver_as_they_were(
         stored = [bytes(v) if not isinstance(v, str) else v.encode() for v in connection.execute(
             text("SELECT event_json FROM event_outbox ORDER BY seq")).scalars()]
     assert stored[0] == old.encode() and stored[1][0] == 0xFF
+
+
+def _deliveries(admin, subscription_id: str) -> dict:
+    response = admin.client.get(f"/api/events/subscriptions/{subscription_id}/deliveries", headers=admin.headers())
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def _attempt_ids(gate, subscription_id: str) -> list[int]:
+    with gate.extensions["gate"].ledger.read() as connection:
+        return [int(r[0]) for r in connection.execute(select(webhook_attempts.c.attempt_id).where(
+            webhook_attempts.c.subscription_id == subscription_id).order_by(webhook_attempts.c.attempt_id)).all()]
+
+
+def _twelve_attempts(gate, admin, receiver) -> str:
+    """A subscription with 12 attempts, 10 of them successes: the burst's 9, then a replay that
+    fails twice and succeeds. Returns its id."""
+    sub = subscribe(admin, receiver, **{"from": "beginning"})["subscription_id"]
+    release_burst(admin)
+    dispatch(gate)
+    receiver.failing = True
+    assert _replay(admin, sub, {"seq": 2}).status_code == 202
+    dispatch(gate, passes=2)
+    receiver.failing = False
+    dispatch(gate, passes=1)
+    return sub
+
+
+def test_delivery_attempts_past_the_retention_are_pruned_in_bounded_passes_and_still_counted(
+        backend, gate, admin, receiver, clock, monkeypatch):
+    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 3)
+    monkeypatch.setattr(events_module, "PRUNE_BATCH", 2)
+    monkeypatch.setattr(events_module, "PRUNE_BATCHES_PER_PASS", 2)
+    sub = _twelve_attempts(gate, admin, receiver)
+    before = _deliveries(admin, sub)
+    assert (before["attempts"], before["succeeded"], before["latency_window"]) == (12, 10, 1)
+    assert [(f["seq"], f["status_code"], f["replay"]) for f in before["last_failures"]] == [(2, 500, True)] * 2
+    ids = _attempt_ids(gate, sub)
+    assert len(ids) == 12
+    assert _set_status(admin, sub, status="disabled").status_code == 200  # its attempts are pruned all the same
+    before = _deliveries(admin, sub)
+
+    _prune(gate, clock, 29)  # nothing newer than the retention goes
+    assert _attempt_ids(gate, sub) == ids
+    _prune(gate, clock, 31)  # two transactions of two, then the pass ends
+    assert _attempt_ids(gate, sub) == ids[4:]
+    assert _deliveries(admin, sub) == before
+    _prune(gate, clock, 31)
+    assert _attempt_ids(gate, sub) == ids[8:]
+    _prune(gate, clock, 31)  # the newest three are kept however old
+    assert _attempt_ids(gate, sub) == ids[9:]
+    _prune(gate, clock, 365)
+    assert _attempt_ids(gate, sub) == ids[9:]
+    assert _deliveries(admin, sub) == before  # the totals, the latency window and the failures shown
+
+
+def test_a_retention_of_0_keeps_every_event_and_every_attempt(backend, make_app, issue_key, receiver, clock,
+                                                              monkeypatch):
+    gate = make_app(env={**LOOPBACK, "GATE_EVENTS_RETENTION_DAYS": "0"}, clock=clock)
+    admin = Api(gate.test_client(), issue_key(permissions=ALL + ",admin")["api_key"])
+    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 0)
+    sub = _twelve_attempts(gate, admin, receiver)
+    assert _prune(gate, clock, 10_000) == 0
+    assert len(_attempt_ids(gate, sub)) == 12
+    assert len(_read(admin, 0).get_json()["events"]) == 9
+
+
+def test_migration_0020_counts_no_attempt_as_pruned_and_upgrades_again_without_error(backend, gate, admin,
+                                                                                     receiver, clock, monkeypatch):
+    sub = _twelve_attempts(gate, admin, receiver)
+    ledger = gate.extensions["gate"].ledger
+    _alembic(ledger, "downgrade", "0019_outbox_at_rest_retention")
+    _alembic(ledger, "upgrade", "head")
+    shown = _deliveries(admin, sub)
+    assert (shown["attempts"], shown["succeeded"]) == (12, 10)
+    _alembic(ledger, "stamp", "0019_outbox_at_rest_retention")  # the recorded revision set back: upgrade again
+    _alembic(ledger, "upgrade", "head")
+    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 1)
+    _prune(gate, clock, 31)
+    assert len(_attempt_ids(gate, sub)) == 1 and _deliveries(admin, sub)["attempts"] == 12
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_two_pruners_at_once_never_count_an_attempt_twice(backend, gate, admin, receiver, clock, monkeypatch):
+    """Two dispatchers' retention passes on one PostgreSQL ledger (SQLite has one writer: they
+    cannot overlap there). While a third transaction holds the four oldest attempts, both batches
+    start; the subscription's row lock makes the second wait for the first and take the next four,
+    rather than count the same four again once they are deleted."""
+    monkeypatch.setattr(events_module, "ATTEMPTS_KEPT", 3)
+    sub = _twelve_attempts(gate, admin, receiver)
+    before = _deliveries(admin, sub)
+    ledger, ids = gate.extensions["gate"].ledger, _attempt_ids(gate, sub)
+    outbox, cutoff, pruned = Outbox(ledger), iso_ms(clock.now() + timedelta(days=1)), []
+
+    def batch() -> None:
+        pruned.append(outbox.prune_attempts_batch(sub, cutoff, events_module.ATTEMPTS_KEPT, 4))
+
+    pruners = [threading.Thread(target=batch) for _ in range(2)]
+    with ledger.engine.connect() as connection, connection.begin():
+        connection.execute(select(webhook_attempts.c.attempt_id).where(
+            webhook_attempts.c.attempt_id.in_(ids[:4])).with_for_update()).all()
+        for pruner in pruners:
+            pruner.start()
+        for pruner in pruners:
+            pruner.join(1.0)
+        assert all(pruner.is_alive() for pruner in pruners)
+    for pruner in pruners:
+        pruner.join(30)
+    assert pruned == [4, 4]
+    assert _attempt_ids(gate, sub) == ids[8:]
+    assert _deliveries(admin, sub) == before

@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
+from gate.chain.sealing import seal
 from gate.holds.events import build_head
-from gate.releases.sealing import seal
+from tests.cli_in_process import gate_in_process
 from tests.holds.support import Holds, MovingClock, held_request, policy, queue
 
 ANN = "person:https://id.example#ann"
@@ -118,7 +119,11 @@ def test_a_quorum_all_of_key_ids_never_counts_one_holders_two_keys_twice(gate, k
     assert shown["state"] == "open" and [a["holder"] for a in shown["approvals"]] == [ANN, BOB]
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120)
@@ -155,12 +160,14 @@ def test_gate_verify_flags_two_approving_keys_of_one_holder(gate, keys, gate_env
     forged = _forged(document, closing, signer, holder=ANN)
     assert forged["events"][closing]["actor"] != forged["events"][closing - 1]["actor"]
     (tmp_path / "forged.json").write_text(json.dumps(forged))
-    flagged = _gate(gate_env, "verify", "--hold-history", str(tmp_path / "forged.json"), "--key-registry", str(registry))
+    flagged = _gate(gate_env, "verify", "--hold-history", str(tmp_path / "forged.json"), "--key-registry", str(registry),
+                    process=False)
     assert flagged.returncode == 1 and "NOT VERIFIED" in flagged.stdout, flagged.stdout + flagged.stderr
     assert "one holder approved twice" in flagged.stdout
     assert "approved by 1 distinct holder(s), the quorum needs 2" in flagged.stdout
     # The requester's holder under four eyes: the crm service's own key approving is named too.
     as_requester = _forged(document, closing, signer, holder=CRM)
     (tmp_path / "requester.json").write_text(json.dumps(as_requester))
-    own = _gate(gate_env, "verify", "--hold-history", str(tmp_path / "requester.json"), "--key-registry", str(registry))
+    own = _gate(gate_env, "verify", "--hold-history", str(tmp_path / "requester.json"), "--key-registry", str(registry),
+                process=False)
     assert own.returncode == 1 and "approved by the holder that asked for the action (four eyes)" in own.stdout

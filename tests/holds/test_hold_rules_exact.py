@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from gate.chain.sealing import signature_payload
 from gate.errors import GateError
 from gate.holds import events as E
 from gate.holds.policy import HoldPolicy, Queue
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import Ed25519Key, Ed25519ReceiptSigner
 from gate.principals import Principal
-from gate.releases.sealing import signature_payload
 
 KEY = Ed25519Key.from_seed(b"\x09" * 32)
 SIGNER = Ed25519ReceiptSigner(KEY)

@@ -985,3 +985,22 @@ def test_an_approval_that_does_not_close_lists_no_earlier_votes(desk):
     assert (second["outcome"], second["votes"]) == (None, [])
     third = desk.service.resolve(SCOPE, THIRD, RESOLVE, record["decision_id"], APPROVE)["event"]
     assert (third["outcome"], third["votes"]) == ("approved", [first["event_hash"], second["event_hash"]])
+
+
+def test_a_vote_is_judged_under_the_policy_it_is_given_and_by_its_own_claim(desk):
+    record = desk.held()
+    row = desk.row(record["decision_id"])
+    vote = Vote("approve", "CHECKED", None)
+    members_only = HoldPolicy.from_json(policy({"default": queue(quorum="all", members=[SECOND.id, THIRD.id])}))
+    refused = _refusal(lambda: desk.service._vote_step(row, REVIEWER, vote, members_only), "HOLD_NOT_A_MEMBER")
+    assert refused.message == "this queue takes votes from its members only"
+    assert desk.service._vote_step(row, REVIEWER, vote)[0].outcome == "approved"  # the scope's policy: quorum any
+    # a queue the policy no longer has: no quorum rule of its own, any reviewer's vote is judged as before
+    step, move, name = desk.service._vote_step({**row, "queue": "gone"}, REVIEWER, vote, members_only)
+    assert (step.queue, step.outcome, step.approvals_needed, move, name) == ("gone", "approved", 1, {},
+                                                                            "hold.resolved")
+    desk.service.claim(SCOPE, REVIEWER, RESOLVE, record["decision_id"])  # its own claim keeps nobody off
+    claimed = desk.row(record["decision_id"])
+    assert claimed["claimed_by"] == REVIEWER.actor
+    assert desk.service._vote_step(claimed, REVIEWER, vote)[0].outcome == "approved"
+    _refusal(lambda: desk.service._vote_step(claimed, SECOND, vote), "HOLD_CLAIMED")

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from gate.protocol.canonical import sha256_hex
+from tests.cli_in_process import gate_in_process
 from tests.holds.support import Holds, held_request
 
 
@@ -35,7 +36,11 @@ def people(client, issue_key):
             "second": Holds(client, issue_key(permissions="decide,resolve")["api_key"])}
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120, check=False)
@@ -143,7 +148,7 @@ def test_a_packet_without_its_hold_events_fails_offline_and_hosted(people, gate_
     for tampered in (_rehash(dropped), _rehash({**packet, "hold_events": packet["hold_events"][:1]}),
                      _rehash({k: v for k, v in dropped.items() if k != "hold_commitment"})):
         saved.write_text(json.dumps(tampered))
-        offline = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json")
+        offline = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json", process=False)
         assert offline.returncode == 1, offline.stdout + offline.stderr
         assert json.loads(offline.stdout)["failed_checks"] == ["hold_commitment"]
         hosted = client.post("/api/decision/packet/verify", json={"packet": tampered}).get_json()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from api.errors import ERROR_TABLE
 from api.routes.holds import routes
+from gate.chain.sealing import SIGNATURE_MEMBERS
 from gate.holds.events import EVENT_MEMBERS, OPTIONAL_MEMBER
 from gate.holds.policy import _QUEUE_MEMBERS, PRIORITIES, QUORUMS
-from gate.releases.sealing import SIGNATURE_MEMBERS
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "holds.md").read_text()
 

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from gate.protocol.canonical import sha256_hex
+from tests.cli_in_process import gate_in_process
 from tests.holds.support import Holds, approved_request, held_request
 
 
@@ -22,7 +23,11 @@ def people(client, issue_key):
             "reviewer": Holds(client, issue_key(permissions="decide,resolve")["api_key"])}
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120, check=False)
@@ -67,7 +72,7 @@ def test_a_resolved_holds_packet_verifies_offline_and_hosted_and_a_changed_byte_
     edited["hold_events"][-1]["note"] = "finance agreeS"
     for tampered, failed in ((edited, ["hold_events", "packet_hash"]), (_rehash(edited), ["hold_events"])):
         saved.write_text(json.dumps(tampered))
-        offline = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json")
+        offline = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys), "--json", process=False)
         assert offline.returncode == 1, offline.stdout + offline.stderr
         result = json.loads(offline.stdout)
         assert result["verified"] is False and result["failed_checks"] == failed
@@ -75,7 +80,7 @@ def test_a_resolved_holds_packet_verifies_offline_and_hosted_and_a_changed_byte_
         hosted = _hosted(client, tampered)
         assert hosted["verified"] is False and hosted["failed_checks"] == failed
         assert hosted["details"]["hold_events"] == result["details"]["hold_events"]
-    text = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys))
+    text = _gate(gate_env, "verify", str(saved), "--key-registry", str(keys), process=False)
     assert "[FAIL] hold_events\n" in text.stdout and "hold_events: hold_events[1]: event_hash does not match" in text.stdout
 
 

@@ -17,6 +17,7 @@ import pytest
 from gate.keys.apikeys import hash_api_key
 from gate.releases.governance import verify_governance
 from gate.verify import TrustAnchors
+from tests.cli_in_process import gate_in_process
 from tests.holds.support import Holds, held_request, policy, queue
 from tests.releases.support import version
 
@@ -245,7 +246,11 @@ def test_turning_decision_created_on_is_a_request_and_the_refusal_names_the_even
 # ------------------------------------------------------------------ the CLI and gate verify
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120)
@@ -303,7 +308,7 @@ def test_gate_verify_lists_every_change_with_its_approvers(client, keys, gate_en
 
 def _resealed(client, event):
     """`event` hashed and signed again with the gate's own key: a forgery by whoever holds it."""
-    from gate.releases.sealing import SIGNATURE_MEMBERS, seal
+    from gate.chain.sealing import SIGNATURE_MEMBERS, seal
 
     event = {k: v for k, v in event.items() if k not in (*SIGNATURE_MEMBERS, "event_hash")}
     seal(event, client.application.extensions["gate"].signing.receipt_signer())
@@ -332,6 +337,6 @@ def test_gate_verify_refuses_a_forged_or_omitted_approval(client, keys, gate_env
              "policy event 2: the governance rules refuse this change (GOVERNANCE_APPROVAL_REQUIRED)")):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(bad))
-        refused = _gate(gate_env, "verify", str(path), "--key-registry", str(registry))
+        refused = _gate(gate_env, "verify", str(path), "--key-registry", str(registry), process=False)
         assert refused.returncode == 1, (name, refused.stdout)
         assert "NOT VERIFIED" in refused.stdout and problem in refused.stdout, (name, refused.stdout)

@@ -395,3 +395,25 @@ def test_a_fault_in_the_batchs_event_insert_fails_every_member_and_stores_none(a
     again = _post(app, key, approved_request())
     assert again.status_code == 200
     assert _outbox(app)[-1]["seq"] == events[-1]["seq"] + 1
+
+
+def test_on_postgresql_a_batchs_deferred_writes_are_sent_in_one_round_trip(app, issue_key, backend):
+    # psycopg's pipeline mode (`gate.ledger.prepared.pipelined`): the links, decisions, heads,
+    # counters and the announcements' rows and sequence are queued and their answers read once.
+    if backend != "postgresql":
+        pytest.skip("pipeline mode is psycopg's; SQLite runs the same statements one at a time")
+    key = _mirrored(app, issue_key)
+    assert _post(app, key, approved_request()).status_code == 200
+    seen: list[tuple[str, int]] = []
+
+    def record(connection, cursor, statement, parameters, context, executemany):
+        seen.append((statement.split("(")[0].strip(), int(connection.connection.driver_connection.info.pipeline_status)))
+
+    answers = _gathered_posts_watched(app, record, key, held_request(), 4)
+    assert [a.status_code for a in answers] == [200] * 4
+    flushed = {sql: status for sql, status in seen if sql.startswith((
+        "INSERT INTO chain_links", "INSERT INTO decisions", "UPDATE chain_heads", "UPDATE usage_counters",
+        "INSERT INTO event_outbox", "UPDATE event_sequences"))}
+    assert len(flushed) == 6 and set(flushed.values()) == {1}, seen  # 1: PipelineStatus.ON
+    # what needs its answer at once is sent alone: the head's lock, the sequence's first number
+    assert {status for sql, status in seen if sql.startswith(("SELECT", "INSERT INTO event_sequences"))} == {0}

@@ -67,11 +67,12 @@ def test_canon_is_canonical_json_and_none_for_what_is_not():
 
 
 def test_the_packet_checks_compare_with_the_record_verifiers_functions():
-    """Packets and records share one constant-time digest compare and one canonical equality
-    (gate.verify.checks, tested in tests/crypto/test_verify_checks_exact.py)."""
+    """Packets and records share one constant-time digest compare (gate.keys.detached) and one
+    canonical equality (gate.verify.checks), both tested in tests/crypto/test_verify_checks_exact.py."""
+    import gate.keys.detached as detached
     import gate.verify.checks as record_checks
 
-    assert _digest_equal is record_checks._digest_equal and _canon_equal is record_checks._canon_equal
+    assert _digest_equal is detached._digest_equal and _canon_equal is record_checks._canon_equal
 
 
 def test_report_hash_leaves_out_only_its_own_hash_member():

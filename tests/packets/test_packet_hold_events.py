@@ -308,8 +308,8 @@ def test_a_hold_checkpoint_step_that_raises_fails_closed_under_its_own_name(monk
 
 def test_commitment_problems_by_value():
     from gate.chain.merkle import EMPTY_ROOT
+    from gate.chain.sealing import seal
     from gate.holds.events import commitment_problems
-    from gate.releases.sealing import seal
 
     record, events = BASE.record, hold_events(BASE.record)
     good = commitment_of(record, events)

@@ -217,7 +217,7 @@ def test_old_events_without_a_principal_still_verify(client, key_a):
     event = history["events"][0]
     for member in ("principal", "governance_seq", "override"):
         event.pop(member)
-    from gate.releases.sealing import event_hash
+    from gate.chain.sealing import event_hash
 
     event["event_hash"] = event_hash(event)
     check = verify_history(history["events"], None, history["governance"])  # hashes and links (re-signed: no key)

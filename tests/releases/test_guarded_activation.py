@@ -14,12 +14,17 @@ from datetime import timedelta
 
 from gate.releases.events import verify_history
 from gate.verify import TrustAnchors
+from tests.cli_in_process import gate_in_process
 from tests.releases.support import ALL, Api, by_reference, version
 
 SCOPE = "tenant_a"
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the two
+    repeats of `gate migration check` after its first run here as a subprocess."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=300)
@@ -51,10 +56,10 @@ def test_a_dry_run_manifest_guards_activation(app, client, issue_key, gate_env, 
     assert json.loads(checked.stdout)["checked_against"] == "dry_run"
     edited_file = tmp_path / "edited.json"
     edited_file.write_text(json.dumps({**manifest, "expected_drift": {"policy": "none", "fields": []}}))
-    refused = _gate(gate_env, "migration", "check", str(edited_file))
+    refused = _gate(gate_env, "migration", "check", str(edited_file), process=False)
     assert refused.returncode == 1 and "migration_hash does not match the manifest (edited)" in refused.stdout
     untrusted = _gate({**gate_env, "GATE_SIGNING_KEY_FILE": str(tmp_path / "no-keyring.json")}, "migration",
-                      "check", str(tmp_path / "dry-run-v2" / "migration.json"))
+                      "check", str(tmp_path / "dry-run-v2" / "migration.json"), process=False)
     assert untrusted.returncode == 1 and "signature: not checked (no trusted key" in untrusted.stdout
 
     policy = client.patch("/api/decision/release-policy", json={"require_dry_run": True, "dry_run_canary_percent": 5},
@@ -102,7 +107,7 @@ def test_a_dry_run_manifest_guards_activation(app, client, issue_key, gate_env, 
     # An activation without the manifest the policy in force required fails verification.
     forged = copy.deepcopy(history)
     forged["events"][-1]["migration_manifest_hash"] = None
-    from gate.releases.sealing import event_hash
+    from gate.chain.sealing import event_hash
 
     forged["events"][-1]["event_hash"] = event_hash(forged["events"][-1])
     check = verify_history(forged["events"], None, forged["governance"])

@@ -23,6 +23,7 @@ from gate.principals import Principal
 from gate.releases.events import EventInputs, action_of, build_event, state_from_member, verify_history
 from gate.releases.halts import OVERRIDE_HALT
 from gate.verify import TrustAnchors
+from tests.cli_in_process import gate_in_process
 from tests.releases.support import ALL, Api, by_reference, version
 
 POLICY = "/api/decision/release-policy"
@@ -157,7 +158,11 @@ def test_approving_a_halted_version_needs_the_admin_override_too(client, issue_k
     assert admin.status().json["state"]["active"]["version"] == "v2"
 
 
-def _gate(gate_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _gate(gate_env: dict[str, str], *args: str, process: bool = True) -> subprocess.CompletedProcess[str]:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120)
@@ -193,10 +198,12 @@ def _forged(client, history: dict[str, Any], principal: Principal, **body: Any) 
     return {**history, "events": [*events, event]}
 
 
-def _verify(gate_env: dict[str, str], tmp_path: Path, registry: bytes, document: dict[str, Any], name: str):
+def _verify(gate_env: dict[str, str], tmp_path: Path, registry: bytes, document: dict[str, Any], name: str,
+            process: bool = False):
     (tmp_path / "keys.json").write_bytes(registry)
     (tmp_path / name).write_text(json.dumps(document))
-    return _gate(gate_env, "verify", str(tmp_path / name), "--key-registry", str(tmp_path / "keys.json"))
+    return _gate(gate_env, "verify", str(tmp_path / name), "--key-registry", str(tmp_path / "keys.json"),
+                 process=process)
 
 
 def test_gate_verify_flags_a_forged_history_that_revives_the_halted_version(client, gate_env, tmp_path, admin,
@@ -207,7 +214,7 @@ def test_gate_verify_flags_a_forged_history_that_revives_the_halted_version(clie
     seq = len(history["events"]) + 1
     forged = _forged(client, history, Principal.api_key(key_id))
     assert forged["events"][-1]["state"]["active"]["version"] == "v1"
-    run = _verify(gate_env, tmp_path, registry, forged, "forged.json")
+    run = _verify(gate_env, tmp_path, registry, forged, "forged.json", process=True)
     assert run.returncode == 1
     assert "NOT VERIFIED" in run.stdout and "integrity    INVALID" in run.stdout
     assert (f"event {seq}: rollback makes version 'v1' serve, which its guardrail halted: only an admin does so, "
@@ -222,7 +229,7 @@ def test_gate_verify_flags_a_forged_history_that_revives_the_halted_version(clie
     event = stripped["events"][-1]
     for member in ("principal", "governance_seq", "override"):
         event.pop(member)
-    from gate.releases.sealing import seal
+    from gate.chain.sealing import seal
 
     seal(event, client.application.extensions["gate"].releases.signing.receipt_signer())
     run = _verify(gate_env, tmp_path, registry, stripped, "stripped.json")

@@ -13,9 +13,10 @@ import sys
 
 import pytest
 
+from gate.chain.sealing import seal
 from gate.releases.events import verify_history
-from gate.releases.sealing import seal
 from gate.verify import TrustAnchors
+from tests.cli_in_process import gate_in_process
 from tests.releases.support import ALL, Api, version
 
 POLICY = "/api/decision/release-policy"
@@ -98,7 +99,11 @@ def _reseal_from(events: list[dict], start: int, signer) -> None:
         seal(events[index], signer)
 
 
-def _gate(gate_env, *args: str) -> subprocess.CompletedProcess:
+def _gate(gate_env, *args: str, process: bool = True) -> subprocess.CompletedProcess:
+    """`gate ARGS` as a subprocess; `process=False` in process (tests.cli_in_process), for the
+    repeated offline `gate verify` runs (its entry point runs as a subprocess once in this file)."""
+    if not process:
+        return gate_in_process(args, gate_env)
     environment = {**gate_env, "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PATH": os.environ.get("PATH", "")}
     return subprocess.run([sys.executable, "-m", "gate_cli.main", *args], capture_output=True, text=True,
                           env=environment, timeout=120)
@@ -120,7 +125,8 @@ def test_gate_verify_flags_a_history_whose_two_approvers_share_a_holder(client, 
     _reseal_from(forged["governance"], approve, client.application.extensions["gate"].signing.receipt_signer())
     assert forged["governance"][approve]["actor"] != forged["governance"][approve - 1]["actor"]  # two keys
     (tmp_path / "forged.json").write_text(json.dumps(forged))
-    flagged = _gate(gate_env, "verify", str(tmp_path / "forged.json"), "--key-registry", str(tmp_path / "keys.json"))
+    flagged = _gate(gate_env, "verify", str(tmp_path / "forged.json"), "--key-registry", str(tmp_path / "keys.json"),
+                    process=False)
     assert flagged.returncode == 1, flagged.stdout + flagged.stderr
     assert f"policy event {approve + 1}: the governance rules refuse this change (RELEASE_SELF_APPROVAL)" \
         in flagged.stdout, flagged.stdout

@@ -42,8 +42,7 @@ def _manifest(to_rulebook, compatibility_class, fields, status="approved"):
 def test_rule_1_historical_replay_never_reinterprets_with_the_current_evaluator_or_adapter(tmp_path):
     _, fixtures = load_corpus()
     fixture = fixtures[0]
-    older = type(fixture.snapshot)(**{**{k: getattr(fixture.snapshot, k) for k in fixture.snapshot.__slots__},
-                                      "evaluator_version": "svc_rulebook_v0"})
+    older = {**fixture.snapshot, "evaluator_version": "svc_rulebook_v0"}
     refused = replay_fixture(type(fixture)(fixture.fixture_id, fixture.description, fixture.request_text, older,
                                            dict(fixture.expected_record, evaluator_version="svc_rulebook_v0")))
     assert refused["error"]["code"] == "REPLAY_LINEAGE_UNAVAILABLE"
@@ -78,7 +77,7 @@ def test_rule_3_an_adapter_change_needs_an_explicit_migration(tmp_path):
     registry = FakeRegistry()
     corpus = _adapter_corpus(tmp_path, registry)
     _, fixtures = load_corpus(corpus)
-    rulebook = fixtures[0].snapshot.body
+    rulebook = fixtures[0].snapshot["body"]
     registry.implementation_hash, registry.bias = "9" * 64, 1  # new build: one more day counted
     undeclared = check_migration(_manifest(rulebook, "rulebook", []), corpus=corpus, adapters=registry)
     assert undeclared["ok"] and not undeclared["gate_passed"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gate.protocol.canonical import sha256_hex
-from gate.rulebook import get_evaluator
+from gate.rulebook import checked_rulebook, get_evaluator
 from workbench.dataset.synth import decide_plan
 from workbench.demo import scenario as S
 from workbench.demo.seed import plan_verdicts
@@ -76,3 +76,28 @@ def test_lifecycle_is_consistent(drawn):
     executed = set(events.decision[(events.kind == "execution") & (events.status == "executed")])
     assert outcome_of == executed
     assert {"succeeded", "failed", "reverted", "cancelled", "pending"} <= set(events.status[events.kind == "outcome"])
+
+
+@pytest.mark.parametrize("negated", [
+    {"field": "amount", "operator": "gt", "value": 50},
+    [{"field": "amount", "operator": "gt", "value": 50}],  # the one-element list Rulebook v1 accepts
+])
+def test_the_column_wise_not_equals_the_scalar_evaluator_in_both_spellings(negated):
+    from workbench.demo.vector_rules import evaluate
+
+    book = {"schema_version": "rulebook_v1", "rulebook_id": "not_spellings", "version": "1",
+            "rules": [{"rule_id": "small", "priority": 1, "condition": {"not": negated},
+                       "outcome": {"decision": "yes", "verdict": "APPROVE", "action": "go", "reason_code": "SMALL"}}],
+            "default_outcome": {"decision": "review", "verdict": "REVIEW", "action": "hold", "reason_code": "BIG"}}
+    amounts = np.array([10.0, 50.0, 50.5, 99.0])
+    verdict, rule = evaluate(checked_rulebook(book), {"amount": amounts}, len(amounts))
+    scalar = get_evaluator(book, sha256_hex(book))
+    expected = [scalar.evaluate({"amount": float(a)}) for a in amounts]
+    assert list(verdict) == [e.decision for e in expected] == ["yes", "yes", "review", "review"]
+    assert list(rule) == [e.matched_rule_id or "" for e in expected]
+
+
+def test_a_demo_rulebook_is_loaded_validated():
+    for key in S.RULEBOOK_FILES:
+        book = S.load_rulebook(*key)
+        assert checked_rulebook(book) is book

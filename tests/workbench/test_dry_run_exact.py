@@ -638,3 +638,19 @@ def test_a_dry_run_error_carries_its_problems_as_the_refusals_details():
     usage = DryRunError("USAGE", "--out is required")
     assert (usage.details, usage.errors, usage.to_dict()) == ({}, [], {"error": "USAGE", "message": "--out is required"})
     assert DryRunError("USAGE", "m", []).details == {}
+
+
+def test_the_results_json_is_its_fields_one_for_one_and_a_copy(result):
+    # `DryRunResult.to_dict` is `asdict`, typed as `DryRunBody`: the TypedDict must name every
+    # field, in the fields' order (a field added to one and not the other fails here), and the
+    # body must not share a list or dict with the result it came from.
+    from dataclasses import fields
+
+    from workbench.migration.summary import DryRunBody, DryRunResult
+
+    assert list(DryRunBody.__annotations__) == [f.name for f in fields(DryRunResult)]
+    body = result.to_dict()
+    assert list(body) == list(DryRunBody.__annotations__)
+    body["transitions"].append({"from": "x"})
+    body["review_load"]["before"] = -1
+    assert result.to_dict()["transitions"] == result.transitions and result.review_load["before"] != -1

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_in_process import gate_in_process
 from tests.workbench.ledger_support import LedgerWriter, at
 
 pytestmark = pytest.mark.slow
@@ -51,7 +52,12 @@ def store():
     server.stop()
 
 
-def gate(env: dict, *args: str) -> subprocess.CompletedProcess:
+def gate(env: dict, *args: str, process: bool = False) -> subprocess.CompletedProcess:
+    """`gate ARGS` in process (tests.cli_in_process) or, with `process=True`, as a subprocess: the
+    first export, report and dry-run of the local dataset and the refused report run as processes
+    (the entry point and its exit status); the repeats over the other layouts run in process."""
+    if not process:
+        return gate_in_process(args, env, cwd=ROOT)
     return subprocess.run([GATE, *args], env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
                           cwd=ROOT)
 
@@ -86,7 +92,7 @@ def test_both_layouts_on_an_object_store_read_back_as_the_local_export(seeded, t
     local, parquet, ice = str(tmp_path / "local"), f"s3://{BUCKET}/{tmp_path.name}/ds", f"s3://{BUCKET}/{tmp_path.name}/ice"
     for args in (["--out", local], ["--out", parquet],
                  ["--out", ice, "--format", "iceberg", "--catalog-uri", f"sqlite:///{tmp_path}/catalog.db"]):
-        done = gate(seeded, "export", *args, "--settle-seconds", "0", "--json")
+        done = gate(seeded, "export", *args, "--settle-seconds", "0", "--json", process=args[1] == local)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["run"] == 1
     listed = store[1].list_objects_v2(Bucket=BUCKET, Prefix=f"{tmp_path.name}/")["Contents"]
@@ -99,7 +105,7 @@ def test_both_layouts_on_an_object_store_read_back_as_the_local_export(seeded, t
     for name, dataset in (("local", local), ("parquet", parquet), ("iceberg", ice)):
         for kind in ("effectiveness", "anomalies", "confidence"):
             done = gate(seeded, "report", kind, "--policy", POLICY, "--scope", "tenant_a", "--dataset", dataset,
-                        "--limit", "all", "--json")
+                        "--limit", "all", "--json", process=(name, kind) == ("local", "effectiveness"))
             assert done.returncode == 0, (name, kind, done.stderr)
             reports[name, kind] = json.loads(done.stdout)
     for kind in ("effectiveness", "anomalies", "confidence"):
@@ -112,7 +118,7 @@ def test_both_layouts_on_an_object_store_read_back_as_the_local_export(seeded, t
     for name, dataset in (("local", local), ("parquet", parquet), ("iceberg", ice)):
         out = tmp_path / f"dry-run-{name}"
         done = gate(seeded, "dry-run", "--rulebook-id", POLICY, "--draft", str(draft(tmp_path)), "--dataset", dataset,
-                    "--out", str(out), "--json")
+                    "--out", str(out), "--json", process=name == "local")
         assert done.returncode == 0, (name, done.stderr)
         runs[name] = json.loads((out / "migration.json").read_text())
         if name == "local":  # verifying over a local dataset is tests/cli/test_dry_run_cli.py's
@@ -138,7 +144,7 @@ def test_a_changed_object_is_refused_by_the_reports_and_the_dry_run(seeded, tmp_
     client.put_object(Bucket=BUCKET, Key=keys[0], Body=changed)
 
     report = gate(seeded, "report", "effectiveness", "--policy", POLICY, "--scope", "tenant_a", "--dataset", parquet,
-                  "--json")
+                  "--json", process=True)
     assert report.returncode != 0 and report.stdout == ""
     assert "does not match its manifest" in report.stderr and keys[0].split("/ds/", 1)[1] in report.stderr
     run = gate(seeded, "dry-run", "--rulebook-id", POLICY, "--draft", str(draft(tmp_path)), "--dataset", parquet,

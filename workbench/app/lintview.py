@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from gate.rulebook.analysis import group_findings
+from gate.rulebook.shapes import JsonValue
 
 FIXES = {
     "undeclared_field": "declare the fact in input_schema.properties (with its type), or read a declared fact",
@@ -26,6 +28,26 @@ FIXES = {
     "no_input_schema": "add an input_schema so missing or mistyped facts answer needs_input instead of a verdict",
     "not_observed": "no sampled input reached this rule: check its condition",
 }
+
+
+class LintRegion(TypedDict):
+    """Where a finding holds, in words, and a fact set inside it."""
+
+    text: str
+    witness: JsonValue
+
+
+class LintItem(TypedDict):
+    """One distinct finding as the page lists it (`lint_items`)."""
+
+    severity: str
+    code: str
+    where: str
+    line: int | None  # of the rule it is about in the draft text, 1-based; None for the rulebook
+    message: str
+    fix: str
+    count: int
+    regions: list[LintRegion]
 
 
 def _rule_lines(text: str) -> dict[str, int]:
@@ -42,15 +64,16 @@ def _rule_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def lint_items(report: dict[str, Any] | None, text: str) -> list[dict[str, Any]]:
+def lint_items(report: Mapping[str, object] | None, text: str) -> list[LintItem]:
     """One item per distinct finding (`group_findings`: the seven fall-through regions of a
     rulebook are one item), with its `count` and `regions` (each `{text, witness}`: where, in
     words, and a fact set inside it), most severe first, then by line."""
     if not report:
         return []
     lines = _rule_lines(text)
-    items = []
-    for finding in group_findings(report.get("findings", [])):
+    items: list[LintItem] = []
+    findings = report.get("findings", [])
+    for finding in group_findings(findings if isinstance(findings, list) else []):
         rule_ids = finding.get("rule_ids") or ([finding["rule_id"]] if finding.get("rule_id") else [])
         where = ", ".join(f"rule {rule_id}" for rule_id in rule_ids) or "the rulebook"
         if finding.get("field"):

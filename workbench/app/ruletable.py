@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gate.errors import CodedError
@@ -167,6 +168,6 @@ def with_rule_removed(rulebook: dict[str, Any], index: int) -> dict[str, Any]:
     return edited
 
 
-def draft_text(rulebook: dict[str, Any]) -> str:
+def draft_text(rulebook: Mapping[str, object]) -> str:
     """The draft as the JSON editor shows it after a table edit (keys in their authored order)."""
     return json.dumps(rulebook, indent=2, ensure_ascii=False)

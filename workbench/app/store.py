@@ -21,26 +21,28 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import polars as pl
 
 from gate import principals
 from gate.chain.links import chain_id_for
 from gate.clock import Clock, SystemClock
-from gate.errors import GateError, Signal
+from gate.errors import GateError, RulebookInvalid, Signal
 from gate.holds.events import hold_events_problems, verify_resolution
 from gate.keys.config import SigningSetup
 from gate.ledger import Ledger, stream
 from gate.ledger.reports import MAX_SCOPES, benchmark_opt_ins
 from gate.principals import Permission, Principal
 from gate.protocol.canonical import sha256_hex
-from gate.rulebook import get_evaluator, validate_rulebook
-from gate.rulebook.analysis import semantic_diff
-from gate.services.chains import AuditChainService, inclusion_for
-from gate.services.events import EventService
-from gate.services.holds import HoldService
-from gate.services.lifecycle import KINDS, LifecycleService
+from gate.protocol.evaluation import Check
+from gate.rulebook import RulebookDocument, checked_rulebook, get_evaluator
+from gate.rulebook.analysis import DiffReportJSON, semantic_diff
+from gate.rulebook.shapes import JsonValue
+from gate.services.chains import inclusion_for
+from gate.services.events import SubscriptionView
+from gate.services.holds import HoldStep
+from gate.services.lifecycle import KINDS
 from gate.services.verification import verify_stored_decision
 from workbench.app.jsonpos import locate, position_of
 from workbench.app.ruletable import reads
@@ -50,13 +52,15 @@ from workbench.dataset.convert import facts_of
 from workbench.dataset.export import Progress
 from workbench.dataset.load import Frames, Opened, from_dataset, holds_from_dataset, open_dataset, scan_table
 from workbench.dataset.location import DatasetError, open_location, read_manifest
+from workbench.dataset.manifest import NewRows
 from workbench.dataset.recent import recent_frames
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
-from workbench.dataset.trust import Trust, Untrusted, reader_trust
+from workbench.dataset.trust import DatasetTrust, Trust, Untrusted, reader_trust
 from workbench.engines.common import latest_outcomes
 from workbench.migration.errors import DryRunError
 from workbench.migration.run import DryRun
+from workbench.migration.sweep import FieldSpread, Sweep
 from workbench.reports.holds import HoldReport
 from workbench.reports.params import PARAMS, ReportParams, cohort_scopes
 from workbench.reports.policy import PolicyReports, policy_reports_of
@@ -68,6 +72,7 @@ from workbench.reports.timeseries import (
     version_changes,
     version_changes_from_rollups,
 )
+from workbench.services.impact import LiveSummary
 from workbench.services.root import compose
 
 DRAFT_PATH = "draft"
@@ -79,12 +84,81 @@ HOLDS = "holds"
 FIGURE_CACHE_SIZE = 64  # (dataset, scope, policy, limit, cohort) entries of finished figures, a few KiB each
 
 
+class DraftEvaluation(TypedDict):
+    """The scalar evaluator's result for some facts (`evaluate`), as the Authoring page shows it."""
+
+    verdict: str
+    application_verdict: str
+    reason_code: str
+    matched_rule_id: str | None
+    action: str
+    status: str
+    missing_fields: list[str]
+    invalid_fields: list[str]
+    checks: list[Check]
+
+
+class StoredResult(TypedDict):
+    """What a stored decision's record says it decided, and under which rulebook version."""
+
+    verdict: str | None
+    application_verdict: str | None
+    reason_code: str | None
+    matched_rule_id: str | None
+    rulebook_version: str | None
+
+
+class StoredEvaluation(TypedDict):
+    """A stored decision's facts and its stored result (`Store.stored_evaluation`)."""
+
+    decision_id: str
+    facts: dict[str, Any]  # the caller's facts, as the rulebook saw them
+    stored: StoredResult
+
+
+class DatasetUnusable(TypedDict):
+    ok: Literal[False]
+    message: str
+
+
+class DatasetUsable(TypedDict):
+    """`Store.dataset_status` of a dataset that can be read: when it was cut, its rows per table
+    and its trust status."""
+
+    ok: Literal[True]
+    updated_at: str | None
+    rows: dict[str, int]
+    synthetic: bool
+    source: DatasetTrust
+
+
+class Refreshed(TypedDict):
+    """What a refresh of the dataset did (`Store.refresh_dataset`): the run (None: nothing new),
+    its rows per table, their sum, and the export's warnings."""
+
+    run: int | None
+    new_rows: NewRows
+    added: int
+    warnings: list[str]
+
+
+class PlacedError(TypedDict):
+    """A draft's error (the validator's `{field, code, message}`) with where it was typed (0-based)."""
+
+    field: str
+    code: str
+    message: str
+    line: int
+    column: int
+
+
 @dataclass(frozen=True)
 class DraftCheck:
     """A draft rulebook as the author typed it: parsed and validated, errors with positions."""
 
-    rulebook: dict[str, Any] | None
-    errors: tuple[dict[str, Any], ...]  # {field, code, message, line, column} (0-based)
+    rulebook: JsonValue  # the draft as parsed, any JSON value (None when it is not JSON)
+    errors: tuple[PlacedError, ...]
+    document: RulebookDocument | None = None  # the rulebook, typed, when it is valid
 
     @property
     def valid(self) -> bool:
@@ -102,18 +176,20 @@ def check_draft(text: str) -> DraftCheck:
     except json.JSONDecodeError as exc:
         return DraftCheck(None, ({"field": DRAFT_PATH, "code": "invalid_json", "message": exc.msg,
                                   "line": exc.lineno - 1, "column": exc.colno - 1},))
-    errors = validate_rulebook(value, base_path=DRAFT_PATH)
-    if not errors:
-        return DraftCheck(value, ())
+    try:
+        return DraftCheck(value, (), checked_rulebook(value, base_path=DRAFT_PATH))
+    except RulebookInvalid as exc:
+        errors = exc.errors
     positions = locate(text, DRAFT_PATH)
-    placed = []
+    placed: list[PlacedError] = []
     for error in errors:
         line, column = position_of(positions, error["field"])
-        placed.append({**error, "line": line, "column": column})
+        placed.append({"field": error["field"], "code": error["code"], "message": error["message"],
+                       "line": line, "column": column})
     return DraftCheck(value, tuple(placed))
 
 
-def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
+def evaluate(rulebook: RulebookDocument, facts: Any) -> DraftEvaluation:
     """The scalar evaluator's verdict for `facts` (the same evaluator `/api/decide` runs)."""
     evaluation = get_evaluator(rulebook, sha256_hex(rulebook)).evaluate(facts)
     return {
@@ -125,7 +201,7 @@ def evaluate(rulebook: dict[str, Any], facts: Any) -> dict[str, Any]:
         "status": evaluation.status,
         "missing_fields": list(evaluation.missing_fields),
         "invalid_fields": list(evaluation.invalid_fields),
-        "checks": [dict(check) for check in evaluation.checks],
+        "checks": [check.copy() for check in evaluation.checks],
     }
 
 
@@ -155,19 +231,19 @@ class WorkbenchStore:
         self.exports_dir = Path(exports_dir) if exports_dir else self.dataset_dir.parent / "migration-reports"
         self.clock = clock or SystemClock()
         # The composition root's services (`workbench.services.root`): the decision service with
-        # the one ReleaseService (docs/releases.md), and the analytics services the CLI and the API call.
-        # The release and governance chains checkpoint into the gate's witnessed log, as the API's
-        # do (`GATE_CHECKPOINT_LOG`, issue 52): a release moved here is witnessed like one moved there.
-        self.services = compose(signing, ledger, clock=self.clock, checkpoint_log=checkpoint_log)
-        self.service, self.releases = self.services.live()
-        self.lifecycle = LifecycleService(ledger, self.clock, signing)
-        self.audit = AuditChainService(ledger, signing, self.clock, checkpoint_log=checkpoint_log)
-        # Events out (docs/events.md): the API's service, with the operator's allowance of hosts
-        # inside (GATE_WEBHOOK_ALLOW_HOSTS); the gate's dispatchers send what the page queues.
-        self.events = EventService(ledger, self.clock, allow_hosts=webhook_allow_hosts, signing=signing)
-        # Held actions (docs/holds.md): the API's service, so the Inbox's steps are the same signed
-        # hold events, refused for the same reasons (the API's serving processes sweep deadlines).
-        self.holds = HoldService(ledger, signing, self.clock, checkpoint_log=checkpoint_log)
+        # the one ReleaseService (docs/releases.md), the analytics services the CLI and the API call,
+        # and beside them the API's own services: the receipts, the audit chains, the events out
+        # (docs/events.md; with the operator's allowance of hosts inside, GATE_WEBHOOK_ALLOW_HOSTS;
+        # the gate's dispatchers send what the page queues) and the held actions (docs/holds.md: the
+        # Inbox's steps are the same signed hold events, refused for the same reasons; the API's
+        # serving processes sweep deadlines). The release, governance, hold and audit chains
+        # checkpoint into the gate's witnessed log, as the API's do (`GATE_CHECKPOINT_LOG`, issue 52):
+        # a release moved here is witnessed like one moved there.
+        self.services = compose(signing, ledger, clock=self.clock, checkpoint_log=checkpoint_log,
+                                allow_hosts=webhook_allow_hosts)
+        core = self.services.live()
+        self.service, self.releases = core.decisions, core.release_service()
+        self.lifecycle, self.audit, self.events, self.holds = core.lifecycle, core.audit, core.events, core.holds
         self._frame_cache: dict[tuple[Any, ...], Frames] = {}
         self._cache_lock = threading.Lock()
         # The Overview's finished figures (report envelopes, monthly course), keyed by the
@@ -223,7 +299,7 @@ class WorkbenchStore:
         except Untrusted as exc:  # a bad GATE_DATASET_STALE_AFTER
             raise DatasetError(str(exc)) from None
 
-    def dataset_status(self) -> dict[str, Any]:
+    def dataset_status(self) -> DatasetUsable | DatasetUnusable:
         """What the dataset holds (from its manifest) and how far it is trusted, or why it cannot be read."""
         try:
             opened = self.opened()
@@ -236,7 +312,7 @@ class WorkbenchStore:
         return {"ok": True, "updated_at": manifest.get("updated_at"), "rows": rows,
                 "synthetic": manifest.get("synthetic", False), "source": opened.source}
 
-    def refresh_dataset(self, progress: Progress | None = None) -> dict[str, Any]:
+    def refresh_dataset(self, progress: Progress | None = None) -> Refreshed:
         """Export what is new in the ledger into the dataset (the export service of `gate export`,
         with its one signing rule: `SigningRefused`, nothing written, without a key while signing
         is required); `progress(done, total)` is called as rows are written. One refresh runs at a
@@ -251,8 +327,8 @@ class WorkbenchStore:
             self._figures.clear()
         with self._cache_lock:
             self._frame_cache.clear()
-        added = sum(count if isinstance(count, int) else sum(count.values())  # facts: per rulebook
-                    for count in result.new_rows.values())
+        added = sum(count for count in result.new_rows.values() if isinstance(count, int)) \
+            + sum(result.new_rows["facts"].values())  # facts: per rulebook
         return {"run": result.run, "new_rows": result.new_rows, "added": added, "warnings": result.warnings}
 
     # ------------------------------------------------------------------ policy reports
@@ -470,7 +546,7 @@ class WorkbenchStore:
             return None
         return verify_stored_decision(self.ledger, self.lifecycle, self.signing, stored)
 
-    def stored_evaluation(self, scope: str, decision_id: str) -> dict[str, Any] | None:
+    def stored_evaluation(self, scope: str, decision_id: str) -> StoredEvaluation | None:
         """A stored decision's facts (what its rulebook saw) and its stored result, or None
         when the decision is not in `scope`."""
         stored = self.ledger.decision(scope, decision_id)
@@ -481,14 +557,14 @@ class WorkbenchStore:
         return {
             "decision_id": decision_id,
             "facts": facts if facts is not None else {},
-            "stored": {key: record.get(key) for key in
-                       ("verdict", "application_verdict", "reason_code", "matched_rule_id")}
-                      | {"rulebook_version": (record.get("rulebook") or {}).get("version")},
+            "stored": {"verdict": record.get("verdict"), "application_verdict": record.get("application_verdict"),
+                       "reason_code": record.get("reason_code"), "matched_rule_id": record.get("matched_rule_id"),
+                       "rulebook_version": (record.get("rulebook") or {}).get("version")},
         }
 
     # ------------------------------------------------------------------ migrations
 
-    def dry_run(self, scope: str, rulebook_id: str, draft: dict[str, Any], *, on_cluster: bool = True,
+    def dry_run(self, scope: str, rulebook_id: str, draft: RulebookDocument, *, on_cluster: bool = True,
                 against: str = CURRENT) -> DryRun:
         """The dry-run of `gate dry-run` (the same service) over this scope's history in the
         dataset, on the workbench's cluster when it has one and `on_cluster`. `against`: CURRENT
@@ -511,26 +587,26 @@ class WorkbenchStore:
         except Untrusted as error:
             raise DryRunError("USAGE", str(error)) from None
 
-    def impact_summary(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any]:
+    def impact_summary(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> LiveSummary:
         """The live impact (`workbench.services.impact`): the dry-run's summary of the draft against
         what production runs, over full history in this process (the same figures as the Migration
         page and `gate dry-run`), beside the Authoring page's editor. Raises DryRunError like `dry_run`."""
         return self.services.impact.summary(scope, rulebook_id, draft, dataset=self.dataset_dir,
                                             trust=self._run_trust())
 
-    def sweep(self, scope: str, rulebook_id: str, draft: dict[str, Any], leaf: tuple[str, str, int],
-              thresholds: list[float]) -> dict[str, Any]:
+    def sweep(self, scope: str, rulebook_id: str, draft: RulebookDocument, leaf: tuple[str, str, int],
+              thresholds: list[float]) -> Sweep:
         """`gate sweep`'s service over this scope's history in the dataset, compared with what
         production runs there, as the live impact (DryRunError)."""
         trust = self._run_trust()
         return self.services.sweeps.sweep(draft, rulebook_id, leaf, thresholds, scope=scope, dataset=self.dataset_dir,
                                           trust=trust, baseline=self.services.dry_runs.production(scope, rulebook_id))
 
-    def field_spread(self, scope: str, rulebook_id: str, field: str) -> dict[str, Any]:
+    def field_spread(self, scope: str, rulebook_id: str, field: str) -> FieldSpread:
         """How one fact is spread over the rulebook's history in this scope (`sweep.field_spread`:
         what a sweep's default range is drawn from), cached by manifest (DryRunError)."""
         trust = self._run_trust()
-        spread: dict[str, Any] = self._remembered(
+        spread: FieldSpread = self._remembered(
             (self._manifest_key(), "spread", scope, rulebook_id, field),
             lambda: self.services.sweeps.field_spread(rulebook_id, field, scope=scope, dataset=self.dataset_dir,
                                                       trust=trust))
@@ -548,10 +624,10 @@ class WorkbenchStore:
         rows: list[RuleHistory] = self._remembered((manifest_key, "rules", scope, policy_id), compute)
         return copy.deepcopy(rows)
 
-    def semantic_diff(self, scope: str, rulebook_id: str, draft: dict[str, Any]) -> dict[str, Any] | None:
+    def semantic_diff(self, scope: str, rulebook_id: str, draft: RulebookDocument) -> DiffReportJSON | None:
         """The exact diff from the scope's current version to the draft (None without one)."""
         current = self.current_rulebook(scope, rulebook_id)
-        return semantic_diff(current, draft).to_json() if current is not None else None
+        return semantic_diff(checked_rulebook(current), draft).to_json() if current is not None else None
 
     def export_migration(self, run: DryRun, out: Path) -> dict[str, str]:
         """Sign (with the receipt key) and write the manifest and the reports; name → path. The
@@ -563,7 +639,7 @@ class WorkbenchStore:
 
     # ------------------------------------------------------------------ promotion
 
-    def promote(self, scope: str, draft: dict[str, Any], permissions: frozenset[str]) -> dict[str, Any]:
+    def promote(self, scope: str, draft: RulebookDocument, permissions: frozenset[str]) -> dict[str, Any]:
         """Publish the draft as an immutable version of the scope (service layer; never edits
         history). Raises GateError (WORKBENCH_PERMISSION_DENIED without `publish`,
         RULEBOOK_INVALID, RULEBOOK_VERSION_CONFLICT)."""
@@ -577,7 +653,7 @@ class WorkbenchStore:
         """State, policy, live comparison and history of a release (runs its guardrails)."""
         return self.releases.status(scope, rulebook_id)
 
-    def release_act(self, scope: str, rulebook_id: str, body: dict[str, Any], principal: Principal,
+    def release_act(self, scope: str, rulebook_id: str, body: Mapping[str, object], principal: Principal,
                     permissions: frozenset[str]) -> dict[str, Any]:
         """One transition by the session's `principal` with its `permissions` in `scope` (a signed
         event; the service refuses an action the permissions do not cover, and an approval by the
@@ -592,7 +668,7 @@ class WorkbenchStore:
         return [self.events.deliveries(scope, sub["subscription_id"]) for sub in self.events.listed(scope)]
 
     def event_subscribe(self, scope: str, principal: Principal, permissions: frozenset[str],
-                        body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+                        body: Mapping[str, object]) -> tuple[SubscriptionView, str]:
         """A new subscription made by the session's principal (its secret, shown this once)."""
         require(permissions, "admin")
         return self.events.subscribe(scope, principal.actor, body)
@@ -602,7 +678,7 @@ class WorkbenchStore:
         return self.events.replay(scope, subscription_id, {"seq": seq})
 
     def event_subscription_status(self, scope: str, permissions: frozenset[str], subscription_id: str,
-                                  status: str) -> dict[str, Any]:
+                                  status: str) -> SubscriptionView:
         require(permissions, "admin")
         return self.events.set_status(scope, subscription_id, status)
 
@@ -666,7 +742,7 @@ class WorkbenchStore:
         return str(items[0].get("outcome_status")) if items else None
 
     def hold_act(self, scope: str, principal: Principal, permissions: frozenset[str], decision_id: str,
-                 action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+                 action: str, body: Mapping[str, object] | None = None) -> HoldStep:
         """One step on a hold by the session's `principal` with its `permissions` in `scope`:
         `resolve` (body: decision, reason_code, note), `claim`, `release`, `reassign` (body:
         queue, note) or `escalate`. Each is a signed hold event written by `HoldService`, which

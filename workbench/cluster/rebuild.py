@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial as bind
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.cluster import by_partition, run_all, tasks
 from workbench.dataset.integrity import ListedFile
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.rebuild import rebuild_rollups
 from workbench.dataset.rollups import Chunk
 
@@ -23,7 +25,8 @@ __all__ = ["cluster_rebuild"]
 
 
 def cluster_rebuild(client: Client, uri: str, *, signer: ReceiptSigner | None, now: datetime | None = None,
-                    progress: Callable[[int, int], None] | None = None, anchors: Any = None) -> dict[str, Any]:
+                    progress: Callable[[int, int], None] | None = None,
+                    anchors: TrustAnchors | None = None) -> DatasetManifest:
     """`rebuild_rollups(uri, …)` with every listed file it reads checked on the cluster's workers
     (`tasks.check`, one task per partition) and `rollups.chunk_partials` of every chunk run there
     (`tasks.rebuild_chunk`), their results taken in the chunks' order."""

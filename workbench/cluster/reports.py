@@ -28,6 +28,7 @@ from workbench.cluster import by_partition, run_all, tasks
 from workbench.dataset import integrity, rollups
 from workbench.dataset import location as dataset
 from workbench.dataset.load import Frames, empty, open_dataset
+from workbench.dataset.manifest import DatasetManifest
 from workbench.engines import confidence as confidence_engine
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ class ClusterView:
         return confidence_engine.merge(partials)
 
 
-def _partition_groups(manifest: dict[str, Any], policy_id: str,
+def _partition_groups(manifest: DatasetManifest, policy_id: str,
                       scopes: Sequence[str] | None) -> list[list[integrity.ListedFile]]:
     """The files a whole-history read of the policy checks (the scopes' decisions, outcomes and
     the policy's facts), grouped by (scope, month) partition: one checking task each."""

@@ -28,10 +28,10 @@ whatever the size of the ledger.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Literal
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
@@ -53,6 +53,17 @@ from workbench.dataset.location import (
     open_location,
     read_manifest,
     write_manifest,
+)
+from workbench.dataset.manifest import (
+    ChainEntry,
+    DatasetManifest,
+    FileEntry,
+    HoldChainEntry,
+    LedgerHead,
+    NewRows,
+    TableEntry,
+    Watermark,
+    new_rows_of,
 )
 from workbench.dataset.partwriter import BUFFER_ROWS, PartitionedWriter, WrittenFile, run_of
 from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, RECEIPT_TABLE_KIND, TABLES
@@ -78,13 +89,52 @@ class ExportResult:
 
     uri: str
     run: int | None
-    new_rows: dict[str, Any]  # rows written per table; "facts": rows per rulebook id
-    files: list[WrittenFile] = field(default_factory=list)
-    manifest: dict[str, Any] = field(default_factory=dict)
+    new_rows: NewRows  # rows written per table; "facts": rows per rulebook id
+    files: list[WrittenFile]
+    manifest: DatasetManifest
     warnings: list[str] = field(default_factory=list)
 
 
-def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _HeadDecision:
+    """The last decision a run exported of a scope (its chain entry names it when it is the head)."""
+
+    chain_position: int
+    decision_id: str
+    record_hash: str
+    receipt_hash: str
+
+
+@dataclass
+class _ScopePlan:
+    """One scope's share of a run (`_plan`): the chain head to export up to (None: no chain), the
+    watermark it starts from, how many decisions, receipts (per kind) and hold rows are new, the
+    receipts stored behind the watermark (`late`, per kind); then, as the run goes, the run's time
+    (`as_of`), the last decision written and the hold chain head the hold tables were cut at."""
+
+    head: ChainEntry | None
+    mark: Watermark
+    decisions: int
+    receipts: dict[str, int]
+    late: dict[str, int]
+    holds: int
+    as_of: str = ""
+    last_decision: _HeadDecision | None = None
+    hold_head: HoldChainEntry | None = None
+
+
+@dataclass
+class _RunRows:
+    """The rows a run wrote per table and per rulebook's facts (`new_rows` once committed)."""
+
+    tables: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ALL_TABLES, 0))
+    facts: dict[str, int] = field(default_factory=dict)
+
+    def member(self) -> NewRows:
+        return new_rows_of(self.tables, self.facts)
+
+
+def new_manifest(*, synthetic: bool, generator: str, created_at: str) -> DatasetManifest:
     """An empty manifest of the current schema version (see docs/dataset.md for each member)."""
     return {
         "dataset_schema_version": DATASET_SCHEMA_VERSION,
@@ -106,13 +156,13 @@ def facts_table_name(rulebook_id: str) -> str:
     return f"{FACTS_DIR}/rulebook_id={quote(rulebook_id, safe='')}"
 
 
-def record_files(manifest: dict[str, Any], files: list[WrittenFile], run: int, location: Location) -> None:
+def record_files(manifest: DatasetManifest, files: list[WrittenFile], run: int, location: Location) -> None:
     """Add a run's written files to the manifest (facts files under `facts.<rulebook id>`), each
     with its `sha256` and `bytes` (`workbench.dataset.integrity`): only this run's files are read, the
     entries of earlier runs' files keep the digests listed when they were written."""
     for entry in files:
-        item = {"path": entry["path"], "rows": entry["rows"], "run": run,
-                **integrity.describe_file(location, entry["path"])}
+        item: FileEntry = {"path": entry["path"], "rows": entry["rows"], "run": run,
+                           **integrity.describe_file(location, entry["path"])}
         if entry["table"] in ALL_TABLES:  # a dataset written before the hold tables lists none of them
             manifest["tables"].setdefault(entry["table"], {"rows": 0, "files": []})["files"].append(item)
         else:
@@ -120,7 +170,7 @@ def record_files(manifest: dict[str, Any], files: list[WrittenFile], run: int, l
             manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["files"].append(item)
 
 
-def ledger_head(chains: dict[str, dict[str, Any]], rows: dict[str, int]) -> dict[str, Any]:
+def ledger_head(chains: Mapping[str, ChainEntry], rows: Mapping[str, int]) -> LedgerHead:
     """The exported state of the ledger in one hash: every scope's chain (id, size, root, head
     link) and the row counts, so two datasets exported from the same ledger state compare equal."""
     return {
@@ -131,7 +181,7 @@ def ledger_head(chains: dict[str, dict[str, Any]], rows: dict[str, int]) -> dict
     }
 
 
-def _prepare(location: Location) -> dict[str, Any] | None:
+def _prepare(location: Location) -> DatasetManifest | None:
     """Check the target: a manifest of our version, or an empty/new directory we can write."""
     manifest = read_manifest(location, required=False)
     if manifest is None:
@@ -177,16 +227,21 @@ def _remove_uncommitted(location: Location, committed_runs: int) -> int:
     return removed
 
 
-def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any],
-          cutoff: str) -> tuple[dict[str, Any], int]:
+def _plan(ledger: Ledger, scopes: list[str], marks: Mapping[str, Watermark],
+          cutoff: str) -> tuple[dict[str, _ScopePlan], int]:
     """Per scope: the chain head to export up to, and how many rows are new (for progress)."""
-    plan, total = {}, 0
+    plan: dict[str, _ScopePlan] = {}
+    total = 0
     for scope in scopes:
         heads = stream.chain_heads_of(ledger, scope)
-        head = heads[0] if heads else None
-        mark = marks.get(scope, {"chain_position": 0, "receipts": {}})
+        head: ChainEntry | None = None
+        if heads:
+            head = {"chain_id": heads[0]["chain_id"], "size": heads[0]["size"],
+                    "merkle_root": heads[0]["merkle_root"], "head_link_hash": heads[0]["head_link_hash"]}
+        mark: Watermark = marks.get(scope, {"chain_position": 0, "receipts": {}})
         new_decisions = max(0, (head["size"] if head else 0) - mark["chain_position"])
-        receipts, late = {}, {}
+        receipts: dict[str, int] = {}
+        late: dict[str, int] = {}
         for kind in RECEIPT_TABLE_KIND.values():
             after = mark["receipts"].get(kind)
             receipts[kind] = stream.count_receipts(
@@ -198,13 +253,12 @@ def _plan(ledger: Ledger, scopes: list[str], marks: dict[str, Any],
                 if behind > 0:
                     late[kind] = behind
         holds = _pending_holds(ledger, scope, head, mark)
-        plan[scope] = {"head": head, "mark": mark, "decisions": new_decisions, "receipts": receipts,
-                       "late": late, "holds": holds}
+        plan[scope] = _ScopePlan(head, mark, new_decisions, receipts, late, holds)
         total += new_decisions + sum(receipts.values()) + holds
     return plan, total
 
 
-def _pending_holds(ledger: Ledger, scope: str, head: dict[str, Any] | None, mark: dict[str, Any]) -> int:
+def _pending_holds(ledger: Ledger, scope: str, head: ChainEntry | None, mark: Watermark) -> int:
     """The hold rows a run would count as progress for the scope: its hold events after the
     watermark (`hold_seq`), and, when the dataset has not exported the scope's holds yet (a
     dataset of an earlier release, or a new one), every hold of its exported decisions too."""
@@ -259,22 +313,21 @@ def export_ledger(
     cutoff = iso_ms(now - timedelta(seconds=settle_seconds))
     plan, total = _plan(ledger, scopes, manifest["watermarks"], cutoff)
     for item in plan.values():  # the instant the manifest names for the scope's hold states
-        item["as_of"] = iso_ms(now)
+        item.as_of = iso_ms(now)
     warnings = _late_receipt_warnings(plan)
-    new_rows: dict[str, Any] = dict.fromkeys(ALL_TABLES, 0)
-    new_rows["facts"] = {}
+    counts = _RunRows()
     if total == 0:
-        return ExportResult(uri, None, new_rows, [], manifest, warnings)
+        return ExportResult(uri, None, counts.member(), [], manifest, warnings)
 
     run = manifest["runs"] + 1
     counter = _Progress(progress, total)
-    files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, new_rows, counter,
+    files = _write_run(ledger, location, manifest, run, plan, cutoff, batch_size, counts, counter,
                        rollup_progress, lakehouse)
-    manifest = _commit_run(location, manifest, run, plan, new_rows, cutoff, now, signer)
-    return ExportResult(uri, run, new_rows, files, manifest, warnings)
+    manifest = _commit_run(location, manifest, run, plan, counts, cutoff, now, signer)
+    return ExportResult(uri, run, counts.member(), files, manifest, warnings)
 
 
-def _layout_target(location: Location, manifest: dict[str, Any], lakehouse: IcebergTarget | None,
+def _layout_target(location: Location, manifest: DatasetManifest, lakehouse: IcebergTarget | None,
                    layout: str | None) -> IcebergTarget | None:
     """The run's Iceberg target (None: Parquet). A dataset keeps the layout (and the Iceberg catalog,
     warehouse and namespace) of its first run: another one asked for is refused."""
@@ -287,19 +340,20 @@ def _layout_target(location: Location, manifest: dict[str, Any], lakehouse: Iceb
     if not held:
         return None
     target = lakehouse or iceberg.target_of(manifest)
-    named = {key: manifest["iceberg"].get(key) for key in ("catalog", "catalog_name", "warehouse", "namespace")}
+    member = manifest["iceberg"]
+    named = {key: member.get(key) for key in ("catalog", "catalog_name", "warehouse", "namespace")}
     if named != target.member():
         raise DatasetError(f"{location.uri} has its Iceberg tables in catalog {named['catalog']}, warehouse "
                            f"{named['warehouse']}, namespace {named['namespace']}: export with those")
     return target
 
 
-def _late_receipt_warnings(plan: dict[str, Any]) -> list[str]:
+def _late_receipt_warnings(plan: Mapping[str, _ScopePlan]) -> list[str]:
     """One warning per scope and receipt kind with receipts stored behind the last watermark."""
     return [f"scope {name!r}: {count} {kind} receipt(s) stamped before the last export's "
             "watermark were stored after it and are not in this dataset; export into a new "
             "location to include them"
-            for name, item in plan.items() for kind, count in item["late"].items()]
+            for name, item in plan.items() for kind, count in item.late.items()]
 
 
 class _Sink:
@@ -338,8 +392,9 @@ class _Progress:
             self.progress(self.done, self.total)
 
 
-def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
-               cutoff: str, batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
+def _write_run(ledger: Ledger, location: Location, manifest: DatasetManifest, run: int,
+               plan: Mapping[str, _ScopePlan], cutoff: str, batch_size: int, counts: _RunRows,
+               advance: Callable[[int], None],
                rollup_progress: Progress | None, lakehouse: IcebergTarget | None) -> list[WrittenFile]:
     """Write the run's part files and rollups and list them in `manifest` (not yet committed);
     with `lakehouse`, the record tables' data files and one snapshot per table instead of their
@@ -361,10 +416,10 @@ def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run
     try:
         for name, item in plan.items():
             manifest["watermarks"][name] = _export_scope(ledger, sink, name, item, cutoff, batch_size,
-                                                         new_rows, advance, reopened)
-            if item["head"] is not None:
-                manifest["chains"][name] = _chain_entry(item, manifest["chains"].get(name))
-                manifest.setdefault("hold_chains", {})[name] = item["hold_head"]
+                                                         counts, advance, reopened)
+            if item.head is not None and item.hold_head is not None:
+                manifest["chains"][name] = _chain_entry(item.head, item.last_decision, manifest["chains"].get(name))
+                manifest.setdefault("hold_chains", {})[name] = item.hold_head
         files = writer.close()
         record_files(manifest, files, run, location)
         if lake is not None:  # one snapshot per table; the rows are read from the tables (no rollups)
@@ -382,18 +437,18 @@ def _write_run(ledger: Ledger, location: Location, manifest: dict[str, Any], run
     return files
 
 
-def _commit_run(location: Location, manifest: dict[str, Any], run: int, plan: dict[str, Any],
-                new_rows: dict[str, Any], cutoff: str, now: datetime,
-                signer: ReceiptSigner | None) -> dict[str, Any]:
+def _commit_run(location: Location, manifest: DatasetManifest, run: int, plan: Mapping[str, _ScopePlan],
+                counts: _RunRows, cutoff: str, now: datetime,
+                signer: ReceiptSigner | None) -> DatasetManifest:
     """Count the run's rows into the manifest, seal it and write it: the run is committed.
     Returns the sealed manifest."""
     for name in ALL_TABLES:
-        manifest["tables"].setdefault(name, {"rows": 0, "files": []})["rows"] += new_rows[name]
-    for rulebook_id, count in new_rows["facts"].items():
-        manifest["facts"].setdefault(rulebook_id, {"rows": 0, "files": []})["rows"] += count
+        manifest["tables"].setdefault(name, _empty_entry())["rows"] += counts.tables[name]
+    for rulebook_id, count in counts.facts.items():
+        manifest["facts"].setdefault(rulebook_id, _empty_entry())["rows"] += count
     manifest["runs"] = run
     manifest["updated_at"] = iso_ms(now)
-    manifest["last_run"] = {"run": run, "at": iso_ms(now), "new_rows": new_rows,
+    manifest["last_run"] = {"run": run, "at": iso_ms(now), "new_rows": counts.member(),
                             "scopes": sorted(plan), "receipts_reported_before": cutoff}
     manifest["ledger_head"] = ledger_head(
         manifest["chains"], {name: manifest["tables"][name]["rows"] for name in TABLES})
@@ -406,51 +461,59 @@ def _commit_run(location: Location, manifest: dict[str, Any], run: int, plan: di
     return manifest
 
 
-def _chain_entry(item: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
+def _empty_entry() -> TableEntry:
+    return {"rows": 0, "files": []}
+
+
+_HEAD_KEYS: tuple[Literal["head_decision_id", "head_record_hash", "head_receipt_hash"], ...] = (
+    "head_decision_id", "head_record_hash", "head_receipt_hash")
+
+
+def _chain_entry(head: ChainEntry, last: _HeadDecision | None, previous: ChainEntry | None) -> ChainEntry:
     """The scope's chain head the run was cut at: id, size, Merkle root and head link, and the
     head decision's record and receipt hashes (its receipt is signed by the gate's key, so
     `gate verify` checks the head's record offline). A run that exported no new decision of
     the scope keeps the previous entry's head decision."""
-    head = item["head"]
-    entry = {"chain_id": head["chain_id"], "size": head["size"], "merkle_root": head["merkle_root"],
-             "head_link_hash": head["head_link_hash"]}
-    last = item.get("last_decision")
-    if last is not None and last.get("chain_position") == head["size"]:
-        entry.update(head_decision_id=last["decision_id"], head_record_hash=last["record_hash"],
-                     head_receipt_hash=last["receipt_hash"])
+    entry: ChainEntry = {"chain_id": head["chain_id"], "size": head["size"], "merkle_root": head["merkle_root"],
+                         "head_link_hash": head["head_link_hash"]}
+    if last is not None and last.chain_position == head["size"]:
+        entry["head_decision_id"] = last.decision_id
+        entry["head_record_hash"] = last.record_hash
+        entry["head_receipt_hash"] = last.receipt_hash
     elif previous is not None and previous.get("size") == head["size"]:
-        entry.update({k: previous[k] for k in ("head_decision_id", "head_record_hash", "head_receipt_hash")
-                      if k in previous})
+        for key in _HEAD_KEYS:
+            if key in previous:
+                entry[key] = previous[key]
     return entry
 
 
-def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any], cutoff: str,
-                  batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None],
-                  reopened: set[tuple[str, str]] | None) -> dict[str, Any]:
+def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: _ScopePlan, cutoff: str,
+                  batch_size: int, counts: _RunRows, advance: Callable[[int], None],
+                  reopened: set[tuple[str, str]] | None) -> Watermark:
     """Write one scope's new decisions (with their facts and chain links) and receipts, counting
-    them into `new_rows` and, for outcomes, their decisions' partitions into `reopened`.
+    them into `counts` and, for outcomes, their decisions' partitions into `reopened`.
     Returns the scope's new watermark."""
-    mark = {"chain_position": item["mark"]["chain_position"], "receipts": dict(item["mark"]["receipts"])}
-    if "hold_seq" in item["mark"]:
-        mark["hold_seq"] = item["mark"]["hold_seq"]
-    head = item["head"]
-    if head is not None and item["decisions"]:
+    mark: Watermark = {"chain_position": item.mark["chain_position"], "receipts": dict(item.mark["receipts"])}
+    if "hold_seq" in item.mark:
+        mark["hold_seq"] = item.mark["hold_seq"]
+    head = item.head
+    if head is not None and item.decisions:
         for rows in stream.iter_chain_decisions(ledger, scope, after_position=mark["chain_position"],
                                                 upto_position=head["size"], batch_size=batch_size):
             decisions = convert.decisions_table(rows)
             writer.add("decisions", decisions)
             for rulebook_id, facts in facts_tables(decisions).items():
                 writer.add(facts_table_name(rulebook_id), facts)
-                new_rows["facts"][rulebook_id] = new_rows["facts"].get(rulebook_id, 0) + facts.num_rows
+                counts.facts[rulebook_id] = counts.facts.get(rulebook_id, 0) + facts.num_rows
             writer.add("chain_links", convert.chain_links_table(rows))
-            new_rows["decisions"] += len(rows)
-            new_rows["chain_links"] += len(rows)
+            counts.tables["decisions"] += len(rows)
+            counts.tables["chain_links"] += len(rows)
             mark["chain_position"] = rows[-1]["chain_position"]
-            item["last_decision"] = {k: rows[-1].get(k) for k in
-                                     ("chain_position", "decision_id", "record_hash", "receipt_hash")}
+            item.last_decision = _HeadDecision(rows[-1]["chain_position"], rows[-1]["decision_id"],
+                                               rows[-1]["record_hash"], rows[-1]["receipt_hash"])
             advance(len(rows))
     for table, kind in RECEIPT_TABLE_KIND.items():
-        if not item["receipts"][kind]:
+        if not item.receipts[kind]:
             continue
         after = mark["receipts"].get(kind)
         for rows in stream.iter_receipts(
@@ -460,18 +523,18 @@ def _export_scope(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any
             if table == "outcomes" and reopened is not None:
                 found = stream.decisions_created_at(ledger, [row["decision_id"] for row in rows])
                 reopened.update((owner, convert.month_of(created_at)) for owner, created_at in found.values())
-            new_rows[table] += len(rows)
-            previous = mark["receipts"].get(kind, {}).get("count", 0)
+            counts.tables[table] += len(rows)
+            previous = mark["receipts"][kind]["count"] if kind in mark["receipts"] else 0
             mark["receipts"][kind] = {"reported_at": rows[-1]["reported_at"], "receipt_id": rows[-1]["receipt_id"],
                                       "count": previous + len(rows)}
             advance(len(rows))
     if head is not None:
-        _export_holds(ledger, writer, scope, item, mark, batch_size, new_rows, advance, item["as_of"])
+        _export_holds(ledger, writer, scope, item, head, mark, batch_size, counts, advance)
     return mark
 
 
-def _export_holds(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any], mark: dict[str, Any],
-                  batch_size: int, new_rows: dict[str, Any], advance: Callable[[int], None], as_of: str) -> None:
+def _export_holds(ledger: Ledger, writer: _Sink, scope: str, item: _ScopePlan, head: ChainEntry, mark: Watermark,
+                  batch_size: int, counts: _RunRows, advance: Callable[[int], None]) -> None:
     """Write the scope's hold states and hold events that are new since `mark` (`hold_seq`, the
     hold chain's watermark) and move it to the head read in the snapshot of the states.
 
@@ -480,24 +543,24 @@ def _export_holds(ledger: Ledger, writer: _Sink, scope: str, item: dict[str, Any
     watermark moved, read in one snapshot with the hold chain's head, so each row is its hold as
     of that head (`gate.ledger.holdstream`); a scope whose holds this dataset has not exported yet
     gets every hold of its exported decisions. Hold events: the chain after the watermark up to
-    that head (gap-free and committed in order, so exact). `as_of`: the run's time, which the
+    that head (gap-free and committed in order, so exact). `item.as_of`: the run's time, which the
     manifest names as the instant of the cut (`hold_chains.<scope>.as_of`; the states are read
     just after it)."""
-    known = item["mark"].get("hold_seq")
-    new_after = 0 if known is None else item["mark"]["chain_position"]
+    known = item.mark.get("hold_seq")
+    new_after = 0 if known is None else item.mark["chain_position"]
     with ledger.one_snapshot():
         seq, event_hash = holdstream.hold_head(ledger, scope)
-        for rows in holdstream.iter_hold_states(ledger, scope, upto_position=item["head"]["size"],
+        for rows in holdstream.iter_hold_states(ledger, scope, upto_position=head["size"],
                                                 new_after_position=new_after, changed_after_seq=known or 0,
                                                 batch_size=batch_size):
             writer.add("holds", convert.holds_table(rows))
-            new_rows["holds"] += len(rows)
+            counts.tables["holds"] += len(rows)
             if known is None:  # the backfill is counted in the plan; later states come with their events
                 advance(len(rows))
     for rows in holdstream.iter_hold_events(ledger, scope, after_seq=known or 0, upto_seq=seq,
                                             batch_size=batch_size):
         writer.add("hold_events", convert.hold_events_table(rows))
-        new_rows["hold_events"] += len(rows)
+        counts.tables["hold_events"] += len(rows)
         advance(len(rows))
     mark["hold_seq"] = seq
-    item["hold_head"] = {"seq": seq, "head_event_hash": event_hash, "as_of": as_of}
+    item.hold_head = {"seq": seq, "head_event_hash": event_hash, "as_of": item.as_of}

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -39,10 +39,17 @@ import pyarrow.fs as pafs
 
 from workbench.dataset import integrity
 from workbench.dataset.location import DatasetError, Location, open_location
+from workbench.dataset.manifest import (
+    DatasetManifest,
+    IcebergFileEntry,
+    IcebergLocation,
+    IcebergMember,
+    IcebergTableEntry,
+)
 from workbench.dataset.partwriter import BUFFER_ROWS, GROUP_ROWS
 from workbench.dataset.schema import TABLES, with_partitions
 
-LAYOUT = "iceberg"
+LAYOUT: Final = "iceberg"
 ICEBERG_DIR = "iceberg"  # the default catalog file and warehouse, inside a local dataset location
 CATALOG_NAME = "gate"
 DEFAULT_NAMESPACE = "gate"
@@ -72,14 +79,14 @@ class IcebergTarget:
     warehouse: str
     namespace: str = DEFAULT_NAMESPACE
 
-    def member(self) -> dict[str, Any]:
+    def member(self) -> IcebergLocation:
         """The manifest's `iceberg` member (without tables): the catalog URI without a password, the
         catalog's name (a SQL catalog keys its tables by it), the warehouse and the namespace."""
         return {"catalog": public_uri(self.catalog_uri), "catalog_name": CATALOG_NAME, "warehouse": self.warehouse,
                 "namespace": self.namespace}
 
 
-def is_iceberg(manifest: dict[str, Any]) -> bool:
+def is_iceberg(manifest: DatasetManifest) -> bool:
     return manifest.get("layout") == LAYOUT
 
 
@@ -146,7 +153,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def target_of(manifest: dict[str, Any]) -> IcebergTarget:
+def target_of(manifest: DatasetManifest) -> IcebergTarget:
     """The target an Iceberg dataset's manifest names (the catalog URI from `GATE_ICEBERG_CATALOG_URI`
     when set: the manifest's has no password)."""
     member = manifest["iceberg"]
@@ -156,7 +163,7 @@ def target_of(manifest: dict[str, Any]) -> IcebergTarget:
 _CATALOGS: dict[tuple[str, str], Any] = {}  # readers: one catalog (one connection pool) per process
 
 
-def _catalog_of(member: dict[str, Any]) -> Any:
+def _catalog_of(member: IcebergMember) -> Any:
     """The catalog a manifest names; `GATE_ICEBERG_CATALOG_URI` gives it with its credentials. Kept
     for the process: a catalog holds only a connection pool; every table is loaded anew."""
     key = (os.environ.get(CATALOG_ENV) or member["catalog"], member["warehouse"])
@@ -177,6 +184,14 @@ def warehouse_location(warehouse: str) -> Location:
 
 
 # --------------------------------------------------------------------------- writing
+
+
+@dataclass(frozen=True)
+class Committed:
+    """One table's snapshot a run committed (`IcebergWriter.commit`) and its new files' entries."""
+
+    snapshot_id: int
+    files: list[IcebergFileEntry]
 
 
 @dataclass
@@ -201,21 +216,21 @@ class IcebergWriter:
         self.catalog = open_catalog(target.catalog_uri, target.warehouse)
         self.tables: dict[str, _Table] = {}
 
-    def prepare(self, member: dict[str, Any] | None) -> None:
+    def prepare(self, member: IcebergMember | None) -> None:
         """Open every table (creating the namespace and tables on a first run) and check it is this
         dataset's; set a table whose current snapshot is not the manifest's back to it."""
         try:
             self.catalog.create_namespace_if_not_exists(self.target.namespace)
             for name in TABLES:
-                self.tables[name] = _Table(self._table(name, (member or {}).get("tables", {}).get(name)))
+                self.tables[name] = _Table(self._table(name, None if member is None else member["tables"].get(name)))
         except DatasetError:
             raise
         except Exception as exc:
             raise DatasetError(f"the Iceberg catalog {public_uri(self.target.catalog_uri)}: {_first_line(exc)}") from exc
 
-    def _table(self, name: str, listed: dict[str, Any] | None) -> Any:
+    def _table(self, name: str, listed: IcebergTableEntry | None) -> Any:
         identifier = f"{self.target.namespace}.{name}"
-        expected = (listed or {}).get("snapshot_id")
+        expected = None if listed is None else listed["snapshot_id"]
         if self.catalog.table_exists(identifier):
             table = self.catalog.load_table(identifier)
             if table.properties.get(LOCATION_PROPERTY) != self.location.uri:
@@ -267,12 +282,12 @@ class IcebergWriter:
         item.data_files.extend(_dataframe_to_data_files(item.table.metadata, data, item.table.io,
                                                         write_uuid=item.write_uuid, counter=item.counter))
 
-    def commit(self) -> dict[str, dict[str, Any]]:
+    def commit(self) -> dict[str, Committed]:
         """Write what is buffered and commit one snapshot per table with new data files.
         Returns, per such table, its `snapshot_id` and its new files' manifest entries."""
         for item in self.tables.values():
             self._flush(item)
-        committed: dict[str, dict[str, Any]] = {}
+        committed: dict[str, Committed] = {}
         for name, item in self.tables.items():
             if not item.data_files:
                 continue
@@ -287,15 +302,15 @@ class IcebergWriter:
                 raise DatasetError(f"committing the Iceberg table {item.table.name()} failed: "
                                    f"{_first_line(exc)}") from exc
             snapshot = item.table.current_snapshot()
-            committed[name] = {"snapshot_id": snapshot.snapshot_id, "files": self._entries(item.data_files)}
+            committed[name] = Committed(snapshot.snapshot_id, self._entries(item.data_files))
             item.data_files = []  # committed: `abort` leaves them (the next run sets the table back)
         return committed
 
-    def _entries(self, data_files: Sequence[Any]) -> list[dict[str, Any]]:
+    def _entries(self, data_files: Sequence[Any]) -> list[IcebergFileEntry]:
         """The manifest entries of new data files: path (relative to the warehouse), rows, run,
         scope, month, and their sha256 and bytes (each file read once)."""
         warehouse = warehouse_location(self.target.warehouse)
-        entries = []
+        entries: list[IcebergFileEntry] = []
         for data_file in data_files:
             path = relative_path(self.target.warehouse, data_file.file_path)
             entries.append({"path": path, "rows": data_file.record_count, "run": self.run,
@@ -321,33 +336,33 @@ def relative_path(warehouse: str, file_path: str) -> str:
     return file_path[len(prefix):]
 
 
-def record_run(manifest: dict[str, Any], target: IcebergTarget, run: int,
-               committed: dict[str, dict[str, Any]]) -> None:
+def record_run(manifest: DatasetManifest, target: IcebergTarget, run: int,
+               committed: Mapping[str, Committed]) -> None:
     """Name the run's snapshots and list its data files in the manifest's `iceberg` member."""
     member = manifest.setdefault("iceberg", {**target.member(), "tables": {}})
     for name in TABLES:
         entry = member["tables"].setdefault(name, {"identifier": f"{target.namespace}.{name}", "snapshot_id": None,
                                                    "snapshots": [], "files": []})
         if name in committed:
-            entry["snapshot_id"] = committed[name]["snapshot_id"]
-            entry["snapshots"].append({"run": run, "snapshot_id": committed[name]["snapshot_id"]})
-            entry["files"].extend(committed[name]["files"])
+            entry["snapshot_id"] = committed[name].snapshot_id
+            entry["snapshots"].append({"run": run, "snapshot_id": committed[name].snapshot_id})
+            entry["files"].extend(committed[name].files)
     manifest["layout"] = LAYOUT
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _listed(member: dict[str, Any], table: str, scopes: Sequence[str] | None) -> list[integrity.ListedFile]:
-    item = member.get("tables", {}).get(table) or {}
-    files = item.get("files") or []
+def _listed(member: IcebergMember, table: str, scopes: Sequence[str] | None) -> list[integrity.ListedFile]:
+    item = member["tables"].get(table) if isinstance(member.get("tables"), dict) else None
+    files = (item.get("files") if item else None) or []
     wanted = None if scopes is None else set(scopes)
     return [integrity.ListedFile(f"{LAYOUT}:{table}", entry["path"], entry["rows"], entry.get("sha256"),
                                  entry.get("bytes"))
             for entry in files if wanted is None or entry.get("scope") in wanted]
 
 
-def _check_snapshot(catalog: Any, member: dict[str, Any], table: str) -> None:
+def _check_snapshot(catalog: Any, member: IcebergMember, table: str) -> None:
     """The manifest's snapshot of `table` is in the catalog and its data files are exactly the
     files the manifest lists (path and rows); DatasetError otherwise."""
     item = member["tables"][table]
@@ -367,7 +382,7 @@ def _check_snapshot(catalog: Any, member: dict[str, Any], table: str) -> None:
                            "the manifest lists")
 
 
-def table_files(manifest: dict[str, Any], table: str, scopes: Sequence[str] | None = None) -> list[str]:
+def table_files(manifest: DatasetManifest, table: str, scopes: Sequence[str] | None = None) -> list[str]:
     """The checked data files of one table at the manifest's snapshot (of `scopes`, or all):
     the snapshot and its file set checked through the catalog, each file's size, sha256 and rows
     against its entry. DatasetError (one line) otherwise. Full paths, for the Polars readers."""
@@ -381,7 +396,7 @@ def table_files(manifest: dict[str, Any], table: str, scopes: Sequence[str] | No
     return [location.url(path) for path in integrity.check_files(location, _listed(member, table, scopes))]
 
 
-def check_tables(manifest: dict[str, Any]) -> None:
+def check_tables(manifest: DatasetManifest) -> None:
     """Every table's snapshot and every data file it lists (`table_files`); DatasetError otherwise."""
     for table in TABLES:
         table_files(manifest, table)

@@ -46,6 +46,7 @@ from gate.keys.signing import ReceiptSigner, b64url_decode, ed25519_verify
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset.location import DatasetError, Location, partitioning
+from workbench.dataset.manifest import DatasetManifest, FileDigest, ManifestSignature
 from workbench.dataset.schema import ALL_TABLES, HOLD_TABLES, PARTITION_FIELDS, TABLES
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 CHUNK = 1 << 20
-SEAL_FIELDS = ("dataset_hash", "signature")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class ListedFile:
     bytes: int | None
 
 
-def describe_file(location: Location, path: str) -> dict[str, Any]:
+def describe_file(location: Location, path: str) -> FileDigest:
     """`{sha256, bytes}` of a file relative to the dataset root (read once, in 1 MiB chunks)."""
     digest, size = hashlib.sha256(), 0
     with location.fs.open_input_stream(location.path(path)) as stream:
@@ -106,9 +106,10 @@ def _entry(kind: str, item: Any) -> ListedFile:
                       size if isinstance(size, int) else None)
 
 
-def listed_files(manifest: Mapping[str, Any], kind: str, name: str | None = None) -> list[ListedFile]:
+def listed_files(manifest: DatasetManifest, kind: str, name: str | None = None) -> list[ListedFile]:
     """The files the manifest lists for a table (`kind` = table), for one rulebook's facts
-    (`kind` = "facts", `name` = rulebook id) or for the rollups (`kind` = "rollups")."""
+    (`kind` = "facts", `name` = rulebook id) or for the rollups (`kind` = "rollups"). The manifest
+    is read from disk: each member's shape is checked, DatasetError when it is malformed."""
     if kind == "rollups":
         member = manifest.get("rollups")
         digests = member.get("file_digests") if isinstance(member, Mapping) else None
@@ -152,7 +153,18 @@ class _Seen:
 _SEEN: dict[str, tuple[tuple[int, ...], _Seen]] = {}  # full path -> (identity, what a pass found)
 _LOCK = threading.Lock()
 TAIL = 1 << 20  # the bytes kept from the end of a file while it is hashed: its Parquet footer
-_STORE: dict[str, Any] = {"path": None, "dirty": False}
+
+
+@dataclass
+class _DigestStore:
+    """Where this process keeps what its passes found (`use_digest_store`), and whether it read
+    files the store does not hold yet."""
+
+    path: Path | None = None
+    dirty: bool = False
+
+
+_STORE = _DigestStore()
 
 
 def use_digest_store(path: Path | None) -> None:
@@ -161,7 +173,7 @@ def use_digest_store(path: Path | None) -> None:
     identity includes the ctime, which a writer of the dataset folder cannot set back: a file
     changed in any way is read again. None: this process's memory only."""
     with _LOCK:
-        _STORE.update(path=path, dirty=False)
+        _STORE.path, _STORE.dirty = path, False
         if path is None:
             return
         try:
@@ -177,13 +189,13 @@ def use_digest_store(path: Path | None) -> None:
 def save_digest_store() -> None:
     """Write the store (`use_digest_store`) when this process read files it did not hold."""
     with _LOCK:
-        path = _STORE["path"]
-        if path is None or not _STORE["dirty"]:
+        path = _STORE.path
+        if path is None or not _STORE.dirty:
             return
         files = [{"path": key, "identity": list(identity), "sha256": seen.sha256, "bytes": seen.bytes,
                   "rows": seen.rows, "columns": seen.columns}
                  for key, (identity, seen) in _SEEN.items() if seen.error is None][-STORE_FILES:]
-        _STORE["dirty"] = False
+        _STORE.dirty = False
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         temporary = Path(f"{path}.{os.getpid()}.tmp")
@@ -270,7 +282,7 @@ def _seen(location: Location, path: str, identity: tuple[int, ...] | None = None
     seen = _read_local(location, path)
     with _LOCK:
         _SEEN[key] = (identity, seen)
-        _STORE["dirty"] = True
+        _STORE.dirty = True
     return seen
 
 
@@ -389,7 +401,7 @@ def in_scopes(entries: Sequence[ListedFile], scopes: Sequence[str] | None) -> li
     return [entry for entry in entries if wanted & set(entry.path.split("/"))]
 
 
-def table_dataset(location: Location, table: str, manifest: dict[str, Any] | None = None) -> ds.Dataset:
+def table_dataset(location: Location, table: str, manifest: DatasetManifest | None = None) -> ds.Dataset:
     """One table of the dataset as a `pyarrow.dataset.Dataset` (schema + partition columns).
 
     With a manifest, exactly the files it lists (a consistent snapshot, even while an export
@@ -413,11 +425,15 @@ def table_dataset(location: Location, table: str, manifest: dict[str, Any] | Non
 # --------------------------------------------------------------------------- signing
 
 
-def unsigned(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in manifest.items() if k not in SEAL_FIELDS}
+def unsigned(manifest: DatasetManifest) -> DatasetManifest:
+    """A copy without the seal (`dataset_hash`, `signature`): what `dataset_hash` hashes."""
+    body = manifest.copy()
+    body.pop("dataset_hash", None)
+    body.pop("signature", None)
+    return body
 
 
-def dataset_hash(manifest: Mapping[str, Any]) -> str:
+def dataset_hash(manifest: DatasetManifest) -> str:
     """sha256 of the canonical manifest without `dataset_hash` and `signature`."""
     return sha256_hex(unsigned(manifest))
 
@@ -426,13 +442,13 @@ def signature_payload(key_id: str, digest: str) -> bytes:
     return canonical_bytes({"key_id": key_id, "dataset_hash": digest})
 
 
-def seal(manifest: Mapping[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
+def seal(manifest: DatasetManifest, signer: ReceiptSigner | None) -> DatasetManifest:
     """A copy with `dataset_hash` and, when a signer is given, its `signature`."""
-    body = unsigned(manifest)
-    digest = sha256_hex(body)
-    sealed: dict[str, Any] = {**body, "dataset_hash": digest}
+    sealed = unsigned(manifest)
+    digest = sha256_hex(sealed)
+    sealed["dataset_hash"] = digest
     if signer is not None:
-        signature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "dataset_hash",
+        signature: ManifestSignature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "dataset_hash",
                      "value": signer.sign_payload(signature_payload(signer.key_id, digest))}
         if signer.algorithm == SIG_ED25519 and signer.public_key_fingerprint:
             signature["public_key_fingerprint"] = signer.public_key_fingerprint
@@ -440,7 +456,7 @@ def seal(manifest: Mapping[str, Any], signer: ReceiptSigner | None) -> dict[str,
     return sealed
 
 
-def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str | None:
+def signature_problem(manifest: DatasetManifest, anchors: TrustAnchors) -> str | None:
     """Why the manifest's `dataset_hash` or signature does not verify with `anchors`, or None."""
     digest = dataset_hash(manifest)
     if manifest.get("dataset_hash") != digest:
@@ -470,7 +486,7 @@ def signature_problem(manifest: Mapping[str, Any], anchors: TrustAnchors) -> str
     return None if good else "its signature does not verify"
 
 
-def build_on(manifest: Mapping[str, Any], signer: ReceiptSigner | None, anchors: TrustAnchors | None,
+def build_on(manifest: DatasetManifest, signer: ReceiptSigner | None, anchors: TrustAnchors | None,
              uri: str) -> None:
     """Refuse (DatasetError) to sign a new run over a committed manifest that does not verify with
     `anchors` (the gate's keys): a signed export, incremental or a rollup rebuild, reads back the
@@ -485,7 +501,7 @@ def build_on(manifest: Mapping[str, Any], signer: ReceiptSigner | None, anchors:
                            "vouches only for a dataset this gate signed (export into a new location)")
 
 
-def iter_all(manifest: Mapping[str, Any]) -> Iterator[ListedFile]:
+def iter_all(manifest: DatasetManifest) -> Iterator[ListedFile]:
     """Every file the manifest lists in the dataset location: tables, every rulebook's facts,
     rollups (an Iceberg dataset's record tables are checked by `workbench.dataset.iceberg.check_tables`;
     its hold tables are part files in the location, as in the Parquet layout)."""

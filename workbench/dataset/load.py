@@ -36,9 +36,10 @@ from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.location import (
     DatasetError as DatasetError,  # the readers raise the dataset's one error
 )
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.rollups import RollupView
 from workbench.dataset.schema import ALL_TABLES, DATASET_SCHEMA_VERSION, PARTITION_KEYS, TABLES
-from workbench.dataset.trust import Trust, Untrusted, trust_of, verdict
+from workbench.dataset.trust import DatasetTrust, Trust, Untrusted, trust_of, verdict
 
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
     from gate.ledger import Ledger
@@ -65,7 +66,7 @@ class Frames:
     # Where the frames came from, for a dataset: its trust status (`open_dataset`: dataset_hash,
     # key_id only when the signature verified, trust "signed" or "unsigned", stale when behind the
     # live ledger), which each report names (and so seals) in its `source` member. None for the ledger.
-    source: dict[str, Any] | None = None
+    source: DatasetTrust | None = None
     # The hold report's frames (`holds_from_dataset`, `holds_from_ledger`): one row per hold in
     # its latest state (None: not loaded, as for every other report), and the instant the holds
     # were read at (a dataset's cut, the ledger's read), from which open holds' ages are counted.
@@ -134,13 +135,13 @@ def select(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, *, scopes: Sequence[
 # --------------------------------------------------------------------------- dataset
 
 
-def read_manifest(root: str | Path) -> dict[str, Any]:
+def read_manifest(root: str | Path) -> DatasetManifest:
     """The dataset's manifest, of this schema version, as stored (unchecked: `open_dataset` is
     what readers call). `root` is a local folder or an object-store URL (`workbench.dataset.location`)."""
     return _read(root)[0]
 
 
-def _read(root: str | Path) -> tuple[dict[str, Any], bytes]:
+def _read(root: str | Path) -> tuple[DatasetManifest, bytes]:
     try:
         location = dataset.open_location(str(root))
         found = location.read_bytes(MANIFEST)
@@ -150,7 +151,7 @@ def _read(root: str | Path) -> tuple[dict[str, Any], bytes]:
         raise DatasetError(f"{root}: no {MANIFEST}; not a decision dataset")
     raw = found
     try:
-        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+        manifest: DatasetManifest = json.loads(raw.decode("utf-8"))
     except ValueError as error:
         raise DatasetError(f"{root}/{MANIFEST}: unreadable manifest ({error})") from None
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
@@ -165,8 +166,8 @@ class Opened:
     """A dataset as a reader may use it: its manifest and its trust status (`source`: what every
     report names; `workbench.dataset.trust.verdict`)."""
 
-    manifest: dict[str, Any]
-    source: dict[str, Any]
+    manifest: DatasetManifest
+    source: DatasetTrust
     raw: bytes  # the manifest's bytes as read (a dry-run names their sha256)
 
 
@@ -185,7 +186,7 @@ def open_dataset(root: str | Path, trust: Trust | TrustAnchors | None = None) ->
     return Opened(manifest, source, raw)
 
 
-def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | None = None,
+def listed(root: str | Path, manifest: DatasetManifest, kind: str, name: str | None = None,
            scopes: Sequence[str] | None = None) -> list[str]:
     """The files the manifest lists for a table (`kind`), a rulebook's facts (`kind` "facts",
     `name` the rulebook id) or the rollups, in `scopes` (all when None), each checked against
@@ -200,7 +201,7 @@ def listed(root: str | Path, manifest: dict[str, Any], kind: str, name: str | No
 
 
 def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None,
-               manifest: dict[str, Any] | None = None) -> pl.LazyFrame:
+               manifest: DatasetManifest | None = None) -> pl.LazyFrame:
     """One table of the dataset as a LazyFrame in the contract (empty when it has no files):
     the files the manifest lists, checked (`listed`); with `scopes`, only those scopes' files.
     An Iceberg table's data files hold `scope` and `month` as columns (identity partitions)."""
@@ -215,7 +216,7 @@ def scan_table(root: str | Path, table: str, scopes: Sequence[str] | None = None
 
 
 def scan_facts(root: str | Path, rulebook_id: str, scopes: Sequence[str] | None = None,
-               manifest: dict[str, Any] | None = None) -> pl.LazyFrame | None:
+               manifest: DatasetManifest | None = None) -> pl.LazyFrame | None:
     """The typed facts table of one rulebook (`workbench.dataset.facts`), None when the dataset has no
     facts file for it. Files of different export batches hold different paths: the scan reads
     the union of their columns, a column a file lacks as null (as the table's contract says)."""
@@ -300,7 +301,7 @@ def _utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def holds_as_of(manifest: dict[str, Any], scopes: Sequence[str] | None) -> datetime:
+def holds_as_of(manifest: DatasetManifest, scopes: Sequence[str] | None) -> datetime:
     """The instant a dataset's hold states are as of: the earliest cut (`hold_chains.<scope>.as_of`)
     of the scopes read, else (no hold cut: a dataset without hold tables) its `updated_at`."""
     cuts = manifest.get("hold_chains") or {}

@@ -18,7 +18,6 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import pyarrow as pa
@@ -26,6 +25,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from gate.errors import CodedError
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, PARTITION_FIELDS
 
 MANIFEST = "manifest.json"
@@ -105,7 +105,7 @@ def partitioning() -> ds.Partitioning:
     return ds.partitioning(pa.schema(PARTITION_FIELDS), flavor="hive")
 
 
-def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any] | None:
+def read_manifest(location: Location, *, required: bool = True) -> DatasetManifest | None:
     """The dataset's manifest, checked to be of `DATASET_SCHEMA_VERSION`.
 
     Missing manifest: DatasetError when `required`, else None. Unreadable or of another
@@ -116,7 +116,7 @@ def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any
             if required:
                 raise DatasetError(f"{location.uri} has no {MANIFEST}: it is not an exported dataset")
             return None
-        manifest: dict[str, Any] = json.loads(raw.decode("utf-8"))
+        manifest: DatasetManifest = json.loads(raw.decode("utf-8"))
     except (OSError, pa.ArrowException, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DatasetError(f"cannot read {location.uri}/{MANIFEST}: {exc}") from exc
     version = manifest.get("dataset_schema_version") if isinstance(manifest, dict) else None
@@ -127,7 +127,7 @@ def read_manifest(location: Location, *, required: bool = True) -> dict[str, Any
     return manifest
 
 
-def write_manifest(location: Location, manifest: dict[str, Any]) -> None:
+def write_manifest(location: Location, manifest: DatasetManifest) -> None:
     """Write manifest.json last, so a reader never sees a manifest ahead of its files. On a
     local disk it is written to a temporary name and renamed over the old one (atomic)."""
     data = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")

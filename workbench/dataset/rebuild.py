@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import pyarrow as pa
 
@@ -24,6 +23,7 @@ from gate.keys.signing import ReceiptSigner
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset import integrity, rollups
 from workbench.dataset.location import DatasetError, open_location, read_manifest, write_manifest
+from workbench.dataset.manifest import DatasetManifest, new_rows_of
 from workbench.dataset.schema import TABLES
 
 __all__ = ["rebuild_rollups"]
@@ -33,7 +33,7 @@ def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | N
                     progress: Callable[[int, int], None] | None = None,
                     run_chunks: rollups.RunChunks | None = None,
                     run_checks: rollups.RunChecks | None = None, anchors: TrustAnchors | None = None
-                    ) -> dict[str, Any]:
+                    ) -> DatasetManifest:
     """Recompute the rollups of every partition of the dataset at `uri` and commit them as a new
     run; returns the committed manifest. DatasetError (nothing committed) when the location holds
     no committed export, its manifest does not match its `dataset_hash`, or a listed file no
@@ -63,11 +63,12 @@ def rebuild_rollups(uri: str, *, signer: ReceiptSigner | None, now: datetime | N
             rollups.remove_runs(location, newer_than=runs)
         raise
     last = manifest.get("last_run")
-    previous: dict[str, Any] = last if isinstance(last, dict) else {}
-    manifest.update(rollups=member, runs=run, updated_at=iso_ms(now), previous_dataset_hash=manifest.get("dataset_hash"))
+    before = last.get("receipts_reported_before") if isinstance(last, dict) else None
+    manifest["rollups"], manifest["runs"], manifest["updated_at"] = member, run, iso_ms(now)
+    manifest["previous_dataset_hash"] = manifest.get("dataset_hash")
     manifest["last_run"] = {"run": run, "at": iso_ms(now), "rollups_rebuilt": True,
-                            "new_rows": {**dict.fromkeys(TABLES, 0), "facts": {}}, "scopes": [],
-                            "receipts_reported_before": previous.get("receipts_reported_before")}
+                            "new_rows": new_rows_of(dict.fromkeys(TABLES, 0), {}), "scopes": [],
+                            "receipts_reported_before": before}
     manifest = integrity.seal(manifest, None if manifest.get("synthetic") else signer)
     write_manifest(location, manifest)
     with contextlib.suppress(OSError, pa.ArrowException):

@@ -43,7 +43,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
 
 import polars as pl
@@ -56,6 +55,7 @@ from workbench.dataset.convert import frame_of
 from workbench.dataset.facts import facts_rows_of
 from workbench.dataset.integrity import ListedFile, check_files, describe_file, iter_all
 from workbench.dataset.location import DatasetError, Location, open_location
+from workbench.dataset.manifest import DatasetManifest, FileEntry, RollupDigest, RollupsMember
 from workbench.dataset.partwriter import WrittenFile
 from workbench.dataset.schema import DECISION_ANALYSIS_COLUMNS
 from workbench.engines import anomalies, benchmarks, effectiveness, fact_moments
@@ -173,7 +173,7 @@ def fact_moment_column(name: str) -> bool:
     return name in ("decision_id", fc.STATE_COLUMN, "facts_json") or name.endswith(("::t", "::n"))
 
 
-def files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def files_by_partition(manifest: DatasetManifest, table: str) -> dict[tuple[str, str], list[FileEntry]]:
     """The table's listed Parquet files by (scope, month). An Iceberg dataset keeps no rollups and
     its rows are read through its catalog: refused here (DatasetError), never read as empty, so a
     rebuild or a cluster report over it fails instead of writing or trusting empty figures."""
@@ -181,7 +181,7 @@ def files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, 
         raise DatasetError("this dataset is in the Iceberg layout, which keeps no report rollups and whose rows "
                            "are read through its catalog: rebuilding rollups and cluster reports need the "
                            "Parquet layout (gate export --format parquet into another location)")
-    out: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    out: dict[tuple[str, str], list[FileEntry]] = defaultdict(list)
     entries = manifest["tables"][table]["files"] if table in manifest["tables"] else []
     for entry in entries:
         parsed = _parse(entry["path"])
@@ -190,7 +190,7 @@ def files_by_partition(manifest: dict[str, Any], table: str) -> dict[tuple[str, 
     return out
 
 
-def _facts_files(manifest: dict[str, Any]) -> dict[str, dict[tuple[str, str], list[str]]]:
+def _facts_files(manifest: DatasetManifest) -> dict[str, dict[tuple[str, str], list[str]]]:
     out: dict[str, dict[tuple[str, str], list[str]]] = {}
     for rulebook_id, item in manifest.get("facts", {}).items():
         per = out.setdefault(rulebook_id, defaultdict(list))
@@ -217,24 +217,27 @@ def _decisions(location: Location, pieces: Sequence[tuple[str, str, list[int]]],
 # --------------------------------------------------------------------------- update
 
 
-def _of_last_run(manifest: dict[str, Any]) -> bool:
-    """Whether the manifest's rollups are of this version and of its last committed run."""
+def _of_last_run(manifest: DatasetManifest) -> RollupsMember | None:
+    """The manifest's rollups when they are of this version and of its last committed run."""
     rollups = manifest.get("rollups")
-    return (isinstance(rollups, dict) and rollups.get("version") == ROLLUP_VERSION
-            and rollups.get("run") == manifest.get("runs") and isinstance(rollups.get("files"), dict))
+    if (isinstance(rollups, dict) and rollups.get("version") == ROLLUP_VERSION
+            and rollups.get("run") == manifest.get("runs") and isinstance(rollups.get("files"), dict)):
+        return rollups
+    return None
 
 
-def current(manifest: dict[str, Any], classes: Mapping[str, str]) -> bool:
+def current(manifest: DatasetManifest, classes: Mapping[str, str]) -> bool:
     """Whether the manifest's rollups can be used and carried over: `_of_last_run`, computed
     with this mapping of outcome statuses to effectiveness classes."""
-    return _of_last_run(manifest) and manifest["rollups"].get("classes_hash") == classes_hash(classes)
+    rollups = _of_last_run(manifest)
+    return rollups is not None and rollups.get("classes_hash") == classes_hash(classes)
 
 
-def update(location: Location, manifest: dict[str, Any], run: int, new_files: Sequence[WrittenFile],
+def update(location: Location, manifest: DatasetManifest, run: int, new_files: Sequence[WrittenFile],
            classes: Mapping[str, str],
            *, outcome_partitions: Iterable[tuple[str, str]],
            progress: Callable[[int, int], None] | None = None, every_partition: bool = False,
-           run_chunks: RunChunks | None = None, run_checks: RunChecks | None = None) -> dict[str, Any]:
+           run_chunks: RunChunks | None = None, run_checks: RunChecks | None = None) -> RollupsMember:
     """Recompute the rollups of the partitions this run touched and write `rollups/run-<run>/`.
 
     `manifest` already lists this run's files (`record_files`) but is not written yet; it may
@@ -259,7 +262,7 @@ def update(location: Location, manifest: dict[str, Any], run: int, new_files: Se
 
 def _partitions_to_recompute(new_files: Sequence[WrittenFile],
                              outcome_partitions: Iterable[tuple[str, str]],
-                             decision_files: Mapping[tuple[str, str], list[dict[str, Any]]],
+                             decision_files: Mapping[tuple[str, str], list[FileEntry]],
                              reuse: bool) -> list[tuple[str, str]]:
     """The (scope, month) partitions to recompute, sorted: those this run wrote decisions into
     and those of its new outcomes' decisions, or every partition when nothing is carried over."""
@@ -288,8 +291,8 @@ RunChunks = Callable[[list[Chunk]], Iterable[dict[str, list[pl.DataFrame]]]]
 RunChecks = Callable[[list[ListedFile]], object]
 
 
-def plan_chunks(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
-                decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]) -> list[Chunk]:
+def plan_chunks(location: Location, manifest: DatasetManifest, todo: Sequence[tuple[str, str]],
+                decision_files: Mapping[tuple[str, str], list[FileEntry]]) -> list[Chunk]:
     """The chunks of the partitions in `todo` (`_chunks`), each naming the files it reads."""
     outcome_files = files_by_partition(manifest, "outcomes")
     facts_files = _facts_files(manifest)
@@ -335,8 +338,8 @@ def chunk_rows(location: Location, chunk: Chunk, policy_id: str | None = None
     return decisions, _chunk_outcomes(location, chunk.outcome_paths, mine), mine
 
 
-def _recompute(location: Location, manifest: dict[str, Any], todo: Sequence[tuple[str, str]],
-               decision_files: Mapping[tuple[str, str], list[dict[str, Any]]], classes: Mapping[str, str],
+def _recompute(location: Location, manifest: DatasetManifest, todo: Sequence[tuple[str, str]],
+               decision_files: Mapping[tuple[str, str], list[FileEntry]], classes: Mapping[str, str],
                progress: Callable[[int, int], None] | None,
                run_chunks: RunChunks | None = None) -> dict[str, list[pl.DataFrame]]:
     """The partials of the partitions in `todo`, chunk by chunk (`_chunks`): per state, its frames.
@@ -382,7 +385,7 @@ def _chunk_facts(location: Location, facts_paths: Mapping[str, Mapping[str, Sequ
 
 def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.DataFrame]],
                   carried: Mapping[str, str], todo: Sequence[tuple[str, str]]
-                  ) -> tuple[dict[str, str], dict[str, dict[str, Any]], int]:
+                  ) -> tuple[dict[str, str], dict[str, RollupDigest], int]:
     """Write `rollups/run-<run>/<state>.parquet`: each state's fresh rows and the carried-over
     rows of every partition not recomputed. Returns the files, their digests and the row count."""
     target = run_dir(run)
@@ -390,7 +393,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
     recomputed = pl.DataFrame({KEYS[2]: [s for s, _ in todo], KEYS[3]: [m for _, m in todo]},
                               schema={KEYS[2]: pl.String, KEYS[3]: pl.String})
     files: dict[str, str] = {}
-    digests: dict[str, dict[str, Any]] = {}
+    digests: dict[str, RollupDigest] = {}
     rows = 0
     for name in sorted(set(fresh) | set(carried)):
         frames = list(fresh.get(name, []))
@@ -410,7 +413,7 @@ def _write_states(location: Location, run: int, fresh: Mapping[str, list[pl.Data
     return files, digests, rows
 
 
-def _check_earlier_files(location: Location, manifest: dict[str, Any], run: int,
+def _check_earlier_files(location: Location, manifest: DatasetManifest, run: int,
                          todo: Sequence[tuple[str, str]], reuse: bool, run_checks: RunChecks | None = None) -> None:
     """Refuse (DatasetError) before the rollups are recomputed when a file of an earlier run that
     they read (the touched partitions' decisions and facts, their scopes' outcomes, the rollups
@@ -445,7 +448,7 @@ def _compact(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _chunks(location: Location, todo: Sequence[tuple[str, str]],
-            decision_files: Mapping[tuple[str, str], list[dict[str, Any]]]
+            decision_files: Mapping[tuple[str, str], list[FileEntry]]
             ) -> Iterator[tuple[str, int, list[tuple[str, str, list[int]]]]]:
     """The decisions of the partitions to recompute, in chunks of one scope of at most
     BATCH_DECISIONS decisions (whole row groups of at most 32,000 rows, so a month larger than
@@ -521,11 +524,11 @@ class RollupView:
                    None if scopes is None else tuple(scopes), frames)
 
     @classmethod
-    def of(cls, root: str | Path, manifest: dict[str, Any], *, policy_id: str, policy_version: str | None,
+    def of(cls, root: str | Path, manifest: DatasetManifest, *, policy_id: str, policy_version: str | None,
            scopes: Sequence[str] | None) -> RollupView | None:
-        if not _of_last_run(manifest):
+        rollups = _of_last_run(manifest)
+        if rollups is None:
             return None
-        rollups = manifest["rollups"]
         return cls(str(root), dict(rollups["files"]), rollups.get("classes_hash"), policy_id, policy_version,
                    None if scopes is None else tuple(scopes))
 

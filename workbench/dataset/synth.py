@@ -47,6 +47,7 @@ from workbench.dataset.location import (
     read_manifest,
     write_manifest,
 )
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.partwriter import PartitionedWriter
 from workbench.dataset.schema import TABLES, TS
 from workbench.demo import DEFAULT_SEED
@@ -196,7 +197,7 @@ class _Books:
 
 
 def synthesize(uri: str, *, decisions: int, seed: int = DEFAULT_SEED, chunk: int = CHUNK,
-               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+               progress: Callable[[int, int], None] | None = None) -> DatasetManifest:
     """Write a synthetic dataset of `decisions` decisions (and their receipts) to the empty or
     new location `uri`; returns the manifest (`synthetic: true`). DatasetError on a location
     that holds anything."""
@@ -288,7 +289,7 @@ def _write_chunk(writer: PartitionedWriter, tally: _Tally, seed: int, number: in
         tally.rows[TABLE_OF[kind]] += table.num_rows
 
 
-def _count_into(manifest: dict[str, Any], tally: _Tally) -> None:
+def _count_into(manifest: DatasetManifest, tally: _Tally) -> None:
     """The row counts and chain heads of the whole dataset into its manifest."""
     for policy, count in tally.facts_rows.items():
         manifest["facts"][policy]["rows"] = count

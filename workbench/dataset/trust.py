@@ -31,18 +31,38 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from gate.errors import CodedError
 from gate.keys.anchors import TrustAnchors
 from workbench.dataset.integrity import dataset_hash, signature_problem
+from workbench.dataset.manifest import DatasetManifest
 
-__all__ = ["DEFAULT_STALE_AFTER", "Trust", "Untrusted", "reader_trust", "seen_store_of", "stale_after_setting", "trust_of",
+__all__ = ["DEFAULT_STALE_AFTER", "DatasetTrust", "Staleness", "Trust", "Untrusted", "reader_trust", "seen_store_of", "stale_after_setting", "trust_of",
            "trust_text", "verdict"]
 
 DEFAULT_STALE_AFTER = 86_400  # seconds a dataset may lag the live ledger before it is marked stale
 SEEN_HASHES = 1_000  # earlier manifest hashes remembered per location (a rollback to one is named)
 UNSIGNED_HINT = "give --allow-unsigned (GATE_ALLOW_UNSIGNED=1) to read unsigned synthetic or local data as unsigned"
+
+
+class Staleness(TypedDict):
+    """`source.stale`: how far a dataset is behind the live ledger (`staleness`)."""
+
+    lag_seconds: int
+    bound_seconds: int
+    behind_scopes: list[str]
+
+
+class DatasetTrust(TypedDict):
+    """A dataset's trust status (`verdict`): the `source` member every report of it names."""
+
+    kind: Literal["dataset"]
+    dataset_hash: str
+    key_id: str | None  # only when the signature verified
+    trust: Literal["signed", "unsigned"]
+    synthetic: bool
+    stale: NotRequired[Staleness]
 
 
 class Untrusted(CodedError, ValueError):
@@ -92,7 +112,7 @@ def seen_store_of(home: Path) -> Path:
     return Path(home) / "cache" / "dataset-newest.json"
 
 
-def verdict(manifest: Mapping[str, Any], uri: str, trust: Trust) -> dict[str, Any]:
+def verdict(manifest: DatasetManifest, uri: str, trust: Trust) -> DatasetTrust:
     """The dataset's trust status (a report's `source`), or Untrusted. Records the manifest as
     the newest seen for `uri` when it is signed and ahead."""
     digest = dataset_hash(manifest)
@@ -105,9 +125,10 @@ def verdict(manifest: Mapping[str, Any], uri: str, trust: Trust) -> dict[str, An
     if not signed and not trust.allow_unsigned:
         raise Untrusted(f"it is not signed; {UNSIGNED_HINT}")
     verified = signed and problem is None
-    source: dict[str, Any] = {
+    signature = manifest.get("signature")
+    source: DatasetTrust = {
         "kind": "dataset", "dataset_hash": digest,
-        "key_id": manifest["signature"]["key_id"] if verified else None,
+        "key_id": signature["key_id"] if verified and signature is not None else None,
         "trust": "signed" if verified else "unsigned", "synthetic": bool(manifest.get("synthetic"))}
     if verified and trust.seen_path is not None:
         _check_newest(manifest, uri, trust.seen_path)
@@ -129,15 +150,17 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _position(manifest: Mapping[str, Any]) -> tuple[int, dict[str, int]]:
+def _position(manifest: DatasetManifest) -> tuple[int, dict[str, int]]:
     """The signed run counter and each scope's chain size."""
-    runs = found if isinstance(found := manifest.get("runs"), int) else 0
-    chains = found if isinstance(found := manifest.get("chains"), Mapping) else {}
+    counter = manifest.get("runs")
+    runs = counter if isinstance(counter, int) else 0
+    listed = manifest.get("chains")
+    chains = listed if isinstance(listed, Mapping) else {}
     return runs, {str(scope): int(entry.get("size", 0)) for scope, entry in chains.items()
                   if isinstance(entry, Mapping) and isinstance(entry.get("size"), int)}
 
 
-def _check_newest(manifest: Mapping[str, Any], uri: str, path: Path) -> None:
+def _check_newest(manifest: DatasetManifest, uri: str, path: Path) -> None:
     """Refuse a rollback against the newest manifest seen at `uri`; record a newer one."""
     held = _load(path)
     known = held.get(uri) if isinstance(held.get(uri), dict) else None
@@ -180,14 +203,15 @@ def _instant(text: Any) -> datetime | None:
         return None
 
 
-def staleness(manifest: Mapping[str, Any], heads: Sequence[Mapping[str, Any]], bound: int) -> dict[str, Any] | None:
+def staleness(manifest: DatasetManifest, heads: Sequence[Mapping[str, Any]], bound: int) -> Staleness | None:
     """`{lag_seconds, bound_seconds, behind_scopes}` when a scope's chain in the live ledger is longer
     than the dataset's and moved more than `bound` seconds after the dataset was cut; else None."""
     cut = _instant(manifest.get("updated_at"))
     chains = found if isinstance(found := manifest.get("chains"), Mapping) else {}
     lag, behind = 0.0, []
     for head in heads:
-        entry = chains.get(head.get("scope"))
+        scope = head.get("scope")
+        entry = chains.get(scope) if isinstance(scope, str) else None
         size = entry.get("size", 0) if isinstance(entry, Mapping) else 0
         moved = _instant(head.get("updated_at"))
         if int(head.get("size") or 0) <= size or moved is None or cut is None:

@@ -35,6 +35,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from gate.resources import data_path
+from gate.rulebook import RulebookDocument, checked_rulebook
 
 RULEBOOK_DIR = data_path("rulebooks")
 
@@ -108,9 +109,9 @@ REVIEWED_FAILURE = 0.09  # approved by a person after review
 HOUR_WEIGHTS = np.array([1, 1, 1, 1, 1, 2, 3, 5, 8, 10, 10, 10, 9, 10, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1], float)
 
 
-def load_rulebook(policy: str, version: int) -> dict[str, Any]:
-    rulebook: dict[str, Any] = json.loads((RULEBOOK_DIR / RULEBOOK_FILES[(policy, version)]).read_text())
-    return rulebook
+def load_rulebook(policy: str, version: int) -> RulebookDocument:
+    """The demo rulebook of `policy` at `version`, validated (RulebookInvalid if the file is not)."""
+    return checked_rulebook(json.loads((RULEBOOK_DIR / RULEBOOK_FILES[(policy, version)]).read_text()))
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ from gate.ledger.engine import make_engine
 from gate.ledger.reports import set_benchmark_opt_in
 from gate.principals import Principal
 from gate.protocol.canonical import sha256_hex
-from gate.rulebook import get_evaluator
+from gate.rulebook import RulebookDocument, get_evaluator
 from gate.services.decide import Caller
-from gate.services.holds import DeferredOpener, HoldService
-from gate.services.lifecycle import KINDS, LifecycleService
+from gate.services.holds import DeferredOpener
+from gate.services.lifecycle import KINDS
 from gate.services.root import decision_services
 from workbench.demo import DEFAULT_DECISIONS, DEFAULT_SEED
 from workbench.demo import scenario as S
@@ -116,7 +116,7 @@ _QUESTION = {
 }
 
 
-def _request(policy: str, rulebook: dict[str, Any], facts: dict[str, Any], index: int) -> dict[str, Any]:
+def _request(policy: str, rulebook: RulebookDocument, facts: dict[str, Any], index: int) -> dict[str, Any]:
     workflow, action, system, mutation, prefix = _CONTEXT[policy]
     target = f"{prefix}{100000 + index}"
     return {
@@ -220,15 +220,15 @@ class _Writer:
                  verdict: np.ndarray, events: S.Events) -> None:
         self.plan, self.verdict, self.events = plan, verdict, events
         # The core's composition root, with the scenario's clock and ids; no releases (every
-        # decision is inline, as the scenario's callers send them).
+        # decision is inline, as the scenario's callers send them), so no guardrail reads outcomes.
         # Each held decision's hold is written whole when it closes (issue 53): a live gate on the
         # same ledger sweeps with the real clock, past every deadline of the scenario, and would
         # expire a backdated hold left open until its review.
+        # The receipts and the holds are the root's too, on the same clock (nothing set after).
         self.opener = DeferredOpener(ledger)
-        self.service = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False,
-                                         hold_opener=self.opener).decisions
-        self.lifecycle = LifecycleService(ledger, clock, signing)
-        self.holds = HoldService(ledger, signing, clock)
+        core = decision_services(ledger, signing, clock=clock, ids=_SeedIds(seed), releases=False,
+                                 hold_opener=self.opener)
+        self.service, self.lifecycle, self.holds = core.decisions, core.lifecycle, core.holds
         self.clock = clock
         # A held decision a person approved runs afterwards (an execution other than `reviewed`).
         ran = (events.kind == "execution") & (events.status != "reviewed") & (events.status != "blocked")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from gate.rulebook import Condition, RulebookDocument
 from gate.rulebook.operators import BY_NAME, Operand
 
 # The NumPy form of each comparison an operator makes (`Operator.compare`, gate.rulebook.operators).
@@ -25,7 +26,7 @@ _UFUNCS: dict[Any, np.ufunc] = {
 }
 
 
-def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n: int) -> np.ndarray:
+def condition_mask(condition: Condition, columns: dict[str, np.ndarray], n: int) -> np.ndarray:
     if "all" in condition:
         mask = np.ones(n, bool)
         for child in condition["all"]:
@@ -37,7 +38,8 @@ def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n:
             mask |= condition_mask(child, columns, n)
         return mask
     if "not" in condition:
-        return ~condition_mask(condition["not"], columns, n)
+        negated = condition["not"]  # an object, or the one-element list Rulebook v1 also accepts
+        return ~condition_mask(negated[0] if isinstance(negated, list) else negated, columns, n)
     name = condition["operator"]
     declared = BY_NAME.get(name)
     value: Any = condition.get("value")  # JSON: a list for in / not_in, a scalar to compare with
@@ -54,7 +56,7 @@ def condition_mask(condition: dict[str, Any], columns: dict[str, np.ndarray], n:
     return compared
 
 
-def evaluate(rulebook: dict[str, Any], columns: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+def evaluate(rulebook: RulebookDocument, columns: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """(verdict, matched_rule_id) arrays: `yes|no|review` and the rule id ("" = default)."""
     verdict = np.full(n, rulebook["default_outcome"]["decision"], dtype=object)
     rule_id = np.full(n, "", dtype=object)

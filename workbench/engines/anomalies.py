@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -32,6 +32,7 @@ from workbench.engines.common import (
     EVIDENCE_IDS,
     FAILURE,
     SUCCESS,
+    Sample,
     class_counts,
     class_expr,
     evidence,
@@ -50,6 +51,92 @@ SEGMENT_DIMENSIONS = ("matched_rule_id", "reason_code", "action")
 NONE_VALUE = "(none)"
 # An engine state: its frames by name (`segments`, `versions`, `failed`, …).
 State = Mapping[str, pl.DataFrame]
+
+
+class FailureBaseline(TypedDict):
+    """A failure-rate shift's comparison group (`_failure_shift`)."""
+
+    failure_rate: float | None
+    resolved: int
+    failures: int
+
+
+class FailureObserved(FailureBaseline):
+    odds_ratio: float | None
+    z: float | None
+
+
+class MixBaseline(TypedDict):
+    """A verdict-mix shift's previous version (`_verdict_mix_shift`)."""
+
+    policy_version: str
+    decisions: int
+    verdict_shares: dict[str, float | None]
+
+
+class MixObserved(MixBaseline):
+    odds_ratio: float | None
+    z: float | None
+
+
+class FactBaseline(TypedDict):
+    """A fact drift's months before the recent one (`_fact_findings`)."""
+
+    months: str
+    values: int
+    mean: float | None
+    stddev: float | None
+
+
+class FactObserved(TypedDict):
+    month: str
+    values: int
+    mean: float | None
+    stddev: float | None
+    shift_stddevs: float | None
+
+
+class Anomaly(TypedDict):
+    """One finding (`_finding`): its kind's comparison in `baseline` and what was seen in `observed`."""
+
+    anomaly_id: str
+    kind: str
+    dimension: str
+    value: str
+    anomaly_score: float
+    severity: str
+    reasons: list[str]
+    decision_ids: list[str]
+    baseline: FailureBaseline | MixBaseline | FactBaseline
+    observed: FailureObserved | MixObserved | FactObserved
+
+
+class VersionsChecked(TypedDict):
+    current: str | None
+    previous: str | None
+
+
+class FactsChecked(TypedDict):
+    recent_month: str | None
+    numeric_facts: int
+
+
+class AnomalyChecks(TypedDict):
+    """What was checked: segments per dimension, the versions compared, the numeric facts."""
+
+    segments: dict[str, int]
+    policy_versions: VersionsChecked
+    facts: FactsChecked
+
+
+class AnomalyBody(TypedDict):
+    """The anomaly engine's members (`finalize`)."""
+
+    anomaly_count: int
+    recommendation: str
+    anomalies: list[Anomaly]
+    checks: AnomalyChecks
+    sample: Sample
 SEGMENT_HOW = {"decisions": "sum", "success": "sum", "failure": "sum"}
 VERSION_HOW = {"decisions": "sum", "first_at": "min"}
 
@@ -206,7 +293,8 @@ def _ids(frame: pl.DataFrame, **keys: str) -> list[str]:
 
 
 def _finding(kind: str, dimension: str, value: str, score: float, reasons: list[str], ids: list[str],
-             baseline: dict[str, Any], observed: dict[str, Any]) -> dict[str, Any]:
+             baseline: FailureBaseline | MixBaseline | FactBaseline,
+             observed: FailureObserved | MixObserved | FactObserved) -> Anomaly:
     return {
         "anomaly_id": f"{kind}:{dimension}:{value}",
         "kind": kind,
@@ -234,7 +322,7 @@ def _failure_sentence(dimension: str, value: str, p1: float, p0: float, against:
 
 
 def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: int, against: str,
-                   ids: list[str]) -> dict[str, Any] | None:
+                   ids: list[str]) -> Anomaly | None:
     odds, z = odds_shift(f1, n1, f0, n0)
     if odds <= 1 or z <= 0:
         return None
@@ -251,7 +339,7 @@ def _failure_shift(dimension: str, value: str, f1: int, n1: int, f0: int, n0: in
                     {"failure_rate": r4(p1), "resolved": n1, "failures": f1, "odds_ratio": r4(odds), "z": r4(z)})
 
 
-def _segment_findings(state: State, min_sample: int, s_tot: int, f_tot: int) -> list[dict[str, Any]]:
+def _segment_findings(state: State, min_sample: int, s_tot: int, f_tot: int) -> list[Anomaly]:
     out = []
     for row in state["segments"].filter(pl.col("dimension") != "policy_version").iter_rows(named=True):
         s1, f1 = row["success"], row["failure"]
@@ -275,11 +363,11 @@ def _versions(state: State) -> list[tuple[str, Any]]:
     return list(firsts.iter_rows())
 
 
-def _version_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _version_findings(state: State, min_sample: int) -> tuple[list[Anomaly], VersionsChecked]:
     """The findings of the current version against the previous one: a shift of the failure
     rate, a shift of the verdict mix; and which versions those are."""
     order = _versions(state)
-    info = {"current": order[-1][0] if order else None, "previous": order[-2][0] if len(order) > 1 else None}
+    info: VersionsChecked = {"current": order[-1][0] if order else None, "previous": order[-2][0] if len(order) > 1 else None}
     if len(order) < 2:
         return [], info
     current, previous = order[-1][0], order[-2][0]
@@ -289,7 +377,7 @@ def _version_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any
 
 
 def _version_failure_shift(state: State, current: str, previous: str,
-                           min_sample: int) -> dict[str, Any] | None:
+                           min_sample: int) -> Anomaly | None:
     """A failure rate of the current version apart from the previous version's, if any."""
     rows = {r["value"]: r for r in state["segments"].filter(pl.col("dimension") == "policy_version")
             .iter_rows(named=True)}
@@ -304,7 +392,7 @@ def _version_failure_shift(state: State, current: str, previous: str,
                           f"the previous version '{previous}'", ids)
 
 
-def _verdict_mix_shift(state: State, current: str, previous: str, min_sample: int) -> dict[str, Any] | None:
+def _verdict_mix_shift(state: State, current: str, previous: str, min_sample: int) -> Anomaly | None:
     """The verdict whose share moved most (by odds and evidence) from the previous version to
     the current one, when both have `min_sample` decisions."""
     mix = {(r["policy_version"], r["verdict"]): r["decisions"] for r in state["versions"].iter_rows(named=True)}
@@ -351,11 +439,11 @@ def _moments(rows: list[dict[str, Any]]) -> tuple[float, float, float]:
     return n, mean, var
 
 
-def _fact_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _fact_findings(state: State, min_sample: int) -> tuple[list[Anomaly], FactsChecked]:
     months = state["months"]
     recent = max(months["month"].to_list()) if months.height else None
     facts = state["facts"]
-    info: dict[str, Any] = {"recent_month": recent, "numeric_facts": 0}
+    info: FactsChecked = {"recent_month": recent, "numeric_facts": 0}
     if recent is None or not facts.height:
         return [], info
     excluded = set(facts.group_by("fact").agg(pl.col("non_numeric").sum())
@@ -391,7 +479,7 @@ def _fact_findings(state: State, min_sample: int) -> tuple[list[dict[str, Any]],
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int,
-             threshold: float, max_items: int) -> dict[str, Any]:
+             threshold: float, max_items: int) -> AnomalyBody:
     block = sample_block(state["sample"], classes)
     counts = class_counts(state["sample"], classes)
     found = _segment_findings(state, min_sample, counts[SUCCESS], counts[FAILURE])
@@ -422,6 +510,6 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def anomalies(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> dict[str, Any]:
+              min_sample: int, threshold: float, max_items: int, facts: pl.LazyFrame | None = None) -> AnomalyBody:
     return finalize(merge([partial(decisions, outcomes, classes, facts)]), classes,
                     min_sample=min_sample, threshold=threshold, max_items=max_items)

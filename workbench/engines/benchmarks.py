@@ -17,7 +17,7 @@ docs/intelligence.md, "Benchmarks":
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
-from typing import Any
+from typing import TypedDict
 
 import polars as pl
 
@@ -27,6 +27,7 @@ from workbench.engines.common import (
     NO_OUTCOME,
     OPEN,
     SUCCESS,
+    Sample,
     class_expr,
     latest_joined,
     merge_frames,
@@ -76,6 +77,36 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
     }
 
 
+class BenchmarkMetrics(TypedDict):
+    success_rate: float | None
+    failure_rate: float | None
+    review_rate: float | None
+    terminal_coverage: float | None
+    decisions: int
+    resolved_decisions: int
+
+
+class CrossCustomer(TypedDict):
+    status: str
+    reason: str
+    cohort: dict[str, int]
+    percentiles: dict[str, dict[str, float | None]]  # metric → {p25, p50, p75}; empty below the floors
+
+
+class Comparison(TypedDict):
+    success_rate_delta_vs_p50: float | None
+
+
+class BenchmarkBody(TypedDict):
+    """The benchmark report's members (`finalize`; sealed by `workbench.reports.policy`)."""
+
+    your_metrics: BenchmarkMetrics
+    cross_customer: CrossCustomer
+    comparison: Comparison
+    recommendation: str
+    sample: Sample
+
+
 def metrics_of(row: Mapping[str, int]) -> dict[str, float | None]:
     resolved = row["success"] + row["failure"]
     return {
@@ -87,18 +118,20 @@ def metrics_of(row: Mapping[str, int]) -> dict[str, float | None]:
 
 
 def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, own_scope: str,
-             opted_in: Set[str], min_cohort_scopes: int, min_cohort_decisions: int) -> dict[str, Any]:
+             opted_in: Set[str], min_cohort_scopes: int, min_cohort_decisions: int) -> BenchmarkBody:
     rows = {r["scope"]: r for r in state["scopes"].iter_rows(named=True)} if state["scopes"].height else {}
     zero = dict.fromkeys(SCOPE_HOW, 0)
     own = rows.get(own_scope, zero)
     mine = metrics_of(own)
-    your_metrics = {name: r4(value) for name, value in mine.items()}
-    your_metrics.update(decisions=own["decisions"], resolved_decisions=own["success"] + own["failure"])
+    your_metrics: BenchmarkMetrics = {
+        "success_rate": r4(mine["success_rate"]), "failure_rate": r4(mine["failure_rate"]),
+        "review_rate": r4(mine["review_rate"]), "terminal_coverage": r4(mine["terminal_coverage"]),
+        "decisions": own["decisions"], "resolved_decisions": own["success"] + own["failure"]}
     cohort = [r for scope, r in sorted(rows.items())
               if scope != own_scope and scope in opted_in and r["success"] + r["failure"] > 0]
     cohort_decisions = sum(r["decisions"] for r in cohort)
     thresholds = {"min_cohort_scopes": min_cohort_scopes, "min_cohort_decisions": min_cohort_decisions}
-    percentiles: dict[str, Any] = {}
+    percentiles: dict[str, dict[str, float | None]] = {}
     delta = None
     if own_scope not in opted_in:
         status = "not_opted_in"
@@ -142,7 +175,7 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, o
 
 def benchmarks(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
                own_scope: str, opted_in: Set[str], min_cohort_scopes: int,
-               min_cohort_decisions: int) -> dict[str, Any]:
+               min_cohort_decisions: int) -> BenchmarkBody:
     state = merge([partial(decisions, outcomes, classes, own_scope=own_scope)])
     return finalize(state, classes, own_scope=own_scope, opted_in=opted_in,
                     min_cohort_scopes=min_cohort_scopes, min_cohort_decisions=min_cohort_decisions)

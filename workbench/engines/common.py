@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal, TypedDict, overload
 
 import polars as pl
 
@@ -271,7 +271,19 @@ def class_counts(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, 
     return counts
 
 
-def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> dict[str, Any]:
+class Sample(TypedDict):
+    """`sample`: the decisions a report considered and their outcomes (`sample_block`)."""
+
+    decisions_considered: int
+    decisions_with_outcome: int
+    outcome_records: int
+    latest_outcome_counts: dict[str, int]  # by latest outcome status
+    outcome_classes: dict[str, int]  # by effectiveness class, and unclassified
+    first_decision_at: str | None
+    last_decision_at: str | None
+
+
+def sample_block(sample: pl.DataFrame, classes: Mapping[str, str]) -> Sample:
     """What every report states about its sample: decisions considered, outcome counts by
     (latest) status and by effectiveness class, and the time window of the decisions."""
     rows = list(sample.iter_rows(named=True)) if sample.height else []
@@ -303,6 +315,14 @@ def iso(value: datetime | None) -> str | None:
 
 def ratio(numerator: float, denominator: float) -> float | None:
     return None if not denominator else numerator / denominator
+
+
+@overload
+def r4(value: float) -> float: ...
+@overload
+def r4(value: None) -> None: ...
+@overload
+def r4(value: float | None) -> float | None: ...
 
 
 def r4(value: float | None) -> float | None:

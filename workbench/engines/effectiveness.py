@@ -16,7 +16,7 @@ R = S + F the resolved ones,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -25,6 +25,7 @@ from workbench.engines.common import (
     FAILURE,
     OPEN,
     SUCCESS,
+    Sample,
     class_counts,
     latest_joined,
     merge_sample,
@@ -34,6 +35,28 @@ from workbench.engines.common import (
     sample_partial,
     wilson,
 )
+
+
+class EffectivenessMetrics(TypedDict):
+    success_rate: float | None
+    failure_rate: float | None
+    review_rate: float | None
+    excluded_rate: float | None
+    terminal_coverage: float | None
+    outcome_coverage: float | None
+    success_rate_interval: list[float | None] | None  # [low, high] (each rounded with r4)
+    resolved_decisions: int
+
+
+class EffectivenessBody(TypedDict):
+    """The effectiveness report's members (`finalize`; sealed by `workbench.reports.policy`)."""
+
+    effectiveness_score: float | None
+    confidence: float | None
+    recommendation: str
+    metrics: EffectivenessMetrics
+    sample: Sample
+
 
 HEALTHY_AT = 0.8
 MONITOR_AT = 0.6
@@ -50,7 +73,7 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
     return {"sample": merge_sample([p["sample"] for p in partials])}
 
 
-def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int) -> dict[str, Any]:
+def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, min_sample: int) -> EffectivenessBody:
     """The report body (without envelope or hash)."""
     sample = state["sample"]
     counts = class_counts(sample, classes)
@@ -90,13 +113,13 @@ def finalize(state: Mapping[str, pl.DataFrame], classes: Mapping[str, str], *, m
 
 
 def effectiveness(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *,
-                  min_sample: int) -> dict[str, Any]:
+                  min_sample: int) -> EffectivenessBody:
     """Whole-sample effectiveness: finalize(merge([partial(all)]))."""
     return finalize(merge([partial(decisions, outcomes)]), classes, min_sample=min_sample)
 
 
 def by_group(decisions: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], key: str, *,
-             min_sample: int) -> list[tuple[Any, dict[str, Any]]]:
+             min_sample: int) -> list[tuple[Any, EffectivenessBody]]:
     """Effectiveness of each value of the decisions' column `key` (a null value is a group too):
     each group's body is `finalize` of that group's sample, so a group's success rate and its
     interval mean exactly what the whole report's mean. Groups in descending decision count,

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final, TypedDict
 
 import polars as pl
 
@@ -49,6 +49,7 @@ from gate.vocabulary import HOLD_APPROVED, HOLD_DENIED, HOLD_EXPIRED, HOLD_OPEN
 from workbench.engines.common import (
     FAILURE,
     SUCCESS,
+    Sample,
     class_expr,
     iso,
     latest_outcomes,
@@ -60,7 +61,10 @@ from workbench.engines.common import (
     with_latest_outcome,
 )
 
-FAILED, SUCCEEDED, TOO_YOUNG, NO_TERMINAL = "failed", "succeeded", "too_young", "no_terminal_outcome"
+FAILED: Final = "failed"
+SUCCEEDED: Final = "succeeded"
+TOO_YOUNG: Final = "too_young"
+NO_TERMINAL: Final = "no_terminal_outcome"
 _TS = pl.Datetime("ms", "UTC")
 _HOLD_COLUMNS = ("decision_id", "opened_at", "queue", "state", "resolved_at", "resolved_by")
 
@@ -123,19 +127,128 @@ def _open_aggs(as_of: datetime) -> list[pl.Expr]:
     ]
 
 
-def _rate(hits: int, n: int) -> dict[str, Any]:
+class Rate(TypedDict):
+    """A share with its 95% Wilson interval (None without a count to rest on)."""
+
+    rate: float | None
+    interval_95: list[float | None] | None
+
+
+class Waits(TypedDict):
+    """`time_to_resolution`: of the holds a reviewer resolved."""
+
+    n: int
+    p50_seconds: float | None
+    p90_seconds: float | None
+
+
+class ApprovalRate(Rate):
+    approved: int
+    denied: int
+    n: int
+
+
+class ExpiryRate(Rate):
+    expired: int
+    n: int
+
+
+class LaterFailed(Rate):
+    failed: int
+    succeeded: int
+    n: int
+    too_young: int
+    no_terminal_outcome: int
+
+
+class Backlog(TypedDict):
+    open: int
+    oldest_age_seconds: float | None
+    age_p50_seconds: float | None
+    oldest_opened_at: str | None
+
+
+class ReviewedFigures(TypedDict):
+    """The figures of holds reviewers closed (`_reviewed_block`): a reviewer's."""
+
+    time_to_resolution: Waits
+    approval_rate: ApprovalRate
+    later_failed: LaterFailed
+
+
+class ClosedFigures(ReviewedFigures):
+    """The figures of a group's closed holds (`_closed_block`): with the clock's expiries."""
+
+    expiry_rate: ExpiryRate
+
+
+class HoldFigures(ClosedFigures):
+    """The figures of the policy's holds, or of one queue's."""
+
+    backlog: Backlog
+
+
+class QueueFigures(HoldFigures):
+    queue: str
+
+
+class ReviewerFigures(ReviewedFigures):
+    reviewer: str
+    resolved: int
+
+
+class HoldWindow(TypedDict):
+    """What the figures cover (`_window`), in members and in `text`."""
+
+    as_of: str | None
+    limit: int | None
+    open_holds: int
+    closed_holds: int
+    closed_from: str | None
+    closed_to: str | None
+    outcome_window_days: int
+    judged_before: str | None
+    text: str
+
+
+class HoldBody(TypedDict):
+    """The hold report's body (`hold_report`; sealed by `workbench.reports.holds`)."""
+
+    window: HoldWindow
+    holds: HoldFigures
+    queues: list[QueueFigures]
+    reviewers: list[ReviewerFigures]
+    sample: Sample  # the held decisions considered: the open holds and the closed ones of the window
+
+
+class ResolutionFigures(TypedDict):
+    """What a closed hold cost (`resolution_figures`)."""
+
+    closed: int
+    first_resolved_at: str | None
+    last_resolved_at: str | None
+    time_to_resolution: Waits
+    approval_rate: ApprovalRate
+    expiry_rate: ExpiryRate
+
+
+def _rate(hits: int, n: int) -> Rate:
     interval = wilson(hits, n)
     return {"rate": r4(ratio(hits, n)), "interval_95": None if interval is None else [r4(interval[0]), r4(interval[1])]}
 
 
-def _closed_block(row: Mapping[str, Any], *, expiry: bool = True) -> dict[str, Any]:
-    """The figures of a group's closed holds (`_closed_aggs`); zeros and nulls without any."""
+def _count_of(row: Mapping[str, Any], name: str) -> int:
+    return int(row.get(name) or 0)
+
+
+def _reviewed_block(row: Mapping[str, Any]) -> ReviewedFigures:
+    """The figures of a group's reviewed holds (`_closed_aggs`); zeros and nulls without any."""
     def n(name: str) -> int:
-        return int(row.get(name) or 0)
+        return _count_of(row, name)
 
     approved, denied = n("approved"), n("denied")
     judged = n(FAILED) + n(SUCCEEDED)
-    block: dict[str, Any] = {
+    return {
         "time_to_resolution": {"n": n("reviewed"), "p50_seconds": r4(row.get("wait_p50")),
                                "p90_seconds": r4(row.get("wait_p90"))},
         "approval_rate": {"approved": approved, "denied": denied, "n": approved + denied,
@@ -143,18 +256,21 @@ def _closed_block(row: Mapping[str, Any], *, expiry: bool = True) -> dict[str, A
         "later_failed": {"failed": n(FAILED), "succeeded": n(SUCCEEDED), "n": judged, **_rate(n(FAILED), judged),
                          TOO_YOUNG: n(TOO_YOUNG), NO_TERMINAL: n(NO_TERMINAL)},
     }
-    if expiry:
-        block["expiry_rate"] = {"expired": n("expired"), "n": n("closed"), **_rate(n("expired"), n("closed"))}
-    return block
 
 
-def _backlog_block(row: Mapping[str, Any]) -> dict[str, Any]:
+def _closed_block(row: Mapping[str, Any]) -> ClosedFigures:
+    """The figures of a group's closed holds, the clock's expiries with them."""
+    expired, closed = _count_of(row, "expired"), _count_of(row, "closed")
+    return {**_reviewed_block(row), "expiry_rate": {"expired": expired, "n": closed, **_rate(expired, closed)}}
+
+
+def _backlog_block(row: Mapping[str, Any]) -> Backlog:
     oldest = row.get("oldest_opened_at")
     return {"open": int(row.get("open") or 0), "oldest_age_seconds": r4(row.get("oldest_age")),
             "age_p50_seconds": r4(row.get("age_p50")), "oldest_opened_at": iso(oldest)}
 
 
-def _by_queue(open_: pl.LazyFrame, closed: pl.LazyFrame, as_of: datetime) -> list[dict[str, Any]]:
+def _by_queue(open_: pl.LazyFrame, closed: pl.LazyFrame, as_of: datetime) -> list[QueueFigures]:
     """Each queue's backlog and closed-hold figures: most open holds first, then most closed, then by name."""
     backlog = open_.group_by("queue").agg(_open_aggs(as_of))
     done = closed.group_by("queue").agg(_closed_aggs())
@@ -165,17 +281,17 @@ def _by_queue(open_: pl.LazyFrame, closed: pl.LazyFrame, as_of: datetime) -> lis
             for row in rows.iter_rows(named=True)]
 
 
-def _by_reviewer(closed: pl.LazyFrame) -> list[dict[str, Any]]:
+def _by_reviewer(closed: pl.LazyFrame) -> list[ReviewerFigures]:
     """Each reviewer's closed holds (those their vote closed): most first, then by actor."""
     reviewed = closed.filter(pl.col("state").is_in([HOLD_APPROVED, HOLD_DENIED]))
     rows = reviewed.group_by("resolved_by").agg(_closed_aggs()).sort(
         ["closed", "resolved_by"], descending=[True, False]).collect()
-    return [{"reviewer": row["resolved_by"], "resolved": int(row["closed"]), **_closed_block(row, expiry=False)}
+    return [{"reviewer": row["resolved_by"], "resolved": int(row["closed"]), **_reviewed_block(row)}
             for row in rows.iter_rows(named=True)]
 
 
 def _window(closed_row: Mapping[str, Any], open_row: Mapping[str, Any], *, as_of: datetime, limit: int | None,
-            outcome_window_days: int, judged_before: datetime) -> dict[str, Any]:
+            outcome_window_days: int, judged_before: datetime) -> HoldWindow:
     """What the figures cover, in members and in words."""
     first, last = iso(closed_row.get("first_resolved_at")), iso(closed_row.get("last_resolved_at"))
     closed, open_ = int(closed_row.get("closed") or 0), int(open_row.get("open") or 0)
@@ -189,7 +305,7 @@ def _window(closed_row: Mapping[str, Any], open_row: Mapping[str, Any], *, as_of
 
 
 def _sample(open_: pl.LazyFrame, closed: pl.LazyFrame, outcomes: pl.LazyFrame,
-            classes: Mapping[str, str]) -> dict[str, Any]:
+            classes: Mapping[str, str]) -> Sample:
     """The sample block every report states (`workbench.engines.common.sample_block`), over the held
     decisions the report considers: the open holds and the closed ones of the window (a hold's
     `opened_at` is its decision's `created_at`)."""
@@ -200,7 +316,7 @@ def _sample(open_: pl.LazyFrame, closed: pl.LazyFrame, outcomes: pl.LazyFrame,
 
 
 def hold_report(holds: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[str, str], *, as_of: datetime,
-                limit: int | None, outcome_window_days: int) -> dict[str, Any]:
+                limit: int | None, outcome_window_days: int) -> HoldBody:
     """The hold report's body (module doc): `window`, the policy's figures (`holds`), `queues`,
     `reviewers` and the `sample` of held decisions they rest on."""
     if outcome_window_days < 0:
@@ -221,7 +337,7 @@ def hold_report(holds: pl.LazyFrame, outcomes: pl.LazyFrame, classes: Mapping[st
     }
 
 
-def resolution_figures(holds: pl.LazyFrame, limit: int | None = None) -> dict[str, Any]:
+def resolution_figures(holds: pl.LazyFrame, limit: int | None = None) -> ResolutionFigures:
     """What a closed hold cost, with no outcome and no instant: of the `limit` most recently closed
     holds (all when None), `closed`, their `first_resolved_at` and `last_resolved_at`, and
     `time_to_resolution`, `approval_rate` and `expiry_rate` exactly as `hold_report` states them
@@ -231,4 +347,5 @@ def resolution_figures(holds: pl.LazyFrame, limit: int | None = None) -> dict[st
     block = _closed_block(row)
     return {"closed": int(row["closed"]), "first_resolved_at": iso(row["first_resolved_at"]),
             "last_resolved_at": iso(row["last_resolved_at"]),
-            **{name: block[name] for name in ("time_to_resolution", "approval_rate", "expiry_rate")}}
+            "time_to_resolution": block["time_to_resolution"], "approval_rate": block["approval_rate"],
+            "expiry_rate": block["expiry_rate"]}

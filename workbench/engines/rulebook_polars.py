@@ -47,11 +47,14 @@ import itertools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 import polars as pl
 
 from workbench.engines import fact_columns as fc
+
+if TYPE_CHECKING:  # types only (nothing of the core loads at run time): the document this compiles
+    from gate.rulebook.shapes import Condition, InputSchema, Outcome, RulebookDocument
 
 __all__ = [
     "PICK",
@@ -92,8 +95,8 @@ class CompiledPolarsRulebook:
     rulebook_id: str
     version: str
     rules: tuple[tuple[str, pl.Expr], ...]
-    outcomes: tuple[dict[str, Any], ...]
-    default_outcome: dict[str, Any]
+    outcomes: tuple[Outcome, ...]
+    default_outcome: Outcome
     needs_input: pl.Expr | None
     paths: tuple[str, ...]
     columns: dict[str, pl.DataType] = field(default_factory=dict)
@@ -102,7 +105,7 @@ class CompiledPolarsRulebook:
 # --------------------------------------------------------------------------- paths
 
 
-def _walk_conditions(node: dict[str, Any], out: list[str]) -> None:
+def _walk_conditions(node: Condition, out: list[str]) -> None:
     stack = [node]
     while stack:
         item = stack.pop()
@@ -115,7 +118,7 @@ def _walk_conditions(node: dict[str, Any], out: list[str]) -> None:
             out.append(item["field"])
 
 
-def referenced_paths(rulebook: dict[str, Any]) -> list[str]:
+def referenced_paths(rulebook: RulebookDocument) -> list[str]:
     """Every fact path a rulebook reads (leaves and input_schema), sorted, without repeats."""
     out: list[str] = []
     for rule in rulebook["rules"]:
@@ -270,7 +273,7 @@ LEAVES: dict[str, LeafExpr] = {
 }
 
 
-def _leaf(node: dict[str, Any]) -> pl.Expr:
+def _leaf(node: Condition) -> pl.Expr:
     leaf = LEAVES.get(node["operator"])
     if leaf is None:  # unreachable after validation
         raise ValueError(f"unsupported operator {node['operator']!r}")
@@ -278,7 +281,7 @@ def _leaf(node: dict[str, Any]) -> pl.Expr:
     return expr if expr is _FALSE else expr.fill_null(False)
 
 
-def _condition(node: dict[str, Any]) -> pl.Expr:
+def _condition(node: Condition) -> pl.Expr:
     if "all" in node:
         return pl.all_horizontal([_condition(child) for child in node["all"]])
     if "any" in node:
@@ -303,12 +306,12 @@ def _type_ok(path: str, kind: str) -> pl.Expr:
     return _kind(path, code)
 
 
-def _needs_input(schema: dict[str, Any]) -> pl.Expr | None:
+def _needs_input(schema: InputSchema) -> pl.Expr | None:
     required = set(schema.get("required", ()))
     properties = schema.get("properties", {})
     failures: list[pl.Expr] = []
     for name in sorted(required | set(properties)):
-        kind = properties.get(name, {}).get("type")
+        kind = properties[name]["type"] if name in properties else None
         if name in required:
             failures.append(_col(name, "t").is_null())
         if kind is not None:
@@ -319,7 +322,7 @@ def _needs_input(schema: dict[str, Any]) -> pl.Expr | None:
 # --------------------------------------------------------------------------- compile / evaluate
 
 
-def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> CompiledPolarsRulebook:
+def compile_rulebook(rulebook: RulebookDocument, order: Sequence[str]) -> CompiledPolarsRulebook:
     """Compile a rulebook that `gate.rulebook.validate_rulebook` accepted.
 
     `order`: the rule ids in evaluation order (`gate.rulebook.compile.rule_order`). Raises
@@ -332,7 +335,7 @@ def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> Compiled
     if any(a < b for a, b in itertools.pairwise(priorities)):
         raise ValueError("order must list rules by priority descending")
     rules = tuple((rule_id, _condition(by_id[rule_id]["condition"])) for rule_id in order)
-    outcomes = tuple(dict(by_id[rule_id]["outcome"]) for rule_id in order)
+    outcomes = tuple(by_id[rule_id]["outcome"].copy() for rule_id in order)
     schema = rulebook.get("input_schema")
     paths = tuple(referenced_paths(rulebook))
     return CompiledPolarsRulebook(
@@ -340,7 +343,7 @@ def compile_rulebook(rulebook: dict[str, Any], order: Sequence[str]) -> Compiled
         version=rulebook["version"],
         rules=rules,
         outcomes=outcomes,
-        default_outcome=dict(rulebook["default_outcome"]),
+        default_outcome=rulebook["default_outcome"].copy(),
         needs_input=_needs_input(schema) if schema else None,
         paths=paths,
         columns=fc.path_schema(list(paths)),
@@ -354,7 +357,8 @@ def _lookup(values: list[Any], index: pl.Expr) -> pl.Expr:
     return pl.lit(pl.Series(values, dtype=pl.String)).gather(index - _DEFAULT_INDEX)
 
 
-def _outcome_column(compiled: CompiledPolarsRulebook, key: str, index: pl.Expr) -> pl.Expr:
+def _outcome_column(compiled: CompiledPolarsRulebook, key: Literal["decision", "verdict", "action", "reason_code"],
+                    index: pl.Expr) -> pl.Expr:
     needs_input = {
         "decision": NEEDS_INPUT_DECISION, "verdict": NEEDS_INPUT_VERDICT,
         "action": NEEDS_INPUT_ACTION, "reason_code": NEEDS_INPUT_REASON,

@@ -19,8 +19,9 @@ executed, so its outcome stays unobservable whatever the baseline says
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import polars as pl
 
@@ -30,9 +31,28 @@ from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
 from workbench.migration.history import OLD_NAMES, History
 
-__all__ = ["HISTORY", "against", "compared_with", "compiled", "describe"]
+__all__ = ["HISTORY", "Baseline", "against", "compared_with", "compiled", "describe"]
 
-HISTORY: dict[str, Any] = {
+class HistoryBaseline(TypedDict):
+    """`dry_run.baseline` against the stored history."""
+
+    kind: Literal["history"]
+    description: str
+
+
+class VersionBaseline(TypedDict):
+    """`dry_run.baseline` against a version replayed over the same history."""
+
+    kind: Literal["version"]
+    version: str
+    rulebook_hash: str
+    source: str
+    description: str
+
+
+Baseline = HistoryBaseline | VersionBaseline
+
+HISTORY: HistoryBaseline = {
     "kind": "history",
     "description": "the verdicts stored when each decision was made, by the version that ran then",
 }
@@ -41,7 +61,7 @@ _AS_OLD = {"new_verdict": "old_verdict", "new_rule": "old_rule", "new_reason": "
            "new_application_verdict": "old_application_verdict", "new_action": "old_action"}
 
 
-def compiled(baseline: Any, rulebook_id: str) -> Draft | None:
+def compiled(baseline: object, rulebook_id: str) -> Draft | None:
     """The compiled baseline version (a parsed rulebook of `rulebook_id`), or None for the stored
     history (BASELINE_INVALID when it is not a valid version of that rulebook)."""
     if baseline is None:
@@ -52,11 +72,11 @@ def compiled(baseline: Any, rulebook_id: str) -> Draft | None:
         raise DryRunError("BASELINE_INVALID", f"the baseline version: {exc.message}", exc.errors) from None
 
 
-def describe(baseline: Draft | None, source: str | None) -> dict[str, Any]:
+def describe(baseline: Draft | None, source: str | None) -> Baseline:
     """The `dry_run.baseline` member: which baseline the figures are against. `source` says where
     a version came from (active release, newest inline version, a file)."""
     if baseline is None:
-        return dict(HISTORY)
+        return HISTORY.copy()
     return {"kind": "version", "version": baseline.rulebook["version"], "rulebook_hash": baseline.rulebook_hash,
             "source": source or "given",
             "description": f"version {baseline.rulebook['version']} ({source or 'given'}) replayed over the same history"}
@@ -76,7 +96,7 @@ def against(history: History, baseline: Draft) -> History:
     return replace(history, base=base)
 
 
-def compared_with(baseline: dict[str, Any] | None) -> str:
+def compared_with(baseline: Mapping[str, Any] | None) -> str:
     """"Compared with …": the line the pages, the CLI and the reports print above the figures (a
     result from before the member compared with the history)."""
     if not baseline or baseline.get("kind") != "version":

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gate.errors import RulebookInvalid
 from gate.protocol.canonical import CanonicalJSONError, parse_strict, sha256_hex
-from gate.rulebook import CompiledRulebook, get_evaluator, validate_rulebook
+from gate.rulebook import CompiledRulebook, RulebookDocument, checked_rulebook, get_evaluator
 from gate.rulebook.compile import rule_order
 from workbench.engines.rulebook_polars import CompiledPolarsRulebook, compile_rulebook
 from workbench.migration.errors import DryRunError
@@ -23,7 +24,7 @@ __all__ = ["Draft", "load_draft", "read_draft_file"]
 
 @dataclass(frozen=True)
 class Draft:
-    rulebook: dict[str, Any]
+    rulebook: RulebookDocument
     rulebook_hash: str  # sha256(canon(draft)), as a record would name it
     order: tuple[str, ...]  # rule ids in evaluation order
     polars: CompiledPolarsRulebook
@@ -42,11 +43,14 @@ def read_draft_file(path: str | Path) -> Any:
         raise DryRunError("DRAFT_UNREADABLE", f"draft {path} is not valid JSON: {exc}") from exc
 
 
-def load_draft(rulebook: Any, rulebook_id: str) -> Draft:
+def load_draft(draft: object, rulebook_id: str) -> Draft:
     """Validate a draft of `rulebook_id` and compile it (DryRunError on any problem)."""
-    errors = validate_rulebook(rulebook)
-    if errors:
-        raise DryRunError("DRAFT_INVALID", f"the draft is not a valid Rulebook v1 ({len(errors)} errors)", errors)
+    try:
+        rulebook = checked_rulebook(draft)
+    except RulebookInvalid as exc:
+        errors = exc.errors
+        raise DryRunError("DRAFT_INVALID", f"the draft is not a valid Rulebook v1 ({len(errors)} errors)",
+                          errors) from None
     if rulebook["rulebook_id"] != rulebook_id:
         raise DryRunError("DRAFT_RULEBOOK_MISMATCH",
                           f"the draft is of rulebook {rulebook['rulebook_id']!r}, not {rulebook_id!r}")

@@ -36,7 +36,8 @@ def draft_replay(draft: Mapping[str, Any]) -> Callable[[pl.LazyFrame], pl.LazyFr
     Raises `gate.errors.RulebookInvalid` (with every error path) for an invalid draft."""
     draft = dict(draft)
     evaluator = get_evaluator(draft, sha256_hex(draft))
-    compiled = compile_rulebook(draft, [rule["rule_id"] for rule in rule_order(draft["rules"])])
+    document = evaluator.document  # the draft, validated
+    compiled = compile_rulebook(document, [rule["rule_id"] for rule in rule_order(document["rules"])])
 
     def replay(decisions: pl.LazyFrame) -> pl.LazyFrame:
         rows = decisions.collect()

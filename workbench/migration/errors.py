@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from gate.errors import GateError
+
+
+class DryRunErrorBody(TypedDict):
+    """`DryRunError.to_dict`: what `gate dry-run` prints for a refused run."""
+
+    error: str
+    message: str
+    errors: NotRequired[list[dict[str, str]]]  # the validator's {field, code, message}
 
 
 class DryRunError(GateError):
@@ -23,16 +31,16 @@ class DryRunError(GateError):
     compare with: workbench.migration.baseline).
     """
 
-    def __init__(self, code: str, message: str, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, code: str, message: str, errors: list[dict[str, str]] | None = None) -> None:
         super().__init__(code, message, **({"errors": errors} if errors else {}))
         self.errors = errors or []
 
-    def __reduce__(self) -> tuple[type[DryRunError], tuple[str, str, list[dict[str, Any]]]]:
+    def __reduce__(self) -> tuple[type[DryRunError], tuple[str, str, list[dict[str, str]]]]:
         """Pickled whole (raised on a cluster's worker, re-raised on the client)."""
         return DryRunError, (self.code, self.message, self.errors)
 
-    def to_dict(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.code, "message": self.message}
+    def to_dict(self) -> DryRunErrorBody:
+        body: DryRunErrorBody = {"error": self.code, "message": self.message}
         if self.errors:
             body["errors"] = self.errors
         return body

@@ -21,7 +21,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
 
 import polars as pl
 import pyarrow as pa
@@ -37,14 +37,17 @@ from workbench.dataset.integrity import (
     listed_files,
 )
 from workbench.dataset.location import DatasetError, open_location
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.schema import DATASET_SCHEMA_VERSION, DECISION_ANALYSIS_COLUMNS, DECISIONS, TABLES
 from workbench.engines import fact_columns as fc
 from workbench.migration.errors import DryRunError
 
 if TYPE_CHECKING:  # the ledger (SQLAlchemy) is imported only for a live read
+    from gate.keys.anchors import TrustAnchors
     from gate.ledger import Ledger
+    from workbench.dataset.trust import DatasetTrust, Staleness, Trust
 
-__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "dataset_source", "from_dataset", "from_ledger", "history_of_files", "scans_of_files"]
+__all__ = ["DECISION_ANALYSIS_SCHEMA", "History", "HistorySource", "dataset_source", "from_dataset", "from_ledger", "history_of_files", "scans_of_files"]
 
 MANIFEST = "manifest.json"
 # The dataset's analysis columns of a decision with their Polars types (from the Arrow schema).
@@ -53,6 +56,24 @@ DECISION_ANALYSIS_SCHEMA: dict[str, pl.DataType] = dict(
 OUTCOME_COLUMNS: dict[str, pl.DataType] = {"receipt_id": pl.String(), "decision_id": pl.String(),
                                            "reported_at": pl.Datetime("ms", "UTC"), "status": pl.String()}
 _HIVE: dict[str, pl.DataType] = {"scope": pl.String(), "month": pl.String()}
+
+
+class HistorySource(TypedDict):
+    """What a history was read from (a dry-run's `dry_run.source`, signed with it): `kind`, where,
+    and `hash`, the identity of what was read. A dataset's (`dataset_source`) names its manifest's
+    `dataset_hash`, the key that signed it, the dataset before it, the ledger head it was cut at and
+    `stale` when it lags the live ledger; the ledger's (`from_ledger`) counts the chain heads read."""
+
+    kind: Literal["dataset", "ledger"]
+    location: str
+    hash: str
+    dataset_schema_version: str
+    dataset_hash: NotRequired[str]
+    dataset_key_id: NotRequired[str | None]
+    previous_dataset_hash: NotRequired[str | None]
+    ledger_head_hash: NotRequired[str | None]
+    stale: NotRequired[Staleness]
+    chain_heads: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,9 @@ class History:
     decisions: pl.LazyFrame
     base: pl.LazyFrame
     outcomes: pl.LazyFrame
-    source: dict[str, Any]
+    # None: a cluster worker's share of a dataset (`workbench.migration.on_cluster`), whose source
+    # the client names.
+    source: HistorySource | None
     versions: pl.DataFrame
     holds: pl.LazyFrame | None = None
 
@@ -208,7 +231,7 @@ def _scan(files: list[str] | str, schema: dict[str, pl.DataType], hive: dict[str
                            cast_options=pl.ScanCastOptions(datetime_cast="microsecond-downcast"))
 
 
-def _listed(root: str, manifest: dict[str, Any], kind: str, name: str | None = None) -> list[str]:
+def _listed(root: str, manifest: DatasetManifest, kind: str, name: str | None = None) -> list[str]:
     """The files the manifest lists (`workbench.dataset.integrity`), each checked against its listed
     size, sha256, row count and schema; a stray file is never read. DATASET_INVALID otherwise."""
     try:
@@ -234,7 +257,8 @@ def _carry_stored_outcome(files: list[str]) -> bool:
     return all(needed <= set(checked_columns(path) or pl.read_parquet_schema(path)) for path in files)
 
 
-def read_manifest(root: str | Path, trust: Any = None) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+def read_manifest(root: str | Path, trust: Trust | TrustAnchors | None = None
+                  ) -> tuple[DatasetManifest, bytes, DatasetTrust]:
     """The manifest, its raw bytes and its trust status as `workbench.dataset.load.open_dataset`
     gives them under `trust` (a `workbench.dataset.trust.Trust`, or anchors: signed by one of
     those keys); DATASET_INVALID with its one line otherwise."""
@@ -248,7 +272,7 @@ def read_manifest(root: str | Path, trust: Any = None) -> tuple[dict[str, Any], 
 
 
 def from_dataset(location: str | Path, rulebook_id: str, scope: str | None = None,
-                 paths: tuple[str, ...] = (), anchors: Any = None) -> History:
+                 paths: tuple[str, ...] = (), anchors: Trust | TrustAnchors | None = None) -> History:
     """The history of `rulebook_id` (in `scope`, or every scope) in an exported dataset.
     `paths`: the fact paths whose typed columns the caller will read. Reads the rulebook's
     decisions once for `History.versions` (every scope) and the facts files' row counts. Reads
@@ -273,16 +297,17 @@ def holds_of_files(files: list[str], rulebook_id: str, scope: str | None) -> pl.
     return holds if scope is None else holds.filter(pl.col("scope") == scope)
 
 
-def dataset_source(location: str | Path, manifest: dict[str, Any], raw: bytes,
-                   trusted: dict[str, Any]) -> dict[str, Any]:
+def dataset_source(location: str | Path, manifest: DatasetManifest, raw: bytes,
+                   trusted: DatasetTrust) -> HistorySource:
     """What a dry-run of a dataset names and signs: the manifest's bytes, its `dataset_hash`,
     the key that signed it (only when its signature verified: `trusted` is the trust status of
     `open_dataset`), the previous dataset and the ledger head it was cut at, and `stale` when
     the dataset lags the live ledger past the bound."""
-    source = {"kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
-              "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
-              "dataset_key_id": trusted.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
-              "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
+    source: HistorySource = {
+        "kind": "dataset", "location": str(location), "hash": sha256_bytes_hex(raw),
+        "dataset_schema_version": DATASET_SCHEMA_VERSION, "dataset_hash": manifest["dataset_hash"],
+        "dataset_key_id": trusted.get("key_id"), "previous_dataset_hash": manifest.get("previous_dataset_hash"),
+        "ledger_head_hash": (manifest.get("ledger_head") or {}).get("head_hash")}
     if "stale" in trusted:
         source["stale"] = trusted["stale"]
     return source
@@ -312,7 +337,7 @@ def scans_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], 
 
 
 def history_of_files(rulebook_id: str, scope: str | None, paths: tuple[str, ...], *, decision_files: list[str],
-                     outcome_files: list[str], facts_files: list[str], source: dict[str, Any]) -> History:
+                     outcome_files: list[str], facts_files: list[str], source: HistorySource | None) -> History:
     """The history of `rulebook_id` in some checked files of a dataset (all of it, or one
     partition's on a cluster's worker: `workbench.migration.on_cluster`); `versions` of every scope
     the files hold, the frames of `scope` (all when None)."""
@@ -360,7 +385,7 @@ def from_ledger(ledger: Ledger, rulebook_id: str, scope: str | None = None,
     outcomes = (pl.concat(outcome_frames) if outcome_frames
                 else pl.DataFrame(schema={**OUTCOME_COLUMNS, **_HIVE}))
     facts = pl.concat(fact_frames, how="diagonal") if fact_frames else empty_facts
-    source = {"kind": "ledger", "location": ledger_location(ledger),
+    source: HistorySource = {"kind": "ledger", "location": ledger_location(ledger),
               "hash": sha256_hex({"chain_heads": heads}), "chain_heads": len(heads),
               "dataset_schema_version": DATASET_SCHEMA_VERSION}
     # Every decision of the rulebook got a facts row from the same batch: the base is covered.

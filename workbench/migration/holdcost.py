@@ -13,19 +13,66 @@ measured. `hold_cost_text` is the one line every surface prints (the report, the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import polars as pl
 
-from workbench.engines.holds import resolution_figures
+from workbench.engines.holds import (
+    ApprovalRate,
+    ExpiryRate,
+    ResolutionFigures,
+    Waits,
+    resolution_figures,
+)
 from workbench.reports import numbers
 
-__all__ = ["hold_cost", "hold_cost_text"]
+__all__ = ["HoldCost", "hold_cost", "hold_cost_text"]
+
+
+class MonthOfHolds(TypedDict):
+    """A month's holds and what the measured shares make of them (`_month`)."""
+
+    holds: float
+    approved: float
+    denied: float
+    expired: float
+
+
+class HoldsPerMonth(TypedDict):
+    before: MonthOfHolds
+    after: MonthOfHolds
+
+
+class MeasuredHoldCost(TypedDict):
+    """`review_load.hold_cost` measured from the history's closed holds."""
+
+    measured: Literal[True]
+    source: str
+    closed_holds: int
+    resolved_from: str | None
+    resolved_to: str | None
+    time_to_resolution: Waits
+    approval_rate: ApprovalRate
+    expiry_rate: ExpiryRate
+    per_month: HoldsPerMonth
+    assumed_review_cost: float
+
+
+class AssumedHoldCost(TypedDict):
+    """`review_load.hold_cost` without a closed hold to measure: the cost model's review cost."""
+
+    measured: Literal[False]
+    source: None
+    assumed_review_cost: float
+    note: str
+
+
+HoldCost = MeasuredHoldCost | AssumedHoldCost
 
 SOURCE = "the history's closed holds of this rulebook in the dry-run's scope"
 
 
-def _month(holds: float, figures: Mapping[str, Any]) -> dict[str, float]:
+def _month(holds: float, figures: ResolutionFigures) -> MonthOfHolds:
     """A month's holds and what the measured shares make of them."""
     closed = figures["expiry_rate"]["n"]
     approved, denied = figures["approval_rate"]["approved"], figures["approval_rate"]["denied"]
@@ -35,7 +82,7 @@ def _month(holds: float, figures: Mapping[str, Any]) -> dict[str, float]:
 
 
 def hold_cost(holds: pl.LazyFrame | None, *, per_month_before: float, per_month_after: float,
-              review_cost: float) -> dict[str, Any]:
+              review_cost: float) -> HoldCost:
     """`review_load.hold_cost`: measured from `holds` (the history's, `History.holds`) when it has a
     closed hold, else `measured: false` with the cost model's assumed `review_cost`."""
     figures = resolution_figures(holds) if holds is not None else None

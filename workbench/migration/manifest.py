@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import hmac
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 import jsonschema
 
@@ -29,7 +30,8 @@ from gate.resources import schemas_path
 from gate.vocabulary import SIG_ED25519, SIG_HMAC_SHA256
 from workbench.dataset import iceberg, integrity
 from workbench.dataset.location import DatasetError, open_location
-from workbench.migration.summary import DryRunResult
+from workbench.dataset.manifest import DatasetManifest
+from workbench.migration.summary import DryRunBody, DryRunResult
 
 __all__ = [
     "MIGRATION_SCHEMA_VERSION",
@@ -47,21 +49,90 @@ _DRIFT_FIELDS = ("status", "verdict", "application_verdict", "action", "reason_c
 
 
 @functools.lru_cache(maxsize=1)
-def migration_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def migration_schema() -> dict[str, object]:
+    schema: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     return schema
 
 
-def _unsigned(manifest: dict[str, Any]) -> dict[str, Any]:
+class HistoryVersionRef(TypedDict):
+    policy_version: str
+    rulebook_hash: str
+    decisions: int
+
+
+class MigrationFrom(TypedDict):
+    """`from`: the rulebook's versions in the history the dry-run read."""
+
+    rulebook_id: str
+    versions: list[HistoryVersionRef]
+
+
+class MigrationTo(TypedDict):
+    """`to`: the draft."""
+
+    rulebook_id: str
+    version: str
+    rulebook_hash: str
+
+
+class ExpectedDrift(TypedDict):
+    policy: Literal["requires_approval", "none"]
+    fields: list[str]
+
+
+class Approval(TypedDict):
+    status: Literal["pending", "not_required"]
+
+
+class MigrationSignature(TypedDict):
+    """`signature`: `value` signs canon({key_id, migration_hash}) (`sign_manifest`)."""
+
+    algorithm: str
+    key_id: str
+    signed_field: Literal["migration_hash"]
+    value: str
+    public_key_fingerprint: NotRequired[str]
+
+
+class ManifestDryRun(DryRunBody):
+    """The manifest's `dry_run`: the result, how many replayed decisions each outcome field
+    changed for, and the sha256 of the canonical result without `result_hash`."""
+
+    field_changes: dict[str, int]
+    result_hash: str
+
+
+# The migration manifest (`rulebook_migration_v1`, schemas/rulebook-migration-v1.schema.json) as
+# `build_manifest` and `sign_manifest` write it. `from` is a keyword: declared by call. `dry_run`
+# is `DryRunResult.to_dict()` with its `field_changes` and `result_hash`.
+MigrationManifest = TypedDict("MigrationManifest", {
+    "schema_version": str, "migration_id": str, "rulebook_id": str, "status": str, "compatibility_class": str,
+    "from": MigrationFrom, "to": MigrationTo, "expected_drift": ExpectedDrift, "approval": Approval,
+    "created_at": str, "dry_run": ManifestDryRun,
+    "migration_hash": NotRequired[str], "signature": NotRequired[MigrationSignature],
+})
+
+
+class Verification(TypedDict):
+    """`verify_manifest`'s answer: every check by name, and why each failed one failed."""
+
+    valid: bool
+    checks: dict[str, bool]
+    problems: list[str]
+
+
+def _unsigned(manifest: Mapping[str, object]) -> dict[str, object]:
+    """A manifest (as read: any JSON object) without its seal, as `migration_hash` hashes it."""
     return {k: v for k, v in manifest.items() if k not in ("migration_hash", "signature")}
 
 
-def build_manifest(result: DryRunResult, changes: dict[str, int], created_at: str) -> dict[str, Any]:
+def build_manifest(result: DryRunResult, changes: dict[str, int], created_at: str) -> MigrationManifest:
     """The unsigned manifest of a dry-run result. `changes`: how many replayed decisions each
     outcome field changed for (the fields that drift are those with a nonzero count)."""
-    dry_run = result.to_dict()
-    dry_run["field_changes"] = {name: int(changes.get(name, 0)) for name in _DRIFT_FIELDS}
-    dry_run["result_hash"] = sha256_hex(dry_run)
+    body = result.to_dict()
+    field_changes = {name: int(changes.get(name, 0)) for name in _DRIFT_FIELDS}
+    dry_run: ManifestDryRun = {**body, "field_changes": field_changes,
+                               "result_hash": sha256_hex({**body, "field_changes": field_changes})}
     drifting = [name for name in _DRIFT_FIELDS if changes.get(name, 0)]
     against = result.baseline.get("rulebook_hash")  # a version baseline names another comparison
     migration_id = "mig_" + sha256_hex({"draft": result.draft["rulebook_hash"], "source": result.source["hash"],
@@ -88,15 +159,18 @@ def signature_payload(key_id: str, migration_hash: str) -> bytes:
     return canonical_bytes({"key_id": key_id, "migration_hash": migration_hash})
 
 
-def sign_manifest(manifest: dict[str, Any], signer: ReceiptSigner) -> dict[str, Any]:
+def sign_manifest(manifest: MigrationManifest, signer: ReceiptSigner) -> MigrationManifest:
     """A copy with `migration_hash` and the receipt key's `signature`."""
-    unsigned = _unsigned(manifest)
-    digest = sha256_hex(unsigned)
-    signature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "migration_hash",
+    signed = manifest.copy()
+    signed.pop("migration_hash", None)
+    signed.pop("signature", None)
+    digest = sha256_hex(signed)
+    signature: MigrationSignature = {"algorithm": signer.algorithm, "key_id": signer.key_id, "signed_field": "migration_hash",
                  "value": signer.sign_payload(signature_payload(signer.key_id, digest))}
     if signer.algorithm == SIG_ED25519 and signer.public_key_fingerprint:
         signature["public_key_fingerprint"] = signer.public_key_fingerprint
-    return {**unsigned, "migration_hash": digest, "signature": signature}
+    signed["migration_hash"], signed["signature"] = digest, signature
+    return signed
 
 
 def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[bool, str | None]:
@@ -123,11 +197,11 @@ def _signature_ok(signature: Any, digest: str, anchors: TrustAnchors) -> tuple[b
     return len(raw) == 64 and ed25519_verify(key.public_key_raw, payload, raw), None
 
 
-def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors: TrustAnchors,
+def _check_dataset(raw: bytes, root: str | Path, source: Mapping[str, Any], anchors: TrustAnchors,
                    checks: dict[str, bool], problems: list[str]) -> None:
     """`dataset_signature` and `dataset_files` of `verify_manifest` (offline: the anchors only)."""
     try:
-        dataset = json.loads(raw.decode("utf-8"))
+        dataset: DatasetManifest | None = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         dataset = None
     if not isinstance(dataset, dict):
@@ -150,8 +224,8 @@ def _check_dataset(raw: bytes, root: str | Path, source: dict[str, Any], anchors
         problems.append(f"dataset_files: {exc}")
 
 
-def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: Any = None,
-                    dataset_manifest: bytes | None = None, dataset_root: str | Path | None = None) -> dict[str, Any]:
+def verify_manifest(manifest: Any, anchors: TrustAnchors, *, draft: object = None,
+                    dataset_manifest: bytes | None = None, dataset_root: str | Path | None = None) -> Verification:
     """Check a migration manifest: `{valid, checks, problems}`.
 
     checks: `schema` (valid against the published schema), `result_hash`, `migration_hash`,

@@ -41,6 +41,7 @@ import polars as pl
 from workbench.cluster import run_all
 from workbench.dataset.integrity import ListedFile, check_files, listed_files
 from workbench.dataset.location import DatasetError, open_location
+from workbench.dataset.manifest import DatasetManifest
 from workbench.dataset.partwriter import run_of
 from workbench.engines import rulebook_polars as rp
 from workbench.migration import compute as dry_run_compute
@@ -104,7 +105,7 @@ def replay_partition(uri: str, draft_json: str, rulebook_id: str, scope: str | N
     _checked(uri, part.outcomes)  # read later, by `latest_outcomes_of`
     compiled = _compiled(draft_json, rulebook_id)
     history = history_of_files(rulebook_id, None, compiled.polars.paths, decision_files=decision_files,
-                               outcome_files=[], facts_files=facts_files, source={})
+                               outcome_files=[], facts_files=facts_files, source=None)
     if not history.versions.height or (scope is not None and part.scope != scope):
         return Replayed(history.versions, None, None)
     grouped, selected = dry_run_compute._replay_passes(history, compiled, rp.outcome_table(compiled.polars))
@@ -166,7 +167,7 @@ def _batches(units: Sequence[Sequence[ListedFile]]) -> list[list[ListedFile]]:
     return [batch for batch in batches if batch]
 
 
-def _partitions(manifest: dict[str, Any], rulebook_id: str) -> list[Partition]:
+def _partitions(manifest: DatasetManifest, rulebook_id: str) -> list[Partition]:
     """The dry-run's units: the files of one export run in one (scope, month) partition, of the
     decisions, the outcomes and the rulebook's facts. A run writes a decision's facts row beside
     it (same run, same partition), so each unit's facts are exactly those of its decisions, and a
@@ -188,7 +189,7 @@ def _merged_versions(replayed: Sequence[Replayed]) -> pl.DataFrame:
         pl.col("decisions").sum(), pl.col("first").min(), pl.col("last").max())
 
 
-def cluster_history(client: Client, dataset: str | Path, draft: Any, rulebook_id: str, scope: str | None, *,
+def cluster_history(client: Client, dataset: str | Path, draft: object, rulebook_id: str, scope: str | None, *,
                     anchors: Any = None) -> tuple[History, ClusterPasses]:
     """The dataset's history of the rulebook (its versions and source; its rows stay on the
     workers, so its frames are empty) and the passes over it made on the cluster."""

@@ -9,6 +9,7 @@ its style inline: it opens offline, with no script and no network request.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from gate.vocabulary import VERDICTS
@@ -31,7 +32,7 @@ def _pct(part: int, whole: int) -> str:
     return numbers.rate(part / whole if whole else None)
 
 
-def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
+def _headline(m: Mapping[str, Any]) -> list[tuple[str, str]]:
     d = m["dry_run"]
     review = d["review_load"]
     change = review["relative_change"]
@@ -56,7 +57,7 @@ def _headline(m: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _old_side(d: dict[str, Any]) -> str:
+def _old_side(d: Mapping[str, Any]) -> str:
     """The transitions' old side: the current version's verdicts, or the history's."""
     return "current" if (d.get("baseline") or {}).get("kind") == "version" else "history"
 
@@ -67,7 +68,7 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return out + [""]
 
 
-def render_markdown(m: dict[str, Any]) -> str:
+def render_markdown(m: Mapping[str, Any]) -> str:
     d = m["dry_run"]
     lines = [f"# Dry-run of a draft of {md_text(m['rulebook_id'])}", ""]
     lines += _md_table(["", ""], [[k, v] for k, v in _headline(m)])
@@ -126,7 +127,7 @@ text-align:left;font-size:.9rem}th{background:#f4f6f8}code{font-size:.85rem}.cha
 .note{color:#555}"""
 
 
-def render_html(m: dict[str, Any]) -> str:
+def render_html(m: Mapping[str, Any]) -> str:
     d = m["dry_run"]
     matrix = {(t["from"], t["to"]): t["count"] for t in d["transitions"]}
     drift = [(_rule(r["rule_id"]), r["before"], r["after"]) for r in d["drift_by_rule"][:_TOP]]

@@ -25,7 +25,7 @@ from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
 from workbench.migration.history import History, from_dataset, from_ledger
 from workbench.migration.impact import CostModel
-from workbench.migration.manifest import build_manifest, sign_manifest
+from workbench.migration.manifest import MigrationManifest, build_manifest, sign_manifest
 from workbench.migration.report import render_html, render_markdown
 from workbench.migration.summary import DryRunResult, summarize
 
@@ -37,7 +37,7 @@ OUTPUT_FILES = ("migration.json", "report.md", "report.html", "flips.parquet")
 @dataclass(frozen=True)
 class DryRun:
     result: DryRunResult
-    manifest: dict[str, Any]  # unsigned
+    manifest: MigrationManifest  # unsigned
     history: History
     draft: Draft
 
@@ -61,7 +61,7 @@ def checked_history(history: History, rulebook_id: str, scope: str | None) -> Hi
     per_scope = history.per_scope()
     if not per_scope:
         raise DryRunError("RULEBOOK_UNKNOWN", f"no decision of rulebook {rulebook_id!r} in the history "
-                          f"({history.source['kind']} {history.source['location']})")
+                          + (f"({history.source['kind']} {history.source['location']})" if history.source else ""))
     if scope is not None and not per_scope.get(scope):
         raise DryRunError("HISTORY_EMPTY", f"rulebook {rulebook_id!r} has no decision in scope {scope!r} "
                           f"(it has decisions in {len(per_scope)} other scope(s))")
@@ -73,7 +73,7 @@ def checked_history(history: History, rulebook_id: str, scope: str | None) -> Hi
                    holds=None if history.holds is None else history.holds.filter(in_scope))
 
 
-def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
+def dry_run(draft: object, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             ledger: Any = None, created_at: str, flips_limit: int = 200,
             flips_path: Path | None = None, anchors: Any = None, cost: CostModel | None = None,
             cluster: Any = None, baseline: Any = None, baseline_source: str | None = None) -> DryRun:
@@ -111,7 +111,7 @@ def dry_run(draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: 
     return DryRun(result, build_manifest(result, computed.changes, created_at), history, compiled)
 
 
-def write_dry_run(out: str | Path, manifest: dict[str, Any], signer: ReceiptSigner | None) -> dict[str, Any]:
+def write_dry_run(out: str | Path, manifest: MigrationManifest, signer: ReceiptSigner | None) -> MigrationManifest:
     """Sign (when a signer is given) and write `migration.json`, `report.md`, `report.html`
     into `out` (created if needed; each file written to a temporary name, then renamed).
     Returns the manifest as written."""

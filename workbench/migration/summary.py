@@ -11,28 +11,28 @@ their own bucket and take no part in transitions, drift or the review forecast.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict, cast
 
 import polars as pl
 
 from gate.vocabulary import VERDICTS
 from workbench.engines import rulebook_polars as rp
-from workbench.migration.baseline import HISTORY
+from workbench.migration.baseline import HISTORY, Baseline
 from workbench.migration.compute import FLIP_COLUMNS, NO_OUTCOME, UNOBSERVABLE, Computed
 from workbench.migration.draft import Draft
-from workbench.migration.history import History
-from workbench.migration.holdcost import hold_cost
-from workbench.migration.impact import CostModel, impact
+from workbench.migration.history import History, HistorySource
+from workbench.migration.holdcost import HoldCost, hold_cost
+from workbench.migration.impact import CostModel, Impact, impact
 
-__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunResult", "summarize"]
+__all__ = ["LISTED_FLIP_SCHEMA", "TRANSITION_SCHEMA", "DryRunBody", "DryRunResult", "summarize"]
 
 # The types of the result's row lists, for a frame built from them (`pl.DataFrame(rows, schema=…)`):
 # never inferred from the first rows, where a column may be null throughout (the newest flips have
 # no outcome yet) and refuse a later value.
 LISTED_FLIP_SCHEMA: dict[str, pl.DataType] = {name: pl.String() for name in FLIP_COLUMNS}  # created_at as ISO text
 TRANSITION_SCHEMA: dict[str, pl.DataType] = {"from": pl.String(), "to": pl.String(), "count": pl.Int64()}
-OUTCOME_CLASSES = ("success", "failure", "excluded", "open", NO_OUTCOME, UNOBSERVABLE)
 DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_input)
 
 
@@ -40,6 +40,68 @@ DEFAULT_RULE = None  # a null rule id: the default outcome decided (or needs_inp
 Transition = TypedDict("Transition", {"from": str, "to": str, "count": int})
 RuleTransition = TypedDict("RuleTransition", {"from": str, "to": str, "old_rule": str | None,
                                               "new_rule": str | None, "count": int})
+
+
+# One (stored verdict, draft verdict) pair of the replayed flips, by the outcome class of their
+# latest outcome record (`none`: no record; `unobservable`: blocked, never executed).
+OutcomeCell = TypedDict("OutcomeCell", {"from": str, "to": str, "count": int, "success": int, "failure": int,
+                                        "excluded": int, "open": int, "none": int, "unobservable": int})
+
+
+class Outcomes(TypedDict):
+    """`outcomes`: the flips by outcome class, and what they say the draft would have done."""
+
+    by_transition: list[OutcomeCell]
+    caught_failures: int
+    blocked_successes: int
+    unobserved_new_approvals: int
+    unobserved_new_reviews: int
+    flips_without_outcome: int
+
+
+class DraftIdentity(TypedDict):
+    """`draft`: which rulebook version the dry-run replayed, and its rules' order."""
+
+    rulebook_id: str
+    version: str
+    rulebook_hash: str
+    rule_order: list[str]
+
+
+class HistoryVersion(TypedDict):
+    """A version of the rulebook in the dry-run's scope (`History.versions_in_scope`): its decisions,
+    the first and the last (ISO text)."""
+
+    policy_version: str
+    rulebook_hash: str
+    decisions: int
+    first: str
+    last: str
+
+
+class Unreplayable(TypedDict):
+    count: int
+    by_verdict: dict[str, int]
+
+
+class Flips(TypedDict):
+    """`flips`: how many decisions the draft changes, and the newest of them listed (`FLIP_COLUMNS`)."""
+
+    count: int
+    listed: list[dict[str, str | None]]  # FLIP_COLUMNS → text (created_at as ISO text), null where unknown
+    listed_limit: int
+
+
+# A row of `drift_by_rule` or `drift_by_reason`: {rule_id | reason_code, before, after, delta}, the
+# rule id or reason code null where none was stored or decided (the default outcome).
+DriftRow = dict[str, str | int | None]
+
+
+class MonthLoad(TypedDict):
+    month: str
+    replayed: int
+    review_before: int
+    review_after: int
 
 
 class RuleFiring(TypedDict):
@@ -61,17 +123,18 @@ class ReviewLoad(TypedDict):
     months: int
     per_month_before: float
     per_month_after: float
-    by_month: list[dict[str, Any]]
-    hold_cost: dict[str, Any]
+    by_month: list[MonthLoad]
+    hold_cost: HoldCost
 
 
-@dataclass(frozen=True)
-class DryRunResult:
+class DryRunBody(TypedDict):
+    """`DryRunResult.to_dict()`: the result as JSON, one member per field (docs/dry-run.md)."""
+
     rulebook_id: str
     scope: str | None
-    draft: dict[str, Any]
-    source: dict[str, Any]
-    history_versions: list[dict[str, Any]]
+    draft: DraftIdentity
+    source: HistorySource
+    history_versions: list[HistoryVersion]
     decisions_total: int
     decisions_evaluated: int
     decisions_unreplayable: int
@@ -82,25 +145,66 @@ class DryRunResult:
     needs_input: int
     transitions: list[Transition]
     rule_transitions: list[RuleTransition]
-    drift_by_rule: list[dict[str, Any]]
-    drift_by_reason: list[dict[str, Any]]
-    outcomes: dict[str, Any]
+    drift_by_rule: list[DriftRow]
+    drift_by_reason: list[DriftRow]
+    outcomes: Outcomes
     review_load: ReviewLoad
-    unreplayable: dict[str, Any]
+    unreplayable: Unreplayable
     rules: list[RuleFiring]
     rules_never_fired_in_history: list[str]
     rules_never_firing_under_draft: list[str]
-    flips: dict[str, Any]
-    impact: dict[str, Any] = field(default_factory=dict)
+    flips: Flips
+    impact: Impact | None
+    baseline: Baseline
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class DryRunResult:
+    rulebook_id: str
+    scope: str | None
+    draft: DraftIdentity
+    source: HistorySource
+    history_versions: list[HistoryVersion]
+    decisions_total: int
+    decisions_evaluated: int
+    decisions_unreplayable: int
+    decisions_scalar: int
+    decisions_changed: int
+    decisions_reason_changed: int
+    decisions_rule_changed: int
+    needs_input: int
+    transitions: list[Transition]
+    rule_transitions: list[RuleTransition]
+    drift_by_rule: list[DriftRow]
+    drift_by_reason: list[DriftRow]
+    outcomes: Outcomes
+    review_load: ReviewLoad
+    unreplayable: Unreplayable
+    rules: list[RuleFiring]
+    rules_never_fired_in_history: list[str]
+    rules_never_firing_under_draft: list[str]
+    flips: Flips
+    impact: Impact | None = None
     # What the old side is (workbench.migration.baseline): a version replayed over the history, or the history.
-    baseline: dict[str, Any] = field(default_factory=dict)
+    baseline: Baseline = field(default_factory=HISTORY.copy)
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> DryRunBody:
+        """The result as JSON (`DryRunBody`, which names the fields one for one and in their order:
+        tests/workbench/test_dry_run_exact.py holds the two equal), a deep copy."""
+        return cast("DryRunBody", asdict(self))
 
 
-def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+def _source_of(history: History) -> HistorySource:
+    """The history's source, as the result names it (a copy: the result is a value of its own)."""
+    if history.source is None:  # a worker's share: its client summarizes the whole history
+        raise ValueError("a dry-run is summarized from a history with its source, not a cluster worker's share")
+    return history.source.copy()
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, str | None]]:
+    """The listed flips' rows (`LISTED_FLIP_SCHEMA`: every column text)."""
     return frame.to_dicts()
 
 
@@ -109,29 +213,32 @@ def _count(cube: pl.DataFrame, expr: pl.Expr | None = None) -> int:
     return int(frame["count"].sum()) if frame.height else 0
 
 
-def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[dict[str, Any]]:
+def _drift(cube: pl.DataFrame, old: str, new: str, name: str) -> list[DriftRow]:
     before = cube.group_by(old).agg(pl.col("count").sum().alias("before")).rename({old: name})
     after = cube.group_by(new).agg(pl.col("count").sum().alias("after")).rename({new: name})
     merged = before.join(after, on=name, how="full", coalesce=True, nulls_equal=True)
     merged = merged.with_columns(pl.col("before").fill_null(0), pl.col("after").fill_null(0))
     merged = merged.with_columns((pl.col("after") - pl.col("before")).alias("delta"))
     merged = merged.sort([pl.col("delta").abs(), name], descending=[True, False], nulls_last=True)
-    return _rows(merged.select(name, "before", "after", "delta"))
+    return merged.select(name, "before", "after", "delta").to_dicts()
 
 
-def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
-    tally: dict[tuple[Any, ...], int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
+def _cell(tally: Mapping[tuple[str, str, str], int], old: str, new: str) -> OutcomeCell:
+    """The flips from `old` to `new`, in all and by outcome class."""
+    def of(name: str) -> int:
+        return tally.get((old, new, name), 0)
+
+    total = sum(count for (o, n, _), count in tally.items() if (o, n) == (old, new))
+    return {"from": old, "to": new, "count": total, "success": of("success"), "failure": of("failure"),
+            "excluded": of("excluded"), "open": of("open"), "none": of(NO_OUTCOME), "unobservable": of(UNOBSERVABLE)}
+
+
+def _outcomes(outcome_cube: pl.DataFrame) -> Outcomes:
+    tally: dict[tuple[str, str, str], int] = {}  # (old verdict, new verdict, outcome class) → flips; one pass
     for old, new, name, count in outcome_cube.select("old_verdict", "new_verdict", "outcome_class",
                                                      "count").iter_rows():
         tally[(old, new, name)] = tally.get((old, new, name), 0) + int(count)
-    cells: list[dict[str, Any]] = []
-    for old in VERDICTS:
-        for new in VERDICTS:
-            if old == new:
-                continue
-            by_class = {name: tally.get((old, new, name), 0) for name in OUTCOME_CLASSES}
-            total = sum(count for (o, n, _), count in tally.items() if (o, n) == (old, new))
-            cells.append({"from": old, "to": new, "count": total, **by_class})
+    cells = [_cell(tally, old, new) for old in VERDICTS for new in VERDICTS if old != new]
     cell = {(c["from"], c["to"]): c for c in cells}
     return {
         "by_transition": cells,
@@ -142,7 +249,7 @@ def _outcomes(outcome_cube: pl.DataFrame) -> dict[str, Any]:
         # no→yes: approvals of decisions that were blocked, whose outcome was never observed.
         "unobserved_new_approvals": cell[("no", "yes")]["count"],
         "unobserved_new_reviews": cell[("no", "review")]["count"],
-        "flips_without_outcome": sum(c[NO_OUTCOME] for c in cells),
+        "flips_without_outcome": sum(c["none"] for c in cells),
     }
 
 
@@ -152,7 +259,9 @@ def _review_load(replayed: pl.DataFrame, months: pl.DataFrame, holds: pl.LazyFra
     from the history's closed holds, or said not to be)."""
     before = _count(replayed, pl.col("old_verdict") == "review")
     after = _count(replayed, pl.col("new_verdict") == "review")
-    per_month = _rows(months.sort("month").select("month", "replayed", "review_before", "review_after"))
+    per_month: list[MonthLoad] = [
+        {"month": row["month"], "replayed": row["replayed"], "review_before": row["review_before"],
+         "review_after": row["review_after"]} for row in months.sort("month").iter_rows(named=True)]
     count = len(per_month) or 1
     per_month_before, per_month_after = round(before / count, 3), round(after / count, 3)
     return {
@@ -206,7 +315,7 @@ def _rules(cube: pl.DataFrame, replayed: pl.DataFrame, draft: Draft) -> list[Rul
              "fires_under_draft": int(fired_draft.get(rule_id, 0))} for rule_id in draft.order]
 
 
-def _impact(replayed: pl.DataFrame, computed: Computed, cost: CostModel) -> dict[str, Any]:
+def _impact(replayed: pl.DataFrame, computed: Computed, cost: CostModel) -> Impact:
     """`dry_run.impact` (workbench.migration.impact) from the flip tally and the replayed counts."""
     into = _count(replayed, (pl.col("new_verdict") == "review") & (pl.col("old_verdict") != "review"))
     out = _count(replayed, (pl.col("old_verdict") == "review") & (pl.col("new_verdict") != "review"))
@@ -214,7 +323,7 @@ def _impact(replayed: pl.DataFrame, computed: Computed, cost: CostModel) -> dict
 
 
 def summarize(history: History, draft: Draft, computed: Computed, cost: CostModel | None = None,
-              baseline: dict[str, Any] | None = None) -> DryRunResult:
+              baseline: Baseline | None = None) -> DryRunResult:
     """The dry-run's result: the computed cubes, flips and months read as the report's figures."""
     cube = computed.cube
     replayed = cube.filter(pl.col("replay") != rp.REPLAY_NONE)
@@ -229,8 +338,10 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         scope=history.scope,
         draft={"rulebook_id": draft.rulebook["rulebook_id"], "version": draft.rulebook["version"],
                "rulebook_hash": draft.rulebook_hash, "rule_order": list(draft.order)},
-        source=dict(history.source),
-        history_versions=_rows(versions),
+        source=_source_of(history),
+        history_versions=[{"policy_version": row["policy_version"], "rulebook_hash": row["rulebook_hash"],
+                           "decisions": row["decisions"], "first": row["first"], "last": row["last"]}
+                          for row in versions.iter_rows(named=True)],
         decisions_total=_count(cube),
         decisions_evaluated=_count(replayed),
         decisions_unreplayable=_count(unreplayable),
@@ -252,6 +363,6 @@ def summarize(history: History, draft: Draft, computed: Computed, cost: CostMode
         rules_never_firing_under_draft=[r["rule_id"] for r in rules if r["fires_under_draft"] == 0],
         flips={"count": changed, "listed": _rows(flips), "listed_limit": computed.flips_limit},
         impact=_impact(replayed, computed, cost or CostModel()),
-        baseline=dict(baseline if baseline is not None else HISTORY),
+        baseline=(baseline if baseline is not None else HISTORY).copy(),
         notes=list(NOTES),
     )

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, final
 
 import numpy as np
 import polars as pl
@@ -40,7 +40,7 @@ import polars as pl
 from gate.clock import iso_ms
 from gate.protocol.canonical import sha256_hex
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
-from gate.rulebook import get_evaluator
+from gate.rulebook import Condition, RulebookDocument, get_evaluator
 from gate.rulebook.operators import OPERATORS, Threshold
 from workbench.engines import fact_columns as fc
 from workbench.engines import rulebook_polars as rp
@@ -49,10 +49,20 @@ from workbench.migration.compute import NO_OUTCOME, UNOBSERVABLE, latest_outcome
 from workbench.migration.draft import Draft, load_draft
 from workbench.migration.errors import DryRunError
 from workbench.migration.history import History
-from workbench.migration.impact import CostModel, impact, wilson
+from workbench.migration.impact import (
+    CostModel,
+    CostModelBody,
+    ExpectedNetEffect,
+    Figure,
+    Immature,
+    LostSuccesses,
+    ReviewChange,
+    impact,
+    wilson,
+)
 from workbench.migration.run import load_history
 
-__all__ = ["SweepLeaf", "default_range", "field_spread", "find_leaf", "sweep", "thresholds_between"]
+__all__ = ["Comparison", "SweepLeaf", "default_range", "field_spread", "find_leaf", "sweep", "thresholds_between"]
 
 # The numeric threshold comparisons (gt, gte, lt, lte), the operators a sweep can move, and their form.
 _THRESHOLDS = {operator.name: operator.threshold for operator in OPERATORS if operator.threshold is not None}
@@ -74,8 +84,8 @@ class SweepLeaf:
     value: float
 
 
-def _leaves(node: Any, path: tuple[Any, ...], under_not: bool,
-            out: list[tuple[tuple[Any, ...], dict[str, Any], bool]]) -> None:
+def _leaves(node: Condition | None, path: tuple[Any, ...], under_not: bool,
+            out: list[tuple[tuple[Any, ...], Condition, bool]]) -> None:
     if not isinstance(node, dict):
         return
     for key in ("all", "any"):
@@ -90,12 +100,12 @@ def _leaves(node: Any, path: tuple[Any, ...], under_not: bool,
     out.append((path, node, under_not))
 
 
-def find_leaf(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: int = 0) -> SweepLeaf:
+def find_leaf(rulebook: RulebookDocument, rule_id: str, field: str, occurrence: int = 0) -> SweepLeaf:
     """The `occurrence`-th numeric comparison of `field` in rule `rule_id` (DryRunError otherwise)."""
     rule = next((r for r in rulebook["rules"] if r["rule_id"] == rule_id), None)
     if rule is None:
         raise DryRunError("SWEEP_INVALID", f"the draft has no rule {rule_id!r}")
-    found: list[tuple[tuple[Any, ...], dict[str, Any], bool]] = []
+    found: list[tuple[tuple[Any, ...], Condition, bool]] = []
     _leaves(rule["condition"], (), False, found)
     matches = [(p, leaf, neg) for p, leaf, neg in found if leaf.get("field") == field]
     numeric = [(p, leaf, neg) for p, leaf, neg in matches if leaf.get("operator") in NUMERIC]
@@ -110,17 +120,28 @@ def find_leaf(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: in
     path, leaf, under_not = numeric[occurrence]
     if under_not:
         raise DryRunError("SWEEP_INVALID", "the comparison is under a `not`: sweeping it is not supported")
-    if isinstance(leaf.get("value"), bool) or not isinstance(leaf.get("value"), (int, float)):
+    value = leaf.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DryRunError("SWEEP_INVALID", "the comparison's value is not a number")
-    return SweepLeaf(rule_id, path, field, leaf["operator"], float(leaf["value"]))
+    return SweepLeaf(rule_id, path, field, leaf["operator"], float(value))
 
 
-def numeric_comparisons(rulebook: dict[str, Any]) -> list[dict[str, Any]]:
+class Comparison(TypedDict):
+    """A numeric comparison of a draft rule that `sweep` accepts (`numeric_comparisons`)."""
+
+    rule_id: str
+    field: str
+    occurrence: int  # among the rule's numeric comparisons of `field`, in the condition's order
+    operator: str
+    value: int | float
+
+
+def numeric_comparisons(rulebook: RulebookDocument) -> list[Comparison]:
     """Every comparison `sweep` accepts, in rule order: {rule_id, field, occurrence, operator,
     value} (a numeric leaf with a number, not under a `not`), as `find_leaf` would find it."""
-    found: list[dict[str, Any]] = []
+    found: list[Comparison] = []
     for rule in rulebook.get("rules", []):
-        leaves: list[tuple[tuple[Any, ...], dict[str, Any], bool]] = []
+        leaves: list[tuple[tuple[Any, ...], Condition, bool]] = []
         _leaves(rule.get("condition"), (), False, leaves)
         seen: Counter[str] = Counter()
         for _path, leaf, under_not in leaves:
@@ -136,7 +157,7 @@ def numeric_comparisons(rulebook: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def with_threshold(rulebook: dict[str, Any], rule_id: str, field: str, occurrence: int, value: float) -> dict[str, Any]:
+def with_threshold(rulebook: RulebookDocument, rule_id: str, field: str, occurrence: int, value: float) -> RulebookDocument:
     """A copy of the draft with that comparison's threshold set to `value` (every other member,
     and the key order, kept); DryRunError as `find_leaf` for a comparison it cannot sweep."""
     shown = float(f"{float(value):.12g}")  # 0.12, not the 0.12000000000000002 an even step can land on
@@ -155,17 +176,17 @@ def thresholds_between(low: float, high: float, steps: int) -> list[float]:
     return [low + (high - low) * i / (steps - 1) for i in range(steps)]
 
 
-def _with_value(rulebook: dict[str, Any], leaf: SweepLeaf, value: Any) -> dict[str, Any]:
+def _with_value(rulebook: RulebookDocument, leaf: SweepLeaf, value: float) -> RulebookDocument:
     """A copy of the draft with the swept leaf's value replaced."""
     copied = copy.deepcopy(rulebook)
-    node = next(r for r in copied["rules"] if r["rule_id"] == leaf.rule_id)["condition"]
+    node: Any = next(r for r in copied["rules"] if r["rule_id"] == leaf.rule_id)["condition"]
     for step in leaf.path:
         node = node[step]
     node["value"] = value
     return copied
 
 
-def _forced(condition: dict[str, Any], path: tuple[Any, ...], value: bool) -> pl.Expr:
+def _forced(condition: Condition, path: tuple[Any, ...], value: bool) -> pl.Expr:
     """The rule's condition as a Polars expression with the leaf at `path` replaced by `value`."""
     if not path:
         return pl.lit(value)
@@ -173,7 +194,7 @@ def _forced(condition: dict[str, Any], path: tuple[Any, ...], value: bool) -> pl
     if key in ("all", "any"):
         index, tail = rest[0], rest[1:]
         parts = [(_forced(child, tail, value) if i == index else rp._condition(child))
-                 for i, child in enumerate(condition[key])]
+                 for i, child in enumerate(condition["all"] if key == "all" else condition["any"])]
         return pl.all_horizontal(parts) if key == "all" else pl.any_horizontal(parts)
     raise DryRunError("SWEEP_INVALID", "unsupported condition shape for a sweep")  # `not` refused in find_leaf
 
@@ -340,12 +361,69 @@ def _tallies(groups: pl.DataFrame, leaf: SweepLeaf, order: list[int]) -> list[Co
     return tallies
 
 
-def _hashed(rulebook: dict[str, Any]) -> tuple[dict[str, Any], str]:
+class SweepPoint(TypedDict):
+    """One threshold's figures (`_point`): the dry-run's impact figures, and the approvals."""
+
+    threshold: float
+    approvals: Figure
+    failures_caught: Figure
+    successes_lost: LostSuccesses
+    review_load_change: ReviewChange
+    immature: Immature
+    expected_net_effect: ExpectedNetEffect
+
+
+class SweptLeaf(TypedDict):
+    """`leaf`: the swept comparison, as the draft has it."""
+
+    rule_id: str
+    field: str
+    operator: str
+    draft_value: float
+    occurrence: int
+
+
+@final  # no other member: "refused" tells a refusal apart
+class Sweep(TypedDict):
+    """A threshold sweep (`threshold_sweep_v1`, `sweep`)."""
+
+    sweep_version: str
+    rulebook_id: str
+    scope: str | None
+    draft_hash: str
+    baseline: baselines.Baseline
+    leaf: SweptLeaf
+    decisions_replayed: int
+    scalar_rows: int
+    as_of: str
+    cost_model: CostModelBody
+    points: list[SweepPoint]
+
+
+@final
+class SweepRefused(TypedDict):
+    """A sweep the workbench could not run, and why (`Authoring.compute_sweep`)."""
+
+    refused: str
+
+
+class FieldSpread(TypedDict):
+    """How one fact is spread over a rulebook's history (`field_spread`)."""
+
+    field: str
+    observed: int
+    low: float | None
+    high: float | None
+    min: float | None
+    max: float | None
+
+
+def _hashed(rulebook: RulebookDocument) -> tuple[RulebookDocument, str]:
     return rulebook, sha256_hex(rulebook)
 
 
 def _point(threshold: float, tally: Counter[tuple[str, str, str, bool]], cost: CostModel,
-           as_of: str | None) -> dict[str, Any]:
+           as_of: str | None) -> SweepPoint:
     n = sum(tally.values())
     into = sum(c for (o, v, _, _), c in tally.items() if v == "review" and o != "review")
     out = sum(c for (o, v, _, _), c in tally.items() if o == "review" and v != "review")
@@ -354,13 +432,14 @@ def _point(threshold: float, tally: Counter[tuple[str, str, str, bool]], cost: C
     return {"threshold": threshold,
             "approvals": {"count": approvals, "rate": round(approvals / n, 6) if n else None,
                           "interval_95": wilson(approvals, n)},
-            **{name: figures[name] for name in ("failures_caught", "successes_lost", "review_load_change",
-                                                 "immature", "expected_net_effect")}}
+            "failures_caught": figures["failures_caught"], "successes_lost": figures["successes_lost"],
+            "review_load_change": figures["review_load_change"], "immature": figures["immature"],
+            "expected_net_effect": figures["expected_net_effect"]}
 
 
-def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresholds: Sequence[float], *,
+def sweep(draft: object, rulebook_id: str, leaf_spec: tuple[str, str, int], thresholds: Sequence[float], *,
           scope: str | None = None, dataset: Any = None, ledger: Any = None, anchors: Any = None,
-          cost: CostModel | None = None, baseline: Any = None, baseline_source: str | None = None) -> dict[str, Any]:
+          cost: CostModel | None = None, baseline: Any = None, baseline_source: str | None = None) -> Sweep:
     """Sweep the threshold of (rule id, field, occurrence) in `draft` over `thresholds`: one
     point per threshold with the dry-run's figures and intervals (module doc). `baseline`,
     `baseline_source`: what each point is compared with, as `dry_run`'s (workbench.migration.baseline)."""
@@ -398,7 +477,7 @@ def sweep(draft: Any, rulebook_id: str, leaf_spec: tuple[str, str, int], thresho
 
 
 def field_spread(rulebook_id: str, field: str, *, scope: str | None = None, dataset: Any = None, ledger: Any = None,
-                 anchors: Any = None) -> dict[str, Any]:
+                 anchors: Any = None) -> FieldSpread:
     """The observed distribution of one fact over the rulebook's history, as a sweep reads it:
     {field, observed (decisions where it is a number), low and high (the SPREAD_QUANTILES, linear
     interpolation; None when none is), min, max}. A decision where the fact is missing or not a
@@ -413,19 +492,27 @@ def field_spread(rulebook_id: str, field: str, *, scope: str | None = None, data
     found = [_field_number(json.loads(text), field) for text in partial]
     values = pl.concat([typed, pl.Series("x", [float(v) for v in found if v is not None], dtype=pl.Float64)])
     low_q, high_q = SPREAD_QUANTILES
-    quantile = (lambda q: values.quantile(q, interpolation="linear")) if len(values) else (lambda q: None)
-    return {"field": field, "observed": len(values), "low": quantile(low_q), "high": quantile(high_q),
-            "min": values.min() if len(values) else None, "max": values.max() if len(values) else None}
+    some = len(values) > 0
+    return {"field": field, "observed": len(values),
+            "low": _number(values.quantile(low_q, interpolation="linear")) if some else None,
+            "high": _number(values.quantile(high_q, interpolation="linear")) if some else None,
+            "min": _number(values.min()) if some else None, "max": _number(values.max()) if some else None}
 
 
-def default_range(value: float, spread: dict[str, Any] | None) -> tuple[float, float]:
+def _number(value: object) -> float | None:
+    """A scalar of a Float64 series (a quantile, its min or max): the float it is, or None."""
+    return value if isinstance(value, float) else None
+
+
+def default_range(value: float, spread: FieldSpread | None) -> tuple[float, float]:
     """A comparison's sweep range: its field's observed spread (`field_spread`: 1st to 99th
     percentile) widened to hold the draft's `value`, its ends rounded outward at a tenth of the
     span's order of magnitude (0 to 1,900, 0.01 to 0.99); with no observed number, 0 to twice
     the value (around 0: -1 to 1)."""
-    if spread is None or spread.get("low") is None or spread.get("high") is None:
+    seen_low, seen_high = (None, None) if spread is None else (spread.get("low"), spread.get("high"))
+    if seen_low is None or seen_high is None:
         return (0.0, 2 * value) if value > 0 else (2 * value, 0.0) if value < 0 else (-1.0, 1.0)
-    low, high = min(float(spread["low"]), value), max(float(spread["high"]), value)
+    low, high = min(float(seen_low), value), max(float(seen_high), value)
     if low == high:  # every observed number (and the draft's) is one value
         return default_range(value, None) if low == 0 else (min(0.0, 2 * low), max(0.0, 2 * low))
     unit = 10.0 ** (math.floor(math.log10(high - low)) - 1)

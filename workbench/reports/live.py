@@ -17,16 +17,17 @@ from workbench.reports.params import ReportParams
 
 if TYPE_CHECKING:
     from gate.ledger import Ledger
+    from workbench.reports.policy import AnomalyReport
 
 
-def anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> dict[str, Any]:
+def anomaly_report(ledger: Ledger, scope: str, policy_id: str) -> AnomalyReport:
     """The sealed anomaly report of one policy at the default parameters (the policy alerts' source)."""
     from workbench.dataset.load import from_ledger
     from workbench.reports import policy
 
     params = ReportParams()
     frames = from_ledger(ledger, scope, policy_id, limit=params.ledger_limit)
-    return dict(policy.anomaly_report(frames, policy_id, params))
+    return policy.anomaly_report(frames, policy_id, params)
 
 
 def packet_intelligence(ledger: Ledger, scope: str, record: Mapping[str, Any]) -> dict[str, Any]:

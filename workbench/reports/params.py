@@ -55,6 +55,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
 )}
 
 
+ParamValue = str | int | float | None
+"""A report parameter's value, as a sealed report's `parameters` names it (`ReportParams`' members)."""
+
+
 @dataclass(frozen=True)
 class ReportParams:
     policy_version: str | None = None

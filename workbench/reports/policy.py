@@ -21,14 +21,24 @@ import polars as pl
 from gate.protocol.report_envelopes import seal
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from workbench.dataset.load import Frames
+from workbench.dataset.trust import DatasetTrust
 from workbench.engines import anomalies as anomaly_engine
 from workbench.engines import benchmarks as benchmark_engine
 from workbench.engines import confidence as confidence_engine
 from workbench.engines import effectiveness as effectiveness_engine
+from workbench.engines.anomalies import Anomaly as Anomaly  # the report's members, as the engine builds them
+from workbench.engines.anomalies import AnomalyBody
+from workbench.engines.benchmarks import BenchmarkBody
+from workbench.engines.common import Sample as Sample  # every report states its sample
+from workbench.engines.confidence import ConfidenceBody
+from workbench.engines.effectiveness import EffectivenessBody
+from workbench.engines.effectiveness import (
+    EffectivenessMetrics as EffectivenessMetrics,  # the report's members
+)
 from workbench.reports import numbers
+from workbench.reports.params import ParamValue
 from workbench.reports.params import ReportParams as ReportParams  # analysts import it with the reports
 from workbench.reports.registry import REPORTS, Cohort, Engine, ReportKind
-from workbench.reports.sample import Sample as Sample  # every report states its sample
 
 CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 
@@ -38,17 +48,6 @@ CLASSES: Mapping[str, str] = OUTCOME_EFFECTIVENESS_CLASS
 # covers it), so its type is a TypedDict of its members, not a class of its own. The engines
 # build the members (workbench.engines); tests/workbench/test_policy_reports.py holds every
 # report's members to these types.
-
-
-class EffectivenessMetrics(TypedDict):
-    success_rate: float | None
-    failure_rate: float | None
-    review_rate: float | None
-    excluded_rate: float | None
-    terminal_coverage: float | None
-    outcome_coverage: float | None
-    success_rate_interval: list[float | None] | None  # [low, high] (the engine rounds each with r4)
-    resolved_decisions: int
 
 
 # `from` is a Python keyword: this one is spelled as a call.
@@ -68,114 +67,39 @@ class Health(TypedDict):
     because: list[str]
 
 
-class EffectivenessBody(TypedDict):
-    """The effectiveness engine's members (`workbench.engines.effectiveness.finalize`)."""
-
-    effectiveness_score: float | None
-    confidence: float | None
-    recommendation: str
-    metrics: EffectivenessMetrics
-    sample: Sample
-
-
 class EffectivenessReport(EffectivenessBody):
     decision_effectiveness_report_version: str
     policy_id: str
     policy_version: str | None
-    parameters: dict[str, Any]
+    parameters: dict[str, ParamValue]
     health: NotRequired[Health]
-    source: NotRequired[dict[str, Any]]
+    source: NotRequired[DatasetTrust]  # a report read from a dataset names it
     effectiveness_hash: str
-
-
-class Anomaly(TypedDict):
-    anomaly_id: str
-    kind: str
-    dimension: str
-    value: str
-    anomaly_score: float
-    severity: str
-    reasons: list[str]
-    decision_ids: list[str]
-    baseline: dict[str, Any]
-    observed: dict[str, Any]
-
-
-class AnomalyBody(TypedDict):
-    """The anomaly engine's members (`workbench.engines.anomalies.finalize`)."""
-
-    anomaly_count: int
-    recommendation: str
-    anomalies: list[Anomaly]
-    checks: dict[str, Any]
-    sample: Sample
 
 
 class AnomalyReport(AnomalyBody):
     decision_anomaly_report_version: str
     policy_id: str
     policy_version: str | None
-    parameters: dict[str, Any]
-    source: NotRequired[dict[str, Any]]
+    parameters: dict[str, ParamValue]
+    source: NotRequired[DatasetTrust]  # a report read from a dataset names it
     anomaly_hash: str
 
 
-class BenchmarkMetrics(TypedDict):
-    success_rate: float | None
-    failure_rate: float | None
-    review_rate: float | None
-    terminal_coverage: float | None
-    decisions: int
-    resolved_decisions: int
-
-
-class CrossCustomer(TypedDict):
-    status: str
-    reason: str
-    cohort: dict[str, int]
-    percentiles: dict[str, dict[str, float | None]]  # metric → {p25, p50, p75}; empty below the floors
-
-
-class BenchmarkReport(TypedDict):
+class BenchmarkReport(BenchmarkBody):
     decision_benchmark_version: str
     policy_id: str
     policy_version: str | None
-    parameters: dict[str, Any]
-    your_metrics: BenchmarkMetrics
-    cross_customer: CrossCustomer
-    comparison: dict[str, float | None]
-    recommendation: str
-    sample: Sample
-    source: NotRequired[dict[str, Any]]
+    parameters: dict[str, ParamValue]
+    source: NotRequired[DatasetTrust]  # a report read from a dataset names it
     benchmark_hash: str
 
 
-class ConfidenceBucket(TypedDict):
-    verdict: str
-    action: str | None
-    score: float | None
-    level: str
-    similar_decisions: int
-    policy_stability: float | None
-    recommendation: str
-    successes: int
-    failures: int
-
-
-class ConfidenceReport(TypedDict):
+class ConfidenceReport(ConfidenceBody):
     decision_confidence_version: str
-    policy_id: str
     policy_version: str | None
-    parameters: dict[str, Any]
-    score: float | None
-    level: str
-    similar_decisions: int
-    policy_stability: float | None
-    recommendation: str
-    based_on: dict[str, Any]
-    sample: Sample
-    buckets: list[ConfidenceBucket]
-    source: NotRequired[dict[str, Any]]
+    parameters: dict[str, ParamValue]
+    source: NotRequired[DatasetTrust]  # a report read from a dataset names it
     confidence_hash: str
 
 
@@ -217,11 +141,11 @@ def sealed_report(kind: str, policy_id: str, params: ReportParams, body: Mapping
                                       "parameters": entry.parameters(params), **body, **_source(frames)})
 
 
-def _source(frames: Frames | None) -> dict[str, Any]:
+def _source(frames: Frames | None) -> dict[str, DatasetTrust]:
     """A report read from a dataset names it (`source`: the dataset manifest's `dataset_hash`
     and signing key), so its hash binds to that signed manifest; a ledger report has no member."""
-    source = getattr(frames, "source", None)
-    return {"source": dict(source)} if source else {}
+    source = None if frames is None else frames.source
+    return {"source": source.copy()} if source else {}
 
 
 def _merged(merge: Merge, kind: str, frames: Frames, compute: Callable[[], Mapping[str, pl.DataFrame]],
@@ -249,7 +173,7 @@ def effectiveness_report(frames: Frames, policy_id: str, params: ReportParams, *
                     lambda: {"sample": shared["sample"]} if shared is not None
                     else effectiveness_engine.partial(frames.decisions, frames.outcomes))
     # The engines build the members their types name; a test holds every report to its type.
-    body = cast(EffectivenessBody, effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample))
+    body = effectiveness_engine.finalize(state, CLASSES, min_sample=params.min_sample)
     health = policy_health(body, anomalies or _anomaly_body(frames, params, shared), params) if with_health else None
     return cast(EffectivenessReport, sealed_report("effectiveness", policy_id, params,
                                                    {**body, "health": health} if health is not None else body, frames))
@@ -272,8 +196,8 @@ def _anomaly_body(frames: Frames, params: ReportParams,
                   state: Mapping[str, pl.DataFrame] | None = None) -> AnomalyBody:
     """`state`: the merged anomaly state of these frames when the caller has it already."""
     state = _anomaly_state(frames) if state is None else state
-    return cast(AnomalyBody, anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample,
-                                                     threshold=params.threshold, max_items=params.max_items))
+    return anomaly_engine.finalize(state, CLASSES, min_sample=params.min_sample, threshold=params.threshold,
+                                   max_items=params.max_items)
 
 
 def anomaly_report(frames: Frames, policy_id: str, params: ReportParams) -> AnomalyReport:

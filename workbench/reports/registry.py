@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gate.protocol.report_envelopes import Envelope, spec_of
-from workbench.reports.params import ReportParams, parse_query
+from workbench.reports.params import ParamValue, ReportParams, parse_query
 
 if TYPE_CHECKING:
     from workbench.dataset.load import Frames
@@ -78,7 +78,7 @@ class ReportKind:
         """The policy version whose decisions are loaded (None: every version)."""
         return None if self.every_version else params.policy_version
 
-    def parameters(self, params: ReportParams) -> dict[str, Any]:
+    def parameters(self, params: ReportParams) -> dict[str, ParamValue]:
         """The parameters this kind takes, with their values: the sealed report's `parameters`."""
         values = asdict(params)
         return {name: values[name] for name in self.params}

@@ -8,7 +8,7 @@ history never saw has none (a new rule, or a renamed one: history is keyed by ru
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import polars as pl
 
@@ -26,7 +26,7 @@ class RuleHistory(TypedDict):
     share: float | None  # of every decision of the policy in the history read
     resolved: int  # decisions whose latest outcome is a success or a failure
     success_rate: float | None
-    success_rate_interval: list[float] | None  # 95% Wilson
+    success_rate_interval: list[float | None] | None  # 95% Wilson
     judged: bool  # resolved >= MIN_SAMPLE
     first_at: str | None
     last_at: str | None
@@ -38,8 +38,7 @@ def rule_history(decisions: pl.LazyFrame, outcomes: pl.LazyFrame) -> list[RuleHi
     total = sum(body["sample"]["decisions_considered"] for _, body in groups)
     rows: list[RuleHistory] = []
     for rule_id, body in groups:
-        metrics: dict[str, Any] = body["metrics"]
-        sample: dict[str, Any] = body["sample"]
+        metrics, sample = body["metrics"], body["sample"]
         n = int(sample["decisions_considered"])
         rows.append({
             "rule_id": rule_id, "decisions": n, "share": round(n / total, 6) if total else None,

@@ -19,12 +19,13 @@ if TYPE_CHECKING:
     from gate.ledger import Ledger
     from gate.services.releases import ReleaseService
     from workbench.migration.impact import CostModel
+    from workbench.migration.manifest import MigrationManifest
     from workbench.migration.run import DryRun
 
 __all__ = ["Baseline", "DryRunService"]
 
 # A version a draft is compared with: the parsed rulebook and where it came from.
-Baseline = tuple[dict[str, Any], str]
+Baseline = tuple[object, str]  # the version's JSON as read, not yet checked: `load_draft` validates it
 
 
 class DryRunService:
@@ -46,7 +47,7 @@ class DryRunService:
 
         result_signer(self.signing)
 
-    def run(self, draft: Any, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
+    def run(self, draft: object, rulebook_id: str, *, scope: str | None = None, dataset: str | Path | None = None,
             trust: Any = None, cluster: str | None = None, baseline: Baseline | None = None,
             flips_limit: int = 200, flips_path: Path | None = None, cost: CostModel | None = None) -> DryRun:
         """`draft` replayed over the rulebook's history in `scope` (every scope when None): the
@@ -67,7 +68,7 @@ class DryRunService:
         except ClusterError as error:
             raise DryRunError("CLUSTER_UNAVAILABLE", str(error)) from None
 
-    def write(self, run: DryRun, out: str | Path, *, allow_stale: bool = False) -> dict[str, Any]:
+    def write(self, run: DryRun, out: str | Path, *, allow_stale: bool = False) -> MigrationManifest:
         """Sign (the rule above) and write the run's `migration.json`, `report.md` and `report.html`
         into `out`; the manifest as written. `SigningRefused`, nothing written, when refused."""
         from workbench.migration import write_dry_run

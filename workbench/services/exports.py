@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gate.keys.signing import ReceiptSigner
     from gate.ledger import Ledger
     from workbench.dataset.export import ExportResult
+    from workbench.dataset.manifest import DatasetManifest
 
 __all__ = ["DatasetExport", "ExportService"]
 
@@ -41,7 +42,7 @@ class DatasetExport:
         return export_ledger(ledger, out, signer=self.signer, anchors=self.signing.trust_anchors(), **options)
 
     def rebuild_rollups(self, out: str, *, cluster: Any = None,
-                        progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                        progress: Callable[[int, int], None] | None = None) -> DatasetManifest:
         """Every partition's rollups of the dataset at `out` recomputed and committed (on the Dask
         `cluster` client's workers when given); the committed manifest."""
         if cluster is None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from gate.ledger import Ledger
     from workbench.migration.impact import CostModel
+    from workbench.migration.sweep import FieldSpread, Sweep
     from workbench.services.dry_runs import Baseline
 
 __all__ = ["SweepService"]
@@ -21,9 +22,9 @@ class SweepService:
     def __init__(self, ledger: Ledger | None = None) -> None:
         self.ledger = ledger
 
-    def sweep(self, draft: Any, rulebook_id: str, leaf: tuple[str, str, int], thresholds: Sequence[float], *,
+    def sweep(self, draft: object, rulebook_id: str, leaf: tuple[str, str, int], thresholds: Sequence[float], *,
               scope: str | None = None, dataset: str | Path | None = None, trust: Any = None,
-              cost: CostModel | None = None, baseline: Baseline | None = None) -> dict[str, Any]:
+              cost: CostModel | None = None, baseline: Baseline | None = None) -> Sweep:
         """The threshold of `leaf` (rule id, field, occurrence) swept over `thresholds`, each point
         compared with `baseline` (else the stored verdicts) as the dry-run compares (DryRunError)."""
         from workbench.migration.sweep import sweep
@@ -33,7 +34,7 @@ class SweepService:
                      baseline=baseline[0] if baseline else None, baseline_source=baseline[1] if baseline else None)
 
     def field_spread(self, rulebook_id: str, field: str, *, scope: str | None = None,
-                     dataset: str | Path | None = None, trust: Any = None) -> dict[str, Any]:
+                     dataset: str | Path | None = None, trust: Any = None) -> FieldSpread:
         """How `field` is spread over the rulebook's history (`workbench.migration.sweep.field_spread`)."""
         from workbench.migration.sweep import field_spread
 

@@ -19,12 +19,14 @@ Public interface (all take validated-or-not Rulebook v1 dicts and raise
 - `minimal_flips(rulebook, facts, compare="outcome") -> list[Flip]`: per field, the smallest
   change of that one fact that changes the result, with the rule that then matches.
 
-Each result has `.to_json()`; the JSON shapes are documented in docs/rulebook-analysis.md.
+Each result has `.to_json()`; the JSON shapes are documented in docs/rulebook-analysis.md and
+typed as `DiffReportJSON`, `LintReportJSON` and `FlipJSON` (their parts in `shapes`).
 """
 
-from gate.rulebook.analysis.diff import Difference, DiffReport, semantic_diff
-from gate.rulebook.analysis.flips import Flip, minimal_flips
-from gate.rulebook.analysis.lint import LintReport, group_findings, lint
+from gate.rulebook.analysis.diff import Difference, DiffReport, DiffReportJSON, semantic_diff
+from gate.rulebook.analysis.flips import Flip, FlipJSON, minimal_flips
+from gate.rulebook.analysis.lint import LintReport, LintReportJSON, group_findings, lint
+from gate.rulebook.analysis.shapes import LabelJSON
 
-__all__ = ["DiffReport", "Difference", "Flip", "LintReport", "group_findings", "lint", "minimal_flips",
-           "semantic_diff"]
+__all__ = ["DiffReport", "DiffReportJSON", "Difference", "Flip", "FlipJSON", "LabelJSON", "LintReport",
+           "LintReportJSON", "group_findings", "lint", "minimal_flips", "semantic_diff"]

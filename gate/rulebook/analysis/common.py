@@ -17,6 +17,7 @@ from gate.protocol.canonical import sha256_hex
 from gate.rulebook.analysis.describe import describe
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.regions import Cube
+from gate.rulebook.analysis.shapes import RegionJSON
 from gate.rulebook.analysis.space import Space
 from gate.rulebook.cache import get_evaluator
 from gate.rulebook.shapes import Evaluator, RulebookDocument
@@ -52,13 +53,13 @@ class Region:
 
     space: Space
     cube: Cube
-    witness: dict[str, Any]
+    witness: dict[str, object]
 
     def contains(self, facts: Any) -> bool:
         """Is this fact set inside the region?"""
         return self.space.contains(self.cube, self.space.locate(facts))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RegionJSON:
         where = describe(self.space, self.cube)
         return {"where": where,
                 "text": "; ".join(f"{w['field']}: {w['text']}" for w in where) or "any input",

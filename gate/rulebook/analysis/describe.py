@@ -20,9 +20,17 @@ constants of that kind the region leaves out.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.rulebook.analysis.regions import Cube
+from gate.rulebook.analysis.shapes import (
+    ConstantsAllowed,
+    FieldAllows,
+    FieldDescription,
+    NeedleGroup,
+    NumberRange,
+    ObjectsAllowed,
+)
 from gate.rulebook.analysis.space import Field, Space
 
 
@@ -38,13 +46,24 @@ def _fits(point: Any, tag: Any) -> bool:
     return tag is None or tag == "point" or float(point).is_integer() == tag
 
 
-def _numbers(f: Field, mask: int) -> list[dict[str, Any]]:
+class _Piece(TypedDict):
+    """An interval while `_numbers` merges them: a `NumberRange` and its tag (see there)."""
+
+    min: float | None
+    min_inclusive: bool
+    max: float | None
+    max_inclusive: bool
+    tag: bool | str | None
+
+
+def _numbers(f: Field, mask: int) -> list[NumberRange]:
     """Allowed numbers as merged intervals, in order.
 
     A gap of a field declared `integer` may be allowed only for its integers (tag True) or
-    only for its non-integers (tag False); neighbouring pieces merge when their tags agree.
+    only for its non-integers (tag False), a point is tagged "point", a whole gap None;
+    neighbouring pieces merge when their tags agree.
     """
-    out: list[dict[str, Any]] = []
+    out: list[_Piece] = []
     for whole, a_int, a_frac in f.number_atoms:
         parts = [a for a in (whole, a_int, a_frac) if a >= 0]
         allowed = [a for a in parts if (mask >> a) & 1]
@@ -52,60 +71,85 @@ def _numbers(f: Field, mask: int) -> list[dict[str, Any]]:
             continue
         atom = f.atoms[allowed[0]]
         lo, lo_closed, hi, hi_closed = atom.bounds()
-        if atom.point:
-            tag: Any = "point"
-        else:
-            tag = None if len(allowed) == len(parts) or whole >= 0 else atom.integral
+        whole_gap = len(allowed) == len(parts) or whole >= 0
+        tag: bool | str | None = "point" if atom.point else None if whole_gap else atom.integral
         prev = out[-1] if out else None
         if prev is not None and lo is not None and prev["max"] == lo and prev["max_inclusive"] != lo_closed:
             if tag == "point" and _fits(lo, prev["tag"]):
-                prev.update(max=hi, max_inclusive=hi_closed)
+                prev.update({"max": hi, "max_inclusive": hi_closed})
                 continue
             if tag != "point" and (prev["tag"] == tag or (prev["tag"] == "point" and _fits(prev["min"], tag))):
-                prev.update(max=hi, max_inclusive=hi_closed, tag=tag)
+                prev.update({"max": hi, "max_inclusive": hi_closed, "tag": tag})
                 continue
         out.append({"min": lo, "min_inclusive": lo_closed, "max": hi, "max_inclusive": hi_closed, "tag": tag})
-    for item in out:
-        tag = item.pop("tag")
-        if tag in (True, False):
-            item["integers"] = tag
-    return out
+    ranges: list[NumberRange] = []
+    for piece in out:
+        item: NumberRange = {"min": piece["min"], "min_inclusive": piece["min_inclusive"], "max": piece["max"],
+                             "max_inclusive": piece["max_inclusive"]}
+        if isinstance(piece["tag"], bool):
+            item["integers"] = piece["tag"]
+        ranges.append(item)
+    return ranges
 
 
-def _others(f: Field, mask: int, sigs: dict[frozenset[int], int], needles: list[Any]) -> dict[str, Any]:
+def _constants(values: list[object], excluded: list[object], f: Field, mask: int, sigs: dict[frozenset[int], int],
+               needles: list[Any]) -> ConstantsAllowed:
+    """The allowed strings (or arrays): the given constants and the other values allowed."""
     atoms = list(sigs.values())
     allowed = [a for a in atoms if (mask >> a) & 1]
     if allowed and len(allowed) == len(atoms):
-        return {"any_other": True, "other": []}
-    groups = []
+        return {"values": values, "excluded": excluded, "any_other": True, "other": []}
+    groups: list[NeedleGroup] = []
     for a in allowed:
         sig = set(f.atoms[a].signature)
         groups.append({"contains": [needles[i] for i in sorted(sig)],
                        "not_contains": [needles[i] for i in range(len(needles)) if i not in sig]})
-    return {"any_other": False, "other": groups}
+    return {"values": values, "excluded": excluded, "any_other": False, "other": groups}
 
 
-def field_allows(space: Space, index: int, mask: int) -> dict[str, Any]:
+def field_allows(space: Space, index: int, mask: int) -> FieldAllows:
+    """What field `index` may be inside `mask` (every field of a space has atoms: missing,
+    null, true and false at least)."""
     f = space.fields[index]
-    atoms = f.atoms
-    strings = [v for v, a in f.strings.items() if (mask >> a) & 1]
+    objects: ObjectsAllowed = {"values": [v for v, a in f.objects if (mask >> a) & 1],
+                               "excluded": [v for v, a in f.objects if not (mask >> a) & 1],
+                               "any_other": bool((mask >> f.other_object) & 1)}
     return {
         "missing": bool(mask & 1),
         "null": bool(mask & 2),
         "booleans": [v for v, bit in ((True, 4), (False, 8)) if mask & bit],
         "numbers": _numbers(f, mask),
-        "strings": {"values": strings, "excluded": [v for v, a in f.strings.items() if not (mask >> a) & 1],
-                    **_others(f, mask, f.string_sigs, f.string_needles)},
-        "arrays": {"values": [v for v, a in f.arrays if (mask >> a) & 1],
-                   "excluded": [v for v, a in f.arrays if not (mask >> a) & 1],
-                   **_others(f, mask, f.array_sigs, f.array_needles)},
-        "objects": {"values": [v for v, a in f.objects if (mask >> a) & 1],
-                    "excluded": [v for v, a in f.objects if not (mask >> a) & 1],
-                    "any_other": bool((mask >> f.other_object) & 1)},
-    } if atoms else {}
+        "strings": _constants([v for v, a in f.strings.items() if (mask >> a) & 1],
+                              [v for v, a in f.strings.items() if not (mask >> a) & 1],
+                              f, mask, f.string_sigs, f.string_needles),
+        "arrays": _constants([v for v, a in f.arrays if (mask >> a) & 1],
+                             [v for v, a in f.arrays if not (mask >> a) & 1],
+                             f, mask, f.array_sigs, f.array_needles),
+        "objects": objects,
+    }
 
 
-def field_text(allows: dict[str, Any]) -> str:
+def _constants_text(kind: str, group: ConstantsAllowed | ObjectsAllowed) -> list[str]:
+    if group["any_other"]:
+        return [f"any {kind}" + (f" except {json.dumps(group['excluded'])}" if group["excluded"] else "")]
+    if group["values"]:
+        return [f"{kind} in {json.dumps(group['values'])}"]
+    return []
+
+
+def _others_text(kind: str, group: ConstantsAllowed) -> list[str]:
+    parts = []
+    for other in group["other"]:
+        bits = []
+        if other["contains"]:
+            bits.append(f"containing {json.dumps(other['contains'])}")
+        if other["not_contains"]:
+            bits.append(f"not containing {json.dumps(other['not_contains'])}")
+        parts.append(f"other {kind} " + " and ".join(bits) if bits else f"other {kind}")
+    return parts
+
+
+def field_text(allows: FieldAllows) -> str:
     """A short reading of one field's allowed values."""
     parts = []
     if allows["missing"]:
@@ -122,25 +166,13 @@ def field_text(allows: dict[str, Any]) -> str:
         if "integers" in item:
             text += " (integers)" if item["integers"] else " (non-integers)"
         parts.append(text)
-    for kind, key in (("string", "strings"), ("array", "arrays"), ("object", "objects")):
-        group = allows[key]
-        if group["any_other"]:
-            parts.append(f"any {kind}" + (f" except {json.dumps(group['excluded'])}" if group["excluded"] else ""))
-        elif group["values"]:
-            parts.append(f"{kind} in {json.dumps(group['values'])}")
-        if kind == "object":
-            continue
-        for other in group["other"]:
-            bits = []
-            if other["contains"]:
-                bits.append(f"containing {json.dumps(other['contains'])}")
-            if other["not_contains"]:
-                bits.append(f"not containing {json.dumps(other['not_contains'])}")
-            parts.append(f"other {kind} " + " and ".join(bits) if bits else f"other {kind}")
+    for kind, group in (("string", allows["strings"]), ("array", allows["arrays"])):
+        parts += _constants_text(kind, group) + _others_text(kind, group)
+    parts += _constants_text("object", allows["objects"])
     return " or ".join(parts) if parts else "nothing"
 
 
-def describe(space: Space, cube: Cube) -> list[dict[str, Any]]:
+def describe(space: Space, cube: Cube) -> list[FieldDescription]:
     """The constrained fields of a cube, in field path order."""
     out = []
     for index in sorted(cube, key=lambda i: space.fields[i].path):
@@ -151,7 +183,7 @@ def describe(space: Space, cube: Cube) -> list[dict[str, Any]]:
     return out
 
 
-def _describe_field(space: Space, index: int, mask: int) -> dict[str, Any]:
+def _describe_field(space: Space, index: int, mask: int) -> FieldDescription:
     """One field's description; cached per space (regions repeat the same masks).
 
     The nested `allows` member is shared between the regions of one report: read-only.
@@ -165,4 +197,4 @@ def _describe_field(space: Space, index: int, mask: int) -> dict[str, Any]:
         if bin(inverse).count("1") < bin(mask).count("1"):
             text = "anything but (" + field_text(field_allows(space, index, inverse)) + ")"
         found = cache[(index, mask)] = {"field": space.fields[index].path, "text": text, "allows": allows}
-    return dict(found)
+    return found.copy()

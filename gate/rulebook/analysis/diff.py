@@ -17,7 +17,7 @@ samples; differences found are real (witnessed), but "no difference" is then onl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.rulebook.analysis.common import (
     CompareKey,
@@ -30,8 +30,37 @@ from gate.rulebook.analysis.common import (
 from gate.rulebook.analysis.model import Label, decision_list
 from gate.rulebook.analysis.regions import Budget, BudgetExceeded, Cube, merge, partition
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
+from gate.rulebook.analysis.shapes import FieldDescription, InexactReason, LabelJSON, RegionJSON
 from gate.rulebook.analysis.space import Space
-from gate.rulebook.shapes import Evaluator, RulebookDocument
+from gate.rulebook.shapes import Evaluator, RulebookDocument, RulebookRef, rulebook_ref
+
+
+class DifferenceJSON(TypedDict):
+    """One difference: the old and new results and the region (`where` and `text` null, and
+    `samples` given, for a sampled one)."""
+
+    old: LabelJSON
+    new: LabelJSON
+    where: list[FieldDescription] | None
+    text: str | None
+    witness: dict[str, object]
+    samples: NotRequired[int]
+
+
+class DiffReportJSON(TypedDict):
+    """`DiffReport.to_json()` (docs/rulebook-analysis.md, "Semantic diff JSON")."""
+
+    kind: str
+    old: RulebookRef
+    new: RulebookRef
+    compare: str
+    verdict: str
+    exact: bool
+    method: str
+    inexact: list[InexactReason]
+    samples: int | None
+    difference_count: int
+    differences: list[DifferenceJSON]
 
 
 @dataclass
@@ -41,15 +70,17 @@ class Difference:
     old: Label
     new: Label
     region: Region | None  # None for a sampled difference (only its witness is known)
-    witness: dict[str, Any]
+    witness: dict[str, object]
     count: int = 1  # sampled differences: how many samples had this pair of results
 
     def contains(self, facts: Any) -> bool:
         return self.region is not None and self.region.contains(facts)
 
-    def to_json(self) -> dict[str, Any]:
-        body = self.region.to_json() if self.region else {"where": None, "text": None, "witness": self.witness}
-        out = {"old": self.old.to_json(), "new": self.new.to_json(), **body}
+    def to_json(self) -> DifferenceJSON:
+        body: RegionJSON = (self.region.to_json() if self.region
+                            else {"where": None, "text": None, "witness": self.witness})
+        out: DifferenceJSON = {"old": self.old.to_json(), "new": self.new.to_json(), "where": body["where"],
+                               "text": body["text"], "witness": body["witness"]}
         if self.region is None:
             out["samples"] = self.count
         return out
@@ -57,12 +88,12 @@ class Difference:
 
 @dataclass
 class DiffReport:
-    old_ref: dict[str, Any]
-    new_ref: dict[str, Any]
+    old_ref: RulebookRef
+    new_ref: RulebookRef
     compare: str
     exact: bool
     differences: list[Difference] = field(default_factory=list)
-    inexact: list[dict[str, Any]] = field(default_factory=list)
+    inexact: list[InexactReason] = field(default_factory=list)
     samples: int | None = None
 
     @property
@@ -79,7 +110,7 @@ class DiffReport:
         """The difference whose region holds these facts (exact reports), else None."""
         return next((d for d in self.differences if d.contains(facts)), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiffReportJSON:
         return {
             "kind": "rulebook_semantic_diff",
             "old": self.old_ref,
@@ -95,10 +126,6 @@ class DiffReport:
         }
 
 
-def _ref(book: RulebookDocument) -> dict[str, Any]:
-    return {"rulebook_id": book["rulebook_id"], "version": book["version"]}
-
-
 def semantic_diff(old: RulebookDocument, new: RulebookDocument, compare: str = "outcome", *, budget: int = 3_000_000,
                   sample_count: int = DEFAULT_SAMPLES) -> DiffReport:
     """Every input region whose result differs between two valid Rulebook v1 versions.
@@ -109,7 +136,7 @@ def semantic_diff(old: RulebookDocument, new: RulebookDocument, compare: str = "
     key = compare_key(compare)
     run_old, run_new = evaluator(old), evaluator(new)
     space = Space([old, new])
-    report = DiffReport(_ref(old), _ref(new), compare, exact=space.exact, inexact=list(space.inexact))
+    report = DiffReport(rulebook_ref(old), rulebook_ref(new), compare, exact=space.exact, inexact=list(space.inexact))
     if space.exact:
         try:
             report.differences = _exact(space, old, new, key, Budget(budget))

@@ -24,16 +24,43 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from gate.protocol.evaluation import STATUS_OK
 from gate.rulebook.analysis.common import CompareKey, compare_key, evaluator, label_of
 from gate.rulebook.analysis.model import Label
 from gate.rulebook.analysis.sampling import samples
+from gate.rulebook.analysis.shapes import LabelJSON
 from gate.rulebook.analysis.space import Atom, Space, resolve
 from gate.rulebook.operators import is_number
 from gate.rulebook.semantics import MISSING
 from gate.rulebook.shapes import Evaluator, RulebookDocument
+
+
+class Threshold(TypedDict):
+    """The threshold a number flip crosses: its value, and whether the value itself is on the
+    far side (`inclusive`: a point) or the flip goes just past it."""
+
+    value: float
+    inclusive: bool
+
+
+FlipJSON = TypedDict("FlipJSON", {
+    "field": str,
+    "change": str,
+    "from_missing": bool,
+    "to_missing": bool,
+    "from": object,
+    "to": object,
+    "distance": float | None,
+    "threshold": Threshold | None,
+    "old": LabelJSON,
+    "new": LabelJSON,
+    "facts": dict[str, object],
+    "exact": bool,
+})
+"""`Flip.to_json()` (docs/rulebook-analysis.md, "Minimal flips JSON"); `from` and `to` are the
+fact's values (null when missing: see `from_missing`, `to_missing`)."""
 
 
 @dataclass
@@ -43,14 +70,14 @@ class Flip:
     new_value: Any  # MISSING when the flip removes the fact
     change: str  # increase | decrease | set | remove
     distance: float | int | None
-    threshold: dict[str, Any] | None
+    threshold: Threshold | None
     old: Label
     new: Label
-    facts: dict[str, Any]
+    facts: dict[str, object]
     exact: bool
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"field": self.field, "change": self.change,
+    def to_json(self) -> FlipJSON:
+        out: FlipJSON = {"field": self.field, "change": self.change,
                "from_missing": self.old_value is MISSING, "to_missing": self.new_value is MISSING,
                "from": None if self.old_value is MISSING else self.old_value,
                "to": None if self.new_value is MISSING else self.new_value,
@@ -59,7 +86,7 @@ class Flip:
         return out
 
 
-def _nearest(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
+def _nearest(atom: Atom, x: Any) -> tuple[Any, Threshold | None]:
     """The member of a number atom nearest to the number x, and the threshold crossed."""
     lo, _lo_closed, hi, _hi_closed = atom.bounds()
     if atom.point:
@@ -67,7 +94,7 @@ def _nearest(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
     want = atom.integral
     if lo is not None and x <= lo:
         value = math.floor(lo) + 1 if want else math.nextafter(lo, math.inf)
-        bound = {"value": lo, "inclusive": False}
+        bound: Threshold | None = {"value": lo, "inclusive": False}
     elif hi is not None and x >= hi:
         value = math.ceil(hi) - 1 if want else math.nextafter(hi, -math.inf)
         bound = {"value": hi, "inclusive": False}
@@ -83,16 +110,17 @@ def _nearest(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
     return value, bound
 
 
-def _with(facts: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+def _with(facts: dict[str, object], path: str, value: Any) -> dict[str, object]:
     out = copy.deepcopy(facts)
     parts = path.split(".")
     target = out
     for part in parts[:-1]:
-        if not isinstance(target.get(part), dict):
+        child = target.get(part)
+        if not isinstance(child, dict):
             if value is MISSING:
                 return out
-            target[part] = {}
-        target = target[part]
+            child = target[part] = {}
+        target = child
     if value is MISSING:
         target.pop(parts[-1], None)
     else:
@@ -126,7 +154,7 @@ class _Decision:
 
     run: Evaluator
     key: CompareKey
-    facts: dict[str, Any]
+    facts: dict[str, object]
     current: Label
 
 
@@ -143,7 +171,7 @@ def _sampled_values(space: Space) -> dict[int, list[Any]]:
     return extra
 
 
-def _member(atom: Atom, x: Any) -> tuple[Any, dict[str, Any] | None]:
+def _member(atom: Atom, x: Any) -> tuple[Any, Threshold | None]:
     """The value to try in `atom`, and the threshold crossed (numbers only). A sampled value
     (an atom of its own, without an interval) is tried as it is."""
     if atom.kind == "number" and atom.interval is not None and is_number(x):

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from gate.protocol.evaluation import STATUS_OK
-from gate.rulebook.analysis.common import evaluator, region
+from gate.rulebook.analysis.common import Region, evaluator, region
 from gate.rulebook.analysis.model import Label, decision_list
 from gate.rulebook.analysis.regions import (
     Budget,
@@ -35,27 +35,58 @@ from gate.rulebook.analysis.regions import (
     partition,
 )
 from gate.rulebook.analysis.sampling import DEFAULT_SAMPLES, samples
+from gate.rulebook.analysis.shapes import FieldDescription, InexactReason, LabelJSON
 from gate.rulebook.analysis.space import Space, leaves_of
 from gate.rulebook.compile import rule_order
-from gate.rulebook.shapes import Evaluator, RulebookDocument
+from gate.rulebook.shapes import Evaluator, RulebookDocument, RulebookRef, rulebook_ref
 
 WARNING, INFO = "warning", "info"
-Finding = dict[str, Any]  # {code, severity, message, ...}: one line of the lint report
+
+
+class Finding(TypedDict):
+    """One line of the lint report: `code`, `severity`, `message` and the members its code has
+    (the module doc; a rule id is None only for a rule the validator would have refused)."""
+
+    code: str
+    severity: str
+    rule_id: NotRequired[str | None]
+    rule_ids: NotRequired[list[str | None]]
+    winner: NotRequired[str | None]
+    by: NotRequired[list[str | None]]
+    field: NotRequired[str]
+    outcome: NotRequired[LabelJSON]
+    message: str
+    where: NotRequired[list[FieldDescription] | None]
+    text: NotRequired[str | None]
+    witness: NotRequired[dict[str, object]]
+
+
+class LintReportJSON(TypedDict):
+    """`LintReport.to_json()` (docs/rulebook-analysis.md, "Lint JSON")."""
+
+    kind: str
+    rulebook: RulebookRef
+    exact: bool
+    method: str
+    inexact: list[InexactReason]
+    samples: int | None
+    counts: dict[str, int]
+    findings: list[Finding]
 
 
 @dataclass
 class LintReport:
-    rulebook_ref: dict[str, Any]
+    rulebook_ref: RulebookRef
     exact: bool
     findings: list[Finding] = field(default_factory=list)
-    inexact: list[dict[str, Any]] = field(default_factory=list)
+    inexact: list[InexactReason] = field(default_factory=list)
     samples: int | None = None
 
     @property
     def warnings(self) -> list[Finding]:
         return [f for f in self.findings if f["severity"] == WARNING]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LintReportJSON:
         counts = {WARNING: len(self.warnings), INFO: len(self.findings) - len(self.warnings)}
         return {"kind": "rulebook_lint", "rulebook": self.rulebook_ref, "exact": self.exact,
                 "method": "exact" if self.exact else "sampling", "inexact": self.inexact,
@@ -88,7 +119,7 @@ def lint(rulebook: RulebookDocument, *, budget: int = 3_000_000, sample_count: i
     """Lint a valid Rulebook v1 (raises gate.errors.RulebookInvalid when it is not)."""
     run = evaluator(rulebook)
     space = Space([rulebook])
-    report = LintReport({"rulebook_id": rulebook["rulebook_id"], "version": rulebook["version"]},
+    report = LintReport(rulebook_ref(rulebook),
                         exact=space.exact, inexact=list(space.inexact))
     report.findings.extend(_declarations(rulebook))
     if space.exact:
@@ -117,6 +148,15 @@ def _declarations(rulebook: RulebookDocument) -> list[Finding]:
     return out
 
 
+def _in_region(finding: Finding, found: Region) -> Finding:
+    """The finding with its region's `where`, `text` and `witness` after its own members."""
+    region_json = found.to_json()
+    finding["where"] = region_json["where"]
+    finding["text"] = region_json["text"]
+    finding["witness"] = region_json["witness"]
+    return finding
+
+
 def _exact(space: Space, rulebook: RulebookDocument, budget: Budget) -> list[Finding]:
     book = decision_list(space, rulebook, budget)
     pieces: dict[Label, list[Cube]] = {}
@@ -137,11 +177,11 @@ def _exact(space: Space, rulebook: RulebookDocument, budget: Budget) -> list[Fin
                 continue
             overlaps.setdefault(j, []).append(label_i.rule_id)
             if label_i.outcome_key() != label_j.outcome_key():
-                findings.append({"code": "overlap", "severity": INFO, "rule_ids": [label_i.rule_id, label_j.rule_id],
-                                 "winner": label_i.rule_id,
-                                 "message": f"rules {label_i.rule_id} and {label_j.rule_id} both match some inputs "
-                                            f"with different outcomes; {label_i.rule_id} wins by evaluation order",
-                                 **found.to_json()})
+                findings.append(_in_region({
+                    "code": "overlap", "severity": INFO, "rule_ids": [label_i.rule_id, label_j.rule_id],
+                    "winner": label_i.rule_id,
+                    "message": f"rules {label_i.rule_id} and {label_j.rule_id} both match some inputs "
+                               f"with different outcomes; {label_i.rule_id} wins by evaluation order"}, found))
     dead: list[Finding] = []
     for j, label in enumerate(book.labels):
         if any(region(space, c) is not None for c in pieces.get(label, [])):
@@ -158,10 +198,9 @@ def _exact(space: Space, rulebook: RulebookDocument, budget: Budget) -> list[Fin
     for cube in merge(pieces.get(book.default, []), space.full):
         found = region(space, cube)
         if found is not None:
-            findings.append({"code": "falls_through", "severity": INFO,
-                             "outcome": book.default.to_json(),
-                             "message": "inputs here match no rule and get the default outcome",
-                             **found.to_json()})
+            findings.append(_in_region({"code": "falls_through", "severity": INFO,
+                                        "outcome": book.default.to_json(),
+                                        "message": "inputs here match no rule and get the default outcome"}, found))
     return dead + findings
 
 
@@ -169,8 +208,8 @@ def _sampled(space: Space, rulebook: RulebookDocument, run: Evaluator, count: in
     ordered = rule_order(rulebook["rules"])
     single = [evaluator({**rulebook, "rules": [rule]}) for rule in ordered]
     hit: set[int] = set()
-    pairs: dict[tuple[int, int], dict[str, Any]] = {}
-    fall: dict[str, Any] | None = None
+    pairs: dict[tuple[int, int], dict[str, object]] = {}
+    fall: dict[str, object] | None = None
     for facts in samples(space, count):
         result = run(facts)
         if result.status != STATUS_OK:

@@ -14,7 +14,6 @@ default outcome and for needs_input) and the four outcome members.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from gate.protocol.evaluation import STATUS_OK, Evaluation
 from gate.rulebook.analysis.regions import (
@@ -24,6 +23,7 @@ from gate.rulebook.analysis.regions import (
     disjoint,
     subtract,
 )
+from gate.rulebook.analysis.shapes import LabelJSON
 from gate.rulebook.analysis.space import Space, type_ok
 from gate.rulebook.compile import rule_order
 from gate.rulebook.contract import NEEDS_INPUT_DECISION
@@ -50,7 +50,7 @@ class Label:
     def outcome_key(self) -> tuple[str, ...]:
         return (self.status, self.decision, self.verdict, self.action, self.reason_code)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> LabelJSON:
         return {"status": self.status, "rule_id": self.rule_id, "decision": self.decision,
                 "verdict": self.verdict, "action": self.action, "reason_code": self.reason_code}
 
@@ -84,16 +84,21 @@ class DecisionList:
 
 
 def ok_cube(space: Space, rulebook: RulebookDocument) -> Cube:
-    """The one cube of inputs that pass `input_schema`."""
+    """The one cube of inputs that pass `input_schema`.
+
+    Its fields are entered in field path order: the needs_input pieces are cut from it field
+    by field (`regions.subtract`), so an order taken from a set would change the reported
+    regions with the process's hash seed.
+    """
     schema = rulebook.get("input_schema", {})
     required = set(schema.get("required", ()))
     properties = schema.get("properties", {})
     cube: Cube = {}
-    for name in required | set(properties):
+    for name in sorted(required | set(properties)):
         index = space.index[name]
         f = space.fields[index]
         mask = 0
-        kind = properties.get(name, {}).get("type")
+        kind = properties[name]["type"] if name in properties else None
         for i, atom in enumerate(f.atoms):
             if atom.kind == "missing":
                 allowed = name not in required

@@ -56,13 +56,13 @@ class _MissingSample:
 _MISSING_SAMPLE = _MissingSample()
 
 
-def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict[str, Any]]:
+def samples(space: Space, count: int = DEFAULT_SAMPLES, seed: int = 0) -> Iterator[dict[str, object]]:
     """`count` fact sets over the space's fields (deterministic for a seed)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible samples of an input space, not secrets
     order = sorted(range(len(space.fields)), key=lambda i: space.fields[i].path)
     preferred = [_preferred(f) for f in space.fields]
     for _ in range(count):
-        facts: dict[str, Any] = {}
+        facts: dict[str, object] = {}
         for index in order:
             value = _value(space, index, rng, preferred[index])
             # The `missing` atom's representative is the MISSING marker: the path stays absent,

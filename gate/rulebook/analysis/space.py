@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.rulebook.analysis.regions import Cube
+from gate.rulebook.analysis.shapes import FieldDescription, InexactReason
 from gate.rulebook.operators import BY_NAME, OPERATORS, Operand, is_number
 from gate.rulebook.semantics import MISSING, strict_equal
 from gate.rulebook.shapes import Condition, RulebookDocument
@@ -120,7 +121,7 @@ class Field:
     arrays: list[tuple[list[Any], int]] = field(default_factory=list)  # (constant, atom)
     array_needles: list[Any] = field(default_factory=list)
     array_sigs: dict[frozenset[int], int] = field(default_factory=dict)
-    objects: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (constant, atom)
+    objects: list[tuple[dict[str, object], int]] = field(default_factory=list)  # (constant, atom)
     other_object: int = -1
     sample_needles: list[Any] = field(default_factory=list)  # every contains value, for sampling
 
@@ -199,7 +200,7 @@ class Space:
         self.separator = next(c for c in itertools.chain("|~#^", map(chr, range(0x2500, 0x2600)))
                               if not any(c in text for text in texts))
         self.sentinel = self.separator * 3
-        self.inexact: list[dict[str, Any]] = []
+        self.inexact: list[InexactReason] = []
         self.fields: list[Field] = []
         self.index: dict[str, int] = {}
         for path in sorted(constants):
@@ -211,7 +212,7 @@ class Space:
         for i, parent in enumerate(self.parent):
             self.children.setdefault(parent, []).append(i)
         self._leaf_cache: dict[tuple[str, str, str], int] = {}
-        self.descriptions: dict[tuple[int, int], dict[str, Any]] = {}  # (field, mask) -> description, filled by `describe`
+        self.descriptions: dict[tuple[int, int], FieldDescription] = {}  # (field, mask) -> description, filled by `describe`
 
     @property
     def exact(self) -> bool:
@@ -355,9 +356,9 @@ class Space:
     def contains(self, cube: Cube, atoms: list[int]) -> bool:
         return all(atoms[i] >= 0 and (mask >> atoms[i]) & 1 for i, mask in cube.items())
 
-    def witness(self, cube: Cube) -> dict[str, Any] | None:
+    def witness(self, cube: Cube) -> dict[str, object] | None:
         """A fact set inside `cube`, or None when nested paths make the region empty."""
-        facts: dict[str, Any] = {}
+        facts: dict[str, object] = {}
         children = self.children
         for root in children.get(-1, []):
             if root not in cube and root not in children:
@@ -380,7 +381,7 @@ class Space:
                 if all(self._allows(k, cube, resolve(atom.rep, self._rest(i, k)), children) for k in kids):
                     return atom.rep
             elif atom.kind == "object":
-                obj = {self.sentinel: 0}
+                obj: dict[str, object] = {self.sentinel: 0}
                 for k in kids:
                     value = self._solve(k, cube, children)
                     if value is _FAIL:
@@ -423,14 +424,15 @@ def resolve(facts: Any, path: str) -> Any:
     return current
 
 
-def set_path(facts: dict[str, Any], path: str, value: Any) -> None:
+def set_path(facts: dict[str, object], path: str, value: object) -> None:
     """Set a dotted path, creating (or replacing non-object) intermediate objects."""
     parts = path.split(".")
     target = facts
     for part in parts[:-1]:
-        if not isinstance(target.get(part), dict):
-            target[part] = {}
-        target = target[part]
+        child = target.get(part)
+        if not isinstance(child, dict):
+            child = target[part] = {}
+        target = child
     target[parts[-1]] = value
 
 

@@ -13,13 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import panel as pn
 import polars as pl
 import pytest
 
 from gate.receipts.values import OUTCOME_EFFECTIVENESS_CLASS
 from gate.rulebook.operators import OPERATORS, Operand
 from workbench.app import ruletable
-from workbench.app.pages.authoring import live_markdown, live_warnings, schedule_live
+from workbench.app.pages.authoring import authoring_page, live_markdown, live_warnings, schedule_live
 from workbench.app.pages.rule_table import cell_patch, rule_frame, rule_table, show_rows
 from workbench.app.pages.sweep import sweep_columns, sweep_frame
 from workbench.app.state.authoring import AuthoringState, comparison_key, comparison_label
@@ -196,8 +197,7 @@ def test_a_refused_or_unchanging_table_edit_shows_the_drafts_rows_again(workbenc
     edit left it there (equal rows were not sent again), so the table showed a condition the draft
     did not hold. The page's table holds the draft's rows after every edit, kept or refused."""
     store, _, _ = workbench_home
-    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
-    table = rule_table(state).objects[2]
+    state, table = _pricing_rule_table(store)
     state.load_current()
     text, shown = state.draft_text, rule_frame(state.rules)
     cases = [("condition", '{field: margin_percent, operator: lt'),  # refused: not JSON
@@ -221,8 +221,7 @@ def test_a_new_draft_replaces_the_tables_rows_and_never_its_configuration(workbe
     # empty after a draft loaded, on CI, because the empty table's columns were objects and the
     # loaded rows' integers, which gave two numeric columns a sorter. Every draft keeps the first.
     store, _, _ = workbench_home
-    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
-    table = rule_table(state).objects[2]
+    state, table = _pricing_rule_table(store)
     model = table.get_root()
     sent: list[str] = []
     model.on_change("configuration", lambda attr, old, new: sent.append(attr))
@@ -246,8 +245,7 @@ def test_a_draft_with_equal_rows_sends_nothing_and_an_edit_only_its_changed_cell
     # Equal rows now send nothing; changed cells go as a patch; only another count of rows (a rule
     # added or removed) replaces the value.
     store, _, _ = workbench_home
-    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
-    table = rule_table(state).objects[2]
+    state, table = _pricing_rule_table(store)
     model = table.get_root()
     state.load_current()
     sent: list[str] = []  # every change of the rows the browser holds, a patch or a new value
@@ -283,8 +281,7 @@ def test_a_cell_just_edited_goes_back_in_the_same_patch_even_when_equal(workbenc
     # write the older cell over it there, while the server's value holds the edit. The edited cell
     # is sent with the draft's rows even when equal, in the one patch those rows go in.
     store, _, _ = workbench_home
-    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
-    table = rule_table(state).objects[2]
+    state, table = _pricing_rule_table(store)
     model = table.get_root()
     state.load_current()
     patches: list[str] = []
@@ -297,12 +294,22 @@ def test_a_cell_just_edited_goes_back_in_the_same_patch_even_when_equal(workbenc
     assert len(patches) == 1
 
 
+def _pricing_rule_table(store):
+    """The Authoring state of acme's pricing_exception and the page's rule table beside it."""
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    return state, rule_table(state).objects[2]
+
+
 def _browser_edit(table, row: int, column: str, typed) -> None:
     """What a cell edit in the browser does on the server: Panel writes the typed value into the
     table's value (the browser's own patch), then runs the table's edit callbacks."""
+    table.patch({column: [(row, typed)]}, as_index=False)
+    _browser_edit_event(table, row, column)
+
+
+def _browser_edit_event(table, row: int, column: str) -> None:
     from panel.models.tabulator import TableEditEvent
 
-    table.patch({column: [(row, typed)]}, as_index=False)
     table._process_event(TableEditEvent(model=table.get_root(), column=column, row=row))
 
 
@@ -313,8 +320,7 @@ def test_an_edit_the_draft_keeps_as_typed_sends_nothing_back_unless_a_patch_cros
     # derived from it, go as one patch; the typed cell goes back only where a patch sent since
     # the last edit touched it (it may have crossed the edit in the browser).
     store, _, _ = workbench_home
-    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
-    table = rule_table(state).objects[2]
+    state, table = _pricing_rule_table(store)
     model = table.get_root()
     state.load_current()
     sent: list[int] = []
@@ -343,6 +349,51 @@ def test_an_edit_the_draft_keeps_as_typed_sends_nothing_back_unless_a_patch_cros
     assert len(sent) == 8 and table.value["decision"].iloc[1] == "manual"
     _browser_edit(table, 1, "verdict", "DENY")  # the last answer patched another cell: nothing goes back
     assert len(sent) == 9 and table.value.equals(rule_frame(state.rules))
+
+
+def test_a_priority_typed_as_the_number_the_draft_holds_sends_nothing_back(workbench_home):
+    # Issue 54, item 6: the browser's cell editor gives text ("45") and the draft holds the number
+    # 45; the table sent 45 back for a cell that reads the same, and the browser drew every row
+    # again, closing the editor the person had opened next. Text the draft writes otherwise still
+    # goes back.
+    store, _, _ = workbench_home
+    state, table = _pricing_rule_table(store)
+    model = table.get_root()
+    state.load_current()
+    _browser_edit(table, 0, "verdict", "HOLD")  # the edit that may have crossed the loaded rows
+    sent: list[int] = []
+    model.source.on_change("data", lambda attr, old, new: sent.append(len(sent)))
+    _browser_edit(table, 1, "priority", "45")
+    assert json.loads(state.draft_text)["rules"][1]["priority"] == 45
+    assert len(sent) == 1  # the browser's own edit, nothing back
+    _browser_edit(table, 1, "priority", "046")  # the draft writes 46
+    assert len(sent) == 3 and table.value["priority"].iloc[1] == 46
+
+
+def test_an_edits_answer_leaves_before_the_json_editor_shows_the_edit(workbench_home):
+    # Issue 54, item 6: the table's answer to an edit (a condition's reading, a renamed rule's
+    # history) went after everything that follows the draft's check: the editor's text and marks,
+    # the lint, the sweep's picks. A busy server spent most of a second drawing those; the browser
+    # showed the JSON with the edit, the author opened the next cell, and the answer drew every
+    # row again under its editor. The table's answer is now the edit's first message.
+    store, _, _ = workbench_home
+    state = AuthoringState(store, scope="acme", rulebook_id="pricing_exception")
+    page = authoring_page(state, ["pricing_exception"])
+    page.get_root()
+    table = next(t for t in page.select(pn.widgets.Tabulator) if "rule-table" in t.css_classes)
+    editor = page.select(pn.widgets.CodeEditor)[0]
+    state.load_current()
+    order: list[str] = []
+    for widget, attr, name in ((table, "data", "table"), (editor, "code", "editor")):
+        for root_model, _ in widget._models.values():
+            target = root_model.source if name == "table" else root_model
+            target.on_change(attr, lambda attr, old, new, name=name: order.append(name))
+    condition = {"field": "margin_percent", "operator": "lt", "value": 9}
+    table.patch({"condition": [(1, json.dumps(condition))]}, as_index=False)  # the browser's own edit
+    order.clear()
+    _browser_edit_event(table, 1, "condition")
+    assert table.value["reads"].iloc[1] == ruletable.reads(condition)
+    assert order and order[0] == "table" and "editor" in order, order
 
 
 # ---------------------------------------------------------------------- live impact

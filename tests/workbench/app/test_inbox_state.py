@@ -110,6 +110,10 @@ def test_open_holds_come_by_deadline_then_priority_and_filter_by_state_and_queue
     state.state, state.page_size = "open", 5
     state.page = 3
     assert state.pages == 3 and len(state.rows) == 1 and "page 3 of 3" in state.message
+    state.next_page()  # the pager stops at the last page, and at the first
+    assert state.page == 3
+    state.previous_page()
+    assert state.page == 2 and len(state.rows) == 5 and "page 2 of 3" in state.message
     state.page_size = 25
     assert state.page == 1 and len(state.rows) == 11
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import panel as pn
 import param
 
-from workbench.app.lintview import lint_items
+from gate.rulebook import RulebookDocument
+from workbench.app.lintview import LintItem, lint_items
 from workbench.app.pages.common import json_pane, note
 from workbench.app.pages.rule_table import rule_table
 from workbench.app.pages.sweep import sweep_view
@@ -20,6 +22,7 @@ from workbench.migration.baseline import compared_with
 from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
 from workbench.reports.textsafe import md_text
+from workbench.services.impact import LiveSummary
 
 LOG = logging.getLogger("workbench.authoring")
 
@@ -81,7 +84,7 @@ def _draft_editor(state: AuthoringState) -> pn.widgets.CodeEditor:
     return editor
 
 
-def _lint_line(item: dict[str, Any]) -> str:
+def _lint_line(item: LintItem) -> str:
     """One distinct finding: severity, where (rule and line), message, how many, fix."""
     many = f" · **{item['count']} regions**" if item["count"] > 1 else ""
     return (f"**{md_text(item['severity'])}** · {md_text(item['where'])}"
@@ -90,14 +93,14 @@ def _lint_line(item: dict[str, Any]) -> str:
             + (f"  \n*Fix:* {md_text(item['fix'])}" if item["fix"] else ""))
 
 
-def _regions_markdown(item: dict[str, Any]) -> str:
+def _regions_markdown(item: LintItem) -> str:
     """A finding's regions, each in words with a fact set inside it (the region's witness)."""
     return "\n".join(f"{number}. {md_text(region['text'])}  \n   *e.g.* "
                       f"{md_text(json.dumps(region['witness'], ensure_ascii=False))}"
                       for number, region in enumerate(item["regions"], start=1))
 
 
-def lint_view(report: dict[str, Any] | None, text: str) -> pn.Column:
+def lint_view(report: Mapping[str, object] | None, text: str) -> pn.Column:
     """The lint findings as a readable list, one line per distinct finding (`lint_items`: the
     same finding in seven regions is one line that says 7), most severe first; a finding with
     regions opens to list them, each with a fact set that lands there."""
@@ -143,7 +146,7 @@ def _draft_tests(state: AuthoringState) -> pn.Row:
     )
 
 
-def live_warnings(report: dict[str, Any] | None, text: str) -> str:
+def live_warnings(report: Mapping[str, object] | None, text: str) -> str:
     """The lint's warnings of the draft under the editor, as each edit's live check finds them:
     an undeclared fact read, a comparison no valid input satisfies (a number compared with a
     string), a rule never reached. Empty when there are none (info findings stay in the list)."""
@@ -156,7 +159,7 @@ def live_warnings(report: dict[str, Any] | None, text: str) -> str:
     return "\n".join(lines)
 
 
-def live_markdown(live: dict[str, Any] | None, note_text: str) -> str:
+def live_markdown(live: LiveSummary | None, note_text: str) -> str:
     """The live impact beside the editor: the dry-run summary's own rows (`impact_rows`, as the
     Migration page, the CLI and the reports print them)."""
     head = "### Live impact over full history"
@@ -179,7 +182,7 @@ def schedule_live(state: AuthoringState) -> None:
     edit meanwhile cancels the wait, and a result for an older draft is dropped (`apply_live`)."""
     pending: dict[str, asyncio.Task[None] | None] = {"task": None}
 
-    async def run(draft: dict[str, Any], draft_hash: str) -> None:
+    async def run(draft: RulebookDocument, draft_hash: str) -> None:
         await asyncio.sleep(LIVE_DEBOUNCE_S)
         computed = None
         try:
@@ -193,13 +196,13 @@ def schedule_live(state: AuthoringState) -> None:
         task = pending["task"]
         if task is not None and not task.done():
             task.cancel()
-        if check is None or not check.valid or check.rulebook is None or check.rulebook_hash is None:
+        if check is None or check.document is None or check.rulebook_hash is None:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # not served (no event loop): nothing runs in the background
             return
-        pending["task"] = loop.create_task(run(check.rulebook, check.rulebook_hash))
+        pending["task"] = loop.create_task(run(check.document, check.rulebook_hash))
 
     state.param.watch(lambda event: start(event.new), "check")
     # A draft the state already holds when the page is built (a shared link's: the link is applied

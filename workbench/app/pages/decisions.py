@@ -125,8 +125,8 @@ def _paging_and_open(state: DecisionsState) -> pn.Row:
     """Previous and next page, and a decision opened by its id."""
     previous = pn.widgets.Button(name="◀ Previous")
     following = pn.widgets.Button(name="Next ▶")
-    previous.on_click(lambda _: setattr(state, "page", max(1, state.page - 1)))
-    following.on_click(lambda _: setattr(state, "page", min(state.pages, state.page + 1)))
+    previous.on_click(lambda _: state.previous_page())
+    following.on_click(lambda _: state.next_page())
     open_id = pn.widgets.TextInput(name="Open decision id", placeholder="dec_…")
     open_button = pn.widgets.Button(name="Open", button_type="primary")
     open_button.on_click(lambda _: state.open(open_id.value or ""))

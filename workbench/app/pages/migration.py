@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -17,13 +17,14 @@ from workbench.app.state.migration import Computed, MigrationState, Refused
 from workbench.migration.baseline import compared_with
 from workbench.migration.holdcost import hold_cost_text
 from workbench.migration.impact import impact_rows
+from workbench.migration.summary import DryRunBody
 from workbench.reports.textsafe import md_text
 
 DEFAULT_RULE = "(default outcome)"  # a null rule id: no rule matched (or needs_input)
 RULE_COLUMNS = ("old_rule", "new_rule", "rule_id")
 
 
-def table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+def table(rows: Sequence[Mapping[str, object]]) -> pd.DataFrame:
     """Result rows as a frame, a null rule id shown as the default outcome it stands for."""
     frame = pd.DataFrame(rows)
     for column in RULE_COLUMNS:
@@ -32,7 +33,7 @@ def table(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-def transition_matrix(result: dict[str, Any]) -> pd.DataFrame:
+def transition_matrix(result: DryRunBody) -> pd.DataFrame:
     """Baseline verdict (rows: the current version's, or the history's) × draft verdict (columns),
     from the result's `transitions`."""
     counts = {(t["from"], t["to"]): t["count"] for t in result["transitions"]}
@@ -41,7 +42,7 @@ def transition_matrix(result: dict[str, Any]) -> pd.DataFrame:
                         index=[f"{old_side}: {old}" for old in VERDICTS])
 
 
-def _result_view(result: dict[str, Any] | None) -> pn.viewable.Viewable:
+def _result_view(result: DryRunBody | None) -> pn.viewable.Viewable:
     if not result:
         return pn.pane.Markdown("*Run a dry-run to see the draft's impact on history.*")
     review = result["review_load"]

@@ -10,14 +10,15 @@ from typing import Any
 import pandas as pd
 import panel as pn
 
-from gate.releases.figures import ArmFigures, arm_figures
-from gate.releases.guardrails import ArmCounts
+from gate.releases.events import ReleaseEvent
+from gate.releases.figures import ArmFigures, Rate, arm_figures
+from gate.releases.guardrails import ArmCounts, GuardrailReportJSON
 from workbench.app.pages.common import confirmation_box, note
 from workbench.app.state.releases import ReleasesState
 from workbench.reports.textsafe import md_text
 
 
-def _interval(rate: dict[str, Any]) -> str:
+def _interval(rate: Rate) -> str:
     interval = rate.get("interval_95")
     value = "–" if rate.get("rate") is None else f"{rate['rate']:.1%}"
     return f"{value} (95% {interval[0]:.1%}–{interval[1]:.1%}, n={rate['n']})" if interval else f"{value} (n=0)"
@@ -77,7 +78,7 @@ def _shadow_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
                      else pn.pane.Markdown("*No flips yet.*"))
 
 
-def halted_arms(evidence: dict[str, Any]) -> list[ArmFigures]:
+def halted_arms(evidence: GuardrailReportJSON) -> list[ArmFigures]:
     """A canary's arms when its guardrails halted it, from the halt event's evidence (the counts
     the guardrails judged), as the same figures a running canary shows (`arm_figures`)."""
     mix = {comparison["name"].split(".", 1)[1]: comparison for comparison in evidence.get("verdict_mix", [])}
@@ -87,7 +88,7 @@ def halted_arms(evidence: dict[str, Any]) -> list[ArmFigures]:
             for arm in ("active", "canary")]
 
 
-def _guardrails(guard: dict[str, Any]) -> str:
+def _guardrails(guard: GuardrailReportJSON) -> str:
     """The guardrails' verdict and the failure-rate comparison behind it."""
     failure = guard["failure_rate"]
     verdict = ("TRIPPED: " + ", ".join(guard["tripped"])) if guard["tripped"] else \
@@ -134,7 +135,7 @@ def _history_view(status: dict[str, Any] | None) -> pn.viewable.Viewable:
                                 sizing_mode="stretch_width")
 
 
-def _by(event: dict[str, Any]) -> str:
+def _by(event: ReleaseEvent) -> str:
     """Who made an event: the principal's display name and id when the event names one."""
     principal = event.get("principal") or {}
     name = principal.get("display_name")

@@ -52,6 +52,11 @@ def rule_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def _same(old: Any, new: Any) -> bool:
+    """Whether the browser shows `new` as it shows `old`: equal values of one kind, or the text an
+    author typed for the whole number the draft holds (a priority typed as "45" is the draft's 45;
+    sending 45 back drew every row again for a cell that reads the same)."""
+    if isinstance(old, str) and isinstance(new, int) and not isinstance(new, bool):
+        return old == str(new)
     return type(old) is type(new) and bool(old == new)
 
 

@@ -6,7 +6,7 @@ or a row of the table under it, sets that threshold in the draft."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import panel as pn
@@ -16,48 +16,50 @@ from bokeh.models.renderers import DataRenderer
 from bokeh.plotting import figure
 
 from workbench.app.state.authoring import AuthoringState, comparison_key, comparison_label
-from workbench.migration.impact import NET_PLACES
+from workbench.migration.impact import NET_PLACES, Figure
+from workbench.migration.sweep import Comparison, Sweep
 from workbench.reports import numbers
 from workbench.reports.textsafe import md_text
 
 # (figure member, label, colour): each plotted as its rate of the decisions replayed, in %.
-SERIES = (("approvals", "approvals", "#2a9d8f"), ("failures_caught", "failures caught", "#e76f51"),
+Plotted = Literal["approvals", "failures_caught", "successes_lost", "review_load_change"]
+SERIES: tuple[tuple[Plotted, str, str], ...] = (("approvals", "approvals", "#2a9d8f"), ("failures_caught", "failures caught", "#e76f51"),
           ("successes_lost", "successes lost", "#8d6cab"), ("review_load_change", "review load change", "#e9c46a"))
 
-TITLES = {**{name: label for name, label, _ in SERIES}, "net_effect": "net effect / decision",
+TITLES: dict[str, str] = {**{name: label for name, label, _ in SERIES}, "net_effect": "net effect / decision",
           "immature": "too young to judge"}
 
 
-def sweep_columns(result: dict[str, Any]) -> dict[str, list[Any]]:
+def sweep_columns(result: Sweep) -> dict[str, list[Any]]:
     """The plot's columns: threshold, and per series its rate and interval bounds in %."""
     points = result["points"]
     columns: dict[str, list[Any]] = {"threshold": [p["threshold"] for p in points]}
     for name, _label, _colour in SERIES:
-        rates = [p[name].get("rate") for p in points]
-        intervals = [p[name].get("interval_95") or (None, None) for p in points]
+        rates = [p[name]["rate"] for p in points]
+        intervals = [p[name]["interval_95"] or (None, None) for p in points]
         columns[name] = [None if r is None else 100 * r for r in rates]
         columns[f"{name}_low"] = [None if i[0] is None else 100 * i[0] for i in intervals]
         columns[f"{name}_high"] = [None if i[1] is None else 100 * i[1] for i in intervals]
     return columns
 
 
-def sweep_frame(result: dict[str, Any]) -> pd.DataFrame:
+def sweep_frame(result: Sweep) -> pd.DataFrame:
     """One row per threshold, as text with the counts and intervals (the same figures as the plot)."""
-    def cell(figure: dict[str, Any]) -> str:
-        interval, rate = figure.get("interval_95"), figure.get("rate")
+    def cell(figure: Figure) -> str:
+        interval, rate = figure["interval_95"], figure["rate"]
         if rate is None or interval is None:
             return f"{figure['count']:,}"
-        return f"{figure['count']:,} ({numbers.rate(rate)}, 95% {numbers.rate_interval(*interval)})"
+        return f"{figure['count']:,} ({numbers.rate(rate)}, 95% {numbers.rate_interval(interval[0], interval[1])})"
 
     # The threshold as the draft will hold it (100, 0.3: never 0.30000000000000004).
     rows = [{"threshold": f"{p['threshold']:.12g}", **{name: cell(p[name]) for name, _, _ in SERIES},
-             "net_effect": numbers.signed(p["expected_net_effect"].get("per_decision"), NET_PLACES),
+             "net_effect": numbers.signed(p["expected_net_effect"]["per_decision"], NET_PLACES),
              "immature": p["immature"]["count"]}
             for p in result["points"]]
     return pd.DataFrame(rows)
 
 
-def sweep_plot(result: dict[str, Any], on_pick: Any) -> pn.pane.Bokeh:
+def sweep_plot(result: Sweep, on_pick: Any) -> pn.pane.Bokeh:
     """The sweep's figure; tapping a point calls `on_pick(threshold)`."""
     source = ColumnDataSource(sweep_columns(result))
     leaf = result["leaf"]
@@ -86,7 +88,7 @@ def sweep_plot(result: dict[str, Any], on_pick: Any) -> pn.pane.Bokeh:
 
 
 def sweep_view(state: AuthoringState) -> pn.Column:
-    def options(comparisons: list[dict[str, Any]]) -> dict[str, str]:
+    def options(comparisons: list[Comparison]) -> dict[str, str]:
         return {comparison_label(c): comparison_key(c) for c in comparisons}
 
     pick = pn.widgets.Select.from_param(state.param.sweep_key, name="Comparison", options=options(state.comparisons),
@@ -111,7 +113,7 @@ def sweep_view(state: AuthoringState) -> pn.Column:
 
     run.on_click(start)
 
-    def shown(result: dict[str, Any] | None) -> pn.viewable.Viewable:
+    def shown(result: Sweep | None) -> pn.viewable.Viewable:
         if not result:
             return pn.pane.Markdown("*Pick a comparison and a range, then sweep: each threshold's figures over "
                                     "full history.*")

@@ -4,11 +4,13 @@ exact lint and minimal flips."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict, final
 
 import param
 
 from gate.errors import GateError
+from gate.rulebook import RulebookDocument
 from gate.rulebook.analysis import lint, minimal_flips
 from gate.rulebook.layout import readable_order
 from workbench.app import ruletable
@@ -17,14 +19,34 @@ from workbench.migration.errors import DryRunError
 from workbench.migration.sweep import (
     MAX_THRESHOLDS,
     SPREAD_QUANTILES,
+    Comparison,
+    Sweep,
+    SweepRefused,
     default_range,
     numeric_comparisons,
     thresholds_between,
     with_threshold,
 )
+from workbench.services.impact import LiveSummary
 
 LIVE_DEBOUNCE_S = 0.25  # the live impact runs this long after the last valid edit (pages schedule it)
 SWEEP_STEPS = 41  # thresholds a sweep tries by default
+
+
+@final  # no other member: "refused" tells a refusal apart
+class LiveShown(TypedDict):
+    """The live impact of a draft and its lint (`AuthoringState.compute_live`)."""
+
+    summary: LiveSummary
+    lint: Mapping[str, object]  # gate.rulebook.analysis.lint's report, as JSON
+
+
+@final
+class LiveRefused(TypedDict):
+    """A draft whose live impact could not be computed (why), and its lint."""
+
+    refused: str
+    lint: Mapping[str, object]
 
 
 class AuthoringState(param.Parameterized):
@@ -70,15 +92,22 @@ class AuthoringState(param.Parameterized):
 
     @param.depends("draft_text", watch=True)
     def _revalidate(self) -> None:
+        """The draft's check, its rule table's rows, and what follows from them.
+
+        The rows are set first. The editor's text and marks, the lint and the sweep's picks follow
+        `check`, and drawing them takes the server a while on a busy host: a table edit's answer
+        (a cell the draft writes otherwise, the reading of a condition, a renamed rule's history)
+        sent after them reached the browser after the JSON showed the edit, and drew the table again
+        under the next cell's editor, which the author had opened meanwhile."""
         check = check_draft(self.draft_text)
-        self.check = check
-        self.lint_report = None
         parsed = check.rulebook if isinstance(check.rulebook, dict) else None
         if parsed is not None and self._history_for != (self.scope, self.rulebook_id):
-            self.load_rule_history()  # the first edit of another rulebook reads its history once
+            self._read_rule_history()  # the first edit of another rulebook reads its history once
         self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
-        if check.valid and check.rulebook is not None:
-            self._offer_comparisons(check.rulebook)
+        self.check = check
+        self.lint_report = None
+        if check.document is not None:
+            self._offer_comparisons(check.document)
             self.live_note = "updating…" if self.live_hash != check.rulebook_hash else self.live_note
         else:
             self.live_note = "the draft has errors: the live impact waits for a valid draft"
@@ -99,7 +128,12 @@ class AuthoringState(param.Parameterized):
         return out
 
     def load_rule_history(self) -> None:
-        """Read each rule's history in the scope (cached by the store per dataset)."""
+        """Read each rule's history in the scope (cached by the store per dataset) and show it."""
+        self._read_rule_history()
+        parsed = self.check.rulebook if self.check is not None and isinstance(self.check.rulebook, dict) else None
+        self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
+
+    def _read_rule_history(self) -> None:
         self._history_for = (self.scope, self.rulebook_id)
         if not (self.scope and self.rulebook_id):
             self.rule_history = []
@@ -109,8 +143,6 @@ class AuthoringState(param.Parameterized):
         except (DryRunError, GateError, OSError, ValueError) as exc:
             self.rule_history = []
             self.table_message = f"rule history unavailable: {exc}"
-        parsed = self.check.rulebook if self.check is not None and isinstance(self.check.rulebook, dict) else None
-        self.rules = self._with_history(ruletable.rule_rows(parsed)) if parsed is not None else []
 
     def _edited(self, change: Any) -> None:
         """Write a table edit into the draft. The table then shows the draft's rows again, whatever
@@ -147,18 +179,17 @@ class AuthoringState(param.Parameterized):
 
     # ------------------------------------------------------------------ live impact
 
-    def compute_live(self, draft: dict[str, Any]) -> dict[str, Any]:
+    def compute_live(self, draft: RulebookDocument) -> LiveShown | LiveRefused:
         """The dry-run summary and the lint of `draft`, without touching any parameter (pages
         run it in a worker thread, then `apply_live` on the server's event loop)."""
         report = lint(draft).to_json()
         try:
-            summary: dict[str, Any] = self.store.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"],
-                                                                draft)
+            summary = self.store.impact_summary(self.scope, self.rulebook_id or draft["rulebook_id"], draft)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc), "lint": report}
         return {"summary": summary, "lint": report}
 
-    def apply_live(self, computed: dict[str, Any] | None, draft_hash: str) -> None:
+    def apply_live(self, computed: LiveShown | LiveRefused | None, draft_hash: str) -> None:
         """Show what `compute_live` returned, unless the draft changed meanwhile."""
         check = self.check
         if check is None or check.rulebook_hash != draft_hash:
@@ -176,7 +207,7 @@ class AuthoringState(param.Parameterized):
 
     # ------------------------------------------------------------------ threshold sweeps
 
-    def _offer_comparisons(self, rulebook: dict[str, Any]) -> None:
+    def _offer_comparisons(self, rulebook: RulebookDocument) -> None:
         """The draft's sweepable comparisons; a new pick only when the current one is gone (its
         range follows the pick, `_range_of_pick`). One batch: the picker follows once."""
         comparisons = numeric_comparisons(rulebook)
@@ -195,7 +226,8 @@ class AuthoringState(param.Parameterized):
         if chosen is None:
             return
         value, field = float(chosen["value"]), chosen["field"]
-        rulebook_id = self.rulebook_id or str((self.draft or {}).get("rulebook_id") or "")
+        draft = self.draft
+        rulebook_id = self.rulebook_id or (draft["rulebook_id"] if draft is not None else "")
         try:
             spread = self.store.field_spread(self.scope, rulebook_id, field) if self.scope and rulebook_id else None
             why = "no scope or rulebook to read its history"
@@ -211,7 +243,7 @@ class AuthoringState(param.Parameterized):
             basis = f"{field}'s range: around the draft's {value:g} ({reason})"
         self.param.update(sweep_from=low, sweep_to=high, sweep_basis=basis)
 
-    def sweep_request(self) -> tuple[dict[str, Any], tuple[str, str, int], list[float]] | None:
+    def sweep_request(self) -> tuple[RulebookDocument, tuple[str, str, int], list[float]] | None:
         """(draft, comparison, thresholds) of the sweep to run, or None (the message says why)."""
         draft = self._require_draft()
         if draft is None:
@@ -227,14 +259,15 @@ class AuthoringState(param.Parameterized):
             return None
         return draft, (chosen["rule_id"], chosen["field"], int(chosen["occurrence"])), thresholds
 
-    def compute_sweep(self, request: tuple[dict[str, Any], tuple[str, str, int], list[float]]) -> dict[str, Any]:
+    def compute_sweep(self, request: tuple[RulebookDocument, tuple[str, str, int], list[float]]
+                      ) -> Sweep | SweepRefused:
         draft, leaf, thresholds = request
         try:
             return self.store.sweep(self.scope, self.rulebook_id or draft["rulebook_id"], draft, leaf, thresholds)
         except (DryRunError, GateError) as exc:
             return {"refused": str(exc)}
 
-    def apply_sweep(self, computed: dict[str, Any] | None) -> None:
+    def apply_sweep(self, computed: Sweep | SweepRefused | None) -> None:
         if computed is None:
             self.message = "sweep failed: see the server log"
         elif "refused" in computed:
@@ -260,11 +293,11 @@ class AuthoringState(param.Parameterized):
         self.message = f"{leaf['rule_id']}: {leaf['field']} {leaf['operator']} {value:g} set in the draft"
 
     @property
-    def draft(self) -> dict[str, Any] | None:
+    def draft(self) -> RulebookDocument | None:
         check: DraftCheck | None = self.check
-        return check.rulebook if check is not None and check.valid else None
+        return check.document if check is not None else None
 
-    def _require_draft(self) -> dict[str, Any] | None:
+    def _require_draft(self) -> RulebookDocument | None:
         draft = self.draft
         if draft is None:
             self.message = "fix the draft's errors first"
@@ -317,11 +350,11 @@ class AuthoringState(param.Parameterized):
             self.message = ""
 
 
-def comparison_key(comparison: dict[str, Any]) -> str:
+def comparison_key(comparison: Comparison) -> str:
     """The sweep picker's value of one comparison: `rule_id|field|occurrence`."""
     return f"{comparison['rule_id']}|{comparison['field']}|{comparison['occurrence']}"
 
 
-def comparison_label(comparison: dict[str, Any]) -> str:
+def comparison_label(comparison: Comparison) -> str:
     symbol = ruletable.WORDS.get(comparison["operator"], comparison["operator"])
     return f"{comparison['rule_id']}: {comparison['field']} {symbol} {comparison['value']}"

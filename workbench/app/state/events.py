@@ -39,7 +39,7 @@ class EventsState(param.Parameterized):
 
     def subscribe(self, url: str, event_types: list[str]) -> None:
         """Subscribe `url` to `event_types` (every type when empty); the secret is shown once."""
-        body: dict[str, Any] = {"url": url}
+        body: dict[str, object] = {"url": url}
         if event_types:
             body["event_types"] = list(event_types)
         try:

@@ -14,6 +14,8 @@ import param
 from gate.errors import GateError
 from gate.principals import Permission
 from gate.releases.policy import needs_dry_run
+from gate.rulebook import RulebookDocument
+from gate.rulebook.analysis import DiffReportJSON
 from workbench.app.access import Rights
 from workbench.app.state.authoring import AuthoringState
 from workbench.app.state.releases import confirmation_lines, impact_text
@@ -28,7 +30,7 @@ class Computed(TypedDict):
     """A dry-run and the semantic diff beside it, as `MigrationState.compute` returns them."""
 
     run: DryRun
-    semantic: dict[str, Any] | None
+    semantic: DiffReportJSON | None
     seconds: float
 
 
@@ -61,7 +63,7 @@ class MigrationState(param.Parameterized):
         self.export_root = Path(export_root)
         self._run: DryRun | None = None
 
-    def _draft(self) -> dict[str, Any] | None:
+    def _draft(self) -> RulebookDocument | None:
         draft = self.authoring.draft
         if draft is None:
             self.message = "the draft on the Authoring page has errors: fix them first"
@@ -88,7 +90,7 @@ class MigrationState(param.Parameterized):
         """Whether the session's roles in the scope grant `permission` (what the page shows)."""
         return self.rights.may(self.scope, permission)
 
-    def begin(self) -> dict[str, Any] | None:
+    def begin(self) -> RulebookDocument | None:
         """Mark a dry-run as started; the draft to run, or None (the message says why)."""
         if self._refused("dry_run"):
             return None
@@ -96,10 +98,10 @@ class MigrationState(param.Parameterized):
         if draft is None:
             return None
         self.running, self.exported, self.promoted = True, None, None
-        self.message = f"dry-running {draft.get('rulebook_id')} {draft.get('version')} over history…"
+        self.message = f"dry-running {draft['rulebook_id']} {draft['version']} over history…"
         return draft
 
-    def compute(self, draft: dict[str, Any]) -> Computed | Refused:
+    def compute(self, draft: RulebookDocument) -> Computed | Refused:
         """The dry-run and the semantic diff, or the refusal, without touching any parameter:
         pages run this in a worker thread and apply the result with `finish` on the server's
         event loop (a parameter written from another thread may not reach the browser)."""
@@ -191,7 +193,7 @@ class MigrationState(param.Parameterized):
         draft = self._draft()
         if draft is None or self._refused("publish") or self._refused("release"):
             return
-        body: dict[str, Any] = {"action": action, "version": draft["version"],
+        body: dict[str, object] = {"action": action, "version": draft["version"],
                                 "reason": f"from the Migration page ({'shadow' if action == 'shadow' else 'activation'})"}
         manifest = self._exported_manifest()
         if manifest is not None:
@@ -219,7 +221,7 @@ class MigrationState(param.Parameterized):
             self.message = (f"{draft['rulebook_id']} version {draft['version']} is in shadow beside live decides "
                             f"(release event {event['seq']})")
 
-    def _exported_manifest(self) -> dict[str, Any] | None:
+    def _exported_manifest(self) -> dict[str, object] | None:
         """The exported `migration.json`, when this draft's dry-run was exported (and names a hash)."""
         path = (self.exported or {}).get("migration.json")
         if path is None:

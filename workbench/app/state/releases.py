@@ -10,13 +10,14 @@ one confirmation for the three (issue 56: Approve request N activated at once)."
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import param
 
 from gate.errors import GateError
 from gate.principals import Permission
+from gate.releases.model import PendingJSON, ReleaseStateJSON
 from gate.services.releases import RELEASE_DENIED
 from workbench.app.access import Rights
 from workbench.app.store import WorkbenchStore
@@ -28,11 +29,11 @@ MOVE_PERMISSION: dict[str, Permission] = {"approve": "approve", "shadow": "relea
                    "halt": "release", "rollback": "release"}
 
 
-def arm_shares(state: dict[str, Any] | None, action: str, version: str, percent: float | None) -> str:
+def arm_shares(state: ReleaseStateJSON | None, action: str, version: str, percent: float | None) -> str:
     """Who gets which version once `action` applies, from the release state as it is now."""
-    state = state or {}
-    active = (state.get("active") or {}).get("version")
-    canary = state.get("canary")
+    arm = state.get("active") if state else None
+    active = arm.get("version") if arm else None
+    canary = state.get("canary") if state else None
     if action == "canary":
         share = float(percent or 0)
         return (f"canary {version}: {share:g}% of subjects; active {active or 'none'}: the other "
@@ -44,15 +45,19 @@ def arm_shares(state: dict[str, Any] | None, action: str, version: str, percent:
         "; the canary of this version ends" if canary else "")
 
 
-def impact_text(result: dict[str, Any] | None, rulebook_id: str, version: str) -> str:
-    """The impact headline of this session's dry-run of exactly this version, or why there is none."""
-    if not result or result.get("rulebook_id") != rulebook_id or (result.get("draft") or {}).get("version") != version:
+def impact_text(result: Mapping[str, object] | None, rulebook_id: str, version: str) -> str:
+    """The impact headline of this session's dry-run (`DryRunResult.to_dict()`) of exactly this
+    version, or why there is none."""
+    draft = result.get("draft") if result else None
+    if not result or result.get("rulebook_id") != rulebook_id or not isinstance(draft, dict) \
+            or draft.get("version") != version:
         return "not known: no dry-run of this version in this session (run one on the Migration page)"
     changed = f"{result['decisions_changed']:,} of {result['decisions_evaluated']:,} decisions change verdict"
-    return f"{changed}; {headline(result['impact'])}" if result.get("impact") else changed
+    impact = result.get("impact")
+    return f"{changed}; {headline(impact)}" if isinstance(impact, dict) and impact else changed
 
 
-def confirmation_lines(question: str, state: dict[str, Any] | None, action: str, version: str,
+def confirmation_lines(question: str, state: ReleaseStateJSON | None, action: str, version: str,
                        percent: float | None, impact: str, approval_required: bool) -> str:
     """What a move that changes production says before it is confirmed (Releases and Migration
     pages alike): the question, the arm shares after it, the impact headline, and whether it only
@@ -73,7 +78,7 @@ class ReleasesState(param.Parameterized):
     proposal = param.Dict(default=None, allow_None=True, doc="a move awaiting confirmation: action and body")
 
     def __init__(self, store: WorkbenchStore, rights: Rights,
-                 dry_run_result: Callable[[], dict[str, Any] | None] = lambda: None, **params: Any) -> None:
+                 dry_run_result: Callable[[], Mapping[str, object] | None] = lambda: None, **params: Any) -> None:
         super().__init__(**params)  # type: ignore[no-untyped-call]  # param's Parameterized.__init__ is unannotated
         self.store = store
         self.rights = rights
@@ -104,7 +109,7 @@ class ReleasesState(param.Parameterized):
             return []
         return self.store.published_versions(self.scope, self.rulebook_id)
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[PendingJSON]:
         """The pending requests (each with its request_seq), oldest first."""
         return list(((self.status or {}).get("state") or {}).get("pending") or [])
 
@@ -139,9 +144,10 @@ class ReleasesState(param.Parameterized):
         version, action, percent = proposal["version"], proposal["action"], proposal.get("percent")
         verb = {"activate": "Activate", "canary": "Start a canary of"}
         if action == "approve":  # the approval makes the request's move: its arm shares apply now
-            pending = self._pending(proposal["request_seq"]) or {}
-            move, percent = pending.get("action", "activate"), pending.get("percent")
-            question = (f"Approve request {proposal['request_seq']} by {pending.get('requested_by', '?')}: "
+            pending = self._pending(proposal["request_seq"])
+            move: str = pending["action"] if pending else "activate"
+            percent = pending["percent"] if pending else None
+            question = (f"Approve request {proposal['request_seq']} by {pending['requested_by'] if pending else '?'}: "
                         f"{verb.get(move, move).lower()} {self.rulebook_id} version {version} in scope {self.scope}?")
             required = False
         else:
@@ -185,5 +191,5 @@ class ReleasesState(param.Parameterized):
         """Ask for confirmation of the approval of pending request `request_seq` (Approve request N)."""
         self.propose("approve", request_seq=request_seq)
 
-    def _pending(self, request_seq: Any) -> dict[str, Any] | None:
+    def _pending(self, request_seq: Any) -> PendingJSON | None:
         return next((p for p in self.pending() if p["request_seq"] == request_seq), None)
