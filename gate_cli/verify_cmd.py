@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import urllib.request
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from gate.holds.history import verify_hold_history
 from gate.packets import verify_packet
 from gate.protocol.canonical import CanonicalJSONError, parse_strict
 from gate.releases.events import verify_history
-from gate.releases.governance import verify_governance
+from gate.releases.governance import ChangeSummary, verify_governance
 from gate.releases.key_grants import verify_key_grants
 from gate.verify import (
     SOURCE_KEY_REGISTRY_FILE,
@@ -115,7 +116,7 @@ def load_anchors(args: argparse.Namespace) -> TrustAnchors:
     return anchors
 
 
-def _checkpoint_log(path: str | None) -> list[dict[str, Any]] | None:
+def _checkpoint_log(path: str | None) -> Sequence[Mapping[str, object]] | None:
     """The checkpoints of `--checkpoints` (None without it); unreadable is exit 2."""
     if path is None:
         return None
@@ -181,8 +182,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result["verified"] else 1
 
 
-def _release_witness_problems(document: dict[str, Any], events: list[Any], governance: list[Any],
-                              checkpoints: list[dict[str, Any]] | None, anchors: TrustAnchors) -> list[str]:
+def _release_witness_problems(document: dict[str, object], events: list[object], governance: list[object],
+                              checkpoints: Sequence[Mapping[str, object]] | None, anchors: TrustAnchors) -> list[str]:
     """With `--checkpoints`: the release chain and the governance chain against the newest
     checkpoint of each in the log (`gate.chain.event_witness`)."""
     scope, rulebook_id = document.get("scope_hash"), document.get("rulebook_id")
@@ -193,8 +194,8 @@ def _release_witness_problems(document: dict[str, Any], events: list[Any], gover
             + witness_problems(governance_chain_id(scope), governance, checkpoints, usable))
 
 
-def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool,
-                            checkpoints: list[dict[str, Any]] | None = None) -> int:
+def _verify_release_history(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
+                            checkpoints: Sequence[Mapping[str, object]] | None = None) -> int:
     """A release history (GET /api/decision/rulebooks/{id}/release/history): every event's hash,
     link, signature and stated state (gate.releases.events), with the scope's policy changes
     (its governance chain): each one is listed, and a deleted or edited one fails. Verified
@@ -205,7 +206,7 @@ def _verify_release_history(document: dict[str, Any], anchors: TrustAnchors, as_
     witnessed = _release_witness_problems(document, events, governance, checkpoints, anchors)
     if witnessed:
         check = replace(check, valid=False, problems=(*check.problems, *witnessed))
-    verified = check.valid and not anchors.empty
+    verified = check.verified  # valid, and signed by a trusted key
     result = {"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
               "rulebook_id": document.get("rulebook_id"), **check.to_json()}
     if as_json:
@@ -232,14 +233,14 @@ def _release_event_line(event: object) -> str:
     if not isinstance(event, dict):
         return "  release event (not an object)"
     stated = event.get("principal")
-    principal: dict[str, Any] = stated if isinstance(stated, dict) else {}
+    principal: dict[str, object] = stated if isinstance(stated, dict) else {}
     holder = principal.get("holder")
     return (f"  release event {event.get('seq')} {event.get('created_at')} {event.get('action')} "
             f"{event.get('version') or '-'} by {event.get('actor')} ({principal.get('kind', 'unstated')})"
             + (f", holder {holder}" if holder else ""))
 
 
-def _approvers(change: dict[str, Any]) -> str:
+def _approvers(change: ChangeSummary) -> str:
     """Who asked and who approved a change (a request: nobody yet)."""
     approved = [str(actor) for actor in change.get("approved_by") or ()]
     if change.get("action") == "policy_request":
@@ -249,7 +250,7 @@ def _approvers(change: dict[str, Any]) -> str:
     return f", approved by {' and '.join(approved)}"
 
 
-def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json: bool) -> int:
+def _verify_key_grants(document: dict[str, object], anchors: TrustAnchors, as_json: bool) -> int:
     """A scope's key chain (`gate keys history`, gate.releases.key_grants): every grant of a key
     that acts on production, its holder and who made it. Verified needs a trusted key."""
     check = verify_key_grants(document, None if anchors.empty else anchors)
@@ -257,9 +258,9 @@ def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json:
     governance = verify_governance(stated if isinstance(stated, list) else [], None if anchors.empty else anchors,
                                    document.get("scope_hash"), SAFEGUARDS)
     if governance.problem is not None and check.valid:
-        check = replace(check, valid=False, problem=governance.problem)
+        check = replace(check, valid=False, problems=(governance.problem,))
     changes = [change for change in governance.changes if change["setting"] == API_KEYS]
-    verified = check.valid and not anchors.empty
+    verified = check.verified  # valid, and signed by a trusted key
     if as_json:
         print(json.dumps({"verified": verified, "integrity_valid": check.valid, "authenticity_valid": verified,
                           **check.to_json(), "grant_changes": changes}, indent=2))
@@ -279,15 +280,15 @@ def _verify_key_grants(document: dict[str, Any], anchors: TrustAnchors, as_json:
     return 0 if verified else 1
 
 
-def _policy_delta(change: dict[str, Any]) -> str:
+def _policy_delta(change: ChangeSummary) -> str:
     """The members a policy change states differently after than before (`a: x -> y`)."""
     before, after = change.get("policy_before") or {}, change.get("policy_after") or {}
     moved = [f"{name}: {before.get(name)!r} -> {after.get(name)!r}" for name in after if before.get(name) != after.get(name)]
     return "; ".join(moved) or "no member changed"
 
 
-def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_json: bool,
-                         checkpoints: list[dict[str, Any]] | None) -> int:
+def _verify_hold_history(document: dict[str, object], anchors: TrustAnchors, as_json: bool,
+                         checkpoints: Sequence[Mapping[str, object]] | None) -> int:
     """A scope's hold chain (gate.holds.history): verified needs every check and a trusted key;
     with `--checkpoints`, the chain must extend the checkpoint of it witnessed by its head's time."""
     check = verify_hold_history(document, anchors, checkpoints)
@@ -301,7 +302,8 @@ def _verify_hold_history(document: dict[str, Any], anchors: TrustAnchors, as_jso
     print(f"  integrity    {'valid' if check.valid else 'INVALID'}")
     print(f"  authenticity {'valid' if check.verified else 'INVALID' if not check.valid else 'NOT PROVEN (no trusted key)'}")
     if check.as_of is not None:
-        print(f"  head         seq {(document.get('head') or {}).get('seq')}, signed as of {check.as_of}"
+        head = document.get("head")
+        print(f"  head         seq {head.get('seq') if isinstance(head, dict) else None}, signed as of {check.as_of}"
               " (events after that time are not covered)")
     for change in check.policy_changes:
         policy = change.get("policy") or {}

@@ -7,7 +7,7 @@ The document is `{hold_history_version, scope_hash, events, head}`, the events o
 * the chain is whole from its first event: `seq` 1, 2, 3, … without a gap, each event linking
   the hash of the one before (`previous_event_hash`, null at seq 1), of the document's scope,
   its `event_hash` recomputed and its signature made by a trusted key
-  (`gate.releases.sealing.chain_problem`, the check release events use), which its
+  (`gate.chain.sealing.chain_problem`, the check release events use), which its
   `public_key_fingerprint` names;
 * every event has exactly the members of `hold_event_v1`, a known action and a well-formed
   principal whose actor it states;
@@ -38,9 +38,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
+from gate.chain.event_check import EventChainCheck, EventChainCheckJSON, keys_given
 from gate.chain.event_witness import hold_chain_id, witness_problems
+from gate.chain.sealing import chain_problem, event_hash, sealed_members
 from gate.errors import GateError
 from gate.holds.events import (
     ACTIONS,
@@ -58,36 +60,45 @@ from gate.holds.policy import HoldPolicy
 from gate.keys.anchors import TrustAnchors
 from gate.principals import Principal
 from gate.protocol.canonical import CanonicalJSONError
-from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash
 from gate.vocabulary import HoldState
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
-_HEAD_MEMBERS = frozenset(HEAD_MEMBERS) | frozenset(SIGNATURE_MEMBERS)
+_HEAD_MEMBERS = frozenset(HEAD_MEMBERS)
 
 
-@dataclass(frozen=True, slots=True)
-class HoldHistoryCheck:
-    """What `verify_hold_history` found: validity (integrity, and signatures when anchors were
-    given), the first problem, how many events and holds closed per outcome, and every change
-    of the scope's hold policy."""
+class HoldPolicyChange(TypedDict):
+    """A hold-policy change a hold chain states (a `policy_set` step, made before issue 52)."""
 
-    valid: bool
-    signatures_checked: bool
-    events: int
-    problems: tuple[str, ...] = ()
+    seq: int
+    created_at: str | None
+    actor: str | None
+    principal: dict[str, str] | None
+    policy: Any
+
+
+class HoldHistoryCheckJSON(EventChainCheckJSON):
+    """`HoldHistoryCheck` as JSON: the chain check's members, then the head's time, the holds
+    closed per outcome and the policy changes."""
+
+    as_of: str | None
+    closed: dict[HoldState, int]
+    policy_changes: list[HoldPolicyChange]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldHistoryCheck(EventChainCheck):
+    """What `verify_hold_history` found: the chain check (validity: integrity, and signatures
+    when anchors were given; the first problem), how many holds closed per outcome, and every
+    change of the scope's hold policy."""
+
     closed: dict[HoldState, int] = field(default_factory=dict)
-    policy_changes: tuple[dict[str, Any], ...] = ()
+    policy_changes: tuple[HoldPolicyChange, ...] = ()
     as_of: str | None = None  # the signed head's time, once the head holds
 
-    @property
-    def verified(self) -> bool:
-        return self.valid and self.signatures_checked
-
-    def to_json(self) -> dict[str, Any]:
-        return {"verified": self.verified, "valid": self.valid, "signatures_checked": self.signatures_checked,
-                "events": self.events, "as_of": self.as_of, "problems": list(self.problems),
-                "closed": dict(self.closed), "policy_changes": list(self.policy_changes)}
+    def to_json(self) -> HoldHistoryCheckJSON:
+        return {**EventChainCheck.to_json(self), "as_of": self.as_of, "closed": dict(self.closed),
+                "policy_changes": list(self.policy_changes)}
 
 
 def _document_problem(document: Any) -> str | None:
@@ -151,7 +162,7 @@ def _head_problem(document: Mapping[str, Any], events: Sequence[Mapping[str, Any
     head = document.get("head")
     if not isinstance(head, Mapping):
         return "head: missing (the newest events could have been cut off unseen)"
-    if set(map(str, head)) != _HEAD_MEMBERS:
+    if not sealed_members(head, _HEAD_MEMBERS):
         return f"head: members differ from {HOLD_HEAD_VERSION}'s"
     if head.get("hold_chain_head_version") != HOLD_HEAD_VERSION:
         return f"head: hold_chain_head_version must be {HOLD_HEAD_VERSION}"
@@ -183,7 +194,7 @@ def _decision_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
     return []
 
 
-def _policy_change(event: Mapping[str, Any]) -> dict[str, Any]:
+def _policy_change(event: Mapping[str, Any]) -> HoldPolicyChange:
     return {"seq": event["seq"], "created_at": event.get("created_at"), "actor": event.get("actor"),
             "principal": event.get("principal"), "policy": event.get("policy")}
 
@@ -201,25 +212,26 @@ def verify_hold_history(document: Any, anchors: TrustAnchors | None,
     """Check a `hold_history_v1` document offline (see the module docstring). `anchors` None or
     empty: hashes, links and rules only. `checkpoints`: a checkpoint log's entries to compare the
     chain with."""
-    checked = anchors is not None and not anchors.empty
+    checked = keys_given(anchors)
     usable = anchors if checked else None
     problem = _document_problem(document)
     if problem is not None:
-        return HoldHistoryCheck(False, checked, 0, (problem,))
+        return HoldHistoryCheck(valid=False, signatures_checked=checked, events=0, problems=(problem,))
     events: list[Any] = document["events"]
     head: tuple[int, str | None] = (0, None)
     for index, event in enumerate(events):
         problem = _event_problem(event, index, head, document["scope_hash"], usable)
         if problem is not None:
-            return HoldHistoryCheck(False, checked, len(events), (problem,))
+            return HoldHistoryCheck(valid=False, signatures_checked=checked, events=len(events), problems=(problem,))
         head = (event["seq"], event["event_hash"])
     problem = _head_problem(document, events, usable)
     if problem is None and checkpoints is not None:
         problem = _witness_problem(document, events, checkpoints, usable)
     if problem is not None:
-        return HoldHistoryCheck(False, checked, len(events), (problem,))
+        return HoldHistoryCheck(valid=False, signatures_checked=checked, events=len(events), problems=(problem,))
     problems = _decision_problems(events)
     closed = {outcome: sum(1 for e in events if e.get("outcome") == outcome) for outcome in OUTCOMES}
     changes = tuple(_policy_change(e) for e in events if e.get("action") == "policy_set")
-    return HoldHistoryCheck(not problems, checked, len(events), tuple(problems), closed, changes,
-                            document["head"]["as_of"])
+    return HoldHistoryCheck(valid=not problems, signatures_checked=checked, events=len(events),
+                            problems=tuple(problems), closed=closed, policy_changes=changes,
+                            as_of=document["head"]["as_of"])

@@ -6,7 +6,7 @@ after it. Since issue 42 it also carries its signed `principal` (kind, id, and f
 issuer, subject and display name) beside the `actor` string, the scope's policy event in force
 (`governance_seq`) and an admin's `override` of a guardrail halt. `event_hash` = sha256(canon(the
 event without `event_hash` and its signature members)); the receipt key signs
-canon({event_hash, key_id}) (gate.releases.sealing). `verify_history` checks a whole history
+canon({event_hash, key_id}) (gate.chain.sealing). `verify_history` checks a whole history
 offline: every hash, every link, every signature against the trust anchors, gap-free sequence
 numbers, that each stated state is exactly the fold of the actions before it
 (gate.releases.model), the scope's policy changes (gate.releases.governance), and that every
@@ -18,12 +18,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
+from gate.chain.event_check import EventChainCheck, EventChainCheckJSON, keys_given
+from gate.chain.sealing import (
+    SIGNATURE_MEMBERS,
+    Seal,
+    chain_problem,
+    event_hash,
+    seal_of,
+    signature_payload,
+)
 from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal
-from gate.releases.governance import RELEASE_ONLY, GovernanceCheck, Safeguard, verify_governance
+from gate.releases.governance import (
+    RELEASE_ONLY,
+    ChangeSummary,
+    GovernanceCheck,
+    GovernanceEvent,
+    Safeguard,
+    verify_governance,
+)
 from gate.releases.halts import OVERRIDE_HALT, halt_refusal, halted_version, halted_versions
 from gate.releases.model import (
     Action,
@@ -39,7 +55,6 @@ from gate.releases.model import (
     transition,
 )
 from gate.releases.policy import ReleasePolicy, needs_dry_run
-from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, event_hash, seal, signature_payload
 
 EVENT_VERSION = "release_event_v1"
 HISTORY_VERSION = "release_history_v1"
@@ -52,7 +67,7 @@ class EventInputs:
     scope_hash: str
     reason: str | None = None
     migration_manifest_hash: str | None = None
-    evidence: Mapping[str, Any] | None = None
+    evidence: Mapping[str, object] | None = None
     principal: Principal | None = None  # who acted (issue 42): signed beside the actor string
     governance_seq: int | None = None  # the scope's policy event in force (gate.releases.governance)
     override: str | None = None  # OVERRIDE_HALT, with the reason, when an admin overrode a halt
@@ -69,6 +84,37 @@ class StateMemberJSON(TypedDict):
     pending: list[PendingJSON]
 
 
+class ReleaseEventBody(TypedDict):
+    """A release event's members before its seal; `principal`, `governance_seq` and `override`
+    since issue 42 (events before it lack them and still verify)."""
+
+    release_event_version: str
+    scope_hash: str
+    rulebook_id: str
+    seq: int
+    action: str
+    actor: str
+    created_at: str
+    version: str | None
+    rulebook_hash: str | None
+    percent: float | None
+    subject: str | None
+    request_seq: int | None
+    approval_expires_at: str | None
+    reason: str | None
+    migration_manifest_hash: str | None
+    evidence: dict[str, object] | None
+    previous_event_hash: str | None
+    state: StateMemberJSON
+    principal: NotRequired[dict[str, str]]
+    governance_seq: NotRequired[int | None]
+    override: NotRequired[str | None]
+
+
+class ReleaseEvent(ReleaseEventBody, Seal):
+    """A sealed `release_event_v1`, as `build_event` makes it and the release chain stores it."""
+
+
 def state_member(state: ReleaseState) -> StateMemberJSON:
     """The state an event states (its sequence and head are the event's own)."""
     body = state.to_json()
@@ -77,11 +123,11 @@ def state_member(state: ReleaseState) -> StateMemberJSON:
 
 
 def build_event(state: ReleaseState, action: Action, inputs: EventInputs,
-                signer: ReceiptSigner | None) -> tuple[dict[str, Any], ReleaseState]:
+                signer: ReceiptSigner | None) -> tuple[ReleaseEvent, ReleaseState]:
     """The signed event for `action` on `state`, and the state after it (raises ReleaseRefused)."""
     seq = state.seq + 1
     after = transition(state, action, seq)
-    event: dict[str, Any] = {
+    event: ReleaseEventBody = {
         "release_event_version": EVENT_VERSION,
         "scope_hash": inputs.scope_hash,
         "rulebook_id": state.rulebook_id,
@@ -104,10 +150,11 @@ def build_event(state: ReleaseState, action: Action, inputs: EventInputs,
     if inputs.principal is not None:  # members of issue 42; events before it lack them and still verify
         if (inputs.principal.actor, inputs.principal.holder) != (action.actor, action.holder):
             raise ValueError("the event's actor and holder must be its principal's")
-        event.update(principal=inputs.principal.to_json(), governance_seq=inputs.governance_seq,
-                     override=inputs.override)
-    seal(event, signer)
-    return event, replace(after, seq=seq, head_event_hash=event["event_hash"])
+        event["principal"] = inputs.principal.to_json()
+        event["governance_seq"] = inputs.governance_seq
+        event["override"] = inputs.override
+    sealed: ReleaseEvent = {**event, **seal_of(event, signer)}
+    return sealed, replace(after, seq=seq, head_event_hash=sealed["event_hash"])
 
 
 def action_of(event: Mapping[str, Any]) -> Action:
@@ -145,20 +192,24 @@ def state_from_member(rulebook_id: str, seq: int, head: str | None, body: Mappin
     )
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryCheck:
-    """What `verify_history` found: overall validity, the first problem, the state after the
-    last event and every change of the scope's release policy the history carries."""
+class HistoryCheckJSON(EventChainCheckJSON):
+    """`HistoryCheck` as JSON: the chain check's members, then the state and the policy changes."""
 
-    valid: bool
-    events: int
-    problems: tuple[str, ...] = field(default_factory=tuple)
+    state: ReleaseStateJSON | None
+    policy_changes: list[ChangeSummary]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryCheck(EventChainCheck):
+    """What `verify_history` found: the chain check (overall validity, signatures checked when
+    keys were given, the first problem), the state after the last event and every change of the
+    scope's release policy the history carries."""
+
     state: ReleaseStateJSON | None = None
-    policy_changes: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    policy_changes: tuple[ChangeSummary, ...] = field(default_factory=tuple)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "events": self.events, "problems": list(self.problems), "state": self.state,
-                "policy_changes": list(self.policy_changes)}
+    def to_json(self) -> HistoryCheckJSON:
+        return {**EventChainCheck.to_json(self), "state": self.state, "policy_changes": list(self.policy_changes)}
 
 
 def override_problem(event: Mapping[str, Any], state: ReleaseState, halted: frozenset[str]) -> str | None:
@@ -233,13 +284,15 @@ def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
     each event since issue 42 names a policy event the history holds and was allowed by it (and
     by the halt rule). Once an event carries its principal every later one must: an event in the
     form before issue 42 cannot follow one in the later form (it would escape those checks)."""
+    checked = keys_given(anchors)
     if not events or not isinstance(events[0], Mapping):
-        return HistoryCheck(False, len(events), ("no events",))
+        return HistoryCheck(valid=False, signatures_checked=checked, events=len(events), problems=("no events",))
     first = events[0]
     policy_check = verify_governance(governance, anchors, first.get("scope_hash"), table)
     changes = policy_check.changes
     if policy_check.problem is not None:
-        return HistoryCheck(False, len(events), (policy_check.problem,), None, changes)
+        return HistoryCheck(valid=False, signatures_checked=checked, events=len(events),
+                            problems=(policy_check.problem,), policy_changes=changes)
     state, last_seq, halted = ReleaseState(rulebook_id=str(first.get("rulebook_id"))), 0, frozenset[str]()
     governed_from: int | None = None  # the first event that carries its principal
     for index, event in enumerate(events):
@@ -253,13 +306,25 @@ def verify_history(events: Sequence[Any], anchors: TrustAnchors | None,
             problem = (f"event {index + 1}: lacks the principal every event carries since event {governed_from + 1} "
                        "(the form before issue 42 cannot follow it)")
         if problem is not None:
-            return HistoryCheck(False, len(events), (problem,), None, changes)
+            return HistoryCheck(valid=False, signatures_checked=checked, events=len(events), problems=(problem,),
+                                policy_changes=changes)
         state, halted = after, halted | halted_versions((event,))
-    return HistoryCheck(True, len(events), (), state.to_json(), changes)
+    return HistoryCheck(valid=True, signatures_checked=checked, events=len(events), state=state.to_json(),
+                        policy_changes=changes)
 
 
-def history_document(scope_hash_value: str, rulebook_id: str, events: Sequence[Mapping[str, Any]],
-                     governance: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+class ReleaseHistory(TypedDict):
+    """`release_history_v1`: a release's events and its scope's governance chain."""
+
+    release_history_version: str
+    scope_hash: str
+    rulebook_id: str
+    events: list[ReleaseEvent]
+    governance: list[GovernanceEvent]
+
+
+def history_document(scope_hash_value: str, rulebook_id: str, events: Sequence[ReleaseEvent],
+                     governance: Sequence[GovernanceEvent] = ()) -> ReleaseHistory:
     """The portable history file `gate verify --release-history` checks: the release's events
     and the scope's policy changes (its governance chain)."""
     return {"release_history_version": HISTORY_VERSION, "scope_hash": scope_hash_value,

@@ -28,14 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from gate.chain.event_check import EventChainCheck, keys_given
+from gate.chain.sealing import Seal, chain_problem, seal_of
 from gate.errors import GateError
+from gate.keys.anchors import TrustAnchors
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, is_distinct_approver
 from gate.releases.model import ReleaseRefused
 from gate.releases.policy import ReleasePolicy, weakenings
-from gate.releases.sealing import chain_problem, seal
 
 GOVERNANCE_ID = "@release-policy"
 GOVERNANCE_EVENT_VERSION = "release_governance_event_v1"
@@ -83,6 +85,29 @@ def distinct_approver(request: PolicyRequest, approver: Principal) -> bool:
     return is_distinct_approver(approver.holder_id, (holder_id(request.requested_by, request.requested_holder),))
 
 
+class PolicyRequestJSON(TypedDict):
+    """A pending request as a state states it (`setting` only for another setting than the
+    release policy, `requested_holder` only when one was stated)."""
+
+    setting: NotRequired[str]
+    request_seq: int
+    policy_before: dict[str, object]
+    policy_after: dict[str, object]
+    weakens: list[str]
+    requested_by: str
+    expires_at: str
+    requested_holder: NotRequired[str]
+
+
+class GovernanceStateJSON(TypedDict):
+    """The state a governance event states (`settings` and `applied` since issue 52)."""
+
+    policy: dict[str, object] | None
+    pending: list[PolicyRequestJSON]
+    settings: NotRequired[dict[str, dict[str, object]]]
+    applied: NotRequired[dict[str, int]]
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyRequest:
     """A weakening change waiting for a second principal (`seq`: the event that asked, which binds
@@ -97,11 +122,12 @@ class PolicyRequest:
     weakens: tuple[str, ...] | None = field(default=None, compare=False)  # stated, derived from the two
     requested_holder: str | None = None  # the requester key's stated holder (issue 52); None: none stated
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> PolicyRequestJSON:
         """`requested_holder` only when one was stated: a state written before holders reads as it did."""
         weakens = self.weakens if self.weakens is not None else weakenings(self.before, self.after)
-        out = {"request_seq": self.seq, "policy_before": self.before.to_json(), "policy_after": self.after.to_json(),
-               "weakens": list(weakens), "requested_by": self.requested_by, "expires_at": self.expires_at}
+        out: PolicyRequestJSON = {
+            "request_seq": self.seq, "policy_before": self.before.to_json(), "policy_after": self.after.to_json(),
+            "weakens": list(weakens), "requested_by": self.requested_by, "expires_at": self.expires_at}
         if self.requested_holder is not None:
             out["requested_holder"] = self.requested_holder
         return out if self.setting == RELEASE_POLICY else {"setting": self.setting, **out}
@@ -124,14 +150,15 @@ class GovernanceState:
         """The setting in force as the chain states it (None: not governed yet)."""
         return self.policy if setting == RELEASE_POLICY else self.settings.get(setting)
 
-    def to_json(self, legacy: bool = False) -> dict[str, Any]:
+    def to_json(self, legacy: bool = False) -> GovernanceStateJSON:
         """The state an event states; `legacy`: as events made before issue 52 state it."""
-        out = {"policy": self.policy.to_json() if self.policy else None,
-               "pending": [p.to_json() for p in self.pending]}
+        out: GovernanceStateJSON = {"policy": self.policy.to_json() if self.policy else None,
+                                    "pending": [p.to_json() for p in self.pending]}
         if legacy:
             return out
-        return {**out, "settings": {name: value.to_json() for name, value in sorted(self.settings.items())},
-                "applied": dict(sorted(self.applied.items()))}
+        out["settings"] = {name: value.to_json() for name, value in sorted(self.settings.items())}
+        out["applied"] = dict(sorted(self.applied.items()))
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,13 +267,41 @@ def pending_request(state: GovernanceState, request_seq: int, at: str) -> Policy
     return next((p for p in _live(state, at).pending if p.seq == request_seq), None)
 
 
+class GovernanceEventBody(TypedDict):
+    """A governance event's members before its seal (`setting` and `approvals_required` since
+    issue 52: an event without `setting` changes the release policy)."""
+
+    release_governance_event_version: str
+    scope_hash: str
+    seq: int
+    setting: NotRequired[str]
+    action: str
+    actor: str
+    principal: dict[str, str]
+    created_at: str
+    request_seq: int | None
+    expires_at: str | None
+    reason: str | None
+    approvals_required: NotRequired[bool]
+    policy_before: dict[str, object]
+    policy_after: dict[str, object]
+    weakens: list[str]
+    previous_event_hash: str | None
+    state: GovernanceStateJSON
+
+
+class GovernanceEvent(GovernanceEventBody, Seal):
+    """A sealed `release_governance_event_v1`, as `build_governance_event` makes it and the
+    scope's governance chain stores it."""
+
+
 def build_governance_event(state: GovernanceState, action: PolicyAction, scope_hash: str,
                            signer: ReceiptSigner | None,
-                           table: Mapping[str, Safeguard] = RELEASE_ONLY) -> tuple[dict[str, Any], GovernanceState]:
+                           table: Mapping[str, Safeguard] = RELEASE_ONLY) -> tuple[GovernanceEvent, GovernanceState]:
     """The signed governance event for `action`, and the state after it (raises ReleaseRefused)."""
     seq = state.seq + 1
     after = govern(state, action, seq, table)
-    event: dict[str, Any] = {
+    event: GovernanceEventBody = {
         "release_governance_event_version": GOVERNANCE_EVENT_VERSION,
         "scope_hash": scope_hash,
         "seq": seq,
@@ -265,8 +320,8 @@ def build_governance_event(state: GovernanceState, action: PolicyAction, scope_h
         "previous_event_hash": state.head_event_hash,
         "state": after.to_json(),
     }
-    seal(event, signer)
-    return event, replace(after, seq=seq, head_event_hash=event["event_hash"])
+    sealed: GovernanceEvent = {**event, **seal_of(event, signer)}
+    return sealed, replace(after, seq=seq, head_event_hash=sealed["event_hash"])
 
 
 def _setting_of(event: Mapping[str, Any]) -> str:
@@ -316,7 +371,26 @@ def replay_state(events: Sequence[Mapping[str, Any]], table: Mapping[str, Safegu
     return state
 
 
-def change_summary(event: Mapping[str, Any], requested_by: str | None = None) -> dict[str, Any]:
+class ChangeSummary(TypedDict):
+    """What `gate verify` shows of one change of a verified chain: its members as the event
+    states them (None where it states none), who asked and who approved (the values before and
+    after: the setting's JSON)."""
+
+    seq: int | None
+    setting: str
+    action: str | None
+    actor: str | None
+    principal: dict[str, str] | None
+    created_at: str | None
+    request_seq: int | None
+    requested_by: str | None
+    approved_by: list[str | None]
+    weakens: list[str] | None
+    policy_before: Any
+    policy_after: Any
+
+
+def change_summary(event: Mapping[str, Any], requested_by: str | None = None) -> ChangeSummary:
     """What `gate verify` shows of one change: the setting, who asked and who approved (an
     approval: the requester and the second principal; a direct change: its actor alone; a
     request: nobody yet)."""
@@ -329,42 +403,47 @@ def change_summary(event: Mapping[str, Any], requested_by: str | None = None) ->
             "policy_after": event.get("policy_after")}
 
 
-@dataclass(frozen=True, slots=True)
-class GovernanceCheck:
-    """What `verify_governance` found: the first problem, and the release policy in force after
-    each event (`policies[n]`: after event n; `policies[0]`: before the first change, None when
-    there was none, i.e. the stored or default policy the history cannot state), and every change
-    with who asked for it and who approved it."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GovernanceCheck(EventChainCheck):
+    """What `verify_governance` found: the chain check (valid, signatures checked when keys were
+    given, the first problem as `problem`), the release policy in force after each event
+    (`policies[n]`: after event n; `policies[0]`: before the first change, None when there was
+    none, i.e. the stored or default policy the history cannot state), and every change with who
+    asked for it and who approved it."""
 
-    problem: str | None
     policies: tuple[ReleasePolicy | None, ...]
-    changes: tuple[dict[str, Any], ...]
+    changes: tuple[ChangeSummary, ...]
 
 
-def verify_governance(events: Sequence[Any], anchors: Any, expected_scope_hash: Any,
+def verify_governance(events: Sequence[Any], anchors: TrustAnchors | None, expected_scope_hash: Any,
                       table: Mapping[str, Safeguard] = RELEASE_ONLY) -> GovernanceCheck:
     """Check a governance chain offline: hashes, links, signatures, gap-free seqs, and that each
     stated state is the fold of the actions (no weakening applied without a distinct approval)."""
     state = GovernanceState()
     policies: list[ReleasePolicy | None] = [None]
-    changes: list[dict[str, Any]] = []
+    changes: list[ChangeSummary] = []
+    checked = keys_given(anchors)
     for index, event in enumerate(events):
         where = f"policy event {index + 1}"
         if not isinstance(event, Mapping) or event.get("release_governance_event_version") != GOVERNANCE_EVENT_VERSION:
-            return GovernanceCheck(f"{where}: not a {GOVERNANCE_EVENT_VERSION} object", tuple(policies), tuple(changes))
+            return GovernanceCheck(valid=False, signatures_checked=checked, events=len(events),
+                                   problems=(f"{where}: not a {GOVERNANCE_EVENT_VERSION} object",),
+                                   policies=tuple(policies), changes=tuple(changes))
         problem = chain_problem(event, where, state.seq, state.head_event_hash, expected_scope_hash, anchors)
         request = next((p for p in state.pending if p.seq == event.get("request_seq")), None)
         if problem is None:
             problem, state = _fold_problem(event, where, state, table)
         if problem is not None:
-            return GovernanceCheck(problem, tuple(policies), tuple(changes))
+            return GovernanceCheck(valid=False, signatures_checked=checked, events=len(events), problems=(problem,),
+                                   policies=tuple(policies), changes=tuple(changes))
         policies.append(state.policy)
         changes.append(change_summary(event, request.requested_by if request is not None else None))
     first_release = next((e for e in events if _setting_of(e) == RELEASE_POLICY), None)
     if first_release is not None:  # the policy before the first change is the one it states it replaced
         before = ReleasePolicy.from_json(first_release["policy_before"])
         policies[:first_release["seq"]] = [before] * first_release["seq"]
-    return GovernanceCheck(None, tuple(policies), tuple(changes))
+    return GovernanceCheck(valid=True, signatures_checked=checked, events=len(events), policies=tuple(policies),
+                           changes=tuple(changes))
 
 
 def _fold_problem(event: Mapping[str, Any], where: str, state: GovernanceState,

@@ -4,7 +4,7 @@ Creating a key with `release`, `approve`, `resolve` or `admin` (gate.keys.apikey
 or enabling such a key again, is an event of the scope's key chain (`api_key_grant_event_v1`):
 which key, for which holder, with which permissions, and the principal who did it (today the
 local operator: keys are created on the ledger's host). Events are hashed, chained and signed
-exactly like the release and governance chains (gate.releases.sealing), stored beside them under
+exactly like the release and governance chains (gate.chain.sealing), stored beside them under
 the reserved id `KEY_GRANTS_ID`, and `gate keys history` serves them as a document `gate verify`
 checks offline (`verify_key_grants`): a deleted, reordered, edited or unsigned grant fails.
 
@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
+from gate.chain.event_check import EventChainCheck, EventChainCheckJSON, keys_given
+from gate.chain.sealing import Seal, chain_problem, seal_of, sealed_members
 from gate.errors import GateError
 from gate.keys.anchors import TrustAnchors
 from gate.keys.apikeys import HOLDER_REQUIRED, parse_permissions, permissions_text
 from gate.keys.signing import ReceiptSigner
 from gate.principals import Principal, holder_id, parse_holder
-from gate.releases.sealing import SIGNATURE_MEMBERS, chain_problem, seal
 
 KEY_GRANTS_ID = "@api-keys"  # rulebook ids start with a letter: no release can take this id
 KEY_GRANT_EVENT_VERSION = "api_key_grant_event_v1"
@@ -36,6 +37,26 @@ GRANT_ACTIONS = ("key_created", "key_enabled", "key_widened")
 # `api_key_id`: the API key granted (`key_id` is the signing key's, a signature member).
 GRANT_MEMBERS = ("api_key_grant_event_version", "scope_hash", "seq", "previous_event_hash", "action", "api_key_id",
                  "holder", "permissions", "principal", "actor", "created_at")
+
+
+class KeyGrantEventBody(TypedDict):
+    """A key grant event's members before its seal (GRANT_MEMBERS)."""
+
+    api_key_grant_event_version: str
+    scope_hash: str
+    seq: int
+    previous_event_hash: str | None
+    action: str
+    api_key_id: str
+    holder: str
+    permissions: str
+    principal: dict[str, str]
+    actor: str
+    created_at: str
+
+
+class KeyGrantEvent(KeyGrantEventBody, Seal):
+    """A sealed `api_key_grant_event_v1`, as `build_grant_event` makes it and the key chain stores it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +72,19 @@ class KeyGrant:
     at: str
 
 
+class HeldGrant(TypedDict):
+    """One key's grant in `KeyGrantsJSON`: its holder and its permissions as stored."""
+
+    holder: str
+    permissions: str
+
+
+class KeyGrantsJSON(TypedDict):
+    """`KeyGrants` as JSON: the grants by key id, in key id order."""
+
+    keys: dict[str, HeldGrant]
+
+
 @dataclass(frozen=True, slots=True)
 class KeyGrants:
     """The value of the `api_keys` safeguard: each active key of a scope that acts on production,
@@ -58,7 +92,7 @@ class KeyGrants:
 
     keys: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> KeyGrantsJSON:
         return {"keys": {key_id: {"holder": holder, "permissions": permissions}
                          for key_id, (holder, permissions) in sorted(self.keys.items())}}
 
@@ -135,18 +169,17 @@ def _acts(stored: Any) -> bool:
 
 
 def build_grant_event(grant: KeyGrant, *, scope_hash: str, seq: int, previous_event_hash: str | None,
-                      signer: ReceiptSigner | None) -> dict[str, Any]:
+                      signer: ReceiptSigner | None) -> KeyGrantEvent:
     """The sealed event of `grant` at position `seq` of the scope's key chain."""
     if grant.action not in GRANT_ACTIONS:
         raise ValueError(f"unknown key grant action {grant.action!r}")
-    event: dict[str, Any] = {
+    event: KeyGrantEventBody = {
         "api_key_grant_event_version": KEY_GRANT_EVENT_VERSION, "scope_hash": scope_hash, "seq": seq,
         "previous_event_hash": previous_event_hash, "action": grant.action, "api_key_id": grant.key_id,
         "holder": grant.holder, "permissions": grant.permissions, "principal": grant.principal.to_json(),
         "actor": grant.principal.actor, "created_at": grant.at,
     }
-    seal(event, signer)
-    return event
+    return {**event, **seal_of(event, signer)}
 
 
 def grants_document(scope_hash: str, events: Sequence[Mapping[str, Any]],
@@ -157,9 +190,12 @@ def grants_document(scope_hash: str, events: Sequence[Mapping[str, Any]],
             "governance": list(governance)}
 
 
+_GRANT_BODY = frozenset(GRANT_MEMBERS)
+
+
 def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
     """An event's members, version, action, holder and principal."""
-    if set(map(str, event)) != set(GRANT_MEMBERS) | set(SIGNATURE_MEMBERS):
+    if not sealed_members(event, _GRANT_BODY):
         return f"{where}: members differ from {KEY_GRANT_EVENT_VERSION}'s"
     if event.get("api_key_grant_event_version") != KEY_GRANT_EVENT_VERSION:
         return f"{where}: api_key_grant_event_version must be {KEY_GRANT_EVENT_VERSION}"
@@ -178,38 +214,56 @@ def _form_problem(event: Mapping[str, Any], where: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class GrantsCheck:
-    """What `verify_key_grants` found: validity (integrity; authenticity too when keys were
-    given), the first problem, and each grant as `gate verify` lists it."""
+class GrantLine(TypedDict):
+    """A grant as `gate verify` lists it: members of its event, in this order."""
 
-    valid: bool
-    events: int
-    problem: str | None
-    grants: tuple[dict[str, Any], ...]
+    seq: int
+    action: str
+    api_key_id: str
+    holder: str
+    permissions: str
+    actor: str
+    created_at: str
 
-    def to_json(self) -> dict[str, Any]:
-        return {"valid": self.valid, "events": self.events, "problems": [self.problem] if self.problem else [],
-                "grants": list(self.grants)}
+
+class GrantsCheckJSON(EventChainCheckJSON):
+    """`GrantsCheck` as JSON: the chain check's members (`problems`: the first problem, or
+    none), then each grant."""
+
+    grants: list[GrantLine]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GrantsCheck(EventChainCheck):
+    """What `verify_key_grants` found: the chain check (validity: integrity, and authenticity
+    too when keys were given; the first problem), and each grant as `gate verify` lists it (those
+    before the first problem, when there is one)."""
+
+    grants: tuple[GrantLine, ...] = ()
+
+    def to_json(self) -> GrantsCheckJSON:
+        return {**EventChainCheck.to_json(self), "grants": list(self.grants)}
 
 
 def verify_key_grants(document: Any, anchors: TrustAnchors | None) -> GrantsCheck:
     """Check a key chain document offline (anchors None: hashes and links only)."""
+    checked = keys_given(anchors)
     if not isinstance(document, Mapping) or document.get("api_key_grants_version") != KEY_GRANTS_VERSION \
             or not isinstance(document.get("events"), list):
-        return GrantsCheck(False, 0, f"not an {KEY_GRANTS_VERSION} document with an events array", ())
+        return GrantsCheck(valid=False, signatures_checked=checked, events=0,
+                           problems=(f"not an {KEY_GRANTS_VERSION} document with an events array",))
     events: list[Any] = document["events"]
     seq, head = 0, None
-    grants: list[dict[str, Any]] = []
+    grants: list[GrantLine] = []
     for index, event in enumerate(events):
         where = f"grant event {index + 1}"
-        if not isinstance(event, Mapping):
-            return GrantsCheck(False, len(events), f"{where}: not a JSON object", tuple(grants))
-        problem = _form_problem(event, where) or chain_problem(event, where, seq, head, document.get("scope_hash"),
-                                                               anchors)
+        problem = f"{where}: not a JSON object" if not isinstance(event, Mapping) else (
+            _form_problem(event, where) or chain_problem(event, where, seq, head, document.get("scope_hash"), anchors))
         if problem is not None:
-            return GrantsCheck(False, len(events), problem, tuple(grants))
+            return GrantsCheck(valid=False, signatures_checked=checked, events=len(events), problems=(problem,),
+                               grants=tuple(grants))
         seq, head = event["seq"], event["event_hash"]
-        grants.append({name: event[name] for name in ("seq", "action", "api_key_id", "holder", "permissions", "actor",
-                                                      "created_at")})
-    return GrantsCheck(True, len(events), None, tuple(grants))
+        grants.append({"seq": event["seq"], "action": event["action"], "api_key_id": event["api_key_id"],
+                       "holder": event["holder"], "permissions": event["permissions"], "actor": event["actor"],
+                       "created_at": event["created_at"]})
+    return GrantsCheck(valid=True, signatures_checked=checked, events=len(events), grants=tuple(grants))

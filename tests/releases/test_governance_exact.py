@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from gate.chain.sealing import event_hash
 from gate.keys.config import SigningSetup
 from gate.keys.signing import generate_keyring
 from gate.principals import Principal
@@ -27,7 +28,6 @@ from gate.releases.governance import (
 )
 from gate.releases.model import ReleaseRefused
 from gate.releases.policy import ReleasePolicy
-from gate.releases.sealing import event_hash
 
 A, B = Principal.api_key("key_a"), Principal.person("https://idp.example", "bob", "Bob")
 ANN = "person:https://id.example#ann"
@@ -213,10 +213,15 @@ def test_an_event_states_its_action(signing):
 def test_a_whole_chain_verifies_and_states_the_policy_after_each_event(signing):
     events, _state = _chain(signing)
     check = verify_governance(events, signing.trust_anchors(), SCOPE_HASH)
-    assert check.problem is None
+    assert check.problem is None and check.problems == ()
+    assert (check.valid, check.signatures_checked, check.verified, check.events) == (True, True, True, 3)
     assert check.policies == (OFF, ON, ON, LOOSE)
     assert check.changes == (change_summary(events[0]), change_summary(events[1]), change_summary(events[2], "key_a"))
-    assert verify_governance(events, None, SCOPE_HASH).problem is None  # hashes and links only
+    assert check.to_json() == {"verified": True, "valid": True, "signatures_checked": True, "events": 3,
+                               "problems": []}  # the chain check's members: its changes reach JSON via a history
+    unkeyed = verify_governance(events, None, SCOPE_HASH)  # hashes and links only
+    assert unkeyed.problem is None and (unkeyed.valid, unkeyed.signatures_checked, unkeyed.verified) == (
+        True, False, False)
 
 
 def _resealed(event):
@@ -240,6 +245,8 @@ def test_a_broken_chain_names_its_first_problem(signing, edit, problem, passed):
     edit(events)
     check = verify_governance(events, signing.trust_anchors(), SCOPE_HASH)
     assert check.problem == problem
+    assert (check.valid, check.signatures_checked, check.events, check.problems) == (False, True, len(events),
+                                                                                     (problem,))
     assert check.policies == (None, ON, ON)[:passed + 1] and len(check.changes) == passed  # as far as it got
 
 
@@ -263,7 +270,8 @@ def test_an_event_the_rules_refuse_or_that_misstates_its_fold_fails(index, membe
     events[index][member] = value
     events = _relinked(events, index)
     check = verify_governance(events, None, SCOPE_HASH)
-    assert check.problem == problem
+    assert check.problem == problem and check.problems == (problem,)
+    assert (check.valid, check.signatures_checked, check.events) == (False, False, 3)
     assert len(check.policies) == index + 1
 
 

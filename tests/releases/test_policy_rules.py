@@ -108,6 +108,7 @@ def test_the_governance_fold():
 def test_verify_governance_with_no_events_knows_no_policy():
     check = verify_governance([], None, "s" * 64)
     assert check.problem is None and check.policies == (None,) and check.changes == ()
+    assert (check.valid, check.signatures_checked, check.events) == (True, False, 0)
     assert verify_governance([{"release_governance_event_version": "x"}], None, "s").problem.startswith(
         "policy event 1: not a")
 

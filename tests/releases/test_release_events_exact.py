@@ -92,11 +92,15 @@ def test_an_event_reads_back_as_its_action():
 def test_a_whole_history_verifies_with_and_without_anchors():
     history = _history()
     check = E.verify_history(history, ANCHORS)
-    assert check.valid and check.events == 3 and check.problems == ()
+    assert check.valid and check.signatures_checked and check.verified and check.events == 3
+    assert check.problems == () and check.problem is None
     assert check.state == {**history[-1]["state"], "seq": 3, "head_event_hash": history[-1]["event_hash"]}
-    assert check.to_json() == {"valid": True, "events": 3, "problems": [], "state": check.state,
-                               "policy_changes": []}
-    assert E.verify_history(history, None).valid
+    assert check.to_json() == {"verified": True, "valid": True, "signatures_checked": True, "events": 3,
+                               "problems": [], "state": check.state, "policy_changes": []}
+    unkeyed = E.verify_history(history, None)  # hashes and links only: intact, never verified
+    assert unkeyed.valid and not unkeyed.signatures_checked and not unkeyed.verified
+    assert E.verify_history(history, TrustAnchors()) == E.HistoryCheck(  # no trusted key: no signature holds
+        valid=False, signatures_checked=False, events=3, problems=("event 1: signature has no trusted key",))
     assert E.history_document(SCOPE, "rb", history) == {"release_history_version": "release_history_v1",
                                                         "scope_hash": SCOPE, "rulebook_id": "rb", "events": history,
                                                         "governance": []}
@@ -147,7 +151,10 @@ def test_a_key_the_anchors_do_not_hold_is_named():
 
 
 def test_a_first_event_that_is_no_object_is_no_history():
-    assert E.verify_history(["x"], ANCHORS).problems == ("no events",)
+    assert E.verify_history(["x"], ANCHORS) == E.HistoryCheck(valid=False, signatures_checked=True, events=1,
+                                                              problems=("no events",))
+    assert E.verify_history([], None) == E.HistoryCheck(valid=False, signatures_checked=False, events=0,
+                                                        problems=("no events",))
 
 
 # ------------------------------------------------------------------ the halt rule in a signed history (issue 52)
@@ -191,11 +198,30 @@ def test_a_history_lists_the_scopes_policy_changes_it_verified():
     assert check.policy_changes == tuple(change_summary(event) for event in changes)
 
 
+def test_a_history_folds_its_governance_chain_with_the_table_it_is_given():
+    """A change of another safeguard setting (the event settings, issue 52) verifies with the table
+    that knows it (`gate verify` passes SAFEGUARDS) and not with the release policy's alone."""
+    from gate.events.egress import EventSettings
+    from gate.governance.table import SAFEGUARDS
+
+    settings, _state = build_governance_event(GovernanceState(), PolicyAction(
+        "policy_set", Principal.api_key("key-a"), AT, EventSettings(), EventSettings(anomaly_every_seconds=300),
+        setting="event_settings", approvals_required=False), SCOPE, SIGNER, SAFEGUARDS)
+    check = E.verify_history(_history(), ANCHORS, [settings], SAFEGUARDS)
+    assert check.verified and check.policy_changes == (change_summary(settings),)
+    assert E.verify_history(_history(), ANCHORS, [settings]) == E.HistoryCheck(
+        valid=False, signatures_checked=True, events=3,
+        problems=("policy event 1: its principal or policies are malformed",))
+
+
 def test_a_broken_policy_change_fails_the_history_with_the_changes_before_it():
     changes = _policy_changes()
     changes[1]["signature"] = changes[0]["signature"]
     check = E.verify_history(_governed(governance_seqs=(0, 1, 2, 2)), ANCHORS, changes)
-    assert check == E.HistoryCheck(False, 4, ("policy event 2: signature fails",), None, (change_summary(changes[0]),))
+    assert check == E.HistoryCheck(valid=False, signatures_checked=True, events=4,
+                                   problems=("policy event 2: signature fails",),
+                                   policy_changes=(change_summary(changes[0]),))
+    assert check.problem == "policy event 2: signature fails" and check.state is None
     other_scope = _policy_changes()
     assert E.verify_history(_governed(), None, [{**other_scope[0], "scope_hash": "t" * 64}]).problems == (
         "policy event 1: belongs to another scope",)
@@ -204,8 +230,9 @@ def test_a_broken_policy_change_fails_the_history_with_the_changes_before_it():
 def test_a_policy_event_in_force_never_goes_back():
     changes = _policy_changes()
     check = E.verify_history(_governed(governance_seqs=(0, 2, 1, 2)), ANCHORS, changes)
-    assert check == E.HistoryCheck(False, 4, ("event 3: governance_seq 1 goes back before policy event 2",), None,
-                                   tuple(change_summary(event) for event in changes))
+    assert check == E.HistoryCheck(valid=False, signatures_checked=True, events=4,
+                                   problems=("event 3: governance_seq 1 goes back before policy event 2",),
+                                   policy_changes=tuple(change_summary(event) for event in changes))
     history = _governed(governance_seqs=(0, 1, 2, 2))
     history[1].pop("governance_seq")
     assert E.verify_history(_relinked(history, old_form=()), ANCHORS, changes).problems == (
