@@ -18,6 +18,8 @@ receipt id) through `gate.receipts.values.OUTCOME_EFFECTIVENESS_CLASS`; only `su
 * ``level``: ``insufficient_data`` when ``n < min_sample``, else ``high`` (score >= 0.8),
   ``medium`` (score >= 0.5) or ``low``; ``recommendation`` follows from the level.
 Scores and stability are rounded to 6 decimals (after all arithmetic).
+The z, the rounding, the levels and the recommendations are `gate.confidence_scale`'s, which the
+Polars engine reads too.
 """
 
 from __future__ import annotations
@@ -25,28 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from gate.confidence_scale import ConfidenceValues, Z, rated
 from gate.protocol.canonical import canonical_bytes, sha256_hex
 from gate.vocabulary import DECISION_CONFIDENCE_VERSION
 
-Z = 1.96
-HIGH_SCORE = 0.8
-MEDIUM_SCORE = 0.5
 MIN_SAMPLE_DEFAULT = 10
-DIGITS = 6
-
-LEVEL_INSUFFICIENT = "insufficient_data"
-LEVEL_HIGH = "high"
-LEVEL_MEDIUM = "medium"
-LEVEL_LOW = "low"
-RECOMMENDATIONS = {
-    LEVEL_INSUFFICIENT: "insufficient_data_collect_outcomes",
-    LEVEL_HIGH: "high_confidence_proceed",
-    LEVEL_MEDIUM: "medium_confidence_monitor",
-    LEVEL_LOW: "low_confidence_review",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class ConfidenceCounts:
@@ -100,33 +87,42 @@ def policy_stability(counts: ConfidenceCounts) -> float:
     return 1 - (1 - share) * abs(p_cur - p_old)
 
 
-def level_for(score: float, n: int, min_sample: int) -> str:
-    if n < min_sample:
-        return LEVEL_INSUFFICIENT
-    if score >= HIGH_SCORE:
-        return LEVEL_HIGH
-    if score >= MEDIUM_SCORE:
-        return LEVEL_MEDIUM
-    return LEVEL_LOW
+class ConfidenceBasis(TypedDict):
+    """`based_on`: the counts the score was computed from."""
+
+    policy_version: str | None
+    successes: int
+    failures: int
+    current_version_successes: int
+    current_version_failures: int
+    min_sample: int
 
 
-def confidence_values(counts: ConfidenceCounts, min_sample: int = MIN_SAMPLE_DEFAULT) -> dict[str, Any]:
+class DecisionConfidence(TypedDict):
+    """The record's `decision_confidence` member, in the order `confidence_block` writes it."""
+
+    decision_confidence_version: str
+    score: float
+    level: str
+    similar_decisions: int
+    policy_stability: float
+    recommendation: str
+    based_on: ConfidenceBasis
+    confidence_hash: str
+
+
+def confidence_values(counts: ConfidenceCounts, min_sample: int = MIN_SAMPLE_DEFAULT) -> ConfidenceValues:
     """`score`, `level`, `similar_decisions`, `policy_stability`, `recommendation` from counts."""
     n = counts.successes + counts.failures
     stability = policy_stability(counts)
-    score = wilson_lower(counts.successes, n) * stability
-    score, stability = round(score, DIGITS), round(stability, DIGITS)
-    level = level_for(score, n, min_sample)
-    return {"score": score, "level": level, "similar_decisions": n,
-            "policy_stability": stability, "recommendation": RECOMMENDATIONS[level]}
+    return rated(wilson_lower(counts.successes, n) * stability, stability, n, min_sample)
 
 
 def confidence_block(counts: ConfidenceCounts, *, policy_version: str | None,
-                     min_sample: int = MIN_SAMPLE_DEFAULT) -> dict[str, Any]:
+                     min_sample: int = MIN_SAMPLE_DEFAULT) -> DecisionConfidence:
     """The record's `decision_confidence` member, with its `confidence_hash`."""
-    block: dict[str, Any] = {"decision_confidence_version": DECISION_CONFIDENCE_VERSION}
-    block.update(confidence_values(counts, min_sample))
-    block["based_on"] = {
+    values = confidence_values(counts, min_sample)
+    based_on: ConfidenceBasis = {
         "policy_version": policy_version,
         "successes": counts.successes,
         "failures": counts.failures,
@@ -134,7 +130,9 @@ def confidence_block(counts: ConfidenceCounts, *, policy_version: str | None,
         "current_version_failures": counts.current_failures,
         "min_sample": min_sample,
     }
-    block["confidence_hash"] = confidence_hash(block)
+    block: DecisionConfidence = {"decision_confidence_version": DECISION_CONFIDENCE_VERSION, **values,
+                                 "based_on": based_on, "confidence_hash": ""}
+    block["confidence_hash"] = confidence_hash(block)  # over the block without it (its value is left out)
     return block
 
 

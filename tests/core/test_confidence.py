@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from gate.confidence_scale import level_for
 from gate.ledger import Ledger
 from gate.ledger.confidence import Bucket, OutcomeMove, apply_outcome
 from gate.protocol.confidence import (
@@ -13,7 +14,6 @@ from gate.protocol.confidence import (
     confidence_block,
     confidence_hash,
     confidence_values,
-    level_for,
     policy_stability,
     wilson_lower,
 )

@@ -6,7 +6,8 @@ mapped to its effectiveness class; similar decisions are those of the policy (an
 verdict and action) whose latest outcome is success or failure; evidence splits into the
 current `policy_version` and the others; then the Wilson lower bound, the policy stability and
 the score. The float arithmetic is written in the same order as the scalar code, so both give
-the same IEEE doubles; rounding and levels are applied afterwards in plain Python.
+the same IEEE doubles; rounding and levels are applied afterwards in plain Python, by the scale
+both share (`gate.confidence_scale`: a leaf the engines read as they read `gate.vocabulary`).
 
 Inputs: `decisions` with `decision_id`, `created_at`, `policy_id`, `policy_version`, `verdict`,
 `action`; `outcomes` with `decision_id`, `reported_at`, `receipt_id`, `status`; both already
@@ -18,13 +19,15 @@ outcome status to `success`/`failure`/`excluded`/`open` (pass
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
+from gate.confidence_scale import ConfidenceValues, Z, rated
 from workbench.engines.common import (
     FAILURE,
     SUCCESS,
+    Sample,
     class_expr,
     latest_rows,
     merge_frames,
@@ -34,16 +37,6 @@ from workbench.engines.common import (
     sample_of_groups,
 )
 
-Z = 1.96
-HIGH_SCORE = 0.8
-MEDIUM_SCORE = 0.5
-DIGITS = 6
-RECOMMENDATIONS = {
-    "insufficient_data": "insufficient_data_collect_outcomes",
-    "high": "high_confidence_proceed",
-    "medium": "medium_confidence_monitor",
-    "low": "low_confidence_review",
-}
 MAX_BUCKETS = 50
 
 __all__ = ["confidence_report", "finalize", "formula_columns", "merge", "partial"]
@@ -70,21 +63,37 @@ def formula_columns(frame: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns((pl.col("lower") * pl.col("stability")).alias("score"))
 
 
-def _level(score: float, n: int, min_sample: int) -> str:
-    if n < min_sample:
-        return "insufficient_data"
-    if score >= HIGH_SCORE:
-        return "high"
-    if score >= MEDIUM_SCORE:
-        return "medium"
-    return "low"
+class ConfidenceBucket(ConfidenceValues):
+    verdict: str
+    action: str | None
+    successes: int
+    failures: int
 
 
-def _values(row: Mapping[str, Any], min_sample: int) -> dict[str, Any]:
-    score, stability = round(row["score"], DIGITS), round(row["stability"], DIGITS)
-    level = _level(score, row["n"], min_sample)
-    return {"score": score, "level": level, "similar_decisions": row["n"], "policy_stability": stability,
-            "recommendation": RECOMMENDATIONS[level]}
+class BasedOn(TypedDict):
+    """What the figure rests on: the current version, the similar decisions' selection and counts."""
+
+    policy_version: str | None
+    verdict: str | None
+    action: str | None
+    successes: int
+    failures: int
+    current_version_successes: int
+    current_version_failures: int
+    min_sample: int
+
+
+class ConfidenceBody(ConfidenceValues):
+    """The confidence report's members (`finalize`; sealed by `workbench.reports.policy`)."""
+
+    policy_id: str
+    based_on: BasedOn
+    sample: Sample
+    buckets: list[ConfidenceBucket]
+
+
+def _values(row: Mapping[str, Any], min_sample: int) -> ConfidenceValues:
+    return rated(row["score"], row["stability"], row["n"], min_sample)
 
 
 def confidence_report(
@@ -97,7 +106,7 @@ def confidence_report(
     verdict: str | None = None,
     action: str | None = None,
     min_sample: int = 10,
-) -> dict[str, Any]:
+) -> ConfidenceBody:
     """The confidence report body (without envelope or hash) for one policy of one scope:
     `finalize(merge([partial(all)]))`.
 
@@ -150,16 +159,14 @@ def merge(partials: Sequence[Mapping[str, pl.DataFrame]]) -> dict[str, pl.DataFr
 
 def finalize(state: Mapping[str, pl.DataFrame], *, policy_id: str, classes: Mapping[str, str],
              policy_version: str | None = None, verdict: str | None = None, action: str | None = None,
-             min_sample: int = 10) -> dict[str, Any]:
+             min_sample: int = 10) -> ConfidenceBody:
     """The report body from the merged state (`confidence_report` names the parameters)."""
     if policy_version is None:
         newest = state["newest"]
         policy_version = newest["policy_version"].item() if newest.height else None
     pooled, buckets = _evidence_counts(state["evidence"].lazy(), policy_version)
     row = pooled.row(0, named=True)
-    report: dict[str, Any] = {"policy_id": policy_id}
-    report.update(_values(row, min_sample))
-    report["based_on"] = {
+    based_on: BasedOn = {
         "policy_version": policy_version,
         "verdict": verdict,
         "action": action,
@@ -169,13 +176,13 @@ def finalize(state: Mapping[str, pl.DataFrame], *, policy_id: str, classes: Mapp
         "current_version_failures": row["f_cur"],
         "min_sample": min_sample,
     }
-    report["sample"] = sample_block(state["sample"], classes)
-    report["buckets"] = [
-        {"verdict": b["verdict"], "action": b["action"], **_values(b, min_sample),
-         "successes": b["s_cur"] + b["s_old"], "failures": b["f_cur"] + b["f_old"]}
-        for b in buckets.iter_rows(named=True)
-    ]
-    return report
+    return {
+        "policy_id": policy_id, **_values(row, min_sample), "based_on": based_on,
+        "sample": sample_block(state["sample"], classes),
+        "buckets": [{"verdict": b["verdict"], "action": b["action"], **_values(b, min_sample),
+                     "successes": b["s_cur"] + b["s_old"], "failures": b["f_cur"] + b["f_old"]}
+                    for b in buckets.iter_rows(named=True)],
+    }
 
 
 def _evidence_counts(evidence: pl.LazyFrame, policy_version: str | None) -> list[pl.DataFrame]:
