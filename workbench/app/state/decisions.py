@@ -8,20 +8,18 @@ from typing import Any
 import param
 
 from gate.vocabulary import VERDICTS
+from workbench.app.paging import PagedState
 from workbench.app.store import WorkbenchStore
 from workbench.dataset.location import DatasetError
 
 
-class DecisionsState(param.Parameterized):
+class DecisionsState(PagedState):
     scope = param.String(default="")
     policy_id = param.String(default="")
     verdict: param.Selector[str] = param.Selector(default="", objects=["", *VERDICTS])
     rule = param.String(default="", doc="matched rule id; empty for any")
     search = param.String(default="", doc="decision id prefix")
-    page = param.Integer(default=1, bounds=(1, None))
-    page_size = param.Integer(default=25, bounds=(5, 200))
     rows = param.Parameter(default=None, doc="polars DataFrame of the current page")
-    total = param.Integer(default=0)
     selected = param.String(default="")
     detail = param.Dict(default=None, allow_None=True)
     message = param.String(default="")
@@ -31,16 +29,9 @@ class DecisionsState(param.Parameterized):
         self.store = store
         self.refresh()
 
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // self.page_size))
-
     @param.depends("scope", "policy_id", "verdict", "rule", "search", "page_size", watch=True)
     def _filters_changed(self) -> None:
-        if self.page != 1:
-            self.page = 1  # triggers refresh
-        else:
-            self.refresh()
+        self.first_page()
 
     @param.depends("page", watch=True)
     def refresh(self) -> None:

@@ -12,14 +12,16 @@ only reads it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import param
 
 from gate.errors import GateError
 from gate.principals import Permission
-from gate.services.holds import HOLD_DENIED
+from gate.services.holds import HOLD_DENIED, HoldStep
 from workbench.app.access import Rights
+from workbench.app.paging import PagedState
 from workbench.app.store import WorkbenchStore
 
 STATE_CHOICES = ("open", "approved", "denied", "expired", "closed", "all")
@@ -35,7 +37,7 @@ def quorum_text(hold: dict[str, Any]) -> str:
     return f"approval {given + 1} of {needed}: the hold stays open until {needed} distinct reviewers approve"
 
 
-def step_text(action: str, answer: dict[str, Any]) -> str:
+def step_text(action: str, answer: HoldStep) -> str:
     """What a step did, from the service's answer (the signed event and the hold after it)."""
     event, hold = answer["event"], answer["hold"]
     signed = f"hold event {event['seq']} ({str(event['event_hash'])[:12]}…)"
@@ -49,14 +51,11 @@ def step_text(action: str, answer: dict[str, Any]) -> str:
     return f"{hold['decision_id']} {done}: {signed}"
 
 
-class InboxState(param.Parameterized):
+class InboxState(PagedState):
     scope = param.String(default="")
     state: param.Selector[str] = param.Selector(default="open", objects=list(STATE_CHOICES))
     queue = param.String(default="", doc="a queue of the scope; empty for every queue")
-    page = param.Integer(default=1, bounds=(1, None))
-    page_size = param.Integer(default=25, bounds=(5, 200))
     rows = param.List(default=[], doc="the page's holds (gate.services.holds.hold_view)")
-    total = param.Integer(default=0)
     counts = param.Dict(default={}, doc="holds per state in the scope")
     queues = param.List(default=[], doc="the scope's queue names")
     selected = param.String(default="", doc="the open hold's decision id")
@@ -70,20 +69,13 @@ class InboxState(param.Parameterized):
         self.rights = rights
         self.refresh()
 
-    @property
-    def pages(self) -> int:
-        return max(1, -(-self.total // self.page_size))
-
     def may_act(self) -> bool:
         """Whether the session's roles in the scope permit a step on a hold (what the page shows)."""
         return self.rights.may(self.scope, RESOLVE_PERMISSION)
 
     @param.depends("scope", "state", "queue", "page_size", watch=True)
     def _filters_changed(self) -> None:
-        if self.page != 1:
-            self.page = 1  # triggers refresh
-        else:
-            self.refresh()
+        self.first_page()
 
     @param.depends("page", watch=True)
     def refresh(self) -> None:
@@ -200,7 +192,7 @@ class InboxState(param.Parameterized):
             return False
         return True
 
-    def _act(self, action: str, body: dict[str, Any] | None = None) -> None:
+    def _act(self, action: str, body: Mapping[str, object] | None = None) -> None:
         """One step through the service with the session's principal and permissions, now."""
         if not self.scope or not self.selected:
             self.message = f"{action}: open a hold first"
